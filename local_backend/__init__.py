@@ -1,0 +1,1 @@
+"""The bundled local backend: a paged, prefix-cached, continuous-batching inference engine."""

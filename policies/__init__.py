@@ -1,0 +1,1 @@
+"""Policies: routing, fallbacks, budgets, TTL and rewrite permissions."""

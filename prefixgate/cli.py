@@ -1,0 +1,98 @@
+"""The `prefixgate` command: one CLI for every surface."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from prefixgate.config import ConfigError, Settings, load_settings
+
+
+def _settings(ctx: click.Context, **overrides: object) -> Settings:
+    try:
+        return load_settings(ctx.obj.get("config"), **overrides)
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from None
+
+
+def _not_yet(what: str) -> None:
+    click.echo(f"prefixgate {what}: not yet available in this version.", err=True)
+    sys.exit(2)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config", type=click.Path(dir_okay=False), envvar="PREFIXGATE_CONFIG",
+              help="YAML settings file (PREFIXGATE_* environment variables override it).")
+@click.version_option(package_name="prefixgate")
+@click.pass_context
+def main(ctx: click.Context, config: str | None) -> None:
+    """prefixgate: make LLM prompt prefixes reusable, cheaper and faster."""
+    ctx.ensure_object(dict)
+    ctx.obj["config"] = config
+
+
+@main.command()
+@click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port to listen on (default 8080).")
+@click.option("--local-model", default=None, help="Serve this local model in-process, e.g. smollm2-135m.")
+@click.pass_context
+def serve(ctx: click.Context, host: str | None, port: int | None, local_model: str | None) -> None:
+    """Run the gateway: OpenAI, Anthropic and Gemini clients use it by changing their base URL."""
+    import uvicorn
+
+    from prefixgate.gateway.app import create_app
+
+    settings = _settings(ctx, host=host, port=port, local_model=local_model)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
+
+
+@main.command()
+@click.option("--model", default="smollm2-135m", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8100, show_default=True)
+def backend(model: str, host: str, port: int) -> None:
+    """Serve the bundled local engine over an OpenAI-compatible API."""
+    _not_yet("backend")
+
+
+@main.command()
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
+def plan(trace: str) -> None:
+    """Plan each request of TRACE.jsonl as the gateway would and print the planned records."""
+    _not_yet("plan")
+
+
+@main.command()
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
+@click.option("--strategy", type=click.Choice(["passthrough", "planner"]), default="passthrough")
+@click.option("--json", "as_json", is_flag=True)
+def replay(trace: str, strategy: str, as_json: bool) -> None:
+    """Replay TRACE.jsonl through the provider cache simulator and report cost and savings."""
+    _not_yet("replay")
+
+
+@main.command("mock-providers")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8200, show_default=True)
+def mock_providers(host: str, port: int) -> None:
+    """Serve faithful offline stand-ins for the Anthropic, OpenAI and Gemini APIs."""
+    _not_yet("mock-providers")
+
+
+@main.command()
+@click.argument("paths", nargs=-1)
+def lint(paths: tuple[str, ...]) -> None:
+    """Flag prompt shapes that defeat prefix caching, with fixes."""
+    _not_yet("lint")
+
+
+@main.command()
+@click.argument("which", type=click.Choice(["engine", "planner", "gateway"]), default="engine")
+def bench(which: str) -> None:
+    """Run a side-by-side benchmark from bench/."""
+    _not_yet("bench")
+
+
+if __name__ == "__main__":
+    main()

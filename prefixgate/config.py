@@ -1,0 +1,73 @@
+"""Settings: a YAML file plus PREFIXGATE_* environment variables (environment wins), validated at the edge."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class ConfigError(Exception):
+    """A config file or variable that cannot be used, with the offending key in the message."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PREFIXGATE_", extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    # Local backend: a model name ("smollm2-135m") run in-process, or "" for none.
+    local_model: str = ""
+    # An OpenAI-compatible server (this project's `prefixgate backend`, vLLM, SGLang) instead of in-process.
+    backend_url: str = ""
+    # Hosted providers' base URLs; point them at `prefixgate mock-providers` for offline work.
+    anthropic_base_url: str = "https://api.anthropic.com"
+    openai_base_url: str = "https://api.openai.com"
+    gemini_base_url: str = "https://generativelanguage.googleapis.com"
+    # Ledger: SQLite file by default; with a Redis URL replicas share ledger and learned state.
+    ledger_path: str = "prefixgate-ledger.sqlite"
+    redis_url: str = ""
+    # Overrides merged over the packaged provider rules and prices.
+    providers_file: str = ""
+    log_level: str = "info"
+
+    # The YAML file named by PREFIXGATE_CONFIG (or passed to load_settings) sits below the environment.
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings)
+
+
+def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    """Settings from `config_file` (or $PREFIXGATE_CONFIG), then the environment, then `overrides`."""
+    path = config_file or os.environ.get("PREFIXGATE_CONFIG")
+    data: dict[str, Any] = {}
+    if path:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {path} is not valid YAML: {e}") from e
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping of settings, not {type(loaded).__name__}")
+        data = loaded
+    env_keys = {k.removeprefix("PREFIXGATE_").lower() for k in os.environ if k.startswith("PREFIXGATE_")}
+    # The environment overrides the file: drop file keys the environment sets.
+    merged = {k: v for k, v in data.items() if k not in env_keys}
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Settings(**merged)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        raise ConfigError(f"invalid settings: {problems}") from None

@@ -1,0 +1,91 @@
+"""Usage -> money, with the counterfactual cost of the same request without caching.
+
+All arithmetic is `Decimal`: ledgers add millions of tiny amounts and must not drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from prefixgate.usage import Usage
+
+MTOK = Decimal(1_000_000)
+ZERO = Decimal(0)
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens for one model. `cache_write` maps a TTL to its write price."""
+
+    input: Decimal
+    output: Decimal
+    cache_read: Decimal
+    cache_write: dict[str, Decimal] = field(default_factory=dict)
+    # Explicit caches billed for storage (Gemini cachedContents): USD per million tokens per hour.
+    storage_per_hour: Decimal = ZERO
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output", "cache_read", "storage_per_hour"):
+            if Decimal(getattr(self, name)) < 0:
+                raise ValueError(f"price {name} must be >= 0")
+
+    def write_price(self, ttl: str) -> Decimal:
+        """Price of writing with `ttl`; providers that do not charge writes bill them as plain input."""
+        return self.cache_write.get(ttl, self.input)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one request cost, by token class, and what it would have cost with no caching at all."""
+
+    uncached_input: Decimal = ZERO
+    cache_read: Decimal = ZERO
+    cache_write: Decimal = ZERO
+    output: Decimal = ZERO
+    storage: Decimal = ZERO
+    without_cache: Decimal = ZERO
+
+    @property
+    def total(self) -> Decimal:
+        return self.uncached_input + self.cache_read + self.cache_write + self.output + self.storage
+
+    @property
+    def savings(self) -> Decimal:
+        """Positive when caching saved money; negative when writes cost more than reads returned."""
+        return self.without_cache - self.total
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
+            self.uncached_input + other.uncached_input,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+            self.output + other.output,
+            self.storage + other.storage,
+            self.without_cache + other.without_cache,
+        )
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "uncached_input": str(self.uncached_input),
+            "cache_read": str(self.cache_read),
+            "cache_write": str(self.cache_write),
+            "output": str(self.output),
+            "storage": str(self.storage),
+            "total": str(self.total),
+            "without_cache": str(self.without_cache),
+            "savings": str(self.savings),
+        }
+
+
+def price_usage(usage: Usage, price: Price, storage_token_hours: Decimal = ZERO) -> Cost:
+    """Price `usage`; the counterfactual bills every prompt token as plain input and no storage."""
+    writes = sum((n * price.write_price(ttl) for ttl, n in usage.cache_writes.items()), ZERO)
+    return Cost(
+        uncached_input=usage.uncached_input * price.input / MTOK,
+        cache_read=usage.cache_read * price.cache_read / MTOK,
+        cache_write=writes / MTOK,
+        output=usage.output * price.output / MTOK,
+        storage=storage_token_hours * price.storage_per_hour / MTOK,
+        without_cache=(usage.input_total * price.input + usage.output * price.output) / MTOK,
+    )

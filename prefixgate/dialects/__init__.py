@@ -1,0 +1,1 @@
+"""Wire dialects: OpenAI Chat Completions, Anthropic Messages, Gemini generateContent <-> IR."""

@@ -1,0 +1,55 @@
+"""One typed error for bad requests, rendered in each dialect's own error shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RequestError(Exception):
+    """A request the caller must fix (or an upstream failure to report), with the field at fault.
+
+    `kind` is a dialect-neutral category; `status` the HTTP status to answer with.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        status: int = 400,
+        kind: str = "invalid_request",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.status = status
+        self.kind = kind
+        self.retry_after = retry_after
+
+    def __repr__(self) -> str:
+        return f"RequestError({self.message!r}, field={self.field!r}, status={self.status})"
+
+
+# kind -> (OpenAI type, Anthropic type, Gemini status)
+_KINDS: dict[str, tuple[str, str, str]] = {
+    "invalid_request": ("invalid_request_error", "invalid_request_error", "INVALID_ARGUMENT"),
+    "authentication": ("authentication_error", "authentication_error", "UNAUTHENTICATED"),
+    "permission": ("permission_error", "permission_error", "PERMISSION_DENIED"),
+    "not_found": ("not_found_error", "not_found_error", "NOT_FOUND"),
+    "too_large": ("invalid_request_error", "request_too_large", "INVALID_ARGUMENT"),
+    "rate_limit": ("rate_limit_error", "rate_limit_error", "RESOURCE_EXHAUSTED"),
+    "overloaded": ("server_error", "overloaded_error", "UNAVAILABLE"),
+    "timeout": ("timeout_error", "timeout_error", "DEADLINE_EXCEEDED"),
+    "server": ("server_error", "api_error", "INTERNAL"),
+}
+
+
+def error_body(err: RequestError, dialect: str) -> dict[str, Any]:
+    """The error JSON a client of `dialect` expects (its SDK parses this shape into its own exception)."""
+    oa_type, an_type, g_status = _KINDS.get(err.kind, _KINDS["server"])
+    if dialect == "anthropic":
+        return {"type": "error", "error": {"type": an_type, "message": err.message}}
+    if dialect == "gemini":
+        return {"error": {"code": err.status, "message": err.message, "status": g_status}}
+    return {"error": {"message": err.message, "type": oa_type, "param": err.field, "code": None}}

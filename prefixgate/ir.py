@@ -1,0 +1,133 @@
+"""The prompt IR every component shares.
+
+A `Conversation` is one request in any dialect, as an ordered list of `Segment`s in the order
+its provider builds the cache prefix (Anthropic: tools, system, messages; OpenAI: tools and
+schemas, then messages; Gemini: system instruction, tools, contents). Each `Block` keeps its
+exact native JSON, so encoding an unannotated conversation gives back the request it came from;
+the planner's annotations (tokens, stability, checkpoints) live beside the native data and are
+only written to the wire by a dialect's encoder.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Dialect = Literal["openai", "anthropic", "gemini"]
+Stability = Literal["static", "session", "dynamic"]
+BlockKind = Literal[
+    "text", "image", "document", "audio", "file", "tool_def", "tool_call", "tool_result",
+    "thinking", "schema", "config", "other",
+]
+# Segment roles: the chat roles of the three APIs plus the request-level prefix parts.
+Role = Literal["tools", "schema", "system", "developer", "user", "assistant", "tool", "function", "model"]
+
+TTLS = ("5m", "30m", "1h", "24h")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A cache breakpoint at the end of a block: everything up to and including it is one prefix."""
+
+    ttl: str = "5m"
+
+    def __post_init__(self) -> None:
+        if self.ttl not in TTLS and not (self.ttl.endswith("s") and self.ttl[:-1].isdigit()):
+            raise ValueError(f"checkpoint ttl must be one of {TTLS} or '<seconds>s', got {self.ttl!r}")
+
+
+@dataclass
+class Block:
+    """One content block. `native` is its exact wire JSON; `text` is what it says, for counting and analysis."""
+
+    kind: BlockKind
+    native: Any
+    text: str = ""
+    tokens: int | None = None
+    stability: Stability | None = None
+    checkpoint: Checkpoint | None = None
+    # Set when the planner changed `text`; encoders then write `text` back into the native shape.
+    edited: bool = False
+
+    def set_text(self, text: str) -> None:
+        self.text = text
+        self.edited = True
+
+    @property
+    def key(self) -> str:
+        """Content hash of what this block puts in the prefix (its native JSON, canonical order)."""
+        return content_hash(self.native if not self.edited else [self.native, self.text])
+
+
+@dataclass
+class Segment:
+    """One prefix part: a message, or a request-level part such as the tools list or the system prompt.
+
+    `native` holds the segment's wire JSON with its block list removed (a message's role, name,
+    tool_call_id...), `blocks_field` names where the blocks go back, and `form` remembers whether
+    content was a bare string or a list, so unannotated encoding is byte-faithful.
+    """
+
+    role: Role
+    blocks: list[Block]
+    native: Any = None
+    blocks_field: str | None = None
+    form: Literal["string", "list", "object", "absent"] = "list"
+    stability: Stability | None = None
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.blocks if b.text)
+
+    @property
+    def tokens(self) -> int | None:
+        counts = [b.tokens for b in self.blocks]
+        return None if any(c is None for c in counts) else sum(counts)  # type: ignore[misc]
+
+
+@dataclass
+class Conversation:
+    """A whole request: prefix segments in provider order plus every other field, untouched."""
+
+    dialect: Dialect
+    model: str | None
+    segments: list[Segment]
+    # The request body's other fields, in their original order; prefix fields appear in
+    # `field_order` so encoders can put them back where they were.
+    params: dict[str, Any] = field(default_factory=dict)
+    field_order: list[str] = field(default_factory=list)
+    stream: bool = False
+    # Provider-specific cache fields the planner sets (e.g. OpenAI prompt_cache_key, Gemini cachedContent).
+    cache_params: dict[str, Any] = field(default_factory=dict)
+
+    def blocks(self) -> list[Block]:
+        return [b for s in self.segments for b in s.blocks]
+
+    def checkpoints(self) -> list[tuple[int, int, Checkpoint]]:
+        """(segment index, block index, checkpoint) for every placed checkpoint, in prefix order."""
+        return [
+            (si, bi, b.checkpoint)
+            for si, s in enumerate(self.segments)
+            for bi, b in enumerate(s.blocks)
+            if b.checkpoint is not None
+        ]
+
+    def copy(self) -> Conversation:
+        return copy.deepcopy(self)
+
+    def prefix_keys(self) -> list[str]:
+        """Chained content hashes, one per block: equal keys mean equal prefixes up to that block."""
+        keys, h = [], hashlib.sha256(f"{self.dialect}:{self.model}".encode())
+        for b in self.blocks():
+            h.update(b.key.encode())
+            keys.append(h.copy().hexdigest()[:32])
+        return keys
+
+
+def content_hash(value: Any) -> str:
+    """Stable hash of a JSON value (key order included: providers hash exact bytes)."""
+    data = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(data.encode()).hexdigest()[:32]

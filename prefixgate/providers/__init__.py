@@ -1,0 +1,1 @@
+"""Per-provider caching rules, pricing, and a cache simulator."""

@@ -1,0 +1,54 @@
+"""Normalised token usage: one shape for every provider's usage fields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens of one response, split the way providers bill them.
+
+    `uncached_input` excludes cache reads and writes (unlike OpenAI's `prompt_tokens`, which
+    includes cached tokens); `cache_writes` maps a TTL ("5m", "1h", "30m", ...) to tokens written.
+    """
+
+    uncached_input: int = 0
+    cache_read: int = 0
+    cache_writes: dict[str, int] = field(default_factory=dict)
+    output: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("uncached_input", "cache_read", "output"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"usage {name} must be >= 0, got {getattr(self, name)}")
+        if any(v < 0 for v in self.cache_writes.values()):
+            raise ValueError(f"usage cache_writes must be >= 0, got {self.cache_writes}")
+
+    @property
+    def cache_write(self) -> int:
+        return sum(self.cache_writes.values())
+
+    @property
+    def input_total(self) -> int:
+        """Every prompt token, cached or not."""
+        return self.uncached_input + self.cache_read + self.cache_write
+
+    def __add__(self, other: Usage) -> Usage:
+        writes = dict(self.cache_writes)
+        for ttl, n in other.cache_writes.items():
+            writes[ttl] = writes.get(ttl, 0) + n
+        return Usage(
+            self.uncached_input + other.uncached_input,
+            self.cache_read + other.cache_read,
+            writes,
+            self.output + other.output,
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "uncached_input": self.uncached_input,
+            "cache_read": self.cache_read,
+            "cache_writes": dict(self.cache_writes),
+            "output": self.output,
+        }
