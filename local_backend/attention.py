@@ -22,6 +22,8 @@ class PrefillChunk:
     num_queries: int
     context_len: int  # keys: the cached prefix plus this chunk
     blocks: torch.Tensor  # block ids covering the context
+    # Additive mask [num_queries, context_len] when the chunk follows cached context; None: plain causal.
+    mask: torch.Tensor | None = None
 
 
 @dataclass
@@ -66,36 +68,31 @@ def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     kv_heads = k_cache.shape[-2]
     group = heads // kv_heads
     # Query heads h = kv * group + g share kv head `kv` (transformers' repeat_kv layout).
-    q = q.view(b, kv_heads, group, d)
+    q = (q * scale).view(b, kv_heads, group, d)
     ko, vo = _gather(k_cache, meta.own_blocks), _gather(v_cache, meta.own_blocks)  # [b, kv, U, d]
     own = torch.matmul(q, ko.transpose(-1, -2)).masked_fill_(~meta.own_mask, float("-inf"))  # [b, kv, g, U]
-    shared_len = 0 if meta.shared_blocks is None else meta.shared_blocks.numel()
-    if not shared_len:
-        probs = torch.softmax(own.float() * scale, dim=-1).to(q.dtype)
-        return torch.matmul(probs, vo).reshape(b, heads * d)
+    if meta.shared_blocks is None:
+        return torch.matmul(torch.softmax(own, dim=-1), vo).reshape(b, heads * d)
     ks, vs = _gather(k_cache, meta.shared_blocks), _gather(v_cache, meta.shared_blocks)  # [kv, S, d]
-    qs = q.permute(1, 0, 2, 3).reshape(kv_heads, b * group, d)
-    shared = torch.matmul(qs, ks.transpose(-1, -2)).view(kv_heads, b, group, -1).permute(1, 0, 2, 3)
-    # One softmax over [shared keys | own keys] gives exactly the attention over the whole table.
-    probs = torch.softmax(torch.cat([shared, own], dim=-1).float() * scale, dim=-1).to(q.dtype)
-    ps, po = probs.split([shared.shape[-1], own.shape[-1]], dim=-1)
-    ps = ps.permute(1, 0, 2, 3).reshape(kv_heads, b * group, -1)
-    out = torch.matmul(ps, vs).view(kv_heads, b, group, d).permute(1, 0, 2, 3) + torch.matmul(po, vo)
-    return out.reshape(b, heads * d)
+    qs = q.transpose(0, 1).reshape(kv_heads, b * group, d)
+    shared = torch.matmul(qs, ks.transpose(-1, -2))  # [kv, b * g, S]
+    # One softmax over [shared keys | own keys], in two parts: exactly attention over the whole table.
+    peak = torch.maximum(shared.amax(-1).view(kv_heads, b, group).transpose(0, 1), own.amax(-1))
+    own = torch.exp(own - peak[..., None])
+    shared = torch.exp(shared - peak.transpose(0, 1).reshape(kv_heads, b * group, 1))
+    total = own.sum(-1) + shared.sum(-1).view(kv_heads, b, group).transpose(0, 1)
+    out = torch.matmul(shared, vs).view(kv_heads, b, group, d).transpose(0, 1) + torch.matmul(own, vo)
+    return (out / total[..., None]).reshape(b, heads * d)
 
 
 def _prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, chunk: PrefillChunk,
                        scale: float) -> torch.Tensor:
     n, heads, d = q.shape
     ctx = chunk.context_len
-    k = _gather(k_cache, chunk.blocks)[:, :ctx]  # [kv, ctx, d]
-    v = _gather(v_cache, chunk.blocks)[:, :ctx]
-    q = q.transpose(0, 1)
-    if n == ctx:
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=True)
-    else:
-        # Query i sits at position ctx - n + i and sees keys up to and including itself.
-        pos = torch.arange(ctx - n, ctx, device=q.device)
-        mask = torch.arange(ctx, device=q.device)[None, :] <= pos[:, None]
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
-    return o.transpose(0, 1).reshape(n, heads * d)
+    # 4-D inputs: 3-D ones miss torch's fused CPU kernel and run many times slower.
+    k = _gather(k_cache, chunk.blocks)[None, :, :ctx]  # [1, kv, ctx, d]
+    v = _gather(v_cache, chunk.blocks)[None, :, :ctx]
+    q = q.transpose(0, 1)[None]
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=chunk.mask, is_causal=chunk.mask is None, scale=scale,
+                                       enable_gqa=True)
+    return o[0].transpose(0, 1).reshape(n, heads * d)

@@ -78,7 +78,8 @@ class ModelRunner:
             if n == 1:
                 decodes.append(seq)
             else:
-                prefills.append(PrefillChunk(row, n, start + n, self._tensor(table[:cdiv(start + n, bs)])))
+                prefills.append(PrefillChunk(row, n, start + n, self._tensor(table[:cdiv(start + n, bs)]),
+                                             self._prefill_mask(start, n)))
             if start + n == seq.num_tokens:
                 sample_rows.append(row + n - 1)
                 sample_seqs.append(seq)
@@ -108,6 +109,14 @@ class ModelRunner:
         meta.shared_blocks = self._tensor(tables[0, :shared]) if shared else None
         meta.own_blocks = self._tensor(own)
         meta.own_mask = self._tensor(key_pos[None, :] < ctx[:, None])[:, None, None, :]
+
+    def _prefill_mask(self, start: int, n: int) -> torch.Tensor | None:
+        if start == 0:
+            return None
+        # Query i sits at position start + i and sees keys up to and including itself. Built once per step,
+        # shared by every layer; additive float masks take torch's fast CPU path, boolean ones do not.
+        visible = np.arange(start + n)[None, :] <= np.arange(start, start + n)[:, None]
+        return self._tensor(np.where(visible, 0.0, -np.inf).astype(np.float32)).to(self.dtype)
 
     def _tensor(self, x: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(x)).to(self.device, non_blocking=True)
