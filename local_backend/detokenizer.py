@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefixgate.local_backend.sampling_params import SamplingParams
 from tokenizers.decoders import DecodeStream
+
+from prefixgate.local_backend.sampling_params import SamplingParams
 
 # Prompt tokens the stream is primed with, so the first output token decodes as it would mid-text
 # (SentencePiece tokenizers drop a leading space at the very start).

@@ -9,6 +9,7 @@ from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from typing import Any
 
+from prefixgate.errors import RequestError
 from prefixgate.local_backend.config import EngineConfig
 from prefixgate.local_backend.detokenizer import Detokenizer
 from prefixgate.local_backend.kv_cache_manager import KVCacheManager
@@ -18,8 +19,6 @@ from prefixgate.local_backend.outputs import CompletionOutput, Logprob, RequestM
 from prefixgate.local_backend.sampling_params import SamplingParams
 from prefixgate.local_backend.scheduler import Scheduler
 from prefixgate.local_backend.sequence import Sequence
-
-from prefixgate.errors import RequestError
 
 Prompt = str | list[int] | dict[str, Any]
 

@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from prefixgate.local_backend.attention import AttentionMetadata, paged_attention, store_kv
 from torch import nn
+
+from prefixgate.local_backend.attention import AttentionMetadata, paged_attention, store_kv
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 

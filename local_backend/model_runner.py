@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from prefixgate.local_backend.attention import AttentionMetadata, PrefillChunk
 from prefixgate.local_backend.config import EngineConfig
 from prefixgate.local_backend.kv_cache_manager import cdiv
@@ -32,7 +33,9 @@ class ModelRunner:
         self.model = CausalLM.from_weights(hf_config, weights, limit).to(self.device, self.dtype)
         m = self.model
         bytes_per_block = 2 * m.num_layers * bs * m.kv_heads * m.head_dim * self.dtype.itemsize
-        self.num_blocks = config.num_kv_blocks or max(2, int(config.kv_cache_gib * 2**30 // bytes_per_block))
+        # More blocks than max_num_seqs full-length sequences can use would only cost memory.
+        useful = config.max_num_seqs * cdiv(limit, bs) + 1
+        self.num_blocks = config.num_kv_blocks or max(2, min(useful, int(config.kv_cache_gib * 2**30 // bytes_per_block)))
         # One block is reserved (padding target), so a lone sequence can grow to (num_blocks - 1) blocks.
         self.max_model_len = min(limit, (self.num_blocks - 1) * bs)
         # Zeroed, not empty: padded reads land on block 0 and are masked, but 0 * NaN would still be NaN.

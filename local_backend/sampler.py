@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
 from prefixgate.local_backend.sequence import Sequence
 
 

@@ -6,6 +6,7 @@ import time
 from enum import Enum, auto
 
 import torch
+
 from prefixgate.local_backend.sampling_params import SamplingParams
 
 
