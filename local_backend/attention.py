@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+# Block ids, or a slice when they are consecutive in the pool (a view then replaces the gather's copy).
+Blocks = torch.Tensor | slice
+
 
 @dataclass
 class PrefillChunk:
     start: int  # first query row in the flat batch
     num_queries: int
     context_len: int  # keys: the cached prefix plus this chunk
-    blocks: torch.Tensor  # block ids covering the context
+    blocks: Blocks  # covering the context
     # Additive mask [num_queries, context_len] when the chunk follows cached context; None: plain causal.
     mask: torch.Tensor | None = None
 
@@ -30,7 +33,7 @@ class PrefillChunk:
 class AttentionMetadata:
     slot_mapping: torch.Tensor  # [num_tokens] cache slot of each new token
     num_decodes: int = 0
-    shared_blocks: torch.Tensor | None = None  # [S] blocks every decode sequence starts with
+    shared_blocks: Blocks | None = None  # [S] blocks every decode sequence starts with
     own_blocks: torch.Tensor | None = None  # [num_decodes, U] the rest of each table, padded with block 0
     own_mask: torch.Tensor | None = None  # [num_decodes, 1, 1, U * block_size] True where a key exists
     prefills: list[PrefillChunk] = field(default_factory=list)
@@ -55,10 +58,10 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     return torch.cat(out) if len(out) > 1 else out[0]
 
 
-def _gather(cache: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+def _gather(cache: torch.Tensor, blocks: Blocks) -> torch.Tensor:
     # [..., n] block ids -> [..., kv_heads, n * block_size, head_dim]
     g = cache[blocks]
-    g = g.view(*blocks.shape[:-1], -1, *cache.shape[-2:])
+    g = g.view(*g.shape[:-4], -1, *cache.shape[-2:])
     return g.transpose(-3, -2)
 
 
@@ -70,19 +73,21 @@ def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     # Query heads h = kv * group + g share kv head `kv` (transformers' repeat_kv layout).
     q = (q * scale).view(b, kv_heads, group, d)
     ko, vo = _gather(k_cache, meta.own_blocks), _gather(v_cache, meta.own_blocks)  # [b, kv, U, d]
-    own = torch.matmul(q, ko.transpose(-1, -2)).masked_fill_(~meta.own_mask, float("-inf"))  # [b, kv, g, U]
+    # Scores and softmax in float32 whatever the cache dtype (a no-op on CPU).
+    own = torch.matmul(q, ko.transpose(-1, -2)).float().masked_fill_(~meta.own_mask, float("-inf"))  # [b,kv,g,U]
     if meta.shared_blocks is None:
-        return torch.matmul(torch.softmax(own, dim=-1), vo).reshape(b, heads * d)
+        return torch.matmul(torch.softmax(own, dim=-1).to(vo.dtype), vo).reshape(b, heads * d)
     ks, vs = _gather(k_cache, meta.shared_blocks), _gather(v_cache, meta.shared_blocks)  # [kv, S, d]
     qs = q.transpose(0, 1).reshape(kv_heads, b * group, d)
-    shared = torch.matmul(qs, ks.transpose(-1, -2))  # [kv, b * g, S]
+    shared = torch.matmul(qs, ks.transpose(-1, -2)).float()  # [kv, b * g, S]
     # One softmax over [shared keys | own keys], in two parts: exactly attention over the whole table.
     peak = torch.maximum(shared.amax(-1).view(kv_heads, b, group).transpose(0, 1), own.amax(-1))
     own = torch.exp(own - peak[..., None])
     shared = torch.exp(shared - peak.transpose(0, 1).reshape(kv_heads, b * group, 1))
     total = own.sum(-1) + shared.sum(-1).view(kv_heads, b, group).transpose(0, 1)
-    out = torch.matmul(shared, vs).view(kv_heads, b, group, d).transpose(0, 1) + torch.matmul(own, vo)
-    return (out / total[..., None]).reshape(b, heads * d)
+    out = (torch.matmul(shared.to(vs.dtype), vs).view(kv_heads, b, group, d).transpose(0, 1).float()
+           + torch.matmul(own.to(vo.dtype), vo).float())
+    return (out / total[..., None]).to(q.dtype).reshape(b, heads * d)
 
 
 def _prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, chunk: PrefillChunk,

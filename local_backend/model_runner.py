@@ -81,7 +81,7 @@ class ModelRunner:
             if n == 1:
                 decodes.append(seq)
             else:
-                prefills.append(PrefillChunk(row, n, start + n, self._tensor(table[:cdiv(start + n, bs)]),
+                prefills.append(PrefillChunk(row, n, start + n, self._blocks(table[:cdiv(start + n, bs)]),
                                              self._prefill_mask(start, n)))
             if start + n == seq.num_tokens:
                 sample_rows.append(row + n - 1)
@@ -104,12 +104,11 @@ class ModelRunner:
         shared = 0
         if len(seqs) > 1:
             same = (tables == tables[:1]).all(axis=0)
-            shared = int(min(np.argmin(same) if not same.all() else same.size, ctx.min() // bs))
+            # Every sequence keeps at least one key of its own, so neither softmax part is empty.
+            shared = int(min(np.argmin(same) if not same.all() else same.size, (ctx.min() - 1) // bs))
         own = tables[:, shared:]
-        if own.shape[1] == 0:  # every context ends exactly on the shared blocks: keep one padded block
-            own = np.zeros((len(seqs), 1), dtype=np.int64)
         key_pos = shared * bs + np.arange(own.shape[1] * bs)
-        meta.shared_blocks = self._tensor(tables[0, :shared]) if shared else None
+        meta.shared_blocks = self._blocks(tables[0, :shared]) if shared else None
         meta.own_blocks = self._tensor(own)
         meta.own_mask = self._tensor(key_pos[None, :] < ctx[:, None])[:, None, None, :]
 
@@ -120,6 +119,12 @@ class ModelRunner:
         # shared by every layer; additive float masks take torch's fast CPU path, boolean ones do not.
         visible = np.arange(start + n)[None, :] <= np.arange(start, start + n)[:, None]
         return self._tensor(np.where(visible, 0.0, -np.inf).astype(np.float32)).to(self.dtype)
+
+    def _blocks(self, ids: np.ndarray) -> torch.Tensor | slice:
+        # A prefix computed in one go usually got consecutive blocks: read them in place.
+        if ids[-1] - ids[0] == len(ids) - 1 and (len(ids) < 3 or (np.diff(ids) == 1).all()):
+            return slice(int(ids[0]), int(ids[-1]) + 1)
+        return self._tensor(ids)
 
     def _tensor(self, x: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(x)).to(self.device, non_blocking=True)
