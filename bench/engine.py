@@ -179,6 +179,14 @@ def table(results: list[Result]) -> str:
     return "\n".join(rows)
 
 
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, nargs="+", default=[16])
@@ -188,9 +196,12 @@ def main() -> int:
     ap.add_argument("--peer-max-requests", type=int, default=16,
                     help="run the peers only for request counts up to this (they are slow on a CPU)")
     ap.add_argument("--random-len", type=int, default=256, help="prompt length of the no-sharing workload")
+    ap.add_argument("--threads", type=int, help="torch CPU threads for every system (default: torch's choice)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     loaded = load_model("smollm2-135m")
     llm = LLM(loaded=loaded, max_num_batched_tokens=512, max_num_seqs=128)
     tok = loaded.tokenizer
@@ -200,8 +211,8 @@ def main() -> int:
 
         peer_model = AutoModelForCausalLM.from_pretrained(loaded.folder, dtype=torch.float32,
                                                           attn_implementation="sdpa").eval()
-    print(f"# machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch "
-          f"{torch.__version__}, {torch.get_num_threads()} threads; python {platform.python_version()}",
+    print(f"# machine: {_cpu_name()}, {os.cpu_count()} CPUs, torch {torch.__version__}, {torch.get_num_threads()} "
+          f"threads; python {platform.python_version()}; load average at start {os.getloadavg()[0]:.1f}",
           flush=True)
 
     warm = shared_prefix_prompts(tok, 2, seed=99)
@@ -232,7 +243,8 @@ def main() -> int:
         results.append(run_generate_batch(peer_model, prompts, args.output_tokens, "no sharing", sharing=False))
         print(table(results[-1:]), flush=True)
 
-    print("\n" + table(results) + "\n")
+    print(f"\nload average at end {os.getloadavg()[0]:.1f}\n")
+    print(table(results) + "\n")
     print(f"TTFT of one request alone: cold {cold:.3f} s; with its 850-token system prompt cached {cached:.3f} s "
           f"({cached / cold:.1%} of cold; target <= 10%)")
     for workload in ("shared prefix", "no sharing"):
