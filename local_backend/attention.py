@@ -65,6 +65,12 @@ def _gather(cache: torch.Tensor, blocks: Blocks) -> torch.Tensor:
     return g.transpose(-3, -2)
 
 
+def _per_kv_head(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # a @ b over [batch, kv_heads, ...]. Gathered K/V are strided across kv heads: one matmul per head reads
+    # them in place, where a single batched matmul would first copy them to merge the batch dimensions.
+    return torch.stack([torch.matmul(a[:, h], b[:, h]) for h in range(a.shape[1])], dim=1)
+
+
 def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
                       scale: float) -> torch.Tensor:
     b, heads, d = q.shape
@@ -74,9 +80,9 @@ def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     q = (q * scale).view(b, kv_heads, group, d)
     ko, vo = _gather(k_cache, meta.own_blocks), _gather(v_cache, meta.own_blocks)  # [b, kv, U, d]
     # Scores and softmax in float32 whatever the cache dtype (a no-op on CPU).
-    own = torch.matmul(q, ko.transpose(-1, -2)).float().masked_fill_(~meta.own_mask, float("-inf"))  # [b,kv,g,U]
+    own = _per_kv_head(q, ko.transpose(-1, -2)).float().masked_fill_(~meta.own_mask, float("-inf"))  # [b,kv,g,U]
     if meta.shared_blocks is None:
-        return torch.matmul(torch.softmax(own, dim=-1).to(vo.dtype), vo).reshape(b, heads * d)
+        return _per_kv_head(torch.softmax(own, dim=-1).to(vo.dtype), vo).reshape(b, heads * d)
     ks, vs = _gather(k_cache, meta.shared_blocks), _gather(v_cache, meta.shared_blocks)  # [kv, S, d]
     qs = q.transpose(0, 1).reshape(kv_heads, b * group, d)
     shared = torch.matmul(qs, ks.transpose(-1, -2)).float()  # [kv, b * g, S]
@@ -86,7 +92,7 @@ def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     shared = torch.exp(shared - peak.transpose(0, 1).reshape(kv_heads, b * group, 1))
     total = own.sum(-1) + shared.sum(-1).view(kv_heads, b, group).transpose(0, 1)
     out = (torch.matmul(shared.to(vs.dtype), vs).view(kv_heads, b, group, d).transpose(0, 1).float()
-           + torch.matmul(own.to(vo.dtype), vo).float())
+           + _per_kv_head(own.to(vo.dtype), vo).float())
     return (out / total[..., None]).to(q.dtype).reshape(b, heads * d)
 
 
