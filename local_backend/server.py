@@ -83,6 +83,8 @@ def create_app(engine: AsyncEngine) -> FastAPI:
         final: RequestOutput | None = None
         async for out in stream:
             final = out
+            if not out.finished and await request.is_disconnected():
+                return Response(status_code=499)  # leaving the loop aborts the request and frees its blocks
         return JSONResponse(response(req, final, model))
 
     async def _events(req: ParsedRequest, stream: AsyncIterator[RequestOutput]) -> AsyncIterator[str]:

@@ -53,10 +53,10 @@ def client(server) -> openai.OpenAI:
     return openai.OpenAI(base_url=server[0] + "/v1", api_key="unused", max_retries=0)
 
 
-def metric(base: str, name: str) -> float:
+def metric(base: str, name: str, label: str = "") -> float:
     text = httpx.get(base + "/metrics").text
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name + "{") or line.startswith(name + " "))
+               if (line.startswith(name + "{") or line.startswith(name + " ")) and label in line)
 
 
 def test_health_and_models(server, client) -> None:
@@ -164,9 +164,7 @@ def test_client_disconnect_mid_stream_frees_blocks_at_once(server) -> None:
     # Closing the connection cancels the response; the request is aborted before the next step.
     wait_until(lambda: engine.engine.kv.num_used_blocks == 0, timeout=5)
     assert not engine.engine.has_unfinished_requests()
-    aborted = [line for line in httpx.get(base + "/metrics").text.splitlines()
-               if line.startswith("prefixgate_backend_request_success_total") and 'finished_reason="abort"' in line]
-    assert aborted and float(aborted[0].rsplit(" ", 1)[1]) >= 1
+    assert metric(base, "prefixgate_backend_request_success_total", 'finished_reason="abort"') >= 1
 
 
 def test_full_queue_answers_429_with_retry_after(server) -> None:
@@ -209,3 +207,14 @@ def test_metrics_count_tokens_cache_and_latency(server, client) -> None:
     assert metric(base, "prefixgate_backend_prefix_cache_hits_total") - before_hits >= 96
     assert metric(base, "prefixgate_backend_generation_tokens_total") >= 6
     assert metric(base, "prefixgate_backend_time_to_first_token_seconds_count") >= 2
+
+
+def test_client_giving_up_on_a_non_streaming_request_frees_its_blocks(server) -> None:
+    base, engine = server
+    aborted = metric(base, "prefixgate_backend_request_success_total", 'finished_reason="abort"')
+    body = {"model": MODEL, "prompt": "wait for me " * 5, "max_tokens": 900, "ignore_eos": True}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(base + "/v1/completions", json=body, timeout=httpx.Timeout(5, read=0.3))
+    wait_until(lambda: engine.engine.kv.num_used_blocks == 0 and not engine.engine.has_unfinished_requests(),
+               timeout=10)
+    assert metric(base, "prefixgate_backend_request_success_total", 'finished_reason="abort"') == aborted + 1
