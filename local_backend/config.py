@@ -28,6 +28,9 @@ class EngineConfig:
     cache_aware_scheduling: bool = False
     device: str | None = None
     dtype: str | None = None
+    # CPU threads the engine's steps use; None leaves torch's setting. On a small machine shared with other
+    # work, 1 avoids OpenMP threads waiting on each other behind a busy core (see the README's benchmark).
+    cpu_threads: int | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -39,6 +42,8 @@ class EngineConfig:
             raise ValueError("kv_cache_gib must be > 0")
         if self.max_num_batched_tokens < 1 or self.max_num_seqs < 1 or self.max_waiting < 1:
             raise ValueError("max_num_batched_tokens, max_num_seqs and max_waiting must be >= 1")
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise ValueError("cpu_threads must be >= 1")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ValueError("max_model_len must be >= 2")
         if self.device is None:

@@ -23,6 +23,7 @@ class ModelRunner:
     def __init__(self, config: EngineConfig, hf_config: Any, weights: dict[str, torch.Tensor],
                  eos_token_ids: set[int]) -> None:
         self.device = torch.device(config.device)
+        self.cpu_threads = config.cpu_threads
         self.dtype = config.torch_dtype
         self.block_size = bs = config.block_size
         model_max = getattr(hf_config, "max_position_embeddings", None) or 2048
@@ -47,9 +48,19 @@ class ModelRunner:
         # Tests hook this to compare raw logits with a reference implementation.
         self.logits_observer: LogitsObserver | None = None
 
-    @torch.inference_mode()
     def execute(self, batch: ScheduledBatch) -> tuple[list[Sequence], SamplerOutput | None]:
         """Run one step; returns the sequences that reached their last token and what was sampled for them."""
+        if self.cpu_threads is None or self.device.type != "cpu":
+            return self._execute(batch)
+        previous = torch.get_num_threads()
+        torch.set_num_threads(self.cpu_threads)
+        try:
+            return self._execute(batch)
+        finally:
+            torch.set_num_threads(previous)
+
+    @torch.inference_mode()
+    def _execute(self, batch: ScheduledBatch) -> tuple[list[Sequence], SamplerOutput | None]:
         input_ids, positions, meta, sample_rows, sample_seqs = self._prepare(batch)
         hidden = self.model(input_ids, positions, meta)
         if not sample_seqs:

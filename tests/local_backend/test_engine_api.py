@@ -175,3 +175,18 @@ def test_cache_salt_keeps_tenants_apart(make_llm) -> None:
     assert llm.generate(p, greedy(1), cache_salt="tenant-b")[0].num_cached_tokens == 0
     llm.reset_prefix_cache()
     assert llm.generate(p, greedy(1), cache_salt="tenant-a")[0].num_cached_tokens == 0
+
+
+def test_cpu_threads_apply_to_engine_steps_only(make_llm) -> None:
+    before = torch.get_num_threads()
+    llm = make_llm(cpu_threads=1)
+    seen: list[int] = []
+    real = llm.engine.runner._execute
+
+    def spy(batch):  # noqa: ANN001, ANN202
+        seen.append(torch.get_num_threads())
+        return real(batch)
+
+    llm.engine.runner._execute = spy
+    llm.generate("abc", greedy(3))
+    assert seen and set(seen) == {1} and torch.get_num_threads() == before
