@@ -56,6 +56,16 @@ def tiny_llama(seed: int = 0, **overrides: Any) -> tuple[LoadedModel, Any]:
     return LoadedModel("tiny-llama", None, config, tokenizer, weights), ref
 
 
+@pytest.fixture(autouse=True)
+def one_cpu_thread():  # noqa: ANN201
+    """One torch thread for these tests: on a small machine busy with other work, two threads waiting on each
+    other's OpenMP barriers make the real-model tests many times slower, and no less correct."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tiny() -> tuple[LoadedModel, Any]:
     return tiny_llama()

@@ -21,7 +21,7 @@ def backend_url(smollm2) -> Iterator[str]:  # smollm2: the GGUF is converted bef
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}  # see conftest.one_cpu_thread
     proc = subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "backend", "--model", "smollm2-135m",
                              "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
