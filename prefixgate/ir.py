@@ -58,8 +58,10 @@ class Block:
 
     @property
     def key(self) -> str:
-        """Content hash of what this block puts in the prefix (its native JSON, canonical order)."""
-        return content_hash(self.native if not self.edited else [self.native, self.text])
+        """Content hash of what this block puts in the prefix: its native JSON without cache markers
+        (a marker says where to cache, it is not prompt content)."""
+        native = without_markers(self.native)
+        return content_hash(native if not self.edited else [native, self.text])
 
 
 @dataclass
@@ -125,6 +127,15 @@ class Conversation:
             h.update(b.key.encode())
             keys.append(h.copy().hexdigest()[:32])
         return keys
+
+
+CACHE_MARKERS = ("cache_control", "prompt_cache_breakpoint")
+
+
+def without_markers(native: Any) -> Any:
+    if isinstance(native, dict) and any(k in native for k in CACHE_MARKERS):
+        return {k: v for k, v in native.items() if k not in CACHE_MARKERS}
+    return native
 
 
 def content_hash(value: Any) -> str:
