@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from prefixgate.config import ConfigError, load_settings
 from prefixgate.cost import Price, price_usage
 from prefixgate.dialects import anthropic as an
 from prefixgate.usage import Usage
+from tests.support import free_port
 
 
 def test_settings_file_then_environment(tmp_path, monkeypatch):
@@ -125,12 +125,6 @@ def test_gateway_health_in_process():
     client = TestClient(create_app(load_settings(local_model="smollm2-135m")))
     body = client.get("/health").json()
     assert body["status"] == "ok" and body["local_backend"]["model"] == "smollm2-135m"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_serve_command_answers_health():
