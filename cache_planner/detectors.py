@@ -26,8 +26,12 @@ DETECTORS: dict[str, re.Pattern[str]] = {
     "hex_id": re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{16,}\b"),
     "unix_time": re.compile(r"\b1[5-9]\d{8}(?:\d{3})?\b"),
     "request_id": re.compile(
-        r"(?i)\b(?:request|req|trace|session|ticket|order|case|run|job|correlation|invocation|conversation|message|msg)"
+        r"(?i)\b(?:request|req|trace|run|job|correlation|invocation|message|msg)"
         r"[ _-]?(?:id|no\.?|number|#)?\s*[:=#]?\s*(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{3,}\b"),
+    # Per-conversation references (a ticket, an order, a customer): they change per session, not per request.
+    "reference": re.compile(
+        r"(?i)\b(?:ticket|order|case|session|conversation|account|customer|user)"
+        r"[ _-]?(?:id|no\.?|number|#)?\s*[:=#]?\s*#?(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{3,}\b"),
     "ticket_ref": re.compile(r"(?<![\w#])#\d{3,}\b|\b[A-Z]{2,10}-\d{2,}\b"),
     "counter": re.compile(r"(?i)\b(?:turn|attempt|retry|iteration|step|call)\s*(?:#|no\.?)?\s*\d+\s*(?:of|/)\s*\d+\b"),
 }

@@ -61,7 +61,7 @@ def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str])
                 else:
                     seg.blocks.remove(block)
     conv.segments = [s for s in conv.segments if s.blocks or s.role not in SYSTEM_ROLES]
-    session, dynamic = "".join(moved["session"]).strip("\n"), "".join(moved["dynamic"]).strip("\n")
+    session, dynamic = "".join(moved["session"]), "".join(moved["dynamic"])
     # Turn keys before any insertion: they identify a user turn by the client's own bytes.
     keys = conv.prefix_keys()
     ends, n = {}, 0
@@ -79,7 +79,8 @@ def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str])
             parts.append(route.contexts[ends[id(seg)]])
             restored += 1
         if parts:
-            _insert_context(conv, seg, "\n".join(parts))
+            # Units keep their own newlines; a separator is added only where one lacks it.
+            _insert_context(conv, seg, "".join(p if p.endswith("\n") or p is parts[-1] else p + "\n" for p in parts))
     for stability, where in (("session", "first"), ("dynamic", "latest")):
         if moved[stability]:
             notes.append(f"rewrite: moved {len(moved[stability])} {stability} unit(s) ({', '.join(sorted(kinds_moved))}) "
