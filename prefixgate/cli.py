@@ -67,9 +67,30 @@ def plan(trace: str) -> None:
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--strategy", type=click.Choice(["passthrough", "planner"]), default="passthrough")
 @click.option("--json", "as_json", is_flag=True)
-def replay(trace: str, strategy: str, as_json: bool) -> None:
-    """Replay TRACE.jsonl through the provider cache simulator and report cost and savings."""
-    _not_yet("replay")
+@click.pass_context
+def replay(ctx: click.Context, trace: str, strategy: str, as_json: bool) -> None:
+    """Replay TRACE.jsonl through the provider cache simulator and report cost and savings.
+
+    Each line: {"t": seconds, "provider": "anthropic"|"openai"|"gemini", "model": ..., "route": ...,
+    "tenant": ..., "output_tokens": N, "body": <native request body>}. See the README for details.
+    """
+    import json
+
+    from prefixgate.providers.replay import STRATEGIES, ReplayError, progress_bar, render_table
+    from prefixgate.providers.replay import replay as run_replay
+    from prefixgate.providers.rules import RulesError, load_catalog
+    from prefixgate.providers.trace import TraceError, read_trace
+
+    settings = _settings(ctx)
+    try:
+        catalog = load_catalog(settings.providers_file or None)
+        chosen = STRATEGIES[strategy]()
+        records = read_trace(trace)
+    except (RulesError, ReplayError, TraceError) as e:
+        raise click.ClickException(str(e)) from None
+    with progress_bar(len(records)) as bar:
+        report = run_replay(records, chosen, strategy_name=strategy, catalog=catalog, progress=bar.update)
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_table(report))
 
 
 @main.command("mock-providers")

@@ -117,9 +117,9 @@ class CachedContentRegistry:
         content.deleted_at = now
         return content
 
-    def all(self) -> list[CachedContent]:
-        """Every cached content ever created (for storage accounting), in creation order."""
-        return sorted((c for t in self._by_tenant.values() for c in t.values()), key=lambda c: c.create_time)
+    def by_tenant(self) -> dict[str, list[CachedContent]]:
+        """Every cached content ever created, deleted and expired ones included (for storage accounting)."""
+        return {t: sorted(c.values(), key=lambda c: (c.create_time, c.name)) for t, c in self._by_tenant.items()}
 
     def _new_name(self, tenant: str, body: dict, now: float) -> str:
         seed = f"{tenant}\0{now}\0{self._created}\0{sorted(body)}".encode()
