@@ -27,9 +27,10 @@ _RUN_KINDS = ("tool_call", "tool_result")
 
 
 class AnthropicCache:
-    def __init__(self, rules: AnthropicRules, store: CacheStore) -> None:
+    def __init__(self, rules: AnthropicRules, store: CacheStore, visible_after_s: float | None = None) -> None:
         self.rules = rules
         self.store = store
+        self.visible_after_s = rules.entry_visible_after_s if visible_after_s is None else visible_after_s
 
     def request(self, conv: Conversation, model: ModelRules, tenant: str, now: float) -> Usage:
         """The usage Anthropic would report for `conv` at time `now` (output tokens left at 0)."""
@@ -56,7 +57,7 @@ class AnthropicCache:
                 continue
             writes[bp.ttl] = writes.get(bp.ttl, 0) + end - covered
             self.store.put(scope, positions[bp.position].key, end, bp.ttl, self.rules.ttls[bp.ttl], now,
-                           self.rules.entry_visible_after_s)
+                           self.visible_after_s)
             covered = end
         return Usage(uncached_input=layout.total - covered, cache_read=read, cache_writes=writes)
 

@@ -10,14 +10,7 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import anthropic as dialect
 from prefixgate.errors import RequestError
-from prefixgate.providers.mock_server import (
-    MockContext,
-    is_anthropic,
-    json_body,
-    prompt_text,
-    sse_response,
-    tenant_of,
-)
+from prefixgate.providers.mock_server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.providers.mock_text import reply_for
 from prefixgate.providers.pricing import resolve_model
 
@@ -60,26 +53,18 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         resolve_model("anthropic", str(body.get("model", "")), ctx.simulator.catalog)
         return {"input_tokens": ctx.simulator.count_tokens("anthropic", body)}
 
-    @app.get("/v1/models")
-    async def list_models(request: Request) -> dict:
-        from prefixgate.providers import mock_openai
 
-        if not is_anthropic(request):
-            return mock_openai.model_list(request, ctx)
-        authenticate(request)
-        data = [_model_json(m.id, m.released) for m in ctx.simulator.catalog.models_of("anthropic")]
-        return {"data": data, "has_more": False, "first_id": data[0]["id"] if data else None,
-                "last_id": data[-1]["id"] if data else None}
+def list_models(request: Request, ctx: MockContext) -> dict:
+    authenticate(request)
+    data = [_model_json(m.id, m.released) for m in ctx.simulator.catalog.models_of("anthropic")]
+    return {"data": data, "has_more": False, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None}
 
-    @app.get("/v1/models/{model_id}")
-    async def get_model(model_id: str, request: Request) -> dict:
-        from prefixgate.providers import mock_openai
 
-        if not is_anthropic(request):
-            return mock_openai.model_json(request, ctx, model_id)
-        authenticate(request)
-        m = resolve_model("anthropic", model_id, ctx.simulator.catalog)
-        return _model_json(m.id, m.released)
+def get_model(request: Request, ctx: MockContext, model_id: str) -> dict:
+    authenticate(request)
+    m = resolve_model("anthropic", model_id, ctx.simulator.catalog)
+    return _model_json(m.id, m.released)
 
 
 def _model_json(model_id: str, released: str) -> dict:

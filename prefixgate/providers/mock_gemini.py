@@ -28,7 +28,31 @@ def authenticate(request: Request) -> str:
 
 
 def add_routes(app: FastAPI, ctx: MockContext) -> None:
-    @app.post("/v1beta/models/{target}")
+    # The google-genai SDK calls v1 by default now; older clients and the REST docs use v1beta.
+    for version in ("v1beta", "v1"):
+        _add_version_routes(app, ctx, f"/{version}")
+
+    @app.get("/v1beta/models")
+    async def list_all(request: Request) -> dict:
+        return list_models(request, ctx)
+
+    @app.get("/v1beta/models/{model}")
+    async def get_one(model: str, request: Request) -> dict:
+        return get_model(request, ctx, model)
+
+
+def list_models(request: Request, ctx: MockContext) -> dict:
+    authenticate(request)
+    return {"models": [_model_json(m.id) for m in ctx.simulator.catalog.models_of("gemini")]}
+
+
+def get_model(request: Request, ctx: MockContext, model_id: str) -> dict:
+    authenticate(request)
+    return _model_json(_known(model_id, "get", ctx))
+
+
+def _add_version_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
+    @app.post(prefix + "/models/{target}")
     async def model_action(target: str, request: Request) -> Response:
         tenant = authenticate(request)
         model, _, action = target.partition(":")
@@ -52,17 +76,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         chunks = [json.loads(e.decode().removeprefix("data: ")) for e in events]
         return JSONResponse(chunks)
 
-    @app.get("/v1beta/models")
-    async def list_models(request: Request) -> dict:
-        authenticate(request)
-        return {"models": [_model_json(m.id) for m in ctx.simulator.catalog.models_of("gemini")]}
-
-    @app.get("/v1beta/models/{model}")
-    async def get_model(model: str, request: Request) -> dict:
-        authenticate(request)
-        return _model_json(_known(model, "get", ctx))
-
-    @app.post("/v1beta/cachedContents")
+    @app.post(prefix + "/cachedContents")
     async def create_cache(request: Request) -> dict:
         tenant = authenticate(request)
         body = await json_body(request)
@@ -71,7 +85,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
             raise RequestError("name: is output only and cannot be set on create", field="name")
         return ctx.simulator.create_cached_content(body, now=ctx.clock(), tenant=tenant).resource()
 
-    @app.get("/v1beta/cachedContents")
+    @app.get(prefix + "/cachedContents")
     async def list_caches(request: Request) -> dict:
         tenant = authenticate(request)
         items = ctx.simulator.list_cached_contents(now=ctx.clock(), tenant=tenant)
@@ -83,19 +97,19 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
             out["nextPageToken"] = str(start + size)
         return out
 
-    @app.get("/v1beta/cachedContents/{cache_id}")
+    @app.get(prefix + "/cachedContents/{cache_id}")
     async def get_cache(cache_id: str, request: Request) -> dict:
         tenant = authenticate(request)
         return ctx.simulator.get_cached_content(f"cachedContents/{cache_id}", now=ctx.clock(), tenant=tenant).resource()
 
-    @app.patch("/v1beta/cachedContents/{cache_id}")
+    @app.patch(prefix + "/cachedContents/{cache_id}")
     async def update_cache(cache_id: str, request: Request) -> dict:
         tenant = authenticate(request)
         body = await json_body(request)
         name = f"cachedContents/{cache_id}"
         return ctx.simulator.update_cached_content(name, body, now=ctx.clock(), tenant=tenant).resource()
 
-    @app.delete("/v1beta/cachedContents/{cache_id}")
+    @app.delete(prefix + "/cachedContents/{cache_id}")
     async def delete_cache(cache_id: str, request: Request) -> dict:
         tenant = authenticate(request)
         ctx.simulator.delete_cached_content(f"cachedContents/{cache_id}", now=ctx.clock(), tenant=tenant)

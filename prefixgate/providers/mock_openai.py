@@ -48,12 +48,12 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish))
 
 
-def model_list(request: Request, ctx: MockContext) -> dict:
+def list_models(request: Request, ctx: MockContext) -> dict:
     authenticate(request)
     return {"object": "list", "data": [_model(m.id) for m in ctx.simulator.catalog.models_of("openai")]}
 
 
-def model_json(request: Request, ctx: MockContext, model_id: str) -> dict:
+def get_model(request: Request, ctx: MockContext, model_id: str) -> dict:
     authenticate(request)
     return _model(resolve_model("openai", model_id, ctx.simulator.catalog).id)
 

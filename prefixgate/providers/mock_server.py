@@ -38,7 +38,8 @@ class StreamDropped(ConnectionError):
 
 @dataclass
 class MockContext:
-    simulator: Simulator = field(default_factory=Simulator)
+    # Responses start as soon as the simulator answers, so a written entry is readable at once.
+    simulator: Simulator = field(default_factory=lambda: Simulator(entry_visible_after_s=0.0))
     faults: FaultPlan = field(default_factory=FaultPlan)
     clock: Callable[[], float] = time.time
 
@@ -74,23 +75,31 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     async def health() -> dict:
         return {"status": "ok"}
 
-    mock_anthropic.add_routes(app, ctx)
-    mock_openai.add_routes(app, ctx)
-    mock_gemini.add_routes(app, ctx)
+    modules = {"anthropic": mock_anthropic, "openai": mock_openai, "gemini": mock_gemini}
+
+    # GET /v1/models is every provider's model list; the caller's auth headers say whose.
+    @app.get("/v1/models")
+    async def list_models(request: Request) -> dict:
+        return modules[dialect_of(request)].list_models(request, ctx)
+
+    @app.get("/v1/models/{model_id}")
+    async def get_model(model_id: str, request: Request) -> dict:
+        return modules[dialect_of(request)].get_model(request, ctx, model_id)
+
+    for module in modules.values():
+        module.add_routes(app, ctx)
     return app
 
 
 def dialect_of(request: Request) -> str:
-    path = request.url.path
-    if path.startswith("/v1beta"):
+    """Which provider's API a request speaks (its error shape follows)."""
+    path, headers = request.url.path, request.headers
+    if (path.startswith("/v1beta") or path.startswith("/v1/cachedContents") or "x-goog-api-key" in headers
+            or "key" in request.query_params or (path.startswith("/v1/models/") and ":" in path)):
         return "gemini"
-    if path.startswith("/v1/messages") or (path.startswith("/v1/models") and is_anthropic(request)):
+    if path.startswith("/v1/messages") or "anthropic-version" in headers or "x-api-key" in headers:
         return "anthropic"
     return "openai"
-
-
-def is_anthropic(request: Request) -> bool:
-    return "anthropic-version" in request.headers or "x-api-key" in request.headers
 
 
 def error_response(err: RequestError, dialect: str) -> JSONResponse:

@@ -58,7 +58,8 @@ class OpenAICache:
     def request(self, conv: Conversation, model: ModelRules, tenant: str, now: float) -> Usage:
         """The usage OpenAI would report for `conv` at `now` (output tokens left at 0)."""
         prompt = self.prompt(conv, model)
-        scope = ("openai", model.id, tenant, self._machine(conv, model, tenant, prompt, now))
+        # A machine is picked by route (prefix head + key); a different route means a different machine.
+        scope = ("openai", model.id, tenant, *self._machine(conv, model, tenant, prompt, now))
         if model.regime == "breakpoints":
             return self._with_breakpoints(conv, model, prompt, scope, now)
         return self._implicit(conv, model, prompt, scope, now)
@@ -132,7 +133,8 @@ class OpenAICache:
 
     # ---- routing --------------------------------------------------------------------------------
 
-    def _machine(self, conv: Conversation, model: ModelRules, tenant: str, prompt: Prompt, now: float) -> int:
+    def _machine(self, conv: Conversation, model: ModelRules, tenant: str, prompt: Prompt,
+                 now: float) -> tuple[str, int]:
         key = conv.params.get("prompt_cache_key")
         if key is not None and not isinstance(key, str):
             raise RequestError("prompt_cache_key: expected a string", field="prompt_cache_key")
@@ -141,7 +143,7 @@ class OpenAICache:
         head = prompt.ids[: self.rules.routing_prefix_tokens].tobytes()
         route = hashlib.sha256(f"{tenant}\0{model.id}\0{key}\0".encode() + head).hexdigest()
         if not self.rules.overflow_rpm:
-            return 0
+            return route, 0
         recent = self._recent[route]
         while recent and recent[0] <= now - ROUTING_WINDOW_S:
             recent.popleft()
@@ -149,7 +151,7 @@ class OpenAICache:
         machines = math.ceil(len(recent) / self.rules.overflow_rpm)
         served = self._served[route]
         self._served[route] = served + 1
-        return served % machines
+        return route, served % machines
 
     # ---- the prompt as tokens and positions -------------------------------------------------------
 

@@ -35,10 +35,13 @@ class SimResult:
 
 
 class Simulator:
-    def __init__(self, catalog: Catalog | None = None) -> None:
+    """`entry_visible_after_s` overrides how long a new Anthropic entry stays unreadable: replay uses the
+    rules' estimate of time to first token; the mock server, whose responses start at once, uses 0."""
+
+    def __init__(self, catalog: Catalog | None = None, *, entry_visible_after_s: float | None = None) -> None:
         self.catalog = catalog or default_catalog()
         self.store = CacheStore()
-        self.anthropic = AnthropicCache(self.catalog.anthropic, self.store)
+        self.anthropic = AnthropicCache(self.catalog.anthropic, self.store, entry_visible_after_s)
         self.openai = OpenAICache(self.catalog.openai, self.store)
         self.cached_contents = CachedContentRegistry(self.catalog.gemini.default_explicit_ttl_s)
         self.gemini = GeminiCache(self.catalog.gemini, self.store, self.cached_contents)
