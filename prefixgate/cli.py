@@ -78,17 +78,61 @@ def plan(trace: click.utils.LazyFile, mode: str) -> None:
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--strategy", type=click.Choice(["passthrough", "planner"]), default="passthrough")
 @click.option("--json", "as_json", is_flag=True)
-def replay(trace: str, strategy: str, as_json: bool) -> None:
-    """Replay TRACE.jsonl through the provider cache simulator and report cost and savings."""
-    _not_yet("replay")
+@click.pass_context
+def replay(ctx: click.Context, trace: str, strategy: str, as_json: bool) -> None:
+    """Replay TRACE.jsonl through the provider cache simulator and report cost and savings.
+
+    Each line: {"t": seconds, "provider": "anthropic"|"openai"|"gemini", "model": ..., "route": ...,
+    "tenant": ..., "output_tokens": N, "body": <native request body>}. See the README for details.
+    """
+    import json
+
+    from prefixgate.providers.replay import STRATEGIES, ReplayError, progress_bar, render_table
+    from prefixgate.providers.replay import replay as run_replay
+    from prefixgate.providers.rules import RulesError, load_catalog
+    from prefixgate.providers.trace import TraceError, read_trace
+
+    settings = _settings(ctx)
+    try:
+        catalog = load_catalog(settings.providers_file or None)
+        chosen = STRATEGIES[strategy]()
+        records = read_trace(trace)
+    except (RulesError, ReplayError, TraceError) as e:
+        raise click.ClickException(str(e)) from None
+    with progress_bar(len(records)) as bar:
+        report = run_replay(records, chosen, strategy_name=strategy, catalog=catalog, progress=bar.update)
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_table(report))
 
 
 @main.command("mock-providers")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8200, show_default=True)
-def mock_providers(host: str, port: int) -> None:
-    """Serve faithful offline stand-ins for the Anthropic, OpenAI and Gemini APIs."""
-    _not_yet("mock-providers")
+@click.option("--faults", "faults_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="YAML or TOML file of standing fault rules (see the README); requests can also send x-mock-fault.")
+@click.pass_context
+def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | None) -> None:
+    """Serve faithful offline stand-ins for the Anthropic, OpenAI and Gemini APIs.
+
+    Point the SDKs here: Anthropic base_url http://HOST:PORT, OpenAI http://HOST:PORT/v1,
+    google-genai http_options={"base_url": "http://HOST:PORT"}. Usage comes from the cache simulator.
+    """
+    import uvicorn
+
+    from prefixgate.providers.faults import FaultError, FaultPlan
+    from prefixgate.providers.mock_server import MockContext, create_app
+    from prefixgate.providers.rules import RulesError, load_catalog
+    from prefixgate.providers.simulator import Simulator
+
+    settings = _settings(ctx)
+    try:
+        catalog = load_catalog(settings.providers_file or None)
+        plan = FaultPlan.from_file(faults_file) if faults_file else FaultPlan()
+    except (RulesError, FaultError) as e:
+        raise click.ClickException(str(e)) from None
+    app = create_app(MockContext(simulator=Simulator(catalog, entry_visible_after_s=0.0), faults=plan))
+    click.echo(f"mock providers on http://{host}:{port} (Anthropic /v1/messages, OpenAI /v1/chat/completions, "
+               "Gemini /v1beta/models/...)", err=True)
+    uvicorn.run(app, host=host, port=port, log_level=settings.log_level)
 
 
 @main.command()

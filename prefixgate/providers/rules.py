@@ -47,6 +47,7 @@ class OpenAIRules:
     routing_prefix_tokens: int
     overflow_rpm: int
     in_memory_idle_s: int
+    default_retention: str
     extended_retention_s: int
     max_breakpoint_writes: int
     breakpoint_match_window: int
@@ -343,5 +344,7 @@ def _check_provider_rules(rules: dict[str, Any], where: str) -> None:
     o: OpenAIRules = rules["openai"]
     if o.default_breakpoint_ttl not in o.breakpoint_ttls:
         raise RulesError(f"{where}: [openai].default_breakpoint_ttl {o.default_breakpoint_ttl!r} is not in breakpoint_ttls")
+    if o.default_retention not in ("in_memory", "24h"):
+        raise RulesError(f"{where}: [openai].default_retention must be 'in_memory' or '24h'")
     if o.increment_tokens == 0:
         raise RulesError(f"{where}: [openai].increment_tokens must be > 0")
