@@ -57,21 +57,22 @@ def backend(model: str, host: str, port: int) -> None:
 
 
 @main.command()
-@click.argument("trace", type=click.File("r"))
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--mode", type=click.Choice(["rewrite", "checkpoints", "off"]), default="rewrite", show_default=True,
               help="rewrite static-first and place checkpoints, only place checkpoints, or pass through.")
-def plan(trace: click.utils.LazyFile, mode: str) -> None:
-    """Plan each request of TRACE.jsonl (- for stdin) as the gateway would, learning as it goes, and
-    print the records with `body` planned and a `plan` field explaining each decision."""
+def plan(trace: str, mode: str) -> None:
+    """Plan each request of TRACE.jsonl as the gateway would, learning as it goes, and print the
+    records with `body` planned and a `plan` field explaining each decision."""
     import json
 
-    from prefixgate.cache_planner.trace import TraceError, plan_trace
+    from prefixgate.cache_planner.trace import plan_trace
+    from prefixgate.providers.trace import TraceError, iter_trace
 
     try:
-        for record in plan_trace(trace, mode):  # type: ignore[arg-type]
+        for record in plan_trace(iter_trace(trace), mode):  # type: ignore[arg-type]
             click.echo(json.dumps(record, ensure_ascii=False))
     except TraceError as e:
-        raise click.ClickException(f"{trace.name}: {e}") from None
+        raise click.ClickException(str(e)) from None
 
 
 @main.command()

@@ -44,13 +44,10 @@ def passthrough(record: TraceRecord, state: ReplayState) -> dict:
 
 
 def planner() -> Strategy:
-    try:
-        from prefixgate.cache_planner.replay_strategy import strategy  # type: ignore[import-not-found]
-    except ImportError:
-        raise ReplayError(
-            "the planner strategy needs prefixgate.cache_planner (its replay_strategy module is not in this "
-            "build yet); use --strategy passthrough") from None
-    return strategy
+    # Imported here: the planner builds on this package, not the other way round.
+    from prefixgate.cache_planner.trace import replay_strategy
+
+    return replay_strategy()
 
 
 STRATEGIES: dict[str, Callable[[], Strategy]] = {"passthrough": lambda: passthrough, "planner": planner}

@@ -41,7 +41,7 @@ def test_bad_trace_line_names_the_line(tmp_path):
     trace = tmp_path / "t.jsonl"
     trace.write_text(json.dumps(record(0)) + "\n{oops\n")
     result = CliRunner().invoke(main, ["plan", str(trace)])
-    assert result.exit_code == 1 and "line 2" in result.output and "Traceback" not in result.output
-    trace.write_text(json.dumps({"provider": "azure", "model": "x", "body": {}}) + "\n")
+    assert result.exit_code == 1 and ":2:" in result.output and "Traceback" not in result.output
+    trace.write_text(json.dumps({"t": 0, "provider": "azure", "model": "x", "body": {}}) + "\n")
     result = CliRunner().invoke(main, ["plan", str(trace)])
-    assert result.exit_code == 1 and "provider must be one of" in result.output
+    assert result.exit_code == 1 and "must be one of" in result.output
