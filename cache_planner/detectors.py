@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 _MONTHS = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|Jun(?:e)?|Jul(?:y)?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
 _DAYS = r"(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:r(?:s(?:day)?)?)?|Fri(?:day)?|Sat(?:urday)?|Sun(?:day)?)"
@@ -48,17 +49,29 @@ class Span:
 
 
 _CACHE: OrderedDict[str, tuple[Span, ...]] = OrderedDict()
-_CACHE_SIZE = 4096
+_CACHE_SIZE = 65536
 
 
 def volatile_spans(text: str) -> tuple[Span, ...]:
-    """Volatile spans in `text`, in order, overlapping matches merged (the first detector's kind wins)."""
-    hit = _CACHE.get(text)
+    """Volatile spans in `text`, in order, overlapping matches merged (the first detector's kind wins).
+
+    Scans line by line with a per-line memo: a long system prompt differs from the last one in a
+    line or two, so after a route's first request only those lines are scanned again.
+    """
+    out: list[Span] = []
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        out.extend(Span(pos + s.start, pos + s.end, s.kind) for s in _line_spans(line))
+        pos += len(line)
+    return tuple(out)
+
+
+def _line_spans(line: str) -> tuple[Span, ...]:
+    hit = _CACHE.get(line)
     if hit is not None:
-        _CACHE.move_to_end(text)
         return hit
     found = sorted(
-        (Span(m.start(), m.end(), kind) for kind, rx in DETECTORS.items() for m in rx.finditer(text)),
+        (Span(m.start(), m.end(), kind) for kind, rx in DETECTORS.items() for m in rx.finditer(line)),
         key=lambda s: (s.start, -s.end),
     )
     merged: list[Span] = []
@@ -69,7 +82,7 @@ def volatile_spans(text: str) -> tuple[Span, ...]:
         else:
             merged.append(span)
     result = tuple(merged)
-    _CACHE[text] = result
+    _CACHE[line] = result
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return result
@@ -78,20 +91,89 @@ def volatile_spans(text: str) -> tuple[Span, ...]:
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(\[])")
 
 
-def units(text: str) -> list[tuple[int, int]]:
-    """The movable units of a prompt: lines, and sentences within long lines, as (start, end) offsets
-    that tile `text` exactly (each unit keeps its trailing newline), so moving units never loses a byte."""
-    out: list[tuple[int, int]] = []
-    pos = 0
-    for line in text.splitlines(keepends=True):
-        end = pos + len(line)
-        if len(line) > 160:
-            start = pos
-            for m in _SENTENCE_END.finditer(line):
-                out.append((start, pos + m.end()))
-                start = pos + m.end()
-            out.append((start, end))
-        else:
-            out.append((pos, end))
-        pos = end
+class Unit(NamedTuple):
+    """A movable piece of prompt text, `text[start:end]`, with the kinds of volatile span inside it."""
+
+    start: int
+    end: int
+    kinds: frozenset[str]
+
+
+_UNITS: OrderedDict[str, tuple[Unit, ...]] = OrderedDict()
+# Whole texts: the planner analyses a request's system prompt more than once.
+_TEXTS: OrderedDict[str, list[Unit]] = OrderedDict()
+
+
+def units(text: str) -> list[Unit]:
+    """The movable units of a prompt, tiling `text` exactly (each keeps its trailing newline), so
+    moving units never loses a byte: lines, and the sentences of a long line that holds a volatile
+    span (so "Today is X. You are Y." moves only its first sentence). Memoised per line."""
+    hit = _TEXTS.get(text)
+    if hit is not None:
+        return hit
+    out = _incremental(text) or _scan(text, 0)
+    _TEXTS[text] = out
+    if len(_TEXTS) > 256:
+        _TEXTS.popitem(last=False)
     return out
+
+
+def _scan(text: str, offset: int) -> list[Unit]:
+    out: list[Unit] = []
+    pos = offset
+    for line in text.splitlines(keepends=True):
+        out.extend(Unit(pos + u.start, pos + u.end, u.kinds) for u in _line_units(line))
+        pos += len(line)
+    return out
+
+
+def _incremental(text: str) -> list[Unit] | None:
+    """Reuse the last analysed text's units for the lines both share at the start and the end.
+
+    A route's system prompt usually differs from its previous one in a line or two (a timestamp),
+    so this turns a scan of every line into a scan of the changed ones."""
+    if not _TEXTS:
+        return None
+    last_text, last = next(reversed(_TEXTS.items()))
+    head = _common_prefix(text, last_text)
+    head = last_text.rfind("\n", 0, head) + 1  # back to a line start both share
+    tail = _common_prefix(text[::-1], last_text[::-1])
+    tail_start_new = text.find("\n", len(text) - tail - 1) + 1 if tail else len(text)
+    tail_start_new = max(tail_start_new or len(text), head)
+    shift = len(text) - len(last_text)
+    if head + (len(text) - tail_start_new) < len(text) // 2:
+        return None
+    keep_head = [u for u in last if u.end <= head]
+    keep_tail = [Unit(u.start + shift, u.end + shift, u.kinds) for u in last if u.start + shift >= tail_start_new]
+    middle = _scan(text[head:tail_start_new], head)
+    return keep_head + middle + keep_tail
+
+
+def _common_prefix(a: str, b: str) -> int:
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:  # binary search on slice equality: log n comparisons, each a memcmp
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _line_units(line: str) -> tuple[Unit, ...]:
+    hit = _UNITS.get(line)
+    if hit is not None:
+        return hit
+    spans = _line_spans(line)
+    bounds = [0]
+    if len(line) > 160 and spans:
+        bounds += [m.end() for m in _SENTENCE_END.finditer(line)]
+    bounds.append(len(line))
+    result = tuple(
+        Unit(a, b, frozenset(s.kind for s in spans if s.start < b and s.end > a))
+        for a, b in zip(bounds, bounds[1:], strict=False) if b > a
+    )
+    _UNITS[line] = result
+    if len(_UNITS) > _CACHE_SIZE:
+        _UNITS.popitem(last=False)
+    return result

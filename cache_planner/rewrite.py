@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from prefixgate.cache_planner.detectors import units, volatile_spans
+from prefixgate.cache_planner.detectors import units
 from prefixgate.cache_planner.stability import DYNAMIC_KINDS, STATIC_SHARE, RouteState
 
 from prefixgate.ir import Block, Conversation, Segment, Stability, content_hash
@@ -38,8 +38,8 @@ def system_segments(conv: Conversation) -> list[Segment]:
 
 def system_units(conv: Conversation) -> list[str]:
     """The movable units of the system prompt's text blocks: what a route learns stability from."""
-    return [b.text[a:e] for seg in system_segments(conv) for b in seg.blocks if b.kind == "text"
-            for a, e in units(b.text)]
+    return [b.text[u.start:u.end] for seg in system_segments(conv) for b in seg.blocks if b.kind == "text"
+            for u in units(b.text)]
 
 
 def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str]) -> None:
@@ -91,18 +91,16 @@ def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str])
 
 def _split_block(text: str, route: RouteState, moved: dict[str, list[str]], kinds_moved: set[str]) -> str | None:
     """The block's static text, with its volatile units appended to `moved`; None if nothing moves."""
-    pieces = [text[a:b] for a, b in units(text)]
-    spans = volatile_spans(text)
+    found = units(text)
+    pieces = [text[u.start:u.end] for u in found]
     shares = [route.share(p) for p in pieces]
     # Most of the prompt unseen: a new prompt version, not volatility; judge by detectors alone.
     fresh = sum(len(p) for p, s in zip(pieces, shares, strict=True) if s is not None and s < STATIC_SHARE)
     trust_history = fresh <= len(text) / 2
     keep: list[str] = []
-    pos = 0
-    for piece in pieces:
-        kinds = {s.kind for s in spans if s.start < pos + len(piece) and s.end > pos}
-        pos += len(piece)
-        stability = route.classify(piece, kinds) if trust_history else _by_detectors(kinds)
+    for unit, piece, share in zip(found, pieces, shares, strict=True):
+        kinds = set(unit.kinds)
+        stability = route.classify(share, kinds) if trust_history else _by_detectors(kinds)
         if stability == "static" or not piece.strip():
             keep.append(piece)
         else:

@@ -16,6 +16,7 @@ import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Protocol
 
 from prefixgate.cache_planner.reuse import ReuseTracker
@@ -28,7 +29,9 @@ STATIC_SHARE = 0.5   # present in at least this share of recent requests: static
 DYNAMIC_KINDS = frozenset({"timestamp", "time", "unix_time", "uuid", "hex_id", "request_id", "counter"})
 
 
+@lru_cache(maxsize=65536)
 def unit_key(text: str) -> str:
+    """A stable (cross-process, so Redis-shareable) key for a unit; memoised, as units recur."""
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
@@ -63,8 +66,8 @@ class RouteState:
         count, at = entry
         return count * DECAY ** (self.requests - at) / self.weight
 
-    def classify(self, text: str, kinds: set[str]) -> Stability:
-        share = self.share(text)
+    def classify(self, share: float | None, kinds: set[str]) -> Stability:
+        """A unit's stability from its share of recent requests (None: no history) and its detectors."""
         if share is not None and share >= STATIC_SHARE:
             return "static"
         if kinds & DYNAMIC_KINDS:

@@ -47,7 +47,28 @@ def test_leaves_static_text_alone(text):
 
 
 def test_units_tile_the_text_exactly():
-    text = "Line one.\nA long line. " + "It has many sentences. " * 10 + "\nlast line without newline"
+    text = "Line one.\nToday is 2026-11-22. " + "It has many sentences. " * 10 + "\nlast line without newline"
     pieces = units(text)
-    assert "".join(text[a:b] for a, b in pieces) == text
-    assert all(a < b for a, b in pieces) and len(pieces) > 3
+    assert "".join(text[u.start:u.end] for u in pieces) == text
+    assert all(u.start < u.end for u in pieces) and len(pieces) > 3
+    assert pieces[1].kinds == {"date"} and text[pieces[1].start:pieces[1].end] == "Today is 2026-11-22. "
+
+
+def test_incremental_units_equal_a_full_scan():
+    import random
+
+    from prefixgate.cache_planner import detectors
+
+    rng = random.Random(0)
+    base = [f"Line {i} " + "words " * rng.randint(0, 60) + ("Date 2026-11-22. More text here. " * 8 if i % 7 == 0 else "")
+            for i in range(120)]
+    for trial in range(200):
+        lines = list(base)
+        for _ in range(rng.randint(0, 3)):
+            lines[rng.randrange(len(lines))] = f"Changed {trial} at 10:{trial % 60:02d} " + "x " * rng.randint(0, 100)
+        if rng.random() < 0.3:
+            lines.insert(rng.randrange(len(lines)), "inserted " * rng.randint(1, 30))
+        if rng.random() < 0.2:
+            del lines[rng.randrange(len(lines))]
+        text = "\n".join(lines) + ("\n" if rng.random() < 0.5 else "")
+        assert units(text) == detectors._scan(text, 0), trial
