@@ -29,8 +29,10 @@ from planner_traces import TRACES  # noqa: E402
 from prefixgate.cache_planner import PlannerState, Target, plan  # noqa: E402
 from prefixgate.cache_planner.trace import replay_strategy  # noqa: E402
 
+from prefixgate import tokens  # noqa: E402
 from prefixgate.dialects import anthropic as an  # noqa: E402
 from prefixgate.ir import Checkpoint  # noqa: E402
+from prefixgate.providers.pricing import resolve_model  # noqa: E402
 from prefixgate.providers.replay import passthrough, replay  # noqa: E402
 
 LOOKBACK = 20
@@ -78,18 +80,26 @@ def expert(records: list) -> list:
             if len(b.text) >= 1000:
                 cands.append((3, flat.index(b)))
         chosen = []
+        minimum = resolve_model("anthropic", r.model).min_cache_tokens
+        cumulative = 0
+        sizes = {}
+        for j, b in enumerate(flat):
+            cumulative += tokens.block_tokens(b)
+            sizes[j] = cumulative
         for _prio, i in sorted(cands)[:4]:
+            if sizes[i] < minimum:
+                continue  # below the model's minimum nothing is cached: the expert wastes no slot on it
             times = seen_at[ks[i]]
             nxt = bisect_right(times, r.t)
             gap = times[nxt] - r.t if nxt < len(times) else None
             ttl = None if gap is None else "5m" if gap <= 300 else "1h" if gap <= 3600 else None
             if ttl:
                 chosen.append((i, ttl))
-        short = False
-        for i, ttl in sorted(chosen):
-            ttl = "5m" if short else ttl
-            short = short or ttl == "5m"
-            flat[i].checkpoint = Checkpoint(ttl)
+        # 1h before 5m: an earlier (shorter, so at least as often read) prefix takes a later 1h.
+        needs_long = False
+        for i, ttl in sorted(chosen, reverse=True):
+            needs_long = needs_long or ttl == "1h"
+            flat[i].checkpoint = Checkpoint("1h" if needs_long else ttl)
         out.append(type(r)(**{**r.__dict__, "body": an.encode_request(conv)}))
     return out
 

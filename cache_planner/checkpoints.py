@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prefixgate.cache_planner.economics import Choice, choose_ttl
+from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choose_ttl, expected_cost
 from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
 from prefixgate.cache_planner.stability import RouteState
 from prefixgate.cache_planner.target import Target
 
 from prefixgate import tokens
 from prefixgate.cost import Price
-from prefixgate.ir import Block, Checkpoint, Conversation, Segment
+from prefixgate.ir import Block, Checkpoint, Conversation, Segment, ttl_seconds
 from prefixgate.providers.rules import Catalog, ModelRules
 
 PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3}
@@ -31,7 +31,9 @@ BRIDGE_STEP = 15
 class Candidate:
     index: int
     level: str
-    tokens: int
+    tokens: int               # the whole prefix through this block
+    base: int = 0             # tokens of the static prefix before it (priced by its own checkpoint)
+    carried: int = 0          # tokens past `base` that this request read from an earlier entry
     choice: Choice | None = None
 
 
@@ -60,6 +62,12 @@ def place_checkpoints(
     reused = route.reuse.observe(now, keys, {keys[c.index]: c.level for c in cands})
     if target.provider == "anthropic":
         cands += _bridges(cands, reused, len(flat), cumulative)
+    base = static.tokens if static else 0
+    for c in cands:
+        if c.level in ("conversation", "lookback"):
+            hit = max((i for i, _ in reused if i <= c.index), default=None)
+            c.base = base
+            c.carried = max(cumulative[hit] - base, 0) if hit is not None else 0
     for block in conv.blocks():
         block.checkpoint = None
     static_key = keys[static.index] if static else (keys[0] if keys else "")
@@ -115,7 +123,11 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
         if c.tokens < model.min_cache_tokens:
             notes.append(f"skip: {c.level} checkpoint: {c.tokens} tokens is below {model.id}'s minimum of {model.min_cache_tokens}")
             continue
-        c.choice = choose_ttl(route.reuse.level(level), price, ttls)
+        stats = route.reuse.level(level)
+        if level == "conversation":
+            c.choice = choose_growing_ttl(stats, price, ttls, c.carried, c.tokens - c.carried - c.base)
+        else:
+            c.choice = choose_ttl(stats, price, ttls)
         if c.choice.ttl is None:
             notes.append(f"skip: {c.level} checkpoint: {c.choice.reason}")
         else:
@@ -129,15 +141,25 @@ def _place_anthropic(conv: Conversation, model: ModelRules, price: Price, catalo
     chosen = _decide(cands, model, price, route, ttls, notes)
     chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[: catalog.anthropic.max_breakpoints]
     chosen.sort(key=lambda c: c.index)
-    # Longer TTLs must precede shorter ones: after the first 5m, a later 1h becomes 5m.
-    seen_short = False
-    for c in chosen:
+    # Longer TTLs must precede shorter ones. A shorter prefix is reused at least as often as any longer
+    # one it starts, so an earlier checkpoint takes the longest TTL chosen after it, if that still pays.
+    longest = {ttl: i for i, ttl in enumerate(sorted(ttls, key=ttl_seconds))}
+    kept: list[Candidate] = []
+    needed: str | None = None
+    for c in reversed(chosen):
         ttl = c.choice.ttl
-        if seen_short and ttl != catalog.anthropic.default_ttl:
-            ttl = catalog.anthropic.default_ttl
-        seen_short = seen_short or ttl == catalog.anthropic.default_ttl
-        flat[c.index][1].checkpoint = Checkpoint(ttl)
-        notes.append(f"checkpoint: {c.level} at {c.tokens} tokens, ttl {ttl} ({c.choice.reason})")
+        if needed is not None and longest[needed] > longest[ttl]:
+            level = "conversation" if c.level == "lookback" else c.level
+            if expected_cost(route.reuse.level(level), price, needed) >= 1.0:
+                notes.append(f"skip: {c.level} checkpoint: would need ttl {needed} to precede a longer-lived one, which does not pay")
+                continue
+            ttl = needed
+        needed = ttl if needed is None or longest[ttl] > longest[needed] else needed
+        c.choice = Choice(ttl, c.choice.expected_cost, c.choice.reason)
+        kept.append(c)
+    for c in reversed(kept):
+        flat[c.index][1].checkpoint = Checkpoint(c.choice.ttl)
+        notes.append(f"checkpoint: {c.level} at {c.tokens} tokens, ttl {c.choice.ttl} ({c.choice.reason})")
     if conv.params.pop("cache_control", None) is not None:
         notes.append("rewrite: replaced the request's automatic cache_control with placed checkpoints")
 

@@ -63,11 +63,11 @@ class Block:
         """Content hash of what this block puts in the prefix: its native JSON without cache markers
         (a marker says where to cache, it is not prompt content)."""
         if self._key is None:
-            native = without_markers(self.native)
+            native = self.native
             if self.edited:
                 # What goes on the wire: the edited text in the native shape (not the original text).
                 native = {**native, "text": self.text} if isinstance(native, dict) else self.text
-            self._key = content_hash(native)
+            self._key = content_hash(canonical_native(native))
         return self._key
 
 
@@ -141,6 +141,14 @@ class Conversation:
 
 
 CACHE_MARKERS = ("cache_control", "prompt_cache_breakpoint")
+
+
+def canonical_native(native: Any) -> Any:
+    """A block as the provider renders it into the prompt: cache markers removed, and a bare string
+    content (`"content": "hi"`) the same as the one text block it stands for."""
+    if isinstance(native, str):
+        return {"type": "text", "text": native}
+    return without_markers(native)
 
 
 def without_markers(native: Any) -> Any:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from prefixgate.errors import RequestError
-from prefixgate.ir import Block, Conversation
-from prefixgate.providers.layout import Breakpoint, Layout, Position, PrefixHasher, canonical, strip_markers
+from prefixgate.ir import Block, Conversation, without_markers
+from prefixgate.providers.layout import Breakpoint, Layout, Position, PrefixHasher, canonical
 from prefixgate.providers.rules import AnthropicRules, ModelRules
 from prefixgate.providers.store import CacheStore
 from prefixgate.tokens import count_tokens
@@ -106,7 +106,7 @@ class AnthropicCache:
             return self.rules.document_tokens
         if block.kind in ("text", "tool_call", "tool_result", "thinking", "document"):
             return count_tokens(block.text)
-        return count_tokens(canonical(strip_markers(block.native)))
+        return count_tokens(canonical(without_markers(block.native)))
 
     def _add_automatic(self, marker: Any, breakpoints: list[Breakpoint], last: tuple[int, str] | None) -> None:
         """Top-level `cache_control`: one breakpoint on the last cacheable block, sharing the 4 slots."""

@@ -11,7 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-MARKER_KEYS = ("cache_control", "prompt_cache_breakpoint")
+from prefixgate.ir import CACHE_MARKERS, canonical_native
+
+MARKER_KEYS = CACHE_MARKERS
 
 
 @dataclass(frozen=True)
@@ -56,16 +58,10 @@ class PrefixHasher:
         self._h.update(b"\x00salt:" + canonical(value).encode())
 
     def add(self, native: Any, tokens: int, kind: str, segment: int) -> int:
-        self._h.update(b"\x00block:" + canonical(strip_markers(native)).encode())
+        self._h.update(b"\x00block:" + canonical(canonical_native(native)).encode())
         self._tokens += tokens
         self.positions.append(Position(self._h.copy().hexdigest()[:32], self._tokens, kind, segment))
         return len(self.positions) - 1
-
-
-def strip_markers(native: Any) -> Any:
-    if isinstance(native, dict) and any(k in native for k in MARKER_KEYS):
-        return {k: v for k, v in native.items() if k not in MARKER_KEYS}
-    return native
 
 
 def canonical(value: Any) -> str:

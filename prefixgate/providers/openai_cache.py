@@ -23,8 +23,8 @@ from functools import lru_cache
 from typing import Any
 
 from prefixgate.errors import RequestError
-from prefixgate.ir import Block, Conversation
-from prefixgate.providers.layout import Breakpoint, Layout, PrefixHasher, canonical, strip_markers
+from prefixgate.ir import Block, Conversation, without_markers
+from prefixgate.providers.layout import Breakpoint, Layout, PrefixHasher, canonical
 from prefixgate.providers.rules import ModelRules, OpenAIRules
 from prefixgate.providers.store import CacheStore
 from prefixgate.tokens import encoder, encoding_for
@@ -190,9 +190,9 @@ class OpenAICache:
         if block.kind in ("text", "tool_result", "tool_call"):
             return encode(block.text)
         if block.kind == "image":
-            seed = _small_hash(canonical(strip_markers(block.native)))
+            seed = _small_hash(canonical(without_markers(block.native)))
             return [_SYNTHETIC + 1000 + (seed + i) % 1_000_000 for i in range(self.rules.image_tokens)]
-        return encode(canonical(strip_markers(block.native)))
+        return encode(canonical(without_markers(block.native)))
 
 
 def _retention(value: Any, model: ModelRules, rules: OpenAIRules) -> str:
