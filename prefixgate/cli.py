@@ -57,10 +57,21 @@ def backend(model: str, host: str, port: int) -> None:
 
 
 @main.command()
-@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
-def plan(trace: str) -> None:
-    """Plan each request of TRACE.jsonl as the gateway would and print the planned records."""
-    _not_yet("plan")
+@click.argument("trace", type=click.File("r"))
+@click.option("--mode", type=click.Choice(["rewrite", "checkpoints", "off"]), default="rewrite", show_default=True,
+              help="rewrite static-first and place checkpoints, only place checkpoints, or pass through.")
+def plan(trace: click.utils.LazyFile, mode: str) -> None:
+    """Plan each request of TRACE.jsonl (- for stdin) as the gateway would, learning as it goes, and
+    print the records with `body` planned and a `plan` field explaining each decision."""
+    import json
+
+    from prefixgate.cache_planner.trace import TraceError, plan_trace
+
+    try:
+        for record in plan_trace(trace, mode):  # type: ignore[arg-type]
+            click.echo(json.dumps(record, ensure_ascii=False))
+    except TraceError as e:
+        raise click.ClickException(f"{trace.name}: {e}") from None
 
 
 @main.command()

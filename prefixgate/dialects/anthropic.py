@@ -14,7 +14,7 @@ from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, require
 from prefixgate.errors import RequestError, error_body
-from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
+from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment, without_markers
 from prefixgate.usage import Usage
 
 PREFIX_FIELDS = {"tools", "system", "messages"}
@@ -62,7 +62,7 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
 
 def _tool_block(tool: Any, field: str) -> Block:
     expect(tool, dict, field)
-    return Block("tool_def", tool, text=json_text(tool), checkpoint=_checkpoint(tool, field))
+    return Block("tool_def", tool, text=json_text(without_markers(tool)), checkpoint=_checkpoint(tool, field))
 
 
 def _content_segment(role: Any, content: Any, field: str, native: dict | None) -> Segment:

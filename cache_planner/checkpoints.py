@@ -1,0 +1,160 @@
+"""Checkpoint placement under each provider's rules.
+
+Candidates, in priority order: the end of the static prefix (tools and system), the end of the
+conversation (so the next turn reads it), bridging checkpoints where a turn appended more blocks
+than Anthropic's 20-position lookback can see past, and the end of a large document in the latest
+user turn. Each is kept only if its level's learned reuse pays for the write (`economics`), its
+prefix reaches the model's minimum, and the provider's breakpoint budget allows; Anthropic's
+1h-before-5m ordering is enforced. Caller-placed markers are replaced: the planner owns placement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prefixgate.cache_planner.economics import Choice, choose_ttl
+from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
+from prefixgate.cache_planner.stability import RouteState
+from prefixgate.cache_planner.target import Target
+
+from prefixgate import tokens
+from prefixgate.cost import Price
+from prefixgate.ir import Block, Checkpoint, Conversation, Segment
+from prefixgate.providers.rules import Catalog, ModelRules
+
+PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3}
+# Bridge checkpoints go this many positions apart, safely inside the 20-position lookback.
+BRIDGE_STEP = 15
+
+
+@dataclass
+class Candidate:
+    index: int
+    level: str
+    tokens: int
+    choice: Choice | None = None
+
+
+def markable(target: Target, seg: Segment, block: Block) -> bool:
+    if target.provider == "anthropic":
+        return block.kind != "thinking" and not (block.kind == "text" and not block.text)
+    if target.provider == "openai":
+        return seg.role not in ("assistant", "tools", "schema") and block.kind in ("text", "image", "audio", "file", "tool_result")
+    return False
+
+
+def place_checkpoints(
+    conv: Conversation, target: Target, model: ModelRules, catalog: Catalog, route: RouteState, now: float,
+    notes: list[str],
+) -> str:
+    """Place checkpoints on `conv` in place; returns the static prefix's hash (for routing affinity)."""
+    flat = [(seg, block) for seg in conv.segments for block in seg.blocks]
+    keys = conv.prefix_keys()
+    encoding = tokens.encoding_for(target.provider, target.model)
+    cumulative, total = [], 0
+    for _, block in flat:
+        total += tokens.block_tokens(block, encoding)
+        cumulative.append(total)
+    cands = _candidates(conv, target, flat, cumulative)
+    static = next((c for c in cands if c.level == "static"), None)
+    reused = route.reuse.observe(now, keys, {keys[c.index]: c.level for c in cands})
+    if target.provider == "anthropic":
+        cands += _bridges(cands, reused, len(flat), cumulative)
+    for block in conv.blocks():
+        block.checkpoint = None
+    static_key = keys[static.index] if static else (keys[0] if keys else "")
+    price = model.price_for(total)
+    if target.provider == "anthropic":
+        _place_anthropic(conv, model, price, catalog, route, cands, flat, notes)
+    elif target.provider == "openai":
+        _place_openai(conv, model, price, route, cands, flat, static_key, notes)
+    else:
+        notes.append(f"cache: {target.provider} caches implicitly; the static prefix is {static.tokens if static else 0} tokens")
+    return static_key
+
+
+def _candidates(conv: Conversation, target: Target, flat: list, cumulative: list[int]) -> list[Candidate]:
+    leading = 0
+    for seg in conv.segments:
+        if seg.role not in (*SYSTEM_ROLES, "tools", "schema"):
+            break
+        leading += len(seg.blocks)
+    marks = [i for i, (seg, block) in enumerate(flat) if markable(target, seg, block)]
+    out: list[Candidate] = []
+    static = [i for i in marks if i < leading]
+    if static:
+        out.append(Candidate(static[-1], "static", cumulative[static[-1]]))
+    users = [seg for seg in conv.segments if seg.role == "user"]
+    if users:
+        latest = users[-1]
+        docs = [i for i, (seg, block) in enumerate(flat) if seg is latest and i in marks
+                and block.kind in ("document", "text") and len(block.text) >= DOCUMENT_MIN_CHARS]
+        if docs and docs[-1] != len(flat) - 1:
+            out.append(Candidate(docs[-1], "document", cumulative[docs[-1]]))
+    if marks and marks[-1] >= leading:
+        out.append(Candidate(marks[-1], "conversation", cumulative[marks[-1]]))
+    return out
+
+
+def _bridges(cands: list[Candidate], reused: list[tuple[int, str]], n: int, cumulative: list[int]) -> list[Candidate]:
+    end = next((c for c in cands if c.level == "conversation"), None)
+    if end is None:
+        return []
+    last_hit = max((i for i, _ in reused if i < end.index), default=None)
+    if last_hit is None or end.index - last_hit <= 20:
+        return []
+    points = range(last_hit + BRIDGE_STEP, end.index - 4, BRIDGE_STEP)
+    return [Candidate(i, "lookback", cumulative[i]) for i in points]
+
+
+def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: RouteState, ttls: tuple[str, ...],
+            notes: list[str]) -> list[Candidate]:
+    chosen = []
+    for c in cands:
+        level = "conversation" if c.level == "lookback" else c.level
+        if c.tokens < model.min_cache_tokens:
+            notes.append(f"skip: {c.level} checkpoint: {c.tokens} tokens is below {model.id}'s minimum of {model.min_cache_tokens}")
+            continue
+        c.choice = choose_ttl(route.reuse.level(level), price, ttls)
+        if c.choice.ttl is None:
+            notes.append(f"skip: {c.level} checkpoint: {c.choice.reason}")
+        else:
+            chosen.append(c)
+    return chosen
+
+
+def _place_anthropic(conv: Conversation, model: ModelRules, price: Price, catalog: Catalog, route: RouteState,
+                     cands: list[Candidate], flat: list, notes: list[str]) -> None:
+    ttls = tuple(catalog.anthropic.ttls)
+    chosen = _decide(cands, model, price, route, ttls, notes)
+    chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[: catalog.anthropic.max_breakpoints]
+    chosen.sort(key=lambda c: c.index)
+    # Longer TTLs must precede shorter ones: after the first 5m, a later 1h becomes 5m.
+    seen_short = False
+    for c in chosen:
+        ttl = c.choice.ttl
+        if seen_short and ttl != catalog.anthropic.default_ttl:
+            ttl = catalog.anthropic.default_ttl
+        seen_short = seen_short or ttl == catalog.anthropic.default_ttl
+        flat[c.index][1].checkpoint = Checkpoint(ttl)
+        notes.append(f"checkpoint: {c.level} at {c.tokens} tokens, ttl {ttl} ({c.choice.reason})")
+    if conv.params.pop("cache_control", None) is not None:
+        notes.append("rewrite: replaced the request's automatic cache_control with placed checkpoints")
+
+
+def _place_openai(conv: Conversation, model: ModelRules, price: Price, route: RouteState, cands: list[Candidate],
+                  flat: list, static_key: str, notes: list[str]) -> None:
+    if model.regime == "breakpoints":
+        chosen = _decide(cands, model, price, route, model.breakpoint_ttls, notes)
+        chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[:4]
+        # One TTL per request: the static level's choice, else the first chosen.
+        ttl = chosen[0].choice.ttl if chosen else None
+        for c in chosen:
+            flat[c.index][1].checkpoint = Checkpoint(ttl)
+            notes.append(f"checkpoint: {c.level} at {c.tokens} tokens, ttl {ttl} ({c.choice.reason})")
+        conv.cache_params["prompt_cache_options"] = {"mode": "explicit", "ttl": ttl} if ttl else {"mode": "explicit"}
+        if not chosen:
+            notes.append("cache: explicit mode with no breakpoints: nothing on this route is reused enough to pay for writes")
+    if "prompt_cache_key" not in conv.params and static_key:
+        conv.cache_params["prompt_cache_key"] = "pg-" + static_key[:24]
+        notes.append("cache: prompt_cache_key from the static prefix hash keeps its requests on one cache machine")
