@@ -18,7 +18,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import cost_of, storage_cost
 from prefixgate.providers.rules import Catalog
 from prefixgate.providers.simulator import Simulator
-from prefixgate.providers.trace import TraceRecord
+from prefixgate.providers.trace import TraceRecord, record_json
 from prefixgate.usage import Usage
 
 MAX_ERRORS_KEPT = 20
@@ -44,12 +44,18 @@ def passthrough(record: TraceRecord, state: ReplayState) -> dict:
 
 
 def planner() -> Strategy:
+    """The cache planner as the gateway would run it: learning per route as the trace goes."""
     try:
-        from prefixgate.cache_planner.replay_strategy import strategy  # type: ignore[import-not-found]
-    except ImportError:
-        raise ReplayError(
-            "the planner strategy needs prefixgate.cache_planner (its replay_strategy module is not in this "
-            "build yet); use --strategy passthrough") from None
+        from prefixgate.cache_planner.stability import PlannerState
+        from prefixgate.cache_planner.trace import plan_record
+    except ImportError as e:
+        raise ReplayError(f"the planner strategy needs prefixgate.cache_planner ({e}); use --strategy passthrough") from None
+    planner_state = PlannerState()
+
+    def strategy(record: TraceRecord, state: ReplayState) -> dict:
+        body, _explanation = plan_record(record_json(record), planner_state)
+        return body
+
     return strategy
 
 

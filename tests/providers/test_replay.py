@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from prefixgate.cli import main
 from prefixgate.providers.pricing import cost_of
 from prefixgate.providers.replay import ReplayError, planner, replay
-from prefixgate.providers.trace import TraceError, parse_record, read_trace
+from prefixgate.providers.trace import TraceError, TraceRecord, parse_record, read_trace
 from prefixgate.usage import Usage
 from tests.providers.helpers import anthropic_body, text_of
 
@@ -87,7 +87,29 @@ def test_a_strategy_rewrites_bodies_before_the_simulator_sees_them(trace_file):
     assert support.usage.cache_read == 0 and support.cost.savings == 0
 
 
-def test_planner_strategy_is_a_clear_error_until_the_planner_lands():
+def volatile_trace() -> list[TraceRecord]:
+    """A timestamp at the top of an unmarked system prompt: nothing caches unless the planner rewrites it."""
+    return [parse_record(json.dumps({
+        "t": i * 45, "provider": "anthropic", "model": "claude-sonnet-4-6", "route": "support", "output_tokens": 50,
+        "body": {"model": "claude-sonnet-4-6", "max_tokens": 100,
+                 "system": f"Current time: 2026-11-22T10:{i:02d}:00Z. You are Acme's support agent.{DOC}",
+                 "messages": [{"role": "user", "content": f"Ticket {1000 + i}: my order is late"}]}}), i + 1)
+        for i in range(8)]
+
+
+def test_planner_strategy_turns_a_volatile_prefix_into_cache_hits():
+    records = volatile_trace()
+    plain = replay(records)
+    planned = replay(records, planner(), strategy_name="planner")
+    assert plain.total.usage.cache_read == 0 and plain.total.cost.savings == 0
+    assert planned.total.errors == 0 and planned.total.usage.cache_read > 5 * 3000
+    assert planned.total.cost.total < plain.total.cost.total
+
+
+def test_strategies_that_cannot_load_are_a_replay_error(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "prefixgate.cache_planner.trace", None)
     with pytest.raises(ReplayError, match="needs prefixgate.cache_planner"):
         planner()
 
@@ -126,5 +148,5 @@ def test_cli_errors_are_clear(tmp_path, trace_file):
     bad.write_text('{"t": 0, "provider": "openai", "model": "gpt-4o", "body": {}}\n\n[1]\n')
     result = CliRunner().invoke(main, ["replay", str(bad)])
     assert result.exit_code == 1 and f"{bad}:3: expected a JSON object per line" in result.output
-    planned = CliRunner().invoke(main, ["replay", str(trace_file), "--strategy", "planner"])
-    assert planned.exit_code == 1 and "needs prefixgate.cache_planner" in planned.output
+    planned = CliRunner().invoke(main, ["replay", str(trace_file), "--strategy", "planner", "--json"])
+    assert planned.exit_code == 0 and json.loads(planned.output)["strategy"] == "planner"
