@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choose_ttl, expected_cost
+from prefixgate.cache_planner.explicit_cache import cache_pays, create_body, use_cache
 from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
 from prefixgate.cache_planner.stability import RouteState
 from prefixgate.cache_planner.target import Target
@@ -38,6 +39,10 @@ class Candidate:
 
 
 def markable(target: Target, seg: Segment, block: Block) -> bool:
+    """Where a checkpoint may sit. For Gemini no marker is written, but the same positions are
+    tracked for reuse (and bound an explicit cache)."""
+    if target.provider == "gemini":
+        return True
     if target.provider == "anthropic":
         return block.kind != "thinking" and not (block.kind == "text" and not block.text)
     if target.provider == "openai":
@@ -45,11 +50,17 @@ def markable(target: Target, seg: Segment, block: Block) -> bool:
     return False
 
 
+@dataclass
+class Placement:
+    prefix_hash: str                   # the static prefix's hash, for routing affinity
+    cache_create: dict | None = None   # a Gemini cachedContents.create body worth running first
+
+
 def place_checkpoints(
     conv: Conversation, target: Target, model: ModelRules, catalog: Catalog, route: RouteState, now: float,
     notes: list[str],
-) -> str:
-    """Place checkpoints on `conv` in place; returns the static prefix's hash (for routing affinity)."""
+) -> Placement:
+    """Place checkpoints (and provider cache fields) on `conv` in place."""
     flat = [(seg, block) for seg in conv.segments for block in seg.blocks]
     keys = conv.prefix_keys()
     encoding = tokens.encoding_for(target.provider, target.model)
@@ -72,13 +83,14 @@ def place_checkpoints(
         block.checkpoint = None
     static_key = keys[static.index] if static else (keys[0] if keys else "")
     price = model.price_for(total)
+    placement = Placement(static_key)
     if target.provider == "anthropic":
         _place_anthropic(conv, model, price, catalog, route, cands, flat, notes)
     elif target.provider == "openai":
         _place_openai(conv, model, price, route, cands, flat, static_key, notes)
     else:
-        notes.append(f"cache: {target.provider} caches implicitly; the static prefix is {static.tokens if static else 0} tokens")
-    return static_key
+        placement.cache_create = _place_gemini(conv, model, price, catalog, route, static, static_key, now, notes)
+    return placement
 
 
 def _candidates(conv: Conversation, target: Target, flat: list, cumulative: list[int]) -> list[Candidate]:
@@ -180,3 +192,26 @@ def _place_openai(conv: Conversation, model: ModelRules, price: Price, route: Ro
     if "prompt_cache_key" not in conv.params and static_key:
         conv.cache_params["prompt_cache_key"] = "pg-" + static_key[:24]
         notes.append("cache: prompt_cache_key from the static prefix hash keeps its requests on one cache machine")
+
+
+def _place_gemini(conv: Conversation, model: ModelRules, price: Price, catalog: Catalog, route: RouteState,
+                  static: Candidate | None, static_key: str, now: float, notes: list[str]) -> dict | None:
+    implicit = f"cache: gemini caches implicitly; the static prefix is {static.tokens if static else 0} tokens"
+    if "cachedContent" in conv.params:
+        notes.append("cache: the caller manages an explicit cache (cachedContent); left as sent")
+        return None
+    if static is None or static.tokens < model.min_cache_tokens or price.storage_per_hour <= 0:
+        notes.append(implicit)
+        return None
+    ttl_s = catalog.gemini.default_explicit_ttl_s
+    live = route.explicit.get(static_key)
+    if live is not None and live[1] > now + 60:
+        use_cache(conv, live[0])
+        notes.append(f"cache: using explicit cache {live[0]} for the system instruction and tools")
+        return None
+    pays, reason = cache_pays(route.reuse.level("static"), price, catalog.gemini, ttl_s)
+    if not pays:
+        notes.append(f"{implicit}; {reason}")
+        return None
+    notes.append(f"cache: create an explicit cache of the system instruction and tools ({reason})")
+    return create_body(conv, model.id, ttl_s)

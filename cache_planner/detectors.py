@@ -137,16 +137,23 @@ def _incremental(text: str) -> list[Unit] | None:
     last_text, last = next(reversed(_TEXTS.items()))
     head = _common_prefix(text, last_text)
     head = last_text.rfind("\n", 0, head) + 1  # back to a line start both share
-    tail = _common_prefix(text[::-1], last_text[::-1])
-    tail_start_new = text.find("\n", len(text) - tail - 1) + 1 if tail else len(text)
-    tail_start_new = max(tail_start_new or len(text), head)
     shift = len(text) - len(last_text)
+    tail = _common_prefix(text[::-1], last_text[::-1])
+    # The shared tail starts at the first position that begins a line in both texts.
+    start = max(len(text) - tail, head)
+    while start < len(text) and not (_line_start(text, start) and _line_start(last_text, start - shift)):
+        start = text.find("\n", start) + 1 or len(text)
+    tail_start_new = start
     if head + (len(text) - tail_start_new) < len(text) // 2:
         return None
     keep_head = [u for u in last if u.end <= head]
     keep_tail = [Unit(u.start + shift, u.end + shift, u.kinds) for u in last if u.start + shift >= tail_start_new]
     middle = _scan(text[head:tail_start_new], head)
     return keep_head + middle + keep_tail
+
+
+def _line_start(text: str, i: int) -> bool:
+    return i == 0 or (0 < i <= len(text) and text[i - 1] == "\n")
 
 
 def _common_prefix(a: str, b: str) -> int:

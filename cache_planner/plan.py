@@ -15,6 +15,7 @@ from typing import Literal
 
 from prefixgate.cache_planner.checkpoints import place_checkpoints
 from prefixgate.cache_planner.detectors import volatile_spans
+from prefixgate.cache_planner.explicit_cache import use_cache
 from prefixgate.cache_planner.rewrite import (
     documents_first,
     move_volatile_units,
@@ -22,7 +23,7 @@ from prefixgate.cache_planner.rewrite import (
     system_segments,
     system_units,
 )
-from prefixgate.cache_planner.stability import PlannerState
+from prefixgate.cache_planner.stability import PlannerState, RouteState
 from prefixgate.cache_planner.target import Target
 
 from prefixgate.errors import RequestError
@@ -45,6 +46,16 @@ class Plan:
     # Chained hash of the static prefix: the key for prefix-affinity routing and `prompt_cache_key`.
     prefix_hash: str = ""
     explanation: list[str] = field(default_factory=list)
+    # A Gemini `cachedContents.create` body the caller should run first, then `adopt_cached_content`.
+    cache_create: dict | None = None
+    _route_state: RouteState | None = field(default=None, repr=False)
+
+    def adopt_cached_content(self, name: str, expires_at: float) -> None:
+        """Use the explicit cache created from `cache_create` (and remember it for the route)."""
+        use_cache(self.conversation, name)
+        if self._route_state is not None:
+            self._route_state.explicit[self.prefix_hash] = (name, expires_at)
+        self.explanation.append(f"cache: created explicit cache {name} and sent the request against it")
 
     @property
     def summary(self) -> str:
@@ -91,14 +102,16 @@ def plan(
         move_volatile_units(conv, rs, notes)
         documents_first(conv, notes)
     when = time.time() if now is None else now
+    cache_create = None
     if model is not None:
-        prefix_hash = place_checkpoints(conv, target, model, catalog, rs, when, notes)
+        placement = place_checkpoints(conv, target, model, catalog, rs, when, notes)
+        prefix_hash, cache_create = placement.prefix_hash, placement.cache_create
     else:
         prefix_hash = _first_key(conv)
         notes.append("cache: the local engine caches every shared prefix block automatically")
     rs.record_units(learned)
     state.commit(route_name, rs)
-    return Plan(conv, target, mode, route_name, prefix_hash, notes)
+    return Plan(conv, target, mode, route_name, prefix_hash, notes, cache_create, rs)
 
 
 def _first_key(conv: Conversation) -> str:

@@ -35,6 +35,12 @@ class ReuseStats:
     requests: float = 0.0
     reuses: float = 0.0
     within: list[float] = field(default_factory=lambda: [0.0] * len(BOUNDS))
+    gap_sum: float = 0.0
+
+    @property
+    def reuses_per_hour(self) -> float:
+        """How often the prefix comes back, from the mean gap between reuses (0 without evidence)."""
+        return 3600.0 * self.reuses / self.gap_sum if self.reuses and self.gap_sum > 0 else 0.0
 
     def p_within(self, seconds: float) -> float:
         """Estimated probability that a prefix written now is read again within `seconds`."""
@@ -82,6 +88,7 @@ class ReuseTracker:
             stats.requests += 1
             if level in latest_gap:
                 stats.reuses += 1
+                stats.gap_sum += latest_gap[level]
                 for i, bound in enumerate(BOUNDS):
                     stats.within[i] += latest_gap[level] <= bound
         for key, level in candidates.items():
@@ -94,7 +101,7 @@ class ReuseTracker:
     def to_dict(self) -> dict:
         return {
             "open": [[k, level, t] for k, (level, t) in self.open.items()],
-            "stats": {name: [s.requests, s.reuses, s.within] for name, s in self.stats.items()},
+            "stats": {name: [s.requests, s.reuses, s.within, s.gap_sum] for name, s in self.stats.items()},
         }
 
     @classmethod
@@ -102,6 +109,6 @@ class ReuseTracker:
         tracker = cls()
         for key, level, touched in data.get("open", []):
             tracker.open[key] = (level, touched)
-        for name, (requests, reuses, within) in data.get("stats", {}).items():
-            tracker.stats[name] = ReuseStats(requests, reuses, list(within))
+        for name, (requests, reuses, within, gap_sum) in data.get("stats", {}).items():
+            tracker.stats[name] = ReuseStats(requests, reuses, list(within), gap_sum)
         return tracker

@@ -47,6 +47,8 @@ class RouteState:
     # Prefix hash of a user turn -> the per-request context we inserted there, so when that turn is
     # history in the next request it gets the same bytes again and the conversation cache holds.
     contexts: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    # Gemini explicit caches this route created: static prefix hash -> (cache name, expiry time).
+    explicit: dict[str, tuple[str, float]] = field(default_factory=dict)
     max_units: int = 2048
     max_contexts: int = 4096
 
@@ -90,7 +92,7 @@ class RouteState:
     def to_dict(self) -> dict:
         return {"requests": self.requests, "weight": self.weight, "units": list(self.units.items()),
                 "reuse": self.reuse.to_dict(), "tool_forms": list(self.tool_forms.items()),
-                "contexts": list(self.contexts.items())}
+                "contexts": list(self.contexts.items()), "explicit": self.explicit}
 
     @classmethod
     def from_dict(cls, data: dict) -> RouteState:
@@ -99,6 +101,7 @@ class RouteState:
         state.reuse = ReuseTracker.from_dict(data["reuse"])
         state.tool_forms = OrderedDict(data.get("tool_forms", []))
         state.contexts = OrderedDict(data.get("contexts", []))
+        state.explicit = {k: (n, e) for k, (n, e) in data.get("explicit", {}).items()}
         return state
 
 

@@ -90,15 +90,16 @@ def encode_request(conv: Conversation) -> dict:
             encoded["tools"] = [b.native for b in seg.blocks]
         elif seg.role == "system":
             key = next((k for k in SYSTEM_KEYS if k in conv.field_order), "systemInstruction")
-            encoded[key] = _encode_content(seg)
+            encoded[key] = encode_content(seg)
         else:
-            encoded["contents"].append(_encode_content(seg))
+            encoded["contents"].append(encode_content(seg))
     for key in ("tools", *SYSTEM_KEYS):
         encoded.setdefault(key, DROP)
     return rebuild_body(conv, encoded)
 
 
-def _encode_content(seg: Segment) -> dict:
+def encode_content(seg: Segment) -> dict:
+    """One Content (a turn or the system instruction) in its native shape."""
     native = seg.native if seg.native is not None else ({} if seg.role == "system" else {"role": seg.role})
     parts = [merge_native(b.native, {"text": b.text}) if b.edited else b.native for b in seg.blocks]
     return merge_native(native, {"parts": parts})

@@ -15,6 +15,7 @@ from typing import Any
 
 from prefixgate.cost import ZERO, Cost
 from prefixgate.errors import RequestError
+from prefixgate.providers.cached_contents import CachedContent
 from prefixgate.providers.pricing import cost_of, storage_cost
 from prefixgate.providers.rules import Catalog
 from prefixgate.providers.simulator import Simulator
@@ -26,10 +27,25 @@ MAX_ERRORS_KEPT = 20
 
 @dataclass
 class ReplayState:
-    """What a strategy may consult: the simulator (its caches as they stand) and the records so far."""
+    """What a strategy may consult: the simulator (its caches as they stand) and the records so far.
+    A strategy that manages explicit caches creates them through `create_cached_content`, which bills
+    the creation and the storage to the record's route like a recorded create."""
 
     simulator: Simulator
+    report: ReplayReport
     seen: int = 0
+    # (tenant, cache name) -> the route that created it, for storage billing.
+    created: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def create_cached_content(self, record: TraceRecord, body: dict) -> CachedContent:
+        sim = self.simulator
+        content = sim.create_cached_content(body, now=record.t, tenant=record.tenant)
+        self.created[(record.tenant, content.name)] = record.route
+        # Creating the cache bills its tokens at the input rate; without caching it would not exist.
+        usage = Usage(cache_writes={"explicit": content.tokens})
+        cost = replace(cost_of("gemini", content.model, usage, catalog=sim.catalog), without_cache=ZERO)
+        self.report.routes.setdefault(record.route, RouteTotals()).add(usage, cost)
+        return content
 
 
 Strategy = Callable[[TraceRecord, ReplayState], dict]
@@ -118,13 +134,12 @@ def replay(
 ) -> ReplayReport:
     """Replay `records` (in time order) through a fresh simulator."""
     sim = Simulator(catalog)
-    state = ReplayState(sim)
     report = ReplayReport(strategy_name)
-    created: dict[tuple[str, str], str] = {}  # (tenant, cache name) -> route that created it
+    state = ReplayState(sim, report)
     for record in records:
         totals = report.routes.setdefault(record.route, RouteTotals())
         try:
-            _replay_one(record, strategy, state, totals, created)
+            _replay_one(record, strategy, state, totals)
         except RequestError as e:
             totals.errors += 1
             if len(report.errors) < MAX_ERRORS_KEPT:
@@ -132,12 +147,11 @@ def replay(
         state.seen += 1
         if progress is not None:
             progress()
-    _bill_storage(sim, report, created)
+    _bill_storage(sim, report, state.created)
     return report
 
 
-def _replay_one(record: TraceRecord, strategy: Strategy, state: ReplayState, totals: RouteTotals,
-                created: dict[tuple[str, str], str]) -> None:
+def _replay_one(record: TraceRecord, strategy: Strategy, state: ReplayState, totals: RouteTotals) -> None:
     sim = state.simulator
     if record.endpoint == "generate":
         body = strategy(record, state)
@@ -149,12 +163,7 @@ def _replay_one(record: TraceRecord, strategy: Strategy, state: ReplayState, tot
         body.setdefault("model", record.model)
         if record.name is not None:
             body.setdefault("name", record.name)
-        content = sim.create_cached_content(body, now=record.t, tenant=record.tenant)
-        created[(record.tenant, content.name)] = record.route
-        # Creating the cache bills its tokens at the input rate; without caching it would not exist.
-        usage = Usage(cache_writes={"explicit": content.tokens})
-        cost = replace(cost_of("gemini", content.model, usage, catalog=sim.catalog), without_cache=ZERO)
-        totals.add(usage, cost)
+        state.create_cached_content(record, body)
     elif record.endpoint == "cachedContents.update":
         sim.update_cached_content(record.name or "", record.body, now=record.t, tenant=record.tenant)
     else:
