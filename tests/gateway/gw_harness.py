@@ -79,7 +79,11 @@ class FakeUpstream:
         fault = self.faults.popleft() if self.faults else None
         if fault in FAULTS:
             status, kind = FAULTS[fault]
-            err = RequestError(f"injected {fault}", status=status, kind=kind)
+            message = f"injected {fault}"
+            if fault == "401":   # like OpenAI's "Incorrect API key provided: sk-..."
+                key = request.headers.get("authorization", "") or request.headers.get("x-api-key", "")
+                message = f"Incorrect API key provided: {key.removeprefix('Bearer ')}"
+            err = RequestError(message, status=status, kind=kind)
             headers = {"retry-after": "0"} if fault == "429" else None
             return body, JSONResponse(error_body(err, dialect), status, headers=headers)
         if fault in ("timeout", "hang"):
