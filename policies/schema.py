@@ -133,7 +133,7 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
     url = spec.get("url", builtins[name].url if name in builtins else "")
     if kind != "local" and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
         raise PolicyError(f"{path}.url: an http(s) URL is required for kind {kind}, got {url!r}")
-    env = spec.get("api_key_env", KEY_ENVS.get(kind, ()))
+    env = spec.get("api_key_env", list(KEY_ENVS.get(kind, ())))
     env = (env,) if isinstance(env, str) else tuple(_list(env, f"{path}.api_key_env"))
     headers = _mapping(spec.get("headers") or {}, f"{path}.headers")
     return Upstream(name, kind, (url or "").rstrip("/"), env, tuple((str(k), str(v)) for k, v in headers.items()))
