@@ -16,9 +16,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
-import httpx
 from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
-from prefixgate.gateway.upstream import UpstreamResponse
+from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -112,11 +111,8 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                 yield writer.finish(counter.usage)
             if not ended:
                 error = RequestError(f"upstream {prep.upstream.name!r} ended the stream early", status=502, kind="server")
-        except httpx.TimeoutException:
-            error = RequestError(f"upstream {prep.upstream.name!r} stalled mid-stream", status=504, kind="timeout")
-        except httpx.TransportError as e:
-            error = RequestError(f"upstream {prep.upstream.name!r} broke the stream ({type(e).__name__})",
-                                 status=502, kind="server")
+        except UpstreamFailure as f:
+            error = f.request_error()
         finally:
             with anyio.CancelScope(shield=True):
                 await resp.close()

@@ -1,7 +1,12 @@
-"""Talking to upstreams: one pooled httpx client, streamed responses, failures classified for retry.
+"""Talking to upstreams: one pooled aiohttp session, streamed responses, failures classified for retry.
 
 A non-2xx answer or a transport error becomes an `UpstreamFailure` whose message is the provider's own
-(secrets scrubbed); a 2xx answer becomes an `UpstreamResponse` whose body is read whole or streamed.
+(secrets scrubbed); a 2xx answer becomes an `UpstreamResponse` whose body is read whole or streamed,
+and a stream that breaks raises `UpstreamFailure` from its chunk iterator.
+
+aiohttp rather than httpx: httpcore's pool checks every pooled socket with a poll() on each request,
+which measured 6.5 ms of CPU per request at 32 requests in flight (bench/gateway.py); aiohttp's
+connector hands out keep-alive connections in O(1) and writes headers and body in one send.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.policies.schema import Upstream
 
@@ -88,64 +93,77 @@ def scrub(text: str, *secrets: str | None) -> str:
 
 
 class UpstreamClient:
+    """Create inside the running event loop (the gateway's lifespan does)."""
+
     def __init__(self, connect_timeout_s: float, local: LocalTarget | None = None) -> None:
         self.connect_timeout_s = connect_timeout_s
         self.local = local
-        self.http = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=256, keepalive_expiry=30),
-            timeout=httpx.Timeout(120, connect=connect_timeout_s))
+        connector = aiohttp.TCPConnector(limit=1000, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=300)
+        # No automatic decompression: bodies are relayed as they come (we ask for identity encoding).
+        self.http = aiohttp.ClientSession(connector=connector, auto_decompress=False, trust_env=True,
+                                          skip_auto_headers=("User-Agent",))
 
     async def aclose(self) -> None:
-        await self.http.aclose()
+        await self.http.close()
 
     async def send(self, upstream: Upstream, model: str, body: bytes, stream: bool, headers: dict[str, str],
                    key: str | None, timeout_s: float) -> UpstreamResponse:
         if upstream.kind == "local":
             return await self._local(upstream, body, stream)
-        url = endpoint(upstream, model, stream)
-        headers = {"content-type": "application/json", **headers, **auth_headers(upstream, key)}
-        timeout = httpx.Timeout(timeout_s, connect=min(self.connect_timeout_s, timeout_s))
-        request = self.http.build_request("POST", url, content=body, headers=headers, timeout=timeout)
-        return await self._exchange(upstream.name, request, stream, key)
+        headers = {"content-type": "application/json", "accept-encoding": "identity", **headers,
+                   **auth_headers(upstream, key)}
+        return await self._exchange(upstream.name, "POST", endpoint(upstream, model, stream), body, headers,
+                                    stream, key, timeout_s)
 
     async def forward(self, upstream: Upstream, method: str, path: str, query: str, body: bytes,
                       key: str | None, timeout_s: float = 60) -> UpstreamResponse:
         """A plain pass-through call (Gemini cachedContents, token counting) to `path` on `upstream`."""
         url = f"{upstream.url}{path}" + (f"?{query}" if query else "")
-        headers = {"content-type": "application/json", **auth_headers(upstream, key)}
-        request = self.http.build_request(method, url, content=body or None, headers=headers, timeout=timeout_s)
-        return await self._exchange(upstream.name, request, False, key)
+        headers = {"content-type": "application/json", "accept-encoding": "identity", **auth_headers(upstream, key)}
+        return await self._exchange(upstream.name, method, url, body or None, headers, False, key, timeout_s)
 
-    async def _exchange(self, name: str, request: httpx.Request, stream: bool, key: str | None) -> UpstreamResponse:
+    async def _exchange(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],
+                        stream: bool, key: str | None, timeout_s: float) -> UpstreamResponse:
+        # sock_read bounds the wait for the first byte and every stall after it; a stream may run for as
+        # long as it keeps sending.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(self.connect_timeout_s, timeout_s),
+                                        sock_read=timeout_s)
         try:
-            resp = await self.http.send(request, stream=True)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+            resp = await self.http.request(method, url, data=body, headers=headers, timeout=timeout,
+                                           allow_redirects=False)
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as e:
             raise UpstreamFailure(name, None, type(e).__name__, connect_failed=True) from None
-        except httpx.TimeoutException as e:
+        except (TimeoutError, aiohttp.ServerTimeoutError) as e:
             raise UpstreamFailure(name, None, type(e).__name__, timed_out=True) from None
-        except httpx.TransportError as e:
+        except aiohttp.ClientError as e:
             raise UpstreamFailure(name, 502, f"connection failed ({type(e).__name__})") from None
-        headers = {k: v for k, v in resp.headers.items() if k in PASS_HEADERS or k.startswith(PASS_PREFIXES)}
-        if resp.status_code >= 400 or (not stream and resp.status_code >= 300):
+        headers_out = {k.lower(): v for k, v in resp.headers.items()
+                       if k.lower() in PASS_HEADERS or k.lower().startswith(PASS_PREFIXES)}
+        if resp.status >= 300:
             try:
-                raw = await resp.aread()
-            except httpx.HTTPError:
+                raw = await resp.read()
+            except (TimeoutError, aiohttp.ClientError):
                 raw = b""
             finally:
-                await resp.aclose()
-            raise UpstreamFailure(name, resp.status_code, scrub(_error_message(raw, resp.status_code), key),
-                                  retry_after=_retry_after(headers.get("retry-after")))
+                resp.release()
+            raise UpstreamFailure(name, resp.status, scrub(_error_message(raw, resp.status), key),
+                                  retry_after=_retry_after(headers_out.get("retry-after")))
+
+        async def close() -> None:
+            resp.close()   # drops the connection: an upstream mid-stream must see the hang-up
+
         if stream:
-            return UpstreamResponse(resp.status_code, headers, None, resp.aiter_bytes(), resp.aclose)
+            return UpstreamResponse(resp.status, headers_out, None, _chunks(name, resp), close)
         try:
-            body = await resp.aread()
-        except httpx.TimeoutException:
+            data = await resp.read()
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            resp.close()
             raise UpstreamFailure(name, None, "timed out reading the response", timed_out=True) from None
-        except httpx.TransportError as e:
+        except aiohttp.ClientError as e:
+            resp.close()
             raise UpstreamFailure(name, 502, f"response cut off ({type(e).__name__})") from None
-        finally:
-            await resp.aclose()
-        return UpstreamResponse(resp.status_code, headers, body, None, _nothing)
+        resp.release()
+        return UpstreamResponse(resp.status, headers_out, data, None, _nothing)
 
     async def _local(self, upstream: Upstream, body: bytes, stream: bool) -> UpstreamResponse:
         if self.local is None:
@@ -158,6 +176,16 @@ class UpstreamClient:
             return UpstreamResponse(200, {}, json.dumps(answer).encode(), None, _nothing)
         close = getattr(answer, "aclose", _nothing)
         return UpstreamResponse(200, {}, None, answer, close)
+
+
+async def _chunks(name: str, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in resp.content.iter_any():
+            yield chunk
+    except (TimeoutError, aiohttp.ServerTimeoutError):
+        raise UpstreamFailure(name, None, "stalled mid-stream", timed_out=True) from None
+    except aiohttp.ClientError as e:
+        raise UpstreamFailure(name, 502, f"broke the stream ({type(e).__name__})") from None
 
 
 def _error_message(raw: bytes, status: int) -> str:
