@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from prefixgate.gateway import endpoints_anthropic, endpoints_gemini, endpoints_openai
+from prefixgate.gateway.fastpath import FastPath
 from prefixgate.gateway.intake import error_response
 from prefixgate.gateway.local import LocalTarget, in_process_target
 from prefixgate.gateway.proxy import Proxy
@@ -52,6 +53,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     app.state.policy = policy
     for module in (endpoints_openai, endpoints_anthropic, endpoints_gemini):
         app.include_router(module.router)
+    app.add_middleware(FastPath)
 
     @app.get("/health")
     def health() -> dict:

@@ -1,18 +1,20 @@
 """The ledger: one record per request, written off the request path.
 
-Requests only append to an in-memory queue; a writer thread drains it in batches into SQLite (WAL)
+Requests only append to an in-memory deque; a writer thread drains it in batches into SQLite (WAL)
 and, when Redis is configured, into a Redis stream plus running totals that every replica shares.
 `close()` drains what is queued before returning, so a clean shutdown loses no record.
+
+The writer wakes on a timer, not per record: waking a thread for every request (a queue put) cost
+~0.2 ms of the request path on a 2-core VM, more than everything else the ledger does.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import queue
 import sqlite3
 import threading
-import time
+from collections import deque
 from dataclasses import asdict, dataclass, field, fields
 
 BATCH = 512
@@ -71,7 +73,8 @@ def _row(rec: LedgerRecord) -> tuple:
 class Ledger:
     def __init__(self, path: str, redis_url: str = "") -> None:
         self.path = path
-        self._queue: queue.SimpleQueue[LedgerRecord | None] = queue.SimpleQueue()
+        self._pending: deque[LedgerRecord] = deque()
+        self._stop = threading.Event()
         self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -89,44 +92,26 @@ class Ledger:
 
     def append(self, record: LedgerRecord) -> None:
         """Queue a record; never blocks the request."""
-        self._queue.put(record)
+        self._pending.append(record)
 
     def close(self) -> None:
         """Write everything queued, then stop the writer."""
-        self._queue.put(None)
+        self._stop.set()
         self._thread.join()
         self._db.close()
         if self._redis is not None:
             self._redis.close()
 
     def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            batch: list[LedgerRecord] = []
-            try:
-                item = self._queue.get(timeout=FLUSH_S)
-            except queue.Empty:
-                continue
-            deadline = time.monotonic() + FLUSH_S
-            while item is not None:
-                batch.append(item)
-                if len(batch) >= BATCH or time.monotonic() > deadline:
-                    break
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-            stopping = item is None
-            if stopping:   # drain whatever was queued behind the stop marker's producers
-                while True:
-                    try:
-                        extra = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if extra is not None:
-                        batch.append(extra)
-            if batch:
+        while True:
+            stopping = self._stop.wait(FLUSH_S)
+            while self._pending:
+                batch = []
+                while self._pending and len(batch) < BATCH:
+                    batch.append(self._pending.popleft())
                 self._write(batch)
+            if stopping:
+                return
 
     def _write(self, batch: list[LedgerRecord]) -> None:
         marks = ", ".join("?" for _ in COLUMNS)
