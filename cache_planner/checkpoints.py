@@ -5,7 +5,7 @@ conversation (so the next turn reads it), bridging checkpoints where a turn appe
 than Anthropic's 20-position lookback can see past, and the end of a large document in the latest
 user turn. Each is kept only if its level's learned reuse pays for the write (`economics`), its
 prefix reaches the model's minimum, and the provider's breakpoint budget allows; Anthropic's
-1h-before-5m ordering is enforced. Caller-placed markers are replaced: the planner owns placement.
+1h-before-5m ordering is enforced. A request whose caller placed its own markers keeps them as sent.
 """
 
 from __future__ import annotations
@@ -79,11 +79,17 @@ def place_checkpoints(
             hit = max((i for i, _ in reused if i <= c.index), default=None)
             c.base = base
             c.carried = max(cumulative[hit] - base, 0) if hit is not None else 0
-    for block in conv.blocks():
-        block.checkpoint = None
     static_key = keys[static.index] if static else (keys[0] if keys else "")
     price = model.price_for(total)
     placement = Placement(static_key)
+    placed = len(conv.checkpoints()) + ("cache_control" in conv.params)
+    if placed and target.provider in ("anthropic", "openai"):
+        # The caller chose its own breakpoints: a proxy that silently moves them breaks trust (and is
+        # the most reported gateway bug). Rewrites still apply; placement stays the caller's.
+        notes.append(f"cache: the caller placed {placed} checkpoint(s); kept as sent")
+        if target.provider == "openai" and "prompt_cache_key" not in conv.params and static_key:
+            conv.cache_params["prompt_cache_key"] = "pg-" + static_key[:24]
+        return placement
     if target.provider == "anthropic":
         _place_anthropic(conv, model, price, catalog, route, cands, flat, notes)
     elif target.provider == "openai":
@@ -172,8 +178,6 @@ def _place_anthropic(conv: Conversation, model: ModelRules, price: Price, catalo
     for c in reversed(kept):
         flat[c.index][1].checkpoint = Checkpoint(c.choice.ttl)
         notes.append(f"checkpoint: {c.level} at {c.tokens} tokens, ttl {c.choice.ttl} ({c.choice.reason})")
-    if conv.params.pop("cache_control", None) is not None:
-        notes.append("rewrite: replaced the request's automatic cache_control with placed checkpoints")
 
 
 def _place_openai(conv: Conversation, model: ModelRules, price: Price, route: RouteState, cands: list[Candidate],

@@ -42,9 +42,17 @@ def serve(ctx: click.Context, host: str | None, port: int | None, local_model: s
     import uvicorn
 
     from prefixgate.gateway.app import create_app
+    from prefixgate.gateway.logs import configure
+    from prefixgate.policies import PolicyError
 
     settings = _settings(ctx, host=host, port=port, local_model=local_model)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
+    configure(settings.log_level)
+    try:
+        app = create_app(settings)
+    except PolicyError as e:
+        raise click.UsageError(str(e)) from None
+    # The gateway logs one JSON line per request itself (with route, usage and cost), so no access log.
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)
 
 
 @main.command()

@@ -31,6 +31,13 @@ class Settings(BaseSettings):
     # Ledger: SQLite file by default; with a Redis URL replicas share ledger and learned state.
     ledger_path: str = "prefixgate-ledger.sqlite"
     redis_url: str = ""
+    # Routing policy YAML (upstreams, routes with fallbacks, caller keys with budgets); empty: each model
+    # family goes to its own provider and the local model to the local backend.
+    policy_file: str = ""
+    # Largest request body the gateway accepts (images and PDFs travel inline, so this is generous).
+    max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    # Seconds to wait for an upstream's connection; the wait for its first byte is per route (retry.timeout_s).
+    connect_timeout_s: float = Field(10.0, gt=0)
     # Overrides merged over the packaged provider rules and prices.
     providers_file: str = ""
     log_level: str = "info"

@@ -143,12 +143,15 @@ def test_tool_key_order_churn_is_undone():
     assert any("key order" in line for line in plan.explanation)
 
 
-def test_caller_checkpoints_and_automatic_caching_are_replaced():
+def test_caller_checkpoints_are_kept_and_rewrites_still_apply():
     body = support(1) | {"cache_control": {"type": "ephemeral"}}
-    body["messages"][0]["content"] = [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    body["system"] = [{"type": "text", "text": SYSTEM.format(1), "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
     out, plan = plan_body("anthropic", body, SONNET, PlannerState(), now=0)
-    assert "cache_control" not in out  # the top-level automatic marker is gone
-    assert json.dumps(out).count("cache_control") <= 4
+    assert out["cache_control"] == {"type": "ephemeral"}
+    assert out["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert "Current time" not in out["system"][0]["text"]  # the marked block now caches its static part
+    assert json.dumps(out).count("cache_control") == 2
+    assert any("caller placed 2" in line for line in plan.explanation)
 
 
 def test_checkpoints_mode_does_not_rewrite_and_off_mode_is_passthrough():
