@@ -26,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from planner_traces import TRACES  # noqa: E402
-from prefixgate.cache_planner import PlannerState, Target, plan  # noqa: E402
-from prefixgate.cache_planner.trace import replay_strategy  # noqa: E402
 
 from prefixgate import tokens  # noqa: E402
+from prefixgate.cache_planner import PlannerState, Target, plan  # noqa: E402
+from prefixgate.cache_planner.trace import replay_strategy  # noqa: E402
 from prefixgate.dialects import anthropic as an  # noqa: E402
 from prefixgate.ir import Checkpoint  # noqa: E402
 from prefixgate.providers.pricing import resolve_model  # noqa: E402

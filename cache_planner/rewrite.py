@@ -15,7 +15,6 @@ import json
 
 from prefixgate.cache_planner.detectors import units
 from prefixgate.cache_planner.stability import DYNAMIC_KINDS, STATIC_SHARE, RouteState
-
 from prefixgate.ir import Block, Conversation, Segment, Stability, content_hash
 
 CONTEXT_LABEL = "Context:\n"

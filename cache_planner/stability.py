@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
 
 from prefixgate.cache_planner.reuse import ReuseTracker
-
 from prefixgate.ir import Stability
 
 DECAY = 0.9          # per request: a unit's weight halves after ~7 requests without it
@@ -130,13 +130,15 @@ class RedisStore:
 class PlannerState:
     """All routes' state: an in-memory LRU, optionally backed by a shared store (Redis)."""
 
-    def __init__(self, max_routes: int = 10_000, store: StateStore | None = None) -> None:
+    def __init__(self, max_routes: int = 10_000, store: StateStore | None = None, publish_every_s: float = 1.0) -> None:
         if max_routes < 1:
             raise ValueError("max_routes must be >= 1")
         self.max_routes = max_routes
         self.store = store
         self.routes: OrderedDict[str, RouteState] = OrderedDict()
         self.lock = threading.Lock()
+        self.publish_every_s = publish_every_s
+        self._published: dict[str, float] = {}
 
     def route(self, name: str) -> RouteState:
         with self.lock:
@@ -148,10 +150,16 @@ class PlannerState:
         with self.lock:
             state = self.routes.setdefault(name, loaded or RouteState())
             while len(self.routes) > self.max_routes:
-                self.routes.popitem(last=False)
+                gone, _ = self.routes.popitem(last=False)
+                self._published.pop(gone, None)
             return state
 
     def commit(self, name: str, state: RouteState) -> None:
-        """Publish a route's updated state to the shared store, if any."""
-        if self.store is not None:
+        """Publish a route's updated state to the shared store, at most once per `publish_every_s` per
+        route: replicas learn from each other within a second, without a store write on every request."""
+        if self.store is None:
+            return
+        now = time.monotonic()
+        if now - self._published.get(name, -1e9) >= self.publish_every_s:
+            self._published[name] = now
             self.store.save(name, state)

@@ -16,14 +16,14 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
-from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
-from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from prefixgate.dialects import dialect as dialect_module
 from prefixgate.errors import RequestError
+from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
+from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 
 if TYPE_CHECKING:
     from prefixgate.gateway.proxy import Call, Prepared, Proxy
