@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from starlette.background import BackgroundTask
 from starlette.responses import Response
@@ -23,6 +24,7 @@ from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Targe
 from prefixgate.config import Settings
 from prefixgate.cost import Cost, price_usage
 from prefixgate.dialects import dialect as dialect_module
+from prefixgate.dialects import openai as openai_dialect
 from prefixgate.errors import RequestError, error_body
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.ledger import Ledger, LedgerRecord
@@ -98,6 +100,22 @@ class Prepared:
     key: str | None
     stream: bool
     extra_usage: Usage | None = None    # tokens billed outside the response (an explicit cache created for it)
+
+    def usage_counter(self) -> Any:
+        """A stream usage accumulator that prices OpenAI cache writes at the TTL this request asked for."""
+        module = dialect_module(self.upstream.dialect)
+        return module.StreamUsage(self.write_ttl) if self.upstream.dialect == "openai" else module.StreamUsage()
+
+    def usage_of(self, data: dict) -> Usage:
+        module = dialect_module(self.upstream.dialect)
+        if self.upstream.dialect == "openai":
+            return module.usage_from_response(data, self.write_ttl)
+        return module.usage_from_response(data)
+
+    @property
+    def write_ttl(self) -> str:
+        conv = self.plan.conversation
+        return openai_dialect.write_ttl({**conv.params, **conv.cache_params})
 
 
 class Proxy:
@@ -258,7 +276,7 @@ class Proxy:
         except ValueError:
             return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} sent a body that is not JSON",
                                                 status=502, kind="server"), prep)
-        usage = dialect_module(prep.upstream.dialect).usage_from_response(data)
+        usage = prep.usage_of(data)
         if prep.upstream.dialect == call.dialect:
             content = resp.body or b""
         else:

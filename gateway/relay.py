@@ -75,7 +75,7 @@ def event_json(event: bytes) -> dict | None:
 def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResponse, sent: float) -> StreamingResponse:
     same = prep.upstream.dialect == call.dialect
     target = prep.upstream.dialect
-    counter = dialect_module(target).StreamUsage()
+    counter = prep.usage_counter()
     writer = None if same else StreamWriter(call.dialect, call.conv.model or prep.model, call.include_usage)
     state: dict = {"rec": None}
 
