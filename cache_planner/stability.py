@@ -68,6 +68,17 @@ class RouteState:
         count, at = entry
         return count * DECAY ** (self.requests - at) / self.weight
 
+    def shares(self, texts: list[str]) -> list[float | None]:
+        """`share` of each unit, in one pass (a long system prompt has hundreds)."""
+        if self.weight <= 0:
+            return [None] * len(texts)
+        get, now, weight = self.units.get, self.requests, self.weight
+        out: list[float | None] = []
+        for text in texts:
+            entry = get(unit_key(text))
+            out.append(0.0 if entry is None else entry[0] * DECAY ** (now - entry[1]) / weight)
+        return out
+
     def classify(self, share: float | None, kinds: set[str]) -> Stability:
         """A unit's stability from its share of recent requests (None: no history) and its detectors."""
         if share is not None and share >= STATIC_SHARE:
@@ -82,10 +93,11 @@ class RouteState:
         """Count one request's units (call after classifying them)."""
         self.requests += 1
         self.weight = self.weight * DECAY + 1.0
-        for text in set(texts):
+        units, now = self.units, self.requests
+        for text in dict.fromkeys(texts):
             key = unit_key(text)
-            count, at = self.units.pop(key, (0.0, self.requests))
-            self.units[key] = (count * DECAY ** (self.requests - at) + 1.0, self.requests)
+            count, at = units.pop(key, (0.0, now))
+            units[key] = (count * DECAY ** (now - at) + 1.0, now)
         while len(self.units) > self.max_units:
             self.units.popitem(last=False)
 
