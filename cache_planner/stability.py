@@ -58,18 +58,9 @@ class RouteState:
         while len(self.contexts) > self.max_contexts:
             self.contexts.popitem(last=False)
 
-    def share(self, text: str) -> float | None:
-        """Share of recent requests that contained this unit; None before the route has history."""
-        if self.weight <= 0:
-            return None
-        entry = self.units.get(unit_key(text))
-        if entry is None:
-            return 0.0
-        count, at = entry
-        return count * DECAY ** (self.requests - at) / self.weight
-
     def shares(self, texts: list[str]) -> list[float | None]:
-        """`share` of each unit, in one pass (a long system prompt has hundreds)."""
+        """Each unit's share of recent requests (decayed count / decayed requests); None before the
+        route has history. One pass, as a long system prompt has hundreds of units."""
         if self.weight <= 0:
             return [None] * len(texts)
         get, now, weight = self.units.get, self.requests, self.weight
