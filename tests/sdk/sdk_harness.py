@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
-import pytest
 import uvicorn
 
 from prefixgate.providers.mock_server import MockContext, create_app
@@ -28,9 +28,9 @@ def fresh_key(prefix: str = "sk-test") -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-@pytest.fixture(scope="module")
-def mock_url() -> Iterator[str]:
-    """Base URL of a running mock-providers server."""
+@contextmanager
+def running_mock_providers() -> Iterator[str]:
+    """Base URL of a running mock-providers server, stopped on exit."""
     ctx = MockContext()
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(ctx), host="127.0.0.1", port=port, log_level="critical"))
@@ -39,6 +39,8 @@ def mock_url() -> Iterator[str]:
     wait_until(lambda: server.started or not thread.is_alive(), 20, "mock-providers started")
     if not server.started:
         raise RuntimeError("mock-providers did not start")
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -4,13 +4,20 @@ are counted once, and types, errors and pass-through calls are the SDK's own."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import anthropic
 import pytest
+from prefixgate.sdk import Ledger
 
 import prefixgate
-from prefixgate.sdk import Ledger
-from tests.sdk.sdk_harness import ANTHROPIC_MODEL, dated_system, fresh_key, mock_url  # noqa: F401
+from tests.sdk.sdk_harness import ANTHROPIC_MODEL, dated_system, fresh_key, running_mock_providers
+
+
+@pytest.fixture(scope="module")
+def mock_url() -> Iterator[str]:
+    with running_mock_providers() as url:
+        yield url
 
 
 def clients(url: str) -> tuple[anthropic.Anthropic, anthropic.Anthropic, Ledger]:

@@ -4,6 +4,7 @@ uvicorn, its upstreams pointed at mock-providers)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import anthropic
 import openai
@@ -14,8 +15,21 @@ from prefixgate.gateway.ledger import read_records
 
 import prefixgate
 from tests.gateway.gw_harness import running_gateway, settings_for
-from tests.sdk.sdk_harness import ANTHROPIC_MODEL, GEMINI_MODEL, OPENAI_MODEL, dated_system, fresh_key, mock_url  # noqa: F401
+from tests.sdk.sdk_harness import (
+    ANTHROPIC_MODEL,
+    GEMINI_MODEL,
+    OPENAI_MODEL,
+    dated_system,
+    fresh_key,
+    running_mock_providers,
+)
 from tests.support import wait_until
+
+
+@pytest.fixture(scope="module")
+def mock_url() -> Iterator[str]:
+    with running_mock_providers() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

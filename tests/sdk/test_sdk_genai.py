@@ -4,14 +4,21 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
 from google import genai
 from google.genai import errors, types
+from prefixgate.sdk import Ledger
 
 import prefixgate
-from prefixgate.sdk import Ledger
-from tests.sdk.sdk_harness import GEMINI_MODEL, dated_system, fresh_key, mock_url  # noqa: F401
+from tests.sdk.sdk_harness import GEMINI_MODEL, dated_system, fresh_key, running_mock_providers
+
+
+@pytest.fixture(scope="module")
+def mock_url() -> Iterator[str]:
+    with running_mock_providers() as url:
+        yield url
 
 
 def clients(url: str) -> tuple[genai.Client, genai.Client, Ledger]:

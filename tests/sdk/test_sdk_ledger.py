@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import fields
 from types import SimpleNamespace
 
@@ -15,11 +16,17 @@ import redis
 from click.testing import CliRunner
 from prefixgate.gateway.ledger import LedgerRecord as GatewayRecord
 from prefixgate.gateway.ledger import read_records
+from prefixgate.sdk import Ledger, LedgerRecord, exchange
 
 import prefixgate
 from prefixgate.cli import main
-from prefixgate.sdk import Ledger, LedgerRecord, exchange
-from tests.sdk.sdk_harness import ANTHROPIC_MODEL, dated_system, fresh_key, mock_url  # noqa: F401
+from tests.sdk.sdk_harness import ANTHROPIC_MODEL, dated_system, fresh_key, running_mock_providers
+
+
+@pytest.fixture(scope="module")
+def mock_url() -> Iterator[str]:
+    with running_mock_providers() as url:
+        yield url
 
 
 def wrapped_anthropic(url: str, ledger: Ledger, **kw) -> anthropic.Anthropic:

@@ -4,13 +4,20 @@ when the caller did not ask for it (without showing it to them), and types and e
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import openai
 import pytest
+from prefixgate.sdk import Ledger
 
 import prefixgate
-from prefixgate.sdk import Ledger
-from tests.sdk.sdk_harness import OPENAI_MODEL, dated_system, fresh_key, mock_url  # noqa: F401
+from tests.sdk.sdk_harness import OPENAI_MODEL, dated_system, fresh_key, running_mock_providers
+
+
+@pytest.fixture(scope="module")
+def mock_url() -> Iterator[str]:
+    with running_mock_providers() as url:
+        yield url
 
 
 def clients(url: str) -> tuple[openai.OpenAI, openai.OpenAI, Ledger]:
