@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 from google import genai
 from google.genai import errors, types
-from prefixgate.sdk import Ledger
+from prefixgate.sdk import Ledger, exchange
 
 import prefixgate
-from tests.sdk.sdk_harness import GEMINI_MODEL, dated_system, fresh_key, running_mock_providers
+from tests.sdk.sdk_harness import GEMINI_MODEL, POLICY, dated_system, fresh_key, running_mock_providers
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +97,23 @@ def test_errors_reach_the_caller_unchanged(mock_url):
         caught.append(info.value)
     assert caught[0].code == caught[1].code == 429 and caught[0].status == caught[1].status
     assert [r.status for r in ledger.records] == [429]
+
+
+def test_explicit_cache_is_created_through_the_wrapped_client_when_gaps_are_long(mock_url, monkeypatch):
+    # Seven minutes between calls: Gemini's implicit cache has always lapsed, so storage pays for itself.
+    # (The clock starts now: the mock stamps the cache's expireTime with the real time.)
+    clock = iter(range(int(time.time()), int(time.time()) + 10**6, 420))
+    monkeypatch.setattr(exchange, "time", SimpleNamespace(time=lambda: float(next(clock)), perf_counter=time.perf_counter))
+    raw, wrapped, ledger = clients(mock_url)
+    tools = [types.Tool(function_declarations=[types.FunctionDeclaration(name="lookup_order", description="Find an order")])]
+    settings = types.GenerateContentConfig(system_instruction=POLICY * 6, tools=tools, max_output_tokens=8)
+    replies = [wrapped.models.generate_content(model="gemini-2.5-pro", contents=f"Where is order {i}?", config=settings)
+               for i in range(8)]
+    created = [r for r in ledger.records if r.cache_writes.get("explicit")]
+    assert len(created) == 1 and float(created[0].savings_usd) < 0     # creating costs; reads pay it back
+    # The cache was made with the caller's own key: the unwrapped client lists it.
+    assert [c.name for c in raw.caches.list()] == [created[0].explanation[0].split()[4]]
+    after = [r for r in ledger.records if r.ts > created[0].ts and not r.cache_writes.get("explicit")]
+    assert after and all(r.cache_read > 4000 for r in after)
+    assert all(r.usage_metadata.cached_content_token_count == rec.cache_read
+               for r, rec in zip(replies[-len(after):], after, strict=True))
