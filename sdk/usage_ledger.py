@@ -15,9 +15,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from prefixgate.sdk.record import LedgerRecord, failed
-
 from prefixgate.cost import ZERO
+from prefixgate.sdk.record import LedgerRecord, failed
 from prefixgate.usage import Usage
 
 

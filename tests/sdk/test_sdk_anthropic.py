@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import anthropic
 import pytest
-from prefixgate.sdk import Ledger
 
 import prefixgate
+from prefixgate.sdk import Ledger
 from tests.sdk.sdk_harness import ANTHROPIC_MODEL, dated_system, fresh_key, running_mock_providers
 
 

@@ -11,9 +11,9 @@ import openai
 import pytest
 from google import genai
 from google.genai import types
-from prefixgate.gateway.ledger import read_records
 
 import prefixgate
+from prefixgate.gateway.ledger import read_records
 from tests.gateway.gw_harness import running_gateway, settings_for
 from tests.sdk.sdk_harness import (
     ANTHROPIC_MODEL,

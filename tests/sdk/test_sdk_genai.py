@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 from google import genai
 from google.genai import errors, types
-from prefixgate.sdk import Ledger, exchange
 
 import prefixgate
+from prefixgate.sdk import Ledger, exchange
 from tests.sdk.sdk_harness import GEMINI_MODEL, POLICY, dated_system, fresh_key, running_mock_providers
 
 

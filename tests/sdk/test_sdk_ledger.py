@@ -14,12 +14,12 @@ import anthropic
 import pytest
 import redis
 from click.testing import CliRunner
-from prefixgate.gateway.ledger import LedgerRecord as GatewayRecord
-from prefixgate.gateway.ledger import read_records
-from prefixgate.sdk import Ledger, LedgerRecord, exchange
 
 import prefixgate
 from prefixgate.cli import main
+from prefixgate.gateway.ledger import LedgerRecord as GatewayRecord
+from prefixgate.gateway.ledger import read_records
+from prefixgate.sdk import Ledger, LedgerRecord, exchange
 from tests.sdk.sdk_harness import ANTHROPIC_MODEL, dated_system, fresh_key, running_mock_providers
 
 

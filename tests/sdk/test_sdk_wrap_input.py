@@ -6,11 +6,11 @@ import anthropic
 import openai
 import pytest
 from google import genai
+
+import prefixgate
 from prefixgate.cache_planner import PlannerState
 from prefixgate.sdk import Ledger, ledger
 from prefixgate.sdk.endpoints import endpoint_of, gemini_cache_url
-
-import prefixgate
 
 
 def test_rejects_what_it_cannot_wrap():
