@@ -52,10 +52,12 @@ class LedgerRecord:
     explanation: list[str] = field(default_factory=list)
     miss_reason: str = ""
     error: str = ""
+    # Per-segment prefix shape of the request as sent (dashboard_shape): what the misses view diffs.
+    segments: list[str] = field(default_factory=list)
 
 
 COLUMNS = [f.name for f in fields(LedgerRecord)]
-_JSON = {"cache_writes", "explanation"}
+_JSON = {"cache_writes", "explanation", "segments"}
 # Field annotations are strings (postponed evaluation); everything else is stored as TEXT.
 _SQL_TYPES = {"bool": "INTEGER", "int": "INTEGER", "float": "REAL", "float | None": "REAL"}
 
@@ -79,6 +81,11 @@ class Ledger:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(_schema())
+        # A ledger file from an older version lacks newer columns; old rows read them as empty.
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(requests)")}
+        for f in fields(LedgerRecord):
+            if f.name not in have:
+                self._db.execute(f"ALTER TABLE requests ADD COLUMN {f.name} {_SQL_TYPES.get(str(f.type), 'TEXT')}")
         self._db.execute("CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts)")
         self._db.commit()
         self._redis = None
@@ -147,7 +154,7 @@ def read_records(path: str) -> list[dict]:
     for row in rows:
         rec = dict(row)
         for key in _JSON:
-            rec[key] = json.loads(rec[key])
+            rec[key] = json.loads(rec[key]) if rec[key] is not None else ({} if key == "cache_writes" else [])
         rec["stream"] = bool(rec["stream"])
         out.append(rec)
     return out

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from prefixgate.cache_planner import Mode, Plan, Target, plan
 from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.gateway.dashboard_shape import prefix_shape
 from prefixgate.gateway.ledger import Ledger, LedgerRecord
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
@@ -273,7 +274,8 @@ class Proxy:
             latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,
             overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
-            explanation=explanation, miss_reason=miss_reason(usage, status, call.mode, explanation), error=error)
+            explanation=explanation, miss_reason=miss_reason(usage, status, call.mode, explanation), error=error,
+            segments=prefix_shape(prep.plan.conversation if prep else call.conv, PLANNER_PROVIDER[prep.upstream.kind] if prep else call.dialect))
         self.ledger.append(rec)
         self.metrics.observe(rec)
         return rec

@@ -1,0 +1,78 @@
+"""A request's prefix shape: one short entry per segment, kept in the ledger so the dashboard can name
+the first segment that differs between consecutive requests of a route, and what in it is volatile.
+
+An entry is `role:hash:set_hash:tokens:kinds`. `hash` covers the segment's blocks in order, `set_hash`
+the same blocks sorted (equal set hashes with unequal hashes mean the blocks were reordered: tools
+serialised in another order), `tokens` is the segment's size, and `kinds` the volatile-span detectors
+that fire in a leading (tools, system) segment, comma-separated. Only the first MAX_SEGMENTS segments
+are kept: a prefix broken later than that is rare and the record stays small.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from prefixgate.cache_planner.detectors import volatile_spans
+
+from prefixgate import tokens
+from prefixgate.ir import Conversation
+
+MAX_SEGMENTS = 64
+LEADING_ROLES = ("tools", "schema", "system", "developer")
+
+
+@dataclass(frozen=True)
+class SegmentShape:
+    index: int
+    role: str
+    hash: str
+    set_hash: str
+    tokens: int
+    kinds: tuple[str, ...]
+
+    @property
+    def leading(self) -> bool:
+        """Part of the request-level prefix (tools, schemas, system prompt) rather than a turn."""
+        return self.role in LEADING_ROLES
+
+
+def _digest(parts: list[str]) -> str:
+    return hashlib.blake2b("|".join(parts).encode(), digest_size=6).hexdigest()
+
+
+def prefix_shape(conv: Conversation, provider: str) -> list[str]:
+    """The ledger entries for `conv` as sent upstream (see the module docstring)."""
+    # Sizes are for display: a local model's own tokenizer may not be registered, so it counts as cl100k.
+    encoding = "cl100k_base" if provider == "local" else tokens.encoding_for(provider, conv.model)
+    out, leading = [], True
+    for seg in conv.segments[:MAX_SEGMENTS]:
+        keys = [b.key for b in seg.blocks]
+        size = sum(tokens.block_tokens(b, encoding) for b in seg.blocks)
+        leading = leading and seg.role in LEADING_ROLES
+        kinds = sorted({s.kind for b in seg.blocks if b.text for s in volatile_spans(b.text)}) if leading else []
+        out.append(f"{seg.role}:{_digest(keys)}:{_digest(sorted(keys))}:{size}:{','.join(kinds)}")
+    return out
+
+
+def parse_shape(entries: list[str]) -> list[SegmentShape]:
+    """Entries back into shapes; malformed entries (a hand-edited ledger) are skipped."""
+    out = []
+    for i, entry in enumerate(entries):
+        parts = entry.split(":")
+        if len(parts) != 5 or not parts[3].isdigit():
+            continue
+        role, h, set_h, size, kinds = parts
+        out.append(SegmentShape(i, role, h, set_h, int(size), tuple(k for k in kinds.split(",") if k)))
+    return out
+
+
+def first_difference(before: list[SegmentShape], after: list[SegmentShape]) -> SegmentShape | None:
+    """The first segment of `after` that differs from `before` at the same position (a segment that
+    `before` lacks counts only when it is leading: a conversation that grew by a turn is not a change)."""
+    for i, seg in enumerate(after):
+        if i >= len(before):
+            return seg if seg.leading else None
+        if seg.hash != before[i].hash or seg.role != before[i].role:
+            return seg
+    return None
