@@ -87,10 +87,11 @@ function axes(node, yMax, yFmt, points, span) {
     node.append(svg("line", { x1: PAD.l, x2: W - PAD.r, y1: y, y2: y, class: "axis" }));
     node.append(svg("text", { x: PAD.l - 6, y: y + 4, "text-anchor": "end" }, yFmt(yMax * f)));
   }
-  const n = points.length, iw = W - PAD.l - PAD.r;
-  for (const i of [0, Math.floor(n / 2), n - 1]) {
-    if (n === 0 || i < 0) continue;
-    node.append(svg("text", { x: PAD.l + iw * (i + 0.5) / n, y: H - 6, "text-anchor": "middle" }, fmtTime(points[i].t, span)));
+  const iw = W - PAD.l - PAD.r;
+  // Labels at the window's start, middle and end (the end anchored so it stays inside the chart).
+  for (const [f, anchor] of [[0, "start"], [0.5, "middle"], [1, "end"]]) {
+    const t = points.length ? points[0].t + f * span : 0;
+    node.append(svg("text", { x: PAD.l + iw * f, y: H - 6, "text-anchor": anchor }, fmtTime(t, span)));
   }
 }
 
@@ -103,7 +104,7 @@ function spendChart(points, span) {
     node.append(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "empty" }, "no spend in this window"));
     return;
   }
-  axes(node, yMax, fmtUsd, points, span);
+  axes(node, yMax, (v) => (v === 0 ? "$0" : "$" + Number(v.toPrecision(3))), points, span);
   const ih = H - PAD.t - PAD.b, iw = W - PAD.l - PAD.r, bw = iw / points.length;
   const scale = (v) => (ih * v) / yMax;
   points.forEach((p, i) => {
