@@ -16,10 +16,15 @@ from dataclasses import dataclass
 from prefixgate.cache_planner.detectors import volatile_spans
 
 from prefixgate import tokens
-from prefixgate.ir import Conversation
+from prefixgate.ir import Conversation, Segment
 
 MAX_SEGMENTS = 64
 LEADING_ROLES = ("tools", "schema", "system", "developer")
+# Entries by segment content: a conversation re-sends its earlier turns and its system prompt with every
+# request, so most segments were shaped before. Cleared when full (cheaper than LRU bookkeeping per hit).
+_ENTRIES: dict[str, str] = {}
+_ENTRIES_MAX = 100_000
+CHARS_PER_TOKEN = 4
 
 
 @dataclass(frozen=True)
@@ -47,12 +52,30 @@ def prefix_shape(conv: Conversation, provider: str) -> list[str]:
     encoding = "cl100k_base" if provider == "local" else tokens.encoding_for(provider, conv.model)
     out, leading = [], True
     for seg in conv.segments[:MAX_SEGMENTS]:
-        keys = [b.key for b in seg.blocks]
-        size = sum(tokens.block_tokens(b, encoding) for b in seg.blocks)
         leading = leading and seg.role in LEADING_ROLES
-        kinds = sorted({s.kind for b in seg.blocks if b.text for s in volatile_spans(b.text)}) if leading else []
-        out.append(f"{seg.role}:{_digest(keys)}:{_digest(sorted(keys))}:{size}:{','.join(kinds)}")
+        keys = [b.key for b in seg.blocks]
+        memo = f"{encoding}|{seg.role}|{leading}|{'|'.join(keys)}"
+        entry = _ENTRIES.get(memo)
+        if entry is None:
+            entry = _entry(seg.role, keys, seg, encoding, leading)
+            if len(_ENTRIES) >= _ENTRIES_MAX:
+                _ENTRIES.clear()
+            _ENTRIES[memo] = entry
+        out.append(entry)
     return out
+
+
+def _entry(role: str, keys: list[str], seg: Segment, encoding: str, leading: bool) -> str:
+    if leading:
+        # The leading prefix is what a miss loses (dashboard_misses prices it): count it properly.
+        size = sum(tokens.block_tokens(b, encoding) for b in seg.blocks)
+        kinds = sorted({s.kind for b in seg.blocks if b.text for s in volatile_spans(b.text)})
+    else:
+        # A turn's size is only displayed: a character estimate is enough and costs nothing.
+        size, kinds = sum(len(b.text) for b in seg.blocks) // CHARS_PER_TOKEN, []
+    ordered = _digest(keys)
+    unordered = ordered if len(keys) < 2 else _digest(sorted(keys))
+    return f"{role}:{ordered}:{unordered}:{size}:{','.join(kinds)}"
 
 
 def parse_shape(entries: list[str]) -> list[SegmentShape]:
