@@ -26,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from planner_traces import TRACES  # noqa: E402
-from prefixgate.cache_planner import PlannerState, Target, plan  # noqa: E402
-from prefixgate.cache_planner.trace import replay_strategy  # noqa: E402
 
 from prefixgate import tokens  # noqa: E402
+from prefixgate.cache_planner import PlannerState, Target, plan  # noqa: E402
+from prefixgate.cache_planner.trace import replay_strategy  # noqa: E402
 from prefixgate.dialects import anthropic as an  # noqa: E402
 from prefixgate.ir import Checkpoint  # noqa: E402
 from prefixgate.providers.pricing import resolve_model  # noqa: E402
@@ -117,7 +117,7 @@ def savings(report) -> tuple[float, object]:
 
 
 def planning_latency(n: int = 300) -> tuple[float, float]:
-    """p50 and p95 of plan() in ms on a ~10,000-token request, after the route's first request."""
+    """p50 and p95 of plan()'s CPU time in ms on a ~10,000-token request, after the route's first request."""
     import random
 
     from planner_traces import prose  # noqa: PLC0415
@@ -131,10 +131,11 @@ def planning_latency(n: int = 300) -> tuple[float, float]:
                 "system": f"You are Ava.\nCurrent time: 2026-11-22T10:{i % 60:02d}:{i % 59:02d}Z\n{policy}",
                 "messages": [{"role": "user", "content": f"Question {i}: " + prose(rng, 2)}]}
         conv = an.parse_request(body)
-        start = time.perf_counter()
+        # CPU time of this thread: on a shared machine wall time measures the neighbours too.
+        start = time.thread_time()
         plan(conv, Target("anthropic", "claude-sonnet-4-5"), state, route="latency", now=float(i))
         if i:
-            samples.append((time.perf_counter() - start) * 1000)
+            samples.append((time.thread_time() - start) * 1000)
     from prefixgate import tokens
 
     size = tokens.count_tokens(body["system"]) + 20
@@ -165,7 +166,7 @@ def main() -> None:
     for name, n, p, s, q, e, ve, vp, good in rows:
         print(f"| {name} | {n} | {p:.1%} | {s:.1%} | {q:.1%} | {e:.1%} | {ve:.2f} | {vp:+.1%} | {'yes' if good else 'NO'} |")
     p50, p95, size = planning_latency()
-    print(f"\nplan() on a {size:,}-token request after the route's first: p50 {p50:.3f} ms, p95 {p95:.3f} ms "
+    print(f"\nplan() CPU time on a {size:,}-token request after the route's first: p50 {p50:.3f} ms, p95 {p95:.3f} ms "
           f"(target p50 <= 1 ms: {'yes' if p50 <= 1 else 'NO'})")
     print(json.dumps({"all_targets_met": ok and p50 <= 1}))
 

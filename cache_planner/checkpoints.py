@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from prefixgate import tokens
 from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choose_ttl, expected_cost
 from prefixgate.cache_planner.explicit_cache import cache_pays, create_body, use_cache
 from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
 from prefixgate.cache_planner.stability import RouteState
 from prefixgate.cache_planner.target import Target
-
-from prefixgate import tokens
 from prefixgate.cost import Price
 from prefixgate.ir import Block, Checkpoint, Conversation, Segment, ttl_seconds
 from prefixgate.providers.rules import Catalog, ModelRules

@@ -118,6 +118,19 @@ def units(text: str) -> list[Unit]:
     return out
 
 
+_PIECES: OrderedDict[str, list[str]] = OrderedDict()
+
+
+def unit_texts(text: str) -> list[str]:
+    """The text of each unit of `text` (memoised: the planner reads a request's units several times)."""
+    hit = _PIECES.get(text)
+    if hit is None:
+        hit = _PIECES[text] = [text[u.start:u.end] for u in units(text)]
+        if len(_PIECES) > 64:
+            _PIECES.popitem(last=False)
+    return hit
+
+
 def _scan(text: str, offset: int) -> list[Unit]:
     out: list[Unit] = []
     pos = offset
@@ -138,7 +151,7 @@ def _incremental(text: str) -> list[Unit] | None:
     head = _common_prefix(text, last_text)
     head = last_text.rfind("\n", 0, head) + 1  # back to a line start both share
     shift = len(text) - len(last_text)
-    tail = _common_prefix(text[::-1], last_text[::-1])
+    tail = _common_suffix(text, last_text)
     # The shared tail starts at the first position that begins a line in both texts.
     start = max(len(text) - tail, head)
     while start < len(text) and not (_line_start(text, start) and _line_start(last_text, start - shift)):
@@ -147,7 +160,9 @@ def _incremental(text: str) -> list[Unit] | None:
     if head + (len(text) - tail_start_new) < len(text) // 2:
         return None
     keep_head = [u for u in last if u.end <= head]
-    keep_tail = [Unit(u.start + shift, u.end + shift, u.kinds) for u in last if u.start + shift >= tail_start_new]
+    tail_units = [u for u in last if u.start + shift >= tail_start_new]
+    # A timestamp of the same width leaves the offsets alone: the old units serve as they are.
+    keep_tail = tail_units if shift == 0 else [Unit(u.start + shift, u.end + shift, u.kinds) for u in tail_units]
     middle = _scan(text[head:tail_start_new], head)
     return keep_head + middle + keep_tail
 
@@ -158,9 +173,21 @@ def _line_start(text: str, i: int) -> bool:
 
 def _common_prefix(a: str, b: str) -> int:
     lo, hi = 0, min(len(a), len(b))
-    while lo < hi:  # binary search on slice equality: log n comparisons, each a memcmp
+    while lo < hi:  # binary search; only the unknown middle is compared, so O(n) bytes in all
         mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _common_suffix(a: str, b: str) -> int:
+    lo, hi = 0, min(len(a), len(b))
+    la, lb = len(a), len(b)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[la - mid:la - lo] == b[lb - mid:lb - lo]:
             lo = mid
         else:
             hi = mid - 1

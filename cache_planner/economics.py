@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from prefixgate.cache_planner.reuse import ReuseStats
-
 from prefixgate.cost import Price
 from prefixgate.ir import ttl_seconds
 

@@ -13,7 +13,6 @@ they move into the cache, so the planner creates caches of exactly those.
 from __future__ import annotations
 
 from prefixgate.cache_planner.reuse import ReuseStats
-
 from prefixgate.cost import Price
 from prefixgate.dialects.gemini import encode_content
 from prefixgate.ir import Conversation

@@ -25,7 +25,6 @@ from prefixgate.cache_planner.rewrite import (
 )
 from prefixgate.cache_planner.stability import PlannerState, RouteState
 from prefixgate.cache_planner.target import Target
-
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
 from prefixgate.providers.pricing import resolve_model

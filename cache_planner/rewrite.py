@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 
-from prefixgate.cache_planner.detectors import units
+from prefixgate.cache_planner.detectors import unit_texts, units
 from prefixgate.cache_planner.stability import DYNAMIC_KINDS, STATIC_SHARE, RouteState
-
 from prefixgate.ir import Block, Conversation, Segment, Stability, content_hash
 
 CONTEXT_LABEL = "Context:\n"
@@ -38,8 +37,7 @@ def system_segments(conv: Conversation) -> list[Segment]:
 
 def system_units(conv: Conversation) -> list[str]:
     """The movable units of the system prompt's text blocks: what a route learns stability from."""
-    return [b.text[u.start:u.end] for seg in system_segments(conv) for b in seg.blocks if b.kind == "text"
-            for u in units(b.text)]
+    return [piece for seg in system_segments(conv) for b in seg.blocks if b.kind == "text" for piece in unit_texts(b.text)]
 
 
 def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str]) -> None:
@@ -92,8 +90,8 @@ def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str])
 def _split_block(text: str, route: RouteState, moved: dict[str, list[str]], kinds_moved: set[str]) -> str | None:
     """The block's static text, with its volatile units appended to `moved`; None if nothing moves."""
     found = units(text)
-    pieces = [text[u.start:u.end] for u in found]
-    shares = [route.share(p) for p in pieces]
+    pieces = unit_texts(text)
+    shares = route.shares(pieces)
     # Most of the prompt unseen: a new prompt version, not volatility; judge by detectors alone.
     fresh = sum(len(p) for p, s in zip(pieces, shares, strict=True) if s is not None and s < STATIC_SHARE)
     trust_history = fresh <= len(text) / 2

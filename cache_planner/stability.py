@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
 
 from prefixgate.cache_planner.reuse import ReuseTracker
-
 from prefixgate.ir import Stability
 
 DECAY = 0.9          # per request: a unit's weight halves after ~7 requests without it
@@ -58,15 +58,17 @@ class RouteState:
         while len(self.contexts) > self.max_contexts:
             self.contexts.popitem(last=False)
 
-    def share(self, text: str) -> float | None:
-        """Share of recent requests that contained this unit; None before the route has history."""
+    def shares(self, texts: list[str]) -> list[float | None]:
+        """Each unit's share of recent requests (decayed count / decayed requests); None before the
+        route has history. One pass, as a long system prompt has hundreds of units."""
         if self.weight <= 0:
-            return None
-        entry = self.units.get(unit_key(text))
-        if entry is None:
-            return 0.0
-        count, at = entry
-        return count * DECAY ** (self.requests - at) / self.weight
+            return [None] * len(texts)
+        get, now, weight = self.units.get, self.requests, self.weight
+        out: list[float | None] = []
+        for text in texts:
+            entry = get(unit_key(text))
+            out.append(0.0 if entry is None else entry[0] * DECAY ** (now - entry[1]) / weight)
+        return out
 
     def classify(self, share: float | None, kinds: set[str]) -> Stability:
         """A unit's stability from its share of recent requests (None: no history) and its detectors."""
@@ -82,10 +84,11 @@ class RouteState:
         """Count one request's units (call after classifying them)."""
         self.requests += 1
         self.weight = self.weight * DECAY + 1.0
-        for text in set(texts):
+        units, now = self.units, self.requests
+        for text in dict.fromkeys(texts):
             key = unit_key(text)
-            count, at = self.units.pop(key, (0.0, self.requests))
-            self.units[key] = (count * DECAY ** (self.requests - at) + 1.0, self.requests)
+            count, at = units.pop(key, (0.0, now))
+            units[key] = (count * DECAY ** (now - at) + 1.0, now)
         while len(self.units) > self.max_units:
             self.units.popitem(last=False)
 
@@ -130,13 +133,15 @@ class RedisStore:
 class PlannerState:
     """All routes' state: an in-memory LRU, optionally backed by a shared store (Redis)."""
 
-    def __init__(self, max_routes: int = 10_000, store: StateStore | None = None) -> None:
+    def __init__(self, max_routes: int = 10_000, store: StateStore | None = None, publish_every_s: float = 1.0) -> None:
         if max_routes < 1:
             raise ValueError("max_routes must be >= 1")
         self.max_routes = max_routes
         self.store = store
         self.routes: OrderedDict[str, RouteState] = OrderedDict()
         self.lock = threading.Lock()
+        self.publish_every_s = publish_every_s
+        self._published: dict[str, float] = {}
 
     def route(self, name: str) -> RouteState:
         with self.lock:
@@ -148,10 +153,16 @@ class PlannerState:
         with self.lock:
             state = self.routes.setdefault(name, loaded or RouteState())
             while len(self.routes) > self.max_routes:
-                self.routes.popitem(last=False)
+                gone, _ = self.routes.popitem(last=False)
+                self._published.pop(gone, None)
             return state
 
     def commit(self, name: str, state: RouteState) -> None:
-        """Publish a route's updated state to the shared store, if any."""
-        if self.store is not None:
+        """Publish a route's updated state to the shared store, at most once per `publish_every_s` per
+        route: replicas learn from each other within a second, without a store write on every request."""
+        if self.store is None:
+            return
+        now = time.monotonic()
+        if now - self._published.get(name, -1e9) >= self.publish_every_s:
+            self._published[name] = now
             self.store.save(name, state)

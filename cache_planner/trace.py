@@ -10,7 +10,6 @@ from typing import Any
 from prefixgate.cache_planner.plan import Mode, Plan, plan
 from prefixgate.cache_planner.stability import PlannerState
 from prefixgate.cache_planner.target import Target
-
 from prefixgate.dialects import DIALECTS
 from prefixgate.errors import RequestError
 from prefixgate.providers.replay import ReplayState

@@ -7,18 +7,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from prefixgate.gateway import dashboard, endpoints_anthropic, endpoints_gemini, endpoints_openai
-from prefixgate.gateway.fastpath import FastPath
-from prefixgate.gateway.intake import error_response
-from prefixgate.gateway.local import LocalTarget, in_process_target
-from prefixgate.gateway.proxy import Proxy
-from prefixgate.policies import Policy, load_policy
 from starlette.requests import Request
 from starlette.responses import Response
 
 from prefixgate import __version__
 from prefixgate.config import Settings
 from prefixgate.errors import RequestError
+from prefixgate.gateway import dashboard, endpoints_anthropic, endpoints_gemini, endpoints_openai
+from prefixgate.gateway.fastpath import FastPath
+from prefixgate.gateway.intake import error_response
+from prefixgate.gateway.local import LocalTarget, in_process_target
+from prefixgate.gateway.proxy import Proxy
+from prefixgate.policies import Policy, load_policy
 
 log = logging.getLogger("prefixgate.gateway")
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from prefixgate.policies.schema import CallerKey, Upstream, hash_key
-
 from prefixgate.errors import RequestError
+from prefixgate.policies.schema import CallerKey, Upstream, hash_key
 
 HOSTED = ("anthropic", "openai", "gemini")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+
 from prefixgate.gateway import dashboard_api
 from prefixgate.gateway.dashboard_alerts import AlertCollector, AlertRule
 from prefixgate.gateway.dashboard_auth import COOKIE, is_admin, token_matches

@@ -12,11 +12,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
 from prefixgate.gateway.dashboard_figures import Figures
 from prefixgate.gateway.dashboard_source import LedgerSource
 from prefixgate.gateway.ledger import LedgerRecord
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 log = logging.getLogger("prefixgate.dashboard")
 

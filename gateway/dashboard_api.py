@@ -13,6 +13,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.openapi.utils import get_openapi
+
+from prefixgate import __version__
 from prefixgate.gateway import dashboard_schema as schema
 from prefixgate.gateway.dashboard_alerts import AlertRule, route_alerts
 from prefixgate.gateway.dashboard_auth import require_admin
@@ -20,8 +22,6 @@ from prefixgate.gateway.dashboard_figures import GROUPINGS, breakdown, timeserie
 from prefixgate.gateway.dashboard_misses import is_miss, misses_by_route
 from prefixgate.gateway.dashboard_source import LedgerSource, RedisSource
 from prefixgate.gateway.ledger import LedgerRecord
-
-from prefixgate import __version__
 
 _SPAN = re.compile(r"^(\d+)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -51,6 +51,7 @@ class Window:
         self.until = time.time() if until is None else until
         self.since = self.until - seconds
         self.source: LedgerSource = request.app.state.dashboard_source
+        self.catalog = request.app.state.proxy.catalog     # prices with the operator's overrides
 
     def records(self, lookback_s: float = 0.0) -> list[LedgerRecord]:
         return self.source.records(self.since - lookback_s, self.until)
@@ -93,7 +94,7 @@ def by_group(w: WindowDep, by: Annotated[str, Query(pattern=f"^({'|'.join(GROUPI
 
 @router.get("/misses", response_model=schema.Misses, summary="Routes losing the most money to cache misses, and why")
 def misses(w: WindowDep, limit: Annotated[int, Query(ge=1, le=200)] = 20) -> dict:
-    return {"window": w.describe(), "routes": misses_by_route(w.records(PREVIOUS_LOOKBACK_S), w.since, limit)}
+    return {"window": w.describe(), "routes": misses_by_route(w.records(PREVIOUS_LOOKBACK_S), w.since, limit, w.catalog)}
 
 
 def _rule(window_s: float, baseline_s: float, drop: float) -> AlertRule:
@@ -125,7 +126,7 @@ def overview(request: Request, w: WindowDep) -> dict:
         "window": w.describe(), "totals": totals(shown).to_dict(), "step_s": step_s,
         "points": timeseries(shown, w.since, w.until, step_s),
         "breakdowns": {by: breakdown(shown, by) for by in BREAKDOWNS},
-        "misses": misses_by_route([r for r in everything if r.ts < w.until], w.since),
+        "misses": misses_by_route([r for r in everything if r.ts < w.until], w.since, catalog=w.catalog),
         "alerts": [a.to_dict() for a in route_alerts(everything, now, rule)],
     }
 

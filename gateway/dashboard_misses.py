@@ -15,13 +15,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
+from prefixgate.cost import MTOK
 from prefixgate.gateway.dashboard_shape import SegmentShape, first_difference, parse_shape
 from prefixgate.gateway.ledger import LedgerRecord
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.proxy import PLANNER_PROVIDER
-
-from prefixgate.cost import MTOK
 from prefixgate.ir import ttl_seconds
+from prefixgate.providers.rules import Catalog
+from prefixgate.usage import Usage
 
 LABELS = {
     "volatile_span": "volatile span in the prefix",
@@ -68,10 +69,11 @@ def is_miss(rec: LedgerRecord) -> bool:
     return rec.status == 200 and rec.cache_read == 0 and rec.uncached_input + sum(rec.cache_writes.values()) > 0
 
 
-def missed_usd(rec: LedgerRecord) -> Decimal:
+def missed_usd(rec: LedgerRecord, catalog: Catalog | None = None) -> Decimal:
     """What reading the miss's prefix from cache would have saved: its cache writes repriced as reads, plus
     the uncached part of its leading prefix (tools, system) that a write did not cover."""
-    price = price_for(PLANNER_PROVIDER.get(rec.provider, rec.provider), rec.model)
+    usage = Usage(rec.uncached_input, rec.cache_read, dict(rec.cache_writes), rec.output)
+    price = price_for(PLANNER_PROVIDER.get(rec.provider, rec.provider), rec.model, usage, catalog)
     if price is None:
         return Decimal(0)
     lost = sum((n * (price.write_price(ttl) - price.cache_read) for ttl, n in rec.cache_writes.items()), Decimal(0))
@@ -147,7 +149,8 @@ class _Route:
     missed: Decimal = Decimal(0)
 
 
-def misses_by_route(records: list[LedgerRecord], since: float, limit: int = 20) -> list[dict]:
+def misses_by_route(records: list[LedgerRecord], since: float, limit: int = 20,
+                    catalog: Catalog | None = None) -> list[dict]:
     """Routes losing the most money to misses among records with ts >= since (earlier records only serve
     as the previous request of the first ones), with each route's reasons and its latest first difference."""
     previous: dict[tuple[str, str], LedgerRecord] = {}
@@ -168,7 +171,7 @@ def misses_by_route(records: list[LedgerRecord], since: float, limit: int = 20) 
                                               "segment": _segment_dict(seg)}
             if is_miss(rec):
                 d = diagnose(rec, before)
-                lost = missed_usd(rec)
+                lost = missed_usd(rec, catalog)
                 route.misses += 1
                 route.missed += lost
                 latest_miss[rec.route] = rec

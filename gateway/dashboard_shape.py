@@ -13,9 +13,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from prefixgate.cache_planner.detectors import volatile_spans
-
 from prefixgate import tokens
+from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.ir import Conversation, Segment
 
 MAX_SEGMENTS = 64

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from prefixgate.gateway.auth import authenticate, upstream_credential
-from prefixgate.gateway.intake import error_response, read_body, serve
-from prefixgate.gateway.proxy import dumps
-from prefixgate.gateway.upstream import UpstreamFailure
 from starlette.requests import Request
 from starlette.responses import Response
 
 from prefixgate.dialects import anthropic
 from prefixgate.errors import RequestError
+from prefixgate.gateway.auth import authenticate, upstream_credential
+from prefixgate.gateway.intake import error_response, read_body, serve
+from prefixgate.gateway.proxy import dumps
+from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.tokens import annotate_tokens
 
 router = APIRouter()

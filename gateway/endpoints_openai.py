@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from prefixgate.gateway.intake import serve
-from prefixgate.gateway.proxy import dumps
 from starlette.requests import Request
 from starlette.responses import Response
 
 from prefixgate.dialects import openai
+from prefixgate.gateway.intake import serve
+from prefixgate.gateway.proxy import dumps
 
 router = APIRouter()
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import logging
 
-from prefixgate.gateway.endpoints_gemini import model_action
-from prefixgate.gateway.intake import error_response, serve
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from prefixgate.dialects import anthropic, openai
 from prefixgate.errors import RequestError
+from prefixgate.gateway.endpoints_gemini import model_action
+from prefixgate.gateway.intake import error_response, serve
 
 log = logging.getLogger("prefixgate.gateway")
 GEMINI_PREFIXES = ("/v1beta/models/", "/v1/models/")

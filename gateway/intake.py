@@ -9,12 +9,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from prefixgate.gateway.auth import authenticate
-from prefixgate.gateway.proxy import Proxy, dumps
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from prefixgate.errors import RequestError, error_body
+from prefixgate.gateway.auth import authenticate
+from prefixgate.gateway.proxy import Proxy, dumps
 from prefixgate.ir import Conversation
 
 

@@ -15,8 +15,17 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from prefixgate.cache_planner import Mode, Plan, Target, plan
+from starlette.background import BackgroundTask
+from starlette.responses import Response
+
+from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
+from prefixgate.config import Settings
+from prefixgate.cost import Cost, price_usage
+from prefixgate.dialects import dialect as dialect_module
+from prefixgate.dialects import openai as openai_dialect
+from prefixgate.errors import RequestError, error_body
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.dashboard_shape import prefix_shape
 from prefixgate.gateway.ledger import Ledger, LedgerRecord
@@ -29,6 +38,7 @@ from prefixgate.gateway.replies import read_reply, write_reply
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.translate import translate_body
 from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse
+from prefixgate.ir import Conversation
 from prefixgate.policies import (
     Limits,
     Policy,
@@ -40,14 +50,8 @@ from prefixgate.policies import (
     pick_replica,
     retry_condition,
 )
-from starlette.background import BackgroundTask
-from starlette.responses import Response
-
-from prefixgate.config import Settings
-from prefixgate.cost import Cost, price_usage
-from prefixgate.dialects import dialect as dialect_module
-from prefixgate.errors import RequestError, error_body
-from prefixgate.ir import Conversation
+from prefixgate.providers.cached_contents import parse_rfc3339
+from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
 
 # Caller headers that carry meaning for the same provider upstream (API version, beta features, org).
@@ -64,6 +68,10 @@ def dumps(value: object) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+# A caller may name the stream of similar prompts a request belongs to; the planner learns per route.
+ROUTE_HEADER = "x-prefixgate-route"
+
+
 @dataclass
 class Call:
     """One caller request in flight."""
@@ -77,6 +85,7 @@ class Call:
     headers: dict[str, str]             # caller headers to forward to a same-dialect upstream
     started: float
     include_usage: bool = True          # OpenAI streams: did the caller ask for the usage chunk?
+    route_hint: str = ""                # the caller's x-prefixgate-route: one stream of similar prompts
     attempts: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -91,6 +100,23 @@ class Prepared:
     body: bytes
     key: str | None
     stream: bool
+    extra_usage: Usage | None = None    # tokens billed outside the response (an explicit cache created for it)
+
+    def usage_counter(self) -> Any:
+        """A stream usage accumulator that prices OpenAI cache writes at the TTL this request asked for."""
+        module = dialect_module(self.upstream.dialect)
+        return module.StreamUsage(self.write_ttl) if self.upstream.dialect == "openai" else module.StreamUsage()
+
+    def usage_of(self, data: dict) -> Usage:
+        module = dialect_module(self.upstream.dialect)
+        if self.upstream.dialect == "openai":
+            return module.usage_from_response(data, self.write_ttl)
+        return module.usage_from_response(data)
+
+    @property
+    def write_ttl(self) -> str:
+        conv = self.plan.conversation
+        return openai_dialect.write_ttl({**conv.params, **conv.cache_params})
 
 
 class Proxy:
@@ -105,7 +131,10 @@ class Proxy:
         self.upstream = UpstreamClient(settings.connect_timeout_s, local)
         self.ledger = Ledger(settings.ledger_path, settings.redis_url)
         self.metrics = Metrics()
-        self.planner_state = planner_state
+        self.catalog = load_catalog(settings.providers_file or None)
+        # The planner learns per route; with Redis, replicas share what they learn.
+        self.planner_state = planner_state or PlannerState(
+            store=RedisStore(settings.redis_url) if settings.redis_url else None)
         self.in_flight: dict[str, int] = defaultdict(int)
 
     async def aclose(self) -> None:
@@ -119,6 +148,7 @@ class Proxy:
         call = Call(uuid.uuid4().hex[:20], dialect, conv, caller, decision.route, decision.mode, forwarded, started)
         if dialect == "openai" and conv.stream:
             call.include_usage = bool((conv.params.get("stream_options") or {}).get("include_usage"))
+        call.route_hint = headers.get(ROUTE_HEADER, "")[:200]
         return call
 
     # ---- the request path ---------------------------------------------------------------------
@@ -135,6 +165,7 @@ class Proxy:
                 call.notes.append(f"skip {'/'.join(ref.upstreams)}: {e.message}")
                 failure = e
                 continue
+            prep = await self.explicit_cache(call, prep)
             for attempt in range(1, retry.attempts + 1):
                 call.attempts += 1
                 sent = time.perf_counter()
@@ -168,7 +199,8 @@ class Proxy:
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
         conv, notes = self._convert(call, first.dialect, model)
-        the_plan = plan(conv, Target(PLANNER_PROVIDER[first.kind], model), self.planner_state, call.mode)
+        the_plan = plan(conv, Target(PLANNER_PROVIDER[first.kind], model), self.planner_state, call.mode,
+                        route=self._planner_route(call, conv), catalog=self.catalog)
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
         name = ref.upstreams[0] if len(ref.upstreams) == 1 else pick_replica(
@@ -181,6 +213,32 @@ class Proxy:
             out.params = {**out.params, "stream_options": {**(out.params.get("stream_options") or {}), "include_usage": True}}
         body = dumps(dialect_module(upstream.dialect).encode_request(out))
         return Prepared(upstream, model, the_plan, body, key, call.conv.stream)
+
+    def _planner_route(self, call: Call, conv: Conversation) -> str:
+        """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
+        tenant = call.caller.key.tenant if call.caller.key else "-"
+        return f"{tenant}/{call.route_hint or fingerprint(conv)}"
+
+    async def explicit_cache(self, call: Call, prep: Prepared) -> Prepared:
+        """Create the Gemini cachedContents entry the plan asks for (with the caller's credentials), then
+        send the request against it. A refusal is noted and the request goes out as planned without it."""
+        create = prep.plan.cache_create
+        if create is None or prep.upstream.dialect != "gemini":
+            return prep
+        try:
+            resp = await self.upstream.forward(prep.upstream, "POST", "/v1beta/cachedContents", "", dumps(create),
+                                               prep.key, call.route.retry.timeout_s)
+            data = json.loads(resp.body or b"{}")
+            name, expires = data["name"], parse_rfc3339(data["expireTime"], "expireTime")
+        except (UpstreamFailure, RequestError, ValueError, KeyError, TypeError) as e:
+            reason = e.message if isinstance(e, UpstreamFailure | RequestError) else f"unexpected answer ({type(e).__name__})"
+            call.notes.append(f"cache: explicit cache not created: {reason}")
+            return prep
+        prep.plan.adopt_cached_content(name, expires)
+        tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
+        body = dumps(dialect_module("gemini").encode_request(prep.plan.conversation))
+        # Creating the cache bills its tokens at the input rate: on this request's record.
+        return replace(prep, body=body, extra_usage=Usage(cache_writes={"explicit": tokens}))
 
     def _convert(self, call: Call, target_dialect: str, model: str) -> tuple[Conversation, list[str]]:
         conv = call.conv
@@ -219,7 +277,7 @@ class Proxy:
         except ValueError:
             return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} sent a body that is not JSON",
                                                 status=502, kind="server"), prep)
-        usage = dialect_module(prep.upstream.dialect).usage_from_response(data)
+        usage = prep.usage_of(data)
         if prep.upstream.dialect == call.dialect:
             content = resp.body or b""
         else:
@@ -255,10 +313,10 @@ class Proxy:
                upstream_s: float, error: str = "") -> LedgerRecord:
         """The request's ledger record, queued for the writer and counted in the metrics."""
         now = time.perf_counter()
-        usage = usage or Usage()
+        usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
         if prep is not None and usage != Usage():
-            price = price_for(PLANNER_PROVIDER[prep.upstream.kind], prep.model)
+            price = price_for(PLANNER_PROVIDER[prep.upstream.kind], prep.model, usage, self.catalog)
             cost = price_usage(usage, price) if price is not None else None
         explanation = (prep.plan.explanation if prep else []) + call.notes
         rec = LedgerRecord(

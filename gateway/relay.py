@@ -16,14 +16,14 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
-from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
-from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from prefixgate.dialects import dialect as dialect_module
 from prefixgate.errors import RequestError
+from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
+from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 
 if TYPE_CHECKING:
     from prefixgate.gateway.proxy import Call, Prepared, Proxy
@@ -75,7 +75,7 @@ def event_json(event: bytes) -> dict | None:
 def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResponse, sent: float) -> StreamingResponse:
     same = prep.upstream.dialect == call.dialect
     target = prep.upstream.dialect
-    counter = dialect_module(target).StreamUsage()
+    counter = prep.usage_counter()
     writer = None if same else StreamWriter(call.dialect, call.conv.model or prep.model, call.include_usage)
     state: dict = {"rec": None}
 

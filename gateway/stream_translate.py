@@ -13,12 +13,11 @@ import time
 import uuid
 from typing import Any
 
-from prefixgate.gateway.replies import FINISH_FROM, FINISH_TO
-
 from prefixgate.dialects import anthropic as an
 from prefixgate.dialects import gemini as ge
 from prefixgate.dialects import openai as oa
 from prefixgate.dialects.sse import encode_sse
+from prefixgate.gateway.replies import FINISH_FROM, FINISH_TO
 from prefixgate.usage import Usage
 
 Delta = tuple  # ("text", str) | ("call", index, id, name) | ("args", index, str) | ("finish", reason)

@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from prefixgate.gateway.chat import Chat, Part, Tool, Turn
-
 from prefixgate.errors import RequestError
+from prefixgate.gateway.chat import Chat, Part, Tool, Turn
 from prefixgate.ir import Checkpoint
 
 # Shortest TTL each target offers that is at least as long as the one asked for.

@@ -17,10 +17,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
-from prefixgate.gateway.local import LocalTarget
-from prefixgate.policies.schema import Upstream
 
 from prefixgate.errors import RequestError
+from prefixgate.gateway.local import LocalTarget
+from prefixgate.policies.schema import Upstream
 
 # Upstream response headers worth handing back to the caller (ids for support tickets, rate limits).
 PASS_HEADERS = ("request-id", "x-request-id", "openai-processing-ms", "retry-after", "anthropic-organization-id")

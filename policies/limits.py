@@ -10,9 +10,8 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from prefixgate.policies.schema import PERIODS, CallerKey
-
 from prefixgate.errors import RequestError
+from prefixgate.policies.schema import PERIODS, CallerKey
 
 
 class CounterStore(Protocol):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from prefixgate.policies.schema import Policy, PolicyError, Upstream
 
 from prefixgate.config import Settings
+from prefixgate.policies.schema import Policy, PolicyError, Upstream
 
 # Model families the zero-config policy recognises, by provider.
 FAMILIES: dict[str, list[str]] = {

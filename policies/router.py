@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from prefixgate.cache_planner import Mode
-from prefixgate.policies.schema import CallerKey, Policy, Route
-
 from prefixgate.errors import RequestError
+from prefixgate.policies.schema import CallerKey, Policy, Route
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,11 @@ def _copy_segment(seg: Segment) -> Segment:
 
 def content_hash(value: Any) -> str:
     """Stable hash of a JSON value (key order included: providers hash exact bytes)."""
-    data = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(value, dict) and len(value) == 2 and value.get("type") == "text" and isinstance(value.get("text"), str):
+        # The common case, a plain text block, without serialising a long prompt to JSON first.
+        data = "\x00text\x00" + value["text"] if next(iter(value)) == "type" else json.dumps(value, ensure_ascii=False)
+    else:
+        data = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(data.encode()).hexdigest()[:32]
 
 

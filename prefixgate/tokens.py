@@ -63,11 +63,12 @@ def encoding_for(provider: str, model: str | None) -> str:
     return "cl100k_base"
 
 
-def count_tokens(text: str, encoding: str = "cl100k_base") -> int:
-    """Tokens in `text`, memoised by content hash (bounded LRU)."""
+def count_tokens(text: str, encoding: str = "cl100k_base", digest: bytes | None = None) -> int:
+    """Tokens in `text`, memoised by content hash (bounded LRU); `digest`, when the caller already has
+    a hash of the text, saves hashing a long prompt twice."""
     if not text:
         return 0
-    key = (encoding, hashlib.blake2b(text.encode(), digest_size=16).digest())
+    key = (encoding, digest or hashlib.blake2b(text.encode(), digest_size=16).digest())
     with _LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
@@ -88,7 +89,8 @@ def block_tokens(block: Block, encoding: str = "cl100k_base") -> int:
         return AUDIO_TOKENS
     if block.kind in ("document", "file") and not block.text:
         return DOCUMENT_PAGE_TOKENS
-    return count_tokens(block.text, encoding)
+    # Equal block keys mean equal native content, hence equal text: the key can key the count.
+    return count_tokens(block.text, encoding, block.key.encode())
 
 
 def annotate_tokens(conv: Conversation, encoding: str | None = None) -> int:

@@ -89,7 +89,8 @@ def _part_block(part: Any, field: str) -> Block:
     ptype = require(part, "type", str, f"{field}.type")
     kind = _KINDS.get(ptype, "other")
     text = part.get("text", "") if ptype == "text" else part.get("refusal", "") if ptype == "refusal" else ""
-    checkpoint = Checkpoint("30m") if part.get("prompt_cache_breakpoint") is not None else None
+    # Only an explicit breakpoint is one; any other value is passed through for the API to judge.
+    checkpoint = Checkpoint("30m") if part.get("prompt_cache_breakpoint") == BREAKPOINT else None
     return Block(kind, part, text=text, checkpoint=checkpoint)
 
 
@@ -129,7 +130,7 @@ def _encode_part(block: Block) -> dict:
     changes: dict[str, Any] = {}
     if block.edited or not isinstance(block.native, dict):
         changes["text"] = block.text
-    had = native.get("prompt_cache_breakpoint") is not None
+    had = native.get("prompt_cache_breakpoint") == BREAKPOINT
     if had != (block.checkpoint is not None):
         changes["prompt_cache_breakpoint"] = dict(BREAKPOINT) if block.checkpoint is not None else DROP
     return merge_native(native, changes) if changes else native
@@ -137,7 +138,9 @@ def _encode_part(block: Block) -> dict:
 
 # ---- usage ------------------------------------------------------------------------------------
 
-def parse_usage(usage: dict) -> Usage:
+def parse_usage(usage: dict, write_ttl: str = "30m") -> Usage:
+    """`write_ttl`: the usage does not say how long written tokens live, so their price class comes
+    from the request's `prompt_cache_options.ttl` (GPT-5.6+ bills a 12h write twice a 30m one)."""
     details = usage.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") or 0
     written = details.get("cache_write_tokens") or 0
@@ -145,13 +148,20 @@ def parse_usage(usage: dict) -> Usage:
     return Usage(
         uncached_input=max(prompt - cached - written, 0),
         cache_read=cached,
-        cache_writes={"30m": written} if written else {},
+        cache_writes={write_ttl: written} if written else {},
         output=usage.get("completion_tokens") or 0,
     )
 
 
-def usage_from_response(resp: dict) -> Usage:
-    return parse_usage(resp.get("usage") or {})
+def write_ttl(body_params: dict) -> str:
+    """The TTL a request's cache writes are billed at: its `prompt_cache_options.ttl`, else 30m."""
+    options = body_params.get("prompt_cache_options")
+    ttl = options.get("ttl") if isinstance(options, dict) else None
+    return ttl if isinstance(ttl, str) and ttl else "30m"
+
+
+def usage_from_response(resp: dict, write_ttl: str = "30m") -> Usage:
+    return parse_usage(resp.get("usage") or {}, write_ttl)
 
 
 def usage_json(usage: Usage) -> dict:
@@ -172,13 +182,14 @@ class StreamUsage:
     """Usage of a streamed response: the one chunk with `usage` (sent before `[DONE]` when
     `stream_options.include_usage` is set); a broken stream may never deliver it."""
 
-    def __init__(self) -> None:
+    def __init__(self, write_ttl: str = "30m") -> None:
         self._usage: Usage | None = None
         self.finish_reason: str | None = None
+        self.write_ttl = write_ttl
 
     def feed(self, event: dict) -> None:
         if event.get("usage"):
-            self._usage = parse_usage(event["usage"])
+            self._usage = parse_usage(event["usage"], self.write_ttl)
         for choice in event.get("choices") or []:
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
 

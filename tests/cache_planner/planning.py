@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from prefixgate.cache_planner import Plan, PlannerState, Target, plan
-
 from prefixgate.dialects import DIALECTS
 
 POLICY = "Policy: refunds are accepted within 30 days of purchase; shipping is free over $50. " * 60

@@ -1,6 +1,7 @@
 """Volatile-span detectors: what they find, and what they must leave alone."""
 
 import pytest
+
 from prefixgate.cache_planner.detectors import units, volatile_spans
 from prefixgate.cache_planner.stability import DYNAMIC_KINDS
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from decimal import Decimal
 
 from prefixgate.cache_planner.trace import plan_trace
-
 from prefixgate.providers.replay import passthrough, replay
 from prefixgate.providers.trace import TraceRecord
 from tests.cache_planner.planning import POLICY

@@ -7,8 +7,8 @@ import json
 from collections import Counter
 
 import pytest
-from prefixgate.cache_planner import PlannerState, RedisStore, Target
 
+from prefixgate.cache_planner import PlannerState, RedisStore, Target
 from prefixgate.dialects import anthropic as an
 from tests.cache_planner.planning import POLICY, plan_body, texts
 
@@ -220,7 +220,8 @@ def test_state_is_bounded():
 
 
 def test_redis_store_shares_learning_between_replicas(redis_url):
-    a, b = PlannerState(store=RedisStore(redis_url, prefix="pgtest:")), PlannerState(store=RedisStore(redis_url, prefix="pgtest:"))
+    a = PlannerState(store=RedisStore(redis_url, prefix="pgtest:"), publish_every_s=0)
+    b = PlannerState(store=RedisStore(redis_url, prefix="pgtest:"), publish_every_s=0)
     for i in range(4):
         plan_body("anthropic", support(i), SONNET, a, route="shared", now=i * 10.0)
     # Replica b has never seen the route, yet knows its static prefix recurs.

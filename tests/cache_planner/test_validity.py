@@ -8,8 +8,8 @@ import json
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from prefixgate.cache_planner import PlannerState, Target, plan
 
+from prefixgate.cache_planner import PlannerState, Target, plan
 from prefixgate.dialects import DIALECTS
 from prefixgate.errors import RequestError
 from prefixgate.providers.simulator import Simulator

@@ -10,8 +10,8 @@ from decimal import Decimal
 import httpx
 import pytest
 import redis
-from prefixgate.gateway.ledger import STREAM, Ledger, LedgerRecord, read_records
 
+from prefixgate.gateway.ledger import STREAM, Ledger, LedgerRecord, read_records
 from tests.dashboard.dash_scenario import burst, dashboard_gateway, wait_for_ledger
 
 TOKEN = "admin-secret-0001"

@@ -10,12 +10,12 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from prefixgate.gateway.ledger import read_records
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from prefixgate.gateway.ledger import read_records
 from tests.dashboard.dash_scenario import STATIC, burst, dashboard_gateway, send, wait_for_ledger
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from prefixgate.gateway.dashboard_alerts import AlertCollector
 from prefixgate.gateway.ledger import LedgerRecord
 from prefixgate.gateway.metrics import Metrics

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+
 from prefixgate.gateway.dashboard_alerts import AlertRule, route_alerts
 from prefixgate.gateway.dashboard_figures import breakdown, percentile, timeseries, totals
 from prefixgate.gateway.ledger import LedgerRecord

@@ -6,11 +6,10 @@ from __future__ import annotations
 from decimal import Decimal
 
 from prefixgate.cache_planner import PlannerState, Target, plan
+from prefixgate.dialects import anthropic
 from prefixgate.gateway.dashboard_misses import diagnose, missed_usd, misses_by_route
 from prefixgate.gateway.dashboard_shape import first_difference, parse_shape, prefix_shape
 from prefixgate.gateway.ledger import LedgerRecord
-
-from prefixgate.dialects import anthropic
 
 BODY = "Answer from the handbook and cite the section. " * 60
 WEATHER = {"name": "weather", "description": "Weather for a city", "input_schema": {"type": "object"}}

@@ -120,6 +120,7 @@ def test_cost_properties(u, r, w5, w1, o):
 
 def test_gateway_health_in_process():
     from fastapi.testclient import TestClient
+
     from prefixgate.gateway.app import create_app
 
     client = TestClient(create_app(load_settings(local_model="smollm2-135m")))

@@ -96,3 +96,21 @@ def test_usage_rejects_negative_counts():
     with pytest.raises(ValueError, match="uncached_input"):
         Usage(uncached_input=-1)
     assert Usage(1, 2, {"5m": 3}, 4) + Usage(1, 0, {"5m": 1, "1h": 2}, 0) == Usage(2, 2, {"5m": 4, "1h": 2}, 4)
+
+
+def test_openai_writes_are_priced_at_the_requested_ttl():
+    usage = {"prompt_tokens": 5000, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 4000}}
+    assert oa.parse_usage(usage, oa.write_ttl({"prompt_cache_options": {"mode": "explicit", "ttl": "12h"}})).cache_writes == {"12h": 4000}
+    assert oa.write_ttl({}) == "30m"
+    acc = oa.StreamUsage("12h")
+    acc.feed({"choices": [], "usage": usage})
+    assert acc.usage.cache_writes == {"12h": 4000}
+
+
+def test_openai_only_explicit_breakpoints_are_checkpoints():
+    body = {"model": "gpt-6-sol", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "a", "prompt_cache_breakpoint": {"mode": "explicit"}},
+        {"type": "text", "text": "b", "prompt_cache_breakpoint": {"mode": "something-new"}}]}]}
+    conv = oa.parse_request(body)
+    assert [b.checkpoint is not None for b in conv.blocks()] == [True, False]
+    assert oa.encode_request(conv) == body

@@ -13,8 +13,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import uvicorn
-from prefixgate.gateway.app import create_app
-from prefixgate.policies import Policy, builtin_upstreams
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -25,6 +23,8 @@ from prefixgate.dialects import anthropic as an
 from prefixgate.dialects import gemini as ge
 from prefixgate.dialects import openai as oa
 from prefixgate.errors import RequestError, error_body
+from prefixgate.gateway.app import create_app
+from prefixgate.policies import Policy, builtin_upstreams
 from prefixgate.usage import Usage
 from tests.support import free_port, wait_until
 

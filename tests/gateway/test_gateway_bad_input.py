@@ -6,8 +6,8 @@ import logging
 
 import httpx
 import pytest
-from prefixgate.policies import hash_key
 
+from prefixgate.policies import hash_key
 from tests.gateway.gw_harness import policy_for, running_gateway, running_upstream, settings_for
 
 GATEWAY_KEY = "pg-team-a-key-0123"

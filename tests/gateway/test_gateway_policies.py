@@ -8,6 +8,9 @@ import random
 from collections import Counter
 
 import pytest
+
+from prefixgate.config import Settings
+from prefixgate.errors import RequestError
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.policies import (
     Limits,
@@ -23,9 +26,6 @@ from prefixgate.policies import (
     ranking,
     retry_condition,
 )
-
-from prefixgate.config import Settings
-from prefixgate.errors import RequestError
 
 SETTINGS = Settings(ledger_path=":memory:")
 BUILTINS = builtin_upstreams(SETTINGS)

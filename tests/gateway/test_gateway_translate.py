@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from prefixgate.gateway.replies import read_reply, write_reply
-from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
-from prefixgate.gateway.translate import translate_body
 
 from prefixgate.dialects import anthropic as an
 from prefixgate.dialects import gemini as ge
 from prefixgate.dialects import openai as oa
 from prefixgate.errors import RequestError
+from prefixgate.gateway.replies import read_reply, write_reply
+from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
+from prefixgate.gateway.translate import translate_body
 from prefixgate.usage import Usage
 
 ANTHROPIC = {
