@@ -13,7 +13,7 @@ from starlette.responses import Response
 from prefixgate import __version__
 from prefixgate.config import Settings
 from prefixgate.errors import RequestError
-from prefixgate.gateway import endpoints_anthropic, endpoints_gemini, endpoints_openai
+from prefixgate.gateway import dashboard, endpoints_anthropic, endpoints_gemini, endpoints_openai
 from prefixgate.gateway.fastpath import FastPath
 from prefixgate.gateway.intake import error_response
 from prefixgate.gateway.local import LocalTarget, in_process_target
@@ -53,6 +53,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     app.state.policy = policy
     for module in (endpoints_openai, endpoints_anthropic, endpoints_gemini):
         app.include_router(module.router)
+    app.include_router(dashboard.router)
     app.add_middleware(FastPath)
 
     @app.get("/health")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 
-from prefixgate.gateway.ledger import LedgerRecord
+from prefixgate.ledger import LedgerRecord
 
 REQUESTS = logging.getLogger("prefixgate.requests")
 FIELDS = ("id", "key", "tenant", "route", "target", "model", "dialect", "stream", "status", "uncached_input",

@@ -27,7 +27,7 @@ from prefixgate.dialects import dialect as dialect_module
 from prefixgate.dialects import openai as openai_dialect
 from prefixgate.errors import RequestError, error_body
 from prefixgate.gateway.auth import Caller, upstream_credential
-from prefixgate.gateway.ledger import Ledger, LedgerRecord
+from prefixgate.gateway.dashboard_shape import prefix_shape
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
@@ -38,6 +38,7 @@ from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.translate import translate_body
 from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse
 from prefixgate.ir import Conversation
+from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
 from prefixgate.policies import (
     Limits,
     Policy,
@@ -331,7 +332,8 @@ class Proxy:
             latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,
             overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
-            explanation=explanation, miss_reason=miss_reason(usage, status, call.mode, explanation), error=error)
+            explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
+            segments=prefix_shape(prep.plan.conversation if prep else call.conv, PLANNER_PROVIDER[prep.upstream.kind] if prep else call.dialect))
         self.ledger.append(rec)
         self.metrics.observe(rec)
         return rec
@@ -342,17 +344,3 @@ class Proxy:
             tokens = rec.uncached_input + rec.cache_read + sum(rec.cache_writes.values()) + rec.output
             await self.limits.record(call.caller.key, tokens, float(rec.cost_usd or 0))
         log_request(rec)
-
-
-def miss_reason(usage: Usage, status: int, mode: str, explanation: list[str]) -> str:
-    """Why no cached tokens were read, in words a dashboard can group by."""
-    if status != 200 or usage.cache_read:
-        return ""
-    planned = next((line.split(":", 1)[1].strip() for line in explanation if line.startswith("miss:")), None)
-    if planned:
-        return planned
-    if usage.cache_write:
-        return "cold: this request wrote the prefix"
-    if mode == "off":
-        return "planner off and no cached prefix"
-    return "no cached prefix reported by the provider"

@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     # Overrides merged over the packaged provider rules and prices.
     providers_file: str = ""
     log_level: str = "info"
+    # Bearer token for /dashboard and /api/*; empty leaves them open (the gateway listens on localhost by default).
+    admin_token: str = ""
 
     # The YAML file named by PREFIXGATE_CONFIG (or passed to load_settings) sits below the environment.
     @classmethod

@@ -3,8 +3,8 @@
 `ledger` is the default in-process ledger every wrapped client records to unless given its own.
 """
 
+from prefixgate.ledger import LedgerRecord
 from prefixgate.sdk.gateway_client import client
-from prefixgate.sdk.record import LedgerRecord
 from prefixgate.sdk.usage_ledger import DEFAULT_LEDGER, Ledger
 from prefixgate.sdk.wrap import wrap
 

@@ -17,10 +17,10 @@ from typing import Any
 from prefixgate.cache_planner import Plan, Target, plan
 from prefixgate.dialects import DIALECTS
 from prefixgate.errors import RequestError
+from prefixgate.ledger import LedgerRecord, failed, miss_reason
 from prefixgate.providers.pricing import cost_of
 from prefixgate.sdk.config import WrapConfig
 from prefixgate.sdk.endpoints import Endpoint, gemini_cache_url
-from prefixgate.sdk.record import LedgerRecord, failed, miss_reason
 from prefixgate.usage import Usage
 
 _FRACTION = re.compile(r"(\.\d{6})\d+")

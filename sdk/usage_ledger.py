@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from prefixgate.cost import ZERO
-from prefixgate.sdk.record import LedgerRecord, failed
+from prefixgate.ledger import Ledger as SharedLedger
+from prefixgate.ledger import LedgerRecord, failed
 from prefixgate.usage import Usage
 
 
@@ -121,15 +122,12 @@ class Ledger:
     def export(self, path: str, *, redis_url: str = "") -> int:
         """Append the records not exported yet to the gateway's ledger (its SQLite file, and its Redis
         stream and totals when `redis_url` is set), so the dashboard shows SDK traffic too."""
-        from prefixgate.gateway.ledger import Ledger as GatewayLedger
-        from prefixgate.gateway.ledger import LedgerRecord as GatewayRecord
-
         with self._lock:
             todo = [e.record for e in self._entries if e.record is not None and e.record.id not in self._exported]
-        sink = GatewayLedger(str(path), redis_url)
+        sink = SharedLedger(str(path), redis_url)
         try:
             for rec in todo:
-                sink.append(GatewayRecord(**asdict(rec)))
+                sink.append(rec)
         finally:
             sink.close()
         with self._lock:

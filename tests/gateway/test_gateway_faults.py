@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from prefixgate.gateway.ledger import read_records
+from prefixgate.ledger import read_records
 from tests.gateway.gw_harness import policy_for, running_gateway, running_upstream, settings_for
 from tests.support import wait_until
 

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from prefixgate.gateway.app import create_app
-from prefixgate.gateway.ledger import STREAM, TOTALS, Ledger, LedgerRecord, read_records
+from prefixgate.ledger import STREAM, TOTALS, Ledger, LedgerRecord, read_records
 from prefixgate.policies import hash_key
 from tests.gateway.gw_harness import ServerThread, policy_for, settings_for
 

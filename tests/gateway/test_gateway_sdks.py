@@ -10,7 +10,7 @@ import pytest
 from google import genai
 from google.genai import types
 
-from prefixgate.gateway.ledger import read_records
+from prefixgate.ledger import read_records
 from tests.gateway.gw_harness import USAGE, running_gateway, running_upstream, settings_for
 
 KEYS = {"OPENAI_API_KEY": "sk-gw-openai-0123456789", "ANTHROPIC_API_KEY": "sk-ant-gw-0123456789",

@@ -13,7 +13,7 @@ from google import genai
 from google.genai import types
 
 import prefixgate
-from prefixgate.gateway.ledger import read_records
+from prefixgate.ledger import read_records
 from tests.gateway.gw_harness import running_gateway, settings_for
 from tests.sdk.sdk_harness import (
     ANTHROPIC_MODEL,

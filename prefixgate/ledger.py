@@ -1,4 +1,4 @@
-"""The ledger: one record per request, written off the request path.
+"""The ledger: one record per request (gateway and SDK traffic alike), written off the request path.
 
 Requests only append to an in-memory deque; a writer thread drains it in batches into SQLite (WAL)
 and, when Redis is configured, into a Redis stream plus running totals that every replica shares.
@@ -16,6 +16,8 @@ import sqlite3
 import threading
 from collections import deque
 from dataclasses import asdict, dataclass, field, fields
+
+from prefixgate.usage import Usage
 
 BATCH = 512
 FLUSH_S = 0.05
@@ -52,10 +54,37 @@ class LedgerRecord:
     explanation: list[str] = field(default_factory=list)
     miss_reason: str = ""
     error: str = ""
+    # Per-segment prefix shape of the request as sent (dashboard_shape): what the misses view diffs.
+    segments: list[str] = field(default_factory=list)
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(self.uncached_input, self.cache_read, dict(self.cache_writes), self.output)
+
+
+def failed(status: int) -> bool:
+    """An error answer, or none at all (status 0: the request never got one)."""
+    return status == 0 or status >= 400
+
+
+def miss_reason(usage: Usage | None, status: int, explanation: list[str]) -> str:
+    """Why no cached tokens were read, in words the dashboard groups by."""
+    if failed(status) or (usage is not None and usage.cache_read):
+        return ""
+    if usage is None:
+        return "usage not reported by the provider"
+    planned = next((line.split(":", 1)[1].strip() for line in explanation if line.startswith("miss:")), None)
+    if planned:
+        return planned
+    if usage.cache_write:
+        return "cold: this request wrote the prefix"
+    if any(line.startswith("passthrough:") for line in explanation):
+        return "planner off and no cached prefix"
+    return "no cached prefix reported by the provider"
 
 
 COLUMNS = [f.name for f in fields(LedgerRecord)]
-_JSON = {"cache_writes", "explanation"}
+_JSON = {"cache_writes", "explanation", "segments"}
 # Field annotations are strings (postponed evaluation); everything else is stored as TEXT.
 _SQL_TYPES = {"bool": "INTEGER", "int": "INTEGER", "float": "REAL", "float | None": "REAL"}
 
@@ -79,6 +108,11 @@ class Ledger:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(_schema())
+        # A ledger file from an older version lacks newer columns; old rows read them as empty.
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(requests)")}
+        for f in fields(LedgerRecord):
+            if f.name not in have:
+                self._db.execute(f"ALTER TABLE requests ADD COLUMN {f.name} {_SQL_TYPES.get(str(f.type), 'TEXT')}")
         self._db.execute("CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts)")
         self._db.commit()
         self._redis = None
@@ -147,7 +181,7 @@ def read_records(path: str) -> list[dict]:
     for row in rows:
         rec = dict(row)
         for key in _JSON:
-            rec[key] = json.loads(rec[key])
+            rec[key] = json.loads(rec[key]) if rec[key] is not None else ({} if key == "cache_writes" else [])
         rec["stream"] = bool(rec["stream"])
         out.append(rec)
     return out
