@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -75,23 +75,26 @@ class LintReport:
         return any(SEVERITIES.index(f.severity) <= worst for f in self.findings)
 
 
-def lint_paths(paths: Sequence[str], config: LintConfig, *, cost: bool = True, fix: bool = False) -> LintReport:
+def lint_paths(paths: Sequence[str], config: LintConfig, *, cost: bool = True, fix: bool = False,
+               force_exclude: bool = False) -> LintReport:
     """Lint every file under `paths`; with `fix`, rewrite flagged request files with the planner first
     and suggest diffs for flagged templates. Raises `LintUsageError` for a bad path, file or setting."""
-    subjects, files = collect(paths, config)
+    subjects, files = collect(paths, config, force_exclude)
     if not fix:
         return lint_subjects(subjects, config, files=files, cost=cost)
     first = lint_subjects(subjects, config, files=files, cost=False)
     notes = apply_fixes(first.findings)
-    subjects, files = collect(paths, config)
+    subjects, files = collect(paths, config, force_exclude)
     report = lint_subjects(subjects, config, files=files, cost=cost)
     report.fixed = notes
     return report
 
 
-def collect(paths: Sequence[str], config: LintConfig) -> tuple[list[Subject], int]:
-    files = discover(list(paths), config)
-    named = {str(Path(p)) for p in paths}
+def collect(paths: Sequence[str], config: LintConfig, force_exclude: bool = False) -> tuple[list[Subject], int]:
+    files = discover(list(paths), config, force_exclude)
+    # Files named on the command line must be what they claim; with force_exclude they are filtered
+    # like a directory walk's, and a JSON file that is not a request is skipped.
+    named = set() if force_exclude else {str(Path(p)) for p in paths}
     subjects: list[Subject] = []
     for path, display in files:
         subjects += read_subjects(path, display, config, named=str(path) in named)
@@ -119,12 +122,34 @@ def lint_subjects(subjects: list[Subject], config: LintConfig, *, files: int, co
     findings = [Finding(r.id, config.severity.get(r.id, r.severity), h.message, r.hint, h.location, h.data, h.subject)
                 for r, h in kept]
     findings.sort(key=lambda f: (f.location.path, f.location.line, f.location.col, f.rule))
-    report = LintReport(findings, files, sorted(active, key=lambda r: r.id))
+    report = LintReport(_collapse_traces(findings), files, sorted(active, key=lambda r: r.id))
     if cost:
         from prefixgate.cache_planner.lint_cost import trace_losses
 
         report.losses = trace_losses(requests, kept, catalog)
     return report
+
+
+def _collapse_traces(findings: list[Finding]) -> list[Finding]:
+    """One finding per rule and route of a trace, counting the records it stands for: a trace of
+    10,000 requests from one template would otherwise repeat the same finding 10,000 times."""
+    first: dict[tuple[str, str, str], int] = {}
+    more: dict[int, int] = {}
+    out: list[Finding] = []
+    for f in findings:
+        s = f.subject
+        if isinstance(s, Request) and s.record is not None and s.source.path.suffix == ".jsonl":
+            key = (f.location.path, f.rule, s.record.route)
+            if key in first:
+                more[first[key]] = more.get(first[key], 0) + 1
+                continue
+            first[key] = len(out)
+        out.append(f)
+    for i, n in more.items():
+        route = out[i].subject.record.route  # type: ignore[union-attr]
+        out[i] = replace(out[i], message=f"{out[i].message} (and {n} more record{'s' * (n != 1)} of route {route!r})",
+                         data={**out[i].data, "records": n + 1})
+    return out
 
 
 def _suppressed(rule: str, hit: Hit, config: LintConfig) -> bool:

@@ -56,6 +56,9 @@ def _first_whitespace(conv: Conversation, record: TraceRecord, route: RouteState
         blocks[0].set_text(data["first"])
 
 
+# Fixes that learn from every record (the first-seen tool form, the first system prompt), not only
+# from the flagged ones.
+LEARNING = ("PG007",)
 FIXES: dict[str, Fix] = {
     "PG001": _move_volatile, "PG005": _move_volatile, "PG007": _stable_tools, "PG008": _first_whitespace,
     "PG011": _documents_first,
@@ -104,7 +107,7 @@ def _fixing(rule_id: str, flagged: dict[int, dict]) -> Callable[[TraceRecord, Re
     routes: dict[tuple[str, str], tuple[RouteState, PlannerState]] = {}
 
     def strategy(record: TraceRecord, state: ReplayState) -> dict:
-        if record.line not in flagged:
+        if record.line not in flagged and rule_id not in LEARNING:
             return record.body
         dialect = DIALECTS[record.provider]
         try:
@@ -117,7 +120,7 @@ def _fixing(rule_id: str, flagged: dict[int, dict]) -> Callable[[TraceRecord, Re
             conv = plan(conv, Target(record.provider, record.model), planner_state, "checkpoints",  # type: ignore[arg-type]
                         route=record.route, now=record.t, catalog=state.simulator.catalog).conversation
         else:
-            FIXES[rule_id](conv, record, route, planner_state, flagged[record.line])
+            FIXES[rule_id](conv, record, route, planner_state, flagged.get(record.line, {}))
         return dialect.encode_request(conv)
 
     return strategy

@@ -150,9 +150,10 @@ Subject = Request | Template
 
 # ---- finding files ------------------------------------------------------------------------------
 
-def discover(paths: list[str], config: LintConfig) -> list[tuple[Path, str]]:
+def discover(paths: list[str], config: LintConfig, force_exclude: bool = False) -> list[tuple[Path, str]]:
     """(file, display name) for each file to lint: named files as given, directories walked with the
-    include and exclude globs (relative to the directory). A missing path is a usage error."""
+    include and exclude globs (relative to the directory). A missing path is a usage error. With
+    `force_exclude` (pre-commit passes every changed file) named files must match the globs too."""
     out: list[tuple[Path, str]] = []
     include = [_glob_regex(g) for g in config.include]
     exclude = [_glob_regex(g) for g in config.exclude]
@@ -164,10 +165,16 @@ def discover(paths: list[str], config: LintConfig) -> list[tuple[Path, str]]:
                 if any(rx.match(rel) for rx in include) and not any(rx.match(rel) for rx in exclude):
                     out.append((file, _display(file)))
         elif path.is_file():
+            display = _display(path)
+            if force_exclude:
+                if path.suffix in SUFFIXES and any(rx.match(display) for rx in include) and not any(
+                        rx.match(display) for rx in exclude):
+                    out.append((path, display))
+                continue
             if path.suffix not in SUFFIXES:
                 raise LintUsageError(f"{raw}: cannot lint {path.suffix or 'extensionless'} files "
                                      f"(supported: {', '.join(SUFFIXES)})")
-            out.append((path, _display(path)))
+            out.append((path, display))
         else:
             raise LintUsageError(f"{raw}: no such file or directory")
     seen: set[Path] = set()

@@ -363,6 +363,21 @@ def anthropic_no_checkpoint(req: Request, ctx: Context) -> Iterator[Hit]:
 
 # ---- rules over every request of the run ------------------------------------------------------------
 
+def _ref(req: Request, other: Request) -> str:
+    """How a finding on `req` names `other`: its line in the same trace, else its file (and line)."""
+    if other.source is req.source and other.record is not None:
+        return f"line {other.source.line_of(other.start)}"
+    return other.label
+
+
+def _samples(req: Request) -> tuple[str, ...]:
+    """Which requests are samples of one route: a trace's records of one tenant and route, or the
+    request files of one folder."""
+    if req.record is not None and req.source.path.suffix == ".jsonl":
+        return (req.source.display, req.record.tenant, req.record.route)
+    return (str(req.source.path.parent),)
+
+
 def _canonical(value: Any) -> Any:
     """A tool or schema with key order and `required`/`enum` order ignored: what it means, not how it was written."""
     if isinstance(value, dict):
@@ -413,7 +428,7 @@ def _sibling_groups(native: Any, path: tuple[str | int, ...] = ()) -> Iterator[t
       "Serialise tools and schemas deterministically (define them once as literals, or json.dumps(sort_keys=True)).",
       "corpus", cost="replay")
 def unstable_key_order(requests: list[Request], ctx: Context) -> Iterator[Hit]:
-    seen: dict[tuple[str, str], tuple[str, Request, int]] = {}
+    seen: dict[tuple[Any, ...], tuple[str, Request, int]] = {}
     for req in requests:
         if req.conv is None:
             continue
@@ -423,10 +438,10 @@ def unstable_key_order(requests: list[Request], ctx: Context) -> Iterator[Hit]:
             native = block.native
             canonical = json.dumps(_canonical(native))
             form = json.dumps({k: v for k, v in native.items() if k not in CACHE_MARKERS}) if isinstance(native, dict) else ""
-            first = seen.setdefault((req.provider, canonical), (form, req, i))
+            first = seen.setdefault((*_samples(req), req.provider, canonical), (form, req, i))
             if first[0] != form and not reported:
                 reported = True
-                yield Hit(f"tool {_tool_name(native)!r} is the same as in {first[1].label} but serialised in another "
+                yield Hit(f"tool {_tool_name(native)!r} is the same as in {_ref(req, first[1])} but serialised in another "
                           "key order: the prefix misses from here on", req.where(i), req, {"across": True})
         if reported:
             continue
@@ -452,16 +467,16 @@ def _system_text(req: Request) -> str:
       "Render the system prompt from one template with fixed whitespace (strip trailing spaces and newlines).",
       "corpus", cost="replay")
 def whitespace_only_system_diff(requests: list[Request], ctx: Context) -> Iterator[Hit]:
-    first: dict[tuple[str, str], tuple[str, Request]] = {}
+    first: dict[tuple[str, ...], tuple[str, Request]] = {}
     for req in requests:
         text = _system_text(req)
         if not text.strip():
             continue
-        key = (req.provider, " ".join(text.split()))
+        key = (*_samples(req), req.provider, " ".join(text.split()))
         seen = first.setdefault(key, (text, req))
         if seen[0] != text:
             block = next(i for i, b in enumerate(req.conv.blocks()) if b.text)  # type: ignore[union-attr]
-            yield Hit(f"system prompt differs from {seen[1].label} only in whitespace: a separate cache entry for "
+            yield Hit(f"system prompt differs from {_ref(req, seen[1])} only in whitespace: a separate cache entry for "
                       "the same instructions", req.where(block), req, {"first": seen[0]})
 
 
@@ -475,12 +490,12 @@ def conversation_rewrite(requests: list[Request], ctx: Context) -> Iterator[Hit]
     for turn in simulate_turns(traced, ctx.catalog):
         req = turn.request
         if turn.history_changed_at is not None:
-            yield Hit(f"history block {turn.history_changed_at} differs from what {turn.previous.label} sent: the "
-                      f"conversation prefix is rebuilt this turn ({turn.rewritten:,} tokens re-written)",
+            yield Hit(f"this history block differs from what {_ref(req, turn.previous)} sent as the same turn: the "
+                      f"conversation cache is rebuilt from here ({turn.rewritten:,} tokens paid again)",
                       req.where(turn.history_changed_at), req, turn.data)
         elif turn.rewritten:
             reason = (f"the previous turn's {turn.ttl} entry expired ({turn.gap:.0f}s between turns)" if turn.expired
-                      else f"no checkpoint of {turn.previous.label} is within reach of this request's")
+                      else f"no checkpoint of {_ref(req, turn.previous)} is within reach of this request's")
             yield Hit(f"this turn re-wrote about {turn.rewritten:,} tokens of history already written by "
-                      f"{turn.previous.label}: {reason}",
+                      f"{_ref(req, turn.previous)}: {reason}",
                       req.where_marker(turn.last_marker) if turn.last_marker is not None else req.where(), req, turn.data)

@@ -32,6 +32,7 @@ STYLES: dict[str, tuple[str, ...]] = {
 }
 
 KIND = "template variable"
+BRANCH = "template branch"
 
 
 def template_spans(text: str, language: str = "any") -> tuple[Span, ...]:
@@ -41,5 +42,5 @@ def template_spans(text: str, language: str = "any") -> tuple[Span, ...]:
     for style in STYLES[language]:
         for m in TEMPLATE_DETECTORS[style].finditer(text):
             if not any(s.start < m.end() and m.start() < s.end for s in found):
-                found.append(Span(m.start(), m.end(), KIND))
+                found.append(Span(m.start(), m.end(), BRANCH if style == "jinja_branch" else KIND))
     return tuple(sorted(found, key=lambda s: s.start))

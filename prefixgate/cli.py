@@ -162,12 +162,14 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
               help="Read [tool.prefixgate.lint] from this file (default: the nearest pyproject.toml).")
 @click.option("--fix", is_flag=True, help="Rewrite request files static-first with the planner; print suggested "
               "diffs for templates.")
+@click.option("--force-exclude", is_flag=True, help="Apply the include/exclude globs to files named on the "
+              "command line too (for pre-commit, which names every changed file).")
 @click.option("--cost/--no-cost", default=True, show_default=True,
               help="Estimate the money each rule loses on traces (.jsonl) with the provider simulator.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
 def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | None, enable: str | None,
          disable: str | None, provider: str | None, model: str | None, include: str | None, exclude: str | None,
-         pyproject: str | None, fix: bool, cost: bool, color: str) -> None:
+         pyproject: str | None, fix: bool, force_exclude: bool, cost: bool, color: str) -> None:
     """Flag prompt shapes that defeat prefix caching, with fixes.
 
     PATHS are request bodies (.json), traces or request logs (.jsonl), prompt templates (.md, .txt, .j2,
@@ -188,7 +190,7 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | No
             raise LintUsageError(f"--pyproject {pyproject}: no such file")
         config = load_config(Path(pyproject) if pyproject else find_pyproject(Path.cwd()), set(RULES))
         config = apply(config, overrides, set(RULES), "command line")
-        report = lint_paths(list(paths) or ["."], config, cost=cost, fix=fix)
+        report = lint_paths(list(paths) or ["."], config, cost=cost, fix=fix, force_exclude=force_exclude)
     except LintUsageError as e:
         click.echo(f"prefixgate lint: error: {e}", err=True)
         sys.exit(2)
