@@ -12,7 +12,7 @@ Validated here, at the edge: an unknown key, an unknown rule id, a bad severity 
     model = "claude-sonnet-4-5"
     min_cache_tokens = { "claude-sonnet-4-6" = 2048 }   # or one number for every model
     include = ["prompts/**/*.md"]      # directory walks only; named files are always linted
-    exclude = ["tests/fixtures/**"]
+    exclude = ["tests/fixtures/**"]   # added to the default excludes (.git, virtualenvs, node_modules...)
     python_names = "(?i)prompt|template"
     per_file_ignores = { "legacy/**" = ["PG001"] }
 """
@@ -137,9 +137,11 @@ def apply(config: LintConfig, raw: dict[str, Any], rule_ids: set[str], where: st
         changes["model"] = raw["model"]
     if "min_cache_tokens" in raw:
         changes["min_cache_tokens"] = _minimums(raw["min_cache_tokens"], f"{where}.min_cache_tokens")
-    for key in ("include", "exclude"):
-        if key in raw:
-            changes[key] = tuple(_strings(raw[key], f"{where}.{key}"))
+    if "include" in raw:
+        changes["include"] = tuple(_strings(raw["include"], f"{where}.include"))
+    if "exclude" in raw:
+        # Added to the excludes so far (the defaults: .git, virtualenvs, node_modules, ...), never replacing them.
+        changes["exclude"] = config.exclude + tuple(_strings(raw["exclude"], f"{where}.exclude"))
     if "python_names" in raw:
         try:
             changes["python_names"] = re.compile(str(raw["python_names"]))
