@@ -84,30 +84,40 @@ def trace_losses(requests: list[Request], hits: list[tuple[Rule, Hit]], catalog:
                 rules[rule.id] = rule
         if not flagged:
             continue
-        baseline = replay(records, passthrough, catalog=catalog).total.cost.total
+        # Requests with no checkpoint at all (PG012) cache nothing on Anthropic whatever their shape, so
+        # every other rule is priced with the planner's checkpoints on those requests: its loss is what
+        # its fix saves once caching is on. PG012's own loss is what turning caching on saves.
+        unmarked = set(flagged.get("PG012", {}))
+        recorded = replay(records, passthrough, catalog=catalog).total.cost.total
+        baseline = _cost(records, "", {}, unmarked, catalog) if unmarked else recorded
         losses: dict[str, Decimal | None] = {}
         for rule_id in sorted(flagged):
-            losses[rule_id] = _loss(rules[rule_id], records, flagged[rule_id], baseline, catalog)
+            rule = rules[rule_id]
+            if rule.cost == "rejected":
+                losses[rule_id] = None
+            elif rule.cost == "simulated":
+                losses[rule_id] = sum((Decimal(d.get("loss", "0")) for d in flagged[rule_id].values()), Decimal(0))
+            elif rule_id == "PG012":
+                losses[rule_id] = max(recorded - baseline, Decimal(0))
+            else:
+                losses[rule_id] = max(baseline - _cost(records, rule_id, flagged[rule_id], unmarked, catalog), Decimal(0))
         out[name] = losses
     return out
 
 
-def _loss(rule: Rule, records: list[TraceRecord], flagged: dict[int, dict], baseline: Decimal,
-          catalog: Catalog) -> Decimal | None:
-    if rule.cost == "rejected":
-        return None
-    if rule.cost == "simulated":
-        return sum((Decimal(d.get("loss", "0")) for d in flagged.values()), Decimal(0))
-    fixed = replay(records, _fixing(rule.id, flagged), catalog=catalog).total.cost.total
-    return max(baseline - fixed, Decimal(0))
+def _cost(records: list[TraceRecord], rule_id: str, flagged: dict[int, dict], unmarked: set[int],
+          catalog: Catalog) -> Decimal:
+    return replay(records, _fixing(rule_id, flagged, unmarked), catalog=catalog).total.cost.total
 
 
-def _fixing(rule_id: str, flagged: dict[int, dict]) -> Callable[[TraceRecord, ReplayState], dict]:
-    """A replay strategy that sends flagged records with the rule's fix, the rest as recorded."""
+def _fixing(rule_id: str, flagged: dict[int, dict], unmarked: set[int]) -> Callable[[TraceRecord, ReplayState], dict]:
+    """A replay strategy that sends flagged records with the rule's fix (`rule_id` "" for none) and the
+    `unmarked` ones with the planner's checkpoints; the rest as recorded."""
     routes: dict[tuple[str, str], tuple[RouteState, PlannerState]] = {}
 
     def strategy(record: TraceRecord, state: ReplayState) -> dict:
-        if record.line not in flagged and rule_id not in LEARNING:
+        fix = bool(rule_id) and (record.line in flagged or rule_id in LEARNING)
+        if not fix and record.line not in unmarked:
             return record.body
         dialect = DIALECTS[record.provider]
         try:
@@ -116,11 +126,11 @@ def _fixing(rule_id: str, flagged: dict[int, dict]) -> Callable[[TraceRecord, Re
         except RequestError:
             return record.body
         route, planner_state = routes.setdefault((record.tenant, record.route), (RouteState(), PlannerState()))
-        if rule_id == "PG012":
+        if fix:
+            FIXES[rule_id](conv, record, route, planner_state, flagged.get(record.line, {}))
+        if record.line in unmarked:
             conv = plan(conv, Target(record.provider, record.model), planner_state, "checkpoints",  # type: ignore[arg-type]
                         route=record.route, now=record.t, catalog=state.simulator.catalog).conversation
-        else:
-            FIXES[rule_id](conv, record, route, planner_state, flagged.get(record.line, {}))
         return dialect.encode_request(conv)
 
     return strategy
