@@ -146,9 +146,65 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
 
 @main.command()
 @click.argument("paths", nargs=-1)
-def lint(paths: tuple[str, ...]) -> None:
-    """Flag prompt shapes that defeat prefix caching, with fixes."""
-    _not_yet("lint")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the report to this file instead of standard output.")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info", "never"]), default=None,
+              help="Exit 1 when a finding is at or above this severity (default: warning, or the config's).")
+@click.option("--enable", "--select", "enable", default=None, help="Only these rules, comma-separated (e.g. PG001,PG004).")
+@click.option("--disable", "--ignore", "disable", default=None, help="Skip these rules, comma-separated.")
+@click.option("--provider", type=click.Choice(["anthropic", "openai", "gemini"]), default=None,
+              help="Provider whose rules apply to templates (request files name their own).")
+@click.option("--model", default=None, help="Model whose minimum applies to templates (default claude-sonnet-4-5).")
+@click.option("--include", default=None, help="Globs of files to lint in directories, comma-separated.")
+@click.option("--exclude", default=None, help="More globs of files to skip in directories, comma-separated.")
+@click.option("--pyproject", type=click.Path(dir_okay=False), default=None,
+              help="Read [tool.prefixgate.lint] from this file (default: the nearest pyproject.toml).")
+@click.option("--fix", is_flag=True, help="Rewrite request files static-first with the planner; print suggested "
+              "diffs for templates.")
+@click.option("--force-exclude", is_flag=True, help="Apply the include/exclude globs to files named on the "
+              "command line too (for pre-commit, which names every changed file).")
+@click.option("--cost/--no-cost", default=True, show_default=True,
+              help="Estimate the money each rule loses on traces (.jsonl) with the provider simulator.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
+def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | None, enable: str | None,
+         disable: str | None, provider: str | None, model: str | None, include: str | None, exclude: str | None,
+         pyproject: str | None, fix: bool, force_exclude: bool, cost: bool, color: str) -> None:
+    """Flag prompt shapes that defeat prefix caching, with fixes.
+
+    PATHS are request bodies (.json), traces or request logs (.jsonl), prompt templates (.md, .txt, .j2,
+    .prompt) and Python files with prompt templates; directories are searched recursively (default: .).
+    Exit status: 0 clean, 1 findings at or above --fail-on, 2 usage error.
+    """
+    from pathlib import Path
+
+    from prefixgate.cache_planner.lint import lint_paths
+    from prefixgate.cache_planner.lint_config import LintUsageError, apply, find_pyproject, load_config
+    from prefixgate.cache_planner.lint_output import render
+    from prefixgate.cache_planner.lint_rules import RULES
+
+    overrides = {k: v for k, v in {"enable": enable, "disable": disable, "provider": provider, "model": model,
+                                   "include": include, "exclude": exclude, "fail_on": fail_on}.items() if v is not None}
+    try:
+        if pyproject is not None and not Path(pyproject).is_file():
+            raise LintUsageError(f"--pyproject {pyproject}: no such file")
+        config = load_config(Path(pyproject) if pyproject else find_pyproject(Path.cwd()), set(RULES))
+        config = apply(config, overrides, set(RULES), "command line")
+        report = lint_paths(list(paths) or ["."], config, cost=cost, fix=fix, force_exclude=force_exclude)
+    except LintUsageError as e:
+        click.echo(f"prefixgate lint: error: {e}", err=True)
+        sys.exit(2)
+    colour = color == "always" or (color == "auto" and output is None and sys.stdout.isatty())
+    text = render(report, fmt, colour=colour)
+    if output is None:
+        click.echo(text, color=colour)
+    else:
+        try:
+            Path(output).write_text(text + "\n", encoding="utf-8")
+        except OSError as e:
+            click.echo(f"prefixgate lint: error: cannot write {output}: {e.strerror}", err=True)
+            sys.exit(2)
+    sys.exit(1 if report.fails(config.fail_on) else 0)
 
 
 @main.command()
