@@ -16,6 +16,7 @@ import sqlite3
 import threading
 from collections import deque
 from dataclasses import asdict, dataclass, field, fields
+from decimal import Decimal
 
 from prefixgate.usage import Usage
 
@@ -161,12 +162,18 @@ class Ledger:
                     pipe.hincrby(TOTALS, "cache_read_tokens", r.cache_read)
                     pipe.hincrby(TOTALS, "input_tokens", r.uncached_input + r.cache_read + sum(r.cache_writes.values()))
                     if r.cost_usd is not None:
-                        pipe.hincrbyfloat(TOTALS, "cost_usd", float(r.cost_usd))
-                        pipe.hincrbyfloat(TOTALS, "savings_usd", float(r.savings_usd or 0))
+                        # Integer picodollars: float increments would drift over millions of records.
+                        pipe.hincrby(TOTALS, "cost_picousd", picodollars(r.cost_usd))
+                        pipe.hincrby(TOTALS, "savings_picousd", picodollars(r.savings_usd or "0"))
                 pipe.execute()
             except Exception as e:  # Redis down must not stop the local ledger
                 logging.getLogger("prefixgate.ledger").warning("redis ledger write failed: %s", type(e).__name__)
         self.written += len(batch)
+
+
+def picodollars(amount: str) -> int:
+    """Dollars (a decimal string) as an exact integer of 1e-12 dollars (prices have at most 6 decimals per MTok)."""
+    return int(Decimal(amount).scaleb(12).to_integral_value())
 
 
 def read_records(path: str) -> list[dict]:
