@@ -57,6 +57,9 @@ class LedgerRecord:
     error: str = ""
     # Per-segment prefix shape of the request as sent (dashboard_shape): what the misses view diffs.
     segments: list[str] = field(default_factory=list)
+    # The request as the application sent it (target dialect, before planning), kept only with the
+    # `ledger_bodies` setting: what `prefixgate ledger export --trace` replays.
+    body: str = ""
 
     @property
     def usage(self) -> Usage:
@@ -192,3 +195,22 @@ def read_records(path: str) -> list[dict]:
         rec["stream"] = bool(rec["stream"])
         out.append(rec)
     return out
+
+
+TRACE_PROVIDERS = ("anthropic", "openai", "gemini")
+
+
+def export_trace(path: str, out: str) -> tuple[int, int]:
+    """Write the ledger's recorded requests as a replay trace (`prefixgate replay` reads it).
+    Returns (lines written, records skipped: no body kept, a failed request, or a self-hosted target)."""
+    written = skipped = 0
+    with open(out, "w", encoding="utf-8") as f:
+        for rec in read_records(path):
+            if not rec.get("body") or rec["provider"] not in TRACE_PROVIDERS or failed(rec["status"]):
+                skipped += 1
+                continue
+            line = {"t": rec["ts"], "provider": rec["provider"], "model": rec["model"], "route": rec["route"] or "default",
+                    "tenant": rec["tenant"] or "default", "output_tokens": rec["output"], "body": json.loads(rec["body"])}
+            f.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+            written += 1
+    return written, skipped
