@@ -235,9 +235,17 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | No
 
 @main.command()
 @click.argument("which", type=click.Choice(["engine", "planner", "gateway"]), default="engine")
-def bench(which: str) -> None:
-    """Run a side-by-side benchmark from bench/."""
-    _not_yet("bench")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bench(which: str, args: tuple[str, ...]) -> None:
+    """Run a side-by-side benchmark from bench/ (a source checkout); extra ARGS go to the script."""
+    import subprocess
+    from pathlib import Path
+
+    # The benchmarks compare against peers (transformers, LiteLLM) and ship with the source, not the wheel.
+    script = Path(__file__).resolve().parent.parent / "bench" / f"{which}.py"
+    if not script.is_file():
+        raise click.ClickException(f"bench/{which}.py not found: benchmarks run from a source checkout of prefixgate")
+    sys.exit(subprocess.call([sys.executable, str(script), *args]))
 
 
 if __name__ == "__main__":
