@@ -61,7 +61,13 @@ def serve(ctx: click.Context, host: str | None, port: int | None, local_model: s
 @click.option("--port", type=int, default=8100, show_default=True)
 def backend(model: str, host: str, port: int) -> None:
     """Serve the bundled local engine over an OpenAI-compatible API."""
-    _not_yet("backend")
+    from prefixgate.local_backend.model_loader import ModelNotFound
+    from prefixgate.local_backend.server import serve
+
+    try:
+        serve(model, host=host, port=port)
+    except ModelNotFound as e:
+        raise click.UsageError(str(e)) from None
 
 
 @main.command()

@@ -1,0 +1,117 @@
+"""`prefixgate backend`: the engine behind an OpenAI-compatible HTTP API, with Prometheus metrics."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from prefixgate.errors import RequestError, error_body
+from prefixgate.local_backend.async_engine import AsyncEngine
+from prefixgate.local_backend.metrics import EngineMetrics
+from prefixgate.local_backend.outputs import RequestOutput
+from prefixgate.local_backend.protocol import ChunkWriter, ParsedRequest, parse_request, response
+
+log = logging.getLogger("prefixgate.local_backend")
+
+
+def _error(err: RequestError) -> JSONResponse:
+    headers = {"Retry-After": str(max(1, round(err.retry_after)))} if err.retry_after else None
+    return JSONResponse(error_body(err, "openai"), status_code=err.status, headers=headers)
+
+
+def _sse(data: Any) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def create_app(engine: AsyncEngine) -> FastAPI:
+    metrics = EngineMetrics(engine.engine)
+    engine.observer = metrics.observe
+    model = engine.model_name
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine.start()
+        yield
+        engine.shutdown()
+
+    app = FastAPI(title="prefixgate backend", lifespan=lifespan)
+    app.state.engine, app.state.metrics = engine, metrics
+
+    @app.exception_handler(RequestError)
+    async def request_error(request: Request, err: RequestError) -> JSONResponse:
+        return _error(err)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": model}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "prefixgate",
+                                            "max_model_len": engine.engine.max_model_len}]}
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await _serve(request, chat=False)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        return await _serve(request, chat=True)
+
+    async def _serve(request: Request, *, chat: bool) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(RequestError("the request body is not valid JSON"))
+        req = parse_request(body, chat=chat, model_name=model)
+        prompt = ({"prompt_token_ids": engine.engine.apply_chat_template(req.prompt)} if chat else req.prompt)
+        stream = engine.add_request(prompt, req.params, request_id=req.id, cache_salt=req.cache_salt)
+        if req.stream:
+            return StreamingResponse(_events(req, stream), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache"})
+        final: RequestOutput | None = None
+        async for out in stream:
+            final = out
+        return JSONResponse(response(req, final, model))
+
+    async def _events(req: ParsedRequest, stream: AsyncIterator[RequestOutput]) -> AsyncIterator[str]:
+        # When the client goes away Starlette cancels this generator; the stream's own cleanup then aborts
+        # the request, which frees its KV blocks before the next step.
+        writer = ChunkWriter(req, model)
+        first = writer.first()
+        if first is not None:
+            yield _sse(first)
+        last = None
+        try:
+            async for out in stream:
+                last = out
+                chunk = writer.update(out)
+                if chunk is not None:
+                    yield _sse(chunk)
+        except RequestError as err:
+            yield _sse(error_body(err, "openai"))
+            return
+        if req.include_usage and last is not None:
+            yield _sse(writer.usage_chunk(last))
+        yield "data: [DONE]\n\n"
+
+    return app
+
+
+def serve(model: str = "smollm2-135m", host: str = "127.0.0.1", port: int = 8100, log_level: str = "info",
+          **engine_options: Any) -> None:
+    import uvicorn
+
+    engine = AsyncEngine.from_options(model, **engine_options)
+    uvicorn.run(create_app(engine), host=host, port=port, log_level=log_level)
