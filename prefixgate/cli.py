@@ -16,11 +16,6 @@ def _settings(ctx: click.Context, **overrides: object) -> Settings:
         raise click.UsageError(str(e)) from None
 
 
-def _not_yet(what: str) -> None:
-    click.echo(f"prefixgate {what}: not yet available in this version.", err=True)
-    sys.exit(2)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config", type=click.Path(dir_okay=False), envvar="PREFIXGATE_CONFIG",
               help="YAML settings file (PREFIXGATE_* environment variables override it).")
