@@ -1,1 +1,7 @@
 """The cache planner: learn what is stable, rewrite static-first, place checkpoints, choose TTLs."""
+
+from prefixgate.cache_planner.plan import MODES, Mode, Plan, fingerprint, plan
+from prefixgate.cache_planner.stability import PlannerState, RedisStore
+from prefixgate.cache_planner.target import Target
+
+__all__ = ["MODES", "Mode", "Plan", "PlannerState", "RedisStore", "Target", "fingerprint", "plan"]

@@ -1,22 +1,80 @@
-"""The gateway's FastAPI application."""
+"""The gateway's FastAPI application: the three providers' paths, `/health` and `/metrics`."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import Response
 
 from prefixgate import __version__
 from prefixgate.config import Settings
+from prefixgate.errors import RequestError
+from prefixgate.gateway import dashboard, endpoints_anthropic, endpoints_gemini, endpoints_openai
+from prefixgate.gateway.fastpath import FastPath
+from prefixgate.gateway.intake import error_response
+from prefixgate.gateway.local import LocalTarget, in_process_target
+from prefixgate.gateway.proxy import Proxy
+from prefixgate.policies import Policy, load_policy
+
+log = logging.getLogger("prefixgate.gateway")
 
 
-def create_app(settings: Settings) -> FastAPI:
-    app = FastAPI(title="prefixgate", version=__version__)
+def dialect_of_path(path: str) -> str:
+    if path.startswith("/v1/messages"):
+        return "anthropic"
+    if path.startswith("/v1beta/") or ":" in path.rsplit("/", 1)[-1]:
+        return "gemini"
+    return "openai"
+
+
+def create_app(settings: Settings, *, policy: Policy | None = None, local: LocalTarget | None = None,
+               planner_state: object | None = None) -> FastAPI:
+    """The gateway for `settings`; `policy` defaults to the settings' policy file (or the zero-config one),
+    `local` to the in-process engine, `planner_state` to none (the planner then learns nothing across requests)."""
+    policy = policy or load_policy(settings)
+    if local is None and any(u.kind == "local" for u in policy.upstreams.values()):
+        local = in_process_target(settings.local_model)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state)
+        if hasattr(local, "start"):
+            await local.start()  # the in-process engine loads before the first request, off the event loop
+        try:
+            yield
+        finally:
+            await app.state.proxy.aclose()
+            if hasattr(local, "close"):
+                local.close()
+
+    app = FastAPI(title="prefixgate", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)
     app.state.settings = settings
+    app.state.policy = policy
+    for module in (endpoints_openai, endpoints_anthropic, endpoints_gemini):
+        app.include_router(module.router)
+    app.include_router(dashboard.router)
+    app.add_middleware(FastPath)
 
     @app.get("/health")
     def health() -> dict:
-        local = (
-            {"model": settings.local_model, "status": "not yet available"} if settings.local_model else None
-        )
-        return {"status": "ok", "version": __version__, "local_backend": local}
+        local_info = {"model": settings.local_model, "status": type(local).__name__} if settings.local_model else None
+        return {"status": "ok", "version": __version__, "local_backend": local_info,
+                "routes": [r.name for r in policy.routes]}
+
+    @app.get("/metrics")
+    def metrics(request: Request) -> Response:
+        return Response(request.app.state.proxy.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        # The traceback goes to the log; the caller gets its own dialect's 500, never internals.
+        log.exception("unhandled error on %s", request.url.path)
+        return error_response(RequestError("internal gateway error", status=500, kind="server"),
+                              dialect_of_path(request.url.path))
 
     return app

@@ -9,6 +9,7 @@ from typing import Any
 _EXPORTS = {
     "LLM": "engine", "LLMEngine": "engine", "SamplingParams": "sampling_params", "EngineConfig": "config",
     "RequestOutput": "outputs", "CompletionOutput": "outputs", "AsyncEngine": "async_engine",
+    "local_target": "frontend",
 }
 
 __all__ = sorted(_EXPORTS)

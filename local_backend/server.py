@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,9 +13,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from prefixgate.errors import RequestError, error_body
 from prefixgate.local_backend.async_engine import AsyncEngine
+from prefixgate.local_backend.frontend import ClientGone, Frontend
 from prefixgate.local_backend.metrics import EngineMetrics
-from prefixgate.local_backend.outputs import RequestOutput
-from prefixgate.local_backend.protocol import ChunkWriter, ParsedRequest, parse_request, response
 
 log = logging.getLogger("prefixgate.local_backend")
 
@@ -24,10 +22,6 @@ log = logging.getLogger("prefixgate.local_backend")
 def _error(err: RequestError) -> JSONResponse:
     headers = {"Retry-After": str(max(1, round(err.retry_after)))} if err.retry_after else None
     return JSONResponse(error_body(err, "openai"), status_code=err.status, headers=headers)
-
-
-def _sse(data: Any) -> str:
-    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 def create_app(engine: AsyncEngine) -> FastAPI:
@@ -42,6 +36,7 @@ def create_app(engine: AsyncEngine) -> FastAPI:
         engine.shutdown()
 
     app = FastAPI(title="prefixgate backend", lifespan=lifespan)
+    frontend = Frontend(engine)
     app.state.engine, app.state.metrics = engine, metrics
 
     @app.exception_handler(RequestError)
@@ -74,39 +69,13 @@ def create_app(engine: AsyncEngine) -> FastAPI:
             body = await request.json()
         except ValueError:
             return _error(RequestError("the request body is not valid JSON"))
-        req = parse_request(body, chat=chat, model_name=model)
-        prompt = ({"prompt_token_ids": engine.engine.apply_chat_template(req.prompt)} if chat else req.prompt)
-        stream = engine.add_request(prompt, req.params, request_id=req.id, cache_salt=req.cache_salt)
-        if req.stream:
-            return StreamingResponse(_events(req, stream), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
-        final: RequestOutput | None = None
-        async for out in stream:
-            final = out
-            if not out.finished and await request.is_disconnected():
-                return Response(status_code=499)  # leaving the loop aborts the request and frees its blocks
-        return JSONResponse(response(req, final, model))
-
-    async def _events(req: ParsedRequest, stream: AsyncIterator[RequestOutput]) -> AsyncIterator[str]:
-        # When the client goes away Starlette cancels this generator; the stream's own cleanup then aborts
-        # the request, which frees its KV blocks before the next step.
-        writer = ChunkWriter(req, model)
-        first = writer.first()
-        if first is not None:
-            yield _sse(first)
-        last = None
         try:
-            async for out in stream:
-                last = out
-                chunk = writer.update(out)
-                if chunk is not None:
-                    yield _sse(chunk)
-        except RequestError as err:
-            yield _sse(error_body(err, "openai"))
-            return
-        if req.include_usage and last is not None:
-            yield _sse(writer.usage_chunk(last))
-        yield "data: [DONE]\n\n"
+            answer = await frontend.serve(body, chat=chat, is_disconnected=request.is_disconnected)
+        except ClientGone:
+            return Response(status_code=499)
+        if isinstance(answer, dict):
+            return JSONResponse(answer)
+        return StreamingResponse(answer, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     return app
 

@@ -16,11 +16,6 @@ def _settings(ctx: click.Context, **overrides: object) -> Settings:
         raise click.UsageError(str(e)) from None
 
 
-def _not_yet(what: str) -> None:
-    click.echo(f"prefixgate {what}: not yet available in this version.", err=True)
-    sys.exit(2)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config", type=click.Path(dir_okay=False), envvar="PREFIXGATE_CONFIG",
               help="YAML settings file (PREFIXGATE_* environment variables override it).")
@@ -42,9 +37,17 @@ def serve(ctx: click.Context, host: str | None, port: int | None, local_model: s
     import uvicorn
 
     from prefixgate.gateway.app import create_app
+    from prefixgate.gateway.logs import configure
+    from prefixgate.policies import PolicyError
 
     settings = _settings(ctx, host=host, port=port, local_model=local_model)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
+    configure(settings.log_level)
+    try:
+        app = create_app(settings)
+    except PolicyError as e:
+        raise click.UsageError(str(e)) from None
+    # The gateway logs one JSON line per request itself (with route, usage and cost), so no access log.
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)
 
 
 @main.command()
@@ -64,40 +67,186 @@ def backend(model: str, host: str, port: int) -> None:
 
 @main.command()
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
-def plan(trace: str) -> None:
-    """Plan each request of TRACE.jsonl as the gateway would and print the planned records."""
-    _not_yet("plan")
+@click.option("--mode", type=click.Choice(["rewrite", "checkpoints", "off"]), default="rewrite", show_default=True,
+              help="rewrite static-first and place checkpoints, only place checkpoints, or pass through.")
+def plan(trace: str, mode: str) -> None:
+    """Plan each request of TRACE.jsonl as the gateway would, learning as it goes, and print the
+    records with `body` planned and a `plan` field explaining each decision."""
+    import json
+
+    from prefixgate.cache_planner.trace import plan_trace
+    from prefixgate.providers.trace import TraceError, iter_trace
+
+    try:
+        for record in plan_trace(iter_trace(trace), mode):  # type: ignore[arg-type]
+            click.echo(json.dumps(record, ensure_ascii=False))
+    except TraceError as e:
+        raise click.ClickException(str(e)) from None
 
 
 @main.command()
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--strategy", type=click.Choice(["passthrough", "planner"]), default="passthrough")
 @click.option("--json", "as_json", is_flag=True)
-def replay(trace: str, strategy: str, as_json: bool) -> None:
-    """Replay TRACE.jsonl through the provider cache simulator and report cost and savings."""
-    _not_yet("replay")
+@click.pass_context
+def replay(ctx: click.Context, trace: str, strategy: str, as_json: bool) -> None:
+    """Replay TRACE.jsonl through the provider cache simulator and report cost and savings.
+
+    Each line: {"t": seconds, "provider": "anthropic"|"openai"|"gemini", "model": ..., "route": ...,
+    "tenant": ..., "output_tokens": N, "body": <native request body>}. See the README for details.
+    """
+    import json
+
+    from prefixgate.providers.replay import STRATEGIES, ReplayError, progress_bar, render_table
+    from prefixgate.providers.replay import replay as run_replay
+    from prefixgate.providers.rules import RulesError, load_catalog
+    from prefixgate.providers.trace import TraceError, read_trace
+
+    settings = _settings(ctx)
+    try:
+        catalog = load_catalog(settings.providers_file or None)
+        chosen = STRATEGIES[strategy]()
+        records = read_trace(trace)
+    except (RulesError, ReplayError, TraceError) as e:
+        raise click.ClickException(str(e)) from None
+    with progress_bar(len(records)) as bar:
+        report = run_replay(records, chosen, strategy_name=strategy, catalog=catalog, progress=bar.update)
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_table(report))
+
+
+@main.group()
+def ledger() -> None:
+    """The gateway's request ledger."""
+
+
+@ledger.command("export")
+@click.option("--trace", "trace_out", required=True, type=click.Path(dir_okay=False, writable=True),
+              help="Write a replay trace (the format `prefixgate replay` reads) to this file.")
+@click.option("--ledger", "ledger_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The ledger file (default: the ledger_path setting).")
+@click.pass_context
+def ledger_export(ctx: click.Context, trace_out: str, ledger_path: str | None) -> None:
+    """Export recorded requests as a trace. Bodies are kept only with the ledger_bodies setting."""
+    import sqlite3
+
+    from prefixgate.ledger import export_trace
+
+    path = ledger_path or _settings(ctx).ledger_path
+    try:
+        written, skipped = export_trace(path, trace_out)
+    except (OSError, sqlite3.Error) as e:
+        raise click.ClickException(f"cannot export {path}: {e}") from None
+    click.echo(f"wrote {written} request(s) to {trace_out}; skipped {skipped} "
+               "(no body kept: set ledger_bodies; failed; or a self-hosted target)", err=True)
 
 
 @main.command("mock-providers")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8200, show_default=True)
-def mock_providers(host: str, port: int) -> None:
-    """Serve faithful offline stand-ins for the Anthropic, OpenAI and Gemini APIs."""
-    _not_yet("mock-providers")
+@click.option("--faults", "faults_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="YAML or TOML file of standing fault rules (see the README); requests can also send x-mock-fault.")
+@click.pass_context
+def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | None) -> None:
+    """Serve faithful offline stand-ins for the Anthropic, OpenAI and Gemini APIs.
+
+    Point the SDKs here: Anthropic base_url http://HOST:PORT, OpenAI http://HOST:PORT/v1,
+    google-genai http_options={"base_url": "http://HOST:PORT"}. Usage comes from the cache simulator.
+    """
+    import uvicorn
+
+    from prefixgate.providers.faults import FaultError, FaultPlan
+    from prefixgate.providers.mock_server import MockContext, create_app
+    from prefixgate.providers.rules import RulesError, load_catalog
+    from prefixgate.providers.simulator import Simulator
+
+    settings = _settings(ctx)
+    try:
+        catalog = load_catalog(settings.providers_file or None)
+        plan = FaultPlan.from_file(faults_file) if faults_file else FaultPlan()
+    except (RulesError, FaultError) as e:
+        raise click.ClickException(str(e)) from None
+    app = create_app(MockContext(simulator=Simulator(catalog, entry_visible_after_s=0.0), faults=plan))
+    click.echo(f"mock providers on http://{host}:{port} (Anthropic /v1/messages, OpenAI /v1/chat/completions, "
+               "Gemini /v1beta/models/...)", err=True)
+    uvicorn.run(app, host=host, port=port, log_level=settings.log_level)
 
 
 @main.command()
 @click.argument("paths", nargs=-1)
-def lint(paths: tuple[str, ...]) -> None:
-    """Flag prompt shapes that defeat prefix caching, with fixes."""
-    _not_yet("lint")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the report to this file instead of standard output.")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info", "never"]), default=None,
+              help="Exit 1 when a finding is at or above this severity (default: warning, or the config's).")
+@click.option("--enable", "--select", "enable", default=None, help="Only these rules, comma-separated (e.g. PG001,PG004).")
+@click.option("--disable", "--ignore", "disable", default=None, help="Skip these rules, comma-separated.")
+@click.option("--provider", type=click.Choice(["anthropic", "openai", "gemini"]), default=None,
+              help="Provider whose rules apply to templates (request files name their own).")
+@click.option("--model", default=None, help="Model whose minimum applies to templates (default claude-sonnet-4-5).")
+@click.option("--include", default=None, help="Globs of files to lint in directories, comma-separated.")
+@click.option("--exclude", default=None, help="More globs of files to skip in directories, comma-separated.")
+@click.option("--pyproject", type=click.Path(dir_okay=False), default=None,
+              help="Read [tool.prefixgate.lint] from this file (default: the nearest pyproject.toml).")
+@click.option("--fix", is_flag=True, help="Rewrite request files static-first with the planner; print suggested "
+              "diffs for templates.")
+@click.option("--force-exclude", is_flag=True, help="Apply the include/exclude globs to files named on the "
+              "command line too (for pre-commit, which names every changed file).")
+@click.option("--cost/--no-cost", default=True, show_default=True,
+              help="Estimate the money each rule loses on traces (.jsonl) with the provider simulator.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
+def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | None, enable: str | None,
+         disable: str | None, provider: str | None, model: str | None, include: str | None, exclude: str | None,
+         pyproject: str | None, fix: bool, force_exclude: bool, cost: bool, color: str) -> None:
+    """Flag prompt shapes that defeat prefix caching, with fixes.
+
+    PATHS are request bodies (.json), traces or request logs (.jsonl), prompt templates (.md, .txt, .j2,
+    .prompt) and Python files with prompt templates; directories are searched recursively (default: .).
+    Exit status: 0 clean, 1 findings at or above --fail-on, 2 usage error.
+    """
+    from pathlib import Path
+
+    from prefixgate.cache_planner.lint import lint_paths
+    from prefixgate.cache_planner.lint_config import LintUsageError, apply, find_pyproject, load_config
+    from prefixgate.cache_planner.lint_output import render
+    from prefixgate.cache_planner.lint_rules import RULES
+
+    overrides = {k: v for k, v in {"enable": enable, "disable": disable, "provider": provider, "model": model,
+                                   "include": include, "exclude": exclude, "fail_on": fail_on}.items() if v is not None}
+    try:
+        if pyproject is not None and not Path(pyproject).is_file():
+            raise LintUsageError(f"--pyproject {pyproject}: no such file")
+        config = load_config(Path(pyproject) if pyproject else find_pyproject(Path.cwd()), set(RULES))
+        config = apply(config, overrides, set(RULES), "command line")
+        report = lint_paths(list(paths) or ["."], config, cost=cost, fix=fix, force_exclude=force_exclude)
+    except LintUsageError as e:
+        click.echo(f"prefixgate lint: error: {e}", err=True)
+        sys.exit(2)
+    colour = color == "always" or (color == "auto" and output is None and sys.stdout.isatty())
+    text = render(report, fmt, colour=colour)
+    if output is None:
+        click.echo(text, color=colour)
+    else:
+        try:
+            Path(output).write_text(text + "\n", encoding="utf-8")
+        except OSError as e:
+            click.echo(f"prefixgate lint: error: cannot write {output}: {e.strerror}", err=True)
+            sys.exit(2)
+    sys.exit(1 if report.fails(config.fail_on) else 0)
 
 
 @main.command()
 @click.argument("which", type=click.Choice(["engine", "planner", "gateway"]), default="engine")
-def bench(which: str) -> None:
-    """Run a side-by-side benchmark from bench/."""
-    _not_yet("bench")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bench(which: str, args: tuple[str, ...]) -> None:
+    """Run a side-by-side benchmark from bench/ (a source checkout); extra ARGS go to the script."""
+    import subprocess
+    from pathlib import Path
+
+    # The benchmarks compare against peers (transformers, LiteLLM) and ship with the source, not the wheel.
+    script = Path(__file__).resolve().parent.parent / "bench" / f"{which}.py"
+    if not script.is_file():
+        raise click.ClickException(f"bench/{which}.py not found: benchmarks run from a source checkout of prefixgate")
+    sys.exit(subprocess.call([sys.executable, str(script), *args]))
 
 
 if __name__ == "__main__":

@@ -30,10 +30,21 @@ class Settings(BaseSettings):
     gemini_base_url: str = "https://generativelanguage.googleapis.com"
     # Ledger: SQLite file by default; with a Redis URL replicas share ledger and learned state.
     ledger_path: str = "prefixgate-ledger.sqlite"
+    # Keep each request body in the ledger (for `prefixgate ledger export --trace`). Off: bodies are prompts.
+    ledger_bodies: bool = False
     redis_url: str = ""
+    # Routing policy YAML (upstreams, routes with fallbacks, caller keys with budgets); empty: each model
+    # family goes to its own provider and the local model to the local backend.
+    policy_file: str = ""
+    # Largest request body the gateway accepts (images and PDFs travel inline, so this is generous).
+    max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    # Seconds to wait for an upstream's connection; the wait for its first byte is per route (retry.timeout_s).
+    connect_timeout_s: float = Field(10.0, gt=0)
     # Overrides merged over the packaged provider rules and prices.
     providers_file: str = ""
     log_level: str = "info"
+    # Bearer token for /dashboard and /api/*; empty leaves them open (the gateway listens on localhost by default).
+    admin_token: str = ""
 
     # The YAML file named by PREFIXGATE_CONFIG (or passed to load_settings) sits below the environment.
     @classmethod

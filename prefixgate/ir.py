@@ -25,7 +25,7 @@ BlockKind = Literal[
 # Segment roles: the chat roles of the three APIs plus the request-level prefix parts.
 Role = Literal["tools", "schema", "system", "developer", "user", "assistant", "tool", "function", "model"]
 
-TTLS = ("5m", "30m", "1h", "24h")
+TTLS = ("5m", "30m", "1h", "12h", "24h")
 
 
 @dataclass(frozen=True)
@@ -51,15 +51,24 @@ class Block:
     checkpoint: Checkpoint | None = None
     # Set when the planner changed `text`; encoders then write `text` back into the native shape.
     edited: bool = False
+    _key: str | None = field(default=None, repr=False, compare=False)
 
     def set_text(self, text: str) -> None:
         self.text = text
         self.edited = True
+        self._key = None
 
     @property
     def key(self) -> str:
-        """Content hash of what this block puts in the prefix (its native JSON, canonical order)."""
-        return content_hash(self.native if not self.edited else [self.native, self.text])
+        """Content hash of what this block puts in the prefix: its native JSON without cache markers
+        (a marker says where to cache, it is not prompt content)."""
+        if self._key is None:
+            native = self.native
+            if self.edited:
+                # What goes on the wire: the edited text in the native shape (not the original text).
+                native = {**native, "text": self.text} if isinstance(native, dict) else self.text
+            self._key = content_hash(canonical_native(native))
+        return self._key
 
 
 @dataclass
@@ -116,7 +125,11 @@ class Conversation:
         ]
 
     def copy(self) -> Conversation:
-        return copy.deepcopy(self)
+        """A structural copy: new segments and blocks, shared native JSON. Natives are never mutated
+        in place anywhere (encoders build new dicts), so sharing them is safe and keeps planning cheap."""
+        segments = [_copy_segment(s) for s in self.segments]
+        return Conversation(self.dialect, self.model, segments, dict(self.params), list(self.field_order),
+                            self.stream, dict(self.cache_params))
 
     def prefix_keys(self) -> list[str]:
         """Chained content hashes, one per block: equal keys mean equal prefixes up to that block."""
@@ -127,7 +140,40 @@ class Conversation:
         return keys
 
 
+CACHE_MARKERS = ("cache_control", "prompt_cache_breakpoint")
+
+
+def canonical_native(native: Any) -> Any:
+    """A block as the provider renders it into the prompt: cache markers removed, and a bare string
+    content (`"content": "hi"`) the same as the one text block it stands for."""
+    if isinstance(native, str):
+        return {"type": "text", "text": native}
+    return without_markers(native)
+
+
+def without_markers(native: Any) -> Any:
+    if isinstance(native, dict) and any(k in native for k in CACHE_MARKERS):
+        return {k: v for k, v in native.items() if k not in CACHE_MARKERS}
+    return native
+
+
+def _copy_segment(seg: Segment) -> Segment:
+    new = copy.copy(seg)
+    new.blocks = [copy.copy(b) for b in seg.blocks]
+    return new
+
+
 def content_hash(value: Any) -> str:
     """Stable hash of a JSON value (key order included: providers hash exact bytes)."""
-    data = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(value, dict) and len(value) == 2 and value.get("type") == "text" and isinstance(value.get("text"), str):
+        # The common case, a plain text block, without serialising a long prompt to JSON first.
+        data = "\x00text\x00" + value["text"] if next(iter(value)) == "type" else json.dumps(value, ensure_ascii=False)
+    else:
+        data = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(data.encode()).hexdigest()[:32]
+
+
+def ttl_seconds(ttl: str) -> int:
+    """Seconds in a TTL string: "5m", "1h", "30m", "300s"."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    return int(ttl[:-1]) * units[ttl[-1]]

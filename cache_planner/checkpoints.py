@@ -1,0 +1,220 @@
+"""Checkpoint placement under each provider's rules.
+
+Candidates, in priority order: the end of the static prefix (tools and system), the end of the
+conversation (so the next turn reads it), bridging checkpoints where a turn appended more blocks
+than Anthropic's 20-position lookback can see past, and the end of a large document in the latest
+user turn. Each is kept only if its level's learned reuse pays for the write (`economics`), its
+prefix reaches the model's minimum, and the provider's breakpoint budget allows; Anthropic's
+1h-before-5m ordering is enforced. A request whose caller placed its own markers keeps them as sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prefixgate import tokens
+from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choose_ttl, expected_cost
+from prefixgate.cache_planner.explicit_cache import cache_pays, create_body, use_cache
+from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
+from prefixgate.cache_planner.stability import RouteState
+from prefixgate.cache_planner.target import Target
+from prefixgate.cost import Price
+from prefixgate.ir import Block, Checkpoint, Conversation, Segment, ttl_seconds
+from prefixgate.providers.rules import Catalog, ModelRules
+
+PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3}
+# Bridge checkpoints go this many positions apart, safely inside the 20-position lookback.
+BRIDGE_STEP = 15
+
+
+@dataclass
+class Candidate:
+    index: int
+    level: str
+    tokens: int               # the whole prefix through this block
+    base: int = 0             # tokens of the static prefix before it (priced by its own checkpoint)
+    carried: int = 0          # tokens past `base` that this request read from an earlier entry
+    choice: Choice | None = None
+
+
+def markable(target: Target, seg: Segment, block: Block) -> bool:
+    """Where a checkpoint may sit. For Gemini no marker is written, but the same positions are
+    tracked for reuse (and bound an explicit cache)."""
+    if target.provider == "gemini":
+        return True
+    if target.provider == "anthropic":
+        return block.kind != "thinking" and not (block.kind == "text" and not block.text)
+    if target.provider == "openai":
+        return seg.role not in ("assistant", "tools", "schema") and block.kind in ("text", "image", "audio", "file", "tool_result")
+    return False
+
+
+@dataclass
+class Placement:
+    prefix_hash: str                   # the static prefix's hash, for routing affinity
+    cache_create: dict | None = None   # a Gemini cachedContents.create body worth running first
+
+
+def place_checkpoints(
+    conv: Conversation, target: Target, model: ModelRules, catalog: Catalog, route: RouteState, now: float,
+    notes: list[str],
+) -> Placement:
+    """Place checkpoints (and provider cache fields) on `conv` in place."""
+    flat = [(seg, block) for seg in conv.segments for block in seg.blocks]
+    keys = conv.prefix_keys()
+    encoding = tokens.encoding_for(target.provider, target.model)
+    cumulative, total = [], 0
+    for _, block in flat:
+        total += tokens.block_tokens(block, encoding)
+        cumulative.append(total)
+    cands = _candidates(conv, target, flat, cumulative)
+    static = next((c for c in cands if c.level == "static"), None)
+    reused = route.reuse.observe(now, keys, {keys[c.index]: c.level for c in cands})
+    if target.provider == "anthropic":
+        cands += _bridges(cands, reused, len(flat), cumulative)
+    base = static.tokens if static else 0
+    for c in cands:
+        if c.level in ("conversation", "lookback"):
+            hit = max((i for i, _ in reused if i <= c.index), default=None)
+            c.base = base
+            c.carried = max(cumulative[hit] - base, 0) if hit is not None else 0
+    static_key = keys[static.index] if static else (keys[0] if keys else "")
+    price = model.price_for(total)
+    placement = Placement(static_key)
+    placed = len(conv.checkpoints()) + ("cache_control" in conv.params)
+    if placed and target.provider in ("anthropic", "openai"):
+        # The caller chose its own breakpoints: a proxy that silently moves them breaks trust (and is
+        # the most reported gateway bug). Rewrites still apply; placement stays the caller's.
+        notes.append(f"cache: the caller placed {placed} checkpoint(s); kept as sent")
+        if target.provider == "openai" and "prompt_cache_key" not in conv.params and static_key:
+            conv.cache_params["prompt_cache_key"] = "pg-" + static_key[:24]
+        return placement
+    if target.provider == "anthropic":
+        _place_anthropic(conv, model, price, catalog, route, cands, flat, notes)
+    elif target.provider == "openai":
+        _place_openai(conv, model, price, route, cands, flat, static_key, notes)
+    else:
+        placement.cache_create = _place_gemini(conv, model, price, catalog, route, static, static_key, now, notes)
+    return placement
+
+
+def _candidates(conv: Conversation, target: Target, flat: list, cumulative: list[int]) -> list[Candidate]:
+    leading = 0
+    for seg in conv.segments:
+        if seg.role not in (*SYSTEM_ROLES, "tools", "schema"):
+            break
+        leading += len(seg.blocks)
+    marks = [i for i, (seg, block) in enumerate(flat) if markable(target, seg, block)]
+    out: list[Candidate] = []
+    static = [i for i in marks if i < leading]
+    if static:
+        out.append(Candidate(static[-1], "static", cumulative[static[-1]]))
+    users = [seg for seg in conv.segments if seg.role == "user"]
+    if users:
+        latest = users[-1]
+        docs = [i for i, (seg, block) in enumerate(flat) if seg is latest and i in marks
+                and block.kind in ("document", "text") and len(block.text) >= DOCUMENT_MIN_CHARS]
+        if docs and docs[-1] != len(flat) - 1:
+            out.append(Candidate(docs[-1], "document", cumulative[docs[-1]]))
+    if marks and marks[-1] >= leading:
+        out.append(Candidate(marks[-1], "conversation", cumulative[marks[-1]]))
+    return out
+
+
+def _bridges(cands: list[Candidate], reused: list[tuple[int, str]], n: int, cumulative: list[int]) -> list[Candidate]:
+    end = next((c for c in cands if c.level == "conversation"), None)
+    if end is None:
+        return []
+    last_hit = max((i for i, _ in reused if i < end.index), default=None)
+    if last_hit is None or end.index - last_hit <= 20:
+        return []
+    points = range(last_hit + BRIDGE_STEP, end.index - 4, BRIDGE_STEP)
+    return [Candidate(i, "lookback", cumulative[i]) for i in points]
+
+
+def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: RouteState, ttls: tuple[str, ...],
+            notes: list[str]) -> list[Candidate]:
+    chosen = []
+    for c in cands:
+        level = "conversation" if c.level == "lookback" else c.level
+        if c.tokens < model.min_cache_tokens:
+            notes.append(f"skip: {c.level} checkpoint: {c.tokens} tokens is below {model.id}'s minimum of {model.min_cache_tokens}")
+            continue
+        stats = route.reuse.level(level)
+        if level == "conversation":
+            c.choice = choose_growing_ttl(stats, price, ttls, c.carried, c.tokens - c.carried - c.base)
+        else:
+            c.choice = choose_ttl(stats, price, ttls)
+        if c.choice.ttl is None:
+            notes.append(f"skip: {c.level} checkpoint: {c.choice.reason}")
+        else:
+            chosen.append(c)
+    return chosen
+
+
+def _place_anthropic(conv: Conversation, model: ModelRules, price: Price, catalog: Catalog, route: RouteState,
+                     cands: list[Candidate], flat: list, notes: list[str]) -> None:
+    ttls = tuple(catalog.anthropic.ttls)
+    chosen = _decide(cands, model, price, route, ttls, notes)
+    chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[: catalog.anthropic.max_breakpoints]
+    chosen.sort(key=lambda c: c.index)
+    # Longer TTLs must precede shorter ones. A shorter prefix is reused at least as often as any longer
+    # one it starts, so an earlier checkpoint takes the longest TTL chosen after it, if that still pays.
+    longest = {ttl: i for i, ttl in enumerate(sorted(ttls, key=ttl_seconds))}
+    kept: list[Candidate] = []
+    needed: str | None = None
+    for c in reversed(chosen):
+        ttl = c.choice.ttl
+        if needed is not None and longest[needed] > longest[ttl]:
+            level = "conversation" if c.level == "lookback" else c.level
+            if expected_cost(route.reuse.level(level), price, needed) >= 1.0:
+                notes.append(f"skip: {c.level} checkpoint: would need ttl {needed} to precede a longer-lived one, which does not pay")
+                continue
+            ttl = needed
+        needed = ttl if needed is None or longest[ttl] > longest[needed] else needed
+        c.choice = Choice(ttl, c.choice.expected_cost, c.choice.reason)
+        kept.append(c)
+    for c in reversed(kept):
+        flat[c.index][1].checkpoint = Checkpoint(c.choice.ttl)
+        notes.append(f"checkpoint: {c.level} at {c.tokens} tokens, ttl {c.choice.ttl} ({c.choice.reason})")
+
+
+def _place_openai(conv: Conversation, model: ModelRules, price: Price, route: RouteState, cands: list[Candidate],
+                  flat: list, static_key: str, notes: list[str]) -> None:
+    if model.regime == "breakpoints":
+        chosen = _decide(cands, model, price, route, model.breakpoint_ttls, notes)
+        chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[:4]
+        # One TTL per request: the static level's choice, else the first chosen.
+        ttl = chosen[0].choice.ttl if chosen else None
+        for c in chosen:
+            flat[c.index][1].checkpoint = Checkpoint(ttl)
+            notes.append(f"checkpoint: {c.level} at {c.tokens} tokens, ttl {ttl} ({c.choice.reason})")
+        conv.cache_params["prompt_cache_options"] = {"mode": "explicit", "ttl": ttl} if ttl else {"mode": "explicit"}
+        if not chosen:
+            notes.append("cache: explicit mode with no breakpoints: nothing on this route is reused enough to pay for writes")
+    if "prompt_cache_key" not in conv.params and static_key:
+        conv.cache_params["prompt_cache_key"] = "pg-" + static_key[:24]
+        notes.append("cache: prompt_cache_key from the static prefix hash keeps its requests on one cache machine")
+
+
+def _place_gemini(conv: Conversation, model: ModelRules, price: Price, catalog: Catalog, route: RouteState,
+                  static: Candidate | None, static_key: str, now: float, notes: list[str]) -> dict | None:
+    implicit = f"cache: gemini caches implicitly; the static prefix is {static.tokens if static else 0} tokens"
+    if "cachedContent" in conv.params:
+        notes.append("cache: the caller manages an explicit cache (cachedContent); left as sent")
+        return None
+    if static is None or static.tokens < model.min_cache_tokens or price.storage_per_hour <= 0:
+        notes.append(implicit)
+        return None
+    ttl_s = catalog.gemini.default_explicit_ttl_s
+    live = route.explicit.get(static_key)
+    if live is not None and live[1] > now + 60:
+        use_cache(conv, live[0])
+        notes.append(f"cache: using explicit cache {live[0]} for the system instruction and tools")
+        return None
+    pays, reason = cache_pays(route.reuse.level("static"), price, catalog.gemini, ttl_s)
+    if not pays:
+        notes.append(f"{implicit}; {reason}")
+        return None
+    notes.append(f"cache: create an explicit cache of the system instruction and tools ({reason})")
+    return create_body(conv, model.id, ttl_s)

@@ -1,0 +1,74 @@
+"""Whether a checkpoint pays, and with which TTL. Costs are per token, relative to plain input (1.0);
+r is the read multiplier, w_t the write multiplier for TTL t, p_t the learned chance that the
+prefix is used again within t.
+
+Two shapes of prefix need two models:
+- A *recurring* prefix (tools and system, a shared document) is the same tokens on every request:
+  each request reads it (r) or, after a gap longer than t, writes it again (w_t). Steady state:
+  `p_t * r + (1 - p_t) * w_t` against 1. For Sonnet (r = 0.1, w_5m = 1.25, w_1h = 2) 5m pays from
+  p_5m > 0.22, and 1h beats 5m when requests often come back after 5 minutes but within the hour.
+- A *growing* prefix (a conversation) is written once per turn for the next turn to read: this
+  turn's new tokens cost the premium w_t - 1 now, and the next turn saves (1 - r) on the whole
+  conversation with probability p_t. A long conversation can pay for 1h; a short one rarely does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prefixgate.cache_planner.reuse import ReuseStats
+from prefixgate.cost import Price
+from prefixgate.ir import ttl_seconds
+
+
+@dataclass(frozen=True)
+class Choice:
+    ttl: str | None           # None: do not mark
+    expected_cost: float      # per token, relative to plain input
+    reason: str
+
+
+def expected_cost(stats: ReuseStats, price: Price, ttl: str) -> float:
+    """Expected cost per prefix token with a `ttl` checkpoint, relative to plain input (1.0)."""
+    if price.input <= 0:
+        return 1.0
+    read = float(price.cache_read / price.input)
+    write = float(price.cache_write.get(ttl, price.input) / price.input)
+    p = stats.p_within(ttl_seconds(ttl))
+    return p * read + (1 - p) * write
+
+
+def choose_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...]) -> Choice:
+    """The cheapest of no checkpoint and a checkpoint with each TTL in `ttls`."""
+    if price.input <= 0:
+        return Choice(None, 1.0, "free model: nothing to save")
+    best = Choice(None, 1.0, "no checkpoint")
+    for ttl in ttls:
+        p = stats.p_within(ttl_seconds(ttl))
+        cost = expected_cost(stats, price, ttl)
+        if cost < best.expected_cost:
+            best = Choice(ttl, cost, f"p(reuse<{ttl})={p:.2f}")
+    if best.ttl is None:
+        ps = ", ".join(f"p(reuse<{t})={stats.p_within(ttl_seconds(t)):.2f}" for t in ttls)
+        best = Choice(None, 1.0, f"reuse too rare to pay the write ({ps})")
+    return best
+
+
+def choose_growing_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...], carried: int, fresh: int) -> Choice:
+    """For a growing prefix: `carried` tokens were read from cache this request, `fresh` are written now."""
+    total = carried + fresh
+    if price.input <= 0 or total <= 0:
+        return Choice(None, 1.0, "nothing to save")
+    read = float(price.cache_read / price.input)
+    best = Choice(None, 1.0, "no checkpoint")
+    for ttl in ttls:
+        write = float(price.cache_write.get(ttl, price.input) / price.input)
+        p = stats.p_within(ttl_seconds(ttl))
+        net = fresh * (write - 1) - p * total * (1 - read)
+        cost = 1 + net / total
+        if cost < best.expected_cost:
+            best = Choice(ttl, cost, f"p(next turn<{ttl})={p:.2f}, {fresh} new of {total} tokens")
+    if best.ttl is None:
+        ps = ", ".join(f"p(next turn<{t})={stats.p_within(ttl_seconds(t)):.2f}" for t in ttls)
+        best = Choice(None, 1.0, f"the next turn is too unlikely to pay for writing {fresh} tokens ({ps})")
+    return best

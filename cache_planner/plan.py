@@ -1,0 +1,139 @@
+"""The planner's one entry point and its result.
+
+`plan(conversation, target, state, mode)` returns a `Plan`: the conversation to send (rewritten
+static-first and annotated with checkpoints and provider cache fields) and an explanation of every
+decision, which the gateway keeps in its ledger and returns in `x-prefixgate-plan`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from prefixgate.cache_planner.checkpoints import place_checkpoints
+from prefixgate.cache_planner.detectors import volatile_spans
+from prefixgate.cache_planner.explicit_cache import use_cache
+from prefixgate.cache_planner.rewrite import (
+    documents_first,
+    move_volatile_units,
+    stable_tool_forms,
+    system_segments,
+    system_units,
+)
+from prefixgate.cache_planner.stability import PlannerState, RouteState
+from prefixgate.cache_planner.target import Target
+from prefixgate.errors import RequestError
+from prefixgate.ir import Conversation
+from prefixgate.providers.pricing import resolve_model
+from prefixgate.providers.rules import Catalog, default_catalog
+
+# What a policy lets the planner do: rewrite static-first and place checkpoints, only place
+# checkpoints, or send the request exactly as the caller wrote it.
+Mode = Literal["rewrite", "checkpoints", "off"]
+MODES: tuple[Mode, ...] = ("rewrite", "checkpoints", "off")
+
+
+@dataclass
+class Plan:
+    conversation: Conversation
+    target: Target
+    mode: Mode
+    route: str = ""
+    # Chained hash of the static prefix: the key for prefix-affinity routing and `prompt_cache_key`.
+    prefix_hash: str = ""
+    explanation: list[str] = field(default_factory=list)
+    # A Gemini `cachedContents.create` body the caller should run first, then `adopt_cached_content`.
+    cache_create: dict | None = None
+    _route_state: RouteState | None = field(default=None, repr=False)
+
+    def adopt_cached_content(self, name: str, expires_at: float) -> None:
+        """Use the explicit cache created from `cache_create` (and remember it for the route)."""
+        use_cache(self.conversation, name)
+        if self._route_state is not None:
+            self._route_state.explicit[self.prefix_hash] = (name, expires_at)
+        self.explanation.append(f"cache: created explicit cache {name} and sent the request against it")
+
+    @property
+    def summary(self) -> str:
+        """One short line for a response header: mode, checkpoints, rewrites."""
+        marks = len(self.conversation.checkpoints())
+        rewrites = sum(1 for line in self.explanation if line.startswith("rewrite:"))
+        return f"mode={self.mode};checkpoints={marks};rewrites={rewrites}"
+
+
+def plan(
+    conversation: Conversation,
+    target: Target,
+    state: PlannerState | None = None,
+    mode: Mode = "rewrite",
+    *,
+    route: str | None = None,
+    now: float | None = None,
+    catalog: Catalog | None = None,
+) -> Plan:
+    """Plan `conversation` for `target`, learning from and updating `state` (the route's history).
+
+    The conversation passed in is never modified. A request the planner cannot handle goes out
+    unchanged, with the reason in the explanation.
+    """
+    if mode not in MODES:
+        raise ValueError(f"planner mode must be one of {', '.join(MODES)}, got {mode!r}")
+    route_name = route or fingerprint(conversation)
+    if mode == "off":
+        return Plan(conversation.copy(), target, mode, route_name, _first_key(conversation),
+                    ["passthrough: planning is off for this route"])
+    catalog = catalog or default_catalog()
+    state = state if state is not None else PlannerState()
+    try:
+        model = None if target.provider == "local" else resolve_model(target.provider, target.model, catalog)
+    except RequestError as e:
+        return Plan(conversation.copy(), target, mode, route_name, _first_key(conversation),
+                    [f"passthrough: {e.message}; no caching rules to plan with"])
+    conv = conversation.copy()
+    notes: list[str] = []
+    rs = state.route(route_name)
+    learned = system_units(conversation)
+    if mode == "rewrite":
+        stable_tool_forms(conv, rs, notes)
+        move_volatile_units(conv, rs, notes)
+        documents_first(conv, notes)
+    when = time.time() if now is None else now
+    cache_create = None
+    if model is not None:
+        placement = place_checkpoints(conv, target, model, catalog, rs, when, notes)
+        prefix_hash, cache_create = placement.prefix_hash, placement.cache_create
+    else:
+        prefix_hash = _first_key(conv)
+        notes.append("cache: the local engine caches every shared prefix block automatically")
+    rs.record_units(learned)
+    state.commit(route_name, rs)
+    return Plan(conv, target, mode, route_name, prefix_hash, notes, cache_create, rs)
+
+
+def _first_key(conv: Conversation) -> str:
+    keys = conv.prefix_keys()
+    return keys[0] if keys else ""
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def fingerprint(conv: Conversation) -> str:
+    """A route name from the prompt's shape: tool names and the system prompt with volatile spans
+    and digits masked, so requests from one template share a route whatever their values."""
+    h = hashlib.blake2b(f"{conv.dialect}:{conv.model}".encode(), digest_size=8)
+    for seg in conv.segments:
+        if seg.role == "tools":
+            for b in seg.blocks:
+                name = b.native.get("name") or (b.native.get("function") or {}).get("name", "") if isinstance(b.native, dict) else ""
+                h.update(str(name).encode())
+    for seg in system_segments(conv):
+        for b in seg.blocks:
+            text = b.text[:4000]
+            for span in reversed(volatile_spans(text)):
+                text = text[:span.start] + "\0" + text[span.end:]
+            h.update(_DIGITS.sub("#", text).encode())
+    return "fp-" + h.hexdigest()

@@ -1,0 +1,179 @@
+"""Static-first rewrites. Each one keeps every byte of the caller's text in the request and adds
+nothing but a `Context:` label; each is listed in the plan's explanation.
+
+- Volatile sentences leave the system prompt for a context block in a user turn: per-session values
+  (names, today's date) go to the first user turn, whose bytes then stay fixed for the session;
+  per-request values (timestamps, request ids) go to the latest user turn.
+- A large document after a short question in the same user message moves ahead of the question.
+- A tool schema the route has seen before with its keys in another order is sent in the first order
+  seen, so a client that serialises dicts non-deterministically stops breaking its own prefix.
+"""
+
+from __future__ import annotations
+
+import json
+
+from prefixgate.cache_planner.detectors import unit_texts, units
+from prefixgate.cache_planner.stability import DYNAMIC_KINDS, STATIC_SHARE, RouteState
+from prefixgate.ir import Block, Conversation, Segment, Stability, content_hash, without_markers
+
+CONTEXT_LABEL = "Context:\n"
+SYSTEM_ROLES = ("system", "developer")
+# A block counts as a document when it is at least this long and this many times the rest of its message.
+DOCUMENT_MIN_CHARS = 1000
+DOCUMENT_RATIO = 4
+
+
+def system_segments(conv: Conversation) -> list[Segment]:
+    """The leading system-prompt segments (tools and schemas may come first)."""
+    out = []
+    for seg in conv.segments:
+        if seg.role in SYSTEM_ROLES:
+            out.append(seg)
+        elif seg.role not in ("tools", "schema"):
+            break
+    return out
+
+
+def system_units(conv: Conversation) -> list[str]:
+    """The movable units of the system prompt's text blocks: what a route learns stability from."""
+    return [piece for seg in system_segments(conv) for b in seg.blocks if b.kind == "text" for piece in unit_texts(b.text)]
+
+
+def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str]) -> None:
+    """Move the system prompt's volatile units to a context block in a user turn."""
+    users = [s for s in conv.segments if s.role == "user"]
+    if not users:
+        notes.append("note: the system prompt was left in place: the request has no user turn to take its volatile text")
+        return
+    moved: dict[str, list[str]] = {"session": [], "dynamic": []}
+    kinds_moved: set[str] = set()
+    for seg in system_segments(conv):
+        for block in list(seg.blocks):
+            if block.kind == "text" and block.text:
+                keep = _split_block(block.text, route, moved, kinds_moved)
+                if keep is None:
+                    continue
+                if keep.strip():
+                    block.set_text(keep)
+                else:
+                    seg.blocks.remove(block)
+    conv.segments = [s for s in conv.segments if s.blocks or s.role not in SYSTEM_ROLES]
+    session, dynamic = "".join(moved["session"]), "".join(moved["dynamic"])
+    # Turn keys before any insertion: they identify a user turn by the client's own bytes.
+    keys = conv.prefix_keys()
+    ends, n = {}, 0
+    for seg in conv.segments:
+        n += len(seg.blocks)
+        ends[id(seg)] = keys[n - 1] if n else ""
+    restored = 0
+    for seg in users:
+        parts = [session] if seg is users[0] and session else []
+        if seg is users[-1]:
+            if dynamic:
+                parts.append(dynamic)
+                route.remember_context(ends[id(seg)], dynamic)
+        elif ends[id(seg)] in route.contexts:
+            parts.append(route.contexts[ends[id(seg)]])
+            restored += 1
+        if parts:
+            # Units keep their own newlines; a separator is added only where one lacks it.
+            _insert_context(conv, seg, "".join(p if p.endswith("\n") or p is parts[-1] else p + "\n" for p in parts))
+    for stability, where in (("session", "first"), ("dynamic", "latest")):
+        if moved[stability]:
+            notes.append(f"rewrite: moved {len(moved[stability])} {stability} unit(s) ({', '.join(sorted(kinds_moved))}) "
+                         f"from the system prompt to the {where} user turn")
+    if restored:
+        notes.append(f"rewrite: re-sent the context of {restored} earlier turn(s) as it was, keeping the history cacheable")
+
+
+def _split_block(text: str, route: RouteState, moved: dict[str, list[str]], kinds_moved: set[str]) -> str | None:
+    """The block's static text, with its volatile units appended to `moved`; None if nothing moves."""
+    found = units(text)
+    pieces = unit_texts(text)
+    shares = route.shares(pieces)
+    # Most of the prompt unseen: a new prompt version, not volatility; judge by detectors alone.
+    fresh = sum(len(p) for p, s in zip(pieces, shares, strict=True) if s is not None and s < STATIC_SHARE)
+    trust_history = fresh <= len(text) / 2
+    keep: list[str] = []
+    for unit, piece, share in zip(found, pieces, shares, strict=True):
+        kinds = set(unit.kinds)
+        stability = route.classify(share, kinds) if trust_history else _by_detectors(kinds)
+        if stability == "static" or not piece.strip():
+            keep.append(piece)
+        else:
+            moved[stability].append(piece)
+            kinds_moved |= kinds or {"learned"}
+    return None if len(keep) == len(pieces) else "".join(keep)
+
+
+def _by_detectors(kinds: set[str]) -> Stability:
+    if kinds & DYNAMIC_KINDS:
+        return "dynamic"
+    return "session" if kinds else "static"
+
+
+def _insert_context(conv: Conversation, seg: Segment, text: str) -> None:
+    # Anthropic requires tool results first in a user message; Gemini function responses likewise lead.
+    at = 0
+    while at < len(seg.blocks) and seg.blocks[at].kind == "tool_result":
+        at += 1
+    label = CONTEXT_LABEL + text
+    native = {"text": label} if conv.dialect == "gemini" else {"type": "text", "text": label}
+    seg.blocks.insert(at, Block("text", native, text=label))
+
+
+def documents_first(conv: Conversation, notes: list[str]) -> None:
+    for seg in conv.segments:
+        if seg.role != "user" or len(seg.blocks) < 2 or any(b.kind == "tool_result" for b in seg.blocks):
+            continue
+        sizes = [_size(b) for b in seg.blocks]
+        total = sum(sizes)
+        docs = [i for i, (b, n) in enumerate(zip(seg.blocks, sizes, strict=True))
+                if (b.kind == "document" or b.kind == "text") and n >= DOCUMENT_MIN_CHARS
+                and n >= DOCUMENT_RATIO * (total - n)]
+        if not docs or docs[0] == 0 and all(d == i for i, d in enumerate(docs)):
+            continue
+        order = docs + [i for i in range(len(seg.blocks)) if i not in docs]
+        seg.blocks = [seg.blocks[i] for i in order]
+        notes.append(f"rewrite: moved {len(docs)} large document block(s) ahead of the question in a {seg.role} turn")
+
+
+def _size(block: Block) -> int:
+    if block.text:
+        return len(block.text)
+    return len(json.dumps(block.native)) if block.kind == "document" else 0
+
+
+def stable_tool_forms(conv: Conversation, route: RouteState, notes: list[str]) -> None:
+    for seg in conv.segments:
+        if seg.role != "tools":
+            continue
+        for block in seg.blocks:
+            if not isinstance(block.native, dict):
+                continue
+            native = without_markers(block.native)
+            canonical = content_hash(json.dumps(_unordered(native), sort_keys=True))
+            form = json.dumps(native, separators=(",", ":"))
+            first = route.tool_forms.get(canonical)
+            if first is None:
+                route.tool_forms[canonical] = form
+                while len(route.tool_forms) > 512:
+                    route.tool_forms.popitem(last=False)
+            elif first != form:
+                # The caller's marker, if any, stays: the encoder writes `block.checkpoint` back.
+                block.native = json.loads(first)
+                block._key = None
+                name = block.native.get("name") or (block.native.get("function") or {}).get("name") or "?"
+                notes.append(f"rewrite: restored the first-seen form of tool {name!r} (its keys or `required` came reordered)")
+
+
+def _unordered(value: object) -> object:
+    """A schema with its set-like lists sorted: `required` (and `enum`) often come from a Python set,
+    so their order changes between processes though the tool does not."""
+    if isinstance(value, dict):
+        return {k: sorted(v, key=json.dumps) if k in ("required", "enum") and isinstance(v, list) else _unordered(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unordered(v) for v in value]
+    return value

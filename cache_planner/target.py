@@ -1,0 +1,21 @@
+"""Where a planned request goes: the provider whose caching rules apply, and the model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Provider = Literal["anthropic", "openai", "gemini", "local"]
+PROVIDERS: tuple[Provider, ...] = ("anthropic", "openai", "gemini", "local")
+
+
+@dataclass(frozen=True)
+class Target:
+    provider: Provider
+    model: str
+
+    def __post_init__(self) -> None:
+        if self.provider not in PROVIDERS:
+            raise ValueError(f"target provider must be one of {', '.join(PROVIDERS)}, got {self.provider!r}")
+        if not self.model:
+            raise ValueError("target model must not be empty")

@@ -1,0 +1,73 @@
+"""Planning a recorded trace (the format of `prefixgate.providers.trace`) request by request,
+learning as the gateway would. `plan_record` is also the `planner` strategy of `prefixgate replay`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prefixgate.cache_planner.plan import Mode, Plan, plan
+from prefixgate.cache_planner.stability import PlannerState
+from prefixgate.cache_planner.target import Target
+from prefixgate.dialects import DIALECTS
+from prefixgate.errors import RequestError
+from prefixgate.providers.replay import ReplayState
+from prefixgate.providers.trace import TraceRecord, record_json
+
+
+def plan_record(record: TraceRecord, state: PlannerState, mode: Mode = "rewrite") -> tuple[dict[str, Any], list[str]]:
+    """The planned native body for one trace record, and the plan's explanation."""
+    result = _plan(record, state, mode)
+    if isinstance(result, list):
+        return record.body, result
+    return DIALECTS[record.provider].encode_request(result.conversation), result.explanation
+
+
+def _plan(record: TraceRecord, state: PlannerState, mode: Mode) -> Plan | list[str]:
+    if record.endpoint != "generate":
+        return [f"passthrough: {record.endpoint} is not a generate request"]
+    dialect = DIALECTS[record.provider]
+    try:
+        conv = (dialect.parse_request(record.body, model=record.model) if record.provider == "gemini"
+                else dialect.parse_request(record.body))
+    except RequestError as e:
+        return [f"passthrough: the body is not a valid {record.provider} request ({e.message})"]
+    return plan(conv, Target(record.provider, record.model), state, mode,  # type: ignore[arg-type]
+                route=f"{record.tenant}/{record.route}", now=record.t)
+
+
+def plan_trace(records: Iterable[TraceRecord], mode: Mode = "rewrite") -> Iterator[dict]:
+    """Trace lines with `body` planned and a `plan` field explaining each decision. With no provider
+    to run it, a Gemini explicit cache the planner wants is reported as `cache_create`."""
+    state = PlannerState()
+    for record in records:
+        result = _plan(record, state, mode)
+        if isinstance(result, list):
+            yield {**record_json(record), "plan": result}
+            continue
+        out = {**record_json(record), "body": DIALECTS[record.provider].encode_request(result.conversation),
+               "plan": result.explanation}
+        if result.cache_create is not None:
+            out["cache_create"] = result.cache_create
+        yield out
+
+
+def replay_strategy(mode: Mode = "rewrite") -> Callable[[TraceRecord, ReplayState], dict]:
+    """A `prefixgate replay` strategy with its own planner state, fresh for each replay; it creates the
+    Gemini explicit caches the planner asks for, billed like any other create."""
+    state = PlannerState()
+
+    def strategy(record: TraceRecord, replay: ReplayState) -> dict:
+        result = _plan(record, state, mode)
+        if isinstance(result, list):
+            return record.body
+        if result.cache_create is not None:
+            try:
+                content = replay.create_cached_content(record, result.cache_create)
+                result.adopt_cached_content(content.name, content.expire_time)
+            except RequestError:
+                pass  # the provider refused the cache: the request goes out as planned without it
+        return DIALECTS[record.provider].encode_request(result.conversation)
+
+    return strategy

@@ -1,0 +1,58 @@
+"""Who is calling, and which credential goes upstream.
+
+Callers authenticate the way their SDK does (`Authorization: Bearer`, `x-api-key`, `x-goog-api-key`,
+`?key=`). With `keys` in the policy, that credential must be one of them (stored as sha256). Without
+keys the gateway is open, and a caller's own provider key is forwarded to that same provider when the
+gateway has none of its own: a drop-in proxy that needs no configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from prefixgate.errors import RequestError
+from prefixgate.policies.schema import CallerKey, Upstream, hash_key
+
+HOSTED = ("anthropic", "openai", "gemini")
+
+
+@dataclass(frozen=True)
+class Caller:
+    key: CallerKey | None      # the policy key matched; None on an open gateway
+    credential: str | None     # what the caller sent; never logged
+
+
+def credential(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+    auth = headers.get("authorization")
+    if auth:
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+    return headers.get("x-api-key") or headers.get("x-goog-api-key") or query.get("key") or None
+
+
+def authenticate(headers: Mapping[str, str], query: Mapping[str, str], keys: Mapping[str, CallerKey]) -> Caller:
+    cred = credential(headers, query)
+    if not keys:
+        return Caller(None, cred)
+    if cred is None:
+        raise RequestError("missing API key: send the gateway key as your SDK's api_key", status=401, kind="authentication")
+    key = keys.get(hash_key(cred))
+    if key is None:
+        raise RequestError("invalid API key for this gateway", status=401, kind="authentication")
+    return Caller(key, cred)
+
+
+def upstream_credential(upstream: Upstream, caller: Caller, caller_dialect: str) -> str | None:
+    """The key to send `upstream`: the gateway's own, else (open gateway, same provider) the caller's."""
+    own = upstream.api_key()
+    if own:
+        return own
+    if caller.key is None and upstream.kind in HOSTED and upstream.dialect == caller_dialect:
+        return caller.credential
+    if upstream.kind in HOSTED:
+        env = " or ".join(upstream.api_key_env) or "an api_key_env"
+        raise RequestError(f"no credentials for upstream {upstream.name!r}: set {env} on the gateway",
+                           status=401, kind="authentication")
+    return None

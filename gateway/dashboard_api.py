@@ -1,0 +1,145 @@
+"""The dashboard's JSON API under `/api`: what the page reads, and what scripts can read too.
+
+Every endpoint takes a time window: `range` (`15m`, `1h`, `24h`, `7d`: the span ending at `until`,
+default now). The schema is served at `/api/openapi.json`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.openapi.utils import get_openapi
+
+from prefixgate import __version__
+from prefixgate.gateway import dashboard_schema as schema
+from prefixgate.gateway.dashboard_alerts import AlertRule, route_alerts
+from prefixgate.gateway.dashboard_auth import require_admin
+from prefixgate.gateway.dashboard_figures import GROUPINGS, breakdown, timeseries, totals
+from prefixgate.gateway.dashboard_misses import is_miss, misses_by_route
+from prefixgate.gateway.dashboard_source import LedgerSource, RedisSource
+from prefixgate.ledger import LedgerRecord
+
+_SPAN = re.compile(r"^(\d+)([smhd])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_SPAN_S = 31 * 86400
+MAX_POINTS = 1000
+# Bucket sizes the page's charts use: the smallest giving at most TARGET_POINTS points.
+STEPS_S = (5, 10, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 86400)
+TARGET_POINTS = 120
+# How far back a window's first misses look for the previous request of their route.
+PREVIOUS_LOOKBACK_S = 3600
+BREAKDOWNS = ("route", "model", "key", "target")
+
+router = APIRouter(prefix="/api", tags=["dashboard"], dependencies=[Depends(require_admin)])
+RangeQuery = Annotated[str, Query(alias="range", pattern=_SPAN.pattern, description="window length: 15m, 1h, 24h, 7d")]
+UntilQuery = Annotated[float | None, Query(description="window end, unix seconds (default now)")]
+
+
+class Window:
+    """A validated time window plus the ledger it reads."""
+
+    def __init__(self, request: Request, span: str, until: float | None) -> None:
+        m = _SPAN.match(span)
+        assert m is not None  # the Query pattern already checked it
+        seconds = int(m.group(1)) * _UNIT_S[m.group(2)]
+        if not 0 < seconds <= MAX_SPAN_S:
+            raise HTTPException(422, f"range must be between 1s and {MAX_SPAN_S // 86400}d, got {span!r}")
+        self.until = time.time() if until is None else until
+        self.since = self.until - seconds
+        self.source: LedgerSource = request.app.state.dashboard_source
+        self.catalog = request.app.state.proxy.catalog     # prices with the operator's overrides
+
+    def records(self, lookback_s: float = 0.0) -> list[LedgerRecord]:
+        return self.source.records(self.since - lookback_s, self.until)
+
+    def describe(self) -> schema.Window:
+        return schema.Window(since=self.since, until=self.until,
+                             source="redis" if isinstance(self.source, RedisSource) else "sqlite")
+
+    def step(self, asked: float | None) -> float:
+        span = self.until - self.since
+        if asked is not None:
+            if span / asked > MAX_POINTS:
+                raise HTTPException(422, f"step {asked}s gives more than {MAX_POINTS} points over {span:.0f}s")
+            return asked
+        return next((s for s in STEPS_S if span / s <= TARGET_POINTS), STEPS_S[-1])
+
+
+def window(request: Request, span: RangeQuery = "1h", until: UntilQuery = None) -> Window:
+    return Window(request, span, until)
+
+
+WindowDep = Annotated[Window, Depends(window)]
+
+
+@router.get("/summary", response_model=schema.Summary, summary="Totals over a window")
+def summary(w: WindowDep) -> dict:
+    return {"window": w.describe(), "totals": totals(w.records()).to_dict()}
+
+
+@router.get("/timeseries", response_model=schema.Timeseries, summary="Spend, savings and hit rate per time bucket")
+def series(w: WindowDep, step: Annotated[float | None, Query(ge=1, description="bucket seconds (default: automatic)")] = None) -> dict:
+    step_s = w.step(step)
+    return {"window": w.describe(), "step_s": step_s, "points": timeseries(w.records(), w.since, w.until, step_s)}
+
+
+@router.get("/breakdown", response_model=schema.Breakdown, summary="The totals per route, model, key, target, provider or tenant")
+def by_group(w: WindowDep, by: Annotated[str, Query(pattern=f"^({'|'.join(GROUPINGS)})$")] = "route") -> dict:
+    return {"window": w.describe(), "by": by, "rows": breakdown(w.records(), by)}
+
+
+@router.get("/misses", response_model=schema.Misses, summary="Routes losing the most money to cache misses, and why")
+def misses(w: WindowDep, limit: Annotated[int, Query(ge=1, le=200)] = 20) -> dict:
+    return {"window": w.describe(), "routes": misses_by_route(w.records(PREVIOUS_LOOKBACK_S), w.since, limit, w.catalog)}
+
+
+def _rule(window_s: float, baseline_s: float, drop: float) -> AlertRule:
+    try:
+        return AlertRule(window_s=window_s, baseline_s=baseline_s, drop=drop)
+    except ValueError as e:
+        raise HTTPException(422, str(e)) from None
+
+
+@router.get("/alerts", response_model=schema.Alerts, summary="Per-route hit-rate drops against each route's own baseline")
+def alerts(request: Request, window_s: Annotated[float, Query(gt=0, le=86400)] = 300,
+           baseline_s: Annotated[float, Query(gt=0, le=7 * 86400)] = 3600,
+           drop: Annotated[float, Query(gt=0, le=1)] = 0.5) -> dict:
+    rule = _rule(window_s, baseline_s, drop)
+    now = time.time()
+    records = request.app.state.dashboard_source.records(now - rule.window_s - rule.baseline_s, now)
+    return {"now": now, "rule": asdict(rule), "alerts": [a.to_dict() for a in route_alerts(records, now, rule)]}
+
+
+@router.get("/overview", response_model=schema.Overview, summary="Everything the dashboard page shows, in one call")
+def overview(request: Request, w: WindowDep) -> dict:
+    rule = request.app.state.dashboard_alert_rule
+    now = time.time()
+    earliest = min(w.since - PREVIOUS_LOOKBACK_S, now - rule.window_s - rule.baseline_s)
+    everything = w.source.records(earliest, max(w.until, now))
+    shown = [r for r in everything if w.since <= r.ts < w.until]
+    step_s = w.step(None)
+    return {
+        "window": w.describe(), "totals": totals(shown).to_dict(), "step_s": step_s,
+        "points": timeseries(shown, w.since, w.until, step_s),
+        "breakdowns": {by: breakdown(shown, by) for by in BREAKDOWNS},
+        "misses": misses_by_route([r for r in everything if r.ts < w.until], w.since, catalog=w.catalog),
+        "alerts": [a.to_dict() for a in route_alerts(everything, now, rule)],
+    }
+
+
+@router.get("/requests", response_model=schema.Requests, summary="The latest ledger records, newest first")
+def requests_(w: WindowDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+              route: Annotated[str | None, Query(description="only this route")] = None,
+              misses_only: Annotated[bool, Query(description="only requests that read nothing from cache")] = False) -> dict:
+    rows = [r for r in reversed(w.records()) if (route is None or r.route == route) and (not misses_only or is_miss(r))]
+    return {"window": w.describe(), "records": [asdict(r) for r in rows[:limit]]}
+
+
+@router.get("/openapi.json", include_in_schema=False)
+def openapi() -> dict:
+    return get_openapi(title="prefixgate dashboard API", version=__version__,
+                       description=__doc__, routes=router.routes)

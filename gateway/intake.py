@@ -1,0 +1,71 @@
+"""What every dialect endpoint does before the proxy takes over: read the body within the size limit,
+parse it, authenticate, and answer problems in the caller's own error shape. Also the guard that
+cancels the upstream call when a client hangs up before a non-streamed answer is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from prefixgate.errors import RequestError, error_body
+from prefixgate.gateway.auth import authenticate
+from prefixgate.gateway.proxy import Proxy, dumps
+from prefixgate.ir import Conversation
+
+
+def error_response(err: RequestError, dialect: str) -> Response:
+    headers = {"retry-after": str(max(1, round(err.retry_after)))} if err.retry_after is not None else None
+    return Response(dumps(error_body(err, dialect)), err.status, headers, media_type="application/json")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(f"request body of {int(declared)} bytes is over the gateway's limit of {limit} bytes",
+                           status=413, kind="too_large")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(f"request body is over the gateway's limit of {limit} bytes", status=413, kind="too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def until_disconnect(request: Request, work: Awaitable[Response]) -> Response:
+    """`work`'s response, or cancel it (and its upstream request) if the client disconnects first."""
+    task = asyncio.ensure_future(work)
+
+    async def hung_up() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(hung_up())
+    done, _ = await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        watcher.cancel()
+        return task.result()
+    task.cancel()
+    raise ClientDisconnect()
+
+
+async def serve(request: Request, dialect: str, parse: Callable[[bytes], Conversation]) -> Response:
+    """The whole life of a model request, from bytes in to the response out."""
+    started = time.perf_counter()
+    proxy: Proxy = request.app.state.proxy
+    try:
+        raw = await read_body(request, proxy.settings.max_body_bytes)
+        caller = authenticate(request.headers, request.query_params, proxy.keys)
+        conv = parse(raw)
+        call = proxy.start(dialect, conv, caller, request.headers, started)
+    except RequestError as e:
+        return error_response(e, dialect)
+    try:
+        return await until_disconnect(request, proxy.handle(call))
+    except RequestError as e:
+        return proxy.fail(call, e, None)

@@ -1,0 +1,25 @@
+"""What a response cost: the provider pricing table (`prefixgate.providers`), by provider and model as
+the caller spells it. Self-hosted targets cost nothing per token."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from prefixgate.cost import Price
+from prefixgate.errors import RequestError
+from prefixgate.providers.pricing import resolve_model
+from prefixgate.providers.rules import Catalog
+from prefixgate.usage import Usage
+
+FREE = Price(Decimal(0), Decimal(0), Decimal(0))
+
+
+def price_for(provider: str, model: str, usage: Usage, catalog: Catalog | None = None) -> Price | None:
+    """The price row for this response (long-context tiers apply to the whole request), FREE for
+    self-hosted models, None for a model the table does not know (its cost is then recorded as unknown)."""
+    if provider == "local":
+        return FREE
+    try:
+        return resolve_model(provider, model, catalog).price_for(usage.input_total)
+    except RequestError:
+        return None

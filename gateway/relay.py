@@ -1,0 +1,124 @@
+"""Relaying a streamed answer: events pass through as they arrive (or are re-emitted in the caller's
+dialect), usage is read on the way, and a client that hangs up cancels the upstream stream.
+
+Same-dialect streams are forwarded byte for byte; the only event ever withheld is OpenAI's usage
+chunk when the caller did not ask for it (the gateway always asks, to bill the stream). A stream that
+breaks or ends without its terminal event gets the caller dialect's error event, so the SDK raises
+instead of returning a silently truncated answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from functools import partial
+from typing import TYPE_CHECKING
+
+import anyio
+from starlette.background import BackgroundTask
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from prefixgate.dialects import dialect as dialect_module
+from prefixgate.dialects.sse import event_json
+from prefixgate.errors import RequestError
+from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
+from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
+
+if TYPE_CHECKING:
+    from prefixgate.gateway.proxy import Call, Prepared, Proxy
+
+# Cheap byte tests that say an event may carry usage or end the stream, so most events skip json.loads.
+USAGE_MARKS = {"openai": (b'"usage":{',), "anthropic": (b"message_start", b"message_delta"), "gemini": (b"usageMetadata",)}
+TERMINAL = {"openai": b"[DONE]", "anthropic": b"message_stop", "gemini": b"finishReason"}
+
+
+class DisconnectAwareStream(StreamingResponse):
+    """Listens for the client's disconnect while streaming, whatever ASGI version the server speaks,
+    so a hang-up cancels the body iterator (and with it the upstream request) at once."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as group:
+            async def run_then_cancel(func) -> None:
+                await func()
+                group.cancel_scope.cancel()
+
+            group.start_soon(run_then_cancel, partial(self.stream_response, send))
+            await run_then_cancel(partial(self.listen_for_disconnect, receive))
+        if self.background is not None:
+            await self.background()
+
+
+def events(buffer: bytearray, chunk: bytes) -> list[bytes]:
+    """Whole SSE events (each with its blank-line terminator) completed by `chunk`; the rest stays buffered."""
+    buffer += chunk.replace(b"\r\n", b"\n")
+    out = []
+    while True:
+        end = buffer.find(b"\n\n")
+        if end < 0:
+            return out
+        out.append(bytes(buffer[:end + 2]))
+        del buffer[:end + 2]
+
+
+def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResponse, sent: float) -> StreamingResponse:
+    same = prep.upstream.dialect == call.dialect
+    target = prep.upstream.dialect
+    counter = prep.usage_counter()
+    writer = None if same else StreamWriter(call.dialect, call.conv.model or prep.model, call.include_usage)
+    state: dict = {"rec": None}
+
+    async def body() -> AsyncIterator[bytes]:
+        buffer = bytearray()
+        first: float | None = None
+        ended = False
+        error: RequestError | None = None
+        try:
+            async for chunk in resp.chunks:
+                if first is None:
+                    first = time.perf_counter()
+                out = []
+                for ev in events(buffer, chunk):
+                    if TERMINAL[target] in ev:
+                        ended = True
+                    parsed = None
+                    if not same or any(m in ev for m in USAGE_MARKS[target]):
+                        parsed = event_json(ev)
+                        if parsed is not None:
+                            counter.feed(parsed)
+                            if target == "anthropic" and parsed.get("type") == "error":
+                                ended = True
+                    if same:
+                        if not (target == "openai" and not call.include_usage and parsed is not None
+                                and parsed.get("usage") and not parsed.get("choices")):
+                            out.append(ev)
+                    elif parsed is not None:
+                        out.append(writer.write(read_deltas(target, parsed)))
+                if out:
+                    yield b"".join(out)
+            if not same and ended:
+                yield writer.finish(counter.usage)
+            if not ended:
+                error = RequestError(f"upstream {prep.upstream.name!r} ended the stream early", status=502, kind="server")
+        except UpstreamFailure as f:
+            error = f.request_error()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await resp.close()
+                proxy.in_flight[prep.upstream.name] -= 1
+                done = time.perf_counter()
+                upstream_s = done - sent
+                state["rec"] = proxy.record(call, prep, counter.usage, 200 if error is None else error.status,
+                                            ttft_s=(first - call.started) if first else None, upstream_s=upstream_s,
+                                            error=error.message if error else "")
+        if error is not None:
+            yield dialect_module(call.dialect).error_event(error)
+
+    async def after() -> None:
+        if state["rec"] is not None:
+            await proxy.finish(call, state["rec"])
+
+    headers = {**resp.headers, "cache-control": "no-cache", "x-prefixgate-request-id": call.id,
+               "x-prefixgate-route": call.route.name, "x-prefixgate-target": prep.upstream.name,
+               "x-prefixgate-plan": prep.plan.summary}
+    return DisconnectAwareStream(body(), 200, headers, media_type="text/event-stream", background=BackgroundTask(after))

@@ -1,0 +1,59 @@
+"""Building the policy the gateway runs: the built-in upstreams, a YAML file, or the zero-config default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from prefixgate.config import Settings
+from prefixgate.policies.schema import Policy, PolicyError, Upstream
+
+# Model families the zero-config policy recognises, by provider.
+FAMILIES: dict[str, list[str]] = {
+    "openai": ["gpt-*", "chatgpt-*", "o1*", "o3*", "o4*", "codex-*", "ft:*"],
+    "anthropic": ["claude-*"],
+    "gemini": ["gemini-*", "gemma-*", "learnlm-*"],
+}
+
+
+def builtin_upstreams(settings: Settings) -> dict[str, Upstream]:
+    """`anthropic`, `openai`, `gemini` at the configured base URLs, and `local`: the in-process engine,
+    or the OpenAI-compatible server at `backend_url` when one is set."""
+    ups = {
+        "anthropic": Upstream("anthropic", "anthropic", settings.anthropic_base_url.rstrip("/"), ("ANTHROPIC_API_KEY",)),
+        "openai": Upstream("openai", "openai", settings.openai_base_url.rstrip("/"), ("OPENAI_API_KEY",)),
+        "gemini": Upstream("gemini", "gemini", settings.gemini_base_url.rstrip("/"), ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+    }
+    if settings.backend_url:
+        ups["local"] = Upstream("local", "openai_compatible", settings.backend_url.rstrip("/"))
+    else:
+        ups["local"] = Upstream("local", "local")
+    return ups
+
+
+def default_policy_data(settings: Settings) -> dict:
+    """Zero config: each model family goes to its provider, the local model to the local backend, and
+    (with a backend URL) every other name to that backend."""
+    routes = []
+    if settings.local_model:
+        routes.append({"name": "local", "models": [settings.local_model], "targets": [{"upstream": "local"}]})
+    for provider, patterns in FAMILIES.items():
+        routes.append({"name": provider, "models": patterns, "targets": [{"upstream": provider}]})
+    if settings.backend_url:
+        routes.append({"name": "backend", "models": ["*"], "targets": [{"upstream": "local"}]})
+    return {"routes": routes}
+
+
+def load_policy(settings: Settings) -> Policy:
+    builtins = builtin_upstreams(settings)
+    if not settings.policy_file:
+        return Policy.from_dict(default_policy_data(settings), builtins)
+    path = Path(settings.policy_file)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as e:
+        raise PolicyError(f"cannot read policy file {path}: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise PolicyError(f"policy file {path} is not valid YAML: {e}") from e
+    return Policy.from_dict(data, builtins)

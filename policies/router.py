@@ -1,0 +1,49 @@
+"""Which route serves a model name, for which caller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from prefixgate.cache_planner import Mode
+from prefixgate.errors import RequestError
+from prefixgate.policies.schema import CallerKey, Policy, Route
+
+
+@dataclass(frozen=True)
+class Decision:
+    route: Route
+    mode: Mode
+
+
+class Router:
+    """Exact model names win over patterns; patterns are tried in route order."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._exact = {}
+        for route in policy.routes:
+            for m in route.models:
+                if not any(c in m for c in "*?["):
+                    self._exact.setdefault(m, route)
+        self._patterns = [(m, r) for r in policy.routes for m in r.models if any(c in m for c in "*?[")]
+
+    def route_for(self, model: str) -> Route | None:
+        route = self._exact.get(model)
+        if route is not None:
+            return route
+        return next((r for pattern, r in self._patterns if fnmatchcase(model, pattern)), None)
+
+    def decide(self, model: str, caller: CallerKey | None) -> Decision:
+        route = self.route_for(model)
+        if route is None:
+            raise RequestError(f"model {model!r} is not served by this gateway; known: {', '.join(self.model_names())}",
+                               field="model", status=404, kind="not_found")
+        if caller is not None and caller.routes and route.name not in caller.routes:
+            raise RequestError(f"key {caller.name!r} may not use model {model!r} (route {route.name!r})",
+                               field="model", status=403, kind="permission")
+        mode = caller.planner if caller is not None and caller.planner else route.planner
+        return Decision(route, mode)
+
+    def model_names(self) -> list[str]:
+        return [m for r in self.policy.routes for m in r.models]

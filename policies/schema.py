@@ -1,0 +1,266 @@
+"""The routing policy as data: upstreams, routes with ordered fallbacks, caller keys with budgets.
+
+Validated once at the edge (`Policy.from_dict`): a policy that loads is one the gateway can run,
+and every error names the offending key path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from prefixgate.cache_planner import MODES, Mode
+
+UpstreamKind = Literal["anthropic", "openai", "gemini", "openai_compatible", "local"]
+KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "gemini", "openai_compatible", "local")
+# The wire dialect each kind speaks; every self-hosted server speaks OpenAI's.
+DIALECT_OF: dict[str, str] = {
+    "anthropic": "anthropic", "openai": "openai", "gemini": "gemini", "openai_compatible": "openai", "local": "openai",
+}
+# The usual environment variables of the hosted providers (the first one set wins).
+KEY_ENVS: dict[str, tuple[str, ...]] = {
+    "anthropic": ("ANTHROPIC_API_KEY",), "openai": ("OPENAI_API_KEY",), "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+}
+PERIODS = {"minute": 60, "hour": 3600, "day": 86400, "month": 30 * 86400, "total": 0}
+RETRY_ON = ("429", "5xx", "timeout", "connect")
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be used; the message starts with the key path at fault."""
+
+
+@dataclass(frozen=True)
+class Upstream:
+    name: str
+    kind: UpstreamKind
+    url: str = ""
+    # Environment variables holding the provider key; empty for servers that need none.
+    api_key_env: tuple[str, ...] = ()
+    # Extra headers sent upstream (e.g. an OpenRouter referer); never logged.
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def dialect(self) -> str:
+        return DIALECT_OF[self.kind]
+
+    def api_key(self) -> str | None:
+        return next((os.environ[v] for v in self.api_key_env if os.environ.get(v)), None)
+
+
+@dataclass(frozen=True)
+class TargetRef:
+    """One step of a route: an upstream (or several replicas of one) and the model to ask it for."""
+
+    upstreams: tuple[str, ...]
+    # None: forward the model name the caller sent.
+    model: str | None = None
+    # Load guard for prefix affinity: a replica takes a prefix only while its in-flight load is
+    # below load_factor x the average; above that the prefix spills to the next replica in its order.
+    load_factor: float = 1.25
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 2            # tries per target before failing over to the next one
+    backoff_s: float = 0.1       # base of the full-jitter exponential backoff
+    max_backoff_s: float = 2.0
+    timeout_s: float = 120.0     # to the first response byte; a stream may then run as long as it runs
+    on: tuple[str, ...] = RETRY_ON
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    models: tuple[str, ...]
+    targets: tuple[TargetRef, ...]
+    planner: Mode = "rewrite"
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+@dataclass(frozen=True)
+class Budget:
+    usd: float
+    period: str = "month"
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    requests_per_minute: int = 0   # 0: unlimited
+    tokens_per_minute: int = 0
+
+
+@dataclass(frozen=True)
+class CallerKey:
+    name: str
+    key_sha256: str
+    tenant: str = ""
+    planner: Mode | None = None          # overrides the route's mode for this key
+    routes: tuple[str, ...] = ()         # empty: every route
+    budget: Budget | None = None
+    rate_limit: RateLimit | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    upstreams: dict[str, Upstream]
+    routes: tuple[Route, ...]
+    keys: tuple[CallerKey, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], builtins: dict[str, Upstream]) -> Policy:
+        _only(data, "", {"upstreams", "routes", "keys"})
+        upstreams = dict(builtins)
+        for name, spec in _mapping(data.get("upstreams") or {}, "upstreams").items():
+            upstreams[name] = _upstream(name, spec, f"upstreams.{name}", builtins)
+        routes = tuple(_route(r, f"routes.{i}", upstreams) for i, r in enumerate(_list(data.get("routes"), "routes")))
+        if not routes:
+            raise PolicyError("routes: at least one route is required")
+        names = [r.name for r in routes]
+        if len(set(names)) != len(names):
+            raise PolicyError(f"routes: route names must be unique, got {names}")
+        keys = tuple(_key(k, f"keys.{i}", set(names)) for i, k in enumerate(_list(data.get("keys") or [], "keys")))
+        return cls(upstreams, routes, keys)
+
+
+def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) -> Upstream:
+    spec = _mapping(spec, path)
+    _only(spec, path, {"kind", "url", "api_key_env", "headers"})
+    kind = spec.get("kind", builtins[name].kind if name in builtins else None)
+    if kind not in KINDS:
+        raise PolicyError(f"{path}.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
+    url = spec.get("url", builtins[name].url if name in builtins else "")
+    if kind != "local" and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        raise PolicyError(f"{path}.url: an http(s) URL is required for kind {kind}, got {url!r}")
+    env = spec.get("api_key_env", list(KEY_ENVS.get(kind, ())))
+    env = (env,) if isinstance(env, str) else tuple(_list(env, f"{path}.api_key_env"))
+    headers = _mapping(spec.get("headers") or {}, f"{path}.headers")
+    return Upstream(name, kind, (url or "").rstrip("/"), env, tuple((str(k), str(v)) for k, v in headers.items()))
+
+
+def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
+    spec = _mapping(spec, path)
+    _only(spec, path, {"name", "models", "targets", "planner", "retry"})
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise PolicyError(f"{path}.name: a non-empty string is required")
+    models = spec.get("models")
+    models = (models,) if isinstance(models, str) else tuple(_list(models, f"{path}.models"))
+    if not models or not all(isinstance(m, str) and m for m in models):
+        raise PolicyError(f"{path}.models: a list of model names or patterns is required")
+    targets = tuple(_target(t, f"{path}.targets.{i}", upstreams)
+                    for i, t in enumerate(_list(spec.get("targets"), f"{path}.targets")))
+    if not targets:
+        raise PolicyError(f"{path}.targets: at least one target is required")
+    planner = spec.get("planner", "rewrite")
+    if planner not in MODES:
+        raise PolicyError(f"{path}.planner: must be one of {', '.join(MODES)}, got {planner!r}")
+    return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"))
+
+
+def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
+    spec = _mapping(spec, path)
+    _only(spec, path, {"upstream", "replicas", "model", "load_factor"})
+    if ("upstream" in spec) == ("replicas" in spec):
+        raise PolicyError(f"{path}: give exactly one of 'upstream' or 'replicas'")
+    names = (spec["upstream"],) if "upstream" in spec else tuple(_list(spec["replicas"], f"{path}.replicas"))
+    for n in names:
+        if n not in upstreams:
+            raise PolicyError(f"{path}: unknown upstream {n!r}; defined: {', '.join(sorted(upstreams))}")
+    if len({upstreams[n].dialect for n in names}) > 1:
+        raise PolicyError(f"{path}.replicas: replicas must speak one dialect")
+    model = spec.get("model")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise PolicyError(f"{path}.model: must be a non-empty string")
+    load_factor = _number(spec.get("load_factor", 1.25), f"{path}.load_factor")
+    if load_factor < 1:
+        raise PolicyError(f"{path}.load_factor: must be >= 1, got {load_factor}")
+    return TargetRef(names, model, load_factor)
+
+
+def _retry(spec: Any, path: str) -> RetryPolicy:
+    spec = _mapping(spec, path)
+    _only(spec, path, {"attempts", "backoff_s", "max_backoff_s", "timeout_s", "on"})
+    d = RetryPolicy()
+    attempts = spec.get("attempts", d.attempts)
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 10:
+        raise PolicyError(f"{path}.attempts: must be an integer from 1 to 10, got {attempts!r}")
+    on = tuple(str(x) for x in _list(spec.get("on", list(d.on)), f"{path}.on"))
+    bad = [x for x in on if x not in RETRY_ON]
+    if bad:
+        raise PolicyError(f"{path}.on: unknown conditions {bad}; known: {', '.join(RETRY_ON)}")
+    values = {k: _number(spec.get(k, getattr(d, k)), f"{path}.{k}") for k in ("backoff_s", "max_backoff_s", "timeout_s")}
+    if values["timeout_s"] <= 0:
+        raise PolicyError(f"{path}.timeout_s: must be > 0")
+    return RetryPolicy(attempts, values["backoff_s"], values["max_backoff_s"], values["timeout_s"], on)
+
+
+def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
+    spec = _mapping(spec, path)
+    _only(spec, path, {"name", "key_env", "key_sha256", "tenant", "planner", "routes", "budget", "rate_limit"})
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise PolicyError(f"{path}.name: a non-empty string is required")
+    if ("key_env" in spec) == ("key_sha256" in spec):
+        raise PolicyError(f"{path}: give exactly one of 'key_env' (a variable holding the key) or 'key_sha256'")
+    if "key_env" in spec:
+        secret = os.environ.get(str(spec["key_env"]))
+        if not secret:
+            raise PolicyError(f"{path}.key_env: environment variable {spec['key_env']} is not set")
+        digest = hash_key(secret)
+    else:
+        digest = str(spec["key_sha256"]).lower()
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise PolicyError(f"{path}.key_sha256: must be 64 hex digits (sha256 of the key)")
+    planner = spec.get("planner")
+    if planner is not None and planner not in MODES:
+        raise PolicyError(f"{path}.planner: must be one of {', '.join(MODES)}, got {planner!r}")
+    allowed = tuple(_list(spec.get("routes") or [], f"{path}.routes"))
+    unknown = [r for r in allowed if r not in routes]
+    if unknown:
+        raise PolicyError(f"{path}.routes: unknown routes {unknown}")
+    budget = None
+    if spec.get("budget") is not None:
+        b = _mapping(spec["budget"], f"{path}.budget")
+        _only(b, f"{path}.budget", {"usd", "period"})
+        period = b.get("period", "month")
+        if period not in PERIODS:
+            raise PolicyError(f"{path}.budget.period: must be one of {', '.join(PERIODS)}, got {period!r}")
+        budget = Budget(_number(b.get("usd"), f"{path}.budget.usd"), period)
+    limit = None
+    if spec.get("rate_limit") is not None:
+        r = _mapping(spec["rate_limit"], f"{path}.rate_limit")
+        _only(r, f"{path}.rate_limit", {"requests_per_minute", "tokens_per_minute"})
+        limit = RateLimit(int(_number(r.get("requests_per_minute", 0), f"{path}.rate_limit.requests_per_minute")),
+                          int(_number(r.get("tokens_per_minute", 0), f"{path}.rate_limit.tokens_per_minute")))
+    return CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit)
+
+
+def hash_key(secret: str) -> str:
+    """How caller keys are stored and compared: never in plain text."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _mapping(value: Any, path: str) -> dict:
+    if not isinstance(value, dict):
+        raise PolicyError(f"{path or 'policy'}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, path: str) -> list:
+    if not isinstance(value, list):
+        raise PolicyError(f"{path}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _number(value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise PolicyError(f"{path}: expected a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _only(spec: dict, path: str, allowed: set[str]) -> None:
+    extra = sorted(set(spec) - allowed)
+    if extra:
+        raise PolicyError(f"{path + '.' if path else ''}{extra[0]}: unknown key; allowed: {', '.join(sorted(allowed))}")

@@ -1,0 +1,53 @@
+"""Putting a request body back together around its re-encoded prefix fields."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from prefixgate.ir import Conversation
+
+# A replacement value meaning "remove this key" (None is a real JSON value: OpenAI's `content: null`).
+DROP: Any = object()
+
+
+def split_body(body: dict, prefix_fields: set[str]) -> tuple[dict, list[str]]:
+    """The body's non-prefix fields, and the order of all its keys (to rebuild it byte-faithfully)."""
+    return {k: v for k, v in body.items() if k not in prefix_fields}, list(body)
+
+
+def rebuild_body(conv: Conversation, encoded: dict[str, Any]) -> dict:
+    """A body with `encoded` prefix fields (DROP removes one) and the other params, in original key order.
+
+    Fields the planner introduced (a system prompt that was absent, a cache key) go after the rest.
+    """
+    out: dict[str, Any] = {}
+    for key in conv.field_order:
+        if key in encoded:
+            if encoded[key] is not DROP:
+                out[key] = encoded[key]
+        elif key in conv.params:
+            out[key] = conv.params[key]
+    for source in (conv.params, encoded):
+        for key, value in source.items():
+            if key not in out and key not in conv.field_order and value is not DROP:
+                out[key] = value
+    # Cache fields the planner set win over the caller's (their position is kept if the caller had one).
+    for key, value in conv.cache_params.items():
+        if value is DROP:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def merge_native(native: dict, replacements: dict[str, Any]) -> dict:
+    """`native` with some keys replaced in place (order kept), new ones appended, DROP ones removed."""
+    out = {k: replacements.get(k, v) for k, v in native.items()}
+    out.update({k: v for k, v in replacements.items() if k not in native})
+    return {k: v for k, v in out.items() if v is not DROP}
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON, for blocks whose analysable text is structured (tool inputs, schemas)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)

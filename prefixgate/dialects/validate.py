@@ -1,0 +1,50 @@
+"""Shared checks for request bodies: each failure is a RequestError that names the field."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from prefixgate.errors import RequestError
+
+_TYPE_NAMES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer"}
+
+
+def load_body(body: bytes | str | dict) -> dict:
+    """The request body as a JSON object, or a RequestError saying why not."""
+    if isinstance(body, dict):
+        return body
+    try:
+        value = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RequestError(f"request body is not valid JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise RequestError(f"request body must be a JSON object, not {_json_type(value)}")
+    return value
+
+
+def expect(value: Any, kind: type | tuple[type, ...], field: str) -> Any:
+    """`value` if it has the JSON type `kind`; bools are never accepted as integers."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+    if not ok:
+        wanted = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+        raise RequestError(f"{field}: expected {wanted}, got {_json_type(value)}", field=field)
+    return value
+
+
+def require(body: dict, key: str, kind: type | tuple[type, ...], field: str | None = None) -> Any:
+    name = field or key
+    if key not in body:
+        raise RequestError(f"{name}: field required", field=name)
+    return expect(body[key], kind, name)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return _TYPE_NAMES.get(type(value), type(value).__name__)

@@ -1,0 +1,172 @@
+"""Fault injection for the mock providers: latency, error statuses with retry-after, dropped streams.
+
+A fault is written `key=value` pairs joined by `;` (or `,`), e.g. `latency=0.5`, `status=429;retry_after=2`,
+`status=529`, `drop_stream_after=3`. A request asks for one with the `x-mock-fault` header; a faults file
+(YAML or TOML) adds standing rules:
+
+    faults:
+      - fault: "status=429;retry_after=1"
+        provider: anthropic        # optional: anthropic | openai | gemini
+        path: /v1/messages         # optional: path prefix
+        model: claude-sonnet-4-5   # optional: exact model name as sent
+        every: 3                   # optional: every 3rd matching request (default: every one)
+        times: 2                   # optional: at most this many times
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from prefixgate.errors import RequestError
+
+HEADER = "x-mock-fault"
+_STATUS_KINDS = {
+    400: "invalid_request", 401: "authentication", 403: "permission", 404: "not_found", 413: "too_large",
+    429: "rate_limit", 500: "server", 502: "server", 503: "overloaded", 504: "timeout", 529: "overloaded",
+}
+
+
+class FaultError(ValueError):
+    """A fault spec or faults file that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    latency_s: float = 0.0
+    status: int | None = None
+    retry_after: float | None = None
+    drop_stream_after: int | None = None
+
+    def error(self) -> RequestError | None:
+        """The provider error this fault answers with, if it is an error fault."""
+        if self.status is None:
+            return None
+        kind = _STATUS_KINDS.get(self.status, "server" if self.status >= 500 else "invalid_request")
+        return RequestError(f"mock-providers: injected fault, status {self.status}", status=self.status, kind=kind,
+                            retry_after=self.retry_after)
+
+
+def parse_fault(spec: str) -> Fault:
+    values: dict[str, Any] = {}
+    for item in spec.replace(",", ";").split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, raw = item.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not sep:
+            raise FaultError(f"{HEADER}: expected key=value, got {item!r}")
+        if key == "latency":
+            values["latency_s"] = _number(raw, key)
+        elif key == "status":
+            status = int(_number(raw, key))
+            if not 400 <= status <= 599:
+                raise FaultError(f"{HEADER}: status must be an HTTP error status 400-599, got {raw}")
+            values["status"] = status
+        elif key in ("retry_after", "retry-after"):
+            values["retry_after"] = _number(raw, key)
+        elif key == "drop_stream_after":
+            values["drop_stream_after"] = int(_number(raw, key))
+        else:
+            raise FaultError(f"{HEADER}: unknown key {key!r} (latency, status, retry_after, drop_stream_after)")
+    if not values:
+        raise FaultError(f"{HEADER}: empty fault spec")
+    return Fault(**values)
+
+
+def _number(raw: str, key: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise FaultError(f"{HEADER}: {key} must be a number, got {raw!r}") from None
+    if value < 0 or not math.isfinite(value):
+        raise FaultError(f"{HEADER}: {key} must be >= 0, got {raw!r}")
+    return value
+
+
+@dataclass
+class FaultRule:
+    fault: Fault
+    provider: str | None = None
+    path: str | None = None
+    model: str | None = None
+    every: int = 1
+    times: int | None = None
+    _seen: int = field(default=0, repr=False)
+    _fired: int = field(default=0, repr=False)
+
+    def matches(self, provider: str, path: str, model: str | None) -> bool:
+        return ((self.provider is None or self.provider == provider)
+                and (self.path is None or path.startswith(self.path))
+                and (self.model is None or self.model == model))
+
+    def fire(self) -> bool:
+        self._seen += 1
+        if self.times is not None and self._fired >= self.times:
+            return False
+        if self._seen % self.every:
+            return False
+        self._fired += 1
+        return True
+
+
+class FaultPlan:
+    """Which fault (if any) a request gets: its header's, else the first standing rule that fires."""
+
+    def __init__(self, rules: list[FaultRule] | None = None) -> None:
+        self.rules = rules or []
+        self._lock = threading.Lock()
+
+    def for_request(self, provider: str, path: str, model: str | None, header: str | None) -> Fault | None:
+        if header:
+            return parse_fault(header)
+        with self._lock:
+            for rule in self.rules:
+                if rule.matches(provider, path, model) and rule.fire():
+                    return rule.fault
+        return None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> FaultPlan:
+        path = Path(path)
+        try:
+            text = path.read_text()
+            data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else tomllib.loads(text)
+        except OSError as e:
+            raise FaultError(f"cannot read faults file {path}: {e.strerror}") from None
+        except (yaml.YAMLError, tomllib.TOMLDecodeError) as e:
+            raise FaultError(f"faults file {path} does not parse: {e}") from None
+        return cls.from_config(data, str(path))
+
+    @classmethod
+    def from_config(cls, data: Any, where: str = "faults") -> FaultPlan:
+        if not isinstance(data, dict) or not isinstance(data.get("faults", []), list):
+            raise FaultError(f"{where}: expected a mapping with a 'faults' list")
+        rules = []
+        allowed = {"fault", "provider", "path", "model", "every", "times"}
+        for i, raw in enumerate(data.get("faults", [])):
+            at = f"{where}: faults[{i}]"
+            if not isinstance(raw, dict) or "fault" not in raw:
+                raise FaultError(f"{at}: expected a mapping with a 'fault' spec")
+            unknown = set(raw) - allowed
+            if unknown:
+                raise FaultError(f"{at}: unknown key {sorted(unknown)[0]!r}")
+            if raw.get("provider") not in (None, "anthropic", "openai", "gemini"):
+                raise FaultError(f"{at}.provider: expected anthropic, openai or gemini")
+            for key in ("every", "times"):
+                if key in raw and (not isinstance(raw[key], int) or isinstance(raw[key], bool) or raw[key] < 1):
+                    raise FaultError(f"{at}.{key}: expected an integer >= 1")
+            try:
+                fault = parse_fault(str(raw["fault"]))
+            except FaultError as e:
+                raise FaultError(f"{at}.fault: {e}") from None
+            rules.append(FaultRule(fault, raw.get("provider"), raw.get("path"), raw.get("model"),
+                                   raw.get("every", 1), raw.get("times")))
+        return cls(rules)

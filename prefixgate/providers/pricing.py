@@ -1,0 +1,89 @@
+"""Price lookup by provider and model name, as callers spell it, and pricing of a response's usage.
+
+Callers send model names in many spellings: date-pinned snapshots (`claude-haiku-4-5-20251001`,
+`gpt-4o-2024-08-06`), `-latest` pointers, Gemini's `models/` resource prefix and `-001` versions, router
+prefixes (`anthropic/...`) and dotted Claude versions (`claude-sonnet-4.5`). All of them resolve to one row.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from prefixgate.cost import ZERO, Cost, Price, price_usage
+from prefixgate.errors import RequestError
+from prefixgate.providers.rules import Catalog, ModelRules, default_catalog
+from prefixgate.usage import Usage
+
+_SUFFIXES = (
+    re.compile(r"-\d{8}$"),              # Anthropic snapshot: -20251001
+    re.compile(r"-\d{4}-\d{2}-\d{2}$"),  # OpenAI snapshot: -2024-08-06
+    re.compile(r"-\d{2}-\d{4}$"),        # Gemini preview date: -05-2025
+    re.compile(r"-\d{3}$"),              # Gemini version: -001
+    re.compile(r"-latest$"),
+)
+_ROUTER_PREFIXES = ("models/", "anthropic/", "openai/", "google/", "gemini/")
+
+
+class UnknownModel(RequestError):
+    """No price row for a model; rendered as the provider's 404 for an unknown model."""
+
+    def __init__(self, provider: str, model: str) -> None:
+        super().__init__(f"model: {model} is not a known {provider} model", field="model", status=404,
+                         kind="not_found")
+        self.provider = provider
+        self.model = model
+
+
+def resolve_model(provider: str, model: str, catalog: Catalog | None = None) -> ModelRules:
+    """The rules and prices for `model` of `provider`, whatever snapshot or prefix spelling it carries."""
+    catalog = catalog or default_catalog()
+    found = _lookup(catalog, provider, model)
+    if found is None:
+        raise UnknownModel(provider, model)
+    return found
+
+
+def _lookup(catalog: Catalog, provider: str, model: str) -> ModelRules | None:
+    aliases = {a: m for m in catalog.models_of(provider) for a in (m.id, *m.aliases)}
+    for name in _spellings(provider, model):
+        if name in aliases:
+            return aliases[name]
+    return None
+
+
+def _spellings(provider: str, model: str) -> list[str]:
+    name = model.strip()
+    for prefix in _ROUTER_PREFIXES:
+        name = name.removeprefix(prefix)
+    out = [name]
+    stripped = name
+    for pattern in _SUFFIXES:
+        stripped = pattern.sub("", stripped)
+    out.append(stripped)
+    if provider == "anthropic":
+        # claude-sonnet-4.5 -> claude-sonnet-4-5 (router and console spellings).
+        out += [n.replace(".", "-") for n in out]
+    return out
+
+
+def price_for(provider: str, model: str, usage: Usage, catalog: Catalog | None = None) -> Price:
+    """The price row that applies to this response (long-context tiers price the whole request)."""
+    return resolve_model(provider, model, catalog).price_for(usage.input_total)
+
+
+def cost_of(
+    provider: str,
+    model: str,
+    usage: Usage,
+    storage_token_hours: Decimal = ZERO,
+    catalog: Catalog | None = None,
+) -> Cost:
+    """What `usage` cost on `model`, with the counterfactual cost without caching and the savings."""
+    return price_usage(usage, price_for(provider, model, usage, catalog), storage_token_hours)
+
+
+def storage_cost(provider: str, model: str, token_hours: Decimal, catalog: Catalog | None = None) -> Cost:
+    """Storage of an explicit cache (Gemini cachedContents) alone: no tokens, only the storage line."""
+    price = resolve_model(provider, model, catalog).price.price
+    return price_usage(Usage(), price, token_hours)

@@ -1,0 +1,350 @@
+"""Provider caching rules and prices, loaded from `providers.toml` (plus a user's overrides) and validated.
+
+Everything here is data: the simulator, pricing and planner read these dataclasses and never hard-code a
+provider number. A bad file stops loading with a message naming the file, the table and the key.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from dataclasses import dataclass, field, fields
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from prefixgate.cost import Price
+
+PROVIDERS = ("anthropic", "openai", "gemini")
+OPENAI_REGIMES = ("implicit", "breakpoints")
+
+
+class RulesError(ValueError):
+    """A providers file that cannot be used; the message names the file and the offending key."""
+
+
+@dataclass(frozen=True)
+class AnthropicRules:
+    max_breakpoints: int
+    lookback_positions: int
+    ttls: dict[str, int]
+    default_ttl: str
+    entry_visible_after_s: float
+    image_tokens: int
+    document_tokens: int
+    message_overhead_tokens: int
+    source: str
+
+
+@dataclass(frozen=True)
+class OpenAIRules:
+    min_cache_tokens: int
+    increment_tokens: int
+    routing_prefix_tokens: int
+    overflow_rpm: int
+    in_memory_idle_s: int
+    default_retention: str
+    extended_retention_s: int
+    max_breakpoint_writes: int
+    breakpoint_match_window: int
+    breakpoint_ttls: dict[str, int]
+    default_breakpoint_ttl: str
+    message_overhead_tokens: int
+    reply_priming_tokens: int
+    image_tokens: int
+    source: str
+
+
+@dataclass(frozen=True)
+class GeminiRules:
+    implicit_ttl_s: int
+    default_explicit_ttl_s: int
+    image_tokens: int
+    source: str
+
+
+@dataclass(frozen=True)
+class PriceSpec:
+    """One price row with its provenance; `above` > 0 makes it a long-context tier for prompts above it."""
+
+    price: Price
+    source: str
+    as_of: str
+    note: str = ""
+    above: int = 0
+
+
+@dataclass(frozen=True)
+class ModelRules:
+    provider: str
+    id: str
+    price: PriceSpec
+    min_cache_tokens: int
+    aliases: tuple[str, ...] = ()
+    long_context: tuple[PriceSpec, ...] = ()
+    released: str = ""
+    # OpenAI only: "implicit" (free writes, 128-token steps) or "breakpoints" (GPT-5.6+ paid writes).
+    regime: str = ""
+    # OpenAI only: accepted prompt_cache_retention values, and accepted prompt_cache_options.ttl values.
+    retention: tuple[str, ...] = ("in_memory", "24h")
+    breakpoint_ttls: tuple[str, ...] = ("30m",)
+
+    def price_for(self, prompt_tokens: int) -> Price:
+        """The price row for a request whose whole prompt (uncached + read + written) has this many tokens."""
+        chosen = self.price
+        for tier in self.long_context:
+            if prompt_tokens > tier.above and tier.above >= chosen.above:
+                chosen = tier
+        return chosen.price
+
+
+@dataclass(frozen=True)
+class Catalog:
+    anthropic: AnthropicRules
+    openai: OpenAIRules
+    gemini: GeminiRules
+    models: dict[tuple[str, str], ModelRules] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+
+    def models_of(self, provider: str) -> list[ModelRules]:
+        return [m for (p, _), m in self.models.items() if p == provider]
+
+
+# ----------------------------------------------------------------------------------------------- loading
+
+
+def load_catalog(providers_file: str | Path | None = None) -> Catalog:
+    """The packaged rules, with `providers_file` (TOML or YAML, same shape) merged over them."""
+    if not providers_file:
+        return default_catalog()
+    return _build(_merge(_packaged(), _read_user(Path(providers_file))), ("providers.toml", str(providers_file)))
+
+
+@lru_cache(maxsize=1)
+def default_catalog() -> Catalog:
+    return _build(_packaged(), ("providers.toml",))
+
+
+@lru_cache(maxsize=1)
+def _packaged_cached() -> dict[str, Any]:
+    text = resources.files("prefixgate.providers").joinpath("providers.toml").read_text()
+    return tomllib.loads(text)
+
+
+def _packaged() -> dict[str, Any]:
+    return copy.deepcopy(_packaged_cached())
+
+
+def _read_user(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise RulesError(f"cannot read providers file {path}: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as e:
+        raise RulesError(f"providers file {path} does not parse: {e}") from None
+    if not isinstance(data, dict):
+        raise RulesError(f"providers file {path} must hold a table of providers and [[model]] entries")
+    return data or {}
+
+
+def _merge(base: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    """Provider tables: keys replace; [[model]]: same provider+id deep-merges, new ones are appended."""
+    for key, value in user.items():
+        if key == "model":
+            if not isinstance(value, list):
+                raise RulesError("providers file: 'model' must be a list of tables ([[model]])")
+            index = {(m.get("provider"), m.get("id")): m for m in base.setdefault("model", [])}
+            for m in value:
+                if not isinstance(m, dict):
+                    raise RulesError("providers file: every [[model]] entry must be a table")
+                target = index.get((m.get("provider"), m.get("id")))
+                if target is None:
+                    base["model"].append(m)
+                else:
+                    _deep_update(target, m)
+        elif key in PROVIDERS:
+            if not isinstance(value, dict):
+                raise RulesError(f"providers file: [{key}] must be a table")
+            base.setdefault(key, {}).update(value)
+        else:
+            raise RulesError(f"providers file: unknown top-level key {key!r} (expected {', '.join(PROVIDERS)}, model)")
+    return base
+
+
+def _deep_update(target: dict[str, Any], new: dict[str, Any]) -> None:
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(target.get(k), dict):
+            _deep_update(target[k], v)
+        else:
+            target[k] = v
+
+
+def _build(data: dict[str, Any], files: tuple[str, ...]) -> Catalog:
+    where = " + ".join(files)
+    provider_rules = {}
+    for name, cls in (("anthropic", AnthropicRules), ("openai", OpenAIRules), ("gemini", GeminiRules)):
+        provider_rules[name] = _dataclass_from(cls, data.get(name), f"{where}: [{name}]")
+    models: dict[tuple[str, str], ModelRules] = {}
+    for i, raw in enumerate(data.get("model", [])):
+        m = _model_from(raw, f"{where}: [[model]] #{i + 1}", provider_rules["openai"])
+        if (m.provider, m.id) in models:
+            raise RulesError(f"{where}: model {m.provider}/{m.id} is listed twice")
+        models[(m.provider, m.id)] = m
+    _check_provider_rules(provider_rules, where)
+    return Catalog(**provider_rules, models=models, sources=files)
+
+
+def _dataclass_from(cls: type, raw: Any, where: str) -> Any:
+    if not isinstance(raw, dict):
+        raise RulesError(f"{where}: missing or not a table")
+    names = {f.name: f for f in fields(cls)}
+    unknown = set(raw) - set(names)
+    if unknown:
+        raise RulesError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    values = {}
+    for name, f in names.items():
+        if name not in raw:
+            raise RulesError(f"{where}: missing key {name!r}")
+        values[name] = _typed(raw[name], f.type, f"{where}.{name}")
+    return cls(**values)
+
+
+def _typed(value: Any, type_name: Any, where: str) -> Any:
+    t = str(type_name)
+    if t == "int":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise RulesError(f"{where}: expected a non-negative integer, got {value!r}")
+        return value
+    if t == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise RulesError(f"{where}: expected a non-negative number, got {value!r}")
+        return float(value)
+    if t == "str":
+        if not isinstance(value, str):
+            raise RulesError(f"{where}: expected a string, got {value!r}")
+        return value
+    if t == "dict[str, int]":
+        if not isinstance(value, dict) or not value:
+            raise RulesError(f"{where}: expected a table of TTL name -> seconds")
+        return {str(k): _typed(v, "int", f"{where}.{k}") for k, v in value.items()}
+    raise AssertionError(f"no loader for {t}")  # a new field type in this file needs a branch here
+
+
+def _decimal(value: Any, where: str) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise RulesError(f"{where}: expected a price such as \"2.50\", got {value!r}")
+    try:
+        d = Decimal(str(value))
+    except InvalidOperation:
+        raise RulesError(f"{where}: {value!r} is not a number") from None
+    if not d.is_finite() or d < 0:
+        raise RulesError(f"{where}: a price must be a non-negative number, got {value!r}")
+    return d
+
+
+_PRICE_KEYS = {"input", "output", "cache_read", "cache_write", "storage_per_hour", "source", "as_of", "note", "above"}
+
+
+def _price_spec(raw: Any, where: str, tier: bool) -> PriceSpec:
+    if not isinstance(raw, dict):
+        raise RulesError(f"{where}: expected a price table")
+    unknown = set(raw) - _PRICE_KEYS
+    if unknown:
+        raise RulesError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    for key in ("input", "output", "source", "as_of") + (("above",) if tier else ()):
+        if key not in raw:
+            raise RulesError(f"{where}: missing key {key!r} (every price carries its source URL and date)")
+    if not str(raw["source"]).startswith("http"):
+        raise RulesError(f"{where}.source: expected a URL, got {raw['source']!r}")
+    writes = raw.get("cache_write", {})
+    if not isinstance(writes, dict):
+        raise RulesError(f"{where}.cache_write: expected a table of TTL -> price")
+    inp = _decimal(raw["input"], f"{where}.input")
+    price = Price(
+        input=inp,
+        output=_decimal(raw["output"], f"{where}.output"),
+        # A model without a cache discount bills reads as plain input.
+        cache_read=_decimal(raw.get("cache_read", raw["input"]), f"{where}.cache_read"),
+        cache_write={str(k): _decimal(v, f"{where}.cache_write.{k}") for k, v in writes.items()},
+        storage_per_hour=_decimal(raw.get("storage_per_hour", 0), f"{where}.storage_per_hour"),
+    )
+    above = _typed(raw.get("above", 0), "int", f"{where}.above")
+    return PriceSpec(price, str(raw["source"]), str(raw["as_of"]), str(raw.get("note", "")), above)
+
+
+_MODEL_KEYS = {"provider", "id", "aliases", "min_cache_tokens", "price", "long_context", "released", "regime",
+               "retention", "breakpoint_ttls"}
+
+
+def _model_from(raw: Any, where: str, openai: OpenAIRules) -> ModelRules:
+    if not isinstance(raw, dict):
+        raise RulesError(f"{where}: expected a table")
+    unknown = set(raw) - _MODEL_KEYS
+    if unknown:
+        raise RulesError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    provider, mid = raw.get("provider"), raw.get("id")
+    if provider not in PROVIDERS:
+        raise RulesError(f"{where}.provider: expected one of {PROVIDERS}, got {provider!r}")
+    if not isinstance(mid, str) or not mid:
+        raise RulesError(f"{where}.id: expected a model id string")
+    where = f"{where} ({provider}/{mid})"
+    if "price" not in raw:
+        raise RulesError(f"{where}: missing key 'price'")
+    regime = raw.get("regime", "")
+    if provider == "openai":
+        if regime not in OPENAI_REGIMES:
+            raise RulesError(f"{where}.regime: expected one of {OPENAI_REGIMES}, got {regime!r}")
+        min_tokens = raw.get("min_cache_tokens", openai.min_cache_tokens)
+    else:
+        if regime:
+            raise RulesError(f"{where}.regime: only OpenAI models have a caching regime")
+        if "min_cache_tokens" not in raw:
+            raise RulesError(f"{where}: missing key 'min_cache_tokens'")
+        min_tokens = raw["min_cache_tokens"]
+    tiers = raw.get("long_context", [])
+    if not isinstance(tiers, list):
+        raise RulesError(f"{where}.long_context: expected a list of price tables")
+    model = ModelRules(
+        provider=provider,
+        id=mid,
+        price=_price_spec(raw["price"], f"{where}.price", tier=False),
+        min_cache_tokens=_typed(min_tokens, "int", f"{where}.min_cache_tokens"),
+        aliases=tuple(_str_list(raw.get("aliases", []), f"{where}.aliases")),
+        long_context=tuple(_price_spec(t, f"{where}.long_context[{i}]", tier=True) for i, t in enumerate(tiers)),
+        released=str(raw.get("released", "")),
+        regime=regime,
+        retention=tuple(_str_list(raw.get("retention", ["in_memory", "24h"]), f"{where}.retention")),
+        breakpoint_ttls=tuple(_str_list(raw.get("breakpoint_ttls", ["30m"]), f"{where}.breakpoint_ttls")),
+    )
+    for ttl in model.breakpoint_ttls:
+        if ttl not in openai.breakpoint_ttls:
+            raise RulesError(f"{where}.breakpoint_ttls: {ttl!r} has no duration in [openai].breakpoint_ttls")
+    bad = set(model.retention) - {"in_memory", "24h"}
+    if bad:
+        raise RulesError(f"{where}.retention: unknown value {sorted(bad)[0]!r} (in_memory, 24h)")
+    return model
+
+
+def _str_list(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise RulesError(f"{where}: expected a list of strings")
+    return value
+
+
+def _check_provider_rules(rules: dict[str, Any], where: str) -> None:
+    a: AnthropicRules = rules["anthropic"]
+    if a.default_ttl not in a.ttls:
+        raise RulesError(f"{where}: [anthropic].default_ttl {a.default_ttl!r} is not in ttls")
+    o: OpenAIRules = rules["openai"]
+    if o.default_breakpoint_ttl not in o.breakpoint_ttls:
+        raise RulesError(f"{where}: [openai].default_breakpoint_ttl {o.default_breakpoint_ttl!r} is not in breakpoint_ttls")
+    if o.default_retention not in ("in_memory", "24h"):
+        raise RulesError(f"{where}: [openai].default_retention must be 'in_memory' or '24h'")
+    if o.increment_tokens == 0:
+        raise RulesError(f"{where}: [openai].increment_tokens must be > 0")

@@ -1,0 +1,127 @@
+"""The provider cache simulator: native requests in, the usage each provider would report out.
+
+One `Simulator` holds the caches of all three providers, scoped per provider + model + tenant (the
+Anthropic workspace, the OpenAI organisation, the Gemini project), and Gemini's cachedContents. Time is
+the caller's: replay passes trace timestamps, the mock server passes the wall clock. A request the
+provider would reject raises `RequestError` with the provider's status and wording.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from prefixgate.dialects import anthropic as anthropic_dialect
+from prefixgate.dialects import gemini as gemini_dialect
+from prefixgate.dialects import openai as openai_dialect
+from prefixgate.dialects.validate import load_body
+from prefixgate.errors import RequestError
+from prefixgate.ir import Conversation
+from prefixgate.providers.anthropic_cache import AnthropicCache
+from prefixgate.providers.cached_contents import CachedContent, CachedContentRegistry
+from prefixgate.providers.gemini_cache import GeminiCache
+from prefixgate.providers.openai_cache import OpenAICache
+from prefixgate.providers.pricing import resolve_model
+from prefixgate.providers.rules import PROVIDERS, Catalog, ModelRules, default_catalog
+from prefixgate.providers.store import CacheStore
+from prefixgate.usage import Usage
+
+
+@dataclass(frozen=True)
+class SimResult:
+    usage: Usage
+    model: ModelRules
+    conversation: Conversation
+
+
+class Simulator:
+    """`entry_visible_after_s` overrides how long a new Anthropic entry stays unreadable: replay uses the
+    rules' estimate of time to first token; the mock server, whose responses start at once, uses 0."""
+
+    def __init__(self, catalog: Catalog | None = None, *, entry_visible_after_s: float | None = None) -> None:
+        self.catalog = catalog or default_catalog()
+        self.store = CacheStore()
+        self.anthropic = AnthropicCache(self.catalog.anthropic, self.store, entry_visible_after_s)
+        self.openai = OpenAICache(self.catalog.openai, self.store)
+        self.cached_contents = CachedContentRegistry(self.catalog.gemini.default_explicit_ttl_s)
+        self.gemini = GeminiCache(self.catalog.gemini, self.store, self.cached_contents)
+
+    def respond(
+        self,
+        provider: str,
+        body: bytes | str | dict,
+        *,
+        now: float,
+        tenant: str = "default",
+        model: str | None = None,
+        output_tokens: int = 0,
+    ) -> SimResult:
+        """Run one generate request (Messages, Chat Completions, generateContent) through the cache.
+
+        `model` is required for Gemini, whose model is in the URL, and overrides the body's otherwise.
+        """
+        conv = self.parse(provider, body, model)
+        rules = resolve_model(provider, model or conv.model or "", self.catalog)
+        if provider == "anthropic":
+            usage = self.anthropic.request(conv, rules, tenant, now)
+        elif provider == "openai":
+            usage = self.openai.request(conv, rules, tenant, now)
+        else:
+            usage = self.gemini.request(conv, rules, tenant, now)
+        return SimResult(replace(usage, output=output_tokens), rules, conv)
+
+    def count_tokens(self, provider: str, body: bytes | str | dict, *, model: str | None = None,
+                     tenant: str = "default", now: float = 0.0) -> int:
+        """What the provider's token-counting endpoint answers (no cache is read or written)."""
+        if provider == "anthropic":
+            return self.anthropic.count(anthropic_dialect.parse_request(body, count_tokens=True))
+        conv = self.parse(provider, body, model)
+        rules = resolve_model(provider, model or conv.model or "", self.catalog)
+        if provider == "openai":
+            return self.openai.count(conv, rules)
+        total = self.gemini.count(conv)
+        named = conv.params.get("cachedContent", conv.params.get("cached_content"))
+        if named is not None:
+            total += self.gemini.cached_content_for(conv, named, rules, tenant, now).tokens
+        return total
+
+    def parse(self, provider: str, body: bytes | str | dict, model: str | None = None) -> Conversation:
+        if provider == "anthropic":
+            return anthropic_dialect.parse_request(body)
+        if provider == "openai":
+            return openai_dialect.parse_request(body)
+        if provider == "gemini":
+            if not model:
+                raise RequestError("model: a Gemini request names its model in the URL", field="model")
+            return gemini_dialect.parse_request(body, model=model)
+        raise RequestError(f"provider: expected one of {', '.join(PROVIDERS)}, got {provider!r}", field="provider")
+
+    # ---- Gemini cachedContents --------------------------------------------------------------------
+
+    def create_cached_content(self, body: bytes | str | dict, *, now: float, tenant: str = "default") -> CachedContent:
+        data = load_body(body)
+        model_name = data.get("model")
+        if not isinstance(model_name, str) or not model_name:
+            raise RequestError("model: field required (models/{model})", field="model")
+        rules = resolve_model("gemini", model_name, self.catalog)
+        tokens = self.gemini.content_tokens(data)
+        return self.cached_contents.create(tenant, data, rules.id, tokens, rules.min_cache_tokens, now)
+
+    def get_cached_content(self, name: str, *, now: float, tenant: str = "default") -> CachedContent:
+        return self.cached_contents.get(tenant, name, now)
+
+    def list_cached_contents(self, *, now: float, tenant: str = "default") -> list[CachedContent]:
+        return self.cached_contents.list(tenant, now)
+
+    def update_cached_content(self, name: str, body: bytes | str | dict, *, now: float,
+                              tenant: str = "default") -> CachedContent:
+        return self.cached_contents.update(tenant, name, load_body(body), now)
+
+    def delete_cached_content(self, name: str, *, now: float, tenant: str = "default") -> CachedContent:
+        return self.cached_contents.delete(tenant, name, now)
+
+
+def native_usage(provider: str, usage: Usage) -> dict[str, Any]:
+    """The usage object as the provider's response carries it."""
+    dialects = {"anthropic": anthropic_dialect, "openai": openai_dialect, "gemini": gemini_dialect}
+    return dialects[provider].usage_json(usage)

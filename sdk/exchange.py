@@ -1,0 +1,203 @@
+"""One intercepted call: the body the application built, its plan, the body actually sent, and the
+ledger record written once the answer has ended (read to the end, closed early, or failed).
+
+Nothing here does I/O; the interceptor sends, this decides what to send and what to record.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+from prefixgate.cache_planner import Plan, Target, plan
+from prefixgate.dialects import DIALECTS
+from prefixgate.errors import RequestError
+from prefixgate.ledger import LedgerRecord, failed, miss_reason
+from prefixgate.providers.pricing import cost_of
+from prefixgate.sdk.config import WrapConfig
+from prefixgate.sdk.endpoints import Endpoint, gemini_cache_url
+from prefixgate.usage import Usage
+
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+class Exchange:
+    def __init__(self, endpoint: Endpoint, config: WrapConfig, body: bytes, *, host: str, attempt: int = 1) -> None:
+        self.endpoint = endpoint
+        self.config = config
+        self.original = body
+        self.host = host
+        self.attempt = attempt
+        self.id = uuid.uuid4().hex[:20]
+        self.ts = time.time()
+        self.started = time.perf_counter()
+        self.model = endpoint.model or ""
+        self.stream = endpoint.streams
+        self.plan: Plan | None = None
+        self.notes: list[str] = []
+        self.hide_openai_usage = False
+        self.overhead_ms = 0.0
+        self.first_byte_at: float | None = None
+        self._finished = False
+        self._finish_lock = threading.Lock()
+        if endpoint.kind == "generate":
+            self._plan()
+        self.overhead_ms = (time.perf_counter() - self.started) * 1000
+
+    # ---- before sending ---------------------------------------------------------------------------
+
+    def _plan(self) -> None:
+        provider = self.endpoint.provider
+        dialect = DIALECTS[provider]
+        try:
+            conv = (dialect.parse_request(self.original, model=self.model) if provider == "gemini"
+                    else dialect.parse_request(self.original))
+        except RequestError as e:
+            self.notes.append(f"passthrough: the body is not a valid {provider} request ({e.message}); "
+                              "the provider answers it")
+            return
+        self.model = conv.model or self.model
+        self.stream = self.stream or conv.stream
+        if not self.model:
+            self.notes.append("passthrough: no model to plan for")
+            return
+        with self.config.lock:
+            self.plan = plan(conv, Target(provider, self.model), self.config.state, self.config.mode,
+                             route=self.config.route, now=self.ts)
+        if provider == "openai" and self.stream:
+            self._ask_for_stream_usage(self.plan)
+
+    def _ask_for_stream_usage(self, planned: Plan) -> None:
+        """OpenAI reports a stream's usage only when asked; ask, and withhold the answer from a caller
+        who did not (their SDK would yield a chunk with no choices)."""
+        params = planned.conversation.params
+        options = params.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage"):
+            return
+        params["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+        self.hide_openai_usage = True
+
+    def cache_create(self, path: str) -> tuple[str, dict] | None:
+        """(path, body) of the Gemini explicit cache the plan wants created first, if any."""
+        if self.plan is None or self.plan.cache_create is None:
+            return None
+        url = gemini_cache_url(path)
+        if url is None:
+            self.notes.append("cache: explicit caches are created only on the Gemini API, not Vertex; sent without")
+            return None
+        return url, self.plan.cache_create
+
+    def adopt_cache(self, status: int, data: Any) -> None:
+        """Use the cache the provider just created (and record what creating it cost), or go without."""
+        assert self.plan is not None
+        name = data.get("name") if isinstance(data, dict) else None
+        if status >= 400 or not isinstance(name, str):
+            self.notes.append(f"cache: the provider refused the explicit cache (status {status}); sent without it")
+            return
+        expires = _expiry(data.get("expireTime"), self.plan.cache_create or {})
+        with self.config.lock:
+            self.plan.adopt_cached_content(name, expires)
+        tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
+        # Creating bills the cached tokens at the input rate; without caching it would not exist.
+        usage = Usage(cache_writes={"explicit": tokens} if tokens else {})
+        rec = self._record(200, usage, error="", explanation=[f"cache: created explicit cache {name} for the planner"])
+        if rec.cost_usd is not None:
+            rec.cost_without_cache_usd = "0"
+            rec.savings_usd = f"-{rec.cost_usd}"
+        rec.id = uuid.uuid4().hex[:20]
+        self.config.ledger.add(rec)
+
+    def body(self) -> bytes:
+        """The body to send: the planned one, or the caller's own bytes when planning changed nothing."""
+        if self.plan is None:
+            return self.original
+        encoded = DIALECTS[self.endpoint.provider].encode_request(self.plan.conversation)
+        if encoded == json.loads(self.original):
+            return self.original
+        return json.dumps(encoded, ensure_ascii=False, separators=(",", ":")).encode()
+
+    # ---- after the answer -------------------------------------------------------------------------
+
+    def finish(self, status: int, usage: Usage | None, *, error: str = "", data: Any = None) -> None:
+        """Record the call, once, whoever gets here first (end of body, close, or failure)."""
+        with self._finish_lock:
+            if self._finished:
+                return
+            self._finished = True
+        kind = self.endpoint.kind
+        if kind == "generate":
+            rec = self._record(status, usage, error=error)
+            self.config.ledger.add(rec, None if failed(status) else self._trace_line(rec))
+        elif not failed(status):
+            self.config.ledger.add(None, self._cache_trace_line(data))
+
+    def _record(self, status: int, usage: Usage | None, *, error: str, explanation: list[str] | None = None) -> LedgerRecord:
+        now = time.perf_counter()
+        lines = explanation if explanation is not None else (self.plan.explanation if self.plan else []) + self.notes
+        cost = None
+        if usage is not None and not failed(status):
+            try:
+                cost = cost_of(self.endpoint.provider, self.model, usage)
+            except RequestError:
+                lines = [*lines, f"cost: no price for {self.endpoint.provider} model {self.model!r}"]
+        u = usage or Usage()
+        return LedgerRecord(
+            id=self.id, ts=self.ts, key="sdk", tenant=self.config.tenant, route=self.route,
+            target=f"sdk:{self.host}", provider=self.endpoint.provider, model=self.model,
+            dialect=self.endpoint.provider, stream=self.stream, status=status, uncached_input=u.uncached_input,
+            cache_read=u.cache_read, cache_writes=dict(u.cache_writes), output=u.output,
+            cost_usd=str(cost.total) if cost else None,
+            cost_without_cache_usd=str(cost.without_cache) if cost else None,
+            savings_usd=str(cost.savings) if cost else None,
+            latency_ms=(now - self.started) * 1000,
+            ttft_ms=(self.first_byte_at - self.started) * 1000 if self.first_byte_at else None,
+            overhead_ms=self.overhead_ms, attempts=self.attempt,
+            prefix_hash=self.plan.prefix_hash if self.plan else "",
+            plan_summary=self.plan.summary if self.plan else "",
+            explanation=lines, miss_reason=miss_reason(usage, status, lines), error=error)
+
+    @property
+    def route(self) -> str:
+        return self.plan.route if self.plan else (self.config.route or "default")
+
+    def _trace_line(self, rec: LedgerRecord) -> dict:
+        return {"t": self.ts, "provider": self.endpoint.provider, "model": self.model, "route": rec.route,
+                "tenant": self.config.tenant or "default", "output_tokens": rec.output, "body": self.original}
+
+    def _cache_trace_line(self, data: Any) -> dict | None:
+        endpoint = {"cache_create": "cachedContents.create", "cache_update": "cachedContents.update",
+                    "cache_delete": "cachedContents.delete"}[self.endpoint.kind]
+        name = self.endpoint.name or (data.get("name") if isinstance(data, dict) else None)
+        model = (data.get("model") if isinstance(data, dict) else None) or _body_model(self.original)
+        if endpoint != "cachedContents.create" and name is None:
+            return None
+        line = {"t": self.ts, "provider": "gemini", "model": str(model or "unknown").removeprefix("models/"),
+                "route": self.config.route or "default", "tenant": self.config.tenant or "default",
+                "endpoint": endpoint, "body": self.original}
+        if name is not None:
+            line["name"] = name
+        return line
+
+
+def _body_model(body: bytes) -> str | None:
+    try:
+        data = json.loads(body) if body else {}
+    except ValueError:
+        return None
+    return data.get("model") if isinstance(data, dict) else None
+
+
+def _expiry(expire_time: Any, create_body: dict) -> float:
+    """A cachedContent's expiry as epoch seconds (RFC 3339 with up to nanoseconds), else now + its TTL."""
+    if isinstance(expire_time, str):
+        try:
+            return datetime.fromisoformat(_FRACTION.sub(r"\1", expire_time).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            pass
+    ttl = str(create_body.get("ttl", "3600s")).removesuffix("s")
+    return time.time() + (float(ttl) if ttl.replace(".", "", 1).isdigit() else 3600.0)

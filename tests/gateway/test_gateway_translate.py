@@ -1,0 +1,108 @@
+"""Cross-dialect translation keeps content, tool calls and caching intent, and refuses what it cannot carry."""
+
+from __future__ import annotations
+
+import pytest
+
+from prefixgate.dialects import anthropic as an
+from prefixgate.dialects import gemini as ge
+from prefixgate.dialects import openai as oa
+from prefixgate.errors import RequestError
+from prefixgate.gateway.replies import read_reply, write_reply
+from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
+from prefixgate.gateway.translate import translate_body
+from prefixgate.usage import Usage
+
+ANTHROPIC = {
+    "model": "claude-opus-5", "max_tokens": 100, "top_k": 5,
+    "tools": [{"name": "weather", "description": "w", "input_schema": {"type": "object"},
+               "cache_control": {"type": "ephemeral"}}],
+    "system": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+    "messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Sunny"},
+                                     {"type": "text", "text": "Thanks", "cache_control": {"type": "ephemeral"}}]},
+    ],
+}
+
+
+def test_anthropic_to_openai_keeps_tools_calls_and_breakpoints():
+    body, notes = translate_body(ANTHROPIC, "anthropic", "openai", "gpt-6-sol")
+    oa.parse_request(body)     # a valid OpenAI body
+    msgs = body["messages"]
+    assert msgs[0] == {"role": "system", "content": [{"type": "text", "text": "sys",
+                                                      "prompt_cache_breakpoint": {"mode": "explicit"}}]}
+    assert msgs[2]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": "Paris"}'}
+    assert msgs[3] == {"role": "tool", "tool_call_id": "t1", "content": "Sunny"}
+    assert msgs[4]["content"][0]["prompt_cache_breakpoint"] == {"mode": "explicit"}
+    assert any("top_k" in n for n in notes) and any("tool checkpoint" in n for n in notes)
+
+
+def test_openai_to_anthropic_round_trip_keeps_checkpoint_positions():
+    body, _ = translate_body(ANTHROPIC, "anthropic", "openai", "gpt-6-sol")
+    back, _ = translate_body(body, "openai", "anthropic", "claude-opus-5")
+    an.parse_request(back)
+    assert back["system"] == [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    assert back["messages"][1]["content"][0] == {"type": "tool_use", "id": "t1", "name": "weather",
+                                                 "input": {"city": "Paris"}}
+    last = back["messages"][2]["content"]
+    assert last[0]["type"] == "tool_result" and last[-1]["cache_control"]["type"] == "ephemeral"
+
+
+def test_anthropic_to_gemini_answers_tool_calls_by_name():
+    body, notes = translate_body(ANTHROPIC, "anthropic", "gemini", "gemini-2.5-flash")
+    conv = ge.parse_request(body, model="gemini-2.5-flash")
+    assert conv.segments[0].role == "system"
+    assert body["contents"][1]["parts"][0]["functionCall"]["name"] == "weather"
+    assert body["contents"][2]["parts"][0]["functionResponse"]["name"] == "weather"
+    assert any("implicit caching" in n for n in notes)
+
+
+@pytest.mark.parametrize("source,body,what", [
+    ("gemini", {"contents": [{"parts": [{"text": "x"}]}], "cachedContent": "cachedContents/1"}, "cachedContent"),
+    ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}, "n > 1"),
+    ("anthropic", {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+                   "tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "server tool"),
+])
+def test_untranslatable_requests_are_refused_by_name(source, body, what):
+    with pytest.raises(RequestError, match=what.replace(">", ">")):
+        translate_body(body, source, "openai" if source != "openai" else "anthropic", "m")
+
+
+def test_replies_carry_tool_calls_and_usage_across_dialects():
+    usage = Usage(uncached_input=10, cache_read=90, cache_writes={"1h": 5}, output=3)
+    src = an.build_response("claude-opus-5", "", usage, finish_reason="tool_use")
+    src["content"] = [{"type": "tool_use", "id": "t9", "name": "weather", "input": {"city": "Oslo"}}]
+    out = write_reply("openai", read_reply("anthropic", src), "smart")
+    assert out["choices"][0]["finish_reason"] == "tool_calls"
+    assert out["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "weather"
+    assert oa.usage_from_response(out) == Usage(uncached_input=10, cache_read=90, cache_writes={"30m": 5}, output=3)
+    gem = write_reply("gemini", read_reply("anthropic", src), "x")
+    assert gem["candidates"][0]["content"]["parts"] == [{"functionCall": {"id": "t9", "name": "weather",
+                                                                          "args": {"city": "Oslo"}}}]
+
+
+def test_streamed_tool_calls_translate_openai_to_anthropic():
+    from prefixgate.dialects.sse import parse_sse, split_lines
+
+    writer = StreamWriter("anthropic", "fast")
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Let me check. "}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "weather", "arguments": ""}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"city":'}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"Rome"}'}}]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    out = b"".join(writer.write(read_deltas("openai", c)) for c in chunks) + writer.finish(Usage(uncached_input=4, output=2))
+    events = [e.json() for e in parse_sse(split_lines([out]))]
+    types = [e["type"] for e in events]
+    assert types == ["message_start", "content_block_start", "content_block_delta", "content_block_stop",
+                     "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
+                     "message_delta", "message_stop"]
+    assert events[4]["content_block"]["name"] == "weather"
+    assert events[8]["delta"]["stop_reason"] == "tool_use" and events[8]["usage"]["input_tokens"] == 4
+    usage = an.StreamUsage()
+    for e in events:
+        usage.feed(e)
+    assert usage.usage == Usage(uncached_input=4, output=2)
