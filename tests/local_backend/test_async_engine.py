@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from lb_reference import greedy
@@ -54,25 +55,33 @@ def test_leaving_a_stream_early_aborts_and_frees_blocks(engine: AsyncEngine) -> 
 
 
 def test_bad_requests_raise_at_once_and_a_full_queue_is_429(tiny) -> None:
-    engine = AsyncEngine(LLMEngine(EngineConfig(model="tiny", max_num_seqs=1, max_waiting=2), tiny[0]))
+    engine = AsyncEngine(LLMEngine(EngineConfig(model="tiny", max_waiting=2), tiny[0]))
+    gate, stepping, real_step = threading.Event(), threading.Event(), engine.engine.step
+
+    def held_step():  # noqa: ANN202 - holds the engine inside a step so requests pile up in front of it
+        stepping.set()
+        gate.wait(30)
+        return real_step()
+
+    engine.engine.step = held_step
 
     async def main() -> None:
         with pytest.raises(RequestError) as e:
             engine.add_request("", greedy(1))
         assert e.value.field == "prompt"
-        running = engine.add_request("runs long", greedy(300))
-        it = aiter(running)
-        await anext(it)  # admitted: the one running slot is taken
-        waiting = [engine.add_request(f"p{i}", greedy(1)) for i in range(2)]
+        first = engine.add_request("first", greedy(2))
+        while not stepping.is_set():
+            await asyncio.sleep(0.01)
+        second = engine.add_request("second", greedy(2))  # 2 of 2: one in the scheduler, one queued
         with pytest.raises(RequestError) as e:
             engine.add_request("one too many", greedy(1))
         assert e.value.status == 429 and e.value.retry_after
-        engine.abort(running.request_id)
-        assert [o async for o in it][-1].outputs[0].finish_reason == "abort"
-        for s in waiting:
+        gate.set()
+        for s in (first, second):
             assert [o async for o in s][-1].finished
 
     try:
         asyncio.run(main())
     finally:
+        gate.set()
         engine.shutdown()

@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import httpx
 import openai
@@ -34,18 +35,25 @@ def wait_until(ready: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-@pytest.fixture(scope="module")
-def server(tiny) -> Iterator[tuple[str, AsyncEngine]]:
-    config = EngineConfig(model=MODEL, block_size=4, max_num_batched_tokens=64, max_waiting=4)
-    engine = AsyncEngine(LLMEngine(config, tiny[0]))
+@contextmanager
+def running_server(loaded, **options) -> Iterator[tuple[str, AsyncEngine]]:  # noqa: ANN001
+    engine = AsyncEngine(LLMEngine(EngineConfig(model=MODEL, **options), loaded))
     port = free_port()
     srv = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     wait_until(lambda: srv.started)
-    yield f"http://127.0.0.1:{port}", engine
-    srv.should_exit = True
-    thread.join(10)
+    try:
+        yield f"http://127.0.0.1:{port}", engine
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def server(tiny) -> Iterator[tuple[str, AsyncEngine]]:
+    with running_server(tiny[0], block_size=4, max_num_batched_tokens=64, max_waiting=4) as s:
+        yield s
 
 
 @pytest.fixture
@@ -167,28 +175,38 @@ def test_client_disconnect_mid_stream_frees_blocks_at_once(server) -> None:
     assert metric(base, "prefixgate_backend_request_success_total", 'finished_reason="abort"') >= 1
 
 
-def test_full_queue_answers_429_with_retry_after(server) -> None:
-    base, engine = server
-    stop = threading.Event()
-    statuses: list[int] = []
-    headers: list[str | None] = []
+def test_full_queue_answers_429_with_retry_after(tiny) -> None:
+    with running_server(tiny[0], max_waiting=2) as (base, engine):
+        # Hold the engine inside a step so that requests pile up in front of it.
+        gate, stepping, real_step = threading.Event(), threading.Event(), engine.engine.step
 
-    def flood() -> None:
-        with httpx.Client(timeout=60) as c:
-            r = c.post(base + "/v1/completions", json={"model": MODEL, "prompt": "p" * 40, "max_tokens": 30,
-                                                       "ignore_eos": True})
+        def held_step():  # noqa: ANN202
+            stepping.set()
+            gate.wait(30)
+            return real_step()
+
+        engine.engine.step = held_step
+        statuses: list[int] = []
+
+        def post(prompt: str) -> None:
+            r = httpx.post(base + "/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 2},
+                           timeout=60)
             statuses.append(r.status_code)
-            headers.append(r.headers.get("retry-after"))
 
-    threads = [threading.Thread(target=flood) for _ in range(24)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    stop.set()
-    assert 429 in statuses and 200 in statuses
-    assert all(h is not None and int(h) >= 1 for s, h in zip(statuses, headers, strict=True) if s == 429)
-    assert engine.engine.kv.num_used_blocks == 0
+        first = threading.Thread(target=post, args=("first",))
+        first.start()
+        wait_until(stepping.is_set)  # "first" waits in the scheduler's queue: 1 of 2
+        second = threading.Thread(target=post, args=("second",))
+        second.start()
+        wait_until(lambda: engine._pending_adds == 1)  # "second" is queued behind the held step: 2 of 2
+        r = httpx.post(base + "/v1/completions", json={"model": MODEL, "prompt": "one too many"})
+        assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+        assert r.json()["error"]["type"] == "rate_limit_error"
+        gate.set()
+        for t in (first, second):
+            t.join(60)
+        assert statuses == [200, 200]
+        wait_until(lambda: engine.engine.kv.num_used_blocks == 0)
 
 
 def test_metrics_count_tokens_cache_and_latency(server, client) -> None:
