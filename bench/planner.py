@@ -123,7 +123,8 @@ def planning_latency(n: int = 300) -> tuple[float, float]:
     from planner_traces import prose  # noqa: PLC0415
 
     rng = random.Random(9)
-    policy = "\n".join(prose(rng, 6) for _ in range(160))
+    # About 10,000 tokens in all, the size the target is stated for.
+    policy = "\n".join(prose(rng, 6) for _ in range(117))
     state = PlannerState()
     samples = []
     for i in range(n + 1):

@@ -8,6 +8,7 @@ Results are memoised by text, because the same system prompt arrives again and a
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -100,34 +101,33 @@ class Unit(NamedTuple):
 
 
 _UNITS: OrderedDict[str, tuple[Unit, ...]] = OrderedDict()
-# Whole texts: the planner analyses a request's system prompt more than once.
-_TEXTS: OrderedDict[str, list[Unit]] = OrderedDict()
+# Whole texts: the planner analyses a request's system prompt more than once. Each entry is the units
+# and their texts (kept together so the incremental path can reuse both).
+_TEXTS: OrderedDict[str, tuple[list[Unit], list[str]]] = OrderedDict()
 
 
 def units(text: str) -> list[Unit]:
     """The movable units of a prompt, tiling `text` exactly (each keeps its trailing newline), so
     moving units never loses a byte: lines, and the sentences of a long line that holds a volatile
     span (so "Today is X. You are Y." moves only its first sentence). Memoised per line."""
-    hit = _TEXTS.get(text)
-    if hit is not None:
-        return hit
-    out = _incremental(text) or _scan(text, 0)
-    _TEXTS[text] = out
-    if len(_TEXTS) > 256:
-        _TEXTS.popitem(last=False)
-    return out
-
-
-_PIECES: OrderedDict[str, list[str]] = OrderedDict()
+    return _analysed(text)[0]
 
 
 def unit_texts(text: str) -> list[str]:
-    """The text of each unit of `text` (memoised: the planner reads a request's units several times)."""
-    hit = _PIECES.get(text)
+    """The text of each unit of `text`."""
+    return _analysed(text)[1]
+
+
+def _analysed(text: str) -> tuple[list[Unit], list[str]]:
+    hit = _TEXTS.get(text)
     if hit is None:
-        hit = _PIECES[text] = [text[u.start:u.end] for u in units(text)]
-        if len(_PIECES) > 64:
-            _PIECES.popitem(last=False)
+        hit = _incremental(text)
+        if hit is None:
+            found = _scan(text, 0)
+            hit = (found, [text[u.start:u.end] for u in found])
+        _TEXTS[text] = hit
+        if len(_TEXTS) > 256:
+            _TEXTS.popitem(last=False)
     return hit
 
 
@@ -140,14 +140,14 @@ def _scan(text: str, offset: int) -> list[Unit]:
     return out
 
 
-def _incremental(text: str) -> list[Unit] | None:
+def _incremental(text: str) -> tuple[list[Unit], list[str]] | None:
     """Reuse the last analysed text's units for the lines both share at the start and the end.
 
     A route's system prompt usually differs from its previous one in a line or two (a timestamp),
     so this turns a scan of every line into a scan of the changed ones."""
     if not _TEXTS:
         return None
-    last_text, last = next(reversed(_TEXTS.items()))
+    last_text, (last, last_pieces) = next(reversed(_TEXTS.items()))
     head = _common_prefix(text, last_text)
     head = last_text.rfind("\n", 0, head) + 1  # back to a line start both share
     shift = len(text) - len(last_text)
@@ -159,12 +159,14 @@ def _incremental(text: str) -> list[Unit] | None:
     tail_start_new = start
     if head + (len(text) - tail_start_new) < len(text) // 2:
         return None
-    keep_head = [u for u in last if u.end <= head]
-    tail_units = [u for u in last if u.start + shift >= tail_start_new]
+    n_head = bisect_right([u.end for u in last], head)
+    n_tail = len(last) - bisect_left([u.start + shift for u in last], tail_start_new)
+    tail_units = last[len(last) - n_tail:]
     # A timestamp of the same width leaves the offsets alone: the old units serve as they are.
     keep_tail = tail_units if shift == 0 else [Unit(u.start + shift, u.end + shift, u.kinds) for u in tail_units]
     middle = _scan(text[head:tail_start_new], head)
-    return keep_head + middle + keep_tail
+    pieces = last_pieces[:n_head] + [text[u.start:u.end] for u in middle] + last_pieces[len(last) - n_tail:]
+    return last[:n_head] + middle + keep_tail, pieces
 
 
 def _line_start(text: str, i: int) -> bool:

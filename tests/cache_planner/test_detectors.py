@@ -73,6 +73,7 @@ def test_incremental_units_equal_a_full_scan():
             del lines[rng.randrange(len(lines))]
         text = "\n".join(lines) + ("\n" if rng.random() < 0.5 else "")
         assert units(text) == detectors._scan(text, 0), trial
+        assert detectors.unit_texts(text) == [text[u.start:u.end] for u in detectors._scan(text, 0)], trial
     # A shared tail that starts inside a line of the previous text.
     long_line = "Policy: refunds within 30 days. " * 50
     units(long_line * 3)
