@@ -45,7 +45,7 @@ def resolve_model(provider: str, model: str, catalog: Catalog | None = None) -> 
 
 
 def _lookup(catalog: Catalog, provider: str, model: str) -> ModelRules | None:
-    aliases = {a: m for m in catalog.models_of(provider) for a in (m.id, *m.aliases)}
+    aliases = catalog.names(provider)
     for name in _spellings(provider, model):
         if name in aliases:
             return aliases[name]

@@ -109,9 +109,17 @@ class Catalog:
     gemini: GeminiRules
     models: dict[tuple[str, str], ModelRules] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    # provider -> {id or alias: model}, built on first use: every priced request looks a model up.
+    _names: dict[str, dict[str, ModelRules]] = field(default_factory=dict, compare=False, repr=False)
 
     def models_of(self, provider: str) -> list[ModelRules]:
         return [m for (p, _), m in self.models.items() if p == provider]
+
+    def names(self, provider: str) -> dict[str, ModelRules]:
+        index = self._names.get(provider)
+        if index is None:
+            index = self._names[provider] = {a: m for m in self.models_of(provider) for a in (m.id, *m.aliases)}
+        return index
 
 
 # ----------------------------------------------------------------------------------------------- loading
