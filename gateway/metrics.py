@@ -25,30 +25,52 @@ class Metrics:
         self.overhead = Histogram("prefixgate_overhead_seconds", "Time spent in the gateway itself",
                                   buckets=OVERHEAD_BUCKETS, registry=r)
         self.attempts = Counter("prefixgate_upstream_attempts", "Upstream attempts by outcome", ("target", "outcome"), registry=r)
-        self._prompt: dict[tuple, list[int]] = {}
+        self._children: dict[tuple[str, str, str], _Children] = {}
 
     def observe(self, rec: LedgerRecord) -> None:
         labels = (rec.route, rec.target, rec.model)
-        self.requests.labels(*labels, str(rec.status)).inc()
+        child = self._children.get(labels)
+        if child is None:
+            # labels() hashes and locks on every call; a route's children are looked up once.
+            child = self._children[labels] = _Children(self, labels)
+        child.requests(str(rec.status)).inc()
         writes = sum(rec.cache_writes.values())
         for kind, n in (("uncached_input", rec.uncached_input), ("cache_read", rec.cache_read),
                         ("cache_write", writes), ("output", rec.output)):
             if n:
-                self.tokens.labels(*labels, kind).inc(n)
+                child.tokens[kind].inc(n)
         if rec.cost_usd is not None:
-            self.cost.labels(*labels).inc(float(rec.cost_usd))
+            child.cost.inc(float(rec.cost_usd))
             saved = float(rec.savings_usd or 0)
             if saved > 0:
-                self.savings.labels(*labels).inc(saved)
-        totals = self._prompt.setdefault(labels, [0, 0])
-        totals[0] += rec.cache_read
-        totals[1] += rec.uncached_input + rec.cache_read + writes
-        if totals[1]:
-            self.hit_ratio.labels(*labels).set(totals[0] / totals[1])
-        self.latency.labels(*labels).observe(rec.latency_ms / 1000)
+                child.savings.inc(saved)
+        child.prompt[0] += rec.cache_read
+        child.prompt[1] += rec.uncached_input + rec.cache_read + writes
+        if child.prompt[1]:
+            child.hit_ratio.set(child.prompt[0] / child.prompt[1])
+        child.latency.observe(rec.latency_ms / 1000)
         if rec.ttft_ms is not None:
-            self.ttft.labels(*labels).observe(rec.ttft_ms / 1000)
+            child.ttft.observe(rec.ttft_ms / 1000)
         self.overhead.observe(rec.overhead_ms / 1000)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _Children:
+    """One (route, target, model)'s metric children, resolved once."""
+
+    def __init__(self, m: Metrics, labels: tuple[str, str, str]) -> None:
+        self._requests, self._by_status = m.requests, {}
+        self.labels = labels
+        self.tokens = {k: m.tokens.labels(*labels, k) for k in ("uncached_input", "cache_read", "cache_write", "output")}
+        self.cost, self.savings = m.cost.labels(*labels), m.savings.labels(*labels)
+        self.hit_ratio = m.hit_ratio.labels(*labels)
+        self.latency, self.ttft = m.latency.labels(*labels), m.ttft.labels(*labels)
+        self.prompt = [0, 0]
+
+    def requests(self, status: str) -> Counter:
+        child = self._by_status.get(status)
+        if child is None:
+            child = self._by_status[status] = self._requests.labels(*self.labels, status)
+        return child
