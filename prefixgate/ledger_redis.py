@@ -1,9 +1,11 @@
 """Copying ledger rows from a replica's SQLite file to the Redis stream and totals every replica shares.
 
-The copy is a cursor over SQLite rowids. How far it got is stored in Redis in the same MULTI/EXEC as
-the rows it copied, so a crash or a Redis outage can neither skip rows nor count them twice: while
-Redis is down the rows wait in SQLite (bounded by disk, not memory) and go over when it is back.
-A ledger new to Redis (no cursor there) starts from the rows written since it was opened.
+The copy is a cursor over SQLite rowids. How far it got is stored in Redis and moved by the same
+script that adds the rows, which first checks the cursor is where this replica thinks it is: a copy
+that timed out on our side but ran on Redis's (a frozen Redis catching up) is then not applied twice,
+and a crash or outage can neither skip rows nor count them twice. While Redis is down the rows wait in
+SQLite (bounded by disk, not memory) and go over when it is back. A ledger new to Redis (no cursor
+there) starts from the rows written since it was opened.
 """
 
 from __future__ import annotations
@@ -22,6 +24,24 @@ BATCH = 512
 MAX_BATCHES_PER_TICK = 20
 RETRY_S = (0.2, 5.0)            # back-off after a failed copy: first wait, longest wait
 CURSOR = "prefixgate:ledger:synced:"
+# KEYS: cursor, stream, totals. ARGV: expected cursor, new cursor, requests, cache read, input tokens,
+# cost (or ""), savings, then one JSON record each. Returns the cursor as it now stands.
+COPY = """
+local current = redis.call('GET', KEYS[1])
+if current and current ~= ARGV[1] then return current end
+for i = 8, #ARGV do
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000000, '*', 'record', ARGV[i])
+end
+redis.call('HINCRBY', KEYS[3], 'requests', ARGV[3])
+redis.call('HINCRBY', KEYS[3], 'cache_read_tokens', ARGV[4])
+redis.call('HINCRBY', KEYS[3], 'input_tokens', ARGV[5])
+if ARGV[6] ~= '' then
+  redis.call('HINCRBYFLOAT', KEYS[3], 'cost_usd', ARGV[6])
+  redis.call('HINCRBYFLOAT', KEYS[3], 'savings_usd', ARGV[7])
+end
+redis.call('SET', KEYS[1], ARGV[2])
+return ARGV[2]
+"""
 
 log = logging.getLogger("prefixgate.ledger")
 
@@ -35,6 +55,7 @@ class RedisSync:
         self._cursor_key = CURSOR + ledger_id
         self._opened_at = self._db.execute("SELECT coalesce(max(rowid), 0) FROM requests").fetchone()[0]
         self._redis = redis.Redis.from_url(redis_url, socket_timeout=1.0, socket_connect_timeout=1.0)
+        self._copy = self._redis.register_script(COPY)
         self._position: int | None = None
         self._retry_at = 0.0
         self._wait = RETRY_S[0]
@@ -76,22 +97,18 @@ class RedisSync:
                                 f"LIMIT {BATCH}", (self._position,)).fetchall()
         if not rows:
             return 0
-        pipe = self._redis.pipeline(transaction=True)
-        for row in rows:
-            r = decode_row(dict(zip(COLUMNS, row[1:], strict=True)))
-            pipe.xadd(STREAM, {"record": json.dumps(r)}, maxlen=1_000_000, approximate=True)
-            pipe.hincrby(TOTALS, "requests", 1)
-            pipe.hincrby(TOTALS, "cache_read_tokens", r["cache_read"] or 0)
-            pipe.hincrby(TOTALS, "input_tokens",
-                         (r["uncached_input"] or 0) + (r["cache_read"] or 0) + sum(r["cache_writes"].values()))
-            if r["cost_usd"] is not None:
-                pipe.hincrbyfloat(TOTALS, "cost_usd", float(r["cost_usd"]))
-                pipe.hincrbyfloat(TOTALS, "savings_usd", float(r["savings_usd"] or 0))
-        last = rows[-1][0]
-        pipe.set(self._cursor_key, last)
-        pipe.execute()
-        self._position = last
-        return len(rows)
+        records = [decode_row(dict(zip(COLUMNS, row[1:], strict=True))) for row in rows]
+        priced = [r for r in records if r["cost_usd"] is not None]
+        cost = repr(sum(float(r["cost_usd"]) for r in priced)) if priced else ""
+        savings = repr(sum(float(r["savings_usd"] or 0) for r in priced))
+        cache_read = sum(r["cache_read"] or 0 for r in records)
+        inputs = sum((r["uncached_input"] or 0) + (r["cache_read"] or 0) + sum(r["cache_writes"].values()) for r in records)
+        stands = int(self._copy(keys=[self._cursor_key, STREAM, TOTALS], args=[
+            self._position, rows[-1][0], len(records), cache_read, inputs, cost, savings,
+            *(json.dumps(r) for r in records)]))
+        self._position = stands
+        # A cursor found elsewhere (a timed-out copy that did run, another worker on this file): go on from it.
+        return len(records) if stands == rows[-1][0] else BATCH
 
     def close(self) -> None:
         self._redis.close()
