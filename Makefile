@@ -32,8 +32,11 @@ test: install services
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
+# Side-by-side benchmarks (minutes each on 2 cores); their tables go in the README.
 bench: install
 	$(BIN)/python bench/engine.py
+	$(BIN)/python bench/planner.py
+	$(BIN)/python bench/gateway.py
 
 lint: install
 	$(BIN)/ruff check .

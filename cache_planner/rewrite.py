@@ -15,7 +15,7 @@ import json
 
 from prefixgate.cache_planner.detectors import unit_texts, units
 from prefixgate.cache_planner.stability import DYNAMIC_KINDS, STATIC_SHARE, RouteState
-from prefixgate.ir import Block, Conversation, Segment, Stability, content_hash
+from prefixgate.ir import Block, Conversation, Segment, Stability, content_hash, without_markers
 
 CONTEXT_LABEL = "Context:\n"
 SYSTEM_ROLES = ("system", "developer")
@@ -152,15 +152,28 @@ def stable_tool_forms(conv: Conversation, route: RouteState, notes: list[str]) -
         for block in seg.blocks:
             if not isinstance(block.native, dict):
                 continue
-            canonical = content_hash(json.dumps(block.native, sort_keys=True))
-            form = json.dumps(block.native, separators=(",", ":"))
+            native = without_markers(block.native)
+            canonical = content_hash(json.dumps(_unordered(native), sort_keys=True))
+            form = json.dumps(native, separators=(",", ":"))
             first = route.tool_forms.get(canonical)
             if first is None:
                 route.tool_forms[canonical] = form
                 while len(route.tool_forms) > 512:
                     route.tool_forms.popitem(last=False)
             elif first != form:
+                # The caller's marker, if any, stays: the encoder writes `block.checkpoint` back.
                 block.native = json.loads(first)
                 block._key = None
                 name = block.native.get("name") or (block.native.get("function") or {}).get("name") or "?"
-                notes.append(f"rewrite: restored the first-seen key order of tool {name!r}")
+                notes.append(f"rewrite: restored the first-seen form of tool {name!r} (its keys or `required` came reordered)")
+
+
+def _unordered(value: object) -> object:
+    """A schema with its set-like lists sorted: `required` (and `enum`) often come from a Python set,
+    so their order changes between processes though the tool does not."""
+    if isinstance(value, dict):
+        return {k: sorted(v, key=json.dumps) if k in ("required", "enum") and isinstance(v, list) else _unordered(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unordered(v) for v in value]
+    return value

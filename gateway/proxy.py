@@ -101,6 +101,7 @@ class Prepared:
     key: str | None
     stream: bool
     extra_usage: Usage | None = None    # tokens billed outside the response (an explicit cache created for it)
+    trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
 
     def usage_counter(self) -> Any:
         """A stream usage accumulator that prices OpenAI cache writes at the TTL this request asked for."""
@@ -199,6 +200,7 @@ class Proxy:
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
         conv, notes = self._convert(call, first.dialect, model)
+        sent_as = dumps(dialect_module(first.dialect).encode_request(conv)).decode() if self.settings.ledger_bodies else ""
         the_plan = plan(conv, Target(PLANNER_PROVIDER[first.kind], model), self.planner_state, call.mode,
                         route=self._planner_route(call, conv), catalog=self.catalog)
         the_plan.route = call.route.name
@@ -212,7 +214,7 @@ class Proxy:
             # Ask for the usage chunk whatever the caller asked: a stream without usage cannot be billed.
             out.params = {**out.params, "stream_options": {**(out.params.get("stream_options") or {}), "include_usage": True}}
         body = dumps(dialect_module(upstream.dialect).encode_request(out))
-        return Prepared(upstream, model, the_plan, body, key, call.conv.stream)
+        return Prepared(upstream, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
@@ -333,6 +335,7 @@ class Proxy:
             overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
             explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
+            body=prep.trace_body if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv, PLANNER_PROVIDER[prep.upstream.kind] if prep else call.dialect))
         self.ledger.append(rec)
         self.metrics.observe(rec)

@@ -113,6 +113,32 @@ def replay(ctx: click.Context, trace: str, strategy: str, as_json: bool) -> None
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_table(report))
 
 
+@main.group()
+def ledger() -> None:
+    """The gateway's request ledger."""
+
+
+@ledger.command("export")
+@click.option("--trace", "trace_out", required=True, type=click.Path(dir_okay=False, writable=True),
+              help="Write a replay trace (the format `prefixgate replay` reads) to this file.")
+@click.option("--ledger", "ledger_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The ledger file (default: the ledger_path setting).")
+@click.pass_context
+def ledger_export(ctx: click.Context, trace_out: str, ledger_path: str | None) -> None:
+    """Export recorded requests as a trace. Bodies are kept only with the ledger_bodies setting."""
+    import sqlite3
+
+    from prefixgate.ledger import export_trace
+
+    path = ledger_path or _settings(ctx).ledger_path
+    try:
+        written, skipped = export_trace(path, trace_out)
+    except (OSError, sqlite3.Error) as e:
+        raise click.ClickException(f"cannot export {path}: {e}") from None
+    click.echo(f"wrote {written} request(s) to {trace_out}; skipped {skipped} "
+               "(no body kept: set ledger_bodies; failed; or a self-hosted target)", err=True)
+
+
 @main.command("mock-providers")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8200, show_default=True)
@@ -209,9 +235,17 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | No
 
 @main.command()
 @click.argument("which", type=click.Choice(["engine", "planner", "gateway"]), default="engine")
-def bench(which: str) -> None:
-    """Run a side-by-side benchmark from bench/."""
-    _not_yet("bench")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bench(which: str, args: tuple[str, ...]) -> None:
+    """Run a side-by-side benchmark from bench/ (a source checkout); extra ARGS go to the script."""
+    import subprocess
+    from pathlib import Path
+
+    # The benchmarks compare against peers (transformers, LiteLLM) and ship with the source, not the wheel.
+    script = Path(__file__).resolve().parent.parent / "bench" / f"{which}.py"
+    if not script.is_file():
+        raise click.ClickException(f"bench/{which}.py not found: benchmarks run from a source checkout of prefixgate")
+    sys.exit(subprocess.call([sys.executable, str(script), *args]))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     gemini_base_url: str = "https://generativelanguage.googleapis.com"
     # Ledger: SQLite file by default; with a Redis URL replicas share ledger and learned state.
     ledger_path: str = "prefixgate-ledger.sqlite"
+    # Keep each request body in the ledger (for `prefixgate ledger export --trace`). Off: bodies are prompts.
+    ledger_bodies: bool = False
     redis_url: str = ""
     # Routing policy YAML (upstreams, routes with fallbacks, caller keys with budgets); empty: each model
     # family goes to its own provider and the local model to the local backend.

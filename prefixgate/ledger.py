@@ -18,6 +18,7 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field, fields
+from decimal import Decimal
 
 from prefixgate.usage import Usage
 
@@ -58,6 +59,9 @@ class LedgerRecord:
     error: str = ""
     # Per-segment prefix shape of the request as sent (dashboard_shape): what the misses view diffs.
     segments: list[str] = field(default_factory=list)
+    # The request as the application sent it (target dialect, before planning), kept only with the
+    # `ledger_bodies` setting: what `prefixgate ledger export --trace` replays.
+    body: str = ""
 
     @property
     def usage(self) -> Usage:
@@ -165,6 +169,11 @@ class Ledger:
                 return
 
 
+def picodollars(amount: str) -> int:
+    """Dollars (a decimal string) as an exact integer of 1e-12 dollars (prices have at most 6 decimals per MTok)."""
+    return int(Decimal(amount).scaleb(12).to_integral_value())
+
+
 def read_records(path: str) -> list[dict]:
     """Every record in a ledger file, oldest first (for exports, the dashboard and tests)."""
     db = sqlite3.connect(path)
@@ -183,3 +192,22 @@ def decode_row(rec: dict) -> dict:
             rec[key] = json.loads(rec[key]) if rec[key] is not None else ({} if key == "cache_writes" else [])
     rec["stream"] = bool(rec.get("stream"))
     return rec
+
+
+TRACE_PROVIDERS = ("anthropic", "openai", "gemini")
+
+
+def export_trace(path: str, out: str) -> tuple[int, int]:
+    """Write the ledger's recorded requests as a replay trace (`prefixgate replay` reads it).
+    Returns (lines written, records skipped: no body kept, a failed request, or a self-hosted target)."""
+    written = skipped = 0
+    with open(out, "w", encoding="utf-8") as f:
+        for rec in read_records(path):
+            if not rec.get("body") or rec["provider"] not in TRACE_PROVIDERS or failed(rec["status"]):
+                skipped += 1
+                continue
+            line = {"t": rec["ts"], "provider": rec["provider"], "model": rec["model"], "route": rec["route"] or "default",
+                    "tenant": rec["tenant"] or "default", "output_tokens": rec["output"], "body": json.loads(rec["body"])}
+            f.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+            written += 1
+    return written, skipped

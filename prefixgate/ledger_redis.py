@@ -18,14 +18,15 @@ import uuid
 
 import redis
 
-from prefixgate.ledger import COLUMNS, STREAM, TOTALS, decode_row
+from prefixgate.ledger import COLUMNS, STREAM, TOTALS, decode_row, picodollars
 
 BATCH = 512
 MAX_BATCHES_PER_TICK = 20
 RETRY_S = (0.2, 5.0)            # back-off after a failed copy: first wait, longest wait
 CURSOR = "prefixgate:ledger:synced:"
 # KEYS: cursor, stream, totals. ARGV: expected cursor, new cursor, requests, cache read, input tokens,
-# cost (or ""), savings, then one JSON record each. Returns the cursor as it now stands.
+# cost and savings in integer picodollars (cost "" when no record was priced), then one JSON record
+# each. Returns the cursor as it now stands.
 COPY = """
 local current = redis.call('GET', KEYS[1])
 if current and current ~= ARGV[1] then return current end
@@ -36,8 +37,8 @@ redis.call('HINCRBY', KEYS[3], 'requests', ARGV[3])
 redis.call('HINCRBY', KEYS[3], 'cache_read_tokens', ARGV[4])
 redis.call('HINCRBY', KEYS[3], 'input_tokens', ARGV[5])
 if ARGV[6] ~= '' then
-  redis.call('HINCRBYFLOAT', KEYS[3], 'cost_usd', ARGV[6])
-  redis.call('HINCRBYFLOAT', KEYS[3], 'savings_usd', ARGV[7])
+  redis.call('HINCRBY', KEYS[3], 'cost_picousd', ARGV[6])
+  redis.call('HINCRBY', KEYS[3], 'savings_picousd', ARGV[7])
 end
 redis.call('SET', KEYS[1], ARGV[2])
 return ARGV[2]
@@ -99,8 +100,8 @@ class RedisSync:
             return 0
         records = [decode_row(dict(zip(COLUMNS, row[1:], strict=True))) for row in rows]
         priced = [r for r in records if r["cost_usd"] is not None]
-        cost = repr(sum(float(r["cost_usd"]) for r in priced)) if priced else ""
-        savings = repr(sum(float(r["savings_usd"] or 0) for r in priced))
+        cost = str(sum(picodollars(r["cost_usd"]) for r in priced)) if priced else ""
+        savings = str(sum(picodollars(r["savings_usd"] or "0") for r in priced))
         cache_read = sum(r["cache_read"] or 0 for r in records)
         inputs = sum((r["uncached_input"] or 0) + (r["cache_read"] or 0) + sum(r["cache_writes"].values()) for r in records)
         stands = int(self._copy(keys=[self._cursor_key, STREAM, TOTALS], args=[

@@ -140,7 +140,16 @@ def test_tool_key_order_churn_is_undone():
                              SONNET, state, now=1)
     strip = lambda t: {k: v for k, v in t.items() if k != "cache_control"}  # noqa: E731
     assert json.dumps(strip(second["tools"][0])) == json.dumps(strip(first["tools"][0]))
-    assert any("key order" in line for line in plan.explanation)
+    assert any("first-seen form" in line for line in plan.explanation)
+    # A `required` list from a Python set, and a moved marker, are the same tool too.
+    c = {**a, "input_schema": {"type": "object", "properties": {"q": {"type": "string"}, "k": {"type": "integer"}},
+                               "required": ["q", "k"]}}
+    d = {**c, "input_schema": {**c["input_schema"], "required": ["k", "q"]}, "cache_control": {"type": "ephemeral"}}
+    plan_body("anthropic", {"model": SONNET.model, "max_tokens": 5, "tools": [c], "messages": [{"role": "user", "content": "x"}]},
+              SONNET, state, now=2)
+    out, _ = plan_body("anthropic", {"model": SONNET.model, "max_tokens": 5, "tools": [d], "messages": [{"role": "user", "content": "y"}]},
+                       SONNET, state, now=3)
+    assert out["tools"][0]["input_schema"]["required"] == ["q", "k"] and out["tools"][0]["cache_control"] == {"type": "ephemeral"}
 
 
 def test_caller_checkpoints_are_kept_and_rewrites_still_apply():

@@ -45,9 +45,9 @@ def test_records_and_totals_are_shared_through_redis(tmp_path, redis_url):
     entries = r.xrange(STREAM)
     assert len(entries) == 10
     assert json.loads(entries[3][1][b"record"])["cache_read"] == 3
-    totals = {k.decode(): float(v) for k, v in r.hgetall(TOTALS).items()}
+    totals = {k.decode(): int(v) for k, v in r.hgetall(TOTALS).items()}
     assert totals["requests"] == 10 and totals["cache_read_tokens"] == sum(range(10))
-    assert totals["cost_usd"] == pytest.approx(0.01)
+    assert totals["cost_picousd"] == 10_000_000_000  # exactly $0.01: no float drift
 
 
 class EchoEngine:

@@ -1,0 +1,54 @@
+"""`prefixgate ledger export --trace`: requests through the gateway come back out as a replay trace
+that `prefixgate replay` prices, with and without the planner."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import anthropic
+from click.testing import CliRunner
+
+from prefixgate.cli import main
+from prefixgate.providers.mock_server import MockContext
+from prefixgate.providers.mock_server import create_app as mock_app
+from tests.gateway.gw_harness import ServerThread, running_gateway, settings_for
+
+SYSTEM = "Current time: 2026-11-22T10:{:02d}:00Z\nYou answer ACME billing questions. " + "Billing rule: refunds within 30 days. " * 400
+
+
+def test_ledger_exports_a_replayable_trace(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-export-0123456789")
+    with ServerThread(mock_app(MockContext())) as upstream:
+        settings = settings_for(upstream.url, tmp_path, ledger_bodies=True)
+        with running_gateway(settings) as gw:
+            client = anthropic.Anthropic(api_key="caller", base_url=gw.url, max_retries=0)
+            for i in range(4):
+                # Anthropic entries are readable once the writing response has started (the replay models
+                # it at 0.5 s): back-to-back requests would all be cold, in the trace as on the real API.
+                time.sleep(0.6 if i else 0)
+                client.messages.create(model="claude-sonnet-4-6", max_tokens=20, system=SYSTEM.format(i),
+                                       messages=[{"role": "user", "content": f"Invoice {i}?"}],
+                                       extra_headers={"x-prefixgate-route": "billing"})
+    out = tmp_path / "trace.jsonl"
+    result = CliRunner().invoke(main, ["ledger", "export", "--trace", str(out), "--ledger", settings.ledger_path])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 4 and {line["provider"] for line in lines} == {"anthropic"}
+    # The trace holds what the application sent, not the planned request.
+    assert lines[0]["body"]["system"] == SYSTEM.format(0)
+    passthrough = json.loads(CliRunner().invoke(main, ["replay", str(out), "--json"]).output)
+    planned = json.loads(CliRunner().invoke(main, ["replay", str(out), "--strategy", "planner", "--json"]).output)
+    assert passthrough["total"]["requests"] == planned["total"]["requests"] == 4
+    assert passthrough["total"]["cache_read_tokens"] == 0 < planned["total"]["cache_read_tokens"]
+
+
+def test_export_skips_records_without_bodies(tmp_path):
+    from prefixgate.ledger import Ledger, LedgerRecord
+
+    path = str(tmp_path / "l.sqlite")
+    ledger = Ledger(path)
+    ledger.append(LedgerRecord(id="a", ts=1.0, provider="anthropic", model="claude-sonnet-4-5"))
+    ledger.close()
+    result = CliRunner().invoke(main, ["ledger", "export", "--trace", str(tmp_path / "t.jsonl"), "--ledger", path])
+    assert result.exit_code == 0 and "skipped 1" in result.output
