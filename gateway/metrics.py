@@ -9,6 +9,9 @@ from prefixgate.ledger import LedgerRecord
 LABELS = ("route", "target", "model")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1)
+# Model names come from callers (a `gpt-*` route forwards whatever name it is sent), and every new
+# label set is memory held for the life of the process: past this many, new models count as "other".
+MAX_SERIES = 1000
 
 
 class Metrics:
@@ -29,6 +32,8 @@ class Metrics:
 
     def observe(self, rec: LedgerRecord) -> None:
         labels = (rec.route, rec.target, rec.model)
+        if labels not in self._prompt and len(self._prompt) >= MAX_SERIES:
+            labels = (rec.route, rec.target, "other")
         self.requests.labels(*labels, str(rec.status)).inc()
         writes = sum(rec.cache_writes.values())
         for kind, n in (("uncached_input", rec.uncached_input), ("cache_read", rec.cache_read),
