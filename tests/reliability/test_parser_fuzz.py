@@ -86,3 +86,19 @@ def test_arbitrary_bytes_are_a_request_error_or_a_conversation(provider, raw):
         parse(provider, raw)
     except RequestError as e:
         assert e.status == 400 and e.message
+
+
+@pytest.mark.parametrize("provider,body,field", [
+    # Found by schemathesis: a text part whose text is not a string reached tiktoken (a 500).
+    ("openai", {"model": "gpt-4o", "messages": [{"role": "system", "content": [{"type": "text", "text": {}}]}]},
+     "messages.0.content.0.text"),
+    ("openai", {"model": "gpt-4o", "messages": [{"role": "assistant", "content": [{"type": "refusal", "refusal": 1}]}]},
+     "messages.0.content.0.refusal"),
+    ("anthropic", {"model": "claude-haiku-4-5", "max_tokens": 5, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": [None, None]}]}]}, "messages.0.content.0.text"),
+    ("gemini", {"contents": [{"role": "model", "parts": [{"thought": True, "text": {"a": 1}}]}]}, "contents.0.parts.0.text"),
+])
+def test_non_string_text_is_refused_naming_the_field(provider, body, field):
+    with pytest.raises(RequestError) as info:
+        parse(provider, body)
+    assert info.value.field == field
