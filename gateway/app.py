@@ -42,10 +42,14 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state)
+        if hasattr(local, "start"):
+            await local.start()  # the in-process engine loads before the first request, off the event loop
         try:
             yield
         finally:
             await app.state.proxy.aclose()
+            if hasattr(local, "close"):
+                local.close()
 
     app = FastAPI(title="prefixgate", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)

@@ -16,11 +16,6 @@ def _settings(ctx: click.Context, **overrides: object) -> Settings:
         raise click.UsageError(str(e)) from None
 
 
-def _not_yet(what: str) -> None:
-    click.echo(f"prefixgate {what}: not yet available in this version.", err=True)
-    sys.exit(2)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config", type=click.Path(dir_okay=False), envvar="PREFIXGATE_CONFIG",
               help="YAML settings file (PREFIXGATE_* environment variables override it).")
@@ -61,7 +56,13 @@ def serve(ctx: click.Context, host: str | None, port: int | None, local_model: s
 @click.option("--port", type=int, default=8100, show_default=True)
 def backend(model: str, host: str, port: int) -> None:
     """Serve the bundled local engine over an OpenAI-compatible API."""
-    _not_yet("backend")
+    from prefixgate.local_backend.model_loader import ModelNotFound
+    from prefixgate.local_backend.server import serve
+
+    try:
+        serve(model, host=host, port=port)
+    except ModelNotFound as e:
+        raise click.UsageError(str(e)) from None
 
 
 @main.command()

@@ -1,0 +1,125 @@
+"""The KV block pool: reference counts, an O(1) LRU free list, and the prefix cache's hash -> block map.
+
+Mechanism only; which blocks a sequence gets is the KVCacheManager's business.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+def hash_block(parent: bytes | None, token_ids: list[int], salt: str | None = None) -> bytes:
+    """A block's hash, chained through its parent's, so equal hashes mean equal whole prefixes."""
+    h = hashlib.blake2b(digest_size=16)
+    if parent is None:
+        h.update(b"root:" + (salt or "").encode() + b"\0")
+    else:
+        h.update(parent)
+    h.update(array("q", token_ids).tobytes())
+    return h.digest()
+
+
+class Block:
+    __slots__ = ("block_id", "ref_count", "hash", "token_ids")
+
+    def __init__(self, block_id: int) -> None:
+        self.block_id = block_id
+        self.ref_count = 0
+        self.hash: bytes | None = None
+        self.token_ids: tuple[int, ...] | None = None
+
+    def __repr__(self) -> str:
+        return f"Block({self.block_id}, ref={self.ref_count}, cached={self.hash is not None})"
+
+
+@dataclass
+class PrefixCacheStats:
+    requests: int = 0
+    queries: int = 0  # prompt tokens looked up
+    hits: int = 0  # of which found in the cache
+
+
+class BlockPool:
+    NULL_BLOCK = 0  # never handed out: padding in gathered block tables points at it
+
+    def __init__(self, num_blocks: int) -> None:
+        assert num_blocks >= 2
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        # Free blocks, evicted from the head. Blocks that still carry a hash sit in LRU order behind plain
+        # free ones, so a cached prefix survives until the pool genuinely needs its memory.
+        self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(1, num_blocks))
+        self.cached: dict[bytes, int] = {}
+        self.stats = PrefixCacheStats()
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.blocks) - 1
+
+    @property
+    def num_free(self) -> int:
+        return len(self.free)
+
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - len(self.free)
+
+    def lookup(self, block_hash: bytes, token_ids: list[int]) -> Block | None:
+        block_id = self.cached.get(block_hash)
+        if block_id is None:
+            return None
+        block = self.blocks[block_id]
+        # The token ids rule out a hash collision handing one prompt another's KV.
+        return block if block.token_ids == tuple(token_ids) else None
+
+    def touch(self, blocks: Iterable[Block]) -> None:
+        for block in blocks:
+            if block.ref_count == 0:
+                del self.free[block.block_id]
+            block.ref_count += 1
+
+    def allocate(self, n: int) -> list[Block]:
+        assert n <= len(self.free), (n, len(self.free))
+        out = []
+        for _ in range(n):
+            block = self.blocks[self.free.popitem(last=False)[0]]
+            self._evict(block)
+            block.ref_count = 1
+            out.append(block)
+        return out
+
+    def release(self, blocks: Iterable[Block]) -> None:
+        """Drop one reference from each block; a block nobody holds keeps its hash until reallocated."""
+        for block in blocks:
+            assert block.ref_count > 0, block
+            block.ref_count -= 1
+            if block.ref_count == 0:
+                self.free[block.block_id] = None
+                if block.hash is None:
+                    self.free.move_to_end(block.block_id, last=False)
+
+    def cache(self, block: Block, block_hash: bytes, token_ids: list[int]) -> None:
+        # If an equal block is already cached (two requests computed the same prefix at once), keep the
+        # first; this one stays private to its sequence and returns to the pool uncached.
+        if block.hash is not None or block_hash in self.cached:
+            return
+        block.hash, block.token_ids = block_hash, tuple(token_ids)
+        self.cached[block_hash] = block.block_id
+
+    def uncache(self, block: Block) -> None:
+        self._evict(block)
+        if block.ref_count == 0 and block.block_id in self.free:
+            self.free.move_to_end(block.block_id, last=False)
+
+    def reset_prefix_cache(self) -> None:
+        for block_id in list(self.cached.values()):
+            self.uncache(self.blocks[block_id])
+
+    def _evict(self, block: Block) -> None:
+        if block.hash is not None:
+            if self.cached.get(block.hash) == block.block_id:
+                del self.cached[block.hash]
+            block.hash = block.token_ids = None

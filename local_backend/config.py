@@ -1,0 +1,66 @@
+"""Engine settings, validated once where they enter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    model: str = "smollm2-135m"
+    # Served under this name on /v1/models; defaults to `model`.
+    served_model_name: str | None = None
+    block_size: int = 16
+    # KV pool size: an explicit block count, or as many blocks as fit in kv_cache_gib.
+    num_kv_blocks: int | None = None
+    kv_cache_gib: float = 1.0
+    max_num_batched_tokens: int = 512
+    max_num_seqs: int = 64
+    # Longest prompt + output; defaults to the model's max_position_embeddings.
+    max_model_len: int | None = None
+    # Requests waiting for their first step beyond this bound are refused (HTTP 429).
+    max_waiting: int = 256
+    enable_prefix_caching: bool = True
+    # Admit the waiting request with the longest cached prefix first, rather than the oldest.
+    cache_aware_scheduling: bool = False
+    device: str | None = None
+    dtype: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1:
+            raise ValueError("block_size must be >= 1")
+        if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
+            raise ValueError("num_kv_blocks must be >= 2 (block 0 is reserved)")
+        if self.kv_cache_gib <= 0:
+            raise ValueError("kv_cache_gib must be > 0")
+        if self.max_num_batched_tokens < 1 or self.max_num_seqs < 1 or self.max_waiting < 1:
+            raise ValueError("max_num_batched_tokens, max_num_seqs and max_waiting must be >= 1")
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ValueError("max_model_len must be >= 2")
+        if self.device is None:
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        if self.dtype is None:
+            self.dtype = "float32" if self.device == "cpu" else (
+                "bfloat16" if torch.cuda.is_bf16_supported() else "float16")
+        if self.dtype not in ("float32", "float16", "bfloat16"):
+            raise ValueError(f"dtype must be float32, float16 or bfloat16, not {self.dtype!r}")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    @property
+    def model_name(self) -> str:
+        return self.served_model_name or self.model
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> EngineConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise TypeError(f"unknown engine option(s): {', '.join(unknown)}")
+        return cls(**kwargs)

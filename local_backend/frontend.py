@@ -1,0 +1,100 @@
+"""The engine's OpenAI-compatible front end, without HTTP: one body in, a response dict or SSE bytes out.
+
+`prefixgate backend` serves it over HTTP; the gateway calls it in-process for `kind: local` routes
+(the `LocalTarget` seam), so both paths share parsing, errors, streaming and usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from prefixgate.errors import RequestError, error_body
+from prefixgate.local_backend.async_engine import AsyncEngine, RequestStream
+from prefixgate.local_backend.outputs import RequestOutput
+from prefixgate.local_backend.protocol import ChunkWriter, ParsedRequest, parse_request, response
+
+
+def _sse(data: Any) -> bytes:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+class Frontend:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.model = engine.model_name
+
+    async def chat(self, body: dict, *, stream: bool | None = None, cache_salt: str | None = None) -> dict | AsyncIterator[bytes]:
+        return await self.serve(body, chat=True, cache_salt=cache_salt)
+
+    async def serve(self, body: Any, *, chat: bool, cache_salt: str | None = None) -> dict | AsyncIterator[bytes]:
+        """A Chat Completions (`chat`) or Completions body: the response JSON, or its SSE events.
+        Raises RequestError (400 naming the field, 429 when the queue is full) before anything is queued."""
+        req = parse_request(body, chat=chat, model_name=self.model)
+        if cache_salt is not None:
+            req.cache_salt = cache_salt
+        prompt = {"prompt_token_ids": self.engine.engine.apply_chat_template(req.prompt)} if chat else req.prompt
+        outputs = self.engine.add_request(prompt, req.params, request_id=req.id, cache_salt=req.cache_salt)
+        if req.stream:
+            return self._events(req, outputs)
+        final: RequestOutput | None = None
+        async for out in outputs:
+            final = out
+        return response(req, final, self.model)
+
+    async def _events(self, req: ParsedRequest, outputs: RequestStream) -> AsyncIterator[bytes]:
+        # A consumer that stops early (client gone) closes this generator; the request stream's own
+        # cleanup then aborts the request, which frees its KV blocks before the next step.
+        writer = ChunkWriter(req, self.model)
+        first = writer.first()
+        if first is not None:
+            yield _sse(first)
+        last = None
+        try:
+            async for out in outputs:
+                last = out
+                chunk = writer.update(out)
+                if chunk is not None:
+                    yield _sse(chunk)
+        except RequestError as err:
+            yield _sse(error_body(err, "openai"))
+            return
+        if req.include_usage and last is not None:
+            yield _sse(writer.usage_chunk(last))
+        yield b"data: [DONE]\n\n"
+
+
+class InProcessTarget:
+    """The gateway's `LocalTarget`: the bundled engine in this process, loaded on first use."""
+
+    def __init__(self, model: str, **engine_options: Any) -> None:
+        self.model, self.options = model, engine_options
+        self._frontend: Frontend | None = None
+
+    @property
+    def frontend(self) -> Frontend:
+        if self._frontend is None:
+            engine = AsyncEngine.from_options(self.model, **self.options)
+            engine.start()
+            self._frontend = Frontend(engine)
+        return self._frontend
+
+    async def start(self) -> None:
+        """Load the model off the event loop (seconds from the converted cache, longer the first time)."""
+        await asyncio.to_thread(lambda: self.frontend)
+
+    async def chat(self, body: dict, *, stream: bool) -> dict | AsyncIterator[bytes]:
+        if self._frontend is None:
+            await self.start()
+        # Routes may alias the model ("local", "smollm2"); the engine serves one model under its own name.
+        return await self.frontend.chat({**body, "model": self.frontend.model}, stream=stream)
+
+    def close(self) -> None:
+        if self._frontend is not None:
+            self._frontend.engine.shutdown()
+
+
+def local_target(model: str, **engine_options: Any) -> InProcessTarget:
+    return InProcessTarget(model, **engine_options)

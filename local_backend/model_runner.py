@@ -1,0 +1,130 @@
+"""Owns the model and the KV pool tensor; turns a scheduled batch into tensors, runs it, samples."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from prefixgate.local_backend.attention import AttentionMetadata, PrefillChunk
+from prefixgate.local_backend.config import EngineConfig
+from prefixgate.local_backend.kv_cache_manager import cdiv
+from prefixgate.local_backend.model import CausalLM
+from prefixgate.local_backend.sampler import Sampler, SamplerOutput
+from prefixgate.local_backend.scheduler import ScheduledBatch
+from prefixgate.local_backend.sequence import Sequence
+
+LogitsObserver = Callable[[list[Sequence], torch.Tensor], None]
+
+
+class ModelRunner:
+    def __init__(self, config: EngineConfig, hf_config: Any, weights: dict[str, torch.Tensor],
+                 eos_token_ids: set[int]) -> None:
+        self.device = torch.device(config.device)
+        self.dtype = config.torch_dtype
+        self.block_size = bs = config.block_size
+        model_max = getattr(hf_config, "max_position_embeddings", None) or 2048
+        # Sliding-window models (Mistral) attend fully up to their window; beyond it we would be wrong.
+        window = getattr(hf_config, "sliding_window", None) if getattr(hf_config, "use_sliding_window",
+                                                                        True) else None
+        limit = min(x for x in (config.max_model_len, model_max, window) if x)
+        self.model = CausalLM.from_weights(hf_config, weights, limit).to(self.device, self.dtype)
+        m = self.model
+        bytes_per_block = 2 * m.num_layers * bs * m.kv_heads * m.head_dim * self.dtype.itemsize
+        # More blocks than max_num_seqs full-length sequences can use would only cost memory.
+        useful = config.max_num_seqs * cdiv(limit, bs) + 1
+        self.num_blocks = config.num_kv_blocks or max(2, min(useful, int(config.kv_cache_gib * 2**30 // bytes_per_block)))
+        # One block is reserved (padding target), so a lone sequence can grow to (num_blocks - 1) blocks.
+        self.max_model_len = min(limit, (self.num_blocks - 1) * bs)
+        # Zeroed, not empty: padded reads land on block 0 and are masked, but 0 * NaN would still be NaN.
+        self.kv_cache = torch.zeros(2, m.num_layers, self.num_blocks, bs, m.kv_heads, m.head_dim,
+                                    device=self.device, dtype=self.dtype)
+        for i, layer in enumerate(m.layers):
+            layer.self_attn.k_cache, layer.self_attn.v_cache = self.kv_cache[0, i], self.kv_cache[1, i]
+        self.sampler = Sampler(eos_token_ids, config.seed)
+        # Tests hook this to compare raw logits with a reference implementation.
+        self.logits_observer: LogitsObserver | None = None
+
+    @torch.inference_mode()
+    def execute(self, batch: ScheduledBatch) -> tuple[list[Sequence], SamplerOutput | None]:
+        """Run one step; returns the sequences that reached their last token and what was sampled for them."""
+        input_ids, positions, meta, sample_rows, sample_seqs = self._prepare(batch)
+        hidden = self.model(input_ids, positions, meta)
+        if not sample_seqs:
+            return [], None
+        logits = self.model.compute_logits(hidden[sample_rows])
+        if self.logits_observer is not None:
+            self.logits_observer(sample_seqs, logits)
+        return sample_seqs, self.sampler(logits, sample_seqs)
+
+    def _prepare(self, batch: ScheduledBatch) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata,
+                                                          torch.Tensor, list[Sequence]]:
+        bs = self.block_size
+        # Decodes (one new token) first: they are attended as one batch.
+        order = sorted(range(len(batch.seqs)), key=lambda i: batch.num_new_tokens[i] > 1)
+        ids: list[int] = []
+        pos_parts, slot_parts = [], []
+        sample_rows: list[int] = []
+        sample_seqs: list[Sequence] = []
+        prefills: list[PrefillChunk] = []
+        decodes: list[Sequence] = []
+        for i in order:
+            seq, n = batch.seqs[i], batch.num_new_tokens[i]
+            start, row = seq.num_computed_tokens, len(ids)
+            ids.extend(seq.token_ids[start:start + n])
+            pos = np.arange(start, start + n)
+            table = np.asarray(seq.block_table)
+            pos_parts.append(pos)
+            slot_parts.append(table[pos // bs] * bs + pos % bs)
+            if n == 1:
+                decodes.append(seq)
+            else:
+                prefills.append(PrefillChunk(row, n, start + n, self._blocks(table[:cdiv(start + n, bs)]),
+                                             self._prefill_mask(start, n)))
+            if start + n == seq.num_tokens:
+                sample_rows.append(row + n - 1)
+                sample_seqs.append(seq)
+        meta = AttentionMetadata(self._tensor(np.concatenate(slot_parts)), num_decodes=len(decodes),
+                                 prefills=prefills)
+        if decodes:
+            self._prepare_decodes(decodes, meta)
+        positions = self._tensor(np.concatenate(pos_parts))
+        return (self._tensor(ids), positions, meta, self._tensor(sample_rows), sample_seqs)
+
+    def _prepare_decodes(self, seqs: list[Sequence], meta: AttentionMetadata) -> None:
+        bs = self.block_size
+        ctx = np.array([s.num_computed_tokens + 1 for s in seqs])
+        nblocks = -(-ctx // bs)
+        tables = np.zeros((len(seqs), int(nblocks.max())), dtype=np.int64)
+        for i, s in enumerate(seqs):
+            tables[i, :nblocks[i]] = s.block_table[:nblocks[i]]
+        # Blocks every decode starts with (a shared system prompt): attended once for all of them.
+        shared = 0
+        if len(seqs) > 1:
+            same = (tables == tables[:1]).all(axis=0)
+            # Every sequence keeps at least one key of its own, so neither softmax part is empty.
+            shared = int(min(np.argmin(same) if not same.all() else same.size, (ctx.min() - 1) // bs))
+        own = tables[:, shared:]
+        key_pos = shared * bs + np.arange(own.shape[1] * bs)
+        meta.shared_blocks = self._blocks(tables[0, :shared]) if shared else None
+        meta.own_blocks = self._tensor(own)
+        meta.own_mask = self._tensor(key_pos[None, :] < ctx[:, None])[:, None, None, :]
+
+    def _prefill_mask(self, start: int, n: int) -> torch.Tensor | None:
+        if start == 0:
+            return None
+        # Query i sits at position start + i and sees keys up to and including itself. Built once per step,
+        # shared by every layer; additive float masks take torch's fast CPU path, boolean ones do not.
+        visible = np.arange(start + n)[None, :] <= np.arange(start, start + n)[:, None]
+        return self._tensor(np.where(visible, 0.0, -np.inf).astype(np.float32)).to(self.dtype)
+
+    def _blocks(self, ids: np.ndarray) -> torch.Tensor | slice:
+        # A prefix computed in one go usually got consecutive blocks: read them in place.
+        if ids[-1] - ids[0] == len(ids) - 1 and (len(ids) < 3 or (np.diff(ids) == 1).all()):
+            return slice(int(ids[0]), int(ids[-1]) + 1)
+        return self._tensor(ids)
+
+    def _tensor(self, x: Any) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(x)).to(self.device, non_blocking=True)

@@ -1,0 +1,140 @@
+"""Continuous batching in tokens: each step grants tokens under one budget, decodes first, then prefill chunks.
+
+A sequence only has `num_computed_tokens` and `num_tokens`; a step closes part of the gap. Chunked prefill,
+prefix-cache hits and recompute after preemption all follow from that one rule.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from prefixgate.local_backend.kv_cache_manager import KVCacheManager
+from prefixgate.local_backend.sequence import Sequence, SequenceStatus
+
+# Beyond this many waiting requests, cache-aware ordering stops looking up every one (as SGLang's LPM).
+CACHE_AWARE_SCAN_LIMIT = 128
+
+
+@dataclass
+class ScheduledBatch:
+    seqs: list[Sequence] = field(default_factory=list)
+    num_new_tokens: list[int] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+    # Admitted for the first time this step (not re-admitted after preemption).
+    admitted: list[Sequence] = field(default_factory=list)
+    # Sequences that can never fit (the pool is smaller than they have grown): finished as "length".
+    dropped: list[Sequence] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.num_new_tokens)
+
+    def __bool__(self) -> bool:
+        return bool(self.seqs)
+
+
+class Scheduler:
+    def __init__(self, kv: KVCacheManager, *, max_num_batched_tokens: int, max_num_seqs: int,
+                 cache_aware: bool = False) -> None:
+        self.kv = kv
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.max_num_seqs = max_num_seqs
+        self.cache_aware = cache_aware
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def schedule(self) -> ScheduledBatch:
+        batch = ScheduledBatch()
+        budget = self.max_num_batched_tokens
+        # Running decodes first, so a long prompt delays them by at most one chunk; then unfinished prefills.
+        order = sorted(self.running, key=lambda s: s.num_tokens - s.num_computed_tokens > 1)
+        for seq in order:
+            if budget == 0:
+                break
+            if seq.status is not SequenceStatus.RUNNING:  # preempted earlier in this loop
+                continue
+            n = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            while not self.kv.allocate(seq, n):
+                victim = self.running[-1]
+                budget += self._unschedule(batch, victim)
+                self._preempt(victim)
+                batch.preempted.append(victim)
+                if victim is seq:
+                    break
+            else:
+                batch.seqs.append(seq)
+                batch.num_new_tokens.append(n)
+                budget -= n
+                continue
+            if not self.running:
+                # It was alone and still did not fit: it can never grow in this pool.
+                batch.preempted.remove(seq)
+                self.waiting.remove(seq)
+                seq.status, seq.finish_reason = SequenceStatus.FINISHED, "length"
+                batch.dropped.append(seq)
+        if batch.preempted:
+            # Admitting new work now would only be preempted in turn.
+            return batch
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self._next_waiting()
+            cached = self.kv.find_cached_prefix(seq)
+            num_cached = len(cached) * self.kv.block_size
+            n = min(seq.num_tokens - num_cached, budget)
+            if not self.kv.allocate(seq, n, cached):
+                break
+            self.waiting.remove(seq)
+            if seq.num_cached_tokens is None:
+                seq.num_cached_tokens = num_cached
+                self.kv.record_admission(seq, num_cached)
+                batch.admitted.append(seq)
+            seq.num_computed_tokens = num_cached
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            batch.seqs.append(seq)
+            batch.num_new_tokens.append(n)
+            budget -= n
+        return batch
+
+    def _next_waiting(self) -> Sequence:
+        if not self.cache_aware or len(self.waiting) > CACHE_AWARE_SCAN_LIMIT:
+            return self.waiting[0]
+        # Longest cached prefix first; ties keep arrival order (max returns the first maximum).
+        return max(self.waiting, key=lambda s: len(self.kv.find_cached_prefix(s)))
+
+    @staticmethod
+    def _unschedule(batch: ScheduledBatch, seq: Sequence) -> int:
+        if seq not in batch.seqs:
+            return 0
+        i = batch.seqs.index(seq)
+        batch.seqs.pop(i)
+        return batch.num_new_tokens.pop(i)
+
+    def _preempt(self, seq: Sequence) -> None:
+        # Recompute, not swap: the freed blocks keep their hashes, so re-admission mostly hits the cache.
+        self.running.remove(seq)
+        self.kv.free(seq)
+        seq.status = SequenceStatus.WAITING
+        seq.num_computed_tokens = 0
+        seq.num_preemptions += 1
+        self.waiting.appendleft(seq)
+
+    def update(self, batch: ScheduledBatch) -> None:
+        """The step ran: the scheduled tokens' KV is now in the cache."""
+        for seq, n in zip(batch.seqs, batch.num_new_tokens, strict=True):
+            seq.num_computed_tokens += n
+
+    def finish(self, seq: Sequence, reason: str) -> None:
+        if seq.status is SequenceStatus.RUNNING:
+            self.running.remove(seq)
+        elif seq.status is SequenceStatus.WAITING:
+            self.waiting.remove(seq)
+        self.kv.free(seq)
+        seq.status = SequenceStatus.FINISHED
+        seq.finish_reason = seq.finish_reason or reason

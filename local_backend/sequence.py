@@ -1,0 +1,72 @@
+"""One request as the engine tracks it: its tokens, how many are computed, and the KV blocks that hold them."""
+
+from __future__ import annotations
+
+import time
+from enum import Enum, auto
+
+import torch
+
+from prefixgate.local_backend.sampling_params import SamplingParams
+
+
+class SequenceStatus(Enum):
+    WAITING = auto()
+    RUNNING = auto()
+    FINISHED = auto()
+
+
+class Sequence:
+    def __init__(self, request_id: str, prompt_token_ids: list[int], sampling_params: SamplingParams,
+                 *, prompt: str | None = None, cache_salt: str | None = None, max_tokens: int) -> None:
+        assert prompt_token_ids
+        self.request_id = request_id
+        self.prompt = prompt
+        self.prompt_token_ids = list(prompt_token_ids)
+        self.token_ids = list(prompt_token_ids)
+        self.num_prompt_tokens = len(prompt_token_ids)
+        self.sampling_params = sampling_params
+        self.max_tokens = max_tokens
+        self.cache_salt = cache_salt
+        self.status = SequenceStatus.WAITING
+        self.block_table: list[int] = []
+        # Chained hashes of this sequence's full blocks, extended as tokens arrive (kv_cache_manager).
+        self.block_hashes: list[bytes] = []
+        self.num_registered_blocks = 0
+        # Tokens whose KV is in the cache (or will be once the scheduled step runs).
+        self.num_computed_tokens = 0
+        # Prompt tokens found in the prefix cache at first admission (usage.cached_tokens).
+        self.num_cached_tokens: int | None = None
+        self.num_preemptions = 0
+        self.finish_reason: str | None = None
+        self.stop_reason: str | int | None = None
+        self.output_logprobs: list[dict[int, tuple[float, int]]] = []
+        self.generator: torch.Generator | None = None
+        if sampling_params.seed is not None:
+            self.generator = torch.Generator().manual_seed(sampling_params.seed)
+        self.arrival_time = time.monotonic()
+        self.first_token_time: float | None = None
+        self.last_token_time: float | None = None
+
+    def __repr__(self) -> str:
+        return (f"Sequence({self.request_id!r}, tokens={self.num_tokens}, computed={self.num_computed_tokens}, "
+                f"blocks={len(self.block_table)}, {self.status.name})")
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens:]
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED
+
+    def append_token(self, token_id: int) -> None:
+        self.token_ids.append(token_id)

@@ -1,0 +1,85 @@
+"""`prefixgate backend`: the engine behind an OpenAI-compatible HTTP API, with Prometheus metrics."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from prefixgate.errors import RequestError, error_body
+from prefixgate.local_backend.async_engine import AsyncEngine
+from prefixgate.local_backend.frontend import Frontend
+from prefixgate.local_backend.metrics import EngineMetrics
+
+log = logging.getLogger("prefixgate.local_backend")
+
+
+def _error(err: RequestError) -> JSONResponse:
+    headers = {"Retry-After": str(max(1, round(err.retry_after)))} if err.retry_after else None
+    return JSONResponse(error_body(err, "openai"), status_code=err.status, headers=headers)
+
+
+def create_app(engine: AsyncEngine) -> FastAPI:
+    metrics = EngineMetrics(engine.engine)
+    engine.observer = metrics.observe
+    model = engine.model_name
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine.start()
+        yield
+        engine.shutdown()
+
+    app = FastAPI(title="prefixgate backend", lifespan=lifespan)
+    frontend = Frontend(engine)
+    app.state.engine, app.state.metrics = engine, metrics
+
+    @app.exception_handler(RequestError)
+    async def request_error(request: Request, err: RequestError) -> JSONResponse:
+        return _error(err)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": model}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "prefixgate",
+                                            "max_model_len": engine.engine.max_model_len}]}
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await _serve(request, chat=False)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        return await _serve(request, chat=True)
+
+    async def _serve(request: Request, *, chat: bool) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(RequestError("the request body is not valid JSON"))
+        answer = await frontend.serve(body, chat=chat)
+        if isinstance(answer, dict):
+            return JSONResponse(answer)
+        return StreamingResponse(answer, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    return app
+
+
+def serve(model: str = "smollm2-135m", host: str = "127.0.0.1", port: int = 8100, log_level: str = "info",
+          **engine_options: Any) -> None:
+    import uvicorn
+
+    engine = AsyncEngine.from_options(model, **engine_options)
+    uvicorn.run(create_app(engine), host=host, port=port, log_level=log_level)

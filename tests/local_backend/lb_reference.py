@@ -1,0 +1,92 @@
+"""The correctness judge: transformers' own forward pass, float32, as vLLM's tests judge an engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from prefixgate.local_backend.engine import LLM
+from prefixgate.local_backend.outputs import RequestOutput
+from prefixgate.local_backend.sampling_params import SamplingParams
+
+LOGIT_TOLERANCE = 1e-3
+
+
+_memo: dict[tuple, Any] = {}
+
+
+def _memoized(fn):  # noqa: ANN001, ANN202 - the same prompt is judged under many engine settings
+    def wrapper(model: Any, ids: list[int], *args: Any) -> Any:
+        key = (fn.__name__, id(model), tuple(ids), args)
+        if key not in _memo:
+            _memo[key] = fn(model, ids, *args)
+        return _memo[key]
+    return wrapper
+
+
+@_memoized
+@torch.no_grad()
+def reference_greedy(model: Any, prompt: list[int], n: int) -> tuple[list[int], list[torch.Tensor]]:
+    """A greedy prefill-plus-decode loop over transformers' KV cache; the logits behind each token."""
+    out = model(input_ids=torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                use_cache=True)
+    tokens, logits = [], [out.logits[0, -1].float()]
+    for _ in range(n):
+        tokens.append(int(logits[-1].argmax()))
+        if len(tokens) == n:
+            break
+        length = len(prompt) + len(tokens)
+        out = model(input_ids=torch.tensor([[tokens[-1]]]), past_key_values=out.past_key_values,
+                    attention_mask=torch.ones(1, length, dtype=torch.long), use_cache=True)
+        logits.append(out.logits[0, -1].float())
+    return tokens, logits
+
+
+@_memoized
+@torch.no_grad()
+def reference_logits(model: Any, ids: list[int]) -> torch.Tensor:
+    return model(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long)).logits[0].float()
+
+
+class LogitsRecorder:
+    """Hooked into the model runner: the raw logits behind every token each request sampled, in order."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.by_request: dict[str, list[torch.Tensor]] = {}
+        llm.engine.runner.logits_observer = self
+
+    def __call__(self, seqs: list, logits: torch.Tensor) -> None:
+        for seq, row in zip(seqs, logits, strict=True):
+            self.by_request.setdefault(seq.request_id, []).append(row.clone())
+
+    def logits(self, out: RequestOutput) -> torch.Tensor:
+        return torch.stack(self.by_request[out.request_id])
+
+
+def assert_matches_reference(model: Any, out: RequestOutput, engine_logits: torch.Tensor,
+                             tolerance: float = LOGIT_TOLERANCE) -> float:
+    """Greedy tokens equal the reference's (or differ first at a top-5 near-tie); teacher-forced logits agree.
+
+    Returns the largest logit difference seen.
+    """
+    prompt, tokens = out.prompt_token_ids, out.outputs[0].token_ids
+    assert len(engine_logits) == len(tokens)
+    ref_tokens, ref_step_logits = reference_greedy(model, prompt, len(tokens))
+    for i, (mine, theirs) in enumerate(zip(tokens, ref_tokens, strict=True)):
+        if mine != theirs:
+            mine_top = engine_logits[i].topk(5).indices.tolist()
+            ref_top = ref_step_logits[i].topk(5).indices.tolist()
+            assert mine in ref_top and theirs in mine_top, (
+                f"token {i}: engine {mine} vs reference {theirs} is no near-tie "
+                f"(engine top-5 {mine_top}, reference top-5 {ref_top})")
+            break
+    # Teacher forcing on the engine's own tokens: every position it sampled from.
+    full = reference_logits(model, prompt + tokens)[len(prompt) - 1:len(prompt) - 1 + len(tokens)]
+    diff = (full - engine_logits).abs().max().item()
+    assert diff < tolerance, f"logits differ from the reference by {diff}"
+    return diff
+
+
+def greedy(n: int) -> SamplingParams:
+    return SamplingParams(temperature=0, max_tokens=n, ignore_eos=True)

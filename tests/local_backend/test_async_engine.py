@@ -1,0 +1,78 @@
+"""AsyncEngine, the in-process API the server (and the gateway) use: concurrent streams, early exit, errors."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from lb_reference import greedy
+
+from prefixgate.errors import RequestError
+from prefixgate.local_backend.async_engine import AsyncEngine
+from prefixgate.local_backend.config import EngineConfig
+from prefixgate.local_backend.engine import LLM, LLMEngine
+
+
+@pytest.fixture
+def engine(tiny):  # noqa: ANN201
+    e = AsyncEngine(LLMEngine(EngineConfig(model="tiny", block_size=4, max_num_batched_tokens=32, max_waiting=3),
+                              tiny[0]))
+    yield e
+    e.shutdown()
+
+
+def test_concurrent_requests_stream_and_match_offline_results(engine: AsyncEngine, tiny) -> None:
+    prompts = ["alpha beta", "gamma", "delta epsilon zeta"]
+
+    async def collect(prompt: str) -> list:
+        return [out async for out in engine.generate(prompt, greedy(6))]
+
+    async def main() -> list:
+        return await asyncio.gather(*(collect(p) for p in prompts))
+
+    streams = asyncio.run(main())
+    offline = LLM("tiny", loaded=tiny[0]).generate(prompts, greedy(6))
+    for outs, want in zip(streams, offline, strict=True):
+        assert [len(o.outputs[0].token_ids) for o in outs] == list(range(1, 7))  # one output per token
+        assert outs[-1].finished and not any(o.finished for o in outs[:-1])
+        assert outs[-1].outputs[0].token_ids == want.outputs[0].token_ids
+        assert outs[-1].outputs[0].text == want.outputs[0].text
+
+
+def test_leaving_a_stream_early_aborts_and_frees_blocks(engine: AsyncEngine) -> None:
+    async def main() -> None:
+        async for out in engine.generate("a fairly long prompt to hold blocks", greedy(200)):
+            if len(out.outputs[0].token_ids) == 3:
+                break
+        for _ in range(200):
+            if engine.engine.kv.num_used_blocks == 0 and not engine.engine.has_unfinished_requests():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("blocks were not freed")
+
+    asyncio.run(main())
+
+
+def test_bad_requests_raise_at_once_and_a_full_queue_is_429(tiny) -> None:
+    engine = AsyncEngine(LLMEngine(EngineConfig(model="tiny", max_num_seqs=1, max_waiting=2), tiny[0]))
+
+    async def main() -> None:
+        with pytest.raises(RequestError) as e:
+            engine.add_request("", greedy(1))
+        assert e.value.field == "prompt"
+        running = engine.add_request("runs long", greedy(300))
+        it = aiter(running)
+        await anext(it)  # admitted: the one running slot is taken
+        waiting = [engine.add_request(f"p{i}", greedy(1)) for i in range(2)]
+        with pytest.raises(RequestError) as e:
+            engine.add_request("one too many", greedy(1))
+        assert e.value.status == 429 and e.value.retry_after
+        engine.abort(running.request_id)
+        assert [o async for o in it][-1].outputs[0].finish_reason == "abort"
+        for s in waiting:
+            assert [o async for o in s][-1].finished
+
+    try:
+        asyncio.run(main())
+    finally:
+        engine.shutdown()

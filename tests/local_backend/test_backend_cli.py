@@ -1,0 +1,57 @@
+"""`prefixgate backend --model smollm2-135m` as a user runs it, with the openai client against it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def backend_url(smollm2) -> Iterator[str]:  # smollm2: the GGUF is converted before the server starts
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "backend", "--model", "smollm2-135m",
+                             "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"prefixgate backend exited: {proc.stderr.read().decode()[-2000:]}")
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "prefixgate backend did not come up"
+        time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(20)
+
+
+def test_openai_client_against_prefixgate_backend(backend_url: str) -> None:
+    client = openai.OpenAI(base_url=backend_url + "/v1", api_key="unused", max_retries=0)
+    assert client.models.list().data[0].id == "smollm2-135m"
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    r = client.chat.completions.create(model="smollm2-135m", messages=messages, max_tokens=12, temperature=0)
+    assert "Paris" in r.choices[0].message.content
+    streamed = client.chat.completions.create(model="smollm2-135m", messages=messages, max_tokens=12,
+                                              temperature=0, stream=True, stream_options={"include_usage": True})
+    chunks = list(streamed)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == r.choices[0].message.content
+    usage = chunks[-1].usage
+    # The second identical prompt found all but its last block in the prefix cache.
+    assert usage.prompt_tokens == r.usage.prompt_tokens
+    assert usage.prompt_tokens_details.cached_tokens >= usage.prompt_tokens - 16

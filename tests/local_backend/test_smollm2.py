@@ -1,0 +1,72 @@
+"""The bundled model end to end: GGUF -> cached safetensors -> our forward, judged against transformers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from lb_reference import LogitsRecorder, assert_matches_reference, greedy
+
+from prefixgate.local_backend.engine import LLM
+from prefixgate.local_backend.model_loader import load_model
+
+pytestmark = pytest.mark.slow
+
+SYSTEM = ("You are the support assistant of a hardware shop. Answer briefly and politely. Prices are in euros. "
+          "Never promise delivery dates. Refer warranty questions to the service desk. ") * 3
+QUESTIONS = ["What is the capital of France?", "Write a haiku about the sea.",
+             "How do I return a broken drill?", "Explain gravity in one sentence.", "Do you sell ladders?"]
+
+
+@pytest.fixture(scope="module")
+def reference(smollm2):  # noqa: ANN201
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(smollm2.folder, dtype=torch.float32).eval()
+
+
+@pytest.fixture(scope="module")
+def prompts(smollm2) -> list[dict]:
+    tok = smollm2.tokenizer
+    msgs = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}] for q in QUESTIONS]
+    msgs.append([{"role": "user", "content": "What is the capital of France?"}])  # the template's own system
+    return [{"prompt_token_ids": tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True)}
+            for m in msgs]
+
+
+def _ids(smollm2, prompts: list[dict]) -> list[dict]:
+    return [{"prompt_token_ids": smollm2.tokenizer.encode(p["prompt_token_ids"], add_special_tokens=False)}
+            for p in prompts]
+
+
+def test_model_is_converted_once_and_reloads_fast(smollm2) -> None:
+    assert (smollm2.folder / "model.safetensors").is_file() and (smollm2.folder / "tokenizer.json").is_file()
+    assert smollm2.hf_config.num_key_value_heads == 3 and smollm2.hf_config.tie_word_embeddings
+    t = time.perf_counter()
+    again = load_model("smollm2-135m")
+    assert time.perf_counter() - t < 20  # the GGUF dequantisation alone takes ~25 s
+    assert again.weights.keys() == smollm2.weights.keys()
+
+
+@pytest.mark.parametrize(("budget", "one_by_one"), [(512, False), (48, False), (512, True)])
+def test_greedy_matches_transformers_cold_then_warm(smollm2, reference, prompts, budget: int,
+                                                    one_by_one: bool) -> None:
+    """Every prompt, batched or alone, whole or in 48-token chunks, with a cold and then a warm prefix cache."""
+    llm = LLM(loaded=smollm2, max_num_batched_tokens=budget)
+    recorder = LogitsRecorder(llm)
+    worst = 0.0
+    for phase in ("cold", "warm"):
+        batches = [[p] for p in _ids(smollm2, prompts)] if one_by_one else [_ids(smollm2, prompts)]
+        for batch in batches:
+            for out in llm.generate(batch, greedy(16)):
+                if phase == "warm":
+                    assert out.num_cached_tokens > 0
+                worst = max(worst, assert_matches_reference(reference, out, recorder.logits(out)))
+    assert worst < 1e-3
+
+
+def test_chat_answers_sensibly(smollm2) -> None:
+    out = LLM(loaded=smollm2).chat([{"role": "user", "content": "What is the capital of France?"}],
+                                   greedy(12))[0]
+    assert "Paris" in out.outputs[0].text
