@@ -44,7 +44,8 @@ def dashboard_schema() -> dict:
 
     from prefixgate.config import Settings
 
-    app = create_app(Settings(ledger_path=":memory:", admin_token=ADMIN))
+    settings_ = Settings(ledger_path=":memory:", admin_token=ADMIN)
+    app = create_app(settings_, policy=policy_for(settings_, POLICY))
     with TestClient(app) as client:
         return client.get("/api/openapi.json", headers={"authorization": f"Bearer {ADMIN}"}).json()
 
