@@ -19,21 +19,22 @@ class LocalTarget(Protocol):
 
 
 class UnavailableLocalTarget:
-    """Stands in when no engine is wired in, so a local route fails with a message that says what to do."""
+    """Stands in when no local model is configured, so a local route fails with a message that says what to do."""
 
     def __init__(self, model: str) -> None:
         self.model = model
 
     async def chat(self, body: dict, *, stream: bool) -> dict | AsyncIterator[bytes]:
         raise RequestError(
-            f"the in-process local backend for {self.model or 'the local model'!r} is not available in this build; "
-            "set backend_url (PREFIXGATE_BACKEND_URL) to an OpenAI-compatible server such as `prefixgate backend`",
+            "no local model is configured: set local_model (PREFIXGATE_LOCAL_MODEL, e.g. smollm2-135m) to run the "
+            "bundled engine in-process, or point a route at an OpenAI-compatible server such as `prefixgate backend`",
             status=503, kind="overloaded")
 
 
 def in_process_target(model: str) -> LocalTarget:
     """The bundled engine behind the LocalTarget interface, when the local backend provides one."""
+    if not model:
+        return UnavailableLocalTarget(model)
     from prefixgate import local_backend
 
-    factory = getattr(local_backend, "local_target", None)
-    return factory(model) if factory is not None else UnavailableLocalTarget(model)
+    return local_backend.local_target(model)

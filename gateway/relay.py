@@ -11,7 +11,6 @@ instead of returning a silently truncated answer.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator
 from functools import partial
@@ -23,6 +22,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from prefixgate.dialects import dialect as dialect_module
+from prefixgate.dialects.sse import event_json
 from prefixgate.errors import RequestError
 from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
@@ -63,17 +63,6 @@ def events(buffer: bytearray, chunk: bytes) -> list[bytes]:
             return out
         out.append(bytes(buffer[:end + 2]))
         del buffer[:end + 2]
-
-
-def event_json(event: bytes) -> dict | None:
-    data = [line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:")]
-    if not data:
-        return None
-    try:
-        value = json.loads(b"\n".join(data))
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResponse, sent: float) -> StreamingResponse:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +16,8 @@ from prefixgate.errors import RequestError, error_body
 from prefixgate.local_backend.async_engine import AsyncEngine, RequestStream
 from prefixgate.local_backend.outputs import RequestOutput
 from prefixgate.local_backend.protocol import ChunkWriter, ParsedRequest, parse_request, response
+
+log = logging.getLogger("prefixgate.local_backend")
 
 
 def _sse(data: Any) -> bytes:
@@ -72,9 +75,9 @@ class InProcessTarget:
     def __init__(self, model: str, **engine_options: Any) -> None:
         self.model, self.options = model, engine_options
         self._frontend: Frontend | None = None
+        self._failure: str | None = None
 
-    @property
-    def frontend(self) -> Frontend:
+    def _load(self) -> Frontend:
         if self._frontend is None:
             engine = AsyncEngine.from_options(self.model, **self.options)
             engine.start()
@@ -82,14 +85,21 @@ class InProcessTarget:
         return self._frontend
 
     async def start(self) -> None:
-        """Load the model off the event loop (seconds from the converted cache, longer the first time)."""
-        await asyncio.to_thread(lambda: self.frontend)
+        """Load the model off the event loop (seconds from the converted cache, longer the first time).
+        A model that cannot load leaves the gateway serving its other routes; local ones answer 503."""
+        try:
+            await asyncio.to_thread(self._load)
+        except Exception as e:  # noqa: BLE001 (any load failure is reported the same way)
+            self._failure = f"the local model {self.model!r} could not be loaded: {e}"
+            log.error("%s", self._failure)
 
     async def chat(self, body: dict, *, stream: bool) -> dict | AsyncIterator[bytes]:
-        if self._frontend is None:
+        if self._frontend is None and self._failure is None:
             await self.start()
+        if self._frontend is None:
+            raise RequestError(self._failure or "the local model is not loaded", status=503, kind="overloaded")
         # Routes may alias the model ("local", "smollm2"); the engine serves one model under its own name.
-        return await self.frontend.chat({**body, "model": self.frontend.model}, stream=stream)
+        return await self._frontend.chat({**body, "model": self._frontend.model}, stream=stream)
 
     def close(self) -> None:
         if self._frontend is not None:

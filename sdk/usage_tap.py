@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import zlib
-from typing import Any
 
 from prefixgate.dialects import dialect as dialect_module
+from prefixgate.dialects.sse import event_json
 from prefixgate.usage import Usage
 
 # A JSON body larger than this is passed on but not parsed (no generate response comes close).
@@ -76,7 +76,7 @@ class UsageTap:
 
     def _read_event(self, event: bytes) -> bool:
         """Feed one event to the usage counter; False to withhold it."""
-        data = _event_json(event)
+        data = event_json(event)
         if data is None:
             return True
         self.counter.feed(data)
@@ -122,14 +122,3 @@ class UsageTap:
 
 def _has_usage(dialect: str, data: dict) -> bool:
     return bool(data.get("usageMetadata" if dialect == "gemini" else "usage"))
-
-
-def _event_json(event: bytes) -> Any:
-    lines = [line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:")]
-    if not lines:
-        return None
-    try:
-        value = json.loads(b"\n".join(lines))
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None

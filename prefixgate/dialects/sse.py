@@ -58,3 +58,15 @@ def encode_sse(data: Any, event: str | None = None) -> bytes:
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {payload}\n\n".encode()
+
+
+def event_json(event: bytes) -> dict | None:
+    """The JSON object in one raw event's `data:` lines; None for comments, `[DONE]` or non-objects."""
+    lines = [line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:")]
+    if not lines:
+        return None
+    try:
+        value = json.loads(b"\n".join(lines))
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -158,7 +158,7 @@ class ServerThread:
 
     def __enter__(self) -> ServerThread:
         self.thread.start()
-        wait_until(lambda: self.server.started, 15, f"server on {self.port} started")
+        wait_until(lambda: self.server.started, 60, f"server on {self.port} started")
         return self
 
     def __exit__(self, *exc) -> None:
