@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import httpx
 
 from prefixgate.dialects import dialect as dialect_module
-from prefixgate.gateway.relay import event_json, events
+from prefixgate.dialects.sse import event_json
+from prefixgate.gateway.relay import events
 from prefixgate.providers.faults import FaultPlan
 from prefixgate.providers.mock_server import MockContext, create_app
 from prefixgate.usage import Usage
