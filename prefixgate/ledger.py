@@ -117,7 +117,8 @@ class Ledger:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        # Checkpoints fsync the database file: the background thread runs them, never the request path.
+        # Checkpoints fsync the database file: the background thread runs them on its own connection,
+        # never on the request path and never holding the append lock.
         self._db.execute("PRAGMA wal_autocheckpoint=0")
         self._db.execute(_schema())
         # A ledger file from an older version lacks newer columns; old rows read them as empty.
@@ -154,16 +155,17 @@ class Ledger:
             self._db.close()
 
     def _run(self) -> None:
+        checkpointer = sqlite3.connect(self.path, timeout=10)
         checkpointed = time.monotonic()
         while True:
             stopping = self._stop.wait(FLUSH_S)
             if self._sync is not None:
                 self._sync.push(final=stopping)
             if time.monotonic() - checkpointed > CHECKPOINT_S:
-                with self._lock:
-                    self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 checkpointed = time.monotonic()
             if stopping:
+                checkpointer.close()
                 if self._sync is not None:
                     self._sync.close()
                 return
