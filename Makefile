@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PORT   ?= 8080
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test bench lint install services clean
+.PHONY: serve test soak audit bench lint install services clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,19 @@ serve: install
 test: install services
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python tools/audit_dependencies.py
+
+# The long reliability runs (README "Reliability"): 500 streams for 60 s through one gateway worker, five
+# kill -9s at 500 completed answers each, and the local backend's preemption run at full length.
+# `make test` runs the same tests shortened. Figures land in soak-figures.jsonl.
+soak: install services
+	PREFIXGATE_LOAD_S=60 PREFIXGATE_CRASH_KILLS=5 PREFIXGATE_CRASH_KILL_AFTER=500 PREFIXGATE_LOCAL_LOAD_ROUNDS=4 \
+	PREFIXGATE_FIGURES=soak-figures.jsonl \
+	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/reliability
+
+# pip-audit over the installed environment: fails on a known vulnerability, skips (saying so) offline.
+audit: install
+	$(BIN)/python tools/audit_dependencies.py
 
 # Side-by-side benchmarks (minutes each on 2 cores); their tables go in the README.
 bench: install

@@ -114,20 +114,42 @@ class StateStore(Protocol):
 
 
 class RedisStore:
-    """Route state shared by gateway replicas: one JSON value per route, expiring after a day idle."""
+    """Route state shared by gateway replicas: one JSON value per route, expiring after a day idle.
 
-    def __init__(self, url: str, prefix: str = "prefixgate:route:", ttl_s: int = 86400) -> None:
+    Redis being unreachable is not the request's problem: the route plans from this replica's memory,
+    Redis is left alone for `retry_s`, and the next publish after it answers again shares the state.
+    """
+
+    def __init__(self, url: str, prefix: str = "prefixgate:route:", ttl_s: int = 86400, retry_s: float = 1.0) -> None:
         import redis
 
-        self.client = redis.Redis.from_url(url)
-        self.prefix, self.ttl_s = prefix, ttl_s
+        self.client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        self.prefix, self.ttl_s, self.retry_s = prefix, ttl_s, retry_s
+        self._errors = (redis.RedisError, OSError)
+        self._down_until = 0.0
+        self.failures = 0
 
     def load(self, route: str) -> RouteState | None:
-        raw = self.client.get(self.prefix + route)
+        if time.monotonic() < self._down_until:
+            return None
+        try:
+            raw = self.client.get(self.prefix + route)
+        except self._errors:
+            self._went_down()
+            return None
         return RouteState.from_dict(json.loads(raw)) if raw else None
 
     def save(self, route: str, state: RouteState) -> None:
-        self.client.set(self.prefix + route, json.dumps(state.to_dict()), ex=self.ttl_s)
+        if time.monotonic() < self._down_until:
+            return
+        try:
+            self.client.set(self.prefix + route, json.dumps(state.to_dict()), ex=self.ttl_s)
+        except self._errors:
+            self._went_down()
+
+    def _went_down(self) -> None:
+        self.failures += 1
+        self._down_until = time.monotonic() + self.retry_s
 
 
 class PlannerState:

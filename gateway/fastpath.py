@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from prefixgate.dialects import anthropic, openai
@@ -37,6 +37,8 @@ class FastPath:
                 response = await model_action(request, version, target)
             else:
                 return await self.app(scope, receive, send)
+        except ClientDisconnect:
+            return      # nobody is left to answer
         except Exception:
             log.exception("unhandled error on %s", path)
             dialect = "anthropic" if path.startswith("/v1/messages") else "openai" if path.endswith("completions") else "gemini"

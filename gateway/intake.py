@@ -15,6 +15,7 @@ from starlette.responses import Response
 from prefixgate.errors import RequestError, error_body
 from prefixgate.gateway.auth import authenticate
 from prefixgate.gateway.proxy import Proxy, dumps
+from prefixgate.gateway.relay import CLIENT_CLOSED
 from prefixgate.ir import Conversation
 
 
@@ -69,3 +70,7 @@ async def serve(request: Request, dialect: str, parse: Callable[[bytes], Convers
         return await until_disconnect(request, proxy.handle(call))
     except RequestError as e:
         return proxy.fail(call, e, None)
+    except ClientDisconnect:
+        # No answer was sent, but the upstream may have worked (and billed): the ledger says so.
+        proxy.record(call, None, None, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
+        raise

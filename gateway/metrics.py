@@ -9,6 +9,9 @@ from prefixgate.ledger import LedgerRecord
 LABELS = ("route", "target", "model")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1)
+# Model names come from callers (a `gpt-*` route forwards whatever name it is sent), and every new
+# label set is memory held for the life of the process: past this many, new models count as "other".
+MAX_SERIES = 1000
 
 
 class Metrics:
@@ -30,6 +33,10 @@ class Metrics:
     def observe(self, rec: LedgerRecord) -> None:
         labels = (rec.route, rec.target, rec.model)
         child = self._children.get(labels)
+        if child is None and len(self._children) >= MAX_SERIES:
+            # A route that forwards any model name a caller sends must not grow series without bound.
+            labels = (rec.route, rec.target, "other")
+            child = self._children.get(labels)
         if child is None:
             # labels() hashes and locks on every call; a route's children are looked up once.
             child = self._children[labels] = _Children(self, labels)

@@ -10,6 +10,7 @@ caller instead of being sent again.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 import uuid
@@ -62,6 +63,15 @@ FORWARD_HEADERS = {
 }
 PLANNER_PROVIDER = {"anthropic": "anthropic", "openai": "openai", "gemini": "gemini",
                     "openai_compatible": "local", "local": "local"}
+
+
+# Upstreams that take `cache_salt` (this project's engine and `prefixgate backend`, vLLM): each tenant's
+# prefix-cache blocks hash under its own salt, so no tenant can read another's through cache hits or timing.
+SELF_HOSTED = ("local", "openai_compatible")
+
+
+def tenant_salt(tenant: str) -> str:
+    return hashlib.sha256(f"prefixgate-tenant:{tenant}".encode()).hexdigest()[:32]
 
 
 def dumps(value: object) -> bytes:
@@ -213,7 +223,11 @@ class Proxy:
         if out.stream and upstream.dialect == "openai":
             # Ask for the usage chunk whatever the caller asked: a stream without usage cannot be billed.
             out.params = {**out.params, "stream_options": {**(out.params.get("stream_options") or {}), "include_usage": True}}
-        body = dumps(dialect_module(upstream.dialect).encode_request(out))
+        payload = dialect_module(upstream.dialect).encode_request(out)
+        if upstream.kind in SELF_HOSTED and self.settings.tenant_cache_isolation and call.caller.key is not None:
+            # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
+            payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)
+        body = dumps(payload)
         return Prepared(upstream, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:

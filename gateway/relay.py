@@ -2,7 +2,9 @@
 dialect), usage is read on the way, and a client that hangs up cancels the upstream stream.
 
 Same-dialect streams are forwarded byte for byte; the only event ever withheld is OpenAI's usage
-chunk when the caller did not ask for it (the gateway always asks, to bill the stream). A stream that
+chunk when the caller did not ask for it (the gateway always asks, to bill the stream). The terminal
+event goes out only after the request's ledger record is written, so a client that saw its stream end
+can rely on the record existing even if the gateway is killed a moment later. A stream that
 breaks or ends without its terminal event gets the caller dialect's error event, so the SDK raises
 instead of returning a silently truncated answer.
 """
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 # Cheap byte tests that say an event may carry usage or end the stream, so most events skip json.loads.
 USAGE_MARKS = {"openai": (b'"usage":{',), "anthropic": (b"message_start", b"message_delta"), "gemini": (b"usageMetadata",)}
 TERMINAL = {"openai": b"[DONE]", "anthropic": b"message_stop", "gemini": b"finishReason"}
+# The ledger status of a request whose client hung up before its answer ended (nginx's convention).
+CLIENT_CLOSED = 499
 
 
 class DisconnectAwareStream(StreamingResponse):
@@ -72,6 +76,8 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
         buffer = bytearray()
         first: float | None = None
         ended = False
+        finished = False        # false in `finally` means the client hung up and the body was cancelled
+        tail = b""              # the terminal event, held until the ledger record is written
         error: RequestError | None = None
         try:
             async for chunk in resp.chunks:
@@ -95,24 +101,35 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                     elif parsed is not None:
                         out.append(writer.write(read_deltas(target, parsed)))
                 if out:
-                    yield b"".join(out)
+                    if ended:
+                        tail += b"".join(out)
+                    else:
+                        yield b"".join(out)
             if not same and ended:
-                yield writer.finish(counter.usage)
+                tail += writer.finish(counter.usage)
             if not ended:
                 error = RequestError(f"upstream {prep.upstream.name!r} ended the stream early", status=502, kind="server")
+            finished = True
         except UpstreamFailure as f:
-            error = f.request_error()
+            # A break after the terminal event lost nothing the caller needs.
+            error = None if ended else f.request_error()
+            finished = True
         finally:
             with anyio.CancelScope(shield=True):
                 await resp.close()
                 proxy.in_flight[prep.upstream.name] -= 1
                 done = time.perf_counter()
-                upstream_s = done - sent
-                state["rec"] = proxy.record(call, prep, counter.usage, 200 if error is None else error.status,
-                                            ttft_s=(first - call.started) if first else None, upstream_s=upstream_s,
-                                            error=error.message if error else "")
+                status = 200 if error is None else error.status
+                message = error.message if error else ""
+                if not finished:
+                    status, message = CLIENT_CLOSED, "client disconnected mid-stream"
+                state["rec"] = proxy.record(call, prep, counter.usage, status,
+                                            ttft_s=(first - call.started) if first else None, upstream_s=done - sent,
+                                            error=message)
         if error is not None:
             yield dialect_module(call.dialect).error_event(error)
+        elif tail:
+            yield tail
 
     async def after() -> None:
         if state["rec"] is not None:

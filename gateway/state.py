@@ -5,7 +5,14 @@ Budgets and rate limits count here, so several replicas behind a load balancer e
 
 from __future__ import annotations
 
+import logging
 import time
+
+from redis.exceptions import RedisError
+
+# What an unreachable or failing Redis raises (timeouts are RedisError subclasses; refusals OSError).
+_ERRORS = (RedisError, OSError)
+log = logging.getLogger("prefixgate.gateway")
 
 
 class MemoryCounters:
@@ -32,16 +39,45 @@ class MemoryCounters:
 
 
 class RedisCounters:
-    """Counters in Redis: INCRBYFLOAT plus an expiry set when the key is created (atomic per call)."""
+    """Counters in Redis: INCRBYFLOAT plus an expiry set when the key is created (atomic per call).
+
+    While Redis is unreachable the replica counts in memory and keeps serving (its limits then hold per
+    replica); what it counted meanwhile is added to Redis once Redis answers again.
+    """
 
     PREFIX = "prefixgate:counter:"
+    RETRY_S = 1.0
 
     def __init__(self, url: str) -> None:
         import redis.asyncio as aioredis
 
-        self._redis = aioredis.from_url(url)
+        self._redis = aioredis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        self.local = MemoryCounters()
+        self.backlog: dict[str, tuple[float, int]] = {}     # key -> (amount counted locally, ttl)
+        self._down_until = 0.0
+        self.outages = 0
 
     async def add(self, key: str, amount: float, ttl_s: int) -> float:
+        if await self._available():
+            try:
+                return await self._add(key, amount, ttl_s)
+            except _ERRORS:
+                self._went_down()
+        value = await self.local.add(key, amount, ttl_s)
+        pending, _ = self.backlog.get(key, (0.0, ttl_s))
+        self.backlog[key] = (pending + amount, ttl_s)
+        return value
+
+    async def get(self, key: str) -> float:
+        if await self._available():
+            try:
+                value = await self._redis.get(self.PREFIX + key)
+                return float(value) if value is not None else 0.0
+            except _ERRORS:
+                self._went_down()
+        return await self.local.get(key)
+
+    async def _add(self, key: str, amount: float, ttl_s: int) -> float:
         k = self.PREFIX + key
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.incrbyfloat(k, amount)
@@ -50,9 +86,25 @@ class RedisCounters:
             value, *_ = await pipe.execute()
         return float(value)
 
-    async def get(self, key: str) -> float:
-        value = await self._redis.get(self.PREFIX + key)
-        return float(value) if value is not None else 0.0
+    async def _available(self) -> bool:
+        """False while Redis is known down; on the first call after that, resync the backlog first."""
+        if time.monotonic() < self._down_until:
+            return False
+        while self.backlog:
+            key, (amount, ttl) = next(iter(self.backlog.items()))
+            try:
+                await self._add(key, amount, ttl)
+            except _ERRORS:
+                self._went_down()
+                return False
+            del self.backlog[key]
+        return True
+
+    def _went_down(self) -> None:
+        if self._down_until == 0.0 or time.monotonic() >= self._down_until:
+            self.outages += 1
+            log.warning("redis counters unreachable; counting in this replica until it answers")
+        self._down_until = time.monotonic() + self.RETRY_S
 
     async def close(self) -> None:
         await self._redis.aclose()

@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     # Overrides merged over the packaged provider rules and prices.
     providers_file: str = ""
     log_level: str = "info"
+    # Self-hosted upstreams (local, openai_compatible) get a per-tenant `cache_salt` on every request from a
+    # keyed caller, replacing any the caller sent: tenants share no prefix-cache blocks (vLLM and this
+    # project's backend accept the field; turn it off for a server that rejects unknown fields).
+    tenant_cache_isolation: bool = True
     # Bearer token for /dashboard and /api/*; empty leaves them open (the gateway listens on localhost by default).
     admin_token: str = ""
 

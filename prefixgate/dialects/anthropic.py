@@ -76,25 +76,29 @@ def _content_block(block: Any, field: str) -> Block:
     expect(block, dict, field)
     btype = require(block, "type", str, f"{field}.type")
     kind = _KINDS.get(btype, "other")
-    return Block(kind, block, text=_block_text(block, kind), checkpoint=_checkpoint(block, field))
+    return Block(kind, block, text=_block_text(block, kind, field), checkpoint=_checkpoint(block, field))
 
 
-def _block_text(block: dict, kind: BlockKind) -> str:
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json_text(value)
+
+
+def _block_text(block: dict, kind: BlockKind, field: str) -> str:
     if kind == "text":
-        return block.get("text", "")
+        return expect(block.get("text", ""), str, f"{field}.text")
     if kind == "thinking":
-        return block.get("thinking", "") or block.get("data", "")
+        return _as_text(block.get("thinking", "") or block.get("data", ""))
     if kind == "tool_call":
         return json_text({"name": block.get("name"), "input": block.get("input")})
     if kind == "tool_result":
         content = block.get("content", "")
         if isinstance(content, list):
-            return "\n".join(c.get("text", "") for c in content if isinstance(c, dict))
+            return "\n".join(_as_text(c.get("text", "")) for c in content if isinstance(c, dict))
         return content if isinstance(content, str) else json_text(content)
     if kind == "document":
         source = block.get("source") or {}
         if isinstance(source, dict) and source.get("type") == "text":
-            return source.get("data", "")
+            return _as_text(source.get("data", ""))
         return json_text(block.get("content", "")) if "content" in block else ""
     return ""
 

@@ -72,7 +72,7 @@ def _content_segment(content: Any, field: str, default_role: str) -> Segment:
 def _part_block(part: Any, field: str) -> Block:
     expect(part, dict, field)
     if part.get("thought") is True:
-        return Block("thinking", part, text=part.get("text", ""))
+        return Block("thinking", part, text=expect(part.get("text", ""), str, f"{field}.text"))
     kind = next((_KINDS[k] for k in part if k in _KINDS), "other")
     if kind == "text":
         text = expect(part["text"], str, f"{field}.text")

@@ -88,7 +88,7 @@ def _part_block(part: Any, field: str) -> Block:
     expect(part, dict, field)
     ptype = require(part, "type", str, f"{field}.type")
     kind = _KINDS.get(ptype, "other")
-    text = part.get("text", "") if ptype == "text" else part.get("refusal", "") if ptype == "refusal" else ""
+    text = expect(part.get(ptype, ""), str, f"{field}.{ptype}") if ptype in ("text", "refusal") else ""
     # Only an explicit breakpoint is one; any other value is passed through for the API to judge.
     checkpoint = Checkpoint("30m") if part.get("prompt_cache_breakpoint") == BREAKPOINT else None
     return Block(kind, part, text=text, checkpoint=checkpoint)

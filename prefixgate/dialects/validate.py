@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from prefixgate.errors import RequestError
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD]")
+_SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD]")
 _TYPE_NAMES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer"}
 
 
@@ -18,8 +21,18 @@ def load_body(body: bytes | str | dict) -> dict:
         value = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RequestError(f"request body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise RequestError("request body is nested too deeply to be a model request") from None
     if not isinstance(value, dict):
         raise RequestError(f"request body must be a JSON object, not {_json_type(value)}")
+    # JSON may escape half a UTF-16 pair ("\ud800"), which no UTF-8 can carry: every later step (hashing,
+    # counting tokens, sending upstream) would fail on it. Only an escaped surrogate can make one.
+    if (_SURROGATE_ESCAPE if isinstance(body, bytes) else _SURROGATE_ESCAPE_TEXT).search(body):
+        try:
+            json.dumps(value, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise RequestError("request body holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its "
+                               "pair), which is not valid Unicode") from None
     return value
 
 

@@ -1,7 +1,7 @@
 """Fault injection for the mock providers: latency, error statuses with retry-after, dropped streams.
 
 A fault is written `key=value` pairs joined by `;` (or `,`), e.g. `latency=0.5`, `status=429;retry_after=2`,
-`status=529`, `drop_stream_after=3`. A request asks for one with the `x-mock-fault` header; a faults file
+`status=529`, `drop_stream_after=3`, `event_delay=0.05` (a slow stream: seconds between events). A request asks for one with the `x-mock-fault` header; a faults file
 (YAML or TOML) adds standing rules:
 
     faults:
@@ -43,6 +43,7 @@ class Fault:
     status: int | None = None
     retry_after: float | None = None
     drop_stream_after: int | None = None
+    event_delay_s: float = 0.0
 
     def error(self) -> RequestError | None:
         """The provider error this fault answers with, if it is an error fault."""
@@ -74,8 +75,11 @@ def parse_fault(spec: str) -> Fault:
             values["retry_after"] = _number(raw, key)
         elif key == "drop_stream_after":
             values["drop_stream_after"] = int(_number(raw, key))
+        elif key == "event_delay":
+            values["event_delay_s"] = _number(raw, key)
         else:
-            raise FaultError(f"{HEADER}: unknown key {key!r} (latency, status, retry_after, drop_stream_after)")
+            raise FaultError(f"{HEADER}: unknown key {key!r} "
+                             "(latency, status, retry_after, drop_stream_after, event_delay)")
     if not values:
         raise FaultError(f"{HEADER}: empty fault spec")
     return Fault(**values)

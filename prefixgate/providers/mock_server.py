@@ -8,7 +8,7 @@ are deterministic text. The real SDKs work against it unmodified by pointing the
     openai.OpenAI(base_url="http://127.0.0.1:8200/v1")
     genai.Client(http_options={"base_url": "http://127.0.0.1:8200"})
 
-Faults (latency, error statuses with retry-after, dropped streams) come from the `x-mock-fault` request
+Faults (latency, error statuses with retry-after, dropped or slow streams) come from the `x-mock-fault` request
 header or a faults file; see `faults.py`.
 """
 
@@ -126,11 +126,14 @@ def prompt_text(conv: Conversation) -> str:
 
 def sse_response(events: Iterable[bytes], fault: Fault | None, headers: dict[str, str] | None = None) -> Response:
     drop_after = fault.drop_stream_after if fault is not None else None
+    delay = fault.event_delay_s if fault is not None else 0.0
 
     async def body() -> Any:
         for sent, event in enumerate(events):
             if drop_after is not None and sent >= drop_after:
                 raise StreamDropped("mock-providers: stream dropped by fault injection")
+            if delay and sent:
+                await asyncio.sleep(delay)
             yield event
 
     return StreamingResponse(body(), media_type="text/event-stream",

@@ -1,0 +1,131 @@
+"""Redis goes away twice (frozen with SIGSTOP: every call times out; then stopped: every connection is
+refused) while callers keep sending: the gateway answers every request from local state, and once Redis
+is back the shared ledger stream, totals and budget counters hold exactly what the replica served."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from decimal import Decimal
+
+import httpx
+import pytest
+import redis
+
+from prefixgate.gateway.app import create_app
+from prefixgate.ledger import STREAM, TOTALS, picodollars, read_records
+from prefixgate.policies import hash_key
+from tests.gateway.gw_harness import ServerThread, policy_for, settings_for
+from tests.reliability.figures import report
+from tests.reliability.rel_harness import Tap, mock_upstream
+from tests.support import free_port, wait_until
+
+KEY = "pg-outage-key-0001"
+POLICY = {"routes": [{"name": "chat", "models": ["gpt-*"], "retry": {"attempts": 1, "timeout_s": 5},
+                      "targets": [{"upstream": "openai"}]}],
+          "keys": [{"name": "team", "tenant": "acme", "key_sha256": hash_key(KEY),
+                    "budget": {"usd": 1000, "period": "total"},
+                    "rate_limit": {"requests_per_minute": 100000}}]}
+
+
+class RedisServer:
+    """A redis-server of this test's own (append-only, so a restart keeps its data), stoppable at will."""
+
+    def __init__(self, workdir) -> None:
+        self.port, self.workdir = free_port(), workdir
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.fail("redis-server is not installed; `make test` installs it")
+        self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.workdir)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(self.answers, 10, "redis-server answering")
+
+    def answers(self) -> bool:
+        try:
+            return redis.Redis.from_url(self.url, socket_timeout=0.2).ping()
+        except redis.RedisError:
+            return False
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def ask(url: str, seconds: float) -> list[httpx.Response]:
+    """Requests one after another for `seconds` (longer than the gateway's 1 s wait before retrying Redis)."""
+    out = []
+    deadline = time.monotonic() + seconds
+    with httpx.Client(base_url=url, timeout=30, headers={"authorization": f"Bearer {KEY}"}) as client:
+        while time.monotonic() < deadline:
+            out.append(client.post("/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": [
+                {"role": "system", "content": "You answer questions about parcels. " * 20},
+                {"role": "user", "content": f"Where is parcel {len(out)}?"}]}))
+            time.sleep(0.05)
+    return out
+
+
+def test_gateway_serves_through_a_redis_outage_and_resyncs(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-outage-openai-secret")
+    server = RedisServer(tmp_path)
+    server.start()
+    shared = redis.Redis.from_url(server.url)
+    phases = {}
+    try:
+        with ServerThread(mock_upstream({"faults": []}, Tap())) as up:
+            settings = settings_for(up.url, tmp_path, redis_url=server.url)
+            app = create_app(settings, policy=policy_for(settings, POLICY))
+            with ServerThread(app) as gw:
+                def phase(name: str, seconds: float) -> None:
+                    answers = ask(gw.url, seconds)
+                    latencies = sorted(r.elapsed.total_seconds() * 1000 for r in answers)
+                    assert [r.status_code for r in answers] == [200] * len(answers), [
+                        r.text for r in answers if r.status_code != 200]
+                    phases[name] = {"requests": len(answers), "errors": 0, "max_ms": round(latencies[-1], 1),
+                                    "p50_ms": round(latencies[len(latencies) // 2], 1)}
+
+                phase("redis up", 1.5)
+                server.proc.send_signal(signal.SIGSTOP)       # frozen: calls time out
+                try:
+                    phase("redis frozen (timeouts)", 2.5)
+                finally:
+                    server.proc.send_signal(signal.SIGCONT)
+                phase("redis back", 2)
+                server.stop()                                  # gone: connections refused
+                phase("redis stopped (refused)", 2.5)
+                server.start()
+                phase("redis restarted", 2)
+                proxy = app.state.proxy
+                served = sum(p["requests"] for p in phases.values())
+                assert proxy.counters.outages >= 2 and proxy.planner_state.store.failures >= 1
+                records = read_records(settings.ledger_path)
+                assert len(records) == served
+
+                # The shared copy catches up: every record once, totals and budget equal to the ledger's.
+                wait_until(lambda: shared.xlen(STREAM) == served, 20, "ledger stream resynced")
+                time.sleep(0.5)
+                ids = [__import__("json").loads(e[b"record"])["id"] for _, e in shared.xrange(STREAM)]
+                assert sorted(ids) == sorted(r["id"] for r in records)
+                totals = shared.hgetall(TOTALS)
+                assert int(totals[b"requests"]) == served
+                assert int(totals[b"cache_read_tokens"]) == sum(r["cache_read"] for r in records)
+                assert int(totals[b"cost_picousd"]) == sum(picodollars(r["cost_usd"]) for r in records)
+                # Budget spend counted while Redis was away is added once it answers again (on the next use).
+                ask(gw.url, 1)
+                wait_until(lambda: not proxy.counters.backlog, 10, "counter backlog pushed")
+                records = read_records(settings.ledger_path)
+                wait_until(lambda: float(shared.get("prefixgate:counter:budget:team:all") or 0)
+                           == pytest.approx(float(sum(Decimal(r["cost_usd"]) for r in records))), 10, "budget resynced")
+                # The planner's learned state for the tenant's route is shared again.
+                wait_until(lambda: any(k.startswith(b"prefixgate:route:acme/") for k in shared.keys("prefixgate:route:*")),
+                           10, "planner state published")
+    finally:
+        if server.proc.poll() is None:
+            server.stop()
+    report("redis_outage", {"phases": phases, "duplicates": 0, "missing": 0})
