@@ -14,6 +14,7 @@ Two shapes of prefix need two models:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from prefixgate.cache_planner.reuse import ReuseStats
@@ -28,30 +29,41 @@ class Choice:
     reason: str
 
 
+def _multipliers(price: Price, ttl: str) -> tuple[float, float]:
+    """(read, write) prices relative to plain input."""
+    return float(price.cache_read / price.input), float(price.cache_write.get(ttl, price.input) / price.input)
+
+
 def expected_cost(stats: ReuseStats, price: Price, ttl: str) -> float:
-    """Expected cost per prefix token with a `ttl` checkpoint, relative to plain input (1.0)."""
+    """Expected cost per token of a recurring prefix with a `ttl` checkpoint, relative to plain input (1.0)."""
     if price.input <= 0:
         return 1.0
-    read = float(price.cache_read / price.input)
-    write = float(price.cache_write.get(ttl, price.input) / price.input)
+    read, write = _multipliers(price, ttl)
     p = stats.p_within(ttl_seconds(ttl))
     return p * read + (1 - p) * write
 
 
-def choose_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...]) -> Choice:
-    """The cheapest of no checkpoint and a checkpoint with each TTL in `ttls`."""
-    if price.input <= 0:
-        return Choice(None, 1.0, "free model: nothing to save")
+def _cheapest(stats: ReuseStats, ttls: tuple[str, ...], cost: Callable[[str, float], float], what: str,
+              why_not: str) -> Choice:
+    """The cheapest of no checkpoint (cost 1) and each TTL; `cost(ttl, p)` with p = P(reuse within ttl)."""
     best = Choice(None, 1.0, "no checkpoint")
     for ttl in ttls:
         p = stats.p_within(ttl_seconds(ttl))
-        cost = expected_cost(stats, price, ttl)
-        if cost < best.expected_cost:
-            best = Choice(ttl, cost, f"p(reuse<{ttl})={p:.2f}")
+        c = cost(ttl, p)
+        if c < best.expected_cost:
+            best = Choice(ttl, c, f"p({what}<{ttl})={p:.2f}")
     if best.ttl is None:
-        ps = ", ".join(f"p(reuse<{t})={stats.p_within(ttl_seconds(t)):.2f}" for t in ttls)
-        best = Choice(None, 1.0, f"reuse too rare to pay the write ({ps})")
+        ps = ", ".join(f"p({what}<{t})={stats.p_within(ttl_seconds(t)):.2f}" for t in ttls)
+        best = Choice(None, 1.0, f"{why_not} ({ps})")
     return best
+
+
+def choose_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...]) -> Choice:
+    """For a recurring prefix: the cheapest of no checkpoint and a checkpoint with each TTL in `ttls`."""
+    if price.input <= 0:
+        return Choice(None, 1.0, "free model: nothing to save")
+    return _cheapest(stats, ttls, lambda ttl, p: expected_cost(stats, price, ttl), "reuse",
+                     "reuse too rare to pay the write")
 
 
 def choose_growing_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...], carried: int, fresh: int) -> Choice:
@@ -59,16 +71,12 @@ def choose_growing_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...], c
     total = carried + fresh
     if price.input <= 0 or total <= 0:
         return Choice(None, 1.0, "nothing to save")
-    read = float(price.cache_read / price.input)
-    best = Choice(None, 1.0, "no checkpoint")
-    for ttl in ttls:
-        write = float(price.cache_write.get(ttl, price.input) / price.input)
-        p = stats.p_within(ttl_seconds(ttl))
-        net = fresh * (write - 1) - p * total * (1 - read)
-        cost = 1 + net / total
-        if cost < best.expected_cost:
-            best = Choice(ttl, cost, f"p(next turn<{ttl})={p:.2f}, {fresh} new of {total} tokens")
-    if best.ttl is None:
-        ps = ", ".join(f"p(next turn<{t})={stats.p_within(ttl_seconds(t)):.2f}" for t in ttls)
-        best = Choice(None, 1.0, f"the next turn is too unlikely to pay for writing {fresh} tokens ({ps})")
-    return best
+
+    def cost(ttl: str, p: float) -> float:
+        read, write = _multipliers(price, ttl)
+        return 1 + (fresh * (write - 1) - p * total * (1 - read)) / total
+
+    choice = _cheapest(stats, ttls, cost, "next turn", f"the next turn is too unlikely to pay for writing {fresh} tokens")
+    if choice.ttl is not None:
+        choice = Choice(choice.ttl, choice.expected_cost, f"{choice.reason}, {fresh} new of {total} tokens")
+    return choice
