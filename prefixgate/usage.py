@@ -45,6 +45,16 @@ class Usage:
             self.output + other.output,
         )
 
+    def token_counts(self) -> dict[str, int]:
+        """The token totals reports show, in the providers' vocabulary."""
+        return {
+            "input_tokens": self.input_total,
+            "uncached_input_tokens": self.uncached_input,
+            "cache_read_tokens": self.cache_read,
+            "cache_write_tokens": self.cache_write,
+            "output_tokens": self.output,
+        }
+
     def to_dict(self) -> dict:
         return {
             "uncached_input": self.uncached_input,

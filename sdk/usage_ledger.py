@@ -47,11 +47,7 @@ class Totals:
         return {
             "requests": self.requests,
             "errors": self.errors,
-            "input_tokens": u.input_total,
-            "uncached_input_tokens": u.uncached_input,
-            "cache_read_tokens": u.cache_read,
-            "cache_write_tokens": u.cache_write,
-            "output_tokens": u.output,
+            **u.token_counts(),
             # Share of prompt tokens served from a provider cache.
             "hit_rate": u.cache_read / u.input_total if u.input_total else 0.0,
             "cost_usd": self.cost,

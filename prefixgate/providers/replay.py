@@ -86,12 +86,8 @@ class RouteTotals:
         return {
             "requests": self.requests,
             "errors": self.errors,
-            "input_tokens": u.input_total,
-            "uncached_input_tokens": u.uncached_input,
-            "cache_read_tokens": u.cache_read,
-            "cache_write_tokens": u.cache_write,
+            **u.token_counts(),
             "cache_write_tokens_by_ttl": dict(sorted(u.cache_writes.items())),
-            "output_tokens": u.output,
             "cost": money(c.total),
             "cost_without_cache": money(c.without_cache),
             "savings": money(c.savings),
