@@ -2,10 +2,15 @@
 
 The flat batch holds the decode tokens (one query each) first, then each prefill chunk's tokens. Every layer
 first writes the whole batch's new K/V into the cache, then each sequence attends over its blocks, so a
-sequence may read blocks another sequence writes in the same step. Only the blocks the batch needs are
-gathered, never the whole cache. Decodes share the blocks all of them start with (a common system prompt):
-those are gathered and multiplied once for the whole decode batch ("cascade" attention), and only each
-sequence's own blocks are gathered per sequence.
+sequence may read blocks another sequence writes in the same step. Only the blocks the batch needs are read,
+never the whole cache.
+
+Attention is split in two parts whose softmaxes are merged by their log-sum-exps ("cascade" attention, as
+vLLM and FlashInfer do it): the leading blocks every sequence in the batch has already computed (a common
+system prompt, or for a lone sequence its whole computed past) are attended once by all the batch's queries,
+read in place when the blocks are consecutive; only the rest of each sequence's blocks, its own, is gathered
+per sequence. Sixteen requests behind one 850-token system prompt thus read the prompt's K/V once per layer
+instead of copying it sixteen times.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 
 # Block ids, or a slice when they are consecutive in the pool (a view then replaces the gather's copy).
 Blocks = torch.Tensor | slice
@@ -23,19 +27,20 @@ Blocks = torch.Tensor | slice
 class PrefillChunk:
     start: int  # first query row in the flat batch
     num_queries: int
-    context_len: int  # keys: the cached prefix plus this chunk
-    blocks: Blocks  # covering the context
-    # Additive mask [num_queries, context_len] when the chunk follows cached context; None: plain causal.
+    blocks: Blocks  # the sequence's own blocks: after the shared ones, up to its last query
+    num_keys: int  # keys in `blocks`, from the first own block's first position to the last query
+    # Additive [num_queries, num_keys] mask when the own keys start before the first query; None: causal.
     mask: torch.Tensor | None = None
 
 
 @dataclass
 class AttentionMetadata:
     slot_mapping: torch.Tensor  # [num_tokens] cache slot of each new token
+    # [S] leading blocks every sequence in the batch computed before this step; None when there are none.
+    shared_blocks: Blocks | None = None
     num_decodes: int = 0
-    shared_blocks: Blocks | None = None  # [S] blocks every decode sequence starts with
-    own_blocks: torch.Tensor | None = None  # [num_decodes, U] the rest of each table, padded with block 0
-    own_mask: torch.Tensor | None = None  # [num_decodes, 1, 1, U * block_size] True where a key exists
+    own_blocks: torch.Tensor | None = None  # [num_decodes, U] each decode's own blocks, padded with block 0
+    own_bias: torch.Tensor | None = None  # [num_decodes, 1, 1, U * block_size] 0 where a key exists, else -inf
     prefills: list[PrefillChunk] = field(default_factory=list)
 
 
@@ -49,61 +54,67 @@ def store_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: t
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
                     scale: float) -> torch.Tensor:
     """q: [num_tokens, heads, head_dim]; caches: [num_blocks, block_size, kv_heads, head_dim]."""
-    out = []
+    parts = []
     if meta.num_decodes:
-        out.append(_decode_attention(q[:meta.num_decodes], k_cache, v_cache, meta, scale))
+        parts.append(_decode_attention(q[:meta.num_decodes], k_cache, v_cache, meta, scale))
     for chunk in meta.prefills:
-        out.append(_prefill_attention(q[chunk.start:chunk.start + chunk.num_queries], k_cache, v_cache,
-                                      chunk, scale))
-    return torch.cat(out) if len(out) > 1 else out[0]
+        parts.append(_prefill_attention(q[chunk.start:chunk.start + chunk.num_queries], k_cache, v_cache,
+                                        chunk, scale))
+    out, lse = (torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])) if len(parts) > 1 else parts[0]
+    if meta.shared_blocks is not None:
+        ks, vs = _gather(k_cache, meta.shared_blocks)[None], _gather(v_cache, meta.shared_blocks)[None]
+        shared, shared_lse = _attend(q.transpose(0, 1)[None], ks, vs, None, False, scale)  # [1, heads, T, ...]
+        out = _merge(out, lse, shared[0].transpose(0, 1), shared_lse[0].transpose(0, 1))
+    return out.to(q.dtype).reshape(q.shape[0], -1)
 
 
 def _gather(cache: torch.Tensor, blocks: Blocks) -> torch.Tensor:
     # [..., n] block ids -> [..., kv_heads, n * block_size, head_dim]
-    g = cache[blocks]
+    if isinstance(blocks, slice):
+        g = cache[blocks]
+    else:  # index_select on the flat ids: 2-3x faster than advanced indexing with a 2-D index
+        g = cache.index_select(0, blocks.reshape(-1)).view(*blocks.shape, *cache.shape[1:])
     g = g.view(*g.shape[:-4], -1, *cache.shape[-2:])
     return g.transpose(-3, -2)
 
 
-def _per_kv_head(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    # a @ b over [batch, kv_heads, ...]. Gathered K/V are strided across kv heads: one matmul per head reads
-    # them in place, where a single batched matmul would first copy them to merge the batch dimensions.
-    return torch.stack([torch.matmul(a[:, h], b[:, h]) for h in range(a.shape[1])], dim=1)
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, causal: bool,
+            scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention and the log-sum-exp of each query row's scores (float32), the pair by which two
+    partial attentions merge. q: [B, heads, L, d]; k, v: [B, kv_heads, S, d], strided views welcome;
+    bias: additive, broadcast to [B, heads, L, S]; causal: query i sees keys 0..i (no bias then)."""
+    if q.device.type == "cpu":
+        # torch's fused CPU kernel: reads k/v in place, handles grouped heads, returns the log-sum-exp too.
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, is_causal=causal,
+                                                                          attn_mask=bias, scale=scale)
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scores = torch.matmul(q, k.transpose(-1, -2)).float() * scale
+    if causal:
+        bias = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril().logical_not()
+        bias = torch.zeros(bias.shape, device=q.device).masked_fill_(bias, float("-inf"))
+    if bias is not None:
+        scores = scores + bias
+    lse = torch.logsumexp(scores, dim=-1)
+    return torch.matmul(torch.exp(scores - lse[..., None]).to(v.dtype), v), lse
+
+
+def _merge(a: torch.Tensor, a_lse: torch.Tensor, b: torch.Tensor, b_lse: torch.Tensor) -> torch.Tensor:
+    # Attention over the union of two key sets: each part weighted by its share of the softmax mass.
+    lse = torch.logaddexp(a_lse, b_lse)[..., None]
+    return a.float() * torch.exp(a_lse[..., None] - lse) + b.float() * torch.exp(b_lse[..., None] - lse)
 
 
 def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
-                      scale: float) -> torch.Tensor:
-    b, heads, d = q.shape
-    kv_heads = k_cache.shape[-2]
-    group = heads // kv_heads
-    # Query heads h = kv * group + g share kv head `kv` (transformers' repeat_kv layout).
-    q = (q * scale).view(b, kv_heads, group, d)
+                      scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     ko, vo = _gather(k_cache, meta.own_blocks), _gather(v_cache, meta.own_blocks)  # [b, kv, U, d]
-    # Scores and softmax in float32 whatever the cache dtype (a no-op on CPU).
-    own = _per_kv_head(q, ko.transpose(-1, -2)).float().masked_fill_(~meta.own_mask, float("-inf"))  # [b,kv,g,U]
-    if meta.shared_blocks is None:
-        return _per_kv_head(torch.softmax(own, dim=-1).to(vo.dtype), vo).reshape(b, heads * d)
-    ks, vs = _gather(k_cache, meta.shared_blocks), _gather(v_cache, meta.shared_blocks)  # [kv, S, d]
-    qs = q.transpose(0, 1).reshape(kv_heads, b * group, d)
-    shared = torch.matmul(qs, ks.transpose(-1, -2)).float()  # [kv, b * g, S]
-    # One softmax over [shared keys | own keys], in two parts: exactly attention over the whole table.
-    peak = torch.maximum(shared.amax(-1).view(kv_heads, b, group).transpose(0, 1), own.amax(-1))
-    own = torch.exp(own - peak[..., None])
-    shared = torch.exp(shared - peak.transpose(0, 1).reshape(kv_heads, b * group, 1))
-    total = own.sum(-1) + shared.sum(-1).view(kv_heads, b, group).transpose(0, 1)
-    out = (torch.matmul(shared.to(vs.dtype), vs).view(kv_heads, b, group, d).transpose(0, 1).float()
-           + _per_kv_head(own.to(vo.dtype), vo).float())
-    return (out / total[..., None]).to(q.dtype).reshape(b, heads * d)
+    out, lse = _attend(q[:, :, None], ko, vo, meta.own_bias, False, scale)  # [b, heads, 1, d], [b, heads, 1]
+    return out[:, :, 0], lse[:, :, 0]
 
 
 def _prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, chunk: PrefillChunk,
-                       scale: float) -> torch.Tensor:
-    n, heads, d = q.shape
-    ctx = chunk.context_len
-    # 4-D inputs: 3-D ones miss torch's fused CPU kernel and run many times slower.
-    k = _gather(k_cache, chunk.blocks)[None, :, :ctx]  # [1, kv, ctx, d]
-    v = _gather(v_cache, chunk.blocks)[None, :, :ctx]
-    q = q.transpose(0, 1)[None]
-    o = F.scaled_dot_product_attention(q, k, v, attn_mask=chunk.mask, is_causal=chunk.mask is None, scale=scale,
-                                       enable_gqa=True)
-    return o[0].transpose(0, 1).reshape(n, heads * d)
+                       scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    k = _gather(k_cache, chunk.blocks)[None, :, :chunk.num_keys]  # [1, kv, keys, d]
+    v = _gather(v_cache, chunk.blocks)[None, :, :chunk.num_keys]
+    out, lse = _attend(q.transpose(0, 1)[None], k, v, chunk.mask, chunk.mask is None, scale)
+    return out[0].transpose(0, 1), lse[0].transpose(0, 1)

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from prefixgate.local_backend.attention import AttentionMetadata, paged_attention, store_kv
+from prefixgate.local_backend.linear import Linear, linear, pack
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 
@@ -58,8 +59,8 @@ class Attention(nn.Module):
                  o_bias: bool, qk_norm_eps: float | None) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
-        self.qkv_proj = nn.Linear(hidden, (heads + 2 * kv_heads) * head_dim, bias=qkv_bias)
-        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=o_bias)
+        self.qkv_proj = Linear(hidden, (heads + 2 * kv_heads) * head_dim, bias=qkv_bias)
+        self.o_proj = Linear(heads * head_dim, hidden, bias=o_bias)
         self.q_norm = RMSNorm(head_dim, qk_norm_eps) if qk_norm_eps is not None else None
         self.k_norm = RMSNorm(head_dim, qk_norm_eps) if qk_norm_eps is not None else None
         self.scale = head_dim ** -0.5
@@ -67,15 +68,15 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 meta: AttentionMetadata) -> torch.Tensor:
-        n = x.shape[0]
-        q, k, v = self.qkv_proj(x).split(
-            [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim], dim=-1)
-        q, k, v = (q.view(n, self.heads, self.head_dim), k.view(n, self.kv_heads, self.head_dim),
-                   v.view(n, self.kv_heads, self.head_dim))
+        n, heads, kv_heads, d = x.shape[0], self.heads, self.kv_heads, self.head_dim
+        qkv = self.qkv_proj(x)
+        qk, v = qkv[:, :(heads + kv_heads) * d].view(n, heads + kv_heads, d), qkv[:, (heads + kv_heads) * d:]
         if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        store_kv(self.k_cache, self.v_cache, k, v, meta.slot_mapping)
+            qk = torch.cat((self.q_norm(qk[:, :heads]), self.k_norm(qk[:, heads:])), dim=1)
+        # RoPE on queries and keys at once: they share positions, and one pass halves the small ops.
+        qk = apply_rope(qk, cos, sin)
+        q, k = qk[:, :heads], qk[:, heads:]
+        store_kv(self.k_cache, self.v_cache, k, v.view(n, kv_heads, d), meta.slot_mapping)
         return self.o_proj(paged_attention(q, self.k_cache, self.v_cache, meta, self.scale))
 
 
@@ -83,8 +84,8 @@ class MLP(nn.Module):
     def __init__(self, hidden: int, intermediate: int, bias: bool) -> None:
         super().__init__()
         self.intermediate = intermediate
-        self.gate_up_proj = nn.Linear(hidden, 2 * intermediate, bias=bias)
-        self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
+        self.gate_up_proj = Linear(hidden, 2 * intermediate, bias=bias)
+        self.down_proj = Linear(intermediate, hidden, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).split(self.intermediate, dim=-1)
@@ -124,7 +125,8 @@ class CausalLM(nn.Module):
                          MLP(self.hidden, c.intermediate_size, mlp_bias), self.hidden, eps)
             for _ in range(self.num_layers))
         self.norm = RMSNorm(self.hidden, eps)
-        self.lm_head = None if tied else nn.Linear(self.hidden, c.vocab_size, bias=False)
+        self.lm_head = None if tied else Linear(self.hidden, c.vocab_size, bias=False)
+        self.head_packed: torch.Tensor | None = None
         cos, sin = rope_tables(c, self.head_dim, max_len)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
@@ -166,7 +168,15 @@ class CausalLM(nn.Module):
             x = layer(x, cos, sin, meta)
         return x
 
+    def pack_weights(self) -> None:
+        """Keep MKL-packed copies of every matmul weight (CPU float32; see linear.py). Call after `.to()`."""
+        for module in self.modules():
+            if isinstance(module, Linear):
+                module.pack_weight()
+        self.head_packed = pack(self._head_weight())
+
+    def _head_weight(self) -> torch.Tensor:
+        return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        h = self.norm(hidden)
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(h, weight).float()
+        return linear(self.norm(hidden), self._head_weight(), None, self.head_packed).float()

@@ -11,6 +11,7 @@ import torch
 from prefixgate.local_backend.attention import AttentionMetadata, PrefillChunk
 from prefixgate.local_backend.config import EngineConfig
 from prefixgate.local_backend.kv_cache_manager import cdiv
+from prefixgate.local_backend.linear import packing_available
 from prefixgate.local_backend.model import CausalLM
 from prefixgate.local_backend.sampler import Sampler, SamplerOutput
 from prefixgate.local_backend.scheduler import ScheduledBatch
@@ -33,6 +34,8 @@ class ModelRunner:
         limit = min(x for x in (config.max_model_len, model_max, window) if x)
         self.model = CausalLM.from_weights(hf_config, weights, limit).to(self.device, self.dtype)
         m = self.model
+        if packing_available(self.device, self.dtype):
+            m.pack_weights()
         bytes_per_block = 2 * m.num_layers * bs * m.kv_heads * m.head_dim * self.dtype.itemsize
         # More blocks than max_num_seqs full-length sequences can use would only cost memory.
         useful = config.max_num_seqs * cdiv(limit, bs) + 1
@@ -73,16 +76,19 @@ class ModelRunner:
     def _prepare(self, batch: ScheduledBatch) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata,
                                                           torch.Tensor, list[Sequence]]:
         bs = self.block_size
-        # Decodes (one new token) first: they are attended as one batch.
+        # Decodes (one new token) first: their own blocks are attended as one padded batch.
         order = sorted(range(len(batch.seqs)), key=lambda i: batch.num_new_tokens[i] > 1)
+        seqs = [batch.seqs[i] for i in order]
+        shared = self._shared_blocks(seqs)
+        first_key = shared * bs  # position of each sequence's first own key
         ids: list[int] = []
         pos_parts, slot_parts = [], []
         sample_rows: list[int] = []
         sample_seqs: list[Sequence] = []
         prefills: list[PrefillChunk] = []
         decodes: list[Sequence] = []
-        for i in order:
-            seq, n = batch.seqs[i], batch.num_new_tokens[i]
+        for i, seq in zip(order, seqs, strict=True):
+            n = batch.num_new_tokens[i]
             start, row = seq.num_computed_tokens, len(ids)
             ids.extend(seq.token_ids[start:start + n])
             pos = np.arange(start, start + n)
@@ -92,43 +98,48 @@ class ModelRunner:
             if n == 1:
                 decodes.append(seq)
             else:
-                prefills.append(PrefillChunk(row, n, start + n, self._blocks(table[:cdiv(start + n, bs)]),
-                                             self._prefill_mask(start, n)))
+                prefills.append(PrefillChunk(row, n, self._blocks(table[shared:cdiv(start + n, bs)]),
+                                             start + n - first_key, self._prefill_mask(start - first_key, n)))
             if start + n == seq.num_tokens:
                 sample_rows.append(row + n - 1)
                 sample_seqs.append(seq)
         meta = AttentionMetadata(self._tensor(np.concatenate(slot_parts)), num_decodes=len(decodes),
                                  prefills=prefills)
+        if shared:
+            meta.shared_blocks = self._blocks(np.asarray(seqs[0].block_table[:shared]))
         if decodes:
-            self._prepare_decodes(decodes, meta)
+            self._prepare_decodes(decodes, shared, meta)
         positions = self._tensor(np.concatenate(pos_parts))
         return (self._tensor(ids), positions, meta, self._tensor(sample_rows), sample_seqs)
 
-    def _prepare_decodes(self, seqs: list[Sequence], meta: AttentionMetadata) -> None:
+    def _shared_blocks(self, seqs: list[Sequence]) -> int:
+        """Leading blocks that every sequence in the batch has, all of them computed before this step."""
+        limit = min(s.num_computed_tokens for s in seqs) // self.block_size
+        if limit == 0 or len(seqs) == 1:
+            return limit
+        tables = np.array([s.block_table[:limit] for s in seqs])
+        same = (tables == tables[:1]).all(axis=0)
+        return limit if same.all() else int(np.argmin(same))
+
+    def _prepare_decodes(self, seqs: list[Sequence], shared: int, meta: AttentionMetadata) -> None:
         bs = self.block_size
         ctx = np.array([s.num_computed_tokens + 1 for s in seqs])
         nblocks = -(-ctx // bs)
-        tables = np.zeros((len(seqs), int(nblocks.max())), dtype=np.int64)
+        own = np.zeros((len(seqs), int(nblocks.max()) - shared), dtype=np.int64)
         for i, s in enumerate(seqs):
-            tables[i, :nblocks[i]] = s.block_table[:nblocks[i]]
-        # Blocks every decode starts with (a shared system prompt): attended once for all of them.
-        shared = 0
-        if len(seqs) > 1:
-            same = (tables == tables[:1]).all(axis=0)
-            # Every sequence keeps at least one key of its own, so neither softmax part is empty.
-            shared = int(min(np.argmin(same) if not same.all() else same.size, (ctx.min() - 1) // bs))
-        own = tables[:, shared:]
+            own[i, :nblocks[i] - shared] = s.block_table[shared:nblocks[i]]
         key_pos = shared * bs + np.arange(own.shape[1] * bs)
-        meta.shared_blocks = self._blocks(tables[0, :shared]) if shared else None
+        bias = np.where(key_pos[None, :] < ctx[:, None], 0.0, -np.inf).astype(np.float32)
         meta.own_blocks = self._tensor(own)
-        meta.own_mask = self._tensor(key_pos[None, :] < ctx[:, None])[:, None, None, :]
+        meta.own_bias = self._tensor(bias[:, None, None, :]).to(self.dtype)
 
-    def _prefill_mask(self, start: int, n: int) -> torch.Tensor | None:
-        if start == 0:
+    def _prefill_mask(self, offset: int, n: int) -> torch.Tensor | None:
+        """Causal mask of a chunk whose first query is the key at `offset` of its own keys; None when 0."""
+        if offset == 0:
             return None
-        # Query i sits at position start + i and sees keys up to and including itself. Built once per step,
-        # shared by every layer; additive float masks take torch's fast CPU path, boolean ones do not.
-        visible = np.arange(start + n)[None, :] <= np.arange(start, start + n)[:, None]
+        # Built once per step, shared by every layer; additive float masks take torch's fast CPU path,
+        # boolean ones do not.
+        visible = np.arange(offset + n)[None, :] <= np.arange(offset, offset + n)[:, None]
         return self._tensor(np.where(visible, 0.0, -np.inf).astype(np.float32)).to(self.dtype)
 
     def _blocks(self, ids: np.ndarray) -> torch.Tensor | slice:

@@ -1,0 +1,49 @@
+"""Dense layers whose CPU float32 weights are also kept prepacked for MKL's GEMM.
+
+A decode step multiplies a few rows (one per running sequence) by every weight matrix. MKL's sgemm repacks
+the weight matrix on every call, which at 16 rows costs about as much as the multiply itself: packing once at
+load time halves the matmul time of a 16-sequence decode step of SmolLM2-135M on a 2-core Xeon (86 -> 41 ms).
+For a prefill chunk of hundreds of rows the repacking is amortised and the plain path is as fast or faster,
+so the packed copy only serves small batches. The price is a second copy of the weights in memory.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# Up to this many rows the packed GEMM wins (measured 7-64 rows: 1.1-2x); beyond it repacking is amortised.
+PACKED_MAX_ROWS = 128
+
+
+def packing_available(device: torch.device, dtype: torch.dtype) -> bool:
+    return (device.type == "cpu" and dtype == torch.float32 and torch.backends.mkl.is_available()
+            and hasattr(torch.ops.mkl, "_mkl_linear"))
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """MKL's packed form of an [out, in] float32 weight (the batch size given is only a hint)."""
+    return torch.ops.mkl._mkl_reorder_linear_weight(weight, 16)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+           packed: torch.Tensor | None) -> torch.Tensor:
+    """x @ weight.T + bias for x of shape [rows, in], through the packed weight when it pays."""
+    rows = x.shape[0]
+    if packed is not None and rows <= PACKED_MAX_ROWS:
+        # The last argument tells MKL which batch size the packing is used for: the actual one, so it always is.
+        return torch.ops.mkl._mkl_linear(x.contiguous(), packed, weight, bias, rows)
+    return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """nn.Linear that can keep a packed copy of its weight (`pack_weight`, once the weight is final)."""
+
+    packed: torch.Tensor | None = None
+
+    def pack_weight(self) -> None:
+        self.packed = pack(self.weight.detach())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias, self.packed)
