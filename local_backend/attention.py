@@ -87,6 +87,12 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tenso
         # torch's fused CPU kernel: reads k/v in place, handles grouped heads, returns the log-sum-exp too.
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, is_causal=causal,
                                                                           attn_mask=bias, scale=scale)
+    return attend_reference(q, k, v, bias, causal, scale)
+
+
+def attend_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, causal: bool,
+                     scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_attend` in plain tensor operations, for devices without a fused kernel that returns the log-sum-exp."""
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     scores = torch.matmul(q, k.transpose(-1, -2)).float() * scale
