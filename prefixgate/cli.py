@@ -50,18 +50,41 @@ def serve(ctx: click.Context, host: str | None, port: int | None, local_model: s
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)
 
 
+def _engine_options(command: click.decorators.FC) -> click.decorators.FC:
+    """One option per EngineConfig field (vLLM's spelling: --max-num-seqs, --enable-prefix-caching/--no-...)."""
+    from dataclasses import MISSING, fields
+
+    from prefixgate.local_backend.config import EngineConfig
+
+    for f in reversed(fields(EngineConfig)):
+        if f.name == "model":
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default = None if f.default is MISSING else f.default
+        help_text = f"EngineConfig.{f.name} (default: {default if default is not None else 'automatic'})."
+        if "bool" in str(f.type):
+            command = click.option(f"{flag}/--no-{flag[2:]}", f.name, default=None, help=help_text)(command)
+        else:
+            kind = int if str(f.type).startswith("int") else float if str(f.type).startswith("float") else str
+            command = click.option(flag, f.name, type=kind, default=None, help=help_text)(command)
+    return command
+
+
 @main.command()
-@click.option("--model", default="smollm2-135m", show_default=True)
+@click.option("--model", default="smollm2-135m", show_default=True,
+              help="smollm2-135m, an HF folder, a .safetensors or a .gguf file.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8100, show_default=True)
-def backend(model: str, host: str, port: int) -> None:
+@_engine_options
+def backend(model: str, host: str, port: int, **engine_options: object) -> None:
     """Serve the bundled local engine over an OpenAI-compatible API."""
     from prefixgate.local_backend.model_loader import ModelNotFound
     from prefixgate.local_backend.server import serve
 
+    options = {k: v for k, v in engine_options.items() if v is not None}
     try:
-        serve(model, host=host, port=port)
-    except ModelNotFound as e:
+        serve(model, host=host, port=port, **options)
+    except (ModelNotFound, ValueError) as e:
         raise click.UsageError(str(e)) from None
 
 

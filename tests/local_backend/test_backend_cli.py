@@ -23,7 +23,7 @@ def backend_url(smollm2) -> Iterator[str]:  # smollm2: the GGUF is converted bef
         port = s.getsockname()[1]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}  # see conftest.one_cpu_thread
     proc = subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "backend", "--model", "smollm2-135m",
-                             "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             "--port", str(port), "--num-kv-blocks", "600", "--max-num-seqs", "8"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
@@ -55,3 +55,16 @@ def test_openai_client_against_prefixgate_backend(backend_url: str) -> None:
     # The second identical prompt found all but its last block in the prefix cache.
     assert usage.prompt_tokens == r.usage.prompt_tokens
     assert usage.prompt_tokens_details.cached_tokens >= usage.prompt_tokens - 16
+
+
+def test_engine_options_reach_the_engine(backend_url: str) -> None:
+    metrics = httpx.get(backend_url + "/metrics").text
+    line = next(x for x in metrics.splitlines() if x.startswith("prefixgate_backend_kv_blocks_total{"))
+    assert line.endswith(" 599.0")  # block 0 is reserved as the padding target
+
+
+def test_an_invalid_engine_option_is_a_usage_error_naming_it() -> None:
+    proc = subprocess.run([sys.executable, "-m", "prefixgate.cli", "backend", "--block-size", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "block_size must be >= 1" in proc.stderr
