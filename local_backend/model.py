@@ -49,9 +49,10 @@ def rope_tables(hf_config: Any, head_dim: int, max_len: int) -> tuple[torch.Tens
     return emb.cos() * scaling, emb.sin() * scaling
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """transformers' x * cos + rotate_half(x) * sin, with rotate_half's negation moved into the table
+    (`signed_sin` = [-sin | sin] over the two halves): the same values, one pass fewer."""
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
 
 class Attention(nn.Module):
@@ -89,7 +90,7 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).split(self.intermediate, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(F.silu(gate, inplace=True).mul_(up))  # in place: no two more [n, I] tensors
 
 
 class DecoderLayer(nn.Module):
@@ -128,8 +129,9 @@ class CausalLM(nn.Module):
         self.lm_head = None if tied else Linear(self.hidden, c.vocab_size, bias=False)
         self.head_packed: torch.Tensor | None = None
         cos, sin = rope_tables(c, self.head_dim, max_len)
+        half = self.head_dim // 2
         self.register_buffer("cos", cos, persistent=False)
-        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("signed_sin", torch.cat((-sin[:, :half], sin[:, half:]), dim=-1), persistent=False)
         self.requires_grad_(False)
 
     @classmethod
@@ -163,7 +165,7 @@ class CausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """Hidden states for each input token, before the final norm."""
         x = self.embed_tokens(input_ids)
-        cos, sin = self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
+        cos, sin = self.cos[positions].unsqueeze(1), self.signed_sin[positions].unsqueeze(1)
         for layer in self.layers:
             x = layer(x, cos, sin, meta)
         return x
