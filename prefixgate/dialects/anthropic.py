@@ -56,6 +56,8 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
         if "content" not in msg:
             raise RequestError(f"{field}.content: field required", field=f"{field}.content")
         segments.append(_content_segment(role, msg["content"], f"{field}.content", native=msg))
+    if not messages:
+        raise RequestError("messages: at least one message is required", field="messages")
     params, order = split_body(data, PREFIX_FIELDS)
     return Conversation("anthropic", model, segments, params=params, field_order=order, stream=stream)
 

@@ -30,7 +30,7 @@ an_message = st.tuples(st.sampled_from(["user", "assistant"]), an_content).map(l
 an_tool = st.tuples(text, an_cc).map(lambda p: {"name": "t", "description": p[0], "input_schema": {"type": "object"}, **p[1]})
 anthropic_body = st.fixed_dictionaries(
     {"model": st.sampled_from(["claude-opus-5", "claude-haiku-4-5"]), "max_tokens": st.integers(0, 4096),
-     "messages": st.lists(an_message, max_size=5)},
+     "messages": st.lists(an_message, min_size=1, max_size=5)},
     optional={"system": text | st.lists(an_text, min_size=1, max_size=3), "tools": st.lists(an_tool, max_size=3),
               "stream": st.booleans(), "metadata": st.just({"user_id": "u"}), "stop_sequences": st.lists(text, max_size=2)},
 ).flatmap(lambda d: _with_unknown(st.permutations(list(d.items())).map(dict)))
