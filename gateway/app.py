@@ -14,7 +14,7 @@ from prefixgate import __version__
 from prefixgate.config import Settings
 from prefixgate.errors import RequestError
 from prefixgate.gateway import dashboard, endpoints_anthropic, endpoints_gemini, endpoints_openai
-from prefixgate.gateway.fastpath import FastPath
+from prefixgate.gateway.fastpath import GatewayApp
 from prefixgate.gateway.intake import error_response
 from prefixgate.gateway.local import LocalTarget, in_process_target
 from prefixgate.gateway.proxy import Proxy
@@ -51,14 +51,13 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
             if hasattr(local, "close"):
                 local.close()
 
-    app = FastAPI(title="prefixgate", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url=None)
+    app = GatewayApp(title="prefixgate", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                     openapi_url=None)
     app.state.settings = settings
     app.state.policy = policy
     for module in (endpoints_openai, endpoints_anthropic, endpoints_gemini):
         app.include_router(module.router)
     app.include_router(dashboard.router)
-    app.add_middleware(FastPath)
 
     @app.get("/health")
     def health() -> dict:
