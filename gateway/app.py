@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from starlette.requests import Request
@@ -18,7 +19,11 @@ from prefixgate.gateway.fastpath import GatewayApp
 from prefixgate.gateway.intake import error_response
 from prefixgate.gateway.local import LocalTarget, in_process_target
 from prefixgate.gateway.proxy import Proxy
+from prefixgate.gateway.tracing import tracing_for
 from prefixgate.policies import Policy, load_policy
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 log = logging.getLogger("prefixgate.gateway")
 
@@ -32,16 +37,18 @@ def dialect_of_path(path: str) -> str:
 
 
 def create_app(settings: Settings, *, policy: Policy | None = None, local: LocalTarget | None = None,
-               planner_state: object | None = None) -> FastAPI:
+               planner_state: object | None = None, tracer_provider: TracerProvider | None = None) -> FastAPI:
     """The gateway for `settings`; `policy` defaults to the settings' policy file (or the zero-config one),
-    `local` to the in-process engine, `planner_state` to none (the planner then learns nothing across requests)."""
+    `local` to the in-process engine, `planner_state` to none (the planner then learns nothing across requests),
+    `tracer_provider` to what the `otel` setting finds (OpenTelemetry spans; see tracing.py)."""
     policy = policy or load_policy(settings)
+    tracing = tracing_for(settings, tracer_provider)
     if local is None and any(u.kind == "local" for u in policy.upstreams.values()):
         local = in_process_target(settings.local_model)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state)
+        app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing)
         if hasattr(local, "start"):
             await local.start()  # the in-process engine loads before the first request, off the event loop
         try:

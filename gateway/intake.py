@@ -59,13 +59,20 @@ async def until_disconnect(request: Request | Inbound, work: Awaitable[Response]
 async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: Callable[[bytes], Conversation]) -> Response:
     """The whole life of a model request, from bytes in to the response out."""
     started = time.perf_counter()
+    span = proxy.tracing.request_span(dialect, request.scope["path"], request.headers) if proxy.tracing else None
     try:
         raw = await read_body(request, proxy.settings.max_body_bytes)
         caller = authenticate(request.headers, request.query_params, proxy.keys)
         conv = parse(raw)
-        call = proxy.start(dialect, conv, caller, request.headers, started)
+        call = proxy.start(dialect, conv, caller, request.headers, started, span)
     except RequestError as e:
+        if span is not None:
+            proxy.tracing.end_failed(span, e.status, e.message)
         return error_response(e, dialect)
+    except BaseException as e:      # a client gone mid-body, or a gateway bug (the caller gets a 500)
+        if span is not None:
+            proxy.tracing.end_failed(span, CLIENT_CLOSED if isinstance(e, ClientDisconnect) else 500, type(e).__name__)
+        raise
     try:
         return await until_disconnect(request, proxy.handle(call))
     except RequestError as e:
@@ -73,4 +80,9 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
     except ClientDisconnect:
         # No answer was sent, but the upstream may have worked (and billed): the ledger says so.
         proxy.record(call, None, None, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
+        raise
+    except BaseException as e:      # a gateway bug: no record, but the span must not stay open
+        if call.span is not None:
+            proxy.tracing.end_failed(call.span, 500, type(e).__name__)
+            call.span = None
         raise
