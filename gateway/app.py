@@ -55,6 +55,8 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
             yield
         finally:
             await app.state.proxy.aclose()
+            if tracing is not None:
+                tracing.flush()
             if hasattr(local, "close"):
                 local.close()
 

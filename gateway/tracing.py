@@ -35,8 +35,15 @@ class Tracing:
 
         from prefixgate import __version__
 
+        self._provider = provider
         self._tracer = provider.get_tracer("prefixgate.gateway", __version__)
         self._extract, self._trace = propagate.extract, trace
+
+    def flush(self) -> None:
+        """Export the spans still batched (the gateway calls this on shutdown; a SIGTERM skips atexit)."""
+        force_flush = getattr(self._provider, "force_flush", None)
+        if force_flush is not None:
+            force_flush(5000)
 
     def request_span(self, dialect: str, path: str, headers: dict[str, str] | Any) -> Span:
         """The server span of one model request, a child of the caller's trace when it sent one."""
