@@ -7,6 +7,7 @@ decision, which the gateway keeps in its ledger and returns in `x-prefixgate-pla
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import time
@@ -124,16 +125,26 @@ _DIGITS = re.compile(r"\d+")
 def fingerprint(conv: Conversation) -> str:
     """A route name from the prompt's shape: tool names and the system prompt with volatile spans
     and digits masked, so requests from one template share a route whatever their values."""
-    h = hashlib.blake2b(f"{conv.dialect}:{conv.model}".encode(), digest_size=8)
-    for seg in conv.segments:
-        if seg.role == "tools":
-            for b in seg.blocks:
-                name = b.native.get("name") or (b.native.get("function") or {}).get("name", "") if isinstance(b.native, dict) else ""
-                h.update(str(name).encode())
-    for seg in system_segments(conv):
-        for b in seg.blocks:
-            text = b.text[:4000]
-            for span in reversed(volatile_spans(text)):
-                text = text[:span.start] + "\0" + text[span.end:]
-            h.update(_DIGITS.sub("#", text).encode())
+    tools = tuple(_tool_name(b.native) for seg in conv.segments if seg.role == "tools" for b in seg.blocks)
+    system = tuple(b.text[:4000] for seg in system_segments(conv) for b in seg.blocks)
+    return _masked_fingerprint(conv.dialect, conv.model, tools, system)
+
+
+# Masking runs every detector over the system prompt: a repeated prompt is masked once (the memo holds
+# at most 1024 x 4,000 characters).
+@functools.lru_cache(maxsize=1024)
+def _masked_fingerprint(dialect: str, model: str | None, tools: tuple[str, ...], system: tuple[str, ...]) -> str:
+    h = hashlib.blake2b(f"{dialect}:{model}".encode(), digest_size=8)
+    for name in tools:
+        h.update(name.encode())
+    for text in system:
+        for span in reversed(volatile_spans(text)):
+            text = text[:span.start] + "\0" + text[span.end:]
+        h.update(_DIGITS.sub("#", text).encode())
     return "fp-" + h.hexdigest()
+
+
+def _tool_name(native: object) -> str:
+    if not isinstance(native, dict):
+        return ""
+    return str(native.get("name") or (native.get("function") or {}).get("name", ""))

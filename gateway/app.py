@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from starlette.requests import Request
@@ -14,11 +15,15 @@ from prefixgate import __version__
 from prefixgate.config import Settings
 from prefixgate.errors import RequestError
 from prefixgate.gateway import dashboard, endpoints_anthropic, endpoints_gemini, endpoints_openai
-from prefixgate.gateway.fastpath import FastPath
+from prefixgate.gateway.fastpath import GatewayApp
 from prefixgate.gateway.intake import error_response
 from prefixgate.gateway.local import LocalTarget, in_process_target
 from prefixgate.gateway.proxy import Proxy
+from prefixgate.gateway.tracing import tracing_for
 from prefixgate.policies import Policy, load_policy
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 log = logging.getLogger("prefixgate.gateway")
 
@@ -32,33 +37,36 @@ def dialect_of_path(path: str) -> str:
 
 
 def create_app(settings: Settings, *, policy: Policy | None = None, local: LocalTarget | None = None,
-               planner_state: object | None = None) -> FastAPI:
+               planner_state: object | None = None, tracer_provider: TracerProvider | None = None) -> FastAPI:
     """The gateway for `settings`; `policy` defaults to the settings' policy file (or the zero-config one),
-    `local` to the in-process engine, `planner_state` to none (the planner then learns nothing across requests)."""
+    `local` to the in-process engine, `planner_state` to none (the planner then learns nothing across requests),
+    `tracer_provider` to what the `otel` setting finds (OpenTelemetry spans; see tracing.py)."""
     policy = policy or load_policy(settings)
+    tracing = tracing_for(settings, tracer_provider)
     if local is None and any(u.kind == "local" for u in policy.upstreams.values()):
         local = in_process_target(settings.local_model)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state)
+        app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing)
         if hasattr(local, "start"):
             await local.start()  # the in-process engine loads before the first request, off the event loop
         try:
             yield
         finally:
             await app.state.proxy.aclose()
+            if tracing is not None:
+                tracing.flush()
             if hasattr(local, "close"):
                 local.close()
 
-    app = FastAPI(title="prefixgate", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url=None)
+    app = GatewayApp(title="prefixgate", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                     openapi_url=None)
     app.state.settings = settings
     app.state.policy = policy
     for module in (endpoints_openai, endpoints_anthropic, endpoints_gemini):
         app.include_router(module.router)
     app.include_router(dashboard.router)
-    app.add_middleware(FastPath)
 
     @app.get("/health")
     def health() -> dict:

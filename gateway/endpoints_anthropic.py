@@ -17,9 +17,10 @@ from prefixgate.tokens import annotate_tokens
 router = APIRouter()
 
 
+# The gateway's front serves this path itself (fastpath); the route keeps the router usable on its own.
 @router.post("/v1/messages")
 async def messages(request: Request) -> Response:
-    return await serve(request, "anthropic", anthropic.parse_request)
+    return await serve(request.app.state.proxy, request, "anthropic", anthropic.parse_request)
 
 
 @router.post("/v1/messages/count_tokens")

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
@@ -14,9 +16,24 @@ from prefixgate.gateway.auth import authenticate, upstream_credential
 from prefixgate.gateway.intake import error_response, read_body, serve
 from prefixgate.gateway.proxy import dumps
 from prefixgate.gateway.upstream import UpstreamFailure
+from prefixgate.ir import Conversation
 from prefixgate.tokens import annotate_tokens
 
 router = APIRouter()
+
+
+def generate_parser(target: str) -> Callable[[bytes], Conversation] | None:
+    """The body parser for a `{model}:generateContent` or `:streamGenerateContent` target, else None."""
+    model, _, action = target.rpartition(":")
+    if not model or action not in ("generateContent", "streamGenerateContent"):
+        return None
+    stream = action == "streamGenerateContent"
+
+    def parse(raw: bytes) -> Conversation:
+        conv = gemini.parse_request(raw, model=model)
+        conv.stream = stream       # Gemini streams by URL, not by a body field
+        return conv
+    return parse
 
 
 @router.post("/{version}/models/{target}")
@@ -24,14 +41,9 @@ async def model_action(request: Request, version: str, target: str) -> Response:
     model, _, action = target.rpartition(":")
     if version not in ("v1beta", "v1") or not model:
         return error_response(RequestError(f"unknown path {request.url.path}", status=404, kind="not_found"), "gemini")
-    if action == "generateContent":
-        return await serve(request, "gemini", lambda raw: gemini.parse_request(raw, model=model))
-    if action == "streamGenerateContent":
-        def parse(raw: bytes):
-            conv = gemini.parse_request(raw, model=model)
-            conv.stream = True
-            return conv
-        return await serve(request, "gemini", parse)
+    parse = generate_parser(target)
+    if parse is not None:      # the gateway's front serves these itself (fastpath); kept for the router alone
+        return await serve(request.app.state.proxy, request, "gemini", parse)
     if action == "countTokens":
         return await _count_tokens(request, version, model)
     return error_response(RequestError(f"unsupported Gemini method {action!r}", status=404, kind="not_found"), "gemini")

@@ -1,46 +1,53 @@
-"""Model requests go straight to their handler, past FastAPI's exception, exit-stack, routing and
-dependency layers, which cost more per request than the gateway's own work. Every other path (health,
-metrics, models, count_tokens, cachedContents) is served by the FastAPI app as usual."""
+"""Model requests go straight from the ASGI server to intake, past FastAPI's and Starlette's layers
+(error and body-limit middleware, routing, the framework's Request), which cost more per request than
+the gateway's own work. Every other path (health, metrics, models, count_tokens, cachedContents,
+the dashboard, a wrong method on a model path) is served by the FastAPI app as usual.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
-from starlette.requests import ClientDisconnect, Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from fastapi import FastAPI
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive, Scope, Send
 
 from prefixgate.dialects import anthropic, openai
 from prefixgate.errors import RequestError
-from prefixgate.gateway.endpoints_gemini import model_action
+from prefixgate.gateway.endpoints_gemini import generate_parser
+from prefixgate.gateway.inbound import Inbound
 from prefixgate.gateway.intake import error_response, serve
+from prefixgate.ir import Conversation
 
 log = logging.getLogger("prefixgate.gateway")
 GEMINI_PREFIXES = ("/v1beta/models/", "/v1/models/")
+Parse = Callable[[bytes], Conversation]
 
 
-class FastPath:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+def model_request(path: str) -> tuple[str, Parse] | None:
+    """(dialect, body parser) when `path` is a model request this front serves itself."""
+    if path == "/v1/chat/completions":
+        return "openai", openai.parse_request
+    if path == "/v1/messages":
+        return "anthropic", anthropic.parse_request
+    if path.startswith(GEMINI_PREFIXES) and path.count("/") == 3:
+        parse = generate_parser(path.rsplit("/", 1)[1])
+        return ("gemini", parse) if parse is not None else None
+    return None
 
+
+class GatewayApp(FastAPI):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] != "http" or scope["method"] != "POST":
-            return await self.app(scope, receive, send)
-        request = Request(scope, receive)
+        found = model_request(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        if found is None:
+            return await super().__call__(scope, receive, send)
+        dialect, parse = found
         try:
-            if path == "/v1/chat/completions":
-                response = await serve(request, "openai", openai.parse_request)
-            elif path == "/v1/messages":
-                response = await serve(request, "anthropic", anthropic.parse_request)
-            elif path.startswith(GEMINI_PREFIXES) and path.count("/") == 3:
-                version, _, target = path[1:].split("/", 2)
-                response = await model_action(request, version, target)
-            else:
-                return await self.app(scope, receive, send)
+            response = await serve(self.state.proxy, Inbound(scope, receive), dialect, parse)
         except ClientDisconnect:
             return      # nobody is left to answer
         except Exception:
-            log.exception("unhandled error on %s", path)
-            dialect = "anthropic" if path.startswith("/v1/messages") else "openai" if path.endswith("completions") else "gemini"
+            log.exception("unhandled error on %s", scope["path"])
             response = error_response(RequestError("internal gateway error", status=500, kind="server"), dialect)
         await response(scope, receive, send)

@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from prefixgate.errors import RequestError, error_body
 from prefixgate.gateway.auth import authenticate
+from prefixgate.gateway.inbound import Inbound
 from prefixgate.gateway.proxy import Proxy, dumps
 from prefixgate.gateway.relay import CLIENT_CLOSED
 from prefixgate.ir import Conversation
@@ -24,7 +25,7 @@ def error_response(err: RequestError, dialect: str) -> Response:
     return Response(dumps(error_body(err, dialect)), err.status, headers, media_type="application/json")
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request | Inbound, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(f"request body of {int(declared)} bytes is over the gateway's limit of {limit} bytes",
@@ -38,7 +39,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def until_disconnect(request: Request, work: Awaitable[Response]) -> Response:
+async def until_disconnect(request: Request | Inbound, work: Awaitable[Response]) -> Response:
     """`work`'s response, or cancel it (and its upstream request) if the client disconnects first."""
     task = asyncio.ensure_future(work)
 
@@ -55,17 +56,23 @@ async def until_disconnect(request: Request, work: Awaitable[Response]) -> Respo
     raise ClientDisconnect()
 
 
-async def serve(request: Request, dialect: str, parse: Callable[[bytes], Conversation]) -> Response:
+async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: Callable[[bytes], Conversation]) -> Response:
     """The whole life of a model request, from bytes in to the response out."""
     started = time.perf_counter()
-    proxy: Proxy = request.app.state.proxy
+    span = proxy.tracing.request_span(dialect, request.scope["path"], request.headers) if proxy.tracing else None
     try:
         raw = await read_body(request, proxy.settings.max_body_bytes)
         caller = authenticate(request.headers, request.query_params, proxy.keys)
         conv = parse(raw)
-        call = proxy.start(dialect, conv, caller, request.headers, started)
+        call = proxy.start(dialect, conv, caller, request.headers, started, span)
     except RequestError as e:
+        if span is not None:
+            proxy.tracing.end_failed(span, e.status, e.message)
         return error_response(e, dialect)
+    except BaseException as e:      # a client gone mid-body, or a gateway bug (the caller gets a 500)
+        if span is not None:
+            proxy.tracing.end_failed(span, CLIENT_CLOSED if isinstance(e, ClientDisconnect) else 500, type(e).__name__)
+        raise
     try:
         return await until_disconnect(request, proxy.handle(call))
     except RequestError as e:
@@ -73,4 +80,9 @@ async def serve(request: Request, dialect: str, parse: Callable[[bytes], Convers
     except ClientDisconnect:
         # No answer was sent, but the upstream may have worked (and billed): the ledger says so.
         proxy.record(call, None, None, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
+        raise
+    except BaseException as e:      # a gateway bug: no record, but the span must not stay open
+        if call.span is not None:
+            proxy.tracing.end_failed(call.span, 500, type(e).__name__)
+            call.span = None
         raise

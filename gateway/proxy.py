@@ -36,6 +36,7 @@ from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.relay import stream_response
 from prefixgate.gateway.replies import read_reply, write_reply
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
+from prefixgate.gateway.tracing import Tracing
 from prefixgate.gateway.translate import translate_body
 from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse
 from prefixgate.ir import Conversation
@@ -98,6 +99,7 @@ class Call:
     route_hint: str = ""                # the caller's x-prefixgate-route: one stream of similar prompts
     attempts: int = 0
     notes: list[str] = field(default_factory=list)
+    span: Any = None                    # the request's OpenTelemetry span while it is open (tracing on)
 
 
 @dataclass
@@ -132,8 +134,9 @@ class Prepared:
 
 class Proxy:
     def __init__(self, settings: Settings, policy: Policy, *, local: LocalTarget | None = None,
-                 planner_state: object | None = None) -> None:
+                 planner_state: object | None = None, tracing: Tracing | None = None) -> None:
         self.settings = settings
+        self.tracing = tracing
         self.policy = policy
         self.router = Router(policy)
         self.keys = {k.key_sha256: k for k in policy.keys}
@@ -153,10 +156,12 @@ class Proxy:
         await self.counters.close()
         self.ledger.close()
 
-    def start(self, dialect: str, conv: Conversation, caller: Caller, headers: dict[str, str], started: float) -> Call:
+    def start(self, dialect: str, conv: Conversation, caller: Caller, headers: dict[str, str], started: float,
+              span: Any = None) -> Call:
         decision = self.router.decide(conv.model or "", caller.key)
         forwarded = {h: headers[h] for h in FORWARD_HEADERS[dialect] if h in headers}
-        call = Call(uuid.uuid4().hex[:20], dialect, conv, caller, decision.route, decision.mode, forwarded, started)
+        call = Call(uuid.uuid4().hex[:20], dialect, conv, caller, decision.route, decision.mode, forwarded, started,
+                    span=span)
         if dialect == "openai" and conv.stream:
             call.include_usage = bool((conv.params.get("stream_options") or {}).get("include_usage"))
         call.route_hint = headers.get(ROUTE_HEADER, "")[:200]
@@ -182,8 +187,7 @@ class Proxy:
                 sent = time.perf_counter()
                 self.in_flight[prep.upstream.name] += 1
                 try:
-                    resp = await self.upstream.send(prep.upstream, prep.model, prep.body, prep.stream, self._headers(call, prep),
-                                                    prep.key, retry.timeout_s)
+                    resp = await self._send(call, prep, retry.timeout_s)
                 except UpstreamFailure as f:
                     self.in_flight[prep.upstream.name] -= 1
                     condition = retry_condition(f.status, f.timed_out, f.connect_failed)
@@ -205,6 +209,24 @@ class Proxy:
         if isinstance(failure, UpstreamFailure):
             return self.fail(call, failure.request_error(), None)
         raise failure or RequestError("no target could take this request", status=502, kind="server")
+
+    async def _send(self, call: Call, prep: Prepared, timeout_s: float) -> UpstreamResponse:
+        """One attempt at `prep`'s upstream, with its own client span when the request is traced."""
+        send = self.upstream.send(prep.upstream, prep.model, prep.body, prep.stream, self._headers(call, prep), prep.key,
+                                  timeout_s)
+        if call.span is None:
+            return await send
+        span = self.tracing.attempt_span(call.span, prep.upstream.name, prep.model, call.attempts)
+        try:
+            resp = await send
+        except UpstreamFailure as f:
+            self.tracing.end_attempt(span, retry_condition(f.status, f.timed_out, f.connect_failed) or str(f.status), f.status)
+            raise
+        except BaseException:
+            self.tracing.end_attempt(span, "cancelled", None)
+            raise
+        self.tracing.end_attempt(span, "ok", resp.status)
+        return resp
 
     def prepare(self, call: Call, ref: TargetRef) -> Prepared:
         first = self.policy.upstreams[ref.upstreams[0]]
@@ -353,6 +375,9 @@ class Proxy:
             segments=prefix_shape(prep.plan.conversation if prep else call.conv, PLANNER_PROVIDER[prep.upstream.kind] if prep else call.dialect))
         self.ledger.append(rec)
         self.metrics.observe(rec)
+        if call.span is not None:
+            self.tracing.end_request(call.span, rec)
+            call.span = None
         return rec
 
     async def finish(self, call: Call, rec: LedgerRecord) -> None:

@@ -7,6 +7,12 @@ and a stream that breaks raises `UpstreamFailure` from its chunk iterator.
 aiohttp rather than httpx: httpcore's pool checks every pooled socket with a poll() on each request,
 which measured 6.5 ms of CPU per request at 32 requests in flight (bench/gateway.py); aiohttp's
 connector hands out keep-alive connections in O(1) and writes headers and body in one send.
+
+The session does not use aiohttp's `trust_env`: with it, every request makes two thread-pool round
+trips (the ~/.netrc file and the proxy variables are read again each time), which was a third of the
+gateway's CPU per request. HTTP(S)_PROXY / NO_PROXY are read once per upstream origin instead.
+Upstream cookies are not kept either: a shared cookie jar would carry one caller's provider cookies
+into another caller's requests.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from prefixgate.errors import RequestError
 from prefixgate.gateway.local import LocalTarget
@@ -100,8 +108,10 @@ class UpstreamClient:
         self.local = local
         connector = aiohttp.TCPConnector(limit=1000, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=300)
         # No automatic decompression: bodies are relayed as they come (we ask for identity encoding).
-        self.http = aiohttp.ClientSession(connector=connector, auto_decompress=False, trust_env=True,
+        self.http = aiohttp.ClientSession(connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
                                           skip_auto_headers=("User-Agent",))
+        self._proxies: dict[str, tuple[URL | None, aiohttp.BasicAuth | None]] = {}
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     async def aclose(self) -> None:
         await self.http.close()
@@ -124,13 +134,10 @@ class UpstreamClient:
 
     async def _exchange(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],
                         stream: bool, key: str | None, timeout_s: float) -> UpstreamResponse:
-        # sock_read bounds the wait for the first byte and every stall after it; a stream may run for as
-        # long as it keeps sending.
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(self.connect_timeout_s, timeout_s),
-                                        sock_read=timeout_s)
+        proxy, proxy_auth = self._proxy(name, url)
         try:
-            resp = await self.http.request(method, url, data=body, headers=headers, timeout=timeout,
-                                           allow_redirects=False)
+            resp = await self.http.request(method, url, data=body, headers=headers, timeout=self._timeout(timeout_s),
+                                           allow_redirects=False, proxy=proxy, proxy_auth=proxy_auth)
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as e:
             raise UpstreamFailure(name, None, type(e).__name__, connect_failed=True) from None
         except (TimeoutError, aiohttp.ServerTimeoutError) as e:
@@ -164,6 +171,26 @@ class UpstreamClient:
             raise UpstreamFailure(name, 502, f"response cut off ({type(e).__name__})") from None
         resp.release()
         return UpstreamResponse(resp.status, headers_out, data, None, _nothing)
+
+    def _timeout(self, timeout_s: float) -> aiohttp.ClientTimeout:
+        timeout = self._timeouts.get(timeout_s)
+        if timeout is None:
+            # sock_read bounds the wait for the first byte and every stall after it; a stream may run for
+            # as long as it keeps sending.
+            timeout = self._timeouts[timeout_s] = aiohttp.ClientTimeout(
+                total=None, sock_connect=min(self.connect_timeout_s, timeout_s), sock_read=timeout_s)
+        return timeout
+
+    def _proxy(self, upstream: str, url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+        """The proxy the environment names for `upstream` (one origin), none when NO_PROXY exempts it."""
+        found = self._proxies.get(upstream)
+        if found is None:
+            try:
+                found = get_env_proxy_for_url(URL(url))
+            except LookupError:
+                found = (None, None)
+            self._proxies[upstream] = found
+        return found
 
     async def _local(self, upstream: Upstream, body: bytes, stream: bool) -> UpstreamResponse:
         if self.local is None:

@@ -44,7 +44,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, local_model: s
     configure(settings.log_level)
     try:
         app = create_app(settings)
-    except PolicyError as e:
+    except (PolicyError, ConfigError) as e:
         raise click.UsageError(str(e)) from None
     # The gateway logs one JSON line per request itself (with route, usage and cost), so no access log.
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError
@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     tenant_cache_isolation: bool = True
     # Bearer token for /dashboard and /api/*; empty leaves them open (the gateway listens on localhost by default).
     admin_token: str = ""
+    # OpenTelemetry spans (gateway/tracing.py): auto traces when the process has a tracer provider (e.g. under
+    # opentelemetry-instrument), on also sets up the SDK from OTEL_* variables, off never traces.
+    otel: Literal["auto", "on", "off"] = "auto"
 
     # The YAML file named by PREFIXGATE_CONFIG (or passed to load_settings) sits below the environment.
     @classmethod
