@@ -1,4 +1,5 @@
-"""Talking to upstreams: one pooled aiohttp session, streamed responses, failures classified for retry.
+"""Talking to upstreams: pooled keep-alive connections (the lean client in http1.py; aiohttp for upstreams
+behind an HTTP proxy), streamed responses, failures classified for retry.
 
 A non-2xx answer or a transport error becomes an `UpstreamFailure` whose message is the provider's own
 (secrets scrubbed); a 2xx answer becomes an `UpstreamResponse` whose body is read whole or streamed,
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 import aiohttp
@@ -27,6 +28,7 @@ from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from prefixgate.errors import RequestError
+from prefixgate.gateway.http1 import Broken, ConnectFailed, Http1Pool, Http1Response, ReadTimeout
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.policies.schema import Upstream
 
@@ -110,10 +112,12 @@ class UpstreamClient:
         # No automatic decompression: bodies are relayed as they come (we ask for identity encoding).
         self.http = aiohttp.ClientSession(connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
                                           skip_auto_headers=("User-Agent",))
+        self.direct = Http1Pool(connect_timeout_s)   # every upstream reached without an HTTP proxy
         self._proxies: dict[str, tuple[URL | None, aiohttp.BasicAuth | None]] = {}
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     async def aclose(self) -> None:
+        self.direct.close()
         await self.http.close()
 
     async def send(self, upstream: Upstream, model: str, body: bytes, stream: bool, headers: dict[str, str],
@@ -135,6 +139,8 @@ class UpstreamClient:
     async def _exchange(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],
                         stream: bool, key: str | None, timeout_s: float) -> UpstreamResponse:
         proxy, proxy_auth = self._proxy(name, url)
+        if proxy is None:
+            return await self._exchange_direct(name, method, url, body, headers, stream, key, timeout_s)
         try:
             resp = await self.http.request(method, url, data=body, headers=headers, timeout=self._timeout(timeout_s),
                                            allow_redirects=False, proxy=proxy, proxy_auth=proxy_auth)
@@ -144,8 +150,7 @@ class UpstreamClient:
             raise UpstreamFailure(name, None, type(e).__name__, timed_out=True) from None
         except aiohttp.ClientError as e:
             raise UpstreamFailure(name, 502, f"connection failed ({type(e).__name__})") from None
-        headers_out = {k.lower(): v for k, v in resp.headers.items()
-                       if k.lower() in PASS_HEADERS or k.lower().startswith(PASS_PREFIXES)}
+        headers_out = _passed(resp.headers.items())
         if resp.status >= 300:
             try:
                 raw = await resp.read()
@@ -153,8 +158,7 @@ class UpstreamClient:
                 raw = b""
             finally:
                 resp.release()
-            raise UpstreamFailure(name, resp.status, scrub(_error_message(raw, resp.status), key),
-                                  retry_after=_retry_after(headers_out.get("retry-after")))
+            raise _refused(name, resp.status, raw, headers_out, key)
 
         async def close() -> None:
             resp.close()   # drops the connection: an upstream mid-stream must see the hang-up
@@ -170,6 +174,38 @@ class UpstreamClient:
             resp.close()
             raise UpstreamFailure(name, 502, f"response cut off ({type(e).__name__})") from None
         resp.release()
+        return UpstreamResponse(resp.status, headers_out, data, None, _nothing)
+
+    async def _exchange_direct(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],
+                               stream: bool, key: str | None, timeout_s: float) -> UpstreamResponse:
+        """`_exchange` on the lean client: the same answers and the same failures."""
+        try:
+            resp = await self.direct.request(method, url, headers, body, timeout_s)
+        except ConnectFailed:
+            raise UpstreamFailure(name, None, "ConnectFailed", connect_failed=True) from None
+        except ReadTimeout:
+            raise UpstreamFailure(name, None, "no answer in time", timed_out=True) from None
+        except Broken as e:
+            raise UpstreamFailure(name, 502, f"connection failed ({e})") from None
+        headers_out = _passed(resp.headers)
+        if resp.status >= 300:
+            try:
+                raw = await resp.read()
+            except (ReadTimeout, Broken):
+                raw = b""
+            raise _refused(name, resp.status, raw, headers_out, key)
+
+        async def close() -> None:
+            resp.close()   # drops the connection: an upstream mid-stream must see the hang-up
+
+        if stream:
+            return UpstreamResponse(resp.status, headers_out, None, _direct_chunks(name, resp), close)
+        try:
+            data = await resp.read()
+        except ReadTimeout:
+            raise UpstreamFailure(name, None, "timed out reading the response", timed_out=True) from None
+        except Broken as e:
+            raise UpstreamFailure(name, 502, f"response cut off ({e})") from None
         return UpstreamResponse(resp.status, headers_out, data, None, _nothing)
 
     def _timeout(self, timeout_s: float) -> aiohttp.ClientTimeout:
@@ -213,6 +249,34 @@ async def _chunks(name: str, resp: aiohttp.ClientResponse) -> AsyncIterator[byte
         raise UpstreamFailure(name, None, "stalled mid-stream", timed_out=True) from None
     except aiohttp.ClientError as e:
         raise UpstreamFailure(name, 502, f"broke the stream ({type(e).__name__})") from None
+
+
+async def _direct_chunks(name: str, resp: Http1Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in resp.iter_chunks():
+            yield chunk
+    except ReadTimeout:
+        raise UpstreamFailure(name, None, "stalled mid-stream", timed_out=True) from None
+    except Broken as e:
+        raise UpstreamFailure(name, 502, f"broke the stream ({e})") from None
+    finally:
+        if not resp.done:
+            resp.close()
+
+
+def _passed(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The upstream response headers handed back to the caller."""
+    out = {}
+    for k, v in headers:
+        k = k.lower()
+        if k in PASS_HEADERS or k.startswith(PASS_PREFIXES):
+            out[k] = v
+    return out
+
+
+def _refused(name: str, status: int, raw: bytes, headers: dict[str, str], key: str | None) -> UpstreamFailure:
+    return UpstreamFailure(name, status, scrub(_error_message(raw, status), key),
+                           retry_after=_retry_after(headers.get("retry-after")))
 
 
 def _error_message(raw: bytes, status: int) -> str:

@@ -1,0 +1,136 @@
+"""The lean upstream client against a raw socket server that answers exactly what each test scripts."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from prefixgate.gateway.http1 import Broken, ConnectFailed, Http1Pool, ReadTimeout
+from tests.support import free_port
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    return head + await reader.readexactly(length)
+
+
+def run(script, body) -> None:  # noqa: ANN001 - script: async (reader, writer, seen) -> None per connection
+    async def main() -> None:
+        seen: list[bytes] = []
+        connections = []
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            connections.append(writer)
+            try:
+                await script(reader, writer, seen)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions?x=1"
+        pool = Http1Pool(connect_timeout_s=2)
+        try:
+            await body(pool, url, seen, connections)
+        finally:
+            pool.close()
+            server.close()
+
+    asyncio.run(main())
+
+
+def test_keep_alive_reuses_one_connection_and_the_request_is_well_formed() -> None:
+    async def script(reader, writer, seen):
+        while True:
+            seen.append(await read_request(reader))
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-request-id: r1\r\n"
+                         b"content-length: 11\r\n\r\n{\"ok\":true}")
+
+    async def body(pool, url, seen, connections):
+        for _ in range(3):
+            resp = await pool.request("POST", url, {"authorization": "Bearer k"}, b'{"a":1}', 5)
+            assert resp.status == 200 and ("x-request-id", "r1") in resp.headers
+            assert await resp.read() == b'{"ok":true}'
+        assert len(connections) == 1
+        assert seen[0].startswith(b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nhost: 127.0.0.1:")
+        assert b"authorization: Bearer k\r\n" in seen[0] and seen[0].endswith(b'content-length: 7\r\n\r\n{"a":1}')
+
+    run(script, body)
+
+
+def test_a_chunked_stream_arrives_piece_by_piece() -> None:
+    async def script(reader, writer, seen):
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        for piece in (b"data: 1\n\n", b"data: 2\n\n"):
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+            await asyncio.sleep(0.05)
+        writer.write(b"0\r\n\r\n")
+
+    async def body(pool, url, seen, connections):
+        resp = await pool.request("POST", url, {}, b"{}", 5)
+        assert [chunk async for chunk in resp.iter_chunks()] == [b"data: 1\n\n", b"data: 2\n\n"]
+
+    run(script, body)
+
+
+def test_a_body_without_length_ends_with_the_connection() -> None:
+    async def script(reader, writer, seen):
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nall of it")
+        writer.close()
+
+    async def body(pool, url, seen, connections):
+        resp = await pool.request("POST", url, {}, b"{}", 5)
+        assert await resp.read() == b"all of it"
+
+    run(script, body)
+
+
+def test_a_connection_the_upstream_closed_while_idle_is_not_reused() -> None:
+    async def script(reader, writer, seen):
+        seen.append(await read_request(reader))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        writer.close()              # like a server's keep-alive timeout
+
+    async def body(pool, url, seen, connections):
+        assert await (await pool.request("POST", url, {}, b"{}", 5)).read() == b"ok"
+        await asyncio.sleep(0.1)
+        assert await (await pool.request("POST", url, {}, b"{}", 5)).read() == b"ok"
+        assert len(connections) == 2 and len(seen) == 2
+
+    run(script, body)
+
+
+def test_a_response_cut_off_mid_body_is_broken_and_silence_times_out() -> None:
+    async def script(reader, writer, seen):
+        request = await read_request(reader)
+        if b"cut" in request:
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial")
+            await writer.drain()
+            writer.close()
+        else:
+            await asyncio.sleep(5)
+
+    async def body(pool, url, seen, connections):
+        resp = await pool.request("POST", url, {}, b'"cut"', 5)
+        with pytest.raises(Broken):
+            await resp.read()
+        with pytest.raises(ReadTimeout):
+            await pool.request("POST", url, {}, b'"wait"', 0.2)
+
+    run(script, body)
+
+
+def test_unreachable_upstream_and_header_injection_are_refused() -> None:
+    async def main() -> None:
+        pool = Http1Pool(connect_timeout_s=1)
+        with pytest.raises(ConnectFailed):
+            await pool.request("POST", f"http://127.0.0.1:{free_port()}/v1", {}, b"{}", 1)
+        with pytest.raises(ValueError, match="line break"):
+            await pool.request("POST", f"http://127.0.0.1:{free_port()}/v1", {"x-a": "1\r\nx-b: 2"}, b"{}", 1)
+
+    asyncio.run(main())
