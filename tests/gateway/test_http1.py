@@ -134,3 +134,33 @@ def test_unreachable_upstream_and_header_injection_are_refused() -> None:
             await pool.request("POST", f"http://127.0.0.1:{free_port()}/v1", {"x-a": "1\r\nx-b: 2"}, b"{}", 1)
 
     asyncio.run(main())
+
+
+def test_an_upstream_behind_an_http_proxy_is_reached_through_the_proxy(monkeypatch) -> None:
+    from prefixgate.gateway.upstream import UpstreamClient
+    from prefixgate.policies.schema import Upstream
+
+    async def main() -> None:
+        seen: list[bytes] = []
+
+        async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            seen.append(await read_request(reader))
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\n{\"ok\":true}")
+            await writer.drain()
+
+        server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        client = UpstreamClient(connect_timeout_s=2)
+        try:
+            upstream = Upstream("openai", "openai", url="http://api.example.test")
+            resp = await client.send(upstream, "gpt-4o", b"{}", False, {}, "sk-k", 5)
+        finally:
+            await client.aclose()
+            server.close()
+        assert resp.status == 200 and resp.body == b'{"ok":true}'
+        # Absolute-form request line: the proxy was asked for the upstream's URL.
+        assert seen[0].startswith(b"POST http://api.example.test/v1/chat/completions HTTP/1.1")
+
+    asyncio.run(main())
