@@ -138,51 +138,10 @@ class UpstreamClient:
 
     async def _exchange(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],
                         stream: bool, key: str | None, timeout_s: float) -> UpstreamResponse:
-        proxy, proxy_auth = self._proxy(name, url)
-        if proxy is None:
-            return await self._exchange_direct(name, method, url, body, headers, stream, key, timeout_s)
         try:
-            resp = await self.http.request(method, url, data=body, headers=headers, timeout=self._timeout(timeout_s),
-                                           allow_redirects=False, proxy=proxy, proxy_auth=proxy_auth)
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as e:
-            raise UpstreamFailure(name, None, type(e).__name__, connect_failed=True) from None
-        except (TimeoutError, aiohttp.ServerTimeoutError) as e:
-            raise UpstreamFailure(name, None, type(e).__name__, timed_out=True) from None
-        except aiohttp.ClientError as e:
-            raise UpstreamFailure(name, 502, f"connection failed ({type(e).__name__})") from None
-        headers_out = _passed(resp.headers.items())
-        if resp.status >= 300:
-            try:
-                raw = await resp.read()
-            except (TimeoutError, aiohttp.ClientError):
-                raw = b""
-            finally:
-                resp.release()
-            raise _refused(name, resp.status, raw, headers_out, key)
-
-        async def close() -> None:
-            resp.close()   # drops the connection: an upstream mid-stream must see the hang-up
-
-        if stream:
-            return UpstreamResponse(resp.status, headers_out, None, _chunks(name, resp), close)
-        try:
-            data = await resp.read()
-        except (TimeoutError, aiohttp.ServerTimeoutError):
-            resp.close()
-            raise UpstreamFailure(name, None, "timed out reading the response", timed_out=True) from None
-        except aiohttp.ClientError as e:
-            resp.close()
-            raise UpstreamFailure(name, 502, f"response cut off ({type(e).__name__})") from None
-        resp.release()
-        return UpstreamResponse(resp.status, headers_out, data, None, _nothing)
-
-    async def _exchange_direct(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],
-                               stream: bool, key: str | None, timeout_s: float) -> UpstreamResponse:
-        """`_exchange` on the lean client: the same answers and the same failures."""
-        try:
-            resp = await self.direct.request(method, url, headers, body, timeout_s)
-        except ConnectFailed:
-            raise UpstreamFailure(name, None, "ConnectFailed", connect_failed=True) from None
+            resp = await self._open(name, method, url, body, headers, timeout_s)
+        except ConnectFailed as e:
+            raise UpstreamFailure(name, None, str(e), connect_failed=True) from None
         except ReadTimeout:
             raise UpstreamFailure(name, None, "no answer in time", timed_out=True) from None
         except Broken as e:
@@ -199,7 +158,7 @@ class UpstreamClient:
             resp.close()   # drops the connection: an upstream mid-stream must see the hang-up
 
         if stream:
-            return UpstreamResponse(resp.status, headers_out, None, _direct_chunks(name, resp), close)
+            return UpstreamResponse(resp.status, headers_out, None, _chunks(name, resp), close)
         try:
             data = await resp.read()
         except ReadTimeout:
@@ -207,6 +166,22 @@ class UpstreamClient:
         except Broken as e:
             raise UpstreamFailure(name, 502, f"response cut off ({e})") from None
         return UpstreamResponse(resp.status, headers_out, data, None, _nothing)
+
+    async def _open(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],
+                    timeout_s: float) -> Http1Response | _Proxied:
+        proxy, proxy_auth = self._proxy(name, url)
+        if proxy is None:
+            return await self.direct.request(method, url, headers, body, timeout_s)
+        try:
+            resp = await self.http.request(method, url, data=body, headers=headers, timeout=self._timeout(timeout_s),
+                                           allow_redirects=False, proxy=proxy, proxy_auth=proxy_auth)
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as e:
+            raise ConnectFailed(type(e).__name__) from None
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            raise ReadTimeout() from None
+        except aiohttp.ClientError as e:
+            raise Broken(type(e).__name__) from None
+        return _Proxied(resp)
 
     def _timeout(self, timeout_s: float) -> aiohttp.ClientTimeout:
         timeout = self._timeouts.get(timeout_s)
@@ -241,17 +216,40 @@ class UpstreamClient:
         return UpstreamResponse(200, {}, None, answer, close)
 
 
-async def _chunks(name: str, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-    try:
-        async for chunk in resp.content.iter_any():
-            yield chunk
-    except (TimeoutError, aiohttp.ServerTimeoutError):
-        raise UpstreamFailure(name, None, "stalled mid-stream", timed_out=True) from None
-    except aiohttp.ClientError as e:
-        raise UpstreamFailure(name, 502, f"broke the stream ({type(e).__name__})") from None
+class _Proxied:
+    """An aiohttp response (an upstream behind an HTTP proxy) with the lean client's interface and errors."""
+
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self._resp, self.status, self.headers, self.done = resp, resp.status, list(resp.headers.items()), False
+
+    async def read(self) -> bytes:
+        try:
+            data = await self._resp.read()
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            self._resp.close()
+            raise ReadTimeout() from None
+        except aiohttp.ClientError as e:
+            self._resp.close()
+            raise Broken(type(e).__name__) from None
+        self._resp.release()
+        self.done = True
+        return data
+
+    async def iter_chunks(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._resp.content.iter_any():
+                yield chunk
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            raise ReadTimeout() from None
+        except aiohttp.ClientError as e:
+            raise Broken(type(e).__name__) from None
+        self.done = True
+
+    def close(self) -> None:
+        self._resp.close()
 
 
-async def _direct_chunks(name: str, resp: Http1Response) -> AsyncIterator[bytes]:
+async def _chunks(name: str, resp: Http1Response | _Proxied) -> AsyncIterator[bytes]:
     try:
         async for chunk in resp.iter_chunks():
             yield chunk
