@@ -40,20 +40,31 @@ async def read_body(request: Request | Inbound, limit: int) -> bytes:
 
 
 async def until_disconnect(request: Request | Inbound, work: Awaitable[Response]) -> Response:
-    """`work`'s response, or cancel it (and its upstream request) if the client disconnects first."""
-    task = asyncio.ensure_future(work)
+    """`work`'s response, or cancel it (and its upstream request) if the client disconnects first.
+
+    `work` runs in this task and one watcher task waits for the disconnect: one task per request, not two
+    plus an asyncio.wait (the watcher cancels this task rather than racing it)."""
+    current = asyncio.current_task()
+    assert current is not None
+    gone = False
 
     async def hung_up() -> None:
+        nonlocal gone
         while (await request.receive())["type"] != "http.disconnect":
             pass
+        gone = True
+        current.cancel()
 
     watcher = asyncio.ensure_future(hung_up())
-    done, _ = await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if not gone:
+            raise
+        current.uncancel()      # the cancellation was ours: it ends here as a disconnect
+        raise ClientDisconnect() from None
+    finally:
         watcher.cancel()
-        return task.result()
-    task.cancel()
-    raise ClientDisconnect()
 
 
 async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: Callable[[bytes], Conversation]) -> Response:
