@@ -76,6 +76,9 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
         caller = authenticate(request.headers, request.query_params, proxy.keys)
         conv = parse(raw)
         call = proxy.start(dialect, conv, caller, request.headers, started, span)
+        # Gemini's REST API streams server-sent events only with ?alt=sse; without it (the older
+        # google-generativeai SDK) the same chunks come as elements of one JSON array.
+        call.json_array = dialect == "gemini" and conv.stream and request.query_params.get("alt") != "sse"
     except RequestError as e:
         if span is not None:
             proxy.tracing.end_failed(span, e.status, e.message)

@@ -97,6 +97,7 @@ class Call:
     started: float
     include_usage: bool = True          # OpenAI streams: did the caller ask for the usage chunk?
     route_hint: str = ""                # the caller's x-prefixgate-route: one stream of similar prompts
+    json_array: bool = False            # a Gemini stream asked without alt=sse: one JSON array, not events
     attempts: int = 0
     notes: list[str] = field(default_factory=list)
     span: Any = None                    # the request's OpenTelemetry span while it is open (tracing on)

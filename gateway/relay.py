@@ -138,4 +138,23 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
     headers = {**resp.headers, "cache-control": "no-cache", "x-prefixgate-request-id": call.id,
                "x-prefixgate-route": call.route.name, "x-prefixgate-target": prep.upstream.name,
                "x-prefixgate-plan": prep.plan.summary}
+    if call.json_array:
+        return DisconnectAwareStream(json_array(body()), 200, headers, media_type="application/json",
+                                     background=BackgroundTask(after))
     return DisconnectAwareStream(body(), 200, headers, media_type="text/event-stream", background=BackgroundTask(after))
+
+
+async def json_array(sse: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Gemini events re-framed as its JSON-array stream: `[` first element `,` next ... `]`, each element
+    sent as soon as its event arrives."""
+    buffer, opened = bytearray(), False
+    async for chunk in sse:
+        parts = []
+        for ev in events(buffer, chunk):
+            data = b"".join(line[5:].strip() for line in ev.split(b"\n") if line.startswith(b"data:"))
+            if data:
+                parts.append((b",\r\n" if opened else b"[") + data)
+                opened = True
+        if parts:
+            yield b"".join(parts)
+    yield b"]" if opened else b"[]"

@@ -149,3 +149,35 @@ def test_every_answered_request_is_in_the_ledger_with_its_savings(stack) -> None
     assert records[-1]["cache_read"] > 1000 and float(records[-1]["savings_usd"]) > 0
     assert float(records[-1]["cost_usd"]) < float(records[-1]["cost_without_cache_usd"])
     assert not any(KEYS["OPENAI_API_KEY"] in str(r) for r in read_records(str(ledger)))
+
+
+def test_the_older_google_generativeai_sdk_works_unmodified(stack) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # it announces its own deprecation
+        import google.generativeai as old_genai
+    url, _ = stack
+    old_genai.configure(api_key="caller", transport="rest", client_options={"api_endpoint": url})
+    model = old_genai.GenerativeModel("gemini-2.5-flash", system_instruction=SYSTEM)
+    first = model.generate_content("Where is my refund?")
+    assert first.text and first.usage_metadata.prompt_token_count > 1000
+    # Its REST transport streams without alt=sse: the gateway answers Gemini's JSON-array stream.
+    chunks = list(model.generate_content("And the fee?", stream=True))
+    assert len(chunks) > 1 and "".join(c.text for c in chunks)
+    assert chunks[-1].usage_metadata.cached_content_token_count > 1000
+    assert model.count_tokens("hello").total_tokens > 0
+
+
+def test_a_gemini_stream_without_alt_sse_is_one_json_array(stack) -> None:
+    url, _ = stack
+    body = {"systemInstruction": {"parts": [{"text": SYSTEM}]}, "contents": [{"role": "user", "parts": [{"text": "Hi"}]}]}
+    r = httpx.post(f"{url}/v1beta/models/gemini-2.5-flash:streamGenerateContent", json=body,
+                   headers={"x-goog-api-key": "caller"}, timeout=30)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+    items = r.json()
+    assert isinstance(items, list) and len(items) > 1
+    assert items[-1]["candidates"][0]["finishReason"] and items[-1]["usageMetadata"]["promptTokenCount"] > 1000
+    sse = httpx.post(f"{url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", json=body,
+                     headers={"x-goog-api-key": "caller"}, timeout=30)
+    assert sse.headers["content-type"].startswith("text/event-stream") and sse.text.startswith("data: ")
