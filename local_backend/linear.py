@@ -9,6 +9,8 @@ so the packed copy only serves small batches. The price is a second copy of the 
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -20,6 +22,20 @@ PACKED_MAX_ROWS = 128
 def packing_available(device: torch.device, dtype: torch.dtype) -> bool:
     return (device.type == "cpu" and dtype == torch.float32 and torch.backends.mkl.is_available()
             and hasattr(torch.ops.mkl, "_mkl_linear"))
+
+
+def worth_packing(weight_bytes: int) -> bool:
+    """Whether a packed copy of `weight_bytes` of weights fits comfortably: under a quarter of the memory
+    the kernel says is available (a 135M model: 0.5 GB; a 7B one in float32 would need 28 GB more)."""
+    try:
+        with open("/proc/meminfo") as f:
+            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return weight_bytes < 2**30
+    return weight_bytes < available / 4
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,7 @@ import torch
 from prefixgate.local_backend.attention import AttentionMetadata, PrefillChunk
 from prefixgate.local_backend.config import EngineConfig
 from prefixgate.local_backend.kv_cache_manager import cdiv
-from prefixgate.local_backend.linear import packing_available
+from prefixgate.local_backend.linear import packing_available, worth_packing
 from prefixgate.local_backend.model import CausalLM
 from prefixgate.local_backend.sampler import Sampler, SamplerOutput
 from prefixgate.local_backend.scheduler import ScheduledBatch
@@ -35,7 +35,9 @@ class ModelRunner:
         self.model = CausalLM.from_weights(hf_config, weights, limit).to(self.device, self.dtype)
         m = self.model
         if packing_available(self.device, self.dtype):
-            m.pack_weights()
+            weight_bytes = sum(p.numel() * p.element_size() for p in m.parameters())
+            if config.pack_cpu_weights or (config.pack_cpu_weights is None and worth_packing(weight_bytes)):
+                m.pack_weights()
         bytes_per_block = 2 * m.num_layers * bs * m.kv_heads * m.head_dim * self.dtype.itemsize
         # More blocks than max_num_seqs full-length sequences can use would only cost memory.
         useful = config.max_num_seqs * cdiv(limit, bs) + 1

@@ -190,3 +190,18 @@ def test_cpu_threads_apply_to_engine_steps_only(make_llm) -> None:
     llm.engine.runner._execute = spy
     llm.generate("abc", greedy(3))
     assert seen and set(seen) == {1} and torch.get_num_threads() == before
+
+
+def test_packed_and_plain_weights_give_the_same_greedy_tokens(make_llm) -> None:
+    from prefixgate.local_backend.linear import Linear, packing_available
+
+    if not packing_available(torch.device("cpu"), torch.float32):
+        pytest.skip("this torch build has no MKL to pack for")
+    prompts = [{"prompt_token_ids": list(range(5, 5 + n))} for n in (3, 40, 90)]
+    sp = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+    packed, plain = make_llm(pack_cpu_weights=True), make_llm(pack_cpu_weights=False)
+    layers = [m for m in plain.engine.runner.model.modules() if isinstance(m, Linear)]
+    assert layers and all(m.packed is None for m in layers)
+    assert all(m.packed is not None for m in packed.engine.runner.model.modules() if isinstance(m, Linear))
+    assert [o.outputs[0].token_ids for o in packed.generate(prompts, sp)] == \
+        [o.outputs[0].token_ids for o in plain.generate(prompts, sp)]
