@@ -161,8 +161,15 @@ def test_bad_chat_messages(client) -> None:
         assert e.value.body["param"].startswith("messages")
 
 
-def test_client_disconnect_mid_stream_frees_blocks_at_once(server) -> None:
+def test_client_disconnect_mid_stream_frees_blocks_at_once(server, monkeypatch) -> None:
     base, engine = server
+    real_step = engine.engine.step
+
+    def slow_step():  # noqa: ANN202 - the tiny model could finish all 400 tokens before the client reads 7 lines
+        time.sleep(0.01)
+        return real_step()
+
+    monkeypatch.setattr(engine.engine, "step", slow_step)
     body = {"model": MODEL, "prompt": "a long story " * 5, "max_tokens": 400, "stream": True, "ignore_eos": True}
     with httpx.stream("POST", base + "/v1/completions", json=body) as r:
         for i, _ in enumerate(r.iter_lines()):
