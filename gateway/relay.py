@@ -22,7 +22,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from prefixgate.dialects import dialect as dialect_module
-from prefixgate.dialects.sse import event_json
+from prefixgate.dialects.sse import event_data, event_json
 from prefixgate.errors import RequestError
 from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
@@ -151,7 +151,7 @@ async def json_array(sse: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     async for chunk in sse:
         parts = []
         for ev in events(buffer, chunk):
-            data = b"".join(line[5:].strip() for line in ev.split(b"\n") if line.startswith(b"data:"))
+            data = event_data(ev)
             if data:
                 parts.append((b",\r\n" if opened else b"[") + data)
                 opened = True

@@ -60,13 +60,18 @@ def encode_sse(data: Any, event: str | None = None) -> bytes:
     return f"{head}data: {payload}\n\n".encode()
 
 
+def event_data(event: bytes) -> bytes:
+    """One raw event's `data:` payload (its lines joined by newlines); empty for a comment-only event."""
+    return b"\n".join(line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:"))
+
+
 def event_json(event: bytes) -> dict | None:
     """The JSON object in one raw event's `data:` lines; None for comments, `[DONE]` or non-objects."""
-    lines = [line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:")]
-    if not lines:
+    data = event_data(event)
+    if not data:
         return None
     try:
-        value = json.loads(b"\n".join(lines))
+        value = json.loads(data)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
