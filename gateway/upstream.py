@@ -5,11 +5,11 @@ A non-2xx answer or a transport error becomes an `UpstreamFailure` whose message
 (secrets scrubbed); a 2xx answer becomes an `UpstreamResponse` whose body is read whole or streamed,
 and a stream that breaks raises `UpstreamFailure` from its chunk iterator.
 
-aiohttp rather than httpx: httpcore's pool checks every pooled socket with a poll() on each request,
-which measured 6.5 ms of CPU per request at 32 requests in flight (bench/gateway.py); aiohttp's
-connector hands out keep-alive connections in O(1) and writes headers and body in one send.
+Not httpx: httpcore's pool checks every pooled socket with a poll() on each request, which measured
+6.5 ms of CPU per request at 32 requests in flight (bench/gateway.py). Why a lean client of our own ahead
+of aiohttp is in http1.py; aiohttp's responses are adapted to its interface and errors (`_Proxied`).
 
-The session does not use aiohttp's `trust_env`: with it, every request makes two thread-pool round
+The aiohttp session does not use `trust_env`: with it, every request makes two thread-pool round
 trips (the ~/.netrc file and the proxy variables are read again each time), which was a third of the
 gateway's CPU per request. HTTP(S)_PROXY / NO_PROXY are read once per upstream origin instead.
 Upstream cookies are not kept either: a shared cookie jar would carry one caller's provider cookies
@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import aiohttp
@@ -152,7 +153,8 @@ class UpstreamClient:
                 raw = await resp.read()
             except (ReadTimeout, Broken):
                 raw = b""
-            raise _refused(name, resp.status, raw, headers_out, key)
+            raise UpstreamFailure(name, resp.status, scrub(_error_message(raw, resp.status), key),
+                                  retry_after=_retry_after(headers_out.get("retry-after")))
 
         async def close() -> None:
             resp.close()   # drops the connection: an upstream mid-stream must see the hang-up
@@ -172,15 +174,9 @@ class UpstreamClient:
         proxy, proxy_auth = self._proxy(name, url)
         if proxy is None:
             return await self.direct.request(method, url, headers, body, timeout_s)
-        try:
+        with _lean_errors():
             resp = await self.http.request(method, url, data=body, headers=headers, timeout=self._timeout(timeout_s),
                                            allow_redirects=False, proxy=proxy, proxy_auth=proxy_auth)
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as e:
-            raise ConnectFailed(type(e).__name__) from None
-        except (TimeoutError, aiohttp.ServerTimeoutError):
-            raise ReadTimeout() from None
-        except aiohttp.ClientError as e:
-            raise Broken(type(e).__name__) from None
         return _Proxied(resp)
 
     def _timeout(self, timeout_s: float) -> aiohttp.ClientTimeout:
@@ -224,29 +220,36 @@ class _Proxied:
 
     async def read(self) -> bytes:
         try:
-            data = await self._resp.read()
-        except (TimeoutError, aiohttp.ServerTimeoutError):
+            with _lean_errors():
+                data = await self._resp.read()
+        except BaseException:       # broken, timed out or cancelled: the connection is not reusable
             self._resp.close()
-            raise ReadTimeout() from None
-        except aiohttp.ClientError as e:
-            self._resp.close()
-            raise Broken(type(e).__name__) from None
+            raise
         self._resp.release()
         self.done = True
         return data
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:
-        try:
+        with _lean_errors():
             async for chunk in self._resp.content.iter_any():
                 yield chunk
-        except (TimeoutError, aiohttp.ServerTimeoutError):
-            raise ReadTimeout() from None
-        except aiohttp.ClientError as e:
-            raise Broken(type(e).__name__) from None
         self.done = True
 
     def close(self) -> None:
         self._resp.close()
+
+
+@contextmanager
+def _lean_errors() -> Iterator[None]:
+    """aiohttp's exceptions as the lean client's, so one exchange routine classifies both."""
+    try:
+        yield
+    except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as e:
+        raise ConnectFailed(type(e).__name__) from None
+    except (TimeoutError, aiohttp.ServerTimeoutError):
+        raise ReadTimeout() from None
+    except aiohttp.ClientError as e:
+        raise Broken(type(e).__name__) from None
 
 
 async def _chunks(name: str, resp: Http1Response | _Proxied) -> AsyncIterator[bytes]:
@@ -270,11 +273,6 @@ def _passed(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
         if k in PASS_HEADERS or k.startswith(PASS_PREFIXES):
             out[k] = v
     return out
-
-
-def _refused(name: str, status: int, raw: bytes, headers: dict[str, str], key: str | None) -> UpstreamFailure:
-    return UpstreamFailure(name, status, scrub(_error_message(raw, status), key),
-                           retry_after=_retry_after(headers.get("retry-after")))
 
 
 def _error_message(raw: bytes, status: int) -> str:
