@@ -131,17 +131,19 @@ class ModelRunner:
         for i, s in enumerate(seqs):
             own[i, :nblocks[i] - shared] = s.block_table[shared:nblocks[i]]
         key_pos = shared * bs + np.arange(own.shape[1] * bs)
-        bias = np.where(key_pos[None, :] < ctx[:, None], 0.0, -np.inf).astype(np.float32)
         meta.own_blocks = self._tensor(own)
-        meta.own_bias = self._tensor(bias[:, None, None, :]).to(self.dtype)
+        meta.own_bias = self._additive(key_pos[None, :] < ctx[:, None])[:, None, None, :]
 
     def _prefill_mask(self, offset: int, n: int) -> torch.Tensor | None:
         """Causal mask of a chunk whose first query is the key at `offset` of its own keys; None when 0."""
         if offset == 0:
             return None
-        # Built once per step, shared by every layer; additive float masks take torch's fast CPU path,
-        # boolean ones do not.
-        visible = np.arange(offset + n)[None, :] <= np.arange(offset, offset + n)[:, None]
+        # Built once per step, shared by every layer.
+        return self._additive(np.arange(offset + n)[None, :] <= np.arange(offset, offset + n)[:, None])
+
+    def _additive(self, visible: np.ndarray) -> torch.Tensor:
+        # 0 where a key is visible, -inf where not: additive float masks take torch's fast CPU attention
+        # path, boolean ones do not.
         return self._tensor(np.where(visible, 0.0, -np.inf).astype(np.float32)).to(self.dtype)
 
     def _blocks(self, ids: np.ndarray) -> torch.Tensor | slice:
