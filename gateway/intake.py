@@ -81,11 +81,11 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
         call.json_array = dialect == "gemini" and conv.stream and request.query_params.get("alt") != "sse"
     except RequestError as e:
         if span is not None:
-            proxy.tracing.end_failed(span, e.status, e.message)
+            proxy.tracing.end_request_status(span, e.status, e.message)
         return error_response(e, dialect)
     except BaseException as e:      # a client gone mid-body, or a gateway bug (the caller gets a 500)
         if span is not None:
-            proxy.tracing.end_failed(span, CLIENT_CLOSED if isinstance(e, ClientDisconnect) else 500, type(e).__name__)
+            proxy.tracing.end_request_status(span, CLIENT_CLOSED if isinstance(e, ClientDisconnect) else 500, type(e).__name__)
         raise
     try:
         return await until_disconnect(request, proxy.handle(call))
@@ -97,6 +97,6 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
         raise
     except BaseException as e:      # a gateway bug: no record, but the span must not stay open
         if call.span is not None:
-            proxy.tracing.end_failed(call.span, 500, type(e).__name__)
+            proxy.tracing.end_request_status(call.span, 500, type(e).__name__)
             call.span = None
         raise

@@ -82,10 +82,11 @@ class Tracing:
             span.set_attribute("prefixgate.savings_usd", float(rec.savings_usd or 0))
         if rec.miss_reason:
             span.set_attribute("prefixgate.miss_reason", rec.miss_reason)
-        self.end_failed(span, rec.status, rec.error)
+        self.end_request_status(span, rec.status, rec.error)
 
-    def end_failed(self, span: Span, status: int, error: str) -> None:
-        """Close a server span with its status; a 5xx is an error (a 4xx is the caller's, per HTTP conventions)."""
+    def end_request_status(self, span: Span, status: int, error: str) -> None:
+        """Close a server span with the answer's status (the whole record, if any, is `end_request`'s); a
+        5xx is an error (a 4xx is the caller's, per HTTP conventions)."""
         span.set_attribute("http.response.status_code", status)
         if status >= 400:
             span.set_attribute("error.type", str(status))
