@@ -208,13 +208,19 @@ def _build(data: dict[str, Any], files: tuple[str, ...]) -> Catalog:
     return Catalog(**provider_rules, models=models, sources=files)
 
 
-def _dataclass_from(cls: type, raw: Any, where: str) -> Any:
+def _known_table(raw: Any, where: str, known: set[str] | dict[str, Any], not_a_table: str) -> dict:
+    """`raw` as a TOML table with only `known` keys, else a RulesError naming the first stray key."""
     if not isinstance(raw, dict):
-        raise RulesError(f"{where}: missing or not a table")
-    names = {f.name: f for f in fields(cls)}
-    unknown = set(raw) - set(names)
+        raise RulesError(f"{where}: {not_a_table}")
+    unknown = set(raw) - set(known)
     if unknown:
         raise RulesError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    return raw
+
+
+def _dataclass_from(cls: type, raw: Any, where: str) -> Any:
+    names = {f.name: f for f in fields(cls)}
+    raw = _known_table(raw, where, names, "missing or not a table")
     values = {}
     for name, f in names.items():
         if name not in raw:
@@ -260,11 +266,7 @@ _PRICE_KEYS = {"input", "output", "cache_read", "cache_write", "storage_per_hour
 
 
 def _price_spec(raw: Any, where: str, tier: bool) -> PriceSpec:
-    if not isinstance(raw, dict):
-        raise RulesError(f"{where}: expected a price table")
-    unknown = set(raw) - _PRICE_KEYS
-    if unknown:
-        raise RulesError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    raw = _known_table(raw, where, _PRICE_KEYS, "expected a price table")
     for key in ("input", "output", "source", "as_of") + (("above",) if tier else ()):
         if key not in raw:
             raise RulesError(f"{where}: missing key {key!r} (every price carries its source URL and date)")
@@ -291,11 +293,7 @@ _MODEL_KEYS = {"provider", "id", "aliases", "min_cache_tokens", "price", "long_c
 
 
 def _model_from(raw: Any, where: str, openai: OpenAIRules) -> ModelRules:
-    if not isinstance(raw, dict):
-        raise RulesError(f"{where}: expected a table")
-    unknown = set(raw) - _MODEL_KEYS
-    if unknown:
-        raise RulesError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    raw = _known_table(raw, where, _MODEL_KEYS, "expected a table")
     provider, mid = raw.get("provider"), raw.get("id")
     if provider not in PROVIDERS:
         raise RulesError(f"{where}.provider: expected one of {PROVIDERS}, got {provider!r}")
