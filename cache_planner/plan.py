@@ -147,4 +147,5 @@ def _masked_fingerprint(dialect: str, model: str | None, tools: tuple[str, ...],
 def _tool_name(native: object) -> str:
     if not isinstance(native, dict):
         return ""
-    return str(native.get("name") or (native.get("function") or {}).get("name", ""))
+    function = native.get("function")
+    return str(native.get("name") or (function.get("name", "") if isinstance(function, dict) else ""))

@@ -44,7 +44,7 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     for key in ("tools", "functions"):
         if key in data:
             items = expect(data[key], list, key)
-            blocks = [Block("tool_def", expect(t, dict, f"{key}.{i}"), text=json_text(t)) for i, t in enumerate(items)]
+            blocks = [Block("tool_def", _tool(t, f"{key}.{i}"), text=json_text(t)) for i, t in enumerate(items)]
             segments.append(Segment("tools", blocks, blocks_field=key, form="list"))
     if "response_format" in data:
         rf = expect(data["response_format"], dict, "response_format")
@@ -255,3 +255,11 @@ def error_event(err: RequestError) -> bytes:
 
 def new_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex[:24]
+
+
+def _tool(tool: object, field: str) -> dict:
+    """A tool definition: an object, and its `function` (when given) an object too, as the API requires."""
+    expect(tool, dict, field)
+    if "function" in tool:
+        expect(tool["function"], dict, f"{field}.function")
+    return tool

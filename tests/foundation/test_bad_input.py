@@ -39,6 +39,8 @@ CASES = [
     (oa, {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, "max_tokens"),
     (oa, {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}, "stream"),
     (oa, {"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": "json"}, "response_format"),
+    (oa, {"model": "m", "messages": [{"role": "user", "content": "x"}],
+          "tools": [{"type": "function", "function": True}]}, "tools.0.function"),
     (ge, {"contents": []}, "contents"),
     (ge, {}, "contents"),
     (ge, {"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]}, "contents.0.role"),
