@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from tests.support import free_port, wait_until
+
+# CI (`.ci/run`) draws the same property-test examples every run, so a red CI is always a reproducible
+# regression, never a new draw; `make test` elsewhere keeps drawing fresh examples, which is how the
+# fuzzers find new bugs.
+settings.register_profile("ci", derandomize=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(scope="session")
