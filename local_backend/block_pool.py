@@ -89,6 +89,10 @@ class BlockPool:
             self._evict(block)
             block.ref_count = 1
             out.append(block)
+        # Ascending ids: blocks come back to the free list tail first (evicted first), so one allocation often
+        # pops a descending run; handed out in order, a sequence's blocks are consecutive in the KV tensor,
+        # and attention reads them in place instead of gathering a copy every layer (attention.py).
+        out.sort(key=lambda b: b.block_id)
         return out
 
     def release(self, blocks: Iterable[Block]) -> None:
@@ -117,6 +121,8 @@ class BlockPool:
     def reset_prefix_cache(self) -> None:
         for block_id in list(self.cached.values()):
             self.uncache(self.blocks[block_id])
+        # No free block carries a hash now, so their order only decides placement: ascending, as when new.
+        self.free = OrderedDict((i, None) for i in sorted(self.free))
 
     def _evict(self, block: Block) -> None:
         if block.hash is not None:

@@ -53,6 +53,19 @@ def test_uncached_free_blocks_are_reused_before_cached_ones() -> None:
     assert pool.lookup(b"A" * 16, [1]) is a
 
 
+def test_blocks_are_handed_out_in_ascending_order_so_a_sequence_reads_them_in_place() -> None:
+    pool = BlockPool(9)
+    run = pool.allocate(4)
+    for i, blk in enumerate(run):
+        pool.cache(blk, bytes([i]) * 16, [i] * 4)
+    pool.release(reversed(run))  # tail first, as a finished sequence frees: a descending run in the free list
+    pool.allocate(4)  # the plain blocks 5-8 go first
+    assert [b.block_id for b in pool.allocate(4)] == [1, 2, 3, 4]  # the cached run, evicted, in order
+    pool.release(pool.blocks[1:])
+    pool.reset_prefix_cache()
+    assert list(pool.free) == list(range(1, 9))  # as good as new
+
+
 def test_lookup_checks_token_ids_so_a_hash_collision_cannot_return_wrong_kv() -> None:
     pool = BlockPool(3)
     (a,) = pool.allocate(1)
