@@ -93,7 +93,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tenso
 def _attend_all(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Every query of the batch over the same keys, no mask. q: [T, heads, d]; k, v: [1, kv_heads, S, d].
     Returns [T, heads, d] and [T, heads]. The query heads that share a K/V head are folded into one longer
-    query block per K/V head: the same arithmetic, each K/V head read once, ~10% faster in the CPU kernel."""
+    query block per K/V head: the same arithmetic, each K/V head read once, 10-20% faster in the CPU kernel."""
     t, heads, d = q.shape
     kv_heads = k.shape[1]
     folded = q.transpose(0, 1).reshape(1, kv_heads, heads // kv_heads * t, d)
@@ -125,8 +125,10 @@ def _merge(a: torch.Tensor, a_lse: torch.Tensor, b: torch.Tensor, b_lse: torch.T
 def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
                       scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     ko, vo = _gather(k_cache, meta.own_blocks), _gather(v_cache, meta.own_blocks)  # [b, kv, U, d]
-    out, lse = _attend(q[:, :, None], ko, vo, meta.own_bias, False, scale)  # [b, heads, 1, d], [b, heads, 1]
-    return out[:, :, 0], lse[:, :, 0]
+    b, heads, d = q.shape
+    # The one query of each head, folded per K/V head as in _attend_all (the mask is per sequence).
+    out, lse = _attend(q.view(b, ko.shape[1], -1, d), ko, vo, meta.own_bias, False, scale)
+    return out.reshape(b, heads, d), lse.reshape(b, heads)
 
 
 def _prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, chunk: PrefillChunk,
