@@ -1,11 +1,13 @@
-"""The attention building blocks against plain softmax attention over the same keys."""
+"""The forward pass's building blocks against their plain formulas: attention (fused, reference, folded
+heads, log-sum-exp merge) against softmax attention over the same keys, RMSNorm against transformers' steps."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from prefixgate.local_backend.attention import _attend, _merge, attend_reference
+from prefixgate.local_backend.attention import _attend, _attend_all, _merge, attend_reference
+from prefixgate.local_backend.model import RMSNorm
 
 
 def plain(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -37,3 +39,22 @@ def test_two_partial_attentions_merge_into_attention_over_all_keys() -> None:
     rest = _attend(q, k[:, :, 18:], v[:, :, 18:], None, False, 0.125)
     merged = _merge(first[0], first[1], rest[0], rest[1])
     torch.testing.assert_close(merged, plain(q, k, v, torch.zeros(5, 30)), atol=1e-5, rtol=1e-5)
+
+
+def test_folded_heads_attend_every_key_like_plain_grouped_attention() -> None:
+    torch.manual_seed(2)
+    q, k, v = torch.randn(7, 9, 64), torch.randn(1, 3, 40, 64), torch.randn(1, 3, 40, 64)
+    out, lse = _attend_all(q, k, v, 0.125)
+    expected = plain(q.transpose(0, 1)[None], k, v, torch.zeros(7, 40))[0].transpose(0, 1)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    assert lse.shape == (7, 9)
+
+
+@pytest.mark.parametrize("shape", [(1, 576), (42, 576), (5, 12, 64)])
+def test_rms_norm_fused_path_is_bit_identical_to_transformers_steps(shape: tuple[int, ...]) -> None:
+    torch.manual_seed(3)
+    norm = RMSNorm(shape[-1], 1e-5)
+    norm.weight.copy_(torch.randn(shape[-1]))
+    x = torch.randn(shape) * 30
+    expected = norm.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5))
+    assert torch.equal(norm(x), expected)
