@@ -120,7 +120,7 @@ class BlockPool:
 
     def reset_prefix_cache(self) -> None:
         for block_id in list(self.cached.values()):
-            self.uncache(self.blocks[block_id])
+            self._evict(self.blocks[block_id])
         # No free block carries a hash now, so their order only decides placement: ascending, as when new.
         self.free = OrderedDict((i, None) for i in sorted(self.free))
 
