@@ -235,33 +235,33 @@ def main() -> int:
             run_generate_batch(peer_model, [p[:64] for p in warm], 2, "warm-up", shipped=shipped)
 
     results: list[Result] = []
+
+    def record(result: Result) -> None:
+        results.append(result)
+        print(table([result]), flush=True)
+
+    def configs(n: int) -> tuple[bool, ...]:  # generate_batch tuned, then as shipped where it is not too slow
+        return (False, True) if n <= args.shipped_max_requests else (False,)
+
     for n in args.requests:
         prompts = shared_prefix_prompts(tok, n)
         lens = [len(p) for p in prompts]
         print(f"## shared prefix, {n} requests: prompts {min(lens)}-{max(lens)} tokens, "
               f"{len(os.path.commonprefix(prompts))} shared", flush=True)
-        results.append(run_prefixgate(llm, prompts, args.output_tokens, "shared prefix"))
-        print(table(results[-1:]), flush=True)
+        record(run_prefixgate(llm, prompts, args.output_tokens, "shared prefix"))
         if peer_model is not None and n <= args.peer_max_requests:
-            results.append(run_generate_batch(peer_model, prompts, args.output_tokens, "shared prefix"))
-            print(table(results[-1:]), flush=True)
-            if n <= args.shipped_max_requests:
-                results.append(run_generate_batch(peer_model, prompts, args.output_tokens, "shared prefix",
-                                                  shipped=True))
-                print(table(results[-1:]), flush=True)
+            for shipped in configs(n):
+                record(run_generate_batch(peer_model, prompts, args.output_tokens, "shared prefix", shipped=shipped))
             if args.peers == "all":
-                results.append(run_generate(peer_model, prompts, args.output_tokens, "shared prefix"))
-                print(table(results[-1:]), flush=True)
+                record(run_generate(peer_model, prompts, args.output_tokens, "shared prefix"))
     cold, cached = ttft_cold_vs_cached(llm, shared_prefix_prompts(tok, 10))
     n = args.requests[0]
     prompts = random_prompts(loaded.hf_config.vocab_size, n, args.random_len)
-    results.append(run_prefixgate(llm, prompts, args.output_tokens, "no sharing"))
-    print(table(results[-1:]), flush=True)
+    record(run_prefixgate(llm, prompts, args.output_tokens, "no sharing"))
     if peer_model is not None:
-        for shipped in (False, True)[:1 + (n <= args.shipped_max_requests)]:
-            results.append(run_generate_batch(peer_model, prompts, args.output_tokens, "no sharing", sharing=False,
-                                              shipped=shipped))
-            print(table(results[-1:]), flush=True)
+        for shipped in configs(n):
+            record(run_generate_batch(peer_model, prompts, args.output_tokens, "no sharing", sharing=False,
+                                      shipped=shipped))
 
     print(f"\nload average at end {os.getloadavg()[0]:.1f}\n")
     print(table(results) + "\n")
