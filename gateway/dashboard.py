@@ -16,7 +16,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 
 from prefixgate.gateway import dashboard_api
 from prefixgate.gateway.dashboard_alerts import AlertCollector, AlertRule
-from prefixgate.gateway.dashboard_auth import COOKIE, is_admin, token_matches
+from prefixgate.gateway.dashboard_auth import COOKIE, is_reader, reader_matches
 from prefixgate.gateway.dashboard_source import RedisSource, source_for
 
 STATIC = Path(__file__).parent / "static"
@@ -55,13 +55,13 @@ router.include_router(dashboard_api.router)
 def page(request: Request, token: str | None = None) -> Response:
     secure = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
     if token is not None:
-        if not token_matches(request, token):
-            return HTMLResponse(LOGIN.format(message="That token is not this gateway's admin token."), 401, secure)
+        if not reader_matches(request, token):
+            return HTMLResponse(LOGIN.format(message="That token is neither this gateway's admin token nor a key with dashboard access."), 401, secure)
         back = RedirectResponse("/dashboard", 303, secure)
         back.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/",
                         secure=request.url.scheme == "https")
         return back
-    if not is_admin(request):
+    if not is_reader(request):
         return HTMLResponse(LOGIN.format(message="This gateway's dashboard needs its admin token."), 401, secure)
     return FileResponse(STATIC / "dashboard.html", headers=secure, media_type="text/html")
 

@@ -17,7 +17,7 @@ from fastapi.openapi.utils import get_openapi
 from prefixgate import __version__
 from prefixgate.gateway import dashboard_schema as schema
 from prefixgate.gateway.dashboard_alerts import AlertRule, route_alerts
-from prefixgate.gateway.dashboard_auth import require_admin
+from prefixgate.gateway.dashboard_auth import require_reader
 from prefixgate.gateway.dashboard_figures import GROUPINGS, breakdown, timeseries, totals
 from prefixgate.gateway.dashboard_misses import is_miss, misses_by_route
 from prefixgate.gateway.dashboard_source import LedgerSource, RedisSource
@@ -34,7 +34,7 @@ TARGET_POINTS = 120
 PREVIOUS_LOOKBACK_S = 3600
 BREAKDOWNS = ("route", "model", "key", "target")
 
-router = APIRouter(prefix="/api", tags=["dashboard"], dependencies=[Depends(require_admin)])
+router = APIRouter(prefix="/api", tags=["dashboard"], dependencies=[Depends(require_reader)])
 RangeQuery = Annotated[str, Query(alias="range", pattern=_SPAN.pattern, description="window length: 15m, 1h, 24h, 7d")]
 UntilQuery = Annotated[float | None, Query(description="window end, unix seconds (default now)")]
 

@@ -2,7 +2,9 @@
 
 Scripts send `Authorization: Bearer <token>`; a browser opens `/dashboard?token=<token>` once, which
 sets an HttpOnly same-site cookie and redirects to the bare URL, so the token leaves the address bar
-and the page's own API calls carry the cookie.
+and the page's own API calls carry the cookie. A caller key with `dashboard: read` in the policy opens the
+page and GET /api/* the same ways; admin-only parts (the exposure summary on /health, anything that
+changes state) still need the admin token.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import secrets
 
 from fastapi import HTTPException, Request
+
+from prefixgate.policies import hash_key
 
 COOKIE = "prefixgate_admin"
 
@@ -32,12 +36,32 @@ def token_matches(request: Request, given: str | None) -> bool:
     return bool(expected) and given is not None and secrets.compare_digest(given.encode(), expected.encode())
 
 
+def reader_matches(request: Request, given: str | None) -> bool:
+    """`given` is the admin token or a caller key with read-only dashboard access."""
+    if token_matches(request, given):
+        return True
+    # Looked up by sha256, as caller keys are stored: the dict lookup compares digests, never the key.
+    key = request.app.state.proxy.keys.get(hash_key(given)) if given and admin_token(request) else None
+    return key is not None and key.dashboard == "read"
+
+
 def is_admin(request: Request) -> bool:
     return not admin_token(request) or token_matches(request, presented_token(request))
+
+
+def is_reader(request: Request) -> bool:
+    return not admin_token(request) or reader_matches(request, presented_token(request))
 
 
 def require_admin(request: Request) -> None:
     """FastAPI dependency: 401 unless no token is configured or the caller presents it."""
     if not is_admin(request):
         raise HTTPException(401, "admin token required: send Authorization: Bearer <admin_token>",
+                            headers={"WWW-Authenticate": "Bearer"})
+
+
+def require_reader(request: Request) -> None:
+    """FastAPI dependency: an admin, or a dashboard-reading caller key on a read-only method."""
+    if not (is_admin(request) or (request.method in ("GET", "HEAD") and is_reader(request))):
+        raise HTTPException(401, "admin token (or a caller key with dashboard: read) required",
                             headers={"WWW-Authenticate": "Bearer"})

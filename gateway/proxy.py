@@ -233,7 +233,7 @@ class Proxy:
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
         conv, notes = self._convert(call, first.dialect, model)
-        sent_as = dumps(dialect_module(first.dialect).encode_request(conv)).decode() if self.settings.ledger_bodies else ""
+        sent_as = dumps(dialect_module(first.dialect).encode_request(conv)).decode() if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         the_plan = plan(conv, Target(PLANNER_PROVIDER[first.kind], model), self.planner_state, call.mode,
                         route=self._planner_route(call, conv), catalog=self.catalog)
         the_plan.route = call.route.name

@@ -28,22 +28,42 @@ def main(ctx: click.Context, config: str | None) -> None:
 
 
 @main.command()
+@click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+              help="YAML settings file (as `prefixgate --config FILE serve`; PREFIXGATE_* variables override it).")
 @click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default 8080).")
 @click.option("--local-model", default=None, help="Serve this local model in-process, e.g. smollm2-135m.")
+@click.option("--open", "open_gateway", is_flag=True, default=None,
+              help="Serve beyond loopback despite exposures (setting open_gateway; warned at every start).")
+@click.option("--check", is_flag=True, help="Print what this configuration exposes and exit (1 on an exposure).")
 @click.pass_context
-def serve(ctx: click.Context, host: str | None, port: int | None, local_model: str | None) -> None:
+def serve(ctx: click.Context, config: str | None, host: str | None, port: int | None, local_model: str | None,
+          open_gateway: bool | None, check: bool) -> None:
     """Run the gateway: OpenAI, Anthropic and Gemini clients use it by changing their base URL."""
     import uvicorn
 
     from prefixgate.gateway.app import create_app
     from prefixgate.gateway.logs import configure
-    from prefixgate.policies import PolicyError
+    from prefixgate.gateway.protected_mode import ExposureRefused
+    from prefixgate.policies import PolicyError, load_policy
 
-    settings = _settings(ctx, host=host, port=port, local_model=local_model)
+    if config is not None:
+        ctx.obj["config"] = config
+    settings = _settings(ctx, host=host, port=port, local_model=local_model, open_gateway=open_gateway)
+    if check:
+        from prefixgate.gateway.exposure import summarize
+
+        try:
+            summary = summarize(settings, load_policy(settings))
+        except PolicyError as e:
+            raise click.UsageError(str(e)) from None
+        click.echo(summary.render())
+        sys.exit(1 if summary.exposures else 0)
     configure(settings.log_level)
     try:
         app = create_app(settings)
+    except ExposureRefused as e:
+        raise click.ClickException(str(e)) from None
     except (PolicyError, ConfigError) as e:
         raise click.UsageError(str(e)) from None
     # The gateway logs one JSON line per request itself (with route, usage and cost), so no access log.

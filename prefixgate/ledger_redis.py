@@ -21,6 +21,8 @@ import redis
 from prefixgate.ledger import COLUMNS, STREAM, TOTALS, decode_row, picodollars
 
 BATCH = 512
+# Built from constants (LedgerRecord's field names, the batch size), never from input; the position is bound.
+SELECT_BATCH = f"SELECT rowid, {', '.join(COLUMNS)} FROM requests WHERE rowid > ? ORDER BY rowid LIMIT {BATCH}"  # nosec B608
 MAX_BATCHES_PER_TICK = 20
 RETRY_S = (0.2, 5.0)            # back-off after a failed copy: first wait, longest wait
 CURSOR = "prefixgate:ledger:synced:"
@@ -94,8 +96,7 @@ class RedisSync:
         return copied
 
     def _copy_batch(self) -> int:
-        rows = self._db.execute(f"SELECT rowid, {', '.join(COLUMNS)} FROM requests WHERE rowid > ? ORDER BY rowid "
-                                f"LIMIT {BATCH}", (self._position,)).fetchall()
+        rows = self._db.execute(SELECT_BATCH, (self._position,)).fetchall()
         if not rows:
             return 0
         records = [decode_row(dict(zip(COLUMNS, row[1:], strict=True))) for row in rows]
