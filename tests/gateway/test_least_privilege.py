@@ -31,15 +31,13 @@ KEYS = [{"name": "analyst", "key_sha256": hash_key(READER), "dashboard": "read"}
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OPENAI_API_KEY", "sk-openai-least-privilege")
-    mp.setenv("ANTHROPIC_API_KEY", "sk-ant-least-privilege")
-    with running_upstream() as up:
+    with pytest.MonkeyPatch.context() as mp, running_upstream() as up:
+        mp.setenv("OPENAI_API_KEY", "sk-openai-least-privilege")
+        mp.setenv("ANTHROPIC_API_KEY", "sk-ant-least-privilege")
         settings = settings_for(up.url, tmp_path_factory.mktemp("lp"), admin_token=ADMIN)
         app = create_app(settings, policy=policy_for(settings, {"routes": ROUTES, "keys": KEYS}))
         with ServerThread(app) as gw:
             yield gw, app, settings
-    mp.undo()
 
 
 def bearer(token: str) -> dict[str, str]:
