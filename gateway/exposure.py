@@ -84,7 +84,7 @@ def summarize(settings: Settings, policy: Policy) -> Summary:
     exposures = []
     if policy.keys:
         readers = sum(k.dashboard == "read" for k in policy.keys)
-        mode = f"virtual ({len(policy.keys)} keys, {readers} with read-only dashboard access)"
+        mode = f"virtual ({_count(len(policy.keys), 'key')}, {readers} with read-only dashboard access)"
     elif held or self_hosted:
         spends = ([f"this gateway's provider keys ({', '.join(held)})"] if held else []) + \
                  ([f"self-hosted upstreams ({', '.join(self_hosted)})"] if self_hosted else [])
@@ -104,6 +104,10 @@ def summarize(settings: Settings, policy: Policy) -> Summary:
         loopback=loopback, caller_keys=mode, dashboard_auth=dashboard, ledger_bodies=_bodies(settings, policy),
         redis=_redis(settings.redis_url), otel=_otel(settings.otel),
         exposures=() if loopback else tuple(exposures), open_gateway=settings.open_gateway)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _bodies(settings: Settings, policy: Policy) -> str:

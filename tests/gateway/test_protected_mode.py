@@ -110,7 +110,7 @@ def test_caller_keys_and_an_admin_token_serve_beyond_loopback(tmp_path):
             assert ok.status_code == 200, ok.text
             assert httpx.get(url + "/api/summary").status_code == 401
         log = proc.stdout.read()
-    assert '"msg":"exposure: bind 0.0.0.0:' in log and "caller keys: virtual (1 keys" in log and "exposures: 0" in log
+    assert '"msg":"exposure: bind 0.0.0.0:' in log and "caller keys: virtual (1 key," in log and "exposures: 0" in log
     assert '"level":"warning"' not in log
 
 
@@ -145,7 +145,7 @@ def test_a_loopback_bind_is_unchanged(tmp_path):
 
 
 def test_check_prints_every_item_and_fails_on_an_exposure(tmp_path):
-    env = environment(tmp_path, OPENAI_API_KEY=PROVIDER_KEY, PREFIXGATE_REDIS_URL="redis://cache.internal:6379/0",
+    env = environment(tmp_path, OPENAI_API_KEY=PROVIDER_KEY, PREFIXGATE_REDIS_URL="redis://:redis-password-0004@cache.internal:6379/0",
                       PREFIXGATE_OTEL="on", OTEL_EXPORTER_OTLP_ENDPOINT="http://collector.internal:4318",
                       PREFIXGATE_LEDGER_BODIES="true")
     result = prefixgate("serve", "--host", "0.0.0.0", "--check", env=env)
@@ -158,6 +158,7 @@ def test_check_prints_every_item_and_fails_on_an_exposure(tmp_path):
     assert lines["redis"].strip().startswith("no TLS (cache.internal")
     assert lines["otel export"].strip().startswith("on (OTLP to http://collector.internal:4318")
     assert result.stdout.count("EXPOSED:") == 2 and "close it with admin_token" in result.stdout
+    assert "redis-password-0004" not in result.stdout
 
 
 def test_check_passes_a_closed_configuration_and_reports_each_mode(tmp_path):
@@ -170,7 +171,7 @@ def test_check_passes_a_closed_configuration_and_reports_each_mode(tmp_path):
     result = prefixgate("serve", "--host", "0.0.0.0", "--check", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "caller keys:    virtual (1 keys, 1 with read-only dashboard access)" in out
+    assert "caller keys:    virtual (1 key, 1 with read-only dashboard access)" in out
     assert "dashboard auth: admin_token" in out and "ledger bodies:  on for routes chat (" in out
     assert "redis:          TLS (cache.internal)" in out and "otel export:    off" in out
     assert "exposures:      none" in out
