@@ -55,15 +55,10 @@ def is_reader(request: Request) -> bool:
     return not admin_token(request) or reader_matches(request, presented_token(request))
 
 
-def require_admin(request: Request) -> None:
-    """FastAPI dependency: 401 unless no token is configured or the caller presents it."""
-    if not is_admin(request):
-        raise HTTPException(401, "admin token required: send Authorization: Bearer <admin_token>",
-                            headers={"WWW-Authenticate": "Bearer"})
-
-
 def require_reader(request: Request) -> None:
-    """FastAPI dependency: an admin, or a dashboard-reading caller key on a read-only method."""
+    """FastAPI dependency: 401 unless the caller is an admin (or no token is configured), or presents a
+    dashboard-reading caller key on a read-only method."""
     if not (is_admin(request) or (request.method in ("GET", "HEAD") and is_reader(request))):
-        raise HTTPException(401, "admin token (or a caller key with dashboard: read) required",
+        raise HTTPException(401, "admin token required: send Authorization: Bearer <admin_token> "
+                            "(or a caller key with dashboard: read, for GET)",
                             headers={"WWW-Authenticate": "Bearer"})

@@ -41,9 +41,10 @@ class Summary:
 
     def line(self) -> str:
         """The one start-up log line."""
+        accepted = " (accepted: open_gateway)" if self.exposures and self.open_gateway else ""
         return (f"bind {self.bind}; caller keys: {self.caller_keys}; dashboard auth: {self.dashboard_auth}; "
                 f"ledger bodies: {self.ledger_bodies}; redis: {self.redis}; otel export: {self.otel}; "
-                f"exposures: {len(self.exposures)}" + (" (accepted: open_gateway)" if self.exposures and self.open_gateway else ""))
+                f"exposures: {len(self.exposures)}{accepted}")
 
     def to_dict(self) -> dict:
         return asdict(self)
