@@ -33,12 +33,12 @@ def main(ctx: click.Context, config: str | None) -> None:
 @click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default 8080).")
 @click.option("--local-model", default=None, help="Serve this local model in-process, e.g. smollm2-135m.")
-@click.option("--open", "open_gateway", is_flag=True, default=None,
+@click.option("--open", "open_gateway", is_flag=True,
               help="Serve beyond loopback despite exposures (setting open_gateway; warned at every start).")
 @click.option("--check", is_flag=True, help="Print what this configuration exposes and exit (1 on an exposure).")
 @click.pass_context
 def serve(ctx: click.Context, config: str | None, host: str | None, port: int | None, local_model: str | None,
-          open_gateway: bool | None, check: bool) -> None:
+          open_gateway: bool, check: bool) -> None:
     """Run the gateway: OpenAI, Anthropic and Gemini clients use it by changing their base URL."""
     import uvicorn
 
@@ -49,7 +49,8 @@ def serve(ctx: click.Context, config: str | None, host: str | None, port: int | 
 
     if config is not None:
         ctx.obj["config"] = config
-    settings = _settings(ctx, host=host, port=port, local_model=local_model, open_gateway=open_gateway)
+    # Without --open the config file's (or environment's) open_gateway stands.
+    settings = _settings(ctx, host=host, port=port, local_model=local_model, open_gateway=open_gateway or None)
     if check:
         from prefixgate.gateway.exposure import summarize
 
