@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from tests.support import free_port, wait_until
+from tests.support_services import free_port, wait_until
 
 # CI (`.ci/run`) draws the same property-test examples every run, so a red CI is always a reproducible
 # regression, never a new draw; `make test` elsewhere keeps drawing fresh examples, which is how the

@@ -10,7 +10,7 @@ import pytest
 
 from prefixgate.cache_planner import PlannerState, RedisStore, Target
 from prefixgate.dialects import anthropic as an
-from tests.cache_planner.planning import POLICY, plan_body, texts
+from tests.cache_planner.support_planning import POLICY, plan_body, texts
 
 SONNET = Target("anthropic", "claude-sonnet-4-5")
 SYSTEM = "You are Ava, the ACME support agent.\nCurrent time: 2026-11-22T10:{:02d}:00Z\n" + POLICY

@@ -18,8 +18,8 @@ import httpx
 from prefixgate.config import Settings
 from prefixgate.providers.mock_server import MockContext
 from prefixgate.providers.mock_server import create_app as mock_app
-from tests.gateway.gw_harness import ServerThread, policy_for, running_gateway, settings_for
-from tests.support import wait_until
+from tests.gateway.support_gateway import ServerThread, policy_for, running_gateway, settings_for
+from tests.support_services import wait_until
 
 STATIC = "You answer questions about the Acme product manual. Quote the section you rely on. " * 300
 HEADERS = {"x-api-key": "sk-ant-dashboard-test-0001", "anthropic-version": "2023-06-01"}

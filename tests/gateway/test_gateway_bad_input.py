@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from prefixgate.policies import hash_key
-from tests.gateway.gw_harness import policy_for, running_gateway, running_upstream, settings_for
+from tests.gateway.support_gateway import policy_for, running_gateway, running_upstream, settings_for
 
 GATEWAY_KEY = "pg-team-a-key-0123"
 POLICY = {

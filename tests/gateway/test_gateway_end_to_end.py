@@ -21,7 +21,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from prefixgate.ledger import read_records
-from tests.support import free_port, wait_until
+from tests.support_services import free_port, wait_until
 
 pytestmark = pytest.mark.slow
 

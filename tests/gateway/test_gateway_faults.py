@@ -11,8 +11,8 @@ import openai
 import pytest
 
 from prefixgate.ledger import read_records
-from tests.gateway.gw_harness import policy_for, running_gateway, running_upstream, settings_for
-from tests.support import wait_until
+from tests.gateway.support_gateway import policy_for, running_gateway, running_upstream, settings_for
+from tests.support_services import wait_until
 
 POLICY = {"routes": [
     {"name": "chain", "models": ["chain"], "retry": {"attempts": 2, "backoff_s": 0.01, "timeout_s": 0.5},

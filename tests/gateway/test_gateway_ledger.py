@@ -14,7 +14,7 @@ import redis
 from prefixgate.gateway.app import create_app
 from prefixgate.ledger import STREAM, TOTALS, Ledger, LedgerRecord, read_records
 from prefixgate.policies import hash_key
-from tests.gateway.gw_harness import ServerThread, policy_for, settings_for
+from tests.gateway.support_gateway import ServerThread, policy_for, settings_for
 
 
 def _rec(i: int) -> LedgerRecord:
@@ -105,7 +105,7 @@ def test_gateway_with_redis_local_target_and_budget(tmp_path, redis_url, monkeyp
 def test_budget_exhaustion_is_a_429_in_the_callers_dialect(tmp_path):
     import anthropic
 
-    from tests.gateway.gw_harness import running_gateway, running_upstream
+    from tests.gateway.support_gateway import running_gateway, running_upstream
 
     mp = pytest.MonkeyPatch()
     mp.setenv("ANTHROPIC_API_KEY", "sk-ant-budget-0001")
@@ -118,7 +118,7 @@ def test_budget_exhaustion_is_a_429_in_the_callers_dialect(tmp_path):
             client = anthropic.Anthropic(api_key="k-small", base_url=gw.url, max_retries=0)
             client.messages.create(model="claude-opus-5", max_tokens=5, messages=[{"role": "user", "content": "x"}])
             # The first answer's cost (> $0.001) is counted after it is sent; the next request is refused.
-            from tests.support import wait_until
+            from tests.support_services import wait_until
 
             def refused() -> bool:
                 r = httpx.post(gw.url + "/v1/messages", headers={"x-api-key": "k-small"},

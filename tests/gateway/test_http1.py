@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from prefixgate.gateway.http1 import Broken, ConnectFailed, Http1Pool, ReadTimeout
-from tests.support import free_port
+from tests.support_services import free_port
 
 
 async def read_request(reader: asyncio.StreamReader) -> bytes:

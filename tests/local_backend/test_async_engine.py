@@ -6,12 +6,12 @@ import asyncio
 import threading
 
 import pytest
-from lb_reference import greedy
 
 from prefixgate.errors import RequestError
 from prefixgate.local_backend.async_engine import AsyncEngine
 from prefixgate.local_backend.config import EngineConfig
 from prefixgate.local_backend.engine import LLM, LLMEngine
+from tests.local_backend.support_reference import greedy
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ import time
 
 import pytest
 import torch
-from lb_reference import LogitsRecorder, assert_matches_reference, greedy
 
 from prefixgate.local_backend.engine import LLM
 from prefixgate.local_backend.model_loader import load_model
+from tests.local_backend.support_reference import LogitsRecorder, assert_matches_reference, greedy
 
 pytestmark = pytest.mark.slow
 

@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from prefixgate.ledger import read_records
-from tests.gateway.gw_harness import ServerThread
-from tests.reliability.figures import report
-from tests.reliability.gateway_process import GatewayProcess
-from tests.reliability.rel_harness import Tap, ask, mock_upstream
+from tests.gateway.support_gateway import ServerThread
+from tests.reliability.support_figures import report
+from tests.reliability.support_gateway_process import GatewayProcess
+from tests.reliability.support_upstream import Tap, ask, mock_upstream
 
 # Slow streams keep requests in flight at the moment of the kill.
 FAULTS = {"faults": [{"fault": "event_delay=0.01", "model": "gpt-4o"}]}

@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from prefixgate.ledger import read_records
-from tests.reliability.figures import report
-from tests.reliability.gateway_process import GatewayProcess
-from tests.reliability.load_driver import run_load
-from tests.support import free_port, wait_until
+from tests.reliability.support_figures import report
+from tests.reliability.support_gateway_process import GatewayProcess
+from tests.reliability.support_load_driver import run_load
+from tests.support_services import free_port, wait_until
 
 CONNECTIONS = int(os.environ.get("PREFIXGATE_LOAD_CONNECTIONS", "500"))
 DURATION_S = float(os.environ.get("PREFIXGATE_LOAD_S", "8"))

@@ -17,10 +17,10 @@ import redis
 from prefixgate.gateway.app import create_app
 from prefixgate.ledger import STREAM, TOTALS, picodollars, read_records
 from prefixgate.policies import hash_key
-from tests.gateway.gw_harness import ServerThread, policy_for, settings_for
-from tests.reliability.figures import report
-from tests.reliability.rel_harness import Tap, mock_upstream
-from tests.support import free_port, wait_until
+from tests.gateway.support_gateway import ServerThread, policy_for, settings_for
+from tests.reliability.support_figures import report
+from tests.reliability.support_upstream import Tap, mock_upstream
+from tests.support_services import free_port, wait_until
 
 KEY = "pg-outage-key-0001"
 POLICY = {"routes": [{"name": "chat", "models": ["gpt-*"], "retry": {"attempts": 1, "timeout_s": 5},

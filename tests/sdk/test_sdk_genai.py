@@ -14,7 +14,7 @@ from google.genai import errors, types
 
 import prefixgate
 from prefixgate.sdk import Ledger, exchange
-from tests.sdk.sdk_harness import GEMINI_MODEL, POLICY, dated_system, fresh_key, running_mock_providers
+from tests.sdk.support_sdk import GEMINI_MODEL, POLICY, dated_system, fresh_key, running_mock_providers
 
 
 @pytest.fixture(scope="module")

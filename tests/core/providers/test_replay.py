@@ -13,7 +13,7 @@ from prefixgate.providers.pricing import cost_of
 from prefixgate.providers.replay import planner, replay
 from prefixgate.providers.trace import TraceError, TraceRecord, parse_record, read_trace
 from prefixgate.usage import Usage
-from tests.providers.helpers import anthropic_body, text_of
+from tests.core.providers.support_prompts import anthropic_body, text_of
 
 DOC = text_of(3000)
 

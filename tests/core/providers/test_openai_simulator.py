@@ -7,7 +7,7 @@ import pytest
 from prefixgate.errors import RequestError
 from prefixgate.providers.simulator import Simulator
 from prefixgate.usage import Usage
-from tests.providers.helpers import text_of
+from tests.core.providers.support_prompts import text_of
 
 ROLE = 3      # [openai].message_overhead_tokens per message
 PRIMING = 3   # [openai].reply_priming_tokens

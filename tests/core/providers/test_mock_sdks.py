@@ -14,7 +14,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from prefixgate.tokens import count_tokens
-from tests.providers.helpers import text_of
+from tests.core.providers.support_prompts import text_of
 
 pytestmark = pytest.mark.slow
 SYSTEM = text_of(2000)

@@ -11,7 +11,7 @@ from prefixgate.providers.pricing import cost_of
 from prefixgate.providers.simulator import Simulator
 from prefixgate.tokens import count_tokens
 from prefixgate.usage import Usage
-from tests.providers.helpers import anthropic_body, text_of
+from tests.core.providers.support_prompts import anthropic_body, text_of
 
 OVERHEAD = 3  # [anthropic].message_overhead_tokens
 Q = count_tokens("Why?") + OVERHEAD

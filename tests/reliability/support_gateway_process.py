@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support import free_port, wait_until
+from tests.support_services import free_port, wait_until
 
 PROVIDER_KEYS = {"OPENAI_API_KEY": "sk-proc-openai-secret-0001", "ANTHROPIC_API_KEY": "sk-ant-proc-secret-0002",
                  "GEMINI_API_KEY": "AIzaProcGeminiSecret000000003"}

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import uvicorn
 
 from prefixgate.providers.mock_server import MockContext, create_app
-from tests.support import free_port, wait_until
+from tests.support_services import free_port, wait_until
 
 POLICY = "Policy: refunds are accepted within 30 days of purchase; shipping is free over $50. " * 60
 ANTHROPIC_MODEL = "claude-sonnet-5"

@@ -21,7 +21,7 @@ from prefixgate.config import ConfigError, load_settings
 from prefixgate.cost import Price, price_usage
 from prefixgate.dialects import anthropic as an
 from prefixgate.usage import Usage
-from tests.support import free_port
+from tests.support_services import free_port
 
 
 def test_settings_file_then_environment(tmp_path, monkeypatch):

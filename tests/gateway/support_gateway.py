@@ -26,7 +26,7 @@ from prefixgate.errors import RequestError, error_body
 from prefixgate.gateway.app import create_app
 from prefixgate.policies import Policy, builtin_upstreams
 from prefixgate.usage import Usage
-from tests.support import free_port, wait_until
+from tests.support_services import free_port, wait_until
 
 USAGE = Usage(uncached_input=40, cache_read=1920, cache_writes={"5m": 64}, output=5)
 CHUNKS = ["Hello", ", ", "world"]
