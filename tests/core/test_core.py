@@ -104,16 +104,30 @@ def test_price_usage_exact():
     assert cost.cache_write == Decimal("0.0135")
     assert cost.output == Decimal("0.0075")
     assert cost.without_cache == Decimal("0.0468")  # 13,100 prompt tokens at $3 + 500 at $15
-    assert cost.savings == cost.without_cache - cost.total
+    # By hand: 0.0003 + 0.003 + 0.0135 + 0.0075 = 0.0243 paid; 0.0468 - 0.0243 saved.
+    assert cost.total == Decimal("0.0243") and cost.savings == Decimal("0.0225")
 
 
 counts = st.integers(0, 10**7)
 
 
-@given(counts, counts, counts, counts, counts)
-def test_cost_properties(u, r, w5, w1, o):
-    cost = price_usage(Usage(u, r, {"5m": w5, "1h": w1}, o), SONNET)
-    assert cost.total >= 0 and cost.savings == cost.without_cache - cost.total
+@given(counts, counts, counts, counts, counts, st.sampled_from(["uncached_input", "cache_read", "5m", "1h", "output"]))
+def test_cost_properties(u, r, w5, w1, o, more):
+    usage = Usage(u, r, {"5m": w5, "1h": w1}, o)
+    cost = price_usage(usage, SONNET)
+    assert cost.total >= 0
+    # The counterfactual is the same request billed with no cache at all, priced on its own.
+    assert cost.without_cache == price_usage(Usage(uncached_input=usage.input_total, output=o), SONNET).total
+    # One more token of any class never costs less.
+    grown = {"uncached_input": u, "cache_read": r, "5m": w5, "1h": w1, "output": o}
+    grown[more] += 1
+    bigger = Usage(grown["uncached_input"], grown["cache_read"], {"5m": grown["5m"], "1h": grown["1h"]}, grown["output"])
+    assert price_usage(bigger, SONNET).total > cost.total
+    # Reads are cheaper than sending the same tokens uncached; writes dearer.
+    as_uncached = price_usage(Usage(u + r, 0, {"5m": w5, "1h": w1}, o), SONNET)
+    assert cost.total <= as_uncached.total and (cost.total < as_uncached.total) == (r > 0)
+    if w5 == w1 == 0:
+        assert cost.savings >= 0 and (cost.savings > 0) == (r > 0)
     if r == w5 == w1 == 0:
         assert cost.savings == 0
 
