@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from decimal import Decimal
 
 import httpx
@@ -21,7 +20,7 @@ from prefixgate.config import ConfigError, load_settings
 from prefixgate.cost import Price, price_usage
 from prefixgate.dialects import anthropic as an
 from prefixgate.usage import Usage
-from tests.support_services import free_port
+from tests.support_services import http_ok, start_on_free_port
 
 
 def test_settings_file_then_environment(tmp_path, monkeypatch):
@@ -142,21 +141,15 @@ def test_gateway_health_in_process():
     assert body["status"] == "ok" and body["local_backend"]["model"] == "smollm2-135m"
 
 
-def test_serve_command_answers_health():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "serve", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PREFIXGATE_LOG_LEVEL": "warning"})
+def test_serve_command_answers_health(tmp_path):
+    def launch(port: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "serve", "--port", str(port)],
+                                stdout=(tmp_path / "serve.log").open("w"), stderr=subprocess.STDOUT,
+                                env={**os.environ, "PREFIXGATE_LOG_LEVEL": "warning"})
+
+    proc, port = start_on_free_port(launch, lambda port: http_ok(f"http://127.0.0.1:{port}/health"), "gateway")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                resp = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, proc.stdout.read().decode()
-                assert time.monotonic() < deadline, "gateway did not start"
-                time.sleep(0.2)
-        assert resp.status_code == 200 and resp.json()["status"] == "ok"
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).json()["status"] == "ok"
     finally:
         proc.terminate()
         proc.wait(10)

@@ -98,7 +98,11 @@ def test_a_connection_the_upstream_closed_while_idle_is_not_reused() -> None:
 
     async def body(pool, url, seen, connections):
         assert await (await pool.request("POST", url, {}, b"{}", 5)).read() == b"ok"
-        await asyncio.sleep(0.1)
+
+        async def upstream_close_seen() -> None:   # the condition, not a guess at how long it takes
+            while not all(conn.closed for idle in pool._idle.values() for conn in idle):
+                await asyncio.sleep(0.01)
+        await asyncio.wait_for(upstream_close_seen(), 30)
         assert await (await pool.request("POST", url, {}, b"{}", 5)).read() == b"ok"
         assert len(connections) == 2 and len(seen) == 2
 

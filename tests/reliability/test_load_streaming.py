@@ -18,7 +18,7 @@ from prefixgate.ledger import read_records
 from tests.reliability.support_figures import report
 from tests.reliability.support_gateway_process import GatewayProcess
 from tests.reliability.support_load_driver import run_load
-from tests.support_services import free_port, wait_until
+from tests.support_services import http_ok, start_on_free_port
 
 CONNECTIONS = int(os.environ.get("PREFIXGATE_LOAD_CONNECTIONS", "500"))
 DURATION_S = float(os.environ.get("PREFIXGATE_LOAD_S", "8"))
@@ -29,19 +29,16 @@ RSS_LIMIT_MIB = 600
 
 class MockProcess:
     def __init__(self, faults_file: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "PREFIXGATE_LOG_LEVEL": "warning"}
-        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "prefixgate"), "mock-providers", "--port",
-                                      str(self.port), "--faults", str(faults_file)], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-        def up() -> bool:
-            try:
-                return httpx.get(self.url + "/health", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-        wait_until(up, 30, "mock providers process up")
+        def launch(port: int) -> subprocess.Popen:
+            return subprocess.Popen([str(Path(sys.executable).parent / "prefixgate"), "mock-providers", "--port",
+                                     str(port), "--faults", str(faults_file)], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        self.proc, port = start_on_free_port(launch, lambda port: http_ok(f"http://127.0.0.1:{port}/health"),
+                                             "mock providers process")
+        self.url = f"http://127.0.0.1:{port}"
 
     def stop(self) -> None:
         self.proc.terminate()
