@@ -59,7 +59,7 @@ class EngineTarget:
 @pytest.fixture(scope="module")
 def loaded():
     if MODEL == "tiny":
-        from tests.local_backend.conftest import tiny_llama
+        from tests.local_backend.support_tiny import tiny_llama
 
         return tiny_llama()[0]
     from prefixgate.local_backend.model_loader import load_model
