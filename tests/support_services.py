@@ -7,7 +7,8 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import httpx
 import uvicorn
@@ -19,6 +20,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def refusing_port() -> Iterator[int]:
+    """A port bound but never listening: every connection to it is refused, and no other process can
+    start listening on it while the test runs (unlike a port found free and let go)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 def wait_until(ready: Callable[[], bool], timeout: float, what: str) -> None:

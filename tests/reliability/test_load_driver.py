@@ -4,18 +4,15 @@ headers to its end, so refused connections are errors and never open streams."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
-from tests.gateway.support_gateway import ServerThread
 from tests.reliability.support_load_driver import run_load
 from tests.reliability.support_upstream import Tap, mock_upstream
+from tests.support_services import ServerThread, refusing_port
 
 
 def test_refused_connections_are_errors_and_never_open():
-    # Bound but not listening: every connect is refused, and the port stays ours for the test.
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        result = asyncio.run(run_load(f"http://127.0.0.1:{closed.getsockname()[1]}", 20, 1.0, max_requests=20))
+    with refusing_port() as port:
+        result = asyncio.run(run_load(f"http://127.0.0.1:{port}", 20, 1.0, max_requests=20))
     assert result.peak_open == 0
     assert result.completed == 0
     assert sum(result.errors.values()) == 20, result.errors
