@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import socket
@@ -11,36 +12,50 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from tests.support import free_port, wait_until
+from tests.support_services import start_on_free_port
 
 # CI (`.ci/run`) draws the same property-test examples every run, so a red CI is always a reproducible
 # regression, never a new draw; `make test` elsewhere keeps drawing fresh examples, which is how the
 # fuzzers find new bugs.
-settings.register_profile("ci", derandomize=True)
+# No example database there either (a fresh clone has none and writes it nowhere useful), and no deadline:
+# the slow paths (real tokenizers, a loaded machine) are not what the properties are about.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real redis-server on a free port (installed by `make test`), empty, gone after the session."""
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server (installed by `make test`) on a free port, gone after the session: its base URL."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server is not installed; `make test` installs it (apt-get install redis-server)")
-    port = free_port()
     workdir = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def accepting() -> bool:
-        if proc.poll() is not None:
-            pytest.fail(f"redis-server exited with code {proc.returncode}")
+    def launch(port: int) -> subprocess.Popen:
+        return subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                                 "no", "--databases", str(DATABASES), "--dir", str(workdir)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def accepting(port: int) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return True
         except OSError:
             return False
 
-    wait_until(accepting, 10, "redis-server accepting connections")
-    yield f"redis://127.0.0.1:{port}/0"
+    proc, port = start_on_free_port(launch, accepting, "redis-server accepting connections")
+    yield f"redis://127.0.0.1:{port}"
     proc.terminate()
     proc.wait(10)
+
+
+DATABASES = 1000
+_next_database = itertools.count()
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> str:
+    """A Redis database of this test's own, empty: tests share the server, never each other's keys."""
+    number = next(_next_database)
+    assert number < DATABASES, "more Redis tests than databases: raise DATABASES"
+    return f"{redis_server}/{number}"

@@ -8,7 +8,6 @@ request writes a new prefix and none reads one: a volatile span in the prefix.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,8 +17,8 @@ import httpx
 from prefixgate.config import Settings
 from prefixgate.providers.mock_server import MockContext
 from prefixgate.providers.mock_server import create_app as mock_app
-from tests.gateway.gw_harness import ServerThread, policy_for, running_gateway, settings_for
-from tests.support import wait_until
+from tests.gateway.support_gateway import ServerThread, policy_for, running_gateway, settings_for
+from tests.support_services import wait_until
 
 STATIC = "You answer questions about the Acme product manual. Quote the section you rely on. " * 300
 HEADERS = {"x-api-key": "sk-ant-dashboard-test-0001", "anthropic-version": "2023-06-01"}
@@ -68,6 +67,5 @@ def wait_for_ledger(url: str, count: int, headers: dict | None = None) -> dict:
     def flushed() -> bool:
         seen.update(httpx.get(url + "/api/summary?range=1h", headers=headers or {}).json())
         return seen["totals"]["requests"] >= count
-    wait_until(flushed, 10, f"{count} ledger records")
-    time.sleep(0.1)
+    wait_until(flushed, 30, f"{count} ledger records")
     return seen

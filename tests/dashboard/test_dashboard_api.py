@@ -92,7 +92,6 @@ def test_the_api_is_in_its_openapi_schema(gw):
 
 
 def test_with_redis_the_dashboard_reads_every_replicas_records(tmp_path, redis_url):
-    redis.Redis.from_url(redis_url).flushdb()
     with dashboard_gateway(tmp_path, redis_url=redis_url) as running:
         burst(running.url, rounds=2)
         summary = wait_for_ledger(running.url, 4)

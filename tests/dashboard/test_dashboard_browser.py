@@ -43,9 +43,15 @@ def shown_usd(text: str) -> Decimal:
     return Decimal(text.replace("$", "").replace(",", ""))
 
 
-def digits_of(value: Decimal) -> int:
-    """Decimals the page shows for a dollar amount (mirrors fmtUsd in dashboard.js)."""
-    return 2 if abs(value) >= 100 else 4 if abs(value) >= 1 else 6
+def assert_reads_as(text: str, expected: Decimal) -> None:
+    """What a person reads is the amount: correctly rounded at the places the page chose to show, and
+    those places enough to read it to 0.1% (or to the micro-dollar). Derived from the text itself, not
+    from a copy of the page's formatting code."""
+    assert text.startswith("-$" if expected < 0 else "$"), text
+    places = len(text.split(".", 1)[1]) if "." in text else 0
+    error = abs(shown_usd(text.replace("-", "")) * (-1 if expected < 0 else 1) - expected)
+    assert error <= Decimal(5) / 10 ** (places + 1), (text, expected)
+    assert error <= max(abs(expected) / 1000, Decimal("0.000001")), (text, expected)
 
 
 def loads(driver) -> int:
@@ -72,7 +78,7 @@ def test_dashboard_shows_the_ledgers_totals_and_names_the_volatile_span(tmp_path
             node = totals[key]
             assert Decimal(node.get_attribute("data-value")) == expected, key
             # What a person reads: the same amount to the page's precision.
-            assert abs(shown_usd(node.text) - expected) <= Decimal(5) / 10 ** (digits_of(expected) + 1), (key, node.text)
+            assert_reads_as(node.text, expected)
         assert totals["requests"].text == "10"
         assert totals["hit_rate"].text == f"{100 * read / prompt:.1f}%"
 

@@ -13,8 +13,8 @@ from prefixgate.cache_planner.reuse import BOUNDS
 from prefixgate.ledger import read_records
 from prefixgate.providers.mock_server import MockContext
 from prefixgate.providers.mock_server import create_app as mock_app
-from tests.gateway.gw_harness import ServerThread, running_gateway, settings_for
-from tests.support import wait_until
+from tests.gateway.support_gateway import ServerThread, running_gateway, settings_for
+from tests.support_services import wait_until
 
 SYSTEM = "You are the ACME warranty assistant. Answer from the policy below.\n" + "Policy clause: coverage lasts two years. " * 700
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from prefixgate.cli import main
 from prefixgate.providers.mock_server import MockContext
 from prefixgate.providers.mock_server import create_app as mock_app
-from tests.gateway.gw_harness import ServerThread, running_gateway, settings_for
+from tests.gateway.support_gateway import ServerThread, running_gateway, settings_for
 
 SYSTEM = "Current time: 2026-11-22T10:{:02d}:00Z\nYou answer ACME billing questions. " + "Billing rule: refunds within 30 days. " * 400
 

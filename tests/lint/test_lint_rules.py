@@ -62,11 +62,13 @@ def test_template_positions_in_python_and_jinja():
     assert [(loc.line, loc.col) for loc in j2] == [(1, 1), (2, 11)]
 
 
-def test_checkpoint_rules_point_at_the_marker():
-    for name in ("pg003/fail.json", "pg005/fail.json", "pg006/fail.json"):
-        for f in lint(FIXTURES / name).findings:
-            if f.rule in ("PG003", "PG005", "PG006"):
-                assert '"cache_control"' in f.location.excerpt, (name, f)
+@pytest.mark.parametrize(("name", "rule"), [("pg003/fail.json", "PG003"), ("pg005/fail.json", "PG005"),
+                                            ("pg006/fail.json", "PG006")])
+def test_checkpoint_rules_point_at_the_marker(name, rule):
+    findings = [f for f in lint(FIXTURES / name).findings if f.rule == rule]
+    assert findings, name
+    for f in findings:
+        assert '"cache_control"' in f.location.excerpt, (name, f)
 
 
 def test_minimum_follows_the_model_and_the_config():

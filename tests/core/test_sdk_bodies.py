@@ -11,7 +11,7 @@ from prefixgate.dialects import anthropic as an
 from prefixgate.dialects import gemini as ge
 from prefixgate.dialects import openai as oa
 from prefixgate.dialects.sse import parse_sse, split_lines
-from tests.foundation.sdk_capture import USAGE, Capture, anthropic_client, gemini_client, openai_client
+from tests.core.support_sdk_capture import USAGE, Capture, anthropic_client, gemini_client, openai_client
 
 LONG_SYSTEM = "You are a support agent for ACME. " * 40
 TOOLS_AN = [{"name": "get_weather", "description": "Weather for a city",

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import uvicorn
-
 from prefixgate.providers.mock_server import MockContext, create_app
-from tests.support import free_port, wait_until
+from tests.support_services import ServerThread
 
 POLICY = "Policy: refunds are accepted within 30 days of purchase; shipping is free over $50. " * 60
 ANTHROPIC_MODEL = "claude-sonnet-5"
@@ -31,16 +28,5 @@ def fresh_key(prefix: str = "sk-test") -> str:
 @contextmanager
 def running_mock_providers() -> Iterator[str]:
     """Base URL of a running mock-providers server, stopped on exit."""
-    ctx = MockContext()
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(ctx), host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started or not thread.is_alive(), 20, "mock-providers started")
-    if not server.started:
-        raise RuntimeError("mock-providers did not start")
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with ServerThread(create_app(MockContext()), log_level="critical") as server:
+        yield server.url

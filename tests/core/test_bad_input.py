@@ -12,7 +12,7 @@ from prefixgate.dialects import anthropic as an
 from prefixgate.dialects import gemini as ge
 from prefixgate.dialects import openai as oa
 from prefixgate.errors import RequestError, error_body
-from tests.foundation.sdk_capture import Capture, anthropic_client, gemini_client, openai_client
+from tests.core.support_sdk_capture import Capture, anthropic_client, gemini_client, openai_client
 
 CASES = [
     (an, b"{not json", None),

@@ -13,7 +13,7 @@ from prefixgate.providers.pricing import cost_of
 from prefixgate.providers.replay import planner, replay
 from prefixgate.providers.trace import TraceError, TraceRecord, parse_record, read_trace
 from prefixgate.usage import Usage
-from tests.providers.helpers import anthropic_body, text_of
+from tests.core.providers.support_prompts import anthropic_body, text_of
 
 DOC = text_of(3000)
 
@@ -131,8 +131,15 @@ def test_cli_prints_a_table_and_json(trace_file):
     as_json = runner.invoke(main, ["replay", str(trace_file), "--json"])
     data = json.loads(as_json.output)
     assert data["total"]["requests"] == 12
-    assert Decimal(data["total"]["savings"]) == Decimal(data["total"]["cost_without_cache"]) - Decimal(data["total"]["cost"])
+    # The CLI prints the simulator's own figures (to the micro-dollar), per route and in total.
+    report = replay(read_trace(trace_file))
+    micro = Decimal("0.000001")
+    for name, route in [("total", report.total), *((r, report.routes[r]) for r in ("support", "search", "docs"))]:
+        printed = data["total"] if name == "total" else data["routes"][name]
+        assert Decimal(printed["cost"]) == route.cost.total.quantize(micro), name
+        assert Decimal(printed["cost_without_cache"]) == route.cost.without_cache.quantize(micro), name
     assert set(data["routes"]) == {"support", "search", "docs"}
+    assert Decimal(data["total"]["savings"]) > 0
 
 
 def test_cli_errors_are_clear(tmp_path, trace_file):

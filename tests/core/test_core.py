@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from decimal import Decimal
 
 import httpx
@@ -21,7 +20,7 @@ from prefixgate.config import ConfigError, load_settings
 from prefixgate.cost import Price, price_usage
 from prefixgate.dialects import anthropic as an
 from prefixgate.usage import Usage
-from tests.support import free_port
+from tests.support_services import http_ok, start_on_free_port
 
 
 def test_settings_file_then_environment(tmp_path, monkeypatch):
@@ -104,16 +103,30 @@ def test_price_usage_exact():
     assert cost.cache_write == Decimal("0.0135")
     assert cost.output == Decimal("0.0075")
     assert cost.without_cache == Decimal("0.0468")  # 13,100 prompt tokens at $3 + 500 at $15
-    assert cost.savings == cost.without_cache - cost.total
+    # By hand: 0.0003 + 0.003 + 0.0135 + 0.0075 = 0.0243 paid; 0.0468 - 0.0243 saved.
+    assert cost.total == Decimal("0.0243") and cost.savings == Decimal("0.0225")
 
 
 counts = st.integers(0, 10**7)
 
 
-@given(counts, counts, counts, counts, counts)
-def test_cost_properties(u, r, w5, w1, o):
-    cost = price_usage(Usage(u, r, {"5m": w5, "1h": w1}, o), SONNET)
-    assert cost.total >= 0 and cost.savings == cost.without_cache - cost.total
+@given(counts, counts, counts, counts, counts, st.sampled_from(["uncached_input", "cache_read", "5m", "1h", "output"]))
+def test_cost_properties(u, r, w5, w1, o, more):
+    usage = Usage(u, r, {"5m": w5, "1h": w1}, o)
+    cost = price_usage(usage, SONNET)
+    assert cost.total >= 0
+    # The counterfactual is the same request billed with no cache at all, priced on its own.
+    assert cost.without_cache == price_usage(Usage(uncached_input=usage.input_total, output=o), SONNET).total
+    # One more token of any class never costs less.
+    grown = {"uncached_input": u, "cache_read": r, "5m": w5, "1h": w1, "output": o}
+    grown[more] += 1
+    bigger = Usage(grown["uncached_input"], grown["cache_read"], {"5m": grown["5m"], "1h": grown["1h"]}, grown["output"])
+    assert price_usage(bigger, SONNET).total > cost.total
+    # Reads are cheaper than sending the same tokens uncached; writes dearer.
+    as_uncached = price_usage(Usage(u + r, 0, {"5m": w5, "1h": w1}, o), SONNET)
+    assert cost.total <= as_uncached.total and (cost.total < as_uncached.total) == (r > 0)
+    if w5 == w1 == 0:
+        assert cost.savings >= 0 and (cost.savings > 0) == (r > 0)
     if r == w5 == w1 == 0:
         assert cost.savings == 0
 
@@ -128,21 +141,15 @@ def test_gateway_health_in_process():
     assert body["status"] == "ok" and body["local_backend"]["model"] == "smollm2-135m"
 
 
-def test_serve_command_answers_health():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "serve", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PREFIXGATE_LOG_LEVEL": "warning"})
+def test_serve_command_answers_health(tmp_path):
+    def launch(port: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "serve", "--port", str(port)],
+                                stdout=(tmp_path / "serve.log").open("w"), stderr=subprocess.STDOUT,
+                                env={**os.environ, "PREFIXGATE_LOG_LEVEL": "warning"})
+
+    proc, port = start_on_free_port(launch, lambda port: http_ok(f"http://127.0.0.1:{port}/health"), "gateway")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                resp = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, proc.stdout.read().decode()
-                assert time.monotonic() < deadline, "gateway did not start"
-                time.sleep(0.2)
-        assert resp.status_code == 200 and resp.json()["status"] == "ok"
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).json()["status"] == "ok"
     finally:
         proc.terminate()
         proc.wait(10)

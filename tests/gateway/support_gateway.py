@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -26,7 +24,7 @@ from prefixgate.errors import RequestError, error_body
 from prefixgate.gateway.app import create_app
 from prefixgate.policies import Policy, builtin_upstreams
 from prefixgate.usage import Usage
-from tests.support import free_port, wait_until
+from tests.support_services import ServerThread
 
 USAGE = Usage(uncached_input=40, cache_read=1920, cache_writes={"5m": 64}, output=5)
 CHUNKS = ["Hello", ", ", "world"]
@@ -143,27 +141,6 @@ class FakeUpstream:
                 yield ev
                 await asyncio.sleep(0)
         return StreamingResponse(gen(), media_type="text/event-stream")
-
-
-class ServerThread:
-    """An ASGI app under a real uvicorn server in a background thread."""
-
-    def __init__(self, app, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on",
-                                access_log=False)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> ServerThread:
-        self.thread.start()
-        wait_until(lambda: self.server.started, 60, f"server on {self.port} started")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(15)
 
 
 def settings_for(upstream_url: str, tmp_path, **overrides) -> Settings:

@@ -11,7 +11,7 @@ from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.pricing import storage_cost
 from prefixgate.providers.simulator import Simulator
 from prefixgate.usage import Usage
-from tests.providers.helpers import text_of
+from tests.core.providers.support_prompts import text_of
 
 MODEL = "gemini-2.5-flash"
 

@@ -8,9 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
-
-from tests.support import free_port, wait_until
+from tests.support_services import http_ok, start_on_free_port
 
 PROVIDER_KEYS = {"OPENAI_API_KEY": "sk-proc-openai-secret-0001", "ANTHROPIC_API_KEY": "sk-ant-proc-secret-0002",
                  "GEMINI_API_KEY": "AIzaProcGeminiSecret000000003"}
@@ -18,8 +16,8 @@ PROVIDER_KEYS = {"OPENAI_API_KEY": "sk-proc-openai-secret-0001", "ANTHROPIC_API_
 
 class GatewayProcess:
     def __init__(self, upstream_url: str, ledger_path: Path, **settings: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = 0
+        self.url = ""
         self.log_path = ledger_path.with_suffix(".log")
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREFIXGATE_")}
         env.update(PROVIDER_KEYS)
@@ -33,18 +31,17 @@ class GatewayProcess:
     def start(self) -> GatewayProcess:
         binary = Path(sys.executable).parent / "prefixgate"
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([str(binary), "serve", "--port", str(self.port)], env=self.env,
-                                     stdout=self._log, stderr=subprocess.STDOUT)
 
-        def healthy() -> bool:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"gateway exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
-            try:
-                return httpx.get(self.url + "/health", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
+        def launch(port: int) -> subprocess.Popen:
+            return subprocess.Popen([str(binary), "serve", "--port", str(port)], env=self.env,
+                                    stdout=self._log, stderr=subprocess.STDOUT)
 
-        wait_until(healthy, 30, "gateway process healthy")
+        try:
+            self.proc, self.port = start_on_free_port(
+                launch, lambda port: http_ok(f"http://127.0.0.1:{port}/health"), "gateway process")
+        except (TimeoutError, RuntimeError) as e:
+            raise RuntimeError(f"{e}: {self.log_path.read_text()[-2000:]}") from e
+        self.url = f"http://127.0.0.1:{self.port}"
         return self
 
     def rss_kib(self) -> int:

@@ -10,7 +10,7 @@ from prefixgate.dialects import anthropic as an
 from prefixgate.dialects import gemini as ge
 from prefixgate.dialects import openai as oa
 from prefixgate.ir import Checkpoint
-from tests.foundation.strategies import anthropic_body, gemini_body, openai_body
+from tests.core.support_strategies import anthropic_body, gemini_body, openai_body
 
 EXAMPLES = settings(max_examples=150, deadline=None)
 

@@ -11,9 +11,11 @@ from prefixgate.providers.pricing import cost_of
 from prefixgate.providers.simulator import Simulator
 from prefixgate.tokens import count_tokens
 from prefixgate.usage import Usage
-from tests.providers.helpers import anthropic_body, text_of
+from tests.core.providers.support_prompts import anthropic_body, text_of
 
-OVERHEAD = 3  # [anthropic].message_overhead_tokens
+# Anthropic publishes no per-message token overhead; 3 is the simulator's own estimate (providers.toml says
+# so), so this constant follows the table rather than a public source.
+OVERHEAD = 3
 Q = count_tokens("Why?") + OVERHEAD
 
 
@@ -228,7 +230,8 @@ def test_count_tokens_is_the_whole_prompt_and_does_not_cache():
 
 
 def test_break_even_5m_after_one_read_1h_after_two():
-    """A1: a 5m write pays off after one read; a 1h write after two (Sonnet 4.5 prices)."""
+    """A 5m write pays off after one read; a 1h write after two (Sonnet 4.5 prices;
+    https://platform.claude.com/docs/en/build-with-claude/prompt-caching)."""
     def spend(ttl: str | None, requests: int, cache: bool = True) -> Decimal:
         sim, total = Simulator(), Decimal(0)
         for t in range(requests):

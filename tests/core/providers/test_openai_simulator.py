@@ -7,10 +7,12 @@ import pytest
 from prefixgate.errors import RequestError
 from prefixgate.providers.simulator import Simulator
 from prefixgate.usage import Usage
-from tests.providers.helpers import text_of
+from tests.core.providers.support_prompts import text_of
 
-ROLE = 3      # [openai].message_overhead_tokens per message
-PRIMING = 3   # [openai].reply_priming_tokens
+# Per-message and reply-priming tokens of ChatML: 3 and 3, per OpenAI's counting cookbook
+# (https://cookbook.openai.com/examples/how_to_count_tokens_with_tiktoken), typed here, not read from the table.
+ROLE = 3
+PRIMING = 3
 
 
 def chat(model: str, system: str, user: str = " hi", **extra: object) -> dict:
@@ -54,7 +56,8 @@ def test_in_memory_retention_clears_after_idle_while_24h_keeps():
     extended = chat("gpt-4o", text_of(2000, " stone"), prompt_cache_retention="24h")
     usage(sim, extended, 0)
     assert usage(sim, extended, 20 * 3600).cache_read > 0
-    # The default for non-ZDR organisations is 24h (O3).
+    # The default for non-ZDR organisations is 24h (openai-python, `prompt_cache_retention`:
+    # https://github.com/openai/openai-python, types/chat/completion_create_params.py).
     default = chat("gpt-4o", text_of(2000, " river"))
     usage(sim, default, 0)
     assert usage(sim, default, 3 * 3600).cache_read > 0

@@ -13,8 +13,11 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from prefixgate.providers.faults import FaultPlan
+from prefixgate.providers.mock_server import MockContext, create_app
 from prefixgate.tokens import count_tokens
-from tests.providers.helpers import text_of
+from tests.core.providers.support_prompts import text_of
+from tests.support_services import ServerThread
 
 pytestmark = pytest.mark.slow
 SYSTEM = text_of(2000)
@@ -200,12 +203,18 @@ def test_openai_latency_fault_delays_the_answer(gpt):
     assert time.monotonic() - started >= 0.3
 
 
-def test_openai_standing_fault_rule_from_config(gpt):
+def test_openai_standing_fault_rule_from_config():
+    # A server of this test's own: a standing rule counts every matching request it sees.
+    plan = FaultPlan.from_config({"faults": [
+        {"fault": "status=503", "path": "/v1/chat/completions", "model": "gpt-4o-mini", "every": 2, "times": 1}]})
     args = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
-    gpt.chat.completions.create(**args)
-    with pytest.raises(openai.InternalServerError):
-        gpt.chat.completions.create(**args)      # every 2nd request, once
-    gpt.chat.completions.create(**args)
+    with ServerThread(create_app(MockContext(faults=plan)), log_level="critical") as server:
+        gpt = openai.OpenAI(api_key=key(), base_url=f"{server.url}/v1", max_retries=0)
+        gpt.chat.completions.create(**args)
+        with pytest.raises(openai.InternalServerError):
+            gpt.chat.completions.create(**args)      # every 2nd request, once
+        gpt.chat.completions.create(**args)
+        gpt.chat.completions.create(**args)
 
 
 def test_openai_auth_and_bad_request_shapes(mock_server, gpt):

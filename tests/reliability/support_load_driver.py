@@ -23,6 +23,7 @@ class LoadResult:
     errors: dict[str, int] = field(default_factory=dict)
     latencies_ms: list[float] = field(default_factory=list)
     ttft_ms: list[float] = field(default_factory=list)
+    # Most streams open at once: counted from response headers to the stream's end.
     peak_open: int = 0
 
     def error(self, what: str) -> None:
@@ -55,12 +56,16 @@ async def run_load(url: str, connections: int, duration_s: float, max_requests: 
                 budget[0] -= 1
                 started = time.perf_counter()
                 first = None
-                open_now += 1
-                result.peak_open = max(result.peak_open, open_now)
+                opened = False
                 try:
                     async with session.post(url + "/v1/chat/completions", data=payload,
                                             headers={"content-type": "application/json",
                                                      "authorization": "Bearer load"}) as resp:
+                        # Open means the gateway answered: a stream counts from its response headers,
+                        # so a refused or unanswered connection never counts.
+                        opened = True
+                        open_now += 1
+                        result.peak_open = max(result.peak_open, open_now)
                         if resp.status != 200:
                             result.error(f"status {resp.status}")
                             await resp.read()
@@ -77,7 +82,8 @@ async def run_load(url: str, connections: int, duration_s: float, max_requests: 
                     result.error(type(e).__name__)
                     continue
                 finally:
-                    open_now -= 1
+                    if opened:
+                        open_now -= 1
                 result.completed += 1
                 result.latencies_ms.append((time.perf_counter() - started) * 1000)
                 result.ttft_ms.append(((first or time.perf_counter()) - started) * 1000)

@@ -72,7 +72,8 @@ def test_unknown_model_is_a_404_naming_it():
 
 
 def test_golden_1h_and_5m_writes_are_priced_at_their_own_rates():
-    # Sonnet 4.5: 5m write $3.75, 1h write $6 per MTok (A3) — the bug gateways get wrong.
+    # Sonnet 4.5: 5m write $3.75, 1h write $6 per MTok (https://platform.claude.com/docs/en/about-claude/pricing)
+    # — the bug gateways get wrong.
     assert cost_of("anthropic", "claude-sonnet-4-5", Usage(cache_writes={"5m": M})).total == Decimal("3.75")
     assert cost_of("anthropic", "claude-sonnet-4-5", Usage(cache_writes={"1h": M})).total == Decimal("6")
     mixed = Usage(uncached_input=1000, cache_read=20_000, cache_writes={"1h": 3000, "5m": 500}, output=400)
@@ -116,7 +117,8 @@ def test_golden_gemini_cached_tokens_are_inside_prompt_token_count():
 
 @pytest.mark.parametrize(("prompt", "rate"), [(100_000, Decimal("0.10")), (100_001, Decimal("0.50"))])
 def test_haiku_5_5_prices_the_whole_request_at_the_long_rate_above_100k(prompt, rate):
-    # "Prompt length" is input + cache reads + cache writes (A9).
+    # "Prompt length" is input + cache reads + cache writes (https://platform.claude.com/docs/en/models/haiku-5-5/overview;
+    # third-party confirmation: https://github.com/kurofune/claudit/releases/tag/v1.9.2).
     usage = Usage(uncached_input=prompt - 60_000, cache_read=50_000, cache_writes={"5m": 10_000})
     cost = cost_of("anthropic", "claude-haiku-5-5", usage)
     assert cost.uncached_input == (prompt - 60_000) * rate / M
