@@ -57,7 +57,7 @@ class LedgerRecord:
     explanation: list[str] = field(default_factory=list)
     miss_reason: str = ""
     error: str = ""
-    # Per-segment prefix shape of the request as sent (dashboard_shape): what the misses view diffs.
+    # Per-segment prefix shape of the request as sent (prefix_shape): what the misses view diffs.
     segments: list[str] = field(default_factory=list)
     # The request as the application sent it (target dialect, before planning), kept only with the
     # `ledger_bodies` setting: what `prefixgate ledger export --trace` replays.

@@ -15,12 +15,12 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.openapi.utils import get_openapi
 
 from prefixgate import __version__
-from prefixgate.gateway import dashboard_schema as schema
-from prefixgate.gateway.dashboard_alerts import AlertRule, route_alerts
-from prefixgate.gateway.dashboard_auth import require_admin
-from prefixgate.gateway.dashboard_figures import GROUPINGS, breakdown, timeseries, totals
-from prefixgate.gateway.dashboard_misses import is_miss, misses_by_route
-from prefixgate.gateway.dashboard_source import LedgerSource, RedisSource
+from prefixgate.gateway.dashboard import schema
+from prefixgate.gateway.dashboard.alerts import AlertRule, route_alerts
+from prefixgate.gateway.dashboard.auth import require_admin
+from prefixgate.gateway.dashboard.figures import GROUPINGS, breakdown, timeseries, totals
+from prefixgate.gateway.dashboard.misses import is_miss, misses_by_route
+from prefixgate.gateway.dashboard.source import LedgerSource, RedisSource
 from prefixgate.ledger import LedgerRecord
 
 _SPAN = re.compile(r"^(\d+)([smhd])$")

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from prefixgate.gateway.dashboard_figures import Figures
-from prefixgate.gateway.dashboard_source import LedgerSource
+from prefixgate.gateway.dashboard.figures import Figures
+from prefixgate.gateway.dashboard.source import LedgerSource
 from prefixgate.ledger import LedgerRecord
 
 log = logging.getLogger("prefixgate.dashboard")

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from prefixgate.gateway.dashboard_alerts import AlertRule, route_alerts
-from prefixgate.gateway.dashboard_figures import breakdown, percentile, timeseries, totals
+from prefixgate.gateway.dashboard.alerts import AlertRule, route_alerts
+from prefixgate.gateway.dashboard.figures import breakdown, percentile, timeseries, totals
 from prefixgate.ledger import LedgerRecord
 
 

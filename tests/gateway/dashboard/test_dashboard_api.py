@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from prefixgate.ledger import STREAM, Ledger, LedgerRecord, read_records
-from tests.dashboard.dash_scenario import burst, dashboard_gateway, wait_for_ledger
+from tests.gateway.dashboard.support_scenario import burst, dashboard_gateway, wait_for_ledger
 
 TOKEN = "admin-secret-0001"
 AUTH = {"authorization": f"Bearer {TOKEN}"}

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prefixgate.gateway.dashboard_alerts import AlertCollector
+from prefixgate.gateway.dashboard.alerts import AlertCollector
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.ledger import LedgerRecord
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 NAME = re.compile(r"\bprefixgate_[a-z0-9_]+")
 # The local backend's metric families (vLLM's names under prefixgate_backend_), as its metrics module defines them.
 BACKEND = {"kv_cache_usage_perc": "", "num_requests_waiting": "", "num_requests_running": "",
