@@ -145,7 +145,7 @@ class Proxy:
         self.counters = RedisCounters(settings.redis_url) if settings.redis_url else MemoryCounters()
         self.limits = Limits(self.counters)
         self.upstream = UpstreamClient(settings.connect_timeout_s, local)
-        self.ledger = Ledger(settings.ledger_path, settings.redis_url)
+        self.ledger = Ledger.for_settings(settings)
         self.metrics = Metrics()
         self.catalog = load_catalog(settings.providers_file or None)
         # The planner learns per route; with Redis, replicas share what they learn.

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
@@ -33,6 +33,10 @@ class Settings(BaseSettings):
     # Keep each request body in the ledger (for `prefixgate ledger export --trace`). Off: bodies are prompts.
     ledger_bodies: bool = False
     redis_url: str = ""
+    # Raw ledger records (and per-minute rollups) are pruned after this many days, hourly rollups after
+    # ledger_rollup_retention_days: the dashboard shows long spans from those.
+    ledger_retention_days: float = Field(30, gt=0)
+    ledger_rollup_retention_days: float = Field(400, gt=0)
     # Routing policy YAML (upstreams, routes with fallbacks, caller keys with budgets); empty: each model
     # family goes to its own provider and the local model to the local backend.
     policy_file: str = ""
@@ -52,6 +56,12 @@ class Settings(BaseSettings):
     # OpenTelemetry spans (gateway/tracing.py): auto traces when the process has a tracer provider (e.g. under
     # opentelemetry-instrument), on also sets up the SDK from OTEL_* variables, off never traces.
     otel: Literal["auto", "on", "off"] = "auto"
+
+    @model_validator(mode="after")
+    def _rollups_outlive_records(self) -> Settings:
+        if self.ledger_rollup_retention_days < self.ledger_retention_days:
+            raise ValueError("ledger_rollup_retention_days must be at least ledger_retention_days")
+        return self
 
     # The YAML file named by PREFIXGATE_CONFIG (or passed to load_settings) sits below the environment.
     @classmethod

@@ -18,7 +18,8 @@ import uuid
 
 import redis
 
-from prefixgate.ledger import COLUMNS, STREAM, TOTALS, decode_row, picodollars
+from prefixgate.ledger import COLUMNS, STREAM, TOTALS, decode_row
+from prefixgate.ledger_rollup import picodollars
 
 BATCH = 512
 MAX_BATCHES_PER_TICK = 20
@@ -49,7 +50,7 @@ log = logging.getLogger("prefixgate.ledger")
 
 class RedisSync:
     def __init__(self, redis_url: str, path: str) -> None:
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10, uri=True)
         self._db.execute("CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)")
         self._db.execute("INSERT OR IGNORE INTO ledger_meta VALUES ('ledger_id', ?)", (uuid.uuid4().hex,))
         ledger_id = self._db.execute("SELECT value FROM ledger_meta WHERE key = 'ledger_id'").fetchone()[0]
@@ -62,6 +63,11 @@ class RedisSync:
         self._wait = RETRY_S[0]
         self.failures = 0           # copies that failed (Redis down); the rows stayed in SQLite
         self._down_since: float | None = None
+
+    @property
+    def position(self) -> int:
+        """The last rowid copied to Redis (0 until the first copy: nothing may be pruned yet)."""
+        return self._position or 0
 
     def push(self, final: bool = False) -> int:
         """Copy what SQLite holds beyond the cursor; returns the rows copied. Never raises."""

@@ -1,112 +1,137 @@
-"""The dashboard's figures over a set of ledger records: totals, a time series and breakdowns.
+"""The dashboard's figures from the ledger's rollups: totals, a time series, breakdowns and per-route
+hit rates, each one SQL aggregate over a `source.view` (rows per bucket and group, never per record).
 
-Money adds up in `Decimal` from the ledger's decimal strings and leaves as strings, so the totals the
-page shows are exactly the ledger's. Hit rate is by tokens: cache reads over all prompt tokens.
+Windows are read in whole minutes: the minutes whose start lies in [since, until), taken from hour
+rollups where whole hours fit inside and from minute rollups at the edges. Money is summed in integer
+picodollars and leaves as exact decimal strings, so the totals the page shows are exactly the ledger's.
+Hit rate is by tokens: cache reads over all prompt tokens. Latency percentiles come from histograms
+with bins 10% wide (within 5% of the exact figure).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import sqlite3
+from collections import defaultdict
 from decimal import Decimal
 
-from prefixgate.ledger import LedgerRecord
+from prefixgate.ledger_rollup import DIMENSIONS, SUMS, bin_ms
 
-ZERO = Decimal(0)
-GROUPINGS = ("route", "model", "key", "target", "provider", "tenant")
-
-
-@dataclass
-class Figures:
-    requests: int = 0
-    errors: int = 0
-    unpriced: int = 0            # answered requests whose model has no known price
-    spend: Decimal = ZERO
-    spend_without_cache: Decimal = ZERO
-    savings: Decimal = ZERO
-    uncached_input: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    output: int = 0
-    latencies_ms: list[float] = field(default_factory=list)
-    ttfts_ms: list[float] = field(default_factory=list)
-
-    def add(self, rec: LedgerRecord) -> None:
-        self.requests += 1
-        if rec.status != 200:
-            self.errors += 1
-        if rec.cost_usd is None:
-            if rec.status == 200:
-                self.unpriced += 1
-        else:
-            self.spend += Decimal(rec.cost_usd)
-            self.spend_without_cache += Decimal(rec.cost_without_cache_usd or rec.cost_usd)
-            self.savings += Decimal(rec.savings_usd or 0)
-        self.uncached_input += rec.uncached_input
-        self.cache_read += rec.cache_read
-        self.cache_write += sum(rec.cache_writes.values())
-        self.output += rec.output
-        self.latencies_ms.append(rec.latency_ms)
-        if rec.ttft_ms is not None:
-            self.ttfts_ms.append(rec.ttft_ms)
-
-    @property
-    def prompt_tokens(self) -> int:
-        return self.uncached_input + self.cache_read + self.cache_write
-
-    @property
-    def hit_rate(self) -> float | None:
-        """Cache-read share of prompt tokens; None with no prompt tokens (not 0: nothing was asked)."""
-        return self.cache_read / self.prompt_tokens if self.prompt_tokens else None
-
-    def to_dict(self) -> dict:
-        return {
-            "requests": self.requests, "errors": self.errors, "unpriced": self.unpriced,
-            "spend_usd": str(self.spend), "spend_without_cache_usd": str(self.spend_without_cache),
-            "savings_usd": str(self.savings), "hit_rate": self.hit_rate,
-            "tokens": {"uncached_input": self.uncached_input, "cache_read": self.cache_read,
-                       "cache_write": self.cache_write, "output": self.output},
-            "latency_p50_ms": percentile(self.latencies_ms, 50), "latency_p95_ms": percentile(self.latencies_ms, 95),
-            "ttft_p95_ms": percentile(self.ttfts_ms, 95),
-        }
+GROUPINGS = DIMENSIONS
+MINUTE, HOUR = 60, 3600
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile; None for no values."""
-    if not values:
+def spans(since: float, until: float) -> list[tuple[int, float, float]]:
+    """(resolution, first bucket, end) triples covering the window's minutes (see the module docstring)."""
+    lo = math.floor(since / MINUTE) * MINUTE
+    first_hour = math.ceil(lo / HOUR) * HOUR
+    last_hour = math.floor(math.floor(until / MINUTE) * MINUTE / HOUR) * HOUR
+    if first_hour >= last_hour:
+        return [(MINUTE, lo, until)]
+    return [(MINUTE, lo, first_hour), (HOUR, first_hour, last_hour), (MINUTE, last_hour, until)]
+
+
+def _rows(table: str, since: float, until: float, grouped: bool, columns: str, minutes: bool = False) -> tuple[str, list]:
+    """A subquery over `table` (main and the temp tail) restricted to the window, and its parameters;
+    `minutes` reads minute rollups only (for points finer than an hour)."""
+    sign = 1 if grouped else -1
+    parts, params = [], []
+    for r, lo, hi in ([(MINUTE, math.floor(since / MINUTE) * MINUTE, until)] if minutes else spans(since, until)):
+        for schema in ("main", "temp"):
+            parts.append(f"SELECT {columns} FROM {schema}.{table} WHERE res = ? AND bucket >= ? AND bucket < ?")
+            params += [sign * r, lo, hi]
+    return "(" + " UNION ALL ".join(parts) + ")", params
+
+
+def _money(pico: int) -> str:
+    return str(Decimal(pico).scaleb(-12).normalize()) if pico else "0"
+
+
+def _figures(sums: dict[str, int], latency: dict[int, int] | None = None, ttft: dict[int, int] | None = None) -> dict:
+    prompt = sums["uncached_input"] + sums["cache_read"] + sums["cache_write"]
+    return {
+        "requests": sums["requests"], "errors": sums["errors"], "unpriced": sums["unpriced"],
+        "spend_usd": _money(sums["spend_pico"]), "spend_without_cache_usd": _money(sums["without_cache_pico"]),
+        "savings_usd": _money(sums["savings_pico"]),
+        # Cache-read share of prompt tokens; None with no prompt tokens (not 0: nothing was asked).
+        "hit_rate": sums["cache_read"] / prompt if prompt else None,
+        "tokens": {k: sums[k] for k in ("uncached_input", "cache_read", "cache_write", "output")},
+        "latency_p50_ms": percentile(latency or {}, 50), "latency_p95_ms": percentile(latency or {}, 95),
+        "ttft_p95_ms": percentile(ttft or {}, 95),
+    }
+
+
+def percentile(histogram: dict[int, int], q: float) -> float | None:
+    """Nearest-rank percentile of a latency histogram (bin -> count); None when it is empty."""
+    total = sum(histogram.values())
+    if not total:
         return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+    rank, seen = max(1, math.ceil(q / 100 * total)), 0
+    for b in sorted(histogram):
+        seen += histogram[b]
+        if seen >= rank:
+            return bin_ms(b)
+    raise AssertionError("unreachable")
 
 
-def totals(records: Iterable[LedgerRecord]) -> Figures:
-    fig = Figures()
-    for rec in records:
-        fig.add(rec)
-    return fig
+_SUM_SQL = ", ".join(f"coalesce(sum({s}), 0)" for s in SUMS)
 
 
-def timeseries(records: Iterable[LedgerRecord], since: float, until: float, step: float) -> list[dict]:
-    """One point per `step` seconds from `since`: spend, savings and hit rate in that bucket."""
+def _histograms(db: sqlite3.Connection, since: float, until: float, by: str | None) -> dict[str, dict[str, dict[int, int]]]:
+    """{group name: {"l": latency histogram, "t": ttft histogram}} (one group, "", without `by`)."""
+    name = by or "''"
+    sub, params = _rows("rollup_hist", since, until, by is not None, f"{name} AS name, kind, bin, n")
+    out: dict[str, dict[str, dict[int, int]]] = defaultdict(lambda: {"l": {}, "t": {}})
+    for group, kind, b, n in db.execute(f"SELECT name, kind, bin, sum(n) FROM {sub} GROUP BY name, kind, bin", params):
+        out[group][kind][b] = n
+    return out
+
+
+def totals(db: sqlite3.Connection, since: float, until: float) -> dict:
+    sub, params = _rows("rollups", since, until, False, ", ".join(SUMS))
+    sums = dict(zip(SUMS, db.execute(f"SELECT {_SUM_SQL} FROM {sub}", params).fetchone(), strict=True))
+    hist = _histograms(db, since, until, None)[""]
+    return _figures(sums, hist["l"], hist["t"])
+
+
+def timeseries(db: sqlite3.Connection, since: float, until: float, step: float) -> list[dict]:
+    """One point per `step` seconds from `since`: spend, savings and hit rate in that bucket (with steps of
+    an hour or more, whole hours are read from hour rollups and placed by their start)."""
     n = max(1, math.ceil((until - since) / step))
-    buckets = [Figures() for _ in range(n)]
-    for rec in records:
-        i = int((rec.ts - since) // step)
-        if 0 <= i < n:
-            buckets[i].add(rec)
-    return [{"t": since + i * step, "requests": b.requests, "spend_usd": str(b.spend),
-             "savings_usd": str(b.savings), "spend_without_cache_usd": str(b.spend_without_cache),
-             "hit_rate": b.hit_rate} for i, b in enumerate(buckets)]
+    sub, params = _rows("rollups", since, until, False, "bucket, " + ", ".join(SUMS), minutes=step < HOUR)
+    points = [dict.fromkeys(SUMS, 0) for _ in range(n)]
+    query = f"SELECT CAST((bucket - ?) / ? AS INTEGER) AS i, {_SUM_SQL} FROM {sub} GROUP BY i"
+    for i, *sums in db.execute(query, [since, step, *params]):
+        points[min(max(i, 0), n - 1)] = dict(zip(SUMS, sums, strict=True))
+    out = []
+    for i, s in enumerate(points):
+        fig = _figures(s)
+        out.append({"t": since + i * step, "requests": s["requests"], "spend_usd": fig["spend_usd"],
+                    "savings_usd": fig["savings_usd"], "spend_without_cache_usd": fig["spend_without_cache_usd"],
+                    "hit_rate": fig["hit_rate"]})
+    return out
 
 
-def breakdown(records: Iterable[LedgerRecord], by: str) -> list[dict]:
+def breakdown(db: sqlite3.Connection, since: float, until: float, by: str) -> list[dict]:
     """The same figures per route / model / key / target / provider / tenant, biggest spend first."""
     if by not in GROUPINGS:
         raise ValueError(f"breakdown by must be one of {', '.join(GROUPINGS)}, got {by!r}")
-    groups: dict[str, Figures] = {}
-    for rec in records:
-        groups.setdefault(getattr(rec, by), Figures()).add(rec)
-    rows = [{"name": name, **fig.to_dict()} for name, fig in groups.items()]
+    sub, params = _rows("rollups", since, until, True, f"{by} AS name, " + ", ".join(SUMS))
+    hist = _histograms(db, since, until, by)
+    rows = []
+    for name, *sums in db.execute(f"SELECT name, {_SUM_SQL} FROM {sub} GROUP BY name", params):
+        h = hist[name]
+        rows.append({"name": name, **_figures(dict(zip(SUMS, sums, strict=True)), h["l"], h["t"])})
     rows.sort(key=lambda r: (-Decimal(r["spend_usd"]), -r["requests"], r["name"]))
     return rows
+
+
+def route_hit_rates(db: sqlite3.Connection, since: float, until: float) -> dict[str, tuple[int, float | None]]:
+    """{route: (answered requests, hit rate)} over the window (what the hit-rate alerts compare)."""
+    sub, params = _rows("rollups", since, until, True, "route, " + ", ".join(SUMS))
+    out = {}
+    query = (f"SELECT route, sum(requests) - sum(errors), sum(cache_read), "
+             f"sum(uncached_input) + sum(cache_read) + sum(cache_write) FROM {sub} GROUP BY route")
+    for route, answered, read, prompt in db.execute(query, params):
+        out[route] = (answered, read / prompt if prompt else None)
+    return out

@@ -1,24 +1,41 @@
-"""Where the dashboard reads ledger records: the replica's SQLite file, or the Redis stream that every
-replica writes when Redis is configured (so the page shows the whole fleet, whichever replica serves it)."""
+"""Where the dashboard reads the ledger: the replica's SQLite file, or the Redis stream that every replica
+writes when Redis is configured (so the page shows the whole fleet, whichever replica serves it).
+
+Figures come from rollups (prefixgate.ledger_rollup), read through a `RollupView`: a SQLite connection
+holding the `rollups` and `rollup_hist` tables plus, in temp tables of the same shape, the records the
+ledger thread has not rolled up yet. A poll therefore costs buckets x groups, not records. The misses
+view still reads records, but only the latest MISS_SAMPLE of the window.
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import fields
 from typing import Protocol
 
-from prefixgate.ledger import _JSON, COLUMNS, STREAM, LedgerRecord
+from prefixgate import ledger_rollup as rollup
+from prefixgate.ledger import COLUMNS, STREAM, LedgerRecord, decode_row
 
 _KNOWN = {f.name for f in fields(LedgerRecord)}
 # Stream ids are Redis's clock at write time; a replica's clock may differ from Redis's by this much.
 CLOCK_SLACK_MS = 60_000
 PAGE = 5000
+# The misses view diagnoses at most this many of the window's latest records (plus their predecessors).
+MISS_SAMPLE = 5000
 
 
 class LedgerSource(Protocol):
-    def records(self, since: float, until: float) -> list[LedgerRecord]:
-        """Records with `since <= ts < until`, oldest first."""
+    name: str
+
+    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:
+        """Records with `since <= ts < until` (of `route`), oldest first; with `latest`, only the last that many."""
+        ...
+
+    def view(self, since: float, until: float) -> AbstractContextManager[sqlite3.Connection]:
+        """A consistent snapshot of the rollups covering [since, until) (see the module docstring)."""
         ...
 
 
@@ -27,42 +44,88 @@ def _record(data: dict) -> LedgerRecord:
     return LedgerRecord(**{k: v for k, v in data.items() if k in _KNOWN})
 
 
+def _load(db: sqlite3.Connection, records: list[dict], schema: str = "") -> None:
+    """Roll `records` up into `rollups`/`rollup_hist` tables (in `schema`, e.g. `temp.`)."""
+    for statement in rollup.SCHEMA[:2]:
+        db.execute(statement.replace("IF NOT EXISTS ", f"IF NOT EXISTS {schema}"))
+    rows, hist = rollup.upsert_rows(rollup.aggregate(records))
+    db.executemany(rollup.UPSERT_ROLLUP.replace("INTO rollups", f"INTO {schema}rollups"), rows)
+    db.executemany(rollup.UPSERT_HIST.replace("INTO rollup_hist", f"INTO {schema}rollup_hist"), hist)
+
+
+def _in_memory(records: list[dict]) -> sqlite3.Connection:
+    """A view holding `records`, rolled up."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    _load(db, records)
+    _load(db, [], "temp.")
+    return db
+
+
 class SqliteSource:
+    name = "sqlite"
+
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def records(self, since: float, until: float) -> list[LedgerRecord]:
+    def _connect(self) -> sqlite3.Connection | None:
         try:
-            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None)
         except sqlite3.OperationalError:
-            return []   # no request has been recorded yet
+            return None   # no request has been recorded yet
+
+    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:
+        db = self._connect()
+        if db is None:
+            return []
         try:
             have = {row[1] for row in db.execute("PRAGMA table_info(requests)")}
             cols = [c for c in COLUMNS if c in have]
-            rows = db.execute(f"SELECT {', '.join(cols)} FROM requests WHERE ts >= ? AND ts < ? ORDER BY ts",
-                              (since, until)).fetchall()
+            order = f"DESC LIMIT {int(latest)}" if latest else ""
+            of_route = "AND route = ?" if route is not None else ""
+            rows = db.execute(f"SELECT {', '.join(cols)} FROM requests WHERE ts >= ? AND ts < ? {of_route} ORDER BY ts {order}",
+                              (since, until, *([route] if route is not None else []))).fetchall()
         except sqlite3.OperationalError:
             return []
         finally:
             db.close()
-        out = []
-        for row in rows:
-            data = dict(zip(cols, row, strict=True))
-            for key in _JSON:
-                if key in data:
-                    data[key] = json.loads(data[key]) if data[key] is not None else ({} if key == "cache_writes" else [])
-            data["stream"] = bool(data.get("stream"))
-            out.append(_record(data))
-        return out
+        if latest:
+            rows.reverse()
+        return [_record(decode_row(dict(zip(cols, row, strict=True)))) for row in rows]
+
+    @contextmanager
+    def view(self, since: float, until: float) -> Iterator[sqlite3.Connection]:
+        db = self._connect()
+        if db is not None:
+            try:
+                # One read transaction: the cursor, the rollups and the records beyond it agree.
+                db.execute("BEGIN")
+                tail = db.execute(f"SELECT {', '.join(COLUMNS)} FROM requests WHERE rowid > ?",
+                                  (rollup.cursor(db),)).fetchall()
+                _load(db, [decode_row(dict(zip(COLUMNS, row, strict=True))) for row in tail], "temp.")
+            except sqlite3.OperationalError:
+                # A file the gateway has not opened since rollups existed: nothing to show until it does.
+                db.close()
+                db = None
+        if db is None:
+            db = _in_memory([])
+        try:
+            yield db
+        finally:
+            db.close()
 
 
 class RedisSource:
+    """Reads the fleet's records from the Redis stream and rolls them up per poll (the stream holds
+    the last million records; for a fleet past that, use `ledger_url`)."""
+
+    name = "redis"
+
     def __init__(self, url: str) -> None:
         import redis
 
         self._redis = redis.Redis.from_url(url)
 
-    def records(self, since: float, until: float) -> list[LedgerRecord]:
+    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:
         out: list[LedgerRecord] = []
         start = f"{max(0, int(since * 1000) - CLOCK_SLACK_MS)}"
         end = f"{int(until * 1000) + CLOCK_SLACK_MS}"
@@ -70,13 +133,21 @@ class RedisSource:
             entries = self._redis.xrange(STREAM, min=start, max=end, count=PAGE)
             for _, fields_ in entries:
                 rec = _record(json.loads(fields_[b"record"]))
-                if since <= rec.ts < until:
+                if since <= rec.ts < until and (route is None or rec.route == route):
                     out.append(rec)
             if len(entries) < PAGE:
                 break
             start = "(" + entries[-1][0].decode()
         out.sort(key=lambda r: r.ts)
-        return out
+        return out[-latest:] if latest else out
+
+    @contextmanager
+    def view(self, since: float, until: float) -> Iterator[sqlite3.Connection]:
+        db = _in_memory([rec.__dict__ for rec in self.records(since, until)])
+        try:
+            yield db
+        finally:
+            db.close()
 
     def close(self) -> None:
         self._redis.close()

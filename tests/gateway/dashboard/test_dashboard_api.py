@@ -138,7 +138,7 @@ def test_a_ledger_file_from_before_segments_is_migrated(tmp_path):
     db.execute("INSERT INTO requests VALUES ('old', 1.0, 'r', '{}', '[]', 0)")
     db.commit()
     db.close()
-    ledger = Ledger(path)
+    ledger = Ledger(path, clock=lambda: 3.0)     # the records are not past retention
     ledger.append(LedgerRecord(id="new", ts=2.0, route="r", segments=["system:a:b:10:"]))
     ledger.close()
     rows = read_records(path)
