@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     redis_url: str = ""
     # Raw ledger records (and per-minute rollups) are pruned after this many days, hourly rollups after
     # ledger_rollup_retention_days: the dashboard shows long spans from those.
+    # A PostgreSQL database every replica shares (postgresql://user:password@host/db): each copies its records
+    # and rollups there and the dashboard shows the fleet. Empty: this replica's SQLite file only.
+    ledger_url: str = Field("", pattern=r"^(postgres(ql)?://.*)?$")
     ledger_retention_days: float = Field(30, gt=0)
     ledger_rollup_retention_days: float = Field(400, gt=0)
     # Routing policy YAML (upstreams, routes with fallbacks, caller keys with budgets); empty: each model

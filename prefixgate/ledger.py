@@ -15,16 +15,21 @@ The Redis copy wakes on a timer, not per record: waking a thread for every reque
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
 from prefixgate import ledger_rollup as rollup
 from prefixgate.config import Settings
 from prefixgate.usage import Usage
+
+if TYPE_CHECKING:
+    from prefixgate.ledger_copy import RowCopier
 
 FLUSH_S = 0.05
 CHECKPOINT_S = 5.0
@@ -102,14 +107,17 @@ _JSON = {"cache_writes", "explanation", "segments"}
 _SQL_TYPES = {"bool": "INTEGER", "int": "INTEGER", "float": "REAL", "float | None": "REAL"}
 
 
-def _schema() -> str:
+def schema(table: str = "requests") -> str:
     cols = [f"{f.name} {_SQL_TYPES.get(str(f.type), 'TEXT')}{' PRIMARY KEY' if f.name == 'id' else ''}"
             for f in fields(LedgerRecord)]
-    return f"CREATE TABLE IF NOT EXISTS requests ({', '.join(cols)})"
+    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(cols)})"
 
 
 def _row(rec: LedgerRecord) -> tuple:
     return tuple(json.dumps(getattr(rec, c)) if c in _JSON else getattr(rec, c) for c in COLUMNS)
+
+
+log = logging.getLogger("prefixgate.ledger")
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,7 @@ class Ledger:
     accounts for ends; a background thread rolls records up, prunes old ones, checkpoints the WAL and,
     with Redis, copies rows there."""
 
-    def __init__(self, path: str, redis_url: str = "", *, retention: Retention = Retention(),
+    def __init__(self, path: str, redis_url: str = "", *, ledger_url: str = "", retention: Retention = Retention(),
                  clock: Callable[[], float] = time.time) -> None:
         # ":memory:" (tests, throwaway gateways) is one shared in-memory database, so the ledger thread's
         # connection sees the appends.
@@ -153,7 +161,7 @@ class Ledger:
         self._db.execute("PRAGMA wal_autocheckpoint=0")
         # A checkpoint leaves the WAL file at its largest size unless told to truncate it past this.
         self._db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
-        self._db.execute(_schema())
+        self._db.execute(schema())
         # A ledger file from an older version lacks newer columns; old rows read them as empty.
         have = {row[1] for row in self._db.execute("PRAGMA table_info(requests)")}
         for f in fields(LedgerRecord):
@@ -166,11 +174,16 @@ class Ledger:
         # it a new rowid and roll it up twice.
         self._insert = f"INSERT OR IGNORE INTO requests ({', '.join(COLUMNS)}) VALUES ({marks})"
         self._stop = threading.Event()
-        self._sync = None
+        # Shared stores the ledger thread copies rows to (imported only when configured).
+        self.copies: list[RowCopier] = []
         if redis_url:
             from prefixgate.ledger_redis import RedisSync
 
-            self._sync = RedisSync(redis_url, self.path)
+            self.copies.append(RedisSync(redis_url, self.path))
+        if ledger_url:
+            from prefixgate.ledger_postgres import PostgresSync
+
+            self.copies.append(PostgresSync(ledger_url, self.path))
         self.written = 0
         self._thread = threading.Thread(target=self._run, name="prefixgate-ledger", daemon=True)
         self._thread.start()
@@ -178,7 +191,7 @@ class Ledger:
     @classmethod
     def for_settings(cls, settings: Settings) -> Ledger:
         """The gateway's ledger, as configured."""
-        return cls(settings.ledger_path, settings.redis_url,
+        return cls(settings.ledger_path, settings.redis_url, ledger_url=settings.ledger_url,
                    retention=Retention(settings.ledger_retention_days * DAY_S, settings.ledger_rollup_retention_days * DAY_S))
 
     def append(self, record: LedgerRecord) -> None:
@@ -204,8 +217,8 @@ class Ledger:
             stopping = self._stop.wait(FLUSH_S)
             while rollup.roll_up(worker, COLUMNS, decode_row) == rollup.BATCH:
                 pass
-            if self._sync is not None:
-                self._sync.push(final=stopping)
+            for copy in self.copies:
+                copy.push(final=stopping)
             if time.monotonic() - pruned > self.retention.every_s:
                 self.prune(worker)
                 pruned = time.monotonic()
@@ -214,17 +227,15 @@ class Ledger:
                 checkpointed = time.monotonic()
             if stopping:
                 worker.close()
-                if self._sync is not None:
-                    self._sync.close()
+                for copy in self.copies:
+                    copy.close()
                 return
 
     def prune(self, db: sqlite3.Connection) -> int:
         """Delete records and rollups past their retention (records only once rolled up and copied to
         Redis), in small transactions so appends never wait long. Returns the records deleted."""
         now = self._clock()
-        keep_from = rollup.cursor(db)
-        if self._sync is not None:
-            keep_from = min(keep_from, self._sync.position)
+        keep_from = min([rollup.cursor(db), *(copy.position for copy in self.copies)])
         # The newest row always stays: with the table empty SQLite would hand out rowid 1 again, behind
         # every cursor that counts rows by rowid.
         newest = db.execute("SELECT coalesce(max(rowid), 0) FROM requests").fetchone()[0]
@@ -240,6 +251,11 @@ class Ledger:
             db.execute(f"DELETE FROM {table} WHERE res = ? AND bucket < ?", (60, now - self.retention.records_s))
             db.execute(f"DELETE FROM {table} WHERE bucket < ?", (now - self.retention.rollups_s,))
         db.execute("PRAGMA incremental_vacuum")
+        for copy in self.copies:
+            try:
+                copy.prune(now - self.retention.records_s, now - self.retention.rollups_s)
+            except copy.errors as e:
+                log.warning("pruning the %s ledger failed (%s); retried at the next prune", copy.store, type(e).__name__)
         return deleted
 
 

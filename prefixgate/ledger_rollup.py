@@ -1,9 +1,13 @@
 """Per-minute and per-hour rollups of the ledger: what the dashboard reads instead of the raw records.
 
-A rollup row sums the records of one bucket (a minute or an hour) that share route, model, key,
-target, provider and tenant: requests, errors, tokens by class, and money in integer picodollars (so
-sums are exact and equal a scan of the raw records). Latency and time to first byte go into log-scale
-histograms beside it (bins 10% wide), from which percentiles are read to within 5%.
+A rollup row sums the records of one bucket (a minute or an hour) that share one dimension's value
+(`dim` route, model, key, target, provider or tenant, and `name` its value; `dim` "" sums every
+record): requests, errors, tokens by class, and money in integer picodollars (so sums are exact and
+equal a scan of the raw records). Rows are per dimension, not per combination of them, so a bucket
+holds as many rows as there are distinct routes plus keys plus models..., not their product.
+Latency and time to first byte go into log-scale histograms beside them (bins 10% wide), from which
+percentiles are read to within 5%: per minute for all records, per hour for each dimension's values
+(a histogram has tens of bins; per minute and value they would outnumber the records).
 
 The ledger thread maintains them from a rowid cursor: one transaction adds a batch of records to the
 rollups and moves the cursor, so after a crash or kill -9 each record is rolled up exactly once (the
@@ -24,23 +28,37 @@ RESOLUTIONS = (60, 3600)
 DIMENSIONS = ("route", "model", "key", "target", "provider", "tenant")
 SUMS = ("requests", "errors", "unpriced", "uncached_input", "cache_read", "cache_write", "output",
         "spend_pico", "without_cache_pico", "savings_pico")
-ALL_GROUPS = ("",) * len(DIMENSIONS)
 BIN_RATIO = 1.1
+VALUE_HIST_RES = 3600           # per-value histograms are kept per hour only (see the module docstring)
 BATCH = 1000                    # records per roll-up transaction (appends wait for it)
 CURSOR = "rolled_up_to"
 
-_KEY = ("res", "bucket", *DIMENSIONS)
-SCHEMA = (
-    f"CREATE TABLE IF NOT EXISTS rollups ({', '.join(f'{c} TEXT' if c in DIMENSIONS else f'{c} INTEGER' for c in _KEY)}, "
-    f"{', '.join(f'{s} INTEGER NOT NULL' for s in SUMS)}, PRIMARY KEY ({', '.join(_KEY)}))",
-    f"CREATE TABLE IF NOT EXISTS rollup_hist ({', '.join(f'{c} TEXT' if c in DIMENSIONS else f'{c} INTEGER' for c in _KEY)}, "
-    f"kind TEXT, bin INTEGER, n INTEGER NOT NULL, PRIMARY KEY ({', '.join(_KEY)}, kind, bin))",
-    "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)",
-)
-UPSERT_ROLLUP = (f"INSERT INTO rollups ({', '.join(_KEY + SUMS)}) VALUES ({', '.join('?' for _ in _KEY + SUMS)}) "
-                 f"ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {', '.join(f'{s} = {s} + excluded.{s}' for s in SUMS)}")
-UPSERT_HIST = (f"INSERT INTO rollup_hist ({', '.join(_KEY)}, kind, bin, n) VALUES ({', '.join('?' for _ in _KEY)}, ?, ?, ?) "
-               f"ON CONFLICT ({', '.join(_KEY)}, kind, bin) DO UPDATE SET n = n + excluded.n")
+_KEY = ("res", "bucket", "dim", "name")
+_KEY_SQL = "res INTEGER, bucket INTEGER, dim TEXT, name TEXT"
+# Keys ordered (res, dim, bucket, ...): a query reads one dimension's rows over a span of buckets.
+_PK = "res, dim, bucket, name"
+
+
+def statements(prefix: str = "") -> tuple[list[str], str, str]:
+    """(CREATE statements, rollup upsert, histogram upsert) for the tables `{prefix}rollups` and
+    `{prefix}rollup_hist` (a prefix: "temp." for a connection's own tables, "prefixgate_" in Postgres)."""
+    rollups, hist = f"{prefix}rollups", f"{prefix}rollup_hist"
+    bare_rollups, bare_hist = rollups.split(".")[-1], hist.split(".")[-1]
+    create = [
+        f"CREATE TABLE IF NOT EXISTS {rollups} ({_KEY_SQL}, {', '.join(f'{s} INTEGER NOT NULL' for s in SUMS)}, "
+        f"PRIMARY KEY ({_PK})) WITHOUT ROWID",
+        f"CREATE TABLE IF NOT EXISTS {hist} ({_KEY_SQL}, kind TEXT, bin INTEGER, n INTEGER NOT NULL, "
+        f"PRIMARY KEY ({_PK}, kind, bin)) WITHOUT ROWID",
+    ]
+    upsert_rollup = (f"INSERT INTO {rollups} ({', '.join(_KEY + SUMS)}) VALUES ({', '.join('?' for _ in _KEY + SUMS)}) "
+                     f"ON CONFLICT ({_PK}) DO UPDATE SET "
+                     f"{', '.join(f'{s} = {bare_rollups}.{s} + excluded.{s}' for s in SUMS)}")
+    upsert_hist = (f"INSERT INTO {hist} ({', '.join(_KEY)}, kind, bin, n) VALUES ({', '.join('?' for _ in _KEY)}, ?, ?, ?) "
+                   f"ON CONFLICT ({_PK}, kind, bin) DO UPDATE SET n = {bare_hist}.n + excluded.n")
+    return create, upsert_rollup, upsert_hist
+
+
+SCHEMA, UPSERT_ROLLUP, UPSERT_HIST = statements()
 
 
 def picodollars(amount: str | None) -> int:
@@ -66,49 +84,47 @@ class Aggregate:
     latency: Counter[int] = field(default_factory=Counter)
     ttft: Counter[int] = field(default_factory=Counter)
 
-    def add(self, rec: dict) -> None:
-        s = self.sums
-        status = rec["status"]
-        s[0] += 1
-        s[1] += status != 200
-        if rec["cost_usd"] is None:
-            s[2] += status == 200
-        else:
-            s[7] += picodollars(rec["cost_usd"])
-            s[8] += picodollars(rec["cost_without_cache_usd"] or rec["cost_usd"])
-            s[9] += picodollars(rec["savings_usd"])
-        s[3] += rec["uncached_input"] or 0
-        s[4] += rec["cache_read"] or 0
-        s[5] += sum(rec["cache_writes"].values())
-        s[6] += rec["output"] or 0
-        self.latency[latency_bin(rec["latency_ms"] or 0.0)] += 1
-        if rec["ttft_ms"] is not None:
-            self.ttft[latency_bin(rec["ttft_ms"])] += 1
+    def add(self, sums: tuple[int, ...], latency: int, ttft: int | None) -> None:
+        self.sums = [a + b for a, b in zip(self.sums, sums, strict=True)]
+        self.latency[latency] += 1
+        if ttft is not None:
+            self.ttft[ttft] += 1
+
+
+def contribution(rec: dict) -> tuple[tuple[int, ...], int, int | None]:
+    """What one decoded record adds to each of its rollup rows: the SUMS, its latency bin and TTFT bin."""
+    status, priced = rec["status"], rec["cost_usd"] is not None
+    cost = picodollars(rec["cost_usd"])
+    sums = (1, int(status != 200), int(not priced and status == 200), rec["uncached_input"] or 0, rec["cache_read"] or 0,
+            sum(rec["cache_writes"].values()), rec["output"] or 0, cost,
+            picodollars(rec["cost_without_cache_usd"]) or cost, picodollars(rec["savings_usd"]) if priced else 0)
+    ttft = rec["ttft_ms"]
+    return sums, latency_bin(rec["latency_ms"] or 0.0), None if ttft is None else latency_bin(ttft)
 
 
 def aggregate(records: Iterable[dict]) -> dict[tuple, Aggregate]:
-    """Decoded records (the ledger's JSON fields) summed per (resolution, bucket start, dimensions).
-
-    Each record lands in four rows: its minute and its hour, per group (res 60, 3600) and summed over
-    every group (res -60, -3600, dimensions empty): the page's totals and time series read those, one
-    row per bucket however many routes, keys and models there are."""
+    """Decoded records (the ledger's JSON fields) summed per (resolution, bucket start, dimension, value):
+    each record lands in its minute and its hour, once for all records (dimension "") and once per
+    dimension."""
     out: dict[tuple, Aggregate] = {}
     for rec in records:
-        dims = tuple(rec[d] or "" for d in DIMENSIONS)
+        adds = contribution(rec)
+        keys = [("", ""), *((d, rec[d] or "") for d in DIMENSIONS)]
         for res in RESOLUTIONS:
             bucket = int(rec["ts"] // res) * res
-            for key in ((res, bucket, *dims), (-res, bucket, *ALL_GROUPS)):
+            for dim, name in keys:
+                key = (res, bucket, dim, name)
                 agg = out.get(key)
                 if agg is None:
                     agg = out[key] = Aggregate()
-                agg.add(rec)
+                agg.add(*adds)
     return out
 
 
 def upsert_rows(aggs: dict[tuple, Aggregate]) -> tuple[list[tuple], list[tuple]]:
     """Parameters for UPSERT_ROLLUP and UPSERT_HIST."""
     rollups = [(*key, *agg.sums) for key, agg in aggs.items()]
-    hist = [(*key, kind, b, n) for key, agg in aggs.items()
+    hist = [(*key, kind, b, n) for key, agg in aggs.items() if key[0] == VALUE_HIST_RES or key[2] == ""
             for kind, counts in (("l", agg.latency), ("t", agg.ttft)) for b, n in counts.items()]
     return rollups, hist
 
@@ -116,6 +132,7 @@ def upsert_rows(aggs: dict[tuple, Aggregate]) -> tuple[list[tuple], list[tuple]]
 def create(db: sqlite3.Connection) -> None:
     for statement in SCHEMA:
         db.execute(statement)
+    db.execute("CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)")
 
 
 def cursor(db: sqlite3.Connection) -> int:

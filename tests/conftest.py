@@ -1,12 +1,16 @@
-"""Shared fixtures: real services the tests drive (redis-server), started here and stopped after."""
+"""Shared fixtures: real services the tests drive (redis-server, a PostgreSQL cluster), started here and
+stopped after."""
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -44,3 +48,47 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield f"redis://127.0.0.1:{port}/0"
     proc.terminate()
     proc.wait(10)
+
+
+def _postgres_bin(name: str) -> str | None:
+    """A PostgreSQL server program: on PATH, or where Debian's `postgresql` package puts it."""
+    found = shutil.which(name)
+    if found:
+        return found
+    versions = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]))
+    return versions[-1] if versions else None
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster (initdb + pg_ctl in a temp dir, installed by `make test`) on a free
+    port, trust auth on 127.0.0.1 only, gone after the session."""
+    initdb, pg_ctl = _postgres_bin("initdb"), _postgres_bin("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        pytest.fail("PostgreSQL is not installed; `make test` installs it (apt-get install postgresql)")
+    # Not under pytest's temp dir: as root that is private to root, and initdb and the server refuse to
+    # run as root, so they run as the package's `postgres` user in a directory of its own.
+    workdir = Path(tempfile.mkdtemp(prefix="prefixgate-postgres-"))
+    data = workdir / "data"
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        as_user = ["runuser", "-u", "postgres", "--"]
+        shutil.chown(workdir, "postgres")
+    port = free_port()
+    subprocess.run([*as_user, initdb, "-D", str(data), "-U", "prefixgate", "--auth=trust", "-E", "UTF8", "--no-sync"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    options = f"-p {port} -c listen_addresses=127.0.0.1 -k {workdir} -c fsync=off"
+    subprocess.run([*as_user, pg_ctl, "-D", str(data), "-o", options, "-l", str(workdir / "log"), "-w", "start"],
+                   check=True, stdout=subprocess.DEVNULL)
+
+    def accepting() -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    wait_until(accepting, 20, "postgres accepting connections")
+    yield f"postgresql://prefixgate@127.0.0.1:{port}/postgres"
+    subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], stdout=subprocess.DEVNULL)
+    shutil.rmtree(workdir, ignore_errors=True)

@@ -2,7 +2,7 @@
 
 Every endpoint takes a time window: `range` (`15m`, `1h`, `24h`, `7d`: the span ending at `until`,
 default now), read in whole minutes. Figures come from the ledger's rollups; the misses view and the
-request list read the window's latest 5000 records. The schema is served at `/api/openapi.json`.
+request list read the window's latest 1000 records. The schema is served at `/api/openapi.json`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ _SPAN = re.compile(r"^(\d+)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_SPAN_S = 31 * 86400
 MAX_POINTS = 1000
+MAX_UNTIL = 1e11            # unix seconds (the year 5138): bucket arithmetic stays within 64-bit integers
 # Bucket sizes the page's charts use: the smallest giving at most TARGET_POINTS points.
 STEPS_S = (5, 10, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 86400)
 TARGET_POINTS = 120
@@ -39,7 +40,7 @@ BREAKDOWNS = ("route", "model", "key", "target")
 
 router = APIRouter(prefix="/api", tags=["dashboard"], dependencies=[Depends(require_admin)])
 RangeQuery = Annotated[str, Query(alias="range", pattern=_SPAN.pattern, description="window length: 15m, 1h, 24h, 7d")]
-UntilQuery = Annotated[float | None, Query(description="window end, unix seconds (default now)")]
+UntilQuery = Annotated[float | None, Query(ge=0, le=MAX_UNTIL, description="window end, unix seconds (default now)")]
 
 
 class Window:

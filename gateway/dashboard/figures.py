@@ -1,11 +1,12 @@
 """The dashboard's figures from the ledger's rollups: totals, a time series, breakdowns and per-route
-hit rates, each one SQL aggregate over a `source.view` (rows per bucket and group, never per record).
+hit rates, each one SQL aggregate over a `source.view` (rows per bucket and value, never per record).
 
 Windows are read in whole minutes: the minutes whose start lies in [since, until), taken from hour
 rollups where whole hours fit inside and from minute rollups at the edges. Money is summed in integer
 picodollars and leaves as exact decimal strings, so the totals the page shows are exactly the ledger's.
 Hit rate is by tokens: cache reads over all prompt tokens. Latency percentiles come from histograms
-with bins 10% wide (within 5% of the exact figure).
+with bins 10% wide (within 5% of the exact figure); a breakdown row's are over the whole hours that
+the window touches (per-value histograms are kept per hour).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sqlite3
 from collections import defaultdict
 from decimal import Decimal
 
-from prefixgate.ledger_rollup import DIMENSIONS, SUMS, bin_ms
+from prefixgate.ledger_rollup import DIMENSIONS, SUMS, VALUE_HIST_RES, bin_ms
 
 GROUPINGS = DIMENSIONS
 MINUTE, HOUR = 60, 3600
@@ -31,15 +32,14 @@ def spans(since: float, until: float) -> list[tuple[int, float, float]]:
     return [(MINUTE, lo, first_hour), (HOUR, first_hour, last_hour), (MINUTE, last_hour, until)]
 
 
-def _rows(table: str, since: float, until: float, grouped: bool, columns: str, minutes: bool = False) -> tuple[str, list]:
-    """A subquery over `table` (main and the temp tail) restricted to the window, and its parameters;
-    `minutes` reads minute rollups only (for points finer than an hour)."""
-    sign = 1 if grouped else -1
+def _rows(table: str, since: float, until: float, dim: str, columns: str, res: int | None = None) -> tuple[str, list]:
+    """A subquery over `table` (main and the temp tail) restricted to the window and to the rows of `dim`
+    ("": all records), and its parameters; with `res`, only rollups of that resolution that overlap it."""
     parts, params = [], []
-    for r, lo, hi in ([(MINUTE, math.floor(since / MINUTE) * MINUTE, until)] if minutes else spans(since, until)):
+    for r, lo, hi in ([(res, math.floor(since / res) * res, until)] if res else spans(since, until)):
         for schema in ("main", "temp"):
-            parts.append(f"SELECT {columns} FROM {schema}.{table} WHERE res = ? AND bucket >= ? AND bucket < ?")
-            params += [sign * r, lo, hi]
+            parts.append(f"SELECT {columns} FROM {schema}.{table} WHERE res = ? AND bucket >= ? AND bucket < ? AND dim = ?")
+            params += [r, lo, hi, dim]
     return "(" + " UNION ALL ".join(parts) + ")", params
 
 
@@ -79,8 +79,7 @@ _SUM_SQL = ", ".join(f"coalesce(sum({s}), 0)" for s in SUMS)
 
 def _histograms(db: sqlite3.Connection, since: float, until: float, by: str | None) -> dict[str, dict[str, dict[int, int]]]:
     """{group name: {"l": latency histogram, "t": ttft histogram}} (one group, "", without `by`)."""
-    name = by or "''"
-    sub, params = _rows("rollup_hist", since, until, by is not None, f"{name} AS name, kind, bin, n")
+    sub, params = _rows("rollup_hist", since, until, by or "", "name, kind, bin, n", res=VALUE_HIST_RES if by else None)
     out: dict[str, dict[str, dict[int, int]]] = defaultdict(lambda: {"l": {}, "t": {}})
     for group, kind, b, n in db.execute(f"SELECT name, kind, bin, sum(n) FROM {sub} GROUP BY name, kind, bin", params):
         out[group][kind][b] = n
@@ -88,7 +87,7 @@ def _histograms(db: sqlite3.Connection, since: float, until: float, by: str | No
 
 
 def totals(db: sqlite3.Connection, since: float, until: float) -> dict:
-    sub, params = _rows("rollups", since, until, False, ", ".join(SUMS))
+    sub, params = _rows("rollups", since, until, "", ", ".join(SUMS))
     sums = dict(zip(SUMS, db.execute(f"SELECT {_SUM_SQL} FROM {sub}", params).fetchone(), strict=True))
     hist = _histograms(db, since, until, None)[""]
     return _figures(sums, hist["l"], hist["t"])
@@ -98,7 +97,7 @@ def timeseries(db: sqlite3.Connection, since: float, until: float, step: float) 
     """One point per `step` seconds from `since`: spend, savings and hit rate in that bucket (with steps of
     an hour or more, whole hours are read from hour rollups and placed by their start)."""
     n = max(1, math.ceil((until - since) / step))
-    sub, params = _rows("rollups", since, until, False, "bucket, " + ", ".join(SUMS), minutes=step < HOUR)
+    sub, params = _rows("rollups", since, until, "", "bucket, " + ", ".join(SUMS), res=MINUTE if step < HOUR else None)
     points = [dict.fromkeys(SUMS, 0) for _ in range(n)]
     query = f"SELECT CAST((bucket - ?) / ? AS INTEGER) AS i, {_SUM_SQL} FROM {sub} GROUP BY i"
     for i, *sums in db.execute(query, [since, step, *params]):
@@ -116,7 +115,7 @@ def breakdown(db: sqlite3.Connection, since: float, until: float, by: str) -> li
     """The same figures per route / model / key / target / provider / tenant, biggest spend first."""
     if by not in GROUPINGS:
         raise ValueError(f"breakdown by must be one of {', '.join(GROUPINGS)}, got {by!r}")
-    sub, params = _rows("rollups", since, until, True, f"{by} AS name, " + ", ".join(SUMS))
+    sub, params = _rows("rollups", since, until, by, "name, " + ", ".join(SUMS))
     hist = _histograms(db, since, until, by)
     rows = []
     for name, *sums in db.execute(f"SELECT name, {_SUM_SQL} FROM {sub} GROUP BY name", params):
@@ -128,10 +127,10 @@ def breakdown(db: sqlite3.Connection, since: float, until: float, by: str) -> li
 
 def route_hit_rates(db: sqlite3.Connection, since: float, until: float) -> dict[str, tuple[int, float | None]]:
     """{route: (answered requests, hit rate)} over the window (what the hit-rate alerts compare)."""
-    sub, params = _rows("rollups", since, until, True, "route, " + ", ".join(SUMS))
+    sub, params = _rows("rollups", since, until, "route", "name, " + ", ".join(SUMS))
     out = {}
-    query = (f"SELECT route, sum(requests) - sum(errors), sum(cache_read), "
-             f"sum(uncached_input) + sum(cache_read) + sum(cache_write) FROM {sub} GROUP BY route")
+    query = (f"SELECT name, sum(requests) - sum(errors), sum(cache_read), "
+             f"sum(uncached_input) + sum(cache_read) + sum(cache_write) FROM {sub} GROUP BY name")
     for route, answered, read, prompt in db.execute(query, params):
         out[route] = (answered, read / prompt if prompt else None)
     return out

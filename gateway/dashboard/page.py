@@ -17,7 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from prefixgate.gateway.dashboard import api
 from prefixgate.gateway.dashboard.alerts import AlertCollector, AlertRule
 from prefixgate.gateway.dashboard.auth import COOKIE, is_admin, token_matches
-from prefixgate.gateway.dashboard.source import RedisSource, source_for
+from prefixgate.gateway.dashboard.source import source_for
 
 STATIC = Path(__file__).parent / "static"
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css", "favicon.svg": "image/svg+xml"}
@@ -32,7 +32,7 @@ LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>prefixgate da
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings = app.state.settings
-    source = source_for(settings.ledger_path, settings.redis_url)
+    source = source_for(settings)
     rule = AlertRule()
     app.state.dashboard_source = source
     app.state.dashboard_alert_rule = rule
@@ -43,8 +43,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         registry.unregister(collector)
-        if isinstance(source, RedisSource):
-            source.close()
+        source.close()
 
 
 router = APIRouter(lifespan=lifespan)

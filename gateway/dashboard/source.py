@@ -1,5 +1,6 @@
-"""Where the dashboard reads the ledger: the replica's SQLite file, or the Redis stream that every replica
-writes when Redis is configured (so the page shows the whole fleet, whichever replica serves it).
+"""Where the dashboard reads the ledger: the replica's SQLite file, or the store every replica writes
+when one is configured (Postgres with `ledger_url`, else the Redis stream), so the page shows the
+whole fleet, whichever replica serves it.
 
 Figures come from rollups (prefixgate.ledger_rollup), read through a `RollupView`: a SQLite connection
 holding the `rollups` and `rollup_hist` tables plus, in temp tables of the same shape, the records the
@@ -10,13 +11,18 @@ view still reads records, but only the latest MISS_SAMPLE of the window.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import fields
 from typing import Protocol
 
+import psycopg
+
+from prefixgate import ledger_postgres
 from prefixgate import ledger_rollup as rollup
+from prefixgate.config import Settings
 from prefixgate.ledger import COLUMNS, STREAM, LedgerRecord, decode_row
 
 _KNOWN = {f.name for f in fields(LedgerRecord)}
@@ -24,7 +30,7 @@ _KNOWN = {f.name for f in fields(LedgerRecord)}
 CLOCK_SLACK_MS = 60_000
 PAGE = 5000
 # The misses view diagnoses at most this many of the window's latest records (plus their predecessors).
-MISS_SAMPLE = 5000
+MISS_SAMPLE = 1000
 
 
 class LedgerSource(Protocol):
@@ -38,6 +44,8 @@ class LedgerSource(Protocol):
         """A consistent snapshot of the rollups covering [since, until) (see the module docstring)."""
         ...
 
+    def close(self) -> None: ...
+
 
 def _record(data: dict) -> LedgerRecord:
     # Records written by a newer or older gateway version: unknown fields dropped, missing ones defaulted.
@@ -46,11 +54,12 @@ def _record(data: dict) -> LedgerRecord:
 
 def _load(db: sqlite3.Connection, records: list[dict], schema: str = "") -> None:
     """Roll `records` up into `rollups`/`rollup_hist` tables (in `schema`, e.g. `temp.`)."""
-    for statement in rollup.SCHEMA[:2]:
-        db.execute(statement.replace("IF NOT EXISTS ", f"IF NOT EXISTS {schema}"))
+    create, upsert_rollup, upsert_hist = rollup.statements(schema)
+    for statement in create:
+        db.execute(statement)
     rows, hist = rollup.upsert_rows(rollup.aggregate(records))
-    db.executemany(rollup.UPSERT_ROLLUP.replace("INTO rollups", f"INTO {schema}rollups"), rows)
-    db.executemany(rollup.UPSERT_HIST.replace("INTO rollup_hist", f"INTO {schema}rollup_hist"), hist)
+    db.executemany(upsert_rollup, rows)
+    db.executemany(upsert_hist, hist)
 
 
 def _in_memory(records: list[dict]) -> sqlite3.Connection:
@@ -66,6 +75,9 @@ class SqliteSource:
 
     def __init__(self, path: str) -> None:
         self.path = path
+
+    def close(self) -> None:
+        pass    # connections are per read
 
     def _connect(self) -> sqlite3.Connection | None:
         try:
@@ -153,5 +165,59 @@ class RedisSource:
         self._redis.close()
 
 
-def source_for(ledger_path: str, redis_url: str) -> SqliteSource | RedisSource:
-    return RedisSource(redis_url) if redis_url else SqliteSource(ledger_path)
+class PostgresSource:
+    """Reads the fleet's records and rollups from the shared Postgres ledger (prefixgate.ledger_postgres).
+    A view copies the window's rollup rows into an in-memory SQLite database: whole hours, the minutes
+    at the window's edges, and the per-minute rows of all records that the time series reads."""
+
+    name = "postgres"
+
+    def __init__(self, url: str) -> None:
+        self._pool = ledger_postgres.open_pool(url)
+
+    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:
+        of_route = "AND route = %s" if route is not None else ""
+        order = f"DESC LIMIT {int(latest)}" if latest else ""
+        try:
+            with self._pool.connection() as conn:
+                rows = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM prefixgate_requests WHERE ts >= %s AND ts < %s "
+                                    f"{of_route} ORDER BY ts {order}", (since, until, *([route] if route else []))).fetchall()
+        except psycopg.errors.UndefinedTable:
+            return []       # no replica has copied a record yet
+        if latest:
+            rows.reverse()
+        return [_record(decode_row(dict(zip(COLUMNS, row, strict=True)))) for row in rows]
+
+    @contextmanager
+    def view(self, since: float, until: float) -> Iterator[sqlite3.Connection]:
+        first_minute = math.floor(since / 60) * 60
+        first_hour, last_hour = math.ceil(first_minute / 3600) * 3600, math.floor(math.floor(until / 60) * 60 / 3600) * 3600
+        where = ("WHERE bucket < %s AND ((res = 3600 AND bucket >= %s) OR (res = 60 AND bucket >= %s "
+                 "AND (dim = '' OR bucket < %s OR bucket >= %s)))")
+        params = (until, first_hour - 3600, first_minute, first_hour, last_hour)
+        db = _in_memory([])
+        try:
+            with self._pool.connection() as conn:
+                sums = conn.execute(f"SELECT res, bucket, dim, name, {', '.join(rollup.SUMS)} FROM prefixgate_rollups {where}",
+                                    params).fetchall()
+                hist = conn.execute(f"SELECT res, bucket, dim, name, kind, bin, n FROM prefixgate_rollup_hist {where}",
+                                    params).fetchall()
+            db.executemany(rollup.UPSERT_ROLLUP, sums)
+            db.executemany(rollup.UPSERT_HIST, hist)
+        except psycopg.errors.UndefinedTable:
+            pass            # no replica has copied a record yet: an empty view
+        try:
+            yield db
+        finally:
+            db.close()
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def source_for(settings: Settings) -> LedgerSource:
+    """Postgres when the fleet shares one, else the Redis stream when replicas share Redis, else this
+    replica's SQLite file."""
+    if settings.ledger_url:
+        return PostgresSource(settings.ledger_url)
+    return RedisSource(settings.redis_url) if settings.redis_url else SqliteSource(settings.ledger_path)

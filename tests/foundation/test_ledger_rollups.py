@@ -40,11 +40,12 @@ def raw_scan(path: str) -> dict[tuple, list[int]]:
     return dict(out)
 
 
-def rolled_up(path: str, res: int) -> dict[tuple, list[int]]:
+def rolled_up(path: str, res: int, dim: str = "route") -> dict[tuple, list[int]]:
     db = sqlite3.connect(path)
     try:
-        rows = db.execute("SELECT route, bucket / 3600 * 3600, sum(requests), sum(errors), sum(cache_read), "
-                          "sum(cache_write), sum(spend_pico) FROM rollups WHERE res = ? GROUP BY 1, 2", (res,)).fetchall()
+        rows = db.execute("SELECT name, bucket / 3600 * 3600, sum(requests), sum(errors), sum(cache_read), "
+                          "sum(cache_write), sum(spend_pico) FROM rollups WHERE res = ? AND dim = ? GROUP BY 1, 2",
+                          (res, dim)).fetchall()
     finally:
         db.close()
     return {(route, hour): list(sums) for route, hour, *sums in rows}
@@ -55,10 +56,10 @@ def assert_rollups_match(path: str) -> None:
     assert raw
     for res in (60, 3600):
         assert rolled_up(path, res) == raw
-    # The every-group rows sum to the same totals.
-    totals = [sum(v[i] for v in raw.values()) for i in range(5)]
-    for res in (-60, -3600):
-        assert [sum(v[i] for v in rolled_up(path, res).values()) for i in range(5)] == totals
+        # The rows of every other dimension, and those summing all records, add up to the same totals.
+        totals = [sum(v[i] for v in raw.values()) for i in range(5)]
+        for dim in ("", "model", "key", "target", "provider", "tenant"):
+            assert [sum(v[i] for v in rolled_up(path, res, dim).values()) for i in range(5)] == totals
 
 
 def test_rollups_equal_a_raw_scan_after_restarts(tmp_path):
