@@ -168,16 +168,11 @@ def main() -> None:
         body = {"model": "gpt-4o", "max_tokens": 16, "messages": [
             {"role": "system", "content": gw.SENTENCE * 125}, {"role": "user", "content": "Summarise."}]}
         raw = gw.build_request(port, "/v1/chat/completions", body, {"authorization": "Bearer caller"})
-        asyncio.run(gw.sequential(port, raw, 100, 0))
+        asyncio.run(gw.sequential(port, [raw], 100, 0))   # warm-up
         quiet, polled, polls = asyncio.run(model_requests(port, raw, 8, args.block_s))
         load = os.getloadavg()
     finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        gw.stop(procs)
 
     print(f"\n{os.cpu_count()} CPUs, load after the run {load[0]:.1f}; ledger {path}\n")
     print("| records (last 24 h) | range | p50 ms | p95 ms |")

@@ -24,6 +24,14 @@ settings.register_profile("ci", derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real redis-server on a free port (installed by `make test`), empty, gone after the session."""
@@ -38,11 +46,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     def accepting() -> bool:
         if proc.poll() is not None:
             pytest.fail(f"redis-server exited with code {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            return False
+        return _listening(port)
 
     wait_until(accepting, 10, "redis-server accepting connections")
     yield f"redis://127.0.0.1:{port}/0"
@@ -81,14 +85,7 @@ def postgres_url() -> Iterator[str]:
     subprocess.run([*as_user, pg_ctl, "-D", str(data), "-o", options, "-l", str(workdir / "log"), "-w", "start"],
                    check=True, stdout=subprocess.DEVNULL)
 
-    def accepting() -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            return False
-
-    wait_until(accepting, 20, "postgres accepting connections")
+    wait_until(lambda: _listening(port), 20, "postgres accepting connections")
     yield f"postgresql://prefixgate@127.0.0.1:{port}/postgres"
     subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], stdout=subprocess.DEVNULL)
     shutil.rmtree(workdir, ignore_errors=True)

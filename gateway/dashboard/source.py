@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, closing
 from dataclasses import fields
 from typing import Protocol
 
@@ -104,8 +103,7 @@ class SqliteSource:
             rows.reverse()
         return [_record(decode_row(dict(zip(cols, row, strict=True)))) for row in rows]
 
-    @contextmanager
-    def view(self, since: float, until: float) -> Iterator[sqlite3.Connection]:
+    def view(self, since: float, until: float) -> closing[sqlite3.Connection]:
         db = self._connect()
         if db is not None:
             try:
@@ -118,12 +116,7 @@ class SqliteSource:
                 # A file the gateway has not opened since rollups existed: nothing to show until it does.
                 db.close()
                 db = None
-        if db is None:
-            db = _in_memory([])
-        try:
-            yield db
-        finally:
-            db.close()
+        return closing(db if db is not None else _in_memory([]))
 
 
 class RedisSource:
@@ -153,13 +146,8 @@ class RedisSource:
         out.sort(key=lambda r: r.ts)
         return out[-latest:] if latest else out
 
-    @contextmanager
-    def view(self, since: float, until: float) -> Iterator[sqlite3.Connection]:
-        db = _in_memory([rec.__dict__ for rec in self.records(since, until)])
-        try:
-            yield db
-        finally:
-            db.close()
+    def view(self, since: float, until: float) -> closing[sqlite3.Connection]:
+        return closing(_in_memory([rec.__dict__ for rec in self.records(since, until)]))
 
     def close(self) -> None:
         self._redis.close()
@@ -188,8 +176,7 @@ class PostgresSource:
             rows.reverse()
         return [_record(decode_row(dict(zip(COLUMNS, row, strict=True)))) for row in rows]
 
-    @contextmanager
-    def view(self, since: float, until: float) -> Iterator[sqlite3.Connection]:
+    def view(self, since: float, until: float) -> closing[sqlite3.Connection]:
         first_minute = math.floor(since / 60) * 60
         first_hour, last_hour = math.ceil(first_minute / 3600) * 3600, math.floor(math.floor(until / 60) * 60 / 3600) * 3600
         where = ("WHERE bucket < %s AND ((res = 3600 AND bucket >= %s) OR (res = 60 AND bucket >= %s "
@@ -206,10 +193,7 @@ class PostgresSource:
             db.executemany(rollup.UPSERT_HIST, hist)
         except psycopg.errors.UndefinedTable:
             pass            # no replica has copied a record yet: an empty view
-        try:
-            yield db
-        finally:
-            db.close()
+        return closing(db)
 
     def close(self) -> None:
         self._pool.close()
