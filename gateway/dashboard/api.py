@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict
 from typing import Annotated
 
@@ -23,7 +24,7 @@ from prefixgate.gateway.dashboard.alerts import AlertRule, alerts_now, route_ale
 from prefixgate.gateway.dashboard.auth import require_admin
 from prefixgate.gateway.dashboard.figures import GROUPINGS, breakdown, timeseries, totals
 from prefixgate.gateway.dashboard.misses import is_miss, misses_by_route
-from prefixgate.gateway.dashboard.source import MISS_SAMPLE, LedgerSource
+from prefixgate.gateway.dashboard.source import MISS_SAMPLE, UNAVAILABLE, LedgerSource
 from prefixgate.ledger import LedgerRecord
 
 _SPAN = re.compile(r"^(\d+)([smhd])$")
@@ -43,6 +44,16 @@ RangeQuery = Annotated[str, Query(alias="range", pattern=_SPAN.pattern, descript
 UntilQuery = Annotated[float | None, Query(ge=0, le=MAX_UNTIL, description="window end, unix seconds (default now)")]
 
 
+@contextmanager
+def unavailable_as_503(source: LedgerSource) -> Iterator[None]:
+    """A shared store that cannot be read (Postgres or Redis down) is a 503 saying so, not a 500."""
+    try:
+        yield
+    except UNAVAILABLE as e:
+        raise HTTPException(503, f"the {source.name} ledger cannot be read right now ({type(e).__name__}); "
+                                 "requests are still recorded and copied when it is back") from None
+
+
 class Window:
     """A validated time window plus the ledger it reads."""
 
@@ -59,10 +70,12 @@ class Window:
 
     def latest(self, lookback_s: float = 0.0, route: str | None = None) -> list[LedgerRecord]:
         """The window's latest MISS_SAMPLE records (from `lookback_s` before it: their predecessors)."""
-        return self.source.records(self.since - lookback_s, self.until, latest=MISS_SAMPLE, route=route)
+        with unavailable_as_503(self.source):
+            return self.source.records(self.since - lookback_s, self.until, latest=MISS_SAMPLE, route=route)
 
     def view(self, since: float | None = None, until: float | None = None) -> AbstractContextManager[sqlite3.Connection]:
-        return self.source.view(self.since if since is None else since, self.until if until is None else until)
+        with unavailable_as_503(self.source):
+            return self.source.view(self.since if since is None else since, self.until if until is None else until)
 
     def describe(self) -> schema.Window:
         return schema.Window(since=self.since, until=self.until, source=self.source.name)
@@ -119,7 +132,8 @@ def alerts(request: Request, window_s: Annotated[float, Query(gt=0, le=86400)] =
            baseline_s: Annotated[float, Query(gt=0, le=7 * 86400)] = 3600,
            drop: Annotated[float, Query(gt=0, le=1)] = 0.5) -> dict:
     rule = _rule(window_s, baseline_s, drop)
-    now, found = alerts_now(request.app.state.dashboard_source, rule)
+    with unavailable_as_503(request.app.state.dashboard_source):
+        now, found = alerts_now(request.app.state.dashboard_source, rule)
     return {"now": now, "rule": asdict(rule), "alerts": [a.to_dict() for a in found]}
 
 

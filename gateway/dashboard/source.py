@@ -18,6 +18,7 @@ from dataclasses import fields
 from typing import Protocol
 
 import psycopg
+import redis
 
 from prefixgate import ledger_postgres
 from prefixgate import ledger_rollup as rollup
@@ -28,6 +29,8 @@ _KNOWN = {f.name for f in fields(LedgerRecord)}
 # Stream ids are Redis's clock at write time; a replica's clock may differ from Redis's by this much.
 CLOCK_SLACK_MS = 60_000
 PAGE = 5000
+# What a shared store that is down raises.
+UNAVAILABLE = (psycopg.Error, redis.RedisError, OSError)
 # The misses view diagnoses at most this many of the window's latest records (plus their predecessors).
 MISS_SAMPLE = 1000
 
@@ -126,8 +129,6 @@ class RedisSource:
     name = "redis"
 
     def __init__(self, url: str) -> None:
-        import redis
-
         self._redis = redis.Redis.from_url(url)
 
     def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:

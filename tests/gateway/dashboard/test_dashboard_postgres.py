@@ -73,3 +73,13 @@ def test_the_copy_waits_out_a_postgres_outage_and_counts_each_record_once(tmp_pa
     records, spend, rolled = pg_scan(shared)
     assert records == 32
     assert spend == rolled == 30 * 123456789 + 2
+
+
+def test_with_postgres_down_requests_are_answered_and_recorded_and_the_dashboard_says_so(tmp_path):
+    down = "postgresql://prefixgate@127.0.0.1:9/postgres"
+    with dashboard_gateway(tmp_path, ledger_url=down) as gw:
+        answers = burst(gw.url, rounds=1)
+        summary = httpx.get(gw.url + "/api/summary", timeout=30)
+    assert [a.status_code for a in answers] == [200, 200]
+    assert len(read_records(gw.settings.ledger_path)) == 2
+    assert summary.status_code == 503 and "postgres ledger cannot be read" in summary.text
