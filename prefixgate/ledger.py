@@ -220,7 +220,7 @@ class Ledger:
             for copy in self.copies:
                 copy.push(final=stopping)
             if time.monotonic() - pruned > self.retention.every_s:
-                self.prune(worker)
+                self._prune(worker)
                 pruned = time.monotonic()
             if time.monotonic() - checkpointed > CHECKPOINT_S:
                 worker.execute("PRAGMA wal_checkpoint(PASSIVE)")
@@ -231,7 +231,7 @@ class Ledger:
                     copy.close()
                 return
 
-    def prune(self, db: sqlite3.Connection) -> int:
+    def _prune(self, db: sqlite3.Connection) -> int:
         """Delete records and rollups past their retention (records only once rolled up and copied to
         Redis), in small transactions so appends never wait long. Returns the records deleted."""
         now = self._clock()
