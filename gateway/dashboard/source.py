@@ -2,9 +2,10 @@
 when one is configured (Postgres with `ledger_url`, else the Redis stream), so the page shows the
 whole fleet, whichever replica serves it.
 
-Figures come from rollups (prefixgate.ledger_rollup), read through a `RollupView`: a SQLite connection
-holding the `rollups` and `rollup_hist` tables plus, in temp tables of the same shape, the records the
-ledger thread has not rolled up yet. A poll therefore costs buckets x groups, not records. The misses
+Figures come from rollups (prefixgate.ledger_rollup), read through a source's `view`: a SQLite
+connection holding the `rollups` and `rollup_hist` tables plus, in temp tables of the same shape, the
+records the ledger thread has not rolled up yet. A poll therefore costs buckets x distinct values
+(routes, keys, models...), not records. The misses
 view still reads records, but only the latest MISS_SAMPLE of the window.
 """
 
