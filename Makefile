@@ -20,10 +20,14 @@ $(STAMP): pyproject.toml Makefile | $(BIN)/python
 
 install: $(STAMP)
 
-# Debian packages the tests drive for real: redis-server, and chromium for the dashboard.
+# Debian packages the tests drive for real: redis-server, postgresql (the shared ledger; the tests start a
+# throwaway cluster with its initdb/pg_ctl, so the package's own cluster need not run), and chromium for
+# the dashboard.
 services:
-	@command -v redis-server >/dev/null && command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server chromium chromium-driver >/dev/null; }
+	@command -v redis-server >/dev/null && command -v chromium >/dev/null && command -v chromedriver >/dev/null && \
+	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server postgresql chromium \
+	    chromium-driver >/dev/null; }
 
 serve: install
 	$(BIN)/prefixgate serve --port $(PORT) --local-model smollm2-135m

@@ -22,13 +22,13 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
+from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.config import Settings
 from prefixgate.cost import Cost, price_usage
 from prefixgate.dialects import dialect as dialect_module
 from prefixgate.dialects import openai as openai_dialect
 from prefixgate.errors import RequestError, error_body
 from prefixgate.gateway.auth import Caller, upstream_credential
-from prefixgate.gateway.dashboard_shape import prefix_shape
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
@@ -52,6 +52,7 @@ from prefixgate.policies import (
     pick_replica,
     retry_condition,
 )
+from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
@@ -144,7 +145,7 @@ class Proxy:
         self.counters = RedisCounters(settings.redis_url) if settings.redis_url else MemoryCounters()
         self.limits = Limits(self.counters)
         self.upstream = UpstreamClient(settings.connect_timeout_s, local)
-        self.ledger = Ledger(settings.ledger_path, settings.redis_url)
+        self.ledger = Ledger.for_settings(settings)
         self.metrics = Metrics()
         self.catalog = load_catalog(settings.providers_file or None)
         # The planner learns per route; with Redis, replicas share what they learn.
@@ -373,7 +374,8 @@ class Proxy:
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
             explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
             body=prep.trace_body if prep else "",
-            segments=prefix_shape(prep.plan.conversation if prep else call.conv, PLANNER_PROVIDER[prep.upstream.kind] if prep else call.dialect))
+            segments=prefix_shape(prep.plan.conversation if prep else call.conv, PLANNER_PROVIDER[prep.upstream.kind] if prep else call.dialect,
+                                  volatile_spans))
         self.ledger.append(rec)
         self.metrics.observe(rec)
         if call.span is not None:

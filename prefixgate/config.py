@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
@@ -45,6 +45,13 @@ class Settings(BaseSettings):
     # A route's own `ledger_bodies` in the policy file overrides this (keep bodies for chosen routes only).
     ledger_bodies: bool = False
     redis_url: str = ""
+    # Raw ledger records (and per-minute rollups) are pruned after this many days, hourly rollups after
+    # ledger_rollup_retention_days: the dashboard shows long spans from those.
+    # A PostgreSQL database every replica shares (postgresql://user:password@host/db): each copies its records
+    # and rollups there and the dashboard shows the fleet. Empty: this replica's SQLite file only.
+    ledger_url: str = ""
+    ledger_retention_days: float = Field(30, gt=0)
+    ledger_rollup_retention_days: float = Field(400, gt=0)
     # Routing policy YAML (upstreams, routes with fallbacks, caller keys with budgets); empty: each model
     # family goes to its own provider and the local model to the local backend.
     policy_file: str = ""
@@ -67,6 +74,19 @@ class Settings(BaseSettings):
     # OpenTelemetry spans (gateway/tracing.py): auto traces when the process has a tracer provider (e.g. under
     # opentelemetry-instrument), on also sets up the SDK from OTEL_* variables, off never traces.
     otel: Literal["auto", "on", "off"] = "auto"
+
+    @field_validator("ledger_url")
+    @classmethod
+    def _postgres_url(cls, url: str) -> str:
+        if url and not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"ledger_url must be a postgresql:// URL (the fleet's shared ledger), got {url.split(':')[0]}:...")
+        return url
+
+    @model_validator(mode="after")
+    def _rollups_outlive_records(self) -> Settings:
+        if self.ledger_rollup_retention_days < self.ledger_retention_days:
+            raise ValueError("ledger_rollup_retention_days must be at least ledger_retention_days")
+        return self
 
     # The YAML file named by PREFIXGATE_CONFIG (or passed to load_settings) sits below the environment.
     @classmethod

@@ -15,9 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from prefixgate.cache_planner import Plan, Target, plan
+from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.dialects import DIALECTS
 from prefixgate.errors import RequestError
 from prefixgate.ledger import LedgerRecord, failed, miss_reason
+from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.pricing import cost_of
 from prefixgate.sdk.config import WrapConfig
 from prefixgate.sdk.endpoints import Endpoint, gemini_cache_url
@@ -159,7 +161,8 @@ class Exchange:
             overhead_ms=self.overhead_ms, attempts=self.attempt,
             prefix_hash=self.plan.prefix_hash if self.plan else "",
             plan_summary=self.plan.summary if self.plan else "",
-            explanation=lines, miss_reason=miss_reason(usage, status, lines), error=error)
+            explanation=lines, miss_reason=miss_reason(usage, status, lines), error=error,
+            segments=prefix_shape(self.plan.conversation, self.endpoint.provider, volatile_spans) if self.plan else [])
 
     @property
     def route(self) -> str:

@@ -34,6 +34,9 @@ def test_settings_file_then_environment(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(("text", "needle"), [
     ("port: [1]\n", "port"), ("prot: 1\n", "prot"), ("- a\n- b\n", "mapping"), ("a: [\n", "not valid YAML"),
+    ("ledger_url: mysql://db/x\n", "ledger_url must be a postgresql:// URL"),
+    ("ledger_retention_days: 0\n", "ledger_retention_days"),
+    ("ledger_retention_days: 500\n", "ledger_rollup_retention_days must be at least"),
 ])
 def test_bad_settings_name_the_key(tmp_path, text, needle):
     cfg = tmp_path / "bad.yaml"

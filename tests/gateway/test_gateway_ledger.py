@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 
 import httpx
 import openai
@@ -16,9 +17,11 @@ from prefixgate.ledger import STREAM, TOTALS, Ledger, LedgerRecord, read_records
 from prefixgate.policies import hash_key
 from tests.gateway.support_gateway import ServerThread, policy_for, settings_for
 
+NOW = time.time()   # records within retention
+
 
 def _rec(i: int) -> LedgerRecord:
-    return LedgerRecord(id=f"r{i}", ts=1000.0 + i, route="r", target="openai", model="gpt-4o", cache_read=i,
+    return LedgerRecord(id=f"r{i}", ts=NOW + i, route="r", target="openai", model="gpt-4o", cache_read=i,
                         cache_writes={"5m": 2}, cost_usd="0.001", savings_usd="0.0005", explanation=[f"line {i}"])
 
 

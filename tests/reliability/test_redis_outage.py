@@ -15,7 +15,8 @@ import pytest
 import redis
 
 from prefixgate.gateway.app import create_app
-from prefixgate.ledger import STREAM, TOTALS, picodollars, read_records
+from prefixgate.ledger import STREAM, TOTALS, read_records
+from prefixgate.ledger_rollup import picodollars
 from prefixgate.policies import hash_key
 from tests.gateway.support_gateway import ServerThread, policy_for, settings_for
 from tests.reliability.support_figures import report

@@ -16,9 +16,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from prefixgate.ledger import read_records
-from tests.dashboard.dash_scenario import STATIC, burst, dashboard_gateway, send, wait_for_ledger
+from tests.gateway.dashboard.support_scenario import STATIC, burst, dashboard_gateway, send, wait_for_ledger
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run")
 

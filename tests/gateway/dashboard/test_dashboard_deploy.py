@@ -6,31 +6,35 @@ from __future__ import annotations
 import functools
 import json
 import re
+import tempfile
+import time
 from pathlib import Path
 
 import httpx
 import yaml
 
-from prefixgate.gateway.dashboard_alerts import AlertCollector
+from prefixgate.gateway.dashboard.alerts import AlertCollector
+from prefixgate.gateway.dashboard.source import SqliteSource
 from prefixgate.gateway.metrics import Metrics
-from prefixgate.ledger import LedgerRecord
+from prefixgate.ledger import Ledger, LedgerRecord
 from tests.support_services import ServerThread
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 NAME = re.compile(r"\bprefixgate_[a-z0-9_]+")
-class TwoWindows:
-    """A ledger with a record in the alert window and one in the baseline before it (every gauge has a value)."""
-
-    def records(self, since: float, until: float) -> list[LedgerRecord]:
-        return [LedgerRecord(id=f"x{dt}", ts=until - dt, route="r", uncached_input=10, cache_read=90) for dt in (1000, 1)]
 
 
 def gateway_names() -> set[str]:
     metrics = Metrics()
-    metrics.registry.register(AlertCollector(TwoWindows()))
-    metrics.observe(LedgerRecord(id="x", ts=0, route="r", target="t", model="m", uncached_input=5, cache_read=5,
-                                 cache_writes={"5m": 1}, output=1, cost_usd="1", savings_usd="0.5", ttft_ms=5.0))
-    return exported(metrics.render().decode())
+    with tempfile.TemporaryDirectory() as tmp:
+        # A ledger with a record in the alert window and one in the baseline before it (every gauge has a value).
+        ledger = Ledger(f"{tmp}/ledger.sqlite")
+        for dt in (1000, 1):
+            ledger.append(LedgerRecord(id=f"x{dt}", ts=time.time() - dt, route="r", uncached_input=10, cache_read=90))
+        ledger.close()
+        metrics.registry.register(AlertCollector(SqliteSource(f"{tmp}/ledger.sqlite")))
+        metrics.observe(LedgerRecord(id="x", ts=0, route="r", target="t", model="m", uncached_input=5, cache_read=5,
+                                     cache_writes={"5m": 1}, output=1, cost_usd="1", savings_usd="0.5", ttft_ms=5.0))
+        return exported(metrics.render().decode())
 
 
 def exported(text: str) -> set[str]:

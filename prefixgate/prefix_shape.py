@@ -1,21 +1,33 @@
-"""A request's prefix shape: one short entry per segment, kept in the ledger so the dashboard can name
-the first segment that differs between consecutive requests of a route, and what in it is volatile.
+"""A request's prefix shape: one short entry per segment, kept in the ledger (gateway and SDK records
+alike) so the dashboard can name the first segment that differs between consecutive requests of a
+route, and what in it is volatile.
 
 An entry is `role:hash:set_hash:tokens:kinds`. `hash` covers the segment's blocks in order, `set_hash`
 the same blocks sorted (equal set hashes with unequal hashes mean the blocks were reordered: tools
 serialised in another order), `tokens` is the segment's size, and `kinds` the volatile-span detectors
 that fire in a leading (tools, system) segment, comma-separated. Only the first MAX_SEGMENTS segments
 are kept: a prefix broken later than that is rare and the record stays small.
+
+The volatile-span detectors belong to the cache planner, a component core must not import: callers
+pass them in (`prefix_shape(conv, provider, volatile_spans)`).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from prefixgate import tokens
-from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.ir import Conversation, Segment
+
+
+class Span(Protocol):
+    kind: str
+
+
+SpanFinder = Callable[[str], Iterable[Span]]
 
 MAX_SEGMENTS = 64
 LEADING_ROLES = ("tools", "schema", "system", "developer")
@@ -45,8 +57,9 @@ def _digest(parts: list[str]) -> str:
     return hashlib.blake2b("|".join(parts).encode(), digest_size=6).hexdigest()
 
 
-def prefix_shape(conv: Conversation, provider: str) -> list[str]:
-    """The ledger entries for `conv` as sent upstream (see the module docstring)."""
+def prefix_shape(conv: Conversation, provider: str, volatile_spans: SpanFinder) -> list[str]:
+    """The ledger entries for `conv` as sent upstream (see the module docstring); `volatile_spans`
+    finds the volatile spans of a text (the planner's detectors)."""
     # Sizes are for display: a local model's own tokenizer may not be registered, so it counts as cl100k.
     encoding = "cl100k_base" if provider == "local" else tokens.encoding_for(provider, conv.model)
     out, leading = [], True
@@ -56,7 +69,7 @@ def prefix_shape(conv: Conversation, provider: str) -> list[str]:
         memo = f"{encoding}|{seg.role}|{leading}|{'|'.join(keys)}"
         entry = _ENTRIES.get(memo)
         if entry is None:
-            entry = _entry(seg.role, keys, seg, encoding, leading)
+            entry = _entry(seg.role, keys, seg, encoding, leading, volatile_spans)
             if len(_ENTRIES) >= _ENTRIES_MAX:
                 _ENTRIES.clear()
             _ENTRIES[memo] = entry
@@ -64,9 +77,9 @@ def prefix_shape(conv: Conversation, provider: str) -> list[str]:
     return out
 
 
-def _entry(role: str, keys: list[str], seg: Segment, encoding: str, leading: bool) -> str:
+def _entry(role: str, keys: list[str], seg: Segment, encoding: str, leading: bool, volatile_spans: SpanFinder) -> str:
     if leading:
-        # The leading prefix is what a miss loses (dashboard_misses prices it): count it properly.
+        # The leading prefix is what a miss loses (the dashboard's misses view prices it): count it properly.
         size = sum(tokens.block_tokens(b, encoding) for b in seg.blocks)
         kinds = sorted({s.kind for b in seg.blocks if b.text for s in volatile_spans(b.text)})
     else:

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from prefixgate.cost import MTOK
-from prefixgate.gateway.dashboard_shape import SegmentShape, first_difference, parse_shape
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.proxy import PLANNER_PROVIDER
 from prefixgate.ir import ttl_seconds
 from prefixgate.ledger import LedgerRecord
+from prefixgate.prefix_shape import SegmentShape, first_difference, parse_shape
 from prefixgate.providers.rules import Catalog
 from prefixgate.usage import Usage
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 from decimal import Decimal
 
 from prefixgate.cache_planner import PlannerState, Target, plan
+from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.dialects import anthropic
-from prefixgate.gateway.dashboard_misses import diagnose, missed_usd, misses_by_route
-from prefixgate.gateway.dashboard_shape import first_difference, parse_shape, prefix_shape
+from prefixgate.gateway.dashboard.misses import diagnose, missed_usd, misses_by_route
 from prefixgate.ledger import LedgerRecord
+from prefixgate.prefix_shape import first_difference, parse_shape, prefix_shape
 
 BODY = "Answer from the handbook and cite the section. " * 60
 WEATHER = {"name": "weather", "description": "Weather for a city", "input_schema": {"type": "object"}}
@@ -30,12 +31,12 @@ def record(c, i: int, ts: float, *, route: str = "r", explanation: list[str] | N
     return LedgerRecord(id=f"q{i}", ts=ts, route=route, provider="anthropic", model="claude-sonnet-4-5",
                         uncached_input=uncached, cache_read=cache_read, cache_writes=writes or {},
                         explanation=explanation if explanation is not None else [CHECKPOINT],
-                        segments=prefix_shape(c, "anthropic"))
+                        segments=prefix_shape(c, "anthropic", volatile_spans))
 
 
 def test_shape_round_trips_and_records_volatile_kinds_only_in_the_leading_prefix():
     c = conv("Today is 2026-03-01T10:00:00Z. " + BODY, [WEATHER], ["ticket 2026-03-01T10:00:00Z"])
-    shape = parse_shape(prefix_shape(c, "anthropic"))
+    shape = parse_shape(prefix_shape(c, "anthropic", volatile_spans))
     assert [s.role for s in shape] == ["tools", "system", "user"]
     assert shape[1].kinds == ("timestamp",) and shape[2].kinds == ()
     assert shape[1].tokens > 500 and all(s.leading for s in shape[:2]) and not shape[2].leading
@@ -43,8 +44,8 @@ def test_shape_round_trips_and_records_volatile_kinds_only_in_the_leading_prefix
 
 
 def test_a_conversation_that_grew_by_a_turn_has_no_difference():
-    before = parse_shape(prefix_shape(conv(BODY, turns=["hi"]), "anthropic"))
-    after = parse_shape(prefix_shape(conv(BODY, turns=["hi", "hello!", "more"]), "anthropic"))
+    before = parse_shape(prefix_shape(conv(BODY, turns=["hi"]), "anthropic", volatile_spans))
+    after = parse_shape(prefix_shape(conv(BODY, turns=["hi", "hello!", "more"]), "anthropic", volatile_spans))
     assert first_difference(before, after) is None
 
 
@@ -100,7 +101,7 @@ def test_rewrite_mode_moves_the_timestamp_out_of_the_prefix():
     for second in range(3):
         c = conv(f"You are the support agent.\nCurrent time: 2026-03-01T10:00:0{second}Z.\n" + BODY)
         planned = plan(c, Target("anthropic", "claude-sonnet-4-5"), state, "rewrite", route="support").conversation
-        shapes.append(parse_shape(prefix_shape(planned, "anthropic")))
+        shapes.append(parse_shape(prefix_shape(planned, "anthropic", volatile_spans)))
     seg = first_difference(shapes[1], shapes[2])
     assert seg is not None and not seg.leading     # the system prompt is now the same every time
     assert shapes[2][0].kinds == ()
@@ -108,7 +109,7 @@ def test_rewrite_mode_moves_the_timestamp_out_of_the_prefix():
 
 def test_missed_usd_reprices_writes_as_reads_plus_the_uncovered_leading_prefix():
     c = conv(BODY)
-    leading = parse_shape(prefix_shape(c, "anthropic"))[0].tokens
+    leading = parse_shape(prefix_shape(c, "anthropic", volatile_spans))[0].tokens
     rec = record(c, 1, 1000.0, writes={"5m": leading - 100}, uncached=300)
     # claude-sonnet-4-5: input 3, 5m write 3.75, read 0.30 USD per million tokens.
     expected = (Decimal(leading - 100) * Decimal("3.45") + Decimal(100) * Decimal("2.70")) / 1_000_000

@@ -1,5 +1,5 @@
 """The cost dashboard: `/dashboard` (a static page shipped in the package, no CDN, no build step), its
-assets under `/dashboard/static/`, and the JSON API it polls (`dashboard_api`).
+assets under `/dashboard/static/`, and the JSON API it polls (`api`).
 
 The router's lifespan runs after the gateway's own (FastAPI nests included routers' lifespans inside the
 app's), so the proxy and its metrics registry exist when the hit-rate alert gauges are registered.
@@ -14,10 +14,10 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from prefixgate.gateway import dashboard_api
-from prefixgate.gateway.dashboard_alerts import AlertCollector, AlertRule
-from prefixgate.gateway.dashboard_auth import COOKIE, is_reader, reader_matches
-from prefixgate.gateway.dashboard_source import RedisSource, source_for
+from prefixgate.gateway.dashboard import api
+from prefixgate.gateway.dashboard.alerts import AlertCollector, AlertRule
+from prefixgate.gateway.dashboard.auth import COOKIE, is_reader, reader_matches
+from prefixgate.gateway.dashboard.source import source_for
 
 STATIC = Path(__file__).parent / "static"
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css", "favicon.svg": "image/svg+xml"}
@@ -32,7 +32,7 @@ LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>prefixgate da
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings = app.state.settings
-    source = source_for(settings.ledger_path, settings.redis_url)
+    source = source_for(settings)
     rule = AlertRule()
     app.state.dashboard_source = source
     app.state.dashboard_alert_rule = rule
@@ -43,12 +43,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         registry.unregister(collector)
-        if isinstance(source, RedisSource):
-            source.close()
+        source.close()
 
 
 router = APIRouter(lifespan=lifespan)
-router.include_router(dashboard_api.router)
+router.include_router(api.router)
 
 
 @router.get("/dashboard", include_in_schema=False)

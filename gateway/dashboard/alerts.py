@@ -1,13 +1,14 @@
 """Hit-rate drop alerts: a deploy that breaks prompt structure shows up as a route whose hit rate falls
 well below its own recent past, whatever that past was (a fixed threshold misses a route that went from
 90% to 40%, and nags about one that never cached). Each route's hit rate over the last `window_s` is
-compared with its trailing baseline, the `baseline_s` before that; a relative drop of at least
-`drop` fires. Exposed on the page, in the API and as Prometheus gauges computed at scrape time.
+compared with its trailing baseline, the `baseline_s` before that (both read from rollups, in whole
+minutes); a relative drop of at least `drop` fires. Exposed on the page, in the API and as Prometheus gauges computed at scrape time.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,9 +16,8 @@ from dataclasses import dataclass
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from prefixgate.gateway.dashboard_figures import Figures
-from prefixgate.gateway.dashboard_source import LedgerSource
-from prefixgate.ledger import LedgerRecord
+from prefixgate.gateway.dashboard.figures import route_hit_rates
+from prefixgate.gateway.dashboard.source import LedgerSource
 
 log = logging.getLogger("prefixgate.dashboard")
 
@@ -53,25 +53,27 @@ class RouteAlert:
         return self.__dict__.copy()
 
 
-def route_alerts(records: list[LedgerRecord], now: float, rule: AlertRule = AlertRule()) -> list[RouteAlert]:
-    """Every route seen in the two windows ending at `now`, firing ones first."""
+def route_alerts(view: sqlite3.Connection, now: float, rule: AlertRule = AlertRule()) -> list[RouteAlert]:
+    """Every route seen in the two windows ending at `now` (answered requests only), firing ones first."""
     start = now - rule.window_s
-    current: dict[str, Figures] = {}
-    baseline: dict[str, Figures] = {}
-    for rec in records:
-        if rec.status != 200 or not start - rule.baseline_s <= rec.ts < now:
-            continue
-        (current if rec.ts >= start else baseline).setdefault(rec.route, Figures()).add(rec)
+    current = route_hit_rates(view, start, now)
+    baseline = route_hit_rates(view, start - rule.baseline_s, start)
     out = []
     for route in sorted(set(current) | set(baseline)):
-        cur, base = current.get(route, Figures()), baseline.get(route, Figures())
-        rate, base_rate = cur.hit_rate, base.hit_rate
+        (n, rate), (base_n, base_rate) = current.get(route, (0, None)), baseline.get(route, (0, None))
         drop = (base_rate - rate) / base_rate if rate is not None and base_rate else None
         firing = (drop is not None and drop >= rule.drop and base_rate >= rule.min_baseline
-                  and cur.requests >= rule.min_requests and base.requests >= rule.min_requests)
-        out.append(RouteAlert(route, rate, base_rate, drop, cur.requests, base.requests, firing))
+                  and n >= rule.min_requests and base_n >= rule.min_requests)
+        out.append(RouteAlert(route, rate, base_rate, drop, n, base_n, firing))
     out.sort(key=lambda a: (not a.firing, a.route))
     return out
+
+
+def alerts_now(source: LedgerSource, rule: AlertRule) -> tuple[float, list[RouteAlert]]:
+    now = time.time()
+    since = now - rule.window_s - rule.baseline_s
+    with source.view(since, now) as view:
+        return now, route_alerts(view, now, rule)
 
 
 class AlertCollector(Collector):
@@ -82,9 +84,8 @@ class AlertCollector(Collector):
         self.rule = rule
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        now = time.time()
         try:
-            alerts = route_alerts(self.source.records(now - self.rule.window_s - self.rule.baseline_s, now), now, self.rule)
+            _, alerts = alerts_now(self.source, self.rule)
         except Exception as e:  # a ledger that cannot be read must not take /metrics down with it
             log.warning("hit-rate alerts unavailable: %s", e)
             return

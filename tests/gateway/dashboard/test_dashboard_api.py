@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from prefixgate.ledger import STREAM, Ledger, LedgerRecord, read_records
-from tests.dashboard.dash_scenario import burst, dashboard_gateway, wait_for_ledger
+from tests.gateway.dashboard.support_scenario import burst, dashboard_gateway, wait_for_ledger
 
 TOKEN = "admin-secret-0001"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -137,7 +137,7 @@ def test_a_ledger_file_from_before_segments_is_migrated(tmp_path):
     db.execute("INSERT INTO requests VALUES ('old', 1.0, 'r', '{}', '[]', 0)")
     db.commit()
     db.close()
-    ledger = Ledger(path)
+    ledger = Ledger(path, clock=lambda: 3.0)     # the records are not past retention
     ledger.append(LedgerRecord(id="new", ts=2.0, route="r", segments=["system:a:b:10:"]))
     ledger.close()
     rows = read_records(path)

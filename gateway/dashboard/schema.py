@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 class Window(BaseModel):
     since: float
     until: float
-    source: str = Field(description="`sqlite` (this replica's ledger file) or `redis` (every replica's records)")
+    source: str = Field(description="`sqlite` (this replica's ledger file), `postgres` or `redis` (every replica's records)")
 
 
 class Tokens(BaseModel):
