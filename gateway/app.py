@@ -15,7 +15,7 @@ from prefixgate import __version__
 from prefixgate.config import Settings
 from prefixgate.errors import RequestError
 from prefixgate.gateway import dashboard, endpoints_anthropic, endpoints_gemini, endpoints_openai
-from prefixgate.gateway.dashboard_auth import is_admin
+from prefixgate.gateway.dashboard.auth import is_admin
 from prefixgate.gateway.fastpath import GatewayApp
 from prefixgate.gateway.intake import error_response
 from prefixgate.gateway.local import LocalTarget, in_process_target

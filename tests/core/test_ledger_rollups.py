@@ -13,7 +13,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 from prefixgate.ledger import Ledger, LedgerRecord, Retention, read_records
-from tests.support import wait_until
+from tests.support_services import wait_until
 
 NOW = time.time()
 
@@ -81,7 +81,7 @@ def test_rollups_equal_a_raw_scan_after_restarts(tmp_path):
 WRITER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from tests.foundation.test_ledger_rollups import record
+from tests.core.test_ledger_rollups import record
 from prefixgate.ledger import Ledger
 ledger = Ledger({path!r})
 i = {start}

@@ -17,8 +17,8 @@ from prefixgate.gateway.dashboard_auth import require_reader
 from prefixgate.gateway.exposure import is_loopback, summarize
 from prefixgate.ledger import read_records
 from prefixgate.policies import PolicyError, hash_key
-from tests.gateway.gw_harness import ServerThread, policy_for, running_upstream, settings_for
-from tests.support import wait_until
+from tests.gateway.support_gateway import policy_for, running_upstream, settings_for
+from tests.support_services import ServerThread, wait_until
 
 ADMIN = "admin-token-least-privilege-0001"
 READER = "pg-reader-key-0002"

@@ -18,8 +18,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.gateway.gw_harness import running_upstream
-from tests.support import free_port, wait_until
+from tests.gateway.support_gateway import running_upstream
+from tests.support_services import free_port, wait_until
 
 PROVIDER_KEY = "sk-provider-secret-for-protected-mode-0001"
 CALLER_KEY = "pg-caller-key-protected-mode-0002"

@@ -12,7 +12,7 @@ import pytest
 
 from prefixgate.ledger import Ledger, LedgerRecord, read_records
 from tests.gateway.dashboard.support_scenario import burst, dashboard_gateway
-from tests.support import wait_until
+from tests.support_services import wait_until
 
 
 @pytest.fixture
