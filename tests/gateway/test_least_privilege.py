@@ -13,7 +13,7 @@ from fastapi import HTTPException
 from starlette.requests import Request
 
 from prefixgate.gateway.app import create_app
-from prefixgate.gateway.dashboard_auth import require_reader
+from prefixgate.gateway.dashboard.auth import require_reader
 from prefixgate.gateway.exposure import is_loopback, summarize
 from prefixgate.ledger import read_records
 from prefixgate.policies import PolicyError, hash_key
