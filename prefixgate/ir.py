@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from prefixgate.compact_json import compact
+
 Dialect = Literal["openai", "anthropic", "gemini"]
 Stability = Literal["static", "session", "dynamic"]
 BlockKind = Literal[
@@ -169,7 +171,7 @@ def content_hash(value: Any) -> str:
         # The common case, a plain text block, without serialising a long prompt to JSON first.
         data = "\x00text\x00" + value["text"] if next(iter(value)) == "type" else json.dumps(value, ensure_ascii=False)
     else:
-        data = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        data = value if isinstance(value, str) else compact(value)
     return hashlib.sha256(data.encode()).hexdigest()[:32]
 
 

@@ -10,7 +10,8 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body, split_body
+from prefixgate.compact_json import compact
+from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -82,7 +83,7 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
 
 def _tool_block(tool: Any, field: str) -> Block:
     expect(tool, dict, field)
-    return Block("tool_def", tool, text=json_text(without_markers(tool)), checkpoint=_checkpoint(tool, field))
+    return Block("tool_def", tool, text=compact(without_markers(tool)), checkpoint=_checkpoint(tool, field))
 
 
 def _content_segment(role: Any, content: Any, field: str, native: dict | None) -> Segment:
@@ -100,7 +101,7 @@ def _content_block(block: Any, field: str) -> Block:
 
 
 def _as_text(value: Any) -> str:
-    return value if isinstance(value, str) else json_text(value)
+    return value if isinstance(value, str) else compact(value)
 
 
 def _block_text(block: dict, kind: BlockKind, field: str) -> str:
@@ -109,17 +110,17 @@ def _block_text(block: dict, kind: BlockKind, field: str) -> str:
     if kind == "thinking":
         return _as_text(block.get("thinking", "") or block.get("data", ""))
     if kind == "tool_call":
-        return json_text({"name": block.get("name"), "input": block.get("input")})
+        return compact({"name": block.get("name"), "input": block.get("input")})
     if kind == "tool_result":
         content = block.get("content", "")
         if isinstance(content, list):
             return "\n".join(_as_text(c.get("text", "")) for c in content if isinstance(c, dict))
-        return content if isinstance(content, str) else json_text(content)
+        return content if isinstance(content, str) else compact(content)
     if kind == "document":
         source = block.get("source") or {}
         if isinstance(source, dict) and source.get("type") == "text":
             return _as_text(source.get("data", ""))
-        return json_text(block.get("content", "")) if "content" in block else ""
+        return compact(block.get("content", "")) if "content" in block else ""
     return ""
 
 

@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body, split_body
+from prefixgate.compact_json import compact
+from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -65,7 +66,7 @@ def parse_request(body: bytes | str | dict, model: str | None = None) -> Convers
             segments.append(_content_segment(data[key], key, default_role="system"))
     if "tools" in data:
         tools = expect(data["tools"], list, "tools")
-        blocks = [Block("tool_def", expect(t, dict, f"tools.{i}"), text=json_text(t)) for i, t in enumerate(tools)]
+        blocks = [Block("tool_def", expect(t, dict, f"tools.{i}"), text=compact(t)) for i, t in enumerate(tools)]
         segments.append(Segment("tools", blocks, form="list"))
     for i, content in enumerate(contents):
         segments.append(_content_segment(content, f"contents.{i}", default_role="user"))
@@ -94,7 +95,7 @@ def _part_block(part: Any, field: str) -> Block:
     if kind == "text":
         text = expect(part["text"], str, f"{field}.text")
     elif kind in ("tool_call", "tool_result"):
-        text = json_text(next(part[k] for k in part if k in _KINDS))
+        text = compact(next(part[k] for k in part if k in _KINDS))
     else:
         text = ""
     return Block(kind, part, text=text)

@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body, split_body
+from prefixgate.compact_json import compact
+from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -62,11 +63,11 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     for key in ("tools", "functions"):
         if key in data:
             items = expect(data[key], list, key)
-            blocks = [Block("tool_def", _tool(t, f"{key}.{i}"), text=json_text(t)) for i, t in enumerate(items)]
+            blocks = [Block("tool_def", _tool(t, f"{key}.{i}"), text=compact(t)) for i, t in enumerate(items)]
             segments.append(Segment("tools", blocks, blocks_field=key, form="list"))
     if "response_format" in data:
         rf = expect(data["response_format"], dict, "response_format")
-        segments.append(Segment("schema", [Block("schema", rf, text=json_text(rf))], blocks_field="response_format", form="object"))
+        segments.append(Segment("schema", [Block("schema", rf, text=compact(rf))], blocks_field="response_format", form="object"))
     for i, msg in enumerate(messages):
         segments.append(_message_segment(msg, f"messages.{i}"))
     params, order = split_body(data, PREFIX_FIELDS)
@@ -94,7 +95,7 @@ def _message_segment(msg: Any, field: str) -> Segment:
         raise RequestError(f"{field}.content: expected a string or an array of content parts", field=f"{field}.content")
     for j, call in enumerate(expect(msg.get("tool_calls") or [], list, f"{field}.tool_calls")):
         expect(call, dict, f"{field}.tool_calls.{j}")
-        blocks.append(Block("tool_call", call, text=json_text(call.get("function", call))))
+        blocks.append(Block("tool_call", call, text=compact(call.get("function", call))))
     seg = Segment(role, blocks, native=msg, blocks_field="content", form=form)
     if role in ("tool", "function"):
         for b in seg.blocks:
