@@ -504,6 +504,14 @@ class AnthropicMessages(WireFormat):
     terminal = b"message_stop"
     upstream_headers = {"anthropic-version": "2023-06-01"}
 
+    # This module's functions are the adapter's methods.
+    encode_request, build_response, error_event = staticmethod(encode_request), staticmethod(build_response), \
+        staticmethod(error_event)
+    read_chat, write_chat, read_reply, write_reply, read_deltas = (
+        staticmethod(read_chat), staticmethod(write_chat), staticmethod(read_reply), staticmethod(write_reply),
+        staticmethod(read_deltas))
+    writer = EventWriter
+
     def parser_for(self, path: str) -> Parse | None:
         return parse_request if path == "/v1/messages" else None
 
@@ -512,9 +520,6 @@ class AnthropicMessages(WireFormat):
 
     def parse_request(self, body: bytes | str | dict, *, model: str | None = None) -> Conversation:
         return parse_request(body)
-
-    def encode_request(self, conv: Conversation) -> dict:
-        return encode_request(conv)
 
     def usage_of(self, body: dict, conv: Conversation | None = None) -> Usage:
         return usage_from_response(body)
@@ -525,13 +530,6 @@ class AnthropicMessages(WireFormat):
     def stream_usage(self, conv: Conversation | None = None) -> StreamUsage:
         return StreamUsage()
 
-    def build_response(self, model: str, text: str, usage: Usage, *, finish_reason: str | None = None,
-                       id: str | None = None) -> dict:
-        return build_response(model, text, usage, finish_reason=finish_reason, id=id)
-
-    def error_event(self, err: RequestError) -> bytes:
-        return error_event(err)
-
     def stream_error(self, event: dict) -> str | None:
         if event.get("type") != "error":
             return None
@@ -539,24 +537,6 @@ class AnthropicMessages(WireFormat):
 
     def ends_stream(self, event: dict) -> bool:
         return event.get("type") == "error"     # Anthropic sends no message_stop after an error event
-
-    def read_chat(self, body: dict) -> Chat:
-        return read_chat(body)
-
-    def write_chat(self, chat: Chat, model: str) -> dict:
-        return write_chat(chat, model)
-
-    def read_reply(self, body: dict) -> Reply:
-        return read_reply(body)
-
-    def write_reply(self, reply: Reply, model: str) -> dict:
-        return write_reply(reply, model)
-
-    def read_deltas(self, event: dict) -> list[Delta]:
-        return read_deltas(event)
-
-    def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
-        return EventWriter(model, include_usage)
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         return f"{base_url}/v1/messages"

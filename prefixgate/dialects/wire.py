@@ -127,8 +127,10 @@ class WireFormat:
     def read_deltas(self, event: dict) -> list:
         raise NotImplementedError
 
+    writer: ClassVar[type[StreamWriter]]       # this format's events for neutral deltas
+
     def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
-        raise NotImplementedError
+        return self.writer(model, include_usage)
 
     # ---- relaying streams -----------------------------------------------------------------------------
     # Most events pass through unparsed; these byte tests on the raw event pick the ones to parse. A framing
