@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from prefixgate.compact_json import compact
 
-Dialect = Literal["openai", "anthropic", "gemini"]
+# The name of a registered wire format (`prefixgate.dialects.WIRE_FORMATS`); adding a format adds no name here.
+Dialect = str
 Stability = Literal["static", "session", "dynamic"]
 BlockKind = Literal[
     "text", "image", "document", "audio", "file", "tool_def", "tool_call", "tool_result",
