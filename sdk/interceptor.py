@@ -13,6 +13,7 @@ import json
 import time
 from typing import Any
 
+from prefixgate.compact_json import compact_bytes
 from prefixgate.sdk.config import WrapConfig
 from prefixgate.sdk.endpoints import Provider, endpoint_of
 from prefixgate.sdk.exchange import Exchange
@@ -131,7 +132,7 @@ def _watch(response: Any, ex: Exchange) -> None:
     headers = response.headers
     encoding = headers.get("content-encoding", "")
     sse = "text/event-stream" in headers.get("content-type", "")
-    tap = UsageTap(ex.endpoint.provider, sse=sse, encoding=encoding, hide_openai_usage=ex.hide_openai_usage and sse)
+    tap = UsageTap(ex.endpoint.provider, sse=sse, encoding=encoding, withhold_usage=ex.withhold_usage and sse)
     if encoding and encoding.lower() != "identity" and tap.readable:
         del headers["content-encoding"]     # the tap passes the body on decoded
     response.stream = tapped_stream(family_of(response), response.stream, _ResponseWatch(response, ex, tap))
@@ -155,7 +156,7 @@ def _json_request(request: Any, path: str, body: dict) -> Any:
     # Keep only an API key sent as `?key=`; the generate call's other parameters (`alt=sse`) are not the create's.
     key = request.url.params.get("key")
     url = request.url.copy_with(path=path, query=f"key={key}".encode() if key else None)
-    content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    content = compact_bytes(body)
     return type(request)("POST", url, headers=headers, content=content, extensions=request.extensions)
 
 
