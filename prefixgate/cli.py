@@ -228,10 +228,10 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | No
     """
     from pathlib import Path
 
-    from prefixgate.cache_planner.lint import lint_paths
-    from prefixgate.cache_planner.lint_config import LintUsageError, apply, find_pyproject, load_config
-    from prefixgate.cache_planner.lint_output import render
-    from prefixgate.cache_planner.lint_rules import RULES
+    from prefixgate.cache_planner.lint.config import LintUsageError, apply, find_pyproject, load_config
+    from prefixgate.cache_planner.lint.output import render
+    from prefixgate.cache_planner.lint.rules import RULES
+    from prefixgate.cache_planner.lint.run import lint_paths
 
     overrides = {k: v for k, v in {"enable": enable, "disable": disable, "provider": provider, "model": model,
                                    "include": include, "exclude": exclude, "fail_on": fail_on}.items() if v is not None}

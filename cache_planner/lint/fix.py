@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from prefixgate.cache_planner.detectors import units, volatile_spans
-from prefixgate.cache_planner.lint_inputs import Request, Template
+from prefixgate.cache_planner.lint.inputs import Request, Template
 from prefixgate.cache_planner.plan import plan
 from prefixgate.cache_planner.stability import PlannerState
 from prefixgate.cache_planner.target import Target

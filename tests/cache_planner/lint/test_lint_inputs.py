@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import re
 
-from prefixgate.cache_planner.lint_config import LintConfig
-from prefixgate.cache_planner.lint_inputs import Request, detect_provider, matches, read_subjects
-from prefixgate.cache_planner.lint_json import offset
-from prefixgate.cache_planner.lint_python import python_templates
-from prefixgate.cache_planner.lint_variables import template_spans
-from tests.lint.linting import FIXTURES
+from prefixgate.cache_planner.lint.config import LintConfig
+from prefixgate.cache_planner.lint.inputs import Request, detect_provider, matches, read_subjects
+from prefixgate.cache_planner.lint.json_offsets import offset
+from prefixgate.cache_planner.lint.python_source import python_templates
+from prefixgate.cache_planner.lint.variables import template_spans
+from tests.cache_planner.lint.support_lint import FIXTURES
 
 
 def test_json_offsets_follow_paths_and_escapes():

@@ -13,8 +13,8 @@ from urllib.parse import quote
 
 import click
 
-from prefixgate.cache_planner.lint import Finding, LintReport
-from prefixgate.cache_planner.lint_rules import RULES
+from prefixgate.cache_planner.lint.rules import RULES
+from prefixgate.cache_planner.lint.run import Finding, LintReport
 
 FORMATS = ("text", "json", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from prefixgate.cli import main
-from tests.lint.linting import FIXTURES
+from tests.cache_planner.lint.support_lint import FIXTURES
 
 
 def run(*args: str):

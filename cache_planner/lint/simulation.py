@@ -20,7 +20,7 @@ from prefixgate.providers.simulator import Simulator
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
-    from prefixgate.cache_planner.lint_inputs import Request
+    from prefixgate.cache_planner.lint.inputs import Request
 
 # A turn that misses less than this of what the previous one cached is noise (token-count rounding).
 MISSED_SHARE = 0.1

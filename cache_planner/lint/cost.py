@@ -30,8 +30,8 @@ from prefixgate.providers.rules import Catalog
 from prefixgate.providers.trace import TraceRecord
 
 if TYPE_CHECKING:
-    from prefixgate.cache_planner.lint_inputs import Request
-    from prefixgate.cache_planner.lint_rules import Hit, Rule
+    from prefixgate.cache_planner.lint.inputs import Request
+    from prefixgate.cache_planner.lint.rules import Hit, Rule
 
 # A fix edits one parsed record in place, given the route's state and the finding's data.
 Fix = Callable[[Conversation, TraceRecord, RouteState, PlannerState, dict], None]

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from prefixgate.providers.replay import replay
 from prefixgate.providers.trace import read_trace
-from tests.lint.linting import FIXTURES, lint
+from tests.cache_planner.lint.support_lint import FIXTURES, lint
 
 
 def test_losses_per_rule_come_from_the_simulator(tmp_path):

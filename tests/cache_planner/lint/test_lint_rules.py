@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from prefixgate.cache_planner.lint_config import LintConfig
-from prefixgate.cache_planner.lint_rules import RULES
-from tests.lint.linting import FIXTURES, lint, rules_of
+from prefixgate.cache_planner.lint.config import LintConfig
+from prefixgate.cache_planner.lint.rules import RULES
+from tests.cache_planner.lint.support_lint import FIXTURES, lint, rules_of
 
 CASES = [
     ("PG000", "pg000/fail.json", "pg000/pass.json"),

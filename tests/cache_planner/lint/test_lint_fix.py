@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from prefixgate.cli import main
 from prefixgate.providers.replay import replay
 from prefixgate.providers.trace import TraceRecord
-from tests.lint.linting import FIXTURES, lint, rules_of
+from tests.cache_planner.lint.support_lint import FIXTURES, lint, rules_of
 
 POLICY = json.loads((FIXTURES / "pg012/fail.json").read_text())["system"]
 

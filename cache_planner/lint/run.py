@@ -20,9 +20,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from prefixgate.cache_planner.lint_config import SEVERITIES, LintConfig, LintUsageError, Severity
-from prefixgate.cache_planner.lint_fix import apply_fixes
-from prefixgate.cache_planner.lint_inputs import (
+from prefixgate.cache_planner.lint.config import SEVERITIES, LintConfig, LintUsageError, Severity
+from prefixgate.cache_planner.lint.fix import apply_fixes
+from prefixgate.cache_planner.lint.inputs import (
     Location,
     Request,
     Subject,
@@ -31,7 +31,7 @@ from prefixgate.cache_planner.lint_inputs import (
     matches,
     read_subjects,
 )
-from prefixgate.cache_planner.lint_rules import RULES, Context, Hit, Rule
+from prefixgate.cache_planner.lint.rules import RULES, Context, Hit, Rule
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import resolve_model
 from prefixgate.providers.rules import default_catalog
@@ -123,7 +123,7 @@ def lint_subjects(subjects: list[Subject], config: LintConfig, *, files: int, co
     findings.sort(key=lambda f: (f.location.path, f.location.line, f.location.col, f.rule))
     report = LintReport(_collapse_traces(findings), files, sorted(active, key=lambda r: r.id))
     if cost:
-        from prefixgate.cache_planner.lint_cost import trace_losses
+        from prefixgate.cache_planner.lint.cost import trace_losses
 
         report.losses = trace_losses(requests, kept, catalog)
     return report

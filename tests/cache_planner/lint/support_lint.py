@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefixgate.cache_planner.lint import LintReport, lint_paths
-from prefixgate.cache_planner.lint_config import LintConfig
+from prefixgate.cache_planner.lint.config import LintConfig
+from prefixgate.cache_planner.lint.run import LintReport, lint_paths
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from prefixgate.cache_planner.detectors import Span
-from prefixgate.cache_planner.lint_config import LintConfig, LintUsageError
-from prefixgate.cache_planner.lint_json import offset as json_offset
-from prefixgate.cache_planner.lint_python import PyTemplate, python_templates
-from prefixgate.cache_planner.lint_variables import template_spans
+from prefixgate.cache_planner.lint.config import LintConfig, LintUsageError
+from prefixgate.cache_planner.lint.json_offsets import offset as json_offset
+from prefixgate.cache_planner.lint.python_source import PyTemplate, python_templates
+from prefixgate.cache_planner.lint.variables import template_spans
 from prefixgate.dialects import DIALECTS
 from prefixgate.errors import RequestError
 from prefixgate.ir import CACHE_MARKERS, Conversation

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from prefixgate.cache_planner.detectors import Span
-from prefixgate.cache_planner.lint_variables import KIND, template_spans
+from prefixgate.cache_planner.lint.variables import KIND, template_spans
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import jsonschema
 
-from prefixgate.cache_planner.lint_output import render, to_sarif
-from tests.lint.linting import FIXTURES, lint
+from prefixgate.cache_planner.lint.output import render, to_sarif
+from tests.cache_planner.lint.support_lint import FIXTURES, lint
 
 SCHEMA = json.loads((Path(__file__).parent / "sarif-schema-2.1.0.json").read_text())
 

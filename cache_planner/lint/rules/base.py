@@ -1,0 +1,55 @@
+"""A rule's record and registry, and what a check gets and gives: `Context` in, `Hit`s out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from prefixgate.cache_planner.lint.config import LintConfig, Severity
+from prefixgate.cache_planner.lint.inputs import Location, Request, Template
+from prefixgate.providers.rules import Catalog, ModelRules
+
+Scope = Literal["request", "template", "corpus"]
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    severity: Severity
+    summary: str
+    hint: str
+    scope: tuple[Scope, ...]
+    check: Callable[..., Iterable[Hit]]
+    # How a trace's money lost is estimated: "replay" (re-run with the fix), "simulated" (from the
+    # simulator's usage), "rejected" (the provider answers 400), or "" (no direct cost).
+    cost: str = ""
+
+
+@dataclass(frozen=True)
+class Hit:
+    message: str
+    location: Location
+    subject: Request | Template
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    config: LintConfig
+    catalog: Catalog
+    template_model: ModelRules
+
+    def minimum(self, model: ModelRules) -> int:
+        return self.config.minimum_for(model.id, model.min_cache_tokens)
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(id: str, name: str, severity: Severity, summary: str, hint: str, *scope: Scope, cost: str = ""
+         ) -> Callable[[Callable[..., Iterable[Hit]]], Callable[..., Iterable[Hit]]]:
+    def register(check: Callable[..., Iterable[Hit]]) -> Callable[..., Iterable[Hit]]:
+        RULES[id] = Rule(id, name, severity, summary, hint, scope, check, cost)
+        return check
+    return register

@@ -1,0 +1,38 @@
+"""PG005 checkpoint-after-volatile."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prefixgate.cache_planner.lint.inputs import Request
+from prefixgate.cache_planner.lint.rules.base import Context, Hit, rule
+from prefixgate.cache_planner.lint.rules.prefix import (
+    checkpoints_of,
+    kind_name,
+    quoted,
+    request_pieces,
+)
+from prefixgate.cache_planner.stability import DYNAMIC_KINDS
+
+
+@rule("PG005", "checkpoint-after-volatile", "warning",
+      "A cache checkpoint sits after a value that changes every request, so its entry is written and never read.",
+      "Move the per-request value after the checkpoint (into the latest user turn), or the checkpoint before it.",
+      "request", cost="replay")
+def checkpoint_after_volatile(req: Request, ctx: Context) -> Iterator[Hit]:
+    if req.conv is None:
+        return
+    markers = checkpoints_of(req)
+    if not markers:
+        return
+    dynamic = [(p, s) for p in request_pieces(req) for s in p.spans if s.kind in DYNAMIC_KINDS]
+    for block, _ in markers:
+        before = [(p, s) for p, s in dynamic if p.block <= block]
+        if before:
+            piece, span = before[0]
+            value = req.conv.blocks()[piece.block].text[span.start:span.end]
+            shown = req.where(piece.block, span.start)
+            yield Hit(f"checkpoint after {kind_name(span)} {quoted(value)} (line {shown.line}), which changes every "
+                      f"request: the entry is re-written each time and never read", req.where_marker(block), req,
+                      {"kind": span.kind})
+            return
