@@ -217,9 +217,12 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
 @click.option("--cost/--no-cost", default=True, show_default=True,
               help="Estimate the money each rule loses on traces (.jsonl) with the provider simulator.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
+@click.option("--explain", "explain_code", metavar="CODE", default=None,
+              help="Print a rule's documentation (e.g. PG001) and exit.")
 def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | None, enable: str | None,
          disable: str | None, provider: str | None, model: str | None, include: str | None, exclude: str | None,
-         pyproject: str | None, fix: bool, force_exclude: bool, cost: bool, color: str) -> None:
+         pyproject: str | None, fix: bool, force_exclude: bool, cost: bool, color: str,
+         explain_code: str | None) -> None:
     """Flag prompt shapes that defeat prefix caching, with fixes.
 
     PATHS are request bodies (.json), traces or request logs (.jsonl), prompt templates (.md, .txt, .j2,
@@ -233,6 +236,15 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | No
     from prefixgate.cache_planner.lint.rules import RULES
     from prefixgate.cache_planner.lint.run import lint_paths
 
+    if explain_code is not None:
+        from prefixgate.cache_planner.lint.explain import UnknownRule, explain
+
+        try:
+            click.echo(explain(explain_code), nl=False)
+        except UnknownRule as e:
+            click.echo(f"prefixgate lint: error: {e.args[0]}", err=True)
+            sys.exit(2)
+        sys.exit(0)
     overrides = {k: v for k, v in {"enable": enable, "disable": disable, "provider": provider, "model": model,
                                    "include": include, "exclude": exclude, "fail_on": fail_on}.items() if v is not None}
     try:

@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import click
 
+from prefixgate.cache_planner.lint.explain import full_description, help_uri
 from prefixgate.cache_planner.lint.rules import RULES
 from prefixgate.cache_planner.lint.run import Finding, LintReport
 
@@ -108,7 +109,8 @@ def to_sarif(report: LintReport) -> dict[str, Any]:
             "id": r.id,
             "name": r.name,
             "shortDescription": {"text": r.summary},
-            "fullDescription": {"text": r.summary},
+            "fullDescription": {"text": full_description(r)},
+            "helpUri": help_uri(r),
             "help": {"text": r.hint},
             "defaultConfiguration": {"level": _SARIF_LEVELS[r.severity]},
             "properties": {"tags": ["prompt-caching", "cost"]},

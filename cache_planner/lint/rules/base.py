@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -11,6 +12,7 @@ from prefixgate.cache_planner.lint.inputs import Location, Request, Template
 from prefixgate.providers.rules import Catalog, ModelRules
 
 Scope = Literal["request", "template", "corpus"]
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -24,6 +26,8 @@ class Rule:
     # How a trace's money lost is estimated: "replay" (re-run with the fix), "simulated" (from the
     # simulator's usage), "rejected" (the provider answers 400), or "" (no direct cost).
     cost: str = ""
+    # The check's docstring: What it does / Why it matters / Example / Use instead (see `lint.explain`).
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ RULES: dict[str, Rule] = {}
 def rule(id: str, name: str, severity: Severity, summary: str, hint: str, *scope: Scope, cost: str = ""
          ) -> Callable[[Callable[..., Iterable[Hit]]], Callable[..., Iterable[Hit]]]:
     def register(check: Callable[..., Iterable[Hit]]) -> Callable[..., Iterable[Hit]]:
-        RULES[id] = Rule(id, name, severity, summary, hint, scope, check, cost)
+        if not check.__doc__:
+            raise TypeError(f"rule {id} needs a docstring: it is the rule's documentation")
+        RULES[id] = Rule(id, name, severity, summary, hint, scope, check, cost, inspect.cleandoc(check.__doc__))
         return check
     return register

@@ -16,12 +16,28 @@ from prefixgate.cache_planner.lint.rules.prefix import (
 # merging shared material into it is realistic; a 50-token prompt is simply too small to cache.
 NEAR_MINIMUM = 0.5
 
+
 @rule("PG002", "static-prefix-below-minimum", "warning",
       "The static prefix is shorter than the target model's minimum cacheable length, so it is never cached.",
       "Put the material every request shares (instructions, examples, reference text) first so the prefix "
       "reaches the minimum, or set [tool.prefixgate.lint] min_cache_tokens if your usage shows another minimum.",
       "request", "template")
 def static_prefix_below_minimum(subject: Request | Template, ctx: Context) -> Iterator[Hit]:
+    """## What it does
+    Measures the static prefix (up to the first volatile value) and reports it when it is between half
+    and all of the model's minimum cacheable length.
+
+    ## Why it matters
+    Below the minimum (1,024 tokens for most Claude models) the provider caches nothing and says
+    nothing: no error, cache counters stay 0.
+
+    ## Example
+    A 700-token system prompt followed by a per-request date.
+
+    ## Use instead
+    Put the material every request shares (instructions, examples, reference text) first, so the static
+    prefix passes the minimum; move the date after it.
+    """
     if isinstance(subject, Request) and subject.conv is None:
         return
     pieces, model = pieces_for(subject, ctx)

@@ -16,6 +16,20 @@ from prefixgate.cache_planner.lint.rules.prefix import (
       "A cache checkpoint ends a prefix shorter than the model's minimum, so the provider silently ignores it.",
       "Remove the marker, or move it to a later block whose prefix reaches the minimum.", "request")
 def checkpoint_below_minimum(req: Request, ctx: Context) -> Iterator[Hit]:
+    """## What it does
+    Reports a `cache_control` checkpoint whose prefix is shorter than the model's minimum.
+
+    ## Why it matters
+    The provider silently ignores it: nothing is written or read, and the breakpoint slot is wasted.
+
+    ## Example
+    ```json
+    {"system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]}
+    ```
+
+    ## Use instead
+    Remove the marker, or move it to a later block whose prefix reaches the minimum.
+    """
     if req.conv is None or req.model is None:
         return
     minimum = ctx.minimum(req.model)

@@ -16,6 +16,19 @@ from prefixgate.cache_planner.lint.rules.prefix import (
       "Keep at most 4: the end of tools+system, the end of the conversation, and at most two in between.",
       "request", cost="rejected")
 def too_many_breakpoints(req: Request, ctx: Context) -> Iterator[Hit]:
+    """## What it does
+    Counts cache breakpoints in an Anthropic request, explicit markers and the top-level automatic
+    `cache_control` together.
+
+    ## Why it matters
+    Anthropic allows 4 and answers 400 to a fifth.
+
+    ## Example
+    Five blocks each carrying `"cache_control": {"type": "ephemeral"}`.
+
+    ## Use instead
+    At most 4: the end of tools and system, the end of the conversation, and at most two in between.
+    """
     if req.conv is None or req.provider != "anthropic":
         return
     limit = ctx.catalog.anthropic.max_breakpoints

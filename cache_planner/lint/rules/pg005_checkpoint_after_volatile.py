@@ -20,6 +20,21 @@ from prefixgate.cache_planner.stability import DYNAMIC_KINDS
       "Move the per-request value after the checkpoint (into the latest user turn), or the checkpoint before it.",
       "request", cost="replay")
 def checkpoint_after_volatile(req: Request, ctx: Context) -> Iterator[Hit]:
+    """## What it does
+    Reports a checkpoint placed after a value that changes every request (a timestamp, a request id).
+
+    ## Why it matters
+    The entry is written (at 1.25x or 2x the input price on Anthropic) and never read, because the next
+    request's prefix differs before the checkpoint.
+
+    ## Example
+    ```json
+    {"system": [{"type": "text", "text": "Request 7f3a... Rules: ...", "cache_control": {"type": "ephemeral"}}]}
+    ```
+
+    ## Use instead
+    Move the per-request value after the checkpoint (into the latest user turn), or the checkpoint before it.
+    """
     if req.conv is None:
         return
     markers = checkpoints_of(req)

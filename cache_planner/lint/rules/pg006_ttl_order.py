@@ -16,6 +16,19 @@ from prefixgate.ir import ttl_seconds
       "A longer-lived checkpoint (1h) comes after a shorter one (5m), or the automatic TTL contradicts the last marker.",
       "Put every 1h checkpoint before any 5m one; Anthropic answers 400 otherwise.", "request", cost="rejected")
 def ttl_order(req: Request, ctx: Context) -> Iterator[Hit]:
+    """## What it does
+    Checks Anthropic TTL order: a 1h checkpoint after a 5m one, or an automatic `cache_control` TTL that
+    contradicts the marker on the last block.
+
+    ## Why it matters
+    Anthropic answers 400.
+
+    ## Example
+    A `"ttl": "5m"` marker on the system prompt and a `"ttl": "1h"` marker on a later message.
+
+    ## Use instead
+    Put every 1h checkpoint before any 5m one.
+    """
     if req.conv is None or req.provider != "anthropic":
         return
     ttls = ctx.catalog.anthropic.ttls

@@ -62,6 +62,20 @@ def _sibling_groups(native: Any, path: tuple[str | int, ...] = ()) -> Iterator[t
       "Serialise tools and schemas deterministically (define them once as literals, or json.dumps(sort_keys=True)).",
       "corpus", cost="replay")
 def unstable_key_order(requests: list[Request], ctx: Context) -> Iterator[Hit]:
+    """## What it does
+    Compares tool definitions and JSON schemas across samples of one route (and sibling properties within
+    one request) for the same content serialised in different key orders.
+
+    ## Why it matters
+    Tools come first in the prefix: a reordered key changes the bytes and misses the cache for the whole
+    request.
+
+    ## Example
+    Tools built from a `set` or from a dict merged in varying order per request.
+
+    ## Use instead
+    Define tools once as literals, or serialise with `json.dumps(..., sort_keys=True)`.
+    """
     seen: dict[tuple[Any, ...], tuple[str, Request, int]] = {}
     for req in requests:
         if req.conv is None:

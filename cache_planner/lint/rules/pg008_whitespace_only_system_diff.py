@@ -19,6 +19,18 @@ def _system_text(req: Request) -> str:
       "Render the system prompt from one template with fixed whitespace (strip trailing spaces and newlines).",
       "corpus", cost="replay")
 def whitespace_only_system_diff(requests: list[Request], ctx: Context) -> Iterator[Hit]:
+    r"""## What it does
+    Reports samples of one route whose system prompts differ only in whitespace.
+
+    ## Why it matters
+    Each variant is its own cache entry: the same instructions are written and paid for several times.
+
+    ## Example
+    One code path renders `"Rules:\n"`, another `"Rules: \n"`.
+
+    ## Use instead
+    Render the system prompt from one template with fixed whitespace (strip trailing spaces and newlines).
+    """
     first: dict[tuple[str, ...], tuple[str, Request]] = {}
     for req in requests:
         text = _system_text(req)

@@ -15,6 +15,22 @@ _GEMINI_CACHED_EXCLUSIVE = ("systemInstruction", "system_instruction", "tools", 
       "Put the system instruction, tools and tool config in the cachedContents entry and drop them from the request.",
       "request", cost="rejected")
 def gemini_cached_content_conflict(req: Request, ctx: Context) -> Iterator[Hit]:
+    """## What it does
+    Reports a Gemini request that names a `cachedContent` and also sends a system instruction, tools or
+    tool config.
+
+    ## Why it matters
+    Gemini answers 400 INVALID_ARGUMENT: those fields belong in the cache entry.
+
+    ## Example
+    ```json
+    {"cachedContent": "cachedContents/abc", "systemInstruction": {"parts": [{"text": "..."}]}, "contents": []}
+    ```
+
+    ## Use instead
+    Put the system instruction, tools and tool config in the `cachedContents` entry and drop them from the
+    request.
+    """
     if req.provider != "gemini":
         return
     cached = next((k for k in ("cachedContent", "cached_content") if k in req.body), None)

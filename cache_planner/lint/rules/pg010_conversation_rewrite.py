@@ -16,6 +16,21 @@ from prefixgate.cache_planner.lint.simulation import simulate_turns
       "add a checkpoint every ~15 blocks in long tool loops, and use ttl 1h if turns are minutes apart.",
       "corpus", cost="simulated")
 def conversation_rewrite(requests: list[Request], ctx: Context) -> Iterator[Hit]:
+    """## What it does
+    Simulates a traced conversation turn by turn with the provider's cache rules and reports turns that pay
+    again for history the previous turn already cached: a history block that changed, a checkpoint out of
+    reach (Anthropic looks back 20 blocks), or an entry that expired between turns.
+
+    ## Why it matters
+    In agent loops history is most of the input; re-writing it each turn costs 1.25x instead of 0.1x.
+
+    ## Example
+    A tool loop that marks only the system prompt, so each turn's growing history is never read from cache.
+
+    ## Use instead
+    Mark the last block of each turn (or use automatic caching), keep history bytes unchanged between turns,
+    add a checkpoint every ~15 blocks in long tool loops, and use ttl 1h if turns are minutes apart.
+    """
     traced = [r for r in requests if r.record is not None and r.conv is not None]
     for turn in simulate_turns(traced, ctx.catalog):
         req = turn.request

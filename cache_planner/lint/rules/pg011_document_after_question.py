@@ -14,6 +14,19 @@ from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, DOCUMENT_RATIO
       "Put the document first and the question after it; `prefixgate lint --fix` reorders request files.",
       "request", cost="replay")
 def document_after_question(req: Request, ctx: Context) -> Iterator[Hit]:
+    """## What it does
+    Reports a large document placed after a short question in the same user message.
+
+    ## Why it matters
+    The question comes first in the prefix, so asking another question about the same document misses
+    the cache for the whole document.
+
+    ## Example
+    `[{"type": "text", "text": "Summarise this:"}, {"type": "document", ...50,000 characters...}]`
+
+    ## Use instead
+    Document first, question after it; `prefixgate lint --fix` reorders request files.
+    """
     if req.conv is None:
         return
     index = 0

@@ -18,6 +18,19 @@ from prefixgate.cache_planner.lint.rules.prefix import (
       "Add cache_control at the end of the static prefix (and of the conversation), or send it through the "
       "gateway, which places them; `prefixgate lint --fix` adds them to request files.", "request", cost="replay")
 def anthropic_no_checkpoint(req: Request, ctx: Context) -> Iterator[Hit]:
+    """## What it does
+    Reports an Anthropic request long enough to cache that has no `cache_control` anywhere.
+
+    ## Why it matters
+    Anthropic caches only what is marked: every request pays full price for tools and system prompt.
+
+    ## Example
+    A 3,000-token system prompt and 10 tools, sent without any marker.
+
+    ## Use instead
+    Add `cache_control` at the end of the static prefix (and of the conversation), or send it through the
+    gateway, which places them; `prefixgate lint --fix` adds them to request files.
+    """
     if req.conv is None or req.provider != "anthropic" or req.model is None:
         return
     if checkpoints_of(req) or "cache_control" in req.body:
