@@ -15,6 +15,8 @@ Validated here, at the edge: an unknown key, an unknown rule id, a bad severity 
     exclude = ["tests/fixtures/**"]   # added to the default excludes (.git, virtualenvs, node_modules...)
     python_names = "(?i)prompt|template"
     per_file_ignores = { "legacy/**" = ["PG001"] }
+    session_constants = ["repo_name", "fence"]   # template variables fixed for a session: never warned
+    volatile = ["build_stamp"]                    # names that change per request, whatever they are called
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class LintConfig:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     python_names: re.Pattern[str] = re.compile(DEFAULT_PYTHON_NAMES)
     per_file_ignores: dict[str, frozenset[str]] = field(default_factory=dict)
+    session_constants: frozenset[str] = frozenset()
+    volatile: frozenset[str] = frozenset()
     source: str = "defaults"
 
     def active(self, rule: str) -> bool:
@@ -76,7 +80,7 @@ class LintConfig:
 
 
 _KEYS = {"enable", "disable", "severity", "fail_on", "provider", "model", "min_cache_tokens", "include",
-         "exclude", "python_names", "per_file_ignores"}
+         "exclude", "python_names", "per_file_ignores", "session_constants", "volatile"}
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -151,6 +155,9 @@ def apply(config: LintConfig, raw: dict[str, Any], rule_ids: set[str], where: st
         table = _table(raw["per_file_ignores"], f"{where}.per_file_ignores")
         changes["per_file_ignores"] = {glob: frozenset(_rule_list(ids, rule_ids, f"{where}.per_file_ignores.{glob}"))
                                        for glob, ids in table.items()}
+    for key in ("session_constants", "volatile"):
+        if key in raw:
+            changes[key] = getattr(config, key) | frozenset(_strings(raw[key], f"{where}.{key}"))
     return replace(config, **changes)
 
 

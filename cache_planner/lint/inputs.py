@@ -23,9 +23,11 @@ from typing import Any
 
 from prefixgate.cache_planner.detectors import Span
 from prefixgate.cache_planner.lint.config import LintConfig, LintUsageError
+from prefixgate.cache_planner.lint.evidence import name_evidence
+from prefixgate.cache_planner.lint.jinja import Expanded, expand
 from prefixgate.cache_planner.lint.json_offsets import offset as json_offset
 from prefixgate.cache_planner.lint.python_source import PyTemplate, python_templates
-from prefixgate.cache_planner.lint.variables import template_spans
+from prefixgate.cache_planner.lint.variables import names_in, template_spans
 from prefixgate.dialects import DIALECTS
 from prefixgate.errors import RequestError
 from prefixgate.ir import CACHE_MARKERS, Conversation
@@ -126,18 +128,31 @@ class Template:
     variables: tuple[Span, ...]
     name: str = ""
     python: PyTemplate | None = None
+    # Per variable: why its value changes per request ("" when nothing says so; see `evidence`).
+    evidence: tuple[str, ...] = ()
+    section: str = ""                  # where it lands in the provider's prefix, when the code says
+    expanded: Expanded | None = None   # Jinja: includes inlined, an extends parent filled
+    references: frozenset[Path] = frozenset()  # files this template includes, extends or imports
 
     @property
     def label(self) -> str:
         return f"{self.source.display} ({self.name})" if self.name else self.source.display
 
+    def reason(self, span: Span) -> str:
+        for s, why in zip(self.variables, self.evidence, strict=False):
+            if s == span:
+                return why
+        return ""
+
     def where(self, index: int) -> Location:
         py = self.python
         if py is None:
-            return self.source.location(index)
+            return self.source.location(self.expanded.origin(index) if self.expanded else index)
         for at, line, col in py.fields:
             if at == index:
                 return self.source.at(line, col + 1)
+        if not py.contiguous:
+            return self.source.at(py.line, py.col + 1)
         line = py.line + self.text.count("\n", 0, index)
         last = self.text.rfind("\n", 0, index)
         col = index - last if last >= 0 else py.col + index + 1
@@ -236,13 +251,24 @@ def read_subjects(path: Path, display: str, config: LintConfig, named: bool) -> 
         return _jsonl_file(source, config)
     if path.suffix == ".py":
         try:
-            found = python_templates(text, config.python_names)
+            found = python_templates(text, config.python_names, config)
         except SyntaxError as e:
             if named:
                 raise LintUsageError(f"{display}:{e.lineno}: not valid Python: {e.msg}") from None
             return []
-        return [Template(source, t.text, t.variables, t.name, t) for t in found]
-    return [Template(source, text, template_spans(text, TEMPLATE_LANGUAGES[path.suffix]))]
+        return [Template(source, t.text, t.variables, t.name, t, t.evidence, t.section) for t in found]
+    return [read_template(source, TEMPLATE_LANGUAGES[path.suffix], config)]
+
+
+def read_template(source: Source, language: str, config: LintConfig) -> Template:
+    """A template file, Jinja includes followed; each variable's evidence comes from the names it reads."""
+    expanded = expand(source.path, source.text) if language == "jinja" else None
+    text = expanded.text if expanded else source.text
+    spans = template_spans(text, language)
+    evidence = tuple(next((e for e in (name_evidence(n, config) for n in names_in(text[s.start:s.end])) if e), "")
+                     for s in spans)
+    return Template(source, text, spans, evidence=evidence, expanded=expanded,
+                    references=frozenset(expanded.references) if expanded else frozenset())
 
 
 def _json_file(source: Source, config: LintConfig, named: bool) -> list[Subject]:

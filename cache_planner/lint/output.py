@@ -14,6 +14,7 @@ from urllib.parse import quote
 import click
 
 from prefixgate.cache_planner.lint.explain import full_description, help_uri
+from prefixgate.cache_planner.lint.inputs import Location
 from prefixgate.cache_planner.lint.rules import RULES
 from prefixgate.cache_planner.lint.run import Finding, LintReport
 
@@ -127,20 +128,28 @@ def to_sarif(report: LintReport) -> dict[str, Any]:
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
-def _result(f: Finding, index: dict[str, int]) -> dict[str, Any]:
-    loc = f.location
+def _physical(loc: Location) -> dict[str, Any]:
     artifact: dict[str, Any] = ({"uri": Path(loc.path).resolve().as_uri()} if Path(loc.path).is_absolute()
                                 else {"uri": quote(loc.path), "uriBaseId": "%SRCROOT%"})
     region: dict[str, Any] = {"startLine": loc.line, "startColumn": loc.col}
     if loc.excerpt.strip():
         region["snippet"] = {"text": loc.excerpt}
+    return {"artifactLocation": artifact, "region": region}
+
+
+def _result(f: Finding, index: dict[str, int]) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": f.rule,
         "level": _SARIF_LEVELS[f.severity],
         "message": {"text": f"{f.message}. {f.hint}"},
-        "locations": [{"physicalLocation": {"artifactLocation": artifact, "region": region}}],
+        "locations": [{"physicalLocation": _physical(f.location)}],
         "partialFingerprints": {"prefixgate/v1": _fingerprint(f)},
     }
+    if f.related:
+        # Later values in the same prefix: the same cause, shown with the finding instead of as findings.
+        result["relatedLocations"] = [{"id": i, "physicalLocation": _physical(loc),
+                                       "message": {"text": "also varies in this prefix, after the first value"}}
+                                      for i, loc in enumerate(f.related, start=1)]
     if f.rule in index:
         result["ruleIndex"] = index[f.rule]
     return result

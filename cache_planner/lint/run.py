@@ -48,11 +48,15 @@ class Finding:
     location: Location
     data: dict[str, Any] = field(default_factory=dict, compare=False)
     subject: Subject | None = field(default=None, compare=False, repr=False)
+    related: tuple[Location, ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         loc = self.location
-        return {"rule": self.rule, "name": RULES[self.rule].name, "severity": self.severity, "message": self.message,
-                "hint": self.hint, "path": loc.path, "line": loc.line, "col": loc.col}
+        out = {"rule": self.rule, "name": RULES[self.rule].name, "severity": self.severity, "message": self.message,
+               "hint": self.hint, "path": loc.path, "line": loc.line, "col": loc.col}
+        if self.related:
+            out["related"] = [{"path": r.path, "line": r.line, "col": r.col} for r in self.related]
+        return out
 
 
 @dataclass
@@ -97,6 +101,9 @@ def collect(paths: Sequence[str], config: LintConfig, force_exclude: bool = Fals
     subjects: list[Subject] = []
     for path, display in files:
         subjects += read_subjects(path, display, config, named=str(path) in named)
+    # A fragment that another template includes, extends or imports is judged in that prompt, not alone.
+    used = {ref for s in subjects if isinstance(s, Template) for ref in s.references}
+    subjects = [s for s in subjects if not (isinstance(s, Template) and s.source.path.resolve() in used)]
     return subjects, len(files)
 
 
@@ -107,9 +114,9 @@ def lint_subjects(subjects: list[Subject], config: LintConfig, *, files: int, co
     except RequestError:
         raise LintUsageError(f"model {config.model!r} is not a known {config.provider} model "
                              f"(set [tool.prefixgate.lint] provider and model)") from None
-    ctx = Context(config, catalog, template_model)
-    active = [r for r in RULES.values() if config.active(r.id)]
     requests = [s for s in subjects if isinstance(s, Request)]
+    ctx = Context(config, catalog, template_model, requests)
+    active = [r for r in RULES.values() if config.active(r.id)]
     hits: list[tuple[Rule, Hit]] = []
     for r in active:
         if "corpus" in r.scope:
@@ -118,8 +125,9 @@ def lint_subjects(subjects: list[Subject], config: LintConfig, *, files: int, co
             if ("request" in r.scope and isinstance(subject, Request)) or ("template" in r.scope and isinstance(subject, Template)):
                 hits += [(r, h) for h in r.check(subject, ctx)]
     kept = [(r, h) for r, h in hits if not _suppressed(r.id, h, config)]
-    findings = [Finding(r.id, config.severity.get(r.id, r.severity), h.message, r.hint, h.location, h.data, h.subject)
-                for r, h in kept]
+    # Evidence decides a hit's severity first: a value nothing shows to change stays `info`.
+    findings = [Finding(r.id, h.severity or config.severity.get(r.id, r.severity), h.message, r.hint, h.location,
+                        h.data, h.subject, h.related) for r, h in kept]
     findings.sort(key=lambda f: (f.location.path, f.location.line, f.location.col, f.rule))
     report = LintReport(_collapse_traces(findings), files, sorted(active, key=lambda r: r.id))
     if cost:

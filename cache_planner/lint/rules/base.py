@@ -36,6 +36,9 @@ class Hit:
     location: Location
     subject: Request | Template
     data: dict[str, Any] = field(default_factory=dict)
+    # Later locations with the same cause (SARIF relatedLocations), and a severity set by the evidence.
+    related: tuple[Location, ...] = ()
+    severity: Severity | None = None
 
 
 @dataclass
@@ -43,6 +46,7 @@ class Context:
     config: LintConfig
     catalog: Catalog
     template_model: ModelRules
+    requests: list[Request] = field(default_factory=list)  # every request of the run, for trace evidence
 
     def minimum(self, model: ModelRules) -> int:
         return self.config.minimum_for(model.id, model.min_cache_tokens)

@@ -43,8 +43,20 @@ def request_pieces(req: Request) -> list[Piece]:
 
 
 def template_pieces(t: Template, enc: str) -> list[Piece]:
-    spans = tuple(sorted(volatile_spans(t.text) + t.variables, key=lambda s: s.start))
-    return _text_pieces(0, t.text, spans, enc)
+    # Only the variables: a date written in a template is the same text on every request.
+    return _text_pieces(0, t.text, t.variables, enc)
+
+
+def section_of(subject: Request | Template, block: int) -> str:
+    """Where a block lands in the provider's prefix: "tools", "system", "messages" ("" unknown)."""
+    if isinstance(subject, Template):
+        return subject.section
+    index = 0
+    for seg in subject.conv.segments:  # type: ignore[union-attr]
+        index += len(seg.blocks)
+        if block < index:
+            return "tools" if seg.role in ("tools", "schema") else "system" if seg.role in SYSTEM_ROLES else "messages"
+    return ""
 
 
 def _text_pieces(block: int, text: str, spans: tuple[Span, ...], enc: str) -> list[Piece]:

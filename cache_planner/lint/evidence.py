@@ -1,0 +1,61 @@
+"""Evidence that a value changes per request: what turns a template variable or a detector match into
+a PG001 warning. Without evidence a value may well be fixed for a whole session (a repository name, a
+fence pair, a reminders block), so it is at most `info`: a linter that cries wolf gets switched off.
+
+Evidence is one of: the value comes from the clock, randomness or a fresh id (Python data flow); from
+a request or user input; its name says so (`date`, `now`, `request_id`, `user_id`, `query`, ...); a
+detected value whose kind changes every request (a timestamp, a request id) or a date labelled as the
+current one; or a trace in which the value differs between requests of one route. A project declares
+names either way in `[tool.prefixgate.lint]`: `session_constants` and `volatile`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from prefixgate.cache_planner.lint.config import LintConfig
+from prefixgate.cache_planner.stability import DYNAMIC_KINDS
+
+# Name parts that say a value differs between requests: the clock, ids, and per-user or per-request input.
+_VOLATILE_WORDS = (
+    "date", "time", "now", "today", "timestamp", "datetime", "ts", "clock", "uuid", "guid", "nonce", "random",
+    "request", "req", "trace", "span", "user", "username", "customer", "query", "question", "input",
+    "message", "msg", "email", "ticket", "order", "location", "weather", "ip", "turn", "attempt",
+)
+# Words that, next to a volatile-sounding one, describe something fixed: `date_format`, `user_guide`.
+_FIXED_WORDS = ("format", "fmt", "guide", "guidelines", "instructions", "role", "template", "prompt",
+                "schema", "type", "types", "zone", "timezone", "tz", "limit", "max", "min", "budget", "out",
+                "timeout", "style", "system", "agent", "tool", "tools", "name_field", "label", "labels", "key", "keys")
+_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+# A date right after one of these is the current date, not a date the instructions talk about.
+_CURRENT = re.compile(r"(?i)\b(?:today|current(?:ly)?|now|as of|date|time)\b[^\n.]{0,20}$")
+# Detector kinds that are never static text in practice: every request carries a new one.
+STRONG_KINDS = DYNAMIC_KINDS
+
+
+def words(name: str) -> list[str]:
+    return [w.lower() for w in _SPLIT.split(name) if w]
+
+
+def name_evidence(name: str, config: LintConfig) -> str:
+    """Why the name says its value changes per request, or "" (declared names win)."""
+    leaf = name.split(".")[-1]
+    if name in config.session_constants or leaf in config.session_constants:
+        return ""
+    if name in config.volatile or leaf in config.volatile:
+        return "declared volatile in [tool.prefixgate.lint]"
+    parts = [w for part in name.split(".") for w in words(part)]
+    if any(w in _FIXED_WORDS for w in parts):
+        return ""
+    hit = next((w for w in parts if w in _VOLATILE_WORDS), None)
+    return f"its name says it changes per request ({hit!r} in {name!r})" if hit else ""
+
+
+def detected_evidence(kind: str, before: str) -> str:
+    """Evidence carried by a detector's match in rendered text, seen once: only kinds that are new on
+    every request, or a date labelled as today's. Anything else ("issue #123" in instructions) is not."""
+    if kind in STRONG_KINDS:
+        return f"a {kind.replace('_', ' ')} is new on every request"
+    if kind in ("date", "weekday") and _CURRENT.search(before[-40:]):
+        return "it is labelled as the current date"
+    return ""
