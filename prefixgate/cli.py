@@ -219,10 +219,12 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
 @click.option("--explain", "explain_code", metavar="CODE", default=None,
               help="Print a rule's documentation (e.g. PG001) and exit.")
+@click.option("--stats", is_flag=True, help="Print warnings' precision and recall against the `prefixgate: "
+              "expect=PG001` labels in the linted files (exit 0).")
 def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | None, enable: str | None,
          disable: str | None, provider: str | None, model: str | None, include: str | None, exclude: str | None,
          pyproject: str | None, fix: bool, force_exclude: bool, cost: bool, color: str,
-         explain_code: str | None) -> None:
+         explain_code: str | None, stats: bool) -> None:
     """Flag prompt shapes that defeat prefix caching, with fixes.
 
     PATHS are request bodies (.json), traces or request logs (.jsonl), prompt templates (.md, .txt, .j2,
@@ -252,6 +254,11 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | No
             raise LintUsageError(f"--pyproject {pyproject}: no such file")
         config = load_config(Path(pyproject) if pyproject else find_pyproject(Path.cwd()), set(RULES))
         config = apply(config, overrides, set(RULES), "command line")
+        if stats:
+            from prefixgate.cache_planner.lint.stats import corpus_stats
+
+            click.echo(corpus_stats(list(paths) or ["."], config).table())
+            sys.exit(0)
         report = lint_paths(list(paths) or ["."], config, cost=cost, fix=fix, force_exclude=force_exclude)
     except LintUsageError as e:
         click.echo(f"prefixgate lint: error: {e}", err=True)

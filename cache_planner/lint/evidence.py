@@ -21,6 +21,8 @@ _VOLATILE_WORDS = (
     "date", "time", "now", "today", "timestamp", "datetime", "ts", "clock", "uuid", "guid", "nonce", "random",
     "request", "req", "trace", "span", "user", "username", "customer", "query", "question", "input",
     "message", "msg", "email", "ticket", "order", "location", "weather", "ip", "turn", "attempt",
+    # Retrieval and conversation state: new for every question.
+    "retrieved", "retrieval", "chunks", "passages", "snippets", "results", "hits", "history", "transcript", "memories",
 )
 # Words that, next to a volatile-sounding one, describe something fixed: `date_format`, `user_guide`.
 _FIXED_WORDS = ("format", "fmt", "guide", "guidelines", "instructions", "role", "template", "prompt",

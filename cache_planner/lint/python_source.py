@@ -250,7 +250,7 @@ class _Flow:
         if _is_str(node):
             if literal_template:
                 return self._template_literal(node)  # type: ignore[arg-type]
-            return [Part(node.value, node.lineno, node.col_offset)]  # type: ignore[attr-defined]
+            return [Part(node.value, *self._text_start(node))]  # type: ignore[attr-defined]
         if isinstance(node, ast.JoinedStr):
             out: list[Part] = []
             for v in node.values:
@@ -304,13 +304,13 @@ class _Flow:
         out: list[Part] = []
         last = 0
         for span in template_spans(text, "any"):
-            out.append(Part(text[last:span.start], line, col))
+            out.append(Part(text[last:span.start], *_advance(line, col, text, last)))
             placeholder = text[span.start:span.end]
             names = names_in(placeholder)
-            out.append(Part(placeholder, line + text.count("\n", 0, span.start), col, True,
+            out.append(Part(placeholder, *_advance(line, col, text, span.start), True,
                             next((e for e in (name_evidence(n, self.config) for n in names) if e), "")))
             last = span.end
-        out.append(Part(text[last:], line, col))
+        out.append(Part(text[last:], *_advance(line, col, text, last)))
         return [p for p in out if p.text]
 
     def _fill(self, parts: list[Part], pattern: re.Pattern[str], args: ast.expr, at: ast.AST, depth: int) -> list[Part]:
@@ -335,18 +335,20 @@ class _Flow:
                 continue
             last = 0
             for m in pattern.finditer(p.text):
-                out.append(Part(p.text[last:m.start()], p.line, p.col))
+                out.append(Part(p.text[last:m.start()], *_advance(p.line, p.col, p.text, last)))
                 key = m.group(1) or ""
                 arg = keywords.get(key) if key and not key.isdigit() else None
                 if arg is None and not (key and not key.isdigit()):
                     i = int(key) if key.isdigit() else index
                     index += 1
                     arg = positional[i] if i < len(positional) else None
-                evidence = self.evidence(arg, at, depth + 1) if arg is not None else name_evidence(key, self.config)
-                where = arg if arg is not None else None
-                out.append(Part(m.group(), where.lineno if where else p.line, where.col_offset if where else p.col, True, evidence))
+                if arg is not None and self._inlines(arg, at):
+                    out += self.parts(arg, at, depth + 1)
+                else:
+                    evidence = self.evidence(arg, at, depth + 1) if arg is not None else name_evidence(key, self.config)
+                    out.append(Part(m.group(), *_advance(p.line, p.col, p.text, m.start()), True, evidence))
                 last = m.end()
-            out.append(Part(p.text[last:], p.line, p.col))
+            out.append(Part(p.text[last:], *_advance(p.line, p.col, p.text, last)))
         return [p for p in out if p.text]
 
     def _value(self, node: ast.expr, at: ast.AST, depth: int) -> Part:
@@ -400,6 +402,14 @@ class _Flow:
         if isinstance(node, ast.Subscript) and _is_str(node.slice):
             return name_evidence(node.slice.value, self.config)  # type: ignore[attr-defined]
         return ""
+
+
+def _advance(line: int, col: int, text: str, index: int) -> tuple[int, int]:
+    """Source position of `text[index]` for text that starts at (line, col)."""
+    newlines = text.count("\n", 0, index)
+    if not newlines:
+        return line, col + index
+    return line + newlines, index - text.rfind("\n", 0, index) - 1
 
 
 def _stringy(node: ast.expr) -> bool:

@@ -92,8 +92,9 @@ def volatile_before_static(subject: Request | Template, ctx: Context) -> Iterato
                   "prefix from this tool on instead of reading it from cache", location_of(subject, piece.block, span.start),
                   subject, {**data, "evidence": why}, related)
         return
-    yield Hit(f"{kind_name(span)} {value} comes before {after:,} tokens of static prompt {landing} {why}: each new "
-              f"value re-bills them instead of reading them from cache{_cost(model, after)}".replace("  ", " "),
+    where = f" {landing}" if landing else ";"
+    yield Hit(f"{kind_name(span)} {value} comes before {after:,} tokens of static prompt{where} {why}: each new "
+              f"value re-bills them instead of reading them from cache{_cost(model, after)}",
               location_of(subject, piece.block, span.start), subject, {**data, "evidence": why}, related)
 
 
