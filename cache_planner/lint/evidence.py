@@ -2,10 +2,14 @@
 a PG001 warning. Without evidence a value may well be fixed for a whole session (a repository name, a
 fence pair, a reminders block), so it is at most `info`: a linter that cries wolf gets switched off.
 
-Evidence is one of: the value comes from the clock, randomness or a fresh id (Python data flow); from
-a request or user input; its name says so (`date`, `now`, `request_id`, `user_id`, `query`, ...); a
-detected value whose kind changes every request (a timestamp, a request id) or a date labelled as the
-current one; or a trace in which the value differs between requests of one route. A project declares
+A value that changes at most once a day (today's date) is not evidence: cache entries live 5 minutes
+to an hour, so a daily change costs no more than the entry expiring, and the value is a session
+constant in practice.
+
+Evidence is one of: the value comes from the clock (finer than a day), randomness or a fresh id
+(Python data flow); from
+a request or user input; its name says so (`time`, `now`, `request_id`, `user_id`, `query`, ...); a
+detected value whose kind changes every request (a timestamp, a request id); or a trace in which the value differs between requests of one route. A project declares
 names either way in `[tool.prefixgate.lint]`: `session_constants` and `volatile`.
 """
 
@@ -18,7 +22,7 @@ from prefixgate.cache_planner.stability import DYNAMIC_KINDS
 
 # Name parts that say a value differs between requests: the clock, ids, and per-user or per-request input.
 _VOLATILE_WORDS = (
-    "date", "time", "now", "today", "timestamp", "datetime", "ts", "clock", "uuid", "guid", "nonce", "random",
+    "time", "now", "timestamp", "datetime", "ts", "clock", "hour", "minute", "uuid", "guid", "nonce", "random",
     "request", "req", "trace", "span", "user", "username", "customer", "query", "question", "input",
     "message", "msg", "email", "ticket", "order", "location", "weather", "ip", "turn", "attempt",
     # Retrieval and conversation state: new for every question.
@@ -29,8 +33,6 @@ _FIXED_WORDS = ("format", "fmt", "guide", "guidelines", "instructions", "role", 
                 "schema", "type", "types", "zone", "timezone", "tz", "limit", "max", "min", "budget", "out",
                 "timeout", "style", "system", "agent", "tool", "tools", "name_field", "label", "labels", "key", "keys")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
-# A date right after one of these is the current date, not a date the instructions talk about.
-_CURRENT = re.compile(r"(?i)\b(?:today|current(?:ly)?|now|as of|date|time)\b[^\n.]{0,20}$")
 # Detector kinds that are never static text in practice: every request carries a new one.
 STRONG_KINDS = DYNAMIC_KINDS
 
@@ -53,11 +55,9 @@ def name_evidence(name: str, config: LintConfig) -> str:
     return f"its name says it changes per request ({hit!r} in {name!r})" if hit else ""
 
 
-def detected_evidence(kind: str, before: str) -> str:
+def detected_evidence(kind: str) -> str:
     """Evidence carried by a detector's match in rendered text, seen once: only kinds that are new on
-    every request, or a date labelled as today's. Anything else ("issue #123" in instructions) is not."""
+    every request. Anything else ("issue #123" in instructions, a date) is not."""
     if kind in STRONG_KINDS:
         return f"a {kind.replace('_', ' ')} is new on every request"
-    if kind in ("date", "weekday") and _CURRENT.search(before[-40:]):
-        return "it is labelled as the current date"
     return ""

@@ -259,8 +259,9 @@ class _Flow:
                 elif isinstance(v, ast.FormattedValue) and v.format_spec is None and self._inlines(v.value, at):
                     out += self.parts(v.value, at, depth + 1)
                 elif isinstance(v, ast.FormattedValue):
+                    daily = isinstance(v.format_spec, ast.JoinedStr) and _daily_format(ast.unparse(v.format_spec))
                     out.append(Part("{" + ast.unparse(v.value) + "}", v.value.lineno, max(v.value.col_offset - 1, 0),
-                                    True, self.evidence(v.value, at, depth + 1)))
+                                    True, "" if daily else self.evidence(v.value, at, depth + 1)))
             return out
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             return self.parts(node.left, at, depth + 1) + self.parts(node.right, at, depth + 1)
@@ -358,7 +359,7 @@ class _Flow:
 
     def evidence(self, node: ast.expr, at: ast.AST, depth: int) -> str:
         """Why `node`'s value changes per request, or ""."""
-        if depth > _DEPTH:
+        if depth > _DEPTH or (isinstance(node, ast.Call) and _daily(node)):
             return ""
         for sub in ast.walk(node):
             found = self._one(sub, at, depth)
@@ -369,6 +370,8 @@ class _Flow:
     def _one(self, node: ast.AST, at: ast.AST, depth: int) -> str:
         if isinstance(node, ast.Call):
             name = dotted(node.func)
+            if _daily(node):
+                return ""  # the clock read to the day: changes once a day, like an expiring entry
             if _CLOCK.search(name):
                 return f"it reads the clock ({name}())"
             if _IDS.search(name):
@@ -402,6 +405,23 @@ class _Flow:
         if isinstance(node, ast.Subscript) and _is_str(node.slice):
             return name_evidence(node.slice.value, self.config)  # type: ignore[attr-defined]
         return ""
+
+
+_SUB_DAY = re.compile(r"%[HIMSpXcTsfRrkl]")
+
+
+def _daily_format(fmt: str) -> bool:
+    return "%" in fmt and not _SUB_DAY.search(fmt)
+
+
+def _daily(node: ast.Call) -> bool:
+    """A clock read kept to the day: `date.today()`, `x.date()`, `now.strftime("%Y-%m-%d")`."""
+    name = dotted(node.func)
+    if name.endswith(("date.today", ".date")) or name == "today":
+        return True
+    if name.endswith(".strftime") and node.args and _is_str(node.args[0]):
+        return _daily_format(node.args[0].value)  # type: ignore[attr-defined]
+    return False
 
 
 def _advance(line: int, col: int, text: str, index: int) -> tuple[int, int]:

@@ -102,7 +102,7 @@ def _evidence(subject: Request | Template, piece: Piece, span: Span, ctx: Contex
     if isinstance(subject, Template):
         return subject.reason(span)
     text = block_text(subject, piece.block)
-    found = detected_evidence(span.kind, text[:span.start])
+    found = detected_evidence(span.kind)
     if found or subject.record is None:
         return found
     value = text[span.start:span.end]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from prefixgate.cache_planner.lint.inputs import Request, Template
@@ -25,7 +26,9 @@ NEAR_MINIMUM = 0.5
 def static_prefix_below_minimum(subject: Request | Template, ctx: Context) -> Iterator[Hit]:
     """## What it does
     Measures the static prefix (up to the first volatile value) and reports it when it is between half
-    and all of the model's minimum cacheable length.
+    and all of the model's minimum cacheable length. Only prompts that start a request are judged:
+    not a Jinja fragment another template includes, not a template named as a part (an example, a
+    suffix, a user turn, a partial), not a tool description or an early message in Python code.
 
     ## Why it matters
     Below the minimum (1,024 tokens for most Claude models) the provider caches nothing and says
@@ -40,6 +43,8 @@ def static_prefix_below_minimum(subject: Request | Template, ctx: Context) -> It
     """
     if isinstance(subject, Request) and subject.conv is None:
         return
+    if isinstance(subject, Template) and not starts_a_prompt(subject):
+        return
     pieces, model = pieces_for(subject, ctx)
     if model is None or not pieces:
         return
@@ -53,3 +58,15 @@ def static_prefix_below_minimum(subject: Request | Template, ctx: Context) -> It
     yield Hit(f"static prefix is about {static:,} tokens, below {model.id}'s minimum of {minimum:,}: the provider "
               f"caches none of it (no error, cache counters stay 0){why}", at, subject,
               {"static": static, "minimum": minimum})
+
+
+# Template names that say the template is a part of a prompt, appended after something else.
+_PART = re.compile(r"(?i)example|suffix|partial|fragment|snippet|include|user|^_")
+
+
+def starts_a_prompt(t: Template) -> bool:
+    if t.section in ("tools", "messages"):
+        return False
+    if t.python is not None:
+        return True
+    return not _PART.search(t.source.path.stem) and t.source.path.parent.name not in ("partials", "includes")

