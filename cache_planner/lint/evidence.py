@@ -23,7 +23,7 @@ from prefixgate.cache_planner.stability import DYNAMIC_KINDS
 # Name parts that say a value differs between requests: the clock, ids, and per-user or per-request input.
 _VOLATILE_WORDS = (
     "time", "now", "timestamp", "datetime", "ts", "clock", "hour", "minute", "uuid", "guid", "nonce", "random",
-    "request", "req", "trace", "span", "user", "username", "customer", "query", "question", "input",
+    "user", "username", "customer", "query", "question", "input",
     "message", "msg", "email", "ticket", "order", "location", "weather", "ip", "turn", "attempt",
     # Retrieval and conversation state: new for every question.
     "retrieved", "retrieval", "chunks", "passages", "snippets", "results", "hits", "history", "transcript", "memories",
@@ -32,6 +32,8 @@ _VOLATILE_WORDS = (
 _FIXED_WORDS = ("format", "fmt", "guide", "guidelines", "instructions", "role", "template", "prompt",
                 "schema", "type", "types", "zone", "timezone", "tz", "limit", "max", "min", "budget", "out",
                 "timeout", "style", "system", "agent", "tool", "tools", "name_field", "label", "labels", "key", "keys")
+# Ids of a request or event, not the words alone: `request_verb` ("PR" or "MR") is fixed per deployment.
+_ID_OWNERS = ("request", "req", "trace", "span", "message", "msg", "call", "run", "event", "correlation")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 # Detector kinds that are never static text in practice: every request carries a new one.
 STRONG_KINDS = DYNAMIC_KINDS
@@ -52,6 +54,8 @@ def name_evidence(name: str, config: LintConfig) -> str:
     if any(w in _FIXED_WORDS for w in parts):
         return ""
     hit = next((w for w in parts if w in _VOLATILE_WORDS), None)
+    if hit is None:
+        hit = next((f"{a}_{b}" for a, b in zip(parts, parts[1:], strict=False) if a in _ID_OWNERS and b == "id"), None)
     return f"its name says it changes per request ({hit!r} in {name!r})" if hit else ""
 
 

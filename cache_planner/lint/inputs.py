@@ -257,7 +257,20 @@ def read_subjects(path: Path, display: str, config: LintConfig, named: bool) -> 
                 raise LintUsageError(f"{display}:{e.lineno}: not valid Python: {e.msg}") from None
             return []
         return [Template(source, t.text, t.variables, t.name, t, t.evidence, t.section) for t in found]
+    if not named and _renders_other_files(path):
+        return []
     return [read_template(source, TEMPLATE_LANGUAGES[path.suffix], config)]
+
+
+# Jinja renders more than prompts: `Dockerfile.j2`, `config.yaml.j2` found by a directory walk are not prompts.
+_NOT_PROMPTS = (".yaml", ".yml", ".toml", ".json", ".sh", ".py", ".html", ".xml", ".conf", ".cfg", ".ini", ".sql",
+                ".js", ".ts", ".css", ".env", ".service")
+
+
+def _renders_other_files(path: Path) -> bool:
+    stem = Path(path.stem)
+    return path.suffix in (".j2", ".jinja", ".jinja2") and (
+        stem.suffix in _NOT_PROMPTS or stem.name.lower().startswith(("dockerfile", "makefile", "nginx")))
 
 
 def read_template(source: Source, language: str, config: LintConfig) -> Template:

@@ -61,5 +61,6 @@ def names_in(placeholder: str) -> list[str]:
     if m:
         inner = m.group(1)
     inner = re.sub(r"\|\s*\w+", "", inner)  # filters
+    inner = re.sub(r"[A-Za-z_][\w.]*\s*\(", "(", inner)  # a macro or function called: only its arguments are values
     inner = re.split(r"[!:](?![=])", inner, maxsplit=1)[0] if placeholder.startswith("{") and not placeholder.startswith(("{{", "{%")) else inner
     return [n.rstrip(".") for n in _NAME.findall(inner) if n not in _NOT_NAMES and not n[0].isdigit()]

@@ -80,3 +80,12 @@ def test_long_lines_are_cut_around_the_column():
     excerpt, caret = text[1], text[2]
     assert len(excerpt) < 120 and len(finding.location.excerpt) > 1000
     assert excerpt[caret.index("^")] == '"'  # the caret sits on the system prompt's opening quote
+
+
+def test_sarif_related_locations_and_rule_docs_are_valid_2_1_0():
+    corpus = Path(__file__).parent / "corpus"
+    doc = to_sarif(lint(corpus / "py/02_user_id_and_time_first.py", corpus / "jinja"))
+    _validate(doc)
+    results = doc["runs"][0]["results"]
+    assert any(r.get("relatedLocations") for r in results)
+    assert all(r["helpUri"].startswith("https://") for r in doc["runs"][0]["tool"]["driver"]["rules"])
