@@ -7,11 +7,7 @@ from collections.abc import Iterator
 
 from prefixgate.cache_planner.lint.inputs import Request, Template
 from prefixgate.cache_planner.lint.rules.base import Context, Hit, rule
-from prefixgate.cache_planner.lint.rules.prefix import (
-    location_of,
-    pieces_for,
-    static_prefix_tokens,
-)
+from prefixgate.cache_planner.lint.rules.prefix import location_of, pieces_for, static_prefix_tokens
 
 # PG002 speaks up when the static prefix is at least this share of the minimum: close enough that
 # merging shared material into it is realistic; a 50-token prompt is simply too small to cache.

@@ -6,12 +6,7 @@ from collections.abc import Iterator
 
 from prefixgate.cache_planner.lint.inputs import Request
 from prefixgate.cache_planner.lint.rules.base import Context, Hit, rule
-from prefixgate.cache_planner.lint.rules.prefix import (
-    checkpoints_of,
-    kind_name,
-    quoted,
-    request_pieces,
-)
+from prefixgate.cache_planner.lint.rules.prefix import checkpoints_of, kind_name, quoted, request_pieces
 from prefixgate.cache_planner.stability import DYNAMIC_KINDS
 
 

@@ -6,9 +6,7 @@ from collections.abc import Iterator
 
 from prefixgate.cache_planner.lint.inputs import Request
 from prefixgate.cache_planner.lint.rules.base import Context, Hit, rule
-from prefixgate.cache_planner.lint.rules.prefix import (
-    checkpoints_of,
-)
+from prefixgate.cache_planner.lint.rules.prefix import checkpoints_of
 from prefixgate.ir import ttl_seconds
 
 

@@ -6,11 +6,7 @@ from collections.abc import Iterator
 
 from prefixgate.cache_planner.lint.inputs import Request
 from prefixgate.cache_planner.lint.rules.base import Context, Hit, rule
-from prefixgate.cache_planner.lint.rules.prefix import (
-    checkpoints_of,
-    cumulative_tokens,
-    request_pieces,
-)
+from prefixgate.cache_planner.lint.rules.prefix import checkpoints_of, cumulative_tokens, request_pieces
 
 
 @rule("PG012", "anthropic-no-checkpoint", "warning",
