@@ -41,7 +41,7 @@ def apply_fixes(findings: list) -> list[str]:
             result = fix_request(subject)
             verb = "fixed" if result.changed else "unchanged"
             out.append(f"{verb}: {result.path}" + "".join(f"\n    {n}" for n in result.notes))
-        elif isinstance(subject, Template):
+        elif isinstance(subject, Template) and _one_piece(subject):
             diff = suggest_template(subject)
             if diff:
                 out.append(f"suggested (templates are not rewritten): {subject.label}\n{diff.rstrip()}")
@@ -87,6 +87,14 @@ def _dump(value: object, original: str) -> str:
 
 _OPEN = re.compile(r"\{%-?\s*(?:if|for|block|macro|call|filter|with|raw)\b")
 _CLOSE = re.compile(r"\{%-?\s*end\w*")
+
+
+def _one_piece(t: Template) -> bool:
+    """A diff needs the template's text to be one run of its file: not a Jinja template with includes
+    inlined, not a Python prompt assembled from several expressions."""
+    if t.python is not None:
+        return t.python.contiguous
+    return t.expanded is None or t.text == t.source.text
 
 
 def suggest_template(t: Template) -> str | None:

@@ -144,9 +144,11 @@ class _Prompts(Flow):
                 evidence.append(p.evidence)
             text += p.text
         literal = value if is_str(value) or isinstance(value, ast.JoinedStr) else None
+        # The text is one run of the file only when nothing was inlined from elsewhere (a module constant).
+        one_literal = literal is not None and all(literal.lineno <= p.line <= (literal.end_lineno or p.line) for p in parts)
         if literal is not None:
             line, col = self._text_start(literal)
         else:
             first = next((p for p in parts if not p.value), parts[0])
             line, col = first.line, first.col
-        return [PyTemplate(name, text, tuple(spans), line, col, tuple(fields), tuple(evidence), section, literal is not None)]
+        return [PyTemplate(name, text, tuple(spans), line, col, tuple(fields), tuple(evidence), section, one_literal)]

@@ -95,3 +95,15 @@ def test_a_value_that_differs_between_trace_records_is_evidence(tmp_path: Path) 
     (tmp_path / "varied.jsonl").write_text("".join(json.dumps(r) + "\n" for r in varied))
     (finding,) = [f for f in lint(tmp_path / "varied.jsonl").findings if f.rule == "PG001"]
     assert finding.severity == "warning" and "differs between requests" in finding.message
+
+
+def test_fix_suggests_diffs_only_for_prompts_written_in_one_piece(tmp_path: Path) -> None:
+    for name in ("py/02_user_id_and_time_first.py", "jinja/39_current_time_first.j2", "jinja/28_include_user_header.j2"):
+        (tmp_path / Path(name).name).write_text((CORPUS / name).read_text())
+    (tmp_path / "partials").mkdir()
+    (tmp_path / "partials/user_header.j2").write_text((CORPUS / "jinja/partials/user_header.j2").read_text())
+    result = CliRunner().invoke(main, ["lint", "--fix", "--no-cost", str(tmp_path)])
+    suggested = [line for line in result.output.splitlines() if line.startswith("suggested")]
+    # The Python prompt inlines a module constant and the Jinja one an include: a diff of the
+    # assembled text would not apply to either file.
+    assert len(suggested) == 1 and "39_current_time_first.j2" in suggested[0]
