@@ -35,8 +35,10 @@ _FIXED_WORDS = ("format", "fmt", "guide", "guidelines", "instructions", "role", 
 # Ids of a request or event, not the words alone: `request_verb` ("PR" or "MR") is fixed per deployment.
 _ID_OWNERS = ("request", "req", "trace", "span", "message", "msg", "call", "run", "event", "correlation")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
-# Detector kinds that are never static text in practice: every request carries a new one.
-STRONG_KINDS = DYNAMIC_KINDS
+# Detector kinds that are never static text in practice: every request carries a new one. A bare clock
+# time ("run it at 9am" in a cron tool's description) or a step counter is often fixed text: the planner
+# learns those from traffic (`DYNAMIC_KINDS`), the linter seeing one request does not take them as evidence.
+STRONG_KINDS = DYNAMIC_KINDS - {"time", "counter"}
 
 
 def words(name: str) -> list[str]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from prefixgate.cache_planner.lint.evidence import STRONG_KINDS
 from prefixgate.cache_planner.lint.inputs import Request
 from prefixgate.cache_planner.lint.rules.base import Context, Hit, rule
 from prefixgate.cache_planner.lint.rules.prefix import checkpoints_of, kind_name, quoted, request_pieces
-from prefixgate.cache_planner.stability import DYNAMIC_KINDS
 
 
 @rule("PG005", "checkpoint-after-volatile", "warning",
@@ -35,7 +35,7 @@ def checkpoint_after_volatile(req: Request, ctx: Context) -> Iterator[Hit]:
     markers = checkpoints_of(req)
     if not markers:
         return
-    dynamic = [(p, s) for p in request_pieces(req) for s in p.spans if s.kind in DYNAMIC_KINDS]
+    dynamic = [(p, s) for p in request_pieces(req) for s in p.spans if s.kind in STRONG_KINDS]
     for block, _ in markers:
         before = [(p, s) for p, s in dynamic if p.block <= block]
         if before:

@@ -107,3 +107,15 @@ def test_fix_suggests_diffs_only_for_prompts_written_in_one_piece(tmp_path: Path
     # The Python prompt inlines a module constant and the Jinja one an include: a diff of the
     # assembled text would not apply to either file.
     assert len(suggested) == 1 and "39_current_time_first.j2" in suggested[0]
+
+
+def test_a_clock_time_in_a_fixed_tool_description_is_not_evidence(tmp_path: Path) -> None:
+    # As in a real coding agent's schedule tool: "0 9 * * *" means every day at 9am.
+    tool = {"name": "schedule", "description": "Schedule a prompt with 5-field cron in the user's timezone: "
+            "\"0 9 * * *\" means every day at 9am. " + "Use it for reminders and recurring checks. " * 10,
+            "input_schema": {"type": "object", "properties": {"cron": {"type": "string"}}}}
+    body = {**_request(RULES), "tools": [tool]}
+    body["system"] = [{"type": "text", "text": RULES, "cache_control": {"type": "ephemeral"}}]
+    (tmp_path / "req.json").write_text(json.dumps(body, indent=1))
+    findings = lint(tmp_path / "req.json").findings
+    assert not [f for f in findings if f.rule in ("PG001", "PG005") and f.severity == "warning"], findings
