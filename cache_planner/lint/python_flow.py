@@ -17,6 +17,8 @@ from prefixgate.cache_planner.lint.variables import names_in, template_spans
 _CLOCK = re.compile(r"(?:^|\.)(?:now|utcnow|today)$|^time\.(?:time|time_ns|localtime|gmtime|strftime|ctime|asctime|monotonic|perf_counter)$")
 _IDS = re.compile(r"(?:^|\.)(?:uuid\d|uuid|ulid|nanoid|ObjectId|token_hex|token_urlsafe|urandom|getrandbits)$")
 _RANDOM = re.compile(r"^(?:random|secrets|np\.random|numpy\.random)\.")
+# A generator built with a seed gives the same values every run: `random.Random(7)` is not randomness.
+_SEEDED = (".Random", ".default_rng", ".RandomState")
 _REQUEST_ROOTS = ("request", "req", "flask.request", "event", "payload")
 _PERCENT = re.compile(r"%(?:\((\w+)\))?[-#0 +]*\d*(?:\.\d+)?[sdifr]")
 _FIELD = re.compile(r"(?<!\{)\{([A-Za-z_]\w*|\d*)((?:\.\w+|\[\w+\])*)(?:![rsa])?(?::[^{}\n]*)?\}(?!\})")
@@ -56,6 +58,8 @@ class Flow:
         self.tree, self.lines, self.names, self.config = tree, lines, names, config
         self.functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
         self.module_functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+        self.imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
+                         if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
         self.formatted = {n.func.value.id for n in ast.walk(tree)
                           if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "format"
                           and isinstance(n.func.value, ast.Name)}
@@ -221,7 +225,7 @@ class Flow:
         """Why `node`'s value changes per request, or ""."""
         if depth > _DEPTH or (isinstance(node, ast.Call) and _daily(node)):
             return ""
-        for sub in ast.walk(node):
+        for sub in _values(node):
             found = self._one(sub, at, depth)
             if found:
                 return found
@@ -236,7 +240,7 @@ class Flow:
                 return f"it reads the clock ({name}())"
             if _IDS.search(name):
                 return f"it is a fresh id ({name}())"
-            if _RANDOM.match(name):
+            if _RANDOM.match(name) and not _seeded(node):
                 return f"it is random ({name}())"
             if name == "input":
                 return "it is user input (input())"
@@ -249,6 +253,8 @@ class Flow:
                             return f"{found}, via {name}()"
             return ""
         if isinstance(node, ast.Name):
+            if node.id in self.imported:
+                return ""  # a module or an imported constant: `time`, `random`, `PROMPT_PREFIX`
             resolved = self.resolve(node.id, at)
             if resolved is not None:
                 if isinstance(resolved, ast.Constant):
@@ -281,6 +287,31 @@ def _daily(node: ast.Call) -> bool:
     if name.endswith(".strftime") and node.args and is_str(node.args[0]):
         return _daily_format(node.args[0].value)  # type: ignore[attr-defined]
     return False
+
+
+def _seeded(node: ast.Call) -> bool:
+    return dotted(node.func).endswith(_SEEDED) and bool(node.args)
+
+
+def _values(node: ast.AST) -> list[ast.AST]:
+    """The nodes whose values flow into `node`, in source order: a call's arguments and receiver, not the
+    callable's own name (`random.Random` names a class, `x.now` a method), and nothing under a call
+    that gives a fixed value (a seeded generator, the clock read to the day)."""
+    out: list[ast.AST] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        if isinstance(n, ast.Call):
+            if _seeded(n) or _daily(n):
+                continue
+            children = [*n.args, *(k.value for k in n.keywords)]
+            if isinstance(n.func, ast.Attribute):
+                children.insert(0, n.func.value)
+        else:
+            children = list(ast.iter_child_nodes(n))
+        stack.extend(reversed(children))
+    return out
 
 
 def _advance(line: int, col: int, text: str, index: int) -> tuple[int, int]:

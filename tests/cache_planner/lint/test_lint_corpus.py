@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from prefixgate.cache_planner.lint.config import LintConfig
 from prefixgate.cache_planner.lint.output import to_sarif
+from prefixgate.cache_planner.lint.python_source import python_templates
 from prefixgate.cache_planner.lint.stats import corpus_stats
 from prefixgate.cli import main
 from tests.cache_planner.lint.support_lint import lint
@@ -119,3 +120,15 @@ def test_a_clock_time_in_a_fixed_tool_description_is_not_evidence(tmp_path: Path
     (tmp_path / "req.json").write_text(json.dumps(body, indent=1))
     findings = lint(tmp_path / "req.json").findings
     assert not [f for f in findings if f.rule in ("PG001", "PG005") and f.severity == "warning"], findings
+
+
+def test_every_python_file_of_this_repository_reads_without_error() -> None:
+    root = Path(__file__).resolve().parents[3]
+    files = [p for p in root.rglob("*.py") if not any(part.startswith(".") for part in p.relative_to(root).parts)]
+    assert len(files) > 100
+    config = LintConfig()
+    for path in files:
+        try:
+            python_templates(path.read_text(encoding="utf-8"), config.python_names, config)
+        except SyntaxError:
+            continue  # corpus files may be deliberately odd; a syntax error is reported, not raised, by lint
