@@ -148,7 +148,7 @@ def _result(f: Finding, index: dict[str, int]) -> dict[str, Any]:
     if f.related:
         # Later values in the same prefix: the same cause, shown with the finding instead of as findings.
         result["relatedLocations"] = [{"id": i, "physicalLocation": _physical(loc),
-                                       "message": {"text": "also varies in this prefix, after the first value"}}
+                                       "message": {"text": "another value in the same prefix (same cause)"}}
                                       for i, loc in enumerate(f.related, start=1)]
     if f.rule in index:
         result["ruleIndex"] = index[f.rule]

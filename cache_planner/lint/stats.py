@@ -3,7 +3,7 @@
 A labelled file marks each warning it must produce with a comment on the flagged line or the line
 before, like a suppression: `# prefixgate: expect=PG001` (Python), `{# prefixgate: expect=PG001 #}`
 (Jinja), `<!-- prefixgate: expect=PG001 -->` (Markdown). Every other warning is one it must not
-produce. `prefixgate lint --stats DIR` (or `python -m prefixgate.cache_planner.lint.stats DIR`)
+produce (`prefixgate: quiet=PG001` is a comment for the reader, marking a trap on purpose). `prefixgate lint --stats DIR` (or `python -m prefixgate.cache_planner.lint.stats DIR`)
 prints the table for any folder; on unlabelled code every warning counts as a false positive, which is
 how a new user's first run feels.
 """
