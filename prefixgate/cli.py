@@ -238,9 +238,14 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
 @click.option("--cost/--no-cost", default=True, show_default=True,
               help="Estimate the money each rule loses on traces (.jsonl) with the provider simulator.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
+@click.option("--explain", "explain_code", metavar="CODE", default=None,
+              help="Print a rule's documentation (e.g. PG001) and exit.")
+@click.option("--stats", is_flag=True, help="Print warnings' precision and recall against the `prefixgate: "
+              "expect=PG001` labels in the linted files (exit 0).")
 def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | None, enable: str | None,
          disable: str | None, provider: str | None, model: str | None, include: str | None, exclude: str | None,
-         pyproject: str | None, fix: bool, force_exclude: bool, cost: bool, color: str) -> None:
+         pyproject: str | None, fix: bool, force_exclude: bool, cost: bool, color: str,
+         explain_code: str | None, stats: bool) -> None:
     """Flag prompt shapes that defeat prefix caching, with fixes.
 
     PATHS are request bodies (.json), traces or request logs (.jsonl), prompt templates (.md, .txt, .j2,
@@ -249,11 +254,20 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | No
     """
     from pathlib import Path
 
-    from prefixgate.cache_planner.lint import lint_paths
-    from prefixgate.cache_planner.lint_config import LintUsageError, apply, find_pyproject, load_config
-    from prefixgate.cache_planner.lint_output import render
-    from prefixgate.cache_planner.lint_rules import RULES
+    from prefixgate.cache_planner.lint.config import LintUsageError, apply, find_pyproject, load_config
+    from prefixgate.cache_planner.lint.output import render
+    from prefixgate.cache_planner.lint.rules import RULES
+    from prefixgate.cache_planner.lint.run import lint_paths
 
+    if explain_code is not None:
+        from prefixgate.cache_planner.lint.explain import UnknownRule, explain
+
+        try:
+            click.echo(explain(explain_code), nl=False)
+        except UnknownRule as e:
+            click.echo(f"prefixgate lint: error: {e.args[0]}", err=True)
+            sys.exit(2)
+        sys.exit(0)
     overrides = {k: v for k, v in {"enable": enable, "disable": disable, "provider": provider, "model": model,
                                    "include": include, "exclude": exclude, "fail_on": fail_on}.items() if v is not None}
     try:
@@ -261,6 +275,11 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | No
             raise LintUsageError(f"--pyproject {pyproject}: no such file")
         config = load_config(Path(pyproject) if pyproject else find_pyproject(Path.cwd()), set(RULES))
         config = apply(config, overrides, set(RULES), "command line")
+        if stats:
+            from prefixgate.cache_planner.lint.stats import corpus_stats
+
+            click.echo(corpus_stats(list(paths) or ["."], config).table())
+            sys.exit(0)
         report = lint_paths(list(paths) or ["."], config, cost=cost, fix=fix, force_exclude=force_exclude)
     except LintUsageError as e:
         click.echo(f"prefixgate lint: error: {e}", err=True)
