@@ -98,19 +98,28 @@ def _split_block(text: str, route: RouteState, moved: dict[str, list[str]], kind
     keep: list[str] = []
     for unit, piece, share in zip(found, pieces, shares, strict=True):
         kinds = set(unit.kinds)
-        stability = route.classify(share, kinds) if trust_history else _by_detectors(kinds)
+        before = route.moved_as(piece)
+        if before is not None:
+            # Moved on an earlier request and back unchanged: moving it again keeps the prefix that
+            # request wrote; putting it back would break it for nothing (hysteresis).
+            stability: Stability = before
+        else:
+            stability = route.classify(share, kinds) if trust_history else _by_detectors(kinds)
         if stability == "static" or not piece.strip():
             keep.append(piece)
         else:
             moved[stability].append(piece)
+            route.remember_moved(piece, stability)
             kinds_moved |= kinds or {"learned"}
     return None if len(keep) == len(pieces) else "".join(keep)
 
 
 def _by_detectors(kinds: set[str]) -> Stability:
-    if kinds & DYNAMIC_KINDS:
-        return "dynamic"
-    return "session" if kinds else "static"
+    """With no history to judge by, only per-request values (timestamps, ids) move. A date or a
+    ticket number may be an example inside fixed instructions ("merge freeze begins 2026-03-05"): it
+    moves once the route sees it change, when its prefix is broken anyway, so the decision never
+    flips between a route's first and second request on a detector's word alone."""
+    return "dynamic" if kinds & DYNAMIC_KINDS else "static"
 
 
 def _insert_context(conv: Conversation, seg: Segment, text: str) -> None:

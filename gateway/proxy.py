@@ -52,6 +52,7 @@ from prefixgate.policies import (
     pick_replica,
     retry_condition,
 )
+from prefixgate.policies.router import caller_checkpoints_for
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
@@ -235,7 +236,8 @@ class Proxy:
         conv, notes = self._convert(call, first.dialect, model)
         sent_as = dumps(dialect_module(first.dialect).encode_request(conv)).decode() if self.settings.ledger_bodies else ""
         the_plan = plan(conv, Target(PLANNER_PROVIDER[first.kind], model), self.planner_state, call.mode,
-                        route=self._planner_route(call, conv), catalog=self.catalog)
+                        route=self._planner_route(call, conv), catalog=self.catalog,
+                        caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
         name = ref.upstreams[0] if len(ref.upstreams) == 1 else pick_replica(

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from prefixgate.cache_planner import MODES, Mode
+from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
 
 UpstreamKind = Literal["anthropic", "openai", "gemini", "openai_compatible", "local"]
 KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "gemini", "openai_compatible", "local")
@@ -77,6 +77,8 @@ class Route:
     targets: tuple[TargetRef, ...]
     planner: Mode = "rewrite"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # What the planner does with cache markers the caller placed itself (cache_planner.caller_markers).
+    caller_checkpoints: CallerCheckpoints = "keep"
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class CallerKey:
     routes: tuple[str, ...] = ()         # empty: every route
     budget: Budget | None = None
     rate_limit: RateLimit | None = None
+    caller_checkpoints: CallerCheckpoints | None = None   # overrides the route's for this key
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
 
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
-    _only(spec, path, {"name", "models", "targets", "planner", "retry"})
+    _only(spec, path, {"name", "models", "targets", "planner", "retry", "caller_checkpoints"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -156,7 +159,8 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     planner = spec.get("planner", "rewrite")
     if planner not in MODES:
         raise PolicyError(f"{path}.planner: must be one of {', '.join(MODES)}, got {planner!r}")
-    return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"))
+    return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"),
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path))
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
@@ -198,7 +202,8 @@ def _retry(spec: Any, path: str) -> RetryPolicy:
 
 def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     spec = _mapping(spec, path)
-    _only(spec, path, {"name", "key_env", "key_sha256", "tenant", "planner", "routes", "budget", "rate_limit"})
+    _only(spec, path, {"name", "key_env", "key_sha256", "tenant", "planner", "routes", "budget", "rate_limit",
+                       "caller_checkpoints"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -234,7 +239,15 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
         _only(r, f"{path}.rate_limit", {"requests_per_minute", "tokens_per_minute"})
         limit = RateLimit(int(_number(r.get("requests_per_minute", 0), f"{path}.rate_limit.requests_per_minute")),
                           int(_number(r.get("tokens_per_minute", 0), f"{path}.rate_limit.tokens_per_minute")))
-    return CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit)
+    caller = spec.get("caller_checkpoints")
+    return CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit,
+                     None if caller is None else _caller_checkpoints(caller, path))
+
+
+def _caller_checkpoints(value: Any, path: str) -> CallerCheckpoints:
+    if value not in CALLER_CHECKPOINTS:
+        raise PolicyError(f"{path}.caller_checkpoints: must be one of {', '.join(CALLER_CHECKPOINTS)}, got {value!r}")
+    return value
 
 
 def hash_key(secret: str) -> str:

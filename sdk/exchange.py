@@ -68,7 +68,7 @@ class Exchange:
             return
         with self.config.lock:
             self.plan = plan(conv, Target(provider, self.model), self.config.state, self.config.mode,
-                             route=self.config.route, now=self.ts)
+                             route=self.config.route, now=self.ts, caller_checkpoints=self.config.caller_checkpoints)
         if provider == "openai" and self.stream:
             self._ask_for_stream_usage(self.plan)
 
