@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from prefixgate.cache_planner.detectors import unit_texts, units
-from prefixgate.cache_planner.stability import DYNAMIC_KINDS, STATIC_SHARE, RouteState
+from prefixgate.cache_planner.stability import STATIC_SHARE, RouteState
 from prefixgate.ir import Block, Conversation, Segment, Stability, content_hash, without_markers
 
 CONTEXT_LABEL = "Context:\n"
@@ -104,7 +104,7 @@ def _split_block(text: str, route: RouteState, moved: dict[str, list[str]], kind
             # request wrote; putting it back would break it for nothing (hysteresis).
             stability: Stability = before
         else:
-            stability = route.classify(share, kinds) if trust_history else _by_detectors(kinds)
+            stability = route.classify(share if trust_history else None, kinds)
         if stability == "static" or not piece.strip():
             keep.append(piece)
         else:
@@ -112,14 +112,6 @@ def _split_block(text: str, route: RouteState, moved: dict[str, list[str]], kind
             route.remember_moved(piece, stability)
             kinds_moved |= kinds or {"learned"}
     return None if len(keep) == len(pieces) else "".join(keep)
-
-
-def _by_detectors(kinds: set[str]) -> Stability:
-    """With no history to judge by, only per-request values (timestamps, ids) move. A date or a
-    ticket number may be an example inside fixed instructions ("merge freeze begins 2026-03-05"): it
-    moves once the route sees it change, when its prefix is broken anyway, so the decision never
-    flips between a route's first and second request on a detector's word alone."""
-    return "dynamic" if kinds & DYNAMIC_KINDS else "static"
 
 
 def _insert_context(conv: Conversation, seg: Segment, text: str) -> None:

@@ -84,14 +84,17 @@ class RouteState:
         return out
 
     def classify(self, share: float | None, kinds: set[str]) -> Stability:
-        """A unit's stability from its share of recent requests (None: no history) and its detectors."""
+        """A unit's stability from its share of recent requests (None: no history) and its detectors.
+
+        With no history only per-request values (timestamps, ids) move. A date or a ticket number may
+        be an example inside fixed instructions ("merge freeze begins 2026-03-05"): it moves once the
+        route sees it change, when its prefix is broken anyway, so a decision never flips between a
+        route's first and second request on a detector's word alone."""
         if share is not None and share >= STATIC_SHARE:
             return "static"
         if kinds & DYNAMIC_KINDS:
             return "dynamic"
-        if kinds or share is not None:
-            return "session"
-        return "static"
+        return "session" if share is not None else "static"
 
     def record_units(self, texts: list[str]) -> None:
         """Count one request's units (call after classifying them)."""

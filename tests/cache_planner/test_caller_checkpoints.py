@@ -170,3 +170,52 @@ def test_bad_caller_checkpoints_value_is_a_clear_error():
     conv = an.parse_request(marked_support(0))
     with pytest.raises(ValueError, match="caller_checkpoints must be one of keep, add, optimize"):
         plan(conv, SONNET, PlannerState(), caller_checkpoints="replace")  # type: ignore[arg-type]
+
+
+# ---- stable decisions ---------------------------------------------------------------------------
+
+AGENT_SYSTEM = ("You are a coding agent.\n" + POLICY + "\nWhen you write a note, follow this example:\n"
+                "Merge freeze begins 2026-03-05; see TICKET-4411 for the checklist.\n" + POLICY)
+
+
+def agent_request(question: str, system: str = AGENT_SYSTEM) -> dict:
+    return {"model": SONNET.model, "max_tokens": 100, "system": [{"type": "text", "text": system, "cache_control": EPHEMERAL}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": question, "cache_control": EPHEMERAL}]}]}
+
+
+@pytest.mark.parametrize("caller", ["keep", "add", "optimize"])
+def test_a_dated_example_in_fixed_instructions_is_never_moved(caller):
+    """The Claude Code case: a date and a ticket number inside an example in fixed instructions. The
+    detectors fire, but with no history nothing says the line is volatile, and every later request
+    shows it identical: it stays in place on the first request and on every one after."""
+    state = PlannerState()
+    systems = []
+    for i in range(3):
+        out, result = plan_body("anthropic", agent_request(f"task {i}"), SONNET, state, route="cc", now=i * 20.0,
+                                caller=caller)
+        systems.append(out["system"])
+        assert not any(line.startswith("rewrite:") for line in result.explanation)
+    assert systems[0] == systems[1] == systems[2] and "2026-03-05" in systems[0][0]["text"]
+
+
+def test_a_changing_date_moves_once_it_changes_and_stays_moved_while_unchanged():
+    state = PlannerState()
+    day = "Today's date is 2026-11-{:02d}.\n"
+    seen = []
+    for i, d in enumerate([22, 22, 23, 23, 23]):
+        out, _ = plan_body("anthropic", agent_request(f"task {i}", day.format(d) + AGENT_SYSTEM), SONNET, state,
+                           route="daily", now=i * 20.0)
+        seen.append("Today's date" in out["system"][0]["text"])
+    # Kept while identical; moved the day it changed (the prefix past it broke anyway), and still
+    # moved the next request although it is identical again: a moved unit moves back only if it changes.
+    assert seen == [True, True, False, False, False]
+
+
+def test_a_timestamp_moves_from_the_first_request_and_the_decision_holds():
+    state = PlannerState()
+    moved = []
+    for i in range(3):
+        system = "Current time: 2026-11-22T10:00:00Z\n" + AGENT_SYSTEM  # identical on every request
+        out, _ = plan_body("anthropic", agent_request(f"task {i}", system), SONNET, state, route="ts", now=i * 20.0)
+        moved.append("Current time" not in out["system"][0]["text"])
+    assert moved == [True, True, True]
