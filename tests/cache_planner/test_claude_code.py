@@ -9,15 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from prefixgate.ledger import read_records
-from tests.support import free_port, wait_until
+from tests.support_stack import running_stack
 
 pytestmark = pytest.mark.slow
 
@@ -42,37 +40,12 @@ def claude_binary() -> Path:
     return binary
 
 
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(url + "/health", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @pytest.fixture
 def gateway(tmp_path) -> Iterator[tuple[str, Path]]:
-    mock_port, gw_port = free_port(), free_port()
-    mock_url, gw_url = f"http://127.0.0.1:{mock_port}", f"http://127.0.0.1:{gw_port}"
     ledger = tmp_path / "ledger.sqlite"
-    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-upstream-0123456789", "PREFIXGATE_LEDGER_PATH": str(ledger),
-           "PREFIXGATE_ANTHROPIC_BASE_URL": mock_url}
-    procs = []
-    for args, log in ((["mock-providers", "--port", str(mock_port)], "mock.log"),
-                      (["serve", "--port", str(gw_port)], "gateway.log")):
-        procs.append(subprocess.Popen([sys.executable, "-m", "prefixgate.cli", *args], env=env,
-                                      stdout=(tmp_path / log).open("w"), stderr=subprocess.STDOUT))
-    try:
-        for url, log in ((mock_url, "mock.log"), (gw_url, "gateway.log")):
-            try:
-                wait_until(lambda u=url: _healthy(u), 60, f"{url}/health")
-            except TimeoutError:
-                pytest.fail((tmp_path / log).read_text()[-3000:])
+    env = {"ANTHROPIC_API_KEY": "sk-ant-upstream-0123456789", "PREFIXGATE_LEDGER_PATH": str(ledger)}
+    with running_stack(tmp_path, env) as (gw_url, _):
         yield gw_url, ledger
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait(20)
 
 
 def test_claude_code_reads_the_prefix_the_previous_run_wrote(gateway, tmp_path) -> None:
