@@ -40,17 +40,21 @@ def claude_binary() -> Path:
     return binary
 
 
-@pytest.fixture
-def gateway(tmp_path) -> Iterator[tuple[str, Path]]:
-    ledger = tmp_path / "ledger.sqlite"
-    env = {"ANTHROPIC_API_KEY": "sk-ant-upstream-0123456789", "PREFIXGATE_LEDGER_PATH": str(ledger)}
+@pytest.fixture(params=["keep", "add", "optimize"])
+def gateway(request, tmp_path) -> Iterator[tuple[str, Path, str]]:
+    """The gateway with Claude's models routed to Anthropic under each `caller_checkpoints` policy."""
+    ledger, policy = tmp_path / "ledger.sqlite", tmp_path / "policy.yaml"
+    policy.write_text("routes:\n  - {name: claude, models: ['claude-*'], targets: [{upstream: anthropic}], "
+                      f"caller_checkpoints: {request.param}}}\n")
+    env = {"ANTHROPIC_API_KEY": "sk-ant-upstream-0123456789", "PREFIXGATE_LEDGER_PATH": str(ledger),
+           "PREFIXGATE_POLICY_FILE": str(policy)}
     with running_stack(tmp_path, env) as (gw_url, _):
-        yield gw_url, ledger
+        yield gw_url, ledger, request.param
 
 
 def test_claude_code_reads_the_prefix_the_previous_run_wrote(gateway, tmp_path) -> None:
     claude = claude_binary()
-    url, ledger = gateway
+    url, ledger, caller_checkpoints = gateway
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()
     project.mkdir()
@@ -62,10 +66,13 @@ def test_claude_code_reads_the_prefix_the_previous_run_wrote(gateway, tmp_path) 
         assert done.returncode == 0 and "API Error" not in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
     records = [r for r in read_records(str(ledger)) if r["status"] == 200]
     assert len(records) >= RUNS
-    # The caller's markers went out as sent (keep, the default) and the planner moved nothing.
+    # The planner moved no text, and saw (and, under keep, kept) the caller's own markers.
     for r in records:
+        assert r["route"] == "claude"
         assert not any(line.startswith("rewrite:") for line in r["explanation"]), r["explanation"]
-        assert any("caller placed" in line for line in r["explanation"]), r["explanation"]
+        assert any(line.startswith(("cache: the caller placed", "cache: caller's")) for line in r["explanation"])
+        if caller_checkpoints == "keep":
+            assert any("kept as sent" in line for line in r["explanation"])
 
     def static(r: dict) -> list[str]:
         """The planned prefix's tools and system segments (role:hash:chained-hash:tokens...)."""
