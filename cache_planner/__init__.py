@@ -1,7 +1,8 @@
 """The cache planner: learn what is stable, rewrite static-first, place checkpoints, choose TTLs."""
 
+from prefixgate.cache_planner.caller_markers import CALLER_CHECKPOINTS, CallerCheckpoints
 from prefixgate.cache_planner.plan import MODES, Mode, Plan, fingerprint, plan
 from prefixgate.cache_planner.stability import PlannerState, RedisStore
 from prefixgate.cache_planner.target import Target
 
-__all__ = ["MODES", "Mode", "Plan", "PlannerState", "RedisStore", "Target", "fingerprint", "plan"]
+__all__ = ["CALLER_CHECKPOINTS", "CallerCheckpoints", "MODES", "Mode", "Plan", "PlannerState", "RedisStore", "Target", "fingerprint", "plan"]

@@ -5,7 +5,8 @@ conversation (so the next turn reads it), bridging checkpoints where a turn appe
 than Anthropic's 20-position lookback can see past, and the end of a large document in the latest
 user turn. Each is kept only if its level's learned reuse pays for the write (`economics`), its
 prefix reaches the model's minimum, and the provider's breakpoint budget allows; Anthropic's
-1h-before-5m ordering is enforced. A request whose caller placed its own markers keeps them as sent.
+1h-before-5m ordering is enforced. A request whose caller placed its own markers is handled by the
+route's `caller_checkpoints` policy (`caller_markers`): kept as sent, added to, or optimized.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from prefixgate import tokens
+from prefixgate.cache_planner.caller_markers import CallerCheckpoints, caller_marks, settle_caller_marks
 from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choose_ttl, expected_cost
 from prefixgate.cache_planner.explicit_cache import cache_pays, create_body, use_cache
 from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
@@ -57,7 +59,7 @@ class Placement:
 
 def place_checkpoints(
     conv: Conversation, target: Target, model: ModelRules, catalog: Catalog, route: RouteState, now: float,
-    notes: list[str],
+    notes: list[str], caller: CallerCheckpoints = "keep",
 ) -> Placement:
     """Place checkpoints (and provider cache fields) on `conv` in place."""
     flat = [(seg, block) for seg in conv.segments for block in seg.blocks]
@@ -83,14 +85,31 @@ def place_checkpoints(
     placement = Placement(static_key)
     placed = len(conv.checkpoints()) + ("cache_control" in conv.params)
     if placed and target.provider in ("anthropic", "openai"):
-        # The caller chose its own breakpoints: a proxy that silently moves them breaks trust (and is
-        # the most reported gateway bug). Rewrites still apply; placement stays the caller's.
-        notes.append(f"cache: the caller placed {placed} checkpoint(s); kept as sent")
+        # The caller chose its own breakpoints: by default (`keep`) a proxy that silently moves them
+        # breaks trust (and is the most reported gateway bug). Rewrites still apply either way.
+        adjustable = "cache_control" not in conv.params and (target.provider == "anthropic" or model.regime == "breakpoints")
+        if caller == "keep" or not adjustable:
+            notes.append(f"cache: the caller placed {placed} checkpoint(s); kept as sent")
+        else:
+            ours = _choose(conv, target, model, price, catalog, route, cands, [], notes)
+            ttls = tuple(catalog.anthropic.ttls) if target.provider == "anthropic" else model.breakpoint_ttls
+            last_hit = max((i for i, _ in reused), default=None)
+            marks = settle_caller_marks(caller, caller_marks(flat), sorted(ours, key=lambda c: PRIORITY[c.level]),
+                                        cands, cumulative, route, price, ttls, _marker_limit(target, catalog),
+                                        target.provider == "openai", last_hit, notes)
+            for i, (_, block) in enumerate(flat):
+                block.checkpoint = Checkpoint(marks[i]) if i in marks else None
+            if target.provider == "openai" and marks:
+                ttl = next(iter(marks.values()))
+                conv.cache_params["prompt_cache_options"] = {**(conv.params.get("prompt_cache_options") or {}),
+                                                             "mode": "explicit", "ttl": ttl}
         if target.provider == "openai" and "prompt_cache_key" not in conv.params and static_key:
             conv.cache_params["prompt_cache_key"] = "pg-" + static_key[:24]
         return placement
     if target.provider == "anthropic":
-        _place_anthropic(conv, model, price, catalog, route, cands, flat, notes)
+        chosen = _choose(conv, target, model, price, catalog, route, cands, flat, notes)
+        for c in chosen:
+            flat[c.index][1].checkpoint = Checkpoint(c.choice.ttl)
     elif target.provider == "openai":
         _place_openai(conv, model, price, route, cands, flat, static_key, notes)
     else:
@@ -152,8 +171,26 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
     return chosen
 
 
-def _place_anthropic(conv: Conversation, model: ModelRules, price: Price, catalog: Catalog, route: RouteState,
-                     cands: list[Candidate], flat: list, notes: list[str]) -> None:
+def _marker_limit(target: Target, catalog: Catalog) -> int:
+    return catalog.anthropic.max_breakpoints if target.provider == "anthropic" else catalog.openai.max_breakpoint_writes
+
+
+def _choose(conv: Conversation, target: Target, model: ModelRules, price: Price, catalog: Catalog, route: RouteState,
+            cands: list[Candidate], flat: list, notes: list[str]) -> list[Candidate]:
+    """The planner's own placement, as if the caller had placed none (in index order, TTLs final).
+    Explanation lines are added only when `flat` is given (the placement is then written)."""
+    lines: list[str] = []
+    if target.provider == "anthropic":
+        chosen = _choose_anthropic(model, price, catalog, route, cands, lines)
+    else:
+        chosen = _choose_openai(model, price, route, cands, lines)
+    if flat:
+        notes.extend(lines)
+    return chosen
+
+
+def _choose_anthropic(model: ModelRules, price: Price, catalog: Catalog, route: RouteState, cands: list[Candidate],
+                      notes: list[str]) -> list[Candidate]:
     ttls = tuple(catalog.anthropic.ttls)
     chosen = _decide(cands, model, price, route, ttls, notes)
     chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[: catalog.anthropic.max_breakpoints]
@@ -175,20 +212,29 @@ def _place_anthropic(conv: Conversation, model: ModelRules, price: Price, catalo
         c.choice = Choice(ttl, c.choice.expected_cost, c.choice.reason)
         kept.append(c)
     for c in reversed(kept):
-        flat[c.index][1].checkpoint = Checkpoint(c.choice.ttl)
         notes.append(f"checkpoint: {c.level} at {c.tokens} tokens, ttl {c.choice.ttl} ({c.choice.reason})")
+    return kept[::-1]
+
+
+def _choose_openai(model: ModelRules, price: Price, route: RouteState, cands: list[Candidate],
+                   notes: list[str]) -> list[Candidate]:
+    chosen = _decide(cands, model, price, route, model.breakpoint_ttls, notes)
+    chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[:4]
+    # One TTL per request: the static level's choice, else the first chosen.
+    ttl = chosen[0].choice.ttl if chosen else None
+    for c in chosen:
+        c.choice = Choice(ttl, c.choice.expected_cost, c.choice.reason)
+        notes.append(f"checkpoint: {c.level} at {c.tokens} tokens, ttl {ttl} ({c.choice.reason})")
+    return sorted(chosen, key=lambda c: c.index)
 
 
 def _place_openai(conv: Conversation, model: ModelRules, price: Price, route: RouteState, cands: list[Candidate],
                   flat: list, static_key: str, notes: list[str]) -> None:
     if model.regime == "breakpoints":
-        chosen = _decide(cands, model, price, route, model.breakpoint_ttls, notes)
-        chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[:4]
-        # One TTL per request: the static level's choice, else the first chosen.
+        chosen = _choose_openai(model, price, route, cands, notes)
         ttl = chosen[0].choice.ttl if chosen else None
         for c in chosen:
             flat[c.index][1].checkpoint = Checkpoint(ttl)
-            notes.append(f"checkpoint: {c.level} at {c.tokens} tokens, ttl {ttl} ({c.choice.reason})")
         conv.cache_params["prompt_cache_options"] = {"mode": "explicit", "ttl": ttl} if ttl else {"mode": "explicit"}
         if not chosen:
             notes.append("cache: explicit mode with no breakpoints: nothing on this route is reused enough to pay for writes")

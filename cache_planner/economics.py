@@ -73,10 +73,23 @@ def choose_growing_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...], c
         return Choice(None, 1.0, "nothing to save")
 
     def cost(ttl: str, p: float) -> float:
-        read, write = _multipliers(price, ttl)
-        return 1 + (fresh * (write - 1) - p * total * (1 - read)) / total
+        return growing_cost(price, ttl, p, carried, fresh) / total
 
     choice = _cheapest(stats, ttls, cost, "next turn", f"the next turn is too unlikely to pay for writing {fresh} tokens")
     if choice.ttl is not None:
         choice = Choice(choice.ttl, choice.expected_cost, f"{choice.reason}, {fresh} new of {total} tokens")
     return choice
+
+
+def growing_cost(price: Price, ttl: str, p: float, carried: int, fresh: int) -> float:
+    """Expected cost, in plain-input tokens, of a growing prefix marked with `ttl`: `carried` tokens
+    read now, `fresh` written now, and the whole read by the next turn with probability `p` (credited
+    here, as that turn's saving is this checkpoint's doing)."""
+    read, write = _multipliers(price, ttl)
+    total = carried + fresh
+    return total + fresh * (write - 1) - p * total * (1 - read)
+
+
+def recurring_cost(stats: ReuseStats, price: Price, ttl: str, size: int) -> float:
+    """Expected cost, in plain-input tokens, of `size` tokens of a recurring prefix marked with `ttl`."""
+    return size * expected_cost(stats, price, ttl)

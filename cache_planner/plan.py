@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
+from prefixgate.cache_planner.caller_markers import CALLER_CHECKPOINTS, CallerCheckpoints
 from prefixgate.cache_planner.checkpoints import place_checkpoints
 from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.cache_planner.explicit_cache import use_cache
@@ -74,14 +75,18 @@ def plan(
     route: str | None = None,
     now: float | None = None,
     catalog: Catalog | None = None,
+    caller_checkpoints: CallerCheckpoints = "keep",
 ) -> Plan:
     """Plan `conversation` for `target`, learning from and updating `state` (the route's history).
 
     The conversation passed in is never modified. A request the planner cannot handle goes out
-    unchanged, with the reason in the explanation.
+    unchanged, with the reason in the explanation. `caller_checkpoints` says what happens to markers
+    the caller placed itself (`caller_markers`).
     """
     if mode not in MODES:
         raise ValueError(f"planner mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if caller_checkpoints not in CALLER_CHECKPOINTS:
+        raise ValueError(f"caller_checkpoints must be one of {', '.join(CALLER_CHECKPOINTS)}, got {caller_checkpoints!r}")
     route_name = route or fingerprint(conversation)
     if mode == "off":
         return Plan(conversation.copy(), target, mode, route_name, _first_key(conversation),
@@ -104,7 +109,7 @@ def plan(
     when = time.time() if now is None else now
     cache_create = None
     if model is not None:
-        placement = place_checkpoints(conv, target, model, catalog, rs, when, notes)
+        placement = place_checkpoints(conv, target, model, catalog, rs, when, notes, caller_checkpoints)
         prefix_hash, cache_create = placement.prefix_hash, placement.cache_create
     else:
         prefix_hash = _first_key(conv)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from prefixgate.cache_planner.detectors import unit_texts, units
-from prefixgate.cache_planner.stability import DYNAMIC_KINDS, STATIC_SHARE, RouteState
+from prefixgate.cache_planner.stability import STATIC_SHARE, RouteState
 from prefixgate.ir import Block, Conversation, Segment, Stability, content_hash, without_markers
 
 CONTEXT_LABEL = "Context:\n"
@@ -98,19 +98,20 @@ def _split_block(text: str, route: RouteState, moved: dict[str, list[str]], kind
     keep: list[str] = []
     for unit, piece, share in zip(found, pieces, shares, strict=True):
         kinds = set(unit.kinds)
-        stability = route.classify(share, kinds) if trust_history else _by_detectors(kinds)
+        before = route.moved_as(piece)
+        if before is not None:
+            # Moved on an earlier request and back unchanged: moving it again keeps the prefix that
+            # request wrote; putting it back would break it for nothing (hysteresis).
+            stability: Stability = before
+        else:
+            stability = route.classify(share if trust_history else None, kinds)
         if stability == "static" or not piece.strip():
             keep.append(piece)
         else:
             moved[stability].append(piece)
+            route.remember_moved(piece, stability)
             kinds_moved |= kinds or {"learned"}
     return None if len(keep) == len(pieces) else "".join(keep)
-
-
-def _by_detectors(kinds: set[str]) -> Stability:
-    if kinds & DYNAMIC_KINDS:
-        return "dynamic"
-    return "session" if kinds else "static"
 
 
 def _insert_context(conv: Conversation, seg: Segment, text: str) -> None:

@@ -47,6 +47,9 @@ class RouteState:
     # Prefix hash of a user turn -> the per-request context we inserted there, so when that turn is
     # history in the next request it gets the same bytes again and the conversation cache holds.
     contexts: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    # Units moved out of the system prompt -> the stability they moved as: an identical unit moves the
+    # same way again, so a decision changes only when the unit does (see rewrite._split_block).
+    moved: OrderedDict[str, Stability] = field(default_factory=OrderedDict)
     # Gemini explicit caches this route created: static prefix hash -> (cache name, expiry time).
     explicit: dict[str, tuple[str, float]] = field(default_factory=dict)
     max_units: int = 2048
@@ -57,6 +60,16 @@ class RouteState:
         self.contexts.move_to_end(key)
         while len(self.contexts) > self.max_contexts:
             self.contexts.popitem(last=False)
+
+    def moved_as(self, text: str) -> Stability | None:
+        return self.moved.get(unit_key(text))
+
+    def remember_moved(self, text: str, stability: Stability) -> None:
+        key = unit_key(text)
+        self.moved[key] = stability
+        self.moved.move_to_end(key)
+        while len(self.moved) > self.max_units:
+            self.moved.popitem(last=False)
 
     def shares(self, texts: list[str]) -> list[float | None]:
         """Each unit's share of recent requests (decayed count / decayed requests); None before the
@@ -71,14 +84,17 @@ class RouteState:
         return out
 
     def classify(self, share: float | None, kinds: set[str]) -> Stability:
-        """A unit's stability from its share of recent requests (None: no history) and its detectors."""
+        """A unit's stability from its share of recent requests (None: no history) and its detectors.
+
+        With no history only per-request values (timestamps, ids) move. A date or a ticket number may
+        be an example inside fixed instructions ("merge freeze begins 2026-03-05"): it moves once the
+        route sees it change, when its prefix is broken anyway, so a decision never flips between a
+        route's first and second request on a detector's word alone."""
         if share is not None and share >= STATIC_SHARE:
             return "static"
         if kinds & DYNAMIC_KINDS:
             return "dynamic"
-        if kinds or share is not None:
-            return "session"
-        return "static"
+        return "session" if share is not None else "static"
 
     def record_units(self, texts: list[str]) -> None:
         """Count one request's units (call after classifying them)."""
@@ -95,7 +111,7 @@ class RouteState:
     def to_dict(self) -> dict:
         return {"requests": self.requests, "weight": self.weight, "units": list(self.units.items()),
                 "reuse": self.reuse.to_dict(), "tool_forms": list(self.tool_forms.items()),
-                "contexts": list(self.contexts.items()), "explicit": self.explicit}
+                "contexts": list(self.contexts.items()), "explicit": self.explicit, "moved": list(self.moved.items())}
 
     @classmethod
     def from_dict(cls, data: dict) -> RouteState:
@@ -105,6 +121,7 @@ class RouteState:
         state.tool_forms = OrderedDict(data.get("tool_forms", []))
         state.contexts = OrderedDict(data.get("contexts", []))
         state.explicit = {k: (n, e) for k, (n, e) in data.get("explicit", {}).items()}
+        state.moved = OrderedDict(data.get("moved", []))
         return state
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from prefixgate.cache_planner.caller_markers import CallerCheckpoints
 from prefixgate.cache_planner.plan import Mode, Plan, plan
 from prefixgate.cache_planner.stability import PlannerState
 from prefixgate.cache_planner.target import Target
@@ -16,15 +17,16 @@ from prefixgate.providers.replay import ReplayState
 from prefixgate.providers.trace import TraceRecord, record_json
 
 
-def plan_record(record: TraceRecord, state: PlannerState, mode: Mode = "rewrite") -> tuple[dict[str, Any], list[str]]:
+def plan_record(record: TraceRecord, state: PlannerState, mode: Mode = "rewrite",
+                caller: CallerCheckpoints = "keep") -> tuple[dict[str, Any], list[str]]:
     """The planned native body for one trace record, and the plan's explanation."""
-    result = _plan(record, state, mode)
+    result = _plan(record, state, mode, caller)
     if isinstance(result, list):
         return record.body, result
     return DIALECTS[record.provider].encode_request(result.conversation), result.explanation
 
 
-def _plan(record: TraceRecord, state: PlannerState, mode: Mode) -> Plan | list[str]:
+def _plan(record: TraceRecord, state: PlannerState, mode: Mode, caller: CallerCheckpoints) -> Plan | list[str]:
     if record.endpoint != "generate":
         return [f"passthrough: {record.endpoint} is not a generate request"]
     dialect = DIALECTS[record.provider]
@@ -34,15 +36,16 @@ def _plan(record: TraceRecord, state: PlannerState, mode: Mode) -> Plan | list[s
     except RequestError as e:
         return [f"passthrough: the body is not a valid {record.provider} request ({e.message})"]
     return plan(conv, Target(record.provider, record.model), state, mode,  # type: ignore[arg-type]
-                route=f"{record.tenant}/{record.route}", now=record.t)
+                route=f"{record.tenant}/{record.route}", now=record.t, caller_checkpoints=caller)
 
 
-def plan_trace(records: Iterable[TraceRecord], mode: Mode = "rewrite") -> Iterator[dict]:
+def plan_trace(records: Iterable[TraceRecord], mode: Mode = "rewrite",
+               caller: CallerCheckpoints = "keep") -> Iterator[dict]:
     """Trace lines with `body` planned and a `plan` field explaining each decision. With no provider
     to run it, a Gemini explicit cache the planner wants is reported as `cache_create`."""
     state = PlannerState()
     for record in records:
-        result = _plan(record, state, mode)
+        result = _plan(record, state, mode, caller)
         if isinstance(result, list):
             yield {**record_json(record), "plan": result}
             continue
@@ -53,13 +56,13 @@ def plan_trace(records: Iterable[TraceRecord], mode: Mode = "rewrite") -> Iterat
         yield out
 
 
-def replay_strategy(mode: Mode = "rewrite") -> Callable[[TraceRecord, ReplayState], dict]:
+def replay_strategy(mode: Mode = "rewrite", caller: CallerCheckpoints = "keep") -> Callable[[TraceRecord, ReplayState], dict]:
     """A `prefixgate replay` strategy with its own planner state, fresh for each replay; it creates the
     Gemini explicit caches the planner asks for, billed like any other create."""
     state = PlannerState()
 
     def strategy(record: TraceRecord, replay: ReplayState) -> dict:
-        result = _plan(record, state, mode)
+        result = _plan(record, state, mode, caller)
         if isinstance(result, list):
             return record.body
         if result.cache_create is not None:

@@ -55,6 +55,7 @@ from prefixgate.policies import (
 )
 from prefixgate.policies.schema import DIALECT_OF, KINDS
 from prefixgate.prefix_shape import prefix_shape
+from prefixgate.policies.router import caller_checkpoints_for
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
@@ -219,7 +220,8 @@ class Proxy:
         first_wire = wire_format(first.dialect)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         the_plan = plan(conv, Target(planner_provider(first), model), self.planner_state, call.mode,
-                        route=self._planner_route(call, conv), catalog=self.catalog)
+                        route=self._planner_route(call, conv), catalog=self.catalog,
+                        caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
         name = ref.upstreams[0] if len(ref.upstreams) == 1 else pick_replica(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from prefixgate.cache_planner import Mode
+from prefixgate.cache_planner import CallerCheckpoints, Mode
 from prefixgate.errors import RequestError
 from prefixgate.policies.schema import CallerKey, Policy, Route
 
@@ -47,3 +47,8 @@ class Router:
 
     def model_names(self) -> list[str]:
         return [m for r in self.policy.routes for m in r.models]
+
+
+def caller_checkpoints_for(route: Route, caller: CallerKey | None) -> CallerCheckpoints:
+    """The key's `caller_checkpoints` where it sets one, else the route's."""
+    return caller.caller_checkpoints if caller is not None and caller.caller_checkpoints else route.caller_checkpoints

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from prefixgate.cache_planner import MODES, Mode
+from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
 from prefixgate.config import unknown_key
 
 UpstreamKind = Literal["anthropic", "openai", "gemini", "openai_compatible", "local"]
@@ -80,6 +80,8 @@ class Route:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # Keep request bodies (prompts) in the ledger for this route; None follows the `ledger_bodies` setting.
     ledger_bodies: bool | None = None
+    # What the planner does with cache markers the caller placed itself (cache_planner.caller_markers).
+    caller_checkpoints: CallerCheckpoints = "keep"
 
     def keeps_bodies(self, default: bool) -> bool:
         return default if self.ledger_bodies is None else self.ledger_bodies
@@ -108,6 +110,7 @@ class CallerKey:
     rate_limit: RateLimit | None = None
     # "read": the key also opens the dashboard and GET /api/* (never the admin-only parts); "": it does not.
     dashboard: Literal["", "read"] = ""
+    caller_checkpoints: CallerCheckpoints | None = None   # overrides the route's for this key
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
 
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
-    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies"})
+    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -168,7 +171,8 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     bodies = spec.get("ledger_bodies")
     if bodies is not None and not isinstance(bodies, bool):
         raise PolicyError(f"{path}.ledger_bodies: must be true or false, got {bodies!r}")
-    return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies)
+    return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path))
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
@@ -212,7 +216,7 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     spec = _mapping(spec, path)
     _no_plain_secret(spec, path, ("key", "api_key", "secret"), "key_env (a variable holding the key) or key_sha256")
     _only(spec, path, {"name", "key_env", "key_sha256", "tenant", "planner", "routes", "budget", "rate_limit",
-                       "dashboard"})
+                       "dashboard", "caller_checkpoints"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -251,7 +255,15 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     dashboard = spec.get("dashboard", "")
     if dashboard not in ("", "read"):
         raise PolicyError(f"{path}.dashboard: must be 'read' (read-only dashboard access) or absent, got {dashboard!r}")
-    return CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit, dashboard)
+    caller = spec.get("caller_checkpoints")
+    return CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit, dashboard,
+                     None if caller is None else _caller_checkpoints(caller, path))
+
+
+def _caller_checkpoints(value: Any, path: str) -> CallerCheckpoints:
+    if value not in CALLER_CHECKPOINTS:
+        raise PolicyError(f"{path}.caller_checkpoints: must be one of {', '.join(CALLER_CHECKPOINTS)}, got {value!r}")
+    return value
 
 
 def hash_key(secret: str) -> str:

@@ -113,7 +113,10 @@ def backend(model: str, host: str, port: int, **engine_options: object) -> None:
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--mode", type=click.Choice(["rewrite", "checkpoints", "off"]), default="rewrite", show_default=True,
               help="rewrite static-first and place checkpoints, only place checkpoints, or pass through.")
-def plan(trace: str, mode: str) -> None:
+@click.option("--caller-checkpoints", "caller", type=click.Choice(["keep", "add", "optimize"]), default="keep",
+              show_default=True, help="for requests that carry their own cache markers: send them as they are, add "
+              "the planner's where they pay, or replace them where the planner expects it cheaper.")
+def plan(trace: str, mode: str, caller: str) -> None:
     """Plan each request of TRACE.jsonl as the gateway would, learning as it goes, and print the
     records with `body` planned and a `plan` field explaining each decision."""
     import json
@@ -122,7 +125,7 @@ def plan(trace: str, mode: str) -> None:
     from prefixgate.providers.trace import TraceError, iter_trace
 
     try:
-        for record in plan_trace(iter_trace(trace), mode):  # type: ignore[arg-type]
+        for record in plan_trace(iter_trace(trace), mode, caller):  # type: ignore[arg-type]
             click.echo(json.dumps(record, ensure_ascii=False))
     except TraceError as e:
         raise click.ClickException(str(e)) from None
@@ -131,9 +134,12 @@ def plan(trace: str, mode: str) -> None:
 @main.command()
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--strategy", type=click.Choice(["passthrough", "planner"]), default="passthrough")
+@click.option("--caller-checkpoints", "caller", type=click.Choice(["keep", "add", "optimize"]), default=None,
+              help="with --strategy planner: what the planner does with the caller's own cache markers "
+              "(default keep; see `prefixgate plan --help`).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def replay(ctx: click.Context, trace: str, strategy: str, as_json: bool) -> None:
+def replay(ctx: click.Context, trace: str, strategy: str, caller: str | None, as_json: bool) -> None:
     """Replay TRACE.jsonl through the provider cache simulator and report cost and savings.
 
     Each line: {"t": seconds, "provider": "anthropic"|"openai"|"gemini", "model": ..., "route": ...,
@@ -146,10 +152,17 @@ def replay(ctx: click.Context, trace: str, strategy: str, as_json: bool) -> None
     from prefixgate.providers.rules import RulesError, load_catalog
     from prefixgate.providers.trace import TraceError, read_trace
 
+    if caller is not None and strategy != "planner":
+        raise click.UsageError("--caller-checkpoints applies to --strategy planner only")
     settings = _settings(ctx)
     try:
         catalog = load_catalog(settings.providers_file or None)
-        chosen = STRATEGIES[strategy]()
+        if caller is not None:
+            from prefixgate.cache_planner.trace import replay_strategy
+
+            chosen = replay_strategy(caller=caller)  # type: ignore[arg-type]
+        else:
+            chosen = STRATEGIES[strategy]()
         records = read_trace(trace)
     except (RulesError, ReplayError, TraceError) as e:
         raise click.ClickException(str(e)) from None

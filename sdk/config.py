@@ -6,7 +6,7 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 
-from prefixgate.cache_planner import PlannerState
+from prefixgate.cache_planner import CALLER_CHECKPOINTS, CallerCheckpoints, PlannerState
 from prefixgate.cache_planner.plan import Mode
 from prefixgate.sdk.usage_ledger import Ledger
 
@@ -29,10 +29,11 @@ class WrapConfig:
     route: str | None = None
     tenant: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+    caller_checkpoints: CallerCheckpoints = "keep"
 
     @classmethod
     def build(cls, *, route: str | None, rewrite: bool, ledger: Ledger | None, tenant: str | None,
-              state: PlannerState | None, default_ledger: Ledger) -> WrapConfig:
+              state: PlannerState | None, default_ledger: Ledger, caller_checkpoints: str = "keep") -> WrapConfig:
         if route is not None and (not isinstance(route, str) or not route.strip()):
             raise ValueError(f"wrap(route=...) must be a non-empty string or None, got {route!r}")
         if not isinstance(rewrite, bool):
@@ -43,7 +44,10 @@ class WrapConfig:
             raise TypeError(f"wrap(tenant=...) must be a string, got {type(tenant).__name__}")
         if state is not None and not isinstance(state, PlannerState):
             raise TypeError(f"wrap(state=...) must be a prefixgate.cache_planner.PlannerState, got {type(state).__name__}")
+        if caller_checkpoints not in CALLER_CHECKPOINTS:
+            raise ValueError(f"wrap(caller_checkpoints=...) must be one of {', '.join(CALLER_CHECKPOINTS)}, "
+                             f"got {caller_checkpoints!r}")
         state = state if state is not None else PlannerState()
         return cls(ledger=ledger if ledger is not None else default_ledger, state=state,
                    mode="rewrite" if rewrite else "checkpoints", route=route, tenant=tenant or "",
-                   lock=lock_for(state))
+                   lock=lock_for(state), caller_checkpoints=caller_checkpoints)  # type: ignore[arg-type]

@@ -71,7 +71,7 @@ class Exchange:
             return
         with self.config.lock:
             self.plan = plan(conv, Target(provider, self.model), self.config.state, self.config.mode,
-                             route=self.config.route, now=self.ts)
+                             route=self.config.route, now=self.ts, caller_checkpoints=self.config.caller_checkpoints)
         if self.stream:
             # Some formats report a stream's usage only when asked: ask, and withhold the answer from a
             # caller who did not (their SDK would yield a chunk it does not expect).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, overload
 
-from prefixgate.cache_planner import PlannerState
+from prefixgate.cache_planner import CallerCheckpoints, PlannerState
 from prefixgate.sdk.config import WrapConfig
 from prefixgate.sdk.usage_ledger import DEFAULT_LEDGER, Ledger
 
@@ -24,23 +24,28 @@ SUPPORTED = "openai.OpenAI, openai.AsyncOpenAI, anthropic.Anthropic, anthropic.A
 
 @overload
 def wrap(client: OpenAI, *, route: str | None = ..., rewrite: bool = ..., ledger: Ledger | None = ...,
-         tenant: str | None = ..., state: PlannerState | None = ...) -> OpenAI: ...
+         tenant: str | None = ..., state: PlannerState | None = ...,
+         caller_checkpoints: CallerCheckpoints = ...) -> OpenAI: ...
 @overload
 def wrap(client: AsyncOpenAI, *, route: str | None = ..., rewrite: bool = ..., ledger: Ledger | None = ...,
-         tenant: str | None = ..., state: PlannerState | None = ...) -> AsyncOpenAI: ...
+         tenant: str | None = ..., state: PlannerState | None = ...,
+         caller_checkpoints: CallerCheckpoints = ...) -> AsyncOpenAI: ...
 @overload
 def wrap(client: Anthropic, *, route: str | None = ..., rewrite: bool = ..., ledger: Ledger | None = ...,
-         tenant: str | None = ..., state: PlannerState | None = ...) -> Anthropic: ...
+         tenant: str | None = ..., state: PlannerState | None = ...,
+         caller_checkpoints: CallerCheckpoints = ...) -> Anthropic: ...
 @overload
 def wrap(client: AsyncAnthropic, *, route: str | None = ..., rewrite: bool = ..., ledger: Ledger | None = ...,
-         tenant: str | None = ..., state: PlannerState | None = ...) -> AsyncAnthropic: ...
+         tenant: str | None = ..., state: PlannerState | None = ...,
+         caller_checkpoints: CallerCheckpoints = ...) -> AsyncAnthropic: ...
 @overload
 def wrap(client: GenaiClient, *, route: str | None = ..., rewrite: bool = ..., ledger: Ledger | None = ...,
-         tenant: str | None = ..., state: PlannerState | None = ...) -> GenaiClient: ...
+         tenant: str | None = ..., state: PlannerState | None = ...,
+         caller_checkpoints: CallerCheckpoints = ...) -> GenaiClient: ...
 
 
 def wrap(client: Any, *, route: str | None = None, rewrite: bool = True, ledger: Ledger | None = None,
-         tenant: str | None = None, state: PlannerState | None = None) -> Any:
+         tenant: str | None = None, state: PlannerState | None = None, caller_checkpoints: CallerCheckpoints = "keep") -> Any:
     """A copy of `client` whose generate calls are planned before they leave and priced when they end.
 
     route:   the planner's route name (what it learns stability under); default: a fingerprint of
@@ -50,9 +55,12 @@ def wrap(client: Any, *, route: str | None = None, rewrite: bool = True, ledger:
     tenant:  recorded on every record and trace line (the cache scope in `prefixgate replay`).
     state:   planner state to share between wrapped clients (e.g. `PlannerState(store=RedisStore(url))`);
              default: this wrapped client's own.
+    caller_checkpoints: what the planner does with `cache_control` / breakpoints your own code placed:
+             "keep" them as sent (default), "add" its own where they pay, or "optimize" (replace them
+             where its cost model expects savings). See docs/planner.md.
     """
     config = WrapConfig.build(route=route, rewrite=rewrite, ledger=ledger, tenant=tenant, state=state,
-                              default_ledger=DEFAULT_LEDGER)
+                              default_ledger=DEFAULT_LEDGER, caller_checkpoints=caller_checkpoints)
     openai = sys.modules.get("openai")
     if openai is not None and isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
         from prefixgate.sdk.openai_wrapper import wrap_openai

@@ -35,7 +35,10 @@ from prefixgate.usage import Usage
 
 NAME = "anthropic"
 PREFIX_FIELDS = {"tools", "system", "messages"}
-ROLES = ("user", "assistant")
+# A "system" message inside `messages` adds instructions without changing the cached prefix before it
+# (Opus 4.8+, provider-caching.md A2; Claude Code 2.1 sends one). Its segment keeps its native message,
+# which is how the encoder tells it from the top-level `system`.
+ROLES = ("user", "assistant", "system")
 _KINDS: dict[str, BlockKind] = {
     "text": "text", "image": "image", "document": "document", "search_result": "document",
     "tool_use": "tool_call", "server_tool_use": "tool_call", "mcp_tool_use": "tool_call",
@@ -143,7 +146,7 @@ def encode_request(conv: Conversation) -> dict:
     for seg in conv.segments:
         if seg.role == "tools":
             encoded["tools"] = [_encode_block(b) for b in seg.blocks]
-        elif seg.role == "system":
+        elif seg.role == "system" and seg.native is None:
             encoded["system"] = _encode_content(seg)
         else:
             content = _encode_content(seg)

@@ -36,10 +36,10 @@ POLICY = "Policy: refunds are accepted within 30 days of purchase; shipping is f
 
 
 def plan_body(dialect: str, body: dict, target: Target, state: PlannerState, *, now: float, route: str = "r",
-              mode: str = "rewrite", model: str | None = None) -> tuple[dict, Plan]:
+              mode: str = "rewrite", model: str | None = None, caller: str = "keep") -> tuple[dict, Plan]:
     module = DIALECTS[dialect]
     conv = module.parse_request(json.dumps(body), model=model) if dialect == "gemini" else module.parse_request(json.dumps(body))
-    result = plan(conv, target, state, mode, route=route, now=now)
+    result = plan(conv, target, state, mode, route=route, now=now, caller_checkpoints=caller)
     out = module.encode_request(result.conversation)
     # A planned request must still be a valid request of its dialect.
     module.parse_request(out, model=model) if dialect == "gemini" else module.parse_request(out)

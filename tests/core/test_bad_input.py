@@ -23,7 +23,7 @@ CASES = [
     (an, {"model": "m", "max_tokens": True, "messages": []}, "max_tokens"),
     (an, {"model": "m", "max_tokens": 1, "messages": "hi"}, "messages"),
     (an, {"model": "m", "max_tokens": 1, "messages": []}, "messages"),
-    (an, {"model": "m", "max_tokens": 1, "messages": [{"role": "system", "content": "x"}]}, "messages.0.role"),
+    (an, {"model": "m", "max_tokens": 1, "messages": [{"role": "developer", "content": "x"}]}, "messages.0.role"),
     (an, {"model": "m", "max_tokens": 1, "messages": [{"role": "user"}]}, "messages.0.content"),
     (an, {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [{"text": "x"}]}]}, "messages.0.content.0.type"),
     (an, {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [

@@ -5,9 +5,6 @@ and bad input comes back in each SDK's own error type."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +17,8 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from prefixgate.ledger import read_records
-from tests.support_services import http_ok, start_on_free_port, wait_until
+from tests.support_services import wait_until
+from tests.support_stack import healthy, running_stack
 
 pytestmark = pytest.mark.slow
 
@@ -30,38 +28,12 @@ SYSTEM = "You are the support assistant of ACME Parcel. Follow the refund policy
     "Refunds are issued to the original payment method within five business days of approval. " * 90
 
 
-def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "prefixgate.cli", *args], env={**os.environ, **env},
-                            stdout=log.open("w"), stderr=subprocess.STDOUT)
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     tmp = tmp_path_factory.mktemp("e2e")
     ledger = tmp / "ledger.sqlite"
-    procs = []
-
-    def start(args: list[str], env: dict[str, str], log: str) -> str:
-        def launch(port: int) -> subprocess.Popen:
-            return _start([*args, "--port", str(port)], env, tmp / log)
-        try:
-            proc, port = start_on_free_port(launch, lambda port: http_ok(f"http://127.0.0.1:{port}/health"), log)
-        except (TimeoutError, RuntimeError):
-            pytest.fail((tmp / log).read_text()[-3000:])
-        procs.append(proc)
-        return f"http://127.0.0.1:{port}"
-
-    try:
-        mock_url = start(["mock-providers"], {}, "mock.log")
-        gw_url = start(["serve"], {**KEYS, "PREFIXGATE_LEDGER_PATH": str(ledger), "PREFIXGATE_OPENAI_BASE_URL": mock_url,
-                                   "PREFIXGATE_ANTHROPIC_BASE_URL": mock_url, "PREFIXGATE_GEMINI_BASE_URL": mock_url},
-                       "gateway.log")
+    with running_stack(tmp, {**KEYS, "PREFIXGATE_LEDGER_PATH": str(ledger)}) as (gw_url, _):
         yield gw_url, ledger
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait(20)
 
 
 def test_openai_sdk_second_request_reads_the_cache_and_the_headers_say_so(stack) -> None:
@@ -130,7 +102,7 @@ def test_bad_input_gets_each_sdks_own_error_and_the_gateway_keeps_serving(stack)
     with pytest.raises(genai_errors.ClientError) as e:
         gemini.models.generate_content(model="gemini-no-such-model", contents="hi")
     assert e.value.code in (400, 404) and "gemini-no-such-model" in str(e.value)
-    assert http_ok(url + "/health")
+    assert healthy(url)
 
 
 def test_every_answered_request_is_in_the_ledger_with_its_savings(stack) -> None:

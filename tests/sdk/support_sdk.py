@@ -16,8 +16,10 @@ GEMINI_MODEL = "gemini-2.5-flash"
 
 
 def dated_system(day: int) -> str:
-    """A long support prompt whose second line changes every day: it defeats caching unless the date moves out."""
-    return f"You are Ava, the ACME support agent.\nToday is 2026-11-{day:02d}.\n{POLICY}"
+    """A long support prompt whose second line changes on every request (a timestamp): it defeats caching
+    unless the line moves out. (A bare date would stay put on a route's first request: the planner moves a
+    date only once the route has seen it change, as it may be a fixed example in the instructions.)"""
+    return f"You are Ava, the ACME support agent.\nCurrent time: 2026-11-{day:02d}T09:00:00Z.\n{POLICY}"
 
 
 def fresh_key(prefix: str = "sk-test") -> str:

@@ -1,0 +1,48 @@
+"""`prefixgate mock-providers` and `prefixgate serve` as separate processes, the way a user runs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.support_services import http_ok, start_on_free_port
+
+
+def healthy(url: str) -> bool:
+    return http_ok(url + "/health")
+
+
+@contextmanager
+def running_stack(tmp: Path, env: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """(gateway URL, mock-providers URL), the gateway's hosted upstreams pointed at the mock; `env` is
+    added to the gateway's environment. Logs go to `tmp`; a server that does not start fails the test
+    with its log's tail. Each child gets a free port, and another one if that was taken meanwhile."""
+    procs: list[subprocess.Popen] = []
+
+    def start(args: list[str], extra: dict[str, str], log: str) -> str:
+        def launch(port: int) -> subprocess.Popen:
+            return subprocess.Popen([sys.executable, "-m", "prefixgate.cli", *args, "--port", str(port)],
+                                    env={**os.environ, **extra}, stdout=(tmp / log).open("w"), stderr=subprocess.STDOUT)
+        try:
+            proc, port = start_on_free_port(launch, lambda port: healthy(f"http://127.0.0.1:{port}"), log)
+        except (TimeoutError, RuntimeError):
+            pytest.fail((tmp / log).read_text()[-3000:])
+        procs.append(proc)
+        return f"http://127.0.0.1:{port}"
+
+    try:
+        mock_url = start(["mock-providers"], {}, "mock.log")
+        upstreams = {f"PREFIXGATE_{p}_BASE_URL": mock_url for p in ("OPENAI", "ANTHROPIC", "GEMINI")}
+        gw_url = start(["serve"], {**upstreams, **env}, "gateway.log")
+        yield gw_url, mock_url
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(20)
