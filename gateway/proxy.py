@@ -53,9 +53,9 @@ from prefixgate.policies import (
     pick_replica,
     retry_condition,
 )
+from prefixgate.policies.router import caller_checkpoints_for
 from prefixgate.policies.schema import DIALECT_OF, KINDS
 from prefixgate.prefix_shape import prefix_shape
-from prefixgate.policies.router import caller_checkpoints_for
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
