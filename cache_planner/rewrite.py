@@ -119,7 +119,8 @@ def _insert_context(conv: Conversation, seg: Segment, text: str) -> None:
     while at < len(seg.blocks) and seg.blocks[at].kind == "tool_result":
         at += 1
     label = CONTEXT_LABEL + text
-    native = {"text": label} if conv.dialect == "gemini" else {"type": "text", "text": label}
+    natives = {"gemini": {"text": label}, "responses": {"type": "input_text", "text": label}}
+    native = natives.get(conv.dialect, {"type": "text", "text": label})
     seg.blocks.insert(at, Block("text", native, text=label))
 
 

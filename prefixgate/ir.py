@@ -16,7 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Dialect = Literal["openai", "anthropic", "gemini"]
+# "responses" is OpenAI's Responses API: the OpenAI provider's caching rules, its own wire format.
+Dialect = Literal["openai", "responses", "anthropic", "gemini"]
 Stability = Literal["static", "session", "dynamic"]
 BlockKind = Literal[
     "text", "image", "document", "audio", "file", "tool_def", "tool_call", "tool_result",

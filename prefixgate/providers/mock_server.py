@@ -1,4 +1,5 @@
-"""`prefixgate mock-providers`: one local server speaking the Anthropic, OpenAI and Gemini APIs.
+"""`prefixgate mock-providers`: one local server speaking the Anthropic, OpenAI (Chat Completions and
+Responses) and Gemini APIs.
 
 It answers at the providers' real paths with their auth headers, error shapes, streaming event order and
 usage fields; usage comes from the cache simulator (so a repeated prompt reports cached tokens), replies
@@ -61,7 +62,7 @@ class MockContext:
 
 
 def create_app(context: MockContext | None = None) -> FastAPI:
-    from prefixgate.providers import mock_anthropic, mock_gemini, mock_openai
+    from prefixgate.providers import mock_anthropic, mock_gemini, mock_openai, mock_responses
 
     ctx = context or MockContext()
     app = FastAPI(title="prefixgate mock providers", docs_url=None, redoc_url=None, openapi_url=None)
@@ -88,6 +89,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
 
     for module in modules.values():
         module.add_routes(app, ctx)
+    mock_responses.add_routes(app, ctx)
     return app
 
 

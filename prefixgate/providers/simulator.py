@@ -14,6 +14,7 @@ from typing import Any
 from prefixgate.dialects import anthropic as anthropic_dialect
 from prefixgate.dialects import gemini as gemini_dialect
 from prefixgate.dialects import openai as openai_dialect
+from prefixgate.dialects import responses as responses_dialect
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
@@ -56,7 +57,7 @@ class Simulator:
         model: str | None = None,
         output_tokens: int = 0,
     ) -> SimResult:
-        """Run one generate request (Messages, Chat Completions, generateContent) through the cache.
+        """Run one generate request (Messages, Chat Completions, Responses, generateContent) through the cache.
 
         `model` is required for Gemini, whose model is in the URL, and overrides the body's otherwise.
         """
@@ -89,7 +90,11 @@ class Simulator:
         if provider == "anthropic":
             return anthropic_dialect.parse_request(body)
         if provider == "openai":
-            return openai_dialect.parse_request(body)
+            data = load_body(body)
+            # One provider, two APIs: the body's shape says which (Chat always has `messages`).
+            if responses_dialect.is_responses_body(data):
+                return responses_dialect.parse_request(data)
+            return openai_dialect.parse_request(data)
         if provider == "gemini":
             if not model:
                 raise RequestError("model: a Gemini request names its model in the URL", field="model")
