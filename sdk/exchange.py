@@ -53,7 +53,7 @@ class Exchange:
 
     def _plan(self) -> None:
         provider = self.endpoint.provider
-        dialect = DIALECTS[provider]
+        dialect = DIALECTS[self.endpoint.dialect]
         try:
             conv = (dialect.parse_request(self.original, model=self.model) if provider == "gemini"
                     else dialect.parse_request(self.original))
@@ -69,7 +69,7 @@ class Exchange:
         with self.config.lock:
             self.plan = plan(conv, Target(provider, self.model), self.config.state, self.config.mode,
                              route=self.config.route, now=self.ts)
-        if provider == "openai" and self.stream:
+        if self.endpoint.dialect == "openai" and self.stream:
             self._ask_for_stream_usage(self.plan)
 
     def _ask_for_stream_usage(self, planned: Plan) -> None:
@@ -116,7 +116,7 @@ class Exchange:
         """The body to send: the planned one, or the caller's own bytes when planning changed nothing."""
         if self.plan is None:
             return self.original
-        encoded = DIALECTS[self.endpoint.provider].encode_request(self.plan.conversation)
+        encoded = DIALECTS[self.endpoint.dialect].encode_request(self.plan.conversation)
         if encoded == json.loads(self.original):
             return self.original
         return json.dumps(encoded, ensure_ascii=False, separators=(",", ":")).encode()
@@ -149,7 +149,7 @@ class Exchange:
         return LedgerRecord(
             id=self.id, ts=self.ts, key="sdk", tenant=self.config.tenant, route=self.route,
             target=f"sdk:{self.host}", provider=self.endpoint.provider, model=self.model,
-            dialect=self.endpoint.provider, stream=self.stream, status=status, uncached_input=u.uncached_input,
+            dialect=self.endpoint.dialect, stream=self.stream, status=status, uncached_input=u.uncached_input,
             cache_read=u.cache_read, cache_writes=dict(u.cache_writes), output=u.output,
             cost_usd=str(cost.total) if cost else None,
             cost_without_cache_usd=str(cost.without_cache) if cost else None,

@@ -82,6 +82,9 @@ class UsageTap:
         self.counter.feed(data)
         if self.dialect == "anthropic" and data.get("type") == "error":
             self.error = str((data.get("error") or {}).get("message", "stream error"))
+        elif self.dialect == "responses" and data.get("type") in ("error", "response.failed"):
+            failure = data if data["type"] == "error" else (data.get("response") or {}).get("error") or {}
+            self.error = str(failure.get("message", "stream error"))
         elif self.dialect != "anthropic" and isinstance(data.get("error"), dict):
             self.error = str(data["error"].get("message", "stream error"))
         return not (self.hide_openai_usage and data.get("usage") and not data.get("choices"))

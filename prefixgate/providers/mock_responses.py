@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from prefixgate.dialects import responses as dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.mock_openai import authenticate
-from prefixgate.providers.mock_script import scripted_call
+from prefixgate.providers.mock_script import scripted_call, value_for
 from prefixgate.providers.mock_server import MockContext, json_body, prompt_text, sse_response
 from prefixgate.providers.mock_text import reply_for
 from prefixgate.providers.response_store import ResponseStore, StoredResponse
@@ -149,6 +149,9 @@ def _answer(body: dict, sent: dict, usage: Usage, prompt: str, model_id: str) ->
         produced = count_tokens(call.name + call.arguments, encoding)
     else:
         reply = reply_for(prompt, body.get("max_output_tokens"), encoding)
+        structured = _structured(body)
+        if structured is not None:
+            reply = replace(reply, text=structured, output_tokens=count_tokens(structured, encoding), truncated=False)
         item = dialect.message_item(reply.text)
         output.append(item)
         chunks[item["id"]] = reply.chunks()
@@ -159,6 +162,15 @@ def _answer(body: dict, sent: dict, usage: Usage, prompt: str, model_id: str) ->
     response = dialect.response_object(body["model"], output, replace(usage, output=produced + thought), request=body,
                                        status=status, reasoning=thought, incomplete_reason=incomplete)
     return response, chunks
+
+
+def _structured(body: dict) -> str | None:
+    """A JSON answer when `text.format` asks for one (a schema's fixed values, or an object)."""
+    fmt = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("json_schema", "json_object"):
+        return None
+    value = value_for(fmt.get("schema") or {"type": "object"}) if fmt["type"] == "json_schema" else {"answer": "mock"}
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _reasoning_item(body: dict, prompt: str) -> dict | None:

@@ -7,7 +7,8 @@ An agent loop needs the model to call its tools, then answer. The mock calls a f
   and NAME is one of the request's function tools,
 
 and the request's last input item is not already a tool's output (so every loop ends: call, output, text).
-Arguments not given in the marker are filled from the tool's JSON schema with fixed values per type.
+Arguments not given in the marker are filled from the tool's JSON schema with fixed values per type (the
+same values answer a `text.format` JSON schema).
 """
 
 from __future__ import annotations
@@ -58,11 +59,11 @@ def _latest_user_text(items: list[dict]) -> str:
 
 
 def _arguments(tool: dict) -> str:
-    return json.dumps(_value(tool.get("parameters") or {"type": "object"}), separators=(",", ":"))
+    return json.dumps(value_for(tool.get("parameters") or {"type": "object"}), separators=(",", ":"))
 
 
-def _value(schema: Any) -> Any:
-    """A fixed value that fits `schema` (enum's first, else by type)."""
+def value_for(schema: Any) -> Any:
+    """A fixed value that fits `schema` (enum's first, else by type): tool arguments, structured output."""
     if not isinstance(schema, dict):
         return None
     if schema.get("enum"):
@@ -72,5 +73,5 @@ def _value(schema: Any) -> Any:
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object" or "properties" in schema:
         props = schema.get("properties") or {}
-        return {name: _value(sub) for name, sub in props.items()}
+        return {name: value_for(sub) for name, sub in props.items()}
     return {"string": "mock", "integer": 1, "number": 1, "boolean": True, "array": [], "null": None}.get(kind, "mock")
