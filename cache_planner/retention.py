@@ -34,6 +34,8 @@ def choose_retention(conv: Conversation, model: ModelRules, rules: OpenAIRules, 
         conv.cache_params["prompt_cache_retention"] = "24h"
         notes.append(f"cache: retention 24h: P(prefix reused within a day) {later:.2f} vs {soon:.2f} within the "
                      f"{window // 60}-minute in-memory window")
-    else:
+    elif stats.reuses:
         notes.append(f"cache: retention left to the org default: reuse comes within {window // 60} minutes "
                      f"(P {soon:.2f} of {later:.2f}), a day's retention would add no hits")
+    else:
+        notes.append("cache: retention left to the org default: no reuse seen on this route yet")
