@@ -15,7 +15,7 @@ from typing import Any
 
 from prefixgate.dialects import openai as chat_dialect
 from prefixgate.dialects import responses as rs
-from prefixgate.dialects.responses_writer import ResponseEventWriter
+from prefixgate.dialects.responses_adapter import ResponsesStreamWriter
 from prefixgate.dialects.sse import event_json
 from prefixgate.errors import RequestError
 from prefixgate.local_backend.frontend import Frontend
@@ -55,12 +55,11 @@ class ResponsesAPI:
             if keep:
                 self.store.put(tenant, StoredResponse(response, context, new_input))
             return response
-        return self._events(answer, ResponseEventWriter(pending), context, new_input, tenant if keep else None)
+        writer = ResponsesStreamWriter(self.frontend.model, response=pending)
+        return self._events(answer, writer, context, new_input, tenant if keep else None)
 
-    async def _events(self, chunks: AsyncIterator[bytes], writer: ResponseEventWriter, context: list[dict],
+    async def _events(self, chunks: AsyncIterator[bytes], writer: ResponsesStreamWriter, context: list[dict],
                       new_input: list[dict], tenant: str | None) -> AsyncIterator[bytes]:
-        for event in writer.start():
-            yield event
         usage = chat_dialect.StreamUsage()
         async for raw in chunks:
             chunk = event_json(raw)
@@ -71,11 +70,11 @@ class ResponsesAPI:
                 yield rs.error_event(RequestError(err.get("message", "error"), field=err.get("param")))
                 return
             usage.feed(chunk)
-            for choice in chunk.get("choices") or []:
-                for event in writer.delta((choice.get("delta") or {}).get("content") or ""):
-                    yield event
-        for event in writer.finish(usage.usage, truncated=usage.finish_reason == "length"):
-            yield event
+            text = "".join((choice.get("delta") or {}).get("content") or "" for choice in chunk.get("choices") or [])
+            if text:
+                yield writer.write([("text", text)])
+        yield writer.write([("finish", "length" if usage.finish_reason == "length" else "stop")])
+        yield writer.finish(usage.usage)
         if tenant is not None:
             self.store.put(tenant, StoredResponse(writer.response, context, new_input))
 

@@ -1,27 +1,39 @@
-"""Wire dialects: OpenAI Chat Completions and Responses, Anthropic Messages, Gemini generateContent <-> IR.
+"""Wire formats: one adapter (`wire.WireFormat`) per format, one module each, registered here.
 
-Each module offers the same functions: `parse_request`, `encode_request`, `parse_usage`,
-`usage_from_response`, `usage_json`, `StreamUsage`, `build_response`, `stream_events`, `error_event`.
+Each module also offers its format's functions directly (`parse_request`, `encode_request`,
+`parse_usage`, `usage_from_response`, `usage_json`, `StreamUsage`, `build_response`, `stream_events`,
+`error_event`), which the mock providers and tests use; everything else goes through the adapter.
 """
 
-from types import ModuleType
+from __future__ import annotations
 
-from prefixgate.dialects import anthropic, gemini, openai, responses
+from prefixgate.dialects import anthropic, gemini, openai, responses_adapter
+from prefixgate.dialects.responses import is_responses_body
+from prefixgate.dialects.wire import WireFormat
 
-# Keyed by `Conversation.dialect`; "responses" is OpenAI's Responses API (provider "openai").
-DIALECTS: dict[str, ModuleType] = {"openai": openai, "responses": responses, "anthropic": anthropic, "gemini": gemini}
+# One line per wire format. Order matters only to `format_of_path`: the last one answers every path no
+# other format claims.
+WIRE_FORMATS: dict[str, WireFormat] = {
+    w.name: w for w in (anthropic.WIRE, gemini.WIRE, responses_adapter.WIRE, openai.WIRE)}
+# The name lint, replay and trace readers use for the same registry.
+DIALECTS = WIRE_FORMATS
 
 
-def request_dialect(provider: str, body: dict) -> ModuleType:
+def request_dialect(provider: str, body: dict) -> WireFormat:
     """The wire format of a provider's recorded request body: OpenAI's is Chat Completions or Responses,
     told apart by shape (Chat always has `messages`)."""
-    if provider == "openai" and responses.is_responses_body(body):
-        return responses
-    return dialect(provider)
+    if provider == "openai" and is_responses_body(body):
+        return responses_adapter.WIRE
+    return wire_format(provider)
 
 
-def dialect(name: str) -> ModuleType:
+def wire_format(name: str) -> WireFormat:
     try:
-        return DIALECTS[name]
+        return WIRE_FORMATS[name]
     except KeyError:
-        raise ValueError(f"unknown dialect {name!r}; expected one of {', '.join(DIALECTS)}") from None
+        raise ValueError(f"unknown wire format {name!r}; expected one of {', '.join(sorted(WIRE_FORMATS))}") from None
+
+
+def format_of_path(path: str) -> WireFormat:
+    """The format whose error shape answers a problem on `path`."""
+    return next(w for w in WIRE_FORMATS.values() if w.owns_path(path))

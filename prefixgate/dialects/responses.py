@@ -23,7 +23,9 @@ from prefixgate.errors import RequestError
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Role, Segment
 from prefixgate.usage import Usage
 
+NAME = "responses"
 PREFIX_FIELDS = {"tools", "instructions", "input"}
+MIN_OUTPUT_TOKENS = 16     # the API refuses a smaller max_output_tokens
 ROLES = ("user", "assistant", "system", "developer")
 _PART_KINDS: dict[str, BlockKind] = {
     "input_text": "text", "output_text": "text", "refusal": "text", "input_image": "image",
@@ -70,8 +72,9 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     data = load_body(body)
     model = require(data, "model", str)
     stream = expect(data.get("stream", False), (bool, type(None)), "stream") or False
-    if data.get("max_output_tokens") is not None and expect(data["max_output_tokens"], int, "max_output_tokens") < 16:
-        raise RequestError("max_output_tokens: must be >= 16", field="max_output_tokens")
+    limit = data.get("max_output_tokens")
+    if limit is not None and expect(limit, int, "max_output_tokens") < MIN_OUTPUT_TOKENS:
+        raise RequestError(f"max_output_tokens: must be >= {MIN_OUTPUT_TOKENS}", field="max_output_tokens")
     previous = data.get("previous_response_id")
     if previous is not None:
         expect(previous, str, "previous_response_id")
@@ -95,6 +98,8 @@ def parse_request(body: bytes | str | dict) -> Conversation:
         segments += [_item_segment(item, f"input.{i}") for i, item in enumerate(raw_input)]
     elif raw_input is not None or "input" in data:
         raise RequestError("input: expected a string or an array of input items", field="input")
+    elif data.get("prompt") is None and data.get("conversation") is None:
+        raise RequestError("input: field required (unless a stored prompt or conversation supplies it)", field="input")
     params, order = split_body(data, PREFIX_FIELDS)
     return Conversation("responses", model, segments, params=params, field_order=order, stream=stream)
 
