@@ -119,11 +119,15 @@ def _split_block(text: str, route: RouteState, moved: dict[str, list[str]], kind
     keep: list[str] = []
     for unit, piece, share in zip(found, pieces, shares, strict=True):
         kinds = set(unit.kinds)
-        stability = route.classify(share, kinds) if trust_history else _by_detectors(kinds)
+        if kinds and route.was_moved(piece):
+            stability = _by_detectors(kinds)     # moved before: move again, or the prefix changes
+        else:
+            stability = route.classify(share, kinds) if trust_history else _by_detectors(kinds)
         if stability == "static" or not piece.strip():
             keep.append(piece)
         else:
             moved[stability].append(piece)
+            route.remember_moved(piece)
             kinds_moved |= kinds or {"learned"}
     return None if len(keep) == len(pieces) else "".join(keep)
 

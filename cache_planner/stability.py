@@ -49,6 +49,10 @@ class RouteState:
     contexts: OrderedDict[str, str] = field(default_factory=OrderedDict)
     # Gemini explicit caches this route created: static prefix hash -> (cache name, expiry time).
     explicit: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # Units (by key) the rewrite has moved out of the system prompt: a detected volatile unit moved once
+    # is moved every time, though a session's turns repeat it enough to look static, or the later turns
+    # would send a different prefix than the turn that moved it.
+    moved: OrderedDict[str, None] = field(default_factory=OrderedDict)
     max_units: int = 2048
     max_contexts: int = 4096
 
@@ -57,6 +61,16 @@ class RouteState:
         self.contexts.move_to_end(key)
         while len(self.contexts) > self.max_contexts:
             self.contexts.popitem(last=False)
+
+    def was_moved(self, text: str) -> bool:
+        return unit_key(text) in self.moved
+
+    def remember_moved(self, text: str) -> None:
+        key = unit_key(text)
+        self.moved[key] = None
+        self.moved.move_to_end(key)
+        while len(self.moved) > self.max_units:
+            self.moved.popitem(last=False)
 
     def shares(self, texts: list[str]) -> list[float | None]:
         """Each unit's share of recent requests (decayed count / decayed requests); None before the
@@ -95,7 +109,7 @@ class RouteState:
     def to_dict(self) -> dict:
         return {"requests": self.requests, "weight": self.weight, "units": list(self.units.items()),
                 "reuse": self.reuse.to_dict(), "tool_forms": list(self.tool_forms.items()),
-                "contexts": list(self.contexts.items()), "explicit": self.explicit}
+                "contexts": list(self.contexts.items()), "explicit": self.explicit, "moved": list(self.moved)}
 
     @classmethod
     def from_dict(cls, data: dict) -> RouteState:
@@ -105,6 +119,7 @@ class RouteState:
         state.tool_forms = OrderedDict(data.get("tool_forms", []))
         state.contexts = OrderedDict(data.get("contexts", []))
         state.explicit = {k: (n, e) for k, (n, e) in data.get("explicit", {}).items()}
+        state.moved = OrderedDict.fromkeys(data.get("moved", []))
         return state
 
 

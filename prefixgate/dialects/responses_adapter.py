@@ -336,6 +336,12 @@ class OpenAIResponses(WireFormat):
     def error_event(self, err: RequestError) -> bytes:
         return error_event(err)
 
+    def stored_id(self, body: dict) -> str | None:
+        response = body["response"] if isinstance(body.get("response"), dict) else body
+        if response.get("object") != "response" or response.get("store") is False:
+            return None
+        return response.get("id") if isinstance(response.get("id"), str) else None
+
     def stream_error(self, event: dict) -> str | None:
         if event.get("type") == "error":
             return str(event.get("message", "stream error"))

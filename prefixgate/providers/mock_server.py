@@ -62,7 +62,13 @@ class MockContext:
 
 
 def create_app(context: MockContext | None = None) -> FastAPI:
-    from prefixgate.providers import mock_anthropic, mock_gemini, mock_openai, mock_responses
+    from prefixgate.providers import (
+        mock_anthropic,
+        mock_completions,
+        mock_gemini,
+        mock_openai,
+        mock_responses,
+    )
 
     ctx = context or MockContext()
     app = FastAPI(title="prefixgate mock providers", docs_url=None, redoc_url=None, openapi_url=None)
@@ -90,6 +96,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     for module in modules.values():
         module.add_routes(app, ctx)
     mock_responses.add_routes(app, ctx)
+    mock_completions.add_routes(app, ctx)
     return app
 
 

@@ -60,3 +60,12 @@ def test_retention_24h_when_prefixes_come_back_after_the_in_memory_window():
     assert "prompt_cache_retention" not in body
     kept, notes = _planned(_body(1, prompt_cache_retention="in_memory"), quick, now=100)
     assert kept["prompt_cache_retention"] == "in_memory"
+
+
+def test_a_date_moved_once_stays_moved_though_a_session_repeats_it():
+    # An agent loop: the same day's date on every turn looks static to the route after one request, but
+    # keeping it in place on turn 2 would change the prefix turn 1 was cached with.
+    state = PlannerState()
+    turns = [_planned(_body(5, input=f"step {i}"), state, now=i * 5.0)[0] for i in range(4)]
+    assert all(t["instructions"] == STATIC for t in turns)
+    assert all(t["input"][0]["content"][0]["text"] == "Context:\nToday is 2026-11-05.\n" for t in turns)
