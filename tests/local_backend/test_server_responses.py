@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import openai
 import pytest
 
-from prefixgate.local_backend.async_engine import AsyncEngine
-from tests.local_backend.test_server import MODEL, running_server
+from tests.local_backend import test_server as chat_tests
 
-
-@pytest.fixture(scope="module")
-def server(tiny) -> Iterator[tuple[str, AsyncEngine]]:
-    with running_server(tiny[0], block_size=4, max_num_batched_tokens=64, max_waiting=4) as s:
-        yield s
-
-
-@pytest.fixture
-def client(server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server[0] + "/v1", api_key="unused", max_retries=0)
+MODEL = chat_tests.MODEL
+# The chat tests' fixtures, registered here too: one server per module, as there.
+server = chat_tests.server
+client = chat_tests.client
 
 
 def test_create_reports_usage_and_reads_the_prefix_cache(client) -> None:
