@@ -23,7 +23,7 @@ from starlette.responses import Response
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
-from prefixgate.cost import Cost, price_usage
+from prefixgate.cost import Cost, ledger_fields, price_usage
 from prefixgate.dialects import wire_format
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
@@ -338,11 +338,7 @@ class Proxy:
             tenant=call.caller.key.tenant if call.caller.key else "", route=call.route.name,
             target=prep.upstream.name if prep else "", provider=prep.upstream.kind if prep else "",
             model=prep.model if prep else (call.conv.model or ""), dialect=call.dialect, stream=call.conv.stream,
-            status=status, uncached_input=usage.uncached_input, cache_read=usage.cache_read,
-            cache_writes=dict(usage.cache_writes), output=usage.output,
-            cost_usd=str(cost.total) if cost else None,
-            cost_without_cache_usd=str(cost.without_cache) if cost else None,
-            savings_usd=str(cost.savings) if cost else None,
+            status=status, **ledger_fields(usage, cost),
             latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,
             overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",

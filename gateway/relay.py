@@ -12,7 +12,7 @@ instead of returning a silently truncated answer.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -35,12 +35,13 @@ CLIENT_CLOSED = 499
 
 class DisconnectAwareStream(StreamingResponse):
     """Listens for the client's disconnect while streaming, whatever ASGI version the server speaks,
-    so a hang-up cancels the body iterator (and with it the upstream request) at once. It holds the
-    attempt's in-flight slot and releases it however it ends, even if the body never started."""
+    so a hang-up cancels the body iterator (and with it the upstream request) at once. `let_go` runs
+    however the response ends: a body that never started (the client left before the headers went
+    out) never runs its own cleanup."""
 
-    def __init__(self, *args: object, slot: Slot, **kwargs: object) -> None:
+    def __init__(self, *args: object, let_go: Callable[[], Awaitable[None]], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
-        self.slot = slot
+        self.let_go = let_go
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -52,7 +53,8 @@ class DisconnectAwareStream(StreamingResponse):
                 group.start_soon(run_then_cancel, partial(self.stream_response, send))
                 await run_then_cancel(partial(self.listen_for_disconnect, receive))
         finally:
-            self.slot.release()
+            with anyio.CancelScope(shield=True):
+                await self.let_go()
         if self.background is not None:
             await self.background()
 
@@ -61,12 +63,19 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                     slot: Slot) -> StreamingResponse:
     target = prep.wire
     same = target is call.wire
-    framing = target.framing
+    framing, terminal = target.framing, target.terminal
     counter = prep.usage_counter()
     writer = None if same else call.wire.stream_writer(call.conv.model or prep.model, call.include_usage)
-    state: dict = {"rec": None}
+    state: dict = {"rec": None, "began": False}
+
+    async def let_go() -> None:
+        """The in-flight slot and, if the body never began, the upstream stream."""
+        slot.release()
+        if not state["began"]:
+            await resp.close()
 
     async def body() -> AsyncIterator[bytes]:
+        state["began"] = True
         buffer = bytearray()
         first: float | None = None
         ended = False
@@ -79,7 +88,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                     first = time.perf_counter()
                 out = []
                 for ev in framing.split(buffer, chunk):
-                    if target.terminal in ev:
+                    if terminal is not None and terminal in ev:
                         ended = True
                     parsed = None
                     if not same or any(m in ev for m in target.usage_marks):
@@ -134,9 +143,9 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                "x-prefixgate-plan": prep.plan.summary}
     if call.json_array:
         return DisconnectAwareStream(json_array(body()), 200, headers, media_type="application/json",
-                                     background=BackgroundTask(after), slot=slot)
-    return DisconnectAwareStream(body(), 200, headers, media_type="text/event-stream", background=BackgroundTask(after),
-                                 slot=slot)
+                                     background=BackgroundTask(after), let_go=let_go)
+    return DisconnectAwareStream(body(), 200, headers, media_type=call.wire.framing.media_type, background=BackgroundTask(after),
+                                 let_go=let_go)
 
 
 async def json_array(sse: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -177,8 +177,8 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
     """
     import uvicorn
 
-    from prefixgate.providers.faults import FaultError, FaultPlan
-    from prefixgate.providers.mock_server import MockContext, create_app
+    from prefixgate.providers.mock.faults import FaultError, FaultPlan
+    from prefixgate.providers.mock.server import MockContext, create_app
     from prefixgate.providers.rules import RulesError, load_catalog
     from prefixgate.providers.simulator import Simulator
 

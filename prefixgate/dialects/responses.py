@@ -15,7 +15,8 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body, split_body
+from prefixgate.compact_json import compact
+from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
 from prefixgate.dialects.openai import BREAKPOINT
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, require
@@ -84,7 +85,7 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     segments: list[Segment] = []
     if data.get("tools") is not None:
         tools = expect(data["tools"], list, "tools")
-        blocks = [Block("tool_def", _tool(t, f"tools.{i}"), text=json_text(t)) for i, t in enumerate(tools)]
+        blocks = [Block("tool_def", _tool(t, f"tools.{i}"), text=compact(t)) for i, t in enumerate(tools)]
         segments.append(Segment("tools", blocks, blocks_field="tools", form="list"))
     instructions = data.get("instructions")
     if instructions is not None:
@@ -130,7 +131,7 @@ def _item_segment(item: Any, field: str) -> Segment:
         elif kind in ("function_call_output", "custom_tool_call_output"):
             require(item, "call_id", str, f"{field}.call_id")
             output = require(item, "output", (str, list), f"{field}.output")
-            text = output if isinstance(output, str) else json_text(output)
+            text = output if isinstance(output, str) else compact(output)
         elif kind == "reasoning":
             text = "\n".join(s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict))
         # The whole item is one block, sent back as it came (encrypted reasoning must stay byte-exact).

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from prefixgate.dialects.body import json_text
+from prefixgate.compact_json import compact
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -105,7 +105,7 @@ def _read_item(chat: Chat, item: dict, field: str) -> None:
         else:
             chat.turns.append(Turn("assistant", [call]))
     elif kind == "function_call_output":
-        output = item["output"] if isinstance(item["output"], str) else json_text(item["output"])
+        output = item["output"] if isinstance(item["output"], str) else compact(item["output"])
         result = Part("tool_result", output, call_id=item["call_id"])
         last = chat.turns[-1] if chat.turns else None
         if last is not None and last.role == "tool":
@@ -305,8 +305,17 @@ class OpenAIResponses(WireFormat):
     finish_from = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "content_filter": "content_filter"}
     finish_to = FINISH_TO
     # Only the terminal events carry usage; their type names appear in their `event:` line and payload.
+    # `terminal` is the usual one; `ends_stream` also ends on `response.incomplete` and `response.failed`.
     usage_marks = tuple(kind.encode() for kind in TERMINAL_EVENTS)
     terminal = b'"type":"response.completed"'
+
+    # This module's functions are the adapter's methods.
+    encode_request, build_response, error_event = staticmethod(encode_request), staticmethod(build_response), \
+        staticmethod(error_event)
+    read_chat, write_chat, read_reply, write_reply, read_deltas = (
+        staticmethod(read_chat), staticmethod(write_chat), staticmethod(read_reply), staticmethod(write_reply),
+        staticmethod(read_deltas))
+    writer = ResponsesStreamWriter
 
     def parser_for(self, path: str) -> Parse | None:
         return parse_request if path == "/v1/responses" else None
@@ -317,9 +326,6 @@ class OpenAIResponses(WireFormat):
     def parse_request(self, body: bytes | str | dict, *, model: str | None = None) -> Conversation:
         return parse_request(body)
 
-    def encode_request(self, conv: Conversation) -> dict:
-        return encode_request(conv)
-
     def usage_of(self, body: dict, conv: Conversation | None = None) -> Usage:
         return usage_from_response(body, _write_ttl_of(conv))
 
@@ -328,13 +334,6 @@ class OpenAIResponses(WireFormat):
 
     def stream_usage(self, conv: Conversation | None = None) -> StreamUsage:
         return StreamUsage(_write_ttl_of(conv))
-
-    def build_response(self, model: str, text: str, usage: Usage, *, finish_reason: str | None = None,
-                       id: str | None = None) -> dict:
-        return build_response(model, text, usage, finish_reason=finish_reason, id=id)
-
-    def error_event(self, err: RequestError) -> bytes:
-        return error_event(err)
 
     def stored_id(self, body: dict) -> str | None:
         response = body["response"] if isinstance(body.get("response"), dict) else body
@@ -351,24 +350,6 @@ class OpenAIResponses(WireFormat):
 
     def ends_stream(self, event: dict) -> bool:
         return event.get("type") in TERMINAL_EVENTS
-
-    def read_chat(self, body: dict) -> Chat:
-        return read_chat(body)
-
-    def write_chat(self, chat: Chat, model: str) -> dict:
-        return write_chat(chat, model)
-
-    def read_reply(self, body: dict) -> Reply:
-        return read_reply(body)
-
-    def write_reply(self, reply: Reply, model: str) -> dict:
-        return write_reply(reply, model)
-
-    def read_deltas(self, event: dict) -> list[Delta]:
-        return read_deltas(event)
-
-    def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
-        return ResponsesStreamWriter(model, include_usage)
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         return f"{base_url}/responses" if base_url.endswith("/v1") else f"{base_url}/v1/responses"

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from prefixgate.dialects.neutral import Chat, Reply, StreamWriter
 from prefixgate.dialects.sse import SSE_FRAMING, Framing
-from prefixgate.errors import RequestError
+from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
 from prefixgate.usage import Usage
 
@@ -92,6 +92,10 @@ class WireFormat:
         from a whole answer or a stream's terminal event; None for formats without server-side state."""
         return None
 
+    def error_body(self, err: RequestError) -> dict:
+        """The error JSON this format's SDK parses into its own exception."""
+        return error_body(err, self.name)
+
     def error_event(self, err: RequestError) -> bytes:
         """A mid-stream error in this format, so the caller's SDK raises instead of truncating silently."""
         raise NotImplementedError
@@ -128,13 +132,18 @@ class WireFormat:
     def read_deltas(self, event: dict) -> list:
         raise NotImplementedError
 
+    writer: ClassVar[type[StreamWriter]]       # this format's events for neutral deltas
+
     def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
-        raise NotImplementedError
+        return self.writer(model, include_usage)
 
     # ---- relaying streams -----------------------------------------------------------------------------
+    # Most events pass through unparsed; these byte tests on the raw event pick the ones to parse. A framing
+    # whose raw bytes do not show the JSON (AWS event-stream: base64 in binary frames) sets usage_marks to
+    # (b"",), so every event is parsed, and terminal to None, ending the stream through `ends_stream`.
     framing: ClassVar[Framing] = SSE_FRAMING          # how events are delimited on the wire
     usage_marks: ClassVar[tuple[bytes, ...]] = ()     # bytes in every event that may carry usage
-    terminal: ClassVar[bytes]                          # bytes only the stream's last event carries
+    terminal: ClassVar[bytes | None]                   # bytes only the stream's last event carries
 
     # ---- upstream -------------------------------------------------------------------------------------
     upstream_headers: ClassVar[dict[str, str]] = {}   # sent on every upstream request (API version)

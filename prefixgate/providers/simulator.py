@@ -9,12 +9,9 @@ provider would reject raises `RequestError` with the provider's status and wordi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from prefixgate.dialects import anthropic as anthropic_dialect
-from prefixgate.dialects import gemini as gemini_dialect
-from prefixgate.dialects import openai as openai_dialect
-from prefixgate.dialects import responses as responses_dialect
+from prefixgate.dialects import request_dialect
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
@@ -87,19 +84,13 @@ class Simulator:
         return total
 
     def parse(self, provider: str, body: bytes | str | dict, model: str | None = None) -> Conversation:
-        if provider == "anthropic":
-            return anthropic_dialect.parse_request(body)
-        if provider == "openai":
-            data = load_body(body)
-            # One provider, two APIs: the body's shape says which (Chat always has `messages`).
-            if responses_dialect.is_responses_body(data):
-                return responses_dialect.parse_request(data)
-            return openai_dialect.parse_request(data)
-        if provider == "gemini":
-            if not model:
-                raise RequestError("model: a Gemini request names its model in the URL", field="model")
-            return gemini_dialect.parse_request(body, model=model)
-        raise RequestError(f"provider: expected one of {', '.join(PROVIDERS)}, got {provider!r}", field="provider")
+        if provider not in PROVIDERS:
+            raise RequestError(f"provider: expected one of {', '.join(PROVIDERS)}, got {provider!r}", field="provider")
+        # One provider, two APIs: an OpenAI body's shape says which (Chat always has `messages`).
+        wire = request_dialect(provider, load_body(body))
+        if not wire.model_in_body and not model:
+            raise RequestError(f"model: a {provider} request names its model in the URL", field="model")
+        return wire.parse_request(body, model=model)
 
     # ---- Gemini cachedContents --------------------------------------------------------------------
 
@@ -125,8 +116,3 @@ class Simulator:
     def delete_cached_content(self, name: str, *, now: float, tenant: str = "default") -> CachedContent:
         return self.cached_contents.delete(tenant, name, now)
 
-
-def native_usage(provider: str, usage: Usage) -> dict[str, Any]:
-    """The usage object as the provider's response carries it."""
-    dialects = {"anthropic": anthropic_dialect, "openai": openai_dialect, "gemini": gemini_dialect}
-    return dialects[provider].usage_json(usage)

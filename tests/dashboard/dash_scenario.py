@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import httpx
 
 from prefixgate.config import Settings
-from prefixgate.providers.mock_server import MockContext
-from prefixgate.providers.mock_server import create_app as mock_app
+from prefixgate.providers.mock.server import MockContext
+from prefixgate.providers.mock.server import create_app as mock_app
 from tests.gateway.gw_harness import ServerThread, policy_for, running_gateway, settings_for
 from tests.support import wait_until
 

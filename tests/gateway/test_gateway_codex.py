@@ -11,8 +11,8 @@ import uuid
 import pytest
 
 from prefixgate.ledger import read_records
-from prefixgate.providers.mock_server import MockContext
-from prefixgate.providers.mock_server import create_app as mock_app
+from prefixgate.providers.mock.server import MockContext
+from prefixgate.providers.mock.server import create_app as mock_app
 from tests.gateway.gw_harness import ServerThread, running_gateway, settings_for
 from tests.gateway.support_codex import codex_binary, codex_config
 from tests.support import wait_until

@@ -10,8 +10,8 @@ import openai
 import pytest
 
 from prefixgate.ledger import read_records
-from prefixgate.providers.mock_server import MockContext
-from prefixgate.providers.mock_server import create_app as mock_app
+from prefixgate.providers.mock.server import MockContext
+from prefixgate.providers.mock.server import create_app as mock_app
 from tests.gateway.gw_harness import ServerThread, policy_for, running_gateway, settings_for
 from tests.sdk.sdk_harness import dated_system
 from tests.support import wait_until

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 import uvicorn
 
-from prefixgate.providers.faults import FaultPlan
-from prefixgate.providers.mock_server import MockContext, create_app
+from prefixgate.providers.mock.faults import FaultPlan
+from prefixgate.providers.mock.server import MockContext, create_app
 
 
 def _free_port() -> int:

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from prefixgate.providers.mock_script import scripted_call
+from prefixgate.providers.mock.script import scripted_call
 from tests.providers.helpers import text_of
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from prefixgate.providers.mock_server import MockContext, create_app
+from prefixgate.providers.mock.server import MockContext, create_app
 from tests.support import free_port, wait_until
 
 POLICY = "Policy: refunds are accepted within 30 days of purchase; shipping is free over $50. " * 60

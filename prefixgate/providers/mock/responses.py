@@ -4,7 +4,7 @@
 Usage comes from the cache simulator under OpenAI's rules (1024-token minimum, 128-token steps,
 `prompt_cache_key` routing, `prompt_cache_retention`). A `previous_response_id` request is expanded to the
 stored chain plus the new input, as OpenAI rebuilds and bills it. Replies are deterministic text, or a
-function call when the request asks for one (see `mock_script.py`). Responses complete at once, so
+function call when the request asks for one (see `script.py`). Responses complete at once, so
 `background: true` ones are already completed when `cancel` comes.
 """
 
@@ -21,10 +21,10 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import responses as dialect
 from prefixgate.errors import RequestError
-from prefixgate.providers.mock_openai import authenticate
-from prefixgate.providers.mock_script import scripted_call, value_for
-from prefixgate.providers.mock_server import MockContext, json_body, prompt_text, sse_response
-from prefixgate.providers.mock_text import reply_for
+from prefixgate.providers.mock.openai import authenticate
+from prefixgate.providers.mock.script import scripted_call, value_for
+from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response
+from prefixgate.providers.mock.text import reply_for
 from prefixgate.providers.response_store import ResponseStore, StoredResponse
 from prefixgate.tokens import count_tokens, encoding_for
 from prefixgate.usage import Usage

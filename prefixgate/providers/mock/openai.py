@@ -9,8 +9,8 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import openai as dialect
 from prefixgate.errors import RequestError
-from prefixgate.providers.mock_server import MockContext, json_body, prompt_text, sse_response, tenant_of
-from prefixgate.providers.mock_text import reply_for
+from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.providers.mock.text import reply_for
 from prefixgate.providers.pricing import resolve_model
 from prefixgate.tokens import encoding_for
 

@@ -10,7 +10,7 @@ are deterministic text. The real SDKs work against it unmodified by pointing the
     genai.Client(http_options={"base_url": "http://127.0.0.1:8200"})
 
 Faults (latency, error statuses with retry-after, dropped or slow streams) come from the `x-mock-fault` request
-header or a faults file; see `faults.py`.
+header or a faults file; see `mock/faults.py`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
-from prefixgate.providers.faults import HEADER, Fault, FaultError, FaultPlan
+from prefixgate.providers.mock.faults import HEADER, Fault, FaultError, FaultPlan
 from prefixgate.providers.simulator import Simulator
 
 
@@ -62,13 +62,11 @@ class MockContext:
 
 
 def create_app(context: MockContext | None = None) -> FastAPI:
-    from prefixgate.providers import (
-        mock_anthropic,
-        mock_completions,
-        mock_gemini,
-        mock_openai,
-        mock_responses,
-    )
+    from prefixgate.providers.mock import anthropic as mock_anthropic
+    from prefixgate.providers.mock import completions as mock_completions
+    from prefixgate.providers.mock import gemini as mock_gemini
+    from prefixgate.providers.mock import openai as mock_openai
+    from prefixgate.providers.mock import responses as mock_responses
 
     ctx = context or MockContext()
     app = FastAPI(title="prefixgate mock providers", docs_url=None, redoc_url=None, openapi_url=None)
