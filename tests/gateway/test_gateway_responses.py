@@ -135,3 +135,18 @@ def test_completions_and_embeddings_are_forwarded_and_priced(stack):
     assert completion["cost_usd"] is not None       # gpt-4o's prices
     assert embedding["uncached_input"] == 2 and embedding["status"] == 200
     assert all(r["explanation"][0].endswith("forwarded unplanned") for r in (completion, embedding))
+
+
+def test_reasoning_items_reach_the_upstream_byte_exact(stack):
+    _, gw, _ = stack
+    client = _client(gw.url)
+    reasoning = {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Plan: é."}],
+                 "encrypted_content": "gAAAAB\u00e9/+==\n\u2028x"}
+    made = client.responses.create(model="gpt-5", instructions=dated_system(8), reasoning={"effort": "low"},
+                                   include=["reasoning.encrypted_content"], max_output_tokens=200,
+                                   input=[{"role": "user", "content": "Hi"}, reasoning,
+                                          {"role": "user", "content": "Go on"}])
+    assert made.output[0].type == "reasoning" and made.output[0].encrypted_content
+    listed = client.responses.input_items.list(made.id, order="asc").data
+    sent = next(i for i in listed if i.type == "reasoning")
+    assert sent.model_dump(exclude_none=True) == reasoning
