@@ -17,6 +17,7 @@ from prefixgate import tokens
 from prefixgate.cache_planner.caller_markers import CallerCheckpoints, caller_marks, settle_caller_marks
 from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choose_ttl, expected_cost
 from prefixgate.cache_planner.explicit_cache import cache_pays, create_body, use_cache
+from prefixgate.cache_planner.retention import choose_retention
 from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
 from prefixgate.cache_planner.stability import RouteState
 from prefixgate.cache_planner.target import Target
@@ -112,6 +113,8 @@ def place_checkpoints(
             flat[c.index][1].checkpoint = Checkpoint(c.choice.ttl)
     elif target.provider == "openai":
         _place_openai(conv, model, price, route, cands, flat, static_key, notes)
+        if conv.dialect == "responses":
+            choose_retention(conv, model, catalog.openai, route, notes)
     else:
         placement.cache_create = _place_gemini(conv, model, price, catalog, route, static, static_key, now, notes)
     return placement

@@ -104,7 +104,8 @@ def plan(
     learned = system_units(conversation)
     if mode == "rewrite":
         stable_tool_forms(conv, rs, notes)
-        move_volatile_units(conv, rs, notes)
+        chained = conv.dialect == "responses" and conv.params.get("previous_response_id") is not None
+        move_volatile_units(conv, rs, notes, history_upstream=chained)
         documents_first(conv, notes)
     when = time.time() if now is None else now
     cache_create = None

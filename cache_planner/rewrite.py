@@ -40,10 +40,14 @@ def system_units(conv: Conversation) -> list[str]:
     return [piece for seg in system_segments(conv) for b in seg.blocks if b.kind == "text" for piece in unit_texts(b.text)]
 
 
-def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str]) -> None:
-    """Move the system prompt's volatile units to a context block in a user turn."""
+def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str], *, history_upstream: bool = False) -> None:
+    """Move the system prompt's volatile units to a context block in a user turn.
+
+    `history_upstream`: the earlier turns live at the provider (a Responses `previous_response_id`), so
+    none of them can change; everything moved goes into this request's new input.
+    """
     users = [s for s in conv.segments if s.role == "user"]
-    if not users:
+    if not users and not history_upstream:
         notes.append("note: the system prompt was left in place: the request has no user turn to take its volatile text")
         return
     moved: dict[str, list[str]] = {"session": [], "dynamic": []}
@@ -60,6 +64,9 @@ def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str])
                     seg.blocks.remove(block)
     conv.segments = [s for s in conv.segments if s.blocks or s.role not in SYSTEM_ROLES]
     session, dynamic = "".join(moved["session"]), "".join(moved["dynamic"])
+    if history_upstream:
+        _into_new_input(conv, users, session + dynamic, notes)
+        return
     # Turn keys before any insertion: they identify a user turn by the client's own bytes.
     keys = conv.prefix_keys()
     ends, n = {}, 0
@@ -85,6 +92,20 @@ def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str])
                          f"from the system prompt to the {where} user turn")
     if restored:
         notes.append(f"rewrite: re-sent the context of {restored} earlier turn(s) as it was, keeping the history cacheable")
+
+
+def _into_new_input(conv: Conversation, users: list[Segment], text: str, notes: list[str]) -> None:
+    notes.append("plan: previous_response_id: the earlier turns live at the provider and were not changed")
+    if not text:
+        return
+    if users:
+        target = users[-1]
+    else:
+        # Only tool outputs are new: the context goes in a user message after them.
+        target = Segment("user", [], native={"role": "user"}, blocks_field="content", form="list")
+        conv.segments.append(target)
+    _insert_context(conv, target, text)
+    notes.append("rewrite: moved the system prompt's volatile units into this request's new input")
 
 
 def _split_block(text: str, route: RouteState, moved: dict[str, list[str]], kinds_moved: set[str]) -> str | None:
@@ -120,7 +141,8 @@ def _insert_context(conv: Conversation, seg: Segment, text: str) -> None:
     while at < len(seg.blocks) and seg.blocks[at].kind == "tool_result":
         at += 1
     label = CONTEXT_LABEL + text
-    native = {"text": label} if conv.dialect == "gemini" else {"type": "text", "text": label}
+    natives = {"gemini": {"text": label}, "responses": {"type": "input_text", "text": label}}
+    native = natives.get(conv.dialect, {"type": "text", "text": label})
     seg.blocks.insert(at, Block("text", native, text=label))
 
 

@@ -52,6 +52,10 @@ class RouteState:
     moved: OrderedDict[str, Stability] = field(default_factory=OrderedDict)
     # Gemini explicit caches this route created: static prefix hash -> (cache name, expiry time).
     explicit: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # Units (by key) the rewrite has moved out of the system prompt: a detected volatile unit moved once
+    # is moved every time, though a session's turns repeat it enough to look static, or the later turns
+    # would send a different prefix than the turn that moved it.
+    moved: OrderedDict[str, None] = field(default_factory=OrderedDict)
     max_units: int = 2048
     max_contexts: int = 4096
 

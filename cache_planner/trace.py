@@ -11,7 +11,7 @@ from prefixgate.cache_planner.caller_markers import CallerCheckpoints
 from prefixgate.cache_planner.plan import Mode, Plan, plan
 from prefixgate.cache_planner.stability import PlannerState
 from prefixgate.cache_planner.target import Target
-from prefixgate.dialects import DIALECTS
+from prefixgate.dialects import DIALECTS, request_dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.replay import ReplayState
 from prefixgate.providers.trace import TraceRecord, record_json
@@ -23,13 +23,13 @@ def plan_record(record: TraceRecord, state: PlannerState, mode: Mode = "rewrite"
     result = _plan(record, state, mode, caller)
     if isinstance(result, list):
         return record.body, result
-    return DIALECTS[record.provider].encode_request(result.conversation), result.explanation
+    return DIALECTS[result.conversation.dialect].encode_request(result.conversation), result.explanation
 
 
 def _plan(record: TraceRecord, state: PlannerState, mode: Mode, caller: CallerCheckpoints) -> Plan | list[str]:
     if record.endpoint != "generate":
         return [f"passthrough: {record.endpoint} is not a generate request"]
-    dialect = DIALECTS[record.provider]
+    dialect = request_dialect(record.provider, record.body)
     try:
         conv = (dialect.parse_request(record.body, model=record.model) if record.provider == "gemini"
                 else dialect.parse_request(record.body))
@@ -49,7 +49,7 @@ def plan_trace(records: Iterable[TraceRecord], mode: Mode = "rewrite",
         if isinstance(result, list):
             yield {**record_json(record), "plan": result}
             continue
-        out = {**record_json(record), "body": DIALECTS[record.provider].encode_request(result.conversation),
+        out = {**record_json(record), "body": DIALECTS[result.conversation.dialect].encode_request(result.conversation),
                "plan": result.explanation}
         if result.cache_create is not None:
             out["cache_create"] = result.cache_create
@@ -71,6 +71,6 @@ def replay_strategy(mode: Mode = "rewrite", caller: CallerCheckpoints = "keep") 
                 result.adopt_cached_content(content.name, content.expire_time)
             except RequestError:
                 pass  # the provider refused the cache: the request goes out as planned without it
-        return DIALECTS[record.provider].encode_request(result.conversation)
+        return DIALECTS[result.conversation.dialect].encode_request(result.conversation)
 
     return strategy

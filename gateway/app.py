@@ -8,6 +8,8 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
+from fastapi.exception_handlers import http_exception_handler
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -15,7 +17,13 @@ from prefixgate import __version__
 from prefixgate.config import Settings
 from prefixgate.dialects import format_of_path
 from prefixgate.errors import RequestError
-from prefixgate.gateway import dashboard, endpoints_anthropic, endpoints_gemini, endpoints_openai
+from prefixgate.gateway import (
+    dashboard,
+    endpoints_anthropic,
+    endpoints_gemini,
+    endpoints_openai,
+    endpoints_responses,
+)
 from prefixgate.gateway.dashboard.auth import is_admin
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.fastpath import GatewayApp
@@ -60,7 +68,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
                      openapi_url=None)
     app.state.settings = settings
     app.state.policy = policy
-    for module in (endpoints_openai, endpoints_anthropic, endpoints_gemini):
+    for module in (endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_gemini):
         app.include_router(module.router)
     app.include_router(dashboard.router)
 
@@ -74,6 +82,17 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     @app.get("/metrics")
     def metrics(request: Request) -> Response:
         return Response(request.app.state.proxy.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def no_such_path(request: Request, exc: StarletteHTTPException) -> Response:
+        # An unknown path or method answers in the caller's own error shape, so its SDK raises its own
+        # NotFoundError (FastAPI's {"detail": "Not Found"} reads as a malformed answer to a client).
+        if exc.status_code in (404, 405) and exc.detail in ("Not Found", "Method Not Allowed"):
+            what = "no such endpoint" if exc.status_code == 404 else f"method {request.method} is not allowed"
+            err = RequestError(f"{request.url.path}: {what} on this gateway", status=exc.status_code,
+                               kind="not_found" if exc.status_code == 404 else "invalid_request")
+            return error_response(err, format_of_path(request.url.path).name)
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:

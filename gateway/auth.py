@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from prefixgate.dialects import wire_format
 from prefixgate.errors import RequestError
 from prefixgate.policies.schema import CallerKey, Upstream, hash_key
 
@@ -50,10 +51,15 @@ def upstream_credential(upstream: Upstream, caller: Caller, caller_dialect: str)
     own = upstream.api_key()
     if own:
         return own
-    if caller.key is None and upstream.kind not in SELF_HOSTED and upstream.dialect == caller_dialect:
+    if caller.key is None and upstream.kind not in SELF_HOSTED and same_provider(upstream.dialect, caller_dialect):
         return caller.credential
     if upstream.kind not in SELF_HOSTED:
         env = " or ".join(upstream.api_key_env) or "an api_key_env"
         raise RequestError(f"no credentials for upstream {upstream.name!r}: set {env} on the gateway",
                            status=401, kind="authentication")
     return None
+
+
+def same_provider(upstream_dialect: str, caller_dialect: str) -> bool:
+    """Whether a caller's key is good upstream: one provider's formats (Chat Completions, Responses) share keys."""
+    return wire_format(upstream_dialect).planner_provider == wire_format(caller_dialect).planner_provider

@@ -1,4 +1,5 @@
-"""OpenAI's paths: `POST /v1/chat/completions` and `GET /v1/models`."""
+"""OpenAI's paths: `POST /v1/chat/completions`, `GET /v1/models`, and the unplanned but priced
+`POST /v1/completions` and `POST /v1/embeddings` (passthrough.py). The Responses API: endpoints_responses.py."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from starlette.responses import Response
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import openai
 from prefixgate.gateway.intake import serve
+from prefixgate.gateway.passthrough import forward_priced
 
 router = APIRouter()
 WIRE = openai.WIRE
@@ -18,6 +20,16 @@ WIRE = openai.WIRE
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request) -> Response:
     return await serve(request.app.state.proxy, request, WIRE.name, openai.parse_request)
+
+
+@router.post("/v1/completions")
+async def completions(request: Request) -> Response:
+    return await forward_priced(request, "/completions")
+
+
+@router.post("/v1/embeddings")
+async def embeddings(request: Request) -> Response:
+    return await forward_priced(request, "/embeddings")
 
 
 @router.get("/v1/models")

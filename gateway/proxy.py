@@ -37,6 +37,7 @@ from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.relay import stream_response
+from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.tracing import Tracing
 from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse
@@ -138,6 +139,7 @@ class Proxy:
         self.planner_state = planner_state or PlannerState(
             store=RedisStore(settings.redis_url) if settings.redis_url else None)
         self.in_flight = InFlight()
+        self.response_homes = ResponseHomes()
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
@@ -216,19 +218,23 @@ class Proxy:
     def prepare(self, call: Call, ref: TargetRef) -> Prepared:
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
-        conv, notes = self._convert(call, wire_format(first.dialect), model)
-        first_wire = wire_format(first.dialect)
+        first_wire = wire_format(first.dialect_for(call.dialect))
+        conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         the_plan = plan(conv, Target(planner_provider(first), model), self.planner_state, call.mode,
                         route=self._planner_route(call, conv), catalog=self.catalog,
                         caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
-        name = ref.upstreams[0] if len(ref.upstreams) == 1 else pick_replica(
-            the_plan.prefix_hash, ref.upstreams, self.in_flight, ref.load_factor)
+        home = self.response_homes.home_of(conv.params.get("previous_response_id"))
+        if home in ref.upstreams:
+            name = home     # the chain lives there
+        else:
+            name = ref.upstreams[0] if len(ref.upstreams) == 1 else pick_replica(
+                the_plan.prefix_hash, ref.upstreams, self.in_flight, ref.load_factor)
         upstream = self.policy.upstreams[name]
         key = upstream_credential(upstream, call.caller, call.dialect)
-        wire = wire_format(upstream.dialect)
+        wire = wire_format(upstream.dialect_for(call.dialect))
         payload = wire.encode_request(wire.billable(the_plan.conversation))
         if upstream.kind in SELF_HOSTED and self.settings.tenant_cache_isolation and call.caller.key is not None:
             # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
@@ -291,6 +297,7 @@ class Proxy:
             return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} sent a body that is not JSON",
                                                 status=502, kind="server"), prep)
         usage = prep.usage_of(data)
+        self.response_homes.remember(prep.wire.stored_id(data), prep.upstream.name)
         if prep.wire is call.wire:
             content = resp.body or b""
         else:

@@ -46,10 +46,11 @@ _KIND_BY_STATUS = {400: "invalid_request", 401: "authentication", 403: "permissi
 
 class UpstreamFailure(Exception):
     def __init__(self, upstream: str, status: int | None, message: str, *, timed_out: bool = False,
-                 connect_failed: bool = False, retry_after: float | None = None) -> None:
+                 connect_failed: bool = False, retry_after: float | None = None, param: str | None = None) -> None:
         super().__init__(message)
         self.upstream, self.status, self.message = upstream, status, message
         self.timed_out, self.connect_failed, self.retry_after = timed_out, connect_failed, retry_after
+        self.param = param      # the request field the upstream's error names (OpenAI's `param`)
 
     def request_error(self) -> RequestError:
         """The failure as the caller will see it, in its own dialect's error shape."""
@@ -60,7 +61,7 @@ class UpstreamFailure(Exception):
         status = self.status or 502
         kind = _KIND_BY_STATUS.get(status, "server" if status >= 500 else "invalid_request")
         return RequestError(f"upstream {self.upstream!r}: {self.message}", status=status, kind=kind,
-                            retry_after=self.retry_after)
+                            retry_after=self.retry_after, field=self.param)
 
 
 @dataclass
@@ -146,7 +147,7 @@ class UpstreamClient:
             except (ReadTimeout, Broken):
                 raw = b""
             raise UpstreamFailure(name, resp.status, scrub(_error_message(raw, resp.status), key),
-                                  retry_after=_retry_after(headers_out.get("retry-after")))
+                                  retry_after=_retry_after(headers_out.get("retry-after")), param=_error_param(raw))
 
         async def close() -> None:
             resp.close()   # drops the connection: an upstream mid-stream must see the hang-up
@@ -197,7 +198,7 @@ class UpstreamClient:
         try:
             answer = await self.local.chat(json.loads(body), stream=stream)
         except RequestError as e:
-            raise UpstreamFailure(upstream.name, e.status, e.message) from None
+            raise UpstreamFailure(upstream.name, e.status, e.message, param=e.field) from None
         if isinstance(answer, dict):
             return UpstreamResponse(200, {}, compact_bytes(answer), None, _nothing)
         close = getattr(answer, "aclose", _nothing)
@@ -278,6 +279,16 @@ def _error_message(raw: bytes, status: int) -> str:
         pass
     text = raw.decode(errors="replace").strip()[:300]
     return f"HTTP {status}" + (f": {text}" if text else "")
+
+
+def _error_param(raw: bytes) -> str | None:
+    """The field an OpenAI-shaped error names (`error.param`), so the caller's error names it too."""
+    try:
+        err = json.loads(raw).get("error")
+    except (ValueError, AttributeError):
+        return None
+    param = err.get("param") if isinstance(err, dict) else None
+    return param if isinstance(param, str) else None
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -1,4 +1,5 @@
-"""`prefixgate backend`: the engine behind an OpenAI-compatible HTTP API, with Prometheus metrics."""
+"""`prefixgate backend`: the engine behind an OpenAI-compatible HTTP API (completions, chat completions,
+responses), with Prometheus metrics."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from prefixgate.errors import RequestError, error_body
 from prefixgate.local_backend.async_engine import AsyncEngine
 from prefixgate.local_backend.frontend import ClientGone, Frontend
 from prefixgate.local_backend.metrics import EngineMetrics
+from prefixgate.local_backend.responses_api import ResponsesAPI
 
 log = logging.getLogger("prefixgate.local_backend")
 
@@ -55,6 +57,29 @@ def create_app(engine: AsyncEngine) -> FastAPI:
     @app.get("/metrics")
     async def prometheus() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    responses = ResponsesAPI(frontend)
+    app.state.responses = responses
+
+    @app.post("/v1/responses")
+    async def create_response(request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(RequestError("the request body is not valid JSON"))
+        answer = await responses.create(body)
+        if isinstance(answer, dict):
+            return JSONResponse(answer)
+        return StreamingResponse(answer, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/v1/responses/{response_id}")
+    async def get_response(response_id: str) -> dict[str, Any]:
+        return responses.store.get("local", response_id).response
+
+    @app.delete("/v1/responses/{response_id}")
+    async def delete_response(response_id: str) -> dict[str, Any]:
+        responses.store.delete("local", response_id)
+        return {"id": response_id, "object": "response", "deleted": True}
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:

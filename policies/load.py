@@ -11,7 +11,7 @@ from prefixgate.policies.schema import Policy, PolicyError, Upstream
 
 # Model families the zero-config policy recognises, by provider.
 FAMILIES: dict[str, list[str]] = {
-    "openai": ["gpt-*", "chatgpt-*", "o1*", "o3*", "o4*", "codex-*", "ft:*"],
+    "openai": ["gpt-*", "chatgpt-*", "o1*", "o3*", "o4*", "codex-*", "ft:*", "text-embedding-*"],
     "anthropic": ["claude-*"],
     "gemini": ["gemini-*", "gemma-*", "learnlm-*"],
 }

@@ -14,15 +14,21 @@ from typing import Any, Literal
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
 from prefixgate.config import unknown_key
 
-UpstreamKind = Literal["anthropic", "openai", "gemini", "openai_compatible", "local"]
-KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "gemini", "openai_compatible", "local")
-# The wire dialect each kind speaks; every self-hosted server speaks OpenAI's.
+UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "openai_compatible", "local"]
+KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "openai_compatible", "local")
+# The wire dialect each kind speaks; every self-hosted server speaks OpenAI's. `openai_responses` is OpenAI
+# for models served only by the Responses API: Chat Completions callers routed there are translated.
 DIALECT_OF: dict[str, str] = {
-    "anthropic": "anthropic", "openai": "openai", "gemini": "gemini", "openai_compatible": "openai", "local": "openai",
+    "anthropic": "anthropic", "openai": "openai", "openai_responses": "responses", "gemini": "gemini",
+    "openai_compatible": "openai", "local": "openai",
 }
+# Other formats a kind answers natively: a caller of one of them goes out untranslated (OpenAI serves
+# Responses callers on the Responses API, so stored state, reasoning items and cache keys survive).
+ALSO_SPEAKS: dict[str, tuple[str, ...]] = {"openai": ("responses",)}
 # The usual environment variables of the hosted providers (the first one set wins).
 KEY_ENVS: dict[str, tuple[str, ...]] = {
-    "anthropic": ("ANTHROPIC_API_KEY",), "openai": ("OPENAI_API_KEY",), "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "anthropic": ("ANTHROPIC_API_KEY",), "openai": ("OPENAI_API_KEY",), "openai_responses": ("OPENAI_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
 }
 PERIODS = {"minute": 60, "hour": 3600, "day": 86400, "month": 30 * 86400, "total": 0}
 RETRY_ON = ("429", "5xx", "timeout", "connect")
@@ -45,6 +51,10 @@ class Upstream:
     @property
     def dialect(self) -> str:
         return DIALECT_OF[self.kind]
+
+    def dialect_for(self, caller_dialect: str) -> str:
+        """The format a caller's request goes out in: the caller's own where this upstream speaks it."""
+        return caller_dialect if caller_dialect in ALSO_SPEAKS.get(self.kind, ()) else self.dialect
 
     def api_key(self) -> str | None:
         return next((os.environ[v] for v in self.api_key_env if os.environ.get(v)), None)

@@ -223,8 +223,8 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
     except (RulesError, FaultError) as e:
         raise click.ClickException(str(e)) from None
     app = create_app(MockContext(simulator=Simulator(catalog, entry_visible_after_s=0.0), faults=plan))
-    click.echo(f"mock providers on http://{host}:{port} (Anthropic /v1/messages, OpenAI /v1/chat/completions, "
-               "Gemini /v1beta/models/...)", err=True)
+    click.echo(f"mock providers on http://{host}:{port} (Anthropic /v1/messages, OpenAI /v1/chat/completions and "
+               "/v1/responses, Gemini /v1beta/models/...)", err=True)
     uvicorn.run(app, host=host, port=port, log_level=settings.log_level)
 
 

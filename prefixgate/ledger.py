@@ -279,7 +279,8 @@ def decode_row(rec: dict) -> dict:
     return rec
 
 
-TRACE_PROVIDERS = ("anthropic", "openai", "gemini")
+# Upstream kind -> the trace's provider (OpenAI's Responses-only upstreams replay under OpenAI's rules).
+TRACE_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai_responses": "openai", "gemini": "gemini"}
 
 
 def export_trace(path: str, out: str) -> tuple[int, int]:
@@ -291,7 +292,7 @@ def export_trace(path: str, out: str) -> tuple[int, int]:
             if not rec.get("body") or rec["provider"] not in TRACE_PROVIDERS or failed(rec["status"]):
                 skipped += 1
                 continue
-            line = {"t": rec["ts"], "provider": rec["provider"], "model": rec["model"], "route": rec["route"] or "default",
+            line = {"t": rec["ts"], "provider": TRACE_PROVIDERS[rec["provider"]], "model": rec["model"], "route": rec["route"] or "default",
                     "tenant": rec["tenant"] or "default", "output_tokens": rec["output"], "body": json.loads(rec["body"])}
             f.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
             written += 1

@@ -56,7 +56,7 @@ def encoder(name: str) -> Encode:
 def encoding_for(provider: str, model: str | None) -> str:
     """The encoding that counts `model`'s tokens (exactly for OpenAI, approximately for the others)."""
     m = (model or "").lower()
-    if provider == "openai" and not m.startswith(("gpt-4-", "gpt-3.5")) and m != "gpt-4":
+    if provider in ("openai", "responses") and not m.startswith(("gpt-4-", "gpt-3.5")) and m != "gpt-4":
         return "o200k_base"  # gpt-4o, gpt-4.1, o-series, gpt-5 and later
     if provider == "local":
         return f"local:{model}"

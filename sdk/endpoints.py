@@ -25,13 +25,23 @@ class Endpoint:
     model: str | None = None
     streams: bool = False
     name: str | None = None       # a cachedContents resource name
+    api: str | None = None        # the wire format when the provider has more than one ("responses")
+
+    @property
+    def dialect(self) -> str:
+        return self.api or self.provider
 
 
 def endpoint_of(provider: Provider, method: str, path: str) -> Endpoint | None:
     """The planned endpoint a request goes to, or None when the wrapper should let it pass."""
     method = method.upper()
     if provider == "openai":
-        return Endpoint("openai", "generate") if method == "POST" and path.endswith("/chat/completions") else None
+        if method != "POST":
+            return None
+        if path.endswith("/chat/completions"):
+            return Endpoint("openai", "generate")
+        # `responses.create`, `.stream` and `.parse` all POST `/responses` (its sub-paths pass through).
+        return Endpoint("openai", "generate", api="responses") if path.endswith("/responses") else None
     if provider == "anthropic":
         return Endpoint("anthropic", "generate") if method == "POST" and path.endswith("/v1/messages") else None
     found = _GEMINI_GENERATE.search(path)

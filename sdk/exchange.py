@@ -57,7 +57,7 @@ class Exchange:
 
     def _plan(self) -> None:
         provider = self.endpoint.provider
-        wire = wire_format(provider)
+        wire = wire_format(self.endpoint.dialect)
         try:
             conv = wire.parse_request(self.original, model=self.model)
         except RequestError as e:
@@ -112,7 +112,7 @@ class Exchange:
         """The body to send: the planned one, or the caller's own bytes when planning changed nothing."""
         if self.plan is None:
             return self.original
-        encoded = wire_format(self.endpoint.provider).encode_request(self.plan.conversation)
+        encoded = wire_format(self.endpoint.dialect).encode_request(self.plan.conversation)
         if encoded == json.loads(self.original):
             return self.original
         return compact_bytes(encoded)
@@ -144,7 +144,7 @@ class Exchange:
         return LedgerRecord(
             id=self.id, ts=self.ts, key="sdk", tenant=self.config.tenant, route=self.route,
             target=f"sdk:{self.host}", provider=self.endpoint.provider, model=self.model,
-            dialect=self.endpoint.provider, stream=self.stream, status=status, **ledger_fields(usage or Usage(), cost),
+            dialect=self.endpoint.dialect, stream=self.stream, status=status, **ledger_fields(usage or Usage(), cost),
             latency_ms=(now - self.started) * 1000,
             ttft_ms=(self.first_byte_at - self.started) * 1000 if self.first_byte_at else None,
             overhead_ms=self.overhead_ms, attempts=self.attempt,

@@ -22,7 +22,7 @@ from prefixgate.cache_planner.rewrite import (
 )
 from prefixgate.cache_planner.stability import PlannerState, RouteState
 from prefixgate.cache_planner.target import Target
-from prefixgate.dialects import DIALECTS
+from prefixgate.dialects import request_dialect
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
 from prefixgate.providers.replay import ReplayState, passthrough, replay
@@ -118,7 +118,7 @@ def _fixing(rule_id: str, flagged: dict[int, dict], unmarked: set[int]) -> Calla
         fix = bool(rule_id) and (record.line in flagged or rule_id in LEARNING)
         if not fix and record.line not in unmarked:
             return record.body
-        dialect = DIALECTS[record.provider]
+        dialect = request_dialect(record.provider, record.body)
         try:
             conv = (dialect.parse_request(record.body, model=record.model) if record.provider == "gemini"
                     else dialect.parse_request(record.body))

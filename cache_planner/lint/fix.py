@@ -62,7 +62,7 @@ def fix_request(req: Request) -> FixResult:
         why = req.error or f"{req.model_name!r} is not a known {req.provider} model"
         return FixResult(display, False, (f"not fixed: {why}",))
     result = plan(req.conv, Target(req.provider, req.model.id), PlannerState(), "rewrite")  # type: ignore[arg-type]
-    body = DIALECTS[req.provider].encode_request(result.conversation)
+    body = DIALECTS[result.conversation.dialect].encode_request(result.conversation)
     notes = tuple(n for n in result.explanation if n.startswith(("rewrite:", "checkpoint:", "cache:")))
     if body == req.body:
         return FixResult(display, False, notes)

@@ -28,7 +28,8 @@ from prefixgate.cache_planner.lint.jinja import Expanded, expand
 from prefixgate.cache_planner.lint.json_offsets import offset as json_offset
 from prefixgate.cache_planner.lint.python_source import PyTemplate, python_templates
 from prefixgate.cache_planner.lint.variables import names_in, template_spans
-from prefixgate.dialects import DIALECTS
+from prefixgate.dialects import request_dialect
+from prefixgate.dialects.responses import is_responses_body
 from prefixgate.errors import RequestError
 from prefixgate.ir import CACHE_MARKERS, Conversation
 from prefixgate.providers.pricing import resolve_model
@@ -294,7 +295,7 @@ def _json_file(source: Source, config: LintConfig, named: bool) -> list[Subject]
     found = _as_request(value, source, config, start=0, line=1)
     if found is None:
         if named:
-            raise LintUsageError(f"{source.display}: not a request body (no messages or contents) nor a trace record")
+            raise LintUsageError(f"{source.display}: not a request body (no messages, contents or input) nor a trace record")
         return []
     return [found]
 
@@ -352,7 +353,7 @@ def _as_request(value: Any, source: Source, config: LintConfig, start: int, line
 
 
 def _looks_like_request(body: dict) -> bool:
-    return isinstance(body.get("messages"), list) or isinstance(body.get("contents"), list)
+    return isinstance(body.get("messages"), list) or isinstance(body.get("contents"), list) or is_responses_body(body)
 
 
 def detect_provider(body: dict, config: LintConfig) -> str:
@@ -360,6 +361,8 @@ def detect_provider(body: dict, config: LintConfig) -> str:
     `system` or `cache_control`, or a claude model; OpenAI has system/developer messages or a gpt/o model."""
     if "contents" in body:
         return "gemini"
+    if is_responses_body(body):
+        return "openai"     # the Responses API: `input` / `instructions`, never `messages`
     model = str(body.get("model", "")).lower().split("/")[-1]
     if model.startswith("claude") or "system" in body or "cache_control" in body:
         return "anthropic"
@@ -371,7 +374,7 @@ def detect_provider(body: dict, config: LintConfig) -> str:
 
 def build_request(source: Source, body: dict, provider: str, model: str, *, start: int = 0,
                   body_path: tuple[str | int, ...] = (), record: TraceRecord | None = None) -> Request:
-    dialect = DIALECTS[provider]
+    dialect = request_dialect(provider, body)
     request = Request(source, body, provider, model, None, start=start, body_path=body_path, record=record)
     try:
         conv = dialect.parse_request(body, model=model) if provider == "gemini" else dialect.parse_request(body)
@@ -410,6 +413,8 @@ def block_paths(body: dict, conv: Conversation) -> list[tuple[str | int, ...]]:
                 out.append(where[id(native)])
             elif isinstance(seg.native, dict) and id(seg.native) in where:
                 out.append((*where[id(seg.native)], seg.blocks_field or "content"))
+            elif seg.blocks_field in ("instructions", "input") and seg.form == "string":
+                out.append((seg.blocks_field,))     # a Responses body's bare-string field
             else:
                 out.append(("system",) if seg.role == "system" else ())
     return out

@@ -7,14 +7,24 @@ Each module also offers its format's functions directly (`parse_request`, `encod
 
 from __future__ import annotations
 
-from prefixgate.dialects import anthropic, gemini, openai
+from prefixgate.dialects import anthropic, gemini, openai, responses_adapter
+from prefixgate.dialects.responses import is_responses_body
 from prefixgate.dialects.wire import WireFormat
 
 # One line per wire format. Order matters only to `format_of_path`: the last one answers every path no
 # other format claims.
-WIRE_FORMATS: dict[str, WireFormat] = {w.name: w for w in (anthropic.WIRE, gemini.WIRE, openai.WIRE)}
+WIRE_FORMATS: dict[str, WireFormat] = {
+    w.name: w for w in (anthropic.WIRE, gemini.WIRE, responses_adapter.WIRE, openai.WIRE)}
 # The name lint, replay and trace readers use for the same registry.
 DIALECTS = WIRE_FORMATS
+
+
+def request_dialect(provider: str, body: dict) -> WireFormat:
+    """The wire format of a provider's recorded request body: OpenAI's is Chat Completions or Responses,
+    told apart by shape (Chat always has `messages`)."""
+    if provider == "openai" and is_responses_body(body):
+        return responses_adapter.WIRE
+    return wire_format(provider)
 
 
 def wire_format(name: str) -> WireFormat:

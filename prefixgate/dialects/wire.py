@@ -87,6 +87,11 @@ class WireFormat:
                        id: str | None = None) -> dict:
         raise NotImplementedError
 
+    def stored_id(self, body: dict) -> str | None:
+        """The id a later request may name to reach this answer again (a stored Responses API response),
+        from a whole answer or a stream's terminal event; None for formats without server-side state."""
+        return None
+
     def error_body(self, err: RequestError) -> dict:
         """The error JSON this format's SDK parses into its own exception."""
         return error_body(err, self.name)

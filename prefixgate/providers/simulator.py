@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from prefixgate.dialects import anthropic as anthropic_dialect
-from prefixgate.dialects import wire_format
+from prefixgate.dialects import request_dialect
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
@@ -54,7 +54,7 @@ class Simulator:
         model: str | None = None,
         output_tokens: int = 0,
     ) -> SimResult:
-        """Run one generate request (Messages, Chat Completions, generateContent) through the cache.
+        """Run one generate request (Messages, Chat Completions, Responses, generateContent) through the cache.
 
         `model` is required for Gemini, whose model is in the URL, and overrides the body's otherwise.
         """
@@ -86,7 +86,8 @@ class Simulator:
     def parse(self, provider: str, body: bytes | str | dict, model: str | None = None) -> Conversation:
         if provider not in PROVIDERS:
             raise RequestError(f"provider: expected one of {', '.join(PROVIDERS)}, got {provider!r}", field="provider")
-        wire = wire_format(provider)
+        # One provider, two APIs: an OpenAI body's shape says which (Chat always has `messages`).
+        wire = request_dialect(provider, load_body(body))
         if not wire.model_in_body and not model:
             raise RequestError(f"model: a {provider} request names its model in the URL", field="model")
         return wire.parse_request(body, model=model)

@@ -24,6 +24,9 @@ SAMPLES: dict[str, tuple[str, dict]] = {
         "model": "claude-sonnet-4-5", "max_tokens": 64,
         "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": "Hi"}]}),
+    "responses": ("/v1/responses", {
+        "model": "gpt-5", "instructions": "Be brief.",
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]}], "temperature": 0.2}),
     "gemini": ("/v1beta/models/gemini-2.5-flash:generateContent", {
         "systemInstruction": {"parts": [{"text": "Be brief."}]},
         "contents": [{"role": "user", "parts": [{"text": "Hi"}]}], "generationConfig": {"temperature": 0.2}}),
@@ -38,7 +41,7 @@ def test_every_registered_format_has_a_sample():
 
 
 def test_an_unknown_format_is_refused_with_the_known_names():
-    with pytest.raises(ValueError, match=r"unknown wire format 'bedrock'; expected one of anthropic, gemini, openai"):
+    with pytest.raises(ValueError, match=r"unknown wire format 'bedrock'; expected one of anthropic, gemini, openai, responses"):
         wire_format("bedrock")
 
 
@@ -109,21 +112,23 @@ def test_a_written_stream_reads_back_as_the_same_deltas_and_usage(name):
     wire = wire_format(name)
     writer = wire.stream_writer("m")
     raw = writer.write([("text", "Hel"), ("text", "lo"), ("finish", "length")]) + writer.finish(USAGE)
-    assert wire.terminal in raw
     # Network reads split events anywhere.
     buffer, events = bytearray(), []
     for i in range(0, len(raw), 7):
         events += wire.framing.split(buffer, raw[i:i + 7])
-    counter, text, finish = wire.stream_usage(), "", None
+    counter, text, finish, ended = wire.stream_usage(), "", None, False
     for event in events:
+        ended = ended or wire.terminal in event
         payload = wire.framing.payload(event)
         if payload is None:
             continue
+        # A format may end a stream several ways (Responses: completed, incomplete, failed).
+        ended = ended or wire.ends_stream(payload)
         counter.feed(payload)
         for d in wire.read_deltas(payload):
             text += d[1] if d[0] == "text" else ""
             finish = d[1] if d[0] == "finish" else finish
-    assert (text, finish, counter.usage) == ("Hello", "length", USAGE)
+    assert (text, finish, counter.usage, ended) == ("Hello", "length", USAGE, True)
 
 
 @pytest.mark.parametrize("name", FORMATS)

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from prefixgate.config import Settings
+from prefixgate.config import Settings, load_settings
 from prefixgate.dialects import anthropic as an
 from prefixgate.dialects import gemini as ge
 from prefixgate.dialects import openai as oa
@@ -166,3 +166,10 @@ def running_upstream() -> Iterator[FakeUpstream]:
 def running_gateway(settings: Settings, **kw) -> Iterator[ServerThread]:
     with ServerThread(create_app(settings, **kw)) as server:
         yield server
+
+
+def zero_config_settings(tmp_path, monkeypatch, **overrides) -> Settings:
+    """A gateway as a newcomer starts it: the bundled model, no provider keys in the environment."""
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    return load_settings(local_model="smollm2-135m", ledger_path=str(tmp_path / "ledger.sqlite"), **overrides)

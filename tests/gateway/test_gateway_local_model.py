@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import openai
 
-from prefixgate.config import load_settings
 from prefixgate.gateway.app import create_app
-from tests.gateway.support_gateway import ServerThread
+from tests.gateway.support_gateway import zero_config_settings
+from tests.support_services import ServerThread
 
 SYSTEM = "You are a helpful assistant for ACME. Current time: 2026-11-22T10:0{}:00Z. " + "Be kind and brief. " * 60
 
 
 def test_zero_config_gateway_serves_the_bundled_model_with_prefix_reuse(tmp_path, monkeypatch):
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    settings = load_settings(local_model="smollm2-135m", ledger_path=str(tmp_path / "ledger.sqlite"))
+    settings = zero_config_settings(tmp_path, monkeypatch)
     with ServerThread(create_app(settings)) as gw:
         client = openai.OpenAI(api_key="unused", base_url=gw.url + "/v1", max_retries=0)
         answers = []

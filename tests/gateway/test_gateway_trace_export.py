@@ -52,3 +52,23 @@ def test_export_skips_records_without_bodies(tmp_path):
     ledger.close()
     result = CliRunner().invoke(main, ["ledger", "export", "--trace", str(tmp_path / "t.jsonl"), "--ledger", path])
     assert result.exit_code == 0 and "skipped 1" in result.output
+
+
+def test_responses_traffic_exports_and_replays(tmp_path, monkeypatch):
+    import openai
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-export-0123456789")
+    with ServerThread(mock_app(MockContext())) as upstream:
+        settings = settings_for(upstream.url, tmp_path, ledger_bodies=True)
+        with running_gateway(settings) as gw:
+            client = openai.OpenAI(api_key="caller", base_url=gw.url + "/v1", max_retries=0)
+            for i in range(3):
+                client.responses.create(model="gpt-4o", instructions=SYSTEM.format(i), input=f"Invoice {i}?")
+    out = tmp_path / "trace.jsonl"
+    result = CliRunner().invoke(main, ["ledger", "export", "--trace", str(out), "--ledger", settings.ledger_path])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 3 and lines[0]["provider"] == "openai" and lines[0]["body"]["instructions"] == SYSTEM.format(0)
+    passthrough = json.loads(CliRunner().invoke(main, ["replay", str(out), "--json"]).output)
+    planned = json.loads(CliRunner().invoke(main, ["replay", str(out), "--strategy", "planner", "--json"]).output)
+    assert passthrough["total"]["cache_read_tokens"] == 0 < planned["total"]["cache_read_tokens"]

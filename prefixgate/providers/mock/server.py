@@ -1,4 +1,5 @@
-"""`prefixgate mock-providers`: one local server speaking the Anthropic, OpenAI and Gemini APIs.
+"""`prefixgate mock-providers`: one local server speaking the Anthropic, OpenAI (Chat Completions and
+Responses) and Gemini APIs.
 
 It answers at the providers' real paths with their auth headers, error shapes, streaming event order and
 usage fields; usage comes from the cache simulator (so a repeated prompt reports cached tokens), replies
@@ -62,8 +63,10 @@ class MockContext:
 
 def create_app(context: MockContext | None = None) -> FastAPI:
     from prefixgate.providers.mock import anthropic as mock_anthropic
+    from prefixgate.providers.mock import completions as mock_completions
     from prefixgate.providers.mock import gemini as mock_gemini
     from prefixgate.providers.mock import openai as mock_openai
+    from prefixgate.providers.mock import responses as mock_responses
 
     ctx = context or MockContext()
     app = FastAPI(title="prefixgate mock providers", docs_url=None, redoc_url=None, openapi_url=None)
@@ -90,6 +93,8 @@ def create_app(context: MockContext | None = None) -> FastAPI:
 
     for module in modules.values():
         module.add_routes(app, ctx)
+    mock_responses.add_routes(app, ctx)
+    mock_completions.add_routes(app, ctx)
     return app
 
 

@@ -1,0 +1,104 @@
+"""OpenAI Responses API paths besides `POST /v1/responses` (which the front serves itself, fastpath).
+
+Stored responses (`GET` / `DELETE /v1/responses/{id}`, `GET .../input_items`, `POST .../cancel`) are
+forwarded to the upstream that answered them (`response_homes`), else to the first upstream that speaks
+the Responses API; `POST /v1/responses/input_tokens` is asked of the route's upstream when it speaks the
+API (its count is the billing one) and counted here otherwise. None of these is a model request: none is
+planned or written to the ledger.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from prefixgate.compact_json import compact_bytes
+from prefixgate.dialects import responses, responses_adapter
+from prefixgate.errors import RequestError
+from prefixgate.gateway.auth import authenticate, upstream_credential
+from prefixgate.gateway.error_response import answer_or_error
+from prefixgate.gateway.intake import authenticated_body, serve
+from prefixgate.policies import Upstream
+from prefixgate.tokens import annotate_tokens, encoding_for
+
+router = APIRouter()
+WIRE = responses_adapter.WIRE
+
+
+# The gateway's front serves this path itself (fastpath); the route keeps the router usable on its own.
+@router.post("/v1/responses")
+async def create(request: Request) -> Response:
+    return await serve(request.app.state.proxy, request, WIRE.name, responses.parse_request)
+
+
+@router.post("/v1/responses/input_tokens")
+async def input_tokens(request: Request) -> Response:
+    return await answer_or_error(WIRE.name, _input_tokens(request))
+
+
+@router.get("/v1/responses/{response_id}")
+async def retrieve(response_id: str, request: Request) -> Response:
+    return await answer_or_error(WIRE.name, _stored(request, "GET", response_id, ""))
+
+
+@router.delete("/v1/responses/{response_id}")
+async def delete(response_id: str, request: Request) -> Response:
+    return await answer_or_error(WIRE.name, _stored(request, "DELETE", response_id, ""))
+
+
+@router.get("/v1/responses/{response_id}/input_items")
+async def input_items(response_id: str, request: Request) -> Response:
+    return await answer_or_error(WIRE.name, _stored(request, "GET", response_id, "/input_items"))
+
+
+@router.post("/v1/responses/{response_id}/cancel")
+async def cancel(response_id: str, request: Request) -> Response:
+    return await answer_or_error(WIRE.name, _stored(request, "POST", response_id, "/cancel"))
+
+
+async def _input_tokens(request: Request) -> Response:
+    proxy = request.app.state.proxy
+    raw, caller = await authenticated_body(proxy, request)
+    conv = responses.parse_request(raw)
+    ref = proxy.router.decide(conv.model or "", caller.key).route.targets[0]
+    upstream = proxy.policy.upstreams[ref.upstreams[0]]
+    if _speaks_responses(upstream):
+        body = compact_bytes({**responses.encode_request(conv), "model": ref.model or conv.model})
+        key = upstream_credential(upstream, caller, WIRE.name)
+        resp = await proxy.upstream.forward(upstream, WIRE, "POST", api_path(upstream, "/responses/input_tokens"), "",
+                                            body, key)
+        return Response(resp.body, resp.status, media_type="application/json")
+    if conv.params.get("previous_response_id") is not None:
+        raise RequestError("previous_response_id: this route's target keeps no stored responses to count",
+                           field="previous_response_id")
+    count = annotate_tokens(conv, encoding_for("openai", ref.model or conv.model))
+    return Response(compact_bytes({"object": "response.input_tokens", "input_tokens": count}),
+                    media_type="application/json")
+
+
+async def _stored(request: Request, method: str, response_id: str, suffix: str) -> Response:
+    proxy = request.app.state.proxy
+    caller = authenticate(request.headers, request.query_params, proxy.keys)
+    home = proxy.response_homes.home_of(response_id)
+    upstream = proxy.policy.upstreams[home] if home is not None else next(
+        (u for u in proxy.policy.upstreams.values() if _speaks_responses(u)), None)
+    if upstream is None:
+        raise RequestError(f"Response with id '{response_id}' not found: no upstream of this gateway stores responses",
+                           status=404, kind="not_found")
+    body = await request.body() if method == "POST" else b""
+    key = upstream_credential(upstream, caller, WIRE.name)
+    resp = await proxy.upstream.forward(upstream, WIRE, method, api_path(upstream, f"/responses/{response_id}{suffix}"),
+                                        request.url.query, body, key)
+    # `GET ?stream=true` replays a finished response's events (read whole here: it is over already).
+    replay = request.query_params.get("stream") == "true"
+    return Response(resp.body, resp.status, media_type="text/event-stream" if replay else "application/json")
+
+
+def _speaks_responses(upstream: Upstream) -> bool:
+    return upstream.dialect_for(WIRE.name) == WIRE.name
+
+
+def api_path(upstream: Upstream, tail: str) -> str:
+    """`tail` under the upstream's OpenAI API root (its URL may or may not end in /v1)."""
+    return tail if upstream.url.endswith("/v1") else f"/v1{tail}"

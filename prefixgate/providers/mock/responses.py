@@ -1,0 +1,195 @@
+"""Mock OpenAI Responses API: `POST /v1/responses` (streamed or not), `GET`/`DELETE /v1/responses/{id}`,
+`GET /v1/responses/{id}/input_items`, `POST /v1/responses/{id}/cancel`, `POST /v1/responses/input_tokens`.
+
+Usage comes from the cache simulator under OpenAI's rules (1024-token minimum, 128-token steps,
+`prompt_cache_key` routing, `prompt_cache_retention`). A `previous_response_id` request is expanded to the
+stored chain plus the new input, as OpenAI rebuilds and bills it. Replies are deterministic text, or a
+function call when the request asks for one (see `script.py`). Responses complete at once, so
+`background: true` ones are already completed when `cancel` comes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import replace
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from prefixgate.dialects import responses as dialect
+from prefixgate.errors import RequestError
+from prefixgate.providers.mock.openai import authenticate
+from prefixgate.providers.mock.script import scripted_call, value_for
+from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response
+from prefixgate.providers.mock.text import reply_for
+from prefixgate.providers.response_store import ResponseStore, StoredResponse
+from prefixgate.tokens import count_tokens, encoding_for
+from prefixgate.usage import Usage
+
+# Reasoning models think before answering; the mock reports this many reasoning tokens when asked to reason.
+REASONING_TOKENS = 64
+_REASONING_MODELS = ("gpt-5", "o1", "o3", "o4", "gpt-6")
+
+
+def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = None) -> None:
+    responses = store or ResponseStore()
+
+    @app.post("/v1/responses")
+    async def create(request: Request) -> Response:
+        tenant = authenticate(request)
+        body = await json_body(request)
+        fault = await ctx.fault_for(request, "openai", body.get("model"))
+        dialect.parse_request(body)  # every field checked before anything is stored or counted
+        context, new_input = _context(body, responses, tenant), dialect.input_items(body)
+        sent = _expanded(body, context, new_input)
+        result = ctx.simulator.respond("openai", sent, now=ctx.clock(), tenant=tenant)
+        response, chunks = _answer(body, sent, result.usage, prompt_text(result.conversation), result.model.id)
+        if body.get("store", True) is not False:
+            responses.put(tenant, StoredResponse(response, context, new_input))
+        if result.conversation.stream:
+            return sse_response(dialect.response_events(response, chunks), fault)
+        return JSONResponse(response)
+
+    @app.post("/v1/responses/input_tokens")
+    async def input_tokens(request: Request) -> dict:
+        tenant = authenticate(request)
+        body = await json_body(request)
+        await ctx.fault_for(request, "openai", body.get("model"))
+        dialect.parse_request(body)
+        sent = _expanded(body, _context(body, responses, tenant), dialect.input_items(body))
+        return {"object": "response.input_tokens", "input_tokens": ctx.simulator.count_tokens("openai", sent)}
+
+    @app.get("/v1/responses/{response_id}")
+    async def retrieve(response_id: str, request: Request) -> Response:
+        stored = responses.get(authenticate(request), response_id)
+        if request.query_params.get("stream") == "true":
+            after = _int_param(request, "starting_after", -1)
+            return sse_response(dialect.response_events(stored.response, starting_after=after), None)
+        return JSONResponse(stored.response)
+
+    @app.delete("/v1/responses/{response_id}")
+    async def delete(response_id: str, request: Request) -> dict:
+        responses.delete(authenticate(request), response_id)
+        return {"id": response_id, "object": "response", "deleted": True}
+
+    @app.post("/v1/responses/{response_id}/cancel")
+    async def cancel(response_id: str, request: Request) -> dict:
+        stored = responses.get(authenticate(request), response_id)
+        if not stored.response.get("background"):
+            raise RequestError("Only responses created with background=true can be cancelled.")
+        return stored.response
+
+    @app.get("/v1/responses/{response_id}/input_items")
+    async def list_input_items(response_id: str, request: Request) -> dict:
+        stored = responses.get(authenticate(request), response_id)
+        items = _listed(stored)
+        order = request.query_params.get("order", "desc")
+        if order not in ("asc", "desc"):
+            raise RequestError(f"order: must be 'asc' or 'desc', got {order!r}", field="order")
+        if order == "desc":
+            items.reverse()
+        after = request.query_params.get("after")
+        if after is not None:
+            ids = [i.get("id") for i in items]
+            if after not in ids:
+                raise RequestError(f"after: no input item with id {after!r}", field="after")
+            items = items[ids.index(after) + 1:]
+        limit = _int_param(request, "limit", 20)
+        if not 1 <= limit <= 100:
+            raise RequestError("limit: must be between 1 and 100", field="limit")
+        page = items[:limit]
+        return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit}
+
+
+def _context(body: dict, store: ResponseStore, tenant: str) -> list[dict]:
+    previous = body.get("previous_response_id")
+    return store.get(tenant, previous, "previous_response_id").conversation if previous is not None else []
+
+
+def _expanded(body: dict, context: list[dict], new_input: list[dict]) -> dict:
+    """The request as the model sees it: the chain's items, then this request's input."""
+    if not context:
+        return body
+    return {k: v for k, v in body.items() if k != "previous_response_id"} | {"input": [*context, *new_input]}
+
+
+def _listed(stored: StoredResponse) -> list[dict]:
+    """A response's input items as listed, each with an id (the caller's, else one fixed per position).
+    Stored items keep no ids of ours: the chain must render to the same prompt as the request did."""
+    out = []
+    for index, item in enumerate([*stored.context, *stored.input]):
+        if "role" in item and item.get("type", "message") == "message":
+            content = item["content"]
+            if isinstance(content, str):
+                content = [{"type": "output_text" if item["role"] == "assistant" else "input_text", "text": content}]
+            item = {"type": "message", "status": "completed", **item, "content": content}
+        if "id" not in item:
+            digest = hashlib.sha256(f"{stored.response['id']}:{index}".encode()).hexdigest()[:32]
+            item = {"id": f"msg_{digest}", **item}
+        out.append(item)
+    return out
+
+
+def _answer(body: dict, sent: dict, usage: Usage, prompt: str, model_id: str) -> tuple[dict, dict[str, list[str]]]:
+    """The response object for this request, and how its text is streamed."""
+    encoding = encoding_for("openai", model_id)
+    output: list[dict] = []
+    reasoning = _reasoning_item(body, prompt)
+    if reasoning is not None:
+        output.append(reasoning)
+    call = scripted_call(body, dialect.input_items(sent))
+    chunks: dict[str, list[str]] = {}
+    status, incomplete = "completed", None
+    if call is not None:
+        output.append(dialect.function_call_item(call.name, call.arguments))
+        produced = count_tokens(call.name + call.arguments, encoding)
+    else:
+        reply = reply_for(prompt, body.get("max_output_tokens"), encoding)
+        structured = _structured(body)
+        if structured is not None:
+            reply = replace(reply, text=structured, output_tokens=count_tokens(structured, encoding), truncated=False)
+        item = dialect.message_item(reply.text)
+        output.append(item)
+        chunks[item["id"]] = reply.chunks()
+        produced = reply.output_tokens
+        if reply.truncated:
+            status, incomplete = "incomplete", "max_output_tokens"
+    thought = REASONING_TOKENS if reasoning is not None else 0
+    response = dialect.response_object(body["model"], output, replace(usage, output=produced + thought), request=body,
+                                       status=status, reasoning=thought, incomplete_reason=incomplete)
+    return response, chunks
+
+
+def _structured(body: dict) -> str | None:
+    """A JSON answer when `text.format` asks for one (a schema's fixed values, or an object)."""
+    fmt = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("json_schema", "json_object"):
+        return None
+    value = value_for(fmt.get("schema") or {"type": "object"}) if fmt["type"] == "json_schema" else {"answer": "mock"}
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _reasoning_item(body: dict, prompt: str) -> dict | None:
+    """A reasoning item when a reasoning model is asked to reason; its encrypted content when `include` asks."""
+    effort = (body.get("reasoning") or {}).get("effort") if isinstance(body.get("reasoning"), dict) else None
+    if effort in (None, "none") or not str(body.get("model", "")).startswith(_REASONING_MODELS):
+        return None
+    item: dict[str, Any] = {"id": dialect.new_id("rs"), "type": "reasoning", "summary": []}
+    if "reasoning.encrypted_content" in (body.get("include") or []):
+        digest = hashlib.sha256(json.dumps([effort, prompt]).encode()).digest()
+        item["encrypted_content"] = "gAAAA" + base64.urlsafe_b64encode(digest * 4).decode()
+    return item
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise RequestError(f"{name}: expected an integer, got {raw!r}", field=name) from None

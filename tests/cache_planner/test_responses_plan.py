@@ -1,0 +1,71 @@
+"""Planning Responses requests: volatile lines leave `instructions` for the newest input, the cache key
+comes from the static prefix, retention follows reuse, and a `previous_response_id` chain keeps every
+earlier turn as sent."""
+
+from __future__ import annotations
+
+from prefixgate.cache_planner.plan import plan
+from prefixgate.cache_planner.stability import PlannerState
+from prefixgate.cache_planner.target import Target
+from prefixgate.dialects import responses as rs
+from tests.providers.helpers import text_of
+
+STATIC = "You are the support agent for Acme.\n" + text_of(1500) + ".\n"
+TARGET = Target("openai", "gpt-4o")
+
+
+def _body(day: int, **extra) -> dict:
+    return {"model": "gpt-4o", "instructions": f"Today is 2026-11-{day:02d}.\n" + STATIC,
+            "input": "Where is my order?", **extra}
+
+
+def _planned(body: dict, state: PlannerState, now: float = 0.0):
+    result = plan(rs.parse_request(body), TARGET, state, route="r", now=now)
+    return rs.encode_request(result.conversation), result.explanation
+
+
+def test_dated_instructions_become_static_and_the_key_is_the_same_every_day():
+    state = PlannerState()
+    first, notes = _planned(_body(1), state)
+    second, _ = _planned(_body(2), state, now=60)
+    assert first["instructions"] == second["instructions"] == STATIC
+    assert first["prompt_cache_key"] == second["prompt_cache_key"]
+    assert first["input"][0]["content"][0] == {"type": "input_text", "text": "Context:\nToday is 2026-11-01.\n"}
+    assert any(n.startswith("rewrite: moved") for n in notes)
+
+
+def test_previous_response_id_changes_only_the_new_input_and_keeps_the_key():
+    state = PlannerState()
+    for day in (1, 2, 3):  # the route has seen the date change: it is volatile, not learned static
+        first, _ = _planned(_body(day), state, now=day)
+    call_output = {"type": "function_call_output", "call_id": "c1", "output": "shipped"}
+    chained, notes = _planned(_body(3, previous_response_id="resp_1", input=[call_output]), state, now=30)
+    assert chained["instructions"] == first["instructions"]
+    assert chained["prompt_cache_key"] == first["prompt_cache_key"]
+    assert chained["input"][0] == call_output      # the tool output as sent, then the moved context after it
+    assert chained["input"][1] == {"role": "user", "content": [
+        {"type": "input_text", "text": "Context:\nToday is 2026-11-03.\n"}]}
+    assert "plan: previous_response_id: the earlier turns live at the provider and were not changed" in notes
+
+
+def test_retention_24h_when_prefixes_come_back_after_the_in_memory_window():
+    state = PlannerState()
+    for i in range(6):
+        body, notes = _planned(_body(1, input=f"q{i}"), state, now=i * 1800.0)
+    assert body["prompt_cache_retention"] == "24h"
+    assert any(n.startswith("cache: retention 24h") for n in notes)
+    quick = PlannerState()
+    for i in range(6):
+        body, notes = _planned(_body(1, input=f"q{i}"), quick, now=i * 10.0)
+    assert "prompt_cache_retention" not in body
+    kept, notes = _planned(_body(1, prompt_cache_retention="in_memory"), quick, now=100)
+    assert kept["prompt_cache_retention"] == "in_memory"
+
+
+def test_a_date_moved_once_stays_moved_though_a_session_repeats_it():
+    # An agent loop: the same day's date on every turn looks static to the route after one request, but
+    # keeping it in place on turn 2 would change the prefix turn 1 was cached with.
+    state = PlannerState()
+    turns = [_planned(_body(5, input=f"step {i}"), state, now=i * 5.0)[0] for i in range(4)]
+    assert all(t["instructions"] == STATIC for t in turns)
+    assert all(t["input"][0]["content"][0]["text"] == "Context:\nToday is 2026-11-05.\n" for t in turns)

@@ -1,0 +1,62 @@
+"""Golden prices for OpenAI Responses usage: cached tokens are inside `input_tokens`, reasoning tokens inside
+`output_tokens`; a stream's usage (its terminal event) costs what the same response's body costs."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from prefixgate.dialects import responses as rs
+from prefixgate.dialects.sse import event_json, parse_sse
+from prefixgate.providers.pricing import cost_of
+from prefixgate.usage import Usage
+
+M = 1_000_000
+WIRE = {"input_tokens": 2006, "input_tokens_details": {"cached_tokens": 1920}, "output_tokens": 300,
+        "output_tokens_details": {"reasoning_tokens": 256}, "total_tokens": 2306}
+
+
+def test_golden_cached_and_reasoning_tokens_are_each_billed_once():
+    usage = rs.parse_usage(WIRE)
+    assert usage == Usage(uncached_input=86, cache_read=1920, output=300)
+    assert rs.reasoning_tokens(WIRE) == 256
+    # gpt-5: $1.25 in, $0.125 cached, $10 out per MTok; the 256 reasoning tokens are part of the 300.
+    cost = cost_of("openai", "gpt-5", usage)
+    assert cost.total == (86 * Decimal("1.25") + 1920 * Decimal("0.125") + 300 * Decimal(10)) / M
+    assert cost.without_cache == (2006 * Decimal("1.25") + 300 * Decimal(10)) / M
+
+
+def test_golden_streamed_usage_comes_from_the_terminal_event_only_and_costs_the_same():
+    response = rs.response_object("gpt-5", [rs.message_item("Hello there.")], rs.parse_usage(WIRE), reasoning=256)
+    stream = rs.StreamUsage()
+    events = [e.json() for e in parse_sse(b"".join(rs.response_events(response, None)).split(b"\n"))]
+    assert events[0]["type"] == "response.created" and events[0]["response"]["usage"] is None
+    assert events[-1]["type"] == "response.completed"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    fed = 0
+    for event in events:
+        stream.feed(event)
+        fed += stream.usage is not None
+    assert fed == 1  # nothing before the terminal event carries usage
+    assert stream.usage == rs.parse_usage(WIRE) and stream.finish_reason == "stop"
+    assert events[-1]["response"]["usage"] == WIRE
+    assert cost_of("openai", "gpt-5", stream.usage) == cost_of("openai", "gpt-5", rs.usage_from_response(response))
+
+
+def test_golden_incomplete_stream_is_priced_from_response_incomplete():
+    usage = Usage(uncached_input=1500, output=16)
+    response = rs.build_response("gpt-4o", "cut", usage, finish_reason="length")
+    stream = rs.StreamUsage()
+    for raw in rs.response_events(response):
+        stream.feed(event_json(raw) or {})
+    assert stream.usage == usage and stream.finish_reason == "length"
+    assert cost_of("openai", "gpt-4o", stream.usage).total == (1500 * Decimal("2.50") + 16 * Decimal(10)) / M
+
+
+def test_golden_gpt_5_6_written_tokens_are_inside_input_and_billed_at_their_ttl():
+    wire = {"input_tokens": 5000, "input_tokens_details": {"cached_tokens": 1000, "cache_write_tokens": 3000},
+            "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0}}
+    usage = rs.parse_usage(wire, write_ttl="30m")
+    assert usage == Usage(uncached_input=1000, cache_read=1000, cache_writes={"30m": 3000}, output=10)
+    cost = cost_of("openai", "gpt-5.6-sol", usage)
+    assert cost.total == (1000 * Decimal(4) + 1000 * Decimal("0.40") + 3000 * Decimal(5) + 10 * Decimal(20)) / M
+    assert rs.usage_json(usage)["input_tokens"] == 5000
