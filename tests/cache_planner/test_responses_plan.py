@@ -8,7 +8,7 @@ from prefixgate.cache_planner.plan import plan
 from prefixgate.cache_planner.stability import PlannerState
 from prefixgate.cache_planner.target import Target
 from prefixgate.dialects import responses as rs
-from tests.providers.helpers import text_of
+from tests.core.providers.support_prompts import text_of
 
 STATIC = "You are the support agent for Acme.\n" + text_of(1500) + ".\n"
 TARGET = Target("openai", "gpt-4o")

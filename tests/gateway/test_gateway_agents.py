@@ -13,9 +13,9 @@ import pytest
 from prefixgate.ledger import read_records
 from prefixgate.providers.mock.server import MockContext
 from prefixgate.providers.mock.server import create_app as mock_app
-from tests.gateway.gw_harness import ServerThread, running_gateway, settings_for
-from tests.sdk.sdk_harness import dated_system
-from tests.support import wait_until
+from tests.gateway.support_gateway import running_gateway, settings_for
+from tests.sdk.support_sdk import dated_system
+from tests.support_services import ServerThread, wait_until
 
 agents = pytest.importorskip("agents", reason="openai-agents is not installed (pip install openai-agents)")
 pytestmark = pytest.mark.slow

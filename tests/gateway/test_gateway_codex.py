@@ -13,9 +13,9 @@ import pytest
 from prefixgate.ledger import read_records
 from prefixgate.providers.mock.server import MockContext
 from prefixgate.providers.mock.server import create_app as mock_app
-from tests.gateway.gw_harness import ServerThread, running_gateway, settings_for
 from tests.gateway.support_codex import codex_binary, codex_config
-from tests.support import wait_until
+from tests.gateway.support_gateway import running_gateway, settings_for
+from tests.support_services import ServerThread, wait_until
 
 pytestmark = pytest.mark.slow
 TASK = 'Check the shell works. [[mock:call exec_command {"cmd":"echo prefixgate-ok"}]]'

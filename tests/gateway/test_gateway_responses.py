@@ -14,9 +14,9 @@ import pytest
 from prefixgate.ledger import read_records
 from prefixgate.providers.mock.server import MockContext
 from prefixgate.providers.mock.server import create_app as mock_app
-from tests.gateway.gw_harness import ServerThread, running_gateway, settings_for
-from tests.sdk.sdk_harness import dated_system
-from tests.support import wait_until
+from tests.gateway.support_gateway import running_gateway, settings_for
+from tests.sdk.support_sdk import dated_system
+from tests.support_services import ServerThread, wait_until
 
 MODEL = "gpt-4o"
 

@@ -8,7 +8,8 @@ import openai
 import pytest
 
 from prefixgate.gateway.app import create_app
-from tests.gateway.gw_harness import ServerThread, zero_config_settings
+from tests.gateway.support_gateway import zero_config_settings
+from tests.support_services import ServerThread
 
 INSTRUCTIONS = "You are a helpful assistant for ACME. Current time: 2026-11-22T10:0{}:00Z. " + "Be kind and brief. " * 60
 

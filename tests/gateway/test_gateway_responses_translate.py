@@ -12,9 +12,9 @@ import pytest
 from prefixgate.ledger import read_records
 from prefixgate.providers.mock.server import MockContext
 from prefixgate.providers.mock.server import create_app as mock_app
-from tests.gateway.gw_harness import ServerThread, policy_for, running_gateway, settings_for
-from tests.sdk.sdk_harness import dated_system
-from tests.support import wait_until
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.sdk.support_sdk import dated_system
+from tests.support_services import ServerThread, wait_until
 
 POLICY = {
     "upstreams": {"responses-only": {"kind": "openai_responses", "url": "MOCK"}},

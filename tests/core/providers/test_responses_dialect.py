@@ -16,7 +16,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.replay import planner, replay
 from prefixgate.providers.simulator import Simulator
 from prefixgate.providers.trace import parse_record
-from tests.providers.helpers import text_of
+from tests.core.providers.support_prompts import text_of
 
 STATIC = text_of(1500)
 REASONING = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "why"}],
