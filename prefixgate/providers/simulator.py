@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from prefixgate.dialects import anthropic as anthropic_dialect
+from prefixgate.dialects import bedrock_invoke, converse
 from prefixgate.dialects import gemini as gemini_dialect
 from prefixgate.dialects import openai as openai_dialect
 from prefixgate.dialects.validate import load_body
@@ -42,6 +43,10 @@ class Simulator:
         self.catalog = catalog or default_catalog()
         self.store = CacheStore()
         self.anthropic = AnthropicCache(self.catalog.anthropic, self.store, entry_visible_after_s)
+        self.bedrock = AnthropicCache(self.catalog.bedrock, self.store, entry_visible_after_s, provider="bedrock")
+        # Converse and InvokeModel requests share Bedrock's cache; only the errors name the marker differently.
+        self._converse = AnthropicCache(self.catalog.bedrock, self.store, entry_visible_after_s, provider="bedrock",
+                                        marker="cachePoint")
         self.openai = OpenAICache(self.catalog.openai, self.store)
         self.cached_contents = CachedContentRegistry(self.catalog.gemini.default_explicit_ttl_s)
         self.gemini = GeminiCache(self.catalog.gemini, self.store, self.cached_contents)
@@ -58,12 +63,16 @@ class Simulator:
     ) -> SimResult:
         """Run one generate request (Messages, Chat Completions, generateContent) through the cache.
 
-        `model` is required for Gemini, whose model is in the URL, and overrides the body's otherwise.
+        `model` is required for Gemini and Bedrock, whose model is in the URL, and overrides the body's otherwise.
+        Bedrock bodies are InvokeModel (Anthropic's, with `anthropic_version`) or Converse bodies.
         """
         conv = self.parse(provider, body, model)
         rules = resolve_model(provider, model or conv.model or "", self.catalog)
         if provider == "anthropic":
             usage = self.anthropic.request(conv, rules, tenant, now)
+        elif provider == "bedrock":
+            cache = self.bedrock if conv.dialect != "converse" else self._converse
+            usage = cache.request(conv, rules, tenant, now)
         elif provider == "openai":
             usage = self.openai.request(conv, rules, tenant, now)
         else:
@@ -90,10 +99,15 @@ class Simulator:
             return anthropic_dialect.parse_request(body)
         if provider == "openai":
             return openai_dialect.parse_request(body)
+        if provider in ("gemini", "bedrock") and not model:
+            raise RequestError(f"model: a {provider.title()} request names its model in the URL", field="model")
         if provider == "gemini":
-            if not model:
-                raise RequestError("model: a Gemini request names its model in the URL", field="model")
             return gemini_dialect.parse_request(body, model=model)
+        if provider == "bedrock":
+            data = load_body(body)
+            if "anthropic_version" in data:
+                return bedrock_invoke.parse_request(data, model=model)
+            return converse.parse_request(data, model=model)
         raise RequestError(f"provider: expected one of {', '.join(PROVIDERS)}, got {provider!r}", field="provider")
 
     # ---- Gemini cachedContents --------------------------------------------------------------------
