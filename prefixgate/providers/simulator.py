@@ -104,9 +104,13 @@ class Simulator:
         if provider == "gemini":
             return gemini_dialect.parse_request(body, model=model)
         if provider == "bedrock":
+            # InvokeModel (Anthropic's body with anthropic_version), the Messages API (Anthropic's body with its
+            # model), or Converse (neither).
             data = load_body(body)
             if "anthropic_version" in data:
                 return bedrock_invoke.parse_request(data, model=model)
+            if "model" in data:
+                return anthropic_dialect.parse_request(data)
             return converse.parse_request(data, model=model)
         raise RequestError(f"provider: expected one of {', '.join(PROVIDERS)}, got {provider!r}", field="provider")
 
