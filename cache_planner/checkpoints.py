@@ -17,10 +17,10 @@ from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choos
 from prefixgate.cache_planner.explicit_cache import cache_pays, create_body, use_cache
 from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
 from prefixgate.cache_planner.stability import RouteState
-from prefixgate.cache_planner.target import Target
+from prefixgate.cache_planner.target import CLAUDE_CACHES, Target
 from prefixgate.cost import Price
 from prefixgate.ir import Block, Checkpoint, Conversation, Segment, ttl_seconds
-from prefixgate.providers.rules import Catalog, ModelRules
+from prefixgate.providers.rules import AnthropicRules, Catalog, ModelRules
 
 PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3}
 # Bridge checkpoints go this many positions apart, safely inside the 20-position lookback.
@@ -42,7 +42,7 @@ def markable(target: Target, seg: Segment, block: Block) -> bool:
     tracked for reuse (and bound an explicit cache)."""
     if target.provider == "gemini":
         return True
-    if target.provider == "anthropic":
+    if target.provider in CLAUDE_CACHES:
         return block.kind != "thinking" and not (block.kind == "text" and not block.text)
     if target.provider == "openai":
         return seg.role not in ("assistant", "tools", "schema") and block.kind in ("text", "image", "audio", "file", "tool_result")
@@ -70,7 +70,7 @@ def place_checkpoints(
     cands = _candidates(conv, target, flat, cumulative)
     static = next((c for c in cands if c.level == "static"), None)
     reused = route.reuse.observe(now, keys, {keys[c.index]: c.level for c in cands})
-    if target.provider == "anthropic":
+    if target.provider in CLAUDE_CACHES:
         cands += _bridges(cands, reused, len(flat), cumulative)
     base = static.tokens if static else 0
     for c in cands:
@@ -82,15 +82,15 @@ def place_checkpoints(
     price = model.price_for(total)
     placement = Placement(static_key)
     placed = len(conv.checkpoints()) + ("cache_control" in conv.params)
-    if placed and target.provider in ("anthropic", "openai"):
+    if placed and target.provider in (*CLAUDE_CACHES, "openai"):
         # The caller chose its own breakpoints: a proxy that silently moves them breaks trust (and is
         # the most reported gateway bug). Rewrites still apply; placement stays the caller's.
         notes.append(f"cache: the caller placed {placed} checkpoint(s); kept as sent")
         if target.provider == "openai" and "prompt_cache_key" not in conv.params and static_key:
             conv.cache_params["prompt_cache_key"] = "pg-" + static_key[:24]
         return placement
-    if target.provider == "anthropic":
-        _place_anthropic(conv, model, price, catalog, route, cands, flat, notes)
+    if target.provider in CLAUDE_CACHES:
+        _place_anthropic(conv, model, price, getattr(catalog, target.provider), route, cands, flat, notes)
     elif target.provider == "openai":
         _place_openai(conv, model, price, route, cands, flat, static_key, notes)
     else:
@@ -152,11 +152,15 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
     return chosen
 
 
-def _place_anthropic(conv: Conversation, model: ModelRules, price: Price, catalog: Catalog, route: RouteState,
+def _place_anthropic(conv: Conversation, model: ModelRules, price: Price, rules: AnthropicRules, route: RouteState,
                      cands: list[Candidate], flat: list, notes: list[str]) -> None:
-    ttls = tuple(catalog.anthropic.ttls)
+    """Claude's breakpoints, on Anthropic's API or Bedrock (whose table says which TTLs each model takes)."""
+    ttls = tuple(t for t in rules.ttls if t in model.breakpoint_ttls)
+    if not ttls:
+        notes.append(f"cache: {model.id} cannot cache on {model.provider}; no checkpoint placed")
+        return
     chosen = _decide(cands, model, price, route, ttls, notes)
-    chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[: catalog.anthropic.max_breakpoints]
+    chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[: rules.max_breakpoints]
     chosen.sort(key=lambda c: c.index)
     # Longer TTLs must precede shorter ones. A shorter prefix is reused at least as often as any longer
     # one it starts, so an earlier checkpoint takes the longest TTL chosen after it, if that still pays.

@@ -119,7 +119,8 @@ def _insert_context(conv: Conversation, seg: Segment, text: str) -> None:
     while at < len(seg.blocks) and seg.blocks[at].kind == "tool_result":
         at += 1
     label = CONTEXT_LABEL + text
-    native = {"text": label} if conv.dialect == "gemini" else {"type": "text", "text": label}
+    # Gemini parts and Bedrock Converse blocks are one-key unions; the others are typed blocks.
+    native = {"text": label} if conv.dialect in ("gemini", "converse") else {"type": "text", "text": label}
     seg.blocks.insert(at, Block("text", native, text=label))
 
 

@@ -280,3 +280,32 @@ def test_simulated_bedrock_rejects_markers_the_model_cannot_take() -> None:
     assert sim.respond("bedrock", converse_body(LONG, ttl="1h"), now=0, model=SONNET).usage.cache_writes.get("1h")
     with pytest.raises(RequestError, match="names its model in the URL"):
         sim.respond("bedrock", converse_body(LONG), now=0)
+
+
+# ---- the planner ---------------------------------------------------------------------------------
+
+def test_the_planner_places_cache_points_under_bedrocks_table() -> None:
+    from prefixgate.cache_planner import PlannerState, Target, plan
+
+    body = {"system": [{"text": "Today is 2026-11-23.\n" + LONG}],
+            "messages": [{"role": "user", "content": [{"text": "hi"}]}], "inferenceConfig": {"maxTokens": 50}}
+    state = PlannerState()
+    planned = [plan(converse.parse_request(body, model=SONNET), Target("bedrock", SONNET), state, "rewrite",
+                    route="r", now=float(t)) for t in (0, 10, 20)]
+    sent = converse.encode_request(planned[0].conversation)
+    points = [b for b in sent["system"] if "cachePoint" in b]
+    assert points and all(p["cachePoint"]["type"] == "default" for p in points)
+    assert "2026-11-23" not in sent["system"][0]["text"]          # the date left the cached prefix
+    # ... into the user turn, as a Converse block (one-key union), which Bedrock accepts.
+    assert sent["messages"][0]["content"][0] == {"text": "Context:\nToday is 2026-11-23.\n"}
+    converse.parse_request(sent, model=SONNET)
+    # Every planned body is one Bedrock accepts, and the first writes the static prefix.
+    sim = Simulator()
+    usages = [sim.respond("bedrock", converse.encode_request(p.conversation), now=float(i * 10), model=SONNET).usage
+              for i, p in enumerate(planned)]
+    assert usages[0].cache_write > 4096
+    # A model that cannot cache gets no cache point (Bedrock would reject it), and says why.
+    no_cache = plan(converse.parse_request(body, model="anthropic.claude-opus-4-1-20250805-v1:0"),
+                    Target("bedrock", "anthropic.claude-opus-4-1-20250805-v1:0"), PlannerState(), "rewrite", route="r")
+    assert not no_cache.conversation.checkpoints()
+    assert any("cannot cache" in line for line in no_cache.explanation)
