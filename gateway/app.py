@@ -13,10 +13,11 @@ from starlette.responses import Response
 
 from prefixgate import __version__
 from prefixgate.config import Settings
+from prefixgate.dialects import format_of_path
 from prefixgate.errors import RequestError
 from prefixgate.gateway import dashboard, endpoints_anthropic, endpoints_gemini, endpoints_openai
+from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.fastpath import GatewayApp
-from prefixgate.gateway.intake import error_response
 from prefixgate.gateway.local import LocalTarget, in_process_target
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.tracing import tracing_for
@@ -26,14 +27,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
 log = logging.getLogger("prefixgate.gateway")
-
-
-def dialect_of_path(path: str) -> str:
-    if path.startswith("/v1/messages"):
-        return "anthropic"
-    if path.startswith("/v1beta/") or ":" in path.rsplit("/", 1)[-1]:
-        return "gemini"
-    return "openai"
 
 
 def create_app(settings: Settings, *, policy: Policy | None = None, local: LocalTarget | None = None,
@@ -83,6 +76,6 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
         # The traceback goes to the log; the caller gets its own dialect's 500, never internals.
         log.exception("unhandled error on %s", request.url.path)
         return error_response(RequestError("internal gateway error", status=500, kind="server"),
-                              dialect_of_path(request.url.path))
+                              format_of_path(request.url.path).name)
 
     return app

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from prefixgate.errors import RequestError
 from prefixgate.policies.schema import CallerKey, Upstream, hash_key
 
-HOSTED = ("anthropic", "openai", "gemini")
+# Upstreams that are not a hosted provider's: this project's engine and `prefixgate backend`, vLLM, SGLang.
+SELF_HOSTED = ("local", "openai_compatible")
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,9 @@ def upstream_credential(upstream: Upstream, caller: Caller, caller_dialect: str)
     own = upstream.api_key()
     if own:
         return own
-    if caller.key is None and upstream.kind in HOSTED and upstream.dialect == caller_dialect:
+    if caller.key is None and upstream.kind not in SELF_HOSTED and upstream.dialect == caller_dialect:
         return caller.credential
-    if upstream.kind in HOSTED:
+    if upstream.kind not in SELF_HOSTED:
         env = " or ".join(upstream.api_key_env) or "an api_key_env"
         raise RequestError(f"no credentials for upstream {upstream.name!r}: set {env} on the gateway",
                            status=401, kind="authentication")

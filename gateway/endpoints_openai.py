@@ -6,17 +6,18 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import openai
 from prefixgate.gateway.intake import serve
-from prefixgate.gateway.proxy import dumps
 
 router = APIRouter()
+WIRE = openai.WIRE
 
 
 # The gateway's front serves this path itself (fastpath); the route keeps the router usable on its own.
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request) -> Response:
-    return await serve(request.app.state.proxy, request, "openai", openai.parse_request)
+    return await serve(request.app.state.proxy, request, WIRE.name, openai.parse_request)
 
 
 @router.get("/v1/models")
@@ -25,4 +26,4 @@ async def models(request: Request) -> Response:
     proxy = request.app.state.proxy
     data = [{"id": m, "object": "model", "created": 0, "owned_by": r.name}
             for r in proxy.policy.routes for m in r.models if not any(c in m for c in "*?[")]
-    return Response(dumps({"object": "list", "data": data}), media_type="application/json")
+    return Response(compact_bytes({"object": "list", "data": data}), media_type="application/json")

@@ -7,33 +7,27 @@ the dashboard, a wrong method on a model path) is served by the FastAPI app as u
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from fastapi import FastAPI
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
-from prefixgate.dialects import anthropic, openai
+from prefixgate.dialects import WIRE_FORMATS
+from prefixgate.dialects.wire import Parse
 from prefixgate.errors import RequestError
-from prefixgate.gateway.endpoints_gemini import generate_parser
+from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.inbound import Inbound
-from prefixgate.gateway.intake import error_response, serve
-from prefixgate.ir import Conversation
+from prefixgate.gateway.intake import serve
 
 log = logging.getLogger("prefixgate.gateway")
-GEMINI_PREFIXES = ("/v1beta/models/", "/v1/models/")
-Parse = Callable[[bytes], Conversation]
 
 
 def model_request(path: str) -> tuple[str, Parse] | None:
-    """(dialect, body parser) when `path` is a model request this front serves itself."""
-    if path == "/v1/chat/completions":
-        return "openai", openai.parse_request
-    if path == "/v1/messages":
-        return "anthropic", anthropic.parse_request
-    if path.startswith(GEMINI_PREFIXES) and path.count("/") == 3:
-        parse = generate_parser(path.rsplit("/", 1)[1])
-        return ("gemini", parse) if parse is not None else None
+    """(wire format, body parser) when `path` is a model request this front serves itself."""
+    for wire in WIRE_FORMATS.values():
+        parse = wire.parser_for(path)
+        if parse is not None:
+            return wire.name, parse
     return None
 
 

@@ -12,17 +12,13 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from prefixgate.errors import RequestError, error_body
-from prefixgate.gateway.auth import authenticate
+from prefixgate.errors import RequestError
+from prefixgate.gateway.auth import Caller, authenticate
+from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.inbound import Inbound
-from prefixgate.gateway.proxy import Proxy, dumps
+from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.relay import CLIENT_CLOSED
 from prefixgate.ir import Conversation
-
-
-def error_response(err: RequestError, dialect: str) -> Response:
-    headers = {"retry-after": str(max(1, round(err.retry_after)))} if err.retry_after is not None else None
-    return Response(dumps(error_body(err, dialect)), err.status, headers, media_type="application/json")
 
 
 async def read_body(request: Request | Inbound, limit: int) -> bytes:
@@ -37,6 +33,12 @@ async def read_body(request: Request | Inbound, limit: int) -> bytes:
             raise RequestError(f"request body is over the gateway's limit of {limit} bytes", status=413, kind="too_large")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def authenticated_body(proxy: Proxy, request: Request | Inbound) -> tuple[bytes, Caller]:
+    """The request body (within the size limit) and who sent it."""
+    raw = await read_body(request, proxy.settings.max_body_bytes)
+    return raw, authenticate(request.headers, request.query_params, proxy.keys)
 
 
 async def until_disconnect(request: Request | Inbound, work: Awaitable[Response]) -> Response:
@@ -72,13 +74,10 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
     started = time.perf_counter()
     span = proxy.tracing.request_span(dialect, request.scope["path"], request.headers) if proxy.tracing else None
     try:
-        raw = await read_body(request, proxy.settings.max_body_bytes)
-        caller = authenticate(request.headers, request.query_params, proxy.keys)
+        raw, caller = await authenticated_body(proxy, request)
         conv = parse(raw)
         call = proxy.start(dialect, conv, caller, request.headers, started, span)
-        # Gemini's REST API streams server-sent events only with ?alt=sse; without it (the older
-        # google-generativeai SDK) the same chunks come as elements of one JSON array.
-        call.json_array = dialect == "gemini" and conv.stream and request.query_params.get("alt") != "sse"
+        call.json_array = conv.stream and call.wire.streams_json_array(request.query_params)
     except RequestError as e:
         if span is not None:
             proxy.tracing.end_request_status(span, e.status, e.message)

@@ -14,7 +14,6 @@ import hashlib
 import json
 import time
 import uuid
-from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,22 +21,24 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
+from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
 from prefixgate.cost import Cost, price_usage
-from prefixgate.dialects import dialect as dialect_module
-from prefixgate.dialects import openai as openai_dialect
-from prefixgate.errors import RequestError, error_body
-from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.dialects import wire_format
+from prefixgate.dialects.translate import translate_body, translate_reply
+from prefixgate.dialects.wire import WireFormat
+from prefixgate.errors import RequestError
+from prefixgate.gateway.auth import SELF_HOSTED, Caller, upstream_credential
 from prefixgate.gateway.dashboard_shape import prefix_shape
+from prefixgate.gateway.error_response import error_response
+from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.relay import stream_response
-from prefixgate.gateway.replies import read_reply, write_reply
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.tracing import Tracing
-from prefixgate.gateway.translate import translate_body
 from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse
 from prefixgate.ir import Conversation
 from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
@@ -52,31 +53,22 @@ from prefixgate.policies import (
     pick_replica,
     retry_condition,
 )
+from prefixgate.policies.schema import DIALECT_OF, KINDS
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
 
-# Caller headers that carry meaning for the same provider upstream (API version, beta features, org).
-FORWARD_HEADERS = {
-    "anthropic": ("anthropic-version", "anthropic-beta"),
-    "openai": ("openai-organization", "openai-project", "openai-beta"),
-    "gemini": (),
-}
-PLANNER_PROVIDER = {"anthropic": "anthropic", "openai": "openai", "gemini": "gemini",
-                    "openai_compatible": "local", "local": "local"}
+# Upstream kind -> whose caching rules and prices apply: its wire format's provider, or the self-hosted engine's.
+PLANNER_PROVIDER = {kind: "local" if kind in SELF_HOSTED else wire_format(DIALECT_OF[kind]).planner_provider
+                    for kind in KINDS}
 
 
-# Upstreams that take `cache_salt` (this project's engine and `prefixgate backend`, vLLM): each tenant's
-# prefix-cache blocks hash under its own salt, so no tenant can read another's through cache hits or timing.
-SELF_HOSTED = ("local", "openai_compatible")
+def planner_provider(upstream: Upstream) -> str:
+    return PLANNER_PROVIDER[upstream.kind]
 
 
 def tenant_salt(tenant: str) -> str:
     return hashlib.sha256(f"prefixgate-tenant:{tenant}".encode()).hexdigest()[:32]
-
-
-def dumps(value: object) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 # A caller may name the stream of similar prompts a request belongs to; the planner learns per route.
@@ -89,6 +81,7 @@ class Call:
 
     id: str
     dialect: str
+    wire: WireFormat                    # the caller's wire format
     conv: Conversation
     caller: Caller
     route: Route
@@ -108,6 +101,7 @@ class Prepared:
     """A request ready for one upstream: translated, planned, encoded."""
 
     upstream: Upstream
+    wire: WireFormat                    # the upstream's wire format
     model: str
     plan: Plan
     body: bytes
@@ -117,20 +111,11 @@ class Prepared:
     trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
 
     def usage_counter(self) -> Any:
-        """A stream usage accumulator that prices OpenAI cache writes at the TTL this request asked for."""
-        module = dialect_module(self.upstream.dialect)
-        return module.StreamUsage(self.write_ttl) if self.upstream.dialect == "openai" else module.StreamUsage()
+        """A stream usage accumulator for this request (which may say how its cache writes are priced)."""
+        return self.wire.stream_usage(self.plan.conversation)
 
     def usage_of(self, data: dict) -> Usage:
-        module = dialect_module(self.upstream.dialect)
-        if self.upstream.dialect == "openai":
-            return module.usage_from_response(data, self.write_ttl)
-        return module.usage_from_response(data)
-
-    @property
-    def write_ttl(self) -> str:
-        conv = self.plan.conversation
-        return openai_dialect.write_ttl({**conv.params, **conv.cache_params})
+        return self.wire.usage_of(data, self.plan.conversation)
 
 
 class Proxy:
@@ -150,7 +135,7 @@ class Proxy:
         # The planner learns per route; with Redis, replicas share what they learn.
         self.planner_state = planner_state or PlannerState(
             store=RedisStore(settings.redis_url) if settings.redis_url else None)
-        self.in_flight: dict[str, int] = defaultdict(int)
+        self.in_flight = InFlight()
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
@@ -160,11 +145,11 @@ class Proxy:
     def start(self, dialect: str, conv: Conversation, caller: Caller, headers: dict[str, str], started: float,
               span: Any = None) -> Call:
         decision = self.router.decide(conv.model or "", caller.key)
-        forwarded = {h: headers[h] for h in FORWARD_HEADERS[dialect] if h in headers}
-        call = Call(uuid.uuid4().hex[:20], dialect, conv, caller, decision.route, decision.mode, forwarded, started,
-                    span=span)
-        if dialect == "openai" and conv.stream:
-            call.include_usage = bool((conv.params.get("stream_options") or {}).get("include_usage"))
+        wire = wire_format(dialect)
+        forwarded = {h: headers[h] for h in wire.forward_headers if h in headers}
+        call = Call(uuid.uuid4().hex[:20], dialect, wire, conv, caller, decision.route, decision.mode, forwarded,
+                    started, span=span)
+        call.include_usage = wire.caller_wants_usage(conv)
         call.route_hint = headers.get(ROUTE_HEADER, "")[:200]
         return call
 
@@ -186,35 +171,32 @@ class Proxy:
             for attempt in range(1, retry.attempts + 1):
                 call.attempts += 1
                 sent = time.perf_counter()
-                self.in_flight[prep.upstream.name] += 1
-                try:
-                    resp = await self._send(call, prep, retry.timeout_s)
-                except UpstreamFailure as f:
-                    self.in_flight[prep.upstream.name] -= 1
-                    condition = retry_condition(f.status, f.timed_out, f.connect_failed)
-                    self.metrics.attempts.labels(prep.upstream.name, condition or str(f.status)).inc()
-                    if condition is None or condition not in retry.on:
-                        return self.fail(call, f.request_error(), prep)
-                    failure = f
-                    call.notes.append(f"attempt {call.attempts} on {prep.upstream.name}: {condition}")
-                    if attempt < retry.attempts:
-                        await asyncio.sleep(backoff_delay(retry, attempt, f.retry_after))
-                    continue
-                except BaseException:
-                    self.in_flight[prep.upstream.name] -= 1
-                    raise
-                self.metrics.attempts.labels(prep.upstream.name, "ok").inc()
-                if prep.stream:
-                    return stream_response(self, call, prep, resp, sent)
-                return self.complete(call, prep, resp, sent)
+                with self.in_flight.hold(prep.upstream.name) as slot:
+                    try:
+                        resp = await self._send(call, prep, retry.timeout_s)
+                    except UpstreamFailure as f:
+                        failure = f
+                    else:
+                        self.metrics.attempts.labels(prep.upstream.name, "ok").inc()
+                        if prep.stream:
+                            # The stream's response holds the slot until its body ends (or never starts).
+                            return stream_response(self, call, prep, resp, sent, slot.hand_off())
+                        return self.complete(call, prep, resp, sent)
+                condition = retry_condition(failure.status, failure.timed_out, failure.connect_failed)
+                self.metrics.attempts.labels(prep.upstream.name, condition or str(failure.status)).inc()
+                if condition is None or condition not in retry.on:
+                    return self.fail(call, failure.request_error(), prep)
+                call.notes.append(f"attempt {call.attempts} on {prep.upstream.name}: {condition}")
+                if attempt < retry.attempts:
+                    await asyncio.sleep(backoff_delay(retry, attempt, failure.retry_after))
         if isinstance(failure, UpstreamFailure):
             return self.fail(call, failure.request_error(), None)
         raise failure or RequestError("no target could take this request", status=502, kind="server")
 
     async def _send(self, call: Call, prep: Prepared, timeout_s: float) -> UpstreamResponse:
         """One attempt at `prep`'s upstream, with its own client span when the request is traced."""
-        send = self.upstream.send(prep.upstream, prep.model, prep.body, prep.stream, self._headers(call, prep), prep.key,
-                                  timeout_s)
+        send = self.upstream.send(prep.upstream, prep.wire, prep.model, prep.body, prep.stream, self._headers(call, prep),
+                                  prep.key, timeout_s)
         if call.span is None:
             return await send
         span = self.tracing.attempt_span(call.span, prep.upstream.name, prep.model, call.attempts)
@@ -232,9 +214,10 @@ class Proxy:
     def prepare(self, call: Call, ref: TargetRef) -> Prepared:
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
-        conv, notes = self._convert(call, first.dialect, model)
-        sent_as = dumps(dialect_module(first.dialect).encode_request(conv)).decode() if self.settings.ledger_bodies else ""
-        the_plan = plan(conv, Target(PLANNER_PROVIDER[first.kind], model), self.planner_state, call.mode,
+        conv, notes = self._convert(call, wire_format(first.dialect), model)
+        first_wire = wire_format(first.dialect)
+        sent_as = compact(first_wire.encode_request(conv)) if self.settings.ledger_bodies else ""
+        the_plan = plan(conv, Target(planner_provider(first), model), self.planner_state, call.mode,
                         route=self._planner_route(call, conv), catalog=self.catalog)
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
@@ -242,16 +225,13 @@ class Proxy:
             the_plan.prefix_hash, ref.upstreams, self.in_flight, ref.load_factor)
         upstream = self.policy.upstreams[name]
         key = upstream_credential(upstream, call.caller, call.dialect)
-        out = the_plan.conversation
-        if out.stream and upstream.dialect == "openai":
-            # Ask for the usage chunk whatever the caller asked: a stream without usage cannot be billed.
-            out.params = {**out.params, "stream_options": {**(out.params.get("stream_options") or {}), "include_usage": True}}
-        payload = dialect_module(upstream.dialect).encode_request(out)
+        wire = wire_format(upstream.dialect)
+        payload = wire.encode_request(wire.billable(the_plan.conversation))
         if upstream.kind in SELF_HOSTED and self.settings.tenant_cache_isolation and call.caller.key is not None:
             # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
             payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)
-        body = dumps(payload)
-        return Prepared(upstream, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
+        body = compact_bytes(payload)
+        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
@@ -259,14 +239,15 @@ class Proxy:
         return f"{tenant}/{call.route_hint or fingerprint(conv)}"
 
     async def explicit_cache(self, call: Call, prep: Prepared) -> Prepared:
-        """Create the Gemini cachedContents entry the plan asks for (with the caller's credentials), then
-        send the request against it. A refusal is noted and the request goes out as planned without it."""
+        """Create the explicit cache the plan asks for (a Gemini cachedContents entry, with the caller's
+        credentials), then send the request against it. A refusal is noted and the request goes out as
+        planned without it."""
         create = prep.plan.cache_create
-        if create is None or prep.upstream.dialect != "gemini":
+        if create is None or prep.wire.explicit_cache_path is None:
             return prep
         try:
-            resp = await self.upstream.forward(prep.upstream, "POST", "/v1beta/cachedContents", "", dumps(create),
-                                               prep.key, call.route.retry.timeout_s)
+            resp = await self.upstream.forward(prep.upstream, prep.wire, "POST", prep.wire.explicit_cache_path, "",
+                                               compact_bytes(create), prep.key, call.route.retry.timeout_s)
             data = json.loads(resp.body or b"{}")
             name, expires = data["name"], parse_rfc3339(data["expireTime"], "expireTime")
         except (UpstreamFailure, RequestError, ValueError, KeyError, TypeError) as e:
@@ -275,52 +256,42 @@ class Proxy:
             return prep
         prep.plan.adopt_cached_content(name, expires)
         tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
-        body = dumps(dialect_module("gemini").encode_request(prep.plan.conversation))
+        body = compact_bytes(prep.wire.encode_request(prep.plan.conversation))
         # Creating the cache bills its tokens at the input rate: on this request's record.
         return replace(prep, body=body, extra_usage=Usage(cache_writes={"explicit": tokens}))
 
-    def _convert(self, call: Call, target_dialect: str, model: str) -> tuple[Conversation, list[str]]:
+    def _convert(self, call: Call, target: WireFormat, model: str) -> tuple[Conversation, list[str]]:
         conv = call.conv
-        if target_dialect == call.dialect:
-            params = conv.params if target_dialect == "gemini" else {**conv.params, "model": model}
+        if target is call.wire:
+            params = {**conv.params, "model": model} if target.model_in_body else conv.params
             return replace(conv, model=model, params=params), []
-        body = dialect_module(call.dialect).encode_request(conv)
-        translated, notes = translate_body(body, call.dialect, target_dialect, model)
-        if target_dialect == "gemini":
-            out = dialect_module("gemini").parse_request(translated, model=model)
-        else:
-            # Gemini callers stream by URL, not by body field: the caller's intent is conv.stream.
-            translated.pop("stream", None)
-            translated.pop("stream_options", None)
-            if conv.stream:
-                translated["stream"] = True
-            out = dialect_module(target_dialect).parse_request(translated)
+        # Some callers stream by URL, not by a body field: the caller's intent is conv.stream.
+        translated, notes = translate_body(call.wire.encode_request(conv), call.wire, target, model, stream=conv.stream)
+        out = target.parse_request(translated, model=model)
         out.stream = conv.stream
         return out, notes
 
     def _headers(self, call: Call, prep: Prepared) -> dict[str, str]:
-        if prep.upstream.dialect == "anthropic":
-            headers = {"anthropic-version": "2023-06-01"}
-            if call.dialect == "anthropic":
-                headers.update(call.headers)
-            return headers
-        return dict(call.headers) if prep.upstream.dialect == call.dialect and prep.upstream.kind != "openai_compatible" else {}
+        """The format's fixed headers, plus the caller's own for an upstream of the caller's provider."""
+        headers = dict(prep.wire.upstream_headers)
+        if prep.wire is call.wire and prep.upstream.kind not in SELF_HOSTED:
+            headers.update(call.headers)
+        return headers
 
     # ---- answers ------------------------------------------------------------------------------
 
     def complete(self, call: Call, prep: Prepared, resp: UpstreamResponse, sent: float) -> Response:
         received = time.perf_counter()
-        self.in_flight[prep.upstream.name] -= 1
         try:
             data = json.loads(resp.body or b"")
         except ValueError:
             return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} sent a body that is not JSON",
                                                 status=502, kind="server"), prep)
         usage = prep.usage_of(data)
-        if prep.upstream.dialect == call.dialect:
+        if prep.wire is call.wire:
             content = resp.body or b""
         else:
-            content = dumps(write_reply(call.dialect, read_reply(prep.upstream.dialect, data), call.conv.model or prep.model))
+            content = compact_bytes(translate_reply(data, prep.wire, call.wire, call.conv.model or prep.model))
         rec = self.record(call, prep, usage, 200, ttft_s=None, upstream_s=received - sent)
         headers = {**resp.headers, **self.headers(call, prep, rec)}
         return Response(content, 200, headers, media_type="application/json",
@@ -328,11 +299,8 @@ class Proxy:
 
     def fail(self, call: Call, err: RequestError, prep: Prepared | None) -> Response:
         rec = self.record(call, prep, None, err.status, ttft_s=None, upstream_s=0.0, error=err.message)
-        headers = {"x-prefixgate-request-id": call.id}
-        if err.retry_after is not None:
-            headers["retry-after"] = str(max(1, round(err.retry_after)))
-        return Response(dumps(error_body(err, call.dialect)), err.status, headers, media_type="application/json",
-                        background=BackgroundTask(self.finish, call, rec))
+        return error_response(err, call.dialect, {"x-prefixgate-request-id": call.id},
+                              BackgroundTask(self.finish, call, rec))
 
     def headers(self, call: Call, prep: Prepared, rec: LedgerRecord) -> dict[str, str]:
         out = {
@@ -355,7 +323,7 @@ class Proxy:
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
         if prep is not None and usage != Usage():
-            price = price_for(PLANNER_PROVIDER[prep.upstream.kind], prep.model, usage, self.catalog)
+            price = price_for(planner_provider(prep.upstream), prep.model, usage, self.catalog)
             cost = price_usage(usage, price) if price is not None else None
         explanation = (prep.plan.explanation if prep else []) + call.notes
         rec = LedgerRecord(
@@ -373,7 +341,7 @@ class Proxy:
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
             explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
             body=prep.trace_body if prep else "",
-            segments=prefix_shape(prep.plan.conversation if prep else call.conv, PLANNER_PROVIDER[prep.upstream.kind] if prep else call.dialect))
+            segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream) if prep else call.wire.planner_provider))
         self.ledger.append(rec)
         self.metrics.observe(rec)
         if call.span is not None:

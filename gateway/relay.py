@@ -1,8 +1,8 @@
 """Relaying a streamed answer: events pass through as they arrive (or are re-emitted in the caller's
 dialect), usage is read on the way, and a client that hangs up cancels the upstream stream.
 
-Same-dialect streams are forwarded byte for byte; the only event ever withheld is OpenAI's usage
-chunk when the caller did not ask for it (the gateway always asks, to bill the stream). The terminal
+Same-format streams are forwarded byte for byte; the only event ever withheld is one the caller did not
+ask for (OpenAI's usage chunk: the gateway always asks, to bill the stream; `WireFormat.relays`). The terminal
 event goes out only after the request's ledger record is written, so a client that saw its stream end
 can rely on the record existing even if the gateway is killed a moment later. A stream that
 breaks or ends without its terminal event gets the caller dialect's error event, so the SDK raises
@@ -12,7 +12,7 @@ instead of returning a silently truncated answer.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -21,58 +21,61 @@ from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from prefixgate.dialects import dialect as dialect_module
-from prefixgate.dialects.sse import event_data, event_json
+from prefixgate.dialects.sse import SSE_FRAMING
 from prefixgate.errors import RequestError
-from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
+from prefixgate.gateway.in_flight import Slot
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 
 if TYPE_CHECKING:
     from prefixgate.gateway.proxy import Call, Prepared, Proxy
 
-# Cheap byte tests that say an event may carry usage or end the stream, so most events skip json.loads.
-USAGE_MARKS = {"openai": (b'"usage":{',), "anthropic": (b"message_start", b"message_delta"), "gemini": (b"usageMetadata",)}
-TERMINAL = {"openai": b"[DONE]", "anthropic": b"message_stop", "gemini": b"finishReason"}
 # The ledger status of a request whose client hung up before its answer ended (nginx's convention).
 CLIENT_CLOSED = 499
 
 
 class DisconnectAwareStream(StreamingResponse):
     """Listens for the client's disconnect while streaming, whatever ASGI version the server speaks,
-    so a hang-up cancels the body iterator (and with it the upstream request) at once."""
+    so a hang-up cancels the body iterator (and with it the upstream request) at once. `let_go` runs
+    however the response ends: a body that never started (the client left before the headers went
+    out) never runs its own cleanup."""
+
+    def __init__(self, *args: object, let_go: Callable[[], Awaitable[None]], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.let_go = let_go
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as group:
-            async def run_then_cancel(func) -> None:
-                await func()
-                group.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as group:
+                async def run_then_cancel(func) -> None:
+                    await func()
+                    group.cancel_scope.cancel()
 
-            group.start_soon(run_then_cancel, partial(self.stream_response, send))
-            await run_then_cancel(partial(self.listen_for_disconnect, receive))
+                group.start_soon(run_then_cancel, partial(self.stream_response, send))
+                await run_then_cancel(partial(self.listen_for_disconnect, receive))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.let_go()
         if self.background is not None:
             await self.background()
 
 
-def events(buffer: bytearray, chunk: bytes) -> list[bytes]:
-    """Whole SSE events (each with its blank-line terminator) completed by `chunk`; the rest stays buffered."""
-    buffer += chunk.replace(b"\r\n", b"\n")
-    out = []
-    while True:
-        end = buffer.find(b"\n\n")
-        if end < 0:
-            return out
-        out.append(bytes(buffer[:end + 2]))
-        del buffer[:end + 2]
-
-
-def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResponse, sent: float) -> StreamingResponse:
-    same = prep.upstream.dialect == call.dialect
-    target = prep.upstream.dialect
+def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResponse, sent: float,
+                    slot: Slot) -> StreamingResponse:
+    target = prep.wire
+    same = target is call.wire
+    framing = target.framing
     counter = prep.usage_counter()
-    writer = None if same else StreamWriter(call.dialect, call.conv.model or prep.model, call.include_usage)
-    state: dict = {"rec": None}
+    writer = None if same else call.wire.stream_writer(call.conv.model or prep.model, call.include_usage)
+    state: dict = {"rec": None, "began": False}
+
+    async def let_go() -> None:
+        """The in-flight slot and, if the body never began, the upstream stream."""
+        slot.release()
+        if not state["began"]:
+            await resp.close()
 
     async def body() -> AsyncIterator[bytes]:
+        state["began"] = True
         buffer = bytearray()
         first: float | None = None
         ended = False
@@ -84,22 +87,21 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                 if first is None:
                     first = time.perf_counter()
                 out = []
-                for ev in events(buffer, chunk):
-                    if TERMINAL[target] in ev:
+                for ev in framing.split(buffer, chunk):
+                    if target.terminal in ev:
                         ended = True
                     parsed = None
-                    if not same or any(m in ev for m in USAGE_MARKS[target]):
-                        parsed = event_json(ev)
+                    if not same or any(m in ev for m in target.usage_marks):
+                        parsed = framing.payload(ev)
                         if parsed is not None:
                             counter.feed(parsed)
-                            if target == "anthropic" and parsed.get("type") == "error":
+                            if target.ends_stream(parsed):
                                 ended = True
                     if same:
-                        if not (target == "openai" and not call.include_usage and parsed is not None
-                                and parsed.get("usage") and not parsed.get("choices")):
+                        if parsed is None or target.relays(parsed, call.include_usage):
                             out.append(ev)
                     elif parsed is not None:
-                        out.append(writer.write(read_deltas(target, parsed)))
+                        out.append(writer.write(target.read_deltas(parsed)))
                 if out:
                     if ended:
                         tail += b"".join(out)
@@ -117,7 +119,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
         finally:
             with anyio.CancelScope(shield=True):
                 await resp.close()
-                proxy.in_flight[prep.upstream.name] -= 1
+                slot.release()
                 done = time.perf_counter()
                 status = 200 if error is None else error.status
                 message = error.message if error else ""
@@ -127,7 +129,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                                             ttft_s=(first - call.started) if first else None, upstream_s=done - sent,
                                             error=message)
         if error is not None:
-            yield dialect_module(call.dialect).error_event(error)
+            yield call.wire.error_event(error)
         elif tail:
             yield tail
 
@@ -140,18 +142,19 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                "x-prefixgate-plan": prep.plan.summary}
     if call.json_array:
         return DisconnectAwareStream(json_array(body()), 200, headers, media_type="application/json",
-                                     background=BackgroundTask(after))
-    return DisconnectAwareStream(body(), 200, headers, media_type="text/event-stream", background=BackgroundTask(after))
+                                     background=BackgroundTask(after), let_go=let_go)
+    return DisconnectAwareStream(body(), 200, headers, media_type="text/event-stream", background=BackgroundTask(after),
+                                 let_go=let_go)
 
 
 async def json_array(sse: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Gemini events re-framed as its JSON-array stream: `[` first element `,` next ... `]`, each element
-    sent as soon as its event arrives."""
+    """Server-sent events re-framed as a JSON-array stream (Gemini's without alt=sse): `[` first element
+    `,` next ... `]`, each element sent as soon as its event arrives."""
     buffer, opened = bytearray(), False
     async for chunk in sse:
         parts = []
-        for ev in events(buffer, chunk):
-            data = event_data(ev)
+        for ev in SSE_FRAMING.split(buffer, chunk):
+            data = SSE_FRAMING.data(ev)
             if data:
                 parts.append((b",\r\n" if opened else b"[") + data)
                 opened = True

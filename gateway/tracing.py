@@ -16,6 +16,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from prefixgate.config import ConfigError, Settings
+from prefixgate.dialects import wire_format
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, TracerProvider
@@ -24,9 +25,6 @@ if TYPE_CHECKING:
 
 # Global providers that only stand in until someone configures one (the API's defaults).
 _UNCONFIGURED = {("opentelemetry.trace", "ProxyTracerProvider"), ("opentelemetry.trace", "NoOpTracerProvider")}
-# The span names use the path templates, so a Gemini model name does not make a new name per model.
-_SPAN_NAMES = {"openai": "POST /v1/chat/completions", "anthropic": "POST /v1/messages",
-               "gemini": "POST /{version}/models/{model}"}
 
 
 class Tracing:
@@ -48,7 +46,8 @@ class Tracing:
     def request_span(self, dialect: str, path: str, headers: dict[str, str] | Any) -> Span:
         """The server span of one model request, a child of the caller's trace when it sent one."""
         return self._tracer.start_span(
-            _SPAN_NAMES[dialect], context=self._extract(headers), kind=self._trace.SpanKind.SERVER,
+            # Span names are path templates (`WireFormat.span_name`): a model name in the path makes no new name.
+            wire_format(dialect).span_name, context=self._extract(headers), kind=self._trace.SpanKind.SERVER,
             attributes={"http.request.method": "POST", "url.path": path, "prefixgate.dialect": dialect})
 
     def attempt_span(self, parent: Span, upstream: str, model: str, attempt: int) -> Span:

@@ -28,6 +28,8 @@ import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
+from prefixgate.compact_json import compact_bytes
+from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.http1 import Broken, ConnectFailed, Http1Pool, Http1Response, ReadTimeout
 from prefixgate.gateway.local import LocalTarget
@@ -74,25 +76,11 @@ async def _nothing() -> None:
     return None
 
 
-def endpoint(upstream: Upstream, model: str, stream: bool) -> str:
-    if upstream.dialect == "anthropic":
-        return f"{upstream.url}/v1/messages"
-    if upstream.dialect == "gemini":
-        action = "streamGenerateContent?alt=sse" if stream else "generateContent"
-        return f"{upstream.url}/v1beta/models/{model}:{action}"
-    return f"{upstream.url}/chat/completions" if upstream.url.endswith("/v1") else f"{upstream.url}/v1/chat/completions"
-
-
-def auth_headers(upstream: Upstream, key: str | None) -> dict[str, str]:
+def auth_headers(upstream: Upstream, wire: WireFormat, key: str | None) -> dict[str, str]:
+    """The policy's extra headers for `upstream`, and the key the way its format sends one."""
     headers = dict(upstream.headers)
-    if key is None:
-        return headers
-    if upstream.dialect == "anthropic":
-        headers["x-api-key"] = key
-    elif upstream.dialect == "gemini":
-        headers["x-goog-api-key"] = key
-    else:
-        headers["authorization"] = f"Bearer {key}"
+    if key is not None:
+        headers.update(wire.auth_headers(key))
     return headers
 
 
@@ -121,20 +109,24 @@ class UpstreamClient:
         self.direct.close()
         await self.http.close()
 
-    async def send(self, upstream: Upstream, model: str, body: bytes, stream: bool, headers: dict[str, str],
-                   key: str | None, timeout_s: float) -> UpstreamResponse:
+    async def send(self, upstream: Upstream, wire: WireFormat, model: str, body: bytes, stream: bool,
+                   headers: dict[str, str], key: str | None, timeout_s: float) -> UpstreamResponse:
         if upstream.kind == "local":
             return await self._local(upstream, body, stream)
+        url = wire.upstream_url(upstream.url, model, stream)
         headers = {"content-type": "application/json", "accept-encoding": "identity", **headers,
-                   **auth_headers(upstream, key)}
-        return await self._exchange(upstream.name, "POST", endpoint(upstream, model, stream), body, headers,
-                                    stream, key, timeout_s)
+                   **auth_headers(upstream, wire, key)}
+        if wire.signs:
+            headers = await wire.sign("POST", url, headers, body)
+        return await self._exchange(upstream.name, "POST", url, body, headers, stream, key, timeout_s)
 
-    async def forward(self, upstream: Upstream, method: str, path: str, query: str, body: bytes,
+    async def forward(self, upstream: Upstream, wire: WireFormat, method: str, path: str, query: str, body: bytes,
                       key: str | None, timeout_s: float = 60) -> UpstreamResponse:
         """A plain pass-through call (Gemini cachedContents, token counting) to `path` on `upstream`."""
         url = f"{upstream.url}{path}" + (f"?{query}" if query else "")
-        headers = {"content-type": "application/json", "accept-encoding": "identity", **auth_headers(upstream, key)}
+        headers = {"content-type": "application/json", "accept-encoding": "identity", **auth_headers(upstream, wire, key)}
+        if wire.signs:
+            headers = await wire.sign(method, url, headers, body or None)
         return await self._exchange(upstream.name, method, url, body or None, headers, False, key, timeout_s)
 
     async def _exchange(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],
@@ -207,7 +199,7 @@ class UpstreamClient:
         except RequestError as e:
             raise UpstreamFailure(upstream.name, e.status, e.message) from None
         if isinstance(answer, dict):
-            return UpstreamResponse(200, {}, json.dumps(answer).encode(), None, _nothing)
+            return UpstreamResponse(200, {}, compact_bytes(answer), None, _nothing)
         close = getattr(answer, "aclose", _nothing)
         return UpstreamResponse(200, {}, None, answer, close)
 

@@ -31,6 +31,11 @@ class RequestError(Exception):
         return f"RequestError({self.message!r}, field={self.field!r}, status={self.status})"
 
 
+def retry_after_header(seconds: float) -> str:
+    """A Retry-After value: whole seconds, at least 1 (a client reading 0 would retry at once)."""
+    return str(max(1, round(seconds)))
+
+
 # kind -> (OpenAI type, Anthropic type, Gemini status)
 _KINDS: dict[str, tuple[str, str, str]] = {
     "invalid_request": ("invalid_request_error", "invalid_request_error", "INVALID_ARGUMENT"),

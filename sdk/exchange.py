@@ -15,7 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from prefixgate.cache_planner import Plan, Target, plan
-from prefixgate.dialects import DIALECTS
+from prefixgate.compact_json import compact_bytes
+from prefixgate.dialects import wire_format
 from prefixgate.errors import RequestError
 from prefixgate.ledger import LedgerRecord, failed, miss_reason
 from prefixgate.providers.pricing import cost_of
@@ -40,7 +41,7 @@ class Exchange:
         self.stream = endpoint.streams
         self.plan: Plan | None = None
         self.notes: list[str] = []
-        self.hide_openai_usage = False
+        self.withhold_usage = False
         self.overhead_ms = 0.0
         self.first_byte_at: float | None = None
         self._finished = False
@@ -53,10 +54,9 @@ class Exchange:
 
     def _plan(self) -> None:
         provider = self.endpoint.provider
-        dialect = DIALECTS[provider]
+        wire = wire_format(provider)
         try:
-            conv = (dialect.parse_request(self.original, model=self.model) if provider == "gemini"
-                    else dialect.parse_request(self.original))
+            conv = wire.parse_request(self.original, model=self.model)
         except RequestError as e:
             self.notes.append(f"passthrough: the body is not a valid {provider} request ({e.message}); "
                               "the provider answers it")
@@ -69,18 +69,11 @@ class Exchange:
         with self.config.lock:
             self.plan = plan(conv, Target(provider, self.model), self.config.state, self.config.mode,
                              route=self.config.route, now=self.ts)
-        if provider == "openai" and self.stream:
-            self._ask_for_stream_usage(self.plan)
-
-    def _ask_for_stream_usage(self, planned: Plan) -> None:
-        """OpenAI reports a stream's usage only when asked; ask, and withhold the answer from a caller
-        who did not (their SDK would yield a chunk with no choices)."""
-        params = planned.conversation.params
-        options = params.get("stream_options")
-        if isinstance(options, dict) and options.get("include_usage"):
-            return
-        params["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
-        self.hide_openai_usage = True
+        if self.stream:
+            # Some formats report a stream's usage only when asked: ask, and withhold the answer from a
+            # caller who did not (their SDK would yield a chunk it does not expect).
+            self.withhold_usage = not wire.caller_wants_usage(self.plan.conversation)
+            wire.billable(self.plan.conversation)
 
     def cache_create(self, path: str) -> tuple[str, dict] | None:
         """(path, body) of the Gemini explicit cache the plan wants created first, if any."""
@@ -116,10 +109,10 @@ class Exchange:
         """The body to send: the planned one, or the caller's own bytes when planning changed nothing."""
         if self.plan is None:
             return self.original
-        encoded = DIALECTS[self.endpoint.provider].encode_request(self.plan.conversation)
+        encoded = wire_format(self.endpoint.provider).encode_request(self.plan.conversation)
         if encoded == json.loads(self.original):
             return self.original
-        return json.dumps(encoded, ensure_ascii=False, separators=(",", ":")).encode()
+        return compact_bytes(encoded)
 
     # ---- after the answer -------------------------------------------------------------------------
 

@@ -131,7 +131,7 @@ def _watch(response: Any, ex: Exchange) -> None:
     headers = response.headers
     encoding = headers.get("content-encoding", "")
     sse = "text/event-stream" in headers.get("content-type", "")
-    tap = UsageTap(ex.endpoint.provider, sse=sse, encoding=encoding, hide_openai_usage=ex.hide_openai_usage and sse)
+    tap = UsageTap(ex.endpoint.provider, sse=sse, encoding=encoding, withhold_usage=ex.withhold_usage and sse)
     if encoding and encoding.lower() != "identity" and tap.readable:
         del headers["content-encoding"]     # the tap passes the body on decoded
     response.stream = tapped_stream(family_of(response), response.stream, _ResponseWatch(response, ex, tap))

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import zlib
 
-from prefixgate.dialects import dialect as dialect_module
-from prefixgate.dialects.sse import event_json
+from prefixgate.dialects import wire_format
+from prefixgate.dialects.sse import event_json, split_events
 from prefixgate.usage import Usage
 
 # A JSON body larger than this is passed on but not parsed (no generate response comes close).
@@ -22,11 +22,12 @@ _ZLIB = {"gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS | 32}
 
 
 class UsageTap:
-    def __init__(self, dialect: str, *, sse: bool, encoding: str = "", hide_openai_usage: bool = False) -> None:
+    def __init__(self, dialect: str, *, sse: bool, encoding: str = "", withhold_usage: bool = False) -> None:
         self.dialect = dialect
+        self.wire = wire_format(dialect)
         self.sse = sse
-        self.hide_openai_usage = hide_openai_usage
-        self.counter = dialect_module(dialect).StreamUsage()
+        self.withhold_usage = withhold_usage
+        self.counter = self.wire.stream_usage()
         self.body = bytearray()
         self.first_byte = False
         self.error: str = ""
@@ -51,14 +52,7 @@ class UsageTap:
             else:
                 self._too_big = True
             return chunk
-        self._buffer += chunk.replace(b"\r\n", b"\n")
-        out = bytearray()
-        while (end := self._buffer.find(b"\n\n")) >= 0:
-            event = bytes(self._buffer[:end + 2])
-            del self._buffer[:end + 2]
-            if self._read_event(event):
-                out += event
-        return bytes(out)
+        return b"".join(event for event in split_events(self._buffer, chunk) if self._read_event(event))
 
     def flush(self) -> bytes:
         """Whatever is left when the body ends (a last event without its blank line)."""
@@ -80,11 +74,8 @@ class UsageTap:
         if data is None:
             return True
         self.counter.feed(data)
-        if self.dialect == "anthropic" and data.get("type") == "error":
-            self.error = str((data.get("error") or {}).get("message", "stream error"))
-        elif self.dialect != "anthropic" and isinstance(data.get("error"), dict):
-            self.error = str(data["error"].get("message", "stream error"))
-        return not (self.hide_openai_usage and data.get("usage") and not data.get("choices"))
+        self.error = self.wire.stream_error(data) or self.error
+        return self.wire.relays(data, include_usage=not self.withhold_usage)
 
     @property
     def usage(self) -> Usage | None:
@@ -104,7 +95,7 @@ class UsageTap:
             return self.counter.usage
         if not isinstance(data, dict):
             return None
-        return dialect_module(self.dialect).usage_from_response(data) if _has_usage(self.dialect, data) else None
+        return self.wire.usage_of(data) if self.wire.has_usage(data) else None
 
     def error_message(self) -> str:
         """The provider's error message from an error body, for the ledger."""
@@ -119,6 +110,3 @@ class UsageTap:
             return str(err.get("message", ""))
         return str(err or "")
 
-
-def _has_usage(dialect: str, data: dict) -> bool:
-    return bool(data.get("usageMetadata" if dialect == "gemini" else "usage"))

@@ -11,12 +11,28 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body, split_body
+from prefixgate.dialects.neutral import (
+    Chat,
+    Delta,
+    Part,
+    Reply,
+    StreamWriter,
+    Tool,
+    ToolCall,
+    Turn,
+    checkpoint_of,
+    note_dropped,
+    put,
+    refuse,
+)
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, require
+from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment, without_markers
 from prefixgate.usage import Usage
 
+NAME = "anthropic"
 PREFIX_FIELDS = {"tools", "system", "messages"}
 ROLES = ("user", "assistant")
 _KINDS: dict[str, BlockKind] = {
@@ -25,6 +41,8 @@ _KINDS: dict[str, BlockKind] = {
     "tool_result": "tool_result", "web_search_tool_result": "tool_result", "mcp_tool_result": "tool_result",
     "thinking": "thinking", "redacted_thinking": "thinking", "container_upload": "file",
 }
+# The usage fields a `message_delta` carries (cumulative counts).
+_DELTA_USAGE = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 STOP_REASONS = ("end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal")
 
 
@@ -59,7 +77,7 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
     if not messages:
         raise RequestError("messages: at least one message is required", field="messages")
     params, order = split_body(data, PREFIX_FIELDS)
-    return Conversation("anthropic", model, segments, params=params, field_order=order, stream=stream)
+    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream)
 
 
 def _tool_block(tool: Any, field: str) -> Block:
@@ -249,7 +267,7 @@ def stream_events(
             yield _event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": chunk}})
     yield _event({"type": "content_block_stop", "index": 0})
     final = usage_json(usage)
-    delta_usage = {k: final[k] for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")}
+    delta_usage = {k: final[k] for k in _DELTA_USAGE}
     yield _event({
         "type": "message_delta",
         "delta": {"stop_reason": finish_reason or "end_turn", "stop_sequence": None},
@@ -260,7 +278,7 @@ def stream_events(
 
 def error_event(err: RequestError) -> bytes:
     """A mid-stream error; Anthropic sends no `message_stop` after it."""
-    return encode_sse(error_body(err, "anthropic"), "error")
+    return encode_sse(error_body(err, NAME), "error")
 
 
 def _event(data: dict) -> bytes:
@@ -269,3 +287,281 @@ def _event(data: dict) -> bytes:
 
 def new_id() -> str:
     return "msg_" + uuid.uuid4().hex[:24]
+
+
+# ---- translation through the neutral forms ------------------------------------------------------
+
+# Shortest TTL Anthropic offers that is at least as long as the one asked for.
+_TTL_AT_LEAST = {"5m": "5m", "30m": "1h", "1h": "1h", "24h": "1h"}
+
+
+def read_chat(body: dict) -> Chat:
+    chat = Chat([], stream=bool(body.get("stream")))
+    system = body.get("system")
+    if isinstance(system, str):
+        chat.turns.append(Turn("system", [Part("text", system)]))
+    elif isinstance(system, list):
+        chat.turns.append(Turn("system", [Part("text", b.get("text", ""), checkpoint_of(b)) for b in system]))
+    for msg in body["messages"]:
+        content = msg["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        parts, results = [], []
+        for b in blocks:
+            kind = b.get("type")
+            if kind == "text":
+                parts.append(Part("text", b.get("text", ""), checkpoint_of(b)))
+            elif kind == "image":
+                src = b.get("source") or {}
+                parts.append(Part("image", mime=src.get("media_type", ""), data=src.get("data", ""),
+                                  url=src.get("url", ""), checkpoint=checkpoint_of(b)))
+            elif kind == "document" and (b.get("source") or {}).get("type") == "text":
+                parts.append(Part("text", b["source"].get("data", ""), checkpoint_of(b)))
+            elif kind == "tool_use":
+                parts.append(Part("tool_call", call_id=b.get("id", ""), name=b.get("name", ""), args=b.get("input") or {}))
+            elif kind == "tool_result":
+                inner = b.get("content", "")
+                text = inner if isinstance(inner, str) else "\n".join(
+                    c.get("text", "") for c in inner if isinstance(c, dict) and c.get("type") == "text")
+                results.append(Part("tool_result", text, checkpoint_of(b), call_id=b.get("tool_use_id", ""),
+                                    is_error=bool(b.get("is_error"))))
+            elif kind in ("thinking", "redacted_thinking"):
+                chat.notes.append("dropped a thinking block (only Anthropic models read them back)")
+            else:
+                raise refuse(f"content block type {kind!r}", NAME)
+        if results:
+            chat.turns.append(Turn("tool", results))
+        if parts or not results:
+            chat.turns.append(Turn(msg["role"], parts))
+    for t in body.get("tools") or []:
+        if "input_schema" not in t:
+            raise refuse(f"server tool {t.get('type') or t.get('name')!r}", NAME)
+        chat.tools.append(Tool(t.get("name", ""), t.get("description", ""), t["input_schema"], checkpoint_of(t)))
+    chat.max_tokens, chat.temperature, chat.top_p = body.get("max_tokens"), body.get("temperature"), body.get("top_p")
+    chat.stop = list(body.get("stop_sequences") or [])
+    choice = body.get("tool_choice") or {}
+    chat.tool_choice = choice.get("name") if choice.get("type") == "tool" else choice.get("type")
+    chat.user = (body.get("metadata") or {}).get("user_id")
+    if isinstance(body.get("cache_control"), dict):
+        chat.auto_cache = Checkpoint(body["cache_control"].get("ttl", "5m"))
+    note_dropped(chat, body, {"messages", "model", "stream", "system", "tools", "max_tokens", "temperature",
+                              "top_p", "stop_sequences", "tool_choice", "metadata", "cache_control"})
+    return chat
+
+
+def write_chat(chat: Chat, model: str) -> dict:
+    system: list[dict] = []
+    messages: list[dict] = []
+    for turn in chat.turns:
+        if turn.role == "system" and not messages:
+            system.extend(_neutral_block(p) for p in turn.parts)
+            continue
+        role = "assistant" if turn.role == "assistant" else "user"
+        blocks = [_neutral_block(p) for p in turn.parts]
+        if turn.role == "system":
+            chat.notes.append("a system message after the first turn became user text")
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)      # Anthropic merges consecutive turns; keep them explicit
+        else:
+            messages.append({"role": role, "content": blocks})
+    out: dict[str, Any] = {"model": model, "max_tokens": chat.max_tokens or 4096}
+    if system:
+        out["system"] = system
+    out["messages"] = messages
+    if chat.tools:
+        out["tools"] = [_with_cp({"name": t.name, "description": t.description, "input_schema": t.schema}, t.checkpoint)
+                        for t in chat.tools]
+    put(out, temperature=chat.temperature, top_p=chat.top_p, stop_sequences=chat.stop or None)
+    if chat.tool_choice:
+        out["tool_choice"] = ({"type": chat.tool_choice} if chat.tool_choice in ("auto", "any", "none")
+                              else {"type": "tool", "name": chat.tool_choice})
+    if chat.user:
+        out["metadata"] = {"user_id": chat.user}
+    if chat.stream:
+        out["stream"] = True
+    marked = any(p.checkpoint for t in chat.turns for p in t.parts) or any(t.checkpoint for t in chat.tools)
+    if chat.auto_cache or (chat.cache_key and not marked):
+        # A cache key says "these requests share a prefix": Anthropic's automatic caching is that intent.
+        out["cache_control"] = _translated_cc(chat.auto_cache or Checkpoint("5m"))
+        if chat.cache_key:
+            chat.notes.append("prompt_cache_key -> automatic cache_control")
+    return out
+
+
+def _neutral_block(p: Part) -> dict:
+    if p.kind == "text":
+        block: dict[str, Any] = {"type": "text", "text": p.text}
+    elif p.kind == "image":
+        source = {"type": "url", "url": p.url} if p.url else {"type": "base64", "media_type": p.mime, "data": p.data}
+        block = {"type": "image", "source": source}
+    elif p.kind == "tool_call":
+        block = {"type": "tool_use", "id": p.call_id, "name": p.name, "input": p.args or {}}
+    else:
+        block = {"type": "tool_result", "tool_use_id": p.call_id, "content": p.text}
+        if p.is_error:
+            block["is_error"] = True
+    return _with_cp(block, p.checkpoint)
+
+
+def _with_cp(block: dict, cp: Checkpoint | None) -> dict:
+    if cp is not None:
+        block["cache_control"] = _translated_cc(cp)
+    return block
+
+
+def _translated_cc(cp: Checkpoint) -> dict:
+    return cache_control(Checkpoint(_TTL_AT_LEAST.get(cp.ttl, "1h")))
+
+
+FINISH_FROM = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
+               "pause_turn": "stop", "refusal": "content_filter"}
+FINISH_TO = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}
+
+
+def read_reply(body: dict) -> Reply:
+    blocks = body.get("content") or []
+    text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    calls = [ToolCall(b.get("id", ""), b.get("name", ""), b.get("input") or {})
+             for b in blocks if b.get("type") == "tool_use"]
+    return Reply(text, usage_from_response(body), FINISH_FROM.get(body.get("stop_reason"), "stop"), calls, body.get("id"))
+
+
+def write_reply(reply: Reply, model: str) -> dict:
+    out = build_response(model, reply.text, reply.usage, finish_reason=FINISH_TO[reply.finish])
+    out["content"] += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.args} for c in reply.tool_calls]
+    return out
+
+
+def read_deltas(event: dict) -> list[Delta]:
+    etype = event.get("type")
+    if etype == "content_block_start" and (event.get("content_block") or {}).get("type") == "tool_use":
+        block = event["content_block"]
+        return [("call", event.get("index", 0), block.get("id", ""), block.get("name", ""))]
+    if etype == "content_block_delta":
+        delta = event.get("delta") or {}
+        if delta.get("type") == "text_delta":
+            return [("text", delta.get("text", ""))]
+        if delta.get("type") == "input_json_delta" and delta.get("partial_json"):
+            return [("args", event.get("index", 0), delta["partial_json"])]
+    elif etype == "message_delta" and (event.get("delta") or {}).get("stop_reason"):
+        return [("finish", FINISH_FROM.get(event["delta"]["stop_reason"], "stop"))]
+    return []
+
+
+class EventWriter(StreamWriter):
+    """Messages stream events for neutral deltas: message_start, one content block per text run or tool
+    call, message_delta with usage, message_stop."""
+
+    def __init__(self, model: str, include_usage: bool = True) -> None:
+        super().__init__(model, include_usage)
+        self._id = new_id()
+        self._block: tuple[str, Any] | None = None   # the open content block (kind, the target's index)
+        self._index = -1
+
+    def _start(self) -> bytes:
+        message = {"id": self._id, "type": "message", "role": "assistant", "model": self.model, "content": [],
+                   "stop_reason": None, "stop_sequence": None, "usage": usage_json(Usage())}
+        return _event({"type": "message_start", "message": message})
+
+    def _open(self, kind: str, source: Any, block: dict) -> bytes:
+        close = self._close()
+        self._index += 1
+        self._block = (kind, source)
+        return close + _event({"type": "content_block_start", "index": self._index, "content_block": block})
+
+    def _close(self) -> bytes:
+        if self._block is None:
+            return b""
+        self._block = None
+        return _event({"type": "content_block_stop", "index": self._index})
+
+    def _delta(self, d: Delta) -> bytes:
+        if d[0] == "text":
+            head = b"" if self._block and self._block[0] == "text" else self._open("text", None, {"type": "text", "text": ""})
+            return head + _event({"type": "content_block_delta", "index": self._index,
+                                  "delta": {"type": "text_delta", "text": d[1]}})
+        if d[0] == "call":
+            return self._open("tool", d[1], {"type": "tool_use", "id": d[2], "name": d[3], "input": {}})
+        return _event({"type": "content_block_delta", "index": self._index,
+                       "delta": {"type": "input_json_delta", "partial_json": d[2]}})
+
+    def _finish(self, usage: Usage) -> bytes:
+        u = usage_json(usage)
+        delta = {"type": "message_delta", "delta": {"stop_reason": FINISH_TO[self.finish_reason], "stop_sequence": None},
+                 "usage": {k: u[k] for k in _DELTA_USAGE}}
+        return self._close() + _event(delta) + _event({"type": "message_stop"})
+
+
+# ---- the adapter ------------------------------------------------------------------------------
+
+class AnthropicMessages(WireFormat):
+    name = NAME
+    planner_provider = NAME
+    span_name = "POST /v1/messages"
+    forward_headers = ("anthropic-version", "anthropic-beta")
+    finish_from, finish_to = FINISH_FROM, FINISH_TO
+    usage_marks = (b"message_start", b"message_delta")
+    terminal = b"message_stop"
+    upstream_headers = {"anthropic-version": "2023-06-01"}
+
+    def parser_for(self, path: str) -> Parse | None:
+        return parse_request if path == "/v1/messages" else None
+
+    def owns_path(self, path: str) -> bool:
+        return path.startswith("/v1/messages")
+
+    def parse_request(self, body: bytes | str | dict, *, model: str | None = None) -> Conversation:
+        return parse_request(body)
+
+    def encode_request(self, conv: Conversation) -> dict:
+        return encode_request(conv)
+
+    def usage_of(self, body: dict, conv: Conversation | None = None) -> Usage:
+        return usage_from_response(body)
+
+    def has_usage(self, body: dict) -> bool:
+        return bool(body.get("usage"))
+
+    def stream_usage(self, conv: Conversation | None = None) -> StreamUsage:
+        return StreamUsage()
+
+    def build_response(self, model: str, text: str, usage: Usage, *, finish_reason: str | None = None,
+                       id: str | None = None) -> dict:
+        return build_response(model, text, usage, finish_reason=finish_reason, id=id)
+
+    def error_event(self, err: RequestError) -> bytes:
+        return error_event(err)
+
+    def stream_error(self, event: dict) -> str | None:
+        if event.get("type") != "error":
+            return None
+        return str((event.get("error") or {}).get("message", "stream error"))
+
+    def ends_stream(self, event: dict) -> bool:
+        return event.get("type") == "error"     # Anthropic sends no message_stop after an error event
+
+    def read_chat(self, body: dict) -> Chat:
+        return read_chat(body)
+
+    def write_chat(self, chat: Chat, model: str) -> dict:
+        return write_chat(chat, model)
+
+    def read_reply(self, body: dict) -> Reply:
+        return read_reply(body)
+
+    def write_reply(self, reply: Reply, model: str) -> dict:
+        return write_reply(reply, model)
+
+    def read_deltas(self, event: dict) -> list[Delta]:
+        return read_deltas(event)
+
+    def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
+        return EventWriter(model, include_usage)
+
+    def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
+        return f"{base_url}/v1/messages"
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        return {"x-api-key": key}
+
+
+WIRE = AnthropicMessages()

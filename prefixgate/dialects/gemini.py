@@ -8,17 +8,34 @@ The REST API accepts camelCase and snake_case field names; we keep whichever the
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body, split_body
+from prefixgate.dialects.neutral import (
+    Chat,
+    Delta,
+    Part,
+    Reply,
+    StreamWriter,
+    Tool,
+    ToolCall,
+    Turn,
+    json_or_raw,
+    note_dropped,
+    put,
+    refuse,
+)
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body
+from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Conversation, Segment
 from prefixgate.usage import Usage
 
+NAME = "gemini"
 SYSTEM_KEYS = ("systemInstruction", "system_instruction")
 PREFIX_FIELDS = {"contents", "tools", *SYSTEM_KEYS}
 ROLES = ("user", "model", "function")
@@ -53,7 +70,7 @@ def parse_request(body: bytes | str | dict, model: str | None = None) -> Convers
     for i, content in enumerate(contents):
         segments.append(_content_segment(content, f"contents.{i}", default_role="user"))
     params, order = split_body(data, PREFIX_FIELDS)
-    return Conversation("gemini", model, segments, params=params, field_order=order)
+    return Conversation(NAME, model, segments, params=params, field_order=order)
 
 
 def _content_segment(content: Any, field: str, default_role: str) -> Segment:
@@ -196,8 +213,272 @@ def _chunk(model: str, text: str, rid: str, finish: str | None) -> dict:
 
 
 def error_event(err: RequestError) -> bytes:
-    return encode_sse(error_body(err, "gemini"))
+    return encode_sse(error_body(err, NAME))
 
 
 def new_id() -> str:
     return uuid.uuid4().hex[:22]
+
+
+# ---- translation through the neutral forms ------------------------------------------------------
+
+def read_chat(body: dict) -> Chat:
+    chat = Chat([])
+    if body.get("cachedContent") or body.get("cached_content"):
+        raise refuse("cachedContent (a Gemini cache only Gemini can read)", NAME)
+    system = body.get("systemInstruction") or body.get("system_instruction")
+    if system:
+        chat.turns.append(Turn("system", [Part("text", p.get("text", "")) for p in system.get("parts", [])]))
+    for content in body["contents"]:
+        role = {"model": "assistant"}.get(content.get("role", "user"), "user")
+        parts, results = [], []
+        for p in content.get("parts", []):
+            inline = p.get("inlineData") or p.get("inline_data")
+            call = p.get("functionCall") or p.get("function_call")
+            answer = p.get("functionResponse") or p.get("function_response")
+            if "text" in p and not p.get("thought"):
+                parts.append(Part("text", p["text"]))
+            elif p.get("thought"):
+                chat.notes.append("dropped a thought part")
+            elif inline:
+                parts.append(Part("image", mime=inline.get("mimeType") or inline.get("mime_type", ""),
+                                  data=inline.get("data", "")))
+            elif call:
+                call_id = call.get("id") or f"call_{call.get('name', '')}_{len(chat.turns)}"
+                parts.append(Part("tool_call", call_id=call_id, name=call.get("name", ""), args=call.get("args") or {}))
+            elif answer:
+                resp = answer.get("response")
+                call_id = answer.get("id") or f"call_{answer.get('name', '')}_{len(chat.turns) - 1}"
+                results.append(Part("tool_result", json.dumps(resp) if not isinstance(resp, str) else resp,
+                                    call_id=call_id, name=answer.get("name", "")))
+            else:
+                raise refuse(f"part with keys {sorted(p)}", NAME)
+        if results:
+            chat.turns.append(Turn("tool", results))
+        if parts or not results:
+            chat.turns.append(Turn(role, parts))
+    for tool in body.get("tools") or []:
+        decls = tool.get("functionDeclarations") or tool.get("function_declarations")
+        if decls is None:
+            raise refuse(f"tool {sorted(tool)}", NAME)
+        for d in decls:
+            chat.tools.append(Tool(d.get("name", ""), d.get("description", ""),
+                                   d.get("parameters") or d.get("parametersJsonSchema") or Tool("").schema))
+    gen = body.get("generationConfig") or body.get("generation_config") or {}
+    chat.max_tokens = gen.get("maxOutputTokens") or gen.get("max_output_tokens")
+    chat.temperature, chat.top_p = gen.get("temperature"), gen.get("topP", gen.get("top_p"))
+    chat.stop = list(gen.get("stopSequences") or gen.get("stop_sequences") or [])
+    note_dropped(chat, body, {"contents", "systemInstruction", "system_instruction", "tools", "generationConfig",
+                              "generation_config"})
+    return chat
+
+
+def write_chat(chat: Chat, model: str) -> dict:
+    """A generateContent body; the model and streaming go in the URL, not here."""
+    names = chat.call_names()
+    out: dict[str, Any] = {}
+    contents: list[dict] = []
+    for turn in chat.turns:
+        if turn.role == "system" and not contents:
+            out.setdefault("systemInstruction", {"parts": []})["parts"].extend({"text": p.text} for p in turn.parts)
+            continue
+        role = "model" if turn.role == "assistant" else "user"
+        parts = [_neutral_part(p, names) for p in turn.parts]
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+    out["contents"] = contents
+    if chat.tools:
+        out["tools"] = [{"functionDeclarations": [{"name": t.name, "description": t.description, "parameters": t.schema}
+                                                  for t in chat.tools]}]
+    gen: dict[str, Any] = {}
+    put(gen, maxOutputTokens=chat.max_tokens, temperature=chat.temperature, topP=chat.top_p,
+        stopSequences=chat.stop or None)
+    if gen:
+        out["generationConfig"] = gen
+    if chat.tool_choice:
+        mode = {"auto": "AUTO", "any": "ANY", "none": "NONE"}.get(chat.tool_choice)
+        cfg = {"mode": mode} if mode else {"mode": "ANY", "allowedFunctionNames": [chat.tool_choice]}
+        out["toolConfig"] = {"functionCallingConfig": cfg}
+    if any(p.checkpoint for t in chat.turns for p in t.parts) or chat.auto_cache or chat.cache_key:
+        chat.notes.append("checkpoints -> Gemini implicit caching of the same prefix (no explicit cache created)")
+    return out
+
+
+def _neutral_part(p: Part, names: dict[str, str]) -> dict:
+    if p.kind == "text":
+        return {"text": p.text}
+    if p.kind == "image":
+        if p.url:
+            return {"fileData": {"mimeType": p.mime or "image/*", "fileUri": p.url}}
+        return {"inlineData": {"mimeType": p.mime, "data": p.data}}
+    if p.kind == "tool_call":
+        return {"functionCall": {"id": p.call_id, "name": p.name, "args": p.args or {}}}
+    return {"functionResponse": {"id": p.call_id, "name": p.name or names.get(p.call_id, ""),
+                                 "response": {"error" if p.is_error else "output": p.text}}}
+
+
+FINISH_FROM = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "RECITATION": "content_filter",
+               "OTHER": "stop"}
+FINISH_TO = {"stop": "STOP", "length": "MAX_TOKENS", "tool_calls": "STOP", "content_filter": "SAFETY"}
+
+
+def read_reply(body: dict) -> Reply:
+    cand = (body.get("candidates") or [{}])[0]
+    parts = (cand.get("content") or {}).get("parts") or []
+    text = "".join(p.get("text", "") for p in parts if "text" in p and not p.get("thought"))
+    calls = [ToolCall(p["functionCall"].get("id") or f"call_{i}", p["functionCall"].get("name", ""),
+                      p["functionCall"].get("args") or {}) for i, p in enumerate(parts) if "functionCall" in p]
+    # Gemini says STOP after a function call; the neutral reason is the call.
+    finish = "tool_calls" if calls else FINISH_FROM.get(cand.get("finishReason"), "stop")
+    return Reply(text, usage_from_response(body), finish, calls, body.get("responseId"))
+
+
+def write_reply(reply: Reply, model: str) -> dict:
+    out = build_response(model, reply.text, reply.usage, finish_reason=FINISH_TO[reply.finish])
+    if reply.tool_calls:
+        parts = out["candidates"][0]["content"]["parts"]
+        if not reply.text:
+            parts.clear()
+        parts += [{"functionCall": {"id": c.id, "name": c.name, "args": c.args}} for c in reply.tool_calls]
+    return out
+
+
+def read_deltas(event: dict) -> list[Delta]:
+    out: list[Delta] = []
+    for cand in event.get("candidates") or []:
+        for i, part in enumerate((cand.get("content") or {}).get("parts") or []):
+            if "text" in part and not part.get("thought") and part["text"]:
+                out.append(("text", part["text"]))
+            elif "functionCall" in part:
+                call = part["functionCall"]
+                out.append(("call", i, call.get("id") or f"call_{i}", call.get("name", "")))
+                out.append(("args", i, json.dumps(call.get("args") or {})))
+        if cand.get("finishReason"):
+            calls = any(d[0] == "call" for d in out)
+            out.append(("finish", "tool_calls" if calls else FINISH_FROM.get(cand["finishReason"], "stop")))
+    return out
+
+
+class ChunkWriter(StreamWriter):
+    """`alt=sse` chunks for neutral deltas: text streams through; a function call is sent whole once its
+    arguments are complete (Gemini never streams a call's arguments), in the last chunk with usage."""
+
+    def __init__(self, model: str, include_usage: bool = True) -> None:
+        super().__init__(model, include_usage)
+        self._id = uuid.uuid4().hex[:24]
+        self._calls: dict[Any, dict] = {}      # tool calls buffered until complete
+
+    def _delta(self, d: Delta) -> bytes:
+        if d[0] == "text":
+            return encode_sse({"candidates": [{"content": {"parts": [{"text": d[1]}], "role": "model"}, "index": 0}],
+                               "modelVersion": self.model, "responseId": self._id})
+        if d[0] == "call":
+            self._calls[d[1]] = {"id": d[2], "name": d[3], "args": ""}
+        else:
+            self._calls.setdefault(d[1], {"id": "", "name": "", "args": ""})["args"] += d[2]
+        return b""
+
+    def _finish(self, usage: Usage) -> bytes:
+        parts = [{"functionCall": {"id": c["id"], "name": c["name"], "args": json_or_raw(c["args"])}}
+                 for c in self._calls.values()] or [{"text": ""}]
+        chunk = {"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": FINISH_TO[self.finish_reason],
+                                 "index": 0}],
+                 "usageMetadata": usage_json(usage), "modelVersion": self.model, "responseId": self._id}
+        return encode_sse(chunk)
+
+
+# ---- the adapter ------------------------------------------------------------------------------
+
+# google-genai calls `/v1beta/models/{model}:{method}` or `/v1/...` by API version.
+MODEL_PATHS = ("/v1beta/models/", "/v1/models/")
+GENERATE = ("generateContent", "streamGenerateContent")
+
+
+def generate_parser(target: str) -> Parse | None:
+    """The body parser for a `{model}:generateContent` or `:streamGenerateContent` target, else None."""
+    model, _, action = target.rpartition(":")
+    if not model or action not in GENERATE:
+        return None
+    stream = action == "streamGenerateContent"
+
+    def parse(raw: bytes) -> Conversation:
+        conv = parse_request(raw, model=model)
+        conv.stream = stream       # Gemini streams by URL, not by a body field
+        return conv
+    return parse
+
+
+class GeminiGenerate(WireFormat):
+    name = NAME
+    planner_provider = NAME
+    span_name = "POST /{version}/models/{model}"
+    model_in_body = False
+    finish_from, finish_to = FINISH_FROM, FINISH_TO
+    usage_marks = (b"usageMetadata",)
+    terminal = b"finishReason"
+    explicit_cache_path = "/v1beta/cachedContents"
+
+    def parser_for(self, path: str) -> Parse | None:
+        if path.startswith(MODEL_PATHS) and path.count("/") == 3:
+            return generate_parser(path.rsplit("/", 1)[1])
+        return None
+
+    def owns_path(self, path: str) -> bool:
+        return path.startswith("/v1beta/") or ":" in path.rsplit("/", 1)[-1]
+
+    def streams_json_array(self, query: Mapping[str, str]) -> bool:
+        # The REST API streams server-sent events only with ?alt=sse; without it (the older
+        # google-generativeai SDK) the same chunks come as elements of one JSON array.
+        return query.get("alt") != "sse"
+
+    def parse_request(self, body: bytes | str | dict, *, model: str | None = None) -> Conversation:
+        return parse_request(body, model=model)
+
+    def encode_request(self, conv: Conversation) -> dict:
+        return encode_request(conv)
+
+    def usage_of(self, body: dict, conv: Conversation | None = None) -> Usage:
+        return usage_from_response(body)
+
+    def has_usage(self, body: dict) -> bool:
+        return bool(body.get("usageMetadata"))
+
+    def stream_usage(self, conv: Conversation | None = None) -> StreamUsage:
+        return StreamUsage()
+
+    def build_response(self, model: str, text: str, usage: Usage, *, finish_reason: str | None = None,
+                       id: str | None = None) -> dict:
+        return build_response(model, text, usage, finish_reason=finish_reason, id=id)
+
+    def error_event(self, err: RequestError) -> bytes:
+        return error_event(err)
+
+    def read_chat(self, body: dict) -> Chat:
+        return read_chat(body)
+
+    def write_chat(self, chat: Chat, model: str) -> dict:
+        return write_chat(chat, model)
+
+    def read_reply(self, body: dict) -> Reply:
+        return read_reply(body)
+
+    def write_reply(self, reply: Reply, model: str) -> dict:
+        return write_reply(reply, model)
+
+    def read_deltas(self, event: dict) -> list[Delta]:
+        return read_deltas(event)
+
+    def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
+        return ChunkWriter(model, include_usage)
+
+    def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
+        action = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        return f"{base_url}/v1beta/models/{model}:{action}"
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        return {"x-goog-api-key": key}
+
+
+WIRE = GeminiGenerate()

@@ -7,18 +7,36 @@ Caching is automatic; the planner steers it with `prompt_cache_key` and, on GPT-
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body, split_body
+from prefixgate.dialects.neutral import (
+    Chat,
+    Delta,
+    Part,
+    Reply,
+    StreamWriter,
+    Tool,
+    ToolCall,
+    Turn,
+    checkpoint_of,
+    json_or_raw,
+    note_dropped,
+    put,
+    refuse,
+)
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, require
+from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
 from prefixgate.usage import Usage
 
+NAME = "openai"
 PREFIX_FIELDS = {"tools", "functions", "response_format", "messages"}
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _KINDS: dict[str, BlockKind] = {
@@ -52,7 +70,7 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     for i, msg in enumerate(messages):
         segments.append(_message_segment(msg, f"messages.{i}"))
     params, order = split_body(data, PREFIX_FIELDS)
-    return Conversation("openai", model, segments, params=params, field_order=order, stream=stream)
+    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream)
 
 
 def _message_segment(msg: Any, field: str) -> Segment:
@@ -250,7 +268,7 @@ def stream_events(
 
 
 def error_event(err: RequestError) -> bytes:
-    return encode_sse(error_body(err, "openai"))
+    return encode_sse(error_body(err, NAME))
 
 
 def new_id() -> str:
@@ -263,3 +281,275 @@ def _tool(tool: object, field: str) -> dict:
     if "function" in tool:
         expect(tool["function"], dict, f"{field}.function")
     return tool
+
+
+# ---- translation through the neutral forms ------------------------------------------------------
+
+def read_chat(body: dict) -> Chat:
+    chat = Chat([], stream=bool(body.get("stream")))
+    for msg in body["messages"]:
+        role = {"developer": "system", "function": "tool"}.get(msg["role"], msg["role"])
+        content = msg.get("content")
+        parts: list[Part] = []
+        if isinstance(content, str):
+            parts.append(Part("text", content))
+        for p in content if isinstance(content, list) else []:
+            if p.get("type") in ("text", "refusal"):
+                parts.append(Part("text", p.get("text") or p.get("refusal") or "", checkpoint_of(p)))
+            elif p.get("type") == "image_url":
+                url = (p.get("image_url") or {}).get("url", "")
+                inline = _data_url(url)
+                parts.append(Part("image", mime=inline[0], data=inline[1], checkpoint=checkpoint_of(p)) if inline
+                             else Part("image", url=url, checkpoint=checkpoint_of(p)))
+            else:
+                raise refuse(f"content part type {p.get('type')!r}", NAME)
+        for call in msg.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except json.JSONDecodeError:
+                raise refuse("tool call arguments that are not JSON", NAME) from None
+            parts.append(Part("tool_call", call_id=call.get("id", ""), name=fn.get("name", ""), args=args))
+        if role == "tool":
+            text = "\n".join(p.text for p in parts if p.kind == "text")
+            cp = next((p.checkpoint for p in parts if p.checkpoint), None)
+            parts = [Part("tool_result", text, cp, call_id=msg.get("tool_call_id", ""), name=msg.get("name", ""))]
+        chat.turns.append(Turn(role, parts))
+    for t in body.get("tools") or []:
+        fn = t.get("function") or {}
+        chat.tools.append(Tool(fn.get("name", ""), fn.get("description", ""), fn.get("parameters") or Tool("").schema))
+    chat.max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+    chat.temperature, chat.top_p, chat.user = body.get("temperature"), body.get("top_p"), body.get("user")
+    stop = body.get("stop")
+    chat.stop = [stop] if isinstance(stop, str) else list(stop or [])
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        chat.tool_choice = (choice.get("function") or {}).get("name")
+    elif choice is not None:
+        chat.tool_choice = {"required": "any"}.get(choice, choice)
+    chat.cache_key = body.get("prompt_cache_key")
+    if body.get("n", 1) != 1:
+        raise refuse("n > 1", NAME)
+    if body.get("response_format", {}).get("type", "text") != "text":
+        raise refuse("response_format", NAME)
+    note_dropped(chat, body, {"messages", "model", "stream", "stream_options", "tools", "max_tokens",
+                              "max_completion_tokens", "temperature", "top_p", "user", "stop", "tool_choice",
+                              "prompt_cache_key", "n", "response_format", "prompt_cache_options"})
+    return chat
+
+
+def _data_url(url: str) -> tuple[str, str] | None:
+    if url.startswith("data:") and ";base64," in url:
+        head, data = url[5:].split(";base64,", 1)
+        return head, data
+    return None
+
+
+def write_chat(chat: Chat, model: str) -> dict:
+    messages: list[dict] = []
+    for turn in chat.turns:
+        if turn.role == "tool":
+            for p in turn.parts:
+                msg = {"role": "tool", "tool_call_id": p.call_id, "content": _content([Part("text", p.text, p.checkpoint)])}
+                messages.append(msg)
+            continue
+        calls = [p for p in turn.parts if p.kind == "tool_call"]
+        msg: dict[str, Any] = {"role": turn.role, "content": _content([p for p in turn.parts if p.kind != "tool_call"])}
+        if calls:
+            msg["tool_calls"] = [{"id": c.call_id, "type": "function",
+                                  "function": {"name": c.name, "arguments": json.dumps(c.args)}} for c in calls]
+            if not msg["content"]:
+                msg["content"] = None
+        messages.append(msg)
+    out: dict[str, Any] = {"model": model, "messages": messages}
+    if chat.tools:
+        out["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                          "parameters": t.schema}} for t in chat.tools]
+        if any(t.checkpoint for t in chat.tools):
+            chat.notes.append("tool checkpoint: OpenAI caches tools automatically as the head of the prefix")
+    put(out, max_completion_tokens=chat.max_tokens, temperature=chat.temperature, top_p=chat.top_p,
+        user=chat.user, stop=chat.stop or None)
+    if chat.tool_choice:
+        out["tool_choice"] = ({"auto": "auto", "any": "required", "none": "none"}.get(chat.tool_choice)
+                              or {"type": "function", "function": {"name": chat.tool_choice}})
+    if chat.stream:
+        out["stream"] = True
+    if chat.cache_key:
+        out["prompt_cache_key"] = chat.cache_key
+    if chat.auto_cache:
+        chat.notes.append("automatic cache_control -> OpenAI implicit caching of the whole prefix")
+    return out
+
+
+def _content(parts: list[Part]) -> Any:
+    if len(parts) == 1 and parts[0].kind == "text" and parts[0].checkpoint is None:
+        return parts[0].text
+    out = []
+    for p in parts:
+        if p.kind == "text":
+            item: dict[str, Any] = {"type": "text", "text": p.text}
+        elif p.kind == "image":
+            item = {"type": "image_url", "image_url": {"url": p.url or f"data:{p.mime};base64,{p.data}"}}
+        else:
+            continue
+        if p.checkpoint is not None:
+            item["prompt_cache_breakpoint"] = {"mode": "explicit"}
+        out.append(item)
+    return out
+
+
+FINISH_FROM = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
+               "content_filter": "content_filter"}
+FINISH_TO = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "content_filter": "content_filter"}
+
+
+def read_reply(body: dict) -> Reply:
+    choice = (body.get("choices") or [{}])[0]
+    msg = choice.get("message") or {}
+    calls = [ToolCall(c.get("id", ""), (c.get("function") or {}).get("name", ""),
+                      json_or_raw((c.get("function") or {}).get("arguments") or "{}"))
+             for c in msg.get("tool_calls") or []]
+    return Reply(msg.get("content") or "", usage_from_response(body),
+                 FINISH_FROM.get(choice.get("finish_reason"), "stop"), calls, body.get("id"))
+
+
+def write_reply(reply: Reply, model: str) -> dict:
+    out = build_response(model, reply.text, reply.usage, finish_reason=FINISH_TO[reply.finish])
+    if reply.tool_calls:
+        msg = out["choices"][0]["message"]
+        msg["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.args)}}
+                             for c in reply.tool_calls]
+        msg["content"] = reply.text or None
+    return out
+
+
+def read_deltas(event: dict) -> list[Delta]:
+    out: list[Delta] = []
+    for choice in event.get("choices") or []:
+        delta = choice.get("delta") or {}
+        if delta.get("content"):
+            out.append(("text", delta["content"]))
+        for call in delta.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            if call.get("id") or fn.get("name"):
+                out.append(("call", call.get("index", 0), call.get("id", ""), fn.get("name", "")))
+            if fn.get("arguments"):
+                out.append(("args", call.get("index", 0), fn["arguments"]))
+        if choice.get("finish_reason"):
+            out.append(("finish", FINISH_FROM.get(choice["finish_reason"], "stop")))
+    return out
+
+
+class ChunkWriter(StreamWriter):
+    """Chat completion chunks for neutral deltas: role first, deltas, the finish chunk, the usage chunk, `[DONE]`."""
+
+    def __init__(self, model: str, include_usage: bool = True) -> None:
+        super().__init__(model, include_usage)
+        self._id = new_id()
+        self._calls: dict[Any, int] = {}      # the target's call index -> ours
+
+    def _head(self) -> dict:
+        return {"id": self._id, "object": "chat.completion.chunk", "created": int(time.time()), "model": self.model}
+
+    def _chunk(self, delta: dict, finish: str | None = None) -> bytes:
+        return encode_sse(self._head() | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    def _start(self) -> bytes:
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def _delta(self, d: Delta) -> bytes:
+        if d[0] == "text":
+            return self._chunk({"content": d[1]})
+        if d[0] == "call":
+            index = self._calls.setdefault(d[1], len(self._calls))
+            return self._chunk({"tool_calls": [{"index": index, "id": d[2], "type": "function",
+                                                "function": {"name": d[3], "arguments": ""}}]})
+        return self._chunk({"tool_calls": [{"index": self._calls.get(d[1], 0), "function": {"arguments": d[2]}}]})
+
+    def _finish(self, usage: Usage) -> bytes:
+        tail = self._chunk({}, FINISH_TO[self.finish_reason])
+        if self.include_usage:
+            tail += encode_sse(self._head() | {"choices": [], "usage": usage_json(usage)})
+        return tail + encode_sse("[DONE]")
+
+
+# ---- the adapter ------------------------------------------------------------------------------
+
+class OpenAIChat(WireFormat):
+    name = NAME
+    planner_provider = NAME
+    span_name = "POST /v1/chat/completions"
+    forward_headers = ("openai-organization", "openai-project", "openai-beta")
+    finish_from, finish_to = FINISH_FROM, FINISH_TO
+    usage_marks = (b'"usage":{',)
+    terminal = b"[DONE]"
+
+    def parser_for(self, path: str) -> Parse | None:
+        return parse_request if path == "/v1/chat/completions" else None
+
+    def owns_path(self, path: str) -> bool:
+        return True     # the registry asks it last: every path no other format claims
+
+    def caller_wants_usage(self, conv: Conversation) -> bool:
+        return not conv.stream or bool((conv.params.get("stream_options") or {}).get("include_usage"))
+
+    def parse_request(self, body: bytes | str | dict, *, model: str | None = None) -> Conversation:
+        return parse_request(body)
+
+    def encode_request(self, conv: Conversation) -> dict:
+        return encode_request(conv)
+
+    def billable(self, conv: Conversation) -> Conversation:
+        if not conv.stream:
+            return conv
+        # Ask for the usage chunk whatever the caller asked: a stream without usage cannot be billed.
+        conv.params = {**conv.params, "stream_options": {**(conv.params.get("stream_options") or {}), "include_usage": True}}
+        return conv
+
+    def usage_of(self, body: dict, conv: Conversation | None = None) -> Usage:
+        return usage_from_response(body, _write_ttl_of(conv))
+
+    def has_usage(self, body: dict) -> bool:
+        return bool(body.get("usage"))
+
+    def stream_usage(self, conv: Conversation | None = None) -> StreamUsage:
+        return StreamUsage(_write_ttl_of(conv))
+
+    def build_response(self, model: str, text: str, usage: Usage, *, finish_reason: str | None = None,
+                       id: str | None = None) -> dict:
+        return build_response(model, text, usage, finish_reason=finish_reason, id=id)
+
+    def error_event(self, err: RequestError) -> bytes:
+        return error_event(err)
+
+    def relays(self, event: dict, include_usage: bool) -> bool:
+        # The usage chunk (no choices) the gateway asked for on the caller's behalf is withheld.
+        return include_usage or not event.get("usage") or bool(event.get("choices"))
+
+    def read_chat(self, body: dict) -> Chat:
+        return read_chat(body)
+
+    def write_chat(self, chat: Chat, model: str) -> dict:
+        return write_chat(chat, model)
+
+    def read_reply(self, body: dict) -> Reply:
+        return read_reply(body)
+
+    def write_reply(self, reply: Reply, model: str) -> dict:
+        return write_reply(reply, model)
+
+    def read_deltas(self, event: dict) -> list[Delta]:
+        return read_deltas(event)
+
+    def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
+        return ChunkWriter(model, include_usage)
+
+    def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
+        return f"{base_url}/chat/completions" if base_url.endswith("/v1") else f"{base_url}/v1/chat/completions"
+
+
+def _write_ttl_of(conv: Conversation | None) -> str:
+    return write_ttl({**conv.params, **conv.cache_params}) if conv is not None else "30m"
+
+
+WIRE = OpenAIChat()

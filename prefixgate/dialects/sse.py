@@ -1,4 +1,5 @@
-"""Server-sent events: the framing all three providers stream in."""
+"""Server-sent events: the framing OpenAI, Anthropic and Gemini stream in, and the `Framing` interface
+a wire format with another framing (AWS event-stream's binary frames) implements instead."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from prefixgate.compact_json import compact
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
 
 def encode_sse(data: Any, event: str | None = None) -> bytes:
     """One event; dicts are sent as compact JSON, strings (e.g. OpenAI's `[DONE]`) as they are."""
-    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    payload = data if isinstance(data, str) else compact(data)
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {payload}\n\n".encode()
 
@@ -75,3 +78,43 @@ def event_json(event: bytes) -> dict | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def split_events(buffer: bytearray, chunk: bytes) -> list[bytes]:
+    """Whole SSE events (each with its blank-line terminator) completed by `chunk`; the rest stays in
+    `buffer` (network reads split events anywhere)."""
+    buffer += chunk.replace(b"\r\n", b"\n")
+    out = []
+    while (end := buffer.find(b"\n\n")) >= 0:
+        out.append(bytes(buffer[:end + 2]))
+        del buffer[:end + 2]
+    return out
+
+
+class Framing:
+    """How a stream's events are delimited on the wire: `split` cuts whole events out of arriving bytes
+    (keeping a partial one in `buffer`), `payload` is one event's JSON object (None for comments and
+    sentinels), `data` its payload bytes as they were sent."""
+
+    def split(self, buffer: bytearray, chunk: bytes) -> list[bytes]:
+        raise NotImplementedError
+
+    def payload(self, event: bytes) -> dict | None:
+        raise NotImplementedError
+
+    def data(self, event: bytes) -> bytes:
+        raise NotImplementedError
+
+
+class SSEFraming(Framing):
+    def split(self, buffer: bytearray, chunk: bytes) -> list[bytes]:
+        return split_events(buffer, chunk)
+
+    def payload(self, event: bytes) -> dict | None:
+        return event_json(event)
+
+    def data(self, event: bytes) -> bytes:
+        return event_data(event)
+
+
+SSE_FRAMING = SSEFraming()

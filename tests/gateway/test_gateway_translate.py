@@ -7,10 +7,9 @@ import pytest
 from prefixgate.dialects import anthropic as an
 from prefixgate.dialects import gemini as ge
 from prefixgate.dialects import openai as oa
+from prefixgate.dialects import wire_format
+from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.errors import RequestError
-from prefixgate.gateway.replies import read_reply, write_reply
-from prefixgate.gateway.stream_translate import StreamWriter, read_deltas
-from prefixgate.gateway.translate import translate_body
 from prefixgate.usage import Usage
 
 ANTHROPIC = {
@@ -28,7 +27,7 @@ ANTHROPIC = {
 
 
 def test_anthropic_to_openai_keeps_tools_calls_and_breakpoints():
-    body, notes = translate_body(ANTHROPIC, "anthropic", "openai", "gpt-6-sol")
+    body, notes = translate_body(ANTHROPIC, wire_format("anthropic"), wire_format("openai"), "gpt-6-sol")
     oa.parse_request(body)     # a valid OpenAI body
     msgs = body["messages"]
     assert msgs[0] == {"role": "system", "content": [{"type": "text", "text": "sys",
@@ -40,8 +39,8 @@ def test_anthropic_to_openai_keeps_tools_calls_and_breakpoints():
 
 
 def test_openai_to_anthropic_round_trip_keeps_checkpoint_positions():
-    body, _ = translate_body(ANTHROPIC, "anthropic", "openai", "gpt-6-sol")
-    back, _ = translate_body(body, "openai", "anthropic", "claude-opus-5")
+    body, _ = translate_body(ANTHROPIC, wire_format("anthropic"), wire_format("openai"), "gpt-6-sol")
+    back, _ = translate_body(body, wire_format("openai"), wire_format("anthropic"), "claude-opus-5")
     an.parse_request(back)
     assert back["system"] == [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
     assert back["messages"][1]["content"][0] == {"type": "tool_use", "id": "t1", "name": "weather",
@@ -51,7 +50,7 @@ def test_openai_to_anthropic_round_trip_keeps_checkpoint_positions():
 
 
 def test_anthropic_to_gemini_answers_tool_calls_by_name():
-    body, notes = translate_body(ANTHROPIC, "anthropic", "gemini", "gemini-2.5-flash")
+    body, notes = translate_body(ANTHROPIC, wire_format("anthropic"), wire_format("gemini"), "gemini-2.5-flash")
     conv = ge.parse_request(body, model="gemini-2.5-flash")
     assert conv.segments[0].role == "system"
     assert body["contents"][1]["parts"][0]["functionCall"]["name"] == "weather"
@@ -67,18 +66,18 @@ def test_anthropic_to_gemini_answers_tool_calls_by_name():
 ])
 def test_untranslatable_requests_are_refused_by_name(source, body, what):
     with pytest.raises(RequestError, match=what.replace(">", ">")):
-        translate_body(body, source, "openai" if source != "openai" else "anthropic", "m")
+        translate_body(body, wire_format(source), wire_format("openai" if source != "openai" else "anthropic"), "m")
 
 
 def test_replies_carry_tool_calls_and_usage_across_dialects():
     usage = Usage(uncached_input=10, cache_read=90, cache_writes={"1h": 5}, output=3)
     src = an.build_response("claude-opus-5", "", usage, finish_reason="tool_use")
     src["content"] = [{"type": "tool_use", "id": "t9", "name": "weather", "input": {"city": "Oslo"}}]
-    out = write_reply("openai", read_reply("anthropic", src), "smart")
+    out = translate_reply(src, an.WIRE, oa.WIRE, "smart")
     assert out["choices"][0]["finish_reason"] == "tool_calls"
     assert out["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "weather"
     assert oa.usage_from_response(out) == Usage(uncached_input=10, cache_read=90, cache_writes={"30m": 5}, output=3)
-    gem = write_reply("gemini", read_reply("anthropic", src), "x")
+    gem = translate_reply(src, an.WIRE, ge.WIRE, "x")
     assert gem["candidates"][0]["content"]["parts"] == [{"functionCall": {"id": "t9", "name": "weather",
                                                                           "args": {"city": "Oslo"}}}]
 
@@ -86,7 +85,7 @@ def test_replies_carry_tool_calls_and_usage_across_dialects():
 def test_streamed_tool_calls_translate_openai_to_anthropic():
     from prefixgate.dialects.sse import parse_sse, split_lines
 
-    writer = StreamWriter("anthropic", "fast")
+    writer = an.WIRE.stream_writer("fast")
     chunks = [
         {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Let me check. "}}]},
         {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "weather", "arguments": ""}}]}}]},
@@ -94,7 +93,7 @@ def test_streamed_tool_calls_translate_openai_to_anthropic():
         {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"Rome"}'}}]}}]},
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
     ]
-    out = b"".join(writer.write(read_deltas("openai", c)) for c in chunks) + writer.finish(Usage(uncached_input=4, output=2))
+    out = b"".join(writer.write(oa.WIRE.read_deltas(c)) for c in chunks) + writer.finish(Usage(uncached_input=4, output=2))
     events = [e.json() for e in parse_sse(split_lines([out]))]
     types = [e["type"] for e in events]
     assert types == ["message_start", "content_block_start", "content_block_delta", "content_block_stop",

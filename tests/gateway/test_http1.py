@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from prefixgate.dialects import wire_format
 from prefixgate.gateway.http1 import Broken, ConnectFailed, Http1Pool, ReadTimeout
 from tests.support import free_port
 
@@ -155,7 +156,7 @@ def test_an_upstream_behind_an_http_proxy_is_reached_through_the_proxy(monkeypat
         client = UpstreamClient(connect_timeout_s=2)
         try:
             upstream = Upstream("openai", "openai", url="http://api.example.test")
-            resp = await client.send(upstream, "gpt-4o", b"{}", False, {}, "sk-k", 5)
+            resp = await client.send(upstream, wire_format(upstream.dialect), "gpt-4o", b"{}", False, {}, "sk-k", 5)
         finally:
             await client.aclose()
             server.close()

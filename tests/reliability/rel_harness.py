@@ -18,16 +18,14 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from prefixgate.dialects import dialect as dialect_module
-from prefixgate.dialects.sse import event_json
-from prefixgate.gateway.relay import events
+from prefixgate.dialects import wire_format
+from prefixgate.dialects.sse import event_json, split_events
 from prefixgate.providers.faults import FaultPlan
 from prefixgate.providers.mock_server import MockContext, create_app
 from prefixgate.usage import Usage
 
 NONCE = re.compile(rb"nonce-[0-9a-f]{16}")
 MODEL_PATHS = ("/v1/chat/completions", "/v1/messages", "/v1beta/models/")
-TERMINAL = {"openai": "[DONE]", "anthropic": "message_stop", "gemini": "finishReason"}
 
 
 def nonce() -> str:
@@ -182,19 +180,19 @@ async def ask(client: httpx.AsyncClient, dialect: str, model: str, stream: bool,
                     seen.hung_up = True
                     return seen
                 data = json.loads(await resp.aread())
-                seen.usage = dialect_module(dialect).usage_from_response(data)
+                seen.usage = wire_format(dialect).usage_of(data)
                 seen.completed = True
                 return seen
-            counter = dialect_module(dialect).StreamUsage()
+            counter = wire_format(dialect).stream_usage()
             buffer = bytearray()
             async for chunk in resp.aiter_raw():
-                for ev in events(buffer, chunk):
+                for ev in split_events(buffer, chunk):
                     parsed = event_json(ev)
                     if parsed is not None and (parsed.get("error") or parsed.get("type") == "error"):
                         seen.stream_error = error_shape_ok(dialect, parsed)
                     elif parsed is not None:
                         counter.feed(parsed)
-                    if TERMINAL[dialect].encode() in ev and not seen.stream_error:
+                    if wire_format(dialect).terminal in ev and not seen.stream_error:
                         seen.completed = True
                 if behaviour == "hangup":
                     seen.hung_up = True

@@ -1,0 +1,30 @@
+"""A problem answered in the caller's own error shape (its SDK raises its own exception from it)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+
+from starlette.responses import Response
+
+from prefixgate.compact_json import compact_bytes
+from prefixgate.errors import RequestError, error_body, retry_after_header
+from prefixgate.gateway.upstream import UpstreamFailure
+
+
+def error_response(err: RequestError, dialect: str, headers: dict[str, str] | None = None,
+                   background: object = None) -> Response:
+    headers = dict(headers or {})
+    if err.retry_after is not None:
+        headers["retry-after"] = retry_after_header(err.retry_after)
+    return Response(compact_bytes(error_body(err, dialect)), err.status, headers, media_type="application/json",
+                    background=background)
+
+
+async def answer_or_error(dialect: str, work: Awaitable[Response]) -> Response:
+    """`work`'s response, or the caller's error shape for a bad request or a failed upstream call."""
+    try:
+        return await work
+    except UpstreamFailure as f:
+        return error_response(f.request_error(), dialect)
+    except RequestError as e:
+        return error_response(e, dialect)

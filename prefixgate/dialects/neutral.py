@@ -1,0 +1,168 @@
+"""The neutral forms cross-format translation passes through: a chat request (`Chat`), a reply
+(`Reply`) and stream deltas (`Delta`). Each wire format reads its own bodies and events into these and
+writes them back out (`WireFormat.read_chat` / `write_chat`, `read_reply` / `write_reply`,
+`read_deltas` / `stream_writer`), so translating between N formats takes N adapters, not N x N.
+
+A `Chat` holds only what all three APIs can express (text, images, tool calls and results, tool definitions,
+common sampling options) plus the caching intent: checkpoints on parts and tools, a cache key, and
+Anthropic's request-level automatic caching. Anything else is refused or named in the explanation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from prefixgate.errors import RequestError
+from prefixgate.ir import Checkpoint
+from prefixgate.usage import Usage
+
+PartKind = Literal["text", "image", "tool_call", "tool_result"]
+
+
+@dataclass
+class Part:
+    kind: PartKind
+    text: str = ""
+    checkpoint: Checkpoint | None = None
+    mime: str = ""         # image: media type with inline base64 `data`, or a `url`
+    data: str = ""
+    url: str = ""
+    call_id: str = ""      # tool_call / tool_result
+    name: str = ""
+    args: Any = None       # tool_call arguments (a JSON object)
+    is_error: bool = False
+
+
+@dataclass
+class Turn:
+    role: Literal["system", "user", "assistant", "tool"]
+    parts: list[Part]
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str = ""
+    schema: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
+    checkpoint: Checkpoint | None = None
+
+
+@dataclass
+class Chat:
+    turns: list[Turn]
+    tools: list[Tool] = field(default_factory=list)
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] = field(default_factory=list)
+    stream: bool = False
+    # "auto", "any" (must call some tool), "none", or a tool name to force.
+    tool_choice: str | None = None
+    user: str | None = None
+    # OpenAI's prompt_cache_key: "requests with this key share a prefix; keep them together".
+    cache_key: str | None = None
+    # Anthropic's top-level cache_control: cache up to the last cacheable block.
+    auto_cache: Checkpoint | None = None
+    # What translation could not carry over, for the plan's explanation.
+    notes: list[str] = field(default_factory=list)
+
+    def call_names(self) -> dict[str, str]:
+        """tool call id -> tool name (Gemini answers calls by name, the others by id)."""
+        return {p.call_id: p.name for t in self.turns for p in t.parts if p.kind == "tool_call" and p.call_id}
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    args: Any
+
+
+@dataclass
+class Reply:
+    """A non-streamed answer. `finish` is neutral: stop, length, tool_calls, content_filter."""
+
+    text: str
+    usage: Usage
+    finish: str = "stop"
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    id: str | None = None
+
+
+# One step of a streamed answer: ("text", str) | ("call", index, id, name) | ("args", index, str) | ("finish", reason)
+Delta = tuple
+
+
+class StreamWriter:
+    """A caller's stream events for neutral deltas, written as they arrive (the caller's time to first
+    token is the target's). A format fills in `_start`, `_delta` and `_finish`; `finish` closes the
+    stream with the usage the target reported."""
+
+    def __init__(self, model: str, include_usage: bool = True) -> None:
+        self.model, self.include_usage = model, include_usage
+        self.started = False
+        self.finish_reason = "stop"     # neutral
+
+    def write(self, deltas: list[Delta]) -> bytes:
+        out = []
+        for d in deltas:
+            if d[0] == "finish":
+                self.finish_reason = d[1]
+                continue
+            if not self.started:
+                self.started = True
+                out.append(self._start())
+            out.append(self._delta(d))
+        return b"".join(out)
+
+    def finish(self, usage: Usage | None) -> bytes:
+        head = b""
+        if not self.started:
+            self.started = True
+            head = self._start()
+        return head + self._finish(usage or Usage())
+
+    def _start(self) -> bytes:
+        return b""
+
+    def _delta(self, d: Delta) -> bytes:
+        raise NotImplementedError
+
+    def _finish(self, usage: Usage) -> bytes:
+        raise NotImplementedError
+
+
+def checkpoint_of(native: dict) -> Checkpoint | None:
+    """A caller's checkpoint on a block, in either spelling (Anthropic `cache_control`, OpenAI's breakpoint)."""
+    cc = native.get("cache_control")
+    if isinstance(cc, dict):
+        return Checkpoint(cc.get("ttl", "5m"))
+    if native.get("prompt_cache_breakpoint") is not None:
+        return Checkpoint("30m")
+    return None
+
+
+def refuse(what: str, source: str) -> RequestError:
+    """What a target cannot carry: refused (the route may fall over to a target that can), never dropped."""
+    return RequestError(f"cannot translate {what} from the {source} format for this route's target", field=what)
+
+
+def note_dropped(chat: Chat, body: dict, known: set[str]) -> None:
+    for key in body:
+        if key not in known:
+            chat.notes.append(f"dropped {key} (no equivalent in the target format)")
+
+
+def put(out: dict, **values: Any) -> None:
+    """Set the options that have a value."""
+    out.update({k: v for k, v in values.items() if v is not None})
+
+
+def json_or_raw(text: str) -> Any:
+    """Tool-call arguments as JSON; a model's malformed arguments are kept, not lost."""
+    try:
+        return json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return {"_raw": text}

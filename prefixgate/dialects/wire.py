@@ -1,0 +1,149 @@
+"""The adapter interface: everything that differs between one wire format and another.
+
+A wire format (OpenAI Chat Completions, Anthropic Messages, Gemini generateContent, ...) is one
+`WireFormat` subclass in its own module of this package, registered by one line in `__init__.py`.
+The gateway, the SDK wrapper, replay and lint hold a `WireFormat` and never branch on its name, so
+adding a format is that module, that line and its tests (ARCHITECTURE.md, "Adding a wire format").
+
+What a format decides, grouped as the request meets it:
+
+- ingress: which gateway paths it serves (`parser_for`), which caller headers mean something to the
+  same provider (`forward_headers`), how a stream is answered (`streams_json_array`);
+- the IR: `parse_request` / `encode_request` (byte-faithful round trip), usage (`usage_of`,
+  `stream_usage`), whole answers and streams of its own (`build_response`, `stream_events`, `error_event`);
+- translation through the neutral forms of `neutral.py`: requests (`read_chat` / `write_chat`), answers
+  (`read_reply` / `write_reply`), streams (`read_deltas` / `stream_writer`);
+- relaying its streams: the framing of events (`framing`), cheap byte marks for events that may carry
+  usage (`usage_marks`) or end the stream (`terminal`);
+- upstream: the URL (`upstream_url`), credentials (`auth_headers`), fixed headers (`upstream_headers`),
+  and request signing for providers that sign each request (`signs`, `sign`: AWS SigV4, Google OAuth).
+
+Everything has one implementation; a format overrides only what it does differently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from prefixgate.dialects.neutral import Chat, Reply, StreamWriter
+from prefixgate.dialects.sse import SSE_FRAMING, Framing
+from prefixgate.errors import RequestError
+from prefixgate.ir import Conversation
+from prefixgate.usage import Usage
+
+Parse = Callable[[bytes], Conversation]
+
+
+class WireFormat:
+    # ---- identity -----------------------------------------------------------------------------------
+    name: ClassVar[str]                        # the registry key, the ledger's `dialect`, error shapes
+    planner_provider: ClassVar[str]            # whose caching rules the planner applies (cache_planner.Target)
+    span_name: ClassVar[str]                   # the OpenTelemetry server span's name for a model request
+
+    # ---- ingress --------------------------------------------------------------------------------------
+    forward_headers: ClassVar[tuple[str, ...]] = ()   # caller headers passed to an upstream of this format
+    model_in_body: ClassVar[bool] = True               # False: the model is in the URL (Gemini, Bedrock)
+
+    def parser_for(self, path: str) -> Parse | None:
+        """The body parser when `path` is a model request of this format, else None."""
+        return None
+
+    def owns_path(self, path: str) -> bool:
+        """Whether an error on `path` is answered in this format's error shape."""
+        return False
+
+    def streams_json_array(self, query: Mapping[str, str]) -> bool:
+        """Whether a stream is answered as one JSON array of chunks rather than server-sent events."""
+        return False
+
+    def caller_wants_usage(self, conv: Conversation) -> bool:
+        """Whether a streaming caller asked for the usage event (some formats send it only when asked)."""
+        return True
+
+    # ---- the IR ---------------------------------------------------------------------------------------
+    def parse_request(self, body: bytes | str | dict, *, model: str | None = None) -> Conversation:
+        raise NotImplementedError
+
+    def encode_request(self, conv: Conversation) -> dict:
+        raise NotImplementedError
+
+    def billable(self, conv: Conversation) -> Conversation:
+        """`conv` as sent upstream: what it takes for the answer to report usage (a stream must be billed)."""
+        return conv
+
+    def usage_of(self, body: dict, conv: Conversation | None = None) -> Usage:
+        """Usage of a whole answer to `conv` (the request can set how written tokens are priced)."""
+        raise NotImplementedError
+
+    def has_usage(self, body: dict) -> bool:
+        raise NotImplementedError
+
+    def stream_usage(self, conv: Conversation | None = None) -> Any:
+        """A fresh accumulator: `.feed(event_json)` per event, `.usage` (None until reported)."""
+        raise NotImplementedError
+
+    def build_response(self, model: str, text: str, usage: Usage, *, finish_reason: str | None = None,
+                       id: str | None = None) -> dict:
+        raise NotImplementedError
+
+    def error_event(self, err: RequestError) -> bytes:
+        """A mid-stream error in this format, so the caller's SDK raises instead of truncating silently."""
+        raise NotImplementedError
+
+    def stream_error(self, event: dict) -> str | None:
+        """The message of an event that reports an error mid-stream, else None."""
+        err = event.get("error")
+        return str(err.get("message", "stream error")) if isinstance(err, dict) else None
+
+    def ends_stream(self, event: dict) -> bool:
+        """Whether a parsed event ends the stream (besides `terminal`)."""
+        return False
+
+    def relays(self, event: dict, include_usage: bool) -> bool:
+        """Whether a same-format event goes on to the caller (False withholds what it did not ask for)."""
+        return True
+
+    # ---- translation ----------------------------------------------------------------------------------
+    finish_from: ClassVar[dict[str, str]]      # native finish reason -> neutral
+    finish_to: ClassVar[dict[str, str]]        # neutral -> native
+
+    def read_chat(self, body: dict) -> Chat:
+        raise NotImplementedError
+
+    def write_chat(self, chat: Chat, model: str) -> dict:
+        raise NotImplementedError
+
+    def read_reply(self, body: dict) -> Reply:
+        raise NotImplementedError
+
+    def write_reply(self, reply: Reply, model: str) -> dict:
+        raise NotImplementedError
+
+    def read_deltas(self, event: dict) -> list:
+        raise NotImplementedError
+
+    def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
+        raise NotImplementedError
+
+    # ---- relaying streams -----------------------------------------------------------------------------
+    framing: ClassVar[Framing] = SSE_FRAMING          # how events are delimited on the wire
+    usage_marks: ClassVar[tuple[bytes, ...]] = ()     # bytes in every event that may carry usage
+    terminal: ClassVar[bytes]                          # bytes only the stream's last event carries
+
+    # ---- upstream -------------------------------------------------------------------------------------
+    upstream_headers: ClassVar[dict[str, str]] = {}   # sent on every upstream request (API version)
+    explicit_cache_path: ClassVar[str | None] = None  # where a plan's `cache_create` is POSTed, if anywhere
+    signs: ClassVar[bool] = False                     # True: `sign` runs on every upstream request
+
+    def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
+        raise NotImplementedError
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {key}"}
+
+    async def sign(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> dict[str, str]:
+        """The headers to send, for a format whose provider authenticates each request by signing it
+        (AWS SigV4 over method, URL, headers and body) or by a short-lived token (google-auth);
+        called only when `signs` is set, after `auth_headers`, so a key-based format pays nothing."""
+        return headers
