@@ -120,7 +120,7 @@ def _insert_context(conv: Conversation, seg: Segment, text: str) -> None:
         at += 1
     label = CONTEXT_LABEL + text
     # Gemini parts and Bedrock Converse blocks are one-key unions; the others are typed blocks.
-    native = {"text": label} if conv.dialect in ("gemini", "converse") else {"type": "text", "text": label}
+    native = {"text": label} if conv.dialect in ("gemini", "bedrock_converse") else {"type": "text", "text": label}
     seg.blocks.insert(at, Block("text", native, text=label))
 
 

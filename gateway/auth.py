@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from prefixgate.dialects import wire_format
 from prefixgate.errors import RequestError
 from prefixgate.policies.schema import CallerKey, Upstream, hash_key
 
@@ -46,14 +47,17 @@ def authenticate(headers: Mapping[str, str], query: Mapping[str, str], keys: Map
 
 
 def upstream_credential(upstream: Upstream, caller: Caller, caller_dialect: str) -> str | None:
-    """The key to send `upstream`: the gateway's own, else (open gateway, same provider) the caller's."""
+    """The key to send `upstream`: the gateway's own, else (open gateway, same provider) the caller's.
+    None where no key is needed: a self-hosted server, or a provider whose requests the gateway signs with
+    its own credentials (Bedrock's SigV4)."""
     own = upstream.api_key()
     if own:
         return own
-    if caller.key is None and upstream.kind not in SELF_HOSTED and upstream.dialect == caller_dialect:
+    same_provider = upstream.dialect_for(caller_dialect) == caller_dialect
+    if caller.key is None and upstream.kind not in SELF_HOSTED and same_provider and caller.credential:
         return caller.credential
-    if upstream.kind not in SELF_HOSTED:
-        env = " or ".join(upstream.api_key_env) or "an api_key_env"
-        raise RequestError(f"no credentials for upstream {upstream.name!r}: set {env} on the gateway",
-                           status=401, kind="authentication")
-    return None
+    if upstream.kind in SELF_HOSTED or wire_format(upstream.dialect).signs:
+        return None
+    env = " or ".join(upstream.api_key_env) or "an api_key_env"
+    raise RequestError(f"no credentials for upstream {upstream.name!r}: set {env} on the gateway",
+                       status=401, kind="authentication")

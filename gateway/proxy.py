@@ -214,8 +214,8 @@ class Proxy:
     def prepare(self, call: Call, ref: TargetRef) -> Prepared:
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
-        conv, notes = self._convert(call, wire_format(first.dialect), model)
-        first_wire = wire_format(first.dialect)
+        first_wire = wire_format(first.dialect_for(call.dialect))
+        conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if self.settings.ledger_bodies else ""
         the_plan = plan(conv, Target(planner_provider(first), model), self.planner_state, call.mode,
                         route=self._planner_route(call, conv), catalog=self.catalog)
@@ -225,7 +225,7 @@ class Proxy:
             the_plan.prefix_hash, ref.upstreams, self.in_flight, ref.load_factor)
         upstream = self.policy.upstreams[name]
         key = upstream_credential(upstream, call.caller, call.dialect)
-        wire = wire_format(upstream.dialect)
+        wire = wire_format(upstream.dialect_for(call.dialect))
         payload = wire.encode_request(wire.billable(the_plan.conversation))
         if upstream.kind in SELF_HOSTED and self.settings.tenant_cache_isolation and call.caller.key is not None:
             # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
@@ -265,6 +265,9 @@ class Proxy:
         if target is call.wire:
             params = {**conv.params, "model": model} if target.model_in_body else conv.params
             return replace(conv, model=model, params=params), []
+        adopted = target.adopt(replace(conv, model=model), call.headers)
+        if adopted is not None:
+            return adopted, [f"translate: {call.wire.name} -> {target.name} (same body)"]
         # Some callers stream by URL, not by a body field: the caller's intent is conv.stream.
         translated, notes = translate_body(call.wire.encode_request(conv), call.wire, target, model, stream=conv.stream)
         out = target.parse_request(translated, model=model)

@@ -21,7 +21,7 @@ from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from prefixgate.dialects.sse import SSE_FRAMING
+from prefixgate.dialects.sse import SSE_FRAMING, FramingError
 from prefixgate.errors import RequestError
 from prefixgate.gateway.in_flight import Slot
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
@@ -88,7 +88,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                     first = time.perf_counter()
                 out = []
                 for ev in framing.split(buffer, chunk):
-                    if target.terminal in ev:
+                    if target.terminal is not None and target.terminal in ev:
                         ended = True
                     parsed = None
                     if not same or any(m in ev for m in target.usage_marks):
@@ -115,6 +115,9 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
         except UpstreamFailure as f:
             # A break after the terminal event lost nothing the caller needs.
             error = None if ended else f.request_error()
+            finished = True
+        except FramingError as e:     # a frame that fails its checksum: the upstream's fault, not ours
+            error = RequestError(f"upstream {prep.upstream.name!r} sent a broken stream: {e}", status=502, kind="server")
             finished = True
         finally:
             with anyio.CancelScope(shield=True):
@@ -143,8 +146,8 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
     if call.json_array:
         return DisconnectAwareStream(json_array(body()), 200, headers, media_type="application/json",
                                      background=BackgroundTask(after), let_go=let_go)
-    return DisconnectAwareStream(body(), 200, headers, media_type="text/event-stream", background=BackgroundTask(after),
-                                 let_go=let_go)
+    return DisconnectAwareStream(body(), 200, headers, media_type=call.wire.stream_media_type,
+                                 background=BackgroundTask(after), let_go=let_go)
 
 
 async def json_array(sse: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

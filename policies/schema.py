@@ -13,16 +13,26 @@ from typing import Any, Literal
 
 from prefixgate.cache_planner import MODES, Mode
 
-UpstreamKind = Literal["anthropic", "openai", "gemini", "openai_compatible", "local"]
-KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "gemini", "openai_compatible", "local")
-# The wire dialect each kind speaks; every self-hosted server speaks OpenAI's.
+UpstreamKind = Literal["anthropic", "openai", "gemini", "bedrock", "openai_compatible", "local"]
+KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "gemini", "bedrock", "openai_compatible", "local")
+# The wire dialect each kind speaks by default; every self-hosted server speaks OpenAI's.
 DIALECT_OF: dict[str, str] = {
-    "anthropic": "anthropic", "openai": "openai", "gemini": "gemini", "openai_compatible": "openai", "local": "openai",
+    "anthropic": "anthropic", "openai": "openai", "gemini": "gemini", "bedrock": "bedrock_invoke",
+    "openai_compatible": "openai", "local": "openai",
 }
-# The usual environment variables of the hosted providers (the first one set wins).
+# Kinds that speak several wire formats: a caller of one of them is sent on in its own format (no
+# translation); others get the default. Bedrock takes Claude as InvokeModel (Anthropic's body) or Converse.
+FORMATS_OF: dict[str, tuple[str, ...]] = {"bedrock": ("bedrock_invoke", "bedrock_converse")}
+# The usual environment variables of the hosted providers (the first one set wins). Bedrock signs with the
+# AWS credential chain instead, unless a Bedrock API key is set.
 KEY_ENVS: dict[str, tuple[str, ...]] = {
     "anthropic": ("ANTHROPIC_API_KEY",), "openai": ("OPENAI_API_KEY",), "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "bedrock": ("AWS_BEARER_TOKEN_BEDROCK",),
 }
+
+
+def bedrock_url(region: str) -> str:
+    return f"https://bedrock-runtime.{region}.amazonaws.com"
 PERIODS = {"minute": 60, "hour": 3600, "day": 86400, "month": 30 * 86400, "total": 0}
 RETRY_ON = ("429", "5xx", "timeout", "connect")
 
@@ -44,6 +54,10 @@ class Upstream:
     @property
     def dialect(self) -> str:
         return DIALECT_OF[self.kind]
+
+    def dialect_for(self, caller: str) -> str:
+        """The wire format to send a `caller`-format request in: the caller's own when this upstream speaks it."""
+        return caller if caller in FORMATS_OF.get(self.kind, ()) else self.dialect
 
     def api_key(self) -> str | None:
         return next((os.environ[v] for v in self.api_key_env if os.environ.get(v)), None)
@@ -126,11 +140,15 @@ class Policy:
 
 def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) -> Upstream:
     spec = _mapping(spec, path)
-    _only(spec, path, {"kind", "url", "api_key_env", "headers"})
+    _only(spec, path, {"kind", "url", "api_key_env", "headers", "region"})
     kind = spec.get("kind", builtins[name].kind if name in builtins else None)
     if kind not in KINDS:
         raise PolicyError(f"{path}.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
-    url = spec.get("url", builtins[name].url if name in builtins else "")
+    region = spec.get("region")
+    if region is not None and (kind != "bedrock" or not isinstance(region, str) or not region.replace("-", "").isalnum()):
+        raise PolicyError(f"{path}.region: an AWS region such as us-east-1, for kind bedrock only; got {region!r}")
+    default_url = bedrock_url(region) if region else (builtins[name].url if name in builtins else "")
+    url = spec.get("url", default_url)
     if kind != "local" and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
         raise PolicyError(f"{path}.url: an http(s) URL is required for kind {kind}, got {url!r}")
     env = spec.get("api_key_env", list(KEY_ENVS.get(kind, ())))

@@ -10,6 +10,7 @@ this module: errors name the access key id at most.
 from __future__ import annotations
 
 import hmac
+import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -26,6 +27,11 @@ _AUTH = re.compile(r"AWS4-HMAC-SHA256\s+Credential=(?P<cred>[^,\s]+),\s*SignedHe
                    r"\s*Signature=(?P<sig>[0-9a-f]{64})$")
 # Bedrock, like every AWS service, refuses a request whose timestamp is more than 5 minutes off.
 MAX_SKEW = timedelta(minutes=5)
+
+
+def aws_region() -> str:
+    """The region from the environment, as the AWS SDKs read it."""
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
 
 class CredentialsError(RuntimeError):

@@ -7,12 +7,13 @@ Each module also offers its format's functions directly (`parse_request`, `encod
 
 from __future__ import annotations
 
-from prefixgate.dialects import anthropic, gemini, openai
+from prefixgate.dialects import anthropic, bedrock_invoke, converse, gemini, openai
 from prefixgate.dialects.wire import WireFormat
 
 # One line per wire format. Order matters only to `format_of_path`: the last one answers every path no
 # other format claims.
-WIRE_FORMATS: dict[str, WireFormat] = {w.name: w for w in (anthropic.WIRE, gemini.WIRE, openai.WIRE)}
+WIRE_FORMATS: dict[str, WireFormat] = {w.name: w for w in (anthropic.WIRE, gemini.WIRE, bedrock_invoke.WIRE, converse.WIRE,
+                                                           openai.WIRE)}
 # The name lint, replay and trace readers use for the same registry.
 DIALECTS = WIRE_FORMATS
 

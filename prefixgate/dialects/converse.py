@@ -15,14 +15,30 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
+from urllib.parse import quote
 
 from prefixgate.dialects import eventstream
+from prefixgate.dialects.bedrock import BedrockFormat, Operation
 from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body, split_body
+from prefixgate.dialects.neutral import (
+    Chat,
+    Delta,
+    Part,
+    Reply,
+    StreamWriter,
+    Tool,
+    ToolCall,
+    Turn,
+    note_dropped,
+    put,
+    refuse,
+)
 from prefixgate.dialects.validate import expect, load_body, require
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
 from prefixgate.usage import Usage
 
+NAME = "bedrock_converse"
 PREFIX_FIELDS = {"toolConfig", "system", "messages"}
 ROLES = ("user", "assistant")
 # The ContentBlock union (and SystemContentBlock's members) the API documents; anything else is a 400.
@@ -69,7 +85,7 @@ def parse_request(body: bytes | str | dict, *, model: str, stream: bool = False)
         segments.append(Segment(role, _blocks(content, f"{field}.content", _content_kind), native=msg,
                                 blocks_field="content", form="list"))
     params, order = split_body(data, PREFIX_FIELDS)
-    return Conversation("converse", model, segments, params=params, field_order=order, stream=stream)
+    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream)
 
 
 def _blocks(items: list, field: str, kind_of: Any) -> list[Block]:
@@ -195,17 +211,19 @@ def usage_json(usage: Usage) -> dict:
 
 
 class StreamUsage:
-    """Usage of a ConverseStream: carried by its `metadata` event; the stop reason by `messageStop`."""
+    """Usage of a ConverseStream: carried by its `metadata` event; the stop reason by `messageStop`.
+    Events are `{type: body}` (see `event_of`)."""
 
     def __init__(self) -> None:
         self.usage: Usage | None = None
         self.stop_reason: str | None = None
 
-    def feed(self, name: str, event: dict) -> None:
-        if name == "metadata" and isinstance(event.get("usage"), dict):
-            self.usage = parse_usage(event["usage"])
-        elif name == "messageStop":
-            self.stop_reason = event.get("stopReason", self.stop_reason)
+    def feed(self, event: dict) -> None:
+        metadata = event.get("metadata")
+        if isinstance(metadata, dict) and isinstance(metadata.get("usage"), dict):
+            self.usage = parse_usage(metadata["usage"])
+        elif isinstance(event.get("messageStop"), dict):
+            self.stop_reason = event["messageStop"].get("stopReason", self.stop_reason)
 
 
 # ---- responses --------------------------------------------------------------------------------
@@ -226,3 +244,280 @@ def stream_events(chunks: Iterable[str], usage: Usage, *, stop_reason: str = "en
     yield eventstream.event("messageStop", {"stopReason": stop_reason})
     latency = int((time.monotonic() - started) * 1000) if started is not None else 0
     yield eventstream.event("metadata", {"usage": usage_json(usage), "metrics": {"latencyMs": latency}})
+
+
+# ---- translation through the neutral forms ------------------------------------------------------
+
+# Shortest TTL Bedrock offers that is at least as long as the one asked for.
+_TTL_AT_LEAST = {"5m": "5m", "30m": "1h", "1h": "1h", "24h": "1h"}
+FINISH_FROM = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
+               "guardrail_intervened": "content_filter", "content_filtered": "content_filter",
+               "model_context_window_exceeded": "length"}
+FINISH_TO = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "content_filtered"}
+
+
+def read_chat(body: dict) -> Chat:
+    chat = Chat([])
+    system = [b for b in body.get("system") or [] if isinstance(b, dict)]
+    if system:
+        chat.turns.append(Turn("system", _parts(system, "system", chat)))
+    for msg in body.get("messages") or []:
+        parts = _parts(msg.get("content") or [], msg.get("role", "user"), chat)
+        results = [p for p in parts if p.kind == "tool_result"]
+        if results:
+            chat.turns.append(Turn("tool", results))
+        rest = [p for p in parts if p.kind != "tool_result"]
+        if rest or not results:
+            chat.turns.append(Turn(msg.get("role", "user"), rest))
+    for item in (body.get("toolConfig") or {}).get("tools") or []:
+        if "cachePoint" in item:
+            if chat.tools:
+                chat.tools[-1].checkpoint = Checkpoint(item["cachePoint"].get("ttl", "5m"))
+            continue
+        spec = item.get("toolSpec")
+        if spec is None:
+            raise refuse(f"tool {next(iter(item), '')!r}", NAME)
+        chat.tools.append(Tool(spec.get("name", ""), spec.get("description", ""),
+                               (spec.get("inputSchema") or {}).get("json") or {"type": "object", "properties": {}}))
+    config = body.get("inferenceConfig") or {}
+    chat.max_tokens, chat.temperature, chat.top_p = config.get("maxTokens"), config.get("temperature"), config.get("topP")
+    chat.stop = list(config.get("stopSequences") or [])
+    choice = (body.get("toolConfig") or {}).get("toolChoice") or {}
+    chat.tool_choice = (choice["tool"].get("name") if "tool" in choice else next(iter(choice), None))
+    note_dropped(chat, body, {"messages", "system", "toolConfig", "inferenceConfig"})
+    return chat
+
+
+def _parts(blocks: list, role: str, chat: Chat) -> list[Part]:
+    parts: list[Part] = []
+    for b in blocks:
+        if "cachePoint" in b:
+            if parts:
+                parts[-1].checkpoint = Checkpoint(b["cachePoint"].get("ttl", "5m"))
+        elif "text" in b:
+            parts.append(Part("text", b["text"]))
+        elif "image" in b:
+            image = b["image"]
+            parts.append(Part("image", mime=f"image/{image.get('format', 'png')}",
+                              data=(image.get("source") or {}).get("bytes", "")))
+        elif "toolUse" in b:
+            use = b["toolUse"]
+            parts.append(Part("tool_call", call_id=use.get("toolUseId", ""), name=use.get("name", ""),
+                              args=use.get("input") or {}))
+        elif "toolResult" in b:
+            result = b["toolResult"]
+            text = "\n".join(c["text"] if "text" in c else json_text(c.get("json")) for c in result.get("content") or []
+                             if isinstance(c, dict))
+            parts.append(Part("tool_result", text, call_id=result.get("toolUseId", ""),
+                              is_error=result.get("status") == "error"))
+        elif "reasoningContent" in b:
+            chat.notes.append("dropped a reasoning block (only the model that wrote it reads it back)")
+        else:
+            raise refuse(f"content block {next(iter(b), '')!r}", NAME)
+    return parts
+
+
+def _block(part: Part) -> dict:
+    if part.kind == "text":
+        return {"text": part.text}
+    if part.kind == "image":
+        if not part.data:
+            raise refuse("an image by URL (Converse takes image bytes only)", NAME)
+        return {"image": {"format": part.mime.removeprefix("image/") or "png", "source": {"bytes": part.data}}}
+    if part.kind == "tool_call":
+        return {"toolUse": {"toolUseId": part.call_id, "name": part.name, "input": part.args or {}}}
+    return {"toolResult": {"toolUseId": part.call_id, "content": [{"text": part.text}],
+                           **({"status": "error"} if part.is_error else {})}}
+
+
+def _with_point(out: list[dict], cp: Checkpoint | None) -> None:
+    if cp is not None:
+        out.append(cache_point(Checkpoint(_TTL_AT_LEAST.get(cp.ttl, "1h"))))
+
+
+def write_chat(chat: Chat, model: str) -> dict:
+    system: list[dict] = []
+    messages: list[dict] = []
+    for turn in chat.turns:
+        if turn.role == "system" and not messages:
+            for p in turn.parts:
+                system.append({"text": p.text})
+                _with_point(system, p.checkpoint)
+            continue
+        role = "assistant" if turn.role == "assistant" else "user"
+        if turn.role == "system":
+            chat.notes.append("a system message after the first turn became user text")
+        blocks: list[dict] = []
+        for p in turn.parts:
+            blocks.append(_block(p))
+            _with_point(blocks, p.checkpoint)
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)      # Converse wants roles to alternate
+        else:
+            messages.append({"role": role, "content": blocks})
+    if chat.auto_cache is not None and messages and "cachePoint" not in messages[-1]["content"][-1]:
+        _with_point(messages[-1]["content"], chat.auto_cache)   # Converse has no automatic caching
+    if chat.cache_key:
+        chat.notes.append("dropped the cache key (Bedrock has none)")
+    out: dict[str, Any] = {"messages": messages}
+    if system:
+        out["system"] = system
+    if chat.tools:
+        tools: list[dict] = []
+        for t in chat.tools:
+            tools.append({"toolSpec": {"name": t.name, "description": t.description, "inputSchema": {"json": t.schema}}})
+            _with_point(tools, t.checkpoint)
+        config: dict[str, Any] = {"tools": tools}
+        if chat.tool_choice in ("auto", "any"):
+            config["toolChoice"] = {chat.tool_choice: {}}
+        elif chat.tool_choice and chat.tool_choice != "none":
+            config["toolChoice"] = {"tool": {"name": chat.tool_choice}}
+        out["toolConfig"] = config
+    inference: dict[str, Any] = {}
+    put(inference, maxTokens=chat.max_tokens, temperature=chat.temperature, topP=chat.top_p,
+        stopSequences=chat.stop or None)
+    if inference:
+        out["inferenceConfig"] = inference
+    return out
+
+
+def read_reply(body: dict) -> Reply:
+    blocks = ((body.get("output") or {}).get("message") or {}).get("content") or []
+    text = "".join(b["text"] for b in blocks if isinstance(b.get("text"), str))
+    calls = [ToolCall(b["toolUse"].get("toolUseId", ""), b["toolUse"].get("name", ""), b["toolUse"].get("input") or {})
+             for b in blocks if "toolUse" in b]
+    return Reply(text, parse_usage(body.get("usage") or {}), FINISH_FROM.get(body.get("stopReason"), "stop"), calls)
+
+
+def write_reply(reply: Reply, model: str) -> dict:
+    out = build_response(reply.text, reply.usage, stop_reason=FINISH_TO[reply.finish])
+    out["output"]["message"]["content"] += [{"toolUse": {"toolUseId": c.id, "name": c.name, "input": c.args}}
+                                            for c in reply.tool_calls]
+    return out
+
+
+def read_deltas(event: dict) -> list[Delta]:
+    if "contentBlockStart" in event:
+        start = event["contentBlockStart"]
+        use = (start.get("start") or {}).get("toolUse")
+        if use:
+            return [("call", start.get("contentBlockIndex", 0), use.get("toolUseId", ""), use.get("name", ""))]
+    if "contentBlockDelta" in event:
+        body = event["contentBlockDelta"]
+        delta = body.get("delta") or {}
+        if isinstance(delta.get("text"), str):
+            return [("text", delta["text"])]
+        if "toolUse" in delta:
+            return [("args", body.get("contentBlockIndex", 0), delta["toolUse"].get("input", ""))]
+    if "messageStop" in event:
+        return [("finish", FINISH_FROM.get(event["messageStop"].get("stopReason"), "stop"))]
+    return []
+
+
+class FrameWriter(StreamWriter):
+    """ConverseStream frames for neutral deltas: messageStart, a block per text run or tool call,
+    messageStop, then metadata with the usage."""
+
+    def __init__(self, model: str, include_usage: bool = True) -> None:
+        super().__init__(model, include_usage)
+        self._open: str | None = None
+        self._index = -1
+        self._started = time.monotonic()
+
+    def _start(self) -> bytes:
+        return eventstream.event("messageStart", {"role": "assistant"})
+
+    def _close(self) -> bytes:
+        if self._open is None:
+            return b""
+        self._open = None
+        return eventstream.event("contentBlockStop", {"contentBlockIndex": self._index})
+
+    def _delta(self, d: Delta) -> bytes:
+        if d[0] == "text":
+            head = b""
+            if self._open != "text":
+                head, self._open = self._close(), "text"
+                self._index += 1
+            return head + eventstream.event("contentBlockDelta", {"delta": {"text": d[1]}, "contentBlockIndex": self._index})
+        if d[0] == "call":
+            head = self._close()
+            self._open, self._index = "tool", self._index + 1
+            return head + eventstream.event("contentBlockStart", {
+                "start": {"toolUse": {"toolUseId": d[2], "name": d[3]}}, "contentBlockIndex": self._index})
+        return eventstream.event("contentBlockDelta", {"delta": {"toolUse": {"input": d[2]}},
+                                                       "contentBlockIndex": self._index})
+
+    def _finish(self, usage: Usage) -> bytes:
+        latency = int((time.monotonic() - self._started) * 1000)
+        return (self._close() + eventstream.event("messageStop", {"stopReason": FINISH_TO[self.finish_reason]})
+                + eventstream.event("metadata", {"usage": usage_json(usage), "metrics": {"latencyMs": latency}}))
+
+
+def event_of(message: eventstream.Message) -> dict:
+    """A ConverseStream frame as `{event type: body}` (the type is in the frame's headers, not its JSON)."""
+    if message.kind != "event":
+        detail = message.json().get("message") if message.payload else ""
+        return {"error": {"type": message.name or message.kind, "message": detail or "no message"}}
+    return {message.name: message.json()}
+
+
+class BedrockConverse(BedrockFormat):
+    """Converse / ConverseStream: Bedrock's own message format, cache points as blocks."""
+
+    name = NAME
+    span_name = "POST /model/{modelId}/converse"
+    finish_from, finish_to = FINISH_FROM, FINISH_TO
+    framing = eventstream.EventStreamFraming(event_of)
+    usage_marks = (b"metadata", b"exception")
+
+    operation = "converse"
+
+    def parse_path_body(self, body: bytes, op: Operation) -> Conversation:
+        return parse_request(body, model=op.model, stream=op.stream)
+
+    def parse_request(self, body: bytes | str | dict, *, model: str | None = None) -> Conversation:
+        return parse_request(body, model=model or "")
+
+    def encode_request(self, conv: Conversation) -> dict:
+        return encode_request(conv)
+
+    def usage_of(self, body: dict, conv: Conversation | None = None) -> Usage:
+        return parse_usage(body.get("usage") or {})
+
+    def has_usage(self, body: dict) -> bool:
+        return bool(body.get("usage"))
+
+    def stream_usage(self, conv: Conversation | None = None) -> StreamUsage:
+        return StreamUsage()
+
+    def build_response(self, model: str, text: str, usage: Usage, *, finish_reason: str | None = None,
+                       id: str | None = None) -> dict:
+        return build_response(text, usage, stop_reason=finish_reason or "end_turn")
+
+    def ends_stream(self, event: dict) -> bool:
+        return "metadata" in event or "error" in event
+
+    def read_chat(self, body: dict) -> Chat:
+        return read_chat(body)
+
+    def write_chat(self, chat: Chat, model: str) -> dict:
+        return write_chat(chat, model)
+
+    def read_reply(self, body: dict) -> Reply:
+        return read_reply(body)
+
+    def write_reply(self, reply: Reply, model: str) -> dict:
+        return write_reply(reply, model)
+
+    def read_deltas(self, event: dict) -> list[Delta]:
+        return read_deltas(event)
+
+    def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
+        return FrameWriter(model, include_usage)
+
+    def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
+        return f"{base_url}/model/{quote(model, safe='')}/{'converse-stream' if stream else 'converse'}"
+
+
+WIRE = BedrockConverse()

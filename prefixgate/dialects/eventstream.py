@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from botocore.eventstream import EventStreamBuffer, ParserError
 
+from prefixgate.dialects.sse import Framing, FramingError
+
 CONTENT_TYPE = "application/vnd.amazon.eventstream"
 
 
-class EventStreamError(ValueError):
+class EventStreamError(FramingError):
     """A frame that is not valid event-stream (bad CRC, bad lengths, truncated at the end)."""
 
 
@@ -97,3 +99,33 @@ def _header(name: str, value: str | bytes | bool) -> bytes:
     else:
         data, kind = value, 6
     return bytes([len(key)]) + key + bytes([kind]) + struct.pack(">H", len(data)) + data
+
+
+class EventStreamFraming(Framing):
+    """Event-stream messages as the gateway's relay sees events: `split` cuts whole frames by their prelude's
+    length (frames pass through byte for byte, CRCs intact), `payload` checks a frame's CRCs and turns it
+    into the format's event object (`to_event`), `data` is its payload bytes."""
+
+    def __init__(self, to_event: Callable[[Message], dict | None]) -> None:
+        self.to_event = to_event
+
+    def split(self, buffer: bytearray, chunk: bytes) -> list[bytes]:
+        buffer += chunk
+        out = []
+        while len(buffer) >= 12:
+            total = struct.unpack_from(">I", buffer)[0]
+            if total < 16:
+                raise EventStreamError(f"invalid event-stream frame: total length {total}")
+            if len(buffer) < total:
+                break
+            out.append(bytes(buffer[:total]))
+            del buffer[:total]
+        return out
+
+    def payload(self, event: bytes) -> dict | None:
+        messages = list(Decoder().feed(event))
+        return self.to_event(messages[0]) if messages else None
+
+    def data(self, event: bytes) -> bytes:
+        messages = list(Decoder().feed(event))
+        return messages[0].payload if messages else b""

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from prefixgate.dialects.neutral import Chat, Reply, StreamWriter
 from prefixgate.dialects.sse import SSE_FRAMING, Framing
-from prefixgate.errors import RequestError
+from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
 from prefixgate.usage import Usage
 
@@ -108,6 +108,12 @@ class WireFormat:
     finish_from: ClassVar[dict[str, str]]      # native finish reason -> neutral
     finish_to: ClassVar[dict[str, str]]        # neutral -> native
 
+    def adopt(self, conv: Conversation, headers: Mapping[str, str]) -> Conversation | None:
+        """`conv`, parsed in another format that carries the same body (Bedrock's InvokeModel carries
+        Anthropic's), rewritten into this one without the lossy trip through `Chat`; None when there is
+        no such sibling and translation must do."""
+        return None
+
     def read_chat(self, body: dict) -> Chat:
         raise NotImplementedError
 
@@ -128,8 +134,11 @@ class WireFormat:
 
     # ---- relaying streams -----------------------------------------------------------------------------
     framing: ClassVar[Framing] = SSE_FRAMING          # how events are delimited on the wire
+    stream_media_type: ClassVar[str] = "text/event-stream"
     usage_marks: ClassVar[tuple[bytes, ...]] = ()     # bytes in every event that may carry usage
-    terminal: ClassVar[bytes]                          # bytes only the stream's last event carries
+    # Bytes only the stream's last event carries; None where they cannot be seen without parsing (a
+    # base64 payload), and `ends_stream` on the parsed event decides.
+    terminal: ClassVar[bytes | None]
 
     # ---- upstream -------------------------------------------------------------------------------------
     upstream_headers: ClassVar[dict[str, str]] = {}   # sent on every upstream request (API version)
@@ -142,8 +151,15 @@ class WireFormat:
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"authorization": f"Bearer {key}"}
 
-    async def sign(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> dict[str, str]:
+    def error_reply(self, err: RequestError) -> tuple[int, dict, dict[str, str]]:
+        """(status, JSON body, headers) of this format's error answer for `err`."""
+        return err.status, error_body(err, self.name), {}
+
+    async def sign(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
+                   state: dict[str, Any]) -> dict[str, str]:
         """The headers to send, for a format whose provider authenticates each request by signing it
         (AWS SigV4 over method, URL, headers and body) or by a short-lived token (google-auth);
-        called only when `signs` is set, after `auth_headers`, so a key-based format pays nothing."""
+        called only when `signs` is set, after `auth_headers`, so a key-based format pays nothing.
+        `state` belongs to the upstream client and lives as long as it: where a format keeps its
+        credentials (resolved once per gateway process, refreshed as they expire), never in the format."""
         return headers

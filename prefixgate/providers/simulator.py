@@ -71,7 +71,7 @@ class Simulator:
         if provider == "anthropic":
             usage = self.anthropic.request(conv, rules, tenant, now)
         elif provider == "bedrock":
-            cache = self.bedrock if conv.dialect != "converse" else self._converse
+            cache = self._converse if conv.dialect == converse.NAME else self.bedrock
             usage = cache.request(conv, rules, tenant, now)
         elif provider == "openai":
             usage = self.openai.request(conv, rules, tenant, now)

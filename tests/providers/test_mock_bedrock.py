@@ -35,8 +35,9 @@ def system() -> str:
 @pytest.fixture
 def runtime(mock_server):
     url, _ = mock_server
-    return boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=url,
-                        config=Config(retries={"max_attempts": 1}))
+    # Credentials named, not left to boto3's default session (which keeps the first ones it found).
+    return boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=url, aws_access_key_id=KEY,
+                        aws_secret_access_key=SECRET, config=Config(retries={"max_attempts": 1}))
 
 
 def converse_args(prompt: str, **extra) -> dict:
