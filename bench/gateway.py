@@ -283,6 +283,16 @@ def start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, env={**os.environ, **env}, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
+def stop(procs: list[subprocess.Popen]) -> None:
+    """Stop the servers a run started, newest first."""
+    for p in reversed(procs):
+        p.terminate()
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def litellm_config(path: Path, upstream_port: int) -> None:
     path.write_text(
         "model_list:\n  - model_name: fake-openai\n    litellm_params:\n      model: openai/gpt-4o\n"
@@ -375,12 +385,7 @@ def main() -> None:
             print(f"LiteLLM column skipped: {LITELLM} not found. Install it with\n  python3.11 -m venv .venv-litellm && "
                   ".venv-litellm/bin/pip install 'litellm[proxy]==1.106.2'", file=sys.stderr)
     finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(procs)
 
     print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; c=1: {args.requests} sequential "
           f"requests (chat2k), {args.agent_requests} (agent); c=32: {args.seconds:g} s each\n")

@@ -16,9 +16,11 @@ from prefixgate.config import Settings
 from prefixgate.dialects import format_of_path
 from prefixgate.errors import RequestError
 from prefixgate.gateway import dashboard, endpoints_anthropic, endpoints_gemini, endpoints_openai
+from prefixgate.gateway.dashboard.auth import is_admin
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.fastpath import GatewayApp
 from prefixgate.gateway.local import LocalTarget, in_process_target
+from prefixgate.gateway.protected_mode import guard
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.tracing import tracing_for
 from prefixgate.policies import Policy, load_policy
@@ -35,6 +37,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     `local` to the in-process engine, `planner_state` to none (the planner then learns nothing across requests),
     `tracer_provider` to what the `otel` setting finds (OpenTelemetry spans; see tracing.py)."""
     policy = policy or load_policy(settings)
+    exposure = guard(settings, policy)  # protected mode: refuses before anything listens or loads
     tracing = tracing_for(settings, tracer_provider)
     if local is None and any(u.kind == "local" for u in policy.upstreams.values()):
         local = in_process_target(settings.local_model)
@@ -62,10 +65,11 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     app.include_router(dashboard.router)
 
     @app.get("/health")
-    def health() -> dict:
+    def health(request: Request) -> dict:
         local_info = {"model": settings.local_model, "status": type(local).__name__} if settings.local_model else None
-        return {"status": "ok", "version": __version__, "local_backend": local_info,
+        body = {"status": "ok", "version": __version__, "local_backend": local_info,
                 "routes": [r.name for r in policy.routes]}
+        return {**body, "exposure": exposure.to_dict()} if is_admin(request) else body
 
     @app.get("/metrics")
     def metrics(request: Request) -> Response:

@@ -10,19 +10,26 @@ response itself ends.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 
 class Slot:
+    """One attempt's place in the count; as a context manager it is released on exit unless handed off."""
+
     def __init__(self, counts: InFlight, upstream: str) -> None:
         self._counts, self._upstream = counts, upstream
         self._released = False
         self.handed_off = False
         counts[upstream] += 1
 
+    def __enter__(self) -> Slot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.handed_off:
+            self.release()
+
     def hand_off(self) -> Slot:
-        """This slot, now released by whoever takes it rather than by `hold`'s exit."""
+        """This slot, now released by whoever takes it rather than by the `with` block's exit."""
         self.handed_off = True
         return self
 
@@ -36,11 +43,6 @@ class InFlight(defaultdict[str, int]):
     def __init__(self) -> None:
         super().__init__(int)
 
-    @contextmanager
-    def hold(self, upstream: str) -> Iterator[Slot]:
-        slot = Slot(self, upstream)
-        try:
-            yield slot
-        finally:
-            if not slot.handed_off:
-                slot.release()
+    def hold(self, upstream: str) -> Slot:
+        """A slot counted up now: `with counts.hold(name) as slot: ...`."""
+        return Slot(self, upstream)

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from prefixgate.cost import Price
 from prefixgate.errors import RequestError
-from prefixgate.providers.pricing import resolve_model
+from prefixgate.providers import pricing
 from prefixgate.providers.rules import Catalog
 from prefixgate.usage import Usage
 
@@ -20,6 +20,6 @@ def price_for(provider: str, model: str, usage: Usage, catalog: Catalog | None =
     if provider == "local":
         return FREE
     try:
-        return resolve_model(provider, model, catalog).price_for(usage.input_total)
+        return pricing.price_for(provider, model, usage, catalog)
     except RequestError:
         return None

@@ -21,15 +21,15 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
+from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
-from prefixgate.cost import Cost, price_usage
+from prefixgate.cost import Cost, ledger_fields, price_usage
 from prefixgate.dialects import wire_format
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import SELF_HOSTED, Caller, upstream_credential
-from prefixgate.gateway.dashboard_shape import prefix_shape
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.local import LocalTarget
@@ -54,6 +54,7 @@ from prefixgate.policies import (
     retry_condition,
 )
 from prefixgate.policies.schema import DIALECT_OF, KINDS
+from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
@@ -129,7 +130,7 @@ class Proxy:
         self.counters = RedisCounters(settings.redis_url) if settings.redis_url else MemoryCounters()
         self.limits = Limits(self.counters)
         self.upstream = UpstreamClient(settings.connect_timeout_s, local)
-        self.ledger = Ledger(settings.ledger_path, settings.redis_url)
+        self.ledger = Ledger.for_settings(settings)
         self.metrics = Metrics()
         self.catalog = load_catalog(settings.providers_file or None)
         # The planner learns per route; with Redis, replicas share what they learn.
@@ -216,7 +217,7 @@ class Proxy:
         model = ref.model or call.conv.model or ""
         first_wire = wire_format(first.dialect_for(call.dialect))
         conv, notes = self._convert(call, first_wire, model)
-        sent_as = compact(first_wire.encode_request(conv)) if self.settings.ledger_bodies else ""
+        sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         the_plan = plan(conv, Target(planner_provider(first), model), self.planner_state, call.mode,
                         route=self._planner_route(call, conv), catalog=self.catalog)
         the_plan.route = call.route.name
@@ -334,17 +335,14 @@ class Proxy:
             tenant=call.caller.key.tenant if call.caller.key else "", route=call.route.name,
             target=prep.upstream.name if prep else "", provider=prep.upstream.kind if prep else "",
             model=prep.model if prep else (call.conv.model or ""), dialect=call.dialect, stream=call.conv.stream,
-            status=status, uncached_input=usage.uncached_input, cache_read=usage.cache_read,
-            cache_writes=dict(usage.cache_writes), output=usage.output,
-            cost_usd=str(cost.total) if cost else None,
-            cost_without_cache_usd=str(cost.without_cache) if cost else None,
-            savings_usd=str(cost.savings) if cost else None,
+            status=status, **ledger_fields(usage, cost),
             latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,
             overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
             explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
             body=prep.trace_body if prep else "",
-            segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream) if prep else call.wire.planner_provider))
+            segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream) if prep else call.wire.planner_provider,
+                                  volatile_spans))
         self.ledger.append(rec)
         self.metrics.observe(rec)
         if call.span is not None:

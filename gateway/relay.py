@@ -63,7 +63,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                     slot: Slot) -> StreamingResponse:
     target = prep.wire
     same = target is call.wire
-    framing = target.framing
+    framing, terminal = target.framing, target.terminal
     counter = prep.usage_counter()
     writer = None if same else call.wire.stream_writer(call.conv.model or prep.model, call.include_usage)
     state: dict = {"rec": None, "began": False}
@@ -88,7 +88,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                     first = time.perf_counter()
                 out = []
                 for ev in framing.split(buffer, chunk):
-                    if target.terminal is not None and target.terminal in ev:
+                    if terminal is not None and terminal in ev:
                         ended = True
                     parsed = None
                     if not same or any(m in ev for m in target.usage_marks):
@@ -146,8 +146,8 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
     if call.json_array:
         return DisconnectAwareStream(json_array(body()), 200, headers, media_type="application/json",
                                      background=BackgroundTask(after), let_go=let_go)
-    return DisconnectAwareStream(body(), 200, headers, media_type=call.wire.stream_media_type,
-                                 background=BackgroundTask(after), let_go=let_go)
+    return DisconnectAwareStream(body(), 200, headers, media_type=call.wire.framing.media_type, background=BackgroundTask(after),
+                                 let_go=let_go)
 
 
 async def json_array(sse: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -78,9 +78,10 @@ def _converted(gguf: Path, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        kw = {"gguf_file": gguf.name}
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **kw)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kw)
+        # A local GGUF file, and local_files_only: nothing is fetched from a hub, so no revision to pin (B615).
+        kw = {"gguf_file": gguf.name, "local_files_only": True}
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **kw)  # nosec B615
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kw)  # nosec B615
         _save_dense(model, tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "prefixgate-source.json").write_text(json.dumps({"gguf": str(gguf)}))
@@ -124,6 +125,8 @@ def load_model(model: str, dtype: torch.dtype = torch.float32) -> LoadedModel:
     from transformers import AutoConfig, AutoTokenizer
 
     folder = resolve_folder(model)
-    hf_config = AutoConfig.from_pretrained(folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    # resolve_folder gave a local folder and local_files_only keeps transformers off the hub: no revision to
+    # pin (B615).
+    hf_config = AutoConfig.from_pretrained(folder, local_files_only=True)  # nosec B615
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)  # nosec B615
     return LoadedModel(model, folder, hf_config, tokenizer, load_weights(folder, dtype))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prefixgate.cache_planner import MODES, Mode
+from prefixgate.config import unknown_key
 
 UpstreamKind = Literal["anthropic", "openai", "gemini", "bedrock", "openai_compatible", "local"]
 KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "gemini", "bedrock", "openai_compatible", "local")
@@ -91,6 +92,11 @@ class Route:
     targets: tuple[TargetRef, ...]
     planner: Mode = "rewrite"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # Keep request bodies (prompts) in the ledger for this route; None follows the `ledger_bodies` setting.
+    ledger_bodies: bool | None = None
+
+    def keeps_bodies(self, default: bool) -> bool:
+        return default if self.ledger_bodies is None else self.ledger_bodies
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,8 @@ class CallerKey:
     routes: tuple[str, ...] = ()         # empty: every route
     budget: Budget | None = None
     rate_limit: RateLimit | None = None
+    # "read": the key also opens the dashboard and GET /api/* (never the admin-only parts); "": it does not.
+    dashboard: Literal["", "read"] = ""
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,7 @@ class Policy:
 
 def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) -> Upstream:
     spec = _mapping(spec, path)
+    _no_plain_secret(spec, path, ("api_key", "key"), "api_key_env (the variable holding the provider key)")
     _only(spec, path, {"kind", "url", "api_key_env", "headers", "region"})
     kind = spec.get("kind", builtins[name].kind if name in builtins else None)
     if kind not in KINDS:
@@ -159,7 +168,7 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
 
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
-    _only(spec, path, {"name", "models", "targets", "planner", "retry"})
+    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -174,7 +183,10 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     planner = spec.get("planner", "rewrite")
     if planner not in MODES:
         raise PolicyError(f"{path}.planner: must be one of {', '.join(MODES)}, got {planner!r}")
-    return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"))
+    bodies = spec.get("ledger_bodies")
+    if bodies is not None and not isinstance(bodies, bool):
+        raise PolicyError(f"{path}.ledger_bodies: must be true or false, got {bodies!r}")
+    return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies)
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
@@ -216,7 +228,9 @@ def _retry(spec: Any, path: str) -> RetryPolicy:
 
 def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     spec = _mapping(spec, path)
-    _only(spec, path, {"name", "key_env", "key_sha256", "tenant", "planner", "routes", "budget", "rate_limit"})
+    _no_plain_secret(spec, path, ("key", "api_key", "secret"), "key_env (a variable holding the key) or key_sha256")
+    _only(spec, path, {"name", "key_env", "key_sha256", "tenant", "planner", "routes", "budget", "rate_limit",
+                       "dashboard"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -252,7 +266,10 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
         _only(r, f"{path}.rate_limit", {"requests_per_minute", "tokens_per_minute"})
         limit = RateLimit(int(_number(r.get("requests_per_minute", 0), f"{path}.rate_limit.requests_per_minute")),
                           int(_number(r.get("tokens_per_minute", 0), f"{path}.rate_limit.tokens_per_minute")))
-    return CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit)
+    dashboard = spec.get("dashboard", "")
+    if dashboard not in ("", "read"):
+        raise PolicyError(f"{path}.dashboard: must be 'read' (read-only dashboard access) or absent, got {dashboard!r}")
+    return CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit, dashboard)
 
 
 def hash_key(secret: str) -> str:
@@ -278,7 +295,16 @@ def _number(value: Any, path: str) -> float:
     return float(value)
 
 
+def _no_plain_secret(spec: dict, path: str, names: tuple[str, ...], instead: str) -> None:
+    # A policy file is checked in and copied around: a key in it is a leaked key, so the file only ever
+    # names where the key lives (an environment variable) or holds its hash.
+    for name in names:
+        if name in spec:
+            raise PolicyError(f"{path}.{name}: keys are not accepted in plain text in the policy file; use {instead}")
+
+
 def _only(spec: dict, path: str, allowed: set[str]) -> None:
     extra = sorted(set(spec) - allowed)
     if extra:
-        raise PolicyError(f"{path + '.' if path else ''}{extra[0]}: unknown key; allowed: {', '.join(sorted(allowed))}")
+        raise PolicyError(f"{path + '.' if path else ''}{extra[0]}: {unknown_key(str(extra[0]), allowed)}")
+

@@ -28,22 +28,43 @@ def main(ctx: click.Context, config: str | None) -> None:
 
 
 @main.command()
+@click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+              help="YAML settings file (as `prefixgate --config FILE serve`; PREFIXGATE_* variables override it).")
 @click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default 8080).")
 @click.option("--local-model", default=None, help="Serve this local model in-process, e.g. smollm2-135m.")
+@click.option("--open", "open_gateway", is_flag=True,
+              help="Serve beyond loopback despite exposures (setting open_gateway; warned at every start).")
+@click.option("--check", is_flag=True, help="Print what this configuration exposes and exit (1 on an exposure).")
 @click.pass_context
-def serve(ctx: click.Context, host: str | None, port: int | None, local_model: str | None) -> None:
+def serve(ctx: click.Context, config: str | None, host: str | None, port: int | None, local_model: str | None,
+          open_gateway: bool, check: bool) -> None:
     """Run the gateway: OpenAI, Anthropic and Gemini clients use it by changing their base URL."""
     import uvicorn
 
     from prefixgate.gateway.app import create_app
     from prefixgate.gateway.logs import configure
-    from prefixgate.policies import PolicyError
+    from prefixgate.gateway.protected_mode import ExposureRefused
+    from prefixgate.policies import PolicyError, load_policy
 
-    settings = _settings(ctx, host=host, port=port, local_model=local_model)
+    if config is not None:
+        ctx.obj["config"] = config
+    # Without --open the config file's (or environment's) open_gateway stands.
+    settings = _settings(ctx, host=host, port=port, local_model=local_model, open_gateway=open_gateway or None)
+    if check:
+        from prefixgate.gateway.exposure import summarize
+
+        try:
+            summary = summarize(settings, load_policy(settings))
+        except PolicyError as e:
+            raise click.UsageError(str(e)) from None
+        click.echo(summary.render())
+        sys.exit(1 if summary.exposures else 0)
     configure(settings.log_level)
     try:
         app = create_app(settings)
+    except ExposureRefused as e:
+        raise click.ClickException(str(e)) from None
     except (PolicyError, ConfigError) as e:
         raise click.UsageError(str(e)) from None
     # The gateway logs one JSON line per request itself (with route, usage and cost), so no access log.
@@ -177,8 +198,8 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
     """
     import uvicorn
 
-    from prefixgate.providers.faults import FaultError, FaultPlan
-    from prefixgate.providers.mock_server import MockContext, create_app
+    from prefixgate.providers.mock.faults import FaultError, FaultPlan
+    from prefixgate.providers.mock.server import MockContext, create_app
     from prefixgate.providers.rules import RulesError, load_catalog
     from prefixgate.providers.simulator import Simulator
 
@@ -217,9 +238,14 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
 @click.option("--cost/--no-cost", default=True, show_default=True,
               help="Estimate the money each rule loses on traces (.jsonl) with the provider simulator.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
+@click.option("--explain", "explain_code", metavar="CODE", default=None,
+              help="Print a rule's documentation (e.g. PG001) and exit.")
+@click.option("--stats", is_flag=True, help="Print warnings' precision and recall against the `prefixgate: "
+              "expect=PG001` labels in the linted files (exit 0).")
 def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | None, enable: str | None,
          disable: str | None, provider: str | None, model: str | None, include: str | None, exclude: str | None,
-         pyproject: str | None, fix: bool, force_exclude: bool, cost: bool, color: str) -> None:
+         pyproject: str | None, fix: bool, force_exclude: bool, cost: bool, color: str,
+         explain_code: str | None, stats: bool) -> None:
     """Flag prompt shapes that defeat prefix caching, with fixes.
 
     PATHS are request bodies (.json), traces or request logs (.jsonl), prompt templates (.md, .txt, .j2,
@@ -228,11 +254,20 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | No
     """
     from pathlib import Path
 
-    from prefixgate.cache_planner.lint import lint_paths
-    from prefixgate.cache_planner.lint_config import LintUsageError, apply, find_pyproject, load_config
-    from prefixgate.cache_planner.lint_output import render
-    from prefixgate.cache_planner.lint_rules import RULES
+    from prefixgate.cache_planner.lint.config import LintUsageError, apply, find_pyproject, load_config
+    from prefixgate.cache_planner.lint.output import render
+    from prefixgate.cache_planner.lint.rules import RULES
+    from prefixgate.cache_planner.lint.run import lint_paths
 
+    if explain_code is not None:
+        from prefixgate.cache_planner.lint.explain import UnknownRule, explain
+
+        try:
+            click.echo(explain(explain_code), nl=False)
+        except UnknownRule as e:
+            click.echo(f"prefixgate lint: error: {e.args[0]}", err=True)
+            sys.exit(2)
+        sys.exit(0)
     overrides = {k: v for k, v in {"enable": enable, "disable": disable, "provider": provider, "model": model,
                                    "include": include, "exclude": exclude, "fail_on": fail_on}.items() if v is not None}
     try:
@@ -240,6 +275,11 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, fail_on: str | No
             raise LintUsageError(f"--pyproject {pyproject}: no such file")
         config = load_config(Path(pyproject) if pyproject else find_pyproject(Path.cwd()), set(RULES))
         config = apply(config, overrides, set(RULES), "command line")
+        if stats:
+            from prefixgate.cache_planner.lint.stats import corpus_stats
+
+            click.echo(corpus_stats(list(paths) or ["."], config).table())
+            sys.exit(0)
         report = lint_paths(list(paths) or ["."], config, cost=cost, fix=fix, force_exclude=force_exclude)
     except LintUsageError as e:
         click.echo(f"prefixgate lint: error: {e}", err=True)

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
 class ConfigError(Exception):
     """A config file or variable that cannot be used, with the offending key in the message."""
+
+
+def unknown_key(key: str, known: Iterable[str]) -> str:
+    """'unknown key', with the closest known keys when the key looks misspelt, else every known key."""
+    known = sorted(known)
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean {' or '.join(close)}?"
+    return f"unknown key; known keys: {', '.join(known)}"
 
 
 class Settings(BaseSettings):
@@ -33,8 +44,16 @@ class Settings(BaseSettings):
     # Ledger: SQLite file by default; with a Redis URL replicas share ledger and learned state.
     ledger_path: str = "prefixgate-ledger.sqlite"
     # Keep each request body in the ledger (for `prefixgate ledger export --trace`). Off: bodies are prompts.
+    # A route's own `ledger_bodies` in the policy file overrides this (keep bodies for chosen routes only).
     ledger_bodies: bool = False
     redis_url: str = ""
+    # Raw ledger records (and per-minute rollups) are pruned after this many days, hourly rollups after
+    # ledger_rollup_retention_days: the dashboard shows long spans from those.
+    # A PostgreSQL database every replica shares (postgresql://user:password@host/db): each copies its records
+    # and rollups there and the dashboard shows the fleet. Empty: this replica's SQLite file only.
+    ledger_url: str = ""
+    ledger_retention_days: float = Field(30, gt=0)
+    ledger_rollup_retention_days: float = Field(400, gt=0)
     # Routing policy YAML (upstreams, routes with fallbacks, caller keys with budgets); empty: each model
     # family goes to its own provider and the local model to the local backend.
     policy_file: str = ""
@@ -51,9 +70,25 @@ class Settings(BaseSettings):
     tenant_cache_isolation: bool = True
     # Bearer token for /dashboard and /api/*; empty leaves them open (the gateway listens on localhost by default).
     admin_token: str = ""
+    # Protected mode: on a non-loopback bind the gateway refuses to start with an exposure (an open relay of its
+    # provider keys, an open dashboard; gateway/exposure.py) unless this is true; then each start logs a warning.
+    open_gateway: bool = False
     # OpenTelemetry spans (gateway/tracing.py): auto traces when the process has a tracer provider (e.g. under
     # opentelemetry-instrument), on also sets up the SDK from OTEL_* variables, off never traces.
     otel: Literal["auto", "on", "off"] = "auto"
+
+    @field_validator("ledger_url")
+    @classmethod
+    def _postgres_url(cls, url: str) -> str:
+        if url and not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"ledger_url must be a postgresql:// URL (the fleet's shared ledger), got {url.split(':')[0]}:...")
+        return url
+
+    @model_validator(mode="after")
+    def _rollups_outlive_records(self) -> Settings:
+        if self.ledger_rollup_retention_days < self.ledger_retention_days:
+            raise ValueError("ledger_rollup_retention_days must be at least ledger_retention_days")
+        return self
 
     # The YAML file named by PREFIXGATE_CONFIG (or passed to load_settings) sits below the environment.
     @classmethod
@@ -82,6 +117,9 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path} must hold a mapping of settings, not {type(loaded).__name__}")
         data = loaded
+        for key in data:
+            if key not in Settings.model_fields:
+                raise ConfigError(f"config file {path}: {key}: {unknown_key(str(key), Settings.model_fields)}")
     env_keys = {k.removeprefix("PREFIXGATE_").lower() for k in os.environ if k.startswith("PREFIXGATE_")}
     # The environment overrides the file: drop file keys the environment sets.
     merged = {k: v for k, v in data.items() if k not in env_keys}

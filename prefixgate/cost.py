@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 from prefixgate.usage import Usage
 
@@ -89,3 +90,15 @@ def price_usage(usage: Usage, price: Price, storage_token_hours: Decimal = ZERO)
         storage=storage_token_hours * price.storage_per_hour / MTOK,
         without_cache=(usage.input_total * price.input + usage.output * price.output) / MTOK,
     )
+
+
+def ledger_fields(usage: Usage, cost: Cost | None) -> dict[str, Any]:
+    """A ledger record's token and money fields (gateway and SDK records alike); money as decimal
+    strings, None where the price is unknown."""
+    return {
+        "uncached_input": usage.uncached_input, "cache_read": usage.cache_read,
+        "cache_writes": dict(usage.cache_writes), "output": usage.output,
+        "cost_usd": str(cost.total) if cost else None,
+        "cost_without_cache_usd": str(cost.without_cache) if cost else None,
+        "savings_usd": str(cost.savings) if cost else None,
+    }

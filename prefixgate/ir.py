@@ -16,7 +16,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Dialect = Literal["openai", "anthropic", "gemini"]
+from prefixgate.compact_json import compact
+
+# The name of a registered wire format (`prefixgate.dialects.WIRE_FORMATS`); adding a format adds no name here.
+Dialect = str
 Stability = Literal["static", "session", "dynamic"]
 BlockKind = Literal[
     "text", "image", "document", "audio", "file", "tool_def", "tool_call", "tool_result",
@@ -169,7 +172,7 @@ def content_hash(value: Any) -> str:
         # The common case, a plain text block, without serialising a long prompt to JSON first.
         data = "\x00text\x00" + value["text"] if next(iter(value)) == "type" else json.dumps(value, ensure_ascii=False)
     else:
-        data = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        data = value if isinstance(value, str) else compact(value)
     return hashlib.sha256(data.encode()).hexdigest()[:32]
 
 

@@ -4,7 +4,8 @@ Redis stream plus running totals that every replica shares when Redis is configu
 Crash guarantee: `append` commits before it returns, and the gateway appends before the last byte of
 the answer leaves (a non-streamed body is built after its record; a stream's terminal event is held
 until its record is written). So after a kill -9 the file opens cleanly and holds every request whose
-answer a client received in full. Redis is copied from SQLite by a background thread that remembers
+answer a client received in full. Rollups (ledger_rollup) and retention are the background thread's
+work, never the request path's. Redis is copied from SQLite by a background thread that remembers
 how far it got (in Redis, in the same transaction), so a Redis outage delays the copy and loses nothing.
 
 The Redis copy wakes on a timer, not per record: waking a thread for every request (a queue put) cost
@@ -14,18 +15,29 @@ The Redis copy wakes on a timer, not per record: waking a thread for every reque
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from decimal import Decimal
+from typing import TYPE_CHECKING
 
+from prefixgate import ledger_rollup as rollup
+from prefixgate.config import Settings
 from prefixgate.usage import Usage
+
+if TYPE_CHECKING:
+    from prefixgate.ledger_copy import RowCopier
 
 FLUSH_S = 0.05
 CHECKPOINT_S = 5.0
 STREAM = "prefixgate:ledger"
 TOTALS = "prefixgate:totals"
+PRUNE_BATCH = 2000
+WAL_LIMIT_BYTES = 64 << 20
+DAY_S = 86400
 
 
 @dataclass
@@ -57,7 +69,7 @@ class LedgerRecord:
     explanation: list[str] = field(default_factory=list)
     miss_reason: str = ""
     error: str = ""
-    # Per-segment prefix shape of the request as sent (dashboard_shape): what the misses view diffs.
+    # Per-segment prefix shape of the request as sent (prefix_shape): what the misses view diffs.
     segments: list[str] = field(default_factory=list)
     # The request as the application sent it (target dialect, before planning), kept only with the
     # `ledger_bodies` setting: what `prefixgate ledger export --trace` replays.
@@ -95,49 +107,92 @@ _JSON = {"cache_writes", "explanation", "segments"}
 _SQL_TYPES = {"bool": "INTEGER", "int": "INTEGER", "float": "REAL", "float | None": "REAL"}
 
 
-def _schema() -> str:
+def schema(table: str = "requests") -> str:
     cols = [f"{f.name} {_SQL_TYPES.get(str(f.type), 'TEXT')}{' PRIMARY KEY' if f.name == 'id' else ''}"
             for f in fields(LedgerRecord)]
-    return f"CREATE TABLE IF NOT EXISTS requests ({', '.join(cols)})"
+    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(cols)})"
 
 
 def _row(rec: LedgerRecord) -> tuple:
     return tuple(json.dumps(getattr(rec, c)) if c in _JSON else getattr(rec, c) for c in COLUMNS)
 
 
+log = logging.getLogger("prefixgate.ledger")
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long the ledger keeps raw records and minute rollups (`records_s`) and hour rollups (`rollups_s`)."""
+
+    records_s: float = 30 * DAY_S
+    rollups_s: float = 400 * DAY_S
+    every_s: float = 60.0           # how often the ledger thread prunes
+
+    def __post_init__(self) -> None:
+        if not 0 < self.records_s <= self.rollups_s:
+            raise ValueError("ledger retention must be positive, and rollups kept at least as long as records")
+        if self.every_s <= 0:
+            raise ValueError("ledger prune interval must be positive")
+
+
 class Ledger:
     """Appends commit on the caller's thread, so a record is in the file before the response that it
-    accounts for ends; a background thread checkpoints the WAL and, with Redis, copies rows there."""
+    accounts for ends; a background thread rolls records up, prunes old ones, checkpoints the WAL and,
+    with Redis, copies rows there."""
 
-    def __init__(self, path: str, redis_url: str = "") -> None:
-        self.path = path
+    def __init__(self, path: str, redis_url: str = "", *, ledger_url: str = "", retention: Retention = Retention(),
+                 clock: Callable[[], float] = time.time) -> None:
+        # ":memory:" (tests, throwaway gateways) is one shared in-memory database, so the ledger thread's
+        # connection sees the appends.
+        self.path = f"file:prefixgate-ledger-{uuid.uuid4().hex}?mode=memory&cache=shared" if path == ":memory:" else path
+        self.retention = retention
+        self._clock = clock               # wall time for retention (tests move it)
         self._lock = threading.Lock()
         # Autocommit: each append is its own transaction. synchronous=NORMAL in WAL mode means a commit is
         # a write() to the WAL, not an fsync: it survives the process being killed (not a power cut).
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, uri=True)
+        # Pages freed by pruning go back to the filesystem (incremental_vacuum after each prune). Only takes
+        # effect on a new file; an older file reuses freed pages instead, so it stops growing all the same.
+        self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         # Checkpoints fsync the database file: the background thread runs them on its own connection,
         # never on the request path and never holding the append lock.
         self._db.execute("PRAGMA wal_autocheckpoint=0")
-        self._db.execute(_schema())
+        # A checkpoint leaves the WAL file at its largest size unless told to truncate it past this.
+        self._db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
+        self._db.execute(schema())
         # A ledger file from an older version lacks newer columns; old rows read them as empty.
         have = {row[1] for row in self._db.execute("PRAGMA table_info(requests)")}
         for f in fields(LedgerRecord):
             if f.name not in have:
                 self._db.execute(f"ALTER TABLE requests ADD COLUMN {f.name} {_SQL_TYPES.get(str(f.type), 'TEXT')}")
         self._db.execute("CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts)")
+        rollup.create(self._db)
         marks = ", ".join("?" for _ in COLUMNS)
-        self._insert = f"INSERT OR REPLACE INTO requests ({', '.join(COLUMNS)}) VALUES ({marks})"
+        # A record id written twice (an SDK export repeated) keeps its first row: replacing it would give
+        # it a new rowid and roll it up twice.
+        self._insert = f"INSERT OR IGNORE INTO requests ({', '.join(COLUMNS)}) VALUES ({marks})"
         self._stop = threading.Event()
-        self._sync = None
+        # Shared stores the ledger thread copies rows to (imported only when configured).
+        self.copies: list[RowCopier] = []
         if redis_url:
             from prefixgate.ledger_redis import RedisSync
 
-            self._sync = RedisSync(redis_url, path)
+            self.copies.append(RedisSync(redis_url, self.path))
+        if ledger_url:
+            from prefixgate.ledger_postgres import PostgresSync
+
+            self.copies.append(PostgresSync(ledger_url, self.path))
         self.written = 0
         self._thread = threading.Thread(target=self._run, name="prefixgate-ledger", daemon=True)
         self._thread.start()
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> Ledger:
+        """The gateway's ledger, as configured."""
+        return cls(settings.ledger_path, settings.redis_url, ledger_url=settings.ledger_url,
+                   retention=Retention(settings.ledger_retention_days * DAY_S, settings.ledger_rollup_retention_days * DAY_S))
 
     def append(self, record: LedgerRecord) -> None:
         """Write a record (~50 us on a shared 2-core VM); it is durable when this returns."""
@@ -147,7 +202,7 @@ class Ledger:
             self.written += 1
 
     def close(self) -> None:
-        """Stop the background thread after a last checkpoint and Redis copy."""
+        """Stop the background thread after a last roll-up, checkpoint and Redis copy."""
         self._stop.set()
         self._thread.join()
         with self._lock:
@@ -155,25 +210,53 @@ class Ledger:
             self._db.close()
 
     def _run(self) -> None:
-        checkpointer = sqlite3.connect(self.path, timeout=10)
+        worker = sqlite3.connect(self.path, timeout=10, isolation_level=None, uri=True)
         checkpointed = time.monotonic()
+        pruned = 0.0
         while True:
             stopping = self._stop.wait(FLUSH_S)
-            if self._sync is not None:
-                self._sync.push(final=stopping)
+            while rollup.roll_up(worker, COLUMNS, decode_row) == rollup.BATCH:
+                pass
+            for copy in self.copies:
+                copy.push(final=stopping)
+            if time.monotonic() - pruned > self.retention.every_s:
+                self._prune(worker)
+                pruned = time.monotonic()
             if time.monotonic() - checkpointed > CHECKPOINT_S:
-                checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                worker.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 checkpointed = time.monotonic()
             if stopping:
-                checkpointer.close()
-                if self._sync is not None:
-                    self._sync.close()
+                worker.close()
+                for copy in self.copies:
+                    copy.close()
                 return
 
-
-def picodollars(amount: str) -> int:
-    """Dollars (a decimal string) as an exact integer of 1e-12 dollars (prices have at most 6 decimals per MTok)."""
-    return int(Decimal(amount).scaleb(12).to_integral_value())
+    def _prune(self, db: sqlite3.Connection) -> int:
+        """Delete records and rollups past their retention (records only once rolled up and copied to
+        Redis), in small transactions so appends never wait long. Returns the records deleted."""
+        now = self._clock()
+        keep_from = min([rollup.cursor(db), *(copy.position for copy in self.copies)])
+        # The newest row always stays: with the table empty SQLite would hand out rowid 1 again, behind
+        # every cursor that counts rows by rowid.
+        newest = db.execute("SELECT coalesce(max(rowid), 0) FROM requests").fetchone()[0]
+        limit = min(keep_from + 1, newest)
+        deleted = 0
+        while True:
+            n = db.execute(f"DELETE FROM requests WHERE rowid IN (SELECT rowid FROM requests WHERE ts < ? AND rowid < ? "
+                           f"LIMIT {PRUNE_BATCH})", (now - self.retention.records_s, limit)).rowcount
+            deleted += n
+            if n < PRUNE_BATCH:
+                break
+        for table in ("rollups", "rollup_hist"):
+            db.execute(f"DELETE FROM {table} WHERE res = ? AND bucket < ?", (60, now - self.retention.records_s))
+            db.execute(f"DELETE FROM {table} WHERE bucket < ?", (now - self.retention.rollups_s,))
+        db.execute("PRAGMA incremental_vacuum")
+        for copy in self.copies:
+            try:
+                copy.prune(now - self.retention.records_s, now - self.retention.rollups_s)
+            except copy.errors as e:
+                log.warning("pruning the %s ledger failed (%s); retried at the next prune", copy.store, type(e).__name__)
+        return deleted
 
 
 def read_records(path: str) -> list[dict]:

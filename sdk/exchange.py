@@ -15,10 +15,13 @@ from datetime import datetime
 from typing import Any
 
 from prefixgate.cache_planner import Plan, Target, plan
+from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.compact_json import compact_bytes
+from prefixgate.cost import ledger_fields
 from prefixgate.dialects import wire_format
 from prefixgate.errors import RequestError
 from prefixgate.ledger import LedgerRecord, failed, miss_reason
+from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.pricing import cost_of
 from prefixgate.sdk.config import WrapConfig
 from prefixgate.sdk.endpoints import Endpoint, gemini_cache_url
@@ -138,21 +141,17 @@ class Exchange:
                 cost = cost_of(self.endpoint.provider, self.model, usage)
             except RequestError:
                 lines = [*lines, f"cost: no price for {self.endpoint.provider} model {self.model!r}"]
-        u = usage or Usage()
         return LedgerRecord(
             id=self.id, ts=self.ts, key="sdk", tenant=self.config.tenant, route=self.route,
             target=f"sdk:{self.host}", provider=self.endpoint.provider, model=self.model,
-            dialect=self.endpoint.provider, stream=self.stream, status=status, uncached_input=u.uncached_input,
-            cache_read=u.cache_read, cache_writes=dict(u.cache_writes), output=u.output,
-            cost_usd=str(cost.total) if cost else None,
-            cost_without_cache_usd=str(cost.without_cache) if cost else None,
-            savings_usd=str(cost.savings) if cost else None,
+            dialect=self.endpoint.provider, stream=self.stream, status=status, **ledger_fields(usage or Usage(), cost),
             latency_ms=(now - self.started) * 1000,
             ttft_ms=(self.first_byte_at - self.started) * 1000 if self.first_byte_at else None,
             overhead_ms=self.overhead_ms, attempts=self.attempt,
             prefix_hash=self.plan.prefix_hash if self.plan else "",
             plan_summary=self.plan.summary if self.plan else "",
-            explanation=lines, miss_reason=miss_reason(usage, status, lines), error=error)
+            explanation=lines, miss_reason=miss_reason(usage, status, lines), error=error,
+            segments=prefix_shape(self.plan.conversation, self.endpoint.provider, volatile_spans) if self.plan else [])
 
     @property
     def route(self) -> str:

@@ -13,6 +13,7 @@ import json
 import time
 from typing import Any
 
+from prefixgate.compact_json import compact_bytes
 from prefixgate.sdk.config import WrapConfig
 from prefixgate.sdk.endpoints import Provider, endpoint_of
 from prefixgate.sdk.exchange import Exchange
@@ -155,7 +156,7 @@ def _json_request(request: Any, path: str, body: dict) -> Any:
     # Keep only an API key sent as `?key=`; the generate call's other parameters (`alt=sse`) are not the create's.
     key = request.url.params.get("key")
     url = request.url.copy_with(path=path, query=f"key={key}".encode() if key else None)
-    content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    content = compact_bytes(body)
     return type(request)("POST", url, headers=headers, content=content, extensions=request.extensions)
 
 

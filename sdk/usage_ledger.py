@@ -15,6 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from prefixgate.compact_json import compact
 from prefixgate.cost import ZERO
 from prefixgate.ledger import Ledger as SharedLedger
 from prefixgate.ledger import LedgerRecord, failed
@@ -112,7 +113,7 @@ class Ledger:
         with open(path, "w", encoding="utf-8") as out:
             for line in lines:
                 body = json.loads(line["body"]) if line["body"] else {}
-                out.write(json.dumps({**line, "body": body}, ensure_ascii=False, separators=(",", ":")) + "\n")
+                out.write(compact({**line, "body": body}) + "\n")
         return len(lines)
 
     def export(self, path: str, *, redis_url: str = "") -> int:

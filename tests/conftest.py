@@ -1,46 +1,103 @@
-"""Shared fixtures: real services the tests drive (redis-server), started here and stopped after."""
+"""Shared fixtures: real services the tests drive (redis-server, a PostgreSQL cluster), started here and
+stopped after."""
 
 from __future__ import annotations
 
+import glob
+import itertools
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
-from tests.support import free_port, wait_until
+from tests.support_services import free_port, start_on_free_port, wait_until
 
 # CI (`.ci/run`) draws the same property-test examples every run, so a red CI is always a reproducible
 # regression, never a new draw; `make test` elsewhere keeps drawing fresh examples, which is how the
 # fuzzers find new bugs.
-settings.register_profile("ci", derandomize=True)
+# No example database there either (a fresh clone has none and writes it nowhere useful), and no deadline:
+# the slow paths (real tokenizers, a loaded machine) are not what the properties are about.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real redis-server on a free port (installed by `make test`), empty, gone after the session."""
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server (installed by `make test`) on a free port, gone after the session: its base URL."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server is not installed; `make test` installs it (apt-get install redis-server)")
-    port = free_port()
     workdir = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def accepting() -> bool:
-        if proc.poll() is not None:
-            pytest.fail(f"redis-server exited with code {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            return False
+    def launch(port: int) -> subprocess.Popen:
+        return subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                                 "no", "--databases", str(DATABASES), "--dir", str(workdir)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    wait_until(accepting, 10, "redis-server accepting connections")
-    yield f"redis://127.0.0.1:{port}/0"
+    proc, port = start_on_free_port(launch, _listening, "redis-server accepting connections")
+    yield f"redis://127.0.0.1:{port}"
     proc.terminate()
     proc.wait(10)
+
+
+DATABASES = 1000
+_next_database = itertools.count()
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> str:
+    """A Redis database of this test's own, empty: tests share the server, never each other's keys."""
+    number = next(_next_database)
+    assert number < DATABASES, "more Redis tests than databases: raise DATABASES"
+    return f"{redis_server}/{number}"
+
+
+def _postgres_bin(name: str) -> str | None:
+    """A PostgreSQL server program: on PATH, or where Debian's `postgresql` package puts it."""
+    found = shutil.which(name)
+    if found:
+        return found
+    versions = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]))
+    return versions[-1] if versions else None
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster (initdb + pg_ctl in a temp dir, installed by `make test`) on a free
+    port, trust auth on 127.0.0.1 only, gone after the session."""
+    initdb, pg_ctl = _postgres_bin("initdb"), _postgres_bin("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        pytest.fail("PostgreSQL is not installed; `make test` installs it (apt-get install postgresql)")
+    # Not under pytest's temp dir: as root that is private to root, and initdb and the server refuse to
+    # run as root, so they run as the package's `postgres` user in a directory of its own.
+    workdir = Path(tempfile.mkdtemp(prefix="prefixgate-postgres-"))
+    data = workdir / "data"
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        as_user = ["runuser", "-u", "postgres", "--"]
+        shutil.chown(workdir, "postgres")
+    port = free_port()
+    subprocess.run([*as_user, initdb, "-D", str(data), "-U", "prefixgate", "--auth=trust", "-E", "UTF8", "--no-sync"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    options = f"-p {port} -c listen_addresses=127.0.0.1 -k {workdir} -c fsync=off"
+    subprocess.run([*as_user, pg_ctl, "-D", str(data), "-o", options, "-l", str(workdir / "log"), "-w", "start"],
+                   check=True, stdout=subprocess.DEVNULL)
+
+    wait_until(lambda: _listening(port), 20, "postgres accepting connections")
+    yield f"postgresql://prefixgate@127.0.0.1:{port}/postgres"
+    subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], stdout=subprocess.DEVNULL)
+    shutil.rmtree(workdir, ignore_errors=True)

@@ -10,7 +10,8 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body, split_body
+from prefixgate.compact_json import compact
+from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -82,7 +83,7 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
 
 def _tool_block(tool: Any, field: str) -> Block:
     expect(tool, dict, field)
-    return Block("tool_def", tool, text=json_text(without_markers(tool)), checkpoint=_checkpoint(tool, field))
+    return Block("tool_def", tool, text=compact(without_markers(tool)), checkpoint=_checkpoint(tool, field))
 
 
 def _content_segment(role: Any, content: Any, field: str, native: dict | None) -> Segment:
@@ -100,7 +101,7 @@ def _content_block(block: Any, field: str) -> Block:
 
 
 def _as_text(value: Any) -> str:
-    return value if isinstance(value, str) else json_text(value)
+    return value if isinstance(value, str) else compact(value)
 
 
 def _block_text(block: dict, kind: BlockKind, field: str) -> str:
@@ -109,17 +110,17 @@ def _block_text(block: dict, kind: BlockKind, field: str) -> str:
     if kind == "thinking":
         return _as_text(block.get("thinking", "") or block.get("data", ""))
     if kind == "tool_call":
-        return json_text({"name": block.get("name"), "input": block.get("input")})
+        return compact({"name": block.get("name"), "input": block.get("input")})
     if kind == "tool_result":
         content = block.get("content", "")
         if isinstance(content, list):
             return "\n".join(_as_text(c.get("text", "")) for c in content if isinstance(c, dict))
-        return content if isinstance(content, str) else json_text(content)
+        return content if isinstance(content, str) else compact(content)
     if kind == "document":
         source = block.get("source") or {}
         if isinstance(source, dict) and source.get("type") == "text":
             return _as_text(source.get("data", ""))
-        return json_text(block.get("content", "")) if "content" in block else ""
+        return compact(block.get("content", "")) if "content" in block else ""
     return ""
 
 
@@ -503,6 +504,14 @@ class AnthropicMessages(WireFormat):
     terminal = b"message_stop"
     upstream_headers = {"anthropic-version": "2023-06-01"}
 
+    # This module's functions are the adapter's methods.
+    encode_request, build_response, error_event = staticmethod(encode_request), staticmethod(build_response), \
+        staticmethod(error_event)
+    read_chat, write_chat, read_reply, write_reply, read_deltas = (
+        staticmethod(read_chat), staticmethod(write_chat), staticmethod(read_reply), staticmethod(write_reply),
+        staticmethod(read_deltas))
+    writer = EventWriter
+
     def parser_for(self, path: str) -> Parse | None:
         return parse_request if path == "/v1/messages" else None
 
@@ -511,9 +520,6 @@ class AnthropicMessages(WireFormat):
 
     def parse_request(self, body: bytes | str | dict, *, model: str | None = None) -> Conversation:
         return parse_request(body)
-
-    def encode_request(self, conv: Conversation) -> dict:
-        return encode_request(conv)
 
     def usage_of(self, body: dict, conv: Conversation | None = None) -> Usage:
         return usage_from_response(body)
@@ -524,13 +530,6 @@ class AnthropicMessages(WireFormat):
     def stream_usage(self, conv: Conversation | None = None) -> StreamUsage:
         return StreamUsage()
 
-    def build_response(self, model: str, text: str, usage: Usage, *, finish_reason: str | None = None,
-                       id: str | None = None) -> dict:
-        return build_response(model, text, usage, finish_reason=finish_reason, id=id)
-
-    def error_event(self, err: RequestError) -> bytes:
-        return error_event(err)
-
     def stream_error(self, event: dict) -> str | None:
         if event.get("type") != "error":
             return None
@@ -538,24 +537,6 @@ class AnthropicMessages(WireFormat):
 
     def ends_stream(self, event: dict) -> bool:
         return event.get("type") == "error"     # Anthropic sends no message_stop after an error event
-
-    def read_chat(self, body: dict) -> Chat:
-        return read_chat(body)
-
-    def write_chat(self, chat: Chat, model: str) -> dict:
-        return write_chat(chat, model)
-
-    def read_reply(self, body: dict) -> Reply:
-        return read_reply(body)
-
-    def write_reply(self, reply: Reply, model: str) -> dict:
-        return write_reply(reply, model)
-
-    def read_deltas(self, event: dict) -> list[Delta]:
-        return read_deltas(event)
-
-    def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
-        return EventWriter(model, include_usage)
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         return f"{base_url}/v1/messages"

@@ -77,7 +77,6 @@ class BedrockFormat(WireFormat):
     forward_headers = ("x-amzn-bedrock-guardrailidentifier", "x-amzn-bedrock-guardrailversion",
                        "x-amzn-bedrock-trace", "x-amzn-bedrock-performanceconfig-latency",
                        "x-amzn-bedrock-service-tier")
-    stream_media_type = eventstream.CONTENT_TYPE
     terminal = None
     signs = True
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from prefixgate.ir import Conversation
@@ -46,8 +45,3 @@ def merge_native(native: dict, replacements: dict[str, Any]) -> dict:
     out = {k: replacements.get(k, v) for k, v in native.items()}
     out.update({k: v for k, v in replacements.items() if k not in native})
     return {k: v for k, v in out.items() if v is not DROP}
-
-
-def json_text(value: Any) -> str:
-    """Compact JSON, for blocks whose analysable text is structured (tool inputs, schemas)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)

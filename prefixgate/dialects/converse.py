@@ -17,9 +17,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import quote
 
+from prefixgate.compact_json import compact
 from prefixgate.dialects import eventstream
 from prefixgate.dialects.bedrock import BedrockFormat, Operation
-from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body, split_body
+from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -129,17 +130,17 @@ def _text(kind: BlockKind, value: Any, where: str) -> str:
     if kind == "text":
         if isinstance(value, dict):   # guardContent / citationsContent wrap their text
             inner = value.get("text")
-            return inner.get("text", "") if isinstance(inner, dict) else json_text(value)
+            return inner.get("text", "") if isinstance(inner, dict) else compact(value)
         return expect(value, str, where + ".text")
     if kind == "tool_result":
         parts = expect(value, dict, where + ".toolResult").get("content") or []
-        return "\n".join(p["text"] if isinstance(p, dict) and isinstance(p.get("text"), str) else json_text(p)
+        return "\n".join(p["text"] if isinstance(p, dict) and isinstance(p.get("text"), str) else compact(p)
                          for p in parts)
     if kind == "thinking":
         text = (value.get("reasoningText") or {}).get("text", "") if isinstance(value, dict) else ""
         return text if isinstance(text, str) else ""
     if kind in ("tool_def", "tool_call", "document"):
-        return json_text(value)
+        return compact(value)
     return ""
 
 
@@ -306,7 +307,7 @@ def _parts(blocks: list, role: str, chat: Chat) -> list[Part]:
                               args=use.get("input") or {}))
         elif "toolResult" in b:
             result = b["toolResult"]
-            text = "\n".join(c["text"] if "text" in c else json_text(c.get("json")) for c in result.get("content") or []
+            text = "\n".join(c["text"] if "text" in c else compact(c.get("json")) for c in result.get("content") or []
                              if isinstance(c, dict))
             parts.append(Part("tool_result", text, call_id=result.get("toolUseId", ""),
                               is_error=result.get("status") == "error"))

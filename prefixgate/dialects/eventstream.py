@@ -106,6 +106,8 @@ class EventStreamFraming(Framing):
     length (frames pass through byte for byte, CRCs intact), `payload` checks a frame's CRCs and turns it
     into the format's event object (`to_event`), `data` is its payload bytes."""
 
+    media_type = CONTENT_TYPE
+
     def __init__(self, to_event: Callable[[Message], dict | None]) -> None:
         self.to_event = to_event
 

@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body, split_body
+from prefixgate.compact_json import compact
+from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -65,7 +66,7 @@ def parse_request(body: bytes | str | dict, model: str | None = None) -> Convers
             segments.append(_content_segment(data[key], key, default_role="system"))
     if "tools" in data:
         tools = expect(data["tools"], list, "tools")
-        blocks = [Block("tool_def", expect(t, dict, f"tools.{i}"), text=json_text(t)) for i, t in enumerate(tools)]
+        blocks = [Block("tool_def", expect(t, dict, f"tools.{i}"), text=compact(t)) for i, t in enumerate(tools)]
         segments.append(Segment("tools", blocks, form="list"))
     for i, content in enumerate(contents):
         segments.append(_content_segment(content, f"contents.{i}", default_role="user"))
@@ -94,7 +95,7 @@ def _part_block(part: Any, field: str) -> Block:
     if kind == "text":
         text = expect(part["text"], str, f"{field}.text")
     elif kind in ("tool_call", "tool_result"):
-        text = json_text(next(part[k] for k in part if k in _KINDS))
+        text = compact(next(part[k] for k in part if k in _KINDS))
     else:
         text = ""
     return Block(kind, part, text=text)
@@ -420,6 +421,14 @@ class GeminiGenerate(WireFormat):
     terminal = b"finishReason"
     explicit_cache_path = "/v1beta/cachedContents"
 
+    # This module's functions are the adapter's methods.
+    encode_request, build_response, error_event = staticmethod(encode_request), staticmethod(build_response), \
+        staticmethod(error_event)
+    read_chat, write_chat, read_reply, write_reply, read_deltas = (
+        staticmethod(read_chat), staticmethod(write_chat), staticmethod(read_reply), staticmethod(write_reply),
+        staticmethod(read_deltas))
+    writer = ChunkWriter
+
     def parser_for(self, path: str) -> Parse | None:
         if path.startswith(MODEL_PATHS) and path.count("/") == 3:
             return generate_parser(path.rsplit("/", 1)[1])
@@ -436,9 +445,6 @@ class GeminiGenerate(WireFormat):
     def parse_request(self, body: bytes | str | dict, *, model: str | None = None) -> Conversation:
         return parse_request(body, model=model)
 
-    def encode_request(self, conv: Conversation) -> dict:
-        return encode_request(conv)
-
     def usage_of(self, body: dict, conv: Conversation | None = None) -> Usage:
         return usage_from_response(body)
 
@@ -447,31 +453,6 @@ class GeminiGenerate(WireFormat):
 
     def stream_usage(self, conv: Conversation | None = None) -> StreamUsage:
         return StreamUsage()
-
-    def build_response(self, model: str, text: str, usage: Usage, *, finish_reason: str | None = None,
-                       id: str | None = None) -> dict:
-        return build_response(model, text, usage, finish_reason=finish_reason, id=id)
-
-    def error_event(self, err: RequestError) -> bytes:
-        return error_event(err)
-
-    def read_chat(self, body: dict) -> Chat:
-        return read_chat(body)
-
-    def write_chat(self, chat: Chat, model: str) -> dict:
-        return write_chat(chat, model)
-
-    def read_reply(self, body: dict) -> Reply:
-        return read_reply(body)
-
-    def write_reply(self, reply: Reply, model: str) -> dict:
-        return write_reply(reply, model)
-
-    def read_deltas(self, event: dict) -> list[Delta]:
-        return read_deltas(event)
-
-    def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
-        return ChunkWriter(model, include_usage)
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         action = "streamGenerateContent?alt=sse" if stream else "generateContent"

@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from prefixgate.dialects.body import DROP, json_text, merge_native, rebuild_body, split_body
+from prefixgate.compact_json import compact
+from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -62,11 +63,11 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     for key in ("tools", "functions"):
         if key in data:
             items = expect(data[key], list, key)
-            blocks = [Block("tool_def", _tool(t, f"{key}.{i}"), text=json_text(t)) for i, t in enumerate(items)]
+            blocks = [Block("tool_def", _tool(t, f"{key}.{i}"), text=compact(t)) for i, t in enumerate(items)]
             segments.append(Segment("tools", blocks, blocks_field=key, form="list"))
     if "response_format" in data:
         rf = expect(data["response_format"], dict, "response_format")
-        segments.append(Segment("schema", [Block("schema", rf, text=json_text(rf))], blocks_field="response_format", form="object"))
+        segments.append(Segment("schema", [Block("schema", rf, text=compact(rf))], blocks_field="response_format", form="object"))
     for i, msg in enumerate(messages):
         segments.append(_message_segment(msg, f"messages.{i}"))
     params, order = split_body(data, PREFIX_FIELDS)
@@ -94,7 +95,7 @@ def _message_segment(msg: Any, field: str) -> Segment:
         raise RequestError(f"{field}.content: expected a string or an array of content parts", field=f"{field}.content")
     for j, call in enumerate(expect(msg.get("tool_calls") or [], list, f"{field}.tool_calls")):
         expect(call, dict, f"{field}.tool_calls.{j}")
-        blocks.append(Block("tool_call", call, text=json_text(call.get("function", call))))
+        blocks.append(Block("tool_call", call, text=compact(call.get("function", call))))
     seg = Segment(role, blocks, native=msg, blocks_field="content", form=form)
     if role in ("tool", "function"):
         for b in seg.blocks:
@@ -484,6 +485,14 @@ class OpenAIChat(WireFormat):
     usage_marks = (b'"usage":{',)
     terminal = b"[DONE]"
 
+    # This module's functions are the adapter's methods.
+    encode_request, build_response, error_event = staticmethod(encode_request), staticmethod(build_response), \
+        staticmethod(error_event)
+    read_chat, write_chat, read_reply, write_reply, read_deltas = (
+        staticmethod(read_chat), staticmethod(write_chat), staticmethod(read_reply), staticmethod(write_reply),
+        staticmethod(read_deltas))
+    writer = ChunkWriter
+
     def parser_for(self, path: str) -> Parse | None:
         return parse_request if path == "/v1/chat/completions" else None
 
@@ -495,9 +504,6 @@ class OpenAIChat(WireFormat):
 
     def parse_request(self, body: bytes | str | dict, *, model: str | None = None) -> Conversation:
         return parse_request(body)
-
-    def encode_request(self, conv: Conversation) -> dict:
-        return encode_request(conv)
 
     def billable(self, conv: Conversation) -> Conversation:
         if not conv.stream:
@@ -515,34 +521,9 @@ class OpenAIChat(WireFormat):
     def stream_usage(self, conv: Conversation | None = None) -> StreamUsage:
         return StreamUsage(_write_ttl_of(conv))
 
-    def build_response(self, model: str, text: str, usage: Usage, *, finish_reason: str | None = None,
-                       id: str | None = None) -> dict:
-        return build_response(model, text, usage, finish_reason=finish_reason, id=id)
-
-    def error_event(self, err: RequestError) -> bytes:
-        return error_event(err)
-
     def relays(self, event: dict, include_usage: bool) -> bool:
         # The usage chunk (no choices) the gateway asked for on the caller's behalf is withheld.
         return include_usage or not event.get("usage") or bool(event.get("choices"))
-
-    def read_chat(self, body: dict) -> Chat:
-        return read_chat(body)
-
-    def write_chat(self, chat: Chat, model: str) -> dict:
-        return write_chat(chat, model)
-
-    def read_reply(self, body: dict) -> Reply:
-        return read_reply(body)
-
-    def write_reply(self, reply: Reply, model: str) -> dict:
-        return write_reply(reply, model)
-
-    def read_deltas(self, event: dict) -> list[Delta]:
-        return read_deltas(event)
-
-    def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
-        return ChunkWriter(model, include_usage)
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         return f"{base_url}/chat/completions" if base_url.endswith("/v1") else f"{base_url}/v1/chat/completions"

@@ -100,6 +100,8 @@ class Framing:
     (keeping a partial one in `buffer`), `payload` is one event's JSON object (None for comments and
     sentinels), `data` its payload bytes as they were sent."""
 
+    media_type: str
+
     def split(self, buffer: bytearray, chunk: bytes) -> list[bytes]:
         raise NotImplementedError
 
@@ -111,6 +113,7 @@ class Framing:
 
 
 class SSEFraming(Framing):
+    media_type = "text/event-stream"
     def split(self, buffer: bytearray, chunk: bytes) -> list[bytes]:
         return split_events(buffer, chunk)
 

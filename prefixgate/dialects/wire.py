@@ -87,6 +87,10 @@ class WireFormat:
                        id: str | None = None) -> dict:
         raise NotImplementedError
 
+    def error_body(self, err: RequestError) -> dict:
+        """The error JSON this format's SDK parses into its own exception."""
+        return error_body(err, self.name)
+
     def error_event(self, err: RequestError) -> bytes:
         """A mid-stream error in this format, so the caller's SDK raises instead of truncating silently."""
         raise NotImplementedError
@@ -129,16 +133,18 @@ class WireFormat:
     def read_deltas(self, event: dict) -> list:
         raise NotImplementedError
 
+    writer: ClassVar[type[StreamWriter]]       # this format's events for neutral deltas
+
     def stream_writer(self, model: str, include_usage: bool = True) -> StreamWriter:
-        raise NotImplementedError
+        return self.writer(model, include_usage)
 
     # ---- relaying streams -----------------------------------------------------------------------------
+    # Most events pass through unparsed; these byte tests on the raw event pick the ones to parse. A framing
+    # whose raw bytes do not show the JSON (AWS event-stream: base64 in binary frames) sets usage_marks to
+    # (b"",), so every event is parsed, and terminal to None, ending the stream through `ends_stream`.
     framing: ClassVar[Framing] = SSE_FRAMING          # how events are delimited on the wire
-    stream_media_type: ClassVar[str] = "text/event-stream"
     usage_marks: ClassVar[tuple[bytes, ...]] = ()     # bytes in every event that may carry usage
-    # Bytes only the stream's last event carries; None where they cannot be seen without parsing (a
-    # base64 payload), and `ends_stream` on the parsed event decides.
-    terminal: ClassVar[bytes | None]
+    terminal: ClassVar[bytes | None]                   # bytes only the stream's last event carries
 
     # ---- upstream -------------------------------------------------------------------------------------
     upstream_headers: ClassVar[dict[str, str]] = {}   # sent on every upstream request (API version)
@@ -152,8 +158,9 @@ class WireFormat:
         return {"authorization": f"Bearer {key}"}
 
     def error_reply(self, err: RequestError) -> tuple[int, dict, dict[str, str]]:
-        """(status, JSON body, headers) of this format's error answer for `err`."""
-        return err.status, error_body(err, self.name), {}
+        """(status, JSON body, headers) of this format's error answer for `err` (Bedrock's statuses and its
+        x-amzn-ErrorType header differ from the kind's usual status)."""
+        return err.status, self.error_body(err), {}
 
     async def sign(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
                    state: dict[str, Any]) -> dict[str, str]:

@@ -7,10 +7,10 @@ change the prompt's bytes, so it must not change the key either.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from prefixgate.compact_json import compact
 from prefixgate.ir import CACHE_MARKERS, canonical_native
 
 MARKER_KEYS = CACHE_MARKERS
@@ -66,4 +66,4 @@ class PrefixHasher:
 
 def canonical(value: Any) -> str:
     # Key order is kept: providers hash exact bytes, so reordered JSON keys are a different prefix.
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return value if isinstance(value, str) else compact(value)

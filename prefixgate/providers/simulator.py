@@ -9,12 +9,9 @@ provider would reject raises `RequestError` with the provider's status and wordi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from prefixgate.dialects import anthropic as anthropic_dialect
-from prefixgate.dialects import bedrock_invoke, converse
-from prefixgate.dialects import gemini as gemini_dialect
-from prefixgate.dialects import openai as openai_dialect
+from prefixgate.dialects import bedrock_invoke, converse, wire_format
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
@@ -95,24 +92,26 @@ class Simulator:
         return total
 
     def parse(self, provider: str, body: bytes | str | dict, model: str | None = None) -> Conversation:
-        if provider == "anthropic":
-            return anthropic_dialect.parse_request(body)
-        if provider == "openai":
-            return openai_dialect.parse_request(body)
-        if provider in ("gemini", "bedrock") and not model:
-            raise RequestError(f"model: a {provider.title()} request names its model in the URL", field="model")
-        if provider == "gemini":
-            return gemini_dialect.parse_request(body, model=model)
+        if provider not in PROVIDERS:
+            raise RequestError(f"provider: expected one of {', '.join(PROVIDERS)}, got {provider!r}", field="provider")
         if provider == "bedrock":
-            # InvokeModel (Anthropic's body with anthropic_version), the Messages API (Anthropic's body with its
-            # model), or Converse (neither).
-            data = load_body(body)
-            if "anthropic_version" in data:
-                return bedrock_invoke.parse_request(data, model=model)
-            if "model" in data:
-                return anthropic_dialect.parse_request(data)
-            return converse.parse_request(data, model=model)
-        raise RequestError(f"provider: expected one of {', '.join(PROVIDERS)}, got {provider!r}", field="provider")
+            return self._parse_bedrock(body, model)
+        wire = wire_format(provider)
+        if not wire.model_in_body and not model:
+            raise RequestError(f"model: a {provider} request names its model in the URL", field="model")
+        return wire.parse_request(body, model=model)
+
+    def _parse_bedrock(self, body: bytes | str | dict, model: str | None) -> Conversation:
+        """Bedrock takes three bodies: InvokeModel's (Anthropic's with anthropic_version), the Messages API's
+        (Anthropic's with its model) and Converse's (neither)."""
+        data = load_body(body)
+        if "model" in data:
+            return anthropic_dialect.parse_request(data)
+        if not model:
+            raise RequestError("model: a bedrock request names its model in the URL", field="model")
+        if "anthropic_version" in data:
+            return bedrock_invoke.parse_request(data, model=model)
+        return converse.parse_request(data, model=model)
 
     # ---- Gemini cachedContents --------------------------------------------------------------------
 
@@ -138,8 +137,3 @@ class Simulator:
     def delete_cached_content(self, name: str, *, now: float, tenant: str = "default") -> CachedContent:
         return self.cached_contents.delete(tenant, name, now)
 
-
-def native_usage(provider: str, usage: Usage) -> dict[str, Any]:
-    """The usage object as the provider's response carries it."""
-    dialects = {"anthropic": anthropic_dialect, "openai": openai_dialect, "gemini": gemini_dialect}
-    return dialects[provider].usage_json(usage)

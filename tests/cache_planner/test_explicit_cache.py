@@ -8,7 +8,7 @@ from decimal import Decimal
 from prefixgate.cache_planner.trace import plan_trace
 from prefixgate.providers.replay import passthrough, replay
 from prefixgate.providers.trace import TraceRecord
-from tests.cache_planner.planning import POLICY
+from tests.cache_planner.support_planning import POLICY
 
 MODEL = "gemini-2.5-pro"
 

@@ -10,7 +10,7 @@ import pytest
 
 from prefixgate.cache_planner import PlannerState, RedisStore, Target
 from prefixgate.dialects import anthropic as an
-from tests.cache_planner.planning import POLICY, plan_body, texts
+from tests.cache_planner.support_planning import DETECTOR_CASES, POLICY, plan_body, texts
 
 SONNET = Target("anthropic", "claude-sonnet-4-5")
 SYSTEM = "You are Ava, the ACME support agent.\nCurrent time: 2026-11-22T10:{:02d}:00Z\n" + POLICY
@@ -31,6 +31,18 @@ def test_volatile_line_moves_to_user_turn_and_no_byte_is_lost():
     before = Counter("".join(texts(support(7)["system"])) + "Where is my parcel 7?")
     after = Counter("".join(texts(out["system"]) + texts(out["messages"])))
     assert after - before == Counter("Context:\n") and not (before - after)
+    assert any(line.startswith("rewrite: moved") for line in plan.explanation)
+
+
+@pytest.mark.parametrize(("sentence", "kind", "value"), DETECTOR_CASES, ids=[f"{k}:{v}" for _, k, v in DETECTOR_CASES])
+def test_each_detector_s_value_leaves_the_static_prefix(sentence, kind, value):
+    """Static-first for every detector, on a route's first request (detectors alone decide there)."""
+    body = {"model": SONNET.model, "max_tokens": 200, "system": f"You are Ava.\n{sentence}\n{POLICY}",
+            "messages": [{"role": "user", "content": "Where is my parcel?"}]}
+    out, plan = plan_body("anthropic", body, SONNET, PlannerState(), now=0)
+    system_text = "".join(texts(out["system"]))
+    assert value not in system_text and system_text == "You are Ava.\n" + POLICY
+    assert value in "".join(texts(out["messages"]))
     assert any(line.startswith("rewrite: moved") for line in plan.explanation)
 
 

@@ -5,7 +5,7 @@ import json
 from click.testing import CliRunner
 
 from prefixgate.cli import main
-from tests.cache_planner.planning import POLICY
+from tests.cache_planner.support_planning import POLICY
 
 
 def record(i: int) -> dict:

@@ -13,7 +13,7 @@ from prefixgate.cache_planner import PlannerState, Target, plan
 from prefixgate.dialects import DIALECTS
 from prefixgate.errors import RequestError
 from prefixgate.providers.simulator import Simulator
-from tests.foundation.strategies import anthropic_body, gemini_body, openai_body
+from tests.core.support_strategies import anthropic_body, gemini_body, openai_body
 
 MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5.6-sol", "gemini": "gemini-2.5-flash"}
 BODIES = {"anthropic": anthropic_body, "openai": openai_body, "gemini": gemini_body}

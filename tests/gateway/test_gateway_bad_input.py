@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from prefixgate.policies import hash_key
-from tests.gateway.gw_harness import policy_for, running_gateway, running_upstream, settings_for
+from tests.gateway.support_gateway import policy_for, running_gateway, running_upstream, settings_for
+from tests.support_services import wait_until
 
 GATEWAY_KEY = "pg-team-a-key-0123"
 POLICY = {
@@ -100,9 +101,10 @@ def test_gateway_keeps_serving_and_logs_no_secrets(gw, caplog):
     r = post(gw, "/v1/chat/completions", {"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]})
     assert r.status_code == 200
     assert httpx.get(gw.url + "/health").json()["status"] == "ok"
-    import time
-
-    time.sleep(0.2)
+    # The request line is logged after the answer is sent: wait for it, not for a guessed interval.
+    def logged() -> bool:
+        return any(rec.name == "prefixgate.requests" and rec.fields["status"] == 200 for rec in caplog.records)
+    wait_until(logged, 30, "the request logged")
     lines = [rec for rec in caplog.records if rec.name == "prefixgate.requests"]
-    assert lines and lines[-1].fields["key"] == "team-a" and lines[-1].fields["status"] == 200
+    assert lines[-1].fields["key"] == "team-a" and lines[-1].fields["status"] == 200
     assert GATEWAY_KEY not in caplog.text and "sk-bad-input-openai" not in caplog.text

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from prefixgate.ledger import read_records
-from tests.support import free_port, wait_until
+from tests.support_services import http_ok, start_on_free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -36,29 +35,27 @@ def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
                             stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(url + "/health", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     tmp = tmp_path_factory.mktemp("e2e")
-    mock_port, gw_port = free_port(), free_port()
-    mock_url, gw_url = f"http://127.0.0.1:{mock_port}", f"http://127.0.0.1:{gw_port}"
     ledger = tmp / "ledger.sqlite"
-    procs = [_start(["mock-providers", "--port", str(mock_port)], {}, tmp / "mock.log")]
-    env = {**KEYS, "PREFIXGATE_LEDGER_PATH": str(ledger), "PREFIXGATE_OPENAI_BASE_URL": mock_url,
-           "PREFIXGATE_ANTHROPIC_BASE_URL": mock_url, "PREFIXGATE_GEMINI_BASE_URL": mock_url}
-    procs.append(_start(["serve", "--port", str(gw_port)], env, tmp / "gateway.log"))
+    procs = []
+
+    def start(args: list[str], env: dict[str, str], log: str) -> str:
+        def launch(port: int) -> subprocess.Popen:
+            return _start([*args, "--port", str(port)], env, tmp / log)
+        try:
+            proc, port = start_on_free_port(launch, lambda port: http_ok(f"http://127.0.0.1:{port}/health"), log)
+        except (TimeoutError, RuntimeError):
+            pytest.fail((tmp / log).read_text()[-3000:])
+        procs.append(proc)
+        return f"http://127.0.0.1:{port}"
+
     try:
-        for url, log in ((mock_url, "mock.log"), (gw_url, "gateway.log")):
-            try:
-                wait_until(lambda u=url: _healthy(u), 60, f"{url}/health")
-            except TimeoutError:
-                pytest.fail((tmp / log).read_text()[-3000:])
+        mock_url = start(["mock-providers"], {}, "mock.log")
+        gw_url = start(["serve"], {**KEYS, "PREFIXGATE_LEDGER_PATH": str(ledger), "PREFIXGATE_OPENAI_BASE_URL": mock_url,
+                                   "PREFIXGATE_ANTHROPIC_BASE_URL": mock_url, "PREFIXGATE_GEMINI_BASE_URL": mock_url},
+                       "gateway.log")
         yield gw_url, ledger
     finally:
         for p in procs:
@@ -96,7 +93,7 @@ def test_anthropic_sdk_gets_checkpoints_placed_for_it_and_reads_them_back(stack)
     first = client.messages.create(**args)
     # The caller sent no cache_control: the planner placed the checkpoint, so the first request writes.
     assert first.usage.cache_creation_input_tokens > 1000
-    time.sleep(0.6)  # Anthropic: an entry is readable once the writing response has started (simulated)
+    # The first answer has arrived, so its entry is readable (Anthropic: once the writing response starts).
     with client.messages.stream(**args) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
@@ -133,7 +130,7 @@ def test_bad_input_gets_each_sdks_own_error_and_the_gateway_keeps_serving(stack)
     with pytest.raises(genai_errors.ClientError) as e:
         gemini.models.generate_content(model="gemini-no-such-model", contents="hi")
     assert e.value.code in (400, 404) and "gemini-no-such-model" in str(e.value)
-    assert _healthy(url)
+    assert http_ok(url + "/health")
 
 
 def test_every_answered_request_is_in_the_ledger_with_its_savings(stack) -> None:

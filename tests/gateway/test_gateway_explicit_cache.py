@@ -11,10 +11,10 @@ from google.genai import types
 from prefixgate.cache_planner import PlannerState
 from prefixgate.cache_planner.reuse import BOUNDS
 from prefixgate.ledger import read_records
-from prefixgate.providers.mock_server import MockContext
-from prefixgate.providers.mock_server import create_app as mock_app
-from tests.gateway.gw_harness import ServerThread, running_gateway, settings_for
-from tests.support import wait_until
+from prefixgate.providers.mock.server import MockContext
+from prefixgate.providers.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import ServerThread, running_gateway, settings_for
+from tests.support_services import wait_until
 
 SYSTEM = "You are the ACME warranty assistant. Answer from the policy below.\n" + "Policy clause: coverage lasts two years. " * 700
 

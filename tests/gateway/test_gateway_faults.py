@@ -3,16 +3,14 @@ own dialect; a completed upstream answer is never sent twice; a client that hang
 
 from __future__ import annotations
 
-import time
-
 import anthropic
 import httpx
 import openai
 import pytest
 
 from prefixgate.ledger import read_records
-from tests.gateway.gw_harness import policy_for, running_gateway, running_upstream, settings_for
-from tests.support import wait_until
+from tests.gateway.support_gateway import policy_for, running_gateway, running_upstream, settings_for
+from tests.support_services import wait_until
 
 POLICY = {"routes": [
     {"name": "chain", "models": ["chain"], "retry": {"attempts": 2, "backoff_s": 0.01, "timeout_s": 0.5},
@@ -78,10 +76,13 @@ def test_5xx_twice_fails_over_to_the_next_target_in_the_callers_dialect(stack, u
 def test_timeout_before_first_byte_fails_over(stack, up):
     _, gw, _ = stack
     up.fail("timeout", "timeout")
-    started = time.monotonic()
-    resp = client(gw).chat.completions.create(model="chain", messages=MSG)
+    disconnects = up.disconnects
+    resp = client(gw, timeout=60).chat.completions.create(model="chain", messages=MSG)
     assert resp.choices[0].message.content == "Hello, world"
-    assert time.monotonic() - started < 5
+    # The gateway hung up on each silent attempt at its 0.5 s timeout (the upstream would have held it
+    # for 10 s and then answered 599): behaviour, not a stopwatch.
+    # (The upstream notices a hang-up on its next poll, so wait for the count rather than read it at once.)
+    wait_until(lambda: up.disconnects - disconnects == 2, 30, "both silent attempts hung up by the gateway")
     assert up.received[-1].path == "/v1/messages"
 
 

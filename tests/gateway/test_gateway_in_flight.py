@@ -10,7 +10,7 @@ import pytest
 
 from prefixgate.gateway.app import create_app
 from prefixgate.gateway.in_flight import InFlight
-from tests.gateway.gw_harness import running_upstream, settings_for
+from tests.gateway.support_gateway import running_upstream, settings_for
 
 
 def test_a_slot_is_released_once_whoever_releases_it():

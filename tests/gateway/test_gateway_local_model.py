@@ -7,7 +7,7 @@ import openai
 
 from prefixgate.config import load_settings
 from prefixgate.gateway.app import create_app
-from tests.gateway.gw_harness import ServerThread
+from tests.gateway.support_gateway import ServerThread
 
 SYSTEM = "You are a helpful assistant for ACME. Current time: 2026-11-22T10:0{}:00Z. " + "Be kind and brief. " * 60
 

@@ -11,7 +11,7 @@ from google import genai
 from google.genai import types
 
 from prefixgate.ledger import read_records
-from tests.gateway.gw_harness import USAGE, running_gateway, running_upstream, settings_for
+from tests.gateway.support_gateway import USAGE, running_gateway, running_upstream, settings_for
 
 KEYS = {"OPENAI_API_KEY": "sk-gw-openai-0123456789", "ANTHROPIC_API_KEY": "sk-ant-gw-0123456789",
         "GEMINI_API_KEY": "AIzaGatewayKey000000000000000"}
@@ -34,7 +34,7 @@ def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sdk")
     with running_upstream() as up:
         settings = settings_for(up.url, tmp)
-        from tests.gateway.gw_harness import policy_for
+        from tests.gateway.support_gateway import policy_for
 
         with running_gateway(settings, policy=policy_for(settings, ALIASES)) as gw:
             yield up, gw, settings
@@ -97,7 +97,7 @@ def test_openai_stream_without_usage_request_is_still_billed(stack, up):
     assert all(c.usage is None for c in chunks)
     assert up.received[-1].body["stream_options"] == {"include_usage": True}
     rid = stream.response.headers["x-prefixgate-request-id"]
-    from tests.support import wait_until
+    from tests.support_services import wait_until
 
     wait_until(lambda: any(r["id"] == rid for r in read_records(settings.ledger_path)), 5, "ledger record written")
     rec = next(r for r in read_records(settings.ledger_path) if r["id"] == rid)

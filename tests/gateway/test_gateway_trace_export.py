@@ -10,9 +10,9 @@ import anthropic
 from click.testing import CliRunner
 
 from prefixgate.cli import main
-from prefixgate.providers.mock_server import MockContext
-from prefixgate.providers.mock_server import create_app as mock_app
-from tests.gateway.gw_harness import ServerThread, running_gateway, settings_for
+from prefixgate.providers.mock.server import MockContext
+from prefixgate.providers.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import ServerThread, running_gateway, settings_for
 
 SYSTEM = "Current time: 2026-11-22T10:{:02d}:00Z\nYou answer ACME billing questions. " + "Billing rule: refunds within 30 days. " * 400
 
@@ -48,7 +48,7 @@ def test_export_skips_records_without_bodies(tmp_path):
 
     path = str(tmp_path / "l.sqlite")
     ledger = Ledger(path)
-    ledger.append(LedgerRecord(id="a", ts=1.0, provider="anthropic", model="claude-sonnet-4-5"))
+    ledger.append(LedgerRecord(id="a", ts=time.time(), provider="anthropic", model="claude-sonnet-4-5"))
     ledger.close()
     result = CliRunner().invoke(main, ["ledger", "export", "--trace", str(tmp_path / "t.jsonl"), "--ledger", path])
     assert result.exit_code == 0 and "skipped 1" in result.output

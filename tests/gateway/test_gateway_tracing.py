@@ -13,8 +13,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from prefixgate.config import Settings
 from prefixgate.gateway.tracing import tracing_for
-from tests.gateway.gw_harness import policy_for, running_gateway, running_upstream, settings_for
-from tests.support import wait_until
+from tests.gateway.support_gateway import policy_for, running_gateway, running_upstream, settings_for
+from tests.support_services import wait_until
 
 POLICY = {"routes": [
     {"name": "chat", "models": ["chat"], "retry": {"attempts": 2, "backoff_s": 0.01, "timeout_s": 5},

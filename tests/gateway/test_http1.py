@@ -8,7 +8,7 @@ import pytest
 
 from prefixgate.dialects import wire_format
 from prefixgate.gateway.http1 import Broken, ConnectFailed, Http1Pool, ReadTimeout
-from tests.support import free_port
+from tests.support_services import refusing_port
 
 
 async def read_request(reader: asyncio.StreamReader) -> bytes:
@@ -99,7 +99,11 @@ def test_a_connection_the_upstream_closed_while_idle_is_not_reused() -> None:
 
     async def body(pool, url, seen, connections):
         assert await (await pool.request("POST", url, {}, b"{}", 5)).read() == b"ok"
-        await asyncio.sleep(0.1)
+
+        async def upstream_close_seen() -> None:   # the condition, not a guess at how long it takes
+            while not all(conn.closed for idle in pool._idle.values() for conn in idle):
+                await asyncio.sleep(0.01)
+        await asyncio.wait_for(upstream_close_seen(), 30)
         assert await (await pool.request("POST", url, {}, b"{}", 5)).read() == b"ok"
         assert len(connections) == 2 and len(seen) == 2
 
@@ -129,10 +133,11 @@ def test_a_response_cut_off_mid_body_is_broken_and_silence_times_out() -> None:
 def test_unreachable_upstream_and_header_injection_are_refused() -> None:
     async def main() -> None:
         pool = Http1Pool(connect_timeout_s=1)
-        with pytest.raises(ConnectFailed):
-            await pool.request("POST", f"http://127.0.0.1:{free_port()}/v1", {}, b"{}", 1)
-        with pytest.raises(ValueError, match="line break"):
-            await pool.request("POST", f"http://127.0.0.1:{free_port()}/v1", {"x-a": "1\r\nx-b: 2"}, b"{}", 1)
+        with refusing_port() as port:
+            with pytest.raises(ConnectFailed):
+                await pool.request("POST", f"http://127.0.0.1:{port}/v1", {}, b"{}", 1)
+            with pytest.raises(ValueError, match="line break"):
+                await pool.request("POST", f"http://127.0.0.1:{port}/v1", {"x-a": "1\r\nx-b: 2"}, b"{}", 1)
 
     asyncio.run(main())
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lb_reference import LogitsRecorder, greedy
 
 from prefixgate.errors import RequestError
 from prefixgate.local_backend.sampling_params import SamplingParams
+from tests.local_backend.support_reference import LogitsRecorder, greedy
 
 PROMPT = {"prompt_token_ids": [10, 20, 30, 40, 50, 60, 70]}
 

@@ -10,9 +10,9 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lb_reference import LogitsRecorder, assert_matches_reference, greedy
 
 from prefixgate.local_backend.engine import LLM
+from tests.local_backend.support_reference import LogitsRecorder, assert_matches_reference, greedy
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

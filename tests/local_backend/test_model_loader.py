@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from lb_reference import greedy
 
 from prefixgate.local_backend.engine import LLM
 from prefixgate.local_backend.model_loader import ModelNotFound, cache_root, load_model, resolve_folder
+from tests.local_backend.support_reference import greedy
 
 
 @pytest.fixture(scope="module")

@@ -3,51 +3,29 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
 import openai
 import pytest
-import uvicorn
 
 from prefixgate.local_backend.async_engine import AsyncEngine
 from prefixgate.local_backend.config import EngineConfig
 from prefixgate.local_backend.engine import LLMEngine
 from prefixgate.local_backend.server import create_app
+from tests.support_services import ServerThread, wait_until
 
 MODEL = "tiny-llama"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(ready: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
 
 
 @contextmanager
 def running_server(loaded, **options) -> Iterator[tuple[str, AsyncEngine]]:  # noqa: ANN001
     engine = AsyncEngine(LLMEngine(EngineConfig(model=MODEL, **options), loaded))
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    wait_until(lambda: srv.started)
-    try:
-        yield f"http://127.0.0.1:{port}", engine
-    finally:
-        srv.should_exit = True
-        thread.join(10)
+    with ServerThread(create_app(engine)) as server:
+        yield server.url, engine
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +155,7 @@ def test_client_disconnect_mid_stream_frees_blocks_at_once(server, monkeypatch) 
                 break
         assert engine.engine.kv.num_used_blocks > 0
     # Closing the connection cancels the response; the request is aborted before the next step.
-    wait_until(lambda: engine.engine.kv.num_used_blocks == 0, timeout=5)
+    wait_until(lambda: engine.engine.kv.num_used_blocks == 0, 30, "the cancelled stream aborted")
     assert not engine.engine.has_unfinished_requests()
     assert metric(base, "prefixgate_backend_request_success_total", 'finished_reason="abort"') >= 1
 
@@ -202,10 +180,10 @@ def test_full_queue_answers_429_with_retry_after(tiny) -> None:
 
         first = threading.Thread(target=post, args=("first",))
         first.start()
-        wait_until(stepping.is_set)  # "first" waits in the scheduler's queue: 1 of 2
+        wait_until(stepping.is_set, 30, "first request stepping")  # "first" waits in the scheduler's queue: 1 of 2
         second = threading.Thread(target=post, args=("second",))
         second.start()
-        wait_until(lambda: engine._pending_adds == 1)  # "second" is queued behind the held step: 2 of 2
+        wait_until(lambda: engine._pending_adds == 1, 30, "second request queued")  # "second" is queued behind the held step: 2 of 2
         r = httpx.post(base + "/v1/completions", json={"model": MODEL, "prompt": "one too many"})
         assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
         assert r.json()["error"]["type"] == "rate_limit_error"
@@ -213,7 +191,7 @@ def test_full_queue_answers_429_with_retry_after(tiny) -> None:
         for t in (first, second):
             t.join(60)
         assert statuses == [200, 200]
-        wait_until(lambda: engine.engine.kv.num_used_blocks == 0)
+        wait_until(lambda: engine.engine.kv.num_used_blocks == 0, 30, "blocks freed")
 
 
 def test_metrics_count_tokens_cache_and_latency(server, client) -> None:
@@ -234,12 +212,24 @@ def test_metrics_count_tokens_cache_and_latency(server, client) -> None:
     assert metric(base, "prefixgate_backend_time_to_first_token_seconds_count") >= 2
 
 
-def test_client_giving_up_on_a_non_streaming_request_frees_its_blocks(server) -> None:
+def test_client_giving_up_on_a_non_streaming_request_frees_its_blocks(server, monkeypatch) -> None:
     base, engine = server
     aborted = metric(base, "prefixgate_backend_request_success_total", 'finished_reason="abort"')
+    # The engine is held inside a step until the client has given up, so a fast machine cannot finish
+    # the answer first.
+    gate, real_step = threading.Event(), engine.engine.step
+
+    def held_step():  # noqa: ANN202
+        gate.wait(30)
+        return real_step()
+
+    monkeypatch.setattr(engine.engine, "step", held_step)
     body = {"model": MODEL, "prompt": "wait for me " * 5, "max_tokens": 900, "ignore_eos": True}
-    with pytest.raises(httpx.ReadTimeout):
-        httpx.post(base + "/v1/completions", json=body, timeout=httpx.Timeout(5, read=0.3))
-    wait_until(lambda: engine.engine.kv.num_used_blocks == 0 and not engine.engine.has_unfinished_requests(),
-               timeout=10)
+    try:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(base + "/v1/completions", json=body, timeout=httpx.Timeout(5, read=0.3))
+    finally:
+        gate.set()
+    wait_until(lambda: engine.engine.kv.num_used_blocks == 0 and not engine.engine.has_unfinished_requests(), 30,
+               "the abandoned request aborted")
     assert metric(base, "prefixgate_backend_request_success_total", 'finished_reason="abort"') == aborted + 1

@@ -16,10 +16,10 @@ import pytest
 from prefixgate.gateway.app import create_app
 from prefixgate.ledger import read_records
 from prefixgate.usage import Usage
-from tests.gateway.gw_harness import ServerThread, policy_for, settings_for
-from tests.reliability.figures import report
-from tests.reliability.rel_harness import ResettingUpstream, Tap, ask, mock_upstream
-from tests.support import wait_until
+from tests.gateway.support_gateway import ServerThread, policy_for, settings_for
+from tests.reliability.support_figures import report
+from tests.reliability.support_upstream import ResettingUpstream, Tap, ask, mock_upstream
+from tests.support_services import wait_until
 
 FAULTS = {"faults": [
     {"fault": "status=429;retry_after=0", "model": "gpt-4o-mini", "every": 3},

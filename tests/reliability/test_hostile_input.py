@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from prefixgate.gateway.app import create_app
-from tests.gateway.gw_harness import ServerThread, policy_for, running_upstream, settings_for
+from tests.gateway.support_gateway import ServerThread, policy_for, running_upstream, settings_for
 
 LIMIT = 64 * 1024
 POLICY = {"routes": [{"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},

@@ -22,8 +22,8 @@ from prefixgate.local_backend.config import EngineConfig
 from prefixgate.local_backend.engine import LLMEngine
 from prefixgate.local_backend.frontend import Frontend
 from prefixgate.policies import hash_key
-from tests.gateway.gw_harness import ServerThread, policy_for, settings_for
-from tests.reliability.figures import report
+from tests.gateway.support_gateway import ServerThread, policy_for, settings_for
+from tests.reliability.support_figures import report
 
 CONCURRENT = 64
 ROUNDS = int(os.environ.get("PREFIXGATE_LOCAL_LOAD_ROUNDS", "1"))
@@ -59,7 +59,7 @@ class EngineTarget:
 @pytest.fixture(scope="module")
 def loaded():
     if MODEL == "tiny":
-        from tests.local_backend.conftest import tiny_llama
+        from tests.local_backend.support_tiny import tiny_llama
 
         return tiny_llama()[0]
     from prefixgate.local_backend.model_loader import load_model

@@ -15,12 +15,13 @@ import pytest
 import redis
 
 from prefixgate.gateway.app import create_app
-from prefixgate.ledger import STREAM, TOTALS, picodollars, read_records
+from prefixgate.ledger import STREAM, TOTALS, read_records
+from prefixgate.ledger_rollup import picodollars
 from prefixgate.policies import hash_key
-from tests.gateway.gw_harness import ServerThread, policy_for, settings_for
-from tests.reliability.figures import report
-from tests.reliability.rel_harness import Tap, mock_upstream
-from tests.support import free_port, wait_until
+from tests.gateway.support_gateway import ServerThread, policy_for, settings_for
+from tests.reliability.support_figures import report
+from tests.reliability.support_upstream import Tap, mock_upstream
+from tests.support_services import start_on_free_port, wait_until
 
 KEY = "pg-outage-key-0001"
 POLICY = {"routes": [{"name": "chat", "models": ["gpt-*"], "retry": {"attempts": 1, "timeout_s": 5},
@@ -34,22 +35,35 @@ class RedisServer:
     """A redis-server of this test's own (append-only, so a restart keeps its data), stoppable at will."""
 
     def __init__(self, workdir) -> None:
-        self.port, self.workdir = free_port(), workdir
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.port: int | None = None
+        self.url = ""
+        self.workdir = workdir
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> None:
+    def launch(self, port: int) -> subprocess.Popen:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.fail("redis-server is not installed; `make test` installs it")
-        self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.workdir)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(self.answers, 10, "redis-server answering")
+        return subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.workdir)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def start(self) -> None:
+        """First start on a free port; a restart comes back on the same one (the gateway knows that URL)."""
+        if self.port is None:
+            self.proc, self.port = start_on_free_port(self.launch, self._ping, "redis-server")
+            self.url = f"redis://127.0.0.1:{self.port}/0"
+            return
+        self.proc = self.launch(self.port)
+        wait_until(self.answers, 30, "redis-server answering")
 
     def answers(self) -> bool:
+        return self._ping(self.port)
+
+    @staticmethod
+    def _ping(port: int) -> bool:
         try:
-            return redis.Redis.from_url(self.url, socket_timeout=0.2).ping()
+            return redis.Redis.from_url(f"redis://127.0.0.1:{port}/0", socket_timeout=0.2).ping()
         except redis.RedisError:
             return False
 
@@ -108,8 +122,9 @@ def test_gateway_serves_through_a_redis_outage_and_resyncs(tmp_path, monkeypatch
                 assert len(records) == served
 
                 # The shared copy catches up: every record once, totals and budget equal to the ledger's.
-                wait_until(lambda: shared.xlen(STREAM) == served, 20, "ledger stream resynced")
-                time.sleep(0.5)
+                # The totals hash is updated with each stream entry; wait for both, not for a clock.
+                wait_until(lambda: shared.xlen(STREAM) == served
+                           and int(shared.hget(TOTALS, "requests") or 0) == served, 30, "ledger copy resynced")
                 ids = [__import__("json").loads(e[b"record"])["id"] for _, e in shared.xrange(STREAM)]
                 assert sorted(ids) == sorted(r["id"] for r in records)
                 totals = shared.hgetall(TOTALS)
@@ -118,13 +133,13 @@ def test_gateway_serves_through_a_redis_outage_and_resyncs(tmp_path, monkeypatch
                 assert int(totals[b"cost_picousd"]) == sum(picodollars(r["cost_usd"]) for r in records)
                 # Budget spend counted while Redis was away is added once it answers again (on the next use).
                 ask(gw.url, 1)
-                wait_until(lambda: not proxy.counters.backlog, 10, "counter backlog pushed")
+                wait_until(lambda: not proxy.counters.backlog, 30, "counter backlog pushed")
                 records = read_records(settings.ledger_path)
                 wait_until(lambda: float(shared.get("prefixgate:counter:budget:team:all") or 0)
-                           == pytest.approx(float(sum(Decimal(r["cost_usd"]) for r in records))), 10, "budget resynced")
+                           == pytest.approx(float(sum(Decimal(r["cost_usd"]) for r in records))), 30, "budget resynced")
                 # The planner's learned state for the tenant's route is shared again.
                 wait_until(lambda: any(k.startswith(b"prefixgate:route:acme/") for k in shared.keys("prefixgate:route:*")),
-                           10, "planner state published")
+                           30, "planner state published")
     finally:
         if server.proc.poll() is None:
             server.stop()

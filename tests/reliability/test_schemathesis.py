@@ -1,4 +1,4 @@
-"""schemathesis against the gateway's three dialect endpoints (tests/reliability/gateway_openapi.py) and
+"""schemathesis against the gateway's three dialect endpoints (tests/reliability/support_openapi.py) and
 against the dashboard API's own /api/openapi.json, in positive and negative modes: no 5xx, no internals
 in any answer, and the gateway still serving afterwards."""
 
@@ -12,8 +12,8 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
 from prefixgate.gateway.app import create_app
-from tests.gateway.gw_harness import ServerThread, policy_for, running_upstream, settings_for
-from tests.reliability.gateway_openapi import SCHEMA
+from tests.gateway.support_gateway import ServerThread, policy_for, running_upstream, settings_for
+from tests.reliability.support_openapi import SCHEMA
 
 ADMIN = "schemathesis-admin-token"
 INTERNALS = ("Traceback", 'File "', "site-packages")

@@ -15,8 +15,8 @@ from prefixgate.gateway.app import create_app
 from prefixgate.gateway.metrics import MAX_SERIES, Metrics
 from prefixgate.ledger import LedgerRecord, read_records
 from prefixgate.policies import hash_key
-from tests.gateway.gw_harness import ServerThread, policy_for, running_upstream, settings_for
-from tests.support import wait_until
+from tests.gateway.support_gateway import ServerThread, policy_for, running_upstream, settings_for
+from tests.support_services import wait_until
 
 PROVIDER_KEY = "sk-provider-secret-openai-778899"
 KEYS = {"acme": "pg-acme-virtual-key-0001", "globex": "pg-globex-virtual-key-0002"}

@@ -11,7 +11,7 @@ import pytest
 
 import prefixgate
 from prefixgate.sdk import Ledger
-from tests.sdk.sdk_harness import ANTHROPIC_MODEL, dated_system, fresh_key, running_mock_providers
+from tests.sdk.support_sdk import ANTHROPIC_MODEL, dated_system, fresh_key, running_mock_providers
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +46,9 @@ def test_dated_system_prompt_caches_only_when_wrapped(mock_url):
     assert records[1].miss_reason == "" and records[0].miss_reason.startswith("cold")
     assert any(line.startswith("rewrite:") for line in records[1].explanation)
     assert float(records[1].savings_usd) > 0
+    # The prefix shape the dashboard's misses view diffs, as the gateway records it (prefixgate.prefix_shape).
+    roles = [entry.split(":")[0] for entry in records[1].segments]
+    assert roles[0] == "system" and roles[-1] == "user" and int(records[1].segments[0].split(":")[3]) > 1000
 
 
 def test_wrapped_client_is_the_same_client_type_and_falls_through(mock_url):

@@ -14,8 +14,8 @@ from google.genai import types
 
 import prefixgate
 from prefixgate.ledger import read_records
-from tests.gateway.gw_harness import running_gateway, settings_for
-from tests.sdk.sdk_harness import (
+from tests.gateway.support_gateway import running_gateway, settings_for
+from tests.sdk.support_sdk import (
     ANTHROPIC_MODEL,
     GEMINI_MODEL,
     OPENAI_MODEL,
@@ -23,7 +23,7 @@ from tests.sdk.sdk_harness import (
     fresh_key,
     running_mock_providers,
 )
-from tests.support import wait_until
+from tests.support_services import wait_until
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from google.genai import errors, types
 
 import prefixgate
 from prefixgate.sdk import Ledger, exchange
-from tests.sdk.sdk_harness import GEMINI_MODEL, POLICY, dated_system, fresh_key, running_mock_providers
+from tests.sdk.support_sdk import GEMINI_MODEL, POLICY, dated_system, fresh_key, running_mock_providers
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,9 @@ def test_generate_content_is_planned_and_priced(mock_url):
     assert (a.provider, a.model, a.cache_read) == ("gemini", GEMINI_MODEL, 0)
     assert b.cache_read == second.usage_metadata.cached_content_token_count
     assert b.usage.input_total == second.usage_metadata.prompt_token_count
-    # The original client is untouched: it still sends the date where the caller put it, and records nothing more.
+    # The original client is untouched: it still sends the date where the caller put it (so, unlike the
+    # wrapped client's second request, it reads nothing from the cache), and records nothing more.
+    assert (plain.usage_metadata.cached_content_token_count or 0) == 0
     assert len(ledger.records) == 2
 
 

@@ -19,7 +19,7 @@ from prefixgate.cli import main
 from prefixgate.ledger import LedgerRecord as GatewayRecord
 from prefixgate.ledger import read_records
 from prefixgate.sdk import Ledger, LedgerRecord, exchange
-from tests.sdk.sdk_harness import ANTHROPIC_MODEL, dated_system, fresh_key, running_mock_providers
+from tests.sdk.support_sdk import ANTHROPIC_MODEL, dated_system, fresh_key, running_mock_providers
 
 
 @pytest.fixture(scope="module")

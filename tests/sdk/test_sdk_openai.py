@@ -11,7 +11,7 @@ import pytest
 
 import prefixgate
 from prefixgate.sdk import Ledger
-from tests.sdk.sdk_harness import OPENAI_MODEL, dated_system, fresh_key, running_mock_providers
+from tests.sdk.support_sdk import OPENAI_MODEL, dated_system, fresh_key, running_mock_providers
 
 
 @pytest.fixture(scope="module")

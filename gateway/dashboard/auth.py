@@ -1,0 +1,64 @@
+"""Admin-token protection for the dashboard and its API (when `admin_token` is configured).
+
+Scripts send `Authorization: Bearer <token>`; a browser opens `/dashboard?token=<token>` once, which
+sets an HttpOnly same-site cookie and redirects to the bare URL, so the token leaves the address bar
+and the page's own API calls carry the cookie. A caller key with `dashboard: read` in the policy opens the
+page and GET /api/* the same ways; admin-only parts (the exposure summary on /health, anything that
+changes state) still need the admin token.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from fastapi import HTTPException, Request
+
+from prefixgate.policies import hash_key
+
+COOKIE = "prefixgate_admin"
+
+
+def admin_token(request: Request) -> str:
+    return request.app.state.settings.admin_token
+
+
+def presented_token(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    scheme, _, token = auth.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return request.cookies.get(COOKIE)
+
+
+def token_matches(request: Request, given: str | None) -> bool:
+    """`given` is the configured admin token (constant-time compare); never true when none is configured."""
+    expected = admin_token(request)
+    return bool(expected) and given is not None and secrets.compare_digest(given.encode(), expected.encode())
+
+
+def reader_matches(request: Request, given: str | None) -> bool:
+    """`given` is the admin token or a caller key with read-only dashboard access."""
+    if token_matches(request, given):
+        return True
+    if not given or not admin_token(request):
+        return False
+    # Compared by sha256, as caller keys are stored: digests are compared, never the key itself.
+    digest = hash_key(given)
+    return any(k.key_sha256 == digest and k.dashboard == "read" for k in request.app.state.policy.keys)
+
+
+def is_admin(request: Request) -> bool:
+    return not admin_token(request) or token_matches(request, presented_token(request))
+
+
+def is_reader(request: Request) -> bool:
+    return not admin_token(request) or reader_matches(request, presented_token(request))
+
+
+def require_reader(request: Request) -> None:
+    """FastAPI dependency: 401 unless the caller is an admin (or no token is configured), or presents a
+    dashboard-reading caller key on a read-only method."""
+    if not (is_admin(request) or (request.method in ("GET", "HEAD") and is_reader(request))):
+        raise HTTPException(401, "admin token required: send Authorization: Bearer <admin_token> "
+                            "(or a caller key with dashboard: read, for GET)",
+                            headers={"WWW-Authenticate": "Bearer"})

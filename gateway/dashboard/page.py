@@ -1,0 +1,73 @@
+"""The cost dashboard: `/dashboard` (a static page shipped in the package, no CDN, no build step), its
+assets under `/dashboard/static/`, and the JSON API it polls (`api`).
+
+The router's lifespan runs after the gateway's own (FastAPI nests included routers' lifespans inside the
+app's), so the proxy and its metrics registry exist when the hit-rate alert gauges are registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+
+from prefixgate.gateway.dashboard import api
+from prefixgate.gateway.dashboard.alerts import AlertCollector, AlertRule
+from prefixgate.gateway.dashboard.auth import COOKIE, is_reader, reader_matches
+from prefixgate.gateway.dashboard.source import source_for
+
+STATIC = Path(__file__).parent / "static"
+ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css", "favicon.svg": "image/svg+xml"}
+# Everything the page loads comes from the gateway itself; the page has no inline script or style.
+CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
+LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>prefixgate dashboard</title>
+<link rel="stylesheet" href="/dashboard/static/dashboard.css"></head><body class="login">
+<form method="get" action="/dashboard"><h1>prefixgate dashboard</h1><p>{message}</p>
+<input type="password" name="token" placeholder="admin token" autofocus><button>Open</button></form></body></html>"""
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings = app.state.settings
+    source = source_for(settings)
+    rule = AlertRule()
+    app.state.dashboard_source = source
+    app.state.dashboard_alert_rule = rule
+    collector = AlertCollector(source, rule)
+    registry = app.state.proxy.metrics.registry
+    registry.register(collector)
+    try:
+        yield
+    finally:
+        registry.unregister(collector)
+        source.close()
+
+
+router = APIRouter(lifespan=lifespan)
+router.include_router(api.router)
+
+
+@router.get("/dashboard", include_in_schema=False)
+def page(request: Request, token: str | None = None) -> Response:
+    secure = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+    if token is not None:
+        if not reader_matches(request, token):
+            return HTMLResponse(LOGIN.format(message="That token is neither this gateway's admin token nor a key with dashboard access."), 401, secure)
+        back = RedirectResponse("/dashboard", 303, secure)
+        back.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/",
+                        secure=request.url.scheme == "https")
+        return back
+    if not is_reader(request):
+        return HTMLResponse(LOGIN.format(message="This gateway's dashboard needs its admin token."), 401, secure)
+    return FileResponse(STATIC / "dashboard.html", headers=secure, media_type="text/html")
+
+
+@router.get("/dashboard/static/{name}", include_in_schema=False)
+def asset(name: str) -> Response:
+    # Only the files listed: a name is never joined onto a path unchecked.
+    if name not in ASSETS:
+        return Response("not found", 404, media_type="text/plain")
+    return FileResponse(STATIC / name, media_type=ASSETS[name], headers={"Cache-Control": "no-cache"})

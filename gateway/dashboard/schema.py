@@ -1,0 +1,179 @@
+"""Response models of the dashboard API: they document the JSON in the OpenAPI schema and check it.
+
+Money is a decimal string (exact ledger sums); hit rates are fractions in [0, 1], null where a window
+had no prompt tokens; times are unix seconds.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Window(BaseModel):
+    since: float
+    until: float
+    source: str = Field(description="`sqlite` (this replica's ledger file), `postgres` or `redis` (every replica's records)")
+
+
+class Tokens(BaseModel):
+    uncached_input: int
+    cache_read: int
+    cache_write: int
+    output: int
+
+
+class Totals(BaseModel):
+    requests: int
+    errors: int = Field(description="requests answered with a non-200 status")
+    unpriced: int = Field(description="answered requests whose model has no known price (not in spend)")
+    spend_usd: str
+    spend_without_cache_usd: str = Field(description="the same requests billed with no caching at all")
+    savings_usd: str = Field(description="spend_without_cache_usd - spend_usd; negative when writes did not pay")
+    hit_rate: float | None = Field(description="cache-read tokens / all prompt tokens")
+    tokens: Tokens
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+    ttft_p95_ms: float | None
+
+
+class Summary(BaseModel):
+    window: Window
+    totals: Totals
+
+
+class Point(BaseModel):
+    t: float = Field(description="bucket start")
+    requests: int
+    spend_usd: str
+    savings_usd: str
+    spend_without_cache_usd: str
+    hit_rate: float | None
+
+
+class Timeseries(BaseModel):
+    window: Window
+    step_s: float
+    points: list[Point]
+
+
+class Row(Totals):
+    name: str = Field(description="the route, model, key, target, provider or tenant ('' when none)")
+
+
+class Breakdown(BaseModel):
+    window: Window
+    by: str
+    rows: list[Row]
+
+
+class SegmentRef(BaseModel):
+    index: int = Field(description="position in the request's prefix order (tools, system, then turns)")
+    role: str
+    tokens: int = Field(description="approximate size of the segment")
+    volatile_kinds: list[str] = Field(description="volatile-span detectors that fire in it (leading segments)")
+
+
+class Difference(BaseModel):
+    request_id: str
+    previous_id: str
+    ts: float
+    segment: SegmentRef
+
+
+class Reason(BaseModel):
+    reason: str = Field(description="volatile_span, below_minimum, ttl_expired, tools_reordered, blocks_reordered, "
+                                    "tools_changed, prefix_changed, no_checkpoint, planner_off, cold, provider")
+    label: str
+    fix: str
+    detail: str = Field(description="the latest such miss in words")
+    count: int
+    missed_usd: str
+    request_id: str = Field(description="the latest miss with this reason")
+    segment: SegmentRef | None = Field(description="its first segment differing from the previous request")
+
+
+class LatestMiss(BaseModel):
+    request_id: str
+    ts: float
+    model: str
+    plan: list[str] = Field(description="the planner's explanation for that request")
+    miss_reason: str
+
+
+class RouteMisses(BaseModel):
+    route: str
+    requests: int
+    misses: int
+    miss_rate: float
+    missed_usd: str = Field(description="what reading each miss's prefix from cache would have saved")
+    top_reason: Reason
+    reasons: list[Reason]
+    first_difference: Difference | None = Field(description="latest consecutive pair of the route that differ")
+    latest_miss: LatestMiss
+
+
+class Misses(BaseModel):
+    window: Window
+    routes: list[RouteMisses]
+
+
+class Alert(BaseModel):
+    route: str
+    hit_rate: float | None = Field(description="over the alert window")
+    baseline_hit_rate: float | None = Field(description="over the trailing baseline before it")
+    drop: float | None = Field(description="(baseline - current) / baseline")
+    requests: int
+    baseline_requests: int
+    firing: bool
+
+
+class AlertRuleOut(BaseModel):
+    window_s: float
+    baseline_s: float
+    drop: float
+    min_baseline: float
+    min_requests: int
+
+
+class Alerts(BaseModel):
+    now: float
+    rule: AlertRuleOut
+    alerts: list[Alert]
+
+
+class Overview(BaseModel):
+    window: Window
+    totals: Totals
+    step_s: float
+    points: list[Point]
+    breakdowns: dict[str, list[Row]] = Field(description="by route, model, key and target")
+    misses: list[RouteMisses]
+    alerts: list[Alert]
+
+
+class RequestRecord(BaseModel):
+    id: str
+    ts: float
+    route: str
+    target: str
+    model: str
+    key: str
+    status: int
+    stream: bool
+    uncached_input: int
+    cache_read: int
+    cache_writes: dict[str, int]
+    output: int
+    cost_usd: str | None
+    savings_usd: str | None
+    latency_ms: float
+    ttft_ms: float | None
+    plan_summary: str
+    explanation: list[str]
+    miss_reason: str
+    error: str
+
+
+class Requests(BaseModel):
+    window: Window
+    records: list[RequestRecord]

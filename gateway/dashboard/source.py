@@ -1,0 +1,209 @@
+"""Where the dashboard reads the ledger: the replica's SQLite file, or the store every replica writes
+when one is configured (Postgres with `ledger_url`, else the Redis stream), so the page shows the
+whole fleet, whichever replica serves it.
+
+Figures come from rollups (prefixgate.ledger_rollup), read through a source's `view`: a SQLite
+connection holding the `rollups` and `rollup_hist` tables plus, in temp tables of the same shape, the
+records the ledger thread has not rolled up yet. A poll therefore costs buckets x distinct values
+(routes, keys, models...), not records. The misses
+view still reads records, but only the latest MISS_SAMPLE of the window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from contextlib import AbstractContextManager, closing
+from dataclasses import fields
+from typing import Protocol
+
+import psycopg
+import redis
+
+from prefixgate import ledger_postgres
+from prefixgate import ledger_rollup as rollup
+from prefixgate.config import Settings
+from prefixgate.ledger import COLUMNS, STREAM, LedgerRecord, decode_row
+
+_KNOWN = {f.name for f in fields(LedgerRecord)}
+# Stream ids are Redis's clock at write time; a replica's clock may differ from Redis's by this much.
+CLOCK_SLACK_MS = 60_000
+PAGE = 5000
+# What a shared store that is down raises.
+UNAVAILABLE = (psycopg.Error, redis.RedisError, OSError)
+# The misses view diagnoses at most this many of the window's latest records (plus their predecessors).
+MISS_SAMPLE = 1000
+
+
+class LedgerSource(Protocol):
+    name: str
+
+    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:
+        """Records with `since <= ts < until` (of `route`), oldest first; with `latest`, only the last that many."""
+        ...
+
+    def view(self, since: float, until: float) -> AbstractContextManager[sqlite3.Connection]:
+        """A consistent snapshot of the rollups covering [since, until) (see the module docstring)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def _record(data: dict) -> LedgerRecord:
+    # Records written by a newer or older gateway version: unknown fields dropped, missing ones defaulted.
+    return LedgerRecord(**{k: v for k, v in data.items() if k in _KNOWN})
+
+
+def _load(db: sqlite3.Connection, records: list[dict], schema: str = "") -> None:
+    """Roll `records` up into `rollups`/`rollup_hist` tables (in `schema`, e.g. `temp.`)."""
+    create, upsert_rollup, upsert_hist = rollup.statements(schema)
+    for statement in create:
+        db.execute(statement)
+    rows, hist = rollup.upsert_rows(rollup.aggregate(records))
+    db.executemany(upsert_rollup, rows)
+    db.executemany(upsert_hist, hist)
+
+
+def _in_memory(records: list[dict]) -> sqlite3.Connection:
+    """A view holding `records`, rolled up."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    _load(db, records)
+    _load(db, [], "temp.")
+    return db
+
+
+class SqliteSource:
+    name = "sqlite"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def close(self) -> None:
+        pass    # connections are per read
+
+    def _connect(self) -> sqlite3.Connection | None:
+        try:
+            return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None)
+        except sqlite3.OperationalError:
+            return None   # no request has been recorded yet
+
+    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:
+        db = self._connect()
+        if db is None:
+            return []
+        try:
+            have = {row[1] for row in db.execute("PRAGMA table_info(requests)")}
+            cols = [c for c in COLUMNS if c in have]
+            order = f"DESC LIMIT {int(latest)}" if latest else ""
+            of_route = "AND route = ?" if route is not None else ""
+            rows = db.execute(f"SELECT {', '.join(cols)} FROM requests WHERE ts >= ? AND ts < ? {of_route} ORDER BY ts {order}",
+                              (since, until, *([route] if route is not None else []))).fetchall()
+        except sqlite3.OperationalError:
+            return []
+        finally:
+            db.close()
+        if latest:
+            rows.reverse()
+        return [_record(decode_row(dict(zip(cols, row, strict=True)))) for row in rows]
+
+    def view(self, since: float, until: float) -> closing[sqlite3.Connection]:
+        db = self._connect()
+        if db is not None:
+            try:
+                # One read transaction: the cursor, the rollups and the records beyond it agree.
+                db.execute("BEGIN")
+                tail = db.execute(f"SELECT {', '.join(COLUMNS)} FROM requests WHERE rowid > ?",
+                                  (rollup.cursor(db),)).fetchall()
+                _load(db, [decode_row(dict(zip(COLUMNS, row, strict=True))) for row in tail], "temp.")
+            except sqlite3.OperationalError:
+                # A file the gateway has not opened since rollups existed: nothing to show until it does.
+                db.close()
+                db = None
+        return closing(db if db is not None else _in_memory([]))
+
+
+class RedisSource:
+    """Reads the fleet's records from the Redis stream and rolls them up per poll (the stream holds
+    the last million records; for a fleet past that, use `ledger_url`)."""
+
+    name = "redis"
+
+    def __init__(self, url: str) -> None:
+        self._redis = redis.Redis.from_url(url)
+
+    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:
+        out: list[LedgerRecord] = []
+        start = f"{max(0, int(since * 1000) - CLOCK_SLACK_MS)}"
+        end = f"{int(until * 1000) + CLOCK_SLACK_MS}"
+        while True:
+            entries = self._redis.xrange(STREAM, min=start, max=end, count=PAGE)
+            for _, fields_ in entries:
+                rec = _record(json.loads(fields_[b"record"]))
+                if since <= rec.ts < until and (route is None or rec.route == route):
+                    out.append(rec)
+            if len(entries) < PAGE:
+                break
+            start = "(" + entries[-1][0].decode()
+        out.sort(key=lambda r: r.ts)
+        return out[-latest:] if latest else out
+
+    def view(self, since: float, until: float) -> closing[sqlite3.Connection]:
+        return closing(_in_memory([rec.__dict__ for rec in self.records(since, until)]))
+
+    def close(self) -> None:
+        self._redis.close()
+
+
+class PostgresSource:
+    """Reads the fleet's records and rollups from the shared Postgres ledger (prefixgate.ledger_postgres).
+    A view copies the window's rollup rows into an in-memory SQLite database: whole hours, the minutes
+    at the window's edges, and the per-minute rows of all records that the time series reads."""
+
+    name = "postgres"
+
+    def __init__(self, url: str) -> None:
+        self._pool = ledger_postgres.open_pool(url)
+
+    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:
+        of_route = "AND route = %s" if route is not None else ""
+        order = f"DESC LIMIT {int(latest)}" if latest else ""
+        try:
+            with self._pool.connection() as conn:
+                rows = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM prefixgate_requests WHERE ts >= %s AND ts < %s "
+                                    f"{of_route} ORDER BY ts {order}", (since, until, *([route] if route else []))).fetchall()
+        except psycopg.errors.UndefinedTable:
+            return []       # no replica has copied a record yet
+        if latest:
+            rows.reverse()
+        return [_record(decode_row(dict(zip(COLUMNS, row, strict=True)))) for row in rows]
+
+    def view(self, since: float, until: float) -> closing[sqlite3.Connection]:
+        first_minute = math.floor(since / 60) * 60
+        first_hour, last_hour = math.ceil(first_minute / 3600) * 3600, math.floor(math.floor(until / 60) * 60 / 3600) * 3600
+        where = ("WHERE bucket < %s AND ((res = 3600 AND bucket >= %s) OR (res = 60 AND bucket >= %s "
+                 "AND (dim = '' OR bucket < %s OR bucket >= %s)))")
+        params = (until, first_hour - 3600, first_minute, first_hour, last_hour)
+        db = _in_memory([])
+        try:
+            with self._pool.connection() as conn:
+                sums = conn.execute(f"SELECT res, bucket, dim, name, {', '.join(rollup.SUMS)} FROM prefixgate_rollups {where}",
+                                    params).fetchall()
+                hist = conn.execute(f"SELECT res, bucket, dim, name, kind, bin, n FROM prefixgate_rollup_hist {where}",
+                                    params).fetchall()
+            db.executemany(rollup.UPSERT_ROLLUP, sums)
+            db.executemany(rollup.UPSERT_HIST, hist)
+        except psycopg.errors.UndefinedTable:
+            pass            # no replica has copied a record yet: an empty view
+        return closing(db)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def source_for(settings: Settings) -> LedgerSource:
+    """Postgres when the fleet shares one, else the Redis stream when replicas share Redis, else this
+    replica's SQLite file."""
+    if settings.ledger_url:
+        return PostgresSource(settings.ledger_url)
+    return RedisSource(settings.redis_url) if settings.redis_url else SqliteSource(settings.ledger_path)

@@ -1,0 +1,113 @@
+"""The fleet's shared ledger in PostgreSQL (`ledger_url: postgresql://...`): every replica copies its
+records there, with their rollups, and every replica's dashboard reads the fleet's figures from it.
+
+Each replica still commits a record to its own SQLite file before the answer's last byte; its ledger
+thread then copies the rows over (the cursor and its guarantees: ledger_copy), adding them to the
+rollups in the same Postgres transaction that inserts them and moves the cursor, so each record is
+counted once. A replica new to Postgres copies its whole file (moving from SQLite to Postgres keeps
+the history). The copy and the dashboard each draw connections from a small psycopg pool.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from prefixgate import ledger_rollup as rollup
+from prefixgate.ledger import COLUMNS, schema
+from prefixgate.ledger_copy import RowCopier
+
+CURSORS = "prefixgate_cursors"
+# SQLite's types as Postgres needs them: token counts and picodollars outgrow 32 bits, times need doubles.
+_TYPES = {" INTEGER": " BIGINT", " REAL": " DOUBLE PRECISION", " WITHOUT ROWID": ""}
+
+
+def to_postgres(sql: str) -> str:
+    """A statement written for SQLite (its types, `?` parameters) as Postgres takes it."""
+    for sqlite_type, pg_type in _TYPES.items():
+        sql = sql.replace(sqlite_type, pg_type)
+    return sql.replace("?", "%s")
+
+
+_CREATE_ROLLUPS, _UPSERT_ROLLUP, _UPSERT_HIST = rollup.statements("prefixgate_")
+DDL = [to_postgres(s) for s in (schema("prefixgate_requests"), *_CREATE_ROLLUPS)] + [
+    "CREATE INDEX IF NOT EXISTS prefixgate_requests_ts ON prefixgate_requests (ts)",
+    f"CREATE TABLE IF NOT EXISTS {CURSORS} (ledger_id TEXT PRIMARY KEY, position BIGINT NOT NULL)"]
+INSERT = (f"INSERT INTO prefixgate_requests ({', '.join(COLUMNS)}) VALUES ({', '.join('%s' for _ in COLUMNS)}) "
+          "ON CONFLICT (id) DO NOTHING RETURNING id")
+UPSERT_ROLLUP = to_postgres(_UPSERT_ROLLUP)
+UPSERT_HIST = to_postgres(_UPSERT_HIST)
+
+
+def open_pool(url: str) -> ConnectionPool:
+    """A small pool (the copy thread and the dashboard's polls), opened in the background: a Postgres
+    that is down at start delays the copy, it does not stop the gateway."""
+    pool = ConnectionPool(url, min_size=1, max_size=4, open=False, timeout=5.0, name="prefixgate-ledger")
+    pool.open(wait=False)
+    return pool
+
+
+def create_tables(pool: ConnectionPool) -> None:
+    with pool.connection() as conn:
+        # Replicas starting together: one creates the tables, the others wait for its lock.
+        conn.execute("SELECT pg_advisory_xact_lock(7274657)")
+        for statement in DDL:
+            conn.execute(statement)
+
+
+class PostgresSync(RowCopier):
+    store = "postgres"
+    errors = (psycopg.Error, OSError)
+
+    def __init__(self, url: str, path: str) -> None:
+        super().__init__(path)
+        self._pool = open_pool(url)
+        self._created = False
+
+    def _stored_position(self) -> int:
+        if not self._created:
+            create_tables(self._pool)
+            self._created = True
+        with self._pool.connection() as conn:
+            row = conn.execute(f"SELECT position FROM {CURSORS} WHERE ledger_id = %s", (self.ledger_id,)).fetchone()
+        return row[0] if row else 0
+
+    def _apply(self, expected: int, new: int, rows: list[tuple]) -> int:
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute(f"INSERT INTO {CURSORS} VALUES (%s, 0) ON CONFLICT DO NOTHING", (self.ledger_id,))
+            current = conn.execute(f"SELECT position FROM {CURSORS} WHERE ledger_id = %s FOR UPDATE",
+                                   (self.ledger_id,)).fetchone()[0]
+            if current != expected:
+                return current
+            with conn.cursor() as cur:
+                cur.executemany(INSERT, rows, returning=True)
+                inserted = set()
+                while True:
+                    inserted.update(r[0] for r in cur.fetchall())
+                    if not cur.nextset():
+                        break
+            # Only records new to Postgres are rolled up (an id already there, e.g. SDK records exported
+            # into two replicas' files, is counted once).
+            records = [r for r in self.decode(rows) if r["id"] in inserted]
+            sums, hist = rollup.upsert_rows(rollup.aggregate(records))
+            with conn.cursor() as cur:
+                cur.executemany(UPSERT_ROLLUP, sums)
+                cur.executemany(UPSERT_HIST, hist)
+            conn.execute(f"UPDATE {CURSORS} SET position = %s WHERE ledger_id = %s", (new, self.ledger_id))
+        return new
+
+    def prune(self, records_before: float, rollups_before: float) -> None:
+        # Every replica runs it; deleting twice is harmless.
+        with self._pool.connection() as conn:
+            conn.execute("DELETE FROM prefixgate_requests WHERE ts < %s", (records_before,))
+            for table in ("prefixgate_rollups", "prefixgate_rollup_hist"):
+                conn.execute(f"DELETE FROM {table} WHERE res = 60 AND bucket < %s", (records_before,))
+                conn.execute(f"DELETE FROM {table} WHERE bucket < %s", (rollups_before,))
+
+    @property
+    def pool(self) -> ConnectionPool:
+        return self._pool
+
+    def close(self) -> None:
+        self._pool.close()
+        super().close()

@@ -1,0 +1,161 @@
+"""Per-minute and per-hour rollups of the ledger: what the dashboard reads instead of the raw records.
+
+A rollup row sums the records of one bucket (a minute or an hour) that share one dimension's value
+(`dim` route, model, key, target, provider or tenant, and `name` its value; `dim` "" sums every
+record): requests, errors, tokens by class, and money in integer picodollars (so sums are exact and
+equal a scan of the raw records). Rows are per dimension, not per combination of them, so a bucket
+holds as many rows as there are distinct routes plus keys plus models..., not their product.
+Latency and time to first byte go into log-scale histograms beside them (bins 10% wide), from which
+percentiles are read to within 5%: per minute for all records, per hour for each dimension's values
+(a histogram has tens of bins; per minute and value they would outnumber the records).
+
+The ledger thread maintains them from a rowid cursor: one transaction adds a batch of records to the
+rollups and moves the cursor, so after a crash or kill -9 each record is rolled up exactly once (the
+records not yet rolled up are picked up when the ledger opens again). Readers add the records beyond
+the cursor themselves, so what they show is current to the last committed record.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+RESOLUTIONS = (60, 3600)
+DIMENSIONS = ("route", "model", "key", "target", "provider", "tenant")
+SUMS = ("requests", "errors", "unpriced", "uncached_input", "cache_read", "cache_write", "output",
+        "spend_pico", "without_cache_pico", "savings_pico")
+BIN_RATIO = 1.1
+VALUE_HIST_RES = 3600           # per-value histograms are kept per hour only (see the module docstring)
+BATCH = 1000                    # records per roll-up transaction (appends wait for it)
+CURSOR = "rolled_up_to"
+
+_KEY = ("res", "bucket", "dim", "name")
+_KEY_SQL = "res INTEGER, bucket INTEGER, dim TEXT, name TEXT"
+# Keys ordered (res, dim, bucket, ...): a query reads one dimension's rows over a span of buckets.
+_PK = "res, dim, bucket, name"
+
+
+def statements(prefix: str = "") -> tuple[list[str], str, str]:
+    """(CREATE statements, rollup upsert, histogram upsert) for the tables `{prefix}rollups` and
+    `{prefix}rollup_hist` (a prefix: "temp." for a connection's own tables, "prefixgate_" in Postgres)."""
+    rollups, hist = f"{prefix}rollups", f"{prefix}rollup_hist"
+    bare_rollups, bare_hist = rollups.split(".")[-1], hist.split(".")[-1]
+    create = [
+        f"CREATE TABLE IF NOT EXISTS {rollups} ({_KEY_SQL}, {', '.join(f'{s} INTEGER NOT NULL' for s in SUMS)}, "
+        f"PRIMARY KEY ({_PK})) WITHOUT ROWID",
+        f"CREATE TABLE IF NOT EXISTS {hist} ({_KEY_SQL}, kind TEXT, bin INTEGER, n INTEGER NOT NULL, "
+        f"PRIMARY KEY ({_PK}, kind, bin)) WITHOUT ROWID",
+    ]
+    upsert_rollup = (f"INSERT INTO {rollups} ({', '.join(_KEY + SUMS)}) VALUES ({', '.join('?' for _ in _KEY + SUMS)}) "
+                     f"ON CONFLICT ({_PK}) DO UPDATE SET "
+                     f"{', '.join(f'{s} = {bare_rollups}.{s} + excluded.{s}' for s in SUMS)}")
+    upsert_hist = (f"INSERT INTO {hist} ({', '.join(_KEY)}, kind, bin, n) VALUES ({', '.join('?' for _ in _KEY)}, ?, ?, ?) "
+                   f"ON CONFLICT ({_PK}, kind, bin) DO UPDATE SET n = {bare_hist}.n + excluded.n")
+    return create, upsert_rollup, upsert_hist
+
+
+SCHEMA, UPSERT_ROLLUP, UPSERT_HIST = statements()
+
+
+def picodollars(amount: str | None) -> int:
+    """Dollars (a decimal string) as an exact integer of 1e-12 dollars (prices have at most 6 decimals per MTok)."""
+    return int(Decimal(amount).scaleb(12).to_integral_value()) if amount else 0
+
+
+def latency_bin(ms: float) -> int:
+    """The histogram bin of a duration: 0 below 1 ms, then bins BIN_RATIO wide."""
+    return 0 if ms < 1 else 1 + int(math.log(ms) / math.log(BIN_RATIO))
+
+
+def bin_ms(b: int) -> float:
+    """A bin's representative duration (its geometric middle)."""
+    return 0.5 if b == 0 else round(BIN_RATIO ** (b - 0.5), 1)
+
+
+@dataclass
+class Aggregate:
+    """The sums of one rollup row and its two histograms."""
+
+    sums: list[int] = field(default_factory=lambda: [0] * len(SUMS))
+    latency: Counter[int] = field(default_factory=Counter)
+    ttft: Counter[int] = field(default_factory=Counter)
+
+    def add(self, sums: tuple[int, ...], latency: int, ttft: int | None) -> None:
+        self.sums = [a + b for a, b in zip(self.sums, sums, strict=True)]
+        self.latency[latency] += 1
+        if ttft is not None:
+            self.ttft[ttft] += 1
+
+
+def contribution(rec: dict) -> tuple[tuple[int, ...], int, int | None]:
+    """What one decoded record adds to each of its rollup rows: the SUMS, its latency bin and TTFT bin."""
+    status, priced = rec["status"], rec["cost_usd"] is not None
+    cost = picodollars(rec["cost_usd"])
+    sums = (1, int(status != 200), int(not priced and status == 200), rec["uncached_input"] or 0, rec["cache_read"] or 0,
+            sum(rec["cache_writes"].values()), rec["output"] or 0, cost,
+            picodollars(rec["cost_without_cache_usd"]) or cost, picodollars(rec["savings_usd"]) if priced else 0)
+    ttft = rec["ttft_ms"]
+    return sums, latency_bin(rec["latency_ms"] or 0.0), None if ttft is None else latency_bin(ttft)
+
+
+def aggregate(records: Iterable[dict]) -> dict[tuple, Aggregate]:
+    """Decoded records (the ledger's JSON fields) summed per (resolution, bucket start, dimension, value):
+    each record lands in its minute and its hour, once for all records (dimension "") and once per
+    dimension."""
+    out: dict[tuple, Aggregate] = {}
+    for rec in records:
+        adds = contribution(rec)
+        keys = [("", ""), *((d, rec[d] or "") for d in DIMENSIONS)]
+        for res in RESOLUTIONS:
+            bucket = int(rec["ts"] // res) * res
+            for dim, name in keys:
+                key = (res, bucket, dim, name)
+                agg = out.get(key)
+                if agg is None:
+                    agg = out[key] = Aggregate()
+                agg.add(*adds)
+    return out
+
+
+def upsert_rows(aggs: dict[tuple, Aggregate]) -> tuple[list[tuple], list[tuple]]:
+    """Parameters for UPSERT_ROLLUP and UPSERT_HIST."""
+    rollups = [(*key, *agg.sums) for key, agg in aggs.items()]
+    hist = [(*key, kind, b, n) for key, agg in aggs.items() if key[0] == VALUE_HIST_RES or key[2] == ""
+            for kind, counts in (("l", agg.latency), ("t", agg.ttft)) for b, n in counts.items()]
+    return rollups, hist
+
+
+def create(db: sqlite3.Connection) -> None:
+    for statement in SCHEMA:
+        db.execute(statement)
+    db.execute("CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)")
+
+
+def cursor(db: sqlite3.Connection) -> int:
+    """The last rowid rolled up (0: none yet)."""
+    row = db.execute("SELECT value FROM ledger_meta WHERE key = ?", (CURSOR,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def roll_up(db: sqlite3.Connection, columns: list[str], decode: Callable[[dict], dict]) -> int:
+    """Add the next batch of records beyond the cursor to the rollups and move the cursor, in one
+    transaction (`db` in autocommit mode). Returns how many records were rolled up."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        start = cursor(db)
+        rows = db.execute(f"SELECT rowid, {', '.join(columns)} FROM requests WHERE rowid > ? ORDER BY rowid LIMIT {BATCH}",
+                          (start,)).fetchall()
+        if rows:
+            rollups, hist = upsert_rows(aggregate(decode(dict(zip(columns, row[1:], strict=True))) for row in rows))
+            db.executemany(UPSERT_ROLLUP, rollups)
+            db.executemany(UPSERT_HIST, hist)
+            db.execute("INSERT OR REPLACE INTO ledger_meta VALUES (?, ?)", (CURSOR, str(rows[-1][0])))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return len(rows)

@@ -1,0 +1,72 @@
+"""Mock Anthropic Messages API: `/v1/messages`, `/v1/messages/count_tokens`, `/v1/models`."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from prefixgate.dialects import anthropic as dialect
+from prefixgate.errors import RequestError
+from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.providers.mock.text import reply_for
+from prefixgate.providers.pricing import resolve_model
+
+
+def authenticate(request: Request) -> str:
+    """The caller's workspace; Anthropic wants `x-api-key` (or a bearer token) and `anthropic-version`."""
+    key = request.headers.get("x-api-key")
+    auth = request.headers.get("authorization", "")
+    if not key and auth.lower().startswith("bearer "):
+        key = auth[7:].strip()
+    if not key:
+        raise RequestError("x-api-key header is required", status=401, kind="authentication")
+    if not request.headers.get("anthropic-version"):
+        raise RequestError("anthropic-version: header is required", field="anthropic-version")
+    return tenant_of(key)
+
+
+def add_routes(app: FastAPI, ctx: MockContext) -> None:
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Response:
+        tenant = authenticate(request)
+        body = await json_body(request)
+        fault = await ctx.fault_for(request, "anthropic", body.get("model"))
+        result = ctx.simulator.respond("anthropic", body, now=ctx.clock(), tenant=tenant)
+        reply = reply_for(prompt_text(result.conversation), body["max_tokens"])
+        usage = replace(result.usage, output=reply.output_tokens)
+        finish = "max_tokens" if reply.truncated else "end_turn"
+        model = body["model"]
+        headers = {"request-id": "req_" + uuid.uuid4().hex[:24]}
+        if result.conversation.stream:
+            events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish)
+            return sse_response(events, fault, headers)
+        return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish), headers=headers)
+
+    @app.post("/v1/messages/count_tokens")
+    async def count_tokens(request: Request) -> dict:
+        authenticate(request)
+        body = await json_body(request)
+        await ctx.fault_for(request, "anthropic", body.get("model"))
+        resolve_model("anthropic", str(body.get("model", "")), ctx.simulator.catalog)
+        return {"input_tokens": ctx.simulator.count_tokens("anthropic", body)}
+
+
+def list_models(request: Request, ctx: MockContext) -> dict:
+    authenticate(request)
+    data = [_model_json(m.id, m.released) for m in ctx.simulator.catalog.models_of("anthropic")]
+    return {"data": data, "has_more": False, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None}
+
+
+def get_model(request: Request, ctx: MockContext, model_id: str) -> dict:
+    authenticate(request)
+    m = resolve_model("anthropic", model_id, ctx.simulator.catalog)
+    return _model_json(m.id, m.released)
+
+
+def _model_json(model_id: str, released: str) -> dict:
+    return {"type": "model", "id": model_id, "display_name": model_id,
+            "created_at": f"{released or '2025-01-01'}T00:00:00Z"}

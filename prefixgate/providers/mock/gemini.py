@@ -1,0 +1,157 @@
+"""Mock Gemini API (v1beta): generateContent, streamGenerateContent, countTokens, models, cachedContents CRUD."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from prefixgate.dialects import gemini as dialect
+from prefixgate.errors import RequestError
+from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.providers.mock.text import reply_for
+from prefixgate.providers.pricing import UnknownModel, resolve_model
+
+_NO_KEY = ("Method doesn't allow unregistered callers (callers without established identity). Please use API Key "
+           "or other form of API consumer identity to call this API.")
+_ACTIONS = ("generateContent", "streamGenerateContent", "countTokens")
+
+
+def authenticate(request: Request) -> str:
+    key = request.headers.get("x-goog-api-key") or request.query_params.get("key")
+    if not key:
+        raise RequestError(_NO_KEY, status=403, kind="permission")
+    return tenant_of(key)
+
+
+def add_routes(app: FastAPI, ctx: MockContext) -> None:
+    # The google-genai SDK calls v1 by default now; older clients and the REST docs use v1beta.
+    for version in ("v1beta", "v1"):
+        _add_version_routes(app, ctx, f"/{version}")
+
+    @app.get("/v1beta/models")
+    async def list_all(request: Request) -> dict:
+        return list_models(request, ctx)
+
+    @app.get("/v1beta/models/{model}")
+    async def get_one(model: str, request: Request) -> dict:
+        return get_model(request, ctx, model)
+
+
+def list_models(request: Request, ctx: MockContext) -> dict:
+    authenticate(request)
+    return {"models": [_model_json(m.id) for m in ctx.simulator.catalog.models_of("gemini")]}
+
+
+def get_model(request: Request, ctx: MockContext, model_id: str) -> dict:
+    authenticate(request)
+    return _model_json(_known(model_id, "get", ctx))
+
+
+def _add_version_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
+    @app.post(prefix + "/models/{target}")
+    async def model_action(target: str, request: Request) -> Response:
+        tenant = authenticate(request)
+        model, _, action = target.partition(":")
+        if action not in _ACTIONS:
+            raise RequestError(f"models/{target}: unknown method {action!r}", status=404, kind="not_found")
+        body = await json_body(request)
+        fault = await ctx.fault_for(request, "gemini", model)
+        _known(model, action, ctx)
+        if action == "countTokens":
+            return JSONResponse(_count_tokens(ctx, model, body, tenant))
+        result = ctx.simulator.respond("gemini", body, now=ctx.clock(), tenant=tenant, model=model)
+        reply = reply_for(prompt_text(result.conversation), _max_output(body))
+        usage = replace(result.usage, output=reply.output_tokens)
+        finish = "MAX_TOKENS" if reply.truncated else "STOP"
+        if action == "generateContent":
+            return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish))
+        events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish)
+        if request.query_params.get("alt") == "sse":
+            return sse_response(events, fault)
+        # Without alt=sse the REST API answers one JSON array of the chunks.
+        chunks = [json.loads(e.decode().removeprefix("data: ")) for e in events]
+        return JSONResponse(chunks)
+
+    @app.post(prefix + "/cachedContents")
+    async def create_cache(request: Request) -> dict:
+        tenant = authenticate(request)
+        body = await json_body(request)
+        await ctx.fault_for(request, "gemini", body.get("model"))
+        if "name" in body:
+            raise RequestError("name: is output only and cannot be set on create", field="name")
+        return ctx.simulator.create_cached_content(body, now=ctx.clock(), tenant=tenant).resource()
+
+    @app.get(prefix + "/cachedContents")
+    async def list_caches(request: Request) -> dict:
+        tenant = authenticate(request)
+        items = ctx.simulator.list_cached_contents(now=ctx.clock(), tenant=tenant)
+        size = _int_param(request, "pageSize", 1000, 1, 1000)
+        start = _int_param(request, "pageToken", 0, 0, len(items))
+        page = items[start:start + size]
+        out: dict[str, Any] = {"cachedContents": [c.resource() for c in page]}
+        if start + size < len(items):
+            out["nextPageToken"] = str(start + size)
+        return out
+
+    @app.get(prefix + "/cachedContents/{cache_id}")
+    async def get_cache(cache_id: str, request: Request) -> dict:
+        tenant = authenticate(request)
+        return ctx.simulator.get_cached_content(f"cachedContents/{cache_id}", now=ctx.clock(), tenant=tenant).resource()
+
+    @app.patch(prefix + "/cachedContents/{cache_id}")
+    async def update_cache(cache_id: str, request: Request) -> dict:
+        tenant = authenticate(request)
+        body = await json_body(request)
+        name = f"cachedContents/{cache_id}"
+        return ctx.simulator.update_cached_content(name, body, now=ctx.clock(), tenant=tenant).resource()
+
+    @app.delete(prefix + "/cachedContents/{cache_id}")
+    async def delete_cache(cache_id: str, request: Request) -> dict:
+        tenant = authenticate(request)
+        ctx.simulator.delete_cached_content(f"cachedContents/{cache_id}", now=ctx.clock(), tenant=tenant)
+        return {}
+
+
+def _known(model: str, method: str, ctx: MockContext) -> str:
+    try:
+        return resolve_model("gemini", model, ctx.simulator.catalog).id
+    except UnknownModel:
+        raise RequestError(f"models/{model} is not found for API version v1beta, or is not supported for {method}.",
+                           field="model", status=404, kind="not_found") from None
+
+
+def _count_tokens(ctx: MockContext, model: str, body: dict, tenant: str) -> dict:
+    request = body.get("generateContentRequest", body)
+    if not isinstance(request, dict):
+        raise RequestError("generateContentRequest: expected an object", field="generateContentRequest")
+    request = {k: v for k, v in request.items() if k != "model"}
+    total = ctx.simulator.count_tokens("gemini", request, model=model, tenant=tenant, now=ctx.clock())
+    return {"totalTokens": total, "promptTokensDetails": [{"modality": "TEXT", "tokenCount": total}]}
+
+
+def _max_output(body: dict) -> int | None:
+    config = body.get("generationConfig", body.get("generation_config")) or {}
+    value = config.get("maxOutputTokens", config.get("max_output_tokens")) if isinstance(config, dict) else None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise RequestError("generationConfig.maxOutputTokens: expected a positive integer",
+                           field="generationConfig.maxOutputTokens")
+    return value
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= max(low, high):
+        raise RequestError(f"{name}: invalid value {raw!r}", field=name)
+    return int(raw)
+
+
+def _model_json(model_id: str) -> dict:
+    return {"name": f"models/{model_id}", "version": "001", "displayName": model_id,
+            "inputTokenLimit": 1_048_576, "outputTokenLimit": 65_536,
+            "supportedGenerationMethods": ["generateContent", "countTokens", "createCachedContent"]}

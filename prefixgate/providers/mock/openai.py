@@ -1,0 +1,62 @@
+"""Mock OpenAI Chat Completions API: `/v1/chat/completions` and `/v1/models` (when no Anthropic headers)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from prefixgate.dialects import openai as dialect
+from prefixgate.errors import RequestError
+from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.providers.mock.text import reply_for
+from prefixgate.providers.pricing import resolve_model
+from prefixgate.tokens import encoding_for
+
+_NO_KEY = ("You didn't provide an API key. You need to provide your API key in an Authorization header using "
+           "Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
+
+
+def authenticate(request: Request) -> str:
+    auth = request.headers.get("authorization", "")
+    key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+    if not key:
+        raise RequestError(_NO_KEY, status=401, kind="authentication")
+    # Caches are per organisation; the OpenAI-Organization header selects one, else the key stands for it.
+    return tenant_of(request.headers.get("openai-organization") or key)
+
+
+def add_routes(app: FastAPI, ctx: MockContext) -> None:
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        tenant = authenticate(request)
+        body = await json_body(request)
+        fault = await ctx.fault_for(request, "openai", body.get("model"))
+        result = ctx.simulator.respond("openai", body, now=ctx.clock(), tenant=tenant)
+        model = body["model"]
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        reply = reply_for(prompt_text(result.conversation), limit, encoding_for("openai", result.model.id))
+        usage = replace(result.usage, output=reply.output_tokens)
+        finish = "length" if reply.truncated else "stop"
+        if result.conversation.stream:
+            options = body.get("stream_options") or {}
+            include_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
+            events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish,
+                                           include_usage=include_usage)
+            return sse_response(events, fault)
+        return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish))
+
+
+def list_models(request: Request, ctx: MockContext) -> dict:
+    authenticate(request)
+    return {"object": "list", "data": [_model(m.id) for m in ctx.simulator.catalog.models_of("openai")]}
+
+
+def get_model(request: Request, ctx: MockContext, model_id: str) -> dict:
+    authenticate(request)
+    return _model(resolve_model("openai", model_id, ctx.simulator.catalog).id)
+
+
+def _model(model_id: str) -> dict:
+    return {"id": model_id, "object": "model", "created": 1_700_000_000, "owned_by": "openai"}

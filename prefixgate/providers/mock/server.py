@@ -1,0 +1,150 @@
+"""`prefixgate mock-providers`: one local server speaking the Anthropic, OpenAI and Gemini APIs.
+
+It answers at the providers' real paths with their auth headers, error shapes, streaming event order and
+usage fields; usage comes from the cache simulator (so a repeated prompt reports cached tokens), replies
+are deterministic text. The real SDKs work against it unmodified by pointing their base URL here:
+
+    anthropic.Anthropic(base_url="http://127.0.0.1:8200")
+    openai.OpenAI(base_url="http://127.0.0.1:8200/v1")
+    genai.Client(http_options={"base_url": "http://127.0.0.1:8200"})
+
+Faults (latency, error statuses with retry-after, dropped or slow streams) come from the `x-mock-fault` request
+header or a faults file; see `mock/faults.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from prefixgate.dialects import bedrock
+from prefixgate.dialects.validate import load_body
+from prefixgate.errors import RequestError, error_body
+from prefixgate.ir import Conversation
+from prefixgate.providers.mock.faults import HEADER, Fault, FaultError, FaultPlan
+from prefixgate.providers.simulator import Simulator
+
+
+class StreamDropped(ConnectionError):
+    """Raised inside a streaming body to cut the connection mid-stream (the drop_stream_after fault)."""
+
+
+@dataclass
+class MockContext:
+    # Responses start as soon as the simulator answers, so a written entry is readable at once.
+    simulator: Simulator = field(default_factory=lambda: Simulator(entry_visible_after_s=0.0))
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    clock: Callable[[], float] = time.time
+
+    async def fault_for(self, request: Request, provider: str, model: Any) -> Fault | None:
+        """The fault this request gets; sleeps its latency, raises its error status."""
+        try:
+            fault = self.faults.for_request(provider, request.url.path, model if isinstance(model, str) else None,
+                                            request.headers.get(HEADER))
+        except FaultError as e:
+            raise RequestError(str(e), field=HEADER) from None
+        if fault is None:
+            return None
+        if fault.latency_s:
+            await asyncio.sleep(fault.latency_s)
+        err = fault.error()
+        if err is not None:
+            raise err
+        return fault
+
+
+def create_app(context: MockContext | None = None) -> FastAPI:
+    from prefixgate.providers.mock import anthropic as mock_anthropic
+    from prefixgate.providers.mock import bedrock as mock_bedrock
+    from prefixgate.providers.mock import gemini as mock_gemini
+    from prefixgate.providers.mock import openai as mock_openai
+
+    ctx = context or MockContext()
+    app = FastAPI(title="prefixgate mock providers", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.mock = ctx
+
+    @app.exception_handler(RequestError)
+    async def provider_error(request: Request, err: RequestError) -> Response:
+        return error_response(err, dialect_of(request))
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok"}
+
+    modules = {"anthropic": mock_anthropic, "openai": mock_openai, "gemini": mock_gemini}
+
+    # GET /v1/models is every provider's model list; the caller's auth headers say whose.
+    @app.get("/v1/models")
+    async def list_models(request: Request) -> dict:
+        return modules[dialect_of(request)].list_models(request, ctx)
+
+    @app.get("/v1/models/{model_id}")
+    async def get_model(model_id: str, request: Request) -> dict:
+        return modules[dialect_of(request)].get_model(request, ctx, model_id)
+
+    for module in (*modules.values(), mock_bedrock):
+        module.add_routes(app, ctx)
+    return app
+
+
+def dialect_of(request: Request) -> str:
+    """Which provider's API a request speaks (its error shape follows)."""
+    path, headers = request.url.path, request.headers
+    if path.startswith("/model/") or path.startswith("/anthropic/v1/"):
+        return "bedrock"
+    if (path.startswith("/v1beta") or path.startswith("/v1/cachedContents") or "x-goog-api-key" in headers
+            or "key" in request.query_params or (path.startswith("/v1/models/") and ":" in path)):
+        return "gemini"
+    if path.startswith("/v1/messages") or "anthropic-version" in headers or "x-api-key" in headers:
+        return "anthropic"
+    return "openai"
+
+
+def error_response(err: RequestError, dialect: str) -> JSONResponse:
+    if dialect == "bedrock":
+        status, body, headers = bedrock.error_body(err)
+        return JSONResponse(body, status_code=status, headers=headers)
+    headers = {}
+    if err.retry_after is not None:
+        headers["retry-after"] = f"{err.retry_after:g}"
+    if dialect == "anthropic":
+        headers["request-id"] = "req_" + uuid.uuid4().hex[:24]
+    return JSONResponse(error_body(err, dialect), status_code=err.status, headers=headers)
+
+
+async def json_body(request: Request) -> dict:
+    return load_body(await request.body())
+
+
+def tenant_of(key: str) -> str:
+    """Caches are per workspace; each API key is its own workspace here."""
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def prompt_text(conv: Conversation) -> str:
+    return "\n".join(seg.text for seg in conv.segments)
+
+
+def sse_response(events: Iterable[bytes], fault: Fault | None, headers: dict[str, str] | None = None,
+                 media_type: str = "text/event-stream") -> Response:
+    """A streamed body of `events` (SSE, or Bedrock's event-stream frames), with the stream faults applied."""
+    drop_after = fault.drop_stream_after if fault is not None else None
+    delay = fault.event_delay_s if fault is not None else 0.0
+
+    async def body() -> Any:
+        for sent, event in enumerate(events):
+            if drop_after is not None and sent >= drop_after:
+                raise StreamDropped("mock-providers: stream dropped by fault injection")
+            if delay and sent:
+                await asyncio.sleep(delay)
+            yield event
+
+    return StreamingResponse(body(), media_type=media_type, headers={"cache-control": "no-cache", **(headers or {})})

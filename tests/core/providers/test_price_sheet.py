@@ -1,0 +1,132 @@
+"""Every price in providers.toml against an independent sheet: the rows below were transcribed from the
+public pricing pages named on each row (via the fact sheet the project was built from), not from
+providers.toml, so a mistyped or shifted price row fails here. A model added to the table needs a row
+here too. USD per million tokens; None marks a value no public source gives (the table's own assumption,
+said in its `note`), which is then not checked."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from prefixgate.providers.rules import default_catalog
+
+CLAUDE_PRICING = "https://platform.claude.com/docs/en/about-claude/pricing"
+OPENAI_CACHING_COOKBOOK = "https://developers.openai.com/cookbook/examples/prompt_caching_201"
+OPENAI_PRICING = "https://openai.com/api/pricing/"
+APIYI_MODELS = "https://docs.apiyi.com/models/index.md"
+DEPLOYBASE_OPENAI = "https://deploybase.ai/articles/openai-pricing"
+GEMINI_PRICING = "https://ai.google.dev/gemini-api/docs/pricing"
+
+
+def anthropic(model: str, inp: str, write_5m: str, write_1h: str, read: str, out: str, source: str) -> tuple:
+    return ("anthropic", model, inp, read, out, {"5m": write_5m, "1h": write_1h}, "0", source)
+
+
+def openai(model: str, inp: str, read: str, out: str | None, source: str, writes: dict | None = None) -> tuple:
+    return ("openai", model, inp, read, out, writes or {}, "0", source)
+
+
+def gemini(model: str, inp: str, read: str | None, out: str, storage: str | None, source: str) -> tuple:
+    return ("gemini", model, inp, read, out, {}, storage, source)
+
+
+# Anthropic: input, 5m write, 1h write, cache read, output.
+SHEET = [
+    anthropic("claude-fable-5-2", "8", "10", "16", "0.20", "40",
+              "https://docs.laozhang.ai/en/announcements/claude-fable-5-2-2026-11.md"),
+    anthropic("claude-fable-5-1", "10", "12.50", "20", "0.25", "50", CLAUDE_PRICING),
+    anthropic("claude-mythos-5-1", "10", "12.50", "20", "0.25", "50", CLAUDE_PRICING),
+    anthropic("claude-fable-5", "10", "12.50", "20", "1.00", "50", CLAUDE_PRICING),
+    anthropic("claude-mythos-5", "10", "12.50", "20", "1.00", "50", CLAUDE_PRICING),
+    anthropic("claude-opus-5-5", "4", "5", "8", "0.20", "20", "https://platform.claude.com/docs/zh-CN/models/opus-5-5/overview"),
+    anthropic("claude-opus-5", "5", "6.25", "10", "0.50", "25", "https://platform.claude.com/docs/en/models/opus-5/overview"),
+    anthropic("claude-opus-4-8", "5", "6.25", "10", "0.50", "25", CLAUDE_PRICING),
+    anthropic("claude-opus-4-7", "5", "6.25", "10", "0.50", "25", CLAUDE_PRICING),
+    anthropic("claude-opus-4-6", "5", "6.25", "10", "0.50", "25", CLAUDE_PRICING),
+    anthropic("claude-opus-4-5", "5", "6.25", "10", "0.50", "25", CLAUDE_PRICING),
+    anthropic("claude-opus-4-1", "15", "18.75", "30", "1.50", "75", CLAUDE_PRICING),
+    anthropic("claude-opus-4", "15", "18.75", "30", "1.50", "75", CLAUDE_PRICING),
+    # The official page says read 0.20; third-party release notes say 0.10 from 2026-10-07 (the official wins).
+    anthropic("claude-sonnet-5-5", "2", "2.50", "4", "0.20", "10", "https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/overview"),
+    anthropic("claude-sonnet-5", "2", "2.50", "4", "0.20", "10", "https://platform.claude.com/docs/zh-CN/models/sonnet-5/overview"),
+    anthropic("claude-sonnet-4-6", "3", "3.75", "6", "0.30", "15", CLAUDE_PRICING),
+    anthropic("claude-sonnet-4-5", "3", "3.75", "6", "0.30", "15", CLAUDE_PRICING),
+    anthropic("claude-sonnet-4", "3", "3.75", "6", "0.30", "15", CLAUDE_PRICING),
+    anthropic("claude-haiku-5-5", "0.10", "0.125", "0.20", "0.01", "0.50", "https://platform.claude.com/docs/en/models/haiku-5-5/overview"),
+    anthropic("claude-haiku-4-5", "1", "1.25", "2", "0.10", "5", CLAUDE_PRICING),
+    anthropic("claude-3-5-haiku", "0.80", "1", "1.60", "0.08", "4", CLAUDE_PRICING),
+    # OpenAI: input, cached input, output; writes only in the GPT-5.6+ regime (30m = 1.25x input).
+    openai("gpt-6.2-sol", "2.00", "0.10", "10.00", "https://developers.openai.com/api/docs/models/gpt-6.2-sol",
+           {"30m": "2.50", "12h": "5.00"}),
+    openai("gpt-6.1-sol", "2.00", "0.10", "10.00", "https://docs.apiyi.com/en/news/gpt-6-1-sol-launch.md", {"30m": "2.50"}),
+    openai("gpt-6-sol", "2.00", "0.20", "10.00", "https://developers.openai.com/docs/models/gpt-6-sol", {"30m": "2.50"}),
+    openai("gpt-6-luna", "0.10", "0.01", "0.50", "https://github.com/merefield/codexometer/releases/tag/v0.18.4", {"30m": "0.125"}),
+    openai("gpt-6-astra", "10", "1", "50", APIYI_MODELS, {"30m": "12.50"}),
+    openai("gpt-5.6-sol", "4.00", "0.40", "20.00", APIYI_MODELS, {"30m": "5.00"}),
+    openai("gpt-5.6-terra", "2", "0.20", "12", APIYI_MODELS, {"30m": "2.50"}),
+    openai("gpt-5.6-luna", "0.20", "0.02", "1.20", APIYI_MODELS, {"30m": "0.25"}),
+    openai("gpt-5.5", "5.00", "0.50", "30.00", APIYI_MODELS),
+    openai("gpt-5.5-pro", "30", "3", "180", APIYI_MODELS),
+    openai("gpt-5.4", "2.50", "0.25", "15", APIYI_MODELS),
+    openai("gpt-5.4-mini", "0.75", "0.075", "4.50", APIYI_MODELS),
+    openai("gpt-5.2", "1.75", "0.175", "14", OPENAI_PRICING),
+    openai("gpt-5.1", "1.25", "0.125", "10", DEPLOYBASE_OPENAI),
+    openai("gpt-5", "1.25", "0.125", "10", DEPLOYBASE_OPENAI),
+    openai("gpt-5-mini", "0.25", "0.025", "2", DEPLOYBASE_OPENAI),
+    openai("gpt-5-nano", "0.05", "0.005", "0.40", OPENAI_CACHING_COOKBOOK),
+    openai("gpt-4.1", "2.00", "0.50", "8", OPENAI_CACHING_COOKBOOK),
+    openai("gpt-4.1-mini", "0.40", "0.10", "1.60", OPENAI_CACHING_COOKBOOK),   # 75% off on gpt-4.1 models
+    openai("gpt-4o", "2.50", "1.25", "10", OPENAI_CACHING_COOKBOOK),
+    openai("gpt-4o-mini", "0.15", "0.075", "0.60", OPENAI_CACHING_COOKBOOK),
+    openai("o3", "2.00", "0.50", "8", OPENAI_PRICING),
+    openai("o4-mini", "1.10", "0.275", "4.40", OPENAI_PRICING),
+    # Gemini: input, cached input, output, explicit-cache storage per MTok-hour.
+    gemini("gemini-3.5-flash", "1.50", "0.15", "9.00", None, "https://effloow.com/lab-runs/gemini-3-5-flash-api-developer-guide-2026"),
+    gemini("gemini-3.1-pro-preview", "2.00", "0.20", "12.00", None, "https://docs.apiyi.com/en/api-capabilities/gemini/prompt-caching"),
+    gemini("gemini-3-flash-preview", "0.50", "0.05", "3.00", None, "https://factquire.com/models/google/gemini-3-flash-preview.json"),
+    # Cached input: 90% off (the current Vertex page); a 2025 forum quote at 75% off said 0.31.
+    gemini("gemini-2.5-pro", "1.25", "0.125", "10", "4.50", GEMINI_PRICING),
+    gemini("gemini-2.5-flash", "0.30", "0.03", "2.50", "1.00", GEMINI_PRICING),
+]
+
+# Above a prompt size the whole request is billed at another row: (provider, model, above, input, cached
+# input, output, writes). GPT-6 sol: input and cache rates x2, output x1.5 above 272K.
+LONG_CONTEXT = [
+    ("anthropic", "claude-haiku-5-5", 100_000, "0.50", "0.05", "2.50", {"5m": "0.625", "1h": "1.00"}),
+    ("openai", "gpt-6.2-sol", 272_000, "4.00", "0.20", "15.00", {"30m": "5.00", "12h": "10.00"}),
+    ("openai", "gpt-6-sol", 272_000, "4.00", "0.40", "15.00", {"30m": "5.00"}),
+    ("gemini", "gemini-3.1-pro-preview", 200_000, "4.00", None, "18.00", {}),
+    ("gemini", "gemini-2.5-pro", 200_000, "2.50", "0.25", "15", {}),
+]
+
+CATALOG = default_catalog()
+
+
+def test_the_sheet_and_the_table_list_the_same_models():
+    assert {(row[0], row[1]) for row in SHEET} == set(CATALOG.models)
+    tiers = {(p, m, t.above) for (p, m), model in CATALOG.models.items() for t in model.long_context}
+    assert {(p, m, above) for p, m, above, *_ in LONG_CONTEXT} == tiers
+
+
+@pytest.mark.parametrize("row", SHEET, ids=lambda row: row[1])
+def test_base_price_matches_the_public_sheet(row):
+    provider, model, inp, read, out, writes, storage, source = row
+    assert source.startswith("https://")
+    price = CATALOG.models[(provider, model)].price.price
+    expected = {"input": inp, "cache_read": read, "output": out, "storage_per_hour": storage}
+    for name, value in expected.items():
+        if value is not None:
+            assert getattr(price, name) == Decimal(value), name
+    assert price.cache_write == {ttl: Decimal(v) for ttl, v in writes.items()}
+
+
+@pytest.mark.parametrize("row", LONG_CONTEXT, ids=lambda row: row[1])
+def test_long_context_price_matches_the_public_sheet(row):
+    provider, model, above, inp, read, out, writes = row
+    tier = next(t for t in CATALOG.models[(provider, model)].long_context if t.above == above)
+    assert tier.price.input == Decimal(inp) and tier.price.output == Decimal(out)
+    if read is not None:
+        assert tier.price.cache_read == Decimal(read)
+    assert tier.price.cache_write == {ttl: Decimal(v) for ttl, v in writes.items()}

@@ -1,0 +1,180 @@
+"""The pricing file: provenance on every price, the documented multipliers, lookups, overrides, goldens."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from prefixgate.dialects import anthropic as an
+from prefixgate.dialects import gemini as ge
+from prefixgate.dialects import openai as oa
+from prefixgate.providers.pricing import UnknownModel, cost_of, resolve_model
+from prefixgate.providers.rules import RulesError, default_catalog, load_catalog
+from prefixgate.usage import Usage
+
+CATALOG = default_catalog()
+MODELS = list(CATALOG.models.values())
+M = 1_000_000
+
+
+def all_specs():
+    for m in MODELS:
+        yield m, m.price
+        yield from ((m, tier) for tier in m.long_context)
+
+
+@pytest.mark.parametrize(("model", "spec"), list(all_specs()), ids=lambda x: getattr(x, "id", ""))
+def test_every_price_carries_a_source_url_and_date_and_discounts_reads(model, spec):
+    assert spec.source.startswith("https://")
+    assert spec.as_of[:4].isdigit()
+    assert spec.price.cache_read < spec.price.input
+
+
+def test_anthropic_writes_are_1_25x_for_5m_and_2x_for_1h_on_every_model():
+    for model, spec in all_specs():
+        if model.provider == "anthropic":
+            p = spec.price
+            assert p.cache_write == {"5m": p.input * Decimal("1.25"), "1h": p.input * 2}, model.id
+
+
+def test_openai_regimes_price_writes_as_documented():
+    for model, spec in all_specs():
+        if model.provider != "openai":
+            continue
+        if model.regime == "implicit":
+            assert spec.price.cache_write == {}, model.id   # free writes before GPT-5.6
+        else:
+            assert spec.price.cache_write["30m"] == spec.price.input * Decimal("1.25"), model.id
+    assert resolve_model("openai", "gpt-6.2-sol").price.price.cache_write["12h"] == Decimal("5.00")
+
+
+@pytest.mark.parametrize(("provider", "name", "expected"), [
+    ("anthropic", "claude-haiku-4-5-20251001", "claude-haiku-4-5"),
+    ("anthropic", "claude-sonnet-4.5", "claude-sonnet-4-5"),
+    ("anthropic", "anthropic/claude-opus-4-5", "claude-opus-4-5"),
+    ("anthropic", "claude-opus-4-1-20250805", "claude-opus-4-1"),
+    ("openai", "gpt-4o-2024-08-06", "gpt-4o"),
+    ("openai", "openai/gpt-5-mini", "gpt-5-mini"),
+    ("openai", "gpt-4.1-2025-04-14", "gpt-4.1"),
+    ("gemini", "models/gemini-2.5-flash", "gemini-2.5-flash"),
+    ("gemini", "gemini-2.5-flash-001", "gemini-2.5-flash"),
+    ("gemini", "gemini-3-pro-preview", "gemini-3.1-pro-preview"),
+])
+def test_model_names_resolve_across_spellings(provider, name, expected):
+    assert resolve_model(provider, name).id == expected
+
+
+def test_unknown_model_is_a_404_naming_it():
+    with pytest.raises(UnknownModel) as e:
+        resolve_model("openai", "gpt-99")
+    assert e.value.status == 404 and "gpt-99" in e.value.message
+
+
+def test_golden_1h_and_5m_writes_are_priced_at_their_own_rates():
+    # Sonnet 4.5: 5m write $3.75, 1h write $6 per MTok (https://platform.claude.com/docs/en/about-claude/pricing)
+    # — the bug gateways get wrong.
+    assert cost_of("anthropic", "claude-sonnet-4-5", Usage(cache_writes={"5m": M})).total == Decimal("3.75")
+    assert cost_of("anthropic", "claude-sonnet-4-5", Usage(cache_writes={"1h": M})).total == Decimal("6")
+    mixed = Usage(uncached_input=1000, cache_read=20_000, cache_writes={"1h": 3000, "5m": 500}, output=400)
+    cost = cost_of("anthropic", "claude-sonnet-4-5", mixed)
+    assert cost.uncached_input == Decimal("0.003") and cost.cache_read == Decimal("0.006")
+    assert cost.cache_write == Decimal("0.018") + Decimal("0.001875")
+    assert cost.without_cache == Decimal(24_500 * 3 + 400 * 15) / M
+
+
+def test_golden_anthropic_usage_from_a_response_and_from_a_stream_cost_the_same():
+    wire = {"input_tokens": 12, "cache_creation_input_tokens": 2048, "cache_read_input_tokens": 30_000,
+            "cache_creation": {"ephemeral_5m_input_tokens": 48, "ephemeral_1h_input_tokens": 2000}, "output_tokens": 99}
+    stream = an.StreamUsage()
+    stream.feed({"type": "message_start", "message": {"usage": {**wire, "output_tokens": 1}}})
+    stream.feed({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 50}})
+    stream.feed({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 99}})
+    assert stream.usage == an.parse_usage(wire)
+    cost = cost_of("anthropic", "claude-opus-4-5", stream.usage)
+    expected = (12 * Decimal(5) + 30_000 * Decimal("0.5") + 48 * Decimal("6.25") + 2000 * Decimal(10)
+                + 99 * Decimal(25)) / M
+    assert cost.total == expected
+
+
+def test_golden_openai_cached_tokens_are_inside_prompt_tokens():
+    final_chunk = {"choices": [], "usage": {"prompt_tokens": 2006, "completion_tokens": 10,
+                                            "prompt_tokens_details": {"cached_tokens": 1920}}}
+    stream = oa.StreamUsage()
+    stream.feed({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}], "usage": None})
+    stream.feed(final_chunk)
+    usage = stream.usage
+    assert usage == Usage(uncached_input=86, cache_read=1920, output=10)
+    cost = cost_of("openai", "gpt-4o", usage)
+    assert cost.total == (86 * Decimal("2.50") + 1920 * Decimal("1.25") + 10 * Decimal(10)) / M
+
+
+def test_golden_gemini_cached_tokens_are_inside_prompt_token_count():
+    usage = ge.parse_usage({"promptTokenCount": 10_010, "cachedContentTokenCount": 10_000, "candidatesTokenCount": 5})
+    cost = cost_of("gemini", "gemini-2.5-flash", usage)
+    assert cost.total == (10 * Decimal("0.30") + 10_000 * Decimal("0.03") + 5 * Decimal("2.50")) / M
+
+
+@pytest.mark.parametrize(("prompt", "rate"), [(100_000, Decimal("0.10")), (100_001, Decimal("0.50"))])
+def test_haiku_5_5_prices_the_whole_request_at_the_long_rate_above_100k(prompt, rate):
+    # "Prompt length" is input + cache reads + cache writes (https://platform.claude.com/docs/en/models/haiku-5-5/overview;
+    # third-party confirmation: https://github.com/kurofune/claudit/releases/tag/v1.9.2).
+    usage = Usage(uncached_input=prompt - 60_000, cache_read=50_000, cache_writes={"5m": 10_000})
+    cost = cost_of("anthropic", "claude-haiku-5-5", usage)
+    assert cost.uncached_input == (prompt - 60_000) * rate / M
+    assert cost.cache_write == 10_000 * rate * Decimal("1.25") / M
+
+
+def test_gpt_6_sol_long_context_doubles_input_and_raises_output_by_half():
+    usage = Usage(uncached_input=300_000, output=1000)
+    assert cost_of("openai", "gpt-6-sol", usage).total == (300_000 * Decimal(4) + 1000 * Decimal(15)) / M
+
+
+def test_ledger_sums_are_exact():
+    usage = Usage(uncached_input=1, cache_read=1, output=1)
+    one = cost_of("openai", "gpt-5-nano", usage)
+    total = sum((one.total for _ in range(100_000)), Decimal(0))
+    assert total == one.total * 100_000 == Decimal("0.045500")
+
+
+def test_user_overrides_merge_over_the_packaged_file(tmp_path):
+    override = tmp_path / "prices.toml"
+    override.write_text('''
+[anthropic]
+lookback_positions = 30
+
+[[model]]
+provider = "anthropic"
+id = "claude-sonnet-5-5"
+price = { cache_read = "0.10" }
+
+[[model]]
+provider = "openai"
+id = "my-finetune"
+regime = "implicit"
+price = { input = "1", output = "2", cache_read = "0.5", source = "https://example.com/contract", as_of = "2026-11" }
+''')
+    catalog = load_catalog(override)
+    assert catalog.anthropic.lookback_positions == 30
+    sonnet = resolve_model("anthropic", "claude-sonnet-5-5", catalog).price
+    assert sonnet.price.cache_read == Decimal("0.10") and sonnet.price.input == Decimal("2")
+    assert resolve_model("openai", "my-finetune", catalog).price.price.input == Decimal("1")
+    yaml_file = tmp_path / "prices.yaml"
+    yaml_file.write_text("model:\n  - provider: gemini\n    id: gemini-2.5-flash\n    min_cache_tokens: 2048\n")
+    assert resolve_model("gemini", "gemini-2.5-flash", load_catalog(yaml_file)).min_cache_tokens == 2048
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[anthropic]\nlookback = 3\n', "unknown key 'lookback'"),
+    ('[anthropic]\nmax_breakpoints = -1\n', "max_breakpoints: expected a non-negative integer"),
+    ('[[model]]\nprovider = "openai"\nid = "x"\nregime = "implicit"\nprice = { input = "1", output = "2" }\n',
+     "missing key 'source'"),
+    ('[[model]]\nprovider = "openai"\nid = "gpt-4o"\nprice = { input = "-1" }\n', "non-negative"),
+    ('[[model]]\nprovider = "mistral"\nid = "x"\n', "provider: expected one of"),
+    ('pricing = 1\n', "unknown top-level key 'pricing'"),
+])
+def test_bad_override_files_fail_naming_the_key(tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(RulesError, match=message):
+        load_catalog(path)

@@ -1,0 +1,168 @@
+"""Test harness for the gateway: a fake upstream speaking all three provider APIs (built from the
+dialect emitters), which records what it received and injects faults on demand, and helpers that run
+it and the gateway under real uvicorn servers on free ports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from prefixgate.config import Settings
+from prefixgate.dialects import anthropic as an
+from prefixgate.dialects import gemini as ge
+from prefixgate.dialects import openai as oa
+from prefixgate.errors import RequestError, error_body
+from prefixgate.gateway.app import create_app
+from prefixgate.policies import Policy, builtin_upstreams
+from prefixgate.usage import Usage
+from tests.support_services import ServerThread
+
+USAGE = Usage(uncached_input=40, cache_read=1920, cache_writes={"5m": 64}, output=5)
+CHUNKS = ["Hello", ", ", "world"]
+FAULTS = {"429": (429, "rate_limit"), "500": (500, "server"), "503": (503, "overloaded"),
+          "529": (529, "overloaded"), "400": (400, "invalid_request"), "401": (401, "authentication")}
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    query: dict[str, str]
+    body: dict
+
+
+@dataclass
+class FakeUpstream:
+    """Answers like Anthropic, OpenAI and Gemini. Queue faults ("429", "500", "529", "timeout", "drop",
+    "hang") with `fail(...)`; each request takes the next one, or answers normally when none is left."""
+
+    usage: Usage = USAGE
+    received: list[Received] = field(default_factory=list)
+    faults: deque = field(default_factory=deque)
+    disconnects: int = 0
+    delay_s: float = 0.0
+    url: str = ""
+
+    def fail(self, *faults: str) -> None:
+        self.faults.extend(faults)
+
+    def reset(self) -> None:
+        self.received.clear()
+        self.faults.clear()
+        self.disconnects = 0
+        self.usage = USAGE
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[
+            Route("/v1/chat/completions", self._openai, methods=["POST"]),
+            Route("/v1/messages", self._anthropic, methods=["POST"]),
+            Route("/v1/messages/count_tokens", self._count, methods=["POST"]),
+            Route("/v1beta/models/{target}", self._gemini, methods=["POST"]),
+            Route("/v1beta/cachedContents", self._cached, methods=["GET", "POST"]),
+        ])
+
+    async def _take(self, request: Request, dialect: str) -> tuple[dict, Response | str | None]:
+        raw = await request.body()
+        body = json.loads(raw) if raw else {}
+        self.received.append(Received(request.url.path, dict(request.headers), dict(request.query_params), body))
+        fault = self.faults.popleft() if self.faults else None
+        if fault in FAULTS:
+            status, kind = FAULTS[fault]
+            message = f"injected {fault}"
+            if fault == "401":   # like OpenAI's "Incorrect API key provided: sk-..."
+                key = request.headers.get("authorization", "") or request.headers.get("x-api-key", "")
+                message = f"Incorrect API key provided: {key.removeprefix('Bearer ')}"
+            err = RequestError(message, status=status, kind=kind)
+            headers = {"retry-after": "0"} if fault == "429" else None
+            return body, JSONResponse(error_body(err, dialect), status, headers=headers)
+        if fault in ("timeout", "hang"):
+            for _ in range(500):
+                if await request.is_disconnected():
+                    self.disconnects += 1
+                    break
+                await asyncio.sleep(0.02)
+            return body, Response(status_code=599)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        return body, fault
+
+    async def _openai(self, request: Request) -> Response:
+        body, fault = await self._take(request, "openai")
+        if isinstance(fault, Response):
+            return fault
+        if body.get("stream"):
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            return self._stream(oa.stream_events(body["model"], CHUNKS, self.usage, include_usage=include), fault)
+        return JSONResponse(oa.build_response(body["model"], "".join(CHUNKS), self.usage), headers={"x-request-id": "req_up"})
+
+    async def _anthropic(self, request: Request) -> Response:
+        body, fault = await self._take(request, "anthropic")
+        if isinstance(fault, Response):
+            return fault
+        if body.get("stream"):
+            return self._stream(an.stream_events(body["model"], CHUNKS, self.usage), fault)
+        return JSONResponse(an.build_response(body["model"], "".join(CHUNKS), self.usage), headers={"request-id": "req_up"})
+
+    async def _gemini(self, request: Request) -> Response:
+        body, fault = await self._take(request, "gemini")
+        if isinstance(fault, Response):
+            return fault
+        model = request.path_params["target"].split(":")[0]
+        if request.path_params["target"].endswith(":streamGenerateContent"):
+            return self._stream(ge.stream_events(model, CHUNKS, self.usage), fault)
+        if request.path_params["target"].endswith(":countTokens"):
+            return JSONResponse({"totalTokens": 7})
+        return JSONResponse(ge.build_response(model, "".join(CHUNKS), self.usage))
+
+    async def _count(self, request: Request) -> Response:
+        await self._take(request, "anthropic")
+        return JSONResponse({"input_tokens": 42})
+
+    async def _cached(self, request: Request) -> Response:
+        body, _ = await self._take(request, "gemini")
+        if request.method == "POST":
+            return JSONResponse({"name": "cachedContents/abc", "model": body.get("model")})
+        return JSONResponse({"cachedContents": []})
+
+    def _stream(self, events, fault: str | None) -> StreamingResponse:
+        async def gen():
+            for i, ev in enumerate(events):
+                if fault == "drop" and i == 2:
+                    raise ConnectionResetError("injected drop")
+                yield ev
+                await asyncio.sleep(0)
+        return StreamingResponse(gen(), media_type="text/event-stream")
+
+
+def settings_for(upstream_url: str, tmp_path, **overrides) -> Settings:
+    values = dict(anthropic_base_url=upstream_url, openai_base_url=upstream_url, gemini_base_url=upstream_url,
+                  ledger_path=str(tmp_path / "ledger.sqlite"), log_level="warning")
+    values.update(overrides)
+    return Settings(**values)
+
+
+def policy_for(settings: Settings, data: dict) -> Policy:
+    return Policy.from_dict(data, builtin_upstreams(settings))
+
+
+@contextmanager
+def running_upstream() -> Iterator[FakeUpstream]:
+    fake = FakeUpstream()
+    with ServerThread(fake.app()) as server:
+        fake.url = server.url
+        yield fake
+
+
+@contextmanager
+def running_gateway(settings: Settings, **kw) -> Iterator[ServerThread]:
+    with ServerThread(create_app(settings, **kw)) as server:
+        yield server
