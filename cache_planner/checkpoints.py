@@ -20,10 +20,10 @@ from prefixgate.cache_planner.explicit_cache import cache_pays, create_body, use
 from prefixgate.cache_planner.retention import choose_retention
 from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
 from prefixgate.cache_planner.stability import RouteState
-from prefixgate.cache_planner.target import Target
+from prefixgate.cache_planner.target import CLAUDE_CACHES, Target
 from prefixgate.cost import Price
 from prefixgate.ir import Block, Checkpoint, Conversation, Segment, ttl_seconds
-from prefixgate.providers.rules import Catalog, ModelRules
+from prefixgate.providers.rules import AnthropicRules, Catalog, ModelRules
 
 PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3}
 # Bridge checkpoints go this many positions apart, safely inside the 20-position lookback.
@@ -45,7 +45,7 @@ def markable(target: Target, seg: Segment, block: Block) -> bool:
     tracked for reuse (and bound an explicit cache)."""
     if target.provider == "gemini":
         return True
-    if target.provider == "anthropic":
+    if target.provider in CLAUDE_CACHES:
         return block.kind != "thinking" and not (block.kind == "text" and not block.text)
     if target.provider == "openai":
         return seg.role not in ("assistant", "tools", "schema") and block.kind in ("text", "image", "audio", "file", "tool_result")
@@ -73,7 +73,7 @@ def place_checkpoints(
     cands = _candidates(conv, target, flat, cumulative)
     static = next((c for c in cands if c.level == "static"), None)
     reused = route.reuse.observe(now, keys, {keys[c.index]: c.level for c in cands})
-    if target.provider == "anthropic":
+    if target.provider in CLAUDE_CACHES:
         cands += _bridges(cands, reused, len(flat), cumulative)
     base = static.tokens if static else 0
     for c in cands:
@@ -85,15 +85,16 @@ def place_checkpoints(
     price = model.price_for(total)
     placement = Placement(static_key)
     placed = len(conv.checkpoints()) + ("cache_control" in conv.params)
-    if placed and target.provider in ("anthropic", "openai"):
+    if placed and target.provider in (*CLAUDE_CACHES, "openai"):
         # The caller chose its own breakpoints: by default (`keep`) a proxy that silently moves them
         # breaks trust (and is the most reported gateway bug). Rewrites still apply either way.
-        adjustable = "cache_control" not in conv.params and (target.provider == "anthropic" or model.regime == "breakpoints")
+        adjustable = "cache_control" not in conv.params and (target.provider in CLAUDE_CACHES or model.regime == "breakpoints")
         if caller == "keep" or not adjustable:
             notes.append(f"cache: the caller placed {placed} checkpoint(s); kept as sent")
         else:
             ours = _choose(conv, target, model, price, catalog, route, cands, [], notes)
-            ttls = tuple(catalog.anthropic.ttls) if target.provider == "anthropic" else model.breakpoint_ttls
+            ttls = _claude_ttls(model, getattr(catalog, target.provider)) if target.provider in CLAUDE_CACHES \
+                else model.breakpoint_ttls
             last_hit = max((i for i, _ in reused), default=None)
             marks = settle_caller_marks(caller, caller_marks(flat), sorted(ours, key=lambda c: PRIORITY[c.level]),
                                         cands, cumulative, route, price, ttls, _marker_limit(target, catalog),
@@ -107,7 +108,7 @@ def place_checkpoints(
         if target.provider == "openai" and "prompt_cache_key" not in conv.params and static_key:
             conv.cache_params["prompt_cache_key"] = "pg-" + static_key[:24]
         return placement
-    if target.provider == "anthropic":
+    if target.provider in CLAUDE_CACHES:
         chosen = _choose(conv, target, model, price, catalog, route, cands, flat, notes)
         for c in chosen:
             flat[c.index][1].checkpoint = Checkpoint(c.choice.ttl)
@@ -175,7 +176,9 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
 
 
 def _marker_limit(target: Target, catalog: Catalog) -> int:
-    return catalog.anthropic.max_breakpoints if target.provider == "anthropic" else catalog.openai.max_breakpoint_writes
+    if target.provider in CLAUDE_CACHES:
+        return getattr(catalog, target.provider).max_breakpoints
+    return catalog.openai.max_breakpoint_writes
 
 
 def _choose(conv: Conversation, target: Target, model: ModelRules, price: Price, catalog: Catalog, route: RouteState,
@@ -183,8 +186,8 @@ def _choose(conv: Conversation, target: Target, model: ModelRules, price: Price,
     """The planner's own placement, as if the caller had placed none (in index order, TTLs final).
     Explanation lines are added only when `flat` is given (the placement is then written)."""
     lines: list[str] = []
-    if target.provider == "anthropic":
-        chosen = _choose_anthropic(model, price, catalog, route, cands, lines)
+    if target.provider in CLAUDE_CACHES:
+        chosen = _choose_anthropic(model, price, getattr(catalog, target.provider), route, cands, lines)
     else:
         chosen = _choose_openai(model, price, route, cands, lines)
     if flat:
@@ -192,11 +195,20 @@ def _choose(conv: Conversation, target: Target, model: ModelRules, price: Price,
     return chosen
 
 
-def _choose_anthropic(model: ModelRules, price: Price, catalog: Catalog, route: RouteState, cands: list[Candidate],
-                      notes: list[str]) -> list[Candidate]:
-    ttls = tuple(catalog.anthropic.ttls)
+def _claude_ttls(model: ModelRules, rules: AnthropicRules) -> tuple[str, ...]:
+    """The cache TTLs this Claude model takes: all of Anthropic's; on Bedrock, those AWS's table lists for it."""
+    return tuple(t for t in rules.ttls if t in model.breakpoint_ttls)
+
+
+def _choose_anthropic(model: ModelRules, price: Price, rules: AnthropicRules, route: RouteState,
+                      cands: list[Candidate], notes: list[str]) -> list[Candidate]:
+    """Claude's breakpoints, on Anthropic's API or Bedrock (none on a model that cannot cache)."""
+    ttls = _claude_ttls(model, rules)
+    if not ttls:
+        notes.append(f"cache: {model.id} cannot cache on {model.provider}; no checkpoint placed")
+        return []
     chosen = _decide(cands, model, price, route, ttls, notes)
-    chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[: catalog.anthropic.max_breakpoints]
+    chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[: rules.max_breakpoints]
     chosen.sort(key=lambda c: c.index)
     # Longer TTLs must precede shorter ones. A shorter prefix is reused at least as often as any longer
     # one it starts, so an earlier checkpoint takes the longest TTL chosen after it, if that still pays.

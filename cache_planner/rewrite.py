@@ -141,7 +141,9 @@ def _insert_context(conv: Conversation, seg: Segment, text: str) -> None:
     while at < len(seg.blocks) and seg.blocks[at].kind == "tool_result":
         at += 1
     label = CONTEXT_LABEL + text
-    natives = {"gemini": {"text": label}, "responses": {"type": "input_text", "text": label}}
+    # Each format's own text block: Gemini parts and Converse blocks are one-key unions, Responses items typed.
+    natives = {"gemini": {"text": label}, "bedrock_converse": {"text": label},
+               "responses": {"type": "input_text", "text": label}}
     native = natives.get(conv.dialect, {"type": "text", "text": label})
     seg.blocks.insert(at, Block("text", native, text=label))
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Provider = Literal["anthropic", "openai", "gemini", "local"]
-PROVIDERS: tuple[Provider, ...] = ("anthropic", "openai", "gemini", "local")
+Provider = Literal["anthropic", "openai", "gemini", "bedrock", "local"]
+PROVIDERS: tuple[Provider, ...] = ("anthropic", "openai", "gemini", "bedrock", "local")
+# Providers that cache Claude's way (explicit breakpoints, tools -> system -> messages, a lookback window).
+CLAUDE_CACHES = ("anthropic", "bedrock")
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,7 @@ def _plan(record: TraceRecord, state: PlannerState, mode: Mode, caller: CallerCh
         return [f"passthrough: {record.endpoint} is not a generate request"]
     dialect = request_dialect(record.provider, record.body)
     try:
-        conv = (dialect.parse_request(record.body, model=record.model) if record.provider == "gemini"
-                else dialect.parse_request(record.body))
+        conv = dialect.parse_request(record.body, model=record.model)
     except RequestError as e:
         return [f"passthrough: the body is not a valid {record.provider} request ({e.message})"]
     return plan(conv, Target(record.provider, record.model), state, mode,  # type: ignore[arg-type]

@@ -47,19 +47,22 @@ def authenticate(headers: Mapping[str, str], query: Mapping[str, str], keys: Map
 
 
 def upstream_credential(upstream: Upstream, caller: Caller, caller_dialect: str) -> str | None:
-    """The key to send `upstream`: the gateway's own, else (open gateway, same provider) the caller's."""
+    """The key to send `upstream`: the gateway's own, else (open gateway, same provider) the caller's.
+    None where no key is needed: a self-hosted server, or a provider whose requests the gateway signs with
+    its own credentials (Bedrock's SigV4)."""
     own = upstream.api_key()
     if own:
         return own
     if caller.key is None and upstream.kind not in SELF_HOSTED and same_provider(upstream.dialect, caller_dialect):
         return caller.credential
-    if upstream.kind not in SELF_HOSTED:
-        env = " or ".join(upstream.api_key_env) or "an api_key_env"
-        raise RequestError(f"no credentials for upstream {upstream.name!r}: set {env} on the gateway",
-                           status=401, kind="authentication")
-    return None
+    if upstream.kind in SELF_HOSTED or wire_format(upstream.dialect).signs:
+        return None     # self-hosted servers need no key; signing formats sign with the gateway's own credentials
+    env = " or ".join(upstream.api_key_env) or "an api_key_env"
+    raise RequestError(f"no credentials for upstream {upstream.name!r}: set {env} on the gateway",
+                       status=401, kind="authentication")
 
 
 def same_provider(upstream_dialect: str, caller_dialect: str) -> bool:
-    """Whether a caller's key is good upstream: one provider's formats (Chat Completions, Responses) share keys."""
+    """Whether a caller's key is good upstream: one provider's formats (Chat Completions and Responses,
+    InvokeModel and Converse) share keys."""
     return wire_format(upstream_dialect).planner_provider == wire_format(caller_dialect).planner_provider

@@ -14,11 +14,11 @@ from prefixgate.gateway.upstream import UpstreamFailure
 
 def error_response(err: RequestError, dialect: str, headers: dict[str, str] | None = None,
                    background: object = None) -> Response:
-    headers = dict(headers or {})
+    status, body, own = wire_format(dialect).error_reply(err)
+    headers = {**own, **(headers or {})}
     if err.retry_after is not None:
         headers["retry-after"] = retry_after_header(err.retry_after)
-    return Response(compact_bytes(wire_format(dialect).error_body(err)), err.status, headers, media_type="application/json",
-                    background=background)
+    return Response(compact_bytes(body), status, headers, media_type="application/json", background=background)
 
 
 async def answer_or_error(dialect: str, work: Awaitable[Response]) -> Response:

@@ -274,6 +274,9 @@ class Proxy:
         if target is call.wire:
             params = {**conv.params, "model": model} if target.model_in_body else conv.params
             return replace(conv, model=model, params=params), []
+        adopted = target.adopt(replace(conv, model=model), call.headers)
+        if adopted is not None:
+            return adopted, [f"translate: {call.wire.name} -> {target.name} (same body)"]
         # Some callers stream by URL, not by a body field: the caller's intent is conv.stream.
         translated, notes = translate_body(call.wire.encode_request(conv), call.wire, target, model, stream=conv.stream)
         out = target.parse_request(translated, model=model)

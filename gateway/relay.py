@@ -21,7 +21,7 @@ from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from prefixgate.dialects.sse import SSE_FRAMING
+from prefixgate.dialects.sse import SSE_FRAMING, FramingError
 from prefixgate.errors import RequestError
 from prefixgate.gateway.in_flight import Slot
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
@@ -116,6 +116,9 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
         except UpstreamFailure as f:
             # A break after the terminal event lost nothing the caller needs.
             error = None if ended else f.request_error()
+            finished = True
+        except FramingError as e:     # a frame that fails its checksum: the upstream's fault, not ours
+            error = RequestError(f"upstream {prep.upstream.name!r} sent a broken stream: {e}", status=502, kind="server")
             finished = True
         finally:
             with anyio.CancelScope(shield=True):

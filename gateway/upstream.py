@@ -98,6 +98,7 @@ class UpstreamClient:
     def __init__(self, connect_timeout_s: float, local: LocalTarget | None = None) -> None:
         self.connect_timeout_s = connect_timeout_s
         self.local = local
+        self.signing: dict = {}        # the signing formats' credentials (WireFormat.sign)
         connector = aiohttp.TCPConnector(limit=1000, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=300)
         # No automatic decompression: bodies are relayed as they come (we ask for identity encoding).
         self.http = aiohttp.ClientSession(connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
@@ -118,7 +119,7 @@ class UpstreamClient:
         headers = {"content-type": "application/json", "accept-encoding": "identity", **headers,
                    **auth_headers(upstream, wire, key)}
         if wire.signs:
-            headers = await wire.sign("POST", url, headers, body)
+            headers = await wire.sign("POST", url, headers, body, self.signing)
         return await self._exchange(upstream.name, "POST", url, body, headers, stream, key, timeout_s)
 
     async def forward(self, upstream: Upstream, wire: WireFormat, method: str, path: str, query: str, body: bytes,
@@ -127,7 +128,7 @@ class UpstreamClient:
         url = f"{upstream.url}{path}" + (f"?{query}" if query else "")
         headers = {"content-type": "application/json", "accept-encoding": "identity", **auth_headers(upstream, wire, key)}
         if wire.signs:
-            headers = await wire.sign(method, url, headers, body or None)
+            headers = await wire.sign(method, url, headers, body or None, self.signing)
         return await self._exchange(upstream.name, method, url, body or None, headers, False, key, timeout_s)
 
     async def _exchange(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],

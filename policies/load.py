@@ -7,23 +7,28 @@ from pathlib import Path
 import yaml
 
 from prefixgate.config import Settings
-from prefixgate.policies.schema import Policy, PolicyError, Upstream
+from prefixgate.policies.schema import KEY_ENVS, Policy, PolicyError, Upstream
+from prefixgate.sigv4 import aws_region
 
 # Model families the zero-config policy recognises, by provider.
 FAMILIES: dict[str, list[str]] = {
     "openai": ["gpt-*", "chatgpt-*", "o1*", "o3*", "o4*", "codex-*", "ft:*", "text-embedding-*"],
     "anthropic": ["claude-*"],
     "gemini": ["gemini-*", "gemma-*", "learnlm-*"],
+    # Bedrock model ids: a provider prefix, optionally an inference profile's geography, or an ARN.
+    "bedrock": ["anthropic.*", "*.anthropic.*", "arn:aws*:bedrock:*"],
 }
 
 
 def builtin_upstreams(settings: Settings) -> dict[str, Upstream]:
-    """`anthropic`, `openai`, `gemini` at the configured base URLs, and `local`: the in-process engine,
+    """`anthropic`, `openai`, `gemini`, `bedrock` at the configured base URLs, and `local`: the in-process engine,
     or the OpenAI-compatible server at `backend_url` when one is set."""
     ups = {
         "anthropic": Upstream("anthropic", "anthropic", settings.anthropic_base_url.rstrip("/"), ("ANTHROPIC_API_KEY",)),
         "openai": Upstream("openai", "openai", settings.openai_base_url.rstrip("/"), ("OPENAI_API_KEY",)),
         "gemini": Upstream("gemini", "gemini", settings.gemini_base_url.rstrip("/"), ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+        "bedrock": Upstream("bedrock", "bedrock", settings.bedrock_base_url.format(region=aws_region()).rstrip("/"),
+                            KEY_ENVS["bedrock"]),
     }
     if settings.backend_url:
         ups["local"] = Upstream("local", "openai_compatible", settings.backend_url.rstrip("/"))

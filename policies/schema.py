@@ -14,24 +14,33 @@ from typing import Any, Literal
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
 from prefixgate.config import unknown_key
 
-UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "openai_compatible", "local"]
-KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "openai_compatible", "local")
-# The wire dialect each kind speaks; every self-hosted server speaks OpenAI's. `openai_responses` is OpenAI
-# for models served only by the Responses API: Chat Completions callers routed there are translated.
+UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "bedrock", "openai_compatible", "local"]
+KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "bedrock", "openai_compatible",
+                                   "local")
+# The wire dialect each kind speaks by default; every self-hosted server speaks OpenAI's. `openai_responses` is
+# OpenAI for models served only by the Responses API: Chat Completions callers routed there are translated.
 DIALECT_OF: dict[str, str] = {
     "anthropic": "anthropic", "openai": "openai", "openai_responses": "responses", "gemini": "gemini",
-    "openai_compatible": "openai", "local": "openai",
+    "bedrock": "bedrock_invoke", "openai_compatible": "openai", "local": "openai",
 }
 # Other formats a kind answers natively: a caller of one of them goes out untranslated (OpenAI serves
-# Responses callers on the Responses API, so stored state, reasoning items and cache keys survive).
-ALSO_SPEAKS: dict[str, tuple[str, ...]] = {"openai": ("responses",)}
-# The usual environment variables of the hosted providers (the first one set wins).
+# Responses callers on the Responses API, so stored state, reasoning items and cache keys survive; Bedrock
+# takes Claude as InvokeModel, Anthropic's body, or as Converse).
+ALSO_SPEAKS: dict[str, tuple[str, ...]] = {"openai": ("responses",), "bedrock": ("bedrock_converse",)}
+# The usual environment variables of the hosted providers (the first one set wins). Bedrock signs with the
+# AWS credential chain instead, unless a Bedrock API key is set.
 KEY_ENVS: dict[str, tuple[str, ...]] = {
     "anthropic": ("ANTHROPIC_API_KEY",), "openai": ("OPENAI_API_KEY",), "openai_responses": ("OPENAI_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "bedrock": ("AWS_BEARER_TOKEN_BEDROCK",),
 }
+
+
 PERIODS = {"minute": 60, "hour": 3600, "day": 86400, "month": 30 * 86400, "total": 0}
 RETRY_ON = ("429", "5xx", "timeout", "connect")
+
+
+def bedrock_url(region: str) -> str:
+    return f"https://bedrock-runtime.{region}.amazonaws.com"
 
 
 class PolicyError(ValueError):
@@ -148,11 +157,15 @@ class Policy:
 def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) -> Upstream:
     spec = _mapping(spec, path)
     _no_plain_secret(spec, path, ("api_key", "key"), "api_key_env (the variable holding the provider key)")
-    _only(spec, path, {"kind", "url", "api_key_env", "headers"})
+    _only(spec, path, {"kind", "url", "api_key_env", "headers", "region"})
     kind = spec.get("kind", builtins[name].kind if name in builtins else None)
     if kind not in KINDS:
         raise PolicyError(f"{path}.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
-    url = spec.get("url", builtins[name].url if name in builtins else "")
+    region = spec.get("region")
+    if region is not None and (kind != "bedrock" or not isinstance(region, str) or not region.replace("-", "").isalnum()):
+        raise PolicyError(f"{path}.region: an AWS region such as us-east-1, for kind bedrock only; got {region!r}")
+    default_url = bedrock_url(region) if region else (builtins[name].url if name in builtins else "")
+    url = spec.get("url", default_url)
     if kind != "local" and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
         raise PolicyError(f"{path}.url: an http(s) URL is required for kind {kind}, got {url!r}")
     env = spec.get("api_key_env", list(KEY_ENVS.get(kind, ())))

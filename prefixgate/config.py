@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     anthropic_base_url: str = "https://api.anthropic.com"
     openai_base_url: str = "https://api.openai.com"
     gemini_base_url: str = "https://generativelanguage.googleapis.com"
+    # Amazon Bedrock Runtime; {region} is filled from AWS_REGION (AWS_DEFAULT_REGION, else us-east-1).
+    bedrock_base_url: str = "https://bedrock-runtime.{region}.amazonaws.com"
     # Ledger: SQLite file by default; with a Redis URL replicas share ledger and learned state.
     ledger_path: str = "prefixgate-ledger.sqlite"
     # Keep each request body in the ledger (for `prefixgate ledger export --trace`). Off: bodies are prompts.

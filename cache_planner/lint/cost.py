@@ -120,8 +120,7 @@ def _fixing(rule_id: str, flagged: dict[int, dict], unmarked: set[int]) -> Calla
             return record.body
         dialect = request_dialect(record.provider, record.body)
         try:
-            conv = (dialect.parse_request(record.body, model=record.model) if record.provider == "gemini"
-                    else dialect.parse_request(record.body))
+            conv = dialect.parse_request(record.body, model=record.model)
         except RequestError:
             return record.body
         route, planner_state = routes.setdefault((record.tenant, record.route), (RouteState(), PlannerState()))

@@ -377,7 +377,7 @@ def build_request(source: Source, body: dict, provider: str, model: str, *, star
     dialect = request_dialect(provider, body)
     request = Request(source, body, provider, model, None, start=start, body_path=body_path, record=record)
     try:
-        conv = dialect.parse_request(body, model=model) if provider == "gemini" else dialect.parse_request(body)
+        conv = dialect.parse_request(body, model=model)
     except RequestError as e:
         request.error = e.message
         return request

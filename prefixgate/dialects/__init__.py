@@ -7,23 +7,28 @@ Each module also offers its format's functions directly (`parse_request`, `encod
 
 from __future__ import annotations
 
-from prefixgate.dialects import anthropic, gemini, openai, responses_adapter
+from prefixgate.dialects import anthropic, bedrock_invoke, converse, gemini, openai, responses_adapter
 from prefixgate.dialects.responses import is_responses_body
 from prefixgate.dialects.wire import WireFormat
 
 # One line per wire format. Order matters only to `format_of_path`: the last one answers every path no
 # other format claims.
-WIRE_FORMATS: dict[str, WireFormat] = {
-    w.name: w for w in (anthropic.WIRE, gemini.WIRE, responses_adapter.WIRE, openai.WIRE)}
+WIRE_FORMATS: dict[str, WireFormat] = {w.name: w for w in (
+    anthropic.WIRE, gemini.WIRE, responses_adapter.WIRE, bedrock_invoke.WIRE, converse.WIRE, openai.WIRE)}
 # The name lint, replay and trace readers use for the same registry.
 DIALECTS = WIRE_FORMATS
 
 
 def request_dialect(provider: str, body: dict) -> WireFormat:
-    """The wire format of a provider's recorded request body: OpenAI's is Chat Completions or Responses,
-    told apart by shape (Chat always has `messages`)."""
+    """The wire format of a provider's recorded request body, told apart by shape where a provider has
+    several: OpenAI's Chat Completions always has `messages`, Responses never; Bedrock's InvokeModel body is
+    Anthropic's with `anthropic_version`, its Messages API body names a `model`, Converse neither."""
     if provider == "openai" and is_responses_body(body):
         return responses_adapter.WIRE
+    if provider == "bedrock":
+        if "model" in body:
+            return anthropic.WIRE
+        return bedrock_invoke.WIRE if "anthropic_version" in body else converse.WIRE
     return wire_format(provider)
 
 

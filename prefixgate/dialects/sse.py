@@ -91,6 +91,10 @@ def split_events(buffer: bytearray, chunk: bytes) -> list[bytes]:
     return out
 
 
+class FramingError(ValueError):
+    """Bytes that cannot be events of the stream's framing (a bad checksum, an impossible length)."""
+
+
 class Framing:
     """How a stream's events are delimited on the wire: `split` cuts whole events out of arriving bytes
     (keeping a partial one in `buffer`), `payload` is one event's JSON object (None for comments and

@@ -117,6 +117,12 @@ class WireFormat:
     finish_from: ClassVar[dict[str, str]]      # native finish reason -> neutral
     finish_to: ClassVar[dict[str, str]]        # neutral -> native
 
+    def adopt(self, conv: Conversation, headers: Mapping[str, str]) -> Conversation | None:
+        """`conv`, parsed in another format that carries the same body (Bedrock's InvokeModel carries
+        Anthropic's), rewritten into this one without the lossy trip through `Chat`; None when there is
+        no such sibling and translation must do."""
+        return None
+
     def read_chat(self, body: dict) -> Chat:
         raise NotImplementedError
 
@@ -156,8 +162,16 @@ class WireFormat:
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"authorization": f"Bearer {key}"}
 
-    async def sign(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> dict[str, str]:
+    def error_reply(self, err: RequestError) -> tuple[int, dict, dict[str, str]]:
+        """(status, JSON body, headers) of this format's error answer for `err` (Bedrock's statuses and its
+        x-amzn-ErrorType header differ from the kind's usual status)."""
+        return err.status, self.error_body(err), {}
+
+    async def sign(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
+                   state: dict[str, Any]) -> dict[str, str]:
         """The headers to send, for a format whose provider authenticates each request by signing it
         (AWS SigV4 over method, URL, headers and body) or by a short-lived token (google-auth);
-        called only when `signs` is set, after `auth_headers`, so a key-based format pays nothing."""
+        called only when `signs` is set, after `auth_headers`, so a key-based format pays nothing.
+        `state` belongs to the upstream client and lives as long as it: where a format keeps its
+        credentials (resolved once per gateway process, refreshed as they expire), never in the format."""
         return headers

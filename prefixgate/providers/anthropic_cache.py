@@ -27,16 +27,23 @@ _RUN_KINDS = ("tool_call", "tool_result")
 
 
 class AnthropicCache:
-    def __init__(self, rules: AnthropicRules, store: CacheStore, visible_after_s: float | None = None) -> None:
+    """Claude's cache. `provider` scopes its entries (Anthropic's API and Bedrock keep separate caches) and
+    `marker` is what its errors call a breakpoint (`cache_control`, or Converse's `cachePoint`)."""
+
+    def __init__(self, rules: AnthropicRules, store: CacheStore, visible_after_s: float | None = None, *,
+                 provider: str = "anthropic", marker: str = "cache_control") -> None:
         self.rules = rules
         self.store = store
         self.visible_after_s = rules.entry_visible_after_s if visible_after_s is None else visible_after_s
+        self.provider = provider
+        self.marker = marker
 
     def request(self, conv: Conversation, model: ModelRules, tenant: str, now: float) -> Usage:
         """The usage Anthropic would report for `conv` at time `now` (output tokens left at 0)."""
         _check_prewarm(conv)
         layout = self.layout(conv)
-        scope = ("anthropic", model.id, tenant)
+        self._check_model(layout.breakpoints, model)
+        scope = (self.provider, model.id, tenant)
         positions = layout.positions
 
         read_at = -1
@@ -98,6 +105,14 @@ class AnthropicCache:
         self._add_automatic(conv.params.get("cache_control"), breakpoints, last_markable)
         self._check_breakpoints(breakpoints)
         return Layout(hasher.positions, breakpoints)
+
+    def _check_model(self, breakpoints: list[Breakpoint], model: ModelRules) -> None:
+        """Some models take no markers, or no 1h ones (Bedrock documents them per model)."""
+        for bp in breakpoints:
+            if bp.ttl not in model.breakpoint_ttls:
+                what = ("does not support prompt caching" if not model.breakpoint_ttls
+                        else f"supports ttl {' and '.join(model.breakpoint_ttls)} only, not '{bp.ttl}'")
+                raise RequestError(f"{bp.field}.{self.marker}: model {model.id} {what}", field=f"{bp.field}.{self.marker}")
 
     def _tokens(self, block: Block) -> int:
         if block.kind == "image":

@@ -23,6 +23,12 @@ _SUFFIXES = (
     re.compile(r"-latest$"),
 )
 _ROUTER_PREFIXES = ("models/", "anthropic/", "openai/", "google/", "gemini/")
+# Bedrock model ids: an ARN (foundation model or inference profile), a geographic inference-profile prefix
+# (regional price), and a version suffix (-v1:0) around the model's name; `global.` is kept (its own price).
+_BEDROCK_ARN = re.compile(r"^arn:aws[\w-]*:bedrock:[\w-]*:\d*:(?:foundation-model|inference-profile|"
+                          r"application-inference-profile|provisioned-model)/")
+_BEDROCK_GEO = re.compile(r"^(?:us|eu|jp|apac|au|ca|us-gov)\.")
+_BEDROCK_VERSION = re.compile(r"-v\d+(?::\d+)?$")
 
 
 class UnknownModel(RequestError):
@@ -54,6 +60,8 @@ def _lookup(catalog: Catalog, provider: str, model: str) -> ModelRules | None:
 
 def _spellings(provider: str, model: str) -> list[str]:
     name = model.strip()
+    if provider == "bedrock":
+        name = _BEDROCK_VERSION.sub("", _BEDROCK_GEO.sub("", _BEDROCK_ARN.sub("", name)))
     for prefix in _ROUTER_PREFIXES:
         name = name.removeprefix(prefix)
     out = [name]
@@ -61,7 +69,7 @@ def _spellings(provider: str, model: str) -> list[str]:
     for pattern in _SUFFIXES:
         stripped = pattern.sub("", stripped)
     out.append(stripped)
-    if provider == "anthropic":
+    if provider in ("anthropic", "bedrock"):
         # claude-sonnet-4.5 -> claude-sonnet-4-5 (router and console spellings).
         out += [n.replace(".", "-") for n in out]
     return out

@@ -19,7 +19,7 @@ import yaml
 
 from prefixgate.cost import Price
 
-PROVIDERS = ("anthropic", "openai", "gemini")
+PROVIDERS = ("anthropic", "openai", "gemini", "bedrock")
 OPENAI_REGIMES = ("implicit", "breakpoints")
 
 
@@ -29,6 +29,8 @@ class RulesError(ValueError):
 
 @dataclass(frozen=True)
 class AnthropicRules:
+    """Claude's prompt cache: on Anthropic's API, and on Bedrock with Bedrock's own table."""
+
     max_breakpoints: int
     lookback_positions: int
     ttls: dict[str, int]
@@ -89,8 +91,10 @@ class ModelRules:
     released: str = ""
     # OpenAI only: "implicit" (free writes, 128-token steps) or "breakpoints" (GPT-5.6+ paid writes).
     regime: str = ""
-    # OpenAI only: accepted prompt_cache_retention values, and accepted prompt_cache_options.ttl values.
+    # OpenAI only: accepted prompt_cache_retention values.
     retention: tuple[str, ...] = ("in_memory", "24h")
+    # The TTLs an explicit marker may ask for on this model (OpenAI prompt_cache_options.ttl; Claude's
+    # cache_control / cachePoint ttl); empty: the model cannot cache at all (some Bedrock models).
     breakpoint_ttls: tuple[str, ...] = ("30m",)
 
     def price_for(self, prompt_tokens: int) -> Price:
@@ -107,6 +111,7 @@ class Catalog:
     anthropic: AnthropicRules
     openai: OpenAIRules
     gemini: GeminiRules
+    bedrock: AnthropicRules
     models: dict[tuple[str, str], ModelRules] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
     # provider -> {id or alias: model}, built on first use: every priced request looks a model up.
@@ -196,11 +201,12 @@ def _deep_update(target: dict[str, Any], new: dict[str, Any]) -> None:
 def _build(data: dict[str, Any], files: tuple[str, ...]) -> Catalog:
     where = " + ".join(files)
     provider_rules = {}
-    for name, cls in (("anthropic", AnthropicRules), ("openai", OpenAIRules), ("gemini", GeminiRules)):
+    for name, cls in (("anthropic", AnthropicRules), ("openai", OpenAIRules), ("gemini", GeminiRules),
+                      ("bedrock", AnthropicRules)):
         provider_rules[name] = _dataclass_from(cls, data.get(name), f"{where}: [{name}]")
     models: dict[tuple[str, str], ModelRules] = {}
     for i, raw in enumerate(data.get("model", [])):
-        m = _model_from(raw, f"{where}: [[model]] #{i + 1}", provider_rules["openai"])
+        m = _model_from(raw, f"{where}: [[model]] #{i + 1}", provider_rules)
         if (m.provider, m.id) in models:
             raise RulesError(f"{where}: model {m.provider}/{m.id} is listed twice")
         models[(m.provider, m.id)] = m
@@ -292,7 +298,7 @@ _MODEL_KEYS = {"provider", "id", "aliases", "min_cache_tokens", "price", "long_c
                "retention", "breakpoint_ttls"}
 
 
-def _model_from(raw: Any, where: str, openai: OpenAIRules) -> ModelRules:
+def _model_from(raw: Any, where: str, provider_rules: dict[str, Any]) -> ModelRules:
     raw = _known_table(raw, where, _MODEL_KEYS, "expected a table")
     provider, mid = raw.get("provider"), raw.get("id")
     if provider not in PROVIDERS:
@@ -303,6 +309,11 @@ def _model_from(raw: Any, where: str, openai: OpenAIRules) -> ModelRules:
     if "price" not in raw:
         raise RulesError(f"{where}: missing key 'price'")
     regime = raw.get("regime", "")
+    openai: OpenAIRules = provider_rules["openai"]
+    # What a marker's ttl may be: OpenAI's breakpoint TTLs; Claude's cache TTLs (every one by default on
+    # Anthropic's API, the model's own list on Bedrock); Gemini has no markers.
+    marker_ttls = openai.breakpoint_ttls if provider == "openai" else getattr(provider_rules[provider], "ttls", {})
+    default_ttls = ["30m"] if provider == "openai" else (["5m"] if provider == "bedrock" else list(marker_ttls))
     if provider == "openai":
         if regime not in OPENAI_REGIMES:
             raise RulesError(f"{where}.regime: expected one of {OPENAI_REGIMES}, got {regime!r}")
@@ -326,11 +337,11 @@ def _model_from(raw: Any, where: str, openai: OpenAIRules) -> ModelRules:
         released=str(raw.get("released", "")),
         regime=regime,
         retention=tuple(_str_list(raw.get("retention", ["in_memory", "24h"]), f"{where}.retention")),
-        breakpoint_ttls=tuple(_str_list(raw.get("breakpoint_ttls", ["30m"]), f"{where}.breakpoint_ttls")),
+        breakpoint_ttls=tuple(_str_list(raw.get("breakpoint_ttls", default_ttls), f"{where}.breakpoint_ttls")),
     )
     for ttl in model.breakpoint_ttls:
-        if ttl not in openai.breakpoint_ttls:
-            raise RulesError(f"{where}.breakpoint_ttls: {ttl!r} has no duration in [openai].breakpoint_ttls")
+        if ttl not in marker_ttls:
+            raise RulesError(f"{where}.breakpoint_ttls: {ttl!r} has no duration in [{provider}]'s TTLs")
     bad = set(model.retention) - {"in_memory", "24h"}
     if bad:
         raise RulesError(f"{where}.retention: unknown value {sorted(bad)[0]!r} (in_memory, 24h)")
@@ -344,9 +355,10 @@ def _str_list(value: Any, where: str) -> list[str]:
 
 
 def _check_provider_rules(rules: dict[str, Any], where: str) -> None:
-    a: AnthropicRules = rules["anthropic"]
-    if a.default_ttl not in a.ttls:
-        raise RulesError(f"{where}: [anthropic].default_ttl {a.default_ttl!r} is not in ttls")
+    for name in ("anthropic", "bedrock"):
+        claude: AnthropicRules = rules[name]
+        if claude.default_ttl not in claude.ttls:
+            raise RulesError(f"{where}: [{name}].default_ttl {claude.default_ttl!r} is not in ttls")
     o: OpenAIRules = rules["openai"]
     if o.default_breakpoint_ttl not in o.breakpoint_ttls:
         raise RulesError(f"{where}: [openai].default_breakpoint_ttl {o.default_breakpoint_ttl!r} is not in breakpoint_ttls")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from prefixgate.dialects import anthropic as anthropic_dialect
-from prefixgate.dialects import request_dialect
+from prefixgate.dialects import converse, request_dialect
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
@@ -40,6 +40,10 @@ class Simulator:
         self.catalog = catalog or default_catalog()
         self.store = CacheStore()
         self.anthropic = AnthropicCache(self.catalog.anthropic, self.store, entry_visible_after_s)
+        self.bedrock = AnthropicCache(self.catalog.bedrock, self.store, entry_visible_after_s, provider="bedrock")
+        # Converse and InvokeModel requests share Bedrock's cache; only the errors name the marker differently.
+        self._converse = AnthropicCache(self.catalog.bedrock, self.store, entry_visible_after_s, provider="bedrock",
+                                        marker="cachePoint")
         self.openai = OpenAICache(self.catalog.openai, self.store)
         self.cached_contents = CachedContentRegistry(self.catalog.gemini.default_explicit_ttl_s)
         self.gemini = GeminiCache(self.catalog.gemini, self.store, self.cached_contents)
@@ -56,12 +60,16 @@ class Simulator:
     ) -> SimResult:
         """Run one generate request (Messages, Chat Completions, Responses, generateContent) through the cache.
 
-        `model` is required for Gemini, whose model is in the URL, and overrides the body's otherwise.
+        `model` is required for Gemini and Bedrock, whose model is in the URL, and overrides the body's otherwise.
+        Bedrock bodies are InvokeModel (Anthropic's, with `anthropic_version`) or Converse bodies.
         """
         conv = self.parse(provider, body, model)
         rules = resolve_model(provider, model or conv.model or "", self.catalog)
         if provider == "anthropic":
             usage = self.anthropic.request(conv, rules, tenant, now)
+        elif provider == "bedrock":
+            cache = self._converse if conv.dialect == converse.NAME else self.bedrock
+            usage = cache.request(conv, rules, tenant, now)
         elif provider == "openai":
             usage = self.openai.request(conv, rules, tenant, now)
         else:

@@ -30,6 +30,13 @@ SAMPLES: dict[str, tuple[str, dict]] = {
     "gemini": ("/v1beta/models/gemini-2.5-flash:generateContent", {
         "systemInstruction": {"parts": [{"text": "Be brief."}]},
         "contents": [{"role": "user", "parts": [{"text": "Hi"}]}], "generationConfig": {"temperature": 0.2}}),
+    "bedrock_invoke": ("/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke", {
+        "anthropic_version": "bedrock-2023-05-31", "max_tokens": 64,
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "Hi"}]}),
+    "bedrock_converse": ("/model/anthropic.claude-sonnet-4-6/converse-stream", {
+        "system": [{"text": "Be brief."}, {"cachePoint": {"type": "default"}}],
+        "messages": [{"role": "user", "content": [{"text": "Hi"}]}], "inferenceConfig": {"maxTokens": 64}}),
 }
 # Usage every format can express (not every one reports cache writes).
 USAGE = Usage(uncached_input=10, cache_read=90, output=3)
@@ -41,16 +48,19 @@ def test_every_registered_format_has_a_sample():
 
 
 def test_an_unknown_format_is_refused_with_the_known_names():
-    with pytest.raises(ValueError, match=r"unknown wire format 'bedrock'; expected one of anthropic, gemini, openai, responses"):
-        wire_format("bedrock")
+    with pytest.raises(ValueError, match=r"unknown wire format 'vertex'; expected one of anthropic, bedrock_converse, "
+                                         r"bedrock_invoke, gemini, openai, responses"):
+        wire_format("vertex")
 
 
 @pytest.mark.parametrize("name", FORMATS)
 def test_a_format_is_registered_under_its_own_name_and_fills_the_interface(name):
     wire = wire_format(name)
     assert isinstance(wire, WireFormat) and wire.name == name
-    for attr in ("planner_provider", "span_name", "finish_from", "finish_to", "terminal"):
+    for attr in ("planner_provider", "span_name", "finish_from", "finish_to"):
         assert getattr(wire, attr), attr
+    # A stream's end is seen in its bytes, or (base64 or binary payloads) by `ends_stream` on the parsed event.
+    assert wire.terminal or type(wire).ends_stream is not WireFormat.ends_stream
     # Every neutral finish reason has a native one, and every native one read back is neutral.
     assert set(wire.finish_to) == {"stop", "length", "tool_calls", "content_filter"}
     assert set(wire.finish_from.values()) <= set(wire.finish_to)
@@ -118,7 +128,7 @@ def test_a_written_stream_reads_back_as_the_same_deltas_and_usage(name):
         events += wire.framing.split(buffer, raw[i:i + 7])
     counter, text, finish, ended = wire.stream_usage(), "", None, False
     for event in events:
-        ended = ended or wire.terminal in event
+        ended = ended or (wire.terminal is not None and wire.terminal in event)
         payload = wire.framing.payload(event)
         if payload is None:
             continue

@@ -6,7 +6,7 @@ A fault is written `key=value` pairs joined by `;` (or `,`), e.g. `latency=0.5`,
 
     faults:
       - fault: "status=429;retry_after=1"
-        provider: anthropic        # optional: anthropic | openai | gemini
+        provider: anthropic        # optional: anthropic | openai | gemini | bedrock
         path: /v1/messages         # optional: path prefix
         model: claude-sonnet-4-5   # optional: exact model name as sent
         every: 3                   # optional: every 3rd matching request (default: every one)
@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from prefixgate.errors import RequestError
+from prefixgate.providers.rules import PROVIDERS
 
 HEADER = "x-mock-fault"
 _STATUS_KINDS = {
@@ -162,8 +163,8 @@ class FaultPlan:
             unknown = set(raw) - allowed
             if unknown:
                 raise FaultError(f"{at}: unknown key {sorted(unknown)[0]!r}")
-            if raw.get("provider") not in (None, "anthropic", "openai", "gemini"):
-                raise FaultError(f"{at}.provider: expected anthropic, openai or gemini")
+            if raw.get("provider") not in (None, *PROVIDERS):
+                raise FaultError(f"{at}.provider: expected one of {', '.join(PROVIDERS)}")
             for key in ("every", "times"):
                 if key in raw and (not isinstance(raw[key], int) or isinstance(raw[key], bool) or raw[key] < 1):
                     raise FaultError(f"{at}.{key}: expected an integer >= 1")

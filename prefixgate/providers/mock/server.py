@@ -26,6 +26,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from prefixgate.dialects import bedrock
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
@@ -63,6 +64,7 @@ class MockContext:
 
 def create_app(context: MockContext | None = None) -> FastAPI:
     from prefixgate.providers.mock import anthropic as mock_anthropic
+    from prefixgate.providers.mock import bedrock as mock_bedrock
     from prefixgate.providers.mock import completions as mock_completions
     from prefixgate.providers.mock import gemini as mock_gemini
     from prefixgate.providers.mock import openai as mock_openai
@@ -91,7 +93,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     async def get_model(model_id: str, request: Request) -> dict:
         return modules[dialect_of(request)].get_model(request, ctx, model_id)
 
-    for module in modules.values():
+    for module in (*modules.values(), mock_bedrock):
         module.add_routes(app, ctx)
     mock_responses.add_routes(app, ctx)
     mock_completions.add_routes(app, ctx)
@@ -101,6 +103,8 @@ def create_app(context: MockContext | None = None) -> FastAPI:
 def dialect_of(request: Request) -> str:
     """Which provider's API a request speaks (its error shape follows)."""
     path, headers = request.url.path, request.headers
+    if path.startswith("/model/") or path.startswith("/anthropic/v1/"):
+        return "bedrock"
     if (path.startswith("/v1beta") or path.startswith("/v1/cachedContents") or "x-goog-api-key" in headers
             or "key" in request.query_params or (path.startswith("/v1/models/") and ":" in path)):
         return "gemini"
@@ -110,6 +114,9 @@ def dialect_of(request: Request) -> str:
 
 
 def error_response(err: RequestError, dialect: str) -> JSONResponse:
+    if dialect == "bedrock":
+        status, body, headers = bedrock.error_body(err)
+        return JSONResponse(body, status_code=status, headers=headers)
     headers = {}
     if err.retry_after is not None:
         headers["retry-after"] = f"{err.retry_after:g}"
@@ -131,7 +138,9 @@ def prompt_text(conv: Conversation) -> str:
     return "\n".join(seg.text for seg in conv.segments)
 
 
-def sse_response(events: Iterable[bytes], fault: Fault | None, headers: dict[str, str] | None = None) -> Response:
+def sse_response(events: Iterable[bytes], fault: Fault | None, headers: dict[str, str] | None = None,
+                 media_type: str = "text/event-stream") -> Response:
+    """A streamed body of `events` (SSE, or Bedrock's event-stream frames), with the stream faults applied."""
     drop_after = fault.drop_stream_after if fault is not None else None
     delay = fault.event_delay_s if fault is not None else 0.0
 
@@ -143,5 +152,4 @@ def sse_response(events: Iterable[bytes], fault: Fault | None, headers: dict[str
                 await asyncio.sleep(delay)
             yield event
 
-    return StreamingResponse(body(), media_type="text/event-stream",
-                             headers={"cache-control": "no-cache", **(headers or {})})
+    return StreamingResponse(body(), media_type=media_type, headers={"cache-control": "no-cache", **(headers or {})})

@@ -1,0 +1,116 @@
+"""What Bedrock's wire formats (InvokeModel, Converse) share: the operation paths, the error shape, the
+binary event-stream framing of streams, and SigV4 signing of upstream requests."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+from urllib.parse import unquote, urlsplit
+
+from prefixgate import sigv4
+from prefixgate.dialects import eventstream
+from prefixgate.dialects.wire import Parse, WireFormat
+from prefixgate.errors import RequestError
+from prefixgate.ir import Conversation
+
+# /model/{modelId}/{operation}; the model id is URL-quoted by the SDKs (an ARN's slashes as %2F).
+_PATH = re.compile(r"^/model/(?P<model>.+)/(?P<op>invoke|invoke-with-response-stream|converse|converse-stream)$")
+OPERATIONS = {"invoke": ("invoke", False), "invoke-with-response-stream": ("invoke", True),
+              "converse": ("converse", False), "converse-stream": ("converse", True)}
+# bedrock-runtime.us-east-1.amazonaws.com: the region a request to AWS itself is signed for.
+_AWS_HOST = re.compile(r"^bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com$")
+
+# RequestError kind -> (HTTP status, Bedrock exception name), as bedrock-runtime's service model lists them.
+_EXCEPTIONS = {
+    "invalid_request": (400, "ValidationException"),
+    "too_large": (400, "ValidationException"),
+    "authentication": (403, "UnrecognizedClientException"),
+    "signature": (403, "InvalidSignatureException"),
+    "permission": (403, "AccessDeniedException"),
+    "not_found": (404, "ResourceNotFoundException"),
+    "timeout": (408, "ModelTimeoutException"),
+    "rate_limit": (429, "ThrottlingException"),
+    "overloaded": (503, "ServiceUnavailableException"),
+    "server": (500, "InternalServerException"),
+}
+
+
+@dataclass(frozen=True)
+class Operation:
+    model: str          # the model id as the caller named it (decoded)
+    format: str         # "invoke" or "converse"
+    stream: bool
+
+
+def operation_of(path: str) -> Operation | None:
+    """The Bedrock operation a request path names, or None when it is not one of them."""
+    match = _PATH.match(path)
+    if match is None:
+        return None
+    fmt, stream = OPERATIONS[match["op"]]
+    return Operation(unquote(match["model"]), fmt, stream)
+
+
+def error_body(err: RequestError) -> tuple[int, dict, dict[str, str]]:
+    """(status, JSON body, headers) of Bedrock's error for `err`; boto3 reads the type from x-amzn-ErrorType."""
+    status, name = _EXCEPTIONS.get(err.kind, _EXCEPTIONS["server"])
+    if err.kind == "server":
+        status = err.status   # 500, or the 502 of a broken upstream
+    return status, {"message": err.message}, {"x-amzn-errortype": f"{name}:http://internal.amazon.com/coral/com.amazon.bedrock/"}
+
+
+def region_of(url: str) -> str:
+    """The region to sign for: AWS's own host says it; elsewhere (a proxy, a test double) AWS_REGION."""
+    match = _AWS_HOST.match(urlsplit(url).hostname or "")
+    return match.group(1) if match else sigv4.aws_region()
+
+
+class BedrockFormat(WireFormat):
+    """Shared by InvokeModel and Converse: Claude's cache rules as Bedrock documents them, the model in the
+    path, event-stream framing, Bedrock's error shape, and SigV4 on every upstream request (or a Bedrock
+    API key as a bearer token, when the gateway has one in AWS_BEARER_TOKEN_BEDROCK)."""
+
+    planner_provider = "bedrock"
+    model_in_body = False
+    forward_headers = ("x-amzn-bedrock-guardrailidentifier", "x-amzn-bedrock-guardrailversion",
+                       "x-amzn-bedrock-trace", "x-amzn-bedrock-performanceconfig-latency",
+                       "x-amzn-bedrock-service-tier")
+    terminal = None
+    signs = True
+
+    operation: ClassVar[str]       # "invoke" or "converse": which of Bedrock's operations this format is
+
+    def parser_for(self, path: str) -> Parse | None:
+        op = operation_of(path)
+        if op is None or op.format != self.operation:
+            return None
+        return lambda body: self.parse_path_body(body, op)
+
+    def parse_path_body(self, body: bytes, op: Operation) -> Conversation:
+        raise NotImplementedError
+
+    def owns_path(self, path: str) -> bool:
+        op = operation_of(path)
+        return op is not None and op.format == self.operation
+
+    def error_reply(self, err: RequestError) -> tuple[int, dict, dict[str, str]]:
+        return error_body(err)
+
+    def error_event(self, err: RequestError) -> bytes:
+        _, _, headers = error_body(err)
+        return eventstream.exception(headers["x-amzn-errortype"].split(":")[0], err.message)
+
+    async def sign(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
+                   state: dict[str, Any]) -> dict[str, str]:
+        if "authorization" in {k.lower() for k in headers}:
+            return headers          # a Bedrock API key, sent as a bearer token
+        chain = state.setdefault("aws", sigv4.CredentialChain())
+        # Role credentials may refresh over the network: off the event loop.
+        try:
+            creds = await asyncio.to_thread(chain.current)
+        except sigv4.CredentialsError as e:
+            raise RequestError(f"no credentials for Bedrock on the gateway: {e}", status=401,
+                               kind="authentication") from None
+        return sigv4.sign(method, url, headers, body or b"", creds, region_of(url))

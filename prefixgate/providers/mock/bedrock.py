@@ -1,0 +1,111 @@
+"""Mock Amazon Bedrock Runtime for Claude: InvokeModel, InvokeModelWithResponseStream, Converse, ConverseStream
+at `/model/{modelId}/...`, and the Messages API at `/anthropic/v1/messages`.
+
+Every request must carry a SigV4 signature (service `bedrock`, or `bedrock-mantle` on the Messages API) made
+with the credentials in this process's environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`), checked as
+Bedrock checks it: a wrong signature is a 403 InvalidSignatureException, an unknown key a 403
+UnrecognizedClientException. Each access key is its own cache scope. Streams are real event-stream frames
+(InvokeModel: base64 Anthropic events in `chunk`s; Converse: its own events), usage comes from the
+simulator's Bedrock cache (Bedrock's per-model minimums and TTLs), errors are Bedrock's JSON with
+`x-amzn-ErrorType`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import replace
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from prefixgate import sigv4
+from prefixgate.dialects import anthropic, bedrock_invoke, converse, eventstream
+from prefixgate.dialects.bedrock import operation_of
+from prefixgate.dialects.sse import event_json
+from prefixgate.errors import RequestError
+from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.providers.mock.text import reply_for
+from prefixgate.providers.pricing import UnknownModel, resolve_model
+from prefixgate.providers.rules import ModelRules
+
+
+def authenticate(request: Request, body: bytes) -> str:
+    """The caller's cache scope, after checking its SigV4 signature against this process's credentials."""
+    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+    if not key or not secret:
+        raise RequestError("mock Bedrock: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in mock-providers' "
+                           "environment; requests are checked against them", status=403, kind="authentication")
+    raw_path = request.scope.get("raw_path") or request.url.path.encode()
+    query = request.scope.get("query_string") or b""
+    url = f"http://{request.headers.get('host', 'localhost')}{raw_path.decode()}" + (f"?{query.decode()}" if query else "")
+    try:
+        sigv4.verify(request.method, url, dict(request.headers), body, {key: secret})
+    except sigv4.SignatureError as e:
+        unknown = "token included" in str(e)
+        raise RequestError(str(e), status=403, kind="authentication" if unknown else "signature") from None
+    return tenant_of(key)
+
+
+def model_rules(ctx: MockContext, model: str) -> ModelRules:
+    try:
+        return resolve_model("bedrock", model, ctx.simulator.catalog)
+    except UnknownModel:
+        raise RequestError("The provided model identifier is invalid.", field="modelId") from None
+
+
+def add_routes(app: FastAPI, ctx: MockContext) -> None:
+    async def operation(request: Request, model_id: str, path_op: str) -> Response:
+        raw = await request.body()
+        tenant = authenticate(request, raw)
+        op = operation_of(f"/model/{model_id}/{path_op}")
+        if op is None:
+            raise RequestError(f"unknown Bedrock operation {path_op!r}", status=404, kind="not_found")
+        body = await json_body(request)
+        rules = model_rules(ctx, op.model)
+        fault = await ctx.fault_for(request, "bedrock", op.model)
+        result = ctx.simulator.respond("bedrock", body, now=ctx.clock(), tenant=tenant, model=op.model)
+        conv = result.conversation
+        max_tokens = (body.get("inferenceConfig") or {}).get("maxTokens") if op.format == "converse" else body["max_tokens"]
+        reply = reply_for(prompt_text(conv), max_tokens)
+        usage = replace(result.usage, output=reply.output_tokens)
+        stop = "max_tokens" if reply.truncated else "end_turn"
+        headers = {"x-amzn-requestid": str(uuid.uuid4())}
+        if op.format == "converse":
+            if op.stream:
+                frames = converse.stream_events(reply.chunks(), usage, stop_reason=stop, started=time.monotonic())
+                return sse_response(frames, fault, headers, media_type=eventstream.CONTENT_TYPE)
+            return JSONResponse(converse.build_response(reply.text, usage, stop_reason=stop), headers=headers)
+        headers |= {"x-amzn-bedrock-input-token-count": str(usage.uncached_input),
+                    "x-amzn-bedrock-output-token-count": str(usage.output),
+                    "x-amzn-bedrock-cache-read-input-token-count": str(usage.cache_read),
+                    "x-amzn-bedrock-cache-write-input-token-count": str(usage.cache_write)}
+        if op.stream:
+            sse = anthropic.stream_events(rules.id, reply.chunks(), usage, finish_reason=stop)
+            events = [e for e in (event_json(raw_event) for raw_event in sse) if e is not None and e.get("type") != "ping"]
+            return sse_response(bedrock_invoke.stream_frames(events, usage), fault,
+                                headers | {"x-amzn-bedrock-content-type": "application/json"},
+                                media_type=eventstream.CONTENT_TYPE)
+        return JSONResponse(anthropic.build_response(rules.id, reply.text, usage, finish_reason=stop), headers=headers)
+
+    @app.post("/model/{model_id:path}/{path_op}")
+    async def model_operation(model_id: str, path_op: str, request: Request) -> Response:
+        return await operation(request, model_id, path_op)
+
+    @app.post("/anthropic/v1/messages")
+    async def messages(request: Request) -> Response:
+        """Claude in Amazon Bedrock's Messages API: Anthropic's body and SSE, Bedrock's auth and cache."""
+        raw = await request.body()
+        tenant = authenticate(request, raw)
+        body = await json_body(request)
+        model = str(body.get("model", ""))
+        rules = model_rules(ctx, model)
+        fault = await ctx.fault_for(request, "bedrock", model)
+        result = ctx.simulator.respond("bedrock", body, now=ctx.clock(), tenant=tenant, model=model)
+        reply = reply_for(prompt_text(result.conversation), body["max_tokens"])
+        usage = replace(result.usage, output=reply.output_tokens)
+        stop = "max_tokens" if reply.truncated else "end_turn"
+        if result.conversation.stream:
+            return sse_response(anthropic.stream_events(rules.id, reply.chunks(), usage, finish_reason=stop), fault)
+        return JSONResponse(anthropic.build_response(rules.id, reply.text, usage, finish_reason=stop))
