@@ -242,14 +242,17 @@ class Ledger:
         limit = min(keep_from + 1, newest)
         deleted = 0
         while True:
-            n = db.execute(f"DELETE FROM requests WHERE rowid IN (SELECT rowid FROM requests WHERE ts < ? AND rowid < ? "
+            # SQL text: table names are this module's constants; values are bound.
+            n = db.execute(f"DELETE FROM requests WHERE rowid IN (SELECT rowid FROM requests WHERE ts < ? AND rowid < ? "  # nosec B608
                            f"LIMIT {PRUNE_BATCH})", (now - self.retention.records_s, limit)).rowcount
             deleted += n
             if n < PRUNE_BATCH:
                 break
         for table in ("rollups", "rollup_hist"):
-            db.execute(f"DELETE FROM {table} WHERE res = ? AND bucket < ?", (60, now - self.retention.records_s))
-            db.execute(f"DELETE FROM {table} WHERE bucket < ?", (now - self.retention.rollups_s,))
+            # SQL text: table names are this module's constants; values are bound.
+            db.execute(f"DELETE FROM {table} WHERE res = ? AND bucket < ?", (60, now - self.retention.records_s))  # nosec B608
+            # SQL text: table names are this module's constants; values are bound.
+            db.execute(f"DELETE FROM {table} WHERE bucket < ?", (now - self.retention.rollups_s,))  # nosec B608
         db.execute("PRAGMA incremental_vacuum")
         for copy in self.copies:
             try:

@@ -50,10 +50,12 @@ def statements(prefix: str = "") -> tuple[list[str], str, str]:
         f"CREATE TABLE IF NOT EXISTS {hist} ({_KEY_SQL}, kind TEXT, bin INTEGER, n INTEGER NOT NULL, "
         f"PRIMARY KEY ({_PK}, kind, bin)) WITHOUT ROWID",
     ]
-    upsert_rollup = (f"INSERT INTO {rollups} ({', '.join(_KEY + SUMS)}) VALUES ({', '.join('?' for _ in _KEY + SUMS)}) "
+    # SQL text: table and column names are this module's constants; values are bound.
+    upsert_rollup = (f"INSERT INTO {rollups} ({', '.join(_KEY + SUMS)}) VALUES ({', '.join('?' for _ in _KEY + SUMS)}) "  # nosec B608
                      f"ON CONFLICT ({_PK}) DO UPDATE SET "
                      f"{', '.join(f'{s} = {bare_rollups}.{s} + excluded.{s}' for s in SUMS)}")
-    upsert_hist = (f"INSERT INTO {hist} ({', '.join(_KEY)}, kind, bin, n) VALUES ({', '.join('?' for _ in _KEY)}, ?, ?, ?) "
+    # SQL text: table and column names are this module's constants; values are bound.
+    upsert_hist = (f"INSERT INTO {hist} ({', '.join(_KEY)}, kind, bin, n) VALUES ({', '.join('?' for _ in _KEY)}, ?, ?, ?) "  # nosec B608
                    f"ON CONFLICT ({_PK}, kind, bin) DO UPDATE SET n = {bare_hist}.n + excluded.n")
     return create, upsert_rollup, upsert_hist
 
@@ -147,7 +149,8 @@ def roll_up(db: sqlite3.Connection, columns: list[str], decode: Callable[[dict],
     db.execute("BEGIN IMMEDIATE")
     try:
         start = cursor(db)
-        rows = db.execute(f"SELECT rowid, {', '.join(columns)} FROM requests WHERE rowid > ? ORDER BY rowid LIMIT {BATCH}",
+        # SQL text: table and column names are this module's constants; values are bound.
+        rows = db.execute(f"SELECT rowid, {', '.join(columns)} FROM requests WHERE rowid > ? ORDER BY rowid LIMIT {BATCH}",  # nosec B608
                           (start,)).fetchall()
         if rows:
             rollups, hist = upsert_rows(aggregate(decode(dict(zip(columns, row[1:], strict=True))) for row in rows))

@@ -38,7 +38,8 @@ def _rows(table: str, since: float, until: float, dim: str, columns: str, res: i
     parts, params = [], []
     for r, lo, hi in ([(res, math.floor(since / res) * res, until)] if res else spans(since, until)):
         for schema in ("main", "temp"):
-            parts.append(f"SELECT {columns} FROM {schema}.{table} WHERE res = ? AND bucket >= ? AND bucket < ? AND dim = ?")
+            # SQL text: table, schema and column names are this module's constants and the subquery is built from them; values are bound.
+            parts.append(f"SELECT {columns} FROM {schema}.{table} WHERE res = ? AND bucket >= ? AND bucket < ? AND dim = ?")  # nosec B608
             params += [r, lo, hi, dim]
     return "(" + " UNION ALL ".join(parts) + ")", params
 
@@ -81,14 +82,16 @@ def _histograms(db: sqlite3.Connection, since: float, until: float, by: str | No
     """{group name: {"l": latency histogram, "t": ttft histogram}} (one group, "", without `by`)."""
     sub, params = _rows("rollup_hist", since, until, by or "", "name, kind, bin, n", res=VALUE_HIST_RES if by else None)
     out: dict[str, dict[str, dict[int, int]]] = defaultdict(lambda: {"l": {}, "t": {}})
-    for group, kind, b, n in db.execute(f"SELECT name, kind, bin, sum(n) FROM {sub} GROUP BY name, kind, bin", params):
+    # SQL text: table, schema and column names are this module's constants and the subquery is built from them; values are bound.
+    for group, kind, b, n in db.execute(f"SELECT name, kind, bin, sum(n) FROM {sub} GROUP BY name, kind, bin", params):  # nosec B608
         out[group][kind][b] = n
     return out
 
 
 def totals(db: sqlite3.Connection, since: float, until: float) -> dict:
     sub, params = _rows("rollups", since, until, "", ", ".join(SUMS))
-    sums = dict(zip(SUMS, db.execute(f"SELECT {_SUM_SQL} FROM {sub}", params).fetchone(), strict=True))
+    # SQL text: table, schema and column names are this module's constants and the subquery is built from them; values are bound.
+    sums = dict(zip(SUMS, db.execute(f"SELECT {_SUM_SQL} FROM {sub}", params).fetchone(), strict=True))  # nosec B608
     hist = _histograms(db, since, until, None)[""]
     return _figures(sums, hist["l"], hist["t"])
 
@@ -99,7 +102,8 @@ def timeseries(db: sqlite3.Connection, since: float, until: float, step: float) 
     n = max(1, math.ceil((until - since) / step))
     sub, params = _rows("rollups", since, until, "", "bucket, " + ", ".join(SUMS), res=MINUTE if step < HOUR else None)
     points = [dict.fromkeys(SUMS, 0) for _ in range(n)]
-    query = f"SELECT CAST((bucket - ?) / ? AS INTEGER) AS i, {_SUM_SQL} FROM {sub} GROUP BY i"
+    # SQL text: table, schema and column names are this module's constants and the subquery is built from them; values are bound.
+    query = f"SELECT CAST((bucket - ?) / ? AS INTEGER) AS i, {_SUM_SQL} FROM {sub} GROUP BY i"  # nosec B608
     for i, *sums in db.execute(query, [since, step, *params]):
         points[min(max(i, 0), n - 1)] = dict(zip(SUMS, sums, strict=True))
     out = []
@@ -118,7 +122,8 @@ def breakdown(db: sqlite3.Connection, since: float, until: float, by: str) -> li
     sub, params = _rows("rollups", since, until, by, "name, " + ", ".join(SUMS))
     hist = _histograms(db, since, until, by)
     rows = []
-    for name, *sums in db.execute(f"SELECT name, {_SUM_SQL} FROM {sub} GROUP BY name", params):
+    # SQL text: table, schema and column names are this module's constants and the subquery is built from them; values are bound.
+    for name, *sums in db.execute(f"SELECT name, {_SUM_SQL} FROM {sub} GROUP BY name", params):  # nosec B608
         h = hist[name]
         rows.append({"name": name, **_figures(dict(zip(SUMS, sums, strict=True)), h["l"], h["t"])})
     rows.sort(key=lambda r: (-Decimal(r["spend_usd"]), -r["requests"], r["name"]))
@@ -129,7 +134,8 @@ def route_hit_rates(db: sqlite3.Connection, since: float, until: float) -> dict[
     """{route: (answered requests, hit rate)} over the window (what the hit-rate alerts compare)."""
     sub, params = _rows("rollups", since, until, "route", "name, " + ", ".join(SUMS))
     out = {}
-    query = (f"SELECT name, sum(requests) - sum(errors), sum(cache_read), "
+    # SQL text: table, schema and column names are this module's constants and the subquery is built from them; values are bound.
+    query = (f"SELECT name, sum(requests) - sum(errors), sum(cache_read), "  # nosec B608
              f"sum(uncached_input) + sum(cache_read) + sum(cache_write) FROM {sub} GROUP BY name")
     for route, answered, read, prompt in db.execute(query, params):
         out[route] = (answered, read / prompt if prompt else None)

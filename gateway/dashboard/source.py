@@ -97,7 +97,8 @@ class SqliteSource:
             cols = [c for c in COLUMNS if c in have]
             order = f"DESC LIMIT {int(latest)}" if latest else ""
             of_route = "AND route = ?" if route is not None else ""
-            rows = db.execute(f"SELECT {', '.join(cols)} FROM requests WHERE ts >= ? AND ts < ? {of_route} ORDER BY ts {order}",
+            # SQL text: column and table names are the ledger's constants, the limit an int(); values are bound.
+            rows = db.execute(f"SELECT {', '.join(cols)} FROM requests WHERE ts >= ? AND ts < ? {of_route} ORDER BY ts {order}",  # nosec B608
                               (since, until, *([route] if route is not None else []))).fetchall()
         except sqlite3.OperationalError:
             return []
@@ -113,7 +114,8 @@ class SqliteSource:
             try:
                 # One read transaction: the cursor, the rollups and the records beyond it agree.
                 db.execute("BEGIN")
-                tail = db.execute(f"SELECT {', '.join(COLUMNS)} FROM requests WHERE rowid > ?",
+                # SQL text: column and table names are the ledger's constants, the limit an int(); values are bound.
+                tail = db.execute(f"SELECT {', '.join(COLUMNS)} FROM requests WHERE rowid > ?",  # nosec B608
                                   (rollup.cursor(db),)).fetchall()
                 _load(db, [decode_row(dict(zip(COLUMNS, row, strict=True))) for row in tail], "temp.")
             except sqlite3.OperationalError:
@@ -170,7 +172,8 @@ class PostgresSource:
         order = f"DESC LIMIT {int(latest)}" if latest else ""
         try:
             with self._pool.connection() as conn:
-                rows = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM prefixgate_requests WHERE ts >= %s AND ts < %s "
+                # SQL text: column and table names are the ledger's constants, the limit an int(); values are bound.
+                rows = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM prefixgate_requests WHERE ts >= %s AND ts < %s "  # nosec B608
                                     f"{of_route} ORDER BY ts {order}", (since, until, *([route] if route else []))).fetchall()
         except psycopg.errors.UndefinedTable:
             return []       # no replica has copied a record yet
@@ -187,9 +190,11 @@ class PostgresSource:
         db = _in_memory([])
         try:
             with self._pool.connection() as conn:
-                sums = conn.execute(f"SELECT res, bucket, dim, name, {', '.join(rollup.SUMS)} FROM prefixgate_rollups {where}",
+                # SQL text: column and table names are the ledger's constants, the limit an int(); values are bound.
+                sums = conn.execute(f"SELECT res, bucket, dim, name, {', '.join(rollup.SUMS)} FROM prefixgate_rollups {where}",  # nosec B608
                                     params).fetchall()
-                hist = conn.execute(f"SELECT res, bucket, dim, name, kind, bin, n FROM prefixgate_rollup_hist {where}",
+                # SQL text: column and table names are the ledger's constants, the limit an int(); values are bound.
+                hist = conn.execute(f"SELECT res, bucket, dim, name, kind, bin, n FROM prefixgate_rollup_hist {where}",  # nosec B608
                                     params).fetchall()
             db.executemany(rollup.UPSERT_ROLLUP, sums)
             db.executemany(rollup.UPSERT_HIST, hist)
