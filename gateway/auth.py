@@ -14,9 +14,6 @@ from dataclasses import dataclass
 from prefixgate.errors import RequestError
 from prefixgate.policies.schema import CallerKey, Upstream, hash_key
 
-# Upstreams that are not a hosted provider's: this project's engine and `prefixgate backend`, vLLM, SGLang.
-SELF_HOSTED = ("local", "openai_compatible")
-
 
 @dataclass(frozen=True)
 class Caller:
@@ -50,9 +47,9 @@ def upstream_credential(upstream: Upstream, caller: Caller, caller_dialect: str)
     own = upstream.api_key()
     if own:
         return own
-    if caller.key is None and upstream.kind not in SELF_HOSTED and upstream.dialect == caller_dialect:
+    if caller.key is None and not upstream.self_hosted and upstream.dialect == caller_dialect:
         return caller.credential
-    if upstream.kind not in SELF_HOSTED:
+    if not upstream.self_hosted:
         env = " or ".join(upstream.api_key_env) or "an api_key_env"
         raise RequestError(f"no credentials for upstream {upstream.name!r}: set {env} on the gateway",
                            status=401, kind="authentication")

@@ -11,6 +11,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from prefixgate.compact_json import compact
@@ -164,12 +165,27 @@ def parse_usage(usage: dict, write_ttl: str = "30m") -> Usage:
     cached = details.get("cached_tokens") or 0
     written = details.get("cache_write_tokens") or 0
     prompt = usage.get("prompt_tokens") or 0
+    if "prompt_cache_hit_tokens" in usage:
+        # DeepSeek splits the prompt instead: hit + miss = prompt_tokens, no writes billed.
+        cached = usage.get("prompt_cache_hit_tokens") or 0
     return Usage(
         uncached_input=max(prompt - cached - written, 0),
         cache_read=cached,
         cache_writes={write_ttl: written} if written else {},
         output=usage.get("completion_tokens") or 0,
+        reported_cost=_reported_cost(usage.get("cost")),
     )
+
+
+def _reported_cost(cost: object) -> Decimal | None:
+    """OpenRouter's `usage.cost` (USD credits) as an exact decimal; anything else is not a cost."""
+    if isinstance(cost, bool) or not isinstance(cost, int | float | str):
+        return None
+    try:
+        value = Decimal(str(cost))
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() and value >= 0 else None
 
 
 def write_ttl(body_params: dict) -> str:
@@ -247,9 +263,11 @@ def stream_events(
     finish_reason: str | None = None,
     id: str | None = None,
     include_usage: bool = True,
+    usage_body: dict | None = None,
 ) -> Iterator[bytes]:
     """Chat completion chunks: role first, content deltas, the finish chunk, the usage chunk
-    (`choices: []`, only with include_usage), then `[DONE]`."""
+    (`choices: []`, only with include_usage), then `[DONE]`. `usage_body`: the usage object as a
+    compatible provider words it (DeepSeek's hit/miss, OpenRouter's cost), instead of OpenAI's."""
     head = {"id": id or new_id(), "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
             "service_tier": "default", "system_fingerprint": None}
     tail = {"usage": None} if include_usage else {}
@@ -264,7 +282,7 @@ def stream_events(
             yield chunk({"content": text})
     yield chunk({}, finish_reason or "stop")
     if include_usage:
-        yield encode_sse(head | {"choices": [], "usage": usage_json(usage)})
+        yield encode_sse(head | {"choices": [], "usage": usage_body or usage_json(usage)})
     yield encode_sse("[DONE]")
 
 

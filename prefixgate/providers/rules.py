@@ -18,8 +18,12 @@ from typing import Any
 import yaml
 
 from prefixgate.cost import Price
+from prefixgate.providers.compatible import PROFILES
 
 PROVIDERS = ("anthropic", "openai", "gemini")
+# Hosted OpenAI-compatible providers (compatible.PROFILES) have price rows but no rules table of their own:
+# they cache by prefix automatically, under OpenAI's rules as far as the planner is concerned.
+MODEL_PROVIDERS = PROVIDERS + tuple(PROFILES)
 OPENAI_REGIMES = ("implicit", "breakpoints")
 
 
@@ -295,8 +299,8 @@ _MODEL_KEYS = {"provider", "id", "aliases", "min_cache_tokens", "price", "long_c
 def _model_from(raw: Any, where: str, openai: OpenAIRules) -> ModelRules:
     raw = _known_table(raw, where, _MODEL_KEYS, "expected a table")
     provider, mid = raw.get("provider"), raw.get("id")
-    if provider not in PROVIDERS:
-        raise RulesError(f"{where}.provider: expected one of {PROVIDERS}, got {provider!r}")
+    if provider not in MODEL_PROVIDERS:
+        raise RulesError(f"{where}.provider: expected one of {MODEL_PROVIDERS}, got {provider!r}")
     if not isinstance(mid, str) or not mid:
         raise RulesError(f"{where}.id: expected a model id string")
     where = f"{where} ({provider}/{mid})"
