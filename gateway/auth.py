@@ -1,9 +1,9 @@
 """Who is calling, and which credential goes upstream.
 
 Callers authenticate the way their SDK does (`Authorization: Bearer`, `x-api-key`, `x-goog-api-key`,
-`?key=`). With `keys` in the policy, that credential must be one of them (stored as sha256). Without
-keys the gateway is open, and a caller's own provider key is forwarded to that same provider when the
-gateway has none of its own: a drop-in proxy that needs no configuration.
+Azure's `api-key`, `?key=`). With `keys` in the policy, that credential must be one of them (stored as
+sha256). Without keys the gateway is open, and a caller's own provider key is forwarded to that same
+provider when the gateway has none of its own: a drop-in proxy that needs no configuration.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def credential(headers: Mapping[str, str], query: Mapping[str, str]) -> str | No
         scheme, _, token = auth.partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             return token.strip()
-    return headers.get("x-api-key") or headers.get("x-goog-api-key") or query.get("key") or None
+    return (headers.get("x-api-key") or headers.get("x-goog-api-key") or headers.get("api-key") or query.get("key")
+            or None)
 
 
 def authenticate(headers: Mapping[str, str], query: Mapping[str, str], keys: Mapping[str, CallerKey]) -> Caller:

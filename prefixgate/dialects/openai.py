@@ -8,11 +8,13 @@ Caching is automatic; the planner steers it with `prompt_cache_key` and, on GPT-
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterable, Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Any
+from urllib.parse import unquote
 
 from prefixgate.compact_json import compact
 from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
@@ -512,7 +514,10 @@ class OpenAIChat(WireFormat):
     writer = ChunkWriter
 
     def parser_for(self, path: str) -> Parse | None:
-        return parse_request if path == "/v1/chat/completions" else None
+        if path == "/v1/chat/completions":
+            return parse_request
+        azure = AZURE_PATH.fullmatch(path)
+        return _deployment_parser(unquote(azure.group(1))) if azure else None
 
     def owns_path(self, path: str) -> bool:
         return True     # the registry asks it last: every path no other format claims
@@ -545,6 +550,17 @@ class OpenAIChat(WireFormat):
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         return f"{base_url}/chat/completions" if base_url.endswith("/v1") else f"{base_url}/v1/chat/completions"
+
+
+# Azure OpenAI's shape (`openai.AzureOpenAI(azure_endpoint=<gateway>)`): the deployment in the path is the model
+# the policy routes on; `api-version` in the query means nothing to the gateway.
+AZURE_PATH = re.compile(r"/openai/deployments/([^/]+)/chat/completions")
+
+
+def _deployment_parser(deployment: str) -> Parse:
+    def parse(raw: bytes) -> Conversation:
+        return parse_request({**load_body(raw), "model": deployment})
+    return parse
 
 
 def _write_ttl_of(conv: Conversation | None) -> str:

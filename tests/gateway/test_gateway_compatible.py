@@ -176,3 +176,28 @@ def test_azure_mock_takes_azure_openai_sdk(mock):
     bearer = openai.OpenAI(base_url=f"{mock.url}/azure/openai/deployments/prod-4o", api_key="k", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         bearer.chat.completions.create(model="prod-4o", messages=messages(23))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_azure_openai_client_through_the_gateway(tmp_path, mock, keys, stream):
+    """An application already on `openai.AzureOpenAI` points its azure_endpoint at the gateway: the
+    deployment in the path is the routed model, `api-key` is the gateway key, and the Azure upstream is
+    reached with the gateway's own Azure key on its deployment path."""
+    settings = settings_for(mock.url, tmp_path)
+    policy = policy_for(settings, gateway_policy(mock.url))
+    usages = []
+    with running_gateway(settings, policy=policy) as gw:
+        client = openai.AzureOpenAI(azure_endpoint=gw.url, api_key="pg-team-key", api_version="2024-10-21",
+                                    max_retries=0)
+        for day in (22, 23):
+            if stream:
+                chunks = list(client.chat.completions.create(model="prod-4o", messages=messages(day), stream=True,
+                                                             stream_options={"include_usage": True}))
+                usages.append(chunks[-1].usage)
+            else:
+                usages.append(client.chat.completions.create(model="prod-4o", messages=messages(day)).usage)
+    assert usages[1].prompt_tokens_details.cached_tokens > 1000
+    path, body = mock.ctx.received[-1]
+    assert path == "/azure/openai/deployments/prod-4o/chat/completions" and "cache_salt" not in body
+    records = records_of(settings, 2)
+    assert [Decimal(r["cost_usd"]) for r in records] == [golden(u, AZURE_GPT_4O) for u in usages]
