@@ -278,9 +278,10 @@ class Proxy:
         return out, notes
 
     def _headers(self, call: Call, prep: Prepared) -> dict[str, str]:
-        """The format's fixed headers, plus the caller's own for an upstream of the caller's provider."""
+        """The format's fixed headers, plus the caller's own for an upstream of the caller's provider (not a
+        compatible one: OpenAI-Organization means nothing to DeepSeek and is not its business)."""
         headers = dict(prep.wire.upstream_headers)
-        if prep.wire is call.wire and not prep.upstream.self_hosted:
+        if prep.wire is call.wire and not prep.upstream.self_hosted and not prep.upstream.provider:
             headers.update(call.headers)
         return headers
 
