@@ -201,3 +201,39 @@ def test_azure_openai_client_through_the_gateway(tmp_path, mock, keys, stream):
     assert path == "/azure/openai/deployments/prod-4o/chat/completions" and "cache_salt" not in body
     records = records_of(settings, 2)
     assert [Decimal(r["cost_usd"]) for r in records] == [golden(u, AZURE_GPT_4O) for u in usages]
+
+
+# The other profiles, each with one model of its rows: (provider, model, (input, cache read, output) USD/MTok).
+OTHERS = [
+    ("xai", "grok-4", (Decimal("3.00"), Decimal("0.75"), Decimal("15.00"))),
+    ("mistral", "mistral-medium-latest", (Decimal("0.40"), Decimal("0.04"), Decimal("2.00"))),
+    ("groq", "openai/gpt-oss-120b", (Decimal("0.15"), Decimal("0.075"), Decimal("0.60"))),
+    # Together's cache discount is unconfirmed: its row bills reads as input.
+    ("together", "meta-llama/Llama-3.3-70B-Instruct-Turbo", (Decimal("0.88"), Decimal("0.88"), Decimal("0.88"))),
+    ("fireworks", "accounts/fireworks/models/llama-v3p3-70b-instruct", (Decimal("0.90"), Decimal("0.45"), Decimal("0.90"))),
+]
+
+
+def test_every_other_profile_caches_and_bills_at_its_rows(tmp_path, mock, monkeypatch):
+    monkeypatch.setenv("GATEWAY_KEY", "pg-team-key")
+    data = {"upstreams": {}, "routes": [], "keys": [{"name": "team", "key_env": "GATEWAY_KEY", "tenant": "acme"}]}
+    for provider, model, _ in OTHERS:
+        monkeypatch.setenv(f"{provider.upper()}_API_KEY", f"sk-{provider}")
+        data["upstreams"][provider] = {"kind": "openai_compatible", "provider": provider, "url": f"{mock.url}/{provider}/v1"}
+        data["routes"].append({"name": provider, "models": [model], "targets": [{"upstream": provider}]})
+    settings = settings_for(mock.url, tmp_path)
+    usages = {}
+    with running_gateway(settings, policy=policy_for(settings, data)) as gw:
+        client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="pg-team-key", max_retries=0)
+        for _, model, _ in OTHERS:
+            usages[model] = [client.chat.completions.create(model=model, messages=messages(day)).usage for day in (22, 23)]
+    assert {path for path, _ in mock.ctx.received} == {f"/{p}/v1/chat/completions" for p, _, _ in OTHERS}
+    assert not any("cache_salt" in body for _, body in mock.ctx.received)
+    records = records_of(settings, 2 * len(OTHERS))
+    for provider, model, price in OTHERS:
+        first, second = usages[model]
+        assert cached_tokens(second) > 1000, provider
+        if provider == "mistral":
+            assert cached_tokens(second) % 64 == 0
+        billed = [Decimal(r["cost_usd"]) for r in records if r["model"] == model]
+        assert billed == [golden(first, price), golden(second, price)] and all(b > 0 for b in billed), provider
