@@ -223,8 +223,10 @@ class Proxy:
         conv, notes = self._convert(call, wire_format(first.dialect), model)
         first_wire = wire_format(first.dialect)
         sent_as = compact(first_wire.encode_request(conv)) if self.settings.ledger_bodies else ""
-        the_plan = plan(conv, Target(planner_provider(first), first.base_model(model), first.provider), self.planner_state, call.mode,
-                        route=self._planner_route(call, conv), catalog=self.catalog)
+        # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
+        target = Target(planner_provider(first), first.base_model(model), first.provider)
+        the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
+                        catalog=self.catalog)
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
         name = ref.upstreams[0] if len(ref.upstreams) == 1 else pick_replica(
@@ -339,7 +341,9 @@ class Proxy:
         rec = LedgerRecord(
             id=call.id, ts=time.time(), key=call.caller.key.name if call.caller.key else "",
             tenant=call.caller.key.tenant if call.caller.key else "", route=call.route.name,
-            target=prep.upstream.name if prep else "", provider=(prep.upstream.provider or prep.upstream.kind) if prep else "",
+            target=prep.upstream.name if prep else "",
+            # A compatible provider's name (deepseek, azure, ...), so reports price it from its rows too.
+            provider=(prep.upstream.provider or prep.upstream.kind) if prep else "",
             model=prep.model if prep else (call.conv.model or ""), dialect=call.dialect, stream=call.conv.stream,
             status=status, **ledger_fields(usage, cost),
             latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,
