@@ -28,8 +28,7 @@ def all_specs():
 def test_every_price_carries_a_source_url_and_date_and_discounts_reads(model, spec):
     assert spec.source.startswith("https://")
     assert spec.as_of[:4].isdigit()
-    # A provider whose cache discount is not confirmed (Together) bills reads as input, and says so.
-    assert spec.price.cache_read < spec.price.input or "discount are unconfirmed" in spec.note
+    assert spec.price.cache_read < spec.price.input
 
 
 def test_anthropic_writes_are_1_25x_for_5m_and_2x_for_1h_on_every_model():
