@@ -94,7 +94,7 @@ def plan(
     catalog = catalog or default_catalog()
     state = state if state is not None else PlannerState()
     try:
-        model = None if target.provider == "local" else resolve_model(target.provider, target.model, catalog)
+        model = None if target.provider == "local" else resolve_model(target.rows_of or target.provider, target.model, catalog)
     except RequestError as e:
         return Plan(conversation.copy(), target, mode, route_name, _first_key(conversation),
                     [f"passthrough: {e.message}; no caching rules to plan with"])

@@ -15,6 +15,10 @@ CLAUDE_CACHES = ("anthropic", "bedrock")
 class Target:
     provider: Provider
     model: str
+    # Whose price rows (and cache minimum) the model is looked up under, when not `provider`'s own: a
+    # hosted OpenAI-compatible provider (deepseek, openrouter, ...) caches under OpenAI's rules but lists
+    # its own models.
+    rows_of: str = ""
 
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:

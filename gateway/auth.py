@@ -1,9 +1,9 @@
 """Who is calling, and which credential goes upstream.
 
 Callers authenticate the way their SDK does (`Authorization: Bearer`, `x-api-key`, `x-goog-api-key`,
-`?key=`). With `keys` in the policy, that credential must be one of them (stored as sha256). Without
-keys the gateway is open, and a caller's own provider key is forwarded to that same provider when the
-gateway has none of its own: a drop-in proxy that needs no configuration.
+Azure's `api-key`, `?key=`). With `keys` in the policy, that credential must be one of them (stored as
+sha256). Without keys the gateway is open, and a caller's own provider key is forwarded to that same
+provider when the gateway has none of its own: a drop-in proxy that needs no configuration.
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ from dataclasses import dataclass
 from prefixgate.dialects import wire_format
 from prefixgate.errors import RequestError
 from prefixgate.policies.schema import CallerKey, Upstream, hash_key
-
-# Upstreams that are not a hosted provider's: this project's engine and `prefixgate backend`, vLLM, SGLang.
-SELF_HOSTED = ("local", "openai_compatible")
 
 
 @dataclass(frozen=True)
@@ -31,7 +28,8 @@ def credential(headers: Mapping[str, str], query: Mapping[str, str]) -> str | No
         scheme, _, token = auth.partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             return token.strip()
-    return headers.get("x-api-key") or headers.get("x-goog-api-key") or query.get("key") or None
+    return (headers.get("x-api-key") or headers.get("x-goog-api-key") or headers.get("api-key") or query.get("key")
+            or None)
 
 
 def authenticate(headers: Mapping[str, str], query: Mapping[str, str], keys: Mapping[str, CallerKey]) -> Caller:
@@ -53,9 +51,9 @@ def upstream_credential(upstream: Upstream, caller: Caller, caller_dialect: str)
     own = upstream.api_key()
     if own:
         return own
-    if caller.key is None and upstream.kind not in SELF_HOSTED and same_provider(upstream.dialect, caller_dialect):
+    if caller.key is None and not upstream.self_hosted and same_provider(upstream.dialect, caller_dialect):
         return caller.credential
-    if upstream.kind in SELF_HOSTED or wire_format(upstream.dialect).signs:
+    if upstream.self_hosted or wire_format(upstream.dialect).signs:
         return None     # self-hosted servers need no key; signing formats sign with the gateway's own credentials
     env = " or ".join(upstream.api_key_env) or "an api_key_env"
     raise RequestError(f"no credentials for upstream {upstream.name!r}: set {env} on the gateway",

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 
 from prefixgate.config import Settings
-from prefixgate.gateway.auth import SELF_HOSTED
 from prefixgate.policies import Policy
 
 CALLER_KEY_SETTING = "caller keys: `keys:` in the policy file (policy_file), each with key_env or key_sha256"
@@ -80,8 +79,8 @@ def summarize(settings: Settings, policy: Policy) -> Summary:
     upstreams = [policy.upstreams[n] for n in sorted(used)]
     # The environment variable each hosted upstream's own key comes from, where it is set.
     held = sorted({next(v for v in u.api_key_env if os.environ.get(v)) for u in upstreams
-                   if u.kind not in SELF_HOSTED and u.api_key()})
-    self_hosted = sorted(u.name for u in upstreams if u.kind in SELF_HOSTED)
+                   if not u.self_hosted and u.api_key()})
+    self_hosted = sorted(u.name for u in upstreams if u.self_hosted)
     exposures = []
     if policy.keys:
         readers = sum(k.dashboard == "read" for k in policy.keys)

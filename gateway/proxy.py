@@ -24,12 +24,12 @@ from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Targe
 from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
-from prefixgate.cost import Cost, ledger_fields, price_usage
+from prefixgate.cost import Cost, cost_note, ledger_fields, price_usage
 from prefixgate.dialects import wire_format
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
-from prefixgate.gateway.auth import SELF_HOSTED, Caller, upstream_credential
+from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.local import LocalTarget
@@ -62,12 +62,18 @@ from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
 
 # Upstream kind -> whose caching rules and prices apply: its wire format's provider, or the self-hosted engine's.
-PLANNER_PROVIDER = {kind: "local" if kind in SELF_HOSTED else wire_format(DIALECT_OF[kind]).planner_provider
+PLANNER_PROVIDER = {kind: "local" if kind in ("local", "openai_compatible") else wire_format(DIALECT_OF[kind]).planner_provider
                     for kind in KINDS}
 
 
 def planner_provider(upstream: Upstream) -> str:
-    return PLANNER_PROVIDER[upstream.kind]
+    """Whose caching rules the planner applies: a hosted compatible provider caches by prefix, as OpenAI does."""
+    return "openai" if upstream.provider else PLANNER_PROVIDER[upstream.kind]
+
+
+def price_provider(upstream: Upstream) -> str:
+    """Whose price rows bill this upstream: a compatible provider's own (deepseek, openrouter, ...)."""
+    return upstream.provider or planner_provider(upstream)
 
 
 def tenant_salt(tenant: str) -> str:
@@ -221,9 +227,10 @@ class Proxy:
         first_wire = wire_format(first.dialect_for(call.dialect))
         conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
-        the_plan = plan(conv, Target(planner_provider(first), model), self.planner_state, call.mode,
-                        route=self._planner_route(call, conv), catalog=self.catalog,
-                        caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
+        # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
+        target = Target(planner_provider(first), first.base_model(model), first.provider)
+        the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
+                        catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
         home = self.response_homes.home_of(conv.params.get("previous_response_id"))
@@ -236,7 +243,7 @@ class Proxy:
         key = upstream_credential(upstream, call.caller, call.dialect)
         wire = wire_format(upstream.dialect_for(call.dialect))
         payload = wire.encode_request(wire.billable(the_plan.conversation))
-        if upstream.kind in SELF_HOSTED and self.settings.tenant_cache_isolation and call.caller.key is not None:
+        if upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None:
             # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
             payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)
         body = compact_bytes(payload)
@@ -284,9 +291,10 @@ class Proxy:
         return out, notes
 
     def _headers(self, call: Call, prep: Prepared) -> dict[str, str]:
-        """The format's fixed headers, plus the caller's own for an upstream of the caller's provider."""
+        """The format's fixed headers, plus the caller's own for an upstream of the caller's provider (not a
+        compatible one: OpenAI-Organization means nothing to DeepSeek and is not its business)."""
         headers = dict(prep.wire.upstream_headers)
-        if prep.wire is call.wire and prep.upstream.kind not in SELF_HOSTED:
+        if prep.wire is call.wire and not prep.upstream.self_hosted and not prep.upstream.provider:
             headers.update(call.headers)
         return headers
 
@@ -335,14 +343,19 @@ class Proxy:
         now = time.perf_counter()
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
-        if prep is not None and usage != Usage():
-            price = price_for(planner_provider(prep.upstream), prep.model, usage, self.catalog)
-            cost = price_usage(usage, price) if price is not None else None
         explanation = (prep.plan.explanation if prep else []) + call.notes
+        if prep is not None and usage != Usage():
+            provider, model = price_provider(prep.upstream), prep.upstream.base_model(prep.model)
+            price = price_for(provider, model, usage, self.catalog)
+            cost = price_usage(usage, price) if price is not None else None
+            note = cost_note(usage, cost, f"{provider}/{model}") if provider != "local" else None
+            explanation = explanation + ([note] if note else [])
         rec = LedgerRecord(
             id=call.id, ts=time.time(), key=call.caller.key.name if call.caller.key else "",
             tenant=call.caller.key.tenant if call.caller.key else "", route=call.route.name,
-            target=prep.upstream.name if prep else "", provider=prep.upstream.kind if prep else "",
+            target=prep.upstream.name if prep else "",
+            # A compatible provider's name (deepseek, azure, ...), so reports price it from its rows too.
+            provider=(prep.upstream.provider or prep.upstream.kind) if prep else "",
             model=prep.model if prep else (call.conv.model or ""), dialect=call.dialect, stream=call.conv.stream,
             status=status, **ledger_fields(usage, cost),
             latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,

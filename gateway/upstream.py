@@ -34,6 +34,7 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.http1 import Broken, ConnectFailed, Http1Pool, Http1Response, ReadTimeout
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.policies.schema import Upstream
+from prefixgate.providers import compatible
 
 # Upstream response headers worth handing back to the caller (ids for support tickets, rate limits).
 PASS_HEADERS = ("request-id", "x-request-id", "openai-processing-ms", "retry-after", "anthropic-organization-id")
@@ -81,8 +82,17 @@ def auth_headers(upstream: Upstream, wire: WireFormat, key: str | None) -> dict[
     """The policy's extra headers for `upstream`, and the key the way its format sends one."""
     headers = dict(upstream.headers)
     if key is not None:
-        headers.update(wire.auth_headers(key))
+        profile = upstream.profile
+        headers.update(compatible.auth_headers(profile, key) if profile else wire.auth_headers(key))
     return headers
+
+
+def request_url(upstream: Upstream, wire: WireFormat, model: str, stream: bool) -> str:
+    """Where a model request goes: the format's URL, or a hosted compatible provider's own (Azure's deployments)."""
+    profile = upstream.profile
+    if profile is not None:
+        return compatible.chat_url(profile, upstream.url, model, upstream.api_version)
+    return wire.upstream_url(upstream.url, model, stream)
 
 
 def scrub(text: str, *secrets: str | None) -> str:
@@ -115,7 +125,7 @@ class UpstreamClient:
                    headers: dict[str, str], key: str | None, timeout_s: float) -> UpstreamResponse:
         if upstream.kind == "local":
             return await self._local(upstream, body, stream)
-        url = wire.upstream_url(upstream.url, model, stream)
+        url = request_url(upstream, wire, model, stream)
         headers = {"content-type": "application/json", "accept-encoding": "identity", **headers,
                    **auth_headers(upstream, wire, key)}
         if wire.signs:

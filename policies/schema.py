@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
 from prefixgate.config import unknown_key
+from prefixgate.providers.compatible import PROFILES, Profile
 
 UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "bedrock", "openai_compatible", "local"]
 KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "bedrock", "openai_compatible",
@@ -56,6 +57,14 @@ class Upstream:
     api_key_env: tuple[str, ...] = ()
     # Extra headers sent upstream (e.g. an OpenRouter referer); never logged.
     headers: tuple[tuple[str, str], ...] = ()
+    # The hosted provider behind an `openai_compatible` upstream (a name in compatible.PROFILES: deepseek,
+    # openrouter, azure, ...): priced from its rows in providers.toml, never sent `cache_salt`. "" for a
+    # self-hosted server (vLLM, SGLang, `prefixgate backend`).
+    provider: str = ""
+    # Azure OpenAI: the `api-version` query every request carries, and deployment name -> base model
+    # (the URL names the deployment; prices are the base model's).
+    api_version: str = ""
+    deployments: tuple[tuple[str, str], ...] = ()
 
     @property
     def dialect(self) -> str:
@@ -64,6 +73,20 @@ class Upstream:
     def dialect_for(self, caller_dialect: str) -> str:
         """The format a caller's request goes out in: the caller's own where this upstream speaks it."""
         return caller_dialect if caller_dialect in ALSO_SPEAKS.get(self.kind, ()) else self.dialect
+
+    @property
+    def profile(self) -> Profile | None:
+        return PROFILES.get(self.provider)
+
+    @property
+    def self_hosted(self) -> bool:
+        """This project's engine, `prefixgate backend`, vLLM, SGLang: free per token, and sent the
+        tenant's `cache_salt` (a hosted provider would reject or ignore it)."""
+        return self.kind == "local" or (self.kind == "openai_compatible" and not self.provider)
+
+    def base_model(self, model: str) -> str:
+        """The model whose price applies: an Azure deployment's base model, else `model` itself."""
+        return dict(self.deployments).get(model, model)
 
     def api_key(self) -> str | None:
         return next((os.environ[v] for v in self.api_key_env if os.environ.get(v)), None)
@@ -157,21 +180,36 @@ class Policy:
 def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) -> Upstream:
     spec = _mapping(spec, path)
     _no_plain_secret(spec, path, ("api_key", "key"), "api_key_env (the variable holding the provider key)")
-    _only(spec, path, {"kind", "url", "api_key_env", "headers", "region"})
+    _only(spec, path, {"kind", "url", "api_key_env", "headers", "region", "provider", "api_version", "deployments"})
     kind = spec.get("kind", builtins[name].kind if name in builtins else None)
     if kind not in KINDS:
         raise PolicyError(f"{path}.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
     region = spec.get("region")
     if region is not None and (kind != "bedrock" or not isinstance(region, str) or not region.replace("-", "").isalnum()):
         raise PolicyError(f"{path}.region: an AWS region such as us-east-1, for kind bedrock only; got {region!r}")
-    default_url = bedrock_url(region) if region else (builtins[name].url if name in builtins else "")
+    provider = spec.get("provider", "")
+    if provider and kind != "openai_compatible":
+        raise PolicyError(f"{path}.provider: only an openai_compatible upstream takes a provider profile")
+    if provider and provider not in PROFILES:
+        raise PolicyError(f"{path}.provider: must be one of {', '.join(PROFILES)}, got {provider!r}")
+    api_version = spec.get("api_version", "")
+    deployments = _mapping(spec.get("deployments") or {}, f"{path}.deployments")
+    if provider == "azure" and not (isinstance(api_version, str) and api_version):
+        raise PolicyError(f"{path}.api_version: Azure OpenAI needs an api-version, e.g. 2024-10-21")
+    if provider != "azure" and (api_version or deployments):
+        raise PolicyError(f"{path}: api_version and deployments are for provider: azure only")
+    if region:
+        default_url = bedrock_url(region)
+    else:
+        default_url = builtins[name].url if name in builtins else PROFILES[provider].default_url if provider else ""
     url = spec.get("url", default_url)
     if kind != "local" and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
         raise PolicyError(f"{path}.url: an http(s) URL is required for kind {kind}, got {url!r}")
-    env = spec.get("api_key_env", list(KEY_ENVS.get(kind, ())))
+    env = spec.get("api_key_env", list(PROFILES[provider].key_env if provider else KEY_ENVS.get(kind, ())))
     env = (env,) if isinstance(env, str) else tuple(_list(env, f"{path}.api_key_env"))
     headers = _mapping(spec.get("headers") or {}, f"{path}.headers")
-    return Upstream(name, kind, (url or "").rstrip("/"), env, tuple((str(k), str(v)) for k, v in headers.items()))
+    return Upstream(name, kind, (url or "").rstrip("/"), env, tuple((str(k), str(v)) for k, v in headers.items()),
+                    provider, api_version, tuple((str(k), str(v)) for k, v in deployments.items()))
 
 
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:

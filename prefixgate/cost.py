@@ -94,11 +94,27 @@ def price_usage(usage: Usage, price: Price, storage_token_hours: Decimal = ZERO)
 
 def ledger_fields(usage: Usage, cost: Cost | None) -> dict[str, Any]:
     """A ledger record's token and money fields (gateway and SDK records alike); money as decimal
-    strings, None where the price is unknown."""
+    strings, None where the price is unknown. With no price row, the provider's own reported cost (if
+    any) is the cost, and the counterfactual stays unknown."""
+    reported = str(usage.reported_cost) if usage.reported_cost is not None else None
     return {
         "uncached_input": usage.uncached_input, "cache_read": usage.cache_read,
         "cache_writes": dict(usage.cache_writes), "output": usage.output,
-        "cost_usd": str(cost.total) if cost else None,
+        "cost_usd": str(cost.total) if cost else reported,
         "cost_without_cache_usd": str(cost.without_cache) if cost else None,
         "savings_usd": str(cost.savings) if cost else None,
+        "provider_cost_usd": reported,
     }
+
+
+def cost_note(usage: Usage, cost: Cost | None, what: str) -> str | None:
+    """The ledger note on how `what` (provider/model) was priced, where a reader needs one: priced from
+    the provider's own report (no price row), unpriced (neither), or the two disagreeing by over 1%."""
+    reported = usage.reported_cost
+    if cost is None:
+        if reported is None:
+            return f"unpriced: no price row for {what} and the provider reported no cost"
+        return f"priced from the provider's reported cost (no price row for {what})"
+    if reported is not None and abs(reported - cost.total) > Decimal("0.01") * max(abs(cost.total), abs(reported)):
+        return f"cost: provider reported ${reported}, price table gives ${cost.total} (differ by over 1%)"
+    return None

@@ -60,6 +60,8 @@ class LedgerRecord:
     cost_usd: str | None = None           # Decimal as text; None when the model has no known price
     cost_without_cache_usd: str | None = None
     savings_usd: str | None = None
+    # What the provider itself reported the request cost (OpenRouter's usage.cost); None where it reports none.
+    provider_cost_usd: str | None = None
     latency_ms: float = 0.0
     ttft_ms: float | None = None
     overhead_ms: float = 0.0

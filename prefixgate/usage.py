@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,9 @@ class Usage:
     cache_read: int = 0
     cache_writes: dict[str, int] = field(default_factory=dict)
     output: int = 0
+    # What the provider itself says the response cost in USD, where its usage reports it (OpenRouter's
+    # `usage.cost`); None otherwise. Kept beside the price-table cost, never instead of it.
+    reported_cost: Decimal | None = None
 
     def __post_init__(self) -> None:
         for name in ("uncached_input", "cache_read", "output"):
@@ -43,6 +47,7 @@ class Usage:
             self.cache_read + other.cache_read,
             writes,
             self.output + other.output,
+            _sum_reported(self.reported_cost, other.reported_cost),
         )
 
     def token_counts(self) -> dict[str, int]:
@@ -62,3 +67,7 @@ class Usage:
             "cache_writes": dict(self.cache_writes),
             "output": self.output,
         }
+
+
+def _sum_reported(a: Decimal | None, b: Decimal | None) -> Decimal | None:
+    return a if b is None else b if a is None else a + b

@@ -8,10 +8,13 @@ Caching is automatic; the planner steers it with `prompt_cache_key` and, on GPT-
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from decimal import Decimal, InvalidOperation
 from typing import Any
+from urllib.parse import unquote
 
 from prefixgate.compact_json import compact
 from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
@@ -164,12 +167,27 @@ def parse_usage(usage: dict, write_ttl: str = "30m") -> Usage:
     cached = details.get("cached_tokens") or 0
     written = details.get("cache_write_tokens") or 0
     prompt = usage.get("prompt_tokens") or 0
+    if "prompt_cache_hit_tokens" in usage:
+        # DeepSeek splits the prompt instead: hit + miss = prompt_tokens, no writes billed.
+        cached = usage.get("prompt_cache_hit_tokens") or 0
     return Usage(
         uncached_input=max(prompt - cached - written, 0),
         cache_read=cached,
         cache_writes={write_ttl: written} if written else {},
         output=usage.get("completion_tokens") or 0,
+        reported_cost=_reported_cost(usage.get("cost")),
     )
+
+
+def _reported_cost(cost: object) -> Decimal | None:
+    """OpenRouter's `usage.cost` (USD credits) as an exact decimal; anything else is not a cost."""
+    if isinstance(cost, bool) or not isinstance(cost, int | float | str):
+        return None
+    try:
+        value = Decimal(str(cost))
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() and value >= 0 else None
 
 
 def write_ttl(body_params: dict) -> str:
@@ -247,9 +265,11 @@ def stream_events(
     finish_reason: str | None = None,
     id: str | None = None,
     include_usage: bool = True,
+    usage_body: dict | None = None,
 ) -> Iterator[bytes]:
     """Chat completion chunks: role first, content deltas, the finish chunk, the usage chunk
-    (`choices: []`, only with include_usage), then `[DONE]`."""
+    (`choices: []`, only with include_usage), then `[DONE]`. `usage_body`: the usage object as a
+    compatible provider words it (DeepSeek's hit/miss, OpenRouter's cost), instead of OpenAI's."""
     head = {"id": id or new_id(), "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
             "service_tier": "default", "system_fingerprint": None}
     tail = {"usage": None} if include_usage else {}
@@ -264,7 +284,7 @@ def stream_events(
             yield chunk({"content": text})
     yield chunk({}, finish_reason or "stop")
     if include_usage:
-        yield encode_sse(head | {"choices": [], "usage": usage_json(usage)})
+        yield encode_sse(head | {"choices": [], "usage": usage_body or usage_json(usage)})
     yield encode_sse("[DONE]")
 
 
@@ -494,7 +514,10 @@ class OpenAIChat(WireFormat):
     writer = ChunkWriter
 
     def parser_for(self, path: str) -> Parse | None:
-        return parse_request if path == "/v1/chat/completions" else None
+        if path == "/v1/chat/completions":
+            return parse_request
+        azure = AZURE_PATH.fullmatch(path)
+        return _deployment_parser(unquote(azure.group(1))) if azure else None
 
     def owns_path(self, path: str) -> bool:
         return True     # the registry asks it last: every path no other format claims
@@ -527,6 +550,17 @@ class OpenAIChat(WireFormat):
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         return f"{base_url}/chat/completions" if base_url.endswith("/v1") else f"{base_url}/v1/chat/completions"
+
+
+# Azure OpenAI's shape (`openai.AzureOpenAI(azure_endpoint=<gateway>)`): the deployment in the path is the model
+# the policy routes on; `api-version` in the query means nothing to the gateway.
+AZURE_PATH = re.compile(r"/openai/deployments/([^/]+)/chat/completions")
+
+
+def _deployment_parser(deployment: str) -> Parse:
+    def parse(raw: bytes) -> Conversation:
+        return parse_request({**load_body(raw), "model": deployment})
+    return parse
 
 
 def _write_ttl_of(conv: Conversation | None) -> str:

@@ -18,8 +18,12 @@ from typing import Any
 import yaml
 
 from prefixgate.cost import Price
+from prefixgate.providers.compatible import PROFILES
 
 PROVIDERS = ("anthropic", "openai", "gemini", "bedrock")
+# Hosted OpenAI-compatible providers (compatible.PROFILES) have price rows but no rules table of their own:
+# they cache by prefix automatically, under OpenAI's rules as far as the planner is concerned.
+MODEL_PROVIDERS = PROVIDERS + tuple(PROFILES)
 OPENAI_REGIMES = ("implicit", "breakpoints")
 
 
@@ -301,8 +305,8 @@ _MODEL_KEYS = {"provider", "id", "aliases", "min_cache_tokens", "price", "long_c
 def _model_from(raw: Any, where: str, provider_rules: dict[str, Any]) -> ModelRules:
     raw = _known_table(raw, where, _MODEL_KEYS, "expected a table")
     provider, mid = raw.get("provider"), raw.get("id")
-    if provider not in PROVIDERS:
-        raise RulesError(f"{where}.provider: expected one of {PROVIDERS}, got {provider!r}")
+    if provider not in MODEL_PROVIDERS:
+        raise RulesError(f"{where}.provider: expected one of {MODEL_PROVIDERS}, got {provider!r}")
     if not isinstance(mid, str) or not mid:
         raise RulesError(f"{where}.id: expected a model id string")
     where = f"{where} ({provider}/{mid})"
@@ -312,8 +316,10 @@ def _model_from(raw: Any, where: str, provider_rules: dict[str, Any]) -> ModelRu
     openai: OpenAIRules = provider_rules["openai"]
     # What a marker's ttl may be: OpenAI's breakpoint TTLs; Claude's cache TTLs (every one by default on
     # Anthropic's API, the model's own list on Bedrock); Gemini has no markers.
-    marker_ttls = openai.breakpoint_ttls if provider == "openai" else getattr(provider_rules[provider], "ttls", {})
-    default_ttls = ["30m"] if provider == "openai" else (["5m"] if provider == "bedrock" else list(marker_ttls))
+    # A hosted OpenAI-compatible provider has no rules table: OpenAI's apply.
+    openai_like = provider == "openai" or provider not in provider_rules
+    marker_ttls = openai.breakpoint_ttls if openai_like else getattr(provider_rules[provider], "ttls", {})
+    default_ttls = ["30m"] if openai_like else (["5m"] if provider == "bedrock" else list(marker_ttls))
     if provider == "openai":
         if regime not in OPENAI_REGIMES:
             raise RulesError(f"{where}.regime: expected one of {OPENAI_REGIMES}, got {regime!r}")

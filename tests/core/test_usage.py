@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
+from prefixgate.cost import Price, cost_note, ledger_fields, price_usage
 from prefixgate.dialects import anthropic as an
 from prefixgate.dialects import gemini as ge
 from prefixgate.dialects import openai as oa
@@ -114,3 +117,46 @@ def test_openai_only_explicit_breakpoints_are_checkpoints():
     conv = oa.parse_request(body)
     assert [b.checkpoint is not None for b in conv.blocks()] == [True, False]
     assert oa.encode_request(conv) == body
+
+
+def test_deepseek_hit_and_miss_split_the_prompt():
+    u = oa.parse_usage({"prompt_tokens": 1953, "completion_tokens": 35, "prompt_cache_hit_tokens": 1920,
+                        "prompt_cache_miss_tokens": 33})
+    assert u == Usage(33, 1920, {}, 35) and u.reported_cost is None
+
+
+def test_openrouter_cost_and_cache_writes_are_kept():
+    u = oa.parse_usage({"prompt_tokens": 2000, "completion_tokens": 10, "cost": 0.00123,
+                        "prompt_tokens_details": {"cached_tokens": 1500, "cache_write_tokens": 400}})
+    assert (u.uncached_input, u.cache_read, u.cache_write, u.output) == (100, 1500, 400, 10)
+    assert u.reported_cost == Decimal("0.00123")
+    # A cost that is not a number is no cost (never a crash, never $0).
+    assert oa.parse_usage({"prompt_tokens": 1, "cost": "n/a"}).reported_cost is None
+    assert oa.parse_usage({"prompt_tokens": 1, "cost": True}).reported_cost is None
+
+
+def test_compatible_stream_usage_in_two_chunks_is_not_billed_twice():
+    """Some hosts put usage on the last content chunk and again on a final usage chunk: the last one
+    reported is the response's usage, not their sum."""
+    acc = oa.StreamUsage()
+    usage = {"prompt_tokens": 100, "completion_tokens": 5, "cost": 0.5, "prompt_tokens_details": {"cached_tokens": 64}}
+    acc.feed({"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "stop"}], "usage": usage})
+    acc.feed({"choices": [], "usage": usage})
+    assert acc.usage == Usage(36, 64, {}, 5, Decimal("0.5"))
+
+
+def test_provider_cost_beside_ours_with_a_note_past_one_percent():
+    price = Price(Decimal("1"), Decimal("2"), Decimal("0.25"))
+    usage = Usage(1_000_000, 0, {}, 0, Decimal("1.005"))
+    cost = price_usage(usage, price)
+    assert Decimal(ledger_fields(usage, cost)["cost_usd"]) == 1 and ledger_fields(usage, cost)["provider_cost_usd"] == "1.005"
+    assert cost_note(usage, cost, "openrouter/m") is None
+    far = Usage(1_000_000, 0, {}, 0, Decimal("1.02"))
+    assert "differ by over 1%" in cost_note(far, price_usage(far, price), "openrouter/m")
+    # No price row: the provider's figure is the cost; neither: unpriced, never $0.
+    assert ledger_fields(far, None)["cost_usd"] == "1.02"
+    assert cost_note(far, None, "openrouter/m").startswith("priced from the provider's reported cost")
+    bare = Usage(10, 0, {}, 1)
+    assert ledger_fields(bare, None)["cost_usd"] is None
+    assert cost_note(bare, None, "deepseek/x").startswith("unpriced: no price row for deepseek/x")
+    assert (usage + far).reported_cost == Decimal("2.025") and (bare + bare).reported_cost is None

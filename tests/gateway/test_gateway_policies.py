@@ -45,6 +45,15 @@ def policy(data: dict) -> Policy:
      "routes.0.retry.on"),
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"replicas": ["openai", "anthropic"]}]}]}, "one dialect"),
     ({"upstreams": {"v": {"kind": "openai_compatible"}}, "routes": []}, "upstreams.v.url"),
+    ({"upstreams": {"v": {"kind": "openai", "provider": "deepseek", "url": "https://x"}}, "routes": []},
+     "upstreams.v.provider: only an openai_compatible"),
+    ({"upstreams": {"v": {"kind": "openai_compatible", "provider": "cohere"}}, "routes": []}, "upstreams.v.provider: must be one of"),
+    ({"upstreams": {"v": {"kind": "openai_compatible", "provider": "azure", "url": "https://r.openai.azure.com"}},
+      "routes": []}, "upstreams.v.api_version"),
+    ({"upstreams": {"v": {"kind": "openai_compatible", "provider": "azure", "api_version": "2024-10-21"}}, "routes": []},
+     "upstreams.v.url"),
+    ({"upstreams": {"v": {"kind": "openai_compatible", "provider": "deepseek", "deployments": {"a": "b"}}}, "routes": []},
+     "upstreams.v: api_version and deployments are for provider: azure only"),
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}], "keys": [{"name": "k"}]},
      "keys.0: give exactly one"),
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}], "rutes": []}, "rutes: unknown key"),
@@ -180,3 +189,16 @@ def test_limits_are_shared_through_redis(redis_url):
         await b.close()
 
     asyncio.run(two_replicas())
+
+
+def test_a_provider_profile_makes_an_upstream_hosted_with_its_own_url_and_key():
+    loaded = policy({"upstreams": {
+        "ds": {"kind": "openai_compatible", "provider": "deepseek"},
+        "az": {"kind": "openai_compatible", "provider": "azure", "url": "https://r.openai.azure.com",
+               "api_version": "2024-10-21", "deployments": {"prod": "gpt-4o"}},
+        "vllm": {"kind": "openai_compatible", "url": "http://10.0.0.5:8000/v1"}},
+        "routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "ds"}]}]})
+    ds, az, vllm = loaded.upstreams["ds"], loaded.upstreams["az"], loaded.upstreams["vllm"]
+    assert ds.url == "https://api.deepseek.com" and ds.api_key_env == ("DEEPSEEK_API_KEY",) and not ds.self_hosted
+    assert az.base_model("prod") == "gpt-4o" and az.base_model("other") == "other" and not az.self_hosted
+    assert vllm.self_hosted and vllm.api_key_env == ()

@@ -8,6 +8,8 @@ are deterministic text. The real SDKs work against it unmodified by pointing the
     anthropic.Anthropic(base_url="http://127.0.0.1:8200")
     openai.OpenAI(base_url="http://127.0.0.1:8200/v1")
     genai.Client(http_options={"base_url": "http://127.0.0.1:8200"})
+    openai.OpenAI(base_url="http://127.0.0.1:8200/deepseek/v1")   # and /openrouter/v1, /xai/v1, ...
+    openai.AzureOpenAI(azure_endpoint="http://127.0.0.1:8200/azure", api_version="2024-10-21")
 
 Faults (latency, error statuses with retry-after, dropped or slow streams) come from the `x-mock-fault` request
 header or a faults file; see `mock/faults.py`.
@@ -19,6 +21,7 @@ import asyncio
 import hashlib
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +47,9 @@ class MockContext:
     simulator: Simulator = field(default_factory=lambda: Simulator(entry_visible_after_s=0.0))
     faults: FaultPlan = field(default_factory=FaultPlan)
     clock: Callable[[], float] = time.time
+    # (path, body) of the latest requests to the compatible providers' mocks: what tests inspect (was a
+    # `cache_salt` sent?).
+    received: deque[tuple[str, dict]] = field(default_factory=lambda: deque(maxlen=256))
 
     async def fault_for(self, request: Request, provider: str, model: Any) -> Fault | None:
         """The fault this request gets; sleeps its latency, raises its error status."""
@@ -65,6 +71,7 @@ class MockContext:
 def create_app(context: MockContext | None = None) -> FastAPI:
     from prefixgate.providers.mock import anthropic as mock_anthropic
     from prefixgate.providers.mock import bedrock as mock_bedrock
+    from prefixgate.providers.mock import compatible as mock_compatible
     from prefixgate.providers.mock import completions as mock_completions
     from prefixgate.providers.mock import gemini as mock_gemini
     from prefixgate.providers.mock import openai as mock_openai
@@ -97,6 +104,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
         module.add_routes(app, ctx)
     mock_responses.add_routes(app, ctx)
     mock_completions.add_routes(app, ctx)
+    mock_compatible.add_routes(app, ctx)
     return app
 
 

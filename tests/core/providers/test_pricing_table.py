@@ -170,7 +170,7 @@ price = { input = "1", output = "2", cache_read = "0.5", source = "https://examp
     ('[[model]]\nprovider = "openai"\nid = "x"\nregime = "implicit"\nprice = { input = "1", output = "2" }\n',
      "missing key 'source'"),
     ('[[model]]\nprovider = "openai"\nid = "gpt-4o"\nprice = { input = "-1" }\n', "non-negative"),
-    ('[[model]]\nprovider = "mistral"\nid = "x"\n', "provider: expected one of"),
+    ('[[model]]\nprovider = "cohere"\nid = "x"\n', "provider: expected one of"),
     ('pricing = 1\n', "unknown top-level key 'pricing'"),
 ])
 def test_bad_override_files_fail_naming_the_key(tmp_path, text, message):

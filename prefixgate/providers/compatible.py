@@ -1,0 +1,48 @@
+"""Hosted providers that speak OpenAI's Chat Completions API, and what sets each apart from OpenAI.
+
+Their bodies and streams are OpenAI's (the `openai` wire format); what differs is data kept here: where
+the key goes, how the URL is built (Azure names a deployment, not a model, and wants `api-version`), the
+usual key variable, and how the provider reports cache use (parsed in `dialects/openai.parse_usage`:
+DeepSeek's hit/miss split, OpenRouter's `usage.cost`, the others' `prompt_tokens_details.cached_tokens`).
+Sources: /work/shared/reference/responses-bedrock-vertex.md section 4 (P1-P9).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    default_url: str                 # the provider's documented base URL (with its /v1, where it has one)
+    key_env: tuple[str, ...]         # the usual environment variable of its key
+    key_header: str = "authorization"   # "api-key": Azure's key header (sent bare, not as a Bearer token)
+    deployments: bool = False        # Azure: /openai/deployments/{deployment}/chat/completions?api-version=
+
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (
+    Profile("openrouter", "https://openrouter.ai/api/v1", ("OPENROUTER_API_KEY",)),
+    Profile("deepseek", "https://api.deepseek.com", ("DEEPSEEK_API_KEY",)),
+    Profile("xai", "https://api.x.ai/v1", ("XAI_API_KEY",)),
+    Profile("mistral", "https://api.mistral.ai/v1", ("MISTRAL_API_KEY",)),
+    Profile("groq", "https://api.groq.com/openai/v1", ("GROQ_API_KEY",)),
+    Profile("together", "https://api.together.xyz/v1", ("TOGETHER_API_KEY",)),
+    Profile("fireworks", "https://api.fireworks.ai/inference/v1", ("FIREWORKS_API_KEY",)),
+    # https://{resource}.openai.azure.com; there is no default resource.
+    Profile("azure", "", ("AZURE_OPENAI_API_KEY",), key_header="api-key", deployments=True),
+)}
+
+
+def chat_url(profile: Profile, base_url: str, model: str, api_version: str = "") -> str:
+    """The Chat Completions URL for `model` (an Azure deployment name on Azure)."""
+    if profile.deployments:
+        return f"{base_url}/openai/deployments/{quote(model, safe='')}/chat/completions?api-version={quote(api_version)}"
+    return f"{base_url}/chat/completions" if base_url.endswith("/v1") else f"{base_url}/v1/chat/completions"
+
+
+def auth_headers(profile: Profile, key: str) -> dict[str, str]:
+    if profile.key_header == "authorization":
+        return {"authorization": f"Bearer {key}"}
+    return {profile.key_header: key}

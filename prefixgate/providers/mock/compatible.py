@@ -1,0 +1,128 @@
+"""Mock hosted OpenAI-compatible providers: each one's Chat Completions under `/{provider}/v1/...`, and
+Azure OpenAI's deployment paths under `/azure/openai/deployments/{deployment}/chat/completions?api-version=`.
+
+Bodies and streams are OpenAI's; what differs is what each provider documents (reference sheet section 4):
+DeepSeek reports `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`; OpenRouter always reports usage
+(streamed or not, asked or not) with `cost` in USD and `cached_tokens`/`cache_write_tokens`; Mistral's
+`cached_tokens` come in 64-token blocks; Fireworks also sends its token-count headers; Azure takes the key
+in `api-key` and insists on `api-version`. Every provider caches by prefix automatically; the mock runs
+OpenAI's implicit cache (1,024-token minimum, 128-token steps) per provider and key as a stand-in. Like
+OpenAI's API, an unknown body field such as `cache_salt` is refused with a 400.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from prefixgate.cost import price_usage
+from prefixgate.dialects import openai as dialect
+from prefixgate.errors import RequestError
+from prefixgate.providers.compatible import PROFILES
+from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.providers.mock.text import reply_for
+from prefixgate.providers.pricing import UnknownModel, price_for
+from prefixgate.tokens import encoding_for
+from prefixgate.usage import Usage
+
+# The OpenAI model whose cache rules stand in for every provider's automatic prefix cache.
+CACHE_STAND_IN = "gpt-4o"
+# OpenRouter's reported cost for a model the price table lacks: the mock's own made-up price, USD per MTok.
+UNLISTED_PRICE = (Decimal("1"), Decimal("0.25"), Decimal("2"))      # input, cache read, output
+# Fields a self-hosted server takes that no hosted provider does: refused as OpenAI refuses unknown fields.
+REFUSED_FIELDS = ("cache_salt",)
+
+
+def add_routes(app: FastAPI, ctx: MockContext) -> None:
+    @app.post("/{provider}/v1/chat/completions")
+    async def chat_completions(provider: str, request: Request) -> Response:
+        if provider not in PROFILES or PROFILES[provider].deployments:
+            raise RequestError(f"mock-providers: no compatible provider {provider!r} "
+                               f"(known: {', '.join(p for p in PROFILES if p != 'azure')})", status=404, kind="not_found")
+        return await _answer(ctx, request, provider, _bearer(request), None)
+
+    @app.post("/azure/openai/deployments/{deployment}/chat/completions")
+    async def azure_chat(deployment: str, request: Request) -> Response:
+        key = request.headers.get("api-key", "")
+        if not key:
+            raise RequestError("Access denied due to invalid subscription key or wrong API endpoint. Make sure to "
+                               "provide a valid key for an active subscription and use a correct regional API "
+                               "endpoint for your resource.", status=401, kind="authentication")
+        if not request.query_params.get("api-version"):
+            raise RequestError("Missing API version parameter.", status=400, field="api-version")
+        return await _answer(ctx, request, "azure", key, deployment)
+
+
+def _bearer(request: Request) -> str:
+    auth = request.headers.get("authorization", "")
+    key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+    if not key:
+        raise RequestError("No auth credentials found", status=401, kind="authentication")
+    return key
+
+
+async def _answer(ctx: MockContext, request: Request, provider: str, key: str, deployment: str | None) -> Response:
+    body = await json_body(request)
+    ctx.received.append((request.url.path, body))
+    for name in REFUSED_FIELDS:
+        if name in body:
+            raise RequestError(f"Unrecognized request argument supplied: {name}", status=400, field=name)
+    # Azure names the model by its deployment; the body's model (if any) is ignored, as Azure does.
+    model = deployment or body.get("model")
+    if not isinstance(model, str) or not model:
+        raise RequestError("you must provide a model parameter", status=400, field="model")
+    fault = await ctx.fault_for(request, "openai", model)
+    result = ctx.simulator.respond("openai", {**body, "model": CACHE_STAND_IN}, now=ctx.clock(),
+                                   tenant=f"{provider}:{tenant_of(key)}", model=CACHE_STAND_IN)
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    reply = reply_for(prompt_text(result.conversation), limit, encoding_for("openai", CACHE_STAND_IN))
+    usage = _as_reported(provider, replace(result.usage, output=reply.output_tokens))
+    usage_body = _usage_body(provider, model, usage)
+    finish = "length" if reply.truncated else "stop"
+    headers = ({"fireworks-prompt-tokens": str(usage.input_total), "fireworks-cached-prompt-tokens": str(usage.cache_read)}
+               if provider == "fireworks" else {})
+    if result.conversation.stream:
+        options = body.get("stream_options") or {}
+        asked = bool(options.get("include_usage")) if isinstance(options, dict) else False
+        # OpenRouter sends the usage chunk whether asked or not (P1).
+        events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish,
+                                       include_usage=asked or provider == "openrouter", usage_body=usage_body)
+        return sse_response(events, fault, headers)
+    out = dialect.build_response(model, reply.text, usage, finish_reason=finish)
+    out["usage"] = usage_body
+    return JSONResponse(out, headers=headers)
+
+
+def _as_reported(provider: str, usage: Usage) -> Usage:
+    if provider != "mistral":
+        return usage
+    # Mistral reports cached tokens in whole 64-token blocks (P5); the rest bill as plain input.
+    blocks = usage.cache_read // 64 * 64
+    return replace(usage, cache_read=blocks, uncached_input=usage.uncached_input + usage.cache_read - blocks)
+
+
+def _usage_body(provider: str, model: str, usage: Usage) -> dict:
+    out = dialect.usage_json(usage)
+    if provider == "deepseek":
+        out = {k: v for k, v in out.items() if k != "prompt_tokens_details"}
+        out["prompt_cache_hit_tokens"] = usage.cache_read
+        out["prompt_cache_miss_tokens"] = usage.input_total - usage.cache_read
+    elif provider == "openrouter":
+        out["prompt_tokens_details"]["cache_write_tokens"] = usage.cache_write
+        out["cost"] = float(_openrouter_cost(model, usage))
+        out["is_byok"] = False
+        out["cost_details"] = {"upstream_inference_cost": None}
+    return out
+
+
+def _openrouter_cost(model: str, usage: Usage) -> Decimal:
+    """What OpenRouter bills: the model's list price (its row), else the mock's made-up one."""
+    try:
+        price = price_for("openrouter", model, usage)
+    except UnknownModel:
+        inp, read, out = UNLISTED_PRICE
+        return (usage.uncached_input * inp + usage.cache_read * read + usage.output * out) / Decimal(1_000_000)
+    return price_usage(usage, price).total

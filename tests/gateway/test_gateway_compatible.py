@@ -1,0 +1,247 @@
+"""Hosted OpenAI-compatible providers as upstreams, through the gateway to mock-providers, with the real
+`openai` SDK: DeepSeek-, OpenRouter- and Azure-shaped upstreams each read the cache on the second call of a
+dated-prompt pair (the planner moves the date after the static prefix), and the ledger bills each call at
+the prices typed below (golden values by hand). A hosted provider is never priced at $0 nor sent
+`cache_salt`; a self-hosted one still is."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import openai
+import pytest
+
+from prefixgate.ledger import read_records
+from prefixgate.providers.mock.server import MockContext
+from prefixgate.providers.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import policy_for, running_gateway, running_upstream, settings_for
+from tests.support_services import ServerThread, wait_until
+
+POLICY = "Policy clause: coverage lasts two years and excludes water damage. " * 160
+MTOK = Decimal(1_000_000)
+# USD per million tokens (input, cache read, output), typed from providers.toml's rows.
+DEEPSEEK_CHAT = (Decimal("0.27"), Decimal("0.07"), Decimal("1.10"))
+OPENROUTER_GPT_4O_MINI = (Decimal("0.15"), Decimal("0.075"), Decimal("0.60"))
+AZURE_GPT_4O = (Decimal("2.50"), Decimal("1.25"), Decimal("10"))
+
+
+def messages(day: int) -> list[dict]:
+    return [{"role": "system", "content": f"Today is 2026-11-{day:02d}. You are the ACME warranty assistant.\n{POLICY}"},
+            {"role": "user", "content": "Is my toaster covered?"}]
+
+
+def golden(usage, price: tuple[Decimal, Decimal, Decimal]) -> Decimal:
+    """The bill by hand: OpenAI-style prompt_tokens include the cached ones."""
+    cached = cached_tokens(usage)
+    inp, read, out = price
+    return ((usage.prompt_tokens - cached) * inp + cached * read + usage.completion_tokens * out) / MTOK
+
+
+def cached_tokens(usage) -> int:
+    extra = usage.model_extra or {}
+    if "prompt_cache_hit_tokens" in extra:      # DeepSeek's own fields
+        return extra["prompt_cache_hit_tokens"]
+    return usage.prompt_tokens_details.cached_tokens
+
+
+@pytest.fixture
+def mock():
+    ctx = MockContext()
+    with ServerThread(mock_app(ctx)) as server:
+        server.ctx = ctx
+        yield server
+
+
+def gateway_policy(mock_url: str, self_hosted_url: str = "http://127.0.0.1:9/v1") -> dict:
+    return {
+        "upstreams": {
+            "deepseek": {"kind": "openai_compatible", "provider": "deepseek", "url": f"{mock_url}/deepseek/v1"},
+            "openrouter": {"kind": "openai_compatible", "provider": "openrouter", "url": f"{mock_url}/openrouter/v1"},
+            "azure": {"kind": "openai_compatible", "provider": "azure", "url": f"{mock_url}/azure",
+                      "api_version": "2024-10-21", "deployments": {"prod-4o": "gpt-4o"}},
+            "vllm": {"kind": "openai_compatible", "url": self_hosted_url},
+        },
+        "routes": [
+            {"name": "deepseek", "models": ["deepseek-*"], "targets": [{"upstream": "deepseek"}]},
+            {"name": "openrouter", "models": ["openai/*", "mystery/*"], "targets": [{"upstream": "openrouter"}]},
+            {"name": "azure", "models": ["prod-4o"], "targets": [{"upstream": "azure"}]},
+            {"name": "vllm", "models": ["llama-3"], "targets": [{"upstream": "vllm"}]},
+        ],
+        "keys": [{"name": "team", "key_env": "GATEWAY_KEY", "tenant": "acme"}],
+    }
+
+
+@pytest.fixture
+def keys(monkeypatch):
+    for env in ("DEEPSEEK_API_KEY", "OPENROUTER_API_KEY", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.setenv(env, f"sk-{env.lower()}")
+    monkeypatch.setenv("GATEWAY_KEY", "pg-team-key")
+
+
+def records_of(settings, n: int) -> list[dict]:
+    wait_until(lambda: len(read_records(settings.ledger_path)) >= n, 10, f"{n} ledger records")
+    return read_records(settings.ledger_path)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_hosted_providers_cache_and_bill_at_their_own_prices(tmp_path, mock, keys, stream):
+    settings = settings_for(mock.url, tmp_path)
+    policy = policy_for(settings, gateway_policy(mock.url))
+    cases = [("deepseek-chat", DEEPSEEK_CHAT, "deepseek"), ("openai/gpt-4o-mini", OPENROUTER_GPT_4O_MINI, "openrouter"),
+             ("prod-4o", AZURE_GPT_4O, "azure")]
+    usages = []
+    with running_gateway(settings, policy=policy) as gw:
+        client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="pg-team-key", max_retries=0)
+        for model, _, _ in cases:
+            for day in (22, 23):
+                if stream:
+                    chunks = list(client.chat.completions.create(model=model, messages=messages(day), stream=True,
+                                                                 stream_options={"include_usage": True}))
+                    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+                    usage = chunks[-1].usage
+                else:
+                    usage = client.chat.completions.create(model=model, messages=messages(day)).usage
+                usages.append(usage)
+    records = records_of(settings, 6)
+    assert len(records) == 6
+    for i, (model, price, provider) in enumerate(cases):
+        first, second = usages[2 * i], usages[2 * i + 1]
+        assert cached_tokens(first) == 0
+        # The date moved after the static prefix, so the second call of the pair reads the cache.
+        assert cached_tokens(second) > 1000, (model, second)
+        for usage, rec in zip((first, second), records[2 * i:2 * i + 2], strict=True):
+            assert rec["provider"] == provider and rec["model"] == model and rec["status"] == 200
+            assert rec["cache_read"] == cached_tokens(usage)
+            assert Decimal(rec["cost_usd"]) == golden(usage, price), (model, rec)
+            assert not any(line.startswith("unpriced") for line in rec["explanation"])
+    # DeepSeek reports hit + miss = prompt_tokens; OpenRouter its own cost, kept beside the computed one.
+    ds = usages[1].model_extra
+    assert ds["prompt_cache_hit_tokens"] + ds["prompt_cache_miss_tokens"] == usages[1].prompt_tokens
+    for rec, usage in zip(records[2:4], usages[2:4], strict=True):
+        assert Decimal(rec["provider_cost_usd"]) == Decimal(str(usage.model_extra["cost"]))
+        assert rec["cost_usd"] and not any("differ by over 1%" in line for line in rec["explanation"])
+
+
+def test_no_hosted_provider_is_sent_cache_salt_or_priced_at_zero(tmp_path, mock, keys):
+    with running_upstream() as self_hosted:
+        settings = settings_for(mock.url, tmp_path)
+        policy = policy_for(settings, gateway_policy(mock.url, f"{self_hosted.url}/v1"))
+        with running_gateway(settings, policy=policy) as gw:
+            client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="pg-team-key", max_retries=0)
+            for model in ("deepseek-chat", "openai/gpt-4o-mini", "prod-4o", "llama-3"):
+                client.chat.completions.create(model=model, messages=messages(23))
+        received = list(mock.ctx.received)
+        assert {path for path, _ in received} == {"/deepseek/v1/chat/completions", "/openrouter/v1/chat/completions",
+                                                  "/azure/openai/deployments/prod-4o/chat/completions"}
+        assert not any("cache_salt" in body for _, body in received)
+        # The self-hosted server does get the tenant's salt (its cache is shared by every caller).
+        assert self_hosted.received[-1].body["cache_salt"]
+    records = records_of(settings, 4)
+    for rec in records:
+        if rec["target"] == "vllm":
+            assert Decimal(rec["cost_usd"]) == 0
+        else:
+            assert Decimal(rec["cost_usd"]) > 0, rec
+
+
+def test_unknown_model_priced_from_reported_cost_else_unpriced(tmp_path, mock, keys):
+    settings = settings_for(mock.url, tmp_path)
+    policy = policy_for(settings, gateway_policy(mock.url))
+    with running_gateway(settings, policy=policy) as gw:
+        client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="pg-team-key", max_retries=0)
+        routed = client.chat.completions.create(model="mystery/model-x", messages=messages(23))
+        direct = client.chat.completions.create(model="deepseek-v9-unlisted", messages=messages(23))
+    assert routed.choices[0].message.content and direct.choices[0].message.content
+    by_model = {r["model"]: r for r in records_of(settings, 2)}
+    routed_rec, direct_rec = by_model["mystery/model-x"], by_model["deepseek-v9-unlisted"]
+    # OpenRouter said what it charged: that is the cost, and the note says where it came from.
+    assert Decimal(routed_rec["cost_usd"]) == Decimal(str(routed.usage.model_extra["cost"])) > 0
+    assert any("priced from the provider's reported cost" in line for line in routed_rec["explanation"])
+    # DeepSeek reports no cost: no price at all, flagged, never $0.
+    assert direct_rec["cost_usd"] is None and direct_rec["provider_cost_usd"] is None
+    assert any(line.startswith("unpriced: no price row for deepseek/deepseek-v9-unlisted") for line in direct_rec["explanation"])
+
+
+def test_azure_mock_takes_azure_openai_sdk(mock):
+    """The mock speaks Azure's shape: the real AzureOpenAI client (api-key header, deployment path,
+    api-version query) works against it, and a repeat reads the cache."""
+    client = openai.AzureOpenAI(azure_endpoint=f"{mock.url}/azure", api_key="azure-key", api_version="2024-10-21",
+                                max_retries=0)
+    first = client.chat.completions.create(model="prod-4o", messages=messages(23))
+    second = client.chat.completions.create(model="prod-4o", messages=messages(23))
+    assert first.usage.prompt_tokens_details.cached_tokens == 0
+    assert second.usage.prompt_tokens_details.cached_tokens > 1000
+    path, _ = mock.ctx.received[-1]
+    assert path == "/azure/openai/deployments/prod-4o/chat/completions"
+    bearer = openai.OpenAI(base_url=f"{mock.url}/azure/openai/deployments/prod-4o", api_key="k", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bearer.chat.completions.create(model="prod-4o", messages=messages(23))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_azure_openai_client_through_the_gateway(tmp_path, mock, keys, stream):
+    """An application already on `openai.AzureOpenAI` points its azure_endpoint at the gateway: the
+    deployment in the path is the routed model, `api-key` is the gateway key, and the Azure upstream is
+    reached with the gateway's own Azure key on its deployment path."""
+    settings = settings_for(mock.url, tmp_path)
+    policy = policy_for(settings, gateway_policy(mock.url))
+    usages = []
+    with running_gateway(settings, policy=policy) as gw:
+        client = openai.AzureOpenAI(azure_endpoint=gw.url, api_key="pg-team-key", api_version="2024-10-21",
+                                    max_retries=0)
+        for day in (22, 23):
+            if stream:
+                chunks = list(client.chat.completions.create(model="prod-4o", messages=messages(day), stream=True,
+                                                             stream_options={"include_usage": True}))
+                usages.append(chunks[-1].usage)
+            else:
+                usages.append(client.chat.completions.create(model="prod-4o", messages=messages(day)).usage)
+    assert usages[1].prompt_tokens_details.cached_tokens > 1000
+    path, body = mock.ctx.received[-1]
+    assert path == "/azure/openai/deployments/prod-4o/chat/completions" and "cache_salt" not in body
+    records = records_of(settings, 2)
+    assert [Decimal(r["cost_usd"]) for r in records] == [golden(u, AZURE_GPT_4O) for u in usages]
+
+
+# The other profiles, each with one model of its rows: (provider, model, (input, cache read, output) USD/MTok
+# or None where the provider has no row).
+OTHERS = [
+    ("xai", "grok-4", (Decimal("3.00"), Decimal("0.75"), Decimal("15.00"))),
+    ("mistral", "mistral-medium-latest", (Decimal("0.40"), Decimal("0.04"), Decimal("2.00"))),
+    ("groq", "openai/gpt-oss-120b", (Decimal("0.15"), Decimal("0.075"), Decimal("0.60"))),
+    # Together has no price row (its cache discount is unconfirmed): its requests are flagged unpriced.
+    ("together", "meta-llama/Llama-3.3-70B-Instruct-Turbo", None),
+    ("fireworks", "accounts/fireworks/models/llama-v3p3-70b-instruct", (Decimal("0.90"), Decimal("0.45"), Decimal("0.90"))),
+]
+
+
+def test_every_other_profile_caches_and_bills_at_its_rows(tmp_path, mock, monkeypatch):
+    monkeypatch.setenv("GATEWAY_KEY", "pg-team-key")
+    data = {"upstreams": {}, "routes": [], "keys": [{"name": "team", "key_env": "GATEWAY_KEY", "tenant": "acme"}]}
+    for provider, model, _ in OTHERS:
+        monkeypatch.setenv(f"{provider.upper()}_API_KEY", f"sk-{provider}")
+        data["upstreams"][provider] = {"kind": "openai_compatible", "provider": provider, "url": f"{mock.url}/{provider}/v1"}
+        data["routes"].append({"name": provider, "models": [model], "targets": [{"upstream": provider}]})
+    settings = settings_for(mock.url, tmp_path)
+    usages = {}
+    with running_gateway(settings, policy=policy_for(settings, data)) as gw:
+        client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="pg-team-key", max_retries=0)
+        for _, model, _ in OTHERS:
+            usages[model] = [client.chat.completions.create(model=model, messages=messages(day)).usage for day in (22, 23)]
+    assert {path for path, _ in mock.ctx.received} == {f"/{p}/v1/chat/completions" for p, _, _ in OTHERS}
+    assert not any("cache_salt" in body for _, body in mock.ctx.received)
+    records = records_of(settings, 2 * len(OTHERS))
+    for provider, model, price in OTHERS:
+        first, second = usages[model]
+        mine = [r for r in records if r["model"] == model]
+        if price is None:
+            # No row, no rules to plan with either: passed through as sent (the date stays first), unpriced.
+            assert [r["cost_usd"] for r in mine] == [None, None]
+            assert all(any(line.startswith(f"unpriced: no price row for {provider}/{model}") for line in r["explanation"])
+                       for r in mine)
+            continue
+        assert cached_tokens(second) > 1000, provider
+        if provider == "mistral":
+            assert cached_tokens(second) % 64 == 0
+        billed = [Decimal(r["cost_usd"]) for r in mine]
+        assert billed == [golden(first, price), golden(second, price)] and all(b > 0 for b in billed), provider
