@@ -79,8 +79,8 @@ class ModelRunner:
                                                           torch.Tensor, list[Sequence]]:
         bs = self.block_size
         # Decodes (one new token) first: their own blocks are attended as one padded batch.
-        order = sorted(range(len(batch.seqs)), key=lambda i: batch.num_new_tokens[i] > 1)
-        seqs = [batch.seqs[i] for i in order]
+        scheduled = sorted(batch.scheduled.items(), key=lambda item: item[1] > 1)
+        seqs = [seq for seq, _ in scheduled]
         shared = self._shared_blocks(seqs)
         first_key = shared * bs  # position of each sequence's first own key
         ids: list[int] = []
@@ -89,8 +89,7 @@ class ModelRunner:
         sample_seqs: list[Sequence] = []
         prefills: list[PrefillChunk] = []
         decodes: list[Sequence] = []
-        for i, seq in zip(order, seqs, strict=True):
-            n = batch.num_new_tokens[i]
+        for seq, n in scheduled:
             start, row = seq.num_computed_tokens, len(ids)
             ids.extend(seq.token_ids[start:start + n])
             pos = np.arange(start, start + n)
