@@ -47,6 +47,11 @@ class EngineConfig:
     # batches, doubles the weights' memory. None: pack when the copy takes under a quarter of free memory.
     pack_cpu_weights: bool | None = None
     seed: int = 0
+    # Prompt-lookup speculation (vLLM's ngram method; greedy requests only): up to this many draft tokens per
+    # step, from the latest earlier occurrence of the sequence's last prompt_lookup_max..min tokens. 0: off.
+    num_speculative_tokens: int = 0
+    prompt_lookup_max: int = 4
+    prompt_lookup_min: int = 2
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
@@ -59,6 +64,10 @@ class EngineConfig:
             raise ValueError("max_num_batched_tokens, max_num_seqs and max_waiting must be >= 1")
         if self.cpu_threads is not None and self.cpu_threads < 1:
             raise ValueError("cpu_threads must be >= 1")
+        if self.num_speculative_tokens < 0:
+            raise ValueError("num_speculative_tokens must be >= 0")
+        if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
+            raise ValueError("prompt_lookup_min and prompt_lookup_max must satisfy 1 <= min <= max")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ValueError("max_model_len must be >= 2")
         if self.device is None:

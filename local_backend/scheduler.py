@@ -71,7 +71,9 @@ class Scheduler:
                 break
             if seq.status is not SequenceStatus.RUNNING:  # preempted earlier in this loop
                 continue
-            n = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            n = min(seq.num_tokens + len(seq.draft_token_ids) - seq.num_computed_tokens, budget)
+            # The drafts that fit the budget (a decode's one real token always comes first).
+            del seq.draft_token_ids[max(0, seq.num_computed_tokens + n - seq.num_tokens):]
             while not self.kv.allocate(seq, n):
                 victim = self.running[-1]
                 budget += batch.scheduled.pop(victim, 0)
@@ -124,6 +126,7 @@ class Scheduler:
         self.kv.free(seq)
         seq.status = SequenceStatus.WAITING
         seq.num_computed_tokens = 0
+        seq.draft_token_ids = []
         seq.num_preemptions += 1
         self.waiting.appendleft(seq)
 
