@@ -33,7 +33,7 @@ test: install services
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 	$(BIN)/python tools/audit_dependencies.py
 
-# The long reliability runs (README "Reliability"): 500 streams for 60 s through one gateway worker, five
+# The long reliability runs (docs/reliability.md): 500 streams for 60 s through one gateway worker, five
 # kill -9s at 500 completed answers each, and the local backend's preemption run at full length.
 # `make test` runs the same tests shortened. Figures land in soak-figures.jsonl.
 soak: install services
@@ -45,7 +45,7 @@ soak: install services
 audit: install
 	$(BIN)/python tools/audit_dependencies.py
 
-# Side-by-side benchmarks (minutes each on 2 cores); their tables go in the README.
+# Side-by-side benchmarks (minutes each on 2 cores); their tables go in docs/benchmarks.md.
 bench: install
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/planner.py

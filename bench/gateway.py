@@ -1,16 +1,22 @@
 """Gateway overhead, side by side: direct to a fake upstream, through prefixgate, through LiteLLM's proxy.
 
-Same fake OpenAI upstream for all three, one server worker each, on this machine:
-  - added latency p50/p99 at concurrency 1 with a ~2,000-token prompt (500 sequential requests after 100
-    discarded warm-ups, over one keep-alive connection);
-  - requests/s at concurrency 32 (32 keep-alive connections for --seconds);
-  - CPU time per request of the server process (its user+system time over the phase / requests).
+Same fake upstream (OpenAI and Anthropic paths, JSON and SSE) for all three, one server worker each, on
+this machine, for each workload:
+  - chat2k: an OpenAI chat request with a ~2,000-token prompt;
+  - agent20k / agent100k: a coding agent's Anthropic Messages request (bench/agent_request.py: system
+    blocks, 12 tools with JSON schemas, a long tool-calling history; ~20k and ~100k tokens), whose last user
+    text changes from one request to the next as an agent session's does; streamed and not;
+and for each: added latency p50/p99 at concurrency 1 (sequential requests after discarded warm-ups, over one
+keep-alive connection), requests/s at concurrency 32 (32 keep-alive connections for --seconds), and CPU time
+per request of the server process (its user+system time over the phase / requests). The first request
+after each server's start is reported on its own (against the direct path's p50 for the same request).
 
 The load generator is a lean asyncio HTTP/1.1 client (pre-built request bytes), so it costs the shared
 CPU little. LiteLLM 1.106.2 runs from .venv-litellm (see shared/reference/litellm-peer.md); without
 that venv its column is skipped with a message.
 
-    .venv/bin/python bench/gateway.py [--seconds 10] [--requests 500] [--json out.json]
+    .venv/bin/python bench/gateway.py [--workloads chat2k agent20k agent100k] [--stream both|off|on]
+                                      [--seconds 10] [--requests 500] [--agent-requests 100] [--json out.json]
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -44,23 +51,55 @@ def free_port() -> int:
 
 # ---- the fake upstream ----------------------------------------------------------------------------
 
+def _sse(events: list[tuple[str, dict]]) -> bytes:
+    return b"".join(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events)
+
+
 def upstream_app():
-    """A raw ASGI OpenAI chat endpoint: reads the body, answers a fixed completion with cached usage."""
-    body = json.dumps({
+    """A raw ASGI upstream: OpenAI chat and Anthropic messages, JSON or SSE, fixed answers with cached usage.
+
+    It reads the body but does not parse it (a 400 KB body would cost the upstream more than the gateway
+    under test); `"stream":true` is found by a byte search in either spacing."""
+    chat = json.dumps({
         "id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": "gpt-4o",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 2010, "completion_tokens": 1, "total_tokens": 2011,
                   "prompt_tokens_details": {"cached_tokens": 1920}},
     }).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    usage = {"input_tokens": 12, "cache_read_input_tokens": 19000, "cache_creation_input_tokens": 40, "output_tokens": 2}
+    message = {"id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+               "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
+               "usage": usage}
+    messages = json.dumps(message).encode()
+    messages_sse = _sse([
+        ("message_start", {"type": "message_start", "message": {**message, "content": [], "stop_reason": None,
+                                                                "usage": {**usage, "output_tokens": 1}}}),
+        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                           "usage": {"output_tokens": 2}}),
+        ("message_stop", {"type": "message_stop"}),
+    ])
+
+    def head(body: bytes, kind: bytes) -> list[tuple[bytes, bytes]]:
+        return [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
             return
-        more = True
+        chunks, more = [], True
         while more:
-            more = (await receive()).get("more_body", False)
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        if scope["path"].endswith("/messages"):
+            data = b"".join(chunks)
+            streamed = b'"stream":true' in data or b'"stream": true' in data
+            body, kind = (messages_sse, b"text/event-stream") if streamed else (messages, b"application/json")
+        else:
+            body, kind = chat, b"application/json"
+        await send({"type": "http.response.start", "status": 200, "headers": head(body, kind)})
         await send({"type": "http.response.body", "body": body})
 
     return app
@@ -87,8 +126,8 @@ class Conn:
         head = await self.reader.readuntil(b"\r\n\r\n")
         status = int(head.split(b" ", 2)[1])
         lower = head.lower()
-        if b"content-length:" in lower:
-            n = int(lower.split(b"content-length:")[1].split(b"\r\n")[0])
+        if b"\r\ncontent-length:" in lower:   # at a line start: LiteLLM adds llm_provider-content-length
+            n = int(lower.split(b"\r\ncontent-length:")[1].split(b"\r\n")[0])
             await self.reader.readexactly(n)
         else:   # chunked
             while True:
@@ -109,31 +148,33 @@ def build_request(port: int, path: str, body: dict, headers: dict[str, str]) -> 
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
 
 
-async def sequential(port: int, raw: bytes, warmup: int, n: int) -> list[float]:
+async def sequential(port: int, raws: list[bytes], warmup: int, n: int) -> list[float]:
+    """Latencies (ms) of `n` requests one after another, cycling through `raws`, after `warmup` unmeasured."""
     conn = await Conn.open(port)
-    for _ in range(warmup):
-        assert await conn.request(raw) == 200
+    for i in range(warmup):
+        assert await conn.request(raws[i % len(raws)]) == 200
     out = []
-    for _ in range(n):
+    for i in range(n):
         t = time.perf_counter()
-        status = await conn.request(raw)
+        status = await conn.request(raws[i % len(raws)])
         out.append((time.perf_counter() - t) * 1000)
         assert status == 200, status
     conn.close()
     return out
 
 
-async def concurrent(port: int, raw: bytes, clients: int, seconds: float) -> tuple[int, int]:
+async def concurrent(port: int, raws: list[bytes], clients: int, seconds: float) -> tuple[int, int]:
     conns = [await Conn.open(port) for _ in range(clients)]
     deadline = time.perf_counter() + seconds
     done = [0, 0]
 
-    async def worker(conn: Conn) -> None:
+    async def worker(conn: Conn, i: int) -> None:
         while time.perf_counter() < deadline:
-            status = await conn.request(raw)
+            status = await conn.request(raws[i % len(raws)])
             done[0 if status == 200 else 1] += 1
+            i += 1
 
-    await asyncio.gather(*(worker(c) for c in conns))
+    await asyncio.gather(*(worker(c, i) for i, c in enumerate(conns)))
     for c in conns:
         c.close()
     return done[0], done[1]
@@ -163,17 +204,78 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if len(values) > 1 else values[0]
 
 
-def measure(name: str, pid: int, port: int, raw: bytes, args) -> dict:
-    asyncio.run(sequential(port, raw, args.warmup, 0))
-    cpu0 = cpu_seconds(pid)
-    lat = asyncio.run(sequential(port, raw, 0, args.requests))
-    cpu1 = cpu_seconds(pid)
-    ok, bad = asyncio.run(concurrent(port, raw, 32, args.seconds))
-    cpu2 = cpu_seconds(pid)
-    result = {"name": name, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "c1_cpu_ms": (cpu1 - cpu0) * 1000 / len(lat),
-              "rps_c32": ok / args.seconds, "errors_c32": bad, "c32_cpu_ms": (cpu2 - cpu1) * 1000 / max(ok, 1)}
-    print(f"  {name}: p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms, {result['rps_c32']:.0f} req/s at c=32, "
-          f"{result['c32_cpu_ms']:.2f} ms CPU/req", file=sys.stderr)
+@dataclass
+class Workload:
+    name: str
+    dialect: str                  # "openai" (chat completions) or "anthropic" (messages)
+    bodies: list[dict]            # request variants, sent in turn; "model" is set per system
+    tokens: int
+    stream: bool
+    requests: int
+    warmup: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {'streamed' if self.stream else 'non-streamed'}"
+
+
+PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
+
+
+def build_workloads(args) -> list[Workload]:
+    from agent_request import agent_body, variants
+
+    from prefixgate.tokens import count_tokens
+
+    out = []
+    for name in args.workloads:
+        if name == "chat2k":
+            system = SENTENCE * 125
+            body = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": "Summarise."}],
+                    "max_tokens": 16}
+            out.append(Workload(name, "openai", [body], count_tokens(system + "Summarise.", "o200k_base"), False,
+                                args.requests, args.warmup))
+            continue
+        size = {"agent20k": 20_000, "agent100k": 100_000}[name]
+        base = agent_body(size)
+        tokens = count_tokens(json.dumps(base), "cl100k_base")
+        for stream in {"off": [False], "on": [True], "both": [False, True]}[args.stream]:
+            bodies = [{**b, "stream": True} if stream else b for b in variants(base, 16)]
+            out.append(Workload(name, "anthropic", bodies, tokens, stream, args.agent_requests, args.agent_warmup))
+    return out
+
+
+@dataclass
+class System:
+    name: str
+    pid: int
+    port: int
+    models: dict[str, str]        # dialect -> model name this system routes to the fake upstream
+    headers: dict[str, dict[str, str]]
+
+    def requests(self, w: Workload) -> list[bytes]:
+        return [build_request(self.port, PATHS[w.dialect], {**b, "model": self.models[w.dialect]},
+                              self.headers[w.dialect]) for b in w.bodies]
+
+
+def first_request(system: System, w: Workload) -> float:
+    """Latency (ms) of the first model request a freshly started server answers."""
+    return asyncio.run(sequential(system.port, system.requests(w)[:1], 0, 1))[0]
+
+
+def measure(system: System, w: Workload, args) -> dict:
+    raws = system.requests(w)
+    asyncio.run(sequential(system.port, raws, w.warmup, 0))
+    cpu0 = cpu_seconds(system.pid)
+    lat = asyncio.run(sequential(system.port, raws, 0, w.requests))
+    cpu1 = cpu_seconds(system.pid)
+    ok, bad = asyncio.run(concurrent(system.port, raws, 32, args.seconds))
+    cpu2 = cpu_seconds(system.pid)
+    result = {"name": system.name, "workload": w.label, "tokens": w.tokens, "p50_ms": pct(lat, 50),
+              "p99_ms": pct(lat, 99), "c1_cpu_ms": (cpu1 - cpu0) * 1000 / len(lat), "rps_c32": ok / args.seconds,
+              "errors_c32": bad, "c32_cpu_ms": (cpu2 - cpu1) * 1000 / max(ok, 1)}
+    print(f"  {system.name}, {w.label}: p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms, "
+          f"{result['rps_c32']:.0f} req/s at c=32, {result['c32_cpu_ms']:.2f} ms CPU/req", file=sys.stderr)
     return result
 
 
@@ -185,6 +287,11 @@ def litellm_config(path: Path, upstream_port: int) -> None:
     path.write_text(
         "model_list:\n  - model_name: fake-openai\n    litellm_params:\n      model: openai/gpt-4o\n"
         f"      api_base: http://127.0.0.1:{upstream_port}/v1\n      api_key: sk-fake-openai\n"
+        "  - model_name: fake-claude\n    litellm_params:\n      model: anthropic/claude-sonnet-4-5\n"
+        f"      api_base: http://127.0.0.1:{upstream_port}\n      api_key: sk-ant-fake\n"
+        # LiteLLM's own caching feature, as its users turn it on: "system + last message" markers.
+        "      cache_control_injection_points:\n        - location: message\n          role: system\n"
+        "        - location: message\n          index: -1\n"
         "litellm_settings:\n  drop_params: true\ngeneral_settings: {}\n")
 
 
@@ -197,11 +304,19 @@ LITELLM_ENV = {
 }
 
 
+ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--requests", type=int, default=500)
-    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--workloads", nargs="+", default=["chat2k", "agent20k", "agent100k"],
+                        choices=["chat2k", "agent20k", "agent100k"])
+    parser.add_argument("--stream", default="both", choices=["both", "off", "on"], help="agent workloads")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each c=32 phase")
+    parser.add_argument("--requests", type=int, default=500, help="sequential requests, chat2k")
+    parser.add_argument("--warmup", type=int, default=100, help="discarded warm-ups, chat2k")
+    parser.add_argument("--agent-requests", type=int, default=100, help="sequential requests, agent workloads")
+    parser.add_argument("--agent-warmup", type=int, default=20, help="discarded warm-ups, agent workloads")
     parser.add_argument("--json", default="")
     parser.add_argument("--no-litellm", action="store_true", help="skip the LiteLLM column")
     parser.add_argument("--upstream", type=int, help=argparse.SUPPRESS)
@@ -210,31 +325,38 @@ def main() -> None:
         serve_upstream(args.upstream)
         return
 
-    from prefixgate.tokens import count_tokens
-
-    system = SENTENCE * 125
-    body = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": "Summarise."}], "max_tokens": 16}
-    tokens = count_tokens(system + "Summarise.", "o200k_base")
+    workloads = build_workloads(args)
     tmp = Path(tempfile.mkdtemp(prefix="pg-bench-"))
     procs: list[subprocess.Popen] = []
-    results = []
+    systems: list[System] = []
+    results: list[dict] = []
+    firsts: dict[str, float] = {}
+    real_models = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4-5"}
+
+    def run(system: System) -> None:
+        if system.name != "direct":
+            firsts[system.name] = first_request(system, workloads[0])
+        systems.append(system)
+        results.extend(measure(system, w, args) for w in workloads)
+
     try:
         up_port = free_port()
         procs.append(start([sys.executable, __file__, "--upstream", str(up_port)], {}, tmp / "upstream.log"))
         wait_ready(up_port, "/", 20)
-        print(f"prompt: {tokens} tokens (o200k); machine: {os.cpu_count()} CPUs, load {os.getloadavg()}", file=sys.stderr)
-        direct = build_request(up_port, "/v1/chat/completions", {"model": "gpt-4o", **body},
-                               {"authorization": "Bearer sk-fake-openai"})
-        results.append(measure("direct", procs[0].pid, up_port, direct, args))
+        print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()}", file=sys.stderr)
+        run(System("direct", procs[0].pid, up_port, real_models,
+                   {"openai": {"authorization": "Bearer sk-fake-openai"},
+                    "anthropic": {"x-api-key": "sk-ant-fake", **ANTHROPIC_HEADERS}}))
 
         pg_port = free_port()
         pg_env = {"PREFIXGATE_OPENAI_BASE_URL": f"http://127.0.0.1:{up_port}", "OPENAI_API_KEY": "sk-fake-openai",
+                  "PREFIXGATE_ANTHROPIC_BASE_URL": f"http://127.0.0.1:{up_port}", "ANTHROPIC_API_KEY": "sk-ant-fake",
                   "PREFIXGATE_LEDGER_PATH": str(tmp / "ledger.sqlite")}
         procs.append(start([str(ROOT / ".venv" / "bin" / "prefixgate"), "serve", "--port", str(pg_port)], pg_env,
                            tmp / "prefixgate.log"))
         wait_ready(pg_port, "/health", 60)
-        raw = build_request(pg_port, "/v1/chat/completions", {"model": "gpt-4o", **body}, {"authorization": "Bearer caller"})
-        results.append(measure("prefixgate", procs[-1].pid, pg_port, raw, args))
+        run(System("prefixgate", procs[-1].pid, pg_port, real_models,
+                   {"openai": {"authorization": "Bearer caller"}, "anthropic": {"x-api-key": "caller", **ANTHROPIC_HEADERS}}))
 
         if args.no_litellm:
             pass
@@ -246,9 +368,9 @@ def main() -> None:
                                 str(ll_port), "--num_workers", "1"], {**LITELLM_ENV, "LITELLM_MASTER_KEY": key},
                                tmp / "litellm.log"))
             wait_ready(ll_port, "/health/liveliness", 180)
-            raw = build_request(ll_port, "/v1/chat/completions", {"model": "fake-openai", **body},
-                                {"authorization": f"Bearer {key}"})
-            results.append(measure("litellm", procs[-1].pid, ll_port, raw, args))
+            auth = {"authorization": f"Bearer {key}"}
+            run(System("litellm", procs[-1].pid, ll_port, {"openai": "fake-openai", "anthropic": "fake-claude"},
+                       {"openai": auth, "anthropic": {**auth, **ANTHROPIC_HEADERS}}))
         else:
             print(f"LiteLLM column skipped: {LITELLM} not found. Install it with\n  python3.11 -m venv .venv-litellm && "
                   ".venv-litellm/bin/pip install 'litellm[proxy]==1.106.2'", file=sys.stderr)
@@ -260,17 +382,23 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 p.kill()
 
-    base = results[0]
-    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; prompt {tokens} tokens; "
-          f"c=1: {args.requests} requests; c=32: {args.seconds:g} s\n")
-    print("| path | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s c=32 | CPU ms/req (c=1 / c=32) |")
-    print("|---|---|---|---|---|---|---|")
-    for r in results:
-        added = "" if r is base else f"+{r['p50_ms'] - base['p50_ms']:.2f} | +{r['p99_ms'] - base['p99_ms']:.2f}"
-        print(f"| {r['name']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {added or '- | -'} | {r['rps_c32']:.0f} | "
-              f"{r['c1_cpu_ms']:.2f} / {r['c32_cpu_ms']:.2f} |")
+    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; c=1: {args.requests} sequential "
+          f"requests (chat2k), {args.agent_requests} (agent); c=32: {args.seconds:g} s each\n")
+    print("| workload | path | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s c=32 | CPU ms/req (c=1 / c=32) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for w in workloads:
+        rows = [r for r in results if r["workload"] == w.label]
+        base = rows[0]
+        for r in rows:
+            added = "- | -" if r is base else f"+{r['p50_ms'] - base['p50_ms']:.2f} | +{r['p99_ms'] - base['p99_ms']:.2f}"
+            print(f"| {w.label} ({w.tokens // 1000}k tok) | {r['name']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {added} | "
+                  f"{r['rps_c32']:.0f} | {r['c1_cpu_ms']:.2f} / {r['c32_cpu_ms']:.2f} |")
+    direct_first = next(r["p50_ms"] for r in results if r["name"] == "direct" and r["workload"] == workloads[0].label)
+    for name, ms in firsts.items():
+        print(f"\nfirst request after start, {name}: {ms:.1f} ms ({ms - direct_first:+.1f} ms over the direct p50 of "
+              f"{workloads[0].label})")
     if args.json:
-        Path(args.json).write_text(json.dumps({"prompt_tokens": tokens, "results": results}, indent=2))
+        Path(args.json).write_text(json.dumps({"results": results, "first_request_ms": firsts}, indent=2))
 
 
 if __name__ == "__main__":

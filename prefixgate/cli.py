@@ -119,7 +119,7 @@ def replay(ctx: click.Context, trace: str, strategy: str, as_json: bool) -> None
     """Replay TRACE.jsonl through the provider cache simulator and report cost and savings.
 
     Each line: {"t": seconds, "provider": "anthropic"|"openai"|"gemini", "model": ..., "route": ...,
-    "tenant": ..., "output_tokens": N, "body": <native request body>}. See the README for details.
+    "tenant": ..., "output_tokens": N, "body": <native request body>}. See docs/providers.md for details.
     """
     import json
 
@@ -170,7 +170,7 @@ def ledger_export(ctx: click.Context, trace_out: str, ledger_path: str | None) -
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8200, show_default=True)
 @click.option("--faults", "faults_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="YAML or TOML file of standing fault rules (see the README); requests can also send x-mock-fault.")
+              help="YAML or TOML file of standing fault rules (see docs/providers.md); requests can also send x-mock-fault.")
 @click.pass_context
 def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | None) -> None:
     """Serve faithful offline stand-ins for the Anthropic, OpenAI and Gemini APIs.

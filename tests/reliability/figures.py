@@ -1,5 +1,5 @@
 """Measured figures: printed (pytest -s shows them) and, when PREFIXGATE_FIGURES names a file, appended
-to it as JSON lines, from which the README's Reliability tables are written."""
+to it as JSON lines, from which the tables in docs/reliability.md are written."""
 
 from __future__ import annotations
 
