@@ -21,6 +21,7 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import torch  # noqa: E402
 from engine import shared_prefix_prompts  # noqa: E402
 
 from prefixgate.local_backend.engine import LLM  # noqa: E402
@@ -59,11 +60,12 @@ def apply_discount(total, code):
         return total * 0.8
     return total
 '''
+# Asks whose answers SmolLM2-135M writes by quoting the file (asked to rename, add type hints or extract the
+# functions, it writes other code instead, so those are not copy-heavy for this model).
 ASKS = ["Repeat the file above exactly, with no changes.",
         "Fix any bug in the file above and return the whole corrected file.",
         "Return the file above with the comment '# reviewed' added at the top.",
-        "Add type hints to the file above and return the whole file.",
-        "Rewrite the file above, renaming 'subtotal' to 'net'."]
+        "Return the file above with its imports sorted."]
 
 
 def copy_prompts(tokenizer, n: int) -> list[list[int]]:  # noqa: ANN001
@@ -93,14 +95,17 @@ def main() -> int:
     ap.add_argument("--output-tokens", type=int, default=96)
     ap.add_argument("--speculative-tokens", type=int, default=4)
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads (1: steadier when other work shares the machine's cores)")
     args = ap.parse_args()
+    torch.set_num_threads(args.threads)
 
     loaded = load_model("smollm2-135m")
     tok = loaded.tokenizer
     common = dict(loaded=loaded, dtype=args.dtype, max_num_batched_tokens=512, max_num_seqs=128)
     plain = LLM(**common)
     spec = LLM(**common, num_speculative_tokens=args.speculative_tokens)
-    print(f"# {os.cpu_count()} CPUs, dtype {plain.engine.config.dtype}, {args.speculative_tokens} draft tokens, "
+    print(f"# {os.cpu_count()} CPUs, {args.threads} thread(s), dtype {plain.engine.config.dtype}, {args.speculative_tokens} draft tokens, "
           f"load average at start {os.getloadavg()[0]:.1f}", flush=True)
     rows = ["| workload | streams | off tok/s | on tok/s | speed-up | identical outputs |", "|---|---:|---:|---:|---:|---|"]
     for workload, make in (("copy-heavy", copy_prompts), ("plain", shared_prefix_prompts)):
