@@ -33,7 +33,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from serving import (  # noqa: E402
     HOW_TO_BUILD,
-    Wave,
     find_llama_server,
     llama_kv_bytes_per_token,
     llama_server,
@@ -191,9 +190,9 @@ def run_generate_batch(model, prompts: list[list[int]], out_tokens: int, workloa
 
 
 def compare_servers(tok, vocab: int, streams: list[int], out_tokens: int, llama: str | None,  # noqa: ANN001
-                    threads: int) -> list[Wave]:
+                    threads: int) -> list[Result]:
     """Each server fresh per stream count: a warm-up request that shares nothing, a cold wave, a warm wave."""
-    waves: list[Wave] = []
+    waves: list[Result] = []
     opener = random_prompts(vocab, 1, 32, seed=7)
     for n in streams:
         prompts = shared_prefix_prompts(tok, 2 * n)
@@ -203,9 +202,10 @@ def compare_servers(tok, vocab: int, streams: list[int], out_tokens: int, llama:
                                                                                 n, threads)))
         for name, start in servers:
             with start() as url:
-                wave(url, opener, 2, name, "warm-up")
+                wave(url, opener, 2)
                 for phase, part in (("cold", prompts[:n]), ("warm", prompts[n:])):
-                    waves.append(wave(url, part, out_tokens, name, phase))
+                    seconds, ttfts, tokens = wave(url, part, out_tokens)
+                    waves.append(Result(name, phase, n, tokens, seconds, ttfts))
                     print(wave_table(waves[-1:], header=False), flush=True)
     return waves
 
@@ -213,16 +213,16 @@ def compare_servers(tok, vocab: int, streams: list[int], out_tokens: int, llama:
 # -- report ------------------------------------------------------------------------------------------------
 
 
-def wave_table(waves: list[Wave], header: bool = True) -> str:
+def wave_table(waves: list[Result], header: bool = True) -> str:
     rows = ["| streams | wave | server | output tok/s | mean TTFT (s) |", "|---:|---|---|---:|---:|"] if header else []
-    rows += [f"| {w.streams} | {w.phase} | {w.system} | {w.tok_s:.1f} | {w.ttft_mean:.2f} |" for w in waves]
+    rows += [f"| {w.requests} | {w.workload} | {w.system} | {w.tok_s:.1f} | {w.ttft_mean:.2f} |" for w in waves]
     return "\n".join(rows)
 
 
-def wave_ratios(waves: list[Wave]) -> list[str]:
+def wave_ratios(waves: list[Result]) -> list[str]:
     lines = []
-    for n in sorted({w.streams for w in waves}):
-        got = {(w.system.split()[0], w.phase): w for w in waves if w.streams == n}
+    for n in sorted({w.requests for w in waves}):
+        got = {(w.system.split()[0], w.workload): w for w in waves if w.requests == n}
         if ("llama.cpp", "cold") not in got:
             continue
         cold, warm = got["prefixgate", "cold"], got["prefixgate", "warm"]
@@ -346,7 +346,7 @@ def main() -> int:
         print(f", llama.cpp {llama_kv_bytes_per_token(llama, bundled_gguf('smollm2-135m')):.0f} (f16)")
     else:
         print()
-    waves: list[Wave] = []
+    waves: list[Result] = []
     if args.streams:
         if not llama:
             print(HOW_TO_BUILD)

@@ -13,14 +13,12 @@ import os
 import re
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -34,24 +32,6 @@ HOW_TO_BUILD = ("llama.cpp column skipped: no llama-server found (set LLAMA_SERV
                 "  cmake --build build --target llama-server -j2   # then LLAMA_SERVER=$PWD/build/bin/llama-server")
 # Context per llama.cpp slot: the longest prompt (~900 tokens) plus the output, as the reference sheet ran it.
 SLOT_CONTEXT = 1280
-
-
-@dataclass
-class Wave:
-    system: str
-    streams: int
-    phase: str  # cold: nothing cached; warm: the same system prompt again, new questions
-    seconds: float
-    output_tokens: int
-    ttfts: list[float] = field(default_factory=list, repr=False)
-
-    @property
-    def tok_s(self) -> float:
-        return self.output_tokens / self.seconds
-
-    @property
-    def ttft_mean(self) -> float:
-        return statistics.fmean(self.ttfts)
 
 
 def find_llama_server(explicit: str | None) -> str | None:
@@ -163,7 +143,6 @@ async def _wave(url: str, prompts: list[list[int]], out_tokens: int) -> tuple[fl
     return seconds, [d[0] for d in done], sum(d[1] for d in done)
 
 
-def wave(url: str, prompts: list[list[int]], out_tokens: int, system: str, phase: str) -> Wave:
-    """All prompts submitted at once and streamed."""
-    seconds, ttfts, tokens = asyncio.run(_wave(url, prompts, out_tokens))
-    return Wave(system, len(prompts), phase, seconds, tokens, ttfts)
+def wave(url: str, prompts: list[list[int]], out_tokens: int) -> tuple[float, list[float], int]:
+    """All prompts submitted at once and streamed: (wall seconds, each request's TTFT, output tokens)."""
+    return asyncio.run(_wave(url, prompts, out_tokens))

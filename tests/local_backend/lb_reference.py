@@ -49,6 +49,23 @@ def reference_logits(model: Any, ids: list[int]) -> torch.Tensor:
     return model(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long)).logits[0].float()
 
 
+class StepTotals:
+    """Hooked into the engine: sums of what its steps report (preemptions, drafts, accepted drafts)."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.num_preemptions = self.num_draft_tokens = self.num_accepted_tokens = 0
+        self._step, self._llm = llm.engine.step, llm
+        llm.engine.step = self._counting_step
+
+    def _counting_step(self) -> list[RequestOutput]:
+        outs = self._step()
+        stats = self._llm.engine.last_stats
+        self.num_preemptions += stats.num_preemptions
+        self.num_draft_tokens += stats.num_draft_tokens
+        self.num_accepted_tokens += stats.num_accepted_tokens
+        return outs
+
+
 class LogitsRecorder:
     """Hooked into the model runner: the raw logits behind every token each request sampled, in order."""
 

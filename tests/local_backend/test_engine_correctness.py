@@ -10,7 +10,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lb_reference import LogitsRecorder, assert_matches_reference, greedy, tolerance_for
+from lb_reference import LogitsRecorder, StepTotals, assert_matches_reference, greedy, tolerance_for
 
 from prefixgate.local_backend.engine import LLM
 
@@ -45,18 +45,9 @@ def test_preemption_under_a_small_pool_changes_nothing_in_the_output(tiny, num_k
     small = LLM("tiny", loaded=loaded, block_size=4, num_kv_blocks=num_kv_blocks, max_num_batched_tokens=64,
                 dtype=dtype)
     recorder = LogitsRecorder(small)
-    preemptions = 0
-    real_step = small.engine.step
-
-    def counting_step():  # noqa: ANN202
-        nonlocal preemptions
-        outs = real_step()
-        preemptions += small.engine.last_stats.num_preemptions
-        return outs
-
-    small.engine.step = counting_step
+    totals = StepTotals(small)
     outs = small.generate(prompts, greedy(12))
-    assert preemptions > 0
+    assert totals.num_preemptions > 0
     big = LLM("tiny", loaded=loaded, block_size=4, max_num_batched_tokens=64, dtype=dtype).generate(prompts,
                                                                                                  greedy(12))
     if dtype == "float32":  # in bfloat16 a different batch may round differently: each is judged on its own

@@ -6,7 +6,7 @@ import time
 
 import pytest
 import torch
-from lb_reference import LogitsRecorder, assert_matches_reference, greedy, tolerance_for
+from lb_reference import LogitsRecorder, StepTotals, assert_matches_reference, greedy, tolerance_for
 
 from prefixgate.local_backend.engine import LLM
 from prefixgate.local_backend.model_loader import load_model
@@ -73,19 +73,10 @@ def test_bfloat16_with_preemption_passes_the_token_judge(smollm2, reference, pro
     """A pool too small for the batch: sequences are preempted and recomputed, in bfloat16."""
     llm = LLM(loaded=smollm2, dtype="bfloat16", num_kv_blocks=24, max_num_batched_tokens=64)
     recorder = LogitsRecorder(llm)
-    preemptions = 0
-    real_step = llm.engine.step
-
-    def counting_step():  # noqa: ANN202
-        nonlocal preemptions
-        outs = real_step()
-        preemptions += llm.engine.last_stats.num_preemptions
-        return outs
-
-    llm.engine.step = counting_step
+    totals = StepTotals(llm)
     for out in llm.generate(_ids(smollm2, prompts), greedy(24)):
         assert_matches_reference(reference, out, recorder.logits(out), None)
-    assert preemptions > 0
+    assert totals.num_preemptions > 0
 
 
 def test_bfloat16_long_generation_passes_the_token_judge(smollm2, reference, prompts) -> None:

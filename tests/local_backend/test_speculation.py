@@ -8,7 +8,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lb_reference import LogitsRecorder, assert_matches_reference, greedy, tolerance_for
+from lb_reference import LogitsRecorder, StepTotals, assert_matches_reference, greedy, tolerance_for
 
 from prefixgate.local_backend.engine import LLM
 from prefixgate.local_backend.ngram_proposer import propose_ngram
@@ -43,17 +43,8 @@ def repetitive_prompts(rng: random.Random, n: int, shared: int) -> list[list[int
 
 
 def run(llm: LLM, prompts: list[list[int]], n: int) -> tuple[list, int]:
-    accepted = 0
-    real_step = llm.engine.step
-
-    def counting_step():  # noqa: ANN202
-        nonlocal accepted
-        outs = real_step()
-        accepted += llm.engine.last_stats.num_accepted_tokens
-        return outs
-
-    llm.engine.step = counting_step
-    return llm.generate([{"prompt_token_ids": p} for p in prompts], greedy(n)), accepted
+    totals = StepTotals(llm)
+    return llm.generate([{"prompt_token_ids": p} for p in prompts], greedy(n)), totals.num_accepted_tokens
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -114,17 +105,8 @@ def test_sampled_requests_never_speculate(tiny) -> None:
     prompts = repetitive_prompts(random.Random(4), 3, 24)
     llm = LLM("tiny", loaded=loaded, dtype="float32", num_speculative_tokens=4)
     sp = SamplingParams(temperature=0.8, seed=11, max_tokens=20, ignore_eos=True)
-    drafts = 0
-    real_step = llm.engine.step
-
-    def counting_step():  # noqa: ANN202
-        nonlocal drafts
-        outs = real_step()
-        drafts += llm.engine.last_stats.num_draft_tokens
-        return outs
-
-    llm.engine.step = counting_step
+    totals = StepTotals(llm)
     seeded = llm.generate([{"prompt_token_ids": p} for p in prompts], sp)
-    assert drafts == 0
+    assert totals.num_draft_tokens == 0
     alone = LLM("tiny", loaded=loaded, dtype="float32").generate({"prompt_token_ids": prompts[0]}, sp)[0]
     assert seeded[0].outputs[0].token_ids == alone.outputs[0].token_ids
