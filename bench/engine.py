@@ -1,14 +1,19 @@
-"""Side-by-side engine benchmark on one machine, in one run: prefixgate vs transformers `generate` (one request
-at a time, explicit attention_mask) vs transformers `generate_batch` (continuous batching with block sharing),
-the latter twice: with its own defaults, as a user calling it gets, and given prefixgate's block size and
-token budget, its best configuration we found on a CPU (2-3x faster than its defaults here).
+"""Side-by-side engine benchmark on one machine, in one run.
+
+In process: prefixgate's engine vs transformers `generate` (one request at a time, explicit attention_mask)
+vs transformers `generate_batch` (continuous batching with block sharing), the latter twice: with its own
+defaults, as a user calling it gets, and given prefixgate's block size and token budget, its best
+configuration we found on a CPU (2-3x faster than its defaults here).
+
+Over HTTP: `prefixgate backend` vs llama.cpp's `llama-server` on the same GGUF (bench/serving.py), N streams
+submitted at once, a cold wave (nothing cached) then a warm one (same system prompt, new questions).
 
 Shared-prefix workload: N requests = one ~850-token system prompt + a ~40-token unique question each,
 32 greedy output tokens (EOS ignored). No-sharing workload: random-token prompts.
 
-    python bench/engine.py                      # 16 requests, all three systems, both workloads
-    python bench/engine.py --requests 16 64     # add the 64-request case (slow peers: see --peers)
-    python bench/engine.py --peers none         # prefixgate only
+    python bench/engine.py                      # 16 requests in process; servers at 16 and 64 streams
+    python bench/engine.py --requests 16 64     # add the 64-request case in process (slow peers: --peers)
+    python bench/engine.py --peers none --streams   # prefixgate in process only
 """
 
 from __future__ import annotations
@@ -26,10 +31,18 @@ from dataclasses import asdict, dataclass, field
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+from serving import (  # noqa: E402
+    HOW_TO_BUILD,
+    find_llama_server,
+    llama_kv_bytes_per_token,
+    llama_server,
+    prefixgate_backend,
+    wave,
+)
 
 from prefixgate.local_backend.engine import LLM  # noqa: E402
 from prefixgate.local_backend.kv_cache_manager import cdiv  # noqa: E402
-from prefixgate.local_backend.model_loader import load_model  # noqa: E402
+from prefixgate.local_backend.model_loader import bundled_gguf, load_model  # noqa: E402
 from prefixgate.local_backend.sampling_params import SamplingParams  # noqa: E402
 
 BLOCK = 16
@@ -176,7 +189,49 @@ def run_generate_batch(model, prompts: list[list[int]], out_tokens: int, workloa
                   sum(len(o.generated_tokens) for o in outs), seconds, [o.timestamps[0] - t0 for o in outs])
 
 
+def compare_servers(tok, vocab: int, streams: list[int], out_tokens: int, llama: str | None,  # noqa: ANN001
+                    threads: int) -> list[Result]:
+    """Each server fresh per stream count: a warm-up request that shares nothing, a cold wave, a warm wave."""
+    waves: list[Result] = []
+    opener = random_prompts(vocab, 1, 32, seed=7)
+    for n in streams:
+        prompts = shared_prefix_prompts(tok, 2 * n)
+        servers = [("prefixgate backend", lambda n=n: prefixgate_backend(max(n, 16), ["--cpu-threads", str(threads)]))]
+        if llama:
+            servers.append(("llama.cpp llama-server", lambda n=n: llama_server(llama, bundled_gguf("smollm2-135m"),
+                                                                                n, threads)))
+        for name, start in servers:
+            with start() as url:
+                wave(url, opener, 2)
+                for phase, part in (("cold", prompts[:n]), ("warm", prompts[n:])):
+                    seconds, ttfts, tokens = wave(url, part, out_tokens)
+                    waves.append(Result(name, phase, n, tokens, seconds, ttfts))
+                    print(wave_table(waves[-1:], header=False), flush=True)
+    return waves
+
+
 # -- report ------------------------------------------------------------------------------------------------
+
+
+def wave_table(waves: list[Result], header: bool = True) -> str:
+    rows = ["| streams | wave | server | output tok/s | mean TTFT (s) |", "|---:|---|---|---:|---:|"] if header else []
+    rows += [f"| {w.requests} | {w.workload} | {w.system} | {w.tok_s:.1f} | {w.ttft_mean:.2f} |" for w in waves]
+    return "\n".join(rows)
+
+
+def wave_ratios(waves: list[Result]) -> list[str]:
+    lines = []
+    for n in sorted({w.requests for w in waves}):
+        got = {(w.system.split()[0], w.workload): w for w in waves if w.requests == n}
+        if ("llama.cpp", "cold") not in got:
+            continue
+        cold, warm = got["prefixgate", "cold"], got["prefixgate", "warm"]
+        their_cold, their_warm = got["llama.cpp", "cold"], got["llama.cpp", "warm"]
+        lines.append(f"{n} streams vs llama.cpp: warm tok/s {warm.tok_s / their_warm.tok_s:.2f}x (target >= 1.5x), "
+                     f"cold tok/s {cold.tok_s / their_cold.tok_s:.1f}x (target >= 5x), "
+                     f"warm mean TTFT {warm.ttft_mean / their_warm.ttft_mean:.2f}x (target <= 0.5x)")
+    return lines
+
 
 
 def table(results: list[Result]) -> str:
@@ -210,6 +265,9 @@ def main() -> int:
                     help="also run generate_batch with its own defaults for request counts up to this")
     ap.add_argument("--random-len", type=int, default=256, help="prompt length of the no-sharing workload")
     ap.add_argument("--threads", type=int, help="torch CPU threads for every system (default: torch's choice)")
+    ap.add_argument("--streams", type=int, nargs="*", default=[16, 64],
+                    help="stream counts for the servers' comparison over HTTP (none: skip it)")
+    ap.add_argument("--llama-server", help="llama.cpp's llama-server binary (default: $LLAMA_SERVER, then PATH)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
 
@@ -279,10 +337,29 @@ def main() -> int:
         if r.kv_blocks is not None:
             print(f"{r.workload}, {r.requests} requests: KV blocks {r.kv_blocks} vs ideal {r.ideal_blocks} "
                   f"= {r.kv_blocks / r.ideal_blocks:.3f}x (target <= 1.05x)")
+    kv = llm.engine.runner.kv_cache
+    ours_kv = kv.nbytes / (kv.shape[2] * kv.shape[3])  # [2, layers, blocks, block_size, kv_heads, head_dim]
+    print(f"KV bytes per cached token: prefixgate {ours_kv:.0f} ({llm.engine.config.dtype})", end="")
+    del llm  # its KV pool and weights are not needed by the servers below
+    llama = find_llama_server(args.llama_server)
+    if args.streams and llama:
+        print(f", llama.cpp {llama_kv_bytes_per_token(llama, bundled_gguf('smollm2-135m')):.0f} (f16)")
+    else:
+        print()
+    waves: list[Result] = []
+    if args.streams:
+        if not llama:
+            print(HOW_TO_BUILD)
+        print(f"\n## servers over HTTP, {torch.get_num_threads()} threads each\n{wave_table([])}", flush=True)
+        waves = compare_servers(tok, loaded.hf_config.vocab_size, args.streams, args.output_tokens, llama,
+                                torch.get_num_threads())
+        print(f"\nload average at end {os.getloadavg()[0]:.1f}\n\n{wave_table(waves)}\n")
+        print("\n".join(wave_ratios(waves)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"results": [asdict(r) | {"tok_s": r.tok_s} for r in results],
-                       "ttft_cold": cold, "ttft_cached": cached}, f, indent=1)
+                       "ttft_cold": cold, "ttft_cached": cached, "kv_bytes_per_token": ours_kv,
+                       "waves": [asdict(w) | {"tok_s": w.tok_s} for w in waves]}, f, indent=1)
     return 0
 
 

@@ -38,9 +38,15 @@ class AttentionMetadata:
     slot_mapping: torch.Tensor  # [num_tokens] cache slot of each new token
     # [S] leading blocks every sequence in the batch computed before this step; None when there are none.
     shared_blocks: Blocks | None = None
-    num_decodes: int = 0
-    own_blocks: torch.Tensor | None = None  # [num_decodes, U] each decode's own blocks, padded with block 0
-    own_bias: torch.Tensor | None = None  # [num_decodes, 1, 1, U * block_size] 0 where a key exists, else -inf
+    num_decodes: int = 0  # decode rows: each decode sequence's last known token, then its drafts if any
+    own_blocks: torch.Tensor | None = None  # [D, U] each decode sequence's own blocks, padded with block 0
+    # [D, 1, Q, U * block_size] 0 where query j of a decode sees a key, else -inf. Q is 1 without drafts;
+    # with drafts, the queries of each K/V head's group are folded in: Q = group * width, ordered (head, j).
+    own_bias: torch.Tensor | None = None
+    # With drafts, decodes have up to `width` queries: [D, width] their rows in the flat batch (padded by
+    # repeating the last), and the flat indices of the real ones among the D * width.
+    decode_rows: torch.Tensor | None = None
+    decode_valid: torch.Tensor | None = None
     prefills: list[PrefillChunk] = field(default_factory=list)
 
 
@@ -126,10 +132,18 @@ def _merge(a: torch.Tensor, a_lse: torch.Tensor, b: torch.Tensor, b_lse: torch.T
 def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
                       scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     ko, vo = _gather(k_cache, meta.own_blocks), _gather(v_cache, meta.own_blocks)  # [b, kv, U, d]
-    b, heads, d = q.shape
-    # The one query of each head, folded per K/V head as in _attend_all (the mask is per sequence).
-    out, lse = _attend(q.view(b, ko.shape[1], -1, d), ko, vo, meta.own_bias, False, scale)
-    return out.reshape(b, heads, d), lse.reshape(b, heads)
+    b, kv = ko.shape[:2]
+    _, heads, d = q.shape
+    if meta.decode_rows is None:
+        # The one query of each head, folded per K/V head as in _attend_all (the mask is per sequence).
+        out, lse = _attend(q.view(b, kv, -1, d), ko, vo, meta.own_bias, False, scale)
+        return out.reshape(b, heads, d), lse.reshape(b, heads)
+    width, group = meta.decode_rows.shape[1], heads // kv
+    folded = q[meta.decode_rows.reshape(-1)].view(b, width, kv, group, d).permute(0, 2, 3, 1, 4)
+    out, lse = _attend(folded.reshape(b, kv, group * width, d), ko, vo, meta.own_bias, False, scale)
+    out = out.view(b, kv, group, width, d).permute(0, 3, 1, 2, 4).reshape(b * width, heads, d)
+    lse = lse.view(b, kv, group, width).permute(0, 3, 1, 2).reshape(b * width, heads)
+    return out[meta.decode_valid], lse[meta.decode_valid]
 
 
 def _prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, chunk: PrefillChunk,

@@ -15,6 +15,7 @@ from prefixgate.local_backend.detokenizer import Detokenizer
 from prefixgate.local_backend.kv_cache_manager import KVCacheManager
 from prefixgate.local_backend.model_loader import LoadedModel, load_model
 from prefixgate.local_backend.model_runner import ModelRunner
+from prefixgate.local_backend.ngram_proposer import NgramProposer
 from prefixgate.local_backend.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
 from prefixgate.local_backend.sampling_params import SamplingParams
 from prefixgate.local_backend.scheduler import Scheduler
@@ -29,6 +30,8 @@ class IterationStats:
     num_prompt_tokens: int = 0  # prompts admitted for the first time
     num_generation_tokens: int = 0
     num_preemptions: int = 0
+    num_draft_tokens: int = 0  # speculated tokens verified this step
+    num_accepted_tokens: int = 0  # of those, the ones the model agreed with
     time_to_first_token: list[float] = field(default_factory=list)
     inter_token_latency: list[float] = field(default_factory=list)
     finished_reasons: list[str] = field(default_factory=list)
@@ -47,6 +50,9 @@ class LLMEngine:
         self.scheduler = Scheduler(self.kv, max_num_batched_tokens=config.max_num_batched_tokens,
                                    max_num_seqs=config.max_num_seqs, cache_aware=config.cache_aware_scheduling)
         self.vocab_size = loaded.hf_config.vocab_size
+        self.proposer = (NgramProposer(config.num_speculative_tokens, config.prompt_lookup_min,
+                                       config.prompt_lookup_max, self.max_model_len)
+                         if config.num_speculative_tokens else None)
         self.requests: dict[str, Sequence] = {}
         self._detokenizers: dict[str, Detokenizer] = {}
         self._ids = itertools.count()
@@ -110,28 +116,39 @@ class LLMEngine:
     def step(self) -> list[RequestOutput]:
         """Schedule, run the model once, sample; returns the requests that advanced (finished or not)."""
         stats = self.last_stats = IterationStats()
+        if self.proposer is not None:
+            self.proposer.propose(self.scheduler.running)
         batch = self.scheduler.schedule()
         stats.num_preemptions = len(batch.preempted)
         outputs = [self._finalize(seq) for seq in batch.dropped]
         if not batch:
             return outputs
         stats.num_prompt_tokens = sum(seq.num_prompt_tokens for seq in batch.admitted)
-        sample_seqs, sampled = self.runner.execute(batch)
+        emitted = self.runner.execute(batch)
         self.scheduler.update(batch)
         now = time.monotonic()
-        for i, seq in enumerate(sample_seqs):
-            token = sampled.token_ids[i]
-            seq.append_token(token)
-            if sampled.logprobs[i] is not None:
-                seq.output_logprobs.append(sampled.logprobs[i])
+        for seq, tokens, logprobs in emitted:
             if seq.first_token_time is None:
                 seq.first_token_time = now
                 stats.time_to_first_token.append(now - seq.arrival_time)
             else:
                 stats.inter_token_latency.append(now - seq.last_token_time)
             seq.last_token_time = now
-            stats.num_generation_tokens += 1
-            reason = self._check_stop(seq, token)
+            reason = None
+            for token, entry in zip(tokens, logprobs, strict=True):
+                seq.append_token(token)
+                if entry is not None:
+                    seq.output_logprobs.append(entry)
+                stats.num_generation_tokens += 1
+                reason = self._check_stop(seq, token)
+                if reason is not None:
+                    break
+            if seq.draft_token_ids:
+                stats.num_draft_tokens += len(seq.draft_token_ids)
+                stats.num_accepted_tokens += len(tokens) - 1
+                # The rejected drafts' KV is garbage, to be overwritten; the last emitted token has none yet.
+                seq.num_computed_tokens = seq.num_tokens - 1
+                seq.draft_token_ids = []
             if reason is not None:
                 self.scheduler.finish(seq, reason)
                 stats.finished_reasons.append(reason)

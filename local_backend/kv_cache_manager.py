@@ -56,8 +56,8 @@ class KVCacheManager:
         self.pool.touch(cached)
         seq.block_table.extend(b.block_id for b in cached)
         seq.block_table.extend(b.block_id for b in self.pool.allocate(max(num_new_blocks, 0)))
-        if self.enable_prefix_caching:
-            self._cache_full_blocks(seq, num_computed + num_new_tokens)
+        if self.enable_prefix_caching:  # drafts are not known tokens: their blocks wait until accepted
+            self._cache_full_blocks(seq, min(num_computed + num_new_tokens, seq.num_tokens))
         return True
 
     def _cache_full_blocks(self, seq: Sequence, num_tokens: int) -> None:

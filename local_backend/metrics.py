@@ -27,6 +27,8 @@ class EngineMetrics:
         self.prefix_cache_queries = counter("prefix_cache_queries", "Prompt tokens looked up in the prefix cache.")
         self.prefix_cache_hits = counter("prefix_cache_hits", "Prompt tokens found in the prefix cache.")
         self.preemptions = counter("num_preemptions", "Requests preempted (recomputed later) for lack of KV blocks.")
+        self.draft_tokens = counter("spec_decode_num_draft_tokens", "Speculated tokens verified.")
+        self.accepted_tokens = counter("spec_decode_num_accepted_tokens", "Speculated tokens accepted.")
         self.requests = Counter(PREFIX + "request_success", "Finished requests by finish reason.",
                                 ["model_name", "finished_reason"], registry=r)
         self.ttft = Histogram(PREFIX + "time_to_first_token_seconds", "Time to first token.", lbl,
@@ -51,6 +53,8 @@ class EngineMetrics:
         self.prompt_tokens.inc(stats.num_prompt_tokens)
         self.generation_tokens.inc(stats.num_generation_tokens)
         self.preemptions.inc(stats.num_preemptions)
+        self.draft_tokens.inc(stats.num_draft_tokens)
+        self.accepted_tokens.inc(stats.num_accepted_tokens)
         for t in stats.time_to_first_token:
             self.ttft.observe(t)
         for t in stats.inter_token_latency:

@@ -18,6 +18,28 @@ from prefixgate.local_backend.scheduler import ScheduledBatch
 from prefixgate.local_backend.sequence import Sequence
 
 LogitsObserver = Callable[[list[Sequence], torch.Tensor], None]
+# A sequence, the tokens a step emits for it, and their logprob entries (None where not asked for).
+Emitted = tuple[Sequence, list[int], list[dict[int, tuple[float, int]] | None]]
+
+
+def accept_drafts(row_seqs: list[Sequence], sampled: SamplerOutput) -> tuple[list[Emitted], list[int]]:
+    """Each sequence's sampled rows are consecutive: its last known token's, then one per draft. Keep the
+    tokens up to and including the first where the model's choice differs from the draft, which is what
+    greedy decoding one token at a time emits. Returns them and the rows they came from."""
+    emitted: list[Emitted] = []
+    rows: list[int] = []
+    i = 0
+    while i < len(row_seqs):
+        seq, tokens = row_seqs[i], sampled.token_ids
+        drafts = seq.draft_token_ids
+        accepted = 0
+        while accepted < len(drafts) and tokens[i + accepted] == drafts[accepted]:
+            accepted += 1
+        end = i + accepted + 1
+        emitted.append((seq, tokens[i:end], sampled.logprobs[i:end]))
+        rows.extend(range(i, end))
+        i += len(drafts) + 1
+    return emitted, rows
 
 
 class ModelRunner:
@@ -53,8 +75,9 @@ class ModelRunner:
         # Tests hook this to compare raw logits with a reference implementation.
         self.logits_observer: LogitsObserver | None = None
 
-    def execute(self, batch: ScheduledBatch) -> tuple[list[Sequence], SamplerOutput | None]:
-        """Run one step; returns the sequences that reached their last token and what was sampled for them."""
+    def execute(self, batch: ScheduledBatch) -> list[Emitted]:
+        """Run one step; returns each sequence that reached its last known token with the tokens it emits
+        (one, or more where drafts were accepted) and their logprob entries (None where not asked for)."""
         if self.cpu_threads is None or self.device.type != "cpu":
             return self._execute(batch)
         previous = torch.get_num_threads()
@@ -65,54 +88,56 @@ class ModelRunner:
             torch.set_num_threads(previous)
 
     @torch.inference_mode()
-    def _execute(self, batch: ScheduledBatch) -> tuple[list[Sequence], SamplerOutput | None]:
-        input_ids, positions, meta, sample_rows, sample_seqs = self._prepare(batch)
+    def _execute(self, batch: ScheduledBatch) -> list[Emitted]:
+        input_ids, positions, meta, sample_rows, row_seqs = self._prepare(batch)
         hidden = self.model(input_ids, positions, meta)
-        if not sample_seqs:
-            return [], None
+        if not row_seqs:
+            return []
         logits = self.model.compute_logits(hidden[sample_rows])
+        emitted, rows = accept_drafts(row_seqs, self.sampler(logits, row_seqs))
         if self.logits_observer is not None:
-            self.logits_observer(sample_seqs, logits)
-        return sample_seqs, self.sampler(logits, sample_seqs)
+            self.logits_observer([row_seqs[i] for i in rows], logits[rows])
+        return emitted
 
     def _prepare(self, batch: ScheduledBatch) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata,
                                                           torch.Tensor, list[Sequence]]:
         bs = self.block_size
-        # Decodes (one new token) first: their own blocks are attended as one padded batch.
-        order = sorted(range(len(batch.seqs)), key=lambda i: batch.num_new_tokens[i] > 1)
-        seqs = [batch.seqs[i] for i in order]
+        # Decodes (the last known token, then any drafts) first: their own blocks are attended as one batch.
+        scheduled = sorted(batch.scheduled.items(), key=lambda item: item[0].num_computed_tokens <
+                           item[0].num_tokens - 1)
+        seqs = [seq for seq, _ in scheduled]
         shared = self._shared_blocks(seqs)
         first_key = shared * bs  # position of each sequence's first own key
         ids: list[int] = []
         pos_parts, slot_parts = [], []
         sample_rows: list[int] = []
-        sample_seqs: list[Sequence] = []
+        row_seqs: list[Sequence] = []  # the sequence each sampled row belongs to
         prefills: list[PrefillChunk] = []
-        decodes: list[Sequence] = []
-        for i, seq in zip(order, seqs, strict=True):
-            n = batch.num_new_tokens[i]
+        decodes: list[tuple[Sequence, int]] = []
+        for seq, n in scheduled:
             start, row = seq.num_computed_tokens, len(ids)
-            ids.extend(seq.token_ids[start:start + n])
+            ids.extend(seq.step_token_ids(start, n))
             pos = np.arange(start, start + n)
             table = np.asarray(seq.block_table)
             pos_parts.append(pos)
             slot_parts.append(table[pos // bs] * bs + pos % bs)
-            if n == 1:
-                decodes.append(seq)
+            if start == seq.num_tokens - 1:
+                decodes.append((seq, n))
             else:
                 prefills.append(PrefillChunk(row, n, self._blocks(table[shared:cdiv(start + n, bs)]),
                                              start + n - first_key, self._prefill_mask(start - first_key, n)))
-            if start + n == seq.num_tokens:
-                sample_rows.append(row + n - 1)
-                sample_seqs.append(seq)
-        meta = AttentionMetadata(self._tensor(np.concatenate(slot_parts)), num_decodes=len(decodes),
-                                 prefills=prefills)
+            # Every row from the last known token on predicts a token: the next one, or a draft's check.
+            first_sampled = seq.num_tokens - 1 - start
+            if first_sampled < n:
+                sample_rows.extend(range(row + first_sampled, row + n))
+                row_seqs.extend([seq] * (n - first_sampled))
+        meta = AttentionMetadata(self._tensor(np.concatenate(slot_parts)), prefills=prefills)
         if shared:
             meta.shared_blocks = self._blocks(np.asarray(seqs[0].block_table[:shared]))
         if decodes:
             self._prepare_decodes(decodes, shared, meta)
         positions = self._tensor(np.concatenate(pos_parts))
-        return (self._tensor(ids), positions, meta, self._tensor(sample_rows), sample_seqs)
+        return (self._tensor(ids), positions, meta, self._tensor(sample_rows), row_seqs)
 
     def _shared_blocks(self, seqs: list[Sequence]) -> int:
         """Leading blocks that every sequence in the batch has, all of them computed before this step."""
@@ -123,16 +148,28 @@ class ModelRunner:
         same = (tables == tables[:1]).all(axis=0)
         return limit if same.all() else int(np.argmin(same))
 
-    def _prepare_decodes(self, seqs: list[Sequence], shared: int, meta: AttentionMetadata) -> None:
+    def _prepare_decodes(self, decodes: list[tuple[Sequence, int]], shared: int, meta: AttentionMetadata) -> None:
         bs = self.block_size
-        ctx = np.array([s.num_computed_tokens + 1 for s in seqs])
+        start = np.array([s.num_computed_tokens for s, _ in decodes])
+        queries = np.array([n for _, n in decodes])
+        ctx = start + queries
         nblocks = -(-ctx // bs)
-        own = np.zeros((len(seqs), int(nblocks.max()) - shared), dtype=np.int64)
-        for i, s in enumerate(seqs):
+        own = np.zeros((len(decodes), int(nblocks.max()) - shared), dtype=np.int64)
+        for i, (s, _) in enumerate(decodes):
             own[i, :nblocks[i] - shared] = s.block_table[shared:nblocks[i]]
         key_pos = shared * bs + np.arange(own.shape[1] * bs)
+        width = int(queries.max())
+        # Query j of a decode sees its own keys up to position start + j: causal over its drafts.
+        query_pos = start[:, None] + np.arange(width)[None, :]
+        meta.num_decodes = int(queries.sum())
         meta.own_blocks = self._tensor(own)
-        meta.own_bias = self._additive(key_pos[None, :] < ctx[:, None])[:, None, None, :]
+        meta.own_bias = self._additive(key_pos[None, None, :] <= query_pos[:, :, None])[:, None]
+        if width > 1:
+            meta.own_bias = meta.own_bias.repeat(1, 1, self.model.heads // self.model.kv_heads, 1)
+            # Rows of the flat batch -> [decodes, width] slots, padded with each decode's last row.
+            rows = np.minimum(np.arange(width)[None, :], queries[:, None] - 1) + (np.cumsum(queries) - queries)[:, None]
+            meta.decode_rows = self._tensor(rows)
+            meta.decode_valid = self._tensor((np.arange(width)[None, :] < queries[:, None]).reshape(-1).nonzero()[0])
 
     def _prefill_mask(self, offset: int, n: int) -> torch.Tensor | None:
         """Causal mask of a chunk whose first query is the key at `offset` of its own keys; None when 0."""

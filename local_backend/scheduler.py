@@ -18,8 +18,8 @@ CACHE_AWARE_SCAN_LIMIT = 128
 
 @dataclass
 class ScheduledBatch:
-    seqs: list[Sequence] = field(default_factory=list)
-    num_new_tokens: list[int] = field(default_factory=list)
+    # Each scheduled sequence with the number of its tokens this step computes, in scheduling order.
+    scheduled: dict[Sequence, int] = field(default_factory=dict)
     preempted: list[Sequence] = field(default_factory=list)
     # Admitted for the first time this step (not re-admitted after preemption).
     admitted: list[Sequence] = field(default_factory=list)
@@ -27,11 +27,15 @@ class ScheduledBatch:
     dropped: list[Sequence] = field(default_factory=list)
 
     @property
+    def seqs(self) -> list[Sequence]:
+        return list(self.scheduled)
+
+    @property
     def num_tokens(self) -> int:
-        return sum(self.num_new_tokens)
+        return sum(self.scheduled.values())
 
     def __bool__(self) -> bool:
-        return bool(self.seqs)
+        return bool(self.scheduled)
 
 
 class Scheduler:
@@ -52,7 +56,14 @@ class Scheduler:
 
     def schedule(self) -> ScheduledBatch:
         batch = ScheduledBatch()
-        budget = self.max_num_batched_tokens
+        budget = self._schedule_running(batch, self.max_num_batched_tokens)
+        if not batch.preempted:  # after a preemption, admitted work would only be preempted in turn
+            self._admit_waiting(batch, budget)
+        return batch
+
+    def _schedule_running(self, batch: ScheduledBatch, budget: int) -> int:
+        """Grant running sequences their tokens, preempting the newest when the pool runs out; returns the
+        budget left."""
         # Running decodes first, so a long prompt delays them by at most one chunk; then unfinished prefills.
         order = sorted(self.running, key=lambda s: s.num_tokens - s.num_computed_tokens > 1)
         for seq in order:
@@ -60,17 +71,18 @@ class Scheduler:
                 break
             if seq.status is not SequenceStatus.RUNNING:  # preempted earlier in this loop
                 continue
-            n = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            n = min(seq.num_tokens + len(seq.draft_token_ids) - seq.num_computed_tokens, budget)
+            # The drafts that fit the budget (a decode's one real token always comes first).
+            del seq.draft_token_ids[max(0, seq.num_computed_tokens + n - seq.num_tokens):]
             while not self.kv.allocate(seq, n):
                 victim = self.running[-1]
-                budget += self._unschedule(batch, victim)
+                budget += batch.scheduled.pop(victim, 0)
                 self._preempt(victim)
                 batch.preempted.append(victim)
                 if victim is seq:
                     break
             else:
-                batch.seqs.append(seq)
-                batch.num_new_tokens.append(n)
+                batch.scheduled[seq] = n
                 budget -= n
                 continue
             if not self.running:
@@ -79,9 +91,11 @@ class Scheduler:
                 self.waiting.remove(seq)
                 seq.status, seq.finish_reason = SequenceStatus.FINISHED, "length"
                 batch.dropped.append(seq)
-        if batch.preempted:
-            # Admitting new work now would only be preempted in turn.
-            return batch
+        return budget
+
+    def _admit_waiting(self, batch: ScheduledBatch, budget: int) -> None:
+        """Admit waiting sequences while the budget, the sequence limit and the pool allow, counting each
+        one's cached prefix as computed."""
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self._next_waiting()
             cached = self.kv.find_cached_prefix(seq)
@@ -97,10 +111,8 @@ class Scheduler:
             seq.num_computed_tokens = num_cached
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
-            batch.seqs.append(seq)
-            batch.num_new_tokens.append(n)
+            batch.scheduled[seq] = n
             budget -= n
-        return batch
 
     def _next_waiting(self) -> Sequence:
         if not self.cache_aware or len(self.waiting) > CACHE_AWARE_SCAN_LIMIT:
@@ -108,26 +120,19 @@ class Scheduler:
         # Longest cached prefix first; ties keep arrival order (max returns the first maximum).
         return max(self.waiting, key=lambda s: len(self.kv.find_cached_prefix(s)))
 
-    @staticmethod
-    def _unschedule(batch: ScheduledBatch, seq: Sequence) -> int:
-        if seq not in batch.seqs:
-            return 0
-        i = batch.seqs.index(seq)
-        batch.seqs.pop(i)
-        return batch.num_new_tokens.pop(i)
-
     def _preempt(self, seq: Sequence) -> None:
         # Recompute, not swap: the freed blocks keep their hashes, so re-admission mostly hits the cache.
         self.running.remove(seq)
         self.kv.free(seq)
         seq.status = SequenceStatus.WAITING
         seq.num_computed_tokens = 0
+        seq.draft_token_ids = []
         seq.num_preemptions += 1
         self.waiting.appendleft(seq)
 
     def update(self, batch: ScheduledBatch) -> None:
         """The step ran: the scheduled tokens' KV is now in the cache."""
-        for seq, n in zip(batch.seqs, batch.num_new_tokens, strict=True):
+        for seq, n in batch.scheduled.items():
             seq.num_computed_tokens += n
 
     def finish(self, seq: Sequence, reason: str) -> None:

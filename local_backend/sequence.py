@@ -38,6 +38,8 @@ class Sequence:
         # Prompt tokens found in the prefix cache at first admission (usage.cached_tokens).
         self.num_cached_tokens: int | None = None
         self.num_preemptions = 0
+        # Speculated next tokens (ngram_proposer) for the coming step; not part of token_ids until accepted.
+        self.draft_token_ids: list[int] = []
         self.finish_reason: str | None = None
         self.stop_reason: str | int | None = None
         self.output_logprobs: list[dict[int, tuple[float, int]]] = []
@@ -70,3 +72,10 @@ class Sequence:
 
     def append_token(self, token_id: int) -> None:
         self.token_ids.append(token_id)
+
+    def step_token_ids(self, start: int, n: int) -> list[int]:
+        """The n tokens a step computes from position `start`: known tokens, then drafts."""
+        ids = self.token_ids[start:start + n]
+        if len(ids) < n:
+            ids += self.draft_token_ids[:n - len(ids)]
+        return ids

@@ -85,6 +85,9 @@ def _engine_options(command: click.decorators.FC) -> click.decorators.FC:
         help_text = f"EngineConfig.{f.name} (default: {default if default is not None else 'automatic'})."
         if "bool" in str(f.type):
             command = click.option(f"{flag}/--no-{flag[2:]}", f.name, default=None, help=help_text)(command)
+        elif "choices" in f.metadata:
+            command = click.option(flag, f.name, type=click.Choice(f.metadata["choices"]), default=None,
+                                   help=help_text)(command)
         else:
             kind = int if str(f.type).startswith("int") else float if str(f.type).startswith("float") else str
             command = click.option(flag, f.name, type=kind, default=None, help=help_text)(command)

@@ -34,6 +34,8 @@ def tiny() -> tuple[LoadedModel, Any]:
 def make_llm(tiny: tuple[LoadedModel, Any]):  # noqa: ANN201 - factory
     def make(**options: Any) -> LLM:
         options.setdefault("max_num_batched_tokens", 64)
+        # API behaviour is tested on exact values (top-k sets, logprobs); bfloat16 ties would blur them.
+        options.setdefault("dtype", "float32")
         return LLM("tiny-llama", loaded=tiny[0], **options)
     return make
 

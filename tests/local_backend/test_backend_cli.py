@@ -68,3 +68,10 @@ def test_an_invalid_engine_option_is_a_usage_error_naming_it() -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "block_size must be >= 1" in proc.stderr
+
+
+def test_an_unknown_dtype_is_a_usage_error_listing_the_choices() -> None:
+    proc = subprocess.run([sys.executable, "-m", "prefixgate.cli", "backend", "--dtype", "int3"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "'int3' is not one of 'auto', 'float32', 'bfloat16', 'float16'" in proc.stderr

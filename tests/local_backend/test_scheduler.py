@@ -29,7 +29,7 @@ def run(s: Scheduler) -> ScheduledBatch:
 
 
 def planned(batch: ScheduledBatch) -> dict[str, int]:
-    return {q.request_id: n for q, n in zip(batch.seqs, batch.num_new_tokens, strict=True)}
+    return {q.request_id: n for q, n in batch.scheduled.items()}
 
 
 def test_long_prompt_is_chunked_under_the_budget() -> None:

@@ -8,7 +8,13 @@ import torch
 from prefixgate.local_backend import model_loader
 from prefixgate.local_backend.engine import LLM
 from prefixgate.local_backend.model_loader import load_model
-from tests.local_backend.support_reference import LogitsRecorder, assert_matches_reference, greedy
+from tests.local_backend.support_reference import (
+    LogitsRecorder,
+    StepTotals,
+    assert_matches_reference,
+    greedy,
+    tolerance_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -53,11 +59,13 @@ def test_model_is_converted_once_and_reloads_from_the_converted_copy(smollm2, mo
     assert (smollm2.folder / "model.safetensors").stat().st_mtime_ns == converted
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize(("budget", "one_by_one"), [(512, False), (48, False), (512, True)])
 def test_greedy_matches_transformers_cold_then_warm(smollm2, reference, prompts, budget: int,
-                                                    one_by_one: bool) -> None:
-    """Every prompt, batched or alone, whole or in 48-token chunks, with a cold and then a warm prefix cache."""
-    llm = LLM(loaded=smollm2, max_num_batched_tokens=budget)
+                                                    one_by_one: bool, dtype: str) -> None:
+    """Every prompt, batched or alone, whole or in 48-token chunks, with a cold and then a warm prefix cache:
+    float32 within 1e-3 of transformers' float32 logits, bfloat16 by vLLM's token judge."""
+    llm = LLM(loaded=smollm2, max_num_batched_tokens=budget, dtype=dtype)
     recorder = LogitsRecorder(llm)
     worst = 0.0
     for phase in ("cold", "warm"):
@@ -66,8 +74,29 @@ def test_greedy_matches_transformers_cold_then_warm(smollm2, reference, prompts,
             for out in llm.generate(batch, greedy(16)):
                 if phase == "warm":
                     assert out.num_cached_tokens > 0
-                worst = max(worst, assert_matches_reference(reference, out, recorder.logits(out)))
+                worst = max(worst, assert_matches_reference(reference, out, recorder.logits(out),
+                                                            tolerance_for(dtype)))
     assert worst < 1e-3
+
+
+def test_bfloat16_with_preemption_passes_the_token_judge(smollm2, reference, prompts) -> None:
+    """A pool too small for the batch: sequences are preempted and recomputed, in bfloat16."""
+    llm = LLM(loaded=smollm2, dtype="bfloat16", num_kv_blocks=24, max_num_batched_tokens=64)
+    recorder = LogitsRecorder(llm)
+    totals = StepTotals(llm)
+    for out in llm.generate(_ids(smollm2, prompts), greedy(24)):
+        assert_matches_reference(reference, out, recorder.logits(out), None)
+    assert totals.num_preemptions > 0
+
+
+def test_bfloat16_long_generation_passes_the_token_judge(smollm2, reference, prompts) -> None:
+    """256 tokens: rounding that drifts over a long decode would show here first."""
+    llm = LLM(loaded=smollm2, dtype="bfloat16")
+    recorder = LogitsRecorder(llm)
+    chosen = [_ids(smollm2, prompts)[i] for i in (0, 2, 5)]
+    for out in llm.generate(chosen, greedy(256)):
+        assert len(out.outputs[0].token_ids) == 256
+        assert_matches_reference(reference, out, recorder.logits(out), None)
 
 
 def test_chat_answers_sensibly(smollm2) -> None:
