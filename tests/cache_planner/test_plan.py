@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from prefixgate.cache_planner import PlannerState, RedisStore, Target
+from prefixgate.cache_planner.stability import DYNAMIC_KINDS
 from prefixgate.dialects import anthropic as an
 from tests.cache_planner.support_planning import DETECTOR_CASES, POLICY, plan_body, texts
 
@@ -34,15 +35,34 @@ def test_volatile_line_moves_to_user_turn_and_no_byte_is_lost():
     assert any(line.startswith("rewrite: moved") for line in plan.explanation)
 
 
+def _changed(value: str) -> str:
+    """Another value of the same kind: a weekday's neighbour, or the last digit moved on."""
+    if value == "Sunday":
+        return "Monday"
+    i = max(i for i, c in enumerate(value) if c.isdigit())
+    return value[:i] + str((int(value[i]) + 1) % 10) + value[i + 1:]
+
+
 @pytest.mark.parametrize(("sentence", "kind", "value"), DETECTOR_CASES, ids=[f"{k}:{v}" for _, k, v in DETECTOR_CASES])
 def test_each_detector_s_value_leaves_the_static_prefix(sentence, kind, value):
-    """Static-first for every detector, on a route's first request (detectors alone decide there)."""
-    body = {"model": SONNET.model, "max_tokens": 200, "system": f"You are Ava.\n{sentence}\n{POLICY}",
-            "messages": [{"role": "user", "content": "Where is my parcel?"}]}
-    out, plan = plan_body("anthropic", body, SONNET, PlannerState(), now=0)
+    """Static-first for every detector: a per-request value (timestamp, id) leaves the system prompt on the
+    route's first request; a session value (date, reference) once the route's traffic shows it changing,
+    since a fixed example in the instructions must never move (issue 20)."""
+    state = PlannerState()
+
+    def planned(text: str, now: float) -> tuple[dict, object]:
+        body = {"model": SONNET.model, "max_tokens": 200, "system": f"You are Ava.\n{text}\n{POLICY}",
+                "messages": [{"role": "user", "content": "Where is my parcel?"}]}
+        return plan_body("anthropic", body, SONNET, state, now=now)
+
+    first, plan = planned(sentence, 0)
+    if kind in DYNAMIC_KINDS:
+        assert value not in "".join(texts(first["system"]))
+    other = _changed(value)
+    out, plan = planned(sentence.replace(value, other), 10)
     system_text = "".join(texts(out["system"]))
-    assert value not in system_text and system_text == "You are Ava.\n" + POLICY
-    assert value in "".join(texts(out["messages"]))
+    assert other not in system_text and system_text == "You are Ava.\n" + POLICY
+    assert other in "".join(texts(out["messages"]))
     assert any(line.startswith("rewrite: moved") for line in plan.explanation)
 
 

@@ -287,25 +287,28 @@ def test_simulated_bedrock_rejects_markers_the_model_cannot_take() -> None:
 def test_the_planner_places_cache_points_under_bedrocks_table() -> None:
     from prefixgate.cache_planner import PlannerState, Target, plan
 
-    body = {"system": [{"text": "Today is 2026-11-23.\n" + LONG}],
-            "messages": [{"role": "user", "content": [{"text": "hi"}]}], "inferenceConfig": {"maxTokens": 50}}
+    def body(minute: int) -> dict:
+        return {"system": [{"text": f"Current time: 2026-11-23 10:{minute:02d}:00 UTC.\n" + LONG}],
+                "messages": [{"role": "user", "content": [{"text": "hi"}]}], "inferenceConfig": {"maxTokens": 50}}
+
     state = PlannerState()
-    planned = [plan(converse.parse_request(body, model=SONNET), Target("bedrock", SONNET), state, "rewrite",
+    planned = [plan(converse.parse_request(body(t), model=SONNET), Target("bedrock", SONNET), state, "rewrite",
                     route="r", now=float(t)) for t in (0, 10, 20)]
     sent = converse.encode_request(planned[0].conversation)
     points = [b for b in sent["system"] if "cachePoint" in b]
     assert points and all(p["cachePoint"]["type"] == "default" for p in points)
-    assert "2026-11-23" not in sent["system"][0]["text"]          # the date left the cached prefix
+    assert "10:00:00" not in sent["system"][0]["text"]          # the time left the cached prefix
     # ... into the user turn, as a Converse block (one-key union), which Bedrock accepts.
-    assert sent["messages"][0]["content"][0] == {"text": "Context:\nToday is 2026-11-23.\n"}
+    assert sent["messages"][0]["content"][0] == {"text": "Context:\nCurrent time: 2026-11-23 10:00:00 UTC.\n"}
     converse.parse_request(sent, model=SONNET)
-    # Every planned body is one Bedrock accepts, and the first writes the static prefix.
+    # Every planned body is one Bedrock accepts; the first writes the static prefix, the later ones read it.
     sim = Simulator()
-    usages = [sim.respond("bedrock", converse.encode_request(p.conversation), now=float(i * 10), model=SONNET).usage
-              for i, p in enumerate(planned)]
+    usages = [sim.respond("bedrock", converse.encode_request(p.conversation), now=float(t), model=SONNET).usage
+              for t, p in zip((0, 10, 20), planned, strict=True)]
     assert usages[0].cache_write > 4096
+    assert usages[1].cache_read >= usages[0].cache_write and usages[2].cache_read >= usages[0].cache_write
     # A model that cannot cache gets no cache point (Bedrock would reject it), and says why.
-    no_cache = plan(converse.parse_request(body, model="anthropic.claude-opus-4-1-20250805-v1:0"),
+    no_cache = plan(converse.parse_request(body(0), model="anthropic.claude-opus-4-1-20250805-v1:0"),
                     Target("bedrock", "anthropic.claude-opus-4-1-20250805-v1:0"), PlannerState(), "rewrite", route="r")
     assert not no_cache.conversation.checkpoints()
     assert any("cannot cache" in line for line in no_cache.explanation)

@@ -91,6 +91,52 @@ SHEET = [
     gemini("gemini-2.5-flash", "0.30", "0.03", "2.50", "1.00", GEMINI_PRICING),
 ]
 
+# Claude on Amazon Bedrock (https://platform.claude.com/docs/en/build-with-claude/claude-on-amazon-bedrock):
+# `global.` profiles at Anthropic's list price, regional and geographic ones 10% over it from Sonnet 4.5 on,
+# older models one price. Derived here from the Anthropic rows above by that rule, so a shifted Bedrock row
+# or a wrong markup fails. Only the TTLs AWS's caching table lists for the model have a write price.
+BEDROCK_PRICING = "https://platform.claude.com/docs/en/build-with-claude/claude-on-amazon-bedrock"
+
+
+def bedrock(base: str, ttls: tuple[str, ...], *, regional: bool, markup: str = "1.1") -> tuple:
+    _, _, inp, read, out, writes, _, _ = next(r for r in SHEET if r[:2] == ("anthropic", base))
+    factor = Decimal(markup) if regional else Decimal(1)
+    scaled = lambda v: str(Decimal(v) * factor)  # noqa: E731
+    model = f"anthropic.{base}" if regional else f"global.anthropic.{base}"
+    return ("bedrock", model, scaled(inp), scaled(read), scaled(out), {t: scaled(writes[t]) for t in ttls}, "0",
+            BEDROCK_PRICING)
+
+
+for _base, _ttls in (("claude-opus-4-6", ("5m",)), ("claude-sonnet-4-6", ("5m",)), ("claude-opus-4-5", ("5m", "1h")),
+                     ("claude-sonnet-4-5", ("5m", "1h")), ("claude-haiku-4-5", ("5m", "1h"))):
+    SHEET += [bedrock(_base, _ttls, regional=False), bedrock(_base, _ttls, regional=True)]
+SHEET += [bedrock("claude-opus-4", ("5m",), regional=True, markup="1"),
+          bedrock("claude-opus-4-1", ("5m",), regional=True, markup="1")]
+SHEET.append(("bedrock", "anthropic.claude-3-7-sonnet", "3", "0.30", "15", {"5m": "3.75"}, "0", BEDROCK_PRICING))
+
+# Hosted OpenAI-compatible providers: their pages document the cache discount, not (as far as the fact sheet
+# found) the list prices, which the table marks unconfirmed in each row's note; so the list prices are not
+# checked here (None) and the documented discounts are, in test_compatible_cache_discounts_match_their_pages.
+COMPATIBLE = [
+    ("deepseek", "deepseek-chat"), ("deepseek", "deepseek-reasoner"), ("openrouter", "gpt-4o-mini"),
+    ("openrouter", "deepseek/deepseek-chat"), ("xai", "grok-4"), ("mistral", "mistral-medium-latest"),
+    ("groq", "gpt-oss-120b"), ("fireworks", "accounts/fireworks/models/llama-v3p3-70b-instruct"),
+    ("azure", "gpt-4o"), ("azure", "gpt-4o-mini"),
+]
+CACHING_PAGES = {
+    "deepseek": "https://api-docs.deepseek.com/guides/kv_cache",
+    "openrouter": "https://openrouter.ai/docs/features/prompt-caching",
+    "xai": "https://docs.x.ai/developers/advanced-api-usage/prompt-caching/usage-and-pricing",
+    "mistral": "https://docs.mistral.ai/studio-api/conversations/advanced/prompt-caching",
+    "groq": "https://console.groq.com/docs/prompt-caching",
+    "fireworks": "https://docs.fireworks.ai/guides/prompt-caching",
+    "azure": "https://learn.microsoft.com/azure/foundry/openai/how-to/prompt-caching",
+}
+SHEET += [(p, m, None, None, None, {}, "0", CACHING_PAGES[p]) for p, m in COMPATIBLE]
+# Cached input as a share of input, per provider page (P4 xAI 0.25x, P5 Mistral 10%, P7 Groq 50% off, P8
+# Fireworks 50% off by default, P6 Azure at OpenAI's 50% on gpt-4o).
+DISCOUNTS = {"xai": "0.25", "mistral": "0.10", "groq": "0.50", "fireworks": "0.50", "azure": "0.50"}
+
 # Above a prompt size the whole request is billed at another row: (provider, model, above, input, cached
 # input, output, writes). GPT-6 sol: input and cache rates x2, output x1.5 above 272K.
 LONG_CONTEXT = [
@@ -110,7 +156,14 @@ def test_the_sheet_and_the_table_list_the_same_models():
     assert {(p, m, above) for p, m, above, *_ in LONG_CONTEXT} == tiers
 
 
-@pytest.mark.parametrize("row", SHEET, ids=lambda row: row[1])
+def test_compatible_cache_discounts_match_their_pages():
+    for provider, model in COMPATIBLE:
+        if provider in DISCOUNTS:
+            price = CATALOG.models[(provider, model)].price.price
+            assert price.cache_read == price.input * Decimal(DISCOUNTS[provider]), (provider, model)
+
+
+@pytest.mark.parametrize("row", SHEET, ids=lambda row: f"{row[0]}:{row[1]}")
 def test_base_price_matches_the_public_sheet(row):
     provider, model, inp, read, out, writes, storage, source = row
     assert source.startswith("https://")
