@@ -35,6 +35,7 @@ from prefixgate.ledger import Ledger, LedgerRecord
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("bench_gateway", ROOT / "bench" / "gateway.py")
 gw = importlib.util.module_from_spec(_spec)
+sys.modules["bench_gateway"] = gw       # its dataclasses look their module up there
 _spec.loader.exec_module(gw)
 
 DAY_S = 86400
