@@ -1,6 +1,6 @@
 """Hosted OpenAI-compatible providers as upstreams, through the gateway to mock-providers, with the real
 `openai` SDK: DeepSeek-, OpenRouter- and Azure-shaped upstreams each read the cache on the second call of a
-dated-prompt pair (the planner moves the date after the static prefix), and the ledger bills each call at
+dated-prompt pair (the planner moves the time after the static prefix), and the ledger bills each call at
 the prices typed below (golden values by hand). A hosted provider is never priced at $0 nor sent
 `cache_salt`; a self-hosted one still is."""
 
@@ -26,7 +26,10 @@ AZURE_GPT_4O = (Decimal("2.50"), Decimal("1.25"), Decimal("10"))
 
 
 def messages(day: int) -> list[dict]:
-    return [{"role": "system", "content": f"Today is 2026-11-{day:02d}. You are the ACME warranty assistant.\n{POLICY}"},
+    # The time of the request at the top, as apps send it: a per-request value, moved from the first request
+    # (a bare date waits until the route has seen it change; see docs/planner.md).
+    return [{"role": "system", "content": f"Current time: 2026-11-{day:02d} 10:15:00 UTC. You are the ACME warranty "
+                                          f"assistant.\n{POLICY}"},
             {"role": "user", "content": "Is my toaster covered?"}]
 
 

@@ -306,7 +306,7 @@ def test_the_planner_places_cache_points_under_bedrocks_table() -> None:
     usages = [sim.respond("bedrock", converse.encode_request(p.conversation), now=float(t), model=SONNET).usage
               for t, p in zip((0, 10, 20), planned, strict=True)]
     assert usages[0].cache_write > 4096
-    assert usages[1].cache_read >= usages[0].cache_write and usages[2].cache_read >= usages[0].cache_write
+    assert usages[1].cache_read > 4096 and usages[2].cache_read > 4096
     # A model that cannot cache gets no cache point (Bedrock would reject it), and says why.
     no_cache = plan(converse.parse_request(body(0), model="anthropic.claude-opus-4-1-20250805-v1:0"),
                     Target("bedrock", "anthropic.claude-opus-4-1-20250805-v1:0"), PlannerState(), "rewrite", route="r")
