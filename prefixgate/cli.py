@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
-from prefixgate.config import ConfigError, Settings, load_settings
+from prefixgate.config import ConfigError, Settings, load_settings, misspelt_environment
 
 
 def _settings(ctx: click.Context, **overrides: object) -> Settings:
@@ -51,6 +52,8 @@ def serve(ctx: click.Context, config: str | None, host: str | None, port: int | 
         ctx.obj["config"] = config
     # Without --open the config file's (or environment's) open_gateway stands.
     settings = _settings(ctx, host=host, port=port, local_model=local_model, open_gateway=open_gateway or None)
+    for line in misspelt_environment(os.environ):
+        click.echo(f"warning: {line}", err=True)
     if check:
         from prefixgate.gateway.exposure import summarize
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -101,6 +101,23 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings)
+
+
+def misspelt_environment(environ: Mapping[str, str]) -> list[str]:
+    """One line per PREFIXGATE_* variable that is no setting but looks like one misspelt
+    (PREFIXGATE_ADMN_TOKEN): the environment cannot refuse unknown names the way the file does, because
+    callers' key variables (PREFIXGATE_KEY_TEAM_A) and other tools' variables share the prefix."""
+    # Compared without the shared prefix, which would make every pair look alike.
+    fields = {name.upper() for name in Settings.model_fields} | {"CONFIG"}
+    lines = []
+    for name in sorted(environ):
+        suffix = name.removeprefix("PREFIXGATE_")
+        if suffix == name or suffix in fields:
+            continue
+        close = difflib.get_close_matches(suffix, fields, n=1, cutoff=0.85)
+        if close:
+            lines.append(f"{name} is not a setting and is ignored; did you mean PREFIXGATE_{close[0]}?")
+    return lines
 
 
 def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:

@@ -144,6 +144,17 @@ def test_a_loopback_bind_is_unchanged(tmp_path):
     assert "127.0.0.1:8080 (loopback)" in result.stdout and "exposures:      none" in result.stdout
 
 
+def test_a_misspelt_setting_variable_is_named_and_the_setting_stays_unset(tmp_path):
+    # The admin token under a misspelt name protects nothing: the dashboard stays open, so the exposed bind
+    # still fails, and the warning says which variable was meant.
+    env = environment(tmp_path, OPENAI_API_KEY=PROVIDER_KEY, PREFIXGATE_ADMN_TOKEN="admin-token-0005",
+                      PREFIXGATE_KEY_TEAM_A="a caller key variable, not a setting")
+    result = prefixgate("serve", "--host", "0.0.0.0", "--check", env=env)
+    assert result.returncode == 1
+    assert "PREFIXGATE_ADMN_TOKEN is not a setting and is ignored; did you mean PREFIXGATE_ADMIN_TOKEN?" in result.stderr
+    assert "KEY_TEAM_A" not in result.stderr and "admin-token-0005" not in result.stderr + result.stdout
+
+
 def test_check_prints_every_item_and_fails_on_an_exposure(tmp_path):
     env = environment(tmp_path, OPENAI_API_KEY=PROVIDER_KEY, PREFIXGATE_REDIS_URL="redis://:redis-password-0004@cache.internal:6379/0",
                       PREFIXGATE_OTEL="on", OTEL_EXPORTER_OTLP_ENDPOINT="http://collector.internal:4318",
