@@ -9,11 +9,11 @@ bind exposes nothing: only this machine reaches it.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 
+from prefixgate.bind import is_loopback
 from prefixgate.config import Settings
 from prefixgate.policies import Policy
 
@@ -61,16 +61,6 @@ class Summary:
             out.append("accepted with open_gateway: true (--open)" if self.open_gateway else
                        "or bind to 127.0.0.1 (host), or accept with open_gateway: true (--open)")
         return "\n".join(out)
-
-
-def is_loopback(host: str) -> bool:
-    """True only for addresses this machine alone reaches; a host name may resolve anywhere, so it is not."""
-    if host.lower().rstrip(".") == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def summarize(settings: Settings, policy: Policy) -> Summary:

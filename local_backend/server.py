@@ -3,6 +3,7 @@ responses), with Prometheus metrics."""
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from prefixgate.bind import is_loopback
 from prefixgate.errors import RequestError, error_body
 from prefixgate.local_backend.async_engine import AsyncEngine
 from prefixgate.local_backend.frontend import ClientGone, Frontend
@@ -19,6 +21,12 @@ from prefixgate.local_backend.metrics import EngineMetrics
 from prefixgate.local_backend.responses_api import ResponsesAPI
 
 log = logging.getLogger("prefixgate.local_backend")
+# vLLM's convention: the key guards the /v1 API; /health and /metrics stay open for probes and scrapers.
+GUARDED = "/v1/"
+
+
+class BackendExposed(RuntimeError):
+    """A non-loopback bind with no API key: anyone who reaches the port could spend this machine's compute."""
 
 
 def _error(err: RequestError) -> JSONResponse:
@@ -26,7 +34,8 @@ def _error(err: RequestError) -> JSONResponse:
     return JSONResponse(error_body(err, "openai"), status_code=err.status, headers=headers)
 
 
-def create_app(engine: AsyncEngine) -> FastAPI:
+def create_app(engine: AsyncEngine, api_key: str = "") -> FastAPI:
+    """The HTTP API over `engine`; with `api_key`, every /v1 request must send it as a Bearer token."""
     metrics = EngineMetrics(engine.engine)
     engine.observer = metrics.observe
     model = engine.model_name
@@ -44,6 +53,18 @@ def create_app(engine: AsyncEngine) -> FastAPI:
     @app.exception_handler(RequestError)
     async def request_error(request: Request, err: RequestError) -> JSONResponse:
         return _error(err)
+
+    if api_key:
+        expected = f"Bearer {api_key}".encode()
+
+        @app.middleware("http")
+        async def require_key(request: Request, call_next: Any) -> Response:
+            if request.url.path.startswith(GUARDED):
+                sent = request.headers.get("authorization", "").encode()
+                if not hmac.compare_digest(sent, expected):
+                    return _error(RequestError("invalid or missing API key: send the backend's --api-key as "
+                                               "'Authorization: Bearer <key>'", status=401, kind="authentication"))
+            return await call_next(request)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -106,8 +127,15 @@ def create_app(engine: AsyncEngine) -> FastAPI:
 
 
 def serve(model: str = "smollm2-135m", host: str = "127.0.0.1", port: int = 8100, log_level: str = "info",
-          **engine_options: Any) -> None:
+          api_key: str = "", open_backend: bool = False, **engine_options: Any) -> None:
     import uvicorn
 
+    # Checked before the model loads, so a refused start is immediate.
+    if not is_loopback(host) and not api_key:
+        if not open_backend:
+            raise BackendExposed(
+                f"refusing to serve on {host}: with no API key anyone who reaches port {port} can run the model. "
+                "Set --api-key (or PREFIXGATE_BACKEND_API_KEY), bind to 127.0.0.1 (--host), or accept with --open")
+        log.warning("serving on %s with no API key (--open): anyone who reaches port %d can run the model", host, port)
     engine = AsyncEngine.from_options(model, **engine_options)
-    uvicorn.run(create_app(engine), host=host, port=port, log_level=log_level)
+    uvicorn.run(create_app(engine, api_key), host=host, port=port, log_level=log_level)

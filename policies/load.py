@@ -31,7 +31,9 @@ def builtin_upstreams(settings: Settings) -> dict[str, Upstream]:
                             KEY_ENVS["bedrock"]),
     }
     if settings.backend_url:
-        ups["local"] = Upstream("local", "openai_compatible", settings.backend_url.rstrip("/"))
+        # The key `prefixgate backend --api-key` reads, so the pair works with one variable set for both.
+        ups["local"] = Upstream("local", "openai_compatible", settings.backend_url.rstrip("/"),
+                                api_key_env=("PREFIXGATE_BACKEND_API_KEY",))
     else:
         ups["local"] = Upstream("local", "local")
     return ups

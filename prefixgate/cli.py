@@ -102,15 +102,21 @@ def _engine_options(command: click.decorators.FC) -> click.decorators.FC:
               help="smollm2-135m, an HF folder, a .safetensors or a .gguf file.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8100, show_default=True)
+@click.option("--api-key", envvar="PREFIXGATE_BACKEND_API_KEY", default="",
+              help="Require this Bearer token on /v1 requests (also PREFIXGATE_BACKEND_API_KEY).")
+@click.option("--open", "open_backend", is_flag=True,
+              help="Serve beyond loopback without an API key (warned at start).")
 @_engine_options
-def backend(model: str, host: str, port: int, **engine_options: object) -> None:
+def backend(model: str, host: str, port: int, api_key: str, open_backend: bool, **engine_options: object) -> None:
     """Serve the bundled local engine over an OpenAI-compatible API."""
     from prefixgate.local_backend.model_loader import ModelNotFound
-    from prefixgate.local_backend.server import serve
+    from prefixgate.local_backend.server import BackendExposed, serve
 
     options = {k: v for k, v in engine_options.items() if v is not None}
     try:
-        serve(model, host=host, port=port, **options)
+        serve(model, host=host, port=port, api_key=api_key, open_backend=open_backend, **options)
+    except BackendExposed as e:
+        raise click.ClickException(str(e)) from None
     except (ModelNotFound, ValueError) as e:
         raise click.UsageError(str(e)) from None
 

@@ -12,9 +12,10 @@ import pytest
 from fastapi import HTTPException
 from starlette.requests import Request
 
+from prefixgate.bind import is_loopback
 from prefixgate.gateway.app import create_app
 from prefixgate.gateway.dashboard.auth import require_reader
-from prefixgate.gateway.exposure import is_loopback, summarize
+from prefixgate.gateway.exposure import summarize
 from prefixgate.ledger import read_records
 from prefixgate.policies import PolicyError, hash_key
 from tests.gateway.support_gateway import policy_for, running_upstream, settings_for

@@ -75,3 +75,11 @@ def test_an_unknown_dtype_is_a_usage_error_listing_the_choices() -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "'int3' is not one of 'auto', 'float32', 'bfloat16', 'float16'" in proc.stderr
+
+
+def test_a_non_loopback_bind_without_an_api_key_is_refused_before_the_model_loads() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PREFIXGATE_BACKEND_API_KEY"}
+    proc = subprocess.run([sys.executable, "-m", "prefixgate.cli", "backend", "--host", "0.0.0.0", "--port", "9"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 1
+    assert "refusing to serve on 0.0.0.0" in proc.stderr and "--api-key" in proc.stderr and "--open" in proc.stderr
