@@ -48,6 +48,10 @@ _KINDS: dict[str, BlockKind] = {
 }
 # GPT-5.6+ explicit breakpoints take their TTL from the request; the wire form has no TTL of its own.
 BREAKPOINT = {"mode": "explicit"}
+# Anthropic-style markers on content parts, as OpenRouter takes them for Claude and Gemini models
+# (`cache_control: {"type": "ephemeral"}`, optionally with a ttl): a checkpoint with one of Claude's TTLs
+# is written this way, any other as OpenAI's breakpoint.
+CLAUDE_TTLS = ("5m", "1h")
 
 
 # ---- requests ---------------------------------------------------------------------------------
@@ -111,9 +115,17 @@ def _part_block(part: Any, field: str) -> Block:
     ptype = require(part, "type", str, f"{field}.type")
     kind = _KINDS.get(ptype, "other")
     text = expect(part.get(ptype, ""), str, f"{field}.{ptype}") if ptype in ("text", "refusal") else ""
-    # Only an explicit breakpoint is one; any other value is passed through for the API to judge.
-    checkpoint = Checkpoint("30m") if part.get("prompt_cache_breakpoint") == BREAKPOINT else None
+    # Only an explicit breakpoint (or an ephemeral cache_control of a known TTL) is one; any other value
+    # is passed through for the API to judge.
+    checkpoint = Checkpoint("30m") if part.get("prompt_cache_breakpoint") == BREAKPOINT else _claude_marker(part)
     return Block(kind, part, text=text, checkpoint=checkpoint)
+
+
+def _claude_marker(part: dict) -> Checkpoint | None:
+    cc = part.get("cache_control")
+    if not isinstance(cc, dict) or cc.get("type") != "ephemeral" or cc.get("ttl", "5m") not in CLAUDE_TTLS:
+        return None
+    return Checkpoint(cc.get("ttl", "5m"))
 
 
 def encode_request(conv: Conversation) -> dict:
@@ -152,9 +164,15 @@ def _encode_part(block: Block) -> dict:
     changes: dict[str, Any] = {}
     if block.edited or not isinstance(block.native, dict):
         changes["text"] = block.text
-    had = native.get("prompt_cache_breakpoint") == BREAKPOINT
-    if had != (block.checkpoint is not None):
-        changes["prompt_cache_breakpoint"] = dict(BREAKPOINT) if block.checkpoint is not None else DROP
+    had = native.get("prompt_cache_breakpoint") == BREAKPOINT or _claude_marker(native) is not None
+    if had and block.checkpoint is None:
+        changes.update({k: DROP for k in ("prompt_cache_breakpoint", "cache_control") if k in native})
+    elif block.checkpoint is not None and not had:
+        ttl = block.checkpoint.ttl
+        if ttl in CLAUDE_TTLS:
+            changes["cache_control"] = {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
+        else:
+            changes["prompt_cache_breakpoint"] = dict(BREAKPOINT)
     return merge_native(native, changes) if changes else native
 
 
@@ -564,7 +582,16 @@ def _deployment_parser(deployment: str) -> Parse:
 
 
 def _write_ttl_of(conv: Conversation | None) -> str:
-    return write_ttl({**conv.params, **conv.cache_params}) if conv is not None else "30m"
+    if conv is None:
+        return "30m"
+    params = {**conv.params, **conv.cache_params}
+    if "prompt_cache_options" not in params:
+        # Anthropic-style markers (OpenRouter's Claude models): the usage gives one write count, billed
+        # at the TTL of the last marker (the one that wrote the newest, and usually largest, part).
+        claude = [cp.ttl for _, _, cp in conv.checkpoints() if cp.ttl in CLAUDE_TTLS]
+        if claude:
+            return claude[-1]
+    return write_ttl(params)
 
 
 WIRE = OpenAIChat()

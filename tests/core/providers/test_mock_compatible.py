@@ -63,3 +63,48 @@ def test_what_real_providers_refuse(mock_server):
     no_version = httpx.post(f"{url}/azure/openai/deployments/prod/chat/completions", headers={"api-key": "k"},
                             json={"messages": [{"role": "user", "content": "hi"}]})
     assert no_version.status_code == 400 and "API version" in no_version.json()["error"]["message"]
+
+
+def marked(n: int = 1) -> list[dict]:
+    """The same prompt with `n` Anthropic-style breakpoints on the system prompt's parts (OpenRouter's form)."""
+    parts = [{"type": "text", "text": f"{SYSTEM} part {i}", "cache_control": {"type": "ephemeral"}} for i in range(n)]
+    return [{"role": "system", "content": parts}, {"role": "user", "content": "Covered?"}]
+
+
+def test_openrouter_claude_caches_only_at_breakpoints_and_bills_writes(mock_server):
+    """OpenRouter's Claude models: no breakpoint, no cache (a repeat reads nothing); with one, the first call
+    writes (`cache_write_tokens`, in `cost` at 1.25x input) and the repeat reads (0.1x), in a stream's last
+    chunk too; a fifth breakpoint is refused as Anthropic refuses it."""
+    url, _ = mock_server
+    client = openai.OpenAI(base_url=f"{url}/openrouter/v1", api_key="sk-or-claude", max_retries=0)
+    model = "anthropic/claude-sonnet-4.5"
+    plain = [ask(client, model).usage for _ in range(2)]
+    assert [u.prompt_tokens_details.cached_tokens for u in plain] == [0, 0]
+    assert [u.prompt_tokens_details.cache_write_tokens for u in plain] == [0, 0]
+    write = client.chat.completions.create(model=model, messages=marked()).usage
+    chunks = list(client.chat.completions.create(model=model, messages=marked(), stream=True,
+                                                 stream_options={"include_usage": True}))
+    read = chunks[-1].usage
+    written = write.prompt_tokens_details.cache_write_tokens
+    assert written > 1000 and write.prompt_tokens_details.cached_tokens == 0
+    assert read.prompt_tokens_details.cached_tokens == written and read.prompt_tokens_details.cache_write_tokens == 0
+    per_mtok = {"input": 3, "read": 0.30, "write": 3.75, "output": 15}       # OpenRouter's Claude Sonnet 4.5 row
+
+    def expected(u, cached: int, wrote: int) -> float:
+        return ((u.prompt_tokens - cached - wrote) * per_mtok["input"] + cached * per_mtok["read"]
+                + wrote * per_mtok["write"] + u.completion_tokens * per_mtok["output"]) / 1e6
+    assert write.model_extra["cost"] == pytest.approx(expected(write, 0, written), rel=1e-9)
+    assert read.model_extra["cost"] == pytest.approx(expected(read, written, 0), rel=1e-9)
+    with pytest.raises(openai.BadRequestError, match="4"):
+        client.chat.completions.create(model=model, messages=marked(5))
+
+
+def test_openrouter_gemini_caches_implicitly_or_at_breakpoints(mock_server):
+    url, _ = mock_server
+    client = openai.OpenAI(base_url=f"{url}/openrouter/v1", api_key="sk-or-gemini", max_retries=0)
+    ask(client, "google/gemini-2.5-flash")
+    assert ask(client, "google/gemini-2.5-flash").usage.prompt_tokens_details.cached_tokens > 1000
+    first = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked()).usage
+    second = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked()).usage
+    assert first.prompt_tokens_details.cache_write_tokens > 1000
+    assert second.prompt_tokens_details.cached_tokens == first.prompt_tokens_details.cache_write_tokens

@@ -1,0 +1,42 @@
+"""Cache markers on Chat Completions content parts: OpenAI's `prompt_cache_breakpoint` and the Anthropic-style
+`cache_control` that OpenRouter passes to Claude and Gemini models. Both parse as checkpoints, a caller's come
+back byte-for-byte, and a checkpoint the planner places is written in the form its TTL belongs to."""
+
+from __future__ import annotations
+
+from prefixgate.dialects import openai
+from prefixgate.ir import Checkpoint
+from prefixgate.usage import Usage
+
+BODY = {"model": "anthropic/claude-sonnet-4.5", "messages": [
+    {"role": "system", "content": [{"type": "text", "text": "policy", "cache_control": {"type": "ephemeral"}}]},
+    {"role": "user", "content": [{"type": "text", "text": "q", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]},
+    {"role": "user", "content": [{"type": "text", "text": "odd", "cache_control": {"type": "persistent"}}]},
+]}
+
+
+def test_cache_control_parts_are_checkpoints_and_round_trip():
+    conv = openai.parse_request(BODY)
+    assert [cp.ttl for _, _, cp in conv.checkpoints()] == ["5m", "1h"]      # an unknown type is the API's to judge
+    assert openai.encode_request(conv) == BODY
+
+
+def test_placed_checkpoints_take_the_form_of_their_ttl():
+    conv = openai.parse_request({"model": "m", "messages": [{"role": "system", "content": "policy"},
+                                                            {"role": "user", "content": "q"}]})
+    conv.segments[0].blocks[0].checkpoint = Checkpoint("5m")
+    conv.segments[1].blocks[0].checkpoint = Checkpoint("30m")
+    sent = openai.encode_request(conv)
+    assert sent["messages"][0]["content"] == [{"type": "text", "text": "policy", "cache_control": {"type": "ephemeral"}}]
+    assert sent["messages"][1]["content"] == [{"type": "text", "text": "q", "prompt_cache_breakpoint": {"mode": "explicit"}}]
+    # A caller's marker the planner dropped (caller_checkpoints: optimize) leaves no trace.
+    caller = openai.parse_request(BODY)
+    caller.segments[1].blocks[0].checkpoint = None
+    assert "cache_control" not in openai.encode_request(caller)["messages"][1]["content"][0]
+
+
+def test_writes_under_claude_markers_bill_at_the_markers_ttl():
+    conv = openai.parse_request(BODY)
+    usage = openai.WIRE.usage_of({"usage": {"prompt_tokens": 100, "completion_tokens": 5,
+                                            "prompt_tokens_details": {"cached_tokens": 10, "cache_write_tokens": 60}}}, conv)
+    assert usage == Usage(uncached_input=30, cache_read=10, cache_writes={"1h": 60}, output=5)
