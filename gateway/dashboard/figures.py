@@ -58,7 +58,20 @@ def _figures(sums: dict[str, int], latency: dict[int, int] | None = None, ttft: 
         "hit_rate": sums["cache_read"] / prompt if prompt else None,
         "tokens": {k: sums[k] for k in ("uncached_input", "cache_read", "cache_write", "output")},
         "latency_p50_ms": percentile(latency or {}, 50), "latency_p95_ms": percentile(latency or {}, 95),
-        "ttft_p95_ms": percentile(ttft or {}, 95),
+        "ttft_p95_ms": percentile(ttft or {}, 95), "cost_check": cost_check(sums),
+    }
+
+
+def cost_check(sums: dict[str, int]) -> dict:
+    """The provider's own reported cost against the price table's, over the requests that have both, and
+    the requests priced from the provider's report alone."""
+    provider, table = sums["provider_cost_pico"], sums["table_cost_pico"]
+    return {
+        "compared": sums["compared"], "disagreements": sums["cost_disagreements"],
+        "provider_usd": _money(provider), "table_usd": _money(table), "difference_usd": _money(provider - table),
+        # Relative to the table's figure; None where the table priced those requests at nothing.
+        "difference": (provider - table) / table if table else None,
+        "priced_by_provider": sums["priced_by_provider"],
     }
 
 

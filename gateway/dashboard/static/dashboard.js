@@ -58,10 +58,49 @@ function renderTotals(t) {
   }
   const without = Number(t.spend_without_cache_usd);
   $("#sub-savings").textContent = without > 0 ? fmtPct(Number(t.savings_usd) / without) + " of the no-cache bill" : "";
-  $("#sub-spend").textContent = t.unpriced ? `${t.unpriced} request(s) with no known price` : "priced from provider usage";
+  const byProvider = t.cost_check.priced_by_provider;
+  $("#sub-spend").textContent = [t.unpriced ? `${fmtInt(t.unpriced)} unpriced, not in spend` : "",
+    byProvider ? `${fmtInt(byProvider)} priced from the provider's reported cost` : ""].filter(Boolean).join("; ") || "priced from provider usage";
   $("#sub-hit").textContent = `${fmtInt(t.tokens.cache_read)} of ${fmtInt(t.tokens.uncached_input + t.tokens.cache_read + t.tokens.cache_write)} prompt tokens`;
   $("#sub-requests").textContent = `${fmtInt(t.errors)} error(s)`;
   $("#sub-latency").textContent = `latency p50 ${fmtMs(t.latency_p50_ms)}, p95 ${fmtMs(t.latency_p95_ms)}`;
+}
+
+// Where the provider's own reported cost and the price table's differ by over 1%, and what has no price at all:
+// never shown as $0 (the issue's rule), always named.
+function renderCostCheck(t) {
+  const c = t.cost_check, box = $("#cost-check");
+  box.replaceChildren();
+  box.hidden = !c.disagreements && !t.unpriced;
+  if (box.hidden) return;
+  box.append(el("h2", {}, "Cost check"));
+  const list = el("ul");
+  if (c.disagreements) {
+    const delta = c.difference === null ? "" : ` (${c.difference > 0 ? "+" : ""}${(100 * c.difference).toFixed(1)}%)`;
+    list.append(el("li", { "data-check": "disagreements", "data-value": String(c.disagreements) },
+      el("b", {}, `${fmtInt(c.disagreements)} of ${fmtInt(c.compared)} request(s)`),
+      ` where the provider reports its own cost differ from the price table by over 1%: the provider billed ${fmtUsd(c.provider_usd)}, the table gives ${fmtUsd(c.table_usd)}${delta}. Spend shows the table's figure; update the price rows (providers_file) if the provider's is right.`));
+  }
+  if (t.unpriced) {
+    list.append(el("li", { "data-check": "unpriced", "data-value": String(t.unpriced) },
+      el("b", {}, `${fmtInt(t.unpriced)} request(s) unpriced`),
+      ": their model has no price row and the provider reported no cost, so they are not in spend (not counted as $0). Add the model's prices in providers_file."));
+  }
+  box.append(list);
+}
+
+function checkText(r) {
+  const parts = [];
+  if (r.unpriced) parts.push(`${fmtInt(r.unpriced)} unpriced`);
+  const c = r.cost_check;
+  if (c.disagreements) {
+    const delta = c.difference === null ? "" : ` ${c.difference > 0 ? "+" : ""}${(100 * c.difference).toFixed(1)}%`;
+    parts.push(`provider ${fmtUsd(c.provider_usd)} vs table ${fmtUsd(c.table_usd)}${delta} (${fmtInt(c.disagreements)} differ)`);
+  } else if (c.compared) {
+    parts.push("agrees with provider");
+  }
+  if (c.priced_by_provider) parts.push(`${fmtInt(c.priced_by_provider)} priced by provider`);
+  return parts.join("; ");
 }
 
 function renderAlerts(alerts) {
@@ -187,7 +226,7 @@ function renderBreakdown() {
   const rows = state.data ? state.data.breakdowns[state.by] : [];
   const firing = new Set(state.data ? state.data.alerts.filter((a) => a.firing).map((a) => a.route) : []);
   body.replaceChildren();
-  if (!rows.length) body.append(el("tr", {}, el("td", { colspan: 8, class: "empty" }, "no requests in this window")));
+  if (!rows.length) body.append(el("tr", {}, el("td", { colspan: 9, class: "empty" }, "no requests in this window")));
   for (const r of rows) {
     const name = el("td", {}, r.name || "(none)");
     if (state.by === "route" && firing.has(r.name)) name.append(el("span", { class: "badge" }, "hit rate drop"));
@@ -195,7 +234,8 @@ function renderBreakdown() {
       el("td", { class: "num" }, fmtInt(r.requests)), el("td", { class: "num" }, fmtUsd(r.spend_usd)),
       el("td", { class: "num" }, fmtUsd(r.spend_without_cache_usd)), el("td", { class: "num" }, fmtUsd(r.savings_usd)),
       el("td", { class: "num" }, fmtPct(r.hit_rate)), el("td", { class: "num" }, fmtMs(r.ttft_p95_ms)),
-      el("td", { class: "num" }, fmtInt(r.errors))));
+      el("td", { class: "num" }, fmtInt(r.errors)),
+      el("td", { class: "check" + (r.unpriced || r.cost_check.disagreements ? " flagged" : "") }, checkText(r))));
   }
 }
 
@@ -212,6 +252,7 @@ async function refresh() {
     const span = data.window.until - data.window.since;
     renderTotals(data.totals);
     renderAlerts(data.alerts);
+    renderCostCheck(data.totals);
     spendChart(data.points, span);
     hitChart(data.points, span);
     renderMisses(data.misses);
