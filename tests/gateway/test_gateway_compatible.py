@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from prefixgate.ledger import read_records
+from prefixgate.providers.compatible import PROFILES
 from prefixgate.providers.mock.server import MockContext
 from prefixgate.providers.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, running_upstream, settings_for
@@ -217,6 +218,12 @@ OTHERS = [
     ("together", "meta-llama/Llama-3.3-70B-Instruct-Turbo", None),
     ("fireworks", "accounts/fireworks/models/llama-v3p3-70b-instruct", (Decimal("0.90"), Decimal("0.45"), Decimal("0.90"))),
 ]
+
+
+def test_the_zero_price_and_cache_salt_checks_cover_every_profile():
+    """"No hosted compatible provider is priced at $0 or sent cache_salt": the two tests that check it
+    (deepseek, openrouter and azure above; the rest in OTHERS) name every profile, so a new one joins them."""
+    assert {"deepseek", "openrouter", "azure"} | {p for p, _, _ in OTHERS} == set(PROFILES)
 
 
 def test_every_other_profile_caches_and_bills_at_its_rows(tmp_path, mock, monkeypatch):

@@ -7,6 +7,7 @@ import httpx
 import openai
 import pytest
 
+from prefixgate.providers.compatible import PROFILES
 from tests.core.providers.support_prompts import text_of
 
 SYSTEM = "You answer questions about the warranty policy.\n" + text_of(1500)
@@ -108,3 +109,41 @@ def test_openrouter_gemini_caches_implicitly_or_at_breakpoints(mock_server):
     second = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked()).usage
     assert first.prompt_tokens_details.cache_write_tokens > 1000
     assert second.prompt_tokens_details.cached_tokens == first.prompt_tokens_details.cache_write_tokens
+
+
+# A model of each profile's rows (Together has none; any name goes), as the mock is reached per provider.
+STREAMED = [("openrouter", "openai/gpt-4o-mini"), ("deepseek", "deepseek-chat"), ("xai", "grok-4"),
+            ("mistral", "mistral-medium-latest"), ("groq", "openai/gpt-oss-120b"),
+            ("together", "meta-llama/Llama-3.3-70B-Instruct-Turbo"),
+            ("fireworks", "accounts/fireworks/models/llama-v3p3-70b-instruct"), ("azure", "prod-4o")]
+
+
+def test_every_profile_has_a_streamed_usage_case():
+    assert {p for p, _ in STREAMED} == set(PROFILES)
+
+
+@pytest.mark.parametrize("provider, model", STREAMED, ids=[p for p, _ in STREAMED])
+def test_streamed_usage_comes_in_the_final_chunk_as_each_provider_words_it(mock_server, provider, model):
+    """With `stream_options.include_usage`, the last chunk (no choices) carries the usage in the provider's own
+    words, and its prompt count matches the unstreamed answer's; without it only OpenRouter still sends one."""
+    url, _ = mock_server
+    if provider == "azure":
+        client = openai.AzureOpenAI(azure_endpoint=f"{url}/azure", api_key="k-stream", api_version="2024-10-21", max_retries=0)
+    else:
+        client = openai.OpenAI(base_url=f"{url}/{provider}/v1", api_key=f"sk-{provider}-stream", max_retries=0)
+    whole = ask(client, model).usage
+    chunks = list(ask(client, model, stream=True, stream_options={"include_usage": True}))
+    last = chunks[-1]
+    assert last.choices == [] and last.usage is not None
+    assert all(c.usage is None for c in chunks[:-1])
+    assert last.usage.prompt_tokens == whole.prompt_tokens and last.usage.completion_tokens > 0
+    if provider == "deepseek":
+        extra = last.usage.model_extra
+        assert extra["prompt_cache_hit_tokens"] + extra["prompt_cache_miss_tokens"] == last.usage.prompt_tokens
+        assert extra["prompt_cache_hit_tokens"] > 1000
+    else:
+        assert last.usage.prompt_tokens_details.cached_tokens > 1000
+    if provider == "openrouter":
+        assert last.usage.model_extra["cost"] > 0
+    unasked = list(ask(client, model, stream=True))
+    assert (unasked[-1].usage is not None) == (provider == "openrouter")
