@@ -38,6 +38,7 @@ from prefixgate.dialects.validate import expect, load_body, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
+from prefixgate.providers.compatible import writes_cache_control
 from prefixgate.usage import Usage
 
 NAME = "openai"
@@ -49,8 +50,8 @@ _KINDS: dict[str, BlockKind] = {
 # GPT-5.6+ explicit breakpoints take their TTL from the request; the wire form has no TTL of its own.
 BREAKPOINT = {"mode": "explicit"}
 # Anthropic-style markers on content parts, as OpenRouter takes them for Claude and Gemini models
-# (`cache_control: {"type": "ephemeral"}`, optionally with a ttl): a checkpoint with one of Claude's TTLs
-# is written this way, any other as OpenAI's breakpoint.
+# (`cache_control: {"type": "ephemeral"}`, optionally with a ttl): a request for such a model
+# (`compatible.writes_cache_control`) gets its checkpoints written this way, any other OpenAI's.
 CLAUDE_TTLS = ("5m", "1h")
 
 
@@ -130,19 +131,20 @@ def _claude_marker(part: dict) -> Checkpoint | None:
 
 def encode_request(conv: Conversation) -> dict:
     encoded: dict[str, Any] = {"messages": []}
+    claude = writes_cache_control(conv.model or "")
     for seg in conv.segments:
         if seg.role == "tools":
             encoded[seg.blocks_field or "tools"] = [b.native for b in seg.blocks]
         elif seg.role == "schema":
             encoded["response_format"] = seg.blocks[0].native
         else:
-            encoded["messages"].append(_encode_message(seg))
+            encoded["messages"].append(_encode_message(seg, claude))
     for key in ("tools", "functions", "response_format"):
         encoded.setdefault(key, DROP)
     return rebuild_body(conv, encoded)
 
 
-def _encode_message(seg: Segment) -> dict:
+def _encode_message(seg: Segment, claude: bool) -> dict:
     native = seg.native if seg.native is not None else {"role": seg.role}
     content_blocks = [b for b in seg.blocks if b.kind != "tool_call"]
     calls = [b.native for b in seg.blocks if b.kind == "tool_call"]
@@ -153,13 +155,13 @@ def _encode_message(seg: Segment) -> dict:
     elif seg.form in ("null", "absent") and not content_blocks:
         changes["content"] = None if seg.form == "null" else DROP
     else:
-        changes["content"] = [_encode_part(b) for b in content_blocks]
+        changes["content"] = [_encode_part(b, claude) for b in content_blocks]
     if calls or "tool_calls" in native:
         changes["tool_calls"] = calls
     return merge_native(native, changes)
 
 
-def _encode_part(block: Block) -> dict:
+def _encode_part(block: Block, claude: bool) -> dict:
     native = block.native if isinstance(block.native, dict) else {"type": "text", "text": block.native}
     changes: dict[str, Any] = {}
     if block.edited or not isinstance(block.native, dict):
@@ -168,12 +170,15 @@ def _encode_part(block: Block) -> dict:
     if had and block.checkpoint is None:
         changes.update({k: DROP for k in ("prompt_cache_breakpoint", "cache_control") if k in native})
     elif block.checkpoint is not None and not had:
-        ttl = block.checkpoint.ttl
-        if ttl in CLAUDE_TTLS:
-            changes["cache_control"] = {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
-        else:
-            changes["prompt_cache_breakpoint"] = dict(BREAKPOINT)
+        changes.update(_marker(block.checkpoint, claude))
     return merge_native(native, changes) if changes else native
+
+
+def _marker(checkpoint: Checkpoint, claude: bool) -> dict[str, dict]:
+    """A checkpoint as a content part's marker field: Anthropic's form (its ttl only past the default), or OpenAI's."""
+    if not claude:
+        return {"prompt_cache_breakpoint": dict(BREAKPOINT)}
+    return {"cache_control": {"type": "ephemeral"} | ({"ttl": "1h"} if checkpoint.ttl == "1h" else {})}
 
 
 # ---- usage ------------------------------------------------------------------------------------
@@ -386,14 +391,15 @@ def _data_url(url: str) -> tuple[str, str] | None:
 
 def write_chat(chat: Chat, model: str) -> dict:
     messages: list[dict] = []
+    claude = writes_cache_control(model)
     for turn in chat.turns:
         if turn.role == "tool":
             for p in turn.parts:
-                msg = {"role": "tool", "tool_call_id": p.call_id, "content": _content([Part("text", p.text, p.checkpoint)])}
+                msg = {"role": "tool", "tool_call_id": p.call_id, "content": _content([Part("text", p.text, p.checkpoint)], claude)}
                 messages.append(msg)
             continue
         calls = [p for p in turn.parts if p.kind == "tool_call"]
-        msg: dict[str, Any] = {"role": turn.role, "content": _content([p for p in turn.parts if p.kind != "tool_call"])}
+        msg: dict[str, Any] = {"role": turn.role, "content": _content([p for p in turn.parts if p.kind != "tool_call"], claude)}
         if calls:
             msg["tool_calls"] = [{"id": c.call_id, "type": "function",
                                   "function": {"name": c.name, "arguments": json.dumps(c.args)}} for c in calls]
@@ -420,7 +426,7 @@ def write_chat(chat: Chat, model: str) -> dict:
     return out
 
 
-def _content(parts: list[Part]) -> Any:
+def _content(parts: list[Part], claude: bool) -> Any:
     if len(parts) == 1 and parts[0].kind == "text" and parts[0].checkpoint is None:
         return parts[0].text
     out = []
@@ -432,7 +438,7 @@ def _content(parts: list[Part]) -> Any:
         else:
             continue
         if p.checkpoint is not None:
-            item["prompt_cache_breakpoint"] = {"mode": "explicit"}
+            item.update(_marker(p.checkpoint, claude))
         out.append(item)
     return out
 

@@ -28,11 +28,15 @@ class Profile:
     marker_models: tuple[str, ...] = ()
 
 
+# Router slugs of the models that cache at Anthropic-style `cache_control` breakpoints on Chat Completions
+# content parts (Claude's, and Gemini's, which take them too): OpenRouter's naming, which other routers copy.
+MARKER_MODELS = ("anthropic/", "google/gemini")
+
 PROFILES: dict[str, Profile] = {p.name: p for p in (
     # https://openrouter.ai/docs/features/prompt-caching: Anthropic models need cache_control to cache at
     # all; Gemini models take it too. Other models there cache automatically.
     Profile("openrouter", "https://openrouter.ai/api/v1", ("OPENROUTER_API_KEY",),
-            marker_models=("anthropic/", "google/gemini")),
+            marker_models=MARKER_MODELS),
     Profile("deepseek", "https://api.deepseek.com", ("DEEPSEEK_API_KEY",)),
     Profile("xai", "https://api.x.ai/v1", ("XAI_API_KEY",)),
     Profile("mistral", "https://api.mistral.ai/v1", ("MISTRAL_API_KEY",)),
@@ -61,3 +65,9 @@ def caches_by_markers(profile: Profile | None, model: str) -> bool:
     """Whether `model` on this provider caches only at the `cache_control` breakpoints a request carries,
     so the planner places them by Claude's rules (else the provider caches by prefix, as OpenAI does)."""
     return bool(profile and profile.marker_models and model.startswith(profile.marker_models))
+
+
+def writes_cache_control(model: str) -> bool:
+    """Whether a Chat Completions request for `model` marks its breakpoints Anthropic's way (`cache_control`
+    on content parts) rather than OpenAI's (`prompt_cache_breakpoint`)."""
+    return model.startswith(MARKER_MODELS)

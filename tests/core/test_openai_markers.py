@@ -1,10 +1,14 @@
 """Cache markers on Chat Completions content parts: OpenAI's `prompt_cache_breakpoint` and the Anthropic-style
 `cache_control` that OpenRouter passes to Claude and Gemini models. Both parse as checkpoints, a caller's come
-back byte-for-byte, and a checkpoint the planner places is written in the form its TTL belongs to."""
+back byte-for-byte, and a checkpoint the planner (or a translation) places is written in the form the request's
+model takes: Anthropic's for a router's Claude and Gemini slugs, OpenAI's for any other."""
 
 from __future__ import annotations
 
-from prefixgate.dialects import openai
+import pytest
+
+from prefixgate.dialects import anthropic, openai
+from prefixgate.dialects.translate import translate_body
 from prefixgate.ir import Checkpoint
 from prefixgate.usage import Usage
 
@@ -21,18 +25,35 @@ def test_cache_control_parts_are_checkpoints_and_round_trip():
     assert openai.encode_request(conv) == BODY
 
 
-def test_placed_checkpoints_take_the_form_of_their_ttl():
-    conv = openai.parse_request({"model": "m", "messages": [{"role": "system", "content": "policy"},
-                                                            {"role": "user", "content": "q"}]})
+@pytest.mark.parametrize("model, marker", [
+    ("gpt-5.6", {"prompt_cache_breakpoint": {"mode": "explicit"}}),
+    ("anthropic/claude-sonnet-4.5", {"cache_control": {"type": "ephemeral"}}),
+    ("google/gemini-2.5-flash", {"cache_control": {"type": "ephemeral"}}),
+])
+def test_placed_checkpoints_take_the_models_form(model, marker):
+    conv = openai.parse_request({"model": model, "messages": [{"role": "system", "content": "policy"},
+                                                              {"role": "user", "content": "q"}]})
     conv.segments[0].blocks[0].checkpoint = Checkpoint("5m")
-    conv.segments[1].blocks[0].checkpoint = Checkpoint("30m")
     sent = openai.encode_request(conv)
-    assert sent["messages"][0]["content"] == [{"type": "text", "text": "policy", "cache_control": {"type": "ephemeral"}}]
-    assert sent["messages"][1]["content"] == [{"type": "text", "text": "q", "prompt_cache_breakpoint": {"mode": "explicit"}}]
+    assert sent["messages"][0]["content"] == [{"type": "text", "text": "policy", **marker}]
+    assert sent["messages"][1]["content"] == "q"
     # A caller's marker the planner dropped (caller_checkpoints: optimize) leaves no trace.
     caller = openai.parse_request(BODY)
     caller.segments[1].blocks[0].checkpoint = None
     assert "cache_control" not in openai.encode_request(caller)["messages"][1]["content"][0]
+
+
+def test_translated_markers_take_the_target_models_form():
+    """An Anthropic caller's breakpoints (Claude Code's) routed to OpenRouter's Claude arrive as its
+    `cache_control`, their TTL kept; routed to OpenAI, as OpenAI's breakpoints."""
+    messages = {"model": "claude-sonnet-4-5", "max_tokens": 10, "system": [
+        {"type": "text", "text": "policy", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "q", "cache_control": {"type": "ephemeral"}}]}]}
+    routed, _ = translate_body(messages, anthropic.WIRE, openai.WIRE, "anthropic/claude-sonnet-4.5")
+    assert [p["cache_control"] for m in routed["messages"] for p in m["content"]] == [
+        {"type": "ephemeral", "ttl": "1h"}, {"type": "ephemeral"}]
+    direct, _ = translate_body(messages, anthropic.WIRE, openai.WIRE, "gpt-5.6")
+    assert [set(p) - {"type", "text"} for m in direct["messages"] for p in m["content"]] == [{"prompt_cache_breakpoint"}] * 2
 
 
 def test_writes_under_claude_markers_bill_at_the_markers_ttl():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import anthropic
 import openai
 import pytest
 
@@ -359,3 +360,27 @@ def test_openrouter_caller_markers_follow_the_route_policy(tmp_path, mock, keys,
         assert any(line.startswith("checkpoint: added a 5m marker") for line in records[0]["explanation"])
         assert all(caller in markers(body) for body in sent)
         assert records[0]["cache_writes"]["5m"] > 1000 and all(r["cache_read"] > 1000 for r in records[1:])
+
+
+def test_claude_code_style_caller_reaches_openrouters_claude_with_its_breakpoints(tmp_path, mock, keys):
+    """An Anthropic Messages caller (the `anthropic` SDK, as Claude Code sends: its own `cache_control`) routed to
+    OpenRouter's Claude: the body is translated to Chat Completions, the caller's breakpoints arrive in
+    OpenRouter's `cache_control` form (kept as placed), and the repeat reads what the first wrote."""
+    data = gateway_policy(mock.url)
+    data["routes"].insert(0, {"name": "claude-code", "models": ["claude-sonnet-5"],
+                              "targets": [{"upstream": "openrouter", "model": "anthropic/claude-sonnet-4.5"}]})
+    settings = settings_for(mock.url, tmp_path)
+    with running_gateway(settings, policy=policy_for(settings, data)) as gw:
+        client = anthropic.Anthropic(base_url=gw.url, api_key="pg-team-key", max_retries=0)
+        replies = [client.messages.create(
+            model="claude-sonnet-5", max_tokens=32,
+            system=[{"type": "text", "text": f"You are the ACME warranty assistant.\n{POLICY}", "cache_control": {"type": "ephemeral"}}],
+            messages=[{"role": "user", "content": f"Question {i}: is my toaster covered?"}]) for i in range(2)]
+    sent = [body for path, body in mock.ctx.received if path == "/openrouter/v1/chat/completions"]
+    assert [markers(body) for body in sent] == [[(0, {"type": "ephemeral"})]] * 2
+    assert all(body["model"] == "anthropic/claude-sonnet-4.5" for body in sent)
+    assert replies[0].usage.cache_creation_input_tokens > 1000 and replies[0].usage.cache_read_input_tokens == 0
+    assert replies[1].usage.cache_read_input_tokens == replies[0].usage.cache_creation_input_tokens
+    records = records_of(settings, 2)
+    assert records[0]["cache_writes"] == {"5m": replies[0].usage.cache_creation_input_tokens}
+    assert all(Decimal(r["provider_cost_usd"]) == Decimal(r["cost_usd"]) > 0 for r in records)
