@@ -3,9 +3,9 @@ Azure OpenAI's deployment paths under `/azure/openai/deployments/{deployment}/ch
 
 Bodies and streams are OpenAI's; what differs is what each provider documents (reference sheet section 4):
 DeepSeek reports `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`; OpenRouter always reports usage
-(streamed or not, asked or not) with `cost` in USD and `cached_tokens`/`cache_write_tokens`; Mistral's
-`cached_tokens` come in 64-token blocks; Fireworks also sends its token-count headers; Azure takes the key
-in `api-key` and insists on `api-version`. Every provider caches by prefix automatically; the mock runs
+(streamed or not, asked or not) with `cost` in USD and `cached_tokens`/`cache_write_tokens`; Groq adds its
+timings (`queue_time`, `prompt_time`, ...); Mistral's `cached_tokens` come in 64-token blocks; Fireworks
+also sends its token-count headers; Azure takes the key in `api-key` and insists on `api-version`. Every provider caches by prefix automatically; the mock runs
 OpenAI's implicit cache (1,024-token minimum, 128-token steps) per provider and key as a stand-in. Like
 OpenAI's API, an unknown body field such as `cache_salt` is refused with a 400.
 
@@ -133,6 +133,11 @@ def _usage_body(provider: str, model: str, usage: Usage) -> dict:
         out = {k: v for k, v in out.items() if k != "prompt_tokens_details"}
         out["prompt_cache_hit_tokens"] = usage.cache_read
         out["prompt_cache_miss_tokens"] = usage.input_total - usage.cache_read
+    elif provider == "groq":
+        # Groq's timings beside the counts (P7), in seconds; the mock's figures are made up but consistent.
+        prompt_s, completion_s = round(usage.input_total / 500_000, 6), round(usage.output / 1_000, 6)
+        out.update(queue_time=0.0002, prompt_time=prompt_s, completion_time=completion_s,
+                   total_time=round(prompt_s + completion_s, 6))
     elif provider == "openrouter":
         out["prompt_tokens_details"]["cache_write_tokens"] = usage.cache_write
         out["cost"] = float(_openrouter_cost(model, usage))

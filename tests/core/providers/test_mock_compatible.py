@@ -145,5 +145,7 @@ def test_streamed_usage_comes_in_the_final_chunk_as_each_provider_words_it(mock_
         assert last.usage.prompt_tokens_details.cached_tokens > 1000
     if provider == "openrouter":
         assert last.usage.model_extra["cost"] > 0
+    if provider == "groq":
+        assert {"queue_time", "prompt_time", "completion_time", "total_time"} <= set(last.usage.model_extra)
     unasked = list(ask(client, model, stream=True))
     assert (unasked[-1].usage is not None) == (provider == "openrouter")
