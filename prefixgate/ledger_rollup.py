@@ -33,8 +33,10 @@ DIMENSIONS = ("route", "model", "key", "target", "provider", "tenant")
 SUMS = ("requests", "errors", "unpriced", "uncached_input", "cache_read", "cache_write", "output",
         "spend_pico", "without_cache_pico", "savings_pico",
         # Cost check: requests priced from the provider's report alone; requests priced by the table that the
-        # provider also reported a cost for ("compared"), what each said they cost, and how many differ by >1%.
-        "priced_by_provider", "compared", "provider_cost_pico", "table_cost_pico", "cost_disagreements")
+        # provider also reported a cost for ("compared") and what each said they cost; and of those, the ones
+        # where the two differ by over 1%, with what each said.
+        "priced_by_provider", "compared", "provider_cost_pico", "table_cost_pico",
+        "cost_disagreements", "disagreeing_provider_pico", "disagreeing_table_pico")
 BIN_RATIO = 1.1
 VALUE_HIST_RES = 3600           # per-value histograms are kept per hour only (see the module docstring)
 BATCH = 1000                    # records per roll-up transaction (appends wait for it)
@@ -110,12 +112,13 @@ def contribution(rec: dict) -> tuple[tuple[int, ...], int, int | None]:
     # A table price gives a counterfactual too; a cost from the provider's report alone does not (cost.ledger_fields).
     reported, by_table = rec.get("provider_cost_usd"), rec["cost_without_cache_usd"] is not None
     compared = reported is not None and by_table and priced
+    provider_cost = picodollars(reported) if compared else 0
+    differs = compared and disagree(Decimal(reported), Decimal(rec["cost_usd"]))
     sums = (1, int(status != 200), int(not priced and status == 200), rec["uncached_input"] or 0, rec["cache_read"] or 0,
             sum(rec["cache_writes"].values()), rec["output"] or 0, cost,
             picodollars(rec["cost_without_cache_usd"]) or cost, picodollars(rec["savings_usd"]) if priced else 0,
-            int(priced and reported is not None and not by_table), int(compared),
-            picodollars(reported) if compared else 0, cost if compared else 0,
-            int(compared and disagree(Decimal(reported), Decimal(rec["cost_usd"]))))
+            int(priced and reported is not None and not by_table), int(compared), provider_cost, cost if compared else 0,
+            int(differs), provider_cost if differs else 0, cost if differs else 0)
     ttft = rec["ttft_ms"]
     return sums, latency_bin(rec["latency_ms"] or 0.0), None if ttft is None else latency_bin(ttft)
 

@@ -63,16 +63,18 @@ def _figures(sums: dict[str, int], latency: dict[int, int] | None = None, ttft: 
 
 
 def cost_check(sums: dict[str, int]) -> dict:
-    """The provider's own reported cost against the price table's, over the requests that have both, and
-    the requests priced from the provider's report alone."""
-    provider, table = sums["provider_cost_pico"], sums["table_cost_pico"]
-    return {
-        "compared": sums["compared"], "disagreements": sums["cost_disagreements"],
-        "provider_usd": _money(provider), "table_usd": _money(table), "difference_usd": _money(provider - table),
-        # Relative to the table's figure; None where the table priced those requests at nothing.
-        "difference": (provider - table) / table if table else None,
-        "priced_by_provider": sums["priced_by_provider"],
-    }
+    """The provider's own reported cost against the price table's, over the requests that have both and over
+    those of them that differ by over 1%, and the requests priced from the provider's report alone."""
+    return {"compared": sums["compared"], **_against(sums["provider_cost_pico"], sums["table_cost_pico"]),
+            "disagreements": sums["cost_disagreements"],
+            "disagreeing": _against(sums["disagreeing_provider_pico"], sums["disagreeing_table_pico"]),
+            "priced_by_provider": sums["priced_by_provider"]}
+
+
+def _against(provider: int, table: int) -> dict:
+    # The difference is relative to the table's figure; None where the table priced those requests at nothing.
+    return {"provider_usd": _money(provider), "table_usd": _money(table), "difference_usd": _money(provider - table),
+            "difference": (provider - table) / table if table else None}
 
 
 def percentile(histogram: dict[int, int], q: float) -> float | None:

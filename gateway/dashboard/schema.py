@@ -22,13 +22,18 @@ class Tokens(BaseModel):
     output: int
 
 
-class CostCheck(BaseModel):
-    compared: int = Field(description="requests priced by the price table whose provider also reported their cost")
-    disagreements: int = Field(description="of those, the ones where the two differ by over 1%")
-    provider_usd: str = Field(description="what the provider reported for the compared requests")
+class Against(BaseModel):
+    provider_usd: str = Field(description="what the provider reported for these requests")
     table_usd: str = Field(description="what the price table gives for the same requests")
     difference_usd: str = Field(description="provider_usd - table_usd")
     difference: float | None = Field(description="difference_usd / table_usd; null when table_usd is 0")
+
+
+class CostCheck(Against):
+    compared: int = Field(description="requests priced by the price table whose provider also reported their cost "
+                                      "(the amounts above are over these)")
+    disagreements: int = Field(description="of those, the ones where the two differ by over 1%")
+    disagreeing: Against = Field(description="the amounts over the disagreeing requests alone")
     priced_by_provider: int = Field(description="requests with no price row, priced from the provider's reported cost")
 
 

@@ -18,7 +18,8 @@ from prefixgate.ledger_rollup import SUMS
 from tests.support_services import wait_until
 
 NOW = time.time()
-ADDED = ("priced_by_provider", "compared", "provider_cost_pico", "table_cost_pico", "cost_disagreements")
+ADDED = ("priced_by_provider", "compared", "provider_cost_pico", "table_cost_pico", "cost_disagreements",
+         "disagreeing_provider_pico", "disagreeing_table_pico")
 
 
 def record(i: int) -> LedgerRecord:

@@ -68,6 +68,8 @@ function renderTotals(t) {
 
 // Where the provider's own reported cost and the price table's differ by over 1%, and what has no price at all:
 // never shown as $0 (the issue's rule), always named.
+const fmtDelta = (d) => (d === null ? "" : ` (${d > 0 ? "+" : ""}${(100 * d).toFixed(1)}%)`);
+
 function renderCostCheck(t) {
   const c = t.cost_check, box = $("#cost-check");
   box.replaceChildren();
@@ -76,10 +78,10 @@ function renderCostCheck(t) {
   box.append(el("h2", {}, "Cost check"));
   const list = el("ul");
   if (c.disagreements) {
-    const delta = c.difference === null ? "" : ` (${c.difference > 0 ? "+" : ""}${(100 * c.difference).toFixed(1)}%)`;
+    const d = c.disagreeing;
     list.append(el("li", { "data-check": "disagreements", "data-value": String(c.disagreements) },
       el("b", {}, `${fmtInt(c.disagreements)} of ${fmtInt(c.compared)} request(s)`),
-      ` where the provider reports its own cost differ from the price table by over 1%: the provider billed ${fmtUsd(c.provider_usd)}, the table gives ${fmtUsd(c.table_usd)}${delta}. Spend shows the table's figure; update the price rows (providers_file) if the provider's is right.`));
+      ` with a provider-reported cost differ from the price table by over 1%: on those the provider billed ${fmtUsd(d.provider_usd)}, the table gives ${fmtUsd(d.table_usd)}${fmtDelta(d.difference)}. Over all ${fmtInt(c.compared)}: ${fmtUsd(c.provider_usd)} against ${fmtUsd(c.table_usd)}${fmtDelta(c.difference)}. Spend shows the table's figure; update the price rows (providers_file) if the provider's is right.`));
   }
   if (t.unpriced) {
     list.append(el("li", { "data-check": "unpriced", "data-value": String(t.unpriced) },
@@ -94,14 +96,17 @@ function checkText(r) {
   if (r.unpriced) parts.push(`${fmtInt(r.unpriced)} unpriced`);
   const c = r.cost_check;
   if (c.disagreements) {
-    const delta = c.difference === null ? "" : ` ${c.difference > 0 ? "+" : ""}${(100 * c.difference).toFixed(1)}%`;
-    parts.push(`provider ${fmtUsd(c.provider_usd)} vs table ${fmtUsd(c.table_usd)}${delta} (${fmtInt(c.disagreements)} differ)`);
+    const d = c.disagreeing;
+    parts.push(`provider ${fmtUsd(d.provider_usd)} vs table ${fmtUsd(d.table_usd)}${fmtDelta(d.difference)} on ${fmtInt(c.disagreements)} differing`);
   } else if (c.compared) {
     parts.push("agrees with provider");
   }
   if (c.priced_by_provider) parts.push(`${fmtInt(c.priced_by_provider)} priced by provider`);
   return parts.join("; ");
 }
+
+// A row whose every answered request is unpriced has no spend to show: "unpriced", never "$0".
+const money = (r, key) => (r.unpriced && r.unpriced === r.requests - r.errors ? "unpriced" : fmtUsd(r[key]));
 
 function renderAlerts(alerts) {
   const firing = alerts.filter((a) => a.firing);
@@ -231,8 +236,8 @@ function renderBreakdown() {
     const name = el("td", {}, r.name || "(none)");
     if (state.by === "route" && firing.has(r.name)) name.append(el("span", { class: "badge" }, "hit rate drop"));
     body.append(el("tr", { "data-name": r.name }, name,
-      el("td", { class: "num" }, fmtInt(r.requests)), el("td", { class: "num" }, fmtUsd(r.spend_usd)),
-      el("td", { class: "num" }, fmtUsd(r.spend_without_cache_usd)), el("td", { class: "num" }, fmtUsd(r.savings_usd)),
+      el("td", { class: "num" }, fmtInt(r.requests)), el("td", { class: "num" }, money(r, "spend_usd")),
+      el("td", { class: "num" }, money(r, "spend_without_cache_usd")), el("td", { class: "num" }, money(r, "savings_usd")),
       el("td", { class: "num" }, fmtPct(r.hit_rate)), el("td", { class: "num" }, fmtMs(r.ttft_p95_ms)),
       el("td", { class: "num" }, fmtInt(r.errors)),
       el("td", { class: "check" + (r.unpriced || r.cost_check.disagreements ? " flagged" : "") }, checkText(r))));
