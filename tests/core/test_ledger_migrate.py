@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 from prefixgate.ledger import Ledger, LedgerRecord
 from prefixgate.ledger_postgres import PostgresSync, create_tables
 from prefixgate.ledger_rollup import SUMS
-from tests.support_services import wait_until
+from tests.support_services import empty_postgres_ledger, wait_until
 
 NOW = time.time()
 ADDED = ("priced_by_provider", "compared", "provider_cost_pico", "table_cost_pico", "cost_disagreements",
@@ -64,9 +64,7 @@ def test_an_older_sqlite_ledger_gains_the_cost_check_filled_in(tmp_path):
 
 
 def test_an_older_postgres_ledger_gains_the_cost_check_filled_in(tmp_path, postgres_url):
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        for table in ("prefixgate_requests", "prefixgate_rollups", "prefixgate_rollup_hist", "prefixgate_cursors"):
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
+    empty_postgres_ledger(postgres_url)
     ledger = Ledger(str(tmp_path / "ledger.sqlite"), ledger_url=postgres_url)
     for i in range(300):
         ledger.append(record(i))

@@ -43,14 +43,14 @@ def policy(mock_url: str) -> dict:
 
 
 @contextmanager
-def cost_check_gateway(tmp_path: Path, monkeypatch) -> Iterator[Running]:
-    """The gateway after the scenario's traffic, its ledger flushed."""
+def cost_check_gateway(tmp_path: Path, monkeypatch, **settings_overrides) -> Iterator[Running]:
+    """The gateway after the scenario's traffic, its ledger flushed (copied, with `ledger_url`)."""
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-cost-check")
     monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-ds-cost-check")
     prices = tmp_path / "prices.toml"
     prices.write_text(STALE_PRICES)
     with ServerThread(mock_app(MockContext())) as mock:
-        settings = settings_for(mock.url, tmp_path, providers_file=str(prices))
+        settings = settings_for(mock.url, tmp_path, providers_file=str(prices), **settings_overrides)
         with running_gateway(settings, policy=policy_for(settings, policy(mock.url))) as gw:
             client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="unused", max_retries=0)
             for model, n in TRAFFIC:

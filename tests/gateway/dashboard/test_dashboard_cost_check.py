@@ -16,6 +16,7 @@ from prefixgate.cost import disagree
 from prefixgate.ledger import read_records
 from tests.gateway.dashboard.support_cost_check import cost_check_gateway
 from tests.gateway.dashboard.test_dashboard_browser import ARTIFACTS, assert_reads_as, browser, loads  # noqa: F401 (fixture)
+from tests.support_services import empty_postgres_ledger
 
 
 def expected_check(records: list[dict]) -> dict:
@@ -33,8 +34,17 @@ def _sum(records: list[dict], key: str) -> Decimal:
     return sum((Decimal(r[key]) for r in records), Decimal(0))
 
 
-def test_api_reports_the_cost_check_and_unpriced_requests(tmp_path, monkeypatch):
-    with cost_check_gateway(tmp_path, monkeypatch) as gw:
+@pytest.fixture(params=["sqlite", "postgres"])
+def ledger_settings(request) -> dict:
+    """The replica's own SQLite ledger, or the fleet's Postgres one (emptied of an earlier test's tables)."""
+    if request.param == "sqlite":
+        return {}
+    return {"ledger_url": empty_postgres_ledger(request.getfixturevalue("postgres_url"))}
+
+
+def test_api_reports_the_cost_check_and_unpriced_requests(tmp_path, monkeypatch, ledger_settings):
+    with cost_check_gateway(tmp_path, monkeypatch, **ledger_settings) as gw:
+        assert httpx.get(gw.url + "/api/summary").json()["window"]["source"] == ("postgres" if ledger_settings else "sqlite")
         totals = httpx.get(gw.url + "/api/summary", params={"range": "1h"}).json()["totals"]
         by_model = {r["name"]: r for r in httpx.get(gw.url + "/api/breakdown", params={"range": "1h", "by": "model"}).json()["rows"]}
         listed = httpx.get(gw.url + "/api/requests", params={"range": "1h"}).json()["records"]
