@@ -5,8 +5,9 @@ A rollup row sums the records of one bucket (a minute or an hour) that share one
 record): requests, errors, tokens by class, and money in integer picodollars (so sums are exact and
 equal a scan of the raw records). Where a provider reports its own cost (OpenRouter's `usage.cost`), the
 rollups also keep it beside the price table's for the same requests, and count those that differ by
-over 1%, the requests priced from the provider's report alone (no price row), and those left unpriced. Rows are per dimension, not per combination of them, so a bucket
-holds as many rows as there are distinct routes plus keys plus models..., not their product.
+over 1%, the requests priced from the provider's report alone (no price row), and those left unpriced.
+Rows are per dimension, not per combination of them, so a bucket holds as many rows as there are
+distinct routes plus keys plus models..., not their product.
 Latency and time to first byte go into log-scale histograms beside them (bins 10% wide), from which
 percentiles are read to within 5%: per minute for all records, per hour for each dimension's values
 (a histogram has tens of bins; per minute and value they would outnumber the records).

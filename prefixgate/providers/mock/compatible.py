@@ -5,9 +5,10 @@ Bodies and streams are OpenAI's; what differs is what each provider documents (r
 DeepSeek reports `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`; OpenRouter always reports usage
 (streamed or not, asked or not) with `cost` in USD and `cached_tokens`/`cache_write_tokens`; Groq adds its
 timings (`queue_time`, `prompt_time`, ...); Mistral's `cached_tokens` come in 64-token blocks; Fireworks
-also sends its token-count headers; Azure takes the key in `api-key` and insists on `api-version`. Every provider caches by prefix automatically; the mock runs
-OpenAI's implicit cache (1,024-token minimum, 128-token steps) per provider and key as a stand-in. Like
-OpenAI's API, an unknown body field such as `cache_salt` is refused with a 400.
+also sends its token-count headers; Azure takes the key in `api-key` and insists on `api-version`. Every
+provider caches by prefix automatically; the mock runs OpenAI's implicit cache (1,024-token minimum,
+128-token steps) per provider and key as a stand-in. Like OpenAI's API, an unknown body field such as
+`cache_salt` is refused with a 400.
 
 OpenRouter's Claude models cache only at `cache_control` breakpoints on content parts: the mock runs
 Anthropic's cache on the request translated to a Messages body (no breakpoint, no cache; writes reported
