@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from prefixgate.cache_planner import PlannerState, Target, plan
 from prefixgate.dialects import anthropic, openai
 from prefixgate.dialects.translate import translate_body
 from prefixgate.ir import Checkpoint
@@ -61,3 +62,26 @@ def test_writes_under_claude_markers_bill_at_the_markers_ttl():
     usage = openai.WIRE.usage_of({"usage": {"prompt_tokens": 100, "completion_tokens": 5,
                                             "prompt_tokens_details": {"cached_tokens": 10, "cache_write_tokens": 60}}}, conv)
     assert usage == Usage(uncached_input=30, cache_read=10, cache_writes={"1h": 60}, output=5)
+
+
+def test_openrouter_claude_checkpoints_land_only_where_the_format_can_carry_them():
+    """Under Claude's rules through OpenRouter's Chat Completions, tool definitions and tool calls take no
+    marker: every checkpoint the planner places reaches the wire as a `cache_control` part."""
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": "Looks things up. " * 80,
+                                               "parameters": {"type": "object", "properties": {}}}} for i in range(3)]
+    call = {"id": "c1", "type": "function", "function": {"name": "tool_0", "arguments": "{}"}}
+    body = {"model": "anthropic/claude-sonnet-4.5", "tools": tools, "messages": [
+        {"role": "user", "content": "Look it up. " * 200},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "found " * 300},
+        {"role": "user", "content": "And then?"}]}
+    target = Target("anthropic", "anthropic/claude-sonnet-4.5", rows_of="openrouter")
+    state = PlannerState()
+    for _ in range(3):      # the route learns its reuse
+        planned = plan(openai.parse_request(body), target, state, route="r", now=1000.0)
+    placed = planned.conversation.checkpoints()
+    assert placed
+    assert all(planned.conversation.segments[si].role not in ("tools", "assistant") for si, _, _ in placed)
+    sent = openai.encode_request(planned.conversation)
+    marked = [p for m in sent["messages"] if isinstance(m.get("content"), list) for p in m["content"] if "cache_control" in p]
+    assert len(marked) == len(placed) and "cache_control" not in str(sent["tools"])
