@@ -46,6 +46,10 @@ def markable(target: Target, seg: Segment, block: Block) -> bool:
     if target.provider == "gemini":
         return True
     if target.provider in CLAUDE_CACHES:
+        if target.rows_of and (seg.role in ("tools", "schema") or block.kind == "tool_call"):
+            # Claude through a compatible provider's Chat Completions (OpenRouter): its markers go on message
+            # content parts only; tool definitions and calls have no place for one.
+            return False
         return block.kind != "thinking" and not (block.kind == "text" and not block.text)
     if target.provider == "openai":
         return seg.role not in ("assistant", "tools", "schema") and block.kind in ("text", "image", "audio", "file", "tool_result")

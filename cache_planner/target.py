@@ -16,8 +16,8 @@ class Target:
     provider: Provider
     model: str
     # Whose price rows (and cache minimum) the model is looked up under, when not `provider`'s own: a
-    # hosted OpenAI-compatible provider (deepseek, openrouter, ...) caches under OpenAI's rules but lists
-    # its own models.
+    # hosted OpenAI-compatible provider (deepseek, openrouter, ...) caches under OpenAI's rules (Claude's,
+    # for OpenRouter's Claude and Gemini models) but lists its own models.
     rows_of: str = ""
 
     def __post_init__(self) -> None:

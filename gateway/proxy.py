@@ -58,6 +58,7 @@ from prefixgate.policies.router import caller_checkpoints_for
 from prefixgate.policies.schema import DIALECT_OF, KINDS
 from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.cached_contents import parse_rfc3339
+from prefixgate.providers.compatible import caches_by_markers
 from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
 
@@ -66,9 +67,12 @@ PLANNER_PROVIDER = {kind: "local" if kind in ("local", "openai_compatible") else
                     for kind in KINDS}
 
 
-def planner_provider(upstream: Upstream) -> str:
-    """Whose caching rules the planner applies: a hosted compatible provider caches by prefix, as OpenAI does."""
-    return "openai" if upstream.provider else PLANNER_PROVIDER[upstream.kind]
+def planner_provider(upstream: Upstream, model: str = "") -> str:
+    """Whose caching rules the planner applies: a hosted compatible provider caches by prefix, as OpenAI does,
+    except the models it caches only at Anthropic-style breakpoints (OpenRouter's Claude and Gemini)."""
+    if upstream.provider:
+        return "anthropic" if caches_by_markers(upstream.profile, model) else "openai"
+    return PLANNER_PROVIDER[upstream.kind]
 
 
 def price_provider(upstream: Upstream) -> str:
@@ -228,7 +232,7 @@ class Proxy:
         conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
-        target = Target(planner_provider(first), first.base_model(model), first.provider)
+        target = Target(planner_provider(first, model), first.base_model(model), first.provider)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
                         catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
         the_plan.route = call.route.name

@@ -115,6 +115,11 @@ def cost_note(usage: Usage, cost: Cost | None, what: str) -> str | None:
         if reported is None:
             return f"unpriced: no price row for {what} and the provider reported no cost"
         return f"priced from the provider's reported cost (no price row for {what})"
-    if reported is not None and abs(reported - cost.total) > Decimal("0.01") * max(abs(cost.total), abs(reported)):
+    if reported is not None and disagree(reported, cost.total):
         return f"cost: provider reported ${reported}, price table gives ${cost.total} (differ by over 1%)"
     return None
+
+
+def disagree(reported: Decimal, table: Decimal) -> bool:
+    """Whether a provider's own reported cost and the price table's differ by over 1% (of the larger)."""
+    return abs(reported - table) > Decimal("0.01") * max(abs(table), abs(reported))

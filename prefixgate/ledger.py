@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from prefixgate import ledger_rollup as rollup
 from prefixgate.config import Settings
+from prefixgate.ledger_migrate import add_missing_sums
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
@@ -171,6 +172,7 @@ class Ledger:
                 self._db.execute(f"ALTER TABLE requests ADD COLUMN {f.name} {_SQL_TYPES.get(str(f.type), 'TEXT')}")
         self._db.execute("CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts)")
         rollup.create(self._db)
+        add_missing_sums(self._db, COLUMNS, decode_row)
         marks = ", ".join("?" for _ in COLUMNS)
         # A record id written twice (an SDK export repeated) keeps its first row: replacing it would give
         # it a new rowid and roll it up twice.

@@ -14,8 +14,9 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from prefixgate import ledger_rollup as rollup
-from prefixgate.ledger import COLUMNS, schema
+from prefixgate.ledger import COLUMNS, decode_row, schema
 from prefixgate.ledger_copy import RowCopier
+from prefixgate.ledger_migrate import add_columns, fill, fill_rows, missing_sums
 
 CURSORS = "prefixgate_cursors"
 # SQLite's types as Postgres needs them: token counts and picodollars outgrow 32 bits, times need doubles.
@@ -54,6 +55,25 @@ def create_tables(pool: ConnectionPool) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(7274657)")
         for statement in DDL:
             conn.execute(statement)
+        _add_missing_sums(conn)
+
+
+def _add_missing_sums(conn: psycopg.Connection) -> None:
+    """Rollup sums a newer version adds (ledger_migrate), in this transaction: every record in Postgres
+    was rolled up when it was copied, so all of them fill the new columns in."""
+    have = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'prefixgate_rollups' "
+                        "AND table_schema = current_schema()").fetchall()
+    missing = missing_sums(name for (name,) in have)
+    if not missing:
+        return
+    for statement in add_columns("prefixgate_rollups", missing):
+        conn.execute(to_postgres(statement))
+    update = to_postgres(fill("prefixgate_rollups", missing))
+    # SQL text: table and column names are this module's constants.
+    with conn.cursor(name="prefixgate_fill") as rows, conn.cursor() as out:
+        rows.execute(f"SELECT {', '.join(COLUMNS)} FROM prefixgate_requests")  # nosec B608
+        while batch := rows.fetchmany(rollup.BATCH):
+            out.executemany(update, fill_rows((decode_row(dict(zip(COLUMNS, r, strict=True))) for r in batch), missing))
 
 
 class PostgresSync(RowCopier):

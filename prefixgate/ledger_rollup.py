@@ -3,8 +3,11 @@
 A rollup row sums the records of one bucket (a minute or an hour) that share one dimension's value
 (`dim` route, model, key, target, provider or tenant, and `name` its value; `dim` "" sums every
 record): requests, errors, tokens by class, and money in integer picodollars (so sums are exact and
-equal a scan of the raw records). Rows are per dimension, not per combination of them, so a bucket
-holds as many rows as there are distinct routes plus keys plus models..., not their product.
+equal a scan of the raw records). Where a provider reports its own cost (OpenRouter's `usage.cost`), the
+rollups also keep it beside the price table's for the same requests, and count those that differ by
+over 1%, the requests priced from the provider's report alone (no price row), and those left unpriced.
+Rows are per dimension, not per combination of them, so a bucket holds as many rows as there are
+distinct routes plus keys plus models..., not their product.
 Latency and time to first byte go into log-scale histograms beside them (bins 10% wide), from which
 percentiles are read to within 5%: per minute for all records, per hour for each dimension's values
 (a histogram has tens of bins; per minute and value they would outnumber the records).
@@ -24,15 +27,25 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from prefixgate.cost import disagree
+
 RESOLUTIONS = (60, 3600)
 DIMENSIONS = ("route", "model", "key", "target", "provider", "tenant")
 SUMS = ("requests", "errors", "unpriced", "uncached_input", "cache_read", "cache_write", "output",
-        "spend_pico", "without_cache_pico", "savings_pico")
+        "spend_pico", "without_cache_pico", "savings_pico",
+        # Cost check: requests priced from the provider's report alone; requests priced by the table that the
+        # provider also reported a cost for ("compared") and what each said they cost; and of those, the ones
+        # where the two differ by over 1%, with what each said.
+        "priced_by_provider", "compared", "provider_cost_pico", "table_cost_pico",
+        "cost_disagreements", "disagreeing_provider_pico", "disagreeing_table_pico")
 BIN_RATIO = 1.1
 VALUE_HIST_RES = 3600           # per-value histograms are kept per hour only (see the module docstring)
 BATCH = 1000                    # records per roll-up transaction (appends wait for it)
 CURSOR = "rolled_up_to"
 
+# A rollup column; its default lets a ledger from an older version add it in place (ledger_migrate), and an
+# older replica's upserts (naming fewer columns) still insert.
+SUM_TYPE = "INTEGER NOT NULL DEFAULT 0"
 _KEY = ("res", "bucket", "dim", "name")
 _KEY_SQL = "res INTEGER, bucket INTEGER, dim TEXT, name TEXT"
 # Keys ordered (res, dim, bucket, ...): a query reads one dimension's rows over a span of buckets.
@@ -45,7 +58,7 @@ def statements(prefix: str = "") -> tuple[list[str], str, str]:
     rollups, hist = f"{prefix}rollups", f"{prefix}rollup_hist"
     bare_rollups, bare_hist = rollups.split(".")[-1], hist.split(".")[-1]
     create = [
-        f"CREATE TABLE IF NOT EXISTS {rollups} ({_KEY_SQL}, {', '.join(f'{s} INTEGER NOT NULL' for s in SUMS)}, "
+        f"CREATE TABLE IF NOT EXISTS {rollups} ({_KEY_SQL}, {', '.join(f'{s} {SUM_TYPE}' for s in SUMS)}, "
         f"PRIMARY KEY ({_PK})) WITHOUT ROWID",
         f"CREATE TABLE IF NOT EXISTS {hist} ({_KEY_SQL}, kind TEXT, bin INTEGER, n INTEGER NOT NULL, "
         f"PRIMARY KEY ({_PK}, kind, bin)) WITHOUT ROWID",
@@ -97,9 +110,16 @@ def contribution(rec: dict) -> tuple[tuple[int, ...], int, int | None]:
     """What one decoded record adds to each of its rollup rows: the SUMS, its latency bin and TTFT bin."""
     status, priced = rec["status"], rec["cost_usd"] is not None
     cost = picodollars(rec["cost_usd"])
+    # A table price gives a counterfactual too; a cost from the provider's report alone does not (cost.ledger_fields).
+    reported, by_table = rec.get("provider_cost_usd"), rec["cost_without_cache_usd"] is not None
+    compared = reported is not None and by_table and priced
+    provider_cost = picodollars(reported) if compared else 0
+    differs = compared and disagree(Decimal(reported), Decimal(rec["cost_usd"]))
     sums = (1, int(status != 200), int(not priced and status == 200), rec["uncached_input"] or 0, rec["cache_read"] or 0,
             sum(rec["cache_writes"].values()), rec["output"] or 0, cost,
-            picodollars(rec["cost_without_cache_usd"]) or cost, picodollars(rec["savings_usd"]) if priced else 0)
+            picodollars(rec["cost_without_cache_usd"]) or cost, picodollars(rec["savings_usd"]) if priced else 0,
+            int(priced and reported is not None and not by_table), int(compared), provider_cost, cost if compared else 0,
+            int(differs), provider_cost if differs else 0, cost if differs else 0)
     ttft = rec["ttft_ms"]
     return sums, latency_bin(rec["latency_ms"] or 0.0), None if ttft is None else latency_bin(ttft)
 

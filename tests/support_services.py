@@ -97,3 +97,13 @@ class ServerThread:
         self.server.should_exit = True
         self.thread.join(15)
         self.socket.close()
+
+
+def empty_postgres_ledger(url: str) -> str:
+    """`url` with the shared ledger's tables of an earlier test dropped; returns `url`."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for table in ("prefixgate_requests", "prefixgate_rollups", "prefixgate_rollup_hist", "prefixgate_cursors"):
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+    return url

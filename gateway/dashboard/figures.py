@@ -48,18 +48,37 @@ def _money(pico: int) -> str:
     return str(Decimal(pico).scaleb(-12).normalize()) if pico else "0"
 
 
-def _figures(sums: dict[str, int], latency: dict[int, int] | None = None, ttft: dict[int, int] | None = None) -> dict:
+def _hit_rate(sums: dict[str, int]) -> float | None:
+    """Cache-read share of prompt tokens; None with no prompt tokens (not 0: nothing was asked)."""
     prompt = sums["uncached_input"] + sums["cache_read"] + sums["cache_write"]
+    return sums["cache_read"] / prompt if prompt else None
+
+
+def _figures(sums: dict[str, int], latency: dict[int, int] | None = None, ttft: dict[int, int] | None = None) -> dict:
     return {
         "requests": sums["requests"], "errors": sums["errors"], "unpriced": sums["unpriced"],
         "spend_usd": _money(sums["spend_pico"]), "spend_without_cache_usd": _money(sums["without_cache_pico"]),
         "savings_usd": _money(sums["savings_pico"]),
-        # Cache-read share of prompt tokens; None with no prompt tokens (not 0: nothing was asked).
-        "hit_rate": sums["cache_read"] / prompt if prompt else None,
+        "hit_rate": _hit_rate(sums),
         "tokens": {k: sums[k] for k in ("uncached_input", "cache_read", "cache_write", "output")},
         "latency_p50_ms": percentile(latency or {}, 50), "latency_p95_ms": percentile(latency or {}, 95),
-        "ttft_p95_ms": percentile(ttft or {}, 95),
+        "ttft_p95_ms": percentile(ttft or {}, 95), "cost_check": cost_check(sums),
     }
+
+
+def cost_check(sums: dict[str, int]) -> dict:
+    """The provider's own reported cost against the price table's, over the requests that have both and over
+    those of them that differ by over 1%, and the requests priced from the provider's report alone."""
+    return {"compared": sums["compared"], **_against(sums["provider_cost_pico"], sums["table_cost_pico"]),
+            "disagreements": sums["cost_disagreements"],
+            "disagreeing": _against(sums["disagreeing_provider_pico"], sums["disagreeing_table_pico"]),
+            "priced_by_provider": sums["priced_by_provider"]}
+
+
+def _against(provider: int, table: int) -> dict:
+    # The difference is relative to the table's figure; None where the table priced those requests at nothing.
+    return {"provider_usd": _money(provider), "table_usd": _money(table), "difference_usd": _money(provider - table),
+            "difference": (provider - table) / table if table else None}
 
 
 def percentile(histogram: dict[int, int], q: float) -> float | None:
@@ -96,22 +115,25 @@ def totals(db: sqlite3.Connection, since: float, until: float) -> dict:
     return _figures(sums, hist["l"], hist["t"])
 
 
+# What a time-series point reads: summing only these keeps the chart's query as cheap as the rollups grow.
+_POINT_SUMS = ("requests", "uncached_input", "cache_read", "cache_write", "spend_pico", "without_cache_pico", "savings_pico")
+
+
 def timeseries(db: sqlite3.Connection, since: float, until: float, step: float) -> list[dict]:
     """One point per `step` seconds from `since`: spend, savings and hit rate in that bucket (with steps of
     an hour or more, whole hours are read from hour rollups and placed by their start)."""
     n = max(1, math.ceil((until - since) / step))
-    sub, params = _rows("rollups", since, until, "", "bucket, " + ", ".join(SUMS), res=MINUTE if step < HOUR else None)
-    points = [dict.fromkeys(SUMS, 0) for _ in range(n)]
+    sub, params = _rows("rollups", since, until, "", "bucket, " + ", ".join(_POINT_SUMS), res=MINUTE if step < HOUR else None)
+    points = [dict.fromkeys(_POINT_SUMS, 0) for _ in range(n)]
     # SQL text: table, schema and column names are this module's constants and the subquery is built from them; values are bound.
-    query = f"SELECT CAST((bucket - ?) / ? AS INTEGER) AS i, {_SUM_SQL} FROM {sub} GROUP BY i"  # nosec B608
+    query = f"SELECT CAST((bucket - ?) / ? AS INTEGER) AS i, {', '.join(f'coalesce(sum({s}), 0)' for s in _POINT_SUMS)} FROM {sub} GROUP BY i"  # nosec B608
     for i, *sums in db.execute(query, [since, step, *params]):
-        points[min(max(i, 0), n - 1)] = dict(zip(SUMS, sums, strict=True))
+        points[min(max(i, 0), n - 1)] = dict(zip(_POINT_SUMS, sums, strict=True))
     out = []
     for i, s in enumerate(points):
-        fig = _figures(s)
-        out.append({"t": since + i * step, "requests": s["requests"], "spend_usd": fig["spend_usd"],
-                    "savings_usd": fig["savings_usd"], "spend_without_cache_usd": fig["spend_without_cache_usd"],
-                    "hit_rate": fig["hit_rate"]})
+        out.append({"t": since + i * step, "requests": s["requests"], "spend_usd": _money(s["spend_pico"]),
+                    "savings_usd": _money(s["savings_pico"]), "spend_without_cache_usd": _money(s["without_cache_pico"]),
+                    "hit_rate": _hit_rate(s)})
     return out
 
 

@@ -22,10 +22,27 @@ class Tokens(BaseModel):
     output: int
 
 
+class Against(BaseModel):
+    provider_usd: str = Field(description="what the provider reported for these requests")
+    table_usd: str = Field(description="what the price table gives for the same requests")
+    difference_usd: str = Field(description="provider_usd - table_usd")
+    difference: float | None = Field(description="difference_usd / table_usd; null when table_usd is 0")
+
+
+class CostCheck(Against):
+    compared: int = Field(description="requests priced by the price table whose provider also reported their cost "
+                                      "(the amounts above are over these)")
+    disagreements: int = Field(description="of those, the ones where the two differ by over 1%")
+    disagreeing: Against = Field(description="the amounts over the disagreeing requests alone")
+    priced_by_provider: int = Field(description="requests with no price row, priced from the provider's reported cost")
+
+
 class Totals(BaseModel):
     requests: int
     errors: int = Field(description="requests answered with a non-200 status")
-    unpriced: int = Field(description="answered requests whose model has no known price (not in spend)")
+    unpriced: int = Field(description="answered requests with no price row and no provider-reported cost (not in "
+                                      "spend, never counted as $0)")
+    cost_check: CostCheck
     spend_usd: str
     spend_without_cache_usd: str = Field(description="the same requests billed with no caching at all")
     savings_usd: str = Field(description="spend_without_cache_usd - spend_usd; negative when writes did not pay")
@@ -165,6 +182,7 @@ class RequestRecord(BaseModel):
     cache_writes: dict[str, int]
     output: int
     cost_usd: str | None
+    provider_cost_usd: str | None = Field(None, description="the provider's own reported cost, where it gives one")
     savings_usd: str | None
     latency_ms: float
     ttft_ms: float | None

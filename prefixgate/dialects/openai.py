@@ -38,6 +38,7 @@ from prefixgate.dialects.validate import expect, load_body, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
+from prefixgate.providers.compatible import writes_cache_control
 from prefixgate.usage import Usage
 
 NAME = "openai"
@@ -48,6 +49,10 @@ _KINDS: dict[str, BlockKind] = {
 }
 # GPT-5.6+ explicit breakpoints take their TTL from the request; the wire form has no TTL of its own.
 BREAKPOINT = {"mode": "explicit"}
+# Anthropic-style markers on content parts, as OpenRouter takes them for Claude and Gemini models
+# (`cache_control: {"type": "ephemeral"}`, optionally with a ttl): a request for such a model
+# (`compatible.writes_cache_control`) gets its checkpoints written this way, any other OpenAI's.
+CLAUDE_TTLS = ("5m", "1h")
 
 
 # ---- requests ---------------------------------------------------------------------------------
@@ -111,26 +116,35 @@ def _part_block(part: Any, field: str) -> Block:
     ptype = require(part, "type", str, f"{field}.type")
     kind = _KINDS.get(ptype, "other")
     text = expect(part.get(ptype, ""), str, f"{field}.{ptype}") if ptype in ("text", "refusal") else ""
-    # Only an explicit breakpoint is one; any other value is passed through for the API to judge.
-    checkpoint = Checkpoint("30m") if part.get("prompt_cache_breakpoint") == BREAKPOINT else None
+    # Only an explicit breakpoint (or an ephemeral cache_control of a known TTL) is one; any other value
+    # is passed through for the API to judge.
+    checkpoint = Checkpoint("30m") if part.get("prompt_cache_breakpoint") == BREAKPOINT else _claude_marker(part)
     return Block(kind, part, text=text, checkpoint=checkpoint)
+
+
+def _claude_marker(part: dict) -> Checkpoint | None:
+    cc = part.get("cache_control")
+    if not isinstance(cc, dict) or cc.get("type") != "ephemeral" or cc.get("ttl", "5m") not in CLAUDE_TTLS:
+        return None
+    return Checkpoint(cc.get("ttl", "5m"))
 
 
 def encode_request(conv: Conversation) -> dict:
     encoded: dict[str, Any] = {"messages": []}
+    claude = writes_cache_control(conv.model or "")
     for seg in conv.segments:
         if seg.role == "tools":
             encoded[seg.blocks_field or "tools"] = [b.native for b in seg.blocks]
         elif seg.role == "schema":
             encoded["response_format"] = seg.blocks[0].native
         else:
-            encoded["messages"].append(_encode_message(seg))
+            encoded["messages"].append(_encode_message(seg, claude))
     for key in ("tools", "functions", "response_format"):
         encoded.setdefault(key, DROP)
     return rebuild_body(conv, encoded)
 
 
-def _encode_message(seg: Segment) -> dict:
+def _encode_message(seg: Segment, claude: bool) -> dict:
     native = seg.native if seg.native is not None else {"role": seg.role}
     content_blocks = [b for b in seg.blocks if b.kind != "tool_call"]
     calls = [b.native for b in seg.blocks if b.kind == "tool_call"]
@@ -141,21 +155,30 @@ def _encode_message(seg: Segment) -> dict:
     elif seg.form in ("null", "absent") and not content_blocks:
         changes["content"] = None if seg.form == "null" else DROP
     else:
-        changes["content"] = [_encode_part(b) for b in content_blocks]
+        changes["content"] = [_encode_part(b, claude) for b in content_blocks]
     if calls or "tool_calls" in native:
         changes["tool_calls"] = calls
     return merge_native(native, changes)
 
 
-def _encode_part(block: Block) -> dict:
+def _encode_part(block: Block, claude: bool) -> dict:
     native = block.native if isinstance(block.native, dict) else {"type": "text", "text": block.native}
     changes: dict[str, Any] = {}
     if block.edited or not isinstance(block.native, dict):
         changes["text"] = block.text
-    had = native.get("prompt_cache_breakpoint") == BREAKPOINT
-    if had != (block.checkpoint is not None):
-        changes["prompt_cache_breakpoint"] = dict(BREAKPOINT) if block.checkpoint is not None else DROP
+    had = native.get("prompt_cache_breakpoint") == BREAKPOINT or _claude_marker(native) is not None
+    if had and block.checkpoint is None:
+        changes.update({k: DROP for k in ("prompt_cache_breakpoint", "cache_control") if k in native})
+    elif block.checkpoint is not None and not had:
+        changes.update(_marker(block.checkpoint, claude))
     return merge_native(native, changes) if changes else native
+
+
+def _marker(checkpoint: Checkpoint, claude: bool) -> dict[str, dict]:
+    """A checkpoint as a content part's marker field: Anthropic's form (its ttl only past the default), or OpenAI's."""
+    if not claude:
+        return {"prompt_cache_breakpoint": dict(BREAKPOINT)}
+    return {"cache_control": {"type": "ephemeral"} | ({"ttl": "1h"} if checkpoint.ttl == "1h" else {})}
 
 
 # ---- usage ------------------------------------------------------------------------------------
@@ -368,14 +391,15 @@ def _data_url(url: str) -> tuple[str, str] | None:
 
 def write_chat(chat: Chat, model: str) -> dict:
     messages: list[dict] = []
+    claude = writes_cache_control(model)
     for turn in chat.turns:
         if turn.role == "tool":
             for p in turn.parts:
-                msg = {"role": "tool", "tool_call_id": p.call_id, "content": _content([Part("text", p.text, p.checkpoint)])}
+                msg = {"role": "tool", "tool_call_id": p.call_id, "content": _content([Part("text", p.text, p.checkpoint)], claude)}
                 messages.append(msg)
             continue
         calls = [p for p in turn.parts if p.kind == "tool_call"]
-        msg: dict[str, Any] = {"role": turn.role, "content": _content([p for p in turn.parts if p.kind != "tool_call"])}
+        msg: dict[str, Any] = {"role": turn.role, "content": _content([p for p in turn.parts if p.kind != "tool_call"], claude)}
         if calls:
             msg["tool_calls"] = [{"id": c.call_id, "type": "function",
                                   "function": {"name": c.name, "arguments": json.dumps(c.args)}} for c in calls]
@@ -402,7 +426,7 @@ def write_chat(chat: Chat, model: str) -> dict:
     return out
 
 
-def _content(parts: list[Part]) -> Any:
+def _content(parts: list[Part], claude: bool) -> Any:
     if len(parts) == 1 and parts[0].kind == "text" and parts[0].checkpoint is None:
         return parts[0].text
     out = []
@@ -414,7 +438,7 @@ def _content(parts: list[Part]) -> Any:
         else:
             continue
         if p.checkpoint is not None:
-            item["prompt_cache_breakpoint"] = {"mode": "explicit"}
+            item.update(_marker(p.checkpoint, claude))
         out.append(item)
     return out
 
@@ -564,7 +588,16 @@ def _deployment_parser(deployment: str) -> Parse:
 
 
 def _write_ttl_of(conv: Conversation | None) -> str:
-    return write_ttl({**conv.params, **conv.cache_params}) if conv is not None else "30m"
+    if conv is None:
+        return "30m"
+    params = {**conv.params, **conv.cache_params}
+    if "prompt_cache_options" not in params:
+        # Anthropic-style markers (OpenRouter's Claude models): the usage gives one write count, billed
+        # at the TTL of the last marker (the one that wrote the newest, and usually largest, part).
+        claude = [cp.ttl for _, _, cp in conv.checkpoints() if cp.ttl in CLAUDE_TTLS]
+        if claude:
+            return claude[-1]
+    return write_ttl(params)
 
 
 WIRE = OpenAIChat()

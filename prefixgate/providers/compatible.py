@@ -2,8 +2,11 @@
 
 Their bodies and streams are OpenAI's (the `openai` wire format); what differs is data kept here: where
 the key goes, how the URL is built (Azure names a deployment, not a model, and wants `api-version`), the
-usual key variable, and how the provider reports cache use (parsed in `dialects/openai.parse_usage`:
-DeepSeek's hit/miss split, OpenRouter's `usage.cost`, the others' `prompt_tokens_details.cached_tokens`).
+usual key variable, how the provider reports cache use (parsed in `dialects/openai.parse_usage`:
+DeepSeek's hit/miss split, OpenRouter's `usage.cost`, the others' `prompt_tokens_details.cached_tokens`),
+and which of its models cache only where Anthropic-style `cache_control` markers say (OpenRouter passes
+them through to Claude and Gemini models; every other model there, and every other provider, caches by
+prefix automatically).
 Sources: /work/shared/reference/responses-bedrock-vertex.md section 4 (P1-P9).
 """
 
@@ -20,10 +23,20 @@ class Profile:
     key_env: tuple[str, ...]         # the usual environment variable of its key
     key_header: str = "authorization"   # "api-key": Azure's key header (sent bare, not as a Bearer token)
     deployments: bool = False        # Azure: /openai/deployments/{deployment}/chat/completions?api-version=
+    # Model-name prefixes whose models the provider caches by `cache_control` breakpoints on content parts
+    # (Claude's rules: up to 4, 5-minute TTL, writes billed), not automatically.
+    marker_models: tuple[str, ...] = ()
 
+
+# Router slugs of the models that cache at Anthropic-style `cache_control` breakpoints on Chat Completions
+# content parts (Claude's, and Gemini's, which take them too): OpenRouter's naming, which other routers copy.
+MARKER_MODELS = ("anthropic/", "google/gemini")
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
-    Profile("openrouter", "https://openrouter.ai/api/v1", ("OPENROUTER_API_KEY",)),
+    # https://openrouter.ai/docs/features/prompt-caching: Anthropic models need cache_control to cache at
+    # all; Gemini models take it too. Other models there cache automatically.
+    Profile("openrouter", "https://openrouter.ai/api/v1", ("OPENROUTER_API_KEY",),
+            marker_models=MARKER_MODELS),
     Profile("deepseek", "https://api.deepseek.com", ("DEEPSEEK_API_KEY",)),
     Profile("xai", "https://api.x.ai/v1", ("XAI_API_KEY",)),
     Profile("mistral", "https://api.mistral.ai/v1", ("MISTRAL_API_KEY",)),
@@ -46,3 +59,15 @@ def auth_headers(profile: Profile, key: str) -> dict[str, str]:
     if profile.key_header == "authorization":
         return {"authorization": f"Bearer {key}"}
     return {profile.key_header: key}
+
+
+def caches_by_markers(profile: Profile | None, model: str) -> bool:
+    """Whether `model` on this provider caches only at the `cache_control` breakpoints a request carries,
+    so the planner places them by Claude's rules (else the provider caches by prefix, as OpenAI does)."""
+    return bool(profile and profile.marker_models and model.startswith(profile.marker_models))
+
+
+def writes_cache_control(model: str) -> bool:
+    """Whether a Chat Completions request for `model` marks its breakpoints Anthropic's way (`cache_control`
+    on content parts) rather than OpenAI's (`prompt_cache_breakpoint`)."""
+    return model.startswith(MARKER_MODELS)

@@ -319,6 +319,9 @@ def _model_from(raw: Any, where: str, provider_rules: dict[str, Any]) -> ModelRu
     # A hosted OpenAI-compatible provider has no rules table: OpenAI's apply.
     openai_like = provider == "openai" or provider not in provider_rules
     marker_ttls = openai.breakpoint_ttls if openai_like else getattr(provider_rules[provider], "ttls", {})
+    if provider in PROFILES and PROFILES[provider].marker_models:
+        # Its Claude and Gemini models take Anthropic's markers (OpenRouter): their rows list Claude's TTLs.
+        marker_ttls = {**marker_ttls, **provider_rules["anthropic"].ttls}
     default_ttls = ["30m"] if openai_like else (["5m"] if provider == "bedrock" else list(marker_ttls))
     if provider == "openai":
         if regime not in OPENAI_REGIMES:

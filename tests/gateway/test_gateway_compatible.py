@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import anthropic
 import openai
 import pytest
 
 from prefixgate.ledger import read_records
+from prefixgate.providers.compatible import PROFILES
 from prefixgate.providers.mock.server import MockContext
 from prefixgate.providers.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, running_upstream, settings_for
@@ -66,7 +68,8 @@ def gateway_policy(mock_url: str, self_hosted_url: str = "http://127.0.0.1:9/v1"
         },
         "routes": [
             {"name": "deepseek", "models": ["deepseek-*"], "targets": [{"upstream": "deepseek"}]},
-            {"name": "openrouter", "models": ["openai/*", "mystery/*"], "targets": [{"upstream": "openrouter"}]},
+            {"name": "openrouter", "models": ["openai/*", "mystery/*", "anthropic/*", "google/*"],
+             "targets": [{"upstream": "openrouter"}]},
             {"name": "azure", "models": ["prod-4o"], "targets": [{"upstream": "azure"}]},
             {"name": "vllm", "models": ["llama-3"], "targets": [{"upstream": "vllm"}]},
         ],
@@ -218,6 +221,12 @@ OTHERS = [
 ]
 
 
+def test_the_zero_price_and_cache_salt_checks_cover_every_profile():
+    """"No hosted compatible provider is priced at $0 or sent cache_salt": the two tests that check it
+    (deepseek, openrouter and azure above; the rest in OTHERS) name every profile, so a new one joins them."""
+    assert {"deepseek", "openrouter", "azure"} | {p for p, _, _ in OTHERS} == set(PROFILES)
+
+
 def test_every_other_profile_caches_and_bills_at_its_rows(tmp_path, mock, monkeypatch):
     monkeypatch.setenv("GATEWAY_KEY", "pg-team-key")
     data = {"upstreams": {}, "routes": [], "keys": [{"name": "team", "key_env": "GATEWAY_KEY", "tenant": "acme"}]}
@@ -248,3 +257,130 @@ def test_every_other_profile_caches_and_bills_at_its_rows(tmp_path, mock, monkey
             assert cached_tokens(second) % 64 == 0
         billed = [Decimal(r["cost_usd"]) for r in mine]
         assert billed == [golden(first, price), golden(second, price)] and all(b > 0 for b in billed), provider
+
+
+# OpenRouter's Claude row (USD per MTok): input, cache read, 5-minute cache write, output.
+OPENROUTER_CLAUDE_SONNET = (Decimal("3"), Decimal("0.30"), Decimal("3.75"), Decimal("15"))
+
+
+def markers(body: dict) -> list[tuple[int, dict]]:
+    """(message index, cache_control) of every Anthropic-style marker on a sent body's content parts."""
+    return [(i, part["cache_control"]) for i, msg in enumerate(body["messages"]) if isinstance(msg.get("content"), list)
+            for part in msg["content"] if "cache_control" in part]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openrouter_claude_gets_breakpoints_and_bills_writes(tmp_path, mock, keys, stream):
+    """OpenRouter caches Claude only at `cache_control` breakpoints: the planner places them by Claude's rules
+    (the end of the static system prompt, 5-minute TTL), the second call of a dated pair reads what the first
+    wrote, and the ledger bills writes at 1.25x input, reads at 0.1x (golden values by hand), beside
+    OpenRouter's own reported cost."""
+    settings = settings_for(mock.url, tmp_path)
+    policy = policy_for(settings, gateway_policy(mock.url))
+    usages = []
+    with running_gateway(settings, policy=policy) as gw:
+        client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="pg-team-key", max_retries=0)
+        for day in (22, 23):
+            if stream:
+                chunks = list(client.chat.completions.create(model="anthropic/claude-sonnet-4.5", messages=messages(day),
+                                                             stream=True, stream_options={"include_usage": True}))
+                assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+                usages.append(chunks[-1].usage)
+            else:
+                usages.append(client.chat.completions.create(model="anthropic/claude-sonnet-4.5", messages=messages(day)).usage)
+    sent = [body for path, body in mock.ctx.received if path == "/openrouter/v1/chat/completions"]
+    assert len(sent) == 2
+    for body in sent:
+        # Breakpoints in OpenRouter's form (5-minute, at most Claude's 4), one ending the static system prompt
+        # (message 0, the date moved after it); none of OpenAI's cache fields.
+        placed = markers(body)
+        assert placed[0] == (0, {"type": "ephemeral"}) and 1 <= len(placed) <= 4, body["messages"]
+        assert all(cc == {"type": "ephemeral"} for _, cc in placed)
+        assert not {"prompt_cache_key", "prompt_cache_options", "cache_salt"} & set(body)
+    first, second = (u.prompt_tokens_details for u in usages)
+    assert first.cached_tokens == 0 and first.cache_write_tokens > 1000
+    # The second reads the static prefix the first wrote (its tail, past the moved time, is new).
+    assert 1000 < second.cached_tokens < first.cache_write_tokens
+    inp, read, write, out = OPENROUTER_CLAUDE_SONNET
+    records = records_of(settings, 2)
+    for usage, rec in zip(usages, records, strict=True):
+        cached, written = usage.prompt_tokens_details.cached_tokens, usage.prompt_tokens_details.cache_write_tokens
+        golden_cost = ((usage.prompt_tokens - cached - written) * inp + cached * read + written * write
+                       + usage.completion_tokens * out) / MTOK
+        assert rec["cache_read"] == cached and rec["cache_writes"] == ({"5m": written} if written else {})
+        assert Decimal(rec["cost_usd"]) == golden_cost, rec
+        # OpenRouter's usage.cost agrees with the table, so the ledger keeps both and flags nothing.
+        assert Decimal(rec["provider_cost_usd"]) == Decimal(str(usage.model_extra["cost"]))
+        assert not any("differ by over 1%" in line or line.startswith("unpriced") for line in rec["explanation"])
+    assert Decimal(records[1]["cost_usd"]) < Decimal(records[0]["cost_usd"])
+
+
+def test_openrouter_gemini_gets_breakpoints_other_models_none(tmp_path, mock, keys):
+    """Gemini through OpenRouter takes the same breakpoints; a model OpenRouter caches automatically (an
+    OpenAI one) is sent no `cache_control` at all."""
+    settings = settings_for(mock.url, tmp_path)
+    policy = policy_for(settings, gateway_policy(mock.url))
+    with running_gateway(settings, policy=policy) as gw:
+        client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="pg-team-key", max_retries=0)
+        gemini = [client.chat.completions.create(model="google/gemini-2.5-flash", messages=messages(day)).usage
+                  for day in (22, 23)]
+        client.chat.completions.create(model="openai/gpt-4o-mini", messages=messages(23))
+    sent = [body for path, body in mock.ctx.received if path == "/openrouter/v1/chat/completions"]
+    assert all(markers(b)[0] == (0, {"type": "ephemeral"}) for b in sent[:2])
+    assert gemini[1].prompt_tokens_details.cached_tokens > 1000
+    assert markers(sent[2]) == [] and "cache_control" not in str(sent[2])
+    assert isinstance(sent[2]["messages"][0]["content"], str)       # the caller's plain string, untouched
+
+
+@pytest.mark.parametrize("policy_value", ["keep", "add", "optimize"])
+def test_openrouter_caller_markers_follow_the_route_policy(tmp_path, mock, keys, policy_value):
+    """A caller's own `cache_control` on an OpenRouter Claude request is a checkpoint, handled by the route's
+    `caller_checkpoints`: `keep` sends it as placed and adds none (its prefix holds the moved time, so nothing
+    is read: the caller's choice); `add` and `optimize` add the static prefix's breakpoint where the cost model
+    expects it to pay, and later requests read that entry through Claude's lookback from the caller's marker."""
+    settings = settings_for(mock.url, tmp_path)
+    data = gateway_policy(mock.url)
+    next(r for r in data["routes"] if r["name"] == "openrouter")["caller_checkpoints"] = policy_value
+    question = [{"type": "text", "text": "Is my toaster covered?", "cache_control": {"type": "ephemeral"}}]
+    with running_gateway(settings, policy=policy_for(settings, data)) as gw:
+        client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="pg-team-key", max_retries=0)
+        for day in (21, 22, 23):
+            msgs = messages(day)
+            msgs[1] = {"role": "user", "content": question}
+            client.chat.completions.create(model="anthropic/claude-sonnet-4.5", messages=msgs)
+    sent = [body for _, body in mock.ctx.received]
+    records = records_of(settings, 3)
+    caller = (1, {"type": "ephemeral"})
+    if policy_value == "keep":
+        assert all(markers(body) == [caller] for body in sent)
+        assert all("cache: the caller placed 1 checkpoint(s); kept as sent" in r["explanation"] for r in records)
+        assert [r["cache_read"] for r in records] == [0, 0, 0]
+    else:
+        assert markers(sent[0]) == [(0, {"type": "ephemeral"}), caller]
+        assert any(line.startswith("checkpoint: added a 5m marker") for line in records[0]["explanation"])
+        assert all(caller in markers(body) for body in sent)
+        assert records[0]["cache_writes"]["5m"] > 1000 and all(r["cache_read"] > 1000 for r in records[1:])
+
+
+def test_claude_code_style_caller_reaches_openrouters_claude_with_its_breakpoints(tmp_path, mock, keys):
+    """An Anthropic Messages caller (the `anthropic` SDK, as Claude Code sends: its own `cache_control`) routed to
+    OpenRouter's Claude: the body is translated to Chat Completions, the caller's breakpoints arrive in
+    OpenRouter's `cache_control` form (kept as placed), and the repeat reads what the first wrote."""
+    data = gateway_policy(mock.url)
+    data["routes"].insert(0, {"name": "claude-code", "models": ["claude-sonnet-5"],
+                              "targets": [{"upstream": "openrouter", "model": "anthropic/claude-sonnet-4.5"}]})
+    settings = settings_for(mock.url, tmp_path)
+    with running_gateway(settings, policy=policy_for(settings, data)) as gw:
+        client = anthropic.Anthropic(base_url=gw.url, api_key="pg-team-key", max_retries=0)
+        replies = [client.messages.create(
+            model="claude-sonnet-5", max_tokens=32,
+            system=[{"type": "text", "text": f"You are the ACME warranty assistant.\n{POLICY}", "cache_control": {"type": "ephemeral"}}],
+            messages=[{"role": "user", "content": f"Question {i}: is my toaster covered?"}]) for i in range(2)]
+    sent = [body for path, body in mock.ctx.received if path == "/openrouter/v1/chat/completions"]
+    assert [markers(body) for body in sent] == [[(0, {"type": "ephemeral"})]] * 2
+    assert all(body["model"] == "anthropic/claude-sonnet-4.5" for body in sent)
+    assert replies[0].usage.cache_creation_input_tokens > 1000 and replies[0].usage.cache_read_input_tokens == 0
+    assert replies[1].usage.cache_read_input_tokens == replies[0].usage.cache_creation_input_tokens
+    records = records_of(settings, 2)
+    assert records[0]["cache_writes"] == {"5m": replies[0].usage.cache_creation_input_tokens}
+    assert all(Decimal(r["provider_cost_usd"]) == Decimal(r["cost_usd"]) > 0 for r in records)

@@ -58,11 +58,55 @@ function renderTotals(t) {
   }
   const without = Number(t.spend_without_cache_usd);
   $("#sub-savings").textContent = without > 0 ? fmtPct(Number(t.savings_usd) / without) + " of the no-cache bill" : "";
-  $("#sub-spend").textContent = t.unpriced ? `${t.unpriced} request(s) with no known price` : "priced from provider usage";
+  const byProvider = t.cost_check.priced_by_provider;
+  $("#sub-spend").textContent = [t.unpriced ? `${fmtInt(t.unpriced)} unpriced, not in spend` : "",
+    byProvider ? `${fmtInt(byProvider)} priced from the provider's reported cost` : ""].filter(Boolean).join("; ") || "priced from provider usage";
   $("#sub-hit").textContent = `${fmtInt(t.tokens.cache_read)} of ${fmtInt(t.tokens.uncached_input + t.tokens.cache_read + t.tokens.cache_write)} prompt tokens`;
   $("#sub-requests").textContent = `${fmtInt(t.errors)} error(s)`;
   $("#sub-latency").textContent = `latency p50 ${fmtMs(t.latency_p50_ms)}, p95 ${fmtMs(t.latency_p95_ms)}`;
 }
+
+// Where the provider's own reported cost and the price table's differ by over 1%, and what has no price at all:
+// never shown as $0 (the issue's rule), always named.
+const fmtDelta = (d) => (d === null ? "" : ` (${d > 0 ? "+" : ""}${(100 * d).toFixed(1)}%)`);
+
+function renderCostCheck(t) {
+  const c = t.cost_check, box = $("#cost-check");
+  box.replaceChildren();
+  box.hidden = !c.disagreements && !t.unpriced;
+  if (box.hidden) return;
+  box.append(el("h2", {}, "Cost check"));
+  const list = el("ul");
+  if (c.disagreements) {
+    const d = c.disagreeing;
+    list.append(el("li", { "data-check": "disagreements", "data-value": String(c.disagreements) },
+      el("b", {}, `${fmtInt(c.disagreements)} of ${fmtInt(c.compared)} request(s)`),
+      ` with a provider-reported cost differ from the price table by over 1%: on those the provider billed ${fmtUsd(d.provider_usd)}, the table gives ${fmtUsd(d.table_usd)}${fmtDelta(d.difference)}. Over all ${fmtInt(c.compared)}: ${fmtUsd(c.provider_usd)} against ${fmtUsd(c.table_usd)}${fmtDelta(c.difference)}. Spend shows the table's figure; update the price rows (providers_file) if the provider's is right.`));
+  }
+  if (t.unpriced) {
+    list.append(el("li", { "data-check": "unpriced", "data-value": String(t.unpriced) },
+      el("b", {}, `${fmtInt(t.unpriced)} request(s) unpriced`),
+      ": their model has no price row and the provider reported no cost, so they are not in spend (not counted as $0). Add the model's prices in providers_file."));
+  }
+  box.append(list);
+}
+
+function checkText(r) {
+  const parts = [];
+  if (r.unpriced) parts.push(`${fmtInt(r.unpriced)} unpriced`);
+  const c = r.cost_check;
+  if (c.disagreements) {
+    const d = c.disagreeing;
+    parts.push(`provider ${fmtUsd(d.provider_usd)} vs table ${fmtUsd(d.table_usd)}${fmtDelta(d.difference)} on ${fmtInt(c.disagreements)} differing`);
+  } else if (c.compared) {
+    parts.push("agrees with provider");
+  }
+  if (c.priced_by_provider) parts.push(`${fmtInt(c.priced_by_provider)} priced by provider`);
+  return parts.join("; ");
+}
+
+// A row whose every answered request is unpriced has no spend to show: "unpriced", never "$0".
+const money = (r, key) => (r.unpriced && r.unpriced === r.requests - r.errors ? "unpriced" : fmtUsd(r[key]));
 
 function renderAlerts(alerts) {
   const firing = alerts.filter((a) => a.firing);
@@ -187,15 +231,16 @@ function renderBreakdown() {
   const rows = state.data ? state.data.breakdowns[state.by] : [];
   const firing = new Set(state.data ? state.data.alerts.filter((a) => a.firing).map((a) => a.route) : []);
   body.replaceChildren();
-  if (!rows.length) body.append(el("tr", {}, el("td", { colspan: 8, class: "empty" }, "no requests in this window")));
+  if (!rows.length) body.append(el("tr", {}, el("td", { colspan: 9, class: "empty" }, "no requests in this window")));
   for (const r of rows) {
     const name = el("td", {}, r.name || "(none)");
     if (state.by === "route" && firing.has(r.name)) name.append(el("span", { class: "badge" }, "hit rate drop"));
     body.append(el("tr", { "data-name": r.name }, name,
-      el("td", { class: "num" }, fmtInt(r.requests)), el("td", { class: "num" }, fmtUsd(r.spend_usd)),
-      el("td", { class: "num" }, fmtUsd(r.spend_without_cache_usd)), el("td", { class: "num" }, fmtUsd(r.savings_usd)),
+      el("td", { class: "num" }, fmtInt(r.requests)), el("td", { class: "num" }, money(r, "spend_usd")),
+      el("td", { class: "num" }, money(r, "spend_without_cache_usd")), el("td", { class: "num" }, money(r, "savings_usd")),
       el("td", { class: "num" }, fmtPct(r.hit_rate)), el("td", { class: "num" }, fmtMs(r.ttft_p95_ms)),
-      el("td", { class: "num" }, fmtInt(r.errors))));
+      el("td", { class: "num" }, fmtInt(r.errors)),
+      el("td", { class: "check" + (r.unpriced || r.cost_check.disagreements ? " flagged" : "") }, checkText(r))));
   }
 }
 
@@ -212,6 +257,7 @@ async function refresh() {
     const span = data.window.until - data.window.since;
     renderTotals(data.totals);
     renderAlerts(data.alerts);
+    renderCostCheck(data.totals);
     spendChart(data.points, span);
     hitChart(data.points, span);
     renderMisses(data.misses);

@@ -3,11 +3,18 @@ Azure OpenAI's deployment paths under `/azure/openai/deployments/{deployment}/ch
 
 Bodies and streams are OpenAI's; what differs is what each provider documents (reference sheet section 4):
 DeepSeek reports `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`; OpenRouter always reports usage
-(streamed or not, asked or not) with `cost` in USD and `cached_tokens`/`cache_write_tokens`; Mistral's
-`cached_tokens` come in 64-token blocks; Fireworks also sends its token-count headers; Azure takes the key
-in `api-key` and insists on `api-version`. Every provider caches by prefix automatically; the mock runs
-OpenAI's implicit cache (1,024-token minimum, 128-token steps) per provider and key as a stand-in. Like
-OpenAI's API, an unknown body field such as `cache_salt` is refused with a 400.
+(streamed or not, asked or not) with `cost` in USD and `cached_tokens`/`cache_write_tokens`; Groq adds its
+timings (`queue_time`, `prompt_time`, ...); Mistral's `cached_tokens` come in 64-token blocks; Fireworks
+also sends its token-count headers; Azure takes the key in `api-key` and insists on `api-version`. Every
+provider caches by prefix automatically; the mock runs OpenAI's implicit cache (1,024-token minimum,
+128-token steps) per provider and key as a stand-in. Like OpenAI's API, an unknown body field such as
+`cache_salt` is refused with a 400.
+
+OpenRouter's Claude models cache only at `cache_control` breakpoints on content parts: the mock runs
+Anthropic's cache on the request translated to a Messages body (no breakpoint, no cache; writes reported
+as `cache_write_tokens` and billed at 1.25x in `cost`; more than 4 breakpoints refused as Anthropic does).
+Its Gemini models take the same breakpoints, and without any cache implicitly (Gemini 2.5), as the
+automatic stand-in does.
 """
 
 from __future__ import annotations
@@ -19,9 +26,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from prefixgate.cost import price_usage
+from prefixgate.dialects import anthropic
 from prefixgate.dialects import openai as dialect
+from prefixgate.dialects.translate import translate_body
 from prefixgate.errors import RequestError
-from prefixgate.providers.compatible import PROFILES
+from prefixgate.providers.compatible import PROFILES, caches_by_markers
 from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.providers.mock.text import reply_for
 from prefixgate.providers.pricing import UnknownModel, price_for
@@ -30,6 +39,8 @@ from prefixgate.usage import Usage
 
 # The OpenAI model whose cache rules stand in for every provider's automatic prefix cache.
 CACHE_STAND_IN = "gpt-4o"
+# The Claude model whose cache stands in for a Gemini model's breakpoints on OpenRouter (same 1,024 minimum).
+BREAKPOINT_STAND_IN = "claude-sonnet-4-5"
 # OpenRouter's reported cost for a model the price table lacks: the mock's own made-up price, USD per MTok.
 UNLISTED_PRICE = (Decimal("1"), Decimal("0.25"), Decimal("2"))      # input, cache read, output
 # Fields a self-hosted server takes that no hosted provider does: refused as OpenAI refuses unknown fields.
@@ -75,8 +86,15 @@ async def _answer(ctx: MockContext, request: Request, provider: str, key: str, d
     if not isinstance(model, str) or not model:
         raise RequestError("you must provide a model parameter", status=400, field="model")
     fault = await ctx.fault_for(request, "openai", model)
-    result = ctx.simulator.respond("openai", {**body, "model": CACHE_STAND_IN}, now=ctx.clock(),
-                                   tenant=f"{provider}:{tenant_of(key)}", model=CACHE_STAND_IN)
+    tenant = f"{provider}:{tenant_of(key)}"
+    if caches_by_markers(PROFILES[provider], model) and (model.startswith("anthropic/") or _has_markers(body)):
+        claude = model if model.startswith("anthropic/") else BREAKPOINT_STAND_IN
+        messages, _ = translate_body(body, dialect.WIRE, anthropic.WIRE, claude)
+        # Scoped by the model asked for: a Gemini model's entries are not the stand-in Claude's.
+        result = ctx.simulator.respond("anthropic", messages, now=ctx.clock(), tenant=f"{tenant}:{model}", model=claude)
+    else:
+        result = ctx.simulator.respond("openai", {**body, "model": CACHE_STAND_IN}, now=ctx.clock(), tenant=tenant,
+                                       model=CACHE_STAND_IN)
     limit = body.get("max_completion_tokens") or body.get("max_tokens")
     reply = reply_for(prompt_text(result.conversation), limit, encoding_for("openai", CACHE_STAND_IN))
     usage = _as_reported(provider, replace(result.usage, output=reply.output_tokens))
@@ -96,6 +114,12 @@ async def _answer(ctx: MockContext, request: Request, provider: str, key: str, d
     return JSONResponse(out, headers=headers)
 
 
+def _has_markers(body: dict) -> bool:
+    return any(isinstance(part, dict) and "cache_control" in part
+               for msg in body.get("messages") or [] if isinstance(msg, dict) and isinstance(msg.get("content"), list)
+               for part in msg["content"])
+
+
 def _as_reported(provider: str, usage: Usage) -> Usage:
     if provider != "mistral":
         return usage
@@ -110,6 +134,11 @@ def _usage_body(provider: str, model: str, usage: Usage) -> dict:
         out = {k: v for k, v in out.items() if k != "prompt_tokens_details"}
         out["prompt_cache_hit_tokens"] = usage.cache_read
         out["prompt_cache_miss_tokens"] = usage.input_total - usage.cache_read
+    elif provider == "groq":
+        # Groq's timings beside the counts (P7), in seconds; the mock's figures are made up but consistent.
+        prompt_s, completion_s = round(usage.input_total / 500_000, 6), round(usage.output / 1_000, 6)
+        out.update(queue_time=0.0002, prompt_time=prompt_s, completion_time=completion_s,
+                   total_time=round(prompt_s + completion_s, 6))
     elif provider == "openrouter":
         out["prompt_tokens_details"]["cache_write_tokens"] = usage.cache_write
         out["cost"] = float(_openrouter_cost(model, usage))

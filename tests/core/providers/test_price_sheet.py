@@ -133,6 +133,13 @@ CACHING_PAGES = {
     "azure": "https://learn.microsoft.com/azure/foundry/openai/how-to/prompt-caching",
 }
 SHEET += [(p, m, None, None, None, {}, "0", CACHING_PAGES[p]) for p, m in COMPATIBLE]
+# OpenRouter's Claude and Gemini models, at their makers' list prices with OpenRouter's cache terms: Claude
+# writes 1.25x and reads 0.1x; Gemini writes at input plus 5 minutes of storage ($1.00/MTok-hour: 0.30 + 1/12).
+SHEET += [
+    ("openrouter", "claude-sonnet-4.5", "3", "0.30", "15", {"5m": "3.75"}, "0", CLAUDE_PRICING),
+    ("openrouter", "claude-haiku-4.5", "1", "0.10", "5", {"5m": "1.25"}, "0", CLAUDE_PRICING),
+    ("openrouter", "gemini-2.5-flash", "0.30", "0.03", "2.50", {"5m": "0.383333"}, "0", GEMINI_PRICING),
+]
 # Cached input as a share of input, per provider page (P4 xAI 0.25x, P5 Mistral 10%, P7 Groq 50% off, P8
 # Fireworks 50% off by default, P6 Azure at OpenAI's 50% on gpt-4o).
 DISCOUNTS = {"xai": "0.25", "mistral": "0.10", "groq": "0.50", "fireworks": "0.50", "azure": "0.50"}
@@ -161,6 +168,14 @@ def test_compatible_cache_discounts_match_their_pages():
         if provider in DISCOUNTS:
             price = CATALOG.models[(provider, model)].price.price
             assert price.cache_read == price.input * Decimal(DISCOUNTS[provider]), (provider, model)
+
+
+def test_openrouter_claude_rows_take_openrouters_cache_multipliers():
+    for model in ("claude-sonnet-4.5", "claude-haiku-4.5"):
+        rules = CATALOG.models[("openrouter", model)]
+        price = rules.price.price
+        assert price.cache_write == {"5m": price.input * Decimal("1.25")} and price.cache_read == price.input / 10
+        assert rules.breakpoint_ttls == ("5m",)        # OpenRouter's Claude cache expires within five minutes
 
 
 @pytest.mark.parametrize("row", SHEET, ids=lambda row: f"{row[0]}:{row[1]}")

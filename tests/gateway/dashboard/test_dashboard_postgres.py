@@ -12,16 +12,13 @@ import pytest
 
 from prefixgate.ledger import Ledger, LedgerRecord, read_records
 from tests.gateway.dashboard.support_scenario import burst, dashboard_gateway
-from tests.support_services import wait_until
+from tests.support_services import empty_postgres_ledger, wait_until
 
 
 @pytest.fixture
 def shared(postgres_url):
     """The shared database, emptied of an earlier test's tables."""
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        for table in ("prefixgate_requests", "prefixgate_rollups", "prefixgate_rollup_hist", "prefixgate_cursors"):
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-    return postgres_url
+    return empty_postgres_ledger(postgres_url)
 
 
 def fleet_totals(url: str) -> dict:
