@@ -6,26 +6,18 @@ from __future__ import annotations
 import time
 
 from prefixgate.cache_planner import PlannerState, RedisStore, Target
-from prefixgate.cache_planner.reuse import BOUNDS
 from tests.cache_planner.support_planning import POLICY, plan_body
+from tests.gateway.test_gateway_explicit_cache import long_gap_history
 
 MODEL = "gemini-2.5-pro"
 BODY = {"systemInstruction": {"parts": [{"text": POLICY * 6}]},
         "contents": [{"role": "user", "parts": [{"text": "Where is order 7?"}]}]}
 
 
-def long_gaps(state: PlannerState, route: str) -> None:
-    """The route's record: its static prefix came back 12 times an hour, each time after the implicit cache lapsed."""
-    stats = state.route(route).reuse.level("static")
-    stats.requests = stats.reuses = 12
-    stats.gap_sum = 12 * 300.0
-    stats.within = [0.0] + [12.0] * (len(BOUNDS) - 1)
-
-
 def test_a_replica_uses_the_cache_another_replica_created(redis_url):
     a, b = (PlannerState(store=RedisStore(redis_url, prefix="pgtest:")) for _ in range(2))
     for state in (a, b):
-        long_gaps(state, "r")
+        long_gap_history(state, "r")
     now = time.time()
     _, first = plan_body("gemini", BODY, Target("gemini", MODEL), a, now=now, model=MODEL)
     assert first.cache_create is not None
@@ -40,12 +32,12 @@ def test_a_replica_uses_the_cache_another_replica_created(redis_url):
 def test_an_expiring_shared_cache_is_not_reused_and_none_without_redis(redis_url):
     a, b = (PlannerState(store=RedisStore(redis_url, prefix="pgtest:")) for _ in range(2))
     for state in (a, b):
-        long_gaps(state, "r")
+        long_gap_history(state, "r")
     now = time.time()
     _, first = plan_body("gemini", BODY, Target("gemini", MODEL), a, now=now, model=MODEL)
     first.adopt_cached_content("cachedContents/old", now + 30)      # lapses within the minute
     _, second = plan_body("gemini", BODY, Target("gemini", MODEL), b, now=now, model=MODEL)
     assert second.cache_create is not None
     alone = PlannerState()
-    long_gaps(alone, "r")
+    long_gap_history(alone, "r")
     assert alone.shared_explicit("r", first.prefix_hash) is None
