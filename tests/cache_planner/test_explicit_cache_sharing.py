@@ -14,10 +14,16 @@ BODY = {"systemInstruction": {"parts": [{"text": POLICY * 6}]},
         "contents": [{"role": "user", "parts": [{"text": "Where is order 7?"}]}]}
 
 
-def test_a_replica_uses_the_cache_another_replica_created(redis_url):
+def replicas(redis_url: str) -> tuple[PlannerState, PlannerState]:
+    """Two replicas' planner state on one Redis, each with the route's long-gap history."""
     a, b = (PlannerState(store=RedisStore(redis_url, prefix="pgtest:")) for _ in range(2))
     for state in (a, b):
         long_gap_history(state, "r")
+    return a, b
+
+
+def test_a_replica_uses_the_cache_another_replica_created(redis_url):
+    a, b = replicas(redis_url)
     now = time.time()
     _, first = plan_body("gemini", BODY, Target("gemini", MODEL), a, now=now, model=MODEL)
     assert first.cache_create is not None
@@ -30,9 +36,7 @@ def test_a_replica_uses_the_cache_another_replica_created(redis_url):
 
 
 def test_an_expiring_shared_cache_is_not_reused_and_none_without_redis(redis_url):
-    a, b = (PlannerState(store=RedisStore(redis_url, prefix="pgtest:")) for _ in range(2))
-    for state in (a, b):
-        long_gap_history(state, "r")
+    a, b = replicas(redis_url)
     now = time.time()
     _, first = plan_body("gemini", BODY, Target("gemini", MODEL), a, now=now, model=MODEL)
     first.adopt_cached_content("cachedContents/old", now + 30)      # lapses within the minute
