@@ -37,6 +37,8 @@ class ModelCall:
 
 def model_call(path: str) -> ModelCall | None:
     """The publisher model method a Vertex path names, or None when it is not one."""
+    if "/publishers/" not in path:
+        return None         # every model request of another format asks this: a substring test, no regex
     match = _MODEL_PATH.match(path)
     return ModelCall(match["publisher"], unquote(match["model"]), match["method"]) if match else None
 
