@@ -50,12 +50,17 @@ class Plan:
     # A Gemini `cachedContents.create` body the caller should run first, then `adopt_cached_content`.
     cache_create: dict | None = None
     _route_state: RouteState | None = field(default=None, repr=False)
+    _state: PlannerState | None = field(default=None, repr=False)
+    _state_route: str = field(default="", repr=False)     # the route's key in `_state` (`route` is renamed)
 
     def adopt_cached_content(self, name: str, expires_at: float) -> None:
-        """Use the explicit cache created from `cache_create` (and remember it for the route)."""
+        """Use the explicit cache created from `cache_create` (and remember it for the route, and share it
+        with the other replicas: one cache per prefix, not one per replica)."""
         use_cache(self.conversation, name)
         if self._route_state is not None:
             self._route_state.explicit[self.prefix_hash] = (name, expires_at)
+        if self._state is not None:
+            self._state.share_explicit(self._state_route, self.prefix_hash, name, expires_at)
         self.explanation.append(f"cache: created explicit cache {name} and sent the request against it")
 
     @property
@@ -112,12 +117,26 @@ def plan(
     if model is not None:
         placement = place_checkpoints(conv, target, model, catalog, rs, when, notes, caller_checkpoints)
         prefix_hash, cache_create = placement.prefix_hash, placement.cache_create
+        if cache_create is not None:
+            cache_create = _reuse_shared_cache(conv, state, route_name, rs, prefix_hash, when, notes, cache_create)
     else:
         prefix_hash = _first_key(conv)
         notes.append("cache: the local engine caches every shared prefix block automatically")
     rs.record_units(learned)
     state.commit(route_name, rs)
-    return Plan(conv, target, mode, route_name, prefix_hash, notes, cache_create, rs)
+    return Plan(conv, target, mode, route_name, prefix_hash, notes, cache_create, rs, state, route_name)
+
+
+def _reuse_shared_cache(conv: Conversation, state: PlannerState, route: str, rs: RouteState, key: str, now: float,
+                        notes: list[str], cache_create: dict) -> dict | None:
+    """Before creating an explicit cache: another replica may have created this prefix's already."""
+    shared = state.shared_explicit(route, key)
+    if shared is None or shared[1] <= now + 60:
+        return cache_create
+    rs.explicit[key] = shared
+    use_cache(conv, shared[0])
+    notes[-1] = f"cache: using explicit cache {shared[0]} for the system instruction and tools (created by another replica)"
+    return None
 
 
 def _first_key(conv: Conversation) -> str:

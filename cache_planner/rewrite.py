@@ -142,7 +142,7 @@ def _insert_context(conv: Conversation, seg: Segment, text: str) -> None:
         at += 1
     label = CONTEXT_LABEL + text
     # Each format's own text block: Gemini parts and Converse blocks are one-key unions, Responses items typed.
-    natives = {"gemini": {"text": label}, "bedrock_converse": {"text": label},
+    natives = {"gemini": {"text": label}, "vertex_gemini": {"text": label}, "bedrock_converse": {"text": label},
                "responses": {"type": "input_text", "text": label}}
     native = natives.get(conv.dialect, {"type": "text", "text": label})
     seg.blocks.insert(at, Block("text", native, text=label))

@@ -132,6 +132,8 @@ class RouteState:
 class StateStore(Protocol):
     def load(self, route: str) -> RouteState | None: ...
     def save(self, route: str, state: RouteState) -> None: ...
+    def explicit_cache(self, route: str, key: str) -> tuple[str, float] | None: ...
+    def share_explicit_cache(self, route: str, key: str, name: str, expires_at: float) -> None: ...
 
 
 class RedisStore:
@@ -168,6 +170,31 @@ class RedisStore:
         except self._errors:
             self._went_down()
 
+    def explicit_cache(self, route: str, key: str) -> tuple[str, float] | None:
+        """The explicit cache (name, expiry) some replica created for this route's prefix, if it is alive."""
+        if time.monotonic() < self._down_until:
+            return None
+        try:
+            raw = self.client.get(f"{self.prefix}{route}:explicit:{key}")
+        except self._errors:
+            self._went_down()
+            return None
+        if not raw:
+            return None
+        name, expires_at = json.loads(raw)
+        return str(name), float(expires_at)
+
+    def share_explicit_cache(self, route: str, key: str, name: str, expires_at: float) -> None:
+        """Published at once, on its own key (not with the route's state, which replicas overwrite in turn),
+        and gone from Redis when the cache expires."""
+        ttl_ms = int((expires_at - time.time()) * 1000)
+        if ttl_ms <= 0 or time.monotonic() < self._down_until:
+            return
+        try:
+            self.client.set(f"{self.prefix}{route}:explicit:{key}", json.dumps([name, expires_at]), px=ttl_ms)
+        except self._errors:
+            self._went_down()
+
     def _went_down(self) -> None:
         self.failures += 1
         self._down_until = time.monotonic() + self.retry_s
@@ -199,6 +226,14 @@ class PlannerState:
                 gone, _ = self.routes.popitem(last=False)
                 self._published.pop(gone, None)
             return state
+
+    def shared_explicit(self, route: str, key: str) -> tuple[str, float] | None:
+        """An explicit cache another replica created for `route`'s prefix `key` (None without a shared store)."""
+        return self.store.explicit_cache(route, key) if self.store else None
+
+    def share_explicit(self, route: str, key: str, name: str, expires_at: float) -> None:
+        if self.store is not None:
+            self.store.share_explicit_cache(route, key, name, expires_at)
 
     def commit(self, name: str, state: RouteState) -> None:
         """Publish a route's updated state to the shared store, at most once per `publish_every_s` per

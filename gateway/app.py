@@ -23,6 +23,7 @@ from prefixgate.gateway import (
     endpoints_gemini,
     endpoints_openai,
     endpoints_responses,
+    endpoints_vertex,
 )
 from prefixgate.gateway.dashboard.auth import is_admin
 from prefixgate.gateway.error_response import error_response
@@ -68,7 +69,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
                      openapi_url=None)
     app.state.settings = settings
     app.state.policy = policy
-    for module in (endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_gemini):
+    for module in (endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_gemini, endpoints_vertex):
         app.include_router(module.router)
     app.include_router(dashboard.router)
 

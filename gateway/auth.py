@@ -51,7 +51,8 @@ def upstream_credential(upstream: Upstream, caller: Caller, caller_dialect: str)
     own = upstream.api_key()
     if own:
         return own
-    if caller.key is None and not upstream.self_hosted and same_provider(upstream.dialect, caller_dialect):
+    if (caller.key is None and not upstream.self_hosted and not upstream.own_credentials_only
+            and same_provider(upstream.dialect, caller_dialect)):
         return caller.credential
     if upstream.self_hosted or wire_format(upstream.dialect).signs:
         return None     # self-hosted servers need no key; signing formats sign with the gateway's own credentials

@@ -46,7 +46,7 @@ async def forward_priced(request: Request, tail: str) -> Response:
     ref = call.route.targets[0]
     upstream = proxy.policy.upstreams[ref.upstreams[0]]
     target = ref.model or model
-    the_plan = plan(conv, Target(planner_provider(upstream), target), mode="off")
+    the_plan = plan(conv, Target(planner_provider(upstream, WIRE), target), mode="off")
     the_plan.explanation[:] = [f"passthrough: /v1{tail} is forwarded unplanned"]
     body = compact_bytes({**data, "model": target})
     prep = Prepared(upstream, WIRE, target, the_plan, body, None, False)

@@ -15,6 +15,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any
 
 from starlette.background import BackgroundTask
@@ -55,7 +56,7 @@ from prefixgate.policies import (
     retry_condition,
 )
 from prefixgate.policies.router import caller_checkpoints_for
-from prefixgate.policies.schema import DIALECT_OF, KINDS
+from prefixgate.policies.schema import DIALECT_OF, KINDS, PRICE_ROWS
 from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.compatible import caches_by_markers
@@ -63,21 +64,23 @@ from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
 
 # Upstream kind -> whose caching rules and prices apply: its wire format's provider, or the self-hosted engine's.
+# A kind with price rows of its own (Vertex) is absent: its ledger records name those rows.
 PLANNER_PROVIDER = {kind: "local" if kind in ("local", "openai_compatible") else wire_format(DIALECT_OF[kind]).planner_provider
-                    for kind in KINDS}
+                    for kind in KINDS if kind not in PRICE_ROWS}
 
 
-def planner_provider(upstream: Upstream, model: str = "") -> str:
+def planner_provider(upstream: Upstream, wire: WireFormat, model: str = "") -> str:
     """Whose caching rules the planner applies: a hosted compatible provider caches by prefix, as OpenAI does,
-    except the models it caches only at Anthropic-style breakpoints (OpenRouter's Claude and Gemini)."""
+    except the models it caches only at Anthropic-style breakpoints (OpenRouter's Claude and Gemini); Vertex
+    as the publisher's format does (Claude's breakpoints, Gemini's explicit caches)."""
     if upstream.provider:
         return "anthropic" if caches_by_markers(upstream.profile, model) else "openai"
-    return PLANNER_PROVIDER[upstream.kind]
+    return PLANNER_PROVIDER.get(upstream.kind) or wire.planner_provider
 
 
-def price_provider(upstream: Upstream) -> str:
-    """Whose price rows bill this upstream: a compatible provider's own (deepseek, openrouter, ...)."""
-    return upstream.provider or planner_provider(upstream)
+def price_provider(upstream: Upstream, wire: WireFormat) -> str:
+    """Whose price rows bill this upstream: a compatible provider's own (deepseek, openrouter, ...), Vertex's."""
+    return upstream.price_rows or planner_provider(upstream, wire)
 
 
 def tenant_salt(tenant: str) -> str:
@@ -121,6 +124,7 @@ class Prepared:
     key: str | None
     stream: bool
     extra_usage: Usage | None = None    # tokens billed outside the response (an explicit cache created for it)
+    storage_token_hours: Decimal = Decimal(0)   # storage of that cache over its TTL (tokens x hours)
     trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
 
     def usage_counter(self) -> Any:
@@ -158,7 +162,7 @@ class Proxy:
 
     def start(self, dialect: str, conv: Conversation, caller: Caller, headers: dict[str, str], started: float,
               span: Any = None) -> Call:
-        decision = self.router.decide(conv.model or "", caller.key)
+        decision = self.router.decide(conv.model or "", caller.key, dialect)
         wire = wire_format(dialect)
         forwarded = {h: headers[h] for h in wire.forward_headers if h in headers}
         call = Call(uuid.uuid4().hex[:20], dialect, wire, conv, caller, decision.route, decision.mode, forwarded,
@@ -228,11 +232,11 @@ class Proxy:
     def prepare(self, call: Call, ref: TargetRef) -> Prepared:
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
-        first_wire = wire_format(first.dialect_for(call.dialect))
+        first_wire = wire_format(first.dialect_for(call.dialect, model))
         conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
-        target = Target(planner_provider(first, model), first.base_model(model), first.provider)
+        target = Target(planner_provider(first, first_wire, model), first.base_model(model), first.price_rows)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
                         catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
         the_plan.route = call.route.name
@@ -245,7 +249,7 @@ class Proxy:
                 the_plan.prefix_hash, ref.upstreams, self.in_flight, ref.load_factor)
         upstream = self.policy.upstreams[name]
         key = upstream_credential(upstream, call.caller, call.dialect)
-        wire = wire_format(upstream.dialect_for(call.dialect))
+        wire = wire_format(upstream.dialect_for(call.dialect, model))
         payload = wire.encode_request(wire.billable(the_plan.conversation))
         if upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None:
             # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
@@ -265,6 +269,7 @@ class Proxy:
         create = prep.plan.cache_create
         if create is None or prep.wire.explicit_cache_path is None:
             return prep
+        create = prep.wire.explicit_cache_body(prep.upstream.url, create)
         try:
             resp = await self.upstream.forward(prep.upstream, prep.wire, "POST", prep.wire.explicit_cache_path, "",
                                                compact_bytes(create), prep.key, call.route.retry.timeout_s)
@@ -277,8 +282,12 @@ class Proxy:
         prep.plan.adopt_cached_content(name, expires)
         tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
         body = compact_bytes(prep.wire.encode_request(prep.plan.conversation))
-        # Creating the cache bills its tokens at the input rate: on this request's record.
-        return replace(prep, body=body, extra_usage=Usage(cache_writes={"explicit": tokens}))
+        # Creating the cache bills its tokens at the input rate, and its storage for as long as it lives (the
+        # gateway never deletes it; it expires at its TTL): both on this request's record.
+        created = parse_rfc3339(data["createTime"], "createTime") if data.get("createTime") else time.time()
+        hours = Decimal(str(max(0.0, expires - created))) / 3600
+        return replace(prep, body=body, extra_usage=Usage(cache_writes={"explicit": tokens}),
+                       storage_token_hours=tokens * hours)
 
     def _convert(self, call: Call, target: WireFormat, model: str) -> tuple[Conversation, list[str]]:
         conv = call.conv
@@ -349,9 +358,9 @@ class Proxy:
         cost: Cost | None = None
         explanation = (prep.plan.explanation if prep else []) + call.notes
         if prep is not None and usage != Usage():
-            provider, model = price_provider(prep.upstream), prep.upstream.base_model(prep.model)
+            provider, model = price_provider(prep.upstream, prep.wire), prep.upstream.base_model(prep.model)
             price = price_for(provider, model, usage, self.catalog)
-            cost = price_usage(usage, price) if price is not None else None
+            cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None
             note = cost_note(usage, cost, f"{provider}/{model}") if provider != "local" else None
             explanation = explanation + ([note] if note else [])
         rec = LedgerRecord(
@@ -367,7 +376,7 @@ class Proxy:
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
             explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
             body=prep.trace_body if prep else "",
-            segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream) if prep else call.wire.planner_provider,
+            segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream, prep.wire) if prep else call.wire.planner_provider,
                                   volatile_spans))
         self.ledger.append(rec)
         self.metrics.observe(rec)

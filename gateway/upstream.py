@@ -128,18 +128,30 @@ class UpstreamClient:
         url = request_url(upstream, wire, model, stream)
         headers = {"content-type": "application/json", "accept-encoding": "identity", **headers,
                    **auth_headers(upstream, wire, key)}
-        if wire.signs:
-            headers = await wire.sign("POST", url, headers, body, self.signing)
-        return await self._exchange(upstream.name, "POST", url, body, headers, stream, key, timeout_s)
+        return await self._signed(upstream.name, wire, "POST", url, body, headers, stream, key, timeout_s)
 
     async def forward(self, upstream: Upstream, wire: WireFormat, method: str, path: str, query: str, body: bytes,
                       key: str | None, timeout_s: float = 60) -> UpstreamResponse:
         """A plain pass-through call (Gemini cachedContents, token counting) to `path` on `upstream`."""
-        url = f"{upstream.url}{path}" + (f"?{query}" if query else "")
+        url = wire.resource_url(upstream.url, path) + (f"?{query}" if query else "")
         headers = {"content-type": "application/json", "accept-encoding": "identity", **auth_headers(upstream, wire, key)}
-        if wire.signs:
-            headers = await wire.sign(method, url, headers, body or None, self.signing)
-        return await self._exchange(upstream.name, method, url, body or None, headers, False, key, timeout_s)
+        return await self._signed(upstream.name, wire, method, url, body or None, headers, False, key, timeout_s)
+
+    async def _signed(self, name: str, wire: WireFormat, method: str, url: str, body: bytes | None,
+                      headers: dict[str, str], stream: bool, key: str | None, timeout_s: float) -> UpstreamResponse:
+        """One exchange, signed when the format signs. A provider that refuses the gateway's own short-lived
+        credentials (401: a Google token expired or revoked early) gets the request once more with renewed
+        ones; the refused attempt was not served, so nothing is billed twice."""
+        if not wire.signs:
+            return await self._exchange(name, method, url, body, headers, stream, key, timeout_s)
+        try:
+            signed = await wire.sign(method, url, headers, body, self.signing)
+            return await self._exchange(name, method, url, body, signed, stream, key, timeout_s)
+        except UpstreamFailure as f:
+            if f.status != 401 or key is not None or not await wire.reauthenticate(self.signing):
+                raise
+        signed = await wire.sign(method, url, headers, body, self.signing)
+        return await self._exchange(name, method, url, body, signed, stream, key, timeout_s)
 
     async def _exchange(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],
                         stream: bool, key: str | None, timeout_s: float) -> UpstreamResponse:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import yaml
 
 from prefixgate.config import Settings
+from prefixgate.dialects import vertex
 from prefixgate.policies.schema import KEY_ENVS, Policy, PolicyError, Upstream
 from prefixgate.sigv4 import aws_region
 
@@ -21,7 +23,7 @@ FAMILIES: dict[str, list[str]] = {
 
 
 def builtin_upstreams(settings: Settings) -> dict[str, Upstream]:
-    """`anthropic`, `openai`, `gemini`, `bedrock` at the configured base URLs, and `local`: the in-process engine,
+    """`anthropic`, `openai`, `gemini`, `bedrock`, `vertex` at the configured base URLs, and `local`: the in-process engine,
     or the OpenAI-compatible server at `backend_url` when one is set."""
     ups = {
         "anthropic": Upstream("anthropic", "anthropic", settings.anthropic_base_url.rstrip("/"), ("ANTHROPIC_API_KEY",)),
@@ -30,6 +32,11 @@ def builtin_upstreams(settings: Settings) -> dict[str, Upstream]:
         "bedrock": Upstream("bedrock", "bedrock", settings.bedrock_base_url.format(region=aws_region()).rstrip("/"),
                             KEY_ENVS["bedrock"]),
     }
+    # Vertex AI in the gateway's own project (GOOGLE_CLOUD_PROJECT; without one, requests to it say so).
+    location = os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
+    base = settings.vertex_base_url or vertex.default_base_url(location)
+    ups["vertex"] = Upstream("vertex", "vertex", vertex.resource_root(base, os.environ.get("GOOGLE_CLOUD_PROJECT", ""),
+                                                                     location), KEY_ENVS["vertex"])
     if settings.backend_url:
         # The key `prefixgate backend --api-key` reads, so the pair works with one variable set for both.
         ups["local"] = Upstream("local", "openai_compatible", settings.backend_url.rstrip("/"),
@@ -40,9 +47,12 @@ def builtin_upstreams(settings: Settings) -> dict[str, Upstream]:
 
 
 def default_policy_data(settings: Settings) -> dict:
-    """Zero config: each model family goes to its provider, the local model to the local backend, and
+    """Zero config: requests on Vertex's paths go to Vertex, each model family to its provider, the local model
+    to the local backend, and
     (with a backend URL) every other name to that backend."""
-    routes = []
+    # Vertex's own paths go to Vertex, whatever the model (Claude and Gemini names are the same as elsewhere).
+    routes: list[dict] = [{"name": "vertex", "models": ["*"], "formats": ["vertex_anthropic", "vertex_gemini"],
+                           "targets": [{"upstream": "vertex"}]}]
     if settings.local_model:
         routes.append({"name": "local", "models": [settings.local_model], "targets": [{"upstream": "local"}]})
     for provider, patterns in FAMILIES.items():

@@ -17,25 +17,26 @@ class Decision:
 
 
 class Router:
-    """Exact model names win over patterns; patterns are tried in route order."""
+    """Exact model names win over patterns; patterns are tried in route order. A route that names the
+    callers' wire formats it serves (`formats`) is passed over for callers of any other."""
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
-        self._exact = {}
+        self._exact: dict[str, list[Route]] = {}
         for route in policy.routes:
             for m in route.models:
                 if not any(c in m for c in "*?["):
-                    self._exact.setdefault(m, route)
+                    self._exact.setdefault(m, []).append(route)
         self._patterns = [(m, r) for r in policy.routes for m in r.models if any(c in m for c in "*?[")]
 
-    def route_for(self, model: str) -> Route | None:
-        route = self._exact.get(model)
+    def route_for(self, model: str, dialect: str = "") -> Route | None:
+        route = next((r for r in self._exact.get(model, ()) if r.serves(dialect)), None)
         if route is not None:
             return route
-        return next((r for pattern, r in self._patterns if fnmatchcase(model, pattern)), None)
+        return next((r for pattern, r in self._patterns if r.serves(dialect) and fnmatchcase(model, pattern)), None)
 
-    def decide(self, model: str, caller: CallerKey | None) -> Decision:
-        route = self.route_for(model)
+    def decide(self, model: str, caller: CallerKey | None, dialect: str = "") -> Decision:
+        route = self.route_for(model, dialect)
         if route is None:
             raise RequestError(f"model {model!r} is not served by this gateway; known: {', '.join(self.model_names())}",
                                field="model", status=404, kind="not_found")

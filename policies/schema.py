@@ -8,36 +8,51 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
 from prefixgate.config import unknown_key
+from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.providers.compatible import PROFILES, Profile
 
-UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "bedrock", "openai_compatible", "local"]
-KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "bedrock", "openai_compatible",
-                                   "local")
+UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "bedrock", "vertex", "openai_compatible",
+                       "local"]
+KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "bedrock", "vertex",
+                                   "openai_compatible", "local")
 # The wire dialect each kind speaks by default; every self-hosted server speaks OpenAI's. `openai_responses` is
 # OpenAI for models served only by the Responses API: Chat Completions callers routed there are translated.
 DIALECT_OF: dict[str, str] = {
     "anthropic": "anthropic", "openai": "openai", "openai_responses": "responses", "gemini": "gemini",
-    "bedrock": "bedrock_invoke", "openai_compatible": "openai", "local": "openai",
+    "bedrock": "bedrock_invoke", "vertex": "vertex_gemini", "openai_compatible": "openai", "local": "openai",
 }
 # Other formats a kind answers natively: a caller of one of them goes out untranslated (OpenAI serves
 # Responses callers on the Responses API, so stored state, reasoning items and cache keys survive; Bedrock
 # takes Claude as InvokeModel, Anthropic's body, or as Converse).
 ALSO_SPEAKS: dict[str, tuple[str, ...]] = {"openai": ("responses",), "bedrock": ("bedrock_converse",)}
+# Vertex serves Claude (rawPredict: Anthropic's body) and Gemini (the Gemini API's body): a caller goes out in
+# the one that carries its body untranslated; a caller of another format by the model it names.
+VERTEX_FORMAT_OF = {"anthropic": "vertex_anthropic", "vertex_anthropic": "vertex_anthropic",
+                    "bedrock_invoke": "vertex_anthropic", "gemini": "vertex_gemini", "vertex_gemini": "vertex_gemini"}
+# Kinds priced from price rows of their own (providers.toml's `vertex` rows: Claude and Gemini at Vertex's
+# prices), whatever format a request goes out in.
+PRICE_ROWS: dict[str, str] = {"vertex": "vertex"}
 # The usual environment variables of the hosted providers (the first one set wins). Bedrock signs with the
 # AWS credential chain instead, unless a Bedrock API key is set.
 KEY_ENVS: dict[str, tuple[str, ...]] = {
     "anthropic": ("ANTHROPIC_API_KEY",), "openai": ("OPENAI_API_KEY",), "openai_responses": ("OPENAI_API_KEY",),
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "bedrock": ("AWS_BEARER_TOKEN_BEDROCK",),
+    "vertex": ("PREFIXGATE_VERTEX_ACCESS_TOKEN",),
 }
 
 
 PERIODS = {"minute": 60, "hour": 3600, "day": 86400, "month": 30 * 86400, "total": 0}
 RETRY_ON = ("429", "5xx", "timeout", "connect")
+
+
+# A Google Cloud project id or location: lowercase letters, digits and hyphens (a path segment, never a URL).
+VERTEX_NAME = re.compile(r"^[a-z][a-z0-9-]{1,62}$")
 
 
 def bedrock_url(region: str) -> str:
@@ -70,9 +85,23 @@ class Upstream:
     def dialect(self) -> str:
         return DIALECT_OF[self.kind]
 
-    def dialect_for(self, caller_dialect: str) -> str:
-        """The format a caller's request goes out in: the caller's own where this upstream speaks it."""
+    def dialect_for(self, caller_dialect: str, model: str = "") -> str:
+        """The format a caller's request goes out in: the caller's own where this upstream speaks it; on
+        Vertex, the publisher's format that carries the caller's body (else the one serving `model`)."""
+        if self.kind == "vertex":
+            return VERTEX_FORMAT_OF.get(caller_dialect) or ("vertex_anthropic" if "claude" in model else self.dialect)
         return caller_dialect if caller_dialect in ALSO_SPEAKS.get(self.kind, ()) else self.dialect
+
+    @property
+    def own_credentials_only(self) -> bool:
+        """Vertex takes Google OAuth tokens, which only the gateway can vouch for: a caller's bearer token is a
+        gateway key (or nothing), never sent on to Google."""
+        return self.kind == "vertex"
+
+    @property
+    def price_rows(self) -> str:
+        """Whose rows in providers.toml price this upstream when not its format's provider's ("": those)."""
+        return self.provider or PRICE_ROWS.get(self.kind, "")
 
     @property
     def profile(self) -> Profile | None:
@@ -124,6 +153,11 @@ class Route:
     ledger_bodies: bool | None = None
     # What the planner does with cache markers the caller placed itself (cache_planner.caller_markers).
     caller_checkpoints: CallerCheckpoints = "keep"
+    # The callers' wire formats this route serves (e.g. vertex_anthropic, vertex_gemini); empty: every format.
+    formats: tuple[str, ...] = ()
+
+    def serves(self, dialect: str) -> bool:
+        return not self.formats or dialect in self.formats
 
     def keeps_bodies(self, default: bool) -> bool:
         return default if self.ledger_bodies is None else self.ledger_bodies
@@ -180,10 +214,15 @@ class Policy:
 def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) -> Upstream:
     spec = _mapping(spec, path)
     _no_plain_secret(spec, path, ("api_key", "key"), "api_key_env (the variable holding the provider key)")
-    _only(spec, path, {"kind", "url", "api_key_env", "headers", "region", "provider", "api_version", "deployments"})
+    _only(spec, path, {"kind", "url", "api_key_env", "headers", "region", "provider", "api_version", "deployments",
+                       "project", "location"})
     kind = spec.get("kind", builtins[name].kind if name in builtins else None)
     if kind not in KINDS:
         raise PolicyError(f"{path}.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
+    if kind == "vertex":
+        return _vertex_upstream(name, spec, path)
+    if "project" in spec or "location" in spec:
+        raise PolicyError(f"{path}: project and location are for kind vertex only")
     region = spec.get("region")
     if region is not None and (kind != "bedrock" or not isinstance(region, str) or not region.replace("-", "").isalnum()):
         raise PolicyError(f"{path}.region: an AWS region such as us-east-1, for kind bedrock only; got {region!r}")
@@ -212,9 +251,40 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
                     provider, api_version, tuple((str(k), str(v)) for k, v in deployments.items()))
 
 
+def _vertex_upstream(name: str, spec: dict, path: str) -> Upstream:
+    """`{kind: vertex, project, location}`: project and location default to GOOGLE_CLOUD_PROJECT and
+    GOOGLE_CLOUD_LOCATION, the URL (Vertex's host, or a proxy's) to PREFIXGATE_VERTEX_BASE_URL."""
+    extra = sorted(set(spec) - {"kind", "url", "api_key_env", "headers", "project", "location"})
+    if extra:
+        raise PolicyError(f"{path}.{extra[0]}: not a key of a vertex upstream (project, location, url, api_key_env, "
+                          "headers)")
+    project, location = _vertex_place(spec, path)
+    url = spec.get("url") or vertex.base_url_for(location)
+    if not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        raise PolicyError(f"{path}.url: an http(s) URL (Vertex's host) is required, got {url!r}")
+    env = spec.get("api_key_env", list(KEY_ENVS["vertex"]))
+    env = (env,) if isinstance(env, str) else tuple(_list(env, f"{path}.api_key_env"))
+    headers = _mapping(spec.get("headers") or {}, f"{path}.headers")
+    return Upstream(name, "vertex", vertex.resource_root(url, project, location), env,
+                    tuple((str(k), str(v)) for k, v in headers.items()))
+
+
+def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
+    place = {"project": spec.get("project") or os.environ.get("GOOGLE_CLOUD_PROJECT"),
+             "location": spec.get("location") or os.environ.get("GOOGLE_CLOUD_LOCATION")}
+    for key, env in (("project", "GOOGLE_CLOUD_PROJECT"), ("location", "GOOGLE_CLOUD_LOCATION")):
+        value = place[key]
+        if not value:
+            raise PolicyError(f"{path}.{key}: required for a vertex upstream (or set {env})")
+        if not isinstance(value, str) or not VERTEX_NAME.match(value):
+            raise PolicyError(f"{path}.{key}: a Google Cloud {key} id such as "
+                              f"{'my-project' if key == 'project' else 'us-east5 or global'}, got {value!r}")
+    return place["project"], place["location"]
+
+
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
-    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints"})
+    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -232,8 +302,13 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     bodies = spec.get("ledger_bodies")
     if bodies is not None and not isinstance(bodies, bool):
         raise PolicyError(f"{path}.ledger_bodies: must be true or false, got {bodies!r}")
+    formats = spec.get("formats") or []
+    formats = (formats,) if isinstance(formats, str) else tuple(_list(formats, f"{path}.formats"))
+    unknown = [f for f in formats if f not in WIRE_FORMATS]
+    if unknown:
+        raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
-                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path))
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats)
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:

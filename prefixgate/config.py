@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     gemini_base_url: str = "https://generativelanguage.googleapis.com"
     # Amazon Bedrock Runtime; {region} is filled from AWS_REGION (AWS_DEFAULT_REGION, else us-east-1).
     bedrock_base_url: str = "https://bedrock-runtime.{region}.amazonaws.com"
+    # Vertex AI's host; empty: Google's own for the location (https://{location}-aiplatform.googleapis.com).
+    vertex_base_url: str = ""
     # Ledger: SQLite file by default; with a Redis URL replicas share ledger and learned state.
     ledger_path: str = "prefixgate-ledger.sqlite"
     # Keep each request body in the ledger (for `prefixgate ledger export --trace`). Off: bodies are prompts.

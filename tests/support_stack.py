@@ -38,7 +38,7 @@ def running_stack(tmp: Path, env: dict[str, str]) -> Iterator[tuple[str, str]]:
 
     try:
         mock_url = start(["mock-providers"], {}, "mock.log")
-        upstreams = {f"PREFIXGATE_{p}_BASE_URL": mock_url for p in ("OPENAI", "ANTHROPIC", "GEMINI")}
+        upstreams = {f"PREFIXGATE_{p}_BASE_URL": mock_url for p in ("OPENAI", "ANTHROPIC", "GEMINI", "VERTEX")}
         gw_url = start(["serve"], {**upstreams, **env}, "gateway.log")
         yield gw_url, mock_url
     finally:

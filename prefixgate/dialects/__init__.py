@@ -7,14 +7,23 @@ Each module also offers its format's functions directly (`parse_request`, `encod
 
 from __future__ import annotations
 
-from prefixgate.dialects import anthropic, bedrock_invoke, converse, gemini, openai, responses_adapter
+from prefixgate.dialects import (
+    anthropic,
+    bedrock_invoke,
+    converse,
+    gemini,
+    openai,
+    responses_adapter,
+    vertex_anthropic,
+    vertex_gemini,
+)
 from prefixgate.dialects.responses import is_responses_body
 from prefixgate.dialects.wire import WireFormat
 
 # One line per wire format. Order matters only to `format_of_path`: the last one answers every path no
-# other format claims.
+# other format claims, and Vertex's come before Gemini's (which claims every `{model}:{method}` path).
 WIRE_FORMATS: dict[str, WireFormat] = {w.name: w for w in (
-    anthropic.WIRE, gemini.WIRE, responses_adapter.WIRE, bedrock_invoke.WIRE, converse.WIRE, openai.WIRE)}
+    anthropic.WIRE, vertex_anthropic.WIRE, vertex_gemini.WIRE, gemini.WIRE, responses_adapter.WIRE, bedrock_invoke.WIRE, converse.WIRE, openai.WIRE)}
 # The name lint, replay and trace readers use for the same registry.
 DIALECTS = WIRE_FORMATS
 

@@ -15,8 +15,9 @@ What a format decides, grouped as the request meets it:
   (`read_reply` / `write_reply`), streams (`read_deltas` / `stream_writer`);
 - relaying its streams: the framing of events (`framing`), cheap byte marks for events that may carry
   usage (`usage_marks`) or end the stream (`terminal`);
-- upstream: the URL (`upstream_url`), credentials (`auth_headers`), fixed headers (`upstream_headers`),
-  and request signing for providers that sign each request (`signs`, `sign`: AWS SigV4, Google OAuth).
+- upstream: the URL (`upstream_url`, `resource_url`), credentials (`auth_headers`), fixed headers
+  (`upstream_headers`), and request signing for providers that sign each request (`signs`, `sign`,
+  `reauthenticate`: AWS SigV4, Google OAuth).
 
 Everything has one implementation; a format overrides only what it does differently.
 """
@@ -162,6 +163,14 @@ class WireFormat:
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"authorization": f"Bearer {key}"}
 
+    def resource_url(self, base_url: str, path: str) -> str:
+        """Where a pass-through call to `path` (`explicit_cache_path`, cachedContents, token counts) goes."""
+        return f"{base_url}{path}"
+
+    def explicit_cache_body(self, base_url: str, body: dict) -> dict:
+        """A plan's `cache_create` as this provider takes it (Vertex names the model by its full resource name)."""
+        return body
+
     def error_reply(self, err: RequestError) -> tuple[int, dict, dict[str, str]]:
         """(status, JSON body, headers) of this format's error answer for `err` (Bedrock's statuses and its
         x-amzn-ErrorType header differ from the kind's usual status)."""
@@ -175,3 +184,8 @@ class WireFormat:
         `state` belongs to the upstream client and lives as long as it: where a format keeps its
         credentials (resolved once per gateway process, refreshed as they expire), never in the format."""
         return headers
+
+    async def reauthenticate(self, state: dict[str, Any]) -> bool:
+        """After the provider refused the signing credentials (401): renew them in `state` and say whether
+        the request is worth sending once more (a token can be revoked or expire early server-side)."""
+        return False

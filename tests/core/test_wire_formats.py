@@ -37,7 +37,18 @@ SAMPLES: dict[str, tuple[str, dict]] = {
     "bedrock_converse": ("/model/anthropic.claude-sonnet-4-6/converse-stream", {
         "system": [{"text": "Be brief."}, {"cachePoint": {"type": "default"}}],
         "messages": [{"role": "user", "content": [{"text": "Hi"}]}], "inferenceConfig": {"maxTokens": 64}}),
+    "vertex_anthropic": ("/v1/projects/p-1/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929"
+                         ":streamRawPredict", {
+        "anthropic_version": "vertex-2023-10-16", "max_tokens": 64, "stream": True,
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "Hi"}]}),
+    "vertex_gemini": ("/v1beta1/projects/p-1/locations/global/publishers/google/models/gemini-2.5-flash:generateContent", {
+        "systemInstruction": {"parts": [{"text": "Be brief."}]},
+        "contents": [{"role": "user", "parts": [{"text": "Hi"}]}], "generationConfig": {"temperature": 0.2}}),
 }
+# Where each format's upstream lives: a host, or Vertex's project/location resource root.
+BASE = {"vertex_anthropic": "https://api.example.com/v1/projects/p-1/locations/us-east5",
+        "vertex_gemini": "https://api.example.com/v1/projects/p-1/locations/us-east5"}
 # Usage every format can express (not every one reports cache writes).
 USAGE = Usage(uncached_input=10, cache_read=90, output=3)
 FORMATS = sorted(WIRE_FORMATS)
@@ -49,7 +60,7 @@ def test_every_registered_format_has_a_sample():
 
 def test_an_unknown_format_is_refused_with_the_known_names():
     with pytest.raises(ValueError, match=r"unknown wire format 'vertex'; expected one of anthropic, bedrock_converse, "
-                                         r"bedrock_invoke, gemini, openai, responses"):
+                                         r"bedrock_invoke, gemini, openai, responses, vertex_anthropic, vertex_gemini"):
         wire_format("vertex")
 
 
@@ -152,6 +163,6 @@ def test_a_stream_error_event_is_read_back_as_an_error(name):
 @pytest.mark.parametrize("name", FORMATS)
 def test_an_upstream_request_has_a_url_and_the_key(name):
     wire = wire_format(name)
-    url = wire.upstream_url("https://api.example.com", "m-1", stream=False)
+    url = wire.upstream_url(BASE.get(name, "https://api.example.com"), "m-1", stream=False)
     assert url.startswith("https://api.example.com/")
     assert "k-123" in "".join(wire.auth_headers("k-123").values())

@@ -1,0 +1,113 @@
+"""Vertex AI's other paths, at the root and under `/vertex_ai` (model requests are served by the gateway's
+front, fastpath): token counts (Gemini's `:countTokens`, Claude's `count-tokens:rawPredict`) and Gemini's
+`cachedContents`, passed through to Vertex in the gateway's project with the gateway's credentials. A caller's
+project and location in the path are its own view; the cache names Vertex answers with are the gateway's."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from prefixgate.compact_json import compact_bytes
+from prefixgate.dialects import anthropic, gemini, vertex_anthropic, vertex_gemini
+from prefixgate.dialects.vertex import resource_rest
+from prefixgate.errors import RequestError
+from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.gateway.error_response import answer_or_error, error_response
+from prefixgate.gateway.intake import authenticated_body
+from prefixgate.gateway.proxy import Proxy
+from prefixgate.policies.schema import Upstream
+from prefixgate.tokens import annotate_tokens
+
+router = APIRouter()
+_SCOPE = "/{version}/projects/{project}/locations/{location}"
+
+
+def _routes(prefix: str) -> None:
+    router.add_api_route(f"{prefix}{_SCOPE}/publishers/{{publisher}}/models/{{target}}", model_action, methods=["POST"])
+    router.add_api_route(f"{prefix}{_SCOPE}/cachedContents", cached_contents, methods=["GET", "POST"])
+    router.add_api_route(f"{prefix}{_SCOPE}/cachedContents/{{name}}", cached_contents, methods=["GET", "PATCH", "DELETE"])
+
+
+async def model_action(request: Request, publisher: str, target: str) -> Response:
+    wire = vertex_anthropic.WIRE if publisher == "anthropic" else vertex_gemini.WIRE
+    model, _, action = target.rpartition(":")
+    if publisher == "anthropic" and target == f"{vertex_anthropic.COUNT_TOKENS}:rawPredict":
+        return await answer_or_error(wire.name, _count_claude_tokens(request))
+    if publisher == "google" and action == "countTokens":
+        return await answer_or_error(wire.name, _count_gemini_tokens(request, model))
+    return error_response(RequestError(f"unsupported Vertex method {target!r} on {publisher} models", status=404,
+                                       kind="not_found"), wire.name)
+
+
+async def _count_claude_tokens(request: Request) -> Response:
+    proxy: Proxy = request.app.state.proxy
+    raw, caller = await authenticated_body(proxy, request)
+    conv = anthropic.parse_request(raw, count_tokens=True)
+    upstream = _routed(proxy, conv.model or "", caller, vertex_anthropic.NAME)
+    if upstream is None:
+        return Response(compact_bytes({"input_tokens": annotate_tokens(conv, "cl100k_base")}), media_type="application/json")
+    path = f"/publishers/anthropic/models/{vertex_anthropic.COUNT_TOKENS}:rawPredict"
+    return await _forward(proxy, upstream, vertex_anthropic.WIRE, "POST", path, "", raw, caller)
+
+
+async def _count_gemini_tokens(request: Request, model: str) -> Response:
+    proxy: Proxy = request.app.state.proxy
+    raw, caller = await authenticated_body(proxy, request)
+    upstream = _routed(proxy, model, caller, vertex_gemini.NAME)
+    if upstream is None:
+        conv = gemini.parse_request(raw, model=model)
+        return Response(compact_bytes({"totalTokens": annotate_tokens(conv, "cl100k_base")}), media_type="application/json")
+    path = f"/publishers/google/models/{model}:countTokens"
+    return await _forward(proxy, upstream, vertex_gemini.WIRE, "POST", path, "", raw, caller)
+
+
+async def cached_contents(request: Request) -> Response:
+    return await answer_or_error(vertex_gemini.NAME, _cached_contents(request))
+
+
+async def _cached_contents(request: Request) -> Response:
+    proxy: Proxy = request.app.state.proxy
+    raw, caller = await authenticated_body(proxy, request)
+    upstream = next((u for u in proxy.policy.upstreams.values() if u.kind == "vertex" and u.name != "vertex"),
+                    proxy.policy.upstreams["vertex"])
+    if request.method == "POST" and raw:
+        raw = compact_bytes(_in_gateway_project(raw, upstream))
+    query = "&".join(f"{k}={v}" for k, v in request.query_params.items() if k != "key")
+    return await _forward(proxy, upstream, vertex_gemini.WIRE, request.method, resource_rest(request.url.path) or "",
+                          query, raw, caller)
+
+
+def _in_gateway_project(raw: bytes, upstream: Upstream) -> dict:
+    """A cachedContents.create body whose model names the caller's project: the gateway's instead."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise RequestError("the request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    model = str(body.get("model") or "")
+    if "/models/" in model:
+        body["model"] = model.rsplit("/models/", 1)[1]
+    return vertex_gemini.WIRE.explicit_cache_body(upstream.url, body) if body.get("model") else body
+
+
+def _routed(proxy: Proxy, model: str, caller: Caller, dialect: str) -> Upstream | None:
+    """The Vertex upstream the caller's route for `model` ends at, or None when it ends elsewhere."""
+    ref = proxy.router.decide(model, caller.key, dialect).route.targets[0]
+    upstream = proxy.policy.upstreams[ref.upstreams[0]]
+    return upstream if upstream.kind == "vertex" else None
+
+
+async def _forward(proxy: Proxy, upstream: Upstream, wire: vertex_gemini.VertexGemini | vertex_anthropic.VertexAnthropic,
+                   method: str, path: str, query: str, raw: bytes, caller: Caller) -> Response:
+    key = upstream_credential(upstream, caller, wire.name)
+    resp = await proxy.upstream.forward(upstream, wire, method, path, query, raw, key)
+    return Response(resp.body, resp.status, media_type="application/json")
+
+
+for _prefix in ("", "/vertex_ai"):
+    _routes(_prefix)

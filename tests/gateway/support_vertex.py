@@ -1,0 +1,66 @@
+"""What the Vertex gateway tests share: the models, a dated prompt, golden costs at Vertex's prices worked by
+hand, and a service-account key file whose token endpoint is the mock's."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from decimal import Decimal
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+PROJECT, LOCATION = "gw-project", "us-east5"
+CLAUDE = "claude-sonnet-4-5@20250929"
+GEMINI = "gemini-2.5-flash"
+MTOK = Decimal(1_000_000)
+# $ per MTok on Vertex, from providers.toml's `vertex` rows (sources there). Claude Sonnet 4.5 on a regional
+# endpoint: 10% over global.
+CLAUDE_PRICE = {"input": Decimal("3.30"), "read": Decimal("0.33"), "write_5m": Decimal("4.125"),
+                "write_1h": Decimal("6.60"), "output": Decimal("16.50")}
+GEMINI_PRICE = {"input": Decimal("0.30"), "read": Decimal("0.03"), "output": Decimal("2.50"),
+                "storage_per_hour": Decimal("1.00")}
+EXPLICIT_TTL_H = Decimal(1)
+RULES = "\n".join(f"Rule {i}: answer warehouse questions from the shipping manual, section {i}." for i in range(450))
+# A fresh prefix per test run (the mock's caches start cold for it), in words: an id would itself be volatile.
+SESSION = "Desk motto: " + " ".join(random.Random().sample(["amber", "birch", "cedar", "delta", "ember", "fjord",
+                                                             "grove", "heron", "inlet", "juniper"], 6)) + "."
+
+
+def dated_system(at: float, *, dated: bool = True) -> str:
+    """The system prompt real apps send: the current time first, then ~6k tokens of fixed rules."""
+    stamp = f"Current time: {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(at))} UTC.\n" if dated else ""
+    return f"{stamp}{RULES}\n{SESSION}"
+
+
+def claude_golden(usage: dict) -> Decimal:
+    """Cost of one Claude answer by hand: each token class at its Vertex price."""
+    writes = usage.get("cache_creation") or {}
+    w1h = int(writes.get("ephemeral_1h_input_tokens") or 0)
+    w5m = int(usage.get("cache_creation_input_tokens") or 0) - w1h
+    return (int(usage["input_tokens"]) * CLAUDE_PRICE["input"] + int(usage.get("cache_read_input_tokens") or 0)
+            * CLAUDE_PRICE["read"] + w5m * CLAUDE_PRICE["write_5m"] + w1h * CLAUDE_PRICE["write_1h"]
+            + int(usage["output_tokens"]) * CLAUDE_PRICE["output"]) / MTOK
+
+
+def gemini_golden(meta: dict, *, created: int = 0) -> Decimal:
+    """Cost of one Gemini answer by hand (promptTokenCount includes the cached tokens), plus a context cache
+    the request created: its tokens at the input rate and its storage for its TTL."""
+    prompt, cached = int(meta["prompt_token_count"]), int(meta.get("cached_content_token_count") or 0)
+    output = int(meta.get("candidates_token_count") or 0) + int(meta.get("thoughts_token_count") or 0)
+    tokens = ((prompt - cached) * GEMINI_PRICE["input"] + cached * GEMINI_PRICE["read"] + output * GEMINI_PRICE["output"]
+              + created * GEMINI_PRICE["input"] + created * EXPLICIT_TTL_H * GEMINI_PRICE["storage_per_hour"])
+    return tokens / MTOK
+
+
+def service_account_file(folder: Path, token_uri: str) -> Path:
+    """A service-account key file as Google issues one, with a fresh RSA key, for the token endpoint `token_uri`."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    path = folder / "service-account.json"
+    path.write_text(json.dumps({
+        "type": "service_account", "project_id": PROJECT, "private_key_id": "key-1", "private_key": key,
+        "client_email": f"gateway@{PROJECT}.iam.gserviceaccount.com", "client_id": "1", "token_uri": token_uri}))
+    return path
