@@ -13,6 +13,7 @@ from decimal import Decimal
 from prefixgate.cost import ZERO, Cost, Price, price_usage
 from prefixgate.errors import RequestError
 from prefixgate.providers.rules import Catalog, ModelRules, default_catalog
+from prefixgate.providers.vertex_prices import publisher_of, split_name, vertex_rules
 from prefixgate.usage import Usage
 
 _SUFFIXES = (
@@ -51,11 +52,25 @@ def resolve_model(provider: str, model: str, catalog: Catalog | None = None) -> 
 
 
 def _lookup(catalog: Catalog, provider: str, model: str) -> ModelRules | None:
+    if provider == "vertex":
+        return _vertex_lookup(catalog, model)
     aliases = catalog.names(provider)
     for name in _spellings(provider, model):
         if name in aliases:
             return aliases[name]
     return None
+
+
+def _vertex_lookup(catalog: Catalog, name: str) -> ModelRules | None:
+    # Memoised beside the catalog's name indexes: every priced Vertex request asks.
+    known = catalog.names("vertex")
+    if name not in known:
+        model, regional = split_name(name)
+        publisher = _lookup(catalog, publisher_of(model), model)
+        if publisher is None:
+            return None
+        known[name] = vertex_rules(publisher, regional, catalog)
+    return known[name]
 
 
 def _spellings(provider: str, model: str) -> list[str]:

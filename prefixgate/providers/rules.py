@@ -24,6 +24,9 @@ PROVIDERS = ("anthropic", "openai", "gemini", "bedrock")
 # Hosted OpenAI-compatible providers (compatible.PROFILES) have price rows but no rules table of their own:
 # they cache by prefix automatically, under OpenAI's rules as far as the planner is concerned.
 MODEL_PROVIDERS = PROVIDERS + tuple(PROFILES)
+# Vertex AI has a rules table ([vertex]: its regional premium) but no price rows: it bills each publisher's
+# models at the publisher's own list price (see providers/vertex_prices.py).
+PRICE_SHEETS = (*MODEL_PROVIDERS, "vertex")
 OPENAI_REGIMES = ("implicit", "breakpoints")
 
 
@@ -74,6 +77,15 @@ class GeminiRules:
 
 
 @dataclass(frozen=True)
+class VertexRules:
+    # Claude from Sonnet 4.5 on costs this much more on regional and multi-region endpoints than on the
+    # global endpoint; the older models (base ids, without the @date) cost the same everywhere.
+    regional_premium_percent: int
+    same_everywhere: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
 class PriceSpec:
     """One price row with its provenance; `above` > 0 makes it a long-context tier for prompts above it."""
 
@@ -116,6 +128,7 @@ class Catalog:
     openai: OpenAIRules
     gemini: GeminiRules
     bedrock: AnthropicRules
+    vertex: VertexRules
     models: dict[tuple[str, str], ModelRules] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
     # provider -> {id or alias: model}, built on first use: every priced request looks a model up.
@@ -185,12 +198,12 @@ def _merge(base: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
                     base["model"].append(m)
                 else:
                     _deep_update(target, m)
-        elif key in PROVIDERS:
+        elif key in (*PROVIDERS, "vertex"):
             if not isinstance(value, dict):
                 raise RulesError(f"providers file: [{key}] must be a table")
             base.setdefault(key, {}).update(value)
         else:
-            raise RulesError(f"providers file: unknown top-level key {key!r} (expected {', '.join(PROVIDERS)}, model)")
+            raise RulesError(f"providers file: unknown top-level key {key!r} (expected {', '.join(PROVIDERS)}, vertex, model)")
     return base
 
 
@@ -206,7 +219,7 @@ def _build(data: dict[str, Any], files: tuple[str, ...]) -> Catalog:
     where = " + ".join(files)
     provider_rules = {}
     for name, cls in (("anthropic", AnthropicRules), ("openai", OpenAIRules), ("gemini", GeminiRules),
-                      ("bedrock", AnthropicRules)):
+                      ("bedrock", AnthropicRules), ("vertex", VertexRules)):
         provider_rules[name] = _dataclass_from(cls, data.get(name), f"{where}: [{name}]")
     models: dict[tuple[str, str], ModelRules] = {}
     for i, raw in enumerate(data.get("model", [])):
@@ -253,6 +266,10 @@ def _typed(value: Any, type_name: Any, where: str) -> Any:
         if not isinstance(value, str):
             raise RulesError(f"{where}: expected a string, got {value!r}")
         return value
+    if t == "tuple[str, ...]":
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise RulesError(f"{where}: expected a list of strings")
+        return tuple(value)
     if t == "dict[str, int]":
         if not isinstance(value, dict) or not value:
             raise RulesError(f"{where}: expected a table of TTL name -> seconds")

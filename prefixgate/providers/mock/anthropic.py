@@ -28,30 +28,38 @@ def authenticate(request: Request) -> str:
     return tenant_of(key)
 
 
+async def answer(ctx: MockContext, request: Request, body: dict, tenant: str, fault_provider: str = "anthropic") -> Response:
+    """A Messages API answer to `body` (Anthropic's own API, and Claude on Vertex with the path's model)."""
+    fault = await ctx.fault_for(request, fault_provider, body.get("model"))
+    result = ctx.simulator.respond("anthropic", body, now=ctx.clock(), tenant=tenant)
+    reply = reply_for(prompt_text(result.conversation), body["max_tokens"])
+    usage = replace(result.usage, output=reply.output_tokens)
+    finish = "max_tokens" if reply.truncated else "end_turn"
+    model = body["model"]
+    headers = {"request-id": "req_" + uuid.uuid4().hex[:24]}
+    if result.conversation.stream:
+        events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish)
+        return sse_response(events, fault, headers)
+    return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish), headers=headers)
+
+
 def add_routes(app: FastAPI, ctx: MockContext) -> None:
     @app.post("/v1/messages")
     async def messages(request: Request) -> Response:
         tenant = authenticate(request)
-        body = await json_body(request)
-        fault = await ctx.fault_for(request, "anthropic", body.get("model"))
-        result = ctx.simulator.respond("anthropic", body, now=ctx.clock(), tenant=tenant)
-        reply = reply_for(prompt_text(result.conversation), body["max_tokens"])
-        usage = replace(result.usage, output=reply.output_tokens)
-        finish = "max_tokens" if reply.truncated else "end_turn"
-        model = body["model"]
-        headers = {"request-id": "req_" + uuid.uuid4().hex[:24]}
-        if result.conversation.stream:
-            events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish)
-            return sse_response(events, fault, headers)
-        return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish), headers=headers)
+        return await answer(ctx, request, await json_body(request), tenant)
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> dict:
         authenticate(request)
-        body = await json_body(request)
-        await ctx.fault_for(request, "anthropic", body.get("model"))
-        resolve_model("anthropic", str(body.get("model", "")), ctx.simulator.catalog)
-        return {"input_tokens": ctx.simulator.count_tokens("anthropic", body)}
+        return await count(ctx, request, await json_body(request))
+
+
+async def count(ctx: MockContext, request: Request, body: dict, fault_provider: str = "anthropic") -> dict:
+    """count_tokens on a Messages body (Anthropic's own API, and Vertex's count-tokens:rawPredict)."""
+    await ctx.fault_for(request, fault_provider, body.get("model"))
+    resolve_model("anthropic", str(body.get("model", "")), ctx.simulator.catalog)
+    return {"input_tokens": ctx.simulator.count_tokens("anthropic", body)}
 
 
 def list_models(request: Request, ctx: MockContext) -> dict:

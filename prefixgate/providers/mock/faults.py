@@ -6,7 +6,7 @@ A fault is written `key=value` pairs joined by `;` (or `,`), e.g. `latency=0.5`,
 
     faults:
       - fault: "status=429;retry_after=1"
-        provider: anthropic        # optional: anthropic | openai | gemini | bedrock
+        provider: anthropic        # optional: anthropic | openai | gemini | bedrock | vertex
         path: /v1/messages         # optional: path prefix
         model: claude-sonnet-4-5   # optional: exact model name as sent
         every: 3                   # optional: every 3rd matching request (default: every one)
@@ -28,6 +28,8 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.rules import PROVIDERS
 
 HEADER = "x-mock-fault"
+# Whose requests a fault rule may name: the providers, and Vertex AI (both its publishers).
+FAULT_PROVIDERS = (*PROVIDERS, "vertex")
 _STATUS_KINDS = {
     400: "invalid_request", 401: "authentication", 403: "permission", 404: "not_found", 413: "too_large",
     429: "rate_limit", 500: "server", 502: "server", 503: "overloaded", 504: "timeout", 529: "overloaded",
@@ -163,8 +165,8 @@ class FaultPlan:
             unknown = set(raw) - allowed
             if unknown:
                 raise FaultError(f"{at}: unknown key {sorted(unknown)[0]!r}")
-            if raw.get("provider") not in (None, *PROVIDERS):
-                raise FaultError(f"{at}.provider: expected one of {', '.join(PROVIDERS)}")
+            if raw.get("provider") not in (None, *FAULT_PROVIDERS):
+                raise FaultError(f"{at}.provider: expected one of {', '.join(FAULT_PROVIDERS)}")
             for key in ("every", "times"):
                 if key in raw and (not isinstance(raw[key], int) or isinstance(raw[key], bool) or raw[key] < 1):
                     raise FaultError(f"{at}.{key}: expected an integer >= 1")

@@ -51,30 +51,36 @@ def get_model(request: Request, ctx: MockContext, model_id: str) -> dict:
     return _model_json(_known(model_id, "get", ctx))
 
 
+async def model_action(ctx: MockContext, request: Request, tenant: str, target: str, body: dict,
+                       fault_provider: str = "gemini") -> Response:
+    """generateContent, streamGenerateContent or countTokens on `target` (`{model}:{method}`): the Gemini API's
+    and Vertex's publishers/google models alike."""
+    model, _, action = target.partition(":")
+    if action not in _ACTIONS:
+        raise RequestError(f"models/{target}: unknown method {action!r}", status=404, kind="not_found")
+    fault = await ctx.fault_for(request, fault_provider, model)
+    _known(model, action, ctx)
+    if action == "countTokens":
+        return JSONResponse(_count_tokens(ctx, model, body, tenant))
+    result = ctx.simulator.respond("gemini", body, now=ctx.clock(), tenant=tenant, model=model)
+    reply = reply_for(prompt_text(result.conversation), _max_output(body))
+    usage = replace(result.usage, output=reply.output_tokens)
+    finish = "MAX_TOKENS" if reply.truncated else "STOP"
+    if action == "generateContent":
+        return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish))
+    events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish)
+    if request.query_params.get("alt") == "sse":
+        return sse_response(events, fault)
+    # Without alt=sse the REST API answers one JSON array of the chunks.
+    chunks = [json.loads(e.decode().removeprefix("data: ")) for e in events]
+    return JSONResponse(chunks)
+
+
 def _add_version_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
     @app.post(prefix + "/models/{target}")
-    async def model_action(target: str, request: Request) -> Response:
+    async def model_target(target: str, request: Request) -> Response:
         tenant = authenticate(request)
-        model, _, action = target.partition(":")
-        if action not in _ACTIONS:
-            raise RequestError(f"models/{target}: unknown method {action!r}", status=404, kind="not_found")
-        body = await json_body(request)
-        fault = await ctx.fault_for(request, "gemini", model)
-        _known(model, action, ctx)
-        if action == "countTokens":
-            return JSONResponse(_count_tokens(ctx, model, body, tenant))
-        result = ctx.simulator.respond("gemini", body, now=ctx.clock(), tenant=tenant, model=model)
-        reply = reply_for(prompt_text(result.conversation), _max_output(body))
-        usage = replace(result.usage, output=reply.output_tokens)
-        finish = "MAX_TOKENS" if reply.truncated else "STOP"
-        if action == "generateContent":
-            return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish))
-        events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish)
-        if request.query_params.get("alt") == "sse":
-            return sse_response(events, fault)
-        # Without alt=sse the REST API answers one JSON array of the chunks.
-        chunks = [json.loads(e.decode().removeprefix("data: ")) for e in events]
-        return JSONResponse(chunks)
+        return await model_action(ctx, request, tenant, target, await json_body(request))
 
     @app.post(prefix + "/cachedContents")
     async def create_cache(request: Request) -> dict:

@@ -50,6 +50,10 @@ class MockContext:
     # (path, body) of the latest requests to the compatible providers' mocks: what tests inspect (was a
     # `cache_salt` sent?).
     received: deque[tuple[str, dict]] = field(default_factory=lambda: deque(maxlen=256))
+    # Vertex: OAuth2 access tokens issued by /token -> when each expires; and each project tenant's
+    # `projects/{p}/locations/{l}` (what its caches are named under).
+    vertex_tokens: dict[str, float] = field(default_factory=dict)
+    vertex_scopes: dict[str, str] = field(default_factory=dict)
 
     async def fault_for(self, request: Request, provider: str, model: Any) -> Fault | None:
         """The fault this request gets; sleeps its latency, raises its error status."""
@@ -76,6 +80,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     from prefixgate.providers.mock import gemini as mock_gemini
     from prefixgate.providers.mock import openai as mock_openai
     from prefixgate.providers.mock import responses as mock_responses
+    from prefixgate.providers.mock import vertex as mock_vertex
 
     ctx = context or MockContext()
     app = FastAPI(title="prefixgate mock providers", docs_url=None, redoc_url=None, openapi_url=None)
@@ -83,7 +88,9 @@ def create_app(context: MockContext | None = None) -> FastAPI:
 
     @app.exception_handler(RequestError)
     async def provider_error(request: Request, err: RequestError) -> Response:
-        return error_response(err, dialect_of(request))
+        # Google's front end answers a bad token in its own shape, whichever publisher the path names.
+        google_auth = err.status == 401 and "/projects/" in request.url.path
+        return error_response(err, "gemini" if google_auth else dialect_of(request))
 
     @app.get("/health")
     async def health() -> dict:
@@ -105,12 +112,15 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     mock_responses.add_routes(app, ctx)
     mock_completions.add_routes(app, ctx)
     mock_compatible.add_routes(app, ctx)
+    mock_vertex.add_routes(app, ctx)
     return app
 
 
 def dialect_of(request: Request) -> str:
     """Which provider's API a request speaks (its error shape follows)."""
     path, headers = request.url.path, request.headers
+    if path.startswith(("/v1/projects/", "/v1beta1/projects/")):
+        return "anthropic" if "/publishers/anthropic/" in path else "gemini"    # Vertex AI
     if path.startswith("/model/") or path.startswith("/anthropic/v1/"):
         return "bedrock"
     if (path.startswith("/v1beta") or path.startswith("/v1/cachedContents") or "x-goog-api-key" in headers

@@ -1,0 +1,53 @@
+"""Prices on Vertex AI: each publisher's own list price, and Claude's regional premium.
+
+Vertex bills Claude at Anthropic's prices and Gemini at the Gemini API's (the same rows serve both), except
+that Claude from Sonnet 4.5 on costs 10% more on regional and multi-region endpoints than on the global one
+([vertex] in providers.toml). The endpoint is the upstream's location, which a model name does not carry,
+so a regional request is priced under the name `regional/{model}` (`price_name`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal
+
+from prefixgate.cost import Price
+from prefixgate.providers.rules import Catalog, ModelRules, PriceSpec
+
+REGIONAL = "regional/"
+
+
+def price_name(model: str, location: str) -> str:
+    """The name a Vertex model is priced under at `location` (`global`, a region, or `us`/`eu`)."""
+    return model if location == "global" else REGIONAL + model
+
+
+def publisher_of(model: str) -> str:
+    """Whose price rows a Vertex model takes: Claude's are Anthropic's, the rest Google's Gemini rows."""
+    return "anthropic" if model.startswith("claude") else "gemini"
+
+
+def split_name(name: str) -> tuple[str, bool]:
+    """(the publisher's model id without Vertex's `@date` version, whether priced on a regional endpoint)."""
+    regional = name.startswith(REGIONAL)
+    return name.removeprefix(REGIONAL).split("@", 1)[0], regional
+
+
+def vertex_rules(rules: ModelRules, regional: bool, catalog: Catalog) -> ModelRules:
+    """The publisher's rules for one Vertex model, with the regional premium where it applies."""
+    premium = regional and rules.provider == "anthropic" and rules.id not in catalog.vertex.same_everywhere
+    if not premium:
+        return replace(rules, provider="vertex")
+    factor = 1 + Decimal(catalog.vertex.regional_premium_percent) / 100
+
+    def scaled(spec: PriceSpec) -> PriceSpec:
+        p = spec.price
+        price = Price(input=p.input * factor, output=p.output * factor, cache_read=p.cache_read * factor,
+                      cache_write={ttl: v * factor for ttl, v in p.cache_write.items()},
+                      storage_per_hour=p.storage_per_hour * factor)
+        note = f"{spec.note}; " if spec.note else ""
+        return replace(spec, price=price, source=catalog.vertex.source,
+                       note=f"{note}Vertex regional endpoint: +{catalog.vertex.regional_premium_percent}%")
+
+    return replace(rules, provider="vertex", price=scaled(rules.price),
+                   long_context=tuple(scaled(t) for t in rules.long_context))
