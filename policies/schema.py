@@ -16,6 +16,7 @@ from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoint
 from prefixgate.config import unknown_key
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.providers.compatible import PROFILES, Profile
+from prefixgate.providers.vertex_prices import price_name
 
 UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "bedrock", "vertex", "openai_compatible",
                        "local"]
@@ -114,7 +115,10 @@ class Upstream:
         return self.kind == "local" or (self.kind == "openai_compatible" and not self.provider)
 
     def base_model(self, model: str) -> str:
-        """The model whose price applies: an Azure deployment's base model, else `model` itself."""
+        """The model whose price applies: an Azure deployment's base model; on Vertex the name it is priced
+        under at this upstream's location (Claude costs more on regional endpoints); else `model` itself."""
+        if self.kind == "vertex":
+            return price_name(model, vertex.location_of(self.url))
         return dict(self.deployments).get(model, model)
 
     def api_key(self) -> str | None:

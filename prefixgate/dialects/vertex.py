@@ -80,6 +80,12 @@ def split_root(root: str) -> tuple[str, str]:
     return match["base"], match["scope"]
 
 
+def location_of(root: str) -> str:
+    """The location of a resource root (`global` where it names none: a root with no project serves nothing)."""
+    match = _ROOT.match(root)
+    return match["scope"].rsplit("/", 1)[1] if match else "global"
+
+
 def versioned(root: str, version: str) -> str:
     """The resource root under another API version (`v1beta1`)."""
     base, scope = split_root(root)
