@@ -51,9 +51,15 @@ def vertex_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def mock(vertex_env):
-    with ServerThread(mock_app(MockContext())) as server:
-        yield server.url
+def mock_server(vertex_env):
+    ctx = MockContext()
+    with ServerThread(mock_app(ctx)) as server:
+        yield server.url, ctx
+
+
+@pytest.fixture
+def mock(mock_server) -> str:
+    return mock_server[0]
 
 
 @pytest.fixture
@@ -69,9 +75,10 @@ def ledger(path: str, n: int) -> list[dict]:
     return sorted(read_records(path), key=lambda r: r["ts"])
 
 
-def claude_client(base_url: str) -> anthropic.AnthropicVertex:
+def claude_client(base_url: str, token: str = "gateway-key") -> anthropic.AnthropicVertex:
+    """A client of `base_url`: the gateway takes a gateway key; Vertex (the mock) only Google tokens."""
     return anthropic.AnthropicVertex(base_url=base_url, region=LOCATION, project_id="caller-project",
-                                     access_token="gateway-key", max_retries=0)
+                                     access_token=token, max_retries=0)
 
 
 def genai_client(base_url: str) -> genai.Client:
@@ -87,7 +94,7 @@ def claude_args(at: float) -> dict:
 def test_anthropic_vertex_create_and_stream_read_what_direct_calls_miss(mock, gateway):
     gw, path = gateway
     t = time.time()
-    direct = claude_client(f"{mock}/v1")
+    direct = claude_client(f"{mock}/v1", STATIC_TOKEN)
     misses = [direct.messages.create(**claude_args(t + i)).usage for i in range(2)]
     assert misses[1].cache_read_input_tokens == 0          # the time at the top breaks the prefix
     client = claude_client(f"{gw}/v1")
@@ -96,7 +103,10 @@ def test_anthropic_vertex_create_and_stream_read_what_direct_calls_miss(mock, ga
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert first.content[0].text and text
-    assert final.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens > 1024
+    # Everything before the moved time is read; the time (now after the rules) and the question are new.
+    assert final.usage.cache_read_input_tokens > 7000
+    assert (final.usage.cache_read_input_tokens + final.usage.input_tokens
+            == first.usage.cache_creation_input_tokens + first.usage.input_tokens)
     records = ledger(path, 2)
     assert [(r["dialect"], r["provider"], r["model"]) for r in records] == [("vertex_anthropic", "vertex", CLAUDE)] * 2
     assert [Decimal(r["cost_usd"]) for r in records] == [claude_golden(first.usage.model_dump()),
@@ -186,21 +196,25 @@ def test_two_replicas_sharing_redis_reuse_one_planner_created_context_cache(mock
     assert Decimal(first["cost_usd"]) == gemini_golden(meta, created=first["cache_writes"]["explicit"])
 
 
-def test_an_expired_gateway_token_is_refreshed_once_and_the_request_billed_once(mock, tmp_path, monkeypatch):
+def test_an_expired_gateway_token_is_refreshed_once_and_the_request_billed_once(mock_server, tmp_path, monkeypatch):
+    mock, ctx = mock_server
     monkeypatch.delenv("PREFIXGATE_VERTEX_ACCESS_TOKEN")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(service_account_file(tmp_path, f"{mock}/token")))
     settings = settings_for(mock, tmp_path, vertex_base_url=mock)
     with running_gateway(settings) as gw:
-        client = claude_client(f"{gw}/v1")
+        client = claude_client(f"{gw.url}/v1")
         t = time.time()
         first = client.messages.create(**claude_args(t))
         # Vertex refuses the token the gateway holds (revoked, or expired early): one 401, then a fresh token.
-        second = client.messages.with_raw_response.create(**claude_args(t + 1),
-                                                          extra_headers={"x-mock-fault": "status=401"})
+        for token in ctx.vertex_tokens:
+            ctx.vertex_tokens[token] = 0.0
+        second = client.messages.with_raw_response.create(**claude_args(t + 1))
     assert first.content[0].text and second.parse().content[0].text
     records = ledger(settings.ledger_path, 2)
     assert len(records) == 2 and [r["status"] for r in records] == [200, 200] and records[1]["attempts"] == 1
     assert Decimal(records[1]["cost_usd"]) == claude_golden(second.parse().usage.model_dump())
+    # The gateway's service account got a token, then exactly one fresh one after the 401.
+    assert len(ctx.vertex_tokens) == 2
 
 
 def test_claude_code_in_vertex_mode_through_the_gateway(tmp_path):
