@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -32,6 +33,7 @@ from prefixgate.gateway.local import LocalTarget, in_process_target
 from prefixgate.gateway.protected_mode import guard
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.tracing import tracing_for
+from prefixgate.gateway.warm_start import warm_or_log
 from prefixgate.policies import Policy, load_policy
 
 if TYPE_CHECKING:
@@ -54,6 +56,8 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing)
+        # Before the server accepts a connection: the first request then costs what the tenth does.
+        await asyncio.to_thread(warm_or_log, app.state.proxy.catalog)
         if hasattr(local, "start"):
             await local.start()  # the in-process engine loads before the first request, off the event loop
         try:
