@@ -18,7 +18,7 @@ _ITEM = array("i").itemsize
 
 def propose_ngram(tokens: list[int], k: int, min_n: int, max_n: int) -> list[int]:
     """Up to k tokens that followed the most recent earlier occurrence of the longest suffix of `tokens`
-    between max_n and min_n tokens long; [] when none occurs."""
+    between max_n and min_n tokens long, and no more tokens than that suffix has; [] when none occurs."""
     if k <= 0 or len(tokens) <= min_n:
         return []
     # bytes.rfind is a C search; a hit must start on a token boundary (a multiple of the item size).
@@ -31,7 +31,9 @@ def propose_ngram(tokens: list[int], k: int, min_n: int, max_n: int) -> list[int
             pos = data.rfind(pattern, 0, pos + len(pattern) - 1)
         if pos != -1:
             start = pos // _ITEM + n
-            return tokens[start:start + k]
+            # A draft no longer than its match: a short match is weak evidence that the text is quoting (on
+            # code edits, 24% of the tokens drafted from 2-token matches were accepted, 68-82% from 5 to 8-token ones).
+            return tokens[start:start + min(k, n)]
     return []
 
 
