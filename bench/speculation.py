@@ -107,7 +107,7 @@ def main() -> int:
     loaded = load_model("smollm2-135m")
     tok = loaded.tokenizer
     common = dict(loaded=loaded, dtype=args.dtype, max_num_batched_tokens=512, max_num_seqs=128)
-    plain = LLM(**common)
+    plain = LLM(**common, num_speculative_tokens=0)
     spec = LLM(**common, num_speculative_tokens=args.speculative_tokens)
     print(f"# {os.cpu_count()} CPUs, {args.threads} thread(s), dtype {plain.engine.config.dtype}, {args.speculative_tokens} draft tokens, "
           f"load average at start {os.getloadavg()[0]:.1f}", flush=True)

@@ -7,8 +7,9 @@ token is worth its row when the chance that it is accepted (it and every draft b
 r * B / (F + r * B) = B / (B + F / r). F / r, the step's fixed cost counted in rows, was measured at 17-40
 for SmolLM2-135M in bfloat16 on a 2-core CPU (4 decodes: 28-31 ms a step, each draft row 0.9-1.5 ms more,
 as the context is shorter or longer; 16 decodes: 49-55 ms and 0.9-1.4 ms), and 32 is taken (16 streams of
-code edits: 1.43x faster with speculation at 24, 1.62x at 32, plain text unchanged); on a GPU, where a
-decode step reads every weight whatever its rows, it should be in the hundreds. So small batches speculate freely
+code edits: 1.43x faster with speculation at 24, 1.62x at 32, plain text unchanged); in float32 at 12-18
+(54-103 ms a step, 2.9-3.5 ms a row: MKL's packed float32 weights make rows dearer), and 14 is taken. On a
+GPU, where a decode step reads every weight whatever its rows, it should be in the hundreds. So small batches speculate freely
 and large ones only for sequences that are quoting their prompt: vLLM turns speculation off above a batch
 size, this does it per sequence.
 
@@ -27,10 +28,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
+
 from prefixgate.local_backend.sequence import Sequence
 
-# A step's fixed cost in rows (F / r above), by device type; the GPU's figure is assumed, not measured here.
-FIXED_COST_ROWS = {"cpu": 32.0, "cuda": 256.0}
+# A step's fixed cost in rows (F / r above): CPU float32, CPU bfloat16 or float16, and a GPU (assumed, not
+# measured here).
+CPU_FLOAT32_FIXED_COST_ROWS, CPU_FIXED_COST_ROWS, GPU_FIXED_COST_ROWS = 14.0, 32.0, 256.0
 # The prior's hits and misses, and the weight evidence keeps from one step to the next.
 PRIOR_HITS, PRIOR_MISSES = 0.8, 0.2
 FADE = 0.85
@@ -50,9 +54,12 @@ class DraftHistory:
 
 
 class DraftPolicy:
-    def __init__(self, max_draft_tokens: int, device_type: str) -> None:
+    def __init__(self, max_draft_tokens: int, device_type: str, dtype: torch.dtype) -> None:
         self.max_draft_tokens = max_draft_tokens
-        self.fixed_cost_rows = FIXED_COST_ROWS.get(device_type, FIXED_COST_ROWS["cuda"])
+        if device_type != "cpu":
+            self.fixed_cost_rows = GPU_FIXED_COST_ROWS
+        else:
+            self.fixed_cost_rows = CPU_FLOAT32_FIXED_COST_ROWS if dtype == torch.float32 else CPU_FIXED_COST_ROWS
 
     def draft_length(self, seq: Sequence, num_decodes: int) -> int:
         """How many tokens `seq` may draft in a step where `num_decodes` sequences decode (0: none). Called

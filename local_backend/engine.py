@@ -51,7 +51,7 @@ class LLMEngine:
         self.scheduler = Scheduler(self.kv, max_num_batched_tokens=config.max_num_batched_tokens,
                                    max_num_seqs=config.max_num_seqs, cache_aware=config.cache_aware_scheduling)
         self.vocab_size = loaded.hf_config.vocab_size
-        self.draft_policy = DraftPolicy(config.num_speculative_tokens, self.runner.device.type)
+        self.draft_policy = DraftPolicy(config.num_speculative_tokens, self.runner.device.type, self.runner.dtype)
         self.proposer = (NgramProposer(self.draft_policy, config.prompt_lookup_min, config.prompt_lookup_max,
                                        self.max_model_len)
                          if config.num_speculative_tokens else None)

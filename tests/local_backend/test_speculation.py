@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -56,7 +57,7 @@ def policy_sequence() -> Sequence:
 
 
 def test_the_policy_drafts_fully_for_a_quoting_sequence_and_less_in_a_larger_batch() -> None:
-    policy = DraftPolicy(8, "cpu")
+    policy = DraftPolicy(8, "cpu", torch.bfloat16)
     quoting, fresh = policy_sequence(), policy_sequence()
     lengths = []
     for _ in range(10):
@@ -69,7 +70,7 @@ def test_the_policy_drafts_fully_for_a_quoting_sequence_and_less_in_a_larger_bat
 
 
 def test_the_policy_stops_a_sequence_whose_drafts_are_rejected_and_lets_it_try_again() -> None:
-    policy = DraftPolicy(8, "cpu")
+    policy = DraftPolicy(8, "cpu", torch.bfloat16)
     seq = policy_sequence()
     drafted_steps = []
     for step in range(200):
