@@ -34,19 +34,28 @@ class PrefillChunk:
 
 
 @dataclass
+class DecodeGroup:
+    """Decoding sequences attended together over their own blocks, each with its last known token and then
+    its drafts if any. Sequences without drafts and those with them are separate groups, so that one
+    sequence's drafts do not widen every decode's attention."""
+    start: int  # first row in the flat batch
+    num_rows: int
+    own_blocks: torch.Tensor  # [D, U] each sequence's own blocks, padded with block 0
+    # [D, 1, Q, U * block_size] 0 where query j of a decode sees a key, else -inf. Q is 1 without drafts;
+    # with drafts, the queries of each K/V head's group are folded in: Q = group * width, ordered (head, j).
+    own_bias: torch.Tensor
+    # With drafts, up to `width` queries each: [D, width] their rows in the group (padded by repeating the
+    # last), and the flat indices of the real ones among the D * width; None without drafts.
+    rows: torch.Tensor | None = None
+    valid: torch.Tensor | None = None
+
+
+@dataclass
 class AttentionMetadata:
     slot_mapping: torch.Tensor  # [num_tokens] cache slot of each new token
     # [S] leading blocks every sequence in the batch computed before this step; None when there are none.
     shared_blocks: Blocks | None = None
-    num_decodes: int = 0  # decode rows: each decode sequence's last known token, then its drafts if any
-    own_blocks: torch.Tensor | None = None  # [D, U] each decode sequence's own blocks, padded with block 0
-    # [D, 1, Q, U * block_size] 0 where query j of a decode sees a key, else -inf. Q is 1 without drafts;
-    # with drafts, the queries of each K/V head's group are folded in: Q = group * width, ordered (head, j).
-    own_bias: torch.Tensor | None = None
-    # With drafts, decodes have up to `width` queries: [D, width] their rows in the flat batch (padded by
-    # repeating the last), and the flat indices of the real ones among the D * width.
-    decode_rows: torch.Tensor | None = None
-    decode_valid: torch.Tensor | None = None
+    decodes: list[DecodeGroup] = field(default_factory=list)  # their rows come first in the flat batch
     prefills: list[PrefillChunk] = field(default_factory=list)
 
 
@@ -60,9 +69,7 @@ def store_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: t
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
                     scale: float) -> torch.Tensor:
     """q: [num_tokens, heads, head_dim]; caches: [num_blocks, block_size, kv_heads, head_dim]."""
-    parts = []
-    if meta.num_decodes:
-        parts.append(_decode_attention(q[:meta.num_decodes], k_cache, v_cache, meta, scale))
+    parts = [_decode_attention(q[g.start:g.start + g.num_rows], k_cache, v_cache, g, scale) for g in meta.decodes]
     for chunk in meta.prefills:
         parts.append(_prefill_attention(q[chunk.start:chunk.start + chunk.num_queries], k_cache, v_cache,
                                         chunk, scale))
@@ -129,21 +136,21 @@ def _merge(a: torch.Tensor, a_lse: torch.Tensor, b: torch.Tensor, b_lse: torch.T
     return torch.lerp(b.float(), a.float(), share)
 
 
-def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
+def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, group: DecodeGroup,
                       scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    ko, vo = _gather(k_cache, meta.own_blocks), _gather(v_cache, meta.own_blocks)  # [b, kv, U, d]
+    ko, vo = _gather(k_cache, group.own_blocks), _gather(v_cache, group.own_blocks)  # [b, kv, U, d]
     b, kv = ko.shape[:2]
     _, heads, d = q.shape
-    if meta.decode_rows is None:
+    if group.rows is None:
         # The one query of each head, folded per K/V head as in _attend_all (the mask is per sequence).
-        out, lse = _attend(q.view(b, kv, -1, d), ko, vo, meta.own_bias, False, scale)
+        out, lse = _attend(q.view(b, kv, -1, d), ko, vo, group.own_bias, False, scale)
         return out.reshape(b, heads, d), lse.reshape(b, heads)
-    width, group = meta.decode_rows.shape[1], heads // kv
-    folded = q[meta.decode_rows.reshape(-1)].view(b, width, kv, group, d).permute(0, 2, 3, 1, 4)
-    out, lse = _attend(folded.reshape(b, kv, group * width, d), ko, vo, meta.own_bias, False, scale)
-    out = out.view(b, kv, group, width, d).permute(0, 3, 1, 2, 4).reshape(b * width, heads, d)
-    lse = lse.view(b, kv, group, width).permute(0, 3, 1, 2).reshape(b * width, heads)
-    return out[meta.decode_valid], lse[meta.decode_valid]
+    width, per_kv = group.rows.shape[1], heads // kv
+    folded = q[group.rows.reshape(-1)].view(b, width, kv, per_kv, d).permute(0, 2, 3, 1, 4)
+    out, lse = _attend(folded.reshape(b, kv, per_kv * width, d), ko, vo, group.own_bias, False, scale)
+    out = out.view(b, kv, per_kv, width, d).permute(0, 3, 1, 2, 4).reshape(b * width, heads, d)
+    lse = lse.view(b, kv, per_kv, width).permute(0, 3, 1, 2).reshape(b * width, heads)
+    return out[group.valid], lse[group.valid]
 
 
 def _prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, chunk: PrefillChunk,

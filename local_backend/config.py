@@ -48,9 +48,10 @@ class EngineConfig:
     pack_cpu_weights: bool | None = None
     seed: int = 0
     # Prompt-lookup speculation (vLLM's ngram method; greedy requests only): up to this many draft tokens per
-    # step, from the latest earlier occurrence of the sequence's last prompt_lookup_max..min tokens. 0: off.
+    # step, from the latest earlier occurrence of the sequence's last prompt_lookup_max..min tokens, no more
+    # than the match is long; draft_policy.py decides how many each sequence drafts. 0: off.
     num_speculative_tokens: int = 0
-    prompt_lookup_max: int = 4
+    prompt_lookup_max: int = 8
     prompt_lookup_min: int = 2
 
     def __post_init__(self) -> None:

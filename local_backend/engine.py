@@ -12,6 +12,7 @@ from typing import Any
 from prefixgate.errors import RequestError
 from prefixgate.local_backend.config import EngineConfig
 from prefixgate.local_backend.detokenizer import Detokenizer
+from prefixgate.local_backend.draft_policy import DraftPolicy
 from prefixgate.local_backend.kv_cache_manager import KVCacheManager
 from prefixgate.local_backend.model_loader import LoadedModel, load_model
 from prefixgate.local_backend.model_runner import ModelRunner
@@ -50,8 +51,9 @@ class LLMEngine:
         self.scheduler = Scheduler(self.kv, max_num_batched_tokens=config.max_num_batched_tokens,
                                    max_num_seqs=config.max_num_seqs, cache_aware=config.cache_aware_scheduling)
         self.vocab_size = loaded.hf_config.vocab_size
-        self.proposer = (NgramProposer(config.num_speculative_tokens, config.prompt_lookup_min,
-                                       config.prompt_lookup_max, self.max_model_len)
+        self.draft_policy = DraftPolicy(config.num_speculative_tokens, self.runner.device.type, self.runner.dtype)
+        self.proposer = (NgramProposer(self.draft_policy, config.prompt_lookup_min, config.prompt_lookup_max,
+                                       self.max_model_len)
                          if config.num_speculative_tokens else None)
         self.requests: dict[str, Sequence] = {}
         self._detokenizers: dict[str, Detokenizer] = {}
@@ -146,6 +148,7 @@ class LLMEngine:
             if seq.draft_token_ids:
                 stats.num_draft_tokens += len(seq.draft_token_ids)
                 stats.num_accepted_tokens += len(tokens) - 1
+                self.draft_policy.record(seq, len(seq.draft_token_ids), len(tokens) - 1)
                 # The rejected drafts' KV is garbage, to be overwritten; the last emitted token has none yet.
                 seq.num_computed_tokens = seq.num_tokens - 1
                 seq.draft_token_ids = []

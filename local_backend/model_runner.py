@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from prefixgate.local_backend.attention import AttentionMetadata, PrefillChunk
+from prefixgate.local_backend.attention import AttentionMetadata, DecodeGroup, PrefillChunk
 from prefixgate.local_backend.config import EngineConfig
 from prefixgate.local_backend.kv_cache_manager import cdiv
 from prefixgate.local_backend.linear import packing_available, worth_packing
@@ -102,9 +102,10 @@ class ModelRunner:
     def _prepare(self, batch: ScheduledBatch) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata,
                                                           torch.Tensor, list[Sequence]]:
         bs = self.block_size
-        # Decodes (the last known token, then any drafts) first: their own blocks are attended as one batch.
-        scheduled = sorted(batch.scheduled.items(), key=lambda item: item[0].num_computed_tokens <
-                           item[0].num_tokens - 1)
+        # Decodes (the last known token, then any drafts) first, those without drafts before those with:
+        # each kind's own blocks are attended as one batch.
+        scheduled = sorted(batch.scheduled.items(), key=lambda item: (
+            item[0].num_computed_tokens < item[0].num_tokens - 1, item[1] > 1))
         seqs = [seq for seq, _ in scheduled]
         shared = self._shared_blocks(seqs)
         first_key = shared * bs  # position of each sequence's first own key
@@ -134,8 +135,10 @@ class ModelRunner:
         meta = AttentionMetadata(self._tensor(np.concatenate(slot_parts)), prefills=prefills)
         if shared:
             meta.shared_blocks = self._blocks(np.asarray(seqs[0].block_table[:shared]))
-        if decodes:
-            self._prepare_decodes(decodes, shared, meta)
+        width_one = sum(n == 1 for _, n in decodes)
+        for group, start in ((decodes[:width_one], 0), (decodes[width_one:], width_one)):
+            if group:
+                meta.decodes.append(self._decode_group(group, start, shared))
         positions = self._tensor(np.concatenate(pos_parts))
         return (self._tensor(ids), positions, meta, self._tensor(sample_rows), row_seqs)
 
@@ -148,7 +151,7 @@ class ModelRunner:
         same = (tables == tables[:1]).all(axis=0)
         return limit if same.all() else int(np.argmin(same))
 
-    def _prepare_decodes(self, decodes: list[tuple[Sequence, int]], shared: int, meta: AttentionMetadata) -> None:
+    def _decode_group(self, decodes: list[tuple[Sequence, int]], first_row: int, shared: int) -> DecodeGroup:
         bs = self.block_size
         start = np.array([s.num_computed_tokens for s, _ in decodes])
         queries = np.array([n for _, n in decodes])
@@ -161,15 +164,15 @@ class ModelRunner:
         width = int(queries.max())
         # Query j of a decode sees its own keys up to position start + j: causal over its drafts.
         query_pos = start[:, None] + np.arange(width)[None, :]
-        meta.num_decodes = int(queries.sum())
-        meta.own_blocks = self._tensor(own)
-        meta.own_bias = self._additive(key_pos[None, None, :] <= query_pos[:, :, None])[:, None]
+        bias = self._additive(key_pos[None, None, :] <= query_pos[:, :, None])[:, None]
+        group = DecodeGroup(first_row, int(queries.sum()), self._tensor(own), bias)
         if width > 1:
-            meta.own_bias = meta.own_bias.repeat(1, 1, self.model.heads // self.model.kv_heads, 1)
-            # Rows of the flat batch -> [decodes, width] slots, padded with each decode's last row.
+            group.own_bias = bias.repeat(1, 1, self.model.heads // self.model.kv_heads, 1)
+            # Rows of the group -> [decodes, width] slots, padded with each decode's last row.
             rows = np.minimum(np.arange(width)[None, :], queries[:, None] - 1) + (np.cumsum(queries) - queries)[:, None]
-            meta.decode_rows = self._tensor(rows)
-            meta.decode_valid = self._tensor((np.arange(width)[None, :] < queries[:, None]).reshape(-1).nonzero()[0])
+            group.rows = self._tensor(rows)
+            group.valid = self._tensor((np.arange(width)[None, :] < queries[:, None]).reshape(-1).nonzero()[0])
+        return group
 
     def _prefill_mask(self, offset: int, n: int) -> torch.Tensor | None:
         """Causal mask of a chunk whose first query is the key at `offset` of its own keys; None when 0."""

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import time
 from enum import Enum, auto
+from typing import TYPE_CHECKING
 
 import torch
 
 from prefixgate.local_backend.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from prefixgate.local_backend.draft_policy import DraftHistory
 
 
 class SequenceStatus(Enum):
@@ -40,6 +44,8 @@ class Sequence:
         self.num_preemptions = 0
         # Speculated next tokens (ngram_proposer) for the coming step; not part of token_ids until accepted.
         self.draft_token_ids: list[int] = []
+        # How its drafts have fared, for the draft policy; None until it first decodes with speculation on.
+        self.draft_history: DraftHistory | None = None
         self.finish_reason: str | None = None
         self.stop_reason: str | int | None = None
         self.output_logprobs: list[dict[int, tuple[float, int]]] = []

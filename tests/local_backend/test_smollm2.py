@@ -103,3 +103,22 @@ def test_chat_answers_sensibly(smollm2) -> None:
     out = LLM(loaded=smollm2).chat([{"role": "user", "content": "What is the capital of France?"}],
                                    greedy(12))[0]
     assert "Paris" in out.outputs[0].text
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_speculation_passes_the_judge_and_in_float32_changes_no_token(smollm2, reference, prompts,
+                                                                      dtype: str) -> None:
+    """Prompt lookup on the real model, with one answer that quotes its prompt so that drafts are accepted."""
+    quote = smollm2.tokenizer.apply_chat_template([{"role": "user", "content": f"Repeat exactly: {SYSTEM}"}],
+                                                  tokenize=False, add_generation_prompt=True)
+    batch = _ids(smollm2, [*prompts, {"prompt_token_ids": quote}])
+    llm = LLM(loaded=smollm2, dtype=dtype, num_speculative_tokens=8)
+    recorder = LogitsRecorder(llm)
+    totals = StepTotals(llm)
+    outs = llm.generate(batch, greedy(48))
+    assert totals.num_accepted_tokens > 0
+    for out in outs:
+        assert_matches_reference(reference, out, recorder.logits(out), tolerance_for(dtype))
+    if dtype == "float32":
+        plain = LLM(loaded=smollm2, dtype=dtype).generate(batch, greedy(48))
+        assert [o.outputs[0].token_ids for o in outs] == [o.outputs[0].token_ids for o in plain]

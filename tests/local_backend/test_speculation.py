@@ -6,12 +6,16 @@ from __future__ import annotations
 import random
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from prefixgate.local_backend import ngram_proposer
+from prefixgate.local_backend.draft_policy import DraftPolicy
 from prefixgate.local_backend.engine import LLM
 from prefixgate.local_backend.ngram_proposer import propose_ngram
 from prefixgate.local_backend.sampling_params import SamplingParams
+from prefixgate.local_backend.sequence import Sequence
 from tests.local_backend.support_reference import (
     LogitsRecorder,
     StepTotals,
@@ -25,7 +29,7 @@ def test_proposes_what_followed_the_latest_earlier_occurrence_of_the_longest_suf
     tokens = [1, 2, 3, 9, 2, 3, 7, 8, 1, 2, 3]
     assert propose_ngram(tokens, 3, 2, 4) == [9, 2, 3]  # the 3-gram 1 2 3 wins over the later 2-gram 2 3
     assert propose_ngram(tokens, 1, 2, 4) == [9]
-    assert propose_ngram(tokens, 3, 2, 2) == [7, 8, 1]  # 2 3: its latest earlier occurrence
+    assert propose_ngram(tokens, 3, 2, 2) == [7, 8]  # 2 3: its latest earlier occurrence, 2 tokens at most
     assert propose_ngram([4, 2, 3], 5, 2, 2) == []  # the suffix itself is no occurrence
 
 
@@ -39,6 +43,65 @@ def test_a_match_is_on_token_boundaries_not_inside_a_token() -> None:
     # As 4-byte little-endian ints, 256 0 0 holds the bytes of 1 0 one byte in: not an occurrence.
     assert propose_ngram([256, 0, 0, 5, 1, 0], 2, 2, 2) == []
     assert propose_ngram([1, 0, 5, 256, 0, 0, 1, 0], 1, 2, 2) == [5]
+
+
+def test_a_draft_is_no_longer_than_the_match_that_proposed_it() -> None:
+    quoted = list(range(10, 30))
+    assert propose_ngram(quoted + [10, 11], 8, 2, 8) == [12, 13]
+    assert propose_ngram(quoted + list(range(10, 16)), 8, 2, 8) == list(range(16, 22))
+    assert propose_ngram(quoted + list(range(10, 20)), 8, 2, 8) == list(range(20, 28))
+
+
+def policy_sequence() -> Sequence:
+    return Sequence("r", [1, 2, 3], greedy(100), max_tokens=100)
+
+
+def test_the_policy_drafts_fully_for_a_quoting_sequence_and_less_in_a_larger_batch() -> None:
+    policy = DraftPolicy(8, "cpu", torch.bfloat16)
+    quoting, fresh = policy_sequence(), policy_sequence()
+    lengths = []
+    for _ in range(10):
+        lengths.append(policy.draft_length(quoting, 4))
+        policy.record(quoting, lengths[-1], lengths[-1])
+    assert lengths[-1] == 8
+    # A new sequence drafts (the prior is that it may be quoting), less where rows are dearer.
+    by_batch = [policy.draft_length(fresh, b) for b in (1, 4, 16, 64)]
+    assert by_batch[0] > 0 and by_batch == sorted(by_batch, reverse=True) and by_batch[-1] < by_batch[0]
+
+
+def test_the_policy_stops_a_sequence_whose_drafts_are_rejected_and_lets_it_try_again() -> None:
+    policy = DraftPolicy(8, "cpu", torch.bfloat16)
+    seq = policy_sequence()
+    drafted_steps = []
+    for step in range(200):
+        n = policy.draft_length(seq, 4)
+        if n:
+            drafted_steps.append(step)
+            policy.record(seq, n, 0)
+    # Pauses double after the second rejection in a row: a few probes, ever further apart, never none.
+    assert 5 <= len(drafted_steps) <= 10
+    gaps = [b - a for a, b in zip(drafted_steps, drafted_steps[1:], strict=False)]
+    assert gaps == sorted(gaps) and gaps[-1] >= 32
+    # One accepted token ends the pauses' growth: the sequence may be quoting now.
+    policy.record(seq, 1, 1)
+    assert seq.draft_history.failures == 0
+
+
+def test_rejected_drafts_stop_being_proposed_and_change_no_token(tiny, monkeypatch) -> None:
+    loaded, _ = tiny
+    prompt = repetitive_prompts(random.Random(6), 1, 24)[0]
+    want = LLM("tiny", loaded=loaded, dtype="float32").generate({"prompt_token_ids": prompt}, greedy(120))[0]
+    never = next(t for t in range(256) if t not in want.outputs[0].token_ids)
+    # Drafts the model never picks, wherever a match would propose some.
+    real = ngram_proposer.propose_ngram
+    monkeypatch.setattr(ngram_proposer, "propose_ngram", lambda tokens, k, *a: [never] * len(real(tokens, k, *a)))
+    llm = LLM("tiny", loaded=loaded, dtype="float32", num_speculative_tokens=4)
+    totals = StepTotals(llm)
+    got = llm.generate({"prompt_token_ids": prompt}, greedy(120))[0]
+    assert got.outputs[0].token_ids == want.outputs[0].token_ids
+    assert totals.num_accepted_tokens == 0
+    # Without the policy every one of the 120 steps would verify up to 4 drafts.
+    assert 0 < totals.num_draft_tokens <= 30
 
 
 def repetitive_prompts(rng: random.Random, n: int, shared: int) -> list[list[int]]:
