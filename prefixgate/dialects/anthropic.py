@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import Any
 
 from prefixgate.compact_json import compact
@@ -31,6 +32,7 @@ from prefixgate.dialects.validate import expect, load_body, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment, without_markers
+from prefixgate.segment_memo import SegmentMemo
 from prefixgate.usage import Usage
 
 NAME = "anthropic"
@@ -45,6 +47,8 @@ _KINDS: dict[str, BlockKind] = {
     "tool_result": "tool_result", "web_search_tool_result": "tool_result", "mcp_tool_result": "tool_result",
     "thinking": "thinking", "redacted_thinking": "thinking", "container_upload": "file",
 }
+# Parsed tools, system prompts and messages by their JSON: an agent resends all but its newest turn unchanged.
+SEGMENTS = SegmentMemo()
 # The usage fields a `message_delta` carries (cumulative counts).
 _DELTA_USAGE = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 STOP_REASONS = ("end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal")
@@ -65,10 +69,11 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
     segments: list[Segment] = []
     if "tools" in data:
         tools = expect(data["tools"], list, "tools")
-        blocks = [_tool_block(t, f"tools.{i}") for i, t in enumerate(tools)]
-        segments.append(Segment("tools", blocks, form="list"))
+        segments.append(SEGMENTS.segment("tools", tools, partial(_tools_segment, tools), None, tools))
     if "system" in data:
-        segments.append(_content_segment("system", data["system"], "system", native=None))
+        system = data["system"]
+        segments.append(SEGMENTS.segment("system", system, partial(_content_segment, "system", system, "system", None),
+                                         None, _parts(system)))
     for i, msg in enumerate(messages):
         field = f"messages.{i}"
         expect(msg, dict, field)
@@ -77,11 +82,22 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
             raise RequestError(f"{field}.role: must be one of {', '.join(ROLES)}, got {role!r}", field=f"{field}.role")
         if "content" not in msg:
             raise RequestError(f"{field}.content: field required", field=f"{field}.content")
-        segments.append(_content_segment(role, msg["content"], f"{field}.content", native=msg))
+        content = msg["content"]
+        segments.append(SEGMENTS.segment("message", msg, partial(_content_segment, role, content, f"{field}.content", msg),
+                                         msg, _parts(content)))
     if not messages:
         raise RequestError("messages: at least one message is required", field="messages")
     params, order = split_body(data, PREFIX_FIELDS)
     return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream)
+
+
+def _tools_segment(tools: list) -> Segment:
+    return Segment("tools", [_tool_block(t, f"tools.{i}") for i, t in enumerate(tools)], form="list")
+
+
+def _parts(content: Any) -> list:
+    """What each block of a content segment holds as its native: a list's items, or the bare string."""
+    return content if isinstance(content, list) else [content]
 
 
 def _tool_block(tool: Any, field: str) -> Block:
