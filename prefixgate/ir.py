@@ -11,7 +11,9 @@ only written to the wire by a dialect's encoder.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -140,12 +142,40 @@ class Conversation:
                             self.stream, dict(self.cache_params))
 
     def prefix_keys(self) -> list[str]:
-        """Chained content hashes, one per block: equal keys mean equal prefixes up to that block."""
-        keys, h = [], hashlib.sha256(f"{self.dialect}:{self.model}".encode())
+        """Chained content hashes, one per block: equal keys mean equal prefixes up to that block.
+
+        Each link is memoised by (the key before it, the block's key): an agent's request repeats the
+        last one's prefix, so only the links past the first changed block are hashed."""
+        keys: list[str] = []
+        prev, state = f"{self.dialect}:{self.model}", None
         for b in self.blocks():
-            h.update(b.key.encode())
-            keys.append(h.copy().hexdigest()[:32])
+            link = _LINKS.get((prev, b.key))
+            if link is None:
+                # The hash state after `prev` (kept with its link), extended by this block; never updated in place.
+                h = state.copy() if state is not None else hashlib.sha256(prev.encode())
+                h.update(b.key.encode())
+                link = (h.hexdigest()[:32], h)
+                _remember_link(prev, b.key, link)
+            prev, state = link
+            keys.append(prev)
         return keys
+
+
+# Prefix-key links: (key before, block key) -> (key after, its hash state). Bounded; the oldest half goes
+# when full (a dropped link costs one hash to make again).
+_LINKS: dict[tuple[str, str], tuple[str, Any]] = {}
+LINKS_MAX = 200_000
+
+
+_LINKS_LOCK = threading.Lock()
+
+
+def _remember_link(prev: str, block_key: str, link: tuple[str, Any]) -> None:
+    with _LINKS_LOCK:
+        if len(_LINKS) >= LINKS_MAX:
+            for old in list(itertools.islice(_LINKS, LINKS_MAX // 2)):
+                del _LINKS[old]
+        _LINKS[(prev, block_key)] = link
 
 
 CACHE_MARKERS = ("cache_control", "prompt_cache_breakpoint")
