@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,18 +21,15 @@ from prefixgate.dialects import anthropic
 from prefixgate.segment_memo import SegmentMemo
 from tests.cache_planner.support_planning import POLICY
 from tests.core.support_strategies import anthropic_body
+from tests.support_bench import bench_module
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 TARGET = Target("anthropic", "claude-sonnet-4-5")
 
 
 @pytest.fixture(scope="module")
 def agent_request():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("agent_request")
-    finally:
-        sys.path.remove(str(BENCH))
+    with bench_module("agent_request") as module:
+        yield module
 
 
 def unmemoised(fn):
