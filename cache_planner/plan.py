@@ -11,7 +11,7 @@ import functools
 import hashlib
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from prefixgate.cache_planner.caller_markers import CALLER_CHECKPOINTS, CallerCheckpoints
@@ -28,7 +28,7 @@ from prefixgate.cache_planner.rewrite import (
 from prefixgate.cache_planner.stability import PlannerState, RouteState
 from prefixgate.cache_planner.target import Target
 from prefixgate.errors import RequestError
-from prefixgate.ir import Conversation
+from prefixgate.ir import Conversation, Segment
 from prefixgate.providers.pricing import resolve_model
 from prefixgate.providers.rules import Catalog, default_catalog
 
@@ -121,8 +121,9 @@ def plan(
 
 
 def _first_key(conv: Conversation) -> str:
-    keys = conv.prefix_keys()
-    return keys[0] if keys else ""
+    """The first block's prefix key (the whole prefix's chain is not needed: planning may be off)."""
+    first = next((seg.blocks[:1] for seg in conv.segments if seg.blocks), [])
+    return replace(conv, segments=[Segment(conv.segments[0].role, first)]).prefix_keys()[0] if first else ""
 
 
 _DIGITS = re.compile(r"\d+")

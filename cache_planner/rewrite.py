@@ -185,8 +185,7 @@ def stable_tool_forms(conv: Conversation, route: RouteState, notes: list[str]) -
                     route.tool_forms.popitem(last=False)
             elif first != form:
                 # The caller's marker, if any, stays: the encoder writes `block.checkpoint` back.
-                block.native = json.loads(first)
-                block._key = None
+                block.set_native(json.loads(first))
                 name = block.native.get("name") or (block.native.get("function") or {}).get("name") or "?"
                 notes.append(f"rewrite: restored the first-seen form of tool {name!r} (its keys or `required` came reordered)")
 

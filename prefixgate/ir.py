@@ -56,11 +56,24 @@ class Block:
     # Set when the planner changed `text`; encoders then write `text` back into the native shape.
     edited: bool = False
     _key: str | None = field(default=None, repr=False, compare=False)
+    # What follows from the content alone (token counts by encoding), kept in one dict that the block's
+    # copies share: a copy has the same content. A change of content gives the block a new dict.
+    _facts: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def set_text(self, text: str) -> None:
         self.text = text
         self.edited = True
-        self._key = None
+        self._key = self._facts = None
+
+    def set_native(self, native: Any) -> None:
+        """Replace the wire JSON with different content (not the same content's object: assign that)."""
+        self.native = native
+        self._key = self._facts = None
+
+    def facts(self) -> dict[str, Any]:
+        if self._facts is None:
+            self._facts = {}
+        return self._facts
 
     @property
     def key(self) -> str:

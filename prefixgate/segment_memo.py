@@ -7,7 +7,8 @@ checkpoint) and hashing its blocks (`Block.key`) is the same work every time, so
 the memo first. The identity is the message's compact JSON (orjson, a C pass over the bytes): equal
 bytes are an equal JSON value, so a memoised answer is never stale; any difference, even one byte of
 one block, is a different entry. A hit hands out a fresh copy of the memoised segment (the caller may
-annotate or edit it), whose blocks already carry their content hashes and point at this request's JSON.
+annotate or edit it), whose blocks already carry their content hashes and token counts and point at
+this request's JSON.
 
 Bounded: least recently used entries go past `max_entries` or `max_bytes` of identities.
 """
@@ -54,13 +55,14 @@ class SegmentMemo:
             seg = hit.copy()
             seg.native = owner
             for block, part in zip(seg.blocks, parts, strict=True):
-                block.native = part
+                block.native = part     # equal content: its key and facts hold
             return seg
         seg = build()
         if len(seg.blocks) != len(parts):
             return seg              # not one block per part: this segment cannot be re-pointed, so not memoised
         for block in seg.blocks:
             block.key  # noqa: B018 -- hashed once here; every copy handed out carries it
+            block.facts()           # one dict for every copy's token counts (tokens.block_tokens)
         with self._lock:
             self.misses += 1
             if ident not in self._entries:

@@ -6,6 +6,7 @@ Prefix order is tools -> system -> messages. Checkpoints are `cache_control` on 
 
 from __future__ import annotations
 
+import operator
 import uuid
 from collections.abc import Iterable, Iterator
 from functools import partial
@@ -167,7 +168,10 @@ def encode_request(conv: Conversation) -> dict:
         else:
             content = _encode_content(seg)
             native = seg.native if seg.native is not None else {"role": seg.role}
-            encoded["messages"].append(merge_native(native, {"content": content}))
+            # Most of an agent's history goes out as it came in: the caller's own message, not a rebuilt one.
+            sent = native.get("content")
+            same = sent is content or (type(sent) is str and sent == content) or _same_items(sent, content)
+            encoded["messages"].append(native if same else merge_native(native, {"content": content}))
     for key in ("tools", "system"):
         encoded.setdefault(key, DROP)
     return rebuild_body(conv, encoded)
@@ -180,7 +184,13 @@ def _encode_content(seg: Segment) -> Any:
     return [_encode_block(b) for b in seg.blocks]
 
 
+def _same_items(old: Any, new: Any) -> bool:
+    return type(old) is list and type(new) is list and len(old) == len(new) and all(map(operator.is_, old, new))
+
+
 def _encode_block(block: Block) -> dict:
+    if not block.edited and block.checkpoint is None and type(block.native) is dict and "cache_control" not in block.native:
+        return block.native     # the common case, decided without the marker's validation below
     native = block.native if isinstance(block.native, dict) else {"type": "text", "text": block.native}
     changes: dict[str, Any] = {}
     if block.edited or not isinstance(block.native, dict):
