@@ -24,6 +24,7 @@ from prefixgate.gateway import (
     endpoints_openai,
     endpoints_responses,
 )
+from prefixgate.gateway.collector import collect_less
 from prefixgate.gateway.dashboard.auth import is_admin
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.fastpath import GatewayApp
@@ -53,6 +54,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing)
+        collect_less()
         if hasattr(local, "start"):
             await local.start()  # the in-process engine loads before the first request, off the event loop
         try:
