@@ -17,13 +17,14 @@ from prefixgate import ir
 from prefixgate.cache_planner import PlannerState, Target, plan
 from prefixgate.cache_planner import rewrite as rewrite_module
 from prefixgate.compact_json import compact_bytes
-from prefixgate.dialects import anthropic
+from prefixgate.dialects import anthropic, openai
 from prefixgate.segment_memo import SegmentMemo
 from tests.cache_planner.support_planning import POLICY
-from tests.core.support_strategies import anthropic_body
+from tests.core.support_strategies import anthropic_body, openai_body
 from tests.support_bench import bench_module
 
 TARGET = Target("anthropic", "claude-sonnet-4-5")
+TARGETS = {"anthropic": TARGET, "openai": Target("openai", "gpt-5.6-sol")}
 
 
 @pytest.fixture(scope="module")
@@ -34,18 +35,18 @@ def agent_request():
 
 def unmemoised(fn):
     """`fn()` with every memo of the request path empty and unable to keep anything."""
-    saved = anthropic.SEGMENTS, dict(ir._LINKS), dict(rewrite_module._TOOL_IDENTITIES)
-    anthropic.SEGMENTS = SegmentMemo(max_entries=0)
+    saved = anthropic.SEGMENTS, openai.SEGMENTS, dict(ir._LINKS), dict(rewrite_module._TOOL_IDENTITIES)
+    anthropic.SEGMENTS, openai.SEGMENTS = SegmentMemo(max_entries=0), SegmentMemo(max_entries=0)
     ir._LINKS.clear()
     rewrite_module._TOOL_IDENTITIES.clear()
     try:
         return fn()
     finally:
-        anthropic.SEGMENTS = saved[0]
+        anthropic.SEGMENTS, openai.SEGMENTS = saved[0], saved[1]
         ir._LINKS.clear()
-        ir._LINKS.update(saved[1])
+        ir._LINKS.update(saved[2])
         rewrite_module._TOOL_IDENTITIES.clear()
-        rewrite_module._TOOL_IDENTITIES.update(saved[2])
+        rewrite_module._TOOL_IDENTITIES.update(saved[3])
 
 
 def reference_prefix_keys(conv: ir.Conversation) -> list[str]:
@@ -58,21 +59,21 @@ def reference_prefix_keys(conv: ir.Conversation) -> list[str]:
     return keys
 
 
-def run_session(bodies: list[dict]) -> list[tuple]:
+def run_session(bodies: list[dict], dialect=anthropic) -> list[tuple]:
     """Parse, plan and encode each body in turn on one route: what the gateway sends and says."""
     state, out = PlannerState(), []
     for i, body in enumerate(bodies):
-        conv = anthropic.parse_request(json.dumps(body))
-        result = plan(conv, TARGET, state, "rewrite", route="session", now=1000.0 + 10 * i)
-        out.append((conv, result.conversation, compact_bytes(anthropic.encode_request(result.conversation)),
+        conv = dialect.parse_request(json.dumps(body))
+        result = plan(conv, TARGETS[dialect.NAME], state, "rewrite", route="session", now=1000.0 + 10 * i)
+        out.append((conv, result.conversation, compact_bytes(dialect.encode_request(result.conversation)),
                     result.explanation, result.prefix_hash, conv.prefix_keys(), result.conversation.prefix_keys()))
     return out
 
 
-def assert_same_sessions(bodies: list[dict]) -> None:
-    memoised = run_session(bodies)
-    again = run_session(bodies)            # every segment now comes from the memo
-    plain = unmemoised(lambda: run_session(bodies))
+def assert_same_sessions(bodies: list[dict], dialect=anthropic) -> None:
+    memoised = run_session(bodies, dialect)
+    again = run_session(bodies, dialect)   # every segment now comes from the memo
+    plain = unmemoised(lambda: run_session(bodies, dialect))
     assert memoised == plain and again == plain
     for conv, planned, *_ in again:
         assert conv.prefix_keys() == reference_prefix_keys(conv)
@@ -147,6 +148,28 @@ def test_a_volatile_system_prompt_session_matches_the_unmemoised_path():
 def test_arbitrary_requests_match_the_unmemoised_path(bodies):
     # Each request twice: the second parse is served from the memo.
     assert_same_sessions([b for body in bodies for b in (body, copy.deepcopy(body))])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(openai_body, min_size=1, max_size=3))
+def test_arbitrary_openai_requests_match_the_unmemoised_path(bodies):
+    assert_same_sessions([b for body in bodies for b in (body, copy.deepcopy(body))], openai)
+
+
+def test_an_openai_agent_session_matches_the_unmemoised_path():
+    """Tools, tool calls and their results, and a growing history, as a Chat Completions agent sends them."""
+    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file. " * 40,
+                                               "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
+    history = [{"role": "system", "content": POLICY}, {"role": "user", "content": "Fix the failing test."}]
+    bodies = []
+    for turn in range(5):
+        history = [*history,
+                   {"role": "assistant", "content": None, "tool_calls": [
+                       {"id": f"call_{turn}", "type": "function", "function": {"name": "read_file", "arguments": f'{{"path": "f{turn}.py"}}'}}]},
+                   {"role": "tool", "tool_call_id": f"call_{turn}", "content": "def f():\n    return 1\n" * 30},
+                   {"role": "user", "content": [{"type": "text", "text": f"Step {turn}: go on."}]}]
+        bodies.append({"model": "gpt-5.6-sol", "tools": tools, "messages": copy.deepcopy(history)})
+    assert_same_sessions(bodies, openai)
 
 
 def test_the_memo_is_bounded_and_keeps_recent_entries():
