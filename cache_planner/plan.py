@@ -89,16 +89,16 @@ def plan(
         raise ValueError(f"caller_checkpoints must be one of {', '.join(CALLER_CHECKPOINTS)}, got {caller_checkpoints!r}")
     route_name = route or fingerprint(conversation)
     if mode == "off":
-        return Plan(conversation.copy(), target, mode, route_name, _first_key(conversation),
+        return Plan(conversation.draft(), target, mode, route_name, _first_key(conversation),
                     ["passthrough: planning is off for this route"])
     catalog = catalog or default_catalog()
     state = state if state is not None else PlannerState()
     try:
         model = None if target.provider == "local" else resolve_model(target.rows_of or target.provider, target.model, catalog)
     except RequestError as e:
-        return Plan(conversation.copy(), target, mode, route_name, _first_key(conversation),
+        return Plan(conversation.draft(), target, mode, route_name, _first_key(conversation),
                     [f"passthrough: {e.message}; no caching rules to plan with"])
-    conv = conversation.copy()
+    conv = conversation.draft()
     notes: list[str] = []
     rs = state.route(route_name)
     learned = system_units(conversation)

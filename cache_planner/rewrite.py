@@ -59,7 +59,7 @@ def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str],
                 if keep is None:
                     continue
                 if keep.strip():
-                    block.set_text(keep)
+                    seg.own(block).set_text(keep)
                 else:
                     seg.blocks.remove(block)
     conv.segments = [s for s in conv.segments if s.blocks or s.role not in SYSTEM_ROLES]
@@ -185,6 +185,7 @@ def stable_tool_forms(conv: Conversation, route: RouteState, notes: list[str]) -
                     route.tool_forms.popitem(last=False)
             elif first != form:
                 # The caller's marker, if any, stays: the encoder writes `block.checkpoint` back.
+                block = seg.own(block)
                 block.set_native(json.loads(first))
                 name = block.native.get("name") or (block.native.get("function") or {}).get("name") or "?"
                 notes.append(f"rewrite: restored the first-seen form of tool {name!r} (its keys or `required` came reordered)")

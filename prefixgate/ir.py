@@ -103,6 +103,9 @@ class Segment:
     blocks_field: str | None = None
     form: Literal["string", "list", "object", "absent"] = "list"
     stability: Stability | None = None
+    # In a draft (`Conversation.draft`): the block list of the segment this one was drafted from, whose
+    # blocks this one shares until `own` copies them.
+    _source: list[Block] | None = field(default=None, repr=False, compare=False)
 
     @property
     def text(self) -> str:
@@ -112,7 +115,17 @@ class Segment:
         """A copy with its own block list and blocks (sharing their native JSON, which nothing mutates)."""
         new = _shallow(self)
         new.blocks = [_shallow(b) for b in self.blocks]
+        new._source = None
         return new
+
+    def own(self, block: Block) -> Block:
+        """`block` (one of this segment's), first made this segment's own copy if it is still shared with
+        the conversation this draft came from. Whoever changes a block of a draft calls this first."""
+        if self._source is not None and any(b is block for b in self._source):
+            mine = _shallow(block)
+            self.blocks[next(i for i, b in enumerate(self.blocks) if b is block)] = mine
+            return mine
+        return block
 
     @property
     def tokens(self) -> int | None:
@@ -151,6 +164,19 @@ class Conversation:
         """A structural copy: new segments and blocks, shared native JSON. Natives are never mutated
         in place anywhere (encoders build new dicts), so sharing them is safe and keeps planning cheap."""
         segments = [s.copy() for s in self.segments]
+        return Conversation(self.dialect, self.model, segments, dict(self.params), list(self.field_order),
+                            self.stream, dict(self.cache_params))
+
+    def draft(self) -> Conversation:
+        """A copy to change cheaply: its own segments and block lists, but blocks shared with this
+        conversation until `Segment.own` copies the few that change (the planner edits a handful of an
+        agent request's thousand blocks). Changing a shared block changes this conversation too: every
+        change to a draft's block goes through `own`."""
+        segments = []
+        for s in self.segments:
+            seg = _shallow(s)
+            seg.blocks, seg._source = list(s.blocks), s.blocks
+            segments.append(seg)
         return Conversation(self.dialect, self.model, segments, dict(self.params), list(self.field_order),
                             self.stream, dict(self.cache_params))
 

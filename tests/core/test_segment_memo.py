@@ -59,21 +59,24 @@ def reference_prefix_keys(conv: ir.Conversation) -> list[str]:
     return keys
 
 
-def run_session(bodies: list[dict], dialect=anthropic) -> list[tuple]:
+def run_session(bodies: list[dict], dialect=anthropic, caller: str = "keep") -> list[tuple]:
     """Parse, plan and encode each body in turn on one route: what the gateway sends and says."""
     state, out = PlannerState(), []
     for i, body in enumerate(bodies):
         conv = dialect.parse_request(json.dumps(body))
-        result = plan(conv, TARGETS[dialect.NAME], state, "rewrite", route="session", now=1000.0 + 10 * i)
+        result = plan(conv, TARGETS[dialect.NAME], state, "rewrite", route="session", now=1000.0 + 10 * i,
+                      caller_checkpoints=caller)
+        # The plan's draft shares the request's blocks, never changes them (`Conversation.draft`).
+        assert conv == dialect.parse_request(json.dumps(body))
         out.append((conv, result.conversation, compact_bytes(dialect.encode_request(result.conversation)),
                     result.explanation, result.prefix_hash, conv.prefix_keys(), result.conversation.prefix_keys()))
     return out
 
 
-def assert_same_sessions(bodies: list[dict], dialect=anthropic) -> None:
-    memoised = run_session(bodies, dialect)
-    again = run_session(bodies, dialect)   # every segment now comes from the memo
-    plain = unmemoised(lambda: run_session(bodies, dialect))
+def assert_same_sessions(bodies: list[dict], dialect=anthropic, caller: str = "keep") -> None:
+    memoised = run_session(bodies, dialect, caller)
+    again = run_session(bodies, dialect, caller)   # every segment now comes from the memo
+    plain = unmemoised(lambda: run_session(bodies, dialect, caller))
     assert memoised == plain and again == plain
     for conv, planned, *_ in again:
         assert conv.prefix_keys() == reference_prefix_keys(conv)
@@ -93,7 +96,8 @@ def assert_natives_are_the_request_s(conv: ir.Conversation, body: dict) -> None:
         assert all(b.native is t for b, t in zip(tools.blocks, body["tools"], strict=True))
 
 
-def test_agent_session_plans_and_bodies_match_the_unmemoised_path(agent_request):
+@pytest.mark.parametrize("caller", ["keep", "add", "optimize"])
+def test_agent_session_plans_and_bodies_match_the_unmemoised_path(agent_request, caller):
     base = agent_request.agent_body(20_000)
     bodies = agent_request.variants(base, 4)
     # A turn appended, and the history edited mid-way, as well as the last text varied.
@@ -102,7 +106,7 @@ def test_agent_session_plans_and_bodies_match_the_unmemoised_path(agent_request)
                           {"role": "user", "content": "Thanks. Today is 2026-11-23, 09:14 UTC."}]
     edited = copy.deepcopy(bodies[0])
     edited["messages"][10]["content"][0]["text"] += " (edited)"
-    assert_same_sessions([*bodies, grown, edited, bodies[1]])
+    assert_same_sessions([*bodies, grown, edited, bodies[1]], caller=caller)
 
 
 def test_memoised_segments_point_at_the_request_s_own_json(agent_request):
