@@ -118,6 +118,19 @@ class Segment:
         new._source = None
         return new
 
+    def copy_for(self, native: Any, parts: list) -> Segment:
+        """A copy of this segment for other JSON of equal content: `native` as its native and each item of
+        `parts` as its block's, in order (their keys and facts hold, as the content is the same)."""
+        new = _shallow(self)
+        new.native, new._source = native, None
+        blocks = []
+        for block, part in zip(self.blocks, parts, strict=True):
+            mine = _shallow(block)
+            mine.native = part
+            blocks.append(mine)
+        new.blocks = blocks
+        return new
+
     def own(self, block: Block) -> Block:
         """`block` (one of this segment's), first made this segment's own copy if it is still shared with
         the conversation this draft came from. Whoever changes a block of a draft calls this first."""

@@ -33,31 +33,30 @@ class SegmentMemo:
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def segment(self, kind: str, native: Any, build: Callable[[], Segment], owner: Any, parts: list) -> Segment:
-        """`build()`'s segment for the wire JSON `native`, memoised under (`kind`, its bytes).
+    def segment(self, kind: str, native: Any, owner: Any, parts: list, build: Callable[..., Segment], *args: Any) -> Segment:
+        """`build(*args)`'s segment for the wire JSON `native`, memoised under (`kind`, its bytes).
 
         `kind` tells apart what parses differently though its JSON is the same (a tools list and a
-        system prompt's blocks). `build` must depend on `native` alone, and make one block per item of
-        `parts`, in order; the errors it raises are raised again on every call, as nothing invalid is
-        memoised. A copy from the memo is pointed at this request's own objects (`owner` as the segment's
-        native, `parts` as its blocks'), as a fresh parse would be: callers find a block's place in
-        the body by the identity of its native (the linter's line numbers)."""
+        system prompt's blocks). `build` must depend on `native` alone (its arguments may name where
+        `native` sits, for its error messages), and make one block per item of `parts`, in order; what it
+        refuses it refuses on every call, as nothing invalid is memoised. A copy from the memo is pointed
+        at this request's own objects (`owner` as the segment's native, `parts` as its blocks'), as a
+        fresh parse would be: callers find a block's place in the body by the identity of its native
+        (the linter's line numbers)."""
         try:
             ident = (kind, orjson.dumps(native))
         except TypeError:           # a value orjson cannot write (an integer past 64 bits): no memo
-            return build()
-        with self._lock:
-            hit = self._entries.get(ident)
-            if hit is not None:
-                self._entries.move_to_end(ident)
-                self.hits += 1
+            return build(*args)
+        entries = self._entries
+        hit = entries.get(ident)    # reads take no lock: one dict operation each, atomic under the GIL
         if hit is not None:
-            seg = hit.copy()
-            seg.native = owner
-            for block, part in zip(seg.blocks, parts, strict=True):
-                block.native = part     # equal content: its key and facts hold
-            return seg
-        seg = build()
+            try:
+                entries.move_to_end(ident)
+            except KeyError:        # another thread evicted it since: the copy is right all the same
+                pass
+            self.hits += 1
+            return hit.copy_for(owner, parts)
+        seg = build(*args)
         if len(seg.blocks) != len(parts):
             return seg              # not one block per part: this segment cannot be re-pointed, so not memoised
         for block in seg.blocks:
@@ -65,11 +64,11 @@ class SegmentMemo:
             block.facts()           # one dict for every copy's token counts (tokens.block_tokens)
         with self._lock:
             self.misses += 1
-            if ident not in self._entries:
-                self._entries[ident] = seg.copy()
+            if ident not in entries:
+                entries[ident] = seg.copy()
                 self._bytes += len(ident[1])
-            while self._entries and (len(self._entries) > self.max_entries or self._bytes > self.max_bytes):
-                (_, gone), _ = self._entries.popitem(last=False)
+            while entries and (len(entries) > self.max_entries or self._bytes > self.max_bytes):
+                (_, gone), _ = entries.popitem(last=False)
                 self._bytes -= len(gone)
         return seg
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import operator
 import uuid
 from collections.abc import Iterable, Iterator
-from functools import partial
 from typing import Any
 
 from prefixgate.compact_json import compact
@@ -70,26 +69,29 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
     segments: list[Segment] = []
     if "tools" in data:
         tools = expect(data["tools"], list, "tools")
-        segments.append(SEGMENTS.segment("tools", tools, partial(_tools_segment, tools), None, tools))
+        segments.append(SEGMENTS.segment("tools", tools, None, tools, _tools_segment, tools))
     if "system" in data:
         system = data["system"]
-        segments.append(SEGMENTS.segment("system", system, partial(_content_segment, "system", system, "system", None),
-                                         None, _parts(system)))
+        segments.append(SEGMENTS.segment("system", system, None, _parts(system), _content_segment, "system", system,
+                                         "system", None))
     for i, msg in enumerate(messages):
-        field = f"messages.{i}"
-        expect(msg, dict, field)
-        role = require(msg, "role", str, f"{field}.role")
-        if role not in ROLES:
-            raise RequestError(f"{field}.role: must be one of {', '.join(ROLES)}, got {role!r}", field=f"{field}.role")
-        if "content" not in msg:
-            raise RequestError(f"{field}.content: field required", field=f"{field}.content")
-        content = msg["content"]
-        segments.append(SEGMENTS.segment("message", msg, partial(_content_segment, role, content, f"{field}.content", msg),
-                                         msg, _parts(content)))
+        segments.append(SEGMENTS.segment("message", msg, msg, _parts(msg.get("content") if isinstance(msg, dict) else None),
+                                         _message_segment, msg, i))
     if not messages:
         raise RequestError("messages: at least one message is required", field="messages")
     params, order = split_body(data, PREFIX_FIELDS)
     return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream)
+
+
+def _message_segment(msg: Any, i: int) -> Segment:
+    field = f"messages.{i}"
+    expect(msg, dict, field)
+    role = require(msg, "role", str, f"{field}.role")
+    if role not in ROLES:
+        raise RequestError(f"{field}.role: must be one of {', '.join(ROLES)}, got {role!r}", field=f"{field}.role")
+    if "content" not in msg:
+        raise RequestError(f"{field}.content: field required", field=f"{field}.content")
+    return _content_segment(role, msg["content"], f"{field}.content", native=msg)
 
 
 def _tools_segment(tools: list) -> Segment:

@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from decimal import Decimal, InvalidOperation
-from functools import partial
 from typing import Any
 from urllib.parse import unquote
 
@@ -70,12 +69,12 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     for key in ("tools", "functions"):
         if key in data:
             items = expect(data[key], list, key)
-            segments.append(SEGMENTS.segment(key, items, partial(_tools_segment, key, items), None, items))
+            segments.append(SEGMENTS.segment(key, items, None, items, _tools_segment, key, items))
     if "response_format" in data:
         rf = expect(data["response_format"], dict, "response_format")
         segments.append(Segment("schema", [Block("schema", rf, text=compact(rf))], blocks_field="response_format", form="object"))
     for i, msg in enumerate(messages):
-        segments.append(SEGMENTS.segment("message", msg, partial(_message_segment, msg, f"messages.{i}"), msg, _parts(msg)))
+        segments.append(SEGMENTS.segment("message", msg, msg, _parts(msg), _message_segment, msg, f"messages.{i}"))
     params, order = split_body(data, PREFIX_FIELDS)
     return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream)
 

@@ -180,8 +180,8 @@ def test_the_memo_is_bounded_and_keeps_recent_entries():
     memo = SegmentMemo(max_entries=3, max_bytes=10_000)
 
     def seg(text: str) -> ir.Segment:
-        return memo.segment("message", {"role": "user", "content": text},
-                            lambda: ir.Segment("user", [ir.Block("text", text, text=text)]), None, [text])
+        return memo.segment("message", {"role": "user", "content": text}, None, [text],
+                            lambda: ir.Segment("user", [ir.Block("text", text, text=text)]))
 
     for text in ("a", "b", "c", "a", "d"):
         seg(text)
