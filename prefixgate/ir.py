@@ -160,6 +160,8 @@ class Conversation:
     stream: bool = False
     # Provider-specific cache fields the planner sets (e.g. OpenAI prompt_cache_key, Gemini cachedContent).
     cache_params: dict[str, Any] = field(default_factory=dict)
+    # The last `prefix_keys` answer and the block keys it was chained from (the planner asks twice).
+    _chained: tuple[list[str], list[str]] | None = field(default=None, repr=False, compare=False)
 
     def blocks(self) -> list[Block]:
         return [b for s in self.segments for b in s.blocks]
@@ -198,19 +200,24 @@ class Conversation:
 
         Each link is memoised by (the key before it, the block's key): an agent's request repeats the
         last one's prefix, so only the links past the first changed block are hashed."""
+        block_keys = [b.key for b in self.blocks()]
+        root = f"{self.dialect}:{self.model}"
+        if self._chained is not None and self._chained[0] == [root, *block_keys]:
+            return list(self._chained[1])
         keys: list[str] = []
-        prev, state = f"{self.dialect}:{self.model}", None
-        for b in self.blocks():
-            link = _LINKS.get((prev, b.key))
+        prev, state = root, None
+        for key in block_keys:
+            link = _LINKS.get((prev, key))
             if link is None:
                 # The hash state after `prev` (kept with its link), extended by this block; never updated in place.
                 h = state.copy() if state is not None else hashlib.sha256(prev.encode())
-                h.update(b.key.encode())
+                h.update(key.encode())
                 link = (h.hexdigest()[:32], h)
-                _remember_link(prev, b.key, link)
+                _remember_link(prev, key, link)
             prev, state = link
             keys.append(prev)
-        return keys
+        self._chained = ([root, *block_keys], keys)
+        return list(keys)
 
 
 # Prefix-key links: (key before, block key) -> (key after, its hash state). Bounded; the oldest half goes
