@@ -38,6 +38,7 @@ class Received:
     headers: dict[str, str]
     query: dict[str, str]
     body: dict
+    raw: bytes = b""
 
 
 @dataclass
@@ -73,7 +74,7 @@ class FakeUpstream:
     async def _take(self, request: Request, dialect: str) -> tuple[dict, Response | str | None]:
         raw = await request.body()
         body = json.loads(raw) if raw else {}
-        self.received.append(Received(request.url.path, dict(request.headers), dict(request.query_params), body))
+        self.received.append(Received(request.url.path, dict(request.headers), dict(request.query_params), body, raw))
         fault = self.faults.popleft() if self.faults else None
         if fault in FAULTS:
             status, kind = FAULTS[fault]
