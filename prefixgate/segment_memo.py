@@ -10,7 +10,9 @@ one block, is a different entry. A hit hands out a fresh copy of the memoised se
 annotate or edit it), whose blocks already carry their content hashes and token counts and point at
 this request's JSON.
 
-Bounded: least recently used entries go past `max_entries` or `max_bytes` of identities.
+Bounded: least recently used entries go past `max_entries` or `max_bytes` of identities; the memo holds
+about three times its identities' bytes (with the blocks' texts and facts), so ~50 MB at the default,
+which keeps some forty 100k-token agent sessions.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from prefixgate.ir import Segment
 
 
 class SegmentMemo:
-    def __init__(self, max_entries: int = 16_384, max_bytes: int = 32 << 20) -> None:
+    def __init__(self, max_entries: int = 16_384, max_bytes: int = 16 << 20) -> None:
         self.max_entries, self.max_bytes = max_entries, max_bytes
         self._entries: OrderedDict[tuple[str, bytes], Segment] = OrderedDict()
         self._bytes = 0
@@ -65,7 +67,9 @@ class SegmentMemo:
         with self._lock:
             self.misses += 1
             if ident not in entries:
-                entries[ident] = seg.copy()
+                # orjson's output keeps the capacity it grew to (often several times its length): keep an
+                # exact copy, or the memo would hold that much more than it counts.
+                entries[(kind, bytes(memoryview(ident[1])))] = _template(seg)
                 self._bytes += len(ident[1])
             while entries and (len(entries) > self.max_entries or self._bytes > self.max_bytes):
                 (_, gone), _ = entries.popitem(last=False)
@@ -76,3 +80,13 @@ class SegmentMemo:
         with self._lock:
             self._entries.clear()
             self._bytes = 0
+
+
+def _template(seg: Segment) -> Segment:
+    """What the memo keeps of a segment: everything but its native JSON, which each hit points at that
+    request's own objects (keeping the first request's would hold a second copy of every message)."""
+    template = seg.copy()
+    template.native = None
+    for block in template.blocks:
+        block.native = None
+    return template

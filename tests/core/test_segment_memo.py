@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -114,6 +115,10 @@ def test_memoised_segments_point_at_the_request_s_own_json(agent_request):
     anthropic.parse_request(copy.deepcopy(body))
     conv = anthropic.parse_request(body)      # from the memo: the same content, other objects
     assert_natives_are_the_request_s(conv, body)
+    # The memo keeps no request's JSON (each hit points at its own), nor orjson's spare capacity.
+    entries = anthropic.SEGMENTS._entries
+    assert all(seg.native is None and all(b.native is None for b in seg.blocks) for seg in entries.values())
+    assert all(sys.getsizeof(ident) < len(ident) + 64 for _, ident in entries)
 
 
 def test_a_same_length_change_inside_a_block_is_seen(agent_request):
