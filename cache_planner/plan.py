@@ -40,6 +40,8 @@ MODES: tuple[Mode, ...] = ("rewrite", "checkpoints", "off")
 
 @dataclass
 class Plan:
+    # A draft of the planned request (`Conversation.draft`): blocks the plan left alone are the request's
+    # own, so whoever changes one further goes through `Segment.own`.
     conversation: Conversation
     target: Target
     mode: Mode

@@ -220,13 +220,11 @@ class Conversation:
         return list(keys)
 
 
-# Prefix-key links: (key before, block key) -> (key after, its hash state). Bounded; the oldest half goes
-# when full (a dropped link costs one hash to make again).
+# Prefix-key links: (key before, block key) -> (key after, its hash state). Bounded (a link with its hash
+# state is ~0.4 KB): the oldest half goes when full, and a dropped link costs one hash to make again.
 _LINKS: dict[tuple[str, str], tuple[str, Any]] = {}
-LINKS_MAX = 200_000
-
-
 _LINKS_LOCK = threading.Lock()
+LINKS_MAX = 50_000
 
 
 def _remember_link(prev: str, block_key: str, link: tuple[str, Any]) -> None:
