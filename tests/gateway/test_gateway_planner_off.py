@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from tests.gateway.support_gateway import policy_for, running_gateway, running_upstream, settings_for
+from tests.gateway.support_gateway import policy_stack
 
 POLICY = {"routes": [
     {"name": "as-sent", "models": ["claude-*", "gpt-*"], "planner": "off",
@@ -26,14 +26,8 @@ BODY = ('{ "max_tokens" : 16,\n  "model": "%s", "temperature": 1.50,\n  "system"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OPENAI_API_KEY", "sk-secret-openai-key-000111")
-    mp.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-key-000222")
-    with running_upstream() as up:
-        settings = settings_for(up.url, tmp_path_factory.mktemp("planner-off"))
-        with running_gateway(settings, policy=policy_for(settings, POLICY)) as gw:
-            yield up, gw
-    mp.undo()
+    with policy_stack(tmp_path_factory.mktemp("planner-off"), POLICY) as (up, gw, _):
+        yield up, gw
 
 
 def send(gw, path: str, raw: str, headers: dict[str, str]) -> httpx.Response:
