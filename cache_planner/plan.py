@@ -52,10 +52,14 @@ class Plan:
     # A Gemini `cachedContents.create` body the caller should run first, then `adopt_cached_content`.
     cache_create: dict | None = None
     _route_state: RouteState | None = field(default=None, repr=False)
+    # The planned checkpoints' count, once asked (every answer's header and ledger record ask); only
+    # adopting an explicit cache changes the conversation after planning.
+    _marks: int | None = field(default=None, repr=False, compare=False)
 
     def adopt_cached_content(self, name: str, expires_at: float) -> None:
         """Use the explicit cache created from `cache_create` (and remember it for the route)."""
         use_cache(self.conversation, name)
+        self._marks = None
         if self._route_state is not None:
             self._route_state.explicit[self.prefix_hash] = (name, expires_at)
         self.explanation.append(f"cache: created explicit cache {name} and sent the request against it")
@@ -63,7 +67,9 @@ class Plan:
     @property
     def summary(self) -> str:
         """One short line for a response header: mode, checkpoints, rewrites."""
-        marks = len(self.conversation.checkpoints())
+        if self._marks is None:
+            self._marks = len(self.conversation.checkpoints())
+        marks = self._marks
         rewrites = sum(1 for line in self.explanation if line.startswith("rewrite:"))
         return f"mode={self.mode};checkpoints={marks};rewrites={rewrites}"
 
