@@ -103,8 +103,10 @@ def place_checkpoints(
             marks = settle_caller_marks(caller, caller_marks(flat), sorted(ours, key=lambda c: PRIORITY[c.level]),
                                         cands, cumulative, route, price, ttls, _marker_limit(target, catalog),
                                         target.provider == "openai", last_hit, notes)
-            for i, (_, block) in enumerate(flat):
-                block.checkpoint = Checkpoint(marks[i]) if i in marks else None
+            for i, (seg, block) in enumerate(flat):
+                mark = Checkpoint(marks[i]) if i in marks else None
+                if block.checkpoint != mark:
+                    seg.own(block).checkpoint = mark
             if target.provider == "openai" and marks:
                 ttl = next(iter(marks.values()))
                 conv.cache_params["prompt_cache_options"] = {**(conv.params.get("prompt_cache_options") or {}),
@@ -115,7 +117,7 @@ def place_checkpoints(
     if target.provider in CLAUDE_CACHES:
         chosen = _choose(conv, target, model, price, catalog, route, cands, flat, notes)
         for c in chosen:
-            flat[c.index][1].checkpoint = Checkpoint(c.choice.ttl)
+            _own(flat, c.index).checkpoint = Checkpoint(c.choice.ttl)
     elif target.provider == "openai":
         _place_openai(conv, model, price, route, cands, flat, static_key, notes)
         if conv.dialect == "responses":
@@ -123,6 +125,14 @@ def place_checkpoints(
     else:
         placement.cache_create = _place_gemini(conv, model, price, catalog, route, static, static_key, now, notes)
     return placement
+
+
+def _own(flat: list[tuple[Segment, Block]], index: int) -> Block:
+    """The block at `index`, the plan's own to change (see `Conversation.draft`)."""
+    seg, block = flat[index]
+    mine = seg.own(block)
+    flat[index] = (seg, mine)
+    return mine
 
 
 def _candidates(conv: Conversation, target: Target, flat: list, cumulative: list[int]) -> list[Candidate]:
@@ -253,7 +263,7 @@ def _place_openai(conv: Conversation, model: ModelRules, price: Price, route: Ro
         chosen = _choose_openai(model, price, route, cands, notes)
         ttl = chosen[0].choice.ttl if chosen else None
         for c in chosen:
-            flat[c.index][1].checkpoint = Checkpoint(ttl)
+            _own(flat, c.index).checkpoint = Checkpoint(ttl)
         conv.cache_params["prompt_cache_options"] = {"mode": "explicit", "ttl": ttl} if ttl else {"mode": "explicit"}
         if not chosen:
             notes.append("cache: explicit mode with no breakpoints: nothing on this route is reused enough to pay for writes")

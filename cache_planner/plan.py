@@ -11,7 +11,7 @@ import functools
 import hashlib
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from prefixgate.cache_planner.caller_markers import CALLER_CHECKPOINTS, CallerCheckpoints
@@ -28,7 +28,7 @@ from prefixgate.cache_planner.rewrite import (
 from prefixgate.cache_planner.stability import PlannerState, RouteState
 from prefixgate.cache_planner.target import Target
 from prefixgate.errors import RequestError
-from prefixgate.ir import Conversation
+from prefixgate.ir import Conversation, Segment
 from prefixgate.providers.pricing import resolve_model
 from prefixgate.providers.rules import Catalog, default_catalog
 
@@ -40,6 +40,8 @@ MODES: tuple[Mode, ...] = ("rewrite", "checkpoints", "off")
 
 @dataclass
 class Plan:
+    # A draft of the planned request (`Conversation.draft`): blocks the plan left alone are the request's
+    # own, so whoever changes one further goes through `Segment.own`.
     conversation: Conversation
     target: Target
     mode: Mode
@@ -52,11 +54,15 @@ class Plan:
     _route_state: RouteState | None = field(default=None, repr=False)
     _state: PlannerState | None = field(default=None, repr=False)
     _state_route: str = field(default="", repr=False)     # the route's key in `_state` (`route` is renamed)
+    # The planned checkpoints' count, once asked (every answer's header and ledger record ask); only
+    # adopting an explicit cache changes the conversation after planning.
+    _marks: int | None = field(default=None, repr=False, compare=False)
 
     def adopt_cached_content(self, name: str, expires_at: float) -> None:
         """Use the explicit cache created from `cache_create` (and remember it for the route, and share it
         with the other replicas: one cache per prefix, not one per replica)."""
         use_cache(self.conversation, name)
+        self._marks = None
         if self._route_state is not None:
             self._route_state.explicit[self.prefix_hash] = (name, expires_at)
         if self._state is not None:
@@ -66,7 +72,9 @@ class Plan:
     @property
     def summary(self) -> str:
         """One short line for a response header: mode, checkpoints, rewrites."""
-        marks = len(self.conversation.checkpoints())
+        if self._marks is None:
+            self._marks = len(self.conversation.checkpoints())
+        marks = self._marks
         rewrites = sum(1 for line in self.explanation if line.startswith("rewrite:"))
         return f"mode={self.mode};checkpoints={marks};rewrites={rewrites}"
 
@@ -94,16 +102,16 @@ def plan(
         raise ValueError(f"caller_checkpoints must be one of {', '.join(CALLER_CHECKPOINTS)}, got {caller_checkpoints!r}")
     route_name = route or fingerprint(conversation)
     if mode == "off":
-        return Plan(conversation.copy(), target, mode, route_name, _first_key(conversation),
+        return Plan(conversation.draft(), target, mode, route_name, _first_key(conversation),
                     ["passthrough: planning is off for this route"])
     catalog = catalog or default_catalog()
     state = state if state is not None else PlannerState()
     try:
         model = None if target.provider == "local" else resolve_model(target.rows_of or target.provider, target.model, catalog)
     except RequestError as e:
-        return Plan(conversation.copy(), target, mode, route_name, _first_key(conversation),
+        return Plan(conversation.draft(), target, mode, route_name, _first_key(conversation),
                     [f"passthrough: {e.message}; no caching rules to plan with"])
-    conv = conversation.copy()
+    conv = conversation.draft()
     notes: list[str] = []
     rs = state.route(route_name)
     learned = system_units(conversation)
@@ -140,8 +148,9 @@ def _reuse_shared_cache(conv: Conversation, state: PlannerState, route: str, rs:
 
 
 def _first_key(conv: Conversation) -> str:
-    keys = conv.prefix_keys()
-    return keys[0] if keys else ""
+    """The first block's prefix key (the whole prefix's chain is not needed: planning may be off)."""
+    first = next((seg.blocks[:1] for seg in conv.segments if seg.blocks), [])
+    return replace(conv, segments=[Segment(conv.segments[0].role, first)]).prefix_keys()[0] if first else ""
 
 
 _DIGITS = re.compile(r"\d+")

@@ -59,7 +59,7 @@ def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str],
                 if keep is None:
                     continue
                 if keep.strip():
-                    block.set_text(keep)
+                    seg.own(block).set_text(keep)
                 else:
                     seg.blocks.remove(block)
     conv.segments = [s for s in conv.segments if s.blocks or s.role not in SYSTEM_ROLES]
@@ -177,9 +177,7 @@ def stable_tool_forms(conv: Conversation, route: RouteState, notes: list[str]) -
         for block in seg.blocks:
             if not isinstance(block.native, dict):
                 continue
-            native = without_markers(block.native)
-            canonical = content_hash(json.dumps(_unordered(native), sort_keys=True))
-            form = json.dumps(native, separators=(",", ":"))
+            canonical, form = _tool_identity(block)
             first = route.tool_forms.get(canonical)
             if first is None:
                 route.tool_forms[canonical] = form
@@ -187,10 +185,29 @@ def stable_tool_forms(conv: Conversation, route: RouteState, notes: list[str]) -
                     route.tool_forms.popitem(last=False)
             elif first != form:
                 # The caller's marker, if any, stays: the encoder writes `block.checkpoint` back.
-                block.native = json.loads(first)
-                block._key = None
+                block = seg.own(block)
+                block.set_native(json.loads(first))
                 name = block.native.get("name") or (block.native.get("function") or {}).get("name") or "?"
                 notes.append(f"rewrite: restored the first-seen form of tool {name!r} (its keys or `required` came reordered)")
+
+
+# Block key -> (the schema's order-free hash, its serialisation): a client resends the same tools on every
+# request. Bounded by emptying when full (it refills from the next requests).
+_TOOL_IDENTITIES: dict[str, tuple[str, str]] = {}
+TOOL_IDENTITIES_MAX = 4096
+
+
+def _tool_identity(block: Block) -> tuple[str, str]:
+    """A tool's hash with set-like lists sorted (same tool, any key order) and its form as sent. Both
+    follow from the block's content, which its key identifies (a marker is no part of either)."""
+    found = _TOOL_IDENTITIES.get(block.key)
+    if found is None:
+        native = without_markers(block.native)
+        found = (content_hash(json.dumps(_unordered(native), sort_keys=True)), json.dumps(native, separators=(",", ":")))
+        if len(_TOOL_IDENTITIES) >= TOOL_IDENTITIES_MAX:
+            _TOOL_IDENTITIES.clear()
+        _TOOL_IDENTITIES[block.key] = found
+    return found
 
 
 def _unordered(value: object) -> object:

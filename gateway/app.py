@@ -26,6 +26,7 @@ from prefixgate.gateway import (
     endpoints_responses,
     endpoints_vertex,
 )
+from prefixgate.gateway.collector import collect_less
 from prefixgate.gateway.dashboard.auth import is_admin
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.fastpath import GatewayApp
@@ -58,6 +59,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
         app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing)
         # Before the server accepts a connection: the first request then costs what the tenth does.
         await asyncio.to_thread(warm_or_log, app.state.proxy.catalog)
+        collect_less()
         if hasattr(local, "start"):
             await local.start()  # the in-process engine loads before the first request, off the event loop
         try:

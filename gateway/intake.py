@@ -76,7 +76,7 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
     try:
         raw, caller = await authenticated_body(proxy, request)
         conv = parse(raw)
-        call = proxy.start(dialect, conv, caller, request.headers, started, span)
+        call = proxy.start(dialect, conv, caller, request.headers, started, span, raw)
         call.json_array = conv.stream and call.wire.streams_json_array(request.query_params)
     except RequestError as e:
         if span is not None:

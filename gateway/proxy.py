@@ -110,6 +110,7 @@ class Call:
     attempts: int = 0
     notes: list[str] = field(default_factory=list)
     span: Any = None                    # the request's OpenTelemetry span while it is open (tracing on)
+    raw: bytes = b""                    # the body as the caller sent it
 
 
 @dataclass
@@ -161,12 +162,12 @@ class Proxy:
         self.ledger.close()
 
     def start(self, dialect: str, conv: Conversation, caller: Caller, headers: dict[str, str], started: float,
-              span: Any = None) -> Call:
+              span: Any = None, raw: bytes = b"") -> Call:
         decision = self.router.decide(conv.model or "", caller.key, dialect)
         wire = wire_format(dialect)
         forwarded = {h: headers[h] for h in wire.forward_headers if h in headers}
         call = Call(uuid.uuid4().hex[:20], dialect, wire, conv, caller, decision.route, decision.mode, forwarded,
-                    started, span=span)
+                    started, span=span, raw=raw)
         call.include_usage = wire.caller_wants_usage(conv)
         call.route_hint = headers.get(ROUTE_HEADER, "")[:200]
         return call
@@ -250,11 +251,20 @@ class Proxy:
         upstream = self.policy.upstreams[name]
         key = upstream_credential(upstream, call.caller, call.dialect)
         wire = wire_format(upstream.dialect_for(call.dialect, model))
-        payload = wire.encode_request(wire.billable(the_plan.conversation))
-        if upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None:
-            # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
-            payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)
-        body = compact_bytes(payload)
+        planned, params = the_plan.conversation, the_plan.conversation.params
+        billable = wire.billable(planned)
+        salted = upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None
+        if (call.raw and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
+                and params == call.conv.params and not billable.cache_params and not salted):
+            # Planning is off and nothing else changed the request (format, model, usage options, salt): the
+            # caller's own bytes go upstream, with no re-encoding in proportion to the body.
+            body = call.raw
+        else:
+            payload = wire.encode_request(billable)
+            if salted:
+                # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
+                payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)  # type: ignore[union-attr]
+            body = compact_bytes(payload)
         return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:

@@ -10,9 +10,10 @@ only written to the wire by a dialect's encoder.
 
 from __future__ import annotations
 
-import copy
 import hashlib
+import itertools
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -55,11 +56,24 @@ class Block:
     # Set when the planner changed `text`; encoders then write `text` back into the native shape.
     edited: bool = False
     _key: str | None = field(default=None, repr=False, compare=False)
+    # What follows from the content alone (token counts by encoding), kept in one dict that the block's
+    # copies share: a copy has the same content. A change of content gives the block a new dict.
+    _facts: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def set_text(self, text: str) -> None:
         self.text = text
         self.edited = True
-        self._key = None
+        self._key = self._facts = None
+
+    def set_native(self, native: Any) -> None:
+        """Replace the wire JSON with different content (not the same content's object: assign that)."""
+        self.native = native
+        self._key = self._facts = None
+
+    def facts(self) -> dict[str, Any]:
+        if self._facts is None:
+            self._facts = {}
+        return self._facts
 
     @property
     def key(self) -> str:
@@ -89,10 +103,42 @@ class Segment:
     blocks_field: str | None = None
     form: Literal["string", "list", "object", "absent"] = "list"
     stability: Stability | None = None
+    # In a draft (`Conversation.draft`): the block list of the segment this one was drafted from, whose
+    # blocks this one shares until `own` copies them.
+    _source: list[Block] | None = field(default=None, repr=False, compare=False)
 
     @property
     def text(self) -> str:
         return "\n".join(b.text for b in self.blocks if b.text)
+
+    def copy(self) -> Segment:
+        """A copy with its own block list and blocks (sharing their native JSON, which nothing mutates)."""
+        new = _shallow(self)
+        new.blocks = [_shallow(b) for b in self.blocks]
+        new._source = None
+        return new
+
+    def copy_for(self, native: Any, parts: list) -> Segment:
+        """A copy of this segment for other JSON of equal content: `native` as its native and each item of
+        `parts` as its block's, in order (their keys and facts hold, as the content is the same)."""
+        new = _shallow(self)
+        new.native, new._source = native, None
+        blocks = []
+        for block, part in zip(self.blocks, parts, strict=True):
+            mine = _shallow(block)
+            mine.native = part
+            blocks.append(mine)
+        new.blocks = blocks
+        return new
+
+    def own(self, block: Block) -> Block:
+        """`block` (one of this segment's), first made this segment's own copy if it is still shared with
+        the conversation this draft came from. Whoever changes a block of a draft calls this first."""
+        if self._source is not None and any(b is block for b in self._source):
+            mine = _shallow(block)
+            self.blocks[next(i for i, b in enumerate(self.blocks) if b is block)] = mine
+            return mine
+        return block
 
     @property
     def tokens(self) -> int | None:
@@ -114,6 +160,8 @@ class Conversation:
     stream: bool = False
     # Provider-specific cache fields the planner sets (e.g. OpenAI prompt_cache_key, Gemini cachedContent).
     cache_params: dict[str, Any] = field(default_factory=dict)
+    # The last `prefix_keys` answer and the block keys it was chained from (the planner asks twice).
+    _chained: tuple[list[str], list[str]] | None = field(default=None, repr=False, compare=False)
 
     def blocks(self) -> list[Block]:
         return [b for s in self.segments for b in s.blocks]
@@ -130,17 +178,61 @@ class Conversation:
     def copy(self) -> Conversation:
         """A structural copy: new segments and blocks, shared native JSON. Natives are never mutated
         in place anywhere (encoders build new dicts), so sharing them is safe and keeps planning cheap."""
-        segments = [_copy_segment(s) for s in self.segments]
+        segments = [s.copy() for s in self.segments]
+        return Conversation(self.dialect, self.model, segments, dict(self.params), list(self.field_order),
+                            self.stream, dict(self.cache_params))
+
+    def draft(self) -> Conversation:
+        """A copy to change cheaply: its own segments and block lists, but blocks shared with this
+        conversation until `Segment.own` copies the few that change (the planner edits a handful of an
+        agent request's thousand blocks). Changing a shared block changes this conversation too: every
+        change to a draft's block goes through `own`."""
+        segments = []
+        for s in self.segments:
+            seg = _shallow(s)
+            seg.blocks, seg._source = list(s.blocks), s.blocks
+            segments.append(seg)
         return Conversation(self.dialect, self.model, segments, dict(self.params), list(self.field_order),
                             self.stream, dict(self.cache_params))
 
     def prefix_keys(self) -> list[str]:
-        """Chained content hashes, one per block: equal keys mean equal prefixes up to that block."""
-        keys, h = [], hashlib.sha256(f"{self.dialect}:{self.model}".encode())
-        for b in self.blocks():
-            h.update(b.key.encode())
-            keys.append(h.copy().hexdigest()[:32])
-        return keys
+        """Chained content hashes, one per block: equal keys mean equal prefixes up to that block.
+
+        Each link is memoised by (the key before it, the block's key): an agent's request repeats the
+        last one's prefix, so only the links past the first changed block are hashed."""
+        block_keys = [b.key for b in self.blocks()]
+        root = f"{self.dialect}:{self.model}"
+        if self._chained is not None and self._chained[0] == [root, *block_keys]:
+            return list(self._chained[1])
+        keys: list[str] = []
+        prev, state = root, None
+        for key in block_keys:
+            link = _LINKS.get((prev, key))
+            if link is None:
+                # The hash state after `prev` (kept with its link), extended by this block; never updated in place.
+                h = state.copy() if state is not None else hashlib.sha256(prev.encode())
+                h.update(key.encode())
+                link = (h.hexdigest()[:32], h)
+                _remember_link(prev, key, link)
+            prev, state = link
+            keys.append(prev)
+        self._chained = ([root, *block_keys], keys)
+        return list(keys)
+
+
+# Prefix-key links: (key before, block key) -> (key after, its hash state). Bounded (a link with its hash
+# state is ~0.4 KB): the oldest half goes when full, and a dropped link costs one hash to make again.
+_LINKS: dict[tuple[str, str], tuple[str, Any]] = {}
+_LINKS_LOCK = threading.Lock()
+LINKS_MAX = 50_000
+
+
+def _remember_link(prev: str, block_key: str, link: tuple[str, Any]) -> None:
+    with _LINKS_LOCK:
+        if len(_LINKS) >= LINKS_MAX:
+            for old in list(itertools.islice(_LINKS, LINKS_MAX // 2)):
+                del _LINKS[old]
+        _LINKS[(prev, block_key)] = link
 
 
 CACHE_MARKERS = ("cache_control", "prompt_cache_breakpoint")
@@ -160,9 +252,10 @@ def without_markers(native: Any) -> Any:
     return native
 
 
-def _copy_segment(seg: Segment) -> Segment:
-    new = copy.copy(seg)
-    new.blocks = [copy.copy(b) for b in seg.blocks]
+def _shallow(obj: Any) -> Any:
+    # copy.copy's generic path (__reduce_ex__) costs 4x this; an agent's request has ~1,000 blocks to copy.
+    new = object.__new__(type(obj))
+    new.__dict__ = obj.__dict__.copy()
     return new
 
 

@@ -33,7 +33,7 @@ MAX_SEGMENTS = 64
 LEADING_ROLES = ("tools", "schema", "system", "developer")
 # Entries by segment content: a conversation re-sends its earlier turns and its system prompt with every
 # request, so most segments were shaped before. Cleared when full (cheaper than LRU bookkeeping per hit).
-_ENTRIES: dict[str, str] = {}
+_ENTRIES: dict[tuple, str] = {}
 _ENTRIES_MAX = 100_000
 CHARS_PER_TOKEN = 4
 
@@ -66,7 +66,8 @@ def prefix_shape(conv: Conversation, provider: str, volatile_spans: SpanFinder) 
     for seg in conv.segments[:MAX_SEGMENTS]:
         leading = leading and seg.role in LEADING_ROLES
         keys = [b.key for b in seg.blocks]
-        memo = f"{encoding}|{seg.role}|{leading}|{'|'.join(keys)}"
+        # A tuple, not a joined string: block keys keep their hashes, so the lookup hashes nothing long.
+        memo = (encoding, seg.role, leading, *keys)
         entry = _ENTRIES.get(memo)
         if entry is None:
             entry = _entry(seg.role, keys, seg, encoding, leading, volatile_spans)

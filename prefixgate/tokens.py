@@ -89,8 +89,12 @@ def block_tokens(block: Block, encoding: str = "cl100k_base") -> int:
         return AUDIO_TOKENS
     if block.kind in ("document", "file") and not block.text:
         return DOCUMENT_PAGE_TOKENS
-    # Equal block keys mean equal native content, hence equal text: the key can key the count.
-    return count_tokens(block.text, encoding, block.key.encode())
+    facts = block.facts()
+    n = facts.get(encoding)
+    if n is None:
+        # Equal block keys mean equal native content, hence equal text: the key can key the count.
+        n = facts[encoding] = count_tokens(block.text, encoding, block.key.encode())
+    return n
 
 
 def annotate_tokens(conv: Conversation, encoding: str | None = None) -> int:

@@ -6,6 +6,7 @@ Prefix order is tools -> system -> messages. Checkpoints are `cache_control` on 
 
 from __future__ import annotations
 
+import operator
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -31,6 +32,7 @@ from prefixgate.dialects.validate import expect, load_body, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment, without_markers
+from prefixgate.segment_memo import SegmentMemo
 from prefixgate.usage import Usage
 
 NAME = "anthropic"
@@ -45,6 +47,8 @@ _KINDS: dict[str, BlockKind] = {
     "tool_result": "tool_result", "web_search_tool_result": "tool_result", "mcp_tool_result": "tool_result",
     "thinking": "thinking", "redacted_thinking": "thinking", "container_upload": "file",
 }
+# Parsed tools, system prompts and messages by their JSON: an agent resends all but its newest turn unchanged.
+SEGMENTS = SegmentMemo()
 # The usage fields a `message_delta` carries (cumulative counts).
 _DELTA_USAGE = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 STOP_REASONS = ("end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal")
@@ -65,23 +69,38 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
     segments: list[Segment] = []
     if "tools" in data:
         tools = expect(data["tools"], list, "tools")
-        blocks = [_tool_block(t, f"tools.{i}") for i, t in enumerate(tools)]
-        segments.append(Segment("tools", blocks, form="list"))
+        segments.append(SEGMENTS.segment("tools", tools, None, tools, _tools_segment, tools))
     if "system" in data:
-        segments.append(_content_segment("system", data["system"], "system", native=None))
+        system = data["system"]
+        segments.append(SEGMENTS.segment("system", system, None, _parts(system), _content_segment, "system", system,
+                                         "system", None))
     for i, msg in enumerate(messages):
-        field = f"messages.{i}"
-        expect(msg, dict, field)
-        role = require(msg, "role", str, f"{field}.role")
-        if role not in ROLES:
-            raise RequestError(f"{field}.role: must be one of {', '.join(ROLES)}, got {role!r}", field=f"{field}.role")
-        if "content" not in msg:
-            raise RequestError(f"{field}.content: field required", field=f"{field}.content")
-        segments.append(_content_segment(role, msg["content"], f"{field}.content", native=msg))
+        segments.append(SEGMENTS.segment("message", msg, msg, _parts(msg.get("content") if isinstance(msg, dict) else None),
+                                         _message_segment, msg, i))
     if not messages:
         raise RequestError("messages: at least one message is required", field="messages")
     params, order = split_body(data, PREFIX_FIELDS)
     return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream)
+
+
+def _message_segment(msg: Any, i: int) -> Segment:
+    field = f"messages.{i}"
+    expect(msg, dict, field)
+    role = require(msg, "role", str, f"{field}.role")
+    if role not in ROLES:
+        raise RequestError(f"{field}.role: must be one of {', '.join(ROLES)}, got {role!r}", field=f"{field}.role")
+    if "content" not in msg:
+        raise RequestError(f"{field}.content: field required", field=f"{field}.content")
+    return _content_segment(role, msg["content"], f"{field}.content", native=msg)
+
+
+def _tools_segment(tools: list) -> Segment:
+    return Segment("tools", [_tool_block(t, f"tools.{i}") for i, t in enumerate(tools)], form="list")
+
+
+def _parts(content: Any) -> list:
+    """What each block of a content segment holds as its native: a list's items, or the bare string."""
+    return content if isinstance(content, list) else [content]
 
 
 def _tool_block(tool: Any, field: str) -> Block:
@@ -151,7 +170,10 @@ def encode_request(conv: Conversation) -> dict:
         else:
             content = _encode_content(seg)
             native = seg.native if seg.native is not None else {"role": seg.role}
-            encoded["messages"].append(merge_native(native, {"content": content}))
+            # Most of an agent's history goes out as it came in: the caller's own message, not a rebuilt one.
+            sent = native.get("content")
+            same = sent is content or (type(sent) is str and sent == content) or _same_items(sent, content)
+            encoded["messages"].append(native if same else merge_native(native, {"content": content}))
     for key in ("tools", "system"):
         encoded.setdefault(key, DROP)
     return rebuild_body(conv, encoded)
@@ -164,7 +186,13 @@ def _encode_content(seg: Segment) -> Any:
     return [_encode_block(b) for b in seg.blocks]
 
 
+def _same_items(old: Any, new: Any) -> bool:
+    return type(old) is list and type(new) is list and len(old) == len(new) and all(map(operator.is_, old, new))
+
+
 def _encode_block(block: Block) -> dict:
+    if not block.edited and block.checkpoint is None and type(block.native) is dict and "cache_control" not in block.native:
+        return block.native     # the common case, decided without the marker's validation below
     native = block.native if isinstance(block.native, dict) else {"type": "text", "text": block.native}
     changes: dict[str, Any] = {}
     if block.edited or not isinstance(block.native, dict):

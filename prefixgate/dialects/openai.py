@@ -39,9 +39,12 @@ from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
 from prefixgate.providers.compatible import writes_cache_control
+from prefixgate.segment_memo import SegmentMemo
 from prefixgate.usage import Usage
 
 NAME = "openai"
+# Parsed messages by their JSON: a chat or agent client resends all but its newest turn unchanged.
+SEGMENTS = SegmentMemo()
 PREFIX_FIELDS = {"tools", "functions", "response_format", "messages"}
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _KINDS: dict[str, BlockKind] = {
@@ -71,15 +74,29 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     for key in ("tools", "functions"):
         if key in data:
             items = expect(data[key], list, key)
-            blocks = [Block("tool_def", _tool(t, f"{key}.{i}"), text=compact(t)) for i, t in enumerate(items)]
-            segments.append(Segment("tools", blocks, blocks_field=key, form="list"))
+            segments.append(SEGMENTS.segment(key, items, None, items, _tools_segment, key, items))
     if "response_format" in data:
         rf = expect(data["response_format"], dict, "response_format")
         segments.append(Segment("schema", [Block("schema", rf, text=compact(rf))], blocks_field="response_format", form="object"))
     for i, msg in enumerate(messages):
-        segments.append(_message_segment(msg, f"messages.{i}"))
+        segments.append(SEGMENTS.segment("message", msg, msg, _parts(msg), _message_segment, msg, f"messages.{i}"))
     params, order = split_body(data, PREFIX_FIELDS)
     return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream)
+
+
+def _tools_segment(key: str, items: list) -> Segment:
+    blocks = [Block("tool_def", _tool(t, f"{key}.{i}"), text=compact(t)) for i, t in enumerate(items)]
+    return Segment("tools", blocks, blocks_field=key, form="list")
+
+
+def _parts(msg: Any) -> list:
+    """What each block of a message's segment holds as its native: content parts (or the bare string),
+    then tool calls; an empty list for what is not a message (its parse refuses it, and nothing is memoised)."""
+    if not isinstance(msg, dict):
+        return []
+    content, calls = msg.get("content"), msg.get("tool_calls") or []
+    parts = content if isinstance(content, list) else [content] if isinstance(content, str) else []
+    return parts + calls if isinstance(calls, list) and calls else parts
 
 
 def _message_segment(msg: Any, field: str) -> Segment:

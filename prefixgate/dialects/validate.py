@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -18,7 +19,7 @@ def load_body(body: bytes | str | dict) -> dict:
     if isinstance(body, dict):
         return body
     try:
-        value = json.loads(body)
+        value = json.loads(body, parse_constant=_not_json, parse_float=_finite)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RequestError(f"request body is not valid JSON: {e}") from None
     except RecursionError:
@@ -33,6 +34,19 @@ def load_body(body: bytes | str | dict) -> dict:
         except UnicodeEncodeError:
             raise RequestError("request body holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its "
                                "pair), which is not valid Unicode") from None
+    return value
+
+
+def _not_json(name: str) -> Any:
+    # Python's json reads NaN and Infinity, which are not JSON: no provider takes them, and the encoder
+    # (compact_json) would send them as null, a silent change of the caller's request.
+    raise RequestError(f"request body is not valid JSON: {name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf):     # 1e400: valid JSON, but no double holds it
+        raise RequestError(f"request body holds the number {text[:40]}, too large for a double")
     return value
 
 

@@ -5,26 +5,19 @@ drops below the line on the trace that carries that text, not only when it colla
 
 from __future__ import annotations
 
-import importlib
-import sys
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
 from prefixgate.cache_planner.trace import replay_strategy
 from prefixgate.providers.replay import passthrough, replay
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.support_bench import bench_module
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("planner")
-    finally:
-        sys.path.remove(str(BENCH))
+    with bench_module("planner") as module:
+        yield module
 
 
 @pytest.mark.parametrize("trace", ["support bot, volatile header", "agent loop with tools",

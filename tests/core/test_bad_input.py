@@ -30,6 +30,10 @@ CASES = [
         {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": 3600}}]}]}, "messages.0.content.0.cache_control.ttl"),
     (an, {"model": "m", "max_tokens": 1, "system": 5, "messages": []}, "system"),
     (an, {"model": "m", "max_tokens": 1, "tools": [1], "messages": []}, "tools.0"),
+    # Not JSON numbers (Python's json reads them; orjson would send them on as null): refused, not changed.
+    (an, b'{"model":"m","max_tokens":1,"temperature":NaN,"messages":[{"role":"user","content":"x"}]}', None),
+    (an, b'{"model":"m","max_tokens":1,"top_p":-Infinity,"messages":[{"role":"user","content":"x"}]}', None),
+    (oa, b'{"model":"m","temperature":1e400,"messages":[{"role":"user","content":"x"}]}', None),
     (oa, b"", None),
     (oa, {"model": "m", "messages": []}, "messages"),
     (oa, {"messages": [{"role": "user", "content": "x"}]}, "model"),

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -38,6 +39,7 @@ class Received:
     headers: dict[str, str]
     query: dict[str, str]
     body: dict
+    raw: bytes = b""
 
 
 @dataclass
@@ -73,7 +75,7 @@ class FakeUpstream:
     async def _take(self, request: Request, dialect: str) -> tuple[dict, Response | str | None]:
         raw = await request.body()
         body = json.loads(raw) if raw else {}
-        self.received.append(Received(request.url.path, dict(request.headers), dict(request.query_params), body))
+        self.received.append(Received(request.url.path, dict(request.headers), dict(request.query_params), body, raw))
         fault = self.faults.popleft() if self.faults else None
         if fault in FAULTS:
             status, kind = FAULTS[fault]
@@ -166,6 +168,21 @@ def running_upstream() -> Iterator[FakeUpstream]:
 def running_gateway(settings: Settings, **kw) -> Iterator[ServerThread]:
     with ServerThread(create_app(settings, **kw)) as server:
         yield server
+
+
+@contextmanager
+def policy_stack(folder, data: dict) -> Iterator[tuple[FakeUpstream, ServerThread, Settings]]:
+    """A fake upstream and a gateway in front of it routing by policy `data`, with provider keys set."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OPENAI_API_KEY", "sk-secret-openai-key-000111")
+    mp.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-key-000222")
+    try:
+        with running_upstream() as up:
+            settings = settings_for(up.url, folder)
+            with running_gateway(settings, policy=policy_for(settings, data)) as gw:
+                yield up, gw, settings
+    finally:
+        mp.undo()
 
 
 def zero_config_settings(tmp_path, monkeypatch, **overrides) -> Settings:

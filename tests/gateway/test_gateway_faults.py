@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from prefixgate.ledger import read_records
-from tests.gateway.support_gateway import policy_for, running_gateway, running_upstream, settings_for
+from tests.gateway.support_gateway import policy_stack
 from tests.support_services import wait_until
 
 POLICY = {"routes": [
@@ -26,14 +26,8 @@ MSG = [{"role": "user", "content": "Hi"}]
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OPENAI_API_KEY", "sk-secret-openai-key-000111")
-    mp.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-key-000222")
-    with running_upstream() as up:
-        settings = settings_for(up.url, tmp_path_factory.mktemp("faults"))
-        with running_gateway(settings, policy=policy_for(settings, POLICY)) as gw:
-            yield up, gw, settings
-    mp.undo()
+    with policy_stack(tmp_path_factory.mktemp("faults"), POLICY) as parts:
+        yield parts
 
 
 @pytest.fixture

@@ -1,0 +1,92 @@
+"""Parsed segments memoised by their exact JSON, so a request that repeats the last one's messages
+costs little more than reading them.
+
+An agent resends its whole conversation on every turn; all but the newest messages are the same as
+last time. Parsing a message into a `Segment` (validating it, finding each block's text, kind and
+checkpoint) and hashing its blocks (`Block.key`) is the same work every time, so a dialect parser asks
+the memo first. The identity is the message's compact JSON (orjson, a C pass over the bytes): equal
+bytes are an equal JSON value, so a memoised answer is never stale; any difference, even one byte of
+one block, is a different entry. A hit hands out a fresh copy of the memoised segment (the caller may
+annotate or edit it), whose blocks already carry their content hashes and token counts and point at
+this request's JSON.
+
+Bounded: least recently used entries go past `max_entries` or `max_bytes` of identities; the memo holds
+about three times its identities' bytes (with the blocks' texts and facts), so ~50 MB at the default,
+which keeps some forty 100k-token agent sessions.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from prefixgate.ir import Segment
+
+
+class SegmentMemo:
+    def __init__(self, max_entries: int = 16_384, max_bytes: int = 16 << 20) -> None:
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self._entries: OrderedDict[tuple[str, bytes], Segment] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def segment(self, kind: str, native: Any, owner: Any, parts: list, build: Callable[..., Segment], *args: Any) -> Segment:
+        """`build(*args)`'s segment for the wire JSON `native`, memoised under (`kind`, its bytes).
+
+        `kind` tells apart what parses differently though its JSON is the same (a tools list and a
+        system prompt's blocks). `build` must depend on `native` alone (its arguments may name where
+        `native` sits, for its error messages), and make one block per item of `parts`, in order; what it
+        refuses it refuses on every call, as nothing invalid is memoised. A copy from the memo is pointed
+        at this request's own objects (`owner` as the segment's native, `parts` as its blocks'), as a
+        fresh parse would be: callers find a block's place in the body by the identity of its native
+        (the linter's line numbers)."""
+        try:
+            ident = (kind, orjson.dumps(native))
+        except TypeError:           # a value orjson cannot write (an integer past 64 bits): no memo
+            return build(*args)
+        entries = self._entries
+        hit = entries.get(ident)    # reads take no lock: one dict operation each, atomic under the GIL
+        if hit is not None:
+            try:
+                entries.move_to_end(ident)
+            except KeyError:        # another thread evicted it since: the copy is right all the same
+                pass
+            self.hits += 1
+            return hit.copy_for(owner, parts)
+        seg = build(*args)
+        if len(seg.blocks) != len(parts):
+            return seg              # not one block per part: this segment cannot be re-pointed, so not memoised
+        for block in seg.blocks:
+            block.key  # noqa: B018 -- hashed once here; every copy handed out carries it
+            block.facts()           # one dict for every copy's token counts (tokens.block_tokens)
+        with self._lock:
+            self.misses += 1
+            if ident not in entries:
+                # orjson's output keeps the capacity it grew to (often several times its length): keep an
+                # exact copy, or the memo would hold that much more than it counts.
+                entries[(kind, bytes(memoryview(ident[1])))] = _template(seg)
+                self._bytes += len(ident[1])
+            while entries and (len(entries) > self.max_entries or self._bytes > self.max_bytes):
+                (_, gone), _ = entries.popitem(last=False)
+                self._bytes -= len(gone)
+        return seg
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+def _template(seg: Segment) -> Segment:
+    """What the memo keeps of a segment: everything but its native JSON, which each hit points at that
+    request's own objects (keeping the first request's would hold a second copy of every message)."""
+    template = seg.copy()
+    template.native = None
+    for block in template.blocks:
+        block.native = None
+    return template
