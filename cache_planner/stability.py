@@ -47,15 +47,13 @@ class RouteState:
     # Prefix hash of a user turn -> the per-request context we inserted there, so when that turn is
     # history in the next request it gets the same bytes again and the conversation cache holds.
     contexts: OrderedDict[str, str] = field(default_factory=OrderedDict)
-    # Units moved out of the system prompt -> the stability they moved as: an identical unit moves the
-    # same way again, so a decision changes only when the unit does (see rewrite._split_block).
+    # Units (by key) moved out of the system prompt -> the stability they moved as: an identical unit moves
+    # the same way again, so a decision changes only when the unit does (see rewrite._split_block); a
+    # detected volatile unit moved once is moved every time, though a session's turns repeat it enough to
+    # look static, or the later turns would send a different prefix than the turn that moved it.
     moved: OrderedDict[str, Stability] = field(default_factory=OrderedDict)
     # Gemini explicit caches this route created: static prefix hash -> (cache name, expiry time).
     explicit: dict[str, tuple[str, float]] = field(default_factory=dict)
-    # Units (by key) the rewrite has moved out of the system prompt: a detected volatile unit moved once
-    # is moved every time, though a session's turns repeat it enough to look static, or the later turns
-    # would send a different prefix than the turn that moved it.
-    moved: OrderedDict[str, None] = field(default_factory=OrderedDict)
     max_units: int = 2048
     max_contexts: int = 4096
 
