@@ -149,6 +149,7 @@ class _Connection(asyncio.Protocol):
 class Http1Response:
     def __init__(self, pool: Http1Pool, origin: tuple[str, str, int], conn: _Connection, timeout_s: float) -> None:
         self._pool, self._origin, self._conn, self._timeout_s = pool, origin, conn, timeout_s
+        self._released = False
         self.status = conn.status
         self.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in conn.headers]
 
@@ -183,13 +184,18 @@ class Http1Response:
     def release(self) -> None:
         """Back to the pool when the response ended cleanly on a keep-alive connection, else closed."""
         conn = self._conn
+        self._released = True
         if conn.done and conn.keep_alive and not conn.closed and not conn.chunks:
             self._pool.give_back(self._origin, conn)
         else:
             conn.close()
 
     def close(self) -> None:
-        self._conn.close()
+        """Drop the connection (an upstream mid-stream must see the hang-up), unless `release` already
+        handed it back to the pool: a stream's owner closes it however the stream ended, and closing a
+        pooled connection would make every streamed request open a new one."""
+        if not self._released:
+            self._conn.close()
 
 
 class Http1Pool:

@@ -1,14 +1,20 @@
-"""The lean upstream client against a raw socket server that answers exactly what each test scripts."""
+"""The lean upstream client against a raw socket server that answers exactly what each test scripts, and the
+gateway's upstream connections kept alive across streamed requests."""
 
 from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 
 from prefixgate.dialects import wire_format
+from prefixgate.gateway.app import create_app
 from prefixgate.gateway.http1 import Broken, ConnectFailed, Http1Pool, ReadTimeout
-from tests.support_services import refusing_port
+from prefixgate.providers.mock.server import MockContext
+from prefixgate.providers.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import settings_for
+from tests.support_services import ServerThread, refusing_port
 
 
 async def read_request(reader: asyncio.StreamReader) -> bytes:
@@ -73,6 +79,30 @@ def test_a_chunked_stream_arrives_piece_by_piece() -> None:
     async def body(pool, url, seen, connections):
         resp = await pool.request("POST", url, {}, b"{}", 5)
         assert [chunk async for chunk in resp.iter_chunks()] == [b"data: 1\n\n", b"data: 2\n\n"]
+
+    run(script, body)
+
+
+def test_a_stream_read_to_its_end_goes_back_to_the_pool_though_its_owner_closes_it() -> None:
+    # The relay closes every stream's response however it ended (a hang-up must reach the upstream); a
+    # stream that ended cleanly was already handed back, and closing it then would cost every streamed
+    # request a new connection (and, against a real provider, a new TLS handshake).
+    async def script(reader, writer, seen):
+        while True:
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n9\r\ndata: 1\n\n\r\n0\r\n\r\n")
+
+    async def body(pool, url, seen, connections):
+        for _ in range(3):
+            resp = await pool.request("POST", url, {}, b"{}", 5)
+            assert [chunk async for chunk in resp.iter_chunks()] == [b"data: 1\n\n"]
+            resp.close()
+        assert len(connections) == 1
+        cut = await pool.request("POST", url, {}, b"{}", 5)
+        cut.close()                         # closed before its end: that connection is dropped
+        resp = await pool.request("POST", url, {}, b"{}", 5)
+        assert [chunk async for chunk in resp.iter_chunks()] == [b"data: 1\n\n"]
+        assert len(connections) == 2
 
     run(script, body)
 
@@ -170,3 +200,22 @@ def test_an_upstream_behind_an_http_proxy_is_reached_through_the_proxy(monkeypat
         assert seen[0].startswith(b"POST http://api.example.test/v1/chat/completions HTTP/1.1")
 
     asyncio.run(main())
+
+
+def test_streamed_requests_through_the_gateway_reuse_one_upstream_connection(tmp_path) -> None:
+    ports: list[int] = []
+    mock = mock_app(MockContext())
+
+    async def upstream(scope, receive, send):  # noqa: ANN001, ANN202 - ASGI
+        if scope["type"] == "http":
+            ports.append(scope["client"][1])
+        await mock(scope, receive, send)
+
+    with ServerThread(upstream, log_level="critical") as up, \
+            ServerThread(create_app(settings_for(up.url, tmp_path))) as gateway, httpx.Client() as client:
+        for stream in (True, True, False, True):
+            answer = client.post(gateway.url + "/v1/messages", headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
+                                 json={"model": "claude-sonnet-4-5", "max_tokens": 8, "stream": stream,
+                                       "messages": [{"role": "user", "content": "hello"}]})
+            assert answer.status_code == 200
+    assert len(ports) == 4 and len(set(ports)) == 1
