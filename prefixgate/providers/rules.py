@@ -24,9 +24,6 @@ PROVIDERS = ("anthropic", "openai", "gemini", "bedrock")
 # Hosted OpenAI-compatible providers (compatible.PROFILES) have price rows but no rules table of their own:
 # they cache by prefix automatically, under OpenAI's rules as far as the planner is concerned.
 MODEL_PROVIDERS = PROVIDERS + tuple(PROFILES)
-# Vertex AI has a rules table ([vertex]: its regional premium) but no price rows: it bills each publisher's
-# models at the publisher's own list price (see providers/vertex_prices.py).
-PRICE_SHEETS = (*MODEL_PROVIDERS, "vertex")
 OPENAI_REGIMES = ("implicit", "breakpoints")
 
 
@@ -78,6 +75,9 @@ class GeminiRules:
 
 @dataclass(frozen=True)
 class VertexRules:
+    """Vertex AI's rules table: no price rows of its own, as it bills each publisher's models at the
+    publisher's list price (providers/vertex_prices.py), except for this premium."""
+
     # Claude from Sonnet 4.5 on costs this much more on regional and multi-region endpoints than on the
     # global endpoint; the older models (base ids, without the @date) cost the same everywhere.
     regional_premium_percent: int

@@ -13,8 +13,9 @@ Paths, at the mock's root (as on `https://{location}-aiplatform.googleapis.com`)
                                           token-hours of storage so far: what Google would bill
 
 Claude's body is Anthropic's without `model` (the path names it) and with `anthropic_version`
-(`vertex-2023-10-16`, or the API date anthropic-python 2.x sends); caching and usage as Anthropic's. Gemini's usage adds `trafficType`; caches take the full
-model name `projects/{p}/locations/{l}/publishers/google/models/{m}` and are named
+(`vertex-2023-10-16`, or the API date anthropic-python 2.x sends); caching and usage as Anthropic's. Gemini's
+usage is the Gemini API's (no `trafficType` yet); caches take the full model name
+`projects/{p}/locations/{l}/publishers/google/models/{m}` and are named
 `projects/{p}/locations/{l}/cachedContents/{id}`. Caches are per project, as Vertex's are.
 
 Auth: `Authorization: Bearer` with a token this mock issued from /token and not yet expired (lifetime
@@ -87,17 +88,17 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         if not (version == VERSION or (isinstance(version, str) and _API_DATE.match(version))):
             raise RequestError(f"anthropic_version: required on Vertex AI ({VERSION!r} or an Anthropic API "
                                f"version date), got {version!r}", field="anthropic_version")
+        messages_body = {k: v for k, v in body.items() if k != "anthropic_version"}
         if model == "count-tokens" and method == "rawPredict":
-            counted = {k: v for k, v in body.items() if k != "anthropic_version"}
-            return JSONResponse(await mock_anthropic.count(ctx, request, counted, fault_provider="vertex"))
+            return JSONResponse(await mock_anthropic.count(ctx, request, messages_body, fault_provider="vertex"))
         if method not in ("rawPredict", "streamRawPredict"):
             raise RequestError(f"{target}: unknown method {method!r}", status=404, kind="not_found")
         if "model" in body:
             raise RequestError("model: Extra inputs are not permitted (the URL names the model)", field="model")
         # streamRawPredict streams whatever the body says; the SDK keeps `stream: true` in it.
         # Vertex versions a model with `@date` where Anthropic appends `-date`.
-        anthropic_body = {k: v for k, v in body.items() if k != "anthropic_version"} | {"model": model.replace("@", "-")}
-        return await mock_anthropic.answer(ctx, request, anthropic_body, tenant, fault_provider="vertex")
+        messages_body["model"] = model.replace("@", "-")
+        return await mock_anthropic.answer(ctx, request, messages_body, tenant, fault_provider="vertex")
 
     for version in ("/v1", "/v1beta1"):
         _add_gemini_routes(app, ctx, version + _SCOPE)
@@ -107,10 +108,11 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         now = ctx.clock()
         out = []
         for tenant, contents in ctx.simulator.cached_contents.by_tenant().items():
-            for c in contents:
-                if tenant in ctx.vertex_scopes:
-                    out.append({**_resource(c, ctx.vertex_scopes[tenant]), "tokens": c.tokens,
-                                "tokenHours": str(c.token_hours(until=now)), "deleted": c.deleted_at is not None})
+            scope = ctx.vertex_scopes.get(tenant)
+            if scope is None:       # a Gemini API workspace's caches, not a Vertex project's
+                continue
+            out += [{**_resource(c, scope), "tokens": c.tokens, "tokenHours": str(c.token_hours(until=now)),
+                     "deleted": c.deleted_at is not None} for c in contents]
         return {"cachedContents": out}
 
 
