@@ -74,7 +74,7 @@ async def run(args: argparse.Namespace) -> None:
     parse = stages.timed("parse (JSON + IR)", wire.parser_for("/v1/messages"))
     proxy_module.plan = stages.timed("plan", proxy_module.plan)
     wire.encode_request = stages.timed("encode (IR -> dict)", wire.encode_request)
-    proxy_module.compact_bytes = stages.timed("JSON encode", proxy_module.compact_bytes)
+    proxy_module.resent.encode = stages.timed("JSON encode", proxy_module.resent.encode)
     Proxy.record = stages.timed("record (ledger, metrics, prefix shape)", Proxy.record)
     raws = [json.dumps({**b, "model": "claude-sonnet-4-5"}).encode() for b in variants(agent_body(args.tokens), 16)]
     answer = UpstreamResponse(200, {}, ANSWER, None, _nothing)

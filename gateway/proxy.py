@@ -26,7 +26,7 @@ from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
 from prefixgate.cost import Cost, cost_note, ledger_fields, price_usage
-from prefixgate.dialects import wire_format
+from prefixgate.dialects import resent, wire_format
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
@@ -264,7 +264,7 @@ class Proxy:
             if salted:
                 # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
                 payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)  # type: ignore[union-attr]
-            body = compact_bytes(payload)
+            body = resent.encode(payload, billable.source)
         return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import operator
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -106,6 +107,8 @@ class Segment:
     # In a draft (`Conversation.draft`): the block list of the segment this one was drafted from, whose
     # blocks this one shares until `own` copies them.
     _source: list[Block] | None = field(default=None, repr=False, compare=False)
+    # The blocks a parser made from `native`, for a segment that is never changed in place (`mark_parsed`).
+    _parsed: tuple[Block, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def text(self) -> str:
@@ -115,14 +118,14 @@ class Segment:
         """A copy with its own block list and blocks (sharing their native JSON, which nothing mutates)."""
         new = _shallow(self)
         new.blocks = [_shallow(b) for b in self.blocks]
-        new._source = None
+        new._source = new._parsed = None
         return new
 
     def copy_for(self, native: Any, parts: list) -> Segment:
         """A copy of this segment for other JSON of equal content: `native` as its native and each item of
         `parts` as its block's, in order (their keys and facts hold, as the content is the same)."""
         new = _shallow(self)
-        new.native, new._source = native, None
+        new.native, new._source, new._parsed = native, None, None
         blocks = []
         for block, part in zip(self.blocks, parts, strict=True):
             mine = _shallow(block)
@@ -130,6 +133,18 @@ class Segment:
             blocks.append(mine)
         new.blocks = blocks
         return new
+
+    def mark_parsed(self) -> None:
+        """Remember this segment's blocks as its parser made them from `native`, for a segment nothing will
+        change in place: one parsed from a request's bytes, which the requests that resend it share
+        (`dialects.resent`; a plan changes a draft, through `own`)."""
+        self._parsed = tuple(self.blocks)
+
+    def untouched(self) -> bool:
+        """Whether this segment (or a draft of it) still has exactly the blocks `mark_parsed` remembered,
+        none owned, moved, added or removed: then it encodes to its native JSON as it came in."""
+        parsed = self._parsed
+        return parsed is not None and len(parsed) == len(self.blocks) and all(map(operator.is_, parsed, self.blocks))
 
     def own(self, block: Block) -> Block:
         """`block` (one of this segment's), first made this segment's own copy if it is still shared with
@@ -162,6 +177,9 @@ class Conversation:
     cache_params: dict[str, Any] = field(default_factory=dict)
     # The last `prefix_keys` answer and the block keys it was chained from (the planner asks twice).
     _chained: tuple[list[str], list[str]] | None = field(default=None, repr=False, compare=False)
+    # The parsed body with its messages' byte spans (`dialects.resent.Body`), when the parser kept them: the
+    # encoder copies the bytes of the messages that go out unchanged instead of encoding them again.
+    source: Any = field(default=None, repr=False, compare=False)
 
     def blocks(self) -> list[Block]:
         return [b for s in self.segments for b in s.blocks]
@@ -180,7 +198,7 @@ class Conversation:
         in place anywhere (encoders build new dicts), so sharing them is safe and keeps planning cheap."""
         segments = [s.copy() for s in self.segments]
         return Conversation(self.dialect, self.model, segments, dict(self.params), list(self.field_order),
-                            self.stream, dict(self.cache_params))
+                            self.stream, dict(self.cache_params), source=self.source)
 
     def draft(self) -> Conversation:
         """A copy to change cheaply: its own segments and block lists, but blocks shared with this
@@ -193,7 +211,7 @@ class Conversation:
             seg.blocks, seg._source = list(s.blocks), s.blocks
             segments.append(seg)
         return Conversation(self.dialect, self.model, segments, dict(self.params), list(self.field_order),
-                            self.stream, dict(self.cache_params))
+                            self.stream, dict(self.cache_params), source=self.source)
 
     def prefix_keys(self) -> list[str]:
         """Chained content hashes, one per block: equal keys mean equal prefixes up to that block.

@@ -27,8 +27,9 @@ from prefixgate.dialects.neutral import (
     put,
     refuse,
 )
+from prefixgate.dialects.resent import ResentBodies
 from prefixgate.dialects.sse import encode_sse
-from prefixgate.dialects.validate import expect, load_body, require
+from prefixgate.dialects.validate import expect, load_body, load_resent, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment, without_markers
@@ -49,6 +50,8 @@ _KINDS: dict[str, BlockKind] = {
 }
 # Parsed tools, system prompts and messages by their JSON: an agent resends all but its newest turn unchanged.
 SEGMENTS = SegmentMemo()
+# Recent bodies and where their messages sit, so a body that resends one is parsed from where it differs.
+BODIES = ResentBodies()
 # The usage fields a `message_delta` carries (cumulative counts).
 _DELTA_USAGE = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 STOP_REASONS = ("end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal")
@@ -58,7 +61,9 @@ STOP_REASONS = ("end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_tu
 
 def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Conversation:
     """A Messages request as a Conversation; `count_tokens` parses a `/v1/messages/count_tokens` body."""
-    data = load_body(body)
+    # A count_tokens body is not remembered: its answer is one number, and annotate_tokens sets the counts
+    # on the blocks it parsed, which must then be its own.
+    data, resent = (load_body(body), None) if count_tokens else load_resent(body, "messages", BODIES)
     model = require(data, "model", str)
     messages = require(data, "messages", list)
     if not count_tokens:
@@ -74,13 +79,23 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
         system = data["system"]
         segments.append(SEGMENTS.segment("system", system, None, _parts(system), _content_segment, "system", system,
                                          "system", None))
+    # The messages this body repeats of a recent one are that one's segments, as they are (never changed in place).
+    reused = resent.reused_derived if resent is not None else []
     for i, msg in enumerate(messages):
-        segments.append(SEGMENTS.segment("message", msg, msg, _parts(msg.get("content") if isinstance(msg, dict) else None),
-                                         _message_segment, msg, i))
+        if i < len(reused):
+            segments.append(reused[i])
+            continue
+        seg = SEGMENTS.segment("message", msg, msg, _parts(msg.get("content") if isinstance(msg, dict) else None),
+                               _message_segment, msg, i)
+        if resent is not None:
+            seg.mark_parsed()       # shared with the requests that resend it, so never changed in place
+        segments.append(seg)
+    if resent is not None:
+        resent.derived = segments[len(segments) - len(messages):]
     if not messages:
         raise RequestError("messages: at least one message is required", field="messages")
     params, order = split_body(data, PREFIX_FIELDS)
-    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream)
+    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream, source=resent)
 
 
 def _message_segment(msg: Any, i: int) -> Segment:
@@ -167,6 +182,8 @@ def encode_request(conv: Conversation) -> dict:
             encoded["tools"] = [_encode_block(b) for b in seg.blocks]
         elif seg.role == "system" and seg.native is None:
             encoded["system"] = _encode_content(seg)
+        elif seg.native is not None and seg.untouched():
+            encoded["messages"].append(seg.native)     # most of an agent's history: as it came in
         else:
             content = _encode_content(seg)
             native = seg.native if seg.native is not None else {"role": seg.role}

@@ -7,6 +7,7 @@ import math
 import re
 from typing import Any
 
+from prefixgate.dialects.resent import Body, ResentBodies
 from prefixgate.errors import RequestError
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD]")
@@ -26,15 +27,31 @@ def load_body(body: bytes | str | dict) -> dict:
         raise RequestError("request body is nested too deeply to be a model request") from None
     if not isinstance(value, dict):
         raise RequestError(f"request body must be a JSON object, not {_json_type(value)}")
+    if (_SURROGATE_ESCAPE if isinstance(body, bytes) else _SURROGATE_ESCAPE_TEXT).search(body):
+        _no_lone_surrogate(value)
+    return value
+
+
+def load_resent(body: bytes | str | dict, array: str, bodies: ResentBodies) -> tuple[dict, Body | None]:
+    """`load_body`, parsing only what `body` does not repeat of a recent body (`dialects.resent`), with
+    where `array`'s elements sit in its bytes; the same value, errors and checks as `load_body`."""
+    found = bodies.load(body, array, _DECODER) if isinstance(body, bytes) else None
+    if found is None:
+        return load_body(body), None
+    # The reused part passed this check in the body it came from.
+    if _SURROGATE_ESCAPE.search(found.raw, found.new_from):
+        _no_lone_surrogate(found.data)
+    return found.data, found
+
+
+def _no_lone_surrogate(value: Any) -> None:
     # JSON may escape half a UTF-16 pair ("\ud800"), which no UTF-8 can carry: every later step (hashing,
     # counting tokens, sending upstream) would fail on it. Only an escaped surrogate can make one.
-    if (_SURROGATE_ESCAPE if isinstance(body, bytes) else _SURROGATE_ESCAPE_TEXT).search(body):
-        try:
-            json.dumps(value, ensure_ascii=False).encode()
-        except UnicodeEncodeError:
-            raise RequestError("request body holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its "
-                               "pair), which is not valid Unicode") from None
-    return value
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise RequestError("request body holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its "
+                           "pair), which is not valid Unicode") from None
 
 
 def _not_json(name: str) -> Any:
@@ -48,6 +65,10 @@ def _finite(text: str) -> float:
     if value in (math.inf, -math.inf):     # 1e400: valid JSON, but no double holds it
         raise RequestError(f"request body holds the number {text[:40]}, too large for a double")
     return value
+
+
+# What `load_body`'s json.loads call is, for the resent-body parser's scanner.
+_DECODER = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite)
 
 
 def expect(value: Any, kind: type | tuple[type, ...], field: str) -> Any:

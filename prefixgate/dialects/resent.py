@@ -1,0 +1,263 @@
+"""Request bodies that resend an earlier body's bytes, parsed only from where they differ.
+
+An agent resends its whole conversation on every turn: the body of its next request has the same bytes as
+the last one's up to (usually) the newest message, and often the same bytes again after the message list
+(the system prompt and tools, where the client writes them after it). `ResentBodies.load` finds the
+remembered body that shares the longest run of whole array elements with the new one, takes those
+elements' parsed values as they are (the same objects) and parses only the rest with the standard
+library's own scanner, so the result equals `json.loads` of the new body.
+
+Why that is exact: a JSON parser's state at a byte offset depends only on the bytes before it. Equal bytes
+up to the end of element k-1 of the array mean the same top-level fields before the array and the same
+first k elements; each element ends at its own closing `}`, `]` or `"`, so more bytes after it cannot
+extend it (a bare number could be, so an array whose elements are not objects, arrays or strings is not
+remembered). The same holds for the fields after the array when everything after its `]` is equal.
+
+Sharing parsed values between requests relies on the rule the segment memo relies on too: nothing in the
+gateway changes a parsed request value in place (encoders build new objects). A caller that does not need
+this (a body given as a dict, a small body) gets `json.loads` as before.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from prefixgate.compact_json import compact_bytes
+
+# Bodies below this size parse in well under a tenth of a millisecond: not worth remembering.
+MIN_BYTES = 16 << 10
+# Remembered bodies are found by their first bytes (the model, and the start of the first field the client
+# writes); bodies that share them (one agent's sessions) are told apart by comparing bytes.
+HEAD_BYTES = 1024
+PER_HEAD = 8
+_WS = json.decoder.WHITESPACE       # JSON's whitespace, as the standard library matches it
+
+
+@dataclass
+class Body:
+    """A parsed body and where its array's elements sit in its bytes."""
+
+    raw: bytes
+    data: dict
+    array: str
+    start: int = 0                  # byte offset just after the array's "["
+    ends: list[int] = field(default_factory=list)   # byte offset just after each element
+    after: int = 0                  # byte offset just after the array's "]"
+    tail: list[tuple[str, Any]] = field(default_factory=list)   # the fields after the array, in order
+    before: list[tuple[str, Any]] = field(default_factory=list)  # the fields before the array, in order
+    reused: int = 0                 # leading elements that are an earlier body's values
+    new_from: int = 0               # byte offset where this body's own parsing began (what it did not reuse)
+    # What a dialect derives from each element (its parsed segment), set by the dialect's parser; and what
+    # it derived from the reused elements, taken from the body they came from.
+    derived: list[Any] | None = field(default=None, repr=False)
+    reused_derived: list[Any] = field(default_factory=list, repr=False)
+
+    def span(self, count: int) -> bytes:
+        """The raw bytes of the first `count` elements, with the separators between them."""
+        return self.raw[self.start:self.ends[count - 1]] if count else b""
+
+
+class ResentBodies:
+    """Recently parsed bodies, by their first bytes; least recently used go past `max_bytes`."""
+
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._heads: OrderedDict[bytes, list[Body]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def load(self, raw: bytes, array: str, decoder: json.JSONDecoder) -> Body | None:
+        """`raw` parsed as `decoder` parses it, with `array`'s element spans; None when it cannot be done
+        here (a small body, not one UTF-8 JSON object, invalid JSON, duplicate keys...): the caller then
+        parses it the usual way, which also says what is wrong with it."""
+        if len(raw) < MIN_BYTES or raw[:1] != b"{":
+            return None
+        head = raw[:HEAD_BYTES]
+        best, count = None, 0
+        for old in self._heads.get(head, ()):
+            n = _shared_elements(raw, old)
+            if n > count:
+                best, count = old, n
+        try:
+            body = _parse(raw, array, decoder, best, count)
+        except (ValueError, StopIteration, IndexError, RecursionError, _NotHere):
+            return None         # json.JSONDecodeError is a ValueError
+        with self._lock:
+            if best is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+            if best is not None and best.derived is not None:
+                body.reused_derived = best.derived[:body.reused]
+            bodies = self._heads.pop(head, [])
+            if any(b is best for b in bodies):
+                bodies.remove(best)     # the new body supersedes the one it extends
+                self._bytes -= len(best.raw)   # type: ignore[union-attr]
+            bodies.insert(0, body)
+            self._bytes += len(raw)
+            while len(bodies) > PER_HEAD:
+                self._bytes -= len(bodies.pop().raw)
+            self._heads[head] = bodies
+            while self._heads and self._bytes > self.max_bytes:
+                _, gone = self._heads.popitem(last=False)
+                self._bytes -= sum(len(b.raw) for b in gone)
+        return body
+
+    def clear(self) -> None:
+        with self._lock:
+            self._heads.clear()
+            self._bytes = 0
+
+
+class _NotHere(Exception):
+    """The body is valid perhaps, but not one this module handles (the usual parse takes it)."""
+
+
+def _shared_elements(raw: bytes, old: Body) -> int:
+    """How many of `old`'s leading array elements `raw` repeats byte for byte (with everything before them)."""
+    ends = old.ends
+    view = memoryview(old.raw)
+    # Most often all but the newest: try that first, then halve.
+    lo, hi = 0, len(ends)
+    if hi and raw.startswith(view[:ends[hi - 1]]):
+        return hi
+    while lo < hi - 1:
+        mid = (lo + hi) // 2
+        if raw.startswith(view[:ends[mid - 1]]):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _parse(raw: bytes, array: str, decoder: json.JSONDecoder, old: Body | None, count: int) -> Body:
+    """`raw` parsed, taking `old`'s first `count` elements (and its fields after the array, when the bytes
+    after the array are `old`'s) as they are."""
+    scan, strict = decoder.scan_once, decoder.strict
+    items: list[Any] = []
+    ends: list[int] = []
+    if old is not None and count:
+        # Everything before the end of element count-1 is old's: its fields before the array, its elements.
+        base = old.ends[count - 1]
+        text = raw[base:].decode()
+        before = old.before
+        items.extend(old.data[array][:count])
+        ends.extend(old.ends[:count])
+        start, pos, first = old.start, 0, False
+    else:
+        base, text, before = 0, raw.decode(), []
+        pos = _WS.match(text, 1).end()
+        while True:
+            if text[pos] != '"':
+                raise _NotHere      # no array field (an empty object, or invalid JSON)
+            key, pos = json.decoder.scanstring(text, pos + 1, strict)
+            pos = _WS.match(text, pos).end()
+            if text[pos] != ":":
+                raise ValueError("expected ':'")
+            pos = _WS.match(text, pos + 1).end()
+            if key == array:
+                break
+            value, pos = scan(text, pos)
+            before.append((key, value))
+            pos = _WS.match(text, pos).end()
+            if text[pos] != ",":
+                raise _NotHere
+            pos = _WS.match(text, pos + 1).end()
+        if text[pos] != "[":
+            raise _NotHere
+        pos += 1
+        start, first = pos, True    # ascii up to here is not known: converted below
+    offset = _Offsets(text, base)
+    if first:
+        start = offset(start)
+    pos = _elements(text, pos, items, ends, scan, offset, first)
+    after = offset(pos + 1)
+    tail: list[tuple[str, Any]] = []
+    if old is not None and count and len(raw) - after == len(old.raw) - old.after and raw.endswith(memoryview(old.raw)[old.after:]):
+        tail = old.tail
+    else:
+        pos = _WS.match(text, pos + 1).end()
+        while text[pos] != "}":
+            if text[pos] != ",":
+                raise ValueError("expected ',' or '}'")
+            pos = _WS.match(text, pos + 1).end()
+            if text[pos] != '"':
+                raise ValueError("expected a key")
+            key, pos = json.decoder.scanstring(text, pos + 1, strict)
+            pos = _WS.match(text, pos).end()
+            if text[pos] != ":":
+                raise ValueError("expected ':'")
+            value, pos = scan(text, _WS.match(text, pos + 1).end())
+            tail.append((key, value))
+            pos = _WS.match(text, pos).end()
+        if _WS.match(text, pos + 1).end() != len(text):
+            raise ValueError("extra data")
+    data = dict(before)
+    data[array] = items
+    data.update(tail)
+    if len(data) != len(before) + 1 + len(tail):
+        raise _NotHere              # a repeated key: json.loads keeps the last, which the spans do not follow
+    return Body(raw, data, array, start, ends, after, tail, before, count if old is not None else 0, base)
+
+
+def _elements(text: str, pos: int, items: list, ends: list[int], scan: Any, offset: _Offsets, first: bool) -> int:
+    """Scan array elements from `pos` (just after "[" when `first`, else just after an element) to the
+    array's "]", whose position it returns."""
+    pos = _WS.match(text, pos).end()
+    if first and text[pos] != "]":
+        pos = _element(text, pos, items, ends, scan, offset)
+    while text[pos] != "]":
+        if text[pos] != ",":
+            raise ValueError("expected ',' or ']'")
+        pos = _element(text, _WS.match(text, pos + 1).end(), items, ends, scan, offset)
+    return pos
+
+
+def _element(text: str, pos: int, items: list, ends: list[int], scan: Any, offset: _Offsets) -> int:
+    value, pos = scan(text, pos)
+    if type(value) not in (dict, list, str):
+        raise _NotHere              # a number or literal could go on in a longer body: not a safe boundary
+    items.append(value)
+    ends.append(offset(pos))
+    return _WS.match(text, pos).end()
+
+
+class _Offsets:
+    """Byte offsets in the body for character offsets in `text` (the body's bytes from `base`, decoded),
+    asked in increasing order."""
+
+    def __init__(self, text: str, base: int) -> None:
+        self.text, self.base, self.ascii = text, base, text.isascii()
+        self.char = 0
+
+    def __call__(self, pos: int) -> int:
+        if self.ascii:
+            return self.base + pos
+        self.base += len(self.text[self.char:pos].encode())
+        self.char = pos
+        return self.base
+
+
+def encode(payload: dict, body: Body | None) -> bytes:
+    """`compact_bytes(payload)` for an encoded request, copying the caller's own bytes (`body`'s) for the
+    leading elements of its array that are still `body`'s values rather than encoding them again. Those
+    bytes are the caller's spelling (spaces after commas, escapes) of the same JSON values."""
+    items = payload.get(body.array) if body is not None else None
+    if type(items) is not list or body is None:
+        return compact_bytes(payload)
+    mine = body.data[body.array]
+    same = next((i for i, (a, b) in enumerate(zip(items, mine, strict=False)) if a is not b), min(len(items), len(mine)))
+    if same < 2:
+        return compact_bytes(payload)
+    # A Fragment is written as it is: one holding several elements with their commas is still one list.
+    try:
+        return orjson.dumps({**payload, body.array: [orjson.Fragment(body.span(same)), *items[same:]]})
+    except TypeError:       # what orjson cannot write (an integer past 64 bits): the standard library's way
+        return compact_bytes(payload)
