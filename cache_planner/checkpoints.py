@@ -11,10 +11,13 @@ route's `caller_checkpoints` policy (`caller_markers`): kept as sent, added to, 
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+from itertools import compress, count
 
 from prefixgate import tokens
 from prefixgate.cache_planner.caller_markers import CallerCheckpoints, caller_marks, settle_caller_marks
+from prefixgate.cache_planner.carried import per_block
 from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choose_ttl, expected_cost
 from prefixgate.cache_planner.explicit_cache import cache_pays, create_body, use_cache
 from prefixgate.cache_planner.retention import choose_retention
@@ -28,6 +31,7 @@ from prefixgate.providers.rules import AnthropicRules, Catalog, ModelRules
 PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3}
 # Bridge checkpoints go this many positions apart, safely inside the 20-position lookback.
 BRIDGE_STEP = 15
+_CHECKPOINT, _BLOCKS = operator.attrgetter("checkpoint"), operator.attrgetter("blocks")
 
 
 @dataclass
@@ -68,13 +72,20 @@ def place_checkpoints(
 ) -> Placement:
     """Place checkpoints (and provider cache fields) on `conv` in place."""
     flat = [(seg, block) for seg in conv.segments for block in seg.blocks]
+    blocks = [block for _, block in flat]
     keys = conv.prefix_keys()
+    contents = conv.block_keys(blocks)
     encoding = tokens.encoding_for(target.provider, target.model)
-    cumulative, total = [], 0
-    for _, block in flat:
-        total += tokens.block_tokens(block, encoding)
-        cumulative.append(total)
-    cands = _candidates(conv, target, flat, cumulative)
+
+    def add_counts(cumulative: list[int], start: int) -> None:
+        total = cumulative[-1] if cumulative else 0
+        for block in blocks[start:]:
+            total += tokens.block_tokens(block, encoding)
+            cumulative.append(total)
+
+    cumulative = per_block(conv, f"cumulative tokens:{encoding}", contents, add_counts)
+    total = cumulative[-1] if cumulative else 0
+    cands = _candidates(conv, target, flat, cumulative, contents)
     static = next((c for c in cands if c.level == "static"), None)
     reused = route.reuse.observe(now, keys, {keys[c.index]: c.level for c in cands})
     if target.provider in CLAUDE_CACHES:
@@ -88,7 +99,7 @@ def place_checkpoints(
     static_key = keys[static.index] if static else (keys[0] if keys else "")
     price = model.price_for(total)
     placement = Placement(static_key)
-    placed = len(conv.checkpoints()) + ("cache_control" in conv.params)
+    placed = len(blocks) - list(map(_CHECKPOINT, blocks)).count(None) + ("cache_control" in conv.params)
     if placed and target.provider in (*CLAUDE_CACHES, "openai"):
         # The caller chose its own breakpoints: by default (`keep`) a proxy that silently moves them
         # breaks trust (and is the most reported gateway bug). Rewrites still apply either way.
@@ -135,22 +146,31 @@ def _own(flat: list[tuple[Segment, Block]], index: int) -> Block:
     return mine
 
 
-def _candidates(conv: Conversation, target: Target, flat: list, cumulative: list[int]) -> list[Candidate]:
+def _candidates(conv: Conversation, target: Target, flat: list, cumulative: list[int], contents: list[str]
+                ) -> list[Candidate]:
     leading = 0
     for seg in conv.segments:
         if seg.role not in (*SYSTEM_ROLES, "tools", "schema"):
             break
         leading += len(seg.blocks)
-    marks = [i for i, (seg, block) in enumerate(flat) if markable(target, seg, block)]
+
+    def flags(markable_at: list[bool], start: int) -> None:
+        markable_at.extend(markable(target, seg, block) for seg, block in flat[start:])
+
+    # Where a checkpoint may sit depends on the block's content and its segment's role.
+    at = per_block(conv, f"markable:{target.provider}:{bool(target.rows_of)}",
+                   list(zip([seg.role for seg, _ in flat], contents, strict=True)), flags)
+    marks = list(compress(count(), at))
     out: list[Candidate] = []
     static = [i for i in marks if i < leading]
     if static:
         out.append(Candidate(static[-1], "static", cumulative[static[-1]]))
-    users = [seg for seg in conv.segments if seg.role == "user"]
+    users = [i for i, seg in enumerate(conv.segments) if seg.role == "user"]
     if users:
-        latest = users[-1]
-        docs = [i for i, (seg, block) in enumerate(flat) if seg is latest and i in marks
-                and block.kind in ("document", "text") and len(block.text) >= DOCUMENT_MIN_CHARS]
+        # The latest user turn's blocks: those after every block of the segments before it.
+        first = sum(map(len, map(_BLOCKS, conv.segments[:users[-1]])))
+        docs = [i for i in range(first, first + len(conv.segments[users[-1]].blocks)) if at[i]
+                and flat[i][1].kind in ("document", "text") and len(flat[i][1].text) >= DOCUMENT_MIN_CHARS]
         if docs and docs[-1] != len(flat) - 1:
             out.append(Candidate(docs[-1], "document", cumulative[docs[-1]]))
     if marks and marks[-1] >= leading:

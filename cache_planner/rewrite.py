@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from prefixgate.cache_planner.carried import remember_segments, settled_segments
 from prefixgate.cache_planner.detectors import unit_texts, units
 from prefixgate.cache_planner.stability import STATIC_SHARE, RouteState
 from prefixgate.ir import Block, Conversation, Segment, Stability, content_hash, without_markers
@@ -67,6 +68,8 @@ def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str],
     if history_upstream:
         _into_new_input(conv, users, session + dynamic, notes)
         return
+    if not (session or dynamic or route.contexts):
+        return      # nothing moved now or before: no turn takes a context (an agent's usual request)
     # Turn keys before any insertion: they identify a user turn by the client's own bytes.
     keys = conv.prefix_keys()
     ends, n = {}, 0
@@ -149,7 +152,8 @@ def _insert_context(conv: Conversation, seg: Segment, text: str) -> None:
 
 
 def documents_first(conv: Conversation, notes: list[str]) -> None:
-    for seg in conv.segments:
+    # The leading turns the request this one resends had in this order already (an agent's whole history).
+    for seg in conv.segments[settled_segments(conv, "documents_first"):]:
         if seg.role != "user" or len(seg.blocks) < 2 or any(b.kind == "tool_result" for b in seg.blocks):
             continue
         sizes = [_size(b) for b in seg.blocks]
@@ -162,6 +166,7 @@ def documents_first(conv: Conversation, notes: list[str]) -> None:
         order = docs + [i for i in range(len(seg.blocks)) if i not in docs]
         seg.blocks = [seg.blocks[i] for i in order]
         notes.append(f"rewrite: moved {len(docs)} large document block(s) ahead of the question in a {seg.role} turn")
+    remember_segments(conv, "documents_first")
 
 
 def _size(block: Block) -> int:

@@ -15,6 +15,7 @@ import itertools
 import json
 import operator
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -175,11 +176,13 @@ class Conversation:
     stream: bool = False
     # Provider-specific cache fields the planner sets (e.g. OpenAI prompt_cache_key, Gemini cachedContent).
     cache_params: dict[str, Any] = field(default_factory=dict)
-    # The last `prefix_keys` answer and the block keys it was chained from (the planner asks twice).
-    _chained: tuple[list[str], list[str]] | None = field(default=None, repr=False, compare=False)
+    # The last `prefix_keys` answer: (root, the blocks' content hashes, their prefix keys, the hash states).
+    _chained: tuple[str, list[str], list[str], list[Any]] | None = field(default=None, repr=False, compare=False)
     # The parsed body with its messages' byte spans (`dialects.resent.Body`), when the parser kept them: the
     # encoder copies the bytes of the messages that go out unchanged instead of encoding them again.
     source: Any = field(default=None, repr=False, compare=False)
+    # What the request this one resends left for it, and what this one leaves (`Carry`).
+    carry: Carry | None = field(default=None, repr=False, compare=False)
 
     def blocks(self) -> list[Block]:
         return [b for s in self.segments for b in s.blocks]
@@ -198,7 +201,7 @@ class Conversation:
         in place anywhere (encoders build new dicts), so sharing them is safe and keeps planning cheap."""
         segments = [s.copy() for s in self.segments]
         return Conversation(self.dialect, self.model, segments, dict(self.params), list(self.field_order),
-                            self.stream, dict(self.cache_params), source=self.source)
+                            self.stream, dict(self.cache_params), source=self.source, carry=self.carry)
 
     def draft(self) -> Conversation:
         """A copy to change cheaply: its own segments and block lists, but blocks shared with this
@@ -211,20 +214,33 @@ class Conversation:
             seg.blocks, seg._source = list(s.blocks), s.blocks
             segments.append(seg)
         return Conversation(self.dialect, self.model, segments, dict(self.params), list(self.field_order),
-                            self.stream, dict(self.cache_params), source=self.source)
+                            self.stream, dict(self.cache_params), source=self.source, carry=self.carry)
+
+    def block_keys(self, blocks: list[Block] | None = None) -> list[str]:
+        """Each block's content hash (`Block.key`), in prefix order (of `blocks`, when given)."""
+        blocks = self.blocks() if blocks is None else blocks
+        keys = list(map(_HASH, blocks))     # the cached ones, in C; an edit (set_text) cleared its block's
+        for i in itertools.compress(itertools.count(), map(operator.is_, keys, itertools.repeat(None))):
+            keys[i] = blocks[i].key
+        return keys
 
     def prefix_keys(self) -> list[str]:
         """Chained content hashes, one per block: equal keys mean equal prefixes up to that block.
 
-        Each link is memoised by (the key before it, the block's key): an agent's request repeats the
-        last one's prefix, so only the links past the first changed block are hashed."""
-        block_keys = [b.key for b in self.blocks()]
+        Only the blocks past those this conversation shares with its last answer, or with the request it
+        resends (`carry`), are chained; each link is also memoised by (the key before it, the block's key)."""
+        hashes = self.block_keys()
         root = f"{self.dialect}:{self.model}"
-        if self._chained is not None and self._chained[0] == [root, *block_keys]:
-            return list(self._chained[1])
         keys: list[str] = []
-        prev, state = root, None
-        for key in block_keys:
+        states: list[Any] = []
+        shared = 0
+        for earlier in (self._chained, self.carry.earlier.get("prefix_keys") if self.carry is not None else None):
+            if earlier is not None and earlier[0] == root:
+                n = equal_run(earlier[1], hashes)     # the chain follows the blocks' content alone
+                if n > shared:
+                    shared, keys, states = n, earlier[2][:n], earlier[3][:n]
+        prev, state = (keys[-1], states[-1]) if keys else (root, None)
+        for key in hashes[shared:]:
             link = _LINKS.get((prev, key))
             if link is None:
                 # The hash state after `prev` (kept with its link), extended by this block; never updated in place.
@@ -234,8 +250,38 @@ class Conversation:
                 _remember_link(prev, key, link)
             prev, state = link
             keys.append(prev)
-        self._chained = ([root, *block_keys], keys)
+            states.append(state)
+        self._chained = (root, hashes, keys, states)
+        if self.carry is not None:
+            self.carry.mine["prefix_keys"] = self._chained
         return list(keys)
+
+
+@dataclass
+class Carry:
+    """What one request leaves for the next request that resends it (`dialects.resent` finds which), by
+    name: a step that computed something per block reuses the earlier answers for the leading blocks both
+    share (the same content: `equal_run` over `Conversation.block_keys`) and leaves its own. Each request
+    holds the earlier one's dict, never a chain of them."""
+
+    earlier: dict[str, Any] = field(default_factory=dict)
+    mine: dict[str, Any] = field(default_factory=dict)
+
+    def segment(self, name: str, value: Any, parse: Callable[[], Segment]) -> Segment:
+        """The segment the earlier request parsed from this very `value` (a field of its body this body
+        shares: the same object), else `parse()`'s; left for the next request either way."""
+        earlier = self.earlier.get(name)
+        seg = earlier[1] if earlier is not None and earlier[0] is value else parse()
+        self.mine[name] = (value, seg)
+        return seg
+
+
+def equal_run(earlier: list, now: list) -> int:
+    """How many leading items of `now` equal those of `earlier` (one pass in C)."""
+    return next(itertools.compress(itertools.count(), map(operator.ne, earlier, now)), min(len(earlier), len(now)))
+
+
+_HASH = operator.attrgetter("_key")
 
 
 # Prefix-key links: (key before, block key) -> (key after, its hash state). Bounded (a link with its hash

@@ -32,7 +32,7 @@ from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, load_resent, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
-from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment, without_markers
+from prefixgate.ir import Block, BlockKind, Carry, Checkpoint, Conversation, Segment, without_markers
 from prefixgate.segment_memo import SegmentMemo
 from prefixgate.usage import Usage
 
@@ -71,16 +71,17 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
         if max_tokens < 0:
             raise RequestError("max_tokens: must be >= 0", field="max_tokens")
     stream = expect(data.get("stream", False), bool, "stream")
+    carry = resent.carry if resent is not None else Carry()
     segments: list[Segment] = []
     if "tools" in data:
         tools = expect(data["tools"], list, "tools")
-        segments.append(SEGMENTS.segment("tools", tools, None, tools, _tools_segment, tools))
+        segments.append(carry.segment("tools", tools, lambda: SEGMENTS.segment("tools", tools, None, tools, _tools_segment, tools)))
     if "system" in data:
         system = data["system"]
-        segments.append(SEGMENTS.segment("system", system, None, _parts(system), _content_segment, "system", system,
-                                         "system", None))
+        segments.append(carry.segment("system", system, lambda: SEGMENTS.segment(
+            "system", system, None, _parts(system), _content_segment, "system", system, "system", None)))
     # The messages this body repeats of a recent one are that one's segments, as they are (never changed in place).
-    reused = resent.reused_derived if resent is not None else []
+    reused = carry.earlier.get("segments", [])[:resent.reused] if resent is not None else []
     for i, msg in enumerate(messages):
         if i < len(reused):
             segments.append(reused[i])
@@ -90,12 +91,12 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
         if resent is not None:
             seg.mark_parsed()       # shared with the requests that resend it, so never changed in place
         segments.append(seg)
-    if resent is not None:
-        resent.derived = segments[len(segments) - len(messages):]
+    carry.mine["segments"] = segments[len(segments) - len(messages):]
     if not messages:
         raise RequestError("messages: at least one message is required", field="messages")
     params, order = split_body(data, PREFIX_FIELDS)
-    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream, source=resent)
+    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream, source=resent,
+                        carry=carry if resent is not None else None)
 
 
 def _message_segment(msg: Any, i: int) -> Segment:

@@ -23,12 +23,14 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from prefixgate.compact_json import compact_bytes
+from prefixgate.ir import Carry
 
 # Bodies below this size parse in well under a tenth of a millisecond: not worth remembering.
 MIN_BYTES = 16 << 10
@@ -53,10 +55,14 @@ class Body:
     before: list[tuple[str, Any]] = field(default_factory=list)  # the fields before the array, in order
     reused: int = 0                 # leading elements that are an earlier body's values
     new_from: int = 0               # byte offset where this body's own parsing began (what it did not reuse)
-    # What a dialect derives from each element (its parsed segment), set by the dialect's parser; and what
-    # it derived from the reused elements, taken from the body they came from.
-    derived: list[Any] | None = field(default=None, repr=False)
-    reused_derived: list[Any] = field(default_factory=list, repr=False)
+    # What the request of the body this one resends left for it, and what this one leaves (its parsed
+    # segments, its prefix keys...): see `ir.Carry`.
+    carry: Carry = field(default_factory=Carry, repr=False)
+
+    @property
+    def array_head(self) -> bytes:
+        """The first bytes of the array's elements: where a body with other fields before them is found."""
+        return self.raw[self.start:self.start + HEAD_BYTES]
 
     def span(self, count: int) -> bytes:
         """The raw bytes of the first `count` elements, with the separators between them."""
@@ -64,11 +70,16 @@ class Body:
 
 
 class ResentBodies:
-    """Recently parsed bodies, by their first bytes; least recently used go past `max_bytes`."""
+    """Recently parsed bodies, found by their first bytes or by their array's first bytes; the least
+    recently used go past `max_bytes` of bodies. They hold their parsed values too, and what their
+    requests left for the next (`Body.carry`), several times their bytes: 24 MB keeps ~50 sessions of
+    100k-token agent requests, or ~250 of 20k-token ones."""
 
-    def __init__(self, max_bytes: int = 64 << 20) -> None:
+    def __init__(self, max_bytes: int = 24 << 20) -> None:
         self.max_bytes = max_bytes
-        self._heads: OrderedDict[bytes, list[Body]] = OrderedDict()
+        self._bodies: OrderedDict[int, Body] = OrderedDict()     # by id, least recently used first
+        self._by_head: dict[bytes, list[Body]] = {}
+        self._by_array: dict[bytes, list[Body]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
@@ -79,40 +90,60 @@ class ResentBodies:
         parses it the usual way, which also says what is wrong with it."""
         if len(raw) < MIN_BYTES or raw[:1] != b"{":
             return None
-        head = raw[:HEAD_BYTES]
-        best, count = None, 0
-        for old in self._heads.get(head, ()):
-            n = _shared_elements(raw, old)
-            if n > count:
-                best, count = old, n
         try:
-            body = _parse(raw, array, decoder, best, count)
+            body, earlier = self._parse(raw, array, decoder)
         except (ValueError, StopIteration, IndexError, RecursionError, _NotHere):
             return None         # json.JSONDecodeError is a ValueError
         with self._lock:
-            if best is None:
+            if earlier is None:
                 self.misses += 1
             else:
                 self.hits += 1
-            if best is not None and best.derived is not None:
-                body.reused_derived = best.derived[:body.reused]
-            bodies = self._heads.pop(head, [])
-            if any(b is best for b in bodies):
-                bodies.remove(best)     # the new body supersedes the one it extends
-                self._bytes -= len(best.raw)   # type: ignore[union-attr]
-            bodies.insert(0, body)
-            self._bytes += len(raw)
-            while len(bodies) > PER_HEAD:
-                self._bytes -= len(bodies.pop().raw)
-            self._heads[head] = bodies
-            while self._heads and self._bytes > self.max_bytes:
-                _, gone = self._heads.popitem(last=False)
-                self._bytes -= sum(len(b.raw) for b in gone)
+                body.carry.earlier = earlier.carry.mine
+                self._forget(earlier)       # the new body holds all it had, and more
+            self._remember(body)
         return body
+
+    def _parse(self, raw: bytes, array: str, decoder: json.JSONDecoder) -> tuple[Body, Body | None]:
+        # The same bytes from the start through some whole elements: the fields before the array are shared too.
+        old, count = _best(self._by_head.get(raw[:HEAD_BYTES], ()), raw, None)
+        if count:
+            return _parse(raw, array, decoder, old, count, old.before, old.start), old
+        # Otherwise (a system prompt with a time in it, before the messages) the fields before the array
+        # are parsed, and a body whose array starts with the same bytes is looked for from there.
+        before, start, text, pos = _head(raw, array, decoder)
+        old, count = _best(self._by_array.get(raw[start:start + HEAD_BYTES], ()), raw, start)
+        if count:
+            return _parse(raw, array, decoder, old, count, before, start), old
+        return _parse(raw, array, decoder, None, 0, before, start, (text, pos)), None
+
+    def _remember(self, body: Body) -> None:
+        self._bodies[id(body)] = body
+        self._bytes += len(body.raw)
+        for index, key in ((self._by_head, body.raw[:HEAD_BYTES]), (self._by_array, body.array_head)):
+            bodies = index.setdefault(key, [])
+            bodies.insert(0, body)
+            if len(bodies) > PER_HEAD:
+                self._forget(bodies[-1])
+        while self._bytes > self.max_bytes:
+            self._forget(next(iter(self._bodies.values())))
+
+    def _forget(self, body: Body) -> None:
+        if self._bodies.pop(id(body), None) is None:
+            return
+        self._bytes -= len(body.raw)
+        for index, key in ((self._by_head, body.raw[:HEAD_BYTES]), (self._by_array, body.array_head)):
+            bodies = index.get(key, [])
+            if any(b is body for b in bodies):
+                bodies.remove(body)
+            if not bodies:
+                index.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:
-            self._heads.clear()
+            self._bodies.clear()
+            self._by_head.clear()
+            self._by_array.clear()
             self._bytes = 0
 
 
@@ -120,63 +151,83 @@ class _NotHere(Exception):
     """The body is valid perhaps, but not one this module handles (the usual parse takes it)."""
 
 
-def _shared_elements(raw: bytes, old: Body) -> int:
-    """How many of `old`'s leading array elements `raw` repeats byte for byte (with everything before them)."""
+def _best(candidates: Iterable[Body], raw: bytes, start: int | None) -> tuple[Any, int]:
+    """The candidate whose leading array elements `raw` repeats most: with everything before them when
+    `start` is None, else comparing from the arrays' starts (`raw`'s at byte `start`)."""
+    best, count = None, 0
+    for old in candidates:
+        n = _shared_elements(raw, 0, old, 0) if start is None else _shared_elements(raw, start, old, old.start)
+        if n > count:
+            best, count = old, n
+    return best, count
+
+
+def _shared_elements(raw: bytes, start: int, old: Body, old_start: int) -> int:
+    """How many of `old`'s leading array elements `raw` repeats byte for byte, comparing `raw` from
+    `start` with `old`'s bytes from `old_start` (0: everything before the array must be the same too)."""
     ends = old.ends
     view = memoryview(old.raw)
     # Most often all but the newest: try that first, then halve.
     lo, hi = 0, len(ends)
-    if hi and raw.startswith(view[:ends[hi - 1]]):
+    if hi and raw.startswith(view[old_start:ends[hi - 1]], start):
         return hi
     while lo < hi - 1:
         mid = (lo + hi) // 2
-        if raw.startswith(view[:ends[mid - 1]]):
+        if raw.startswith(view[old_start:ends[mid - 1]], start):
             lo = mid
         else:
             hi = mid
     return lo
 
 
-def _parse(raw: bytes, array: str, decoder: json.JSONDecoder, old: Body | None, count: int) -> Body:
-    """`raw` parsed, taking `old`'s first `count` elements (and its fields after the array, when the bytes
-    after the array are `old`'s) as they are."""
+def _head(raw: bytes, array: str, decoder: json.JSONDecoder) -> tuple[list[tuple[str, Any]], int, str, int]:
+    """The fields before `array`, the byte offset just after its "[", and the decoded body with the
+    character position there."""
+    text, strict = raw.decode(), decoder.strict
+    before = []
+    pos = _WS.match(text, 1).end()
+    while True:
+        if text[pos] != '"':
+            raise _NotHere      # no array field (an empty object, or invalid JSON)
+        key, pos = json.decoder.scanstring(text, pos + 1, strict)
+        pos = _WS.match(text, pos).end()
+        if text[pos] != ":":
+            raise ValueError("expected ':'")
+        pos = _WS.match(text, pos + 1).end()
+        if key == array:
+            break
+        value, pos = decoder.scan_once(text, pos)
+        before.append((key, value))
+        pos = _WS.match(text, pos).end()
+        if text[pos] != ",":
+            raise _NotHere
+        pos = _WS.match(text, pos + 1).end()
+    if text[pos] != "[":
+        raise _NotHere
+    pos += 1
+    start = pos if text.isascii() else len(text[:pos].encode())
+    return before, start, text, pos
+
+
+def _parse(raw: bytes, array: str, decoder: json.JSONDecoder, old: Body | None, count: int,
+           before: list[tuple[str, Any]], start: int, scanned: tuple[str, int] | None = None) -> Body:
+    """`raw` parsed, its array starting at byte `start` after the fields `before`: `old`'s first `count`
+    elements as they are (its array's bytes through them are `raw`'s from `start`), then the rest, and
+    `old`'s fields after the array when the bytes after it are `old`'s. `scanned`: the decoded body and
+    the character position just after the array's "[", when `count` is 0."""
     scan, strict = decoder.scan_once, decoder.strict
     items: list[Any] = []
     ends: list[int] = []
     if old is not None and count:
-        # Everything before the end of element count-1 is old's: its fields before the array, its elements.
-        base = old.ends[count - 1]
-        text = raw[base:].decode()
-        before = old.before
+        shift = start - old.start
         items.extend(old.data[array][:count])
-        ends.extend(old.ends[:count])
-        start, pos, first = old.start, 0, False
+        ends.extend(old.ends[:count] if not shift else [e + shift for e in old.ends[:count]])
+        base = ends[-1]
+        text, pos, first = raw[base:].decode(), 0, False
     else:
-        base, text, before = 0, raw.decode(), []
-        pos = _WS.match(text, 1).end()
-        while True:
-            if text[pos] != '"':
-                raise _NotHere      # no array field (an empty object, or invalid JSON)
-            key, pos = json.decoder.scanstring(text, pos + 1, strict)
-            pos = _WS.match(text, pos).end()
-            if text[pos] != ":":
-                raise ValueError("expected ':'")
-            pos = _WS.match(text, pos + 1).end()
-            if key == array:
-                break
-            value, pos = scan(text, pos)
-            before.append((key, value))
-            pos = _WS.match(text, pos).end()
-            if text[pos] != ",":
-                raise _NotHere
-            pos = _WS.match(text, pos + 1).end()
-        if text[pos] != "[":
-            raise _NotHere
-        pos += 1
-        start, first = pos, True    # ascii up to here is not known: converted below
-    offset = _Offsets(text, base)
-    if first:
-        start = offset(start)
+        text, pos = scanned or ("", 0)
+        base, first = start - len(text[:pos].encode()) if not text.isascii() else start - pos, True
+    offset = _Offsets(text, base, pos)
     pos = _elements(text, pos, items, ends, scan, offset, first)
     after = offset(pos + 1)
     tail: list[tuple[str, Any]] = []
@@ -204,7 +255,7 @@ def _parse(raw: bytes, array: str, decoder: json.JSONDecoder, old: Body | None, 
     data.update(tail)
     if len(data) != len(before) + 1 + len(tail):
         raise _NotHere              # a repeated key: json.loads keeps the last, which the spans do not follow
-    return Body(raw, data, array, start, ends, after, tail, before, count if old is not None else 0, base)
+    return Body(raw, data, array, start, ends, after, tail, before, count, ends[count - 1] if count else start)
 
 
 def _elements(text: str, pos: int, items: list, ends: list[int], scan: Any, offset: _Offsets, first: bool) -> int:
@@ -233,9 +284,10 @@ class _Offsets:
     """Byte offsets in the body for character offsets in `text` (the body's bytes from `base`, decoded),
     asked in increasing order."""
 
-    def __init__(self, text: str, base: int) -> None:
-        self.text, self.base, self.ascii = text, base, text.isascii()
-        self.char = 0
+    def __init__(self, text: str, base: int, char: int = 0) -> None:
+        # `base` is the byte offset of character 0; the walk starts at `char`.
+        self.text, self.ascii = text, text.isascii()
+        self.char, self.base = char, base if self.ascii else base + len(text[:char].encode())
 
     def __call__(self, pos: int) -> int:
         if self.ascii:

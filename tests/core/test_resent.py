@@ -35,7 +35,8 @@ ORDERS = (["model", "max_tokens", "system", "tools", "messages", "metadata"],
 
 def test_resent_bodies_parse_to_what_json_loads_gives():
     """Sessions in three field orders and several spellings, whose turns append, replace, drop messages
-    and change fields after the list: every parse equals json.loads, and most reuse earlier messages."""
+    and change fields before and after the list: every parse equals json.loads, and most reuse earlier
+    messages."""
     rng = random.Random(5)
     bodies = ResentBodies()
     reused = parsed = 0
@@ -56,6 +57,9 @@ def test_resent_bodies_parse_to_what_json_loads_gives():
                 messages.pop()
             elif roll < 0.8:
                 fields["metadata"] = {"user_id": str(rng.random())}
+            elif roll < 0.9:
+                # Fields before the list change (a time in the system prompt): found by the list's own bytes.
+                fields["system"] = f"Now: {rng.random()} {rng.choice(WORDS)}. " + "You are terse. " * 1200
             raw = json.dumps({k: messages if k == "messages" else fields[k] for k in order}, **spelling).encode()
             found = bodies.load(raw, "messages", _DECODER)
             assert found is not None

@@ -1,0 +1,64 @@
+"""Planning that reuses the request it resends (`cache_planner.carried`, `ir.Carry`) plans exactly as
+planning from scratch: the same body upstream, the same explanation, the same prefix hash, request after
+request of agent sessions, with and without the caller's markers, volatile system text and documents."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from prefixgate.cache_planner import PlannerState, Target, plan
+from prefixgate.dialects import anthropic as an
+from prefixgate.dialects.resent import encode
+
+WORDS = "file test build cache token plan step read write edit search error diff commit".split()
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def _turn(rng: random.Random, i: int) -> list[dict]:
+    user: dict = {"role": "user", "content": [{"type": "text", "text": _text(rng, 30)}]}
+    if rng.random() < 0.3:      # a large document after a short question: documents_first moves it
+        user["content"] = [{"type": "text", "text": "Summarise this."}, {"type": "text", "text": _text(rng, 900)}]
+    return [user,
+            {"role": "assistant", "content": [{"type": "text", "text": _text(rng, 20)},
+                                              {"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"n": i}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": _text(rng, 200)}]}]
+
+
+@pytest.mark.parametrize("markers", [False, True])
+@pytest.mark.parametrize("volatile", [False, True])
+def test_carried_planning_equals_planning_from_scratch(markers: bool, volatile: bool):
+    rng = random.Random(3)
+    an.BODIES.clear()
+    carried, scratch = PlannerState(), PlannerState()
+    system = [{"type": "text", "text": "You are a coding agent. " + _text(rng, 3000)}]
+    if markers:
+        system[-1]["cache_control"] = {"type": "ephemeral"}
+    messages: list[dict] = []
+    target = Target("anthropic", "claude-sonnet-4-5")
+    for request in range(14):
+        messages = messages + _turn(rng, request)
+        head = system if not volatile else [
+            {"type": "text", "text": f"Current time: 2026-11-24T07:{request:02d}:00Z. Request id {rng.randrange(10**9)}."},
+            *system]
+        last = {"role": "user", "content": [{"type": "text", "text": f"Now step {request}."}]}
+        if markers:
+            last["content"][0]["cache_control"] = {"type": "ephemeral"}
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": head,
+                "tools": [{"name": "Read", "description": _text(rng, 50), "input_schema": {"type": "object"}}],
+                "messages": [*messages, last]}
+        conv = an.parse_request(json.dumps(body).encode())
+        assert (conv.source.reused > 0) == (request > 0)
+        mine = plan(conv, target, carried, route="r", now=1000.0 + request)
+        fresh = plan(an.parse_request(body), target, scratch, route="r", now=1000.0 + request)
+        assert json.loads(encode(an.encode_request(mine.conversation), conv.source)) == an.encode_request(fresh.conversation)
+        assert mine.explanation == fresh.explanation
+        assert mine.prefix_hash == fresh.prefix_hash
+        assert mine.conversation.prefix_keys() == fresh.conversation.prefix_keys()
+        # The next request resends this one with the newest user text replaced by its turn.
+        messages = [*messages, last, {"role": "assistant", "content": "ok"}]
