@@ -68,10 +68,16 @@ class ReuseTracker:
         (prefix key -> level). Returns (block index, level) of each reused opportunity."""
         reused: list[tuple[int, str]] = []
         latest_gap: dict[str, float] = {}  # per level, the gap of the longest reused prefix
-        for index, key in enumerate(prefix_keys):
-            entry = self.open.get(key)
-            if entry is None:
-                continue
+        # The few keys of this prefix that are open, found in C, in prefix order (a key is one block's
+        # chained hash, so it appears once): an agent's request has a thousand blocks and a handful open.
+        open_here = self.open.keys() & prefix_keys
+        if len(open_here) > 8:
+            at = dict(zip(prefix_keys, range(len(prefix_keys)), strict=False))
+            found = sorted((at[key], key) for key in open_here)
+        else:
+            found = sorted((prefix_keys.index(key), key) for key in open_here)
+        for index, key in found:
+            entry = self.open[key]
             level, touched = entry
             if now - touched > BOUNDS[-1]:
                 continue  # too old to say anything about any TTL we choose between

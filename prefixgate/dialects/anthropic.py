@@ -32,7 +32,7 @@ from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, load_resent, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
-from prefixgate.ir import Block, BlockKind, Carry, Checkpoint, Conversation, Segment, without_markers
+from prefixgate.ir import Block, BlockKind, Carry, Checkpoint, Conversation, Segment, touched, without_markers
 from prefixgate.segment_memo import SegmentMemo
 from prefixgate.usage import Usage
 
@@ -82,10 +82,9 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
             "system", system, None, _parts(system), _content_segment, "system", system, "system", None)))
     # The messages this body repeats of a recent one are that one's segments, as they are (never changed in place).
     reused = carry.earlier.get("segments", [])[:resent.reused] if resent is not None else []
-    for i, msg in enumerate(messages):
-        if i < len(reused):
-            segments.append(reused[i])
-            continue
+    segments.extend(reused)
+    for i in range(len(reused), len(messages)):
+        msg = messages[i]
         seg = SEGMENTS.segment("message", msg, msg, _parts(msg.get("content") if isinstance(msg, dict) else None),
                                _message_segment, msg, i)
         if resent is not None:
@@ -178,23 +177,31 @@ def _checkpoint(block: dict, field: str) -> Checkpoint | None:
 def encode_request(conv: Conversation) -> dict:
     """The native body; unannotated and unedited, exactly the body that was parsed."""
     encoded: dict[str, Any] = {"messages": []}
-    for seg in conv.segments:
+    messages = encoded["messages"]
+    segments, done = conv.segments, 0
+    # Most of an agent's history goes out as it came in: those messages are taken whole, found in C.
+    for i in touched(segments):
+        messages.extend(map(_NATIVE, segments[done:i]))
+        done = i + 1
+        seg = segments[i]
         if seg.role == "tools":
             encoded["tools"] = [_encode_block(b) for b in seg.blocks]
         elif seg.role == "system" and seg.native is None:
             encoded["system"] = _encode_content(seg)
-        elif seg.native is not None and seg.untouched():
-            encoded["messages"].append(seg.native)     # most of an agent's history: as it came in
         else:
             content = _encode_content(seg)
             native = seg.native if seg.native is not None else {"role": seg.role}
-            # Most of an agent's history goes out as it came in: the caller's own message, not a rebuilt one.
+            # Even so, the caller's own message when its content is unchanged, not a rebuilt one.
             sent = native.get("content")
             same = sent is content or (type(sent) is str and sent == content) or _same_items(sent, content)
-            encoded["messages"].append(native if same else merge_native(native, {"content": content}))
+            messages.append(native if same else merge_native(native, {"content": content}))
+    messages.extend(map(_NATIVE, segments[done:]))
     for key in ("tools", "system"):
         encoded.setdefault(key, DROP)
     return rebuild_body(conv, encoded)
+
+
+_NATIVE = operator.attrgetter("native")
 
 
 def _encode_content(seg: Segment) -> Any:
