@@ -15,12 +15,14 @@ pass them in (`prefix_shape(conv, provider, volatile_spans)`).
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Protocol
 
 from prefixgate import tokens
-from prefixgate.ir import Conversation, Segment
+from prefixgate.ir import Conversation, Segment, equal_run
 
 
 class Span(Protocol):
@@ -62,8 +64,30 @@ def prefix_shape(conv: Conversation, provider: str, volatile_spans: SpanFinder) 
     finds the volatile spans of a text (the planner's detectors)."""
     # Sizes are for display: a local model's own tokenizer may not be registered, so it counts as cl100k.
     encoding = "cl100k_base" if provider == "local" else tokens.encoding_for(provider, conv.model)
-    out, leading = [], True
-    for seg in conv.segments[:MAX_SEGMENTS]:
+    segments = conv.segments[:MAX_SEGMENTS]
+    # An agent's next request starts with the segments of the one it resends (`ir.Carry`): the leading
+    # segments with the same roles and block contents have the same entries.
+    roles, sizes = [seg.role for seg in segments], [len(seg.blocks) for seg in segments]
+    keys = conv.block_keys([b for seg in segments for b in seg.blocks])
+    carried = conv.carry.earlier.get("prefix_shape") if conv.carry is not None else None
+    same = 0
+    if carried is not None and carried[0] == encoding:
+        _, old_roles, old_sizes, old_keys, old_out = carried
+        whole = bisect_right(list(accumulate(sizes)), equal_run(old_keys, keys))
+        same = min(whole, equal_run(old_roles, roles), equal_run(old_sizes, sizes))
+        out = old_out[:same]
+    else:
+        out = []
+    leading = all(role in LEADING_ROLES for role in roles[:same])
+    out.extend(_entries(segments[same:], encoding, volatile_spans, leading))
+    if conv.carry is not None:
+        conv.carry.mine["prefix_shape"] = (encoding, roles, sizes, keys, out)
+    return list(out)
+
+
+def _entries(segments: list[Segment], encoding: str, volatile_spans: SpanFinder, leading: bool) -> list[str]:
+    out = []
+    for seg in segments:
         leading = leading and seg.role in LEADING_ROLES
         keys = [b.key for b in seg.blocks]
         # A tuple, not a joined string: block keys keep their hashes, so the lookup hashes nothing long.

@@ -11,7 +11,10 @@ Why that is exact: a JSON parser's state at a byte offset depends only on the by
 up to the end of element k-1 of the array mean the same top-level fields before the array and the same
 first k elements; each element ends at its own closing `}`, `]` or `"`, so more bytes after it cannot
 extend it (a bare number could be, so an array whose elements are not objects, arrays or strings is not
-remembered). The same holds for the fields after the array when everything after its `]` is equal.
+remembered). The parser's state just after the array's `[` is the same whatever fields came before it, so
+when those differ (a time in a system prompt written before the messages) they are parsed, and equal
+bytes from the `[` through element k-1 still mean the same first k elements. The same holds for the fields
+after the array when everything after its `]` is equal.
 
 Sharing parsed values between requests relies on the rule the segment memo relies on too: nothing in the
 gateway changes a parsed request value in place (encoders build new objects). A caller that does not need
@@ -55,6 +58,7 @@ class Body:
     before: list[tuple[str, Any]] = field(default_factory=list)  # the fields before the array, in order
     reused: int = 0                 # leading elements that are an earlier body's values
     new_from: int = 0               # byte offset where this body's own parsing began (what it did not reuse)
+    head_parsed: bool = True        # the fields before the array were parsed here, not reused
     # What the request of the body this one resends left for it, and what this one leaves (its parsed
     # segments, its prefix keys...): see `ir.Carry`.
     carry: Carry = field(default_factory=Carry, repr=False)
@@ -108,7 +112,9 @@ class ResentBodies:
         # The same bytes from the start through some whole elements: the fields before the array are shared too.
         old, count = _best(self._by_head.get(raw[:HEAD_BYTES], ()), raw, None)
         if count:
-            return _parse(raw, array, decoder, old, count, old.before, old.start), old
+            body = _parse(raw, array, decoder, old, count, old.before, old.start)
+            body.head_parsed = False
+            return body, old
         # Otherwise (a system prompt with a time in it, before the messages) the fields before the array
         # are parsed, and a body whose array starts with the same bytes is looked for from there.
         before, start, text, pos = _head(raw, array, decoder)

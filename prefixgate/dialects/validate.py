@@ -38,8 +38,9 @@ def load_resent(body: bytes | str | dict, array: str, bodies: ResentBodies) -> t
     found = bodies.load(body, array, _DECODER) if isinstance(body, bytes) else None
     if found is None:
         return load_body(body), None
-    # The reused part passed this check in the body it came from.
-    if _SURROGATE_ESCAPE.search(found.raw, found.new_from):
+    # The reused parts passed this check in the body they came from.
+    if _SURROGATE_ESCAPE.search(found.raw, found.new_from) or (
+            found.head_parsed and _SURROGATE_ESCAPE.search(found.raw, 0, found.start)):
         _no_lone_surrogate(found.data)
     return found.data, found
 

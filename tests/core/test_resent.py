@@ -104,6 +104,9 @@ def test_errors_are_those_of_the_usual_parse():
         load_resent(raw.replace(b'"next"', b'"\\ud800"'), "messages", bodies)
     with pytest.raises(RequestError, match="not valid JSON"):
         load_resent(raw[:-2], "messages", bodies)
+    # Fields before the list that changed are parsed, and checked, though the messages are reused.
+    with pytest.raises(RequestError, match="lone UTF-16 surrogate"):
+        load_resent(raw.replace(b'"max_tokens": 10', b'"max_tokens": 10, "metadata": {"user_id": "\\udc00"}'), "messages", bodies)
 
 
 def test_a_resent_body_shares_the_earlier_messages_and_sends_their_bytes():
