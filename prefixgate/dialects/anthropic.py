@@ -27,7 +27,7 @@ from prefixgate.dialects.neutral import (
     put,
     refuse,
 )
-from prefixgate.dialects.resent import ResentBodies
+from prefixgate.dialects.resent import Body, ResentBodies
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, load_resent, require
 from prefixgate.dialects.wire import Parse, WireFormat
@@ -64,6 +64,12 @@ def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Co
     # A count_tokens body is not remembered: its answer is one number, and annotate_tokens sets the counts
     # on the blocks it parsed, which must then be its own.
     data, resent = (load_body(body), None) if count_tokens else load_resent(body, "messages", BODIES)
+    return conversation(data, resent, count_tokens=count_tokens)
+
+
+def conversation(data: dict, resent: Body | None, *, count_tokens: bool = False) -> Conversation:
+    """A Messages body already read (`load_resent`: with the body it resends, if any) as a Conversation;
+    for the formats that carry Anthropic's body (Vertex rawPredict, Bedrock InvokeModel)."""
     model = require(data, "model", str)
     messages = require(data, "messages", list)
     if not count_tokens:

@@ -20,7 +20,7 @@ from prefixgate.dialects import anthropic, eventstream
 from prefixgate.dialects.bedrock import BedrockFormat, Operation
 from prefixgate.dialects.neutral import Chat, Delta, StreamWriter
 from prefixgate.dialects.sse import SSE_FRAMING
-from prefixgate.dialects.validate import expect, load_body
+from prefixgate.dialects.validate import expect, load_resent
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
 from prefixgate.usage import Usage
@@ -31,7 +31,8 @@ VERSION = "bedrock-2023-05-31"
 
 def parse_request(body: bytes | str | dict, *, model: str, stream: bool = False) -> Conversation:
     """An InvokeModel body as a Conversation; `model` and `stream` come from the path."""
-    data = load_body(body)
+    # Claude Code and other agents resend their conversation: the Anthropic parser's memo of recent bodies.
+    data, resent = load_resent(body, "messages", anthropic.BODIES)
     for key in ("model", "stream"):
         if key in data:
             raise RequestError(f"{key}: not allowed in an InvokeModel body (the path names the model and whether "
@@ -39,7 +40,7 @@ def parse_request(body: bytes | str | dict, *, model: str, stream: bool = False)
     if "anthropic_version" not in data:
         raise RequestError(f"anthropic_version: field required ({VERSION})", field="anthropic_version")
     expect(data["anthropic_version"], str, "anthropic_version")
-    conv = anthropic.parse_request({"model": model, **data})
+    conv = anthropic.conversation({"model": model, **data}, resent)
     conv.params.pop("model", None)
     conv.field_order.remove("model")
     conv.dialect, conv.stream = NAME, stream

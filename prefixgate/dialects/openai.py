@@ -8,6 +8,7 @@ Caching is automatic; the planner steers it with `prompt_cache_key` and, on GPT-
 from __future__ import annotations
 
 import json
+import operator
 import re
 import time
 import uuid
@@ -33,11 +34,12 @@ from prefixgate.dialects.neutral import (
     put,
     refuse,
 )
+from prefixgate.dialects.resent import ResentBodies
 from prefixgate.dialects.sse import encode_sse
-from prefixgate.dialects.validate import expect, load_body, require
+from prefixgate.dialects.validate import expect, load_body, load_resent, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
-from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
+from prefixgate.ir import Block, BlockKind, Carry, Checkpoint, Conversation, Segment, touched
 from prefixgate.providers.compatible import writes_cache_control
 from prefixgate.segment_memo import SegmentMemo
 from prefixgate.usage import Usage
@@ -45,6 +47,8 @@ from prefixgate.usage import Usage
 NAME = "openai"
 # Parsed messages by their JSON: a chat or agent client resends all but its newest turn unchanged.
 SEGMENTS = SegmentMemo()
+# Recent bodies and where their messages sit, so a body that resends one is parsed from where it differs.
+BODIES = ResentBodies()
 PREFIX_FIELDS = {"tools", "functions", "response_format", "messages"}
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _KINDS: dict[str, BlockKind] = {
@@ -61,7 +65,7 @@ CLAUDE_TTLS = ("5m", "1h")
 # ---- requests ---------------------------------------------------------------------------------
 
 def parse_request(body: bytes | str | dict) -> Conversation:
-    data = load_body(body)
+    data, resent = load_resent(body, "messages", BODIES)
     model = require(data, "model", str)
     messages = require(data, "messages", list)
     if not messages:
@@ -70,18 +74,29 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     for key in ("max_tokens", "max_completion_tokens"):
         if data.get(key) is not None and expect(data[key], int, key) < 1:
             raise RequestError(f"{key}: must be >= 1", field=key)
+    carry = resent.carry if resent is not None else Carry()
     segments: list[Segment] = []
     for key in ("tools", "functions"):
         if key in data:
             items = expect(data[key], list, key)
-            segments.append(SEGMENTS.segment(key, items, None, items, _tools_segment, key, items))
+            segments.append(carry.segment(key, items, lambda key=key, items=items: SEGMENTS.segment(
+                key, items, None, items, _tools_segment, key, items)))
     if "response_format" in data:
         rf = expect(data["response_format"], dict, "response_format")
         segments.append(Segment("schema", [Block("schema", rf, text=compact(rf))], blocks_field="response_format", form="object"))
-    for i, msg in enumerate(messages):
-        segments.append(SEGMENTS.segment("message", msg, msg, _parts(msg), _message_segment, msg, f"messages.{i}"))
+    # The messages this body repeats of a recent one are that one's segments, as they are (never changed in place).
+    reused = carry.earlier.get("segments", [])[:resent.reused] if resent is not None else []
+    segments.extend(reused)
+    for i in range(len(reused), len(messages)):
+        seg = SEGMENTS.segment("message", messages[i], messages[i], _parts(messages[i]), _message_segment, messages[i],
+                               f"messages.{i}")
+        if resent is not None:
+            seg.mark_parsed()       # shared with the requests that resend it, so never changed in place
+        segments.append(seg)
+    carry.mine["segments"] = segments[len(segments) - len(messages):]
     params, order = split_body(data, PREFIX_FIELDS)
-    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream)
+    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream, source=resent,
+                        carry=carry if resent is not None else None)
 
 
 def _tools_segment(key: str, items: list) -> Segment:
@@ -149,16 +164,26 @@ def _claude_marker(part: dict) -> Checkpoint | None:
 def encode_request(conv: Conversation) -> dict:
     encoded: dict[str, Any] = {"messages": []}
     claude = writes_cache_control(conv.model or "")
-    for seg in conv.segments:
+    messages = encoded["messages"]
+    segments, done = conv.segments, 0
+    # Most of an agent's history goes out as it came in: those messages are taken whole, found in C.
+    for i in touched(segments):
+        messages.extend(map(_NATIVE, segments[done:i]))
+        done = i + 1
+        seg = segments[i]
         if seg.role == "tools":
             encoded[seg.blocks_field or "tools"] = [b.native for b in seg.blocks]
         elif seg.role == "schema":
             encoded["response_format"] = seg.blocks[0].native
         else:
-            encoded["messages"].append(_encode_message(seg, claude))
+            messages.append(_encode_message(seg, claude))
+    messages.extend(map(_NATIVE, segments[done:]))
     for key in ("tools", "functions", "response_format"):
         encoded.setdefault(key, DROP)
     return rebuild_body(conv, encoded)
+
+
+_NATIVE = operator.attrgetter("native")
 
 
 def _encode_message(seg: Segment, claude: bool) -> dict:

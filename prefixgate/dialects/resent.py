@@ -40,7 +40,7 @@ MIN_BYTES = 16 << 10
 # Remembered bodies are found by their first bytes (the model, and the start of the first field the client
 # writes); bodies that share them (one agent's sessions) are told apart by comparing bytes.
 HEAD_BYTES = 1024
-PER_HEAD = 8
+PER_HEAD = 16      # sessions of one agent in one repository share their first bytes; comparing stops where they differ
 _WS = json.decoder.WHITESPACE       # JSON's whitespace, as the standard library matches it
 
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from prefixgate.dialects import anthropic
 from prefixgate.dialects.neutral import Chat
-from prefixgate.dialects.validate import load_body
+from prefixgate.dialects.validate import load_resent
 from prefixgate.dialects.vertex import GoogleSigned, model_call, versioned
 from prefixgate.dialects.wire import Parse
 from prefixgate.errors import RequestError, error_body
@@ -28,10 +28,11 @@ COUNT_TOKENS = "count-tokens"
 
 def parse_request(body: bytes | str | dict, *, model: str, stream: bool = False) -> Conversation:
     """A rawPredict body as a Conversation; the model comes from the path, streaming from the path or body."""
-    data = load_body(body)
+    # Claude Code and other agents resend their conversation: the Anthropic parser's memo of recent bodies.
+    data, resent = load_resent(body, "messages", anthropic.BODIES)
     if "model" in data:
         raise RequestError("model: not allowed in a Vertex rawPredict body (the path names the model)", field="model")
-    conv = anthropic.parse_request({"model": model, **data})
+    conv = anthropic.conversation({"model": model, **data}, resent)
     conv.params.pop("model", None)
     conv.field_order.remove("model")
     conv.dialect, conv.stream = NAME, stream or conv.stream

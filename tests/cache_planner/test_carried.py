@@ -62,3 +62,39 @@ def test_carried_planning_equals_planning_from_scratch(markers: bool, volatile: 
         assert mine.conversation.prefix_keys() == fresh.conversation.prefix_keys()
         # The next request resends this one with the newest user text replaced by its turn.
         messages = [*messages, last, {"role": "assistant", "content": "ok"}]
+
+
+def test_openai_chat_and_vertex_claude_plan_the_same_carried_or_not():
+    """The other formats that take the body memo: OpenAI Chat Completions (an agent with tool calls) and
+    Claude on Vertex (Anthropic's body without its model)."""
+    from prefixgate.dialects import openai as oa
+    from prefixgate.dialects import vertex_anthropic as va
+
+    rng = random.Random(9)
+    oa.BODIES.clear()
+    an.BODIES.clear()
+    tools = [{"type": "function", "function": {"name": "read", "description": _text(rng, 60), "parameters": {"type": "object"}}}]
+    chat: list[dict] = [{"role": "system", "content": "You are a coding agent. " + _text(rng, 3000)}]
+    claude: list[dict] = []
+    states = {name: (PlannerState(), PlannerState()) for name in ("openai", "vertex")}
+    for request in range(10):
+        chat += [{"role": "user", "content": _text(rng, 40)},
+                 {"role": "assistant", "content": None,
+                  "tool_calls": [{"id": f"c{request}", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+                 {"role": "tool", "tool_call_id": f"c{request}", "content": _text(rng, 300)}]
+        claude += _turn(rng, request)
+        bodies = {
+            "openai": ({"model": "gpt-4o", "tools": tools, "messages": [*chat, {"role": "user", "content": f"step {request}"}]},
+                       oa.parse_request, oa.encode_request, Target("openai", "gpt-4o")),
+            "vertex": ({"anthropic_version": "vertex-2023-10-16", "max_tokens": 100, "system": chat[0]["content"],
+                        "messages": [*claude, {"role": "user", "content": f"step {request}"}]},
+                       lambda b: va.parse_request(b, model="claude-sonnet-4-5"), va.encode_request,
+                       Target("anthropic", "claude-sonnet-4-5")),
+        }
+        for name, (body, parse, encode_body, target) in bodies.items():
+            conv = parse(json.dumps(body).encode())
+            assert (conv.source.reused > 0) == (request > 0), name
+            mine = plan(conv, target, states[name][0], route="r", now=1000.0 + request)
+            fresh = plan(parse(body), target, states[name][1], route="r", now=1000.0 + request)
+            assert json.loads(encode(encode_body(mine.conversation), conv.source)) == encode_body(fresh.conversation), name
+            assert mine.explanation == fresh.explanation, name
