@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prefixgate.compact_json import compact
-from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
+from prefixgate.dialects.body import DROP, encode_messages, merge_native, rebuild_body, split_body
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -32,7 +32,7 @@ from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, load_resent, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
-from prefixgate.ir import Block, BlockKind, Carry, Checkpoint, Conversation, Segment, touched, without_markers
+from prefixgate.ir import Block, BlockKind, Carry, Checkpoint, Conversation, Segment, without_markers
 from prefixgate.segment_memo import SegmentMemo
 from prefixgate.usage import Usage
 
@@ -183,31 +183,25 @@ def _checkpoint(block: dict, field: str) -> Checkpoint | None:
 def encode_request(conv: Conversation) -> dict:
     """The native body; unannotated and unedited, exactly the body that was parsed."""
     encoded: dict[str, Any] = {"messages": []}
-    messages = encoded["messages"]
-    segments, done = conv.segments, 0
-    # Most of an agent's history goes out as it came in: those messages are taken whole, found in C.
-    for i in touched(segments):
-        messages.extend(map(_NATIVE, segments[done:i]))
-        done = i + 1
-        seg = segments[i]
+
+    def encode(seg: Segment) -> dict | None:
         if seg.role == "tools":
             encoded["tools"] = [_encode_block(b) for b in seg.blocks]
-        elif seg.role == "system" and seg.native is None:
+            return None
+        if seg.role == "system" and seg.native is None:
             encoded["system"] = _encode_content(seg)
-        else:
-            content = _encode_content(seg)
-            native = seg.native if seg.native is not None else {"role": seg.role}
-            # Even so, the caller's own message when its content is unchanged, not a rebuilt one.
-            sent = native.get("content")
-            same = sent is content or (type(sent) is str and sent == content) or _same_items(sent, content)
-            messages.append(native if same else merge_native(native, {"content": content}))
-    messages.extend(map(_NATIVE, segments[done:]))
+            return None
+        content = _encode_content(seg)
+        native = seg.native if seg.native is not None else {"role": seg.role}
+        # The caller's own message when its content is unchanged, not a rebuilt one.
+        sent = native.get("content")
+        same = sent is content or (type(sent) is str and sent == content) or _same_items(sent, content)
+        return native if same else merge_native(native, {"content": content})
+
+    encoded["messages"] = encode_messages(conv.segments, encode)
     for key in ("tools", "system"):
         encoded.setdefault(key, DROP)
     return rebuild_body(conv, encoded)
-
-
-_NATIVE = operator.attrgetter("native")
 
 
 def _encode_content(seg: Segment) -> Any:

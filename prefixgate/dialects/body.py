@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from typing import Any
 
-from prefixgate.ir import Conversation
+from prefixgate.ir import Conversation, Segment, touched
 
 # A replacement value meaning "remove this key" (None is a real JSON value: OpenAI's `content: null`).
 DROP: Any = object()
@@ -45,3 +47,22 @@ def merge_native(native: dict, replacements: dict[str, Any]) -> dict:
     out = {k: replacements.get(k, v) for k, v in native.items()}
     out.update({k: v for k, v in replacements.items() if k not in native})
     return {k: v for k, v in out.items() if v is not DROP}
+
+
+def encode_messages(segments: list[Segment], encode: Callable[[Segment], dict | None]) -> list[dict]:
+    """The messages of `segments`, in order: the untouched ones as they came in (`Segment.untouched`,
+    found in C: most of an agent's history), the others as `encode` makes them. `encode` returns None for
+    a segment that is not a message (a tools list, a top-level system prompt), which it puts elsewhere."""
+    messages: list[dict] = []
+    done = 0
+    for i in touched(segments):
+        messages.extend(map(_NATIVE, segments[done:i]))
+        done = i + 1
+        message = encode(segments[i])
+        if message is not None:
+            messages.append(message)
+    messages.extend(map(_NATIVE, segments[done:]))
+    return messages
+
+
+_NATIVE = operator.attrgetter("native")

@@ -8,7 +8,6 @@ Caching is automatic; the planner steers it with `prompt_cache_key` and, on GPT-
 from __future__ import annotations
 
 import json
-import operator
 import re
 import time
 import uuid
@@ -18,7 +17,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from prefixgate.compact_json import compact
-from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
+from prefixgate.dialects.body import DROP, encode_messages, merge_native, rebuild_body, split_body
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -39,7 +38,7 @@ from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, load_resent, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
-from prefixgate.ir import Block, BlockKind, Carry, Checkpoint, Conversation, Segment, touched
+from prefixgate.ir import Block, BlockKind, Carry, Checkpoint, Conversation, Segment
 from prefixgate.providers.compatible import writes_cache_control
 from prefixgate.segment_memo import SegmentMemo
 from prefixgate.usage import Usage
@@ -164,26 +163,20 @@ def _claude_marker(part: dict) -> Checkpoint | None:
 def encode_request(conv: Conversation) -> dict:
     encoded: dict[str, Any] = {"messages": []}
     claude = writes_cache_control(conv.model or "")
-    messages = encoded["messages"]
-    segments, done = conv.segments, 0
-    # Most of an agent's history goes out as it came in: those messages are taken whole, found in C.
-    for i in touched(segments):
-        messages.extend(map(_NATIVE, segments[done:i]))
-        done = i + 1
-        seg = segments[i]
+
+    def encode(seg: Segment) -> dict | None:
         if seg.role == "tools":
             encoded[seg.blocks_field or "tools"] = [b.native for b in seg.blocks]
-        elif seg.role == "schema":
+            return None
+        if seg.role == "schema":
             encoded["response_format"] = seg.blocks[0].native
-        else:
-            messages.append(_encode_message(seg, claude))
-    messages.extend(map(_NATIVE, segments[done:]))
+            return None
+        return _encode_message(seg, claude)
+
+    encoded["messages"] = encode_messages(conv.segments, encode)
     for key in ("tools", "functions", "response_format"):
         encoded.setdefault(key, DROP)
     return rebuild_body(conv, encoded)
-
-
-_NATIVE = operator.attrgetter("native")
 
 
 def _encode_message(seg: Segment, claude: bool) -> dict:
