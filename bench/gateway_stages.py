@@ -8,6 +8,7 @@ unless `--default-gc`. `bench/gateway.py` measures the same work end to end besi
 part of it costs what.
 
     .venv/bin/python bench/gateway_stages.py [--tokens 20000] [--requests 300] [--profile] [--default-gc]
+                                             [--volatile-system]
 """
 
 from __future__ import annotations
@@ -76,7 +77,13 @@ async def run(args: argparse.Namespace) -> None:
     wire.encode_request = stages.timed("encode (IR -> dict)", wire.encode_request)
     proxy_module.resent.encode = stages.timed("JSON encode", proxy_module.resent.encode)
     Proxy.record = stages.timed("record (ledger, metrics, prefix shape)", Proxy.record)
-    raws = [json.dumps({**b, "model": "claude-sonnet-4-5"}).encode() for b in variants(agent_body(args.tokens), 16)]
+    bodies = variants(agent_body(args.tokens), 64 if args.volatile_system else 16)
+    if args.volatile_system:
+        # A time and a request id at the top of the system prompt, new on every request (the planner moves them).
+        bodies = [{**b, "system": [{"type": "text", "text": f"Current time: 2026-11-24T07:{i // 60:02d}:{i % 60:02d}Z. "
+                                                            f"Request id req_{i:08x}."}, *b["system"]]}
+                  for i, b in enumerate(bodies)]
+    raws = [json.dumps({**b, "model": "claude-sonnet-4-5"}).encode() for b in bodies]
     answer = UpstreamResponse(200, {}, ANSWER, None, _nothing)
 
     def one(i: int) -> None:
@@ -113,6 +120,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--default-gc", action="store_true", help="keep CPython's collector thresholds")
+    parser.add_argument("--volatile-system", action="store_true",
+                        help="a time and request id at the top of the system prompt, new on every request")
     asyncio.run(run(parser.parse_args()))
 
 
