@@ -10,6 +10,7 @@ reasoning tokens (pricing them again would bill them twice).
 
 from __future__ import annotations
 
+import operator
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -18,10 +19,11 @@ from typing import Any
 from prefixgate.compact_json import compact
 from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
 from prefixgate.dialects.openai import BREAKPOINT
+from prefixgate.dialects.resent import ResentBodies
 from prefixgate.dialects.sse import encode_sse
-from prefixgate.dialects.validate import expect, load_body, require
+from prefixgate.dialects.validate import expect, load_resent, require
 from prefixgate.errors import RequestError
-from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Role, Segment
+from prefixgate.ir import Block, BlockKind, Carry, Checkpoint, Conversation, Role, Segment, touched
 from prefixgate.usage import Usage
 
 NAME = "responses"
@@ -59,6 +61,8 @@ _ITEMS: dict[str, tuple[Role, BlockKind]] = {
     "mcp_call": ("assistant", "other"),
 }
 ITEM_TYPES = ("message", *_ITEMS)
+# Recent bodies and where their input items sit, so a body that resends one is parsed from where it differs.
+BODIES = ResentBodies()
 TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
 
 
@@ -70,7 +74,8 @@ def is_responses_body(body: dict) -> bool:
 # ---- requests ---------------------------------------------------------------------------------
 
 def parse_request(body: bytes | str | dict) -> Conversation:
-    data = load_body(body)
+    # An agent (Codex) resends its whole input every turn: parsed from where it differs (`dialects.resent`).
+    data, resent = load_resent(body, "input", BODIES)
     model = require(data, "model", str)
     stream = expect(data.get("stream", False), (bool, type(None)), "stream") or False
     limit = data.get("max_output_tokens")
@@ -82,11 +87,11 @@ def parse_request(body: bytes | str | dict) -> Conversation:
         if data.get("conversation") is not None:
             raise RequestError("previous_response_id: cannot be used together with conversation",
                                field="previous_response_id")
+    carry = resent.carry if resent is not None else Carry()
     segments: list[Segment] = []
     if data.get("tools") is not None:
         tools = expect(data["tools"], list, "tools")
-        blocks = [Block("tool_def", _tool(t, f"tools.{i}"), text=compact(t)) for i, t in enumerate(tools)]
-        segments.append(Segment("tools", blocks, blocks_field="tools", form="list"))
+        segments.append(carry.segment("tools", tools, lambda: _tools_segment(tools)))
     instructions = data.get("instructions")
     if instructions is not None:
         text = expect(instructions, str, "instructions")
@@ -96,13 +101,27 @@ def parse_request(body: bytes | str | dict) -> Conversation:
         segments.append(Segment("user", [Block("text", raw_input, text=raw_input)], native={"role": "user"},
                                 blocks_field="input", form="string"))
     elif isinstance(raw_input, list):
-        segments += [_item_segment(item, f"input.{i}") for i, item in enumerate(raw_input)]
+        # The items this body repeats of a recent one are that one's segments, as they are (never changed in place).
+        reused = carry.earlier.get("segments", [])[:resent.reused] if resent is not None else []
+        segments += reused
+        for i in range(len(reused), len(raw_input)):
+            seg = _item_segment(raw_input[i], f"input.{i}")
+            if resent is not None:
+                seg.mark_parsed()   # shared with the requests that resend it, so never changed in place
+            segments.append(seg)
+        carry.mine["segments"] = segments[len(segments) - len(raw_input):]
     elif raw_input is not None or "input" in data:
         raise RequestError("input: expected a string or an array of input items", field="input")
     elif data.get("prompt") is None and data.get("conversation") is None:
         raise RequestError("input: field required (unless a stored prompt or conversation supplies it)", field="input")
     params, order = split_body(data, PREFIX_FIELDS)
-    return Conversation("responses", model, segments, params=params, field_order=order, stream=stream)
+    return Conversation("responses", model, segments, params=params, field_order=order, stream=stream, source=resent,
+                        carry=carry if resent is not None else None)
+
+
+def _tools_segment(tools: list) -> Segment:
+    blocks = [Block("tool_def", _tool(t, f"tools.{i}"), text=compact(t)) for i, t in enumerate(tools)]
+    return Segment("tools", blocks, blocks_field="tools", form="list")
 
 
 def input_items(data: dict) -> list[dict]:
@@ -134,8 +153,9 @@ def _item_segment(item: Any, field: str) -> Segment:
             text = output if isinstance(output, str) else compact(output)
         elif kind == "reasoning":
             text = "\n".join(s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict))
-        # The whole item is one block, sent back as it came (encrypted reasoning must stay byte-exact).
-        return Segment(role, [Block(block_kind, item, text=text if isinstance(text, str) else "")],
+        # The whole item is one block, sent back as it came (encrypted reasoning must stay byte-exact); the
+        # segment's native is the item too, which an untouched segment encodes to.
+        return Segment(role, [Block(block_kind, item, text=text if isinstance(text, str) else "")], native=item,
                        form="object")
     role = require(item, "role", str, f"{field}.role")
     if role not in ROLES:
@@ -172,7 +192,12 @@ def encode_request(conv: Conversation) -> dict:
     encoded: dict[str, Any] = {"tools": DROP, "instructions": DROP}
     items: list[Any] = []
     string_input: str | None = None
-    for seg in conv.segments:
+    segments, done = conv.segments, 0
+    # Most of an agent's input goes out as it came in: those items are taken whole, found in C.
+    for i in touched(segments):
+        items.extend(map(_NATIVE, segments[done:i]))
+        done = i + 1
+        seg = segments[i]
         if seg.role == "tools":
             encoded["tools"] = [b.native for b in seg.blocks]
         elif seg.blocks_field == "instructions":
@@ -188,6 +213,7 @@ def encode_request(conv: Conversation) -> dict:
                 items.append({"role": "user", "content": [_encode_part(b, "user") for b in seg.blocks]})
         else:
             items.append(_encode_message(seg))
+    items.extend(map(_NATIVE, segments[done:]))
     if string_input is not None and not items:
         encoded["input"] = string_input
     elif string_input is not None:
@@ -195,6 +221,9 @@ def encode_request(conv: Conversation) -> dict:
     else:
         encoded["input"] = items if items or "input" in conv.field_order else DROP
     return rebuild_body(conv, encoded)
+
+
+_NATIVE = operator.attrgetter("native")
 
 
 def _encode_message(seg: Segment) -> dict:

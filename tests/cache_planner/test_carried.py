@@ -30,6 +30,19 @@ def _turn(rng: random.Random, i: int) -> list[dict]:
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": _text(rng, 200)}]}]
 
 
+def _same_both_ways(parse, encode_body, body: dict, target: Target, states: tuple, request: int) -> None:
+    """`body` planned parsed from its bytes (carrying the request it resends) and from the dict (from
+    scratch), each with its own planner state: the same body upstream, explanation and keys."""
+    conv = parse(json.dumps(body).encode())
+    assert (conv.source.reused > 0) == (request > 0)
+    mine = plan(conv, target, states[0], route="r", now=1000.0 + request)
+    fresh = plan(parse(body), target, states[1], route="r", now=1000.0 + request)
+    assert json.loads(encode(encode_body(mine.conversation), conv.source)) == encode_body(fresh.conversation)
+    assert mine.explanation == fresh.explanation
+    assert mine.prefix_hash == fresh.prefix_hash
+    assert mine.conversation.prefix_keys() == fresh.conversation.prefix_keys()
+
+
 @pytest.mark.parametrize("markers", [False, True])
 @pytest.mark.parametrize("volatile", [False, True])
 def test_carried_planning_equals_planning_from_scratch(markers: bool, volatile: bool):
@@ -52,14 +65,7 @@ def test_carried_planning_equals_planning_from_scratch(markers: bool, volatile: 
         body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": head,
                 "tools": [{"name": "Read", "description": _text(rng, 50), "input_schema": {"type": "object"}}],
                 "messages": [*messages, last]}
-        conv = an.parse_request(json.dumps(body).encode())
-        assert (conv.source.reused > 0) == (request > 0)
-        mine = plan(conv, target, carried, route="r", now=1000.0 + request)
-        fresh = plan(an.parse_request(body), target, scratch, route="r", now=1000.0 + request)
-        assert json.loads(encode(an.encode_request(mine.conversation), conv.source)) == an.encode_request(fresh.conversation)
-        assert mine.explanation == fresh.explanation
-        assert mine.prefix_hash == fresh.prefix_hash
-        assert mine.conversation.prefix_keys() == fresh.conversation.prefix_keys()
+        _same_both_ways(an.parse_request, an.encode_request, body, target, (carried, scratch), request)
         # The next request resends this one with the newest user text replaced by its turn.
         messages = [*messages, last, {"role": "assistant", "content": "ok"}]
 
@@ -92,9 +98,26 @@ def test_openai_chat_and_vertex_claude_plan_the_same_carried_or_not():
                        Target("anthropic", "claude-sonnet-4-5")),
         }
         for name, (body, parse, encode_body, target) in bodies.items():
-            conv = parse(json.dumps(body).encode())
-            assert (conv.source.reused > 0) == (request > 0), name
-            mine = plan(conv, target, states[name][0], route="r", now=1000.0 + request)
-            fresh = plan(parse(body), target, states[name][1], route="r", now=1000.0 + request)
-            assert json.loads(encode(encode_body(mine.conversation), conv.source)) == encode_body(fresh.conversation), name
-            assert mine.explanation == fresh.explanation, name
+            _same_both_ways(parse, encode_body, body, target, states[name], request)
+
+
+def test_responses_agent_plans_the_same_carried_or_not():
+    """Codex's format: instructions, tools and an input of messages, reasoning, function calls and their
+    outputs, resent every turn."""
+    from prefixgate.dialects import responses as rs
+
+    rng = random.Random(11)
+    rs.BODIES.clear()
+    carried, scratch = PlannerState(), PlannerState()
+    tools = [{"type": "function", "name": "shell", "description": _text(rng, 80), "parameters": {"type": "object"}}]
+    instructions = "You are Codex. " + _text(rng, 2500)
+    items: list[dict] = []
+    target = Target("openai", "gpt-5")
+    for request in range(10):
+        items += [{"role": "user", "content": [{"type": "input_text", "text": _text(rng, 30)}]},
+                  {"type": "reasoning", "id": f"rs_{request}", "summary": [], "encrypted_content": "gAAA" + _text(rng, 40)},
+                  {"type": "function_call", "call_id": f"call_{request}", "name": "shell", "arguments": '{"cmd": "ls"}'},
+                  {"type": "function_call_output", "call_id": f"call_{request}", "output": _text(rng, 300)}]
+        body = {"model": "gpt-5", "instructions": instructions, "tools": tools,
+                "input": [*items, {"role": "user", "content": f"step {request}"}], "store": False}
+        _same_both_ways(rs.parse_request, rs.encode_request, body, target, (carried, scratch), request)
