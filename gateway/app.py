@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from prefixgate import __version__
 from prefixgate.config import Settings
-from prefixgate.dialects import format_of_path
+from prefixgate.dialects import format_of_path, resent
 from prefixgate.errors import RequestError
 from prefixgate.gateway import (
     dashboard,
@@ -57,6 +57,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing)
+        resent.keep(settings.resent_bodies_mb << 20)
         # Before the server accepts a connection: the first request then costs what the tenth does.
         await asyncio.to_thread(warm_or_log, app.state.proxy.catalog)
         collect_less()

@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     policy_file: str = ""
     # Largest request body the gateway accepts (images and PDFs travel inline, so this is generous).
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    # Megabytes of recent request bodies kept per format (Anthropic, OpenAI Chat, Responses), so a resent
+    # conversation is parsed and planned from where it differs (docs/gateway.md); they hold ~8x that with
+    # their parsed values. 0 turns it off.
+    resent_bodies_mb: int = Field(24, ge=0)
     # Seconds to wait for an upstream's connection; the wait for its first byte is per route (retry.timeout_s).
     connect_timeout_s: float = Field(10.0, gt=0)
     # Overrides merged over the packaged provider rules and prices.

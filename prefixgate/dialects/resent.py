@@ -81,6 +81,7 @@ class ResentBodies:
 
     def __init__(self, max_bytes: int = 24 << 20) -> None:
         self.max_bytes = max_bytes
+        _ALL.append(self)
         self._bodies: OrderedDict[int, Body] = OrderedDict()     # by id, least recently used first
         self._by_head: dict[bytes, list[Body]] = {}
         self._by_array: dict[bytes, list[Body]] = {}
@@ -92,7 +93,7 @@ class ResentBodies:
         """`raw` parsed as `decoder` parses it, with `array`'s element spans; None when it cannot be done
         here (a small body, not one UTF-8 JSON object, invalid JSON, duplicate keys...): the caller then
         parses it the usual way, which also says what is wrong with it."""
-        if len(raw) < MIN_BYTES or raw[:1] != b"{":
+        if len(raw) < MIN_BYTES or raw[:1] != b"{" or not self.max_bytes:
             return None
         try:
             body, earlier = self._parse(raw, array, decoder)
@@ -151,6 +152,19 @@ class ResentBodies:
             self._by_head.clear()
             self._by_array.clear()
             self._bytes = 0
+
+
+# Every format's memo, for `keep`.
+_ALL: list[ResentBodies] = []
+
+
+def keep(max_bytes: int) -> None:
+    """Bound each format's memo of recent bodies to `max_bytes` (0: keep none; bodies are parsed whole)."""
+    for bodies in _ALL:
+        with bodies._lock:
+            bodies.max_bytes = max_bytes
+            while bodies._bodies and bodies._bytes > max_bytes:
+                bodies._forget(next(iter(bodies._bodies.values())))
 
 
 class _NotHere(Exception):

@@ -147,3 +147,21 @@ def test_a_plan_that_changes_a_shared_message_changes_only_its_own_draft():
     assert sent["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert conv.segments[0].blocks[0].checkpoint is None and conv.segments[0].untouched()
     assert "cache_control" not in json.loads(encode(an.encode_request(conv.draft()), conv.source))["messages"][0]["content"][0]
+
+
+def test_keep_bounds_every_formats_memo_and_zero_turns_it_off():
+    from prefixgate.dialects import resent
+
+    bodies = ResentBodies()
+    raw = json.dumps(_body()).encode()
+    assert bodies.load(raw, "messages", _DECODER) is not None
+    try:
+        resent.keep(0)
+        assert bodies.max_bytes == 0 and not bodies._bodies
+        assert bodies.load(raw, "messages", _DECODER) is None       # parsed whole by the caller
+        resent.keep(len(raw))                                        # room for one body
+        assert bodies.load(raw, "messages", _DECODER) is not None
+        assert bodies.load(raw.replace(b'"next"', b'"then"'), "messages", _DECODER).reused == 2
+        assert len(bodies._bodies) == 1
+    finally:
+        resent.keep(24 << 20)
