@@ -132,7 +132,7 @@ class ResentBodies:
             bodies.insert(0, body)
             if len(bodies) > PER_HEAD:
                 self._forget(bodies[-1])
-        while self._bytes > self.max_bytes:
+        while self._bodies and self._bytes > self.max_bytes:
             self._forget(next(iter(self._bodies.values())))
 
     def _forget(self, body: Body) -> None:
@@ -145,6 +145,13 @@ class ResentBodies:
                 bodies.remove(body)
             if not bodies:
                 index.pop(key, None)
+
+    def resize(self, max_bytes: int) -> None:
+        """Keep at most `max_bytes` of bodies from now on (0: none), forgetting the oldest past it."""
+        with self._lock:
+            self.max_bytes = max_bytes
+            while self._bodies and self._bytes > max_bytes:
+                self._forget(next(iter(self._bodies.values())))
 
     def clear(self) -> None:
         with self._lock:
@@ -161,10 +168,7 @@ _ALL: list[ResentBodies] = []
 def keep(max_bytes: int) -> None:
     """Bound each format's memo of recent bodies to `max_bytes` (0: keep none; bodies are parsed whole)."""
     for bodies in _ALL:
-        with bodies._lock:
-            bodies.max_bytes = max_bytes
-            while bodies._bodies and bodies._bytes > max_bytes:
-                bodies._forget(next(iter(bodies._bodies.values())))
+        bodies.resize(max_bytes)
 
 
 class _NotHere(Exception):
