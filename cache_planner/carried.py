@@ -4,15 +4,13 @@ An agent's request repeats the last one's blocks (`dialects.resent` finds which 
 shares its parsed segments). So a step that computes something per block (token counts, where a checkpoint
 may go) or checks something per segment (documents already ahead of the question) takes the last
 request's answers for the leading blocks or segments both share, and computes only the rest: the step's
-cost follows what changed, not the prompt's length. A conversation without a carry (a body given as a dict, the first request of a session) computes
-everything, as the step would alone.
+cost follows what changed, not the prompt's length. A conversation without a carry (a body given as a
+dict, the first request of a session) computes everything, as the step would alone.
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
-from itertools import compress, count
 from typing import Any
 
 from prefixgate.ir import Conversation, equal_run
@@ -41,9 +39,8 @@ def settled_segments(conv: Conversation, step: str) -> int:
     earlier = carry.earlier.get(step) if carry is not None else None
     if earlier is None:
         return 0
-    now = [seg.blocks for seg in conv.segments]
-    # List comparison tries identity first, element by element: in C, and cheap for shared blocks.
-    return next(compress(count(), map(operator.ne, earlier, now)), min(len(earlier), len(now)))
+    # List comparison tries identity first, element by element: cheap for shared blocks.
+    return equal_run(earlier, [seg.blocks for seg in conv.segments])
 
 
 def remember_segments(conv: Conversation, step: str) -> None:

@@ -108,7 +108,8 @@ class Segment:
     # In a draft (`Conversation.draft`): the block list of the segment this one was drafted from, whose
     # blocks this one shares until `own` copies them.
     _source: list[Block] | None = field(default=None, repr=False, compare=False)
-    # The blocks a parser made from `native`, for a segment that is never changed in place (`mark_parsed`).
+    # The blocks a parser made from `native`, for a segment that is never changed in place (`mark_parsed`,
+    # `touched`).
     _parsed: tuple[Block, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -140,12 +141,6 @@ class Segment:
         change in place: one parsed from a request's bytes, which the requests that resend it share
         (`dialects.resent`; a plan changes a draft, through `own`)."""
         self._parsed = tuple(self.blocks)
-
-    def untouched(self) -> bool:
-        """Whether this segment (or a draft of it) still has the blocks `mark_parsed` remembered (the same
-        ones, or equal in every field), none moved, added or removed: then it encodes to its native JSON as
-        it came in. `touched` asks this of many segments at once."""
-        return self._parsed is not None and self._parsed == tuple(self.blocks)
 
     def own(self, block: Block) -> Block:
         """`block` (one of this segment's), first made this segment's own copy if it is still shared with
@@ -181,8 +176,12 @@ class Conversation:
     # The parsed body with its messages' byte spans (`dialects.resent.Body`), when the parser kept them: the
     # encoder copies the bytes of the messages that go out unchanged instead of encoding them again.
     source: Any = field(default=None, repr=False, compare=False)
-    # What the request this one resends left for it, and what this one leaves (`Carry`).
-    carry: Carry | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def carry(self) -> Carry | None:
+        """What the request this one resends left for it, and what this one leaves (`Carry`): kept with
+        the body it was parsed from."""
+        return self.source.carry if self.source is not None else None
 
     def blocks(self) -> list[Block]:
         return [b for s in self.segments for b in s.blocks]
@@ -201,7 +200,7 @@ class Conversation:
         in place anywhere (encoders build new dicts), so sharing them is safe and keeps planning cheap."""
         segments = [s.copy() for s in self.segments]
         return Conversation(self.dialect, self.model, segments, dict(self.params), list(self.field_order),
-                            self.stream, dict(self.cache_params), source=self.source, carry=self.carry)
+                            self.stream, dict(self.cache_params), source=self.source)
 
     def draft(self) -> Conversation:
         """A copy to change cheaply: its own segments and block lists, but blocks shared with this
@@ -214,7 +213,7 @@ class Conversation:
             seg.blocks, seg._source = list(s.blocks), s.blocks
             segments.append(seg)
         return Conversation(self.dialect, self.model, segments, dict(self.params), list(self.field_order),
-                            self.stream, dict(self.cache_params), source=self.source, carry=self.carry)
+                            self.stream, dict(self.cache_params), source=self.source)
 
     def block_keys(self, blocks: list[Block] | None = None) -> list[str]:
         """Each block's content hash (`Block.key`), in prefix order (of `blocks`, when given)."""
@@ -277,9 +276,11 @@ class Carry:
 
 
 def touched(segments: list[Segment]) -> list[int]:
-    """The indexes of the segments that are not `untouched`, found in C: an agent's request has hundreds
-    of segments and a plan touches a few. (Tuple equality tries identity first, so the shared blocks of an
-    untouched segment cost a pointer comparison each.)"""
+    """The indexes of the segments that no longer have the blocks `Segment.mark_parsed` remembered (the
+    same ones, or equal in every field), or were never marked. The others (or drafts of them) have had no
+    block moved, added, removed or changed, so they encode to their native JSON as it came in. Found in C:
+    an agent's request has hundreds of segments and a plan touches a few; tuple equality tries identity
+    first, so a shared block costs a pointer comparison."""
     same = map(operator.eq, map(tuple, map(_BLOCKS, segments)), map(_PARSED, segments))
     return list(itertools.compress(itertools.count(), map(operator.not_, same)))
 

@@ -27,12 +27,12 @@ from prefixgate.dialects.neutral import (
     put,
     refuse,
 )
-from prefixgate.dialects.resent import Body, ResentBodies
+from prefixgate.dialects.resent import Body, ResentBodies, element_segments, field_segment
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, load_resent, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
-from prefixgate.ir import Block, BlockKind, Carry, Checkpoint, Conversation, Segment, without_markers
+from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment, without_markers
 from prefixgate.segment_memo import SegmentMemo
 from prefixgate.usage import Usage
 
@@ -77,31 +77,26 @@ def conversation(data: dict, resent: Body | None, *, count_tokens: bool = False)
         if max_tokens < 0:
             raise RequestError("max_tokens: must be >= 0", field="max_tokens")
     stream = expect(data.get("stream", False), bool, "stream")
-    carry = resent.carry if resent is not None else Carry()
     segments: list[Segment] = []
     if "tools" in data:
         tools = expect(data["tools"], list, "tools")
-        segments.append(carry.segment("tools", tools, lambda: SEGMENTS.segment("tools", tools, None, tools, _tools_segment, tools)))
+        segments.append(field_segment(resent, "tools", tools, lambda: SEGMENTS.segment(
+            "tools", tools, None, tools, _tools_segment, tools)))
     if "system" in data:
         system = data["system"]
-        segments.append(carry.segment("system", system, lambda: SEGMENTS.segment(
+        segments.append(field_segment(resent, "system", system, lambda: SEGMENTS.segment(
             "system", system, None, _parts(system), _content_segment, "system", system, "system", None)))
-    # The messages this body repeats of a recent one are that one's segments, as they are (never changed in place).
-    reused = carry.earlier.get("segments", [])[:resent.reused] if resent is not None else []
-    segments.extend(reused)
-    for i in range(len(reused), len(messages)):
+
+    def message(i: int) -> Segment:
         msg = messages[i]
-        seg = SEGMENTS.segment("message", msg, msg, _parts(msg.get("content") if isinstance(msg, dict) else None),
-                               _message_segment, msg, i)
-        if resent is not None:
-            seg.mark_parsed()       # shared with the requests that resend it, so never changed in place
-        segments.append(seg)
-    carry.mine["segments"] = segments[len(segments) - len(messages):]
+        parts = _parts(msg.get("content") if isinstance(msg, dict) else None)
+        return SEGMENTS.segment("message", msg, msg, parts, _message_segment, msg, i)
+
+    segments += element_segments(resent, len(messages), message)
     if not messages:
         raise RequestError("messages: at least one message is required", field="messages")
     params, order = split_body(data, PREFIX_FIELDS)
-    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream, source=resent,
-                        carry=carry if resent is not None else None)
+    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream, source=resent)
 
 
 def _message_segment(msg: Any, i: int) -> Segment:

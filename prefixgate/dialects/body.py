@@ -50,8 +50,8 @@ def merge_native(native: dict, replacements: dict[str, Any]) -> dict:
 
 
 def encode_messages(segments: list[Segment], encode: Callable[[Segment], dict | None]) -> list[dict]:
-    """The messages of `segments`, in order: the untouched ones as they came in (`Segment.untouched`,
-    found in C: most of an agent's history), the others as `encode` makes them. `encode` returns None for
+    """The messages of `segments`, in order: the untouched ones as they came in (see `touched`: most of an
+    agent's history), the others as `encode` makes them. `encode` returns None for
     a segment that is not a message (a tools list, a top-level system prompt), which it puts elsewhere."""
     messages: list[dict] = []
     done = 0

@@ -33,12 +33,12 @@ from prefixgate.dialects.neutral import (
     put,
     refuse,
 )
-from prefixgate.dialects.resent import ResentBodies
+from prefixgate.dialects.resent import ResentBodies, element_segments, field_segment
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, load_resent, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
-from prefixgate.ir import Block, BlockKind, Carry, Checkpoint, Conversation, Segment
+from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
 from prefixgate.providers.compatible import writes_cache_control
 from prefixgate.segment_memo import SegmentMemo
 from prefixgate.usage import Usage
@@ -73,29 +73,19 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     for key in ("max_tokens", "max_completion_tokens"):
         if data.get(key) is not None and expect(data[key], int, key) < 1:
             raise RequestError(f"{key}: must be >= 1", field=key)
-    carry = resent.carry if resent is not None else Carry()
     segments: list[Segment] = []
     for key in ("tools", "functions"):
         if key in data:
             items = expect(data[key], list, key)
-            segments.append(carry.segment(key, items, lambda key=key, items=items: SEGMENTS.segment(
+            segments.append(field_segment(resent, key, items, lambda key=key, items=items: SEGMENTS.segment(
                 key, items, None, items, _tools_segment, key, items)))
     if "response_format" in data:
         rf = expect(data["response_format"], dict, "response_format")
         segments.append(Segment("schema", [Block("schema", rf, text=compact(rf))], blocks_field="response_format", form="object"))
-    # The messages this body repeats of a recent one are that one's segments, as they are (never changed in place).
-    reused = carry.earlier.get("segments", [])[:resent.reused] if resent is not None else []
-    segments.extend(reused)
-    for i in range(len(reused), len(messages)):
-        seg = SEGMENTS.segment("message", messages[i], messages[i], _parts(messages[i]), _message_segment, messages[i],
-                               f"messages.{i}")
-        if resent is not None:
-            seg.mark_parsed()       # shared with the requests that resend it, so never changed in place
-        segments.append(seg)
-    carry.mine["segments"] = segments[len(segments) - len(messages):]
+    segments += element_segments(resent, len(messages), lambda i: SEGMENTS.segment(
+        "message", messages[i], messages[i], _parts(messages[i]), _message_segment, messages[i], f"messages.{i}"))
     params, order = split_body(data, PREFIX_FIELDS)
-    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream, source=resent,
-                        carry=carry if resent is not None else None)
+    return Conversation(NAME, model, segments, params=params, field_order=order, stream=stream, source=resent)
 
 
 def _tools_segment(key: str, items: list) -> Segment:

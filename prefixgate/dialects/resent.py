@@ -26,14 +26,14 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from prefixgate.compact_json import compact_bytes
-from prefixgate.ir import Carry
+from prefixgate.ir import Carry, Segment, equal_run
 
 # Bodies below this size parse in well under a tenth of a millisecond: not worth remembering.
 MIN_BYTES = 16 << 10
@@ -57,7 +57,6 @@ class Body:
     tail: list[tuple[str, Any]] = field(default_factory=list)   # the fields after the array, in order
     before: list[tuple[str, Any]] = field(default_factory=list)  # the fields before the array, in order
     reused: int = 0                 # leading elements that are an earlier body's values
-    new_from: int = 0               # byte offset where this body's own parsing began (what it did not reuse)
     head_parsed: bool = True        # the fields before the array were parsed here, not reused
     # What the request of the body this one resends left for it, and what this one leaves (its parsed
     # segments, its prefix keys...): see `ir.Carry`.
@@ -67,6 +66,11 @@ class Body:
     def array_head(self) -> bytes:
         """The first bytes of the array's elements: where a body with other fields before them is found."""
         return self.raw[self.start:self.start + HEAD_BYTES]
+
+    @property
+    def new_from(self) -> int:
+        """The byte offset where this body's own parsing of its array began (what it did not reuse)."""
+        return self.ends[self.reused - 1] if self.reused else self.start
 
     def span(self, count: int) -> bytes:
         """The raw bytes of the first `count` elements, with the separators between them."""
@@ -96,7 +100,7 @@ class ResentBodies:
         if len(raw) < MIN_BYTES or raw[:1] != b"{" or not self.max_bytes:
             return None
         try:
-            body, earlier = self._parse(raw, array, decoder)
+            body, earlier = self._read(raw, array, decoder)
         except (ValueError, StopIteration, IndexError, RecursionError, _NotHere):
             return None         # json.JSONDecodeError is a ValueError
         with self._lock:
@@ -109,7 +113,7 @@ class ResentBodies:
             self._remember(body)
         return body
 
-    def _parse(self, raw: bytes, array: str, decoder: json.JSONDecoder) -> tuple[Body, Body | None]:
+    def _read(self, raw: bytes, array: str, decoder: json.JSONDecoder) -> tuple[Body, Body | None]:
         # The same bytes from the start through some whole elements: the fields before the array are shared too.
         old, count = _best(self._by_head.get(raw[:HEAD_BYTES], ()), raw, None)
         if count:
@@ -204,20 +208,25 @@ def _shared_elements(raw: bytes, start: int, old: Body, old_start: int) -> int:
     return lo
 
 
+def _key(text: str, pos: int, strict: bool) -> tuple[str, int]:
+    """The object key whose opening quote is at `pos`, and the position of its value (past the colon)."""
+    key, pos = json.decoder.scanstring(text, pos + 1, strict)
+    pos = _WS.match(text, pos).end()
+    if text[pos] != ":":
+        raise ValueError("expected ':'")
+    return key, _WS.match(text, pos + 1).end()
+
+
 def _head(raw: bytes, array: str, decoder: json.JSONDecoder) -> tuple[list[tuple[str, Any]], int, str, int]:
     """The fields before `array`, the byte offset just after its "[", and the decoded body with the
     character position there."""
-    text, strict = raw.decode(), decoder.strict
+    text = raw.decode()
     before = []
     pos = _WS.match(text, 1).end()
     while True:
         if text[pos] != '"':
             raise _NotHere      # no array field (an empty object, or invalid JSON)
-        key, pos = json.decoder.scanstring(text, pos + 1, strict)
-        pos = _WS.match(text, pos).end()
-        if text[pos] != ":":
-            raise ValueError("expected ':'")
-        pos = _WS.match(text, pos + 1).end()
+        key, pos = _key(text, pos, decoder.strict)
         if key == array:
             break
         value, pos = decoder.scan_once(text, pos)
@@ -246,12 +255,12 @@ def _parse(raw: bytes, array: str, decoder: json.JSONDecoder, old: Body | None, 
         shift = start - old.start
         items.extend(old.data[array][:count])
         ends.extend(old.ends[:count] if not shift else [e + shift for e in old.ends[:count]])
-        base = ends[-1]
-        text, pos, first = raw[base:].decode(), 0, False
+        text, pos, first = raw[ends[-1]:].decode(), 0, False
+        offset = _Offsets(text, ends[-1], 0)
     else:
         text, pos = scanned or ("", 0)
-        base, first = start - len(text[:pos].encode()) if not text.isascii() else start - pos, True
-    offset = _Offsets(text, base, pos)
+        first = True
+        offset = _Offsets(text, start, pos)
     pos = _elements(text, pos, items, ends, scan, offset, first)
     after = offset(pos + 1)
     tail: list[tuple[str, Any]] = []
@@ -265,11 +274,8 @@ def _parse(raw: bytes, array: str, decoder: json.JSONDecoder, old: Body | None, 
             pos = _WS.match(text, pos + 1).end()
             if text[pos] != '"':
                 raise ValueError("expected a key")
-            key, pos = json.decoder.scanstring(text, pos + 1, strict)
-            pos = _WS.match(text, pos).end()
-            if text[pos] != ":":
-                raise ValueError("expected ':'")
-            value, pos = scan(text, _WS.match(text, pos + 1).end())
+            key, pos = _key(text, pos, strict)
+            value, pos = scan(text, pos)
             tail.append((key, value))
             pos = _WS.match(text, pos).end()
         if _WS.match(text, pos + 1).end() != len(text):
@@ -279,7 +285,7 @@ def _parse(raw: bytes, array: str, decoder: json.JSONDecoder, old: Body | None, 
     data.update(tail)
     if len(data) != len(before) + 1 + len(tail):
         raise _NotHere              # a repeated key: json.loads keeps the last, which the spans do not follow
-    return Body(raw, data, array, start, ends, after, tail, before, count, ends[count - 1] if count else start)
+    return Body(raw, data, array, start, ends, after, tail, before, count)
 
 
 def _elements(text: str, pos: int, items: list, ends: list[int], scan: Any, offset: _Offsets, first: bool) -> int:
@@ -305,20 +311,41 @@ def _element(text: str, pos: int, items: list, ends: list[int], scan: Any, offse
 
 
 class _Offsets:
-    """Byte offsets in the body for character offsets in `text` (the body's bytes from `base`, decoded),
-    asked in increasing order."""
+    """Byte offsets in the body for character offsets in `text` (decoded body bytes), asked in increasing
+    order from character `char`, which is at byte `base`."""
 
-    def __init__(self, text: str, base: int, char: int = 0) -> None:
-        # `base` is the byte offset of character 0; the walk starts at `char`.
+    def __init__(self, text: str, base: int, char: int) -> None:
         self.text, self.ascii = text, text.isascii()
-        self.char, self.base = char, base if self.ascii else base + len(text[:char].encode())
+        self.char, self.base = char, base
 
     def __call__(self, pos: int) -> int:
         if self.ascii:
-            return self.base + pos
+            return self.base + pos - self.char
         self.base += len(self.text[self.char:pos].encode())
         self.char = pos
         return self.base
+
+
+def field_segment(body: Body | None, name: str, value: Any, parse: Callable[[], Segment]) -> Segment:
+    """The segment of a field of the body (its tools, its system prompt): the one the request it resends
+    parsed from this very value when both bodies share it, else `parse()`'s."""
+    return parse() if body is None else body.carry.segment(name, value, parse)
+
+
+def element_segments(body: Body | None, count: int, parse: Callable[[int], Segment]) -> list[Segment]:
+    """One segment per element of the body's array (`count` of them): the earlier request's for those this
+    body resends, shared as they are, then `parse(i)`'s for the others. Those are marked as parsed
+    (`Segment.mark_parsed`): shared with the requests that will resend them, they are never changed in
+    place. Left in the carry for the next request."""
+    if body is None:
+        return [parse(i) for i in range(count)]
+    segments = body.carry.earlier.get("segments", [])[:body.reused]
+    for i in range(len(segments), count):
+        seg = parse(i)
+        seg.mark_parsed()
+        segments.append(seg)
+    body.carry.mine["segments"] = segments
+    return segments
 
 
 def encode(payload: dict, body: Body | None) -> bytes:
@@ -328,8 +355,8 @@ def encode(payload: dict, body: Body | None) -> bytes:
     items = payload.get(body.array) if body is not None else None
     if type(items) is not list or body is None:
         return compact_bytes(payload)
-    mine = body.data[body.array]
-    same = next((i for i, (a, b) in enumerate(zip(items, mine, strict=False)) if a is not b), min(len(items), len(mine)))
+    # Equal values are what the caller's bytes spell (most are the very objects parsed from them).
+    same = equal_run(body.data[body.array], items)
     if same < 2:
         return compact_bytes(payload)
     # A Fragment is written as it is: one holding several elements with their commas is still one list.

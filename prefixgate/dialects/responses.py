@@ -19,11 +19,11 @@ from typing import Any
 from prefixgate.compact_json import compact
 from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
 from prefixgate.dialects.openai import BREAKPOINT
-from prefixgate.dialects.resent import ResentBodies
+from prefixgate.dialects.resent import ResentBodies, element_segments, field_segment
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_resent, require
 from prefixgate.errors import RequestError
-from prefixgate.ir import Block, BlockKind, Carry, Checkpoint, Conversation, Role, Segment, touched
+from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Role, Segment, touched
 from prefixgate.usage import Usage
 
 NAME = "responses"
@@ -87,11 +87,10 @@ def parse_request(body: bytes | str | dict) -> Conversation:
         if data.get("conversation") is not None:
             raise RequestError("previous_response_id: cannot be used together with conversation",
                                field="previous_response_id")
-    carry = resent.carry if resent is not None else Carry()
     segments: list[Segment] = []
     if data.get("tools") is not None:
         tools = expect(data["tools"], list, "tools")
-        segments.append(carry.segment("tools", tools, lambda: _tools_segment(tools)))
+        segments.append(field_segment(resent, "tools", tools, lambda: _tools_segment(tools)))
     instructions = data.get("instructions")
     if instructions is not None:
         text = expect(instructions, str, "instructions")
@@ -101,22 +100,13 @@ def parse_request(body: bytes | str | dict) -> Conversation:
         segments.append(Segment("user", [Block("text", raw_input, text=raw_input)], native={"role": "user"},
                                 blocks_field="input", form="string"))
     elif isinstance(raw_input, list):
-        # The items this body repeats of a recent one are that one's segments, as they are (never changed in place).
-        reused = carry.earlier.get("segments", [])[:resent.reused] if resent is not None else []
-        segments += reused
-        for i in range(len(reused), len(raw_input)):
-            seg = _item_segment(raw_input[i], f"input.{i}")
-            if resent is not None:
-                seg.mark_parsed()   # shared with the requests that resend it, so never changed in place
-            segments.append(seg)
-        carry.mine["segments"] = segments[len(segments) - len(raw_input):]
+        segments += element_segments(resent, len(raw_input), lambda i: _item_segment(raw_input[i], f"input.{i}"))
     elif raw_input is not None or "input" in data:
         raise RequestError("input: expected a string or an array of input items", field="input")
     elif data.get("prompt") is None and data.get("conversation") is None:
         raise RequestError("input: field required (unless a stored prompt or conversation supplies it)", field="input")
     params, order = split_body(data, PREFIX_FIELDS)
-    return Conversation("responses", model, segments, params=params, field_order=order, stream=stream, source=resent,
-                        carry=carry if resent is not None else None)
+    return Conversation("responses", model, segments, params=params, field_order=order, stream=stream, source=resent)
 
 
 def _tools_segment(tools: list) -> Segment:

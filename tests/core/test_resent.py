@@ -14,6 +14,7 @@ from prefixgate.dialects import anthropic as an
 from prefixgate.dialects.resent import MIN_BYTES, ResentBodies, encode
 from prefixgate.dialects.validate import _DECODER, load_resent
 from prefixgate.errors import RequestError
+from prefixgate.ir import touched
 
 WORDS = ["alpha", "beta", "é", "日本", "\\n", "x" * 50, "😀", 'q"uote', "\t"]
 
@@ -145,7 +146,7 @@ def test_a_plan_that_changes_a_shared_message_changes_only_its_own_draft():
     block.checkpoint = an.Checkpoint("1h")
     sent = json.loads(encode(an.encode_request(draft), conv.source))
     assert sent["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
-    assert conv.segments[0].blocks[0].checkpoint is None and conv.segments[0].untouched()
+    assert conv.segments[0].blocks[0].checkpoint is None and not touched(conv.segments[:1])
     assert "cache_control" not in json.loads(encode(an.encode_request(conv.draft()), conv.source))["messages"][0]["content"][0]
 
 
