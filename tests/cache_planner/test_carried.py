@@ -10,8 +10,10 @@ import random
 import pytest
 
 from prefixgate.cache_planner import PlannerState, Target, plan
+from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.dialects import anthropic as an
 from prefixgate.dialects.resent import encode
+from prefixgate.prefix_shape import prefix_shape
 
 WORDS = "file test build cache token plan step read write edit search error diff commit".split()
 
@@ -41,6 +43,9 @@ def _same_both_ways(parse, encode_body, body: dict, target: Target, states: tupl
     assert mine.explanation == fresh.explanation
     assert mine.prefix_hash == fresh.prefix_hash
     assert mine.conversation.prefix_keys() == fresh.conversation.prefix_keys()
+    # The ledger's prefix shape, which the next request takes over for the segments it repeats.
+    assert prefix_shape(mine.conversation, target.provider, volatile_spans) == \
+        prefix_shape(fresh.conversation, target.provider, volatile_spans)
 
 
 @pytest.mark.parametrize("markers", [False, True])
