@@ -30,6 +30,7 @@ from prefixgate.dialects import resent, wire_format
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
+from prefixgate.gateway import lifecycle
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.in_flight import InFlight
@@ -127,6 +128,7 @@ class Prepared:
     extra_usage: Usage | None = None    # tokens billed outside the response (an explicit cache created for it)
     storage_token_hours: Decimal = Decimal(0)   # storage of that cache over its TTL (tokens x hours)
     trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
+    retires: str = ""                   # the model's retirement, for the lifecycle header (gateway/lifecycle.py)
 
     def usage_counter(self) -> Any:
         """A stream usage accumulator for this request (which may say how its cache writes are priced)."""
@@ -234,6 +236,12 @@ class Proxy:
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
         first_wire = wire_format(first.dialect_for(call.dialect, model))
+        if not first.deployments:   # an Azure deployment's name is not its model's
+            verdict = lifecycle.check(price_provider(first, first_wire), model, call.route.on_retired, self.catalog)
+            model, retires = verdict.model, verdict.header
+            call.notes += [verdict.note] if verdict.note and verdict.note not in call.notes else []
+        else:
+            retires = ""
         conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
@@ -265,7 +273,7 @@ class Proxy:
                 # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
                 payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)  # type: ignore[union-attr]
             body = resent.encode(payload, billable.source)
-        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
+        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, retires=retires)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
@@ -354,6 +362,8 @@ class Proxy:
             "x-prefixgate-plan": prep.plan.summary,
             "x-prefixgate-overhead-ms": f"{rec.overhead_ms:.3f}",
         }
+        if prep.retires:
+            out[lifecycle.HEADER] = prep.retires
         if rec.status == 200 and not prep.stream:
             out["x-prefixgate-cache-read-tokens"] = str(rec.cache_read)
             out["x-prefixgate-cost-usd"] = rec.cost_usd if rec.cost_usd is not None else "unknown"

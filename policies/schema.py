@@ -22,6 +22,8 @@ UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "bed
                        "local"]
 KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "bedrock", "vertex",
                                    "openai_compatible", "local")
+OnRetired = Literal["warn", "replace", "refuse"]
+ON_RETIRED: tuple[OnRetired, ...] = ("warn", "replace", "refuse")
 # The wire dialect each kind speaks by default; every self-hosted server speaks OpenAI's. `openai_responses` is
 # OpenAI for models served only by the Responses API: Chat Completions callers routed there are translated.
 DIALECT_OF: dict[str, str] = {
@@ -159,6 +161,9 @@ class Route:
     caller_checkpoints: CallerCheckpoints = "keep"
     # The callers' wire formats this route serves (e.g. vertex_anthropic, vertex_gemini); empty: every format.
     formats: tuple[str, ...] = ()
+    # A request for a model its provider has retired: send it as asked, with a warning ("warn"), send it to the
+    # catalogue's replacement ("replace") or refuse it with a 400 ("refuse"). See gateway/lifecycle.py.
+    on_retired: OnRetired = "warn"
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -288,7 +293,8 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
-    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats"})
+    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
+                       "on_retired"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -311,8 +317,11 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     unknown = [f for f in formats if f not in WIRE_FORMATS]
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
+    on_retired = spec.get("on_retired", "warn")
+    if on_retired not in ON_RETIRED:
+        raise PolicyError(f"{path}.on_retired: must be one of {', '.join(ON_RETIRED)}, got {on_retired!r}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
-                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats)
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, on_retired)
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:

@@ -6,8 +6,8 @@ DeepSeek reports `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`; OpenRoute
 (streamed or not, asked or not) with `cost` in USD and `cached_tokens`/`cache_write_tokens`; Groq adds its
 timings (`queue_time`, `prompt_time`, ...); Mistral's `cached_tokens` come in 64-token blocks; Fireworks
 also sends its token-count headers; Azure takes the key in `api-key` and insists on `api-version`. Every
-provider caches by prefix automatically; the mock runs OpenAI's implicit cache (1,024-token minimum,
-128-token steps) per provider and key as a stand-in. Like OpenAI's API, an unknown body field such as
+provider caches by prefix automatically; the mock runs OpenAI's implicit cache per provider and key, with
+the provider's own minimum and step from its model's row (DeepSeek's 64-token units, Groq's 128, ...). Like OpenAI's API, an unknown body field such as
 `cache_salt` is refused with a 400.
 
 OpenRouter's Claude models cache only at `cache_control` breakpoints on content parts: the mock runs
@@ -33,7 +33,8 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.compatible import PROFILES, caches_by_markers
 from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.providers.mock.text import reply_for
-from prefixgate.providers.pricing import UnknownModel, price_for
+from prefixgate.providers.pricing import UnknownModel, price_for, resolve_model
+from prefixgate.providers.rules import ModelRules
 from prefixgate.tokens import encoding_for
 from prefixgate.usage import Usage
 
@@ -94,7 +95,7 @@ async def _answer(ctx: MockContext, request: Request, provider: str, key: str, d
         result = ctx.simulator.respond("anthropic", messages, now=ctx.clock(), tenant=f"{tenant}:{model}", model=claude)
     else:
         result = ctx.simulator.respond("openai", {**body, "model": CACHE_STAND_IN}, now=ctx.clock(), tenant=tenant,
-                                       model=CACHE_STAND_IN)
+                                       model=CACHE_STAND_IN, rules=_cache_rules(ctx, provider, model))
     limit = body.get("max_completion_tokens") or body.get("max_tokens")
     reply = reply_for(prompt_text(result.conversation), limit, encoding_for("openai", CACHE_STAND_IN))
     usage = _as_reported(provider, replace(result.usage, output=reply.output_tokens))
@@ -112,6 +113,17 @@ async def _answer(ctx: MockContext, request: Request, provider: str, key: str, d
     out = dialect.build_response(model, reply.text, usage, finish_reason=finish)
     out["usage"] = usage_body
     return JSONResponse(out, headers=headers)
+
+
+def _cache_rules(ctx: MockContext, provider: str, model: str) -> ModelRules:
+    """The provider's own caching rules for `model`: its row, else the provider's lowest minimum (its models
+    share one cache design), else OpenAI's stand-in for a provider with no rows at all."""
+    catalog = ctx.simulator.catalog
+    try:
+        return resolve_model(provider, model, catalog)
+    except UnknownModel:
+        rows = sorted(catalog.models_of(provider), key=lambda m: m.min_cache_tokens)
+        return rows[0] if rows else resolve_model("openai", CACHE_STAND_IN, catalog)
 
 
 def _has_markers(body: dict) -> bool:

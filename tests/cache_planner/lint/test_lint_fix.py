@@ -29,7 +29,8 @@ def renders(provider: str, i: int) -> dict:
     if provider == "openai":
         return {"model": "gpt-4o", "messages": [{"role": "system", "content": stamp + POLICY},
                                                  {"role": "user", "content": question}]}
-    return {"systemInstruction": {"parts": [{"text": stamp + POLICY}]},
+    # Gemini caches nothing under 2,048 tokens (4,096 from 3.x Flash): a longer policy.
+    return {"systemInstruction": {"parts": [{"text": stamp + POLICY * 3}]},
             "contents": [{"role": "user", "parts": [{"text": question}]}]}
 
 

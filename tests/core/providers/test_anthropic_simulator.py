@@ -146,6 +146,55 @@ def test_tool_choice_change_keeps_system_but_invalidates_messages():
     assert changed.cache_read == 1500 and changed.cache_writes == {"5m": 1500 + OVERHEAD}
 
 
+def two_tier_body(**params: object) -> dict:
+    return {"model": "claude-sonnet-5-5", "max_tokens": 8,
+            "system": [{"type": "text", "text": text_of(1500), "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": text_of(1500, " stone"), "cache_control": {"type": "ephemeral"}}]}], **params}
+
+
+# "What invalidates what" (https://github.com/anthropics/skills/blob/main/skills/claude-api/shared/prompt-caching.md):
+# thinking and effort changes always invalidate the messages cache; images added or removed invalidate the messages;
+# fast mode (`speed`) and the web-search and citations toggles invalidate system and messages; setting effort
+# explicitly to its default is no change.
+MESSAGES_ONLY = [
+    ({"output_config": {"effort": "high"}}, {"output_config": {"effort": "low"}}),
+    ({}, {"thinking": {"type": "enabled", "budget_tokens": 1024}}),
+]
+
+
+@pytest.mark.parametrize(("before", "after"), MESSAGES_ONLY, ids=["effort", "thinking"])
+def test_effort_and_thinking_changes_rewrite_the_messages_but_read_the_system(before, after):
+    sim = Simulator()
+    respond(sim, two_tier_body(**before), 0)
+    assert respond(sim, two_tier_body(**before), 1).cache_read == 3000 + OVERHEAD
+    changed = respond(sim, two_tier_body(**after), 2)
+    assert changed.cache_read == 1500 and changed.cache_writes == {"5m": 1500 + OVERHEAD}
+
+
+def test_effort_set_to_its_default_is_no_change():
+    sim = Simulator()
+    respond(sim, two_tier_body(), 0)
+    assert respond(sim, two_tier_body(output_config={"effort": "high"}), 1).cache_read == 3000 + OVERHEAD
+
+
+def test_an_image_added_in_a_later_turn_rewrites_the_messages():
+    sim = Simulator()
+    body = two_tier_body()
+    respond(sim, body, 0)
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    turn = [{"role": "assistant", "content": "ok"}, {"role": "user", "content": [image, {"type": "text", "text": "and?"}]}]
+    later = respond(sim, {**body, "messages": body["messages"] + turn}, 1)
+    assert later.cache_read == 1500    # the system only: the earlier messages are written again
+
+
+def test_fast_mode_rewrites_the_system_too():
+    sim = Simulator()
+    respond(sim, two_tier_body(), 0)
+    changed = respond(sim, two_tier_body(speed="fast"), 1)
+    assert changed.cache_read == 0 and changed.cache_writes == {"5m": 3000 + OVERHEAD}
+
+
 def test_automatic_caching_marks_the_last_block_and_moves_forward():
     sim = Simulator()
     body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "cache_control": {"type": "ephemeral"},

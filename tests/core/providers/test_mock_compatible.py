@@ -103,12 +103,29 @@ def test_openrouter_claude_caches_only_at_breakpoints_and_bills_writes(mock_serv
 def test_openrouter_gemini_caches_implicitly_or_at_breakpoints(mock_server):
     url, _ = mock_server
     client = openai.OpenAI(base_url=f"{url}/openrouter/v1", api_key="sk-or-gemini", max_retries=0)
+    # Implicitly from Google's 2,048-token minimum (https://ai.google.dev/gemini-api/docs/caching): not this
+    # ~1,500-token prompt, but a longer one.
     ask(client, "google/gemini-2.5-flash")
-    assert ask(client, "google/gemini-2.5-flash").usage.prompt_tokens_details.cached_tokens > 1000
+    assert ask(client, "google/gemini-2.5-flash").usage.prompt_tokens_details.cached_tokens == 0
+    long = [{"role": "system", "content": SYSTEM + text_of(1000, " clause")}, {"role": "user", "content": "Covered?"}]
+    client.chat.completions.create(model="google/gemini-2.5-flash", messages=long)
+    assert client.chat.completions.create(model="google/gemini-2.5-flash", messages=long).usage.prompt_tokens_details.cached_tokens > 2048
     first = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked()).usage
     second = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked()).usage
     assert first.prompt_tokens_details.cache_write_tokens > 1000
     assert second.prompt_tokens_details.cached_tokens == first.prompt_tokens_details.cache_write_tokens
+
+
+def test_each_provider_caches_with_its_own_minimum_and_step(mock_server):
+    # DeepSeek caches whole 64-token prefix units with no fixed minimum (https://api-docs.deepseek.com/guides/kv_cache),
+    # where OpenAI's stand-in would start at 1,024 in 128-token steps.
+    url, _ = mock_server
+    short = [{"role": "system", "content": text_of(300, " rule")}, {"role": "user", "content": "Covered?"}]
+    client = openai.OpenAI(base_url=f"{url}/deepseek/v1", api_key="sk-ds-steps", max_retries=0)
+    client.chat.completions.create(model="deepseek-chat", messages=short)
+    usage = client.chat.completions.create(model="deepseek-chat", messages=short).usage
+    hit = usage.model_extra["prompt_cache_hit_tokens"]
+    assert hit > 0 and hit % 64 == 0 and usage.prompt_tokens - hit < 64
 
 
 # A model of each profile's rows (Together has none; any name goes), as the mock is reached per provider.
