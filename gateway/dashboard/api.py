@@ -24,6 +24,7 @@ from prefixgate.gateway.dashboard.alerts import AlertRule, alerts_now, route_ale
 from prefixgate.gateway.dashboard.auth import require_reader
 from prefixgate.gateway.dashboard.figures import GROUPINGS, breakdown, timeseries, totals
 from prefixgate.gateway.dashboard.misses import is_miss, misses_by_route
+from prefixgate.gateway.dashboard.retiring import retiring_routes
 from prefixgate.gateway.dashboard.source import MISS_SAMPLE, UNAVAILABLE, LedgerSource
 from prefixgate.ledger import LedgerRecord
 
@@ -149,7 +150,14 @@ def overview(request: Request, w: WindowDep) -> dict:
             "breakdowns": {by: breakdown(view, w.since, w.until, by) for by in BREAKDOWNS},
             "misses": misses_by_route(w.latest(PREVIOUS_LOOKBACK_S), w.since, catalog=w.catalog),
             "alerts": [a.to_dict() for a in route_alerts(view, now, rule)],
+            "retiring": retiring_routes(w.latest(), w.catalog),
         }
+
+
+@router.get("/retiring", response_model=list[schema.RetiringRoute],
+            summary="Routes sending requests to models retiring within 30 days (or retired)")
+def retiring(w: WindowDep) -> list[dict]:
+    return retiring_routes(w.latest(), w.catalog)
 
 
 @router.get("/requests", response_model=schema.Requests, summary="The latest ledger records, newest first")
