@@ -180,3 +180,37 @@ def test_bad_override_files_fail_naming_the_key(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(RulesError, match=message):
         load_catalog(path)
+
+
+def test_an_operators_discount_and_private_price_apply_over_genai_prices(tmp_path):
+    # A negotiated 20% off every Sonnet 5.5 price, and a private read price on gpt-5.4 over genai-prices' row.
+    override = tmp_path / "contract.toml"
+    override.write_text('''
+[[model]]
+provider = "anthropic"
+id = "claude-sonnet-5-5"
+discount_percent = 20
+
+[[model]]
+provider = "openai"
+id = "gpt-5.4"
+price = { cache_read = "0.20" }
+''')
+    catalog = load_catalog(override)
+    sonnet = resolve_model("anthropic", "claude-sonnet-5-5", catalog).price.price
+    # list: $2 in, $10 out, $0.10 read, $2.50 / $4 writes (https://platform.claude.com/docs/en/about-claude/pricing)
+    assert (sonnet.input, sonnet.output, sonnet.cache_read) == (Decimal("1.6"), Decimal("8"), Decimal("0.08"))
+    assert sonnet.cache_write == {"5m": Decimal("2"), "1h": Decimal("3.2")}
+    gpt = resolve_model("openai", "gpt-5.4", catalog)
+    assert gpt.price.price.cache_read == Decimal("0.20") and gpt.price.price.input == Decimal("2.5")
+    assert gpt.origin == "override" and "operator override" in gpt.price.note
+    with pytest.raises(RulesError, match="discount_percent"):
+        (tmp_path / "bad.toml").write_text('[[model]]\nprovider = "anthropic"\nid = "claude-sonnet-5-5"\ndiscount_percent = 120\n')
+        load_catalog(tmp_path / "bad.toml")
+
+
+def test_a_model_neither_genai_prices_nor_the_file_prices_fails_to_load(tmp_path):
+    path = tmp_path / "new.toml"
+    path.write_text('[[model]]\nprovider = "anthropic"\nid = "claude-unknown-9"\nmin_cache_tokens = 1024\n')
+    with pytest.raises(RulesError, match="genai-prices .* has no model"):
+        load_catalog(path)
