@@ -65,7 +65,8 @@ COMPATIBLE = {
     ("fireworks", "accounts/fireworks/models/llama-v3p3-70b-instruct"): 1024, ("azure", "gpt-4o"): 1024,
     ("azure", "gpt-4o-mini"): 1024,
 }
-OPENROUTER_MARKERS = {"claude-sonnet-4.5": 1024, "claude-haiku-4.5": 4096, "gemini-2.5-flash": 2048}
+OPENROUTER_MARKERS = {"claude-sonnet-4.5": 1024, "claude-sonnet-4.6": 1024, "claude-sonnet-5.5": 512,
+                      "claude-haiku-4.5": 4096, "gemini-2.5-flash": 2048, "gemini-3.5-flash-lite": 4096}
 
 
 def sheet() -> dict[tuple[str, str], tuple[int, tuple[str, ...]]]:

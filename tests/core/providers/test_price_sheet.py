@@ -197,7 +197,7 @@ def test_compatible_cache_discounts_match_their_pages():
 
 
 def test_openrouter_claude_rows_take_openrouters_cache_multipliers():
-    for model in ("claude-sonnet-4.5", "claude-haiku-4.5"):
+    for model in ("claude-sonnet-4.5", "claude-sonnet-4.6", "claude-haiku-4.5"):   # (Sonnet 5.5 reads at 0.05x)
         price = base("openrouter", model).base.price
         assert price.cache_write == {"5m": price.input * Decimal("1.25")} and price.cache_read == price.input / 10
         assert CATALOG.models[("openrouter", model)].breakpoint_ttls == ("5m",)  # expires within five minutes
