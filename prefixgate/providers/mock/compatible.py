@@ -40,8 +40,9 @@ from prefixgate.usage import Usage
 
 # The OpenAI model whose cache rules stand in for every provider's automatic prefix cache.
 CACHE_STAND_IN = "gpt-4o"
-# The Claude model whose cache stands in for a Gemini model's breakpoints on OpenRouter (same 1,024 minimum).
-BREAKPOINT_STAND_IN = "claude-sonnet-4-5"
+# The Claude model whose cache stands in for a Gemini model's breakpoints on OpenRouter, under the Gemini
+# model's own minimum (its row's).
+BREAKPOINT_STAND_IN = "claude-sonnet-4-6"
 # OpenRouter's reported cost for a model the price table lacks: the mock's own made-up price, USD per MTok.
 UNLISTED_PRICE = (Decimal("1"), Decimal("0.25"), Decimal("2"))      # input, cache read, output
 # Fields a self-hosted server takes that no hosted provider does: refused as OpenAI refuses unknown fields.
@@ -91,8 +92,13 @@ async def _answer(ctx: MockContext, request: Request, provider: str, key: str, d
     if caches_by_markers(PROFILES[provider], model) and (model.startswith("anthropic/") or _has_markers(body)):
         claude = model if model.startswith("anthropic/") else BREAKPOINT_STAND_IN
         messages, _ = translate_body(body, dialect.WIRE, anthropic.WIRE, claude)
+        rules = None
+        if claude == BREAKPOINT_STAND_IN:
+            own = _cache_rules(ctx, provider, model)
+            rules = replace(resolve_model("anthropic", claude, ctx.simulator.catalog), min_cache_tokens=own.min_cache_tokens)
         # Scoped by the model asked for: a Gemini model's entries are not the stand-in Claude's.
-        result = ctx.simulator.respond("anthropic", messages, now=ctx.clock(), tenant=f"{tenant}:{model}", model=claude)
+        result = ctx.simulator.respond("anthropic", messages, now=ctx.clock(), tenant=f"{tenant}:{model}", model=claude,
+                                       rules=rules)
     else:
         result = ctx.simulator.respond("openai", {**body, "model": CACHE_STAND_IN}, now=ctx.clock(), tenant=tenant,
                                        model=CACHE_STAND_IN, rules=_cache_rules(ctx, provider, model))

@@ -11,6 +11,8 @@ from prefixgate.providers.compatible import PROFILES
 from tests.core.providers.support_prompts import text_of
 
 SYSTEM = "You answer questions about the warranty policy.\n" + text_of(1500)
+# Over Gemini's minimum (2,048; 4,096 from 3.x Flash: https://ai.google.dev/gemini-api/docs/caching).
+LONG_SYSTEM = SYSTEM + text_of(3000, " clause")
 
 
 def ask(client: openai.OpenAI, model: str, **kw):
@@ -66,9 +68,9 @@ def test_what_real_providers_refuse(mock_server):
     assert no_version.status_code == 400 and "API version" in no_version.json()["error"]["message"]
 
 
-def marked(n: int = 1) -> list[dict]:
+def marked(n: int = 1, system: str = SYSTEM) -> list[dict]:
     """The same prompt with `n` Anthropic-style breakpoints on the system prompt's parts (OpenRouter's form)."""
-    parts = [{"type": "text", "text": f"{SYSTEM} part {i}", "cache_control": {"type": "ephemeral"}} for i in range(n)]
+    parts = [{"type": "text", "text": f"{system} part {i}", "cache_control": {"type": "ephemeral"}} for i in range(n)]
     return [{"role": "system", "content": parts}, {"role": "user", "content": "Covered?"}]
 
 
@@ -107,11 +109,11 @@ def test_openrouter_gemini_caches_implicitly_or_at_breakpoints(mock_server):
     # ~1,500-token prompt, but a longer one.
     ask(client, "google/gemini-2.5-flash")
     assert ask(client, "google/gemini-2.5-flash").usage.prompt_tokens_details.cached_tokens == 0
-    long = [{"role": "system", "content": SYSTEM + text_of(1000, " clause")}, {"role": "user", "content": "Covered?"}]
+    long = [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "Covered?"}]
     client.chat.completions.create(model="google/gemini-2.5-flash", messages=long)
     assert client.chat.completions.create(model="google/gemini-2.5-flash", messages=long).usage.prompt_tokens_details.cached_tokens > 2048
-    first = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked()).usage
-    second = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked()).usage
+    first = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked(system=LONG_SYSTEM)).usage
+    second = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked(system=LONG_SYSTEM)).usage
     assert first.prompt_tokens_details.cache_write_tokens > 1000
     assert second.prompt_tokens_details.cached_tokens == first.prompt_tokens_details.cache_write_tokens
 
