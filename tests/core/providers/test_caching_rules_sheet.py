@@ -66,7 +66,8 @@ COMPATIBLE = {
     ("azure", "gpt-4o-mini"): 1024,
 }
 OPENROUTER_MARKERS = {"claude-sonnet-4.5": 1024, "claude-sonnet-4.6": 1024, "claude-sonnet-5.5": 512,
-                      "claude-haiku-4.5": 4096, "gemini-2.5-flash": 2048, "gemini-3.5-flash-lite": 4096}
+                      "claude-haiku-4.5": 4096, "gemini-2.5-flash": 2048, "gemini-3.5-flash-lite": 4096,
+                      "gemini-3.8-flash": 4096}
 
 
 def sheet() -> dict[tuple[str, str], tuple[int, tuple[str, ...]]]:
