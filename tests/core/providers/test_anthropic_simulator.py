@@ -121,7 +121,7 @@ def test_caches_are_scoped_per_model_and_per_workspace():
     sim = Simulator()
     respond(sim, anthropic_body("claude-sonnet-4-5"), 0, tenant="acme")
     assert respond(sim, anthropic_body("claude-sonnet-4-5"), 1, tenant="other").cache_read == 0
-    assert respond(sim, anthropic_body("claude-sonnet-4-6"), 1, tenant="acme").cache_read == 0
+    assert respond(sim, anthropic_body("claude-sonnet-5"), 1, tenant="acme").cache_read == 0   # another model
     # A dated snapshot id is the same model, so the same cache.
     assert respond(sim, anthropic_body("claude-sonnet-4-5-20250929"), 2, tenant="acme").cache_read == 2000
 
