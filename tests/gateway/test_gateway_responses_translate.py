@@ -13,6 +13,7 @@ from prefixgate.ledger import read_records
 from prefixgate.providers.mock.server import MockContext
 from prefixgate.providers.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.sdk.support_sdk import POLICY as POLICY_TEXT
 from tests.sdk.support_sdk import dated_system
 from tests.support_services import ServerThread, wait_until
 
@@ -62,7 +63,8 @@ def _last(settings) -> dict:
 def test_responses_to_other_providers_keeps_caching(stack, model):
     gw, settings = stack
     client = _client(gw)
-    answers = [client.responses.create(model=model, instructions=dated_system(day), input="Where is my parcel?",
+    # Over every model's minimum (Gemini 2.5: 2,048 tokens; https://ai.google.dev/gemini-api/docs/caching).
+    answers = [client.responses.create(model=model, instructions=f"{dated_system(day)}\n{POLICY_TEXT * 3}", input="Where is my parcel?",
                                        max_output_tokens=64) for day in (11, 12)]
     assert all(a.output_text for a in answers)
     # Cached tokens come back in the Responses usage fields, whatever the target reported them as.
