@@ -3,6 +3,7 @@ tokens as decimal strings), for JSON or for a table that fits a terminal."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -13,8 +14,7 @@ from prefixgate.providers.vertex_prices import REGIONAL, vertex_rules
 
 
 def money(d: Decimal) -> str:
-    text = format(d.normalize(), "f")
-    return text
+    return format(d.normalize(), "f")
 
 
 def _prices(spec: PriceSpec) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def model_row(m: ModelRules, at: datetime | None = None) -> dict[str, Any]:
 def _ttls(m: ModelRules) -> list[str]:
     if m.provider == "openai":
         return list(m.breakpoint_ttls if m.regime == "breakpoints" else m.retention)
-    if m.breakpoint_ttls == ("30m",) and m.provider != "openai":   # a compatible provider: no markers of its own
+    if m.breakpoint_ttls == ("30m",):   # OpenAI's default on a compatible provider: no markers of its own
         return []
     return list(m.breakpoint_ttls)
 
@@ -65,7 +65,6 @@ def rows(catalog: Catalog, provider: str | None = None, at: datetime | None = No
 
 
 def _renamed(m: ModelRules, new_id: str) -> ModelRules:
-    from dataclasses import replace
     return replace(m, id=new_id, aliases=())
 
 
