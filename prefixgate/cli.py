@@ -278,7 +278,7 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
 @click.option("--disable", "--ignore", "disable", default=None, help="Skip these rules, comma-separated.")
 @click.option("--provider", type=click.Choice(["anthropic", "openai", "gemini"]), default=None,
               help="Provider whose rules apply to templates (request files name their own).")
-@click.option("--model", default=None, help="Model whose minimum applies to templates (default claude-sonnet-4-5).")
+@click.option("--model", default=None, help="Model whose minimum applies to templates (default claude-sonnet-5-5).")
 @click.option("--include", default=None, help="Globs of files to lint in directories, comma-separated.")
 @click.option("--exclude", default=None, help="More globs of files to skip in directories, comma-separated.")
 @click.option("--pyproject", type=click.Path(dir_okay=False), default=None,

@@ -2,7 +2,7 @@
 
 Callers send model names in many spellings: date-pinned snapshots (`claude-haiku-4-5-20251001`,
 `gpt-4o-2024-08-06`), `-latest` pointers, Gemini's `models/` resource prefix and `-001` versions, router
-prefixes (`anthropic/...`) and dotted Claude versions (`claude-sonnet-4.5`). All of them resolve to one row.
+prefixes (`anthropic/...`) and dotted Claude versions (`claude-sonnet-5.5`). All of them resolve to one row.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def _spellings(provider: str, model: str) -> list[str]:
         stripped = pattern.sub("", stripped)
     out.append(stripped)
     if provider in ("anthropic", "bedrock"):
-        # claude-sonnet-4.5 -> claude-sonnet-4-5 (router and console spellings).
+        # claude-sonnet-5.5 -> claude-sonnet-5-5 (router and console spellings).
         out += [n.replace(".", "-") for n in out]
     return out
 

@@ -288,12 +288,12 @@ def test_openrouter_claude_gets_breakpoints_and_bills_writes(tmp_path, mock, key
         client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="pg-team-key", max_retries=0)
         for day in (22, 23):
             if stream:
-                chunks = list(client.chat.completions.create(model="anthropic/claude-sonnet-4.5", messages=messages(day),
+                chunks = list(client.chat.completions.create(model="anthropic/claude-sonnet-4.6", messages=messages(day),
                                                              stream=True, stream_options={"include_usage": True}))
                 assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
                 usages.append(chunks[-1].usage)
             else:
-                usages.append(client.chat.completions.create(model="anthropic/claude-sonnet-4.5", messages=messages(day)).usage)
+                usages.append(client.chat.completions.create(model="anthropic/claude-sonnet-4.6", messages=messages(day)).usage)
     sent = [body for path, body in mock.ctx.received if path == "/openrouter/v1/chat/completions"]
     assert len(sent) == 2
     for body in sent:
@@ -354,7 +354,7 @@ def test_openrouter_caller_markers_follow_the_route_policy(tmp_path, mock, keys,
         for day in (21, 22, 23):
             msgs = messages(day)
             msgs[1] = {"role": "user", "content": question}
-            client.chat.completions.create(model="anthropic/claude-sonnet-4.5", messages=msgs)
+            client.chat.completions.create(model="anthropic/claude-sonnet-4.6", messages=msgs)
     sent = [body for _, body in mock.ctx.received]
     records = records_of(settings, 3)
     caller = (1, {"type": "ephemeral"})
@@ -375,7 +375,7 @@ def test_claude_code_style_caller_reaches_openrouters_claude_with_its_breakpoint
     OpenRouter's `cache_control` form (kept as placed), and the repeat reads what the first wrote."""
     data = gateway_policy(mock.url)
     data["routes"].insert(0, {"name": "claude-code", "models": ["claude-sonnet-5"],
-                              "targets": [{"upstream": "openrouter", "model": "anthropic/claude-sonnet-4.5"}]})
+                              "targets": [{"upstream": "openrouter", "model": "anthropic/claude-sonnet-4.6"}]})
     settings = settings_for(mock.url, tmp_path)
     with running_gateway(settings, policy=policy_for(settings, data)) as gw:
         client = anthropic.Anthropic(base_url=gw.url, api_key="pg-team-key", max_retries=0)
@@ -385,7 +385,7 @@ def test_claude_code_style_caller_reaches_openrouters_claude_with_its_breakpoint
             messages=[{"role": "user", "content": f"Question {i}: is my toaster covered?"}]) for i in range(2)]
     sent = [body for path, body in mock.ctx.received if path == "/openrouter/v1/chat/completions"]
     assert [markers(body) for body in sent] == [[(0, {"type": "ephemeral"})]] * 2
-    assert all(body["model"] == "anthropic/claude-sonnet-4.5" for body in sent)
+    assert all(body["model"] == "anthropic/claude-sonnet-4.6" for body in sent)
     assert replies[0].usage.cache_creation_input_tokens > 1000 and replies[0].usage.cache_read_input_tokens == 0
     assert replies[1].usage.cache_read_input_tokens == replies[0].usage.cache_creation_input_tokens
     records = records_of(settings, 2)

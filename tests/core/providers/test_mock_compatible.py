@@ -80,7 +80,7 @@ def test_openrouter_claude_caches_only_at_breakpoints_and_bills_writes(mock_serv
     chunk too; a fifth breakpoint is refused as Anthropic refuses it."""
     url, _ = mock_server
     client = openai.OpenAI(base_url=f"{url}/openrouter/v1", api_key="sk-or-claude", max_retries=0)
-    model = "anthropic/claude-sonnet-4.5"
+    model = "anthropic/claude-sonnet-4.6"
     plain = [ask(client, model).usage for _ in range(2)]
     assert [u.prompt_tokens_details.cached_tokens for u in plain] == [0, 0]
     assert [u.prompt_tokens_details.cache_write_tokens for u in plain] == [0, 0]
