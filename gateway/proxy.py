@@ -242,7 +242,7 @@ class Proxy:
                         catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
-        home = self.response_homes.home_of(conv.params.get("previous_response_id"))
+        home = self.response_homes.home_of(first_wire.chained_id(conv))
         if home in ref.upstreams:
             name = home     # the chain lives there
         else:

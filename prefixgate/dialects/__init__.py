@@ -12,6 +12,7 @@ from prefixgate.dialects import (
     bedrock_invoke,
     converse,
     gemini,
+    interactions_adapter,
     openai,
     responses_adapter,
     vertex_anthropic,
@@ -21,9 +22,10 @@ from prefixgate.dialects.responses import is_responses_body
 from prefixgate.dialects.wire import WireFormat
 
 # One line per wire format. Order matters only to `format_of_path`: the last one answers every path no
-# other format claims, and Vertex's come before Gemini's (which claims every `{model}:{method}` path).
+# other format claims, and Vertex's and Interactions' come before Gemini's (which claims every `{model}:{method}`
+# path and all of /v1beta/).
 WIRE_FORMATS: dict[str, WireFormat] = {w.name: w for w in (
-    anthropic.WIRE, vertex_anthropic.WIRE, vertex_gemini.WIRE, gemini.WIRE, responses_adapter.WIRE, bedrock_invoke.WIRE, converse.WIRE, openai.WIRE)}
+    anthropic.WIRE, vertex_anthropic.WIRE, vertex_gemini.WIRE, interactions_adapter.WIRE, gemini.WIRE, responses_adapter.WIRE, bedrock_invoke.WIRE, converse.WIRE, openai.WIRE)}
 # The name lint, replay and trace readers use for the same registry.
 DIALECTS = WIRE_FORMATS
 

@@ -341,6 +341,10 @@ class OpenAIResponses(WireFormat):
             return None
         return response.get("id") if isinstance(response.get("id"), str) else None
 
+    def chained_id(self, conv: Conversation) -> str | None:
+        found = conv.params.get("previous_response_id")
+        return found if isinstance(found, str) else None
+
     def stream_error(self, event: dict) -> str | None:
         if event.get("type") == "error":
             return str(event.get("message", "stream error"))

@@ -93,6 +93,11 @@ class WireFormat:
         from a whole answer or a stream's terminal event; None for formats without server-side state."""
         return None
 
+    def chained_id(self, conv: Conversation) -> str | None:
+        """The stored answer `conv` continues (a Responses `previous_response_id`, an Interactions
+        `previous_interaction_id`): the earlier turns live at the upstream that holds it."""
+        return None
+
     def error_body(self, err: RequestError) -> dict:
         """The error JSON this format's SDK parses into its own exception."""
         return error_body(err, self.name)
