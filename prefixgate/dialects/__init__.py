@@ -18,6 +18,7 @@ from prefixgate.dialects import (
     vertex_anthropic,
     vertex_gemini,
 )
+from prefixgate.dialects.interactions import is_interactions_body
 from prefixgate.dialects.responses import is_responses_body
 from prefixgate.dialects.wire import WireFormat
 
@@ -33,9 +34,12 @@ DIALECTS = WIRE_FORMATS
 def request_dialect(provider: str, body: dict) -> WireFormat:
     """The wire format of a provider's recorded request body, told apart by shape where a provider has
     several: OpenAI's Chat Completions always has `messages`, Responses never; Bedrock's InvokeModel body is
-    Anthropic's with `anthropic_version`, its Messages API body names a `model`, Converse neither."""
+    Anthropic's with `anthropic_version`, its Messages API body names a `model`, Converse neither; Gemini's
+    generateContent body always has `contents`, an Interactions body never."""
     if provider == "openai" and is_responses_body(body):
         return responses_adapter.WIRE
+    if provider == "gemini" and is_interactions_body(body):
+        return interactions_adapter.WIRE
     if provider == "bedrock":
         if "model" in body:
             return anthropic.WIRE

@@ -57,6 +57,11 @@ PATHS = ("/v1/interactions", "/v1beta/interactions")
 
 # ---- requests ---------------------------------------------------------------------------------
 
+def is_interactions_body(body: dict) -> bool:
+    """An Interactions request rather than a generateContent one (which always has `contents`)."""
+    return "contents" not in body and any(k in body for k in ("input", "previous_interaction_id", "agent"))
+
+
 def parse_request(body: bytes | str | dict) -> Conversation:
     data = load_body(body)
     if "agent" in data and "model" not in data:
@@ -204,6 +209,8 @@ def _step(seg: Segment) -> dict:
         return {"type": "user_input", "content": [_content(b) for b in seg.blocks]}
     if seg.form == "absent" and not seg.blocks:
         return seg.native
+    if seg.native == {"role": "user"}:      # the planner's new user turn after tool results
+        return {"type": "user_input", "content": [_content(b) for b in seg.blocks]}
     only = seg.blocks[0] if len(seg.blocks) == 1 else None
     if seg.form == "string" and only is not None and not isinstance(only.native, dict):
         return merge_native(seg.native, {"content": only.text})

@@ -309,6 +309,7 @@ class GeminiInteractions(WireFormat):
     finish_from, finish_to = FINISH_FROM, FINISH_TO
     usage_marks = (COMPLETED.encode(), b"interaction.status_update")
     terminal = COMPLETED.encode()
+    stored_kind = "interaction"
 
     # This module's functions are the adapter's methods.
     encode_request, build_response, error_event = staticmethod(encode_request), staticmethod(build_response), \

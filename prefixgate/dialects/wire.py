@@ -88,6 +88,9 @@ class WireFormat:
                        id: str | None = None) -> dict:
         raise NotImplementedError
 
+    # What `stored_id`s are to the ownership registry (`gateway/ownership.py`): each kind has its own ids.
+    stored_kind: ClassVar[str] = "response"
+
     def stored_id(self, body: dict) -> str | None:
         """The id a later request may name to reach this answer again (a stored Responses API response),
         from a whole answer or a stream's terminal event; None for formats without server-side state."""
