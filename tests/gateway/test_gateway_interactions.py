@@ -10,7 +10,7 @@ from decimal import Decimal
 import openai
 import pytest
 from google import genai
-from google.genai._interactions_errors import NotFoundError
+from google.genai._interactions_errors import BadRequestError, NotFoundError
 
 from prefixgate.ledger import read_records
 from prefixgate.policies.schema import hash_key
@@ -35,6 +35,7 @@ def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("interactions")
     with pytest.MonkeyPatch.context() as mp, ServerThread(mock_app(MockContext())) as mock:
         mp.setenv("GEMINI_API_KEY", "AIzaGatewayKey0000000000000000")
+        mp.setenv("ANTHROPIC_API_KEY", "sk-ant-gateway-key-0001")
         settings = settings_for(mock.url, tmp)
         policy = {
             "upstreams": {"interactions-only": {"kind": "gemini_interactions", "url": mock.url}},
@@ -43,6 +44,7 @@ def stack(tmp_path_factory):
                 {"name": "agentic", "models": ["gemini-agentic"],
                  "targets": [{"upstream": "interactions-only", "model": MODEL}]},
                 {"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]},
+                {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
             ],
             "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME), "tenant": "acme"},
                      {"name": "globex-app", "key_sha256": hash_key(GLOBEX), "tenant": "globex"}],
@@ -154,3 +156,23 @@ def test_a_gemini_upstream_serves_interactions_callers_untranslated(stack):
     rec = _records(settings, before + 1)[-1]
     assert (rec["dialect"], rec["target"], rec["status"]) == ("interactions", "gemini", 200)
     assert not any(line.startswith("translate:") for line in rec["explanation"])
+
+
+def test_an_interactions_client_reaches_claude_translated_except_a_continuation(stack):
+    gw, settings = stack
+    client = _client(gw)
+    answer = client.interactions.create(model="claude-sonnet-5-5", system_instruction="Be brief.", input="Hi",
+                                        generation_config={"max_output_tokens": 64})
+    assert answer.status == "completed" and answer.output_text and answer.usage.total_input_tokens > 0
+    events = list(client.interactions.create(model="claude-sonnet-5-5", input="Hi again", stream=True,
+                                             generation_config={"max_output_tokens": 64}))
+    assert events[-1].event_type == "interaction.completed" and events[-1].interaction.usage.total_output_tokens > 0
+    assert "".join(e.delta.text for e in events if e.event_type == "step.delta")
+    rec = _records(settings, 1)[-1]
+    assert (rec["dialect"], rec["target"]) == ("interactions", "anthropic")
+    assert any(line.startswith("translate: interactions -> anthropic") for line in rec["explanation"])
+    # The earlier turns live at Google: Claude cannot continue them, and the refusal names the field.
+    mine = client.interactions.create(model=MODEL, input="Remember 7.")
+    with pytest.raises(BadRequestError, match="previous_interaction_id"):
+        client.interactions.create(model="claude-sonnet-5-5", input="Which number?", previous_interaction_id=mine.id,
+                                   generation_config={"max_output_tokens": 64})
