@@ -22,7 +22,7 @@ from typing import Any
 from prefixgate.compact_json import compact
 from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
 from prefixgate.dialects.sse import encode_sse
-from prefixgate.dialects.validate import expect, load_body, require
+from prefixgate.dialects.validate import expect, load_body, require, typed_tool
 from prefixgate.errors import _KINDS, RequestError
 from prefixgate.ir import Block, BlockKind, Conversation, Role, Segment
 from prefixgate.usage import Usage
@@ -32,17 +32,16 @@ PREFIX_FIELDS = {"system_instruction", "tools", "input"}
 CONTENT_KINDS: dict[str, BlockKind] = {
     "text": "text", "image": "image", "document": "document", "audio": "audio", "video": "file",
 }
+# Google's built-in tools: each has a call step and a result step, kept whole.
+BUILT_IN_TOOLS = ("code_execution", "google_search", "url_context", "file_search", "google_maps", "mcp_server_tool",
+                  "retrieval", "tool_search", "processing")
 # Steps other than user_input / model_output: the role their segment plays and the block kind they hold.
 _STEPS: dict[str, tuple[Role, BlockKind]] = {
     "thought": ("assistant", "thinking"),
     "function_call": ("assistant", "tool_call"),
     "function_result": ("tool", "tool_result"),
-    **{f"{tool}_call": ("assistant", "other") for tool in (
-        "code_execution", "google_search", "url_context", "file_search", "google_maps", "mcp_server_tool",
-        "retrieval", "tool_search", "processing")},
-    **{f"{tool}_result": ("tool", "other") for tool in (
-        "code_execution", "google_search", "url_context", "file_search", "google_maps", "mcp_server_tool",
-        "retrieval", "tool_search", "processing")},
+    **{f"{tool}_call": ("assistant", "other") for tool in BUILT_IN_TOOLS},
+    **{f"{tool}_result": ("tool", "other") for tool in BUILT_IN_TOOLS},
 }
 TURN_STEPS: dict[str, Role] = {"user_input": "user", "model_output": "assistant"}
 STEP_TYPES = (*TURN_STEPS, *_STEPS)
@@ -82,7 +81,7 @@ def parse_request(body: bytes | str | dict) -> Conversation:
                                 form="string"))
     if data.get("tools") is not None:
         tools = expect(data["tools"], list, "tools")
-        blocks = [Block("tool_def", _tool(t, f"tools.{i}"), text=compact(t)) for i, t in enumerate(tools)]
+        blocks = [Block("tool_def", typed_tool(t, f"tools.{i}"), text=compact(t)) for i, t in enumerate(tools)]
         segments.append(Segment("tools", blocks, blocks_field="tools", form="list"))
     segments += input_segments(data.get("input"), "input" in data, previous is not None)
     params, order = split_body(data, PREFIX_FIELDS)
@@ -164,14 +163,6 @@ def _content_block(item: Any, field: str, any_type: bool = False) -> Block:
     if kind in CONTENT_KINDS and "data" not in item and "uri" not in item:
         raise RequestError(f"{field}: a {kind} block needs `data` (base64) or `uri`", field=field)
     return Block(CONTENT_KINDS.get(kind, "other"), item)
-
-
-def _tool(tool: Any, field: str) -> dict:
-    expect(tool, dict, field)
-    require(tool, "type", str, f"{field}.type")
-    if tool["type"] == "function":
-        require(tool, "name", str, f"{field}.name")
-    return tool
 
 
 def encode_request(conv: Conversation) -> dict:

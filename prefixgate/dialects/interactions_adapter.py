@@ -12,7 +12,6 @@ Thought steps are dropped with a note (only Gemini can read their signatures).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from prefixgate.compact_json import compact
@@ -149,13 +148,9 @@ def _read_content(item: dict, field: str) -> Part:
 def write_chat(chat: Chat, model: str) -> dict:
     """A neutral chat as an Interactions body, sent with `store: false`: the caller keeps its own history."""
     out: dict[str, Any] = {"model": model}
-    turns = chat.turns
-    system = []
-    while turns and turns[0].role == "system":
-        system.append("\n".join(p.text for p in turns[0].parts if p.kind == "text"))
-        turns = turns[1:]
-    if system:
-        out["system_instruction"] = "\n".join(system)
+    system, turns = chat.leading_system()
+    if system is not None:
+        out["system_instruction"] = system
     names = chat.call_names()
     steps: list[dict] = []
     for turn in turns:
@@ -328,9 +323,6 @@ class GeminiInteractions(WireFormat):
     def parse_request(self, body: bytes | str | dict, *, model: str | None = None) -> Conversation:
         return parse_request(body)
 
-    def billable(self, conv: Conversation) -> Conversation:
-        return conv
-
     def usage_of(self, body: dict, conv: Conversation | None = None) -> Usage:
         return usage_from_response(body)
 
@@ -359,9 +351,6 @@ class GeminiInteractions(WireFormat):
 
     def ends_stream(self, data: dict) -> bool:
         return data.get("event_type") in (COMPLETED, "error")
-
-    def streams_json_array(self, query: Mapping[str, str]) -> bool:
-        return False
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         # google-genai 3.6.1 calls v1 (GA since June 2026); a base URL that names a version keeps it.
