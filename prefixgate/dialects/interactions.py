@@ -47,8 +47,6 @@ TURN_STEPS: dict[str, Role] = {"user_input": "user", "model_output": "assistant"
 STEP_TYPES = (*TURN_STEPS, *_STEPS)
 # `{role, content}` turns pass through the SDK untouched (wire sheet, section 1); read as the steps they mean.
 _TURN_ROLES: dict[str, Role] = {"user": "user", "model": "assistant"}
-STATUSES = ("in_progress", "requires_action", "completed", "failed", "cancelled", "incomplete", "budget_exceeded",
-            "queued", "idle", "requires_continuation")
 # The stream's last event; `interaction.completed` carries the final status and usage.
 COMPLETED = "interaction.completed"
 PATHS = ("/v1/interactions", "/v1beta/interactions")
@@ -212,11 +210,6 @@ def _content(block: Block) -> dict:
     if not isinstance(block.native, dict):
         return {"type": "text", "text": block.text}
     return merge_native(block.native, {"text": block.text}) if block.edited else block.native
-
-
-def context_part(text: str) -> dict:
-    """A text block the planner adds to a user turn."""
-    return {"type": "text", "text": text}
 
 
 # ---- usage ------------------------------------------------------------------------------------
