@@ -46,6 +46,14 @@ def test_every_input_shape_encodes_back_to_the_same_body(shape):
     assert request_dialect("gemini", body) is WIRE
 
 
+def test_an_agent_call_goes_out_without_a_model_though_routed_by_the_agent_name():
+    body = {"agent": "deep-research-pro-preview-12-2025", "input": "Research refunds.", "background": True}
+    conv = parse_request(body)
+    assert conv.model == body["agent"]
+    conv.params["model"] = conv.model        # what the gateway sets for a format that carries its model in the body
+    assert encode_request(conv) == body
+
+
 def test_a_whole_step_is_one_untouched_block():
     conv = parse_request(BODIES["steps"])
     thought = next(b for b in conv.blocks() if b.kind == "thinking")
