@@ -177,7 +177,11 @@ def encode_request(conv: Conversation) -> dict:
         encoded["input"] = [_step(seg) for seg in inputs]
     else:
         encoded["input"] = [] if "input" in conv.field_order else DROP
-    return rebuild_body(conv, encoded)
+    body = rebuild_body(conv, encoded)
+    if conv.params.get("agent") is not None and "model" not in conv.field_order:
+        # An agent call names no model; the gateway routes it by the agent's name, which is not a model to send.
+        body.pop("model", None)
+    return body
 
 
 def _bare_input(seg: Segment) -> Any:
