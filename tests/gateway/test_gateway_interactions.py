@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import anthropic
 import openai
 import pytest
 from google import genai
@@ -145,6 +146,17 @@ def test_an_openai_chat_client_reaches_an_interactions_only_model_by_route(stack
         assert (rec["dialect"], rec["target"], rec["model"], rec["status"]) == ("openai", "interactions-only", MODEL, 200)
         assert any(line.startswith("translate: openai -> interactions") for line in rec["explanation"])
         assert Decimal(rec["cost_usd"]) == _priced(rec) > 0
+
+
+def test_an_anthropic_client_reaches_an_interactions_only_model_by_route(stack):
+    gw, settings = stack
+    claude = anthropic.Anthropic(api_key=ACME, base_url=gw.url, max_retries=0)
+    message = claude.messages.create(model="gemini-agentic", max_tokens=64, system=INSTRUCTION,
+                                     messages=[{"role": "user", "content": "Can I return a rug?"}])
+    assert message.type == "message" and message.content[0].text and message.usage.input_tokens > 0
+    rec = _records(settings, 1)[-1]
+    assert (rec["dialect"], rec["target"], rec["status"]) == ("anthropic", "interactions-only", 200)
+    assert rec["uncached_input"] + rec["cache_read"] == message.usage.input_tokens + message.usage.cache_read_input_tokens
 
 
 def test_a_gemini_upstream_serves_interactions_callers_untranslated(stack):
