@@ -159,7 +159,7 @@ def _content_block(item: Any, field: str, any_type: bool = False) -> Block:
     if kind == "text":
         return Block("text", item, text=expect(item.get("text"), str, f"{field}.text"))
     if kind in CONTENT_KINDS and "data" not in item and "uri" not in item:
-        raise RequestError(f"{field}: a {kind} block needs `data` (base64) or `uri`", field=field)
+        raise RequestError(f"{field}: {kind} content needs `data` (base64) or `uri`", field=field)
     return Block(CONTENT_KINDS.get(kind, "other"), item)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import anthropic
+import httpx
 import openai
 import pytest
 from google import genai
@@ -188,3 +189,16 @@ def test_an_interactions_client_reaches_claude_translated_except_a_continuation(
     with pytest.raises(BadRequestError, match="previous_interaction_id"):
         client.interactions.create(model="claude-sonnet-5-5", input="Which number?", previous_interaction_id=mine.id,
                                    generation_config={"max_output_tokens": 64})
+
+
+def test_bad_input_is_a_400_in_googles_shape_before_anything_is_sent_or_recorded(stack):
+    gw, settings = stack
+    before = len(read_records(settings.ledger_path))
+    resp = httpx.post(f"{gw.url}/v1beta/interactions", headers={"x-goog-api-key": ACME},
+                      json={"model": MODEL, "input": [{"type": "user_input", "content": [{"type": "image"}]}]})
+    assert resp.status_code == 400 and resp.json() == {"error": {
+        "code": "invalid_argument", "message": "input.0.content.0: image content needs `data` (base64) or `uri`"}}
+    unknown = httpx.get(f"{gw.url}/v1/interactions/int_never", headers={"x-goog-api-key": ACME})
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
+    assert httpx.post(f"{gw.url}/v1/interactions", json={"model": MODEL, "input": "x"}).status_code == 401
+    assert len(read_records(settings.ledger_path)) == before
