@@ -5,6 +5,7 @@ reaching an Interactions-only upstream by route, and stored interactions scoped 
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import anthropic
@@ -147,6 +148,28 @@ def test_an_openai_chat_client_reaches_an_interactions_only_model_by_route(stack
         assert (rec["dialect"], rec["target"], rec["model"], rec["status"]) == ("openai", "interactions-only", MODEL, 200)
         assert any(line.startswith("translate: openai -> interactions") for line in rec["explanation"])
         assert Decimal(rec["cost_usd"]) == _priced(rec) > 0
+
+
+def test_an_openai_tool_loop_through_an_interactions_only_model(stack):
+    gw, _ = stack
+    chat = openai.OpenAI(api_key=ACME, base_url=gw.url + "/v1", max_retries=0)
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
+                                               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    messages = [{"role": "user", "content": "Weather in Oslo?"}]
+    first = chat.chat.completions.create(model="gemini-agentic", messages=messages, tools=tools, tool_choice="required")
+    call = first.choices[0].message.tool_calls[0]
+    assert first.choices[0].finish_reason == "tool_calls"
+    assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "mock"})
+    streamed = list(chat.chat.completions.create(model="gemini-agentic", messages=messages, tools=tools,
+                                                 tool_choice="required", stream=True))
+    deltas = [tc for c in streamed if c.choices for tc in c.choices[0].delta.tool_calls or []]
+    assert deltas[0].function.name == "get_weather"
+    assert json.loads("".join(d.function.arguments or "" for d in deltas)) == {"city": "mock"}
+    assert [c.choices[0].finish_reason for c in streamed if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
+    messages += [first.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 21 C"}]
+    final = chat.chat.completions.create(model="gemini-agentic", messages=messages, tools=tools)
+    assert final.choices[0].finish_reason == "stop" and final.choices[0].message.content
 
 
 def test_an_anthropic_client_reaches_an_interactions_only_model_by_route(stack):

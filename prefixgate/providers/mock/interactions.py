@@ -7,12 +7,16 @@ with a live cached prompt of the same model and project, wherever it ends (insid
 that prefix holds the model's minimum (4,096 for 3.x Flash and newer). Only the chain's turns carry over:
 the system instruction, tools and generation config are the request's own, as the API documents.
 Interactions are stored per API key (a project), so `store: false` ones cannot be continued or read back.
-Replies are deterministic text; interactions complete at once, so a background one is already done when
-`cancel` comes.
+Replies are deterministic text, or a function call (status `requires_action`) when the request asks for one
+as `script.py` describes (`generation_config.tool_choice` "any" or one allowed tool, or the `[[mock:call
+NAME]]` marker in the newest user input); interactions complete at once, so a background one is already
+done when `cancel` comes.
 """
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
@@ -22,9 +26,11 @@ from fastapi.responses import JSONResponse, Response
 from prefixgate.dialects import interactions as dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.mock.gemini import authenticate
+from prefixgate.providers.mock.script import ScriptedCall, scripted_call
 from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response
 from prefixgate.providers.mock.text import reply_for
 from prefixgate.providers.pricing import UnknownModel
+from prefixgate.tokens import count_tokens
 
 
 @dataclass
@@ -80,15 +86,22 @@ def _add_version_routes(app: FastAPI, ctx: MockContext, interactions: Interactio
             raise RequestError(f"models/{body['model']} is not found for the Interactions API.", status=404,
                                kind="not_found", field="model") from None
         config = body.get("generation_config") or {}
-        reply = reply_for(prompt_text(result.conversation), config.get("max_output_tokens"))
-        output = [dialect.text_step(reply.text)]
-        interaction = dialect.interaction_object(
-            result.model.id, output, replace(result.usage, output=reply.output_tokens),
-            status="incomplete" if reply.truncated else "completed", previous=previous)
+        call = _scripted(body, [*history, *new_input])
+        chunks: list[str] = []
+        if call is not None:
+            output = [{"type": "function_call", "id": "call_" + uuid.uuid4().hex[:12], "name": call.name,
+                       "arguments": json.loads(call.arguments)}]
+            produced, status = count_tokens(call.name + call.arguments), "requires_action"
+        else:
+            reply = reply_for(prompt_text(result.conversation), config.get("max_output_tokens"))
+            output, chunks = [dialect.text_step(reply.text)], reply.chunks()
+            produced, status = reply.output_tokens, "incomplete" if reply.truncated else "completed"
+        interaction = dialect.interaction_object(result.model.id, output, replace(result.usage, output=produced),
+                                                 status=status, previous=previous)
         if body.get("store", True) is not False:
             interactions.put(tenant, StoredInteraction(interaction, [*history, *new_input, *output]))
         if conv.stream:
-            return sse_response(dialect.interaction_events(interaction, reply.chunks()), fault)
+            return sse_response(dialect.interaction_events(interaction, chunks), fault)
         return JSONResponse(interaction)
 
     @app.get(prefix + "/{interaction_id}")
@@ -124,3 +137,17 @@ def input_steps(raw: object) -> list[dict]:
     if items and all(isinstance(i, dict) and i.get("type") in dialect.CONTENT_KINDS for i in items):
         return [{"type": "user_input", "content": items}]
     return items
+
+
+def _scripted(body: dict, steps: list[dict]) -> ScriptedCall | None:
+    """`script.scripted_call` on this API's shapes: its tool choice, its steps as the items the script reads."""
+    choice = (body.get("generation_config") or {}).get("tool_choice", "auto")
+    if isinstance(choice, dict):
+        allowed = (choice.get("allowed_tools") or {}).get("tools") or []
+        choice = {"type": "function", "name": allowed[0]} if len(allowed) == 1 else "required"
+    elif choice == "any":
+        choice = "required"
+    items = [{"role": "user", "content": step.get("content") or []} if step.get("type") == "user_input"
+             else {"type": "function_call_output" if step.get("type") == "function_result" else step.get("type")}
+             for step in steps]
+    return scripted_call({"tools": body.get("tools"), "tool_choice": choice}, items)

@@ -103,3 +103,23 @@ def test_errors_come_in_googles_shape(mock):
         "error": {"code": "invalid_argument",
                   "message": "input: expected a string, a content block, or a list of content blocks or steps"}}
     assert httpx.post(f"{mock.url}/v1/interactions", json={"model": MODEL, "input": "x"}).status_code == 403
+
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+
+def test_a_function_call_then_its_result_then_an_answer(mock):
+    client = _client(mock)
+    asked = client.interactions.create(model=MODEL, tools=[WEATHER], input="Weather in Oslo? [[mock:call get_weather]]")
+    call = asked.steps[-1]
+    assert asked.status == "requires_action" and call.type == "function_call"
+    assert (call.name, call.arguments) == ("get_weather", {"city": "mock"}) and asked.usage.total_output_tokens > 0
+    answered = client.interactions.create(model=MODEL, tools=[WEATHER], previous_interaction_id=asked.id, input=[
+        {"type": "function_result", "call_id": call.id, "name": "get_weather", "result": "Sunny, 21 C"}])
+    assert answered.status == "completed" and answered.output_text
+    # A forced tool choice calls it without a marker; streamed, the call is one step.
+    events = list(client.interactions.create(model=MODEL, tools=[WEATHER], input="Hi", stream=True,
+                                             generation_config={"tool_choice": "any"}))
+    starts = [e.step for e in events if e.event_type == "step.start"]
+    assert [s.type for s in starts] == ["function_call"] and events[-1].interaction.status == "requires_action"
