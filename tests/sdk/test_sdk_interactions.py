@@ -4,6 +4,7 @@ and priced once per call."""
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal
 
 import pytest
@@ -48,3 +49,16 @@ def test_interactions_are_planned_priced_and_read_the_cache(mock_url):
         assert rec.usage.input_total == usage.total_input_tokens
         expected = (rec.uncached_input * INPUT + rec.cache_read * CACHED + rec.output * OUTPUT) / 1_000_000
         assert Decimal(rec.cost_usd) == expected
+
+
+def test_async_interactions_are_recorded_once(mock_url):
+    ledger = Ledger()
+    raw = genai.Client(api_key=fresh_key("AIza"), http_options=types.HttpOptions(base_url=mock_url))
+    wrapped = prefixgate.wrap(raw, ledger=ledger)
+
+    async def run():
+        return await wrapped.aio.interactions.create(model=MODEL, input="Hi")
+
+    answer = asyncio.run(run())
+    (rec,) = ledger.records
+    assert (rec.dialect, rec.model) == ("interactions", MODEL) and rec.output == answer.usage.total_output_tokens
