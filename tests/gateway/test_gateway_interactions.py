@@ -174,11 +174,12 @@ def test_an_openai_tool_loop_through_an_interactions_only_model(stack):
 
 def test_an_anthropic_client_reaches_an_interactions_only_model_by_route(stack):
     gw, settings = stack
+    before = len(read_records(settings.ledger_path))
     claude = anthropic.Anthropic(api_key=ACME, base_url=gw.url, max_retries=0)
     message = claude.messages.create(model="gemini-agentic", max_tokens=64, system=INSTRUCTION,
                                      messages=[{"role": "user", "content": "Can I return a rug?"}])
     assert message.type == "message" and message.content[0].text and message.usage.input_tokens > 0
-    rec = _records(settings, 1)[-1]
+    rec = _records(settings, before + 1)[-1]
     assert (rec["dialect"], rec["target"], rec["status"]) == ("anthropic", "interactions-only", 200)
     assert rec["uncached_input"] + rec["cache_read"] == message.usage.input_tokens + message.usage.cache_read_input_tokens
 
@@ -196,6 +197,7 @@ def test_a_gemini_upstream_serves_interactions_callers_untranslated(stack):
 
 def test_an_interactions_client_reaches_claude_translated_except_a_continuation(stack):
     gw, settings = stack
+    before = len(read_records(settings.ledger_path))
     client = _client(gw)
     answer = client.interactions.create(model="claude-sonnet-5-5", system_instruction="Be brief.", input="Hi",
                                         generation_config={"max_output_tokens": 64})
@@ -204,7 +206,7 @@ def test_an_interactions_client_reaches_claude_translated_except_a_continuation(
                                              generation_config={"max_output_tokens": 64}))
     assert events[-1].event_type == "interaction.completed" and events[-1].interaction.usage.total_output_tokens > 0
     assert "".join(e.delta.text for e in events if e.event_type == "step.delta")
-    rec = _records(settings, 1)[-1]
+    rec = _records(settings, before + 2)[-1]
     assert (rec["dialect"], rec["target"]) == ("interactions", "anthropic")
     assert any(line.startswith("translate: interactions -> anthropic") for line in rec["explanation"])
     # The earlier turns live at Google: Claude cannot continue them, and the refusal names the field.
