@@ -29,8 +29,6 @@ def model_row(m: ModelRules, at: datetime | None = None) -> dict[str, Any]:
     standard = period_at(m.periods, at, windows=False)
     windows = [p for p in m.periods if p.hours is not None and (p.since is None or p.since <= at.date())]
     row: dict[str, Any] = {"provider": m.provider, "id": m.id, "aliases": list(m.aliases), **_prices(standard.base)}
-    if standard.base.price.storage_per_hour:
-        row["storage_per_hour"] = money(standard.base.price.storage_per_hour)
     row.update({
         "min_cache_tokens": m.min_cache_tokens,
         "ttls": _ttls(m),
