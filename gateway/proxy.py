@@ -23,6 +23,7 @@ from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
 from prefixgate.cache_planner.detectors import volatile_spans
+from prefixgate.cache_planner.rewrite import system_text
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
 from prefixgate.cost import Cost, cost_note, ledger_fields, price_usage
@@ -270,7 +271,9 @@ class Proxy:
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
         tenant = call.caller.key.tenant if call.caller.key else "-"
-        return f"{tenant}/{call.route_hint or fingerprint(conv)}"
+        if call.route_hint:
+            return f"{tenant}/{call.route_hint}"
+        return self.planner_state.resolve(f"{tenant}/", fingerprint(conv), system_text(conv))
 
     async def explicit_cache(self, call: Call, prep: Prepared) -> Prepared:
         """Create the explicit cache the plan asks for (a Gemini cachedContents entry, with the caller's
