@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from prefixgate.cache_planner.detectors import volatile_spans
+from prefixgate.cache_planner.detectors import common_prefix, common_suffix, volatile_spans
 from prefixgate.ir import Stability
 
 # Kinds of volatile span that change every request; the others change per session or per day.
@@ -36,7 +36,7 @@ _CLAUSE_END = re.compile(r"[,;:)]\s+|\s+(?=\()|\s+[-\u2013\u2014]\s+")
 _STRUCTURED = re.compile(r"[{}\[\]]|\"\s*:|^\s*[\w .-]{1,40}:\s")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Rule:
     """A route's own say over its rewrite (policy `volatile` / `never_move`): text matching a `volatile`
     pattern moves from the first request; text matching `never_move` stays where the caller put it."""
@@ -46,6 +46,11 @@ class Rule:
 
 
 NO_RULE = Rule()
+
+
+def rule_of(volatile: list[str], never_move: list[str]) -> Rule:
+    """A route's rule from its policy's patterns (Python regular expressions); `re.error` on a bad one."""
+    return Rule(tuple(map(re.compile, volatile)), tuple(map(re.compile, never_move)))
 
 
 @dataclass
@@ -62,15 +67,10 @@ def differing_spans(old: str, new: str) -> list[tuple[int, int]]:
     """Spans of `new` (character offsets) whose words differ from `old`'s; a deletion is an empty span."""
     if old == new:
         return []
-    head = 0
-    limit = min(len(old), len(new))
-    while head < limit and old[head] == new[head]:
-        head += 1
+    head = common_prefix(old, new)
     while head > 0 and new[head - 1].isalnum():     # back to a word start
         head -= 1
-    tail = 0
-    while tail < limit - head and old[len(old) - 1 - tail] == new[len(new) - 1 - tail]:
-        tail += 1
+    tail = min(common_suffix(old, new), len(old) - head, len(new) - head)
     while tail > 0 and new[len(new) - tail].isalnum():
         tail -= 1
     a_mid, b_mid = old[head:len(old) - tail], new[head:len(new) - tail]

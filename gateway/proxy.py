@@ -240,7 +240,8 @@ class Proxy:
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
         target = Target(planner_provider(first, first_wire, model), first.base_model(model), first.price_rows)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
-                        catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
+                        catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key),
+                        rule=call.route.rewrite)
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
         home = self.response_homes.home_of(conv.params.get("previous_response_id"))

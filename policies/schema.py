@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
+from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
 from prefixgate.config import unknown_key
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.providers.compatible import PROFILES, Profile
@@ -159,6 +160,8 @@ class Route:
     caller_checkpoints: CallerCheckpoints = "keep"
     # The callers' wire formats this route serves (e.g. vertex_anthropic, vertex_gemini); empty: every format.
     formats: tuple[str, ...] = ()
+    # Text the rewrite always moves out of the static prefix (`volatile`) or never moves (`never_move`).
+    rewrite: Rule = NO_RULE
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -288,7 +291,8 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
-    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats"})
+    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
+                       "volatile", "never_move"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -312,7 +316,23 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
-                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats)
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path))
+
+
+def _rewrite_rule(spec: dict, path: str) -> Rule:
+    patterns: dict[str, list[str]] = {}
+    for key in ("volatile", "never_move"):
+        value = spec.get(key) or []
+        value = [value] if isinstance(value, str) else _list(value, f"{path}.{key}")
+        if not all(isinstance(v, str) and v for v in value):
+            raise PolicyError(f"{path}.{key}: a list of regular expressions is required")
+        for v in value:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise PolicyError(f"{path}.{key}: {v!r} is not a valid regular expression ({e})") from None
+        patterns[key] = value
+    return rule_of(patterns["volatile"], patterns["never_move"])
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
