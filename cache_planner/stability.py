@@ -26,8 +26,8 @@ from prefixgate.cache_planner.variance import DYNAMIC_KINDS, Sites
 
 __all__ = ["DYNAMIC_KINDS", "PlannerState", "RedisStore", "RouteState", "StateStore", "sketch"]
 
-SKETCH_SIZE = 8          # a prompt's shape: the smallest hashes of its 8-word shingles
-SKETCH_MATCH = 3         # sketch values shared with a known route to join it
+SKETCH_SIZE = 16         # a prompt's shape: the smallest hashes of its 8-word shingles
+SKETCH_MATCH = 11        # sketch values shared with a known route to join it (of SKETCH_SIZE)
 SKETCH_MIN_CHARS = 400   # shorter prompts are routed by their exact (masked) shape alone
 _SHINGLE_WORDS = 8
 _WORDS = re.compile(r"[^\W\d_]+")

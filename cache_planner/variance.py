@@ -26,6 +26,7 @@ from prefixgate.ir import Stability
 DYNAMIC_KINDS = frozenset({"timestamp", "time", "unix_time", "uuid", "hex_id", "request_id", "counter"})
 ANCHOR_CHARS = 48        # static text kept on each side of a site to find it again
 MIN_GAP = 16             # units closer than this merge (the text between them could not anchor either)
+FIELD_TAIL_WORDS = 3     # words after a field's changed value that still belong to it, when a sentence ends there
 MAX_SENTENCE = 400       # a longer sentence gives up its clause instead, a longer clause its words
 SITE_UNSEEN_LIMIT = 32   # requests without the site before it is forgotten
 MAX_SITES = 64
@@ -33,6 +34,7 @@ MAX_DIFF_TOKENS = 50_000
 _WORD = re.compile(r"\w+|[^\w\s]")
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
 _CLAUSE_END = re.compile(r"[,;:)]\s+|\s+(?=\()|\s+[-\u2013\u2014]\s+")
+_FIELD = re.compile(r"[ \t]*[\w#/.-]+(?: [\w#/.-]+){0,3}:[ \t]+")
 _STRUCTURED = re.compile(r"[{}\[\]]|\"\s*:|^\s*[\w .-]{1,40}:\s")
 
 
@@ -99,6 +101,17 @@ def widen(text: str, start: int, end: int) -> tuple[int, int]:
     line = text[line_start:line_end]
     if len(line) <= MAX_SENTENCE and _STRUCTURED.search(line):
         return line_start, line_end
+    group = _json_group(text, line_start, line_end, start, end)
+    if group is not None:
+        return group[0], _words_end(text, group[1])
+    field = _FIELD.match(line)
+    if field and start >= line_start + field.end() and not _SENTENCE_END.search(text, line_start, start):
+        # `Label: value` opening a long line: the field is the label and the value, through the sentence's end
+        # when that is a few words on (the value's own last words), else through the value's words.
+        stop = _SENTENCE_END.search(text, end, line_end)
+        if stop is not None and len(text[end:stop.start()].split()) <= FIELD_TAIL_WORDS:
+            return line_start, stop.end()
+        return line_start, _words_end(text, end)
     for pattern in (_SENTENCE_END, _CLAUSE_END):
         bounds = [line_start, *(line_start + m.end() for m in pattern.finditer(line)), line_end]
         a = max(b for b in bounds if b <= start)
@@ -109,12 +122,37 @@ def widen(text: str, start: int, end: int) -> tuple[int, int]:
     a = start
     while a > 0 and not text[a - 1].isspace():
         a -= 1
-    b = end
-    while b < len(text) and not text[b].isspace():
-        b += 1
-    while b < len(text) and text[b].isspace() and text[b - 1] != "\n":
-        b += 1
-    return a, b
+    return a, _words_end(text, end)
+
+
+def _json_group(text: str, line_start: int, line_end: int, start: int, end: int) -> tuple[int, int] | None:
+    """The outermost JSON object or array on the line that holds `text[start:end]`, if one does."""
+    stack: list[int] = []
+    quoted = escaped = False
+    for i in range(line_start, line_end):
+        c = text[i]
+        if quoted:
+            escaped, quoted = (not escaped and c == "\\"), quoted and (escaped or c != '"')
+        elif c == '"':
+            quoted = True
+        elif c in "{[":
+            stack.append(i)
+        elif c in "}]" and stack:
+            opened = stack.pop()
+            if not stack and opened <= start and end <= i + 1:
+                return opened, i + 1
+        if i >= end and not stack:
+            return None
+    return None
+
+
+def _words_end(text: str, end: int) -> int:
+    """The end of the word at `end`, with the spaces after it (up to and including a newline)."""
+    while end < len(text) and not text[end].isspace():
+        end += 1
+    while end < len(text) and text[end].isspace() and text[end - 1] != "\n":
+        end += 1
+    return end
 
 
 def _merge(found: list[Found], text: str) -> list[Found]:

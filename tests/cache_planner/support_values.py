@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import random
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 FIRST = ("Jane", "Omar", "Li", "Priya", "Carlos", "Ngozi", "Sven", "Aiko", "Mateus", "Fatima")
 LAST = ("Doe", "Haddad", "Wei", "Natarajan", "Ruiz", "Okafor", "Berg", "Tanaka", "Silva", "Kowalski")
@@ -47,6 +47,16 @@ def random_kind(seed: int) -> Callable[[random.Random], str]:
         code = sep.join("".join(r.choice(p) for _ in range(r.randint(1, 4))) for p in pieces)
         return f"{label} {code}."
     return value
+
+
+def changing(value_of: Callable[[random.Random], str], rng: random.Random) -> Iterator[str]:
+    """Values of a kind, each unlike the one before (a value that repeats has not been seen to change)."""
+    last = None
+    while True:
+        value = value_of(rng)
+        if value != last:
+            last = value
+            yield value
 
 
 def instructions(seed: int, tokens_per_rule: int = 36, rules: int = 200, one_line: bool = False) -> str:
