@@ -134,6 +134,22 @@ class Misses(BaseModel):
     routes: list[RouteMisses]
 
 
+class RouteRewrites(BaseModel):
+    route: str
+    requests: int
+    rewritten: int = Field(description="requests the static-first rewrite moved units in")
+    units_moved: int = Field(description="units (sentences, clauses, fields) moved out of the cached prefix")
+    chars_moved: int
+    why: list[str] = Field(description="learned (seen to vary), held (learned earlier), detected, declared (policy)")
+    cache_read_tokens: int = Field(description="tokens the rewritten requests read from cache")
+    saved_usd: str = Field(description="what the rewritten requests saved against no caching")
+
+
+class Rewrites(BaseModel):
+    window: Window
+    routes: list[RouteRewrites]
+
+
 class Alert(BaseModel):
     route: str
     hit_rate: float | None = Field(description="over the alert window")
@@ -165,6 +181,7 @@ class Overview(BaseModel):
     points: list[Point]
     breakdowns: dict[str, list[Row]] = Field(description="by route, model, key and target")
     misses: list[RouteMisses]
+    rewrites: list[RouteRewrites]
     alerts: list[Alert]
 
 
