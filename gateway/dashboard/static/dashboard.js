@@ -226,6 +226,19 @@ function renderMisses(routes) {
   }
 }
 
+function renderRewrites(routes) {
+  const body = $("#rewrites-body");
+  body.replaceChildren();
+  if (!routes.length) body.append(el("tr", {}, el("td", { colspan: 7, class: "empty" }, "nothing rewritten in this window")));
+  for (const r of routes) {
+    body.append(el("tr", { "data-route": r.route }, el("td", {}, el("b", {}, r.route)),
+      el("td", { class: "num" }, `${fmtInt(r.rewritten)} / ${fmtInt(r.requests)}`),
+      el("td", { class: "num" }, fmtInt(r.units_moved)), el("td", { class: "num" }, fmtInt(r.chars_moved)),
+      el("td", {}, r.why.join(", ")), el("td", { class: "num" }, fmtInt(r.cache_read_tokens)),
+      el("td", { class: "num" }, fmtUsd(r.saved_usd))));
+  }
+}
+
 function renderBreakdown() {
   const body = $("#breakdown-body");
   const rows = state.data ? state.data.breakdowns[state.by] : [];
@@ -261,6 +274,7 @@ async function refresh() {
     spendChart(data.points, span);
     hitChart(data.points, span);
     renderMisses(data.misses);
+    renderRewrites(data.rewrites);
     renderBreakdown();
     $("#source").textContent = `ledger: ${data.window.source} · ${fmtTime(data.window.since, span)} – ${fmtTime(data.window.until, span)}`;
     $("#updated").textContent = "updated " + new Date().toTimeString().slice(0, 8);
