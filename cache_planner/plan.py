@@ -118,6 +118,7 @@ def plan(
     conv = conversation.draft()
     notes: list[str] = []
     rs = state.route(route_name)
+    rs.requests += 1
     if mode == "rewrite":
         stable_tool_forms(conv, rs, notes)
         chained = conv.dialect == "responses" and conv.params.get("previous_response_id") is not None

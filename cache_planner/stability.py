@@ -47,6 +47,7 @@ def sketch(text: str) -> tuple[str, ...]:
 
 @dataclass
 class RouteState:
+    requests: int = 0       # requests planned on this route
     reuse: ReuseTracker = field(default_factory=ReuseTracker)
     # The previous request's system text blocks, as the caller sent them: the next request is compared with them.
     previous: list[str] = field(default_factory=list)
@@ -69,13 +70,13 @@ class RouteState:
             self.contexts.popitem(last=False)
 
     def to_dict(self) -> dict:
-        return {"reuse": self.reuse.to_dict(), "previous": self.previous, "sites": self.sites.to_list(),
+        return {"requests": self.requests, "reuse": self.reuse.to_dict(), "previous": self.previous, "sites": self.sites.to_list(),
                 "tool_forms": list(self.tool_forms.items()), "contexts": list(self.contexts.items()),
                 "explicit": self.explicit}
 
     @classmethod
     def from_dict(cls, data: dict) -> RouteState:
-        state = cls(reuse=ReuseTracker.from_dict(data["reuse"]))
+        state = cls(requests=int(data.get("requests", 0)), reuse=ReuseTracker.from_dict(data["reuse"]))
         state.previous = list(data.get("previous", []))
         state.sites = Sites(data.get("sites", []))
         state.tool_forms = OrderedDict(data.get("tool_forms", []))
