@@ -35,7 +35,7 @@ from starlette.responses import Response, StreamingResponse
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects.neutral import Delta, Reply, ToolCall, json_or_raw
 from prefixgate.gateway.response_store import MemoryStore, RedisStore, StoreError
-from prefixgate.ir import CACHE_MARKERS, Conversation, without_markers
+from prefixgate.ir import CACHE_MARKERS, Conversation
 from prefixgate.ledger import LedgerRecord
 from prefixgate.policies.schema import ResponseCachePolicy
 from prefixgate.usage import Usage
@@ -75,8 +75,10 @@ def request_key(call: Call) -> str:
     h = hashlib.sha256(_canonical([VERSION, tenant_scope(call), call.route.name, list(ref.upstreams),
                                    ref.model or conv.model or "", call.wire.name, sorted(call.headers.items())]))
     for seg in conv.segments:
-        native = without_markers(seg.native)
-        h.update(b"\x1e" + _canonical([seg.role, native if isinstance(native, dict) else None]))
+        # The segment's own fields (role, name, tool_call_id...); its content is in its blocks' hashes.
+        native = {k: v for k, v in seg.native.items() if k != seg.blocks_field and k not in CACHE_MARKERS} \
+            if isinstance(seg.native, dict) else None
+        h.update(b"\x1e" + _canonical([seg.role, native]))
         h.update("".join(conv.block_keys(seg.blocks)).encode())
     h.update(b"\x1d" + _canonical({k: v for k, v in conv.params.items() if k not in TRANSPORT and k not in CACHE_MARKERS}))
     return h.hexdigest()

@@ -5,7 +5,10 @@ serves nothing."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import anthropic
+import httpx
 import openai
 import pytest
 from google import genai
@@ -43,7 +46,7 @@ def streamed_chat(client: openai.OpenAI, **changes) -> tuple[str, str | None, ob
 
 
 def test_openai_repeat_is_served_without_an_upstream_call_whole_and_streamed(tmp_path):
-    with cache_stack(tmp_path, policy(gpt=ON)) as (up, gw, settings):
+    with cache_stack(tmp_path, policy(gpt=ON), admin_token="dash-token-0001") as (up, gw, settings):
         client = oa(gw)
         first, state = chat(client)
         assert state == "miss" and len(up.posts) == 1
@@ -59,11 +62,18 @@ def test_openai_repeat_is_served_without_an_upstream_call_whole_and_streamed(tmp
         assert text == first.choices[0].message.content
         assert usage.completion_tokens == first.usage.completion_tokens
         wait_until(lambda: len(read_records(settings.ledger_path)) == 3, 10, "three ledger records")
+        summary = httpx.get(gw.url + "/api/summary", params={"range": "15m"},
+                            headers={"authorization": "Bearer dash-token-0001"}).json()["totals"]
     miss, hit, streamed = read_records(settings.ledger_path)
     assert (miss["response_cache"], hit["response_cache"], streamed["response_cache"]) == ("miss", "hit", "hit")
     # A hit spent nothing and avoided what the stored answer cost; no tokens are counted for it.
     assert hit["cost_usd"] == "0" and hit["avoided_usd"] == miss["cost_usd"] and float(miss["cost_usd"]) > 0
     assert hit["uncached_input"] == hit["cache_read"] == hit["output"] == 0 and hit["savings_usd"] == "0"
+    # The dashboard shows the avoided spend apart from prompt-cache savings, which only the miss contributes to.
+    assert summary["response_cache"]["hits"] == 2
+    assert Decimal(summary["response_cache"]["avoided_usd"]) == 2 * Decimal(miss["cost_usd"])
+    assert Decimal(summary["savings_usd"]) == Decimal(miss["savings_usd"])
+    assert Decimal(summary["spend_usd"]) == Decimal(miss["cost_usd"])
 
 
 def test_a_streamed_first_answer_is_replayed_whole_and_streamed(tmp_path):
