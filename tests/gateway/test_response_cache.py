@@ -146,22 +146,28 @@ def test_each_answer_changing_field_and_another_tenant_miss(tmp_path):
 
 def test_errors_truncated_answers_and_tool_calls_are_never_stored(tmp_path):
     # The upstream refuses the first request for this model once with a 400 (not retried), then answers.
-    faults = FaultPlan([FaultRule(parse_fault("status=400"), model="gpt-5.2", times=1)])
+    faults = FaultPlan([FaultRule(parse_fault("status=400"), model="gpt-5.2", times=1),
+                        FaultRule(parse_fault("drop_stream_after=2"), model="gpt-5.1", times=1)])
     with cache_stack(tmp_path, policy(gpt=ON), faults=faults) as (up, gw, _):
         client = oa(gw)
         with pytest.raises(openai.BadRequestError):
             chat(client, model="gpt-5.2")
         assert chat(client, model="gpt-5.2")[1] == "miss" and len(up.posts) == 2
+        # A stream the upstream breaks off is not stored either.
+        with pytest.raises(openai.APIError):
+            streamed_chat(client, model="gpt-5.1")
+        assert streamed_chat(client, model="gpt-5.1")[1] == "miss" and len(up.posts) == 4
+        assert streamed_chat(client, model="gpt-5.1")[1] == "hit" and len(up.posts) == 4
         # Cut at max_tokens: finish_reason "length" is never replayed.
         cut, state = chat(client, max_completion_tokens=3)
         assert cut.choices[0].finish_reason == "length" and state == "miss"
-        assert chat(client, max_completion_tokens=3)[1] == "miss" and len(up.posts) == 4
+        assert chat(client, max_completion_tokens=3)[1] == "miss" and len(up.posts) == 6
         # A function call (the mock calls a tool when tool_choice is required) is not stored by default.
         responses = dict(model="gpt-5.5", input="Look it up.", tool_choice="required",
                          tools=[{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}])
         raw = client.responses.with_raw_response.create(**responses)
         assert raw.parse().output[0].type == "function_call" and raw.headers[CACHE] == "miss"
-        assert client.responses.with_raw_response.create(**responses).headers[CACHE] == "miss" and len(up.posts) == 6
+        assert client.responses.with_raw_response.create(**responses).headers[CACHE] == "miss" and len(up.posts) == 8
 
 
 def test_tool_calls_are_stored_when_the_route_allows_them(tmp_path):
