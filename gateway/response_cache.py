@@ -34,6 +34,7 @@ from starlette.responses import Response, StreamingResponse
 
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects.neutral import Delta, Reply, ToolCall, json_or_raw
+from prefixgate.dialects.wire import WireFormat
 from prefixgate.gateway.response_store import MemoryStore, RedisStore, StoreError
 from prefixgate.ir import CACHE_MARKERS, Conversation
 from prefixgate.ledger import LedgerRecord
@@ -283,11 +284,7 @@ class ResponseCache:
             body = entry.native.encode() if entry.native is not None else \
                 compact_bytes(call.wire.write_reply(entry.reply, model))
             return Response(body, 200, headers, media_type="application/json", background=background)
-        writer = call.wire.stream_writer(model, call.include_usage)
-        deltas: list[Delta] = [("text", entry.reply.text)] if entry.reply.text else []
-        for i, c in enumerate(entry.reply.tool_calls):
-            deltas += [("call", i, c.id, c.name), ("args", i, json.dumps(c.args))]
-        events = writer.write([*deltas, ("finish", entry.reply.finish)]) + writer.finish(entry.reply.usage)
+        events = replay_stream(call.wire, entry.reply, model, call.include_usage)
         if call.json_array:
             from prefixgate.gateway.relay import json_array
             return StreamingResponse(json_array(_once(events)), 200, {**headers, "cache-control": "no-cache"},
@@ -356,6 +353,15 @@ class ResponseCache:
         if reply.finish != "stop":
             return reply.finish         # length, content_filter
         return None
+
+
+def replay_stream(wire: WireFormat, reply: Reply, model: str, include_usage: bool = True) -> bytes:
+    """`reply` as `wire`'s stream events, through the format's own stream writer."""
+    writer = wire.stream_writer(model, include_usage)
+    deltas: list[Delta] = [("text", reply.text)] if reply.text else []
+    for i, c in enumerate(reply.tool_calls):
+        deltas += [("call", i, c.id, c.name), ("args", i, json.dumps(c.args))]
+    return writer.write([*deltas, ("finish", reply.finish)]) + writer.finish(reply.usage)
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:

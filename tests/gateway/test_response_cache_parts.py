@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from prefixgate.config import Settings
-from prefixgate.dialects import wire_format
+from prefixgate.dialects import WIRE_FORMATS, wire_format
 from prefixgate.dialects.neutral import Reply, ToolCall
 from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.proxy import Call
-from prefixgate.gateway.response_cache import Entry, request_key
+from prefixgate.gateway.response_cache import Answer, Entry, replay_stream, request_key
 from prefixgate.gateway.response_store import MemoryStore
 from prefixgate.ledger_rollup import SUMS, contribution
 from prefixgate.policies import CallerKey, Policy, PolicyError, builtin_upstreams
@@ -125,3 +125,24 @@ def test_rollups_sum_hits_and_avoided_spend_apart_from_savings():
     shadow, _, _ = contribution({**base, "cost_usd": "0.5", "cost_without_cache_usd": "0.5", "response_cache": "shadow-hit"})
     sums = dict(zip(SUMS, shadow, strict=True))
     assert (sums["shadow_hits"], sums["shadow_avoidable_pico"], sums["response_hits"]) == (1, 500_000_000_000, 0)
+
+
+@pytest.mark.parametrize("name", list(WIRE_FORMATS))
+def test_a_replay_reads_back_in_every_ingress_format_whole_and_streamed(name):
+    # What the caller's own format reads from a replay: the stored text, tool call, finish and usage.
+    wire = wire_format(name)
+    reply = Reply("Stored answer.", Usage(7, 0, {}, 3), "tool_calls", [ToolCall("call_1", "lookup", {"q": "x"})])
+    whole = wire.read_reply(json.loads(json.dumps(wire.write_reply(reply, "m"))))
+    assert (whole.text, whole.finish, [(c.name, c.args) for c in whole.tool_calls]) == \
+        ("Stored answer.", "tool_calls", [("lookup", {"q": "x"})])
+    answer, usage = Answer(), wire.stream_usage()
+    events = wire.framing.split(bytearray(), replay_stream(wire, reply, "m"))
+    for event in events:
+        parsed = wire.framing.payload(event)
+        if parsed is not None:
+            answer.feed(wire.read_deltas(parsed))
+            usage.feed(parsed)
+    streamed = answer.result()
+    assert streamed is not None and streamed.text == "Stored answer." and streamed.finish == "tool_calls"
+    assert [(c.name, c.args) for c in streamed.tool_calls] == [("lookup", {"q": "x"})]
+    assert usage.usage is not None and usage.usage.output == 3
