@@ -63,7 +63,19 @@ def tenant_scope(call: Call) -> str:
     return "credential:" + hashlib.sha256(cred.encode()).hexdigest()
 
 
+def _numbers(value: Any) -> Any:
+    """`value` with each integral float as the integer it equals: JSON's 0 and 0.0 are one number (SDKs differ)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value
+
+
 def _canonical(value: Any) -> bytes:
+    value = _numbers(value)
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except TypeError:       # what orjson refuses (integers past 64 bits) the standard library writes

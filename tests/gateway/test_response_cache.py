@@ -118,6 +118,14 @@ def test_gemini_repeat_whole_and_streamed(tmp_path):
         text = "".join(c.text or "" for c in client.models.generate_content_stream(
             model="gemini-2.5-flash", contents="What does a prefix cache keep?", config=config))
         assert text == first.text and len(up.posts) == 1
+        # The older SDK's stream (no alt=sse) is one JSON array of chunks: the replay is framed that way too.
+        body = {"contents": [{"role": "user", "parts": [{"text": "What does a prefix cache keep?"}]}],
+                "systemInstruction": {"role": "user", "parts": [{"text": SYSTEM}]}, "generationConfig": {"temperature": 0}}
+        resp = httpx.post(gw.url + "/v1beta/models/gemini-2.5-flash:streamGenerateContent", json=body,
+                          headers={"x-goog-api-key": KEYS["ACME_KEY"]})
+        assert resp.headers[CACHE] == "hit" and len(up.posts) == 1
+        chunks = resp.json()
+        assert "".join(p.get("text", "") for c in chunks for p in c["candidates"][0]["content"]["parts"]) == first.text
 
 
 def test_each_answer_changing_field_and_another_tenant_miss(tmp_path):

@@ -63,6 +63,7 @@ def test_the_key_ignores_transport_and_cache_markers_and_spelling():
         {"type": "text", "text": "Hi", "cache_control": {"type": "ephemeral"}}]}]}
     assert key_of(blocks) == plain
     assert key_of(dict(reversed(BASE.items()))) == plain
+    assert key_of({**BASE, "temperature": 0}) == key_of({**BASE, "temperature": 0.0}) != plain
 
 
 def test_the_key_covers_scope_and_every_answer_changing_field():
