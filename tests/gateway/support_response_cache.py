@@ -40,6 +40,8 @@ def policy(**cache: dict) -> dict:
         return out
     return {
         "routes": [route("shadow", ["gpt-5.4"], "openai"), route("gpt", ["gpt-*"], "openai"),
+                   {**route("smart", ["smart"], "anthropic"),
+                    "targets": [{"upstream": "anthropic", "model": "claude-sonnet-5-5"}]},
                    route("claude", ["claude-*"], "anthropic"), route("gemini", ["gemini-*"], "gemini")],
         "keys": [{"name": "acme-app", "key_env": "ACME_KEY", "tenant": "acme"},
                  {"name": "acme-batch", "key_env": "ACME_OTHER_KEY", "tenant": "acme"},

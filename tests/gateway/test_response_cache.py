@@ -87,6 +87,18 @@ def test_a_streamed_first_answer_is_replayed_whole_and_streamed(tmp_path):
         assert state == "hit" and whole.choices[0].message.content == text and len(up.posts) == 1
 
 
+def test_a_translated_answer_is_stored_and_replayed_in_the_callers_format(tmp_path):
+    # An OpenAI caller on a route to Claude: the answer was translated, and so is every replay.
+    with cache_stack(tmp_path, policy(smart=ON)) as (up, gw, _):
+        client = oa(gw)
+        first, state = chat(client, model="smart")
+        assert state == "miss" and up.posts == ["/v1/messages"]
+        again, state = chat(client, model="smart")
+        assert state == "hit" and again.choices[0].message.content == first.choices[0].message.content
+        text, state, _ = streamed_chat(client, model="smart")
+        assert (text, state) == (first.choices[0].message.content, "hit") and len(up.posts) == 1
+
+
 def test_anthropic_repeat_whole_and_streamed(tmp_path):
     with cache_stack(tmp_path, policy(claude=ON)) as (up, gw, _):
         client = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=gw.url, max_retries=0)
