@@ -346,7 +346,7 @@ class Proxy:
         else:
             content = compact_bytes(translate_reply(data, prep.wire, call.wire, call.conv.model or prep.model))
         if call.response_cache is not None and call.response_cache.collects:
-            call.response_cache.answer.whole(prep.wire.read_reply(data), content)
+            call.response_cache.answer.whole(prep.wire.read_reply(data), content, prep.wire)
         rec = self.record(call, prep, usage, 200, ttft_s=None, upstream_s=received - sent)
         headers = {**resp.headers, **self.headers(call, prep, rec)}
         return Response(content, 200, headers, media_type="application/json",

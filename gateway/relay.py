@@ -103,7 +103,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                     if kept is not None:
                         event = parsed if parsed is not None else framing.payload(ev)
                         if event is not None:
-                            kept.feed(target.read_deltas(event))
+                            kept.feed(target.read_deltas(event), target)
                     if same:
                         if parsed is None or target.relays(parsed, call.include_usage):
                             out.append(ev)

@@ -163,11 +163,14 @@ class Answer:
         self.usage: Usage | None = None
         self.native: bytes | None = None
         self.reply: Reply | None = None
+        self.native_finish: str | None = None
+        self.source: WireFormat | None = None       # the format the upstream answered in
 
-    def whole(self, reply: Reply, native: bytes) -> None:
-        self.reply, self.native = reply, native
+    def whole(self, reply: Reply, native: bytes, source: WireFormat) -> None:
+        self.reply, self.native, self.source = reply, native, source
 
-    def feed(self, deltas: list[Delta]) -> None:
+    def feed(self, deltas: list[Delta], source: WireFormat) -> None:
+        self.source = source
         for d in deltas:
             if d[0] == "text":
                 self.text.append(d[1])
@@ -176,7 +179,7 @@ class Answer:
             elif d[0] == "args" and d[1] in self.calls:
                 self.calls[d[1]][2] += d[2]
             elif d[0] == "finish":
-                self.finish = d[1]
+                self.finish, self.native_finish = d[1], d[2] if len(d) > 2 else None
 
     def result(self) -> Reply | None:
         """The answer, neutral; None for a stream that never said how it finished."""
@@ -185,7 +188,7 @@ class Answer:
         if self.finish is None:
             return None
         calls = [ToolCall(i, n, json_or_raw(a)) for i, n, a in self.calls.values()]
-        return Reply("".join(self.text), self.usage or Usage(), self.finish, calls)
+        return Reply("".join(self.text), self.usage or Usage(), self.finish, calls, native_finish=self.native_finish)
 
 
 @dataclass
@@ -332,7 +335,11 @@ class ResponseCache:
             self.shadow.labels(route, "matched" if same else "differed").inc()
         if not found.write:
             return
-        refused = self._refusal(found, reply, rec, call)
+        first = call.route.targets[0]
+        if rec.target not in first.upstreams or rec.model != (first.model or call.conv.model or rec.model):
+            refused: str | None = "fallback target"     # the key names the first target's model
+        else:
+            refused = refusal(reply, found.answer.source, found.policy)
         store = self._store(route, found.policy)
         try:
             if refused is None:
@@ -352,19 +359,20 @@ class ResponseCache:
         if isinstance(store, MemoryStore):
             self.bytes.labels(route).set(store.bytes)
 
-    @staticmethod
-    def _refusal(found: Lookup, reply: Reply | None, rec: LedgerRecord, call: Call) -> str | None:
-        """Why this answer must not be replayed, or None."""
-        if reply is None:
-            return "unfinished"
-        first = call.route.targets[0]
-        if rec.target not in first.upstreams or rec.model != (first.model or call.conv.model or rec.model):
-            return "fallback target"
-        if reply.finish == "tool_calls" or reply.tool_calls:
-            return None if found.policy.tool_calls else "tool calls"
-        if reply.finish != "stop":
-            return reply.finish         # length, content_filter
-        return None
+
+
+def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCachePolicy) -> str | None:
+    """Why an answer (in `source`'s format) must not be replayed, or None: it must have ended by itself, by the
+    format's own finish reason (the neutral one reads some that did not, such as a pause, as a stop)."""
+    if reply is None or source is None:
+        return "unfinished"
+    if (reply.finish == "tool_calls" or reply.tool_calls) and not policy.tool_calls:
+        return "tool calls"
+    if reply.finish not in ("stop", "tool_calls"):
+        return reply.finish             # length, content_filter
+    if reply.native_finish not in source.natural_finishes:
+        return f"finish {reply.native_finish}"
+    return None
 
 
 def replay_stream(wire: WireFormat, reply: Reply, model: str, include_usage: bool = True) -> bytes:

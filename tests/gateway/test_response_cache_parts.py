@@ -14,10 +14,11 @@ from prefixgate.dialects import WIRE_FORMATS, wire_format
 from prefixgate.dialects.neutral import Reply, ToolCall
 from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.proxy import Call
-from prefixgate.gateway.response_cache import Answer, Entry, replay_stream, request_key
+from prefixgate.gateway.response_cache import Answer, Entry, refusal, replay_stream, request_key
 from prefixgate.gateway.response_store import MemoryStore
 from prefixgate.ledger_rollup import SUMS, contribution
 from prefixgate.policies import CallerKey, Policy, PolicyError, builtin_upstreams
+from prefixgate.policies.schema import ResponseCachePolicy
 from prefixgate.usage import Usage
 
 
@@ -141,9 +142,46 @@ def test_a_replay_reads_back_in_every_ingress_format_whole_and_streamed(name):
     for event in events:
         parsed = wire.framing.payload(event)
         if parsed is not None:
-            answer.feed(wire.read_deltas(parsed))
+            answer.feed(wire.read_deltas(parsed), wire)
             usage.feed(parsed)
     streamed = answer.result()
     assert streamed is not None and streamed.text == "Stored answer." and streamed.finish == "tool_calls"
     assert [(c.name, c.args) for c in streamed.tool_calls] == [("lookup", {"q": "x"})]
     assert usage.usage is not None and usage.usage.output == 3
+
+
+def _with_finish(name: str, native: str) -> dict:
+    """A whole text answer in format `name` whose own finish reason is `native`."""
+    body = wire_format(name).build_response("m", "An answer.", Usage(5, 0, {}, 2))
+    where = {"openai": lambda b: b["choices"][0], "gemini": lambda b: b["candidates"][0]}
+    field_of = {"anthropic": "stop_reason", "bedrock_invoke": "stop_reason", "openai": "finish_reason",
+                "gemini": "finishReason", "responses": "status", "bedrock_converse": "stopReason"}
+    where.get(name, lambda b: b)(body)[field_of[name]] = native
+    return body
+
+
+# (format, its own finish reason, whether the answer may be replayed): the providers' documented reasons.
+FINISHES = [
+    ("anthropic", "end_turn", True), ("anthropic", "stop_sequence", True), ("anthropic", "max_tokens", False),
+    ("anthropic", "pause_turn", False), ("anthropic", "refusal", False),
+    ("bedrock_invoke", "end_turn", True), ("bedrock_invoke", "pause_turn", False),
+    ("openai", "stop", True), ("openai", "length", False), ("openai", "content_filter", False),
+    ("openai", "an_unknown_reason", False),
+    ("gemini", "STOP", True), ("gemini", "MAX_TOKENS", False), ("gemini", "SAFETY", False), ("gemini", "OTHER", False),
+    ("gemini", "PROHIBITED_CONTENT", False), ("gemini", "BLOCKLIST", False), ("gemini", "SPII", False),
+    ("gemini", "MALFORMED_FUNCTION_CALL", False),
+    ("responses", "completed", True), ("responses", "incomplete", False), ("responses", "failed", False),
+    ("bedrock_converse", "end_turn", True), ("bedrock_converse", "guardrail_intervened", False),
+    ("bedrock_converse", "content_filtered", False),
+]
+
+
+@pytest.mark.parametrize(("name", "native", "replayable"), FINISHES)
+def test_only_an_answer_that_ended_by_itself_is_replayable(name, native, replayable):
+    wire = wire_format(name)
+    reply = wire.read_reply(_with_finish(name, native))
+    assert (refusal(reply, wire, ResponseCachePolicy("on")) is None) == replayable
+    # The same answer streamed: its finish event carries the format's own reason too.
+    answer = Answer()
+    answer.feed([("text", "An answer."), ("finish", reply.finish, native)], wire)
+    assert (refusal(answer.result(), wire, ResponseCachePolicy("on")) is None) == replayable
