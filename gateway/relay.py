@@ -24,6 +24,7 @@ from starlette.types import Receive, Scope, Send
 from prefixgate.dialects.sse import SSE_FRAMING, FramingError
 from prefixgate.errors import RequestError
 from prefixgate.gateway.in_flight import Slot
+from prefixgate.gateway.response_cache import HEADER as RESPONSE_CACHE_HEADER
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                "x-prefixgate-route": call.route.name, "x-prefixgate-target": prep.upstream.name,
                "x-prefixgate-plan": prep.plan.summary}
     if call.response_cache is not None:
-        headers["x-prefixgate-response-cache"] = call.response_cache.state
+        headers[RESPONSE_CACHE_HEADER] = call.response_cache.state
     if call.json_array:
         return DisconnectAwareStream(json_array(body()), 200, headers, media_type="application/json",
                                      background=BackgroundTask(after), let_go=let_go)
