@@ -274,6 +274,8 @@ class ResponseCache:
         if entry is None:
             return self._counted(call, Lookup(policy, key, "miss", write=write))
         if policy.mode == "shadow":
+            call.notes.append(f"response-cache: shadow-hit, an answer stored {max(0.0, time.time() - entry.stored_at):.0f}s "
+                              f"ago would have been served (it cost ${entry.cost_usd or 'unknown'})")
             return self._counted(call, Lookup(policy, key, "shadow-hit", write=False, entry=entry))
         return self._counted(call, Lookup(policy, key, "hit", write=False, entry=entry))
 
@@ -371,7 +373,7 @@ def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCach
     if reply.finish not in ("stop", "tool_calls"):
         return reply.finish             # length, content_filter
     if reply.native_finish not in source.natural_finishes:
-        return f"finish {reply.native_finish}"
+        return "not a natural finish"       # a metric label: the upstream's own word stays out of it
     return None
 
 

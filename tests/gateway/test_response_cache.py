@@ -219,6 +219,7 @@ def test_shadow_mode_serves_nothing_and_reports_would_be_hits(tmp_path):
     records = read_records(settings.ledger_path)
     assert [r["response_cache"] for r in records] == ["miss", "shadow-hit", "shadow-hit"]
     assert all(r["avoided_usd"] is None and float(r["cost_usd"]) > 0 for r in records)
+    assert any(line.startswith("response-cache: shadow-hit") for line in records[1]["explanation"])
 
 
 def test_request_header_skips_reading_writing_or_refreshes(tmp_path):
