@@ -200,6 +200,11 @@ def test_tool_calls_are_stored_when_the_route_allows_them(tmp_path):
         assert raw.headers[CACHE] == "hit" and len(up.posts) == 1
         again = raw.parse()
         assert [(o.type, o.name, o.arguments) for o in again.output] == [(o.type, o.name, o.arguments) for o in first.output]
+        # Streamed to the Responses SDK: the stored call arrives as its events, and the final response holds it.
+        with client.responses.stream(**ask) as stream:
+            final = stream.get_final_response()
+        assert [(o.type, o.name, o.arguments) for o in final.output] == [(o.type, o.name, o.arguments) for o in first.output]
+        assert len(up.posts) == 1
 
 
 def test_shadow_mode_serves_nothing_and_reports_would_be_hits(tmp_path):
