@@ -154,7 +154,7 @@ def _with_finish(name: str, native: str) -> dict:
     """A whole text answer in format `name` whose own finish reason is `native`."""
     body = wire_format(name).build_response("m", "An answer.", Usage(5, 0, {}, 2))
     where = {"openai": lambda b: b["choices"][0], "gemini": lambda b: b["candidates"][0]}
-    field_of = {"anthropic": "stop_reason", "bedrock_invoke": "stop_reason", "openai": "finish_reason",
+    field_of = {"interactions": "status", "anthropic": "stop_reason", "bedrock_invoke": "stop_reason", "openai": "finish_reason",
                 "gemini": "finishReason", "responses": "status", "bedrock_converse": "stopReason"}
     where.get(name, lambda b: b)(body)[field_of[name]] = native
     return body
@@ -173,6 +173,7 @@ FINISHES = [
     ("responses", "completed", True), ("responses", "incomplete", False), ("responses", "failed", False),
     ("bedrock_converse", "end_turn", True), ("bedrock_converse", "guardrail_intervened", False),
     ("bedrock_converse", "content_filtered", False),
+    ("interactions", "completed", True), ("interactions", "incomplete", False), ("interactions", "failed", False),
 ]
 
 
