@@ -40,6 +40,7 @@ from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.relay import stream_response
+from prefixgate.gateway.response_cache import CONTROL, HEADER, Lookup, ResponseCache
 from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.tracing import Tracing
@@ -113,6 +114,8 @@ class Call:
     notes: list[str] = field(default_factory=list)
     span: Any = None                    # the request's OpenTelemetry span while it is open (tracing on)
     raw: bytes = b""                    # the body as the caller sent it
+    cache_control: str = ""             # the caller's x-prefixgate-response-cache-control
+    response_cache: Lookup | None = None    # what the route's response cache does for it (None: cache off)
 
 
 @dataclass
@@ -158,11 +161,13 @@ class Proxy:
         self.in_flight = InFlight()
         self.response_homes = ResponseHomes()
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
+        self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
         await self.counters.close()
         await self.owners.aclose()
+        await self.response_cache.close()
         self.ledger.close()
 
     def start(self, dialect: str, conv: Conversation, caller: Caller, headers: dict[str, str], started: float,
@@ -174,6 +179,7 @@ class Proxy:
                     started, span=span, raw=raw)
         call.include_usage = wire.caller_wants_usage(conv)
         call.route_hint = headers.get(ROUTE_HEADER, "")[:200]
+        call.cache_control = headers.get(CONTROL, "")
         return call
 
     # ---- the request path ---------------------------------------------------------------------
@@ -182,6 +188,9 @@ class Proxy:
         if call.caller.key is not None:
             await self.limits.admit(call.caller.key)
         await self.check_chain(call)
+        call.response_cache = await self.response_cache.lookup(call)
+        if call.response_cache is not None and call.response_cache.state == "hit":
+            return self.response_cache.replay(self, call, call.response_cache)
         failure: UpstreamFailure | RequestError | None = None
         retry = call.route.retry
         for ref in call.route.targets:
@@ -352,6 +361,8 @@ class Proxy:
             content = resp.body or b""
         else:
             content = compact_bytes(translate_reply(data, prep.wire, call.wire, call.conv.model or prep.model))
+        if call.response_cache is not None and call.response_cache.collects:
+            call.response_cache.answer.whole(prep.wire.read_reply(data), content, prep.wire)
         rec = self.record(call, prep, usage, 200, ttft_s=None, upstream_s=received - sent)
         headers = {**resp.headers, **self.headers(call, prep, rec)}
         return Response(content, 200, headers, media_type="application/json",
@@ -365,8 +376,10 @@ class Proxy:
 
     def fail(self, call: Call, err: RequestError, prep: Prepared | None) -> Response:
         rec = self.record(call, prep, None, err.status, ttft_s=None, upstream_s=0.0, error=err.message)
-        return error_response(err, call.dialect, {"x-prefixgate-request-id": call.id},
-                              BackgroundTask(self.finish, call, rec))
+        headers = {"x-prefixgate-request-id": call.id}
+        if call.response_cache is not None:
+            headers[HEADER] = call.response_cache.state
+        return error_response(err, call.dialect, headers, BackgroundTask(self.finish, call, rec))
 
     def headers(self, call: Call, prep: Prepared, rec: LedgerRecord) -> dict[str, str]:
         out = {
@@ -376,6 +389,8 @@ class Proxy:
             "x-prefixgate-plan": prep.plan.summary,
             "x-prefixgate-overhead-ms": f"{rec.overhead_ms:.3f}",
         }
+        if call.response_cache is not None:
+            out[HEADER] = call.response_cache.state
         if rec.status == 200 and not prep.stream:
             out["x-prefixgate-cache-read-tokens"] = str(rec.cache_read)
             out["x-prefixgate-cost-usd"] = rec.cost_usd if rec.cost_usd is not None else "unknown"
@@ -409,13 +424,18 @@ class Proxy:
             explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
             body=prep.trace_body if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream, prep.wire) if prep else call.wire.planner_provider,
-                                  volatile_spans))
+                                  volatile_spans),
+            response_cache=call.response_cache.state if call.response_cache is not None else "")
+        self.keep(call, rec)
+        return rec
+
+    def keep(self, call: Call, rec: LedgerRecord) -> None:
+        """Queue `rec` for the ledger, count it in the metrics and close the request's span."""
         self.ledger.append(rec)
         self.metrics.observe(rec)
         if call.span is not None:
             self.tracing.end_request(call.span, rec)
             call.span = None
-        return rec
 
     async def finish(self, call: Call, rec: LedgerRecord) -> None:
         """After the answer is sent: count tokens and spend against the caller's limits, log one line."""
@@ -423,3 +443,5 @@ class Proxy:
             tokens = rec.uncached_input + rec.cache_read + sum(rec.cache_writes.values()) + rec.output
             await self.limits.record(call.caller.key, tokens, float(rec.cost_usd or 0))
         log_request(rec)
+        if call.response_cache is not None:
+            await self.response_cache.settle(call, rec)

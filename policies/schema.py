@@ -152,6 +152,24 @@ class RetryPolicy:
     on: tuple[str, ...] = RETRY_ON
 
 
+ResponseCacheMode = Literal["off", "shadow", "on"]
+RESPONSE_CACHE_MODES: tuple[ResponseCacheMode, ...] = ("off", "shadow", "on")
+
+
+@dataclass(frozen=True)
+class ResponseCachePolicy:
+    """A route's exact response cache (docs/response-cache.md). `shadow` stores and looks up but never serves."""
+
+    mode: ResponseCacheMode = "off"
+    ttl_s: float = 3600.0
+    max_mb: float = 64.0            # this route's in-memory entries, in total; also the most one entry may take
+    tool_calls: bool = False        # store answers that call tools (off: a tool call acts on the world again)
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self.max_mb * (1 << 20))
+
+
 @dataclass(frozen=True)
 class Route:
     name: str
@@ -167,6 +185,7 @@ class Route:
     formats: tuple[str, ...] = ()
     # Text the rewrite always moves out of the static prefix (`volatile`) or never moves (`never_move`).
     rewrite: Rule = NO_RULE
+    response_cache: ResponseCachePolicy = field(default_factory=ResponseCachePolicy)
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -297,7 +316,7 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
-                       "volatile", "never_move"})
+                       "volatile", "never_move", "response_cache"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -321,7 +340,8 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
-                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path))
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
+                 _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"))
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:
@@ -338,6 +358,26 @@ def _rewrite_rule(spec: dict, path: str) -> Rule:
                 raise PolicyError(f"{path}.{key}: {v!r} is not a valid regular expression ({e})") from None
         patterns[key] = value
     return rule_of(patterns["volatile"], patterns["never_move"])
+
+
+
+def _response_cache(spec: Any, path: str) -> ResponseCachePolicy:
+    spec = _mapping(spec, path)
+    _only(spec, path, {"mode", "ttl_s", "max_mb", "tool_calls"})
+    d = ResponseCachePolicy()
+    mode = spec.get("mode", d.mode)
+    if isinstance(mode, bool):      # YAML 1.1 (PyYAML) reads a bare `on` / `off` as true / false
+        mode = "on" if mode else "off"
+    if mode not in RESPONSE_CACHE_MODES:
+        raise PolicyError(f"{path}.mode: must be one of {', '.join(RESPONSE_CACHE_MODES)}, got {mode!r}")
+    ttl_s = _number(spec.get("ttl_s", d.ttl_s), f"{path}.ttl_s")
+    max_mb = _number(spec.get("max_mb", d.max_mb), f"{path}.max_mb")
+    if ttl_s < 1 or max_mb <= 0:
+        raise PolicyError(f"{path}: ttl_s must be at least 1 second and max_mb above 0, got {ttl_s} and {max_mb}")
+    tool_calls = spec.get("tool_calls", d.tool_calls)
+    if not isinstance(tool_calls, bool):
+        raise PolicyError(f"{path}.tool_calls: must be true or false, got {tool_calls!r}")
+    return ResponseCachePolicy(mode, ttl_s, max_mb, tool_calls)
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:

@@ -125,6 +125,9 @@ class WireFormat:
     # ---- translation ----------------------------------------------------------------------------------
     finish_from: ClassVar[dict[str, str]]      # native finish reason -> neutral
     finish_to: ClassVar[dict[str, str]]        # neutral -> native
+    # Native finish reasons of an answer that ended by itself, tool calls included: what a response cache may
+    # replay. Anything else (cut short, filtered, paused, failed, a reason this code does not know) is not.
+    natural_finishes: ClassVar[tuple[str, ...]] = ()
 
     def adopt(self, conv: Conversation, headers: Mapping[str, str]) -> Conversation | None:
         """`conv`, parsed in another format that carries the same body (Bedrock's InvokeModel carries
