@@ -31,6 +31,7 @@ from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.local import LocalTarget
@@ -111,6 +112,7 @@ class Call:
     notes: list[str] = field(default_factory=list)
     span: Any = None                    # the request's OpenTelemetry span while it is open (tracing on)
     raw: bytes = b""                    # the body as the caller sent it
+    provider_verdict: ProviderVerdict | None = None   # why the provider says its cache missed (diagnostics.py)
 
 
 @dataclass
@@ -127,6 +129,7 @@ class Prepared:
     extra_usage: Usage | None = None    # tokens billed outside the response (an explicit cache created for it)
     storage_token_hours: Decimal = Decimal(0)   # storage of that cache over its TTL (tokens x hours)
     trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
+    ask: Ask = field(default_factory=Ask)   # the provider diagnostics this request carries (diagnostics.py)
 
     def usage_counter(self) -> Any:
         """A stream usage accumulator for this request (which may say how its cache writes are priced)."""
@@ -155,6 +158,7 @@ class Proxy:
             store=RedisStore(settings.redis_url) if settings.redis_url else None)
         self.in_flight = InFlight()
         self.response_homes = ResponseHomes()
+        self.diagnostics = ProviderDiagnostics(self.catalog)
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
@@ -254,7 +258,8 @@ class Proxy:
         planned, params = the_plan.conversation, the_plan.conversation.params
         billable = wire.billable(planned)
         salted = upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None
-        if (call.raw and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
+        ask = self.diagnostics.attach(call, upstream, wire.name, model, billable, key)
+        if (call.raw and not ask.fields and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
                 and params == call.conv.params and not billable.cache_params and not salted):
             # Planning is off and nothing else changed the request (format, model, usage options, salt): the
             # caller's own bytes go upstream, with no re-encoding in proportion to the body.
@@ -264,8 +269,9 @@ class Proxy:
             if salted:
                 # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
                 payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)  # type: ignore[union-attr]
+            payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
-        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
+        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
@@ -332,6 +338,7 @@ class Proxy:
                                                 status=502, kind="server"), prep)
         usage = prep.usage_of(data)
         self.response_homes.remember(prep.wire.stored_id(data), prep.upstream.name)
+        self.diagnostics.read(call, prep.ask, data)
         if prep.wire is call.wire:
             content = resp.body or b""
         else:
@@ -385,6 +392,8 @@ class Proxy:
             overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
             explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
+            provider_miss_reason=call.provider_verdict.reason if call.provider_verdict else "",
+            provider_missed_tokens=call.provider_verdict.missed_tokens if call.provider_verdict else None,
             body=prep.trace_body if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream, prep.wire) if prep else call.wire.planner_provider,
                                   volatile_spans))

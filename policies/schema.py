@@ -159,6 +159,9 @@ class Route:
     caller_checkpoints: CallerCheckpoints = "keep"
     # The callers' wire formats this route serves (e.g. vertex_anthropic, vertex_gemini); empty: every format.
     formats: tuple[str, ...] = ()
+    # Ask the provider why its cache missed (gateway/diagnostics.py), on at most this many requests a minute.
+    diagnostics: bool = True
+    diagnostics_per_minute: int = 600
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -288,7 +291,8 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
-    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats"})
+    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
+                       "diagnostics", "diagnostics_per_minute"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -311,8 +315,16 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     unknown = [f for f in formats if f not in WIRE_FORMATS]
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
+    diagnostics = spec.get("diagnostics", "on")
+    # YAML reads a bare on/off as true/false.
+    diagnostics = {True: "on", False: "off"}.get(diagnostics, diagnostics) if isinstance(diagnostics, bool) else diagnostics
+    if diagnostics not in ("on", "off"):
+        raise PolicyError(f"{path}.diagnostics: must be on or off, got {diagnostics!r}")
+    per_minute = spec.get("diagnostics_per_minute", 600)
+    if not isinstance(per_minute, int) or isinstance(per_minute, bool) or per_minute < 1:
+        raise PolicyError(f"{path}.diagnostics_per_minute: must be a positive integer, got {per_minute!r}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
-                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats)
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, diagnostics == "on", per_minute)
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:

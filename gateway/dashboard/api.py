@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.openapi.utils import get_openapi
 
 from prefixgate import __version__
@@ -24,6 +24,7 @@ from prefixgate.gateway.dashboard.alerts import AlertRule, alerts_now, route_ale
 from prefixgate.gateway.dashboard.auth import require_reader
 from prefixgate.gateway.dashboard.figures import GROUPINGS, breakdown, timeseries, totals
 from prefixgate.gateway.dashboard.misses import is_miss, misses_by_route
+from prefixgate.gateway.dashboard.provider_reasons import why
 from prefixgate.gateway.dashboard.source import MISS_SAMPLE, UNAVAILABLE, LedgerSource
 from prefixgate.ledger import LedgerRecord
 
@@ -158,6 +159,14 @@ def requests_(w: WindowDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100,
               misses_only: Annotated[bool, Query(description="only requests that read nothing from cache")] = False) -> dict:
     rows = [r for r in reversed(w.latest(route=route)) if not misses_only or is_miss(r)]
     return {"window": w.describe(), "records": [asdict(r) for r in rows[:limit]]}
+
+
+@router.get("/requests/{request_id}", response_model=schema.RequestDetail, summary="One ledger record, with its why")
+def request_detail(w: WindowDep, request_id: Annotated[str, Path(max_length=64)]) -> dict:
+    found = next((r for r in w.latest() if r.id == request_id), None)
+    if found is None:
+        raise HTTPException(404, f"no request {request_id!r} among the window's latest records")
+    return {**asdict(found), "why": why(found)}
 
 
 @router.get("/openapi.json", include_in_schema=False)

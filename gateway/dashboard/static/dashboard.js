@@ -208,20 +208,31 @@ function renderMisses(routes) {
   }
   for (const r of routes) {
     const top = r.top_reason;
-    const why = el("td", { class: "why" },
-      el("span", { class: "reason" + (BENIGN.has(top.reason) ? " benign" : ""), "data-reason": top.reason }, top.label),
-      el("span", { class: "detail" }, top.detail), el("span", { class: "fix" }, "fix: " + top.fix));
-    const others = r.reasons.slice(1).map((e) => `${e.label} ×${e.count}`);
-    if (others.length) why.append(el("span", { class: "others" }, "also: " + others.join(", ")));
+    const why = el("td", { class: "why" });
+    const p = r.provider;
+    if (p) {
+      // The provider's own reason wins the "why"; the inference's is shown beside it, with how often they agreed.
+      why.append(el("span", { class: "reason provider", "data-provider-reason": p.top.reason }, p.top.label));
+      why.append(el("span", { class: "detail" }, p.reasons.map((e) =>
+        `${e.label.replace(" (provider)", "")} ×${e.count}: ${fmtUsd(e.missed_usd)} lost (${fmtInt(e.missed_tokens)} tokens)`).join("; ")));
+      const agreement = p.compared ? `our inference agreed on ${p.agreed} of ${p.compared} (${fmtPct(p.agreement)})` : "no miss of ours to compare";
+      why.append(el("span", { class: "fix", "data-agreement": p.agreement === null ? "" : String(p.agreement) },
+        (top ? `we inferred: ${top.label}; ` : "") + agreement));
+    } else {
+      why.append(el("span", { class: "reason" + (BENIGN.has(top.reason) ? " benign" : ""), "data-reason": top.reason }, top.label),
+        el("span", { class: "detail" }, top.detail), el("span", { class: "fix" }, "fix: " + top.fix));
+    }
+    const others = r.reasons.slice(p ? 0 : 1).map((e) => `${e.label} ×${e.count}`);
+    if (others.length) why.append(el("span", { class: "others" }, (p ? "inferred: " : "also: ") + others.join(", ")));
     const diff = r.first_difference;
-    const plan = el("details", {}, el("summary", {}, `${r.latest_miss.plan.length} line(s)`),
-      el("ol", {}, ...r.latest_miss.plan.map((line) => el("li", {}, line))));
+    const lines = r.latest_miss ? r.latest_miss.plan : [];
+    const plan = el("details", {}, el("summary", {}, `${lines.length} line(s)`), el("ol", {}, ...lines.map((line) => el("li", {}, line))));
     body.append(el("tr", { "data-route": r.route },
-      el("td", {}, el("b", {}, r.route), el("span", { class: "fix" }, r.latest_miss.model)),
+      el("td", {}, el("b", {}, r.route), el("span", { class: "fix" }, r.latest_miss ? r.latest_miss.model : "")),
       el("td", { class: "num" }, `${fmtInt(r.misses)} / ${fmtInt(r.requests)}`),
       el("td", { class: "num" }, fmtUsd(r.missed_usd)),
       why,
-      el("td", { class: "diff" }, diff ? segmentText(diff.segment) : segmentText(top.segment)),
+      el("td", { class: "diff" }, diff ? segmentText(diff.segment) : segmentText(top ? top.segment : null)),
       el("td", {}, plan)));
   }
 }
