@@ -11,7 +11,8 @@ expiry). A caller that sends the field itself keeps it untouched; its answer is 
 A conversation is the caller's key, the upstream key, route and upstream plus its first user message (or, on Responses, the
 stored response it continues). Each route caps how many requests a minute carry the field
 (`diagnostics_per_minute`); a turn over the cap goes without, and its conversation starts afresh.
-Bedrock and Vertex do not document the field, so requests to them never carry it.
+Bedrock and Vertex do not document the field, so requests to them never carry it; nor do requests on routes
+with planning off, which go upstream as the caller's own bytes.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ class ProviderDiagnostics:
                credential: str | None) -> Ask:
         """What this request asks: the fields to add to its upstream body, and how to read its answer."""
         kind = self.kind(upstream, wire_name, model)
-        if not kind or not call.route.diagnostics or self._callers_own(kind, sent.params):
+        # Planning off sends the caller's own bytes: nothing is added to them.
+        if not kind or not call.route.diagnostics or call.mode == "off" or self._callers_own(kind, sent.params):
             return Ask(kind)        # a caller's own field is read, never touched
         conversation = self._conversation(call, upstream, call.conv, credential)
         bucket = self._buckets.get(call.route.name)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
 from prefixgate.config import unknown_key
 from prefixgate.dialects import WIRE_FORMATS, vertex
+from prefixgate.policies.alerting import Alerting, parse_alerting
 from prefixgate.providers.compatible import PROFILES, Profile
 from prefixgate.providers.vertex_prices import price_name
 
@@ -174,6 +175,7 @@ class Route:
 class Budget:
     usd: float
     period: str = "month"
+    warn_at: float | None = None    # the soft budget, as a share of usd: an alert, never a refusal
 
 
 @dataclass(frozen=True)
@@ -201,10 +203,12 @@ class Policy:
     upstreams: dict[str, Upstream]
     routes: tuple[Route, ...]
     keys: tuple[CallerKey, ...] = ()
+    # Pushed alerts: destinations, rules' thresholds and the gateway's own budget (policies/alerting.py).
+    alerting: Alerting = field(default_factory=Alerting)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], builtins: dict[str, Upstream]) -> Policy:
-        _only(data, "", {"upstreams", "routes", "keys"})
+        _only(data, "", {"upstreams", "routes", "keys", "alert_webhooks", "alerts", "budget"})
         upstreams = dict(builtins)
         for name, spec in _mapping(data.get("upstreams") or {}, "upstreams").items():
             upstreams[name] = _upstream(name, spec, f"upstreams.{name}", builtins)
@@ -215,7 +219,11 @@ class Policy:
         if len(set(names)) != len(names):
             raise PolicyError(f"routes: route names must be unique, got {names}")
         keys = tuple(_key(k, f"keys.{i}", set(names)) for i, k in enumerate(_list(data.get("keys") or [], "keys")))
-        return cls(upstreams, routes, keys)
+        try:
+            alerting = parse_alerting(data, PERIODS)
+        except ValueError as e:
+            raise PolicyError(str(e)) from None
+        return cls(upstreams, routes, keys, alerting)
 
 
 def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) -> Upstream:
@@ -393,11 +401,14 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     budget = None
     if spec.get("budget") is not None:
         b = _mapping(spec["budget"], f"{path}.budget")
-        _only(b, f"{path}.budget", {"usd", "period"})
+        _only(b, f"{path}.budget", {"usd", "period", "warn_at"})
         period = b.get("period", "month")
         if period not in PERIODS:
             raise PolicyError(f"{path}.budget.period: must be one of {', '.join(PERIODS)}, got {period!r}")
-        budget = Budget(_number(b.get("usd"), f"{path}.budget.usd"), period)
+        warn_at = b.get("warn_at")
+        if warn_at is not None and not 0 < _number(warn_at, f"{path}.budget.warn_at") < 1:
+            raise PolicyError(f"{path}.budget.warn_at: a share of usd between 0 and 1 (0.8: warn at 80%), got {warn_at!r}")
+        budget = Budget(_number(b.get("usd"), f"{path}.budget.usd"), period, warn_at)
     limit = None
     if spec.get("rate_limit") is not None:
         r = _mapping(spec["rate_limit"], f"{path}.rate_limit")

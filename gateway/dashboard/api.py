@@ -20,9 +20,11 @@ from fastapi.openapi.utils import get_openapi
 
 from prefixgate import __version__
 from prefixgate.gateway.dashboard import schema
+from prefixgate.gateway.dashboard.alert_rules import RULES
 from prefixgate.gateway.dashboard.alerts import AlertRule, alerts_now, route_alerts
 from prefixgate.gateway.dashboard.auth import require_reader
 from prefixgate.gateway.dashboard.figures import GROUPINGS, breakdown, timeseries, totals
+from prefixgate.gateway.dashboard.forecast import earliest_start, forecasts
 from prefixgate.gateway.dashboard.misses import is_miss, misses_by_route
 from prefixgate.gateway.dashboard.provider_reasons import why
 from prefixgate.gateway.dashboard.source import MISS_SAMPLE, UNAVAILABLE, LedgerSource
@@ -151,6 +153,29 @@ def overview(request: Request, w: WindowDep) -> dict:
             "misses": misses_by_route(w.latest(PREVIOUS_LOOKBACK_S), w.since, catalog=w.catalog),
             "alerts": [a.to_dict() for a in route_alerts(view, now, rule)],
         }
+
+
+@router.get("/forecast", response_model=schema.Forecasts,
+            summary="Spend forecast per key and route to their budget period's end, with soft and hard budget lines")
+def forecast(request: Request) -> dict:
+    policy = request.app.state.alerter.policy
+    now = time.time()
+    with unavailable_as_503(request.app.state.dashboard_source), \
+            request.app.state.dashboard_source.view(earliest_start(policy, now), now) as view:
+        return forecasts(view, policy, now)
+
+
+@router.get("/alerts/rules", response_model=schema.AlertRules, summary="The pushed alerts' rules, destinations and last firings")
+def alert_rules(request: Request) -> dict:
+    alerter = request.app.state.alerter
+    last: dict[str, dict] = {}
+    for key, ts in alerter.last_sent.items():
+        rule, subject = key.split(":", 1)
+        if ts > last.get(rule, {}).get("ts", -1):
+            last[rule] = {"subject": subject, "ts": ts}
+    return {"destinations": [{"destination": d.shown, "format": d.format} for d in alerter.deliveries.destinations],
+            "settings": asdict(alerter.settings),
+            "rules": [{"rule": rule, "fires_when": what, "last_fired": last.get(rule)} for rule, what in RULES.items()]}
 
 
 @router.get("/requests", response_model=schema.Requests, summary="The latest ledger records, newest first")

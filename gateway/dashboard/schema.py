@@ -226,3 +226,46 @@ class RequestDetail(RequestRecord):
 class Requests(BaseModel):
     window: Window
     records: list[RequestRecord]
+
+
+class ForecastRow(BaseModel):
+    name: str
+    period: str = Field(description="the budget period: minute, hour, day, month (30 days) or total")
+    period_start: float
+    period_end: float | None
+    spent_usd: str = Field(description="spend so far in the period")
+    forecast_usd: str | None = Field(description="spend at the period's end at the run rate so far")
+    hard_usd: float | None = Field(description="the budget (a key's is enforced)")
+    soft_usd: float | None = Field(description="usd x warn_at: an alert, never a refusal")
+    over_soft: bool
+    forecast_over: bool
+
+
+class Forecasts(BaseModel):
+    method: str
+    now: float
+    gateway: ForecastRow
+    keys: list[ForecastRow]
+    routes: list[ForecastRow]
+
+
+class LastFiring(BaseModel):
+    subject: str
+    ts: float
+
+
+class AlertRuleState(BaseModel):
+    rule: str
+    fires_when: str
+    last_fired: LastFiring | None
+
+
+class AlertDestination(BaseModel):
+    destination: str = Field(description="scheme and host only: the URL's path holds the hook's secret")
+    format: str
+
+
+class AlertRules(BaseModel):
+    destinations: list[AlertDestination]
+    settings: dict
+    rules: list[AlertRuleState]
