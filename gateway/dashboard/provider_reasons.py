@@ -17,20 +17,20 @@ from prefixgate.providers.rules import Catalog
 
 LABELS = {
     # Anthropic (diagnostics.cache_miss_reason.type)
-    "model_changed": "model changed (provider)",
-    "system_changed": "system prompt changed (provider)",
-    "tools_changed": "tools changed (provider)",
-    "messages_changed": "an earlier message changed (provider)",
-    "previous_message_not_found": "previous message not found: expired or unknown (provider)",
+    "model_changed": "model changed",
+    "system_changed": "system prompt changed",
+    "tools_changed": "tools changed",
+    "messages_changed": "an earlier message changed",
+    "previous_message_not_found": "previous message not found: expired or unknown",
     # OpenAI Responses (prompt_cache_diagnostics.reason / type)
-    "prompt_cache_key_changed": "prompt_cache_key changed (provider)",
-    "text_format_changed": "text format changed (provider)",
-    "reasoning_effort_changed": "reasoning effort changed (provider)",
-    "verbosity_changed": "verbosity changed (provider)",
-    "service_tier_changed": "service tier changed (provider)",
-    "context_compacted": "context compacted (provider)",
-    "input_changed": "input changed (provider)",
-    "comparison_response_not_found": "comparison response not found: expired or unknown (provider)",
+    "prompt_cache_key_changed": "prompt_cache_key changed",
+    "text_format_changed": "text format changed",
+    "reasoning_effort_changed": "reasoning effort changed",
+    "verbosity_changed": "verbosity changed",
+    "service_tier_changed": "service tier changed",
+    "context_compacted": "context compacted",
+    "input_changed": "input changed",
+    "comparison_response_not_found": "comparison response not found: expired or unknown",
 }
 # Verdicts that say nothing about why: never shown as a reason, never compared.
 SILENT = {"", "unavailable", "pending", "cache_hit"}
@@ -71,7 +71,7 @@ class ProviderJoin:
 
     def add(self, rec: LedgerRecord, inferred: str | None, catalog: Catalog | None) -> None:
         reason = rec.provider_miss_reason
-        entry = self.reasons.setdefault(reason, {"reason": reason, "label": LABELS.get(reason, f"{reason} (provider)"),
+        entry = self.reasons.setdefault(reason, {"reason": reason, "label": LABELS.get(reason, reason),
                                                  "count": 0, "missed_tokens": 0, "missed_usd": Decimal(0),
                                                  "compared": 0, "agreed": 0})
         entry["count"] += 1
