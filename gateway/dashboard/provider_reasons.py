@@ -48,7 +48,8 @@ AGREES = {
 
 
 def speaks(rec: LedgerRecord) -> bool:
-    return rec.provider_miss_reason not in SILENT
+    # Rows an older version wrote read the column as NULL: said nothing.
+    return (rec.provider_miss_reason or "") not in SILENT
 
 
 def provider_lost_usd(rec: LedgerRecord, catalog: Catalog | None = None) -> Decimal:

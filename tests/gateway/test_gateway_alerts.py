@@ -27,6 +27,7 @@ from prefixgate.cli import main
 from prefixgate.gateway.app import create_app
 from prefixgate.gateway.dashboard.alert_rules import RULES
 from prefixgate.ledger import LedgerRecord, read_records
+from prefixgate.policies import PolicyError
 from prefixgate.providers.rules import ModelRules
 from tests.gateway.support_gateway import policy_for, running_upstream, settings_for
 from tests.support_services import ServerThread, free_port, wait_until
@@ -181,7 +182,7 @@ def test_alerts_test_reaches_every_destination_and_names_a_dead_one(tmp_path, re
     assert failed.exit_code == 1
     port = dead.split(":")[2].split("/")[0]
     assert f"#2 http://127.0.0.1:{port}/…" in failed.output and "1 of 3 destination(s)" in failed.output
-    assert "cannot connect" in failed.output and SECRET not in failed.output
+    assert "cannot connect" in failed.output and "after 2 attempt(s)" in failed.output and SECRET not in failed.output
     assert len(receiver.rules("/json/" + SECRET)) == 2          # the live ones still got theirs
 
 
@@ -211,3 +212,22 @@ def test_a_hanging_or_refusing_receiver_never_holds_a_request(tmp_path, monkeypa
             # The held destination's queue fills while it hangs: alerts past it are dropped and counted, not queued.
             wait_until(lambda: 'outcome="dropped"' in metrics(), 30, "dropped alerts counted")
             receiver.release.set()
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"alert_webhooks": [f"ftp://example.com/{SECRET}"]}, "alert_webhooks.0: an http(s) URL is required"),
+    ({"alert_webhooks": [{"url": "https://example.com/h", "format": "teams"}]}, "alert_webhooks.0.format: must be json or slack"),
+    ({"alerts": {"cooldown": 5}}, "alerts.cooldown: unknown key"),
+    ({"alerts": {"error_share": 3}}, "error_share are shares"),
+    ({"budget": {"usd": 10, "warn_at": 1.5}}, "budget.warn_at: a share of usd"),
+    ({"keys": [{"name": "k", "key_sha256": "0" * 64, "budget": {"usd": 5, "warn_at": 0}}]}, "keys.0.budget.warn_at"),
+    ({"routes": [{"name": "r", "models": ["*"], "targets": [{"upstream": "anthropic"}], "diagnostics": "sometimes"}]},
+     "routes.0.diagnostics: must be on or off"),
+    ({"routes": [{"name": "r", "models": ["*"], "targets": [{"upstream": "anthropic"}], "diagnostics_per_minute": 0}]},
+     "routes.0.diagnostics_per_minute: must be a positive integer"),
+])
+def test_bad_alerting_policy_names_the_key_and_never_the_secret(tmp_path, extra, message):
+    settings = settings_for("http://127.0.0.1:9", tmp_path)
+    with pytest.raises(PolicyError) as e:
+        policy_for(settings, {"routes": [{"name": "all", "models": ["*"], "targets": [{"upstream": "anthropic"}]}], **extra})
+    assert message in str(e.value) and SECRET not in str(e.value)
