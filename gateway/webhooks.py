@@ -57,7 +57,7 @@ def post(client: httpx.Client, dest: Destination, alert: Alert, settings: AlertS
          wait: Callable[[float], bool] = lambda s: False) -> int:
     """Deliver `alert` to `dest`, retrying what may pass later; returns the attempts used. `wait(s)` sleeps between
     attempts and returns True when the sender is closing (then no more attempts)."""
-    reason = ""
+    reason, attempt = "", 0
     for attempt in range(1, settings.delivery_attempts + 1):
         try:
             resp = client.post(dest.url, json=alert.body(dest.format), timeout=settings.delivery_timeout_s)
@@ -71,9 +71,9 @@ def post(client: httpx.Client, dest: Destination, alert: Alert, settings: AlertS
             reason = f"answered {resp.status_code}"
             if resp.status_code < 500 and resp.status_code != 429:
                 raise DeliveryFailed(reason + " (not retried)")
-        if attempt < settings.delivery_attempts and wait(settings.delivery_backoff_s * 2 ** (attempt - 1)):
+        if attempt == settings.delivery_attempts or wait(settings.delivery_backoff_s * 2 ** (attempt - 1)):
             break
-    raise DeliveryFailed(f"{reason} after {settings.delivery_attempts} attempt(s)")
+    raise DeliveryFailed(f"{reason} after {attempt} attempt(s)")
 
 
 class Deliveries:
