@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from prefixgate.providers.pricing import resolve_model
+from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import Catalog
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class ProviderDiagnostics:
         if upstream.kind in ("openai", "openai_responses") and wire_name == "responses":
             try:
                 rules = resolve_model("openai", upstream.base_model(model), self.catalog)
-            except Exception:  # an unknown model: whether it takes the options is unknown, so send nothing
+            except UnknownModel:    # whether it takes the options is unknown, so send nothing
                 return ""
             return "responses" if rules.regime == "breakpoints" else ""
         return ""

@@ -28,7 +28,7 @@ from prefixgate.gateway.webhooks import Alert
 from prefixgate.ledger import LedgerRecord
 from prefixgate.policies import Policy
 from prefixgate.policies.alerting import AlertSettings
-from prefixgate.providers.pricing import resolve_model
+from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import Catalog
 
 RULES = {
@@ -46,7 +46,7 @@ def retires_on(catalog: Catalog, provider: str, model: str) -> date | None:
     """The catalogue's retirement date for a model, where its rows carry one (else None: the rule skips it)."""
     try:
         row = resolve_model(PLANNER_PROVIDER.get(provider, provider), model, catalog)
-    except Exception:  # an unknown model has no row, so no date
+    except UnknownModel:    # no row, so no date
         return None
     value = getattr(row, "retires", None)
     if isinstance(value, str) and value:
