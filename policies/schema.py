@@ -332,7 +332,8 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     if not isinstance(per_minute, int) or isinstance(per_minute, bool) or per_minute < 1:
         raise PolicyError(f"{path}.diagnostics_per_minute: must be a positive integer, got {per_minute!r}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
-                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, diagnostics == "on", per_minute)
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats,
+                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute)
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:

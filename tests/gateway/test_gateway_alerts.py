@@ -231,3 +231,30 @@ def test_bad_alerting_policy_names_the_key_and_never_the_secret(tmp_path, extra,
     with pytest.raises(PolicyError) as e:
         policy_for(settings, {"routes": [{"name": "all", "models": ["*"], "targets": [{"upstream": "anthropic"}]}], **extra})
     assert message in str(e.value) and SECRET not in str(e.value)
+
+
+def test_a_model_in_use_retiring_soon_fires_and_one_without_a_date_never(tmp_path):
+    """The retirement rule reads the catalogue's `retires` date where a row has one (a date, or its ISO text in a
+    providers file); rows without one (this catalogue's, before retirement dates) are skipped cleanly."""
+    from dataclasses import make_dataclass, replace
+
+    from prefixgate.gateway.dashboard.alert_rules import _retiring, retires_on
+    from prefixgate.policies.alerting import AlertSettings
+    from prefixgate.providers.rules import default_catalog
+
+    catalog = default_catalog()
+    row = catalog.models[("anthropic", MODEL)]
+    assert retires_on(catalog, "anthropic", "no-such-model") is None
+    now = datetime(2026, 11, 27, 12, tzinfo=UTC).timestamp()
+    if not CATALOGUE_RETIRES:
+        assert retires_on(catalog, "anthropic", MODEL) is None
+        assert _retiring({("anthropic", MODEL)}, catalog, AlertSettings(), now) == []
+    # A row that carries a date (the shape the catalogue's rows take with retirement dates).
+    Dated = make_dataclass("Dated", [("retires", object, None)], bases=(type(row),), frozen=True)
+    for when in ("2026-12-07", datetime(2026, 12, 7).date()):
+        dated = Dated(**{f.name: getattr(row, f.name) for f in fields(type(row))}, retires=when)
+        with_date = replace(catalog, models={**catalog.models, ("anthropic", MODEL): dated}, _names={})
+        alerts = _retiring({("anthropic", MODEL)}, with_date, AlertSettings(retiring_within_days=30), now)
+        assert [(a.rule, a.subject, a.details["retires"]) for a in alerts] == [("model_retiring", MODEL, "2026-12-07")]
+        assert "10 days" in alerts[0].text
+        assert _retiring({("anthropic", MODEL)}, with_date, AlertSettings(retiring_within_days=5), now) == []
