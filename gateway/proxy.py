@@ -32,6 +32,7 @@ from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.local import LocalTarget
@@ -116,6 +117,7 @@ class Call:
     raw: bytes = b""                    # the body as the caller sent it
     cache_control: str = ""             # the caller's x-prefixgate-response-cache-control
     response_cache: Lookup | None = None    # what the route's response cache does for it (None: cache off)
+    provider_verdict: ProviderVerdict | None = None   # why the provider says its cache missed (diagnostics.py)
 
 
 @dataclass
@@ -132,6 +134,7 @@ class Prepared:
     extra_usage: Usage | None = None    # tokens billed outside the response (an explicit cache created for it)
     storage_token_hours: Decimal = Decimal(0)   # storage of that cache over its TTL (tokens x hours)
     trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
+    ask: Ask = field(default_factory=Ask)   # the provider diagnostics this request carries (diagnostics.py)
 
     def usage_counter(self) -> Any:
         """A stream usage accumulator for this request (which may say how its cache writes are priced)."""
@@ -162,6 +165,7 @@ class Proxy:
         self.response_homes = ResponseHomes()
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
+        self.diagnostics = ProviderDiagnostics(self.catalog)
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
@@ -277,7 +281,8 @@ class Proxy:
         planned, params = the_plan.conversation, the_plan.conversation.params
         billable = wire.billable(planned)
         salted = upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None
-        if (call.raw and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
+        ask = self.diagnostics.attach(call, upstream, wire.name, model, billable, key)
+        if (call.raw and not ask.fields and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
                 and params == call.conv.params and not billable.cache_params and not salted):
             # Planning is off and nothing else changed the request (format, model, usage options, salt): the
             # caller's own bytes go upstream, with no re-encoding in proportion to the body.
@@ -287,8 +292,9 @@ class Proxy:
             if salted:
                 # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
                 payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)  # type: ignore[union-attr]
+            payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
-        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
+        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
@@ -357,6 +363,7 @@ class Proxy:
                                                 status=502, kind="server"), prep)
         usage = prep.usage_of(data)
         self.stored(call, prep, prep.wire.stored_id(data))
+        self.diagnostics.read(call, prep.ask, data)
         if prep.wire is call.wire:
             content = resp.body or b""
         else:
@@ -422,6 +429,8 @@ class Proxy:
             overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
             explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
+            provider_miss_reason=call.provider_verdict.reason if call.provider_verdict else "",
+            provider_missed_tokens=call.provider_verdict.missed_tokens if call.provider_verdict else None,
             body=prep.trace_body if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream, prep.wire) if prep else call.wire.planner_provider,
                                   volatile_spans),

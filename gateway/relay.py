@@ -98,6 +98,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                         parsed = framing.payload(ev)
                         if parsed is not None:
                             counter.feed(parsed)
+                            proxy.diagnostics.read(call, prep.ask, parsed)
                             if target.ends_stream(parsed):
                                 ended = True
                                 proxy.stored(call, prep, target.stored_id(parsed))

@@ -35,12 +35,15 @@ async def answer(ctx: MockContext, request: Request, body: dict, tenant: str, fa
     reply = reply_for(prompt_text(result.conversation), body["max_tokens"])
     usage = replace(result.usage, output=reply.output_tokens)
     finish = "max_tokens" if reply.truncated else "end_turn"
-    model = body["model"]
+    model, message_id = body["model"], dialect.new_id()
+    # Claude API only: Bedrock and Vertex do not document cache diagnostics.
+    extra = ctx.anthropic_diagnostics.answer(body, tenant, message_id, usage) if fault_provider == "anthropic" else {}
     headers = {"request-id": "req_" + uuid.uuid4().hex[:24]}
     if result.conversation.stream:
-        events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish)
+        events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish, id=message_id, extra=extra)
         return sse_response(events, fault, headers)
-    return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish), headers=headers)
+    return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish, id=message_id, extra=extra),
+                        headers=headers)
 
 
 def add_routes(app: FastAPI, ctx: MockContext) -> None:
