@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 # The ledger status of a request whose client hung up before its answer ended (nginx's convention).
 CLIENT_CLOSED = 499
+# The ledger's note on a stream that ended normally but never reported usage: its tokens and cost are unknown,
+# not zero (a compatible server that ignores `stream_options.include_usage`, or a proxy that drops the chunk).
+NO_USAGE = "usage: the stream ended without a usage report; tokens and cost unknown"
 
 
 class DisconnectAwareStream(StreamingResponse):
@@ -129,6 +132,8 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                 message = error.message if error else ""
                 if not finished:
                     status, message = CLIENT_CLOSED, "client disconnected mid-stream"
+                elif error is None and counter.usage is None:
+                    call.notes.append(NO_USAGE)
                 state["rec"] = proxy.record(call, prep, counter.usage, status,
                                             ttft_s=(first - call.started) if first else None, upstream_s=done - sent,
                                             error=message)

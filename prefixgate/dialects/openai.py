@@ -551,7 +551,8 @@ class OpenAIChat(WireFormat):
     span_name = "POST /v1/chat/completions"
     forward_headers = ("openai-organization", "openai-project", "openai-beta")
     finish_from, finish_to = FINISH_FROM, FINISH_TO
-    usage_marks = (b'"usage":{',)
+    # The key alone: upstreams differ in whitespace (`"usage": {`) and key order; the parsed event decides.
+    usage_marks = (b'"usage"',)
     terminal = b"[DONE]"
 
     # This module's functions are the adapter's methods.
