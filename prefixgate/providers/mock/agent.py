@@ -8,8 +8,9 @@ The rules, as the providers document `tool_choice` (OpenAI `none|auto|required|{
 - `none`, or no tools: text.
 - A named tool (or ANY with one allowed name): that tool, every time: the caller forces it, even after a result.
 - `required` / `any` / ANY: some tool, every time: the one the user's text names, else the first not yet called
-  since the user spoke, else the last declared (output tools such as pydantic-ai's `final_result` or smolagents'
-  `final_answer` come last, so forced loops end where real models end them).
+  in the conversation, else the last declared (output tools such as pydantic-ai's `final_result` or smolagents'
+  `final_answer` come last, so forced loops end where real models end them). A call counts whether it was sent
+  natively or rendered as text in an assistant turn (smolagents writes "Calling tools: [... 'name': 'x' ...]").
 - `auto` (the default): after a tool result, text; otherwise a call when the user's latest text names a tool
   (every word of `get_weather` appears: "get the weather in Paris"), or carries the marker `[[mock:call NAME
   {json}]]`; else text.
@@ -40,6 +41,7 @@ class Turn:
     choice: str = "auto"            # "auto", "none", "any", or a tool's name
     after_result: bool = False      # the last input is a tool's result
     called: list[str] = field(default_factory=list)    # tools called since the user last wrote
+    called_ever: set[str] = field(default_factory=set)  # tools called anywhere in the conversation
     user_text: str = ""             # the user's latest text
     schema: dict | None = None      # a structured-output schema ({} asks for any JSON object)
 
@@ -63,7 +65,7 @@ def decide(turn: Turn) -> Call | None:
         return _call(turn, turn.choice)
     if turn.choice == "any":
         named = _named(turn)
-        uncalled = next((n for n in turn.tools if n not in turn.called), None)
+        uncalled = next((n for n in turn.tools if n not in turn.called_ever), None)
         return _call(turn, named or uncalled or list(turn.tools)[-1])
     if turn.after_result:
         return None
@@ -97,6 +99,13 @@ def _call(turn: Turn, name: str, arguments: str | None = None) -> Call:
     return Call("call_" + uuid.uuid4().hex[:24], name, args)
 
 
+def _note_calls(turn: Turn, names: list[str], assistant_text: str = "") -> None:
+    """Calls seen in one turn: native ones by name, and text-rendered ones (a tool's name quoted in the text)."""
+    turn.called += names
+    turn.called_ever.update(names)
+    turn.called_ever.update(n for n in turn.tools if f"'{n}'" in assistant_text or f'"{n}"' in assistant_text)
+
+
 def _text(content: Any, kinds: tuple[str, ...] = ("text", "input_text")) -> str:
     if isinstance(content, str):
         return content
@@ -120,8 +129,8 @@ def chat_turn(body: dict) -> Turn:
     for message in messages:
         if message.get("role") == "user":
             turn.user_text, turn.called = _text(message.get("content")), []
-        for call in message.get("tool_calls") or []:
-            turn.called.append((call.get("function") or {}).get("name", ""))
+        text = _text(message.get("content"), ("text", "output_text")) if message.get("role") == "assistant" else ""
+        _note_calls(turn, [(c.get("function") or {}).get("name", "") for c in message.get("tool_calls") or []], text)
     fmt = body.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         turn.schema = (fmt.get("json_schema") or {}).get("schema") or {}
@@ -146,7 +155,8 @@ def messages_turn(body: dict) -> Turn:
         blocks = content if isinstance(content, list) else []
         if message.get("role") == "user" and (isinstance(content, str) or any(b.get("type") == "text" for b in blocks)):
             turn.user_text, turn.called = _text(content), []
-        turn.called += [b.get("name", "") for b in blocks if b.get("type") == "tool_use"]
+        text = _text(content) if message.get("role") == "assistant" else ""
+        _note_calls(turn, [b.get("name", "") for b in blocks if b.get("type") == "tool_use"], text)
     last = messages[-1].get("content") if messages else None
     turn.after_result = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
     fmt = (body.get("output_config") or {}).get("format") or body.get("output_format")
@@ -177,8 +187,9 @@ def gemini_turn(body: dict) -> Turn:
         parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
         if content.get("role", "user") == "user" and any("text" in p for p in parts):
             turn.user_text, turn.called = "\n".join(p["text"] for p in parts if "text" in p), []
-        turn.called += [(p.get("functionCall") or p.get("function_call") or {}).get("name", "") for p in parts
-                        if "functionCall" in p or "function_call" in p]
+        text = "\n".join(p["text"] for p in parts if "text" in p) if content.get("role") == "model" else ""
+        _note_calls(turn, [(p.get("functionCall") or p.get("function_call") or {}).get("name", "") for p in parts
+                           if "functionCall" in p or "function_call" in p], text)
     last = contents[-1].get("parts") or [] if contents else []
     turn.after_result = any(isinstance(p, dict) and ("functionResponse" in p or "function_response" in p) for p in last)
     gen = body.get("generationConfig") or body.get("generation_config") or {}
@@ -210,7 +221,9 @@ def responses_turn(body: dict, items: list[dict]) -> Turn:
         if item.get("role") == "user":
             turn.user_text, turn.called = _text(item.get("content")), []
         elif item.get("type") == "function_call":
-            turn.called.append(item.get("name", ""))
+            _note_calls(turn, [item.get("name", "")])
+        elif item.get("role") == "assistant":
+            _note_calls(turn, [], _text(item.get("content"), ("text", "output_text")))
     turn.after_result = bool(items) and items[-1].get("type") in _OUTPUTS
     fmt = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
