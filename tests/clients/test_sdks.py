@@ -5,6 +5,7 @@ usage object. Base URLs as docs/clients.md gives them."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import anthropic
 import openai
@@ -118,3 +119,17 @@ def test_google_genai_call_stream_tools_structured_and_cache(gateway, key):
         response_mime_type="application/json", response_schema=Trip)).parsed
     assert trip == Trip(city="mock", nights=1)
     assert "models/gemini-3.5-flash" in {m.name for m in client.models.list()}
+
+
+# ---- helper models clients call by default ------------------------------------------------------------------
+
+def test_helper_models_clients_call_by_default(gateway, key):
+    # opencode and pi title their sessions with gpt-5.4-nano; gemini-cli's router asks a Flash-Lite model.
+    raw = _oa(gateway, key).chat.completions.with_raw_response.create(
+        model="gpt-5.4-nano", messages=[{"role": "user", "content": "Title this chat"}])
+    reply = raw.parse()
+    # gpt-5.4-nano: $0.20 input, $1.25 output per million tokens (pydantic genai-prices).
+    expected = (reply.usage.prompt_tokens * Decimal("0.20") + reply.usage.completion_tokens * Decimal("1.25")) / 10**6
+    assert reply.choices[0].message.content and Decimal(raw.headers["x-prefixgate-cost-usd"]) == expected
+    client = genai.Client(api_key=key, http_options=types.HttpOptions(base_url=gateway))
+    assert client.models.generate_content(model="gemini-3.5-flash-lite", contents="Route this").text
