@@ -61,6 +61,9 @@ def test_google_genai_lists_models_under_v1beta(gateway):
     client = genai.Client(api_key="caller-key", http_options=gtypes.HttpOptions(base_url=url))
     names = {m.name for m in client.models.list()}
     assert {"models/gemini-3.5-flash", "models/gpt-5.4"} <= names
+    # The path alone says Gemini (a REST caller may send its key in the query, or none in zero config).
+    raw = httpx.get(url + "/v1beta/models").json()
+    assert "object" not in raw and raw["models"][0]["name"].startswith("models/")
     one = client.models.get(model="gemini-3.5-flash")
     assert one.name == "models/gemini-3.5-flash" and "generateContent" in one.supported_actions
 
