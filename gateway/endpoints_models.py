@@ -4,12 +4,15 @@ carries `anthropic-version`, as the anthropic SDK's always does; Gemini's with a
 
 The names are what the routes serve: each route's exact names, and every catalogue model of its target's
 provider that the route's patterns match (zero config routes `gpt-*` to OpenAI, so every GPT id in
-providers.toml is listed). A key limited to some routes sees only theirs. Model pickers (opencode,
+providers.toml is listed). A self-hosted server a route forwards patterns to (vLLM, SGLang, `prefixgate
+backend`, which have no catalogue rows) is asked for its own list. A key limited to some routes sees only theirs. Model pickers (opencode,
 gemini-cli, IDE plugins) and `models.list()` in every SDK read these.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
@@ -18,11 +21,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prefixgate.compact_json import compact_bytes
+from prefixgate.dialects import wire_format
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, authenticate
 from prefixgate.gateway.error_response import error_response
+from prefixgate.gateway.upstream import UpstreamFailure
+from prefixgate.policies.schema import Upstream
 
 router = APIRouter()
+log = logging.getLogger("prefixgate.gateway")
 
 # Catalogue provider whose rows an upstream of this kind serves (a compatible upstream names its own).
 CATALOGUE_OF_KIND = {"openai": "openai", "anthropic": "anthropic", "gemini": "gemini", "bedrock": "bedrock"}
@@ -40,7 +47,7 @@ def _is_pattern(name: str) -> bool:
     return any(c in name for c in "*?[")
 
 
-def served_models(request: Request, caller: Caller) -> list[Served]:
+async def served_models(request: Request, caller: Caller) -> list[Served]:
     """Every model name the caller may send, in route order, each once."""
     proxy = request.app.state.proxy
     allowed = caller.key.routes if caller.key is not None and caller.key.routes else None
@@ -59,7 +66,23 @@ def served_models(request: Request, caller: Caller) -> list[Served]:
                 for rules in proxy.catalog.models_of(provider) if provider else ():
                     if any(fnmatchcase(rules.id, p) for p in patterns):
                         out.setdefault(rules.id, Served(rules.id, route.name, rules.released))
+                if patterns and upstream.kind == "openai_compatible" and upstream.self_hosted:
+                    for name in await upstream_models(request, upstream):
+                        if any(fnmatchcase(name, p) for p in patterns):
+                            out.setdefault(name, Served(name, route.name))
     return list(out.values())
+
+
+async def upstream_models(request: Request, upstream: Upstream) -> list[str]:
+    """A self-hosted server's own `GET /v1/models` ids; none (and a warning) when it does not answer."""
+    path = "/models" if upstream.url.endswith("/v1") else "/v1/models"
+    try:
+        resp = await request.app.state.proxy.upstream.forward(upstream, wire_format(upstream.dialect), "GET", path, "",
+                                                              b"", upstream.api_key(), timeout_s=10)
+        return [m["id"] for m in json.loads(resp.body).get("data") or [] if isinstance(m.get("id"), str)]
+    except (UpstreamFailure, ValueError, AttributeError, TypeError) as e:
+        log.warning("upstream %r did not list its models: %s", upstream.name, e)
+        return []
 
 
 def shape_of(request: Request) -> str:
@@ -114,7 +137,7 @@ async def list_models(request: Request) -> Response:
         caller = authenticate(request.headers, request.query_params, request.app.state.proxy.keys)
     except RequestError as e:
         return error_response(e, shape)
-    return _json(listing(shape, served_models(request, caller)))
+    return _json(listing(shape, await served_models(request, caller)))
 
 
 @router.get("/{version}/models/{model_id:path}")
@@ -125,7 +148,7 @@ async def get_model(request: Request, version: str, model_id: str) -> Response:
         if version not in ("v1", "v1beta"):
             raise RequestError(f"unknown path {request.url.path}", status=404, kind="not_found")
         name = model_id.removeprefix("models/")
-        found = next((m for m in served_models(request, caller) if m.id == name), None)
+        found = next((m for m in await served_models(request, caller) if m.id == name), None)
         if found is None:
             raise RequestError(f"model {name!r} is not served by this gateway", field="model", status=404,
                                kind="not_found")

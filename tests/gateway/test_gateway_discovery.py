@@ -13,12 +13,16 @@ import openai
 import pytest
 from google import genai
 from google.genai import types as gtypes
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from prefixgate.gateway.logs import JsonFormatter, log_request
 from prefixgate.gateway.upstream import implausible_keys, scrub
 from prefixgate.ledger import LedgerRecord
 from prefixgate.policies import builtin_upstreams
 from tests.gateway.support_gateway import running_gateway, running_upstream, settings_for
+from tests.support_services import ServerThread
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +133,23 @@ def test_the_request_log_line_has_cache_writes_by_ttl():
         logger.setLevel(level)
     line = json.loads(JsonFormatter().format(seen[0]))
     assert line["cache_writes"] == {"5m": 3000, "1h": 500} and line["uncached_input"] == 12
+
+
+def test_a_self_hosted_backend_lists_its_own_models(tmp_path, monkeypatch):
+    # Zero config with `backend_url`: every other name goes to that OpenAI-compatible server (vLLM, SGLang,
+    # `prefixgate backend`), which has no catalogue rows, so the gateway asks it.
+    async def models(request):
+        return JSONResponse({"object": "list", "data": [{"id": "llama-3-8b", "object": "model"},
+                                                        {"id": "qwen-2-7b", "object": "model"}]})
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    with ServerThread(Starlette(routes=[Route("/v1/models", models)])) as backend:
+        settings = settings_for("http://127.0.0.1:9", tmp_path, backend_url=backend.url)
+        with running_gateway(settings) as gw:
+            names = [m.id for m in openai.OpenAI(base_url=gw.url + "/v1", api_key="k").models.list()]
+    assert {"llama-3-8b", "qwen-2-7b", "gpt-5.4"} <= set(names)
+    # A backend that does not answer leaves the rest of the list intact.
+    settings = settings_for("http://127.0.0.1:9", tmp_path, backend_url="http://127.0.0.1:9")
+    with running_gateway(settings) as gw:
+        names = [m.id for m in openai.OpenAI(base_url=gw.url + "/v1", api_key="k").models.list()]
+    assert "gpt-5.4" in names and "llama-3-8b" not in names
