@@ -149,8 +149,9 @@ def test_openai_agents_tool_and_output_type(gateway, key, api):
 
 def test_smolagents_tool_calling_agent(gateway, key):
     smolagents = pytest.importorskip("smolagents")
+    tool = smolagents.tool      # spelled `@tool`: smolagents reads the decorator from the source
 
-    @smolagents.tool
+    @tool
     def weather(city: str) -> str:
         """The weather in a city.
 
