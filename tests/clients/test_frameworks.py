@@ -109,13 +109,17 @@ def test_pydantic_ai_text_and_stream(gateway, key, provider):
 
 # ---- instructor ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_instructor_response_model_and_cache(gateway, key, provider):
     instructor = pytest.importorskip("instructor")
     if provider == "openai":
         import openai
         client = instructor.from_openai(openai.OpenAI(base_url=gateway + "/v1", api_key=key, max_retries=0))
         args = {"model": "gpt-5.4"}
+    elif provider == "gemini":
+        from google import genai
+        client = instructor.from_genai(genai.Client(api_key=key, http_options={"base_url": gateway}))
+        args = {"model": "gemini-3.5-flash"}
     else:
         import anthropic
         client = instructor.from_anthropic(anthropic.Anthropic(base_url=gateway, api_key=key, max_retries=0))
@@ -124,7 +128,9 @@ def test_instructor_response_model_and_cache(gateway, key, provider):
     trip, raw = client.chat.completions.create_with_completion(response_model=Trip, messages=messages, **args)
     assert trip.model_dump() == MOCK_TRIP.model_dump()     # instructor answers with a subclass of Trip
     _, again = client.chat.completions.create_with_completion(response_model=Trip, messages=messages, **args)
-    read = again.usage.prompt_tokens_details.cached_tokens if provider == "openai" else again.usage.cache_read_input_tokens
+    read = {"openai": lambda: again.usage.prompt_tokens_details.cached_tokens,
+            "anthropic": lambda: again.usage.cache_read_input_tokens,
+            "gemini": lambda: again.usage_metadata.cached_content_token_count}[provider]()
     assert read > 0
 
 

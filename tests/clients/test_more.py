@@ -44,12 +44,14 @@ def test_dspy_predict_structured_and_cache(gateway, key, model):
 VERCEL = textwrap.dedent("""
     import { createOpenAI } from '@ai-sdk/openai';
     import { createAnthropic } from '@ai-sdk/anthropic';
+    import { createGoogleGenerativeAI } from '@ai-sdk/google';
     import { generateObject } from 'ai';
     import { z } from 'zod';
     const [base, key] = process.argv.slice(2);
     const schema = z.object({ city: z.string(), nights: z.number().int() });
     const models = [createOpenAI({ baseURL: base + '/v1', apiKey: key }).chat('gpt-5.4'),
-                    createAnthropic({ baseURL: base + '/v1', apiKey: key })('claude-sonnet-5-5')];
+                    createAnthropic({ baseURL: base + '/v1', apiKey: key })('claude-sonnet-5-5'),
+                    createGoogleGenerativeAI({ baseURL: base + '/v1beta', apiKey: key })('gemini-3.5-flash')];
     for (const model of models) {
       const { object } = await generateObject({ model, schema, prompt: 'Plan a trip' });
       console.log(JSON.stringify(object));
@@ -63,10 +65,11 @@ def test_vercel_ai_sdk_generate_object(gateway, key, tmp_path_factory):
         pytest.skip("npm and node are not installed: the Vercel AI SDK's generateObject is not checked")
     folder = Path(os.environ.get("PREFIXGATE_NODE_CLIENTS", tmp_path_factory.mktemp("vercel")))
     (folder / "package.json").write_text('{"type": "module", "private": true}')
-    subprocess.run([npm, "install", "-s", "ai@5", "@ai-sdk/openai@2", "@ai-sdk/anthropic@2", "zod@3"], cwd=folder,
+    subprocess.run([npm, "install", "-s", "ai@5", "@ai-sdk/openai@2", "@ai-sdk/anthropic@2", "@ai-sdk/google@2",
+                    "zod@3"], cwd=folder,
                    check=True, timeout=300)
     (folder / "generate.mjs").write_text(VERCEL)
     out = subprocess.run(["node", "generate.mjs", gateway, key], cwd=folder, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ['{"city":"mock","nights":1}'] * 2
+    assert out.stdout.split() == ['{"city":"mock","nights":1}'] * 3     # OpenAI, Anthropic, Gemini
