@@ -94,7 +94,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                     if terminal is not None and terminal in ev:
                         ended = True
                     parsed = None
-                    if not same or any(m in ev for m in target.usage_marks):
+                    if not same or target.may_carry_usage(ev):
                         parsed = framing.payload(ev)
                         if parsed is not None:
                             counter.feed(parsed)
