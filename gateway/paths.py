@@ -29,7 +29,8 @@ def aliased(path: str) -> str:
 
 
 def base_url_hint(path: str) -> str:
-    """What the caller's base URL probably should have been, for a 404 on `path` (empty when unsure)."""
+    """For a 404 on `path`: the part of the base URL to drop when `path` wraps a known endpoint, else where
+    each SDK's base URL points."""
     for known in KNOWN_ENDPOINTS:
         at = path.find(known, 1)
         if at > 0:
