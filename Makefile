@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # The client matrix's instructor (see the `clients` extra in pyproject.toml for why it installs apart).
 INSTRUCTOR := 1.17.0
 
-.PHONY: serve test soak audit security bench lint install services clean clients
+.PHONY: serve test soak audit security bench lint install services clean mutation clients
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,7 +57,7 @@ soak: install services
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/reliability
 
 # The whole client matrix (docs/clients.md): `make test` runs its fast core; this adds the heavier clients
-# (DSPy, LlamaIndex) and, where npm is present, the Vercel AI SDK, installed outside the repo.
+# (DSPy) and, where npm is present, the Vercel AI SDK, installed outside the repo.
 clients: install
 	$(BIN)/pip install -q -e '.[clients-more]'
 	PREFIXGATE_CLIENTS=all $(BIN)/python -m pytest -q -p no:cacheprovider tests/clients
@@ -71,6 +71,12 @@ bench: install
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/planner.py
 	$(BIN)/python bench/gateway.py
+
+# Mutation testing of the money, limit and planner-limit modules (docs/mutation.md): on demand, hours for
+# all of them; `make mutation MODULES=prefixgate/bind.py` runs some. Prints the surviving mutants.
+mutation: install
+	$(BIN)/pip install -q '.[mutation]'
+	$(BIN)/python tools/mutation.py $(MODULES)
 
 lint: install
 	$(BIN)/ruff check .

@@ -86,6 +86,10 @@ SHEET = [
     openai("o3", "2.00", "0.50", "8", OPENAI_PRICING),
     openai("o4-mini", "1.10", "0.275", "4.40", OPENAI_PRICING),
     # Gemini: input, cached input, output, explicit-cache storage per MTok-hour.
+    # Introductory rates through 2026-12-31 (Google's pricing page as quoted by the sources; 3.8's cached rate assumed).
+    gemini("gemini-3.8-flash", "0.75", None, "3.75", None, "https://github.com/BerriAI/litellm/discussions/39357"),
+    gemini("gemini-3.7-flash", "0.75", "0.075", "3.75", None, "https://github.com/pydantic/genai-prices/pull/564"),
+    gemini("gemini-3.6-flash", "0.75", "0.075", "3.75", None, "https://github.com/pydantic/genai-prices/pull/564"),
     gemini("gemini-3.5-flash", "1.50", "0.15", "9.00", None, "https://effloow.com/lab-runs/gemini-3-5-flash-api-developer-guide-2026"),
     gemini("gemini-3.5-flash-lite", "0.30", "0.03", "2.50", None, GENAI_PRICES),
     gemini("gemini-3.1-flash-lite", "0.25", "0.025", "1.50", None, GENAI_PRICES),
