@@ -223,3 +223,13 @@ def test_responses_named_choice_and_a_forced_call_after_output(url):
     assert [i.name for i in forced.output if i.type == "function_call"] == ["get_weather"]
     parsed = client.responses.parse(model="gpt-5.4", input="A city", text_format=City).output_parsed
     assert parsed.name == "mock" and parsed.districts == ["mock"]
+
+
+def test_responses_streams_a_call_as_function_call_argument_events(url):
+    tools = [{"type": "function", "name": "get_weather", "parameters": WEATHER}]
+    with _oa(url).responses.stream(model="gpt-5.4", input="Get the weather in Oslo", tools=tools) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert "response.function_call_arguments.done" in kinds and "response.output_item.added" in kinds
+    call = next(i for i in final.output if i.type == "function_call")
+    assert call.name == "get_weather" and json.loads(call.arguments) == WEATHER_ARGS
