@@ -408,6 +408,7 @@ class Proxy:
                upstream_s: float, error: str = "") -> LedgerRecord:
         """The request's ledger record, queued for the writer and counted in the metrics."""
         now = time.perf_counter()
+        reported = usage is not None
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
         explanation = (prep.plan.explanation if prep else []) + call.notes
@@ -428,7 +429,7 @@ class Proxy:
             latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,
             overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
-            explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
+            explanation=explanation, miss_reason=miss_reason(usage if reported else None, status, explanation), error=error,
             provider_miss_reason=call.provider_verdict.reason if call.provider_verdict else "",
             provider_missed_tokens=call.provider_verdict.missed_tokens if call.provider_verdict else None,
             body=prep.trace_body if prep else "",

@@ -163,6 +163,10 @@ class WireFormat:
     usage_marks: ClassVar[tuple[bytes, ...]] = ()     # bytes in every event that may carry usage
     terminal: ClassVar[bytes | None]                   # bytes only the stream's last event carries
 
+    def may_carry_usage(self, event: bytes) -> bool:
+        """Whether the relay parses this raw event (the parsed event alone says what usage it holds)."""
+        return any(m in event for m in self.usage_marks)
+
     # ---- upstream -------------------------------------------------------------------------------------
     upstream_headers: ClassVar[dict[str, str]] = {}   # sent on every upstream request (API version)
     explicit_cache_path: ClassVar[str | None] = None  # where a plan's `cache_create` is POSTed, if anywhere
