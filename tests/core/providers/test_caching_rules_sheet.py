@@ -48,7 +48,7 @@ OPENAI_BREAKPOINTS = {"gpt-6.2-sol": ("30m", "12h"), "gpt-6.1-sol": ("30m",), "g
                       "gpt-6-luna": ("30m",), "gpt-6-astra": ("30m",), "gpt-5.6-sol": ("30m",),
                       "gpt-5.6-terra": ("30m",), "gpt-5.6-luna": ("30m",)}
 OPENAI_IMPLICIT = {"gpt-5.5": ("24h",), "gpt-5.5-pro": ("24h",), **{m: ("in_memory", "24h") for m in (
-    "gpt-5.4", "gpt-5.4-mini", "gpt-5.2", "gpt-5.1", "gpt-5", "gpt-5-mini", "gpt-5-nano", "gpt-4.1", "gpt-4.1-mini",
+    "gpt-5.4", "gpt-5.4-mini", "gpt-5.4-nano", "gpt-5.2", "gpt-5.1", "gpt-5", "gpt-5-mini", "gpt-5-nano", "gpt-4.1", "gpt-4.1-mini",
     "gpt-4o", "chatgpt-4o-latest", "gpt-4o-mini", "o3", "o4-mini")}}
 # https://ai.google.dev/gemini-api/docs/caching (version of 2026-07-07): 2,048 for 2.5 Flash and Pro, 4,096 for
 # 3.x Flash and newer and 3.1 Pro. Gemini has no markers.
