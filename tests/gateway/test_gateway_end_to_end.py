@@ -142,7 +142,7 @@ def test_the_older_google_generativeai_sdk_works_unmodified(stack) -> None:
 
 def test_a_gemini_stream_without_alt_sse_is_one_json_array(stack) -> None:
     url, _ = stack
-    body = {"systemInstruction": {"parts": [{"text": SYSTEM}]}, "contents": [{"role": "user", "parts": [{"text": "Hi"}]}]}
+    body = {"systemInstruction": {"parts": [{"text": GEMINI_SYSTEM}]}, "contents": [{"role": "user", "parts": [{"text": "Hi"}]}]}
     r = httpx.post(f"{url}/v1beta/models/gemini-2.5-flash:streamGenerateContent", json=body,
                    headers={"x-goog-api-key": "caller"}, timeout=30)
     assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
