@@ -91,8 +91,8 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
     except RequestError as e:
         return proxy.fail(call, e, None)
     except ClientDisconnect:
-        # No answer was sent, but the upstream may have worked (and billed): the ledger says so.
-        proxy.record(call, None, None, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
+        # No answer was sent, but the upstream may have worked (and billed): the ledger and the budget say so.
+        await proxy.finish(call, proxy.hung_up(call))
         raise
     except BaseException as e:      # a gateway bug: no record, but the span must not stay open
         if call.span is not None:

@@ -23,8 +23,10 @@ from starlette.types import Receive, Scope, Send
 
 from prefixgate.dialects.sse import SSE_FRAMING, FramingError
 from prefixgate.errors import RequestError
+from prefixgate.gateway.estimate import cut_usage
 from prefixgate.gateway.in_flight import Slot
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
+from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
     from prefixgate.gateway.proxy import Call, Prepared, Proxy
@@ -81,6 +83,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
         ended = False
         finished = False        # false in `finally` means the client hung up and the body was cancelled
         tail = b""              # the terminal event, held until the ledger record is written
+        events = 0              # events relayed to the caller: a cut stream's output estimate
         error: RequestError | None = None
         try:
             async for chunk in resp.chunks:
@@ -103,6 +106,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                             out.append(ev)
                     elif parsed is not None:
                         out.append(writer.write(target.read_deltas(parsed)))
+                events += len(out)
                 if out:
                     if ended:
                         tail += b"".join(out)
@@ -129,7 +133,13 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                 message = error.message if error else ""
                 if not finished:
                     status, message = CLIENT_CLOSED, "client disconnected mid-stream"
-                state["rec"] = proxy.record(call, prep, counter.usage, status,
+                usage = counter.usage
+                if not ended and (events or usage not in (None, Usage())):  # cut mid-way: what was sent and streamed is billed
+                    usage = cut_usage(usage, prep.body, events)
+                    if usage != counter.usage:
+                        call.notes.append("usage estimated: the stream was cut before the provider reported it "
+                                          "(prompt from the body's size, an output token per event streamed)")
+                state["rec"] = proxy.record(call, prep, usage, status,
                                             ttft_s=(first - call.started) if first else None, upstream_s=done - sent,
                                             error=message)
         if error is not None:

@@ -10,10 +10,12 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
 from prefixgate.config import unknown_key
+from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.providers.compatible import PROFILES, Profile
 from prefixgate.providers.vertex_prices import price_name
@@ -159,6 +161,10 @@ class Route:
     caller_checkpoints: CallerCheckpoints = "keep"
     # The callers' wire formats this route serves (e.g. vertex_anthropic, vertex_gemini); empty: every format.
     formats: tuple[str, ...] = ()
+    # USD per million tokens for models the price table does not know (a budgeted key may then use them).
+    price: Price | None = None
+    # The most one request may cost: what admission reserves against a budget instead of its own estimate.
+    max_request_usd: float | None = None
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -212,6 +218,11 @@ class Policy:
         if len(set(names)) != len(names):
             raise PolicyError(f"routes: route names must be unique, got {names}")
         keys = tuple(_key(k, f"keys.{i}", set(names)) for i, k in enumerate(_list(data.get("keys") or [], "keys")))
+        # Budgets and rate limits count per key name: two keys of one name would share (and double) one counter.
+        key_names = [k.name for k in keys]
+        twice = sorted({n for n in key_names if key_names.count(n) > 1})
+        if twice:
+            raise PolicyError(f"keys: key names must be unique (budgets and rate limits count by name); repeated: {twice}")
         return cls(upstreams, routes, keys)
 
 
@@ -288,7 +299,8 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
-    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats"})
+    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
+                       "price", "max_request_usd"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -311,8 +323,24 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     unknown = [f for f in formats if f not in WIRE_FORMATS]
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
+    cap = spec.get("max_request_usd")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
-                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats)
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats,
+                 _price(spec.get("price"), f"{path}.price"),
+                 None if cap is None else _number(cap, f"{path}.max_request_usd"))
+
+
+def _price(spec: Any, path: str) -> Price | None:
+    """A route's declared price, USD per million tokens: input and output (cache reads and writes as input
+    unless given)."""
+    if spec is None:
+        return None
+    spec = _mapping(spec, path)
+    _only(spec, path, {"input", "output", "cache_read"})
+    if "input" not in spec or "output" not in spec:
+        raise PolicyError(f"{path}: give input and output (USD per million tokens)")
+    usd = {k: Decimal(str(_number(v, f"{path}.{k}"))) for k, v in spec.items()}
+    return Price(usd["input"], usd["output"], usd.get("cache_read", usd["input"]))
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
