@@ -10,10 +10,12 @@ from starlette.responses import Response
 
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import gemini
+from prefixgate.dialects.wire import path_model
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body, serve
+from prefixgate.gateway.upstream import CACHED_CONTENTS_QUERY, allowed_query
 from prefixgate.tokens import annotate_tokens
 
 router = APIRouter()
@@ -41,7 +43,7 @@ async def _count_tokens(request: Request, version: str, model: str) -> Response:
     if upstream.dialect == WIRE.name:
         target_model = route.targets[0].model or model
         key = upstream_credential(upstream, caller, WIRE.name)
-        resp = await proxy.upstream.forward(upstream, WIRE, "POST", f"/{version}/models/{target_model}:countTokens", "",
+        resp = await proxy.upstream.forward(upstream, WIRE, "POST", f"/{version}/models/{path_model(target_model)}:countTokens", "",
                                             raw, key)
         return Response(resp.body, resp.status, media_type="application/json")
     conv = gemini.parse_request(raw, model=model)
@@ -60,7 +62,7 @@ async def _cached_contents(request: Request, version: str, name: str) -> Respons
     raw, caller = await authenticated_body(proxy, request)
     upstream = proxy.policy.upstreams[WIRE.name]
     key = upstream_credential(upstream, caller, WIRE.name)
-    query = "&".join(f"{k}={v}" for k, v in request.query_params.items() if k != "key")
+    query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)
     path = f"/{version}/cachedContents" + (f"/{name}" if name else "")
     resp = await proxy.upstream.forward(upstream, WIRE, request.method, path, query, raw, key)
     return Response(resp.body, resp.status, media_type="application/json")

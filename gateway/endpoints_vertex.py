@@ -14,11 +14,13 @@ from starlette.responses import Response
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import anthropic, gemini, vertex_anthropic, vertex_gemini
 from prefixgate.dialects.vertex import resource_rest
+from prefixgate.dialects.wire import path_model
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body
 from prefixgate.gateway.proxy import Proxy
+from prefixgate.gateway.upstream import CACHED_CONTENTS_QUERY, allowed_query
 from prefixgate.policies.schema import Upstream
 from prefixgate.tokens import annotate_tokens
 
@@ -61,7 +63,7 @@ async def _count_gemini_tokens(request: Request, model: str) -> Response:
     if upstream is None:
         conv = gemini.parse_request(raw, model=model)
         return Response(compact_bytes({"totalTokens": annotate_tokens(conv, "cl100k_base")}), media_type="application/json")
-    path = f"/publishers/google/models/{model}:countTokens"
+    path = f"/publishers/google/models/{path_model(model)}:countTokens"
     return await _forward(proxy, upstream, vertex_gemini.WIRE, "POST", path, "", raw, caller)
 
 
@@ -76,7 +78,7 @@ async def _cached_contents(request: Request) -> Response:
                     proxy.policy.upstreams["vertex"])
     if request.method == "POST" and raw:
         raw = compact_bytes(_in_gateway_project(raw, upstream))
-    query = "&".join(f"{k}={v}" for k, v in request.query_params.items() if k != "key")
+    query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)
     return await _forward(proxy, upstream, vertex_gemini.WIRE, request.method, resource_rest(request.url.path) or "",
                           query, raw, caller)
 

@@ -42,7 +42,7 @@ from prefixgate.gateway.relay import CLIENT_CLOSED, stream_response
 from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.tracing import Tracing
-from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse
+from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse, request_url
 from prefixgate.ir import Conversation
 from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
 from prefixgate.policies import (
@@ -297,6 +297,7 @@ class Proxy:
         upstream = self.policy.upstreams[name]
         key = upstream_credential(upstream, call.caller, call.dialect)
         wire = wire_format(upstream.dialect_for(call.dialect, model))
+        request_url(upstream, wire, model, call.conv.stream)    # a model its URL cannot carry: refused here (400)
         planned, params = the_plan.conversation, the_plan.conversation.params
         billable = wire.billable(planned)
         salted = upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None

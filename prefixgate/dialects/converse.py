@@ -35,6 +35,7 @@ from prefixgate.dialects.neutral import (
     refuse,
 )
 from prefixgate.dialects.validate import expect, load_body, require
+from prefixgate.dialects.wire import ARN_MODEL, path_model
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
 from prefixgate.usage import Usage
@@ -518,7 +519,7 @@ class BedrockConverse(BedrockFormat):
         return FrameWriter(model, include_usage)
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
-        return f"{base_url}/model/{quote(model, safe='')}/{'converse-stream' if stream else 'converse'}"
+        return f"{base_url}/model/{quote(path_model(model, ARN_MODEL), safe='')}/{'converse-stream' if stream else 'converse'}"
 
 
 WIRE = BedrockConverse()

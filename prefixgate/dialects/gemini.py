@@ -31,7 +31,7 @@ from prefixgate.dialects.neutral import (
 )
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body
-from prefixgate.dialects.wire import Parse, WireFormat
+from prefixgate.dialects.wire import Parse, WireFormat, path_model
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Conversation, Segment
 from prefixgate.usage import Usage
@@ -456,7 +456,7 @@ class GeminiGenerate(WireFormat):
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         action = "streamGenerateContent?alt=sse" if stream else "generateContent"
-        return f"{base_url}/v1beta/models/{model}:{action}"
+        return f"{base_url}/v1beta/models/{path_model(model)}:{action}"
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"x-goog-api-key": key}

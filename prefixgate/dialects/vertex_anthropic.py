@@ -15,7 +15,7 @@ from prefixgate.dialects import anthropic
 from prefixgate.dialects.neutral import Chat
 from prefixgate.dialects.validate import load_resent
 from prefixgate.dialects.vertex import GoogleSigned, model_call, versioned
-from prefixgate.dialects.wire import Parse
+from prefixgate.dialects.wire import Parse, path_model
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
 
@@ -95,7 +95,7 @@ class VertexAnthropic(GoogleSigned, anthropic.AnthropicMessages):
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         method = "streamRawPredict" if stream else "rawPredict"
-        return f"{versioned(base_url, 'v1')}/publishers/anthropic/models/{model}:{method}"
+        return f"{versioned(base_url, 'v1')}/publishers/anthropic/models/{path_model(model)}:{method}"
 
 
 WIRE = VertexAnthropic()

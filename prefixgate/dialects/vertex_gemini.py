@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from prefixgate.dialects import gemini
 from prefixgate.dialects.vertex import GoogleSigned, is_vertex_path, model_call, split_root, versioned
-from prefixgate.dialects.wire import Parse
+from prefixgate.dialects.wire import Parse, path_model
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
 
@@ -51,7 +51,7 @@ class VertexGemini(GoogleSigned, gemini.GeminiGenerate):
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         action = "streamGenerateContent?alt=sse" if stream else "generateContent"
-        return f"{versioned(base_url, VERSION)}/publishers/google/models/{model}:{action}"
+        return f"{versioned(base_url, VERSION)}/publishers/google/models/{path_model(model)}:{action}"
 
     def resource_url(self, base_url: str, path: str) -> str:
         return versioned(base_url, VERSION) + path
