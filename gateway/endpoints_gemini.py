@@ -10,12 +10,12 @@ from starlette.responses import Response
 
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import gemini
-from prefixgate.dialects.wire import path_model
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body, serve
 from prefixgate.gateway.upstream import CACHED_CONTENTS_QUERY, allowed_query
+from prefixgate.model_ids import path_model
 from prefixgate.tokens import annotate_tokens
 
 router = APIRouter()
@@ -60,6 +60,8 @@ async def _cached_contents(request: Request, version: str, name: str) -> Respons
     """Explicit Gemini caches are Gemini's own resources: passed through with the gateway's key."""
     proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
+    if request.method in ("POST", "PATCH"):
+        await proxy.admit_state(caller, raw, WIRE.name)
     upstream = proxy.policy.upstreams[WIRE.name]
     key = upstream_credential(upstream, caller, WIRE.name)
     query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)

@@ -14,13 +14,13 @@ from starlette.responses import Response
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import anthropic, gemini, vertex_anthropic, vertex_gemini
 from prefixgate.dialects.vertex import resource_rest
-from prefixgate.dialects.wire import path_model
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.upstream import CACHED_CONTENTS_QUERY, allowed_query
+from prefixgate.model_ids import path_model
 from prefixgate.policies.schema import Upstream
 from prefixgate.tokens import annotate_tokens
 
@@ -74,6 +74,8 @@ async def cached_contents(request: Request) -> Response:
 async def _cached_contents(request: Request) -> Response:
     proxy: Proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
+    if request.method in ("POST", "PATCH"):
+        await proxy.admit_state(caller, raw, vertex_gemini.NAME)
     upstream = next((u for u in proxy.policy.upstreams.values() if u.kind == "vertex" and u.name != "vertex"),
                     proxy.policy.upstreams["vertex"])
     if request.method == "POST" and raw:

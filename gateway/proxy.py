@@ -189,6 +189,19 @@ class Proxy:
             estimate = self.estimated_cost(call, ref or call.route.targets[0], call.estimate)
         call.held = await self.limits.admit(key, estimate)
 
+    async def admit_state(self, caller: Caller, raw: bytes, dialect: str) -> None:
+        """Admission for a call that creates or extends billed provider state (an explicit cache, its TTL): the
+        key's route for the model the body names, its rate limits, and a budget not already spent."""
+        if caller.key is None:
+            return
+        try:
+            named = json.loads(raw or b"{}").get("model")
+        except (ValueError, AttributeError):
+            named = None
+        if isinstance(named, str) and named:
+            self.router.decide(named.rsplit("/", 1)[-1], caller.key, dialect)
+        await self.limits.admit(caller.key)
+
     def estimated_cost(self, call: Call, ref: TargetRef, usage: Usage) -> Decimal:
         """The route's declared cap, else `usage` at the target model's price (the route's declared one for a
         model the table lacks); a model with neither cannot be budgeted and is refused."""

@@ -21,9 +21,9 @@ from prefixgate.dialects.bedrock import BedrockFormat, Operation
 from prefixgate.dialects.neutral import Chat, Delta, StreamWriter
 from prefixgate.dialects.sse import SSE_FRAMING
 from prefixgate.dialects.validate import expect, load_resent
-from prefixgate.dialects.wire import ARN_MODEL, path_model
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
+from prefixgate.model_ids import ARN_MODEL, path_model
 from prefixgate.usage import Usage
 
 NAME = "bedrock_invoke"

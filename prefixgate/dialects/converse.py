@@ -35,9 +35,9 @@ from prefixgate.dialects.neutral import (
     refuse,
 )
 from prefixgate.dialects.validate import expect, load_body, require
-from prefixgate.dialects.wire import ARN_MODEL, path_model
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
+from prefixgate.model_ids import ARN_MODEL, path_model
 from prefixgate.usage import Usage
 
 NAME = "bedrock_converse"

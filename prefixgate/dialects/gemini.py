@@ -31,9 +31,10 @@ from prefixgate.dialects.neutral import (
 )
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body
-from prefixgate.dialects.wire import Parse, WireFormat, path_model
+from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Conversation, Segment
+from prefixgate.model_ids import path_model
 from prefixgate.usage import Usage
 
 NAME = "gemini"

@@ -15,9 +15,10 @@ from prefixgate.dialects import anthropic
 from prefixgate.dialects.neutral import Chat
 from prefixgate.dialects.validate import load_resent
 from prefixgate.dialects.vertex import GoogleSigned, model_call, versioned
-from prefixgate.dialects.wire import Parse, path_model
+from prefixgate.dialects.wire import Parse
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
+from prefixgate.model_ids import path_model
 
 NAME = "vertex_anthropic"
 VERSION = "vertex-2023-10-16"

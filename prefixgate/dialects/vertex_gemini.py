@@ -13,9 +13,10 @@ from dataclasses import replace
 
 from prefixgate.dialects import gemini
 from prefixgate.dialects.vertex import GoogleSigned, is_vertex_path, model_call, split_root, versioned
-from prefixgate.dialects.wire import Parse, path_model
+from prefixgate.dialects.wire import Parse
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
+from prefixgate.model_ids import path_model
 
 NAME = "vertex_gemini"
 VERSION = "v1beta1"

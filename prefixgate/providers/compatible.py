@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from prefixgate.dialects.wire import path_model
+from prefixgate.model_ids import path_model
 
 
 @dataclass(frozen=True)

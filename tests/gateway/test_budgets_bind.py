@@ -167,3 +167,13 @@ def test_spend_survives_a_restart_without_redis(stack):
         for name in ("restart-total", "restart-day"):
             again = httpx.post(restarted + "/v1/chat/completions", json=chat(QUICK), headers=auth(name), timeout=30)
             assert again.status_code == 429, (name, again.text)
+
+
+def test_an_unpriced_model_is_refused_to_a_budgeted_key(stack):
+    # gpt-4o-2099 has no row in the price table and its route declares no price: a budget cannot bind on it.
+    url, _, _ = stack
+    answer = httpx.post(url + "/v1/chat/completions", json=chat("gpt-4o-2099"), headers=auth("crowd"), timeout=30)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "model" and "'gpt-4o-2099' has no known price" in error["message"]
+    assert "price: {input, output}" in error["message"]

@@ -58,6 +58,14 @@ def policy(data: dict) -> Policy:
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}], "keys": [{"name": "k"}]},
      "keys.0: give exactly one"),
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}], "rutes": []}, "rutes: unknown key"),
+    # Budgets and rate limits count by key name: two keys of one name would share one counter (twice the budget).
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}],
+      "keys": [{"name": "team", "key_sha256": "a" * 64}, {"name": "team", "key_sha256": "b" * 64}]},
+     "keys: key names must be unique"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "price": {"input": 1}}]},
+     "routes.0.price: give input and output"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "max_request_usd": -1}]},
+     "routes.0.max_request_usd: expected a non-negative number"),
 ])
 def test_invalid_policies_name_the_key(data, message):
     with pytest.raises(PolicyError, match=message.replace("(", r"\(")):
