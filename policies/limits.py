@@ -1,11 +1,14 @@
 """Per-key rate limits and budgets, over a counter store shared by every gateway replica.
 
 Requests per minute are counted on admission (increment, then check, so concurrent replicas cannot
-both take the last slot). Budgets bind the same way: admission reserves the request's estimated cost
-(increment, then check what was spent before it), and `settle` swaps the reservation for what the
-upstream billed once the response is in, so concurrent requests cannot overshoot a budget by more than
-one request per key. Money is counted in integer nanodollars: sums and the budget comparison are exact
-(a key that has spent exactly its budget is refused). Tokens per minute are only known afterwards.
+both take the last slot). Budgets bind too: admission reserves the request's estimated cost, and `settle`
+swaps the reservation for what the upstream billed once the response is in; a key is refused once what it
+spent (shared) plus what this replica has reserved reaches its budget, so concurrent requests overshoot a
+budget by at most one request per key and replica. Reservations stay in the replica: the shared store only
+ever gets one add per request, the real cost (a timed-out add to Redis may or may not have applied, and a
+reservation's add and release would double that doubt). Money is counted in integer nanodollars: sums and
+the budget comparison are exact (a key that has spent exactly its budget is refused). Tokens per minute are
+only known afterwards.
 """
 
 from __future__ import annotations
@@ -56,13 +59,13 @@ class Reservation:
 
     counter: str = ""
     nano: int = 0
-    ttl: int = 0
 
 
 class Limits:
     def __init__(self, store: CounterStore, clock=time.time) -> None:
         self.store = store
         self.clock = clock
+        self.reserved: dict[str, int] = {}      # budget counter -> nanodollars reserved by requests in flight here
 
     async def admit(self, key: CallerKey, estimate_usd: Decimal = Decimal(0)) -> Reservation:
         """Reserve `estimate_usd` of the key's budget and count the request against its rate; raise a 429
@@ -70,20 +73,20 @@ class Limits:
         now = self.clock()
         held = Reservation()
         if key.budget is not None:
-            counter, ttl, _ = spend_counter(key, now)
-            nano = nanodollars(estimate_usd)
-            before = await self.store.add(counter, nano, ttl) - nano
-            held = Reservation(counter, nano, ttl)
-            if before >= nanodollars(key.budget.usd):
-                await self.release(held)
+            counter, _, _ = spend_counter(key, now)
+            spent = await self.store.get(counter)
+            # From here to the reservation nothing awaits: concurrent admissions see each other's reservations.
+            if spent + self.reserved.get(counter, 0) >= nanodollars(key.budget.usd):
                 _, _, left, _ = _window(PERIODS[key.budget.period], now)
                 raise RequestError(
                     f"key {key.name!r} has spent its budget of ${key.budget.usd:g} per {key.budget.period}",
                     status=429, kind="rate_limit", retry_after=left or None)
+            held = Reservation(counter, nanodollars(estimate_usd))
+            self.reserved[counter] = self.reserved.get(counter, 0) + held.nano
         try:
             await self._rate(key, now)
         except RequestError:
-            await self.release(held)
+            self.release(held)
             raise
         return held
 
@@ -103,14 +106,18 @@ class Limits:
                 raise RequestError(f"key {key.name!r} is over its {limit.requests_per_minute} requests per minute",
                                    status=429, kind="rate_limit", retry_after=left)
 
-    async def release(self, held: Reservation) -> None:
+    def release(self, held: Reservation) -> None:
         if held.nano:
-            await self.store.add(held.counter, -held.nano, held.ttl)
+            left = self.reserved.get(held.counter, 0) - held.nano
+            if left:
+                self.reserved[held.counter] = left
+            else:
+                self.reserved.pop(held.counter, None)
 
     async def settle(self, key: CallerKey, held: Reservation, tokens: int, cost_usd: Decimal) -> None:
         """Replace the reservation with what the request cost (in the window it ends in)."""
         now = self.clock()
-        await self.release(held)
+        self.release(held)
         if key.budget is not None and cost_usd:
             counter, ttl, _ = spend_counter(key, now)
             await self.store.add(counter, nanodollars(cost_usd), ttl)
