@@ -298,6 +298,9 @@ def _place_gemini(conv: Conversation, model: ModelRules, price: Price, catalog: 
     if "cachedContent" in conv.params:
         notes.append("cache: the caller manages an explicit cache (cachedContent); left as sent")
         return None
+    if conv.dialect == "interactions":
+        notes.append(f"{implicit} (the Interactions API caches implicitly only: a stable prefix is the lever)")
+        return None
     if static is None or static.tokens < model.min_cache_tokens or price.storage_per_hour <= 0:
         notes.append(implicit)
         return None

@@ -19,6 +19,7 @@ from prefixgate.cache_planner.checkpoints import place_checkpoints
 from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.cache_planner.explicit_cache import use_cache
 from prefixgate.cache_planner.rewrite import (
+    CHAIN_PARAMS,
     documents_first,
     move_volatile_units,
     stable_tool_forms,
@@ -117,7 +118,8 @@ def plan(
     learned = system_units(conversation)
     if mode == "rewrite":
         stable_tool_forms(conv, rs, notes)
-        chained = conv.dialect == "responses" and conv.params.get("previous_response_id") is not None
+        # The earlier turns live at the provider (a stored response or interaction): only the new input is ours.
+        chained = any(conv.params.get(name) is not None for name in CHAIN_PARAMS)
         move_volatile_units(conv, rs, notes, history_upstream=chained)
         documents_first(conv, notes)
     when = time.time() if now is None else now

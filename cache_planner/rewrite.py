@@ -41,10 +41,15 @@ def system_units(conv: Conversation) -> list[str]:
     return [piece for seg in system_segments(conv) for b in seg.blocks if b.kind == "text" for piece in unit_texts(b.text)]
 
 
+# Request fields naming a stored answer this one continues: the earlier turns live at the provider.
+CHAIN_PARAMS = ("previous_response_id", "previous_interaction_id")
+
+
 def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str], *, history_upstream: bool = False) -> None:
     """Move the system prompt's volatile units to a context block in a user turn.
 
-    `history_upstream`: the earlier turns live at the provider (a Responses `previous_response_id`), so
+    `history_upstream`: the earlier turns live at the provider (a Responses `previous_response_id`, an
+    Interactions `previous_interaction_id`), so
     none of them can change; everything moved goes into this request's new input.
     """
     users = [s for s in conv.segments if s.role == "user"]
@@ -98,7 +103,8 @@ def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str],
 
 
 def _into_new_input(conv: Conversation, users: list[Segment], text: str, notes: list[str]) -> None:
-    notes.append("plan: previous_response_id: the earlier turns live at the provider and were not changed")
+    chain = next((name for name in CHAIN_PARAMS if conv.params.get(name) is not None), CHAIN_PARAMS[0])
+    notes.append(f"plan: {chain}: the earlier turns live at the provider and were not changed")
     if not text:
         return
     if users:

@@ -22,6 +22,7 @@ from prefixgate.gateway import (
     dashboard,
     endpoints_anthropic,
     endpoints_gemini,
+    endpoints_interactions,
     endpoints_openai,
     endpoints_responses,
     endpoints_vertex,
@@ -77,7 +78,8 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
                      openapi_url=None)
     app.state.settings = settings
     app.state.policy = policy
-    for module in (endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_gemini, endpoints_vertex):
+    for module in (endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_interactions, endpoints_gemini,
+                   endpoints_vertex):
         app.include_router(module.router)
     app.include_router(dashboard.router)
 

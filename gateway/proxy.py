@@ -37,6 +37,7 @@ from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
+from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.relay import CLIENT_CLOSED, stream_response
 from prefixgate.gateway.response_homes import ResponseHomes
@@ -158,10 +159,12 @@ class Proxy:
             store=RedisStore(settings.redis_url) if settings.redis_url else None)
         self.in_flight = InFlight()
         self.response_homes = ResponseHomes()
+        self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
         await self.counters.close()
+        await self.owners.aclose()
         self.ledger.close()
 
     def start(self, dialect: str, conv: Conversation, caller: Caller, headers: dict[str, str], started: float,
@@ -234,6 +237,7 @@ class Proxy:
                 await self.limits.restore(key, -(-pico // 1000))
 
     async def handle(self, call: Call) -> Response:
+        await self.check_chain(call)
         await self.admit(call)
         failure: UpstreamFailure | RequestError | None = None
         retry = call.route.retry
@@ -271,6 +275,14 @@ class Proxy:
             return self.fail(call, failure.request_error(), None)
         raise failure or RequestError("no target could take this request", status=502, kind="server")
 
+    async def check_chain(self, call: Call) -> None:
+        """A request may continue only a stored answer its own tenant created (another's, or one the gateway
+        never saw created, is not found: the upstream cannot tell tenants apart behind the gateway's key)."""
+        chained = call.wire.chained_id(call.conv)
+        if chained and not await self.owners.allows(call.wire.stored_kind, chained, principal(call.caller.key)):
+            raise RequestError(f"Previous {call.wire.stored_kind} with id '{chained}' not found.", status=404,
+                               kind="not_found")
+
     async def _send(self, call: Call, prep: Prepared, timeout_s: float) -> UpstreamResponse:
         """One attempt at `prep`'s upstream, with its own client span when the request is traced."""
         send = self.upstream.send(prep.upstream, prep.wire, prep.model, prep.body, prep.stream, self._headers(call, prep),
@@ -301,7 +313,7 @@ class Proxy:
                         catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
-        home = self.response_homes.home_of(conv.params.get("previous_response_id"))
+        home = self.response_homes.home_of(first_wire.chained_id(conv))
         if home in ref.upstreams:
             name = home     # the chain lives there
         else:
@@ -391,7 +403,7 @@ class Proxy:
             return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} sent a body that is not JSON",
                                                 status=502, kind="server"), prep)
         usage = prep.usage_of(data)
-        self.response_homes.remember(prep.wire.stored_id(data), prep.upstream.name)
+        self.stored(call, prep, prep.wire.stored_id(data))
         if prep.wire is call.wire:
             content = resp.body or b""
         else:
@@ -400,6 +412,12 @@ class Proxy:
         headers = {**resp.headers, **self.headers(call, prep, rec)}
         return Response(content, 200, headers, media_type="application/json",
                         background=BackgroundTask(self.finish, call, rec))
+
+    def stored(self, call: Call, prep: Prepared, response_id: str | None) -> None:
+        """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's."""
+        if response_id:
+            self.response_homes.remember(response_id, prep.upstream.name)
+            self.owners.record(prep.wire.stored_kind, response_id, principal(call.caller.key))
 
     def fail(self, call: Call, err: RequestError, prep: Prepared | None) -> Response:
         rec = self.record(call, prep, None, err.status, ttft_s=None, upstream_s=0.0, error=err.message)

@@ -111,6 +111,7 @@ def signing_secrets(headers: dict[str, str]) -> tuple[str, ...]:
 CACHED_CONTENTS_QUERY = frozenset({"pageSize", "pageToken", "updateMask"})
 STORED_RESPONSE_QUERY = frozenset({"include", "include[]", "stream", "starting_after", "include_obfuscation",
                                    "after", "before", "limit", "order"})
+STORED_INTERACTION_QUERY = frozenset({"stream", "last_event_id", "include_input"})
 
 
 def allowed_query(items: Iterable[tuple[str, str]], allowed: frozenset[str]) -> str:

@@ -20,20 +20,24 @@ from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.providers.compatible import PROFILES, Profile
 from prefixgate.providers.vertex_prices import price_name
 
-UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "bedrock", "vertex", "openai_compatible",
-                       "local"]
-KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "bedrock", "vertex",
-                                   "openai_compatible", "local")
+UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "gemini_interactions", "bedrock", "vertex",
+                       "openai_compatible", "local"]
+KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "gemini_interactions", "bedrock",
+                                   "vertex", "openai_compatible", "local")
 # The wire dialect each kind speaks by default; every self-hosted server speaks OpenAI's. `openai_responses` is
-# OpenAI for models served only by the Responses API: Chat Completions callers routed there are translated.
+# OpenAI for models served only by the Responses API: Chat Completions callers routed there are translated;
+# `gemini_interactions` likewise is the Gemini API for models and agents served only by the Interactions API.
 DIALECT_OF: dict[str, str] = {
     "anthropic": "anthropic", "openai": "openai", "openai_responses": "responses", "gemini": "gemini",
+    "gemini_interactions": "interactions",
     "bedrock": "bedrock_invoke", "vertex": "vertex_gemini", "openai_compatible": "openai", "local": "openai",
 }
 # Other formats a kind answers natively: a caller of one of them goes out untranslated (OpenAI serves
 # Responses callers on the Responses API, so stored state, reasoning items and cache keys survive; Bedrock
-# takes Claude as InvokeModel, Anthropic's body, or as Converse).
-ALSO_SPEAKS: dict[str, tuple[str, ...]] = {"openai": ("responses",), "bedrock": ("bedrock_converse",)}
+# takes Claude as InvokeModel, Anthropic's body, or as Converse; the Gemini API serves Interactions callers on
+# the Interactions API, where their stored interactions live).
+ALSO_SPEAKS: dict[str, tuple[str, ...]] = {"openai": ("responses",), "bedrock": ("bedrock_converse",),
+                                           "gemini": ("interactions",)}
 # Vertex serves Claude (rawPredict: Anthropic's body) and Gemini (the Gemini API's body): a caller goes out in
 # the one that carries its body untranslated; a caller of another format by the model it names.
 VERTEX_FORMAT_OF = {"anthropic": "vertex_anthropic", "vertex_anthropic": "vertex_anthropic",
@@ -45,7 +49,8 @@ PRICE_ROWS: dict[str, str] = {"vertex": "vertex"}
 # AWS credential chain instead, unless a Bedrock API key is set.
 KEY_ENVS: dict[str, tuple[str, ...]] = {
     "anthropic": ("ANTHROPIC_API_KEY",), "openai": ("OPENAI_API_KEY",), "openai_responses": ("OPENAI_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "bedrock": ("AWS_BEARER_TOKEN_BEDROCK",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "gemini_interactions": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "bedrock": ("AWS_BEARER_TOKEN_BEDROCK",),
     "vertex": ("PREFIXGATE_VERTEX_ACCESS_TOKEN",),
 }
 

@@ -302,7 +302,8 @@ def decode_row(rec: dict) -> dict:
 
 
 # Upstream kind -> the trace's provider (OpenAI's Responses-only upstreams replay under OpenAI's rules).
-TRACE_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai_responses": "openai", "gemini": "gemini"}
+TRACE_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai_responses": "openai", "gemini": "gemini",
+                   "gemini_interactions": "gemini"}
 
 
 def export_trace(path: str, out: str) -> tuple[int, int]:

@@ -136,13 +136,9 @@ def _read_part(part: dict, field: str) -> Part:
 def write_chat(chat: Chat, model: str) -> dict:
     """A neutral chat as a Responses body. It is sent with `store: false`: the caller keeps its own history."""
     out: dict[str, Any] = {"model": model}
-    turns = chat.turns
-    system = []
-    while turns and turns[0].role == "system":
-        system.append("\n".join(p.text for p in turns[0].parts if p.kind == "text"))
-        turns = turns[1:]
-    if system:
-        out["instructions"] = "\n".join(system)
+    system, turns = chat.leading_system()
+    if system is not None:
+        out["instructions"] = system
     items: list[dict] = []
     for turn in turns:
         if turn.role == "tool":
@@ -340,6 +336,10 @@ class OpenAIResponses(WireFormat):
         if response.get("object") != "response" or response.get("store") is False:
             return None
         return response.get("id") if isinstance(response.get("id"), str) else None
+
+    def chained_id(self, conv: Conversation) -> str | None:
+        found = conv.params.get("previous_response_id")
+        return found if isinstance(found, str) else None
 
     def stream_error(self, event: dict) -> str | None:
         if event.get("type") == "error":
