@@ -477,8 +477,9 @@ class Proxy:
         """The record of a request whose caller hung up before a non-streamed answer: the upstream may have
         worked (and billed) until it saw the hang-up, so it carries the admission estimate as its usage."""
         prep = call.prepared
-        usage = call.estimate if prep is not None else None
-        if usage:
+        usage = None
+        if prep is not None:        # it reached an upstream
+            usage = call.estimate if call.estimate != Usage() else estimated_usage(call.conv, call.raw)
             call.notes.append("usage estimated: the caller hung up before the answer (prompt + max output tokens)")
         return self.record(call, prep, usage, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
 

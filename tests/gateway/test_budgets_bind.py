@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow
 
 # One caller key per test, each with its own budget, on one gateway: nothing one test spends touches another.
 BUDGETS = {"crowd": {"usd": 0.001, "period": "total"}, "hangup": {"usd": 0.00001, "period": "total"},
+           "hangup-whole": {"usd": 0.00001, "period": "total"},
            "stream": {"usd": 0.00001, "period": "day"}, "legacy": {"usd": 0.00001, "period": "total"},
            "restart-total": {"usd": 0.00001, "period": "total"}, "restart-day": {"usd": 0.00001, "period": "day"}}
 
@@ -132,6 +133,18 @@ def test_hanging_up_mid_stream_spends_the_budget(stack):
     assert any(line.startswith("usage estimated") for line in cut["explanation"])
     # What was sent and streamed before the hang-up is over the budget: the next request is refused.
     again = httpx.post(url + "/v1/chat/completions", json=chat(QUICK), headers=auth("hangup"), timeout=30)
+    assert again.status_code == 429, again.text
+
+
+def test_hanging_up_before_a_whole_answer_spends_the_estimate(stack):
+    url, _, tmp = stack
+    with pytest.raises(httpx.ReadTimeout):      # the mock answers gpt-4o-mini after 1.5 s; the caller leaves first
+        httpx.post(url + "/v1/chat/completions", json=chat(SLOW), headers=auth("hangup-whole"),
+                   timeout=httpx.Timeout(10, read=0.3))
+    [cut] = ledger(tmp, "hangup-whole", 1)
+    assert cut["status"] == 499 and cut["output"] == 200 and Decimal(cut["cost_usd"]) > Decimal("0.00001")
+    assert any(line.startswith("usage estimated: the caller hung up") for line in cut["explanation"])
+    again = httpx.post(url + "/v1/chat/completions", json=chat(QUICK), headers=auth("hangup-whole"), timeout=30)
     assert again.status_code == 429, again.text
 
 
