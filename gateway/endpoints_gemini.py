@@ -65,6 +65,8 @@ async def _cached_contents(request: Request, version: str, name: str) -> Respons
     upstream = proxy.policy.upstreams[WIRE.name]
     key = upstream_credential(upstream, caller, WIRE.name)
     query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)
-    path = f"/{version}/cachedContents" + (f"/{name}" if name else "")
+    if version not in ("v1beta", "v1"):
+        raise RequestError(f"unknown path {request.url.path}", status=404, kind="not_found")
+    path = f"/{version}/cachedContents" + (f"/{path_model(name, field='name')}" if name else "")
     resp = await proxy.upstream.forward(upstream, WIRE, request.method, path, query, raw, key)
     return Response(resp.body, resp.status, media_type="application/json")

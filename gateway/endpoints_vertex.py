@@ -74,6 +74,8 @@ async def cached_contents(request: Request) -> Response:
 async def _cached_contents(request: Request) -> Response:
     proxy: Proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
+    if "name" in request.path_params:     # one segment, decoded once: never `%2F..` into another project
+        path_model(request.path_params["name"], field="name")
     if request.method in ("POST", "PATCH"):
         await proxy.admit_state(caller, raw, vertex_gemini.NAME)
     upstream = next((u for u in proxy.policy.upstreams.values() if u.kind == "vertex" and u.name != "vertex"),

@@ -15,9 +15,9 @@ SEGMENT_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,255}")
 ARN_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@:/+-]{0,2047}")
 
 
-def path_model(model: str, allowed: re.Pattern[str] = SEGMENT_MODEL) -> str:
-    """`model` quoted as one URL path segment; a 400 naming the field for anything else."""
+def path_model(model: str, allowed: re.Pattern[str] = SEGMENT_MODEL, field: str = "model") -> str:
+    """`model` (or another id: a cache's name) quoted as one URL path segment; a 400 naming `field` otherwise."""
     if not allowed.fullmatch(model) or ".." in model:
-        raise RequestError(f"model: {model[:200]!r} is not a model id this provider's URL can carry (letters, digits "
-                           "and . _ - @ only)", field="model", status=400, kind="invalid_request")
+        raise RequestError(f"{field}: {model[:200]!r} is not an id this provider's URL can carry (letters, digits "
+                           "and . _ - @ only)", field=field, status=400, kind="invalid_request")
     return quote(model, safe="@")

@@ -45,14 +45,12 @@ def chat(model: str, max_tokens: int = 200, **extra) -> dict:
 
 
 @contextmanager
-def mock_providers(tmp: Path) -> Iterator[str]:
-    faults = tmp / "faults.yaml"
-    faults.write_text(yaml.safe_dump({"faults": [{"fault": "latency=1.5;event_delay=0.2", "model": SLOW}]}))
-
+def prefixgate(args: list[str], log: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`prefixgate ARGS --port N` on a free port until the block ends; its URL."""
     def launch(port: int) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "mock-providers", "--port", str(port),
-                                 "--faults", str(faults)], stdout=(tmp / "mock.log").open("w"), stderr=subprocess.STDOUT)
-    proc, port = start_on_free_port(launch, lambda p: http_ok(f"http://127.0.0.1:{p}/health"), "mock-providers")
+        return subprocess.Popen([sys.executable, "-m", "prefixgate.cli", *args, "--port", str(port)], env=env,
+                                stdout=log.open("a"), stderr=subprocess.STDOUT)
+    proc, port = start_on_free_port(launch, lambda p: http_ok(f"http://127.0.0.1:{p}/health"), " ".join(args))
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -60,8 +58,13 @@ def mock_providers(tmp: Path) -> Iterator[str]:
         proc.wait(20)
 
 
-@contextmanager
-def gateway(tmp: Path, mock: str) -> Iterator[str]:
+def mock_providers(tmp: Path):
+    faults = tmp / "faults.yaml"
+    faults.write_text(yaml.safe_dump({"faults": [{"fault": "latency=1.5;event_delay=0.2", "model": SLOW}]}))
+    return prefixgate(["mock-providers", "--faults", str(faults)], tmp / "mock.log")
+
+
+def gateway(tmp: Path, mock: str):
     policy = tmp / "policy.yaml"
     policy.write_text(yaml.safe_dump({
         "routes": [
@@ -75,16 +78,7 @@ def gateway(tmp: Path, mock: str) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFIXGATE_")}
     env.update(OPENAI_API_KEY="sk-budget-provider-0002", PREFIXGATE_OPENAI_BASE_URL=mock,
                PREFIXGATE_POLICY_FILE=str(policy), PREFIXGATE_LEDGER_PATH=str(tmp / "ledger.sqlite"))
-
-    def launch(port: int) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "serve", "--port", str(port)], env=env,
-                                stdout=(tmp / "gateway.log").open("a"), stderr=subprocess.STDOUT)
-    proc, port = start_on_free_port(launch, lambda p: http_ok(f"http://127.0.0.1:{p}/health"), "the gateway")
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(20)
+    return prefixgate(["serve"], tmp / "gateway.log", env)
 
 
 @pytest.fixture(scope="module")

@@ -252,3 +252,16 @@ def test_a_stored_response_query_is_allow_listed(stack):
               headers={"authorization": "Bearer sk-caller-own-openai-key-0003"}, timeout=30)
     assert recorder.seen[-1].raw_path == "/v1/responses/resp_1/input_items"
     assert recorder.seen[-1].query == "limit=2&order=asc"
+
+
+@pytest.mark.parametrize("name", ["abc%252F..%252F..%252Fprojects%252Fother-proj", "%2E%2E", "abc%253FpageSize%253D1000",
+                                  "abc:generateContent"])
+def test_a_cache_name_is_one_segment_decoded_once(stack, name):
+    recorder, url, _ = stack
+    before = len(recorder.seen)
+    for path in (f"/v1beta/cachedContents/{name}", f"{SCOPE}/cachedContents/{name}"):
+        answer = httpx.get(url + path, timeout=30)
+        assert answer.status_code in (400, 404), (path, answer.text)
+    assert len(recorder.seen) == before
+    httpx.get(url + f"{SCOPE}/cachedContents/abc123", timeout=30)
+    assert recorder.seen[-1].raw_path == f"/v1beta1/projects/{PROJECT}/locations/{LOCATION}/cachedContents/abc123"
