@@ -92,6 +92,8 @@ def tenant_salt(tenant: str) -> str:
 
 # A caller may name the stream of similar prompts a request belongs to; the planner learns per route.
 ROUTE_HEADER = "x-prefixgate-route"
+
+
 @dataclass
 class Call:
     """One caller request in flight."""
