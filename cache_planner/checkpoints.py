@@ -87,7 +87,8 @@ def place_checkpoints(
     total = cumulative[-1] if cumulative else 0
     cands = _candidates(conv, target, flat, cumulative, contents)
     static = next((c for c in cands if c.level == "static"), None)
-    reused = route.reuse.observe(now, keys, {keys[c.index]: c.level for c in cands})
+    reused = route.reuse.observe(now, keys, {keys[c.index]: c.level for c in cands},
+                                 keys[static.index] if static and route.relearned else None)
     if target.provider in CLAUDE_CACHES:
         cands += _bridges(cands, reused, len(flat), cumulative)
     base = static.tokens if static else 0

@@ -18,6 +18,7 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.inbound import Inbound
 from prefixgate.gateway.intake import serve
+from prefixgate.gateway.paths import aliased, logging_errors
 
 log = logging.getLogger("prefixgate.gateway")
 
@@ -33,7 +34,15 @@ def model_request(path: str) -> tuple[str, Parse] | None:
 
 class GatewayApp(FastAPI):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = model_request(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        if scope["type"] != "http":
+            return await super().__call__(scope, receive, send)
+        path = aliased(scope["path"])
+        if path != scope["path"]:
+            scope = {**scope, "path": path, "raw_path": path.encode()}
+        await logging_errors(self._serve, scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        found = model_request(scope["path"]) if scope["method"] == "POST" else None
         if found is None:
             return await super().__call__(scope, receive, send)
         dialect, parse = found

@@ -23,6 +23,7 @@ from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
 from prefixgate.cache_planner.detectors import volatile_spans
+from prefixgate.cache_planner.rewrite import system_text
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
 from prefixgate.cost import Cost, Price, cost_note, ledger_fields, price_usage
@@ -31,6 +32,7 @@ from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.in_flight import InFlight
@@ -40,6 +42,7 @@ from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.relay import CLIENT_CLOSED, stream_response
+from prefixgate.gateway.response_cache import CONTROL, HEADER, Lookup, ResponseCache
 from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.tracing import Tracing
@@ -114,6 +117,9 @@ class Call:
     notes: list[str] = field(default_factory=list)
     span: Any = None                    # the request's OpenTelemetry span while it is open (tracing on)
     raw: bytes = b""                    # the body as the caller sent it
+    cache_control: str = ""             # the caller's x-prefixgate-response-cache-control
+    response_cache: Lookup | None = None    # what the route's response cache does for it (None: cache off)
+    provider_verdict: ProviderVerdict | None = None   # why the provider says its cache missed (diagnostics.py)
     held: Reservation = Reservation()   # what admission reserved against the key's budget
     estimate: Usage = Usage()           # the request's tokens as admission estimated them (prompt + max output)
     prepared: Prepared | None = None    # the target the request went to, once chosen
@@ -133,6 +139,7 @@ class Prepared:
     extra_usage: Usage | None = None    # tokens billed outside the response (an explicit cache created for it)
     storage_token_hours: Decimal = Decimal(0)   # storage of that cache over its TTL (tokens x hours)
     trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
+    ask: Ask = field(default_factory=Ask)   # the provider diagnostics this request carries (diagnostics.py)
 
     def usage_counter(self) -> Any:
         """A stream usage accumulator for this request (which may say how its cache writes are priced)."""
@@ -162,11 +169,14 @@ class Proxy:
         self.in_flight = InFlight()
         self.response_homes = ResponseHomes()
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
+        self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
+        self.diagnostics = ProviderDiagnostics(self.catalog)
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
         await self.counters.close()
         await self.owners.aclose()
+        await self.response_cache.close()
         self.ledger.close()
 
     def start(self, dialect: str, conv: Conversation, caller: Caller, headers: dict[str, str], started: float,
@@ -178,6 +188,7 @@ class Proxy:
                     started, span=span, raw=raw)
         call.include_usage = wire.caller_wants_usage(conv)
         call.route_hint = headers.get(ROUTE_HEADER, "")[:200]
+        call.cache_control = headers.get(CONTROL, "")
         return call
 
     # ---- the request path ---------------------------------------------------------------------
@@ -241,6 +252,9 @@ class Proxy:
     async def handle(self, call: Call) -> Response:
         await self.check_chain(call)
         await self.admit(call)
+        call.response_cache = await self.response_cache.lookup(call)
+        if call.response_cache is not None and call.response_cache.state == "hit":
+            return self.response_cache.replay(self, call, call.response_cache)
         failure: UpstreamFailure | RequestError | None = None
         retry = call.route.retry
         for ref in call.route.targets:
@@ -312,7 +326,8 @@ class Proxy:
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
         target = Target(planner_provider(first, first_wire, model), first.base_model(model), first.price_rows)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
-                        catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
+                        catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key),
+                        rule=call.route.rewrite)
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
         home = self.response_homes.home_of(first_wire.chained_id(conv))
@@ -328,7 +343,8 @@ class Proxy:
         planned, params = the_plan.conversation, the_plan.conversation.params
         billable = wire.billable(planned)
         salted = upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None
-        if (call.raw and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
+        ask = self.diagnostics.attach(call, upstream, wire.name, model, billable, key)
+        if (call.raw and not ask.fields and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
                 and params == call.conv.params and not billable.cache_params and not salted):
             # Planning is off and nothing else changed the request (format, model, usage options, salt): the
             # caller's own bytes go upstream, with no re-encoding in proportion to the body.
@@ -338,13 +354,16 @@ class Proxy:
             if salted:
                 # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
                 payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)  # type: ignore[union-attr]
+            payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
-        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
+        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
         tenant = call.caller.key.tenant if call.caller.key else "-"
-        return f"{tenant}/{call.route_hint or fingerprint(conv)}"
+        if call.route_hint:
+            return f"{tenant}/{call.route_hint}"
+        return self.planner_state.resolve(f"{tenant}/", fingerprint(conv), system_text(conv))
 
     async def explicit_cache(self, call: Call, prep: Prepared) -> Prepared:
         """Create the explicit cache the plan asks for (a Gemini cachedContents entry, with the caller's
@@ -406,10 +425,13 @@ class Proxy:
                                                 status=502, kind="server"), prep)
         usage = prep.usage_of(data)
         self.stored(call, prep, prep.wire.stored_id(data))
+        self.diagnostics.read(call, prep.ask, data)
         if prep.wire is call.wire:
             content = resp.body or b""
         else:
             content = compact_bytes(translate_reply(data, prep.wire, call.wire, call.conv.model or prep.model))
+        if call.response_cache is not None and call.response_cache.collects:
+            call.response_cache.answer.whole(prep.wire.read_reply(data), content, prep.wire)
         rec = self.record(call, prep, usage, 200, ttft_s=None, upstream_s=received - sent)
         headers = {**resp.headers, **self.headers(call, prep, rec)}
         return Response(content, 200, headers, media_type="application/json",
@@ -423,8 +445,10 @@ class Proxy:
 
     def fail(self, call: Call, err: RequestError, prep: Prepared | None) -> Response:
         rec = self.record(call, prep, None, err.status, ttft_s=None, upstream_s=0.0, error=err.message)
-        return error_response(err, call.dialect, {"x-prefixgate-request-id": call.id},
-                              BackgroundTask(self.finish, call, rec))
+        headers = {"x-prefixgate-request-id": call.id}
+        if call.response_cache is not None:
+            headers[HEADER] = call.response_cache.state
+        return error_response(err, call.dialect, headers, BackgroundTask(self.finish, call, rec))
 
     def headers(self, call: Call, prep: Prepared, rec: LedgerRecord) -> dict[str, str]:
         out = {
@@ -434,6 +458,8 @@ class Proxy:
             "x-prefixgate-plan": prep.plan.summary,
             "x-prefixgate-overhead-ms": f"{rec.overhead_ms:.3f}",
         }
+        if call.response_cache is not None:
+            out[HEADER] = call.response_cache.state
         if rec.status == 200 and not prep.stream:
             out["x-prefixgate-cache-read-tokens"] = str(rec.cache_read)
             out["x-prefixgate-cost-usd"] = rec.cost_usd if rec.cost_usd is not None else "unknown"
@@ -444,6 +470,7 @@ class Proxy:
                upstream_s: float, error: str = "") -> LedgerRecord:
         """The request's ledger record, queued for the writer and counted in the metrics."""
         now = time.perf_counter()
+        reported = usage is not None
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
         explanation = (prep.plan.explanation if prep else []) + call.notes
@@ -464,16 +491,23 @@ class Proxy:
             latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,
             overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
-            explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
+            explanation=explanation, miss_reason=miss_reason(usage if reported else None, status, explanation), error=error,
+            provider_miss_reason=call.provider_verdict.reason if call.provider_verdict else "",
+            provider_missed_tokens=call.provider_verdict.missed_tokens if call.provider_verdict else None,
             body=prep.trace_body if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream, prep.wire) if prep else call.wire.planner_provider,
-                                  volatile_spans))
+                                  volatile_spans),
+            response_cache=call.response_cache.state if call.response_cache is not None else "")
+        self.keep(call, rec)
+        return rec
+
+    def keep(self, call: Call, rec: LedgerRecord) -> None:
+        """Queue `rec` for the ledger, count it in the metrics and close the request's span."""
         self.ledger.append(rec)
         self.metrics.observe(rec)
         if call.span is not None:
             self.tracing.end_request(call.span, rec)
             call.span = None
-        return rec
 
     def hung_up(self, call: Call) -> LedgerRecord:
         """The record of a request whose caller hung up before a non-streamed answer: the upstream may have
@@ -492,3 +526,5 @@ class Proxy:
             tokens = rec.uncached_input + rec.cache_read + sum(rec.cache_writes.values()) + rec.output
             await self.limits.settle(call.caller.key, call.held, tokens, Decimal(rec.cost_usd or 0))
         log_request(rec)
+        if call.response_cache is not None:
+            await self.response_cache.settle(call, rec)

@@ -14,9 +14,11 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
+from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
 from prefixgate.config import unknown_key
 from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
+from prefixgate.policies.alerting import Alerting, parse_alerting
 from prefixgate.providers.compatible import PROFILES, Profile
 from prefixgate.providers.vertex_prices import price_name
 
@@ -153,6 +155,24 @@ class RetryPolicy:
     on: tuple[str, ...] = RETRY_ON
 
 
+ResponseCacheMode = Literal["off", "shadow", "on"]
+RESPONSE_CACHE_MODES: tuple[ResponseCacheMode, ...] = ("off", "shadow", "on")
+
+
+@dataclass(frozen=True)
+class ResponseCachePolicy:
+    """A route's exact response cache (docs/response-cache.md). `shadow` stores and looks up but never serves."""
+
+    mode: ResponseCacheMode = "off"
+    ttl_s: float = 3600.0
+    max_mb: float = 64.0            # this route's in-memory entries, in total; also the most one entry may take
+    tool_calls: bool = False        # store answers that call tools (off: a tool call acts on the world again)
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self.max_mb * (1 << 20))
+
+
 @dataclass(frozen=True)
 class Route:
     name: str
@@ -166,6 +186,12 @@ class Route:
     caller_checkpoints: CallerCheckpoints = "keep"
     # The callers' wire formats this route serves (e.g. vertex_anthropic, vertex_gemini); empty: every format.
     formats: tuple[str, ...] = ()
+    # Text the rewrite always moves out of the static prefix (`volatile`) or never moves (`never_move`).
+    rewrite: Rule = NO_RULE
+    response_cache: ResponseCachePolicy = field(default_factory=ResponseCachePolicy)
+    # Ask the provider why its cache missed (gateway/diagnostics.py), on at most this many requests a minute.
+    diagnostics: bool = True
+    diagnostics_per_minute: int = 600
     # USD per million tokens for models the price table does not know (a budgeted key may then use them).
     price: Price | None = None
     # The most one request may cost: what admission reserves against a budget instead of its own estimate.
@@ -182,6 +208,7 @@ class Route:
 class Budget:
     usd: float
     period: str = "month"
+    warn_at: float | None = None    # the soft budget, as a share of usd: an alert, never a refusal
 
 
 @dataclass(frozen=True)
@@ -209,10 +236,12 @@ class Policy:
     upstreams: dict[str, Upstream]
     routes: tuple[Route, ...]
     keys: tuple[CallerKey, ...] = ()
+    # Pushed alerts: destinations, rules' thresholds and the gateway's own budget (policies/alerting.py).
+    alerting: Alerting = field(default_factory=Alerting)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], builtins: dict[str, Upstream]) -> Policy:
-        _only(data, "", {"upstreams", "routes", "keys"})
+        _only(data, "", {"upstreams", "routes", "keys", "alert_webhooks", "alerts", "budget"})
         upstreams = dict(builtins)
         for name, spec in _mapping(data.get("upstreams") or {}, "upstreams").items():
             upstreams[name] = _upstream(name, spec, f"upstreams.{name}", builtins)
@@ -228,7 +257,11 @@ class Policy:
         twice = sorted({n for n in key_names if key_names.count(n) > 1})
         if twice:
             raise PolicyError(f"keys: key names must be unique (budgets and rate limits count by name); repeated: {twice}")
-        return cls(upstreams, routes, keys)
+        try:
+            alerting = parse_alerting(data, PERIODS)
+        except ValueError as e:
+            raise PolicyError(str(e)) from None
+        return cls(upstreams, routes, keys, alerting)
 
 
 def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) -> Upstream:
@@ -305,6 +338,7 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
+                       "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
                        "price", "max_request_usd"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
@@ -328,11 +362,56 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     unknown = [f for f in formats if f not in WIRE_FORMATS]
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
+    diagnostics = spec.get("diagnostics", "on")
+    # YAML reads a bare on/off as true/false.
+    diagnostics = {True: "on", False: "off"}.get(diagnostics, diagnostics) if isinstance(diagnostics, bool) else diagnostics
+    if diagnostics not in ("on", "off"):
+        raise PolicyError(f"{path}.diagnostics: must be on or off, got {diagnostics!r}")
+    per_minute = spec.get("diagnostics_per_minute", 600)
     cap = spec.get("max_request_usd")
+    if not isinstance(per_minute, int) or isinstance(per_minute, bool) or per_minute < 1:
+        raise PolicyError(f"{path}.diagnostics_per_minute: must be a positive integer, got {per_minute!r}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
-                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats,
-                 _price(spec.get("price"), f"{path}.price"),
-                 None if cap is None else _number(cap, f"{path}.max_request_usd"))
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
+                 _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"),
+                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute,
+                 price=_price(spec.get("price"), f"{path}.price"),
+                 max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd"))
+
+
+def _rewrite_rule(spec: dict, path: str) -> Rule:
+    patterns: dict[str, list[str]] = {}
+    for key in ("volatile", "never_move"):
+        value = spec.get(key) or []
+        value = [value] if isinstance(value, str) else _list(value, f"{path}.{key}")
+        if not all(isinstance(v, str) and v for v in value):
+            raise PolicyError(f"{path}.{key}: a list of regular expressions is required")
+        for v in value:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise PolicyError(f"{path}.{key}: {v!r} is not a valid regular expression ({e})") from None
+        patterns[key] = value
+    return rule_of(patterns["volatile"], patterns["never_move"])
+
+
+def _response_cache(spec: Any, path: str) -> ResponseCachePolicy:
+    spec = _mapping(spec, path)
+    _only(spec, path, {"mode", "ttl_s", "max_mb", "tool_calls"})
+    d = ResponseCachePolicy()
+    mode = spec.get("mode", d.mode)
+    if isinstance(mode, bool):      # YAML 1.1 (PyYAML) reads a bare `on` / `off` as true / false
+        mode = "on" if mode else "off"
+    if mode not in RESPONSE_CACHE_MODES:
+        raise PolicyError(f"{path}.mode: must be one of {', '.join(RESPONSE_CACHE_MODES)}, got {mode!r}")
+    ttl_s = _number(spec.get("ttl_s", d.ttl_s), f"{path}.ttl_s")
+    max_mb = _number(spec.get("max_mb", d.max_mb), f"{path}.max_mb")
+    if ttl_s < 1 or max_mb <= 0:
+        raise PolicyError(f"{path}: ttl_s must be at least 1 second and max_mb above 0, got {ttl_s} and {max_mb}")
+    tool_calls = spec.get("tool_calls", d.tool_calls)
+    if not isinstance(tool_calls, bool):
+        raise PolicyError(f"{path}.tool_calls: must be true or false, got {tool_calls!r}")
+    return ResponseCachePolicy(mode, ttl_s, max_mb, tool_calls)
 
 
 def _price(spec: Any, path: str) -> Price | None:
@@ -414,11 +493,14 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     budget = None
     if spec.get("budget") is not None:
         b = _mapping(spec["budget"], f"{path}.budget")
-        _only(b, f"{path}.budget", {"usd", "period"})
+        _only(b, f"{path}.budget", {"usd", "period", "warn_at"})
         period = b.get("period", "month")
         if period not in PERIODS:
             raise PolicyError(f"{path}.budget.period: must be one of {', '.join(PERIODS)}, got {period!r}")
-        budget = Budget(_number(b.get("usd"), f"{path}.budget.usd"), period)
+        warn_at = b.get("warn_at")
+        if warn_at is not None and not 0 < _number(warn_at, f"{path}.budget.warn_at") < 1:
+            raise PolicyError(f"{path}.budget.warn_at: a share of usd between 0 and 1 (0.8: warn at 80%), got {warn_at!r}")
+        budget = Budget(_number(b.get("usd"), f"{path}.budget.usd"), period, warn_at)
     limit = None
     if spec.get("rate_limit") is not None:
         r = _mapping(spec["rate_limit"], f"{path}.rate_limit")

@@ -201,7 +201,7 @@ def read_reply(body: dict) -> Reply:
     calls = [ToolCall(s.get("id", ""), s.get("name", ""), s.get("arguments") or {})
              for s in steps[start:] if s.get("type") == "function_call"]
     finish = "tool_calls" if calls else FINISH_FROM.get(body.get("status", ""), "stop")
-    return Reply(output_text(body), usage_from_response(body), finish, calls, body.get("id"))
+    return Reply(output_text(body), usage_from_response(body), finish, calls, body.get("id"), body.get("status"))
 
 
 def write_reply(reply: Reply, model: str) -> dict:
@@ -229,7 +229,8 @@ def read_deltas(data: dict) -> list[Delta]:
     if kind == COMPLETED:
         interaction = data.get("interaction") or {}
         calls = any(s.get("type") == "function_call" for s in interaction.get("steps") or [])
-        return [("finish", "tool_calls" if calls else FINISH_FROM.get(interaction.get("status", ""), "stop"))]
+        status = interaction.get("status", "")
+        return [("finish", "tool_calls" if calls else FINISH_FROM.get(status, "stop"), status)]
     return []
 
 
@@ -302,6 +303,7 @@ class GeminiInteractions(WireFormat):
     planner_provider = "gemini"
     span_name = "POST /{version}/interactions"
     finish_from, finish_to = FINISH_FROM, FINISH_TO
+    natural_finishes = ("completed", "requires_action")     # the interaction's status: not incomplete or failed
     usage_marks = (COMPLETED.encode(), b"interaction.status_update")
     terminal = COMPLETED.encode()
     stored_kind = "interaction"

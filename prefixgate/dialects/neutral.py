@@ -98,9 +98,12 @@ class Reply:
     finish: str = "stop"
     tool_calls: list[ToolCall] = field(default_factory=list)
     id: str | None = None
+    # The format's own finish reason, as the answer said it (what a response cache judges: `WireFormat.natural_finishes`).
+    native_finish: str | None = field(default=None, compare=False)
 
 
-# One step of a streamed answer: ("text", str) | ("call", index, id, name) | ("args", index, str) | ("finish", reason)
+# One step of a streamed answer: ("text", str) | ("call", index, id, name) | ("args", index, str)
+# | ("finish", reason, native reason): the native reason is the format's own word (None where it has none)
 Delta = tuple
 
 

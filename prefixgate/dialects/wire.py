@@ -125,6 +125,9 @@ class WireFormat:
     # ---- translation ----------------------------------------------------------------------------------
     finish_from: ClassVar[dict[str, str]]      # native finish reason -> neutral
     finish_to: ClassVar[dict[str, str]]        # neutral -> native
+    # Native finish reasons of an answer that ended by itself, tool calls included: what a response cache may
+    # replay. Anything else (cut short, filtered, paused, failed, a reason this code does not know) is not.
+    natural_finishes: ClassVar[tuple[str, ...]] = ()
 
     def adopt(self, conv: Conversation, headers: Mapping[str, str]) -> Conversation | None:
         """`conv`, parsed in another format that carries the same body (Bedrock's InvokeModel carries
@@ -159,6 +162,10 @@ class WireFormat:
     framing: ClassVar[Framing] = SSE_FRAMING          # how events are delimited on the wire
     usage_marks: ClassVar[tuple[bytes, ...]] = ()     # bytes in every event that may carry usage
     terminal: ClassVar[bytes | None]                   # bytes only the stream's last event carries
+
+    def may_carry_usage(self, event: bytes) -> bool:
+        """Whether the relay parses this raw event (the parsed event alone says what usage it holds)."""
+        return any(m in event for m in self.usage_marks)
 
     # ---- upstream -------------------------------------------------------------------------------------
     upstream_headers: ClassVar[dict[str, str]] = {}   # sent on every upstream request (API version)

@@ -72,7 +72,8 @@ def test_an_unknown_format_is_refused_with_the_known_names():
 def test_a_format_is_registered_under_its_own_name_and_fills_the_interface(name):
     wire = wire_format(name)
     assert isinstance(wire, WireFormat) and wire.name == name
-    for attr in ("planner_provider", "span_name", "finish_from", "finish_to"):
+    # natural_finishes too: without it the response cache would never store this format's answers.
+    for attr in ("planner_provider", "span_name", "finish_from", "finish_to", "natural_finishes"):
         assert getattr(wire, attr), attr
     # A stream's end is seen in its bytes, or (base64 or binary payloads) by `ends_stream` on the parsed event.
     assert wire.terminal or type(wire).ends_stream is not WireFormat.ends_stream

@@ -58,6 +58,10 @@ def policy(data: dict) -> Policy:
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}], "keys": [{"name": "k"}]},
      "keys.0: give exactly one"),
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}], "rutes": []}, "rutes: unknown key"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "volatile": ["Lead: (\\w+"]}]},
+     "routes.0.volatile: .* is not a valid regular expression"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "never_move": [3]}]},
+     "routes.0.never_move: a list of regular expressions"),
     # Budgets and rate limits count by key name: two keys of one name would share one counter (twice the budget).
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}],
       "keys": [{"name": "team", "key_sha256": "a" * 64}, {"name": "team", "key_sha256": "b" * 64}]},
