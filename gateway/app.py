@@ -63,6 +63,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing)
+        await app.state.proxy.restore_budgets()
         resent.keep(settings.resent_bodies_mb << 20)
         # Before the server accepts a connection: the first request then costs what the tenth does.
         await asyncio.to_thread(warm_or_log, app.state.proxy.catalog)

@@ -20,6 +20,7 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import authenticate, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.intake import authenticated_body, serve
+from prefixgate.gateway.upstream import STORED_RESPONSE_QUERY, allowed_query
 from prefixgate.policies import Upstream
 from prefixgate.tokens import annotate_tokens, encoding_for
 
@@ -92,7 +93,7 @@ async def _stored(request: Request, method: str, response_id: str, suffix: str) 
     body = await request.body() if method == "POST" else b""
     key = upstream_credential(upstream, caller, WIRE.name)
     resp = await proxy.upstream.forward(upstream, WIRE, method, api_path(upstream, f"/responses/{response_id}{suffix}"),
-                                        request.url.query, body, key)
+                                        allowed_query(request.query_params.multi_items(), STORED_RESPONSE_QUERY), body, key)
     # `GET ?stream=true` replays a finished response's events (read whole here: it is over already).
     replay = request.query_params.get("stream") == "true"
     return Response(resp.body, resp.status, media_type="text/event-stream" if replay else "application/json")

@@ -19,6 +19,8 @@ from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body
 from prefixgate.gateway.proxy import Proxy
+from prefixgate.gateway.upstream import CACHED_CONTENTS_QUERY, allowed_query
+from prefixgate.model_ids import path_model
 from prefixgate.policies.schema import Upstream
 from prefixgate.tokens import annotate_tokens
 
@@ -61,7 +63,7 @@ async def _count_gemini_tokens(request: Request, model: str) -> Response:
     if upstream is None:
         conv = gemini.parse_request(raw, model=model)
         return Response(compact_bytes({"totalTokens": annotate_tokens(conv, "cl100k_base")}), media_type="application/json")
-    path = f"/publishers/google/models/{model}:countTokens"
+    path = f"/publishers/google/models/{path_model(model)}:countTokens"
     return await _forward(proxy, upstream, vertex_gemini.WIRE, "POST", path, "", raw, caller)
 
 
@@ -72,11 +74,15 @@ async def cached_contents(request: Request) -> Response:
 async def _cached_contents(request: Request) -> Response:
     proxy: Proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
+    if "name" in request.path_params:     # one segment, decoded once: never `%2F..` into another project
+        path_model(request.path_params["name"], field="name")
+    if request.method in ("POST", "PATCH"):
+        await proxy.admit_state(caller, raw, vertex_gemini.NAME)
     upstream = next((u for u in proxy.policy.upstreams.values() if u.kind == "vertex" and u.name != "vertex"),
                     proxy.policy.upstreams["vertex"])
     if request.method == "POST" and raw:
         raw = compact_bytes(_in_gateway_project(raw, upstream))
-    query = "&".join(f"{k}={v}" for k, v in request.query_params.items() if k != "key")
+    query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)
     return await _forward(proxy, upstream, vertex_gemini.WIRE, request.method, resource_rest(request.url.path) or "",
                           query, raw, caller)
 

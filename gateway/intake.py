@@ -21,23 +21,32 @@ from prefixgate.gateway.relay import CLIENT_CLOSED
 from prefixgate.ir import Conversation
 
 
-async def read_body(request: Request | Inbound, limit: int) -> bytes:
+async def read_body(request: Request | Inbound, limit: int, idle_s: float = 15.0) -> bytes:
+    """The body, within `limit` bytes; a 408 when `idle_s` pass with no chunk arriving (a slow client is let go)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(f"request body of {int(declared)} bytes is over the gateway's limit of {limit} bytes",
                            status=413, kind="too_large")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(f"request body is over the gateway's limit of {limit} bytes", status=413, kind="too_large")
-        chunks.append(chunk)
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(idle_s) as deadline:
+            async for chunk in request.stream():
+                deadline.reschedule(loop.time() + idle_s)
+                size += len(chunk)
+                if size > limit:
+                    raise RequestError(f"request body is over the gateway's limit of {limit} bytes", status=413,
+                                       kind="too_large")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RequestError(f"request body stalled: nothing arrived for {idle_s:g} s", status=408,
+                           kind="timeout") from None
     return b"".join(chunks)
 
 
 async def authenticated_body(proxy: Proxy, request: Request | Inbound) -> tuple[bytes, Caller]:
     """The request body (within the size limit) and who sent it."""
-    raw = await read_body(request, proxy.settings.max_body_bytes)
+    raw = await read_body(request, proxy.settings.max_body_bytes, proxy.settings.client_timeout_s)
     return raw, authenticate(request.headers, request.query_params, proxy.keys)
 
 
@@ -91,8 +100,8 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
     except RequestError as e:
         return proxy.fail(call, e, None)
     except ClientDisconnect:
-        # No answer was sent, but the upstream may have worked (and billed): the ledger says so.
-        proxy.record(call, None, None, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
+        # No answer was sent, but the upstream may have worked (and billed): the ledger and the budget say so.
+        await proxy.finish(call, proxy.hung_up(call))
         raise
     except BaseException as e:      # a gateway bug: no record, but the span must not stay open
         if call.span is not None:

@@ -10,11 +10,13 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
 from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
 from prefixgate.config import unknown_key
+from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.policies.alerting import Alerting, parse_alerting
 from prefixgate.providers.compatible import PROFILES, Profile
@@ -190,6 +192,10 @@ class Route:
     # Ask the provider why its cache missed (gateway/diagnostics.py), on at most this many requests a minute.
     diagnostics: bool = True
     diagnostics_per_minute: int = 600
+    # USD per million tokens for models the price table does not know (a budgeted key may then use them).
+    price: Price | None = None
+    # The most one request may cost: what admission reserves against a budget instead of its own estimate.
+    max_request_usd: float | None = None
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -246,6 +252,11 @@ class Policy:
         if len(set(names)) != len(names):
             raise PolicyError(f"routes: route names must be unique, got {names}")
         keys = tuple(_key(k, f"keys.{i}", set(names)) for i, k in enumerate(_list(data.get("keys") or [], "keys")))
+        # Budgets and rate limits count per key name: two keys of one name would share (and double) one counter.
+        key_names = [k.name for k in keys]
+        twice = sorted({n for n in key_names if key_names.count(n) > 1})
+        if twice:
+            raise PolicyError(f"keys: key names must be unique (budgets and rate limits count by name); repeated: {twice}")
         try:
             alerting = parse_alerting(data, PERIODS)
         except ValueError as e:
@@ -327,7 +338,8 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
-                       "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute"})
+                       "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
+                       "price", "max_request_usd"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -356,12 +368,15 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     if diagnostics not in ("on", "off"):
         raise PolicyError(f"{path}.diagnostics: must be on or off, got {diagnostics!r}")
     per_minute = spec.get("diagnostics_per_minute", 600)
+    cap = spec.get("max_request_usd")
     if not isinstance(per_minute, int) or isinstance(per_minute, bool) or per_minute < 1:
         raise PolicyError(f"{path}.diagnostics_per_minute: must be a positive integer, got {per_minute!r}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
                  _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
                  _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"),
-                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute)
+                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute,
+                 price=_price(spec.get("price"), f"{path}.price"),
+                 max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd"))
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:
@@ -397,6 +412,19 @@ def _response_cache(spec: Any, path: str) -> ResponseCachePolicy:
     if not isinstance(tool_calls, bool):
         raise PolicyError(f"{path}.tool_calls: must be true or false, got {tool_calls!r}")
     return ResponseCachePolicy(mode, ttl_s, max_mb, tool_calls)
+
+
+def _price(spec: Any, path: str) -> Price | None:
+    """A route's declared price, USD per million tokens: input and output (cache reads and writes as input
+    unless given)."""
+    if spec is None:
+        return None
+    spec = _mapping(spec, path)
+    _only(spec, path, {"input", "output", "cache_read"})
+    if "input" not in spec or "output" not in spec:
+        raise PolicyError(f"{path}: give input and output (USD per million tokens)")
+    usd = {k: Decimal(str(_number(v, f"{path}.{k}"))) for k, v in spec.items()}
+    return Price(usd["input"], usd["output"], usd.get("cache_read", usd["input"]))
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:

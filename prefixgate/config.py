@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     resent_bodies_mb: int = Field(24, ge=0)
     # Seconds to wait for an upstream's connection; the wait for its first byte is per route (retry.timeout_s).
     connect_timeout_s: float = Field(10.0, gt=0)
+    # How long a client may take to send a request's headers, and at most between two chunks of its body:
+    # a slow client (slowloris) is let go, not held open.
+    client_timeout_s: float = Field(15.0, gt=0)
     # Overrides merged over the packaged provider rules and prices.
     providers_file: str = ""
     log_level: str = "info"

@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import time
-from decimal import Decimal
 
 import httpx
 import pytest
@@ -18,6 +17,7 @@ from prefixgate.gateway.app import create_app
 from prefixgate.ledger import STREAM, TOTALS, read_records
 from prefixgate.ledger_rollup import picodollars
 from prefixgate.policies import hash_key
+from prefixgate.policies.limits import nanodollars
 from tests.gateway.support_gateway import ServerThread, policy_for, settings_for
 from tests.reliability.support_figures import report
 from tests.reliability.support_upstream import Tap, mock_upstream
@@ -150,8 +150,9 @@ def test_gateway_serves_through_a_redis_outage_and_resyncs(tmp_path, monkeypatch
                 ask(gw.url, 1)
                 wait_until(lambda: not proxy.counters.backlog, 30, "counter backlog pushed")
                 records = read_records(settings.ledger_path)
-                wait_until(lambda: float(shared.get("prefixgate:counter:budget:team:all") or 0)
-                           == pytest.approx(float(sum(Decimal(r["cost_usd"]) for r in records))), 30, "budget resynced")
+                # Spend counts in whole nanodollars, each request's cost rounded up (policies/limits.py).
+                wait_until(lambda: float(shared.get("prefixgate:counter:spend:team:all") or 0)
+                           == sum(nanodollars(r["cost_usd"]) for r in records), 30, "budget resynced")
                 # The planner's learned state for the tenant's route is shared again.
                 wait_until(lambda: any(k.startswith(b"prefixgate:route:acme/") for k in shared.keys("prefixgate:route:*")),
                            30, "planner state published")
