@@ -36,6 +36,7 @@ from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
+from prefixgate.gateway.ownership import Owners
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.relay import stream_response
 from prefixgate.gateway.response_homes import ResponseHomes
@@ -155,10 +156,12 @@ class Proxy:
             store=RedisStore(settings.redis_url) if settings.redis_url else None)
         self.in_flight = InFlight()
         self.response_homes = ResponseHomes()
+        self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
         await self.counters.close()
+        await self.owners.aclose()
         self.ledger.close()
 
     def start(self, dialect: str, conv: Conversation, caller: Caller, headers: dict[str, str], started: float,
