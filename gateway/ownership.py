@@ -13,6 +13,7 @@ replica knows every owner; while Redis is down this replica answers from its own
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import threading
@@ -52,23 +53,30 @@ class Owners:
         self._db.execute("CREATE TABLE IF NOT EXISTS owners (kind TEXT NOT NULL, id TEXT NOT NULL, owner TEXT NOT NULL, "
                          "expires REAL NOT NULL, PRIMARY KEY (kind, id))")
         self._redis = None
+        self._sharing: set[asyncio.Task] = set()
         if redis_url:
             import redis.asyncio as aioredis
 
             self._redis = aioredis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
 
-    async def record(self, kind: str, ident: str, owner: str | None, ttl_s: float = DEFAULT_TTL_S) -> None:
-        """`owner` created (kind, ident); remembered for `ttl_s`. Nothing is kept for an open gateway's None."""
+    def record(self, kind: str, ident: str, owner: str | None, ttl_s: float = DEFAULT_TTL_S) -> None:
+        """`owner` created (kind, ident); remembered for `ttl_s`. Nothing is kept for an open gateway's None.
+        In this replica's file when this returns (a follow-up may come at once); in Redis a moment later."""
         if owner is None or not ident:
             return
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO owners VALUES (?, ?, ?, ?)", (kind, ident, owner, self._clock() + ttl_s))
             self._db.execute("DELETE FROM owners WHERE expires < ?", (self._clock(),))
         if self._redis is not None:
-            try:
-                await self._redis.set(f"{self.REDIS_PREFIX}{kind}:{ident}", owner, ex=max(1, int(ttl_s)))
-            except _REDIS_ERRORS:
-                log.warning("redis unreachable: the owner of %s %s is known to this replica only", kind, ident)
+            task = asyncio.get_running_loop().create_task(self._share(kind, ident, owner, ttl_s))
+            self._sharing.add(task)
+            task.add_done_callback(self._sharing.discard)
+
+    async def _share(self, kind: str, ident: str, owner: str, ttl_s: float) -> None:
+        try:
+            await self._redis.set(f"{self.REDIS_PREFIX}{kind}:{ident}", owner, ex=max(1, int(ttl_s)))
+        except _REDIS_ERRORS:
+            log.warning("redis unreachable: the owner of %s %s is known to this replica only", kind, ident)
 
     async def owner(self, kind: str, ident: str) -> str | None:
         if self._redis is not None:
@@ -101,6 +109,8 @@ class Owners:
                 pass        # its expiry ends it
 
     async def aclose(self) -> None:
+        if self._sharing:
+            await asyncio.gather(*self._sharing)
         with self._lock:
             self._db.close()
         if self._redis is not None:

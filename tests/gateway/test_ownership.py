@@ -24,8 +24,8 @@ def test_owner_is_checked_filtered_and_survives_a_restart(tmp_path):
 
     async def first():
         owners = Owners(path)
-        await owners.record("cached_content", "cachedContents/a1", "tenant:a")
-        await owners.record("cached_content", "cachedContents/b1", "tenant:b")
+        owners.record("cached_content", "cachedContents/a1", "tenant:a")
+        owners.record("cached_content", "cachedContents/b1", "tenant:b")
         await owners.aclose()
 
     async def second():
@@ -48,7 +48,7 @@ def test_owner_is_checked_filtered_and_survives_a_restart(tmp_path):
 def test_an_expired_owner_refuses(tmp_path):
     now = [1000.0]
     owners = Owners(str(tmp_path / "l.sqlite"), clock=lambda: now[0])
-    run(owners.record("response", "resp_1", "tenant:a", ttl_s=60))
+    owners.record("response", "resp_1", "tenant:a", ttl_s=60)
     assert run(owners.allows("response", "resp_1", "tenant:a"))
     now[0] += 61
     assert not run(owners.allows("response", "resp_1", "tenant:a"))
@@ -58,10 +58,10 @@ def test_replicas_share_owners_through_redis(tmp_path, redis_url):
     async def both():
         one = Owners(str(tmp_path / "one.sqlite"), redis_url)
         two = Owners(str(tmp_path / "two.sqlite"), redis_url)
-        await one.record("response", "resp_9", "tenant:a")
+        one.record("response", "resp_9", "tenant:a")
+        await one.aclose()      # closing waits for the write to Redis, which follows the local one
         assert await two.allows("response", "resp_9", "tenant:a")
         assert not await two.allows("response", "resp_9", "tenant:b")
-        await one.aclose()
         await two.aclose()
 
     run(both())
