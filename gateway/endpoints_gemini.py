@@ -11,9 +11,11 @@ from starlette.responses import Response
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import gemini
 from prefixgate.errors import RequestError
+from prefixgate.gateway import cache_scope
 from prefixgate.gateway.auth import upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body, serve
+from prefixgate.gateway.upstream import UpstreamResponse
 from prefixgate.tokens import annotate_tokens
 
 router = APIRouter()
@@ -55,12 +57,17 @@ async def cached_contents(request: Request, version: str, name: str = "") -> Res
 
 
 async def _cached_contents(request: Request, version: str, name: str) -> Response:
-    """Explicit Gemini caches are Gemini's own resources: passed through with the gateway's key."""
+    """Explicit Gemini caches are Gemini's resources in the gateway's account, each owned by the tenant that made
+    it (cache_scope): passed through with the gateway's key."""
     proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
     upstream = proxy.policy.upstreams[WIRE.name]
-    key = upstream_credential(upstream, caller, WIRE.name)
     query = "&".join(f"{k}={v}" for k, v in request.query_params.items() if k != "key")
     path = f"/{version}/cachedContents" + (f"/{name}" if name else "")
-    resp = await proxy.upstream.forward(upstream, WIRE, request.method, path, query, raw, key)
-    return Response(resp.body, resp.status, media_type="application/json")
+
+    async def forward(method: str, body: bytes) -> UpstreamResponse:
+        key = upstream_credential(upstream, caller, WIRE.name)
+        return await proxy.upstream.forward(upstream, WIRE, method, path, query if method == request.method else "",
+                                            body, key)
+
+    return await cache_scope.scoped(request, proxy, caller, WIRE.name, upstream, name, raw, forward)

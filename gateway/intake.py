@@ -16,6 +16,7 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, authenticate
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.inbound import Inbound
+from prefixgate.gateway.named_state import check_named
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.relay import CLIENT_CLOSED
 from prefixgate.ir import Conversation
@@ -76,6 +77,7 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
     try:
         raw, caller = await authenticated_body(proxy, request)
         conv = parse(raw)
+        await check_named(proxy.owners, caller, conv)
         call = proxy.start(dialect, conv, caller, request.headers, started, span, raw)
         call.json_array = conv.stream and call.wire.streams_json_array(request.query_params)
     except RequestError as e:

@@ -36,7 +36,8 @@ from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
-from prefixgate.gateway.ownership import Owners
+from prefixgate.gateway.named_state import RESPONSE
+from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.relay import stream_response
 from prefixgate.gateway.response_homes import ResponseHomes
@@ -334,7 +335,7 @@ class Proxy:
             return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} sent a body that is not JSON",
                                                 status=502, kind="server"), prep)
         usage = prep.usage_of(data)
-        self.response_homes.remember(prep.wire.stored_id(data), prep.upstream.name)
+        self.stored(call, prep, prep.wire.stored_id(data))
         if prep.wire is call.wire:
             content = resp.body or b""
         else:
@@ -343,6 +344,12 @@ class Proxy:
         headers = {**resp.headers, **self.headers(call, prep, rec)}
         return Response(content, 200, headers, media_type="application/json",
                         background=BackgroundTask(self.finish, call, rec))
+
+    def stored(self, call: Call, prep: Prepared, response_id: str | None) -> None:
+        """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's."""
+        if response_id:
+            self.response_homes.remember(response_id, prep.upstream.name)
+            self.owners.record(RESPONSE, response_id, principal(call.caller.key))
 
     def fail(self, call: Call, err: RequestError, prep: Prepared | None) -> Response:
         rec = self.record(call, prep, None, err.status, ttft_s=None, upstream_s=0.0, error=err.message)
@@ -370,7 +377,7 @@ class Proxy:
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
         explanation = (prep.plan.explanation if prep else []) + call.notes
-        if prep is not None and usage != Usage():
+        if prep is not None and (usage != Usage() or prep.storage_token_hours):
             provider, model = price_provider(prep.upstream, prep.wire), prep.upstream.base_model(prep.model)
             price = price_for(provider, model, usage, self.catalog)
             cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None

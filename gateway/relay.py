@@ -97,7 +97,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                             counter.feed(parsed)
                             if target.ends_stream(parsed):
                                 ended = True
-                                proxy.response_homes.remember(target.stored_id(parsed), prep.upstream.name)
+                                proxy.stored(call, prep, target.stored_id(parsed))
                     if same:
                         if parsed is None or target.relays(parsed, call.include_usage):
                             out.append(ev)

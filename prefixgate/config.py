@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     # conversation is parsed and planned from where it differs (docs/gateway.md); they hold ~8x that with
     # their parsed values. 0 turns it off.
     resent_bodies_mb: int = Field(24, ge=0)
+    # Longest lifetime a caller may give an explicit cache (Gemini/Vertex cachedContents `ttl`/`expireTime`): the
+    # operator pays its storage by the hour. Longer asks are refused.
+    max_cache_ttl_s: float = Field(86400, gt=0)
     # Seconds to wait for an upstream's connection; the wait for its first byte is per route (retry.timeout_s).
     connect_timeout_s: float = Field(10.0, gt=0)
     # Overrides merged over the packaged provider rules and prices.

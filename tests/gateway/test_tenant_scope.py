@@ -1,0 +1,105 @@
+"""Provider-side state belongs to the tenant that created it (issue 29, findings 2 and 7), through a real
+`prefixgate serve` in front of `prefixgate mock-providers`: explicit Gemini caches and stored Responses live in
+the gateway's one provider account, so the gateway is what keeps tenants apart."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import httpx
+import pytest
+
+from prefixgate.ledger import read_records
+from prefixgate.policies import hash_key
+from tests.support_services import wait_until
+from tests.support_stack import running_stack
+
+ACME_1, ACME_2, BETA, CLAUDE_ONLY = "pg-acme-one-0123456789", "pg-acme-two-0123456789", "pg-beta-0123456789ab", "pg-claude-0123456789"
+POLICY = {
+    "routes": [{"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]},
+               {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
+               {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]}],
+    "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
+             {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
+             {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
+             {"name": "claude-only", "key_sha256": hash_key(CLAUDE_ONLY), "routes": ["claude"]}],
+}
+DOCUMENT = "Clause {}: the warranty covers parts and labour for two years from delivery. "
+MODEL = "gemini-2.5-flash"
+
+
+def goog(key: str) -> dict:
+    return {"x-goog-api-key": key}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("scope")
+    (tmp / "policy.json").write_text(json.dumps(POLICY))
+    env = {"PREFIXGATE_POLICY_FILE": str(tmp / "policy.json"), "PREFIXGATE_LEDGER_PATH": str(tmp / "ledger.sqlite"),
+           "GEMINI_API_KEY": "AIzaGatewayOwnKey0000000000000", "OPENAI_API_KEY": "sk-gateway-own-0000",
+           "ANTHROPIC_API_KEY": "sk-ant-gateway-own-0000"}
+    with running_stack(tmp, env) as (gw, mock):
+        yield gw, mock, tmp / "ledger.sqlite"
+
+
+def create_cache(gw: str, key: str, ttl: str = "600s") -> httpx.Response:
+    text = "".join(DOCUMENT.format(i) for i in range(300))
+    return httpx.post(f"{gw}/v1beta/cachedContents", headers=goog(key), json={
+        "model": f"models/{MODEL}", "contents": [{"role": "user", "parts": [{"text": text}]}], "ttl": ttl})
+
+
+def test_a_cache_is_its_tenants_alone(stack):
+    gw, mock, ledger = stack
+    made = create_cache(gw, ACME_1)
+    assert made.status_code == 200, made.text
+    name = made.json()["name"]
+    url = f"{gw}/v1beta/{name}"
+    # The other tenant: as if the cache did not exist, in Gemini's error shape; the cache is untouched.
+    for method, body in (("GET", None), ("PATCH", {"ttl": "60s"}), ("DELETE", None)):
+        r = httpx.request(method, url, headers=goog(BETA), json=body)
+        assert r.status_code == 404 and r.json()["error"]["status"] == "NOT_FOUND", (method, r.text)
+    listed = httpx.get(f"{gw}/v1beta/cachedContents", headers=goog(BETA)).json()
+    assert name not in [c["name"] for c in listed.get("cachedContents", [])]
+    used = httpx.post(f"{gw}/v1beta/models/{MODEL}:generateContent", headers=goog(BETA), json={
+        "cachedContent": name, "contents": [{"role": "user", "parts": [{"text": "Summarise the warranty."}]}]})
+    assert used.status_code == 404 and "usageMetadata" not in used.text
+    # Another key of the same tenant sees it; its own creator reads it through a request.
+    assert httpx.get(url, headers=goog(ACME_2)).json()["name"] == name
+    assert name in [c["name"] for c in httpx.get(f"{gw}/v1beta/cachedContents", headers=goog(ACME_2)).json()["cachedContents"]]
+    own = httpx.post(f"{gw}/v1beta/models/{MODEL}:generateContent", headers=goog(ACME_1), json={
+        "cachedContent": name, "contents": [{"role": "user", "parts": [{"text": "Summarise the warranty."}]}]})
+    assert own.status_code == 200 and own.json()["usageMetadata"]["cachedContentTokenCount"] > 1024
+    # The mock still holds it, with the lifetime its creator gave it.
+    direct = httpx.get(f"{mock}/v1beta/{name}", headers=goog("AIzaGatewayOwnKey0000000000000")).json()
+    assert direct["expireTime"] == made.json()["expireTime"]
+
+
+def test_a_key_limited_to_claude_cannot_touch_gemini_caches(stack):
+    gw, _, _ = stack
+    name = create_cache(gw, ACME_1).json()["name"]
+    for r in (httpx.get(f"{gw}/v1beta/cachedContents", headers=goog(CLAUDE_ONLY)),
+              httpx.get(f"{gw}/v1beta/{name}", headers=goog(CLAUDE_ONLY)),
+              httpx.delete(f"{gw}/v1beta/{name}", headers=goog(CLAUDE_ONLY)),
+              create_cache(gw, CLAUDE_ONLY)):
+        assert r.status_code in (403, 404) and r.json()["error"]["status"] in ("PERMISSION_DENIED", "NOT_FOUND"), r.text
+    assert httpx.get(f"{gw}/v1beta/{name}", headers=goog(ACME_1)).status_code == 200
+
+
+def test_cache_lifetimes_are_capped_and_their_creation_is_billed(stack):
+    gw, _, ledger = stack
+    assert create_cache(gw, BETA, ttl="315360000s").status_code == 400
+    made = create_cache(gw, BETA, ttl="1800s").json()
+    before = made["expireTime"]
+    r = httpx.patch(f"{gw}/v1beta/{made['name']}", headers=goog(BETA), json={"ttl": "315360000s"})
+    assert r.status_code == 400 and "max_cache_ttl_s" in r.json()["error"]["message"]
+    assert httpx.get(f"{gw}/v1beta/{made['name']}", headers=goog(BETA)).json()["expireTime"] == before
+    wait_until(lambda: any(r["key"] == "beta" for r in read_records(str(ledger))), 5, "the create in the ledger")
+    rec = next(r for r in read_records(str(ledger)) if r["key"] == "beta")
+    tokens = made["usageMetadata"]["totalTokenCount"]
+    assert rec["cache_writes"] == {"explicit": tokens} and rec["tenant"] == "beta"
+    # Gemini 2.5 Flash (ai.google.dev/gemini-api/docs/pricing): created at the $0.30/MTok input rate, stored at
+    # $1.00 per MTok-hour for the half hour asked.
+    expected = Decimal(tokens) * Decimal("0.30") / 10**6 + Decimal(tokens) * Decimal("0.5") * Decimal("1.00") / 10**6
+    assert abs(Decimal(rec["cost_usd"]) - expected) < Decimal("1e-9")
