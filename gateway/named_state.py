@@ -1,6 +1,7 @@
 """A model request may build only on stored state its own tenant created: the explicit cache it names
 (`cachedContent`) and the stored response it continues (`previous_response_id`). Another tenant's, or one the
-gateway never saw created, is answered as the provider answers a name it does not know: not found."""
+gateway never saw created, is answered as the provider answers a name it does not know (Gemini: 404; OpenAI: 400 naming
+`previous_response_id`)."""
 
 from __future__ import annotations
 
@@ -28,5 +29,5 @@ async def check_named(owners: Owners, caller: Caller, conv: Conversation) -> Non
         raise RequestError(f"CachedContent not found: {cache}", field="cachedContent", status=404, kind="not_found")
     previous = conv.params.get("previous_response_id")
     if previous and not await owners.allows(RESPONSE, str(previous), owner):
-        raise RequestError(f"Previous response with id '{previous}' not found.", field="previous_response_id",
-                           status=404, kind="not_found")
+        # OpenAI answers an unknown previous_response_id with a 400 naming the field, not a 404.
+        raise RequestError(f"Previous response with id '{previous}' not found.", field="previous_response_id")

@@ -103,3 +103,31 @@ def test_cache_lifetimes_are_capped_and_their_creation_is_billed(stack):
     # $1.00 per MTok-hour for the half hour asked.
     expected = Decimal(tokens) * Decimal("0.30") / 10**6 + Decimal(tokens) * Decimal("0.5") * Decimal("1.00") / 10**6
     assert abs(Decimal(rec["cost_usd"]) - expected) < Decimal("1e-9")
+
+
+def bearer(key: str) -> dict:
+    return {"authorization": f"Bearer {key}"}
+
+
+def test_a_stored_response_and_its_chain_are_its_tenants_alone(stack):
+    gw, _, _ = stack
+    made = httpx.post(f"{gw}/v1/responses", headers=bearer(ACME_1), json={
+        "model": "gpt-5.5", "input": "Remember: the launch code is 4417.", "store": True})
+    assert made.status_code == 200, made.text
+    rid = made.json()["id"]
+    for method, tail in (("GET", ""), ("GET", "/input_items"), ("POST", "/cancel"), ("DELETE", "")):
+        r = httpx.request(method, f"{gw}/v1/responses/{rid}{tail}", headers=bearer(BETA))
+        assert r.status_code == 404 and r.json()["error"]["message"] == f"Response with id '{rid}' not found.", r.text
+        assert "4417" not in r.text
+    chained = httpx.post(f"{gw}/v1/responses", headers=bearer(BETA), json={
+        "model": "gpt-5.5", "input": "What was the code?", "previous_response_id": rid})
+    # What OpenAI answers an id it does not know.
+    assert chained.status_code == 400 and chained.json()["error"]["param"] == "previous_response_id"
+    assert "4417" not in chained.text
+    # The same tenant's other key reads it and continues the chain; the chain's next link is the tenant's too.
+    assert httpx.get(f"{gw}/v1/responses/{rid}/input_items", headers=bearer(ACME_2)).status_code == 200
+    follow = httpx.post(f"{gw}/v1/responses", headers=bearer(ACME_2), json={
+        "model": "gpt-5.5", "input": "What was the code?", "previous_response_id": rid})
+    assert follow.status_code == 200, follow.text
+    assert httpx.get(f"{gw}/v1/responses/{follow.json()['id']}", headers=bearer(BETA)).status_code == 404
+    assert httpx.delete(f"{gw}/v1/responses/{rid}", headers=bearer(ACME_1)).status_code == 200
