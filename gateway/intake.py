@@ -12,11 +12,13 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from prefixgate.dialects import resent
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, authenticate
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.inbound import Inbound
 from prefixgate.gateway.named_state import check_named
+from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.relay import CLIENT_CLOSED
 from prefixgate.ir import Conversation
@@ -76,6 +78,7 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
     span = proxy.tracing.request_span(dialect, request.scope["path"], request.headers) if proxy.tracing else None
     try:
         raw, caller = await authenticated_body(proxy, request)
+        resent.SCOPE.set(principal(caller.key) or "")     # this request's task: its body memo is its party's
         conv = parse(raw)
         await check_named(proxy.owners, caller, conv)
         call = proxy.start(dialect, conv, caller, request.headers, started, span, raw)

@@ -10,7 +10,6 @@ caller instead of being sent again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import time
 import uuid
@@ -33,10 +32,11 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.in_flight import InFlight
+from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt, tenant_tag
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
-from prefixgate.gateway.named_state import RESPONSE
+from prefixgate.gateway.named_state import CACHE, RESPONSE, cache_id
 from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.relay import stream_response
@@ -83,10 +83,6 @@ def planner_provider(upstream: Upstream, wire: WireFormat, model: str = "") -> s
 def price_provider(upstream: Upstream, wire: WireFormat) -> str:
     """Whose price rows bill this upstream: a compatible provider's own (deepseek, openrouter, ...), Vertex's."""
     return upstream.price_rows or planner_provider(upstream, wire)
-
-
-def tenant_salt(tenant: str) -> str:
-    return hashlib.sha256(f"prefixgate-tenant:{tenant}".encode()).hexdigest()[:32]
 
 
 # A caller may name the stream of similar prompts a request belongs to; the planner learns per route.
@@ -158,6 +154,7 @@ class Proxy:
         self.in_flight = InFlight()
         self.response_homes = ResponseHomes()
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
+        self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
@@ -257,9 +254,11 @@ class Proxy:
         wire = wire_format(upstream.dialect_for(call.dialect, model))
         planned, params = the_plan.conversation, the_plan.conversation.params
         billable = wire.billable(planned)
-        salted = upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None
+        party = principal(call.caller.key)
+        salted = upstream.self_hosted and self.settings.tenant_cache_isolation and party is not None
+        tagged = call.route.isolation == "tenant" and not upstream.self_hosted and party is not None
         if (call.raw and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
-                and params == call.conv.params and not billable.cache_params and not salted):
+                and params == call.conv.params and not billable.cache_params and not salted and not tagged):
             # Planning is off and nothing else changed the request (format, model, usage options, salt): the
             # caller's own bytes go upstream, with no re-encoding in proportion to the body.
             body = call.raw
@@ -267,14 +266,16 @@ class Proxy:
             payload = wire.encode_request(billable)
             if salted:
                 # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
-                payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)  # type: ignore[union-attr]
+                payload["cache_salt"] = tenant_salt(self.secret, party)  # type: ignore[arg-type]
+            if tagged:
+                tag_prompt(payload, wire.name, tenant_tag(self.secret, party))  # type: ignore[arg-type]
             body = resent.encode(payload, billable.source)
         return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
-        tenant = call.caller.key.tenant if call.caller.key else "-"
-        return f"{tenant}/{call.route_hint or fingerprint(conv)}"
+        party = principal(call.caller.key)
+        return f"{party or '-'}/{call.route_hint or fingerprint(conv)}"
 
     async def explicit_cache(self, call: Call, prep: Prepared) -> Prepared:
         """Create the explicit cache the plan asks for (a Gemini cachedContents entry, with the caller's
@@ -294,6 +295,7 @@ class Proxy:
             call.notes.append(f"cache: explicit cache not created: {reason}")
             return prep
         prep.plan.adopt_cached_content(name, expires)
+        self.owners.record(CACHE, cache_id(name), principal(call.caller.key), max(60.0, expires - time.time()))
         tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
         body = compact_bytes(prep.wire.encode_request(prep.plan.conversation))
         # Creating the cache bills its tokens at the input rate, and its storage for as long as it lives (the

@@ -159,6 +159,9 @@ class Route:
     caller_checkpoints: CallerCheckpoints = "keep"
     # The callers' wire formats this route serves (e.g. vertex_anthropic, vertex_gemini); empty: every format.
     formats: tuple[str, ...] = ()
+    # "tenant": hosted upstreams' prefix caches are per tenant too (gateway/isolation.py); "shared": tenants of
+    # one provider key share its cache (self-hosted upstreams are salted per tenant either way).
+    isolation: Literal["shared", "tenant"] = "shared"
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -288,7 +291,8 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
-    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats"})
+    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
+                       "isolation"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -311,8 +315,11 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     unknown = [f for f in formats if f not in WIRE_FORMATS]
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
+    isolation = spec.get("isolation", "shared")
+    if isolation not in ("shared", "tenant"):
+        raise PolicyError(f"{path}.isolation: must be shared or tenant, got {isolation!r}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
-                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats)
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, isolation)
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:

@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     # keyed caller, replacing any the caller sent: tenants share no prefix-cache blocks (vLLM and this
     # project's backend accept the field; turn it off for a server that rejects unknown fields).
     tenant_cache_isolation: bool = True
+    # The server secret tenants' cache salts and tags are derived from (gateway/isolation.py); empty: one drawn
+    # once and kept in the ledger file (with Redis, shared by every replica).
+    tenant_secret: str = ""
     # Bearer token for /dashboard and /api/*; empty leaves them open (the gateway listens on localhost by default).
     admin_token: str = ""
     # Protected mode: on a non-loopback bind the gateway refuses to start with an exposure (an open relay of its

@@ -19,6 +19,7 @@ ACME_1, ACME_2, BETA, CLAUDE_ONLY = "pg-acme-one-0123456789", "pg-acme-two-01234
 POLICY = {
     "routes": [{"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]},
                {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
+               {"name": "private", "models": ["gpt-5.6-luna"], "targets": [{"upstream": "openai"}], "isolation": "tenant"},
                {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]}],
     "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
              {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
@@ -131,3 +132,23 @@ def test_a_stored_response_and_its_chain_are_its_tenants_alone(stack):
     assert follow.status_code == 200, follow.text
     assert httpx.get(f"{gw}/v1/responses/{follow.json()['id']}", headers=bearer(BETA)).status_code == 404
     assert httpx.delete(f"{gw}/v1/responses/{rid}", headers=bearer(ACME_1)).status_code == 200
+
+
+def cached_reading(gw: str, key: str, model: str, system: str) -> int:
+    r = httpx.post(f"{gw}/v1/chat/completions", headers=bearer(key), json={
+        "model": model, "messages": [{"role": "system", "content": system}, {"role": "user", "content": "Hello?"}]})
+    assert r.status_code == 200, r.text
+    return r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+def test_an_isolated_route_keeps_one_tenants_cache_unobservable_to_another(stack):
+    gw, _, _ = stack
+    shared = "You are ACME's contract reviewer. " + "".join(DOCUMENT.format(i) for i in range(120))
+    private = "You are ACME's pricing analyst. " + "".join(DOCUMENT.format(i) for i in range(120))
+    # A shared route: the other tenant's exact guess of the prompt reads it from the provider's cache.
+    assert cached_reading(gw, ACME_1, "gpt-5.5", shared) == 0
+    assert cached_reading(gw, BETA, "gpt-5.5", shared) > 1000
+    # `isolation: tenant`: the tenant still reads its own cache; the exact guess reads nothing.
+    assert cached_reading(gw, ACME_1, "gpt-5.6-luna", private) == 0
+    assert cached_reading(gw, ACME_2, "gpt-5.6-luna", private) > 1000
+    assert cached_reading(gw, BETA, "gpt-5.6-luna", private) == 0
