@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     # The server secret tenants' cache salts and tags are derived from (gateway/isolation.py); empty: one drawn
     # once and kept in the ledger file (with Redis, shared by every replica).
     tenant_secret: str = ""
+    # Web origins (https://app.example.com) whose pages may call the gateway from a browser; any other page's
+    # requests (they carry an Origin header; SDKs and curl send none) are refused (gateway/browser_guard.py).
+    cors_origins: list[str] = []
     # Bearer token for /dashboard and /api/*; empty leaves them open (the gateway listens on localhost by default).
     admin_token: str = ""
     # Protected mode: on a non-loopback bind the gateway refuses to start with an exposure (an open relay of its
