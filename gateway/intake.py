@@ -23,6 +23,8 @@ from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.relay import CLIENT_CLOSED
 from prefixgate.ir import Conversation
 
+TOO_DEEP = RequestError("request body is nested too deeply for the gateway to plan (a tool schema hundreds of levels deep?)")
+
 
 async def read_body(request: Request | Inbound, limit: int) -> bytes:
     declared = request.headers.get("content-length")
@@ -95,6 +97,8 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
         return await until_disconnect(request, proxy.handle(call))
     except RequestError as e:
         return proxy.fail(call, e, None)
+    except RecursionError:      # a body within JSON's depth that the planner's walk through it is not (tool schemas)
+        return proxy.fail(call, TOO_DEEP, None)
     except ClientDisconnect:
         # No answer was sent, but the upstream may have worked (and billed): the ledger says so.
         proxy.record(call, None, None, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
