@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
-from prefixgate.config import unknown_key
+from prefixgate.config import SAMPLE_SECRETS, unknown_key
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.providers.compatible import PROFILES, Profile
 from prefixgate.providers.vertex_prices import price_name
@@ -58,6 +58,10 @@ VERTEX_NAME = re.compile(r"^[a-z][a-z0-9-]{1,62}$")
 
 def bedrock_url(region: str) -> str:
     return f"https://bedrock-runtime.{region}.amazonaws.com"
+
+
+# Caller keys copied from examples (the docs' `key_sha256` is sha256("test")): refused at load.
+SAMPLE_DIGESTS = {hashlib.sha256(s.encode()).hexdigest(): s for s in SAMPLE_SECRETS}
 
 
 class PolicyError(ValueError):
@@ -378,6 +382,9 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
         digest = str(spec["key_sha256"]).lower()
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise PolicyError(f"{path}.key_sha256: must be 64 hex digits (sha256 of the key)")
+    if digest in SAMPLE_DIGESTS:
+        raise PolicyError(f"{path}: this key is a sample value from examples (sha256 of {SAMPLE_DIGESTS[digest]!r}); "
+                          "use a long random key")
     planner = spec.get("planner")
     if planner is not None and planner not in MODES:
         raise PolicyError(f"{path}.planner: must be one of {', '.join(MODES)}, got {planner!r}")

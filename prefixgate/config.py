@@ -26,6 +26,13 @@ def unknown_key(key: str, known: Iterable[str]) -> str:
     return f"unknown key; known keys: {', '.join(known)}"
 
 
+# Values people copy from examples and tutorials: refused as the admin token, and (as sha256) as caller keys.
+SAMPLE_SECRETS = frozenset({"test", "secret", "password", "changeme", "change-me", "admin", "token", "example", "key",
+                            "your-admin-token", "your-admin-token-here", "change-me-please", "replace-me",
+                            "admin-token", "supersecret", "letmein", "0123456789abcdef"})
+MIN_ADMIN_TOKEN = 16
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PREFIXGATE_", extra="forbid")
 
@@ -91,6 +98,14 @@ class Settings(BaseSettings):
     # OpenTelemetry spans (gateway/tracing.py): auto traces when the process has a tracer provider (e.g. under
     # opentelemetry-instrument), on also sets up the SDK from OTEL_* variables, off never traces.
     otel: Literal["auto", "on", "off"] = "auto"
+
+    @field_validator("admin_token")
+    @classmethod
+    def _strong_admin_token(cls, token: str) -> str:
+        if token and (len(token) < MIN_ADMIN_TOKEN or token.lower() in SAMPLE_SECRETS):
+            raise ValueError(f"admin_token must be at least {MIN_ADMIN_TOKEN} characters and not a sample value; "
+                             "make one with: openssl rand -hex 24")
+        return token
 
     @field_validator("ledger_url")
     @classmethod

@@ -1,7 +1,7 @@
 """Admin-token protection for the dashboard and its API (when `admin_token` is configured).
 
-Scripts send `Authorization: Bearer <token>`; a browser opens `/dashboard?token=<token>` once, which
-sets an HttpOnly same-site cookie and redirects to the bare URL, so the token leaves the address bar
+Scripts send `Authorization: Bearer <token>`; a browser posts the token once from the login form
+(`POST /dashboard/login`, never in a URL, which access logs keep), which sets an HttpOnly same-site cookie,
 and the page's own API calls carry the cookie. A caller key with `dashboard: read` in the policy opens the
 page and GET /api/* the same ways; admin-only parts (the exposure summary on /health, anything that
 changes state) still need the admin token.
