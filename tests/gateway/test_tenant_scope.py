@@ -16,6 +16,7 @@ from tests.support_services import wait_until
 from tests.support_stack import running_stack
 
 ACME_1, ACME_2, BETA, CLAUDE_ONLY = "pg-acme-one-0123456789", "pg-acme-two-0123456789", "pg-beta-0123456789ab", "pg-claude-0123456789"
+ACME_READER, ADMIN = "pg-acme-reader-0123456789", "admin-token-tenant-scope-0001"
 POLICY = {
     "routes": [{"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]},
                {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
@@ -24,7 +25,9 @@ POLICY = {
     "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
              {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
              {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
-             {"name": "claude-only", "key_sha256": hash_key(CLAUDE_ONLY), "routes": ["claude"]}],
+             {"name": "claude-only", "key_sha256": hash_key(CLAUDE_ONLY), "routes": ["claude"]},
+             {"name": "acme-reader", "key_sha256": hash_key(ACME_READER), "tenant": "acme", "dashboard": "read",
+              "routes": ["claude"]}],
 }
 DOCUMENT = "Clause {}: the warranty covers parts and labour for two years from delivery. "
 MODEL = "gemini-2.5-flash"
@@ -40,7 +43,7 @@ def stack(tmp_path_factory):
     (tmp / "policy.json").write_text(json.dumps(POLICY))
     env = {"PREFIXGATE_POLICY_FILE": str(tmp / "policy.json"), "PREFIXGATE_LEDGER_PATH": str(tmp / "ledger.sqlite"),
            "GEMINI_API_KEY": "AIzaGatewayOwnKey0000000000000", "OPENAI_API_KEY": "sk-gateway-own-0000",
-           "ANTHROPIC_API_KEY": "sk-ant-gateway-own-0000"}
+           "ANTHROPIC_API_KEY": "sk-ant-gateway-own-0000", "PREFIXGATE_ADMIN_TOKEN": ADMIN}
     with running_stack(tmp, env) as (gw, mock):
         yield gw, mock, tmp / "ledger.sqlite"
 
@@ -152,3 +155,19 @@ def test_an_isolated_route_keeps_one_tenants_cache_unobservable_to_another(stack
     assert cached_reading(gw, ACME_1, "gpt-5.6-luna", private) == 0
     assert cached_reading(gw, ACME_2, "gpt-5.6-luna", private) > 1000
     assert cached_reading(gw, BETA, "gpt-5.6-luna", private) == 0
+
+
+def test_a_tenants_dashboard_reader_reads_that_tenants_records_only(stack):
+    gw, _, ledger = stack
+    for key in (ACME_1, BETA):
+        assert cached_reading(gw, key, "gpt-5.5", "Short prompt for the ledger.") == 0
+    wait_until(lambda: {"acme", "beta"} <= {r["tenant"] for r in read_records(str(ledger))}, 10, "both tenants recorded")
+    mine = httpx.get(f"{gw}/api/requests?range=1h&limit=1000", headers=bearer(ACME_READER))
+    assert mine.status_code == 200 and mine.json()["records"]
+    assert {r["key"] for r in mine.json()["records"]} <= {"acme-app", "acme-batch"}
+    assert httpx.get(f"{gw}/api/misses?range=1h", headers=bearer(ACME_READER)).status_code == 200
+    # Totals, breakdowns and alerts sum every tenant: not this reader's.
+    for path in ("/api/summary", "/api/overview", "/api/breakdown?by=tenant", "/api/alerts"):
+        assert httpx.get(f"{gw}{path}", headers=bearer(ACME_READER)).status_code == 403, path
+    everything = httpx.get(f"{gw}/api/requests?range=1h&limit=1000", headers=bearer(ADMIN)).json()["records"]
+    assert {"acme-app", "beta"} <= {r["key"] for r in everything}
