@@ -237,8 +237,9 @@ def _display(path: Path) -> str:
 # ---- reading files ------------------------------------------------------------------------------
 
 def read_subjects(path: Path, display: str, config: LintConfig, named: bool) -> list[Subject]:
-    """The requests and templates in one file. Unreadable files are usage errors; so is a named
-    .json file that is not a request (one found by a directory walk is skipped: it is some other JSON)."""
+    """The requests and templates in one file. Unreadable files are usage errors (the caller skips
+    them, with a note, when a directory walk found them); so is a named .json file that is not a
+    request (one found by a walk is left out silently: it is some other JSON)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -254,9 +255,7 @@ def read_subjects(path: Path, display: str, config: LintConfig, named: bool) -> 
         try:
             found = python_templates(text, config.python_names, config)
         except SyntaxError as e:
-            if named:
-                raise LintUsageError(f"{display}:{e.lineno}: not valid Python: {e.msg}") from None
-            return []
+            raise LintUsageError(f"{display}:{e.lineno}: not valid Python: {e.msg}") from None
         return [Template(source, t.text, t.variables, t.name, t, t.evidence, t.section) for t in found]
     if not named and _renders_other_files(path):
         return []
@@ -297,6 +296,10 @@ def _json_file(source: Source, config: LintConfig, named: bool) -> list[Subject]
         if named:
             raise LintUsageError(f"{source.display}: not a request body (no messages, contents or input) nor a trace record")
         return []
+    if not named and found.provider != "gemini" and not found.model_name:
+        # Every OpenAI and Anthropic request names its model (Gemini's is in the URL): a JSON file with
+        # `input` or `messages` but no model is an app's state or a tool's config, not a request.
+        raise LintUsageError(f"{source.display}: has no model, so it is not a request body")
     return [found]
 
 

@@ -35,6 +35,10 @@ def render(report: LintReport, fmt: str, *, colour: bool = False) -> str:
 
 # ---- text ------------------------------------------------------------------------------------------
 
+# How many skipped files the text report names; JSON lists them all.
+SKIPPED_SHOWN = 5
+
+
 def to_text(report: LintReport, colour: bool = False) -> str:
     def style(text: str, **kw: Any) -> str:
         return click.style(text, **kw) if colour else text
@@ -57,6 +61,11 @@ def to_text(report: LintReport, colour: bool = False) -> str:
             shown = "requests rejected (400)" if loss is None else f"${loss:.4f}"
             lines.append(f"  {rule_id} {RULES[rule_id].name:<32} {shown}")
     lines += list(report.fixed)
+    if report.skipped:
+        shown = "; ".join(f"{path} ({why})" for path, why in report.skipped[:SKIPPED_SHOWN])
+        more = len(report.skipped) - SKIPPED_SHOWN
+        lines.append(f"Skipped {len(report.skipped)} file{'s' * (len(report.skipped) != 1)} not readable as prompts or "
+                     f"requests: {shown}{f'; and {more} more (--format json lists all)' if more > 0 else ''}")
     lines.append(_summary(report))
     return "\n".join(lines)
 
@@ -95,6 +104,7 @@ def to_json(report: LintReport) -> dict[str, Any]:
         "losses": {path: {r: ("rejected" if v is None else str(v.quantize(Decimal("0.000001")))) for r, v in losses.items()}
                    for path, losses in report.losses.items()},
         "fixed": report.fixed,
+        "skipped": [{"path": path, "reason": why} for path, why in report.skipped],
     }
 
 

@@ -236,6 +236,8 @@ class Flow:
             name = dotted(node.func)
             if _daily(node):
                 return ""  # the clock read to the day: changes once a day, like an expiring entry
+            if self._scope(node) is self.tree and (_CLOCK.search(name) or _IDS.search(name) or _RANDOM.match(name)):
+                return ""  # run once, when the module loads: fixed for the process's life, like a session value
             if _CLOCK.search(name):
                 return f"it reads the clock ({name}())"
             if _IDS.search(name):

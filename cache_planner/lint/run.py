@@ -67,6 +67,7 @@ class LintReport:
     # Trace file -> rule id -> estimated dollars lost (None: the provider rejects those requests).
     losses: dict[str, dict[str, Decimal | None]] = field(default_factory=dict)
     fixed: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)   # (file, why) a directory walk left out
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
@@ -82,29 +83,40 @@ def lint_paths(paths: Sequence[str], config: LintConfig, *, cost: bool = True, f
                force_exclude: bool = False) -> LintReport:
     """Lint every file under `paths`; with `fix`, rewrite flagged request files with the planner first
     and suggest diffs for flagged templates. Raises `LintUsageError` for a bad path, file or setting."""
-    subjects, files = collect(paths, config, force_exclude)
-    if not fix:
-        return lint_subjects(subjects, config, files=files, cost=cost)
-    first = lint_subjects(subjects, config, files=files, cost=False)
-    notes = apply_fixes(first.findings)
-    subjects, files = collect(paths, config, force_exclude)
+    subjects, files, skipped = collect(paths, config, force_exclude)
+    if fix:
+        first = lint_subjects(subjects, config, files=files, cost=False)
+        notes = apply_fixes(first.findings)
+        subjects, files, skipped = collect(paths, config, force_exclude)
     report = lint_subjects(subjects, config, files=files, cost=cost)
-    report.fixed = notes
+    report.skipped = skipped
+    if fix:
+        report.fixed = notes
     return report
 
 
-def collect(paths: Sequence[str], config: LintConfig, force_exclude: bool = False) -> tuple[list[Subject], int]:
+def collect(paths: Sequence[str], config: LintConfig, force_exclude: bool = False
+            ) -> tuple[list[Subject], int, list[tuple[str, str]]]:
+    """The subjects under `paths`, the number of files read, and (file, reason) for each file a walk
+    found but could not read as what its name says: a repository holds data files, fixtures and
+    generated files the user never wrote as prompts, and one of them must not abort the run."""
     files = discover(list(paths), config, force_exclude)
     # Files named on the command line must be what they claim; with force_exclude they are filtered
     # like a directory walk's, and a JSON file that is not a request is skipped.
     named = set() if force_exclude else {str(Path(p)) for p in paths}
     subjects: list[Subject] = []
+    skipped: list[tuple[str, str]] = []
     for path, display in files:
-        subjects += read_subjects(path, display, config, named=str(path) in named)
+        try:
+            subjects += read_subjects(path, display, config, named=str(path) in named)
+        except LintUsageError as e:
+            if str(path) in named:
+                raise
+            skipped.append((display, str(e).removeprefix(f"{display}").lstrip(":0123456789 ")))
     # A fragment that another template includes, extends or imports is judged in that prompt, not alone.
     used = {ref for s in subjects if isinstance(s, Template) for ref in s.references}
     subjects = [s for s in subjects if not (isinstance(s, Template) and s.source.path.resolve() in used)]
-    return subjects, len(files)
+    return subjects, len(files) - len(skipped), skipped
 
 
 def lint_subjects(subjects: list[Subject], config: LintConfig, *, files: int, cost: bool = True) -> LintReport:

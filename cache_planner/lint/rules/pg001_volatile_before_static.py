@@ -47,6 +47,10 @@ def volatile_before_static(subject: Request | Template, ctx: Context) -> Iterato
     Python prompt code, and says where it lands in the provider's prefix (tools, then system, then
     messages) and how many tokens after it are re-billed. One finding per prefix: later values in the same
     prefix are related locations. A variable with no evidence that it changes per request is `info`.
+    A template whose landing the code does not show (a prompt file, a `prompt` variable) and whose whole
+    text is below the model's minimum cacheable length is not reported: no order of it is ever cached,
+    so the value's place costs nothing (a system prompt or tool in an SDK call is still judged: the
+    conversation after it can carry the prefix past the minimum).
 
     ## Why it matters
     Providers cache exact prefixes. Everything after the first changed byte is billed as new input on every
@@ -77,6 +81,8 @@ def volatile_before_static(subject: Request | Template, ctx: Context) -> Iterato
     section = section_of(subject, piece.block)
     if after < STATIC_TAIL_TOKENS and section != "tools":
         return
+    if _never_cacheable(subject, section, pieces, model, ctx):
+        return
     value = quoted(block_text(subject, piece.block)[span.start:span.end])
     related = tuple(location_of(subject, p.block, s.start) for _, p, s, _ in causes if s is not span)
     data = {"kind": span.kind, "static_after": after, "section": section}
@@ -96,6 +102,17 @@ def volatile_before_static(subject: Request | Template, ctx: Context) -> Iterato
     yield Hit(f"{kind_name(span)} {value} comes before {after:,} tokens of static prompt{where} {why}: each new "
               f"value re-bills them instead of reading them from cache{_cost(model, after)}",
               location_of(subject, piece.block, span.start), subject, {**data, "evidence": why}, related)
+
+
+def _never_cacheable(subject: Request | Template, section: str, pieces: list[Piece], model: ModelRules | None,
+                     ctx: Context) -> bool:
+    """A template whose landing nothing shows (a prompt file, a `prompt` variable, a prompt function's
+    result) and whose whole text is below the model's minimum: no order of it is ever cached, so
+    moving the value saves nothing. A system prompt or a tool in an SDK call is followed by the
+    conversation, which can carry the prefix past the minimum, so those are still judged."""
+    if not isinstance(subject, Template) or section in ("system", "tools") or model is None:
+        return False
+    return sum(p.tokens for p in pieces) < ctx.minimum(model)
 
 
 def _evidence(subject: Request | Template, piece: Piece, span: Span, ctx: Context) -> str:

@@ -14,7 +14,9 @@ from prefixgate.cache_planner.lint.rules.prefix import location_of, pieces_for, 
 NEAR_MINIMUM = 0.5
 
 
-@rule("PG002", "static-prefix-below-minimum", "warning",
+# `info`: a prefix below the minimum is never cached, so nothing is billed twice; it is advice on what
+# could be cached, not money the prompt loses (warnings are kept for findings that cost money).
+@rule("PG002", "static-prefix-below-minimum", "info",
       "The static prefix is shorter than the target model's minimum cacheable length, so it is never cached.",
       "Put the material every request shares (instructions, examples, reference text) first so the prefix "
       "reaches the minimum, or set [tool.prefixgate.lint] min_cache_tokens if your usage shows another minimum.",

@@ -54,7 +54,7 @@ def test_usage_errors_exit_2_with_a_message_and_no_traceback(tmp_path):
 def test_directories_walk_with_include_and_exclude(tmp_path):
     (tmp_path / "prompts").mkdir()
     shutil.copy(FIXTURES / "pg001/fail.prompt.md", tmp_path / "prompts/agent.md")
-    (tmp_path / "README.md").write_text("Released on {{ build_timestamp }}.\n" + "Static documentation. " * 50)
+    (tmp_path / "README.md").write_text("Released on {{ build_timestamp }}.\n" + "Static documentation. " * 500)
     (tmp_path / "node_modules").mkdir()
     shutil.copy(FIXTURES / "pg004/fail.json", tmp_path / "node_modules/dep.json")
     (tmp_path / "package.json").write_text('{"name": "x"}')
@@ -108,7 +108,7 @@ def test_output_file_and_colour(tmp_path):
 
 def test_force_exclude_filters_named_files_like_pre_commit(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    Path("README.md").write_text("Released on {{ build_timestamp }}.\n" + "Static documentation. " * 50)
+    Path("README.md").write_text("Released on {{ build_timestamp }}.\n" + "Static documentation. " * 500)
     Path("package.json").write_text('{"name": "x"}')
     Path("settings.json").write_text('{"debug": true}')
     assert run("--force-exclude", "README.md", "package.json", "settings.json").exit_code == 0

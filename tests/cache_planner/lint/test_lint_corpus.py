@@ -5,6 +5,7 @@ of issue 18, and evidence from traces."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -12,15 +13,25 @@ from click.testing import CliRunner
 from prefixgate.cache_planner.lint.config import LintConfig
 from prefixgate.cache_planner.lint.output import to_sarif
 from prefixgate.cache_planner.lint.python_source import python_templates
+from prefixgate.cache_planner.lint.run import LintReport
 from prefixgate.cache_planner.lint.stats import corpus_stats
 from prefixgate.cli import main
-from tests.cache_planner.lint.support_lint import lint
+from tests.cache_planner.lint import support_lint
 
 CORPUS = Path(__file__).parent / "corpus"
+# The corpus's prompts are short stand-ins for the prompts they model (real system prompts run to
+# thousands of tokens). Judged as if the model cached any length, the corpus measures the evidence
+# rules alone; the size rule (nothing below a model's minimum is reported) is measured on real
+# repositories' prompts in test_lint_repositories.py.
+CORPUS_CONFIG = LintConfig(min_cache_tokens=0)
+
+
+def lint(*paths: str | Path, config: LintConfig | None = None) -> LintReport:
+    return support_lint.lint(*paths, config=config or CORPUS_CONFIG)
 
 
 def test_corpus_precision_and_recall_of_warnings() -> None:
-    stats = corpus_stats([str(CORPUS)], LintConfig())
+    stats = corpus_stats([str(CORPUS)], CORPUS_CONFIG)
     print(stats.table())
     assert stats.files >= 40
     assert len(stats.true_positives) + len(stats.missed) >= 15
@@ -35,7 +46,7 @@ def test_stats_from_the_command_line() -> None:
 
 def test_tool_description_with_the_clock_says_tools_come_first() -> None:
     (finding,) = lint(CORPUS / "py/01_tool_description_clock.py").findings
-    assert finding.severity == "warning" and finding.location.line == 12
+    assert finding.severity == "warning" and finding.location.line == 13
     assert "datetime.now()" in finding.message and "tool definition, first in the provider's prefix" in finding.message
     assert "every request re-bills the whole prefix" in finding.message
 
@@ -54,11 +65,11 @@ def test_user_id_and_time_ahead_of_rules_names_the_place_and_the_cost() -> None:
 def test_session_constants_are_info_and_declarations_change_that(tmp_path: Path) -> None:
     (finding,) = lint(CORPUS / "jinja/25_coding_agent_fences.j2").findings
     assert finding.severity == "info" and "session" in finding.message
-    declared = lint(CORPUS / "jinja/25_coding_agent_fences.j2", config=LintConfig(volatile=frozenset({"repo_name"})))
+    declared = lint(CORPUS / "jinja/25_coding_agent_fences.j2", config=replace(CORPUS_CONFIG, volatile=frozenset({"repo_name"})))
     assert [f.severity for f in declared.findings] == ["warning"]
-    quiet = lint(CORPUS / "jinja/39_current_time_first.j2", config=LintConfig(session_constants=frozenset({"current_time"})))
+    quiet = lint(CORPUS / "jinja/39_current_time_first.j2", config=replace(CORPUS_CONFIG, session_constants=frozenset({"current_time"})))
     assert [f.severity for f in quiet.findings] == ["info"]
-    (tmp_path / "pyproject.toml").write_text('[tool.prefixgate.lint]\nvolatile = ["repo_name"]\n')
+    (tmp_path / "pyproject.toml").write_text('[tool.prefixgate.lint]\nvolatile = ["repo_name"]\nmin_cache_tokens = 0\n')
     result = CliRunner().invoke(main, ["lint", "--pyproject", str(tmp_path / "pyproject.toml"),
                                        str(CORPUS / "jinja/25_coding_agent_fences.j2")])
     assert result.exit_code == 1 and "declared volatile" in result.output
@@ -103,7 +114,9 @@ def test_fix_suggests_diffs_only_for_prompts_written_in_one_piece(tmp_path: Path
         (tmp_path / Path(name).name).write_text((CORPUS / name).read_text())
     (tmp_path / "partials").mkdir()
     (tmp_path / "partials/user_header.j2").write_text((CORPUS / "jinja/partials/user_header.j2").read_text())
-    result = CliRunner().invoke(main, ["lint", "--fix", "--no-cost", str(tmp_path)])
+    (tmp_path / "pyproject.toml").write_text("[tool.prefixgate.lint]\nmin_cache_tokens = 0\n")  # as CORPUS_CONFIG
+    result = CliRunner().invoke(main, ["lint", "--fix", "--no-cost", "--pyproject", str(tmp_path / "pyproject.toml"),
+                                       str(tmp_path)])
     suggested = [line for line in result.output.splitlines() if line.startswith("suggested")]
     # The Python prompt inlines a module constant and the Jinja one an include: a diff of the
     # assembled text would not apply to either file.
