@@ -21,7 +21,8 @@ POLICY = {
     "routes": [{"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]},
                {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
                {"name": "private", "models": ["gpt-5.6-luna"], "targets": [{"upstream": "openai"}], "isolation": "tenant"},
-               {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]}],
+               {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
+               {"name": "vertex", "models": ["gemini-2.5-pro"], "targets": [{"upstream": "vertex"}]}],
     "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
              {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
              {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
@@ -43,7 +44,9 @@ def stack(tmp_path_factory):
     (tmp / "policy.json").write_text(json.dumps(POLICY))
     env = {"PREFIXGATE_POLICY_FILE": str(tmp / "policy.json"), "PREFIXGATE_LEDGER_PATH": str(tmp / "ledger.sqlite"),
            "GEMINI_API_KEY": "AIzaGatewayOwnKey0000000000000", "OPENAI_API_KEY": "sk-gateway-own-0000",
-           "ANTHROPIC_API_KEY": "sk-ant-gateway-own-0000", "PREFIXGATE_ADMIN_TOKEN": ADMIN}
+           "ANTHROPIC_API_KEY": "sk-ant-gateway-own-0000", "PREFIXGATE_ADMIN_TOKEN": ADMIN,
+           "GOOGLE_CLOUD_PROJECT": "gw-project", "GOOGLE_CLOUD_LOCATION": "us-east5",
+           "PREFIXGATE_VERTEX_ACCESS_TOKEN": "mock-vertex-token"}
     with running_stack(tmp, env) as (gw, mock):
         yield gw, mock, tmp / "ledger.sqlite"
 
@@ -171,3 +174,21 @@ def test_a_tenants_dashboard_reader_reads_that_tenants_records_only(stack):
         assert httpx.get(f"{gw}{path}", headers=bearer(ACME_READER)).status_code == 403, path
     everything = httpx.get(f"{gw}/api/requests?range=1h&limit=1000", headers=bearer(ADMIN)).json()["records"]
     assert {"acme-app", "beta"} <= {r["key"] for r in everything}
+
+
+def test_a_vertex_cache_is_its_tenants_alone(stack):
+    gw, _, _ = stack
+    root = f"{gw}/v1/projects/caller-project/locations/us-east5/cachedContents"
+    text = "".join(DOCUMENT.format(i) for i in range(300))
+    made = httpx.post(root, headers=bearer(ACME_1), json={
+        "model": "projects/caller-project/locations/us-east5/publishers/google/models/gemini-2.5-pro",
+        "contents": [{"role": "user", "parts": [{"text": text}]}], "ttl": "600s"})
+    assert made.status_code == 200, made.text
+    ident = made.json()["name"].rsplit("/", 1)[1]
+    assert httpx.get(f"{root}/{ident}", headers=bearer(ACME_2)).status_code == 200
+    for method in ("GET", "DELETE"):
+        r = httpx.request(method, f"{root}/{ident}", headers=bearer(BETA))
+        assert r.status_code == 404 and r.json()["error"]["status"] == "NOT_FOUND", r.text
+    assert ident not in httpx.get(root, headers=bearer(BETA)).text
+    assert httpx.patch(f"{root}/{ident}", headers=bearer(ACME_1), json={"ttl": "315360000s"}).status_code == 400
+    assert httpx.get(root, headers=bearer(CLAUDE_ONLY)).status_code == 403
