@@ -151,6 +151,7 @@ class WireFormat:
     framing: ClassVar[Framing] = SSE_FRAMING          # how events are delimited on the wire
     usage_marks: ClassVar[tuple[bytes, ...]] = ()     # bytes in every event that may carry usage
     terminal: ClassVar[bytes | None]                   # bytes only the stream's last event carries
+    stored_mark: ClassVar[bytes | None] = None         # bytes of the first event naming a stored response
 
     # ---- upstream -------------------------------------------------------------------------------------
     upstream_headers: ClassVar[dict[str, str]] = {}   # sent on every upstream request (API version)

@@ -32,6 +32,7 @@ POLICY = {
 }
 DOCUMENT = "Clause {}: the warranty covers parts and labour for two years from delivery. "
 MODEL = "gemini-2.5-flash"
+SLOW = "gpt-5.6-terra"
 
 
 def goog(key: str) -> dict:
@@ -47,7 +48,9 @@ def stack(tmp_path_factory):
            "ANTHROPIC_API_KEY": "sk-ant-gateway-own-0000", "PREFIXGATE_ADMIN_TOKEN": ADMIN,
            "GOOGLE_CLOUD_PROJECT": "gw-project", "GOOGLE_CLOUD_LOCATION": "us-east5",
            "PREFIXGATE_VERTEX_ACCESS_TOKEN": "mock-vertex-token"}
-    with running_stack(tmp, env) as (gw, mock):
+    # A slow stream for one model: a test can act between a stream's first event and its last.
+    (tmp / "faults.yaml").write_text(f'faults: [{{fault: "event_delay=0.2", model: {SLOW}}}]')
+    with running_stack(tmp, env, ("--faults", str(tmp / "faults.yaml"))) as (gw, mock):
         yield gw, mock, tmp / "ledger.sqlite"
 
 
@@ -192,3 +195,17 @@ def test_a_vertex_cache_is_its_tenants_alone(stack):
     assert ident not in httpx.get(root, headers=bearer(BETA)).text
     assert httpx.patch(f"{root}/{ident}", headers=bearer(ACME_1), json={"ttl": "315360000s"}).status_code == 400
     assert httpx.get(root, headers=bearer(CLAUDE_ONLY)).status_code == 403
+
+
+def test_a_streamed_response_is_its_tenants_from_its_first_event(stack):
+    gw, _, _ = stack
+    body = {"model": SLOW, "input": "Write a long story about a lighthouse.", "stream": True, "store": True}
+    with httpx.stream("POST", f"{gw}/v1/responses", headers=bearer(ACME_1), json=body) as r:
+        lines = r.iter_lines()
+        created = next(json.loads(line[6:]) for line in lines if line.startswith("data: "))
+        assert created["type"] == "response.created"
+        rid = created["response"]["id"]
+        # Before the stream ends, the creator's tenant may already cancel or fetch it, and no one else may.
+        assert httpx.get(f"{gw}/v1/responses/{rid}", headers=bearer(BETA)).status_code == 404
+        assert httpx.get(f"{gw}/v1/responses/{rid}", headers=bearer(ACME_2)).status_code != 404
+        list(lines)
