@@ -9,6 +9,7 @@ import json
 import httpx
 import pytest
 
+from prefixgate.cache_planner import PlannerState
 from prefixgate.dialects import resent, wire_format
 from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt, tenant_tag
 from prefixgate.gateway.ownership import principal
@@ -84,7 +85,7 @@ def test_a_resent_body_is_found_only_by_its_own_partys_requests():
     assert load("tenant:a", longer).reused == 40 and bodies.hits == 1
 
 
-def test_a_self_hosted_upstream_gets_each_partys_own_salt(tmp_path):
+def test_a_self_hosted_upstream_gets_each_partys_own_salt_and_planner_state(tmp_path):
     keys = {"named-acme": "", "acme-app": "acme", "acme-batch": "acme", "lone-one": "", "lone-two": ""}
     with running_upstream() as vllm:
         settings = settings_for(vllm.url, tmp_path)
@@ -93,12 +94,16 @@ def test_a_self_hosted_upstream_gets_each_partys_own_salt(tmp_path):
             "routes": [{"name": "llama", "models": ["llama-*"], "targets": [{"upstream": "vllm"}]}],
             "keys": [{"name": n, "key_sha256": hash_key(f"pg-{n}-secret"), **({"tenant": t} if t else {})}
                      for n, t in keys.items()]})
-        with running_gateway(settings, policy=policy) as gw:
+        state = PlannerState()
+        with running_gateway(settings, policy=policy, planner_state=state) as gw:
             salts = {}
             for name in keys:
-                r = httpx.post(f"{gw.url}/v1/chat/completions", headers={"authorization": f"Bearer pg-{name}-secret"},
+                r = httpx.post(f"{gw.url}/v1/chat/completions", headers={"authorization": f"Bearer pg-{name}-secret",
+                                                                         "x-prefixgate-route": "support"},
                                json={"model": "llama-3", "messages": [{"role": "user", "content": "hi"}]})
                 assert r.status_code == 200, r.text
                 salts[name] = vllm.received[-1].body["cache_salt"]
     assert salts["acme-app"] == salts["acme-batch"]
     assert len({salts["named-acme"], salts["acme-app"], salts["lone-one"], salts["lone-two"]}) == 4
+    # What the planner learns from a route is learned per party too: four parties, four states.
+    assert len([name for name in state.routes if name.endswith("/support")]) == 4
