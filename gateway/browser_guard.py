@@ -37,7 +37,8 @@ def refusal(scope: Scope, allowed_origins: frozenset[str], loopback_only: bool) 
     """Why this request from a browser (or a rebound host name) is refused, or None."""
     headers = {k: v for k, v in scope["headers"] if k in (b"host", b"origin", b"content-type")}
     host = headers.get(b"host", b"").decode("latin-1")
-    if loopback_only and not is_loopback(host_name(host)):
+    # No Host at all is no browser's request (HTTP/1.0 clients, in-process callers); a rebound name always has one.
+    if loopback_only and host and not is_loopback(host_name(host)):
         return RequestError(f"this gateway has no caller keys and answers only requests addressed to localhost, "
                             f"not {host!r}", status=403, kind="permission")
     origin = headers.get(b"origin")
