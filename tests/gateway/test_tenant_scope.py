@@ -12,6 +12,7 @@ import pytest
 
 from prefixgate.ledger import read_records
 from prefixgate.policies import hash_key
+from prefixgate.providers.cached_contents import parse_rfc3339
 from tests.support_services import wait_until
 from tests.support_stack import running_stack
 
@@ -105,14 +106,24 @@ def test_cache_lifetimes_are_capped_and_their_creation_is_billed(stack):
     r = httpx.patch(f"{gw}/v1beta/{made['name']}", headers=goog(BETA), json={"ttl": "315360000s"})
     assert r.status_code == 400 and "max_cache_ttl_s" in r.json()["error"]["message"]
     assert httpx.get(f"{gw}/v1beta/{made['name']}", headers=goog(BETA)).json()["expireTime"] == before
-    wait_until(lambda: any(r["key"] == "beta" for r in read_records(str(ledger))), 5, "the create in the ledger")
-    rec = next(r for r in read_records(str(ledger)) if r["key"] == "beta")
+    def cache_records() -> list[dict]:
+        return sorted((r for r in read_records(str(ledger)) if r["key"] == "beta"
+                       and any(line.startswith("cachedContents.") for line in r["explanation"])), key=lambda r: r["ts"])
+
+    wait_until(lambda: len(cache_records()) >= 1, 5, "the create in the ledger")
+    rec = cache_records()[0]
     tokens = made["usageMetadata"]["totalTokenCount"]
     assert rec["cache_writes"] == {"explicit": tokens} and rec["tenant"] == "beta"
     # Gemini 2.5 Flash (ai.google.dev/gemini-api/docs/pricing): created at the $0.30/MTok input rate, stored at
     # $1.00 per MTok-hour for the half hour asked.
     expected = Decimal(tokens) * Decimal("0.30") / 10**6 + Decimal(tokens) * Decimal("0.5") * Decimal("1.00") / 10**6
     assert abs(Decimal(rec["cost_usd"]) - expected) < Decimal("1e-9")
+    # Extending the lifetime buys storage from the old expiry to the new one, at $1.00 per MTok-hour.
+    longer = httpx.patch(f"{gw}/v1beta/{made['name']}", headers=goog(BETA), json={"ttl": "7200s"}).json()
+    wait_until(lambda: len(cache_records()) >= 2, 5, "the patch in the ledger")
+    patch = cache_records()[1]
+    bought_h = (Decimal(str(parse_rfc3339(longer["expireTime"], "e"))) - Decimal(str(parse_rfc3339(before, "e")))) / 3600
+    assert abs(Decimal(patch["cost_usd"]) - Decimal(tokens) * bought_h * Decimal("1.00") / 10**6) < Decimal("1e-9")
 
 
 def bearer(key: str) -> dict:
