@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PORT   ?= 8080
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test soak audit security bench lint install services clean
+.PHONY: serve test soak audit security bench lint install services clean mutation
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,12 @@ bench: install
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/planner.py
 	$(BIN)/python bench/gateway.py
+
+# Mutation testing of the money, limit and planner-limit modules (docs/mutation.md): on demand, hours for
+# all of them; `make mutation MODULES=prefixgate/bind.py` runs some. Prints the surviving mutants.
+mutation: install
+	$(BIN)/pip install -q '.[mutation]'
+	$(BIN)/python tools/mutation.py $(MODULES)
 
 lint: install
 	$(BIN)/ruff check .

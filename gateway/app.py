@@ -23,6 +23,7 @@ from prefixgate.gateway import (
     dashboard,
     endpoints_anthropic,
     endpoints_gemini,
+    endpoints_interactions,
     endpoints_openai,
     endpoints_responses,
     endpoints_vertex,
@@ -78,7 +79,8 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     app.state.settings = settings
     app.guard_browsers(settings.cors_origins, not policy.keys and not settings.open_gateway and is_loopback(settings.host))
     app.state.policy = policy
-    for module in (endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_gemini, endpoints_vertex):
+    for module in (endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_interactions, endpoints_gemini,
+                   endpoints_vertex):
         app.include_router(module.router)
     app.include_router(dashboard.router)
 

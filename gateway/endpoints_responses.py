@@ -20,7 +20,6 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import authenticate, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.intake import authenticated_body, serve
-from prefixgate.gateway.named_state import RESPONSE
 from prefixgate.gateway.ownership import principal
 from prefixgate.policies import Upstream
 from prefixgate.tokens import annotate_tokens, encoding_for
@@ -85,7 +84,7 @@ async def _input_tokens(request: Request) -> Response:
 async def _stored(request: Request, method: str, response_id: str, suffix: str) -> Response:
     proxy = request.app.state.proxy
     caller = authenticate(request.headers, request.query_params, proxy.keys)
-    if not await proxy.owners.allows(RESPONSE, response_id, principal(caller.key)):
+    if not await proxy.owners.allows(WIRE.stored_kind, response_id, principal(caller.key)):
         # Another tenant's, or never created through this gateway: what OpenAI answers an unknown id.
         raise RequestError(f"Response with id '{response_id}' not found.", status=404, kind="not_found")
     home = proxy.response_homes.home_of(response_id)
@@ -99,7 +98,7 @@ async def _stored(request: Request, method: str, response_id: str, suffix: str) 
     resp = await proxy.upstream.forward(upstream, WIRE, method, api_path(upstream, f"/responses/{response_id}{suffix}"),
                                         request.url.query, body, key)
     if method == "DELETE" and 200 <= resp.status < 300:
-        await proxy.owners.forget(RESPONSE, response_id)
+        await proxy.owners.forget(WIRE.stored_kind, response_id)
     # `GET ?stream=true` replays a finished response's events (read whole here: it is over already).
     replay = request.query_params.get("stream") == "true"
     return Response(resp.body, resp.status, media_type="text/event-stream" if replay else "application/json")

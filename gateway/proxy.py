@@ -22,6 +22,7 @@ from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
 from prefixgate.cache_planner.detectors import volatile_spans
+from prefixgate.cache_planner.rewrite import system_text
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
 from prefixgate.cost import Cost, cost_note, ledger_fields, price_usage
@@ -36,10 +37,11 @@ from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt,
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
-from prefixgate.gateway.named_state import CACHE, RESPONSE, cache_id
+from prefixgate.gateway.named_state import CACHE, cache_id
 from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.relay import stream_response
+from prefixgate.gateway.response_cache import CONTROL, HEADER, Lookup, ResponseCache
 from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.tracing import Tracing
@@ -109,6 +111,8 @@ class Call:
     notes: list[str] = field(default_factory=list)
     span: Any = None                    # the request's OpenTelemetry span while it is open (tracing on)
     raw: bytes = b""                    # the body as the caller sent it
+    cache_control: str = ""             # the caller's x-prefixgate-response-cache-control
+    response_cache: Lookup | None = None    # what the route's response cache does for it (None: cache off)
 
 
 @dataclass
@@ -155,11 +159,13 @@ class Proxy:
         self.response_homes = ResponseHomes()
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
         self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
+        self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
         await self.counters.close()
         await self.owners.aclose()
+        await self.response_cache.close()
         self.ledger.close()
 
     def start(self, dialect: str, conv: Conversation, caller: Caller, headers: dict[str, str], started: float,
@@ -171,6 +177,7 @@ class Proxy:
                     started, span=span, raw=raw)
         call.include_usage = wire.caller_wants_usage(conv)
         call.route_hint = headers.get(ROUTE_HEADER, "")[:200]
+        call.cache_control = headers.get(CONTROL, "")
         return call
 
     # ---- the request path ---------------------------------------------------------------------
@@ -178,6 +185,10 @@ class Proxy:
     async def handle(self, call: Call) -> Response:
         if call.caller.key is not None:
             await self.limits.admit(call.caller.key)
+        await self.check_chain(call)
+        call.response_cache = await self.response_cache.lookup(call)
+        if call.response_cache is not None and call.response_cache.state == "hit":
+            return self.response_cache.replay(self, call, call.response_cache)
         failure: UpstreamFailure | RequestError | None = None
         retry = call.route.retry
         for ref in call.route.targets:
@@ -213,6 +224,14 @@ class Proxy:
             return self.fail(call, failure.request_error(), None)
         raise failure or RequestError("no target could take this request", status=502, kind="server")
 
+    async def check_chain(self, call: Call) -> None:
+        """A request may continue only a stored answer its own tenant created (another's, or one the gateway
+        never saw created, is not found: the upstream cannot tell tenants apart behind the gateway's key)."""
+        chained = call.wire.chained_id(call.conv)
+        if chained and not await self.owners.allows(call.wire.stored_kind, chained, principal(call.caller.key)):
+            raise RequestError(f"Previous {call.wire.stored_kind} with id '{chained}' not found.", status=404,
+                               kind="not_found")
+
     async def _send(self, call: Call, prep: Prepared, timeout_s: float) -> UpstreamResponse:
         """One attempt at `prep`'s upstream, with its own client span when the request is traced."""
         send = self.upstream.send(prep.upstream, prep.wire, prep.model, prep.body, prep.stream, self._headers(call, prep),
@@ -240,10 +259,11 @@ class Proxy:
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
         target = Target(planner_provider(first, first_wire, model), first.base_model(model), first.price_rows)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
-                        catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
+                        catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key),
+                        rule=call.route.rewrite)
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
-        home = self.response_homes.home_of(conv.params.get("previous_response_id"))
+        home = self.response_homes.home_of(first_wire.chained_id(conv))
         if home in ref.upstreams:
             name = home     # the chain lives there
         else:
@@ -274,8 +294,10 @@ class Proxy:
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
-        party = principal(call.caller.key)
-        return f"{party or '-'}/{call.route_hint or fingerprint(conv)}"
+        party = principal(call.caller.key) or "-"
+        if call.route_hint:
+            return f"{party}/{call.route_hint}"
+        return self.planner_state.resolve(f"{party}/", fingerprint(conv), system_text(conv))
 
     async def explicit_cache(self, call: Call, prep: Prepared) -> Prepared:
         """Create the explicit cache the plan asks for (a Gemini cachedContents entry, with the caller's
@@ -342,6 +364,8 @@ class Proxy:
             content = resp.body or b""
         else:
             content = compact_bytes(translate_reply(data, prep.wire, call.wire, call.conv.model or prep.model))
+        if call.response_cache is not None and call.response_cache.collects:
+            call.response_cache.answer.whole(prep.wire.read_reply(data), content, prep.wire)
         rec = self.record(call, prep, usage, 200, ttft_s=None, upstream_s=received - sent)
         headers = {**resp.headers, **self.headers(call, prep, rec)}
         return Response(content, 200, headers, media_type="application/json",
@@ -351,12 +375,14 @@ class Proxy:
         """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's."""
         if response_id:
             self.response_homes.remember(response_id, prep.upstream.name)
-            self.owners.record(RESPONSE, response_id, principal(call.caller.key))
+            self.owners.record(prep.wire.stored_kind, response_id, principal(call.caller.key))
 
     def fail(self, call: Call, err: RequestError, prep: Prepared | None) -> Response:
         rec = self.record(call, prep, None, err.status, ttft_s=None, upstream_s=0.0, error=err.message)
-        return error_response(err, call.dialect, {"x-prefixgate-request-id": call.id},
-                              BackgroundTask(self.finish, call, rec))
+        headers = {"x-prefixgate-request-id": call.id}
+        if call.response_cache is not None:
+            headers[HEADER] = call.response_cache.state
+        return error_response(err, call.dialect, headers, BackgroundTask(self.finish, call, rec))
 
     def headers(self, call: Call, prep: Prepared, rec: LedgerRecord) -> dict[str, str]:
         out = {
@@ -366,6 +392,8 @@ class Proxy:
             "x-prefixgate-plan": prep.plan.summary,
             "x-prefixgate-overhead-ms": f"{rec.overhead_ms:.3f}",
         }
+        if call.response_cache is not None:
+            out[HEADER] = call.response_cache.state
         if rec.status == 200 and not prep.stream:
             out["x-prefixgate-cache-read-tokens"] = str(rec.cache_read)
             out["x-prefixgate-cost-usd"] = rec.cost_usd if rec.cost_usd is not None else "unknown"
@@ -399,13 +427,18 @@ class Proxy:
             explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
             body=prep.trace_body if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream, prep.wire) if prep else call.wire.planner_provider,
-                                  volatile_spans))
+                                  volatile_spans),
+            response_cache=call.response_cache.state if call.response_cache is not None else "")
+        self.keep(call, rec)
+        return rec
+
+    def keep(self, call: Call, rec: LedgerRecord) -> None:
+        """Queue `rec` for the ledger, count it in the metrics and close the request's span."""
         self.ledger.append(rec)
         self.metrics.observe(rec)
         if call.span is not None:
             self.tracing.end_request(call.span, rec)
             call.span = None
-        return rec
 
     async def finish(self, call: Call, rec: LedgerRecord) -> None:
         """After the answer is sent: count tokens and spend against the caller's limits, log one line."""
@@ -413,3 +446,5 @@ class Proxy:
             tokens = rec.uncached_input + rec.cache_read + sum(rec.cache_writes.values()) + rec.output
             await self.limits.record(call.caller.key, tokens, float(rec.cost_usd or 0))
         log_request(rec)
+        if call.response_cache is not None:
+            await self.response_cache.settle(call, rec)

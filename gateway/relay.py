@@ -24,6 +24,7 @@ from starlette.types import Receive, Scope, Send
 from prefixgate.dialects.sse import SSE_FRAMING, FramingError
 from prefixgate.errors import RequestError
 from prefixgate.gateway.in_flight import Slot
+from prefixgate.gateway.response_cache import HEADER as RESPONSE_CACHE_HEADER
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
     framing, terminal = target.framing, target.terminal
     counter = prep.usage_counter()
     writer = None if same else call.wire.stream_writer(call.conv.model or prep.model, call.include_usage)
+    # The response cache keeps the answer as neutral deltas: every event is read, not only those with usage.
+    kept = call.response_cache.answer if call.response_cache is not None and call.response_cache.collects else None
     state: dict = {"rec": None, "began": False}
 
     async def let_go() -> None:
@@ -102,6 +105,10 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                         created = parsed if parsed is not None else framing.payload(ev)
                         if created is not None:
                             proxy.stored(call, prep, target.stored_id(created))
+                    if kept is not None:
+                        event = parsed if parsed is not None else framing.payload(ev)
+                        if event is not None:
+                            kept.feed(target.read_deltas(event), target)
                     if same:
                         if parsed is None or target.relays(parsed, call.include_usage):
                             out.append(ev)
@@ -133,6 +140,8 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                 message = error.message if error else ""
                 if not finished:
                     status, message = CLIENT_CLOSED, "client disconnected mid-stream"
+                if kept is not None:
+                    kept.usage = counter.usage
                 state["rec"] = proxy.record(call, prep, counter.usage, status,
                                             ttft_s=(first - call.started) if first else None, upstream_s=done - sent,
                                             error=message)
@@ -148,6 +157,8 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
     headers = {**resp.headers, "cache-control": "no-cache", "x-prefixgate-request-id": call.id,
                "x-prefixgate-route": call.route.name, "x-prefixgate-target": prep.upstream.name,
                "x-prefixgate-plan": prep.plan.summary}
+    if call.response_cache is not None:
+        headers[RESPONSE_CACHE_HEADER] = call.response_cache.state
     if call.json_array:
         return DisconnectAwareStream(json_array(body()), 200, headers, media_type="application/json",
                                      background=BackgroundTask(after), let_go=let_go)

@@ -13,25 +13,30 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
+from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
 from prefixgate.config import SAMPLE_SECRETS, unknown_key
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.providers.compatible import PROFILES, Profile
 from prefixgate.providers.vertex_prices import price_name
 
-UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "bedrock", "vertex", "openai_compatible",
-                       "local"]
-KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "bedrock", "vertex",
-                                   "openai_compatible", "local")
+UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "gemini_interactions", "bedrock", "vertex",
+                       "openai_compatible", "local"]
+KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "gemini_interactions", "bedrock",
+                                   "vertex", "openai_compatible", "local")
 # The wire dialect each kind speaks by default; every self-hosted server speaks OpenAI's. `openai_responses` is
-# OpenAI for models served only by the Responses API: Chat Completions callers routed there are translated.
+# OpenAI for models served only by the Responses API: Chat Completions callers routed there are translated;
+# `gemini_interactions` likewise is the Gemini API for models and agents served only by the Interactions API.
 DIALECT_OF: dict[str, str] = {
     "anthropic": "anthropic", "openai": "openai", "openai_responses": "responses", "gemini": "gemini",
+    "gemini_interactions": "interactions",
     "bedrock": "bedrock_invoke", "vertex": "vertex_gemini", "openai_compatible": "openai", "local": "openai",
 }
 # Other formats a kind answers natively: a caller of one of them goes out untranslated (OpenAI serves
 # Responses callers on the Responses API, so stored state, reasoning items and cache keys survive; Bedrock
-# takes Claude as InvokeModel, Anthropic's body, or as Converse).
-ALSO_SPEAKS: dict[str, tuple[str, ...]] = {"openai": ("responses",), "bedrock": ("bedrock_converse",)}
+# takes Claude as InvokeModel, Anthropic's body, or as Converse; the Gemini API serves Interactions callers on
+# the Interactions API, where their stored interactions live).
+ALSO_SPEAKS: dict[str, tuple[str, ...]] = {"openai": ("responses",), "bedrock": ("bedrock_converse",),
+                                           "gemini": ("interactions",)}
 # Vertex serves Claude (rawPredict: Anthropic's body) and Gemini (the Gemini API's body): a caller goes out in
 # the one that carries its body untranslated; a caller of another format by the model it names.
 VERTEX_FORMAT_OF = {"anthropic": "vertex_anthropic", "vertex_anthropic": "vertex_anthropic",
@@ -43,7 +48,8 @@ PRICE_ROWS: dict[str, str] = {"vertex": "vertex"}
 # AWS credential chain instead, unless a Bedrock API key is set.
 KEY_ENVS: dict[str, tuple[str, ...]] = {
     "anthropic": ("ANTHROPIC_API_KEY",), "openai": ("OPENAI_API_KEY",), "openai_responses": ("OPENAI_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "bedrock": ("AWS_BEARER_TOKEN_BEDROCK",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "gemini_interactions": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "bedrock": ("AWS_BEARER_TOKEN_BEDROCK",),
     "vertex": ("PREFIXGATE_VERTEX_ACCESS_TOKEN",),
 }
 
@@ -150,6 +156,24 @@ class RetryPolicy:
     on: tuple[str, ...] = RETRY_ON
 
 
+ResponseCacheMode = Literal["off", "shadow", "on"]
+RESPONSE_CACHE_MODES: tuple[ResponseCacheMode, ...] = ("off", "shadow", "on")
+
+
+@dataclass(frozen=True)
+class ResponseCachePolicy:
+    """A route's exact response cache (docs/response-cache.md). `shadow` stores and looks up but never serves."""
+
+    mode: ResponseCacheMode = "off"
+    ttl_s: float = 3600.0
+    max_mb: float = 64.0            # this route's in-memory entries, in total; also the most one entry may take
+    tool_calls: bool = False        # store answers that call tools (off: a tool call acts on the world again)
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self.max_mb * (1 << 20))
+
+
 @dataclass(frozen=True)
 class Route:
     name: str
@@ -163,6 +187,9 @@ class Route:
     caller_checkpoints: CallerCheckpoints = "keep"
     # The callers' wire formats this route serves (e.g. vertex_anthropic, vertex_gemini); empty: every format.
     formats: tuple[str, ...] = ()
+    # Text the rewrite always moves out of the static prefix (`volatile`) or never moves (`never_move`).
+    rewrite: Rule = NO_RULE
+    response_cache: ResponseCachePolicy = field(default_factory=ResponseCachePolicy)
     # "tenant": hosted upstreams' prefix caches are per tenant too (gateway/isolation.py); "shared": tenants of
     # one provider key share its cache (self-hosted upstreams are salted per tenant either way).
     isolation: Literal["shared", "tenant"] = "shared"
@@ -296,7 +323,7 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
-                       "isolation"})
+                       "volatile", "never_move", "response_cache", "isolation"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -323,7 +350,44 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     if isolation not in ("shared", "tenant"):
         raise PolicyError(f"{path}.isolation: must be shared or tenant, got {isolation!r}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
-                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, isolation)
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
+                 _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"), isolation)
+
+
+def _rewrite_rule(spec: dict, path: str) -> Rule:
+    patterns: dict[str, list[str]] = {}
+    for key in ("volatile", "never_move"):
+        value = spec.get(key) or []
+        value = [value] if isinstance(value, str) else _list(value, f"{path}.{key}")
+        if not all(isinstance(v, str) and v for v in value):
+            raise PolicyError(f"{path}.{key}: a list of regular expressions is required")
+        for v in value:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise PolicyError(f"{path}.{key}: {v!r} is not a valid regular expression ({e})") from None
+        patterns[key] = value
+    return rule_of(patterns["volatile"], patterns["never_move"])
+
+
+
+def _response_cache(spec: Any, path: str) -> ResponseCachePolicy:
+    spec = _mapping(spec, path)
+    _only(spec, path, {"mode", "ttl_s", "max_mb", "tool_calls"})
+    d = ResponseCachePolicy()
+    mode = spec.get("mode", d.mode)
+    if isinstance(mode, bool):      # YAML 1.1 (PyYAML) reads a bare `on` / `off` as true / false
+        mode = "on" if mode else "off"
+    if mode not in RESPONSE_CACHE_MODES:
+        raise PolicyError(f"{path}.mode: must be one of {', '.join(RESPONSE_CACHE_MODES)}, got {mode!r}")
+    ttl_s = _number(spec.get("ttl_s", d.ttl_s), f"{path}.ttl_s")
+    max_mb = _number(spec.get("max_mb", d.max_mb), f"{path}.max_mb")
+    if ttl_s < 1 or max_mb <= 0:
+        raise PolicyError(f"{path}: ttl_s must be at least 1 second and max_mb above 0, got {ttl_s} and {max_mb}")
+    tool_calls = spec.get("tool_calls", d.tool_calls)
+    if not isinstance(tool_calls, bool):
+        raise PolicyError(f"{path}.tool_calls: must be true or false, got {tool_calls!r}")
+    return ResponseCachePolicy(mode, ttl_s, max_mb, tool_calls)
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:

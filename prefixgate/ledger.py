@@ -77,6 +77,10 @@ class LedgerRecord:
     # The request as the application sent it (target dialect, before planning), kept only with the
     # `ledger_bodies` setting: what `prefixgate ledger export --trace` replays.
     body: str = ""
+    # What the route's response cache did (hit, miss, shadow-hit, bypass; "" where it is off), and on a hit the
+    # cost of the stored answer, not spent again: kept apart from prompt-cache savings.
+    response_cache: str = ""
+    avoided_usd: str | None = None
 
     @property
     def usage(self) -> Usage:
@@ -110,9 +114,13 @@ _JSON = {"cache_writes", "explanation", "segments"}
 _SQL_TYPES = {"bool": "INTEGER", "int": "INTEGER", "float": "REAL", "float | None": "REAL"}
 
 
+def column_types() -> list[tuple[str, str]]:
+    """(name, SQL type) of each record field, in COLUMNS order."""
+    return [(f.name, _SQL_TYPES.get(str(f.type), "TEXT")) for f in fields(LedgerRecord)]
+
+
 def schema(table: str = "requests") -> str:
-    cols = [f"{f.name} {_SQL_TYPES.get(str(f.type), 'TEXT')}{' PRIMARY KEY' if f.name == 'id' else ''}"
-            for f in fields(LedgerRecord)]
+    cols = [f"{name} {kind}{' PRIMARY KEY' if name == 'id' else ''}" for name, kind in column_types()]
     return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(cols)})"
 
 
@@ -167,9 +175,9 @@ class Ledger:
         self._db.execute(schema())
         # A ledger file from an older version lacks newer columns; old rows read them as empty.
         have = {row[1] for row in self._db.execute("PRAGMA table_info(requests)")}
-        for f in fields(LedgerRecord):
-            if f.name not in have:
-                self._db.execute(f"ALTER TABLE requests ADD COLUMN {f.name} {_SQL_TYPES.get(str(f.type), 'TEXT')}")
+        for name, kind in column_types():
+            if name not in have:
+                self._db.execute(f"ALTER TABLE requests ADD COLUMN {name} {kind}")
         self._db.execute("CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts)")
         rollup.create(self._db)
         add_missing_sums(self._db, COLUMNS, decode_row)
@@ -290,7 +298,8 @@ def decode_row(rec: dict) -> dict:
 
 
 # Upstream kind -> the trace's provider (OpenAI's Responses-only upstreams replay under OpenAI's rules).
-TRACE_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai_responses": "openai", "gemini": "gemini"}
+TRACE_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai_responses": "openai", "gemini": "gemini",
+                   "gemini_interactions": "gemini"}
 
 
 def export_trace(path: str, out: str) -> tuple[int, int]:

@@ -14,7 +14,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from prefixgate import ledger_rollup as rollup
-from prefixgate.ledger import COLUMNS, decode_row, schema
+from prefixgate.ledger import COLUMNS, column_types, decode_row, schema
 from prefixgate.ledger_copy import RowCopier
 from prefixgate.ledger_migrate import add_columns, fill, fill_rows, missing_sums
 
@@ -32,6 +32,8 @@ def to_postgres(sql: str) -> str:
 
 _CREATE_ROLLUPS, _UPSERT_ROLLUP, _UPSERT_HIST = rollup.statements("prefixgate_")
 DDL = [to_postgres(s) for s in (schema("prefixgate_requests"), *_CREATE_ROLLUPS)] + [
+    # A table an older version created lacks newer record fields; old rows read them as empty.
+    *(to_postgres(f"ALTER TABLE prefixgate_requests ADD COLUMN IF NOT EXISTS {name} {kind}") for name, kind in column_types()),
     "CREATE INDEX IF NOT EXISTS prefixgate_requests_ts ON prefixgate_requests (ts)",
     f"CREATE TABLE IF NOT EXISTS {CURSORS} (ledger_id TEXT PRIMARY KEY, position BIGINT NOT NULL)"]
 # SQL text: table and column names are this module's constants; values are bound.

@@ -24,6 +24,7 @@ from prefixgate.gateway.dashboard.alerts import AlertRule, alerts_now, route_ale
 from prefixgate.gateway.dashboard.auth import reader_tenant, require_reader
 from prefixgate.gateway.dashboard.figures import GROUPINGS, breakdown, timeseries, totals
 from prefixgate.gateway.dashboard.misses import is_miss, misses_by_route
+from prefixgate.gateway.dashboard.rewrites import rewrites_by_route
 from prefixgate.gateway.dashboard.source import MISS_SAMPLE, UNAVAILABLE, LedgerSource
 from prefixgate.ledger import LedgerRecord
 
@@ -124,6 +125,11 @@ def misses(w: WindowDep, limit: Annotated[int, Query(ge=1, le=200)] = 20) -> dic
     return {"window": w.describe(), "routes": misses_by_route(w.latest(PREVIOUS_LOOKBACK_S), w.since, limit, w.catalog)}
 
 
+@router.get("/rewrites", response_model=schema.Rewrites, summary="What the static-first rewrite moved and saved, per route")
+def rewrites(w: WindowDep) -> dict:
+    return {"window": w.describe(), "routes": rewrites_by_route(w.latest(), w.since)}
+
+
 def _rule(window_s: float, baseline_s: float, drop: float) -> AlertRule:
     try:
         return AlertRule(window_s=window_s, baseline_s=baseline_s, drop=drop)
@@ -154,6 +160,7 @@ def overview(request: Request, w: WindowDep) -> dict:
             "points": timeseries(view, w.since, w.until, step_s),
             "breakdowns": {by: breakdown(view, w.since, w.until, by) for by in BREAKDOWNS},
             "misses": misses_by_route(w.latest(PREVIOUS_LOOKBACK_S), w.since, catalog=w.catalog),
+            "rewrites": rewrites_by_route(w.latest(), w.since),
             "alerts": [a.to_dict() for a in route_alerts(view, now, rule)],
         }
 

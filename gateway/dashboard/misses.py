@@ -52,6 +52,24 @@ FIXES = {
     "cold": "first request of this prefix: expected",
     "provider": "the prefix was unchanged and within its TTL: evicted, or served by another cache machine",
 }
+# The fix a reason gets when the route already runs the mode FIXES recommends: only a change is advice.
+FIXES_UNDER_REWRITE = {
+    "volatile_span": "the rewrite is already on and did not move this value: declare its pattern in the route's "
+                     "`volatile` list, or take the value out of the system prompt",
+    "tools_reordered": "the rewrite is already on: serialise tools in a fixed order (a tool set it has not seen "
+                       "before is sent as it came)",
+}
+_MODE = re.compile(r"(?:^|;)mode=(\w+)")
+
+
+def fix_for(reason: str, rec: LedgerRecord) -> str:
+    """The fix for `reason`, recommending a planner mode only when it is not the one `rec` ran under."""
+    mode = _MODE.search(rec.plan_summary)
+    if mode is not None and mode[1] == "rewrite" and reason in FIXES_UNDER_REWRITE:
+        return FIXES_UNDER_REWRITE[reason]
+    return FIXES[reason]
+
+
 ROLE_NAMES = {"system": "system prompt", "developer": "developer prompt", "schema": "response schema"}
 DEFAULT_TTL_S = 300          # providers' default retention when the plan names no TTL
 _TTL = re.compile(r"\bttl (\d+[smh])\b")
@@ -176,7 +194,7 @@ def misses_by_route(records: list[LedgerRecord], since: float, limit: int = 20,
                 route.missed += lost
                 latest_miss[rec.route] = rec
                 entry = reasons.setdefault(rec.route, {}).setdefault(
-                    d.reason, {"reason": d.reason, "label": LABELS[d.reason], "fix": FIXES[d.reason],
+                    d.reason, {"reason": d.reason, "label": LABELS[d.reason], "fix": fix_for(d.reason, rec),
                                "count": 0, "missed_usd": Decimal(0)})
                 entry["count"] += 1
                 entry["missed_usd"] += lost

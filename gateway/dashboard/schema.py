@@ -37,6 +37,14 @@ class CostCheck(Against):
     priced_by_provider: int = Field(description="requests with no price row, priced from the provider's reported cost")
 
 
+class ResponseCacheTotals(BaseModel):
+    hits: int = Field(description="requests answered from the response cache, with no upstream call ($0 spent)")
+    avoided_usd: str = Field(description="what the replayed answers cost when they were made: spend avoided, not "
+                                         "part of savings_usd (prompt caching)")
+    shadow_hits: int = Field(description="shadow mode: requests the cache would have answered (sent upstream anyway)")
+    shadow_avoidable_usd: str = Field(description="what those shadow-mode requests cost: what serving them would avoid")
+
+
 class Totals(BaseModel):
     requests: int
     errors: int = Field(description="requests answered with a non-200 status")
@@ -51,6 +59,7 @@ class Totals(BaseModel):
     latency_p50_ms: float | None
     latency_p95_ms: float | None
     ttft_p95_ms: float | None
+    response_cache: ResponseCacheTotals
 
 
 class Summary(BaseModel):
@@ -134,6 +143,22 @@ class Misses(BaseModel):
     routes: list[RouteMisses]
 
 
+class RouteRewrites(BaseModel):
+    route: str
+    requests: int
+    rewritten: int = Field(description="requests the static-first rewrite moved units in")
+    units_moved: int = Field(description="units (sentences, clauses, fields) moved out of the cached prefix")
+    chars_moved: int
+    why: list[str] = Field(description="learned (seen to vary), held (learned earlier), detected, declared (policy)")
+    cache_read_tokens: int = Field(description="tokens the rewritten requests read from cache")
+    saved_usd: str = Field(description="what the rewritten requests saved against no caching")
+
+
+class Rewrites(BaseModel):
+    window: Window
+    routes: list[RouteRewrites]
+
+
 class Alert(BaseModel):
     route: str
     hit_rate: float | None = Field(description="over the alert window")
@@ -165,6 +190,7 @@ class Overview(BaseModel):
     points: list[Point]
     breakdowns: dict[str, list[Row]] = Field(description="by route, model, key and target")
     misses: list[RouteMisses]
+    rewrites: list[RouteRewrites]
     alerts: list[Alert]
 
 

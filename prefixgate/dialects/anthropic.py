@@ -466,6 +466,8 @@ def _translated_cc(cp: Checkpoint) -> dict:
 
 FINISH_FROM = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
                "pause_turn": "stop", "refusal": "content_filter"}
+# pause_turn (a long server-tool turn paused, to be sent back) and refusal are not answers that ended by themselves.
+NATURAL = ("end_turn", "stop_sequence", "tool_use")
 FINISH_TO = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}
 
 
@@ -474,7 +476,8 @@ def read_reply(body: dict) -> Reply:
     text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
     calls = [ToolCall(b.get("id", ""), b.get("name", ""), b.get("input") or {})
              for b in blocks if b.get("type") == "tool_use"]
-    return Reply(text, usage_from_response(body), FINISH_FROM.get(body.get("stop_reason"), "stop"), calls, body.get("id"))
+    return Reply(text, usage_from_response(body), FINISH_FROM.get(body.get("stop_reason"), "stop"), calls, body.get("id"),
+                 body.get("stop_reason"))
 
 
 def write_reply(reply: Reply, model: str) -> dict:
@@ -495,7 +498,7 @@ def read_deltas(event: dict) -> list[Delta]:
         if delta.get("type") == "input_json_delta" and delta.get("partial_json"):
             return [("args", event.get("index", 0), delta["partial_json"])]
     elif etype == "message_delta" and (event.get("delta") or {}).get("stop_reason"):
-        return [("finish", FINISH_FROM.get(event["delta"]["stop_reason"], "stop"))]
+        return [("finish", FINISH_FROM.get(event["delta"]["stop_reason"], "stop"), event["delta"]["stop_reason"])]
     return []
 
 
@@ -551,6 +554,7 @@ class AnthropicMessages(WireFormat):
     span_name = "POST /v1/messages"
     forward_headers = ("anthropic-version", "anthropic-beta")
     finish_from, finish_to = FINISH_FROM, FINISH_TO
+    natural_finishes = NATURAL
     usage_marks = (b"message_start", b"message_delta")
     terminal = b"message_stop"
     upstream_headers = {"anthropic-version": "2023-06-01"}

@@ -114,6 +114,7 @@ class BedrockInvoke(BedrockFormat):
     span_name = "POST /model/{modelId}/invoke"
     forward_headers = BedrockFormat.forward_headers
     finish_from, finish_to = anthropic.FINISH_FROM, anthropic.FINISH_TO
+    natural_finishes = anthropic.NATURAL
     framing = eventstream.EventStreamFraming(lambda message: event_of(message))
     usage_marks = (b"chunk", b"exception")    # base64 payloads: every chunk is decoded
 

@@ -387,7 +387,8 @@ def read_reply(body: dict) -> Reply:
     text = "".join(b["text"] for b in blocks if isinstance(b.get("text"), str))
     calls = [ToolCall(b["toolUse"].get("toolUseId", ""), b["toolUse"].get("name", ""), b["toolUse"].get("input") or {})
              for b in blocks if "toolUse" in b]
-    return Reply(text, parse_usage(body.get("usage") or {}), FINISH_FROM.get(body.get("stopReason"), "stop"), calls)
+    return Reply(text, parse_usage(body.get("usage") or {}), FINISH_FROM.get(body.get("stopReason"), "stop"), calls,
+                 native_finish=body.get("stopReason"))
 
 
 def write_reply(reply: Reply, model: str) -> dict:
@@ -411,7 +412,8 @@ def read_deltas(event: dict) -> list[Delta]:
         if "toolUse" in delta:
             return [("args", body.get("contentBlockIndex", 0), delta["toolUse"].get("input", ""))]
     if "messageStop" in event:
-        return [("finish", FINISH_FROM.get(event["messageStop"].get("stopReason"), "stop"))]
+        reason = event["messageStop"].get("stopReason")
+        return [("finish", FINISH_FROM.get(reason, "stop"), reason)]
     return []
 
 
@@ -469,6 +471,7 @@ class BedrockConverse(BedrockFormat):
     name = NAME
     span_name = "POST /model/{modelId}/converse"
     finish_from, finish_to = FINISH_FROM, FINISH_TO
+    natural_finishes = ("end_turn", "stop_sequence", "tool_use")
     framing = eventstream.EventStreamFraming(event_of)
     usage_marks = (b"metadata", b"exception")
 

@@ -333,7 +333,7 @@ def read_reply(body: dict) -> Reply:
                       p["functionCall"].get("args") or {}) for i, p in enumerate(parts) if "functionCall" in p]
     # Gemini says STOP after a function call; the neutral reason is the call.
     finish = "tool_calls" if calls else FINISH_FROM.get(cand.get("finishReason"), "stop")
-    return Reply(text, usage_from_response(body), finish, calls, body.get("responseId"))
+    return Reply(text, usage_from_response(body), finish, calls, body.get("responseId"), cand.get("finishReason"))
 
 
 def write_reply(reply: Reply, model: str) -> dict:
@@ -358,7 +358,8 @@ def read_deltas(event: dict) -> list[Delta]:
                 out.append(("args", i, json.dumps(call.get("args") or {})))
         if cand.get("finishReason"):
             calls = any(d[0] == "call" for d in out)
-            out.append(("finish", "tool_calls" if calls else FINISH_FROM.get(cand["finishReason"], "stop")))
+            out.append(("finish", "tool_calls" if calls else FINISH_FROM.get(cand["finishReason"], "stop"),
+                        cand["finishReason"]))
     return out
 
 
@@ -417,6 +418,8 @@ class GeminiGenerate(WireFormat):
     span_name = "POST /{version}/models/{model}"
     model_in_body = False
     finish_from, finish_to = FINISH_FROM, FINISH_TO
+    # Only STOP: OTHER, SAFETY, BLOCKLIST, PROHIBITED_CONTENT, SPII, MALFORMED_FUNCTION_CALL... did not end by themselves.
+    natural_finishes = ("STOP",)
     usage_marks = (b"usageMetadata",)
     terminal = b"finishReason"
     explicit_cache_path = "/v1beta/cachedContents"

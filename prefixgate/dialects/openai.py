@@ -480,7 +480,7 @@ def read_reply(body: dict) -> Reply:
                       json_or_raw((c.get("function") or {}).get("arguments") or "{}"))
              for c in msg.get("tool_calls") or []]
     return Reply(msg.get("content") or "", usage_from_response(body),
-                 FINISH_FROM.get(choice.get("finish_reason"), "stop"), calls, body.get("id"))
+                 FINISH_FROM.get(choice.get("finish_reason"), "stop"), calls, body.get("id"), choice.get("finish_reason"))
 
 
 def write_reply(reply: Reply, model: str) -> dict:
@@ -506,7 +506,7 @@ def read_deltas(event: dict) -> list[Delta]:
             if fn.get("arguments"):
                 out.append(("args", call.get("index", 0), fn["arguments"]))
         if choice.get("finish_reason"):
-            out.append(("finish", FINISH_FROM.get(choice["finish_reason"], "stop")))
+            out.append(("finish", FINISH_FROM.get(choice["finish_reason"], "stop"), choice["finish_reason"]))
     return out
 
 
@@ -551,6 +551,7 @@ class OpenAIChat(WireFormat):
     span_name = "POST /v1/chat/completions"
     forward_headers = ("openai-organization", "openai-project", "openai-beta")
     finish_from, finish_to = FINISH_FROM, FINISH_TO
+    natural_finishes = ("stop", "tool_calls")
     usage_marks = (b'"usage":{',)
     terminal = b"[DONE]"
 

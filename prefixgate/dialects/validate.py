@@ -93,6 +93,15 @@ def require(body: dict, key: str, kind: type | tuple[type, ...], field: str | No
     return expect(body[key], kind, name)
 
 
+def typed_tool(tool: Any, field: str) -> dict:
+    """A tool definition keyed by `type` (Responses, Interactions): a function tool must name itself."""
+    expect(tool, dict, field)
+    require(tool, "type", str, f"{field}.type")
+    if tool["type"] == "function":
+        require(tool, "name", str, f"{field}.name")
+    return tool
+
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"

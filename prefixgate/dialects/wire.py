@@ -88,9 +88,17 @@ class WireFormat:
                        id: str | None = None) -> dict:
         raise NotImplementedError
 
+    # What `stored_id`s are to the ownership registry (`gateway/ownership.py`): each kind has its own ids.
+    stored_kind: ClassVar[str] = "response"
+
     def stored_id(self, body: dict) -> str | None:
         """The id a later request may name to reach this answer again (a stored Responses API response),
         from a whole answer or a stream's terminal event; None for formats without server-side state."""
+        return None
+
+    def chained_id(self, conv: Conversation) -> str | None:
+        """The stored answer `conv` continues (a Responses `previous_response_id`, an Interactions
+        `previous_interaction_id`): the earlier turns live at the upstream that holds it."""
         return None
 
     def error_body(self, err: RequestError) -> dict:
@@ -117,6 +125,9 @@ class WireFormat:
     # ---- translation ----------------------------------------------------------------------------------
     finish_from: ClassVar[dict[str, str]]      # native finish reason -> neutral
     finish_to: ClassVar[dict[str, str]]        # neutral -> native
+    # Native finish reasons of an answer that ended by itself, tool calls included: what a response cache may
+    # replay. Anything else (cut short, filtered, paused, failed, a reason this code does not know) is not.
+    natural_finishes: ClassVar[tuple[str, ...]] = ()
 
     def adopt(self, conv: Conversation, headers: Mapping[str, str]) -> Conversation | None:
         """`conv`, parsed in another format that carries the same body (Bedrock's InvokeModel carries

@@ -57,6 +57,10 @@ def policy(data: dict) -> Policy:
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}], "keys": [{"name": "k"}]},
      "keys.0: give exactly one"),
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}], "rutes": []}, "rutes: unknown key"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "volatile": ["Lead: (\\w+"]}]},
+     "routes.0.volatile: .* is not a valid regular expression"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "never_move": [3]}]},
+     "routes.0.never_move: a list of regular expressions"),
 ])
 def test_invalid_policies_name_the_key(data, message):
     with pytest.raises(PolicyError, match=message.replace("(", r"\(")):

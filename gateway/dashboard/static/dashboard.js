@@ -50,12 +50,13 @@ function renderTotals(t) {
   const shown = {
     spend_usd: fmtUsd(t.spend_usd), spend_without_cache_usd: fmtUsd(t.spend_without_cache_usd),
     savings_usd: fmtUsd(t.savings_usd), hit_rate: fmtPct(t.hit_rate), requests: fmtInt(t.requests),
-    ttft_p95_ms: fmtMs(t.ttft_p95_ms),
+    ttft_p95_ms: fmtMs(t.ttft_p95_ms), response_avoided_usd: fmtUsd(t.response_cache.avoided_usd),
   };
   for (const node of document.querySelectorAll("[data-total]")) {
     const key = node.dataset.total;
     node.textContent = shown[key];
-    node.dataset.value = t[key] === null ? "" : String(t[key]);
+    const value = key === "response_avoided_usd" ? t.response_cache.avoided_usd : t[key];
+    node.dataset.value = value === null ? "" : String(value);
     node.classList.toggle("negative", key === "savings_usd" && Number(t[key]) < 0);
   }
   const without = Number(t.spend_without_cache_usd);
@@ -65,6 +66,9 @@ function renderTotals(t) {
     byProvider ? `${fmtInt(byProvider)} priced from the provider's reported cost` : ""].filter(Boolean).join("; ") || "priced from provider usage";
   $("#sub-hit").textContent = `${fmtInt(t.tokens.cache_read)} of ${fmtInt(t.tokens.uncached_input + t.tokens.cache_read + t.tokens.cache_write)} prompt tokens`;
   $("#sub-requests").textContent = `${fmtInt(t.errors)} error(s)`;
+  const rc = t.response_cache;
+  $("#sub-response-cache").textContent = `avoided by ${fmtInt(rc.hits)} replayed answer(s), apart from savings` +
+    (rc.shadow_hits ? `; shadow: ${fmtInt(rc.shadow_hits)} would-be hit(s), ${fmtUsd(rc.shadow_avoidable_usd)}` : "");
   $("#sub-latency").textContent = `latency p50 ${fmtMs(t.latency_p50_ms)}, p95 ${fmtMs(t.latency_p95_ms)}`;
 }
 
@@ -228,6 +232,19 @@ function renderMisses(routes) {
   }
 }
 
+function renderRewrites(routes) {
+  const body = $("#rewrites-body");
+  body.replaceChildren();
+  if (!routes.length) body.append(el("tr", {}, el("td", { colspan: 7, class: "empty" }, "nothing rewritten in this window")));
+  for (const r of routes) {
+    body.append(el("tr", { "data-route": r.route }, el("td", {}, el("b", {}, r.route)),
+      el("td", { class: "num" }, `${fmtInt(r.rewritten)} / ${fmtInt(r.requests)}`),
+      el("td", { class: "num" }, fmtInt(r.units_moved)), el("td", { class: "num" }, fmtInt(r.chars_moved)),
+      el("td", {}, r.why.join(", ")), el("td", { class: "num" }, fmtInt(r.cache_read_tokens)),
+      el("td", { class: "num" }, fmtUsd(r.saved_usd))));
+  }
+}
+
 function renderBreakdown() {
   const body = $("#breakdown-body");
   const rows = state.data ? state.data.breakdowns[state.by] : [];
@@ -263,6 +280,7 @@ async function refresh() {
     spendChart(data.points, span);
     hitChart(data.points, span);
     renderMisses(data.misses);
+    renderRewrites(data.rewrites);
     renderBreakdown();
     $("#source").textContent = `ledger: ${data.window.source} · ${fmtTime(data.window.since, span)} – ${fmtTime(data.window.until, span)}`;
     $("#updated").textContent = "updated " + new Date().toTimeString().slice(0, 8);

@@ -83,6 +83,10 @@ SHEET = [
     openai("o3", "2.00", "0.50", "8", OPENAI_PRICING),
     openai("o4-mini", "1.10", "0.275", "4.40", OPENAI_PRICING),
     # Gemini: input, cached input, output, explicit-cache storage per MTok-hour.
+    # Introductory rates through 2026-12-31 (Google's pricing page as quoted by the sources; 3.8's cached rate assumed).
+    gemini("gemini-3.8-flash", "0.75", None, "3.75", None, "https://github.com/BerriAI/litellm/discussions/39357"),
+    gemini("gemini-3.7-flash", "0.75", "0.075", "3.75", None, "https://github.com/pydantic/genai-prices/pull/564"),
+    gemini("gemini-3.6-flash", "0.75", "0.075", "3.75", None, "https://github.com/pydantic/genai-prices/pull/564"),
     gemini("gemini-3.5-flash", "1.50", "0.15", "9.00", None, "https://effloow.com/lab-runs/gemini-3-5-flash-api-developer-guide-2026"),
     gemini("gemini-3.1-pro-preview", "2.00", "0.20", "12.00", None, "https://docs.apiyi.com/en/api-capabilities/gemini/prompt-caching"),
     gemini("gemini-3-flash-preview", "0.50", "0.05", "3.00", None, "https://factquire.com/models/google/gemini-3-flash-preview.json"),
