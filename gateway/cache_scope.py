@@ -92,7 +92,9 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     elif method == "PATCH":
         before = await forward("GET", b"")      # storage is paid up to the old expiry; the PATCH buys the rest
         if 200 <= before.status < 300:
-            paid_until = max(now, parse_rfc3339(load_body(before.body).get("expireTime"), "expireTime"))
+            held = load_body(before.body)
+            proxy.router.decide(model_of(held.get("model")), caller.key, dialect)   # refused before, not after
+            paid_until = max(now, parse_rfc3339(held.get("expireTime"), "expireTime"))
     started = time.perf_counter()
     resp = await forward(method, raw)
     if not 200 <= resp.status < 300:
