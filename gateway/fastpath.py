@@ -20,6 +20,7 @@ from prefixgate.gateway.browser_guard import refusal
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.inbound import Inbound
 from prefixgate.gateway.intake import serve
+from prefixgate.gateway.paths import aliased, logging_errors
 
 log = logging.getLogger("prefixgate.gateway")
 
@@ -45,16 +46,18 @@ class GatewayApp(FastAPI):
                                        expose_headers=["*"])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            refused = refusal(scope, self.allowed_origins, self.loopback_only)
-            if refused is not None:
-                return await error_response(refused, format_of_path(scope["path"]).name)(scope, receive, send)
-            if self.cors is not None:
-                return await self.cors(scope, receive, send)
-        await self._serve(scope, receive, send)
+        if scope["type"] != "http":
+            return await super().__call__(scope, receive, send)
+        refused = refusal(scope, self.allowed_origins, self.loopback_only)
+        if refused is not None:
+            return await error_response(refused, format_of_path(scope["path"]).name)(scope, receive, send)
+        path = aliased(scope["path"])
+        if path != scope["path"]:
+            scope = {**scope, "path": path, "raw_path": path.encode()}
+        await logging_errors(self.cors or self._serve, scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = model_request(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        found = model_request(scope["path"]) if scope["method"] == "POST" else None
         if found is None:
             return await super().__call__(scope, receive, send)
         dialect, parse = found

@@ -31,6 +31,7 @@ from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt, tenant_tag
@@ -113,6 +114,7 @@ class Call:
     raw: bytes = b""                    # the body as the caller sent it
     cache_control: str = ""             # the caller's x-prefixgate-response-cache-control
     response_cache: Lookup | None = None    # what the route's response cache does for it (None: cache off)
+    provider_verdict: ProviderVerdict | None = None   # why the provider says its cache missed (diagnostics.py)
 
 
 @dataclass
@@ -129,6 +131,7 @@ class Prepared:
     extra_usage: Usage | None = None    # tokens billed outside the response (an explicit cache created for it)
     storage_token_hours: Decimal = Decimal(0)   # storage of that cache over its TTL (tokens x hours)
     trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
+    ask: Ask = field(default_factory=Ask)   # the provider diagnostics this request carries (diagnostics.py)
 
     def usage_counter(self) -> Any:
         """A stream usage accumulator for this request (which may say how its cache writes are priced)."""
@@ -160,6 +163,7 @@ class Proxy:
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
         self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
+        self.diagnostics = ProviderDiagnostics(self.catalog)
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
@@ -277,8 +281,10 @@ class Proxy:
         party = principal(call.caller.key)
         salted = upstream.self_hosted and self.settings.tenant_cache_isolation and party is not None
         tagged = call.route.isolation == "tenant" and not upstream.self_hosted and party is not None
-        if (call.raw and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
-                and params == call.conv.params and not billable.cache_params and not salted and not tagged):
+        ask = self.diagnostics.attach(call, upstream, wire.name, model, billable, key)
+        if (call.raw and not ask.fields and the_plan.mode == "off" and wire is call.wire and billable is planned
+                and billable.params is params and params == call.conv.params and not billable.cache_params
+                and not salted and not tagged):
             # Planning is off and nothing else changed the request (format, model, usage options, salt): the
             # caller's own bytes go upstream, with no re-encoding in proportion to the body.
             body = call.raw
@@ -289,8 +295,9 @@ class Proxy:
                 payload["cache_salt"] = tenant_salt(self.secret, party)  # type: ignore[arg-type]
             if tagged:
                 tag_prompt(payload, wire.name, tenant_tag(self.secret, party))  # type: ignore[arg-type]
+            payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
-        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
+        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
@@ -360,6 +367,7 @@ class Proxy:
                                                 status=502, kind="server"), prep)
         usage = prep.usage_of(data)
         self.stored(call, prep, prep.wire.stored_id(data))
+        self.diagnostics.read(call, prep.ask, data)
         if prep.wire is call.wire:
             content = resp.body or b""
         else:
@@ -404,6 +412,7 @@ class Proxy:
                upstream_s: float, error: str = "") -> LedgerRecord:
         """The request's ledger record, queued for the writer and counted in the metrics."""
         now = time.perf_counter()
+        reported = usage is not None
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
         explanation = (prep.plan.explanation if prep else []) + call.notes
@@ -424,7 +433,9 @@ class Proxy:
             latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,
             overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
-            explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
+            explanation=explanation, miss_reason=miss_reason(usage if reported else None, status, explanation), error=error,
+            provider_miss_reason=call.provider_verdict.reason if call.provider_verdict else "",
+            provider_missed_tokens=call.provider_verdict.missed_tokens if call.provider_verdict else None,
             body=prep.trace_body if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream, prep.wire) if prep else call.wire.planner_provider,
                                   volatile_spans),

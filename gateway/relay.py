@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 # The ledger status of a request whose client hung up before its answer ended (nginx's convention).
 CLIENT_CLOSED = 499
+# The ledger's note on a stream that ended normally but never reported usage: its tokens and cost are unknown,
+# not zero (a compatible server that ignores `stream_options.include_usage`, or a proxy that drops the chunk).
+NO_USAGE = "usage: the stream ended without a usage report; tokens and cost unknown"
 
 
 class DisconnectAwareStream(StreamingResponse):
@@ -94,10 +97,11 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                     if terminal is not None and terminal in ev:
                         ended = True
                     parsed = None
-                    if not same or any(m in ev for m in target.usage_marks):
+                    if not same or target.may_carry_usage(ev):
                         parsed = framing.payload(ev)
                         if parsed is not None:
                             counter.feed(parsed)
+                            proxy.diagnostics.read(call, prep.ask, parsed)
                             if target.ends_stream(parsed):
                                 ended = True
                                 proxy.stored(call, prep, target.stored_id(parsed))
@@ -140,6 +144,8 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                 message = error.message if error else ""
                 if not finished:
                     status, message = CLIENT_CLOSED, "client disconnected mid-stream"
+                elif error is None and counter.usage is None:
+                    call.notes.append(NO_USAGE)
                 if kept is not None:
                     kept.usage = counter.usage
                 state["rec"] = proxy.record(call, prep, counter.usage, status,

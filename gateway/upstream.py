@@ -19,6 +19,7 @@ into another caller's requests.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -95,11 +96,28 @@ def request_url(upstream: Upstream, wire: WireFormat, model: str, stream: bool) 
     return wire.upstream_url(upstream.url, model, stream)
 
 
+# Shorter than this, a key is no plausible secret (the docs' example key is `k`): replacing it wherever it
+# occurs would mangle the error text ("is not a ***nown model") and hide nothing a provider would echo.
+MIN_SECRET_CHARS = 8
+
+
 def scrub(text: str, *secrets: str | None) -> str:
     for s in secrets:
-        if s:
+        if s and len(s) >= MIN_SECRET_CHARS:
             text = text.replace(s, "***")
     return SECRET.sub("***", text)
+
+
+def implausible_keys(upstreams: Iterable[Upstream]) -> list[str]:
+    """Start-up warnings for provider keys too short to be real (a placeholder left in the environment)."""
+    out = []
+    for upstream in upstreams:
+        for env in upstream.api_key_env:
+            value = os.environ.get(env)
+            if value and len(value) < MIN_SECRET_CHARS:
+                out.append(f"{env} holds a {len(value)}-character key: no provider issues keys that short, so "
+                           f"{upstream.name!r} will likely refuse it (and error texts are not scrubbed of it)")
+    return out
 
 
 class UpstreamClient:

@@ -16,6 +16,7 @@ from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoint
 from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
 from prefixgate.config import SAMPLE_SECRETS, unknown_key
 from prefixgate.dialects import WIRE_FORMATS, vertex
+from prefixgate.policies.alerting import Alerting, parse_alerting
 from prefixgate.providers.compatible import PROFILES, Profile
 from prefixgate.providers.vertex_prices import price_name
 
@@ -190,6 +191,9 @@ class Route:
     # Text the rewrite always moves out of the static prefix (`volatile`) or never moves (`never_move`).
     rewrite: Rule = NO_RULE
     response_cache: ResponseCachePolicy = field(default_factory=ResponseCachePolicy)
+    # Ask the provider why its cache missed (gateway/diagnostics.py), on at most this many requests a minute.
+    diagnostics: bool = True
+    diagnostics_per_minute: int = 600
     # "tenant": hosted upstreams' prefix caches are per tenant too (gateway/isolation.py); "shared": tenants of
     # one provider key share its cache (self-hosted upstreams are salted per tenant either way).
     isolation: Literal["shared", "tenant"] = "shared"
@@ -205,6 +209,7 @@ class Route:
 class Budget:
     usd: float
     period: str = "month"
+    warn_at: float | None = None    # the soft budget, as a share of usd: an alert, never a refusal
 
 
 @dataclass(frozen=True)
@@ -232,10 +237,12 @@ class Policy:
     upstreams: dict[str, Upstream]
     routes: tuple[Route, ...]
     keys: tuple[CallerKey, ...] = ()
+    # Pushed alerts: destinations, rules' thresholds and the gateway's own budget (policies/alerting.py).
+    alerting: Alerting = field(default_factory=Alerting)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], builtins: dict[str, Upstream]) -> Policy:
-        _only(data, "", {"upstreams", "routes", "keys"})
+        _only(data, "", {"upstreams", "routes", "keys", "alert_webhooks", "alerts", "budget"})
         upstreams = dict(builtins)
         for name, spec in _mapping(data.get("upstreams") or {}, "upstreams").items():
             upstreams[name] = _upstream(name, spec, f"upstreams.{name}", builtins)
@@ -246,7 +253,11 @@ class Policy:
         if len(set(names)) != len(names):
             raise PolicyError(f"routes: route names must be unique, got {names}")
         keys = tuple(_key(k, f"keys.{i}", set(names)) for i, k in enumerate(_list(data.get("keys") or [], "keys")))
-        return cls(upstreams, routes, keys)
+        try:
+            alerting = parse_alerting(data, PERIODS)
+        except ValueError as e:
+            raise PolicyError(str(e)) from None
+        return cls(upstreams, routes, keys, alerting)
 
 
 def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) -> Upstream:
@@ -323,7 +334,8 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
-                       "volatile", "never_move", "response_cache", "isolation"})
+                       "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
+                       "isolation"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -349,9 +361,18 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     isolation = spec.get("isolation", "shared")
     if isolation not in ("shared", "tenant"):
         raise PolicyError(f"{path}.isolation: must be shared or tenant, got {isolation!r}")
+    diagnostics = spec.get("diagnostics", "on")
+    # YAML reads a bare on/off as true/false.
+    diagnostics = {True: "on", False: "off"}.get(diagnostics, diagnostics) if isinstance(diagnostics, bool) else diagnostics
+    if diagnostics not in ("on", "off"):
+        raise PolicyError(f"{path}.diagnostics: must be on or off, got {diagnostics!r}")
+    per_minute = spec.get("diagnostics_per_minute", 600)
+    if not isinstance(per_minute, int) or isinstance(per_minute, bool) or per_minute < 1:
+        raise PolicyError(f"{path}.diagnostics_per_minute: must be a positive integer, got {per_minute!r}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
                  _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
-                 _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"), isolation)
+                 _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"),
+                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, isolation=isolation)
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:
@@ -368,7 +389,6 @@ def _rewrite_rule(spec: dict, path: str) -> Rule:
                 raise PolicyError(f"{path}.{key}: {v!r} is not a valid regular expression ({e})") from None
         patterns[key] = value
     return rule_of(patterns["volatile"], patterns["never_move"])
-
 
 
 def _response_cache(spec: Any, path: str) -> ResponseCachePolicy:
@@ -459,11 +479,14 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     budget = None
     if spec.get("budget") is not None:
         b = _mapping(spec["budget"], f"{path}.budget")
-        _only(b, f"{path}.budget", {"usd", "period"})
+        _only(b, f"{path}.budget", {"usd", "period", "warn_at"})
         period = b.get("period", "month")
         if period not in PERIODS:
             raise PolicyError(f"{path}.budget.period: must be one of {', '.join(PERIODS)}, got {period!r}")
-        budget = Budget(_number(b.get("usd"), f"{path}.budget.usd"), period)
+        warn_at = b.get("warn_at")
+        if warn_at is not None and not 0 < _number(warn_at, f"{path}.budget.warn_at") < 1:
+            raise PolicyError(f"{path}.budget.warn_at: a share of usd between 0 and 1 (0.8: warn at 80%), got {warn_at!r}")
+        budget = Budget(_number(b.get("usd"), f"{path}.budget.usd"), period, warn_at)
     limit = None
     if spec.get("rate_limit") is not None:
         r = _mapping(spec["rate_limit"], f"{path}.rate_limit")

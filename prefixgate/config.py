@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     # OpenTelemetry spans (gateway/tracing.py): auto traces when the process has a tracer provider (e.g. under
     # opentelemetry-instrument), on also sets up the SDK from OTEL_* variables, off never traces.
     otel: Literal["auto", "on", "off"] = "auto"
+    # Webhook URLs (comma-separated) that alerts are pushed to, besides the policy's `alert_webhooks`
+    # (docs/alerts.md). They carry secrets in their paths: the gateway logs only their hosts.
+    alert_webhooks: str = ""
 
     @field_validator("admin_token")
     @classmethod

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from prefixgate import ledger_rollup as rollup
 from prefixgate.config import Settings
-from prefixgate.ledger_migrate import add_missing_sums
+from prefixgate.ledger_migrate import add_missing_sums, add_record_columns
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
@@ -71,6 +71,10 @@ class LedgerRecord:
     plan_summary: str = ""
     explanation: list[str] = field(default_factory=list)
     miss_reason: str = ""
+    # Why the provider itself says its cache missed (its own word: tools_changed, reasoning_effort_changed,
+    # previous_message_not_found, ...) and the tokens it says were not read; "" / None where it said nothing.
+    provider_miss_reason: str = ""
+    provider_missed_tokens: int | None = None
     error: str = ""
     # Per-segment prefix shape of the request as sent (prefix_shape): what the misses view diffs.
     segments: list[str] = field(default_factory=list)
@@ -111,7 +115,7 @@ def miss_reason(usage: Usage | None, status: int, explanation: list[str]) -> str
 COLUMNS = [f.name for f in fields(LedgerRecord)]
 _JSON = {"cache_writes", "explanation", "segments"}
 # Field annotations are strings (postponed evaluation); everything else is stored as TEXT.
-_SQL_TYPES = {"bool": "INTEGER", "int": "INTEGER", "float": "REAL", "float | None": "REAL"}
+_SQL_TYPES = {"bool": "INTEGER", "int": "INTEGER", "int | None": "INTEGER", "float": "REAL", "float | None": "REAL"}
 
 
 def column_types() -> list[tuple[str, str]]:
@@ -120,7 +124,7 @@ def column_types() -> list[tuple[str, str]]:
 
 
 def schema(table: str = "requests") -> str:
-    cols = [f"{name} {kind}{' PRIMARY KEY' if name == 'id' else ''}" for name, kind in column_types()]
+    cols = [f"{name} {sql_type}{' PRIMARY KEY' if name == 'id' else ''}" for name, sql_type in column_types()]
     return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(cols)})"
 
 
@@ -174,10 +178,9 @@ class Ledger:
         self._db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
         self._db.execute(schema())
         # A ledger file from an older version lacks newer columns; old rows read them as empty.
-        have = {row[1] for row in self._db.execute("PRAGMA table_info(requests)")}
-        for name, kind in column_types():
-            if name not in have:
-                self._db.execute(f"ALTER TABLE requests ADD COLUMN {name} {kind}")
+        have = [row[1] for row in self._db.execute("PRAGMA table_info(requests)")]
+        for statement in add_record_columns("requests", have, column_types()):
+            self._db.execute(statement)
         self._db.execute("CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts)")
         rollup.create(self._db)
         add_missing_sums(self._db, COLUMNS, decode_row)

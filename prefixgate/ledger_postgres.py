@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool
 from prefixgate import ledger_rollup as rollup
 from prefixgate.ledger import COLUMNS, column_types, decode_row, schema
 from prefixgate.ledger_copy import RowCopier
-from prefixgate.ledger_migrate import add_columns, fill, fill_rows, missing_sums
+from prefixgate.ledger_migrate import add_columns, add_record_columns, fill, fill_rows, missing_sums
 
 CURSORS = "prefixgate_cursors"
 # SQLite's types as Postgres needs them: token counts and picodollars outgrow 32 bits, times need doubles.
@@ -32,8 +32,6 @@ def to_postgres(sql: str) -> str:
 
 _CREATE_ROLLUPS, _UPSERT_ROLLUP, _UPSERT_HIST = rollup.statements("prefixgate_")
 DDL = [to_postgres(s) for s in (schema("prefixgate_requests"), *_CREATE_ROLLUPS)] + [
-    # A table an older version created lacks newer record fields; old rows read them as empty.
-    *(to_postgres(f"ALTER TABLE prefixgate_requests ADD COLUMN IF NOT EXISTS {name} {kind}") for name, kind in column_types()),
     "CREATE INDEX IF NOT EXISTS prefixgate_requests_ts ON prefixgate_requests (ts)",
     f"CREATE TABLE IF NOT EXISTS {CURSORS} (ledger_id TEXT PRIMARY KEY, position BIGINT NOT NULL)"]
 # SQL text: table and column names are this module's constants; values are bound.
@@ -57,6 +55,10 @@ def create_tables(pool: ConnectionPool) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(7274657)")
         for statement in DDL:
             conn.execute(statement)
+        have = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'prefixgate_requests' "
+                            "AND table_schema = current_schema()").fetchall()
+        for statement in add_record_columns("prefixgate_requests", (name for (name,) in have), column_types()):
+            conn.execute(to_postgres(statement))
         _add_missing_sums(conn)
 
 

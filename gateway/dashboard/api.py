@@ -15,15 +15,18 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.openapi.utils import get_openapi
 
 from prefixgate import __version__
 from prefixgate.gateway.dashboard import schema
+from prefixgate.gateway.dashboard.alert_rules import RULES
 from prefixgate.gateway.dashboard.alerts import AlertRule, alerts_now, route_alerts
 from prefixgate.gateway.dashboard.auth import reader_tenant, require_reader
 from prefixgate.gateway.dashboard.figures import GROUPINGS, breakdown, timeseries, totals
+from prefixgate.gateway.dashboard.forecast import earliest_start, forecasts
 from prefixgate.gateway.dashboard.misses import is_miss, misses_by_route
+from prefixgate.gateway.dashboard.provider_reasons import why
 from prefixgate.gateway.dashboard.rewrites import rewrites_by_route
 from prefixgate.gateway.dashboard.source import MISS_SAMPLE, UNAVAILABLE, LedgerSource
 from prefixgate.ledger import LedgerRecord
@@ -165,12 +168,43 @@ def overview(request: Request, w: WindowDep) -> dict:
         }
 
 
+@router.get("/forecast", response_model=schema.Forecasts,
+            summary="Spend forecast per key and route to their budget period's end, with soft and hard budget lines")
+def forecast(request: Request) -> dict:
+    policy = request.app.state.alerter.policy
+    now = time.time()
+    with unavailable_as_503(request.app.state.dashboard_source), \
+            request.app.state.dashboard_source.view(earliest_start(policy, now), now) as view:
+        return forecasts(view, policy, now)
+
+
+@router.get("/alerts/rules", response_model=schema.AlertRules, summary="The pushed alerts' rules, destinations and last firings")
+def alert_rules(request: Request) -> dict:
+    alerter = request.app.state.alerter
+    last: dict[str, dict] = {}
+    for key, ts in alerter.last_sent.items():
+        rule, subject = key.split(":", 1)
+        if ts > last.get(rule, {}).get("ts", -1):
+            last[rule] = {"subject": subject, "ts": ts}
+    return {"destinations": [{"destination": d.shown, "format": d.format} for d in alerter.deliveries.destinations],
+            "settings": asdict(alerter.settings),
+            "rules": [{"rule": rule, "fires_when": what, "last_fired": last.get(rule)} for rule, what in RULES.items()]}
+
+
 @router.get("/requests", response_model=schema.Requests, summary="The latest ledger records, newest first")
 def requests_(w: WindowDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100,
               route: Annotated[str | None, Query(description="only this route")] = None,
               misses_only: Annotated[bool, Query(description="only requests that read nothing from cache")] = False) -> dict:
     rows = [r for r in reversed(w.latest(route=route)) if not misses_only or is_miss(r)]
     return {"window": w.describe(), "records": [asdict(r) for r in rows[:limit]]}
+
+
+@router.get("/requests/{request_id}", response_model=schema.RequestDetail, summary="One ledger record, with its why")
+def request_detail(w: WindowDep, request_id: Annotated[str, Path(max_length=64)]) -> dict:
+    found = next((r for r in w.latest() if r.id == request_id), None)
+    if found is None:
+        raise HTTPException(404, f"no request {request_id!r} among the window's latest records")
+    return {**asdict(found), "why": why(found)}
 
 
 @router.get("/openapi.json", include_in_schema=False)

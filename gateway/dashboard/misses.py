@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from prefixgate.cost import MTOK
+from prefixgate.gateway.dashboard.provider_reasons import ProviderJoin, speaks
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.proxy import PLANNER_PROVIDER
 from prefixgate.ir import ttl_seconds
@@ -176,6 +177,7 @@ def misses_by_route(records: list[LedgerRecord], since: float, limit: int = 20,
     reasons: dict[str, dict[str, dict]] = {}
     differences: dict[str, dict] = {}
     latest_miss: dict[str, LedgerRecord] = {}
+    joins: dict[str, ProviderJoin] = {}
     for rec in records:
         chain = (rec.route, rec.model)
         before = previous.get(chain)
@@ -187,8 +189,10 @@ def misses_by_route(records: list[LedgerRecord], since: float, limit: int = 20,
                 if seg is not None:
                     differences[rec.route] = {"request_id": rec.id, "previous_id": before.id, "ts": rec.ts,
                                               "segment": _segment_dict(seg)}
+            inferred = None
             if is_miss(rec):
                 d = diagnose(rec, before)
+                inferred = d.reason
                 lost = missed_usd(rec, catalog)
                 route.misses += 1
                 route.missed += lost
@@ -199,21 +203,26 @@ def misses_by_route(records: list[LedgerRecord], since: float, limit: int = 20,
                 entry["count"] += 1
                 entry["missed_usd"] += lost
                 entry.update(detail=d.detail, request_id=rec.id, segment=_segment_dict(d.segment))
+            if speaks(rec):
+                joins.setdefault(rec.route, ProviderJoin()).add(rec, inferred, catalog)
         if rec.status == 200:
             previous[chain] = rec
     out = []
     for name, route in routes.items():
-        if not route.misses:
+        provider = joins[name].summary() if name in joins else None
+        if not route.misses and provider is None:
             continue
-        ranked = sorted(reasons[name].values(), key=lambda e: (-e["missed_usd"], -e["count"]))
+        ranked = sorted(reasons.get(name, {}).values(), key=lambda e: (-e["missed_usd"], -e["count"]))
         for e in ranked:
             e["missed_usd"] = str(e["missed_usd"])
-        last = latest_miss[name]
+        last = latest_miss.get(name)
         out.append({"route": name, "requests": route.requests, "misses": route.misses,
                     "miss_rate": route.misses / route.requests, "missed_usd": str(route.missed),
-                    "top_reason": ranked[0], "reasons": ranked,
+                    "top_reason": ranked[0] if ranked else None, "reasons": ranked,
                     "first_difference": differences.get(name),
                     "latest_miss": {"request_id": last.id, "ts": last.ts, "model": last.model,
-                                    "plan": last.explanation, "miss_reason": last.miss_reason}})
+                                    "plan": last.explanation, "miss_reason": last.miss_reason} if last else None,
+                    # The provider's own reasons (provider_reasons.py): where present they are the "why".
+                    "provider": provider})
     out.sort(key=lambda r: (-Decimal(r["missed_usd"]), -r["misses"], r["route"]))
     return out[:limit]

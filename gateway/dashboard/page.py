@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -16,9 +17,11 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from prefixgate.gateway.dashboard import api
+from prefixgate.gateway.dashboard.alerter import Alerter
 from prefixgate.gateway.dashboard.alerts import AlertCollector, AlertRule
 from prefixgate.gateway.dashboard.auth import COOKIE, is_reader, reader_matches
 from prefixgate.gateway.dashboard.source import source_for
+from prefixgate.gateway.webhooks import Deliveries
 
 STATIC = Path(__file__).parent / "static"
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css", "favicon.svg": "image/svg+xml"}
@@ -40,9 +43,18 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     collector = AlertCollector(source, rule)
     registry = app.state.proxy.metrics.registry
     registry.register(collector)
+    alerting = app.state.policy.alerting.with_urls(settings.alert_webhooks)
+    deliveries = Deliveries(alerting.destinations, alerting.settings, app.state.proxy.metrics.alert_deliveries)
+    policy = replace(app.state.policy, alerting=alerting)
+    alerter = Alerter(source, policy, app.state.proxy.catalog, deliveries,
+                      "" if settings.ledger_path == ":memory:" else settings.ledger_path)
+    app.state.alerter = alerter
+    if alerting.destinations:       # nothing to push to: the rules still show on the page and in the API
+        alerter.start()
     try:
         yield
     finally:
+        alerter.close()
         registry.unregister(collector)
         source.close()
 

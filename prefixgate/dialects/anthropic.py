@@ -291,9 +291,10 @@ class StreamUsage:
 # ---- responses --------------------------------------------------------------------------------
 
 def build_response(
-    model: str, text: str, usage: Usage, *, finish_reason: str | None = None, id: str | None = None
+    model: str, text: str, usage: Usage, *, finish_reason: str | None = None, id: str | None = None,
+    extra: dict | None = None
 ) -> dict:
-    return {
+    return (extra or {}) | {
         "id": id or new_id(),
         "type": "message",
         "role": "assistant",
@@ -306,11 +307,13 @@ def build_response(
 
 
 def stream_events(
-    model: str, chunks: Iterable[str], usage: Usage, *, finish_reason: str | None = None, id: str | None = None
+    model: str, chunks: Iterable[str], usage: Usage, *, finish_reason: str | None = None, id: str | None = None,
+    extra: dict | None = None
 ) -> Iterator[bytes]:
-    """The event sequence Anthropic streams: message_start, ping, one text block, message_delta, message_stop."""
+    """The event sequence Anthropic streams: message_start, ping, one text block, message_delta, message_stop.
+    `extra` fields of the message (`diagnostics`) ride on message_start, the only event carrying a Message."""
     start_usage = usage_json(Usage(usage.uncached_input, usage.cache_read, usage.cache_writes, min(usage.output, 1)))
-    message = build_response(model, "", Usage(), id=id) | {"stop_reason": None, "usage": start_usage}
+    message = build_response(model, "", Usage(), id=id, extra=extra) | {"stop_reason": None, "usage": start_usage}
     yield _event({"type": "message_start", "message": message})
     yield _event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
     yield _event({"type": "ping"})

@@ -552,7 +552,13 @@ class OpenAIChat(WireFormat):
     forward_headers = ("openai-organization", "openai-project", "openai-beta")
     finish_from, finish_to = FINISH_FROM, FINISH_TO
     natural_finishes = ("stop", "tool_calls")
-    usage_marks = (b'"usage":{',)
+    # The key alone: upstreams differ in whitespace (`"usage": {`) and key order; the parsed event decides.
+    usage_marks = (b'"usage"',)
+
+    def may_carry_usage(self, event: bytes) -> bool:
+        # With include_usage every chunk says `"usage":null`; those need no parse. (`"usage"` with its closing
+        # quote cannot occur inside a JSON string, where a quote is escaped.)
+        return b'"usage"' in event and NULL_USAGE.search(event) is None
     terminal = b"[DONE]"
 
     # This module's functions are the adapter's methods.
@@ -600,6 +606,9 @@ class OpenAIChat(WireFormat):
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         return f"{base_url}/chat/completions" if base_url.endswith("/v1") else f"{base_url}/v1/chat/completions"
+
+
+NULL_USAGE = re.compile(rb'"usage"\s*:\s*null')
 
 
 # Azure OpenAI's shape (`openai.AzureOpenAI(azure_endpoint=<gateway>)`): the deployment in the path is the model

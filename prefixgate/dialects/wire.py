@@ -164,6 +164,10 @@ class WireFormat:
     terminal: ClassVar[bytes | None]                   # bytes only the stream's last event carries
     stored_mark: ClassVar[bytes | None] = None         # bytes of the first event naming a stored response
 
+    def may_carry_usage(self, event: bytes) -> bool:
+        """Whether the relay parses this raw event (the parsed event alone says what usage it holds)."""
+        return any(m in event for m in self.usage_marks)
+
     # ---- upstream -------------------------------------------------------------------------------------
     upstream_headers: ClassVar[dict[str, str]] = {}   # sent on every upstream request (API version)
     explicit_cache_path: ClassVar[str | None] = None  # where a plan's `cache_create` is POSTed, if anywhere

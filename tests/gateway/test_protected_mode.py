@@ -209,7 +209,7 @@ def test_a_misspelt_setting_is_named_with_the_closest_key_before_listening(tmp_p
     far = tmp_path / "far.yaml"
     far.write_text("colour: blue\n")
     result = prefixgate("serve", "--config", str(far), "--check", env=environment(tmp_path))
-    assert result.returncode == 2 and "colour: unknown key; known keys: admin_token, anthropic_base_url" in result.stderr
+    assert result.returncode == 2 and "colour: unknown key; known keys: admin_token, alert_webhooks, anthropic_base_url" in result.stderr
 
 
 def test_a_misspelt_policy_key_is_named_with_the_closest_key(tmp_path):

@@ -33,6 +33,7 @@ from prefixgate.dialects import bedrock, interactions
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
+from prefixgate.providers.mock.diagnostics import AnthropicDiagnostics, ResponsesDiagnostics
 from prefixgate.providers.mock.faults import HEADER, Fault, FaultError, FaultPlan
 from prefixgate.providers.simulator import Simulator
 
@@ -54,6 +55,9 @@ class MockContext:
     # `projects/{p}/locations/{l}` (what its caches are named under).
     vertex_tokens: dict[str, float] = field(default_factory=dict)
     vertex_scopes: dict[str, str] = field(default_factory=dict)
+    # Prompt fingerprints behind cache diagnostics (mock/diagnostics.py).
+    anthropic_diagnostics: AnthropicDiagnostics = field(default_factory=AnthropicDiagnostics)
+    responses_diagnostics: ResponsesDiagnostics = field(default_factory=ResponsesDiagnostics)
 
     async def fault_for(self, request: Request, provider: str, model: Any) -> Fault | None:
         """The fault this request gets; sleeps its latency, raises its error status."""
