@@ -48,13 +48,17 @@ class GatewayApp(FastAPI):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await super().__call__(scope, receive, send)
-        refused = refusal(scope, self.allowed_origins, self.loopback_only)
-        if refused is not None:
-            return await error_response(refused, format_of_path(scope["path"]).name)(scope, receive, send)
         path = aliased(scope["path"])
         if path != scope["path"]:
             scope = {**scope, "path": path, "raw_path": path.encode()}
-        await logging_errors(self.cors or self._serve, scope, receive, send)
+        await logging_errors(self._guarded, scope, receive, send)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A web page's request (or a rebound host name) refused before anything reads it (browser_guard)."""
+        refused = refusal(scope, self.allowed_origins, self.loopback_only)
+        if refused is not None:
+            return await error_response(refused, format_of_path(scope["path"]).name)(scope, receive, send)
+        await (self.cors or self._serve)(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = model_request(scope["path"]) if scope["method"] == "POST" else None
