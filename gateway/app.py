@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prefixgate import __version__
+from prefixgate.bind import is_loopback
 from prefixgate.config import Settings
 from prefixgate.dialects import format_of_path, resent
 from prefixgate.errors import RequestError
@@ -82,6 +83,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     app = GatewayApp(title="prefixgate", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                      openapi_url=None)
     app.state.settings = settings
+    app.guard_browsers(settings.cors_origins, not policy.keys and not settings.open_gateway and is_loopback(settings.host))
     app.state.policy = policy
     for module in (endpoints_models, endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_interactions,
                    endpoints_gemini, endpoints_vertex):

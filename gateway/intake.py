@@ -12,13 +12,18 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from prefixgate.dialects import resent
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, authenticate
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.inbound import Inbound
+from prefixgate.gateway.named_state import check_named
+from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.relay import CLIENT_CLOSED
 from prefixgate.ir import Conversation
+
+TOO_DEEP = RequestError("request body is nested too deeply for the gateway to plan (a tool schema hundreds of levels deep?)")
 
 
 async def read_body(request: Request | Inbound, limit: int, idle_s: float = 15.0) -> bytes:
@@ -84,7 +89,9 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
     span = proxy.tracing.request_span(dialect, request.scope["path"], request.headers) if proxy.tracing else None
     try:
         raw, caller = await authenticated_body(proxy, request)
+        resent.SCOPE.set(principal(caller.key) or "")     # this request's task: its body memo is its party's
         conv = parse(raw)
+        await check_named(proxy.owners, caller, conv)
         call = proxy.start(dialect, conv, caller, request.headers, started, span, raw)
         call.json_array = conv.stream and call.wire.streams_json_array(request.query_params)
     except RequestError as e:
@@ -99,6 +106,8 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
         return await until_disconnect(request, proxy.handle(call))
     except RequestError as e:
         return proxy.fail(call, e, None)
+    except RecursionError:      # a body within JSON's depth that the planner's walk through it is not (tool schemas)
+        return proxy.fail(call, TOO_DEEP, None)
     except ClientDisconnect:
         # No answer was sent, but the upstream may have worked (and billed): the ledger and the budget say so.
         await proxy.finish(call, proxy.hung_up(call))

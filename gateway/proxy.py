@@ -10,7 +10,6 @@ caller instead of being sent again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import time
 import uuid
@@ -36,9 +35,11 @@ from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVer
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.in_flight import InFlight
+from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt, tenant_tag
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
+from prefixgate.gateway.named_state import CACHE, cache_id
 from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.relay import CLIENT_CLOSED, stream_response
@@ -87,10 +88,6 @@ def planner_provider(upstream: Upstream, wire: WireFormat, model: str = "") -> s
 def price_provider(upstream: Upstream, wire: WireFormat) -> str:
     """Whose price rows bill this upstream: a compatible provider's own (deepseek, openrouter, ...), Vertex's."""
     return upstream.price_rows or planner_provider(upstream, wire)
-
-
-def tenant_salt(tenant: str) -> str:
-    return hashlib.sha256(f"prefixgate-tenant:{tenant}".encode()).hexdigest()[:32]
 
 
 # A caller may name the stream of similar prompts a request belongs to; the planner learns per route.
@@ -169,6 +166,7 @@ class Proxy:
         self.in_flight = InFlight()
         self.response_homes = ResponseHomes()
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
+        self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
         self.diagnostics = ProviderDiagnostics(self.catalog)
 
@@ -342,10 +340,13 @@ class Proxy:
         request_url(upstream, wire, model, call.conv.stream)    # a model its URL cannot carry: refused here (400)
         planned, params = the_plan.conversation, the_plan.conversation.params
         billable = wire.billable(planned)
-        salted = upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None
+        party = principal(call.caller.key)
+        salted = upstream.self_hosted and self.settings.tenant_cache_isolation and party is not None
+        tagged = call.route.isolation == "tenant" and not upstream.self_hosted and party is not None
         ask = self.diagnostics.attach(call, upstream, wire.name, model, billable, key)
-        if (call.raw and not ask.fields and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
-                and params == call.conv.params and not billable.cache_params and not salted):
+        if (call.raw and not ask.fields and the_plan.mode == "off" and wire is call.wire and billable is planned
+                and billable.params is params and params == call.conv.params and not billable.cache_params
+                and not salted and not tagged):
             # Planning is off and nothing else changed the request (format, model, usage options, salt): the
             # caller's own bytes go upstream, with no re-encoding in proportion to the body.
             body = call.raw
@@ -353,17 +354,19 @@ class Proxy:
             payload = wire.encode_request(billable)
             if salted:
                 # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
-                payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)  # type: ignore[union-attr]
+                payload["cache_salt"] = tenant_salt(self.secret, party)  # type: ignore[arg-type]
+            if tagged:
+                tag_prompt(payload, wire.name, tenant_tag(self.secret, party))  # type: ignore[arg-type]
             payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
         return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
-        tenant = call.caller.key.tenant if call.caller.key else "-"
+        party = principal(call.caller.key) or "-"
         if call.route_hint:
-            return f"{tenant}/{call.route_hint}"
-        return self.planner_state.resolve(f"{tenant}/", fingerprint(conv), system_text(conv))
+            return f"{party}/{call.route_hint}"
+        return self.planner_state.resolve(f"{party}/", fingerprint(conv), system_text(conv))
 
     async def explicit_cache(self, call: Call, prep: Prepared) -> Prepared:
         """Create the explicit cache the plan asks for (a Gemini cachedContents entry, with the caller's
@@ -383,6 +386,7 @@ class Proxy:
             call.notes.append(f"cache: explicit cache not created: {reason}")
             return prep
         prep.plan.adopt_cached_content(name, expires)
+        self.owners.record(CACHE, cache_id(name), principal(call.caller.key), max(60.0, expires - time.time()))
         tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
         body = compact_bytes(prep.wire.encode_request(prep.plan.conversation))
         # Creating the cache bills its tokens at the input rate, and its storage for as long as it lives (the
@@ -474,7 +478,7 @@ class Proxy:
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
         explanation = (prep.plan.explanation if prep else []) + call.notes
-        if prep is not None and usage != Usage():
+        if prep is not None and (usage != Usage() or prep.storage_token_hours):
             provider, model = price_provider(prep.upstream, prep.wire), prep.upstream.base_model(prep.model)
             price = self.price(call, prep.upstream, prep.wire, prep.model, usage)
             cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None

@@ -108,6 +108,10 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                             if target.ends_stream(parsed):
                                 ended = True
                                 proxy.stored(call, prep, target.stored_id(parsed))
+                    if target.stored_mark is not None and target.stored_mark in ev:
+                        created = parsed if parsed is not None else framing.payload(ev)
+                        if created is not None:
+                            proxy.stored(call, prep, target.stored_id(created))
                     if kept is not None:
                         event = parsed if parsed is not None else framing.payload(ev)
                         if event is not None:

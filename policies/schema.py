@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
 from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
-from prefixgate.config import unknown_key
+from prefixgate.config import SAMPLE_SECRETS, unknown_key
 from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.policies.alerting import Alerting, parse_alerting
@@ -67,6 +67,10 @@ VERTEX_NAME = re.compile(r"^[a-z][a-z0-9-]{1,62}$")
 
 def bedrock_url(region: str) -> str:
     return f"https://bedrock-runtime.{region}.amazonaws.com"
+
+
+# Caller keys copied from examples (the docs' `key_sha256` is sha256("test")): refused at load.
+SAMPLE_DIGESTS = {hashlib.sha256(s.encode()).hexdigest(): s for s in SAMPLE_SECRETS}
 
 
 class PolicyError(ValueError):
@@ -196,6 +200,9 @@ class Route:
     price: Price | None = None
     # The most one request may cost: what admission reserves against a budget instead of its own estimate.
     max_request_usd: float | None = None
+    # "tenant": hosted upstreams' prefix caches are per tenant too (gateway/isolation.py); "shared": tenants of
+    # one provider key share its cache (self-hosted upstreams are salted per tenant either way).
+    isolation: Literal["shared", "tenant"] = "shared"
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -339,7 +346,7 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
                        "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
-                       "price", "max_request_usd"})
+                       "price", "max_request_usd", "isolation"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -362,6 +369,9 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     unknown = [f for f in formats if f not in WIRE_FORMATS]
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
+    isolation = spec.get("isolation", "shared")
+    if isolation not in ("shared", "tenant"):
+        raise PolicyError(f"{path}.isolation: must be shared or tenant, got {isolation!r}")
     diagnostics = spec.get("diagnostics", "on")
     # YAML reads a bare on/off as true/false.
     diagnostics = {True: "on", False: "off"}.get(diagnostics, diagnostics) if isinstance(diagnostics, bool) else diagnostics
@@ -374,7 +384,7 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
                  _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
                  _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"),
-                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute,
+                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, isolation=isolation,
                  price=_price(spec.get("price"), f"{path}.price"),
                  max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd"))
 
@@ -483,6 +493,9 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
         digest = str(spec["key_sha256"]).lower()
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise PolicyError(f"{path}.key_sha256: must be 64 hex digits (sha256 of the key)")
+    if digest in SAMPLE_DIGESTS:
+        raise PolicyError(f"{path}: this key is a sample value from examples (sha256 of {SAMPLE_DIGESTS[digest]!r}); "
+                          "use a long random key")
     planner = spec.get("planner")
     if planner is not None and planner not in MODES:
         raise PolicyError(f"{path}.planner: must be one of {', '.join(MODES)}, got {planner!r}")

@@ -154,7 +154,7 @@ def test_gateway_serves_through_a_redis_outage_and_resyncs(tmp_path, monkeypatch
                 wait_until(lambda: float(shared.get("prefixgate:counter:spend:team:all") or 0)
                            == sum(nanodollars(r["cost_usd"]) for r in records), 30, "budget resynced")
                 # The planner's learned state for the tenant's route is shared again.
-                wait_until(lambda: any(k.startswith(b"prefixgate:route:acme/") for k in shared.keys("prefixgate:route:*")),
+                wait_until(lambda: any(k.startswith(b"prefixgate:route:tenant:acme/") for k in shared.keys("prefixgate:route:*")),
                            30, "planner state published")
     finally:
         if server.proc.poll() is None:
