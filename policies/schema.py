@@ -10,11 +10,13 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
 from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
-from prefixgate.config import unknown_key
+from prefixgate.config import SAMPLE_SECRETS, unknown_key
+from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.policies.alerting import Alerting, parse_alerting
 from prefixgate.providers.compatible import PROFILES, Profile
@@ -67,6 +69,10 @@ VERTEX_NAME = re.compile(r"^[a-z][a-z0-9-]{1,62}$")
 
 def bedrock_url(region: str) -> str:
     return f"https://bedrock-runtime.{region}.amazonaws.com"
+
+
+# Caller keys copied from examples (the docs' `key_sha256` is sha256("test")): refused at load.
+SAMPLE_DIGESTS = {hashlib.sha256(s.encode()).hexdigest(): s for s in SAMPLE_SECRETS}
 
 
 class PolicyError(ValueError):
@@ -192,6 +198,13 @@ class Route:
     # Ask the provider why its cache missed (gateway/diagnostics.py), on at most this many requests a minute.
     diagnostics: bool = True
     diagnostics_per_minute: int = 600
+    # USD per million tokens for models the price table does not know (a budgeted key may then use them).
+    price: Price | None = None
+    # The most one request may cost: what admission reserves against a budget instead of its own estimate.
+    max_request_usd: float | None = None
+    # "tenant": hosted upstreams' prefix caches are per tenant too (gateway/isolation.py); "shared": tenants of
+    # one provider key share its cache (self-hosted upstreams are salted per tenant either way).
+    isolation: Literal["shared", "tenant"] = "shared"
     # A request for a model its provider has retired: send it as asked, with a warning ("warn"), send it to the
     # catalogue's replacement ("replace") or refuse it with a 400 ("refuse"). See gateway/lifecycle.py.
     on_retired: OnRetired = "warn"
@@ -251,6 +264,11 @@ class Policy:
         if len(set(names)) != len(names):
             raise PolicyError(f"routes: route names must be unique, got {names}")
         keys = tuple(_key(k, f"keys.{i}", set(names)) for i, k in enumerate(_list(data.get("keys") or [], "keys")))
+        # Budgets and rate limits count per key name: two keys of one name would share (and double) one counter.
+        key_names = [k.name for k in keys]
+        twice = sorted({n for n in key_names if key_names.count(n) > 1})
+        if twice:
+            raise PolicyError(f"keys: key names must be unique (budgets and rate limits count by name); repeated: {twice}")
         try:
             alerting = parse_alerting(data, PERIODS)
         except ValueError as e:
@@ -332,7 +350,9 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
-                       "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute", "on_retired"})
+                       "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
+                       "price", "max_request_usd", "isolation",
+                       "on_retired"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -355,12 +375,16 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     unknown = [f for f in formats if f not in WIRE_FORMATS]
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
+    isolation = spec.get("isolation", "shared")
+    if isolation not in ("shared", "tenant"):
+        raise PolicyError(f"{path}.isolation: must be shared or tenant, got {isolation!r}")
     diagnostics = spec.get("diagnostics", "on")
     # YAML reads a bare on/off as true/false.
     diagnostics = {True: "on", False: "off"}.get(diagnostics, diagnostics) if isinstance(diagnostics, bool) else diagnostics
     if diagnostics not in ("on", "off"):
         raise PolicyError(f"{path}.diagnostics: must be on or off, got {diagnostics!r}")
     per_minute = spec.get("diagnostics_per_minute", 600)
+    cap = spec.get("max_request_usd")
     if not isinstance(per_minute, int) or isinstance(per_minute, bool) or per_minute < 1:
         raise PolicyError(f"{path}.diagnostics_per_minute: must be a positive integer, got {per_minute!r}")
     on_retired = spec.get("on_retired", "warn")
@@ -369,7 +393,10 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
                  _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
                  _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"),
-                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, on_retired=on_retired)
+                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, isolation=isolation,
+                 price=_price(spec.get("price"), f"{path}.price"),
+                 max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd"),
+                 on_retired=on_retired)
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:
@@ -405,6 +432,19 @@ def _response_cache(spec: Any, path: str) -> ResponseCachePolicy:
     if not isinstance(tool_calls, bool):
         raise PolicyError(f"{path}.tool_calls: must be true or false, got {tool_calls!r}")
     return ResponseCachePolicy(mode, ttl_s, max_mb, tool_calls)
+
+
+def _price(spec: Any, path: str) -> Price | None:
+    """A route's declared price, USD per million tokens: input and output (cache reads and writes as input
+    unless given)."""
+    if spec is None:
+        return None
+    spec = _mapping(spec, path)
+    _only(spec, path, {"input", "output", "cache_read"})
+    if "input" not in spec or "output" not in spec:
+        raise PolicyError(f"{path}: give input and output (USD per million tokens)")
+    usd = {k: Decimal(str(_number(v, f"{path}.{k}"))) for k, v in spec.items()}
+    return Price(usd["input"], usd["output"], usd.get("cache_read", usd["input"]))
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
@@ -463,6 +503,9 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
         digest = str(spec["key_sha256"]).lower()
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise PolicyError(f"{path}.key_sha256: must be 64 hex digits (sha256 of the key)")
+    if digest in SAMPLE_DIGESTS:
+        raise PolicyError(f"{path}: this key is a sample value from examples (sha256 of {SAMPLE_DIGESTS[digest]!r}); "
+                          "use a long random key")
     planner = spec.get("planner")
     if planner is not None and planner not in MODES:
         raise PolicyError(f"{path}.planner: must be one of {', '.join(MODES)}, got {planner!r}")

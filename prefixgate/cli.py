@@ -70,8 +70,11 @@ def serve(ctx: click.Context, config: str | None, host: str | None, port: int | 
         raise click.ClickException(str(e)) from None
     except (PolicyError, ConfigError) as e:
         raise click.UsageError(str(e)) from None
+    from prefixgate.gateway.slow_clients import protocol_for
+
     # The gateway logs one JSON line per request itself (with route, usage and cost), so no access log.
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False,
+                http=protocol_for(settings.client_timeout_s))
 
 
 def _engine_options(command: click.decorators.FC) -> click.decorators.FC:

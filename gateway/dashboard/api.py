@@ -22,7 +22,7 @@ from prefixgate import __version__
 from prefixgate.gateway.dashboard import schema
 from prefixgate.gateway.dashboard.alert_rules import RULES
 from prefixgate.gateway.dashboard.alerts import AlertRule, alerts_now, route_alerts
-from prefixgate.gateway.dashboard.auth import require_reader
+from prefixgate.gateway.dashboard.auth import reader_tenant, require_reader
 from prefixgate.gateway.dashboard.figures import GROUPINGS, breakdown, timeseries, totals
 from prefixgate.gateway.dashboard.forecast import earliest_start, forecasts
 from prefixgate.gateway.dashboard.misses import is_miss, misses_by_route
@@ -60,9 +60,10 @@ def unavailable_as_503(source: LedgerSource) -> Iterator[None]:
 
 
 class Window:
-    """A validated time window plus the ledger it reads."""
+    """A validated time window plus the ledger it reads (for a tenant's reader, that tenant's records only)."""
 
     def __init__(self, request: Request, span: str, until: float | None) -> None:
+        self.tenant = reader_tenant(request)
         m = _SPAN.match(span)
         assert m is not None  # the Query pattern already checked it
         seconds = int(m.group(1)) * _UNIT_S[m.group(2)]
@@ -76,9 +77,12 @@ class Window:
     def latest(self, lookback_s: float = 0.0, route: str | None = None) -> list[LedgerRecord]:
         """The window's latest MISS_SAMPLE records (from `lookback_s` before it: their predecessors)."""
         with unavailable_as_503(self.source):
-            return self.source.records(self.since - lookback_s, self.until, latest=MISS_SAMPLE, route=route)
+            records = self.source.records(self.since - lookback_s, self.until, latest=MISS_SAMPLE, route=route)
+        return records if self.tenant is None else [r for r in records if r.tenant == self.tenant]
 
     def view(self, since: float | None = None, until: float | None = None) -> AbstractContextManager[sqlite3.Connection]:
+        if self.tenant is not None:     # rollups sum every tenant's requests
+            raise HTTPException(403, f"this key reads tenant {self.tenant!r}'s records only: /api/requests and /api/misses")
         with unavailable_as_503(self.source):
             return self.source.view(self.since if since is None else since, self.until if until is None else until)
 
@@ -142,6 +146,8 @@ def alerts(request: Request, window_s: Annotated[float, Query(gt=0, le=86400)] =
            baseline_s: Annotated[float, Query(gt=0, le=7 * 86400)] = 3600,
            drop: Annotated[float, Query(gt=0, le=1)] = 0.5) -> dict:
     rule = _rule(window_s, baseline_s, drop)
+    if reader_tenant(request) is not None:
+        raise HTTPException(403, "alerts are per route across every tenant: not a tenant reader's to read")
     with unavailable_as_503(request.app.state.dashboard_source):
         now, found = alerts_now(request.app.state.dashboard_source, rule)
     return {"now": now, "rule": asdict(rule), "alerts": [a.to_dict() for a in found]}

@@ -2,7 +2,9 @@
 // Plain DOM and SVG, no library and no build step; every data string goes in through textContent.
 "use strict";
 
-const REFRESH_MS = Number(new URLSearchParams(location.search).get("refresh_ms")) || 3000;
+// At most one poll a second whatever the address asks: each poll reads the ledger (?refresh_ms=1 would never stop).
+const MIN_REFRESH_MS = 1000;
+const REFRESH_MS = Math.max(MIN_REFRESH_MS, Number(new URLSearchParams(location.search).get("refresh_ms")) || 3000);
 const SVG = "http://www.w3.org/2000/svg";
 const W = 640, H = 220, PAD = { l: 58, r: 10, t: 10, b: 24 };
 const BENIGN = new Set(["cold", "no_checkpoint"]);

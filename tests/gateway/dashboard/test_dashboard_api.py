@@ -31,8 +31,12 @@ def test_the_admin_token_guards_page_and_api(gw):
     assert httpx.get(gw.url + "/api/summary", headers={"authorization": "Bearer wrong"}).status_code == 401
     page = httpx.get(gw.url + "/dashboard")
     assert page.status_code == 401 and "admin token" in page.text and "<form" in page.text
-    assert httpx.get(gw.url + "/dashboard", params={"token": "wrong"}).status_code == 401
-    login = httpx.get(gw.url + "/dashboard", params={"token": TOKEN})
+    assert 'method="post" action="/dashboard/login"' in page.text
+    # Never from the address (access logs keep URLs): refused, and no cookie set.
+    in_url = httpx.get(gw.url + "/dashboard", params={"token": TOKEN})
+    assert in_url.status_code == 400 and "set-cookie" not in in_url.headers
+    assert httpx.post(gw.url + "/dashboard/login", data={"token": "wrong"}).status_code == 401
+    login = httpx.post(gw.url + "/dashboard/login", data={"token": TOKEN})
     assert login.status_code == 303 and login.headers["location"] == "/dashboard"
     cookie = login.headers["set-cookie"]
     assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
