@@ -146,3 +146,15 @@ def test_a_ledger_file_from_before_segments_is_migrated(tmp_path):
     ledger.close()
     rows = read_records(path)
     assert [(r["id"], r["segments"]) for r in rows] == [("old", []), ("new", ["system:a:b:10:"])]
+
+
+def test_the_login_cookie_is_secure_behind_a_tls_proxy(gw):
+    # docs/deploying-safely.md: a TLS proxy on the same machine says X-Forwarded-Proto: https (uvicorn trusts it
+    # from 127.0.0.1), and the login cookie is then marked Secure; over plain HTTP it cannot be.
+    def attributes(response: httpx.Response) -> set[str]:
+        return {part.strip().lower() for part in response.headers["set-cookie"].split(";")}
+
+    plain = httpx.post(gw.url + "/dashboard/login", data={"token": TOKEN})
+    behind = httpx.post(gw.url + "/dashboard/login", data={"token": TOKEN}, headers={"x-forwarded-proto": "https"})
+    assert plain.status_code == behind.status_code == 303
+    assert "secure" not in attributes(plain) and "secure" in attributes(behind)
