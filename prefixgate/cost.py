@@ -25,9 +25,11 @@ class Price:
     cache_write: dict[str, Decimal] = field(default_factory=dict)
     # Explicit caches billed for storage (Gemini cachedContents): USD per million tokens per hour.
     storage_per_hour: Decimal = ZERO
+    # Server-side web search: USD per 1,000 searches (Anthropic's web search tool).
+    web_search_per_k: Decimal = ZERO
 
     def __post_init__(self) -> None:
-        for name in ("input", "output", "cache_read", "storage_per_hour"):
+        for name in ("input", "output", "cache_read", "storage_per_hour", "web_search_per_k"):
             if Decimal(getattr(self, name)) < 0:
                 raise ValueError(f"price {name} must be >= 0")
 
@@ -46,10 +48,12 @@ class Cost:
     output: Decimal = ZERO
     storage: Decimal = ZERO
     without_cache: Decimal = ZERO
+    # Fees for server-side tools (web searches): paid with or without caching, so also in `without_cache`.
+    tools: Decimal = ZERO
 
     @property
     def total(self) -> Decimal:
-        return self.uncached_input + self.cache_read + self.cache_write + self.output + self.storage
+        return self.uncached_input + self.cache_read + self.cache_write + self.output + self.storage + self.tools
 
     @property
     def savings(self) -> Decimal:
@@ -64,6 +68,7 @@ class Cost:
             self.output + other.output,
             self.storage + other.storage,
             self.without_cache + other.without_cache,
+            self.tools + other.tools,
         )
 
     def to_dict(self) -> dict[str, str]:
@@ -73,6 +78,7 @@ class Cost:
             "cache_write": str(self.cache_write),
             "output": str(self.output),
             "storage": str(self.storage),
+            "tools": str(self.tools),
             "total": str(self.total),
             "without_cache": str(self.without_cache),
             "savings": str(self.savings),
@@ -82,13 +88,15 @@ class Cost:
 def price_usage(usage: Usage, price: Price, storage_token_hours: Decimal = ZERO) -> Cost:
     """Price `usage`; the counterfactual bills every prompt token as plain input and no storage."""
     writes = sum((n * price.write_price(ttl) for ttl, n in usage.cache_writes.items()), ZERO)
+    tools = usage.web_searches * price.web_search_per_k / 1000
     return Cost(
         uncached_input=usage.uncached_input * price.input / MTOK,
         cache_read=usage.cache_read * price.cache_read / MTOK,
         cache_write=writes / MTOK,
         output=usage.output * price.output / MTOK,
         storage=storage_token_hours * price.storage_per_hour / MTOK,
-        without_cache=(usage.input_total * price.input + usage.output * price.output) / MTOK,
+        without_cache=(usage.input_total * price.input + usage.output * price.output) / MTOK + tools,
+        tools=tools,
     )
 
 

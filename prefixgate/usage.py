@@ -21,9 +21,12 @@ class Usage:
     # What the provider itself says the response cost in USD, where its usage reports it (OpenRouter's
     # `usage.cost`); None otherwise. Kept beside the price-table cost, never instead of it.
     reported_cost: Decimal | None = None
+    # Server-side web searches the provider ran for this response (Anthropic's
+    # `usage.server_tool_use.web_search_requests`): billed per search, on top of tokens.
+    web_searches: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("uncached_input", "cache_read", "output"):
+        for name in ("uncached_input", "cache_read", "output", "web_searches"):
             if getattr(self, name) < 0:
                 raise ValueError(f"usage {name} must be >= 0, got {getattr(self, name)}")
         if any(v < 0 for v in self.cache_writes.values()):
@@ -48,6 +51,7 @@ class Usage:
             writes,
             self.output + other.output,
             _sum_reported(self.reported_cost, other.reported_cost),
+            self.web_searches + other.web_searches,
         )
 
     def token_counts(self) -> dict[str, int]:

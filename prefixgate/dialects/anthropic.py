@@ -247,6 +247,7 @@ def parse_usage(usage: dict) -> Usage:
         cache_read=usage.get("cache_read_input_tokens") or 0,
         cache_writes={ttl: n for ttl, n in writes.items() if n},
         output=usage.get("output_tokens") or 0,
+        web_searches=int((usage.get("server_tool_use") or {}).get("web_search_requests") or 0),
     )
 
 

@@ -90,7 +90,8 @@ def _rows(prices: types.ModelPrice, write_ttl: str, source: str, note: str) -> t
         inp = chosen["input"] or Decimal(0)
         writes = {ttl: chosen[k] for ttl, k in ((write_ttl, "write"), ("1h", "write_1h")) if chosen[k] is not None}
         price = Price(input=inp, output=chosen["output"] or Decimal(0),
-                      cache_read=chosen["cache_read"] if chosen["cache_read"] is not None else inp, cache_write=writes)
+                      cache_read=chosen["cache_read"] if chosen["cache_read"] is not None else inp, cache_write=writes,
+                      web_search_per_k=getattr(prices, "web_searches_kcount", None) or Decimal(0))
         return PriceSpec(price, source, AS_OF, note, start)
 
     return at(0), tuple(at(s) for s in starts)

@@ -29,7 +29,7 @@ class PriceSpec:
         p = self.price
         price = Price(input=p.input * factor, output=p.output * factor, cache_read=p.cache_read * factor,
                       cache_write={ttl: v * factor for ttl, v in p.cache_write.items()},
-                      storage_per_hour=p.storage_per_hour * factor)
+                      storage_per_hour=p.storage_per_hour * factor, web_search_per_k=p.web_search_per_k)
         return replace(self, price=price, note=f"{self.note}; {note}" if self.note else note)
 
 
