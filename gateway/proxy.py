@@ -266,7 +266,9 @@ class Proxy:
         target = Target(planner_provider(first, first_wire, model), first.base_model(model), first.price_rows)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
                         catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key),
-                        rule=call.route.rewrite)
+                        rule=call.route.rewrite, cache_key=call.route.prompt_cache_key,
+                        # A key without a tenant is its own tenant: derived cache keys are never shared across them.
+                        tenant=(call.caller.key.tenant or call.caller.key.name) if call.caller.key else "")
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
         home = self.response_homes.home_of(first_wire.chained_id(conv))
@@ -433,6 +435,7 @@ class Proxy:
             provider_miss_reason=call.provider_verdict.reason if call.provider_verdict else "",
             provider_missed_tokens=call.provider_verdict.missed_tokens if call.provider_verdict else None,
             body=prep.trace_body if prep else "",
+            cache_key_mode=prep.plan.cache_key_mode if prep else "", prompt_cache_key=prep.plan.cache_key if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream, prep.wire) if prep else call.wire.planner_provider,
                                   volatile_spans),
             response_cache=call.response_cache.state if call.response_cache is not None else "")

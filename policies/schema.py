@@ -12,7 +12,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
+from prefixgate.cache_planner import (
+    CACHE_KEY_MODES,
+    CALLER_CHECKPOINTS,
+    MODES,
+    CacheKeyMode,
+    CallerCheckpoints,
+    Mode,
+)
 from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
 from prefixgate.config import unknown_key
 from prefixgate.dialects import WIRE_FORMATS, vertex
@@ -190,6 +197,8 @@ class Route:
     # Ask the provider why its cache missed (gateway/diagnostics.py), on at most this many requests a minute.
     diagnostics: bool = True
     diagnostics_per_minute: int = 600
+    # What the planner does with OpenAI's prompt_cache_key (cache_planner/cache_key.py): derive, keep or off.
+    prompt_cache_key: CacheKeyMode = "keep"
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -327,7 +336,8 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
-                       "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute"})
+                       "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
+                       "prompt_cache_key"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -358,10 +368,14 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     per_minute = spec.get("diagnostics_per_minute", 600)
     if not isinstance(per_minute, int) or isinstance(per_minute, bool) or per_minute < 1:
         raise PolicyError(f"{path}.diagnostics_per_minute: must be a positive integer, got {per_minute!r}")
+    cache_key = spec.get("prompt_cache_key", "keep")
+    cache_key = "off" if cache_key is False else cache_key     # YAML reads a bare off as false
+    if cache_key not in CACHE_KEY_MODES:
+        raise PolicyError(f"{path}.prompt_cache_key: must be one of {', '.join(CACHE_KEY_MODES)}, got {cache_key!r}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
                  _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
                  _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"),
-                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute)
+                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, prompt_cache_key=cache_key)
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:

@@ -14,7 +14,7 @@ from prefixgate.ledger import read_records
 from prefixgate.providers.mock.server import MockContext
 from prefixgate.providers.mock.server import create_app as mock_app
 from tests.gateway.support_codex import codex_binary, codex_config
-from tests.gateway.support_gateway import running_gateway, settings_for
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
 from tests.support_services import ServerThread, wait_until
 
 pytestmark = pytest.mark.slow
@@ -42,3 +42,41 @@ def test_codex_exec_completes_a_tool_task_and_reads_cache_on_later_requests(tmp_
     assert later["uncached_input"] + later["cache_read"] > first["uncached_input"] + first["cache_read"]
     assert later["cache_read"] >= 1024 and first["cache_read"] == 0
     assert later["stream"] and later["cost_usd"] is not None
+
+
+def _codex_sessions(tmp_path, mode: str, sessions: int) -> list[dict]:
+    """`sessions` separate `codex exec` runs (each sends its own prompt_cache_key) on a route whose
+    prompt_cache_key is `mode`; every session's first request's ledger record."""
+    policy = {"routes": [{"name": "codex", "models": ["gpt-*"], "targets": [{"upstream": "openai"}],
+                          "prompt_cache_key": mode}]}
+    codex = codex_binary()
+    tmp_path.mkdir()
+    with ServerThread(mock_app(MockContext())) as mock:
+        settings = settings_for(mock.url, tmp_path)
+        with running_gateway(settings, policy=policy_for(settings, policy)) as gw:
+            home, work = tmp_path / "codex-home", tmp_path / "work"
+            codex_config(home, gw.url + "/v1", "gpt-5")
+            work.mkdir()
+            env = {**os.environ, "CODEX_HOME": str(home), "PREFIXGATE_TEST_KEY": "sk-test-" + uuid.uuid4().hex,
+                   "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+            for n in range(sessions):
+                done = subprocess.run([str(codex), "exec", "--skip-git-repo-check", f"Say hello, session {n}."],
+                                      cwd=work, env=env, capture_output=True, text=True, timeout=240,
+                                      stdin=subprocess.DEVNULL)
+                assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+                wait_until(lambda n=n: len(read_records(settings.ledger_path)) >= n + 1, 10, "the session's record")
+    records = [r for r in read_records(settings.ledger_path) if r["dialect"] == "responses"]
+    assert len(records) == sessions and all(r["status"] == 200 for r in records)
+    return records
+
+
+def test_codex_sessions_share_the_instructions_cache_on_a_derive_route(tmp_path):
+    # Each Codex session sends its own prompt_cache_key: passed as sent, each lands on a cold machine.
+    kept = _codex_sessions(tmp_path / "keep", "keep", 2)
+    assert len({r["prompt_cache_key"] for r in kept}) == 2
+    assert [r["cache_read"] for r in kept] == [0, 0]
+    # Derived from the static prefix (tools, instructions), the sessions share one key and one machine.
+    derived = _codex_sessions(tmp_path / "derive", "derive", 3)
+    assert len({r["prompt_cache_key"] for r in derived}) == 1 and derived[0]["cache_key_mode"] == "derive"
+    assert derived[0]["cache_read"] == 0
+    assert all(r["cache_read"] >= 1024 for r in derived[1:]), [r["cache_read"] for r in derived]
