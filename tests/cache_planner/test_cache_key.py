@@ -74,3 +74,11 @@ def test_an_unknown_setting_is_refused_at_the_edge_naming_the_route(tmp_path):
     assert policy_for(settings, {"routes": [route]}).routes[0].prompt_cache_key == "keep"
     with pytest.raises(ValueError, match="cache_key must be one of"):
         plan(DIALECTS["openai"].parse_request(json.dumps(body("openai", "s", "q", None))), TARGET, cache_key="share")
+
+
+def test_derive_wins_while_a_prefix_fits_one_machine_and_loses_past_its_overflow_so_keep_is_the_default():
+    # bench/cache_key.py's agent sessions (shared instructions, growing conversations, one caller key each)
+    # through the OpenAI cache simulator: ~15 requests a minute per machine, then more machines in turn.
+    from bench.cache_key import read_share
+    assert read_share("derive", 3, 4, 20.0, 600.0) > read_share("keep", 3, 4, 20.0, 600.0)
+    assert read_share("derive", 20, 4, 10.0, 0.5) < read_share("keep", 20, 4, 10.0, 0.5)
