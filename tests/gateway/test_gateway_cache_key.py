@@ -6,6 +6,7 @@ never reads the first tenant's cache, even with the same caller key."""
 
 from __future__ import annotations
 
+import httpx
 import openai
 import pytest
 
@@ -47,6 +48,9 @@ def test_derive_shares_instructions_across_sessions_keep_does_not_and_tenants_ne
                            ask(gw.url, api, "GLOBEX_KEY", "session-1", "Review PR 303.")]
             wait_until(lambda s=settings: len(read_records(s.ledger_path)) >= 3, 10, "three ledger records")
             records = read_records(settings.ledger_path)
+            # The dashboard's request detail shows the mode and the key sent.
+            detail = httpx.get(gw.url + f"/api/requests/{records[1]['id']}", params={"range": "15m"}).json()
+            assert (detail["cache_key_mode"], detail["prompt_cache_key"]) == (mode, records[1]["prompt_cache_key"])
         keys = [r["prompt_cache_key"] for r in records]
         assert [r["cache_key_mode"] for r in records] == [mode] * 3
         if mode == "derive":
