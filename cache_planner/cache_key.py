@@ -11,7 +11,8 @@ paying the whole prefix. A route chooses:
 - `keep`: send the caller's key; where it sent none, the derived one;
 - `off`: send no key at all.
 
-The derived key is a hash: it reveals neither the tenant nor the prompt.
+The derived key is a hash: it reveals neither the tenant nor the prompt. The gateway passes the tenant as an
+opaque value only it can compute (an HMAC of the caller's party under its server secret, gateway/isolation.py).
 """
 
 from __future__ import annotations

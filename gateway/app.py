@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prefixgate import __version__
+from prefixgate.bind import is_loopback
 from prefixgate.config import Settings
 from prefixgate.dialects import format_of_path, resent
 from prefixgate.errors import RequestError
@@ -63,6 +64,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing)
+        await app.state.proxy.restore_budgets()
         resent.keep(settings.resent_bodies_mb << 20)
         # Before the server accepts a connection: the first request then costs what the tenth does.
         await asyncio.to_thread(warm_or_log, app.state.proxy.catalog)
@@ -81,6 +83,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     app = GatewayApp(title="prefixgate", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                      openapi_url=None)
     app.state.settings = settings
+    app.guard_browsers(settings.cors_origins, not policy.keys and not settings.open_gateway and is_loopback(settings.host))
     app.state.policy = policy
     for module in (endpoints_models, endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_interactions,
                    endpoints_gemini, endpoints_vertex):

@@ -19,6 +19,7 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import authenticate, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.upstream import STORED_INTERACTION_QUERY, allowed_query
 
 router = APIRouter()
 WIRE = interactions_adapter.WIRE
@@ -56,7 +57,8 @@ async def _stored(request: Request, method: str, version: str, interaction_id: s
     body = await request.body() if method == "POST" else b""
     key = upstream_credential(upstream, caller, WIRE.name)
     resp = await proxy.upstream.forward(upstream, WIRE, method, f"/{version}/interactions/{interaction_id}{suffix}",
-                                        request.url.query, body, key)
+                                        allowed_query(request.query_params.multi_items(), STORED_INTERACTION_QUERY), body,
+                                        key)
     if method == "DELETE" and 200 <= resp.status < 300:
         await proxy.owners.forget(WIRE.stored_kind, interaction_id)
     # `GET ?stream=true` replays a finished interaction's events (read whole here: it is over already).

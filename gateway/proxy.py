@@ -10,7 +10,6 @@ caller instead of being sent again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import time
 import uuid
@@ -26,26 +25,30 @@ from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.cache_planner.rewrite import system_text
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
-from prefixgate.cost import Cost, cost_note, ledger_fields, price_usage
+from prefixgate.cost import Cost, Price, cost_note, ledger_fields, price_usage
 from prefixgate.dialects import resent, wire_format
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
+from prefixgate.gateway import lifecycle
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
 from prefixgate.gateway.error_response import error_response
+from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.in_flight import InFlight
+from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt, tenant_tag
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
+from prefixgate.gateway.named_state import CACHE, cache_id
 from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.pricing import price_for
-from prefixgate.gateway.relay import stream_response
+from prefixgate.gateway.relay import CLIENT_CLOSED, stream_response
 from prefixgate.gateway.response_cache import CONTROL, HEADER, Lookup, ResponseCache
 from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.tracing import Tracing
-from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse
+from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse, request_url
 from prefixgate.ir import Conversation
 from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
 from prefixgate.policies import (
@@ -59,8 +62,9 @@ from prefixgate.policies import (
     pick_replica,
     retry_condition,
 )
+from prefixgate.policies.limits import Reservation, spend_counter
 from prefixgate.policies.router import caller_checkpoints_for
-from prefixgate.policies.schema import DIALECT_OF, KINDS, PRICE_ROWS
+from prefixgate.policies.schema import DIALECT_OF, KINDS, PERIODS, PRICE_ROWS
 from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.compatible import caches_by_markers
@@ -85,10 +89,6 @@ def planner_provider(upstream: Upstream, wire: WireFormat, model: str = "") -> s
 def price_provider(upstream: Upstream, wire: WireFormat) -> str:
     """Whose price rows bill this upstream: a compatible provider's own (deepseek, openrouter, ...), Vertex's."""
     return upstream.price_rows or planner_provider(upstream, wire)
-
-
-def tenant_salt(tenant: str) -> str:
-    return hashlib.sha256(f"prefixgate-tenant:{tenant}".encode()).hexdigest()[:32]
 
 
 # A caller may name the stream of similar prompts a request belongs to; the planner learns per route.
@@ -118,6 +118,9 @@ class Call:
     cache_control: str = ""             # the caller's x-prefixgate-response-cache-control
     response_cache: Lookup | None = None    # what the route's response cache does for it (None: cache off)
     provider_verdict: ProviderVerdict | None = None   # why the provider says its cache missed (diagnostics.py)
+    held: Reservation = Reservation()   # what admission reserved against the key's budget
+    estimate: Usage = Usage()           # the request's tokens as admission estimated them (prompt + max output)
+    prepared: Prepared | None = None    # the target the request went to, once chosen
 
 
 @dataclass
@@ -135,6 +138,7 @@ class Prepared:
     storage_token_hours: Decimal = Decimal(0)   # storage of that cache over its TTL (tokens x hours)
     trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
     ask: Ask = field(default_factory=Ask)   # the provider diagnostics this request carries (diagnostics.py)
+    retires: str = ""                   # the model's retirement, for the lifecycle header (gateway/lifecycle.py)
 
     def usage_counter(self) -> Any:
         """A stream usage accumulator for this request (which may say how its cache writes are priced)."""
@@ -164,6 +168,7 @@ class Proxy:
         self.in_flight = InFlight()
         self.response_homes = ResponseHomes()
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
+        self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
         self.diagnostics = ProviderDiagnostics(self.catalog)
 
@@ -188,10 +193,65 @@ class Proxy:
 
     # ---- the request path ---------------------------------------------------------------------
 
+    async def admit(self, call: Call, ref: TargetRef | None = None) -> None:
+        """The one admission check for everything that costs money: the key's rate limits, and its budget
+        with this request's estimated cost reserved (`ref`: the target that prices it, the route's first)."""
+        key = call.caller.key
+        if key is None:
+            return
+        estimate = Decimal(0)
+        if key.budget is not None:
+            call.estimate = estimated_usage(call.conv, call.raw)
+            estimate = self.estimated_cost(call, ref or call.route.targets[0], call.estimate)
+        call.held = await self.limits.admit(key, estimate)
+
+    async def admit_state(self, caller: Caller, raw: bytes, dialect: str) -> None:
+        """Admission for a call that creates or extends billed provider state (an explicit cache, its TTL): the
+        key's route for the model the body names, its rate limits, and a budget not already spent."""
+        if caller.key is None:
+            return
+        try:
+            named = json.loads(raw or b"{}").get("model")
+        except (ValueError, AttributeError):
+            named = None
+        if isinstance(named, str) and named:
+            self.router.decide(named.rsplit("/", 1)[-1], caller.key, dialect)
+        await self.limits.admit(caller.key)
+
+    def estimated_cost(self, call: Call, ref: TargetRef, usage: Usage) -> Decimal:
+        """The route's declared cap, else `usage` at the target model's price (the route's declared one for a
+        model the table lacks); a model with neither cannot be budgeted and is refused."""
+        if call.route.max_request_usd is not None:
+            return Decimal(str(call.route.max_request_usd))
+        upstream = self.policy.upstreams[ref.upstreams[0]]
+        model = ref.model or call.conv.model or ""
+        price = self.price(call, upstream, wire_format(upstream.dialect_for(call.dialect, model)), model, usage)
+        if price is None:
+            raise RequestError(f"model {model!r} has no known price, so key {call.caller.key.name!r} cannot spend its "  # type: ignore[union-attr]
+                               f"budget on it: the operator can declare one on route {call.route.name!r} "
+                               "(price: {input, output}, USD per million tokens) or cap it (max_request_usd)",
+                               field="model", status=400, kind="invalid_request")
+        return price_usage(usage, price).total
+
+    def price(self, call: Call, upstream: Upstream, wire: WireFormat, model: str, usage: Usage) -> Price | None:
+        """The price row for `model` at `upstream`, else the route's declared price."""
+        return price_for(price_provider(upstream, wire), upstream.base_model(model), usage, self.catalog) or call.route.price
+
+    async def restore_budgets(self) -> None:
+        """Without Redis the counters start empty: each budgeted key starts from what the ledger says it spent
+        in its current window (`period: total` included), so a restart forgives nothing."""
+        if self.settings.redis_url:
+            return
+        for key in self.policy.keys:
+            if key.budget is not None:
+                _, _, start = spend_counter(key, time.time())
+                period = PERIODS[key.budget.period]
+                pico = self.ledger.key_spend_pico(key.name, start, 60 if 0 < period < 3600 else 3600)
+                await self.limits.restore(key, -(-pico // 1000))
+
     async def handle(self, call: Call) -> Response:
-        if call.caller.key is not None:
-            await self.limits.admit(call.caller.key)
         await self.check_chain(call)
+        await self.admit(call)
         call.response_cache = await self.response_cache.lookup(call)
         if call.response_cache is not None and call.response_cache.state == "hit":
             return self.response_cache.replay(self, call, call.response_cache)
@@ -205,6 +265,7 @@ class Proxy:
                 failure = e
                 continue
             prep = await self.explicit_cache(call, prep)
+            call.prepared = prep
             for attempt in range(1, retry.attempts + 1):
                 call.attempts += 1
                 sent = time.perf_counter()
@@ -260,15 +321,22 @@ class Proxy:
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
         first_wire = wire_format(first.dialect_for(call.dialect, model))
+        if not first.deployments:   # an Azure deployment's name is not its model's
+            verdict = lifecycle.check(price_provider(first, first_wire), model, call.route.on_retired, self.catalog)
+            model, retires = verdict.model, verdict.header
+            call.notes += [verdict.note] if verdict.note and verdict.note not in call.notes else []
+        else:
+            retires = ""
         conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
         target = Target(planner_provider(first, first_wire, model), first.base_model(model), first.price_rows)
+        party = principal(call.caller.key)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
                         catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key),
                         rule=call.route.rewrite, cache_key=call.route.prompt_cache_key,
-                        # A key without a tenant is its own tenant: derived cache keys are never shared across them.
-                        tenant=(call.caller.key.tenant or call.caller.key.name) if call.caller.key else "")
+                        # Derived cache keys are scoped to the caller's party, named by a value only the server can compute.
+                        tenant=tenant_salt(self.secret, party) if party else "")
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
         home = self.response_homes.home_of(first_wire.chained_id(conv))
@@ -280,12 +348,15 @@ class Proxy:
         upstream = self.policy.upstreams[name]
         key = upstream_credential(upstream, call.caller, call.dialect)
         wire = wire_format(upstream.dialect_for(call.dialect, model))
+        request_url(upstream, wire, model, call.conv.stream)    # a model its URL cannot carry: refused here (400)
         planned, params = the_plan.conversation, the_plan.conversation.params
         billable = wire.billable(planned)
-        salted = upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None
+        salted = upstream.self_hosted and self.settings.tenant_cache_isolation and party is not None
+        tagged = call.route.isolation == "tenant" and not upstream.self_hosted and party is not None
         ask = self.diagnostics.attach(call, upstream, wire.name, model, billable, key)
-        if (call.raw and not ask.fields and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
-                and params == call.conv.params and not billable.cache_params and not salted):
+        if (call.raw and not ask.fields and the_plan.mode == "off" and wire is call.wire and billable is planned
+                and billable.params is params and params == call.conv.params and not billable.cache_params
+                and not salted and not tagged):
             # Planning is off and nothing else changed the request (format, model, usage options, salt): the
             # caller's own bytes go upstream, with no re-encoding in proportion to the body.
             body = call.raw
@@ -293,17 +364,20 @@ class Proxy:
             payload = wire.encode_request(billable)
             if salted:
                 # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
-                payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)  # type: ignore[union-attr]
+                payload["cache_salt"] = tenant_salt(self.secret, party)  # type: ignore[arg-type]
+            if tagged:
+                tag_prompt(payload, wire.name, tenant_tag(self.secret, party))  # type: ignore[arg-type]
             payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
-        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask)
+        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask,
+                        retires=retires)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
-        tenant = call.caller.key.tenant if call.caller.key else "-"
+        party = principal(call.caller.key) or "-"
         if call.route_hint:
-            return f"{tenant}/{call.route_hint}"
-        return self.planner_state.resolve(f"{tenant}/", fingerprint(conv), system_text(conv))
+            return f"{party}/{call.route_hint}"
+        return self.planner_state.resolve(f"{party}/", fingerprint(conv), system_text(conv))
 
     async def explicit_cache(self, call: Call, prep: Prepared) -> Prepared:
         """Create the explicit cache the plan asks for (a Gemini cachedContents entry, with the caller's
@@ -323,6 +397,7 @@ class Proxy:
             call.notes.append(f"cache: explicit cache not created: {reason}")
             return prep
         prep.plan.adopt_cached_content(name, expires)
+        self.owners.record(CACHE, cache_id(name), principal(call.caller.key), max(60.0, expires - time.time()))
         tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
         body = compact_bytes(prep.wire.encode_request(prep.plan.conversation))
         # Creating the cache bills its tokens at the input rate, and its storage for as long as it lives (the
@@ -398,6 +473,8 @@ class Proxy:
             "x-prefixgate-plan": prep.plan.summary,
             "x-prefixgate-overhead-ms": f"{rec.overhead_ms:.3f}",
         }
+        if prep.retires:
+            out[lifecycle.HEADER] = prep.retires
         if call.response_cache is not None:
             out[HEADER] = call.response_cache.state
         if rec.status == 200 and not prep.stream:
@@ -414,9 +491,9 @@ class Proxy:
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
         explanation = (prep.plan.explanation if prep else []) + call.notes
-        if prep is not None and usage != Usage():
+        if prep is not None and (usage != Usage() or prep.storage_token_hours):
             provider, model = price_provider(prep.upstream, prep.wire), prep.upstream.base_model(prep.model)
-            price = price_for(provider, model, usage, self.catalog)
+            price = self.price(call, prep.upstream, prep.wire, prep.model, usage)
             cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None
             note = cost_note(usage, cost, f"{provider}/{model}") if provider != "local" else None
             explanation = explanation + ([note] if note else [])
@@ -450,11 +527,22 @@ class Proxy:
             self.tracing.end_request(call.span, rec)
             call.span = None
 
+    def hung_up(self, call: Call) -> LedgerRecord:
+        """The record of a request whose caller hung up before a non-streamed answer: the upstream may have
+        worked (and billed) until it saw the hang-up, so it carries the admission estimate as its usage."""
+        prep = call.prepared
+        usage = None
+        if prep is not None:        # it reached an upstream
+            usage = call.estimate if call.estimate != Usage() else estimated_usage(call.conv, call.raw)
+            call.notes.append("usage estimated: the caller hung up before the answer (prompt + max output tokens)")
+        return self.record(call, prep, usage, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
+
     async def finish(self, call: Call, rec: LedgerRecord) -> None:
-        """After the answer is sent: count tokens and spend against the caller's limits, log one line."""
-        if call.caller.key is not None and rec.status == 200:
+        """After the answer is sent: swap the budget reservation for what the request cost (whatever its
+        status: a hang-up, a cut stream or an upstream error may have been billed), log one line."""
+        if call.caller.key is not None:
             tokens = rec.uncached_input + rec.cache_read + sum(rec.cache_writes.values()) + rec.output
-            await self.limits.record(call.caller.key, tokens, float(rec.cost_usd or 0))
+            await self.limits.settle(call.caller.key, call.held, tokens, Decimal(rec.cost_usd or 0))
         log_request(rec)
         if call.response_cache is not None:
             await self.response_cache.settle(call, rec)

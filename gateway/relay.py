@@ -23,9 +23,11 @@ from starlette.types import Receive, Scope, Send
 
 from prefixgate.dialects.sse import SSE_FRAMING, FramingError
 from prefixgate.errors import RequestError
+from prefixgate.gateway.estimate import cut_usage
 from prefixgate.gateway.in_flight import Slot
 from prefixgate.gateway.response_cache import HEADER as RESPONSE_CACHE_HEADER
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
+from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
     from prefixgate.gateway.proxy import Call, Prepared, Proxy
@@ -87,6 +89,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
         ended = False
         finished = False        # false in `finally` means the client hung up and the body was cancelled
         tail = b""              # the terminal event, held until the ledger record is written
+        events = 0              # events relayed to the caller: a cut stream's output estimate
         error: RequestError | None = None
         try:
             async for chunk in resp.chunks:
@@ -105,6 +108,10 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                             if target.ends_stream(parsed):
                                 ended = True
                                 proxy.stored(call, prep, target.stored_id(parsed))
+                    if target.stored_mark is not None and target.stored_mark in ev:
+                        created = parsed if parsed is not None else framing.payload(ev)
+                        if created is not None:
+                            proxy.stored(call, prep, target.stored_id(created))
                     if kept is not None:
                         event = parsed if parsed is not None else framing.payload(ev)
                         if event is not None:
@@ -114,6 +121,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                             out.append(ev)
                     elif parsed is not None:
                         out.append(writer.write(target.read_deltas(parsed)))
+                events += len(out)
                 if out:
                     if ended:
                         tail += b"".join(out)
@@ -144,7 +152,13 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                     call.notes.append(NO_USAGE)
                 if kept is not None:
                     kept.usage = counter.usage
-                state["rec"] = proxy.record(call, prep, counter.usage, status,
+                usage = counter.usage
+                if not ended and (events or usage not in (None, Usage())):  # cut mid-way: what was sent and streamed is billed
+                    usage = cut_usage(usage, prep.body, events)
+                    if usage != counter.usage:
+                        call.notes.append("usage estimated: the stream was cut before the provider reported it "
+                                          "(prompt from the body's size, an output token per event streamed)")
+                state["rec"] = proxy.record(call, prep, usage, status,
                                             ttft_s=(first - call.started) if first else None, upstream_s=done - sent,
                                             error=message)
         if error is not None:

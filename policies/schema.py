@@ -10,6 +10,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 from prefixgate.cache_planner import (
@@ -21,7 +22,8 @@ from prefixgate.cache_planner import (
     Mode,
 )
 from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
-from prefixgate.config import unknown_key
+from prefixgate.config import SAMPLE_SECRETS, unknown_key
+from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.policies.alerting import Alerting, parse_alerting
 from prefixgate.providers.compatible import PROFILES, Profile
@@ -31,6 +33,8 @@ UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "gem
                        "openai_compatible", "local"]
 KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "gemini_interactions", "bedrock",
                                    "vertex", "openai_compatible", "local")
+OnRetired = Literal["warn", "replace", "refuse"]
+ON_RETIRED: tuple[OnRetired, ...] = ("warn", "replace", "refuse")
 # The wire dialect each kind speaks by default; every self-hosted server speaks OpenAI's. `openai_responses` is
 # OpenAI for models served only by the Responses API: Chat Completions callers routed there are translated;
 # `gemini_interactions` likewise is the Gemini API for models and agents served only by the Interactions API.
@@ -72,6 +76,10 @@ VERTEX_NAME = re.compile(r"^[a-z][a-z0-9-]{1,62}$")
 
 def bedrock_url(region: str) -> str:
     return f"https://bedrock-runtime.{region}.amazonaws.com"
+
+
+# Caller keys copied from examples (the docs' `key_sha256` is sha256("test")): refused at load.
+SAMPLE_DIGESTS = {hashlib.sha256(s.encode()).hexdigest(): s for s in SAMPLE_SECRETS}
 
 
 class PolicyError(ValueError):
@@ -199,6 +207,16 @@ class Route:
     diagnostics_per_minute: int = 600
     # What the planner does with OpenAI's prompt_cache_key (cache_planner/cache_key.py): derive, keep or off.
     prompt_cache_key: CacheKeyMode = "keep"
+    # USD per million tokens for models the price table does not know (a budgeted key may then use them).
+    price: Price | None = None
+    # The most one request may cost: what admission reserves against a budget instead of its own estimate.
+    max_request_usd: float | None = None
+    # "tenant": hosted upstreams' prefix caches are per tenant too (gateway/isolation.py); "shared": tenants of
+    # one provider key share its cache (self-hosted upstreams are salted per tenant either way).
+    isolation: Literal["shared", "tenant"] = "shared"
+    # A request for a model its provider has retired: send it as asked, with a warning ("warn"), send it to the
+    # catalogue's replacement ("replace") or refuse it with a 400 ("refuse"). See gateway/lifecycle.py.
+    on_retired: OnRetired = "warn"
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -255,6 +273,11 @@ class Policy:
         if len(set(names)) != len(names):
             raise PolicyError(f"routes: route names must be unique, got {names}")
         keys = tuple(_key(k, f"keys.{i}", set(names)) for i, k in enumerate(_list(data.get("keys") or [], "keys")))
+        # Budgets and rate limits count per key name: two keys of one name would share (and double) one counter.
+        key_names = [k.name for k in keys]
+        twice = sorted({n for n in key_names if key_names.count(n) > 1})
+        if twice:
+            raise PolicyError(f"keys: key names must be unique (budgets and rate limits count by name); repeated: {twice}")
         try:
             alerting = parse_alerting(data, PERIODS)
         except ValueError as e:
@@ -337,7 +360,8 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
                        "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
-                       "prompt_cache_key"})
+                       "price", "max_request_usd", "isolation",
+                       "on_retired", "prompt_cache_key"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -360,22 +384,32 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     unknown = [f for f in formats if f not in WIRE_FORMATS]
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
+    isolation = spec.get("isolation", "shared")
+    if isolation not in ("shared", "tenant"):
+        raise PolicyError(f"{path}.isolation: must be shared or tenant, got {isolation!r}")
     diagnostics = spec.get("diagnostics", "on")
     # YAML reads a bare on/off as true/false.
     diagnostics = {True: "on", False: "off"}.get(diagnostics, diagnostics) if isinstance(diagnostics, bool) else diagnostics
     if diagnostics not in ("on", "off"):
         raise PolicyError(f"{path}.diagnostics: must be on or off, got {diagnostics!r}")
     per_minute = spec.get("diagnostics_per_minute", 600)
+    cap = spec.get("max_request_usd")
     if not isinstance(per_minute, int) or isinstance(per_minute, bool) or per_minute < 1:
         raise PolicyError(f"{path}.diagnostics_per_minute: must be a positive integer, got {per_minute!r}")
     cache_key = spec.get("prompt_cache_key", "keep")
     cache_key = "off" if cache_key is False else cache_key     # YAML reads a bare off as false
     if cache_key not in CACHE_KEY_MODES:
         raise PolicyError(f"{path}.prompt_cache_key: must be one of {', '.join(CACHE_KEY_MODES)}, got {cache_key!r}")
+    on_retired = spec.get("on_retired", "warn")
+    if on_retired not in ON_RETIRED:
+        raise PolicyError(f"{path}.on_retired: must be one of {', '.join(ON_RETIRED)}, got {on_retired!r}")
     return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
                  _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
                  _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"),
-                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, prompt_cache_key=cache_key)
+                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, isolation=isolation,
+                 price=_price(spec.get("price"), f"{path}.price"),
+                 max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd"),
+                 on_retired=on_retired, prompt_cache_key=cache_key)
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:
@@ -411,6 +445,19 @@ def _response_cache(spec: Any, path: str) -> ResponseCachePolicy:
     if not isinstance(tool_calls, bool):
         raise PolicyError(f"{path}.tool_calls: must be true or false, got {tool_calls!r}")
     return ResponseCachePolicy(mode, ttl_s, max_mb, tool_calls)
+
+
+def _price(spec: Any, path: str) -> Price | None:
+    """A route's declared price, USD per million tokens: input and output (cache reads and writes as input
+    unless given)."""
+    if spec is None:
+        return None
+    spec = _mapping(spec, path)
+    _only(spec, path, {"input", "output", "cache_read"})
+    if "input" not in spec or "output" not in spec:
+        raise PolicyError(f"{path}: give input and output (USD per million tokens)")
+    usd = {k: Decimal(str(_number(v, f"{path}.{k}"))) for k, v in spec.items()}
+    return Price(usd["input"], usd["output"], usd.get("cache_read", usd["input"]))
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
@@ -469,6 +516,9 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
         digest = str(spec["key_sha256"]).lower()
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise PolicyError(f"{path}.key_sha256: must be 64 hex digits (sha256 of the key)")
+    if digest in SAMPLE_DIGESTS:
+        raise PolicyError(f"{path}: this key is a sample value from examples (sha256 of {SAMPLE_DIGESTS[digest]!r}); "
+                          "use a long random key")
     planner = spec.get("planner")
     if planner is not None and planner not in MODES:
         raise PolicyError(f"{path}.planner: must be one of {', '.join(MODES)}, got {planner!r}")

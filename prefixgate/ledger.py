@@ -220,6 +220,18 @@ class Ledger:
             self._db.execute(self._insert, row)
             self.written += 1
 
+    def key_spend_pico(self, key: str, since: float, resolution: int) -> int:
+        """What key `key` spent from `since` (a multiple of `resolution`, 60 or 3600), in picodollars: its
+        rollups (kept far longer than raw records) plus the records not yet rolled up. What the gateway's
+        budgets start from after a restart without Redis."""
+        with self._lock:
+            mark = rollup.cursor(self._db)
+            rolled = self._db.execute("SELECT coalesce(sum(spend_pico), 0) FROM rollups WHERE res = ? AND dim = 'key' "
+                                      "AND name = ? AND bucket >= ?", (resolution, key, since)).fetchone()[0]
+            fresh = self._db.execute("SELECT cost_usd FROM requests WHERE rowid > ? AND key = ? AND ts >= ?",
+                                     (mark, key, since)).fetchall()
+        return int(rolled) + sum(rollup.picodollars(cost) for (cost,) in fresh)
+
     def close(self) -> None:
         """Stop the background thread after a last roll-up, checkpoint and Redis copy."""
         self._stop.set()

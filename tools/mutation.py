@@ -25,7 +25,8 @@ SESSIONS = ROOT / "test-artifacts" / "mutation"
 MODULES: dict[str, list[str]] = {
     "prefixgate/bind.py": ["tests/core/test_bind.py"],
     "prefixgate/ledger_rollup.py": ["tests/core/test_rollup_statuses.py", "tests/core/test_ledger_rollups.py"],
-    "prefixgate/prefix_shape.py": ["tests/core/test_prefix_shape_resent.py", "tests/cache_planner/test_carried.py"],
+    "prefixgate/prefix_shape.py": ["tests/core/test_prefix_shape_resent.py", "tests/cache_planner/test_carried.py",
+                                   "tests/gateway/dashboard/test_dashboard_misses.py"],
     "prefixgate/providers/pricing.py": ["tests/core/providers/test_platform_premiums.py",
                                         "tests/core/providers/test_cost_properties.py"],
     "prefixgate/providers/vertex_prices.py": ["tests/core/providers/test_platform_premiums.py"],

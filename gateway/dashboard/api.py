@@ -22,11 +22,12 @@ from prefixgate import __version__
 from prefixgate.gateway.dashboard import schema
 from prefixgate.gateway.dashboard.alert_rules import RULES
 from prefixgate.gateway.dashboard.alerts import AlertRule, alerts_now, route_alerts
-from prefixgate.gateway.dashboard.auth import require_reader
+from prefixgate.gateway.dashboard.auth import reader_tenant, require_reader
 from prefixgate.gateway.dashboard.figures import GROUPINGS, breakdown, timeseries, totals
 from prefixgate.gateway.dashboard.forecast import earliest_start, forecasts
 from prefixgate.gateway.dashboard.misses import is_miss, misses_by_route
 from prefixgate.gateway.dashboard.provider_reasons import why
+from prefixgate.gateway.dashboard.retiring import retiring_routes
 from prefixgate.gateway.dashboard.rewrites import rewrites_by_route
 from prefixgate.gateway.dashboard.source import MISS_SAMPLE, UNAVAILABLE, LedgerSource
 from prefixgate.ledger import LedgerRecord
@@ -59,9 +60,10 @@ def unavailable_as_503(source: LedgerSource) -> Iterator[None]:
 
 
 class Window:
-    """A validated time window plus the ledger it reads."""
+    """A validated time window plus the ledger it reads (for a tenant's reader, that tenant's records only)."""
 
     def __init__(self, request: Request, span: str, until: float | None) -> None:
+        self.tenant = reader_tenant(request)
         m = _SPAN.match(span)
         assert m is not None  # the Query pattern already checked it
         seconds = int(m.group(1)) * _UNIT_S[m.group(2)]
@@ -75,9 +77,12 @@ class Window:
     def latest(self, lookback_s: float = 0.0, route: str | None = None) -> list[LedgerRecord]:
         """The window's latest MISS_SAMPLE records (from `lookback_s` before it: their predecessors)."""
         with unavailable_as_503(self.source):
-            return self.source.records(self.since - lookback_s, self.until, latest=MISS_SAMPLE, route=route)
+            records = self.source.records(self.since - lookback_s, self.until, latest=MISS_SAMPLE, route=route)
+        return records if self.tenant is None else [r for r in records if r.tenant == self.tenant]
 
     def view(self, since: float | None = None, until: float | None = None) -> AbstractContextManager[sqlite3.Connection]:
+        if self.tenant is not None:     # rollups sum every tenant's requests
+            raise HTTPException(403, f"this key reads tenant {self.tenant!r}'s records only: /api/requests and /api/misses")
         with unavailable_as_503(self.source):
             return self.source.view(self.since if since is None else since, self.until if until is None else until)
 
@@ -141,6 +146,8 @@ def alerts(request: Request, window_s: Annotated[float, Query(gt=0, le=86400)] =
            baseline_s: Annotated[float, Query(gt=0, le=7 * 86400)] = 3600,
            drop: Annotated[float, Query(gt=0, le=1)] = 0.5) -> dict:
     rule = _rule(window_s, baseline_s, drop)
+    if reader_tenant(request) is not None:
+        raise HTTPException(403, "alerts are per route across every tenant: not a tenant reader's to read")
     with unavailable_as_503(request.app.state.dashboard_source):
         now, found = alerts_now(request.app.state.dashboard_source, rule)
     return {"now": now, "rule": asdict(rule), "alerts": [a.to_dict() for a in found]}
@@ -159,7 +166,14 @@ def overview(request: Request, w: WindowDep) -> dict:
             "misses": misses_by_route(w.latest(PREVIOUS_LOOKBACK_S), w.since, catalog=w.catalog),
             "rewrites": rewrites_by_route(w.latest(), w.since),
             "alerts": [a.to_dict() for a in route_alerts(view, now, rule)],
+            "retiring": retiring_routes(w.latest(), w.catalog),
         }
+
+
+@router.get("/retiring", response_model=list[schema.RetiringRoute],
+            summary="Routes sending requests to models retiring within 30 days (or retired)")
+def retiring(w: WindowDep) -> list[dict]:
+    return retiring_routes(w.latest(), w.catalog)
 
 
 @router.get("/forecast", response_model=schema.Forecasts,

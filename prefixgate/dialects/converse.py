@@ -37,6 +37,7 @@ from prefixgate.dialects.neutral import (
 from prefixgate.dialects.validate import expect, load_body, require
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
+from prefixgate.model_ids import ARN_MODEL, path_model
 from prefixgate.usage import Usage
 
 NAME = "bedrock_converse"
@@ -521,7 +522,7 @@ class BedrockConverse(BedrockFormat):
         return FrameWriter(model, include_usage)
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
-        return f"{base_url}/model/{quote(model, safe='')}/{'converse-stream' if stream else 'converse'}"
+        return f"{base_url}/model/{quote(path_model(model, ARN_MODEL), safe='')}/{'converse-stream' if stream else 'converse'}"
 
 
 WIRE = BedrockConverse()

@@ -34,6 +34,7 @@ from prefixgate.dialects.validate import expect, load_body
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Conversation, Segment
+from prefixgate.model_ids import path_model
 from prefixgate.usage import Usage
 
 NAME = "gemini"
@@ -459,7 +460,7 @@ class GeminiGenerate(WireFormat):
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         action = "streamGenerateContent?alt=sse" if stream else "generateContent"
-        return f"{base_url}/v1beta/models/{model}:{action}"
+        return f"{base_url}/v1beta/models/{path_model(model)}:{action}"
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"x-goog-api-key": key}

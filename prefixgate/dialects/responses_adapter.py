@@ -306,6 +306,9 @@ class OpenAIResponses(WireFormat):
     # `terminal` is the usual one; `ends_stream` also ends on `response.incomplete` and `response.failed`.
     usage_marks = tuple(kind.encode() for kind in TERMINAL_EVENTS)
     terminal = b'"type":"response.completed"'
+    # Its id and owner are known from the first event: a background stream is cancelled, or resumed after a
+    # hang-up, by that id before the stream ends.
+    stored_mark = b'"type":"response.created"'
 
     # This module's functions are the adapter's methods.
     encode_request, build_response, error_event = staticmethod(encode_request), staticmethod(build_response), \

@@ -162,6 +162,7 @@ class WireFormat:
     framing: ClassVar[Framing] = SSE_FRAMING          # how events are delimited on the wire
     usage_marks: ClassVar[tuple[bytes, ...]] = ()     # bytes in every event that may carry usage
     terminal: ClassVar[bytes | None]                   # bytes only the stream's last event carries
+    stored_mark: ClassVar[bytes | None] = None         # bytes of the first event naming a stored response
 
     def may_carry_usage(self, event: bytes) -> bool:
         """Whether the relay parses this raw event (the parsed event alone says what usage it holds)."""

@@ -24,7 +24,7 @@ from prefixgate.ledger import read_records
 from prefixgate.providers.mock.server import MockContext
 from prefixgate.providers.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
-from tests.support_services import ServerThread
+from tests.support_services import ServerThread, wait_until
 
 pytestmark = pytest.mark.slow
 KEY, SECRET = "AKIDGATEWAYBEDROCK", "gateway/bedrock+secret"
@@ -70,7 +70,7 @@ def stack(aws_env, tmp_path):
     with ServerThread(mock_app(MockContext())) as mock:
         settings = settings_for(mock.url, tmp_path, bedrock_base_url=mock.url)
         policy = policy_for(settings, {"routes": [
-            {"name": "claude-on-bedrock", "models": ["claude-sonnet-4-5"],
+            {"name": "claude-on-bedrock", "models": ["claude-sonnet-4-6"],
              "targets": [{"upstream": "bedrock", "model": MODEL}]},
             {"name": "bedrock", "models": ["*.anthropic.*", "anthropic.*"], "targets": [{"upstream": "bedrock"}]},
         ]})
@@ -97,10 +97,9 @@ def invoke_body(at: float) -> dict:
 
 
 def ledger_costs(path: str, n: int) -> list[Decimal]:
-    deadline = time.monotonic() + 10
-    while len(rows := read_records(path)) < n and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [Decimal(r["cost_usd"]) for r in sorted(rows, key=lambda r: r["ts"])]
+    # Wait for the records, failing as a timeout (not later as a cost mismatch on a short list).
+    wait_until(lambda: len(read_records(path)) >= n, 60, f"{n} ledger records")
+    return [Decimal(r["cost_usd"]) for r in sorted(read_records(path), key=lambda r: r["ts"])]
 
 
 def test_boto3_converse_through_the_gateway_reads_what_direct_calls_miss(stack):
@@ -158,7 +157,7 @@ def test_anthropic_client_routed_to_bedrock_by_policy_keeps_its_cache_control(st
     client = anthropic.Anthropic(base_url=gateway, api_key="caller", max_retries=0)
     t = time.time()
     answers = [client.messages.with_raw_response.create(
-        model="claude-sonnet-4-5", **{k: v for k, v in invoke_body(t + i).items() if k != "anthropic_version"})
+        model="claude-sonnet-4-6", **{k: v for k, v in invoke_body(t + i).items() if k != "anthropic_version"})
         for i in range(2)]
     assert {a.headers["x-prefixgate-target"] for a in answers} == {"bedrock"}
     usages = [a.parse().usage for a in answers]

@@ -46,7 +46,7 @@ def streamed_chat(client: openai.OpenAI, **changes) -> tuple[str, str | None, ob
 
 
 def test_openai_repeat_is_served_without_an_upstream_call_whole_and_streamed(tmp_path):
-    with cache_stack(tmp_path, policy(gpt=ON), admin_token="dash-token-0001") as (up, gw, settings):
+    with cache_stack(tmp_path, policy(gpt=ON), admin_token="dash-token-response-cache-0001") as (up, gw, settings):
         client = oa(gw)
         first, state = chat(client)
         assert state == "miss" and len(up.posts) == 1
@@ -63,7 +63,7 @@ def test_openai_repeat_is_served_without_an_upstream_call_whole_and_streamed(tmp
         assert usage.completion_tokens == first.usage.completion_tokens
         wait_until(lambda: len(read_records(settings.ledger_path)) == 3, 10, "three ledger records")
         summary = httpx.get(gw.url + "/api/summary", params={"range": "15m"},
-                            headers={"authorization": "Bearer dash-token-0001"}).json()["totals"]
+                            headers={"authorization": "Bearer dash-token-response-cache-0001"}).json()["totals"]
     miss, hit, streamed = read_records(settings.ledger_path)
     assert (miss["response_cache"], hit["response_cache"], streamed["response_cache"]) == ("miss", "hit", "hit")
     # A hit spent nothing and avoided what the stored answer cost; no tokens are counted for it.
