@@ -8,7 +8,8 @@ paying the whole prefix. A route chooses:
 - `derive`: replace the caller's key with one derived from the static prefix the planner settled (tools,
   instructions, system; after the static-first rewrite) and the tenant, so one tenant's sessions with the
   same instructions share a machine, different prefixes never share a key, and tenants never share one;
-- `keep`: send the caller's key; where it sent none, the derived one;
+- `keep`: send the caller's key; where it sent none, one derived from the static prefix alone, the same for
+  every tenant (tenants of one provider key share its cache unless the route's `isolation` is `tenant`);
 - `off`: send no key at all.
 
 The derived key is a hash: it reveals neither the tenant nor the prompt. The gateway passes the tenant as an
@@ -48,7 +49,7 @@ def settle_cache_key(conv: Conversation, static_key: str, mode: CacheKeyMode, te
         return caller if isinstance(caller, str) else ""
     if not static_key:
         return ""
-    key = derived_key(tenant, static_key)
+    key = derived_key(tenant if mode == "derive" else "", static_key)
     conv.cache_params[FIELD] = key
     if caller is not None:
         notes.append(f"cache: prompt_cache_key {key} derived from the static prefix replaces the caller's, so "

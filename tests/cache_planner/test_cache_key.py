@@ -55,10 +55,11 @@ def test_keep_passes_the_callers_key_and_off_removes_it(dialect):
     kept, plan_k = sent(dialect, body(dialect, SYSTEM.format(1), "q", "session-1"), "keep")
     assert kept["prompt_cache_key"] == "session-1" == plan_k.cache_key
     assert any("kept as the caller sent it" in line for line in plan_k.explanation)
-    # Without a caller key, `keep` still sends the derived one (what the planner always did).
-    derived, _ = sent(dialect, body(dialect, SYSTEM.format(1), "q", None), "derive")
-    filled, _ = sent(dialect, body(dialect, SYSTEM.format(1), "q", None), "keep")
-    assert filled["prompt_cache_key"] == derived["prompt_cache_key"]
+    # Without a caller key, `keep` sends one from the static prefix alone (what the planner always did): the one
+    # `derive` gives where there is no tenant, and the same for every tenant (a shared route shares the cache).
+    open_gateway, _ = sent(dialect, body(dialect, SYSTEM.format(1), "q", None), "derive", "")
+    filled = [sent(dialect, body(dialect, SYSTEM.format(1), "q", None), "keep", t)[0] for t in ("acme", "globex")]
+    assert filled[0]["prompt_cache_key"] == filled[1]["prompt_cache_key"] == open_gateway["prompt_cache_key"]
     for key in ("session-1", None):
         off, plan_o = sent(dialect, body(dialect, SYSTEM.format(1), "q", key), "off")
         assert "prompt_cache_key" not in off and plan_o.cache_key == "" and plan_o.cache_key_mode == "off"
