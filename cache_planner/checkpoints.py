@@ -123,15 +123,13 @@ def place_checkpoints(
                 ttl = next(iter(marks.values()))
                 conv.cache_params["prompt_cache_options"] = {**(conv.params.get("prompt_cache_options") or {}),
                                                              "mode": "explicit", "ttl": ttl}
-        if target.provider == "openai" and "prompt_cache_key" not in conv.params and static_key:
-            conv.cache_params["prompt_cache_key"] = "pg-" + static_key[:24]
         return placement
     if target.provider in CLAUDE_CACHES:
         chosen = _choose(conv, target, model, price, catalog, route, cands, flat, notes)
         for c in chosen:
             _own(flat, c.index).checkpoint = Checkpoint(c.choice.ttl)
     elif target.provider == "openai":
-        _place_openai(conv, model, price, route, cands, flat, static_key, notes)
+        _place_openai(conv, model, price, route, cands, flat, notes)
         if conv.dialect == "responses":
             choose_retention(conv, model, catalog.openai, route, notes)
     else:
@@ -279,7 +277,7 @@ def _choose_openai(model: ModelRules, price: Price, route: RouteState, cands: li
 
 
 def _place_openai(conv: Conversation, model: ModelRules, price: Price, route: RouteState, cands: list[Candidate],
-                  flat: list, static_key: str, notes: list[str]) -> None:
+                  flat: list, notes: list[str]) -> None:
     if model.regime == "breakpoints":
         chosen = _choose_openai(model, price, route, cands, notes)
         ttl = chosen[0].choice.ttl if chosen else None
@@ -288,9 +286,6 @@ def _place_openai(conv: Conversation, model: ModelRules, price: Price, route: Ro
         conv.cache_params["prompt_cache_options"] = {"mode": "explicit", "ttl": ttl} if ttl else {"mode": "explicit"}
         if not chosen:
             notes.append("cache: explicit mode with no breakpoints: nothing on this route is reused enough to pay for writes")
-    if "prompt_cache_key" not in conv.params and static_key:
-        conv.cache_params["prompt_cache_key"] = "pg-" + static_key[:24]
-        notes.append("cache: prompt_cache_key from the static prefix hash keeps its requests on one cache machine")
 
 
 def _place_gemini(conv: Conversation, model: ModelRules, price: Price, catalog: Catalog, route: RouteState,

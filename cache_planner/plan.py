@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from prefixgate.cache_planner.cache_key import CACHE_KEY_MODES, CacheKeyMode, settle_cache_key
 from prefixgate.cache_planner.caller_markers import CALLER_CHECKPOINTS, CallerCheckpoints
 from prefixgate.cache_planner.checkpoints import place_checkpoints
 from prefixgate.cache_planner.detectors import volatile_spans
@@ -53,6 +54,9 @@ class Plan:
     explanation: list[str] = field(default_factory=list)
     # A Gemini `cachedContents.create` body the caller should run first, then `adopt_cached_content`.
     cache_create: dict | None = None
+    # What the route does with OpenAI's `prompt_cache_key` (`cache_key`) and the key sent ("" for none).
+    cache_key_mode: str = ""
+    cache_key: str = ""
     _route_state: RouteState | None = field(default=None, repr=False)
     _state: PlannerState | None = field(default=None, repr=False)
     _state_route: str = field(default="", repr=False)     # the route's key in `_state` (`route` is renamed)
@@ -93,17 +97,22 @@ def plan(
     catalog: Catalog | None = None,
     caller_checkpoints: CallerCheckpoints = "keep",
     rule: Rule = NO_RULE,
+    cache_key: CacheKeyMode = "keep",
+    tenant: str = "",
 ) -> Plan:
     """Plan `conversation` for `target`, learning from and updating `state` (the route's history).
 
     The conversation passed in is never modified. A request the planner cannot handle goes out
     unchanged, with the reason in the explanation. `caller_checkpoints` says what happens to markers
     the caller placed itself (`caller_markers`). `rule`: the route's declared volatile and never-moved text.
+    `cache_key`: what happens to OpenAI's `prompt_cache_key` (`cache_key`); a derived key is scoped to `tenant`.
     """
     if mode not in MODES:
         raise ValueError(f"planner mode must be one of {', '.join(MODES)}, got {mode!r}")
     if caller_checkpoints not in CALLER_CHECKPOINTS:
         raise ValueError(f"caller_checkpoints must be one of {', '.join(CALLER_CHECKPOINTS)}, got {caller_checkpoints!r}")
+    if cache_key not in CACHE_KEY_MODES:
+        raise ValueError(f"cache_key must be one of {', '.join(CACHE_KEY_MODES)}, got {cache_key!r}")
     if mode == "off":
         route_name = route or fingerprint(conversation)
         return Plan(conversation.draft(), target, mode, route_name, _first_key(conversation),
@@ -127,17 +136,20 @@ def plan(
         move_volatile_units(conv, rs, notes, history_upstream=chained, rule=rule)
         documents_first(conv, notes)
     when = time.time() if now is None else now
-    cache_create = None
+    cache_create, sent_key = None, ""
     if model is not None:
         placement = place_checkpoints(conv, target, model, catalog, rs, when, notes, caller_checkpoints)
         prefix_hash, cache_create = placement.prefix_hash, placement.cache_create
+        if target.provider == "openai":
+            sent_key = settle_cache_key(conv, prefix_hash, cache_key, tenant, notes)
         if cache_create is not None:
             cache_create = _reuse_shared_cache(conv, state, route_name, rs, prefix_hash, when, notes, cache_create)
     else:
         prefix_hash = _first_key(conv)
         notes.append("cache: the local engine caches every shared prefix block automatically")
     state.commit(route_name, rs)
-    return Plan(conv, target, mode, route_name, prefix_hash, notes, cache_create, rs, state, route_name)
+    return Plan(conv, target, mode, route_name, prefix_hash, notes, cache_create,
+                cache_key if target.provider == "openai" else "", sent_key, rs, state, route_name)
 
 
 def _reuse_shared_cache(conv: Conversation, state: PlannerState, route: str, rs: RouteState, key: str, now: float,

@@ -331,9 +331,12 @@ class Proxy:
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
         target = Target(planner_provider(first, first_wire, model), first.base_model(model), first.price_rows)
+        party = principal(call.caller.key)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
                         catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key),
-                        rule=call.route.rewrite)
+                        rule=call.route.rewrite, cache_key=call.route.prompt_cache_key,
+                        # Derived cache keys are scoped to the caller's party, named by a value only the server can compute.
+                        tenant=tenant_salt(self.secret, party) if party else "")
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
         home = self.response_homes.home_of(first_wire.chained_id(conv))
@@ -348,7 +351,6 @@ class Proxy:
         request_url(upstream, wire, model, call.conv.stream)    # a model its URL cannot carry: refused here (400)
         planned, params = the_plan.conversation, the_plan.conversation.params
         billable = wire.billable(planned)
-        party = principal(call.caller.key)
         salted = upstream.self_hosted and self.settings.tenant_cache_isolation and party is not None
         tagged = call.route.isolation == "tenant" and not upstream.self_hosted and party is not None
         ask = self.diagnostics.attach(call, upstream, wire.name, model, billable, key)
@@ -510,6 +512,7 @@ class Proxy:
             provider_miss_reason=call.provider_verdict.reason if call.provider_verdict else "",
             provider_missed_tokens=call.provider_verdict.missed_tokens if call.provider_verdict else None,
             body=prep.trace_body if prep else "",
+            cache_key_mode=prep.plan.cache_key_mode if prep else "", prompt_cache_key=prep.plan.cache_key if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream, prep.wire) if prep else call.wire.planner_provider,
                                   volatile_spans),
             response_cache=call.response_cache.state if call.response_cache is not None else "")

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
-from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
+from prefixgate.cache_planner import (
+    CACHE_KEY_MODES,
+    CALLER_CHECKPOINTS,
+    MODES,
+    CacheKeyMode,
+    CallerCheckpoints,
+    Mode,
+)
 from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
 from prefixgate.config import SAMPLE_SECRETS, unknown_key
 from prefixgate.cost import Price
@@ -198,6 +205,8 @@ class Route:
     # Ask the provider why its cache missed (gateway/diagnostics.py), on at most this many requests a minute.
     diagnostics: bool = True
     diagnostics_per_minute: int = 600
+    # What the planner does with OpenAI's prompt_cache_key (cache_planner/cache_key.py): derive, keep or off.
+    prompt_cache_key: CacheKeyMode = "keep"
     # USD per million tokens for models the price table does not know (a budgeted key may then use them).
     price: Price | None = None
     # The most one request may cost: what admission reserves against a budget instead of its own estimate.
@@ -352,7 +361,7 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
                        "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
                        "price", "max_request_usd", "isolation",
-                       "on_retired"})
+                       "on_retired", "prompt_cache_key"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -387,6 +396,10 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     cap = spec.get("max_request_usd")
     if not isinstance(per_minute, int) or isinstance(per_minute, bool) or per_minute < 1:
         raise PolicyError(f"{path}.diagnostics_per_minute: must be a positive integer, got {per_minute!r}")
+    cache_key = spec.get("prompt_cache_key", "keep")
+    cache_key = "off" if cache_key is False else cache_key     # YAML reads a bare off as false
+    if cache_key not in CACHE_KEY_MODES:
+        raise PolicyError(f"{path}.prompt_cache_key: must be one of {', '.join(CACHE_KEY_MODES)}, got {cache_key!r}")
     on_retired = spec.get("on_retired", "warn")
     if on_retired not in ON_RETIRED:
         raise PolicyError(f"{path}.on_retired: must be one of {', '.join(ON_RETIRED)}, got {on_retired!r}")
@@ -396,7 +409,7 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
                  diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, isolation=isolation,
                  price=_price(spec.get("price"), f"{path}.price"),
                  max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd"),
-                 on_retired=on_retired)
+                 on_retired=on_retired, prompt_cache_key=cache_key)
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:

@@ -85,6 +85,10 @@ class LedgerRecord:
     # cost of the stored answer, not spent again: kept apart from prompt-cache savings.
     response_cache: str = ""
     avoided_usd: str | None = None
+    # What the route did with OpenAI's prompt_cache_key (derive, keep, off; "" where the target has none) and
+    # the key sent ("" for none): sessions that share a key share the provider's cache machine.
+    cache_key_mode: str = ""
+    prompt_cache_key: str = ""
 
     @property
     def usage(self) -> Usage:

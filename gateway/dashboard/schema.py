@@ -257,6 +257,8 @@ class RequestDetail(RequestRecord):
     segments: list[str]
     dialect: str
     attempts: int
+    cache_key_mode: str = Field("", description="what the route did with prompt_cache_key: derive, keep or off")
+    prompt_cache_key: str = Field("", description="the prompt_cache_key sent upstream (\"\": none)")
 
 
 class Requests(BaseModel):

@@ -11,6 +11,7 @@ from dataclasses import replace
 from decimal import Decimal
 
 import psycopg
+import pytest
 from psycopg_pool import ConnectionPool
 
 from prefixgate.ledger import Ledger, LedgerRecord, read_records
@@ -85,32 +86,37 @@ def test_an_older_postgres_ledger_gains_the_cost_check_filled_in(tmp_path, postg
         assert rollups(conn.execute(query).fetchall()) == current
 
 
-PROVIDER_COLUMNS = ("provider_miss_reason", "provider_missed_tokens")
+# Record columns added after the first release, with a value a newer gateway writes into each.
+ADDED_COLUMNS = [{"provider_miss_reason": "tools_changed", "provider_missed_tokens": 1800},
+                 {"cache_key_mode": "derive", "prompt_cache_key": "pg-0123456789abcdef01234567"}]
 
 
-def test_older_ledgers_gain_the_provider_reason_columns(tmp_path, postgres_url):
-    """A SQLite file and a fleet Postgres written before provider diagnostics: both gain the record columns when
-    a newer gateway opens them, old rows read as "said nothing", and new rows carry the provider's reason."""
+@pytest.mark.parametrize("added", ADDED_COLUMNS, ids=lambda added: next(iter(added)))
+def test_older_ledgers_gain_the_added_record_columns(tmp_path, postgres_url, added):
+    """A SQLite file and a fleet Postgres written before a column existed (provider diagnostics, prompt cache keys):
+    both gain the record columns when a newer gateway opens them, old rows read as "said nothing", and new rows
+    carry the new values."""
+    columns = tuple(added)
     path = str(tmp_path / "ledger.sqlite")
     write(path, range(10))
     with sqlite3.connect(path) as db:
-        for column in PROVIDER_COLUMNS:
+        for column in columns:
             db.execute(f"ALTER TABLE requests DROP COLUMN {column}")
     empty_postgres_ledger(postgres_url)
     with ConnectionPool(postgres_url, min_size=1, max_size=1) as pool:
         create_tables(pool)
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        for column in PROVIDER_COLUMNS:
+        for column in columns:
             conn.execute(f"ALTER TABLE prefixgate_requests DROP COLUMN {column}")
     ledger = Ledger(path, ledger_url=postgres_url)
-    ledger.append(replace(record(10), provider_miss_reason="tools_changed", provider_missed_tokens=1800))
+    ledger.append(replace(record(10), **added))
     copy = next(c for c in ledger.copies if isinstance(c, PostgresSync))
     wait_until(lambda: copy.position >= 11, 20, "the records copied to Postgres")
     ledger.close()
     rows = {r["id"]: r for r in read_records(path)}
-    assert (rows["r10"]["provider_miss_reason"], rows["r10"]["provider_missed_tokens"]) == ("tools_changed", 1800)
-    assert rows["r3"]["provider_miss_reason"] is None and rows["r3"]["provider_missed_tokens"] is None
+    assert tuple(rows["r10"][c] for c in columns) == tuple(added.values())
+    assert all(rows["r3"][c] is None for c in columns)
     with psycopg.connect(postgres_url) as conn:
-        found = dict(((i, (r, t)) for i, r, t in conn.execute(
-            "SELECT id, provider_miss_reason, provider_missed_tokens FROM prefixgate_requests")))
-    assert found["r10"] == ("tools_changed", 1800) and found["r3"] == (None, None) and len(found) == 11
+        # SQL text: the column names are this test's constants.
+        found = {i: tuple(v) for i, *v in conn.execute(f"SELECT id, {', '.join(columns)} FROM prefixgate_requests")}
+    assert found["r10"] == tuple(added.values()) and found["r3"] == (None,) * len(columns) and len(found) == 11
