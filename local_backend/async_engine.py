@@ -89,6 +89,7 @@ class AsyncEngine:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        self.engine.close()
 
     def add_request(self, prompt: Prompt, params: SamplingParams, *, request_id: str | None = None,
                     cache_salt: str | None = None) -> RequestStream:
