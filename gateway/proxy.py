@@ -33,6 +33,7 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.in_flight import InFlight
+from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
@@ -155,11 +156,15 @@ class Proxy:
             store=RedisStore(settings.redis_url) if settings.redis_url else None)
         self.in_flight = InFlight()
         self.response_homes = ResponseHomes()
+        self.kv_index = (KVIndex(policy.upstreams, self.metrics.registry)
+                         if any(u.kv_events for u in policy.upstreams.values()) else None)
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
         await self.counters.close()
         self.ledger.close()
+        if self.kv_index is not None:
+            self.kv_index.close()
 
     def start(self, dialect: str, conv: Conversation, caller: Caller, headers: dict[str, str], started: float,
               span: Any = None, raw: bytes = b"") -> Call:
@@ -245,6 +250,12 @@ class Proxy:
         home = self.response_homes.home_of(conv.params.get("previous_response_id"))
         if home in ref.upstreams:
             name = home     # the chain lives there
+        elif self.kv_index is not None and self.kv_index.covers(ref.upstreams):
+            salt = (tenant_salt(call.caller.key.tenant or call.caller.key.name)
+                    if first.self_hosted and self.settings.tenant_cache_isolation and call.caller.key else None)
+            name, note = self.kv_index.route(ref.upstreams, first_wire.encode_request(the_plan.conversation), salt,
+                                             the_plan.prefix_hash, self.in_flight, ref.load_factor)
+            the_plan.explanation.append(note)
         else:
             name = ref.upstreams[0] if len(ref.upstreams) == 1 else pick_replica(
                 the_plan.prefix_hash, ref.upstreams, self.in_flight, ref.load_factor)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
@@ -65,6 +65,16 @@ class PolicyError(ValueError):
 
 
 @dataclass(frozen=True)
+class KVEventSource:
+    """A self-hosted replica's KV cache events (vLLM's ZMQ schema): the gateway routes on what it holds."""
+
+    endpoint: str          # its PUB socket, connected to (vLLM's tcp://*:5557 binds there)
+    tokenizer: str         # the served model's tokenizer (a bundled name or an HF folder), to hash prompts
+    replay: str = ""       # its replay ROUTER, asked for missed sequence numbers; "": gaps reset the index
+    topic: str = ""
+
+
+@dataclass(frozen=True)
 class Upstream:
     name: str
     kind: UpstreamKind
@@ -81,6 +91,7 @@ class Upstream:
     # (the URL names the deployment; prices are the base model's).
     api_version: str = ""
     deployments: tuple[tuple[str, str], ...] = ()
+    kv_events: KVEventSource | None = None
 
     @property
     def dialect(self) -> str:
@@ -219,7 +230,7 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
     spec = _mapping(spec, path)
     _no_plain_secret(spec, path, ("api_key", "key"), "api_key_env (the variable holding the provider key)")
     _only(spec, path, {"kind", "url", "api_key_env", "headers", "region", "provider", "api_version", "deployments",
-                       "project", "location"})
+                       "project", "location", "kv_events"})
     kind = spec.get("kind", builtins[name].kind if name in builtins else None)
     if kind not in KINDS:
         raise PolicyError(f"{path}.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -251,8 +262,28 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
     env = spec.get("api_key_env", list(PROFILES[provider].key_env if provider else KEY_ENVS.get(kind, ())))
     env = (env,) if isinstance(env, str) else tuple(_list(env, f"{path}.api_key_env"))
     headers = _mapping(spec.get("headers") or {}, f"{path}.headers")
-    return Upstream(name, kind, (url or "").rstrip("/"), env, tuple((str(k), str(v)) for k, v in headers.items()),
-                    provider, api_version, tuple((str(k), str(v)) for k, v in deployments.items()))
+    upstream = Upstream(name, kind, (url or "").rstrip("/"), env, tuple((str(k), str(v)) for k, v in headers.items()),
+                        provider, api_version, tuple((str(k), str(v)) for k, v in deployments.items()))
+    if "kv_events" in spec:
+        upstream = replace(upstream, kv_events=_kv_events(spec["kv_events"], f"{path}.kv_events", upstream))
+    return upstream
+
+
+def _kv_events(spec: Any, path: str, upstream: Upstream) -> KVEventSource:
+    spec = _mapping(spec, path)
+    _only(spec, path, {"endpoint", "replay", "topic", "tokenizer"})
+    if not upstream.self_hosted or upstream.kind == "local":
+        raise PolicyError(f"{path}: KV events come from a self-hosted server (openai_compatible, no provider)")
+    values = {k: spec.get(k, "") for k in ("endpoint", "replay", "topic", "tokenizer")}
+    if not all(isinstance(v, str) for v in values.values()):
+        raise PolicyError(f"{path}: endpoint, replay, topic and tokenizer are strings")
+    for key in ("endpoint", "replay"):
+        if values[key] and "://" not in values[key]:
+            raise PolicyError(f"{path}.{key}: a ZMQ address such as tcp://10.0.0.5:5557, got {values[key]!r}")
+    if not values["endpoint"] or not values["tokenizer"]:
+        raise PolicyError(f"{path}: endpoint and tokenizer are required (the tokenizer hashes prompts as the "
+                          "replica does)")
+    return KVEventSource(**values)
 
 
 def _vertex_upstream(name: str, spec: dict, path: str) -> Upstream:

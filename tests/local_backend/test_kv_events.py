@@ -4,10 +4,7 @@ vLLM's schema), block hashes checked against vLLM's own test vectors (wire-2026-
 from __future__ import annotations
 
 import hashlib
-import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +17,7 @@ import zmq
 
 from prefixgate.local_backend.block_pool import NONE_HASH, BlockPool, hash_block, published_hash
 from prefixgate.local_backend.kv_events import KVEventPublisher, KVEventsConfig
+from tests.local_backend.support_backend import running_backend
 
 BLOCK = 16
 
@@ -135,29 +133,11 @@ class Subscriber:
 @pytest.fixture(scope="module")
 def backend(smollm2) -> Iterator[tuple[str, Subscriber]]:  # smollm2: the GGUF is converted before the start
     sub = Subscriber()
-    port = _port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     # 12 blocks (11 usable) of 16 tokens: three 64-token prompts overflow it, so the first one's are evicted.
-    proc = subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "backend", "--model", "smollm2-135m",
-                             "--port", str(port), "--num-kv-blocks", "12", "--max-num-seqs", "1",
-                             "--kv-events", sub.endpoint, "--kv-events-replay", sub.replay_endpoint],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"prefixgate backend exited: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "prefixgate backend did not come up"
-        time.sleep(0.2)
-    sub.sub.poll(500)  # a SUB sends its subscription only once its own thread touches the socket
-    yield url, sub
-    proc.terminate()
-    proc.wait(20)
+    with running_backend("--num-kv-blocks", "12", "--max-num-seqs", "1", "--kv-events", sub.endpoint,
+                         "--kv-events-replay", sub.replay_endpoint) as url:
+        sub.sub.poll(500)  # a SUB sends its subscription only once its own thread touches the socket
+        yield url, sub
     sub.ctx.destroy(linger=0)
 
 
