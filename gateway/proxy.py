@@ -56,8 +56,8 @@ from prefixgate.policies import (
     pick_replica,
     retry_condition,
 )
-from prefixgate.policies.router import caller_checkpoints_for
-from prefixgate.policies.schema import DIALECT_OF, KINDS, PRICE_ROWS
+from prefixgate.policies.router import caller_checkpoints_for, priority_for
+from prefixgate.policies.schema import DIALECT_OF, ENGINE_PRIORITY, KINDS, PRICE_ROWS
 from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.compatible import caches_by_markers
@@ -265,8 +265,12 @@ class Proxy:
         planned, params = the_plan.conversation, the_plan.conversation.params
         billable = wire.billable(planned)
         salted = upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None
+        priority = priority_for(call.route, call.caller.key)
+        ranked = upstream.self_hosted and priority != "normal"
+        if ranked:
+            the_plan.explanation.append(f"priority: {priority} (engine priority {ENGINE_PRIORITY[priority]})")
         if (call.raw and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
-                and params == call.conv.params and not billable.cache_params and not salted):
+                and params == call.conv.params and not billable.cache_params and not salted and not ranked):
             # Planning is off and nothing else changed the request (format, model, usage options, salt): the
             # caller's own bytes go upstream, with no re-encoding in proportion to the body.
             body = call.raw
@@ -275,6 +279,8 @@ class Proxy:
             if salted:
                 # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
                 payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)  # type: ignore[union-attr]
+            if ranked:
+                payload["priority"] = ENGINE_PRIORITY[priority]
             body = resent.encode(payload, billable.source)
         return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
 

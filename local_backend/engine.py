@@ -68,7 +68,7 @@ class LLMEngine:
     # -- requests ---------------------------------------------------------------------------------------
 
     def make_sequence(self, prompt: Prompt, params: SamplingParams, *, request_id: str | None = None,
-                      cache_salt: str | None = None) -> Sequence:
+                      cache_salt: str | None = None, priority: int = 0) -> Sequence:
         """Tokenize and validate a request without touching engine state (safe from any thread)."""
         text, ids = self._tokenize(prompt)
         if not ids:
@@ -85,7 +85,7 @@ class LLMEngine:
                                f"the maximum context length of {self.max_model_len}", field="max_tokens")
         request_id = request_id or f"req-{next(self._ids)}"
         return Sequence(request_id, ids, params, prompt=text, cache_salt=cache_salt,
-                        max_tokens=params.max_tokens or room)
+                        max_tokens=params.max_tokens or room, priority=priority)
 
     def add_sequence(self, seq: Sequence) -> None:
         if seq.request_id in self.requests:
@@ -99,8 +99,9 @@ class LLMEngine:
         self.scheduler.add(seq)
 
     def add_request(self, prompt: Prompt, params: SamplingParams | None = None, *,
-                    request_id: str | None = None, cache_salt: str | None = None) -> str:
-        seq = self.make_sequence(prompt, params or SamplingParams(), request_id=request_id, cache_salt=cache_salt)
+                    request_id: str | None = None, cache_salt: str | None = None, priority: int = 0) -> str:
+        seq = self.make_sequence(prompt, params or SamplingParams(), request_id=request_id, cache_salt=cache_salt,
+                                 priority=priority)
         self.add_sequence(seq)
         return seq.request_id
 

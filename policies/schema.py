@@ -10,7 +10,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
 from prefixgate.config import unknown_key
@@ -62,6 +62,12 @@ def bedrock_url(region: str) -> str:
 
 class PolicyError(ValueError):
     """A policy that cannot be used; the message starts with the key path at fault."""
+
+
+# Scheduling classes, and the `priority` integer vLLM (and `prefixgate backend`) take for each: lower is admitted
+# first and preempted last. vLLM only accepts a non-zero one under `--scheduling-policy priority`.
+Priority = Literal["high", "normal", "low"]
+ENGINE_PRIORITY: dict[str, int] = {"high": -1, "normal": 0, "low": 1}
 
 
 @dataclass(frozen=True)
@@ -170,6 +176,8 @@ class Route:
     caller_checkpoints: CallerCheckpoints = "keep"
     # The callers' wire formats this route serves (e.g. vertex_anthropic, vertex_gemini); empty: every format.
     formats: tuple[str, ...] = ()
+    # Scheduling class carried to self-hosted engines (vLLM's `priority`); None: normal, unless the key says.
+    priority: Priority | None = None
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -202,6 +210,7 @@ class CallerKey:
     # "read": the key also opens the dashboard and GET /api/* (never the admin-only parts); "": it does not.
     dashboard: Literal["", "read"] = ""
     caller_checkpoints: CallerCheckpoints | None = None   # overrides the route's for this key
+    priority: Priority | None = None     # overrides the route's for this key
 
 
 @dataclass(frozen=True)
@@ -319,7 +328,8 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
-    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats"})
+    _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
+                       "priority"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -342,8 +352,8 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     unknown = [f for f in formats if f not in WIRE_FORMATS]
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
-    return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
-                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats)
+    return _prioritised(Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats), spec, path)
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
@@ -387,7 +397,7 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     spec = _mapping(spec, path)
     _no_plain_secret(spec, path, ("key", "api_key", "secret"), "key_env (a variable holding the key) or key_sha256")
     _only(spec, path, {"name", "key_env", "key_sha256", "tenant", "planner", "routes", "budget", "rate_limit",
-                       "dashboard", "caller_checkpoints"})
+                       "dashboard", "caller_checkpoints", "priority"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -427,8 +437,8 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     if dashboard not in ("", "read"):
         raise PolicyError(f"{path}.dashboard: must be 'read' (read-only dashboard access) or absent, got {dashboard!r}")
     caller = spec.get("caller_checkpoints")
-    return CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit, dashboard,
-                     None if caller is None else _caller_checkpoints(caller, path))
+    return _prioritised(CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit, dashboard,
+                     None if caller is None else _caller_checkpoints(caller, path)), spec, path)
 
 
 def _caller_checkpoints(value: Any, path: str) -> CallerCheckpoints:
@@ -473,3 +483,13 @@ def _only(spec: dict, path: str, allowed: set[str]) -> None:
     if extra:
         raise PolicyError(f"{path + '.' if path else ''}{extra[0]}: {unknown_key(str(extra[0]), allowed)}")
 
+
+
+_Prioritised = TypeVar("_Prioritised", Route, CallerKey)
+
+
+def _prioritised(item: _Prioritised, spec: dict, path: str) -> _Prioritised:
+    priority = spec.get("priority")
+    if priority is not None and priority not in ENGINE_PRIORITY:
+        raise PolicyError(f"{path}.priority: must be one of {', '.join(ENGINE_PRIORITY)}, got {priority!r}")
+    return replace(item, priority=priority)
