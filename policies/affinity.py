@@ -44,7 +44,9 @@ def pick_by_prefix(held: Mapping[str, int], prefix_hash: str, replicas: Sequence
     """The replica holding the most of the prompt's leading blocks (`held`: blocks per replica, from its KV
     events), under the same load cap as `pick_replica`; else rendezvous. Returns (replica, reason)."""
     cap = load_cap(replicas, in_flight, load_factor)
-    holders = sorted((r for r in replicas if held.get(r, 0) > 0), key=lambda r: -held[r])
+    # Equal holdings (a system prompt every replica has) keep rendezvous order, so new prefixes under a shared
+    # one spread as they would without events instead of piling onto whichever replica is listed first.
+    holders = sorted((r for r in ranking(prefix_hash, replicas) if held.get(r, 0) > 0), key=lambda r: -held[r])
     for name in holders:
         if in_flight.get(name, 0) < cap:
             return name, "prefix_hit"

@@ -180,6 +180,15 @@ def test_the_holder_is_skipped_past_the_load_cap() -> None:
     assert pick_by_prefix({}, "p", ["r1", "r2"], {}, 1.25)[1] == "no_holder"
 
 
+def test_equal_holders_are_ranked_as_rendezvous_ranks_them() -> None:
+    from prefixgate.policies.affinity import pick_by_prefix, ranking
+    # Both replicas hold the shared system prompt's 2 blocks: each new prefix goes where rendezvous sends it.
+    for prefix in ("doc-a", "doc-b", "doc-c", "doc-d"):
+        first = ranking(prefix, ["r1", "r2"])[0]
+        assert pick_by_prefix({"r1": 2, "r2": 2}, prefix, ["r1", "r2"], {}, 1.25) == (first, "prefix_hit")
+    assert {ranking(p, ["r1", "r2"])[0] for p in ("doc-a", "doc-b", "doc-c", "doc-d")} == {"r1", "r2"}
+
+
 def test_kv_events_are_for_self_hosted_upstreams_with_a_tokenizer() -> None:
     from prefixgate.policies import PolicyError
 
