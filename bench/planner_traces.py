@@ -7,6 +7,7 @@ question), with no cache markers; the benchmark's expert then places checkpoints
 
 from __future__ import annotations
 
+import json
 import random
 import uuid
 
@@ -147,6 +148,60 @@ def batch_classification(seed: int = 5) -> tuple[list, list]:
     return orig, fixed
 
 
+FIRST = ("Jane", "Omar", "Li", "Priya", "Carlos", "Ngozi", "Sven", "Aiko", "Mateus", "Fatima", "Noor", "Tomasz")
+LAST = ("Doe", "Haddad", "Wei", "Natarajan", "Ruiz", "Okafor", "Berg", "Tanaka", "Silva", "Kowalski", "Ali", "Park")
+
+
+def _sessions(rng: random.Random, fixed: str, context_of, route: str, sessions: int = 50) -> tuple[list, list]:
+    """Sessions of 1-3 turns whose system prompt opens with per-session values (`context_of(rng)`, a string
+    ending in a space or newline) before `fixed`; the expert moves the values to the first user turn."""
+    orig, moved = [], []
+    for _ in range(sessions):
+        t = rng.uniform(0, 7200)
+        ctx = context_of(rng)
+        hist_o: list = []
+        hist_f: list = []
+        for k in range(rng.randint(1, 3)):
+            question = f"Question {k}: " + prose(rng, 2)
+            answer = prose(rng, 4)
+            hist_o = hist_o + [{"role": "user", "content": question}]
+            orig.append(_record(t, route, _body(ctx + fixed, hist_o)))
+            if k == 0:
+                hist_f = [{"role": "user", "content": [{"type": "text", "text": "Context:\n" + ctx.rstrip(" ") + ("" if ctx.endswith("\n") else "\n")},
+                                                       {"type": "text", "text": question}]}]
+            else:
+                hist_f = hist_f + [{"role": "user", "content": question}]
+            moved.append(_record(t, route, _body(fixed, hist_f)))
+            hist_o = hist_o + [{"role": "assistant", "content": answer}]
+            hist_f = hist_f + [{"role": "assistant", "content": answer}]
+            t += rng.uniform(20, 150)
+    return orig, moved
+
+
+def support_desk(seed: int = 7) -> tuple[list, list]:
+    """A support desk whose opening sentence names the customer, account, order and email, on the same line
+    as the instructions: values no detector knows by shape."""
+    rng = random.Random(seed)
+    fixed = "Follow the Northwind service handbook below. " + " ".join(prose(rng, 6) for _ in range(40))
+
+    def opening(r: random.Random) -> str:
+        first, last = r.choice(FIRST), r.choice(LAST)
+        return (f"You are helping {first} {last} (account {r.randint(10**5, 10**6)}) with order "
+                f"N{r.randint(10**4, 10**5)}; reply to {first.lower()}.{last.lower()}@example.com. ")
+    return _sessions(rng, fixed, opening, "desk")
+
+
+def crm_json_context(seed: int = 8) -> tuple[list, list]:
+    """A CRM assistant whose system prompt starts with a small JSON record of the customer, then fixed rules."""
+    rng = random.Random(seed)
+    fixed = "Use the customer record above. Rules:\n" + "\n".join(f"- {prose(rng, 3)}" for _ in range(60))
+
+    def record(r: random.Random) -> str:
+        return json.dumps({"customer": f"{r.choice(FIRST)} {r.choice(LAST)}", "tier": r.choice(["gold", "silver"]),
+                           "balance": f"{r.randint(0, 9999)}.{r.randint(0, 99):02d}", "open_cases": r.randint(0, 5)}) + "\n"
+    return _sessions(rng, fixed, record, "crm")
+
+
 def one_off(seed: int = 6) -> tuple[list, list]:
     """Long prompts that never repeat."""
     rng = random.Random(seed)
@@ -165,4 +220,6 @@ TRACES = {
     "multi-turn chat, long gaps": chat,
     "batch classification, ids in system": batch_classification,
     "one-off long prompts": one_off,
+    "support desk, customer values in the opening sentence": support_desk,
+    "CRM assistant, JSON record before the rules": crm_json_context,
 }

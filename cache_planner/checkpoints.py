@@ -87,7 +87,8 @@ def place_checkpoints(
     total = cumulative[-1] if cumulative else 0
     cands = _candidates(conv, target, flat, cumulative, contents)
     static = next((c for c in cands if c.level == "static"), None)
-    reused = route.reuse.observe(now, keys, {keys[c.index]: c.level for c in cands})
+    reused = route.reuse.observe(now, keys, {keys[c.index]: c.level for c in cands},
+                                 keys[static.index] if static and route.relearned else None)
     if target.provider in CLAUDE_CACHES:
         cands += _bridges(cands, reused, len(flat), cumulative)
     base = static.tokens if static else 0
@@ -297,6 +298,9 @@ def _place_gemini(conv: Conversation, model: ModelRules, price: Price, catalog: 
     implicit = f"cache: gemini caches implicitly; the static prefix is {static.tokens if static else 0} tokens"
     if "cachedContent" in conv.params:
         notes.append("cache: the caller manages an explicit cache (cachedContent); left as sent")
+        return None
+    if conv.dialect == "interactions":
+        notes.append(f"{implicit} (the Interactions API caches implicitly only: a stable prefix is the lever)")
         return None
     if static is None or static.tokens < model.min_cache_tokens or price.storage_per_hour <= 0:
         notes.append(implicit)

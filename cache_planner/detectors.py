@@ -148,10 +148,10 @@ def _incremental(text: str) -> tuple[list[Unit], list[str]] | None:
     if not _TEXTS:
         return None
     last_text, (last, last_pieces) = next(reversed(_TEXTS.items()))
-    head = _common_prefix(text, last_text)
+    head = common_prefix(text, last_text)
     head = last_text.rfind("\n", 0, head) + 1  # back to a line start both share
     shift = len(text) - len(last_text)
-    tail = _common_suffix(text, last_text)
+    tail = common_suffix(text, last_text)
     # The shared tail starts at the first position that begins a line in both texts.
     start = max(len(text) - tail, head)
     while start < len(text) and not (_line_start(text, start) and _line_start(last_text, start - shift)):
@@ -173,7 +173,7 @@ def _line_start(text: str, i: int) -> bool:
     return i == 0 or (0 < i <= len(text) and text[i - 1] == "\n")
 
 
-def _common_prefix(a: str, b: str) -> int:
+def common_prefix(a: str, b: str) -> int:
     lo, hi = 0, min(len(a), len(b))
     while lo < hi:  # binary search; only the unknown middle is compared, so O(n) bytes in all
         mid = (lo + hi + 1) // 2
@@ -184,7 +184,7 @@ def _common_prefix(a: str, b: str) -> int:
     return lo
 
 
-def _common_suffix(a: str, b: str) -> int:
+def common_suffix(a: str, b: str) -> int:
     lo, hi = 0, min(len(a), len(b))
     la, lb = len(a), len(b)
     while lo < hi:

@@ -19,14 +19,16 @@ from prefixgate.cache_planner.checkpoints import place_checkpoints
 from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.cache_planner.explicit_cache import use_cache
 from prefixgate.cache_planner.rewrite import (
+    CHAIN_PARAMS,
     documents_first,
     move_volatile_units,
     stable_tool_forms,
     system_segments,
-    system_units,
+    system_text,
 )
 from prefixgate.cache_planner.stability import PlannerState, RouteState
 from prefixgate.cache_planner.target import Target
+from prefixgate.cache_planner.variance import NO_RULE, Rule
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation, Segment
 from prefixgate.providers.pricing import resolve_model
@@ -71,12 +73,13 @@ class Plan:
 
     @property
     def summary(self) -> str:
-        """One short line for a response header: mode, checkpoints, rewrites."""
+        """One short line for a response header: mode, checkpoints, rewrites, and the static prefix's hash
+        (a plan that changes what it keeps static changes it)."""
         if self._marks is None:
             self._marks = len(self.conversation.checkpoints())
         marks = self._marks
         rewrites = sum(1 for line in self.explanation if line.startswith("rewrite:"))
-        return f"mode={self.mode};checkpoints={marks};rewrites={rewrites}"
+        return f"mode={self.mode};checkpoints={marks};rewrites={rewrites};static={self.prefix_hash[:8]}"
 
 
 def plan(
@@ -89,23 +92,25 @@ def plan(
     now: float | None = None,
     catalog: Catalog | None = None,
     caller_checkpoints: CallerCheckpoints = "keep",
+    rule: Rule = NO_RULE,
 ) -> Plan:
     """Plan `conversation` for `target`, learning from and updating `state` (the route's history).
 
     The conversation passed in is never modified. A request the planner cannot handle goes out
     unchanged, with the reason in the explanation. `caller_checkpoints` says what happens to markers
-    the caller placed itself (`caller_markers`).
+    the caller placed itself (`caller_markers`). `rule`: the route's declared volatile and never-moved text.
     """
     if mode not in MODES:
         raise ValueError(f"planner mode must be one of {', '.join(MODES)}, got {mode!r}")
     if caller_checkpoints not in CALLER_CHECKPOINTS:
         raise ValueError(f"caller_checkpoints must be one of {', '.join(CALLER_CHECKPOINTS)}, got {caller_checkpoints!r}")
-    route_name = route or fingerprint(conversation)
     if mode == "off":
+        route_name = route or fingerprint(conversation)
         return Plan(conversation.draft(), target, mode, route_name, _first_key(conversation),
                     ["passthrough: planning is off for this route"])
     catalog = catalog or default_catalog()
     state = state if state is not None else PlannerState()
+    route_name = route or state.resolve("", fingerprint(conversation), system_text(conversation))
     try:
         model = None if target.provider == "local" else resolve_model(target.rows_of or target.provider, target.model, catalog)
     except RequestError as e:
@@ -114,11 +119,12 @@ def plan(
     conv = conversation.draft()
     notes: list[str] = []
     rs = state.route(route_name)
-    learned = system_units(conversation)
+    rs.requests += 1
     if mode == "rewrite":
         stable_tool_forms(conv, rs, notes)
-        chained = conv.dialect == "responses" and conv.params.get("previous_response_id") is not None
-        move_volatile_units(conv, rs, notes, history_upstream=chained)
+        # The earlier turns live at the provider (a stored response or interaction): only the new input is ours.
+        chained = any(conv.params.get(name) is not None for name in CHAIN_PARAMS)
+        move_volatile_units(conv, rs, notes, history_upstream=chained, rule=rule)
         documents_first(conv, notes)
     when = time.time() if now is None else now
     cache_create = None
@@ -130,7 +136,6 @@ def plan(
     else:
         prefix_hash = _first_key(conv)
         notes.append("cache: the local engine caches every shared prefix block automatically")
-    rs.record_units(learned)
     state.commit(route_name, rs)
     return Plan(conv, target, mode, route_name, prefix_hash, notes, cache_create, rs, state, route_name)
 

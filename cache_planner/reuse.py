@@ -63,9 +63,18 @@ class ReuseTracker:
             stats = self.stats[name] = ReuseStats()
         return stats
 
-    def observe(self, now: float, prefix_keys: list[str], candidates: dict[str, str]) -> list[tuple[int, str]]:
+    def observe(self, now: float, prefix_keys: list[str], candidates: dict[str, str],
+                renamed: str | None = None) -> list[tuple[int, str]]:
         """Record a request: resolve the opportunities its prefix contains and open `candidates`
-        (prefix key -> level). Returns (block index, level) of each reused opportunity."""
+        (prefix key -> level). Returns (block index, level) of each reused opportunity.
+
+        `renamed`: this request's static prefix key when the rewrite has just learned to move a value out of
+        it: the latest static opportunity was this prefix with the value still in, so it counts as this key's
+        (the value's change is no evidence that the static text does not recur)."""
+        if renamed is not None and renamed not in self.open:
+            latest = next((k for k in reversed(self.open) if self.open[k][0] == "static"), None)
+            if latest is not None:
+                self.open[renamed] = self.open.pop(latest)
         reused: list[tuple[int, str]] = []
         latest_gap: dict[str, float] = {}  # per level, the gap of the longest reused prefix
         # The few keys of this prefix that are open, found in C, in prefix order (a key is one block's

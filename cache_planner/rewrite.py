@@ -1,9 +1,10 @@
-"""Static-first rewrites. Each one keeps every byte of the caller's text in the request and adds
-nothing but a `Context:` label; each is listed in the plan's explanation.
+"""Static-first rewrites. Each one keeps every word of the caller's text in the request (whitespace between
+moved units aside) and adds nothing but a `Context:` label; each is listed in the plan's explanation.
 
-- Volatile sentences leave the system prompt for a context block in a user turn: per-session values
-  (names, today's date) go to the first user turn, whose bytes then stay fixed for the session;
-  per-request values (timestamps, request ids) go to the latest user turn.
+- Volatile units (`variance`: spans seen to vary between the route's requests, widened to a sentence, clause
+  or field) leave the system prompt for a context block that leads a user turn, before the question:
+  per-session values (names, today's date) go to the first user turn, whose bytes then stay fixed for the
+  session; per-request values (timestamps, request ids) go to the latest user turn.
 - A large document after a short question in the same user message moves ahead of the question.
 - A tool schema the route has seen before with its keys in another order is sent in the first order
   seen, so a client that serialises dicts non-deterministically stops breaking its own prefix.
@@ -14,9 +15,10 @@ from __future__ import annotations
 import json
 
 from prefixgate.cache_planner.carried import remember_segments, settled_segments
-from prefixgate.cache_planner.detectors import unit_texts, units
-from prefixgate.cache_planner.stability import STATIC_SHARE, RouteState
-from prefixgate.ir import Block, Conversation, Segment, Stability, content_hash, without_markers
+from prefixgate.cache_planner.detectors import volatile_spans
+from prefixgate.cache_planner.stability import RouteState
+from prefixgate.cache_planner.variance import NO_RULE, Rule, volatile_units
+from prefixgate.ir import Block, Conversation, Segment, content_hash, without_markers
 
 CONTEXT_LABEL = "Context:\n"
 SYSTEM_ROLES = ("system", "developer")
@@ -36,33 +38,57 @@ def system_segments(conv: Conversation) -> list[Segment]:
     return out
 
 
-def system_units(conv: Conversation) -> list[str]:
-    """The movable units of the system prompt's text blocks: what a route learns stability from."""
-    return [piece for seg in system_segments(conv) for b in seg.blocks if b.kind == "text" for piece in unit_texts(b.text)]
+def system_text(conv: Conversation) -> str:
+    """The system prompt's text: what a route is recognised by."""
+    return "".join(b.text for seg in system_segments(conv) for b in seg.blocks if b.kind == "text")
 
 
-def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str], *, history_upstream: bool = False) -> None:
-    """Move the system prompt's volatile units to a context block in a user turn.
+# Request fields naming a stored answer this one continues: the earlier turns live at the provider.
+CHAIN_PARAMS = ("previous_response_id", "previous_interaction_id")
 
-    `history_upstream`: the earlier turns live at the provider (a Responses `previous_response_id`), so
+
+def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str], *, history_upstream: bool = False,
+                        rule: Rule = NO_RULE) -> None:
+    """Move the system prompt's volatile units to a context block in a user turn, learning them (`variance`)
+    from the difference between this request's system text and the route's previous one.
+
+    `history_upstream`: the earlier turns live at the provider (a Responses `previous_response_id`, an
+    Interactions `previous_interaction_id`), so
     none of them can change; everything moved goes into this request's new input.
     """
     users = [s for s in conv.segments if s.role == "user"]
+    texts = [b.text for seg in system_segments(conv) for b in seg.blocks if b.kind == "text"]
+    previous, route.previous = route.previous, texts
+    route.relearned = False
     if not users and not history_upstream:
         notes.append("note: the system prompt was left in place: the request has no user turn to take its volatile text")
         return
     moved: dict[str, list[str]] = {"session": [], "dynamic": []}
-    kinds_moved: set[str] = set()
+    reasons: dict[str, set[str]] = {"session": set(), "dynamic": set()}
+    index = 0
     for seg in system_segments(conv):
         for block in list(seg.blocks):
-            if block.kind == "text" and block.text:
-                keep = _split_block(block.text, route, moved, kinds_moved)
-                if keep is None:
-                    continue
-                if keep.strip():
-                    seg.own(block).set_text(keep)
-                else:
-                    seg.blocks.remove(block)
+            if block.kind != "text":
+                continue
+            text, index = block.text, index + 1
+            found = volatile_units(text, previous[index - 1] if index <= len(previous) else None, route.sites,
+                                   index - 1, rule) if text else []
+            if not found:
+                continue
+            keep, at = [], 0
+            for unit in found:
+                keep.append(text[at:unit.start])
+                piece = text[unit.start:unit.end]
+                moved[unit.stability].append(piece if piece.endswith("\n") else piece.rstrip(" \t") + "\n")
+                reasons[unit.stability].update(unit.why.split("+"))
+                route.relearned = route.relearned or "learned" in unit.why
+                at = unit.end
+            keep.append(text[at:])
+            rest = "".join(keep)
+            if rest.strip():
+                seg.own(block).set_text(rest)
+            else:
+                seg.blocks.remove(block)
     conv.segments = [s for s in conv.segments if s.blocks or s.role not in SYSTEM_ROLES]
     session, dynamic = "".join(moved["session"]), "".join(moved["dynamic"])
     if history_upstream:
@@ -91,14 +117,17 @@ def move_volatile_units(conv: Conversation, route: RouteState, notes: list[str],
             _insert_context(conv, seg, "".join(p if p.endswith("\n") or p is parts[-1] else p + "\n" for p in parts))
     for stability, where in (("session", "first"), ("dynamic", "latest")):
         if moved[stability]:
-            notes.append(f"rewrite: moved {len(moved[stability])} {stability} unit(s) ({', '.join(sorted(kinds_moved))}) "
-                         f"from the system prompt to the {where} user turn")
+            pieces = moved[stability]
+            kinds = sorted({s.kind for piece in pieces for s in volatile_spans(piece)}) or ["learned"]
+            notes.append(f"rewrite: moved {len(pieces)} {stability} unit(s) ({', '.join(kinds)}) from the system "
+                         f"prompt to the {where} user turn ({sum(map(len, pieces))} chars; {', '.join(sorted(reasons[stability]))})")
     if restored:
         notes.append(f"rewrite: re-sent the context of {restored} earlier turn(s) as it was, keeping the history cacheable")
 
 
 def _into_new_input(conv: Conversation, users: list[Segment], text: str, notes: list[str]) -> None:
-    notes.append("plan: previous_response_id: the earlier turns live at the provider and were not changed")
+    chain = next((name for name in CHAIN_PARAMS if conv.params.get(name) is not None), CHAIN_PARAMS[0])
+    notes.append(f"plan: {chain}: the earlier turns live at the provider and were not changed")
     if not text:
         return
     if users:
@@ -109,33 +138,6 @@ def _into_new_input(conv: Conversation, users: list[Segment], text: str, notes: 
         conv.segments.append(target)
     _insert_context(conv, target, text)
     notes.append("rewrite: moved the system prompt's volatile units into this request's new input")
-
-
-def _split_block(text: str, route: RouteState, moved: dict[str, list[str]], kinds_moved: set[str]) -> str | None:
-    """The block's static text, with its volatile units appended to `moved`; None if nothing moves."""
-    found = units(text)
-    pieces = unit_texts(text)
-    shares = route.shares(pieces)
-    # Most of the prompt unseen: a new prompt version, not volatility; judge by detectors alone.
-    fresh = sum(len(p) for p, s in zip(pieces, shares, strict=True) if s is not None and s < STATIC_SHARE)
-    trust_history = fresh <= len(text) / 2
-    keep: list[str] = []
-    for unit, piece, share in zip(found, pieces, shares, strict=True):
-        kinds = set(unit.kinds)
-        before = route.moved_as(piece)
-        if before is not None:
-            # Moved on an earlier request and back unchanged: moving it again keeps the prefix that
-            # request wrote; putting it back would break it for nothing (hysteresis).
-            stability: Stability = before
-        else:
-            stability = route.classify(share if trust_history else None, kinds)
-        if stability == "static" or not piece.strip():
-            keep.append(piece)
-        else:
-            moved[stability].append(piece)
-            route.remember_moved(piece, stability)
-            kinds_moved |= kinds or {"learned"}
-    return None if len(keep) == len(pieces) else "".join(keep)
 
 
 def _insert_context(conv: Conversation, seg: Segment, text: str) -> None:

@@ -1,61 +1,67 @@
-"""What a route has taught us: which pieces of its prompts stay constant, and how its prefixes recur.
+"""What a route has taught us: which spans of its prompts vary, and how its prefixes recur.
 
-A route is one stream of similar requests (a caller-supplied route name, an API key, or the
-fingerprint of the system prompt's shape). For each movable unit of prompt text (a line or a
-sentence) we keep an exponentially decayed count of the requests that contained it: a unit present
-in at least half of recent requests is `static`; one that recurs less is `session` (a user's name,
-today's date) or `dynamic` (a timestamp, a request id), told apart by the detectors.
+A route is one stream of similar requests (a caller-supplied route name, an API key, or the shape of the
+system prompt: `PlannerState.resolve` finds the route a prompt with other values in it belongs to). A route
+keeps its previous request's system text and the sites learned by comparing each request with it
+(`variance`), so a span seen to vary is moved on every later request.
 
-State is bounded: at most `max_routes` routes (LRU) and `max_units` units per route.
+State is bounded: at most `max_routes` routes (LRU), `variance.MAX_SITES` sites and `max_contexts` contexts each.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
+from zlib import crc32
 
 from prefixgate.cache_planner.reuse import ReuseTracker
-from prefixgate.ir import Stability
+from prefixgate.cache_planner.variance import DYNAMIC_KINDS, Sites
 
-DECAY = 0.9          # per request: a unit's weight halves after ~7 requests without it
-STATIC_SHARE = 0.5   # present in at least this share of recent requests: static
-# Kinds of volatile span that change every request; the others change per session or per day.
-DYNAMIC_KINDS = frozenset({"timestamp", "time", "unix_time", "uuid", "hex_id", "request_id", "counter"})
+__all__ = ["DYNAMIC_KINDS", "PlannerState", "RedisStore", "RouteState", "StateStore", "sketch"]
+
+SKETCH_SIZE = 16         # a prompt's shape: the smallest hashes of its 8-word shingles
+SKETCH_MATCH = 11        # sketch values shared with a known route to join it (of SKETCH_SIZE)
+SKETCH_MIN_CHARS = 400   # shorter prompts are routed by their exact (masked) shape alone
+_SHINGLE_WORDS = 8
+_WORDS = re.compile(r"[^\W\d_]+")
 
 
-@lru_cache(maxsize=65536)
-def unit_key(text: str) -> str:
-    """A stable (cross-process, so Redis-shareable) key for a unit; memoised, as units recur."""
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+@lru_cache(maxsize=1024)
+def sketch(text: str) -> tuple[str, ...]:
+    """Bottom-k MinHash of the text's 8-word shingles (letters only: digits and punctuation carry the values),
+    over the shingles whose first word's hash is 0 mod 4 (a sample chosen by content, so two texts sample
+    their shared text alike). Two prompts that share most of their text share most of these values; each
+    is a stable, cross-process hash (CRC-32: fast, and only compared)."""
+    words = _WORDS.findall(text.lower())
+    starts = [i for i, w in enumerate(words[:max(1, len(words) - _SHINGLE_WORDS + 1)]) if not crc32(w.encode()) % 4]
+    hashes = {crc32(" ".join(words[i:i + _SHINGLE_WORDS]).encode()) for i in starts or [0]}
+    return tuple(f"{h:08x}" for h in sorted(hashes)[:SKETCH_SIZE])
 
 
 @dataclass
 class RouteState:
-    requests: int = 0
-    # Decayed request count, and unit -> (decayed count, request index of its last update).
-    weight: float = 0.0
-    units: OrderedDict[str, tuple[float, int]] = field(default_factory=OrderedDict)
+    requests: int = 0       # requests planned on this route
     reuse: ReuseTracker = field(default_factory=ReuseTracker)
+    # The previous request's system text blocks, as the caller sent them: the next request is compared with them.
+    previous: list[str] = field(default_factory=list)
+    sites: Sites = field(default_factory=Sites)
     # Tool schemas by canonical hash -> the first serialisation seen (to undo key-order churn).
     tool_forms: OrderedDict[str, str] = field(default_factory=OrderedDict)
     # Prefix hash of a user turn -> the per-request context we inserted there, so when that turn is
     # history in the next request it gets the same bytes again and the conversation cache holds.
     contexts: OrderedDict[str, str] = field(default_factory=OrderedDict)
-    # Units (by key) moved out of the system prompt -> the stability they moved as: an identical unit moves
-    # the same way again, so a decision changes only when the unit does (see rewrite._split_block); a
-    # detected volatile unit moved once is moved every time, though a session's turns repeat it enough to
-    # look static, or the later turns would send a different prefix than the turn that moved it.
-    moved: OrderedDict[str, Stability] = field(default_factory=OrderedDict)
     # Gemini explicit caches this route created: static prefix hash -> (cache name, expiry time).
     explicit: dict[str, tuple[str, float]] = field(default_factory=dict)
-    max_units: int = 2048
     max_contexts: int = 4096
+    # This request's rewrite has just learned a unit to move (for this request only: not shared).
+    relearned: bool = False
 
     def remember_context(self, key: str, text: str) -> None:
         self.contexts[key] = text
@@ -63,67 +69,19 @@ class RouteState:
         while len(self.contexts) > self.max_contexts:
             self.contexts.popitem(last=False)
 
-    def moved_as(self, text: str) -> Stability | None:
-        return self.moved.get(unit_key(text))
-
-    def remember_moved(self, text: str, stability: Stability) -> None:
-        key = unit_key(text)
-        self.moved[key] = stability
-        self.moved.move_to_end(key)
-        while len(self.moved) > self.max_units:
-            self.moved.popitem(last=False)
-
-    def shares(self, texts: list[str]) -> list[float | None]:
-        """Each unit's share of recent requests (decayed count / decayed requests); None before the
-        route has history. One pass, as a long system prompt has hundreds of units."""
-        if self.weight <= 0:
-            return [None] * len(texts)
-        get, now, weight = self.units.get, self.requests, self.weight
-        out: list[float | None] = []
-        for text in texts:
-            entry = get(unit_key(text))
-            out.append(0.0 if entry is None else entry[0] * DECAY ** (now - entry[1]) / weight)
-        return out
-
-    def classify(self, share: float | None, kinds: set[str]) -> Stability:
-        """A unit's stability from its share of recent requests (None: no history) and its detectors.
-
-        With no history only per-request values (timestamps, ids) move. A date or a ticket number may
-        be an example inside fixed instructions ("merge freeze begins 2026-03-05"): it moves once the
-        route sees it change, when its prefix is broken anyway, so a decision never flips between a
-        route's first and second request on a detector's word alone."""
-        if share is not None and share >= STATIC_SHARE:
-            return "static"
-        if kinds & DYNAMIC_KINDS:
-            return "dynamic"
-        return "session" if share is not None else "static"
-
-    def record_units(self, texts: list[str]) -> None:
-        """Count one request's units (call after classifying them)."""
-        self.requests += 1
-        self.weight = self.weight * DECAY + 1.0
-        units, now = self.units, self.requests
-        for text in dict.fromkeys(texts):
-            key = unit_key(text)
-            count, at = units.pop(key, (0.0, now))
-            units[key] = (count * DECAY ** (now - at) + 1.0, now)
-        while len(self.units) > self.max_units:
-            self.units.popitem(last=False)
-
     def to_dict(self) -> dict:
-        return {"requests": self.requests, "weight": self.weight, "units": list(self.units.items()),
-                "reuse": self.reuse.to_dict(), "tool_forms": list(self.tool_forms.items()),
-                "contexts": list(self.contexts.items()), "explicit": self.explicit, "moved": list(self.moved.items())}
+        return {"requests": self.requests, "reuse": self.reuse.to_dict(), "previous": self.previous, "sites": self.sites.to_list(),
+                "tool_forms": list(self.tool_forms.items()), "contexts": list(self.contexts.items()),
+                "explicit": self.explicit}
 
     @classmethod
     def from_dict(cls, data: dict) -> RouteState:
-        state = cls(requests=data["requests"], weight=data["weight"])
-        state.units = OrderedDict((k, (c, a)) for k, (c, a) in data["units"])
-        state.reuse = ReuseTracker.from_dict(data["reuse"])
+        state = cls(requests=int(data.get("requests", 0)), reuse=ReuseTracker.from_dict(data["reuse"]))
+        state.previous = list(data.get("previous", []))
+        state.sites = Sites(data.get("sites", []))
         state.tool_forms = OrderedDict(data.get("tool_forms", []))
         state.contexts = OrderedDict(data.get("contexts", []))
         state.explicit = {k: (n, e) for k, (n, e) in data.get("explicit", {}).items()}
-        state.moved = OrderedDict(data.get("moved", []))
         return state
 
 
@@ -132,6 +90,8 @@ class StateStore(Protocol):
     def save(self, route: str, state: RouteState) -> None: ...
     def explicit_cache(self, route: str, key: str) -> tuple[str, float] | None: ...
     def share_explicit_cache(self, route: str, key: str, name: str, expires_at: float) -> None: ...
+    def routes_of(self, values: tuple[str, ...]) -> list[str | None]: ...
+    def name_routes(self, values: tuple[str, ...], route: str) -> None: ...
 
 
 class RedisStore:
@@ -193,6 +153,28 @@ class RedisStore:
         except self._errors:
             self._went_down()
 
+    def routes_of(self, values: tuple[str, ...]) -> list[str | None]:
+        """The route each sketch value was last seen in, on any replica."""
+        if not values or time.monotonic() < self._down_until:
+            return [None] * len(values)
+        try:
+            raw = self.client.mget([f"{self.prefix}sketch:{v}" for v in values])
+        except self._errors:
+            self._went_down()
+            return [None] * len(values)
+        return [r.decode() if r else None for r in raw]
+
+    def name_routes(self, values: tuple[str, ...], route: str) -> None:
+        if not values or time.monotonic() < self._down_until:
+            return
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for v in values:
+                pipe.set(f"{self.prefix}sketch:{v}", route, ex=self.ttl_s)
+            pipe.execute()
+        except self._errors:
+            self._went_down()
+
     def _went_down(self) -> None:
         self.failures += 1
         self._down_until = time.monotonic() + self.retry_s
@@ -210,6 +192,36 @@ class PlannerState:
         self.lock = threading.Lock()
         self.publish_every_s = publish_every_s
         self._published: dict[str, float] = {}
+        # Sketch value -> the route it was last seen in (`resolve`), bounded.
+        self._sketches: OrderedDict[str, str] = OrderedDict()
+
+    def resolve(self, scope: str, name: str, text: str) -> str:
+        """`scope + ` the route a prompt named `name` by its exact shape belongs to: a known route of the same
+        scope (a tenant: tenants never share a route) sharing at least `SKETCH_MATCH` of its sketch values (the
+        same instructions with other values in them), else `name`. With a shared store, every replica
+        resolves a prompt to the same route."""
+        if len(text) < SKETCH_MIN_CHARS:
+            return scope + name
+        values = tuple(hashlib.blake2b(f"{scope}\0{v}".encode(), digest_size=8).hexdigest() for v in sketch(text))
+        with self.lock:
+            local = [self._sketches.get(v) for v in values]
+        shared = self.store.routes_of(values) if self.store else [None] * len(values)
+        votes: dict[str, int] = {}
+        for mine, theirs in zip(local, shared, strict=True):
+            for route in {mine, theirs} - {None}:
+                votes[route] = votes.get(route, 0) + 1
+        best = max(votes.items(), key=lambda kv: (kv[1], kv[0] == name), default=(name, 0))
+        chosen = best[0] if best[1] >= SKETCH_MATCH else name
+        fresh = [v for v, mine in zip(values, local, strict=True) if mine != chosen]
+        with self.lock:
+            for v in values:
+                self._sketches[v] = chosen
+                self._sketches.move_to_end(v)
+            while len(self._sketches) > 16 * self.max_routes:
+                self._sketches.popitem(last=False)
+        if self.store is not None and fresh:
+            self.store.name_routes(values, chosen)
+        return scope + chosen
 
     def route(self, name: str) -> RouteState:
         with self.lock:

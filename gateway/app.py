@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prefixgate import __version__
+from prefixgate.bind import is_loopback
 from prefixgate.config import Settings
 from prefixgate.dialects import format_of_path, resent
 from prefixgate.errors import RequestError
@@ -22,6 +23,8 @@ from prefixgate.gateway import (
     dashboard,
     endpoints_anthropic,
     endpoints_gemini,
+    endpoints_interactions,
+    endpoints_models,
     endpoints_openai,
     endpoints_responses,
     endpoints_vertex,
@@ -31,9 +34,11 @@ from prefixgate.gateway.dashboard.auth import is_admin
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.fastpath import GatewayApp
 from prefixgate.gateway.local import LocalTarget, in_process_target
+from prefixgate.gateway.paths import base_url_hint
 from prefixgate.gateway.protected_mode import guard
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.tracing import tracing_for
+from prefixgate.gateway.upstream import implausible_keys
 from prefixgate.gateway.warm_start import warm_or_log
 from prefixgate.policies import Policy, load_policy
 
@@ -51,12 +56,15 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     policy = policy or load_policy(settings)
     exposure = guard(settings, policy)  # protected mode: refuses before anything listens or loads
     tracing = tracing_for(settings, tracer_provider)
+    for warning in implausible_keys(policy.upstreams.values()):
+        log.warning(warning)
     if local is None and any(u.kind == "local" for u in policy.upstreams.values()):
         local = in_process_target(settings.local_model)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing)
+        await app.state.proxy.restore_budgets()
         resent.keep(settings.resent_bodies_mb << 20)
         # Before the server accepts a connection: the first request then costs what the tenth does.
         await asyncio.to_thread(warm_or_log, app.state.proxy.catalog)
@@ -75,8 +83,10 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     app = GatewayApp(title="prefixgate", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                      openapi_url=None)
     app.state.settings = settings
+    app.guard_browsers(settings.cors_origins, not policy.keys and not settings.open_gateway and is_loopback(settings.host))
     app.state.policy = policy
-    for module in (endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_gemini, endpoints_vertex):
+    for module in (endpoints_models, endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_interactions,
+                   endpoints_gemini, endpoints_vertex):
         app.include_router(module.router)
     app.include_router(dashboard.router)
 
@@ -96,7 +106,8 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
         # An unknown path or method answers in the caller's own error shape, so its SDK raises its own
         # NotFoundError (FastAPI's {"detail": "Not Found"} reads as a malformed answer to a client).
         if exc.status_code in (404, 405) and exc.detail in ("Not Found", "Method Not Allowed"):
-            what = "no such endpoint" if exc.status_code == 404 else f"method {request.method} is not allowed"
+            what = f"no such endpoint{base_url_hint(request.url.path)}" if exc.status_code == 404 \
+                else f"method {request.method} is not allowed"
             err = RequestError(f"{request.url.path}: {what} on this gateway", status=exc.status_code,
                                kind="not_found" if exc.status_code == 404 else "invalid_request")
             return error_response(err, format_of_path(request.url.path).name)

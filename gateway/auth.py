@@ -51,14 +51,21 @@ def upstream_credential(upstream: Upstream, caller: Caller, caller_dialect: str)
     own = upstream.api_key()
     if own:
         return own
-    if (caller.key is None and not upstream.self_hosted and not upstream.own_credentials_only
-            and same_provider(upstream.dialect, caller_dialect)):
+    if caller.key is None and issued_by(upstream, caller_dialect):
         return caller.credential
     if upstream.self_hosted or wire_format(upstream.dialect).signs:
         return None     # self-hosted servers need no key; signing formats sign with the gateway's own credentials
     env = " or ".join(upstream.api_key_env) or "an api_key_env"
     raise RequestError(f"no credentials for upstream {upstream.name!r}: set {env} on the gateway",
                        status=401, kind="authentication")
+
+
+def issued_by(upstream: Upstream, caller_dialect: str) -> bool:
+    """Whether a caller's key, sent the way `caller_dialect`'s SDK sends it, was issued by `upstream`'s provider
+    itself: never a compatible provider (OpenRouter, DeepSeek, Azure: another company, however alike their API),
+    a self-hosted server, or an upstream that takes only the gateway's own credentials (Vertex)."""
+    return (upstream.kind != "openai_compatible" and upstream.kind != "local" and not upstream.own_credentials_only
+            and same_provider(upstream.dialect, caller_dialect))
 
 
 def same_provider(upstream_dialect: str, caller_dialect: str) -> bool:

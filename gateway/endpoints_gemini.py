@@ -11,9 +11,12 @@ from starlette.responses import Response
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import gemini
 from prefixgate.errors import RequestError
+from prefixgate.gateway import cache_scope
 from prefixgate.gateway.auth import upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body, serve
+from prefixgate.gateway.upstream import CACHED_CONTENTS_QUERY, UpstreamResponse, allowed_query
+from prefixgate.model_ids import path_model
 from prefixgate.tokens import annotate_tokens
 
 router = APIRouter()
@@ -41,7 +44,7 @@ async def _count_tokens(request: Request, version: str, model: str) -> Response:
     if upstream.dialect == WIRE.name:
         target_model = route.targets[0].model or model
         key = upstream_credential(upstream, caller, WIRE.name)
-        resp = await proxy.upstream.forward(upstream, WIRE, "POST", f"/{version}/models/{target_model}:countTokens", "",
+        resp = await proxy.upstream.forward(upstream, WIRE, "POST", f"/{version}/models/{path_model(target_model)}:countTokens", "",
                                             raw, key)
         return Response(resp.body, resp.status, media_type="application/json")
     conv = gemini.parse_request(raw, model=model)
@@ -55,12 +58,21 @@ async def cached_contents(request: Request, version: str, name: str = "") -> Res
 
 
 async def _cached_contents(request: Request, version: str, name: str) -> Response:
-    """Explicit Gemini caches are Gemini's own resources: passed through with the gateway's key."""
+    """Explicit Gemini caches are Gemini's resources in the gateway's account, each owned by the tenant that made
+    it (cache_scope): passed through with the gateway's key."""
     proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
+    if request.method in ("POST", "PATCH"):
+        await proxy.admit_state(caller, raw, WIRE.name)
     upstream = proxy.policy.upstreams[WIRE.name]
-    key = upstream_credential(upstream, caller, WIRE.name)
-    query = "&".join(f"{k}={v}" for k, v in request.query_params.items() if k != "key")
-    path = f"/{version}/cachedContents" + (f"/{name}" if name else "")
-    resp = await proxy.upstream.forward(upstream, WIRE, request.method, path, query, raw, key)
-    return Response(resp.body, resp.status, media_type="application/json")
+    query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)
+    if version not in ("v1beta", "v1"):
+        raise RequestError(f"unknown path {request.url.path}", status=404, kind="not_found")
+    path = f"/{version}/cachedContents" + (f"/{path_model(name, field='name')}" if name else "")
+
+    async def forward(method: str, body: bytes) -> UpstreamResponse:
+        key = upstream_credential(upstream, caller, WIRE.name)
+        return await proxy.upstream.forward(upstream, WIRE, method, path, query if method == request.method else "",
+                                            body, key)
+
+    return await cache_scope.scoped(request, proxy, caller, WIRE.name, upstream, name, raw, forward)

@@ -1,5 +1,6 @@
-"""OpenAI's paths: `POST /v1/chat/completions`, `GET /v1/models`, and the unplanned but priced
-`POST /v1/completions` and `POST /v1/embeddings` (passthrough.py). The Responses API: endpoints_responses.py."""
+"""OpenAI's paths: `POST /v1/chat/completions`, and the unplanned but priced
+`POST /v1/completions` and `POST /v1/embeddings` (passthrough.py). The Responses API: endpoints_responses.py;
+model listing, every format's: endpoints_models.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import openai
 from prefixgate.gateway.intake import serve
 from prefixgate.gateway.passthrough import forward_priced
@@ -30,12 +30,3 @@ async def completions(request: Request) -> Response:
 @router.post("/v1/embeddings")
 async def embeddings(request: Request) -> Response:
     return await forward_priced(request, "/embeddings")
-
-
-@router.get("/v1/models")
-async def models(request: Request) -> Response:
-    """The model names callers can send (patterns such as `gpt-*` are left out: they are not names)."""
-    proxy = request.app.state.proxy
-    data = [{"id": m, "object": "model", "created": 0, "owned_by": r.name}
-            for r in proxy.policy.routes for m in r.models if not any(c in m for c in "*?[")]
-    return Response(compact_bytes({"object": "list", "data": data}), media_type="application/json")

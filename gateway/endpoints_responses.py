@@ -1,7 +1,7 @@
 """OpenAI Responses API paths besides `POST /v1/responses` (which the front serves itself, fastpath).
 
-Stored responses (`GET` / `DELETE /v1/responses/{id}`, `GET .../input_items`, `POST .../cancel`) are
-forwarded to the upstream that answered them (`response_homes`), else to the first upstream that speaks
+Stored responses (`GET` / `DELETE /v1/responses/{id}`, `GET .../input_items`, `POST .../cancel`) are the
+tenant's that created them (`ownership`; any other caller gets OpenAI's 404 for an unknown id) and are forwarded to the upstream that answered them (`response_homes`), else to the first upstream that speaks
 the Responses API; `POST /v1/responses/input_tokens` is asked of the route's upstream when it speaks the
 API (its count is the billing one) and counted here otherwise. None of these is a model request: none is
 planned or written to the ledger.
@@ -20,6 +20,8 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import authenticate, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.intake import authenticated_body, serve
+from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.upstream import STORED_RESPONSE_QUERY, allowed_query
 from prefixgate.policies import Upstream
 from prefixgate.tokens import annotate_tokens, encoding_for
 
@@ -83,6 +85,9 @@ async def _input_tokens(request: Request) -> Response:
 async def _stored(request: Request, method: str, response_id: str, suffix: str) -> Response:
     proxy = request.app.state.proxy
     caller = authenticate(request.headers, request.query_params, proxy.keys)
+    if not await proxy.owners.allows(WIRE.stored_kind, response_id, principal(caller.key)):
+        # Another tenant's, or never created through this gateway: what OpenAI answers an unknown id.
+        raise RequestError(f"Response with id '{response_id}' not found.", status=404, kind="not_found")
     home = proxy.response_homes.home_of(response_id)
     upstream = proxy.policy.upstreams[home] if home is not None else next(
         (u for u in proxy.policy.upstreams.values() if _speaks_responses(u)), None)
@@ -92,7 +97,9 @@ async def _stored(request: Request, method: str, response_id: str, suffix: str) 
     body = await request.body() if method == "POST" else b""
     key = upstream_credential(upstream, caller, WIRE.name)
     resp = await proxy.upstream.forward(upstream, WIRE, method, api_path(upstream, f"/responses/{response_id}{suffix}"),
-                                        request.url.query, body, key)
+                                        allowed_query(request.query_params.multi_items(), STORED_RESPONSE_QUERY), body, key)
+    if method == "DELETE" and 200 <= resp.status < 300:
+        await proxy.owners.forget(WIRE.stored_kind, response_id)
     # `GET ?stream=true` replays a finished response's events (read whole here: it is over already).
     replay = request.query_params.get("stream") == "true"
     return Response(resp.body, resp.status, media_type="text/event-stream" if replay else "application/json")

@@ -5,20 +5,22 @@ project and location in the path are its own view; the cache names Vertex answer
 
 from __future__ import annotations
 
-import json
-
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import anthropic, gemini, vertex_anthropic, vertex_gemini
+from prefixgate.dialects.validate import load_body
 from prefixgate.dialects.vertex import resource_rest
 from prefixgate.errors import RequestError
+from prefixgate.gateway import cache_scope
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body
 from prefixgate.gateway.proxy import Proxy
+from prefixgate.gateway.upstream import CACHED_CONTENTS_QUERY, UpstreamResponse, allowed_query
+from prefixgate.model_ids import path_model
 from prefixgate.policies.schema import Upstream
 from prefixgate.tokens import annotate_tokens
 
@@ -61,34 +63,38 @@ async def _count_gemini_tokens(request: Request, model: str) -> Response:
     if upstream is None:
         conv = gemini.parse_request(raw, model=model)
         return Response(compact_bytes({"totalTokens": annotate_tokens(conv, "cl100k_base")}), media_type="application/json")
-    path = f"/publishers/google/models/{model}:countTokens"
+    path = f"/publishers/google/models/{path_model(model)}:countTokens"
     return await _forward(proxy, upstream, vertex_gemini.WIRE, "POST", path, "", raw, caller)
 
 
-async def cached_contents(request: Request) -> Response:
-    return await answer_or_error(vertex_gemini.NAME, _cached_contents(request))
+async def cached_contents(request: Request, name: str = "") -> Response:
+    return await answer_or_error(vertex_gemini.NAME, _cached_contents(request, name))
 
 
-async def _cached_contents(request: Request) -> Response:
+async def _cached_contents(request: Request, name: str = "") -> Response:
     proxy: Proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
+    if "name" in request.path_params:     # one segment, decoded once: never `%2F..` into another project
+        path_model(request.path_params["name"], field="name")
+    if request.method in ("POST", "PATCH"):
+        await proxy.admit_state(caller, raw, vertex_gemini.NAME)
     upstream = next((u for u in proxy.policy.upstreams.values() if u.kind == "vertex" and u.name != "vertex"),
                     proxy.policy.upstreams["vertex"])
-    if request.method == "POST" and raw:
-        raw = compact_bytes(_in_gateway_project(raw, upstream))
-    query = "&".join(f"{k}={v}" for k, v in request.query_params.items() if k != "key")
-    return await _forward(proxy, upstream, vertex_gemini.WIRE, request.method, resource_rest(request.url.path) or "",
-                          query, raw, caller)
+    sent = compact_bytes(_in_gateway_project(raw, upstream)) if request.method == "POST" and raw else raw
+    query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)
+    path = resource_rest(request.url.path) or ""
+
+    async def forward(method: str, body: bytes) -> UpstreamResponse:
+        key = upstream_credential(upstream, caller, vertex_gemini.NAME)
+        return await proxy.upstream.forward(upstream, vertex_gemini.WIRE, method, path,
+                                            query if method == request.method else "", body, key)
+
+    return await cache_scope.scoped(request, proxy, caller, vertex_gemini.NAME, upstream, name, sent, forward)
 
 
 def _in_gateway_project(raw: bytes, upstream: Upstream) -> dict:
     """A cachedContents.create body whose model names the caller's project: the gateway's instead."""
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        raise RequestError("the request body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise RequestError("the request body must be a JSON object")
+    body = load_body(raw)
     model = str(body.get("model") or "")
     if "/models/" in model:
         body["model"] = model.rsplit("/models/", 1)[1]

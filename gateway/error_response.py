@@ -29,3 +29,5 @@ async def answer_or_error(dialect: str, work: Awaitable[Response]) -> Response:
         return error_response(f.request_error(), dialect)
     except RequestError as e:
         return error_response(e, dialect)
+    except RecursionError:
+        return error_response(RequestError("request body is nested too deeply for the gateway"), dialect)

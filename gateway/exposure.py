@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from prefixgate.bind import is_loopback
 from prefixgate.config import Settings
+from prefixgate.dialects import wire_format
 from prefixgate.policies import Policy
 
 CALLER_KEY_SETTING = "caller keys: `keys:` in the policy file (policy_file), each with key_env or key_sha256"
@@ -71,12 +72,18 @@ def summarize(settings: Settings, policy: Policy) -> Summary:
     held = sorted({next(v for v in u.api_key_env if os.environ.get(v)) for u in upstreams
                    if not u.self_hosted and u.api_key()})
     self_hosted = sorted(u.name for u in upstreams if u.self_hosted)
+    # A signing upstream (Bedrock's SigV4, Vertex's OAuth) signs with whatever credentials the gateway can
+    # resolve, and an instance role or ADC resolves lazily from metadata with nothing set in the environment:
+    # reachable at all, it spends the operator's cloud account.
+    signers = sorted(u.name for u in upstreams if not u.self_hosted and wire_format(u.dialect).signs)
     exposures = []
     if policy.keys:
         readers = sum(k.dashboard == "read" for k in policy.keys)
         mode = f"virtual ({_count(len(policy.keys), 'key')}, {readers} with read-only dashboard access)"
-    elif held or self_hosted:
+    elif held or self_hosted or signers:
         spends = ([f"this gateway's provider keys ({', '.join(held)})"] if held else []) + \
+                 ([f"this gateway's cloud credentials, signed for upstreams {', '.join(signers)} "
+                   "(environment, instance role or ADC)"] if signers else []) + \
                  ([f"self-hosted upstreams ({', '.join(self_hosted)})"] if self_hosted else [])
         mode = "none (anyone may send model requests; they spend " + " and ".join(spends) + ")"
         exposures.append(Exposure(f"model requests from callers with no key spend {' and '.join(spends)}",

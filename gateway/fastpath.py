@@ -9,15 +9,18 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
-from prefixgate.dialects import WIRE_FORMATS
+from prefixgate.dialects import WIRE_FORMATS, format_of_path
 from prefixgate.dialects.wire import Parse
 from prefixgate.errors import RequestError
+from prefixgate.gateway.browser_guard import refusal
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.inbound import Inbound
 from prefixgate.gateway.intake import serve
+from prefixgate.gateway.paths import aliased, logging_errors
 
 log = logging.getLogger("prefixgate.gateway")
 
@@ -32,8 +35,33 @@ def model_request(path: str) -> tuple[str, Parse] | None:
 
 
 class GatewayApp(FastAPI):
+    allowed_origins: frozenset[str] = frozenset()
+    loopback_only = False           # an unkeyed gateway on a loopback bind: see browser_guard
+    cors: CORSMiddleware | None = None
+
+    def guard_browsers(self, cors_origins: list[str], loopback_only: bool) -> None:
+        self.allowed_origins, self.loopback_only = frozenset(cors_origins), loopback_only
+        if cors_origins:    # the pages let in are answered with CORS headers their browsers need to read the answers
+            self.cors = CORSMiddleware(self._serve, allow_origins=cors_origins, allow_methods=["*"], allow_headers=["*"],
+                                       expose_headers=["*"])
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = model_request(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        if scope["type"] != "http":
+            return await super().__call__(scope, receive, send)
+        path = aliased(scope["path"])
+        if path != scope["path"]:
+            scope = {**scope, "path": path, "raw_path": path.encode()}
+        await logging_errors(self._guarded, scope, receive, send)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A web page's request (or a rebound host name) refused before anything reads it (browser_guard)."""
+        refused = refusal(scope, self.allowed_origins, self.loopback_only)
+        if refused is not None:
+            return await error_response(refused, format_of_path(scope["path"]).name)(scope, receive, send)
+        await (self.cors or self._serve)(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        found = model_request(scope["path"]) if scope["method"] == "POST" else None
         if found is None:
             return await super().__call__(scope, receive, send)
         dialect, parse = found

@@ -12,32 +12,46 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from prefixgate.dialects import resent
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, authenticate
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.inbound import Inbound
+from prefixgate.gateway.named_state import check_named
+from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.relay import CLIENT_CLOSED
 from prefixgate.ir import Conversation
 
+TOO_DEEP = RequestError("request body is nested too deeply for the gateway to plan (a tool schema hundreds of levels deep?)")
 
-async def read_body(request: Request | Inbound, limit: int) -> bytes:
+
+async def read_body(request: Request | Inbound, limit: int, idle_s: float = 15.0) -> bytes:
+    """The body, within `limit` bytes; a 408 when `idle_s` pass with no chunk arriving (a slow client is let go)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(f"request body of {int(declared)} bytes is over the gateway's limit of {limit} bytes",
                            status=413, kind="too_large")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(f"request body is over the gateway's limit of {limit} bytes", status=413, kind="too_large")
-        chunks.append(chunk)
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(idle_s) as deadline:
+            async for chunk in request.stream():
+                deadline.reschedule(loop.time() + idle_s)
+                size += len(chunk)
+                if size > limit:
+                    raise RequestError(f"request body is over the gateway's limit of {limit} bytes", status=413,
+                                       kind="too_large")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RequestError(f"request body stalled: nothing arrived for {idle_s:g} s", status=408,
+                           kind="timeout") from None
     return b"".join(chunks)
 
 
 async def authenticated_body(proxy: Proxy, request: Request | Inbound) -> tuple[bytes, Caller]:
     """The request body (within the size limit) and who sent it."""
-    raw = await read_body(request, proxy.settings.max_body_bytes)
+    raw = await read_body(request, proxy.settings.max_body_bytes, proxy.settings.client_timeout_s)
     return raw, authenticate(request.headers, request.query_params, proxy.keys)
 
 
@@ -75,7 +89,9 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
     span = proxy.tracing.request_span(dialect, request.scope["path"], request.headers) if proxy.tracing else None
     try:
         raw, caller = await authenticated_body(proxy, request)
+        resent.SCOPE.set(principal(caller.key) or "")     # this request's task: its body memo is its party's
         conv = parse(raw)
+        await check_named(proxy.owners, caller, conv)
         call = proxy.start(dialect, conv, caller, request.headers, started, span, raw)
         call.json_array = conv.stream and call.wire.streams_json_array(request.query_params)
     except RequestError as e:
@@ -90,9 +106,11 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
         return await until_disconnect(request, proxy.handle(call))
     except RequestError as e:
         return proxy.fail(call, e, None)
+    except RecursionError:      # a body within JSON's depth that the planner's walk through it is not (tool schemas)
+        return proxy.fail(call, TOO_DEEP, None)
     except ClientDisconnect:
-        # No answer was sent, but the upstream may have worked (and billed): the ledger says so.
-        proxy.record(call, None, None, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
+        # No answer was sent, but the upstream may have worked (and billed): the ledger and the budget say so.
+        await proxy.finish(call, proxy.hung_up(call))
         raise
     except BaseException as e:      # a gateway bug: no record, but the span must not stay open
         if call.span is not None:

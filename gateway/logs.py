@@ -10,8 +10,8 @@ from prefixgate.ledger import LedgerRecord
 
 REQUESTS = logging.getLogger("prefixgate.requests")
 FIELDS = ("id", "key", "tenant", "route", "target", "model", "dialect", "stream", "status", "uncached_input",
-          "cache_read", "output", "cost_usd", "savings_usd", "latency_ms", "ttft_ms", "overhead_ms", "attempts",
-          "plan_summary", "miss_reason", "error")
+          "cache_read", "cache_writes", "output", "cost_usd", "savings_usd", "latency_ms", "ttft_ms", "overhead_ms", "attempts",
+          "plan_summary", "miss_reason", "error", "response_cache")
 
 
 class JsonFormatter(logging.Formatter):

@@ -28,6 +28,9 @@ class Metrics:
         self.overhead = Histogram("prefixgate_overhead_seconds", "Time spent in the gateway itself",
                                   buckets=OVERHEAD_BUCKETS, registry=r)
         self.attempts = Counter("prefixgate_upstream_attempts", "Upstream attempts by outcome", ("target", "outcome"), registry=r)
+        # Pushed alerts (webhooks.py): destination is its scheme and host only (the URL holds the hook's secret).
+        self.alert_deliveries = Counter("prefixgate_alert_deliveries", "Alert deliveries by outcome: delivered, failed, dropped",
+                                        ("destination", "rule", "outcome"), registry=r)
         self._children: dict[tuple[str, str, str], _Children] = {}
 
     def observe(self, rec: LedgerRecord) -> None:

@@ -40,9 +40,13 @@ async def forward_priced(request: Request, tail: str) -> Response:
         if data.get("stream"):
             raise RequestError(f"stream: streaming /v1{tail} is not supported by the gateway", field="stream")
         conv = Conversation(WIRE.name, model, [], params=data)
-        call = proxy.start(WIRE.name, conv, caller, request.headers, started)
+        call = proxy.start(WIRE.name, conv, caller, request.headers, started, raw=raw)
     except RequestError as e:
         return error_response(e, WIRE.name)
+    try:
+        await proxy.admit(call)      # the same key, route, budget and rate checks as every model request
+    except RequestError as e:
+        return proxy.fail(call, e, None)
     ref = call.route.targets[0]
     upstream = proxy.policy.upstreams[ref.upstreams[0]]
     target = ref.model or model

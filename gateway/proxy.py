@@ -10,7 +10,6 @@ caller instead of being sent again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import time
 import uuid
@@ -23,26 +22,33 @@ from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
 from prefixgate.cache_planner.detectors import volatile_spans
+from prefixgate.cache_planner.rewrite import system_text
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
-from prefixgate.cost import Cost, cost_note, ledger_fields, price_usage
+from prefixgate.cost import Cost, Price, cost_note, ledger_fields, price_usage
 from prefixgate.dialects import resent, wire_format
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
 from prefixgate.gateway.error_response import error_response
+from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.in_flight import InFlight
+from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt, tenant_tag
 from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
+from prefixgate.gateway.named_state import CACHE, cache_id
+from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.pricing import price_for
-from prefixgate.gateway.relay import stream_response
+from prefixgate.gateway.relay import CLIENT_CLOSED, stream_response
+from prefixgate.gateway.response_cache import CONTROL, HEADER, Lookup, ResponseCache
 from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.tracing import Tracing
-from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse
+from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse, request_url
 from prefixgate.ir import Conversation
 from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
 from prefixgate.policies import (
@@ -56,8 +62,9 @@ from prefixgate.policies import (
     pick_replica,
     retry_condition,
 )
+from prefixgate.policies.limits import Reservation, spend_counter
 from prefixgate.policies.router import caller_checkpoints_for, priority_for
-from prefixgate.policies.schema import DIALECT_OF, ENGINE_PRIORITY, KINDS, PRICE_ROWS
+from prefixgate.policies.schema import DIALECT_OF, ENGINE_PRIORITY, KINDS, PERIODS, PRICE_ROWS
 from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.compatible import caches_by_markers
@@ -84,10 +91,6 @@ def price_provider(upstream: Upstream, wire: WireFormat) -> str:
     return upstream.price_rows or planner_provider(upstream, wire)
 
 
-def tenant_salt(tenant: str) -> str:
-    return hashlib.sha256(f"prefixgate-tenant:{tenant}".encode()).hexdigest()[:32]
-
-
 # A caller may name the stream of similar prompts a request belongs to; the planner learns per route.
 ROUTE_HEADER = "x-prefixgate-route"
 
@@ -112,6 +115,12 @@ class Call:
     notes: list[str] = field(default_factory=list)
     span: Any = None                    # the request's OpenTelemetry span while it is open (tracing on)
     raw: bytes = b""                    # the body as the caller sent it
+    cache_control: str = ""             # the caller's x-prefixgate-response-cache-control
+    response_cache: Lookup | None = None    # what the route's response cache does for it (None: cache off)
+    provider_verdict: ProviderVerdict | None = None   # why the provider says its cache missed (diagnostics.py)
+    held: Reservation = Reservation()   # what admission reserved against the key's budget
+    estimate: Usage = Usage()           # the request's tokens as admission estimated them (prompt + max output)
+    prepared: Prepared | None = None    # the target the request went to, once chosen
 
 
 @dataclass
@@ -128,6 +137,7 @@ class Prepared:
     extra_usage: Usage | None = None    # tokens billed outside the response (an explicit cache created for it)
     storage_token_hours: Decimal = Decimal(0)   # storage of that cache over its TTL (tokens x hours)
     trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
+    ask: Ask = field(default_factory=Ask)   # the provider diagnostics this request carries (diagnostics.py)
 
     def usage_counter(self) -> Any:
         """A stream usage accumulator for this request (which may say how its cache writes are priced)."""
@@ -158,10 +168,16 @@ class Proxy:
         self.response_homes = ResponseHomes()
         self.kv_index = (KVIndex(policy.upstreams, self.metrics.registry)
                          if any(u.kv_events for u in policy.upstreams.values()) else None)
+        self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
+        self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
+        self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
+        self.diagnostics = ProviderDiagnostics(self.catalog)
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
         await self.counters.close()
+        await self.owners.aclose()
+        await self.response_cache.close()
         self.ledger.close()
         if self.kv_index is not None:
             self.kv_index.close()
@@ -175,13 +191,73 @@ class Proxy:
                     started, span=span, raw=raw)
         call.include_usage = wire.caller_wants_usage(conv)
         call.route_hint = headers.get(ROUTE_HEADER, "")[:200]
+        call.cache_control = headers.get(CONTROL, "")
         return call
 
     # ---- the request path ---------------------------------------------------------------------
 
+    async def admit(self, call: Call, ref: TargetRef | None = None) -> None:
+        """The one admission check for everything that costs money: the key's rate limits, and its budget
+        with this request's estimated cost reserved (`ref`: the target that prices it, the route's first)."""
+        key = call.caller.key
+        if key is None:
+            return
+        estimate = Decimal(0)
+        if key.budget is not None:
+            call.estimate = estimated_usage(call.conv, call.raw)
+            estimate = self.estimated_cost(call, ref or call.route.targets[0], call.estimate)
+        call.held = await self.limits.admit(key, estimate)
+
+    async def admit_state(self, caller: Caller, raw: bytes, dialect: str) -> None:
+        """Admission for a call that creates or extends billed provider state (an explicit cache, its TTL): the
+        key's route for the model the body names, its rate limits, and a budget not already spent."""
+        if caller.key is None:
+            return
+        try:
+            named = json.loads(raw or b"{}").get("model")
+        except (ValueError, AttributeError):
+            named = None
+        if isinstance(named, str) and named:
+            self.router.decide(named.rsplit("/", 1)[-1], caller.key, dialect)
+        await self.limits.admit(caller.key)
+
+    def estimated_cost(self, call: Call, ref: TargetRef, usage: Usage) -> Decimal:
+        """The route's declared cap, else `usage` at the target model's price (the route's declared one for a
+        model the table lacks); a model with neither cannot be budgeted and is refused."""
+        if call.route.max_request_usd is not None:
+            return Decimal(str(call.route.max_request_usd))
+        upstream = self.policy.upstreams[ref.upstreams[0]]
+        model = ref.model or call.conv.model or ""
+        price = self.price(call, upstream, wire_format(upstream.dialect_for(call.dialect, model)), model, usage)
+        if price is None:
+            raise RequestError(f"model {model!r} has no known price, so key {call.caller.key.name!r} cannot spend its "  # type: ignore[union-attr]
+                               f"budget on it: the operator can declare one on route {call.route.name!r} "
+                               "(price: {input, output}, USD per million tokens) or cap it (max_request_usd)",
+                               field="model", status=400, kind="invalid_request")
+        return price_usage(usage, price).total
+
+    def price(self, call: Call, upstream: Upstream, wire: WireFormat, model: str, usage: Usage) -> Price | None:
+        """The price row for `model` at `upstream`, else the route's declared price."""
+        return price_for(price_provider(upstream, wire), upstream.base_model(model), usage, self.catalog) or call.route.price
+
+    async def restore_budgets(self) -> None:
+        """Without Redis the counters start empty: each budgeted key starts from what the ledger says it spent
+        in its current window (`period: total` included), so a restart forgives nothing."""
+        if self.settings.redis_url:
+            return
+        for key in self.policy.keys:
+            if key.budget is not None:
+                _, _, start = spend_counter(key, time.time())
+                period = PERIODS[key.budget.period]
+                pico = self.ledger.key_spend_pico(key.name, start, 60 if 0 < period < 3600 else 3600)
+                await self.limits.restore(key, -(-pico // 1000))
+
     async def handle(self, call: Call) -> Response:
-        if call.caller.key is not None:
-            await self.limits.admit(call.caller.key)
+        await self.check_chain(call)
+        await self.admit(call)
+        call.response_cache = await self.response_cache.lookup(call)
+        if call.response_cache is not None and call.response_cache.state == "hit":
+            return self.response_cache.replay(self, call, call.response_cache)
         failure: UpstreamFailure | RequestError | None = None
         retry = call.route.retry
         for ref in call.route.targets:
@@ -192,6 +268,7 @@ class Proxy:
                 failure = e
                 continue
             prep = await self.explicit_cache(call, prep)
+            call.prepared = prep
             for attempt in range(1, retry.attempts + 1):
                 call.attempts += 1
                 sent = time.perf_counter()
@@ -216,6 +293,14 @@ class Proxy:
         if isinstance(failure, UpstreamFailure):
             return self.fail(call, failure.request_error(), None)
         raise failure or RequestError("no target could take this request", status=502, kind="server")
+
+    async def check_chain(self, call: Call) -> None:
+        """A request may continue only a stored answer its own tenant created (another's, or one the gateway
+        never saw created, is not found: the upstream cannot tell tenants apart behind the gateway's key)."""
+        chained = call.wire.chained_id(call.conv)
+        if chained and not await self.owners.allows(call.wire.stored_kind, chained, principal(call.caller.key)):
+            raise RequestError(f"Previous {call.wire.stored_kind} with id '{chained}' not found.", status=404,
+                               kind="not_found")
 
     async def _send(self, call: Call, prep: Prepared, timeout_s: float) -> UpstreamResponse:
         """One attempt at `prep`'s upstream, with its own client span when the request is traced."""
@@ -244,15 +329,17 @@ class Proxy:
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
         target = Target(planner_provider(first, first_wire, model), first.base_model(model), first.price_rows)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
-                        catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key))
+                        catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key),
+                        rule=call.route.rewrite)
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
-        home = self.response_homes.home_of(conv.params.get("previous_response_id"))
+        home = self.response_homes.home_of(first_wire.chained_id(conv))
         if home in ref.upstreams:
             name = home     # the chain lives there
         elif self.kv_index is not None and self.kv_index.covers(ref.upstreams):
-            salt = (tenant_salt(call.caller.key.tenant or call.caller.key.name)
-                    if first.self_hosted and self.settings.tenant_cache_isolation and call.caller.key else None)
+            party = principal(call.caller.key)   # the salt prepare() sends below, which the replica hashed with
+            salt = (tenant_salt(self.secret, party)
+                    if first.self_hosted and self.settings.tenant_cache_isolation and party is not None else None)
             name, note = self.kv_index.route(ref.upstreams, first_wire.encode_request(the_plan.conversation), salt,
                                              the_plan.prefix_hash, self.in_flight, ref.load_factor)
             the_plan.explanation.append(note)
@@ -262,15 +349,20 @@ class Proxy:
         upstream = self.policy.upstreams[name]
         key = upstream_credential(upstream, call.caller, call.dialect)
         wire = wire_format(upstream.dialect_for(call.dialect, model))
+        request_url(upstream, wire, model, call.conv.stream)    # a model its URL cannot carry: refused here (400)
         planned, params = the_plan.conversation, the_plan.conversation.params
         billable = wire.billable(planned)
-        salted = upstream.self_hosted and self.settings.tenant_cache_isolation and call.caller.key is not None
+        party = principal(call.caller.key)
+        salted = upstream.self_hosted and self.settings.tenant_cache_isolation and party is not None
+        tagged = call.route.isolation == "tenant" and not upstream.self_hosted and party is not None
+        ask = self.diagnostics.attach(call, upstream, wire.name, model, billable, key)
         priority = priority_for(call.route, call.caller.key)
         ranked = upstream.self_hosted and priority != "normal"
         if ranked:
             the_plan.explanation.append(f"priority: {priority} (engine priority {ENGINE_PRIORITY[priority]})")
-        if (call.raw and the_plan.mode == "off" and wire is call.wire and billable is planned and billable.params is params
-                and params == call.conv.params and not billable.cache_params and not salted and not ranked):
+        if (call.raw and not ask.fields and the_plan.mode == "off" and wire is call.wire and billable is planned
+                and billable.params is params and params == call.conv.params and not billable.cache_params
+                and not salted and not tagged and not ranked):
             # Planning is off and nothing else changed the request (format, model, usage options, salt): the
             # caller's own bytes go upstream, with no re-encoding in proportion to the body.
             body = call.raw
@@ -278,16 +370,21 @@ class Proxy:
             payload = wire.encode_request(billable)
             if salted:
                 # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
-                payload["cache_salt"] = tenant_salt(call.caller.key.tenant or call.caller.key.name)  # type: ignore[union-attr]
+                payload["cache_salt"] = tenant_salt(self.secret, party)  # type: ignore[arg-type]
+            if tagged:
+                tag_prompt(payload, wire.name, tenant_tag(self.secret, party))  # type: ignore[arg-type]
             if ranked:
                 payload["priority"] = ENGINE_PRIORITY[priority]
+            payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
-        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as)
+        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
-        tenant = call.caller.key.tenant if call.caller.key else "-"
-        return f"{tenant}/{call.route_hint or fingerprint(conv)}"
+        party = principal(call.caller.key) or "-"
+        if call.route_hint:
+            return f"{party}/{call.route_hint}"
+        return self.planner_state.resolve(f"{party}/", fingerprint(conv), system_text(conv))
 
     async def explicit_cache(self, call: Call, prep: Prepared) -> Prepared:
         """Create the explicit cache the plan asks for (a Gemini cachedContents entry, with the caller's
@@ -307,6 +404,7 @@ class Proxy:
             call.notes.append(f"cache: explicit cache not created: {reason}")
             return prep
         prep.plan.adopt_cached_content(name, expires)
+        self.owners.record(CACHE, cache_id(name), principal(call.caller.key), max(60.0, expires - time.time()))
         tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
         body = compact_bytes(prep.wire.encode_request(prep.plan.conversation))
         # Creating the cache bills its tokens at the input rate, and its storage for as long as it lives (the
@@ -348,20 +446,31 @@ class Proxy:
             return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} sent a body that is not JSON",
                                                 status=502, kind="server"), prep)
         usage = prep.usage_of(data)
-        self.response_homes.remember(prep.wire.stored_id(data), prep.upstream.name)
+        self.stored(call, prep, prep.wire.stored_id(data))
+        self.diagnostics.read(call, prep.ask, data)
         if prep.wire is call.wire:
             content = resp.body or b""
         else:
             content = compact_bytes(translate_reply(data, prep.wire, call.wire, call.conv.model or prep.model))
+        if call.response_cache is not None and call.response_cache.collects:
+            call.response_cache.answer.whole(prep.wire.read_reply(data), content, prep.wire)
         rec = self.record(call, prep, usage, 200, ttft_s=None, upstream_s=received - sent)
         headers = {**resp.headers, **self.headers(call, prep, rec)}
         return Response(content, 200, headers, media_type="application/json",
                         background=BackgroundTask(self.finish, call, rec))
 
+    def stored(self, call: Call, prep: Prepared, response_id: str | None) -> None:
+        """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's."""
+        if response_id:
+            self.response_homes.remember(response_id, prep.upstream.name)
+            self.owners.record(prep.wire.stored_kind, response_id, principal(call.caller.key))
+
     def fail(self, call: Call, err: RequestError, prep: Prepared | None) -> Response:
         rec = self.record(call, prep, None, err.status, ttft_s=None, upstream_s=0.0, error=err.message)
-        return error_response(err, call.dialect, {"x-prefixgate-request-id": call.id},
-                              BackgroundTask(self.finish, call, rec))
+        headers = {"x-prefixgate-request-id": call.id}
+        if call.response_cache is not None:
+            headers[HEADER] = call.response_cache.state
+        return error_response(err, call.dialect, headers, BackgroundTask(self.finish, call, rec))
 
     def headers(self, call: Call, prep: Prepared, rec: LedgerRecord) -> dict[str, str]:
         out = {
@@ -371,6 +480,8 @@ class Proxy:
             "x-prefixgate-plan": prep.plan.summary,
             "x-prefixgate-overhead-ms": f"{rec.overhead_ms:.3f}",
         }
+        if call.response_cache is not None:
+            out[HEADER] = call.response_cache.state
         if rec.status == 200 and not prep.stream:
             out["x-prefixgate-cache-read-tokens"] = str(rec.cache_read)
             out["x-prefixgate-cost-usd"] = rec.cost_usd if rec.cost_usd is not None else "unknown"
@@ -381,12 +492,13 @@ class Proxy:
                upstream_s: float, error: str = "") -> LedgerRecord:
         """The request's ledger record, queued for the writer and counted in the metrics."""
         now = time.perf_counter()
+        reported = usage is not None
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
         explanation = (prep.plan.explanation if prep else []) + call.notes
-        if prep is not None and usage != Usage():
+        if prep is not None and (usage != Usage() or prep.storage_token_hours):
             provider, model = price_provider(prep.upstream, prep.wire), prep.upstream.base_model(prep.model)
-            price = price_for(provider, model, usage, self.catalog)
+            price = self.price(call, prep.upstream, prep.wire, prep.model, usage)
             cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None
             note = cost_note(usage, cost, f"{provider}/{model}") if provider != "local" else None
             explanation = explanation + ([note] if note else [])
@@ -401,20 +513,40 @@ class Proxy:
             latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,
             overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
             prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
-            explanation=explanation, miss_reason=miss_reason(usage, status, explanation), error=error,
+            explanation=explanation, miss_reason=miss_reason(usage if reported else None, status, explanation), error=error,
+            provider_miss_reason=call.provider_verdict.reason if call.provider_verdict else "",
+            provider_missed_tokens=call.provider_verdict.missed_tokens if call.provider_verdict else None,
             body=prep.trace_body if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream, prep.wire) if prep else call.wire.planner_provider,
-                                  volatile_spans))
+                                  volatile_spans),
+            response_cache=call.response_cache.state if call.response_cache is not None else "")
+        self.keep(call, rec)
+        return rec
+
+    def keep(self, call: Call, rec: LedgerRecord) -> None:
+        """Queue `rec` for the ledger, count it in the metrics and close the request's span."""
         self.ledger.append(rec)
         self.metrics.observe(rec)
         if call.span is not None:
             self.tracing.end_request(call.span, rec)
             call.span = None
-        return rec
+
+    def hung_up(self, call: Call) -> LedgerRecord:
+        """The record of a request whose caller hung up before a non-streamed answer: the upstream may have
+        worked (and billed) until it saw the hang-up, so it carries the admission estimate as its usage."""
+        prep = call.prepared
+        usage = None
+        if prep is not None:        # it reached an upstream
+            usage = call.estimate if call.estimate != Usage() else estimated_usage(call.conv, call.raw)
+            call.notes.append("usage estimated: the caller hung up before the answer (prompt + max output tokens)")
+        return self.record(call, prep, usage, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
 
     async def finish(self, call: Call, rec: LedgerRecord) -> None:
-        """After the answer is sent: count tokens and spend against the caller's limits, log one line."""
-        if call.caller.key is not None and rec.status == 200:
+        """After the answer is sent: swap the budget reservation for what the request cost (whatever its
+        status: a hang-up, a cut stream or an upstream error may have been billed), log one line."""
+        if call.caller.key is not None:
             tokens = rec.uncached_input + rec.cache_read + sum(rec.cache_writes.values()) + rec.output
-            await self.limits.record(call.caller.key, tokens, float(rec.cost_usd or 0))
+            await self.limits.settle(call.caller.key, call.held, tokens, Decimal(rec.cost_usd or 0))
         log_request(rec)
+        if call.response_cache is not None:
+            await self.response_cache.settle(call, rec)

@@ -23,14 +23,20 @@ from starlette.types import Receive, Scope, Send
 
 from prefixgate.dialects.sse import SSE_FRAMING, FramingError
 from prefixgate.errors import RequestError
+from prefixgate.gateway.estimate import cut_usage
 from prefixgate.gateway.in_flight import Slot
+from prefixgate.gateway.response_cache import HEADER as RESPONSE_CACHE_HEADER
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
+from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
     from prefixgate.gateway.proxy import Call, Prepared, Proxy
 
 # The ledger status of a request whose client hung up before its answer ended (nginx's convention).
 CLIENT_CLOSED = 499
+# The ledger's note on a stream that ended normally but never reported usage: its tokens and cost are unknown,
+# not zero (a compatible server that ignores `stream_options.include_usage`, or a proxy that drops the chunk).
+NO_USAGE = "usage: the stream ended without a usage report; tokens and cost unknown"
 
 
 class DisconnectAwareStream(StreamingResponse):
@@ -66,6 +72,8 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
     framing, terminal = target.framing, target.terminal
     counter = prep.usage_counter()
     writer = None if same else call.wire.stream_writer(call.conv.model or prep.model, call.include_usage)
+    # The response cache keeps the answer as neutral deltas: every event is read, not only those with usage.
+    kept = call.response_cache.answer if call.response_cache is not None and call.response_cache.collects else None
     state: dict = {"rec": None, "began": False}
 
     async def let_go() -> None:
@@ -81,6 +89,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
         ended = False
         finished = False        # false in `finally` means the client hung up and the body was cancelled
         tail = b""              # the terminal event, held until the ledger record is written
+        events = 0              # events relayed to the caller: a cut stream's output estimate
         error: RequestError | None = None
         try:
             async for chunk in resp.chunks:
@@ -91,18 +100,28 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                     if terminal is not None and terminal in ev:
                         ended = True
                     parsed = None
-                    if not same or any(m in ev for m in target.usage_marks):
+                    if not same or target.may_carry_usage(ev):
                         parsed = framing.payload(ev)
                         if parsed is not None:
                             counter.feed(parsed)
+                            proxy.diagnostics.read(call, prep.ask, parsed)
                             if target.ends_stream(parsed):
                                 ended = True
-                                proxy.response_homes.remember(target.stored_id(parsed), prep.upstream.name)
+                                proxy.stored(call, prep, target.stored_id(parsed))
+                    if target.stored_mark is not None and target.stored_mark in ev:
+                        created = parsed if parsed is not None else framing.payload(ev)
+                        if created is not None:
+                            proxy.stored(call, prep, target.stored_id(created))
+                    if kept is not None:
+                        event = parsed if parsed is not None else framing.payload(ev)
+                        if event is not None:
+                            kept.feed(target.read_deltas(event), target)
                     if same:
                         if parsed is None or target.relays(parsed, call.include_usage):
                             out.append(ev)
                     elif parsed is not None:
                         out.append(writer.write(target.read_deltas(parsed)))
+                events += len(out)
                 if out:
                     if ended:
                         tail += b"".join(out)
@@ -129,7 +148,17 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                 message = error.message if error else ""
                 if not finished:
                     status, message = CLIENT_CLOSED, "client disconnected mid-stream"
-                state["rec"] = proxy.record(call, prep, counter.usage, status,
+                elif error is None and counter.usage is None:
+                    call.notes.append(NO_USAGE)
+                if kept is not None:
+                    kept.usage = counter.usage
+                usage = counter.usage
+                if not ended and (events or usage not in (None, Usage())):  # cut mid-way: what was sent and streamed is billed
+                    usage = cut_usage(usage, prep.body, events)
+                    if usage != counter.usage:
+                        call.notes.append("usage estimated: the stream was cut before the provider reported it "
+                                          "(prompt from the body's size, an output token per event streamed)")
+                state["rec"] = proxy.record(call, prep, usage, status,
                                             ttft_s=(first - call.started) if first else None, upstream_s=done - sent,
                                             error=message)
         if error is not None:
@@ -144,6 +173,8 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
     headers = {**resp.headers, "cache-control": "no-cache", "x-prefixgate-request-id": call.id,
                "x-prefixgate-route": call.route.name, "x-prefixgate-target": prep.upstream.name,
                "x-prefixgate-plan": prep.plan.summary}
+    if call.response_cache is not None:
+        headers[RESPONSE_CACHE_HEADER] = call.response_cache.state
     if call.json_array:
         return DisconnectAwareStream(json_array(body()), 200, headers, media_type="application/json",
                                      background=BackgroundTask(after), let_go=let_go)

@@ -19,10 +19,12 @@ into another caller's requests.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
@@ -39,8 +41,13 @@ from prefixgate.providers import compatible
 # Upstream response headers worth handing back to the caller (ids for support tickets, rate limits).
 PASS_HEADERS = ("request-id", "x-request-id", "openai-processing-ms", "retry-after", "anthropic-organization-id")
 PASS_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
-# Provider keys that could appear in an upstream's error text ("Incorrect API key provided: sk-...").
-SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{6,}|AIza[0-9A-Za-z_\-]{20,}|Bearer\s+\S+)")
+# Provider keys and signing credentials that could appear in an upstream's error text ("Incorrect API key
+# provided: sk-...", a Google OAuth access token `ya29.`, an AWS access key id `AKIA`/`ASIA` + 16).
+SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{6,}|AIza[0-9A-Za-z_\-]{20,}|Bearer\s+\S+|ya29\.[0-9A-Za-z_\-.]+"
+                    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)")
+# What a signed request's headers hold that must never be echoed: a bearer token, SigV4's access key id and
+# signature, a session token.
+_SIGNED_PARTS = re.compile(r"(?:Bearer\s+|Credential=|Signature=)([^\s,/]+)")
 _KIND_BY_STATUS = {400: "invalid_request", 401: "authentication", 403: "permission", 404: "not_found",
                    413: "too_large", 429: "rate_limit", 503: "overloaded", 529: "overloaded", 504: "timeout"}
 
@@ -95,11 +102,46 @@ def request_url(upstream: Upstream, wire: WireFormat, model: str, stream: bool) 
     return wire.upstream_url(upstream.url, model, stream)
 
 
+# Shorter than this, a key is no plausible secret (the docs' example key is `k`): replacing it wherever it
+# occurs would mangle the error text ("is not a ***nown model") and hide nothing a provider would echo.
+MIN_SECRET_CHARS = 8
+
+
+def signing_secrets(headers: dict[str, str]) -> tuple[str, ...]:
+    """The credentials a signed request carries (whatever signed it: an instance role, ADC), to scrub them."""
+    auth = headers.get("authorization") or headers.get("Authorization") or ""
+    return (*_SIGNED_PARTS.findall(auth), headers.get("x-amz-security-token") or headers.get("X-Amz-Security-Token"))
+
+
+# The query parameters each pass-through API defines (what is forwarded; anything else, `?key=` included, is not).
+CACHED_CONTENTS_QUERY = frozenset({"pageSize", "pageToken", "updateMask"})
+STORED_RESPONSE_QUERY = frozenset({"include", "include[]", "stream", "starting_after", "include_obfuscation",
+                                   "after", "before", "limit", "order"})
+STORED_INTERACTION_QUERY = frozenset({"stream", "last_event_id", "include_input"})
+
+
+def allowed_query(items: Iterable[tuple[str, str]], allowed: frozenset[str]) -> str:
+    """The caller's query parameters the upstream API defines, encoded afresh (never the raw query string)."""
+    return urlencode([(k, v) for k, v in items if k in allowed])
+
+
 def scrub(text: str, *secrets: str | None) -> str:
     for s in secrets:
-        if s:
+        if s and len(s) >= MIN_SECRET_CHARS:
             text = text.replace(s, "***")
     return SECRET.sub("***", text)
+
+
+def implausible_keys(upstreams: Iterable[Upstream]) -> list[str]:
+    """Start-up warnings for provider keys too short to be real (a placeholder left in the environment)."""
+    out = []
+    for upstream in upstreams:
+        for env in upstream.api_key_env:
+            value = os.environ.get(env)
+            if value and len(value) < MIN_SECRET_CHARS:
+                out.append(f"{env} holds a {len(value)}-character key: no provider issues keys that short, so "
+                           f"{upstream.name!r} will likely refuse it (and error texts are not scrubbed of it)")
+    return out
 
 
 class UpstreamClient:
@@ -143,18 +185,18 @@ class UpstreamClient:
         credentials (401: a Google token expired or revoked early) gets the request once more with renewed
         ones; the refused attempt was not served, so nothing is billed twice."""
         if not wire.signs:
-            return await self._exchange(name, method, url, body, headers, stream, key, timeout_s)
+            return await self._exchange(name, method, url, body, headers, stream, (key,), timeout_s)
         try:
             signed = await wire.sign(method, url, headers, body, self.signing)
-            return await self._exchange(name, method, url, body, signed, stream, key, timeout_s)
+            return await self._exchange(name, method, url, body, signed, stream, (key, *signing_secrets(signed)), timeout_s)
         except UpstreamFailure as f:
             if f.status != 401 or key is not None or not await wire.reauthenticate(self.signing):
                 raise
         signed = await wire.sign(method, url, headers, body, self.signing)
-        return await self._exchange(name, method, url, body, signed, stream, key, timeout_s)
+        return await self._exchange(name, method, url, body, signed, stream, (key, *signing_secrets(signed)), timeout_s)
 
     async def _exchange(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],
-                        stream: bool, key: str | None, timeout_s: float) -> UpstreamResponse:
+                        stream: bool, secrets: tuple[str | None, ...], timeout_s: float) -> UpstreamResponse:
         try:
             resp = await self._open(name, method, url, body, headers, timeout_s)
         except ConnectFailed as e:
@@ -169,7 +211,7 @@ class UpstreamClient:
                 raw = await resp.read()
             except (ReadTimeout, Broken):
                 raw = b""
-            raise UpstreamFailure(name, resp.status, scrub(_error_message(raw, resp.status), key),
+            raise UpstreamFailure(name, resp.status, scrub(_error_message(raw, resp.status), *secrets),
                                   retry_after=_retry_after(headers_out.get("retry-after")), param=_error_param(raw))
 
         async def close() -> None:

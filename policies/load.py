@@ -18,7 +18,7 @@ FAMILIES: dict[str, list[str]] = {
     "anthropic": ["claude-*"],
     "gemini": ["gemini-*", "gemma-*", "learnlm-*"],
     # Bedrock model ids: a provider prefix, optionally an inference profile's geography, or an ARN.
-    "bedrock": ["anthropic.*", "*.anthropic.*", "arn:aws*:bedrock:*"],
+    "bedrock": ["anthropic.*", "*.anthropic.*", "arn:aws*:bedrock:**"],
 }
 
 
@@ -51,14 +51,14 @@ def default_policy_data(settings: Settings) -> dict:
     to the local backend, and
     (with a backend URL) every other name to that backend."""
     # Vertex's own paths go to Vertex, whatever the model (Claude and Gemini names are the same as elsewhere).
-    routes: list[dict] = [{"name": "vertex", "models": ["*"], "formats": ["vertex_anthropic", "vertex_gemini"],
+    routes: list[dict] = [{"name": "vertex", "models": ["**"], "formats": ["vertex_anthropic", "vertex_gemini"],
                            "targets": [{"upstream": "vertex"}]}]
     if settings.local_model:
         routes.append({"name": "local", "models": [settings.local_model], "targets": [{"upstream": "local"}]})
     for provider, patterns in FAMILIES.items():
         routes.append({"name": provider, "models": patterns, "targets": [{"upstream": provider}]})
     if settings.backend_url:
-        routes.append({"name": "backend", "models": ["*"], "targets": [{"upstream": "local"}]})
+        routes.append({"name": "backend", "models": ["**"], "targets": [{"upstream": "local"}]})
     return {"routes": routes}
 
 

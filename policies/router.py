@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
+from functools import cache
 
 from prefixgate.cache_planner import CallerCheckpoints, Mode
 from prefixgate.errors import RequestError
@@ -14,6 +15,34 @@ from prefixgate.policies.schema import CallerKey, Policy, Route
 class Decision:
     route: Route
     mode: Mode
+
+
+@cache
+def pattern_regex(pattern: str) -> re.Pattern[str]:
+    """A route's model pattern: `*` and `?` stop at `/` (an OpenRouter-style `vendor/model` is two names,
+    and a model name that smuggles a path must not match a route by accident); `**` crosses it; `[...]` is
+    a character class, as in fnmatch."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and "]" in pattern[i + 2:]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1:end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+            i = end + 1
+            continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out), re.DOTALL)
 
 
 class Router:
@@ -33,7 +62,7 @@ class Router:
         route = next((r for r in self._exact.get(model, ()) if r.serves(dialect)), None)
         if route is not None:
             return route
-        return next((r for pattern, r in self._patterns if r.serves(dialect) and fnmatchcase(model, pattern)), None)
+        return next((r for pattern, r in self._patterns if r.serves(dialect) and pattern_regex(pattern).fullmatch(model)), None)
 
     def decide(self, model: str, caller: CallerKey | None, dialect: str = "") -> Decision:
         route = self.route_for(model, dialect)

@@ -10,28 +10,36 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any, Literal, TypeVar
 
 from prefixgate.cache_planner import CALLER_CHECKPOINTS, MODES, CallerCheckpoints, Mode
-from prefixgate.config import unknown_key
+from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
+from prefixgate.config import SAMPLE_SECRETS, unknown_key
+from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
+from prefixgate.policies.alerting import Alerting, parse_alerting
 from prefixgate.providers.compatible import PROFILES, Profile
 from prefixgate.providers.vertex_prices import price_name
 
-UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "bedrock", "vertex", "openai_compatible",
-                       "local"]
-KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "bedrock", "vertex",
-                                   "openai_compatible", "local")
+UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "gemini_interactions", "bedrock", "vertex",
+                       "openai_compatible", "local"]
+KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "gemini_interactions", "bedrock",
+                                   "vertex", "openai_compatible", "local")
 # The wire dialect each kind speaks by default; every self-hosted server speaks OpenAI's. `openai_responses` is
-# OpenAI for models served only by the Responses API: Chat Completions callers routed there are translated.
+# OpenAI for models served only by the Responses API: Chat Completions callers routed there are translated;
+# `gemini_interactions` likewise is the Gemini API for models and agents served only by the Interactions API.
 DIALECT_OF: dict[str, str] = {
     "anthropic": "anthropic", "openai": "openai", "openai_responses": "responses", "gemini": "gemini",
+    "gemini_interactions": "interactions",
     "bedrock": "bedrock_invoke", "vertex": "vertex_gemini", "openai_compatible": "openai", "local": "openai",
 }
 # Other formats a kind answers natively: a caller of one of them goes out untranslated (OpenAI serves
 # Responses callers on the Responses API, so stored state, reasoning items and cache keys survive; Bedrock
-# takes Claude as InvokeModel, Anthropic's body, or as Converse).
-ALSO_SPEAKS: dict[str, tuple[str, ...]] = {"openai": ("responses",), "bedrock": ("bedrock_converse",)}
+# takes Claude as InvokeModel, Anthropic's body, or as Converse; the Gemini API serves Interactions callers on
+# the Interactions API, where their stored interactions live).
+ALSO_SPEAKS: dict[str, tuple[str, ...]] = {"openai": ("responses",), "bedrock": ("bedrock_converse",),
+                                           "gemini": ("interactions",)}
 # Vertex serves Claude (rawPredict: Anthropic's body) and Gemini (the Gemini API's body): a caller goes out in
 # the one that carries its body untranslated; a caller of another format by the model it names.
 VERTEX_FORMAT_OF = {"anthropic": "vertex_anthropic", "vertex_anthropic": "vertex_anthropic",
@@ -43,7 +51,8 @@ PRICE_ROWS: dict[str, str] = {"vertex": "vertex"}
 # AWS credential chain instead, unless a Bedrock API key is set.
 KEY_ENVS: dict[str, tuple[str, ...]] = {
     "anthropic": ("ANTHROPIC_API_KEY",), "openai": ("OPENAI_API_KEY",), "openai_responses": ("OPENAI_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "bedrock": ("AWS_BEARER_TOKEN_BEDROCK",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "gemini_interactions": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "bedrock": ("AWS_BEARER_TOKEN_BEDROCK",),
     "vertex": ("PREFIXGATE_VERTEX_ACCESS_TOKEN",),
 }
 
@@ -58,6 +67,10 @@ VERTEX_NAME = re.compile(r"^[a-z][a-z0-9-]{1,62}$")
 
 def bedrock_url(region: str) -> str:
     return f"https://bedrock-runtime.{region}.amazonaws.com"
+
+
+# Caller keys copied from examples (the docs' `key_sha256` is sha256("test")): refused at load.
+SAMPLE_DIGESTS = {hashlib.sha256(s.encode()).hexdigest(): s for s in SAMPLE_SECRETS}
 
 
 class PolicyError(ValueError):
@@ -163,6 +176,24 @@ class RetryPolicy:
     on: tuple[str, ...] = RETRY_ON
 
 
+ResponseCacheMode = Literal["off", "shadow", "on"]
+RESPONSE_CACHE_MODES: tuple[ResponseCacheMode, ...] = ("off", "shadow", "on")
+
+
+@dataclass(frozen=True)
+class ResponseCachePolicy:
+    """A route's exact response cache (docs/response-cache.md). `shadow` stores and looks up but never serves."""
+
+    mode: ResponseCacheMode = "off"
+    ttl_s: float = 3600.0
+    max_mb: float = 64.0            # this route's in-memory entries, in total; also the most one entry may take
+    tool_calls: bool = False        # store answers that call tools (off: a tool call acts on the world again)
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self.max_mb * (1 << 20))
+
+
 @dataclass(frozen=True)
 class Route:
     name: str
@@ -176,6 +207,19 @@ class Route:
     caller_checkpoints: CallerCheckpoints = "keep"
     # The callers' wire formats this route serves (e.g. vertex_anthropic, vertex_gemini); empty: every format.
     formats: tuple[str, ...] = ()
+    # Text the rewrite always moves out of the static prefix (`volatile`) or never moves (`never_move`).
+    rewrite: Rule = NO_RULE
+    response_cache: ResponseCachePolicy = field(default_factory=ResponseCachePolicy)
+    # Ask the provider why its cache missed (gateway/diagnostics.py), on at most this many requests a minute.
+    diagnostics: bool = True
+    diagnostics_per_minute: int = 600
+    # USD per million tokens for models the price table does not know (a budgeted key may then use them).
+    price: Price | None = None
+    # The most one request may cost: what admission reserves against a budget instead of its own estimate.
+    max_request_usd: float | None = None
+    # "tenant": hosted upstreams' prefix caches are per tenant too (gateway/isolation.py); "shared": tenants of
+    # one provider key share its cache (self-hosted upstreams are salted per tenant either way).
+    isolation: Literal["shared", "tenant"] = "shared"
     # Scheduling class carried to self-hosted engines (vLLM's `priority`); None: normal, unless the key says.
     priority: Priority | None = None
 
@@ -190,6 +234,7 @@ class Route:
 class Budget:
     usd: float
     period: str = "month"
+    warn_at: float | None = None    # the soft budget, as a share of usd: an alert, never a refusal
 
 
 @dataclass(frozen=True)
@@ -218,10 +263,12 @@ class Policy:
     upstreams: dict[str, Upstream]
     routes: tuple[Route, ...]
     keys: tuple[CallerKey, ...] = ()
+    # Pushed alerts: destinations, rules' thresholds and the gateway's own budget (policies/alerting.py).
+    alerting: Alerting = field(default_factory=Alerting)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], builtins: dict[str, Upstream]) -> Policy:
-        _only(data, "", {"upstreams", "routes", "keys"})
+        _only(data, "", {"upstreams", "routes", "keys", "alert_webhooks", "alerts", "budget"})
         upstreams = dict(builtins)
         for name, spec in _mapping(data.get("upstreams") or {}, "upstreams").items():
             upstreams[name] = _upstream(name, spec, f"upstreams.{name}", builtins)
@@ -232,7 +279,16 @@ class Policy:
         if len(set(names)) != len(names):
             raise PolicyError(f"routes: route names must be unique, got {names}")
         keys = tuple(_key(k, f"keys.{i}", set(names)) for i, k in enumerate(_list(data.get("keys") or [], "keys")))
-        return cls(upstreams, routes, keys)
+        # Budgets and rate limits count per key name: two keys of one name would share (and double) one counter.
+        key_names = [k.name for k in keys]
+        twice = sorted({n for n in key_names if key_names.count(n) > 1})
+        if twice:
+            raise PolicyError(f"keys: key names must be unique (budgets and rate limits count by name); repeated: {twice}")
+        try:
+            alerting = parse_alerting(data, PERIODS)
+        except ValueError as e:
+            raise PolicyError(str(e)) from None
+        return cls(upstreams, routes, keys, alerting)
 
 
 def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) -> Upstream:
@@ -329,7 +385,8 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
 def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
-                       "priority"})
+                       "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
+                       "price", "max_request_usd", "isolation", "priority"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -352,8 +409,72 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     unknown = [f for f in formats if f not in WIRE_FORMATS]
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
+    isolation = spec.get("isolation", "shared")
+    if isolation not in ("shared", "tenant"):
+        raise PolicyError(f"{path}.isolation: must be shared or tenant, got {isolation!r}")
+    diagnostics = spec.get("diagnostics", "on")
+    # YAML reads a bare on/off as true/false.
+    diagnostics = {True: "on", False: "off"}.get(diagnostics, diagnostics) if isinstance(diagnostics, bool) else diagnostics
+    if diagnostics not in ("on", "off"):
+        raise PolicyError(f"{path}.diagnostics: must be on or off, got {diagnostics!r}")
+    per_minute = spec.get("diagnostics_per_minute", 600)
+    cap = spec.get("max_request_usd")
+    if not isinstance(per_minute, int) or isinstance(per_minute, bool) or per_minute < 1:
+        raise PolicyError(f"{path}.diagnostics_per_minute: must be a positive integer, got {per_minute!r}")
     return _prioritised(Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
-                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats), spec, path)
+                 _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
+                 _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"),
+                 diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, isolation=isolation,
+                 price=_price(spec.get("price"), f"{path}.price"),
+                 max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd")), spec, path)
+
+
+def _rewrite_rule(spec: dict, path: str) -> Rule:
+    patterns: dict[str, list[str]] = {}
+    for key in ("volatile", "never_move"):
+        value = spec.get(key) or []
+        value = [value] if isinstance(value, str) else _list(value, f"{path}.{key}")
+        if not all(isinstance(v, str) and v for v in value):
+            raise PolicyError(f"{path}.{key}: a list of regular expressions is required")
+        for v in value:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise PolicyError(f"{path}.{key}: {v!r} is not a valid regular expression ({e})") from None
+        patterns[key] = value
+    return rule_of(patterns["volatile"], patterns["never_move"])
+
+
+def _response_cache(spec: Any, path: str) -> ResponseCachePolicy:
+    spec = _mapping(spec, path)
+    _only(spec, path, {"mode", "ttl_s", "max_mb", "tool_calls"})
+    d = ResponseCachePolicy()
+    mode = spec.get("mode", d.mode)
+    if isinstance(mode, bool):      # YAML 1.1 (PyYAML) reads a bare `on` / `off` as true / false
+        mode = "on" if mode else "off"
+    if mode not in RESPONSE_CACHE_MODES:
+        raise PolicyError(f"{path}.mode: must be one of {', '.join(RESPONSE_CACHE_MODES)}, got {mode!r}")
+    ttl_s = _number(spec.get("ttl_s", d.ttl_s), f"{path}.ttl_s")
+    max_mb = _number(spec.get("max_mb", d.max_mb), f"{path}.max_mb")
+    if ttl_s < 1 or max_mb <= 0:
+        raise PolicyError(f"{path}: ttl_s must be at least 1 second and max_mb above 0, got {ttl_s} and {max_mb}")
+    tool_calls = spec.get("tool_calls", d.tool_calls)
+    if not isinstance(tool_calls, bool):
+        raise PolicyError(f"{path}.tool_calls: must be true or false, got {tool_calls!r}")
+    return ResponseCachePolicy(mode, ttl_s, max_mb, tool_calls)
+
+
+def _price(spec: Any, path: str) -> Price | None:
+    """A route's declared price, USD per million tokens: input and output (cache reads and writes as input
+    unless given)."""
+    if spec is None:
+        return None
+    spec = _mapping(spec, path)
+    _only(spec, path, {"input", "output", "cache_read"})
+    if "input" not in spec or "output" not in spec:
+        raise PolicyError(f"{path}: give input and output (USD per million tokens)")
+    usd = {k: Decimal(str(_number(v, f"{path}.{k}"))) for k, v in spec.items()}
+    return Price(usd["input"], usd["output"], usd.get("cache_read", usd["input"]))
 
 
 def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
@@ -412,6 +533,9 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
         digest = str(spec["key_sha256"]).lower()
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise PolicyError(f"{path}.key_sha256: must be 64 hex digits (sha256 of the key)")
+    if digest in SAMPLE_DIGESTS:
+        raise PolicyError(f"{path}: this key is a sample value from examples (sha256 of {SAMPLE_DIGESTS[digest]!r}); "
+                          "use a long random key")
     planner = spec.get("planner")
     if planner is not None and planner not in MODES:
         raise PolicyError(f"{path}.planner: must be one of {', '.join(MODES)}, got {planner!r}")
@@ -422,11 +546,14 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     budget = None
     if spec.get("budget") is not None:
         b = _mapping(spec["budget"], f"{path}.budget")
-        _only(b, f"{path}.budget", {"usd", "period"})
+        _only(b, f"{path}.budget", {"usd", "period", "warn_at"})
         period = b.get("period", "month")
         if period not in PERIODS:
             raise PolicyError(f"{path}.budget.period: must be one of {', '.join(PERIODS)}, got {period!r}")
-        budget = Budget(_number(b.get("usd"), f"{path}.budget.usd"), period)
+        warn_at = b.get("warn_at")
+        if warn_at is not None and not 0 < _number(warn_at, f"{path}.budget.warn_at") < 1:
+            raise PolicyError(f"{path}.budget.warn_at: a share of usd between 0 and 1 (0.8: warn at 80%), got {warn_at!r}")
+        budget = Budget(_number(b.get("usd"), f"{path}.budget.usd"), period, warn_at)
     limit = None
     if spec.get("rate_limit") is not None:
         r = _mapping(spec["rate_limit"], f"{path}.rate_limit")

@@ -70,8 +70,11 @@ def serve(ctx: click.Context, config: str | None, host: str | None, port: int | 
         raise click.ClickException(str(e)) from None
     except (PolicyError, ConfigError) as e:
         raise click.UsageError(str(e)) from None
+    from prefixgate.gateway.slow_clients import protocol_for
+
     # The gateway logs one JSON line per request itself (with route, usage and cost), so no access log.
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False,
+                http=protocol_for(settings.client_timeout_s))
 
 
 def _engine_options(command: click.decorators.FC) -> click.decorators.FC:
@@ -335,6 +338,74 @@ def bench(which: str, args: tuple[str, ...]) -> None:
     if not script.is_file():
         raise click.ClickException(f"bench/{which}.py not found: benchmarks run from a source checkout of prefixgate")
     sys.exit(subprocess.call([sys.executable, str(script), *args]))
+
+
+@main.group()
+def alerts() -> None:
+    """Pushed alerts: webhook destinations and the rules that fire them (docs/alerts.md)."""
+
+
+def _alerting(ctx: click.Context):  # -> (Settings, Alerting)
+    from prefixgate.policies import PolicyError, load_policy
+
+    settings = _settings(ctx)
+    try:
+        policy = load_policy(settings)
+    except PolicyError as e:
+        raise click.UsageError(f"policy: {e}") from None
+    return settings, policy.alerting.with_urls(settings.alert_webhooks)
+
+
+@alerts.command("test")
+@click.pass_context
+def alerts_test(ctx: click.Context) -> None:
+    """Send one test alert to every destination; exit 1 naming each that did not take it."""
+    from prefixgate.gateway.webhooks import try_every
+
+    _, alerting = _alerting(ctx)
+    if not alerting.destinations:
+        raise click.ClickException("no alert destinations: set alert_webhooks in the policy or PREFIXGATE_ALERT_WEBHOOKS")
+    results = try_every(alerting.destinations, alerting.settings)
+    for i, (dest, failure) in enumerate(results.items()):
+        click.echo(f"#{i} {dest.shown} ({dest.format}): {'delivered' if failure is None else 'FAILED: ' + failure}")
+    dead = [f"#{i} {d.shown}" for i, (d, failure) in enumerate(results.items()) if failure is not None]
+    if dead:
+        raise click.ClickException(f"{len(dead)} of {len(results)} destination(s) did not take the test alert: "
+                                   f"{', '.join(dead)}")
+
+
+@alerts.command("list")
+@click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+              help="The ledger file holding the last firings (default: the ledger_path setting).")
+@click.pass_context
+def alerts_list(ctx: click.Context, ledger_path: str | None) -> None:
+    """The alert rules, their thresholds, destinations, and when each last fired."""
+    import sqlite3
+    from dataclasses import asdict
+    from datetime import UTC, datetime
+
+    from prefixgate.gateway.dashboard.alert_rules import RULES
+    from prefixgate.gateway.dashboard.alerter import last_firings
+
+    settings, alerting = _alerting(ctx)
+    click.echo("destinations: " + (", ".join(f"{d.shown} ({d.format})" for d in alerting.destinations) or "none"))
+    click.echo("settings: " + ", ".join(f"{k}={v:g}" for k, v in asdict(alerting.settings).items()))
+    if alerting.budget:
+        b = alerting.budget
+        click.echo(f"gateway budget: ${b.usd:g} per {b.period}" + (f", soft at {b.warn_at:.0%}" if b.warn_at else ""))
+    path = ledger_path or settings.ledger_path
+    try:
+        firings = last_firings(path) if path != ":memory:" and os.path.exists(path) else []
+    except sqlite3.Error as e:
+        raise click.ClickException(f"cannot read the last firings from {path}: {e}") from None
+    last: dict[str, tuple[str, float, str]] = {}
+    for rule, subject, ts, text in firings:
+        last.setdefault(rule, (subject, ts, text))
+    for rule, what in RULES.items():
+        fired = last.get(rule)
+        when = (f"last fired {datetime.fromtimestamp(fired[1], UTC):%Y-%m-%d %H:%M:%S} UTC on {fired[0]}: {fired[2]}"
+                if fired else "never fired")
+        click.echo(f"{rule:22} {what}\n{'':22} {when}")
 
 
 if __name__ == "__main__":

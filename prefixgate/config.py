@@ -26,6 +26,13 @@ def unknown_key(key: str, known: Iterable[str]) -> str:
     return f"unknown key; known keys: {', '.join(known)}"
 
 
+# Values people copy from examples and tutorials: refused as the admin token, and (as sha256) as caller keys.
+SAMPLE_SECRETS = frozenset({"test", "secret", "password", "changeme", "change-me", "admin", "token", "example", "key",
+                            "your-admin-token", "your-admin-token-here", "change-me-please", "replace-me",
+                            "admin-token", "supersecret", "letmein", "0123456789abcdef"})
+MIN_ADMIN_TOKEN = 16
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PREFIXGATE_", extra="forbid")
 
@@ -65,8 +72,14 @@ class Settings(BaseSettings):
     # conversation is parsed and planned from where it differs (docs/gateway.md); they hold ~8x that with
     # their parsed values. 0 turns it off.
     resent_bodies_mb: int = Field(24, ge=0)
+    # Longest lifetime a caller may give an explicit cache (Gemini/Vertex cachedContents `ttl`/`expireTime`): the
+    # operator pays its storage by the hour. Longer asks are refused.
+    max_cache_ttl_s: float = Field(86400, gt=0)
     # Seconds to wait for an upstream's connection; the wait for its first byte is per route (retry.timeout_s).
     connect_timeout_s: float = Field(10.0, gt=0)
+    # How long a client may take to send a request's headers, and at most between two chunks of its body:
+    # a slow client (slowloris) is let go, not held open.
+    client_timeout_s: float = Field(15.0, gt=0)
     # Overrides merged over the packaged provider rules and prices.
     providers_file: str = ""
     log_level: str = "info"
@@ -74,6 +87,12 @@ class Settings(BaseSettings):
     # keyed caller, replacing any the caller sent: tenants share no prefix-cache blocks (vLLM and this
     # project's backend accept the field; turn it off for a server that rejects unknown fields).
     tenant_cache_isolation: bool = True
+    # The server secret tenants' cache salts and tags are derived from (gateway/isolation.py); empty: one drawn
+    # once and kept in the ledger file (with Redis, shared by every replica).
+    tenant_secret: str = ""
+    # Web origins (https://app.example.com) whose pages may call the gateway from a browser; any other page's
+    # requests (they carry an Origin header; SDKs and curl send none) are refused (gateway/browser_guard.py).
+    cors_origins: list[str] = []
     # Bearer token for /dashboard and /api/*; empty leaves them open (the gateway listens on localhost by default).
     admin_token: str = ""
     # Protected mode: on a non-loopback bind the gateway refuses to start with an exposure (an open relay of its
@@ -82,6 +101,17 @@ class Settings(BaseSettings):
     # OpenTelemetry spans (gateway/tracing.py): auto traces when the process has a tracer provider (e.g. under
     # opentelemetry-instrument), on also sets up the SDK from OTEL_* variables, off never traces.
     otel: Literal["auto", "on", "off"] = "auto"
+    # Webhook URLs (comma-separated) that alerts are pushed to, besides the policy's `alert_webhooks`
+    # (docs/alerts.md). They carry secrets in their paths: the gateway logs only their hosts.
+    alert_webhooks: str = ""
+
+    @field_validator("admin_token")
+    @classmethod
+    def _strong_admin_token(cls, token: str) -> str:
+        if token and (len(token) < MIN_ADMIN_TOKEN or token.lower() in SAMPLE_SECRETS):
+            raise ValueError(f"admin_token must be at least {MIN_ADMIN_TOKEN} characters and not a sample value; "
+                             "make one with: openssl rand -hex 24")
+        return token
 
     @field_validator("ledger_url")
     @classmethod

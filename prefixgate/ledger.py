@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from prefixgate import ledger_rollup as rollup
 from prefixgate.config import Settings
-from prefixgate.ledger_migrate import add_missing_sums
+from prefixgate.ledger_migrate import add_missing_sums, add_record_columns
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
@@ -71,12 +71,20 @@ class LedgerRecord:
     plan_summary: str = ""
     explanation: list[str] = field(default_factory=list)
     miss_reason: str = ""
+    # Why the provider itself says its cache missed (its own word: tools_changed, reasoning_effort_changed,
+    # previous_message_not_found, ...) and the tokens it says were not read; "" / None where it said nothing.
+    provider_miss_reason: str = ""
+    provider_missed_tokens: int | None = None
     error: str = ""
     # Per-segment prefix shape of the request as sent (prefix_shape): what the misses view diffs.
     segments: list[str] = field(default_factory=list)
     # The request as the application sent it (target dialect, before planning), kept only with the
     # `ledger_bodies` setting: what `prefixgate ledger export --trace` replays.
     body: str = ""
+    # What the route's response cache did (hit, miss, shadow-hit, bypass; "" where it is off), and on a hit the
+    # cost of the stored answer, not spent again: kept apart from prompt-cache savings.
+    response_cache: str = ""
+    avoided_usd: str | None = None
 
     @property
     def usage(self) -> Usage:
@@ -107,12 +115,16 @@ def miss_reason(usage: Usage | None, status: int, explanation: list[str]) -> str
 COLUMNS = [f.name for f in fields(LedgerRecord)]
 _JSON = {"cache_writes", "explanation", "segments"}
 # Field annotations are strings (postponed evaluation); everything else is stored as TEXT.
-_SQL_TYPES = {"bool": "INTEGER", "int": "INTEGER", "float": "REAL", "float | None": "REAL"}
+_SQL_TYPES = {"bool": "INTEGER", "int": "INTEGER", "int | None": "INTEGER", "float": "REAL", "float | None": "REAL"}
+
+
+def column_types() -> list[tuple[str, str]]:
+    """(name, SQL type) of each record field, in COLUMNS order."""
+    return [(f.name, _SQL_TYPES.get(str(f.type), "TEXT")) for f in fields(LedgerRecord)]
 
 
 def schema(table: str = "requests") -> str:
-    cols = [f"{f.name} {_SQL_TYPES.get(str(f.type), 'TEXT')}{' PRIMARY KEY' if f.name == 'id' else ''}"
-            for f in fields(LedgerRecord)]
+    cols = [f"{name} {sql_type}{' PRIMARY KEY' if name == 'id' else ''}" for name, sql_type in column_types()]
     return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(cols)})"
 
 
@@ -166,10 +178,9 @@ class Ledger:
         self._db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
         self._db.execute(schema())
         # A ledger file from an older version lacks newer columns; old rows read them as empty.
-        have = {row[1] for row in self._db.execute("PRAGMA table_info(requests)")}
-        for f in fields(LedgerRecord):
-            if f.name not in have:
-                self._db.execute(f"ALTER TABLE requests ADD COLUMN {f.name} {_SQL_TYPES.get(str(f.type), 'TEXT')}")
+        have = [row[1] for row in self._db.execute("PRAGMA table_info(requests)")]
+        for statement in add_record_columns("requests", have, column_types()):
+            self._db.execute(statement)
         self._db.execute("CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts)")
         rollup.create(self._db)
         add_missing_sums(self._db, COLUMNS, decode_row)
@@ -204,6 +215,18 @@ class Ledger:
         with self._lock:
             self._db.execute(self._insert, row)
             self.written += 1
+
+    def key_spend_pico(self, key: str, since: float, resolution: int) -> int:
+        """What key `key` spent from `since` (a multiple of `resolution`, 60 or 3600), in picodollars: its
+        rollups (kept far longer than raw records) plus the records not yet rolled up. What the gateway's
+        budgets start from after a restart without Redis."""
+        with self._lock:
+            mark = rollup.cursor(self._db)
+            rolled = self._db.execute("SELECT coalesce(sum(spend_pico), 0) FROM rollups WHERE res = ? AND dim = 'key' "
+                                      "AND name = ? AND bucket >= ?", (resolution, key, since)).fetchone()[0]
+            fresh = self._db.execute("SELECT cost_usd FROM requests WHERE rowid > ? AND key = ? AND ts >= ?",
+                                     (mark, key, since)).fetchall()
+        return int(rolled) + sum(rollup.picodollars(cost) for (cost,) in fresh)
 
     def close(self) -> None:
         """Stop the background thread after a last roll-up, checkpoint and Redis copy."""
@@ -290,7 +313,8 @@ def decode_row(rec: dict) -> dict:
 
 
 # Upstream kind -> the trace's provider (OpenAI's Responses-only upstreams replay under OpenAI's rules).
-TRACE_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai_responses": "openai", "gemini": "gemini"}
+TRACE_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai_responses": "openai", "gemini": "gemini",
+                   "gemini_interactions": "gemini"}
 
 
 def export_trace(path: str, out: str) -> tuple[int, int]:

@@ -1,4 +1,5 @@
-"""Rollup sums a newer version adds (`ledger_rollup.SUMS`), brought into a ledger an older version wrote.
+"""Rollup sums a newer version adds (`ledger_rollup.SUMS`), brought into a ledger an older version wrote;
+and the record columns it adds (`add_record_columns`, for SQLite and Postgres alike).
 
 The missing columns are added in place (default 0) and filled in from the records that were already
 rolled up, in the same transaction, so a reader sees either the old table or the new one complete; the
@@ -16,6 +17,14 @@ from collections.abc import Callable, Iterable
 from prefixgate.ledger_rollup import BATCH, SUM_TYPE, SUMS, aggregate, cursor
 
 log = logging.getLogger("prefixgate.ledger")
+
+
+def add_record_columns(table: str, have: Iterable[str], wanted: list[tuple[str, str]]) -> list[str]:
+    """ALTER statements giving a records table the (name, SQL type) columns a newer version added: old
+    rows read them as NULL, which the record reads as the field's "said nothing" value."""
+    present = set(have)
+    # SQL text: table and column names are the ledger's constants.
+    return [f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}" for name, sql_type in wanted if name not in present]
 
 
 def missing_sums(have: Iterable[str]) -> list[str]:

@@ -14,9 +14,9 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from prefixgate import ledger_rollup as rollup
-from prefixgate.ledger import COLUMNS, decode_row, schema
+from prefixgate.ledger import COLUMNS, column_types, decode_row, schema
 from prefixgate.ledger_copy import RowCopier
-from prefixgate.ledger_migrate import add_columns, fill, fill_rows, missing_sums
+from prefixgate.ledger_migrate import add_columns, add_record_columns, fill, fill_rows, missing_sums
 
 CURSORS = "prefixgate_cursors"
 # SQLite's types as Postgres needs them: token counts and picodollars outgrow 32 bits, times need doubles.
@@ -55,6 +55,10 @@ def create_tables(pool: ConnectionPool) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(7274657)")
         for statement in DDL:
             conn.execute(statement)
+        have = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'prefixgate_requests' "
+                            "AND table_schema = current_schema()").fetchall()
+        for statement in add_record_columns("prefixgate_requests", (name for (name,) in have), column_types()):
+            conn.execute(to_postgres(statement))
         _add_missing_sums(conn)
 
 

@@ -44,6 +44,9 @@ def endpoint_of(provider: Provider, method: str, path: str) -> Endpoint | None:
         return Endpoint("openai", "generate", api="responses") if path.endswith("/responses") else None
     if provider == "anthropic":
         return Endpoint("anthropic", "generate") if method == "POST" and path.endswith("/v1/messages") else None
+    if method == "POST" and path.endswith("/interactions"):
+        # `client.interactions.create` (google-genai 3.6+), whole or streamed (a body field); the model is in the body.
+        return Endpoint("gemini", "generate", api="interactions")
     found = _GEMINI_GENERATE.search(path)
     if found and method == "POST":
         return Endpoint("gemini", "generate", model=found["model"], streams=found["method"] == "streamGenerateContent")

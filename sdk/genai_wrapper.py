@@ -4,8 +4,8 @@ google-genai has no `with_options`, so the copy is built by hand: the client and
 are copied, the copy's httpx clients become facades over the original's (set in its `http_options`
 too, which also makes async calls use httpx rather than aiohttp, so they can be planned), and every
 API module (`models`, `caches`, `aio`, ...) is rebuilt on the copied API client. Planned calls:
-`generate_content` and `generate_content_stream`, sync and async; `caches.*` pass through and are
-kept for the replay trace.
+`generate_content` and `generate_content_stream`, sync and async, and `interactions.create` (whole or
+streamed); `caches.*` pass through and are kept for the replay trace.
 """
 
 from __future__ import annotations

@@ -31,8 +31,15 @@ def refusing_port() -> Iterator[int]:
         yield s.getsockname()[1]
 
 
+# The least a wait gives a condition before failing: the timeouts callers name were written for an idle
+# machine, and a loaded 2-core CI runner can take many times longer to write a ledger record or start a
+# server. A wait costs only as long as its condition takes, so a generous floor makes no test slower.
+MIN_WAIT_S = 60.0
+
+
 def wait_until(ready: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll `ready` until it is true; fail with `what` after `timeout` seconds."""
+    """Poll `ready` until it is true; fail with `what` after `timeout` seconds (at least MIN_WAIT_S)."""
+    timeout = max(timeout, MIN_WAIT_S)
     deadline = time.monotonic() + timeout
     while not ready():
         if time.monotonic() > deadline:
@@ -88,7 +95,8 @@ class ServerThread:
 
     def __enter__(self) -> ServerThread:
         self.thread.start()
-        wait_until(lambda: self.server.started or not self.thread.is_alive(), 60, f"server on {self.port} started")
+        # An app whose start loads a model (the bundled local backend) takes minutes on a loaded 2-core runner.
+        wait_until(lambda: self.server.started or not self.thread.is_alive(), 300, f"server on {self.port} started")
         if not self.server.started:
             raise RuntimeError(f"server on {self.port} did not start")
         return self

@@ -19,9 +19,9 @@ def healthy(url: str) -> bool:
 
 
 @contextmanager
-def running_stack(tmp: Path, env: dict[str, str]) -> Iterator[tuple[str, str]]:
+def running_stack(tmp: Path, env: dict[str, str], mock_args: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
     """(gateway URL, mock-providers URL), the gateway's hosted upstreams pointed at the mock; `env` is
-    added to the gateway's environment. Logs go to `tmp`; a server that does not start fails the test
+    added to the gateway's environment, `mock_args` to the mock's command line (e.g. --faults FILE). Logs go to `tmp`; a server that does not start fails the test
     with its log's tail. Each child gets a free port, and another one if that was taken meanwhile."""
     procs: list[subprocess.Popen] = []
 
@@ -37,7 +37,7 @@ def running_stack(tmp: Path, env: dict[str, str]) -> Iterator[tuple[str, str]]:
         return f"http://127.0.0.1:{port}"
 
     try:
-        mock_url = start(["mock-providers"], {}, "mock.log")
+        mock_url = start(["mock-providers", *mock_args], {}, "mock.log")
         upstreams = {f"PREFIXGATE_{p}_BASE_URL": mock_url for p in ("OPENAI", "ANTHROPIC", "GEMINI", "VERTEX")}
         gw_url = start(["serve"], {**upstreams, **env}, "gateway.log")
         yield gw_url, mock_url

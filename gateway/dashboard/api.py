@@ -15,15 +15,19 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.openapi.utils import get_openapi
 
 from prefixgate import __version__
 from prefixgate.gateway.dashboard import schema
+from prefixgate.gateway.dashboard.alert_rules import RULES
 from prefixgate.gateway.dashboard.alerts import AlertRule, alerts_now, route_alerts
-from prefixgate.gateway.dashboard.auth import require_reader
+from prefixgate.gateway.dashboard.auth import reader_tenant, require_reader
 from prefixgate.gateway.dashboard.figures import GROUPINGS, breakdown, timeseries, totals
+from prefixgate.gateway.dashboard.forecast import earliest_start, forecasts
 from prefixgate.gateway.dashboard.misses import is_miss, misses_by_route
+from prefixgate.gateway.dashboard.provider_reasons import why
+from prefixgate.gateway.dashboard.rewrites import rewrites_by_route
 from prefixgate.gateway.dashboard.source import MISS_SAMPLE, UNAVAILABLE, LedgerSource
 from prefixgate.ledger import LedgerRecord
 
@@ -55,9 +59,10 @@ def unavailable_as_503(source: LedgerSource) -> Iterator[None]:
 
 
 class Window:
-    """A validated time window plus the ledger it reads."""
+    """A validated time window plus the ledger it reads (for a tenant's reader, that tenant's records only)."""
 
     def __init__(self, request: Request, span: str, until: float | None) -> None:
+        self.tenant = reader_tenant(request)
         m = _SPAN.match(span)
         assert m is not None  # the Query pattern already checked it
         seconds = int(m.group(1)) * _UNIT_S[m.group(2)]
@@ -71,9 +76,12 @@ class Window:
     def latest(self, lookback_s: float = 0.0, route: str | None = None) -> list[LedgerRecord]:
         """The window's latest MISS_SAMPLE records (from `lookback_s` before it: their predecessors)."""
         with unavailable_as_503(self.source):
-            return self.source.records(self.since - lookback_s, self.until, latest=MISS_SAMPLE, route=route)
+            records = self.source.records(self.since - lookback_s, self.until, latest=MISS_SAMPLE, route=route)
+        return records if self.tenant is None else [r for r in records if r.tenant == self.tenant]
 
     def view(self, since: float | None = None, until: float | None = None) -> AbstractContextManager[sqlite3.Connection]:
+        if self.tenant is not None:     # rollups sum every tenant's requests
+            raise HTTPException(403, f"this key reads tenant {self.tenant!r}'s records only: /api/requests and /api/misses")
         with unavailable_as_503(self.source):
             return self.source.view(self.since if since is None else since, self.until if until is None else until)
 
@@ -120,6 +128,11 @@ def misses(w: WindowDep, limit: Annotated[int, Query(ge=1, le=200)] = 20) -> dic
     return {"window": w.describe(), "routes": misses_by_route(w.latest(PREVIOUS_LOOKBACK_S), w.since, limit, w.catalog)}
 
 
+@router.get("/rewrites", response_model=schema.Rewrites, summary="What the static-first rewrite moved and saved, per route")
+def rewrites(w: WindowDep) -> dict:
+    return {"window": w.describe(), "routes": rewrites_by_route(w.latest(), w.since)}
+
+
 def _rule(window_s: float, baseline_s: float, drop: float) -> AlertRule:
     try:
         return AlertRule(window_s=window_s, baseline_s=baseline_s, drop=drop)
@@ -132,6 +145,8 @@ def alerts(request: Request, window_s: Annotated[float, Query(gt=0, le=86400)] =
            baseline_s: Annotated[float, Query(gt=0, le=7 * 86400)] = 3600,
            drop: Annotated[float, Query(gt=0, le=1)] = 0.5) -> dict:
     rule = _rule(window_s, baseline_s, drop)
+    if reader_tenant(request) is not None:
+        raise HTTPException(403, "alerts are per route across every tenant: not a tenant reader's to read")
     with unavailable_as_503(request.app.state.dashboard_source):
         now, found = alerts_now(request.app.state.dashboard_source, rule)
     return {"now": now, "rule": asdict(rule), "alerts": [a.to_dict() for a in found]}
@@ -148,8 +163,32 @@ def overview(request: Request, w: WindowDep) -> dict:
             "points": timeseries(view, w.since, w.until, step_s),
             "breakdowns": {by: breakdown(view, w.since, w.until, by) for by in BREAKDOWNS},
             "misses": misses_by_route(w.latest(PREVIOUS_LOOKBACK_S), w.since, catalog=w.catalog),
+            "rewrites": rewrites_by_route(w.latest(), w.since),
             "alerts": [a.to_dict() for a in route_alerts(view, now, rule)],
         }
+
+
+@router.get("/forecast", response_model=schema.Forecasts,
+            summary="Spend forecast per key and route to their budget period's end, with soft and hard budget lines")
+def forecast(request: Request) -> dict:
+    policy = request.app.state.alerter.policy
+    now = time.time()
+    with unavailable_as_503(request.app.state.dashboard_source), \
+            request.app.state.dashboard_source.view(earliest_start(policy, now), now) as view:
+        return forecasts(view, policy, now)
+
+
+@router.get("/alerts/rules", response_model=schema.AlertRules, summary="The pushed alerts' rules, destinations and last firings")
+def alert_rules(request: Request) -> dict:
+    alerter = request.app.state.alerter
+    last: dict[str, dict] = {}
+    for key, ts in alerter.last_sent.items():
+        rule, subject = key.split(":", 1)
+        if ts > last.get(rule, {}).get("ts", -1):
+            last[rule] = {"subject": subject, "ts": ts}
+    return {"destinations": [{"destination": d.shown, "format": d.format} for d in alerter.deliveries.destinations],
+            "settings": asdict(alerter.settings),
+            "rules": [{"rule": rule, "fires_when": what, "last_fired": last.get(rule)} for rule, what in RULES.items()]}
 
 
 @router.get("/requests", response_model=schema.Requests, summary="The latest ledger records, newest first")
@@ -158,6 +197,14 @@ def requests_(w: WindowDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100,
               misses_only: Annotated[bool, Query(description="only requests that read nothing from cache")] = False) -> dict:
     rows = [r for r in reversed(w.latest(route=route)) if not misses_only or is_miss(r)]
     return {"window": w.describe(), "records": [asdict(r) for r in rows[:limit]]}
+
+
+@router.get("/requests/{request_id}", response_model=schema.RequestDetail, summary="One ledger record, with its why")
+def request_detail(w: WindowDep, request_id: Annotated[str, Path(max_length=64)]) -> dict:
+    found = next((r for r in w.latest() if r.id == request_id), None)
+    if found is None:
+        raise HTTPException(404, f"no request {request_id!r} among the window's latest records")
+    return {**asdict(found), "why": why(found)}
 
 
 @router.get("/openapi.json", include_in_schema=False)

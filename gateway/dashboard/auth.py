@@ -1,9 +1,10 @@
 """Admin-token protection for the dashboard and its API (when `admin_token` is configured).
 
-Scripts send `Authorization: Bearer <token>`; a browser opens `/dashboard?token=<token>` once, which
-sets an HttpOnly same-site cookie and redirects to the bare URL, so the token leaves the address bar
+Scripts send `Authorization: Bearer <token>`; a browser posts the token once from the login form
+(`POST /dashboard/login`, never in a URL, which access logs keep), which sets an HttpOnly same-site cookie,
 and the page's own API calls carry the cookie. A caller key with `dashboard: read` in the policy opens the
-page and GET /api/* the same ways; admin-only parts (the exposure summary on /health, anything that
+page and GET /api/* the same ways (one with a tenant reads only that tenant's records: `/api/requests` and
+`/api/misses`; the totals mix every tenant and are not its to read); admin-only parts (the exposure summary on /health, anything that
 changes state) still need the admin token.
 """
 
@@ -45,6 +46,17 @@ def reader_matches(request: Request, given: str | None) -> bool:
     # Compared by sha256, as caller keys are stored: digests are compared, never the key itself.
     digest = hash_key(given)
     return any(k.key_sha256 == digest and k.dashboard == "read" for k in request.app.state.policy.keys)
+
+
+def reader_tenant(request: Request) -> str | None:
+    """The tenant a reader's view is limited to: a `dashboard: read` key with a tenant sees that tenant's records
+    only; None for the admin (or an open dashboard) and for a reader key of no tenant (an operator's analyst)."""
+    given = presented_token(request)
+    if not admin_token(request) or token_matches(request, given) or not given:
+        return None
+    digest = hash_key(given)
+    key = next((k for k in request.app.state.policy.keys if k.key_sha256 == digest and k.dashboard == "read"), None)
+    return key.tenant or None if key is not None else None
 
 
 def is_admin(request: Request) -> bool:

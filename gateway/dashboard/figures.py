@@ -63,6 +63,10 @@ def _figures(sums: dict[str, int], latency: dict[int, int] | None = None, ttft: 
         "tokens": {k: sums[k] for k in ("uncached_input", "cache_read", "cache_write", "output")},
         "latency_p50_ms": percentile(latency or {}, 50), "latency_p95_ms": percentile(latency or {}, 95),
         "ttft_p95_ms": percentile(ttft or {}, 95), "cost_check": cost_check(sums),
+        # Apart from savings_usd (prompt caching): requests answered by the response cache, not sent at all.
+        "response_cache": {"hits": sums["response_hits"], "avoided_usd": _money(sums["response_avoided_pico"]),
+                           "shadow_hits": sums["shadow_hits"],
+                           "shadow_avoidable_usd": _money(sums["shadow_avoidable_pico"])},
     }
 
 

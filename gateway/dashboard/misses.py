@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from prefixgate.cost import MTOK
+from prefixgate.gateway.dashboard.provider_reasons import ProviderJoin, speaks
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.proxy import PLANNER_PROVIDER
 from prefixgate.ir import ttl_seconds
@@ -52,6 +53,24 @@ FIXES = {
     "cold": "first request of this prefix: expected",
     "provider": "the prefix was unchanged and within its TTL: evicted, or served by another cache machine",
 }
+# The fix a reason gets when the route already runs the mode FIXES recommends: only a change is advice.
+FIXES_UNDER_REWRITE = {
+    "volatile_span": "the rewrite is already on and did not move this value: declare its pattern in the route's "
+                     "`volatile` list, or take the value out of the system prompt",
+    "tools_reordered": "the rewrite is already on: serialise tools in a fixed order (a tool set it has not seen "
+                       "before is sent as it came)",
+}
+_MODE = re.compile(r"(?:^|;)mode=(\w+)")
+
+
+def fix_for(reason: str, rec: LedgerRecord) -> str:
+    """The fix for `reason`, recommending a planner mode only when it is not the one `rec` ran under."""
+    mode = _MODE.search(rec.plan_summary)
+    if mode is not None and mode[1] == "rewrite" and reason in FIXES_UNDER_REWRITE:
+        return FIXES_UNDER_REWRITE[reason]
+    return FIXES[reason]
+
+
 ROLE_NAMES = {"system": "system prompt", "developer": "developer prompt", "schema": "response schema"}
 DEFAULT_TTL_S = 300          # providers' default retention when the plan names no TTL
 _TTL = re.compile(r"\bttl (\d+[smh])\b")
@@ -158,6 +177,7 @@ def misses_by_route(records: list[LedgerRecord], since: float, limit: int = 20,
     reasons: dict[str, dict[str, dict]] = {}
     differences: dict[str, dict] = {}
     latest_miss: dict[str, LedgerRecord] = {}
+    joins: dict[str, ProviderJoin] = {}
     for rec in records:
         chain = (rec.route, rec.model)
         before = previous.get(chain)
@@ -169,33 +189,40 @@ def misses_by_route(records: list[LedgerRecord], since: float, limit: int = 20,
                 if seg is not None:
                     differences[rec.route] = {"request_id": rec.id, "previous_id": before.id, "ts": rec.ts,
                                               "segment": _segment_dict(seg)}
+            inferred = None
             if is_miss(rec):
                 d = diagnose(rec, before)
+                inferred = d.reason
                 lost = missed_usd(rec, catalog)
                 route.misses += 1
                 route.missed += lost
                 latest_miss[rec.route] = rec
                 entry = reasons.setdefault(rec.route, {}).setdefault(
-                    d.reason, {"reason": d.reason, "label": LABELS[d.reason], "fix": FIXES[d.reason],
+                    d.reason, {"reason": d.reason, "label": LABELS[d.reason], "fix": fix_for(d.reason, rec),
                                "count": 0, "missed_usd": Decimal(0)})
                 entry["count"] += 1
                 entry["missed_usd"] += lost
                 entry.update(detail=d.detail, request_id=rec.id, segment=_segment_dict(d.segment))
+            if speaks(rec):
+                joins.setdefault(rec.route, ProviderJoin()).add(rec, inferred, catalog)
         if rec.status == 200:
             previous[chain] = rec
     out = []
     for name, route in routes.items():
-        if not route.misses:
+        provider = joins[name].summary() if name in joins else None
+        if not route.misses and provider is None:
             continue
-        ranked = sorted(reasons[name].values(), key=lambda e: (-e["missed_usd"], -e["count"]))
+        ranked = sorted(reasons.get(name, {}).values(), key=lambda e: (-e["missed_usd"], -e["count"]))
         for e in ranked:
             e["missed_usd"] = str(e["missed_usd"])
-        last = latest_miss[name]
+        last = latest_miss.get(name)
         out.append({"route": name, "requests": route.requests, "misses": route.misses,
                     "miss_rate": route.misses / route.requests, "missed_usd": str(route.missed),
-                    "top_reason": ranked[0], "reasons": ranked,
+                    "top_reason": ranked[0] if ranked else None, "reasons": ranked,
                     "first_difference": differences.get(name),
                     "latest_miss": {"request_id": last.id, "ts": last.ts, "model": last.model,
-                                    "plan": last.explanation, "miss_reason": last.miss_reason}})
+                                    "plan": last.explanation, "miss_reason": last.miss_reason} if last else None,
+                    # The provider's own reasons (provider_reasons.py): where present they are the "why".
+                    "provider": provider})
     out.sort(key=lambda r: (-Decimal(r["missed_usd"]), -r["misses"], r["route"]))
     return out[:limit]

@@ -37,6 +37,14 @@ class CostCheck(Against):
     priced_by_provider: int = Field(description="requests with no price row, priced from the provider's reported cost")
 
 
+class ResponseCacheTotals(BaseModel):
+    hits: int = Field(description="requests answered from the response cache, with no upstream call ($0 spent)")
+    avoided_usd: str = Field(description="what the replayed answers cost when they were made: spend avoided, not "
+                                         "part of savings_usd (prompt caching)")
+    shadow_hits: int = Field(description="shadow mode: requests the cache would have answered (sent upstream anyway)")
+    shadow_avoidable_usd: str = Field(description="what those shadow-mode requests cost: what serving them would avoid")
+
+
 class Totals(BaseModel):
     requests: int
     errors: int = Field(description="requests answered with a non-200 status")
@@ -51,6 +59,7 @@ class Totals(BaseModel):
     latency_p50_ms: float | None
     latency_p95_ms: float | None
     ttft_p95_ms: float | None
+    response_cache: ResponseCacheTotals
 
 
 class Summary(BaseModel):
@@ -117,21 +126,59 @@ class LatestMiss(BaseModel):
     miss_reason: str
 
 
+class ProviderReason(BaseModel):
+    reason: str = Field(description="the provider's own word: tools_changed, reasoning_effort_changed, "
+                                    "previous_message_not_found, ...")
+    label: str
+    count: int
+    missed_tokens: int = Field(description="tokens the provider says were not read from cache")
+    missed_usd: str = Field(description="those tokens at the input price less the cache-read price")
+    compared: int = Field(description="of these, misses the gateway also diagnosed")
+    agreed: int = Field(description="of those, where its inferred reason said the same")
+    request_id: str = Field(description="the latest request with this reason")
+    inferred: str | None = Field(description="the gateway's inferred reason for that request (None: not a miss to it)")
+
+
+class ProviderReasons(BaseModel):
+    reasons: list[ProviderReason]
+    top: ProviderReason = Field(description="the reason losing the most: the route's \"why\" (the provider wins)")
+    compared: int
+    agreed: int
+    agreement: float | None = Field(description="agreed / compared: how often the inference matched the provider")
+
+
 class RouteMisses(BaseModel):
     route: str
     requests: int
     misses: int
     miss_rate: float
     missed_usd: str = Field(description="what reading each miss's prefix from cache would have saved")
-    top_reason: Reason
+    top_reason: Reason | None = Field(description="the inferred reason losing the most (None: no inferred misses)")
     reasons: list[Reason]
     first_difference: Difference | None = Field(description="latest consecutive pair of the route that differ")
-    latest_miss: LatestMiss
+    latest_miss: LatestMiss | None
+    provider: ProviderReasons | None = Field(None, description="what the provider itself said (cache diagnostics)")
 
 
 class Misses(BaseModel):
     window: Window
     routes: list[RouteMisses]
+
+
+class RouteRewrites(BaseModel):
+    route: str
+    requests: int
+    rewritten: int = Field(description="requests the static-first rewrite moved units in")
+    units_moved: int = Field(description="units (sentences, clauses, fields) moved out of the cached prefix")
+    chars_moved: int
+    why: list[str] = Field(description="learned (seen to vary), held (learned earlier), detected, declared (policy)")
+    cache_read_tokens: int = Field(description="tokens the rewritten requests read from cache")
+    saved_usd: str = Field(description="what the rewritten requests saved against no caching")
+
+
+class Rewrites(BaseModel):
+    window: Window
+    routes: list[RouteRewrites]
 
 
 class Alert(BaseModel):
@@ -165,6 +212,7 @@ class Overview(BaseModel):
     points: list[Point]
     breakdowns: dict[str, list[Row]] = Field(description="by route, model, key and target")
     misses: list[RouteMisses]
+    rewrites: list[RouteRewrites]
     alerts: list[Alert]
 
 
@@ -189,9 +237,61 @@ class RequestRecord(BaseModel):
     plan_summary: str
     explanation: list[str]
     miss_reason: str
+    provider_miss_reason: str = Field("", description="the provider's own reason (cache diagnostics); \"\": none")
+    provider_missed_tokens: int | None = Field(None, description="tokens the provider says were not read from cache")
     error: str
+
+
+class RequestDetail(RequestRecord):
+    why: dict = Field(description="the provider's reason where it gave one (source: provider), else the gateway's")
+    segments: list[str]
+    dialect: str
+    attempts: int
 
 
 class Requests(BaseModel):
     window: Window
     records: list[RequestRecord]
+
+
+class ForecastRow(BaseModel):
+    name: str
+    period: str = Field(description="the budget period: minute, hour, day, month (30 days) or total")
+    period_start: float
+    period_end: float | None
+    spent_usd: str = Field(description="spend so far in the period")
+    forecast_usd: str | None = Field(description="spend at the period's end at the run rate so far")
+    hard_usd: float | None = Field(description="the budget (a key's is enforced)")
+    soft_usd: float | None = Field(description="usd x warn_at: an alert, never a refusal")
+    over_soft: bool
+    forecast_over: bool
+
+
+class Forecasts(BaseModel):
+    method: str
+    now: float
+    gateway: ForecastRow
+    keys: list[ForecastRow]
+    routes: list[ForecastRow]
+
+
+class LastFiring(BaseModel):
+    subject: str
+    ts: float
+
+
+class AlertRuleState(BaseModel):
+    rule: str
+    fires_when: str
+    last_fired: LastFiring | None
+
+
+class AlertDestination(BaseModel):
+    destination: str = Field(description="scheme and host only: the URL's path holds the hook's secret")
+    format: str
+
+
+class AlertRules(BaseModel):
+    destinations: list[AlertDestination]
+    settings: dict
+    rules: list[AlertRuleState]

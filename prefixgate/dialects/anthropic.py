@@ -291,9 +291,10 @@ class StreamUsage:
 # ---- responses --------------------------------------------------------------------------------
 
 def build_response(
-    model: str, text: str, usage: Usage, *, finish_reason: str | None = None, id: str | None = None
+    model: str, text: str, usage: Usage, *, finish_reason: str | None = None, id: str | None = None,
+    extra: dict | None = None
 ) -> dict:
-    return {
+    return (extra or {}) | {
         "id": id or new_id(),
         "type": "message",
         "role": "assistant",
@@ -306,11 +307,13 @@ def build_response(
 
 
 def stream_events(
-    model: str, chunks: Iterable[str], usage: Usage, *, finish_reason: str | None = None, id: str | None = None
+    model: str, chunks: Iterable[str], usage: Usage, *, finish_reason: str | None = None, id: str | None = None,
+    extra: dict | None = None
 ) -> Iterator[bytes]:
-    """The event sequence Anthropic streams: message_start, ping, one text block, message_delta, message_stop."""
+    """The event sequence Anthropic streams: message_start, ping, one text block, message_delta, message_stop.
+    `extra` fields of the message (`diagnostics`) ride on message_start, the only event carrying a Message."""
     start_usage = usage_json(Usage(usage.uncached_input, usage.cache_read, usage.cache_writes, min(usage.output, 1)))
-    message = build_response(model, "", Usage(), id=id) | {"stop_reason": None, "usage": start_usage}
+    message = build_response(model, "", Usage(), id=id, extra=extra) | {"stop_reason": None, "usage": start_usage}
     yield _event({"type": "message_start", "message": message})
     yield _event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
     yield _event({"type": "ping"})
@@ -466,6 +469,8 @@ def _translated_cc(cp: Checkpoint) -> dict:
 
 FINISH_FROM = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
                "pause_turn": "stop", "refusal": "content_filter"}
+# pause_turn (a long server-tool turn paused, to be sent back) and refusal are not answers that ended by themselves.
+NATURAL = ("end_turn", "stop_sequence", "tool_use")
 FINISH_TO = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}
 
 
@@ -474,7 +479,8 @@ def read_reply(body: dict) -> Reply:
     text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
     calls = [ToolCall(b.get("id", ""), b.get("name", ""), b.get("input") or {})
              for b in blocks if b.get("type") == "tool_use"]
-    return Reply(text, usage_from_response(body), FINISH_FROM.get(body.get("stop_reason"), "stop"), calls, body.get("id"))
+    return Reply(text, usage_from_response(body), FINISH_FROM.get(body.get("stop_reason"), "stop"), calls, body.get("id"),
+                 body.get("stop_reason"))
 
 
 def write_reply(reply: Reply, model: str) -> dict:
@@ -495,7 +501,7 @@ def read_deltas(event: dict) -> list[Delta]:
         if delta.get("type") == "input_json_delta" and delta.get("partial_json"):
             return [("args", event.get("index", 0), delta["partial_json"])]
     elif etype == "message_delta" and (event.get("delta") or {}).get("stop_reason"):
-        return [("finish", FINISH_FROM.get(event["delta"]["stop_reason"], "stop"))]
+        return [("finish", FINISH_FROM.get(event["delta"]["stop_reason"], "stop"), event["delta"]["stop_reason"])]
     return []
 
 
@@ -551,6 +557,7 @@ class AnthropicMessages(WireFormat):
     span_name = "POST /v1/messages"
     forward_headers = ("anthropic-version", "anthropic-beta")
     finish_from, finish_to = FINISH_FROM, FINISH_TO
+    natural_finishes = NATURAL
     usage_marks = (b"message_start", b"message_delta")
     terminal = b"message_stop"
     upstream_headers = {"anthropic-version": "2023-06-01"}

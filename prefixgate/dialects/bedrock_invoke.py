@@ -23,6 +23,7 @@ from prefixgate.dialects.sse import SSE_FRAMING
 from prefixgate.dialects.validate import expect, load_resent
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
+from prefixgate.model_ids import ARN_MODEL, path_model
 from prefixgate.usage import Usage
 
 NAME = "bedrock_invoke"
@@ -114,6 +115,7 @@ class BedrockInvoke(BedrockFormat):
     span_name = "POST /model/{modelId}/invoke"
     forward_headers = BedrockFormat.forward_headers
     finish_from, finish_to = anthropic.FINISH_FROM, anthropic.FINISH_TO
+    natural_finishes = anthropic.NATURAL
     framing = eventstream.EventStreamFraming(lambda message: event_of(message))
     usage_marks = (b"chunk", b"exception")    # base64 payloads: every chunk is decoded
 
@@ -185,7 +187,7 @@ class BedrockInvoke(BedrockFormat):
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         # The SDKs quote the model id into the path (an ARN's slashes as %2F); the signature covers it.
         op = "invoke-with-response-stream" if stream else "invoke"
-        return f"{base_url}/model/{quote(model, safe='')}/{op}"
+        return f"{base_url}/model/{quote(path_model(model, ARN_MODEL), safe='')}/{op}"
 
 
 WIRE = BedrockInvoke()

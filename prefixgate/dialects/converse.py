@@ -37,6 +37,7 @@ from prefixgate.dialects.neutral import (
 from prefixgate.dialects.validate import expect, load_body, require
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
+from prefixgate.model_ids import ARN_MODEL, path_model
 from prefixgate.usage import Usage
 
 NAME = "bedrock_converse"
@@ -387,7 +388,8 @@ def read_reply(body: dict) -> Reply:
     text = "".join(b["text"] for b in blocks if isinstance(b.get("text"), str))
     calls = [ToolCall(b["toolUse"].get("toolUseId", ""), b["toolUse"].get("name", ""), b["toolUse"].get("input") or {})
              for b in blocks if "toolUse" in b]
-    return Reply(text, parse_usage(body.get("usage") or {}), FINISH_FROM.get(body.get("stopReason"), "stop"), calls)
+    return Reply(text, parse_usage(body.get("usage") or {}), FINISH_FROM.get(body.get("stopReason"), "stop"), calls,
+                 native_finish=body.get("stopReason"))
 
 
 def write_reply(reply: Reply, model: str) -> dict:
@@ -411,7 +413,8 @@ def read_deltas(event: dict) -> list[Delta]:
         if "toolUse" in delta:
             return [("args", body.get("contentBlockIndex", 0), delta["toolUse"].get("input", ""))]
     if "messageStop" in event:
-        return [("finish", FINISH_FROM.get(event["messageStop"].get("stopReason"), "stop"))]
+        reason = event["messageStop"].get("stopReason")
+        return [("finish", FINISH_FROM.get(reason, "stop"), reason)]
     return []
 
 
@@ -469,6 +472,7 @@ class BedrockConverse(BedrockFormat):
     name = NAME
     span_name = "POST /model/{modelId}/converse"
     finish_from, finish_to = FINISH_FROM, FINISH_TO
+    natural_finishes = ("end_turn", "stop_sequence", "tool_use")
     framing = eventstream.EventStreamFraming(event_of)
     usage_marks = (b"metadata", b"exception")
 
@@ -518,7 +522,7 @@ class BedrockConverse(BedrockFormat):
         return FrameWriter(model, include_usage)
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
-        return f"{base_url}/model/{quote(model, safe='')}/{'converse-stream' if stream else 'converse'}"
+        return f"{base_url}/model/{quote(path_model(model, ARN_MODEL), safe='')}/{'converse-stream' if stream else 'converse'}"
 
 
 WIRE = BedrockConverse()

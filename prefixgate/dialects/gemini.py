@@ -34,6 +34,7 @@ from prefixgate.dialects.validate import expect, load_body
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Conversation, Segment
+from prefixgate.model_ids import path_model
 from prefixgate.usage import Usage
 
 NAME = "gemini"
@@ -333,7 +334,7 @@ def read_reply(body: dict) -> Reply:
                       p["functionCall"].get("args") or {}) for i, p in enumerate(parts) if "functionCall" in p]
     # Gemini says STOP after a function call; the neutral reason is the call.
     finish = "tool_calls" if calls else FINISH_FROM.get(cand.get("finishReason"), "stop")
-    return Reply(text, usage_from_response(body), finish, calls, body.get("responseId"))
+    return Reply(text, usage_from_response(body), finish, calls, body.get("responseId"), cand.get("finishReason"))
 
 
 def write_reply(reply: Reply, model: str) -> dict:
@@ -358,7 +359,8 @@ def read_deltas(event: dict) -> list[Delta]:
                 out.append(("args", i, json.dumps(call.get("args") or {})))
         if cand.get("finishReason"):
             calls = any(d[0] == "call" for d in out)
-            out.append(("finish", "tool_calls" if calls else FINISH_FROM.get(cand["finishReason"], "stop")))
+            out.append(("finish", "tool_calls" if calls else FINISH_FROM.get(cand["finishReason"], "stop"),
+                        cand["finishReason"]))
     return out
 
 
@@ -417,6 +419,8 @@ class GeminiGenerate(WireFormat):
     span_name = "POST /{version}/models/{model}"
     model_in_body = False
     finish_from, finish_to = FINISH_FROM, FINISH_TO
+    # Only STOP: OTHER, SAFETY, BLOCKLIST, PROHIBITED_CONTENT, SPII, MALFORMED_FUNCTION_CALL... did not end by themselves.
+    natural_finishes = ("STOP",)
     usage_marks = (b"usageMetadata",)
     terminal = b"finishReason"
     explicit_cache_path = "/v1beta/cachedContents"
@@ -456,7 +460,7 @@ class GeminiGenerate(WireFormat):
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         action = "streamGenerateContent?alt=sse" if stream else "generateContent"
-        return f"{base_url}/v1beta/models/{model}:{action}"
+        return f"{base_url}/v1beta/models/{path_model(model)}:{action}"
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"x-goog-api-key": key}

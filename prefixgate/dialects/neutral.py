@@ -68,6 +68,15 @@ class Chat:
     # What translation could not carry over, for the plan's explanation.
     notes: list[str] = field(default_factory=list)
 
+    def leading_system(self) -> tuple[str | None, list[Turn]]:
+        """The text of the leading system turns (one line each), for formats with one instruction field, and
+        the turns after them."""
+        turns, system = self.turns, []
+        while turns and turns[0].role == "system":
+            system.append("\n".join(p.text for p in turns[0].parts if p.kind == "text"))
+            turns = turns[1:]
+        return ("\n".join(system) if system else None), turns
+
     def call_names(self) -> dict[str, str]:
         """tool call id -> tool name (Gemini answers calls by name, the others by id)."""
         return {p.call_id: p.name for t in self.turns for p in t.parts if p.kind == "tool_call" and p.call_id}
@@ -89,9 +98,12 @@ class Reply:
     finish: str = "stop"
     tool_calls: list[ToolCall] = field(default_factory=list)
     id: str | None = None
+    # The format's own finish reason, as the answer said it (what a response cache judges: `WireFormat.natural_finishes`).
+    native_finish: str | None = field(default=None, compare=False)
 
 
-# One step of a streamed answer: ("text", str) | ("call", index, id, name) | ("args", index, str) | ("finish", reason)
+# One step of a streamed answer: ("text", str) | ("call", index, id, name) | ("args", index, str)
+# | ("finish", reason, native reason): the native reason is the format's own word (None where it has none)
 Delta = tuple
 
 

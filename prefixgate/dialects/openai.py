@@ -480,7 +480,7 @@ def read_reply(body: dict) -> Reply:
                       json_or_raw((c.get("function") or {}).get("arguments") or "{}"))
              for c in msg.get("tool_calls") or []]
     return Reply(msg.get("content") or "", usage_from_response(body),
-                 FINISH_FROM.get(choice.get("finish_reason"), "stop"), calls, body.get("id"))
+                 FINISH_FROM.get(choice.get("finish_reason"), "stop"), calls, body.get("id"), choice.get("finish_reason"))
 
 
 def write_reply(reply: Reply, model: str) -> dict:
@@ -506,7 +506,7 @@ def read_deltas(event: dict) -> list[Delta]:
             if fn.get("arguments"):
                 out.append(("args", call.get("index", 0), fn["arguments"]))
         if choice.get("finish_reason"):
-            out.append(("finish", FINISH_FROM.get(choice["finish_reason"], "stop")))
+            out.append(("finish", FINISH_FROM.get(choice["finish_reason"], "stop"), choice["finish_reason"]))
     return out
 
 
@@ -551,7 +551,14 @@ class OpenAIChat(WireFormat):
     span_name = "POST /v1/chat/completions"
     forward_headers = ("openai-organization", "openai-project", "openai-beta")
     finish_from, finish_to = FINISH_FROM, FINISH_TO
-    usage_marks = (b'"usage":{',)
+    natural_finishes = ("stop", "tool_calls")
+    # The key alone: upstreams differ in whitespace (`"usage": {`) and key order; the parsed event decides.
+    usage_marks = (b'"usage"',)
+
+    def may_carry_usage(self, event: bytes) -> bool:
+        # With include_usage every chunk says `"usage":null`; those need no parse. (`"usage"` with its closing
+        # quote cannot occur inside a JSON string, where a quote is escaped.)
+        return b'"usage"' in event and NULL_USAGE.search(event) is None
     terminal = b"[DONE]"
 
     # This module's functions are the adapter's methods.
@@ -599,6 +606,9 @@ class OpenAIChat(WireFormat):
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         return f"{base_url}/chat/completions" if base_url.endswith("/v1") else f"{base_url}/v1/chat/completions"
+
+
+NULL_USAGE = re.compile(rb'"usage"\s*:\s*null')
 
 
 # Azure OpenAI's shape (`openai.AzureOpenAI(azure_endpoint=<gateway>)`): the deployment in the path is the model

@@ -27,6 +27,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,7 @@ class Body:
     # What the request of the body this one resends left for it, and what this one leaves (its parsed
     # segments, its prefix keys...): see `ir.Carry`.
     carry: Carry = field(default_factory=Carry, repr=False)
+    scope: str = ""                 # the party whose request this was (`SCOPE`)
 
     @property
     def array_head(self) -> bytes:
@@ -87,8 +89,9 @@ class ResentBodies:
         self.max_bytes = max_bytes
         _ALL.append(self)
         self._bodies: OrderedDict[int, Body] = OrderedDict()     # by id, least recently used first
-        self._by_head: dict[bytes, list[Body]] = {}
-        self._by_array: dict[bytes, list[Body]] = {}
+        # By (scope, first bytes): a body is found only by requests of the party that sent it.
+        self._by_head: dict[tuple[str, bytes], list[Body]] = {}
+        self._by_array: dict[tuple[str, bytes], list[Body]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
@@ -100,7 +103,7 @@ class ResentBodies:
         if len(raw) < MIN_BYTES or raw[:1] != b"{" or not self.max_bytes:
             return None
         try:
-            body, earlier = self._read(raw, array, decoder)
+            body, earlier = self._read(raw, array, decoder, SCOPE.get())
         except (ValueError, StopIteration, IndexError, RecursionError, _NotHere):
             return None         # json.JSONDecodeError is a ValueError
         with self._lock:
@@ -113,25 +116,26 @@ class ResentBodies:
             self._remember(body)
         return body
 
-    def _read(self, raw: bytes, array: str, decoder: json.JSONDecoder) -> tuple[Body, Body | None]:
+    def _read(self, raw: bytes, array: str, decoder: json.JSONDecoder, scope: str) -> tuple[Body, Body | None]:
         # The same bytes from the start through some whole elements: the fields before the array are shared too.
-        old, count = _best(self._by_head.get(raw[:HEAD_BYTES], ()), raw, None)
+        old, count = _best(self._by_head.get((scope, raw[:HEAD_BYTES]), ()), raw, None)
         if count:
             body = _parse(raw, array, decoder, old, count, old.before, old.start)
-            body.head_parsed = False
+            body.head_parsed, body.scope = False, scope
             return body, old
         # Otherwise (a system prompt with a time in it, before the messages) the fields before the array
         # are parsed, and a body whose array starts with the same bytes is looked for from there.
         before, start, text, pos = _head(raw, array, decoder)
-        old, count = _best(self._by_array.get(raw[start:start + HEAD_BYTES], ()), raw, start)
-        if count:
-            return _parse(raw, array, decoder, old, count, before, start), old
-        return _parse(raw, array, decoder, None, 0, before, start, (text, pos)), None
+        old, count = _best(self._by_array.get((scope, raw[start:start + HEAD_BYTES]), ()), raw, start)
+        body = _parse(raw, array, decoder, old, count, before, start) if count else \
+            _parse(raw, array, decoder, None, 0, before, start, (text, pos))
+        body.scope = scope
+        return body, old if count else None
 
     def _remember(self, body: Body) -> None:
         self._bodies[id(body)] = body
         self._bytes += len(body.raw)
-        for index, key in ((self._by_head, body.raw[:HEAD_BYTES]), (self._by_array, body.array_head)):
+        for index, key in ((self._by_head, (body.scope, body.raw[:HEAD_BYTES])), (self._by_array, (body.scope, body.array_head))):
             bodies = index.setdefault(key, [])
             bodies.insert(0, body)
             if len(bodies) > PER_HEAD:
@@ -143,7 +147,7 @@ class ResentBodies:
         if self._bodies.pop(id(body), None) is None:
             return
         self._bytes -= len(body.raw)
-        for index, key in ((self._by_head, body.raw[:HEAD_BYTES]), (self._by_array, body.array_head)):
+        for index, key in ((self._by_head, (body.scope, body.raw[:HEAD_BYTES])), (self._by_array, (body.scope, body.array_head))):
             bodies = index.get(key, [])
             if any(b is body for b in bodies):
                 bodies.remove(body)
@@ -164,6 +168,11 @@ class ResentBodies:
             self._by_array.clear()
             self._bytes = 0
 
+
+# The party (a tenant, or a key of none) whose request is being parsed, set by the gateway once it knows the
+# caller: a remembered body is found only by its own party's requests, so no tenant learns from parse times what
+# another sent. "" for an open gateway and outside the gateway.
+SCOPE: ContextVar[str] = ContextVar("prefixgate_resent_scope", default="")
 
 # Every format's memo, for `keep`.
 _ALL: list[ResentBodies] = []

@@ -21,7 +21,7 @@ from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_bod
 from prefixgate.dialects.openai import BREAKPOINT
 from prefixgate.dialects.resent import ResentBodies, element_segments, field_segment
 from prefixgate.dialects.sse import encode_sse
-from prefixgate.dialects.validate import expect, load_resent, require
+from prefixgate.dialects.validate import expect, load_resent, require, typed_tool
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Role, Segment, touched
 from prefixgate.usage import Usage
@@ -110,7 +110,7 @@ def parse_request(body: bytes | str | dict) -> Conversation:
 
 
 def _tools_segment(tools: list) -> Segment:
-    blocks = [Block("tool_def", _tool(t, f"tools.{i}"), text=compact(t)) for i, t in enumerate(tools)]
+    blocks = [Block("tool_def", typed_tool(t, f"tools.{i}"), text=compact(t)) for i, t in enumerate(tools)]
     return Segment("tools", blocks, blocks_field="tools", form="list")
 
 
@@ -168,14 +168,6 @@ def _part_block(part: Any, field: str) -> Block:
     text = expect(part.get(key, ""), str, f"{field}.{key}") if _PART_KINDS[ptype] == "text" else ""
     checkpoint = Checkpoint("30m") if part.get("prompt_cache_breakpoint") == BREAKPOINT else None
     return Block(_PART_KINDS[ptype], part, text=text, checkpoint=checkpoint)
-
-
-def _tool(tool: Any, field: str) -> dict:
-    expect(tool, dict, field)
-    require(tool, "type", str, f"{field}.type")
-    if tool["type"] == "function":
-        require(tool, "name", str, f"{field}.name")
-    return tool
 
 
 def encode_request(conv: Conversation) -> dict:

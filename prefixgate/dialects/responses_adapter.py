@@ -136,13 +136,9 @@ def _read_part(part: dict, field: str) -> Part:
 def write_chat(chat: Chat, model: str) -> dict:
     """A neutral chat as a Responses body. It is sent with `store: false`: the caller keeps its own history."""
     out: dict[str, Any] = {"model": model}
-    turns = chat.turns
-    system = []
-    while turns and turns[0].role == "system":
-        system.append("\n".join(p.text for p in turns[0].parts if p.kind == "text"))
-        turns = turns[1:]
-    if system:
-        out["instructions"] = "\n".join(system)
+    system, turns = chat.leading_system()
+    if system is not None:
+        out["instructions"] = system
     items: list[dict] = []
     for turn in turns:
         if turn.role == "tool":
@@ -191,7 +187,7 @@ FINISH_TO = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "co
 def read_reply(body: dict) -> Reply:
     calls = [ToolCall(i.get("call_id", ""), i.get("name", ""), json_or_raw(i.get("arguments") or ""))
              for i in body.get("output") or [] if i.get("type") == "function_call"]
-    return Reply(output_text(body), usage_from_response(body), finish_reason(body), calls, body.get("id"))
+    return Reply(output_text(body), usage_from_response(body), finish_reason(body), calls, body.get("id"), body.get("status"))
 
 
 def write_reply(reply: Reply, model: str) -> dict:
@@ -212,7 +208,8 @@ def read_deltas(event: dict) -> list[Delta]:
     if kind == "response.function_call_arguments.delta":
         return [("args", event.get("output_index", 0), event.get("delta", ""))]
     if kind in TERMINAL_EVENTS:
-        return [("finish", finish_reason(event.get("response") or {}))]
+        response = event.get("response") or {}
+        return [("finish", finish_reason(response), response.get("status"))]
     return []
 
 
@@ -303,11 +300,15 @@ class OpenAIResponses(WireFormat):
     span_name = "POST /v1/responses"
     forward_headers = ("openai-organization", "openai-project", "openai-beta")
     finish_from = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "content_filter": "content_filter"}
+    natural_finishes = ("completed",)      # the response object's status: not incomplete, failed or cancelled
     finish_to = FINISH_TO
     # Only the terminal events carry usage; their type names appear in their `event:` line and payload.
     # `terminal` is the usual one; `ends_stream` also ends on `response.incomplete` and `response.failed`.
     usage_marks = tuple(kind.encode() for kind in TERMINAL_EVENTS)
     terminal = b'"type":"response.completed"'
+    # Its id and owner are known from the first event: a background stream is cancelled, or resumed after a
+    # hang-up, by that id before the stream ends.
+    stored_mark = b'"type":"response.created"'
 
     # This module's functions are the adapter's methods.
     encode_request, build_response, error_event = staticmethod(encode_request), staticmethod(build_response), \
@@ -340,6 +341,10 @@ class OpenAIResponses(WireFormat):
         if response.get("object") != "response" or response.get("store") is False:
             return None
         return response.get("id") if isinstance(response.get("id"), str) else None
+
+    def chained_id(self, conv: Conversation) -> str | None:
+        found = conv.params.get("previous_response_id")
+        return found if isinstance(found, str) else None
 
     def stream_error(self, event: dict) -> str | None:
         if event.get("type") == "error":

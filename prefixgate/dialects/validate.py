@@ -10,7 +10,9 @@ from typing import Any
 from prefixgate.dialects.resent import Body, ResentBodies
 from prefixgate.errors import RequestError
 
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD]")
+# An escaped surrogate, or one in raw bytes: json.loads decodes bytes with "surrogatepass", so ED A0-BF (UTF-8's
+# spelling of U+D800-U+DFFF, which is not valid UTF-8) reads as a lone surrogate too.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD]|\xed[\xa0-\xbf]")
 _SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD]")
 _TYPE_NAMES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer"}
 
@@ -25,6 +27,8 @@ def load_body(body: bytes | str | dict) -> dict:
         raise RequestError(f"request body is not valid JSON: {e}") from None
     except RecursionError:
         raise RequestError("request body is nested too deeply to be a model request") from None
+    except ValueError as e:     # an integer past Python's 4300-digit conversion limit
+        raise RequestError(f"request body holds a number the gateway cannot read: {str(e).split(';')[0]}") from None
     if not isinstance(value, dict):
         raise RequestError(f"request body must be a JSON object, not {_json_type(value)}")
     if (_SURROGATE_ESCAPE if isinstance(body, bytes) else _SURROGATE_ESCAPE_TEXT).search(body):
@@ -47,7 +51,7 @@ def load_resent(body: bytes | str | dict, array: str, bodies: ResentBodies) -> t
 
 def _no_lone_surrogate(value: Any) -> None:
     # JSON may escape half a UTF-16 pair ("\ud800"), which no UTF-8 can carry: every later step (hashing,
-    # counting tokens, sending upstream) would fail on it. Only an escaped surrogate can make one.
+    # counting tokens, sending upstream) would fail on it. Only a surrogate escape or raw surrogate bytes make one.
     try:
         json.dumps(value, ensure_ascii=False).encode()
     except UnicodeEncodeError:
@@ -87,6 +91,15 @@ def require(body: dict, key: str, kind: type | tuple[type, ...], field: str | No
     if key not in body:
         raise RequestError(f"{name}: field required", field=name)
     return expect(body[key], kind, name)
+
+
+def typed_tool(tool: Any, field: str) -> dict:
+    """A tool definition keyed by `type` (Responses, Interactions): a function tool must name itself."""
+    expect(tool, dict, field)
+    require(tool, "type", str, f"{field}.type")
+    if tool["type"] == "function":
+        require(tool, "name", str, f"{field}.name")
+    return tool
 
 
 def _json_type(value: Any) -> str:

@@ -18,6 +18,7 @@ from prefixgate.dialects.vertex import GoogleSigned, model_call, versioned
 from prefixgate.dialects.wire import Parse
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
+from prefixgate.model_ids import path_model
 
 NAME = "vertex_anthropic"
 VERSION = "vertex-2023-10-16"
@@ -95,7 +96,7 @@ class VertexAnthropic(GoogleSigned, anthropic.AnthropicMessages):
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         method = "streamRawPredict" if stream else "rawPredict"
-        return f"{versioned(base_url, 'v1')}/publishers/anthropic/models/{model}:{method}"
+        return f"{versioned(base_url, 'v1')}/publishers/anthropic/models/{path_model(model)}:{method}"
 
 
 WIRE = VertexAnthropic()

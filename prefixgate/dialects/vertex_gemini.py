@@ -16,6 +16,7 @@ from prefixgate.dialects.vertex import GoogleSigned, is_vertex_path, model_call,
 from prefixgate.dialects.wire import Parse
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
+from prefixgate.model_ids import path_model
 
 NAME = "vertex_gemini"
 VERSION = "v1beta1"
@@ -51,7 +52,7 @@ class VertexGemini(GoogleSigned, gemini.GeminiGenerate):
 
     def upstream_url(self, base_url: str, model: str, stream: bool) -> str:
         action = "streamGenerateContent?alt=sse" if stream else "generateContent"
-        return f"{versioned(base_url, VERSION)}/publishers/google/models/{model}:{action}"
+        return f"{versioned(base_url, VERSION)}/publishers/google/models/{path_model(model)}:{action}"
 
     def resource_url(self, base_url: str, path: str) -> str:
         return versioned(base_url, VERSION) + path

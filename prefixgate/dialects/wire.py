@@ -88,9 +88,17 @@ class WireFormat:
                        id: str | None = None) -> dict:
         raise NotImplementedError
 
+    # What `stored_id`s are to the ownership registry (`gateway/ownership.py`): each kind has its own ids.
+    stored_kind: ClassVar[str] = "response"
+
     def stored_id(self, body: dict) -> str | None:
         """The id a later request may name to reach this answer again (a stored Responses API response),
         from a whole answer or a stream's terminal event; None for formats without server-side state."""
+        return None
+
+    def chained_id(self, conv: Conversation) -> str | None:
+        """The stored answer `conv` continues (a Responses `previous_response_id`, an Interactions
+        `previous_interaction_id`): the earlier turns live at the upstream that holds it."""
         return None
 
     def error_body(self, err: RequestError) -> dict:
@@ -117,6 +125,9 @@ class WireFormat:
     # ---- translation ----------------------------------------------------------------------------------
     finish_from: ClassVar[dict[str, str]]      # native finish reason -> neutral
     finish_to: ClassVar[dict[str, str]]        # neutral -> native
+    # Native finish reasons of an answer that ended by itself, tool calls included: what a response cache may
+    # replay. Anything else (cut short, filtered, paused, failed, a reason this code does not know) is not.
+    natural_finishes: ClassVar[tuple[str, ...]] = ()
 
     def adopt(self, conv: Conversation, headers: Mapping[str, str]) -> Conversation | None:
         """`conv`, parsed in another format that carries the same body (Bedrock's InvokeModel carries
@@ -151,6 +162,11 @@ class WireFormat:
     framing: ClassVar[Framing] = SSE_FRAMING          # how events are delimited on the wire
     usage_marks: ClassVar[tuple[bytes, ...]] = ()     # bytes in every event that may carry usage
     terminal: ClassVar[bytes | None]                   # bytes only the stream's last event carries
+    stored_mark: ClassVar[bytes | None] = None         # bytes of the first event naming a stored response
+
+    def may_carry_usage(self, event: bytes) -> bool:
+        """Whether the relay parses this raw event (the parsed event alone says what usage it holds)."""
+        return any(m in event for m in self.usage_marks)
 
     # ---- upstream -------------------------------------------------------------------------------------
     upstream_headers: ClassVar[dict[str, str]] = {}   # sent on every upstream request (API version)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from prefixgate.model_ids import path_model
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -51,7 +53,8 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
 def chat_url(profile: Profile, base_url: str, model: str, api_version: str = "") -> str:
     """The Chat Completions URL for `model` (an Azure deployment name on Azure)."""
     if profile.deployments:
-        return f"{base_url}/openai/deployments/{quote(model, safe='')}/chat/completions?api-version={quote(api_version)}"
+        return (f"{base_url}/openai/deployments/{path_model(model)}/chat/completions"
+                f"?api-version={quote(api_version, safe='')}")
     return f"{base_url}/chat/completions" if base_url.endswith("/v1") else f"{base_url}/v1/chat/completions"
 
 

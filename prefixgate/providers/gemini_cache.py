@@ -1,12 +1,21 @@
 """Gemini's caches: implicit prefix caching, and explicit `cachedContents` named by a request (G1-G7).
 
-Implicit: prefixes of at least the model's minimum are cached for free at content-part boundaries; a later
-request reads its longest live cached prefix at the cached rate. Explicit: the request names a cached
+Implicit: a request's prompt is cached for free; a later request reads the longest token prefix it shares with a
+live cached prompt, wherever that prefix ends (inside a part too, as Gemini's implicit cache matches tokens, not
+parts), when it holds at least the model's minimum, at the cached rate. Explicit: the request names a cached
 content, whose tokens it reads; it may not also send system instruction, tools or tool config.
+
+`TokenStream` and `TokenPrefixCache` are the implicit cache's mechanism, shared by every Gemini-shaped mock
+(generateContent, Vertex's Gemini, the Interactions API): build a stream of the prompt, then `serve` it.
 """
 
 from __future__ import annotations
 
+import hashlib
+from array import array
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 from typing import Any
 
 from prefixgate.errors import RequestError
@@ -15,7 +24,7 @@ from prefixgate.providers.cached_contents import CONTENT_KEYS, CachedContent, Ca
 from prefixgate.providers.layout import Layout, PrefixHasher, canonical
 from prefixgate.providers.rules import GeminiRules, ModelRules
 from prefixgate.providers.store import CacheStore
-from prefixgate.tokens import count_tokens
+from prefixgate.tokens import count_tokens, encoder
 from prefixgate.usage import Usage
 
 CACHED_CONTENT_CONFLICT = (
@@ -24,20 +33,95 @@ CACHED_CONTENT_CONFLICT = (
 _IMAGE_KEYS = ("inlineData", "inline_data", "fileData", "file_data")
 
 
+@dataclass
+class TokenStream:
+    """A prompt as the implicit cache compares it: one 64-bit atom per text token, and one atom (hashed from
+    its content) per boundary (a turn's role: weight 0) or non-text part (an image: its token cost)."""
+
+    atoms: array = field(default_factory=lambda: array("q"))
+    ends: array = field(default_factory=lambda: array("q"))     # tokens through each atom
+
+    @property
+    def tokens(self) -> int:
+        return self.ends[-1] if self.ends else 0
+
+    def text(self, text: str) -> None:
+        start = self.tokens
+        ids = encoder("cl100k_base")(text)
+        self.atoms.extend(ids)
+        self.ends.extend(range(start + 1, start + len(ids) + 1))
+
+    def opaque(self, value: Any, tokens: int) -> None:
+        """A boundary (tokens 0) or a part the cache matches whole (its token cost)."""
+        digest = hashlib.blake2b(canonical(value).encode(), digest_size=8).digest()
+        # Negative, so never equal to a token id.
+        self.atoms.append(-(int.from_bytes(digest, "big") >> 1) - 1)
+        self.ends.append(self.tokens + tokens)
+
+    def shared_tokens(self, other: TokenStream) -> int:
+        """Tokens in the longest atom prefix both streams share."""
+        a, b = self.atoms.tobytes(), other.atoms.tobytes()
+        lo, hi = 0, min(len(a), len(b))
+        while lo < hi:  # binary search on bytes: the comparisons run in C
+            mid = (lo + hi + 1) // 2
+            if a[lo:mid] == b[lo:mid]:
+                lo = mid
+            else:
+                hi = mid - 1
+        n = lo // self.atoms.itemsize
+        return self.ends[n - 1] if n else 0
+
+
+class TokenPrefixCache:
+    """Cached prompts per scope (provider, model, project), each live for `ttl_s` after its last use."""
+
+    def __init__(self, max_per_scope: int = 128) -> None:
+        self.max_per_scope = max_per_scope
+        self._scopes: dict[Hashable, OrderedDict[bytes, tuple[TokenStream, float]]] = {}
+
+    def serve(self, scope: Hashable, stream: TokenStream, min_tokens: int, ttl_s: float, now: float) -> int:
+        """Tokens `stream` reads from the scope's live prompts (0 below `min_tokens`), then cache it."""
+        entries = self._scopes.setdefault(scope, OrderedDict())
+        head = stream.atoms[:1].tobytes()
+        best, best_key = 0, None
+        for key, (cached, expires_at) in list(entries.items()):
+            if expires_at <= now:
+                del entries[key]
+            elif cached.atoms[:1].tobytes() == head:
+                shared = stream.shared_tokens(cached)
+                if shared > best:
+                    best, best_key = shared, key
+        if best < min_tokens:
+            best, best_key = 0, None
+        if best_key is not None:    # a hit keeps the cached prompt alive
+            entries[best_key] = (entries[best_key][0], now + ttl_s)
+            entries.move_to_end(best_key)
+        if stream.tokens >= min_tokens:
+            key = hashlib.blake2b(stream.atoms.tobytes(), digest_size=16).digest()
+            entries[key] = (stream, now + ttl_s)
+            entries.move_to_end(key)
+            while len(entries) > self.max_per_scope:
+                entries.popitem(last=False)
+        return best
+
+
 class GeminiCache:
     def __init__(self, rules: GeminiRules, store: CacheStore, registry: CachedContentRegistry) -> None:
         self.rules = rules
         self.store = store
         self.registry = registry
+        self.implicit = TokenPrefixCache()
 
     def request(self, conv: Conversation, model: ModelRules, tenant: str, now: float) -> Usage:
         """The usage Gemini would report for `conv` at `now` (output tokens left at 0)."""
         named = conv.params.get("cachedContent", conv.params.get("cached_content"))
-        layout = self.layout(conv)
         if named is not None:
             cached = self.cached_content_for(conv, named, model, tenant, now)
-            return Usage(uncached_input=layout.total, cache_read=cached.tokens)
-        return self._implicit(layout, model, tenant, now)
+            return Usage(uncached_input=self.layout(conv).total, cache_read=cached.tokens)
+        stream = self.stream(conv)
+        read = self.implicit.serve(("gemini", model.id, tenant), stream, model.min_cache_tokens,
+                                   self.rules.implicit_ttl_s, now)
+        return Usage(uncached_input=stream.tokens - read, cache_read=read)
 
     def cached_content_for(self, conv: Conversation, name: Any, model: ModelRules, tenant: str,
                            now: float) -> CachedContent:
@@ -53,21 +137,25 @@ class GeminiCache:
                 f"({content.model_path}) has to be the same.", field="cachedContent")
         return content
 
-    def _implicit(self, layout: Layout, model: ModelRules, tenant: str, now: float) -> Usage:
-        scope = ("gemini", model.id, tenant)
-        eligible = [p for p in layout.positions if p.end >= model.min_cache_tokens]
-        read = 0
-        for position in reversed(eligible):
-            entry = self.store.get(scope, position.key, now)
-            if entry is not None:
-                read = position.end
-                break
-        for position in eligible:
-            self.store.put(scope, position.key, position.end, "implicit", self.rules.implicit_ttl_s, now)
-        return Usage(uncached_input=layout.total - read, cache_read=read)
-
     def count(self, conv: Conversation) -> int:
         return self.layout(conv).total
+
+    def stream(self, conv: Conversation) -> TokenStream:
+        """The prompt's tokens in the order `layout` hashes its parts, with the same boundaries."""
+        stream = TokenStream()
+        salted = False
+        for seg in conv.segments:
+            if seg.role not in ("system", "tools"):
+                if not salted:
+                    stream.opaque({k: conv.params[k] for k in ("toolConfig", "tool_config") if k in conv.params}, 0)
+                    salted = True
+                stream.opaque({"role": seg.role}, 0)
+            for block in seg.blocks:
+                if block.kind == "text":
+                    stream.text(block.text)
+                else:
+                    stream.opaque(block.native, self._tokens(block))
+        return stream
 
     def layout(self, conv: Conversation) -> Layout:
         hasher = PrefixHasher("gemini")

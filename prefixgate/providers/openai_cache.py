@@ -212,7 +212,7 @@ def _cache_options(options: Any, model: ModelRules, default_ttl: str) -> tuple[s
         return "implicit", default_ttl
     if not isinstance(options, dict):
         raise RequestError("prompt_cache_options: expected an object", field="prompt_cache_options")
-    unknown = set(options) - {"mode", "ttl"}
+    unknown = set(options) - {"mode", "ttl", "prewarm", "comparison_response_id"}
     if unknown:
         name = sorted(unknown)[0]
         raise RequestError(f"prompt_cache_options.{name}: unknown parameter", field=f"prompt_cache_options.{name}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from prefixgate.cache_planner import Plan, PlannerState, Target, plan
+from prefixgate.cache_planner.variance import NO_RULE, Rule
 from prefixgate.dialects import DIALECTS
 
 # (text, the kind its volatile span is labelled with, the value the span must cover): one case per
@@ -36,10 +37,11 @@ POLICY = "Policy: refunds are accepted within 30 days of purchase; shipping is f
 
 
 def plan_body(dialect: str, body: dict, target: Target, state: PlannerState, *, now: float, route: str = "r",
-              mode: str = "rewrite", model: str | None = None, caller: str = "keep") -> tuple[dict, Plan]:
+              mode: str = "rewrite", model: str | None = None, caller: str = "keep", rule: Rule = NO_RULE
+              ) -> tuple[dict, Plan]:
     module = DIALECTS[dialect]
     conv = module.parse_request(json.dumps(body), model=model) if dialect == "gemini" else module.parse_request(json.dumps(body))
-    result = plan(conv, target, state, mode, route=route, now=now, caller_checkpoints=caller)
+    result = plan(conv, target, state, mode, route=route, now=now, caller_checkpoints=caller, rule=rule)
     out = module.encode_request(result.conversation)
     # A planned request must still be a valid request of its dialect.
     module.parse_request(out, model=model) if dialect == "gemini" else module.parse_request(out)

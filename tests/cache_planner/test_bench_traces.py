@@ -22,7 +22,9 @@ def bench():
 
 @pytest.mark.parametrize("trace", ["support bot, volatile header", "agent loop with tools",
                                    "RAG, document after question", "multi-turn chat, long gaps",
-                                   "batch classification, ids in system", "one-off long prompts"])
+                                   "batch classification, ids in system", "one-off long prompts",
+                                   "support desk, customer values in the opening sentence",
+                                   "CRM assistant, JSON record before the rules"])
 def test_planner_meets_its_targets_on_the_benchmark_trace(bench, trace):
     original, static_first = bench.TRACES[trace]()
     order = sorted(range(len(original)), key=lambda i: original[i].t)

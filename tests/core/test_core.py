@@ -139,7 +139,7 @@ def test_gateway_health_in_process():
 
     from prefixgate.gateway.app import create_app
 
-    client = TestClient(create_app(load_settings(local_model="smollm2-135m")))
+    client = TestClient(create_app(load_settings(local_model="smollm2-135m")), base_url="http://localhost")
     body = client.get("/health").json()
     assert body["status"] == "ok" and body["local_backend"]["model"] == "smollm2-135m"
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from dataclasses import replace
 from decimal import Decimal
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from prefixgate.ledger import Ledger, LedgerRecord
+from prefixgate.ledger import Ledger, LedgerRecord, read_records
 from prefixgate.ledger_postgres import PostgresSync, create_tables
 from prefixgate.ledger_rollup import SUMS
 from tests.support_services import empty_postgres_ledger, wait_until
@@ -82,3 +83,34 @@ def test_an_older_postgres_ledger_gains_the_cost_check_filled_in(tmp_path, postg
         create_tables(pool)         # a second replica starting: nothing left to add
     with psycopg.connect(postgres_url) as conn:
         assert rollups(conn.execute(query).fetchall()) == current
+
+
+PROVIDER_COLUMNS = ("provider_miss_reason", "provider_missed_tokens")
+
+
+def test_older_ledgers_gain_the_provider_reason_columns(tmp_path, postgres_url):
+    """A SQLite file and a fleet Postgres written before provider diagnostics: both gain the record columns when
+    a newer gateway opens them, old rows read as "said nothing", and new rows carry the provider's reason."""
+    path = str(tmp_path / "ledger.sqlite")
+    write(path, range(10))
+    with sqlite3.connect(path) as db:
+        for column in PROVIDER_COLUMNS:
+            db.execute(f"ALTER TABLE requests DROP COLUMN {column}")
+    empty_postgres_ledger(postgres_url)
+    with ConnectionPool(postgres_url, min_size=1, max_size=1) as pool:
+        create_tables(pool)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        for column in PROVIDER_COLUMNS:
+            conn.execute(f"ALTER TABLE prefixgate_requests DROP COLUMN {column}")
+    ledger = Ledger(path, ledger_url=postgres_url)
+    ledger.append(replace(record(10), provider_miss_reason="tools_changed", provider_missed_tokens=1800))
+    copy = next(c for c in ledger.copies if isinstance(c, PostgresSync))
+    wait_until(lambda: copy.position >= 11, 20, "the records copied to Postgres")
+    ledger.close()
+    rows = {r["id"]: r for r in read_records(path)}
+    assert (rows["r10"]["provider_miss_reason"], rows["r10"]["provider_missed_tokens"]) == ("tools_changed", 1800)
+    assert rows["r3"]["provider_miss_reason"] is None and rows["r3"]["provider_missed_tokens"] is None
+    with psycopg.connect(postgres_url) as conn:
+        found = dict(((i, (r, t)) for i, r, t in conn.execute(
+            "SELECT id, provider_miss_reason, provider_missed_tokens FROM prefixgate_requests")))
+    assert found["r10"] == ("tools_changed", 1800) and found["r3"] == (None, None) and len(found) == 11

@@ -30,6 +30,10 @@ SAMPLES: dict[str, tuple[str, dict]] = {
     "gemini": ("/v1beta/models/gemini-2.5-flash:generateContent", {
         "systemInstruction": {"parts": [{"text": "Be brief."}]},
         "contents": [{"role": "user", "parts": [{"text": "Hi"}]}], "generationConfig": {"temperature": 0.2}}),
+    "interactions": ("/v1/interactions", {
+        "model": "gemini-3.8-flash", "system_instruction": "Be brief.",
+        "input": [{"type": "user_input", "content": [{"type": "text", "text": "Hi"}]}],
+        "generation_config": {"temperature": 0.2}}),
     "bedrock_invoke": ("/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke", {
         "anthropic_version": "bedrock-2023-05-31", "max_tokens": 64,
         "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
@@ -60,7 +64,7 @@ def test_every_registered_format_has_a_sample():
 
 def test_an_unknown_format_is_refused_with_the_known_names():
     with pytest.raises(ValueError, match=r"unknown wire format 'vertex'; expected one of anthropic, bedrock_converse, "
-                                         r"bedrock_invoke, gemini, openai, responses, vertex_anthropic, vertex_gemini"):
+                                         r"bedrock_invoke, gemini, interactions, openai, responses, vertex_anthropic, vertex_gemini"):
         wire_format("vertex")
 
 
@@ -68,7 +72,8 @@ def test_an_unknown_format_is_refused_with_the_known_names():
 def test_a_format_is_registered_under_its_own_name_and_fills_the_interface(name):
     wire = wire_format(name)
     assert isinstance(wire, WireFormat) and wire.name == name
-    for attr in ("planner_provider", "span_name", "finish_from", "finish_to"):
+    # natural_finishes too: without it the response cache would never store this format's answers.
+    for attr in ("planner_provider", "span_name", "finish_from", "finish_to", "natural_finishes"):
         assert getattr(wire, attr), attr
     # A stream's end is seen in its bytes, or (base64 or binary payloads) by `ends_stream` on the parsed event.
     assert wire.terminal or type(wire).ends_stream is not WireFormat.ends_stream

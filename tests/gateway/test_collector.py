@@ -16,7 +16,7 @@ def test_a_started_gateway_raises_the_young_threshold_and_keeps_the_others(tmp_p
     before = gc.get_threshold()
     try:
         gc.set_threshold(700, 10, 10)
-        with TestClient(create_app(settings_for("http://127.0.0.1:9", tmp_path))) as client:
+        with TestClient(create_app(settings_for("http://127.0.0.1:9", tmp_path)), base_url="http://localhost") as client:
             assert client.get("/health").status_code == 200
             assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, 10)
     finally:

@@ -24,7 +24,7 @@ from prefixgate.ledger import read_records
 from prefixgate.providers.mock.server import MockContext
 from prefixgate.providers.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
-from tests.support_services import ServerThread
+from tests.support_services import ServerThread, wait_until
 
 pytestmark = pytest.mark.slow
 KEY, SECRET = "AKIDGATEWAYBEDROCK", "gateway/bedrock+secret"
@@ -97,10 +97,9 @@ def invoke_body(at: float) -> dict:
 
 
 def ledger_costs(path: str, n: int) -> list[Decimal]:
-    deadline = time.monotonic() + 10
-    while len(rows := read_records(path)) < n and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [Decimal(r["cost_usd"]) for r in sorted(rows, key=lambda r: r["ts"])]
+    # Wait for the records, failing as a timeout (not later as a cost mismatch on a short list).
+    wait_until(lambda: len(read_records(path)) >= n, 60, f"{n} ledger records")
+    return [Decimal(r["cost_usd"]) for r in sorted(read_records(path), key=lambda r: r["ts"])]
 
 
 def test_boto3_converse_through_the_gateway_reads_what_direct_calls_miss(stack):

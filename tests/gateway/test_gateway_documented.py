@@ -18,6 +18,7 @@ from tests.reliability.support_upstream import Tap, mock_upstream
 from tests.support_services import ServerThread, wait_until
 
 SYSTEM = "You are the support agent of a parcel company; the refund policy follows. " * 80
+BRANDS = ("Acme", "Globex", "Initech", "Umbrella", "Hooli", "Vandelay", "Wonka", "Stark")
 
 
 def chat(url: str, system: str, question: str, key: str = "caller", **headers: str) -> httpx.Response:
@@ -40,7 +41,9 @@ def test_prefix_affinity_sends_each_prefix_to_one_of_two_real_backends(tmp_path,
             served: dict[int, Counter] = {}
             cached: dict[int, list[int]] = {}
             for prefix in range(8):
-                system = f"Tenant {prefix}. {SYSTEM}"
+                # Eight different prompts (a value in front of one prompt would be moved out by the planner, and
+                # the eight would share one prefix).
+                system = f"Tenant {prefix}. " + f"You serve the {BRANDS[prefix]} desk; its refund policy follows. " * 150
                 for turn in range(3):
                     r = chat(gw.url, system, f"Question {turn} about parcel {prefix * 10 + turn}?")
                     assert r.status_code == 200, r.text

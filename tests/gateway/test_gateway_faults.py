@@ -12,10 +12,12 @@ from prefixgate.ledger import read_records
 from tests.gateway.support_gateway import policy_stack
 from tests.support_services import wait_until
 
+# timeout_s: long enough that a healthy answer on a loaded 2-core runner never trips it, short enough that a
+# silent attempt (the upstream holds it 10 s) is given up on well before it answers.
 POLICY = {"routes": [
-    {"name": "chain", "models": ["chain"], "retry": {"attempts": 2, "backoff_s": 0.01, "timeout_s": 0.5},
+    {"name": "chain", "models": ["chain"], "retry": {"attempts": 2, "backoff_s": 0.01, "timeout_s": 3},
      "targets": [{"upstream": "openai", "model": "gpt-4o"}, {"upstream": "anthropic", "model": "claude-haiku-4-5"}]},
-    {"name": "no-retry", "models": ["once"], "retry": {"attempts": 1, "on": ["connect"], "timeout_s": 0.5},
+    {"name": "no-retry", "models": ["once"], "retry": {"attempts": 1, "on": ["connect"], "timeout_s": 3},
      "targets": [{"upstream": "openai", "model": "gpt-4o"}]},
     {"name": "slow", "models": ["slow"], "retry": {"attempts": 1, "timeout_s": 30},
      "targets": [{"upstream": "openai", "model": "gpt-4o"}]},
@@ -73,7 +75,7 @@ def test_timeout_before_first_byte_fails_over(stack, up):
     disconnects = up.disconnects
     resp = client(gw, timeout=60).chat.completions.create(model="chain", messages=MSG)
     assert resp.choices[0].message.content == "Hello, world"
-    # The gateway hung up on each silent attempt at its 0.5 s timeout (the upstream would have held it
+    # The gateway hung up on each silent attempt at its 3 s timeout (the upstream would have held it
     # for 10 s and then answered 599): behaviour, not a stopwatch.
     # (The upstream notices a hang-up on its next poll, so wait for the count rather than read it at once.)
     wait_until(lambda: up.disconnects - disconnects == 2, 30, "both silent attempts hung up by the gateway")

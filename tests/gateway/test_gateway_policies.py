@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from decimal import Decimal
 
 import pytest
 
@@ -57,6 +58,18 @@ def policy(data: dict) -> Policy:
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}], "keys": [{"name": "k"}]},
      "keys.0: give exactly one"),
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}], "rutes": []}, "rutes: unknown key"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "volatile": ["Lead: (\\w+"]}]},
+     "routes.0.volatile: .* is not a valid regular expression"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "never_move": [3]}]},
+     "routes.0.never_move: a list of regular expressions"),
+    # Budgets and rate limits count by key name: two keys of one name would share one counter (twice the budget).
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}],
+      "keys": [{"name": "team", "key_sha256": "a" * 64}, {"name": "team", "key_sha256": "b" * 64}]},
+     "keys: key names must be unique"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "price": {"input": 1}}]},
+     "routes.0.price: give input and output"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "max_request_usd": -1}]},
+     "routes.0.max_request_usd: expected a non-negative number"),
 ])
 def test_invalid_policies_name_the_key(data, message):
     with pytest.raises(PolicyError, match=message.replace("(", r"\(")):
@@ -149,19 +162,47 @@ async def _exercise(limits: Limits) -> None:
 
 async def _budget(limits: Limits) -> None:
     key = _limited_key()
-    await limits.admit(key)
-    await limits.record(key, tokens=10, cost_usd=0.6)
-    await limits.admit(key)
-    await limits.record(key, tokens=10, cost_usd=0.6)
+    held = await limits.admit(key)
+    await limits.settle(key, held, tokens=10, cost_usd=Decimal("0.6"))
+    held = await limits.admit(key)
+    await limits.settle(key, held, tokens=10, cost_usd=Decimal("0.6"))
     with pytest.raises(RequestError) as e:
         await limits.admit(key)
     assert "budget of $1 per day" in e.value.message
+
+
+async def _exact_budget(limits: Limits) -> None:
+    # A key that has spent exactly its budget is refused; one nanodollar short, it is admitted.
+    key = _limited_key()
+    await limits.settle(key, await limits.admit(key), tokens=0, cost_usd=Decimal("0.999999999"))
+    await limits.settle(key, await limits.admit(key), tokens=0, cost_usd=Decimal("0.000000001"))
+    with pytest.raises(RequestError) as e:
+        await limits.admit(key)
+    assert "budget of $1 per day" in e.value.message
+
+
+async def _reservations(limits: Limits) -> None:
+    # Twenty requests in flight at once, each estimated at $0.6 against $1: the first two are admitted
+    # (nothing was spent before either), the rest refused until one settles.
+    key = _limited_key()
+    admitted, refused = [], 0
+    for _ in range(20):
+        try:
+            admitted.append(await limits.admit(key, Decimal("0.6")))
+        except RequestError:
+            refused += 1
+    assert (len(admitted), refused) == (2, 18)
+    for held in admitted:         # both cost less than estimated: room again
+        await limits.settle(key, held, tokens=0, cost_usd=Decimal("0.1"))
+    await limits.admit(key, Decimal("0.6"))
 
 
 def test_limits_in_memory():
     clock = iter(range(10_000, 20_000, 1))
     asyncio.run(_exercise(Limits(MemoryCounters(), clock=lambda: 60 * 1000 + 1)))
     asyncio.run(_budget(Limits(MemoryCounters(), clock=lambda: 60 * next(clock))))
+    asyncio.run(_exact_budget(Limits(MemoryCounters(), clock=lambda: 60 * 1000 + 1)))
+    asyncio.run(_reservations(Limits(MemoryCounters(), clock=lambda: 60 * 1000 + 1)))
 
 
 def test_limits_are_shared_through_redis(redis_url):
@@ -180,11 +221,12 @@ def test_limits_are_shared_through_redis(redis_url):
         next_a = Limits(a, clock=lambda: now + 60)
         await next_a.admit(key)
         # Spend recorded by one replica counts against the budget on the other.
-        await Limits(b, clock=lambda: now + 60).record(key, tokens=10, cost_usd=1.5)
+        replica_b = Limits(b, clock=lambda: now + 60)
+        await replica_b.settle(key, await replica_b.admit(key), tokens=10, cost_usd=Decimal("1.5"))
         with pytest.raises(RequestError) as e:
             await next_a.admit(key)
         assert "budget" in e.value.message
-        assert await a.get(f"budget:team:{int((now + 60) // 86400)}") == pytest.approx(1.5)
+        assert await a.get(f"spend:team:{int((now + 60) // 86400)}") == 1_500_000_000     # nanodollars
         await a.close()
         await b.close()
 

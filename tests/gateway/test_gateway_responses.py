@@ -6,6 +6,7 @@ shape, completions and embeddings are forwarded and priced."""
 from __future__ import annotations
 
 import uuid
+from decimal import Decimal
 
 import httpx
 import openai
@@ -132,7 +133,9 @@ def test_completions_and_embeddings_are_forwarded_and_priced(stack):
     assert len(vectors.data) == 2 and len(vectors.data[0].embedding) == 16 and vectors.usage.prompt_tokens == 2
     completion, embedding = _records(settings, before + 2)[-2:]
     assert completion["uncached_input"] == done.usage.prompt_tokens and completion["output"] == done.usage.completion_tokens
-    assert completion["cost_usd"] is not None       # gpt-4o's prices
+    # gpt-4o's list prices (https://platform.openai.com/docs/pricing): $2.50 input, $10 output per million.
+    assert Decimal(completion["cost_usd"]) == (done.usage.prompt_tokens * Decimal("2.50")
+                                               + done.usage.completion_tokens * Decimal("10")) / 1_000_000
     assert embedding["uncached_input"] == 2 and embedding["status"] == 200
     assert all(r["explanation"][0].endswith("forwarded unplanned") for r in (completion, embedding))
 

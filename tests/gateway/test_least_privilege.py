@@ -13,6 +13,7 @@ from fastapi import HTTPException
 from starlette.requests import Request
 
 from prefixgate.bind import is_loopback
+from prefixgate.config import ConfigError, load_settings
 from prefixgate.gateway.app import create_app
 from prefixgate.gateway.dashboard.auth import require_reader
 from prefixgate.gateway.exposure import summarize
@@ -61,8 +62,8 @@ def test_a_dashboard_reader_key_opens_the_dashboard_and_api_and_nothing_more(sta
     gw, app, _ = stack
     assert httpx.get(gw.url + "/api/summary", headers=bearer(READER)).status_code == 200
     assert httpx.get(gw.url + "/api/summary", headers=bearer(APP)).status_code == 401
-    assert httpx.get(gw.url + "/dashboard", params={"token": APP}).status_code == 401
-    login = httpx.get(gw.url + "/dashboard", params={"token": READER})
+    assert httpx.post(gw.url + "/dashboard/login", data={"token": APP}).status_code == 401
+    login = httpx.post(gw.url + "/dashboard/login", data={"token": READER})
     assert login.status_code == 303
     with httpx.Client(base_url=gw.url, cookies=login.cookies) as browser:
         assert browser.get("/dashboard").status_code == 200 and browser.get("/api/overview").status_code == 200
@@ -114,6 +115,9 @@ def test_ledger_bodies_are_kept_for_the_chosen_routes_only(stack):
     ({"name": "a", "api_key": "pg-plain"}, "keys.0.api_key: keys are not accepted in plain text"),
     ({"name": "a", "key_sha256": "pg-plain"}, "keys.0.key_sha256: must be 64 hex digits"),
     ({"name": "a", "key_sha256": hash_key("x"), "dashboard": "write"}, "keys.0.dashboard: must be 'read'"),
+    # The sample in docs/gateway.md of old: sha256 of "test", typed from `printf test | sha256sum`.
+    ({"name": "a", "key_sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},
+     "keys.0: this key is a sample value"),
 ])
 def test_policy_keys_only_as_hashes_or_environment_names(tmp_path, spec, message):
     settings = settings_for("http://127.0.0.1:9", tmp_path)
@@ -141,3 +145,14 @@ def test_self_hosted_compute_open_to_anyone_is_an_exposure(tmp_path, monkeypatch
     summary = summarize(settings, policy_for(settings, {"routes": [
         {"name": "backend", "models": ["*"], "targets": [{"upstream": "local"}]}]}))
     assert [e.what for e in summary.exposures] == ["model requests from callers with no key spend self-hosted upstreams (local)"]
+
+
+def test_a_weak_or_sample_admin_token_stops_serve(tmp_path):
+    from tests.gateway.test_protected_mode import environment, prefixgate
+
+    done = prefixgate("serve", "--check", env=environment(tmp_path, PREFIXGATE_ADMIN_TOKEN="x"))
+    assert done.returncode != 0 and "admin_token must be at least 16 characters and not a sample" in done.stderr
+    for token in ("0123456789abcde", "0123456789abcdef", "Change-Me-Please"):   # fifteen; sixteen but samples
+        with pytest.raises(ConfigError, match="admin_token must be at least 16"):
+            load_settings(admin_token=token)
+    assert load_settings(admin_token="a-long-random-admin-token-7f3c").admin_token

@@ -31,8 +31,8 @@ KEYED_POLICY = {"routes": [{"name": "chat", "models": ["gpt-*"], "targets": [{"u
 
 def environment(tmp_path: Path, upstream_url: str = "http://127.0.0.1:9", **variables: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PREFIXGATE_") and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY",
-                                                            "GOOGLE_API_KEY") and not k.startswith("OTEL_")}
+           if not k.startswith(("PREFIXGATE_", "OTEL_", "AWS_", "GOOGLE_"))
+           and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")}
     env.update(PREFIXGATE_LEDGER_PATH=str(tmp_path / "ledger.sqlite"), PREFIXGATE_OPENAI_BASE_URL=upstream_url,
                PREFIXGATE_ANTHROPIC_BASE_URL=upstream_url, PREFIXGATE_GEMINI_BASE_URL=upstream_url,
                PG_CALLER_KEY=CALLER_KEY)
@@ -111,7 +111,8 @@ def test_caller_keys_and_an_admin_token_serve_beyond_loopback(tmp_path):
             assert httpx.get(url + "/api/summary").status_code == 401
         log = proc.stdout.read()
     assert '"msg":"exposure: bind 0.0.0.0:' in log and "caller keys: virtual (1 key," in log and "exposures: 0" in log
-    assert '"level":"warning"' not in log
+    # No exposure warning (the anonymous call's refusal has its own warning line, paths.py: not an exposure).
+    assert not [line for line in log.splitlines() if '"level":"warning"' in line and "answered 401" not in line], log
 
 
 def test_open_serves_the_exposures_and_warns_at_every_start(tmp_path):
@@ -186,15 +187,20 @@ def test_check_passes_a_closed_configuration_and_reports_each_mode(tmp_path):
     assert "dashboard auth: admin_token" in out and "ledger bodies:  on for routes chat (" in out
     assert "redis:          TLS (cache.internal)" in out and "otel export:    off" in out
     assert "exposures:      none" in out
-    # No provider key on the gateway and no caller keys: callers' own keys are forwarded, not an open relay.
-    forwarded = prefixgate("serve", "--host", "0.0.0.0", "--check", env=environment(tmp_path, PREFIXGATE_ADMIN_TOKEN=ADMIN))
+    # No provider key on the gateway, no caller keys and no signing upstream routed: callers' own keys are
+    # forwarded, not an open relay.
+    keyed_only = policy_file(tmp_path, {"routes": [policy["routes"][1]]})
+    forwarded = prefixgate("serve", "--host", "0.0.0.0", "--check",
+                           env=environment(tmp_path, PREFIXGATE_ADMIN_TOKEN=ADMIN, PREFIXGATE_POLICY_FILE=keyed_only))
     assert forwarded.returncode == 0 and "caller keys:    forwarded" in forwarded.stdout
 
 
 def test_serve_takes_config_after_the_subcommand(tmp_path):
     config = tmp_path / "prefixgate.yaml"
     config.write_text(f"host: 0.0.0.0\nport: 9123\nadmin_token: {ADMIN}\n")
-    result = prefixgate("serve", "--config", str(config), "--check", env=environment(tmp_path))
+    keyed_only = policy_file(tmp_path, {"routes": [KEYED_POLICY["routes"][0]]})    # no signing upstream routed
+    result = prefixgate("serve", "--config", str(config), "--check",
+                        env=environment(tmp_path, PREFIXGATE_POLICY_FILE=keyed_only))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0.0.0.0:9123" in result.stdout and "dashboard auth: admin_token" in result.stdout
 
@@ -209,10 +215,59 @@ def test_a_misspelt_setting_is_named_with_the_closest_key_before_listening(tmp_p
     far = tmp_path / "far.yaml"
     far.write_text("colour: blue\n")
     result = prefixgate("serve", "--config", str(far), "--check", env=environment(tmp_path))
-    assert result.returncode == 2 and "colour: unknown key; known keys: admin_token, anthropic_base_url" in result.stderr
+    assert result.returncode == 2 and "colour: unknown key; known keys: admin_token, alert_webhooks, anthropic_base_url" in result.stderr
 
 
 def test_a_misspelt_policy_key_is_named_with_the_closest_key(tmp_path):
     policy = {"routes": [{"name": "chat", "model": ["gpt-*"], "targets": [{"upstream": "openai"}]}]}
     result = prefixgate("serve", "--check", env=environment(tmp_path, PREFIXGATE_POLICY_FILE=policy_file(tmp_path, policy)))
     assert result.returncode == 2 and "routes.0.model: unknown key; did you mean models?" in result.stderr
+
+
+AWS = {"AWS_ACCESS_KEY_ID": "AKIDGATEWAYRELAY0001", "AWS_SECRET_ACCESS_KEY": "gateway/relay+secret", "AWS_REGION": "us-east-1"}
+BEDROCK_MODEL = "anthropic.claude-haiku-4-5-20251001-v1:0"
+
+
+@pytest.mark.parametrize("cloud", [{}, AWS, {"GOOGLE_APPLICATION_CREDENTIALS": "/etc/gcp/adc.json",
+                                           "GOOGLE_CLOUD_PROJECT": "gateway-project"}],
+                         ids=["nothing set (instance role, metadata ADC)", "aws keys", "google adc"])
+def test_a_reachable_signing_upstream_without_caller_keys_is_an_open_relay(tmp_path, cloud):
+    # Bedrock and Vertex sign with whatever the gateway can resolve, and on EC2/ECS/GKE that resolves from
+    # metadata with nothing in the environment: routed and reachable, they are an open relay either way.
+    env = environment(tmp_path, PREFIXGATE_ADMIN_TOKEN=ADMIN, **cloud)
+    result = prefixgate("serve", "--host", "0.0.0.0", "--check", env=env)
+    assert result.returncode == 1, result.stdout
+    assert "EXPOSED: model requests from callers with no key spend this gateway's cloud credentials" in result.stdout
+    assert "upstreams bedrock, vertex" in result.stdout and "`keys:` in the policy file" in result.stdout
+    assert "gateway/relay+secret" not in result.stdout
+    port = free_port()
+    out = refused(prefixgate("serve", "--host", "0.0.0.0", "--port", str(port), env=env), port)
+    assert "cloud credentials, signed for upstreams bedrock, vertex" in out
+
+
+def test_open_still_serves_a_signing_upstream_and_caller_keys_close_it(tmp_path, monkeypatch):
+    from prefixgate.providers.mock.server import MockContext
+    from prefixgate.providers.mock.server import create_app as mock_app
+    from tests.support_services import ServerThread
+
+    for name, value in AWS.items():       # the mock checks SigV4 against its own environment's credentials
+        monkeypatch.setenv(name, value)
+    body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 20,
+            "messages": [{"role": "user", "content": "Where is my parcel?"}]}
+    with ServerThread(mock_app(MockContext())) as mock:
+        env = environment(tmp_path, PREFIXGATE_ADMIN_TOKEN=ADMIN, PREFIXGATE_BEDROCK_BASE_URL=mock.url, **AWS)
+        port = free_port()
+        with serving("--open", env=env, port=port):
+            answer = httpx.post(f"http://127.0.0.1:{port}/model/{BEDROCK_MODEL}/invoke", json=body, timeout=30)
+            assert answer.status_code == 200, answer.text      # open means open: signed with the gateway's keys
+        keyed = policy_file(tmp_path, {"routes": [{"name": "bedrock", "models": ["anthropic.*"],
+                                                   "targets": [{"upstream": "bedrock"}]}],
+                                       "keys": KEYED_POLICY["keys"]})
+        port = free_port()
+        with serving(env={**env, "PREFIXGATE_POLICY_FILE": keyed}, port=port):
+            url = f"http://127.0.0.1:{port}/model/{BEDROCK_MODEL}/invoke"
+            anonymous = httpx.post(url, json=body, timeout=30)
+            # Bedrock's own shape for a missing credential: 403 (AWS's UnrecognizedClientException).
+            assert anonymous.status_code == 403 and "missing API key" in anonymous.text, anonymous.text
+            ok = httpx.post(url, json=body, headers={"authorization": f"Bearer {CALLER_KEY}"}, timeout=30)
+            assert ok.status_code == 200, ok.text

@@ -46,7 +46,7 @@ def dashboard_schema() -> dict:
 
     settings_ = Settings(ledger_path=":memory:", admin_token=ADMIN)
     app = create_app(settings_, policy=policy_for(settings_, POLICY))
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:
         return client.get("/api/openapi.json", headers={"authorization": f"Bearer {ADMIN}"}).json()
 
 

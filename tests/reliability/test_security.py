@@ -131,9 +131,10 @@ def test_tenants_share_no_planner_state(stack):
     globex = [tone_request(gw, "globex", t) for t in tones[:2]]
     assert globex == acme[:2]
     routes = app.state.proxy.planner_state.routes
-    assert routes["acme/support"] is not routes["globex/support"]
-    assert routes["acme/support"].requests == 6 and routes["globex/support"].requests == 2
-    assert all(name.split("/", 1)[0] in ("acme", "globex") for name in routes)
+    # Learned state is kept per party (`ownership.principal`: the tenant, else the key itself).
+    assert routes["tenant:acme/support"] is not routes["tenant:globex/support"]
+    assert routes["tenant:acme/support"].requests == 6 and routes["tenant:globex/support"].requests == 2
+    assert all(name.split("/", 1)[0] in ("tenant:acme", "tenant:globex") for name in routes)
 
 
 def test_caller_chosen_model_names_cannot_grow_metrics_without_bound():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from decimal import Decimal
 
 import openai
 import pytest
@@ -43,7 +44,10 @@ def test_chat_completion_is_planned_priced_and_typed_like_the_sdk(mock_url):
     assert b.cache_read == second.usage.prompt_tokens_details.cached_tokens
     # OpenAI's prompt_tokens includes cached tokens; the record splits them (the classic double count).
     assert b.usage.input_total == second.usage.prompt_tokens and b.uncached_input < 100
-    assert b.output == second.usage.completion_tokens and b.cost_usd is not None
+    assert b.output == second.usage.completion_tokens
+    # gpt-4o's list prices (https://platform.openai.com/docs/pricing): $2.50 input, $1.25 cached input, $10 output.
+    assert Decimal(b.cost_usd) == (b.uncached_input * Decimal("2.50") + b.cache_read * Decimal("1.25")
+                                   + b.output * Decimal("10")) / 1_000_000
 
 
 def test_stream_usage_is_read_but_not_shown_unless_asked(mock_url):

@@ -2,7 +2,9 @@
 // Plain DOM and SVG, no library and no build step; every data string goes in through textContent.
 "use strict";
 
-const REFRESH_MS = Number(new URLSearchParams(location.search).get("refresh_ms")) || 3000;
+// At most one poll a second whatever the address asks: each poll reads the ledger (?refresh_ms=1 would never stop).
+const MIN_REFRESH_MS = 1000;
+const REFRESH_MS = Math.max(MIN_REFRESH_MS, Number(new URLSearchParams(location.search).get("refresh_ms")) || 3000);
 const SVG = "http://www.w3.org/2000/svg";
 const W = 640, H = 220, PAD = { l: 58, r: 10, t: 10, b: 24 };
 const BENIGN = new Set(["cold", "no_checkpoint"]);
@@ -48,12 +50,13 @@ function renderTotals(t) {
   const shown = {
     spend_usd: fmtUsd(t.spend_usd), spend_without_cache_usd: fmtUsd(t.spend_without_cache_usd),
     savings_usd: fmtUsd(t.savings_usd), hit_rate: fmtPct(t.hit_rate), requests: fmtInt(t.requests),
-    ttft_p95_ms: fmtMs(t.ttft_p95_ms),
+    ttft_p95_ms: fmtMs(t.ttft_p95_ms), response_avoided_usd: fmtUsd(t.response_cache.avoided_usd),
   };
   for (const node of document.querySelectorAll("[data-total]")) {
     const key = node.dataset.total;
     node.textContent = shown[key];
-    node.dataset.value = t[key] === null ? "" : String(t[key]);
+    const value = key === "response_avoided_usd" ? t.response_cache.avoided_usd : t[key];
+    node.dataset.value = value === null ? "" : String(value);
     node.classList.toggle("negative", key === "savings_usd" && Number(t[key]) < 0);
   }
   const without = Number(t.spend_without_cache_usd);
@@ -63,6 +66,9 @@ function renderTotals(t) {
     byProvider ? `${fmtInt(byProvider)} priced from the provider's reported cost` : ""].filter(Boolean).join("; ") || "priced from provider usage";
   $("#sub-hit").textContent = `${fmtInt(t.tokens.cache_read)} of ${fmtInt(t.tokens.uncached_input + t.tokens.cache_read + t.tokens.cache_write)} prompt tokens`;
   $("#sub-requests").textContent = `${fmtInt(t.errors)} error(s)`;
+  const rc = t.response_cache;
+  $("#sub-response-cache").textContent = `avoided by ${fmtInt(rc.hits)} replayed answer(s), apart from savings` +
+    (rc.shadow_hits ? `; shadow: ${fmtInt(rc.shadow_hits)} would-be hit(s), ${fmtUsd(rc.shadow_avoidable_usd)}` : "");
   $("#sub-latency").textContent = `latency p50 ${fmtMs(t.latency_p50_ms)}, p95 ${fmtMs(t.latency_p95_ms)}`;
 }
 
@@ -208,21 +214,45 @@ function renderMisses(routes) {
   }
   for (const r of routes) {
     const top = r.top_reason;
-    const why = el("td", { class: "why" },
-      el("span", { class: "reason" + (BENIGN.has(top.reason) ? " benign" : ""), "data-reason": top.reason }, top.label),
-      el("span", { class: "detail" }, top.detail), el("span", { class: "fix" }, "fix: " + top.fix));
-    const others = r.reasons.slice(1).map((e) => `${e.label} ×${e.count}`);
-    if (others.length) why.append(el("span", { class: "others" }, "also: " + others.join(", ")));
+    const why = el("td", { class: "why" });
+    const p = r.provider;
+    if (p) {
+      // The provider's own reason wins the "why"; the inference's is shown beside it, with how often they agreed.
+      why.append(el("span", { class: "reason provider", "data-provider-reason": p.top.reason }, p.top.label));
+      why.append(el("span", { class: "detail" }, p.reasons.map((e) =>
+        `${e.label} ×${e.count}: ${fmtUsd(e.missed_usd)} lost (${fmtInt(e.missed_tokens)} tokens)`).join("; ")));
+      const agreement = p.compared ? `our inference agreed on ${p.agreed} of ${p.compared} (${fmtPct(p.agreement)})` : "no miss of ours to compare";
+      why.append(el("span", { class: "fix", "data-agreement": p.agreement === null ? "" : String(p.agreement) },
+        (top ? `we inferred: ${top.label}; ` : "") + agreement));
+    } else {
+      why.append(el("span", { class: "reason" + (BENIGN.has(top.reason) ? " benign" : ""), "data-reason": top.reason }, top.label),
+        el("span", { class: "detail" }, top.detail), el("span", { class: "fix" }, "fix: " + top.fix));
+    }
+    const others = r.reasons.slice(p ? 0 : 1).map((e) => `${e.label} ×${e.count}`);
+    if (others.length) why.append(el("span", { class: "others" }, (p ? "inferred: " : "also: ") + others.join(", ")));
     const diff = r.first_difference;
-    const plan = el("details", {}, el("summary", {}, `${r.latest_miss.plan.length} line(s)`),
-      el("ol", {}, ...r.latest_miss.plan.map((line) => el("li", {}, line))));
+    const lines = r.latest_miss ? r.latest_miss.plan : [];
+    const plan = el("details", {}, el("summary", {}, `${lines.length} line(s)`), el("ol", {}, ...lines.map((line) => el("li", {}, line))));
     body.append(el("tr", { "data-route": r.route },
-      el("td", {}, el("b", {}, r.route), el("span", { class: "fix" }, r.latest_miss.model)),
+      el("td", {}, el("b", {}, r.route), el("span", { class: "fix" }, r.latest_miss ? r.latest_miss.model : "")),
       el("td", { class: "num" }, `${fmtInt(r.misses)} / ${fmtInt(r.requests)}`),
       el("td", { class: "num" }, fmtUsd(r.missed_usd)),
       why,
-      el("td", { class: "diff" }, diff ? segmentText(diff.segment) : segmentText(top.segment)),
+      el("td", { class: "diff" }, diff ? segmentText(diff.segment) : segmentText(top ? top.segment : null)),
       el("td", {}, plan)));
+  }
+}
+
+function renderRewrites(routes) {
+  const body = $("#rewrites-body");
+  body.replaceChildren();
+  if (!routes.length) body.append(el("tr", {}, el("td", { colspan: 7, class: "empty" }, "nothing rewritten in this window")));
+  for (const r of routes) {
+    body.append(el("tr", { "data-route": r.route }, el("td", {}, el("b", {}, r.route)),
+      el("td", { class: "num" }, `${fmtInt(r.rewritten)} / ${fmtInt(r.requests)}`),
+      el("td", { class: "num" }, fmtInt(r.units_moved)), el("td", { class: "num" }, fmtInt(r.chars_moved)),
+      el("td", {}, r.why.join(", ")), el("td", { class: "num" }, fmtInt(r.cache_read_tokens)),
+      el("td", { class: "num" }, fmtUsd(r.saved_usd))));
   }
 }
 
@@ -244,6 +274,45 @@ function renderBreakdown() {
   }
 }
 
+// A bar per row: spent (solid), forecast (light), soft budget (dashed line), hard budget (solid line).
+function budgetBar(f) {
+  const width = 220, height = 14;
+  const values = [Number(f.spent_usd), Number(f.forecast_usd || 0), f.soft_usd || 0, f.hard_usd || 0];
+  const max = Math.max(...values) * 1.1 || 1;
+  const x = (v) => (width * v) / max;
+  const node = svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, class: "budget" });
+  if (f.forecast_usd !== null) node.append(svg("rect", { x: 0, y: 2, width: x(Number(f.forecast_usd)), height: height - 4, class: "forecast" }));
+  node.append(svg("rect", { x: 0, y: 2, width: x(Number(f.spent_usd)), height: height - 4, class: "spend" }));
+  if (f.soft_usd !== null) node.append(svg("line", { x1: x(f.soft_usd), x2: x(f.soft_usd), y1: 0, y2: height, class: "soft" }));
+  if (f.hard_usd !== null) node.append(svg("line", { x1: x(f.hard_usd), x2: x(f.hard_usd), y1: 0, y2: height, class: "hard" }));
+  return node;
+}
+
+function renderForecast(data) {
+  $("#forecast-method").textContent = data.method;
+  const body = $("#forecast-body");
+  body.replaceChildren();
+  const rows = [["gateway", data.gateway], ...data.keys.map((k) => ["key", k]), ...data.routes.map((r) => ["route", r])];
+  for (const [kind, f] of rows) {
+    const usd = (v) => (v === null ? "–" : fmtUsd(v));
+    const flags = [f.over_soft ? "past the soft budget" : "", f.forecast_over ? "forecast over budget" : ""].filter(Boolean);
+    body.append(el("tr", { "data-kind": kind, "data-name": f.name, class: flags.length ? "flagged" : "" },
+      el("td", {}, el("span", { class: "fix" }, kind + " "), f.name), el("td", {}, f.period),
+      el("td", { class: "num" }, fmtUsd(f.spent_usd)), el("td", { class: "num", "data-forecast": f.forecast_usd || "" }, usd(f.forecast_usd)),
+      el("td", { class: "num" }, usd(f.soft_usd)), el("td", { class: "num" }, usd(f.hard_usd)),
+      el("td", {}, budgetBar(f), el("span", { class: "fix" }, flags.join("; ")))));
+  }
+}
+
+async function refreshForecast() {
+  try {
+    const resp = await fetch("/api/forecast", { credentials: "same-origin", cache: "no-store" });
+    if (resp.ok) renderForecast(await resp.json());
+  } catch (e) {
+    // The overview's error line already says when the API is unreachable.
+  }
+}
+
 // ---- polling -----------------------------------------------------------------------------------------
 
 async function refresh() {
@@ -261,7 +330,9 @@ async function refresh() {
     spendChart(data.points, span);
     hitChart(data.points, span);
     renderMisses(data.misses);
+    renderRewrites(data.rewrites);
     renderBreakdown();
+    await refreshForecast();
     $("#source").textContent = `ledger: ${data.window.source} · ${fmtTime(data.window.since, span)} – ${fmtTime(data.window.until, span)}`;
     $("#updated").textContent = "updated " + new Date().toTimeString().slice(0, 8);
     $("#error").hidden = true;

@@ -10,9 +10,11 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import anthropic as dialect
 from prefixgate.errors import RequestError
+from prefixgate.providers.mock import agent, agent_wire
 from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
-from prefixgate.providers.mock.text import reply_for
+from prefixgate.providers.mock.text import reply_for, structured_reply
 from prefixgate.providers.pricing import resolve_model
+from prefixgate.tokens import count_tokens
 
 
 def authenticate(request: Request) -> str:
@@ -32,15 +34,25 @@ async def answer(ctx: MockContext, request: Request, body: dict, tenant: str, fa
     """A Messages API answer to `body` (Anthropic's own API, and Claude on Vertex with the path's model)."""
     fault = await ctx.fault_for(request, fault_provider, body.get("model"))
     result = ctx.simulator.respond("anthropic", body, now=ctx.clock(), tenant=tenant)
-    reply = reply_for(prompt_text(result.conversation), body["max_tokens"])
+    model, message_id = body["model"], dialect.new_id()
+    headers = {"request-id": "req_" + uuid.uuid4().hex[:24]}
+    turn = agent.messages_turn(body)
+    call = agent.decide(turn)
+    if call is not None:       # an agent's tool call (agent.py says when)
+        usage = replace(result.usage, output=count_tokens(call.name + call.arguments))
+        if result.conversation.stream:
+            return sse_response(agent_wire.messages_events(model, call, usage), fault, headers)
+        return JSONResponse(agent_wire.messages_body(model, call, usage), headers=headers)
+    reply = structured_reply(turn) or reply_for(prompt_text(result.conversation), body["max_tokens"])
     usage = replace(result.usage, output=reply.output_tokens)
     finish = "max_tokens" if reply.truncated else "end_turn"
-    model = body["model"]
-    headers = {"request-id": "req_" + uuid.uuid4().hex[:24]}
+    # Claude API only: Bedrock and Vertex do not document cache diagnostics.
+    extra = ctx.anthropic_diagnostics.answer(body, tenant, message_id, usage) if fault_provider == "anthropic" else {}
     if result.conversation.stream:
-        events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish)
+        events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish, id=message_id, extra=extra)
         return sse_response(events, fault, headers)
-    return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish), headers=headers)
+    return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish, id=message_id, extra=extra),
+                        headers=headers)
 
 
 def add_routes(app: FastAPI, ctx: MockContext) -> None:

@@ -11,9 +11,11 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import gemini as dialect
 from prefixgate.errors import RequestError
+from prefixgate.providers.mock import agent, agent_wire
 from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
-from prefixgate.providers.mock.text import reply_for
+from prefixgate.providers.mock.text import reply_for, structured_reply
 from prefixgate.providers.pricing import UnknownModel, resolve_model
+from prefixgate.tokens import count_tokens
 
 _NO_KEY = ("Method doesn't allow unregistered callers (callers without established identity). Please use API Key "
            "or other form of API consumer identity to call this API.")
@@ -63,12 +65,20 @@ async def model_action(ctx: MockContext, request: Request, tenant: str, target: 
     if action == "countTokens":
         return JSONResponse(_count_tokens(ctx, model, body, tenant))
     result = ctx.simulator.respond("gemini", body, now=ctx.clock(), tenant=tenant, model=model)
-    reply = reply_for(prompt_text(result.conversation), _max_output(body))
-    usage = replace(result.usage, output=reply.output_tokens)
-    finish = "MAX_TOKENS" if reply.truncated else "STOP"
-    if action == "generateContent":
-        return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish))
-    events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish)
+    turn = agent.gemini_turn(body)
+    call = agent.decide(turn)
+    if call is not None:       # an agent's tool call (agent.py says when)
+        usage = replace(result.usage, output=count_tokens(call.name + call.arguments))
+        if action == "generateContent":
+            return JSONResponse(agent_wire.gemini_body(model, call, usage))
+        events = list(agent_wire.gemini_events(model, call, usage))
+    else:
+        reply = structured_reply(turn) or reply_for(prompt_text(result.conversation), _max_output(body))
+        usage = replace(result.usage, output=reply.output_tokens)
+        finish = "MAX_TOKENS" if reply.truncated else "STOP"
+        if action == "generateContent":
+            return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish))
+        events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish)
     if request.query_params.get("alt") == "sse":
         return sse_response(events, fault)
     # Without alt=sse the REST API answers one JSON array of the chunks.

@@ -9,10 +9,11 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import openai as dialect
 from prefixgate.errors import RequestError
+from prefixgate.providers.mock import agent, agent_wire
 from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
-from prefixgate.providers.mock.text import reply_for
+from prefixgate.providers.mock.text import reply_for, structured_reply
 from prefixgate.providers.pricing import resolve_model
-from prefixgate.tokens import encoding_for
+from prefixgate.tokens import count_tokens, encoding_for
 
 _NO_KEY = ("You didn't provide an API key. You need to provide your API key in an Authorization header using "
            "Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
@@ -36,12 +37,20 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         result = ctx.simulator.respond("openai", body, now=ctx.clock(), tenant=tenant)
         model = body["model"]
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        reply = reply_for(prompt_text(result.conversation), limit, encoding_for("openai", result.model.id))
+        encoding = encoding_for("openai", result.model.id)
+        options = body.get("stream_options") or {}
+        include_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
+        turn = agent.chat_turn(body)
+        call = agent.decide(turn)
+        if call is not None:       # an agent's tool call (agent.py says when)
+            usage = replace(result.usage, output=count_tokens(call.name + call.arguments, encoding))
+            if result.conversation.stream:
+                return sse_response(agent_wire.chat_events(model, call, usage, include_usage), fault)
+            return JSONResponse(agent_wire.chat_body(model, call, usage))
+        reply = structured_reply(turn, encoding) or reply_for(prompt_text(result.conversation), limit, encoding)
         usage = replace(result.usage, output=reply.output_tokens)
         finish = "length" if reply.truncated else "stop"
         if result.conversation.stream:
-            options = body.get("stream_options") or {}
-            include_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
             events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish,
                                            include_usage=include_usage)
             return sse_response(events, fault)

@@ -47,6 +47,7 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         sent = _expanded(body, context, new_input)
         result = ctx.simulator.respond("openai", sent, now=ctx.clock(), tenant=tenant)
         response, chunks = _answer(body, sent, result.usage, prompt_text(result.conversation), result.model.id)
+        response |= ctx.responses_diagnostics.answer(body, sent, tenant, response["id"], result.usage)
         if body.get("store", True) is not False:
             responses.put(tenant, StoredResponse(response, context, new_input))
         if result.conversation.stream:

@@ -1,5 +1,5 @@
 """`prefixgate mock-providers`: one local server speaking the Anthropic, OpenAI (Chat Completions and
-Responses) and Gemini APIs.
+Responses) and Gemini (generateContent and Interactions) APIs.
 
 It answers at the providers' real paths with their auth headers, error shapes, streaming event order and
 usage fields; usage comes from the cache simulator (so a repeated prompt reports cached tokens), replies
@@ -29,10 +29,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from prefixgate.dialects import bedrock
+from prefixgate.dialects import bedrock, interactions
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
+from prefixgate.providers.mock.diagnostics import AnthropicDiagnostics, ResponsesDiagnostics
 from prefixgate.providers.mock.faults import HEADER, Fault, FaultError, FaultPlan
 from prefixgate.providers.simulator import Simulator
 
@@ -54,6 +55,9 @@ class MockContext:
     # `projects/{p}/locations/{l}` (what its caches are named under).
     vertex_tokens: dict[str, float] = field(default_factory=dict)
     vertex_scopes: dict[str, str] = field(default_factory=dict)
+    # Prompt fingerprints behind cache diagnostics (mock/diagnostics.py).
+    anthropic_diagnostics: AnthropicDiagnostics = field(default_factory=AnthropicDiagnostics)
+    responses_diagnostics: ResponsesDiagnostics = field(default_factory=ResponsesDiagnostics)
 
     async def fault_for(self, request: Request, provider: str, model: Any) -> Fault | None:
         """The fault this request gets; sleeps its latency, raises its error status."""
@@ -78,6 +82,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     from prefixgate.providers.mock import compatible as mock_compatible
     from prefixgate.providers.mock import completions as mock_completions
     from prefixgate.providers.mock import gemini as mock_gemini
+    from prefixgate.providers.mock import interactions as mock_interactions
     from prefixgate.providers.mock import openai as mock_openai
     from prefixgate.providers.mock import responses as mock_responses
     from prefixgate.providers.mock import vertex as mock_vertex
@@ -110,6 +115,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     for module in (*modules.values(), mock_bedrock):
         module.add_routes(app, ctx)
     mock_responses.add_routes(app, ctx)
+    mock_interactions.add_routes(app, ctx)
     mock_completions.add_routes(app, ctx)
     mock_compatible.add_routes(app, ctx)
     mock_vertex.add_routes(app, ctx)
@@ -119,6 +125,8 @@ def create_app(context: MockContext | None = None) -> FastAPI:
 def dialect_of(request: Request) -> str:
     """Which provider's API a request speaks (its error shape follows)."""
     path, headers = request.url.path, request.headers
+    if path.startswith(interactions.PATHS):
+        return "interactions"
     if path.startswith(("/v1/projects/", "/v1beta1/projects/")):
         return "anthropic" if "/publishers/anthropic/" in path else "gemini"    # Vertex AI
     if path.startswith("/model/") or path.startswith("/anthropic/v1/"):
@@ -135,6 +143,8 @@ def error_response(err: RequestError, dialect: str) -> JSONResponse:
     if dialect == "bedrock":
         status, body, headers = bedrock.error_body(err)
         return JSONResponse(body, status_code=status, headers=headers)
+    if dialect == "interactions":
+        return JSONResponse(interactions.error_json(err), status_code=err.status)
     headers = {}
     if err.retry_after is not None:
         headers["retry-after"] = f"{err.retry_after:g}"

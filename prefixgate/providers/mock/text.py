@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from prefixgate.providers.mock.agent import Turn, structured_text
 from prefixgate.tokens import count_tokens
 
 _WORDS = (
@@ -46,3 +47,9 @@ def reply_for(prompt: str, max_tokens: int | None, encoding: str = "cl100k_base"
         kept.append(word)
     text = " ".join(kept)
     return Reply(text, count_tokens(text, encoding), True)
+
+
+def structured_reply(turn: Turn, encoding: str = "cl100k_base") -> Reply | None:
+    """The JSON answer to a structured-output request (agent.py), never cut: a cut one would not parse."""
+    text = structured_text(turn)
+    return None if text is None else Reply(text, count_tokens(text, encoding), False)

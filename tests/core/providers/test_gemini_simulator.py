@@ -10,6 +10,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.pricing import storage_cost
 from prefixgate.providers.simulator import Simulator
+from prefixgate.tokens import count_tokens
 from prefixgate.usage import Usage
 from tests.core.providers.support_prompts import text_of
 
@@ -106,3 +107,22 @@ def test_count_tokens_includes_the_cached_content():
     cache = sim.create_cached_content({"model": MODEL, "contents": contents(text_of(2000))}, now=0)
     body = {"contents": contents(" question"), "cachedContent": cache.name}
     assert sim.count_tokens("gemini", body, model=MODEL, now=1) == 2001
+
+
+def test_implicit_cache_matches_the_shared_token_prefix_inside_one_part():
+    # Gemini's implicit cache matches tokens, not parts: two prompts whose one part shares a long leading text
+    # read that text, up to where their tokens part.
+    sim = Simulator()
+    lead = "Read the policy below before you answer. " + " ".join(f"Rule {i} applies to every order." for i in range(400))
+    first = sim.respond("gemini", {"contents": contents(lead + "\n\nWhich rule covers refunds?")}, now=0, model=MODEL)
+    assert first.usage.cache_read == 0
+    second = sim.respond("gemini", {"contents": contents(lead + "\n\nWho approves exceptions?")}, now=10, model=MODEL)
+    assert count_tokens(lead) - 2 <= second.usage.cache_read <= count_tokens(lead) + 2
+    assert second.usage.input_total == count_tokens(lead + "\n\nWho approves exceptions?")
+    # Below the model's minimum nothing is read, and the cache is per model.
+    short = "Short shared lead. " * 20
+    for t, q in ((20, "a?"), (21, "b?")):
+        assert sim.respond("gemini", {"contents": contents(short + q)}, now=t, model=MODEL).usage.cache_read == 0
+    assert sim.respond("gemini", {"contents": contents(lead + " x")}, now=30, model="gemini-2.5-pro").usage.cache_read == 0
+    # After the implicit TTL (300 s) without use the prompt is gone.
+    assert sim.respond("gemini", {"contents": contents(lead + " y")}, now=10 + 301, model=MODEL).usage.cache_read == 0

@@ -18,6 +18,8 @@ OPENAI_PRICING = "https://openai.com/api/pricing/"
 APIYI_MODELS = "https://docs.apiyi.com/models/index.md"
 DEPLOYBASE_OPENAI = "https://deploybase.ai/articles/openai-pricing"
 GEMINI_PRICING = "https://ai.google.dev/gemini-api/docs/pricing"
+# pydantic's genai-prices data, read with its calc_price (the helper models clients call by default).
+GENAI_PRICES = "https://github.com/pydantic/genai-prices"
 
 
 def anthropic(model: str, inp: str, write_5m: str, write_1h: str, read: str, out: str, source: str) -> tuple:
@@ -71,6 +73,7 @@ SHEET = [
     openai("gpt-5.5-pro", "30", "3", "180", APIYI_MODELS),
     openai("gpt-5.4", "2.50", "0.25", "15", APIYI_MODELS),
     openai("gpt-5.4-mini", "0.75", "0.075", "4.50", APIYI_MODELS),
+    openai("gpt-5.4-nano", "0.20", "0.02", "1.25", GENAI_PRICES),
     openai("gpt-5.2", "1.75", "0.175", "14", OPENAI_PRICING),
     openai("gpt-5.1", "1.25", "0.125", "10", DEPLOYBASE_OPENAI),
     openai("gpt-5", "1.25", "0.125", "10", DEPLOYBASE_OPENAI),
@@ -83,7 +86,13 @@ SHEET = [
     openai("o3", "2.00", "0.50", "8", OPENAI_PRICING),
     openai("o4-mini", "1.10", "0.275", "4.40", OPENAI_PRICING),
     # Gemini: input, cached input, output, explicit-cache storage per MTok-hour.
+    # Introductory rates through 2026-12-31 (Google's pricing page as quoted by the sources; 3.8's cached rate assumed).
+    gemini("gemini-3.8-flash", "0.75", None, "3.75", None, "https://github.com/BerriAI/litellm/discussions/39357"),
+    gemini("gemini-3.7-flash", "0.75", "0.075", "3.75", None, "https://github.com/pydantic/genai-prices/pull/564"),
+    gemini("gemini-3.6-flash", "0.75", "0.075", "3.75", None, "https://github.com/pydantic/genai-prices/pull/564"),
     gemini("gemini-3.5-flash", "1.50", "0.15", "9.00", None, "https://effloow.com/lab-runs/gemini-3-5-flash-api-developer-guide-2026"),
+    gemini("gemini-3.5-flash-lite", "0.30", "0.03", "2.50", None, GENAI_PRICES),
+    gemini("gemini-3.1-flash-lite", "0.25", "0.025", "1.50", None, GENAI_PRICES),
     gemini("gemini-3.1-pro-preview", "2.00", "0.20", "12.00", None, "https://docs.apiyi.com/en/api-capabilities/gemini/prompt-caching"),
     gemini("gemini-3-flash-preview", "0.50", "0.05", "3.00", None, "https://factquire.com/models/google/gemini-3-flash-preview.json"),
     # Cached input: 90% off (the current Vertex page); a 2025 forum quote at 75% off said 0.31.

@@ -31,8 +31,12 @@ def test_the_admin_token_guards_page_and_api(gw):
     assert httpx.get(gw.url + "/api/summary", headers={"authorization": "Bearer wrong"}).status_code == 401
     page = httpx.get(gw.url + "/dashboard")
     assert page.status_code == 401 and "admin token" in page.text and "<form" in page.text
-    assert httpx.get(gw.url + "/dashboard", params={"token": "wrong"}).status_code == 401
-    login = httpx.get(gw.url + "/dashboard", params={"token": TOKEN})
+    assert 'method="post" action="/dashboard/login"' in page.text
+    # Never from the address (access logs keep URLs): refused, and no cookie set.
+    in_url = httpx.get(gw.url + "/dashboard", params={"token": TOKEN})
+    assert in_url.status_code == 400 and "set-cookie" not in in_url.headers
+    assert httpx.post(gw.url + "/dashboard/login", data={"token": "wrong"}).status_code == 401
+    login = httpx.post(gw.url + "/dashboard/login", data={"token": TOKEN})
     assert login.status_code == 303 and login.headers["location"] == "/dashboard"
     cookie = login.headers["set-cookie"]
     assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
@@ -142,3 +146,15 @@ def test_a_ledger_file_from_before_segments_is_migrated(tmp_path):
     ledger.close()
     rows = read_records(path)
     assert [(r["id"], r["segments"]) for r in rows] == [("old", []), ("new", ["system:a:b:10:"])]
+
+
+def test_the_login_cookie_is_secure_behind_a_tls_proxy(gw):
+    # docs/deploying-safely.md: a TLS proxy on the same machine says X-Forwarded-Proto: https (uvicorn trusts it
+    # from 127.0.0.1), and the login cookie is then marked Secure; over plain HTTP it cannot be.
+    def attributes(response: httpx.Response) -> set[str]:
+        return {part.strip().lower() for part in response.headers["set-cookie"].split(";")}
+
+    plain = httpx.post(gw.url + "/dashboard/login", data={"token": TOKEN})
+    behind = httpx.post(gw.url + "/dashboard/login", data={"token": TOKEN}, headers={"x-forwarded-proto": "https"})
+    assert plain.status_code == behind.status_code == 303
+    assert "secure" not in attributes(plain) and "secure" in attributes(behind)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import shutil
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -106,3 +107,12 @@ def test_dashboard_shows_the_ledgers_totals_and_names_the_volatile_span(tmp_path
         png = browser.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
         shot.write_bytes(base64.b64decode(png["data"]))
         assert shot.stat().st_size > 20_000
+
+
+def test_the_page_polls_at_most_once_a_second_whatever_the_address_asks(tmp_path, browser):
+    with dashboard_gateway(tmp_path) as gw:
+        browser.get(f"{gw.url}/dashboard?refresh_ms=1")
+        WebDriverWait(browser, 20).until(lambda d: loads(d) >= 1)
+        first = loads(browser)
+        time.sleep(2.5)     # a poll every millisecond would be hundreds of loads; at the floor, two or three
+        assert loads(browser) - first <= 3

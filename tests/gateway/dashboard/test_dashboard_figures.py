@@ -118,3 +118,16 @@ def test_alerts_need_enough_requests_in_both_windows(source):
 def test_alert_rule_is_validated(bad):
     with pytest.raises(ValueError):
         AlertRule(**bad)
+
+
+def test_alerts_need_a_baseline_of_at_least_20_percent(source):
+    # docs/dashboard.md: a route whose baseline hit rate is under 20% never cached much and cannot "drop".
+    now = 10_020.0
+    rows = (window("low", now - 3000, 20, read=150, uncached=850)          # 15% baseline
+            + window("low", now - 200, 10, read=0, uncached=1000)          # to 0%: a 100% relative drop
+            + window("enough", now - 3000, 20, read=250, uncached=750)     # 25% baseline
+            + window("enough", now - 200, 10, read=0, uncached=1000))
+    with source(rows).view(0, now) as view:
+        alerts = {a.route: a for a in route_alerts(view, now)}
+    assert alerts["low"].drop == 1.0 and not alerts["low"].firing
+    assert alerts["enough"].drop == 1.0 and alerts["enough"].firing

@@ -9,6 +9,7 @@ from prefixgate.cache_planner import PlannerState, Target, plan
 from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.dialects import anthropic
 from prefixgate.gateway.dashboard.misses import diagnose, missed_usd, misses_by_route
+from prefixgate.gateway.dashboard.provider_reasons import speaks, why
 from prefixgate.ledger import LedgerRecord
 from prefixgate.prefix_shape import first_difference, parse_shape, prefix_shape
 
@@ -137,3 +138,15 @@ def test_routes_rank_by_money_lost_and_earlier_records_only_serve_as_previous():
     assert steady_row["requests"] == 2 and steady_row["misses"] == 1
     assert steady_row["top_reason"]["reason"] == "ttl_expired"
     assert Decimal(noisy["missed_usd"]) == sum(missed_usd(r) for r in rows if r.route == "noisy")
+
+
+def test_rows_without_a_provider_reason_leave_the_inferred_why():
+    """Rows an older version wrote (the columns NULL) and rows whose provider said nothing useful (pending,
+    unavailable) never show as a provider reason; a real one wins the why."""
+    old = LedgerRecord(id="a", ts=1.0, miss_reason="cold: this request wrote the prefix", provider_miss_reason=None)
+    pending = LedgerRecord(id="b", ts=2.0, miss_reason="x", provider_miss_reason="pending")
+    named = LedgerRecord(id="c", ts=3.0, miss_reason="x", provider_miss_reason="system_changed", provider_missed_tokens=900)
+    assert not speaks(old) and not speaks(pending) and speaks(named)
+    assert why(old)["source"] == "gateway" and why(old)["reason"] == "cold: this request wrote the prefix"
+    assert why(named) == {"source": "provider", "reason": "system_changed", "label": "system prompt changed",
+                          "missed_tokens": 900, "inferred": "x"}

@@ -1,0 +1,137 @@
+"""Explicit caches (Gemini's and Vertex's `cachedContents`) as tenant-owned resources.
+
+Every cache lives in the gateway's provider account, so the gateway decides who may touch one: a key reaches the
+caches only through a route of its own that ends at the provider; a cache belongs to the tenant whose request
+created it (`ownership`), and any other caller is answered as if it did not exist (404), listed caches are
+filtered to the caller's own; a lifetime (`ttl`, `expireTime`) past `max_cache_ttl_s` is refused, since the
+operator pays its storage by the hour; a create or a lifetime extension is written to the ledger, priced (the
+cached tokens at the input rate on create, storage for the hours bought).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import Response
+
+from prefixgate.cache_planner import Target, plan
+from prefixgate.compact_json import compact_bytes
+from prefixgate.dialects import wire_format
+from prefixgate.dialects.validate import load_body
+from prefixgate.errors import RequestError
+from prefixgate.gateway.auth import Caller
+from prefixgate.gateway.named_state import CACHE as KIND
+from prefixgate.gateway.named_state import cache_id
+from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.proxy import Prepared, Proxy, planner_provider
+from prefixgate.gateway.upstream import UpstreamResponse
+from prefixgate.ir import Conversation
+from prefixgate.policies import Upstream
+from prefixgate.providers.cached_contents import parse_rfc3339
+from prefixgate.usage import Usage
+
+Forward = Callable[[str, bytes], Awaitable[UpstreamResponse]]
+
+
+def not_found(name: str) -> RequestError:
+    return RequestError(f"CachedContent not found: {name}", status=404, kind="not_found")
+
+
+def reaches(proxy: Proxy, caller: Caller, upstream_kind: str) -> None:
+    """Refuse a key none of whose routes ends at an upstream of `upstream_kind`: it has no business with its caches."""
+    key = caller.key
+    if key is None:
+        return
+    for route in proxy.policy.routes:
+        if key.routes and route.name not in key.routes:
+            continue
+        if any(proxy.policy.upstreams[u].kind == upstream_kind for ref in route.targets for u in ref.upstreams):
+            return
+    raise RequestError(f"key {key.name!r} may not use {upstream_kind} caches: none of its routes reaches {upstream_kind}",
+                       status=403, kind="permission")
+
+
+def lifetime_s(body: dict, now: float) -> float | None:
+    """Seconds the body asks the cache to live (`ttl` or `expireTime`); None when it names neither."""
+    ttl = body.get("ttl")
+    if ttl is not None:
+        try:
+            return float(str(ttl).removesuffix("s"))
+        except ValueError:
+            raise RequestError(f"ttl: expected a duration such as \"3600s\", got {ttl!r}", field="ttl") from None
+    expire = body.get("expireTime", body.get("expire_time"))
+    return None if expire is None else parse_rfc3339(expire, "expireTime") - now
+
+
+def _capped(body: dict, cap_s: float, now: float) -> float | None:
+    seconds = lifetime_s(body, now)
+    if seconds is not None and seconds > cap_s:
+        raise RequestError(f"ttl: this gateway keeps explicit caches at most {cap_s:.0f}s (max_cache_ttl_s); "
+                           f"asked for {seconds:.0f}s", field="ttl")
+    return seconds
+
+
+async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, name: str,
+                 raw: bytes, forward: Forward) -> Response:
+    """One cachedContents call (`name`: the cache id, "" for the collection), within the caller's scope;
+    `forward(method, body)` sends it on to the cache's path upstream."""
+    reaches(proxy, caller, upstream.kind)
+    owner, now, method = principal(caller.key), time.time(), request.method
+    if name and not await proxy.owners.allows(KIND, name, owner):
+        raise not_found(f"cachedContents/{name}")
+    body = load_body(raw) if method in ("POST", "PATCH") else {}
+    cap = proxy.settings.max_cache_ttl_s
+    seconds = _capped(body, cap, now)
+    paid_until = now
+    if method == "POST":
+        proxy.router.decide(model_of(body.get("model")), caller.key, dialect)   # the key's routes name its models
+    elif method == "PATCH":
+        before = await forward("GET", b"")      # storage is paid up to the old expiry; the PATCH buys the rest
+        if 200 <= before.status < 300:
+            held = load_body(before.body)
+            proxy.router.decide(model_of(held.get("model")), caller.key, dialect)   # refused before, not after
+            paid_until = max(now, parse_rfc3339(held.get("expireTime"), "expireTime"))
+    started = time.perf_counter()
+    resp = await forward(method, raw)
+    if not 200 <= resp.status < 300:
+        return Response(resp.body, resp.status, media_type="application/json")
+    data = load_body(resp.body or b"{}")
+    if method == "GET" and not name:
+        data["cachedContents"] = await proxy.owners.only_own(KIND, data.get("cachedContents") or [],
+                                                             lambda c: cache_id(c.get("name", "")), owner)
+        return Response(compact_bytes(data), resp.status, media_type="application/json")
+    if method == "DELETE":
+        await proxy.owners.forget(KIND, name)
+    elif method in ("POST", "PATCH"):
+        proxy.owners.record(KIND, cache_id(data.get("name", "")), owner, max(seconds or 0.0, cap))
+        created = parse_rfc3339(data["createTime"], "createTime") if method == "POST" and data.get("createTime") else paid_until
+        return _recorded(proxy, request, caller, dialect, upstream, data, method == "POST", created, started, resp)
+    return Response(resp.body, resp.status, media_type="application/json")
+
+
+def model_of(name: object) -> str:
+    """`models/m`, `projects/p/locations/l/publishers/google/models/m` or `m` -> m."""
+    return str(name or "").rpartition("models/")[2]
+
+
+def _recorded(proxy: Proxy, request: Request, caller: Caller, dialect: str, upstream: Upstream, data: dict,
+              create: bool, paid_from: float, started: float, resp: UpstreamResponse) -> Response:
+    """The answer, with the call in the ledger: a create bills the cached tokens at the input rate, and each call
+    the storage it buys (tokens x hours from `paid_from` to the new expiry); spent against the key's budget."""
+    wire = wire_format(dialect)
+    model = model_of(data.get("model"))
+    call = proxy.start(dialect, Conversation(dialect, model, []), caller, dict(request.headers), started)
+    the_plan = plan(call.conv, Target(planner_provider(upstream, wire), model), mode="off")
+    the_plan.explanation[:] = [f"cachedContents.{'create' if create else 'patch'}: {data.get('name', '')}"]
+    tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
+    hours = Decimal(str(max(0.0, parse_rfc3339(data.get("expireTime"), "expireTime") - paid_from))) / 3600
+    prep = Prepared(upstream, wire, model, the_plan, b"", None, False,
+                    extra_usage=Usage(cache_writes={"explicit": tokens}) if create else None,
+                    storage_token_hours=tokens * hours)
+    rec = proxy.record(call, prep, None, 200, ttft_s=None, upstream_s=time.perf_counter() - started)
+    return Response(resp.body, resp.status, media_type="application/json",
+                    background=BackgroundTask(proxy.finish, call, rec))

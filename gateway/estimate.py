@@ -1,0 +1,38 @@
+"""What a request may cost before (or without) the provider saying so: the estimate admission reserves
+against a budget, and the usage of a stream cut before its usage arrived."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from prefixgate.ir import Conversation
+from prefixgate.usage import Usage
+
+# Admission's estimate, before any tokenizer runs: a request body's bytes per prompt token (JSON and English
+# text run 3-5), and the output reserved for a request that sets no output limit of its own.
+BYTES_PER_TOKEN = 4
+UNCAPPED_OUTPUT_TOKENS = 4096
+
+
+def requested_output(params: dict) -> int | None:
+    """The output limit a request sets, in whichever format's field it uses."""
+    nested = [params.get("generationConfig"), params.get("generation_config"), params.get("inferenceConfig")]
+    values = [params.get(k) for k in ("max_tokens", "max_completion_tokens", "max_output_tokens")]
+    values += [n.get(k) for n in nested if isinstance(n, dict) for k in ("maxOutputTokens", "max_output_tokens", "maxTokens")]
+    return next((v for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 0), None)
+
+
+def estimated_usage(conv: Conversation, raw: bytes) -> Usage:
+    """What admission reserves for: the prompt (from the body's size) and the output the request may run to."""
+    output = requested_output(conv.params)
+    return Usage(uncached_input=-(-len(raw) // BYTES_PER_TOKEN), output=UNCAPPED_OUTPUT_TOKENS if output is None else output)
+
+
+def cut_usage(seen: Usage | None, raw: bytes, events: int) -> Usage:
+    """The usage of a stream cut (by its caller or its upstream) before the provider reported all of it: what
+    was reported, the prompt estimated from the body where no input count came, and at least one output token
+    per event streamed (OpenAI sends its usage only in the last chunk; providers stream a token or more an event)."""
+    seen = seen or Usage()
+    has_input = seen.uncached_input or seen.cache_read or seen.cache_writes
+    return replace(seen, uncached_input=seen.uncached_input if has_input else -(-len(raw) // BYTES_PER_TOKEN),
+                   output=max(seen.output, events))

@@ -1,0 +1,97 @@
+"""Keeping one tenant's cache state unobservable to another.
+
+Every tenant behind one provider key shares that provider's prefix cache: a tenant that guesses another's
+prompt exactly reads it from the cache (usage, latency), which confirms the guess. Two remedies:
+
+- Self-hosted upstreams get a `cache_salt` on every keyed request (`tenant_cache_isolation`): an HMAC of the
+  caller's party (`ownership.principal`: its tenant, else the key itself) under a server secret, so a salt
+  cannot be computed from a tenant's name, nor is a key named like a tenant that tenant.
+- A route with `isolation: tenant` makes hosted upstreams' caches per tenant too: the first block of the
+  prompt in its provider's cache order (the first tool's description, else the system prompt) starts with a
+  short tag derived the same way, so every prefix one tenant caches differs from every other tenant's from its
+  first tokens. The cost: tenants no longer share cache entries (each pays its own cache writes and misses a
+  prefix another tenant warmed), and each request carries the tag's ~10 tokens.
+
+The secret is `tenant_secret` when set, else one drawn once and kept in the ledger's SQLite file (and, with
+Redis, the one every replica agrees on), so salts and tags are stable across restarts and replicas.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+import sqlite3
+from typing import Any
+
+from redis.exceptions import RedisError
+
+log = logging.getLogger("prefixgate.gateway")
+REDIS_KEY = "prefixgate:tenant-secret"
+
+
+def server_secret(configured: str, sqlite_path: str, redis_url: str = "") -> bytes:
+    if configured:
+        return configured.encode()
+    db = sqlite3.connect(sqlite_path, timeout=10, uri=True)
+    try:
+        with db:
+            db.execute("CREATE TABLE IF NOT EXISTS gateway_secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db.execute("INSERT OR IGNORE INTO gateway_secrets VALUES ('tenant', ?)", (secrets.token_hex(32),))
+        value = db.execute("SELECT value FROM gateway_secrets WHERE name = 'tenant'").fetchone()[0]
+    finally:
+        db.close()
+    if redis_url:
+        import redis
+
+        try:
+            client = redis.Redis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+            client.set(REDIS_KEY, value, nx=True)
+            value = client.get(REDIS_KEY).decode()
+            client.close()
+        except (RedisError, OSError):
+            log.warning("redis unreachable at start: tenant salts are this replica's until it restarts with redis")
+    return value.encode()
+
+
+def tenant_salt(secret: bytes, party: str) -> str:
+    """A self-hosted upstream's `cache_salt` for `party` (a principal)."""
+    return hmac.new(secret, f"salt:{party}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def tenant_tag(secret: bytes, party: str) -> str:
+    return f"[tenant {hmac.new(secret, f'tag:{party}'.encode(), hashlib.sha256).hexdigest()[:12]}]"
+
+
+def tag_prompt(payload: dict[str, Any], dialect: str, tag: str) -> None:
+    """Start `payload`'s cache prefix with `tag` (an encoded request in `dialect`). New objects replace the ones
+    changed, never edited in place: the originals may be the caller's parsed body, which the body memo keeps."""
+    tools = payload.get("tools")
+    if isinstance(tools, list) and tools and isinstance(tools[0], dict) and dialect in ("anthropic", "bedrock_invoke",
+                                                                                      "vertex_anthropic", "openai",
+                                                                                      "responses"):
+        first = dict(tools[0])
+        if isinstance(first.get("function"), dict):         # Chat Completions: {"type": "function", "function": {...}}
+            first["function"] = {**first["function"], "description": f"{tag} {first['function'].get('description', '')}"}
+        else:                                                # Anthropic, Responses: the tool itself
+            first["description"] = f"{tag} {first.get('description', '')}"
+        payload["tools"] = [first, *tools[1:]]
+        return
+    if dialect in ("anthropic", "bedrock_invoke", "vertex_anthropic"):
+        system = payload.get("system")
+        block = {"type": "text", "text": tag}
+        payload["system"] = [block, *system] if isinstance(system, list) else [block, {"type": "text", "text": system}] \
+            if system else tag
+    elif dialect == "bedrock_converse":
+        payload["system"] = [{"text": tag}, *(payload.get("system") or [])]
+    elif dialect == "responses":
+        payload["instructions"] = f"{tag}\n{payload['instructions']}" if payload.get("instructions") else tag
+    elif dialect in ("gemini", "vertex_gemini"):
+        if payload.get("cachedContent"):
+            return      # the explicit cache holds the prefix, and it is its tenant's alone already
+        key = "systemInstruction" if "systemInstruction" in payload or "system_instruction" not in payload else "system_instruction"
+        system = payload.get(key) or {}
+        payload[key] = {**system, "parts": [{"text": tag}, *(system.get("parts") or [])]}
+    elif isinstance(payload.get("messages"), list):         # Chat Completions and compatible servers
+        payload["messages"] = [{"role": "system", "content": tag}, *payload["messages"]]

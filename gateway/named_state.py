@@ -1,0 +1,27 @@
+"""A model request may build only on an explicit cache its own tenant created (`cachedContent`): another tenant's,
+or one the gateway never saw created, is a 404, as Gemini answers a name it does not know. (A chained request's
+stored answer, `previous_response_id` and the like, is `Proxy.check_chain`'s.)"""
+
+from __future__ import annotations
+
+from prefixgate.errors import RequestError
+from prefixgate.gateway.auth import Caller
+from prefixgate.gateway.ownership import Owners, principal
+from prefixgate.ir import Conversation
+
+CACHE = "cached_content"     # Gemini's and Vertex's cachedContents, by id (the provider's random ids)
+
+
+def cache_id(name: object) -> str:
+    """`cachedContents/{id}` or `projects/p/locations/l/cachedContents/{id}` -> id ("" when neither)."""
+    _, found, ident = str(name).rpartition("cachedContents/")
+    return ident if found and ident and "/" not in ident else ""
+
+
+async def check_named(owners: Owners, caller: Caller, conv: Conversation) -> None:
+    owner = principal(caller.key)
+    if owner is None:
+        return
+    cache = conv.params.get("cachedContent") or conv.params.get("cached_content")
+    if cache and not await owners.allows(CACHE, cache_id(cache), owner):
+        raise RequestError(f"CachedContent not found: {cache}", field="cachedContent", status=404, kind="not_found")

@@ -1,0 +1,390 @@
+"""The exact response cache: a route's repeated request answered from a stored answer, under the contract of
+docs/response-cache.md.
+
+- Key: the caller's scope (its tenant, or its key when it has none; on an open gateway, a hash of the credential
+  it brought), the route, the upstreams and model the route resolves to, the caller's wire format and forwarded
+  headers, and every field of the parsed request (segments through their content hashes, cache markers aside,
+  and every other body field but `stream` / `stream_options`). A streamed request and its whole twin share an
+  entry. The key is a SHA-256: it names no tenant and holds no prompt.
+- Stored: only a 2xx answer that ended naturally (neutral finish `stop`; `tool_calls` too when the route allows
+  it), from the route's first target, fully received. Errors, truncation, content filtering, fallbacks, broken
+  or abandoned streams never are.
+- Replayed: in the caller's format, whole (the exact body stored) or as a stream (through the format's
+  `stream_writer`), reporting the usage the stored answer reported.
+- Shadow mode looks up and stores but never serves: a would-be hit is counted, and for a request at
+  temperature 0 the fresh answer is compared with the stored one.
+
+An entry that cannot be read is a miss and a log line; a store that does not answer is a bypass and a log line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from starlette.background import BackgroundTask
+from starlette.responses import Response, StreamingResponse
+
+from prefixgate.compact_json import compact_bytes
+from prefixgate.dialects.neutral import Delta, Reply, ToolCall, json_or_raw
+from prefixgate.dialects.wire import WireFormat
+from prefixgate.gateway.response_store import MemoryStore, RedisStore, StoreError
+from prefixgate.ir import CACHE_MARKERS, Conversation
+from prefixgate.ledger import LedgerRecord
+from prefixgate.policies.schema import ResponseCachePolicy
+from prefixgate.usage import Usage
+
+if TYPE_CHECKING:
+    from prefixgate.gateway.proxy import Call, Proxy
+
+log = logging.getLogger("prefixgate.gateway")
+
+HEADER = "x-prefixgate-response-cache"                  # the answer: hit | miss | shadow-hit | bypass
+CONTROL = "x-prefixgate-response-cache-control"         # the request: skip-read, skip-write, refresh
+CONTROLS = ("skip-read", "skip-write", "refresh")
+TRANSPORT = ("stream", "stream_options")                # body fields that change how an answer travels, not what it says
+VERSION = 1                                              # of the key and entry layout: a change misses old entries
+
+
+def tenant_scope(call: Call) -> str:
+    """Whose entries these are: the key's tenant, else the key; on an open gateway, the credential the caller
+    brought (its own provider key), hashed, so two callers of one open gateway never share answers."""
+    key = call.caller.key
+    if key is not None:
+        return f"tenant:{key.tenant}" if key.tenant else f"key:{key.name}"
+    cred = call.caller.credential or ""
+    return "credential:" + hashlib.sha256(cred.encode()).hexdigest()
+
+
+def _numbers(value: Any) -> Any:
+    """`value` with each integral float as the integer it equals: JSON's 0 and 0.0 are one number (SDKs differ)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value
+
+
+def _canonical(value: Any) -> bytes:
+    value = _numbers(value)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:       # what orjson refuses (integers past 64 bits) the standard library writes
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def request_key(call: Call) -> str:
+    """The entry key of `call` (see the module docstring for what it covers)."""
+    conv, ref = call.conv, call.route.targets[0]
+    h = hashlib.sha256(_canonical([VERSION, tenant_scope(call), call.route.name, list(ref.upstreams),
+                                   ref.model or conv.model or "", call.wire.name, sorted(call.headers.items())]))
+    for seg in conv.segments:
+        # The segment's own fields (role, name, tool_call_id...); its content is in its blocks' hashes.
+        native = {k: v for k, v in seg.native.items() if k != seg.blocks_field and k not in CACHE_MARKERS} \
+            if isinstance(seg.native, dict) else None
+        h.update(b"\x1e" + _canonical([seg.role, native]))
+        h.update("".join(conv.block_keys(seg.blocks)).encode())
+    h.update(b"\x1d" + _canonical({k: v for k, v in conv.params.items() if k not in TRANSPORT and k not in CACHE_MARKERS}))
+    return h.hexdigest()
+
+
+def uncacheable(conv: Conversation) -> str | None:
+    """Why a request's answer cannot be replayed faithfully (several candidates, log probabilities, a background
+    job), or None."""
+    params = conv.params
+    config = params.get("generationConfig") if isinstance(params.get("generationConfig"), dict) else {}
+    if params.get("n") not in (None, 1) or config.get("candidateCount") not in (None, 1):
+        return "several candidates asked"
+    if params.get("logprobs") or params.get("top_logprobs") or config.get("responseLogprobs"):
+        return "log probabilities asked"
+    if params.get("background"):
+        return "a background response"
+    return None
+
+
+def deterministic(conv: Conversation) -> bool:
+    config = conv.params.get("generationConfig") if isinstance(conv.params.get("generationConfig"), dict) else {}
+    return conv.params.get("temperature", config.get("temperature")) == 0
+
+
+@dataclass
+class Entry:
+    """A stored answer: neutral (for streams), the exact whole body the caller's format got (for whole replays,
+    when the answer was whole), and what it cost to make."""
+
+    reply: Reply
+    native: str | None
+    target: str
+    provider: str
+    model: str
+    cost_usd: str | None
+    stored_at: float
+
+    def to_bytes(self) -> bytes:
+        reply = {"text": self.reply.text, "finish": self.reply.finish, "id": self.reply.id,
+                 "tool_calls": [[c.id, c.name, c.args] for c in self.reply.tool_calls],
+                 "usage": {k: v for k, v in asdict(self.reply.usage).items() if k != "reported_cost"}}
+        return compact_bytes({"v": VERSION, "reply": reply, "native": self.native, "target": self.target,
+                              "provider": self.provider, "model": self.model, "cost_usd": self.cost_usd,
+                              "stored_at": self.stored_at})
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Entry:
+        """Raises ValueError (or KeyError, TypeError) on anything but an entry this version wrote."""
+        data = json.loads(raw)
+        if data["v"] != VERSION:
+            raise ValueError(f"entry version {data['v']}")
+        r = data["reply"]
+        calls = [ToolCall(str(i), str(n), a) for i, n, a in r["tool_calls"]]
+        reply = Reply(str(r["text"]), Usage(**r["usage"]), str(r["finish"]), calls, r["id"])
+        native = data["native"]
+        if native is not None and not isinstance(native, str):
+            raise ValueError("native body is not text")
+        return cls(reply, native, str(data["target"]), str(data["provider"]), str(data["model"]), data["cost_usd"],
+                   float(data["stored_at"]))
+
+
+class Answer:
+    """A fresh answer as it arrives: a whole body, or a stream's neutral deltas."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[Any, list[str]] = {}      # the stream's call index -> [id, name, arguments so far]
+        self.finish: str | None = None
+        self.usage: Usage | None = None
+        self.native: bytes | None = None
+        self.reply: Reply | None = None
+        self.native_finish: str | None = None
+        self.source: WireFormat | None = None       # the format the upstream answered in
+
+    def whole(self, reply: Reply, native: bytes, source: WireFormat) -> None:
+        self.reply, self.native, self.source = reply, native, source
+
+    def feed(self, deltas: list[Delta], source: WireFormat) -> None:
+        self.source = source
+        for d in deltas:
+            if d[0] == "text":
+                self.text.append(d[1])
+            elif d[0] == "call":
+                self.calls[d[1]] = [d[2], d[3], ""]
+            elif d[0] == "args" and d[1] in self.calls:
+                self.calls[d[1]][2] += d[2]
+            elif d[0] == "finish":
+                self.finish, self.native_finish = d[1], d[2] if len(d) > 2 else None
+
+    def result(self) -> Reply | None:
+        """The answer, neutral; None for a stream that never said how it finished."""
+        if self.reply is not None:
+            return self.reply
+        if self.finish is None:
+            return None
+        calls = [ToolCall(i, n, json_or_raw(a)) for i, n, a in self.calls.values()]
+        return Reply("".join(self.text), self.usage or Usage(), self.finish, calls, native_finish=self.native_finish)
+
+
+@dataclass
+class Lookup:
+    """What the cache does for one call, and (on a miss) the answer it may keep."""
+
+    policy: ResponseCachePolicy
+    key: str
+    state: str                          # hit | miss | shadow-hit | bypass
+    write: bool
+    entry: Entry | None = None
+    answer: Answer = field(default_factory=Answer)
+    refresh: bool = False               # the caller asked for a fresh answer in place of the entry
+
+    @property
+    def collects(self) -> bool:
+        return self.write or self.state == "shadow-hit"
+
+
+class ResponseCache:
+    def __init__(self, redis_url: str, registry: CollectorRegistry) -> None:
+        self._redis = RedisStore(redis_url) if redis_url else None
+        self._memory: dict[str, MemoryStore] = {}
+        r = registry
+        self.lookups = Counter("prefixgate_response_cache_lookups", "Response cache outcomes per request",
+                               ("route", "result"), registry=r)
+        self.stores = Counter("prefixgate_response_cache_stores", "Answers stored, or refused and why",
+                              ("route", "outcome"), registry=r)
+        self.shadow = Counter("prefixgate_response_cache_shadow_compared",
+                              "Shadow mode, temperature-0 requests: fresh answer against the stored one", ("route", "result"),
+                              registry=r)
+        self.errors = Counter("prefixgate_response_cache_errors", "Unreadable entries and store failures", ("route", "kind"),
+                              registry=r)
+        self.bytes = Gauge("prefixgate_response_cache_bytes", "Bytes held by this replica's in-memory entries", ("route",),
+                           registry=r)
+        self.evictions = Counter("prefixgate_response_cache_evictions", "In-memory entries evicted for space", ("route",),
+                                 registry=r)
+
+    def _store(self, route: str, policy: ResponseCachePolicy) -> MemoryStore | RedisStore:
+        if self._redis is not None:
+            return self._redis
+        store = self._memory.get(route)
+        if store is None:
+            evicted = self.evictions.labels(route)
+            store = self._memory[route] = MemoryStore(policy.max_bytes, evicted.inc)
+        return store
+
+    async def close(self) -> None:
+        if self._redis is not None:
+            await self._redis.close()
+
+    # ---- before the upstream --------------------------------------------------------------------
+
+    async def lookup(self, call: Call) -> Lookup | None:
+        """None on a route without the cache; else what to do: serve `entry` (state hit) or go upstream."""
+        policy = call.route.response_cache
+        if policy.mode == "off":
+            return None
+        asked = {c.strip() for c in call.cache_control.lower().split(",") if c.strip()}
+        if uncacheable(call.conv) or asked >= {"skip-read", "skip-write"}:
+            return self._counted(call, Lookup(policy, "", "bypass", write=False))
+        key = request_key(call)
+        if "refresh" in asked or "skip-read" in asked:
+            # refresh: a fresh answer replaces the entry; skip-read: a fresh answer, the cache left as it is.
+            refresh = "refresh" in asked and "skip-write" not in asked
+            return self._counted(call, Lookup(policy, key, "miss" if refresh else "bypass", write=refresh, refresh=refresh))
+        store = self._store(call.route.name, policy)
+        try:
+            raw = await store.get(key)
+        except StoreError as e:
+            log.warning("response cache: store unreachable on route %s (%s); request goes upstream", call.route.name, e)
+            self.errors.labels(call.route.name, "store").inc()
+            return self._counted(call, Lookup(policy, key, "bypass", write=False))
+        entry = None
+        if raw is not None:
+            try:
+                entry = Entry.from_bytes(raw)
+            except (ValueError, KeyError, TypeError) as e:
+                log.warning("response cache: unreadable entry on route %s (%s: %s); treated as a miss",
+                            call.route.name, type(e).__name__, e)
+                self.errors.labels(call.route.name, "entry").inc()
+        write = "skip-write" not in asked
+        if entry is None:
+            return self._counted(call, Lookup(policy, key, "miss", write=write))
+        if policy.mode == "shadow":
+            call.notes.append(f"response-cache: shadow-hit, an answer stored {max(0.0, time.time() - entry.stored_at):.0f}s "
+                              f"ago would have been served (it cost ${entry.cost_usd or 'unknown'})")
+            return self._counted(call, Lookup(policy, key, "shadow-hit", write=False, entry=entry))
+        return self._counted(call, Lookup(policy, key, "hit", write=False, entry=entry))
+
+    def _counted(self, call: Call, found: Lookup) -> Lookup:
+        self.lookups.labels(call.route.name, found.state).inc()
+        return found
+
+    # ---- a hit ----------------------------------------------------------------------------------
+
+    def replay(self, proxy: Proxy, call: Call, found: Lookup) -> Response:
+        """The stored answer in the caller's format, whole or streamed, with its ledger row: $0 spent, the
+        entry's cost avoided."""
+        entry = found.entry
+        assert entry is not None
+        model = call.conv.model or entry.model
+        rec = self._hit_record(call, entry)
+        proxy.keep(call, rec)
+        headers = {"x-prefixgate-request-id": call.id, "x-prefixgate-route": call.route.name,
+                   "x-prefixgate-target": entry.target, HEADER: "hit", "x-prefixgate-cost-usd": "0",
+                   "x-prefixgate-avoided-usd": entry.cost_usd or "unknown"}
+        background = BackgroundTask(proxy.finish, call, rec)
+        if not call.conv.stream:
+            body = entry.native.encode() if entry.native is not None else \
+                compact_bytes(call.wire.write_reply(entry.reply, model))
+            return Response(body, 200, headers, media_type="application/json", background=background)
+        events = replay_stream(call.wire, entry.reply, model, call.include_usage)
+        if call.json_array:
+            from prefixgate.gateway.relay import json_array
+            return StreamingResponse(json_array(_once(events)), 200, {**headers, "cache-control": "no-cache"},
+                                     media_type="application/json", background=background)
+        return StreamingResponse(_once(events), 200, {**headers, "cache-control": "no-cache"},
+                                 media_type=call.wire.framing.media_type, background=background)
+
+    def _hit_record(self, call: Call, entry: Entry) -> LedgerRecord:
+        elapsed_ms = (time.perf_counter() - call.started) * 1000
+        key = call.caller.key
+        return LedgerRecord(
+            id=call.id, ts=time.time(), key=key.name if key else "", tenant=key.tenant if key else "",
+            route=call.route.name, target=entry.target, provider=entry.provider, model=entry.model,
+            dialect=call.dialect, stream=call.conv.stream, status=200, cost_usd="0", cost_without_cache_usd="0",
+            savings_usd="0", latency_ms=elapsed_ms, ttft_ms=elapsed_ms if call.conv.stream else None,
+            overhead_ms=elapsed_ms, attempts=0, plan_summary="response cache hit",
+            explanation=[f"response-cache: hit, answer stored {max(0.0, time.time() - entry.stored_at):.0f}s ago; "
+                         f"avoided ${entry.cost_usd or 'unknown'}"],
+            response_cache="hit", avoided_usd=entry.cost_usd)
+
+    # ---- after the upstream ---------------------------------------------------------------------
+
+    async def settle(self, call: Call, rec: LedgerRecord) -> None:
+        """After the answer went out: store it if it is safe to replay; in shadow mode compare it."""
+        found: Lookup | None = call.response_cache
+        if found is None or not found.collects or rec.status != 200:
+            return
+        reply = found.answer.result()
+        route = call.route.name
+        if found.state == "shadow-hit" and found.entry is not None and reply is not None and deterministic(call.conv):
+            same = (reply.text, [(c.name, c.args) for c in reply.tool_calls]) == \
+                (found.entry.reply.text, [(c.name, c.args) for c in found.entry.reply.tool_calls])
+            self.shadow.labels(route, "matched" if same else "differed").inc()
+        if not found.write:
+            return
+        first = call.route.targets[0]
+        if rec.target not in first.upstreams or rec.model != (first.model or call.conv.model or rec.model):
+            refused: str | None = "fallback target"     # the key names the first target's model
+        else:
+            refused = refusal(reply, found.answer.source, found.policy)
+        store = self._store(route, found.policy)
+        try:
+            if refused is None:
+                native = found.answer.native.decode() if found.answer.native is not None else None
+                raw = Entry(reply, native, rec.target, rec.provider, rec.model, rec.cost_usd, time.time()).to_bytes()  # type: ignore[arg-type]
+                if len(raw) + len(found.key) > found.policy.max_bytes:
+                    refused = "larger than max_mb"
+                else:
+                    await store.put(found.key, raw, found.policy.ttl_s)
+            if refused is not None and found.refresh:
+                await store.delete(found.key)     # a refresh whose fresh answer is unsafe leaves no stale entry
+        except StoreError as e:
+            log.warning("response cache: could not store on route %s (%s)", route, e)
+            self.errors.labels(route, "store").inc()
+            return
+        self.stores.labels(route, refused or "stored").inc()
+        if isinstance(store, MemoryStore):
+            self.bytes.labels(route).set(store.bytes)
+
+
+
+def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCachePolicy) -> str | None:
+    """Why an answer (in `source`'s format) must not be replayed, or None: it must have ended by itself, by the
+    format's own finish reason (the neutral one reads some that did not, such as a pause, as a stop)."""
+    if reply is None or source is None:
+        return "unfinished"
+    if (reply.finish == "tool_calls" or reply.tool_calls) and not policy.tool_calls:
+        return "tool calls"
+    if reply.finish not in ("stop", "tool_calls"):
+        return reply.finish             # length, content_filter
+    if reply.native_finish not in source.natural_finishes:
+        return "not a natural finish"       # a metric label: the upstream's own word stays out of it
+    return None
+
+
+def replay_stream(wire: WireFormat, reply: Reply, model: str, include_usage: bool = True) -> bytes:
+    """`reply` as `wire`'s stream events, through the format's own stream writer."""
+    writer = wire.stream_writer(model, include_usage)
+    deltas: list[Delta] = [("text", reply.text)] if reply.text else []
+    for i, c in enumerate(reply.tool_calls):
+        deltas += [("call", i, c.id, c.name), ("args", i, json.dumps(c.args))]
+    return writer.write([*deltas, ("finish", reply.finish)]) + writer.finish(reply.usage)
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data

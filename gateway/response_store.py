@@ -1,0 +1,102 @@
+"""Where the response cache keeps its entries: this process's memory, bounded in bytes per route, or Redis
+(shared by every replica, each entry expiring there at its TTL).
+
+A store holds opaque bytes under opaque keys (hashes: no tenant name or prompt text ever appears in a key).
+It never judges what it holds; `response_cache` decides what is stored and reads entries defensively.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from redis.exceptions import RedisError
+
+# Redis key prefix: entries live beside the gateway's other shared state under their own name.
+REDIS_PREFIX = "prefixgate:response:"
+
+
+class StoreError(Exception):
+    """The store could not answer (Redis unreachable, timed out): the cache treats it as a miss."""
+
+
+class MemoryStore:
+    """One route's entries in this process: least recently used first out past `max_bytes` (keys and values
+    counted), each dropped at its TTL when next touched."""
+
+    def __init__(self, max_bytes: int, on_evict: Callable[[int], None] = lambda n: None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._on_evict = on_evict
+        self._clock = clock
+
+    async def get(self, key: str) -> bytes | None:
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        if found[0] <= self._clock():
+            self._drop(key)
+            return None
+        self._entries.move_to_end(key)
+        return found[1]
+
+    async def put(self, key: str, value: bytes, ttl_s: float) -> None:
+        self._drop(key)
+        size = len(key) + len(value)
+        if size > self.max_bytes:
+            return
+        self._entries[key] = (self._clock() + ttl_s, value)
+        self.bytes += size
+        evicted = 0
+        while self.bytes > self.max_bytes:
+            oldest = next(iter(self._entries))
+            self._drop(oldest)
+            evicted += 1
+        if evicted:
+            self._on_evict(evicted)
+
+    async def delete(self, key: str) -> None:
+        self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        found = self._entries.pop(key, None)
+        if found is not None:
+            self.bytes -= len(key) + len(found[1])
+
+    async def close(self) -> None:
+        self._entries.clear()
+        self.bytes = 0
+
+
+class RedisStore:
+    """Entries in Redis, shared by the replicas that name the same Redis; Redis expires each at its TTL and its
+    own `maxmemory` policy bounds the whole (the route's `max_mb` still bounds each entry)."""
+
+    def __init__(self, url: str) -> None:
+        import redis.asyncio as aioredis
+
+        self._redis = aioredis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+
+    async def get(self, key: str) -> bytes | None:
+        try:
+            return await self._redis.get(REDIS_PREFIX + key)
+        except (RedisError, OSError) as e:
+            raise StoreError(f"redis: {type(e).__name__}") from e
+
+    async def put(self, key: str, value: bytes, ttl_s: float) -> None:
+        try:
+            await self._redis.set(REDIS_PREFIX + key, value, px=max(1, int(ttl_s * 1000)))
+        except (RedisError, OSError) as e:
+            raise StoreError(f"redis: {type(e).__name__}") from e
+
+    async def delete(self, key: str) -> None:
+        try:
+            await self._redis.delete(REDIS_PREFIX + key)
+        except (RedisError, OSError) as e:
+            raise StoreError(f"redis: {type(e).__name__}") from e
+
+    async def close(self) -> None:
+        await self._redis.aclose()

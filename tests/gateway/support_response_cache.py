@@ -1,0 +1,65 @@
+"""mock-providers behind a counter of the model requests that reach it, and a gateway in front with response
+caching on some routes: what the response cache's tests drive with the real SDK clients."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from starlette.types import Receive, Scope, Send
+
+from prefixgate.providers.mock.faults import FaultPlan
+from prefixgate.providers.mock.server import MockContext
+from prefixgate.providers.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.support_services import ServerThread
+
+KEYS = {"ACME_KEY": "pg-acme-0001", "ACME_OTHER_KEY": "pg-acme-0002", "GLOBEX_KEY": "pg-globex-0001"}
+
+
+class CountingUpstream:
+    """An ASGI wrapper counting the model requests (POSTs) that reach the upstream: a hit must add none."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.posts: list[str] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            self.posts.append(scope["path"])
+        await self.app(scope, receive, send)
+
+
+def policy(**cache: dict) -> dict:
+    """Routes per provider; `cache` gives each route's response_cache (by route name)."""
+    def route(name: str, models: list[str], upstream: str) -> dict:
+        out = {"name": name, "models": models, "targets": [{"upstream": upstream}]}
+        if name in cache:
+            out["response_cache"] = cache[name]
+        return out
+    return {
+        "routes": [route("shadow", ["gpt-5.4"], "openai"), route("gpt", ["gpt-*"], "openai"),
+                   {**route("smart", ["smart"], "anthropic"),
+                    "targets": [{"upstream": "anthropic", "model": "claude-sonnet-5-5"}]},
+                   route("claude", ["claude-*"], "anthropic"), route("gemini", ["gemini-*"], "gemini")],
+        "keys": [{"name": "acme-app", "key_env": "ACME_KEY", "tenant": "acme"},
+                 {"name": "acme-batch", "key_env": "ACME_OTHER_KEY", "tenant": "acme"},
+                 {"name": "globex-app", "key_env": "GLOBEX_KEY", "tenant": "globex"}],
+    }
+
+
+@contextmanager
+def cache_stack(folder, data: dict, faults: FaultPlan | None = None, **settings) -> Iterator[tuple[CountingUpstream, ServerThread, object]]:
+    mp = pytest.MonkeyPatch()
+    for var, value in {**KEYS, "OPENAI_API_KEY": "sk-gw-openai", "ANTHROPIC_API_KEY": "sk-ant-gw",
+                       "GEMINI_API_KEY": "gw-gemini"}.items():
+        mp.setenv(var, value)
+    try:
+        upstream = CountingUpstream(mock_app(MockContext(faults=faults or FaultPlan())))
+        with ServerThread(upstream) as mock:
+            s = settings_for(mock.url, folder, **settings)
+            with running_gateway(s, policy=policy_for(s, data)) as gw:
+                yield upstream, gw, s
+    finally:
+        mp.undo()

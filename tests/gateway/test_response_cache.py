@@ -1,0 +1,246 @@
+"""The response cache through the gateway with the real openai, anthropic and google-genai clients against
+mock-providers (docs/response-cache.md): repeats served without an upstream call, whole or streamed; every change
+that can change the answer misses, and so does another tenant; unsafe answers are never stored; shadow mode
+serves nothing."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import anthropic
+import httpx
+import openai
+import pytest
+from google import genai
+from google.genai import types
+
+from prefixgate.ledger import read_records
+from prefixgate.providers.mock.faults import FaultPlan, FaultRule, parse_fault
+from tests.gateway.support_response_cache import KEYS, cache_stack, policy
+from tests.support_services import wait_until
+
+ON = {"mode": "on"}
+SYSTEM = "You answer in one short sentence."
+ASK = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What does a prefix cache keep?"}]
+CACHE = "x-prefixgate-response-cache"
+
+
+def oa(gw, key: str = "ACME_KEY") -> openai.OpenAI:
+    return openai.OpenAI(api_key=KEYS[key], base_url=gw.url + "/v1", max_retries=0)
+
+
+def chat(client: openai.OpenAI, **changes):
+    """A chat completion and the response cache's header."""
+    raw = client.chat.completions.with_raw_response.create(**{"model": "gpt-5.5", "messages": ASK, **changes})
+    return raw.parse(), raw.headers.get(CACHE)
+
+
+def streamed_chat(client: openai.OpenAI, **changes) -> tuple[str, str | None, object]:
+    with client.chat.completions.with_streaming_response.create(
+            **{"model": "gpt-5.5", "messages": ASK, "stream": True, "stream_options": {"include_usage": True},
+               **changes}) as resp:
+        header = resp.headers.get(CACHE)
+        chunks = list(resp.parse())
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    return text, header, chunks[-1].usage
+
+
+def test_openai_repeat_is_served_without_an_upstream_call_whole_and_streamed(tmp_path):
+    with cache_stack(tmp_path, policy(gpt=ON), admin_token="dash-token-response-cache-0001") as (up, gw, settings):
+        client = oa(gw)
+        first, state = chat(client)
+        assert state == "miss" and len(up.posts) == 1
+        again, state = chat(client)
+        assert state == "hit" and len(up.posts) == 1
+        assert again.choices[0].message.content == first.choices[0].message.content
+        assert again.choices[0].finish_reason == "stop"
+        # The replay reports the usage the stored answer reported.
+        assert again.usage.prompt_tokens == first.usage.prompt_tokens
+        assert again.usage.completion_tokens == first.usage.completion_tokens
+        text, state, usage = streamed_chat(client)
+        assert state == "hit" and len(up.posts) == 1
+        assert text == first.choices[0].message.content
+        assert usage.completion_tokens == first.usage.completion_tokens
+        wait_until(lambda: len(read_records(settings.ledger_path)) == 3, 10, "three ledger records")
+        summary = httpx.get(gw.url + "/api/summary", params={"range": "15m"},
+                            headers={"authorization": "Bearer dash-token-response-cache-0001"}).json()["totals"]
+    miss, hit, streamed = read_records(settings.ledger_path)
+    assert (miss["response_cache"], hit["response_cache"], streamed["response_cache"]) == ("miss", "hit", "hit")
+    # A hit spent nothing and avoided what the stored answer cost; no tokens are counted for it.
+    assert hit["cost_usd"] == "0" and hit["avoided_usd"] == miss["cost_usd"] and float(miss["cost_usd"]) > 0
+    assert hit["uncached_input"] == hit["cache_read"] == hit["output"] == 0 and hit["savings_usd"] == "0"
+    # The dashboard shows the avoided spend apart from prompt-cache savings, which only the miss contributes to.
+    assert summary["response_cache"]["hits"] == 2
+    assert Decimal(summary["response_cache"]["avoided_usd"]) == 2 * Decimal(miss["cost_usd"])
+    assert Decimal(summary["savings_usd"]) == Decimal(miss["savings_usd"])
+    assert Decimal(summary["spend_usd"]) == Decimal(miss["cost_usd"])
+
+
+def test_a_streamed_first_answer_is_replayed_whole_and_streamed(tmp_path):
+    with cache_stack(tmp_path, policy(gpt=ON)) as (up, gw, _):
+        client = oa(gw)
+        text, state, _ = streamed_chat(client, temperature=0.3)
+        assert state == "miss" and len(up.posts) == 1
+        again, state, _ = streamed_chat(client, temperature=0.3)
+        assert (again, state) == (text, "hit")
+        whole, state = chat(client, temperature=0.3)
+        assert state == "hit" and whole.choices[0].message.content == text and len(up.posts) == 1
+
+
+def test_a_translated_answer_is_stored_and_replayed_in_the_callers_format(tmp_path):
+    # An OpenAI caller on a route to Claude: the answer was translated, and so is every replay.
+    with cache_stack(tmp_path, policy(smart=ON)) as (up, gw, _):
+        client = oa(gw)
+        first, state = chat(client, model="smart")
+        assert state == "miss" and up.posts == ["/v1/messages"]
+        again, state = chat(client, model="smart")
+        assert state == "hit" and again.choices[0].message.content == first.choices[0].message.content
+        text, state, _ = streamed_chat(client, model="smart")
+        assert (text, state) == (first.choices[0].message.content, "hit") and len(up.posts) == 1
+
+
+def test_anthropic_repeat_whole_and_streamed(tmp_path):
+    with cache_stack(tmp_path, policy(claude=ON)) as (up, gw, _):
+        client = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=gw.url, max_retries=0)
+        ask = {"model": "claude-sonnet-5-5", "max_tokens": 200, "system": SYSTEM,
+               "messages": [{"role": "user", "content": "What does a prefix cache keep?"}]}
+        raw = client.messages.with_raw_response.create(**ask)
+        first = raw.parse()
+        assert raw.headers[CACHE] == "miss" and len(up.posts) == 1
+        raw = client.messages.with_raw_response.create(**ask)
+        assert raw.headers[CACHE] == "hit" and len(up.posts) == 1
+        assert raw.parse().content[0].text == first.content[0].text and raw.parse().stop_reason == "end_turn"
+        with client.messages.stream(**ask) as stream:
+            text = "".join(stream.text_stream)
+            final = stream.get_final_message()
+        assert text == first.content[0].text and final.stop_reason == "end_turn" and len(up.posts) == 1
+        assert final.usage.output_tokens == first.usage.output_tokens
+
+
+def test_gemini_repeat_whole_and_streamed(tmp_path):
+    with cache_stack(tmp_path, policy(gemini=ON)) as (up, gw, _):
+        client = genai.Client(api_key=KEYS["ACME_KEY"], http_options=types.HttpOptions(base_url=gw.url))
+        config = types.GenerateContentConfig(system_instruction=SYSTEM, temperature=0)
+        first = client.models.generate_content(model="gemini-2.5-flash", contents="What does a prefix cache keep?",
+                                               config=config)
+        assert len(up.posts) == 1
+        again = client.models.generate_content(model="gemini-2.5-flash", contents="What does a prefix cache keep?",
+                                               config=config)
+        assert again.text == first.text and len(up.posts) == 1
+        text = "".join(c.text or "" for c in client.models.generate_content_stream(
+            model="gemini-2.5-flash", contents="What does a prefix cache keep?", config=config))
+        assert text == first.text and len(up.posts) == 1
+        # The older SDK's stream (no alt=sse) is one JSON array of chunks: the replay is framed that way too.
+        body = {"contents": [{"role": "user", "parts": [{"text": "What does a prefix cache keep?"}]}],
+                "systemInstruction": {"role": "user", "parts": [{"text": SYSTEM}]}, "generationConfig": {"temperature": 0}}
+        resp = httpx.post(gw.url + "/v1beta/models/gemini-2.5-flash:streamGenerateContent", json=body,
+                          headers={"x-goog-api-key": KEYS["ACME_KEY"]})
+        assert resp.headers[CACHE] == "hit" and len(up.posts) == 1
+        chunks = resp.json()
+        assert "".join(p.get("text", "") for c in chunks for p in c["candidates"][0]["content"]["parts"]) == first.text
+
+
+def test_each_answer_changing_field_and_another_tenant_miss(tmp_path):
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}]
+    with cache_stack(tmp_path, policy(gpt=ON)) as (up, gw, _):
+        client = oa(gw)
+        chat(client)
+        assert chat(client)[1] == "hit" and len(up.posts) == 1
+        changes = [
+            {"messages": [{"role": "system", "content": SYSTEM + " Be formal."}, ASK[1]]},
+            {"tools": tools},
+            {"response_format": {"type": "json_object"}},
+            {"temperature": 0.7},
+            {"top_p": 0.5},
+            {"seed": 7},
+            {"stop": ["\n\n"]},
+            {"reasoning_effort": "low"},
+        ]
+        for n, change in enumerate(changes, start=2):
+            assert chat(client, **change)[1] == "miss", change
+            assert len(up.posts) == n, change
+        # Another tenant's identical request misses; another key of the same tenant shares the tenant's entries.
+        assert chat(oa(gw, "GLOBEX_KEY"))[1] == "miss" and len(up.posts) == len(changes) + 2
+        assert chat(oa(gw, "ACME_OTHER_KEY"))[1] == "hit" and len(up.posts) == len(changes) + 2
+
+
+def test_errors_truncated_answers_and_tool_calls_are_never_stored(tmp_path):
+    # The upstream refuses the first request for this model once with a 400 (not retried), then answers.
+    faults = FaultPlan([FaultRule(parse_fault("status=400"), model="gpt-5.2", times=1),
+                        FaultRule(parse_fault("drop_stream_after=2"), model="gpt-5.1", times=1)])
+    with cache_stack(tmp_path, policy(gpt=ON), faults=faults) as (up, gw, _):
+        client = oa(gw)
+        with pytest.raises(openai.BadRequestError):
+            chat(client, model="gpt-5.2")
+        assert chat(client, model="gpt-5.2")[1] == "miss" and len(up.posts) == 2
+        # A stream the upstream breaks off is not stored either.
+        with pytest.raises(openai.APIError):
+            streamed_chat(client, model="gpt-5.1")
+        assert streamed_chat(client, model="gpt-5.1")[1] == "miss" and len(up.posts) == 4
+        assert streamed_chat(client, model="gpt-5.1")[1] == "hit" and len(up.posts) == 4
+        # Cut at max_tokens: finish_reason "length" is never replayed.
+        cut, state = chat(client, max_completion_tokens=3)
+        assert cut.choices[0].finish_reason == "length" and state == "miss"
+        assert chat(client, max_completion_tokens=3)[1] == "miss" and len(up.posts) == 6
+        # A function call (the mock calls a tool when tool_choice is required) is not stored by default.
+        responses = dict(model="gpt-5.5", input="Look it up.", tool_choice="required",
+                         tools=[{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}])
+        raw = client.responses.with_raw_response.create(**responses)
+        assert raw.parse().output[0].type == "function_call" and raw.headers[CACHE] == "miss"
+        assert client.responses.with_raw_response.create(**responses).headers[CACHE] == "miss" and len(up.posts) == 8
+
+
+def test_tool_calls_are_stored_when_the_route_allows_them(tmp_path):
+    with cache_stack(tmp_path, policy(gpt={"mode": "on", "tool_calls": True})) as (up, gw, _):
+        client = oa(gw)
+        ask = dict(model="gpt-5.5", input="Look it up.", tool_choice="required",
+                   tools=[{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}])
+        first = client.responses.create(**ask)
+        raw = client.responses.with_raw_response.create(**ask)
+        assert raw.headers[CACHE] == "hit" and len(up.posts) == 1
+        again = raw.parse()
+        assert [(o.type, o.name, o.arguments) for o in again.output] == [(o.type, o.name, o.arguments) for o in first.output]
+        # Streamed to the Responses SDK: the stored call arrives as its events, and the final response holds it.
+        with client.responses.stream(**ask) as stream:
+            final = stream.get_final_response()
+        assert [(o.type, o.name, o.arguments) for o in final.output] == [(o.type, o.name, o.arguments) for o in first.output]
+        assert len(up.posts) == 1
+
+
+def test_shadow_mode_serves_nothing_and_reports_would_be_hits(tmp_path):
+    with cache_stack(tmp_path, policy(shadow={"mode": "shadow"})) as (up, gw, settings):
+        client = oa(gw)
+        first, state = chat(client, model="gpt-5.4", temperature=0)
+        assert state == "miss"
+        again, state = chat(client, model="gpt-5.4", temperature=0)
+        assert state == "shadow-hit" and len(up.posts) == 2
+        text, state, _ = streamed_chat(client, model="gpt-5.4", temperature=0)
+        assert state == "shadow-hit" and len(up.posts) == 3 and text == first.choices[0].message.content
+        metrics = openai.DefaultHttpxClient().get(gw.url + "/metrics").text
+        wait_until(lambda: len(read_records(settings.ledger_path)) == 3, 10, "three ledger records")
+    assert 'prefixgate_response_cache_lookups_total{result="shadow-hit",route="shadow"} 2.0' in metrics
+    # Temperature 0: each fresh answer was compared with the stored one (the mock answers deterministically).
+    assert 'prefixgate_response_cache_shadow_compared_total{result="matched",route="shadow"} 2.0' in metrics
+    records = read_records(settings.ledger_path)
+    assert [r["response_cache"] for r in records] == ["miss", "shadow-hit", "shadow-hit"]
+    assert all(r["avoided_usd"] is None and float(r["cost_usd"]) > 0 for r in records)
+    assert any(line.startswith("response-cache: shadow-hit") for line in records[1]["explanation"])
+
+
+def test_request_header_skips_reading_writing_or_refreshes(tmp_path):
+    with cache_stack(tmp_path, policy(gpt=ON)) as (up, gw, _):
+        client = oa(gw)
+        control = "x-prefixgate-response-cache-control"
+        assert chat(client, extra_headers={control: "skip-write"})[1] == "miss"
+        assert chat(client)[1] == "miss" and len(up.posts) == 2        # the first answer was not stored
+        assert chat(client, extra_headers={control: "skip-read"})[1] == "bypass" and len(up.posts) == 3
+        assert chat(client, extra_headers={control: "refresh"})[1] == "miss" and len(up.posts) == 4
+        assert chat(client, extra_headers={control: "skip-write"})[1] == "hit" and len(up.posts) == 4
+        # A request the cache cannot replay faithfully (several candidates) bypasses it.
+        assert chat(client, n=2)[1] == "bypass"
+
+
+def test_routes_without_the_cache_say_nothing_and_never_serve(tmp_path):
+    with cache_stack(tmp_path, policy()) as (up, gw, _):
+        client = oa(gw)
+        assert chat(client)[1] is None and chat(client)[1] is None and len(up.posts) == 2

@@ -1,0 +1,188 @@
+"""The response cache's parts without servers: the policy block validated at the edge, what the key covers and
+what it ignores, the in-memory store's byte bound, the entry format, and the ledger's sums for hits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import yaml
+
+from prefixgate.config import Settings
+from prefixgate.dialects import WIRE_FORMATS, wire_format
+from prefixgate.dialects.neutral import Reply, ToolCall
+from prefixgate.gateway.auth import Caller
+from prefixgate.gateway.proxy import Call
+from prefixgate.gateway.response_cache import Answer, Entry, refusal, replay_stream, request_key
+from prefixgate.gateway.response_store import MemoryStore
+from prefixgate.ledger_rollup import SUMS, contribution
+from prefixgate.policies import CallerKey, Policy, PolicyError, builtin_upstreams
+from prefixgate.policies.schema import ResponseCachePolicy
+from prefixgate.usage import Usage
+
+
+def load(route_extra: dict) -> Policy:
+    data = {"routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}], **route_extra}]}
+    return Policy.from_dict(data, builtin_upstreams(Settings()))
+
+
+def test_the_policy_block_defaults_off_and_is_validated_at_the_edge():
+    assert load({}).routes[0].response_cache.mode == "off"
+    # PyYAML reads a bare `on` as true: the block still means what the operator wrote.
+    parsed = yaml.safe_load("response_cache: {mode: on, ttl_s: 60, max_mb: 2, tool_calls: true}")
+    rc = load(parsed).routes[0].response_cache
+    assert (rc.mode, rc.ttl_s, rc.max_bytes, rc.tool_calls) == ("on", 60, 2 * 1024 * 1024, True)
+    assert load(yaml.safe_load("response_cache: {mode: off}")).routes[0].response_cache.mode == "off"
+    for bad, where in (({"mode": "always"}, "routes.0.response_cache.mode"), ({"ttl_s": 0}, "ttl_s"),
+                       ({"max_mb": 0}, "max_mb"), ({"tool_calls": "yes"}, "tool_calls"),
+                       ({"ttl": 5}, "routes.0.response_cache.ttl")):
+        with pytest.raises(PolicyError, match=where):
+            load({"response_cache": bad})
+
+
+ROUTE = load({"response_cache": {"mode": "on"}}).routes[0]
+ACME = CallerKey("acme-app", "0" * 64, tenant="acme")
+
+
+def key_of(body: dict, caller: CallerKey | None = ACME, dialect: str = "openai", credential: str = "k",
+           route=ROUTE) -> str:
+    wire = wire_format(dialect)
+    conv = wire.parse_request(json.dumps(body).encode())
+    call = Call("id", dialect, wire, conv, Caller(caller, credential), route, "rewrite", {}, 0.0)
+    return request_key(call)
+
+
+BASE = {"model": "gpt-5.5", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]}
+
+
+def test_the_key_ignores_transport_and_cache_markers_and_spelling():
+    plain = key_of(BASE)
+    assert key_of({**BASE, "stream": True, "stream_options": {"include_usage": True}}) == plain
+    # A bare string and the one text block it stands for, and a cache marker, change nothing the model reads.
+    blocks = {**BASE, "messages": [BASE["messages"][0], {"role": "user", "content": [
+        {"type": "text", "text": "Hi", "cache_control": {"type": "ephemeral"}}]}]}
+    assert key_of(blocks) == plain
+    assert key_of(dict(reversed(BASE.items()))) == plain
+    assert key_of({**BASE, "temperature": 0}) == key_of({**BASE, "temperature": 0.0}) != plain
+
+
+def test_the_key_covers_scope_and_every_answer_changing_field():
+    plain = key_of(BASE)
+    others = [
+        key_of(BASE, caller=CallerKey("globex-app", "1" * 64, tenant="globex")),
+        key_of(BASE, caller=CallerKey("solo", "2" * 64)),        # no tenant: the key is the scope
+        key_of(BASE, caller=None, credential="sk-other"),         # open gateway: the caller's own credential
+        key_of({**BASE, "model": "gpt-5.4"}),
+        key_of({**BASE, "temperature": 0.2}),
+        key_of({**BASE, "response_format": {"type": "json_object"}}),
+        key_of({**BASE, "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}),
+        key_of({**BASE, "messages": [{"role": "system", "content": "Be long."}, BASE["messages"][1]]}),
+        key_of({**BASE, "messages": [BASE["messages"][0], {"role": "user", "content": "Hi", "name": "ann"}]}),
+        key_of(BASE, route=load({"name": "other"} | {"response_cache": {"mode": "on"}}).routes[0]),
+    ]
+    assert len({plain, *others}) == len(others) + 1
+    # Another key of the same tenant shares the tenant's entries.
+    assert key_of(BASE, caller=CallerKey("acme-batch", "3" * 64, tenant="acme")) == plain
+    assert "acme" not in plain and len(plain) == 64
+
+
+def test_memory_store_keeps_to_its_byte_bound_least_recently_used_first_and_expires():
+    now = [0.0]
+    evicted: list[int] = []
+    store = MemoryStore(300, evicted.append, clock=lambda: now[0])
+
+    async def run() -> None:
+        for k in "abc":
+            await store.put(k * 4, b"x" * 96, ttl_s=10)     # 100 bytes each: exactly full
+        assert store.bytes == 300 and not evicted
+        assert await store.get("aaaa") is not None           # a is now the most recently used
+        await store.put("dddd", b"x" * 96, ttl_s=10)
+        assert evicted == [1] and await store.get("bbbb") is None and await store.get("aaaa") is not None
+        await store.put("huge", b"x" * 400, ttl_s=10)        # larger than the whole bound: not kept, nothing evicted
+        assert await store.get("huge") is None and store.bytes == 300
+        now[0] = 10.0
+        assert await store.get("aaaa") is None and store.bytes == 200
+
+    asyncio.run(run())
+
+
+def test_an_entry_reads_back_and_garbage_does_not():
+    entry = Entry(Reply("Hi.", Usage(10, 20, {"5m": 3}, 4), "tool_calls", [ToolCall("c1", "f", {"a": 1})], "r1"),
+                  '{"id":"r1"}', "openai", "openai", "gpt-5.5", "0.0001", 5.0)
+    back = Entry.from_bytes(entry.to_bytes())
+    assert back == entry
+    for garbage in (b"", b"[]", b'{"v": 99}', entry.to_bytes()[:-3], b'{"v":1,"reply":{"text":"x"}}'):
+        with pytest.raises((ValueError, KeyError, TypeError)):
+            Entry.from_bytes(garbage)
+
+
+def test_rollups_sum_hits_and_avoided_spend_apart_from_savings():
+    base = {"status": 200, "cost_without_cache_usd": "0", "savings_usd": "0", "uncached_input": 0, "cache_read": 0,
+            "cache_writes": {}, "output": 0, "latency_ms": 1.0, "ttft_ms": None}
+    hit, _, _ = contribution({**base, "cost_usd": "0", "response_cache": "hit", "avoided_usd": "0.25"})
+    sums = dict(zip(SUMS, hit, strict=True))
+    assert (sums["response_hits"], sums["response_avoided_pico"], sums["savings_pico"], sums["spend_pico"]) == \
+        (1, 250_000_000_000, 0, 0)
+    shadow, _, _ = contribution({**base, "cost_usd": "0.5", "cost_without_cache_usd": "0.5", "response_cache": "shadow-hit"})
+    sums = dict(zip(SUMS, shadow, strict=True))
+    assert (sums["shadow_hits"], sums["shadow_avoidable_pico"], sums["response_hits"]) == (1, 500_000_000_000, 0)
+
+
+@pytest.mark.parametrize("name", list(WIRE_FORMATS))
+def test_a_replay_reads_back_in_every_ingress_format_whole_and_streamed(name):
+    # What the caller's own format reads from a replay: the stored text, tool call, finish and usage.
+    wire = wire_format(name)
+    reply = Reply("Stored answer.", Usage(7, 0, {}, 3), "tool_calls", [ToolCall("call_1", "lookup", {"q": "x"})])
+    whole = wire.read_reply(json.loads(json.dumps(wire.write_reply(reply, "m"))))
+    assert (whole.text, whole.finish, [(c.name, c.args) for c in whole.tool_calls]) == \
+        ("Stored answer.", "tool_calls", [("lookup", {"q": "x"})])
+    answer, usage = Answer(), wire.stream_usage()
+    events = wire.framing.split(bytearray(), replay_stream(wire, reply, "m"))
+    for event in events:
+        parsed = wire.framing.payload(event)
+        if parsed is not None:
+            answer.feed(wire.read_deltas(parsed), wire)
+            usage.feed(parsed)
+    streamed = answer.result()
+    assert streamed is not None and streamed.text == "Stored answer." and streamed.finish == "tool_calls"
+    assert [(c.name, c.args) for c in streamed.tool_calls] == [("lookup", {"q": "x"})]
+    assert usage.usage is not None and usage.usage.output == 3
+
+
+def _with_finish(name: str, native: str) -> dict:
+    """A whole text answer in format `name` whose own finish reason is `native`."""
+    body = wire_format(name).build_response("m", "An answer.", Usage(5, 0, {}, 2))
+    where = {"openai": lambda b: b["choices"][0], "gemini": lambda b: b["candidates"][0]}
+    field_of = {"interactions": "status", "anthropic": "stop_reason", "bedrock_invoke": "stop_reason", "openai": "finish_reason",
+                "gemini": "finishReason", "responses": "status", "bedrock_converse": "stopReason"}
+    where.get(name, lambda b: b)(body)[field_of[name]] = native
+    return body
+
+
+# (format, its own finish reason, whether the answer may be replayed): the providers' documented reasons.
+FINISHES = [
+    ("anthropic", "end_turn", True), ("anthropic", "stop_sequence", True), ("anthropic", "max_tokens", False),
+    ("anthropic", "pause_turn", False), ("anthropic", "refusal", False),
+    ("bedrock_invoke", "end_turn", True), ("bedrock_invoke", "pause_turn", False),
+    ("openai", "stop", True), ("openai", "length", False), ("openai", "content_filter", False),
+    ("openai", "an_unknown_reason", False),
+    ("gemini", "STOP", True), ("gemini", "MAX_TOKENS", False), ("gemini", "SAFETY", False), ("gemini", "OTHER", False),
+    ("gemini", "PROHIBITED_CONTENT", False), ("gemini", "BLOCKLIST", False), ("gemini", "SPII", False),
+    ("gemini", "MALFORMED_FUNCTION_CALL", False),
+    ("responses", "completed", True), ("responses", "incomplete", False), ("responses", "failed", False),
+    ("bedrock_converse", "end_turn", True), ("bedrock_converse", "guardrail_intervened", False),
+    ("bedrock_converse", "content_filtered", False),
+    ("interactions", "completed", True), ("interactions", "incomplete", False), ("interactions", "failed", False),
+]
+
+
+@pytest.mark.parametrize(("name", "native", "replayable"), FINISHES)
+def test_only_an_answer_that_ended_by_itself_is_replayable(name, native, replayable):
+    wire = wire_format(name)
+    reply = wire.read_reply(_with_finish(name, native))
+    assert (refusal(reply, wire, ResponseCachePolicy("on")) is None) == replayable
+    # The same answer streamed: its finish event carries the format's own reason too.
+    answer = Answer()
+    answer.feed([("text", "An answer."), ("finish", reply.finish, native)], wire)
+    assert (refusal(answer.result(), wire, ResponseCachePolicy("on")) is None) == replayable

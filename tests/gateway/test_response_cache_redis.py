@@ -1,0 +1,105 @@
+"""The response cache in Redis (a real redis-server): two `prefixgate serve` replicas serve each other's entries,
+keys name no tenant and no prompt, entries expire at the route's TTL there, and an unreadable entry or an
+unreachable Redis is a miss (or bypass) and a log line, never a 500."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import sys
+from contextlib import ExitStack
+
+import anthropic
+import pytest
+import redis
+import yaml
+
+from prefixgate.providers.mock.server import MockContext
+from prefixgate.providers.mock.server import create_app as mock_app
+from tests.gateway.support_response_cache import KEYS, CountingUpstream, cache_stack, policy
+from tests.gateway.test_response_cache import ASK, CACHE, SYSTEM, chat, oa
+from tests.support_services import ServerThread, http_ok, refusing_port, start_on_free_port
+
+ON = {"mode": "on", "ttl_s": 600}
+
+
+def serve(tmp, name: str, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    log = (tmp / f"{name}.log").open("w")
+
+    def launch(port: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "serve", "--port", str(port)],
+                                env={**env, "PREFIXGATE_LEDGER_PATH": str(tmp / f"{name}.sqlite")},
+                                stdout=log, stderr=subprocess.STDOUT)
+    try:
+        proc, port = start_on_free_port(launch, lambda p: http_ok(f"http://127.0.0.1:{p}/health"), name)
+    except (TimeoutError, RuntimeError):
+        pytest.fail((tmp / f"{name}.log").read_text()[-3000:])
+    return proc, f"http://127.0.0.1:{port}"
+
+
+class Gateway:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+def test_two_replicas_on_one_redis_serve_each_others_entries(tmp_path, redis_url):
+    upstream = CountingUpstream(mock_app(MockContext()))
+    with ServerThread(upstream) as mock, ExitStack() as stack:
+        path = tmp_path / "policy.yaml"
+        path.write_text(yaml.safe_dump(policy(gpt=ON, claude=ON)))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFIXGATE_")}
+        env.update(KEYS, OPENAI_API_KEY="sk-gw-openai", ANTHROPIC_API_KEY="sk-ant-gw", PREFIXGATE_REDIS_URL=redis_url,
+                   PREFIXGATE_POLICY_FILE=str(path), PREFIXGATE_OPENAI_BASE_URL=mock.url,
+                   PREFIXGATE_ANTHROPIC_BASE_URL=mock.url, PREFIXGATE_LOG_LEVEL="warning")
+        replicas = []
+        for name in ("replica-a", "replica-b"):
+            proc, url = serve(tmp_path, name, env)
+            stack.callback(proc.wait, 20)
+            stack.callback(proc.terminate)
+            replicas.append(Gateway(url))
+        a, b = replicas
+        first, state = chat(oa(a))
+        assert state == "miss" and len(upstream.posts) == 1
+        again, state = chat(oa(b))
+        assert state == "hit" and len(upstream.posts) == 1
+        assert again.choices[0].message.content == first.choices[0].message.content
+        # The other way round, streamed, in Anthropic's format.
+        ask = {"model": "claude-sonnet-5-5", "max_tokens": 200, "system": SYSTEM,
+               "messages": [{"role": "user", "content": "What does a prefix cache keep?"}]}
+        whole = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=b.url, max_retries=0).messages.create(**ask)
+        with anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=a.url, max_retries=0).messages.stream(**ask) as s:
+            assert "".join(s.text_stream) == whole.content[0].text
+        assert len(upstream.posts) == 2
+    # Keys are hashes: no tenant, key name or prompt text; each entry expires at the route's TTL.
+    r = redis.Redis.from_url(redis_url)
+    keys = [k.decode() for k in r.keys("prefixgate:response:*")]
+    assert len(keys) == 2 and all(re.fullmatch(r"prefixgate:response:[0-9a-f]{64}", k) for k in keys)
+    assert all(0 < r.pttl(k) <= 600_000 for k in keys)
+    assert not any(word in " ".join(keys) for word in ("acme", "prefix cache", "gpt", "claude"))
+
+
+def test_an_unreadable_entry_is_a_miss_and_a_log_line(tmp_path, redis_url, caplog):
+    with cache_stack(tmp_path, policy(gpt=ON), redis_url=redis_url) as (up, gw, _):
+        client = oa(gw)
+        first, _ = chat(client)
+        r = redis.Redis.from_url(redis_url)
+        (key,) = r.keys("prefixgate:response:*")
+        r.set(key, b'{"v": 1, "reply": "not an answer"')
+        with caplog.at_level(logging.WARNING, logger="prefixgate.gateway"):
+            logging.getLogger("prefixgate.gateway").addHandler(caplog.handler)
+            again, state = chat(client)
+        assert state == "miss" and len(up.posts) == 2
+        assert again.choices[0].message.content == first.choices[0].message.content
+        assert any("unreadable entry" in m for m in caplog.messages)
+        assert chat(client)[1] == "hit" and len(up.posts) == 2      # the fresh answer replaced it
+
+
+def test_an_unreachable_redis_is_a_bypass_not_an_error(tmp_path):
+    with refusing_port() as port, cache_stack(tmp_path, policy(gpt=ON), redis_url=f"redis://127.0.0.1:{port}/0") \
+            as (up, gw, _):
+        client = oa(gw)
+        assert chat(client)[1] == "bypass" and chat(client)[1] == "bypass" and len(up.posts) == 2
+        raw = client.chat.completions.with_raw_response.create(model="gpt-5.5", messages=ASK, stream=True)
+        assert raw.headers[CACHE] == "bypass" and len(list(raw.parse())) > 1
