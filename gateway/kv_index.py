@@ -28,7 +28,9 @@ from prefixgate.policies.schema import KVEventSource, Upstream
 
 log = logging.getLogger("prefixgate.gateway")
 
-SILENT_AFTER_S = 5.0
+# A busy replica publishes a prompt's BlockStored only once it schedules it, which can take seconds (the first
+# benchmark run, with 5 s, took overloaded replicas for silent ones): silence means far longer than a queue.
+SILENT_AFTER_S = 30.0
 REPLAY_TIMEOUT_MS = 2000
 REPLAY_END = (-1).to_bytes(8, "big", signed=True)
 
