@@ -57,7 +57,7 @@ def _exchange(rng: random.Random, turn: int) -> list[dict]:
     return [user, assistant, result]
 
 
-def agent_body(tokens: int, model: str = "claude-sonnet-4-5", seed: int = 7) -> dict:
+def agent_body(tokens: int, model: str = "claude-sonnet-5-5", seed: int = 7) -> dict:
     """An Anthropic Messages body of about `tokens` tokens (cl100k estimate, ~4.3 bytes a token)."""
     rng = random.Random(seed)
     body = {

@@ -40,8 +40,8 @@ _spec.loader.exec_module(gw)
 
 DAY_S = 86400
 ROUTES = [(f"route-{i}", model, target) for i, (model, target) in enumerate(
-    [("claude-sonnet-4-5", "anthropic"), ("gpt-4o", "openai"), ("gemini-2.5-flash", "gemini"), ("gpt-4o-mini", "openai"),
-     ("claude-haiku-4-5", "anthropic"), ("gpt-4o", "openai-eu"), ("gemini-2.5-pro", "gemini"), ("claude-sonnet-4-5", "bedrock")])]
+    [("claude-sonnet-5-5", "anthropic"), ("gpt-4o", "openai"), ("gemini-3.8-flash", "gemini"), ("gpt-4o-mini", "openai"),
+     ("claude-haiku-4-5", "anthropic"), ("gpt-4o", "openai-eu"), ("gemini-3.1-pro-preview", "gemini"), ("claude-sonnet-5-5", "bedrock")])]
 KEYS = 20
 POLL_S = 3.0
 

@@ -67,7 +67,7 @@ def upstream_app():
                   "prompt_tokens_details": {"cached_tokens": 1920}},
     }).encode()
     usage = {"input_tokens": 12, "cache_read_input_tokens": 19000, "cache_creation_input_tokens": 40, "output_tokens": 2}
-    message = {"id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+    message = {"id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-sonnet-5-5",
                "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
                "usage": usage}
     messages = json.dumps(message).encode()
@@ -297,7 +297,7 @@ def litellm_config(path: Path, upstream_port: int) -> None:
     path.write_text(
         "model_list:\n  - model_name: fake-openai\n    litellm_params:\n      model: openai/gpt-4o\n"
         f"      api_base: http://127.0.0.1:{upstream_port}/v1\n      api_key: sk-fake-openai\n"
-        "  - model_name: fake-claude\n    litellm_params:\n      model: anthropic/claude-sonnet-4-5\n"
+        "  - model_name: fake-claude\n    litellm_params:\n      model: anthropic/claude-sonnet-5-5\n"
         f"      api_base: http://127.0.0.1:{upstream_port}\n      api_key: sk-ant-fake\n"
         # LiteLLM's own caching feature, as its users turn it on: "system + last message" markers.
         "      cache_control_injection_points:\n        - location: message\n          role: system\n"
@@ -341,7 +341,7 @@ def main() -> None:
     systems: list[System] = []
     results: list[dict] = []
     firsts: dict[str, float] = {}
-    real_models = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4-5"}
+    real_models = {"openai": "gpt-4o", "anthropic": "claude-sonnet-5-5"}
 
     def run(system: System) -> None:
         if system.name != "direct":

@@ -36,7 +36,7 @@ from prefixgate.gateway.upstream import UpstreamResponse
 from prefixgate.policies import load_policy
 
 ANSWER = json.dumps({
-    "id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+    "id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-sonnet-5-5",
     "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
     "usage": {"input_tokens": 12, "cache_read_input_tokens": 19000, "cache_creation_input_tokens": 40, "output_tokens": 2},
 }).encode()
@@ -83,7 +83,7 @@ async def run(args: argparse.Namespace) -> None:
         bodies = [{**b, "system": [{"type": "text", "text": f"Current time: 2026-11-24T07:{i // 60:02d}:{i % 60:02d}Z. "
                                                             f"Request id req_{i:08x}."}, *b["system"]]}
                   for i, b in enumerate(bodies)]
-    raws = [json.dumps({**b, "model": "claude-sonnet-4-5"}).encode() for b in bodies]
+    raws = [json.dumps({**b, "model": "claude-sonnet-5-5"}).encode() for b in bodies]
     answer = UpstreamResponse(200, {}, ANSWER, None, _nothing)
 
     def one(i: int) -> None:

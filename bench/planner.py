@@ -132,13 +132,13 @@ def planning_latency(n: int = 300) -> tuple[float, float]:
     state = PlannerState()
     samples = []
     for i in range(n + 1):
-        body = {"model": "claude-sonnet-4-5", "max_tokens": 100,
+        body = {"model": "claude-sonnet-5-5", "max_tokens": 100,
                 "system": f"You are Ava.\nCurrent time: 2026-11-22T10:{i % 60:02d}:{i % 59:02d}Z\n{policy}",
                 "messages": [{"role": "user", "content": f"Question {i}: " + prose(rng, 2)}]}
         conv = an.parse_request(body)
         # CPU time of this thread: on a shared machine wall time measures the neighbours too.
         start = time.thread_time()
-        plan(conv, Target("anthropic", "claude-sonnet-4-5"), state, route="latency", now=float(i))
+        plan(conv, Target("anthropic", "claude-sonnet-5-5"), state, route="latency", now=float(i))
         if i:
             samples.append((time.thread_time() - start) * 1000)
     from prefixgate import tokens

@@ -13,7 +13,7 @@ import uuid
 
 from prefixgate.providers.trace import TraceRecord
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-5-5"
 WORDS = ("order shipping refund policy customer account invoice warranty product support return label "
          "delivery carrier tracking payment card address update cancel subscription plan upgrade device "
          "battery screen replace repair store pickup exchange credit balance statement tax region").split()

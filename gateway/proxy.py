@@ -30,6 +30,7 @@ from prefixgate.dialects import resent, wire_format
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
+from prefixgate.gateway import lifecycle
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
 from prefixgate.gateway.error_response import error_response
@@ -138,6 +139,7 @@ class Prepared:
     storage_token_hours: Decimal = Decimal(0)   # storage of that cache over its TTL (tokens x hours)
     trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
     ask: Ask = field(default_factory=Ask)   # the provider diagnostics this request carries (diagnostics.py)
+    retires: str = ""                   # the model's retirement, for the lifecycle header (gateway/lifecycle.py)
 
     def usage_counter(self) -> Any:
         """A stream usage accumulator for this request (which may say how its cache writes are priced)."""
@@ -324,6 +326,12 @@ class Proxy:
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
         first_wire = wire_format(first.dialect_for(call.dialect, model))
+        if not first.deployments:   # an Azure deployment's name is not its model's
+            verdict = lifecycle.check(price_provider(first, first_wire), model, call.route.on_retired, self.catalog)
+            model, retires = verdict.model, verdict.header
+            call.notes += [verdict.note] if verdict.note and verdict.note not in call.notes else []
+        else:
+            retires = ""
         conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
@@ -377,7 +385,8 @@ class Proxy:
                 payload["priority"] = ENGINE_PRIORITY[priority]
             payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
-        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask)
+        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask,
+                        retires=retires)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
@@ -480,6 +489,8 @@ class Proxy:
             "x-prefixgate-plan": prep.plan.summary,
             "x-prefixgate-overhead-ms": f"{rec.overhead_ms:.3f}",
         }
+        if prep.retires:
+            out[lifecycle.HEADER] = prep.retires
         if call.response_cache is not None:
             out[HEADER] = call.response_cache.state
         if rec.status == 200 and not prep.stream:

@@ -31,15 +31,15 @@ _SYSTEM = (f"Current time: 2026-01-01T00:00:00Z. Request {uuid.UUID(int=0)}.\n"
 _QUESTION = "Which section covers start-up?"
 # (caller format, planner provider, model, a body in that format).
 SAMPLES: tuple[tuple[str, str, str, dict], ...] = (
-    ("anthropic", "anthropic", "claude-sonnet-4-5",
-     {"model": "claude-sonnet-4-5", "max_tokens": 16, "system": _SYSTEM,
+    ("anthropic", "anthropic", "claude-sonnet-5-5",
+     {"model": "claude-sonnet-5-5", "max_tokens": 16, "system": _SYSTEM,
       "messages": [{"role": "user", "content": _QUESTION}]}),
     ("openai", "openai", "gpt-4o-mini",
      {"model": "gpt-4o-mini", "messages": [{"role": "system", "content": _SYSTEM},
                                            {"role": "user", "content": _QUESTION}]}),
     ("responses", "openai", "gpt-4o-mini",
      {"model": "gpt-4o-mini", "instructions": _SYSTEM, "input": _QUESTION}),
-    ("gemini", "gemini", "gemini-2.5-flash",
+    ("gemini", "gemini", "gemini-3.8-flash",
      {"systemInstruction": {"parts": [{"text": _SYSTEM}]}, "contents": [{"role": "user", "parts": [{"text": _QUESTION}]}]}),
 )
 

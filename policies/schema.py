@@ -26,6 +26,8 @@ UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "gem
                        "openai_compatible", "local"]
 KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "gemini_interactions", "bedrock",
                                    "vertex", "openai_compatible", "local")
+OnRetired = Literal["warn", "replace", "refuse"]
+ON_RETIRED: tuple[OnRetired, ...] = ("warn", "replace", "refuse")
 # The wire dialect each kind speaks by default; every self-hosted server speaks OpenAI's. `openai_responses` is
 # OpenAI for models served only by the Responses API: Chat Completions callers routed there are translated;
 # `gemini_interactions` likewise is the Gemini API for models and agents served only by the Interactions API.
@@ -220,6 +222,9 @@ class Route:
     # "tenant": hosted upstreams' prefix caches are per tenant too (gateway/isolation.py); "shared": tenants of
     # one provider key share its cache (self-hosted upstreams are salted per tenant either way).
     isolation: Literal["shared", "tenant"] = "shared"
+    # A request for a model its provider has retired: send it as asked, with a warning ("warn"), send it to the
+    # catalogue's replacement ("replace") or refuse it with a 400 ("refuse"). See gateway/lifecycle.py.
+    on_retired: OnRetired = "warn"
     # Scheduling class carried to self-hosted engines (vLLM's `priority`); None: normal, unless the key says.
     priority: Priority | None = None
 
@@ -386,7 +391,8 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     spec = _mapping(spec, path)
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
                        "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
-                       "price", "max_request_usd", "isolation", "priority"})
+                       "price", "max_request_usd", "isolation",
+                       "on_retired", "priority"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -421,12 +427,16 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     cap = spec.get("max_request_usd")
     if not isinstance(per_minute, int) or isinstance(per_minute, bool) or per_minute < 1:
         raise PolicyError(f"{path}.diagnostics_per_minute: must be a positive integer, got {per_minute!r}")
+    on_retired = spec.get("on_retired", "warn")
+    if on_retired not in ON_RETIRED:
+        raise PolicyError(f"{path}.on_retired: must be one of {', '.join(ON_RETIRED)}, got {on_retired!r}")
     return _prioritised(Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
                  _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
                  _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"),
                  diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, isolation=isolation,
                  price=_price(spec.get("price"), f"{path}.price"),
-                 max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd")), spec, path)
+                 max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd"),
+                 on_retired=on_retired), spec, path)
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:

@@ -212,6 +212,33 @@ def ledger_export(ctx: click.Context, trace_out: str, ledger_path: str | None) -
                "(no body kept: set ledger_bodies; failed; or a self-hosted target)", err=True)
 
 
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per model, with sources and every price row.")
+@click.option("--provider", default=None, help="Only this provider's models (anthropic, openai, gemini, bedrock, vertex, "
+                                               "deepseek, openrouter, azure, xai, mistral, groq, fireworks).")
+@click.pass_context
+def models(ctx: click.Context, as_json: bool, provider: str | None) -> None:
+    """Every model the gateway prices and plans: prices (USD per million tokens), caching rules, retirement."""
+    import json
+    import shutil
+
+    from prefixgate.providers.listing import rows, table
+    from prefixgate.providers.rules import RulesError, load_catalog
+
+    settings = _settings(ctx)
+    try:
+        catalog = load_catalog(settings.providers_file or None)
+    except RulesError as e:
+        raise click.ClickException(str(e)) from None
+    items = rows(catalog, provider)
+    if provider and not items:
+        raise click.BadParameter(f"no models of provider {provider!r}", param_hint="--provider")
+    if as_json:
+        click.echo(json.dumps(items, indent=2))
+    else:
+        click.echo(table(items, shutil.get_terminal_size((100, 24)).columns))
+
+
 @main.command("mock-providers")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8200, show_default=True)
@@ -254,7 +281,7 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
 @click.option("--disable", "--ignore", "disable", default=None, help="Skip these rules, comma-separated.")
 @click.option("--provider", type=click.Choice(["anthropic", "openai", "gemini"]), default=None,
               help="Provider whose rules apply to templates (request files name their own).")
-@click.option("--model", default=None, help="Model whose minimum applies to templates (default claude-sonnet-4-5).")
+@click.option("--model", default=None, help="Model whose minimum applies to templates (default claude-sonnet-5-5).")
 @click.option("--include", default=None, help="Globs of files to lint in directories, comma-separated.")
 @click.option("--exclude", default=None, help="More globs of files to skip in directories, comma-separated.")
 @click.option("--pyproject", type=click.Path(dir_okay=False), default=None,

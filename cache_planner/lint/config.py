@@ -9,7 +9,7 @@ Validated here, at the edge: an unknown key, an unknown rule id, a bad severity 
     severity = { PG002 = "error" }     # per-rule severity overrides
     fail_on = "warning"                # exit 1 at or above: error | warning | info | never
     provider = "anthropic"             # for templates (request files carry their own)
-    model = "claude-sonnet-4-5"
+    model = "claude-sonnet-5-5"
     min_cache_tokens = { "claude-sonnet-4-6" = 2048 }   # or one number for every model
     include = ["prompts/**/*.md"]      # directory walks only; named files are always linted
     exclude = ["tests/fixtures/**"]   # added to the default excludes (.git, virtualenvs, node_modules...)

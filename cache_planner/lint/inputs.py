@@ -39,7 +39,7 @@ from prefixgate.providers.trace import TraceError, TraceRecord, parse_record
 TEMPLATE_LANGUAGES = {".md": "any", ".txt": "any", ".prompt": "any", ".j2": "jinja", ".jinja": "jinja",
                       ".jinja2": "jinja"}
 SUFFIXES = (".json", ".jsonl", ".py", *TEMPLATE_LANGUAGES)
-DEFAULT_GEMINI_MODEL = "gemini-2.5-flash"
+DEFAULT_GEMINI_MODEL = "gemini-3.8-flash"
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from prefixgate.gateway.dashboard.figures import GROUPINGS, breakdown, timeserie
 from prefixgate.gateway.dashboard.forecast import earliest_start, forecasts
 from prefixgate.gateway.dashboard.misses import is_miss, misses_by_route
 from prefixgate.gateway.dashboard.provider_reasons import why
+from prefixgate.gateway.dashboard.retiring import retiring_routes
 from prefixgate.gateway.dashboard.rewrites import rewrites_by_route
 from prefixgate.gateway.dashboard.source import MISS_SAMPLE, UNAVAILABLE, LedgerSource
 from prefixgate.ledger import LedgerRecord
@@ -165,7 +166,14 @@ def overview(request: Request, w: WindowDep) -> dict:
             "misses": misses_by_route(w.latest(PREVIOUS_LOOKBACK_S), w.since, catalog=w.catalog),
             "rewrites": rewrites_by_route(w.latest(), w.since),
             "alerts": [a.to_dict() for a in route_alerts(view, now, rule)],
+            "retiring": retiring_routes(w.latest(), w.catalog),
         }
+
+
+@router.get("/retiring", response_model=list[schema.RetiringRoute],
+            summary="Routes sending requests to models retiring within 30 days (or retired)")
+def retiring(w: WindowDep) -> list[dict]:
+    return retiring_routes(w.latest(), w.catalog)
 
 
 @router.get("/forecast", response_model=schema.Forecasts,

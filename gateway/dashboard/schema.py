@@ -205,6 +205,15 @@ class Alerts(BaseModel):
     alerts: list[Alert]
 
 
+class RetiringRoute(BaseModel):
+    route: str
+    provider: str
+    model: str
+    retires: str = Field(description="the provider's retirement date (ISO); past for a retired model")
+    replacement: str | None
+    requests: int = Field(description="requests in the window's latest sample")
+
+
 class Overview(BaseModel):
     window: Window
     totals: Totals
@@ -214,6 +223,7 @@ class Overview(BaseModel):
     misses: list[RouteMisses]
     rewrites: list[RouteRewrites]
     alerts: list[Alert]
+    retiring: list[RetiringRoute] = Field(default_factory=list, description="routes using models retiring within 30 days")
 
 
 class RequestRecord(BaseModel):

@@ -79,14 +79,16 @@ class AnthropicCache:
         breakpoints: list[Breakpoint] = []
         last_markable: tuple[int, str] | None = None
         message_index = -1
-        salted = False
+        tiers = _tier_salts(conv)
+        # A change of structured-output format invalidates the whole thread (structured-outputs doc).
+        hasher.salt(tiers.pop("tools"))
         for seg in conv.segments:
+            if seg.role != "tools" and "system" in tiers:
+                hasher.salt(tiers.pop("system"))
             if seg.role in ("user", "assistant"):
                 message_index += 1
-                if not salted:
-                    # tool_choice and thinking settings invalidate the messages but not tools or system (A2).
-                    hasher.salt({k: conv.params.get(k) for k in ("tool_choice", "thinking")})
-                    salted = True
+                if "messages" in tiers:
+                    hasher.salt(tiers.pop("messages"))
                 hasher.salt({"role": seg.role})
             overhead = self.rules.message_overhead_tokens if seg.role in ("user", "assistant") else 0
             for bi, block in enumerate(seg.blocks):
@@ -171,6 +173,27 @@ class AnthropicCache:
             i -= 1
             out.append(i)
         return out
+
+
+def _tier_salts(conv: Conversation) -> dict[str, Any]:
+    """What each tier's cache depends on beyond its own blocks ("What invalidates what", A2): a change of a
+    tier's salt rewrites that tier and every later one."""
+    output_config = conv.params.get("output_config") or {}
+    output_config = output_config if isinstance(output_config, dict) else {}
+    blocks = [b for seg in conv.segments for b in seg.blocks]
+    natives = [b.native for b in blocks if isinstance(b.native, dict)]
+    citations = any(isinstance(n.get("citations"), dict) and n["citations"].get("enabled") for n in natives)
+    web_search = any(str(n.get("type", "")).startswith("web_search") for n in natives)
+    return {
+        "tools": {"format": output_config.get("format")},
+        # Fast mode, and toggling web search or citations, invalidate system and messages.
+        "system": {"speed": conv.params.get("speed"), "web_search": web_search, "citations": citations},
+        # tool_choice, thinking, effort, and images added or removed anywhere invalidate the messages. Effort
+        # set to the default ("high") is no change.
+        "messages": {"tool_choice": conv.params.get("tool_choice"), "thinking": conv.params.get("thinking"),
+                     "effort": output_config.get("effort") or "high",
+                     "images": sum(b.kind == "image" for b in blocks)},
+    }
 
 
 def _field(role: str, message_index: int, block_index: int, form: str) -> str:

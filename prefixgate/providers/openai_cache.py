@@ -72,7 +72,7 @@ class OpenAICache:
     def _implicit(self, conv: Conversation, model: ModelRules, prompt: Prompt, scope: tuple, now: float) -> Usage:
         retention = _retention(conv.params.get("prompt_cache_retention"), model, self.rules)
         ttl_s = self.rules.extended_retention_s if retention == "24h" else self.rules.in_memory_idle_s
-        steps = self._steps(prompt.ids, model.min_cache_tokens)
+        steps = self._steps(prompt.ids, model.min_cache_tokens, model.increment_tokens or self.rules.increment_tokens)
         read = 0
         for length, key in reversed(steps):
             entry = self.store.get(scope, key, now)
@@ -84,9 +84,8 @@ class OpenAICache:
             self.store.put(scope, key, length, retention, ttl_s, now)
         return Usage(uncached_input=prompt.total - read, cache_read=read)
 
-    def _steps(self, ids: array, minimum: int) -> list[tuple[int, str]]:
-        """(prefix length, key) at every cacheable length: minimum, minimum + 128, ... up to the prompt."""
-        inc = self.rules.increment_tokens
+    def _steps(self, ids: array, minimum: int, inc: int) -> list[tuple[int, str]]:
+        """(prefix length, key) at every cacheable length: minimum, minimum + inc, ... up to the prompt."""
         h = hashlib.sha256(b"openai")
         out, done = [], 0
         length = max(minimum, inc)

@@ -2,12 +2,13 @@
 
 Callers send model names in many spellings: date-pinned snapshots (`claude-haiku-4-5-20251001`,
 `gpt-4o-2024-08-06`), `-latest` pointers, Gemini's `models/` resource prefix and `-001` versions, router
-prefixes (`anthropic/...`) and dotted Claude versions (`claude-sonnet-4.5`). All of them resolve to one row.
+prefixes (`anthropic/...`) and dotted Claude versions (`claude-sonnet-5.5`). All of them resolve to one row.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from decimal import Decimal
 
 from prefixgate.cost import ZERO, Cost, Price, price_usage
@@ -85,14 +86,18 @@ def _spellings(provider: str, model: str) -> list[str]:
         stripped = pattern.sub("", stripped)
     out.append(stripped)
     if provider in ("anthropic", "bedrock"):
-        # claude-sonnet-4.5 -> claude-sonnet-4-5 (router and console spellings).
+        # claude-sonnet-5.5 -> claude-sonnet-5-5 (router and console spellings).
         out += [n.replace(".", "-") for n in out]
     return out
 
 
-def price_for(provider: str, model: str, usage: Usage, catalog: Catalog | None = None) -> Price:
-    """The price row that applies to this response (long-context tiers price the whole request)."""
-    return resolve_model(provider, model, catalog).price_for(usage.input_total)
+def price_for(provider: str, model: str, usage: Usage, catalog: Catalog | None = None,
+              at: datetime | None = None) -> Price:
+    """The price of this response: THE one place every price is taken from (the gateway's ledger, the
+    planner, replay, the SDK, lint and the mocks all come here or to `ModelRules.price_for` of a model resolved
+    here). The row is the one in force at `at` (the request's time, now when None: dated and time-of-day
+    prices), and a long-context tier prices the whole request."""
+    return resolve_model(provider, model, catalog).price_for(usage.input_total, at)
 
 
 def cost_of(
@@ -101,12 +106,13 @@ def cost_of(
     usage: Usage,
     storage_token_hours: Decimal = ZERO,
     catalog: Catalog | None = None,
+    at: datetime | None = None,
 ) -> Cost:
-    """What `usage` cost on `model`, with the counterfactual cost without caching and the savings."""
-    return price_usage(usage, price_for(provider, model, usage, catalog), storage_token_hours)
+    """What `usage` cost on `model` at `at`, with the counterfactual cost without caching and the savings."""
+    return price_usage(usage, price_for(provider, model, usage, catalog, at), storage_token_hours)
 
 
-def storage_cost(provider: str, model: str, token_hours: Decimal, catalog: Catalog | None = None) -> Cost:
+def storage_cost(provider: str, model: str, token_hours: Decimal, catalog: Catalog | None = None,
+                 at: datetime | None = None) -> Cost:
     """Storage of an explicit cache (Gemini cachedContents) alone: no tokens, only the storage line."""
-    price = resolve_model(provider, model, catalog).price.price
-    return price_usage(Usage(), price, token_hours)
+    return price_usage(Usage(), price_for(provider, model, Usage(), catalog, at), token_hours)

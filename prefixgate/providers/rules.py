@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import copy
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from importlib import resources
@@ -18,7 +19,9 @@ from typing import Any
 import yaml
 
 from prefixgate.cost import Price
+from prefixgate.providers import genai_catalog
 from prefixgate.providers.compatible import PROFILES
+from prefixgate.providers.schedule import PricePeriod, PriceSpec, period_at
 
 PROVIDERS = ("anthropic", "openai", "gemini", "bedrock")
 # Hosted OpenAI-compatible providers (compatible.PROFILES) have price rows but no rules table of their own:
@@ -82,44 +85,65 @@ class VertexRules:
     # global endpoint; the older models (base ids, without the @date) cost the same everywhere.
     regional_premium_percent: int
     same_everywhere: tuple[str, ...]
+    # Vertex caches no Gemini prompt under this many tokens, implicit or explicit, whatever the model's own
+    # minimum on the Gemini API.
+    gemini_min_cache_tokens: int
     source: str
-
-
-@dataclass(frozen=True)
-class PriceSpec:
-    """One price row with its provenance; `above` > 0 makes it a long-context tier for prompts above it."""
-
-    price: Price
-    source: str
-    as_of: str
-    note: str = ""
-    above: int = 0
 
 
 @dataclass(frozen=True)
 class ModelRules:
     provider: str
     id: str
-    price: PriceSpec
+    # The price schedule (schedule.py): most rows from genai-prices, the rest from providers.toml.
+    periods: tuple[PricePeriod, ...]
     min_cache_tokens: int
     aliases: tuple[str, ...] = ()
-    long_context: tuple[PriceSpec, ...] = ()
     released: str = ""
     # OpenAI only: "implicit" (free writes, 128-token steps) or "breakpoints" (GPT-5.6+ paid writes).
     regime: str = ""
     # OpenAI only: accepted prompt_cache_retention values.
     retention: tuple[str, ...] = ("in_memory", "24h")
+    # Prefix caches in steps (OpenAI and the compatible providers): a read covers a whole number of steps
+    # past the minimum; 0 takes [openai].increment_tokens.
+    increment_tokens: int = 0
     # The TTLs an explicit marker may ask for on this model (OpenAI prompt_cache_options.ttl; Claude's
     # cache_control / cachePoint ttl); empty: the model cannot cache at all (some Bedrock models).
     breakpoint_ttls: tuple[str, ...] = ("30m",)
+    # Lifecycle: the provider's shutdown date (None: none announced) and the model it points callers to.
+    # A retired row stays, so that old records still price.
+    retires: date | None = None
+    replacement: str = ""
+    retires_source: str = ""
+    # Where the prices come from: "genai-prices", "override" (our row over a model genai-prices knows) or
+    # "catalogue" (a model genai-prices lacks); `genai_ref` names the genai-prices model, if any.
+    origin: str = "catalogue"
+    genai_ref: str = ""
 
-    def price_for(self, prompt_tokens: int) -> Price:
-        """The price row for a request whose whole prompt (uncached + read + written) has this many tokens."""
-        chosen = self.price
-        for tier in self.long_context:
-            if prompt_tokens > tier.above and tier.above >= chosen.above:
-                chosen = tier
-        return chosen.price
+    @property
+    def price(self) -> PriceSpec:
+        """Today's standard base row (no time-of-day window): what a catalogue lists and the planner plans with."""
+        return period_at(self.periods, None, windows=False).base
+
+    @property
+    def long_context(self) -> tuple[PriceSpec, ...]:
+        return period_at(self.periods, None, windows=False).long_context
+
+    def row_for(self, prompt_tokens: int, at: datetime | None = None) -> PriceSpec:
+        """The row for a request at `at` (now when None) whose whole prompt (uncached + read + written) has
+        this many tokens: the period in force then (dated and time-of-day prices), then its long-context tier."""
+        return period_at(self.periods, at).row_for(prompt_tokens)
+
+    def price_for(self, prompt_tokens: int, at: datetime | None = None) -> Price:
+        return self.row_for(prompt_tokens, at).price
+
+    def retired(self, on: date | None = None) -> bool:
+        return self.retires is not None and self.retires <= (on or datetime.now(UTC).date())
+
+    def retires_within(self, days: int, on: date | None = None) -> bool:
+        """Retired already, or retiring within `days` of `on` (today when None)."""
+        today = on or datetime.now(UTC).date()
+        return self.retires is not None and (self.retires - today).days <= days
 
 
 @dataclass(frozen=True)
@@ -289,7 +313,8 @@ def _decimal(value: Any, where: str) -> Decimal:
     return d
 
 
-_PRICE_KEYS = {"input", "output", "cache_read", "cache_write", "storage_per_hour", "source", "as_of", "note", "above"}
+_PRICE_KEYS = {"input", "output", "cache_read", "cache_write", "storage_per_hour", "source", "as_of", "note", "above",
+               "why"}
 
 
 def _price_spec(raw: Any, where: str, tier: bool) -> PriceSpec:
@@ -312,11 +337,14 @@ def _price_spec(raw: Any, where: str, tier: bool) -> PriceSpec:
         storage_per_hour=_decimal(raw.get("storage_per_hour", 0), f"{where}.storage_per_hour"),
     )
     above = _typed(raw.get("above", 0), "int", f"{where}.above")
-    return PriceSpec(price, str(raw["source"]), str(raw["as_of"]), str(raw.get("note", "")), above)
+    # `why`: an override of a price genai-prices also has says why ours differs (tests hold every row to it).
+    note = "; ".join(str(raw[k]) for k in ("note", "why") if raw.get(k))
+    return PriceSpec(price, str(raw["source"]), str(raw["as_of"]), note, above)
 
 
 _MODEL_KEYS = {"provider", "id", "aliases", "min_cache_tokens", "price", "long_context", "released", "regime",
-               "retention", "breakpoint_ttls"}
+               "retention", "breakpoint_ttls", "genai_prices", "storage_per_hour", "discount_percent", "retires", "increment_tokens",
+               "replacement", "retires_source"}
 
 
 def _model_from(raw: Any, where: str, provider_rules: dict[str, Any]) -> ModelRules:
@@ -327,8 +355,6 @@ def _model_from(raw: Any, where: str, provider_rules: dict[str, Any]) -> ModelRu
     if not isinstance(mid, str) or not mid:
         raise RulesError(f"{where}.id: expected a model id string")
     where = f"{where} ({provider}/{mid})"
-    if "price" not in raw:
-        raise RulesError(f"{where}: missing key 'price'")
     regime = raw.get("regime", "")
     openai: OpenAIRules = provider_rules["openai"]
     # What a marker's ttl may be: OpenAI's breakpoint TTLs; Claude's cache TTLs (every one by default on
@@ -350,20 +376,24 @@ def _model_from(raw: Any, where: str, provider_rules: dict[str, Any]) -> ModelRu
         if "min_cache_tokens" not in raw:
             raise RulesError(f"{where}: missing key 'min_cache_tokens'")
         min_tokens = raw["min_cache_tokens"]
-    tiers = raw.get("long_context", [])
-    if not isinstance(tiers, list):
-        raise RulesError(f"{where}.long_context: expected a list of price tables")
+    write_ttl = "5m" if "5m" in marker_ttls else "30m"
+    periods, origin, genai_ref = _periods(raw, provider, mid, where, write_ttl)
     model = ModelRules(
         provider=provider,
         id=mid,
-        price=_price_spec(raw["price"], f"{where}.price", tier=False),
+        periods=periods,
         min_cache_tokens=_typed(min_tokens, "int", f"{where}.min_cache_tokens"),
         aliases=tuple(_str_list(raw.get("aliases", []), f"{where}.aliases")),
-        long_context=tuple(_price_spec(t, f"{where}.long_context[{i}]", tier=True) for i, t in enumerate(tiers)),
         released=str(raw.get("released", "")),
         regime=regime,
         retention=tuple(_str_list(raw.get("retention", ["in_memory", "24h"]), f"{where}.retention")),
+        increment_tokens=_typed(raw.get("increment_tokens", 0), "int", f"{where}.increment_tokens"),
         breakpoint_ttls=tuple(_str_list(raw.get("breakpoint_ttls", default_ttls), f"{where}.breakpoint_ttls")),
+        retires=_date(raw.get("retires"), f"{where}.retires"),
+        replacement=str(raw.get("replacement", "")),
+        retires_source=str(raw.get("retires_source", "")),
+        origin=origin,
+        genai_ref=genai_ref,
     )
     for ttl in model.breakpoint_ttls:
         if ttl not in marker_ttls:
@@ -372,6 +402,72 @@ def _model_from(raw: Any, where: str, provider_rules: dict[str, Any]) -> ModelRu
     if bad:
         raise RulesError(f"{where}.retention: unknown value {sorted(bad)[0]!r} (in_memory, 24h)")
     return model
+
+
+def _periods(raw: dict[str, Any], provider: str, mid: str, where: str,
+             write_ttl: str) -> tuple[tuple[PricePeriod, ...], str, str]:
+    """(price periods, origin, genai-prices ref): our own `price` table where the row has one (an override
+    when genai-prices knows the model too), else genai-prices' schedule; an operator's `discount_percent`
+    scales every price."""
+    ref = raw.get("genai_prices", "")
+    if not isinstance(ref, str) or (ref and ":" not in ref):
+        raise RulesError(f"{where}.genai_prices: expected \"provider:model\" as genai-prices names it")
+    gp = genai_catalog.ref_for(provider, mid, ref)
+    found = genai_catalog.lookup(*gp, write_ttl) if gp else None
+    genai_ref = f"{found.provider_id}/{found.model_id}" if found else ""
+    if "price" in raw and found is not None and isinstance(raw["price"], dict) and "source" not in raw["price"]:
+        # An operator's partial override (a private price for some token classes) over genai-prices' row.
+        periods, origin = tuple(_patched(p, raw["price"], f"{where}.price") for p in found.periods), "override"
+    elif "price" in raw:
+        tiers = raw.get("long_context", [])
+        if not isinstance(tiers, list):
+            raise RulesError(f"{where}.long_context: expected a list of price tables")
+        period = PricePeriod(_price_spec(raw["price"], f"{where}.price", tier=False),
+                             tuple(_price_spec(t, f"{where}.long_context[{i}]", tier=True) for i, t in enumerate(tiers)))
+        periods, origin = (period,), "override" if found else "catalogue"
+    elif found is not None:
+        periods, origin = found.periods, "genai-prices"
+        if "storage_per_hour" in raw:  # explicit-cache storage (Gemini): genai-prices has no such price
+            storage = _decimal(raw["storage_per_hour"], f"{where}.storage_per_hour")
+            periods = tuple(_with_storage(p, storage) for p in periods)
+    else:
+        raise RulesError(f"{where}: no 'price' table, and genai-prices {genai_catalog.VERSION} has no model "
+                         f"{gp[0] + '/' + gp[1] if gp else mid!r}: add a price table with its source and date")
+    if "discount_percent" in raw:
+        d = _decimal(raw["discount_percent"], f"{where}.discount_percent")
+        if d > 100:
+            raise RulesError(f"{where}.discount_percent: expected 0..100, got {d}")
+        periods = tuple(p.scaled(1 - d / 100, f"operator discount {d}%") for p in periods)
+    return periods, origin, genai_ref
+
+
+def _patched(period: PricePeriod, raw: dict[str, Any], where: str) -> PricePeriod:
+    raw = _known_table(raw, where, {"input", "output", "cache_read", "cache_write", "storage_per_hour", "note"},
+                       "expected a price table")
+    values: dict[str, Any] = {k: _decimal(raw[k], f"{where}.{k}") for k in
+                              ("input", "output", "cache_read", "storage_per_hour") if k in raw}
+    if "cache_write" in raw:
+        if not isinstance(raw["cache_write"], dict):
+            raise RulesError(f"{where}.cache_write: expected a table of TTL -> price")
+        values["cache_write"] = {str(k): _decimal(v, f"{where}.cache_write.{k}") for k, v in raw["cache_write"].items()}
+    base = period.base
+    note = f"{base.note}; operator override of {', '.join(sorted(values))}"
+    return replace(period, base=replace(base, price=replace(base.price, **values), note=note))
+
+
+def _with_storage(period: PricePeriod, storage: Decimal) -> PricePeriod:
+    def spec(s: PriceSpec) -> PriceSpec:
+        return replace(s, price=replace(s.price, storage_per_hour=storage))
+    return replace(period, base=spec(period.base), long_context=tuple(spec(t) for t in period.long_context))
+
+
+def _date(value: Any, where: str) -> date | None:
+    if value is None or isinstance(value, date):
+        return value
+    try:
+        return date.fromisoformat(str(value))
+    except ValueError:
+        raise RulesError(f"{where}: expected a date such as 2026-11-30, got {value!r}") from None
 
 
 def _str_list(value: Any, where: str) -> list[str]:

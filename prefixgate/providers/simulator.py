@@ -57,14 +57,17 @@ class Simulator:
         tenant: str = "default",
         model: str | None = None,
         output_tokens: int = 0,
+        rules: ModelRules | None = None,
     ) -> SimResult:
         """Run one generate request (Messages, Chat Completions, Responses, generateContent) through the cache.
 
         `model` is required for Gemini and Bedrock, whose model is in the URL, and overrides the body's otherwise.
-        Bedrock bodies are InvokeModel (Anthropic's, with `anthropic_version`) or Converse bodies.
+        Bedrock bodies are InvokeModel (Anthropic's, with `anthropic_version`) or Converse bodies. `rules` are
+        the model's caching rules where they are not `provider`'s own row (a compatible provider's model run
+        through OpenAI's cache).
         """
         conv = self.parse(provider, body, model)
-        rules = resolve_model(provider, model or conv.model or "", self.catalog)
+        rules = rules or resolve_model(provider, model or conv.model or "", self.catalog)
         if provider == "anthropic":
             usage = self.anthropic.request(conv, rules, tenant, now)
         elif provider == "bedrock":

@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from decimal import Decimal
 
-from prefixgate.cost import Price
-from prefixgate.providers.rules import Catalog, ModelRules, PriceSpec
+from prefixgate.providers.rules import Catalog, ModelRules
 
 REGIONAL = "regional/"
 
@@ -34,20 +33,14 @@ def split_name(name: str) -> tuple[str, bool]:
 
 
 def vertex_rules(rules: ModelRules, regional: bool, catalog: Catalog) -> ModelRules:
-    """The publisher's rules for one Vertex model, with the regional premium where it applies."""
-    premium = regional and rules.provider == "anthropic" and rules.id not in catalog.vertex.same_everywhere
+    """The publisher's rules for one Vertex model: the regional premium where it applies, and Vertex's own
+    floor under Gemini's minimum cacheable prompt."""
+    v = catalog.vertex
+    if rules.provider == "gemini":
+        rules = replace(rules, min_cache_tokens=max(rules.min_cache_tokens, v.gemini_min_cache_tokens))
+    premium = regional and rules.provider == "anthropic" and rules.id not in v.same_everywhere
     if not premium:
         return replace(rules, provider="vertex")
-    factor = 1 + Decimal(catalog.vertex.regional_premium_percent) / 100
-
-    def scaled(spec: PriceSpec) -> PriceSpec:
-        p = spec.price
-        price = Price(input=p.input * factor, output=p.output * factor, cache_read=p.cache_read * factor,
-                      cache_write={ttl: v * factor for ttl, v in p.cache_write.items()},
-                      storage_per_hour=p.storage_per_hour * factor)
-        note = f"{spec.note}; " if spec.note else ""
-        return replace(spec, price=price, source=catalog.vertex.source,
-                       note=f"{note}Vertex regional endpoint: +{catalog.vertex.regional_premium_percent}%")
-
-    return replace(rules, provider="vertex", price=scaled(rules.price),
-                   long_context=tuple(scaled(t) for t in rules.long_context))
+    factor = 1 + Decimal(v.regional_premium_percent) / 100
+    note = f"Vertex regional endpoint: +{v.regional_premium_percent}% ({v.source})"
+    return replace(rules, provider="vertex", periods=tuple(p.scaled(factor, note) for p in rules.periods))

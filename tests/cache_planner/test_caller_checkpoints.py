@@ -11,7 +11,7 @@ from prefixgate.cache_planner import PlannerState, Target, plan
 from prefixgate.dialects import anthropic as an
 from tests.cache_planner.support_planning import POLICY, plan_body
 
-SONNET = Target("anthropic", "claude-sonnet-4-5")
+SONNET = Target("anthropic", "claude-sonnet-4-6")
 GPT = Target("openai", "gpt-5.6-sol")
 EPHEMERAL = {"type": "ephemeral"}
 

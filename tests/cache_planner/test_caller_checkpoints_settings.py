@@ -44,8 +44,8 @@ def test_policy_rejects_a_bad_value_naming_the_key(data, where):
 
 def one_off(i: int) -> dict:
     """A long one-off prompt marked "system + last message": the markers never pay."""
-    return {"t": i * 150, "provider": "anthropic", "model": "claude-sonnet-4-5", "route": "oneoff", "tenant": "acme",
-            "output_tokens": 50, "body": {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": [
+    return {"t": i * 150, "provider": "anthropic", "model": "claude-sonnet-4-6", "route": "oneoff", "tenant": "acme",
+            "output_tokens": 50, "body": {"model": "claude-sonnet-4-6", "max_tokens": 100, "system": [
                 {"type": "text", "text": "You summarise reports.", "cache_control": {"type": "ephemeral"}}],
                 "messages": [{"role": "user", "content": [{"type": "text", "text": f"report {i} " * 3000,
                                                           "cache_control": {"type": "ephemeral"}}]}]}}

@@ -58,7 +58,7 @@ def test_carried_planning_equals_planning_from_scratch(markers: bool, volatile: 
     if markers:
         system[-1]["cache_control"] = {"type": "ephemeral"}
     messages: list[dict] = []
-    target = Target("anthropic", "claude-sonnet-4-5")
+    target = Target("anthropic", "claude-sonnet-4-6")
     for request in range(14):
         messages = messages + _turn(rng, request)
         head = system if not volatile else [
@@ -67,7 +67,7 @@ def test_carried_planning_equals_planning_from_scratch(markers: bool, volatile: 
         last = {"role": "user", "content": [{"type": "text", "text": f"Now step {request}."}]}
         if markers:
             last["content"][0]["cache_control"] = {"type": "ephemeral"}
-        body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": head,
+        body = {"model": "claude-sonnet-4-6", "max_tokens": 100, "system": head,
                 "tools": [{"name": "Read", "description": _text(rng, 50), "input_schema": {"type": "object"}}],
                 "messages": [*messages, last]}
         _same_both_ways(an.parse_request, an.encode_request, body, target, (carried, scratch), request)
@@ -99,8 +99,8 @@ def test_openai_chat_and_vertex_claude_plan_the_same_carried_or_not():
                        oa.parse_request, oa.encode_request, Target("openai", "gpt-4o")),
             "vertex": ({"anthropic_version": "vertex-2023-10-16", "max_tokens": 100, "system": chat[0]["content"],
                         "messages": [*claude, {"role": "user", "content": f"step {request}"}]},
-                       lambda b: va.parse_request(b, model="claude-sonnet-4-5"), va.encode_request,
-                       Target("anthropic", "claude-sonnet-4-5")),
+                       lambda b: va.parse_request(b, model="claude-sonnet-4-6"), va.encode_request,
+                       Target("anthropic", "claude-sonnet-4-6")),
         }
         for name, (body, parse, encode_body, target) in bodies.items():
             _same_both_ways(parse, encode_body, body, target, states[name], request)
@@ -117,12 +117,12 @@ def test_responses_agent_plans_the_same_carried_or_not():
     tools = [{"type": "function", "name": "shell", "description": _text(rng, 80), "parameters": {"type": "object"}}]
     instructions = "You are Codex. " + _text(rng, 2500)
     items: list[dict] = []
-    target = Target("openai", "gpt-5")
+    target = Target("openai", "gpt-5.1")
     for request in range(10):
         items += [{"role": "user", "content": [{"type": "input_text", "text": _text(rng, 30)}]},
                   {"type": "reasoning", "id": f"rs_{request}", "summary": [], "encrypted_content": "gAAA" + _text(rng, 40)},
                   {"type": "function_call", "call_id": f"call_{request}", "name": "shell", "arguments": '{"cmd": "ls"}'},
                   {"type": "function_call_output", "call_id": f"call_{request}", "output": _text(rng, 300)}]
-        body = {"model": "gpt-5", "instructions": instructions, "tools": tools,
+        body = {"model": "gpt-5.1", "instructions": instructions, "tools": tools,
                 "input": [*items, {"role": "user", "content": f"step {request}"}], "store": False}
         _same_both_ways(rs.parse_request, rs.encode_request, body, target, (carried, scratch), request)

@@ -13,7 +13,7 @@ from prefixgate.cache_planner.stability import DYNAMIC_KINDS
 from prefixgate.dialects import anthropic as an
 from tests.cache_planner.support_planning import DETECTOR_CASES, POLICY, plan_body, texts
 
-SONNET = Target("anthropic", "claude-sonnet-4-5")
+SONNET = Target("anthropic", "claude-sonnet-4-6")
 SYSTEM = "You are Ava, the ACME support agent.\nCurrent time: 2026-11-22T10:{:02d}:00Z\n" + POLICY
 
 

@@ -9,8 +9,8 @@ from tests.cache_planner.support_planning import POLICY
 
 
 def record(i: int) -> dict:
-    return {"t": i * 30, "provider": "anthropic", "model": "claude-sonnet-4-5", "route": "support", "tenant": "acme",
-            "output_tokens": 50, "body": {"model": "claude-sonnet-4-5", "max_tokens": 100,
+    return {"t": i * 30, "provider": "anthropic", "model": "claude-sonnet-4-6", "route": "support", "tenant": "acme",
+            "output_tokens": 50, "body": {"model": "claude-sonnet-4-6", "max_tokens": 100,
                                           "system": f"Request id: req_{i:06d}x\n" + POLICY,
                                           "messages": [{"role": "user", "content": f"question {i}"}]}}
 
@@ -30,7 +30,7 @@ def test_plan_command_writes_planned_records(tmp_path):
 
 def test_invalid_body_passes_through_with_a_note(tmp_path):
     bad = record(0)
-    bad["body"] = {"model": "claude-sonnet-4-5", "messages": []}  # no max_tokens
+    bad["body"] = {"model": "claude-sonnet-4-6", "messages": []}  # no max_tokens
     trace = tmp_path / "t.jsonl"
     trace.write_text(json.dumps(bad) + "\n")
     out = json.loads(CliRunner().invoke(main, ["plan", str(trace)]).output)

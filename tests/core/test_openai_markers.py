@@ -13,7 +13,7 @@ from prefixgate.dialects.translate import translate_body
 from prefixgate.ir import Checkpoint
 from prefixgate.usage import Usage
 
-BODY = {"model": "anthropic/claude-sonnet-4.5", "messages": [
+BODY = {"model": "anthropic/claude-sonnet-4.6", "messages": [
     {"role": "system", "content": [{"type": "text", "text": "policy", "cache_control": {"type": "ephemeral"}}]},
     {"role": "user", "content": [{"type": "text", "text": "q", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]},
     {"role": "user", "content": [{"type": "text", "text": "odd", "cache_control": {"type": "persistent"}}]},
@@ -28,7 +28,7 @@ def test_cache_control_parts_are_checkpoints_and_round_trip():
 
 @pytest.mark.parametrize("model, marker", [
     ("gpt-5.6", {"prompt_cache_breakpoint": {"mode": "explicit"}}),
-    ("anthropic/claude-sonnet-4.5", {"cache_control": {"type": "ephemeral"}}),
+    ("anthropic/claude-sonnet-4.6", {"cache_control": {"type": "ephemeral"}}),
     ("google/gemini-2.5-flash", {"cache_control": {"type": "ephemeral"}}),
 ])
 def test_placed_checkpoints_take_the_models_form(model, marker):
@@ -47,10 +47,10 @@ def test_placed_checkpoints_take_the_models_form(model, marker):
 def test_translated_markers_take_the_target_models_form():
     """An Anthropic caller's breakpoints (Claude Code's) routed to OpenRouter's Claude arrive as its
     `cache_control`, their TTL kept; routed to OpenAI, as OpenAI's breakpoints."""
-    messages = {"model": "claude-sonnet-4-5", "max_tokens": 10, "system": [
+    messages = {"model": "claude-sonnet-4-6", "max_tokens": 10, "system": [
         {"type": "text", "text": "policy", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
         "messages": [{"role": "user", "content": [{"type": "text", "text": "q", "cache_control": {"type": "ephemeral"}}]}]}
-    routed, _ = translate_body(messages, anthropic.WIRE, openai.WIRE, "anthropic/claude-sonnet-4.5")
+    routed, _ = translate_body(messages, anthropic.WIRE, openai.WIRE, "anthropic/claude-sonnet-4.6")
     assert [p["cache_control"] for m in routed["messages"] for p in m["content"]] == [
         {"type": "ephemeral", "ttl": "1h"}, {"type": "ephemeral"}]
     direct, _ = translate_body(messages, anthropic.WIRE, openai.WIRE, "gpt-5.6")
@@ -70,12 +70,12 @@ def test_openrouter_claude_checkpoints_land_only_where_the_format_can_carry_them
     tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": "Looks things up. " * 80,
                                                "parameters": {"type": "object", "properties": {}}}} for i in range(3)]
     call = {"id": "c1", "type": "function", "function": {"name": "tool_0", "arguments": "{}"}}
-    body = {"model": "anthropic/claude-sonnet-4.5", "tools": tools, "messages": [
+    body = {"model": "anthropic/claude-sonnet-4.6", "tools": tools, "messages": [
         {"role": "user", "content": "Look it up. " * 200},
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": "found " * 300},
         {"role": "user", "content": "And then?"}]}
-    target = Target("anthropic", "anthropic/claude-sonnet-4.5", rows_of="openrouter")
+    target = Target("anthropic", "anthropic/claude-sonnet-4.6", rows_of="openrouter")
     state = PlannerState()
     for _ in range(3):      # the route learns its reuse
         planned = plan(openai.parse_request(body), target, state, route="r", now=1000.0)

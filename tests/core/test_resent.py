@@ -76,7 +76,7 @@ def test_resent_bodies_parse_to_what_json_loads_gives():
 
 
 def _body(**extra: object) -> dict:
-    return {"model": "claude-sonnet-4-5", "max_tokens": 10,
+    return {"model": "claude-sonnet-4-6", "max_tokens": 10,
             "messages": [{"role": "user", "content": "x" * MIN_BYTES}, {"role": "assistant", "content": "ok"},
                          {"role": "user", "content": "next"}], **extra}
 
@@ -123,7 +123,7 @@ def test_a_resent_body_shares_the_earlier_messages_and_sends_their_bytes():
     conv2 = an.parse_request(raw2)
     assert conv2.source.reused == 3
     assert all(conv2.segments[i] is conv1.segments[i] for i in range(3))
-    planned = plan(conv2, Target("anthropic", "claude-sonnet-4-5"), PlannerState()).conversation
+    planned = plan(conv2, Target("anthropic", "claude-sonnet-4-6"), PlannerState()).conversation
     payload = an.encode_request(planned)
     sent = encode(payload, conv2.source)
     assert json.loads(sent) == json.loads(compact_bytes(payload))

@@ -24,7 +24,7 @@ from tests.cache_planner.support_planning import POLICY
 from tests.core.support_strategies import anthropic_body, openai_body
 from tests.support_bench import bench_module
 
-TARGET = Target("anthropic", "claude-sonnet-4-5")
+TARGET = Target("anthropic", "claude-sonnet-4-6")
 TARGETS = {"anthropic": TARGET, "openai": Target("openai", "gpt-5.6-sol")}
 
 
@@ -144,7 +144,7 @@ def test_a_same_length_change_inside_a_block_is_seen(agent_request):
 def test_a_volatile_system_prompt_session_matches_the_unmemoised_path():
     """The planner's own fixtures: a policy prompt with a timestamp that the rewrite moves every turn."""
     def body(i: int) -> dict:
-        return {"model": "claude-sonnet-4-5", "max_tokens": 64,
+        return {"model": "claude-sonnet-4-6", "max_tokens": 64,
                 "system": [{"type": "text", "text": POLICY + f"\nCurrent time: 2026-11-23T09:{i:02d}:00Z. Request id: req_{i:08x}."}],
                 "tools": [{"name": "lookup", "description": "Find an order.",
                            "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}}],
@@ -197,7 +197,7 @@ def test_the_memo_is_bounded_and_keeps_recent_entries():
 
 
 def test_a_value_orjson_cannot_write_is_parsed_without_the_memo():
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 8,
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 8,
             "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [],
                                                         "x_big": 2 ** 70}]}]}
     conv = anthropic.parse_request(json.dumps(body))

@@ -21,11 +21,11 @@ SAMPLES: dict[str, tuple[str, dict]] = {
                                         {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
         "temperature": 0.2}),
     "anthropic": ("/v1/messages", {
-        "model": "claude-sonnet-4-5", "max_tokens": 64,
+        "model": "claude-sonnet-4-6", "max_tokens": 64,
         "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": "Hi"}]}),
     "responses": ("/v1/responses", {
-        "model": "gpt-5", "instructions": "Be brief.",
+        "model": "gpt-5.1", "instructions": "Be brief.",
         "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]}], "temperature": 0.2}),
     "gemini": ("/v1beta/models/gemini-2.5-flash:generateContent", {
         "systemInstruction": {"parts": [{"text": "Be brief."}]},
@@ -41,7 +41,7 @@ SAMPLES: dict[str, tuple[str, dict]] = {
     "bedrock_converse": ("/model/anthropic.claude-sonnet-4-6/converse-stream", {
         "system": [{"text": "Be brief."}, {"cachePoint": {"type": "default"}}],
         "messages": [{"role": "user", "content": [{"text": "Hi"}]}], "inferenceConfig": {"maxTokens": 64}}),
-    "vertex_anthropic": ("/v1/projects/p-1/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929"
+    "vertex_anthropic": ("/v1/projects/p-1/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-6@20250929"
                          ":streamRawPredict", {
         "anthropic_version": "vertex-2023-10-16", "max_tokens": 64, "stream": True,
         "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],

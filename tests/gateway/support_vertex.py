@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 PROJECT, LOCATION = "gw-project", "us-east5"
-CLAUDE = "claude-sonnet-4-5@20250929"
+CLAUDE = "claude-sonnet-4-6@20250929"
 GEMINI = "gemini-2.5-flash"
 MTOK = Decimal(1_000_000)
 # $ per MTok on Vertex, from providers.toml's `vertex` rows (sources there). Claude Sonnet 4.5 on a regional

@@ -252,7 +252,8 @@ def test_a_model_in_use_retiring_soon_fires_and_one_without_a_date_never(tmp_pat
     # A row that carries a date (the shape the catalogue's rows take with retirement dates).
     Dated = make_dataclass("Dated", [("retires", object, None)], bases=(type(row),), frozen=True)
     for when in ("2026-12-07", datetime(2026, 12, 7).date()):
-        dated = Dated(**{f.name: getattr(row, f.name) for f in fields(type(row))}, retires=when)
+        dated = (replace(row, retires=when) if CATALOGUE_RETIRES
+                 else Dated(**{f.name: getattr(row, f.name) for f in fields(type(row))}, retires=when))
         with_date = replace(catalog, models={**catalog.models, ("anthropic", MODEL): dated}, _names={})
         alerts = _retiring({("anthropic", MODEL)}, with_date, AlertSettings(retiring_within_days=30), now)
         assert [(a.rule, a.subject, a.details["retires"]) for a in alerts] == [("model_retiring", MODEL, "2026-12-07")]

@@ -70,7 +70,7 @@ def stack(aws_env, tmp_path):
     with ServerThread(mock_app(MockContext())) as mock:
         settings = settings_for(mock.url, tmp_path, bedrock_base_url=mock.url)
         policy = policy_for(settings, {"routes": [
-            {"name": "claude-on-bedrock", "models": ["claude-sonnet-4-5"],
+            {"name": "claude-on-bedrock", "models": ["claude-sonnet-4-6"],
              "targets": [{"upstream": "bedrock", "model": MODEL}]},
             {"name": "bedrock", "models": ["*.anthropic.*", "anthropic.*"], "targets": [{"upstream": "bedrock"}]},
         ]})
@@ -157,7 +157,7 @@ def test_anthropic_client_routed_to_bedrock_by_policy_keeps_its_cache_control(st
     client = anthropic.Anthropic(base_url=gateway, api_key="caller", max_retries=0)
     t = time.time()
     answers = [client.messages.with_raw_response.create(
-        model="claude-sonnet-4-5", **{k: v for k, v in invoke_body(t + i).items() if k != "anthropic_version"})
+        model="claude-sonnet-4-6", **{k: v for k, v in invoke_body(t + i).items() if k != "anthropic_version"})
         for i in range(2)]
     assert {a.headers["x-prefixgate-target"] for a in answers} == {"bedrock"}
     usages = [a.parse().usage for a in answers]

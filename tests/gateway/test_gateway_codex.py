@@ -27,7 +27,7 @@ def test_codex_exec_completes_a_tool_task_and_reads_cache_on_later_requests(tmp_
         settings = settings_for(mock.url, tmp_path)
         with running_gateway(settings) as gw:
             home, work = tmp_path / "codex-home", tmp_path / "work"
-            codex_config(home, gw.url + "/v1", "gpt-5")
+            codex_config(home, gw.url + "/v1", "gpt-5.1")
             work.mkdir()
             env = {**os.environ, "CODEX_HOME": str(home), "PREFIXGATE_TEST_KEY": "sk-test-" + uuid.uuid4().hex,
                    "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}

@@ -35,6 +35,11 @@ def messages(day: int) -> list[dict]:
             {"role": "user", "content": "Is my toaster covered?"}]
 
 
+def longer(msgs: list[dict]) -> list[dict]:
+    """The same conversation with the policy twice in the system prompt (~4,000 tokens)."""
+    return [{**m, "content": f"{m['content']}\n{POLICY}"} if m["role"] == "system" else m for m in msgs]
+
+
 def golden(usage, price: tuple[Decimal, Decimal, Decimal]) -> Decimal:
     """The bill by hand: OpenAI-style prompt_tokens include the cached ones."""
     cached = cached_tokens(usage)
@@ -213,7 +218,8 @@ def test_azure_openai_client_through_the_gateway(tmp_path, mock, keys, stream):
 # or None where the provider has no row).
 OTHERS = [
     ("xai", "grok-4", (Decimal("3.00"), Decimal("0.75"), Decimal("15.00"))),
-    ("mistral", "mistral-medium-latest", (Decimal("0.40"), Decimal("0.04"), Decimal("2.00"))),
+    # mistral-medium-latest points at Medium 3.5 since 2026-06-16 (genai-prices' dated row; https://mistral.ai/pricing).
+    ("mistral", "mistral-medium-latest", (Decimal("1.50"), Decimal("0.15"), Decimal("7.50"))),
     ("groq", "openai/gpt-oss-120b", (Decimal("0.15"), Decimal("0.075"), Decimal("0.60"))),
     # Together has no price row (its cache discount is unconfirmed): its requests are flagged unpriced.
     ("together", "meta-llama/Llama-3.3-70B-Instruct-Turbo", None),
@@ -282,12 +288,12 @@ def test_openrouter_claude_gets_breakpoints_and_bills_writes(tmp_path, mock, key
         client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="pg-team-key", max_retries=0)
         for day in (22, 23):
             if stream:
-                chunks = list(client.chat.completions.create(model="anthropic/claude-sonnet-4.5", messages=messages(day),
+                chunks = list(client.chat.completions.create(model="anthropic/claude-sonnet-4.6", messages=messages(day),
                                                              stream=True, stream_options={"include_usage": True}))
                 assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
                 usages.append(chunks[-1].usage)
             else:
-                usages.append(client.chat.completions.create(model="anthropic/claude-sonnet-4.5", messages=messages(day)).usage)
+                usages.append(client.chat.completions.create(model="anthropic/claude-sonnet-4.6", messages=messages(day)).usage)
     sent = [body for path, body in mock.ctx.received if path == "/openrouter/v1/chat/completions"]
     assert len(sent) == 2
     for body in sent:
@@ -322,7 +328,8 @@ def test_openrouter_gemini_gets_breakpoints_other_models_none(tmp_path, mock, ke
     policy = policy_for(settings, gateway_policy(mock.url))
     with running_gateway(settings, policy=policy) as gw:
         client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="pg-team-key", max_retries=0)
-        gemini = [client.chat.completions.create(model="google/gemini-2.5-flash", messages=messages(day)).usage
+        # Gemini caches nothing under 2,048 tokens (https://ai.google.dev/gemini-api/docs/caching): a longer prompt.
+        gemini = [client.chat.completions.create(model="google/gemini-2.5-flash", messages=longer(messages(day))).usage
                   for day in (22, 23)]
         client.chat.completions.create(model="openai/gpt-4o-mini", messages=messages(23))
     sent = [body for path, body in mock.ctx.received if path == "/openrouter/v1/chat/completions"]
@@ -347,7 +354,7 @@ def test_openrouter_caller_markers_follow_the_route_policy(tmp_path, mock, keys,
         for day in (21, 22, 23):
             msgs = messages(day)
             msgs[1] = {"role": "user", "content": question}
-            client.chat.completions.create(model="anthropic/claude-sonnet-4.5", messages=msgs)
+            client.chat.completions.create(model="anthropic/claude-sonnet-4.6", messages=msgs)
     sent = [body for _, body in mock.ctx.received]
     records = records_of(settings, 3)
     caller = (1, {"type": "ephemeral"})
@@ -368,7 +375,7 @@ def test_claude_code_style_caller_reaches_openrouters_claude_with_its_breakpoint
     OpenRouter's `cache_control` form (kept as placed), and the repeat reads what the first wrote."""
     data = gateway_policy(mock.url)
     data["routes"].insert(0, {"name": "claude-code", "models": ["claude-sonnet-5"],
-                              "targets": [{"upstream": "openrouter", "model": "anthropic/claude-sonnet-4.5"}]})
+                              "targets": [{"upstream": "openrouter", "model": "anthropic/claude-sonnet-4.6"}]})
     settings = settings_for(mock.url, tmp_path)
     with running_gateway(settings, policy=policy_for(settings, data)) as gw:
         client = anthropic.Anthropic(base_url=gw.url, api_key="pg-team-key", max_retries=0)
@@ -378,7 +385,7 @@ def test_claude_code_style_caller_reaches_openrouters_claude_with_its_breakpoint
             messages=[{"role": "user", "content": f"Question {i}: is my toaster covered?"}]) for i in range(2)]
     sent = [body for path, body in mock.ctx.received if path == "/openrouter/v1/chat/completions"]
     assert [markers(body) for body in sent] == [[(0, {"type": "ephemeral"})]] * 2
-    assert all(body["model"] == "anthropic/claude-sonnet-4.5" for body in sent)
+    assert all(body["model"] == "anthropic/claude-sonnet-4.6" for body in sent)
     assert replies[0].usage.cache_creation_input_tokens > 1000 and replies[0].usage.cache_read_input_tokens == 0
     assert replies[1].usage.cache_read_input_tokens == replies[0].usage.cache_creation_input_tokens
     records = records_of(settings, 2)

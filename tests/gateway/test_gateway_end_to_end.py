@@ -26,6 +26,8 @@ KEYS = {"OPENAI_API_KEY": "sk-e2e-openai-0123456789", "ANTHROPIC_API_KEY": "sk-a
         "GEMINI_API_KEY": "AIzaEndToEndKey00000000000000"}
 SYSTEM = "You are the support assistant of ACME Parcel. Follow the refund policy below exactly.\n" + \
     "Refunds are issued to the original payment method within five business days of approval. " * 90
+# Gemini caches nothing under 2,048 tokens (4,096 from 3.x Flash; https://ai.google.dev/gemini-api/docs/caching).
+GEMINI_SYSTEM = "\n".join([SYSTEM] * 4)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +78,7 @@ def test_anthropic_sdk_gets_checkpoints_placed_for_it_and_reads_them_back(stack)
 def test_gemini_sdk_repeated_prompt_hits_the_implicit_cache(stack) -> None:
     url, _ = stack
     client = genai.Client(api_key="caller", http_options=types.HttpOptions(base_url=url, api_version="v1beta"))
-    config = types.GenerateContentConfig(system_instruction=SYSTEM, max_output_tokens=20)
+    config = types.GenerateContentConfig(system_instruction=GEMINI_SYSTEM, max_output_tokens=20)
     client.models.generate_content(model="gemini-2.5-flash", contents="Where is my refund?", config=config)
     second = client.models.generate_content(model="gemini-2.5-flash", contents="Where is my refund?",
                                             config=config)
@@ -128,7 +130,7 @@ def test_the_older_google_generativeai_sdk_works_unmodified(stack) -> None:
         import google.generativeai as old_genai
     url, _ = stack
     old_genai.configure(api_key="caller", transport="rest", client_options={"api_endpoint": url})
-    model = old_genai.GenerativeModel("gemini-2.5-flash", system_instruction=SYSTEM)
+    model = old_genai.GenerativeModel("gemini-2.5-flash", system_instruction=GEMINI_SYSTEM)
     first = model.generate_content("Where is my refund?")
     assert first.text and first.usage_metadata.prompt_token_count > 1000
     # Its REST transport streams without alt=sse: the gateway answers Gemini's JSON-array stream.
@@ -140,7 +142,7 @@ def test_the_older_google_generativeai_sdk_works_unmodified(stack) -> None:
 
 def test_a_gemini_stream_without_alt_sse_is_one_json_array(stack) -> None:
     url, _ = stack
-    body = {"systemInstruction": {"parts": [{"text": SYSTEM}]}, "contents": [{"role": "user", "parts": [{"text": "Hi"}]}]}
+    body = {"systemInstruction": {"parts": [{"text": GEMINI_SYSTEM}]}, "contents": [{"role": "user", "parts": [{"text": "Hi"}]}]}
     r = httpx.post(f"{url}/v1beta/models/gemini-2.5-flash:streamGenerateContent", json=body,
                    headers={"x-goog-api-key": "caller"}, timeout=30)
     assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")

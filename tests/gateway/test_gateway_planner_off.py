@@ -37,7 +37,7 @@ def send(gw, path: str, raw: str, headers: dict[str, str]) -> httpx.Response:
 def test_planning_off_sends_the_caller_s_bytes(stack):
     up, gw = stack
     up.reset()
-    raw = BODY % "claude-sonnet-4-5"
+    raw = BODY % "claude-sonnet-4-6"
     assert send(gw, "/v1/messages", raw, ANTHROPIC).status_code == 200
     assert up.received[-1].raw == raw.encode()
 

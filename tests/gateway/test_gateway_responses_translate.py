@@ -13,6 +13,7 @@ from prefixgate.ledger import read_records
 from prefixgate.providers.mock.server import MockContext
 from prefixgate.providers.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.sdk.support_sdk import POLICY as POLICY_TEXT
 from tests.sdk.support_sdk import dated_system
 from tests.support_services import ServerThread, wait_until
 
@@ -24,7 +25,7 @@ POLICY = {
         # A chained request cannot go to Anthropic: it is skipped there and served by OpenAI.
         {"name": "fallback", "models": ["chain"], "targets": [{"upstream": "anthropic", "model": "claude-haiku-4-5"},
                                                              {"upstream": "openai", "model": "gpt-4o"}]},
-        {"name": "pro", "models": ["gpt-5-pro"], "targets": [{"upstream": "responses-only", "model": "gpt-5"}]},
+        {"name": "pro", "models": ["gpt-5-pro"], "targets": [{"upstream": "responses-only", "model": "gpt-5.1"}]},
         {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
     ],
 }
@@ -58,11 +59,12 @@ def _last(settings) -> dict:
     return read_records(settings.ledger_path)[-1]
 
 
-@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "gemini-2.5-flash"])
+@pytest.mark.parametrize("model", ["claude-sonnet-4-6", "gemini-2.5-flash"])
 def test_responses_to_other_providers_keeps_caching(stack, model):
     gw, settings = stack
     client = _client(gw)
-    answers = [client.responses.create(model=model, instructions=dated_system(day), input="Where is my parcel?",
+    # Over every model's minimum (Gemini 2.5: 2,048 tokens; https://ai.google.dev/gemini-api/docs/caching).
+    answers = [client.responses.create(model=model, instructions=f"{dated_system(day)}\n{POLICY_TEXT * 3}", input="Where is my parcel?",
                                        max_output_tokens=64) for day in (11, 12)]
     assert all(a.output_text for a in answers)
     # Cached tokens come back in the Responses usage fields, whatever the target reported them as.
@@ -74,7 +76,7 @@ def test_responses_to_other_providers_keeps_caching(stack, model):
 
 def test_responses_stream_translated_from_anthropic(stack):
     gw, _ = stack
-    with _client(gw).responses.stream(model="claude-sonnet-4-5", input="Hello", max_output_tokens=64) as stream:
+    with _client(gw).responses.stream(model="claude-sonnet-4-6", input="Hello", max_output_tokens=64) as stream:
         events = list(stream)
         final = stream.get_final_response()
     assert [e.sequence_number for e in events] == list(range(len(events)))
@@ -86,10 +88,10 @@ def test_what_cannot_be_translated_is_a_400_naming_it(stack):
     gw, _ = stack
     client = _client(gw)
     with pytest.raises(openai.BadRequestError) as err:
-        client.responses.create(model="claude-sonnet-4-5", input="Search", tools=[{"type": "web_search"}])
+        client.responses.create(model="claude-sonnet-4-6", input="Search", tools=[{"type": "web_search"}])
     assert err.value.body["param"] == "tools.0"
     with pytest.raises(openai.BadRequestError) as err:
-        client.responses.create(model="claude-sonnet-4-5", input="More", previous_response_id="resp_x")
+        client.responses.create(model="claude-sonnet-4-6", input="More", previous_response_id="resp_x")
     assert err.value.body["param"] == "previous_response_id"
 
 

@@ -48,7 +48,7 @@ def test_export_skips_records_without_bodies(tmp_path):
 
     path = str(tmp_path / "l.sqlite")
     ledger = Ledger(path)
-    ledger.append(LedgerRecord(id="a", ts=time.time(), provider="anthropic", model="claude-sonnet-4-5"))
+    ledger.append(LedgerRecord(id="a", ts=time.time(), provider="anthropic", model="claude-sonnet-4-6"))
     ledger.close()
     result = CliRunner().invoke(main, ["ledger", "export", "--trace", str(tmp_path / "t.jsonl"), "--ledger", path])
     assert result.exit_code == 0 and "skipped 1" in result.output

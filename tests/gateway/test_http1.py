@@ -215,7 +215,7 @@ def test_streamed_requests_through_the_gateway_reuse_one_upstream_connection(tmp
             ServerThread(create_app(settings_for(up.url, tmp_path))) as gateway, httpx.Client() as client:
         for stream in (True, True, False, True):
             answer = client.post(gateway.url + "/v1/messages", headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
-                                 json={"model": "claude-sonnet-4-5", "max_tokens": 8, "stream": stream,
+                                 json={"model": "claude-sonnet-4-6", "max_tokens": 8, "stream": stream,
                                        "messages": [{"role": "user", "content": "hello"}]})
             assert answer.status_code == 200
     assert len(ports) == 4 and len(set(ports)) == 1

@@ -114,7 +114,7 @@ def tone_request(gw, tenant: str, tone: str) -> str:
     """A long system prompt whose first line changes on every request: only traffic teaches the planner
     that this line is dynamic (no detector knows it), so the plan shows what the planner has learned."""
     r = httpx.post(gw.url + "/v1/messages", headers={"x-api-key": KEYS[tenant], "x-prefixgate-route": "support"},
-                   json={"model": "claude-sonnet-4-5", "max_tokens": 16, "system": f"Tone for this reply: {tone}.\n"
+                   json={"model": "claude-sonnet-4-6", "max_tokens": 16, "system": f"Tone for this reply: {tone}.\n"
                          + SYSTEM * 3, "messages": [{"role": "user", "content": "Where is my parcel?"}]})
     assert r.status_code == 200, r.text
     return r.headers["x-prefixgate-plan"]

@@ -19,13 +19,13 @@ def invalid_request(req: Request, ctx: Context) -> Iterator[Hit]:
 
     ## Example
     ```json
-    {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"}]}
+    {"model": "claude-sonnet-5-5", "messages": [{"role": "user", "content": "hi"}]}
     ```
     (Anthropic requires `max_tokens`.)
 
     ## Use instead
     ```json
-    {"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": [{"role": "user", "content": "hi"}]}
+    {"model": "claude-sonnet-5-5", "max_tokens": 1024, "messages": [{"role": "user", "content": "hi"}]}
     ```
     """
     if req.conv is None:

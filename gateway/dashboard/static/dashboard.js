@@ -76,10 +76,10 @@ function renderTotals(t) {
 // never shown as $0 (the issue's rule), always named.
 const fmtDelta = (d) => (d === null ? "" : ` (${d > 0 ? "+" : ""}${(100 * d).toFixed(1)}%)`);
 
-function renderCostCheck(t) {
+function renderCostCheck(t, retiring = []) {
   const c = t.cost_check, box = $("#cost-check");
   box.replaceChildren();
-  box.hidden = !c.disagreements && !t.unpriced;
+  box.hidden = !c.disagreements && !t.unpriced && !retiring.length;
   if (box.hidden) return;
   box.append(el("h2", {}, "Cost check"));
   const list = el("ul");
@@ -93,6 +93,11 @@ function renderCostCheck(t) {
     list.append(el("li", { "data-check": "unpriced", "data-value": String(t.unpriced) },
       el("b", {}, `${fmtInt(t.unpriced)} request(s) unpriced`),
       ": their model has no price row and the provider reported no cost, so they are not in spend (not counted as $0). Add the model's prices in providers_file."));
+  }
+  for (const r of retiring) {
+    list.append(el("li", { "data-check": "retiring", "data-value": `${r.route}/${r.model}` },
+      el("b", {}, `Route ${r.route}: ${r.model} retires on ${r.retires}`),
+      `${r.replacement ? ` (replacement ${r.replacement})` : ""}; ${fmtInt(r.requests)} recent request(s). Move the route, or set its on_retired policy.`));
   }
   box.append(list);
 }
@@ -326,7 +331,7 @@ async function refresh() {
     const span = data.window.until - data.window.since;
     renderTotals(data.totals);
     renderAlerts(data.alerts);
-    renderCostCheck(data.totals);
+    renderCostCheck(data.totals, data.retiring || []);
     spendChart(data.points, span);
     hitChart(data.points, span);
     renderMisses(data.misses);

@@ -6,8 +6,8 @@ DeepSeek reports `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`; OpenRoute
 (streamed or not, asked or not) with `cost` in USD and `cached_tokens`/`cache_write_tokens`; Groq adds its
 timings (`queue_time`, `prompt_time`, ...); Mistral's `cached_tokens` come in 64-token blocks; Fireworks
 also sends its token-count headers; Azure takes the key in `api-key` and insists on `api-version`. Every
-provider caches by prefix automatically; the mock runs OpenAI's implicit cache (1,024-token minimum,
-128-token steps) per provider and key as a stand-in. Like OpenAI's API, an unknown body field such as
+provider caches by prefix automatically; the mock runs OpenAI's implicit cache per provider and key, with
+the provider's own minimum and step from its model's row (DeepSeek's 64-token units, Groq's 128, ...). Like OpenAI's API, an unknown body field such as
 `cache_salt` is refused with a 400.
 
 OpenRouter's Claude models cache only at `cache_control` breakpoints on content parts: the mock runs
@@ -33,14 +33,16 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.compatible import PROFILES, caches_by_markers
 from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.providers.mock.text import reply_for
-from prefixgate.providers.pricing import UnknownModel, price_for
+from prefixgate.providers.pricing import UnknownModel, price_for, resolve_model
+from prefixgate.providers.rules import ModelRules
 from prefixgate.tokens import encoding_for
 from prefixgate.usage import Usage
 
 # The OpenAI model whose cache rules stand in for every provider's automatic prefix cache.
 CACHE_STAND_IN = "gpt-4o"
-# The Claude model whose cache stands in for a Gemini model's breakpoints on OpenRouter (same 1,024 minimum).
-BREAKPOINT_STAND_IN = "claude-sonnet-4-5"
+# The Claude model whose cache stands in for a Gemini model's breakpoints on OpenRouter, under the Gemini
+# model's own minimum (its row's).
+BREAKPOINT_STAND_IN = "claude-sonnet-4-6"
 # OpenRouter's reported cost for a model the price table lacks: the mock's own made-up price, USD per MTok.
 UNLISTED_PRICE = (Decimal("1"), Decimal("0.25"), Decimal("2"))      # input, cache read, output
 # Fields a self-hosted server takes that no hosted provider does: refused as OpenAI refuses unknown fields.
@@ -90,11 +92,16 @@ async def _answer(ctx: MockContext, request: Request, provider: str, key: str, d
     if caches_by_markers(PROFILES[provider], model) and (model.startswith("anthropic/") or _has_markers(body)):
         claude = model if model.startswith("anthropic/") else BREAKPOINT_STAND_IN
         messages, _ = translate_body(body, dialect.WIRE, anthropic.WIRE, claude)
+        rules = None
+        if claude == BREAKPOINT_STAND_IN:
+            own = _cache_rules(ctx, provider, model)
+            rules = replace(resolve_model("anthropic", claude, ctx.simulator.catalog), min_cache_tokens=own.min_cache_tokens)
         # Scoped by the model asked for: a Gemini model's entries are not the stand-in Claude's.
-        result = ctx.simulator.respond("anthropic", messages, now=ctx.clock(), tenant=f"{tenant}:{model}", model=claude)
+        result = ctx.simulator.respond("anthropic", messages, now=ctx.clock(), tenant=f"{tenant}:{model}", model=claude,
+                                       rules=rules)
     else:
         result = ctx.simulator.respond("openai", {**body, "model": CACHE_STAND_IN}, now=ctx.clock(), tenant=tenant,
-                                       model=CACHE_STAND_IN)
+                                       model=CACHE_STAND_IN, rules=_cache_rules(ctx, provider, model))
     limit = body.get("max_completion_tokens") or body.get("max_tokens")
     reply = reply_for(prompt_text(result.conversation), limit, encoding_for("openai", CACHE_STAND_IN))
     usage = _as_reported(provider, replace(result.usage, output=reply.output_tokens))
@@ -112,6 +119,17 @@ async def _answer(ctx: MockContext, request: Request, provider: str, key: str, d
     out = dialect.build_response(model, reply.text, usage, finish_reason=finish)
     out["usage"] = usage_body
     return JSONResponse(out, headers=headers)
+
+
+def _cache_rules(ctx: MockContext, provider: str, model: str) -> ModelRules:
+    """The provider's own caching rules for `model`: its row, else the provider's lowest minimum (its models
+    share one cache design), else OpenAI's stand-in for a provider with no rows at all."""
+    catalog = ctx.simulator.catalog
+    try:
+        return resolve_model(provider, model, catalog)
+    except UnknownModel:
+        rows = sorted(catalog.models_of(provider), key=lambda m: m.min_cache_tokens)
+        return rows[0] if rows else resolve_model("openai", CACHE_STAND_IN, catalog)
 
 
 def _has_markers(body: dict) -> bool:

@@ -8,7 +8,7 @@ A fault is written `key=value` pairs joined by `;` (or `,`), e.g. `latency=0.5`,
       - fault: "status=429;retry_after=1"
         provider: anthropic        # optional: anthropic | openai | gemini | bedrock | vertex
         path: /v1/messages         # optional: path prefix
-        model: claude-sonnet-4-5   # optional: exact model name as sent
+        model: claude-sonnet-5-5   # optional: exact model name as sent
         every: 3                   # optional: every 3rd matching request (default: every one)
         times: 2                   # optional: at most this many times
 """

@@ -84,7 +84,7 @@ def test_included_fragments_are_judged_where_they_end_up() -> None:
 
 
 def _request(system: str) -> dict:
-    return {"model": "claude-sonnet-4-5", "max_tokens": 256, "system": system,
+    return {"model": "claude-sonnet-4-6", "max_tokens": 256, "system": system,
             "messages": [{"role": "user", "content": "hello"}]}
 
 
@@ -99,10 +99,10 @@ def test_a_pattern_in_static_text_seen_once_is_not_evidence(tmp_path: Path) -> N
 
 
 def test_a_value_that_differs_between_trace_records_is_evidence(tmp_path: Path) -> None:
-    same = [{"t": i, "provider": "anthropic", "model": "claude-sonnet-4-5", "body": _request(RULES)} for i in range(3)]
+    same = [{"t": i, "provider": "anthropic", "model": "claude-sonnet-4-6", "body": _request(RULES)} for i in range(3)]
     (tmp_path / "same.jsonl").write_text("".join(json.dumps(r) + "\n" for r in same))
     assert not [f for f in lint(tmp_path / "same.jsonl").findings if f.rule == "PG001" and f.severity == "warning"]
-    varied = [{"t": i, "provider": "anthropic", "model": "claude-sonnet-4-5",
+    varied = [{"t": i, "provider": "anthropic", "model": "claude-sonnet-4-6",
                "body": _request(f"Open ticket #{4000 + i}.\n" + RULES)} for i in range(3)]
     (tmp_path / "varied.jsonl").write_text("".join(json.dumps(r) + "\n" for r in varied))
     (finding,) = [f for f in lint(tmp_path / "varied.jsonl").findings if f.rule == "PG001"]

@@ -23,17 +23,18 @@ def renders(provider: str, i: int) -> dict:
     stamp = f"Current time: 2026-11-20T10:{i:02d}:00Z\n"
     question = f"Question {i}: where is my order?"
     if provider == "anthropic":
-        return {"model": "claude-sonnet-4-5", "max_tokens": 256,
+        return {"model": "claude-sonnet-4-6", "max_tokens": 256,
                 "system": [{"type": "text", "text": stamp + POLICY, "cache_control": {"type": "ephemeral"}}],
                 "messages": [{"role": "user", "content": question}]}
     if provider == "openai":
         return {"model": "gpt-4o", "messages": [{"role": "system", "content": stamp + POLICY},
                                                  {"role": "user", "content": question}]}
-    return {"systemInstruction": {"parts": [{"text": stamp + POLICY}]},
+    # Gemini caches nothing under 2,048 tokens (4,096 from 3.x Flash): a longer policy.
+    return {"systemInstruction": {"parts": [{"text": stamp + POLICY * 3}]},
             "contents": [{"role": "user", "parts": [{"text": question}]}]}
 
 
-MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o", "gemini": "gemini-2.5-flash"}
+MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4o", "gemini": "gemini-2.5-flash"}
 
 
 def cost_of(provider: str, bodies: list[dict]) -> tuple:

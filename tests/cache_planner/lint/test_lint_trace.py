@@ -17,7 +17,7 @@ def test_losses_per_rule_come_from_the_simulator(tmp_path):
     for i in range(8):
         b = json.loads(json.dumps(body))
         b["system"][0]["text"] = b["system"][0]["text"].replace("7c9e6679", f"{i:08x}")
-        lines.append({"t": i * 20, "provider": "anthropic", "model": "claude-sonnet-4-5", "route": "support",
+        lines.append({"t": i * 20, "provider": "anthropic", "model": "claude-sonnet-4-6", "route": "support",
                       "output_tokens": 40, "body": b})
     trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
     report = lint(trace, cost=True)
@@ -38,7 +38,7 @@ def test_conversation_rewrite_loss_and_rejected_rules(tmp_path):
     assert "sent as the same turn" in turn.message and turn.location.line == 3
     rejected = tmp_path / "rejected.jsonl"
     body = json.loads((FIXTURES / "pg004/fail.json").read_text())
-    rejected.write_text(json.dumps({"t": 0, "provider": "anthropic", "model": "claude-sonnet-4-5", "body": body}) + "\n")
+    rejected.write_text(json.dumps({"t": 0, "provider": "anthropic", "model": "claude-sonnet-4-6", "body": body}) + "\n")
     (losses,) = lint(rejected, cost=True).losses.values()
     assert losses["PG004"] is None
 

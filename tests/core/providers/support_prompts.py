@@ -14,7 +14,7 @@ def text_of(tokens: int, word: str = " hello") -> str:
     return text
 
 
-def anthropic_body(model: str = "claude-sonnet-4-5", *, system_tokens: int = 2000, question: str = "Why?",
+def anthropic_body(model: str = "claude-sonnet-4-6", *, system_tokens: int = 2000, question: str = "Why?",
                    ttl: str | None = None, cache: bool = True, **extra: object) -> dict:
     marker: dict = {"type": "ephemeral"} | ({"ttl": ttl} if ttl else {})
     block: dict = {"type": "text", "text": text_of(system_tokens)}

@@ -52,8 +52,8 @@ def test_below_the_model_minimum_nothing_is_cached_and_no_error():
     for t in (0, 1):
         usage = respond(sim, anthropic_body("claude-haiku-4-5", system_tokens=3000), t)
         assert usage == Usage(uncached_input=3000 + Q)
-    assert respond(sim, anthropic_body("claude-sonnet-4-5", system_tokens=1020), 0).cache_write == 0
-    assert respond(sim, anthropic_body("claude-sonnet-4-5", system_tokens=1024), 0).cache_write == 1024
+    assert respond(sim, anthropic_body("claude-sonnet-4-6", system_tokens=1020), 0).cache_write == 0
+    assert respond(sim, anthropic_body("claude-sonnet-4-6", system_tokens=1024), 0).cache_write == 1024
 
 
 def test_multi_breakpoint_conversation_bills_only_the_delta_past_the_highest_hit():
@@ -61,7 +61,7 @@ def test_multi_breakpoint_conversation_bills_only_the_delta_past_the_highest_hit
     a, b, u1 = text_of(1500), text_of(800, " world"), text_of(600, " stone")
     reply, u2 = text_of(50, " river"), text_of(400, " cloud")
     turn1 = {
-        "model": "claude-sonnet-4-5", "max_tokens": 64,
+        "model": "claude-sonnet-4-6", "max_tokens": 64,
         "system": [{"type": "text", "text": a, "cache_control": {"type": "ephemeral", "ttl": "1h"}},
                    {"type": "text", "text": b, "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": [
@@ -87,7 +87,7 @@ def _blocks_request(marked: int, n: int = 30) -> dict:
     blocks = [{"type": "text", "text": text_of(50, w) + f" block {i}"} for i, w in
               zip(range(n), [" alpha", " beta"] * n, strict=False)]
     blocks[marked] = {**blocks[marked], "cache_control": {"type": "ephemeral"}}
-    return {"model": "claude-sonnet-4-5", "max_tokens": 8, "system": text_of(2000),
+    return {"model": "claude-sonnet-4-6", "max_tokens": 8, "system": text_of(2000),
             "messages": [{"role": "user", "content": blocks}]}
 
 
@@ -107,9 +107,9 @@ def test_a_run_of_tool_use_blocks_counts_as_one_lookback_position():
     uses = [{"type": "tool_use", "id": f"t{i}", "name": "look", "input": {"i": i}} for i in range(25)]
     results = [{"type": "tool_result", "tool_use_id": f"t{i}", "content": f"r{i}"} for i in range(25)]
     first_turn = {"type": "text", "text": text_of(2000), "cache_control": {"type": "ephemeral"}}
-    body1 = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": [first_turn]}]}
+    body1 = {"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": [{"role": "user", "content": [first_turn]}]}
     written = respond(sim, body1, 0).cache_write
-    body2 = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [
+    body2 = {"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": [
         {"role": "user", "content": [{k: v for k, v in first_turn.items() if k != "cache_control"}]},
         {"role": "assistant", "content": uses},
         {"role": "user", "content": [*results, {"type": "text", "text": "go on", "cache_control": {"type": "ephemeral"}}]},
@@ -119,11 +119,11 @@ def test_a_run_of_tool_use_blocks_counts_as_one_lookback_position():
 
 def test_caches_are_scoped_per_model_and_per_workspace():
     sim = Simulator()
-    respond(sim, anthropic_body("claude-sonnet-4-5"), 0, tenant="acme")
-    assert respond(sim, anthropic_body("claude-sonnet-4-5"), 1, tenant="other").cache_read == 0
-    assert respond(sim, anthropic_body("claude-sonnet-4-6"), 1, tenant="acme").cache_read == 0
+    respond(sim, anthropic_body("claude-sonnet-4-6"), 0, tenant="acme")
+    assert respond(sim, anthropic_body("claude-sonnet-4-6"), 1, tenant="other").cache_read == 0
+    assert respond(sim, anthropic_body("claude-sonnet-5"), 1, tenant="acme").cache_read == 0   # another model
     # A dated snapshot id is the same model, so the same cache.
-    assert respond(sim, anthropic_body("claude-sonnet-4-5-20250929"), 2, tenant="acme").cache_read == 2000
+    assert respond(sim, anthropic_body("claude-sonnet-4-6"), 2, tenant="acme").cache_read == 2000
 
 
 def test_parallel_cold_requests_each_pay_the_write():
@@ -135,7 +135,7 @@ def test_parallel_cold_requests_each_pay_the_write():
 
 def test_tool_choice_change_keeps_system_but_invalidates_messages():
     sim = Simulator()
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 8,
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 8,
             "system": [{"type": "text", "text": text_of(1500), "cache_control": {"type": "ephemeral"}}],
             "messages": [{"role": "user", "content": [
                 {"type": "text", "text": text_of(1500, " stone"), "cache_control": {"type": "ephemeral"}}]}],
@@ -146,9 +146,58 @@ def test_tool_choice_change_keeps_system_but_invalidates_messages():
     assert changed.cache_read == 1500 and changed.cache_writes == {"5m": 1500 + OVERHEAD}
 
 
+def two_tier_body(**params: object) -> dict:
+    return {"model": "claude-sonnet-5-5", "max_tokens": 8,
+            "system": [{"type": "text", "text": text_of(1500), "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": text_of(1500, " stone"), "cache_control": {"type": "ephemeral"}}]}], **params}
+
+
+# "What invalidates what" (https://github.com/anthropics/skills/blob/main/skills/claude-api/shared/prompt-caching.md):
+# thinking and effort changes always invalidate the messages cache; images added or removed invalidate the messages;
+# fast mode (`speed`) and the web-search and citations toggles invalidate system and messages; setting effort
+# explicitly to its default is no change.
+MESSAGES_ONLY = [
+    ({"output_config": {"effort": "high"}}, {"output_config": {"effort": "low"}}),
+    ({}, {"thinking": {"type": "enabled", "budget_tokens": 1024}}),
+]
+
+
+@pytest.mark.parametrize(("before", "after"), MESSAGES_ONLY, ids=["effort", "thinking"])
+def test_effort_and_thinking_changes_rewrite_the_messages_but_read_the_system(before, after):
+    sim = Simulator()
+    respond(sim, two_tier_body(**before), 0)
+    assert respond(sim, two_tier_body(**before), 1).cache_read == 3000 + OVERHEAD
+    changed = respond(sim, two_tier_body(**after), 2)
+    assert changed.cache_read == 1500 and changed.cache_writes == {"5m": 1500 + OVERHEAD}
+
+
+def test_effort_set_to_its_default_is_no_change():
+    sim = Simulator()
+    respond(sim, two_tier_body(), 0)
+    assert respond(sim, two_tier_body(output_config={"effort": "high"}), 1).cache_read == 3000 + OVERHEAD
+
+
+def test_an_image_added_in_a_later_turn_rewrites_the_messages():
+    sim = Simulator()
+    body = two_tier_body()
+    respond(sim, body, 0)
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    turn = [{"role": "assistant", "content": "ok"}, {"role": "user", "content": [image, {"type": "text", "text": "and?"}]}]
+    later = respond(sim, {**body, "messages": body["messages"] + turn}, 1)
+    assert later.cache_read == 1500    # the system only: the earlier messages are written again
+
+
+def test_fast_mode_rewrites_the_system_too():
+    sim = Simulator()
+    respond(sim, two_tier_body(), 0)
+    changed = respond(sim, two_tier_body(speed="fast"), 1)
+    assert changed.cache_read == 0 and changed.cache_writes == {"5m": 3000 + OVERHEAD}
+
+
 def test_automatic_caching_marks_the_last_block_and_moves_forward():
     sim = Simulator()
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "cache_control": {"type": "ephemeral"},
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "cache_control": {"type": "ephemeral"},
             "system": text_of(2000), "messages": [{"role": "user", "content": "first"}]}
     first = respond(sim, body, 0)
     assert first.uncached_input == 0 and first.cache_write == 2000 + count_tokens("first") + OVERHEAD
@@ -160,7 +209,7 @@ def test_automatic_caching_marks_the_last_block_and_moves_forward():
 
 
 def test_five_breakpoints_is_a_400():
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": [
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": [{"role": "user", "content": [
         {"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}} for i in range(5)]}]}
     with pytest.raises(RequestError) as e:
         Simulator().respond("anthropic", body, now=0)
@@ -169,7 +218,7 @@ def test_five_breakpoints_is_a_400():
 
 
 def test_automatic_caching_with_four_explicit_breakpoints_is_a_400():
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "cache_control": {"type": "ephemeral"},
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "cache_control": {"type": "ephemeral"},
             "messages": [{"role": "user", "content": [
                 {"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}} for i in range(4)]
                 + [{"type": "text", "text": "tail"}]}]}
@@ -178,7 +227,7 @@ def test_automatic_caching_with_four_explicit_breakpoints_is_a_400():
 
 
 def test_automatic_ttl_conflicting_with_explicit_marker_on_last_block_is_a_400():
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "cache_control": {"type": "ephemeral", "ttl": "1h"},
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "cache_control": {"type": "ephemeral", "ttl": "1h"},
             "messages": [{"role": "user", "content": [
                 {"type": "text", "text": "tail", "cache_control": {"type": "ephemeral"}}]}]}
     with pytest.raises(RequestError, match="conflicts with the explicit cache_control"):
@@ -200,7 +249,7 @@ def test_1h_after_5m_is_a_400_naming_the_block():
     {"type": "thinking", "thinking": "hmm", "signature": "s", "cache_control": {"type": "ephemeral"}},
 ])
 def test_markers_on_unmarkable_blocks_are_400s(block: dict):
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": [
         {"role": "user", "content": "hi"}, {"role": "assistant", "content": [block]}]}
     with pytest.raises(RequestError, match="cache_control cannot be set for"):
         Simulator().respond("anthropic", body, now=0)
@@ -236,7 +285,7 @@ def test_break_even_5m_after_one_read_1h_after_two():
         sim, total = Simulator(), Decimal(0)
         for t in range(requests):
             usage = respond(sim, anthropic_body(system_tokens=10_000, ttl=ttl, cache=cache), t * 10)
-            total += cost_of("anthropic", "claude-sonnet-4-5", usage).total
+            total += cost_of("anthropic", "claude-sonnet-4-6", usage).total
         return total
 
     assert spend("5m", 1) > spend(None, 1, cache=False)

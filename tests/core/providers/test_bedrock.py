@@ -262,10 +262,13 @@ def test_simulated_bedrock_caches_per_model_rules() -> None:
     assert second.cache_read == first.cache_write and second.cache_write == 0
     # The 5-minute entry is gone after 5 minutes without a read.
     assert sim.respond("bedrock", converse_body(LONG), now=60 + 301, model=SONNET).usage.cache_read == 0
-    # Sonnet 4.5 on Bedrock needs 4,096 tokens (AWS's table), where Anthropic's API needs 1,024.
+    # Sonnet 4.5 on Bedrock caches from 1,024 tokens (AWS's current table; an older one said 4,096).
     short = "Reply in one sentence about shipping. " * 300   # ~2,400 tokens
-    assert sim.respond("bedrock", converse_body(short), now=0, model=SONNET).usage.cache_write == 0
-    anthropic_body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}],
+    assert sim.respond("bedrock", converse_body(short), now=0, model=SONNET).usage.cache_write > 0
+    # Opus 4.7 on Bedrock needs 4,096 tokens (AWS's table), where Anthropic's API needs 2,048.
+    opus = "global.anthropic.claude-opus-4-7"
+    assert sim.respond("bedrock", converse_body(short), now=0, model=opus).usage.cache_write == 0
+    anthropic_body = {"model": "claude-opus-4-7", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}],
                       "system": [{"type": "text", "text": short, "cache_control": {"type": "ephemeral"}}]}
     assert sim.respond("anthropic", anthropic_body, now=0).usage.cache_write > 0
 
@@ -276,7 +279,10 @@ def test_simulated_bedrock_rejects_markers_the_model_cannot_take() -> None:
         sim.respond("bedrock", converse_body(LONG), now=0, model="anthropic.claude-opus-4-1-20250805-v1:0")
     assert err.value.field == "system.0.cachePoint"
     with pytest.raises(RequestError, match="supports ttl 5m only"):
-        sim.respond("bedrock", converse_body(LONG, ttl="1h"), now=0, model="us.anthropic.claude-sonnet-4-6")
+        sim.respond("bedrock", converse_body(LONG, ttl="1h"), now=0, model="us.anthropic.claude-3-7-sonnet-20250219-v1:0")
+    # AWS's current table gives Opus 4.6 and Sonnet 4.6 both TTLs (an older one listed 5m only).
+    for model in ("us.anthropic.claude-sonnet-4-6", "global.anthropic.claude-opus-4-6"):
+        assert sim.respond("bedrock", converse_body(LONG * 2, ttl="1h"), now=0, model=model).usage.cache_writes.get("1h")
     assert sim.respond("bedrock", converse_body(LONG, ttl="1h"), now=0, model=SONNET).usage.cache_writes.get("1h")
     with pytest.raises(RequestError, match="names its model in the URL"):
         sim.respond("bedrock", converse_body(LONG), now=0)

@@ -27,9 +27,13 @@ def test_implicit_cache_reads_the_longest_part_prefix_above_the_minimum():
     assert sim.respond("gemini", {"contents": contents(doc, " first")}, now=0, model=MODEL).usage == Usage(3001)
     second = sim.respond("gemini", {"contents": contents(doc, " second")}, now=10, model=MODEL).usage
     assert second == Usage(uncached_input=1, cache_read=3000)
-    # gemini-2.5-pro needs 4096 tokens: the same prompt is never cached there.
+    # gemini-3.8-flash needs 4096 tokens (as every 3.x Flash): the same prompt is never cached there.
     for t in (0, 1):
-        assert sim.respond("gemini", {"contents": contents(doc)}, now=t, model="gemini-2.5-pro").usage.cache_read == 0
+        assert sim.respond("gemini", {"contents": contents(doc)}, now=t, model="gemini-3.8-flash").usage.cache_read == 0
+    # 2.5 Flash caches from 2,048 tokens (https://ai.google.dev/gemini-api/docs/caching): not 1,500.
+    short = text_of(1500)
+    for t in (100, 101):
+        assert sim.respond("gemini", {"contents": contents(short)}, now=t, model=MODEL).usage.cache_read == 0
 
 
 def test_explicit_cache_reads_its_tokens_and_bills_storage_until_deleted():
@@ -66,7 +70,7 @@ def test_a_cache_left_alone_bills_storage_until_it_expires_and_ttl_updates_move_
 
 def test_cached_content_with_system_instruction_tools_or_tool_config_is_a_400():
     sim = Simulator()
-    cache = sim.create_cached_content({"model": MODEL, "contents": contents(text_of(2000))}, now=0)
+    cache = sim.create_cached_content({"model": MODEL, "contents": contents(text_of(2500))}, now=0)
     for extra in ({"systemInstruction": {"parts": [{"text": "x"}]}}, {"tools": [{"functionDeclarations": []}]},
                   {"toolConfig": {"functionCallingConfig": {"mode": "AUTO"}}}):
         with pytest.raises(RequestError) as e:
@@ -91,11 +95,11 @@ def test_cached_content_is_model_and_tenant_scoped():
 
 @pytest.mark.parametrize(("body", "message"), [
     ({"model": MODEL, "contents": contents("tiny")}, "Cached content is too small"),
-    ({"model": MODEL, "contents": contents(text_of(2000)), "ttl": "1h"}, "expected a duration"),
-    ({"model": MODEL, "contents": contents(text_of(2000)), "ttl": "60s", "expireTime": "2030-01-01T00:00:00Z"},
+    ({"model": MODEL, "contents": contents(text_of(2500)), "ttl": "1h"}, "expected a duration"),
+    ({"model": MODEL, "contents": contents(text_of(2500)), "ttl": "60s", "expireTime": "2030-01-01T00:00:00Z"},
      "either ttl or expireTime"),
-    ({"contents": contents(text_of(2000))}, "model: field required"),
-    ({"model": "gemini-0", "contents": contents(text_of(2000))}, "not a known gemini model"),
+    ({"contents": contents(text_of(2500))}, "model: field required"),
+    ({"model": "gemini-0", "contents": contents(text_of(2500))}, "not a known gemini model"),
 ])
 def test_cached_content_create_errors(body: dict, message: str):
     with pytest.raises(RequestError, match=message):
@@ -104,9 +108,9 @@ def test_cached_content_create_errors(body: dict, message: str):
 
 def test_count_tokens_includes_the_cached_content():
     sim = Simulator()
-    cache = sim.create_cached_content({"model": MODEL, "contents": contents(text_of(2000))}, now=0)
+    cache = sim.create_cached_content({"model": MODEL, "contents": contents(text_of(2500))}, now=0)
     body = {"contents": contents(" question"), "cachedContent": cache.name}
-    assert sim.count_tokens("gemini", body, model=MODEL, now=1) == 2001
+    assert sim.count_tokens("gemini", body, model=MODEL, now=1) == 2501
 
 
 def test_implicit_cache_matches_the_shared_token_prefix_inside_one_part():

@@ -120,7 +120,7 @@ def test_bad_requests_are_validation_exceptions_naming_the_field(runtime):
         (converse_args("hi", modelId="anthropic.claude-nonexistent-v1:0"), "model identifier is invalid"),
         (converse_args(system(), modelId="anthropic.claude-opus-4-1-20250805-v1:0"), "does not support prompt caching"),
         (converse_args(system(), system=[{"text": "x"}, {"cachePoint": {"type": "default", "ttl": "1h"}}],
-                       modelId="us.anthropic.claude-sonnet-4-6"), "supports ttl 5m only"),
+                       modelId="us.anthropic.claude-3-7-sonnet-20250219-v1:0"), "supports ttl 5m only"),
     ]
     for args, message in cases:
         with pytest.raises(botocore.exceptions.ClientError) as err:

@@ -11,6 +11,8 @@ from prefixgate.providers.compatible import PROFILES
 from tests.core.providers.support_prompts import text_of
 
 SYSTEM = "You answer questions about the warranty policy.\n" + text_of(1500)
+# Over Gemini's minimum (2,048; 4,096 from 3.x Flash: https://ai.google.dev/gemini-api/docs/caching).
+LONG_SYSTEM = SYSTEM + text_of(3000, " clause")
 
 
 def ask(client: openai.OpenAI, model: str, **kw):
@@ -66,9 +68,9 @@ def test_what_real_providers_refuse(mock_server):
     assert no_version.status_code == 400 and "API version" in no_version.json()["error"]["message"]
 
 
-def marked(n: int = 1) -> list[dict]:
+def marked(n: int = 1, system: str = SYSTEM) -> list[dict]:
     """The same prompt with `n` Anthropic-style breakpoints on the system prompt's parts (OpenRouter's form)."""
-    parts = [{"type": "text", "text": f"{SYSTEM} part {i}", "cache_control": {"type": "ephemeral"}} for i in range(n)]
+    parts = [{"type": "text", "text": f"{system} part {i}", "cache_control": {"type": "ephemeral"}} for i in range(n)]
     return [{"role": "system", "content": parts}, {"role": "user", "content": "Covered?"}]
 
 
@@ -78,7 +80,7 @@ def test_openrouter_claude_caches_only_at_breakpoints_and_bills_writes(mock_serv
     chunk too; a fifth breakpoint is refused as Anthropic refuses it."""
     url, _ = mock_server
     client = openai.OpenAI(base_url=f"{url}/openrouter/v1", api_key="sk-or-claude", max_retries=0)
-    model = "anthropic/claude-sonnet-4.5"
+    model = "anthropic/claude-sonnet-4.6"
     plain = [ask(client, model).usage for _ in range(2)]
     assert [u.prompt_tokens_details.cached_tokens for u in plain] == [0, 0]
     assert [u.prompt_tokens_details.cache_write_tokens for u in plain] == [0, 0]
@@ -103,12 +105,29 @@ def test_openrouter_claude_caches_only_at_breakpoints_and_bills_writes(mock_serv
 def test_openrouter_gemini_caches_implicitly_or_at_breakpoints(mock_server):
     url, _ = mock_server
     client = openai.OpenAI(base_url=f"{url}/openrouter/v1", api_key="sk-or-gemini", max_retries=0)
+    # Implicitly from Google's 2,048-token minimum (https://ai.google.dev/gemini-api/docs/caching): not this
+    # ~1,500-token prompt, but a longer one.
     ask(client, "google/gemini-2.5-flash")
-    assert ask(client, "google/gemini-2.5-flash").usage.prompt_tokens_details.cached_tokens > 1000
-    first = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked()).usage
-    second = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked()).usage
+    assert ask(client, "google/gemini-2.5-flash").usage.prompt_tokens_details.cached_tokens == 0
+    long = [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "Covered?"}]
+    client.chat.completions.create(model="google/gemini-2.5-flash", messages=long)
+    assert client.chat.completions.create(model="google/gemini-2.5-flash", messages=long).usage.prompt_tokens_details.cached_tokens > 2048
+    first = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked(system=LONG_SYSTEM)).usage
+    second = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked(system=LONG_SYSTEM)).usage
     assert first.prompt_tokens_details.cache_write_tokens > 1000
     assert second.prompt_tokens_details.cached_tokens == first.prompt_tokens_details.cache_write_tokens
+
+
+def test_each_provider_caches_with_its_own_minimum_and_step(mock_server):
+    # DeepSeek caches whole 64-token prefix units with no fixed minimum (https://api-docs.deepseek.com/guides/kv_cache),
+    # where OpenAI's stand-in would start at 1,024 in 128-token steps.
+    url, _ = mock_server
+    short = [{"role": "system", "content": text_of(300, " rule")}, {"role": "user", "content": "Covered?"}]
+    client = openai.OpenAI(base_url=f"{url}/deepseek/v1", api_key="sk-ds-steps", max_retries=0)
+    client.chat.completions.create(model="deepseek-chat", messages=short)
+    usage = client.chat.completions.create(model="deepseek-chat", messages=short).usage
+    hit = usage.model_extra["prompt_cache_hit_tokens"]
+    assert hit > 0 and hit % 64 == 0 and usage.prompt_tokens - hit < 64
 
 
 # A model of each profile's rows (Together has none; any name goes), as the mock is reached per provider.

@@ -21,6 +21,8 @@ from tests.support_services import ServerThread
 
 pytestmark = pytest.mark.slow
 SYSTEM = text_of(2000)
+# Gemini 2.5 Flash caches from 2,048 tokens (https://ai.google.dev/gemini-api/docs/caching).
+GEMINI_DOC = text_of(2500)
 Q = count_tokens("Why?") + 3
 
 
@@ -237,11 +239,11 @@ def gemini(mock_server):
 
 
 def test_gemini_generate_reports_implicit_cache_hits(gemini):
-    first = gemini.models.generate_content(model="gemini-2.5-flash", contents=SYSTEM)
-    assert first.usage_metadata.prompt_token_count == 2000
+    first = gemini.models.generate_content(model="gemini-2.5-flash", contents=GEMINI_DOC)
+    assert first.usage_metadata.prompt_token_count == 2500
     assert not first.usage_metadata.cached_content_token_count
-    second = gemini.models.generate_content(model="gemini-2.5-flash", contents=SYSTEM)
-    assert second.usage_metadata.cached_content_token_count == 2000
+    second = gemini.models.generate_content(model="gemini-2.5-flash", contents=GEMINI_DOC)
+    assert second.usage_metadata.cached_content_token_count == 2500
     assert second.text == first.text
 
 
@@ -255,11 +257,11 @@ def test_gemini_stream_carries_final_usage(gemini):
 
 def test_gemini_cached_contents_lifecycle(gemini):
     cache = gemini.caches.create(model="gemini-2.5-flash", config=types.CreateCachedContentConfig(
-        contents=[types.Content(role="user", parts=[types.Part(text=SYSTEM)])],
+        contents=[types.Content(role="user", parts=[types.Part(text=GEMINI_DOC)])],
         system_instruction="Be terse.", ttl="600s", display_name="docs"))
     assert cache.name.startswith("cachedContents/") and cache.display_name == "docs"
     tokens = cache.usage_metadata.total_token_count
-    assert tokens == 2000 + count_tokens("Be terse.")
+    assert tokens == 2500 + count_tokens("Be terse.")
     assert gemini.caches.get(name=cache.name).name == cache.name
     assert cache.name in [c.name for c in gemini.caches.list()]
 
@@ -286,7 +288,7 @@ def test_gemini_too_small_cache_and_count_tokens(gemini):
     with pytest.raises(genai_errors.ClientError, match="Cached content is too small"):
         gemini.caches.create(model="gemini-2.5-flash", config=types.CreateCachedContentConfig(
             contents=[types.Content(role="user", parts=[types.Part(text="tiny")])]))
-    assert gemini.models.count_tokens(model="gemini-2.5-flash", contents=SYSTEM).total_tokens == 2000
+    assert gemini.models.count_tokens(model="gemini-2.5-flash", contents=GEMINI_DOC).total_tokens == 2500
 
 
 @pytest.mark.parametrize(("fault", "error", "code"), [

@@ -29,7 +29,7 @@ from tests.core.providers.support_prompts import text_of
 pytestmark = pytest.mark.slow
 TOKEN = "mock-vertex-token"
 LOCATION = "us-east5"
-CLAUDE = "claude-sonnet-4-5@20250929"
+CLAUDE = "claude-sonnet-4-6@20250929"
 GEMINI = "gemini-2.5-flash"
 
 

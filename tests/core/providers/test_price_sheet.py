@@ -1,16 +1,23 @@
-"""Every price in providers.toml against an independent sheet: the rows below were transcribed from the
-public pricing pages named on each row (via the fact sheet the project was built from), not from
-providers.toml, so a mistyped or shifted price row fails here. A model added to the table needs a row
-here too. USD per million tokens; None marks a value no public source gives (the table's own assumption,
-said in its `note`), which is then not checked."""
+"""Prices against independent sources. The sheet below was transcribed from the public pricing pages named on
+each row (via the fact sheets the project was built from), not from the catalogue, so a mistyped or shifted
+price fails here; every model the catalogue prices is either on it or priced by genai-prices, which the last
+tests compare with genai-prices' own calculation (a different code path: ours converts its tables once).
+USD per million tokens, as in force on AT; None marks a value no public source gives, which is not checked."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 
+import genai_prices
 import pytest
 
+from prefixgate.cost import price_usage
 from prefixgate.providers.rules import default_catalog
+from prefixgate.providers.schedule import period_at
+from prefixgate.usage import Usage
+
+AT = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
 CLAUDE_PRICING = "https://platform.claude.com/docs/en/about-claude/pricing"
 OPENAI_CACHING_COOKBOOK = "https://developers.openai.com/cookbook/examples/prompt_caching_201"
@@ -50,8 +57,9 @@ SHEET = [
     anthropic("claude-opus-4-5", "5", "6.25", "10", "0.50", "25", CLAUDE_PRICING),
     anthropic("claude-opus-4-1", "15", "18.75", "30", "1.50", "75", CLAUDE_PRICING),
     anthropic("claude-opus-4", "15", "18.75", "30", "1.50", "75", CLAUDE_PRICING),
-    # The official page says read 0.20; third-party release notes say 0.10 from 2026-10-07 (the official wins).
-    anthropic("claude-sonnet-5-5", "2", "2.50", "4", "0.20", "10", "https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/overview"),
+    # Reads cut to $0.10 (0.05x) on 2026-10-07: the pricing page as quoted on 2026-10-08 and 2026-10-10.
+    anthropic("claude-sonnet-5-5", "2", "2.50", "4", "0.10", "10", CLAUDE_PRICING),
+    anthropic("claude-mythos-5-2", "8", "10", "16", "0.20", "40", "https://docs.laozhang.ai/en/announcements/claude-fable-5-2-2026-11.md"),
     anthropic("claude-sonnet-5", "2", "2.50", "4", "0.20", "10", "https://platform.claude.com/docs/zh-CN/models/sonnet-5/overview"),
     anthropic("claude-sonnet-4-6", "3", "3.75", "6", "0.30", "15", CLAUDE_PRICING),
     anthropic("claude-sonnet-4-5", "3", "3.75", "6", "0.30", "15", CLAUDE_PRICING),
@@ -62,7 +70,7 @@ SHEET = [
     # OpenAI: input, cached input, output; writes only in the GPT-5.6+ regime (30m = 1.25x input).
     openai("gpt-6.2-sol", "2.00", "0.10", "10.00", "https://developers.openai.com/api/docs/models/gpt-6.2-sol",
            {"30m": "2.50", "12h": "5.00"}),
-    openai("gpt-6.1-sol", "2.00", "0.10", "10.00", "https://docs.apiyi.com/en/news/gpt-6-1-sol-launch.md", {"30m": "2.50"}),
+    openai("gpt-6.1-sol", "2.00", "0.10", "10.00", "https://developers.openai.com/api/docs/models/gpt-6.1-sol", {"30m": "2.50"}),
     openai("gpt-6-sol", "2.00", "0.20", "10.00", "https://developers.openai.com/docs/models/gpt-6-sol", {"30m": "2.50"}),
     openai("gpt-6-luna", "0.10", "0.01", "0.50", "https://github.com/merefield/codexometer/releases/tag/v0.18.4", {"30m": "0.125"}),
     openai("gpt-6-astra", "10", "1", "50", APIYI_MODELS, {"30m": "12.50"}),
@@ -70,7 +78,7 @@ SHEET = [
     openai("gpt-5.6-terra", "2", "0.20", "12", APIYI_MODELS, {"30m": "2.50"}),
     openai("gpt-5.6-luna", "0.20", "0.02", "1.20", APIYI_MODELS, {"30m": "0.25"}),
     openai("gpt-5.5", "5.00", "0.50", "30.00", APIYI_MODELS),
-    openai("gpt-5.5-pro", "30", "3", "180", APIYI_MODELS),
+    openai("gpt-5.5-pro", "30", None, "180", APIYI_MODELS),   # a cached price is published for no Pro model
     openai("gpt-5.4", "2.50", "0.25", "15", APIYI_MODELS),
     openai("gpt-5.4-mini", "0.75", "0.075", "4.50", APIYI_MODELS),
     openai("gpt-5.4-nano", "0.20", "0.02", "1.25", GENAI_PRICES),
@@ -85,12 +93,13 @@ SHEET = [
     openai("gpt-4o-mini", "0.15", "0.075", "0.60", OPENAI_CACHING_COOKBOOK),
     openai("o3", "2.00", "0.50", "8", OPENAI_PRICING),
     openai("o4-mini", "1.10", "0.275", "4.40", OPENAI_PRICING),
+    openai("chatgpt-4o-latest", "5", None, "15", OPENAI_PRICING),
     # Gemini: input, cached input, output, explicit-cache storage per MTok-hour.
     # Introductory rates through 2026-12-31 (Google's pricing page as quoted by the sources; 3.8's cached rate assumed).
     gemini("gemini-3.8-flash", "0.75", None, "3.75", None, "https://github.com/BerriAI/litellm/discussions/39357"),
     gemini("gemini-3.7-flash", "0.75", "0.075", "3.75", None, "https://github.com/pydantic/genai-prices/pull/564"),
     gemini("gemini-3.6-flash", "0.75", "0.075", "3.75", None, "https://github.com/pydantic/genai-prices/pull/564"),
-    gemini("gemini-3.5-flash", "1.50", "0.15", "9.00", None, "https://effloow.com/lab-runs/gemini-3-5-flash-api-developer-guide-2026"),
+    gemini("gemini-3.5-flash", "1.50", "0.15", "9.00", "1.00", "https://effloow.com/lab-runs/gemini-3-5-flash-api-developer-guide-2026"),
     gemini("gemini-3.5-flash-lite", "0.30", "0.03", "2.50", None, GENAI_PRICES),
     gemini("gemini-3.1-flash-lite", "0.25", "0.025", "1.50", None, GENAI_PRICES),
     gemini("gemini-3.1-pro-preview", "2.00", "0.20", "12.00", None, "https://docs.apiyi.com/en/api-capabilities/gemini/prompt-caching"),
@@ -116,9 +125,12 @@ def bedrock(base: str, ttls: tuple[str, ...], *, regional: bool, markup: str = "
             BEDROCK_PRICING)
 
 
-for _base, _ttls in (("claude-opus-4-6", ("5m",)), ("claude-sonnet-4-6", ("5m",)), ("claude-opus-4-5", ("5m", "1h")),
-                     ("claude-sonnet-4-5", ("5m", "1h")), ("claude-haiku-4-5", ("5m", "1h"))):
-    SHEET += [bedrock(_base, _ttls, regional=False), bedrock(_base, _ttls, regional=True)]
+for _base in ("claude-opus-4-6", "claude-sonnet-4-6", "claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5",
+              "claude-opus-5-5", "claude-opus-5", "claude-opus-4-8", "claude-opus-4-7", "claude-sonnet-5-5",
+              "claude-sonnet-5", "claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-fable-5",
+              "claude-mythos-5-1", "claude-mythos-5"):
+    SHEET += [bedrock(_base, ("5m", "1h"), regional=False), bedrock(_base, ("5m", "1h"), regional=True)]
+# Older models: one price everywhere, and no 1h write price on Bedrock.
 SHEET += [bedrock("claude-opus-4", ("5m",), regional=True, markup="1"),
           bedrock("claude-opus-4-1", ("5m",), regional=True, markup="1")]
 SHEET.append(("bedrock", "anthropic.claude-3-7-sonnet", "3", "0.30", "15", {"5m": "3.75"}, "0", BEDROCK_PRICING))
@@ -147,11 +159,14 @@ SHEET += [(p, m, None, None, None, {}, "0", CACHING_PAGES[p]) for p, m in COMPAT
 SHEET += [
     ("openrouter", "claude-sonnet-4.5", "3", "0.30", "15", {"5m": "3.75"}, "0", CLAUDE_PRICING),
     ("openrouter", "claude-haiku-4.5", "1", "0.10", "5", {"5m": "1.25"}, "0", CLAUDE_PRICING),
-    ("openrouter", "gemini-2.5-flash", "0.30", "0.03", "2.50", {"5m": "0.383333"}, "0", GEMINI_PRICING),
 ]
 # Cached input as a share of input, per provider page (P4 xAI 0.25x, P5 Mistral 10%, P7 Groq 50% off, P8
 # Fireworks 50% off by default, P6 Azure at OpenAI's 50% on gpt-4o).
 DISCOUNTS = {"xai": "0.25", "mistral": "0.10", "groq": "0.50", "fireworks": "0.50", "azure": "0.50"}
+# DeepSeek bills by the clock: the standard (no-window) price and each window's, from genai-prices' sources
+# (https://api-docs.deepseek.com/quick_start/pricing, peak hours since 2026-08-16): (UTC time, input, read, output).
+DEEPSEEK_CLOCK = [("deepseek-v4-flash", "02:00", "0.30", "0.006", "1.20"), ("deepseek-v4-flash", "12:00", "0.15", "0.003", "0.60"),
+                  ("deepseek-chat", "12:00", "0.27", "0.07", "1.10"), ("deepseek-chat", "20:00", "0.135", "0.035", "0.55")]
 
 # Above a prompt size the whole request is billed at another row: (provider, model, above, input, cached
 # input, output, writes). GPT-6 sol: input and cache rates x2, output x1.5 above 272K.
@@ -159,6 +174,8 @@ LONG_CONTEXT = [
     ("anthropic", "claude-haiku-5-5", 100_000, "0.50", "0.05", "2.50", {"5m": "0.625", "1h": "1.00"}),
     ("openai", "gpt-6.2-sol", 272_000, "4.00", "0.20", "15.00", {"30m": "5.00", "12h": "10.00"}),
     ("openai", "gpt-6-sol", 272_000, "4.00", "0.40", "15.00", {"30m": "5.00"}),
+    # "above 272K input: $4 / $0.20 / $15 for the whole request" (https://developers.openai.com/api/docs/models/gpt-6.1-sol)
+    ("openai", "gpt-6.1-sol", 272_000, "4.00", "0.20", "15.00", {"30m": "5.00"}),
     ("gemini", "gemini-3.1-pro-preview", 200_000, "4.00", None, "18.00", {}),
     ("gemini", "gemini-2.5-pro", 200_000, "2.50", "0.25", "15", {}),
 ]
@@ -166,32 +183,38 @@ LONG_CONTEXT = [
 CATALOG = default_catalog()
 
 
-def test_the_sheet_and_the_table_list_the_same_models():
-    assert {(row[0], row[1]) for row in SHEET} == set(CATALOG.models)
-    tiers = {(p, m, t.above) for (p, m), model in CATALOG.models.items() for t in model.long_context}
-    assert {(p, m, above) for p, m, above, *_ in LONG_CONTEXT} == tiers
+def base(provider: str, model: str):
+    return period_at(CATALOG.models[(provider, model)].periods, AT, windows=False)
+
+
+def test_every_model_is_on_the_sheet_or_priced_by_genai_prices():
+    on_sheet = {(row[0], row[1]) for row in SHEET}
+    assert on_sheet <= set(CATALOG.models)
+    for key, model in CATALOG.models.items():
+        assert key in on_sheet or model.origin == "genai-prices", key
+    for provider, model, above, *_ in LONG_CONTEXT:
+        assert above in {t.above for t in base(provider, model).long_context}, model
 
 
 def test_compatible_cache_discounts_match_their_pages():
     for provider, model in COMPATIBLE:
         if provider in DISCOUNTS:
-            price = CATALOG.models[(provider, model)].price.price
+            price = base(provider, model).base.price
             assert price.cache_read == price.input * Decimal(DISCOUNTS[provider]), (provider, model)
 
 
 def test_openrouter_claude_rows_take_openrouters_cache_multipliers():
-    for model in ("claude-sonnet-4.5", "claude-haiku-4.5"):
-        rules = CATALOG.models[("openrouter", model)]
-        price = rules.price.price
+    for model in ("claude-sonnet-4.5", "claude-sonnet-4.6", "claude-haiku-4.5"):   # (Sonnet 5.5 reads at 0.05x)
+        price = base("openrouter", model).base.price
         assert price.cache_write == {"5m": price.input * Decimal("1.25")} and price.cache_read == price.input / 10
-        assert rules.breakpoint_ttls == ("5m",)        # OpenRouter's Claude cache expires within five minutes
+        assert CATALOG.models[("openrouter", model)].breakpoint_ttls == ("5m",)  # expires within five minutes
 
 
 @pytest.mark.parametrize("row", SHEET, ids=lambda row: f"{row[0]}:{row[1]}")
 def test_base_price_matches_the_public_sheet(row):
     provider, model, inp, read, out, writes, storage, source = row
     assert source.startswith("https://")
-    price = CATALOG.models[(provider, model)].price.price
+    price = base(provider, model).base.price
     expected = {"input": inp, "cache_read": read, "output": out, "storage_per_hour": storage}
     for name, value in expected.items():
         if value is not None:
@@ -202,8 +225,65 @@ def test_base_price_matches_the_public_sheet(row):
 @pytest.mark.parametrize("row", LONG_CONTEXT, ids=lambda row: row[1])
 def test_long_context_price_matches_the_public_sheet(row):
     provider, model, above, inp, read, out, writes = row
-    tier = next(t for t in CATALOG.models[(provider, model)].long_context if t.above == above)
+    tier = next(t for t in base(provider, model).long_context if t.above == above)
     assert tier.price.input == Decimal(inp) and tier.price.output == Decimal(out)
     if read is not None:
         assert tier.price.cache_read == Decimal(read)
     assert tier.price.cache_write == {ttl: Decimal(v) for ttl, v in writes.items()}
+
+
+@pytest.mark.parametrize("row", DEEPSEEK_CLOCK, ids=lambda row: f"{row[0]}@{row[1]}")
+def test_deepseek_prices_follow_the_clock(row):
+    model, clock, inp, read, out = row
+    at = datetime.combine(AT.date(), datetime.strptime(clock, "%H:%M").time(), UTC)
+    price = CATALOG.models[("deepseek", model)].price_for(1000, at)
+    assert (price.input, price.cache_read, price.output) == (Decimal(inp), Decimal(read), Decimal(out))
+
+
+def test_dated_prices_change_on_their_day():
+    flash = CATALOG.models[("gemini", "gemini-3.8-flash")]
+    assert flash.price_for(1000, datetime(2026, 12, 31, 23, tzinfo=UTC)).input == Decimal("0.75")
+    assert flash.price_for(1000, datetime(2027, 1, 1, 0, tzinfo=UTC)).input == Decimal("1.50")
+
+
+# Usage shapes priced both ways: small, above 100K (Haiku 5.5's tier) and above 272K (GPT's), with reads and
+# 5m/1h (or 30m) writes; at noon and at 02:00 UTC (DeepSeek's peak), today and before the dated changes.
+SHAPES = [Usage(uncached_input=3000, cache_read=6000, cache_writes={"5m": 800, "1h": 200}, output=500),
+          Usage(uncached_input=50_000, cache_read=80_000, cache_writes={"5m": 10_000}, output=2000),
+          Usage(uncached_input=100_000, cache_read=200_000, cache_writes={"1h": 30_000}, output=4000)]
+TIMES = [AT, AT.replace(hour=2), datetime(2026, 3, 1, 12, tzinfo=UTC)]
+
+
+def genai_total(model, usage: Usage, at: datetime) -> Decimal:
+    provider_id, _, model_id = model.genai_ref.partition("/")
+    provider = next(p for p in genai_prices.data_snapshot.get_snapshot().providers if p.id == provider_id)
+    info = next(m for m in provider.models if m.id == model_id)
+    gp_usage = genai_prices.Usage(input_tokens=usage.input_total, cache_read_tokens=usage.cache_read,
+                                  cache_write_tokens=sum(usage.cache_writes.values()),
+                                  cache_write_1h_tokens=usage.cache_writes.get("1h", 0), output_tokens=usage.output)
+    return info.calc_price(gp_usage, provider, genai_request_timestamp=at).total_price
+
+
+def writes_it_takes(model, usage: Usage) -> Usage:
+    """`usage` with its writes at the TTLs the model offers (OpenAI 5.6+: 30m; elsewhere 5m, and 1h where allowed)."""
+    total = sum(usage.cache_writes.values())
+    if model.provider == "openai":
+        writes = {"30m": total} if model.regime == "breakpoints" else {}
+    elif "1h" in model.breakpoint_ttls:
+        writes = dict(usage.cache_writes)
+    else:
+        writes = {"5m": total} if "5m" in model.breakpoint_ttls else {}
+    return Usage(usage.uncached_input + (total - sum(writes.values())), usage.cache_read, writes, usage.output)
+
+
+@pytest.mark.parametrize("key", sorted(k for k, m in CATALOG.models.items() if m.genai_ref), ids=lambda k: f"{k[0]}:{k[1]}")
+def test_prices_agree_with_genai_prices_within_1_percent_or_the_override_says_why(key):
+    model = CATALOG.models[key]
+    if model.origin == "override":
+        assert any("why" in t or "because" in t for t in (model.price.note,)), key
+        return
+    for usage in (writes_it_takes(model, u) for u in SHAPES):
+        for at in TIMES:
+            ours = price_usage(usage, model.price_for(usage.input_total, at)).total
+            theirs = genai_total(model, usage, at)
+            assert abs(ours - theirs) <= Decimal("0.01") * theirs, (usage, at, ours, theirs)

@@ -28,7 +28,8 @@ def all_specs():
 def test_every_price_carries_a_source_url_and_date_and_discounts_reads(model, spec):
     assert spec.source.startswith("https://")
     assert spec.as_of[:4].isdigit()
-    assert spec.price.cache_read < spec.price.input
+    # A model with no cache discount (genai-prices gives the Pro models none) bills reads as input.
+    assert spec.price.cache_read <= spec.price.input
 
 
 def test_anthropic_writes_are_1_25x_for_5m_and_2x_for_1h_on_every_model():
@@ -74,8 +75,9 @@ def test_unknown_model_is_a_404_naming_it():
 def test_golden_1h_and_5m_writes_are_priced_at_their_own_rates():
     # Sonnet 4.5: 5m write $3.75, 1h write $6 per MTok (https://platform.claude.com/docs/en/about-claude/pricing)
     # — the bug gateways get wrong.
-    assert cost_of("anthropic", "claude-sonnet-4-5", Usage(cache_writes={"5m": M})).total == Decimal("3.75")
-    assert cost_of("anthropic", "claude-sonnet-4-5", Usage(cache_writes={"1h": M})).total == Decimal("6")
+    # (100K tokens: above 200K the whole request takes the long-context rate.)
+    assert cost_of("anthropic", "claude-sonnet-4-5", Usage(cache_writes={"5m": M // 10})).total == Decimal("0.375")
+    assert cost_of("anthropic", "claude-sonnet-4-5", Usage(cache_writes={"1h": M // 10})).total == Decimal("0.6")
     mixed = Usage(uncached_input=1000, cache_read=20_000, cache_writes={"1h": 3000, "5m": 500}, output=400)
     cost = cost_of("anthropic", "claude-sonnet-4-5", mixed)
     assert cost.uncached_input == Decimal("0.003") and cost.cache_read == Decimal("0.006")
@@ -177,4 +179,38 @@ def test_bad_override_files_fail_naming_the_key(tmp_path, text, message):
     path = tmp_path / "bad.toml"
     path.write_text(text)
     with pytest.raises(RulesError, match=message):
+        load_catalog(path)
+
+
+def test_an_operators_discount_and_private_price_apply_over_genai_prices(tmp_path):
+    # A negotiated 20% off every Sonnet 5.5 price, and a private read price on gpt-5.4 over genai-prices' row.
+    override = tmp_path / "contract.toml"
+    override.write_text('''
+[[model]]
+provider = "anthropic"
+id = "claude-sonnet-5-5"
+discount_percent = 20
+
+[[model]]
+provider = "openai"
+id = "gpt-5.4"
+price = { cache_read = "0.20" }
+''')
+    catalog = load_catalog(override)
+    sonnet = resolve_model("anthropic", "claude-sonnet-5-5", catalog).price.price
+    # list: $2 in, $10 out, $0.10 read, $2.50 / $4 writes (https://platform.claude.com/docs/en/about-claude/pricing)
+    assert (sonnet.input, sonnet.output, sonnet.cache_read) == (Decimal("1.6"), Decimal("8"), Decimal("0.08"))
+    assert sonnet.cache_write == {"5m": Decimal("2"), "1h": Decimal("3.2")}
+    gpt = resolve_model("openai", "gpt-5.4", catalog)
+    assert gpt.price.price.cache_read == Decimal("0.20") and gpt.price.price.input == Decimal("2.5")
+    assert gpt.origin == "override" and "operator override" in gpt.price.note
+    with pytest.raises(RulesError, match="discount_percent"):
+        (tmp_path / "bad.toml").write_text('[[model]]\nprovider = "anthropic"\nid = "claude-sonnet-5-5"\ndiscount_percent = 120\n')
+        load_catalog(tmp_path / "bad.toml")
+
+
+def test_a_model_neither_genai_prices_nor_the_file_prices_fails_to_load(tmp_path):
+    path = tmp_path / "new.toml"
+    path.write_text('[[model]]\nprovider = "anthropic"\nid = "claude-unknown-9"\nmin_cache_tokens = 1024\n')
+    with pytest.raises(RulesError, match="genai-prices .* has no model"):
         load_catalog(path)

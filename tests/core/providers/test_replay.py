@@ -21,7 +21,7 @@ DOC = text_of(3000)
 def sample_trace() -> list[dict]:
     lines = []
     for i in range(4):
-        lines.append({"t": i * 60, "provider": "anthropic", "model": "claude-sonnet-4-5", "route": "support",
+        lines.append({"t": i * 60, "provider": "anthropic", "model": "claude-sonnet-4-6", "route": "support",
                       "tenant": "acme", "output_tokens": 100, "body": anthropic_body(system_tokens=3000)})
         lines.append({"t": i * 60 + 1, "provider": "openai", "model": "gpt-4o", "route": "search", "output_tokens": 50,
                       "body": {"model": "gpt-4o", "messages": [{"role": "system", "content": DOC},
@@ -37,7 +37,7 @@ def sample_trace() -> list[dict]:
                   "endpoint": "cachedContents.delete", "name": "cachedContents/docs", "body": {}})
     bad = anthropic_body(system_tokens=3000, ttl="5m")
     bad["messages"][0]["content"] = [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
-    lines.append({"t": 500, "provider": "anthropic", "model": "claude-sonnet-4-5", "route": "support", "body": bad})
+    lines.append({"t": 500, "provider": "anthropic", "model": "claude-sonnet-4-6", "route": "support", "body": bad})
     return lines
 
 
@@ -69,8 +69,8 @@ def test_replay_totals_per_route_and_overall(trace_file):
 def test_replayed_costs_equal_pricing_each_usage(trace_file):
     records = [r for r in read_trace(trace_file) if r.route == "support"][:2]
     report = replay(records)
-    expected = (cost_of("anthropic", "claude-sonnet-4-5", Usage(5, 0, {"5m": 3000}, 100))
-                + cost_of("anthropic", "claude-sonnet-4-5", Usage(5, 3000, {}, 100)))
+    expected = (cost_of("anthropic", "claude-sonnet-4-6", Usage(5, 0, {"5m": 3000}, 100))
+                + cost_of("anthropic", "claude-sonnet-4-6", Usage(5, 3000, {}, 100)))
     assert report.routes["support"].cost == expected
 
 

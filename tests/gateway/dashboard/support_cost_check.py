@@ -27,7 +27,7 @@ id = "gpt-4o-mini"
 price = { input = "0.20", cache_read = "0.10" }
 """
 # (model, requests): what the scenario sends.
-TRAFFIC = [("openai/gpt-4o-mini", 2), ("anthropic/claude-sonnet-4.5", 1), ("mystery/model-x", 1),
+TRAFFIC = [("openai/gpt-4o-mini", 2), ("anthropic/claude-sonnet-4.6", 1), ("mystery/model-x", 1),
            ("deepseek-v9-unlisted", 1)]
 
 

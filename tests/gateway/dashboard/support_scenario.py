@@ -23,8 +23,8 @@ from tests.support_services import wait_until
 STATIC = "You answer questions about the Acme product manual. Quote the section you rely on. " * 300
 HEADERS = {"x-api-key": "sk-ant-dashboard-test-0001", "anthropic-version": "2023-06-01"}
 ROUTES = [
-    {"name": "support-bot", "models": ["claude-sonnet-4-5"], "planner": "checkpoints", "targets": [{"upstream": "anthropic"}]},
-    {"name": "docs-qa", "models": ["claude-sonnet-4-6"], "targets": [{"upstream": "anthropic"}]},
+    {"name": "support-bot", "models": ["claude-sonnet-4-6"], "planner": "checkpoints", "targets": [{"upstream": "anthropic"}]},
+    {"name": "docs-qa", "models": ["claude-sonnet-5"], "targets": [{"upstream": "anthropic"}]},
 ]
 
 
@@ -55,8 +55,8 @@ def burst(url: str, rounds: int = 5) -> list[httpx.Response]:
     out = []
     for i in range(rounds):
         stamp = f"Current time: 2026-03-0{i + 1}T09:{10 + i}:00Z."
-        out.append(send(url, "claude-sonnet-4-5", f"You are Acme's support agent. {stamp}\n{STATIC}", f"ticket question {i}"))
-        out.append(send(url, "claude-sonnet-4-6", STATIC, f"manual question {i}", stream=i % 2 == 1))
+        out.append(send(url, "claude-sonnet-4-6", f"You are Acme's support agent. {stamp}\n{STATIC}", f"ticket question {i}"))
+        out.append(send(url, "claude-sonnet-5", STATIC, f"manual question {i}", stream=i % 2 == 1))
     return out
 
 

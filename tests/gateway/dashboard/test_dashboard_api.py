@@ -100,7 +100,7 @@ def test_with_redis_the_dashboard_reads_every_replicas_records(tmp_path, redis_u
         burst(running.url, rounds=2)
         summary = wait_for_ledger(running.url, 4)
         # A record another replica wrote reaches this one only through Redis.
-        other = LedgerRecord(id="elsewhere", ts=time.time(), route="docs-qa", model="claude-sonnet-4-6", uncached_input=10,
+        other = LedgerRecord(id="elsewhere", ts=time.time(), route="docs-qa", model="claude-sonnet-5", uncached_input=10,
                              cost_usd="0.5", cost_without_cache_usd="0.5", savings_usd="0")
         elsewhere = Ledger(str(tmp_path / "other.sqlite"), redis_url)
         elsewhere.append(other)

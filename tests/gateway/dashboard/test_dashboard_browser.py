@@ -97,7 +97,7 @@ def test_dashboard_shows_the_ledgers_totals_and_names_the_volatile_span(tmp_path
 
         # Live refresh: more traffic shows up without reloading the page.
         before = loads(browser)
-        send(gw.url, "claude-sonnet-4-6", STATIC, "one more")
+        send(gw.url, "claude-sonnet-5", STATIC, "one more")
         WebDriverWait(browser, 20).until(lambda d: totals["requests"].text == "11")
         assert loads(browser) > before
 

@@ -65,7 +65,7 @@ def test_api_reports_the_cost_check_and_unpriced_requests(tmp_path, monkeypatch,
     # The unpriced request is not in spend, and nothing is counted as $0.
     assert Decimal(totals["spend_usd"]) == sum(Decimal(r["cost_usd"]) for r in records if r["cost_usd"] is not None)
     assert by_model["openai/gpt-4o-mini"]["cost_check"]["disagreements"] == 2
-    claude = by_model["anthropic/claude-sonnet-4.5"]["cost_check"]
+    claude = by_model["anthropic/claude-sonnet-4.6"]["cost_check"]
     assert (claude["compared"], claude["disagreements"], claude["difference_usd"], claude["difference"]) == (1, 0, "0", 0)
     assert claude["provider_usd"] == claude["table_usd"] != "0"
     assert by_model["mystery/model-x"]["cost_check"]["priced_by_provider"] == 1
@@ -99,8 +99,8 @@ def test_page_shows_the_difference_and_the_unpriced_requests(tmp_path, monkeypat
         check = {name: row.find_element(By.CSS_SELECTOR, "td.check") for name, row in rows.items()}
         assert "flagged" in check["openai/gpt-4o-mini"].get_attribute("class")
         assert "on 2 differing" in check["openai/gpt-4o-mini"].text
-        assert check["anthropic/claude-sonnet-4.5"].text == "agrees with provider"
-        assert "flagged" not in check["anthropic/claude-sonnet-4.5"].get_attribute("class")
+        assert check["anthropic/claude-sonnet-4.6"].text == "agrees with provider"
+        assert "flagged" not in check["anthropic/claude-sonnet-4.6"].get_attribute("class")
         assert check["mystery/model-x"].text == "1 priced by provider"
         assert check["deepseek-v9-unlisted"].text == "1 unpriced"
         assert "flagged" in check["deepseek-v9-unlisted"].get_attribute("class")

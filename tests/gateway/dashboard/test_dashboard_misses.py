@@ -21,7 +21,7 @@ CHECKPOINT = "checkpoint: static at 1500 tokens, ttl 5m (p(reuse<5m)=0.90)"
 
 def conv(system: str, tools: list[dict] | None = None, turns: list[str] = ("hello",)):
     messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(turns)]
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "system": system, "messages": messages}
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "system": system, "messages": messages}
     if tools:
         body["tools"] = tools
     return anthropic.parse_request(body)
@@ -29,7 +29,7 @@ def conv(system: str, tools: list[dict] | None = None, turns: list[str] = ("hell
 
 def record(c, i: int, ts: float, *, route: str = "r", explanation: list[str] | None = None, cache_read: int = 0,
            writes: dict[str, int] | None = None, uncached: int = 100) -> LedgerRecord:
-    return LedgerRecord(id=f"q{i}", ts=ts, route=route, provider="anthropic", model="claude-sonnet-4-5",
+    return LedgerRecord(id=f"q{i}", ts=ts, route=route, provider="anthropic", model="claude-sonnet-4-6",
                         uncached_input=uncached, cache_read=cache_read, cache_writes=writes or {},
                         explanation=explanation if explanation is not None else [CHECKPOINT],
                         segments=prefix_shape(c, "anthropic", volatile_spans))
@@ -87,7 +87,7 @@ def test_an_unchanged_prefix_after_a_gap_longer_than_its_ttl_expired():
 def test_planner_lines_come_first():
     c = conv(BODY)
     a = record(c, 1, 1000.0)
-    small = record(c, 2, 1001.0, explanation=["skip: static checkpoint: 300 tokens is below claude-sonnet-4-5's minimum of 1024"])
+    small = record(c, 2, 1001.0, explanation=["skip: static checkpoint: 300 tokens is below claude-sonnet-4-6's minimum of 1024"])
     assert diagnose(small, a).reason == "below_minimum"
     assert "300 tokens is below" in diagnose(small, a).detail
     off = record(c, 3, 1001.0, explanation=["passthrough: planning is off for this route"])
@@ -101,7 +101,7 @@ def test_rewrite_mode_moves_the_timestamp_out_of_the_prefix():
     shapes = []
     for second in range(3):
         c = conv(f"You are the support agent.\nCurrent time: 2026-03-01T10:00:0{second}Z.\n" + BODY)
-        planned = plan(c, Target("anthropic", "claude-sonnet-4-5"), state, "rewrite", route="support").conversation
+        planned = plan(c, Target("anthropic", "claude-sonnet-4-6"), state, "rewrite", route="support").conversation
         shapes.append(parse_shape(prefix_shape(planned, "anthropic", volatile_spans)))
     seg = first_difference(shapes[1], shapes[2])
     assert seg is not None and not seg.leading     # the system prompt is now the same every time
@@ -112,7 +112,7 @@ def test_missed_usd_reprices_writes_as_reads_plus_the_uncovered_leading_prefix()
     c = conv(BODY)
     leading = parse_shape(prefix_shape(c, "anthropic", volatile_spans))[0].tokens
     rec = record(c, 1, 1000.0, writes={"5m": leading - 100}, uncached=300)
-    # claude-sonnet-4-5: input 3, 5m write 3.75, read 0.30 USD per million tokens.
+    # claude-sonnet-4-6: input 3, 5m write 3.75, read 0.30 USD per million tokens.
     expected = (Decimal(leading - 100) * Decimal("3.45") + Decimal(100) * Decimal("2.70")) / 1_000_000
     assert missed_usd(rec) == expected
     assert missed_usd(LedgerRecord(id="x", ts=0, provider="anthropic", model="no-such-model", uncached_input=5)) == 0

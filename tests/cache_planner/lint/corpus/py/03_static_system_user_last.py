@@ -14,7 +14,7 @@ def ask(question: str) -> str:
     client = anthropic.Anthropic()
     today = datetime.date.today().isoformat()
     msg = client.messages.create(
-        model="claude-sonnet-4-5", max_tokens=2048, system=SYSTEM_PROMPT,
+        model="claude-sonnet-4-6", max_tokens=2048, system=SYSTEM_PROMPT,
         messages=[{"role": "user", "content": f"Today is {today}.\n\n{question}"}],
     )
     return msg.content[0].text

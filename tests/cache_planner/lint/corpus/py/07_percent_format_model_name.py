@@ -1,5 +1,5 @@
 """Old-style % formatting with the model name and product name: fixed per deployment."""
-MODEL_NAME = "claude-sonnet-4-5"
+MODEL_NAME = "claude-sonnet-4-6"
 PRODUCT = "Acme Notes"
 
 # prefixgate: quiet=PG001

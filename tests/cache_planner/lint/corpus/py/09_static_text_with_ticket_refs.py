@@ -11,5 +11,5 @@ Answer with the file to change, the change as a diff, and the test that proves i
 
 def ask(q: str) -> str:
     client = anthropic.Anthropic()
-    return client.messages.create(model="claude-sonnet-4-5", max_tokens=1024, system=SYSTEM_PROMPT,
+    return client.messages.create(model="claude-sonnet-4-6", max_tokens=1024, system=SYSTEM_PROMPT,
                                   messages=[{"role": "user", "content": q}]).content[0].text

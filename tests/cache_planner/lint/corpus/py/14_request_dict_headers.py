@@ -10,7 +10,7 @@ identity with the security question before any account-specific answer.
 
 def handle() -> dict:
     body = {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-4-6",
         "max_tokens": 1024,
         # prefixgate: expect=PG001
         "system": f"Client locale: {request.headers.get('Accept-Language')}\n{RULES}",

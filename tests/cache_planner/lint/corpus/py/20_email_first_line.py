@@ -10,7 +10,7 @@ late deliveries over 10 days. Sign as "The Acme team". Never promise compensatio
 def draft(customer_email: str, body: str) -> str:
     client = anthropic.Anthropic()
     return client.messages.create(
-        model="claude-sonnet-4-5", max_tokens=800,
+        model="claude-sonnet-4-6", max_tokens=800,
         # prefixgate: expect=PG001
         system=f"Customer: {customer_email}\n\n{POLICY}",
         messages=[{"role": "user", "content": body}],
