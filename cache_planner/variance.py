@@ -95,6 +95,9 @@ def differing_spans(old: str, new: str) -> list[tuple[int, int]]:
 def widen(text: str, start: int, end: int) -> tuple[int, int]:
     """The unit a reader would move with `text[start:end]`, with its trailing whitespace: the whole line when
     it is structured (a JSON field, `key: value`), else the sentence, the clause, or the words around it."""
+    if start >= len(text):
+        # A deletion at the very end (the prompt shrank to its own start): no unit around it to move.
+        return len(text), len(text)
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", max(end, start))
     line_end = len(text) if line_end < 0 else line_end + 1

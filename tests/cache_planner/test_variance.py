@@ -148,3 +148,22 @@ def test_replicas_sharing_redis_learn_the_site_and_the_route_from_each_other(red
     assert routes[0] == routes[1] == routes[2]
     assert sent("anthropic", out)[0].strip() == fixed.strip()
     assert json.loads(a.store.client.get("pg-test-variance:" + plan.route))["sites"]
+
+
+@pytest.mark.parametrize("provider", list(TARGETS))
+def test_a_system_prompt_that_shrinks_to_its_own_start_is_planned(provider):
+    # The second request's system text is the start of the first's, ending in a newline: the difference is a
+    # deletion at the very end (an empty span with no unit around it). It was a 500 (min() of nothing).
+    state = PlannerState()
+    rules = "Refunds are accepted within thirty days of purchase when the item is unused.\n"
+    for i, system in enumerate([rules * 4, rules, rules]):
+        out, _ = plan_one(provider, state, system, f"Where is order {i}?", now=i * 10.0)
+        system_sent, rest = sent(provider, out)
+        expected = words(system + f"Where is order {i}?")
+        expected["Context:"] += rest.count("Context:")      # the label of moved text, the only word added
+        assert words(system_sent + rest) == +expected
+
+
+def test_an_empty_span_at_the_end_of_the_text_widens_to_itself():
+    text = "Rule one applies. Rule two applies.\n"
+    assert widen(text, len(text), len(text)) == (len(text), len(text))
