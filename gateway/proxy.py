@@ -37,6 +37,7 @@ from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt, tenant_tag
+from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
@@ -63,8 +64,8 @@ from prefixgate.policies import (
     retry_condition,
 )
 from prefixgate.policies.limits import Reservation, spend_counter
-from prefixgate.policies.router import caller_checkpoints_for
-from prefixgate.policies.schema import DIALECT_OF, KINDS, PERIODS, PRICE_ROWS
+from prefixgate.policies.router import caller_checkpoints_for, priority_for
+from prefixgate.policies.schema import DIALECT_OF, ENGINE_PRIORITY, KINDS, PERIODS, PRICE_ROWS
 from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.compatible import caches_by_markers
@@ -167,6 +168,8 @@ class Proxy:
             store=RedisStore(settings.redis_url) if settings.redis_url else None)
         self.in_flight = InFlight()
         self.response_homes = ResponseHomes()
+        self.kv_index = (KVIndex(policy.upstreams, self.metrics.registry)
+                         if any(u.kv_events for u in policy.upstreams.values()) else None)
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
         self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
@@ -178,6 +181,8 @@ class Proxy:
         await self.owners.aclose()
         await self.response_cache.close()
         self.ledger.close()
+        if self.kv_index is not None:
+            self.kv_index.close()
 
     def start(self, dialect: str, conv: Conversation, caller: Caller, headers: dict[str, str], started: float,
               span: Any = None, raw: bytes = b"") -> Call:
@@ -342,6 +347,13 @@ class Proxy:
         home = self.response_homes.home_of(first_wire.chained_id(conv))
         if home in ref.upstreams:
             name = home     # the chain lives there
+        elif self.kv_index is not None and self.kv_index.covers(ref.upstreams):
+            party = principal(call.caller.key)   # the salt prepare() sends below, which the replica hashed with
+            salt = (tenant_salt(self.secret, party)
+                    if first.self_hosted and self.settings.tenant_cache_isolation and party is not None else None)
+            name, note = self.kv_index.route(ref.upstreams, first_wire.encode_request(the_plan.conversation), salt,
+                                             the_plan.prefix_hash, self.in_flight, ref.load_factor)
+            the_plan.explanation.append(note)
         else:
             name = ref.upstreams[0] if len(ref.upstreams) == 1 else pick_replica(
                 the_plan.prefix_hash, ref.upstreams, self.in_flight, ref.load_factor)
@@ -354,9 +366,13 @@ class Proxy:
         salted = upstream.self_hosted and self.settings.tenant_cache_isolation and party is not None
         tagged = call.route.isolation == "tenant" and not upstream.self_hosted and party is not None
         ask = self.diagnostics.attach(call, upstream, wire.name, model, billable, key)
+        priority = priority_for(call.route, call.caller.key)
+        ranked = upstream.self_hosted and priority != "normal"
+        if ranked:
+            the_plan.explanation.append(f"priority: {priority} (engine priority {ENGINE_PRIORITY[priority]})")
         if (call.raw and not ask.fields and the_plan.mode == "off" and wire is call.wire and billable is planned
                 and billable.params is params and params == call.conv.params and not billable.cache_params
-                and not salted and not tagged):
+                and not salted and not tagged and not ranked):
             # Planning is off and nothing else changed the request (format, model, usage options, salt): the
             # caller's own bytes go upstream, with no re-encoding in proportion to the body.
             body = call.raw
@@ -367,6 +383,8 @@ class Proxy:
                 payload["cache_salt"] = tenant_salt(self.secret, party)  # type: ignore[arg-type]
             if tagged:
                 tag_prompt(payload, wire.name, tenant_tag(self.secret, party))  # type: ignore[arg-type]
+            if ranked:
+                payload["priority"] = ENGINE_PRIORITY[priority]
             payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
         return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask,

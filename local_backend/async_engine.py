@@ -89,12 +89,14 @@ class AsyncEngine:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        self.engine.close()
 
     def add_request(self, prompt: Prompt, params: SamplingParams, *, request_id: str | None = None,
-                    cache_salt: str | None = None) -> RequestStream:
+                    cache_salt: str | None = None, priority: int = 0) -> RequestStream:
         """Validate and queue a request; raises RequestError (400, or 429 when the queue is full) at once."""
         self.start()
-        seq = self.engine.make_sequence(prompt, params, request_id=request_id, cache_salt=cache_salt)
+        seq = self.engine.make_sequence(prompt, params, request_id=request_id, cache_salt=cache_salt,
+                                        priority=priority)
         with self._lock:
             if len(self.engine.scheduler.waiting) + self._pending_adds >= self.engine.config.max_waiting:
                 raise RequestError("the engine's waiting queue is full; retry shortly", status=429,

@@ -6,21 +6,36 @@ Mechanism only; which blocks a sequence gets is the KVCacheManager's business.
 from __future__ import annotations
 
 import hashlib
-from array import array
+import os
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+
+import cbor2
+
+
+def _sha256_cbor(value: Any) -> bytes:
+    return hashlib.sha256(cbor2.dumps(value, canonical=True)).digest()
+
+
+# vLLM's `sha256_cbor` chain (v1/core/kv_cache_utils.py), so a router fed by our KV events and by vLLM's
+# replicas compares like with like: the root's parent is H(PYTHONHASHSEED or "vllm-none-hash").
+NONE_HASH = _sha256_cbor(os.environ.get("PYTHONHASHSEED") or "vllm-none-hash")
 
 
 def hash_block(parent: bytes | None, token_ids: list[int], salt: str | None = None) -> bytes:
-    """A block's hash, chained through its parent's, so equal hashes mean equal whole prefixes."""
-    h = hashlib.blake2b(digest_size=16)
-    if parent is None:
-        h.update(b"root:" + (salt or "").encode() + b"\0")
-    else:
-        h.update(parent)
-    h.update(array("q", token_ids).tobytes())
-    return h.digest()
+    """A block's hash, chained through its parent's, so equal hashes mean equal whole prefixes.
+
+    H((parent digest, tokens, extra keys)) as vLLM 0.33 computes it; a cache salt is block 0's extra key.
+    """
+    extra = (("cache_salt", salt),) if salt and parent is None else None
+    return _sha256_cbor((parent or NONE_HASH, tuple(token_ids), extra))
+
+
+def published_hash(block_hash: bytes) -> int:
+    """The hash as vLLM's events carry it (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1): the digest's last 8 bytes."""
+    return int.from_bytes(block_hash[-8:], "big")
 
 
 class Block:
@@ -54,6 +69,8 @@ class BlockPool:
         self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(1, num_blocks))
         self.cached: dict[bytes, int] = {}
         self.stats = PrefixCacheStats()
+        # KV cache events in vLLM's schema (kv_events.py publishes them), or None when nobody listens.
+        self.events: list[dict[str, Any]] | None = None
 
     @property
     def num_blocks(self) -> int:
@@ -105,13 +122,30 @@ class BlockPool:
                 if block.hash is None:
                     self.free.move_to_end(block.block_id, last=False)
 
-    def cache(self, block: Block, block_hash: bytes, token_ids: list[int]) -> None:
+    def cache(self, block: Block, block_hash: bytes, token_ids: list[int]) -> bool:
+        """Make the block findable under `block_hash`; False when it, or an equal block, already is."""
         # If an equal block is already cached (two requests computed the same prefix at once), keep the
         # first; this one stays private to its sequence and returns to the pool uncached.
         if block.hash is not None or block_hash in self.cached:
-            return
+            return False
         block.hash, block.token_ids = block_hash, tuple(token_ids)
         self.cached[block_hash] = block.block_id
+        return True
+
+    def record_stored(self, hashes: list[bytes], parent: bytes | None, token_ids: list[int],
+                      block_size: int) -> None:
+        """One BlockStored event for a run of consecutive blocks just cached, `parent` the run's parent."""
+        if self.events is not None and hashes:
+            self.events.append({
+                "type": "BlockStored", "block_hashes": [published_hash(h) for h in hashes],
+                "parent_block_hash": None if parent is None else published_hash(parent),
+                "token_ids": token_ids, "block_size": block_size, "lora_id": None,
+                # The engine's one KV pool, on whichever device it runs: vLLM names its pool GPU likewise.
+                "medium": "GPU", "lora_name": None})
+
+    def take_events(self) -> list[dict[str, Any]]:
+        events, self.events = self.events or [], [] if self.events is not None else None
+        return events
 
     def uncache(self, block: Block) -> None:
         self._evict(block)
@@ -119,8 +153,12 @@ class BlockPool:
             self.free.move_to_end(block.block_id, last=False)
 
     def reset_prefix_cache(self) -> None:
+        events, self.events = self.events, None  # one AllBlocksCleared, not a BlockRemoved per block
         for block_id in list(self.cached.values()):
             self._evict(self.blocks[block_id])
+        if events is not None:
+            events.append({"type": "AllBlocksCleared"})
+        self.events = events
         # No free block carries a hash now, so their order only decides placement: ascending, as when new.
         self.free = OrderedDict((i, None) for i in sorted(self.free))
 
@@ -128,4 +166,14 @@ class BlockPool:
         if block.hash is not None:
             if self.cached.get(block.hash) == block.block_id:
                 del self.cached[block.hash]
+                if self.events is not None:
+                    self._record_removed(block.hash)
             block.hash = block.token_ids = None
+
+    def _record_removed(self, block_hash: bytes) -> None:
+        last = self.events[-1] if self.events else None
+        if last is not None and last["type"] == "BlockRemoved":
+            last["block_hashes"].append(published_hash(block_hash))
+        else:
+            self.events.append({"type": "BlockRemoved", "block_hashes": [published_hash(block_hash)],
+                                "medium": "GPU"})

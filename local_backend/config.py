@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from prefixgate.local_backend.kv_events import KVEventsConfig
+
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -53,6 +55,14 @@ class EngineConfig:
     num_speculative_tokens: int = 0
     prompt_lookup_max: int = 8
     prompt_lookup_min: int = 2
+    # Publish KV cache events (vLLM's schema, kv_events.py) on this ZMQ endpoint, e.g. tcp://*:5557 (binds) or
+    # tcp://router:5557 (connects); a replay endpoint answers requests for missed sequence numbers.
+    kv_events: str | None = None
+    kv_events_replay: str | None = None
+    kv_events_topic: str = ""
+    kv_events_hwm: int = 100_000
+    kv_events_max_queue_size: int = 100_000
+    kv_events_buffer_steps: int = 10_000
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
@@ -71,6 +81,7 @@ class EngineConfig:
             raise ValueError("prompt_lookup_min and prompt_lookup_max must satisfy 1 <= min <= max")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ValueError("max_model_len must be >= 2")
+        self.kv_events_config()  # validates the endpoints and bounds
         if self.device is None:
             self.device = "cuda" if torch.cuda.is_available() else "cpu"
         if self.dtype not in DTYPES:
@@ -84,6 +95,14 @@ class EngineConfig:
     @property
     def torch_dtype(self) -> torch.dtype:
         return getattr(torch, self.dtype)
+
+    def kv_events_config(self) -> KVEventsConfig | None:
+        if self.kv_events is None:
+            if self.kv_events_replay is not None:
+                raise ValueError("kv_events_replay needs kv_events (the endpoint events are published on)")
+            return None
+        return KVEventsConfig(self.kv_events, self.kv_events_replay, self.kv_events_topic, self.kv_events_hwm,
+                              self.kv_events_max_queue_size, self.kv_events_buffer_steps)
 
     @property
     def model_name(self) -> str:

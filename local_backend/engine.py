@@ -14,6 +14,7 @@ from prefixgate.local_backend.config import EngineConfig
 from prefixgate.local_backend.detokenizer import Detokenizer
 from prefixgate.local_backend.draft_policy import DraftPolicy
 from prefixgate.local_backend.kv_cache_manager import KVCacheManager
+from prefixgate.local_backend.kv_events import KVEventPublisher
 from prefixgate.local_backend.model_loader import LoadedModel, load_model
 from prefixgate.local_backend.model_runner import ModelRunner
 from prefixgate.local_backend.ngram_proposer import NgramProposer
@@ -59,11 +60,15 @@ class LLMEngine:
         self._detokenizers: dict[str, Detokenizer] = {}
         self._ids = itertools.count()
         self.last_stats = IterationStats()
+        events = config.kv_events_config()
+        self.kv_events = KVEventPublisher(events) if events is not None else None
+        if self.kv_events is not None:
+            self.kv.pool.events = []
 
     # -- requests ---------------------------------------------------------------------------------------
 
     def make_sequence(self, prompt: Prompt, params: SamplingParams, *, request_id: str | None = None,
-                      cache_salt: str | None = None) -> Sequence:
+                      cache_salt: str | None = None, priority: int = 0) -> Sequence:
         """Tokenize and validate a request without touching engine state (safe from any thread)."""
         text, ids = self._tokenize(prompt)
         if not ids:
@@ -80,7 +85,7 @@ class LLMEngine:
                                f"the maximum context length of {self.max_model_len}", field="max_tokens")
         request_id = request_id or f"req-{next(self._ids)}"
         return Sequence(request_id, ids, params, prompt=text, cache_salt=cache_salt,
-                        max_tokens=params.max_tokens or room)
+                        max_tokens=params.max_tokens or room, priority=priority)
 
     def add_sequence(self, seq: Sequence) -> None:
         if seq.request_id in self.requests:
@@ -94,8 +99,9 @@ class LLMEngine:
         self.scheduler.add(seq)
 
     def add_request(self, prompt: Prompt, params: SamplingParams | None = None, *,
-                    request_id: str | None = None, cache_salt: str | None = None) -> str:
-        seq = self.make_sequence(prompt, params or SamplingParams(), request_id=request_id, cache_salt=cache_salt)
+                    request_id: str | None = None, cache_salt: str | None = None, priority: int = 0) -> str:
+        seq = self.make_sequence(prompt, params or SamplingParams(), request_id=request_id, cache_salt=cache_salt,
+                                 priority=priority)
         self.add_sequence(seq)
         return seq.request_id
 
@@ -105,6 +111,7 @@ class LLMEngine:
         if seq is None:
             return None
         self.scheduler.finish(seq, "abort")
+        self._publish_kv_events()
         return self._finalize(seq)
 
     def has_unfinished_requests(self) -> bool:
@@ -112,11 +119,30 @@ class LLMEngine:
 
     def reset_prefix_cache(self) -> None:
         self.kv.reset_prefix_cache()
+        self._publish_kv_events()
+
+    def close(self) -> None:
+        """Stop the KV event publisher, if any (the model needs no closing)."""
+        if self.kv_events is not None:
+            self.kv_events.close()
+            self.kv_events = None
+
+    def _publish_kv_events(self) -> None:
+        if self.kv_events is not None:
+            events = self.kv.pool.take_events()
+            if events:
+                self.kv_events.publish(events)
 
     # -- stepping ---------------------------------------------------------------------------------------
 
     def step(self) -> list[RequestOutput]:
         """Schedule, run the model once, sample; returns the requests that advanced (finished or not)."""
+        try:
+            return self._step()
+        finally:
+            self._publish_kv_events()  # one batch per step, as vLLM's scheduler publishes
+
+    def _step(self) -> list[RequestOutput]:
         stats = self.last_stats = IterationStats()
         if self.proposer is not None:
             self.proposer.propose(self.scheduler.running)

@@ -45,7 +45,8 @@ class Frontend:
         if cache_salt is not None:
             req.cache_salt = cache_salt
         prompt = {"prompt_token_ids": self.engine.engine.apply_chat_template(req.prompt)} if chat else req.prompt
-        outputs = self.engine.add_request(prompt, req.params, request_id=req.id, cache_salt=req.cache_salt)
+        outputs = self.engine.add_request(prompt, req.params, request_id=req.id, cache_salt=req.cache_salt,
+                                          priority=req.priority)
         if req.stream:
             return self._events(req, outputs)
         final: RequestOutput | None = None

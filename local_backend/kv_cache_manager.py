@@ -64,11 +64,19 @@ class KVCacheManager:
         # Registered when scheduled rather than when computed: a request admitted later in the same step
         # may share them, because each layer writes the whole batch's K/V before any sequence attends.
         self._update_hashes(seq)
-        bs = self.block_size
-        for i in range(seq.num_registered_blocks, num_tokens // bs):
-            self.pool.cache(self.pool.blocks[seq.block_table[i]], seq.block_hashes[i],
-                            seq.token_ids[i * bs:(i + 1) * bs])
-        seq.num_registered_blocks = max(seq.num_registered_blocks, num_tokens // bs)
+        bs, hashes = self.block_size, seq.block_hashes
+        run_start = None  # the first block of the current run of newly cached ones (one event per run)
+        end = num_tokens // bs
+        for i in range(seq.num_registered_blocks, end + 1):
+            stored = i < end and self.pool.cache(self.pool.blocks[seq.block_table[i]], hashes[i],
+                                                 seq.token_ids[i * bs:(i + 1) * bs])
+            if stored and run_start is None:
+                run_start = i
+            elif not stored and run_start is not None:
+                self.pool.record_stored(hashes[run_start:i], hashes[run_start - 1] if run_start else None,
+                                        seq.token_ids[run_start * bs:i * bs], bs)
+                run_start = None
+        seq.num_registered_blocks = max(seq.num_registered_blocks, end)
 
     def free(self, seq: Sequence) -> None:
         blocks = [self.pool.blocks[i] for i in seq.block_table]

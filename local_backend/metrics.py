@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from prefixgate.local_backend.engine import IterationStats, LLMEngine
+from prefixgate.local_backend.kv_events import KVEventPublisher
 
 PREFIX = "prefixgate_backend_"
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
@@ -48,6 +53,8 @@ class EngineMetrics:
             Gauge(PREFIX + name, doc, lbl, registry=r).labels(model).set_function(read)
         self._model = model
         self._seen_queries = self._seen_hits = 0
+        if engine.kv_events is not None:
+            r.register(_KVEventCounts(engine.kv_events, model))
 
     def observe(self, stats: IterationStats, engine: LLMEngine) -> None:
         self.prompt_tokens.inc(stats.num_prompt_tokens)
@@ -65,3 +72,24 @@ class EngineMetrics:
         self.prefix_cache_queries.inc(cache.queries - self._seen_queries)
         self.prefix_cache_hits.inc(cache.hits - self._seen_hits)
         self._seen_queries, self._seen_hits = cache.queries, cache.hits
+
+
+class _KVEventCounts(Collector):
+    """The publisher's own counts, read when scraped (drops happen on the engine thread, between steps too)."""
+
+    def __init__(self, publisher: KVEventPublisher, model: str) -> None:
+        self.publisher, self.model = publisher, model
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        p = self.publisher
+        for name, doc, value in (
+                ("kv_events_published_batches", "KV event batches sent on the PUB socket.", p.published),
+                ("kv_events_dropped_batches", "KV event batches dropped because the publish queue was full "
+                                              "(subscribers see a sequence gap).", p.dropped)):
+            family = CounterMetricFamily(PREFIX + name, doc, labels=["model_name"])
+            family.add_metric([self.model], value)
+            yield family
+        queued = GaugeMetricFamily(PREFIX + "kv_events_queued_batches", "KV event batches waiting to be sent.",
+                                   labels=["model_name"])
+        queued.add_metric([self.model], p.queued)
+        yield queued

@@ -25,6 +25,7 @@ class ParsedRequest:
     include_usage: bool = False
     cache_salt: str | None = None
     top_logprobs: int | None = None  # chat: per-token alternatives to show
+    priority: int = 0  # vLLM's: lower is served first (admitted first, preempted last)
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:24])
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -65,6 +66,9 @@ def parse_request(body: Any, *, chat: bool, model_name: str) -> ParsedRequest:
     salt = body.get("cache_salt")
     if salt is not None and not isinstance(salt, str):
         raise _bad("cache_salt", "must be a string")
+    priority = body.get("priority", 0)
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise _bad("priority", "must be an integer (lower is served first)")
     params = SamplingParams(
         temperature=_get(body, "temperature", 1.0), top_p=_get(body, "top_p", 1.0), top_k=_get(body, "top_k", 0),
         max_tokens=max_tokens, min_tokens=_get(body, "min_tokens", 0), stop=body.get("stop"),
@@ -74,7 +78,8 @@ def parse_request(body: Any, *, chat: bool, model_name: str) -> ParsedRequest:
         include_stop_str_in_output=bool(body.get("include_stop_str_in_output", False)))
     if isinstance(params.stop, list) and len(params.stop) > 16:
         raise _bad("stop", "at most 16 stop strings")
-    return ParsedRequest(chat, prompt, params, stream, bool(options.get("include_usage")), salt, top_logprobs)
+    return ParsedRequest(chat, prompt, params, stream, bool(options.get("include_usage")), salt, top_logprobs,
+                         priority)
 
 
 def _get(body: dict, name: str, default: Any) -> Any:

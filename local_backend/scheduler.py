@@ -75,7 +75,7 @@ class Scheduler:
             # The drafts that fit the budget (a decode's one real token always comes first).
             del seq.draft_token_ids[max(0, seq.num_computed_tokens + n - seq.num_tokens):]
             while not self.kv.allocate(seq, n):
-                victim = self.running[-1]
+                victim = self._lowest_running()
                 budget += batch.scheduled.pop(victim, 0)
                 self._preempt(victim)
                 batch.preempted.append(victim)
@@ -96,13 +96,22 @@ class Scheduler:
     def _admit_waiting(self, batch: ScheduledBatch, budget: int) -> None:
         """Admit waiting sequences while the budget, the sequence limit and the pool allow, counting each
         one's cached prefix as computed."""
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+        while self.waiting and budget > 0:
             seq = self._next_waiting()
+            if len(self.running) >= self.max_num_seqs:
+                freed = self._preempt_for(seq, batch)
+                if freed is None:
+                    break
+                budget += freed
             cached = self.kv.find_cached_prefix(seq)
             num_cached = len(cached) * self.kv.block_size
             n = min(seq.num_tokens - num_cached, budget)
             if not self.kv.allocate(seq, n, cached):
-                break
+                freed = self._preempt_for(seq, batch)
+                if freed is None:
+                    break
+                budget += freed
+                continue
             self.waiting.remove(seq)
             if seq.num_cached_tokens is None:
                 seq.num_cached_tokens = num_cached
@@ -115,10 +124,30 @@ class Scheduler:
             budget -= n
 
     def _next_waiting(self) -> Sequence:
+        """The first in line of the most urgent priority present (vLLM's: the lowest value)."""
+        first = min(self.waiting, key=lambda s: s.priority)  # min keeps the first of equals: arrival order
         if not self.cache_aware or len(self.waiting) > CACHE_AWARE_SCAN_LIMIT:
-            return self.waiting[0]
+            return first
         # Longest cached prefix first; ties keep arrival order (max returns the first maximum).
-        return max(self.waiting, key=lambda s: len(self.kv.find_cached_prefix(s)))
+        return max((s for s in self.waiting if s.priority == first.priority),
+                   key=lambda s: len(self.kv.find_cached_prefix(s)))
+
+    def _lowest_running(self) -> Sequence:
+        """The preemption victim: the least urgent priority, and of those the newest."""
+        return max(reversed(self.running), key=lambda s: s.priority)
+
+    def _preempt_for(self, seq: Sequence, batch: ScheduledBatch) -> int | None:
+        """Preempt a running sequence less urgent than `seq` to make room for it; the budget it frees, or
+        None when every running sequence is at least as urgent."""
+        if not self.running:
+            return None
+        victim = self._lowest_running()
+        if victim.priority <= seq.priority:
+            return None
+        freed = batch.scheduled.pop(victim, 0)
+        self._preempt(victim)
+        batch.preempted.append(victim)
+        return freed
 
     def _preempt(self, seq: Sequence) -> None:
         # Recompute, not swap: the freed blocks keep their hashes, so re-admission mostly hits the cache.

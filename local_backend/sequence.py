@@ -22,7 +22,8 @@ class SequenceStatus(Enum):
 
 class Sequence:
     def __init__(self, request_id: str, prompt_token_ids: list[int], sampling_params: SamplingParams,
-                 *, prompt: str | None = None, cache_salt: str | None = None, max_tokens: int) -> None:
+                 *, prompt: str | None = None, cache_salt: str | None = None, max_tokens: int,
+                 priority: int = 0) -> None:
         assert prompt_token_ids
         self.request_id = request_id
         self.prompt = prompt
@@ -32,6 +33,7 @@ class Sequence:
         self.sampling_params = sampling_params
         self.max_tokens = max_tokens
         self.cache_salt = cache_salt
+        self.priority = priority  # lower is admitted first and preempted last (vLLM's priority scheduling)
         self.status = SequenceStatus.WAITING
         self.block_table: list[int] = []
         # Chained hashes of this sequence's full blocks, extended as tokens arrive (kv_cache_manager).

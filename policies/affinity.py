@@ -22,14 +22,32 @@ def ranking(prefix_hash: str, replicas: Sequence[str]) -> list[str]:
     return sorted(replicas, key=weight, reverse=True)
 
 
+def load_cap(replicas: Sequence[str], in_flight: Mapping[str, int], load_factor: float) -> int:
+    """In-flight requests a replica may hold before a prefix spills past it: load_factor x the average, plus one."""
+    return math.ceil(load_factor * (sum(in_flight.get(r, 0) for r in replicas) + 1) / len(replicas))
+
+
 def pick_replica(prefix_hash: str, replicas: Sequence[str], in_flight: Mapping[str, int], load_factor: float) -> str:
     """The most preferred replica whose in-flight load is under the cap; the least loaded if all are full."""
     if len(replicas) == 1:
         return replicas[0]
-    total = sum(in_flight.get(r, 0) for r in replicas)
-    cap = math.ceil(load_factor * (total + 1) / len(replicas))
+    cap = load_cap(replicas, in_flight, load_factor)
     order = ranking(prefix_hash, replicas)
     for name in order:
         if in_flight.get(name, 0) < cap:
             return name
     return min(order, key=lambda r: in_flight.get(r, 0))
+
+
+def pick_by_prefix(held: Mapping[str, int], prefix_hash: str, replicas: Sequence[str], in_flight: Mapping[str, int],
+                   load_factor: float) -> tuple[str, str]:
+    """The replica holding the most of the prompt's leading blocks (`held`: blocks per replica, from its KV
+    events), under the same load cap as `pick_replica`; else rendezvous. Returns (replica, reason)."""
+    cap = load_cap(replicas, in_flight, load_factor)
+    # Equal holdings (a system prompt every replica has) keep rendezvous order, so new prefixes under a shared
+    # one spread as they would without events instead of piling onto whichever replica is listed first.
+    holders = sorted((r for r in ranking(prefix_hash, replicas) if held.get(r, 0) > 0), key=lambda r: -held[r])
+    for name in holders:
+        if in_flight.get(name, 0) < cap:
+            return name, "prefix_hit"
+    return pick_replica(prefix_hash, replicas, in_flight, load_factor), "over_load_cap" if holders else "no_holder"

@@ -82,3 +82,8 @@ class Router:
 def caller_checkpoints_for(route: Route, caller: CallerKey | None) -> CallerCheckpoints:
     """The key's `caller_checkpoints` where it sets one, else the route's."""
     return caller.caller_checkpoints if caller is not None and caller.caller_checkpoints else route.caller_checkpoints
+
+
+def priority_for(route: Route, caller: CallerKey | None) -> str:
+    """The key's scheduling class where it sets one, else the route's, else normal."""
+    return (caller.priority if caller is not None and caller.priority else None) or route.priority or "normal"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from prefixgate.cache_planner import (
     CACHE_KEY_MODES,
@@ -86,6 +86,22 @@ class PolicyError(ValueError):
     """A policy that cannot be used; the message starts with the key path at fault."""
 
 
+# Scheduling classes, and the `priority` integer vLLM (and `prefixgate backend`) take for each: lower is admitted
+# first and preempted last. vLLM only accepts a non-zero one under `--scheduling-policy priority`.
+Priority = Literal["high", "normal", "low"]
+ENGINE_PRIORITY: dict[str, int] = {"high": -1, "normal": 0, "low": 1}
+
+
+@dataclass(frozen=True)
+class KVEventSource:
+    """A self-hosted replica's KV cache events (vLLM's ZMQ schema): the gateway routes on what it holds."""
+
+    endpoint: str          # its PUB socket, connected to (vLLM's tcp://*:5557 binds there)
+    tokenizer: str         # the served model's tokenizer (a bundled name or an HF folder), to hash prompts
+    replay: str = ""       # its replay ROUTER, asked for missed sequence numbers; "": gaps reset the index
+    topic: str = ""
+
+
 @dataclass(frozen=True)
 class Upstream:
     name: str
@@ -103,6 +119,7 @@ class Upstream:
     # (the URL names the deployment; prices are the base model's).
     api_version: str = ""
     deployments: tuple[tuple[str, str], ...] = ()
+    kv_events: KVEventSource | None = None
 
     @property
     def dialect(self) -> str:
@@ -217,6 +234,8 @@ class Route:
     # A request for a model its provider has retired: send it as asked, with a warning ("warn"), send it to the
     # catalogue's replacement ("replace") or refuse it with a 400 ("refuse"). See gateway/lifecycle.py.
     on_retired: OnRetired = "warn"
+    # Scheduling class carried to self-hosted engines (vLLM's `priority`); None: normal, unless the key says.
+    priority: Priority | None = None
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -250,6 +269,7 @@ class CallerKey:
     # "read": the key also opens the dashboard and GET /api/* (never the admin-only parts); "": it does not.
     dashboard: Literal["", "read"] = ""
     caller_checkpoints: CallerCheckpoints | None = None   # overrides the route's for this key
+    priority: Priority | None = None     # overrides the route's for this key
 
 
 @dataclass(frozen=True)
@@ -289,7 +309,7 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
     spec = _mapping(spec, path)
     _no_plain_secret(spec, path, ("api_key", "key"), "api_key_env (the variable holding the provider key)")
     _only(spec, path, {"kind", "url", "api_key_env", "headers", "region", "provider", "api_version", "deployments",
-                       "project", "location"})
+                       "project", "location", "kv_events"})
     kind = spec.get("kind", builtins[name].kind if name in builtins else None)
     if kind not in KINDS:
         raise PolicyError(f"{path}.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -321,8 +341,28 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
     env = spec.get("api_key_env", list(PROFILES[provider].key_env if provider else KEY_ENVS.get(kind, ())))
     env = (env,) if isinstance(env, str) else tuple(_list(env, f"{path}.api_key_env"))
     headers = _mapping(spec.get("headers") or {}, f"{path}.headers")
-    return Upstream(name, kind, (url or "").rstrip("/"), env, tuple((str(k), str(v)) for k, v in headers.items()),
-                    provider, api_version, tuple((str(k), str(v)) for k, v in deployments.items()))
+    upstream = Upstream(name, kind, (url or "").rstrip("/"), env, tuple((str(k), str(v)) for k, v in headers.items()),
+                        provider, api_version, tuple((str(k), str(v)) for k, v in deployments.items()))
+    if "kv_events" in spec:
+        upstream = replace(upstream, kv_events=_kv_events(spec["kv_events"], f"{path}.kv_events", upstream))
+    return upstream
+
+
+def _kv_events(spec: Any, path: str, upstream: Upstream) -> KVEventSource:
+    spec = _mapping(spec, path)
+    _only(spec, path, {"endpoint", "replay", "topic", "tokenizer"})
+    if not upstream.self_hosted or upstream.kind == "local":
+        raise PolicyError(f"{path}: KV events come from a self-hosted server (openai_compatible, no provider)")
+    values = {k: spec.get(k, "") for k in ("endpoint", "replay", "topic", "tokenizer")}
+    if not all(isinstance(v, str) for v in values.values()):
+        raise PolicyError(f"{path}: endpoint, replay, topic and tokenizer are strings")
+    for key in ("endpoint", "replay"):
+        if values[key] and "://" not in values[key]:
+            raise PolicyError(f"{path}.{key}: a ZMQ address such as tcp://10.0.0.5:5557, got {values[key]!r}")
+    if not values["endpoint"] or not values["tokenizer"]:
+        raise PolicyError(f"{path}: endpoint and tokenizer are required (the tokenizer hashes prompts as the "
+                          "replica does)")
+    return KVEventSource(**values)
 
 
 def _vertex_upstream(name: str, spec: dict, path: str) -> Upstream:
@@ -361,7 +401,7 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
                        "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
                        "price", "max_request_usd", "isolation",
-                       "on_retired", "prompt_cache_key"})
+                       "on_retired", "prompt_cache_key", "priority"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -403,13 +443,13 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     on_retired = spec.get("on_retired", "warn")
     if on_retired not in ON_RETIRED:
         raise PolicyError(f"{path}.on_retired: must be one of {', '.join(ON_RETIRED)}, got {on_retired!r}")
-    return Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
+    return _prioritised(Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
                  _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
                  _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"),
                  diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, isolation=isolation,
                  price=_price(spec.get("price"), f"{path}.price"),
                  max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd"),
-                 on_retired=on_retired, prompt_cache_key=cache_key)
+                 on_retired=on_retired, prompt_cache_key=cache_key), spec, path)
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:
@@ -501,7 +541,7 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     spec = _mapping(spec, path)
     _no_plain_secret(spec, path, ("key", "api_key", "secret"), "key_env (a variable holding the key) or key_sha256")
     _only(spec, path, {"name", "key_env", "key_sha256", "tenant", "planner", "routes", "budget", "rate_limit",
-                       "dashboard", "caller_checkpoints"})
+                       "dashboard", "caller_checkpoints", "priority"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -547,8 +587,8 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     if dashboard not in ("", "read"):
         raise PolicyError(f"{path}.dashboard: must be 'read' (read-only dashboard access) or absent, got {dashboard!r}")
     caller = spec.get("caller_checkpoints")
-    return CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit, dashboard,
-                     None if caller is None else _caller_checkpoints(caller, path))
+    return _prioritised(CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit, dashboard,
+                     None if caller is None else _caller_checkpoints(caller, path)), spec, path)
 
 
 def _caller_checkpoints(value: Any, path: str) -> CallerCheckpoints:
@@ -593,3 +633,13 @@ def _only(spec: dict, path: str, allowed: set[str]) -> None:
     if extra:
         raise PolicyError(f"{path + '.' if path else ''}{extra[0]}: {unknown_key(str(extra[0]), allowed)}")
 
+
+
+_Prioritised = TypeVar("_Prioritised", Route, CallerKey)
+
+
+def _prioritised(item: _Prioritised, spec: dict, path: str) -> _Prioritised:
+    priority = spec.get("priority")
+    if priority is not None and priority not in ENGINE_PRIORITY:
+        raise PolicyError(f"{path}.priority: must be one of {', '.join(ENGINE_PRIORITY)}, got {priority!r}")
+    return replace(item, priority=priority)

@@ -3,42 +3,23 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 
+from tests.local_backend.support_backend import running_backend
+
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def backend_url(smollm2) -> Iterator[str]:  # smollm2: the GGUF is converted before the server starts
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}  # see conftest.one_cpu_thread
-    proc = subprocess.Popen([sys.executable, "-m", "prefixgate.cli", "backend", "--model", "smollm2-135m",
-                             "--port", str(port), "--num-kv-blocks", "600", "--max-num-seqs", "8"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"prefixgate backend exited: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "prefixgate backend did not come up"
-        time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(20)
+    with running_backend("--num-kv-blocks", "600", "--max-num-seqs", "8") as url:
+        yield url
 
 
 def test_openai_client_against_prefixgate_backend(backend_url: str) -> None:

@@ -125,3 +125,49 @@ def test_cache_aware_ordering_admits_the_longest_cached_prefix_first() -> None:
         s.add(seq("cold", list(range(100, 120))))
         s.add(seq("warm", list(range(16)) + [5, 6, 7, 8]))
         assert list(planned(run(s)))[0] == expected
+
+
+def prio(rid: str, tokens: list[int], priority: int) -> Sequence:
+    return Sequence(rid, tokens, SamplingParams(temperature=0), max_tokens=64, priority=priority)
+
+
+def test_a_more_urgent_request_is_admitted_first_whatever_its_arrival() -> None:
+    s = make(budget=16, max_seqs=1)
+    for q in (prio("low", [1, 2, 3], 1), prio("normal", [4, 5, 6], 0), prio("high", [7, 8, 9], -1)):
+        s.add(q)
+    assert planned(run(s)) == {"high": 3}
+
+
+def test_a_more_urgent_request_preempts_a_less_urgent_running_one_for_its_seat() -> None:
+    s = make(budget=16, max_seqs=1)
+    low = prio("low", [1, 2, 3], 1)
+    s.add(low)
+    run(s)
+    s.add(prio("high", [7, 8, 9], -1))
+    batch = run(s)
+    assert planned(batch) == {"high": 3} and batch.preempted == [low]
+    assert low.status is SequenceStatus.WAITING
+    s.add(prio("normal", [4, 5, 6], 0))  # as urgent as nothing running: it waits its turn
+    assert planned(run(s)) == {"high": 1}
+
+
+def test_memory_pressure_preempts_the_least_urgent_not_the_newest() -> None:
+    # 5 usable blocks of 4 tokens. low (older) holds 3 after its first decode, high (newer) 2 after its
+    # prefill; high's first decode needs a sixth: low goes, though high is the newer.
+    s = make(num_blocks=6, block_size=4, budget=32, max_seqs=4)
+    low, high = prio("low", list(range(8)), 1), prio("high", list(range(10, 18)), -1)
+    s.add(low)
+    run(s)
+    s.add(high)
+    assert run(s).preempted == []
+    assert run(s).preempted == [low]
+
+
+def test_a_more_urgent_request_preempts_for_blocks_too() -> None:
+    s = make(num_blocks=5, block_size=4, budget=32, max_seqs=4)  # 4 usable blocks
+    low = prio("low", list(range(8)), 1)
+    s.add(low)
+    run(s)
+    s.add(prio("high", list(range(10, 18)), -1))  # needs 2 blocks; low holds 3 after this step's decode
+    batch = run(s)
+    assert batch.preempted == [low] and "high" in planned(batch)
