@@ -64,3 +64,9 @@ def test_every_geographic_bedrock_profile_is_priced_with_the_premium(profile: st
 
 def test_the_global_bedrock_profile_is_the_list_price() -> None:
     assert cost_of("bedrock", "global.anthropic.claude-sonnet-4-6", MILLION).total == Decimal("18")
+
+
+def test_a_vertex_model_id_with_its_version_is_priced_as_the_model() -> None:
+    # Vertex names a Claude model with its snapshot after `@` (claude-opus-4-1@20250805).
+    assert cost_of("vertex", "claude-opus-4-1@20250805", MILLION).total == Decimal("90")
+    assert cost_of("vertex", "regional/claude-sonnet-4-6@20260101", MILLION).total == Decimal("19.80")
