@@ -128,7 +128,16 @@ def _recorded(proxy: Proxy, request: Request, caller: Caller, dialect: str, upst
     the_plan = plan(call.conv, Target(planner_provider(upstream, wire), model), mode="off")
     the_plan.explanation[:] = [f"cachedContents.{'create' if create else 'patch'}: {data.get('name', '')}"]
     tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
-    hours = Decimal(str(max(0.0, parse_rfc3339(data.get("expireTime"), "expireTime") - paid_from))) / 3600
+    # The cache exists upstream by now: an answer without a readable expiry must not turn into the caller's
+    # error. Its storage is then unpriced, and the explanation says so.
+    try:
+        hours = Decimal(str(max(0.0, parse_rfc3339(data.get("expireTime"), "expireTime") - paid_from))) / 3600
+    except RequestError:
+        hours = Decimal(0)
+        notes = ["cachedContents: the upstream's answer has no readable expireTime; storage not priced"]
+    else:
+        notes = []
+    the_plan.explanation.extend(notes)
     prep = Prepared(upstream, wire, model, the_plan, b"", None, False,
                     extra_usage=Usage(cache_writes={"explicit": tokens}) if create else None,
                     storage_token_hours=tokens * hours)

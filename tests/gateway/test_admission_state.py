@@ -42,7 +42,8 @@ def test_a_key_without_the_models_route_cannot_create_a_cache(stack):
     answer = httpx.post(url + "/v1beta/cachedContents", json=CACHE, headers=key(CLAUDE_ONLY))
     assert answer.status_code == 403 and answer.json()["error"]["status"] == "PERMISSION_DENIED", answer.text
     assert not up.received
-    assert httpx.post(url + "/v1beta/cachedContents", json=CACHE, headers=key(OPEN)).status_code == 200
+    created = httpx.post(url + "/v1beta/cachedContents", json=CACHE, headers=key(OPEN))
+    assert created.status_code == 200, created.text
 
 
 def test_a_key_over_its_budget_cannot_create_or_extend_a_cache(stack):
