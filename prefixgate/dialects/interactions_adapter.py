@@ -42,6 +42,7 @@ from prefixgate.dialects.neutral import (
     Tool,
     ToolCall,
     Turn,
+    join_turn,
     json_or_raw,
     note_dropped,
     put,
@@ -109,27 +110,19 @@ def read_chat(body: dict) -> Chat:
 
 def _read_step(chat: Chat, step: dict, field: str) -> None:
     kind = step.get("type") or {"user": "user_input", "model": "model_output"}.get(step.get("role", ""))
-    last = chat.turns[-1] if chat.turns else None
     if kind in ("user_input", "model_output"):
         content = step.get("content") or []
         parts = [Part("text", content)] if isinstance(content, str) else \
             [_read_content(c, f"{field}.content.{j}") for j, c in enumerate(content)]
         chat.turns.append(Turn("user" if kind == "user_input" else "assistant", parts))
     elif kind == "function_call":
-        call = Part("tool_call", call_id=step.get("id", ""), name=step.get("name", ""), args=step.get("arguments") or {})
-        if last is not None and last.role == "assistant":
-            last.parts.append(call)
-        else:
-            chat.turns.append(Turn("assistant", [call]))
+        join_turn(chat, "assistant", Part("tool_call", call_id=step.get("id", ""), name=step.get("name", ""),
+                                          args=step.get("arguments") or {}))
     elif kind == "function_result":
         result = step.get("result")
         text = result if isinstance(result, str) else compact(result)
-        part = Part("tool_result", text, call_id=step.get("call_id", ""), name=step.get("name") or "",
-                    is_error=bool(step.get("is_error")))
-        if last is not None and last.role == "tool":
-            last.parts.append(part)
-        else:
-            chat.turns.append(Turn("tool", [part]))
+        join_turn(chat, "tool", Part("tool_result", text, call_id=step.get("call_id", ""), name=step.get("name") or "",
+                                     is_error=bool(step.get("is_error"))))
     elif kind == "thought":
         chat.notes.append(f"dropped {field} (a thought step: only Gemini can read its signature)")
     else:

@@ -161,6 +161,17 @@ def refuse(what: str, source: str) -> RequestError:
     return RequestError(f"cannot translate {what} from the {source} format for this route's target", field=what)
 
 
+def join_turn(chat: Chat, role: str, part: Part) -> None:
+    """`part` joins the last turn when that turn has `role` (parallel tool calls, several tool results answering
+    them, a text before the calls: one turn each), else opens a turn of its own. For formats that send calls
+    and results as separate items (OpenAI Responses, Gemini Interactions)."""
+    last = chat.turns[-1] if chat.turns else None
+    if last is not None and last.role == role:
+        last.parts.append(part)
+    else:
+        chat.turns.append(Turn(role, [part]))
+
+
 def note_dropped(chat: Chat, body: dict, known: set[str]) -> None:
     for key in body:
         if key not in known:

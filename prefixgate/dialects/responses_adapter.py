@@ -19,6 +19,7 @@ from prefixgate.dialects.neutral import (
     ToolCall,
     Turn,
     checkpoint_of,
+    join_turn,
     json_or_raw,
     note_dropped,
     put,
@@ -98,20 +99,11 @@ def _read_item(chat: Chat, item: dict, field: str) -> None:
                                                                           for j, p in enumerate(content)]
         chat.turns.append(Turn(role, parts))
     elif kind == "function_call":
-        call = Part("tool_call", call_id=item["call_id"], name=item["name"], args=json_or_raw(item.get("arguments", "")))
-        last = chat.turns[-1] if chat.turns else None
-        if last is not None and last.role == "assistant":
-            last.parts.append(call)       # parallel calls (and a text before them) are one assistant turn
-        else:
-            chat.turns.append(Turn("assistant", [call]))
+        join_turn(chat, "assistant", Part("tool_call", call_id=item["call_id"], name=item["name"],
+                                          args=json_or_raw(item.get("arguments", ""))))
     elif kind == "function_call_output":
         output = item["output"] if isinstance(item["output"], str) else compact(item["output"])
-        result = Part("tool_result", output, call_id=item["call_id"])
-        last = chat.turns[-1] if chat.turns else None
-        if last is not None and last.role == "tool":
-            last.parts.append(result)
-        else:
-            chat.turns.append(Turn("tool", [result]))
+        join_turn(chat, "tool", Part("tool_result", output, call_id=item["call_id"]))
     elif kind == "reasoning":
         chat.notes.append(f"dropped {field} (a reasoning item: only OpenAI can read it)")
     else:
