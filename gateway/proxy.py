@@ -23,6 +23,7 @@ from starlette.responses import Response
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
 from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.cache_planner.rewrite import system_text
+from prefixgate.clock import clock_for
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
 from prefixgate.cost import Cost, Price, cost_note, ledger_fields, price_usage
@@ -37,6 +38,7 @@ from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt, tenant_tag
+from prefixgate.gateway.keepalive import KeepAlive
 from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.logs import log_request
@@ -174,8 +176,10 @@ class Proxy:
         self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
         self.diagnostics = ProviderDiagnostics(self.catalog)
+        self.keepalive = KeepAlive(self, clock_for(settings.clock_offset_file))   # refreshes idle sessions' caches
 
     async def aclose(self) -> None:
+        await self.keepalive.aclose()
         await self.upstream.aclose()
         await self.counters.close()
         await self.owners.aclose()
@@ -539,6 +543,7 @@ class Proxy:
 
     def keep(self, call: Call, rec: LedgerRecord) -> None:
         """Queue `rec` for the ledger, count it in the metrics and close the request's span."""
+        self.keepalive.observe(call, rec)   # before the ledger: it may credit the request with a refresh's saving
         self.ledger.append(rec)
         self.metrics.observe(rec)
         if call.span is not None:

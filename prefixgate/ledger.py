@@ -89,6 +89,12 @@ class LedgerRecord:
     # the key sent ("" for none): sessions that share a key share the provider's cache machine.
     cache_key_mode: str = ""
     prompt_cache_key: str = ""
+    # "" for a caller's request; "keepalive" for a refresh the gateway sent to keep a session's cache warm
+    # (gateway/keepalive.py): billed to the session's key like its requests, and kept apart on the dashboard.
+    kind: str = ""
+    # On a caller's request that read a prefix only a keep-alive refresh kept alive (its gap outlasted the
+    # cache's TTL): what that read saved against writing the prefix again. None where no refresh helped.
+    keepalive_saved_usd: str | None = None
 
     @property
     def usage(self) -> Usage:
