@@ -19,8 +19,20 @@ import anthropic
 import httpx
 import pytest
 import yaml
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
 
+from prefixgate.clock import OffsetClock
+from prefixgate.config import Settings
+from prefixgate.gateway.app import create_app
 from prefixgate.ledger import read_records
+from prefixgate.policies import Policy, builtin_upstreams
+from prefixgate.providers.mock.server import MockContext
+from prefixgate.providers.mock.server import create_app as create_mock
+from prefixgate.providers.simulator import Simulator
+from tests.gateway.dashboard.test_dashboard_browser import assert_reads_as, browser  # noqa: F401 (a fixture)
+from tests.support_services import ServerThread
 from tests.support_stack import running_stack
 
 READ = Decimal("0.10")          # USD per million tokens: Sonnet 5.5 cache read
@@ -28,7 +40,7 @@ WRITE_5M = Decimal("2.50")      # USD per million tokens: Sonnet 5.5 5-minute ca
 MODEL = "claude-sonnet-5-5"
 ADMIN = "keepalive-admin-token-0123456789"
 
-KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff")}
+KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "budgeted")}
 
 
 def policy(tmp: Path) -> Path:
@@ -43,6 +55,9 @@ def policy(tmp: Path) -> Path:
                    route("capped", {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day"})],
         "keys": [{"name": name, "key_env": f"KA_KEY_{name.upper()}", "tenant": name, "routes": [name]} for name in KEYS],
     }
+    doc["routes"].append(route("budgeted", on))
+    # Two requests that write the prefix (~$0.01 each) spend it: nothing is left for a refresh.
+    doc["keys"][-1]["budget"] = {"usd": 0.019, "period": "day"}
     path = tmp / "policy.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -83,7 +98,7 @@ class Stack:
 
     def settle(self) -> None:
         """Long enough for the gateway's worker (1 s ticks) to have acted on the clock as it stands."""
-        time.sleep(2.5)
+        time.sleep(1.5)
 
     def metrics(self) -> str:
         return httpx.get(self.gw + "/metrics").text
@@ -126,7 +141,6 @@ def test_without_keepalive_the_request_after_the_gap_writes_again(stack: Stack) 
     first = turn(client, "plain", "plain-1", history, "Review section 1.")
     assert first.usage.cache_creation_input_tokens > 1000        # the prefix is written
     stack.advance(8 * 60)       # idle past the 5-minute TTL
-    stack.settle()
     after = turn(client, "plain", "plain-1", history, "And section 2?")
     assert after.usage.cache_read_input_tokens == 0                 # expired: the whole prefix is written again
     assert after.usage.cache_creation_input_tokens > first.usage.cache_creation_input_tokens
@@ -140,7 +154,6 @@ def returning_session(stack: Stack, route: str) -> tuple[anthropic.Anthropic, li
     client, history = stack.client(route), []
     turn(client, route, f"{route}-1", history, "Review section 1.")
     stack.advance(9 * 60)
-    stack.settle()
     back = turn(client, route, f"{route}-1", history, "And section 2?")
     assert back.usage.cache_read_input_tokens == 0 and stack.refreshes(route) == []
     assert back.usage.cache_creation_input_tokens > 1000
@@ -166,6 +179,21 @@ def test_keepalive_keeps_a_returning_session_warm_and_bills_its_refresh(stack: S
     row = next(r for r in totals["rows"] if r["name"] == "agent")
     assert row["keepalive"] == {"refreshes": 1, "bought_usd": str(prefix * READ / 1_000_000),
                                 "saved_usd": str(prefix * (WRITE_5M - READ) / 1_000_000)}
+
+
+def test_the_dashboard_shows_bought_vs_saved_per_route(stack: Stack, browser) -> None:  # noqa: F811 (the fixture)
+    refresh = stack.refreshes("agent")[0]
+    [credited] = [r for r in stack.requests("agent") if r["keepalive_saved_usd"]]
+    browser.get(stack.gw + "/dashboard")
+    browser.find_element(By.NAME, "token").send_keys(ADMIN + Keys.ENTER)
+    row = WebDriverWait(browser, 20).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#keepalive-body tr[data-route="agent"]'))[0]
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[:2] == ["agent", "1"]
+    assert_reads_as(cells[2], Decimal(refresh["cost_usd"]))
+    assert_reads_as(cells[3], Decimal(credited["keepalive_saved_usd"]))
+    assert_reads_as(cells[4], Decimal(credited["keepalive_saved_usd"]) - Decimal(refresh["cost_usd"]))
+    assert not browser.find_elements(By.CSS_SELECTOR, '#keepalive-body tr[data-route="plain"]')
 
 
 def test_early_eviction_stops_refreshing_the_session(stack: Stack) -> None:
@@ -196,8 +224,46 @@ def test_a_route_where_nothing_repeats_gets_no_refresh(stack: Stack) -> None:
     client = stack.client("oneoff")
     for i in range(3):
         turn(client, "oneoff", f"oneoff-{i}", [], "Review section 1.")     # one-off prompts, never continued
-        stack.advance(200)
+        stack.settle()          # the session's refresh is weighed
+        stack.advance(280)      # when it would be due
         stack.settle()
-    stack.advance(400)
-    stack.settle()
     assert stack.refreshes("oneoff") == []
+
+
+def test_a_refresh_is_refused_once_the_keys_budget_is_spent(stack: Stack) -> None:
+    returning_session(stack, "budgeted")
+    spent = sum(Decimal(r["cost_usd"]) for r in stack.requests("budgeted"))
+    assert spent >= Decimal("0.019")
+    stack.advance(280)
+    stack.settle()
+    assert stack.refreshes("budgeted") == []
+    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="budgeted", reason="budget") == 1
+
+
+def test_on_an_open_gateway_each_callers_refresh_goes_with_its_own_key(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """No policy keys and no gateway key: each caller's own provider key goes upstream, its refreshes too. The
+    mock keeps one cache per API key, so a refresh sent with anyone else's key would read nothing. (The mock and
+    the gateway run in this process, each under its own uvicorn server: the keyed stack above runs them apart.)"""
+    clock, ledger = tmp_path / "clock", tmp_path / "ledger.sqlite"
+    clock.write_text("0")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    mock_app = create_mock(MockContext(simulator=Simulator(entry_visible_after_s=0.0), clock=OffsetClock(str(clock))))
+    with ServerThread(mock_app) as mock:
+        settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock))
+        route = Policy.from_dict({"routes": [{
+            "name": "open", "models": ["open-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
+            "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 1}}]}, builtin_upstreams(settings))
+        with ServerThread(create_app(settings, policy=route)) as gw:
+            open_stack = Stack(gw.url, mock.url, clock, ledger)
+            callers = {key: (anthropic.Anthropic(base_url=gw.url, api_key=key, max_retries=0), [])
+                       for key in ("sk-ant-caller-a-0123456789", "sk-ant-caller-b-0123456789")}
+            for key, (client, history) in callers.items():
+                turn(client, "open", key, history, "Review section 1.")
+            open_stack.advance(9 * 60)
+            prefixes = [turn(client, "open", key, history, "And section 2?").usage.cache_creation_input_tokens
+                        for key, (client, history) in callers.items()]
+            open_stack.advance(280)
+            refreshes = open_stack.wait_refreshes("open", 2)
+            assert sorted(r["cache_read"] for r in refreshes) == sorted(prefixes)
+            assert all(sum(r["cache_writes"].values()) == 0 for r in refreshes)
