@@ -271,7 +271,8 @@ class KeepAlive:
     def _stop(self, session: Session, reason: str, *, count: bool = True) -> int:
         """Keep-alive stops for `session` until its next request (for good after an early eviction): its cache is
         left to expire. `count`: a stop /metrics counts (not a decision that a refresh does not pay)."""
-        self.body_bytes -= len(session.body)
+        if self.sessions.get(session.slot) is session:     # else a request continued it meanwhile: already gone
+            self.body_bytes -= len(session.body)
         session.body, session.due, session.stopped = b"", None, reason
         if count:
             self.m_stops.labels(session.route.name, reason).inc()
@@ -311,6 +312,8 @@ class KeepAlive:
         self.m_refreshes.labels(session.route.name).inc()
         self.m_bought.labels(session.route.name).inc(float(cost))
         session.refreshes += 1
+        if self.sessions.get(session.slot) is not session:
+            return 1        # a request continued the session while its refresh was out: that request rules now
         if usage.cache_read < session.cached_tokens:
             # The provider dropped the prefix before its TTL (its cache is best effort): this refresh wrote it
             # again, and refreshing on would buy nothing the session can count on.

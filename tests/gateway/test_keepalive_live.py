@@ -136,17 +136,6 @@ def turn(client: anthropic.Anthropic, route: str, tag: str, history: list[dict],
     return msg
 
 
-def test_without_keepalive_the_request_after_the_gap_writes_again(stack: Stack) -> None:
-    client, history = stack.client("plain"), []
-    first = turn(client, "plain", "plain-1", history, "Review section 1.")
-    assert first.usage.cache_creation_input_tokens > 1000        # the prefix is written
-    stack.advance(8 * 60)       # idle past the 5-minute TTL
-    after = turn(client, "plain", "plain-1", history, "And section 2?")
-    assert after.usage.cache_read_input_tokens == 0                 # expired: the whole prefix is written again
-    assert after.usage.cache_creation_input_tokens > first.usage.cache_creation_input_tokens
-    assert stack.refreshes("plain") == []
-
-
 def returning_session(stack: Stack, route: str) -> tuple[anthropic.Anthropic, list[dict], int]:
     """A session of `route` that has come back once after 9 minutes idle (its cache expired meanwhile): until a
     session has come back, nothing repeats on the route and keep-alive sends nothing. Returns the client, the
@@ -158,6 +147,16 @@ def returning_session(stack: Stack, route: str) -> tuple[anthropic.Anthropic, li
     assert back.usage.cache_read_input_tokens == 0 and stack.refreshes(route) == []
     assert back.usage.cache_creation_input_tokens > 1000
     return client, history, back.usage.cache_creation_input_tokens
+
+
+def test_without_keepalive_the_request_after_the_gap_writes_again(stack: Stack) -> None:
+    client, history, prefix = returning_session(stack, "plain")      # a session that comes back, on a route with it off
+    stack.advance(450)          # idle past the 5-minute TTL
+    stack.settle()
+    after = turn(client, "plain", "plain-1", history, "And section 3?")
+    assert after.usage.cache_read_input_tokens == 0                 # expired: the whole prefix is written again
+    assert after.usage.cache_creation_input_tokens > prefix
+    assert stack.refreshes("plain") == []
 
 
 def test_keepalive_keeps_a_returning_session_warm_and_bills_its_refresh(stack: Stack) -> None:
