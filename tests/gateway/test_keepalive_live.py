@@ -40,7 +40,7 @@ WRITE_5M = Decimal("2.50")      # USD per million tokens: Sonnet 5.5 5-minute ca
 MODEL = "claude-sonnet-5-5"
 ADMIN = "keepalive-admin-token-0123456789"
 
-KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "budgeted")}
+KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted")}
 
 
 def policy(tmp: Path) -> Path:
@@ -50,7 +50,7 @@ def policy(tmp: Path) -> Path:
 
     on = {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}
     doc = {
-        "routes": [route("agent", on), route("evict", on), route("plain", "off"), route("oneoff", on),
+        "routes": [route("agent", on), route("evict", on), route("plain", "off"), route("oneoff", on), route("late", on),
                    # Room for one refresh of the prefix below ($0.00033) and not two.
                    route("capped", {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day"})],
         "keys": [{"name": name, "key_env": f"KA_KEY_{name.upper()}", "tenant": name, "routes": [name]} for name in KEYS],
@@ -227,6 +227,15 @@ def test_a_route_where_nothing_repeats_gets_no_refresh(stack: Stack) -> None:
         stack.advance(280)      # when it would be due
         stack.settle()
     assert stack.refreshes("oneoff") == []
+
+
+def test_no_refresh_once_the_cache_has_expired(stack: Stack) -> None:
+    """A refresh that comes too late would write the whole prefix again: it is not sent."""
+    returning_session(stack, "late")
+    stack.advance(400)          # past the entry's 5 minutes before the worker saw the refresh due
+    stack.settle()
+    assert stack.refreshes("late") == []
+    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="late", reason="expired") == 1
 
 
 def test_a_refresh_is_refused_once_the_keys_budget_is_spent(stack: Stack) -> None:
