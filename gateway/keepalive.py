@@ -58,7 +58,7 @@ log = logging.getLogger("prefixgate.keepalive")
 KIND = "keepalive"
 # Sessions hold the body a refresh re-sends: past this many bytes of them, the least recently active go first.
 MAX_BODY_BYTES = 64 << 20
-MAX_SESSIONS = 100_000
+MAX_SESSIONS = 20_000
 TICK_S = 1.0
 TIMEOUT_S = 60.0
 _UNIT_S = {"s": 1, "m": 60, "h": 3600}

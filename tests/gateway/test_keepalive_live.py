@@ -2,8 +2,9 @@
 process, with idle gaps of minutes passed by a clock both processes read (`clock_offset_file`): the gateway
 schedules its refreshes by it and the mock expires Anthropic's 5-minute cache entries by it.
 
-Prices are Anthropic's published ones for Claude Sonnet 5.5 (provider-caching.md 1.4 and genai-prices):
-input $2/MTok, 5-minute cache write 1.25x = $2.50/MTok, cache read $0.10/MTok. A refresh is the same prefix
+Prices are Anthropic's published ones for Claude Sonnet 5.5 (the shared sheet provider-caching.md, section 1.5,
+from the model's overview and pricing pages): input $2/MTok, 5-minute cache write $2.50/MTok, cache read $0.10/MTok
+(0.05x, from 2026-10-07). A refresh is the same prefix
 with `max_tokens: 0` (pre-warm): it reads the cached prefix and produces nothing, so it costs the prefix's
 tokens at $0.10/MTok.
 """
@@ -151,8 +152,9 @@ def returning_session(stack: Stack, route: str) -> tuple[anthropic.Anthropic, li
 
 def test_without_keepalive_the_request_after_the_gap_writes_again(stack: Stack) -> None:
     client, history, prefix = returning_session(stack, "plain")      # a session that comes back, on a route with it off
-    stack.advance(450)          # idle past the 5-minute TTL
+    stack.advance(280)          # when a refresh would be due, were keep-alive on
     stack.settle()
+    stack.advance(170)          # idle past the 5-minute TTL
     after = turn(client, "plain", "plain-1", history, "And section 3?")
     assert after.usage.cache_read_input_tokens == 0                 # expired: the whole prefix is written again
     assert after.usage.cache_creation_input_tokens > prefix
