@@ -27,7 +27,7 @@ from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.named_state import CACHE as KIND
 from prefixgate.gateway.named_state import cache_id
 from prefixgate.gateway.ownership import principal
-from prefixgate.gateway.proxy import Prepared, Proxy, planner_provider
+from prefixgate.gateway.proxy import Prepared, Proxy
 from prefixgate.gateway.upstream import UpstreamResponse
 from prefixgate.ir import Conversation
 from prefixgate.policies import Upstream
@@ -125,7 +125,7 @@ def _recorded(proxy: Proxy, request: Request, caller: Caller, dialect: str, upst
     wire = wire_format(dialect)
     model = model_of(data.get("model"))
     call = proxy.start(dialect, Conversation(dialect, model, []), caller, dict(request.headers), started)
-    planner = planner_provider(upstream, wire)
+    planner = upstream.planner_provider(wire)
     the_plan = plan(call.conv, Target(planner, model), mode="off")
     the_plan.explanation[:] = [f"cachedContents.{'create' if create else 'patch'}: {data.get('name', '')}"]
     tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)

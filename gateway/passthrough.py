@@ -22,7 +22,7 @@ from prefixgate.gateway.auth import upstream_credential
 from prefixgate.gateway.endpoints_responses import api_path
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.intake import authenticated_body
-from prefixgate.gateway.proxy import Prepared, planner_provider
+from prefixgate.gateway.proxy import Prepared
 from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.ir import Conversation
 
@@ -50,7 +50,7 @@ async def forward_priced(request: Request, tail: str) -> Response:
     ref = call.route.targets[0]
     upstream = proxy.policy.upstreams[ref.upstreams[0]]
     target = ref.model or model
-    planner = planner_provider(upstream, WIRE)
+    planner = upstream.planner_provider(WIRE)
     the_plan = plan(conv, Target(planner, target), mode="off")
     the_plan.explanation[:] = [f"passthrough: /v1{tail} is forwarded unplanned"]
     body = compact_bytes({**data, "model": target})

@@ -63,31 +63,10 @@ from prefixgate.policies import (
 )
 from prefixgate.policies.limits import Reservation, spend_counter
 from prefixgate.policies.router import caller_checkpoints_for, priority_for
-from prefixgate.policies.schema import DIALECT_OF, ENGINE_PRIORITY, KINDS, PERIODS, PRICE_ROWS
+from prefixgate.policies.schema import ENGINE_PRIORITY, PERIODS
 from prefixgate.providers.cached_contents import parse_rfc3339
-from prefixgate.providers.compatible import caches_by_markers
 from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
-
-# Upstream kind -> whose caching rules and prices apply: its wire format's provider, or the self-hosted engine's.
-# A kind with price rows of its own (Vertex) is absent: its ledger records name those rows.
-PLANNER_PROVIDER = {kind: "local" if kind in ("local", "openai_compatible") else wire_format(DIALECT_OF[kind]).planner_provider
-                    for kind in KINDS if kind not in PRICE_ROWS}
-
-
-def planner_provider(upstream: Upstream, wire: WireFormat, model: str = "") -> str:
-    """Whose caching rules the planner applies: a hosted compatible provider caches by prefix, as OpenAI does,
-    except the models it caches only at Anthropic-style breakpoints (OpenRouter's Claude and Gemini); Vertex
-    as the publisher's format does (Claude's breakpoints, Gemini's explicit caches)."""
-    if upstream.provider:
-        return "anthropic" if caches_by_markers(upstream.profile, model) else "openai"
-    return PLANNER_PROVIDER.get(upstream.kind) or wire.planner_provider
-
-
-def price_provider(upstream: Upstream, wire: WireFormat) -> str:
-    """Whose price rows bill this upstream: a compatible provider's own (deepseek, openrouter, ...), Vertex's."""
-    return upstream.price_rows or planner_provider(upstream, wire)
-
 
 # A caller may name the stream of similar prompts a request belongs to; the planner learns per route.
 ROUTE_HEADER = "x-prefixgate-route"
@@ -237,7 +216,7 @@ class Proxy:
         upstream = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
         wire = wire_format(upstream.dialect_for(call.dialect, model))
-        price = self.accounts.price(price_provider(upstream, wire), upstream, model, usage, call.route.price)
+        price = self.accounts.price(upstream.price_provider(wire), upstream, model, usage, call.route.price)
         if price is None:
             raise RequestError(f"model {model!r} has no known price, so key {call.caller.key.name!r} cannot spend its "  # type: ignore[union-attr]
                                f"budget on it: the operator can declare one on route {call.route.name!r} "
@@ -330,7 +309,7 @@ class Proxy:
         model = ref.model or call.conv.model or ""
         first_wire = wire_format(first.dialect_for(call.dialect, model))
         if not first.deployments:   # an Azure deployment's name is not its model's
-            verdict = lifecycle.check(first.price_rows or planner_provider(first, first_wire), model,
+            verdict = lifecycle.check(first.price_provider(first_wire), model,
                                       call.route.on_retired, self.catalog)
             model, retires = verdict.model, verdict.header
             call.notes += [verdict.note] if verdict.note and verdict.note not in call.notes else []
@@ -339,7 +318,7 @@ class Proxy:
         conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
-        planner = planner_provider(first, first_wire, model)
+        planner = first.planner_provider(first_wire, model)
         target = Target(planner, first.base_model(model), first.price_rows)
         party = principal(call.caller.key)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
@@ -393,7 +372,7 @@ class Proxy:
             payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
         if upstream is not first:   # a replica of another kind (replicas share a format, not always a kind)
-            planner = planner_provider(upstream, wire, model)
+            planner = upstream.planner_provider(wire, model)
         return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, planner, trace_body=sent_as,
                         ask=ask, retires=retires)
 
