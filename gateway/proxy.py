@@ -36,7 +36,7 @@ from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVer
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.in_flight import InFlight
-from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt, tenant_tag
+from prefixgate.gateway.isolation import server_secret, tenant_salt, tenant_tag
 from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.metrics import Metrics
@@ -366,7 +366,7 @@ class Proxy:
                 # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
                 payload["cache_salt"] = tenant_salt(self.secret, party)  # type: ignore[arg-type]
             if tagged:
-                tag_prompt(payload, wire.name, tenant_tag(self.secret, party))  # type: ignore[arg-type]
+                wire.tag_prompt(payload, tenant_tag(self.secret, party))  # type: ignore[arg-type]
             if ranked:
                 payload["priority"] = ENGINE_PRIORITY[priority]
             payload.update(ask.fields)
