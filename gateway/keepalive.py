@@ -81,6 +81,8 @@ class Session:
     anchor: str                     # prefix key of the latest request's last block: a continuation contains it
     upstream: Upstream              # where the latest request went, with what and how
     wire: WireFormat
+    planner: str                    # whose caching rules apply (which refresh the provider accepts)
+    rows: str                       # whose price rows bill it
     model: str
     credential: str | None          # the key it went with (the caller's own on an open gateway, else the route's)
     headers: dict[str, str]         # the headers it went with (a same-provider caller's own, e.g. anthropic-beta)
@@ -161,9 +163,9 @@ class KeepAlive:
         ident = earlier.ident if earlier is not None else uuid.uuid4().hex[:16]
         self.gaps.observe(f"{party}/{call.route.name}", "", ident, now)
         cached, ttl = usage.cache_read + usage.cache_write, ttl_in_force(prep)
-        price = self.proxy.price(call, prep.upstream, prep.wire, prep.model, usage)
+        price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
         session = Session(ident, group, call.caller.key, call.route, call.dialect, keys[-1], prep.upstream, prep.wire,
-                          prep.model, prep.key, self.proxy._headers(call, prep), prep.plan.prefix_hash, prep.body,
+                          prep.planner, prep.price_rows, prep.model, prep.key, self.proxy._headers(call, prep), prep.plan.prefix_hash, prep.body,
                           cached, ttl or "5m", price or Price(Decimal(0), Decimal(0), Decimal(0)), now, now)
         if earlier is not None and earlier.stopped == "early eviction":
             session.stopped = earlier.stopped      # the provider does not keep this session's prefix: stay stopped
@@ -240,7 +242,7 @@ class KeepAlive:
 
     async def _plan(self, session: Session) -> None:
         """Build the session's refresh from its latest request (off the event loop: the body may be large)."""
-        refresh = await asyncio.to_thread(refresh_body, session.wire.planner_provider, json.loads(session.body),
+        refresh = await asyncio.to_thread(refresh_body, session.planner, json.loads(session.body),
                                           session.model, session.ttl_s, self.proxy.catalog)
         if self.sessions.get(session.slot) is not session:
             return
@@ -348,8 +350,7 @@ class KeepAlive:
         """The refresh's ledger row: kind keepalive, billed to the session's key and tenant."""
         cost = price_usage(usage, session.price) if usage is not None else None
         upstream = session.upstream
-        what = f"{upstream.provider or upstream.kind}/{upstream.base_model(session.model)}"
-        note = cost_note(usage, cost, what) if usage is not None else None
+        note = cost_note(usage, cost, f"{session.rows}/{upstream.base_model(session.model)}") if usage is not None else None
         expected = session.cached_tokens
         read = usage.cache_read if usage is not None else 0
         explanation = [f"keepalive: refresh {session.refreshes + 1} of session {session.ident}; expected to read "
