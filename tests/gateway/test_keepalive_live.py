@@ -129,10 +129,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Stack:
         mp.undo()
 
 
-def turn(client: anthropic.Anthropic, route: str, tag: str, history: list[dict], text: str) -> anthropic.types.Message:
-    """One user turn of a conversation (`history` grows with the turn and its answer)."""
+def turn(client: anthropic.Anthropic, route: str, tag: str, history: list[dict], text: str,
+         stream: bool = False) -> anthropic.types.Message:
+    """One user turn of a conversation (`history` grows with the turn and its answer), streamed or not."""
     history.append({"role": "user", "content": text})
-    msg = client.messages.create(model=f"{route}-sonnet", max_tokens=50, system=system(tag), messages=history)
+    asked = {"model": f"{route}-sonnet", "max_tokens": 50, "system": system(tag), "messages": history}
+    if stream:
+        with client.messages.stream(**asked) as events:
+            msg = events.get_final_message()
+    else:
+        msg = client.messages.create(**asked)
     history.append({"role": "assistant", "content": msg.content[0].text})
     return msg
 
@@ -253,8 +259,9 @@ def test_a_refresh_is_refused_once_the_keys_budget_is_spent(stack: Stack) -> Non
 def test_on_an_open_gateway_each_callers_refresh_goes_with_its_own_key(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """No policy keys and no gateway key: each caller's own provider key goes upstream, its refreshes too. The
-    mock keeps one cache per API key, so a refresh sent with anyone else's key would read nothing. (The mock and
-    the gateway run in this process, each under its own uvicorn server: the keyed stack above runs them apart.)"""
+    mock keeps one cache per API key, so a refresh sent with anyone else's key would read nothing. Caller b streams
+    (a refresh never does). The mock and the gateway run in this process, each under its own uvicorn server (the
+    keyed stack above runs them as separate processes)."""
     clock, ledger = tmp_path / "clock", tmp_path / "ledger.sqlite"
     clock.write_text("0")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
@@ -268,10 +275,11 @@ def test_on_an_open_gateway_each_callers_refresh_goes_with_its_own_key(tmp_path:
             open_stack = Stack(gw.url, mock.url, clock, ledger)
             callers = {key: (anthropic.Anthropic(base_url=gw.url, api_key=key, max_retries=0), [])
                        for key in ("sk-ant-caller-a-0123456789", "sk-ant-caller-b-0123456789")}
+            streams = dict(zip(callers, (False, True), strict=True))
             for key, (client, history) in callers.items():
-                turn(client, "open", key, history, "Review section 1.")
+                turn(client, "open", key, history, "Review section 1.", streams[key])
             open_stack.advance(9 * 60)
-            prefixes = [turn(client, "open", key, history, "And section 2?").usage.cache_creation_input_tokens
+            prefixes = [turn(client, "open", key, history, "And section 2?", streams[key]).usage.cache_creation_input_tokens
                         for key, (client, history) in callers.items()]
             open_stack.advance(280)
             refreshes = open_stack.wait_refreshes("open", 2)
