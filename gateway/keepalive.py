@@ -113,6 +113,17 @@ class Session:
         return f"{self.group[0]}/{self.route.name}"
 
 
+@dataclass(frozen=True)
+class Cap:
+    counter: str            # its counter in the gateway's counter store (shared through Redis)
+    usd: float
+    ttl: int
+    what: str               # "route cap" or "key cap": the stop's reason
+    route: str
+    key: str | None         # None: every key's refreshes on the route
+    since: int              # the window's start, unix seconds
+
+
 class KeepAlive:
     def __init__(self, proxy: Proxy, clock: Callable[[], float] = time.time, tick_s: float = TICK_S) -> None:
         self.proxy = proxy
@@ -123,6 +134,7 @@ class KeepAlive:
         self.sessions: OrderedDict[tuple[str, str, str, str], Session] = OrderedDict()
         self.anchors: dict[tuple[tuple[str, str, str], str], Session] = {}
         self.body_bytes = 0
+        self._restored: set[str] = set()       # cap counters started from the ledger (without Redis)
         # Per tenant and route: the idle gaps its sessions showed (tenants never share learned state).
         self.gaps = GapBook()
         self._task: asyncio.Task | None = None
@@ -285,7 +297,7 @@ class KeepAlive:
         now = self.clock()
         if now >= session.touched + session.ttl_s:
             return self._stop(session, "expired")      # too late: it would pay a full write
-        capped = await self._over_cap(session, now, session.expected_usd)
+        capped = await self._over_cap(session, session.expected_usd)
         if capped:
             return self._stop(session, capped)
         key = session.key
@@ -308,7 +320,7 @@ class KeepAlive:
         cost = Decimal(rec.cost_usd or 0)
         if key is not None and held is not None:
             await self.proxy.limits.settle(key, held, usage.input_total + usage.output if usage else 0, cost)
-        await self._spend(session, now, cost)
+        await self._spend(session, cost)
         if usage is None:
             return self._stop(session, "failed")
         self.m_refreshes.labels(session.route.name).inc()
@@ -326,25 +338,37 @@ class KeepAlive:
         return 1
     # ---- caps and records ------------------------------------------------------------------------------
 
-    def _caps(self, session: Session, now: float) -> list[tuple[str, float, int, str]]:
-        """(counter, cap USD, counter ttl, what it caps) of the route's and the key's keep-alive spend."""
+    def _caps(self, session: Session) -> list[Cap]:
+        """The route's and the key's keep-alive caps, in the windows of now (wall time, as budgets and the ledger)."""
         policy = session.route.keepalive
         period = PERIODS[policy.period]
-        window = str(int(now // period)) if period else "all"
+        start = int(time.time() // period) * period if period else 0
+        window = str(start // period) if period else "all"
         route, key = session.route.name, session.group[1]
-        return [(f"keepalive:{route}:{window}", policy.route_usd, period * 2, "route cap"),
-                (f"keepalive:{route}:{key}:{window}", policy.key_usd, period * 2, "key cap")]
+        return [Cap(f"keepalive:{route}:{window}", policy.route_usd, period * 2, "route cap", route, None, start),
+                Cap(f"keepalive:{route}:{key}:{window}", policy.key_usd, period * 2, "key cap", route, key, start)]
 
-    async def _over_cap(self, session: Session, now: float, expected: Decimal) -> str:
-        for counter, cap, _, what in self._caps(session, now):
-            if await self.proxy.counters.get(counter) + nanodollars(expected) > nanodollars(cap):
-                return what
+    async def _over_cap(self, session: Session, expected: Decimal) -> str:
+        for cap in self._caps(session):
+            await self._restore(cap)
+            if await self.proxy.counters.get(cap.counter) + nanodollars(expected) > nanodollars(cap.usd):
+                return cap.what
         return ""
 
-    async def _spend(self, session: Session, now: float, cost: Decimal) -> None:
+    async def _restore(self, cap: Cap) -> None:
+        """Without Redis the counters start empty: a window's first look starts it from what the ledger says
+        refreshes spent in it, so a restart forgives no cap (as budgets)."""
+        if self.proxy.settings.redis_url or cap.counter in self._restored:
+            return
+        self._restored.add(cap.counter)
+        pico = await asyncio.to_thread(self.proxy.ledger.spend_pico, cap.since, route=cap.route, key=cap.key, kind=KIND)
+        if pico:
+            await self.proxy.counters.add(cap.counter, -(-pico // 1000), cap.ttl)
+
+    async def _spend(self, session: Session, cost: Decimal) -> None:
         if cost:
-            for counter, _, ttl, _ in self._caps(session, now):
-                await self.proxy.counters.add(counter, nanodollars(cost), ttl)
+            for cap in self._caps(session):
+                await self.proxy.counters.add(cap.counter, nanodollars(cost), cap.ttl)
 
     def _record(self, session: Session, usage: Usage | None, status: int, error: str, took_s: float) -> LedgerRecord:
         """The refresh's ledger row: kind keepalive, billed to the session's key and tenant."""

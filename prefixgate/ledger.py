@@ -238,6 +238,17 @@ class Ledger:
                                      (mark, key, since)).fetchall()
         return int(rolled) + sum(rollup.picodollars(cost) for (cost,) in fresh)
 
+    def spend_pico(self, since: float, *, route: str, key: str | None = None, kind: str = "") -> int:
+        """What the records of `kind` on `route` (of `key`, else every key's) cost from `since`, in picodollars,
+        from the raw records (kept `ledger_retention_days`): where keep-alive's caps start after a restart."""
+        query = "SELECT cost_usd FROM requests WHERE ts >= ? AND kind = ? AND route = ?"
+        args: tuple = (since, kind, route)
+        if key is not None:
+            query, args = query + " AND key = ?", (*args, key)
+        with self._lock:
+            rows = self._db.execute(query, args).fetchall()
+        return sum(rollup.picodollars(cost) for (cost,) in rows)
+
     def close(self) -> None:
         """Stop the background thread after a last roll-up, checkpoint and Redis copy."""
         self._stop.set()

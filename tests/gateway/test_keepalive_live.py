@@ -143,15 +143,16 @@ def turn(client: anthropic.Anthropic, route: str, tag: str, history: list[dict],
     return msg
 
 
-def returning_session(stack: Stack, route: str) -> tuple[anthropic.Anthropic, list[dict], int]:
+def returning_session(stack: Stack, route: str, tag: str = "") -> tuple[anthropic.Anthropic, list[dict], int]:
     """A session of `route` that has come back once after 9 minutes idle (its cache expired meanwhile): until a
     session has come back, nothing repeats on the route and keep-alive sends nothing. Returns the client, the
     history and the prefix's tokens the return wrote."""
-    client, history = stack.client(route), []
-    turn(client, route, f"{route}-1", history, "Review section 1.")
+    client, history, tag = stack.client(route), [], tag or f"{route}-1"
+    before = len(stack.refreshes(route))
+    turn(client, route, tag, history, "Review section 1.")
     stack.advance(9 * 60)
-    back = turn(client, route, f"{route}-1", history, "And section 2?")
-    assert back.usage.cache_read_input_tokens == 0 and stack.refreshes(route) == []
+    back = turn(client, route, tag, history, "And section 2?")
+    assert back.usage.cache_read_input_tokens == 0 and len(stack.refreshes(route)) == before
     assert back.usage.cache_creation_input_tokens > 1000
     return client, history, back.usage.cache_creation_input_tokens
 
@@ -285,3 +286,32 @@ def test_on_an_open_gateway_each_callers_refresh_goes_with_its_own_key(tmp_path:
             refreshes = open_stack.wait_refreshes("open", 2)
             assert sorted(r["cache_read"] for r in refreshes) == sorted(prefixes)
             assert all(sum(r["cache_writes"].values()) == 0 for r in refreshes)
+
+
+def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Redis the caps' counters live in memory: a restarted gateway starts them from the ledger, so the
+    refresh a first gateway bought still counts against the key's cap in the second."""
+    clock, ledger = tmp_path / "clock", tmp_path / "ledger.sqlite"
+    clock.write_text("0")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-gateway-own-key-000")
+    monkeypatch.setenv("KA_KEY_CAPPED", KEYS["capped"])
+    mock_app = create_mock(MockContext(simulator=Simulator(entry_visible_after_s=0.0), clock=OffsetClock(str(clock))))
+    with ServerThread(mock_app) as mock:
+        settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock))
+        capped = Policy.from_dict({
+            "routes": [{"name": "capped", "models": ["capped-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
+                        "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day"}}],
+            "keys": [{"name": "capped", "key_env": "KA_KEY_CAPPED", "tenant": "capped"}]}, builtin_upstreams(settings))
+        for life in (1, 2):
+            with ServerThread(create_app(settings, policy=capped)) as gw:
+                stack = Stack(gw.url, mock.url, clock, ledger)
+                stack.offset = float(clock.read_text())
+                returning_session(stack, "capped", f"capped-life-{life}")
+                stack.advance(280)
+                if life == 1:
+                    stack.wait_refreshes("capped", 1)
+                else:
+                    stack.settle()
+                    assert len(stack.refreshes("capped")) == 1     # the second would pass $0.0005 a day
+                    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="capped",
+                                  reason="key cap") == 1
