@@ -1,8 +1,9 @@
 """Keep-alive: refresh an idle session's prompt cache while it is likely to come back, when that pays.
 
 A *session* is one conversation of one key on one route: its latest answered request, the prefix that request
-left in the provider's cache (through its deepest checkpoint, `anchor`), and what it costs to refresh it. A
-later request whose planned prefix contains the anchor continues the session. While a session is idle the
+left in the provider's cache (through its deepest checkpoint), and what it costs to refresh it. A later request
+whose planned prefix contains that request's whole prompt (the prefix key of its last block, `anchor`)
+continues the session. While a session is idle the
 economics (`cache_planner.lifetime`: the route's gap model against the refresh's price) say when, if ever, a
 refresh pays; this module does the rest:
 
