@@ -24,9 +24,9 @@ The decisions (all costs in the caller's unit: tokens of plain input, or money; 
 
 Public API (stable):
     GAP_EDGES, HORIZON_S
-    class GapModel:  observe(session, now) -> float | None; close(session, now); survival(t, now=None);
+    class GapModel:  observe(session, now, previous=None) -> float | None; close(session, now); survival(t, now=None);
                      p_within(t, now=None); p_return(after, before, now=None); returns; sessions
-    class GapBook:   model(route, shape) -> GapModel; observe(route, shape, session, now) -> float | None
+    class GapBook:   model(route, shape) -> GapModel; observe(route, shape, session, now, previous=None)
     TtlOption(name, seconds, write, read, storage_per_hour=0.0); ttl_options(price, ttls, seconds)
     TtlChoice(ttl, expected_cost, reason); write_cost(model, option, carried, fresh, now=None)
     choose_write_ttl(model, options, carried, fresh, now=None) -> TtlChoice
@@ -86,9 +86,13 @@ class GapModel:
         """Sessions observed to end or return (the prior not counted)."""
         return sum(self.returned) + sum(self.censored)
 
-    def observe(self, session: str, now: float) -> float | None:
-        """A request of `session` at `now`: returns the gap since its previous one (None for a new session)."""
+    def observe(self, session: str, now: float, previous: str | None = None) -> float | None:
+        """A request of `session` at `now`: returns the gap since its previous one (None for a new session).
+        `previous`: the id the session had until now (a conversation's entry key changes every turn)."""
         last = self.open.pop(session, None)
+        if previous is not None and previous != session:
+            earlier = self.open.pop(previous, None)
+            last = earlier if last is None else max(last, earlier or last)
         gap = None
         if last is not None:
             gap = max(now - last, 0.0)
@@ -190,8 +194,8 @@ class GapBook:
         self._models.move_to_end(key)
         return found
 
-    def observe(self, route: str, shape: str, session: str, now: float) -> float | None:
-        return self.model(route, shape).observe(session, now)
+    def observe(self, route: str, shape: str, session: str, now: float, previous: str | None = None) -> float | None:
+        return self.model(route, shape).observe(session, now, previous)
 
 
 @dataclass(frozen=True)

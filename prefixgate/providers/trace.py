@@ -23,7 +23,8 @@ from typing import Any
 from prefixgate.providers.rules import PROVIDERS
 
 ENDPOINTS = ("generate", "cachedContents.create", "cachedContents.update", "cachedContents.delete")
-_KEYS = {"t", "provider", "model", "route", "tenant", "output_tokens", "body", "endpoint", "name", "keepalive"}
+# `plan` (a planned trace's explanation) is read and ignored, so a planned trace replays as it is.
+_KEYS = {"t", "provider", "model", "route", "tenant", "output_tokens", "body", "endpoint", "name", "keepalive", "plan"}
 
 
 class TraceError(ValueError):
