@@ -18,7 +18,13 @@ from itertools import compress, count
 from prefixgate import tokens
 from prefixgate.cache_planner.caller_markers import CallerCheckpoints, caller_marks, settle_caller_marks
 from prefixgate.cache_planner.carried import per_block
-from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choose_ttl, expected_cost
+from prefixgate.cache_planner.economics import (
+    Choice,
+    choose_growing_ttl,
+    choose_ttl,
+    expected_cost,
+    split_conversation,
+)
 from prefixgate.cache_planner.explicit_cache import cache_pays, create_body, use_cache
 from prefixgate.cache_planner.retention import choose_retention
 from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
@@ -28,7 +34,7 @@ from prefixgate.cost import Price
 from prefixgate.ir import Block, Checkpoint, Conversation, Segment, ttl_seconds
 from prefixgate.providers.rules import AnthropicRules, Catalog, ModelRules
 
-PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3}
+PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3, "anchor": 4}
 # Bridge checkpoints go this many positions apart, safely inside the 20-position lookback.
 BRIDGE_STEP = 15
 _CHECKPOINT, _BLOCKS = operator.attrgetter("checkpoint"), operator.attrgetter("blocks")
@@ -42,6 +48,8 @@ class Candidate:
     base: int = 0             # tokens of the static prefix before it (priced by its own checkpoint)
     carried: int = 0          # tokens past `base` that this request read from an earlier entry
     choice: Choice | None = None
+    anchor: int | None = None  # the conversation's first new markable block after what was read (`lifetime.choose_split`)
+    anchor_tokens: int = 0
 
 
 def markable(target: Target, seg: Segment, block: Block) -> bool:
@@ -97,6 +105,9 @@ def place_checkpoints(
             hit = max((i for i, _ in reused if i <= c.index), default=None)
             c.base = base
             c.carried = max(cumulative[hit] - base, 0) if hit is not None else 0
+            if c.level == "conversation" and hit is not None:
+                c.anchor = next((j for j in range(hit + 1, c.index) if markable(target, *flat[j])), None)
+                c.anchor_tokens = cumulative[c.anchor] if c.anchor is not None else 0
     static_key = keys[static.index] if static else (keys[0] if keys else "")
     price = model.price_for(total)
     placement = Placement(static_key)
@@ -233,6 +244,20 @@ def _claude_ttls(model: ModelRules, rules: AnthropicRules) -> tuple[str, ...]:
     return tuple(t for t in rules.ttls if t in model.breakpoint_ttls)
 
 
+def _split(chosen: list[Candidate], price: Price, route: RouteState, ttls: tuple[str, ...]) -> list[Candidate]:
+    """A long-lived checkpoint on the conversation's first new block when `split_conversation` expects it cheaper."""
+    end = next((c for c in chosen if c.level == "conversation" and c.anchor is not None), None)
+    if end is None:
+        return []
+    split = split_conversation(route.reuse.level("conversation"), price, ttls, end.base, end.carried,
+                               end.anchor_tokens, end.tokens)
+    if split.anchor is None or split.end is None:
+        return []
+    end.choice = Choice(split.end, split.expected_cost, split.reason)
+    return [Candidate(end.anchor, "anchor", end.anchor_tokens, end.base, end.carried,
+                      Choice(split.anchor, split.expected_cost, split.reason))]
+
+
 def _choose_anthropic(model: ModelRules, price: Price, rules: AnthropicRules, route: RouteState,
                       cands: list[Candidate], notes: list[str]) -> list[Candidate]:
     """Claude's breakpoints, on Anthropic's API or Bedrock (none on a model that cannot cache)."""
@@ -241,6 +266,8 @@ def _choose_anthropic(model: ModelRules, price: Price, rules: AnthropicRules, ro
         notes.append(f"cache: {model.id} cannot cache on {model.provider}; no checkpoint placed")
         return []
     chosen = _decide(cands, model, price, route, ttls, notes)
+    if len(chosen) < rules.max_breakpoints:
+        chosen += _split(chosen, price, route, ttls)
     chosen = sorted(chosen, key=lambda c: PRIORITY[c.level])[: rules.max_breakpoints]
     chosen.sort(key=lambda c: c.index)
     # Longer TTLs must precede shorter ones. A shorter prefix is reused at least as often as any longer
@@ -251,7 +278,7 @@ def _choose_anthropic(model: ModelRules, price: Price, rules: AnthropicRules, ro
     for c in reversed(chosen):
         ttl = c.choice.ttl
         if needed is not None and longest[needed] > longest[ttl]:
-            level = "conversation" if c.level == "lookback" else c.level
+            level = "conversation" if c.level in ("lookback", "anchor") else c.level
             if expected_cost(route.reuse.level(level), price, needed) >= 1.0:
                 notes.append(f"skip: {c.level} checkpoint: would need ttl {needed} to precede a longer-lived one, which does not pay")
                 continue

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from prefixgate.cache_planner.lifetime import SplitChoice, choose_split, ttl_options
 from prefixgate.cache_planner.reuse import ReuseStats
 from prefixgate.cost import Price
 from prefixgate.ir import ttl_seconds
@@ -93,3 +94,12 @@ def growing_cost(price: Price, ttl: str, p: float, carried: int, fresh: int) -> 
 def recurring_cost(stats: ReuseStats, price: Price, ttl: str, size: int) -> float:
     """Expected cost, in plain-input tokens, of `size` tokens of a recurring prefix marked with `ttl`."""
     return size * expected_cost(stats, price, ttl)
+
+
+def split_conversation(stats: ReuseStats, price: Price, ttls: tuple[str, ...], base: int, carried: int, anchor: int,
+                       end: int) -> SplitChoice:
+    """For a growing prefix (tokens past the static `base`: `carried` read, the first new block ending at
+    `anchor`, the prefix at `end`): one checkpoint at the end, or the longest TTL through the first new block and a
+    shorter one after it (`lifetime.choose_split`)."""
+    return choose_split(lambda seconds: stats.p_within(seconds), ttl_options(price, ttls, ttl_seconds), carried,
+                        anchor - base, end - base)

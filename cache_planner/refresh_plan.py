@@ -13,6 +13,7 @@ changed: refreshes are extra records, in time order, marked `"keepalive": true`.
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -21,6 +22,7 @@ from prefixgate import tokens
 from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost
 from prefixgate.cache_planner.lifetime import REFRESH_MARGIN_S, GapBook, keepalive
 from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
+from prefixgate.dialects import request_dialect
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation, ttl_seconds
 from prefixgate.providers.pricing import resolve_model
@@ -28,20 +30,23 @@ from prefixgate.providers.rules import Catalog, default_catalog
 from prefixgate.providers.trace import TraceRecord, record_json
 
 DEFAULT_TTL = {"anthropic": "5m", "bedrock": "5m", "openai": "30m"}
+MAX_ENTRIES = 8192         # entries remembered (least recently used forgotten): bounded memory on long traces
 
 
 @dataclass
 class Entry:
     key: str
     level: str                 # "static" or "conversation"
+    index: int                 # its block in `body`
     record: TraceRecord        # the request that last wrote or read it (provider, model, route, tenant)
     body: dict                 # that request's planned body, the source of its refresh
     tokens: int                # prompt tokens through the checkpoint
     ttl: str
     last_request: float        # the session's last real request (refreshes do not count)
     expires: float
-    holds: str | None = None   # a conversation entry: the static entry's key its prefix holds
+    holds: tuple[str, ...] = ()  # the keys of the request's earlier checkpoints (a refresh reads them too)
     version: int = 0
+    kept: bool = True          # False once a refresh was not worth it: left to expire, but still a session's link
 
 
 class RefreshPlanner:
@@ -50,7 +55,7 @@ class RefreshPlanner:
     def __init__(self, catalog: Catalog | None = None) -> None:
         self.catalog = catalog or default_catalog()
         self.gaps = GapBook(prior_ttls=lambda _route: (300.0, 3600.0))
-        self.entries: dict[str, Entry] = {}
+        self.entries: OrderedDict[str, Entry] = OrderedDict()
         self._queue: list[tuple[float, int, str, int]] = []
         self._seq = 0
 
@@ -60,9 +65,13 @@ class RefreshPlanner:
         flat = [(seg.role, b) for seg in conv.segments for b in seg.blocks]
         keys = conv.prefix_keys()
         present = set(keys)
+        marks = [i for i, (_, b) in enumerate(flat) if b.checkpoint is not None]
+        # A session's earlier conversation entries are superseded by this request's; static ones are read.
+        earlier = [e for k, e in self.entries.items() if k in present and e.level == "conversation"]
+        for old in earlier:
+            del self.entries[old.key]
         for entry in [e for k, e in self.entries.items() if k in present]:
             self._touch(entry, now, ttl_seconds(entry.ttl))
-        marks = [i for i, (_, b) in enumerate(flat) if b.checkpoint is not None]
         if not marks:
             return
         route = f"{record.tenant}/{record.route}"
@@ -72,27 +81,26 @@ class RefreshPlanner:
             total += tokens.block_tokens(block, encoding)
             cumulative.append(total)
         lead = next((i for i, (role, _) in enumerate(flat) if role not in (*SYSTEM_ROLES, "tools", "schema")), len(flat))
-        static = [i for i in marks if i < lead]
-        chosen = {"static": static[-1]} if static else {}
-        if marks[-1] >= lead:
-            chosen["conversation"] = marks[-1]
-        earlier = [e for k, e in self.entries.items() if k in present and e.level == "conversation"]
-        for level, index in chosen.items():
+        for n, index in enumerate(marks):
+            level = "static" if index < lead else "conversation"
             key = keys[index]
-            previous = None
-            if level == "conversation" and earlier:
-                previous = max(earlier, key=lambda e: e.tokens).key
-                for old in earlier:
-                    self.entries.pop(old.key, None)
-            self.gaps.observe(route, level, key, now, previous)
+            if level == "static":
+                # The static entry on its own serves a session that starts: a request that continues one
+                # ends the static entry's idle time without that (censored).
+                self.gaps.observe(route, level, key, now, returned=not earlier)
+            elif index == marks[-1]:
+                previous = max(earlier, key=lambda e: e.tokens).key if earlier else None
+                self.gaps.observe(route, level, key, now, previous)
             ttl = flat[index][1].checkpoint.ttl or DEFAULT_TTL.get(record.provider, "5m")  # type: ignore[union-attr]
             entry = self.entries.get(key)
             if entry is None:
-                entry = self.entries[key] = Entry(key, level, record, body, cumulative[index], ttl, now, now)
-            entry.record, entry.body, entry.last_request = record, body, now
-            if level == "conversation" and "static" in chosen:
-                entry.holds = keys[chosen["static"]]
+                entry = self.entries[key] = Entry(key, level, index, record, body, cumulative[index], ttl, now, now)
+            entry.index, entry.record, entry.body, entry.last_request = index, record, body, now
+            entry.holds, entry.kept = tuple(keys[i] for i in marks[:n]), True
+            self.entries.move_to_end(key)
             self._touch(entry, now, ttl_seconds(ttl))
+        while len(self.entries) > MAX_ENTRIES:
+            self.entries.popitem(last=False)
 
     def due(self, before: float) -> list[dict[str, Any]]:
         """The refresh records to send before `before` (all remaining ones: `float('inf')`), in time order."""
@@ -100,11 +108,11 @@ class RefreshPlanner:
         while self._queue and self._queue[0][0] < before:
             at, _, key, version = heapq.heappop(self._queue)
             entry = self.entries.get(key)
-            if entry is None or entry.version != version:
+            if entry is None or entry.version != version or not entry.kept:
                 continue
             line = self._decide(entry, at)
             if line is None:
-                del self.entries[key]
+                entry.kept = False
             else:
                 out.append(line)
         return out
@@ -124,41 +132,40 @@ class RefreshPlanner:
             return None
         if refresh is None or refresh.kind != "generate":
             return None
+        ttl_s = float(ttl_seconds(entry.ttl))
+        # What a refresh saves is this entry's tokens past the longest earlier entry that outlives its next
+        # expiry anyway (a 1h checkpoint before this 5m one).
+        kept = [self.entries[k].tokens for k in entry.holds
+                if k in self.entries and self.entries[k].kept and self.entries[k].expires > at + ttl_s]
+        at_stake = entry.tokens - max(kept, default=0)
         price = rules.price_for(entry.tokens)
         per_m = Decimal(1_000_000)
         cost = refresh_cost(refresh, price, entry.tokens)
         model = self.gaps.model(f"{record.tenant}/{record.route}", entry.level)
-        decision = keepalive(model, idle=at - entry.last_request, expires_in=entry.expires - at,
-                             ttl_s=float(ttl_seconds(entry.ttl)),
-                             rewrite_cost=float(price.write_price(entry.ttl) * entry.tokens / per_m),
-                             read_cost=float(price.cache_read * entry.tokens / per_m), refresh_cost=float(cost), now=at)
+        decision = keepalive(model, idle=at - entry.last_request, expires_in=entry.expires - at, ttl_s=ttl_s,
+                             rewrite_cost=float(price.write_price(entry.ttl) * at_stake / per_m),
+                             read_cost=float(price.cache_read * at_stake / per_m), refresh_cost=float(cost), now=at)
         if not decision.refresh:
             return None
-        # The refresh reads this entry and every entry its prefix holds (the static prefix's too).
         line = {**record_json(record), "t": at, "body": refresh.body, "output_tokens": refresh.output_tokens,
                 "keepalive": True, "plan": [f"keepalive: refresh the {entry.level} entry ({entry.tokens} tokens, "
                                             f"ttl {entry.ttl}): {decision.reason}"]}
-        for key in (entry.key, entry.holds):
-            other = self.entries.get(key) if key is not None else None
+        # The refresh reads this entry and the earlier ones its body marks.
+        for key in (entry.key, *entry.holds):
+            other = self.entries.get(key)
             if other is not None:
                 self._touch(other, at, ttl_seconds(other.ttl))
         return line
 
 
 def _through(entry: Entry) -> dict:
-    """The body whose refresh keeps `entry`: a static entry's refresh stops at the static checkpoint."""
-    if entry.level != "static":
+    """The request body cut to what keeps `entry`: its checkpoints after the entry's block are taken off, so the
+    refresh stops at it (`keepalive.refresh_body` cuts after the last checkpoint)."""
+    dialect = request_dialect(entry.record.provider, entry.body)
+    conv = dialect.parse_request(entry.body, model=entry.record.model)  # freshly parsed: ours to change
+    later = [b for b in conv.blocks()[entry.index + 1:] if b.checkpoint is not None]
+    if not later:
         return entry.body
-    body = dict(entry.body)
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        body["messages"] = [_unmarked(m) for m in messages]
-    return body
-
-
-def _unmarked(message: Any) -> Any:
-    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
-        return message
-    parts = [{k: v for k, v in p.items() if k not in ("cache_control", "prompt_cache_breakpoint")}
-             if isinstance(p, dict) else p for p in message["content"]]
-    return {**message, "content": parts}
+    for block in later:
+        block.checkpoint = None
+    return dialect.encode_request(conv)
