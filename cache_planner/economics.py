@@ -73,8 +73,11 @@ def choose_growing_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...], c
     if price.input <= 0 or total <= 0:
         return Choice(None, 1.0, "nothing to save")
 
+    # After a miss the next turn writes the whole prefix again, at the cheapest write price offered at least.
+    miss = min(_multipliers(price, ttl)[1] for ttl in ttls) if ttls else 1.0
+
     def cost(ttl: str, p: float) -> float:
-        return growing_cost(price, ttl, p, carried, fresh) / total
+        return growing_cost(price, ttl, p, carried, fresh, miss) / total
 
     choice = _cheapest(stats, ttls, cost, "next turn", f"the next turn is too unlikely to pay for writing {fresh} tokens")
     if choice.ttl is not None:
@@ -82,13 +85,13 @@ def choose_growing_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...], c
     return choice
 
 
-def growing_cost(price: Price, ttl: str, p: float, carried: int, fresh: int) -> float:
+def growing_cost(price: Price, ttl: str, p: float, carried: int, fresh: int, miss: float = 1.0) -> float:
     """Expected cost, in plain-input tokens, of a growing prefix marked with `ttl`: `carried` tokens
     read now, `fresh` written now, and the whole read by the next turn with probability `p` (credited
-    here, as that turn's saving is this checkpoint's doing)."""
+    here, as that turn's saving is this checkpoint's doing) instead of sent again at `miss` per token."""
     read, write = _multipliers(price, ttl)
     total = carried + fresh
-    return total + fresh * (write - 1) - p * total * (1 - read)
+    return total + fresh * (write - 1) - p * total * (miss - read)
 
 
 def recurring_cost(stats: ReuseStats, price: Price, ttl: str, size: int) -> float:

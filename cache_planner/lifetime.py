@@ -28,7 +28,7 @@ Public API (stable):
                      p_within(t, now=None); p_return(after, before, now=None); returns; sessions
     class GapBook:   model(route, shape) -> GapModel; observe(route, shape, session, now, previous=None, returned=True)
     TtlOption(name, seconds, write, read, storage_per_hour=0.0); ttl_options(price, ttls, seconds)
-    TtlChoice(ttl, expected_cost, reason); write_cost(model, option, carried, fresh, now=None)
+    TtlChoice(ttl, expected_cost, reason); write_cost(model, option, carried, fresh, now=None, miss=1.0)
     choose_write_ttl(model, options, carried, fresh, now=None) -> TtlChoice
     SplitChoice(anchor, end, expected_cost, reason); choose_split(p_within, options, carried, anchor, end)
     KeepAlive(refresh, at, expected_saving, reason)
@@ -239,35 +239,46 @@ def _expected_stay(model: GapModel, seconds: float, now: float | None) -> float:
     return area / 3600.0
 
 
-def write_cost(model: GapModel, option: TtlOption | None, carried: int, fresh: int, now: float | None = None) -> float:
+def write_cost(model: GapModel, option: TtlOption | None, carried: int, fresh: int, now: float | None = None,
+               miss: float = 1.0) -> float:
     """Expected cost of writing `fresh` tokens after `carried` read ones with `option` (None: unmarked), plus
-    the next request's cost for the whole prefix: a read if it comes within the TTL, plain input otherwise
-    (the saving a checkpoint is for). A session that never returns costs nothing more."""
+    the next request's cost for the whole prefix: a read if it comes within the TTL, `miss` per token otherwise
+    (what it pays to send the prefix again: plain input, or the cheapest write if it will be written again).
+    A session that never returns costs nothing more."""
     total = carried + fresh
     storage = 0.0
     if option is not None and option.storage_per_hour:
         storage = option.storage_per_hour * total * _expected_stay(model, option.seconds, now)
-    return _single(lambda t: model.p_within(t, now), option, carried, fresh) + storage
+    return _single(lambda t: model.p_within(t, now), option, carried, fresh, miss) + storage
 
 
-def _single(p_within: Callable[[float], float], option: TtlOption | None, carried: int, fresh: int) -> float:
+def _single(p_within: Callable[[float], float], option: TtlOption | None, carried: int, fresh: int,
+            miss: float) -> float:
     total = carried + fresh
     returns = p_within(HORIZON_S)
     if option is None:
-        return fresh + returns * total
+        return fresh + returns * total * miss
     hit = p_within(option.seconds)
-    return fresh * option.write + hit * total * option.read + (returns - hit) * total
+    return fresh * option.write + hit * total * option.read + (returns - hit) * total * miss
+
+
+def _miss(options: list[TtlOption]) -> float:
+    """What the next request pays per token for a prefix it cannot read: it writes it again, at the cheapest
+    write price offered (plain input where writes are free or nothing is offered)."""
+    return max(min((o.write for o in options), default=1.0), 1.0)
 
 
 def choose_write_ttl(model: GapModel, options: Iterable[TtlOption], carried: int, fresh: int,
                      now: float | None = None) -> TtlChoice:
     """The cheapest of no checkpoint and each option, by `write_cost`."""
-    best = TtlChoice(None, write_cost(model, None, carried, fresh, now), "no checkpoint")
+    options = list(options)
+    miss = _miss(options)
+    best = TtlChoice(None, write_cost(model, None, carried, fresh, now, miss), "no checkpoint")
     ps = []
     for option in options:
         p = model.p_within(option.seconds, now)
         ps.append(f"p(back<{option.name})={p:.2f}")
-        cost = write_cost(model, option, carried, fresh, now)
+        cost = write_cost(model, option, carried, fresh, now, miss)
         if cost < best.expected_cost - 1e-12:
             best = TtlChoice(option.name, cost, f"p(back<{option.name})={p:.2f}")
     if best.ttl is None:
@@ -291,10 +302,11 @@ def choose_split(p_within: Callable[[float], float], options: Iterable[TtlOption
     large (its result): after a gap longer than the short TTL but within the long one, only the part past the
     anchor is sent again. `p_within(t)`: P(the next request comes within t seconds)."""
     options = sorted(options, key=lambda o: o.seconds)
+    miss = _miss(options)
     fresh = end - carried
-    best = SplitChoice(None, None, _single(p_within, None, carried, fresh), "no checkpoint")
+    best = SplitChoice(None, None, _single(p_within, None, carried, fresh, miss), "no checkpoint")
     for option in options:
-        cost = _single(p_within, option, carried, fresh)
+        cost = _single(p_within, option, carried, fresh, miss)
         if cost < best.expected_cost - 1e-12:
             best = SplitChoice(None, option.name, cost, f"p(back<{option.name})={p_within(option.seconds):.2f}")
     if not carried < anchor < end:
@@ -303,7 +315,7 @@ def choose_split(p_within: Callable[[float], float], options: Iterable[TtlOption
     for short, long in ((a, b) for i, a in enumerate(options) for b in options[i + 1:] if b.seconds > a.seconds):
         soon, later = p_within(short.seconds), p_within(long.seconds)
         cost = ((anchor - carried) * long.write + (end - anchor) * short.write + soon * end * short.read
-                + (later - soon) * (anchor * long.read + (end - anchor)) + (returns - later) * end)
+                + (later - soon) * (anchor * long.read + (end - anchor) * miss) + (returns - later) * end * miss)
         if cost < best.expected_cost - 1e-12:
             best = SplitChoice(long.name, short.name, cost, f"p(back<{short.name})={soon:.2f}, p(back<{long.name})="
                                f"{later:.2f}: {long.name} through the first new block, {short.name} after it")
