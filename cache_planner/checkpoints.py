@@ -209,7 +209,7 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
             continue
         stats = route.reuse.level(level)
         if level == "conversation":
-            c.choice = choose_growing_ttl(stats, price, ttls, c.carried, c.tokens - c.carried - c.base)
+            c.choice = choose_growing_ttl(stats, price, ttls, c.carried, c.tokens - c.carried - c.base, route.keepalive)
         else:
             c.choice = choose_ttl(stats, price, ttls)
         if c.choice.ttl is None:
@@ -250,7 +250,7 @@ def _split(chosen: list[Candidate], price: Price, route: RouteState, ttls: tuple
     if end is None:
         return []
     split = split_conversation(route.reuse.level("conversation"), price, ttls, end.base, end.carried,
-                               end.anchor_tokens, end.tokens)
+                               end.anchor_tokens, end.tokens, route.keepalive)
     if split.anchor is None or split.end is None:
         return []
     end.choice = Choice(split.end, split.expected_cost, split.reason)

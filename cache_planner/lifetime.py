@@ -31,12 +31,14 @@ Public API (stable):
     TtlChoice(ttl, expected_cost, reason); write_cost(model, option, carried, fresh, now=None, miss=1.0)
     choose_write_ttl(model, options, carried, fresh, now=None) -> TtlChoice
     SplitChoice(anchor, end, expected_cost, reason); choose_split(p_within, options, carried, anchor, end)
+    p_kept(p_within, ttl_s, read, miss, edges=GAP_EDGES) -> float
     KeepAlive(refresh, at, expected_saving, reason)
     keepalive(model, idle, expires_in, ttl_s, rewrite_cost, read_cost, refresh_cost, now=None, margin_s=...)
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -284,6 +286,22 @@ def choose_write_ttl(model: GapModel, options: Iterable[TtlOption], carried: int
     if best.ttl is None:
         best = TtlChoice(None, best.expected_cost, f"the next request is too unlikely to come in time ({', '.join(ps)})")
     return best
+
+
+def p_kept(p_within: Callable[[float], float], ttl_s: float, read: float, miss: float,
+           edges: Iterable[float] = GAP_EDGES, margin_s: float = REFRESH_MARGIN_S) -> float:
+    """With keep-alive: the chance the next request reads the entry, counting a return after the TTL by the share
+    of the re-write (`miss` per token, against `read`) that the refreshes keeping it until then save; each
+    refresh reads the prefix once. A return in (a, b] is priced as if at b (the refreshes it needs at most)."""
+    p = p_within(ttl_s)
+    if miss <= read or ttl_s <= margin_s:
+        return p
+    low = ttl_s
+    for edge in (e for e in edges if e > ttl_s):
+        refreshes = math.ceil((edge - ttl_s) / (ttl_s - margin_s))
+        p += (p_within(edge) - p_within(low)) * max(0.0, (miss - read * (1 + refreshes)) / (miss - read))
+        low = edge
+    return p
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ def plan_trace(records: Iterable[TraceRecord], mode: Mode = "rewrite",
     the refreshes the planner would send while sessions idle are added as records of their own
     (`refresh_plan`), in time order; every original request is kept, in its order."""
     state = PlannerState()
+    state.keepalive = keepalive
     refreshes = RefreshPlanner() if keepalive else None
     for record in records:
         if refreshes is not None:
