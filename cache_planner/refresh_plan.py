@@ -20,7 +20,7 @@ from typing import Any
 
 from prefixgate import tokens
 from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost
-from prefixgate.cache_planner.lifetime import REFRESH_MARGIN_S, GapBook, keepalive
+from prefixgate.cache_planner.lifetime import HORIZON_S, REFRESH_MARGIN_S, GapBook, keepalive
 from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
 from prefixgate.dialects import request_dialect
 from prefixgate.errors import RequestError
@@ -125,6 +125,8 @@ class RefreshPlanner:
 
     def _decide(self, entry: Entry, at: float) -> dict[str, Any] | None:
         record = entry.record
+        if at - entry.last_request >= HORIZON_S:
+            return None  # no session is expected back after a day: the model's horizon bounds every chain
         try:
             rules = resolve_model(record.provider, record.model, self.catalog)
             refresh = refresh_body(record.provider, _through(entry), model=record.model, catalog=self.catalog)
