@@ -30,7 +30,6 @@ import uuid
 from pathlib import Path
 
 from gateway import ROOT, free_port, start, stop, wait_ready
-
 from prefixgate.ledger import read_records
 
 FIXTURES = ROOT / "bench" / "fixtures"

@@ -138,6 +138,7 @@ def serve_upstream(port: int) -> None:
 class Conn:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        self.overheads: list[float] = []     # the gateway's own x-prefixgate-overhead-ms, when it sends one
 
     @classmethod
     async def open(cls, port: int) -> Conn:
@@ -148,6 +149,8 @@ class Conn:
         head = await self.reader.readuntil(b"\r\n\r\n")
         status = int(head.split(b" ", 2)[1])
         lower = head.lower()
+        if b"\r\nx-prefixgate-overhead-ms:" in lower:
+            self.overheads.append(float(lower.split(b"\r\nx-prefixgate-overhead-ms:")[1].split(b"\r\n")[0]))
         if b"\r\ncontent-length:" in lower:   # at a line start: LiteLLM adds llm_provider-content-length
             n = int(lower.split(b"\r\ncontent-length:")[1].split(b"\r\n")[0])
             await self.reader.readexactly(n)
@@ -163,8 +166,9 @@ class Conn:
         self.writer.close()
 
 
-def build_request(port: int, path: str, body: dict, headers: dict[str, str]) -> bytes:
-    data = json.dumps(body).encode()
+def build_request(port: int, path: str, body: dict, headers: dict[str, str], compact: bool = False) -> bytes:
+    """The request's bytes; `compact`: as Node clients (Claude Code, Codex) write JSON, no spaces, raw UTF-8."""
+    data = (json.dumps(body, ensure_ascii=False, separators=(",", ":")) if compact else json.dumps(body)).encode()
     lines = [f"POST {path} HTTP/1.1", f"host: 127.0.0.1:{port}", "content-type: application/json",
              f"content-length: {len(data)}", *(f"{k}: {v}" for k, v in headers.items())]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
@@ -235,6 +239,7 @@ class Workload:
     stream: bool
     requests: int
     warmup: int
+    compact: bool = False         # sent as its client writes it (the captured requests)
 
     @property
     def label(self) -> str:
@@ -266,7 +271,8 @@ def build_workloads(args) -> list[Workload]:
         tokens = count_tokens(json.dumps(base), "cl100k_base")
         for stream in {"off": [False], "on": [True], "both": [False, True]}[args.stream]:
             bodies = [{**b, "stream": stream} for b in vary(base, 16)]
-            out.append(Workload(name, dialect, bodies, tokens, stream, args.agent_requests, args.agent_warmup))
+            out.append(Workload(name, dialect, bodies, tokens, stream, args.agent_requests, args.agent_warmup,
+                                compact=name in CAPTURED))
     return out
 
 
@@ -298,7 +304,7 @@ class System:
 
     def requests(self, w: Workload) -> list[bytes]:
         return [build_request(self.port, PATHS[w.dialect], {**b, "model": self.models[w.dialect]},
-                              self.headers[w.dialect]) for b in w.bodies]
+                              self.headers[w.dialect], w.compact) for b in w.bodies]
 
 
 def first_request(system: System, w: Workload) -> float:
@@ -318,8 +324,10 @@ async def interleaved(systems: list[System], raws: dict[str, list[bytes]], n: in
             status = await conns[s.name].request(raws[s.name][i % len(raws[s.name])])
             out[s.name].append((time.perf_counter() - t) * 1000)
             assert status == 200, (s.name, status)
-    for c in conns.values():
+    for name, c in conns.items():
         c.close()
+        if c.overheads:
+            out[f"{name} own"] = c.overheads
     return out
 
 
@@ -338,9 +346,12 @@ def measure(systems: list[System], w: Workload, args) -> list[dict]:
         after = cpu_seconds(s.pid)
         result = {"name": s.name, "workload": w.label, "tokens": w.tokens, "p50_ms": pct(lat[s.name], 50),
                   "p99_ms": pct(lat[s.name], 99), "c1_cpu_ms": (cpu1[s.name] - cpu0[s.name]) * 1000 / w.requests,
-                  "rps_c32": ok / args.seconds, "errors_c32": bad, "c32_cpu_ms": (after - before) * 1000 / max(ok, 1)}
+                  "rps_c32": ok / args.seconds, "errors_c32": bad, "c32_cpu_ms": (after - before) * 1000 / max(ok, 1),
+                  "own_overhead_p50_ms": pct(lat[f"{s.name} own"], 50) if f"{s.name} own" in lat else None}
         print(f"  {s.name}, {w.label}: p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms, "
-              f"{result['rps_c32']:.0f} req/s at c=32, {result['c32_cpu_ms']:.2f} ms CPU/req", file=sys.stderr)
+              f"{result['rps_c32']:.0f} req/s at c=32, {result['c32_cpu_ms']:.2f} ms CPU/req"
+              + (f", own overhead p50 {result['own_overhead_p50_ms']:.2f} ms" if result["own_overhead_p50_ms"] else ""),
+              file=sys.stderr)
         out.append(result)
     return out
 

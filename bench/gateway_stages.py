@@ -78,7 +78,7 @@ async def run(args: argparse.Namespace) -> None:
     proxy_module.resent.encode = stages.timed("JSON encode", proxy_module.resent.encode)
     Proxy.record = stages.timed("record (ledger, metrics, prefix shape)", Proxy.record)
     if args.captured:
-        from gateway import ROOT, vary_tool_output     # the captured request, as bench/gateway.py sends it
+        from gateway import ROOT, vary_tool_output  # the captured request, as bench/gateway.py sends it
         bodies = vary_tool_output(json.loads((ROOT / "bench" / "fixtures" / f"{args.captured}.json").read_text()), 16)
         bodies = [{**b, "stream": False} for b in bodies]
     else:
