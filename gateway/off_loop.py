@@ -7,11 +7,12 @@ seconds for 200,000 of them, during which a request on the event loop would hold
 Threads, not processes: the work needs the gateway's state (the planner's learned routes, the resent-body
 memo), which a process could not share, and its results are large object graphs that would cost as much to
 ship back as to build. Python's GIL is still held by the worker while it runs Python code, but the
-interpreter hands it to a waiting thread every switch interval (`sys.getswitchinterval()`, 5 ms), so the
-event loop gets a turn every few ms; `bench/fairness.py` measures what `/health` then waits. The parsing
-itself scans one message at a time (`dialects/resent.py`), never one C call over the whole body, so no
-single step holds the GIL for long. Small bodies stay on the loop: a thread hop would cost them more than
-their whole parse.
+interpreter hands it to a waiting thread every switch interval (1 ms while a big body is worked, `_Window`),
+so the event loop gets a turn every few ms; `bench/fairness.py` measures what `/health` then waits. The
+parsing scans one message at a time (`dialects/resent.py`), never one C call over the whole body. What is
+left: the loop's own work on the body (reading its bytes, writing them upstream), a few C passes over all
+blocks, and, on a machine with more runnable threads than cores, the OS pausing the worker while it holds
+the GIL. Small bodies stay on the loop: a thread hop would cost them more than their whole parse.
 
 The planner's shared state takes its own locks (`cache_planner/stability.py`), the body memos theirs, so a
 worker and the loop may plan at once. At most `WORKERS` bodies are worked at a time; more wait their turn.
@@ -55,7 +56,7 @@ def _in_window(context: contextvars.Context, fn: Callable[..., T], args: tuple,
         result = context.run(fn, *args)
         if parts is not None:
             owner, items = parts(result)
-            weakref.finalize(owner, _POOL.submit, _let_go, list(items))
+            weakref.finalize(owner, _POOL.submit, _let_go, list(items)).atexit = False
         return result
 
 
