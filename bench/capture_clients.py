@@ -32,9 +32,11 @@ from pathlib import Path
 from gateway import ROOT, free_port, start, stop, wait_ready
 from prefixgate.ledger import read_records
 
+sys.path.insert(0, str(ROOT))
+from tests.gateway.support_codex import CODEX, codex_config  # noqa: E402  the Codex test's install and CODEX_HOME
+
 FIXTURES = ROOT / "bench" / "fixtures"
 CLAUDE = Path.home() / ".cache" / "prefixgate-tests" / "npm" / "node_modules" / ".bin" / "claude"
-CODEX = Path.home() / ".cache" / "prefixgate-test-clients" / "node_modules" / ".bin" / "codex"
 # Nothing may leave the machine: no telemetry, update checks, error reports or other side traffic.
 QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_BUG_COMMAND": "1",
@@ -63,21 +65,9 @@ def run_codex(gw: str, tmp: Path) -> None:
     home.mkdir()
     work.mkdir()
     (work / "notes.txt").write_text(NOTES)
-    (home / "config.toml").write_text(f'''model = "gpt-5.1"
-model_provider = "gateway"
-approval_policy = "never"
-sandbox_mode = "read-only"
-
-[model_providers.gateway]
-name = "prefixgate"
-base_url = "{gw}/v1"
-env_key = "PREFIXGATE_CAPTURE_KEY"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-''')
+    codex_config(home, gw + "/v1", "gpt-5.1")
     task = 'Show me notes.txt. [[mock:call exec_command {"cmd":"cat notes.txt"}]]'
-    env = {**os.environ, **QUIET, "CODEX_HOME": str(home), "HOME": str(tmp), "PREFIXGATE_CAPTURE_KEY": "sk-capture-" + uuid.uuid4().hex}
+    env = {**os.environ, **QUIET, "CODEX_HOME": str(home), "HOME": str(tmp), "PREFIXGATE_TEST_KEY": "sk-capture-" + uuid.uuid4().hex}
     done = subprocess.run([str(CODEX), "exec", "--skip-git-repo-check", task], cwd=work, env=env,
                           capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
