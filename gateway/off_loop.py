@@ -90,7 +90,8 @@ class _Window:
     ran it. Paused while big bodies are worked, it resumes after the last; what they left alive (the bodies'
     parsed values kept by the memos) is frozen out of later collections first (`gc.freeze`), or the next
     young collection would walk all of it at once. What frozen objects later drop is still freed by
-    reference counting; only a reference cycle among them would stay.
+    reference counting; only a reference cycle among them would stay. While big bodies come back to back the
+    collector stays paused, and cyclic garbage waits for the first moment none is being worked.
 
     The switch interval: a thread waiting for the GIL (the event loop) asks for it after the interval, and each
     time the loop blocks on a socket it gives it up and must ask again; /health takes a handful of such turns."""
