@@ -18,9 +18,9 @@ from decimal import Decimal
 from prefixgate.cost import MTOK
 from prefixgate.gateway.dashboard.provider_reasons import ProviderJoin, speaks
 from prefixgate.gateway.pricing import price_for
-from prefixgate.gateway.proxy import PLANNER_PROVIDER
 from prefixgate.ir import ttl_seconds
 from prefixgate.ledger import LedgerRecord
+from prefixgate.policies.kinds import catalogue_provider
 from prefixgate.prefix_shape import SegmentShape, first_difference, parse_shape
 from prefixgate.providers.rules import Catalog
 from prefixgate.usage import Usage
@@ -85,14 +85,15 @@ class Diagnosis:
 
 
 def is_miss(rec: LedgerRecord) -> bool:
-    return rec.status == 200 and rec.cache_read == 0 and rec.uncached_input + sum(rec.cache_writes.values()) > 0
+    # A keep-alive refresh that found its prefix evicted is keep-alive's stop (its own counter), not a caller's miss.
+    return not rec.kind and rec.status == 200 and rec.cache_read == 0 and rec.uncached_input + sum(rec.cache_writes.values()) > 0
 
 
 def missed_usd(rec: LedgerRecord, catalog: Catalog | None = None) -> Decimal:
     """What reading the miss's prefix from cache would have saved: its cache writes repriced as reads, plus
     the uncached part of its leading prefix (tools, system) that a write did not cover."""
     usage = Usage(rec.uncached_input, rec.cache_read, dict(rec.cache_writes), rec.output)
-    price = price_for(PLANNER_PROVIDER.get(rec.provider, rec.provider), rec.model, usage, catalog)
+    price = price_for(catalogue_provider(rec.provider), rec.model, usage, catalog)
     if price is None:
         return Decimal(0)
     lost = sum((n * (price.write_price(ttl) - price.cache_read) for ttl, n in rec.cache_writes.items()), Decimal(0))
