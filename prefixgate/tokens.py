@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 from prefixgate.ir import Block, Conversation
+from prefixgate.reuse import memo, weigh
 
 Encode = Callable[[str], list[int]]
 
 _ENCODERS: dict[str, Encode] = {}
 _LOCK = threading.Lock()
-_CACHE: OrderedDict[tuple[str, bytes], int] = OrderedDict()
-CACHE_ENTRIES = 200_000
+# Counts by (encoding, content hash), in the reuse store.
+_COUNTS = memo("token_counts")
+_COUNT_BYTES = weigh(("cl100k_base", b"0123456789abcdef", 100_000))   # each entry holds a key and a count
 # Non-text parts have no text to count; these are the providers' documented typical costs.
 IMAGE_TOKENS = 1600   # Anthropic: about (width * height) / 750, capped near 1,600 for a 1.15 MP image
 DOCUMENT_PAGE_TOKENS = 1500
@@ -69,16 +70,11 @@ def count_tokens(text: str, encoding: str = "cl100k_base", digest: bytes | None 
     if not text:
         return 0
     key = (encoding, digest or hashlib.blake2b(text.encode(), digest_size=16).digest())
-    with _LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-            return hit
+    hit = _COUNTS.get(key)
+    if hit is not None:
+        return hit
     n = len(encoder(encoding)(text))
-    with _LOCK:
-        _CACHE[key] = n
-        if len(_CACHE) > CACHE_ENTRIES:
-            _CACHE.popitem(last=False)
+    _COUNTS.put(key, n, _COUNT_BYTES + len(key[1]))
     return n
 
 
