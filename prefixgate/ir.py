@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import json
 import operator
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -140,8 +141,13 @@ class Segment:
     def mark_parsed(self) -> None:
         """Remember this segment's blocks as its parser made them from `native`, for a segment nothing will
         change in place: one parsed from a request's bytes, which the requests that resend it share
-        (`dialects.resent`; a plan changes a draft, through `own`)."""
+        (`dialects.resent`; a plan changes a draft, through `own`). Under `guard_shared` a write to the
+        segment or its blocks then raises."""
         self._parsed = tuple(self.blocks)
+        if _GUARDED:
+            self.__dict__["_shared"] = True
+            for block in self.blocks:
+                block.__dict__["_shared"] = True
 
     def own(self, block: Block) -> Block:
         """`block` (one of this segment's), first made this segment's own copy if it is still shared with
@@ -393,10 +399,12 @@ _HASH, _BLOCKS, _PARSED = operator.attrgetter("_key"), operator.attrgetter("bloc
 # Prefix-key links: (key before, block key) -> (key after, its hash state); a dropped link costs one hash to
 # make again.
 _LINKS = memo("prefix_links")
+# Every link holds the same: three 32-character keys, two tuples and a sha256 object with its C state.
+_LINK_BYTES = weigh(("0" * 32, "1" * 32, ("2" * 32, hashlib.sha256())))
 
 
 def _remember_link(prev: str, block_key: str, link: tuple[str, Any]) -> None:
-    _LINKS.put((prev, block_key), link, weigh((prev, block_key, link)))
+    _LINKS.put((prev, block_key), link, _LINK_BYTES)
 
 
 CACHE_MARKERS = ("cache_control", "prompt_cache_breakpoint")
@@ -421,6 +429,44 @@ def _shallow(obj: Any) -> Any:
     new = object.__new__(type(obj))
     new.__dict__ = obj.__dict__.copy()
     return new
+
+
+class SharedValueError(AttributeError):
+    """A write to a parsed value that other requests share (`Segment.mark_parsed`), caught by `guard_shared`."""
+
+
+# Caches of what follows from a block's content alone: filling one in on a shared block changes nothing a
+# sharer could see.
+_CONTENT_CACHES = frozenset(("_key", "_facts"))
+_GUARDED = False
+
+
+def _guarded_setattr(self: Any, name: str, value: Any) -> None:
+    if name not in _CONTENT_CACHES and self.__dict__.get("_shared"):
+        raise SharedValueError(f"{type(self).__name__}.{name} set on a value other requests share (parsed once and "
+                               "kept by the reuse memo): change a copy (Conversation.draft, Segment.own)")
+    object.__setattr__(self, name, value)
+
+
+def _unshared_copy(obj: Any) -> Any:
+    new = object.__new__(type(obj))
+    new.__dict__ = obj.__dict__.copy()
+    new.__dict__.pop("_shared", None)
+    return new
+
+
+def guard_shared() -> None:
+    """From now on, segments and blocks that requests share are frozen: setting an attribute on one raises
+    `SharedValueError`. A debug guard (each attribute write then costs a Python call): the tests turn it on
+    (PREFIXGATE_GUARD_SHARED=1, also read at import), the gateway does not."""
+    global _GUARDED, _shallow
+    _GUARDED = True
+    Block.__setattr__ = Segment.__setattr__ = _guarded_setattr     # type: ignore[method-assign]
+    _shallow = _unshared_copy
+
+
+if os.environ.get("PREFIXGATE_GUARD_SHARED") == "1":
+    guard_shared()
 
 
 def content_hash(value: Any) -> str:

@@ -17,12 +17,13 @@ first with every other memo's past the store's bound.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from prefixgate.ir import Segment
+from prefixgate.ir import Block, Segment
 from prefixgate.reuse import memo, weigh
 
 
@@ -63,8 +64,25 @@ class SegmentMemo:
         # copy, or the memo would hold that much more than it counts.
         ident = (kind, bytes(memoryview(ident[1])))
         template = _template(seg)
-        self.memo.put(ident, template, weigh((ident, template)))
+        self.memo.put(ident, template, _weight(ident, template))
         return seg
+
+
+def _weight(ident: tuple[str, bytes], template: Segment) -> int:
+    """What an entry holds: its identity's bytes, the segment and its blocks (a fixed size each, measured once
+    with `reuse.weigh`) and the blocks' texts. A walk over every entry's objects would cost more than most
+    parses it saves."""
+    if not _SIZES:
+        block = Block("text", None, text="")
+        block.key  # noqa: B018 -- as a memoised block carries it
+        block.facts()["cl100k_base"] = 100_000
+        _SIZES.extend((weigh(Segment("user", [], native=None)), weigh(block) - weigh("")))
+    seg_bytes, block_bytes = _SIZES
+    return (sys.getsizeof(ident[1]) + seg_bytes + (block_bytes + 8) * len(template.blocks)
+            + sum(sys.getsizeof(b.text) for b in template.blocks))
+
+
+_SIZES: list[int] = []
 
 
 def _template(seg: Segment) -> Segment:

@@ -29,14 +29,16 @@ import threading
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
 
-from prefixgate import reuse
+from prefixgate import ir, reuse
 from prefixgate.compact_json import compact_bytes
 from prefixgate.ir import Carry, Segment, equal_run
 from prefixgate.reuse import memo, weigh
+from prefixgate.reuse.sizing import estimate
 
 # Bodies below this size parse in well under a tenth of a millisecond: not worth remembering.
 MIN_BYTES = 16 << 10
@@ -67,13 +69,6 @@ class Body:
     scope: str = ""                 # the party whose request this was (`SCOPE`)
     owner: Any = field(default=None, repr=False)    # the `ResentBodies` that keeps it
     owner_tail: Any = field(default=None, repr=False)   # the tail of the body it resends, when shared
-    nbytes: int = 0                 # what the memo charges it (`_weigh_new`, then what its request leaves)
-
-    def charge(self, value: Any) -> None:
-        """Charge the memo for `value`, left in this body's carry by its request."""
-        n = weigh(value, refs=REFS)
-        self.nbytes += n
-        MEMO.grow(id(self), n)
 
     @property
     def array_head(self) -> bytes:
@@ -120,6 +115,8 @@ class ResentBodies:
                 MEMO.misses += 1
                 self.misses += 1
             else:
+                if ir._GUARDED:
+                    _unchanged(earlier, body.reused)
                 MEMO.hits += 1
                 self.hits += 1
                 body.carry.earlier = earlier.carry.mine
@@ -151,10 +148,12 @@ class ResentBodies:
             bodies.insert(0, body)
             if len(bodies) > PER_HEAD:
                 self._forget(bodies[-1])
-        body.nbytes = nbytes
-        body.carry.charge = body.charge
         MEMO.put(id(body), body, nbytes)
-        if MEMO.peek(id(body)) is not body:     # past the bound on its own
+        if MEMO.peek(id(body)) is body:
+            # By the body's id, not a method of it: the body would then hold itself, a cycle that keeps all
+            # it holds until a full garbage collection.
+            body.carry.charge = partial(_charge, id(body))
+        else:                                   # past the bound on its own: kept by no one, charged nothing
             self._unindex(body)
 
     def _forget(self, body: Body) -> None:
@@ -206,18 +205,31 @@ def _weigh_new(body: Body) -> int:
     items = body.data[body.array]
     n = len(body.raw) + sys.getsizeof(body.ends) + 32 * (len(body.ends) - body.reused) + sys.getsizeof(items)
     n += sys.getsizeof(body.data) + 4 * sys.getsizeof(body)
-    parts: list[Any] = [items[body.reused:]]
+    n += estimate(items[body.reused:])
     if body.head_parsed:
-        parts.append(body.before)
+        n += weigh(body.before)
     if body.tail and (body.reused == 0 or body.tail is not body.owner_tail):
-        parts.append(body.tail)
-    return n + weigh(parts)
+        n += weigh(body.tail)
+    return n
+
+
+def _unchanged(old: Body, count: int) -> None:
+    """Under `ir.guard_shared`: raise if a request changed the parsed values of `old`'s first `count` elements
+    (which the new body shares) in place: they must still be what their bytes say."""
+    if json.loads(b"[" + old.span(count) + b"]") != old.data[old.array][:count]:
+        raise ir.SharedValueError("a parsed request value that later requests share was changed in place "
+                                  "(encoders and planner steps must build new objects)")
+
+
+def _charge(key: int, value: Any) -> None:
+    """Charge the memo's entry `key` (a body) for `value`, left in the body's carry by its request."""
+    MEMO.grow(key, estimate(value, refs=REFS))
 
 
 def _shared_part(old: Body, count: int) -> int:
     """What `old` was charged for its first `count` elements beside its bytes (their parsed values and what its
     request left for them), in proportion to its elements."""
-    held = old.nbytes - len(old.raw)
+    held = MEMO.charged(id(old)) - len(old.raw)
     return held * count // len(old.ends) if old.ends and count < len(old.ends) else held
 
 

@@ -151,6 +151,11 @@ class Memo:
         if nbytes:
             self.store._grow(self, key, nbytes)
 
+    def charged(self, key: Hashable) -> int:
+        """The bytes the entry under `key` is charged (0 when there is none)."""
+        entry = self.store._entries.get((self, key))
+        return 0 if entry is None else entry.nbytes - ENTRY_BYTES
+
     def pop(self, key: Hashable) -> Any:
         """Forget the entry under `key` (not counted as an eviction); its value, or None."""
         return self.store._pop(self, key)
