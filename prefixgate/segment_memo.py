@@ -26,6 +26,10 @@ import orjson
 from prefixgate.ir import Block, Segment
 from prefixgate.reuse import memo, weigh
 
+# A message shorter than this parses in about what a lookup costs (its JSON written, a copy of the memoised
+# segment made): remembering it would only churn the memo with every short message of every conversation.
+MIN_BYTES = 256
+
 
 class SegmentMemo:
     def __init__(self, name: str = "segments") -> None:
@@ -50,6 +54,8 @@ class SegmentMemo:
         try:
             ident = (kind, orjson.dumps(native))
         except TypeError:           # a value orjson cannot write (an integer past 64 bits): no memo
+            return build(*args)
+        if len(ident[1]) < MIN_BYTES:
             return build(*args)
         hit = self.memo.get(ident)
         if hit is not None:

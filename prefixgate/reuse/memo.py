@@ -77,6 +77,7 @@ class Store:
             entry = self._entries.get((memo, key))
             if entry is None:
                 return
+            self._entries.move_to_end((memo, key))     # in use: what grows is the request being served
             entry.nbytes += nbytes
             self.bytes += nbytes
             memo.bytes += nbytes
@@ -115,10 +116,11 @@ class Memo:
     def __init__(self, store: Store, name: str, on_evict: Callable[[Hashable, Any], None] | None) -> None:
         self.store, self.name, self.on_evict = store, name, on_evict
         self.hits = self.misses = self.evictions = self.entries = self.bytes = 0
+        self.disabled = False       # this memo alone off (bench/memo_pays.py measures what each one saves)
 
     @property
     def on(self) -> bool:
-        return self.store.max_bytes > 0
+        return self.store.max_bytes > 0 and not self.disabled
 
     def get(self, key: Hashable) -> Any:
         """The value under `key`, made the most recently used; None (a miss) when there is none."""
@@ -143,7 +145,7 @@ class Memo:
     def put(self, key: Hashable, value: Any, nbytes: int) -> None:
         """Remember `value` under `key`, charged `nbytes` (what it holds: `sizing.weigh`). Dropped when the
         store is off or the value alone is past its bound."""
-        if 0 < nbytes + ENTRY_BYTES <= self.store.max_bytes:
+        if 0 < nbytes + ENTRY_BYTES <= self.store.max_bytes and not self.disabled:
             self.store._put(self, key, value, nbytes)
 
     def grow(self, key: Hashable, nbytes: int) -> None:
