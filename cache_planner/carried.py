@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from prefixgate.ir import Conversation, PerBlock, Step, equal_run
+from prefixgate.reuse import weigh
 
 
 def per_block(conv: Conversation, step: Step, inputs: Any, keys: list[Any],
@@ -34,7 +35,9 @@ def per_block(conv: Conversation, step: Step, inputs: Any, keys: list[Any],
     shared = len(values)
     extend(values, shared)
     if carry is not None:
-        carry.step(step, PerBlock(inputs, keys, values), (keys[shared:], values[shared:]))
+        # Each new answer holds its key and value and two list slots: one weighed stands for all.
+        new = len(values) - shared
+        carry.step(step, PerBlock(inputs, keys, values), new * (16 + weigh((keys[shared], values[shared]))) if new else 0)
     return values
 
 
@@ -57,4 +60,4 @@ def remember_segments(conv: Conversation, step: str) -> None:
         lists = [seg.blocks for seg in conv.segments]
         conv.carry.mine.settled[step] = lists
         if conv.carry.charge is not None:
-            conv.carry.charge([None] * len(lists))   # the lists are the segments' own: only the outer one is new
+            conv.carry.charge(8 * len(lists) + 56)   # the lists are the segments' own: only the outer one is new

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prefixgate.compact_json import compact
-from prefixgate.reuse import memo, weigh
+from prefixgate.reuse import weigh
 
 # The name of a registered wire format (`prefixgate.dialects.WIRE_FORMATS`); adding a format adds no name here.
 Dialect = str
@@ -234,7 +234,8 @@ class Conversation:
         """Chained content hashes, one per block: equal keys mean equal prefixes up to that block.
 
         Only the blocks past those this conversation shares with its last answer, or with the request it
-        resends (`carry`), are chained; each link is also memoised by (the key before it, the block's key)."""
+        resends (`carry`), are chained. (A memo of links by (key before, block key) saved nothing measurable
+        beside these, bench/memo_pays.py, and held a hash state per block of every conversation: dropped.)"""
         hashes = self.block_keys()
         root = f"{self.dialect}:{self.model}"
         keys: list[str] = []
@@ -247,19 +248,15 @@ class Conversation:
                     shared, keys, states = n, earlier.keys[:n], earlier.states[:n]
         prev, state = (keys[-1], states[-1]) if keys else (root, None)
         for key in hashes[shared:]:
-            link = _LINKS.get((prev, key))
-            if link is None:
-                # The hash state after `prev` (kept with its link), extended by this block; never updated in place.
-                h = state.copy() if state is not None else hashlib.sha256(prev.encode())
-                h.update(key.encode())
-                link = (h.hexdigest()[:32], h)
-                _remember_link(prev, key, link)
-            prev, state = link
+            # The hash state after `prev`, extended by this block; never updated in place.
+            state = state.copy() if state is not None else hashlib.sha256(prev.encode())
+            state.update(key.encode())
+            prev = state.hexdigest()[:32]
             keys.append(prev)
             states.append(state)
         self._chained = ChainedKeys(root, hashes, keys, states)
         if self.carry is not None:
-            self.carry.leave("prefix_keys", self._chained, (keys[shared:], states[shared:]))
+            self.carry.leave("prefix_keys", self._chained, (len(keys) - shared) * _KEY_BYTES)
         return list(keys)
 
 
@@ -346,12 +343,14 @@ class Carry:
 
     earlier: Carried = field(default_factory=Carried)
     mine: Carried = field(default_factory=Carried)
-    # Charged with the bytes a left value holds (`reuse.weigh`), by the memo that keeps the body.
+    # Charged with the bytes a left value holds (`reuse.weigh`; an int: that many bytes), by the memo that
+    # keeps the body.
     charge: Callable[[Any], None] | None = None
 
     def leave(self, slot: str, value: Any, new: Any = None) -> None:
         """Leave `value` in `mine`'s `slot` (an unknown slot raises), charging what `new` holds (the part of
-        `value` computed here rather than shared with the earlier request; `value` itself when None)."""
+        `value` computed here rather than shared with the earlier request, or its size in bytes; `value`
+        itself when None)."""
         setattr(self.mine, slot, value)
         if self.charge is not None:
             self.charge(value if new is None else new)
@@ -396,15 +395,8 @@ def equal_run(earlier: list, now: list) -> int:
 _HASH, _BLOCKS, _PARSED = operator.attrgetter("_key"), operator.attrgetter("blocks"), operator.attrgetter("_parsed")
 
 
-# Prefix-key links: (key before, block key) -> (key after, its hash state); a dropped link costs one hash to
-# make again.
-_LINKS = memo("prefix_links")
-# Every link holds the same: three 32-character keys, two tuples and a sha256 object with its C state.
-_LINK_BYTES = weigh(("0" * 32, "1" * 32, ("2" * 32, hashlib.sha256())))
-
-
-def _remember_link(prev: str, block_key: str, link: tuple[str, Any]) -> None:
-    _LINKS.put((prev, block_key), link, _LINK_BYTES)
+# A prefix key with its hash state, as a carried answer holds it (two list slots beside).
+_KEY_BYTES = 16 + weigh(("0" * 32, hashlib.sha256())) - weigh(())
 
 
 CACHE_MARKERS = ("cache_control", "prompt_cache_breakpoint")

@@ -15,6 +15,7 @@ pass them in (`prefix_shape(conv, provider, volatile_spans)`).
 from __future__ import annotations
 
 import hashlib
+import sys
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -81,7 +82,8 @@ def prefix_shape(conv: Conversation, provider: str, volatile_spans: SpanFinder) 
     leading = all(role in LEADING_ROLES for role in roles[:same])
     out.extend(_entries(segments[same:], encoding, volatile_spans, leading))
     if conv.carry is not None:
-        conv.carry.leave("prefix_shape", ShapeRecord(encoding, roles, sizes, keys, out), (roles, sizes, out[same:]))
+        held = 8 * (len(roles) + len(sizes) + len(out)) + sum(map(sys.getsizeof, out[same:]))
+        conv.carry.leave("prefix_shape", ShapeRecord(encoding, roles, sizes, keys, out), held)
     return list(out)
 
 

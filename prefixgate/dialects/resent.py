@@ -222,8 +222,9 @@ def _unchanged(old: Body, count: int) -> None:
 
 
 def _charge(key: int, value: Any) -> None:
-    """Charge the memo's entry `key` (a body) for `value`, left in the body's carry by its request."""
-    MEMO.grow(key, estimate(value, refs=REFS))
+    """Charge the memo's entry `key` (a body) for `value` (or that many bytes), left in the body's carry by its
+    request."""
+    MEMO.grow(key, value if type(value) is int else estimate(value, refs=REFS))
 
 
 def _shared_part(old: Body, count: int) -> int:

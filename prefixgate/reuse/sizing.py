@@ -64,7 +64,7 @@ def weigh(value: Any, skip: set[int] | None = None, refs: frozenset[str] = froze
     return total
 
 
-SAMPLE = 128
+SAMPLE = 32
 
 
 def estimate(value: Any, refs: frozenset[str] = frozenset()) -> int:
