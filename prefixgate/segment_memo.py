@@ -74,16 +74,27 @@ class SegmentMemo:
         return seg
 
 
-def _weight(ident: tuple[str, bytes], template: Segment) -> int:
-    """What an entry holds: its identity's bytes, the segment and its blocks (a fixed size each, measured once
-    with `reuse.weigh`) and the blocks' texts. A walk over every entry's objects would cost more than most
-    parses it saves."""
+def segments_bytes(segments: list[Segment]) -> int:
+    """What parsed segments hold beside their native JSON and its texts: each segment and its blocks, a fixed
+    size each (as `_weight` counts them)."""
+    seg_bytes, block_bytes = _sizes()
+    return sum(seg_bytes + (block_bytes + 8) * len(seg.blocks) for seg in segments)
+
+
+def _sizes() -> list[int]:
     if not _SIZES:
         block = Block("text", None, text="")
         block.key  # noqa: B018 -- as a memoised block carries it
         block.facts()["cl100k_base"] = 100_000
         _SIZES.extend((weigh(Segment("user", [], native=None)), weigh(block) - weigh("")))
-    seg_bytes, block_bytes = _SIZES
+    return _SIZES
+
+
+def _weight(ident: tuple[str, bytes], template: Segment) -> int:
+    """What an entry holds: its identity's bytes, the segment and its blocks (a fixed size each, measured once
+    with `reuse.weigh`) and the blocks' texts. A walk over every entry's objects would cost more than most
+    parses it saves."""
+    seg_bytes, block_bytes = _sizes()
     return (sys.getsizeof(ident[1]) + seg_bytes + (block_bytes + 8) * len(template.blocks)
             + sum(sys.getsizeof(b.text) for b in template.blocks))
 

@@ -39,6 +39,7 @@ from prefixgate.compact_json import compact_bytes
 from prefixgate.ir import Carry, Segment, equal_run
 from prefixgate.reuse import memo, weigh
 from prefixgate.reuse.sizing import estimate
+from prefixgate.segment_memo import segments_bytes
 
 # Bodies below this size parse in well under a tenth of a millisecond: not worth remembering.
 MIN_BYTES = 16 << 10
@@ -205,7 +206,8 @@ def _weigh_new(body: Body) -> int:
     items = body.data[body.array]
     n = len(body.raw) + sys.getsizeof(body.ends) + 32 * (len(body.ends) - body.reused) + sys.getsizeof(items)
     n += sys.getsizeof(body.data) + 4 * sys.getsizeof(body)
-    n += estimate(items[body.reused:])
+    new = items[body.reused:]
+    n += weigh(new) if len(new) <= 4 else estimate(new)
     if body.head_parsed:
         n += weigh(body.before)
     if body.tail and (body.reused == 0 or body.tail is not body.owner_tail):
@@ -407,7 +409,7 @@ def element_segments(body: Body | None, count: int, parse: Callable[[int], Segme
         seg = parse(i)
         seg.mark_parsed()
         segments.append(seg)
-    body.carry.leave("segments", segments, segments[shared:])
+    body.carry.leave("segments", segments, segments_bytes(segments[shared:]))
     return segments
 
 
