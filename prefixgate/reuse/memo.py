@@ -20,8 +20,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
-# What the store itself holds per entry beside the value: its OrderedDict node, the (memo, key) tuple and
-# the entry object (measured with tracemalloc over 100k entries: tests/core/test_reuse.py checks it).
+# What the store itself holds per entry beside the value and its key: its OrderedDict slot and node, the
+# (memo, key) tuple and the entry object (tracemalloc over 100k entries: 217 bytes, the int value included).
 ENTRY_BYTES = 200
 DEFAULT_BYTES = 24 << 20
 
