@@ -66,6 +66,7 @@ from prefixgate.policies import (
 from prefixgate.policies.limits import Reservation, spend_counter
 from prefixgate.policies.router import caller_checkpoints_for, priority_for
 from prefixgate.policies.schema import DIALECT_OF, ENGINE_PRIORITY, KINDS, PERIODS, PRICE_ROWS
+from prefixgate.policies.service_tiers import apply_tier, takes_tiers
 from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.compatible import caches_by_markers
@@ -168,7 +169,7 @@ class Proxy:
             store=RedisStore(settings.redis_url) if settings.redis_url else None)
         self.in_flight = InFlight()
         self.response_homes = ResponseHomes()
-        self.kv_index = (KVIndex(policy.upstreams, self.metrics.registry)
+        self.kv_index = (KVIndex(policy.upstreams, self.metrics.registry, self.in_flight)
                          if any(u.kv_events for u in policy.upstreams.values()) else None)
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
         self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
@@ -368,11 +369,12 @@ class Proxy:
         ask = self.diagnostics.attach(call, upstream, wire.name, model, billable, key)
         priority = priority_for(call.route, call.caller.key)
         ranked = upstream.self_hosted and priority != "normal"
+        tiered = takes_tiers(call.route.service_tiers, upstream.kind)
         if ranked:
             the_plan.explanation.append(f"priority: {priority} (engine priority {ENGINE_PRIORITY[priority]})")
         if (call.raw and not ask.fields and the_plan.mode == "off" and wire is call.wire and billable is planned
                 and billable.params is params and params == call.conv.params and not billable.cache_params
-                and not salted and not tagged and not ranked):
+                and not salted and not tagged and not ranked and not tiered):
             # Planning is off and nothing else changed the request (format, model, usage options, salt): the
             # caller's own bytes go upstream, with no re-encoding in proportion to the body.
             body = call.raw
@@ -385,6 +387,8 @@ class Proxy:
                 tag_prompt(payload, wire.name, tenant_tag(self.secret, party))  # type: ignore[arg-type]
             if ranked:
                 payload["priority"] = ENGINE_PRIORITY[priority]
+            if tiered and (note := apply_tier(payload, call.route.service_tiers, priority)):
+                the_plan.explanation.append(note)
             payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
         return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask,

@@ -26,6 +26,7 @@ from prefixgate.config import SAMPLE_SECRETS, unknown_key
 from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.policies.alerting import Alerting, parse_alerting
+from prefixgate.policies.service_tiers import parse_service_tiers
 from prefixgate.providers.compatible import PROFILES, Profile
 from prefixgate.providers.vertex_prices import price_name
 
@@ -236,6 +237,8 @@ class Route:
     on_retired: OnRetired = "warn"
     # Scheduling class carried to self-hosted engines (vLLM's `priority`); None: normal, unless the key says.
     priority: Priority | None = None
+    # (class, hosted service tier) pairs the route sends (policies/service_tiers.py); (): none, ever.
+    service_tiers: tuple[tuple[str, str], ...] = ()
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -401,7 +404,7 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
                        "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
                        "price", "max_request_usd", "isolation",
-                       "on_retired", "prompt_cache_key", "priority"})
+                       "on_retired", "prompt_cache_key", "priority", "service_tiers"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -443,13 +446,18 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     on_retired = spec.get("on_retired", "warn")
     if on_retired not in ON_RETIRED:
         raise PolicyError(f"{path}.on_retired: must be one of {', '.join(ON_RETIRED)}, got {on_retired!r}")
+    hosted = {n: upstreams[n].kind for t in targets for n in t.upstreams if not upstreams[n].self_hosted}
+    try:
+        tiers = parse_service_tiers(spec.get("service_tiers"), f"{path}.service_tiers", hosted)
+    except ValueError as e:
+        raise PolicyError(str(e)) from None
     return _prioritised(Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
                  _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
                  _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"),
                  diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, isolation=isolation,
                  price=_price(spec.get("price"), f"{path}.price"),
                  max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd"),
-                 on_retired=on_retired, prompt_cache_key=cache_key), spec, path)
+                 on_retired=on_retired, prompt_cache_key=cache_key, service_tiers=tiers), spec, path)
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:

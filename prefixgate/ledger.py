@@ -89,6 +89,9 @@ class LedgerRecord:
     # the key sent ("" for none): sessions that share a key share the provider's cache machine.
     cache_key_mode: str = ""
     prompt_cache_key: str = ""
+    # The hosted service tier the upstream says served the request (OpenAI default/flex/priority, Anthropic
+    # standard/priority); "" where it said none. The cost is priced at this tier, not the one asked for.
+    service_tier: str = ""
 
     @property
     def usage(self) -> Usage:
