@@ -26,8 +26,9 @@ class Usage:
     web_searches: int = 0
     # The service tier the provider says served the response (OpenAI's `service_tier`: default, flex,
     # priority; Anthropic's `usage.service_tier`: standard, priority, batch); "" where it says none. Priced
-    # as such (providers/pricing.py), whatever tier was asked for.
-    service_tier: str = ""
+    # as such (providers/pricing.py), whatever tier was asked for. Context for the price, not consumption:
+    # two usages of the same tokens compare equal whatever tier served them.
+    service_tier: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         for name in ("uncached_input", "cache_read", "output", "web_searches"):
