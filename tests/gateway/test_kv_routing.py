@@ -243,6 +243,19 @@ def test_equal_holders_are_ranked_as_rendezvous_ranks_them() -> None:
     assert {ranking(p, ["r1", "r2"])[0] for p in ("doc-a", "doc-b", "doc-c", "doc-d")} == {"r1", "r2"}
 
 
+def test_equal_holders_go_to_the_less_loaded_one_and_a_longer_holder_beats_both() -> None:
+    from prefixgate.policies.affinity import pick_by_prefix, ranking
+    # Conversations under one system prompt share its hash: rendezvous would start all of them on `first`.
+    first, other = ranking("system", ["r1", "r2"])
+    assert pick_by_prefix({"r1": 12, "r2": 12}, "system", ["r1", "r2"], {first: 1}, 1.25) == (other, "prefix_hit")
+    # A turn whose history is on `first` goes there though `first` is busier (under the cap: ceil(1.25 x 3 / 2)).
+    assert pick_by_prefix({first: 16, other: 12}, "system", ["r1", "r2"], {first: 1, other: 0}, 1.25) \
+        == (first, "prefix_hit")
+    # Past the cap the turn spills to the replica holding less of it, and says so.
+    assert pick_by_prefix({first: 16, other: 12}, "system", ["r1", "r2"], {first: 3, other: 0}, 1.25) \
+        == (other, "over_load_cap")
+
+
 def test_kv_events_are_for_self_hosted_upstreams_with_a_tokenizer() -> None:
     from prefixgate.policies import PolicyError
 
