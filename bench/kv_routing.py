@@ -135,10 +135,15 @@ def conversations(n: int, turns: int, arrival_s: float, think_s: float, seed: in
         product = rng.choices(PRODUCTS, [0.7 if p == hot else 0.15 for p in PRODUCTS])[0]
         serial = rng.randint(10000, 99999)
         out.append(Conversation(product, start, tuple(
-            f"Customer {k}, turn {t}: my {product} (serial {serial}) shows error {rng.randint(100, 999)}. What now?"
+            f"Customer {k}, turn {t}: my {product} (serial {serial}) shows error {rng.randint(100, 999)}. "
+            f"Here is its log: " + " ".join(f"[{rng.randint(10, 59)}:{rng.randint(10, 59)}] code "
+                                            f"{rng.randint(1000, 9999)} level {rng.choice(['warn', 'error'])}"
+                                            for _ in range(6)) + ". What now?"
             for t in range(turns)), tuple(
-            f"Thanks, customer {k}. Please hold the reset button for {rng.randint(2, 30)} seconds, wait for the "
-            f"light to turn {rng.choice(['green', 'blue', 'white'])}, and tell me what the display shows."
+            f"Thanks, customer {k}. The log shows code {rng.randint(1000, 9999)} after the last restart. Please "
+            f"unplug the {product} for {rng.randint(5, 30)} seconds, plug it back in, hold the reset button for "
+            f"{rng.randint(2, 30)} seconds until the light turns {rng.choice(['green', 'blue', 'white'])}, then "
+            f"open the app, go to Settings > Diagnostics > Run check, and send me the result code it shows."
             for t in range(turns)), tuple(rng.expovariate(1 / think_s) for t in range(turns))))
         start += rng.expovariate(1 / arrival_s)
     return out
@@ -231,9 +236,9 @@ def summary(rows: list) -> tuple[float, float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--chats", type=int, default=16)
+    parser.add_argument("--chats", type=int, default=12)
     parser.add_argument("--turns", type=int, default=4)
-    parser.add_argument("--arrival-s", type=float, default=3.0, help="mean seconds between new chats")
+    parser.add_argument("--arrival-s", type=float, default=4.0, help="mean seconds between new chats")
     parser.add_argument("--think-s", type=float, default=3.0, help="mean seconds a customer takes to answer")
     parser.add_argument("--blocks", type=int, default=256, help="KV blocks of 16 tokens per replica")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each routing, in ABBA order")
