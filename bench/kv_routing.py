@@ -7,7 +7,7 @@ workload), customers take a few seconds between turns, and the product with most
 third of the run. Routing on the replicas' KV events and rendezvous hashing (whose key is the prompt's first
 block: the product's system prompt) alternate in ABBA order, each on freshly started replicas. Prints the
 prefix-hit rate (cached prompt tokens / prompt tokens, as each replica reports them) and TTFT p50/p90 per run
-and pooled per routing. `KV_ROUTING_DEBUG=1` adds the gateway's routing decisions and the hit rate per turn.
+and pooled per routing, and the hit rate per turn. `KV_ROUTING_DEBUG=1` adds the gateway's routing decisions.
 
 Priority: one replica with few sequence slots, a burst of requests alternating high and low (vLLM's `priority`
 -1 / 1), all at once; prints each class's TTFT p50 and their ratio.
@@ -208,11 +208,9 @@ def routing_run(events: bool, chats: list[Conversation], blocks: int,
         gw = stack.enter_context(gateway(upstreams, folder))
         time.sleep(1.0)  # the gateway's subscribers connect
         rows = asyncio.run(drive(gw, chats))
-        if os.environ.get("KV_ROUTING_DEBUG"):   # the gateway's decisions, and the hit rate by turn
+        if os.environ.get("KV_ROUTING_DEBUG"):   # the gateway's decisions
             print("\n".join(line for line in httpx.get(gw + "/metrics").text.splitlines()
                             if line.startswith("prefixgate_kv_route_decisions_total")))
-            for turn in range(max(r[3] for r in rows) + 1):
-                print(f"turn {turn}: hit {summary([r for r in rows if r[3] == turn])[0]:.1%}")
         return rows
 
 
@@ -264,6 +262,12 @@ def main() -> None:
         for mode in ("rendezvous", "kv events"):
             hit, p50, p90 = summary([r for m, _, rows in runs if m == mode for r in rows])
             print(f"| {mode}, all runs | | {hit:.1%} | {p50 * 1000:.0f} | {p90 * 1000:.0f} |")
+        # A chat's first turn can only find its system prompt; later turns show where its history went.
+        print("\n| routing, run | " + " | ".join(f"turn {t} hit" for t in range(a.turns)) + " |\n|---|"
+              + "---|" * a.turns)
+        for mode, began, rows in runs:
+            print(f"| {mode}, {began} | " + " | ".join(f"{summary([r for r in rows if r[3] == t])[0]:.1%}"
+                                                       for t in range(a.turns)) + " |")
     if a.only != "routing":
         high, low = priority_run(a.burst)
         print(f"\npriority: {a.burst} requests at once (alternating high/low), 2 sequence slots")
