@@ -31,6 +31,10 @@ class Metrics:
         # Pushed alerts (webhooks.py): destination is its scheme and host only (the URL holds the hook's secret).
         self.alert_deliveries = Counter("prefixgate_alert_deliveries", "Alert deliveries by outcome: delivered, failed, dropped",
                                         ("destination", "rule", "outcome"), registry=r)
+        self.flips = Counter("prefixgate_route_flips", "Prefixes answered by a target where they were cold, by reason",
+                             ("route", "reason"), registry=r)
+        self.flip_cost = Counter("prefixgate_route_flip_cost_usd", "USD spent writing flipped prefixes again", ("route",),
+                                 registry=r)
         self._children: dict[tuple[str, str, str], _Children] = {}
 
     def observe(self, rec: LedgerRecord) -> None:
@@ -62,6 +66,10 @@ class Metrics:
         if rec.ttft_ms is not None:
             child.ttft.observe(rec.ttft_ms / 1000)
         self.overhead.observe(rec.overhead_ms / 1000)
+        if rec.flip:
+            self.flips.labels(rec.route, rec.flip).inc()
+            if rec.flip_cost_usd is not None:
+                self.flip_cost.labels(rec.route).inc(float(rec.flip_cost_usd))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

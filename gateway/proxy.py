@@ -48,6 +48,7 @@ from prefixgate.gateway.relay import CLIENT_CLOSED, stream_response
 from prefixgate.gateway.response_cache import CONTROL, HEADER, Lookup, ResponseCache
 from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
+from prefixgate.gateway.sticky import Sticky, flip_fields
 from prefixgate.gateway.tracing import Tracing
 from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse, request_url
 from prefixgate.ir import Conversation
@@ -122,6 +123,7 @@ class Call:
     held: Reservation = Reservation()   # what admission reserved against the key's budget
     estimate: Usage = Usage()           # the request's tokens as admission estimated them (prompt + max output)
     prepared: Prepared | None = None    # the target the request went to, once chosen
+    placement: Any = None               # a balanced route's pin, as the request found it (gateway/sticky.py)
 
 
 @dataclass
@@ -174,12 +176,14 @@ class Proxy:
         self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
         self.diagnostics = ProviderDiagnostics(self.catalog)
+        self.sticky = Sticky(self.secret, settings.redis_url)     # balanced routes: where each prefix is warm
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
         await self.counters.close()
         await self.owners.aclose()
         await self.response_cache.close()
+        await self.sticky.aclose()
         self.ledger.close()
         if self.kv_index is not None:
             self.kv_index.close()
@@ -262,7 +266,7 @@ class Proxy:
             return self.response_cache.replay(self, call, call.response_cache)
         failure: UpstreamFailure | RequestError | None = None
         retry = call.route.retry
-        for ref in call.route.targets:
+        for ref in await self.sticky.order(self, call):
             try:
                 prep = self.prepare(call, ref)
             except RequestError as e:       # this target cannot take the request (translation, credentials)
@@ -508,10 +512,12 @@ class Proxy:
         reported = usage is not None
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
+        priced = prep is not None and (usage != Usage() or prep.storage_token_hours)
+        price = self.price(call, prep.upstream, prep.wire, prep.model, usage) if priced else None  # type: ignore[union-attr]
+        flip = self.sticky.settle(call, prep, usage, price, self.catalog) if prep and reported and status == 200 else None
         explanation = (prep.plan.explanation if prep else []) + call.notes
-        if prep is not None and (usage != Usage() or prep.storage_token_hours):
+        if prep is not None and priced:
             provider, model = price_provider(prep.upstream, prep.wire), prep.upstream.base_model(prep.model)
-            price = self.price(call, prep.upstream, prep.wire, prep.model, usage)
             cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None
             note = cost_note(usage, cost, f"{provider}/{model}") if provider != "local" else None
             explanation = explanation + ([note] if note else [])
@@ -533,7 +539,7 @@ class Proxy:
             cache_key_mode=prep.plan.cache_key_mode if prep else "", prompt_cache_key=prep.plan.cache_key if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream, prep.wire) if prep else call.wire.planner_provider,
                                   volatile_spans),
-            response_cache=call.response_cache.state if call.response_cache is not None else "")
+            response_cache=call.response_cache.state if call.response_cache is not None else "", **flip_fields(flip))
         self.keep(call, rec)
         return rec
 

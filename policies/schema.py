@@ -26,6 +26,7 @@ from prefixgate.config import SAMPLE_SECRETS, unknown_key
 from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.policies.alerting import Alerting, parse_alerting
+from prefixgate.policies.balance import Balance, check_balance
 from prefixgate.providers.compatible import PROFILES, Profile
 from prefixgate.providers.vertex_prices import price_name
 
@@ -236,6 +237,9 @@ class Route:
     on_retired: OnRetired = "warn"
     # Scheduling class carried to self-hosted engines (vLLM's `priority`); None: normal, unless the key says.
     priority: Priority | None = None
+    # "": the targets are ordered fallbacks; cost or round_robin: one pool serving one model, where a prefix
+    # sticks to the target its cache is warm on (policies/balance.py, gateway/sticky.py).
+    balance: Balance = ""
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -401,7 +405,7 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
                        "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
                        "price", "max_request_usd", "isolation",
-                       "on_retired", "prompt_cache_key", "priority"})
+                       "on_retired", "prompt_cache_key", "priority", "balance"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -440,6 +444,10 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     cache_key = "off" if cache_key is False else cache_key     # YAML reads a bare off as false
     if cache_key not in CACHE_KEY_MODES:
         raise PolicyError(f"{path}.prompt_cache_key: must be one of {', '.join(CACHE_KEY_MODES)}, got {cache_key!r}")
+    try:
+        balance = check_balance(spec.get("balance"), targets, upstreams, path)
+    except ValueError as e:
+        raise PolicyError(str(e)) from None
     on_retired = spec.get("on_retired", "warn")
     if on_retired not in ON_RETIRED:
         raise PolicyError(f"{path}.on_retired: must be one of {', '.join(ON_RETIRED)}, got {on_retired!r}")
@@ -449,7 +457,7 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
                  diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, isolation=isolation,
                  price=_price(spec.get("price"), f"{path}.price"),
                  max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd"),
-                 on_retired=on_retired, prompt_cache_key=cache_key), spec, path)
+                 on_retired=on_retired, prompt_cache_key=cache_key, balance=balance), spec, path)
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:

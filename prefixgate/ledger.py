@@ -89,6 +89,13 @@ class LedgerRecord:
     # the key sent ("" for none): sessions that share a key share the provider's cache machine.
     cache_key_mode: str = ""
     prompt_cache_key: str = ""
+    # A balanced route's prefix answered by another target than the one it was warm on (gateway/sticky.py):
+    # why (failover, expired; "" for none), from where, the prompt tokens written again and what that cost
+    # over reading them (None: unpriced).
+    flip: str = ""
+    flip_from: str = ""
+    flip_tokens: int = 0
+    flip_cost_usd: str | None = None
 
     @property
     def usage(self) -> Usage:

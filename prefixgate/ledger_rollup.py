@@ -42,7 +42,9 @@ SUMS = ("requests", "errors", "unpriced", "uncached_input", "cache_read", "cache
         "cost_disagreements", "disagreeing_provider_pico", "disagreeing_table_pico",
         # The response cache: hits served and the spend they avoided; shadow mode's would-be hits and what those
         # requests cost (what serving them would have avoided). Never part of savings_pico (prompt caching).
-        "response_hits", "response_avoided_pico", "shadow_hits", "shadow_avoidable_pico")
+        "response_hits", "response_avoided_pico", "shadow_hits", "shadow_avoidable_pico",
+        # Balanced routes: prefixes that moved to a target where they were cold, and what writing them again cost.
+        "flips", "flip_cost_pico")
 BIN_RATIO = 1.1
 VALUE_HIST_RES = 3600           # per-value histograms are kept per hour only (see the module docstring)
 BATCH = 1000                    # records per roll-up transaction (appends wait for it)
@@ -125,7 +127,7 @@ def contribution(rec: dict) -> tuple[tuple[int, ...], int, int | None]:
             picodollars(rec["cost_without_cache_usd"]) or cost, picodollars(rec["savings_usd"]) if priced else 0,
             int(priced and reported is not None and not by_table), int(compared), provider_cost, cost if compared else 0,
             int(differs), provider_cost if differs else 0, cost if differs else 0,
-            *_response_cache(rec, cost))
+            *_response_cache(rec, cost), int(bool(rec.get("flip"))), picodollars(rec.get("flip_cost_usd")))
     ttft = rec["ttft_ms"]
     return sums, latency_bin(rec["latency_ms"] or 0.0), None if ttft is None else latency_bin(ttft)
 
