@@ -35,6 +35,7 @@ from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
+from prefixgate.gateway.explicit_caches import ExplicitCaches
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt, tenant_tag
 from prefixgate.gateway.kv_index import KVIndex
@@ -177,6 +178,7 @@ class Proxy:
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
         self.diagnostics = ProviderDiagnostics(self.catalog)
         self.sticky = Sticky(self.secret, settings.redis_url)     # balanced routes: where each prefix is warm
+        self.caches = ExplicitCaches(self)      # the explicit caches it created: extended, deleted or left to expire
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
@@ -184,6 +186,7 @@ class Proxy:
         await self.owners.aclose()
         await self.response_cache.close()
         await self.sticky.aclose()
+        await self.caches.aclose()
         self.ledger.close()
         if self.kv_index is not None:
             self.kv_index.close()
@@ -405,6 +408,7 @@ class Proxy:
         """Create the explicit cache the plan asks for (a Gemini cachedContents entry, with the caller's
         credentials), then send the request against it. A refusal is noted and the request goes out as
         planned without it."""
+        await self.caches.used(prep)
         create = prep.plan.cache_create
         if create is None or prep.wire.explicit_cache_path is None:
             return prep
@@ -421,9 +425,10 @@ class Proxy:
         prep.plan.adopt_cached_content(name, expires)
         self.owners.record(CACHE, cache_id(name), principal(call.caller.key), max(60.0, expires - time.time()))
         tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
+        self.caches.created(call, prep, name, expires, tokens)
         body = compact_bytes(prep.wire.encode_request(prep.plan.conversation))
-        # Creating the cache bills its tokens at the input rate, and its storage for as long as it lives (the
-        # gateway never deletes it; it expires at its TTL): both on this request's record.
+        # Creating the cache bills its tokens at the input rate, and its storage for the TTL it asked for: both on
+        # this request's record (an extension or an early deletion is a record of its own: explicit_caches.py).
         created = parse_rfc3339(data["createTime"], "createTime") if data.get("createTime") else time.time()
         hours = Decimal(str(max(0.0, expires - created))) / 3600
         return replace(prep, body=body, extra_usage=Usage(cache_writes={"explicit": tokens}),

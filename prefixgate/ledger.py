@@ -96,6 +96,10 @@ class LedgerRecord:
     flip_from: str = ""
     flip_tokens: int = 0
     flip_cost_usd: str | None = None
+    # "" for a caller's request; otherwise what the gateway itself did and billed: `cache_extend` (an explicit
+    # cache's TTL extended: the storage it adds) or `cache_delete` (deleted early: the storage not used, as a
+    # negative cost), both by gateway/explicit_caches.py.
+    kind: str = ""
 
     @property
     def usage(self) -> Usage:
