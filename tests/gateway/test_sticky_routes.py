@@ -6,6 +6,8 @@ dashboard's route row."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 
 import anthropic
@@ -49,14 +51,21 @@ def policy(settings, east: str, west: str, balance: str) -> Policy:
     }, builtin_upstreams(settings))
 
 
-@pytest.fixture(params=["cost", "round_robin"])
-def stack(request, tmp_path, monkeypatch):
+@contextmanager
+def two_deployments(monkeypatch) -> Iterator[tuple[Clock, dict[str, MockContext], ServerThread, ServerThread]]:
+    """Two mock Anthropic deployments on one clock, and the keys the gateway and its callers use."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-gateway-key-000222")
     for name, key in KEYS.items():
         monkeypatch.setenv(f"KEY_{name.upper()}", key)
     clock = Clock()
     contexts = {"east": MockContext(clock=clock), "west": MockContext(clock=clock)}
     with ServerThread(mock_app(contexts["east"])) as east, ServerThread(mock_app(contexts["west"])) as west:
+        yield clock, contexts, east, west
+
+
+@pytest.fixture(params=["cost", "round_robin"])
+def stack(request, tmp_path, monkeypatch):
+    with two_deployments(monkeypatch) as (clock, contexts, east, west):
         settings = settings_for(east.url, tmp_path)
         app = create_app(settings, policy=policy(settings, east.url, west.url, request.param))
         with ServerThread(app) as gw:
@@ -201,3 +210,25 @@ def test_a_balanced_route_is_checked_at_load(tmp_path, change, message):
                                         "gpt": {"kind": "openai", "url": "http://127.0.0.1:9"}},
                           "routes": [route]}, builtin_upstreams(settings))
     assert str(e.value).startswith("routes.0")
+
+
+def test_replicas_sharing_redis_agree_where_a_session_is_pinned(tmp_path, monkeypatch, redis_url):
+    with two_deployments(monkeypatch) as (clock, contexts, east, west):
+        replicas = []
+        for n in (1, 2):
+            settings = settings_for(east.url, tmp_path / f"replica{n}", redis_url=redis_url)
+            (tmp_path / f"replica{n}").mkdir()
+            replicas.append(create_app(settings, policy=policy(settings, east.url, west.url, "round_robin")))
+        with ServerThread(replicas[0]) as one, ServerThread(replicas[1]) as two:
+            for app in replicas:
+                app.state.proxy.sticky.clock = clock
+            session: list[dict] = []
+            _, first = ask(one, "Is my toaster covered?", session)
+            contexts[first].faults.rules.append(FaultRule(parse_fault("status=503"), times=2))
+            clock.now += 60
+            _, moved = ask(one, "And my kettle?", session)
+            assert moved != first
+            clock.now += 60
+            # The other replica has never seen this session: it follows the pin replica one wrote to Redis.
+            reply, target = ask(two, "And my blender?", session)
+            assert target == moved and reply.usage.cache_read_input_tokens > 2000
