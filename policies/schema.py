@@ -529,7 +529,8 @@ def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
 
 
 def _retry(spec: Any, path: str) -> RetryPolicy:
-    spec = _mapping(spec, path)
+    # YAML 1.1 (PyYAML) reads a bare `on:` key as true: the documented `retry: {on: [...]}` means `on`.
+    spec = {("on" if k is True else k): v for k, v in _mapping(spec, path).items()}
     _only(spec, path, {"attempts", "backoff_s", "max_backoff_s", "timeout_s", "on"})
     d = RetryPolicy()
     attempts = spec.get("attempts", d.attempts)
