@@ -49,7 +49,7 @@ from prefixgate.gateway.relay import CLIENT_CLOSED, stream_response
 from prefixgate.gateway.response_cache import CONTROL, HEADER, Lookup, ResponseCache
 from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
-from prefixgate.gateway.sticky import Sticky, flip_fields
+from prefixgate.gateway.sticky import Placement, Sticky, flip_fields
 from prefixgate.gateway.tracing import Tracing
 from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse, request_url
 from prefixgate.ir import Conversation
@@ -124,7 +124,7 @@ class Call:
     held: Reservation = Reservation()   # what admission reserved against the key's budget
     estimate: Usage = Usage()           # the request's tokens as admission estimated them (prompt + max output)
     prepared: Prepared | None = None    # the target the request went to, once chosen
-    placement: Any = None               # a balanced route's pin, as the request found it (gateway/sticky.py)
+    placement: Placement | None = None  # a balanced route's pin, as the request found it (gateway/sticky.py)
 
 
 @dataclass

@@ -216,9 +216,13 @@ class Sticky:
     def _write(self, key: str, pin: Pin, ttl_s: int) -> None:
         self._pins.pop(key, None)
         self._bounded(self._pins, key, pin, self.limit)
-        if self._redis is not None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:    # not on the gateway's loop: this replica's pin only
+            loop = None
+        if self._redis is not None and loop is not None:
             value = json.dumps({"t": pin.target, "e": pin.expires, "n": pin.tokens})
-            task = asyncio.get_running_loop().create_task(self._store(key, value, int((ttl_s + KEEP_EXPIRED_S) * 1000)))
+            task = loop.create_task(self._store(key, value, int((ttl_s + KEEP_EXPIRED_S) * 1000)))
             self._writes.add(task)
             task.add_done_callback(self._writes.discard)
 
