@@ -13,6 +13,8 @@ from decimal import Decimal
 import anthropic
 import httpx
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 from prefixgate.gateway.app import create_app
 from prefixgate.ledger import read_records
@@ -20,6 +22,7 @@ from prefixgate.policies import Policy, PolicyError, builtin_upstreams
 from prefixgate.providers.mock.faults import FaultRule, parse_fault
 from prefixgate.providers.mock.server import MockContext
 from prefixgate.providers.mock.server import create_app as mock_app
+from tests.gateway.dashboard.test_dashboard_browser import assert_reads_as, browser, loads  # noqa: F401 (fixture)
 from tests.gateway.support_gateway import settings_for
 from tests.support_services import ServerThread, wait_until
 
@@ -232,3 +235,21 @@ def test_replicas_sharing_redis_agree_where_a_session_is_pinned(tmp_path, monkey
             # The other replica has never seen this session: it follows the pin replica one wrote to Redis.
             reply, target = ask(two, "And my blender?", session)
             assert target == moved and reply.usage.cache_read_input_tokens > 2000
+
+
+def test_the_dashboard_page_names_a_routes_flips_and_their_cost(stack, request, browser):  # noqa: F811
+    if request.node.callspec.params["stack"] != "cost":
+        pytest.skip("one balance is enough for the page")
+    gw, settings, clock, contexts = stack
+    session: list[dict] = []
+    _, first = ask(gw, "Is my toaster covered?", session)
+    contexts[first].faults.rules.append(FaultRule(parse_fault("status=503"), times=2))
+    clock.now += 60
+    ask(gw, "And my kettle?", session)
+    cost = Decimal(records(settings, 2)[-1]["flip_cost_usd"])
+    browser.get(gw.url + "/dashboard")
+    WebDriverWait(browser, 20).until(lambda d: loads(d) >= 1)
+    check = browser.find_element(By.CSS_SELECTOR, '#breakdown-body tr[data-name="claude"] td.check')
+    assert "1 flip(s)" in check.text and "re-written" in check.text
+    (shown,) = [w.rstrip(",.;") for w in check.text.split() if w.startswith("$")]
+    assert_reads_as(shown, cost)
