@@ -58,6 +58,7 @@ KEEP_EXPIRED_S = 3600.0
 # Hit rates decay by this much per answer: a target's recent behaviour, not its whole history.
 DECAY = 0.95
 _ERRORS = (RedisError, OSError)
+RETRY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ class Sticky:
 
             self._redis = aioredis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
         self._writes: set[asyncio.Task] = set()
+        self._down_until = 0.0      # Redis unreachable: this replica's own pins until then (monotonic seconds)
 
     async def aclose(self) -> None:
         if self._writes:
@@ -201,12 +203,20 @@ class Sticky:
 
     # ---- the pins ---------------------------------------------------------------------------------------
 
+    def _shared(self) -> bool:
+        return self._redis is not None and time.monotonic() >= self._down_until
+
+    def _went_down(self, e: BaseException) -> None:
+        if time.monotonic() >= self._down_until:
+            log.warning("sticky pins: redis unreachable (%s); this replica's own pins for now", type(e).__name__)
+        self._down_until = time.monotonic() + RETRY_S
+
     async def _read(self, key: str) -> Pin | None:
-        if self._redis is not None:
+        if self._shared():
             try:
-                raw = await self._redis.get(PREFIX + key)
+                raw = await self._redis.get(PREFIX + key)  # type: ignore[union-attr]
             except _ERRORS as e:
-                log.warning("sticky pins: redis unreachable (%s); this replica's own pins", type(e).__name__)
+                self._went_down(e)
             else:
                 if raw is not None:
                     data = json.loads(raw)
@@ -220,7 +230,7 @@ class Sticky:
             loop = asyncio.get_running_loop()
         except RuntimeError:    # not on the gateway's loop: this replica's pin only
             loop = None
-        if self._redis is not None and loop is not None:
+        if self._shared() and loop is not None:
             value = json.dumps({"t": pin.target, "e": pin.expires, "n": pin.tokens})
             task = loop.create_task(self._store(key, value, int((ttl_s + KEEP_EXPIRED_S) * 1000)))
             self._writes.add(task)
@@ -230,7 +240,7 @@ class Sticky:
         try:
             await self._redis.set(PREFIX + key, value, px=px)  # type: ignore[union-attr]
         except _ERRORS as e:
-            log.warning("sticky pins: redis unreachable (%s); pin kept in this replica", type(e).__name__)
+            self._went_down(e)
 
     @staticmethod
     def _bounded(store: OrderedDict, key: object, value: object, limit: int) -> None:

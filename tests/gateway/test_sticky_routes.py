@@ -253,3 +253,18 @@ def test_the_dashboard_page_names_a_routes_flips_and_their_cost(stack, request, 
     assert "1 flip(s)" in check.text and "re-written" in check.text
     (shown,) = [w.rstrip(",.;") for w in check.text.split() if w.startswith("$")]
     assert_reads_as(shown, cost)
+
+
+def test_with_redis_unreachable_a_replica_keeps_its_own_pins(tmp_path, monkeypatch):
+    with two_deployments(monkeypatch) as (clock, _, east, west):
+        # Nothing listens on port 1: every Redis call is refused at once.
+        settings = settings_for(east.url, tmp_path, redis_url="redis://127.0.0.1:1/0")
+        app = create_app(settings, policy=policy(settings, east.url, west.url, "round_robin"))
+        with ServerThread(app) as gw:
+            app.state.proxy.sticky.clock = clock
+            session: list[dict] = []
+            targets = []
+            for question in ("Is my toaster covered?", "And my kettle?", "And my blender?"):
+                clock.now += 60
+                targets.append(ask(gw, question, session)[1])
+    assert targets == [targets[0]] * 3
