@@ -76,6 +76,16 @@ def stack(request, tmp_path, monkeypatch):
             yield gw, settings, clock, contexts
 
 
+def refuses_twice(context: MockContext) -> None:
+    """The deployment answers its next two requests 503 (both attempts the retry policy allows)."""
+    context.faults.rules.append(FaultRule(parse_fault("status=503"), times=2))
+
+
+def only(request, balance: str, why: str) -> None:
+    if request.node.callspec.params["stack"] != balance:
+        pytest.skip(why)
+
+
 def ask(gw, question: str, session: list[dict], tenant: str = "acme") -> tuple[anthropic.types.Message, str]:
     client = anthropic.Anthropic(base_url=gw.url, api_key=KEYS[tenant], max_retries=0)
     session.append({"role": "user", "content": question})
@@ -105,8 +115,7 @@ def test_a_session_stays_on_its_target_through_gaps_shorter_than_the_ttl(stack):
 
 
 def test_round_robin_spreads_new_sessions_and_each_stays(stack, request):
-    if request.node.callspec.params["stack"] != "round_robin":
-        pytest.skip("round_robin spreads sessions in turn; cost ranks them by price and hit rate")
+    only(request, "round_robin", "round_robin spreads sessions in turn; cost ranks them by price and hit rate")
     gw, _, clock, _ = stack
     one: list[dict] = []
     two: list[dict] = []
@@ -120,12 +129,11 @@ def test_round_robin_spreads_new_sessions_and_each_stays(stack, request):
 
 
 def test_one_tenants_pin_does_not_steer_anothers(stack, request):
-    if request.node.callspec.params["stack"] != "round_robin":
-        pytest.skip("where a new session starts is fixed under round_robin (its first turn), a hash under cost")
+    only(request, "round_robin", "where a new session starts is fixed under round_robin (its first turn), a hash under cost")
     gw, settings, clock, contexts = stack
     acme: list[dict] = []
     _, first = ask(gw, "Is my toaster covered?", acme)
-    contexts[first].faults.rules.append(FaultRule(parse_fault("status=503"), times=2))
+    refuses_twice(contexts[first])
     clock.now += 60
     assert ask(gw, "And my kettle?", acme)[1] != first      # acme's session is pinned elsewhere now
     # Globex sends the very same conversation: it starts where a new session of its own starts, not on acme's pin.
@@ -141,8 +149,7 @@ def test_a_hard_error_moves_the_session_and_the_flip_is_priced(stack):
     warm = opening.usage.cache_creation_input_tokens + opening.usage.cache_read_input_tokens
     other = "west" if first == "east" else "east"
     clock.now += 60
-    # The pinned deployment refuses twice (both attempts the retry policy allows): the session fails over.
-    contexts[first].faults.rules.append(FaultRule(parse_fault("status=503"), times=2))
+    refuses_twice(contexts[first])            # the pinned deployment: the session fails over
     reply, target = ask(gw, "And my kettle?", session)
     assert target == other
     assert reply.usage.cache_creation_input_tokens > warm > 2000 and reply.usage.cache_read_input_tokens == 0
@@ -227,7 +234,7 @@ def test_replicas_sharing_redis_agree_where_a_session_is_pinned(tmp_path, monkey
                 app.state.proxy.sticky.clock = clock
             session: list[dict] = []
             _, first = ask(one, "Is my toaster covered?", session)
-            contexts[first].faults.rules.append(FaultRule(parse_fault("status=503"), times=2))
+            refuses_twice(contexts[first])
             clock.now += 60
             _, moved = ask(one, "And my kettle?", session)
             assert moved != first
@@ -238,12 +245,11 @@ def test_replicas_sharing_redis_agree_where_a_session_is_pinned(tmp_path, monkey
 
 
 def test_the_dashboard_page_names_a_routes_flips_and_their_cost(stack, request, browser):  # noqa: F811
-    if request.node.callspec.params["stack"] != "cost":
-        pytest.skip("one balance is enough for the page")
+    only(request, "cost", "one balance is enough for the page")
     gw, settings, clock, contexts = stack
     session: list[dict] = []
     _, first = ask(gw, "Is my toaster covered?", session)
-    contexts[first].faults.rules.append(FaultRule(parse_fault("status=503"), times=2))
+    refuses_twice(contexts[first])
     clock.now += 60
     ask(gw, "And my kettle?", session)
     cost = Decimal(records(settings, 2)[-1]["flip_cost_usd"])
