@@ -188,8 +188,18 @@ class ExplicitCaches:
             self.gaps.observe(entry.planner_route, entry.model, entry.prefix_hash, entry.last_used)
 
     async def _extend(self, entry: Entry, now: float, reason: str) -> None:
+        held = Reservation()
+        if entry.caller is not None and entry.price is not None:
+            estimate = entry.tokens * entry.price.storage_per_hour / MTOK * Decimal(str(self.ttl_s)) / 3600
+            try:    # the key that created the cache pays its extension, within its budget
+                held = await self.proxy.limits.admit(entry.caller, estimate)
+            except RequestError as e:
+                log.info("explicit caches: %s left to expire: %s", entry.name, e.message)
+                del self.entries[entry.name]
+                return
         data = await self._call(entry, "PATCH", {"ttl": f"{int(self.ttl_s)}s"})
         if data is None:
+            self.proxy.limits.release(held)
             return
         try:
             expires = parse_rfc3339(data["expireTime"], "expireTime")
@@ -202,7 +212,7 @@ class ExplicitCaches:
         route.explicit[entry.prefix_hash] = (entry.name, expires)
         state.share_explicit(entry.planner_route, entry.prefix_hash, entry.name, expires)
         await self._record(entry, "cache_extend", added,
-                           f"cache: extended explicit cache {entry.name} by {added / 3600:.2f} h ({reason})")
+                           f"cache: extended explicit cache {entry.name} by {added / 3600:.2f} h ({reason})", held)
 
     async def _delete(self, entry: Entry, now: float, reason: str) -> None:
         if await self._call(entry, "DELETE", None) is None:
@@ -227,7 +237,7 @@ class ExplicitCaches:
             self.entries.pop(entry.name, None)
             return None
 
-    async def _record(self, entry: Entry, kind: str, seconds: float, note: str) -> None:
+    async def _record(self, entry: Entry, kind: str, seconds: float, note: str, held: Reservation = Reservation()) -> None:
         """A ledger record of the storage an extension adds (or a deletion gives back: negative)."""
         hours = Decimal(str(seconds)) / 3600
         cost = (None if entry.price is None else
@@ -241,4 +251,4 @@ class ExplicitCaches:
         self.proxy.ledger.append(rec)
         self.proxy.metrics.observe(rec)
         if key is not None and cost is not None and cost.total > 0:
-            await self.proxy.limits.settle(key, Reservation(), 0, cost.total)
+            await self.proxy.limits.settle(key, held, 0, cost.total)

@@ -16,6 +16,8 @@ from google.genai import types
 from prefixgate.cache_planner import PlannerState
 from prefixgate.gateway.app import create_app
 from prefixgate.ledger import read_records
+from prefixgate.policies import Policy, builtin_upstreams
+from prefixgate.policies.limits import spend_counter
 from prefixgate.providers.mock.server import MockContext, tenant_of
 from prefixgate.providers.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import settings_for
@@ -38,16 +40,24 @@ class Clock:
         return time.time() + self.offset
 
 
+CALLER_KEY = "pg-acme-caller-key-4e7b1c9d2a"
+
+
 @pytest.fixture
 def stack(tmp_path, monkeypatch):
     monkeypatch.setenv("GEMINI_API_KEY", GATEWAY_KEY)
+    monkeypatch.setenv("KEY_ACME", CALLER_KEY)
     clock = Clock()
     context = MockContext(clock=clock)
     state = PlannerState()
-    long_gap_history(state, "-/warranty")
+    long_gap_history(state, "tenant:acme/warranty")
     with ServerThread(mock_app(context)) as mock:
         settings = settings_for(mock.url, tmp_path)
-        app = create_app(settings, planner_state=state)
+        policy = Policy.from_dict({
+            "routes": [{"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]}],
+            "keys": [{"name": "acme", "key_env": "KEY_ACME", "tenant": "acme", "budget": {"usd": 100, "period": "day"}}],
+        }, builtin_upstreams(settings))
+        app = create_app(settings, policy=policy, planner_state=state)
         with ServerThread(app) as gw:
             caches = app.state.proxy.caches
             caches.clock, caches.tick_s = clock, 1e9     # the test runs each tick itself
@@ -55,15 +65,20 @@ def stack(tmp_path, monkeypatch):
 
 
 def ask(gw, question: str) -> types.GenerateContentResponse:
-    client = genai.Client(api_key="caller", http_options=types.HttpOptions(
+    client = genai.Client(api_key=CALLER_KEY, http_options=types.HttpOptions(
         base_url=gw.url, api_version="v1beta", headers={"x-prefixgate-route": "warranty"}))
     return client.models.generate_content(model=MODEL, contents=question,
                                           config=types.GenerateContentConfig(system_instruction=SYSTEM))
 
 
+def on_gateway(caches, work) -> None:
+    """Run `work` (a coroutine) on the gateway's own event loop."""
+    asyncio.run_coroutine_threadsafe(work, caches._task.get_loop()).result(20)
+
+
 def tick(caches) -> None:
-    """One pass of the gateway's watch over its caches, on the gateway's own event loop."""
-    asyncio.run_coroutine_threadsafe(caches.tick(), caches._task.get_loop()).result(20)
+    """One pass of the gateway's watch over its caches."""
+    on_gateway(caches, caches.tick())
 
 
 def kinds(settings, kind: str) -> list[dict]:
@@ -114,3 +129,21 @@ def test_a_cache_left_idle_is_deleted_and_its_unused_storage_credited(stack):
                                                      rel=Decimal("1e-4"))
     # The planner no longer sends requests against it: the next one is answered (a new cache or none).
     assert ask(gw, "And my blender?").text
+
+
+def test_a_key_past_its_budget_pays_no_extension(stack):
+    gw, settings, clock, context, caches = stack
+    ask(gw, "Is my toaster covered?")
+    (name,) = caches.entries
+    created = context.simulator.get_cached_content(name, now=clock(), tenant=tenant_of(GATEWAY_KEY)).expire_time
+    for _ in range(5):
+        clock.offset += 600
+        ask(gw, "And my kettle?")
+    proxy = caches.proxy
+    key = next(k for k in proxy.policy.keys if k.name == "acme")
+    counter, ttl, _ = spend_counter(key, time.time())
+    on_gateway(caches, proxy.limits.store.add(counter, 10**12, ttl))     # its $100 for the day spent
+    clock.offset += 500
+    tick(caches)
+    assert not kinds(settings, "cache_extend") and not caches.entries
+    assert context.simulator.get_cached_content(name, now=clock(), tenant=tenant_of(GATEWAY_KEY)).expire_time == created
