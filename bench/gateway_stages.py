@@ -29,6 +29,7 @@ from agent_request import agent_body, variants
 from prefixgate.config import Settings
 from prefixgate.dialects import wire_format
 from prefixgate.gateway import proxy as proxy_module
+from prefixgate.gateway.accounting import Accounting
 from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.collector import collect_less
 from prefixgate.gateway.proxy import Proxy
@@ -76,7 +77,7 @@ async def run(args: argparse.Namespace) -> None:
     proxy_module.plan = stages.timed("plan", proxy_module.plan)
     wire.encode_request = stages.timed("encode (IR -> dict)", wire.encode_request)
     proxy_module.resent.encode = stages.timed("JSON encode", proxy_module.resent.encode)
-    Proxy.record = stages.timed("record (ledger, metrics, prefix shape)", Proxy.record)
+    Accounting.record = stages.timed("record (ledger, metrics, prefix shape)", Accounting.record)
     bodies = variants(agent_body(args.tokens), 64 if args.volatile_system else 16)
     if args.volatile_system:
         # A time and a request id at the top of the system prompt, new on every request (the planner moves them).

@@ -19,6 +19,7 @@ from prefixgate.cache_planner.caller_markers import CALLER_CHECKPOINTS, CallerCh
 from prefixgate.cache_planner.checkpoints import place_checkpoints
 from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.cache_planner.explicit_cache import use_cache
+from prefixgate.cache_planner.regimes import local
 from prefixgate.cache_planner.rewrite import (
     CHAIN_PARAMS,
     documents_first,
@@ -151,7 +152,7 @@ def plan(
             cache_create = _reuse_shared_cache(conv, state, route_name, rs, prefix_hash, when, notes, cache_create)
     else:
         prefix_hash = _first_key(conv)
-        notes.append("cache: the local engine caches every shared prefix block automatically")
+        notes.append(local.NOTE)
     state.commit(route_name, rs)
     return Plan(conv, target, mode, route_name, prefix_hash, notes, cache_create,
                 cache_key if target.provider == "openai" else "", sent_key, rs, state, route_name)

@@ -64,8 +64,7 @@ def issued_by(upstream: Upstream, caller_dialect: str) -> bool:
     """Whether a caller's key, sent the way `caller_dialect`'s SDK sends it, was issued by `upstream`'s provider
     itself: never a compatible provider (OpenRouter, DeepSeek, Azure: another company, however alike their API),
     a self-hosted server, or an upstream that takes only the gateway's own credentials (Vertex)."""
-    return (upstream.kind != "openai_compatible" and upstream.kind != "local" and not upstream.own_credentials_only
-            and same_provider(upstream.dialect, caller_dialect))
+    return upstream.hosted and not upstream.own_credentials_only and same_provider(upstream.dialect, caller_dialect)
 
 
 def same_provider(upstream_dialect: str, caller_dialect: str) -> bool:

@@ -27,7 +27,7 @@ from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.named_state import CACHE as KIND
 from prefixgate.gateway.named_state import cache_id
 from prefixgate.gateway.ownership import principal
-from prefixgate.gateway.proxy import Prepared, Proxy, planner_provider
+from prefixgate.gateway.proxy import Prepared, Proxy
 from prefixgate.gateway.upstream import UpstreamResponse
 from prefixgate.ir import Conversation
 from prefixgate.policies import Upstream
@@ -125,7 +125,8 @@ def _recorded(proxy: Proxy, request: Request, caller: Caller, dialect: str, upst
     wire = wire_format(dialect)
     model = model_of(data.get("model"))
     call = proxy.start(dialect, Conversation(dialect, model, []), caller, dict(request.headers), started)
-    the_plan = plan(call.conv, Target(planner_provider(upstream, wire), model), mode="off")
+    planner = upstream.planner_provider(wire)
+    the_plan = plan(call.conv, Target(planner, model), mode="off")
     the_plan.explanation[:] = [f"cachedContents.{'create' if create else 'patch'}: {data.get('name', '')}"]
     tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
     # The cache exists upstream by now: an answer without a readable expiry must not turn into the caller's
@@ -138,9 +139,9 @@ def _recorded(proxy: Proxy, request: Request, caller: Caller, dialect: str, upst
     else:
         notes = []
     the_plan.explanation.extend(notes)
-    prep = Prepared(upstream, wire, model, the_plan, b"", None, False,
+    prep = Prepared(upstream, wire, model, the_plan, b"", None, False, planner,
                     extra_usage=Usage(cache_writes={"explicit": tokens}) if create else None,
                     storage_token_hours=tokens * hours)
-    rec = proxy.record(call, prep, None, 200, ttft_s=None, upstream_s=time.perf_counter() - started)
+    rec = proxy.accounts.record(call, prep, None, 200, ttft_s=None, upstream_s=time.perf_counter() - started)
     return Response(resp.body, resp.status, media_type="application/json",
-                    background=BackgroundTask(proxy.finish, call, rec))
+                    background=BackgroundTask(proxy.accounts.finish, call, rec))

@@ -77,7 +77,7 @@ async def _input_tokens(request: Request) -> Response:
     if conv.params.get("previous_response_id") is not None:
         raise RequestError("previous_response_id: this route's target keeps no stored responses to count",
                            field="previous_response_id")
-    count = annotate_tokens(conv, encoding_for("openai", ref.model or conv.model))
+    count = annotate_tokens(conv, encoding_for(WIRE.planner_provider, ref.model or conv.model))
     return Response(compact_bytes({"object": "response.input_tokens", "input_tokens": count}),
                     media_type="application/json")
 

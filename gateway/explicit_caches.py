@@ -110,7 +110,8 @@ class ExplicitCaches:
         if len(self.entries) >= MAX_TRACKED:
             return      # past the bound a cache simply lives out its TTL, as it would without this module
         now = self.clock()
-        price = self.proxy.price(call, prep.upstream, prep.wire, prep.model, Usage(cache_writes={"explicit": tokens}))
+        price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, Usage(cache_writes={"explicit": tokens}),
+                                          call.route.price)
         self.entries[name] = Entry(name, prep.upstream, prep.wire, prep.model, prep.key, call.caller.key, call.route.name,
                                    prep.plan.state_route, prep.plan.prefix_hash, tokens, price, expires, now)
         if self._task is None:

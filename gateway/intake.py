@@ -14,13 +14,13 @@ from starlette.responses import Response
 
 from prefixgate.dialects import resent
 from prefixgate.errors import RequestError
+from prefixgate.gateway.accounting import CLIENT_CLOSED
 from prefixgate.gateway.auth import Caller, authenticate
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.inbound import Inbound
 from prefixgate.gateway.named_state import check_named
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.proxy import Proxy
-from prefixgate.gateway.relay import CLIENT_CLOSED
 from prefixgate.ir import Conversation
 
 TOO_DEEP = RequestError("request body is nested too deeply for the gateway to plan (a tool schema hundreds of levels deep?)")
@@ -110,7 +110,7 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
         return proxy.fail(call, TOO_DEEP, None)
     except ClientDisconnect:
         # No answer was sent, but the upstream may have worked (and billed): the ledger and the budget say so.
-        await proxy.finish(call, proxy.hung_up(call))
+        await proxy.accounts.finish(call, proxy.accounts.hung_up(call))
         raise
     except BaseException as e:      # a gateway bug: no record, but the span must not stay open
         if call.span is not None:

@@ -7,8 +7,8 @@ prompt exactly reads it from the cache (usage, latency), which confirms the gues
   caller's party (`ownership.principal`: its tenant, else the key itself) under a server secret, so a salt
   cannot be computed from a tenant's name, nor is a key named like a tenant that tenant.
 - A route with `isolation: tenant` makes hosted upstreams' caches per tenant too: the first block of the
-  prompt in its provider's cache order (the first tool's description, else the system prompt) starts with a
-  short tag derived the same way, so every prefix one tenant caches differs from every other tenant's from its
+  prompt in its provider's cache order (the first tool's description, else the system prompt: each format's
+  `WireFormat.tag_prompt`) starts with a short tag derived the same way, so every prefix one tenant caches differs from every other tenant's from its
   first tokens. The cost: tenants no longer share cache entries (each pays its own cache writes and misses a
   prefix another tenant warmed), and each request carries the tag's ~10 tokens.
 
@@ -23,7 +23,6 @@ import hmac
 import logging
 import secrets
 import sqlite3
-from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -63,35 +62,3 @@ def tenant_salt(secret: bytes, party: str) -> str:
 def tenant_tag(secret: bytes, party: str) -> str:
     return f"[tenant {hmac.new(secret, f'tag:{party}'.encode(), hashlib.sha256).hexdigest()[:12]}]"
 
-
-def tag_prompt(payload: dict[str, Any], dialect: str, tag: str) -> None:
-    """Start `payload`'s cache prefix with `tag` (an encoded request in `dialect`). New objects replace the ones
-    changed, never edited in place: the originals may be the caller's parsed body, which the body memo keeps."""
-    tools = payload.get("tools")
-    if isinstance(tools, list) and tools and isinstance(tools[0], dict) and dialect in ("anthropic", "bedrock_invoke",
-                                                                                      "vertex_anthropic", "openai",
-                                                                                      "responses"):
-        first = dict(tools[0])
-        if isinstance(first.get("function"), dict):         # Chat Completions: {"type": "function", "function": {...}}
-            first["function"] = {**first["function"], "description": f"{tag} {first['function'].get('description', '')}"}
-        else:                                                # Anthropic, Responses: the tool itself
-            first["description"] = f"{tag} {first.get('description', '')}"
-        payload["tools"] = [first, *tools[1:]]
-        return
-    if dialect in ("anthropic", "bedrock_invoke", "vertex_anthropic"):
-        system = payload.get("system")
-        block = {"type": "text", "text": tag}
-        payload["system"] = [block, *system] if isinstance(system, list) else [block, {"type": "text", "text": system}] \
-            if system else tag
-    elif dialect == "bedrock_converse":
-        payload["system"] = [{"text": tag}, *(payload.get("system") or [])]
-    elif dialect == "responses":
-        payload["instructions"] = f"{tag}\n{payload['instructions']}" if payload.get("instructions") else tag
-    elif dialect in ("gemini", "vertex_gemini"):
-        if payload.get("cachedContent"):
-            return      # the explicit cache holds the prefix, and it is its tenant's alone already
-        key = "systemInstruction" if "systemInstruction" in payload or "system_instruction" not in payload else "system_instruction"
-        system = payload.get(key) or {}
-        payload[key] = {**system, "parts": [{"text": tag}, *(system.get("parts") or [])]}
-    elif isinstance(payload.get("messages"), list):         # Chat Completions and compatible servers
-        payload["messages"] = [{"role": "system", "content": tag}, *payload["messages"]]

@@ -22,7 +22,7 @@ from prefixgate.gateway.auth import upstream_credential
 from prefixgate.gateway.endpoints_responses import api_path
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.intake import authenticated_body
-from prefixgate.gateway.proxy import Prepared, planner_provider
+from prefixgate.gateway.proxy import Prepared
 from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.ir import Conversation
 
@@ -50,10 +50,11 @@ async def forward_priced(request: Request, tail: str) -> Response:
     ref = call.route.targets[0]
     upstream = proxy.policy.upstreams[ref.upstreams[0]]
     target = ref.model or model
-    the_plan = plan(conv, Target(planner_provider(upstream, WIRE), target), mode="off")
+    planner = upstream.planner_provider(WIRE)
+    the_plan = plan(conv, Target(planner, target), mode="off")
     the_plan.explanation[:] = [f"passthrough: /v1{tail} is forwarded unplanned"]
     body = compact_bytes({**data, "model": target})
-    prep = Prepared(upstream, WIRE, target, the_plan, body, None, False)
+    prep = Prepared(upstream, WIRE, target, the_plan, body, None, False, planner)
     try:
         if upstream.dialect != WIRE.name or upstream.kind == "local":
             raise RequestError(f"/v1{tail}: route {call.route.name!r} ends at upstream {upstream.name!r}, "
@@ -71,6 +72,6 @@ async def forward_priced(request: Request, tail: str) -> Response:
     except (ValueError, AttributeError):
         return proxy.fail(call, RequestError(f"upstream {upstream.name!r} sent a body that is not JSON", status=502,
                                              kind="server"), prep)
-    rec = proxy.record(call, prep, usage, 200, ttft_s=None, upstream_s=time.perf_counter() - sent)
+    rec = proxy.accounts.record(call, prep, usage, 200, ttft_s=None, upstream_s=time.perf_counter() - sent)
     return Response(resp.body, 200, {**resp.headers, **proxy.headers(call, prep, rec)}, media_type="application/json",
-                    background=BackgroundTask(proxy.finish, call, rec))
+                    background=BackgroundTask(proxy.accounts.finish, call, rec))

@@ -21,39 +21,37 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
-from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.cache_planner.rewrite import system_text
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
-from prefixgate.cost import Cost, Price, cost_note, ledger_fields, price_usage
+from prefixgate.cost import price_usage
 from prefixgate.dialects import resent, wire_format
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway import lifecycle
+from prefixgate.gateway.accounting import Accounting
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.explicit_caches import ExplicitCaches
 from prefixgate.gateway.in_flight import InFlight
-from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt, tenant_tag
+from prefixgate.gateway.isolation import server_secret, tenant_salt, tenant_tag
 from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.gateway.local import LocalTarget
-from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.named_state import CACHE, cache_id
 from prefixgate.gateway.ownership import Owners, principal
-from prefixgate.gateway.pricing import price_for
-from prefixgate.gateway.relay import CLIENT_CLOSED, stream_response
+from prefixgate.gateway.relay import stream_response
 from prefixgate.gateway.response_cache import CONTROL, HEADER, Lookup, ResponseCache
 from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
-from prefixgate.gateway.sticky import Placement, Sticky, flip_fields
+from prefixgate.gateway.sticky import Placement, Sticky
 from prefixgate.gateway.tracing import Tracing
 from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse, request_url
 from prefixgate.ir import Conversation
-from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
+from prefixgate.ledger import Ledger, LedgerRecord
 from prefixgate.policies import (
     Limits,
     Policy,
@@ -67,32 +65,10 @@ from prefixgate.policies import (
 )
 from prefixgate.policies.limits import Reservation, spend_counter
 from prefixgate.policies.router import caller_checkpoints_for, priority_for
-from prefixgate.policies.schema import DIALECT_OF, ENGINE_PRIORITY, KINDS, PERIODS, PRICE_ROWS
-from prefixgate.prefix_shape import prefix_shape
+from prefixgate.policies.schema import ENGINE_PRIORITY, PERIODS
 from prefixgate.providers.cached_contents import parse_rfc3339
-from prefixgate.providers.compatible import caches_by_markers
 from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
-
-# Upstream kind -> whose caching rules and prices apply: its wire format's provider, or the self-hosted engine's.
-# A kind with price rows of its own (Vertex) is absent: its ledger records name those rows.
-PLANNER_PROVIDER = {kind: "local" if kind in ("local", "openai_compatible") else wire_format(DIALECT_OF[kind]).planner_provider
-                    for kind in KINDS if kind not in PRICE_ROWS}
-
-
-def planner_provider(upstream: Upstream, wire: WireFormat, model: str = "") -> str:
-    """Whose caching rules the planner applies: a hosted compatible provider caches by prefix, as OpenAI does,
-    except the models it caches only at Anthropic-style breakpoints (OpenRouter's Claude and Gemini); Vertex
-    as the publisher's format does (Claude's breakpoints, Gemini's explicit caches)."""
-    if upstream.provider:
-        return "anthropic" if caches_by_markers(upstream.profile, model) else "openai"
-    return PLANNER_PROVIDER.get(upstream.kind) or wire.planner_provider
-
-
-def price_provider(upstream: Upstream, wire: WireFormat) -> str:
-    """Whose price rows bill this upstream: a compatible provider's own (deepseek, openrouter, ...), Vertex's."""
-    return upstream.price_rows or planner_provider(upstream, wire)
-
 
 # A caller may name the stream of similar prompts a request belongs to; the planner learns per route.
 ROUTE_HEADER = "x-prefixgate-route"
@@ -138,11 +114,18 @@ class Prepared:
     body: bytes
     key: str | None
     stream: bool
+    planner: str                        # whose caching rules planned it (planner_provider), once per request
     extra_usage: Usage | None = None    # tokens billed outside the response (an explicit cache created for it)
     storage_token_hours: Decimal = Decimal(0)   # storage of that cache over its TTL (tokens x hours)
     trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
     ask: Ask = field(default_factory=Ask)   # the provider diagnostics this request carries (diagnostics.py)
     retires: str = ""                   # the model's retirement, for the lifecycle header (gateway/lifecycle.py)
+
+    @property
+    def price_rows(self) -> str:
+        """Whose price rows bill it: a compatible provider's own (deepseek, openrouter, ...), Vertex's, else the
+        planner provider's."""
+        return self.upstream.price_rows or self.planner
 
     def usage_counter(self) -> Any:
         """A stream usage accumulator for this request (which may say how its cache writes are priced)."""
@@ -178,6 +161,8 @@ class Proxy:
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
         self.diagnostics = ProviderDiagnostics(self.catalog)
         self.sticky = Sticky(self.secret, settings.redis_url)     # balanced routes: where each prefix is warm
+        self.accounts = Accounting(self.ledger, self.metrics, self.limits, self.catalog, tracing, self.response_cache,
+                                   self.response_homes, self.owners, self.sticky)
         self.caches = ExplicitCaches(self)      # the explicit caches it created: extended, deleted or left to expire
 
     async def aclose(self) -> None:
@@ -237,17 +222,14 @@ class Proxy:
             return Decimal(str(call.route.max_request_usd))
         upstream = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
-        price = self.price(call, upstream, wire_format(upstream.dialect_for(call.dialect, model)), model, usage)
+        wire = wire_format(upstream.dialect_for(call.dialect, model))
+        price = self.accounts.price(upstream.price_provider(wire), upstream, model, usage, call.route.price)
         if price is None:
             raise RequestError(f"model {model!r} has no known price, so key {call.caller.key.name!r} cannot spend its "  # type: ignore[union-attr]
                                f"budget on it: the operator can declare one on route {call.route.name!r} "
                                "(price: {input, output}, USD per million tokens) or cap it (max_request_usd)",
                                field="model", status=400, kind="invalid_request")
         return price_usage(usage, price).total
-
-    def price(self, call: Call, upstream: Upstream, wire: WireFormat, model: str, usage: Usage) -> Price | None:
-        """The price row for `model` at `upstream`, else the route's declared price."""
-        return price_for(price_provider(upstream, wire), upstream.base_model(model), usage, self.catalog) or call.route.price
 
     async def restore_budgets(self) -> None:
         """Without Redis the counters start empty: each budgeted key starts from what the ledger says it spent
@@ -266,7 +248,7 @@ class Proxy:
         await self.admit(call)
         call.response_cache = await self.response_cache.lookup(call)
         if call.response_cache is not None and call.response_cache.state == "hit":
-            return self.response_cache.replay(self, call, call.response_cache)
+            return self.response_cache.replay(self.accounts, call, call.response_cache)
         failure: UpstreamFailure | RequestError | None = None
         retry = call.route.retry
         for ref in await self.sticky.order(self, call):
@@ -290,7 +272,7 @@ class Proxy:
                         self.metrics.attempts.labels(prep.upstream.name, "ok").inc()
                         if prep.stream:
                             # The stream's response holds the slot until its body ends (or never starts).
-                            return stream_response(self, call, prep, resp, sent, slot.hand_off())
+                            return stream_response(self.accounts, self.diagnostics, call, prep, resp, sent, slot.hand_off())
                         return self.complete(call, prep, resp, sent)
                 condition = retry_condition(failure.status, failure.timed_out, failure.connect_failed)
                 self.metrics.attempts.labels(prep.upstream.name, condition or str(failure.status)).inc()
@@ -334,7 +316,8 @@ class Proxy:
         model = ref.model or call.conv.model or ""
         first_wire = wire_format(first.dialect_for(call.dialect, model))
         if not first.deployments:   # an Azure deployment's name is not its model's
-            verdict = lifecycle.check(price_provider(first, first_wire), model, call.route.on_retired, self.catalog)
+            verdict = lifecycle.check(first.price_provider(first_wire), model,
+                                      call.route.on_retired, self.catalog)
             model, retires = verdict.model, verdict.header
             call.notes += [verdict.note] if verdict.note and verdict.note not in call.notes else []
         else:
@@ -342,7 +325,8 @@ class Proxy:
         conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
-        target = Target(planner_provider(first, first_wire, model), first.base_model(model), first.price_rows)
+        planner = first.planner_provider(first_wire, model)
+        target = Target(planner, first.base_model(model), first.price_rows)
         party = principal(call.caller.key)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
                         catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key),
@@ -389,13 +373,15 @@ class Proxy:
                 # The salt is the gateway's to set, never the caller's: one tenant must not borrow another's.
                 payload["cache_salt"] = tenant_salt(self.secret, party)  # type: ignore[arg-type]
             if tagged:
-                tag_prompt(payload, wire.name, tenant_tag(self.secret, party))  # type: ignore[arg-type]
+                wire.tag_prompt(payload, tenant_tag(self.secret, party))  # type: ignore[arg-type]
             if ranked:
                 payload["priority"] = ENGINE_PRIORITY[priority]
             payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
-        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, trace_body=sent_as, ask=ask,
-                        retires=retires)
+        if upstream is not first:   # a replica of another kind (replicas share a format, not always a kind)
+            planner = upstream.planner_provider(wire, model)
+        return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, planner, trace_body=sent_as,
+                        ask=ask, retires=retires)
 
     def _planner_route(self, call: Call, conv: Conversation) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
@@ -466,7 +452,7 @@ class Proxy:
             return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} sent a body that is not JSON",
                                                 status=502, kind="server"), prep)
         usage = prep.usage_of(data)
-        self.stored(call, prep, prep.wire.stored_id(data))
+        self.accounts.stored(call, prep, prep.wire.stored_id(data))
         self.diagnostics.read(call, prep.ask, data)
         if prep.wire is call.wire:
             content = resp.body or b""
@@ -474,23 +460,17 @@ class Proxy:
             content = compact_bytes(translate_reply(data, prep.wire, call.wire, call.conv.model or prep.model))
         if call.response_cache is not None and call.response_cache.collects:
             call.response_cache.answer.whole(prep.wire.read_reply(data), content, prep.wire)
-        rec = self.record(call, prep, usage, 200, ttft_s=None, upstream_s=received - sent)
+        rec = self.accounts.record(call, prep, usage, 200, ttft_s=None, upstream_s=received - sent)
         headers = {**resp.headers, **self.headers(call, prep, rec)}
         return Response(content, 200, headers, media_type="application/json",
-                        background=BackgroundTask(self.finish, call, rec))
-
-    def stored(self, call: Call, prep: Prepared, response_id: str | None) -> None:
-        """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's."""
-        if response_id:
-            self.response_homes.remember(response_id, prep.upstream.name)
-            self.owners.record(prep.wire.stored_kind, response_id, principal(call.caller.key))
+                        background=BackgroundTask(self.accounts.finish, call, rec))
 
     def fail(self, call: Call, err: RequestError, prep: Prepared | None) -> Response:
-        rec = self.record(call, prep, None, err.status, ttft_s=None, upstream_s=0.0, error=err.message)
+        rec = self.accounts.record(call, prep, None, err.status, ttft_s=None, upstream_s=0.0, error=err.message)
         headers = {"x-prefixgate-request-id": call.id}
         if call.response_cache is not None:
             headers[HEADER] = call.response_cache.state
-        return error_response(err, call.dialect, headers, BackgroundTask(self.finish, call, rec))
+        return error_response(err, call.dialect, headers, BackgroundTask(self.accounts.finish, call, rec))
 
     def headers(self, call: Call, prep: Prepared, rec: LedgerRecord) -> dict[str, str]:
         out = {
@@ -509,69 +489,3 @@ class Proxy:
             out["x-prefixgate-cost-usd"] = rec.cost_usd if rec.cost_usd is not None else "unknown"
             out["x-prefixgate-savings-usd"] = rec.savings_usd if rec.savings_usd is not None else "unknown"
         return out
-
-    def record(self, call: Call, prep: Prepared | None, usage: Usage | None, status: int, *, ttft_s: float | None,
-               upstream_s: float, error: str = "") -> LedgerRecord:
-        """The request's ledger record, queued for the writer and counted in the metrics."""
-        now = time.perf_counter()
-        reported = usage is not None
-        usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
-        cost: Cost | None = None
-        priced = prep is not None and (usage != Usage() or prep.storage_token_hours)
-        price = self.price(call, prep.upstream, prep.wire, prep.model, usage) if priced else None  # type: ignore[union-attr]
-        flip = self.sticky.settle(call, prep, usage, price, self.catalog) if prep and reported and status == 200 else None
-        explanation = (prep.plan.explanation if prep else []) + call.notes
-        if prep is not None and priced:
-            provider, model = price_provider(prep.upstream, prep.wire), prep.upstream.base_model(prep.model)
-            cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None
-            note = cost_note(usage, cost, f"{provider}/{model}") if provider != "local" else None
-            explanation = explanation + ([note] if note else [])
-        rec = LedgerRecord(
-            id=call.id, ts=time.time(), key=call.caller.key.name if call.caller.key else "",
-            tenant=call.caller.key.tenant if call.caller.key else "", route=call.route.name,
-            target=prep.upstream.name if prep else "",
-            # A compatible provider's name (deepseek, azure, ...), so reports price it from its rows too.
-            provider=(prep.upstream.provider or prep.upstream.kind) if prep else "",
-            model=prep.model if prep else (call.conv.model or ""), dialect=call.dialect, stream=call.conv.stream,
-            status=status, **ledger_fields(usage, cost),
-            latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,
-            overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
-            prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
-            explanation=explanation, miss_reason=miss_reason(usage if reported else None, status, explanation), error=error,
-            provider_miss_reason=call.provider_verdict.reason if call.provider_verdict else "",
-            provider_missed_tokens=call.provider_verdict.missed_tokens if call.provider_verdict else None,
-            body=prep.trace_body if prep else "",
-            cache_key_mode=prep.plan.cache_key_mode if prep else "", prompt_cache_key=prep.plan.cache_key if prep else "",
-            segments=prefix_shape(prep.plan.conversation if prep else call.conv, planner_provider(prep.upstream, prep.wire) if prep else call.wire.planner_provider,
-                                  volatile_spans),
-            response_cache=call.response_cache.state if call.response_cache is not None else "", **flip_fields(flip))
-        self.keep(call, rec)
-        return rec
-
-    def keep(self, call: Call, rec: LedgerRecord) -> None:
-        """Queue `rec` for the ledger, count it in the metrics and close the request's span."""
-        self.ledger.append(rec)
-        self.metrics.observe(rec)
-        if call.span is not None:
-            self.tracing.end_request(call.span, rec)
-            call.span = None
-
-    def hung_up(self, call: Call) -> LedgerRecord:
-        """The record of a request whose caller hung up before a non-streamed answer: the upstream may have
-        worked (and billed) until it saw the hang-up, so it carries the admission estimate as its usage."""
-        prep = call.prepared
-        usage = None
-        if prep is not None:        # it reached an upstream
-            usage = call.estimate if call.estimate != Usage() else estimated_usage(call.conv, call.raw)
-            call.notes.append("usage estimated: the caller hung up before the answer (prompt + max output tokens)")
-        return self.record(call, prep, usage, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
-
-    async def finish(self, call: Call, rec: LedgerRecord) -> None:
-        """After the answer is sent: swap the budget reservation for what the request cost (whatever its
-        status: a hang-up, a cut stream or an upstream error may have been billed), log one line."""
-        if call.caller.key is not None:
-            tokens = rec.uncached_input + rec.cache_read + sum(rec.cache_writes.values()) + rec.output
-            await self.limits.settle(call.caller.key, call.held, tokens, Decimal(rec.cost_usd or 0))
-        log_request(rec)
-        if call.response_cache is not None:
-            await self.response_cache.settle(call, rec)

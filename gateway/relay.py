@@ -23,6 +23,8 @@ from starlette.types import Receive, Scope, Send
 
 from prefixgate.dialects.sse import SSE_FRAMING, FramingError
 from prefixgate.errors import RequestError
+from prefixgate.gateway.accounting import CLIENT_CLOSED, Accounting
+from prefixgate.gateway.diagnostics import ProviderDiagnostics
 from prefixgate.gateway.estimate import cut_usage
 from prefixgate.gateway.in_flight import Slot
 from prefixgate.gateway.response_cache import HEADER as RESPONSE_CACHE_HEADER
@@ -30,10 +32,7 @@ from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
-    from prefixgate.gateway.proxy import Call, Prepared, Proxy
-
-# The ledger status of a request whose client hung up before its answer ended (nginx's convention).
-CLIENT_CLOSED = 499
+    from prefixgate.gateway.proxy import Call, Prepared
 # The ledger's note on a stream that ended normally but never reported usage: its tokens and cost are unknown,
 # not zero (a compatible server that ignores `stream_options.include_usage`, or a proxy that drops the chunk).
 NO_USAGE = "usage: the stream ended without a usage report; tokens and cost unknown"
@@ -65,8 +64,8 @@ class DisconnectAwareStream(StreamingResponse):
             await self.background()
 
 
-def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResponse, sent: float,
-                    slot: Slot) -> StreamingResponse:
+def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call: Call, prep: Prepared,
+                    resp: UpstreamResponse, sent: float, slot: Slot) -> StreamingResponse:
     target = prep.wire
     same = target is call.wire
     framing, terminal = target.framing, target.terminal
@@ -104,14 +103,14 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                         parsed = framing.payload(ev)
                         if parsed is not None:
                             counter.feed(parsed)
-                            proxy.diagnostics.read(call, prep.ask, parsed)
+                            diagnostics.read(call, prep.ask, parsed)
                             if target.ends_stream(parsed):
                                 ended = True
-                                proxy.stored(call, prep, target.stored_id(parsed))
+                                accounts.stored(call, prep, target.stored_id(parsed))
                     if target.stored_mark is not None and target.stored_mark in ev:
                         created = parsed if parsed is not None else framing.payload(ev)
                         if created is not None:
-                            proxy.stored(call, prep, target.stored_id(created))
+                            accounts.stored(call, prep, target.stored_id(created))
                     if kept is not None:
                         event = parsed if parsed is not None else framing.payload(ev)
                         if event is not None:
@@ -158,9 +157,9 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
                     if usage != counter.usage:
                         call.notes.append("usage estimated: the stream was cut before the provider reported it "
                                           "(prompt from the body's size, an output token per event streamed)")
-                state["rec"] = proxy.record(call, prep, usage, status,
-                                            ttft_s=(first - call.started) if first else None, upstream_s=done - sent,
-                                            error=message)
+                state["rec"] = accounts.record(call, prep, usage, status,
+                                               ttft_s=(first - call.started) if first else None,
+                                               upstream_s=done - sent, error=message)
         if error is not None:
             yield call.wire.error_event(error)
         elif tail:
@@ -168,7 +167,7 @@ def stream_response(proxy: Proxy, call: Call, prep: Prepared, resp: UpstreamResp
 
     async def after() -> None:
         if state["rec"] is not None:
-            await proxy.finish(call, state["rec"])
+            await accounts.finish(call, state["rec"])
 
     headers = {**resp.headers, "cache-control": "no-cache", "x-prefixgate-request-id": call.id,
                "x-prefixgate-route": call.route.name, "x-prefixgate-target": prep.upstream.name,

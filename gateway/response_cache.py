@@ -42,7 +42,8 @@ from prefixgate.policies.schema import ResponseCachePolicy
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
-    from prefixgate.gateway.proxy import Call, Proxy
+    from prefixgate.gateway.accounting import Accounting
+    from prefixgate.gateway.proxy import Call
 
 log = logging.getLogger("prefixgate.gateway")
 
@@ -285,18 +286,18 @@ class ResponseCache:
 
     # ---- a hit ----------------------------------------------------------------------------------
 
-    def replay(self, proxy: Proxy, call: Call, found: Lookup) -> Response:
+    def replay(self, accounts: Accounting, call: Call, found: Lookup) -> Response:
         """The stored answer in the caller's format, whole or streamed, with its ledger row: $0 spent, the
         entry's cost avoided."""
         entry = found.entry
         assert entry is not None
         model = call.conv.model or entry.model
         rec = self._hit_record(call, entry)
-        proxy.keep(call, rec)
+        accounts.keep(call, rec)
         headers = {"x-prefixgate-request-id": call.id, "x-prefixgate-route": call.route.name,
                    "x-prefixgate-target": entry.target, HEADER: "hit", "x-prefixgate-cost-usd": "0",
                    "x-prefixgate-avoided-usd": entry.cost_usd or "unknown"}
-        background = BackgroundTask(proxy.finish, call, rec)
+        background = BackgroundTask(accounts.finish, call, rec)
         if not call.conv.stream:
             body = entry.native.encode() if entry.native is not None else \
                 compact_bytes(call.wire.write_reply(entry.reply, model))

@@ -167,7 +167,8 @@ class Sticky:
     def _expected(self, proxy: Proxy, call: Call, party: str, ref: TargetRef) -> Decimal | None:
         upstream = proxy.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
-        price = proxy.price(call, upstream, wire_format(upstream.dialect_for(call.dialect, model)), model, Usage())
+        wire = wire_format(upstream.dialect_for(call.dialect, model))
+        price = proxy.accounts.price(upstream.price_provider(wire), upstream, model, Usage(), call.route.price)
         read, prompt = self._rates.get((party, call.route.name, upstream.name), (0.0, 0.0))
         return expected_cost(price, read / prompt if prompt else 0.0, "5m")
 

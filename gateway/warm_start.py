@@ -18,7 +18,8 @@ from decimal import Decimal
 from prefixgate import tokens
 from prefixgate.cache_planner import Target, plan
 from prefixgate.compact_json import compact
-from prefixgate.dialects import wire_format
+from prefixgate.dialects import anthropic, gemini, openai, responses_adapter
+from prefixgate.dialects.neutral import Chat, Part, Turn
 from prefixgate.providers.pricing import price_for
 from prefixgate.providers.rules import PROVIDERS, Catalog
 from prefixgate.usage import Usage
@@ -29,19 +30,10 @@ log = logging.getLogger("prefixgate.gateway")
 _SYSTEM = (f"Current time: 2026-01-01T00:00:00Z. Request {uuid.UUID(int=0)}.\n"
            + "You answer questions about the warm-up manual, section by section. " * 40)
 _QUESTION = "Which section covers start-up?"
-# (caller format, planner provider, model, a body in that format).
-SAMPLES: tuple[tuple[str, str, str, dict], ...] = (
-    ("anthropic", "anthropic", "claude-sonnet-5-5",
-     {"model": "claude-sonnet-5-5", "max_tokens": 16, "system": _SYSTEM,
-      "messages": [{"role": "user", "content": _QUESTION}]}),
-    ("openai", "openai", "gpt-4o-mini",
-     {"model": "gpt-4o-mini", "messages": [{"role": "system", "content": _SYSTEM},
-                                           {"role": "user", "content": _QUESTION}]}),
-    ("responses", "openai", "gpt-4o-mini",
-     {"model": "gpt-4o-mini", "instructions": _SYSTEM, "input": _QUESTION}),
-    ("gemini", "gemini", "gemini-3.8-flash",
-     {"systemInstruction": {"parts": [{"text": _SYSTEM}]}, "contents": [{"role": "user", "parts": [{"text": _QUESTION}]}]}),
-)
+_CHAT = Chat([Turn("system", [Part("text", _SYSTEM)]), Turn("user", [Part("text", _QUESTION)])], max_tokens=16)
+# The common caller formats, each with a model of its provider; the body is the format's own (`write_chat`).
+SAMPLES = ((anthropic.WIRE, "claude-sonnet-5-5"), (openai.WIRE, "gpt-4o-mini"), (responses_adapter.WIRE, "gpt-4o-mini"),
+           (gemini.WIRE, "gemini-3.8-flash"))
 
 
 def warm(catalog: Catalog) -> float:
@@ -53,10 +45,9 @@ def warm(catalog: Catalog) -> float:
         models = catalog.models_of(provider)
         if models:
             price_for(provider, models[0].id, Usage(uncached_input=1, output=1), catalog)
-    for name, provider, model, body in SAMPLES:
-        wire = wire_format(name)
-        conv = wire.parse_request(dict(body), model=model if name == "gemini" else None)
-        planned = plan(conv, Target(provider, model), None, "rewrite", catalog=catalog)
+    for wire, model in SAMPLES:
+        conv = wire.parse_request(wire.write_chat(_CHAT, model), model=None if wire.model_in_body else model)
+        planned = plan(conv, Target(wire.planner_provider, model), None, "rewrite", catalog=catalog)
         compact(wire.encode_request(planned.conversation))
     return time.perf_counter() - started
 

@@ -9,7 +9,8 @@ import yaml
 
 from prefixgate.config import Settings
 from prefixgate.dialects import vertex
-from prefixgate.policies.schema import KEY_ENVS, Policy, PolicyError, Upstream
+from prefixgate.policies.kinds import KINDS
+from prefixgate.policies.schema import Policy, PolicyError, Upstream
 from prefixgate.sigv4 import aws_region
 
 # Model families the zero-config policy recognises, by provider.
@@ -30,13 +31,13 @@ def builtin_upstreams(settings: Settings) -> dict[str, Upstream]:
         "openai": Upstream("openai", "openai", settings.openai_base_url.rstrip("/"), ("OPENAI_API_KEY",)),
         "gemini": Upstream("gemini", "gemini", settings.gemini_base_url.rstrip("/"), ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
         "bedrock": Upstream("bedrock", "bedrock", settings.bedrock_base_url.format(region=aws_region()).rstrip("/"),
-                            KEY_ENVS["bedrock"]),
+                            KINDS["bedrock"].key_envs),
     }
     # Vertex AI in the gateway's own project (GOOGLE_CLOUD_PROJECT; without one, requests to it say so).
     location = os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
     base = settings.vertex_base_url or vertex.default_base_url(location)
     ups["vertex"] = Upstream("vertex", "vertex", vertex.resource_root(base, os.environ.get("GOOGLE_CLOUD_PROJECT", ""),
-                                                                     location), KEY_ENVS["vertex"])
+                                                                     location), KINDS["vertex"].key_envs)
     if settings.backend_url:
         # The key `prefixgate backend --api-key` reads, so the pair works with one variable set for both.
         ups["local"] = Upstream("local", "openai_compatible", settings.backend_url.rstrip("/"),

@@ -25,46 +25,14 @@ from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
 from prefixgate.config import SAMPLE_SECRETS, unknown_key
 from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
+from prefixgate.dialects.wire import WireFormat
 from prefixgate.policies.alerting import Alerting, parse_alerting
 from prefixgate.policies.balance import Balance, check_balance
-from prefixgate.providers.compatible import PROFILES, Profile
-from prefixgate.providers.vertex_prices import price_name
+from prefixgate.policies.kinds import KINDS, Kind, UpstreamKind
+from prefixgate.providers.compatible import PROFILES, Profile, profile_planner
 
-UpstreamKind = Literal["anthropic", "openai", "openai_responses", "gemini", "gemini_interactions", "bedrock", "vertex",
-                       "openai_compatible", "local"]
-KINDS: tuple[UpstreamKind, ...] = ("anthropic", "openai", "openai_responses", "gemini", "gemini_interactions", "bedrock",
-                                   "vertex", "openai_compatible", "local")
 OnRetired = Literal["warn", "replace", "refuse"]
 ON_RETIRED: tuple[OnRetired, ...] = ("warn", "replace", "refuse")
-# The wire dialect each kind speaks by default; every self-hosted server speaks OpenAI's. `openai_responses` is
-# OpenAI for models served only by the Responses API: Chat Completions callers routed there are translated;
-# `gemini_interactions` likewise is the Gemini API for models and agents served only by the Interactions API.
-DIALECT_OF: dict[str, str] = {
-    "anthropic": "anthropic", "openai": "openai", "openai_responses": "responses", "gemini": "gemini",
-    "gemini_interactions": "interactions",
-    "bedrock": "bedrock_invoke", "vertex": "vertex_gemini", "openai_compatible": "openai", "local": "openai",
-}
-# Other formats a kind answers natively: a caller of one of them goes out untranslated (OpenAI serves
-# Responses callers on the Responses API, so stored state, reasoning items and cache keys survive; Bedrock
-# takes Claude as InvokeModel, Anthropic's body, or as Converse; the Gemini API serves Interactions callers on
-# the Interactions API, where their stored interactions live).
-ALSO_SPEAKS: dict[str, tuple[str, ...]] = {"openai": ("responses",), "bedrock": ("bedrock_converse",),
-                                           "gemini": ("interactions",)}
-# Vertex serves Claude (rawPredict: Anthropic's body) and Gemini (the Gemini API's body): a caller goes out in
-# the one that carries its body untranslated; a caller of another format by the model it names.
-VERTEX_FORMAT_OF = {"anthropic": "vertex_anthropic", "vertex_anthropic": "vertex_anthropic",
-                    "bedrock_invoke": "vertex_anthropic", "gemini": "vertex_gemini", "vertex_gemini": "vertex_gemini"}
-# Kinds priced from price rows of their own (providers.toml's `vertex` rows: Claude and Gemini at Vertex's
-# prices), whatever format a request goes out in.
-PRICE_ROWS: dict[str, str] = {"vertex": "vertex"}
-# The usual environment variables of the hosted providers (the first one set wins). Bedrock signs with the
-# AWS credential chain instead, unless a Bedrock API key is set.
-KEY_ENVS: dict[str, tuple[str, ...]] = {
-    "anthropic": ("ANTHROPIC_API_KEY",), "openai": ("OPENAI_API_KEY",), "openai_responses": ("OPENAI_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "gemini_interactions": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "bedrock": ("AWS_BEARER_TOKEN_BEDROCK",),
-    "vertex": ("PREFIXGATE_VERTEX_ACCESS_TOKEN",),
-}
 
 
 PERIODS = {"minute": 60, "hour": 3600, "day": 86400, "month": 30 * 86400, "total": 0}
@@ -73,10 +41,6 @@ RETRY_ON = ("429", "5xx", "timeout", "connect")
 
 # A Google Cloud project id or location: lowercase letters, digits and hyphens (a path segment, never a URL).
 VERTEX_NAME = re.compile(r"^[a-z][a-z0-9-]{1,62}$")
-
-
-def bedrock_url(region: str) -> str:
-    return f"https://bedrock-runtime.{region}.amazonaws.com"
 
 
 # Caller keys copied from examples (the docs' `key_sha256` is sha256("test")): refused at load.
@@ -123,26 +87,46 @@ class Upstream:
     kv_events: KVEventSource | None = None
 
     @property
+    def kind_of(self) -> Kind:
+        return KINDS[self.kind]
+
+    @property
     def dialect(self) -> str:
-        return DIALECT_OF[self.kind]
+        return self.kind_of.dialect
 
     def dialect_for(self, caller_dialect: str, model: str = "") -> str:
         """The format a caller's request goes out in: the caller's own where this upstream speaks it; on
         Vertex, the publisher's format that carries the caller's body (else the one serving `model`)."""
-        if self.kind == "vertex":
-            return VERTEX_FORMAT_OF.get(caller_dialect) or ("vertex_anthropic" if "claude" in model else self.dialect)
-        return caller_dialect if caller_dialect in ALSO_SPEAKS.get(self.kind, ()) else self.dialect
+        return self.kind_of.speaks(caller_dialect, model)
 
     @property
     def own_credentials_only(self) -> bool:
         """Vertex takes Google OAuth tokens, which only the gateway can vouch for: a caller's bearer token is a
         gateway key (or nothing), never sent on to Google."""
-        return self.kind == "vertex"
+        return self.kind_of.own_credentials_only
+
+    @property
+    def hosted(self) -> bool:
+        """A provider's own API, which issues its own keys (not a self-hosted or OpenAI-compatible server)."""
+        return self.kind_of.hosted
 
     @property
     def price_rows(self) -> str:
         """Whose rows in providers.toml price this upstream when not its format's provider's ("": those)."""
-        return self.provider or PRICE_ROWS.get(self.kind, "")
+        return self.provider or self.kind_of.price_rows
+
+    def planner_provider(self, wire: WireFormat, model: str = "") -> str:
+        """Whose caching rules the planner applies when `wire` carries a request for `model` here: a hosted
+        compatible provider's (by model, compatible.profile_planner), the kind's, else the format's provider's
+        (Vertex: the publisher's, Claude's breakpoints or Gemini's explicit caches)."""
+        if self.provider:
+            return profile_planner(self.profile, model)
+        return self.kind_of.planner_provider or wire.planner_provider
+
+    def price_provider(self, wire: WireFormat) -> str:
+        """Whose price rows bill this upstream: a compatible provider's own (deepseek, openrouter, ...), Vertex's,
+        else its planner provider's."""
+        return self.price_rows or self.planner_provider(wire)
 
     @property
     def profile(self) -> Profile | None:
@@ -152,13 +136,13 @@ class Upstream:
     def self_hosted(self) -> bool:
         """This project's engine, `prefixgate backend`, vLLM, SGLang: free per token, and sent the
         tenant's `cache_salt` (a hosted provider would reject or ignore it)."""
-        return self.kind == "local" or (self.kind == "openai_compatible" and not self.provider)
+        return self.kind_of.in_process or (self.kind_of.takes_profile and not self.provider)
 
     def base_model(self, model: str) -> str:
         """The model whose price applies: an Azure deployment's base model; on Vertex the name it is priced
         under at this upstream's location (Claude costs more on regional endpoints); else `model` itself."""
-        if self.kind == "vertex":
-            return price_name(model, vertex.location_of(self.url))
+        if self.kind_of.priced_as is not None:
+            return self.kind_of.priced_as(model, self.url)
         return dict(self.deployments).get(model, model)
 
     def api_key(self) -> str | None:
@@ -317,32 +301,37 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
     kind = spec.get("kind", builtins[name].kind if name in builtins else None)
     if kind not in KINDS:
         raise PolicyError(f"{path}.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
-    if kind == "vertex":
+    record = KINDS[kind]
+    if record.placed:
         return _vertex_upstream(name, spec, path)
     if "project" in spec or "location" in spec:
         raise PolicyError(f"{path}: project and location are for kind vertex only")
     region = spec.get("region")
-    if region is not None and (kind != "bedrock" or not isinstance(region, str) or not region.replace("-", "").isalnum()):
-        raise PolicyError(f"{path}.region: an AWS region such as us-east-1, for kind bedrock only; got {region!r}")
+    regional = [k for k in KINDS.values() if k.regional_url]
+    if region is not None and (record.regional_url is None or not isinstance(region, str)
+                               or not region.replace("-", "").isalnum()):
+        raise PolicyError(f"{path}.region: an AWS region such as us-east-1, for kind {' or '.join(k.name for k in regional)} "
+                          f"only; got {region!r}")
     provider = spec.get("provider", "")
-    if provider and kind != "openai_compatible":
+    if provider and not record.takes_profile:
         raise PolicyError(f"{path}.provider: only an openai_compatible upstream takes a provider profile")
     if provider and provider not in PROFILES:
         raise PolicyError(f"{path}.provider: must be one of {', '.join(PROFILES)}, got {provider!r}")
     api_version = spec.get("api_version", "")
     deployments = _mapping(spec.get("deployments") or {}, f"{path}.deployments")
-    if provider == "azure" and not (isinstance(api_version, str) and api_version):
+    deploys = bool(provider) and PROFILES[provider].deployments     # Azure: deployment names in the URL
+    if deploys and not (isinstance(api_version, str) and api_version):
         raise PolicyError(f"{path}.api_version: Azure OpenAI needs an api-version, e.g. 2024-10-21")
-    if provider != "azure" and (api_version or deployments):
+    if not deploys and (api_version or deployments):
         raise PolicyError(f"{path}: api_version and deployments are for provider: azure only")
-    if region:
-        default_url = bedrock_url(region)
+    if region and record.regional_url is not None:
+        default_url = record.regional_url(region)
     else:
         default_url = builtins[name].url if name in builtins else PROFILES[provider].default_url if provider else ""
     url = spec.get("url", default_url)
-    if kind != "local" and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+    if not record.in_process and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
         raise PolicyError(f"{path}.url: an http(s) URL is required for kind {kind}, got {url!r}")
-    env = spec.get("api_key_env", list(PROFILES[provider].key_env if provider else KEY_ENVS.get(kind, ())))
+    env = spec.get("api_key_env", list(PROFILES[provider].key_env if provider else record.key_envs))
     env = (env,) if isinstance(env, str) else tuple(_list(env, f"{path}.api_key_env"))
     headers = _mapping(spec.get("headers") or {}, f"{path}.headers")
     upstream = Upstream(name, kind, (url or "").rstrip("/"), env, tuple((str(k), str(v)) for k, v in headers.items()),
@@ -355,7 +344,7 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
 def _kv_events(spec: Any, path: str, upstream: Upstream) -> KVEventSource:
     spec = _mapping(spec, path)
     _only(spec, path, {"endpoint", "replay", "topic", "tokenizer"})
-    if not upstream.self_hosted or upstream.kind == "local":
+    if not upstream.self_hosted or upstream.kind_of.in_process:
         raise PolicyError(f"{path}: KV events come from a self-hosted server (openai_compatible, no provider)")
     values = {k: spec.get(k, "") for k in ("endpoint", "replay", "topic", "tokenizer")}
     if not all(isinstance(v, str) for v in values.values()):
@@ -380,7 +369,7 @@ def _vertex_upstream(name: str, spec: dict, path: str) -> Upstream:
     url = spec.get("url") or vertex.base_url_for(location)
     if not (isinstance(url, str) and url.startswith(("http://", "https://"))):
         raise PolicyError(f"{path}.url: an http(s) URL (Vertex's host) is required, got {url!r}")
-    env = spec.get("api_key_env", list(KEY_ENVS["vertex"]))
+    env = spec.get("api_key_env", list(KINDS["vertex"].key_envs))
     env = (env,) if isinstance(env, str) else tuple(_list(env, f"{path}.api_key_env"))
     headers = _mapping(spec.get("headers") or {}, f"{path}.headers")
     return Upstream(name, "vertex", vertex.resource_root(url, project, location), env,

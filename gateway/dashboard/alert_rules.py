@@ -23,11 +23,11 @@ from prefixgate.gateway.dashboard.figures import breakdown
 from prefixgate.gateway.dashboard.forecast import earliest_start, forecasts
 from prefixgate.gateway.dashboard.misses import misses_by_route
 from prefixgate.gateway.dashboard.source import MISS_SAMPLE, LedgerSource
-from prefixgate.gateway.proxy import PLANNER_PROVIDER
 from prefixgate.gateway.webhooks import Alert
 from prefixgate.ledger import LedgerRecord
 from prefixgate.policies import Policy
 from prefixgate.policies.alerting import AlertSettings
+from prefixgate.policies.kinds import catalogue_provider
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import Catalog
 
@@ -45,7 +45,7 @@ RULES = {
 def retires_on(catalog: Catalog, provider: str, model: str) -> date | None:
     """The catalogue's retirement date for a model, where its rows carry one (else None: the rule skips it)."""
     try:
-        row = resolve_model(PLANNER_PROVIDER.get(provider, provider), model, catalog)
+        row = resolve_model(catalogue_provider(provider), model, catalog)
     except UnknownModel:    # no row, so no date
         return None
     value = getattr(row, "retires", None)

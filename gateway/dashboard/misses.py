@@ -18,9 +18,9 @@ from decimal import Decimal
 from prefixgate.cost import MTOK
 from prefixgate.gateway.dashboard.provider_reasons import ProviderJoin, speaks
 from prefixgate.gateway.pricing import price_for
-from prefixgate.gateway.proxy import PLANNER_PROVIDER
 from prefixgate.ir import ttl_seconds
 from prefixgate.ledger import LedgerRecord
+from prefixgate.policies.kinds import catalogue_provider
 from prefixgate.prefix_shape import SegmentShape, first_difference, parse_shape
 from prefixgate.providers.rules import Catalog
 from prefixgate.usage import Usage
@@ -92,7 +92,7 @@ def missed_usd(rec: LedgerRecord, catalog: Catalog | None = None) -> Decimal:
     """What reading the miss's prefix from cache would have saved: its cache writes repriced as reads, plus
     the uncached part of its leading prefix (tools, system) that a write did not cover."""
     usage = Usage(rec.uncached_input, rec.cache_read, dict(rec.cache_writes), rec.output)
-    price = price_for(PLANNER_PROVIDER.get(rec.provider, rec.provider), rec.model, usage, catalog)
+    price = price_for(catalogue_provider(rec.provider), rec.model, usage, catalog)
     if price is None:
         return Decimal(0)
     lost = sum((n * (price.write_price(ttl) - price.cache_read) for ttl, n in rec.cache_writes.items()), Decimal(0))

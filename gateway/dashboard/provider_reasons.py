@@ -11,8 +11,8 @@ from decimal import Decimal
 
 from prefixgate.cost import MTOK
 from prefixgate.gateway.pricing import price_for
-from prefixgate.gateway.proxy import PLANNER_PROVIDER
 from prefixgate.ledger import LedgerRecord
+from prefixgate.policies.kinds import catalogue_provider
 from prefixgate.providers.rules import Catalog
 
 LABELS = {
@@ -56,7 +56,7 @@ def provider_lost_usd(rec: LedgerRecord, catalog: Catalog | None = None) -> Deci
     """What the tokens the provider says it missed would have saved, read from cache instead."""
     if not rec.provider_missed_tokens:
         return Decimal(0)
-    price = price_for(PLANNER_PROVIDER.get(rec.provider, rec.provider), rec.model, rec.usage, catalog)
+    price = price_for(catalogue_provider(rec.provider), rec.model, rec.usage, catalog)
     if price is None:
         return Decimal(0)
     return max(Decimal(0), rec.provider_missed_tokens * (price.input - price.cache_read) / MTOK)

@@ -7,8 +7,8 @@ from collections import Counter
 from datetime import UTC, date, datetime
 
 from prefixgate.gateway.lifecycle import WARN_DAYS
-from prefixgate.gateway.proxy import PLANNER_PROVIDER
 from prefixgate.ledger import LedgerRecord
+from prefixgate.policies.kinds import catalogue_provider
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import Catalog
 
@@ -20,7 +20,7 @@ def retiring_routes(records: list[LedgerRecord], catalog: Catalog, today: date |
     out = []
     for (route, provider, model), n in counts.items():
         try:
-            row = resolve_model(PLANNER_PROVIDER.get(provider, provider), model, catalog)
+            row = resolve_model(catalogue_provider(provider), model, catalog)
         except UnknownModel:
             continue
         if row.retires_within(WARN_DAYS, today):

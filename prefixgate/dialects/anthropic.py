@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prefixgate.compact_json import compact
+from prefixgate.dialects import tagging
 from prefixgate.dialects.body import DROP, encode_messages, merge_native, rebuild_body, split_body
 from prefixgate.dialects.neutral import (
     Chat,
@@ -570,6 +571,10 @@ class AnthropicMessages(WireFormat):
         staticmethod(read_chat), staticmethod(write_chat), staticmethod(read_reply), staticmethod(write_reply),
         staticmethod(read_deltas))
     writer = EventWriter
+
+    def tag_prompt(self, payload: dict, tag: str) -> None:
+        if not tagging.first_tool(payload, tag):
+            tagging.system_blocks(payload, tag)
 
     def parser_for(self, path: str) -> Parse | None:
         return parse_request if path == "/v1/messages" else None

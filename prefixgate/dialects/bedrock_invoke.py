@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from urllib.parse import quote
 
-from prefixgate.dialects import anthropic, eventstream
+from prefixgate.dialects import anthropic, eventstream, tagging
 from prefixgate.dialects.bedrock import BedrockFormat, Operation
 from prefixgate.dialects.neutral import Chat, Delta, StreamWriter
 from prefixgate.dialects.sse import SSE_FRAMING
@@ -120,6 +120,10 @@ class BedrockInvoke(BedrockFormat):
     usage_marks = (b"chunk", b"exception")    # base64 payloads: every chunk is decoded
 
     operation = "invoke"
+
+    def tag_prompt(self, payload: dict, tag: str) -> None:
+        if not tagging.first_tool(payload, tag):       # Anthropic's body
+            tagging.system_blocks(payload, tag)
 
     def parse_path_body(self, body: bytes, op: Operation) -> Conversation:
         return parse_request(body, model=op.model, stream=op.stream)

@@ -478,6 +478,9 @@ class BedrockConverse(BedrockFormat):
 
     operation = "converse"
 
+    def tag_prompt(self, payload: dict, tag: str) -> None:
+        payload["system"] = [{"text": tag}, *(payload.get("system") or [])]
+
     def parse_path_body(self, body: bytes, op: Operation) -> Conversation:
         return parse_request(body, model=op.model, stream=op.stream)
 

@@ -433,6 +433,13 @@ class GeminiGenerate(WireFormat):
         staticmethod(read_deltas))
     writer = ChunkWriter
 
+    def tag_prompt(self, payload: dict, tag: str) -> None:
+        if payload.get("cachedContent"):
+            return      # the explicit cache holds the prefix, and it is its tenant's alone already
+        key = "systemInstruction" if "systemInstruction" in payload or "system_instruction" not in payload else "system_instruction"
+        system = payload.get(key) or {}
+        payload[key] = {**system, "parts": [{"text": tag}, *(system.get("parts") or [])]}
+
     def parser_for(self, path: str) -> Parse | None:
         if path.startswith(MODEL_PATHS) and path.count("/") == 3:
             return generate_parser(path.rsplit("/", 1)[1])

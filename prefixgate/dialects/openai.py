@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from prefixgate.compact_json import compact
+from prefixgate.dialects import tagging
 from prefixgate.dialects.body import DROP, encode_messages, merge_native, rebuild_body, split_body
 from prefixgate.dialects.neutral import (
     Chat,
@@ -554,6 +555,10 @@ class OpenAIChat(WireFormat):
     natural_finishes = ("stop", "tool_calls")
     # The key alone: upstreams differ in whitespace (`"usage": {`) and key order; the parsed event decides.
     usage_marks = (b'"usage"',)
+
+    def tag_prompt(self, payload: dict, tag: str) -> None:
+        if not tagging.first_tool(payload, tag):
+            tagging.system_message(payload, tag)
 
     def may_carry_usage(self, event: bytes) -> bool:
         # With include_usage every chunk says `"usage":null`; those need no parse. (`"usage"` with its closing

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from prefixgate.compact_json import compact
+from prefixgate.dialects import tagging
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -309,6 +310,10 @@ class OpenAIResponses(WireFormat):
         staticmethod(read_chat), staticmethod(write_chat), staticmethod(read_reply), staticmethod(write_reply),
         staticmethod(read_deltas))
     writer = ResponsesStreamWriter
+
+    def tag_prompt(self, payload: dict, tag: str) -> None:
+        if not tagging.first_tool(payload, tag):
+            payload["instructions"] = f"{tag}\n{payload['instructions']}" if payload.get("instructions") else tag
 
     def parser_for(self, path: str) -> Parse | None:
         return parse_request if path == "/v1/responses" else None

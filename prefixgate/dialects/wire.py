@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+from prefixgate.dialects import tagging
 from prefixgate.dialects.neutral import Chat, Reply, StreamWriter
 from prefixgate.dialects.sse import SSE_FRAMING, Framing
 from prefixgate.errors import RequestError, error_body
@@ -100,6 +101,11 @@ class WireFormat:
         """The stored answer `conv` continues (a Responses `previous_response_id`, an Interactions
         `previous_interaction_id`): the earlier turns live at the upstream that holds it."""
         return None
+
+    def tag_prompt(self, payload: dict, tag: str) -> None:
+        """Start the encoded request `payload`'s cache prefix with `tag` (a tenant's: gateway/isolation.py), in
+        the block the provider caches first; new objects replace changed ones (dialects/tagging.py)."""
+        tagging.system_message(payload, tag)
 
     def error_body(self, err: RequestError) -> dict:
         """The error JSON this format's SDK parses into its own exception."""

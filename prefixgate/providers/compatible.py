@@ -70,6 +70,12 @@ def caches_by_markers(profile: Profile | None, model: str) -> bool:
     return bool(profile and profile.marker_models and model.startswith(profile.marker_models))
 
 
+def profile_planner(profile: Profile | None, model: str) -> str:
+    """Whose caching rules plan a request for `model` on this provider: Claude's at the breakpoints the request
+    carries for a marker model, else OpenAI's automatic prefix caching."""
+    return "anthropic" if caches_by_markers(profile, model) else "openai"
+
+
 def writes_cache_control(model: str) -> bool:
     """Whether a Chat Completions request for `model` marks its breakpoints Anthropic's way (`cache_control`
     on content parts) rather than OpenAI's (`prompt_cache_breakpoint`)."""

@@ -11,7 +11,7 @@ import pytest
 
 from prefixgate.cache_planner import PlannerState
 from prefixgate.dialects import resent, wire_format
-from prefixgate.gateway.isolation import server_secret, tag_prompt, tenant_salt, tenant_tag
+from prefixgate.gateway.isolation import server_secret, tenant_salt, tenant_tag
 from prefixgate.gateway.ownership import principal
 from prefixgate.policies import hash_key
 from prefixgate.policies.schema import CallerKey
@@ -42,7 +42,7 @@ CASES = {
 def test_the_tag_opens_the_cache_prefix_and_leaves_the_callers_body_alone(dialect, payload):
     original = json.loads(json.dumps(payload))
     tagged = dict(payload)
-    tag_prompt(tagged, dialect, TAG)
+    wire_format(dialect).tag_prompt(tagged, TAG)
     assert payload == original                  # nothing the body memo may hold was edited in place
     conv = wire_format(dialect).parse_request(json.dumps(tagged).encode(), model=payload.get("model", "gemini-2.5-flash"))
     first = conv.blocks()[0]

@@ -1,0 +1,81 @@
+"""Prefix caching steered by a routing key (OpenAI, Azure OpenAI, the OpenAI-compatible hosted providers): every
+long enough prompt is cached automatically and `prompt_cache_key` keeps requests sharing a prefix on one machine
+(`cache_key.py`); the models that take explicit mode (`regime = "breakpoints"` in the catalogue) also take up to
+four `prompt_cache_breakpoint` markers, all with one TTL, and a retention on the Responses API.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prefixgate.cache_planner import checkpoints
+from prefixgate.cache_planner.economics import Choice
+from prefixgate.cache_planner.regimes.base import Regime
+from prefixgate.cache_planner.retention import choose_retention
+from prefixgate.ir import Checkpoint
+
+if TYPE_CHECKING:
+    from prefixgate.cache_planner.checkpoints import Candidate
+    from prefixgate.cache_planner.stability import RouteState
+    from prefixgate.cache_planner.target import Target
+    from prefixgate.cost import Price
+    from prefixgate.ir import Block, Conversation, Segment
+    from prefixgate.providers.rules import Catalog, ModelRules
+
+
+class PrefixRouting(Regime):
+    providers = ("openai",)
+    caller_marks = True
+    one_ttl = True
+
+    def markable(self, target: Target, seg: Segment, block: Block) -> bool:
+        return seg.role not in ("assistant", "tools", "schema") and block.kind in ("text", "image", "audio", "file", "tool_result")
+
+    def adjusts(self, model: ModelRules) -> bool:
+        return model.regime == "breakpoints"
+
+    def choose(self, target: Target, model: ModelRules, price: Price, catalog: Catalog, route: RouteState,
+               cands: list[Candidate], notes: list[str]) -> list[Candidate]:
+        return _choose(model, price, route, cands, notes)
+
+    def ttls(self, target: Target, model: ModelRules, catalog: Catalog) -> tuple[str, ...]:
+        return model.breakpoint_ttls
+
+    def marker_limit(self, target: Target, catalog: Catalog) -> int:
+        return catalog.openai.max_breakpoint_writes
+
+    def marked(self, conv: Conversation, marks: dict[int, str]) -> None:
+        if marks:
+            ttl = next(iter(marks.values()))
+            conv.cache_params["prompt_cache_options"] = {**(conv.params.get("prompt_cache_options") or {}),
+                                                         "mode": "explicit", "ttl": ttl}
+
+    def place(self, conv: Conversation, target: Target, model: ModelRules, price: Price, catalog: Catalog,
+              route: RouteState, cands: list[Candidate], flat: list, static: Candidate | None, static_key: str,
+              now: float, notes: list[str]) -> dict | None:
+        if model.regime == "breakpoints":
+            chosen = _choose(model, price, route, cands, notes)
+            ttl = chosen[0].choice.ttl if chosen else None
+            for c in chosen:
+                checkpoints._own(flat, c.index).checkpoint = Checkpoint(ttl)
+            conv.cache_params["prompt_cache_options"] = {"mode": "explicit", "ttl": ttl} if ttl else {"mode": "explicit"}
+            if not chosen:
+                notes.append("cache: explicit mode with no breakpoints: nothing on this route is reused enough to pay for writes")
+        if conv.dialect == "responses":
+            choose_retention(conv, model, catalog.openai, route, notes)
+        return None
+
+
+REGIME = PrefixRouting()
+
+
+def _choose(model: ModelRules, price: Price, route: RouteState, cands: list[Candidate],
+            notes: list[str]) -> list[Candidate]:
+    chosen = checkpoints._decide(cands, model, price, route, model.breakpoint_ttls, notes)
+    chosen = sorted(chosen, key=lambda c: checkpoints.PRIORITY[c.level])[:4]
+    # One TTL per request: the static level's choice, else the first chosen.
+    ttl = chosen[0].choice.ttl if chosen else None
+    for c in chosen:
+        c.choice = Choice(ttl, c.choice.expected_cost, c.choice.reason)
+        notes.append(f"checkpoint: {c.level} at {c.tokens} tokens, ttl {ttl} ({c.choice.reason})")
+    return sorted(chosen, key=lambda c: c.index)

@@ -1,0 +1,127 @@
+"""Accounting for a request once it is answered: its price, its ledger record (counted in the metrics, its span
+closed), what its answer stored upstream and for whom, and its budget reservation settled at the real cost.
+
+Every way a request ends goes through here: the proxy's whole answers and failures, the stream relay, the
+response cache's replays, pass-through and cachedContents calls. None of them prices or records a request
+itself, and none of them calls back into the proxy to do it.
+"""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from prefixgate.cache_planner.detectors import volatile_spans
+from prefixgate.cost import Cost, Price, cost_note, ledger_fields, price_usage
+from prefixgate.gateway.estimate import estimated_usage
+from prefixgate.gateway.logs import log_request
+from prefixgate.gateway.metrics import Metrics
+from prefixgate.gateway.ownership import Owners, principal
+from prefixgate.gateway.pricing import price_for
+from prefixgate.gateway.response_cache import ResponseCache
+from prefixgate.gateway.response_homes import ResponseHomes
+from prefixgate.gateway.sticky import Sticky, flip_fields
+from prefixgate.gateway.tracing import Tracing
+from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
+from prefixgate.policies import Limits, Upstream
+from prefixgate.prefix_shape import prefix_shape
+from prefixgate.providers.rules import Catalog
+from prefixgate.usage import Usage
+
+if TYPE_CHECKING:
+    from prefixgate.gateway.proxy import Call, Prepared
+
+# The ledger status of a request whose client hung up before its answer ended (nginx's convention).
+CLIENT_CLOSED = 499
+
+
+class Accounting:
+    def __init__(self, ledger: Ledger, metrics: Metrics, limits: Limits, catalog: Catalog, tracing: Tracing | None,
+                 response_cache: ResponseCache, homes: ResponseHomes, owners: Owners, sticky: Sticky) -> None:
+        self.ledger = ledger
+        self.metrics = metrics
+        self.limits = limits
+        self.catalog = catalog
+        self.tracing = tracing
+        self.response_cache = response_cache
+        self.homes = homes
+        self.owners = owners
+        self.sticky = sticky    # balanced routes: each answer pins its prefix, and a flip is on its record
+
+    def price(self, rows: str, upstream: Upstream, model: str, usage: Usage, declared: Price | None) -> Price | None:
+        """The price row for `model` at `upstream` in `rows` (whose price rows bill it), else the route's
+        declared price."""
+        return price_for(rows, upstream.base_model(model), usage, self.catalog) or declared
+
+    def record(self, call: Call, prep: Prepared | None, usage: Usage | None, status: int, *, ttft_s: float | None,
+               upstream_s: float, error: str = "") -> LedgerRecord:
+        """The request's ledger record, queued for the writer and counted in the metrics."""
+        now = time.perf_counter()
+        reported = usage is not None
+        usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
+        cost: Cost | None = None
+        priced = prep is not None and (usage != Usage() or prep.storage_token_hours)
+        price = self.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price) if priced else None  # type: ignore[union-attr]
+        flip = self.sticky.settle(call, prep, usage, price, self.catalog) if prep and reported and status == 200 else None
+        explanation = (prep.plan.explanation if prep else []) + call.notes
+        if prep is not None and priced:
+            rows = prep.price_rows
+            cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None
+            note = cost_note(usage, cost, f"{rows}/{prep.upstream.base_model(prep.model)}") if rows != "local" else None
+            explanation = explanation + ([note] if note else [])
+        rec = LedgerRecord(
+            id=call.id, ts=time.time(), key=call.caller.key.name if call.caller.key else "",
+            tenant=call.caller.key.tenant if call.caller.key else "", route=call.route.name,
+            target=prep.upstream.name if prep else "",
+            # A compatible provider's name (deepseek, azure, ...), so reports price it from its rows too.
+            provider=(prep.upstream.provider or prep.upstream.kind) if prep else "",
+            model=prep.model if prep else (call.conv.model or ""), dialect=call.dialect, stream=call.conv.stream,
+            status=status, **ledger_fields(usage, cost),
+            latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,
+            overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
+            prefix_hash=prep.plan.prefix_hash if prep else "", plan_summary=prep.plan.summary if prep else "",
+            explanation=explanation, miss_reason=miss_reason(usage if reported else None, status, explanation), error=error,
+            provider_miss_reason=call.provider_verdict.reason if call.provider_verdict else "",
+            provider_missed_tokens=call.provider_verdict.missed_tokens if call.provider_verdict else None,
+            body=prep.trace_body if prep else "",
+            cache_key_mode=prep.plan.cache_key_mode if prep else "", prompt_cache_key=prep.plan.cache_key if prep else "",
+            segments=prefix_shape(prep.plan.conversation if prep else call.conv,
+                                  prep.planner if prep else call.wire.planner_provider, volatile_spans),
+            response_cache=call.response_cache.state if call.response_cache is not None else "", **flip_fields(flip))
+        self.keep(call, rec)
+        return rec
+
+    def keep(self, call: Call, rec: LedgerRecord) -> None:
+        """Queue `rec` for the ledger, count it in the metrics and close the request's span."""
+        self.ledger.append(rec)
+        self.metrics.observe(rec)
+        if call.span is not None:
+            self.tracing.end_request(call.span, rec)    # type: ignore[union-attr]
+            call.span = None
+
+    def hung_up(self, call: Call) -> LedgerRecord:
+        """The record of a request whose caller hung up before a non-streamed answer: the upstream may have
+        worked (and billed) until it saw the hang-up, so it carries the admission estimate as its usage."""
+        prep = call.prepared
+        usage = None
+        if prep is not None:        # it reached an upstream
+            usage = call.estimate if call.estimate != Usage() else estimated_usage(call.conv, call.raw)
+            call.notes.append("usage estimated: the caller hung up before the answer (prompt + max output tokens)")
+        return self.record(call, prep, usage, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
+
+    def stored(self, call: Call, prep: Prepared, response_id: str | None) -> None:
+        """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's."""
+        if response_id:
+            self.homes.remember(response_id, prep.upstream.name)
+            self.owners.record(prep.wire.stored_kind, response_id, principal(call.caller.key))
+
+    async def finish(self, call: Call, rec: LedgerRecord) -> None:
+        """After the answer is sent: swap the budget reservation for what the request cost (whatever its
+        status: a hang-up, a cut stream or an upstream error may have been billed), log one line."""
+        if call.caller.key is not None:
+            tokens = rec.uncached_input + rec.cache_read + sum(rec.cache_writes.values()) + rec.output
+            await self.limits.settle(call.caller.key, call.held, tokens, Decimal(rec.cost_usd or 0))
+        log_request(rec)
+        if call.response_cache is not None:
+            await self.response_cache.settle(call, rec)

@@ -1,0 +1,53 @@
+"""The dependency map of ARCHITECTURE.md, read from the source with `ast` so it stays true:
+
+- provider knowledge lives in the dialect adapters, the upstream kind records (policies/kinds.py), the
+  catalogue (prefixgate/providers/) and a provider's own endpoints (gateway/endpoints_*.py); at most three
+  other gateway modules may name a provider;
+- the core package imports neither the gateway, the simulated world nor the CLI (the floors above it).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PROVIDERS = ("anthropic", "openai", "gemini", "bedrock", "vertex", "azure")
+# Gateway modules that may still name a provider, besides the per-provider endpoint modules: at most three.
+# diagnostics.py: Anthropic's and OpenAI Responses' own miss-diagnostics fields, which only those two APIs define.
+NAMES_PROVIDERS = {"diagnostics.py"}
+
+
+def names_a_provider(value: str) -> bool:
+    """A provider's name, or a kind or format named after one (openai_compatible, vertex_gemini, anthropic/...)."""
+    return any(value == p or value.startswith((f"{p}_", f"{p}/", f"{p}.")) for p in PROVIDERS)
+
+
+def modules_naming_providers(folder: Path) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        hits = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                and isinstance(node.value, str) and id(node) not in docstrings and names_a_provider(node.value)]
+        if hits:
+            out[str(path.relative_to(folder))] = sorted(set(hits))
+    return out
+
+
+def test_no_more_than_three_gateway_modules_name_a_provider() -> None:
+    naming = modules_naming_providers(ROOT / "gateway")
+    others = {m: names for m, names in naming.items()
+              if not Path(m).name.startswith("endpoints_") and m not in NAMES_PROVIDERS}
+    assert len(NAMES_PROVIDERS) <= 3
+    assert not others, f"gateway modules naming a provider outside the adapters and kind records: {others}"
+
+
+def test_the_provider_check_sees_a_provider_name(tmp_path: Path) -> None:
+    # The check itself: a branch on a kind, format or provider name is seen; a docstring or a sentence is not.
+    (tmp_path / "branches.py").write_text('"""Talks to anthropic."""\nif kind == "openai_compatible":\n    x = 1\n')
+    (tmp_path / "prose.py").write_text('"""Talks to anthropic."""\nmessage = "openai-compatible servers"\n')
+    assert modules_naming_providers(tmp_path) == {"branches.py": ["openai_compatible"]}
