@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 
 from prefixgate.cache_planner import fingerprint
+from prefixgate.cache_planner.regimes import regime_of
 from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
 from prefixgate.cost import MTOK
 from prefixgate.dialects import wire_format
@@ -44,6 +45,7 @@ from prefixgate.providers.rules import Catalog
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
+    from prefixgate.cache_planner import Plan
     from prefixgate.cost import Price
     from prefixgate.gateway.proxy import Call, Prepared, Proxy
     from prefixgate.policies.schema import TargetRef
@@ -93,20 +95,14 @@ def flip_fields(flip: Flip | None) -> dict:
             "flip_cost_usd": None if flip.cost is None else str(flip.cost)}
 
 
-def ttl_in_force(catalog: Catalog, provider: str, checkpoint_ttls: list[str], params: dict) -> tuple[str, int]:
+def ttl_in_force(catalog: Catalog, plan: Plan) -> tuple[str, int]:
     """(write TTL label, seconds a prefix stays warm after an answer): the planner's longest checkpoint TTL,
-    else the provider's rule in the catalogue."""
-    if checkpoint_ttls:
-        label = max(checkpoint_ttls, key=ttl_seconds)
+    else its provider's rule in the catalogue (the target's cache regime says which)."""
+    ttls = [c.ttl for _, _, c in plan.conversation.checkpoints()]
+    if ttls:
+        label = max(ttls, key=ttl_seconds)
         return label, ttl_seconds(label)
-    if provider in ("anthropic", "bedrock"):
-        rules = catalog.anthropic if provider == "anthropic" else catalog.bedrock
-        return rules.default_ttl, rules.ttls[rules.default_ttl]
-    if provider == "gemini":
-        return "5m", catalog.gemini.implicit_ttl_s
-    if params.get("prompt_cache_retention") == "24h":
-        return "24h", catalog.openai.extended_retention_s
-    return "5m", catalog.openai.in_memory_idle_s
+    return regime_of(plan.target.provider).warm_for(plan.target, catalog, plan.conversation.params)
 
 
 class Sticky:
@@ -184,9 +180,7 @@ class Sticky:
         rates = self._rates.pop((party, call.route.name, name), [0.0, 0.0])
         self._bounded(self._rates, (party, call.route.name, name),
                       [rates[0] * DECAY + usage.cache_read, rates[1] * DECAY + prompt], MAX_STATS)
-        provider = prep.plan.target.provider
-        label, ttl_s = ttl_in_force(catalog, provider, [c.ttl for _, _, c in prep.plan.conversation.checkpoints()],
-                                    prep.plan.conversation.params)
+        label, ttl_s = ttl_in_force(catalog, prep.plan)
         flip = None
         pin = placement.pin
         if pin is not None and pin.target != name:
@@ -197,8 +191,7 @@ class Sticky:
                 flip = Flip("failover" if pin.expires > placement.at else "expired", pin.target, tokens, cost)
                 call.notes.append(f"sticky: flip from {pin.target} to {name} ({flip.reason}): {tokens} prompt tokens "
                                   "written again")
-        # Claude caches only up to its checkpoints; prefix caches (OpenAI's, Gemini's implicit) the whole prompt.
-        warm = usage.cache_read + writes if provider in ("anthropic", "bedrock") else prompt
+        warm = prompt if regime_of(prep.plan.target.provider).whole_prompt else usage.cache_read + writes
         self._write(placement.key, Pin(name, now + ttl_s, warm), ttl_s)
         return flip
 
