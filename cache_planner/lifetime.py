@@ -24,18 +24,21 @@ The decisions (all costs in the caller's unit: tokens of plain input, or money; 
 
 Public API (stable):
     GAP_EDGES, HORIZON_S
-    class GapModel:  observe(session, now) -> float | None; close(session, now); survival(t, now=None);
+    class GapModel:  observe(session, now, previous=None, returned=True) -> float | None; close(session, now); survival(t, now=None);
                      p_within(t, now=None); p_return(after, before, now=None); returns; sessions
-    class GapBook:   model(route, shape) -> GapModel; observe(route, shape, session, now) -> float | None
+    class GapBook:   model(route, shape) -> GapModel; observe(route, shape, session, now, previous=None, returned=True)
     TtlOption(name, seconds, write, read, storage_per_hour=0.0); ttl_options(price, ttls, seconds)
-    TtlChoice(ttl, expected_cost, reason); write_cost(model, option, carried, fresh, now=None)
+    TtlChoice(ttl, expected_cost, reason); write_cost(model, option, carried, fresh, now=None, miss=1.0)
     choose_write_ttl(model, options, carried, fresh, now=None) -> TtlChoice
+    SplitChoice(anchor, end, expected_cost, reason); choose_split(p_within, options, carried, anchor, end)
+    p_kept(p_within, ttl_s, read, miss, edges=GAP_EDGES) -> float
     KeepAlive(refresh, at, expected_saving, reason)
     keepalive(model, idle, expires_in, ttl_s, rewrite_cost, read_cost, refresh_cost, now=None, margin_s=...)
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -86,18 +89,25 @@ class GapModel:
         """Sessions observed to end or return (the prior not counted)."""
         return sum(self.returned) + sum(self.censored)
 
-    def observe(self, session: str, now: float) -> float | None:
-        """A request of `session` at `now`: returns the gap since its previous one (None for a new session)."""
+    def observe(self, session: str, now: float, previous: str | None = None, returned: bool = True) -> float | None:
+        """A request of `session` at `now`: returns the gap since its previous one (None for a new session).
+        `previous`: the id the session had until now (a conversation's entry key changes every turn).
+        `returned=False`: the idle time ended without the event this model is about (it is censored there)."""
         last = self.open.pop(session, None)
+        if previous is not None and previous != session:
+            earlier = self.open.pop(previous, None)
+            last = earlier if last is None else max(last, earlier or last)
         gap = None
         if last is not None:
             gap = max(now - last, 0.0)
             if gap > HORIZON_S:
                 self._add(self.censored, HORIZON_S)
                 gap = None
-            else:
+            elif returned:
                 self._add(self.returned, gap)
                 self.returns += 1
+            else:
+                self._add(self.censored, gap)
         self.open[session] = now
         self._version += 1
         self._expire(now)
@@ -190,8 +200,9 @@ class GapBook:
         self._models.move_to_end(key)
         return found
 
-    def observe(self, route: str, shape: str, session: str, now: float) -> float | None:
-        return self.model(route, shape).observe(session, now)
+    def observe(self, route: str, shape: str, session: str, now: float, previous: str | None = None,
+                returned: bool = True) -> float | None:
+        return self.model(route, shape).observe(session, now, previous, returned)
 
 
 @dataclass(frozen=True)
@@ -230,32 +241,102 @@ def _expected_stay(model: GapModel, seconds: float, now: float | None) -> float:
     return area / 3600.0
 
 
-def write_cost(model: GapModel, option: TtlOption | None, carried: int, fresh: int, now: float | None = None) -> float:
+def write_cost(model: GapModel, option: TtlOption | None, carried: int, fresh: int, now: float | None = None,
+               miss: float = 1.0) -> float:
     """Expected cost of writing `fresh` tokens after `carried` read ones with `option` (None: unmarked), plus
-    the next request's cost for the whole prefix: a read if it comes within the TTL, plain input otherwise
-    (the saving a checkpoint is for). A session that never returns costs nothing more."""
+    the next request's cost for the whole prefix: a read if it comes within the TTL, `miss` per token otherwise
+    (what it pays to send the prefix again: plain input, or the cheapest write if it will be written again).
+    A session that never returns costs nothing more."""
     total = carried + fresh
-    returns = model.p_within(HORIZON_S, now)
+    storage = 0.0
+    if option is not None and option.storage_per_hour:
+        storage = option.storage_per_hour * total * _expected_stay(model, option.seconds, now)
+    return _single(lambda t: model.p_within(t, now), option, carried, fresh, miss) + storage
+
+
+def _single(p_within: Callable[[float], float], option: TtlOption | None, carried: int, fresh: int,
+            miss: float) -> float:
+    total = carried + fresh
+    returns = p_within(HORIZON_S)
     if option is None:
-        return fresh + returns * total
-    hit = model.p_within(option.seconds, now)
-    storage = option.storage_per_hour * total * _expected_stay(model, option.seconds, now) if option.storage_per_hour else 0.0
-    return fresh * option.write + storage + hit * total * option.read + (returns - hit) * total
+        return fresh + returns * total * miss
+    hit = p_within(option.seconds)
+    return fresh * option.write + hit * total * option.read + (returns - hit) * total * miss
+
+
+def _miss(options: list[TtlOption]) -> float:
+    """What the next request pays per token for a prefix it cannot read: it writes it again, at the cheapest
+    write price offered (plain input where writes are free or nothing is offered)."""
+    return max(min((o.write for o in options), default=1.0), 1.0)
 
 
 def choose_write_ttl(model: GapModel, options: Iterable[TtlOption], carried: int, fresh: int,
                      now: float | None = None) -> TtlChoice:
     """The cheapest of no checkpoint and each option, by `write_cost`."""
-    best = TtlChoice(None, write_cost(model, None, carried, fresh, now), "no checkpoint")
+    options = list(options)
+    miss = _miss(options)
+    best = TtlChoice(None, write_cost(model, None, carried, fresh, now, miss), "no checkpoint")
     ps = []
     for option in options:
         p = model.p_within(option.seconds, now)
         ps.append(f"p(back<{option.name})={p:.2f}")
-        cost = write_cost(model, option, carried, fresh, now)
+        cost = write_cost(model, option, carried, fresh, now, miss)
         if cost < best.expected_cost - 1e-12:
             best = TtlChoice(option.name, cost, f"p(back<{option.name})={p:.2f}")
     if best.ttl is None:
         best = TtlChoice(None, best.expected_cost, f"the next request is too unlikely to come in time ({', '.join(ps)})")
+    return best
+
+
+def p_kept(p_within: Callable[[float], float], ttl_s: float, read: float, miss: float,
+           edges: Iterable[float] = GAP_EDGES, margin_s: float = REFRESH_MARGIN_S) -> float:
+    """With keep-alive: the chance the next request reads the entry, counting a return after the TTL by the share
+    of the re-write (`miss` per token, against `read`) that the refreshes keeping it until then save; each
+    refresh reads the prefix once. A return in (a, b] is priced as if at b (the refreshes it needs at most)."""
+    p = p_within(ttl_s)
+    if miss <= read or ttl_s <= margin_s:
+        return p
+    low = ttl_s
+    for edge in (e for e in edges if e > ttl_s):
+        refreshes = math.ceil((edge - ttl_s) / (ttl_s - margin_s))
+        p += (p_within(edge) - p_within(low)) * max(0.0, (miss - read * (1 + refreshes)) / (miss - read))
+        low = edge
+    return p
+
+
+@dataclass(frozen=True)
+class SplitChoice:
+    anchor: str | None        # TTL of a checkpoint at the end of the first new block; None: none there
+    end: str | None           # TTL of the checkpoint at the end of the prefix; None: no checkpoint pays
+    expected_cost: float
+    reason: str
+
+
+def choose_split(p_within: Callable[[float], float], options: Iterable[TtlOption], carried: int, anchor: int,
+                 end: int) -> SplitChoice:
+    """For a growing prefix read through `carried` tokens, whose new part's first block ends at `anchor` and
+    whose last at `end`: one checkpoint at the end (as `choose_write_ttl`), or a long-lived one at `anchor` and
+    a short-lived one at `end`. The split pays when the first new block is small (a tool call) and the rest
+    large (its result): after a gap longer than the short TTL but within the long one, only the part past the
+    anchor is sent again. `p_within(t)`: P(the next request comes within t seconds)."""
+    options = sorted(options, key=lambda o: o.seconds)
+    miss = _miss(options)
+    fresh = end - carried
+    best = SplitChoice(None, None, _single(p_within, None, carried, fresh, miss), "no checkpoint")
+    for option in options:
+        cost = _single(p_within, option, carried, fresh, miss)
+        if cost < best.expected_cost - 1e-12:
+            best = SplitChoice(None, option.name, cost, f"p(back<{option.name})={p_within(option.seconds):.2f}")
+    if not carried < anchor < end:
+        return best
+    returns = p_within(HORIZON_S)
+    for short, long in ((a, b) for i, a in enumerate(options) for b in options[i + 1:] if b.seconds > a.seconds):
+        soon, later = p_within(short.seconds), p_within(long.seconds)
+        cost = ((anchor - carried) * long.write + (end - anchor) * short.write + soon * end * short.read
+                + (later - soon) * (anchor * long.read + (end - anchor) * miss) + (returns - later) * end * miss)
+        if cost < best.expected_cost - 1e-12:
+            best = SplitChoice(long.name, short.name, cost, f"p(back<{short.name})={soon:.2f}, p(back<{long.name})="
+                               f"{later:.2f}: {long.name} through the first new block, {short.name} after it")
     return best
 
 

@@ -9,6 +9,7 @@ itself, and none of them calls back into the proxy to do it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,9 @@ class Accounting:
         self.homes = homes
         self.owners = owners
         self.sticky = sticky    # balanced routes: each answer pins its prefix, and a flip is on its record
+        # Called with each answered caller request's record before the ledger has it (keep-alive: it may credit
+        # the record with what its refreshes saved).
+        self.observers: list[Callable[[Call, LedgerRecord], None]] = []
 
     def price(self, rows: str, upstream: Upstream, model: str, usage: Usage, declared: Price | None) -> Price | None:
         """The price row for `model` at `upstream` in `rows` (whose price rows bill it), else the route's
@@ -94,6 +98,8 @@ class Accounting:
 
     def keep(self, call: Call, rec: LedgerRecord) -> None:
         """Queue `rec` for the ledger, count it in the metrics and close the request's span."""
+        for observe in self.observers:
+            observe(call, rec)
         self.ledger.append(rec)
         self.metrics.observe(rec)
         if call.span is not None:

@@ -22,6 +22,7 @@ from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
 from prefixgate.cache_planner.rewrite import system_text
+from prefixgate.clock import clock_for
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
 from prefixgate.cost import price_usage
@@ -29,15 +30,17 @@ from prefixgate.dialects import resent, wire_format
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
-from prefixgate.gateway import lifecycle
+from prefixgate.gateway import lifecycle, off_loop
 from prefixgate.gateway.accounting import Accounting
 from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.explicit_caches import ExplicitCaches
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tenant_salt, tenant_tag
+from prefixgate.gateway.keepalive import KeepAlive
 from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.metrics import Metrics
@@ -160,12 +163,17 @@ class Proxy:
         self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
         self.diagnostics = ProviderDiagnostics(self.catalog)
-        self.sticky = Sticky(self.secret, settings.redis_url)     # balanced routes: where each prefix is warm
+        clock = clock_for(settings.clock_offset_file)     # the wall clock, or one tests move (prefixgate/clock.py)
+        self.sticky = Sticky(self.secret, settings.redis_url, clock)     # balanced routes: where each prefix is warm
         self.accounts = Accounting(self.ledger, self.metrics, self.limits, self.catalog, tracing, self.response_cache,
                                    self.response_homes, self.owners, self.sticky)
-        self.caches = ExplicitCaches(self)      # the explicit caches it created: extended, deleted or left to expire
+        self.body_limits = BodyLimits.of(settings)
+        self.keepalive = KeepAlive(self, clock)   # refreshes idle sessions' caches
+        self.accounts.observers.append(self.keepalive.observe)
+        self.caches = ExplicitCaches(self, clock)   # the explicit caches it created: extended, deleted or left to expire
 
     async def aclose(self) -> None:
+        await self.keepalive.aclose()
         await self.upstream.aclose()
         await self.counters.close()
         await self.owners.aclose()
@@ -253,7 +261,8 @@ class Proxy:
         retry = call.route.retry
         for ref in await self.sticky.order(self, call):
             try:
-                prep = self.prepare(call, ref)
+                prep = await off_loop.work(len(call.raw), self.settings.off_loop_bytes, self.prepare, call, ref,
+                                           parts=off_loop.planned)
             except RequestError as e:       # this target cannot take the request (translation, credentials)
                 call.notes.append(f"skip {'/'.join(ref.upstreams)}: {e.message}")
                 failure = e
