@@ -29,9 +29,10 @@ from prefixgate.dialects import resent, wire_format
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
-from prefixgate.gateway import lifecycle
+from prefixgate.gateway import lifecycle, off_loop
 from prefixgate.gateway.accounting import Accounting
 from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
@@ -159,6 +160,7 @@ class Proxy:
         self.diagnostics = ProviderDiagnostics(self.catalog)
         self.accounts = Accounting(self.ledger, self.metrics, self.limits, self.catalog, tracing, self.response_cache,
                                    self.response_homes, self.owners)
+        self.body_limits = BodyLimits.of(settings)
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
@@ -246,7 +248,8 @@ class Proxy:
         retry = call.route.retry
         for ref in call.route.targets:
             try:
-                prep = self.prepare(call, ref)
+                prep = await off_loop.work(len(call.raw), self.settings.off_loop_bytes, self.prepare, call, ref,
+                                           parts=off_loop.planned)
             except RequestError as e:       # this target cannot take the request (translation, credentials)
                 call.notes.append(f"skip {'/'.join(ref.upstreams)}: {e.message}")
                 failure = e
