@@ -22,6 +22,7 @@ from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
 from prefixgate.cache_planner.rewrite import system_text
+from prefixgate.clock import clock_for
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
 from prefixgate.cost import price_usage
@@ -38,6 +39,7 @@ from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tenant_salt, tenant_tag
+from prefixgate.gateway.keepalive import KeepAlive
 from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.metrics import Metrics
@@ -161,8 +163,11 @@ class Proxy:
         self.accounts = Accounting(self.ledger, self.metrics, self.limits, self.catalog, tracing, self.response_cache,
                                    self.response_homes, self.owners)
         self.body_limits = BodyLimits.of(settings)
+        self.keepalive = KeepAlive(self, clock_for(settings.clock_offset_file))   # refreshes idle sessions' caches
+        self.accounts.observers.append(self.keepalive.observe)
 
     async def aclose(self) -> None:
+        await self.keepalive.aclose()
         await self.upstream.aclose()
         await self.counters.close()
         await self.owners.aclose()

@@ -266,7 +266,10 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
         plan = FaultPlan.from_file(faults_file) if faults_file else FaultPlan()
     except (RulesError, FaultError) as e:
         raise click.ClickException(str(e)) from None
-    app = create_app(MockContext(simulator=Simulator(catalog, entry_visible_after_s=0.0), faults=plan))
+    from prefixgate.clock import clock_for
+
+    app = create_app(MockContext(simulator=Simulator(catalog, entry_visible_after_s=0.0), faults=plan,
+                                 clock=clock_for(settings.clock_offset_file)))
     click.echo(f"mock providers on http://{host}:{port} (Anthropic /v1/messages, OpenAI /v1/chat/completions and "
                "/v1/responses, Gemini /v1beta/models/...)", err=True)
     uvicorn.run(app, host=host, port=port, log_level=settings.log_level)
