@@ -46,7 +46,8 @@ def make_llm(tiny: tuple[LoadedModel, Any]):  # noqa: ANN201 - factory
 def memory_given_back_after_a_real_model(request: pytest.FixtureRequest) -> Iterator[None]:
     """After each test on SmolLM2 (GBs of engines), freed memory goes back to the system at once: glibc
     would otherwise serve the next engine's weights around the last one's freed pieces, and the process
-    grows test by test (measured: +0.7 GB a test in test_smollm2.py without this; docs/testing.md)."""
+    grows test by test (test_smollm2.py, between tests: 2.0 -> 3.7 GB over six without this, then holding
+    whole-forward logits too; 1.5-1.6 GB with it and without them; docs/testing.md)."""
     yield
     if "smollm2" in request.fixturenames:
         give_memory_back()
