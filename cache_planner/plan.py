@@ -77,6 +77,11 @@ class Plan:
         self.explanation.append(f"cache: created explicit cache {name} and sent the request against it")
 
     @property
+    def state_route(self) -> str:
+        """The route's key in the planner's state (`route` is renamed to the policy's route by the gateway)."""
+        return self._state_route
+
+    @property
     def summary(self) -> str:
         """One short line for a response header: mode, checkpoints, rewrites, and the static prefix's hash
         (a plan that changes what it keeps static changes it)."""
@@ -130,6 +135,7 @@ def plan(
     notes: list[str] = []
     rs = state.route(route_name)
     rs.requests += 1
+    rs.keepalive = state.keepalive
     if mode == "rewrite":
         stable_tool_forms(conv, rs, notes)
         # The earlier turns live at the provider (a stored response or interaction): only the new input is ours.

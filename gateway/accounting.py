@@ -9,6 +9,7 @@ itself, and none of them calls back into the proxy to do it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.response_cache import ResponseCache
 from prefixgate.gateway.response_homes import ResponseHomes
+from prefixgate.gateway.sticky import Sticky, flip_fields
 from prefixgate.gateway.tracing import Tracing
 from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
 from prefixgate.policies import Limits, Upstream
@@ -37,7 +39,7 @@ CLIENT_CLOSED = 499
 
 class Accounting:
     def __init__(self, ledger: Ledger, metrics: Metrics, limits: Limits, catalog: Catalog, tracing: Tracing | None,
-                 response_cache: ResponseCache, homes: ResponseHomes, owners: Owners) -> None:
+                 response_cache: ResponseCache, homes: ResponseHomes, owners: Owners, sticky: Sticky) -> None:
         self.ledger = ledger
         self.metrics = metrics
         self.limits = limits
@@ -46,6 +48,10 @@ class Accounting:
         self.response_cache = response_cache
         self.homes = homes
         self.owners = owners
+        self.sticky = sticky    # balanced routes: each answer pins its prefix, and a flip is on its record
+        # Called with each answered caller request's record before the ledger has it (keep-alive: it may credit
+        # the record with what its refreshes saved).
+        self.observers: list[Callable[[Call, LedgerRecord], None]] = []
 
     def price(self, rows: str, upstream: Upstream, model: str, usage: Usage, declared: Price | None) -> Price | None:
         """The price row for `model` at `upstream` in `rows` (whose price rows bill it), else the route's
@@ -59,10 +65,12 @@ class Accounting:
         reported = usage is not None
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
+        priced = prep is not None and (usage != Usage() or prep.storage_token_hours)
+        price = self.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price) if priced else None  # type: ignore[union-attr]
+        flip = self.sticky.settle(call, prep, usage, price, self.catalog) if prep and reported and status == 200 else None
         explanation = (prep.plan.explanation if prep else []) + call.notes
-        if prep is not None and (usage != Usage() or prep.storage_token_hours):
+        if prep is not None and priced:
             rows = prep.price_rows
-            price = self.price(rows, prep.upstream, prep.model, usage, call.route.price)
             cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None
             note = cost_note(usage, cost, f"{rows}/{prep.upstream.base_model(prep.model)}") if rows != "local" else None
             explanation = explanation + ([note] if note else [])
@@ -84,12 +92,14 @@ class Accounting:
             cache_key_mode=prep.plan.cache_key_mode if prep else "", prompt_cache_key=prep.plan.cache_key if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv,
                                   prep.planner if prep else call.wire.planner_provider, volatile_spans),
-            response_cache=call.response_cache.state if call.response_cache is not None else "")
+            response_cache=call.response_cache.state if call.response_cache is not None else "", **flip_fields(flip))
         self.keep(call, rec)
         return rec
 
     def keep(self, call: Call, rec: LedgerRecord) -> None:
         """Queue `rec` for the ledger, count it in the metrics and close the request's span."""
+        for observe in self.observers:
+            observe(call, rec)
         self.ledger.append(rec)
         self.metrics.observe(rec)
         if call.span is not None:

@@ -31,6 +31,12 @@ class Metrics:
         # Pushed alerts (webhooks.py): destination is its scheme and host only (the URL holds the hook's secret).
         self.alert_deliveries = Counter("prefixgate_alert_deliveries", "Alert deliveries by outcome: delivered, failed, dropped",
                                         ("destination", "rule", "outcome"), registry=r)
+        self.credited = Counter("prefixgate_cost_credited_usd", "Spend given back (an explicit cache deleted before the "
+                                "TTL its creation paid storage for)", LABELS, registry=r)
+        self.flips = Counter("prefixgate_route_flips", "Prefixes answered by a target where they were cold, by reason",
+                             ("route", "reason"), registry=r)
+        self.flip_cost = Counter("prefixgate_route_flip_cost_usd", "USD spent writing flipped prefixes again", ("route",),
+                                 registry=r)
         self._children: dict[tuple[str, str, str], _Children] = {}
 
     def observe(self, rec: LedgerRecord) -> None:
@@ -49,7 +55,9 @@ class Metrics:
                         ("cache_write", writes), ("output", rec.output)):
             if n:
                 child.tokens[kind].inc(n)
-        if rec.cost_usd is not None:
+        if rec.cost_usd is not None and rec.cost_usd.startswith("-"):
+            child.credited.inc(-float(rec.cost_usd))
+        elif rec.cost_usd is not None:
             child.cost.inc(float(rec.cost_usd))
             saved = float(rec.savings_usd or 0)
             if saved > 0:
@@ -62,6 +70,10 @@ class Metrics:
         if rec.ttft_ms is not None:
             child.ttft.observe(rec.ttft_ms / 1000)
         self.overhead.observe(rec.overhead_ms / 1000)
+        if rec.flip:
+            self.flips.labels(rec.route, rec.flip).inc()
+            if rec.flip_cost_usd is not None:
+                self.flip_cost.labels(rec.route).inc(float(rec.flip_cost_usd))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -74,7 +86,7 @@ class _Children:
         self._requests, self._by_status = m.requests, {}
         self.labels = labels
         self.tokens = {k: m.tokens.labels(*labels, k) for k in ("uncached_input", "cache_read", "cache_write", "output")}
-        self.cost, self.savings = m.cost.labels(*labels), m.savings.labels(*labels)
+        self.cost, self.savings, self.credited = m.cost.labels(*labels), m.savings.labels(*labels), m.credited.labels(*labels)
         self.hit_ratio = m.hit_ratio.labels(*labels)
         self.latency, self.ttft = m.latency.labels(*labels), m.ttft.labels(*labels)
         self.prompt = [0, 0]

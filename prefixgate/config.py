@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     # Webhook URLs (comma-separated) that alerts are pushed to, besides the policy's `alert_webhooks`
     # (docs/alerts.md). They carry secrets in their paths: the gateway logs only their hosts.
     alert_webhooks: str = ""
+    # Tests only: a file holding seconds added to the clock keep-alive and mock-providers' caches run by
+    # (prefixgate/clock.py), so an idle gap of minutes passes without waiting it out. Empty: the wall clock.
+    clock_offset_file: str = ""
 
     @field_validator("admin_token")
     @classmethod

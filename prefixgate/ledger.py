@@ -89,6 +89,24 @@ class LedgerRecord:
     # the key sent ("" for none): sessions that share a key share the provider's cache machine.
     cache_key_mode: str = ""
     prompt_cache_key: str = ""
+    # "" for a caller's request; "keepalive" for a refresh the gateway sent to keep a session's cache warm
+    # (gateway/keepalive.py): billed to the session's key like its requests, and kept apart on the dashboard;
+    # `cache_extend` (an explicit cache's TTL extended: the storage it adds) or `cache_delete` (deleted early: the
+    # storage not used, as a negative cost), both by gateway/explicit_caches.py.
+    kind: str = ""
+    # On a caller's request that read a prefix only a keep-alive refresh kept alive (its gap outlasted the
+    # cache's TTL): what that read saved against writing the prefix again. None where no refresh helped.
+    keepalive_saved_usd: str | None = None
+    # A balanced route's prefix answered by another target than the one it was warm on (gateway/sticky.py):
+    # why (failover, expired; "" for none), from where, the prompt tokens written again and what that cost
+    # over reading them (None: unpriced).
+    flip: str = ""
+    flip_from: str = ""
+    flip_tokens: int = 0
+    flip_cost_usd: str | None = None
+    # The hosted service tier the upstream says served the request (OpenAI default/flex/priority, Anthropic
+    # standard/priority); "" where it said none. The cost is priced at this tier, not the one asked for.
+    service_tier: str = ""
 
     @property
     def usage(self) -> Usage:
@@ -231,6 +249,17 @@ class Ledger:
             fresh = self._db.execute("SELECT cost_usd FROM requests WHERE rowid > ? AND key = ? AND ts >= ?",
                                      (mark, key, since)).fetchall()
         return int(rolled) + sum(rollup.picodollars(cost) for (cost,) in fresh)
+
+    def spend_pico(self, since: float, *, route: str, key: str | None = None, kind: str = "") -> int:
+        """What the records of `kind` on `route` (of `key`, else every key's) cost from `since`, in picodollars,
+        from the raw records (kept `ledger_retention_days`): where keep-alive's caps start after a restart."""
+        query = "SELECT cost_usd FROM requests WHERE ts >= ? AND kind = ? AND route = ?"
+        args: tuple = (since, kind, route)
+        if key is not None:
+            query, args = query + " AND key = ?", (*args, key)
+        with self._lock:
+            rows = self._db.execute(query, args).fetchall()
+        return sum(rollup.picodollars(cost) for (cost,) in rows)
 
     def close(self) -> None:
         """Stop the background thread after a last roll-up, checkpoint and Redis copy."""

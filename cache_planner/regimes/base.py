@@ -18,6 +18,7 @@ class Regime:
     bridges: bool = False                   # lookback bridges: a window only so many positions back is searched
     caller_marks: bool = False              # the caller may place its own markers (kept, added to or optimized)
     one_ttl: bool = False                   # every marker of a request takes the same TTL
+    whole_prompt: bool = True               # an answered prompt is cached whole (False: up to its markers only)
 
     def markable(self, target: Target, seg: Segment, block: Block) -> bool:
         """Whether a checkpoint may sit after `block`."""
@@ -35,6 +36,11 @@ class Regime:
     def ttls(self, target: Target, model: ModelRules, catalog: Catalog) -> tuple[str, ...]:
         """The TTLs a marker may take on `model`."""
         return ()
+
+    def warm_for(self, target: Target, catalog: Catalog, params: dict) -> tuple[str, int]:
+        """(write TTL, seconds) a prefix stays cached after an answer that placed no marker of its own: the
+        provider's rule (what a sticky route pins a session for, gateway/sticky.py)."""
+        return "5m", 300
 
     def marker_limit(self, target: Target, catalog: Catalog) -> int:
         """The most markers one request may carry."""

@@ -249,6 +249,7 @@ def parse_usage(usage: dict) -> Usage:
         cache_writes={ttl: n for ttl, n in writes.items() if n},
         output=usage.get("output_tokens") or 0,
         web_searches=int((usage.get("server_tool_use") or {}).get("web_search_requests") or 0),
+        service_tier=str(usage.get("service_tier") or ""),
     )
 
 
@@ -266,7 +267,8 @@ def usage_json(usage: Usage) -> dict:
             "ephemeral_1h_input_tokens": usage.cache_writes.get("1h", 0),
         },
         "output_tokens": usage.output,
-        "service_tier": "standard",
+        # The tier that served it, in Anthropic's words (standard, priority, batch); standard where none.
+        "service_tier": usage.service_tier if usage.service_tier in ("priority", "batch") else "standard",
     }
 
 

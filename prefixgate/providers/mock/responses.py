@@ -24,6 +24,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.mock.openai import authenticate
 from prefixgate.providers.mock.script import scripted_call, value_for
 from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response
+from prefixgate.providers.mock.service_tier import openai_tier
 from prefixgate.providers.mock.text import reply_for
 from prefixgate.providers.response_store import ResponseStore, StoredResponse
 from prefixgate.tokens import count_tokens, encoding_for
@@ -48,6 +49,7 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         result = ctx.simulator.respond("openai", sent, now=ctx.clock(), tenant=tenant)
         response, chunks = _answer(body, sent, result.usage, prompt_text(result.conversation), result.model.id)
         response |= ctx.responses_diagnostics.answer(body, sent, tenant, response["id"], result.usage)
+        response["service_tier"] = openai_tier(body, fault)
         if body.get("store", True) is not False:
             responses.put(tenant, StoredResponse(response, context, new_input))
         if result.conversation.stream:
