@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from prefixgate.ledger import LedgerRecord
+from prefixgate.reuse import Store
+from prefixgate.reuse.memo import STORE
 
 LABELS = ("route", "target", "model")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -38,6 +42,7 @@ class Metrics:
         self.flip_cost = Counter("prefixgate_route_flip_cost_usd", "USD spent writing flipped prefixes again", ("route",),
                                  registry=r)
         self._children: dict[tuple[str, str, str], _Children] = {}
+        r.register(MemoCollector(STORE))
 
     def observe(self, rec: LedgerRecord) -> None:
         labels = (rec.route, rec.target, rec.model)
@@ -96,3 +101,30 @@ class _Children:
         if child is None:
             child = self._by_status[status] = self._requests.labels(*self.labels, status)
         return child
+
+
+class MemoCollector(Collector):
+    """The reuse store's memos (`prefixgate.reuse`), read at each scrape: `prefixgate_memo_*` by memo, and the
+    store's bound."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self):  # noqa: ANN201 -- prometheus_client's collector protocol
+        memos = list(self.store.memos.values())
+        families = []
+        for name, doc in (("hits", "Lookups answered from the memo"), ("misses", "Lookups the memo could not answer"),
+                          ("evictions", "Entries evicted for space (least recently used first, across memos)")):
+            family = CounterMetricFamily(f"prefixgate_memo_{name}", doc, labels=("memo",))
+            for m in memos:
+                family.add_metric((m.name,), getattr(m, name))
+            families.append(family)
+        for name, doc in (("bytes", "Bytes the memo's entries hold (parsed objects counted)"),
+                          ("entries", "Entries in the memo")):
+            family = GaugeMetricFamily(f"prefixgate_memo_{name}", doc, labels=("memo",))
+            for m in memos:
+                family.add_metric((m.name,), getattr(m, name))
+            families.append(family)
+        families.append(GaugeMetricFamily("prefixgate_memo_bound_bytes", "The reuse store's bound (resent_bodies_mb)",
+                                          value=self.store.max_bytes))
+        return families

@@ -30,7 +30,7 @@ from prefixgate.dialects.neutral import (
 )
 from prefixgate.dialects.resent import Body, ResentBodies, element_segments, field_segment
 from prefixgate.dialects.sse import encode_sse
-from prefixgate.dialects.validate import expect, load_body, load_resent, require
+from prefixgate.dialects.validate import expect, load_resent, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment, without_markers
@@ -62,9 +62,7 @@ STOP_REASONS = ("end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_tu
 
 def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Conversation:
     """A Messages request as a Conversation; `count_tokens` parses a `/v1/messages/count_tokens` body."""
-    # A count_tokens body is not remembered: its answer is one number, and annotate_tokens sets the counts
-    # on the blocks it parsed, which must then be its own.
-    data, resent = (load_body(body), None) if count_tokens else load_resent(body, "messages", BODIES)
+    data, resent = load_resent(body, "messages", BODIES)
     return conversation(data, resent, count_tokens=count_tokens)
 
 
