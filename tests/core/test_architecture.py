@@ -51,3 +51,42 @@ def test_the_provider_check_sees_a_provider_name(tmp_path: Path) -> None:
     (tmp_path / "branches.py").write_text('"""Talks to anthropic."""\nif kind == "openai_compatible":\n    x = 1\n')
     (tmp_path / "prose.py").write_text('"""Talks to anthropic."""\nmessage = "openai-compatible servers"\n')
     assert modules_naming_providers(tmp_path) == {"branches.py": ["openai_compatible"]}
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module `path` imports, at its top or inside a function (a lazy import is still an arrow)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return out
+
+
+ABOVE_CORE = ("prefixgate.gateway", "prefixgate.simulation", "prefixgate.cli")
+
+
+def upward_imports(core: Path, above: tuple[str, ...] = ABOVE_CORE) -> dict[str, list[str]]:
+    out = {}
+    for path in sorted(core.rglob("*.py")):
+        if "simulation" in path.relative_to(core).parts:
+            continue
+        wrong = sorted(m for m in imports_of(path) if m.startswith(above) and m.split(".")[:2] in
+                       [a.split(".") for a in above])
+        if wrong:
+            out[str(path.relative_to(core))] = wrong
+    return out
+
+
+def test_core_imports_neither_gateway_simulation_nor_cli() -> None:
+    assert (ROOT / "prefixgate" / "simulation").is_dir() and (ROOT / "cli" / "__init__.py").is_file()
+    assert not upward_imports(ROOT / "prefixgate")
+
+
+def test_the_import_check_sees_a_lazy_upward_import(tmp_path: Path) -> None:
+    (tmp_path / "low.py").write_text("def f():\n    from prefixgate.simulation.simulator import Simulator\n")
+    (tmp_path / "fine.py").write_text("from prefixgate.providers import rules\nimport prefixgate.gatewayish\n")
+    assert upward_imports(tmp_path) == {"low.py": ["prefixgate.simulation.simulator",
+                                                   "prefixgate.simulation.simulator.Simulator"]}
