@@ -308,9 +308,12 @@ class Proxy:
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
         first_wire = wire_format(first.dialect_for(call.dialect, model))
+        # Whose caching rules and prices apply: worked out once here, carried on the Prepared to the record.
+        planner = first.planner_provider(first_wire, model)
         if not first.deployments:   # an Azure deployment's name is not its model's
-            verdict = lifecycle.check(first.price_provider(first_wire), model,
-                                      call.route.on_retired, self.catalog)
+            verdict = lifecycle.check(first.price_rows or planner, model, call.route.on_retired, self.catalog)
+            if verdict.model != model:      # sent to its replacement
+                planner = first.planner_provider(first_wire, verdict.model)
             model, retires = verdict.model, verdict.header
             call.notes += [verdict.note] if verdict.note and verdict.note not in call.notes else []
         else:
@@ -318,7 +321,6 @@ class Proxy:
         conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
-        planner = first.planner_provider(first_wire, model)
         target = Target(planner, first.base_model(model), first.price_rows)
         party = principal(call.caller.key)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
