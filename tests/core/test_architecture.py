@@ -90,3 +90,26 @@ def test_the_import_check_sees_a_lazy_upward_import(tmp_path: Path) -> None:
     (tmp_path / "fine.py").write_text("from prefixgate.providers import rules\nimport prefixgate.gatewayish\n")
     assert upward_imports(tmp_path) == {"low.py": ["prefixgate.simulation.simulator",
                                                    "prefixgate.simulation.simulator.Simulator"]}
+
+
+def runtime_imports(path: Path) -> set[str]:
+    """The modules `path` imports outside `if TYPE_CHECKING:` blocks (annotations are no arrow at run time)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            node.body = []
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+    return out
+
+
+def test_accounting_and_the_relay_never_call_back_into_the_proxy() -> None:
+    # The proxy orchestrates; recording and pricing a finished request is gateway/accounting.py's, which the
+    # relay and the proxy call.
+    for module in ("accounting.py", "relay.py", "response_cache.py"):
+        assert "prefixgate.gateway.proxy" not in runtime_imports(ROOT / "gateway" / module), module
+    assert "prefixgate.gateway.accounting" in runtime_imports(ROOT / "gateway" / "relay.py")
