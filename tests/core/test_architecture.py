@@ -113,3 +113,8 @@ def test_accounting_and_the_relay_never_call_back_into_the_proxy() -> None:
     for module in ("accounting.py", "relay.py", "response_cache.py"):
         assert "prefixgate.gateway.proxy" not in runtime_imports(ROOT / "gateway" / module), module
     assert "prefixgate.gateway.accounting" in runtime_imports(ROOT / "gateway" / "relay.py")
+
+
+def test_provider_facts_import_no_format_and_no_simulation() -> None:
+    # Facts (rules, prices, catalogue, profiles) sit below the formats and the simulated world that read them.
+    assert not upward_imports(ROOT / "prefixgate" / "providers", ("prefixgate.dialects", "prefixgate.simulation"))
