@@ -26,13 +26,14 @@ from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
 from prefixgate.cost import price_usage
 from prefixgate.dialects import resent, wire_format
+from prefixgate.dialects.diagnosis import ProviderVerdict
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway import lifecycle
 from prefixgate.gateway.accounting import Accounting
 from prefixgate.gateway.auth import Caller, upstream_credential
-from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
+from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.in_flight import InFlight
@@ -351,7 +352,7 @@ class Proxy:
         billable = wire.billable(planned)
         salted = upstream.self_hosted and self.settings.tenant_cache_isolation and party is not None
         tagged = call.route.isolation == "tenant" and not upstream.self_hosted and party is not None
-        ask = self.diagnostics.attach(call, upstream, wire.name, model, billable, key)
+        ask = self.diagnostics.attach(call, upstream, wire, model, billable, key)
         priority = priority_for(call.route, call.caller.key)
         ranked = upstream.self_hosted and priority != "normal"
         if ranked:

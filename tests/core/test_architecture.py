@@ -14,8 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDERS = ("anthropic", "openai", "gemini", "bedrock", "vertex", "azure")
 # Gateway modules that may still name a provider, besides the per-provider endpoint modules: at most three.
-# diagnostics.py: Anthropic's and OpenAI Responses' own miss-diagnostics fields, which only those two APIs define.
-NAMES_PROVIDERS = {"diagnostics.py"}
+NAMES_PROVIDERS: set[str] = set()
 
 
 def names_a_provider(value: str) -> bool:
