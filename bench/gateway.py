@@ -6,16 +6,22 @@ this machine, for each workload:
   - agent20k / agent100k: a coding agent's Anthropic Messages request (bench/agent_request.py: system
     blocks, 12 tools with JSON schemas, a long tool-calling history; ~20k and ~100k tokens), whose last user
     text changes from one request to the next as an agent session's does; streamed and not;
-and for each: added latency p50/p99 at concurrency 1 (sequential requests after discarded warm-ups, over one
-keep-alive connection), requests/s at concurrency 32 (32 keep-alive connections for --seconds), and CPU time
-per request of the server process (its user+system time over the phase / requests). The first request
-after each server's start is reported on its own (against the direct path's p50 for the same request).
+  - claude-code / codex: the requests captured from Claude Code (Anthropic Messages) and the Codex CLI
+    (OpenAI Responses) through the gateway (bench/capture_clients.py, bench/fixtures/), whose last tool output
+    changes from one request to the next; streamed and not;
+and for each: added latency p50/p99 at concurrency 1 (sequential requests after discarded warm-ups, one
+keep-alive connection per system, the systems interleaved request by request so that the shared machine's
+load falls on all alike), requests/s at concurrency 32 (32 keep-alive connections for --seconds, one system
+after another), and CPU time per request of the server process (its user+system time over the phase /
+requests; the direct row's c=1 figure also counts the upstream's work for the other two). The first request
+after each server's start (the first workload's first body) is reported on its own (against the direct
+path's p50 for the same request).
 
 The load generator is a lean asyncio HTTP/1.1 client (pre-built request bytes), so it costs the shared
 CPU little. LiteLLM 1.106.2 runs from .venv-litellm (see shared/reference/litellm-peer.md); without
 that venv its column is skipped with a message.
 
-    .venv/bin/python bench/gateway.py [--workloads chat2k agent20k agent100k] [--stream both|off|on]
+    .venv/bin/python bench/gateway.py [--workloads chat2k agent20k agent100k claude-code codex] [--stream both|off|on]
                                       [--seconds 10] [--requests 500] [--agent-requests 100] [--json out.json]
 """
 
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import os
 import platform
@@ -71,6 +78,19 @@ def upstream_app():
                "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
                "usage": usage}
     messages = json.dumps(message).encode()
+    response = {"id": "resp_bench", "object": "response", "created_at": 0, "status": "completed", "model": "gpt-5.1",
+                "output": [{"type": "message", "id": "msg_bench", "status": "completed", "role": "assistant",
+                            "content": [{"type": "output_text", "text": "ok", "annotations": []}]}],
+                "usage": {"input_tokens": 9000, "input_tokens_details": {"cached_tokens": 8960}, "output_tokens": 2,
+                          "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 9002}}
+    responses = json.dumps(response).encode()
+    responses_sse = _sse([
+        ("response.created", {"type": "response.created", "sequence_number": 0,
+                              "response": {**response, "status": "in_progress", "output": [], "usage": None}}),
+        ("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": 1,
+                                        "item_id": "msg_bench", "output_index": 0, "content_index": 0, "delta": "ok"}),
+        ("response.completed", {"type": "response.completed", "sequence_number": 2, "response": response}),
+    ])
     messages_sse = _sse([
         ("message_start", {"type": "message_start", "message": {**message, "content": [], "stop_reason": None,
                                                                 "usage": {**usage, "output_tokens": 1}}}),
@@ -93,10 +113,12 @@ def upstream_app():
             message = await receive()
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
+        data = b"".join(chunks)
+        streamed = b'"stream":true' in data or b'"stream": true' in data
         if scope["path"].endswith("/messages"):
-            data = b"".join(chunks)
-            streamed = b'"stream":true' in data or b'"stream": true' in data
             body, kind = (messages_sse, b"text/event-stream") if streamed else (messages, b"application/json")
+        elif scope["path"].endswith("/responses"):
+            body, kind = (responses_sse, b"text/event-stream") if streamed else (responses, b"application/json")
         else:
             body, kind = chat, b"application/json"
         await send({"type": "http.response.start", "status": 200, "headers": head(body, kind)})
@@ -116,6 +138,7 @@ def serve_upstream(port: int) -> None:
 class Conn:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        self.overheads: list[float] = []     # the gateway's own x-prefixgate-overhead-ms, when it sends one
 
     @classmethod
     async def open(cls, port: int) -> Conn:
@@ -126,6 +149,8 @@ class Conn:
         head = await self.reader.readuntil(b"\r\n\r\n")
         status = int(head.split(b" ", 2)[1])
         lower = head.lower()
+        if b"\r\nx-prefixgate-overhead-ms:" in lower:
+            self.overheads.append(float(lower.split(b"\r\nx-prefixgate-overhead-ms:")[1].split(b"\r\n")[0]))
         if b"\r\ncontent-length:" in lower:   # at a line start: LiteLLM adds llm_provider-content-length
             n = int(lower.split(b"\r\ncontent-length:")[1].split(b"\r\n")[0])
             await self.reader.readexactly(n)
@@ -141,8 +166,9 @@ class Conn:
         self.writer.close()
 
 
-def build_request(port: int, path: str, body: dict, headers: dict[str, str]) -> bytes:
-    data = json.dumps(body).encode()
+def build_request(port: int, path: str, body: dict, headers: dict[str, str], compact: bool = False) -> bytes:
+    """The request's bytes; `compact`: as Node clients (Claude Code, Codex) write JSON, no spaces, raw UTF-8."""
+    data = (json.dumps(body, ensure_ascii=False, separators=(",", ":")) if compact else json.dumps(body)).encode()
     lines = [f"POST {path} HTTP/1.1", f"host: 127.0.0.1:{port}", "content-type: application/json",
              f"content-length: {len(data)}", *(f"{k}: {v}" for k, v in headers.items())]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
@@ -213,13 +239,14 @@ class Workload:
     stream: bool
     requests: int
     warmup: int
+    compact: bool = False         # sent as its client writes it (the captured requests)
 
     @property
     def label(self) -> str:
         return f"{self.name} {'streamed' if self.stream else 'non-streamed'}"
 
 
-PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
+PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
 
 
 def build_workloads(args) -> list[Workload]:
@@ -236,13 +263,35 @@ def build_workloads(args) -> list[Workload]:
             out.append(Workload(name, "openai", [body], count_tokens(system + "Summarise.", "o200k_base"), False,
                                 args.requests, args.warmup))
             continue
-        size = {"agent20k": 20_000, "agent100k": 100_000}[name]
-        base = agent_body(size)
+        if name in CAPTURED:
+            base = json.loads((ROOT / "bench" / "fixtures" / f"{name}.json").read_text())
+            dialect, vary = CAPTURED[name]
+        else:
+            base, dialect, vary = agent_body({"agent20k": 20_000, "agent100k": 100_000}[name]), "anthropic", variants
         tokens = count_tokens(json.dumps(base), "cl100k_base")
         for stream in {"off": [False], "on": [True], "both": [False, True]}[args.stream]:
-            bodies = [{**b, "stream": True} if stream else b for b in variants(base, 16)]
-            out.append(Workload(name, "anthropic", bodies, tokens, stream, args.agent_requests, args.agent_warmup))
+            bodies = [{**b, "stream": stream} for b in vary(base, 16)]
+            out.append(Workload(name, dialect, bodies, tokens, stream, args.agent_requests, args.agent_warmup,
+                                compact=name in CAPTURED))
     return out
+
+
+def vary_tool_output(body: dict, n: int) -> list[dict]:
+    """`n` copies of a captured agent request whose last tool output differs, as a session's next requests'
+    newest turn does (Claude Code's last message is a tool_result, Codex's last input a function_call_output)."""
+    out = []
+    for i in range(n):
+        b = copy.deepcopy(body)
+        last = b["messages"][-1]["content"][-1] if "messages" in b else b["input"][-1]
+        key = "content" if "messages" in b else "output"
+        last[key] = f"{last[key]}\nrun {i}: 3 passed" if isinstance(last[key], str) else last[key] + [
+            {"type": "text", "text": f"run {i}: 3 passed"}]
+        out.append(b)
+    return out
+
+
+# Captured requests (bench/capture_clients.py): name -> (caller format, how a session's next request differs).
+CAPTURED = {"claude-code": ("anthropic", vary_tool_output), "codex": ("responses", vary_tool_output)}
 
 
 @dataclass
@@ -255,7 +304,7 @@ class System:
 
     def requests(self, w: Workload) -> list[bytes]:
         return [build_request(self.port, PATHS[w.dialect], {**b, "model": self.models[w.dialect]},
-                              self.headers[w.dialect]) for b in w.bodies]
+                              self.headers[w.dialect], w.compact) for b in w.bodies]
 
 
 def first_request(system: System, w: Workload) -> float:
@@ -263,20 +312,48 @@ def first_request(system: System, w: Workload) -> float:
     return asyncio.run(sequential(system.port, system.requests(w)[:1], 0, 1))[0]
 
 
-def measure(system: System, w: Workload, args) -> dict:
-    raws = system.requests(w)
-    asyncio.run(sequential(system.port, raws, w.warmup, 0))
-    cpu0 = cpu_seconds(system.pid)
-    lat = asyncio.run(sequential(system.port, raws, 0, w.requests))
-    cpu1 = cpu_seconds(system.pid)
-    ok, bad = asyncio.run(concurrent(system.port, raws, 32, args.seconds))
-    cpu2 = cpu_seconds(system.pid)
-    result = {"name": system.name, "workload": w.label, "tokens": w.tokens, "p50_ms": pct(lat, 50),
-              "p99_ms": pct(lat, 99), "c1_cpu_ms": (cpu1 - cpu0) * 1000 / len(lat), "rps_c32": ok / args.seconds,
-              "errors_c32": bad, "c32_cpu_ms": (cpu2 - cpu1) * 1000 / max(ok, 1)}
-    print(f"  {system.name}, {w.label}: p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms, "
-          f"{result['rps_c32']:.0f} req/s at c=32, {result['c32_cpu_ms']:.2f} ms CPU/req", file=sys.stderr)
-    return result
+async def interleaved(systems: list[System], raws: dict[str, list[bytes]], n: int) -> dict[str, list[float]]:
+    """Latencies (ms) of `n` requests per system, one system after another in turn (the order rotating each
+    round), so a change in the machine's load falls on all of them alike."""
+    conns = {s.name: await Conn.open(s.port) for s in systems}
+    out: dict[str, list[float]] = {s.name: [] for s in systems}
+    for i in range(n):
+        for k in range(len(systems)):
+            s = systems[(i + k) % len(systems)]
+            t = time.perf_counter()
+            status = await conns[s.name].request(raws[s.name][i % len(raws[s.name])])
+            out[s.name].append((time.perf_counter() - t) * 1000)
+            assert status == 200, (s.name, status)
+    for name, c in conns.items():
+        c.close()
+        if c.overheads:
+            out[f"{name} own"] = c.overheads
+    return out
+
+
+def measure(systems: list[System], w: Workload, args) -> list[dict]:
+    """c=1 for every system interleaved, then c=32 for each in turn; CPU per request of each server process."""
+    raws = {s.name: s.requests(w) for s in systems}
+    for s in systems:
+        asyncio.run(sequential(s.port, raws[s.name], w.warmup, 0))
+    cpu0 = {s.name: cpu_seconds(s.pid) for s in systems}
+    lat = asyncio.run(interleaved(systems, raws, w.requests))
+    cpu1 = {s.name: cpu_seconds(s.pid) for s in systems}
+    out = []
+    for s in systems:
+        before = cpu_seconds(s.pid)
+        ok, bad = asyncio.run(concurrent(s.port, raws[s.name], 32, args.seconds))
+        after = cpu_seconds(s.pid)
+        result = {"name": s.name, "workload": w.label, "tokens": w.tokens, "p50_ms": pct(lat[s.name], 50),
+                  "p99_ms": pct(lat[s.name], 99), "c1_cpu_ms": (cpu1[s.name] - cpu0[s.name]) * 1000 / w.requests,
+                  "rps_c32": ok / args.seconds, "errors_c32": bad, "c32_cpu_ms": (after - before) * 1000 / max(ok, 1),
+                  "own_overhead_p50_ms": pct(lat[f"{s.name} own"], 50) if f"{s.name} own" in lat else None}
+        print(f"  {s.name}, {w.label}: p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms, "
+              f"{result['rps_c32']:.0f} req/s at c=32, {result['c32_cpu_ms']:.2f} ms CPU/req"
+              + (f", own overhead p50 {result['own_overhead_p50_ms']:.2f} ms" if result["own_overhead_p50_ms"] else ""),
+              file=sys.stderr)
+        out.append(result)
+    return out
 
 
 def start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
@@ -320,7 +397,7 @@ ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01"}
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", nargs="+", default=["chat2k", "agent20k", "agent100k"],
-                        choices=["chat2k", "agent20k", "agent100k"])
+                        choices=["chat2k", "agent20k", "agent100k", *CAPTURED])
     parser.add_argument("--stream", default="both", choices=["both", "off", "on"], help="agent workloads")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each c=32 phase")
     parser.add_argument("--requests", type=int, default=500, help="sequential requests, chat2k")
@@ -341,13 +418,13 @@ def main() -> None:
     systems: list[System] = []
     results: list[dict] = []
     firsts: dict[str, float] = {}
-    real_models = {"openai": "gpt-4o", "anthropic": "claude-sonnet-5-5"}
+    real_models = {"openai": "gpt-4o", "anthropic": "claude-sonnet-5-5", "responses": "gpt-5.1"}
 
     def run(system: System) -> None:
+        """A started server: its first request on its own, then it joins the systems measured together."""
         if system.name != "direct":
             firsts[system.name] = first_request(system, workloads[0])
         systems.append(system)
-        results.extend(measure(system, w, args) for w in workloads)
 
     try:
         up_port = free_port()
@@ -355,7 +432,7 @@ def main() -> None:
         wait_ready(up_port, "/", 20)
         print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()}", file=sys.stderr)
         run(System("direct", procs[0].pid, up_port, real_models,
-                   {"openai": {"authorization": "Bearer sk-fake-openai"},
+                   {"openai": {"authorization": "Bearer sk-fake-openai"}, "responses": {"authorization": "Bearer sk-fake-openai"},
                     "anthropic": {"x-api-key": "sk-ant-fake", **ANTHROPIC_HEADERS}}))
 
         pg_port = free_port()
@@ -366,7 +443,8 @@ def main() -> None:
                            tmp / "prefixgate.log"))
         wait_ready(pg_port, "/health", 60)
         run(System("prefixgate", procs[-1].pid, pg_port, real_models,
-                   {"openai": {"authorization": "Bearer caller"}, "anthropic": {"x-api-key": "caller", **ANTHROPIC_HEADERS}}))
+                   {"openai": {"authorization": "Bearer caller"}, "responses": {"authorization": "Bearer caller"},
+                    "anthropic": {"x-api-key": "caller", **ANTHROPIC_HEADERS}}))
 
         if args.no_litellm:
             pass
@@ -379,14 +457,20 @@ def main() -> None:
                                tmp / "litellm.log"))
             wait_ready(ll_port, "/health/liveliness", 180)
             auth = {"authorization": f"Bearer {key}"}
-            run(System("litellm", procs[-1].pid, ll_port, {"openai": "fake-openai", "anthropic": "fake-claude"},
-                       {"openai": auth, "anthropic": {**auth, **ANTHROPIC_HEADERS}}))
+            run(System("litellm", procs[-1].pid, ll_port,
+                       {"openai": "fake-openai", "responses": "fake-openai", "anthropic": "fake-claude"},
+                       {"openai": auth, "responses": auth, "anthropic": {**auth, **ANTHROPIC_HEADERS}}))
         else:
             print(f"LiteLLM column skipped: {LITELLM} not found. Install it with\n  python3.11 -m venv .venv-litellm && "
                   ".venv-litellm/bin/pip install 'litellm[proxy]==1.106.2'", file=sys.stderr)
+        loads = [os.getloadavg()[0]]
+        for w in workloads:
+            results.extend(measure(systems, w, args))
+        loads.append(os.getloadavg()[0])
     finally:
         stop(procs)
 
+    print(f"\nload average (1 min) {loads[0]:.1f} at the start of the measured phases, {loads[1]:.1f} at their end")
     print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; c=1: {args.requests} sequential "
           f"requests (chat2k), {args.agent_requests} (agent); c=32: {args.seconds:g} s each\n")
     print("| workload | path | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s c=32 | CPU ms/req (c=1 / c=32) |")

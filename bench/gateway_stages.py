@@ -8,7 +8,7 @@ unless `--default-gc`. `bench/gateway.py` measures the same work end to end besi
 part of it costs what.
 
     .venv/bin/python bench/gateway_stages.py [--tokens 20000] [--requests 300] [--profile] [--default-gc]
-                                             [--volatile-system]
+                                             [--volatile-system] [--captured claude-code]
 """
 
 from __future__ import annotations
@@ -78,7 +78,12 @@ async def run(args: argparse.Namespace) -> None:
     wire.encode_request = stages.timed("encode (IR -> dict)", wire.encode_request)
     proxy_module.resent.encode = stages.timed("JSON encode", proxy_module.resent.encode)
     Accounting.record = stages.timed("record (ledger, metrics, prefix shape)", Accounting.record)
-    bodies = variants(agent_body(args.tokens), 64 if args.volatile_system else 16)
+    if args.captured:
+        from gateway import ROOT, vary_tool_output  # the captured request, as bench/gateway.py sends it
+        bodies = vary_tool_output(json.loads((ROOT / "bench" / "fixtures" / f"{args.captured}.json").read_text()), 16)
+        bodies = [{**b, "stream": False} for b in bodies]
+    else:
+        bodies = variants(agent_body(args.tokens), 64 if args.volatile_system else 16)
     if args.volatile_system:
         # A time and a request id at the top of the system prompt, new on every request (the planner moves them).
         bodies = [{**b, "system": [{"type": "text", "text": f"Current time: 2026-11-24T07:{i // 60:02d}:{i % 60:02d}Z. "
@@ -105,7 +110,7 @@ async def run(args: argparse.Namespace) -> None:
     total = (time.process_time() - start) * 1000 / args.requests
     if profile:
         profile.disable()
-    print(f"agent {args.tokens} tokens ({len(raws[0]):,} bytes): {total:.2f} ms CPU per request, load {os.getloadavg()[0]:.2f}")
+    print(f"{args.captured or 'agent'} {args.tokens if not args.captured else ''} tokens ({len(raws[0]):,} bytes): {total:.2f} ms CPU per request, load {os.getloadavg()[0]:.2f}")
     for name, seconds in stages.spent.items():
         ms = seconds * 1000 / args.requests
         print(f"  {name}: {ms:.2f} ms ({ms / total:.0%})")
@@ -120,6 +125,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=20_000)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--captured", choices=["claude-code"], help="the captured Claude Code request instead")
     parser.add_argument("--default-gc", action="store_true", help="keep CPython's collector thresholds")
     parser.add_argument("--volatile-system", action="store_true",
                         help="a time and request id at the top of the system prompt, new on every request")

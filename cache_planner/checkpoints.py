@@ -19,7 +19,7 @@ from prefixgate import tokens
 from prefixgate.cache_planner import regimes
 from prefixgate.cache_planner.caller_markers import CallerCheckpoints, caller_marks, settle_caller_marks
 from prefixgate.cache_planner.carried import per_block
-from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choose_ttl
+from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choose_ttl, split_conversation
 from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
 from prefixgate.cache_planner.stability import RouteState
 from prefixgate.cache_planner.target import Target
@@ -27,7 +27,7 @@ from prefixgate.cost import Price
 from prefixgate.ir import Block, Checkpoint, Conversation, Segment
 from prefixgate.providers.rules import Catalog, ModelRules
 
-PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3}
+PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3, "anchor": 4}
 # Bridge checkpoints go this many positions apart, safely inside the 20-position lookback.
 BRIDGE_STEP = 15
 _CHECKPOINT, _BLOCKS = operator.attrgetter("checkpoint"), operator.attrgetter("blocks")
@@ -41,6 +41,8 @@ class Candidate:
     base: int = 0             # tokens of the static prefix before it (priced by its own checkpoint)
     carried: int = 0          # tokens past `base` that this request read from an earlier entry
     choice: Choice | None = None
+    anchor: int | None = None  # the conversation's first new markable block after what was read (`lifetime.choose_split`)
+    anchor_tokens: int = 0
 
 
 def markable(target: Target, seg: Segment, block: Block) -> bool:
@@ -86,6 +88,9 @@ def place_checkpoints(
             hit = max((i for i, _ in reused if i <= c.index), default=None)
             c.base = base
             c.carried = max(cumulative[hit] - base, 0) if hit is not None else 0
+            if c.level == "conversation" and hit is not None:
+                c.anchor = next((j for j in range(hit + 1, c.index) if markable(target, *flat[j])), None)
+                c.anchor_tokens = cumulative[c.anchor] if c.anchor is not None else 0
     static_key = keys[static.index] if static else (keys[0] if keys else "")
     price = model.price_for(total)
     placement = Placement(static_key)
@@ -174,7 +179,7 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
             continue
         stats = route.reuse.level(level)
         if level == "conversation":
-            c.choice = choose_growing_ttl(stats, price, ttls, c.carried, c.tokens - c.carried - c.base)
+            c.choice = choose_growing_ttl(stats, price, ttls, c.carried, c.tokens - c.carried - c.base, route.keepalive)
         else:
             c.choice = choose_ttl(stats, price, ttls)
         if c.choice.ttl is None:
@@ -182,3 +187,17 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
         else:
             chosen.append(c)
     return chosen
+
+
+def split_anchor(chosen: list[Candidate], price: Price, route: RouteState, ttls: tuple[str, ...]) -> list[Candidate]:
+    """A long-lived checkpoint on the conversation's first new block when `split_conversation` expects it cheaper."""
+    end = next((c for c in chosen if c.level == "conversation" and c.anchor is not None), None)
+    if end is None:
+        return []
+    split = split_conversation(route.reuse.level("conversation"), price, ttls, end.base, end.carried,
+                               end.anchor_tokens, end.tokens, route.keepalive)
+    if split.anchor is None or split.end is None:
+        return []
+    end.choice = Choice(split.end, split.expected_cost, split.reason)
+    return [Candidate(end.anchor, "anchor", end.anchor_tokens, end.base, end.carried,
+                      Choice(split.anchor, split.expected_cost, split.reason))]

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from prefixgate.cache_planner.reuse import ReuseStats
+from prefixgate.cache_planner.lifetime import SplitChoice, choose_split, p_kept, ttl_options
+from prefixgate.cache_planner.reuse import BOUNDS, ReuseStats
 from prefixgate.cost import Price
 from prefixgate.ir import ttl_seconds
 
@@ -66,14 +67,35 @@ def choose_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...]) -> Choice
                      "reuse too rare to pay the write")
 
 
-def choose_growing_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...], carried: int, fresh: int) -> Choice:
-    """For a growing prefix: `carried` tokens were read from cache this request, `fresh` are written now."""
+class _Kept:
+    """A route's reuse evidence as keep-alive sees it: a return after the TTL counts by the share of the re-write
+    the refreshes until then save (`lifetime.p_kept`)."""
+
+    def __init__(self, stats: ReuseStats, read: float, miss: float) -> None:
+        self.stats, self.read, self.miss = stats, read, miss
+
+    def p_within(self, seconds: float) -> float:
+        return p_kept(self.stats.p_within, seconds, self.read, self.miss, BOUNDS)
+
+
+def _miss(price: Price, ttls: tuple[str, ...]) -> float:
+    """After a miss the next turn writes the whole prefix again, at the cheapest write price offered at least."""
+    return min(_multipliers(price, ttl)[1] for ttl in ttls) if ttls else 1.0
+
+
+def choose_growing_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...], carried: int, fresh: int,
+                       keepalive: bool = False) -> Choice:
+    """For a growing prefix: `carried` tokens were read from cache this request, `fresh` are written now.
+    `keepalive`: refreshes will keep the entry through a break when that pays."""
     total = carried + fresh
     if price.input <= 0 or total <= 0:
         return Choice(None, 1.0, "nothing to save")
+    miss = _miss(price, ttls)
+    if keepalive and ttls:
+        stats = _Kept(stats, float(price.cache_read / price.input), miss)  # type: ignore[assignment]
 
     def cost(ttl: str, p: float) -> float:
-        return growing_cost(price, ttl, p, carried, fresh) / total
+        return growing_cost(price, ttl, p, carried, fresh, miss) / total
 
     choice = _cheapest(stats, ttls, cost, "next turn", f"the next turn is too unlikely to pay for writing {fresh} tokens")
     if choice.ttl is not None:
@@ -81,15 +103,24 @@ def choose_growing_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...], c
     return choice
 
 
-def growing_cost(price: Price, ttl: str, p: float, carried: int, fresh: int) -> float:
+def growing_cost(price: Price, ttl: str, p: float, carried: int, fresh: int, miss: float = 1.0) -> float:
     """Expected cost, in plain-input tokens, of a growing prefix marked with `ttl`: `carried` tokens
     read now, `fresh` written now, and the whole read by the next turn with probability `p` (credited
-    here, as that turn's saving is this checkpoint's doing)."""
+    here, as that turn's saving is this checkpoint's doing) instead of sent again at `miss` per token."""
     read, write = _multipliers(price, ttl)
     total = carried + fresh
-    return total + fresh * (write - 1) - p * total * (1 - read)
+    return total + fresh * (write - 1) - p * total * (miss - read)
 
 
 def recurring_cost(stats: ReuseStats, price: Price, ttl: str, size: int) -> float:
     """Expected cost, in plain-input tokens, of `size` tokens of a recurring prefix marked with `ttl`."""
     return size * expected_cost(stats, price, ttl)
+
+
+def split_conversation(stats: ReuseStats, price: Price, ttls: tuple[str, ...], base: int, carried: int, anchor: int,
+                       end: int, keepalive: bool = False) -> SplitChoice:
+    """For a growing prefix (tokens past the static `base`: `carried` read, the first new block ending at
+    `anchor`, the prefix at `end`): one checkpoint at the end, or the longest TTL through the first new block and a
+    shorter one after it (`lifetime.choose_split`)."""
+    returns = _Kept(stats, float(price.cache_read / price.input), _miss(price, ttls)) if keepalive and ttls else stats
+    return choose_split(returns.p_within, ttl_options(price, ttls, ttl_seconds), carried, anchor - base, end - base)

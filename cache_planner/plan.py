@@ -132,6 +132,7 @@ def plan(
     notes: list[str] = []
     rs = state.route(route_name)
     rs.requests += 1
+    rs.keepalive = state.keepalive
     if mode == "rewrite":
         stable_tool_forms(conv, rs, notes)
         # The earlier turns live at the provider (a stored response or interaction): only the new input is ours.

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-# Gap bounds we answer questions about: the providers' TTLs (5m, 30m, 1h, 12h, 24h).
-BOUNDS = (300.0, 1800.0, 3600.0, 43200.0, 86400.0)
+# Gap bounds we answer questions about: the providers' TTLs (5m, 30m, 1h, 12h, 24h), and breaks of hours,
+# which a 1h entry kept alive by refreshes can outlast (`lifetime.p_kept`).
+BOUNDS = (300.0, 1800.0, 3600.0, 7200.0, 10800.0, 21600.0, 43200.0, 86400.0)
 OPEN_LIMIT = 512
 PRIOR_WEIGHT = 1.0
 PRIOR_RATE = 0.5   # an unknown route: as likely to repeat as not
@@ -125,5 +126,17 @@ class ReuseTracker:
         for key, level, touched in data.get("open", []):
             tracker.open[key] = (level, touched)
         for name, (requests, reuses, within, gap_sum) in data.get("stats", {}).items():
-            tracker.stats[name] = ReuseStats(requests, reuses, list(within), gap_sum)
+            tracker.stats[name] = ReuseStats(requests, reuses, _rebinned(list(within)), gap_sum)
         return tracker
+
+
+OLD_BOUNDS = (300.0, 1800.0, 3600.0, 43200.0, 86400.0)
+
+
+def _rebinned(within: list[float]) -> list[float]:
+    """Counts saved under the earlier bounds (`OLD_BOUNDS`), read as the counts within the next bound they knew."""
+    if len(within) == len(BOUNDS):
+        return within
+    if len(within) != len(OLD_BOUNDS):
+        return [0.0] * len(BOUNDS)
+    return [within[next(i for i, old in enumerate(OLD_BOUNDS) if old >= bound)] for bound in BOUNDS]

@@ -62,6 +62,8 @@ class RouteState:
     max_contexts: int = 4096
     # This request's rewrite has just learned a unit to move (for this request only: not shared).
     relearned: bool = False
+    # Refreshes keep this route's entries alive through breaks (set per request from `PlannerState.keepalive`).
+    keepalive: bool = False
 
     def remember_context(self, key: str, text: str) -> None:
         self.contexts[key] = text
@@ -191,6 +193,9 @@ class PlannerState:
         self.routes: OrderedDict[str, RouteState] = OrderedDict()
         self.lock = threading.Lock()
         self.publish_every_s = publish_every_s
+        # Keep-alive refreshes follow these plans (`plan --keepalive`, a gateway route with keep-alive): TTL
+        # choices count a return after the TTL as kept when refreshing until then pays (`lifetime.p_kept`).
+        self.keepalive = False
         self._published: dict[str, float] = {}
         # Sketch value -> the route it was last seen in (`resolve`), bounded.
         self._sketches: OrderedDict[str, str] = OrderedDict()

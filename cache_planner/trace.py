@@ -9,6 +9,7 @@ from typing import Any
 
 from prefixgate.cache_planner.caller_markers import CallerCheckpoints
 from prefixgate.cache_planner.plan import Mode, Plan, plan
+from prefixgate.cache_planner.refresh_plan import RefreshPlanner
 from prefixgate.cache_planner.stability import PlannerState
 from prefixgate.cache_planner.target import Target
 from prefixgate.dialects import DIALECTS, request_dialect
@@ -39,20 +40,30 @@ def _plan(record: TraceRecord, state: PlannerState, mode: Mode, caller: CallerCh
 
 
 def plan_trace(records: Iterable[TraceRecord], mode: Mode = "rewrite",
-               caller: CallerCheckpoints = "keep") -> Iterator[dict]:
+               caller: CallerCheckpoints = "keep", keepalive: bool = False) -> Iterator[dict]:
     """Trace lines with `body` planned and a `plan` field explaining each decision. With no provider
-    to run it, a Gemini explicit cache the planner wants is reported as `cache_create`."""
+    to run it, a Gemini explicit cache the planner wants is reported as `cache_create`. With `keepalive`,
+    the refreshes the planner would send while sessions idle are added as records of their own
+    (`refresh_plan`), in time order; every original request is kept, in its order."""
     state = PlannerState()
+    state.keepalive = keepalive
+    refreshes = RefreshPlanner() if keepalive else None
     for record in records:
+        if refreshes is not None:
+            yield from refreshes.due(record.t)
         result = _plan(record, state, mode, caller)
         if isinstance(result, list):
             yield {**record_json(record), "plan": result}
             continue
-        out = {**record_json(record), "body": DIALECTS[result.conversation.dialect].encode_request(result.conversation),
-               "plan": result.explanation}
+        body = DIALECTS[result.conversation.dialect].encode_request(result.conversation)
+        out = {**record_json(record), "body": body, "plan": result.explanation}
         if result.cache_create is not None:
             out["cache_create"] = result.cache_create
+        if refreshes is not None:
+            refreshes.after(record, result.conversation, body)
         yield out
+    if refreshes is not None:
+        yield from refreshes.due(float("inf"))
 
 
 def replay_strategy(mode: Mode = "rewrite", caller: CallerCheckpoints = "keep") -> Callable[[TraceRecord, ReplayState], dict]:

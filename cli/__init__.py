@@ -131,7 +131,9 @@ def backend(model: str, host: str, port: int, api_key: str, open_backend: bool, 
 @click.option("--caller-checkpoints", "caller", type=click.Choice(["keep", "add", "optimize"]), default="keep",
               show_default=True, help="for requests that carry their own cache markers: send them as they are, add "
               "the planner's where they pay, or replace them where the planner expects it cheaper.")
-def plan(trace: str, mode: str, caller: str) -> None:
+@click.option("--keepalive", is_flag=True, help="also print the cache refreshes the planner would send while "
+              "sessions idle, as records marked \"keepalive\": true, in time order (every original request is kept).")
+def plan(trace: str, mode: str, caller: str, keepalive: bool) -> None:
     """Plan each request of TRACE.jsonl as the gateway would, learning as it goes, and print the
     records with `body` planned and a `plan` field explaining each decision."""
     import json
@@ -140,7 +142,7 @@ def plan(trace: str, mode: str, caller: str) -> None:
     from prefixgate.providers.trace import TraceError, iter_trace
 
     try:
-        for record in plan_trace(iter_trace(trace), mode, caller):  # type: ignore[arg-type]
+        for record in plan_trace(iter_trace(trace), mode, caller, keepalive):  # type: ignore[arg-type]
             click.echo(json.dumps(record, ensure_ascii=False))
     except TraceError as e:
         raise click.ClickException(str(e)) from None
@@ -264,7 +266,10 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
         plan = FaultPlan.from_file(faults_file) if faults_file else FaultPlan()
     except (RulesError, FaultError) as e:
         raise click.ClickException(str(e)) from None
-    app = create_app(MockContext(simulator=Simulator(catalog, entry_visible_after_s=0.0), faults=plan))
+    from prefixgate.clock import clock_for
+
+    app = create_app(MockContext(simulator=Simulator(catalog, entry_visible_after_s=0.0), faults=plan,
+                                 clock=clock_for(settings.clock_offset_file)))
     click.echo(f"mock providers on http://{host}:{port} (Anthropic /v1/messages, OpenAI /v1/chat/completions and "
                "/v1/responses, Gemini /v1beta/models/...)", err=True)
     uvicorn.run(app, host=host, port=port, log_level=settings.log_level)

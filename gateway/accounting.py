@@ -9,6 +9,7 @@ itself, and none of them calls back into the proxy to do it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,9 @@ class Accounting:
         self.response_cache = response_cache
         self.homes = homes
         self.owners = owners
+        # Called with each answered caller request's record before the ledger has it (keep-alive: it may credit
+        # the record with what its refreshes saved).
+        self.observers: list[Callable[[Call, LedgerRecord], None]] = []
 
     def price(self, rows: str, upstream: Upstream, model: str, usage: Usage, declared: Price | None) -> Price | None:
         """The price row for `model` at `upstream` in `rows` (whose price rows bill it), else the route's
@@ -90,6 +94,8 @@ class Accounting:
 
     def keep(self, call: Call, rec: LedgerRecord) -> None:
         """Queue `rec` for the ledger, count it in the metrics and close the request's span."""
+        for observe in self.observers:
+            observe(call, rec)
         self.ledger.append(rec)
         self.metrics.observe(rec)
         if call.span is not None:

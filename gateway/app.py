@@ -91,7 +91,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     app.include_router(dashboard.router)
 
     @app.get("/health")
-    def health(request: Request) -> dict:
+    async def health(request: Request) -> dict:
         local_info = {"model": settings.local_model, "status": type(local).__name__} if settings.local_model else None
         body = {"status": "ok", "version": __version__, "local_backend": local_info,
                 "routes": [r.name for r in policy.routes]}

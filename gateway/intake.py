@@ -14,8 +14,10 @@ from starlette.responses import Response
 
 from prefixgate.dialects import resent
 from prefixgate.errors import RequestError
+from prefixgate.gateway import off_loop
 from prefixgate.gateway.accounting import CLIENT_CLOSED
 from prefixgate.gateway.auth import Caller, authenticate
+from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.inbound import Inbound
 from prefixgate.gateway.named_state import check_named
@@ -83,6 +85,13 @@ async def until_disconnect(request: Request | Inbound, work: Awaitable[Response]
         watcher.cancel()
 
 
+def within_limits(parse: Callable[[bytes], Conversation], raw: bytes, limits: BodyLimits) -> Conversation:
+    """The parsed body, or a 413 when it carries more messages or parts than the gateway takes."""
+    conv = parse(raw)
+    limits.check(conv)
+    return conv
+
+
 async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: Callable[[bytes], Conversation]) -> Response:
     """The whole life of a model request, from bytes in to the response out."""
     started = time.perf_counter()
@@ -90,7 +99,8 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
     try:
         raw, caller = await authenticated_body(proxy, request)
         resent.SCOPE.set(principal(caller.key) or "")     # this request's task: its body memo is its party's
-        conv = parse(raw)
+        conv = await off_loop.work(len(raw), proxy.settings.off_loop_bytes, within_limits, parse, raw,
+                                   proxy.body_limits)
         await check_named(proxy.owners, caller, conv)
         call = proxy.start(dialect, conv, caller, request.headers, started, span, raw)
         call.json_array = conv.stream and call.wire.streams_json_array(request.query_params)

@@ -22,6 +22,7 @@ from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
 from prefixgate.cache_planner.rewrite import system_text
+from prefixgate.clock import clock_for
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
 from prefixgate.cost import price_usage
@@ -30,14 +31,16 @@ from prefixgate.dialects.diagnosis import ProviderVerdict
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
-from prefixgate.gateway import lifecycle
+from prefixgate.gateway import lifecycle, off_loop
 from prefixgate.gateway.accounting import Accounting
 from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tenant_salt, tenant_tag
+from prefixgate.gateway.keepalive import KeepAlive
 from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.metrics import Metrics
@@ -160,8 +163,12 @@ class Proxy:
         self.diagnostics = ProviderDiagnostics(self.catalog)
         self.accounts = Accounting(self.ledger, self.metrics, self.limits, self.catalog, tracing, self.response_cache,
                                    self.response_homes, self.owners)
+        self.body_limits = BodyLimits.of(settings)
+        self.keepalive = KeepAlive(self, clock_for(settings.clock_offset_file))   # refreshes idle sessions' caches
+        self.accounts.observers.append(self.keepalive.observe)
 
     async def aclose(self) -> None:
+        await self.keepalive.aclose()
         await self.upstream.aclose()
         await self.counters.close()
         await self.owners.aclose()
@@ -247,7 +254,8 @@ class Proxy:
         retry = call.route.retry
         for ref in call.route.targets:
             try:
-                prep = self.prepare(call, ref)
+                prep = await off_loop.work(len(call.raw), self.settings.off_loop_bytes, self.prepare, call, ref,
+                                           parts=off_loop.planned)
             except RequestError as e:       # this target cannot take the request (translation, credentials)
                 call.notes.append(f"skip {'/'.join(ref.upstreams)}: {e.message}")
                 failure = e

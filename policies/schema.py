@@ -27,6 +27,7 @@ from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.policies.alerting import Alerting, parse_alerting
+from prefixgate.policies.keepalive import OFF, KeepAlivePolicy, parse_keepalive
 from prefixgate.policies.kinds import KINDS, Kind, UpstreamKind
 from prefixgate.providers.compatible import PROFILES, Profile, profile_planner
 
@@ -220,6 +221,8 @@ class Route:
     on_retired: OnRetired = "warn"
     # Scheduling class carried to self-hosted engines (vLLM's `priority`); None: normal, unless the key says.
     priority: Priority | None = None
+    # Refresh idle sessions' prompt caches when it pays, within caps (policies/keepalive.py); off by default.
+    keepalive: KeepAlivePolicy = OFF
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -390,7 +393,7 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
                        "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
                        "price", "max_request_usd", "isolation",
-                       "on_retired", "prompt_cache_key", "priority"})
+                       "on_retired", "prompt_cache_key", "priority", "keepalive"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -432,13 +435,17 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     on_retired = spec.get("on_retired", "warn")
     if on_retired not in ON_RETIRED:
         raise PolicyError(f"{path}.on_retired: must be one of {', '.join(ON_RETIRED)}, got {on_retired!r}")
+    try:
+        keepalive = parse_keepalive(spec.get("keepalive"), f"{path}.keepalive", PERIODS)
+    except ValueError as e:
+        raise PolicyError(str(e)) from None
     return _prioritised(Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
                  _caller_checkpoints(spec.get("caller_checkpoints", "keep"), path), formats, _rewrite_rule(spec, path),
                  _response_cache(spec.get("response_cache") or {}, f"{path}.response_cache"),
                  diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, isolation=isolation,
                  price=_price(spec.get("price"), f"{path}.price"),
                  max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd"),
-                 on_retired=on_retired, prompt_cache_key=cache_key), spec, path)
+                 on_retired=on_retired, prompt_cache_key=cache_key, keepalive=keepalive), spec, path)
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:

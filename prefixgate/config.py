@@ -68,6 +68,14 @@ class Settings(BaseSettings):
     policy_file: str = ""
     # Largest request body the gateway accepts (images and PDFs travel inline, so this is generous).
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    # Most messages (turns, Gemini contents, Responses input items) and content parts (text, image, tool call
+    # and result blocks, all turns together) one request may carry: more answers 413 naming the limit. They bound
+    # the gateway's work per request; providers accept fewer (docs/gateway.md#request-limits).
+    max_messages: int = Field(100_000, ge=1)
+    max_content_parts: int = Field(400_000, ge=1)
+    # A body of this many bytes or more is parsed, planned and encoded on a worker thread, off the event loop,
+    # so it does not stall other requests (gateway/off_loop.py).
+    off_loop_bytes: int = Field(1 << 20, ge=0)
     # Megabytes of recent request bodies kept per format (Anthropic, OpenAI Chat, Responses), so a resent
     # conversation is parsed and planned from where it differs (docs/gateway.md); they hold ~8x that with
     # their parsed values. 0 turns it off.
@@ -104,6 +112,9 @@ class Settings(BaseSettings):
     # Webhook URLs (comma-separated) that alerts are pushed to, besides the policy's `alert_webhooks`
     # (docs/alerts.md). They carry secrets in their paths: the gateway logs only their hosts.
     alert_webhooks: str = ""
+    # Tests only: a file holding seconds added to the clock keep-alive and mock-providers' caches run by
+    # (prefixgate/clock.py), so an idle gap of minutes passes without waiting it out. Empty: the wall clock.
+    clock_offset_file: str = ""
 
     @field_validator("admin_token")
     @classmethod

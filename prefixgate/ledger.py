@@ -89,6 +89,12 @@ class LedgerRecord:
     # the key sent ("" for none): sessions that share a key share the provider's cache machine.
     cache_key_mode: str = ""
     prompt_cache_key: str = ""
+    # "" for a caller's request; "keepalive" for a refresh the gateway sent to keep a session's cache warm
+    # (gateway/keepalive.py): billed to the session's key like its requests, and kept apart on the dashboard.
+    kind: str = ""
+    # On a caller's request that read a prefix only a keep-alive refresh kept alive (its gap outlasted the
+    # cache's TTL): what that read saved against writing the prefix again. None where no refresh helped.
+    keepalive_saved_usd: str | None = None
 
     @property
     def usage(self) -> Usage:
@@ -231,6 +237,17 @@ class Ledger:
             fresh = self._db.execute("SELECT cost_usd FROM requests WHERE rowid > ? AND key = ? AND ts >= ?",
                                      (mark, key, since)).fetchall()
         return int(rolled) + sum(rollup.picodollars(cost) for (cost,) in fresh)
+
+    def spend_pico(self, since: float, *, route: str, key: str | None = None, kind: str = "") -> int:
+        """What the records of `kind` on `route` (of `key`, else every key's) cost from `since`, in picodollars,
+        from the raw records (kept `ledger_retention_days`): where keep-alive's caps start after a restart."""
+        query = "SELECT cost_usd FROM requests WHERE ts >= ? AND kind = ? AND route = ?"
+        args: tuple = (since, kind, route)
+        if key is not None:
+            query, args = query + " AND key = ?", (*args, key)
+        with self._lock:
+            rows = self._db.execute(query, args).fetchall()
+        return sum(rollup.picodollars(cost) for (cost,) in rows)
 
     def close(self) -> None:
         """Stop the background thread after a last roll-up, checkpoint and Redis copy."""

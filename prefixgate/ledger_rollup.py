@@ -42,7 +42,10 @@ SUMS = ("requests", "errors", "unpriced", "uncached_input", "cache_read", "cache
         "cost_disagreements", "disagreeing_provider_pico", "disagreeing_table_pico",
         # The response cache: hits served and the spend they avoided; shadow mode's would-be hits and what those
         # requests cost (what serving them would have avoided). Never part of savings_pico (prompt caching).
-        "response_hits", "response_avoided_pico", "shadow_hits", "shadow_avoidable_pico")
+        "response_hits", "response_avoided_pico", "shadow_hits", "shadow_avoidable_pico",
+        # Keep-alive (gateway/keepalive.py): refreshes sent and what they cost (also in spend_pico), and what the
+        # reads they kept alive saved on the sessions' next requests ("bought vs saved").
+        "keepalive_refreshes", "keepalive_bought_pico", "keepalive_saved_pico")
 BIN_RATIO = 1.1
 VALUE_HIST_RES = 3600           # per-value histograms are kept per hour only (see the module docstring)
 BATCH = 1000                    # records per roll-up transaction (appends wait for it)
@@ -125,7 +128,7 @@ def contribution(rec: dict) -> tuple[tuple[int, ...], int, int | None]:
             picodollars(rec["cost_without_cache_usd"]) or cost, picodollars(rec["savings_usd"]) if priced else 0,
             int(priced and reported is not None and not by_table), int(compared), provider_cost, cost if compared else 0,
             int(differs), provider_cost if differs else 0, cost if differs else 0,
-            *_response_cache(rec, cost))
+            *_response_cache(rec, cost), *_keepalive(rec, cost))
     ttft = rec["ttft_ms"]
     return sums, latency_bin(rec["latency_ms"] or 0.0), None if ttft is None else latency_bin(ttft)
 
@@ -134,6 +137,11 @@ def _response_cache(rec: dict, cost: int) -> tuple[int, int, int, int]:
     state = rec.get("response_cache") or ""
     hit, shadow = state == "hit", state == "shadow-hit" and rec["status"] == 200
     return int(hit), picodollars(rec.get("avoided_usd")) if hit else 0, int(shadow), cost if shadow else 0
+
+
+def _keepalive(rec: dict, cost: int) -> tuple[int, int, int]:
+    refresh = rec.get("kind") == "keepalive"
+    return int(refresh), cost if refresh else 0, picodollars(rec.get("keepalive_saved_usd"))
 
 
 def aggregate(records: Iterable[dict]) -> dict[tuple, Aggregate]:

@@ -74,6 +74,8 @@ def _choose(model: ModelRules, price: Price, rules: AnthropicRules, route: Route
         notes.append(f"cache: {model.id} cannot cache on {model.provider}; no checkpoint placed")
         return []
     chosen = checkpoints._decide(cands, model, price, route, ttls, notes)
+    if len(chosen) < rules.max_breakpoints:
+        chosen += checkpoints.split_anchor(chosen, price, route, ttls)
     chosen = sorted(chosen, key=lambda c: checkpoints.PRIORITY[c.level])[: rules.max_breakpoints]
     chosen.sort(key=lambda c: c.index)
     # Longer TTLs must precede shorter ones. A shorter prefix is reused at least as often as any longer
@@ -84,7 +86,7 @@ def _choose(model: ModelRules, price: Price, rules: AnthropicRules, route: Route
     for c in reversed(chosen):
         ttl = c.choice.ttl
         if needed is not None and longest[needed] > longest[ttl]:
-            level = "conversation" if c.level == "lookback" else c.level
+            level = "conversation" if c.level in ("lookback", "anchor") else c.level
             if expected_cost(route.reuse.level(level), price, needed) >= 1.0:
                 notes.append(f"skip: {c.level} checkpoint: would need ttl {needed} to precede a longer-lived one, which does not pay")
                 continue

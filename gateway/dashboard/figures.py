@@ -67,6 +67,9 @@ def _figures(sums: dict[str, int], latency: dict[int, int] | None = None, ttft: 
         "response_cache": {"hits": sums["response_hits"], "avoided_usd": _money(sums["response_avoided_pico"]),
                            "shadow_hits": sums["shadow_hits"],
                            "shadow_avoidable_usd": _money(sums["shadow_avoidable_pico"])},
+        # Keep-alive refreshes: bought (in spend) against what the reads they kept alive saved.
+        "keepalive": {"refreshes": sums["keepalive_refreshes"], "bought_usd": _money(sums["keepalive_bought_pico"]),
+                      "saved_usd": _money(sums["keepalive_saved_pico"])},
     }
 
 

@@ -85,7 +85,8 @@ class Diagnosis:
 
 
 def is_miss(rec: LedgerRecord) -> bool:
-    return rec.status == 200 and rec.cache_read == 0 and rec.uncached_input + sum(rec.cache_writes.values()) > 0
+    # A keep-alive refresh that found its prefix evicted is keep-alive's stop (its own counter), not a caller's miss.
+    return not rec.kind and rec.status == 200 and rec.cache_read == 0 and rec.uncached_input + sum(rec.cache_writes.values()) > 0
 
 
 def missed_usd(rec: LedgerRecord, catalog: Catalog | None = None) -> Decimal:

@@ -45,6 +45,13 @@ class ResponseCacheTotals(BaseModel):
     shadow_avoidable_usd: str = Field(description="what those shadow-mode requests cost: what serving them would avoid")
 
 
+class KeepAliveTotals(BaseModel):
+    refreshes: int = Field(description="keep-alive refreshes sent (ledger rows of kind keepalive; also in requests)")
+    bought_usd: str = Field(description="what the refreshes cost (part of spend_usd)")
+    saved_usd: str = Field(description="what the sessions' next requests saved by reading a prefix only a refresh "
+                                       "kept alive, against writing it again")
+
+
 class Totals(BaseModel):
     requests: int
     errors: int = Field(description="requests answered with a non-200 status")
@@ -60,6 +67,7 @@ class Totals(BaseModel):
     latency_p95_ms: float | None
     ttft_p95_ms: float | None
     response_cache: ResponseCacheTotals
+    keepalive: KeepAliveTotals
 
 
 class Summary(BaseModel):

@@ -11,9 +11,11 @@ from prefixgate.dialects.resent import Body, ResentBodies
 from prefixgate.errors import RequestError
 
 # An escaped surrogate, or one in raw bytes: json.loads decodes bytes with "surrogatepass", so ED A0-BF (UTF-8's
-# spelling of U+D800-U+DFFF, which is not valid UTF-8) reads as a lone surrogate too.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD]|\xed[\xa0-\xbf]")
+# spelling of U+D800-U+DFFF, which is not valid UTF-8) reads as a lone surrogate too. Each pattern alone starts
+# with a literal, which the regex engine finds fast (as one alternation they scanned ~100x slower).
+_ESCAPE, _RAW_SURROGATE = re.compile(rb"\\u[dD]"), re.compile(rb"\xed[\xa0-\xbf]")
 _SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD]")
+_HIGH, _LOW = b"89abAB", b"cdefCDEF"
 _TYPE_NAMES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer"}
 
 
@@ -31,7 +33,7 @@ def load_body(body: bytes | str | dict) -> dict:
         raise RequestError(f"request body holds a number the gateway cannot read: {str(e).split(';')[0]}") from None
     if not isinstance(value, dict):
         raise RequestError(f"request body must be a JSON object, not {_json_type(value)}")
-    if (_SURROGATE_ESCAPE if isinstance(body, bytes) else _SURROGATE_ESCAPE_TEXT).search(body):
+    if _may_hold_lone_surrogate(body) if isinstance(body, bytes) else _SURROGATE_ESCAPE_TEXT.search(body):
         _no_lone_surrogate(value)
     return value
 
@@ -43,10 +45,36 @@ def load_resent(body: bytes | str | dict, array: str, bodies: ResentBodies) -> t
     if found is None:
         return load_body(body), None
     # The reused parts passed this check in the body they came from.
-    if _SURROGATE_ESCAPE.search(found.raw, found.new_from) or (
-            found.head_parsed and _SURROGATE_ESCAPE.search(found.raw, 0, found.start)):
+    if _may_hold_lone_surrogate(found.raw, found.new_from) or (
+            found.head_parsed and _may_hold_lone_surrogate(found.raw, 0, found.start)):
         _no_lone_surrogate(found.data)
     return found.data, found
+
+
+def _may_hold_lone_surrogate(raw: bytes, start: int = 0, end: int | None = None) -> bool:
+    """Whether `raw[start:end]` may hold a lone surrogate, for the whole check (`_no_lone_surrogate`, a dumps of
+    the body): true at raw surrogate bytes, at an escape of either half that is not one of a pair, and where a
+    backslash before "ud" is itself escaped (text that reads as an escape: rare, so left to the whole check). A
+    whole escaped pair (an emoji from a client that escapes non-ASCII, as Python's json.dumps does) is passed
+    over: otherwise every request resending one would pay a dumps of its whole body."""
+    end = len(raw) if end is None else end
+    if _RAW_SURROGATE.search(raw, start, end):
+        return True
+    pair_end = -1
+    for found in _ESCAPE.finditer(raw, start, end):
+        i = found.start()
+        if i < pair_end:
+            continue                            # the low half of the pair just passed
+        if i + 12 > len(raw):
+            return True                         # no room for a pair
+        run = i
+        while run > 0 and raw[run - 1] == 0x5C:
+            run -= 1
+        if (i - run) % 2 or raw[i + 3] not in _HIGH or raw[i + 6:i + 9] not in (b"\\ud", b"\\uD") \
+                or raw[i + 9] not in _LOW:
+            return True
+        pair_end = i + 12
+    return False
 
 
 def _no_lone_surrogate(value: Any) -> None:

@@ -7,6 +7,8 @@
 workspace, OpenAI organisation, Gemini project); `output_tokens` defaults to 0. Gemini explicit caches
 add `"endpoint"`: "cachedContents.create" (body: the CachedContent, optionally with the recorded "name"),
 "cachedContents.update" or "cachedContents.delete" (with "name"); the default is "generate".
+`"keepalive": true` marks a request sent only to keep a cached prefix alive (`prefixgate plan --keepalive`):
+it is priced like any other, but would not exist without caching, so its cost without caching is nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 from prefixgate.providers.rules import PROVIDERS
 
 ENDPOINTS = ("generate", "cachedContents.create", "cachedContents.update", "cachedContents.delete")
-_KEYS = {"t", "provider", "model", "route", "tenant", "output_tokens", "body", "endpoint", "name"}
+# `plan` (a planned trace's explanation) is read and ignored, so a planned trace replays as it is.
+_KEYS = {"t", "provider", "model", "route", "tenant", "output_tokens", "body", "endpoint", "name", "keepalive", "plan"}
 
 
 class TraceError(ValueError):
@@ -40,6 +43,7 @@ class TraceRecord:
     output_tokens: int = 0
     endpoint: str = "generate"
     name: str | None = None
+    keepalive: bool = False
 
 
 def read_trace(path: str | Path) -> list[TraceRecord]:
@@ -96,10 +100,13 @@ def parse_record(text: str, line: int = 1, where: str = "trace") -> TraceRecord:
     name = raw.get("name")
     if endpoint in ("cachedContents.update", "cachedContents.delete") and not isinstance(name, str):
         raise TraceError(f"{at}: endpoint {endpoint!r} needs 'name' (cachedContents/{{id}})")
+    keepalive = raw.get("keepalive", False)
+    if not isinstance(keepalive, bool):
+        raise TraceError(f"{at}: 'keepalive' must be true or false, got {keepalive!r}")
     return TraceRecord(
         line=line, t=float(t), provider=raw["provider"], model=raw["model"], body=raw["body"],
         route=raw.get("route", "default"), tenant=raw.get("tenant", "default"), output_tokens=output,
-        endpoint=endpoint, name=name,
+        endpoint=endpoint, name=name, keepalive=keepalive,
     )
 
 
@@ -112,4 +119,6 @@ def record_json(record: TraceRecord) -> dict[str, Any]:
         out["endpoint"] = record.endpoint
     if record.name is not None:
         out["name"] = record.name
+    if record.keepalive:
+        out["keepalive"] = True
     return out

@@ -75,9 +75,11 @@ class RouteTotals:
     errors: int = 0
     usage: Usage = field(default_factory=Usage)
     cost: Cost = field(default_factory=Cost)
+    keepalives: int = 0       # of `requests`, the keep-alive refreshes
 
-    def add(self, usage: Usage, cost: Cost) -> None:
+    def add(self, usage: Usage, cost: Cost, keepalive: bool = False) -> None:
         self.requests += 1
+        self.keepalives += keepalive
         self.usage = self.usage + usage
         self.cost = self.cost + cost
 
@@ -85,6 +87,7 @@ class RouteTotals:
         u, c = self.usage, self.cost
         return {
             "requests": self.requests,
+            "keepalive_requests": self.keepalives,
             "errors": self.errors,
             **u.token_counts(),
             "cache_write_tokens_by_ttl": dict(sorted(u.cache_writes.items())),
@@ -106,6 +109,7 @@ class ReplayReport:
         out = RouteTotals()
         for r in self.routes.values():
             out.requests += r.requests
+            out.keepalives += r.keepalives
             out.errors += r.errors
             out.usage = out.usage + r.usage
             out.cost = out.cost + r.cost
@@ -153,7 +157,9 @@ def _replay_one(record: TraceRecord, strategy: Strategy, state: ReplayState, tot
         body = strategy(record, state)
         result = sim.respond(record.provider, body, now=record.t, tenant=record.tenant,
                              model=record.model, output_tokens=record.output_tokens)
-        totals.add(result.usage, cost_of(record.provider, result.model.id, result.usage, catalog=sim.catalog))
+        cost = cost_of(record.provider, result.model.id, result.usage, catalog=sim.catalog)
+        # A keep-alive refresh exists only because of caching: without it, it would cost nothing.
+        totals.add(result.usage, replace(cost, without_cache=ZERO) if record.keepalive else cost, record.keepalive)
     elif record.endpoint == "cachedContents.create":
         body = dict(record.body)
         body.setdefault("model", record.model)

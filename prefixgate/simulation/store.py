@@ -52,6 +52,12 @@ class CacheStore:
         entries[key] = entry
         return entry
 
+    def clear(self) -> int:
+        """Drop every entry (an eviction); returns how many there were."""
+        n = sum(len(entries) for entries in self._scopes.values())
+        self._scopes.clear()
+        return n
+
     def entries(self, scope: Hashable) -> dict[str, Entry]:
         return self._scopes.get(scope, {})
 

@@ -261,6 +261,21 @@ function renderRewrites(routes) {
   }
 }
 
+// Keep-alive per route: refreshes bought (in spend) against what the reads they kept alive saved.
+function renderKeepAlive(rows) {
+  const body = $("#keepalive-body");
+  body.replaceChildren();
+  const kept = rows.filter((r) => r.keepalive.refreshes || Number(r.keepalive.saved_usd));
+  if (!kept.length) body.append(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "no keep-alive refreshes in this window")));
+  for (const r of kept) {
+    const k = r.keepalive, net = Number(k.saved_usd) - Number(k.bought_usd);
+    body.append(el("tr", { "data-route": r.name }, el("td", {}, el("b", {}, r.name)),
+      el("td", { class: "num" }, fmtInt(k.refreshes)), el("td", { class: "num" }, fmtUsd(k.bought_usd)),
+      el("td", { class: "num" }, fmtUsd(k.saved_usd)),
+      el("td", { class: "num" + (net < 0 ? " negative" : "") }, fmtUsd(String(net)))));
+  }
+}
+
 function renderBreakdown() {
   const body = $("#breakdown-body");
   const rows = state.data ? state.data.breakdowns[state.by] : [];
@@ -336,6 +351,7 @@ async function refresh() {
     hitChart(data.points, span);
     renderMisses(data.misses);
     renderRewrites(data.rewrites);
+    renderKeepAlive(data.breakdowns.route);
     renderBreakdown();
     await refreshForecast();
     $("#source").textContent = `ledger: ${data.window.source} · ${fmtTime(data.window.since, span)} – ${fmtTime(data.window.until, span)}`;

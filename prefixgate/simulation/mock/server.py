@@ -101,6 +101,12 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     async def health() -> dict:
         return {"status": "ok"}
 
+    # Providers evict cache entries before their TTL when they need the room (best effort, never promised):
+    # tests make the mock do so here, for every workspace at once.
+    @app.post("/_mock/evict")
+    async def evict() -> dict:
+        return {"evicted": ctx.simulator.store.clear()}
+
     modules = {"anthropic": mock_anthropic, "openai": mock_openai, "gemini": mock_gemini}
 
     # GET /v1/models is every provider's model list; the caller's auth headers say whose.

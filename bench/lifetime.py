@@ -1,0 +1,95 @@
+"""Cache-lifetime benchmark: the planner's TTL choices and its keep-alive refreshes against a hindsight expert.
+
+For each trace (bench/lifetime_traces.py: human-paced chat, an agent's working day with breaks from minutes to
+hours, prompts that never repeat; Claude Sonnet 5.5 prices) it replays through the provider cache simulator
+- planner: `prefixgate plan` online, learning as it goes (the `planner` replay strategy);
+- planner + keep-alive: `prefixgate plan --keepalive`, its refresh records priced like any request;
+- expert (marks): the cheapest checkpoint TTLs for the trace, knowing every future request
+  (bench/lifetime_expert.py: an exact optimum by dynamic programming over the entries alive between requests);
+- expert (marks + refreshes): the same optimum with refreshes allowed between requests.
+Savings are against the same requests with no caching (a refresh costs money and saves nothing by itself).
+Targets: planner >= 0.97 of the marks expert on human-paced chat; planner + keep-alive >= 0.99 of the marks +
+refreshes expert on the agent's day; no refresh and no loss from keep-alive where nothing repeats.
+
+Three trace sets: `tune` (the parameters the method was developed on), `check` (other seeds and shapes, looked
+at during development) and `held-out` (other seeds and shapes again, run only for the report).
+
+Run: `.venv/bin/python bench/lifetime.py [tune|check|held-out ...]` (about two minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from lifetime_expert import hindsight  # noqa: E402
+from lifetime_traces import SETS  # noqa: E402
+
+from prefixgate.cache_planner.trace import plan_trace, replay_strategy  # noqa: E402
+from prefixgate.providers.trace import TraceRecord, parse_record  # noqa: E402
+from prefixgate.simulation.replay import ReplayReport, passthrough, replay  # noqa: E402
+
+
+def saved(report: ReplayReport) -> tuple[float, int]:
+    """Share of the no-caching cost saved, and the refreshes sent."""
+    if report.errors:
+        raise SystemExit(f"simulator rejected requests: {report.errors[:3]}")
+    total = report.total
+    return float(total.cost.savings / total.cost.without_cache), total.keepalives
+
+
+def with_keepalive(records: list[TraceRecord]) -> list[TraceRecord]:
+    """`prefixgate plan --keepalive` on `records`, read back as a trace (its bodies are planned already)."""
+    return [parse_record(json.dumps(line)) for line in plan_trace(records, keepalive=True)]
+
+
+def score(records: list[TraceRecord]) -> dict:
+    planner, _ = saved(replay(records, replay_strategy(), strategy_name="planner"))
+    keepalive, refreshes = saved(replay(with_keepalive(records), passthrough, strategy_name="planner + keep-alive"))
+    marks, _ = saved(replay(hindsight(records, refresh=False)[0], passthrough, strategy_name="expert (marks)"))
+    both, expert_refreshes = saved(replay(hindsight(records, refresh=True)[0], passthrough,
+                                          strategy_name="expert (marks + refreshes)"))
+    return {"requests": len(records), "planner": planner, "keepalive": keepalive, "refreshes": refreshes,
+            "marks": marks, "both": both, "expert_refreshes": expert_refreshes}
+
+
+def ratio(value: float, expert: float) -> float:
+    return value / expert if expert > 0 else (1.0 if value >= expert - 1e-9 else 0.0)
+
+
+def targets(name: str, row: dict) -> dict[str, bool]:
+    if name == "human-paced chat":
+        return {"planner >= 0.97 of marks expert": ratio(row["planner"], row["marks"]) >= 0.97}
+    if name == "agent working day":
+        return {"keep-alive >= 0.99 of marks+refresh expert": ratio(row["keepalive"], row["both"]) >= 0.99}
+    return {"no refresh": row["refreshes"] == 0, "keep-alive loses nothing": row["keepalive"] >= row["planner"] - 1e-12}
+
+
+def main(which: list[str]) -> None:
+    ok = True
+    print("Savings vs no caching (ratio to the expert in brackets: the planner to the marks expert, planner + "
+          "keep-alive to the marks + refreshes expert).\n")
+    print("| set | trace | requests | planner | planner + keep-alive (refreshes) | expert, marks | "
+          "expert, marks + refreshes (refreshes) | target met |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for set_name in which:
+        for name, make in SETS[set_name].items():
+            start = time.process_time()
+            row = score(make())
+            met = targets(name, row)
+            ok &= all(met.values())
+            cells = (f"{row['planner']:.1%} ({ratio(row['planner'], row['marks']):.3f}) | "
+                     f"{row['keepalive']:.1%} ({ratio(row['keepalive'], row['both']):.3f}; {row['refreshes']}) | "
+                     f"{row['marks']:.1%} | {row['both']:.1%} ({row['expert_refreshes']})")
+            verdict = "; ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in met.items())
+            print(f"| {set_name} | {name} | {row['requests']} | {cells} | {verdict} |", flush=True)
+            print(f"<!-- {set_name}/{name}: {time.process_time() - start:.1f} s CPU -->", file=sys.stderr)
+    print(json.dumps({"all_targets_met": ok}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or list(SETS))

@@ -1,0 +1,154 @@
+"""Deterministic traces for the cache-lifetime benchmark (bench/lifetime.py): each generator takes a seed and
+the shape of its workload (gap distribution, sessions, prefix sizes), so a method tuned on one set of
+parameters can be scored on another it has not seen (`TUNE` and `HELD_OUT` below).
+
+- human-paced chat: a person reads each reply and answers minutes later, sometimes after a break past
+  5 minutes; several conversations a day on one route.
+- agent working day: a coding agent's tool loop (requests seconds apart) in bursts, with breaks from
+  minutes (a review) to hours (a meeting, lunch), one long conversation over the day.
+- nothing repeats: long one-off prompts (no shared system prompt, no follow-up).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from planner_traces import prose
+
+from prefixgate.providers.trace import TraceRecord
+
+MODEL = "claude-sonnet-5-5"
+
+
+def _record(t: float, route: str, body: dict, output: int) -> TraceRecord:
+    return TraceRecord(line=0, t=t, provider="anthropic", model=MODEL, body=body, route=route, tenant="acme",
+                       output_tokens=output)
+
+
+def _body(system: str, messages: list, tools: list | None = None) -> dict:
+    body: dict = {"model": MODEL, "max_tokens": 2048}
+    if tools:
+        body["tools"] = tools
+    body["system"] = system
+    body["messages"] = list(messages)
+    return body
+
+
+@dataclass(frozen=True)
+class Chat:
+    sessions: int = 8
+    turns: tuple[int, int] = (6, 14)
+    reply_s: tuple[float, float] = (40.0, 240.0)     # reading and typing time, uniform
+    break_p: float = 0.25                            # chance a gap is a break instead
+    break_s: tuple[float, float] = (360.0, 2400.0)   # a break, log-uniform
+    system_paragraphs: int = 16
+    reply_sentences: int = 12
+    day_s: float = 8 * 3600.0
+
+
+def human_chat(seed: int, shape: Chat = Chat()) -> list[TraceRecord]:
+    rng = random.Random(seed)
+    system = "You are a thoughtful assistant.\n" + "\n".join(prose(rng, 5) for _ in range(shape.system_paragraphs))
+    records = []
+    for _ in range(shape.sessions):
+        t = rng.uniform(0, shape.day_s)
+        messages: list = []
+        for _ in range(rng.randint(*shape.turns)):
+            messages.append({"role": "user", "content": prose(rng, rng.randint(1, 4))})
+            records.append(_record(t, "chat", _body(system, messages), output=400))
+            messages.append({"role": "assistant", "content": prose(rng, rng.randint(shape.reply_sentences // 2,
+                                                                                     shape.reply_sentences * 3 // 2))})
+            if rng.random() < shape.break_p:
+                lo, hi = shape.break_s
+                t += lo * (hi / lo) ** rng.random()
+            else:
+                t += rng.uniform(*shape.reply_s)
+    return sorted(records, key=lambda r: r.t)
+
+
+@dataclass(frozen=True)
+class AgentDay:
+    bursts: int = 14
+    steps: tuple[int, int] = (6, 18)                 # tool-loop requests per burst
+    step_s: tuple[float, float] = (4.0, 25.0)        # model + tool time between them
+    # Breaks between bursts (seconds, log-uniform within each range), chosen with these weights.
+    breaks: tuple[tuple[float, float, float], ...] = ((0.45, 60.0, 600.0), (0.35, 600.0, 3000.0),
+                                                      (0.2, 3600.0, 3 * 3600.0))
+    tools: int = 10
+    system_paragraphs: int = 24
+    result_sentences: tuple[int, int] = (4, 16)
+
+
+def agent_day(seed: int, shape: AgentDay = AgentDay()) -> list[TraceRecord]:
+    rng = random.Random(seed)
+    tools = [{"name": f"tool_{i}", "description": prose(rng, 3),
+              "input_schema": {"type": "object", "properties": {"path": {"type": "string", "description": prose(rng, 1)}}}}
+             for i in range(shape.tools)]
+    system = "You are a careful coding agent.\n" + "\n".join(prose(rng, 5) for _ in range(shape.system_paragraphs))
+    messages: list = []
+    records = []
+    t = 0.0
+    for burst in range(shape.bursts):
+        messages.append({"role": "user", "content": f"Task {burst}: " + prose(rng, 3)})
+        for step in range(rng.randint(*shape.steps)):
+            records.append(_record(t, "agent", _body(system, messages, tools), output=150))
+            call = f"toolu_{burst}_{step}"
+            messages.append({"role": "assistant", "content": [
+                {"type": "tool_use", "id": call, "name": rng.choice(tools)["name"], "input": {"path": prose(rng, 1)}}]})
+            messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": call, "content": prose(rng, rng.randint(*shape.result_sentences))}]})
+            t += rng.uniform(*shape.step_s)
+        messages.append({"role": "assistant", "content": "Done: " + prose(rng, 2)})
+        weights = [w for w, _, _ in shape.breaks]
+        _, lo, hi = rng.choices(shape.breaks, weights)[0]
+        t += lo * (hi / lo) ** rng.random()
+    return records
+
+
+@dataclass(frozen=True)
+class OneOff:
+    prompts: int = 40
+    paragraphs: tuple[int, int] = (40, 80)
+    gap_s: tuple[float, float] = (30.0, 900.0)
+
+
+def nothing_repeats(seed: int, shape: OneOff = OneOff()) -> list[TraceRecord]:
+    rng = random.Random(seed)
+    records = []
+    t = 0.0
+    for i in range(shape.prompts):
+        doc = "\n".join(prose(rng, 6) for _ in range(rng.randint(*shape.paragraphs)))
+        # No shared system prompt either: each request's first words differ.
+        body = _body(f"Report {i} ({rng.getrandbits(64):016x}): summarise it.", [{"role": "user", "content": doc}])
+        records.append(_record(t, "oneoff", body, output=300))
+        t += rng.uniform(*shape.gap_s)
+    return records
+
+
+# The method was developed on TUNE and looked at CHECK along the way; HELD_OUT (other seeds, gap distributions,
+# session counts and prefix sizes again) was run only for the report.
+TUNE = {
+    "human-paced chat": lambda: human_chat(11),
+    "agent working day": lambda: agent_day(21),
+    "nothing repeats": lambda: nothing_repeats(31),
+}
+CHECK = {
+    "human-paced chat": lambda: human_chat(12, Chat(sessions=12, turns=(4, 20), reply_s=(20.0, 290.0), break_p=0.35,
+                                                    break_s=(320.0, 3000.0), system_paragraphs=30, reply_sentences=8)),
+    "agent working day": lambda: agent_day(22, AgentDay(bursts=10, steps=(3, 30), step_s=(2.0, 40.0),
+                                                        breaks=((0.3, 120.0, 900.0), (0.4, 900.0, 2400.0),
+                                                                (0.3, 3600.0, 4 * 3600.0)),
+                                                        tools=6, system_paragraphs=12, result_sentences=(8, 30))),
+    "nothing repeats": lambda: nothing_repeats(32, OneOff(prompts=30, paragraphs=(60, 120), gap_s=(5.0, 3600.0))),
+}
+HELD_OUT = {
+    "human-paced chat": lambda: human_chat(13, Chat(sessions=10, turns=(3, 16), reply_s=(30.0, 270.0), break_p=0.2,
+                                                    break_s=(310.0, 3500.0), system_paragraphs=20, reply_sentences=16)),
+    "agent working day": lambda: agent_day(23, AgentDay(bursts=16, steps=(4, 22), step_s=(3.0, 30.0),
+                                                        breaks=((0.5, 90.0, 900.0), (0.25, 900.0, 3500.0),
+                                                                (0.25, 3700.0, 2.5 * 3600.0)),
+                                                        tools=14, system_paragraphs=30, result_sentences=(2, 20))),
+    "nothing repeats": lambda: nothing_repeats(33, OneOff(prompts=50, paragraphs=(20, 60), gap_s=(1.0, 600.0))),
+}
+SETS = {"tune": TUNE, "check": CHECK, "held-out": HELD_OUT}

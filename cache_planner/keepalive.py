@@ -1,0 +1,178 @@
+"""The cheapest request each provider accepts that keeps a cached prefix alive, and what it costs.
+
+A refresh re-sends the prefix up to the request's last cache checkpoint and asks for as little output as the
+provider allows: a cache hit restarts the entry's TTL at no charge beyond the read (Anthropic A1/A2; Bedrock;
+OpenAI's and Gemini's implicit caches keep what was recently used). Per wire format:
+
+- Anthropic Messages (also Bedrock InvokeModel, Vertex): the messages through the last `cache_control` (a
+  top-level `cache_control` covers the whole body), `max_tokens: 0` (pre-warm: no output; A2). Pre-warm is
+  refused with streaming (dropped: it does not touch the cache), with thinking, a forced `tool_choice` or a
+  structured-output format, which all salt the cache and so must stay: then `max_tokens: 1` (thinking:
+  its budget + 1, the smallest the API takes).
+- Bedrock Converse: the messages through the last `cachePoint`, `inferenceConfig.maxTokens: 1`.
+- OpenAI Chat Completions: the messages through the last `prompt_cache_breakpoint` part (all of them when
+  the cache is implicit), `max_completion_tokens: 1`.
+- OpenAI Responses: on models with paid cache writes (GPT-5.6+), `prompt_cache_options.prewarm: true`, which
+  fills the cache without output (wire-2026-11.md section 3); otherwise `max_output_tokens: 16`, the minimum.
+- Gemini generateContent: with a `cachedContent`, the refresh is a TTL extension, `PATCH cachedContents/{id}`
+  with `{"ttl": "<s>s"}` (kind "cachedContents.update"; storage is what it costs); implicit caching: the same
+  contents with `generationConfig.maxOutputTokens: 1`.
+- Gemini Interactions: no refresh (an interaction cannot be sent without producing output we can bound).
+A body with nothing cached (no checkpoint on a provider that needs one) has no refresh: `refresh_body` is None.
+
+Public API (stable):
+    Refresh(kind, body, name=None, output_tokens=0, prewarm=False)
+    refresh_body(provider, body, model=None, ttl_s=3600.0, catalog=None) -> Refresh | None
+    refresh_cost(refresh, price, cached_tokens, uncached_tokens=0, ttl_s=3600.0) -> Decimal   (USD)
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal
+
+from prefixgate.cost import MTOK, Price
+from prefixgate.dialects import request_dialect
+from prefixgate.providers.pricing import UnknownModel, resolve_model
+from prefixgate.providers.rules import Catalog
+
+RESPONSES_MIN_OUTPUT = 16   # Responses rejects max_output_tokens below 16
+FILLER = "."                # the user turn a refresh needs when only the system prompt and tools are cached
+
+
+@dataclass(frozen=True)
+class Refresh:
+    kind: Literal["generate", "cachedContents.update"]
+    body: dict                    # a complete request body (generate) or the PATCH body (TTL extension)
+    name: str | None = None       # the cachedContents name a TTL extension patches
+    output_tokens: int = 0        # output tokens billed at most
+    prewarm: bool = False         # the provider produces no output for it
+
+
+def refresh_body(provider: str, body: dict, model: str | None = None, ttl_s: float = 3600.0,
+                 catalog: Catalog | None = None) -> Refresh | None:
+    """The cheapest refresh of the prefix `body` cached, or None when it caches nothing a refresh could keep.
+    `model`: for providers that name it in the URL (Gemini, Bedrock); `ttl_s`: a TTL extension's new TTL."""
+    name = request_dialect(provider, body).name
+    if name in ("anthropic", "bedrock_invoke", "vertex_anthropic"):
+        return _anthropic(body)
+    if name == "bedrock_converse":
+        return _converse(body)
+    if name == "openai":
+        return _chat(body)
+    if name == "responses":
+        return _responses(body, model, catalog)
+    if name in ("gemini", "vertex_gemini"):
+        return _gemini(body, ttl_s)
+    return None
+
+
+def refresh_cost(refresh: Refresh, price: Price, cached_tokens: int, uncached_tokens: int = 0,
+                 ttl_s: float = 3600.0) -> Decimal:
+    """What the refresh is expected to cost in USD: the cached prefix read, any uncached tokens (a filler turn,
+    an implicit cache's tail past its last step) and the output it may produce; a TTL extension stores the
+    cache's tokens for `ttl_s` more seconds."""
+    if refresh.kind == "cachedContents.update":
+        return price.storage_per_hour * cached_tokens * Decimal(str(ttl_s)) / Decimal(3600) / MTOK
+    return (price.cache_read * cached_tokens + price.input * uncached_tokens + price.output * refresh.output_tokens) / MTOK
+
+
+def _through_last(items: list, marked: Callable[[Any], bool], parts: Callable[[Any], Any]) -> list | None:
+    """`items` (messages) cut after the last marked part: the message holding it keeps its parts up to it."""
+    for i in range(len(items) - 1, -1, -1):
+        content = parts(items[i])
+        if isinstance(content, list):
+            for j in range(len(content) - 1, -1, -1):
+                if marked(content[j]):
+                    last = {**items[i], _content_key(items[i]): content[: j + 1]}
+                    return [*items[:i], last]
+    return None
+
+
+def _content_key(message: dict) -> str:
+    return "content" if "content" in message else "parts"
+
+
+def _has(key: str) -> Callable[[Any], bool]:
+    return lambda part: isinstance(part, dict) and key in part
+
+
+def _anthropic(body: dict) -> Refresh | None:
+    out = copy.deepcopy(body)
+    out.pop("stream", None)
+    messages = out.get("messages") or []
+    if out.get("cache_control") is None:
+        cut = _through_last(messages, _has("cache_control"), lambda m: m.get("content"))
+        if cut is None:
+            static = [b for b in [*(out.get("tools") or []), *(out.get("system") or [] if isinstance(out.get("system"), list) else [])]
+                      if isinstance(b, dict) and "cache_control" in b]
+            if not static:
+                return None
+            cut = [{"role": "user", "content": FILLER}]
+        out["messages"] = cut
+    thinking = out.get("thinking") if isinstance(out.get("thinking"), dict) else {}
+    forced = isinstance(out.get("tool_choice"), dict) and out["tool_choice"].get("type") in ("tool", "any")
+    formatted = isinstance(out.get("output_config"), dict) and "format" in out["output_config"]
+    if thinking.get("type") == "enabled":
+        out["max_tokens"] = int(thinking.get("budget_tokens", 1024)) + 1
+        return Refresh("generate", out, output_tokens=out["max_tokens"])
+    if forced or formatted:
+        out["max_tokens"] = 1
+        return Refresh("generate", out, output_tokens=1)
+    out["max_tokens"] = 0
+    return Refresh("generate", out, prewarm=True)
+
+
+def _converse(body: dict) -> Refresh | None:
+    out = copy.deepcopy(body)
+    cut = _through_last(out.get("messages") or [], _has("cachePoint"), lambda m: m.get("content"))
+    if cut is None:
+        tools = (out.get("toolConfig") or {}).get("tools") or []
+        if not any(_has("cachePoint")(b) for b in [*(out.get("system") or []), *tools]):
+            return None
+        cut = [{"role": "user", "content": [{"text": FILLER}]}]
+    out["messages"] = cut
+    out["inferenceConfig"] = {**(out.get("inferenceConfig") or {}), "maxTokens": 1}
+    return Refresh("generate", out, output_tokens=1)
+
+
+def _chat(body: dict) -> Refresh:
+    out = copy.deepcopy(body)
+    for key in ("stream", "stream_options", "max_tokens", "n"):
+        out.pop(key, None)
+    cut = _through_last(out.get("messages") or [], _has("prompt_cache_breakpoint"), lambda m: m.get("content"))
+    if cut is not None:
+        out["messages"] = cut
+    out["max_completion_tokens"] = 1
+    return Refresh("generate", out, output_tokens=1)
+
+
+def _responses(body: dict, model: str | None, catalog: Catalog | None) -> Refresh:
+    out = copy.deepcopy(body)
+    out.pop("stream", None)
+    if isinstance(out.get("input"), list):
+        cut = _through_last(out["input"], _has("prompt_cache_breakpoint"), lambda m: m.get("content"))
+        if cut is not None:
+            out["input"] = cut
+    try:
+        regime = resolve_model("openai", model or str(out.get("model", "")), catalog).regime
+    except UnknownModel:
+        regime = ""
+    if regime == "breakpoints":
+        out["prompt_cache_options"] = {**(out.get("prompt_cache_options") or {}), "prewarm": True}
+        return Refresh("generate", out, prewarm=True)
+    out["max_output_tokens"] = RESPONSES_MIN_OUTPUT
+    return Refresh("generate", out, output_tokens=RESPONSES_MIN_OUTPUT)
+
+
+def _gemini(body: dict, ttl_s: float) -> Refresh:
+    named = body.get("cachedContent", body.get("cached_content"))
+    if isinstance(named, str) and named:
+        return Refresh("cachedContents.update", {"ttl": f"{int(ttl_s)}s"}, name=named)
+    out = copy.deepcopy(body)
+    key = "generationConfig" if "generationConfig" in out or "generation_config" not in out else "generation_config"
+    out[key] = {**(out.get(key) or {}), "maxOutputTokens": 1}
+    return Refresh("generate", out, output_tokens=1)

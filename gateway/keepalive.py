@@ -1,0 +1,402 @@
+"""Keep-alive: refresh an idle session's prompt cache while it is likely to come back, when that pays.
+
+A *session* is one conversation of one key on one route: its latest answered request, the prefix that request
+left in the provider's cache (through its deepest checkpoint), and what it costs to refresh it. A later request
+whose planned prefix contains that request's whole prompt (the prefix key of its last block, `anchor`)
+continues the session. While a session is idle the
+economics (`cache_planner.lifetime`: the route's gap model against the refresh's price) say when, if ever, a
+refresh pays; this module does the rest:
+
+- sends the refresh (`cache_planner.keepalive.refresh_body`: the cheapest request the provider accepts for the
+  same prefix) through the same upstream with the same credential as the session's requests (the caller's own
+  key on an open gateway, else the route's), never another's;
+- holds it to the route's caps (`policies/keepalive.py`: per route and per key, USD per period, shared through
+  the gateway's counter store) and to the key's own budget and rate limits (admission, as for any request);
+- never sends one once the cache's TTL has run out (it would pay a full write) and stops a session whose refresh
+  read fewer tokens than expected (the provider evicted early: refreshing it again buys nothing);
+- writes each refresh as a ledger row of kind `keepalive` (billed to the session's key), and on the session's
+  next request records what the refreshes saved (`keepalive_saved_usd`: the tokens read that the cache would
+  have lost without them, at the write price less the read price).
+
+Time is `clock` (the `clock_offset_file` setting moves it in tests): the worker wakes every `tick_s` of real
+time and sends what is due by that clock, so a test advances the clock instead of waiting out a gap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from prometheus_client import Counter
+
+from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost
+from prefixgate.cache_planner.lifetime import GapBook, keepalive
+from prefixgate.compact_json import compact_bytes
+from prefixgate.cost import MTOK, Price, cost_note, ledger_fields, price_usage
+from prefixgate.dialects.wire import WireFormat
+from prefixgate.errors import RequestError
+from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.upstream import UpstreamFailure
+from prefixgate.ledger import LedgerRecord
+from prefixgate.policies.limits import nanodollars
+from prefixgate.policies.schema import PERIODS, CallerKey, Route, Upstream
+from prefixgate.usage import Usage
+
+if TYPE_CHECKING:
+    from prefixgate.gateway.proxy import Call, Prepared, Proxy
+
+log = logging.getLogger("prefixgate.keepalive")
+
+KIND = "keepalive"
+# Sessions hold the body a refresh re-sends: past this many bytes of them, the least recently active go first.
+MAX_BODY_BYTES = 64 << 20
+MAX_SESSIONS = 20_000
+TICK_S = 1.0
+TIMEOUT_S = 60.0
+_UNIT_S = {"s": 1, "m": 60, "h": 3600}
+
+
+def ttl_seconds(ttl: str) -> float:
+    """A checkpoint's lifetime as written ("5m", "1h", "30m", "12h", "300s") in seconds."""
+    return float(ttl[:-1]) * _UNIT_S[ttl[-1]]
+
+
+@dataclass
+class Session:
+    """One conversation kept warm: where its latest request went and what it left in the cache."""
+
+    ident: str                      # stable across the conversation's requests (the gap model's session)
+    group: tuple[str, str, str]     # (party, key name, route): sessions never cross these
+    key: CallerKey | None
+    route: Route
+    dialect: str                    # the caller's format (its records name it)
+    anchor: str                     # prefix key of the latest request's last block: a continuation contains it
+    upstream: Upstream              # where the latest request went, with what and how
+    wire: WireFormat
+    planner: str                    # whose caching rules apply (which refresh the provider accepts)
+    rows: str                       # whose price rows bill it
+    model: str
+    credential: str | None          # the key it went with (the caller's own on an open gateway, else the route's)
+    headers: dict[str, str]         # the headers it went with (a same-provider caller's own, e.g. anthropic-beta)
+    prefix_hash: str
+    body: bytes                     # until planned: the latest request as sent; then: the refresh's body
+    cached_tokens: int              # what the latest request left in the cache (read + written): a refresh reads it
+    ttl: str                        # the lifetime in force for that prefix ("5m", "1h", ...)
+    price: Price                    # the model's price at that request's size
+    touched: float                  # when the cache was last touched (a request or a refresh), by the clock
+    last_request: float             # when the session's latest request was answered, by the clock
+    planned: bool = False           # its refresh is built (off the request path) and priced
+    expected_usd: Decimal = Decimal(0)  # what one refresh should cost
+    due: float | None = None        # when to send it, by the clock; None: let the cache expire
+    reason: str = ""                # why (the economics' words)
+    refreshes: int = 0              # refreshes since the latest request
+    stopped: str = ""               # why keep-alive stopped for it (kept: a continuation is still the same session)
+
+    @property
+    def ttl_s(self) -> float:
+        return ttl_seconds(self.ttl)
+
+    @property
+    def slot(self) -> tuple[str, str, str, str]:
+        return (*self.group, self.ident)
+
+    @property
+    def gap_route(self) -> str:
+        return f"{self.group[0]}/{self.route.name}"
+
+
+@dataclass(frozen=True)
+class Cap:
+    counter: str            # its counter in the gateway's counter store (shared through Redis)
+    usd: float
+    ttl: int
+    what: str               # "route cap" or "key cap": the stop's reason
+    route: str
+    key: str | None         # None: every key's refreshes on the route
+    since: int              # the window's start, unix seconds
+
+
+class KeepAlive:
+    def __init__(self, proxy: Proxy, clock: Callable[[], float] = time.time, tick_s: float = TICK_S) -> None:
+        self.proxy = proxy
+        self.clock = clock
+        self.tick_s = tick_s
+        # Every session seen, least recently active first; stopped ones stay (with no body) so a continuation keeps
+        # its identity in the gap model; `anchors` finds one by (group, anchor).
+        self.sessions: OrderedDict[tuple[str, str, str, str], Session] = OrderedDict()
+        self.anchors: dict[tuple[tuple[str, str, str], str], Session] = {}
+        self.body_bytes = 0
+        self._restored: set[str] = set()       # cap counters started from the ledger (without Redis)
+        # Per tenant and route: the idle gaps its sessions showed (tenants never share learned state).
+        self.gaps = GapBook()
+        self._task: asyncio.Task | None = None
+        r = proxy.metrics.registry
+        self.m_refreshes = Counter("prefixgate_keepalive_refreshes", "Keep-alive refreshes sent", ("route",), registry=r)
+        self.m_bought = Counter("prefixgate_keepalive_bought_usd", "What keep-alive refreshes cost", ("route",), registry=r)
+        self.m_saved = Counter("prefixgate_keepalive_saved_usd", "What reads only refreshes kept alive saved",
+                               ("route",), registry=r)
+        self.m_stops = Counter("prefixgate_keepalive_stops", "Sessions keep-alive stopped refreshing, by reason",
+                               ("route", "reason"), registry=r)
+
+    # ---- the request path: sessions begin, continue and are credited here ---------------------------
+
+    def observe(self, call: Call, rec: LedgerRecord) -> None:
+        """A caller's request has its record (before the ledger has it): continue or open its session, and
+        credit the refreshes that kept what it read alive. Cheap, synchronous, never fails the caller."""
+        prep = call.prepared
+        if not call.route.keepalive.on or prep is None or rec.status != 200 or rec.kind:
+            return
+        try:
+            self._observe(call, prep, rec)
+        except Exception:   # keep-alive is an optimisation: the caller's answer never fails for it
+            log.exception("keep-alive could not track request %s", call.id)
+
+    def _observe(self, call: Call, prep: Prepared, rec: LedgerRecord) -> None:
+        now = self.clock()
+        keys = prep.plan.conversation.prefix_keys()
+        if not keys:
+            return
+        party = principal(call.caller.key) or "-"
+        group = (party, call.caller.key.name if call.caller.key else "", call.route.name)
+        earlier = self._continued(group, keys)
+        usage = rec.usage
+        if earlier is not None:
+            self._drop(earlier)
+            if earlier.refreshes and now - earlier.last_request > earlier.ttl_s and usage.cache_read:
+                self._credit(earlier, rec, min(usage.cache_read, earlier.cached_tokens), now)
+        ident = earlier.ident if earlier is not None else uuid.uuid4().hex[:16]
+        self.gaps.observe(f"{party}/{call.route.name}", "", ident, now)
+        cached, ttl = usage.cache_read + usage.cache_write, ttl_in_force(prep)
+        price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
+        session = Session(ident, group, call.caller.key, call.route, call.dialect, keys[-1], prep.upstream, prep.wire,
+                          prep.planner, prep.price_rows, prep.model, prep.key, self.proxy._headers(call, prep), prep.plan.prefix_hash, prep.body,
+                          cached, ttl or "5m", price or Price(Decimal(0), Decimal(0), Decimal(0)), now, now)
+        if earlier is not None and earlier.stopped == "early eviction":
+            session.stopped = earlier.stopped      # the provider does not keep this session's prefix: stay stopped
+        elif not cached or ttl is None or price is None:
+            session.stopped = "nothing cached" if not cached or ttl is None else "unpriced"
+        self._keep(session)
+        self._start()
+
+    def _continued(self, group: tuple[str, str, str], keys: list[str]) -> Session | None:
+        """The session of `group` whose latest prefix this request's prefix contains (the deepest such)."""
+        return next((found for k in reversed(keys) if (found := self.anchors.get((group, k))) is not None), None)
+
+    def _keep(self, session: Session) -> None:
+        if session.stopped:
+            session.body = b""
+        self.sessions[session.slot] = session
+        self.anchors[(session.group, session.anchor)] = session
+        self.body_bytes += len(session.body)
+        while self.body_bytes > MAX_BODY_BYTES or len(self.sessions) > MAX_SESSIONS:
+            self._drop(next(iter(self.sessions.values())))
+
+    def _drop(self, session: Session) -> None:
+        if self.sessions.pop(session.slot, None) is session:
+            self.body_bytes -= len(session.body)
+            if self.anchors.get((session.group, session.anchor)) is session:
+                del self.anchors[(session.group, session.anchor)]
+
+    def _credit(self, session: Session, rec: LedgerRecord, kept: int, now: float) -> None:
+        """`kept` tokens read that the cache would have lost without the session's refreshes: what reading them
+        saved over writing them again, on the request's record."""
+        p = session.price
+        saved = kept * (p.write_price(session.ttl) - p.cache_read) / MTOK
+        if saved <= 0:
+            return
+        rec.keepalive_saved_usd = str(saved)
+        rec.explanation = [*rec.explanation, f"keepalive: read {kept} tokens that {session.refreshes} refresh(es) kept "
+                                              f"alive over a {now - session.last_request:.0f} s gap; saved ${saved}"]
+        self.m_saved.labels(session.route.name).inc(float(saved))
+
+    # ---- the worker ------------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="prefixgate-keepalive")
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_s)
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("keep-alive tick failed; retried at the next")
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def tick(self) -> int:
+        """Plan new sessions' refreshes, then send every refresh due by the clock, one at a time (so each sees
+        the caps the one before spent). Returns how many were sent."""
+        for session in [s for s in self.sessions.values() if not s.planned and not s.stopped]:
+            await self._plan(session)
+        now = self.clock()
+        due = sorted((s for s in self.sessions.values() if s.due is not None and s.due <= now and not s.stopped),
+                     key=lambda s: s.due or 0)
+        sent = 0
+        for session in due:
+            if self.sessions.get(session.slot) is session:     # a request may have continued it meanwhile
+                sent += await self._refresh(session)
+        return sent
+
+    async def _plan(self, session: Session) -> None:
+        """Build the session's refresh from its latest request (off the event loop: the body may be large)."""
+        refresh = await asyncio.to_thread(refresh_body, session.planner, json.loads(session.body),
+                                          session.model, session.ttl_s, self.proxy.catalog)
+        if self.sessions.get(session.slot) is not session:
+            return
+        if refresh is None or refresh.kind != "generate":
+            # Nothing cached a request could keep (a Gemini explicit cache's TTL is extended elsewhere, not here).
+            self._stop(session, "no refresh", count=False)
+            return
+        body = await asyncio.to_thread(compact_bytes, refresh.body)
+        self.body_bytes += len(body) - len(session.body)
+        session.body, session.planned = body, True
+        session.expected_usd = refresh_cost(refresh, session.price, session.cached_tokens)
+        self._schedule(session, self.clock())
+
+    def _schedule(self, session: Session, now: float) -> None:
+        """When to refresh `session` next, if ever (`due` None: let its cache expire)."""
+        p, tokens = session.price, session.cached_tokens
+        decision = keepalive(self.gaps.model(session.gap_route, ""), now - session.last_request,
+                             session.touched + session.ttl_s - now, session.ttl_s,
+                             float(tokens * p.write_price(session.ttl) / MTOK), float(tokens * p.cache_read / MTOK),
+                             float(session.expected_usd), now=now)
+        session.reason = decision.reason
+        if decision.refresh and decision.at is not None:
+            session.due = session.last_request + decision.at
+        else:
+            # Until its next request (which asks again): a refresh does not pay, or nothing on the route repeats.
+            self._stop(session, decision.reason, count=False)
+
+    def _stop(self, session: Session, reason: str, *, count: bool = True) -> int:
+        """Keep-alive stops for `session` until its next request (for good after an early eviction): its cache is
+        left to expire. `count`: a stop /metrics counts (not a decision that a refresh does not pay)."""
+        if self.sessions.get(session.slot) is session:     # else a request continued it meanwhile: already gone
+            self.body_bytes -= len(session.body)
+        session.body, session.due, session.stopped = b"", None, reason
+        if count:
+            self.m_stops.labels(session.route.name, reason).inc()
+            log.info("keep-alive stopped for a session of route %s: %s", session.route.name, reason)
+        return 0
+
+    async def _refresh(self, session: Session) -> int:
+        now = self.clock()
+        if now >= session.touched + session.ttl_s:
+            return self._stop(session, "expired")      # too late: it would pay a full write
+        capped = await self._over_cap(session, session.expected_usd)
+        if capped:
+            return self._stop(session, capped)
+        key = session.key
+        try:
+            held = await self.proxy.limits.admit(key, session.expected_usd) if key is not None else None
+        except RequestError:
+            return self._stop(session, "budget")
+        started = time.perf_counter()
+        usage, status, error = None, 200, ""
+        try:
+            resp = await self.proxy.upstream.send(session.upstream, session.wire, session.model, session.body, False,
+                                                  session.headers, session.credential, TIMEOUT_S)
+            conv = await asyncio.to_thread(session.wire.parse_request, session.body, model=session.model)
+            usage = session.wire.usage_of(json.loads(resp.body or b"{}"), conv)
+        except UpstreamFailure as f:
+            status, error = f.status or 502, f.message
+        except (ValueError, RequestError) as e:
+            status, error = 502, f"refresh answer unreadable ({type(e).__name__})"
+        rec = self._record(session, usage, status, error, time.perf_counter() - started)
+        cost = Decimal(rec.cost_usd or 0)
+        if key is not None and held is not None:
+            await self.proxy.limits.settle(key, held, usage.input_total + usage.output if usage else 0, cost)
+        await self._spend(session, cost)
+        if usage is None:
+            return self._stop(session, "failed")
+        self.m_refreshes.labels(session.route.name).inc()
+        self.m_bought.labels(session.route.name).inc(float(cost))
+        session.refreshes += 1
+        if self.sessions.get(session.slot) is not session:
+            return 1        # a request continued the session while its refresh was out: that request rules now
+        if usage.cache_read < session.cached_tokens:
+            # The provider dropped the prefix before its TTL (its cache is best effort): this refresh wrote it
+            # again, and refreshing on would buy nothing the session can count on.
+            self._stop(session, "early eviction")
+            return 1
+        session.touched = now
+        self._schedule(session, now)
+        return 1
+    # ---- caps and records ------------------------------------------------------------------------------
+
+    def _caps(self, session: Session) -> list[Cap]:
+        """The route's and the key's keep-alive caps, in the windows of now (wall time, as budgets and the ledger)."""
+        policy = session.route.keepalive
+        period = PERIODS[policy.period]
+        start = int(time.time() // period) * period if period else 0
+        window = str(start // period) if period else "all"
+        route, key = session.route.name, session.group[1]
+        return [Cap(f"keepalive:{route}:{window}", policy.route_usd, period * 2, "route cap", route, None, start),
+                Cap(f"keepalive:{route}:{key}:{window}", policy.key_usd, period * 2, "key cap", route, key, start)]
+
+    async def _over_cap(self, session: Session, expected: Decimal) -> str:
+        for cap in self._caps(session):
+            await self._restore(cap)
+            if await self.proxy.counters.get(cap.counter) + nanodollars(expected) > nanodollars(cap.usd):
+                return cap.what
+        return ""
+
+    async def _restore(self, cap: Cap) -> None:
+        """Without Redis the counters start empty: a window's first look starts it from what the ledger says
+        refreshes spent in it, so a restart forgives no cap (as budgets)."""
+        if self.proxy.settings.redis_url or cap.counter in self._restored:
+            return
+        self._restored.add(cap.counter)
+        pico = await asyncio.to_thread(self.proxy.ledger.spend_pico, cap.since, route=cap.route, key=cap.key, kind=KIND)
+        if pico:
+            await self.proxy.counters.add(cap.counter, -(-pico // 1000), cap.ttl)
+
+    async def _spend(self, session: Session, cost: Decimal) -> None:
+        if cost:
+            for cap in self._caps(session):
+                await self.proxy.counters.add(cap.counter, nanodollars(cost), cap.ttl)
+
+    def _record(self, session: Session, usage: Usage | None, status: int, error: str, took_s: float) -> LedgerRecord:
+        """The refresh's ledger row: kind keepalive, billed to the session's key and tenant."""
+        cost = price_usage(usage, session.price) if usage is not None else None
+        upstream = session.upstream
+        note = cost_note(usage, cost, f"{session.rows}/{upstream.base_model(session.model)}") if usage is not None else None
+        expected = session.cached_tokens
+        read = usage.cache_read if usage is not None else 0
+        explanation = [f"keepalive: refresh {session.refreshes + 1} of session {session.ident}; expected to read "
+                       f"{expected} cached tokens, read {read}", f"keepalive: {session.reason}", *([note] if note else [])]
+        key = session.key
+        rec = LedgerRecord(
+            id=uuid.uuid4().hex[:20], ts=time.time(), key=key.name if key else "", tenant=key.tenant if key else "",
+            route=session.route.name, target=upstream.name, provider=upstream.provider or upstream.kind,
+            model=session.model, dialect=session.dialect, status=status, **ledger_fields(usage or Usage(), cost),
+            latency_ms=took_s * 1000, prefix_hash=session.prefix_hash, explanation=explanation, error=error,
+            kind=KIND)
+        self.proxy.ledger.append(rec)
+        return rec
+
+
+def ttl_in_force(prep: Prepared) -> str | None:
+    """The lifetime of the deepest cached prefix of a planned request: its last checkpoint's, or the top-level
+    automatic marker's (Anthropic's `cache_control` on the request); None where nothing was marked."""
+    conv = prep.plan.conversation
+    marks = conv.checkpoints()
+    if marks:
+        return marks[-1][2].ttl
+    auto = conv.params.get("cache_control")
+    return str(auto.get("ttl", "5m")) if isinstance(auto, dict) else None

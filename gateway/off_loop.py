@@ -1,0 +1,124 @@
+"""Big bodies are worked off the event loop, so one huge request does not stall every other caller.
+
+Parsing, planning and encoding are synchronous and take time in proportion to a body's messages: some
+seconds for 200,000 of them, during which a request on the event loop would hold every other request, and
+`/health`, waiting. A body of `off_loop_bytes` or more has that work done on a worker thread instead.
+
+Threads, not processes: the work needs the gateway's state (the planner's learned routes, the resent-body
+memo), which a process could not share, and its results are large object graphs that would cost as much to
+ship back as to build. Python's GIL is still held by the worker while it runs Python code, but the
+interpreter hands it to a waiting thread every switch interval (1 ms while a big body is worked, `_Window`),
+so the event loop gets a turn every few ms; `bench/fairness.py` measures what `/health` then waits. The
+parsing scans one message at a time (`dialects/resent.py`), never one C call over the whole body. What is
+left: the loop's own work on the body (reading its bytes, writing them upstream), a few C passes over all
+blocks, and, on a machine with more runnable threads than cores, the OS pausing the worker while it holds
+the GIL. Small bodies stay on the loop: a thread hop would cost them more than their whole parse.
+
+The planner's shared state takes its own locks (`cache_planner/stability.py`), the body memos theirs, so a
+worker and the loop may plan at once. At most `WORKERS` bodies are worked at a time; more wait their turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import gc
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# Two workers: with the GIL, more would not go faster, and each big body waiting holds its memory anyway.
+WORKERS = 2
+_POOL = ThreadPoolExecutor(WORKERS, thread_name_prefix="prefixgate-big-body")
+
+
+async def work(size: int, threshold: int, fn: Callable[..., T], *args: object,
+               parts: Callable[[T], tuple[object, list]] | None = None) -> T:
+    """`fn(*args)`, on a worker thread when `size` (the body's bytes) is `threshold` or more, else here.
+    The worker runs in a copy of this task's context (the request's contextvars, e.g. its memo scope).
+
+    `parts(result)`: (an object, a long list it alone holds) whose items, once the object is gone, the
+    workers let go of in slices (`_let_go`)."""
+    if size < threshold:
+        return fn(*args)
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(_POOL, _in_window, context, fn, args, parts)
+
+
+def _in_window(context: contextvars.Context, fn: Callable[..., T], args: tuple,
+               parts: Callable[[T], tuple[object, list]] | None) -> T:
+    with _WINDOW:
+        result = context.run(fn, *args)
+        if parts is not None:
+            owner, items = parts(result)
+            weakref.finalize(owner, _POOL.submit, _let_go, list(items)).atexit = False
+        return result
+
+
+def planned(prep: Any) -> tuple[object, list]:
+    """`parts` of a prepared request (`Proxy.prepare`): its plan's draft, with one segment per message.
+    The plan's summary (headers, ledger) walks every block once and keeps the count: walked here, not on the
+    loop."""
+    _ = prep.plan.summary
+    conv = prep.plan.conversation
+    return conv, conv.segments
+
+
+def _let_go(items: list) -> None:
+    """Free `items` a slice at a time. Freeing a request's 200,000 planned messages at once is one C call
+    (each list's items, then theirs) that holds the GIL ~150 ms; wherever the last reference drops, the event
+    loop waits it out. With the workers holding a reference to each item, the owner's own list frees in
+    ~1 ms on the loop, and the items' memory goes here, where the GIL changes hands between slices."""
+    with _WINDOW:
+        while items:
+            del items[-SLICE:]
+
+
+SLICE = 512
+
+
+class _Window:
+    """While any big body is worked: the GIL changes hands every `SWITCH_S`, and no garbage collection runs.
+
+    A collection holds the GIL for as long as it walks the objects of its generations: a big body's millions
+    of new objects made young and middle collections take 30-150 ms and a full one 1.7 s, on whatever thread
+    ran it. Paused while big bodies are worked, it resumes after the last; what they left alive (the bodies'
+    parsed values kept by the memos) is frozen out of later collections first (`gc.freeze`), or the next
+    young collection would walk all of it at once. What frozen objects later drop is still freed by
+    reference counting; only a reference cycle among them would stay. While big bodies come back to back the
+    collector stays paused, and cyclic garbage waits for the first moment none is being worked.
+
+    The switch interval: a thread waiting for the GIL (the event loop) asks for it after the interval, and each
+    time the loop blocks on a socket it gives it up and must ask again; /health takes a handful of such turns."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = 0
+        self._interval = sys.getswitchinterval()
+        self._collecting = True
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._open == 0:
+                self._interval, self._collecting = sys.getswitchinterval(), gc.isenabled()
+                sys.setswitchinterval(min(self._interval, SWITCH_S))
+                gc.disable()
+            self._open += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._open -= 1
+            if self._open == 0:
+                gc.freeze()
+                if self._collecting:
+                    gc.enable()
+                sys.setswitchinterval(self._interval)
+
+
+SWITCH_S = 0.001
+_WINDOW = _Window()

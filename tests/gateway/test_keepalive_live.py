@@ -1,0 +1,317 @@
+"""Keep-alive live: the anthropic SDK through `prefixgate serve` against `prefixgate mock-providers`, each its own
+process, with idle gaps of minutes passed by a clock both processes read (`clock_offset_file`): the gateway
+schedules its refreshes by it and the mock expires Anthropic's 5-minute cache entries by it.
+
+Prices are Anthropic's published ones for Claude Sonnet 5.5 (the shared sheet provider-caching.md, section 1.5,
+from the model's overview and pricing pages): input $2/MTok, 5-minute cache write $2.50/MTok, cache read $0.10/MTok
+(0.05x, from 2026-10-07). A refresh is the same prefix
+with `max_tokens: 0` (pre-warm): it reads the cached prefix and produces nothing, so it costs the prefix's
+tokens at $0.10/MTok.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import anthropic
+import httpx
+import pytest
+import yaml
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+from prefixgate.clock import OffsetClock
+from prefixgate.config import Settings
+from prefixgate.gateway.app import create_app
+from prefixgate.ledger import read_records
+from prefixgate.policies import Policy, builtin_upstreams
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as create_mock
+from prefixgate.simulation.simulator import Simulator
+from tests.gateway.dashboard.test_dashboard_browser import assert_reads_as, browser  # noqa: F401 (a fixture)
+from tests.support_services import ServerThread
+from tests.support_stack import running_stack
+
+READ = Decimal("0.10")          # USD per million tokens: Sonnet 5.5 cache read
+WRITE_5M = Decimal("2.50")      # USD per million tokens: Sonnet 5.5 5-minute cache write
+MODEL = "claude-sonnet-5-5"
+ADMIN = "keepalive-admin-token-0123456789"
+
+KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted")}
+
+
+def policy(tmp: Path) -> Path:
+    def route(name: str, keepalive: object) -> dict:
+        return {"name": name, "models": [f"{name}-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
+                "keepalive": keepalive}
+
+    on = {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}
+    doc = {
+        "routes": [route("agent", on), route("evict", on), route("plain", "off"), route("oneoff", on), route("late", on),
+                   # Room for one refresh of the prefix below ($0.00033) and not two.
+                   route("capped", {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day"})],
+        "keys": [{"name": name, "key_env": f"KA_KEY_{name.upper()}", "tenant": name, "routes": [name]} for name in KEYS],
+    }
+    doc["routes"].append(route("budgeted", on))
+    # Two requests that write the prefix (~$0.01 each) spend it: nothing is left for a refresh.
+    doc["keys"][-1]["budget"] = {"usd": 0.019, "period": "day"}
+    path = tmp / "policy.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+# A system prompt long enough to cache (Sonnet's minimum is 1024 tokens), different per session.
+def system(tag: str) -> str:
+    return f"You are reviewer {tag}. " + " ".join(f"Rule {i}: check clause {i} of the contract carefully." for i in range(300))
+
+
+class Stack:
+    def __init__(self, gw: str, mock: str, clock: Path, ledger: Path) -> None:
+        self.gw, self.mock, self.clock, self.ledger = gw, mock, clock, ledger
+        self.offset = 0.0
+
+    def client(self, name: str) -> anthropic.Anthropic:
+        return anthropic.Anthropic(base_url=self.gw, api_key=KEYS[name], max_retries=0)
+
+    def advance(self, seconds: float) -> None:
+        """Move both processes' clocks forward (what an idle gap of `seconds` does to them)."""
+        self.offset += seconds
+        self.clock.write_text(str(self.offset))
+
+    def refreshes(self, route: str) -> list[dict]:
+        return [r for r in read_records(str(self.ledger)) if r["kind"] == "keepalive" and r["route"] == route]
+
+    def requests(self, route: str) -> list[dict]:
+        return [r for r in read_records(str(self.ledger)) if r["kind"] == "" and r["route"] == route]
+
+    def wait_refreshes(self, route: str, n: int, timeout: float = 15.0) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.refreshes(route)
+            if len(found) >= n:
+                return found
+            time.sleep(0.1)
+        raise AssertionError(f"{route}: {len(self.refreshes(route))} refresh(es) after {timeout}s, wanted {n}")
+
+    def settle(self) -> None:
+        """Long enough for the gateway's worker (1 s ticks) to have acted on the clock as it stands."""
+        time.sleep(1.5)
+
+    def metrics(self) -> str:
+        return httpx.get(self.gw + "/metrics").text
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))     # Prometheus orders labels by name
+    m = re.search(rf"^{name}\{{{re.escape(want)}\}} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Stack:
+    tmp = tmp_path_factory.mktemp("keepalive")
+    clock, ledger = tmp / "clock", tmp / "ledger.sqlite"
+    clock.write_text("0")
+    mp = pytest.MonkeyPatch()
+    # Both children read the same clock file (the mock from its settings too).
+    mp.setenv("PREFIXGATE_CLOCK_OFFSET_FILE", str(clock))
+    env = {"PREFIXGATE_POLICY_FILE": str(policy(tmp)), "PREFIXGATE_LEDGER_PATH": str(ledger),
+           "PREFIXGATE_ADMIN_TOKEN": ADMIN, "ANTHROPIC_API_KEY": "sk-ant-gateway-own-key-000",
+           **{f"KA_KEY_{n.upper()}": k for n, k in KEYS.items()}}
+    try:
+        with running_stack(tmp, env) as (gw, mock):
+            yield Stack(gw, mock, clock, ledger)
+    finally:
+        mp.undo()
+
+
+def turn(client: anthropic.Anthropic, route: str, tag: str, history: list[dict], text: str,
+         stream: bool = False) -> anthropic.types.Message:
+    """One user turn of a conversation (`history` grows with the turn and its answer), streamed or not."""
+    history.append({"role": "user", "content": text})
+    asked = {"model": f"{route}-sonnet", "max_tokens": 50, "system": system(tag), "messages": history}
+    if stream:
+        with client.messages.stream(**asked) as events:
+            msg = events.get_final_message()
+    else:
+        msg = client.messages.create(**asked)
+    history.append({"role": "assistant", "content": msg.content[0].text})
+    return msg
+
+
+def returning_session(stack: Stack, route: str, tag: str = "") -> tuple[anthropic.Anthropic, list[dict], int]:
+    """A session of `route` that has come back once after 9 minutes idle (its cache expired meanwhile): until a
+    session has come back, nothing repeats on the route and keep-alive sends nothing. Returns the client, the
+    history and the prefix's tokens the return wrote."""
+    client, history, tag = stack.client(route), [], tag or f"{route}-1"
+    before = len(stack.refreshes(route))
+    turn(client, route, tag, history, "Review section 1.")
+    stack.advance(9 * 60)
+    back = turn(client, route, tag, history, "And section 2?")
+    assert back.usage.cache_read_input_tokens == 0 and len(stack.refreshes(route)) == before
+    assert back.usage.cache_creation_input_tokens > 1000
+    return client, history, back.usage.cache_creation_input_tokens
+
+
+def test_without_keepalive_the_request_after_the_gap_writes_again(stack: Stack) -> None:
+    client, history, prefix = returning_session(stack, "plain")      # a session that comes back, on a route with it off
+    stack.advance(280)          # when a refresh would be due, were keep-alive on
+    stack.settle()
+    stack.advance(170)          # idle past the 5-minute TTL
+    after = turn(client, "plain", "plain-1", history, "And section 3?")
+    assert after.usage.cache_read_input_tokens == 0                 # expired: the whole prefix is written again
+    assert after.usage.cache_creation_input_tokens > prefix
+    assert stack.refreshes("plain") == []
+
+
+def test_keepalive_keeps_a_returning_session_warm_and_bills_its_refresh(stack: Stack) -> None:
+    client, history, prefix = returning_session(stack, "agent")
+    stack.advance(280)          # the refresh is due 30 s before the 5-minute entry expires
+    [refresh] = stack.wait_refreshes("agent", 1)
+    assert refresh["cache_read"] == prefix and refresh["output"] == 0 and sum(refresh["cache_writes"].values()) == 0
+    assert Decimal(refresh["cost_usd"]) == prefix * READ / 1_000_000
+    assert refresh["key"] == "agent" and refresh["tenant"] == "agent" and refresh["status"] == 200
+    stack.advance(170)          # 450 s after the request: past its own TTL, within the refresh's
+    after = turn(client, "agent", "agent-1", history, "And section 3?")
+    assert after.usage.cache_read_input_tokens == prefix             # read, not written again
+    [credited] = [r for r in stack.requests("agent") if r["keepalive_saved_usd"]]
+    assert Decimal(credited["keepalive_saved_usd"]) == prefix * (WRITE_5M - READ) / 1_000_000
+
+    assert metric(stack.metrics(), "prefixgate_keepalive_refreshes_total", route="agent") == 1
+    totals = httpx.get(stack.gw + "/api/breakdown", params={"by": "route", "range": "1h"},
+                       headers={"authorization": f"Bearer {ADMIN}"}).json()
+    row = next(r for r in totals["rows"] if r["name"] == "agent")
+    assert row["keepalive"] == {"refreshes": 1, "bought_usd": str(prefix * READ / 1_000_000),
+                                "saved_usd": str(prefix * (WRITE_5M - READ) / 1_000_000)}
+
+
+def test_the_dashboard_shows_bought_vs_saved_per_route(stack: Stack, browser) -> None:  # noqa: F811 (the fixture)
+    refresh = stack.refreshes("agent")[0]
+    [credited] = [r for r in stack.requests("agent") if r["keepalive_saved_usd"]]
+    browser.get(stack.gw + "/dashboard")
+    browser.find_element(By.NAME, "token").send_keys(ADMIN + Keys.ENTER)
+    row = WebDriverWait(browser, 20).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#keepalive-body tr[data-route="agent"]'))[0]
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[:2] == ["agent", "1"]
+    assert_reads_as(cells[2], Decimal(refresh["cost_usd"]))
+    assert_reads_as(cells[3], Decimal(credited["keepalive_saved_usd"]))
+    assert_reads_as(cells[4], Decimal(credited["keepalive_saved_usd"]) - Decimal(refresh["cost_usd"]))
+    assert not browser.find_elements(By.CSS_SELECTOR, '#keepalive-body tr[data-route="plain"]')
+
+
+def test_early_eviction_stops_refreshing_the_session(stack: Stack) -> None:
+    _, _, prefix = returning_session(stack, "evict")
+    httpx.post(stack.mock + "/_mock/evict").raise_for_status()    # the provider drops the cache before its TTL
+    stack.advance(280)
+    [refresh] = stack.wait_refreshes("evict", 1)
+    assert refresh["cache_read"] == 0 and sum(refresh["cache_writes"].values()) == prefix
+    stack.advance(280)          # the next refresh would have been due here
+    stack.settle()
+    assert len(stack.refreshes("evict")) == 1
+    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="evict", reason="early eviction") == 1
+
+
+def test_the_key_cap_stops_refreshes(stack: Stack) -> None:
+    _, _, prefix = returning_session(stack, "capped")
+    stack.advance(280)
+    [first] = stack.wait_refreshes("capped", 1)
+    assert Decimal(first["cost_usd"]) == prefix * READ / 1_000_000
+    assert Decimal(first["cost_usd"]) <= Decimal("0.0005") < 2 * Decimal(first["cost_usd"])
+    stack.advance(270)          # the second refresh is due: it would pass the key's $0.0005 a day
+    stack.settle()
+    assert len(stack.refreshes("capped")) == 1
+    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="capped", reason="key cap") == 1
+
+
+def test_a_route_where_nothing_repeats_gets_no_refresh(stack: Stack) -> None:
+    client = stack.client("oneoff")
+    for i in range(3):
+        turn(client, "oneoff", f"oneoff-{i}", [], "Review section 1.")     # one-off prompts, never continued
+        stack.settle()          # the session's refresh is weighed
+        stack.advance(280)      # when it would be due
+        stack.settle()
+    assert stack.refreshes("oneoff") == []
+
+
+def test_no_refresh_once_the_cache_has_expired(stack: Stack) -> None:
+    """A refresh that comes too late would write the whole prefix again: it is not sent."""
+    returning_session(stack, "late")
+    stack.advance(400)          # past the entry's 5 minutes before the worker saw the refresh due
+    stack.settle()
+    assert stack.refreshes("late") == []
+    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="late", reason="expired") == 1
+
+
+def test_a_refresh_is_refused_once_the_keys_budget_is_spent(stack: Stack) -> None:
+    returning_session(stack, "budgeted")
+    spent = sum(Decimal(r["cost_usd"]) for r in stack.requests("budgeted"))
+    assert spent >= Decimal("0.019")
+    stack.advance(280)
+    stack.settle()
+    assert stack.refreshes("budgeted") == []
+    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="budgeted", reason="budget") == 1
+
+
+def test_on_an_open_gateway_each_callers_refresh_goes_with_its_own_key(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """No policy keys and no gateway key: each caller's own provider key goes upstream, its refreshes too. The
+    mock keeps one cache per API key, so a refresh sent with anyone else's key would read nothing. Caller b streams
+    (a refresh never does). The mock and the gateway run in this process, each under its own uvicorn server (the
+    keyed stack above runs them as separate processes)."""
+    clock, ledger = tmp_path / "clock", tmp_path / "ledger.sqlite"
+    clock.write_text("0")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    mock_app = create_mock(MockContext(simulator=Simulator(entry_visible_after_s=0.0), clock=OffsetClock(str(clock))))
+    with ServerThread(mock_app) as mock:
+        settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock))
+        route = Policy.from_dict({"routes": [{
+            "name": "open", "models": ["open-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
+            "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 1}}]}, builtin_upstreams(settings))
+        with ServerThread(create_app(settings, policy=route)) as gw:
+            open_stack = Stack(gw.url, mock.url, clock, ledger)
+            callers = {key: (anthropic.Anthropic(base_url=gw.url, api_key=key, max_retries=0), [])
+                       for key in ("sk-ant-caller-a-0123456789", "sk-ant-caller-b-0123456789")}
+            streams = dict(zip(callers, (False, True), strict=True))
+            for key, (client, history) in callers.items():
+                turn(client, "open", key, history, "Review section 1.", streams[key])
+            open_stack.advance(9 * 60)
+            prefixes = [turn(client, "open", key, history, "And section 2?", streams[key]).usage.cache_creation_input_tokens
+                        for key, (client, history) in callers.items()]
+            open_stack.advance(280)
+            refreshes = open_stack.wait_refreshes("open", 2)
+            assert sorted(r["cache_read"] for r in refreshes) == sorted(prefixes)
+            assert all(sum(r["cache_writes"].values()) == 0 for r in refreshes)
+
+
+def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Redis the caps' counters live in memory: a restarted gateway starts them from the ledger, so the
+    refresh a first gateway bought still counts against the key's cap in the second."""
+    clock, ledger = tmp_path / "clock", tmp_path / "ledger.sqlite"
+    clock.write_text("0")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-gateway-own-key-000")
+    monkeypatch.setenv("KA_KEY_CAPPED", KEYS["capped"])
+    mock_app = create_mock(MockContext(simulator=Simulator(entry_visible_after_s=0.0), clock=OffsetClock(str(clock))))
+    with ServerThread(mock_app) as mock:
+        settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock))
+        capped = Policy.from_dict({
+            "routes": [{"name": "capped", "models": ["capped-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
+                        "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day"}}],
+            "keys": [{"name": "capped", "key_env": "KA_KEY_CAPPED", "tenant": "capped"}]}, builtin_upstreams(settings))
+        for life in (1, 2):
+            with ServerThread(create_app(settings, policy=capped)) as gw:
+                stack = Stack(gw.url, mock.url, clock, ledger)
+                stack.offset = float(clock.read_text())
+                returning_session(stack, "capped", f"capped-life-{life}")
+                stack.advance(280)
+                if life == 1:
+                    stack.wait_refreshes("capped", 1)
+                else:
+                    stack.settle()
+                    assert len(stack.refreshes("capped")) == 1     # the second would pass $0.0005 a day
+                    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="capped",
+                                  reason="key cap") == 1
