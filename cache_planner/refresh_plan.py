@@ -67,11 +67,13 @@ class RefreshPlanner:
         present = set(keys)
         marks = [i for i, (_, b) in enumerate(flat) if b.checkpoint is not None]
         # A session's earlier conversation entries are superseded by this request's; static ones are read.
-        earlier = [e for k, e in self.entries.items() if k in present and e.level == "conversation"]
+        found = [self.entries[k] for k in self.entries.keys() & present]
+        earlier = [e for e in found if e.level == "conversation"]
         for old in earlier:
             del self.entries[old.key]
-        for entry in [e for k, e in self.entries.items() if k in present]:
-            self._touch(entry, now, ttl_seconds(entry.ttl))
+        for entry in found:
+            if entry.level != "conversation":
+                self._touch(entry, now, ttl_seconds(entry.ttl))
         if not marks:
             return
         route = f"{record.tenant}/{record.route}"

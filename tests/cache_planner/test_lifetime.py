@@ -111,3 +111,13 @@ def test_gap_model_counts_open_sessions_as_still_away():
     for i in range(30):
         model.observe(f"o{i}", 1000.0)
     assert model.p_within(300, now=1600.0) == pytest.approx(10 / 50, abs=0.01)
+
+
+def test_reuse_counts_saved_under_the_earlier_gap_bounds_still_load():
+    from prefixgate.cache_planner.reuse import ReuseTracker
+
+    # Saved with bounds 5m, 30m, 1h, 12h, 24h: 3 reuses within 5m, 5 within 30m, 6 within 1h, 8 within 12h.
+    old = {"open": [], "stats": {"conversation": [10.0, 8.0, [3.0, 5.0, 6.0, 8.0, 8.0], 100.0]}}
+    stats = ReuseTracker.from_dict(old).level("conversation")
+    # A gap within 2h, 3h or 6h was only known to be within 12h.
+    assert stats.within == [3.0, 5.0, 6.0, 8.0, 8.0, 8.0, 8.0, 8.0]
