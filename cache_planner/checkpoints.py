@@ -24,7 +24,7 @@ from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
 from prefixgate.cache_planner.stability import RouteState
 from prefixgate.cache_planner.target import Target
 from prefixgate.cost import Price
-from prefixgate.ir import Block, Checkpoint, Conversation, Segment
+from prefixgate.ir import Block, Checkpoint, Conversation, CountedIn, MarkableFor, Segment, Step
 from prefixgate.providers.rules import Catalog, ModelRules
 
 PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3, "anchor": 4}
@@ -73,7 +73,7 @@ def place_checkpoints(
             total += tokens.block_tokens(block, encoding)
             cumulative.append(total)
 
-    cumulative = per_block(conv, f"cumulative tokens:{encoding}", contents, add_counts)
+    cumulative = per_block(conv, Step.CUMULATIVE_TOKENS, CountedIn(encoding), contents, add_counts)
     total = cumulative[-1] if cumulative else 0
     cands = _candidates(conv, target, flat, cumulative, contents)
     static = next((c for c in cands if c.level == "static"), None)
@@ -138,7 +138,7 @@ def _candidates(conv: Conversation, target: Target, flat: list, cumulative: list
         markable_at.extend(markable(target, seg, block) for seg, block in flat[start:])
 
     # Where a checkpoint may sit depends on the block's content and its segment's role.
-    at = per_block(conv, f"markable:{target.provider}:{bool(target.rows_of)}",
+    at = per_block(conv, Step.MARKABLE, MarkableFor(target.provider, bool(target.rows_of)),
                    list(zip([seg.role for seg, _ in flat], contents, strict=True)), flags)
     marks = list(compress(count(), at))
     out: list[Candidate] = []

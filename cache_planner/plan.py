@@ -78,6 +78,11 @@ class Plan:
         self.explanation.append(f"cache: created explicit cache {name} and sent the request against it")
 
     @property
+    def state_route(self) -> str:
+        """The route's key in the planner's state (`route` is renamed to the policy's route by the gateway)."""
+        return self._state_route
+
+    @property
     def summary(self) -> str:
         """One short line for a response header: mode, checkpoints, rewrites, and the static prefix's hash
         (a plan that changes what it keeps static changes it)."""

@@ -19,6 +19,7 @@ from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.cache_planner.stability import RouteState
 from prefixgate.cache_planner.variance import NO_RULE, Rule, volatile_units
 from prefixgate.ir import Block, Conversation, Segment, content_hash, without_markers
+from prefixgate.reuse import memo, weigh
 
 CONTEXT_LABEL = "Context:\n"
 SYSTEM_ROLES = ("system", "developer")
@@ -199,9 +200,8 @@ def stable_tool_forms(conv: Conversation, route: RouteState, notes: list[str]) -
 
 
 # Block key -> (the schema's order-free hash, its serialisation): a client resends the same tools on every
-# request. Bounded by emptying when full (it refills from the next requests).
-_TOOL_IDENTITIES: dict[str, tuple[str, str]] = {}
-TOOL_IDENTITIES_MAX = 4096
+# request.
+_TOOL_IDENTITIES = memo("tool_identities")
 
 
 def _tool_identity(block: Block) -> tuple[str, str]:
@@ -211,9 +211,7 @@ def _tool_identity(block: Block) -> tuple[str, str]:
     if found is None:
         native = without_markers(block.native)
         found = (content_hash(json.dumps(_unordered(native), sort_keys=True)), json.dumps(native, separators=(",", ":")))
-        if len(_TOOL_IDENTITIES) >= TOOL_IDENTITIES_MAX:
-            _TOOL_IDENTITIES.clear()
-        _TOOL_IDENTITIES[block.key] = found
+        _TOOL_IDENTITIES.put(block.key, found, weigh((block.key, found)))
     return found
 
 

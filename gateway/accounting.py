@@ -22,6 +22,7 @@ from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.response_cache import ResponseCache
 from prefixgate.gateway.response_homes import ResponseHomes
+from prefixgate.gateway.sticky import Sticky, flip_fields
 from prefixgate.gateway.tracing import Tracing
 from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
 from prefixgate.policies import Limits, Upstream
@@ -38,7 +39,7 @@ CLIENT_CLOSED = 499
 
 class Accounting:
     def __init__(self, ledger: Ledger, metrics: Metrics, limits: Limits, catalog: Catalog, tracing: Tracing | None,
-                 response_cache: ResponseCache, homes: ResponseHomes, owners: Owners) -> None:
+                 response_cache: ResponseCache, homes: ResponseHomes, owners: Owners, sticky: Sticky) -> None:
         self.ledger = ledger
         self.metrics = metrics
         self.limits = limits
@@ -47,6 +48,7 @@ class Accounting:
         self.response_cache = response_cache
         self.homes = homes
         self.owners = owners
+        self.sticky = sticky    # balanced routes: each answer pins its prefix, and a flip is on its record
         # Called with each answered caller request's record before the ledger has it (keep-alive: it may credit
         # the record with what its refreshes saved).
         self.observers: list[Callable[[Call, LedgerRecord], None]] = []
@@ -63,10 +65,12 @@ class Accounting:
         reported = usage is not None
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
+        priced = prep is not None and (usage != Usage() or prep.storage_token_hours)
+        price = self.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price) if priced else None  # type: ignore[union-attr]
+        flip = self.sticky.settle(call, prep, usage, price, self.catalog) if prep and reported and status == 200 else None
         explanation = (prep.plan.explanation if prep else []) + call.notes
-        if prep is not None and (usage != Usage() or prep.storage_token_hours):
+        if prep is not None and priced:
             rows = prep.price_rows
-            price = self.price(rows, prep.upstream, prep.model, usage, call.route.price)
             cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None
             note = cost_note(usage, cost, f"{rows}/{prep.upstream.base_model(prep.model)}") if rows != "local" else None
             explanation = explanation + ([note] if note else [])
@@ -88,7 +92,7 @@ class Accounting:
             cache_key_mode=prep.plan.cache_key_mode if prep else "", prompt_cache_key=prep.plan.cache_key if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv,
                                   prep.planner if prep else call.wire.planner_provider, volatile_spans),
-            response_cache=call.response_cache.state if call.response_cache is not None else "")
+            response_cache=call.response_cache.state if call.response_cache is not None else "", **flip_fields(flip))
         self.keep(call, rec)
         return rec
 

@@ -15,7 +15,6 @@ from starlette.responses import Response
 
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import responses, responses_adapter
-from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import authenticate, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
@@ -63,9 +62,7 @@ async def cancel(response_id: str, request: Request) -> Response:
 async def _input_tokens(request: Request) -> Response:
     proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
-    # Parsed as a dict, past the body memo: annotate_tokens sets counts on the blocks, which must be this
-    # request's own, not segments shared with the requests that resend the same input.
-    conv = responses.parse_request(load_body(raw))
+    conv = responses.parse_request(raw)
     ref = proxy.router.decide(conv.model or "", caller.key).route.targets[0]
     upstream = proxy.policy.upstreams[ref.upstreams[0]]
     if _speaks_responses(upstream):

@@ -4,12 +4,14 @@ One attempt holds one slot from the moment it is sent until its answer is done: 
 and the slot's `release` counts it down, once, whichever way the attempt ends. A streamed answer
 outlives the code that sent it, so its slot is handed off to the response, which releases it when
 its body ends or, if the body never starts (the client left before the first byte), when the
-response itself ends.
+response itself ends. Whoever must know when an upstream has answered (the KV index: a replica owes its
+events by then) listens with `on_release`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 
 class Slot:
@@ -37,11 +39,18 @@ class Slot:
         if not self._released:
             self._released = True
             self._counts[self._upstream] -= 1
+            for listener in self._counts.listeners:
+                listener(self._upstream)
 
 
 class InFlight(defaultdict[str, int]):
     def __init__(self) -> None:
         super().__init__(int)
+        self.listeners: list[Callable[[str], None]] = []
+
+    def on_release(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(upstream)` each time an attempt on `upstream` ends, however it ended."""
+        self.listeners.append(listener)
 
     def hold(self, upstream: str) -> Slot:
         """A slot counted up now: `with counts.hold(name) as slot: ...`."""

@@ -5,8 +5,11 @@ One thread reads every replica's SUB socket into a set of block hashes per repli
 subset of the truth: a sequence gap is replayed from the replica's replay socket, and where that cannot fill
 it (no replay endpoint, batches dropped or aged out) the replica's set is emptied and rebuilt from the events
 that follow; a publisher restart (seq going back) empties it too. A replica that is sent prompts with blocks
-it does not hold and publishes nothing for `SILENT_AFTER_S` is treated as silent, holding nothing, until its
-next event: it is routed by rendezvous like any replica with no known prefix.
+it does not hold owes an event (the engine announces blocks when it schedules the prompt, before its first
+token). It is treated as silent, holding nothing, until its next event (routed like any replica with no known
+prefix) once it owes one and either has answered everything sent to it `ANSWERED_GRACE_S` ago, or has been
+owing for `SILENT_AFTER_S` while still busy. A busy replica's queue only delays its events; an idle one's
+cannot.
 
 The prompt is hashed as the replica hashes it: the same tokenizer and chat template, vLLM's sha256_cbor
 chain with the tenant's cache salt on block 0 (prefixgate.local_backend.block_pool).
@@ -23,14 +26,17 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
+from prefixgate.gateway.in_flight import InFlight
 from prefixgate.policies.affinity import pick_by_prefix
 from prefixgate.policies.schema import KVEventSource, Upstream
 
 log = logging.getLogger("prefixgate.gateway")
 
-# A busy replica publishes a prompt's BlockStored only once it schedules it, which can take seconds (the first
-# benchmark run, with 5 s, took overloaded replicas for silent ones): silence means far longer than a queue.
-SILENT_AFTER_S = 30.0
+# A busy replica publishes a prompt's BlockStored only once it schedules it, which can take many seconds behind
+# a queue (the first benchmark run, with 5 s from sending, took overloaded replicas for silent ones). Once the
+# answers are in, the events are late only by their delivery.
+SILENT_AFTER_S = 60.0
+ANSWERED_GRACE_S = 5.0
 REPLAY_TIMEOUT_MS = 2000
 REPLAY_END = (-1).to_bytes(8, "big", signed=True)
 
@@ -43,20 +49,28 @@ class Replica:
     block_size: int | None = None
     last_seq: int | None = None
     # When a prompt with blocks this replica lacked was first sent to it since its last event (None: none was).
-    expecting_since: float | None = None
+    owes_since: float | None = None
+    # When, owing, it last had nothing in flight from this gateway: all it was sent had been answered.
+    idle_since: float | None = None
 
     def silent(self, now: float) -> bool:
-        return self.expecting_since is not None and now - self.expecting_since > SILENT_AFTER_S
+        if self.owes_since is None:
+            return False
+        if self.idle_since is not None:
+            return now - self.idle_since > ANSWERED_GRACE_S
+        return now - self.owes_since > SILENT_AFTER_S
 
 
 class KVIndex:
-    def __init__(self, upstreams: Mapping[str, Upstream], registry: CollectorRegistry) -> None:
+    def __init__(self, upstreams: Mapping[str, Upstream], registry: CollectorRegistry, in_flight: InFlight) -> None:
         import zmq
 
         from prefixgate.local_backend.model_loader import resolve_folder
 
         self.replicas = {name: Replica(name, u.kv_events) for name, u in upstreams.items() if u.kv_events}
         self._lock = threading.Lock()
+        self._in_flight = in_flight
+        in_flight.on_release(self._answered)
         self._tokenizers: dict[str, Any] = {}
         for replica in self.replicas.values():
             if replica.source.tokenizer not in self._tokenizers:
@@ -97,9 +111,10 @@ class KVIndex:
         tokens = self._tokens(self.replicas[names[0]].source.tokenizer, payload)
         held: dict[str, int] = {}
         with self._lock:
+            silent = [n for n in names if self.replicas[n].silent(now)]
             for name in names:
                 replica = self.replicas[name]
-                if tokens is None or replica.block_size is None or replica.silent(now):
+                if tokens is None or replica.block_size is None or name in silent:
                     continue
                 held[name] = self._held(replica, tokens, salt)
         if tokens is None:
@@ -109,14 +124,21 @@ class KVIndex:
         with self._lock:
             replica = self.replicas[name]
             size = replica.block_size
+            replica.idle_since = None
             if tokens is not None and size and held.get(name, 0) < len(tokens) // size:
-                replica.expecting_since = replica.expecting_since or now
+                replica.owes_since = replica.owes_since or now
         self.decisions.labels(name, reason).inc()
-        silent = [n for n in names if self.replicas[n].silent(now)]
         note = (f"route: {name} by kv events ({reason}"
                 + (f", holds {held[name] * (self.replicas[name].block_size or 0)} prompt tokens" if held.get(name)
                    else "") + (f"; silent: {', '.join(silent)}" if silent else "") + ")")
         return name, note
+
+    def _answered(self, name: str) -> None:
+        replica = self.replicas.get(name)
+        if replica is not None and self._in_flight[name] == 0:
+            with self._lock:
+                if replica.owes_since is not None:
+                    replica.idle_since = time.monotonic()
 
     def _held(self, replica: Replica, tokens: list[int], salt: str | None) -> int:
         from prefixgate.local_backend.block_pool import hash_block, published_hash
@@ -221,7 +243,7 @@ class KVIndex:
                 elif kind == "AllBlocksCleared":
                     replica.blocks.clear()
             replica.last_seq = seq
-            replica.expecting_since = None
+            replica.owes_since = replica.idle_since = None
 
 
 # Older vLLM sent events as positional arrays: [type, block_hashes, parent, token_ids, block_size, ...].

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from prefixgate.ledger import LedgerRecord
+from prefixgate.reuse import Store
+from prefixgate.reuse.memo import STORE
 
 LABELS = ("route", "target", "model")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -31,7 +35,14 @@ class Metrics:
         # Pushed alerts (webhooks.py): destination is its scheme and host only (the URL holds the hook's secret).
         self.alert_deliveries = Counter("prefixgate_alert_deliveries", "Alert deliveries by outcome: delivered, failed, dropped",
                                         ("destination", "rule", "outcome"), registry=r)
+        self.credited = Counter("prefixgate_cost_credited_usd", "Spend given back (an explicit cache deleted before the "
+                                "TTL its creation paid storage for)", LABELS, registry=r)
+        self.flips = Counter("prefixgate_route_flips", "Prefixes answered by a target where they were cold, by reason",
+                             ("route", "reason"), registry=r)
+        self.flip_cost = Counter("prefixgate_route_flip_cost_usd", "USD spent writing flipped prefixes again", ("route",),
+                                 registry=r)
         self._children: dict[tuple[str, str, str], _Children] = {}
+        r.register(MemoCollector(STORE))
 
     def observe(self, rec: LedgerRecord) -> None:
         labels = (rec.route, rec.target, rec.model)
@@ -49,7 +60,9 @@ class Metrics:
                         ("cache_write", writes), ("output", rec.output)):
             if n:
                 child.tokens[kind].inc(n)
-        if rec.cost_usd is not None:
+        if rec.cost_usd is not None and rec.cost_usd.startswith("-"):
+            child.credited.inc(-float(rec.cost_usd))
+        elif rec.cost_usd is not None:
             child.cost.inc(float(rec.cost_usd))
             saved = float(rec.savings_usd or 0)
             if saved > 0:
@@ -62,6 +75,10 @@ class Metrics:
         if rec.ttft_ms is not None:
             child.ttft.observe(rec.ttft_ms / 1000)
         self.overhead.observe(rec.overhead_ms / 1000)
+        if rec.flip:
+            self.flips.labels(rec.route, rec.flip).inc()
+            if rec.flip_cost_usd is not None:
+                self.flip_cost.labels(rec.route).inc(float(rec.flip_cost_usd))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -74,7 +91,7 @@ class _Children:
         self._requests, self._by_status = m.requests, {}
         self.labels = labels
         self.tokens = {k: m.tokens.labels(*labels, k) for k in ("uncached_input", "cache_read", "cache_write", "output")}
-        self.cost, self.savings = m.cost.labels(*labels), m.savings.labels(*labels)
+        self.cost, self.savings, self.credited = m.cost.labels(*labels), m.savings.labels(*labels), m.credited.labels(*labels)
         self.hit_ratio = m.hit_ratio.labels(*labels)
         self.latency, self.ttft = m.latency.labels(*labels), m.ttft.labels(*labels)
         self.prompt = [0, 0]
@@ -84,3 +101,30 @@ class _Children:
         if child is None:
             child = self._by_status[status] = self._requests.labels(*self.labels, status)
         return child
+
+
+class MemoCollector(Collector):
+    """The reuse store's memos (`prefixgate.reuse`), read at each scrape: `prefixgate_memo_*` by memo, and the
+    store's bound."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self):  # noqa: ANN201 -- prometheus_client's collector protocol
+        memos = list(self.store.memos.values())
+        families = []
+        for name, doc in (("hits", "Lookups answered from the memo"), ("misses", "Lookups the memo could not answer"),
+                          ("evictions", "Entries evicted for space (least recently used first, across memos)")):
+            family = CounterMetricFamily(f"prefixgate_memo_{name}", doc, labels=("memo",))
+            for m in memos:
+                family.add_metric((m.name,), getattr(m, name))
+            families.append(family)
+        for name, doc in (("bytes", "Bytes the memo's entries hold (parsed objects counted)"),
+                          ("entries", "Entries in the memo")):
+            family = GaugeMetricFamily(f"prefixgate_memo_{name}", doc, labels=("memo",))
+            for m in memos:
+                family.add_metric((m.name,), getattr(m, name))
+            families.append(family)
+        families.append(GaugeMetricFamily("prefixgate_memo_bound_bytes", "The reuse store's bound (resent_bodies_mb)",
+                                          value=self.store.max_bytes))
+        return families

@@ -38,6 +38,7 @@ from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
+from prefixgate.gateway.explicit_caches import ExplicitCaches
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tenant_salt, tenant_tag
 from prefixgate.gateway.keepalive import KeepAlive
@@ -50,6 +51,7 @@ from prefixgate.gateway.relay import stream_response
 from prefixgate.gateway.response_cache import CONTROL, HEADER, Lookup, ResponseCache
 from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
+from prefixgate.gateway.sticky import Placement, Sticky
 from prefixgate.gateway.tracing import Tracing
 from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse, request_url
 from prefixgate.ir import Conversation
@@ -68,6 +70,7 @@ from prefixgate.policies import (
 from prefixgate.policies.limits import Reservation, spend_counter
 from prefixgate.policies.router import caller_checkpoints_for, priority_for
 from prefixgate.policies.schema import ENGINE_PRIORITY, PERIODS
+from prefixgate.policies.service_tiers import apply_tier, takes_tiers
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
@@ -102,6 +105,7 @@ class Call:
     held: Reservation = Reservation()   # what admission reserved against the key's budget
     estimate: Usage = Usage()           # the request's tokens as admission estimated them (prompt + max output)
     prepared: Prepared | None = None    # the target the request went to, once chosen
+    placement: Placement | None = None  # a balanced route's pin, as the request found it (gateway/sticky.py)
 
 
 @dataclass
@@ -155,17 +159,20 @@ class Proxy:
             store=RedisStore(settings.redis_url) if settings.redis_url else None)
         self.in_flight = InFlight()
         self.response_homes = ResponseHomes()
-        self.kv_index = (KVIndex(policy.upstreams, self.metrics.registry)
+        self.kv_index = (KVIndex(policy.upstreams, self.metrics.registry, self.in_flight)
                          if any(u.kv_events for u in policy.upstreams.values()) else None)
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
         self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
         self.diagnostics = ProviderDiagnostics(self.catalog)
+        clock = clock_for(settings.clock_offset_file)     # the wall clock, or one tests move (prefixgate/clock.py)
+        self.sticky = Sticky(self.secret, settings.redis_url, clock)     # balanced routes: where each prefix is warm
         self.accounts = Accounting(self.ledger, self.metrics, self.limits, self.catalog, tracing, self.response_cache,
-                                   self.response_homes, self.owners)
+                                   self.response_homes, self.owners, self.sticky)
         self.body_limits = BodyLimits.of(settings)
-        self.keepalive = KeepAlive(self, clock_for(settings.clock_offset_file))   # refreshes idle sessions' caches
+        self.keepalive = KeepAlive(self, clock)   # refreshes idle sessions' caches
         self.accounts.observers.append(self.keepalive.observe)
+        self.caches = ExplicitCaches(self, clock)   # the explicit caches it created: extended, deleted or left to expire
 
     async def aclose(self) -> None:
         await self.keepalive.aclose()
@@ -173,6 +180,8 @@ class Proxy:
         await self.counters.close()
         await self.owners.aclose()
         await self.response_cache.close()
+        await self.sticky.aclose()
+        await self.caches.aclose()
         self.ledger.close()
         if self.kv_index is not None:
             self.kv_index.close()
@@ -252,7 +261,7 @@ class Proxy:
             return self.response_cache.replay(self.accounts, call, call.response_cache)
         failure: UpstreamFailure | RequestError | None = None
         retry = call.route.retry
-        for ref in call.route.targets:
+        for ref in await self.sticky.order(self, call):
             try:
                 prep = await off_loop.work(len(call.raw), self.settings.off_loop_bytes, self.prepare, call, ref,
                                            parts=off_loop.planned)
@@ -363,11 +372,12 @@ class Proxy:
         ask = self.diagnostics.attach(call, upstream, wire, model, billable, key)
         priority = priority_for(call.route, call.caller.key)
         ranked = upstream.self_hosted and priority != "normal"
+        tiered = takes_tiers(call.route.service_tiers, upstream.kind)
         if ranked:
             the_plan.explanation.append(f"priority: {priority} (engine priority {ENGINE_PRIORITY[priority]})")
         if (call.raw and not ask.fields and the_plan.mode == "off" and wire is call.wire and billable is planned
                 and billable.params is params and params == call.conv.params and not billable.cache_params
-                and not salted and not tagged and not ranked):
+                and not salted and not tagged and not ranked and not tiered):
             # Planning is off and nothing else changed the request (format, model, usage options, salt): the
             # caller's own bytes go upstream, with no re-encoding in proportion to the body.
             body = call.raw
@@ -380,6 +390,8 @@ class Proxy:
                 wire.tag_prompt(payload, tenant_tag(self.secret, party))  # type: ignore[arg-type]
             if ranked:
                 payload["priority"] = ENGINE_PRIORITY[priority]
+            if tiered and (note := apply_tier(payload, call.route.service_tiers, priority)):
+                the_plan.explanation.append(note)
             payload.update(ask.fields)
             body = resent.encode(payload, billable.source)
         if upstream is not first:   # a replica of another kind (replicas share a format, not always a kind)
@@ -398,6 +410,7 @@ class Proxy:
         """Create the explicit cache the plan asks for (a Gemini cachedContents entry, with the caller's
         credentials), then send the request against it. A refusal is noted and the request goes out as
         planned without it."""
+        await self.caches.used(prep)
         create = prep.plan.cache_create
         if create is None or prep.wire.explicit_cache_path is None:
             return prep
@@ -414,9 +427,10 @@ class Proxy:
         prep.plan.adopt_cached_content(name, expires)
         self.owners.record(CACHE, cache_id(name), principal(call.caller.key), max(60.0, expires - time.time()))
         tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
+        self.caches.created(call, prep, name, expires, tokens)
         body = compact_bytes(prep.wire.encode_request(prep.plan.conversation))
-        # Creating the cache bills its tokens at the input rate, and its storage for as long as it lives (the
-        # gateway never deletes it; it expires at its TTL): both on this request's record.
+        # Creating the cache bills its tokens at the input rate, and its storage for the TTL it asked for: both on
+        # this request's record (an extension or an early deletion is a record of its own: explicit_caches.py).
         created = parse_rfc3339(data["createTime"], "createTime") if data.get("createTime") else time.time()
         hours = Decimal(str(max(0.0, expires - created))) / 3600
         return replace(prep, body=body, extra_usage=Usage(cache_writes={"explicit": tokens}),

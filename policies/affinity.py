@@ -42,12 +42,20 @@ def pick_replica(prefix_hash: str, replicas: Sequence[str], in_flight: Mapping[s
 def pick_by_prefix(held: Mapping[str, int], prefix_hash: str, replicas: Sequence[str], in_flight: Mapping[str, int],
                    load_factor: float) -> tuple[str, str]:
     """The replica holding the most of the prompt's leading blocks (`held`: blocks per replica, from its KV
-    events), under the same load cap as `pick_replica`; else rendezvous. Returns (replica, reason)."""
+    events), among those under the load cap of `pick_replica`; else rendezvous. Returns (replica, reason).
+
+    Equal holdings go to the replica with fewer requests in flight, then to rendezvous order. Conversations
+    under one shared system prompt all have that prompt's hash: ranked by it alone, every new conversation
+    would start on one replica until the cap spilled it, and the spill would land apart from its own history.
+    """
+    if not any(held.get(r, 0) > 0 for r in replicas):
+        return pick_replica(prefix_hash, replicas, in_flight, load_factor), "no_holder"
     cap = load_cap(replicas, in_flight, load_factor)
-    # Equal holdings (a system prompt every replica has) keep rendezvous order, so new prefixes under a shared
-    # one spread as they would without events instead of piling onto whichever replica is listed first.
-    holders = sorted((r for r in ranking(prefix_hash, replicas) if held.get(r, 0) > 0), key=lambda r: -held[r])
-    for name in holders:
-        if in_flight.get(name, 0) < cap:
-            return name, "prefix_hit"
-    return pick_replica(prefix_hash, replicas, in_flight, load_factor), "over_load_cap" if holders else "no_holder"
+    order = ranking(prefix_hash, replicas)
+    best = max(held.get(r, 0) for r in replicas)
+    under = [r for r in order if in_flight.get(r, 0) < cap]
+    if not under:
+        return min(order, key=lambda r: in_flight.get(r, 0)), "over_load_cap"
+    # max() keeps the first of equals, so rendezvous order breaks the last tie.
+    name = max(under, key=lambda r: (held.get(r, 0), -in_flight.get(r, 0)))
+    return name, "prefix_hit" if held.get(name, 0) == best else "over_load_cap"

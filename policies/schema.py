@@ -27,8 +27,10 @@ from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.policies.alerting import Alerting, parse_alerting
+from prefixgate.policies.balance import Balance, check_balance
 from prefixgate.policies.keepalive import OFF, KeepAlivePolicy, parse_keepalive
 from prefixgate.policies.kinds import KINDS, Kind, UpstreamKind
+from prefixgate.policies.service_tiers import parse_service_tiers
 from prefixgate.providers.compatible import PROFILES, Profile, profile_planner
 
 OnRetired = Literal["warn", "replace", "refuse"]
@@ -221,8 +223,13 @@ class Route:
     on_retired: OnRetired = "warn"
     # Scheduling class carried to self-hosted engines (vLLM's `priority`); None: normal, unless the key says.
     priority: Priority | None = None
+    # "": the targets are ordered fallbacks; cost or round_robin: one pool serving one model, where a prefix
+    # sticks to the target its cache is warm on (policies/balance.py, gateway/sticky.py).
+    balance: Balance = ""
     # Refresh idle sessions' prompt caches when it pays, within caps (policies/keepalive.py); off by default.
     keepalive: KeepAlivePolicy = OFF
+    # (class, hosted service tier) pairs the route sends (policies/service_tiers.py); (): none, ever.
+    service_tiers: tuple[tuple[str, str], ...] = ()
 
     def serves(self, dialect: str) -> bool:
         return not self.formats or dialect in self.formats
@@ -393,7 +400,8 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
                        "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
                        "price", "max_request_usd", "isolation",
-                       "on_retired", "prompt_cache_key", "priority", "keepalive"})
+                       "on_retired", "prompt_cache_key", "priority", "keepalive", "balance",
+                       "service_tiers"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -432,11 +440,17 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
     cache_key = "off" if cache_key is False else cache_key     # YAML reads a bare off as false
     if cache_key not in CACHE_KEY_MODES:
         raise PolicyError(f"{path}.prompt_cache_key: must be one of {', '.join(CACHE_KEY_MODES)}, got {cache_key!r}")
+    try:
+        balance = check_balance(spec.get("balance"), targets, upstreams, path)
+    except ValueError as e:
+        raise PolicyError(str(e)) from None
     on_retired = spec.get("on_retired", "warn")
     if on_retired not in ON_RETIRED:
         raise PolicyError(f"{path}.on_retired: must be one of {', '.join(ON_RETIRED)}, got {on_retired!r}")
+    hosted = {n: upstreams[n].kind for t in targets for n in t.upstreams if not upstreams[n].self_hosted}
     try:
         keepalive = parse_keepalive(spec.get("keepalive"), f"{path}.keepalive", PERIODS)
+        tiers = parse_service_tiers(spec.get("service_tiers"), f"{path}.service_tiers", hosted)
     except ValueError as e:
         raise PolicyError(str(e)) from None
     return _prioritised(Route(name, models, targets, planner, _retry(spec.get("retry") or {}, f"{path}.retry"), bodies,
@@ -445,7 +459,8 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
                  diagnostics=diagnostics == "on", diagnostics_per_minute=per_minute, isolation=isolation,
                  price=_price(spec.get("price"), f"{path}.price"),
                  max_request_usd=None if cap is None else _number(cap, f"{path}.max_request_usd"),
-                 on_retired=on_retired, prompt_cache_key=cache_key, keepalive=keepalive), spec, path)
+                 on_retired=on_retired, prompt_cache_key=cache_key, keepalive=keepalive, balance=balance,
+                 service_tiers=tiers), spec, path)
 
 
 def _rewrite_rule(spec: dict, path: str) -> Rule:
@@ -517,7 +532,8 @@ def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
 
 
 def _retry(spec: Any, path: str) -> RetryPolicy:
-    spec = _mapping(spec, path)
+    # YAML 1.1 (PyYAML) reads a bare `on:` key as true: the documented `retry: {on: [...]}` means `on`.
+    spec = {("on" if k is True else k): v for k, v in _mapping(spec, path).items()}
     _only(spec, path, {"attempts", "backoff_s", "max_backoff_s", "timeout_s", "on"})
     d = RetryPolicy()
     attempts = spec.get("attempts", d.attempts)

@@ -112,6 +112,7 @@ def ledger_fields(usage: Usage, cost: Cost | None) -> dict[str, Any]:
         "cost_without_cache_usd": str(cost.without_cache) if cost else None,
         "savings_usd": str(cost.savings) if cost else None,
         "provider_cost_usd": reported,
+        "service_tier": usage.service_tier,
     }
 
 

@@ -10,16 +10,18 @@ only written to the wire by a dialect's encoder.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import itertools
 import json
 import operator
-import threading
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prefixgate.compact_json import compact
+from prefixgate.reuse import weigh
 
 # The name of a registered wire format (`prefixgate.dialects.WIRE_FORMATS`); adding a format adds no name here.
 Dialect = str
@@ -139,8 +141,13 @@ class Segment:
     def mark_parsed(self) -> None:
         """Remember this segment's blocks as its parser made them from `native`, for a segment nothing will
         change in place: one parsed from a request's bytes, which the requests that resend it share
-        (`dialects.resent`; a plan changes a draft, through `own`)."""
+        (`dialects.resent`; a plan changes a draft, through `own`). Under `guard_shared` a write to the
+        segment or its blocks then raises."""
         self._parsed = tuple(self.blocks)
+        if _GUARDED:
+            self.__dict__["_shared"] = True
+            for block in self.blocks:
+                block.__dict__["_shared"] = True
 
     def own(self, block: Block) -> Block:
         """`block` (one of this segment's), first made this segment's own copy if it is still shared with
@@ -172,7 +179,7 @@ class Conversation:
     # Provider-specific cache fields the planner sets (e.g. OpenAI prompt_cache_key, Gemini cachedContent).
     cache_params: dict[str, Any] = field(default_factory=dict)
     # The last `prefix_keys` answer: (root, the blocks' content hashes, their prefix keys, the hash states).
-    _chained: tuple[str, list[str], list[str], list[Any]] | None = field(default=None, repr=False, compare=False)
+    _chained: ChainedKeys | None = field(default=None, repr=False, compare=False)
     # The parsed body with its messages' byte spans (`dialects.resent.Body`), when the parser kept them: the
     # encoder copies the bytes of the messages that go out unchanged instead of encoding them again.
     source: Any = field(default=None, repr=False, compare=False)
@@ -227,51 +234,146 @@ class Conversation:
         """Chained content hashes, one per block: equal keys mean equal prefixes up to that block.
 
         Only the blocks past those this conversation shares with its last answer, or with the request it
-        resends (`carry`), are chained; each link is also memoised by (the key before it, the block's key)."""
+        resends (`carry`), are chained. (A memo of links by (key before, block key) saved nothing measurable
+        beside these, bench/memo_pays.py, and held a hash state per block of every conversation: dropped.)"""
         hashes = self.block_keys()
         root = f"{self.dialect}:{self.model}"
         keys: list[str] = []
         states: list[Any] = []
         shared = 0
-        for earlier in (self._chained, self.carry.earlier.get("prefix_keys") if self.carry is not None else None):
-            if earlier is not None and earlier[0] == root:
-                n = equal_run(earlier[1], hashes)     # the chain follows the blocks' content alone
+        for earlier in (self._chained, self.carry.earlier.prefix_keys if self.carry is not None else None):
+            if earlier is not None and earlier.root == root:
+                n = equal_run(earlier.hashes, hashes)     # the chain follows the blocks' content alone
                 if n > shared:
-                    shared, keys, states = n, earlier[2][:n], earlier[3][:n]
+                    shared, keys, states = n, earlier.keys[:n], earlier.states[:n]
         prev, state = (keys[-1], states[-1]) if keys else (root, None)
         for key in hashes[shared:]:
-            link = _LINKS.get((prev, key))
-            if link is None:
-                # The hash state after `prev` (kept with its link), extended by this block; never updated in place.
-                h = state.copy() if state is not None else hashlib.sha256(prev.encode())
-                h.update(key.encode())
-                link = (h.hexdigest()[:32], h)
-                _remember_link(prev, key, link)
-            prev, state = link
+            # The hash state after `prev`, extended by this block; never updated in place.
+            state = state.copy() if state is not None else hashlib.sha256(prev.encode())
+            state.update(key.encode())
+            prev = state.hexdigest()[:32]
             keys.append(prev)
             states.append(state)
-        self._chained = (root, hashes, keys, states)
+        self._chained = ChainedKeys(root, hashes, keys, states)
         if self.carry is not None:
-            self.carry.mine["prefix_keys"] = self._chained
+            self.carry.leave("prefix_keys", self._chained, (len(keys) - shared) * _KEY_BYTES)
         return list(keys)
 
 
-@dataclass
-class Carry:
-    """What one request leaves for the next request that resends it (`dialects.resent` finds which), by
-    name: a step that computed something per block reuses the earlier answers for the leading blocks both
-    share (the same content: `equal_run` over `Conversation.block_keys`) and leaves its own. Each request
-    holds the earlier one's dict, never a chain of them."""
+class Step(enum.Enum):
+    """A planning step whose per-block answers a request leaves for the next one (`Carried.steps`), with the
+    record of what else (beside each block's content) its answers follow from: `STEP_INPUTS`."""
 
-    earlier: dict[str, Any] = field(default_factory=dict)
-    mine: dict[str, Any] = field(default_factory=dict)
+    CUMULATIVE_TOKENS = "cumulative tokens"
+    MARKABLE = "markable"
+
+
+@dataclass(frozen=True)
+class CountedIn:
+    """Cumulative token counts follow from the blocks and the encoding that counts them."""
+
+    encoding: str
+
+
+@dataclass(frozen=True)
+class MarkableFor:
+    """Where a checkpoint may sit follows from the blocks, their roles, the provider and whether the target
+    prices by rows (`Target.rows_of`)."""
+
+    provider: str
+    by_rows: bool
+
+
+STEP_INPUTS: dict[Step, type] = {Step.CUMULATIVE_TOKENS: CountedIn, Step.MARKABLE: MarkableFor}
+
+
+@dataclass(frozen=True)
+class PerBlock:
+    """One step's answers, one per block: valid for a later request only with equal `inputs`, and for its
+    leading blocks whose `keys` equal these."""
+
+    inputs: Any
+    keys: list[Any]
+    values: list[Any]
+
+
+@dataclass(frozen=True)
+class ChainedKeys:
+    """A `Conversation.prefix_keys` answer: its root, the blocks' content hashes, their prefix keys and the
+    hash state after each (never updated in place)."""
+
+    root: str
+    hashes: list[str]
+    keys: list[str]
+    states: list[Any]
+
+
+@dataclass(frozen=True)
+class ShapeRecord:
+    """A `prefix_shape` answer: the ledger entries of the leading segments with these roles, block counts
+    and block keys, under `encoding`."""
+
+    encoding: str
+    roles: list[str]
+    sizes: list[int]
+    keys: list[str]
+    entries: list[str]
+
+
+@dataclass(slots=True)
+class Carried:
+    """What one request leaves for the next request that resends it: one typed slot per kind of work (a
+    consumer that needs another is given a slot here; none can leave a value under a name of its own)."""
+
+    segments: list[Segment] | None = None               # one per element of the body's array
+    fields: dict[str, tuple[Any, Segment]] = field(default_factory=dict)  # a body field's value and its segment
+    prefix_keys: ChainedKeys | None = None
+    prefix_shape: ShapeRecord | None = None
+    steps: dict[Step, PerBlock] = field(default_factory=dict)
+    settled: dict[str, list[list[Block]]] = field(default_factory=dict)   # a rewrite's name -> segments' block lists
+
+
+@dataclass(slots=True)
+class Carry:
+    """What the request this one resends left for it (`earlier`) and what this one leaves (`mine`);
+    `dialects.resent` finds which request that is. A step that computed something per block reuses the
+    earlier answers for the leading blocks both share (the same content: `equal_run` over
+    `Conversation.block_keys`) and leaves its own through `leave`, which charges the memo that keeps the body
+    for what the new answers hold. Each request holds the earlier one's record, never a chain of them."""
+
+    earlier: Carried = field(default_factory=Carried)
+    mine: Carried = field(default_factory=Carried)
+    # Charged with the bytes a left value holds (`reuse.weigh`; an int: that many bytes), by the memo that
+    # keeps the body.
+    charge: Callable[[Any], None] | None = None
+
+    def leave(self, slot: str, value: Any, new: Any = None) -> None:
+        """Leave `value` in `mine`'s `slot` (an unknown slot raises), charging what `new` holds (the part of
+        `value` computed here rather than shared with the earlier request, or its size in bytes; `value`
+        itself when None)."""
+        setattr(self.mine, slot, value)
+        if self.charge is not None:
+            self.charge(value if new is None else new)
+
+    def step(self, step: Step, record: PerBlock, new: Any) -> None:
+        if type(record.inputs) is not STEP_INPUTS[step]:
+            raise TypeError(f"{step} carries answers for {STEP_INPUTS[step].__name__} inputs, not {type(record.inputs).__name__}")
+        self.mine.steps[step] = record
+        if self.charge is not None:
+            self.charge(new)
 
     def segment(self, name: str, value: Any, parse: Callable[[], Segment]) -> Segment:
         """The segment the earlier request parsed from this very `value` (a field of its body this body
         shares: the same object), else `parse()`'s; left for the next request either way."""
-        earlier = self.earlier.get(name)
-        seg = earlier[1] if earlier is not None and earlier[0] is value else parse()
-        self.mine[name] = (value, seg)
+        earlier = self.earlier.fields.get(name)
+        if earlier is not None and earlier[0] is value:
+            seg = earlier[1]
+            self.mine.fields[name] = earlier
+        else:
+            seg = parse()
+            self.mine.fields[name] = (value, seg)
+            if self.charge is not None:
+                self.charge(seg)
         return seg
 
 
@@ -293,19 +395,8 @@ def equal_run(earlier: list, now: list) -> int:
 _HASH, _BLOCKS, _PARSED = operator.attrgetter("_key"), operator.attrgetter("blocks"), operator.attrgetter("_parsed")
 
 
-# Prefix-key links: (key before, block key) -> (key after, its hash state). Bounded (a link with its hash
-# state is ~0.4 KB): the oldest half goes when full, and a dropped link costs one hash to make again.
-_LINKS: dict[tuple[str, str], tuple[str, Any]] = {}
-_LINKS_LOCK = threading.Lock()
-LINKS_MAX = 50_000
-
-
-def _remember_link(prev: str, block_key: str, link: tuple[str, Any]) -> None:
-    with _LINKS_LOCK:
-        if len(_LINKS) >= LINKS_MAX:
-            for old in list(itertools.islice(_LINKS, LINKS_MAX // 2)):
-                del _LINKS[old]
-        _LINKS[(prev, block_key)] = link
+# A prefix key with its hash state, as a carried answer holds it (two list slots beside).
+_KEY_BYTES = 16 + weigh(("0" * 32, hashlib.sha256())) - weigh(())
 
 
 CACHE_MARKERS = ("cache_control", "prompt_cache_breakpoint")
@@ -330,6 +421,44 @@ def _shallow(obj: Any) -> Any:
     new = object.__new__(type(obj))
     new.__dict__ = obj.__dict__.copy()
     return new
+
+
+class SharedValueError(AttributeError):
+    """A write to a parsed value that other requests share (`Segment.mark_parsed`), caught by `guard_shared`."""
+
+
+# Caches of what follows from a block's content alone: filling one in on a shared block changes nothing a
+# sharer could see.
+_CONTENT_CACHES = frozenset(("_key", "_facts"))
+_GUARDED = False
+
+
+def _guarded_setattr(self: Any, name: str, value: Any) -> None:
+    if name not in _CONTENT_CACHES and self.__dict__.get("_shared"):
+        raise SharedValueError(f"{type(self).__name__}.{name} set on a value other requests share (parsed once and "
+                               "kept by the reuse memo): change a copy (Conversation.draft, Segment.own)")
+    object.__setattr__(self, name, value)
+
+
+def _unshared_copy(obj: Any) -> Any:
+    new = object.__new__(type(obj))
+    new.__dict__ = obj.__dict__.copy()
+    new.__dict__.pop("_shared", None)
+    return new
+
+
+def guard_shared() -> None:
+    """From now on, segments and blocks that requests share are frozen: setting an attribute on one raises
+    `SharedValueError`. A debug guard (each attribute write then costs a Python call): the tests turn it on
+    (PREFIXGATE_GUARD_SHARED=1, also read at import), the gateway does not."""
+    global _GUARDED, _shallow
+    _GUARDED = True
+    Block.__setattr__ = Segment.__setattr__ = _guarded_setattr     # type: ignore[method-assign]
+    _shallow = _unshared_copy
+
+
+if os.environ.get("PREFIXGATE_GUARD_SHARED") == "1":
+    guard_shared()
 
 
 def content_hash(value: Any) -> str:

@@ -90,11 +90,23 @@ class LedgerRecord:
     cache_key_mode: str = ""
     prompt_cache_key: str = ""
     # "" for a caller's request; "keepalive" for a refresh the gateway sent to keep a session's cache warm
-    # (gateway/keepalive.py): billed to the session's key like its requests, and kept apart on the dashboard.
+    # (gateway/keepalive.py): billed to the session's key like its requests, and kept apart on the dashboard;
+    # `cache_extend` (an explicit cache's TTL extended: the storage it adds) or `cache_delete` (deleted early: the
+    # storage not used, as a negative cost), both by gateway/explicit_caches.py.
     kind: str = ""
     # On a caller's request that read a prefix only a keep-alive refresh kept alive (its gap outlasted the
     # cache's TTL): what that read saved against writing the prefix again. None where no refresh helped.
     keepalive_saved_usd: str | None = None
+    # A balanced route's prefix answered by another target than the one it was warm on (gateway/sticky.py):
+    # why (failover, expired; "" for none), from where, the prompt tokens written again and what that cost
+    # over reading them (None: unpriced).
+    flip: str = ""
+    flip_from: str = ""
+    flip_tokens: int = 0
+    flip_cost_usd: str | None = None
+    # The hosted service tier the upstream says served the request (OpenAI default/flex/priority, Anthropic
+    # standard/priority); "" where it said none. The cost is priced at this tier, not the one asked for.
+    service_tier: str = ""
 
     @property
     def usage(self) -> Usage:

@@ -45,7 +45,9 @@ SUMS = ("requests", "errors", "unpriced", "uncached_input", "cache_read", "cache
         "response_hits", "response_avoided_pico", "shadow_hits", "shadow_avoidable_pico",
         # Keep-alive (gateway/keepalive.py): refreshes sent and what they cost (also in spend_pico), and what the
         # reads they kept alive saved on the sessions' next requests ("bought vs saved").
-        "keepalive_refreshes", "keepalive_bought_pico", "keepalive_saved_pico")
+        "keepalive_refreshes", "keepalive_bought_pico", "keepalive_saved_pico",
+        # Balanced routes: prefixes that moved to a target where they were cold, and what writing them again cost.
+        "flips", "flip_cost_pico")
 BIN_RATIO = 1.1
 VALUE_HIST_RES = 3600           # per-value histograms are kept per hour only (see the module docstring)
 BATCH = 1000                    # records per roll-up transaction (appends wait for it)
@@ -128,7 +130,7 @@ def contribution(rec: dict) -> tuple[tuple[int, ...], int, int | None]:
             picodollars(rec["cost_without_cache_usd"]) or cost, picodollars(rec["savings_usd"]) if priced else 0,
             int(priced and reported is not None and not by_table), int(compared), provider_cost, cost if compared else 0,
             int(differs), provider_cost if differs else 0, cost if differs else 0,
-            *_response_cache(rec, cost), *_keepalive(rec, cost))
+            *_response_cache(rec, cost), *_keepalive(rec, cost), int(bool(rec.get("flip"))), picodollars(rec.get("flip_cost_usd")))
     ttft = rec["ttft_ms"]
     return sums, latency_bin(rec["latency_ms"] or 0.0), None if ttft is None else latency_bin(ttft)
 

@@ -15,6 +15,7 @@ pass them in (`prefix_shape(conv, provider, volatile_spans)`).
 from __future__ import annotations
 
 import hashlib
+import sys
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,7 +23,9 @@ from itertools import accumulate
 from typing import Protocol
 
 from prefixgate import tokens
-from prefixgate.ir import Conversation, Segment, equal_run
+from prefixgate.ir import Conversation, Segment, ShapeRecord, equal_run
+from prefixgate.reuse import memo as reuse_memo
+from prefixgate.reuse import weigh
 
 
 class Span(Protocol):
@@ -34,9 +37,8 @@ SpanFinder = Callable[[str], Iterable[Span]]
 MAX_SEGMENTS = 64
 LEADING_ROLES = ("tools", "schema", "system", "developer")
 # Entries by segment content: a conversation re-sends its earlier turns and its system prompt with every
-# request, so most segments were shaped before. Cleared when full (cheaper than LRU bookkeeping per hit).
-_ENTRIES: dict[tuple, str] = {}
-_ENTRIES_MAX = 100_000
+# request, so most segments were shaped before.
+_ENTRIES = reuse_memo("prefix_shapes")
 CHARS_PER_TOKEN = 4
 
 
@@ -69,19 +71,19 @@ def prefix_shape(conv: Conversation, provider: str, volatile_spans: SpanFinder) 
     # segments with the same roles and block contents have the same entries.
     roles, sizes = [seg.role for seg in segments], [len(seg.blocks) for seg in segments]
     keys = conv.block_keys([b for seg in segments for b in seg.blocks])
-    carried = conv.carry.earlier.get("prefix_shape") if conv.carry is not None else None
+    carried = conv.carry.earlier.prefix_shape if conv.carry is not None else None
     same = 0
-    if carried is not None and carried[0] == encoding:
-        _, old_roles, old_sizes, old_keys, old_out = carried
-        whole = bisect_right(list(accumulate(sizes)), equal_run(old_keys, keys))
-        same = min(whole, equal_run(old_roles, roles), equal_run(old_sizes, sizes))
-        out = old_out[:same]
+    if carried is not None and carried.encoding == encoding:
+        whole = bisect_right(list(accumulate(sizes)), equal_run(carried.keys, keys))
+        same = min(whole, equal_run(carried.roles, roles), equal_run(carried.sizes, sizes))
+        out = carried.entries[:same]
     else:
         out = []
     leading = all(role in LEADING_ROLES for role in roles[:same])
     out.extend(_entries(segments[same:], encoding, volatile_spans, leading))
     if conv.carry is not None:
-        conv.carry.mine["prefix_shape"] = (encoding, roles, sizes, keys, out)
+        held = 8 * (len(roles) + len(sizes) + len(out)) + sum(map(sys.getsizeof, out[same:]))
+        conv.carry.leave("prefix_shape", ShapeRecord(encoding, roles, sizes, keys, out), held)
     return list(out)
 
 
@@ -95,9 +97,7 @@ def _entries(segments: list[Segment], encoding: str, volatile_spans: SpanFinder,
         entry = _ENTRIES.get(memo)
         if entry is None:
             entry = _entry(seg.role, keys, seg, encoding, leading, volatile_spans)
-            if len(_ENTRIES) >= _ENTRIES_MAX:
-                _ENTRIES.clear()
-            _ENTRIES[memo] = entry
+            _ENTRIES.put(memo, entry, weigh((memo, entry)))
         out.append(entry)
     return out
 

@@ -10,30 +10,34 @@ one block, is a different entry. A hit hands out a fresh copy of the memoised se
 annotate or edit it), whose blocks already carry their content hashes and token counts and point at
 this request's JSON.
 
-Bounded: least recently used entries go past `max_entries` or `max_bytes` of identities; the memo holds
-about three times its identities' bytes (with the blocks' texts and facts), so ~50 MB at the default,
-which keeps some forty 100k-token agent sessions.
+Bounded: the entries live in the reuse store (`prefixgate.reuse`, memo "segments"), each charged its
+identity's bytes and what its template holds (blocks, texts, hashes, facts), and go least recently used
+first with every other memo's past the store's bound.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from prefixgate.ir import Segment
+from prefixgate.ir import Block, Segment
+from prefixgate.reuse import memo, weigh
+
+# A message shorter than this parses in about what a lookup costs (its JSON written, a copy of the memoised
+# segment made): remembering it would only churn the memo with every short message of every conversation.
+MIN_BYTES = 256
 
 
 class SegmentMemo:
-    def __init__(self, max_entries: int = 16_384, max_bytes: int = 16 << 20) -> None:
-        self.max_entries, self.max_bytes = max_entries, max_bytes
-        self._entries: OrderedDict[tuple[str, bytes], Segment] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
+    def __init__(self, name: str = "segments") -> None:
+        self.memo = memo(name)
+
+    @property
+    def hits(self) -> int:
+        return self.memo.hits
 
     def segment(self, kind: str, native: Any, owner: Any, parts: list, build: Callable[..., Segment], *args: Any) -> Segment:
         """`build(*args)`'s segment for the wire JSON `native`, memoised under (`kind`, its bytes).
@@ -45,18 +49,16 @@ class SegmentMemo:
         at this request's own objects (`owner` as the segment's native, `parts` as its blocks'), as a
         fresh parse would be: callers find a block's place in the body by the identity of its native
         (the linter's line numbers)."""
+        if not self.memo.on:
+            return build(*args)
         try:
             ident = (kind, orjson.dumps(native))
         except TypeError:           # a value orjson cannot write (an integer past 64 bits): no memo
             return build(*args)
-        entries = self._entries
-        hit = entries.get(ident)    # reads take no lock: one dict operation each, atomic under the GIL
+        if len(ident[1]) < MIN_BYTES:
+            return build(*args)
+        hit = self.memo.get(ident)
         if hit is not None:
-            try:
-                entries.move_to_end(ident)
-            except KeyError:        # another thread evicted it since: the copy is right all the same
-                pass
-            self.hits += 1
             return hit.copy_for(owner, parts)
         seg = build(*args)
         if len(seg.blocks) != len(parts):
@@ -64,22 +66,40 @@ class SegmentMemo:
         for block in seg.blocks:
             block.key  # noqa: B018 -- hashed once here; every copy handed out carries it
             block.facts()           # one dict for every copy's token counts (tokens.block_tokens)
-        with self._lock:
-            self.misses += 1
-            if ident not in entries:
-                # orjson's output keeps the capacity it grew to (often several times its length): keep an
-                # exact copy, or the memo would hold that much more than it counts.
-                entries[(kind, bytes(memoryview(ident[1])))] = _template(seg)
-                self._bytes += len(ident[1])
-            while entries and (len(entries) > self.max_entries or self._bytes > self.max_bytes):
-                (_, gone), _ = entries.popitem(last=False)
-                self._bytes -= len(gone)
+        # orjson's output keeps the capacity it grew to (often several times its length): keep an exact
+        # copy, or the memo would hold that much more than it counts.
+        ident = (kind, bytes(memoryview(ident[1])))
+        template = _template(seg)
+        self.memo.put(ident, template, _weight(ident, template))
         return seg
 
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
+
+def segments_bytes(segments: list[Segment]) -> int:
+    """What parsed segments hold beside their native JSON and its texts: each segment and its blocks, a fixed
+    size each (as `_weight` counts them)."""
+    seg_bytes, block_bytes = _sizes()
+    return sum(seg_bytes + (block_bytes + 8) * len(seg.blocks) for seg in segments)
+
+
+def _sizes() -> list[int]:
+    if not _SIZES:
+        block = Block("text", None, text="")
+        block.key  # noqa: B018 -- as a memoised block carries it
+        block.facts()["cl100k_base"] = 100_000
+        _SIZES.extend((weigh(Segment("user", [], native=None)), weigh(block) - weigh("")))
+    return _SIZES
+
+
+def _weight(ident: tuple[str, bytes], template: Segment) -> int:
+    """What an entry holds: its identity's bytes, the segment and its blocks (a fixed size each, measured once
+    with `reuse.weigh`) and the blocks' texts. A walk over every entry's objects would cost more than most
+    parses it saves."""
+    seg_bytes, block_bytes = _sizes()
+    return (sys.getsizeof(ident[1]) + seg_bytes + (block_bytes + 8) * len(template.blocks)
+            + sum(sys.getsizeof(b.text) for b in template.blocks))
+
+
+_SIZES: list[int] = []
 
 
 def _template(seg: Segment) -> Segment:

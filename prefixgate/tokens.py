@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 from prefixgate.ir import Block, Conversation
+from prefixgate.reuse import memo, weigh
 
 Encode = Callable[[str], list[int]]
 
 _ENCODERS: dict[str, Encode] = {}
 _LOCK = threading.Lock()
-_CACHE: OrderedDict[tuple[str, bytes], int] = OrderedDict()
-CACHE_ENTRIES = 200_000
+# Counts by (encoding, content hash), in the reuse store.
+_COUNTS = memo("token_counts")
+# A text shorter than this is counted again (a few microseconds, about what a memo lookup costs with its
+# hash): remembering it would hold an entry per short message of every conversation.
+MEMO_CHARS = 256
+_COUNT_BYTES = weigh(("cl100k_base", b"0123456789abcdef", 100_000))   # each entry holds a key and a count
 # Non-text parts have no text to count; these are the providers' documented typical costs.
 IMAGE_TOKENS = 1600   # Anthropic: about (width * height) / 750, capped near 1,600 for a 1.15 MP image
 DOCUMENT_PAGE_TOKENS = 1500
@@ -68,17 +72,14 @@ def count_tokens(text: str, encoding: str = "cl100k_base", digest: bytes | None 
     a hash of the text, saves hashing a long prompt twice."""
     if not text:
         return 0
+    if len(text) < MEMO_CHARS:
+        return len(encoder(encoding)(text))
     key = (encoding, digest or hashlib.blake2b(text.encode(), digest_size=16).digest())
-    with _LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-            return hit
+    hit = _COUNTS.get(key)
+    if hit is not None:
+        return hit
     n = len(encoder(encoding)(text))
-    with _LOCK:
-        _CACHE[key] = n
-        if len(_CACHE) > CACHE_ENTRIES:
-            _CACHE.popitem(last=False)
+    _COUNTS.put(key, n, _COUNT_BYTES + len(key[1]))
     return n
 
 
@@ -98,9 +99,11 @@ def block_tokens(block: Block, encoding: str = "cl100k_base") -> int:
 
 
 def annotate_tokens(conv: Conversation, encoding: str | None = None) -> int:
-    """Set `tokens` on every block of `conv` and return the total."""
+    """Set `tokens` on every block of `conv` and return the total. Segments other requests share (a resent
+    body's, `Segment.mark_parsed`) are first replaced by this conversation's own copies."""
     enc = encoding or encoding_for(conv.dialect, conv.model)
     total = 0
+    conv.segments = [seg.copy() if seg._parsed is not None else seg for seg in conv.segments]
     for block in conv.blocks():
         block.tokens = block_tokens(block, enc)
         total += block.tokens

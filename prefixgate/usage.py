@@ -24,6 +24,11 @@ class Usage:
     # Server-side web searches the provider ran for this response (Anthropic's
     # `usage.server_tool_use.web_search_requests`): billed per search, on top of tokens.
     web_searches: int = 0
+    # The service tier the provider says served the response (OpenAI's `service_tier`: default, flex,
+    # priority; Anthropic's `usage.service_tier`: standard, priority, batch); "" where it says none. Priced
+    # as such (providers/pricing.py), whatever tier was asked for. Context for the price, not consumption:
+    # two usages of the same tokens compare equal whatever tier served them.
+    service_tier: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         for name in ("uncached_input", "cache_read", "output", "web_searches"):
@@ -52,6 +57,7 @@ class Usage:
             self.output + other.output,
             _sum_reported(self.reported_cost, other.reported_cost),
             self.web_searches + other.web_searches,
+            self.service_tier or other.service_tier,
         )
 
     def token_counts(self) -> dict[str, int]:

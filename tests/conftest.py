@@ -18,6 +18,12 @@ from hypothesis import settings
 
 from tests.support_services import free_port, start_on_free_port, wait_until
 
+# Parsed values that requests share are frozen under test (`ir.guard_shared`), here and in the servers tests start.
+os.environ.setdefault("PREFIXGATE_GUARD_SHARED", "1")
+from prefixgate.ir import guard_shared  # noqa: E402 -- after the variable, for the servers it starts
+
+guard_shared()
+
 # CI (`.ci/run`) draws the same property-test examples every run, so a red CI is always a reproducible
 # regression, never a new draw; `make test` elsewhere keeps drawing fresh examples, which is how the
 # fuzzers find new bugs.

@@ -20,6 +20,7 @@ class Regime:
     one_ttl: bool = False                   # every marker of a request takes the same TTL
     routing_key: bool = False               # a request carries a key that routes it to its prefix (cache_key.py)
     catalogued: bool = True                 # planned with its model's catalogue row (minimum tokens, TTLs, prices)
+    whole_prompt: bool = True               # an answered prompt is cached whole (False: up to its markers only)
 
     def markable(self, target: Target, seg: Segment, block: Block) -> bool:
         """Whether a checkpoint may sit after `block`."""
@@ -37,6 +38,11 @@ class Regime:
     def ttls(self, target: Target, model: ModelRules, catalog: Catalog) -> tuple[str, ...]:
         """The TTLs a marker may take on `model`."""
         return ()
+
+    def warm_for(self, target: Target, catalog: Catalog, params: dict) -> tuple[str, int]:
+        """(write TTL, seconds) a prefix stays cached after an answer that placed no marker of its own: the
+        provider's rule (what a sticky route pins a session for, gateway/sticky.py)."""
+        return "5m", 300
 
     def marker_limit(self, target: Target, catalog: Catalog) -> int:
         """The most markers one request may carry."""

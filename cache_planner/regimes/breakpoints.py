@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 class Breakpoints(Regime):
     providers = ("anthropic", "bedrock")
+    whole_prompt = False        # Claude caches up to its breakpoints only
     bridges = True
     caller_marks = True
 
@@ -42,6 +43,10 @@ class Breakpoints(Regime):
 
     def ttls(self, target: Target, model: ModelRules, catalog: Catalog) -> tuple[str, ...]:
         return _claude_ttls(model, getattr(catalog, target.provider))
+
+    def warm_for(self, target: Target, catalog: Catalog, params: dict) -> tuple[str, int]:
+        rules: AnthropicRules = getattr(catalog, target.provider)
+        return rules.default_ttl, rules.ttls[rules.default_ttl]
 
     def marker_limit(self, target: Target, catalog: Catalog) -> int:
         return getattr(catalog, target.provider).max_breakpoints

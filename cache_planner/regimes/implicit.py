@@ -25,6 +25,9 @@ class Implicit(Regime):
     def markable(self, target: Target, seg: Segment, block: Block) -> bool:
         return True     # tracked for reuse (and to bound an explicit cache), never written
 
+    def warm_for(self, target: Target, catalog: Catalog, params: dict) -> tuple[str, int]:
+        return "5m", catalog.gemini.implicit_ttl_s
+
     def place(self, conv: Conversation, target: Target, model: ModelRules, price: Price, catalog: Catalog,
               route: RouteState, cands: list[Candidate], flat: list, static: Candidate | None, static_key: str,
               now: float, notes: list[str]) -> dict | None:

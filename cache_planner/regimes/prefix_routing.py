@@ -42,6 +42,11 @@ class PrefixRouting(Regime):
     def ttls(self, target: Target, model: ModelRules, catalog: Catalog) -> tuple[str, ...]:
         return model.breakpoint_ttls
 
+    def warm_for(self, target: Target, catalog: Catalog, params: dict) -> tuple[str, int]:
+        if params.get("prompt_cache_retention") == "24h":
+            return "24h", catalog.openai.extended_retention_s
+        return "5m", catalog.openai.in_memory_idle_s
+
     def marker_limit(self, target: Target, catalog: Catalog) -> int:
         return catalog.openai.max_breakpoint_writes
 

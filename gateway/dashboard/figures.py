@@ -70,6 +70,8 @@ def _figures(sums: dict[str, int], latency: dict[int, int] | None = None, ttft: 
         # Keep-alive refreshes: bought (in spend) against what the reads they kept alive saved.
         "keepalive": {"refreshes": sums["keepalive_refreshes"], "bought_usd": _money(sums["keepalive_bought_pico"]),
                       "saved_usd": _money(sums["keepalive_saved_pico"])},
+        # Balanced routes: prefixes answered where they were cold (gateway/sticky.py), and the re-writes' cost.
+        "flips": {"count": sums["flips"], "cost_usd": _money(sums["flip_cost_pico"])},
     }
 
 

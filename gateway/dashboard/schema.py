@@ -52,6 +52,12 @@ class KeepAliveTotals(BaseModel):
                                        "kept alive, against writing it again")
 
 
+class Flips(BaseModel):
+    count: int = Field(description="balanced routes: requests whose prefix moved to a target where it was cold "
+                                   "(failover while it was warm elsewhere, or after its TTL)")
+    cost_usd: str = Field(description="what writing those prefixes again cost over reading them where they were warm")
+
+
 class Totals(BaseModel):
     requests: int
     errors: int = Field(description="requests answered with a non-200 status")
@@ -68,6 +74,7 @@ class Totals(BaseModel):
     ttft_p95_ms: float | None
     response_cache: ResponseCacheTotals
     keepalive: KeepAliveTotals
+    flips: Flips
 
 
 class Summary(BaseModel):

@@ -31,7 +31,7 @@ from prefixgate.dialects.neutral import (
 )
 from prefixgate.dialects.resent import Body, ResentBodies, element_segments, field_segment
 from prefixgate.dialects.sse import encode_sse
-from prefixgate.dialects.validate import expect, load_body, load_resent, require
+from prefixgate.dialects.validate import expect, load_resent, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment, without_markers
@@ -63,9 +63,7 @@ STOP_REASONS = ("end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_tu
 
 def parse_request(body: bytes | str | dict, *, count_tokens: bool = False) -> Conversation:
     """A Messages request as a Conversation; `count_tokens` parses a `/v1/messages/count_tokens` body."""
-    # A count_tokens body is not remembered: its answer is one number, and annotate_tokens sets the counts
-    # on the blocks it parsed, which must then be its own.
-    data, resent = (load_body(body), None) if count_tokens else load_resent(body, "messages", BODIES)
+    data, resent = load_resent(body, "messages", BODIES)
     return conversation(data, resent, count_tokens=count_tokens)
 
 
@@ -250,6 +248,7 @@ def parse_usage(usage: dict) -> Usage:
         cache_writes={ttl: n for ttl, n in writes.items() if n},
         output=usage.get("output_tokens") or 0,
         web_searches=int((usage.get("server_tool_use") or {}).get("web_search_requests") or 0),
+        service_tier=str(usage.get("service_tier") or ""),
     )
 
 
@@ -267,7 +266,8 @@ def usage_json(usage: Usage) -> dict:
             "ephemeral_1h_input_tokens": usage.cache_writes.get("1h", 0),
         },
         "output_tokens": usage.output,
-        "service_tier": "standard",
+        # The tier that served it, in Anthropic's words (standard, priority, batch); standard where none.
+        "service_tier": usage.service_tier if usage.service_tier in ("priority", "batch") else "standard",
     }
 
 

@@ -12,6 +12,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import unquote
@@ -247,7 +248,8 @@ def write_ttl(body_params: dict) -> str:
 
 
 def usage_from_response(resp: dict, write_ttl: str = "30m") -> Usage:
-    return parse_usage(resp.get("usage") or {}, write_ttl)
+    # The tier that served it is beside the usage, not in it (every chunk of a stream carries it too).
+    return replace(parse_usage(resp.get("usage") or {}, write_ttl), service_tier=str(resp.get("service_tier") or ""))
 
 
 def usage_json(usage: Usage) -> dict:
@@ -275,7 +277,7 @@ class StreamUsage:
 
     def feed(self, event: dict) -> None:
         if event.get("usage"):
-            self._usage = parse_usage(event["usage"], self.write_ttl)
+            self._usage = usage_from_response(event, self.write_ttl)
         for choice in event.get("choices") or []:
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
 
@@ -315,12 +317,13 @@ def stream_events(
     id: str | None = None,
     include_usage: bool = True,
     usage_body: dict | None = None,
+    service_tier: str = "default",
 ) -> Iterator[bytes]:
     """Chat completion chunks: role first, content deltas, the finish chunk, the usage chunk
     (`choices: []`, only with include_usage), then `[DONE]`. `usage_body`: the usage object as a
     compatible provider words it (DeepSeek's hit/miss, OpenRouter's cost), instead of OpenAI's."""
     head = {"id": id or new_id(), "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-            "service_tier": "default", "system_fingerprint": None}
+            "service_tier": service_tier, "system_fingerprint": None}
     tail = {"usage": None} if include_usage else {}
 
     def chunk(delta: dict, finish: str | None = None) -> bytes:

@@ -24,17 +24,22 @@ this (a body given as a dict, a small body) gets `json.loads` as before.
 from __future__ import annotations
 
 import json
+import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
 
+from prefixgate import ir, reuse
 from prefixgate.compact_json import compact_bytes
 from prefixgate.ir import Carry, Segment, equal_run
+from prefixgate.reuse import memo, weigh
+from prefixgate.reuse.sizing import estimate
+from prefixgate.segment_memo import segments_bytes
 
 # Bodies below this size parse in well under a tenth of a millisecond: not worth remembering.
 MIN_BYTES = 16 << 10
@@ -63,6 +68,8 @@ class Body:
     # segments, its prefix keys...): see `ir.Carry`.
     carry: Carry = field(default_factory=Carry, repr=False)
     scope: str = ""                 # the party whose request this was (`SCOPE`)
+    owner: Any = field(default=None, repr=False)    # the `ResentBodies` that keeps it
+    owner_tail: Any = field(default=None, repr=False)   # the tail of the body it resends, when shared
 
     @property
     def array_head(self) -> bytes:
@@ -80,40 +87,44 @@ class Body:
 
 
 class ResentBodies:
-    """Recently parsed bodies, found by their first bytes or by their array's first bytes; the least
-    recently used go past `max_bytes` of bodies. They hold their parsed values too, and what their
-    requests left for the next (`Body.carry`), several times their bytes: 24 MB keeps ~50 sessions of
-    100k-token agent requests, or ~250 of 20k-token ones."""
+    """Recently parsed bodies of one format, found by their first bytes or by their array's first bytes. They
+    live in the reuse store's "resent_bodies" memo (`prefixgate.reuse`), charged what they hold: their bytes,
+    their parsed values and what their requests left for the next (`Body.carry`: segments, prefix keys,
+    token counts); the least recently used entry of the store goes first past its bound."""
 
-    def __init__(self, max_bytes: int = 24 << 20) -> None:
-        self.max_bytes = max_bytes
-        _ALL.append(self)
-        self._bodies: OrderedDict[int, Body] = OrderedDict()     # by id, least recently used first
+    def __init__(self) -> None:
         # By (scope, first bytes): a body is found only by requests of the party that sent it.
         self._by_head: dict[tuple[str, bytes], list[Body]] = {}
         self._by_array: dict[tuple[str, bytes], list[Body]] = {}
-        self._bytes = 0
         self._lock = threading.Lock()
-        self.hits = self.misses = 0
+        self.hits = self.misses = 0     # this format's own (the memo counts every format's)
 
     def load(self, raw: bytes, array: str, decoder: json.JSONDecoder) -> Body | None:
         """`raw` parsed as `decoder` parses it, with `array`'s element spans; None when it cannot be done
         here (a small body, not one UTF-8 JSON object, invalid JSON, duplicate keys...): the caller then
         parses it the usual way, which also says what is wrong with it."""
-        if len(raw) < MIN_BYTES or raw[:1] != b"{" or not self.max_bytes:
+        if len(raw) < MIN_BYTES or raw[:1] != b"{" or not MEMO.on:
             return None
         try:
             body, earlier = self._read(raw, array, decoder, SCOPE.get())
         except (ValueError, StopIteration, IndexError, RecursionError, _NotHere):
             return None         # json.JSONDecodeError is a ValueError
+        body.owner = self
+        nbytes = _weigh_new(body)
         with self._lock:
             if earlier is None:
+                MEMO.misses += 1
                 self.misses += 1
             else:
+                if ir._GUARDED:
+                    _unchanged(earlier, body.reused)
+                MEMO.hits += 1
                 self.hits += 1
                 body.carry.earlier = earlier.carry.mine
-                self._forget(earlier)       # the new body holds all it had, and more
-            self._remember(body)
+                # The new body holds all the earlier one held of its first `reused` elements, and more.
+                nbytes += _shared_part(earlier, body.reused)
+                self._forget(earlier)
+            self._remember(body, nbytes)
         return body
 
     def _read(self, raw: bytes, array: str, decoder: json.JSONDecoder, scope: str) -> tuple[Body, Body | None]:
@@ -132,21 +143,25 @@ class ResentBodies:
         body.scope = scope
         return body, old if count else None
 
-    def _remember(self, body: Body) -> None:
-        self._bodies[id(body)] = body
-        self._bytes += len(body.raw)
+    def _remember(self, body: Body, nbytes: int) -> None:
         for index, key in ((self._by_head, (body.scope, body.raw[:HEAD_BYTES])), (self._by_array, (body.scope, body.array_head))):
             bodies = index.setdefault(key, [])
             bodies.insert(0, body)
             if len(bodies) > PER_HEAD:
                 self._forget(bodies[-1])
-        while self._bodies and self._bytes > self.max_bytes:
-            self._forget(next(iter(self._bodies.values())))
+        MEMO.put(id(body), body, nbytes)
+        if MEMO.peek(id(body)) is body:
+            # By the body's id, not a method of it: the body would then hold itself, a cycle that keeps all
+            # it holds until a full garbage collection.
+            body.carry.charge = partial(_charge, id(body))
+        else:                                   # past the bound on its own: kept by no one, charged nothing
+            self._unindex(body)
 
     def _forget(self, body: Body) -> None:
-        if self._bodies.pop(id(body), None) is None:
-            return
-        self._bytes -= len(body.raw)
+        MEMO.pop(id(body))
+        self._unindex(body)
+
+    def _unindex(self, body: Body) -> None:
         for index, key in ((self._by_head, (body.scope, body.raw[:HEAD_BYTES])), (self._by_array, (body.scope, body.array_head))):
             bodies = index.get(key, [])
             if any(b is body for b in bodies):
@@ -154,34 +169,71 @@ class ResentBodies:
             if not bodies:
                 index.pop(key, None)
 
-    def resize(self, max_bytes: int) -> None:
-        """Keep at most `max_bytes` of bodies from now on (0: none), forgetting the oldest past it."""
-        with self._lock:
-            self.max_bytes = max_bytes
-            while self._bodies and self._bytes > max_bytes:
-                self._forget(next(iter(self._bodies.values())))
-
     def clear(self) -> None:
         with self._lock:
-            self._bodies.clear()
-            self._by_head.clear()
-            self._by_array.clear()
-            self._bytes = 0
+            for bodies in list(self._by_head.values()):
+                for body in list(bodies):
+                    self._forget(body)
 
+
+# A carried segment's blocks point at the body's parsed values (their native JSON and its text), which the
+# body is charged for already.
+REFS = frozenset(("native", "text", "_source"))
+
+
+def _evicted(key: int, body: Body) -> None:
+    body.owner._unindex(body)
+
+
+# Every format's bodies, in the reuse store (one entry per body, by its id).
+MEMO = memo("resent_bodies", _evicted)
 
 # The party (a tenant, or a key of none) whose request is being parsed, set by the gateway once it knows the
 # caller: a remembered body is found only by its own party's requests, so no tenant learns from parse times what
 # another sent. "" for an open gateway and outside the gateway.
 SCOPE: ContextVar[str] = ContextVar("prefixgate_resent_scope", default="")
 
-# Every format's memo, for `keep`.
-_ALL: list[ResentBodies] = []
-
 
 def keep(max_bytes: int) -> None:
-    """Bound each format's memo of recent bodies to `max_bytes` (0: keep none; bodies are parsed whole)."""
-    for bodies in _ALL:
-        bodies.resize(max_bytes)
+    """Bound the reuse store (these bodies and every other memo) to `max_bytes` (0: keep none; bodies are
+    parsed whole)."""
+    reuse.keep(max_bytes)
+
+
+def _weigh_new(body: Body) -> int:
+    """What `body` holds that the body it resends did not: its bytes, its element offsets, the elements it
+    parsed itself and the fields around them it parsed."""
+    items = body.data[body.array]
+    n = len(body.raw) + sys.getsizeof(body.ends) + 32 * (len(body.ends) - body.reused) + sys.getsizeof(items)
+    n += sys.getsizeof(body.data) + 4 * sys.getsizeof(body)
+    new = items[body.reused:]
+    n += weigh(new) if len(new) <= 4 else estimate(new)
+    if body.head_parsed:
+        n += weigh(body.before)
+    if body.tail and (body.reused == 0 or body.tail is not body.owner_tail):
+        n += weigh(body.tail)
+    return n
+
+
+def _unchanged(old: Body, count: int) -> None:
+    """Under `ir.guard_shared`: raise if a request changed the parsed values of `old`'s first `count` elements
+    (which the new body shares) in place: they must still be what their bytes say."""
+    if json.loads(b"[" + old.span(count) + b"]") != old.data[old.array][:count]:
+        raise ir.SharedValueError("a parsed request value that later requests share was changed in place "
+                                  "(encoders and planner steps must build new objects)")
+
+
+def _charge(key: int, value: Any) -> None:
+    """Charge the memo's entry `key` (a body) for `value` (or that many bytes), left in the body's carry by its
+    request."""
+    MEMO.grow(key, value if type(value) is int else estimate(value, refs=REFS))
+
+
+def _shared_part(old: Body, count: int) -> int:
+    """What `old` was charged for its first `count` elements beside its bytes (their parsed values and what its
+    request left for them), in proportion to its elements."""
+    held = MEMO.charged(id(old)) - len(old.raw)
+    return held * count // len(old.ends) if old.ends and count < len(old.ends) else held
 
 
 class _NotHere(Exception):
@@ -273,8 +325,9 @@ def _parse(raw: bytes, array: str, decoder: json.JSONDecoder, old: Body | None, 
     pos = _elements(text, pos, items, ends, scan, offset, first)
     after = offset(pos + 1)
     tail: list[tuple[str, Any]] = []
+    shared_tail = None
     if old is not None and count and len(raw) - after == len(old.raw) - old.after and raw.endswith(memoryview(old.raw)[old.after:]):
-        tail = old.tail
+        tail = shared_tail = old.tail
     else:
         pos = _WS.match(text, pos + 1).end()
         while text[pos] != "}":
@@ -294,7 +347,9 @@ def _parse(raw: bytes, array: str, decoder: json.JSONDecoder, old: Body | None, 
     data.update(tail)
     if len(data) != len(before) + 1 + len(tail):
         raise _NotHere              # a repeated key: json.loads keeps the last, which the spans do not follow
-    return Body(raw, data, array, start, ends, after, tail, before, count)
+    body = Body(raw, data, array, start, ends, after, tail, before, count)
+    body.owner_tail = shared_tail
+    return body
 
 
 def _elements(text: str, pos: int, items: list, ends: list[int], scan: Any, offset: _Offsets, first: bool) -> int:
@@ -348,12 +403,13 @@ def element_segments(body: Body | None, count: int, parse: Callable[[int], Segme
     place. Left in the carry for the next request."""
     if body is None:
         return [parse(i) for i in range(count)]
-    segments = body.carry.earlier.get("segments", [])[:body.reused]
-    for i in range(len(segments), count):
+    segments = (body.carry.earlier.segments or [])[:body.reused]
+    shared = len(segments)
+    for i in range(shared, count):
         seg = parse(i)
         seg.mark_parsed()
         segments.append(seg)
-    body.carry.mine["segments"] = segments
+    body.carry.leave("segments", segments, segments_bytes(segments[shared:]))
     return segments
 
 

@@ -14,6 +14,7 @@ import operator
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from prefixgate.compact_json import compact
@@ -256,7 +257,7 @@ def reasoning_tokens(usage: dict) -> int:
 
 
 def usage_from_response(resp: dict, write_ttl: str = "30m") -> Usage:
-    return parse_usage(resp.get("usage") or {}, write_ttl)
+    return replace(parse_usage(resp.get("usage") or {}, write_ttl), service_tier=str(resp.get("service_tier") or ""))
 
 
 def usage_json(usage: Usage, reasoning: int = 0) -> dict:
@@ -285,7 +286,7 @@ class StreamUsage:
             return
         response = event.get("response") or {}
         if response.get("usage"):
-            self._usage = parse_usage(response["usage"], self.write_ttl)
+            self._usage = usage_from_response(response, self.write_ttl)
         self.finish_reason = finish_reason(response)
 
     @property

@@ -7,7 +7,8 @@ have, and overrides. This module turns one genai-prices model into prefixgate's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from decimal import Decimal
 from functools import lru_cache
 from importlib.metadata import version
@@ -106,3 +107,27 @@ def _tier_value(value: Decimal | types.TieredPrices | None, start: int) -> Decim
         if start >= tier.start:
             chosen = tier.price
     return chosen
+
+
+def at_tier(price: Price, genai_ref: str, tier: str, prompt_tokens: int, at: datetime | None) -> Price | None:
+    """`price` as the model's published `service_tier` variant `tier` sets it (genai-prices' OpenAI flex and
+    priority rows, from https://developers.openai.com/api/docs/pricing), for a request at `at` (now, UTC, when
+    None) of `prompt_tokens`; None where genai-prices publishes no such variant for the model."""
+    gp, _, name = genai_ref.partition("/")
+    provider = _providers().get(gp)
+    model = next((m for m in provider.models if m.id == name), None) if provider else None
+    variants = [v for v in (model.price_variants or ()) if v.when == {"service_tier": tier}] if model else []
+    if not variants:
+        return None
+    when = at or datetime.now(UTC)
+    chosen: dict[str, Decimal | None] = {}
+    # genai-prices' own rule (types.ModelInfo.get_prices): the first active variant that sets a field wins.
+    for variant in variants:
+        if variant.constraint is None or variant.constraint.active(when):
+            for key, value in variant.prices.__dict__.items():
+                if value is not None:
+                    chosen.setdefault(key, _tier_value(value, prompt_tokens))
+    writes = {ttl: chosen.get("cache_write_1h_mtok" if ttl == "1h" else "cache_write_mtok") or p
+              for ttl, p in price.cache_write.items()}
+    return replace(price, input=chosen.get("input_mtok") or price.input, output=chosen.get("output_mtok") or price.output,
+                   cache_read=chosen.get("cache_read_mtok") or price.cache_read, cache_write=writes)

@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from prefixgate.cost import ZERO, Cost, Price, price_usage
 from prefixgate.errors import RequestError
+from prefixgate.providers import genai_catalog
 from prefixgate.providers.rules import Catalog, ModelRules, default_catalog
 from prefixgate.providers.vertex_prices import publisher_of, split_name, vertex_rules
 from prefixgate.usage import Usage
@@ -31,6 +32,12 @@ _BEDROCK_ARN = re.compile(r"^arn:aws[\w-]*:bedrock:[\w-]*:\d*:(?:foundation-mode
                           r"application-inference-profile|provisioned-model)/")
 _BEDROCK_GEO = re.compile(r"^(?:us|eu|jp|apac|au|ca|us-gov)\.")
 _BEDROCK_VERSION = re.compile(r"-v\d+(?::\d+)?$")
+
+
+# Tiers an answer names that are the model's list prices: OpenAI's "default", Anthropic's "standard" ("" where
+# it names none). Anthropic's "priority" (capacity committed ahead, priced by contract) has no published rate
+# in genai-prices either, so it is priced at the list rows too, and recorded as such (ledger service_tier).
+STANDARD_TIERS = frozenset({"", "default", "standard", "auto"})
 
 
 class UnknownModel(RequestError):
@@ -96,8 +103,13 @@ def price_for(provider: str, model: str, usage: Usage, catalog: Catalog | None =
     """The price of this response: THE one place every price is taken from (the gateway's ledger, the
     planner, replay, the SDK, lint and the mocks all come here or to `ModelRules.price_for` of a model resolved
     here). The row is the one in force at `at` (the request's time, now when None: dated and time-of-day
-    prices), and a long-context tier prices the whole request."""
-    return resolve_model(provider, model, catalog).price_for(usage.input_total, at)
+    prices), and a long-context tier prices the whole request. A response served at a hosted service tier
+    (`usage.service_tier`: OpenAI flex or priority) is priced at that tier's published rates."""
+    rules = resolve_model(provider, model, catalog)
+    price = rules.price_for(usage.input_total, at)
+    if usage.service_tier in STANDARD_TIERS or not rules.genai_ref:
+        return price
+    return genai_catalog.at_tier(price, rules.genai_ref, usage.service_tier, usage.input_total, at) or price
 
 
 def cost_of(

@@ -158,11 +158,11 @@ def test_keep_bounds_every_formats_memo_and_zero_turns_it_off():
     assert bodies.load(raw, "messages", _DECODER) is not None
     try:
         resent.keep(0)
-        assert bodies.max_bytes == 0 and not bodies._bodies
+        assert resent.MEMO.entries == 0 and not bodies._by_head
         assert bodies.load(raw, "messages", _DECODER) is None       # parsed whole by the caller
-        resent.keep(len(raw))                                        # room for one body
+        resent.keep(8 * len(raw))                                    # room for one body with its parsed values
         assert bodies.load(raw, "messages", _DECODER) is not None
         assert bodies.load(raw.replace(b'"next"', b'"then"'), "messages", _DECODER).reused == 2
-        assert len(bodies._bodies) == 1
+        assert resent.MEMO.entries == 1
     finally:
         resent.keep(24 << 20)

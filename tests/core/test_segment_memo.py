@@ -14,12 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prefixgate import ir
+from prefixgate import ir, reuse
 from prefixgate.cache_planner import PlannerState, Target, plan
-from prefixgate.cache_planner import rewrite as rewrite_module
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import anthropic, openai
-from prefixgate.segment_memo import SegmentMemo
 from tests.cache_planner.support_planning import POLICY
 from tests.core.support_strategies import anthropic_body, openai_body
 from tests.support_bench import bench_module
@@ -36,18 +34,12 @@ def agent_request():
 
 def unmemoised(fn):
     """`fn()` with every memo of the request path empty and unable to keep anything."""
-    saved = anthropic.SEGMENTS, openai.SEGMENTS, dict(ir._LINKS), dict(rewrite_module._TOOL_IDENTITIES)
-    anthropic.SEGMENTS, openai.SEGMENTS = SegmentMemo(max_entries=0), SegmentMemo(max_entries=0)
-    ir._LINKS.clear()
-    rewrite_module._TOOL_IDENTITIES.clear()
+    saved = reuse.STORE.max_bytes
+    reuse.keep(0)
     try:
         return fn()
     finally:
-        anthropic.SEGMENTS, openai.SEGMENTS = saved[0], saved[1]
-        ir._LINKS.clear()
-        ir._LINKS.update(saved[2])
-        rewrite_module._TOOL_IDENTITIES.clear()
-        rewrite_module._TOOL_IDENTITIES.update(saved[3])
+        reuse.keep(saved)
 
 
 def reference_prefix_keys(conv: ir.Conversation) -> list[str]:
@@ -116,7 +108,8 @@ def test_memoised_segments_point_at_the_request_s_own_json(agent_request):
     conv = anthropic.parse_request(body)      # from the memo: the same content, other objects
     assert_natives_are_the_request_s(conv, body)
     # The memo keeps no request's JSON (each hit points at its own), nor orjson's spare capacity.
-    entries = anthropic.SEGMENTS._entries
+    entries = {key: e.value for (m, key), e in reuse.STORE._entries.items() if m is anthropic.SEGMENTS.memo}
+    assert entries
     assert all(seg.native is None and all(b.native is None for b in seg.blocks) for seg in entries.values())
     assert all(sys.getsizeof(ident) < len(ident) + 64 for _, ident in entries)
 
@@ -179,21 +172,6 @@ def test_an_openai_agent_session_matches_the_unmemoised_path():
                    {"role": "user", "content": [{"type": "text", "text": f"Step {turn}: go on."}]}]
         bodies.append({"model": "gpt-5.6-sol", "tools": tools, "messages": copy.deepcopy(history)})
     assert_same_sessions(bodies, openai)
-
-
-def test_the_memo_is_bounded_and_keeps_recent_entries():
-    memo = SegmentMemo(max_entries=3, max_bytes=10_000)
-
-    def seg(text: str) -> ir.Segment:
-        return memo.segment("message", {"role": "user", "content": text}, None, [text],
-                            lambda: ir.Segment("user", [ir.Block("text", text, text=text)]))
-
-    for text in ("a", "b", "c", "a", "d"):
-        seg(text)
-    assert len(memo._entries) == 3 and memo.hits == 1
-    assert {k[1] for k in memo._entries} == {b'{"role":"user","content":"%s"}' % t.encode() for t in ("c", "a", "d")}
-    seg("x" * 20_000)           # over max_bytes alone: memoised, then dropped with everything older
-    assert memo._bytes <= 10_000
 
 
 def test_a_value_orjson_cannot_write_is_parsed_without_the_memo():

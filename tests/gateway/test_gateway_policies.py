@@ -244,3 +244,22 @@ def test_a_provider_profile_makes_an_upstream_hosted_with_its_own_url_and_key():
     assert ds.url == "https://api.deepseek.com" and ds.api_key_env == ("DEEPSEEK_API_KEY",) and not ds.self_hosted
     assert az.base_model("prod") == "gpt-4o" and az.base_model("other") == "other" and not az.self_hosted
     assert vllm.self_hosted and vllm.api_key_env == ()
+
+
+def test_the_policy_example_in_the_gateway_docs_loads_as_written(monkeypatch):
+    """Read with PyYAML as the gateway reads a policy file (YAML 1.1: a bare `on:` key is true)."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    text = (Path(__file__).parents[2] / "docs" / "gateway.md").read_text()
+    data = yaml.safe_load(re.search(r"```yaml\n(upstreams:.*?)```", text, re.S).group(1))
+    monkeypatch.setenv("PREFIXGATE_KEY_TEAM_A", "pg-team-a-caller-key-5c1d9e2f7a")
+    for key in data["keys"]:        # the docs show where a digest goes, not one
+        if "key_sha256" in key:
+            key["key_sha256"] = hash_key("pg-analyst-caller-key-8b0e3a6d4f")
+    policy = Policy.from_dict(data, builtin_upstreams(Settings()))
+    chat = next(r for r in policy.routes if r.name == "chat")
+    assert chat.retry.on == ("429", "5xx", "timeout", "connect")
+    assert next(r for r in policy.routes if r.name == "claude-pool").balance == "cost"

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from prefixgate.gateway.app import create_app
+from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.ledger import read_records
 from prefixgate.local_backend.kv_events import KVEventPublisher, KVEventsConfig
@@ -93,6 +94,43 @@ def test_a_prompt_goes_to_the_replica_holding_its_prefix_and_follows_evictions(f
     assert 'prefixgate_kv_route_decisions_total{reason="prefix_hit",replica="r2"} 2.0' in metrics
 
 
+def _chat(url: str, messages: list[dict]) -> int:
+    r = httpx.post(url + "/v1/chat/completions", timeout=120,
+                   json={"model": MODEL, "max_tokens": 1, "temperature": 0, "messages": messages})
+    assert r.status_code == 200, r.text
+    return r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+def test_a_conversation_follows_its_own_history_not_the_shared_system_prompt(fleet) -> None:
+    gateway, direct, gw, ledger = fleet
+    index = gw.server.config.app.state.proxy.kv_index
+    system = [{"role": "system", "content": _manual(8)}]
+    # Both replicas hold the shared system prompt (the second ask reads it back): rendezvous, keyed on the
+    # prompt's first block, would send every conversation under it to the same replica.
+    for url in direct.values():
+        _chat(url, system + [{"role": "user", "content": "Ready?"}])
+    # Each replica alone has served the first turns of its own conversation.
+    turns = {name: system + [{"role": "user", "content": f"Customer {name} reports valve {i} stuck open."},
+                             {"role": "assistant", "content": f"Close valve {i + 3}, then log gauge {i * 11}."},
+                             {"role": "user", "content": "Done. Next?"}] for i, name in enumerate(direct)}
+    history = {}
+    for name, url in direct.items():
+        _chat(url, turns[name])
+        tokens = index._tokens(MODEL, {"messages": turns[name]})
+        history[name] = len(tokens) // 16 * 16    # its full blocks; the other replica shares ~12 of its 16
+        wait_until(lambda n=name, t=tokens: index._held(index.replicas[n], t, None) == len(t) // 16, 30,
+                   f"{name}'s history reaches the gateway")
+    before = len(read_records(ledger))
+    for name in direct:
+        # The next turn, through the gateway, reads its history from its own replica's cache.
+        cached = _chat(gateway, turns[name] + [{"role": "assistant", "content": "Reset the pump."},
+                                               {"role": "user", "content": "Reset. Now what?"}])
+        assert cached >= history[name], (name, cached, history)
+    wait_until(lambda: len(read_records(ledger)) >= before + 2, 10, "two ledger records")
+    routes = [n for r in read_records(ledger)[before:] for n in r["explanation"] if n.startswith("route:")]
+    assert sorted(n.split()[1] for n in routes) == ["r1", "r2"], routes
+
+
 def _first_blocks(index: KVIndex, system: str) -> set[int]:
     from prefixgate.local_backend.block_pool import hash_block, published_hash
     tokens = index._tokens(MODEL, {"messages": [{"role": "system", "content": system}]})
@@ -113,7 +151,7 @@ def _index(tmp_path, replay: bool) -> Iterator[tuple[KVIndex, KVEventPublisher]]
                                                    "kv_events": {"endpoint": endpoint, "tokenizer": MODEL,
                                                                  **({"replay": replay_at} if replay else {})}}},
                                "routes": [{"name": "x", "models": ["*"], "targets": [{"upstream": "r"}]}]}, {})
-    index = KVIndex(policy.upstreams, CollectorRegistry())
+    index = KVIndex(policy.upstreams, CollectorRegistry(), InFlight())
     index._stop = True  # batches are fed by hand below
     index._thread.join()
     try:
@@ -154,21 +192,37 @@ def test_a_gap_nothing_fills_empties_the_index_so_it_never_claims_a_lost_block(t
         assert replica.blocks == {21}
 
 
-def test_a_replica_that_stops_publishing_is_routed_as_holding_nothing(tmp_path) -> None:
+def test_a_replica_that_answers_without_publishing_is_routed_as_holding_nothing(tmp_path) -> None:
     with _index(tmp_path, replay=False) as (index, _):
-        replica, system = index.replicas["r"], _manual(1)
+        replica, system, in_flight = index.replicas["r"], _manual(1), index._in_flight
         index._receive(replica, 0, _batch(_stored(*_first_blocks(index, system))))
         payload = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": "Next?"}]}
 
         def reason() -> str:
-            return index.route(["r"], payload, None, "p", {}, 1.25)[1]
+            return index.route(["r"], payload, None, "p", in_flight, 1.25)[1]
         assert "prefix_hit, holds 64 prompt tokens" in reason()
-        # That request had blocks r lacked, so r owes a BlockStored; a minute later none has come.
-        replica.expecting_since -= 60
+        # That request had blocks r lacked, so r owes a BlockStored. While it is still busy, even long after,
+        # its queue may be what delays the event (a busy replica is not silent).
+        with in_flight.hold("r"):
+            replica.owes_since -= 30
+            assert "prefix_hit" in reason()
+        # It has answered everything (so it scheduled the prompt), and 10 s later no event has come.
+        replica.idle_since -= 10
         assert "(no_holder; silent: r)" in reason()
         index._receive(replica, 1, _batch([{"type": "AllBlocksCleared"}]))
         index._receive(replica, 2, _batch(_stored(*_first_blocks(index, system))))
         assert "prefix_hit" in reason()
+
+
+def test_a_busy_replica_that_owes_events_for_a_minute_is_silent(tmp_path) -> None:
+    with _index(tmp_path, replay=False) as (index, _):
+        replica, system, in_flight = index.replicas["r"], _manual(1), index._in_flight
+        index._receive(replica, 0, _batch(_stored(*_first_blocks(index, system))))
+        payload = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": "Next?"}]}
+        with in_flight.hold("r"):
+            index.route(["r"], payload, None, "p", in_flight, 1.25)
+            replica.owes_since -= 61   # a publisher that died under steady traffic
+            assert "(no_holder; silent: r)" in index.route(["r"], payload, None, "p", in_flight, 1.25)[1]
 
 
 def test_the_holder_is_skipped_past_the_load_cap() -> None:
@@ -187,6 +241,19 @@ def test_equal_holders_are_ranked_as_rendezvous_ranks_them() -> None:
         first = ranking(prefix, ["r1", "r2"])[0]
         assert pick_by_prefix({"r1": 2, "r2": 2}, prefix, ["r1", "r2"], {}, 1.25) == (first, "prefix_hit")
     assert {ranking(p, ["r1", "r2"])[0] for p in ("doc-a", "doc-b", "doc-c", "doc-d")} == {"r1", "r2"}
+
+
+def test_equal_holders_go_to_the_less_loaded_one_and_a_longer_holder_beats_both() -> None:
+    from prefixgate.policies.affinity import pick_by_prefix, ranking
+    # Conversations under one system prompt share its hash: rendezvous would start all of them on `first`.
+    first, other = ranking("system", ["r1", "r2"])
+    assert pick_by_prefix({"r1": 12, "r2": 12}, "system", ["r1", "r2"], {first: 1}, 1.25) == (other, "prefix_hit")
+    # A turn whose history is on `first` goes there though `first` is busier (under the cap: ceil(1.25 x 3 / 2)).
+    assert pick_by_prefix({first: 16, other: 12}, "system", ["r1", "r2"], {first: 1, other: 0}, 1.25) \
+        == (first, "prefix_hit")
+    # Past the cap the turn spills to the replica holding less of it, and says so.
+    assert pick_by_prefix({first: 16, other: 12}, "system", ["r1", "r2"], {first: 3, other: 0}, 1.25) \
+        == (other, "over_load_cap")
 
 
 def test_kv_events_are_for_self_hosted_upstreams_with_a_tokenizer() -> None:

@@ -113,6 +113,7 @@ function checkText(r) {
     parts.push("agrees with provider");
   }
   if (c.priced_by_provider) parts.push(`${fmtInt(c.priced_by_provider)} priced by provider`);
+  if (r.flips.count) parts.push(`${fmtInt(r.flips.count)} flip(s), ${fmtUsd(r.flips.cost_usd)} re-written`);
   return parts.join("; ");
 }
 

@@ -13,6 +13,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import resolve_model
 from prefixgate.simulation.mock import agent, agent_wire
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.simulation.mock.service_tier import anthropic_tier
 from prefixgate.simulation.mock.text import reply_for, structured_reply
 from prefixgate.tokens import count_tokens
 
@@ -34,6 +35,7 @@ async def answer(ctx: MockContext, request: Request, body: dict, tenant: str, fa
     """A Messages API answer to `body` (Anthropic's own API, and Claude on Vertex with the path's model)."""
     fault = await ctx.fault_for(request, fault_provider, body.get("model"))
     result = ctx.simulator.respond("anthropic", body, now=ctx.clock(), tenant=tenant)
+    result = replace(result, usage=replace(result.usage, service_tier=anthropic_tier(body, fault)))
     model, message_id = body["model"], dialect.new_id()
     headers = {"request-id": "req_" + uuid.uuid4().hex[:24]}
     turn = agent.messages_turn(body)

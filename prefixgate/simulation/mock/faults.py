@@ -1,7 +1,8 @@
 """Fault injection for the mock providers: latency, error statuses with retry-after, dropped streams.
 
 A fault is written `key=value` pairs joined by `;` (or `,`), e.g. `latency=0.5`, `status=429;retry_after=2`,
-`status=529`, `drop_stream_after=3`, `event_delay=0.05` (a slow stream: seconds between events). A request asks for one with the `x-mock-fault` header; a faults file
+`status=529`, `drop_stream_after=3`, `event_delay=0.05` (a slow stream: seconds between events),
+`served_tier=default` (no capacity at the service tier asked for: the answer says the one that served it). A request asks for one with the `x-mock-fault` header; a faults file
 (YAML or TOML) adds standing rules:
 
     faults:
@@ -47,6 +48,7 @@ class Fault:
     retry_after: float | None = None
     drop_stream_after: int | None = None
     event_delay_s: float = 0.0
+    served_tier: str | None = None
 
     def error(self) -> RequestError | None:
         """The provider error this fault answers with, if it is an error fault."""
@@ -80,9 +82,11 @@ def parse_fault(spec: str) -> Fault:
             values["drop_stream_after"] = int(_number(raw, key))
         elif key == "event_delay":
             values["event_delay_s"] = _number(raw, key)
+        elif key == "served_tier":
+            values["served_tier"] = raw
         else:
             raise FaultError(f"{HEADER}: unknown key {key!r} "
-                             "(latency, status, retry_after, drop_stream_after, event_delay)")
+                             "(latency, status, retry_after, drop_stream_after, event_delay, served_tier)")
     if not values:
         raise FaultError(f"{HEADER}: empty fault spec")
     return Fault(**values)

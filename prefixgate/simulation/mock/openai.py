@@ -12,6 +12,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import resolve_model
 from prefixgate.simulation.mock import agent, agent_wire
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.simulation.mock.service_tier import openai_tier
 from prefixgate.simulation.mock.text import reply_for, structured_reply
 from prefixgate.tokens import count_tokens, encoding_for
 
@@ -35,6 +36,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         body = await json_body(request)
         fault = await ctx.fault_for(request, "openai", body.get("model"))
         result = ctx.simulator.respond("openai", body, now=ctx.clock(), tenant=tenant)
+        tier = openai_tier(body, fault)
         model = body["model"]
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         encoding = encoding_for("openai", result.model.id)
@@ -52,9 +54,10 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         finish = "length" if reply.truncated else "stop"
         if result.conversation.stream:
             events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish,
-                                           include_usage=include_usage)
+                                           include_usage=include_usage, service_tier=tier)
             return sse_response(events, fault)
-        return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish))
+        return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish)
+                            | {"service_tier": tier})
 
 
 def list_models(request: Request, ctx: MockContext) -> dict:

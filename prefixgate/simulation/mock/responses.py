@@ -25,6 +25,7 @@ from prefixgate.providers.response_store import ResponseStore, StoredResponse
 from prefixgate.simulation.mock.openai import authenticate
 from prefixgate.simulation.mock.script import scripted_call, value_for
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response
+from prefixgate.simulation.mock.service_tier import openai_tier
 from prefixgate.simulation.mock.text import reply_for
 from prefixgate.tokens import count_tokens, encoding_for
 from prefixgate.usage import Usage
@@ -48,6 +49,7 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         result = ctx.simulator.respond("openai", sent, now=ctx.clock(), tenant=tenant)
         response, chunks = _answer(body, sent, result.usage, prompt_text(result.conversation), result.model.id)
         response |= ctx.responses_diagnostics.answer(body, sent, tenant, response["id"], result.usage)
+        response["service_tier"] = openai_tier(body, fault)
         if body.get("store", True) is not False:
             responses.put(tenant, StoredResponse(response, context, new_input))
         if result.conversation.stream:

@@ -1,0 +1,255 @@
+"""The Gemini and Vertex explicit caches (`cachedContents`) this gateway created, kept over time.
+
+A cache bills storage per token-hour for as long as it exists, whether or not a request reads it. The
+gateway watches each one it created, by the idle gaps of the requests that use it (a `GapModel` per
+route and model from `cache_planner.lifetime`, the same model keep-alive prices refreshes with):
+
+- near its expiry, it extends the TTL (PATCH `ttl`, Google's update) when `lifetime.keepalive` says the
+  expected saving of the next request's read over creating it again beats the extension's storage, and
+  otherwise lets it expire;
+- before that, it deletes a cache (DELETE) once the chance of a request coming back before the expiry is
+  worth less than the storage left to pay.
+
+Creating a cache bills its storage for the whole TTL asked for (on the creating request's record); an
+extension bills the hours it adds, and a deletion credits the hours it did not use, each on a ledger record
+of its own (`kind` `cache_extend`, `cache_delete`), priced per token-hour at the model's published storage
+price (`providers.pricing`), and billed to the key that created the cache. Calls go to the upstream that
+holds the cache with the credential that created it. Each replica looks after the caches it created; with
+Redis, a use on any replica is seen by the creator (`prefixgate:explicit-used:`), and a deleted cache is
+withdrawn from the planner's shared state so no replica sends a request against it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from redis.exceptions import RedisError
+
+from prefixgate.cache_planner.lifetime import GapBook, keepalive
+from prefixgate.compact_json import compact_bytes
+from prefixgate.cost import MTOK, Cost, ledger_fields
+from prefixgate.errors import RequestError
+from prefixgate.gateway.upstream import UpstreamFailure
+from prefixgate.ledger import LedgerRecord
+from prefixgate.policies.limits import Reservation
+from prefixgate.providers.cached_contents import parse_rfc3339
+from prefixgate.usage import Usage
+
+if TYPE_CHECKING:
+    from prefixgate.cost import Price
+    from prefixgate.dialects.wire import WireFormat
+    from prefixgate.gateway.proxy import Call, Prepared, Proxy
+    from prefixgate.policies.schema import CallerKey, Upstream
+
+log = logging.getLogger("prefixgate.gateway")
+USED = "prefixgate:explicit-used:"
+TICK_S = 5.0
+# Extend this long before the expiry: the planner stops sending requests against a cache with under a
+# minute left, and the call itself takes time.
+MARGIN_S = 120.0
+# A cache idle for less than the implicit cache's lifetime is not "unused": its next request may come yet.
+MIN_IDLE_S = 300.0
+MAX_TRACKED = 10_000
+_ERRORS = (RedisError, OSError)
+
+
+@dataclass
+class Entry:
+    """One explicit cache the gateway created, and whose it is."""
+
+    name: str
+    upstream: Upstream
+    wire: WireFormat
+    model: str
+    credential: str | None          # the key that created it, which the upstream knows it by
+    caller: CallerKey | None
+    route: str                      # the policy route, for the ledger
+    planner_route: str              # the planner's route (its state holds the cache), and the gap model's
+    prefix_hash: str
+    tokens: int
+    price: Price | None
+    expires: float
+    last_used: float
+
+
+class ExplicitCaches:
+    def __init__(self, proxy: Proxy, clock: Callable[[], float] = time.time, tick_s: float = TICK_S) -> None:
+        self.proxy = proxy
+        self.clock = clock
+        self.tick_s = tick_s
+        catalog = proxy.catalog
+        self.ttl_s = catalog.gemini.default_explicit_ttl_s
+        self.gaps = GapBook(prior_ttls=lambda _: (float(catalog.gemini.implicit_ttl_s), float(self.ttl_s)))
+        self.entries: dict[str, Entry] = {}
+        self._task: asyncio.Task | None = None
+        self._redis = None
+        if proxy.settings.redis_url:
+            import redis.asyncio as aioredis
+
+            self._redis = aioredis.from_url(proxy.settings.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._redis is not None:
+            await self._redis.aclose()
+
+    # ---- on the request path --------------------------------------------------------------------------
+
+    def created(self, call: Call, prep: Prepared, name: str, expires: float, tokens: int) -> None:
+        """A cache the gateway just created for `prep`: watched from now on."""
+        if len(self.entries) >= MAX_TRACKED:
+            return      # past the bound a cache simply lives out its TTL, as it would without this module
+        now = self.clock()
+        price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, Usage(cache_writes={"explicit": tokens}),
+                                          call.route.price)
+        self.entries[name] = Entry(name, prep.upstream, prep.wire, prep.model, prep.key, call.caller.key, call.route.name,
+                                   prep.plan.state_route, prep.plan.prefix_hash, tokens, price, expires, now)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def used(self, prep: Prepared) -> None:
+        """A request to a format with explicit caches: a return of its static prefix (the gap model learns from
+        every one, before any cache exists, as the planner's reuse statistics do), and a use of its cache."""
+        if prep.wire.explicit_cache_path is None:
+            return
+        now = self.clock()
+        self.gaps.observe(prep.plan.state_route, prep.model, prep.plan.prefix_hash, now)
+        name = prep.plan.conversation.cache_params.get("cachedContent")
+        if not isinstance(name, str):
+            return
+        entry = self.entries.get(name)
+        if entry is not None:
+            entry.last_used = now
+        elif self._redis is not None:
+            try:    # another replica created it: tell it (the creator decides)
+                await self._redis.set(USED + name, repr(now), px=int(self.ttl_s * 2000))
+            except _ERRORS as e:
+                log.warning("explicit caches: redis unreachable (%s); a use elsewhere goes unseen", type(e).__name__)
+
+    # ---- over time --------------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_s)
+            try:
+                await self.tick()
+            except Exception:   # one bad answer must not end the watch over every other cache
+                log.exception("explicit caches: tick failed")
+
+    async def tick(self) -> None:
+        """Extend, delete or let expire each watched cache, by the clock."""
+        for entry in list(self.entries.values()):
+            now = self.clock()
+            if entry.expires <= now:
+                del self.entries[entry.name]
+                continue
+            await self._seen_elsewhere(entry)
+            if entry.price is None or entry.price.storage_per_hour <= 0:
+                continue
+            model = self.gaps.model(entry.planner_route, entry.model)
+            idle, left = now - entry.last_used, entry.expires - now
+            gain = entry.tokens * (entry.price.input - entry.price.cache_read) / MTOK
+            storage_per_s = entry.tokens * entry.price.storage_per_hour / MTOK / 3600
+            if left <= MARGIN_S:
+                extend = self.ttl_s - left
+                decision = keepalive(model, idle, left, self.ttl_s, float(entry.tokens * entry.price.input / MTOK),
+                                     float(entry.tokens * entry.price.cache_read / MTOK),
+                                     float(storage_per_s * Decimal(str(extend))), now=now, margin_s=MARGIN_S)
+                if decision.refresh:
+                    await self._extend(entry, now, decision.reason)
+                else:
+                    del self.entries[entry.name]     # it expires at its TTL: nothing more to pay or do
+                continue
+            if idle < MIN_IDLE_S:
+                continue
+            back = model.p_return(idle, idle + left, now)
+            if Decimal(str(back)) * gain < storage_per_s * Decimal(str(left)):
+                await self._delete(entry, now, f"P(a request within its last {left / 60:.0f} min | idle {idle / 60:.0f} min)"
+                                               f"={back:.2f}: its storage costs more than the read would save")
+
+    async def _seen_elsewhere(self, entry: Entry) -> None:
+        if self._redis is None:
+            return
+        try:
+            raw = await self._redis.get(USED + entry.name)
+        except _ERRORS:
+            return
+        if raw is not None and float(raw) > entry.last_used:
+            entry.last_used = float(raw)
+            self.gaps.observe(entry.planner_route, entry.model, entry.prefix_hash, entry.last_used)
+
+    async def _extend(self, entry: Entry, now: float, reason: str) -> None:
+        held = Reservation()
+        if entry.caller is not None and entry.price is not None:
+            estimate = entry.tokens * entry.price.storage_per_hour / MTOK * Decimal(str(self.ttl_s)) / 3600
+            try:    # the key that created the cache pays its extension, within its budget
+                held = await self.proxy.limits.admit(entry.caller, estimate)
+            except RequestError as e:
+                log.info("explicit caches: %s left to expire: %s", entry.name, e.message)
+                del self.entries[entry.name]
+                return
+        data = await self._call(entry, "PATCH", {"ttl": f"{int(self.ttl_s)}s"})
+        if data is None:
+            self.proxy.limits.release(held)
+            return
+        try:
+            expires = parse_rfc3339(data["expireTime"], "expireTime")
+        except (RequestError, KeyError, TypeError):
+            expires = now + self.ttl_s
+        added = max(expires - entry.expires, 0.0)
+        entry.expires = expires
+        state = self.proxy.planner_state
+        route = state.route(entry.planner_route)
+        route.explicit[entry.prefix_hash] = (entry.name, expires)
+        state.share_explicit(entry.planner_route, entry.prefix_hash, entry.name, expires)
+        await self._record(entry, "cache_extend", added,
+                           f"cache: extended explicit cache {entry.name} by {added / 3600:.2f} h ({reason})", held)
+
+    async def _delete(self, entry: Entry, now: float, reason: str) -> None:
+        if await self._call(entry, "DELETE", None) is None:
+            return
+        del self.entries[entry.name]
+        state = self.proxy.planner_state
+        state.route(entry.planner_route).explicit.pop(entry.prefix_hash, None)
+        # Withdrawn from the other replicas too: published as expiring now (the planner takes none under a minute).
+        state.share_explicit(entry.planner_route, entry.prefix_hash, entry.name, time.time() + 1)
+        await self._record(entry, "cache_delete", -(entry.expires - now),
+                           f"cache: deleted unused explicit cache {entry.name}; {reason}")
+
+    async def _call(self, entry: Entry, method: str, body: dict | None) -> dict | None:
+        path = f"{entry.wire.explicit_cache_path}/{entry.name.rsplit('/', 1)[-1]}"
+        try:
+            resp = await self.proxy.upstream.forward(entry.upstream, entry.wire, method, path, "",
+                                                     compact_bytes(body) if body is not None else b"", entry.credential)
+            return json.loads(resp.body or b"{}")
+        except (UpstreamFailure, ValueError) as e:
+            # Gone already (expired, or deleted by its owner through the gateway): nothing left to look after.
+            log.warning("explicit caches: %s %s failed: %s", method, entry.name, getattr(e, "message", type(e).__name__))
+            self.entries.pop(entry.name, None)
+            return None
+
+    async def _record(self, entry: Entry, kind: str, seconds: float, note: str, held: Reservation = Reservation()) -> None:
+        """A ledger record of the storage an extension adds (or a deletion gives back: negative)."""
+        hours = Decimal(str(seconds)) / 3600
+        cost = (None if entry.price is None else
+                Cost(storage=entry.tokens * hours * entry.price.storage_per_hour / MTOK))
+        key = entry.caller
+        rec = LedgerRecord(
+            id=uuid.uuid4().hex[:20], ts=time.time(), key=key.name if key else "", tenant=key.tenant if key else "",
+            route=entry.route, target=entry.upstream.name, provider=entry.upstream.provider or entry.upstream.kind, model=entry.model,
+            dialect=entry.wire.name, status=200, **ledger_fields(Usage(), cost), prefix_hash=entry.prefix_hash,
+            explanation=[note], kind=kind)
+        self.proxy.ledger.append(rec)
+        self.proxy.metrics.observe(rec)
+        if key is not None and cost is not None and cost.total > 0:
+            await self.proxy.limits.settle(key, held, 0, cost.total)
