@@ -3,6 +3,12 @@
 Each detector is a named regular expression; `volatile_spans` returns every match, merged. The
 lint CLI reports them and the planner moves the sentences that hold them out of the static prefix.
 Results are memoised by text, because the same system prompt arrives again and again.
+
+Each detector also has a gate (`GATES`): a pattern that every one of its matches contains, which begins
+with a literal or a set of characters, so the regex engine skips to candidates in C; a detector runs only
+on a line where its gate is found. The detectors start with `\b` or `(?i)`, which the engine cannot skip
+ahead to: it tries them at every character, and a client's first request (Claude Code's 62 KB of tool
+schemas, all new) spent 22 ms of its 37 ms there. Gates change what runs, never what is found.
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 _MONTHS = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|Jun(?:e)?|Jul(?:y)?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+_REQUEST_WORDS = "(?:request|req|trace|run|job|correlation|invocation|message|msg)"
+_REFERENCE_WORDS = "(?:ticket|order|case|session|conversation|account|customer|user)"
+_COUNTER_WORDS = "(?:turn|attempt|retry|iteration|step|call)"
 _DAYS = r"(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:r(?:s(?:day)?)?)?|Fri(?:day)?|Sat(?:urday)?|Sun(?:day)?)"
 
 DETECTORS: dict[str, re.Pattern[str]] = {
@@ -28,15 +37,53 @@ DETECTORS: dict[str, re.Pattern[str]] = {
     "hex_id": re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{16,}\b"),
     "unix_time": re.compile(r"\b1[5-9]\d{8}(?:\d{3})?\b"),
     "request_id": re.compile(
-        r"(?i)\b(?:request|req|trace|run|job|correlation|invocation|message|msg)"
+        rf"(?i)\b{_REQUEST_WORDS}"
         r"[ _-]?(?:id|no\.?|number|#)?\s*[:=#]?\s*(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{3,}\b"),
     # Per-conversation references (a ticket, an order, a customer): they change per session, not per request.
     "reference": re.compile(
-        r"(?i)\b(?:ticket|order|case|session|conversation|account|customer|user)"
+        rf"(?i)\b{_REFERENCE_WORDS}"
         r"[ _-]?(?:id|no\.?|number|#)?\s*[:=#]?\s*#?(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{3,}\b"),
     "ticket_ref": re.compile(r"(?<![\w#])#\d{3,}\b|\b[A-Z]{2,10}-\d{2,}\b"),
-    "counter": re.compile(r"(?i)\b(?:turn|attempt|retry|iteration|step|call)\s*(?:#|no\.?)?\s*\d+\s*(?:of|/)\s*\d+\b"),
+    "counter": re.compile(rf"(?i)\b{_COUNTER_WORDS}\s*(?:#|no\.?)?\s*\d+\s*(?:of|/)\s*\d+\b"),
 }
+
+# Gates: for each detector, patterns of which every match of the detector contains one (so a line without
+# any holds none of its matches). Each starts with a literal or a case-sensitive set of characters, the
+# starts the regex engine can search for in C. A gate marked True is searched in the line lower-cased, for
+# the detectors that ignore case: lower() maps every character that matches an ASCII letter under `(?i)`
+# to that letter, except the three in _UNFOLDED (a line that holds one is scanned without its gates).
+_ID_TAIL = r"[ _-]?(?:id|no\.?|number|#)?\s*[:=#]?\s*#?[a-z0-9_-]*\d"
+GATES: dict[str, tuple[tuple[re.Pattern[str], bool], ...]] = {
+    "timestamp": ((re.compile(r"-\d\d[T ]\d\d:"), False),),
+    "date": ((re.compile(r"-\d\d-\d\d"), False), (re.compile(r"/\d\d?/\d\d"), False),
+             (re.compile(r"\.\d\d?\.\d{4}"), False), (re.compile(rf"{_MONTHS}\.?,? \d"), False)),
+    # `:(?<=\d:)` is `\d:` found by its colon.
+    "time": ((re.compile(r":(?<=\d:)[0-5]\d"), False), (re.compile(r"[0-9] ?[AaPp]\.?[Mm]"), False)),
+    "weekday": ((re.compile(r"Mon|Tue|Wed|Thu|Fri|Sat|Sun"), False),),
+    "uuid": ((re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"), False),),
+    "hex_id": ((re.compile(r"[0-9a-f][0-9a-f]{15}"), False),),
+    "unix_time": ((re.compile(r"1[5-9]\d{8}"), False),),
+    "request_id": ((re.compile(_REQUEST_WORDS + _ID_TAIL), True),),
+    "reference": ((re.compile(_REFERENCE_WORDS + _ID_TAIL), True),),
+    "ticket_ref": ((re.compile(r"#\d{3}"), False), (re.compile(r"-(?<=[A-Z]-)\d\d"), False)),
+    "counter": ((re.compile(rf"{_COUNTER_WORDS}\s*(?:#|no\.?)?\s*\d+\s*(?:of|/)\s*\d"), True),),
+}
+_UNFOLDED = ("\u0130", "\u0131", "\u017f")  # İ (lower() makes it two characters), dotless ı, long ſ
+
+
+def _matches(line: str) -> list[tuple[str, re.Match[str]]]:
+    """Every detector's matches in `line`, in `DETECTORS` order; a detector whose gate is absent has none."""
+    lowered = None if any(c in line for c in _UNFOLDED) else line.lower()
+    return [(kind, m) for kind, rx in DETECTORS.items() if _gate_open(kind, line, lowered) for m in rx.finditer(line)]
+
+
+def _gate_open(kind: str, line: str, lowered: str | None) -> bool:
+    for gate, folded in GATES[kind]:
+        if folded and lowered is None:
+            return True
+        if gate.search(lowered if folded else line):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -71,10 +118,7 @@ def _line_spans(line: str) -> tuple[Span, ...]:
     hit = _CACHE.get(line)
     if hit is not None:
         return hit
-    found = sorted(
-        (Span(m.start(), m.end(), kind) for kind, rx in DETECTORS.items() for m in rx.finditer(line)),
-        key=lambda s: (s.start, -s.end),
-    )
+    found = sorted((Span(m.start(), m.end(), kind) for kind, m in _matches(line)), key=lambda s: (s.start, -s.end))
     merged: list[Span] = []
     for span in found:
         if merged and span.start < merged[-1].end:

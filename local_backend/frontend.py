@@ -98,6 +98,7 @@ class InProcessTarget:
         A model that cannot load leaves the gateway serving its other routes; local ones answer 503."""
         try:
             await asyncio.to_thread(self._load)
+            self._failure = None
         except Exception as e:  # noqa: BLE001 (any load failure is reported the same way)
             self._failure = f"the local model {self.model!r} could not be loaded: {e}"
             log.error("%s", self._failure)
@@ -111,8 +112,13 @@ class InProcessTarget:
         return await self._frontend.chat({**body, "model": self._frontend.model}, stream=stream)
 
     def close(self) -> None:
-        if self._frontend is not None:
-            self._frontend.engine.shutdown()
+        """Stop the engine and let go of it: whatever still holds this target after the gateway stopped
+        (FastAPI keeps every endpoint it classified, closures included, in a process-wide cache) must not
+        keep the weights and the KV pool, GBs for the bundled model, alive. A closed target answers 503."""
+        frontend, self._frontend = self._frontend, None
+        self._failure = f"the local model {self.model!r} was shut down with the gateway"
+        if frontend is not None:
+            frontend.engine.shutdown()
 
 
 def local_target(model: str, **engine_options: Any) -> InProcessTarget:

