@@ -17,7 +17,7 @@ import json
 
 from prefixgate.cache_planner import PlannerState, Target, plan
 from prefixgate.dialects import DIALECTS
-from prefixgate.providers.simulator import Simulator
+from prefixgate.simulation.simulator import Simulator
 
 CHAT = DIALECTS["openai"]
 TARGET = Target("openai", "gpt-4o")

@@ -30,8 +30,8 @@ from lifetime_expert import hindsight  # noqa: E402
 from lifetime_traces import SETS  # noqa: E402
 
 from prefixgate.cache_planner.trace import plan_trace, replay_strategy  # noqa: E402
-from prefixgate.providers.replay import ReplayReport, passthrough, replay  # noqa: E402
 from prefixgate.providers.trace import TraceRecord, parse_record  # noqa: E402
+from prefixgate.simulation.replay import ReplayReport, passthrough, replay  # noqa: E402
 
 
 def saved(report: ReplayReport) -> tuple[float, int]:

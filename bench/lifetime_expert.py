@@ -23,8 +23,8 @@ from prefixgate.cache_planner.lifetime import REFRESH_MARGIN_S
 from prefixgate.dialects import anthropic as an
 from prefixgate.ir import Checkpoint, ttl_seconds
 from prefixgate.providers.pricing import resolve_model
-from prefixgate.providers.simulator import Simulator
 from prefixgate.providers.trace import TraceRecord
+from prefixgate.simulation.simulator import Simulator
 
 TTLS: tuple[str | None, ...] = (None, "5m", "1h")
 RANK = {None: 0, "5m": 1, "1h": 2}

@@ -37,7 +37,7 @@ from prefixgate.cache_planner.trace import replay_strategy  # noqa: E402
 from prefixgate.dialects import anthropic as an  # noqa: E402
 from prefixgate.ir import Checkpoint  # noqa: E402
 from prefixgate.providers.pricing import resolve_model  # noqa: E402
-from prefixgate.providers.replay import passthrough, replay  # noqa: E402
+from prefixgate.simulation.replay import passthrough, replay  # noqa: E402
 
 LOOKBACK = 20
 

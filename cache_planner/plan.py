@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from prefixgate.cache_planner import regimes
 from prefixgate.cache_planner.cache_key import CACHE_KEY_MODES, CacheKeyMode, settle_cache_key
 from prefixgate.cache_planner.caller_markers import CALLER_CHECKPOINTS, CallerCheckpoints
 from prefixgate.cache_planner.checkpoints import place_checkpoints
@@ -126,8 +127,9 @@ def plan(
     catalog = catalog or default_catalog()
     state = state if state is not None else PlannerState()
     route_name = route or state.resolve("", fingerprint(conversation), system_text(conversation))
+    regime = regimes.regime_of(target.provider)
     try:
-        model = None if target.provider == "local" else resolve_model(target.rows_of or target.provider, target.model, catalog)
+        model = resolve_model(target.rows_of or target.provider, target.model, catalog) if regime.catalogued else None
     except RequestError as e:
         return Plan(conversation.draft(), target, mode, route_name, _first_key(conversation),
                     [f"passthrough: {e.message}; no caching rules to plan with"])
@@ -147,7 +149,7 @@ def plan(
     if model is not None:
         placement = place_checkpoints(conv, target, model, catalog, rs, when, notes, caller_checkpoints)
         prefix_hash, cache_create = placement.prefix_hash, placement.cache_create
-        if target.provider == "openai":
+        if regime.routing_key:
             sent_key = settle_cache_key(conv, prefix_hash, cache_key, tenant, notes)
         if cache_create is not None:
             cache_create = _reuse_shared_cache(conv, state, route_name, rs, prefix_hash, when, notes, cache_create)
@@ -156,7 +158,7 @@ def plan(
         notes.append(local.NOTE)
     state.commit(route_name, rs)
     return Plan(conv, target, mode, route_name, prefix_hash, notes, cache_create,
-                cache_key if target.provider == "openai" else "", sent_key, rs, state, route_name)
+                cache_key if regime.routing_key else "", sent_key, rs, state, route_name)
 
 
 def _reuse_shared_cache(conv: Conversation, state: PlannerState, route: str, rs: RouteState, key: str, now: float,

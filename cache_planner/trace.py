@@ -14,8 +14,8 @@ from prefixgate.cache_planner.stability import PlannerState
 from prefixgate.cache_planner.target import Target
 from prefixgate.dialects import DIALECTS, request_dialect
 from prefixgate.errors import RequestError
-from prefixgate.providers.replay import ReplayState
 from prefixgate.providers.trace import TraceRecord, record_json
+from prefixgate.simulation.replay import ReplayState
 
 
 def plan_record(record: TraceRecord, state: PlannerState, mode: Mode = "rewrite",

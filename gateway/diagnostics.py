@@ -12,7 +12,9 @@ A conversation is the caller's key, the upstream key, route and upstream plus it
 stored response it continues). Each route caps how many requests a minute carry the field
 (`diagnostics_per_minute`); a turn over the cap goes without, and its conversation starts afresh.
 Bedrock and Vertex do not document the field, so requests to them never carry it; nor do requests on routes
-with planning off, which go upstream as the caller's own bytes.
+with planning off, which go upstream as the caller's own bytes. The fields and how an answer reads are each
+format's (`WireFormat.miss_diagnosis`, dialects/diagnosis.py); the kinds that answer them say so
+(`Kind.diagnoses_misses`), so nothing here names a provider.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from prefixgate.dialects.diagnosis import MissDiagnosis
+from prefixgate.dialects.wire import WireFormat
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import Catalog
 
@@ -36,36 +40,8 @@ KEEP = 50_000           # conversations (and captured ids) remembered, least rec
 
 
 @dataclass(frozen=True)
-class ProviderVerdict:
-    reason: str                 # the provider's own word: tools_changed, previous_message_not_found, ...
-    missed_tokens: int | None   # the tokens it says were not read from cache (*_changed / cache_miss only)
-
-
-def anthropic_verdict(message: dict) -> ProviderVerdict | None:
-    """From a Message (a JSON answer, or message_start's `message`): None when it carries no diagnosis."""
-    diag = message.get("diagnostics")
-    if not isinstance(diag, dict):
-        return None
-    reason = diag.get("cache_miss_reason")
-    if not isinstance(reason, dict):
-        return ProviderVerdict("pending", None)       # the answer was serialised before the comparison ended
-    tokens = reason.get("cache_missed_input_tokens")
-    return ProviderVerdict(str(reason.get("type", "unavailable")), tokens if isinstance(tokens, int) else None)
-
-
-def responses_verdict(response: dict) -> ProviderVerdict | None:
-    diag = response.get("prompt_cache_diagnostics")
-    if not isinstance(diag, dict):
-        return None
-    if diag.get("type") == "cache_miss":
-        tokens = diag.get("cache_missed_tokens")
-        return ProviderVerdict(str(diag.get("reason", "unavailable")), tokens if isinstance(tokens, int) else None)
-    return ProviderVerdict(str(diag.get("type", "unavailable")), None)
-
-
-@dataclass(frozen=True)
 class Ask:
-    kind: str = ""              # "anthropic", "responses", or "": the upstream takes no diagnostics field
+    diagnosis: MissDiagnosis | None = None    # the format's diagnostics fields; None: the upstream takes none
     conversation: str = ""      # "": the answer's id is not captured (no field attached by the gateway)
     fields: dict = field(default_factory=dict)    # added to the upstream body
 
@@ -91,25 +67,27 @@ class ProviderDiagnostics:
         self._conversation_of: OrderedDict[str, str] = OrderedDict()   # captured answer id -> conversation
         self._buckets: dict[str, _Bucket] = {}
 
-    def kind(self, upstream: Upstream, wire_name: str, model: str) -> str:
-        """"anthropic", "responses", or "" where the upstream takes no diagnostics field."""
-        if upstream.kind == "anthropic" and wire_name == "anthropic":
-            return "anthropic"
-        if upstream.kind in ("openai", "openai_responses") and wire_name == "responses":
+    def diagnosis(self, upstream: Upstream, wire: WireFormat, model: str) -> MissDiagnosis | None:
+        """The format's diagnostics, where this upstream answers them for this model; else None."""
+        diagnosis = wire.miss_diagnosis
+        if diagnosis is None or not upstream.kind_of.diagnoses_misses:
+            return None
+        if diagnosis.per_model:
             try:
-                rules = resolve_model("openai", upstream.base_model(model), self.catalog)
+                rules = resolve_model(wire.planner_provider, upstream.base_model(model), self.catalog)
             except UnknownModel:    # whether it takes the options is unknown, so send nothing
-                return ""
-            return "responses" if rules.regime == "breakpoints" else ""
-        return ""
+                return None
+            return diagnosis if rules.regime == "breakpoints" else None
+        return diagnosis
 
-    def attach(self, call: Call, upstream: Upstream, wire_name: str, model: str, sent: Conversation,
+    def attach(self, call: Call, upstream: Upstream, wire: WireFormat, model: str, sent: Conversation,
                credential: str | None) -> Ask:
         """What this request asks: the fields to add to its upstream body, and how to read its answer."""
-        kind = self.kind(upstream, wire_name, model)
+        diagnosis = self.diagnosis(upstream, wire, model)
         # Planning off sends the caller's own bytes: nothing is added to them.
-        if not kind or not call.route.diagnostics or call.mode == "off" or self._callers_own(kind, sent.params):
-            return Ask(kind)        # a caller's own field is read, never touched
+        if (diagnosis is None or not call.route.diagnostics or call.mode == "off"
+                or diagnosis.callers_own(sent.params)):
+            return Ask(diagnosis)   # a caller's own field is read, never touched
         conversation = self._conversation(call, upstream, call.conv, credential)
         bucket = self._buckets.get(call.route.name)
         now = self.clock()
@@ -117,21 +95,8 @@ class ProviderDiagnostics:
             bucket = self._buckets[call.route.name] = _Bucket(call.route.diagnostics_per_minute, now)
         if not bucket.take(call.route.diagnostics_per_minute, now):
             self._last.pop(conversation, None)
-            return Ask(kind)
-        previous = self._last.get(conversation)
-        if kind == "anthropic":
-            return Ask(kind, conversation, {"diagnostics": {"previous_message_id": previous}})
-        if previous is None:
-            return Ask(kind, conversation)
-        options = sent.cache_params.get("prompt_cache_options") or sent.params.get("prompt_cache_options") or {}
-        return Ask(kind, conversation, {"prompt_cache_options": {**options, "comparison_response_id": previous}})
-
-    @staticmethod
-    def _callers_own(kind: str, params: dict[str, Any]) -> bool:
-        if kind == "anthropic":
-            return "diagnostics" in params
-        options = params.get("prompt_cache_options")
-        return isinstance(options, dict) and "comparison_response_id" in options
+            return Ask(diagnosis)
+        return Ask(diagnosis, conversation, diagnosis.fields(self._last.get(conversation), sent))
 
     def _conversation(self, call: Call, upstream: Upstream, conv: Conversation, credential: str | None) -> str:
         chained = conv.params.get("previous_response_id")
@@ -147,19 +112,13 @@ class ProviderDiagnostics:
     def read(self, call: Call, ask: Ask, data: dict) -> None:
         """An upstream answer (a JSON body, or a stream event): its id continues the conversation, its verdict
         goes on the call's ledger record."""
-        if not ask.kind:
+        if ask.diagnosis is None:
             return
         conversation = ask.conversation
-        if ask.kind == "anthropic":
-            message = data.get("message") if data.get("type") == "message_start" else data
-            if not isinstance(message, dict) or message.get("type") != "message":
-                return
-            verdict = anthropic_verdict(message)
-        else:
-            message = data.get("response") if isinstance(data.get("response"), dict) else data
-            if message.get("object") != "response" or message.get("status") in ("in_progress", "queued"):
-                return
-            verdict = responses_verdict(message)
+        message = ask.diagnosis.answer(data)
+        if message is None:
+            return
+        verdict = ask.diagnosis.verdict(message)
         if verdict is not None and verdict.reason != "cache_hit":
             call.provider_verdict = verdict
         answer_id = message.get("id")

@@ -27,6 +27,7 @@ from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
 from prefixgate.cost import price_usage
 from prefixgate.dialects import resent, wire_format
+from prefixgate.dialects.diagnosis import ProviderVerdict
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
@@ -34,7 +35,7 @@ from prefixgate.gateway import lifecycle, off_loop
 from prefixgate.gateway.accounting import Accounting
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.body_limits import BodyLimits
-from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics, ProviderVerdict
+from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.explicit_caches import ExplicitCaches
@@ -325,9 +326,12 @@ class Proxy:
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
         first_wire = wire_format(first.dialect_for(call.dialect, model))
+        # Whose caching rules and prices apply: worked out once here, carried on the Prepared to the record.
+        planner = first.planner_provider(first_wire, model)
         if not first.deployments:   # an Azure deployment's name is not its model's
-            verdict = lifecycle.check(first.price_provider(first_wire), model,
-                                      call.route.on_retired, self.catalog)
+            verdict = lifecycle.check(first.price_rows or planner, model, call.route.on_retired, self.catalog)
+            if verdict.model != model:      # sent to its replacement
+                planner = first.planner_provider(first_wire, verdict.model)
             model, retires = verdict.model, verdict.header
             call.notes += [verdict.note] if verdict.note and verdict.note not in call.notes else []
         else:
@@ -335,7 +339,6 @@ class Proxy:
         conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
-        planner = first.planner_provider(first_wire, model)
         target = Target(planner, first.base_model(model), first.price_rows)
         party = principal(call.caller.key)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
@@ -366,7 +369,7 @@ class Proxy:
         billable = wire.billable(planned)
         salted = upstream.self_hosted and self.settings.tenant_cache_isolation and party is not None
         tagged = call.route.isolation == "tenant" and not upstream.self_hosted and party is not None
-        ask = self.diagnostics.attach(call, upstream, wire.name, model, billable, key)
+        ask = self.diagnostics.attach(call, upstream, wire, model, billable, key)
         priority = priority_for(call.route, call.caller.key)
         ranked = upstream.self_hosted and priority != "normal"
         tiered = takes_tiers(call.route.service_tiers, upstream.kind)

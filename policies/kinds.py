@@ -52,6 +52,8 @@ class Kind:
     in_process: bool = False
     # OpenAI-compatible servers: self-hosted unless a provider profile (compatible.PROFILES) names the company.
     takes_profile: bool = False
+    # Answers its format's miss diagnostics (dialects/diagnosis.py); Bedrock and Vertex do not document the fields.
+    diagnoses_misses: bool = False
     # Takes only the gateway's own credentials (Google OAuth on Vertex): a caller's bearer token is never sent on.
     own_credentials_only: bool = False
     # Lives in a Google Cloud project and location (the policy's `project:` and `location:`).
@@ -90,9 +92,9 @@ class Kind:
 # Interactions callers on the Interactions API, where their stored interactions live. Bedrock signs with the AWS
 # credential chain unless a Bedrock API key is set.
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("anthropic", "anthropic", key_envs=("ANTHROPIC_API_KEY",)),
-    Kind("openai", "openai", also_speaks=("responses",), key_envs=("OPENAI_API_KEY",)),
-    Kind("openai_responses", "responses", key_envs=("OPENAI_API_KEY",)),
+    Kind("anthropic", "anthropic", key_envs=("ANTHROPIC_API_KEY",), diagnoses_misses=True),
+    Kind("openai", "openai", also_speaks=("responses",), key_envs=("OPENAI_API_KEY",), diagnoses_misses=True),
+    Kind("openai_responses", "responses", key_envs=("OPENAI_API_KEY",), diagnoses_misses=True),
     Kind("gemini", "gemini", also_speaks=("interactions",), key_envs=("GEMINI_API_KEY", "GOOGLE_API_KEY")),
     Kind("gemini_interactions", "interactions", key_envs=("GEMINI_API_KEY", "GOOGLE_API_KEY")),
     Kind("bedrock", "bedrock_invoke", also_speaks=("bedrock_converse",), key_envs=("AWS_BEARER_TOKEN_BEDROCK",),

@@ -34,6 +34,10 @@ MODULES: dict[str, list[str]] = {
     "prefixgate/cost.py": ["tests/core/providers/test_cost_properties.py", "tests/core/test_usage.py"],
     "policies/limits.py": ["tests/gateway/test_gateway_policies.py"],
     "cache_planner/checkpoints.py": ["tests/cache_planner/test_planner_limits.py", "tests/cache_planner/test_plan.py"],
+    # The caps and TTL orders of each regime (Claude's breakpoint cap, OpenAI's four) moved out of checkpoints.py.
+    "cache_planner/regimes/breakpoints.py": ["tests/cache_planner/test_planner_limits.py", "tests/cache_planner/test_plan.py"],
+    "cache_planner/regimes/prefix_routing.py": ["tests/cache_planner/test_planner_limits.py",
+                                                "tests/cache_planner/test_plan.py"],
 }
 
 CONFIG = """[cosmic-ray]

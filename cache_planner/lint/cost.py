@@ -25,9 +25,9 @@ from prefixgate.cache_planner.target import Target
 from prefixgate.dialects import request_dialect
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
-from prefixgate.providers.replay import ReplayState, passthrough, replay
 from prefixgate.providers.rules import Catalog
 from prefixgate.providers.trace import TraceRecord
+from prefixgate.simulation.replay import ReplayState, passthrough, replay
 
 if TYPE_CHECKING:
     from prefixgate.cache_planner.lint.inputs import Request

@@ -16,7 +16,7 @@ from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
 from prefixgate.errors import RequestError
 from prefixgate.ir import ttl_seconds
 from prefixgate.providers.rules import Catalog
-from prefixgate.providers.simulator import Simulator
+from prefixgate.simulation.simulator import Simulator
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:

@@ -18,6 +18,8 @@ class Regime:
     bridges: bool = False                   # lookback bridges: a window only so many positions back is searched
     caller_marks: bool = False              # the caller may place its own markers (kept, added to or optimized)
     one_ttl: bool = False                   # every marker of a request takes the same TTL
+    routing_key: bool = False               # a request carries a key that routes it to its prefix (cache_key.py)
+    catalogued: bool = True                 # planned with its model's catalogue row (minimum tokens, TTLs, prices)
     whole_prompt: bool = True               # an answered prompt is cached whole (False: up to its markers only)
 
     def markable(self, target: Target, seg: Segment, block: Block) -> bool:

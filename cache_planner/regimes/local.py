@@ -12,6 +12,7 @@ NOTE = "cache: the local engine caches every shared prefix block automatically"
 
 class LocalEngine(Regime):
     providers = ("local",)
+    catalogued = False
 
 
 REGIME = LocalEngine()

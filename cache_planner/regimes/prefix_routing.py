@@ -27,6 +27,7 @@ class PrefixRouting(Regime):
     providers = ("openai",)
     caller_marks = True
     one_ttl = True
+    routing_key = True
 
     def markable(self, target: Target, seg: Segment, block: Block) -> bool:
         return seg.role not in ("assistant", "tools", "schema") and block.kind in ("text", "image", "audio", "file", "tool_result")

@@ -14,6 +14,7 @@ from typing import Any
 from prefixgate.compact_json import compact
 from prefixgate.dialects import tagging
 from prefixgate.dialects.body import DROP, encode_messages, merge_native, rebuild_body, split_body
+from prefixgate.dialects.diagnosis import MissDiagnosis, ProviderVerdict
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -553,7 +554,33 @@ class EventWriter(StreamWriter):
 
 # ---- the adapter ------------------------------------------------------------------------------
 
+class MessagesDiagnosis(MissDiagnosis):
+    """Anthropic's `diagnostics: {"previous_message_id": ...}` on every turn (the first with null: Anthropic keeps
+    fingerprints only of requests carrying the object); the answer's `diagnostics.cache_miss_reason`."""
+
+    def fields(self, previous: str | None, sent: Conversation) -> dict[str, Any]:
+        return {"diagnostics": {"previous_message_id": previous}}
+
+    def callers_own(self, params: dict[str, Any]) -> bool:
+        return "diagnostics" in params
+
+    def answer(self, data: dict) -> dict | None:
+        message = data.get("message") if data.get("type") == "message_start" else data
+        return message if isinstance(message, dict) and message.get("type") == "message" else None
+
+    def verdict(self, answer: dict) -> ProviderVerdict | None:
+        diag = answer.get("diagnostics")
+        if not isinstance(diag, dict):
+            return None
+        reason = diag.get("cache_miss_reason")
+        if not isinstance(reason, dict):
+            return ProviderVerdict("pending", None)       # the answer was serialised before the comparison ended
+        tokens = reason.get("cache_missed_input_tokens")
+        return ProviderVerdict(str(reason.get("type", "unavailable")), tokens if isinstance(tokens, int) else None)
+
+
 class AnthropicMessages(WireFormat):
+    miss_diagnosis = MessagesDiagnosis()
     name = NAME
     planner_provider = NAME
     span_name = "POST /v1/messages"

@@ -10,6 +10,7 @@ from typing import Any
 
 from prefixgate.compact_json import compact
 from prefixgate.dialects import tagging
+from prefixgate.dialects.diagnosis import MissDiagnosis, ProviderVerdict
 from prefixgate.dialects.neutral import (
     Chat,
     Delta,
@@ -287,7 +288,40 @@ class ResponsesStreamWriter(StreamWriter):
 
 # ---- the adapter ------------------------------------------------------------------------------
 
+class ResponsesDiagnosis(MissDiagnosis):
+    """OpenAI Responses (GPT-5.6+, the models that take explicit caching options):
+    `prompt_cache_options.comparison_response_id` on continuing turns; the answer's `prompt_cache_diagnostics`."""
+
+    per_model = True
+
+    def fields(self, previous: str | None, sent: Conversation) -> dict[str, Any]:
+        if previous is None:
+            return {}
+        options = sent.cache_params.get("prompt_cache_options") or sent.params.get("prompt_cache_options") or {}
+        return {"prompt_cache_options": {**options, "comparison_response_id": previous}}
+
+    def callers_own(self, params: dict[str, Any]) -> bool:
+        options = params.get("prompt_cache_options")
+        return isinstance(options, dict) and "comparison_response_id" in options
+
+    def answer(self, data: dict) -> dict | None:
+        response = data.get("response") if isinstance(data.get("response"), dict) else data
+        if response.get("object") != "response" or response.get("status") in ("in_progress", "queued"):
+            return None
+        return response
+
+    def verdict(self, answer: dict) -> ProviderVerdict | None:
+        diag = answer.get("prompt_cache_diagnostics")
+        if not isinstance(diag, dict):
+            return None
+        if diag.get("type") == "cache_miss":
+            tokens = diag.get("cache_missed_tokens")
+            return ProviderVerdict(str(diag.get("reason", "unavailable")), tokens if isinstance(tokens, int) else None)
+        return ProviderVerdict(str(diag.get("type", "unavailable")), None)
+
+
 class OpenAIResponses(WireFormat):
+    miss_diagnosis = ResponsesDiagnosis()
     name = NAME
     planner_provider = "openai"
     span_name = "POST /v1/responses"

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from prefixgate.dialects import tagging
+from prefixgate.dialects.diagnosis import MissDiagnosis
 from prefixgate.dialects.neutral import Chat, Reply, StreamWriter
 from prefixgate.dialects.sse import SSE_FRAMING, Framing
 from prefixgate.errors import RequestError, error_body
@@ -101,6 +102,9 @@ class WireFormat:
         """The stored answer `conv` continues (a Responses `previous_response_id`, an Interactions
         `previous_interaction_id`): the earlier turns live at the upstream that holds it."""
         return None
+
+    # The provider's own miss diagnostics in this format's fields (dialects/diagnosis.py); None: it has none.
+    miss_diagnosis: ClassVar[MissDiagnosis | None] = None
 
     def tag_prompt(self, payload: dict, tag: str) -> None:
         """Start the encoded request `payload`'s cache prefix with `tag` (a tenant's: gateway/isolation.py), in

@@ -1,1 +1,1 @@
-"""Per-provider caching rules, pricing, and a cache simulator."""
+"""Provider facts: caching rules and lifecycle (providers.toml), prices, the catalogue, compatible profiles."""

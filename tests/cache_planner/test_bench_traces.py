@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from prefixgate.cache_planner.trace import replay_strategy
-from prefixgate.providers.replay import passthrough, replay
+from prefixgate.simulation.replay import passthrough, replay
 from tests.support_bench import bench_module
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from prefixgate.cache_planner.trace import plan_trace
-from prefixgate.providers.replay import passthrough, replay
 from prefixgate.providers.trace import TraceRecord
+from prefixgate.simulation.replay import passthrough, replay
 from tests.cache_planner.support_planning import POLICY
 
 MODEL = "gemini-2.5-pro"
@@ -26,7 +26,7 @@ def trace(gap: float, n: int = 30) -> list[TraceRecord]:
 def test_long_gaps_get_an_explicit_cache_that_pays():
     records = trace(gap=400)  # every 6-7 minutes: the implicit cache has always lapsed
     base = replay(records, passthrough).total
-    planned = replay(records, __import__("prefixgate.providers.replay", fromlist=["planner"]).planner(),
+    planned = replay(records, __import__("prefixgate.simulation.replay", fromlist=["planner"]).planner(),
                      strategy_name="planner")
     assert not planned.errors
     total = planned.total
@@ -38,7 +38,7 @@ def test_long_gaps_get_an_explicit_cache_that_pays():
 
 def test_frequent_traffic_relies_on_implicit_caching():
     records = trace(gap=30)
-    planned = replay(records, __import__("prefixgate.providers.replay", fromlist=["planner"]).planner())
+    planned = replay(records, __import__("prefixgate.simulation.replay", fromlist=["planner"]).planner())
     assert planned.total.usage.cache_writes.get("explicit", 0) == 0
     assert planned.total.usage.cache_read > 0
 

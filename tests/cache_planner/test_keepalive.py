@@ -13,9 +13,9 @@ from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost
 from prefixgate.cache_planner.trace import plan_trace
 from prefixgate.cli import main
 from prefixgate.cost import Price
-from prefixgate.providers.replay import passthrough, replay
-from prefixgate.providers.simulator import Simulator
 from prefixgate.providers.trace import TraceRecord, parse_record
+from prefixgate.simulation.replay import passthrough, replay
+from prefixgate.simulation.simulator import Simulator
 
 MODEL = "claude-sonnet-5-5"
 SYSTEM = "You are a careful coding agent. " + " ".join(f"Rule {i}: keep every change small and tested." for i in range(150))

@@ -10,7 +10,7 @@ import pytest
 
 from prefixgate.cache_planner.trace import replay_strategy
 from prefixgate.providers.pricing import resolve_model
-from prefixgate.providers.replay import passthrough, replay
+from prefixgate.simulation.replay import passthrough, replay
 from tests.support_bench import bench_module
 
 

@@ -23,4 +23,6 @@ def test_regime_facts() -> None:
     assert regime_of("bedrock") is claude
     assert claude.bridges and claude.caller_marks and not claude.one_ttl       # 20-block lookback, mixed TTLs
     assert openai.one_ttl and openai.caller_marks and not openai.bridges        # prompt_cache_options.ttl: one
+    assert openai.routing_key and not claude.routing_key and not gemini.routing_key     # prompt_cache_key
+    assert not local.catalogued and claude.catalogued
     assert not gemini.caller_marks and not local.caller_marks

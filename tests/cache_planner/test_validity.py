@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from prefixgate.cache_planner import PlannerState, Target, plan
 from prefixgate.dialects import DIALECTS
 from prefixgate.errors import RequestError
-from prefixgate.providers.simulator import Simulator
+from prefixgate.simulation.simulator import Simulator
 from tests.core.support_strategies import anthropic_body, gemini_body, openai_body
 
 MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5.6-sol", "gemini": "gemini-2.5-flash"}

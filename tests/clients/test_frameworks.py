@@ -18,7 +18,7 @@ class Trip(BaseModel):
     nights: int
 
 
-MOCK_TRIP = Trip(city="mock", nights=1)   # the schema's fixed values (prefixgate/providers/mock/schema_value.py)
+MOCK_TRIP = Trip(city="mock", nights=1)   # the schema's fixed values (prefixgate/simulation/mock/schema_value.py)
 
 
 def get_weather(city: str) -> str:

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from prefixgate.providers.mock.faults import FaultPlan
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.faults import FaultPlan
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
 from tests.support_services import ServerThread
 

@@ -18,8 +18,8 @@ from prefixgate.gateway.app import create_app
 from prefixgate.ledger import read_records
 from prefixgate.policies import Policy, builtin_upstreams
 from prefixgate.policies.limits import spend_counter
-from prefixgate.providers.mock.server import MockContext, tenant_of
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext, tenant_of
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import settings_for
 from tests.gateway.test_gateway_explicit_cache import SYSTEM, long_gap_history
 from tests.support_services import ServerThread, wait_until

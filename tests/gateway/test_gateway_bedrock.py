@@ -21,8 +21,8 @@ from botocore.credentials import ReadOnlyCredentials
 
 from prefixgate import sigv4
 from prefixgate.ledger import read_records
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
 from tests.support_services import ServerThread, wait_until
 

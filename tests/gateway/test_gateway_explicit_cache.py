@@ -11,8 +11,8 @@ from google.genai import types
 from prefixgate.cache_planner import PlannerState
 from prefixgate.cache_planner.reuse import BOUNDS
 from prefixgate.ledger import read_records
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import ServerThread, running_gateway, settings_for
 from tests.support_services import wait_until
 

@@ -17,8 +17,8 @@ from google.genai._interactions_errors import BadRequestError, NotFoundError
 
 from prefixgate.ledger import read_records
 from prefixgate.policies.schema import hash_key
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
 from tests.support_services import ServerThread, wait_until
 

@@ -13,8 +13,8 @@ import openai
 import pytest
 
 from prefixgate.ledger import read_records
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import running_gateway, settings_for
 from tests.sdk.support_sdk import dated_system
 from tests.support_services import ServerThread, wait_until

@@ -10,8 +10,8 @@ import openai
 import pytest
 
 from prefixgate.ledger import read_records
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
 from tests.sdk.support_sdk import POLICY as POLICY_TEXT
 from tests.sdk.support_sdk import dated_system

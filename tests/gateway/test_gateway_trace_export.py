@@ -10,8 +10,8 @@ import anthropic
 from click.testing import CliRunner
 
 from prefixgate.cli import main
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import ServerThread, running_gateway, settings_for
 
 SYSTEM = "Current time: 2026-11-22T10:{:02d}:00Z\nYou answer ACME billing questions. " + "Billing rule: refunds within 30 days. " * 400

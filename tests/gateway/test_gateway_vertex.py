@@ -21,8 +21,8 @@ from google.oauth2.credentials import Credentials
 
 from prefixgate.cache_planner import PlannerState, RedisStore
 from prefixgate.ledger import read_records
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
 from tests.gateway.support_vertex import (
     CLAUDE,

@@ -11,8 +11,8 @@ import pytest
 from prefixgate.dialects import wire_format
 from prefixgate.gateway.app import create_app
 from prefixgate.gateway.http1 import Broken, ConnectFailed, Http1Pool, ReadTimeout
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import settings_for
 from tests.support_services import ServerThread, refusing_port
 

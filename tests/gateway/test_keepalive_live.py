@@ -29,9 +29,9 @@ from prefixgate.config import Settings
 from prefixgate.gateway.app import create_app
 from prefixgate.ledger import read_records
 from prefixgate.policies import Policy, builtin_upstreams
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as create_mock
-from prefixgate.providers.simulator import Simulator
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as create_mock
+from prefixgate.simulation.simulator import Simulator
 from tests.gateway.dashboard.test_dashboard_browser import assert_reads_as, browser  # noqa: F401 (a fixture)
 from tests.support_services import ServerThread
 from tests.support_stack import running_stack

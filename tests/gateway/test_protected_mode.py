@@ -246,8 +246,8 @@ def test_a_reachable_signing_upstream_without_caller_keys_is_an_open_relay(tmp_p
 
 
 def test_open_still_serves_a_signing_upstream_and_caller_keys_close_it(tmp_path, monkeypatch):
-    from prefixgate.providers.mock.server import MockContext
-    from prefixgate.providers.mock.server import create_app as mock_app
+    from prefixgate.simulation.mock.server import MockContext
+    from prefixgate.simulation.mock.server import create_app as mock_app
     from tests.support_services import ServerThread
 
     for name, value in AWS.items():       # the mock checks SigV4 against its own environment's credentials

@@ -15,7 +15,7 @@ from google import genai
 from google.genai import types
 
 from prefixgate.ledger import read_records
-from prefixgate.providers.mock.faults import FaultPlan, FaultRule, parse_fault
+from prefixgate.simulation.mock.faults import FaultPlan, FaultRule, parse_fault
 from tests.gateway.support_response_cache import KEYS, cache_stack, policy
 from tests.support_services import wait_until
 

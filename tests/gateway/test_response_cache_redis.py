@@ -16,8 +16,8 @@ import pytest
 import redis
 import yaml
 
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_response_cache import KEYS, CountingUpstream, cache_stack, policy
 from tests.gateway.test_response_cache import ASK, CACHE, SYSTEM, chat, oa
 from tests.support_services import ServerThread, http_ok, refusing_port, start_on_free_port

@@ -17,10 +17,10 @@ import pytest
 
 from prefixgate.ledger import read_records
 from prefixgate.policies import PolicyError, hash_key
-from prefixgate.providers.mock.faults import FaultPlan
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
 from prefixgate.providers.pricing import cost_of
+from prefixgate.simulation.mock.faults import FaultPlan
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from prefixgate.usage import Usage
 from tests.gateway.support_gateway import (
     ServerThread,

@@ -19,9 +19,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 from prefixgate.gateway.app import create_app
 from prefixgate.ledger import read_records
 from prefixgate.policies import Policy, PolicyError, builtin_upstreams
-from prefixgate.providers.mock.faults import FaultRule, parse_fault
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.faults import FaultRule, parse_fault
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.dashboard.test_dashboard_browser import assert_reads_as, browser, loads  # noqa: F401 (fixture)
 from tests.gateway.support_gateway import settings_for
 from tests.support_services import ServerThread, wait_until

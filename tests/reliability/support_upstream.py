@@ -20,8 +20,8 @@ import httpx
 
 from prefixgate.dialects import wire_format
 from prefixgate.dialects.sse import event_json, split_events
-from prefixgate.providers.mock.faults import FaultPlan
-from prefixgate.providers.mock.server import MockContext, create_app
+from prefixgate.simulation.mock.faults import FaultPlan
+from prefixgate.simulation.mock.server import MockContext, create_app
 from prefixgate.usage import Usage
 
 NONCE = re.compile(rb"nonce-[0-9a-f]{16}")

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from prefixgate.providers.mock.server import MockContext, create_app
+from prefixgate.simulation.mock.server import MockContext, create_app
 from tests.support_services import ServerThread
 
 POLICY = "Policy: refunds are accepted within 30 days of purchase; shipping is free over $50. " * 60

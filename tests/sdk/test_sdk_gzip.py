@@ -12,9 +12,9 @@ import openai
 import pytest
 
 import prefixgate
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
 from prefixgate.sdk import Ledger
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.sdk.support_sdk import OPENAI_MODEL, dated_system, fresh_key
 from tests.support_services import ServerThread
 

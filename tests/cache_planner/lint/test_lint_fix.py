@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from prefixgate.cli import main
-from prefixgate.providers.replay import replay
 from prefixgate.providers.trace import TraceRecord
+from prefixgate.simulation.replay import replay
 from tests.cache_planner.lint.support_lint import FIXTURES, lint, rules_of
 
 POLICY = json.loads((FIXTURES / "pg012/fail.json").read_text())["system"]

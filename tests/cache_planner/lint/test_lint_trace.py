@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
-from prefixgate.providers.replay import replay
 from prefixgate.providers.trace import read_trace
+from prefixgate.simulation.replay import replay
 from tests.cache_planner.lint.support_lint import FIXTURES, lint
 
 

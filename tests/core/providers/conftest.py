@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from prefixgate.providers.mock.server import MockContext, create_app
+from prefixgate.simulation.mock.server import MockContext, create_app
 from tests.support_services import ServerThread
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import cost_of
-from prefixgate.providers.simulator import Simulator
+from prefixgate.simulation.simulator import Simulator
 from prefixgate.tokens import count_tokens
 from prefixgate.usage import Usage
 from tests.core.providers.support_prompts import anthropic_body, text_of

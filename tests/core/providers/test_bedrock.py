@@ -17,7 +17,7 @@ from prefixgate import sigv4
 from prefixgate.dialects import bedrock_invoke, converse, eventstream
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import cost_of, resolve_model
-from prefixgate.providers.simulator import Simulator
+from prefixgate.simulation.simulator import Simulator
 from prefixgate.usage import Usage
 
 SONNET = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prefixgate.providers.mock.faults import Fault, FaultError, FaultPlan, parse_fault
+from prefixgate.simulation.mock.faults import Fault, FaultError, FaultPlan, parse_fault
 
 
 def test_parse_fault_specs():

@@ -9,7 +9,7 @@ import pytest
 from prefixgate.errors import RequestError
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.pricing import storage_cost
-from prefixgate.providers.simulator import Simulator
+from prefixgate.simulation.simulator import Simulator
 from prefixgate.tokens import count_tokens
 from prefixgate.usage import Usage
 from tests.core.providers.support_prompts import text_of

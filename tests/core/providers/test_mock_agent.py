@@ -15,8 +15,8 @@ from google import genai
 from google.genai import types
 from pydantic import BaseModel
 
-from prefixgate.providers.mock.schema_value import value_for
-from prefixgate.providers.mock.server import MockContext, create_app
+from prefixgate.simulation.mock.schema_value import value_for
+from prefixgate.simulation.mock.server import MockContext, create_app
 from tests.support_services import ServerThread
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},

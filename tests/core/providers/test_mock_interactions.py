@@ -9,7 +9,7 @@ import pytest
 from google import genai
 from google.genai._interactions_errors import BadRequestError, NotFoundError
 
-from prefixgate.providers.mock.server import MockContext, create_app
+from prefixgate.simulation.mock.server import MockContext, create_app
 from prefixgate.tokens import count_tokens
 from tests.sdk.support_sdk import fresh_key
 from tests.support_services import ServerThread

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from prefixgate.providers.mock.script import scripted_call
+from prefixgate.simulation.mock.script import scripted_call
 from tests.core.providers.support_prompts import text_of
 
 pytestmark = pytest.mark.slow

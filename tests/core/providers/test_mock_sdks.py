@@ -13,8 +13,8 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from prefixgate.providers.mock.faults import FaultPlan
-from prefixgate.providers.mock.server import MockContext, create_app
+from prefixgate.simulation.mock.faults import FaultPlan
+from prefixgate.simulation.mock.server import MockContext, create_app
 from prefixgate.tokens import count_tokens
 from tests.core.providers.support_prompts import text_of
 from tests.support_services import ServerThread

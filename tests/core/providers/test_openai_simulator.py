@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from prefixgate.errors import RequestError
-from prefixgate.providers.simulator import Simulator
+from prefixgate.simulation.simulator import Simulator
 from prefixgate.usage import Usage
 from tests.core.providers.support_prompts import text_of
 

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from prefixgate.cli import main
 from prefixgate.providers.pricing import cost_of
-from prefixgate.providers.replay import planner, replay
 from prefixgate.providers.trace import TraceError, TraceRecord, parse_record, read_trace
+from prefixgate.simulation.replay import planner, replay
 from prefixgate.usage import Usage
 from tests.core.providers.support_prompts import anthropic_body, text_of
 

@@ -13,9 +13,9 @@ from prefixgate.cli import main
 from prefixgate.dialects import request_dialect
 from prefixgate.dialects import responses as rs
 from prefixgate.errors import RequestError
-from prefixgate.providers.replay import planner, replay
-from prefixgate.providers.simulator import Simulator
 from prefixgate.providers.trace import parse_record
+from prefixgate.simulation.replay import planner, replay
+from prefixgate.simulation.simulator import Simulator
 from tests.core.providers.support_prompts import text_of
 
 STATIC = text_of(1500)

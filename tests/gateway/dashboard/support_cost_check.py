@@ -12,8 +12,8 @@ from pathlib import Path
 
 import openai
 
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.dashboard.support_scenario import Running, wait_for_ledger
 from tests.gateway.support_gateway import ServerThread, policy_for, running_gateway, settings_for
 

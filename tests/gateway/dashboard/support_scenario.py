@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import httpx
 
 from prefixgate.config import Settings
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import ServerThread, policy_for, running_gateway, settings_for
 from tests.support_services import wait_until
 

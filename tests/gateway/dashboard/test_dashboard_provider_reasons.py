@@ -13,8 +13,8 @@ import openai
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from prefixgate.providers.mock.server import MockContext
-from prefixgate.providers.mock.server import create_app as mock_app
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.dashboard.test_dashboard_browser import ARTIFACTS, browser, loads  # noqa: F401 (a fixture)
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
 from tests.gateway.test_gateway_diagnostics import GPT, POLICY, SYSTEM, _two_turns

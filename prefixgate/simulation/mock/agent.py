@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefixgate.providers.mock.schema_value import value_for
+from prefixgate.simulation.mock.schema_value import value_for
 
 MARKER = re.compile(r"\[\[mock:call ([A-Za-z0-9_.-]+)(?: (\{.*?\}))?\]\]", re.S)
 

@@ -18,8 +18,8 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.cached_contents import CachedContent
 from prefixgate.providers.pricing import cost_of, storage_cost
 from prefixgate.providers.rules import Catalog
-from prefixgate.providers.simulator import Simulator
 from prefixgate.providers.trace import TraceRecord
+from prefixgate.simulation.simulator import Simulator
 from prefixgate.usage import Usage
 
 MAX_ERRORS_KEPT = 20

@@ -35,9 +35,9 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.errors import RequestError
 from prefixgate.providers.cached_contents import CachedContent
-from prefixgate.providers.mock import anthropic as mock_anthropic
-from prefixgate.providers.mock import gemini as mock_gemini
-from prefixgate.providers.mock.server import MockContext, json_body, tenant_of
+from prefixgate.simulation.mock import anthropic as mock_anthropic
+from prefixgate.simulation.mock import gemini as mock_gemini
+from prefixgate.simulation.mock.server import MockContext, json_body, tenant_of
 
 VERSION = "vertex-2023-10-16"
 _API_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

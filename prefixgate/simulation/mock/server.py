@@ -33,9 +33,9 @@ from prefixgate.dialects import bedrock, interactions
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
-from prefixgate.providers.mock.diagnostics import AnthropicDiagnostics, ResponsesDiagnostics
-from prefixgate.providers.mock.faults import HEADER, Fault, FaultError, FaultPlan
-from prefixgate.providers.simulator import Simulator
+from prefixgate.simulation.mock.diagnostics import AnthropicDiagnostics, ResponsesDiagnostics
+from prefixgate.simulation.mock.faults import HEADER, Fault, FaultError, FaultPlan
+from prefixgate.simulation.simulator import Simulator
 
 
 class StreamDropped(ConnectionError):
@@ -77,15 +77,15 @@ class MockContext:
 
 
 def create_app(context: MockContext | None = None) -> FastAPI:
-    from prefixgate.providers.mock import anthropic as mock_anthropic
-    from prefixgate.providers.mock import bedrock as mock_bedrock
-    from prefixgate.providers.mock import compatible as mock_compatible
-    from prefixgate.providers.mock import completions as mock_completions
-    from prefixgate.providers.mock import gemini as mock_gemini
-    from prefixgate.providers.mock import interactions as mock_interactions
-    from prefixgate.providers.mock import openai as mock_openai
-    from prefixgate.providers.mock import responses as mock_responses
-    from prefixgate.providers.mock import vertex as mock_vertex
+    from prefixgate.simulation.mock import anthropic as mock_anthropic
+    from prefixgate.simulation.mock import bedrock as mock_bedrock
+    from prefixgate.simulation.mock import compatible as mock_compatible
+    from prefixgate.simulation.mock import completions as mock_completions
+    from prefixgate.simulation.mock import gemini as mock_gemini
+    from prefixgate.simulation.mock import interactions as mock_interactions
+    from prefixgate.simulation.mock import openai as mock_openai
+    from prefixgate.simulation.mock import responses as mock_responses
+    from prefixgate.simulation.mock import vertex as mock_vertex
 
     ctx = context or MockContext()
     app = FastAPI(title="prefixgate mock providers", docs_url=None, redoc_url=None, openapi_url=None)

@@ -21,12 +21,12 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import responses as dialect
 from prefixgate.errors import RequestError
-from prefixgate.providers.mock.openai import authenticate
-from prefixgate.providers.mock.script import scripted_call, value_for
-from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response
-from prefixgate.providers.mock.service_tier import openai_tier
-from prefixgate.providers.mock.text import reply_for
 from prefixgate.providers.response_store import ResponseStore, StoredResponse
+from prefixgate.simulation.mock.openai import authenticate
+from prefixgate.simulation.mock.script import scripted_call, value_for
+from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response
+from prefixgate.simulation.mock.service_tier import openai_tier
+from prefixgate.simulation.mock.text import reply_for
 from prefixgate.tokens import count_tokens, encoding_for
 from prefixgate.usage import Usage
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, Conversation, without_markers
-from prefixgate.providers.layout import Breakpoint, Layout, Position, PrefixHasher, canonical
 from prefixgate.providers.rules import AnthropicRules, ModelRules
-from prefixgate.providers.store import CacheStore
+from prefixgate.simulation.layout import Breakpoint, Layout, Position, PrefixHasher, canonical
+from prefixgate.simulation.store import CacheStore
 from prefixgate.tokens import count_tokens
 from prefixgate.usage import Usage
 

@@ -15,13 +15,13 @@ from prefixgate.dialects import converse, request_dialect
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
-from prefixgate.providers.anthropic_cache import AnthropicCache
 from prefixgate.providers.cached_contents import CachedContent, CachedContentRegistry
-from prefixgate.providers.gemini_cache import GeminiCache
-from prefixgate.providers.openai_cache import OpenAICache
 from prefixgate.providers.pricing import resolve_model
 from prefixgate.providers.rules import PROVIDERS, Catalog, ModelRules, default_catalog
-from prefixgate.providers.store import CacheStore
+from prefixgate.simulation.anthropic_cache import AnthropicCache
+from prefixgate.simulation.gemini_cache import GeminiCache
+from prefixgate.simulation.openai_cache import OpenAICache
+from prefixgate.simulation.store import CacheStore
 from prefixgate.usage import Usage
 
 

@@ -31,10 +31,10 @@ from prefixgate.dialects import openai as dialect
 from prefixgate.dialects.translate import translate_body
 from prefixgate.errors import RequestError
 from prefixgate.providers.compatible import PROFILES, caches_by_markers
-from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
-from prefixgate.providers.mock.text import reply_for
 from prefixgate.providers.pricing import UnknownModel, price_for, resolve_model
 from prefixgate.providers.rules import ModelRules
+from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.simulation.mock.text import reply_for
 from prefixgate.tokens import encoding_for
 from prefixgate.usage import Usage
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from prefixgate.providers.mock.agent import Turn, structured_text
+from prefixgate.simulation.mock.agent import Turn, structured_text
 from prefixgate.tokens import count_tokens
 
 _WORDS = (

@@ -164,10 +164,10 @@ def replay(ctx: click.Context, trace: str, strategy: str, caller: str | None, as
     """
     import json
 
-    from prefixgate.providers.replay import STRATEGIES, ReplayError, progress_bar, render_table
-    from prefixgate.providers.replay import replay as run_replay
     from prefixgate.providers.rules import RulesError, load_catalog
     from prefixgate.providers.trace import TraceError, read_trace
+    from prefixgate.simulation.replay import STRATEGIES, ReplayError, progress_bar, render_table
+    from prefixgate.simulation.replay import replay as run_replay
 
     if caller is not None and strategy != "planner":
         raise click.UsageError("--caller-checkpoints applies to --strategy planner only")
@@ -255,10 +255,10 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
     """
     import uvicorn
 
-    from prefixgate.providers.mock.faults import FaultError, FaultPlan
-    from prefixgate.providers.mock.server import MockContext, create_app
     from prefixgate.providers.rules import RulesError, load_catalog
-    from prefixgate.providers.simulator import Simulator
+    from prefixgate.simulation.mock.faults import FaultError, FaultPlan
+    from prefixgate.simulation.mock.server import MockContext, create_app
+    from prefixgate.simulation.simulator import Simulator
 
     settings = _settings(ctx)
     try:

@@ -16,9 +16,9 @@ from fastapi import FastAPI, Request
 
 from prefixgate.dialects.validate import expect, require
 from prefixgate.errors import RequestError
-from prefixgate.providers.mock.openai import authenticate
-from prefixgate.providers.mock.server import MockContext, json_body
-from prefixgate.providers.mock.text import reply_for
+from prefixgate.simulation.mock.openai import authenticate
+from prefixgate.simulation.mock.server import MockContext, json_body
+from prefixgate.simulation.mock.text import reply_for
 from prefixgate.tokens import count_tokens
 
 DIMENSIONS = 16

@@ -25,11 +25,11 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import interactions as dialect
 from prefixgate.errors import RequestError
-from prefixgate.providers.mock.gemini import authenticate
-from prefixgate.providers.mock.script import ScriptedCall, scripted_call
-from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response
-from prefixgate.providers.mock.text import reply_for
 from prefixgate.providers.pricing import UnknownModel
+from prefixgate.simulation.mock.gemini import authenticate
+from prefixgate.simulation.mock.script import ScriptedCall, scripted_call
+from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response
+from prefixgate.simulation.mock.text import reply_for
 from prefixgate.tokens import count_tokens
 
 

@@ -21,9 +21,9 @@ from typing import Any
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, Conversation
 from prefixgate.providers.cached_contents import CONTENT_KEYS, CachedContent, CachedContentRegistry
-from prefixgate.providers.layout import Layout, PrefixHasher, canonical
 from prefixgate.providers.rules import GeminiRules, ModelRules
-from prefixgate.providers.store import CacheStore
+from prefixgate.simulation.layout import Layout, PrefixHasher, canonical
+from prefixgate.simulation.store import CacheStore
 from prefixgate.tokens import count_tokens, encoder
 from prefixgate.usage import Usage
 

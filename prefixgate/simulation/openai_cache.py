@@ -24,9 +24,9 @@ from typing import Any
 
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, Conversation, without_markers
-from prefixgate.providers.layout import Breakpoint, Layout, PrefixHasher, canonical
 from prefixgate.providers.rules import ModelRules, OpenAIRules
-from prefixgate.providers.store import CacheStore
+from prefixgate.simulation.layout import Breakpoint, Layout, PrefixHasher, canonical
+from prefixgate.simulation.store import CacheStore
 from prefixgate.tokens import encoder, encoding_for
 from prefixgate.usage import Usage
 

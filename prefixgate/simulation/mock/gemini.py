@@ -11,10 +11,10 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import gemini as dialect
 from prefixgate.errors import RequestError
-from prefixgate.providers.mock import agent, agent_wire
-from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
-from prefixgate.providers.mock.text import reply_for, structured_reply
 from prefixgate.providers.pricing import UnknownModel, resolve_model
+from prefixgate.simulation.mock import agent, agent_wire
+from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.simulation.mock.text import reply_for, structured_reply
 from prefixgate.tokens import count_tokens
 
 _NO_KEY = ("Method doesn't allow unregistered callers (callers without established identity). Please use API Key "

@@ -9,11 +9,11 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import openai as dialect
 from prefixgate.errors import RequestError
-from prefixgate.providers.mock import agent, agent_wire
-from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
-from prefixgate.providers.mock.service_tier import openai_tier
-from prefixgate.providers.mock.text import reply_for, structured_reply
 from prefixgate.providers.pricing import resolve_model
+from prefixgate.simulation.mock import agent, agent_wire
+from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.simulation.mock.service_tier import openai_tier
+from prefixgate.simulation.mock.text import reply_for, structured_reply
 from prefixgate.tokens import count_tokens, encoding_for
 
 _NO_KEY = ("You didn't provide an API key. You need to provide your API key in an Authorization header using "

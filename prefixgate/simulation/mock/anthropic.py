@@ -10,11 +10,11 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import anthropic as dialect
 from prefixgate.errors import RequestError
-from prefixgate.providers.mock import agent, agent_wire
-from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
-from prefixgate.providers.mock.service_tier import anthropic_tier
-from prefixgate.providers.mock.text import reply_for, structured_reply
 from prefixgate.providers.pricing import resolve_model
+from prefixgate.simulation.mock import agent, agent_wire
+from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.simulation.mock.service_tier import anthropic_tier
+from prefixgate.simulation.mock.text import reply_for, structured_reply
 from prefixgate.tokens import count_tokens
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from prefixgate.dialects import anthropic, gemini, openai
 from prefixgate.dialects.neutral import Reply, ToolCall
 from prefixgate.dialects.sse import encode_sse
-from prefixgate.providers.mock.agent import Call
+from prefixgate.simulation.mock.agent import Call
 from prefixgate.usage import Usage
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefixgate.errors import RequestError
-from prefixgate.providers.mock.faults import Fault
+from prefixgate.simulation.mock.faults import Fault
 
 OPENAI_SERVES = {"auto": "default", "default": "default", "flex": "flex", "scale": "scale", "priority": "priority",
                  "fast": "priority"}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prefixgate.providers.mock.agent import decide, responses_turn
-from prefixgate.providers.mock.schema_value import value_for
+from prefixgate.simulation.mock.agent import decide, responses_turn
+from prefixgate.simulation.mock.schema_value import value_for
 
 __all__ = ["ScriptedCall", "scripted_call", "value_for"]
 

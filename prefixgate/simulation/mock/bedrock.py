@@ -25,10 +25,10 @@ from prefixgate.dialects import anthropic, bedrock_invoke, converse, eventstream
 from prefixgate.dialects.bedrock import operation_of
 from prefixgate.dialects.sse import event_json
 from prefixgate.errors import RequestError
-from prefixgate.providers.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
-from prefixgate.providers.mock.text import reply_for
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import ModelRules
+from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
+from prefixgate.simulation.mock.text import reply_for
 
 
 def authenticate(request: Request, body: bytes) -> str:
