@@ -7,8 +7,6 @@ from typing import Literal
 
 Provider = Literal["anthropic", "openai", "gemini", "bedrock", "local"]
 PROVIDERS: tuple[Provider, ...] = ("anthropic", "openai", "gemini", "bedrock", "local")
-# Providers that cache Claude's way (explicit breakpoints, tools -> system -> messages, a lookback window).
-CLAUDE_CACHES = ("anthropic", "bedrock")
 
 
 @dataclass(frozen=True)
