@@ -26,6 +26,7 @@ from pathlib import Path
 
 from gateway import (
     ANTHROPIC_HEADERS,
+    LAUNCH,
     ROOT,
     Conn,
     build_request,
@@ -37,18 +38,6 @@ from gateway import (
     vary_tool_output,
     wait_ready,
 )
-
-# `prefixgate serve` with the editable install's packages mapped to another checkout (argv[1]).
-LAUNCH = """
-import sys
-root = sys.argv.pop(1)
-finder = next(m for n, m in sys.modules.items() if n.startswith("__editable___prefixgate"))
-here = finder.MAPPING["prefixgate"].rsplit("/", 1)[0]
-finder.MAPPING.update({k: root + v[len(here):] for k, v in finder.MAPPING.items()})
-from prefixgate.cli import main
-sys.argv[0] = "prefixgate"
-main()
-"""
 
 
 def ready_after(port: int, proc: subprocess.Popen, launched: float, timeout: float = 120) -> float:

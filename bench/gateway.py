@@ -47,6 +47,21 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 LITELLM = ROOT / ".venv-litellm" / "bin" / "litellm"
+# `prefixgate serve` with the editable install's packages mapped to another checkout (argv[1]): `--base` here and
+# in bench/first_request.py (a checkout made with e.g. `git archive main | tar -x -C DIR`).
+LAUNCH = """
+import os
+import sys
+root = sys.argv.pop(1)
+finder = next(m for n, m in sys.modules.items() if n.startswith("__editable___prefixgate"))
+here = finder.MAPPING["prefixgate"].rsplit("/", 1)[0]
+moved = {k: root + v[len(here):] for k, v in finder.MAPPING.items()}
+finder.MAPPING.clear()      # a package that is no top-level folder there (an older layout) is found in prefixgate/
+finder.MAPPING.update({k: v for k, v in moved.items() if os.path.isdir(v)})
+from prefixgate.cli import main
+sys.argv[0] = "prefixgate"
+main()
+"""
 SENTENCE = "The quarterly report covers revenue, churn, support tickets and the roadmap for each region. "
 
 
@@ -406,6 +421,8 @@ def main() -> None:
     parser.add_argument("--agent-warmup", type=int, default=20, help="discarded warm-ups, agent workloads")
     parser.add_argument("--json", default="")
     parser.add_argument("--no-litellm", action="store_true", help="skip the LiteLLM column")
+    parser.add_argument("--base", type=Path, help="another checkout, served beside this one as 'prefixgate base' "
+                        "(interleaved with it request by request: an A/B on the same load)")
     parser.add_argument("--upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.upstream:
@@ -435,16 +452,19 @@ def main() -> None:
                    {"openai": {"authorization": "Bearer sk-fake-openai"}, "responses": {"authorization": "Bearer sk-fake-openai"},
                     "anthropic": {"x-api-key": "sk-ant-fake", **ANTHROPIC_HEADERS}}))
 
-        pg_port = free_port()
         pg_env = {"PREFIXGATE_OPENAI_BASE_URL": f"http://127.0.0.1:{up_port}", "OPENAI_API_KEY": "sk-fake-openai",
-                  "PREFIXGATE_ANTHROPIC_BASE_URL": f"http://127.0.0.1:{up_port}", "ANTHROPIC_API_KEY": "sk-ant-fake",
-                  "PREFIXGATE_LEDGER_PATH": str(tmp / "ledger.sqlite")}
-        procs.append(start([str(ROOT / ".venv" / "bin" / "prefixgate"), "serve", "--port", str(pg_port)], pg_env,
-                           tmp / "prefixgate.log"))
-        wait_ready(pg_port, "/health", 60)
-        run(System("prefixgate", procs[-1].pid, pg_port, real_models,
-                   {"openai": {"authorization": "Bearer caller"}, "responses": {"authorization": "Bearer caller"},
-                    "anthropic": {"x-api-key": "caller", **ANTHROPIC_HEADERS}}))
+                  "PREFIXGATE_ANTHROPIC_BASE_URL": f"http://127.0.0.1:{up_port}", "ANTHROPIC_API_KEY": "sk-ant-fake"}
+        trees = {"prefixgate": None, **({"prefixgate base": args.base.resolve()} if args.base else {})}
+        for name, tree in trees.items():
+            pg_port = free_port()
+            launch = [sys.executable, "-c", LAUNCH, str(tree)] if tree else [str(ROOT / ".venv" / "bin" / "prefixgate")]
+            procs.append(start([*launch, "serve", "--port", str(pg_port)],
+                               {**pg_env, "PREFIXGATE_LEDGER_PATH": str(tmp / f"ledger-{len(procs)}.sqlite")},
+                               tmp / f"prefixgate-{len(procs)}.log"))
+            wait_ready(pg_port, "/health", 60)
+            run(System(name, procs[-1].pid, pg_port, real_models,
+                       {"openai": {"authorization": "Bearer caller"}, "responses": {"authorization": "Bearer caller"},
+                        "anthropic": {"x-api-key": "caller", **ANTHROPIC_HEADERS}}))
 
         if args.no_litellm:
             pass

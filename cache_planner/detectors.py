@@ -14,10 +14,13 @@ schemas, all new) spent 22 ms of its 37 ms there. Gates change what runs, never 
 from __future__ import annotations
 
 import re
+import sys
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import NamedTuple
+
+from prefixgate.reuse import memo, weigh
 
 _MONTHS = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|Jun(?:e)?|Jul(?:y)?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
 _REQUEST_WORDS = "(?:request|req|trace|run|job|correlation|invocation|message|msg)"
@@ -98,14 +101,31 @@ class Span:
 
 _CACHE: OrderedDict[str, tuple[Span, ...]] = OrderedDict()
 _CACHE_SIZE = 65536
+# Whole texts at least this long are memoised whole (`volatile_spans`); shorter ones are a line or two.
+WHOLE_MIN_CHARS = 512
+_WHOLE = memo("volatile_spans")
 
 
 def volatile_spans(text: str) -> tuple[Span, ...]:
     """Volatile spans in `text`, in order, overlapping matches merged (the first detector's kind wins).
 
-    Scans line by line with a per-line memo: a long system prompt differs from the last one in a
-    line or two, so after a route's first request only those lines are scanned again.
+    A text of `WHOLE_MIN_CHARS` or more is memoised whole in the reuse store (an agent's system prompt comes
+    back on every request, and the planner and the ledger both ask for its spans: splitting it into lines and
+    looking each up cost ~20 us a block); the spans are frozen, so every caller may share them. Below that, or
+    on a miss, it scans line by line with a per-line memo: a long system prompt differs from the last one in
+    a line or two, so after a route's first request only those lines are scanned again.
     """
+    if len(text) < WHOLE_MIN_CHARS:
+        return _spans(text)
+    found = _WHOLE.get(text)
+    if found is None:
+        found = _spans(text)
+        # The entry keeps its text alive (it is the key), so it is charged for it.
+        _WHOLE.put(text, found, sys.getsizeof(text) + weigh(found))
+    return found
+
+
+def _spans(text: str) -> tuple[Span, ...]:
     out: list[Span] = []
     pos = 0
     for line in text.splitlines(keepends=True):

@@ -36,6 +36,7 @@ from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation, Segment
 from prefixgate.providers.pricing import resolve_model
 from prefixgate.providers.rules import Catalog, default_catalog
+from prefixgate.reuse import memo, weigh
 
 # What a policy lets the planner do: rewrite static-first and place checkpoints, only place
 # checkpoints, or send the request exactly as the caller wrote it.
@@ -185,9 +186,20 @@ _DIGITS = re.compile(r"\d+")
 def fingerprint(conv: Conversation) -> str:
     """A route name from the prompt's shape: tool names and the system prompt with volatile spans
     and digits masked, so requests from one template share a route whatever their values."""
-    tools = tuple(_tool_name(b.native) for seg in conv.segments if seg.role == "tools" for b in seg.blocks)
-    system = tuple(b.text[:4000] for seg in system_segments(conv) for b in seg.blocks)
-    return _masked_fingerprint(conv.dialect, conv.model, tools, system)
+    tools = [b for seg in conv.segments if seg.role == "tools" for b in seg.blocks]
+    system = [b for seg in system_segments(conv) for b in seg.blocks]
+    # The blocks' content hashes identify all it reads of them (an agent resends the same tools and system
+    # prompt, whose parsed blocks carry their hashes): one lookup instead of a walk over every tool.
+    key = (conv.dialect, conv.model, len(tools), *(b.key for b in tools), *(b.key for b in system))
+    found = _FINGERPRINTS.get(key)
+    if found is None:
+        found = _masked_fingerprint(conv.dialect, conv.model, tuple(_tool_name(b.native) for b in tools),
+                                    tuple(b.text[:4000] for b in system))
+        _FINGERPRINTS.put(key, found, weigh((key, found)))
+    return found
+
+
+_FINGERPRINTS = memo("fingerprints")
 
 
 # Masking runs every detector over the system prompt: a repeated prompt is masked once (the memo holds

@@ -182,10 +182,10 @@ def stable_tool_forms(conv: Conversation, route: RouteState, notes: list[str]) -
     for seg in conv.segments:
         if seg.role != "tools":
             continue
-        for block in seg.blocks:
-            if not isinstance(block.native, dict):
+        for block, identity in zip(list(seg.blocks), _tool_identities(seg.blocks), strict=True):
+            if identity is None:
                 continue
-            canonical, form = _tool_identity(block)
+            canonical, form = identity
             first = route.tool_forms.get(canonical)
             if first is None:
                 route.tool_forms[canonical] = form
@@ -199,20 +199,25 @@ def stable_tool_forms(conv: Conversation, route: RouteState, notes: list[str]) -
                 notes.append(f"rewrite: restored the first-seen form of tool {name!r} (its keys or `required` came reordered)")
 
 
-# Block key -> (the schema's order-free hash, its serialisation): a client resends the same tools on every
-# request.
+# The block keys of a tools list -> each tool's (order-free hash, serialisation), None for a block that is no
+# tool object: a client resends the same tools on every request, so the list is one lookup, not one per tool.
 _TOOL_IDENTITIES = memo("tool_identities")
 
 
-def _tool_identity(block: Block) -> tuple[str, str]:
-    """A tool's hash with set-like lists sorted (same tool, any key order) and its form as sent. Both
-    follow from the block's content, which its key identifies (a marker is no part of either)."""
-    found = _TOOL_IDENTITIES.get(block.key)
+def _tool_identities(blocks: list[Block]) -> tuple[tuple[str, str] | None, ...]:
+    """Each block's tool identity: its hash with set-like lists sorted (same tool, any key order) and its form
+    as sent. Both follow from the block's content, which its key identifies (a marker is no part of either)."""
+    key = tuple(b.key for b in blocks)
+    found = _TOOL_IDENTITIES.get(key)
     if found is None:
-        native = without_markers(block.native)
-        found = (content_hash(json.dumps(_unordered(native), sort_keys=True)), json.dumps(native, separators=(",", ":")))
-        _TOOL_IDENTITIES.put(block.key, found, weigh((block.key, found)))
+        found = tuple(_tool_identity(b.native) if isinstance(b.native, dict) else None for b in blocks)
+        _TOOL_IDENTITIES.put(key, found, weigh((key, found)))
     return found
+
+
+def _tool_identity(native: dict) -> tuple[str, str]:
+    native = without_markers(native)
+    return content_hash(json.dumps(_unordered(native), sort_keys=True)), json.dumps(native, separators=(",", ":"))
 
 
 def _unordered(value: object) -> object:

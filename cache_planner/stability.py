@@ -23,6 +23,7 @@ from zlib import crc32
 
 from prefixgate.cache_planner.reuse import ReuseTracker
 from prefixgate.cache_planner.variance import DYNAMIC_KINDS, Sites
+from prefixgate.reuse import memo, weigh
 
 __all__ = ["DYNAMIC_KINDS", "PlannerState", "RedisStore", "RouteState", "StateStore", "sketch"]
 
@@ -43,6 +44,20 @@ def sketch(text: str) -> tuple[str, ...]:
     starts = [i for i, w in enumerate(words[:max(1, len(words) - _SHINGLE_WORDS + 1)]) if not crc32(w.encode()) % 4]
     hashes = {crc32(" ".join(words[i:i + _SHINGLE_WORDS]).encode()) for i in starts or [0]}
     return tuple(f"{h:08x}" for h in sorted(hashes)[:SKETCH_SIZE])
+
+
+def _scoped_sketch(scope: str, text: str) -> tuple[str, ...]:
+    """`text`'s sketch values, each hashed with `scope` (a tenant's values never meet another's); memoised in
+    the reuse store, as the same system prompt comes back on every request of a session."""
+    key = (scope, text)
+    found = _SCOPED_SKETCHES.get(key)
+    if found is None:
+        found = tuple(hashlib.blake2b(f"{scope}\0{v}".encode(), digest_size=8).hexdigest() for v in sketch(text))
+        _SCOPED_SKETCHES.put(key, found, weigh((key, found)))
+    return found
+
+
+_SCOPED_SKETCHES = memo("route_sketches")
 
 
 @dataclass
@@ -207,7 +222,7 @@ class PlannerState:
         resolves a prompt to the same route."""
         if len(text) < SKETCH_MIN_CHARS:
             return scope + name
-        values = tuple(hashlib.blake2b(f"{scope}\0{v}".encode(), digest_size=8).hexdigest() for v in sketch(text))
+        values = _scoped_sketch(scope, text)
         with self.lock:
             local = [self._sketches.get(v) for v in values]
         shared = self.store.routes_of(values) if self.store else [None] * len(values)

@@ -16,6 +16,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers import genai_catalog
 from prefixgate.providers.rules import Catalog, ModelRules, default_catalog
 from prefixgate.providers.vertex_prices import publisher_of, split_name, vertex_rules
+from prefixgate.reuse import memo, weigh
 from prefixgate.usage import Usage
 
 _SUFFIXES = (
@@ -81,7 +82,18 @@ def _vertex_lookup(catalog: Catalog, name: str) -> ModelRules | None:
     return known[name]
 
 
-def _spellings(provider: str, model: str) -> list[str]:
+def _spellings(provider: str, model: str) -> tuple[str, ...]:
+    """The names `model` may be listed under (as sent, without a router prefix or a snapshot suffix, dotted
+    versions dashed); memoised in the reuse store: every priced request asks two or three times."""
+    key = (provider, model)
+    found = _SPELLINGS.get(key)
+    if found is None:
+        found = _spelled(provider, model)
+        _SPELLINGS.put(key, found, weigh((key, found)))
+    return found
+
+
+def _spelled(provider: str, model: str) -> tuple[str, ...]:
     name = model.strip()
     if provider == "bedrock":
         name = _BEDROCK_VERSION.sub("", _BEDROCK_GEO.sub("", _BEDROCK_ARN.sub("", name)))
@@ -95,7 +107,10 @@ def _spellings(provider: str, model: str) -> list[str]:
     if provider in ("anthropic", "bedrock"):
         # claude-sonnet-5.5 -> claude-sonnet-5-5 (router and console spellings).
         out += [n.replace(".", "-") for n in out]
-    return out
+    return tuple(out)
+
+
+_SPELLINGS = memo("model_spellings")
 
 
 def price_for(provider: str, model: str, usage: Usage, catalog: Catalog | None = None,

@@ -64,3 +64,26 @@ def test_incremental_units_equal_a_full_scan():
     units(long_line * 3)
     text = "Header at 10:00\n" + long_line
     assert units(text) == detectors._scan(text, 0)
+
+
+def test_a_long_text_is_memoised_whole_and_found_alike_with_the_store_off():
+    from prefixgate import reuse
+    from prefixgate.cache_planner.detectors import _WHOLE
+
+    # A system prompt of 600+ characters with a date at a known place: 'Today is ' starts after 610 characters.
+    text = "You are a careful coding assistant.\n" * 17 + "Today is 2026-11-27.\n"
+    start = 36 * 17 + len("Today is ")
+    expected = [("date", start, start + 10)]
+    hits = _WHOLE.hits
+    assert [(s.kind, s.start, s.end) for s in volatile_spans(text)] == expected
+    again = volatile_spans("".join(list(text)))     # an equal text, another object: found by content
+    assert [(s.kind, s.start, s.end) for s in again] == expected
+    assert _WHOLE.hits == hits + 1
+    # One character moves the date: a memoised text never answers for another.
+    assert [(s.start, s.end) for s in volatile_spans("x" + text)] == [(start + 1, start + 11)]
+    saved = reuse.STORE.max_bytes
+    reuse.keep(0)
+    try:
+        assert [(s.kind, s.start, s.end) for s in volatile_spans(text)] == expected
+    finally:
+        reuse.keep(saved)

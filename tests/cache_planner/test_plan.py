@@ -270,3 +270,44 @@ def test_redis_store_shares_learning_between_replicas(redis_url):
     static = next(line for line in plan.explanation if line.startswith("checkpoint: static"))
     assert "p(reuse<5m)=0.4" not in static
     assert b.routes["shared"].reuse.level("static").reuses >= 3
+
+
+def test_a_list_of_tools_is_checked_tool_by_tool_whatever_lists_came_before():
+    # The tools' identities are memoised per list: a list differing in one tool must not be answered for another.
+    state = PlannerState()
+    clock = {"name": "clock", "description": "Time", "input_schema": {"type": "object", "properties": {}}}
+    a = {"name": "search", "description": "Search", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}
+    b = {"input_schema": {"properties": {"q": {"type": "string"}}, "type": "object"}, "description": "Search", "name": "search"}
+
+    def send(tools: list, now: int) -> tuple[dict, object]:
+        body = {"model": SONNET.model, "max_tokens": 5, "tools": tools, "messages": [{"role": "user", "content": f"q{now}"}]}
+        return plan_body("anthropic", body, SONNET, state, now=now)
+
+    _, plan = send([clock, a], 0)
+    assert not any("first-seen form" in line for line in plan.explanation)
+    out, plan = send([clock, b], 1)
+    strip = lambda t: {k: v for k, v in t.items() if k != "cache_control"}  # noqa: E731
+    assert json.dumps(strip(out["tools"][1]), separators=(",", ":")) == (
+        '{"name":"search","description":"Search","input_schema":{"type":"object","properties":{"q":{"type":"string"}}}}')
+    assert [line for line in plan.explanation if "first-seen form" in line] == [
+        "rewrite: restored the first-seen form of tool 'search' (its keys or `required` came reordered)"]
+    _, plan = send([clock, a], 2)
+    assert not any("first-seen form" in line for line in plan.explanation)
+
+
+def test_a_fingerprint_follows_the_tool_names_and_masked_system_it_is_given():
+    # The route a prompt plans under: its tool names and its system text with volatile values masked. The
+    # fingerprint is memoised by the blocks' content: another tool or other system text is another route.
+    from prefixgate.cache_planner import fingerprint
+    from prefixgate.dialects import anthropic
+
+    def conv(tool: str, system: str):
+        body = {"model": SONNET.model, "max_tokens": 5, "system": system, "messages": [{"role": "user", "content": "hi"}],
+                "tools": [{"name": tool, "description": "Look things up", "input_schema": {"type": "object"}}]}
+        return anthropic.parse_request(json.dumps(body).encode())
+
+    base = fingerprint(conv("search", "Today is 2026-11-27. You help with orders."))
+    assert fingerprint(conv("search", "Today is 2026-11-27. You help with orders.")) == base
+    assert fingerprint(conv("search", "Today is 2026-11-28. You help with orders.")) == base     # a date is masked
+    assert fingerprint(conv("lookup", "Today is 2026-11-27. You help with orders.")) != base
+    assert fingerprint(conv("search", "Today is 2026-11-27. You help with refunds.")) != base

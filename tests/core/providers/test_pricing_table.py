@@ -214,3 +214,13 @@ def test_a_model_neither_genai_prices_nor_the_file_prices_fails_to_load(tmp_path
     path.write_text('[[model]]\nprovider = "anthropic"\nid = "claude-unknown-9"\nmin_cache_tokens = 1024\n')
     with pytest.raises(RulesError, match="genai-prices .* has no model"):
         load_catalog(path)
+
+
+def test_spellings_are_the_providers_own():
+    # A dotted version is dashed for Anthropic's and Bedrock's names only (memoised per provider and name).
+    from prefixgate.providers.pricing import _spellings
+
+    assert _spellings("anthropic", "claude-sonnet-5.5") == (
+        "claude-sonnet-5.5", "claude-sonnet-5.5", "claude-sonnet-5-5", "claude-sonnet-5-5")
+    assert _spellings("openai", "claude-sonnet-5.5") == ("claude-sonnet-5.5", "claude-sonnet-5.5")
+    assert _spellings("openai", "openai/gpt-5.1-2026-01-15") == ("gpt-5.1-2026-01-15", "gpt-5.1")
