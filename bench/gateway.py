@@ -10,8 +10,9 @@ this machine, for each workload:
     (OpenAI Responses) through the gateway (bench/capture_clients.py, bench/fixtures/), whose last tool output
     changes from one request to the next; streamed and not;
 and for each: added latency p50/p99 at concurrency 1 (sequential requests after discarded warm-ups, one
-keep-alive connection per system, the systems interleaved request by request so that the shared machine's
-load falls on all alike), requests/s at concurrency 32 (32 keep-alive connections for --seconds, one system
+keep-alive connection per system, the systems taking turns in blocks of --block requests, each turn after a
+--settle-ms pause and one unmeasured request, so that the shared machine's load falls on all alike and no
+system's after-answer work lands in another's figures), requests/s at concurrency 32 (32 keep-alive connections for --seconds, one system
 after another), and CPU time per request of the server process (its user+system time over the phase /
 requests; the direct row's c=1 figure also counts the upstream's work for the other two). The first request
 after each server's start (the first workload's first body) is reported on its own (against the direct
@@ -23,6 +24,7 @@ that venv its column is skipped with a message.
 
     .venv/bin/python bench/gateway.py [--workloads chat2k agent20k agent100k claude-code codex] [--stream both|off|on]
                                       [--seconds 10] [--requests 500] [--agent-requests 100] [--json out.json]
+                                      [--block 10] [--settle-ms 25] [--no-litellm] [--base DIR]
 """
 
 from __future__ import annotations
@@ -327,18 +329,29 @@ def first_request(system: System, w: Workload) -> float:
     return asyncio.run(sequential(system.port, system.requests(w)[:1], 0, 1))[0]
 
 
-async def interleaved(systems: list[System], raws: dict[str, list[bytes]], n: int) -> dict[str, list[float]]:
-    """Latencies (ms) of `n` requests per system, one system after another in turn (the order rotating each
-    round), so a change in the machine's load falls on all of them alike."""
+async def interleaved(systems: list[System], raws: dict[str, list[bytes]], n: int, block: int = 10,
+                      settle_s: float = 0.025) -> dict[str, list[float]]:
+    """Latencies (ms) of `n` requests per system, the systems taking turns in blocks of `block` requests (the
+    order rotating each round), so a change in the machine's load falls on all of them alike. At each turn the
+    client waits `settle_s` and sends one unmeasured request first: what the previous system does after its
+    answers (LiteLLM's callbacks and spend logging, some ms of CPU) and its hold on the CPU caches are not
+    counted against the next one. Within a block each system serves back to back, as it would alone."""
     conns = {s.name: await Conn.open(s.port) for s in systems}
     out: dict[str, list[float]] = {s.name: [] for s in systems}
-    for i in range(n):
+    sent = {s.name: 0 for s in systems}
+    for r in range(-(-n // block)):
         for k in range(len(systems)):
-            s = systems[(i + k) % len(systems)]
-            t = time.perf_counter()
-            status = await conns[s.name].request(raws[s.name][i % len(raws[s.name])])
-            out[s.name].append((time.perf_counter() - t) * 1000)
-            assert status == 200, (s.name, status)
+            s = systems[(r + k) % len(systems)]
+            conn, mine = conns[s.name], raws[s.name]
+            await asyncio.sleep(settle_s)
+            assert await conn.request(mine[sent[s.name] % len(mine)]) == 200
+            sent[s.name] += 1
+            for _ in range(min(block, n - len(out[s.name]))):
+                t = time.perf_counter()
+                status = await conn.request(mine[sent[s.name] % len(mine)])
+                out[s.name].append((time.perf_counter() - t) * 1000)
+                sent[s.name] += 1
+                assert status == 200, (s.name, status)
     for name, c in conns.items():
         c.close()
         if c.overheads:
@@ -352,7 +365,7 @@ def measure(systems: list[System], w: Workload, args) -> list[dict]:
     for s in systems:
         asyncio.run(sequential(s.port, raws[s.name], w.warmup, 0))
     cpu0 = {s.name: cpu_seconds(s.pid) for s in systems}
-    lat = asyncio.run(interleaved(systems, raws, w.requests))
+    lat = asyncio.run(interleaved(systems, raws, w.requests, args.block, args.settle_ms / 1000))
     cpu1 = {s.name: cpu_seconds(s.pid) for s in systems}
     out = []
     for s in systems:
@@ -419,10 +432,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=100, help="discarded warm-ups, chat2k")
     parser.add_argument("--agent-requests", type=int, default=100, help="sequential requests, agent workloads")
     parser.add_argument("--agent-warmup", type=int, default=20, help="discarded warm-ups, agent workloads")
+    parser.add_argument("--block", type=int, default=10, help="c=1: requests per system's turn")
+    parser.add_argument("--settle-ms", type=float, default=25.0,
+                        help="c=1: pause before each turn (what the previous system does after answering falls in it)")
     parser.add_argument("--json", default="")
     parser.add_argument("--no-litellm", action="store_true", help="skip the LiteLLM column")
     parser.add_argument("--base", type=Path, help="another checkout, served beside this one as 'prefixgate base' "
-                        "(interleaved with it request by request: an A/B on the same load)")
+                        "(taking turns with it: an A/B on the same load)")
     parser.add_argument("--upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.upstream:
