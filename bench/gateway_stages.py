@@ -89,7 +89,9 @@ async def run(args: argparse.Namespace) -> None:
         bodies = [{**b, "system": [{"type": "text", "text": f"Current time: 2026-11-24T07:{i // 60:02d}:{i % 60:02d}Z. "
                                                             f"Request id req_{i:08x}."}, *b["system"]]}
                   for i, b in enumerate(bodies)]
-    raws = [json.dumps({**b, "model": "claude-sonnet-5-5"}).encode() for b in bodies]
+    # The captured request as its client writes it (compact, raw UTF-8), as bench/gateway.py sends it.
+    spelling = {"ensure_ascii": False, "separators": (",", ":")} if args.captured else {}
+    raws = [json.dumps({**b, "model": "claude-sonnet-5-5"}, **spelling).encode() for b in bodies]
     answer = UpstreamResponse(200, {}, ANSWER, None, _nothing)
 
     def one(i: int) -> None:

@@ -312,11 +312,18 @@ def _parse(raw: bytes, array: str, decoder: json.JSONDecoder, old: Body | None, 
     scan, strict = decoder.scan_once, decoder.strict
     items: list[Any] = []
     ends: list[int] = []
+    cut = len(raw)      # where the decoded text ends
     if old is not None and count:
         shift = start - old.start
         items.extend(old.data[array][:count])
         ends.extend(old.ends[:count] if not shift else [e + shift for e in old.ends[:count]])
-        text, pos, first = raw[ends[-1]:].decode(), 0, False
+        # A body that ends with `old`'s bytes after its array (a client that sends its tools and system prompt
+        # after the messages, as Claude Code does: ~75 KB) has only its new elements decoded, up to there; if
+        # its array does not end there, it goes back to the usual parse (_NotHere below).
+        tail_at = len(raw) - (len(old.raw) - old.after)
+        if ends[-1] < tail_at and raw.endswith(memoryview(old.raw)[old.after:]):
+            cut = tail_at
+        text, pos, first = raw[ends[-1]:cut].decode(), 0, False
         offset = _Offsets(text, ends[-1], 0)
     else:
         text, pos = scanned or ("", 0)
@@ -326,8 +333,10 @@ def _parse(raw: bytes, array: str, decoder: json.JSONDecoder, old: Body | None, 
     after = offset(pos + 1)
     tail: list[tuple[str, Any]] = []
     shared_tail = None
-    if old is not None and count and len(raw) - after == len(old.raw) - old.after and raw.endswith(memoryview(old.raw)[old.after:]):
-        tail = shared_tail = old.tail
+    if cut < len(raw) and after == cut:
+        tail = shared_tail = old.tail    # type: ignore[union-attr]
+    elif cut < len(raw):
+        raise _NotHere              # the array ended before `old`'s tail bytes: what lies between is not parsed
     else:
         pos = _WS.match(text, pos + 1).end()
         while text[pos] != "}":

@@ -166,3 +166,24 @@ def test_keep_bounds_every_formats_memo_and_zero_turns_it_off():
         assert resent.MEMO.entries == 1
     finally:
         resent.keep(24 << 20)
+
+
+def test_a_tail_after_the_messages_is_decoded_only_when_it_changed():
+    """Claude Code sends its system prompt and tools after the messages, the same on every request: a body that
+    ends with the earlier one's bytes after its list takes that tail as it is and parses only its new messages.
+    A body that merely ends with those bytes, its list ending before them, is parsed through what lies between."""
+    bodies = ResentBodies()
+    tail = {"system": "You are terse. " * 1200, "tools": [{"name": "t", "description": "日本 😀 " * 500}], "max_tokens": 9}
+    messages = [{"role": "user", "content": "first question " * 40}, {"role": "assistant", "content": "an answer " * 40}]
+    first = bodies.load(json.dumps({"messages": messages, **tail}, ensure_ascii=False).encode(), "messages", _DECODER)
+    assert first is not None
+    grown = {"messages": [*messages, {"role": "user", "content": "é next"}], **tail}
+    second = bodies.load(json.dumps(grown, ensure_ascii=False).encode(), "messages", _DECODER)
+    assert second is not None and second.reused == 2 and second.tail is first.tail
+    assert second.data == grown
+    # Same last bytes, but a field of its own between the list and them: parsed, never taken from the tail.
+    between = {"messages": [*messages, {"role": "user", "content": "again"}], "metadata": {"user_id": "u"}, **tail}
+    third = bodies.load(json.dumps(between, ensure_ascii=False).encode(), "messages", _DECODER)
+    assert third is None or third.data == between
+    assert an.parse_request(json.dumps({**between, "model": "m"}, ensure_ascii=False).encode()).params["metadata"] == {
+        "user_id": "u"}
