@@ -114,7 +114,10 @@ def let_go_later(root: object) -> None:
     """Hand `root`, a finished request's object graph that the caller is about to drop, to a worker that
     frees it a slice at a time (`_dismantle`). The caller must hold no other reference once this returns."""
     loop = asyncio.get_running_loop()
-    _POOL.submit(_dismantle, [root], loop)
+    try:
+        _POOL.submit(_dismantle, [root], loop)
+    except RuntimeError:    # the interpreter is shutting down: the pool takes no more work, so it is freed here
+        pass
 
 
 def _dismantle(held: list, loop: asyncio.AbstractEventLoop) -> None:
