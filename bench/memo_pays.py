@@ -1,6 +1,8 @@
 """What each memo of the reuse store saves: the request path's CPU time per request (parse, plan, prefix shape,
-encode) with every memo on, and with each memo alone turned off, on three workloads:
+encode) with every memo on, and with each memo alone turned off, on four workloads:
 
+  - claude-code bytes: the request captured from Claude Code (bench/fixtures/), its last tool output new each
+    turn, as Claude Code writes it (the resent-body path; its tools and system prompt follow the messages);
   - agent20k bytes: the coding agent's Anthropic request (bench/agent_request.py), resent every turn with a new
     last user text, as its bytes (the resent-body path);
   - agent20k dict: the same requests as dicts (an SDK wrapper's path: no bytes to compare, so no resent body);
@@ -49,9 +51,14 @@ class GeminiWire:
 
 
 def workloads(n: int) -> dict[str, tuple[list, object, Target]]:
+    from gateway import ROOT, vary_tool_output  # bench/gateway.py: the captured request, as it sends it
+
     bodies = variants(agent_body(20_000), n)
     claude = Target("anthropic", "claude-sonnet-5-5")
+    captured = vary_tool_output(json.loads((ROOT / "bench" / "fixtures" / "claude-code.json").read_text()), n)
     return {
+        "claude-code bytes": ([json.dumps({**b, "model": claude.model}, ensure_ascii=False, separators=(",", ":")).encode()
+                               for b in captured], anthropic, claude),
         "agent20k bytes": ([json.dumps(b).encode() for b in bodies], anthropic, claude),
         "agent20k dict": (bodies, anthropic, claude),
         "gemini agent": ([json.dumps(gemini_body(b)).encode() for b in bodies], GeminiWire, Target("gemini", "gemini-3.8-flash")),
