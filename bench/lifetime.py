@@ -20,7 +20,7 @@ Four trace sets: `tune` (the parameters the method was developed on), `check` (o
 at during development), `held-out` (other seeds and shapes again, run only for the first report) and `fresh`
 (chat only, new seeds and shapes of both families, run only for the report of the chat work).
 
-Run: `.venv/bin/python bench/lifetime.py [tune|check|held-out|fresh ...]` (about 30 s of CPU).
+Run: `.venv/bin/python bench/lifetime.py [tune|check|held-out|fresh ...]` (about two minutes on 2 cores).
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ when, and how large they are, the policy does not know. The law is the one each 
   the `oracle_laws` of a policy told each person's pace and propensity.
 Each turn's decision treats its law as holding for the rest of the session (exact for i.i.d. gaps).
 
-Run: `.venv/bin/python bench/lifetime_ceiling.py [SEEDS]`: the planner, the ceiling (and the oracle) against the
-marks expert over SEEDS fresh seeds of each chat shape of the benchmark's sets (default 20).
+Run: `.venv/bin/python bench/lifetime_ceiling.py [SEEDS] [iid|paced] [--without-context]`: the planner, the ceiling (and the
+oracle) against the marks expert over SEEDS fresh seeds of each chat shape of the benchmark's sets (default 20);
+`--without-context` scores the planner with a conversation's own gaps left out (`reuse.CONTEXT_PRIOR`).
 """
 
 from __future__ import annotations
@@ -242,13 +243,16 @@ def ratios(records: list[TraceRecord], laws: list[GapLaw]) -> dict[str, float]:
             "planner/marks": planner / marks, "ceiling/marks": ceiling / marks}
 
 
-def main(seeds: int) -> None:
+FAMILIES = {"iid": ("i.i.d.", IID_SHAPES), "paced": ("paced by person", PACED_SHAPES)}
+
+
+def main(seeds: int, families: list[str]) -> None:
     """The ceiling's expectation: the benchmark's chat shapes (tune, check, held-out) each over `seeds` fresh
     seeds; for chat paced by person also the oracle that knows each person's pace and propensity."""
     print("| family | shape | seeds | planner / marks expert | online ceiling / marks expert | "
           "oracle / marks expert |")
     print("|---|---|---:|---:|---:|---:|")
-    for family, shapes in (("i.i.d.", IID_SHAPES), ("paced by person", PACED_SHAPES)):
+    for family, shapes in (FAMILIES[f] for f in families):
         for name, case in shapes.items():
             if name == "fresh":
                 continue
@@ -265,10 +269,6 @@ def main(seeds: int) -> None:
                 values = [r[key] for r in rows if key in r]
                 cells.append(f"{sum(values) / len(values):.3f} ({min(values):.3f}-{max(values):.3f})" if values else "-")
             print(f"| {family} | {name} | {seeds} | {' | '.join(cells)} |", flush=True)
-
-
-if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20)
 
 
 def paced_online_laws(records: list[TraceRecord], shape: PacedChat, particles: int = 2000,
@@ -330,3 +330,14 @@ def paced_online_laws(records: list[TraceRecord], shape: PacedChat, particles: i
             weight += w
         laws.append(GapLaw(w5 / weight, w60 / weight, more))
     return laws
+
+
+if __name__ == "__main__":
+    if "--without-context" in sys.argv:
+        # The planner as it was before a conversation's own gaps counted: every context answers as the route.
+        from prefixgate.cache_planner import reuse
+
+        reuse.CONTEXT_PRIOR = 1e12
+    numbers = [a for a in sys.argv[1:] if a.isdigit()]
+    families = [a for a in sys.argv[1:] if a in FAMILIES] or list(FAMILIES)
+    main(int(numbers[0]) if numbers else 20, families)

@@ -1,9 +1,24 @@
 """Deterministic traces for the cache-lifetime benchmark (bench/lifetime.py): each generator takes a seed and
 the shape of its workload (gap distribution, sessions, prefix sizes), so a method tuned on one set of
-parameters can be scored on another it has not seen (`TUNE` and `HELD_OUT` below).
+parameters can be scored on another it has not seen (`TUNE`, `CHECK`, `HELD_OUT` and `FRESH` below).
 
-- human-paced chat: a person reads each reply and answers minutes later, sometimes after a break past
-  5 minutes; several conversations a day on one route.
+- human-paced chat (`human_chat`): a person reads each reply and answers minutes later, sometimes after a
+  break past 5 minutes; several conversations a day on one route. Every gap is drawn alike and independently
+  (i.i.d.), so nothing an online planner sees predicts a break.
+- human-paced chat, paced by person (`paced_chat`): the same conversations with timing as people produce it.
+  Its assumptions, each for a reason:
+  - each person has a pace of their own, a median reply time drawn log-normal across people (median 90 s,
+    sigma 0.6), and a quarter are slow readers whose median lies at 200-420 s, so that their replies straddle
+    5 minutes: reading and typing speed differ several-fold between people, and reply latencies are
+    log-normal and per-person in measured chat and e-mail logs;
+  - one person's replies scatter log-normally around their median (sigma 0.45): the same person answers a short
+    reply quickly and a long one slowly, but keeps their rhythm;
+  - each person has a break propensity of their own (Beta(1, 4): mean 0.2, some rarely leave, some often):
+    interruptions depend on the person and their setting (a focused session vs one beside other work);
+  - after a break the chance of another rises (a third of the rest): human activity is bursty, long gaps
+    cluster, as inter-event times of a person are heavy-tailed and positively correlated;
+  - a tenth of breaks last 1-3 hours (a meeting, lunch), past every TTL offered to a chat request.
+  The trace encodes none of this in the requests: only their timing carries it.
 - agent working day: a coding agent's tool loop (requests seconds apart) in bursts, with breaks from
   minutes (a review) to hours (a meeting, lunch), one long conversation over the day.
 - nothing repeats: long one-off prompts (no shared system prompt, no follow-up).
