@@ -2,7 +2,8 @@
 
 Starts the fake upstream of bench/gateway.py and a real `prefixgate serve` in front of it, sends one
 Anthropic Messages body of `--messages` short messages (200,000: 6.8 MB, the issue's case) and, while it
-is in flight, asks `/health` every `--every-ms` on its own keep-alive connection. Prints the big request's
+is in flight and for half a second after its answer (the gateway records and frees it then), asks `/health` every
+`--every-ms` on its own keep-alive connection. Prints the big request's
 status and latency and the `/health` latencies seen during it (p50, p99, max), for `--runs` big requests:
 the first parses the body cold, the next ones resend it (the resent-body memo's case). With `--default-limits`
 the gateway keeps its default message limit, so the big body is refused (413) instead of handled.
@@ -32,8 +33,10 @@ def big_body(messages: int) -> dict:
     return {"model": "claude-sonnet-5-5", "max_tokens": 16, "messages": turns}
 
 
-async def health_probe(port: int, every_s: float, stop_at: asyncio.Event) -> list[float]:
-    """`/health` latencies (ms), one request every `every_s` (or as soon as the last answered) until `stop_at`."""
+async def health_probe(port: int, every_s: float, stop_at: asyncio.Event, sent_at: list[float] | None = None,
+                       slow_ms: float = 0.0) -> list[float]:
+    """`/health` latencies (ms), one request every `every_s` (or as soon as the last answered) until `stop_at`.
+    With `slow_ms`, each answer slower than that is printed with when it was asked, in ms after `sent_at[0]`."""
     conn = await Conn.open(port)
     raw = f"GET /health HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n\r\n".encode()
     out = []
@@ -41,6 +44,9 @@ async def health_probe(port: int, every_s: float, stop_at: asyncio.Event) -> lis
         t = time.perf_counter()
         assert await conn.request(raw) == 200
         out.append((time.perf_counter() - t) * 1000)
+        if slow_ms and out[-1] > slow_ms and sent_at:
+            print(f"    slow /health: {out[-1]:.0f} ms, asked {(t - sent_at[0]) * 1000:.0f} ms after the big request",
+                  file=sys.stderr)
         await asyncio.sleep(max(0.0, every_s - out[-1] / 1000))
     conn.close()
     return out
@@ -53,17 +59,25 @@ async def idle(port: int, every_s: float, seconds: float) -> list[float]:
     return await health_probe(port, every_s, done)
 
 
-async def one_run(port: int, raw: bytes, every_s: float) -> tuple[int, float, list[float]]:
-    done = asyncio.Event()
-    probe = asyncio.create_task(health_probe(port, every_s, done))
+async def one_run(port: int, raw: bytes, every_s: float, slow_ms: float) -> tuple[int, float, list[float]]:
+    done, sent_at = asyncio.Event(), []
+    probe = asyncio.create_task(health_probe(port, every_s, done, sent_at, slow_ms))
     await asyncio.sleep(0.2)     # the probe's connection is open and answering before the big body goes out
     conn = await Conn.open(port)
     t = time.perf_counter()
+    sent_at.append(t)
     status = await conn.request(raw)
     took = (time.perf_counter() - t) * 1000
     conn.close()
+    # The gateway's work on the body goes on after its answer (recording it, freeing it): keep asking a while.
+    await asyncio.sleep(AFTER_S)
     done.set()
+    if slow_ms:
+        print(f"    (the big request's answer came {took:.0f} ms after it was sent)", file=sys.stderr)
     return status, took, await probe
+
+
+AFTER_S = 0.5
 
 
 def main() -> None:
@@ -71,6 +85,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--every-ms", type=float, default=10.0)
+    parser.add_argument("--slow-ms", type=float, default=0.0, help="print when each /health slower than this was asked")
     parser.add_argument("--default-limits", action="store_true", help="keep the gateway's default message limit")
     args = parser.parse_args()
 
@@ -95,7 +110,7 @@ def main() -> None:
               f"{len(data) / 1e6:.1f} MB", file=sys.stderr)
         rows = [("idle (nothing else in flight)", "-", 0.0, asyncio.run(idle(pg_port, args.every_ms / 1000, 2.0)))]
         for run in range(args.runs):
-            status, took, health = asyncio.run(one_run(pg_port, raw, args.every_ms / 1000))
+            status, took, health = asyncio.run(one_run(pg_port, raw, args.every_ms / 1000, args.slow_ms))
             rows.append((f"big request {run + 1} ({'cold' if run == 0 else 'resent'})", status, took, health))
             print(f"  run {run + 1}: big request {status} in {took:.0f} ms; /health x{len(health)}: "
                   f"p50 {pct(health, 50):.1f} ms, max {max(health):.1f} ms", file=sys.stderr)

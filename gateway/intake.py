@@ -113,11 +113,11 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
             proxy.tracing.end_request_status(span, CLIENT_CLOSED if isinstance(e, ClientDisconnect) else 500, type(e).__name__)
         raise
     try:
-        return await until_disconnect(request, proxy.handle(call))
+        response = await until_disconnect(request, proxy.handle(call))
     except RequestError as e:
-        return proxy.fail(call, e, None)
+        response = proxy.fail(call, e, None)
     except RecursionError:      # a body within JSON's depth that the planner's walk through it is not (tool schemas)
-        return proxy.fail(call, TOO_DEEP, None)
+        response = proxy.fail(call, TOO_DEEP, None)
     except ClientDisconnect:
         # No answer was sent, but the upstream may have worked (and billed): the ledger and the budget say so.
         await proxy.accounts.finish(call, proxy.accounts.hung_up(call))
@@ -127,3 +127,7 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
             proxy.tracing.end_request_status(call.span, 500, type(e).__name__)
             call.span = None
         raise
+    if len(raw) < proxy.settings.off_loop_bytes:
+        return response
+    del call, conv, raw     # the response holds the request now: freed by a worker once it is sent
+    return off_loop.LetGoAfter(response)

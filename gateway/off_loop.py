@@ -14,6 +14,9 @@ left: the loop's own work on the body (reading its bytes, writing them upstream)
 blocks, and, on a machine with more runnable threads than cores, the OS pausing the worker while it holds
 the GIL. Small bodies stay on the loop: a thread hop would cost them more than their whole parse.
 
+Freeing is work too: a finished 200,000-message request drops millions of objects at once. Its response
+(`LetGoAfter`) hands what it held to a worker once sent, which frees it a slice at a time (`_dismantle`).
+
 The planner's shared state takes its own locks (`cache_planner/stability.py`), the body memos theirs, so a
 worker and the loop may plan at once. At most `WORKERS` bodies are worked at a time; more wait their turn.
 """
@@ -21,14 +24,19 @@ worker and the loop may plan at once. At most `WORKERS` bodies are worked at a t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import gc
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 T = TypeVar("T")
 
@@ -82,6 +90,75 @@ def _let_go(items: list) -> None:
 SLICE = 512
 
 
+class LetGoAfter(Response):
+    """A big request's response: sent as `inner` is, after which what `inner` held (through its background
+    task, the request's call, plan and record) is freed by a worker (`let_go_later`), not by the loop."""
+
+    def __init__(self, inner: Response) -> None:   # noqa: D107 - Response's own fields are never read: `inner` answers
+        self.inner: Response | None = inner
+        self.status_code, self.background = inner.status_code, None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        inner = self.inner
+        assert inner is not None, "a response is sent once"
+        self.inner = None
+        try:
+            await inner(scope, receive, send)
+            if self.background is not None:     # one a framework added after the endpoint returned
+                await self.background()
+        finally:
+            let_go_later(inner)
+            del inner
+
+
+def let_go_later(root: object) -> None:
+    """Hand `root`, a finished request's object graph that the caller is about to drop, to a worker that
+    frees it a slice at a time (`_dismantle`). The caller must hold no other reference once this returns."""
+    loop = asyncio.get_running_loop()
+    try:
+        _POOL.submit(_dismantle, [root], loop)
+    except RuntimeError:    # the interpreter is shutting down: the pool takes no more work, so it is freed here
+        pass
+
+
+def _dismantle(held: list, loop: asyncio.AbstractEventLoop) -> None:
+    """Free the graph under `held[0]` in slices, parents before children, so that no single free cascades.
+
+    A finished big request still holds millions of objects (its parsed and planned conversation, the prefix
+    keys' hash states, token counts, its record), all reachable from the response the loop is done with. If the
+    loop dropped it, the whole graph would be freed in one C call as its last reference went: ~80 ms on a
+    200,000-message body, during which nothing else is answered. Here the worker first lists what the graph
+    alone holds, breadth first: an object is listed only when its one reference is its parent's, so a value
+    shared with the memos or the gateway's state is neither walked nor freed. Then it drops the list from the
+    front: freeing a parent leaves each child held by the list, so each step frees one object's own memory and
+    the GIL changes hands between slices.
+
+    An object with a finaliser (`__del__`: an asyncio future, a socket, an upstream response) is not freed on
+    a worker, where its finaliser might touch the event loop: it goes back to the loop, which drops it there."""
+    with _WINDOW:
+        back: list = []
+        i = 0
+        while i < len(held):
+            for child in gc.get_referents(held[i]):
+                # References: the parent's, the referents list's, this loop's `child` and getrefcount's argument.
+                if sys.getrefcount(child) != _ONLY_PARENT:
+                    continue
+                (back if hasattr(type(child), "__del__") else held).append(child)
+            i += 1
+            if i % SLICE == 0:
+                time.sleep(0)   # a walk of millions of objects: let the loop in between slices
+        child = None    # the walk's last child: held past the walk, it would be freed here, whatever it is
+        while held:
+            del held[:SLICE]
+        # Only now: while their parents lived, `back` did not hold the last reference to what it holds.
+        if back:
+            with contextlib.suppress(RuntimeError):     # the loop has closed: nothing is left on it to touch
+                loop.call_soon_threadsafe(back.clear)
+
+
+_ONLY_PARENT = 4
+
+
 class _Window:
     """While any big body is worked: the GIL changes hands every `SWITCH_S`, and no garbage collection runs.
 
@@ -120,5 +197,15 @@ class _Window:
                 sys.setswitchinterval(self._interval)
 
 
+    @property
+    def open(self) -> bool:
+        return self._open > 0
+
+
 SWITCH_S = 0.001
 _WINDOW = _Window()
+
+
+def busy() -> bool:
+    """Whether a big body is being worked or freed right now."""
+    return _WINDOW.open

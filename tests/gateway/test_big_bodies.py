@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import sys
 import threading
+import time
+import weakref
 from urllib.parse import quote
 
 import httpx
@@ -69,6 +72,10 @@ def test_health_and_other_requests_answer_while_a_big_body_is_worked(gateway, mo
 
 
 def test_off_loop_work_pauses_the_collector_and_restores_it() -> None:
+    for _ in range(500):    # an earlier test's big body may still be being freed
+        if not off_loop.busy():
+            break
+        time.sleep(0.01)
     before = sys.getswitchinterval()
     seen = {}
 
@@ -82,6 +89,79 @@ def test_off_loop_work_pauses_the_collector_and_restores_it() -> None:
     assert gc.isenabled() and sys.getswitchinterval() == before
     assert asyncio.run(off_loop.work(0, 1, inside)) == "done"     # a small body: worked here
     assert seen["thread"] is threading.main_thread() and seen["collecting"] is True
+
+
+class Blocks(list):
+    """A list that can be watched (weakref) as it is freed."""
+
+
+class Node:
+    """A planned message's stand-in: an object with a list of its own."""
+
+    def __init__(self, i: int) -> None:
+        self.i, self.blocks = i, Blocks([str(i) * 3, {"text": f"block {i}"}])
+
+
+class Finalised:
+    """An object with a finaliser, like an upstream response or a future: its `__del__` runs on the loop."""
+
+    threads: list[int] = []
+
+    def __del__(self) -> None:
+        Finalised.threads.append(threading.get_ident())
+
+
+def test_a_finished_graph_is_freed_by_a_worker_in_slices_and_shared_values_are_left_alone() -> None:
+    freed_on: list[int] = []
+    order: list[tuple[str, int]] = []
+    shared = [{"memo": "value"}]
+    Finalised.threads.clear()
+
+    async def main() -> int:
+        root = {"nodes": [Node(i) for i in range(3 * off_loop.SLICE)], "shared": shared, "response": Finalised()}
+        for node in root["nodes"]:
+            weakref.finalize(node, lambda i=node.i: (freed_on.append(threading.get_ident()), order.append(("node", i))))
+            weakref.finalize(node.blocks, lambda i=node.i: (freed_on.append(threading.get_ident()),
+                                                            order.append(("blocks", i))))
+        del node
+        off_loop.let_go_later(root)
+        del root
+        for _ in range(500):
+            if len(freed_on) == 6 * off_loop.SLICE and Finalised.threads:
+                break
+            await asyncio.sleep(0.01)
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert len(freed_on) == 6 * off_loop.SLICE, "not all of the graph was freed"
+    assert loop_thread not in freed_on, "the event loop freed part of the graph"
+    assert Finalised.threads == [loop_thread], "an object with a finaliser must be dropped on the loop"
+    assert shared == [{"memo": "value"}] and sys.getrefcount(shared) == 2      # untouched, still held here only
+    # Each object on its own: freed in one cascade, a node's blocks would go the moment it went.
+    cascades = [a for a, b in itertools.pairwise(order) if a[0] == "node" and b == ("blocks", a[1])]
+    assert not cascades, f"{len(cascades)} nodes took their blocks with them"
+
+
+def test_a_big_requests_parsed_body_is_freed_off_the_loop(gateway, monkeypatch) -> None:
+    freed_on: list[str] = []
+    parse = intake.within_limits
+
+    def watched(*args):
+        conv = parse(*args)
+        if GATE.encode() in args[1]:
+            weakref.finalize(conv, lambda: freed_on.append(threading.current_thread().name))
+        return conv
+
+    monkeypatch.setattr(intake, "within_limits", watched)
+    big = {"model": "claude-sonnet-5-5", "max_tokens": 16,
+           "messages": [{"role": "user", "content": GATE + " " + "words " * 400}]}
+    r = httpx.post(gateway.url + "/v1/messages", json=big, headers=HEADERS, timeout=60)
+    assert r.status_code == 200, r.text
+    for _ in range(500):
+        if freed_on:
+            break
+        time.sleep(0.01)
+    assert freed_on and freed_on[0].startswith("prefixgate-big-body"), freed_on
 
 
 def post(gateway, path: str, body: dict, headers: dict[str, str] | None = None) -> httpx.Response:
