@@ -91,7 +91,7 @@ def test_openrouter_claude_caches_only_at_breakpoints_and_bills_writes(mock_serv
     written = write.prompt_tokens_details.cache_write_tokens
     assert written > 1000 and write.prompt_tokens_details.cached_tokens == 0
     assert read.prompt_tokens_details.cached_tokens == written and read.prompt_tokens_details.cache_write_tokens == 0
-    per_mtok = {"input": 3, "read": 0.30, "write": 3.75, "output": 15}       # OpenRouter's Claude Sonnet 4.5 row
+    per_mtok = {"input": 3, "read": 0.30, "write": 3.75, "output": 15}       # OpenRouter's Claude Sonnet 4.6 row
 
     def expected(u, cached: int, wrote: int) -> float:
         return ((u.prompt_tokens - cached - wrote) * per_mtok["input"] + cached * per_mtok["read"]

@@ -67,7 +67,7 @@ def test_anthropic_vertex_writes_then_reads_the_cache_and_streams(mock_server):
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert text == second.content[0].text and final.usage.cache_read_input_tokens > 4000
-    # Priced as Vertex bills it: a regional endpoint costs 10% over global for Sonnet 4.5.
+    # Priced as Vertex bills it: a regional endpoint costs 10% over global for Sonnet 4.6 (Sonnet 4.5 on).
     usage = Usage(uncached_input=second.usage.input_tokens, cache_read=second.usage.cache_read_input_tokens,
                   output=second.usage.output_tokens)
     regional = cost_of("vertex", price_name(CLAUDE, LOCATION), usage).total
