@@ -219,7 +219,9 @@ class Http1Pool:
         lines.append(f"content-length: {len(body or b'')}\r\n\r\n")
         conn = await self._connection(origin, timeout_s)
         conn.begin()
-        conn.transport.write("".join(lines).encode("latin-1") + (body or b""))  # type: ignore[union-attr]
+        head = "".join(lines).encode("latin-1")
+        # Head and body as two buffers (one writev): joined, a big body would be copied once more on the loop.
+        conn.transport.writelines((head, body) if body else (head,))  # type: ignore[union-attr]
         try:
             while not conn.head_done:
                 await conn.wait(timeout_s)

@@ -24,6 +24,7 @@ worker and the loop may plan at once. At most `WORKERS` bodies are worked at a t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import gc
 import sys
@@ -114,7 +115,10 @@ def let_go_later(root: object) -> None:
     """Hand `root`, a finished request's object graph that the caller is about to drop, to a worker that
     frees it a slice at a time (`_dismantle`). The caller must hold no other reference once this returns."""
     loop = asyncio.get_running_loop()
-    _POOL.submit(_dismantle, [root], loop)
+    try:
+        _POOL.submit(_dismantle, [root], loop)
+    except RuntimeError:    # the interpreter is shutting down: the pool takes no more work, so it is freed here
+        pass
 
 
 def _dismantle(held: list, loop: asyncio.AbstractEventLoop) -> None:
@@ -143,10 +147,13 @@ def _dismantle(held: list, loop: asyncio.AbstractEventLoop) -> None:
             i += 1
             if i % SLICE == 0:
                 time.sleep(0)   # a walk of millions of objects: let the loop in between slices
-        if back:
-            loop.call_soon_threadsafe(back.clear)
+        child = None    # the walk's last child: held past the walk, it would be freed here, whatever it is
         while held:
             del held[:SLICE]
+        # Only now: while their parents lived, `back` did not hold the last reference to what it holds.
+        if back:
+            with contextlib.suppress(RuntimeError):     # the loop has closed: nothing is left on it to touch
+                loop.call_soon_threadsafe(back.clear)
 
 
 _ONLY_PARENT = 4
