@@ -11,10 +11,16 @@ Savings are against the same requests with no caching (a refresh costs money and
 Targets: planner >= 0.97 of the marks expert on human-paced chat; planner + keep-alive >= 0.99 of the marks +
 refreshes expert on the agent's day; no refresh and no loss from keep-alive where nothing repeats.
 
-Three trace sets: `tune` (the parameters the method was developed on), `check` (other seeds and shapes, looked
-at during development) and `held-out` (other seeds and shapes again, run only for the report).
+Human-paced chat comes in two families: i.i.d. (every gap drawn alike) and paced by person (each person's pace
+and break propensity their own, breaks clustering). For both, the online ceiling (bench/lifetime_ceiling.py) is
+the Bayes-optimal online plan under the generator's true law, billed by the simulator: what no online planner
+can beat in expectation (ratio to the marks expert in brackets).
 
-Run: `.venv/bin/python bench/lifetime.py [tune|check|held-out ...]` (about two minutes on 2 cores).
+Four trace sets: `tune` (the parameters the method was developed on), `check` (other seeds and shapes, looked
+at during development), `held-out` (other seeds and shapes again, run only for the first report) and `fresh`
+(chat only, new seeds and shapes of both families, run only for the report of the chat work).
+
+Run: `.venv/bin/python bench/lifetime.py [tune|check|held-out|fresh ...]` (about two minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from lifetime_ceiling import ceiling_saved, online_laws  # noqa: E402
 from lifetime_expert import hindsight  # noqa: E402
-from lifetime_traces import SETS  # noqa: E402
+from lifetime_traces import SETS, ChatCase  # noqa: E402
 
 from prefixgate.cache_planner.trace import plan_trace, replay_strategy  # noqa: E402
 from prefixgate.providers.trace import TraceRecord, parse_record  # noqa: E402
@@ -47,14 +54,15 @@ def with_keepalive(records: list[TraceRecord]) -> list[TraceRecord]:
     return [parse_record(json.dumps(line)) for line in plan_trace(records, keepalive=True)]
 
 
-def score(records: list[TraceRecord]) -> dict:
+def score(records: list[TraceRecord], case: ChatCase | None = None) -> dict:
     planner, _ = saved(replay(records, replay_strategy(), strategy_name="planner"))
+    ceiling = ceiling_saved(records, online_laws(case, records)) if case is not None else None
     keepalive, refreshes = saved(replay(with_keepalive(records), passthrough, strategy_name="planner + keep-alive"))
     marks, _ = saved(replay(hindsight(records, refresh=False)[0], passthrough, strategy_name="expert (marks)"))
     both, expert_refreshes = saved(replay(hindsight(records, refresh=True)[0], passthrough,
                                           strategy_name="expert (marks + refreshes)"))
     return {"requests": len(records), "planner": planner, "keepalive": keepalive, "refreshes": refreshes,
-            "marks": marks, "both": both, "expert_refreshes": expert_refreshes}
+            "marks": marks, "both": both, "expert_refreshes": expert_refreshes, "ceiling": ceiling}
 
 
 def ratio(value: float, expert: float) -> float:
@@ -62,7 +70,7 @@ def ratio(value: float, expert: float) -> float:
 
 
 def targets(name: str, row: dict) -> dict[str, bool]:
-    if name == "human-paced chat":
+    if name.startswith("human-paced chat"):
         return {"planner >= 0.97 of marks expert": ratio(row["planner"], row["marks"]) >= 0.97}
     if name == "agent working day":
         return {"keep-alive >= 0.99 of marks+refresh expert": ratio(row["keepalive"], row["both"]) >= 0.99}
@@ -74,17 +82,19 @@ def main(which: list[str]) -> None:
     print("Savings vs no caching (ratio to the expert in brackets: the planner to the marks expert, planner + "
           "keep-alive to the marks + refreshes expert).\n")
     print("| set | trace | requests | planner | planner + keep-alive (refreshes) | expert, marks | "
-          "expert, marks + refreshes (refreshes) | target met |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+          "expert, marks + refreshes (refreshes) | online ceiling | target met |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for set_name in which:
         for name, make in SETS[set_name].items():
             start = time.process_time()
-            row = score(make())
+            row = score(make(), make if isinstance(make, ChatCase) else None)
             met = targets(name, row)
             ok &= all(met.values())
             cells = (f"{row['planner']:.1%} ({ratio(row['planner'], row['marks']):.3f}) | "
                      f"{row['keepalive']:.1%} ({ratio(row['keepalive'], row['both']):.3f}; {row['refreshes']}) | "
-                     f"{row['marks']:.1%} | {row['both']:.1%} ({row['expert_refreshes']})")
+                     f"{row['marks']:.1%} | {row['both']:.1%} ({row['expert_refreshes']}) | ")
+            if row["ceiling"] is not None:
+                cells += f"{row['ceiling']:.1%} ({ratio(row['ceiling'], row['marks']):.3f})"
             verdict = "; ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in met.items())
             print(f"| {set_name} | {name} | {row['requests']} | {cells} | {verdict} |", flush=True)
             print(f"<!-- {set_name}/{name}: {time.process_time() - start:.1f} s CPU -->", file=sys.stderr)

@@ -1,6 +1,6 @@
 """Planner benchmark: savings on realistic traces, replayed through the provider cache simulator.
 
-For each trace (bench/planner_traces.py, Anthropic Sonnet 4.5 prices; bench/planner_responses.py, an
+For each trace (bench/planner_traces.py, Anthropic Sonnet 5.5 prices; bench/planner_responses.py, an
 OpenAI Responses trace at gpt-4o prices) it compares
 - passthrough: the requests as the application sent them (no cache markers);
 - system + last: `cache_control` on the last system block and the last message, the common

@@ -20,6 +20,7 @@ from prefixgate.cache_planner import regimes
 from prefixgate.cache_planner.caller_markers import CallerCheckpoints, caller_marks, settle_caller_marks
 from prefixgate.cache_planner.carried import per_block
 from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choose_ttl, split_conversation
+from prefixgate.cache_planner.reuse import ReuseStats, SessionGaps, SessionReturns
 from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
 from prefixgate.cache_planner.stability import RouteState
 from prefixgate.cache_planner.target import Target
@@ -43,6 +44,7 @@ class Candidate:
     choice: Choice | None = None
     anchor: int | None = None  # the conversation's first new markable block after what was read (`lifetime.choose_split`)
     anchor_tokens: int = 0
+    session: SessionGaps | None = None  # a conversation's own gaps so far (`reuse.SessionReturns`)
 
 
 def markable(target: Target, seg: Segment, block: Block) -> bool:
@@ -88,6 +90,8 @@ def place_checkpoints(
             hit = max((i for i, _ in reused if i <= c.index), default=None)
             c.base = base
             c.carried = max(cumulative[hit] - base, 0) if hit is not None else 0
+            if c.level == "conversation":
+                c.session = route.reuse.session(keys[c.index])
             if c.level == "conversation" and hit is not None:
                 c.anchor = next((j for j in range(hit + 1, c.index) if markable(target, *flat[j])), None)
                 c.anchor_tokens = cumulative[c.anchor] if c.anchor is not None else 0
@@ -179,7 +183,8 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
             continue
         stats = route.reuse.level(level)
         if level == "conversation":
-            c.choice = choose_growing_ttl(stats, price, ttls, c.carried, c.tokens - c.carried - c.base, route.keepalive)
+            c.choice = choose_growing_ttl(_returns(route, c), price, ttls, c.carried, c.tokens - c.carried - c.base,
+                                          route.keepalive)
         else:
             c.choice = choose_ttl(stats, price, ttls)
         if c.choice.ttl is None:
@@ -189,12 +194,18 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
     return chosen
 
 
+def _returns(route: RouteState, c: Candidate) -> ReuseStats | SessionReturns:
+    """The evidence a conversation checkpoint is priced with: its session's, over its route's."""
+    stats = route.reuse.level("conversation")
+    return SessionReturns(stats, c.session) if c.session is not None and c.session.recent else stats
+
+
 def split_anchor(chosen: list[Candidate], price: Price, route: RouteState, ttls: tuple[str, ...]) -> list[Candidate]:
     """A long-lived checkpoint on the conversation's first new block when `split_conversation` expects it cheaper."""
     end = next((c for c in chosen if c.level == "conversation" and c.anchor is not None), None)
     if end is None:
         return []
-    split = split_conversation(route.reuse.level("conversation"), price, ttls, end.base, end.carried,
+    split = split_conversation(_returns(route, end), price, ttls, end.base, end.carried,
                                end.anchor_tokens, end.tokens, route.keepalive)
     if split.anchor is None or split.end is None:
         return []

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from prefixgate.cache_planner.lifetime import SplitChoice, choose_split, p_kept, ttl_options
-from prefixgate.cache_planner.reuse import BOUNDS, ReuseStats
+from prefixgate.cache_planner.reuse import BOUNDS, ReuseStats, SessionReturns
 from prefixgate.cost import Price
 from prefixgate.ir import ttl_seconds
 
@@ -44,7 +44,7 @@ def expected_cost(stats: ReuseStats, price: Price, ttl: str) -> float:
     return p * read + (1 - p) * write
 
 
-def _cheapest(stats: ReuseStats, ttls: tuple[str, ...], cost: Callable[[str, float], float], what: str,
+def _cheapest(stats: ReuseStats | SessionReturns, ttls: tuple[str, ...], cost: Callable[[str, float], float], what: str,
               why_not: str) -> Choice:
     """The cheapest of no checkpoint (cost 1) and each TTL; `cost(ttl, p)` with p = P(reuse within ttl)."""
     best = Choice(None, 1.0, "no checkpoint")
@@ -71,7 +71,7 @@ class _Kept:
     """A route's reuse evidence as keep-alive sees it: a return after the TTL counts by the share of the re-write
     the refreshes until then save (`lifetime.p_kept`)."""
 
-    def __init__(self, stats: ReuseStats, read: float, miss: float) -> None:
+    def __init__(self, stats: ReuseStats | SessionReturns, read: float, miss: float) -> None:
         self.stats, self.read, self.miss = stats, read, miss
 
     def p_within(self, seconds: float) -> float:
@@ -83,7 +83,7 @@ def _miss(price: Price, ttls: tuple[str, ...]) -> float:
     return min(_multipliers(price, ttl)[1] for ttl in ttls) if ttls else 1.0
 
 
-def choose_growing_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...], carried: int, fresh: int,
+def choose_growing_ttl(stats: ReuseStats | SessionReturns, price: Price, ttls: tuple[str, ...], carried: int, fresh: int,
                        keepalive: bool = False) -> Choice:
     """For a growing prefix: `carried` tokens were read from cache this request, `fresh` are written now.
     `keepalive`: refreshes will keep the entry through a break when that pays."""
@@ -117,7 +117,7 @@ def recurring_cost(stats: ReuseStats, price: Price, ttl: str, size: int) -> floa
     return size * expected_cost(stats, price, ttl)
 
 
-def split_conversation(stats: ReuseStats, price: Price, ttls: tuple[str, ...], base: int, carried: int, anchor: int,
+def split_conversation(stats: ReuseStats | SessionReturns, price: Price, ttls: tuple[str, ...], base: int, carried: int, anchor: int,
                        end: int, keepalive: bool = False) -> SplitChoice:
     """For a growing prefix (tokens past the static `base`: `carried` read, the first new block ending at
     `anchor`, the prefix at `end`): one checkpoint at the end, or the longest TTL through the first new block and a

@@ -13,6 +13,15 @@ learns two things from its requests, whether or not a checkpoint was actually pl
 P(read again within t) = rate x P(gap <= t | reused). Both start from a weak prior, so a route's
 first requests get the benefit of the doubt and a route whose prefixes never repeat (one-off
 prompts, batch items) stops being marked after two or three requests, with no waiting for a TTL.
+
+A conversation is also a *session* with a pace of its own: people read and answer at different speeds, and
+one who has just taken a break is more likely to take another. Each open conversation opportunity carries its
+session's latest gaps (`SessionGaps`), and the route learns its gap distribution *per context* as well as
+overall: the context of a gap is what the session had shown before it (`context`: the median of its recent
+gaps, in steps of the shortest bound, and whether its last gap went past that bound). `SessionReturns`
+answers for a session from its context's counts, with the route's overall distribution as a prior of
+`CONTEXT_PRIOR` gaps: a context seen rarely says little, one seen often speaks for itself, and where sessions
+do not differ every context's counts converge to the overall ones.
 """
 
 from __future__ import annotations
@@ -27,6 +36,31 @@ OPEN_LIMIT = 512
 PRIOR_WEIGHT = 1.0
 PRIOR_RATE = 0.5   # an unknown route: as likely to repeat as not
 PRIOR_SOON = 0.8   # when a prefix does repeat, it usually repeats soon
+SESSION_LEVEL = "conversation"
+RECENT = 5             # a session's latest gaps kept for its context
+CONTEXT_PRIOR = 16.0   # the route's overall distribution weighs this many gaps in a context's estimate
+# A session's pace, as the median of its recent gaps over the shortest bound: at most these shares, or beyond.
+PACE_STEPS = (0.25, 0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class SessionGaps:
+    """One session's latest gaps (seconds, oldest first, at most `RECENT`)."""
+
+    recent: tuple[float, ...] = ()
+
+    def then(self, gap: float) -> SessionGaps:
+        return SessionGaps((*self.recent, gap)[-RECENT:])
+
+    def context(self) -> str:
+        """What the session has shown of its timing: '' before its first gap, else its pace step and 'late'
+        when its last gap went past the shortest bound."""
+        if not self.recent:
+            return ""
+        ordered = sorted(self.recent)
+        median = ordered[len(ordered) // 2] / BOUNDS[0]
+        pace = next((i for i, step in enumerate(PACE_STEPS) if median <= step), len(PACE_STEPS))
+        return f"{pace}{'late' if self.recent[-1] > BOUNDS[0] else ''}"
 
 
 @dataclass
@@ -37,18 +71,48 @@ class ReuseStats:
     reuses: float = 0.0
     within: list[float] = field(default_factory=lambda: [0.0] * len(BOUNDS))
     gap_sum: float = 0.0
+    contexts: dict[str, list[float]] = field(default_factory=dict)  # context -> [gaps, within each bound...]
 
     @property
     def reuses_per_hour(self) -> float:
         """How often the prefix comes back, from the mean gap between reuses (0 without evidence)."""
         return 3600.0 * self.reuses / self.gap_sum if self.reuses and self.gap_sum > 0 else 0.0
 
+    def rate(self) -> float:
+        return (self.reuses + PRIOR_WEIGHT * PRIOR_RATE) / (self.requests + PRIOR_WEIGHT)
+
+    def soon(self, i: int) -> float:
+        """P(gap <= BOUNDS[i] | reused)."""
+        return (self.within[i] + PRIOR_WEIGHT * PRIOR_SOON) / (self.reuses + PRIOR_WEIGHT)
+
     def p_within(self, seconds: float) -> float:
         """Estimated probability that a prefix written now is read again within `seconds`."""
-        rate = (self.reuses + PRIOR_WEIGHT * PRIOR_RATE) / (self.requests + PRIOR_WEIGHT)
-        i = next((i for i, b in enumerate(BOUNDS) if seconds <= b), len(BOUNDS) - 1)
-        soon = (self.within[i] + PRIOR_WEIGHT * PRIOR_SOON) / (self.reuses + PRIOR_WEIGHT)
-        return rate * soon
+        return self.rate() * self.soon(_bound(seconds))
+
+    def note_session_gap(self, session: SessionGaps, gap: float) -> None:
+        """A gap of a session whose gaps so far were `session`: count it in that context."""
+        counts = self.contexts.setdefault(session.context(), [0.0] * (1 + len(BOUNDS)))
+        counts[0] += 1
+        for i, bound in enumerate(BOUNDS):
+            counts[1 + i] += gap <= bound
+
+
+def _bound(seconds: float) -> int:
+    return next((i for i, b in enumerate(BOUNDS) if seconds <= b), len(BOUNDS) - 1)
+
+
+class SessionReturns:
+    """P(a session's next request within t): the route's return rate times P(gap <= t) in the session's context,
+    the route's overall P(gap <= t) standing in for `CONTEXT_PRIOR` gaps."""
+
+    def __init__(self, stats: ReuseStats, session: SessionGaps) -> None:
+        self.stats = stats
+        self.counts = stats.contexts.get(session.context(), [0.0] * (1 + len(BOUNDS)))
+
+    def p_within(self, seconds: float) -> float:
+        i = _bound(seconds)
+        soon = (self.counts[1 + i] + CONTEXT_PRIOR * self.stats.soon(i)) / (self.counts[0] + CONTEXT_PRIOR)
+        return self.stats.rate() * soon
 
 
 class ReuseTracker:
@@ -57,6 +121,11 @@ class ReuseTracker:
     def __init__(self) -> None:
         self.open: OrderedDict[str, tuple[str, float]] = OrderedDict()
         self.stats: dict[str, ReuseStats] = {}
+        self.sessions: dict[str, SessionGaps] = {}   # open conversation opportunity -> its session's gaps
+
+    def session(self, key: str) -> SessionGaps:
+        """The gaps so far of the session whose conversation opportunity is `key` (none known: a new one)."""
+        return self.sessions.get(key, SessionGaps())
 
     def level(self, name: str) -> ReuseStats:
         stats = self.stats.get(name)
@@ -78,6 +147,7 @@ class ReuseTracker:
                 self.open[renamed] = self.open.pop(latest)
         reused: list[tuple[int, str]] = []
         latest_gap: dict[str, float] = {}  # per level, the gap of the longest reused prefix
+        session = SessionGaps()            # the gaps so far of the conversation this request continues
         # The few keys of this prefix that are open, found in C, in prefix order (a key is one block's
         # chained hash, so it appears once): an agent's request has a thousand blocks and a handful open.
         open_here = self.open.keys() & prefix_keys
@@ -92,6 +162,8 @@ class ReuseTracker:
             if now - touched > BOUNDS[-1]:
                 continue  # too old to say anything about any TTL we choose between
             latest_gap[level] = now - touched
+            if level == SESSION_LEVEL:
+                session = self.session(key)
             self.open[key] = (level, now)
             self.open.move_to_end(key)
             reused.append((index, level))
@@ -107,17 +179,24 @@ class ReuseTracker:
                 stats.gap_sum += latest_gap[level]
                 for i, bound in enumerate(BOUNDS):
                     stats.within[i] += latest_gap[level] <= bound
+                if level == SESSION_LEVEL:
+                    stats.note_session_gap(session, latest_gap[level])
+                    session = session.then(latest_gap[level])
         for key, level in candidates.items():
             if key not in self.open:
                 self.open[key] = (level, now)
+            if level == SESSION_LEVEL and session.recent:
+                self.sessions[key] = session
         while len(self.open) > OPEN_LIMIT:
-            self.open.popitem(last=False)
+            gone, _ = self.open.popitem(last=False)
+            self.sessions.pop(gone, None)
         return reused
 
     def to_dict(self) -> dict:
         return {
             "open": [[k, level, t] for k, (level, t) in self.open.items()],
-            "stats": {name: [s.requests, s.reuses, s.within, s.gap_sum] for name, s in self.stats.items()},
+            "stats": {name: [s.requests, s.reuses, s.within, s.gap_sum, s.contexts] for name, s in self.stats.items()},
+            "sessions": {k: list(s.recent) for k, s in self.sessions.items()},
         }
 
     @classmethod
@@ -125,8 +204,12 @@ class ReuseTracker:
         tracker = cls()
         for key, level, touched in data.get("open", []):
             tracker.open[key] = (level, touched)
-        for name, (requests, reuses, within, gap_sum) in data.get("stats", {}).items():
-            tracker.stats[name] = ReuseStats(requests, reuses, _rebinned(list(within)), gap_sum)
+        for name, (requests, reuses, within, gap_sum, *contexts) in data.get("stats", {}).items():
+            kept = {k: list(v) for k, v in (contexts[0] if contexts else {}).items() if len(v) == 1 + len(BOUNDS)}
+            tracker.stats[name] = ReuseStats(requests, reuses, _rebinned(list(within)), gap_sum, kept)
+        for key, recent in data.get("sessions", {}).items():
+            if key in tracker.open:
+                tracker.sessions[key] = SessionGaps(tuple(recent)[-RECENT:])
         return tracker
 
 

@@ -83,8 +83,7 @@ def _let_go(items: list) -> None:
     loop waits it out. With the workers holding a reference to each item, the owner's own list frees in
     ~1 ms on the loop, and the items' memory goes here, where the GIL changes hands between slices."""
     with _WINDOW:
-        while items:
-            del items[-SLICE:]
+        _free_in_slices(items)
 
 
 SLICE = 512
@@ -122,41 +121,90 @@ def let_go_later(root: object) -> None:
 
 
 def _dismantle(held: list, loop: asyncio.AbstractEventLoop) -> None:
-    """Free the graph under `held[0]` in slices, parents before children, so that no single free cascades.
+    """Free the graph under `held[0]` a slice at a time, so that no single free cascades through all of it.
 
-    A finished big request still holds millions of objects (its parsed and planned conversation, the prefix
-    keys' hash states, token counts, its record), all reachable from the response the loop is done with. If the
-    loop dropped it, the whole graph would be freed in one C call as its last reference went: ~80 ms on a
-    200,000-message body, during which nothing else is answered. Here the worker first lists what the graph
-    alone holds, breadth first: an object is listed only when its one reference is its parent's, so a value
-    shared with the memos or the gateway's state is neither walked nor freed. Then it drops the list from the
-    front: freeing a parent leaves each child held by the list, so each step frees one object's own memory and
-    the GIL changes hands between slices.
+    A finished big request still holds millions of objects (its parsed and planned conversation, the parsed
+    JSON, the prefix keys' hash states, token counts), all reachable from the response the loop is done with.
+    Dropped at once, the whole graph would be freed in one C call as its last reference went: ~80 ms on a
+    200,000-message body, during which nothing else is answered.
+
+    The bulk of such a graph sits in a few long containers (the segments, the messages, the keys). The worker
+    walks the graph down to them, breadth first, listing what the graph alone holds (an object whose every
+    reference comes from objects already listed), and takes a list of each long container's items instead of
+    walking them: millions of objects are then never visited one by one. A value also held from outside (the
+    memos, the gateway's state) is neither walked nor freed. It then frees the listed objects front to back,
+    parents first: a freed parent leaves its children held by the list, and a long container leaves its items
+    held by their copy. Last, each copy is dropped a slice at a time, each slice's size adjusted so that it
+    frees in about `SLICE_S`; the GIL changes hands between slices.
 
     An object with a finaliser (`__del__`: an asyncio future, a socket, an upstream response) is not freed on
     a worker, where its finaliser might touch the event loop: it goes back to the loop, which drops it there."""
     with _WINDOW:
         back: list = []
+        bulk: list[list] = []           # the items of each long container
+        partly: dict[int, list] = {}    # id -> [object, references to it from listed objects]: held from several
         i = 0
         while i < len(held):
-            for child in gc.get_referents(held[i]):
-                # References: the parent's, the referents list's, this loop's `child` and getrefcount's argument.
-                if sys.getrefcount(child) != _ONLY_PARENT:
-                    continue
-                (back if hasattr(type(child), "__del__") else held).append(child)
+            parent = held[i]
             i += 1
+            if type(parent) in _CONTAINERS and len(parent) >= SLICE:
+                items = list(parent.values() if isinstance(parent, dict) else parent)
+                if any(hasattr(kind, "__del__") for kind in set(map(type, items))):
+                    back.extend(item for item in items if hasattr(type(item), "__del__"))
+                bulk.append(items)
+                continue
+            for child in gc.get_referents(parent):
+                if type(child) in _LEAVES:
+                    continue    # freed with its parent, cheaply: a leaf frees nothing else
+                # Less the temporaries (the referents list, this loop's `child`, getrefcount's argument).
+                refs = sys.getrefcount(child) - 3
+                if refs > 1:
+                    if refs > _MANY:
+                        continue    # held all over (a type, a module's constant): not one request's
+                    seen = partly.get(id(child))
+                    if seen is None:
+                        partly[id(child)] = [child, 1]
+                        continue
+                    seen[1] += 1
+                    if refs - 1 != seen[1]:     # less the entry's own reference
+                        continue
+                    del partly[id(child)]
+                (back if hasattr(type(child), "__del__") else held).append(child)
             if i % SLICE == 0:
-                time.sleep(0)   # a walk of millions of objects: let the loop in between slices
-        child = None    # the walk's last child: held past the walk, it would be freed here, whatever it is
-        while held:
-            del held[:SLICE]
+                time.sleep(0)
+        parent = items = child = seen = None    # held past the walk, they would be freed here, whatever they are
+        partly.clear()          # what is left is held from outside as well: not ours to free
+        _free_in_slices(held)
+        for items in bulk:
+            _free_in_slices(items)
         # Only now: while their parents lived, `back` did not hold the last reference to what it holds.
         if back:
             with contextlib.suppress(RuntimeError):     # the loop has closed: nothing is left on it to touch
                 loop.call_soon_threadsafe(back.clear)
 
 
-_ONLY_PARENT = 4
+def _free_in_slices(items: list) -> None:
+    """Drop `items` front to back, overwritten in place (deleting from the front would move the rest each
+    time), in slices sized to take about `SLICE_S` each: an item may hold one object or a thousand."""
+    n, start, size = len(items), 0, SLICE
+    while start < n:
+        stop = min(start + size, n)
+        began = time.thread_time()
+        items[start:stop] = [None] * (stop - start)
+        took = time.thread_time() - began
+        if took > SLICE_S:
+            size = max(1, size // 2)
+        elif took < SLICE_S / 4:
+            size = min(size * 2, 64 * SLICE)
+        start = stop
+        time.sleep(0)
+    items.clear()
+
+
+SLICE_S = 0.001
+_MANY = 64      # an object referred to from more places than this is shared, not part of one request's graph
+_LEAVES = frozenset({str, bytes, int, float})
+_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 
 
 class _Window:

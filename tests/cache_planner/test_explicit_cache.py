@@ -10,11 +10,11 @@ from prefixgate.providers.trace import TraceRecord
 from prefixgate.simulation.replay import passthrough, replay
 from tests.cache_planner.support_planning import POLICY
 
-MODEL = "gemini-2.5-pro"
+MODEL = "gemini-3.5-flash"
 
 
 def trace(gap: float, n: int = 30) -> list[TraceRecord]:
-    system = {"parts": [{"text": POLICY * 6}]}  # past 2.5 Pro's 4,096-token minimum
+    system = {"parts": [{"text": POLICY * 6}]}  # past 3.5 Flash's 4,096-token minimum (G1)
     tools = [{"functionDeclarations": [{"name": "lookup_order", "description": "Find an order by id"}]}]
     return [TraceRecord(line=i + 1, t=i * gap, provider="gemini", model=MODEL, route="assistant", output_tokens=50,
                         body={"systemInstruction": system, "tools": tools,
@@ -32,7 +32,7 @@ def test_long_gaps_get_an_explicit_cache_that_pays():
     total = planned.total
     assert total.usage.cache_writes.get("explicit", 0) > 0 and total.usage.cache_read > 0
     assert total.cost.storage > 0  # storage is billed
-    # 9 reads an hour of 6,860 tokens at $0.125 instead of $1.25, against $4.50/MTok/h storage and the create.
+    # 9 reads an hour of 6,860 tokens at $0.15 instead of $1.50, against $1.00/MTok/h storage and the create.
     assert total.cost.total < base.cost.total * Decimal("0.8")
 
 

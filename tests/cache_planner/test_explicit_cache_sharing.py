@@ -9,7 +9,7 @@ from prefixgate.cache_planner import PlannerState, RedisStore, Target
 from tests.cache_planner.support_planning import POLICY, plan_body
 from tests.gateway.test_gateway_explicit_cache import long_gap_history
 
-MODEL = "gemini-2.5-pro"
+MODEL = "gemini-3.5-flash"
 BODY = {"systemInstruction": {"parts": [{"text": POLICY * 6}]},
         "contents": [{"role": "user", "parts": [{"text": "Where is order 7?"}]}]}
 

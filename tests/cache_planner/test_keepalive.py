@@ -93,11 +93,12 @@ def test_a_gemini_explicit_cache_is_refreshed_by_extending_its_ttl():
 
 
 def test_refresh_costs_from_published_prices():
-    # Claude Sonnet 4.x list prices: $3 input, $0.30 cache read per MTok; Gemini 2.5 Flash storage $1/MTok/hour.
+    # Claude Sonnet 4.x list prices: $3 input, $0.30 cache read per MTok; Gemini 3.5 Flash $1.50 input, $0.15 cached,
+    # $9 output, storage $1/MTok/hour (ai.google.dev pricing; providers.toml's storage source).
     sonnet = Price(input=Decimal("3"), output=Decimal("15"), cache_read=Decimal("0.30"))
     prewarm = refresh_body("anthropic", claude_body())
     assert refresh_cost(prewarm, sonnet, 10_000) == Decimal("0.003")
-    flash = Price(input=Decimal("0.30"), output=Decimal("2.50"), cache_read=Decimal("0.03"), storage_per_hour=Decimal("1"))
+    flash = Price(input=Decimal("1.50"), output=Decimal("9"), cache_read=Decimal("0.15"), storage_per_hour=Decimal("1"))
     extend = refresh_body("gemini", {"contents": [], "cachedContent": "cachedContents/abc"})
     assert refresh_cost(extend, flash, 100_000, ttl_s=3600) == Decimal("0.1")
 

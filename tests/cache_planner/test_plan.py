@@ -243,7 +243,7 @@ def test_openai_breakpoint_regime_marks_only_non_assistant_parts_and_stops_on_on
 
 
 def test_gemini_rewrite_keeps_implicit_prefix_stable():
-    target = Target("gemini", "gemini-2.5-flash")
+    target = Target("gemini", "gemini-3.5-flash")
     body = {"systemInstruction": {"parts": [{"text": SYSTEM.format(4)}]}, "contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
     out, plan = plan_body("gemini", body, target, PlannerState(), now=0, model=target.model)
     assert "Current time" not in out["systemInstruction"]["parts"][0]["text"]

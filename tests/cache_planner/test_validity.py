@@ -15,7 +15,7 @@ from prefixgate.errors import RequestError
 from prefixgate.simulation.simulator import Simulator
 from tests.core.support_strategies import anthropic_body, gemini_body, openai_body
 
-MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5.6-sol", "gemini": "gemini-2.5-flash"}
+MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5.6-sol", "gemini": "gemini-3.5-flash"}
 BODIES = {"anthropic": anthropic_body, "openai": openai_body, "gemini": gemini_body}
 VOLATILE = st.sampled_from(["", "Current time: 2026-11-22T10:00:00Z\n", "Request ID: req_9f8e7d6c\n", "Today is Monday, Nov 3, 2025.\n"])
 

@@ -86,5 +86,5 @@ def test_sdks_raise_their_own_errors_from_our_shapes():
     assert info.value.param == "messages.0.role"
     cap = Capture(error=(429, error_body(RequestError("slow down", status=429, kind="rate_limit"), "gemini")))
     with pytest.raises(genai_errors.ClientError) as ginfo:
-        gemini_client(cap).models.generate_content(model="gemini-2.5-flash", contents="x")
+        gemini_client(cap).models.generate_content(model="gemini-3.5-flash", contents="x")
     assert ginfo.value.code == 429 and ginfo.value.status == "RESOURCE_EXHAUSTED"

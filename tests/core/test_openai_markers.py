@@ -29,7 +29,7 @@ def test_cache_control_parts_are_checkpoints_and_round_trip():
 @pytest.mark.parametrize("model, marker", [
     ("gpt-5.6", {"prompt_cache_breakpoint": {"mode": "explicit"}}),
     ("anthropic/claude-sonnet-4.6", {"cache_control": {"type": "ephemeral"}}),
-    ("google/gemini-2.5-flash", {"cache_control": {"type": "ephemeral"}}),
+    ("google/gemini-3.8-flash", {"cache_control": {"type": "ephemeral"}}),
 ])
 def test_placed_checkpoints_take_the_models_form(model, marker):
     conv = openai.parse_request({"model": model, "messages": [{"role": "system", "content": "policy"},

@@ -34,7 +34,7 @@ def test_openai_round_trip(body):
 @EXAMPLES
 @given(gemini_body)
 def test_gemini_round_trip(body):
-    assert same(ge.encode_request(ge.parse_request(body, model="gemini-2.5-flash")), body)
+    assert same(ge.encode_request(ge.parse_request(body, model="gemini-3.5-flash")), body)
 
 
 @EXAMPLES

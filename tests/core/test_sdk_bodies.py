@@ -126,9 +126,9 @@ def test_openai_sdk_reads_our_usage():
 def gemini_calls(client) -> None:
     from google.genai import types
 
-    client.models.generate_content(model="gemini-2.5-flash", contents="Hi")
+    client.models.generate_content(model="gemini-3.5-flash", contents="Hi")
     client.models.generate_content(
-        model="gemini-2.5-pro",
+        model="gemini-3.8-flash",
         contents=[
             types.Content(role="user", parts=[types.Part(text="Look"),
                                               types.Part.from_bytes(data=b"\x89PNG", mime_type="image/png")]),
@@ -142,7 +142,7 @@ def gemini_calls(client) -> None:
         ),
     )
     text = "".join(c.text or "" for c in client.models.generate_content_stream(
-        model="gemini-2.5-flash", contents="stream please",
+        model="gemini-3.5-flash", contents="stream please",
         config=types.GenerateContentConfig(system_instruction="Be brief.")))
     assert text == "Hello, world"
 
@@ -154,12 +154,12 @@ def test_gemini_sdk_bodies_round_trip():
     for request, body in zip(cap.requests, cap.bodies, strict=True):
         model = request.url.path.split("/models/")[-1].split(":")[0]
         assert_round_trip(ge, body, model=model)
-    assert ge.parse_request(cap.bodies[1], model="gemini-2.5-pro").segments[0].role == "system"
+    assert ge.parse_request(cap.bodies[1], model="gemini-3.8-flash").segments[0].role == "system"
 
 
 def test_gemini_sdk_reads_our_usage():
     cap = Capture(usage=USAGE.__class__(uncached_input=10, cache_read=4096, output=3))
-    resp = gemini_client(cap).models.generate_content(model="gemini-2.5-flash", contents="Hi")
+    resp = gemini_client(cap).models.generate_content(model="gemini-3.5-flash", contents="Hi")
     meta = resp.usage_metadata
     assert (meta.prompt_token_count, meta.cached_content_token_count, meta.candidates_token_count) == (4106, 4096, 3)
     assert ge.parse_usage(resp.model_dump(by_alias=True, exclude_none=True)["usageMetadata"]) == cap.usage

@@ -27,14 +27,14 @@ SAMPLES: dict[str, tuple[str, dict]] = {
     "responses": ("/v1/responses", {
         "model": "gpt-5.1", "instructions": "Be brief.",
         "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]}], "temperature": 0.2}),
-    "gemini": ("/v1beta/models/gemini-2.5-flash:generateContent", {
+    "gemini": ("/v1beta/models/gemini-3.5-flash:generateContent", {
         "systemInstruction": {"parts": [{"text": "Be brief."}]},
         "contents": [{"role": "user", "parts": [{"text": "Hi"}]}], "generationConfig": {"temperature": 0.2}}),
     "interactions": ("/v1/interactions", {
         "model": "gemini-3.8-flash", "system_instruction": "Be brief.",
         "input": [{"type": "user_input", "content": [{"type": "text", "text": "Hi"}]}],
         "generation_config": {"temperature": 0.2}}),
-    "bedrock_invoke": ("/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke", {
+    "bedrock_invoke": ("/model/us.anthropic.claude-sonnet-5-5/invoke", {
         "anthropic_version": "bedrock-2023-05-31", "max_tokens": 64,
         "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": "Hi"}]}),
@@ -46,7 +46,7 @@ SAMPLES: dict[str, tuple[str, dict]] = {
         "anthropic_version": "vertex-2023-10-16", "max_tokens": 64, "stream": True,
         "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": "Hi"}]}),
-    "vertex_gemini": ("/v1beta1/projects/p-1/locations/global/publishers/google/models/gemini-2.5-flash:generateContent", {
+    "vertex_gemini": ("/v1beta1/projects/p-1/locations/global/publishers/google/models/gemini-3.5-flash:generateContent", {
         "systemInstruction": {"parts": [{"text": "Be brief."}]},
         "contents": [{"role": "user", "parts": [{"text": "Hi"}]}], "generationConfig": {"temperature": 0.2}}),
 }

@@ -14,13 +14,14 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 PROJECT, LOCATION = "gw-project", "us-east5"
 CLAUDE = "claude-sonnet-4-6@20250929"
-GEMINI = "gemini-2.5-flash"
+GEMINI = "gemini-3.5-flash"
 MTOK = Decimal(1_000_000)
-# $ per MTok on Vertex, from providers.toml's `vertex` rows (sources there). Claude Sonnet 4.5 on a regional
-# endpoint: 10% over global.
+# $ per MTok on Vertex, from providers.toml's `vertex` rows (sources there). Claude Sonnet 4.6 on a regional
+# endpoint: 10% over global. Gemini 3.5 Flash at the Gemini API's list price (https://ai.google.dev/gemini-api/docs/pricing,
+# shared/reference/provider-caching.md 3.4); storage $1.00/MTok-hour (providers.toml's source line).
 CLAUDE_PRICE = {"input": Decimal("3.30"), "read": Decimal("0.33"), "write_5m": Decimal("4.125"),
                 "write_1h": Decimal("6.60"), "output": Decimal("16.50")}
-GEMINI_PRICE = {"input": Decimal("0.30"), "read": Decimal("0.03"), "output": Decimal("2.50"),
+GEMINI_PRICE = {"input": Decimal("1.50"), "read": Decimal("0.15"), "output": Decimal("9.00"),
                 "storage_per_hour": Decimal("1.00")}
 EXPLICIT_TTL_H = Decimal(1)
 RULES = "\n".join(f"Rule {i}: answer warehouse questions from the shipping manual, section {i}." for i in range(450))

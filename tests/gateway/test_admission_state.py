@@ -13,7 +13,7 @@ from prefixgate.policies.schema import hash_key
 from tests.gateway.support_gateway import policy_for, running_gateway, running_upstream, settings_for
 
 CLAUDE_ONLY, SPENT, OPEN = "pg-claude-only-0001", "pg-spent-0002", "pg-gemini-0003"
-CACHE = {"model": "models/gemini-2.5-flash", "ttl": "300s",
+CACHE = {"model": "models/gemini-3.5-flash", "ttl": "300s",
          "contents": [{"role": "user", "parts": [{"text": "The shipping manual. " * 50}]}]}
 
 
@@ -49,7 +49,7 @@ def test_a_key_without_the_models_route_cannot_create_a_cache(stack):
 def test_a_key_over_its_budget_cannot_create_or_extend_a_cache(stack):
     up, url, ledger = stack
     chat = {"contents": [{"role": "user", "parts": [{"text": "Where is my parcel?"}]}]}
-    first = httpx.post(url + "/v1beta/models/gemini-2.5-flash:generateContent", json=chat, headers=key(SPENT))
+    first = httpx.post(url + "/v1beta/models/gemini-3.5-flash:generateContent", json=chat, headers=key(SPENT))
     assert first.status_code == 200, first.text
     deadline = time.monotonic() + 10
     while not read_records(ledger) and time.monotonic() < deadline:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import itertools
 import sys
 import threading
 import time
@@ -111,35 +110,78 @@ class Finalised:
         Finalised.threads.append(threading.get_ident())
 
 
-def test_a_finished_graph_is_freed_by_a_worker_in_slices_and_shared_values_are_left_alone() -> None:
+class Plan:
+    """What two parts of a request both hold (as the parsed and the planned conversation share segments)."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.nodes = nodes
+
+
+def dismantled(nodes: int, shared: list, order: list[tuple[str, int]]) -> tuple[int, list[int]]:
+    """Hand a graph of `nodes` nodes (each with its own blocks, all under one `Plan` that two of the graph's
+    objects hold), `shared` and an object with a finaliser to `let_go_later` on an event loop; wait until all
+    of it is freed. Returns the loop's thread and the threads that freed the nodes and blocks; `order` gets
+    ("node"|"blocks", i) as each is freed."""
     freed_on: list[int] = []
-    order: list[tuple[str, int]] = []
-    shared = [{"memo": "value"}]
-    Finalised.threads.clear()
+
+    def freed(kind: str, i: int) -> None:
+        freed_on.append(threading.get_ident())
+        order.append((kind, i))
 
     async def main() -> int:
-        root = {"nodes": [Node(i) for i in range(3 * off_loop.SLICE)], "shared": shared, "response": Finalised()}
-        for node in root["nodes"]:
-            weakref.finalize(node, lambda i=node.i: (freed_on.append(threading.get_ident()), order.append(("node", i))))
-            weakref.finalize(node.blocks, lambda i=node.i: (freed_on.append(threading.get_ident()),
-                                                            order.append(("blocks", i))))
-        del node
+        plan = Plan([Node(i) for i in range(nodes)])
+        root = {"call": {"plan": plan}, "record": [plan], "shared": shared, "response": Finalised()}
+        for node in plan.nodes:
+            weakref.finalize(node, freed, "node", node.i)
+            weakref.finalize(node.blocks, freed, "blocks", node.i)
+        del node, plan
         off_loop.let_go_later(root)
         del root
         for _ in range(500):
-            if len(freed_on) == 6 * off_loop.SLICE and Finalised.threads:
+            if len(freed_on) == 2 * nodes and Finalised.threads:
                 break
             await asyncio.sleep(0.01)
         return threading.get_ident()
 
-    loop_thread = asyncio.run(main())
+    return asyncio.run(main()), freed_on
+
+
+def test_a_finished_graph_is_freed_by_a_worker_and_shared_values_are_left_alone() -> None:
+    shared = [{"memo": "value"}]
+    Finalised.threads.clear()
+    loop_thread, freed_on = dismantled(3 * off_loop.SLICE, shared, [])
     assert len(freed_on) == 6 * off_loop.SLICE, "not all of the graph was freed"
     assert loop_thread not in freed_on, "the event loop freed part of the graph"
     assert Finalised.threads == [loop_thread], "an object with a finaliser must be dropped on the loop"
     assert shared == [{"memo": "value"}] and sys.getrefcount(shared) == 2      # untouched, still held here only
-    # Each object on its own: freed in one cascade, a node's blocks would go the moment it went.
-    cascades = [a for a, b in itertools.pairwise(order) if a[0] == "node" and b == ("blocks", a[1])]
-    assert not cascades, f"{len(cascades)} nodes took their blocks with them"
+
+
+def test_a_graph_is_freed_in_slices_that_shrink_when_they_take_long(monkeypatch) -> None:
+    """With no time allowed per slice, every slice is too slow: they halve down to one node each, and the
+    worker lets the GIL go between them. Freed at once, all nodes would go in one run (as they would if the
+    walk stopped at the plan, which two of the graph's objects hold)."""
+    class Clock:
+        thread_time = staticmethod(time.thread_time)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            order.append(("slice", 0))
+            time.sleep(seconds)
+
+    order: list[tuple[str, int]] = []
+    monkeypatch.setattr(off_loop, "time", Clock)
+    monkeypatch.setattr(off_loop, "SLICE_S", 0.0)
+    dismantled(3 * off_loop.SLICE, [], order)
+    runs, run = [], 0       # nodes freed between two turns of the GIL
+    for kind, _ in order:
+        if kind == "slice":
+            runs.append(run)
+            run = 0
+        elif kind == "node":
+            run += 1
+    runs.append(run)
+    assert sum(runs) == 3 * off_loop.SLICE
+    assert max(runs) <= off_loop.SLICE and runs.count(1) > off_loop.SLICE, runs
 
 
 def test_a_big_requests_parsed_body_is_freed_off_the_loop(gateway, monkeypatch) -> None:

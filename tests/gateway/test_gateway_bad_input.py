@@ -60,7 +60,7 @@ def test_anthropic_shape(gw):
 
 
 def test_gemini_shape(gw):
-    r = post(gw, "/v1beta/models/gemini-2.5-flash:generateContent", {"contents": "hi"},
+    r = post(gw, "/v1beta/models/gemini-3.5-flash:generateContent", {"contents": "hi"},
              headers={"x-goog-api-key": GATEWAY_KEY})
     assert r.status_code == 400
     assert r.json()["error"]["status"] == "INVALID_ARGUMENT" and "contents" in r.json()["error"]["message"]
@@ -88,7 +88,7 @@ def test_bad_gateway_keys_are_401(gw, headers, message):
 
 
 def test_gemini_query_key_is_accepted(gw):
-    r = httpx.post(gw.url + f"/v1beta/models/gemini-2.5-flash:generateContent?key={GATEWAY_KEY}",
+    r = httpx.post(gw.url + f"/v1beta/models/gemini-3.5-flash:generateContent?key={GATEWAY_KEY}",
                    json={"contents": [{"parts": [{"text": "hi"}]}]})
     # The route is allowed, but the gateway holds no Gemini key and keys are configured: no passthrough.
     assert r.status_code == 401 and "GEMINI_API_KEY" in r.json()["error"]["message"]

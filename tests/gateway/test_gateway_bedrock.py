@@ -28,9 +28,10 @@ from tests.support_services import ServerThread, wait_until
 
 pytestmark = pytest.mark.slow
 KEY, SECRET = "AKIDGATEWAYBEDROCK", "gateway/bedrock+secret"
-MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
-# Sonnet 4.5 through a regional (us.) inference profile, $ per MTok (Anthropic's Bedrock page: 10% over global).
-PRICE = {"input": Decimal("3.30"), "read": Decimal("0.33"), "write_5m": Decimal("4.125"), "output": Decimal("16.50")}
+MODEL = "us.anthropic.claude-sonnet-5-5"
+# Sonnet 5.5 through a regional (us.) inference profile, $ per MTok (AWS's price list, "Claude Sonnet 5.5 (Amazon
+# Bedrock Edition)": 10% over global, reads 0.05x input).
+PRICE = {"input": Decimal("2.20"), "read": Decimal("0.11"), "write_5m": Decimal("2.75"), "output": Decimal("11")}
 RULES = "\n".join(f"Rule {i}: answer warehouse questions from the shipping manual, section {i}." for i in range(450))
 
 

@@ -328,8 +328,10 @@ def test_openrouter_gemini_gets_breakpoints_other_models_none(tmp_path, mock, ke
     policy = policy_for(settings, gateway_policy(mock.url))
     with running_gateway(settings, policy=policy) as gw:
         client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="pg-team-key", max_retries=0)
-        # Gemini caches nothing under 2,048 tokens (https://ai.google.dev/gemini-api/docs/caching): a longer prompt.
-        gemini = [client.chat.completions.create(model="google/gemini-2.5-flash", messages=longer(messages(day))).usage
+        # Gemini 3.x Flash caches nothing under 4,096 tokens (https://ai.google.dev/gemini-api/docs/caching): the
+        # policy three times (~6,000 tokens).
+        gemini = [client.chat.completions.create(model="google/gemini-3.8-flash", messages=longer(longer(messages(day))))
+                  .usage
                   for day in (22, 23)]
         client.chat.completions.create(model="openai/gpt-4o-mini", messages=messages(23))
     sent = [body for path, body in mock.ctx.received if path == "/openrouter/v1/chat/completions"]

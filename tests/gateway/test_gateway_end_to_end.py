@@ -79,12 +79,12 @@ def test_gemini_sdk_repeated_prompt_hits_the_implicit_cache(stack) -> None:
     url, _ = stack
     client = genai.Client(api_key="caller", http_options=types.HttpOptions(base_url=url, api_version="v1beta"))
     config = types.GenerateContentConfig(system_instruction=GEMINI_SYSTEM, max_output_tokens=20)
-    client.models.generate_content(model="gemini-2.5-flash", contents="Where is my refund?", config=config)
-    second = client.models.generate_content(model="gemini-2.5-flash", contents="Where is my refund?",
+    client.models.generate_content(model="gemini-3.5-flash", contents="Where is my refund?", config=config)
+    second = client.models.generate_content(model="gemini-3.5-flash", contents="Where is my refund?",
                                             config=config)
     assert second.text
     assert second.usage_metadata.cached_content_token_count > 1000
-    chunks = list(client.models.generate_content_stream(model="gemini-2.5-flash", contents="And the fee?",
+    chunks = list(client.models.generate_content_stream(model="gemini-3.5-flash", contents="And the fee?",
                                                         config=config))
     assert "".join(c.text or "" for c in chunks)
     assert chunks[-1].usage_metadata.cached_content_token_count > 1000
@@ -130,7 +130,7 @@ def test_the_older_google_generativeai_sdk_works_unmodified(stack) -> None:
         import google.generativeai as old_genai
     url, _ = stack
     old_genai.configure(api_key="caller", transport="rest", client_options={"api_endpoint": url})
-    model = old_genai.GenerativeModel("gemini-2.5-flash", system_instruction=GEMINI_SYSTEM)
+    model = old_genai.GenerativeModel("gemini-3.5-flash", system_instruction=GEMINI_SYSTEM)
     first = model.generate_content("Where is my refund?")
     assert first.text and first.usage_metadata.prompt_token_count > 1000
     # Its REST transport streams without alt=sse: the gateway answers Gemini's JSON-array stream.
@@ -143,12 +143,12 @@ def test_the_older_google_generativeai_sdk_works_unmodified(stack) -> None:
 def test_a_gemini_stream_without_alt_sse_is_one_json_array(stack) -> None:
     url, _ = stack
     body = {"systemInstruction": {"parts": [{"text": GEMINI_SYSTEM}]}, "contents": [{"role": "user", "parts": [{"text": "Hi"}]}]}
-    r = httpx.post(f"{url}/v1beta/models/gemini-2.5-flash:streamGenerateContent", json=body,
+    r = httpx.post(f"{url}/v1beta/models/gemini-3.5-flash:streamGenerateContent", json=body,
                    headers={"x-goog-api-key": "caller"}, timeout=30)
     assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
     items = r.json()
     assert isinstance(items, list) and len(items) > 1
     assert items[-1]["candidates"][0]["finishReason"] and items[-1]["usageMetadata"]["promptTokenCount"] > 1000
-    sse = httpx.post(f"{url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", json=body,
+    sse = httpx.post(f"{url}/v1beta/models/gemini-3.5-flash:streamGenerateContent?alt=sse", json=body,
                      headers={"x-goog-api-key": "caller"}, timeout=30)
     assert sse.headers["content-type"].startswith("text/event-stream") and sse.text.startswith("data: ")

@@ -43,8 +43,8 @@ def test_gemini_explicit_cache_through_the_gateway(tmp_path, mock_providers, mon
         client = genai.Client(api_key="caller", http_options=types.HttpOptions(
             base_url=gw.url, api_version="v1beta", headers={"x-prefixgate-route": "warranty"}))
         config = types.GenerateContentConfig(system_instruction=SYSTEM)
-        first = client.models.generate_content(model="gemini-2.5-flash", contents="Is my toaster covered?", config=config)
-        second = client.models.generate_content(model="gemini-2.5-flash", contents="And my kettle?", config=config)
+        first = client.models.generate_content(model="gemini-3.5-flash", contents="Is my toaster covered?", config=config)
+        second = client.models.generate_content(model="gemini-3.5-flash", contents="And my kettle?", config=config)
     assert first.text and second.text
     # Both requests read the system instruction from the explicit cache; only the first created it.
     assert first.usage_metadata.cached_content_token_count > 5000

@@ -86,7 +86,7 @@ def test_policy_file_and_default(tmp_path):
     default = Router(load_policy(Settings(local_model="smollm2-135m")))
     assert default.route_for("smollm2-135m").name == "local"
     assert default.route_for("claude-opus-5").name == "anthropic"
-    assert default.route_for("gemini-2.5-flash").name == "gemini"
+    assert default.route_for("gemini-3.5-flash").name == "gemini"
     assert default.route_for("llama-3") is None
 
 

@@ -59,11 +59,11 @@ def _last(settings) -> dict:
     return read_records(settings.ledger_path)[-1]
 
 
-@pytest.mark.parametrize("model", ["claude-sonnet-4-6", "gemini-2.5-flash"])
+@pytest.mark.parametrize("model", ["claude-sonnet-4-6", "gemini-3.5-flash"])
 def test_responses_to_other_providers_keeps_caching(stack, model):
     gw, settings = stack
     client = _client(gw)
-    # Over every model's minimum (Gemini 2.5: 2,048 tokens; https://ai.google.dev/gemini-api/docs/caching).
+    # Over every model's minimum (Gemini 3.x Flash: 4,096 tokens; https://ai.google.dev/gemini-api/docs/caching).
     answers = [client.responses.create(model=model, instructions=f"{dated_system(day)}\n{POLICY_TEXT * 3}", input="Where is my parcel?",
                                        max_output_tokens=64) for day in (11, 12)]
     assert all(a.output_text for a in answers)

@@ -19,7 +19,7 @@ SYSTEM = "You are a careful assistant for ACME support. " * 60
 ALIASES = {"routes": [
     {"name": "claude-via-openai-sdk", "models": ["smart"], "targets": [{"upstream": "anthropic", "model": "claude-sonnet-5"}]},
     {"name": "gpt-via-anthropic-sdk", "models": ["fast"], "targets": [{"upstream": "openai", "model": "gpt-4o"}]},
-    {"name": "gemini-via-openai-sdk", "models": ["flash"], "targets": [{"upstream": "gemini", "model": "gemini-2.5-flash"}]},
+    {"name": "gemini-via-openai-sdk", "models": ["flash"], "targets": [{"upstream": "gemini", "model": "gemini-3.5-flash"}]},
     {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
     {"name": "anthropic", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
     {"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]},
@@ -132,13 +132,13 @@ def test_anthropic_sdk_sync_and_stream(stack, up):
 def test_gemini_sdk_sync_and_stream(stack, up, version):
     _, gw, _ = stack
     client = ge_client(gw, version)
-    resp = client.models.generate_content(model="gemini-2.5-flash", contents="Hi",
+    resp = client.models.generate_content(model="gemini-3.5-flash", contents="Hi",
                                           config=types.GenerateContentConfig(system_instruction=SYSTEM))
     assert resp.text == "Hello, world"
     assert resp.usage_metadata.cached_content_token_count == USAGE.cache_read
     assert resp.sdk_http_response.headers["x-prefixgate-cache-read-tokens"] == str(USAGE.cache_read)
     assert up.received[-1].headers["x-goog-api-key"] == KEYS["GEMINI_API_KEY"]
-    chunks = list(client.models.generate_content_stream(model="gemini-2.5-flash", contents="Hi"))
+    chunks = list(client.models.generate_content_stream(model="gemini-3.5-flash", contents="Hi"))
     assert "".join(c.text or "" for c in chunks) == "Hello, world"
     assert chunks[-1].usage_metadata.cached_content_token_count == USAGE.cache_read
     assert up.received[-1].path.endswith(":streamGenerateContent")
@@ -190,7 +190,7 @@ def test_openai_sdk_to_gemini_stream(stack, up):
                                                         stream=True, stream_options={"include_usage": True}))
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello, world"
     assert chunks[-1].usage.prompt_tokens_details.cached_tokens == USAGE.cache_read
-    assert up.received[-1].path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
+    assert up.received[-1].path == "/v1beta/models/gemini-3.5-flash:streamGenerateContent"
 
 
 def test_models_list_and_metrics(stack, up):

@@ -50,8 +50,8 @@ def test_openai_to_anthropic_round_trip_keeps_checkpoint_positions():
 
 
 def test_anthropic_to_gemini_answers_tool_calls_by_name():
-    body, notes = translate_body(ANTHROPIC, wire_format("anthropic"), wire_format("gemini"), "gemini-2.5-flash")
-    conv = ge.parse_request(body, model="gemini-2.5-flash")
+    body, notes = translate_body(ANTHROPIC, wire_format("anthropic"), wire_format("gemini"), "gemini-3.5-flash")
+    conv = ge.parse_request(body, model="gemini-3.5-flash")
     assert conv.segments[0].role == "system"
     assert body["contents"][1]["parts"][0]["functionCall"]["name"] == "weather"
     assert body["contents"][2]["parts"][0]["functionResponse"]["name"] == "weather"

@@ -35,7 +35,7 @@ FORMATS = {
                   '"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{schema}}]}'),
     "responses": ("/v1/responses", '{"model":"gpt-5.5","input":"hi","tools":[{"type":"function","name":"f",'
                   '"parameters":{schema}}],"max_output_tokens":{value}}'),
-    "gemini": ("/v1beta/models/gemini-2.5-flash:generateContent", '{"contents":[{"role":"user","parts":[{"text":"hi"}]}],'
+    "gemini": ("/v1beta/models/gemini-3.5-flash:generateContent", '{"contents":[{"role":"user","parts":[{"text":"hi"}]}],'
                '"tools":[{"functionDeclarations":[{"name":"f","parameters":{schema}}]}],"generationConfig":{"seed":{value}}}'),
 }
 
@@ -70,12 +70,12 @@ def test_hostile_bodies_are_4xx_in_the_callers_shape(gw, fmt, what):
 
 def test_raw_surrogate_bytes_on_gemini_are_a_400(gw):
     body = b'{"contents":[{"role":"user","parts":[{"text":"a\xed\xa0\x80b"}]}]}'
-    r = httpx.post(gw.url + "/v1beta/models/gemini-2.5-flash:generateContent", content=body, headers=HEADERS)
+    r = httpx.post(gw.url + "/v1beta/models/gemini-3.5-flash:generateContent", content=body, headers=HEADERS)
     shaped_4xx(r)
     assert r.json()["error"]["status"] == "INVALID_ARGUMENT"
 
 
 @pytest.mark.parametrize("path", ["/v1beta/cachedContents", "/v1/projects/p/locations/us-east5/cachedContents"])
 def test_deep_cached_contents_bodies_are_a_400(gw, path):
-    body = '{"model":"models/gemini-2.5-flash","contents":' + deep_value(100000) + "}"
+    body = '{"model":"models/gemini-3.5-flash","contents":' + deep_value(100000) + "}"
     shaped_4xx(httpx.post(gw.url + path, content=body, headers=HEADERS))

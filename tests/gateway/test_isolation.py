@@ -44,7 +44,7 @@ def test_the_tag_opens_the_cache_prefix_and_leaves_the_callers_body_alone(dialec
     tagged = dict(payload)
     wire_format(dialect).tag_prompt(tagged, TAG)
     assert payload == original                  # nothing the body memo may hold was edited in place
-    conv = wire_format(dialect).parse_request(json.dumps(tagged).encode(), model=payload.get("model", "gemini-2.5-flash"))
+    conv = wire_format(dialect).parse_request(json.dumps(tagged).encode(), model=payload.get("model", "gemini-3.5-flash"))
     first = conv.blocks()[0]
     assert TAG in json.dumps(first.native) and TAG not in json.dumps([b.native for b in conv.blocks()[1:]])
 

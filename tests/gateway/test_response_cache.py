@@ -121,19 +121,19 @@ def test_gemini_repeat_whole_and_streamed(tmp_path):
     with cache_stack(tmp_path, policy(gemini=ON)) as (up, gw, _):
         client = genai.Client(api_key=KEYS["ACME_KEY"], http_options=types.HttpOptions(base_url=gw.url))
         config = types.GenerateContentConfig(system_instruction=SYSTEM, temperature=0)
-        first = client.models.generate_content(model="gemini-2.5-flash", contents="What does a prefix cache keep?",
+        first = client.models.generate_content(model="gemini-3.5-flash", contents="What does a prefix cache keep?",
                                                config=config)
         assert len(up.posts) == 1
-        again = client.models.generate_content(model="gemini-2.5-flash", contents="What does a prefix cache keep?",
+        again = client.models.generate_content(model="gemini-3.5-flash", contents="What does a prefix cache keep?",
                                                config=config)
         assert again.text == first.text and len(up.posts) == 1
         text = "".join(c.text or "" for c in client.models.generate_content_stream(
-            model="gemini-2.5-flash", contents="What does a prefix cache keep?", config=config))
+            model="gemini-3.5-flash", contents="What does a prefix cache keep?", config=config))
         assert text == first.text and len(up.posts) == 1
         # The older SDK's stream (no alt=sse) is one JSON array of chunks: the replay is framed that way too.
         body = {"contents": [{"role": "user", "parts": [{"text": "What does a prefix cache keep?"}]}],
                 "systemInstruction": {"role": "user", "parts": [{"text": SYSTEM}]}, "generationConfig": {"temperature": 0}}
-        resp = httpx.post(gw.url + "/v1beta/models/gemini-2.5-flash:streamGenerateContent", json=body,
+        resp = httpx.post(gw.url + "/v1beta/models/gemini-3.5-flash:streamGenerateContent", json=body,
                           headers={"x-goog-api-key": KEYS["ACME_KEY"]})
         assert resp.headers[CACHE] == "hit" and len(up.posts) == 1
         chunks = resp.json()

@@ -23,7 +23,7 @@ POLICY = {
                {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
                {"name": "private", "models": ["gpt-5.6-luna"], "targets": [{"upstream": "openai"}], "isolation": "tenant"},
                {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
-               {"name": "vertex", "models": ["gemini-2.5-pro"], "targets": [{"upstream": "vertex"}]}],
+               {"name": "vertex", "models": ["gemini-3.8-flash"], "targets": [{"upstream": "vertex"}]}],
     "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
              {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
              {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
@@ -32,7 +32,7 @@ POLICY = {
               "routes": ["claude"]}],
 }
 DOCUMENT = "Clause {}: the warranty covers parts and labour for two years from delivery. "
-MODEL = "gemini-2.5-flash"
+MODEL = "gemini-3.5-flash"
 SLOW = "gpt-5.6-terra"
 
 
@@ -114,9 +114,9 @@ def test_cache_lifetimes_are_capped_and_their_creation_is_billed(stack):
     rec = cache_records()[0]
     tokens = made["usageMetadata"]["totalTokenCount"]
     assert rec["cache_writes"] == {"explicit": tokens} and rec["tenant"] == "beta"
-    # Gemini 2.5 Flash (ai.google.dev/gemini-api/docs/pricing): created at the $0.30/MTok input rate, stored at
+    # Gemini 3.5 Flash (ai.google.dev/gemini-api/docs/pricing): created at the $1.50/MTok input rate, stored at
     # $1.00 per MTok-hour for the half hour asked.
-    expected = Decimal(tokens) * Decimal("0.30") / 10**6 + Decimal(tokens) * Decimal("0.5") * Decimal("1.00") / 10**6
+    expected = Decimal(tokens) * Decimal("1.50") / 10**6 + Decimal(tokens) * Decimal("0.5") * Decimal("1.00") / 10**6
     assert abs(Decimal(rec["cost_usd"]) - expected) < Decimal("1e-9")
     # Extending the lifetime buys storage from the old expiry to the new one, at $1.00 per MTok-hour.
     longer = httpx.patch(f"{gw}/v1beta/{made['name']}", headers=goog(BETA), json={"ttl": "7200s"}).json()
@@ -193,7 +193,7 @@ def test_a_vertex_cache_is_its_tenants_alone(stack):
     root = f"{gw}/v1/projects/caller-project/locations/us-east5/cachedContents"
     text = "".join(DOCUMENT.format(i) for i in range(300))
     made = httpx.post(root, headers=bearer(ACME_1), json={
-        "model": "projects/caller-project/locations/us-east5/publishers/google/models/gemini-2.5-pro",
+        "model": "projects/caller-project/locations/us-east5/publishers/google/models/gemini-3.8-flash",
         "contents": [{"role": "user", "parts": [{"text": text}]}], "ttl": "600s"})
     assert made.status_code == 200, made.text
     ident = made.json()["name"].rsplit("/", 1)[1]

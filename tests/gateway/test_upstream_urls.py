@@ -154,13 +154,13 @@ def requests_for(model: str) -> list[tuple[str, str, dict]]:
     ]
 
 
-HOSTILE = ["gemini-2.5-flash-lite/../gemini-2.5-pro:generateContent#", "gemini-2.5-flash%3FgenerateContent",
-           "gemini-2.5-flash:streamGenerateContent?alt=sse&key=x", "..", "../../projects/other-proj/locations/x",
-           "m%252F..%252Fprojects%252Fother-proj", "gemini-2.5-flash#frag", "a/b", "m?upload_protocol=raw",
+HOSTILE = ["gemini-3.5-flash-lite/../gemini-3.8-flash:generateContent#", "gemini-3.5-flash%3FgenerateContent",
+           "gemini-3.5-flash:streamGenerateContent?alt=sse&key=x", "..", "../../projects/other-proj/locations/x",
+           "m%252F..%252Fprojects%252Fother-proj", "gemini-3.5-flash#frag", "a/b", "m?upload_protocol=raw",
            "claude-sonnet-5-5@20260101:streamRawPredict", "%2e%2e", "m\\..\\x", "m;x=1"]
 NAMES = st.one_of(st.sampled_from(HOSTILE),
                   st.text(alphabet="ab9.-_@:/?#%&=;\\ 2Ffe", min_size=1, max_size=24),
-                  st.sampled_from(["gemini-2.5-flash", "claude-sonnet-5-5@20260101", "anthropic.claude-haiku-4-5-v1:0"]))
+                  st.sampled_from(["gemini-3.5-flash", "claude-sonnet-5-5@20260101", "anthropic.claude-haiku-4-5-v1:0"]))
 
 
 def check(recorder: Recorder, url: str, model: str) -> None:
@@ -195,7 +195,7 @@ def test_the_reported_hostile_names_are_refused_with_a_400(stack, model):
 
 def test_safe_names_still_reach_their_own_paths(stack):
     recorder, url, _ = stack
-    for fmt, path, body in requests_for("gemini-2.5-flash"):
+    for fmt, path, body in requests_for("gemini-3.5-flash"):
         before = len(recorder.seen)
         answer = httpx.post(url + path, json=body, timeout=30)
         if fmt == "bedrock" or path.startswith(f"{SCOPE}/publishers/anthropic"):
@@ -207,8 +207,8 @@ def test_safe_names_still_reach_their_own_paths(stack):
 def test_route_patterns_do_not_match_across_a_slash():
     from prefixgate.policies.router import pattern_regex
 
-    assert pattern_regex("gemini-*").fullmatch("gemini-2.5-flash")
-    assert not pattern_regex("gemini-*").fullmatch("gemini-2.5-flash-lite/../gemini-2.5-pro")
+    assert pattern_regex("gemini-*").fullmatch("gemini-3.5-flash")
+    assert not pattern_regex("gemini-*").fullmatch("gemini-3.5-flash-lite/../gemini-3.8-flash")
     assert pattern_regex("**").fullmatch("Qwen/Qwen2.5-0.5B") and pattern_regex("anthropic/*").fullmatch("anthropic/x")
 
 

@@ -71,9 +71,9 @@ def test_without_a_policy_vertex_paths_go_to_vertex_and_other_callers_by_model(m
     router = Router(load_policy(Settings(vertex_base_url="http://mock:1")))
     for dialect in ("vertex_anthropic", "vertex_gemini"):
         assert router.decide("claude-sonnet-4-6@20250929", None, dialect).route.name == "vertex"
-        assert router.decide("gemini-2.5-flash", None, dialect).route.name == "vertex"
+        assert router.decide("gemini-3.5-flash", None, dialect).route.name == "vertex"
     assert router.decide("claude-sonnet-4-6", None, "anthropic").route.name == "anthropic"
-    assert router.decide("gemini-2.5-flash", None, "gemini").route.name == "gemini"
+    assert router.decide("gemini-3.5-flash", None, "gemini").route.name == "gemini"
     up = load_policy(Settings(vertex_base_url="http://mock:1")).upstreams["vertex"]
     assert up.url == "http://mock:1/v1/projects/gw-proj/locations/global"
 
@@ -81,7 +81,7 @@ def test_without_a_policy_vertex_paths_go_to_vertex_and_other_callers_by_model(m
 def test_without_a_project_the_builtin_upstream_says_what_to_set():
     up = builtin_upstreams(Settings())["vertex"]
     with pytest.raises(RequestError, match="set GOOGLE_CLOUD_PROJECT"):
-        vertex_gemini.WIRE.upstream_url(up.url, "gemini-2.5-flash", stream=False)
+        vertex_gemini.WIRE.upstream_url(up.url, "gemini-3.5-flash", stream=False)
 
 
 def test_callers_go_out_in_the_vertex_format_that_carries_their_body():
@@ -89,7 +89,7 @@ def test_callers_go_out_in_the_vertex_format_that_carries_their_body():
     assert up.dialect_for("anthropic") == up.dialect_for("vertex_anthropic") == "vertex_anthropic"
     assert up.dialect_for("gemini") == up.dialect_for("vertex_gemini") == "vertex_gemini"
     assert up.dialect_for("openai", "claude-haiku-4-5@20251001") == "vertex_anthropic"
-    assert up.dialect_for("openai", "gemini-2.5-pro") == "vertex_gemini"
+    assert up.dialect_for("openai", "gemini-3.8-flash") == "vertex_gemini"
     assert up.own_credentials_only
 
 
@@ -119,14 +119,14 @@ def test_a_rawpredict_body_naming_a_model_is_refused_and_a_missing_version_is_ad
 
 def test_gemini_on_vertex_uses_v1beta1_and_creates_caches_with_the_full_model_name():
     body = {"contents": [{"role": "user", "parts": [{"text": "Hi"}]}]}
-    conv = vertex_gemini.WIRE.adopt(gemini.parse_request(body, model="gemini-2.5-flash"), {})
+    conv = vertex_gemini.WIRE.adopt(gemini.parse_request(body, model="gemini-3.5-flash"), {})
     assert conv.dialect == "vertex_gemini" and vertex_gemini.WIRE.encode_request(conv) == body
     beta = ROOT.replace("/v1/", "/v1beta1/")
-    assert vertex_gemini.WIRE.upstream_url(ROOT, "gemini-2.5-flash", stream=True) == \
-        f"{beta}/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    assert vertex_gemini.WIRE.upstream_url(ROOT, "gemini-3.5-flash", stream=True) == \
+        f"{beta}/publishers/google/models/gemini-3.5-flash:streamGenerateContent?alt=sse"
     assert vertex_gemini.WIRE.resource_url(ROOT, "/cachedContents") == f"{beta}/cachedContents"
-    create = vertex_gemini.WIRE.explicit_cache_body(ROOT, {"model": "models/gemini-2.5-flash", "ttl": "3600s"})
-    assert create == {"model": "projects/acme-prod/locations/us-east5/publishers/google/models/gemini-2.5-flash",
+    create = vertex_gemini.WIRE.explicit_cache_body(ROOT, {"model": "models/gemini-3.5-flash", "ttl": "3600s"})
+    assert create == {"model": "projects/acme-prod/locations/us-east5/publishers/google/models/gemini-3.5-flash",
                       "ttl": "3600s"}
     err = vertex_gemini.WIRE.error_body(RequestError("nope", status=401, kind="authentication"))
     assert err == {"error": {"code": 401, "message": "nope", "status": "UNAUTHENTICATED"}}

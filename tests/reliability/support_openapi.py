@@ -59,7 +59,7 @@ SCHEMA = {
     "paths": {
         "/v1/chat/completions": operation(OPENAI),
         "/v1/messages": operation(ANTHROPIC),
-        "/v1beta/models/gemini-2.5-flash:generateContent": operation(GEMINI),
-        "/v1beta/models/gemini-2.5-flash:streamGenerateContent": operation(GEMINI),
+        "/v1beta/models/gemini-3.5-flash:generateContent": operation(GEMINI),
+        "/v1beta/models/gemini-3.5-flash:streamGenerateContent": operation(GEMINI),
     },
 }

@@ -28,8 +28,8 @@ FAULTS = {"faults": [
     {"fault": "status=529", "model": "claude-haiku-4-5", "every": 3},
     {"fault": "drop_stream_after=3", "model": "gpt-5.6-luna", "every": 3},
     {"fault": "event_delay=0.02", "model": "gpt-6-astra"},
-    {"fault": "latency=0.3", "model": "gemini-2.5-flash", "every": 4},
-    {"fault": "latency=0.5", "model": "gemini-2.5-pro"},
+    {"fault": "latency=0.3", "model": "gemini-3.5-flash", "every": 4},
+    {"fault": "latency=0.5", "model": "gemini-3.8-flash"},
 ]}
 RETRY = {"attempts": 2, "backoff_s": 0.01, "max_backoff_s": 0.05, "timeout_s": 5}
 
@@ -62,8 +62,8 @@ ROUND = [
     ("openai", "slowstream", True, "slow"), ("openai", "slowstream", True, "hangup"),
     ("anthropic", "claude-haiku-4-5", False, "normal"), ("anthropic", "claude-haiku-4-5", True, "normal"),
     ("anthropic", "claude-haiku-4-5", True, "hangup"),
-    ("gemini", "gemini-2.5-flash", False, "normal"), ("gemini", "gemini-2.5-flash", True, "normal"),
-    ("gemini", "gemini-2.5-pro", False, "hangup"), ("gemini", "gemini-2.5-pro", True, "slow"),
+    ("gemini", "gemini-3.5-flash", False, "normal"), ("gemini", "gemini-3.5-flash", True, "normal"),
+    ("gemini", "gemini-3.8-flash", False, "hangup"), ("gemini", "gemini-3.8-flash", True, "slow"),
 ]
 ROUNDS = 8
 CONCURRENCY = 24

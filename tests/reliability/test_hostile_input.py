@@ -77,7 +77,7 @@ def still_serving(gw) -> None:
 @pytest.mark.parametrize("path,body", [
     ("/v1/chat/completions", b"[" * 20_000 + b"]" * 20_000),
     ("/v1/messages", b'{"model":"claude-haiku-4-5","max_tokens":5,"messages":' + b"[" * 3000 + b"]" * 3000 + b"}"),
-    ("/v1beta/models/gemini-2.5-flash:generateContent", b'{"contents":[{"parts":[{"text":"x","a":' + b'{"b":' * 3000
+    ("/v1beta/models/gemini-3.5-flash:generateContent", b'{"contents":[{"parts":[{"text":"x","a":' + b'{"b":' * 3000
      + b"1" + b"}" * 3000 + b"}]}]}"),
 ])
 def test_deeply_nested_json_is_400(stack, gateway_errors, path, body):
@@ -146,7 +146,7 @@ def test_header_injection_and_malformed_http_are_refused(stack, gateway_errors):
                                   b"application/json\r\n" + extra + b"content-length: %d\r\n\r\n" % len(body) + body)
         assert_clean_4xx(status, answer)
     # A request line with a CRLF-laden, percent-encoded model: nothing unescaped reaches the upstream.
-    r = httpx.post(gw.url + "/v1beta/models/gemini-2.5-flash%0d%0aX-Evil:%201:generateContent",
+    r = httpx.post(gw.url + "/v1beta/models/gemini-3.5-flash%0d%0aX-Evil:%201:generateContent",
                    json={"contents": [{"role": "user", "parts": [{"text": "x"}]}]})
     assert r.status_code < 500
     assert all("\r" not in rec.path and "\n" not in rec.path and "x-evil" not in rec.headers for rec in up.received)

@@ -17,7 +17,7 @@ from prefixgate.dialects import DIALECTS
 from prefixgate.errors import RequestError
 from tests.core.support_strategies import anthropic_body, gemini_body, openai_body
 
-MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5.6-sol", "gemini": "gemini-2.5-flash"}
+MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5.6-sol", "gemini": "gemini-3.5-flash"}
 BODIES = {"anthropic": anthropic_body, "openai": openai_body, "gemini": gemini_body}
 JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
                     | st.text(max_size=30),

@@ -12,7 +12,7 @@ from tests.support_services import ServerThread
 POLICY = "Policy: refunds are accepted within 30 days of purchase; shipping is free over $50. " * 60
 ANTHROPIC_MODEL = "claude-sonnet-5"
 OPENAI_MODEL = "gpt-4o"
-GEMINI_MODEL = "gemini-2.5-flash"
+GEMINI_MODEL = "gemini-3.5-flash"
 
 
 def dated_system(day: int) -> str:

@@ -114,7 +114,7 @@ def test_explicit_cache_is_created_through_the_wrapped_client_when_gaps_are_long
     raw, wrapped, ledger = clients(mock_url)
     tools = [types.Tool(function_declarations=[types.FunctionDeclaration(name="lookup_order", description="Find an order")])]
     settings = types.GenerateContentConfig(system_instruction=POLICY * 6, tools=tools, max_output_tokens=8)
-    replies = [wrapped.models.generate_content(model="gemini-2.5-pro", contents=f"Where is order {i}?", config=settings)
+    replies = [wrapped.models.generate_content(model="gemini-3.8-flash", contents=f"Where is order {i}?", config=settings)
                for i in range(8)]
     created = [r for r in ledger.records if r.cache_writes.get("explicit")]
     assert len(created) == 1 and float(created[0].savings_usd) < 0     # creating costs; reads pay it back

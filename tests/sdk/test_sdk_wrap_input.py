@@ -48,10 +48,10 @@ def test_endpoints_planned_and_passed_through():
     assert endpoint_of("openai", "POST", "/v1/chat/completions").kind == "generate"
     assert endpoint_of("openai", "GET", "/v1/models") is None
     assert endpoint_of("anthropic", "POST", "/v1/messages/count_tokens") is None
-    found = endpoint_of("gemini", "POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent")
-    assert (found.model, found.streams) == ("gemini-2.5-flash", True)
-    vertex = "/v1beta1/projects/p/locations/l/publishers/google/models/gemini-2.5-pro:generateContent"
-    assert endpoint_of("gemini", "POST", vertex).model == "gemini-2.5-pro" and gemini_cache_url(vertex) is None
+    found = endpoint_of("gemini", "POST", "/v1beta/models/gemini-3.5-flash:streamGenerateContent")
+    assert (found.model, found.streams) == ("gemini-3.5-flash", True)
+    vertex = "/v1beta1/projects/p/locations/l/publishers/google/models/gemini-3.8-flash:generateContent"
+    assert endpoint_of("gemini", "POST", vertex).model == "gemini-3.8-flash" and gemini_cache_url(vertex) is None
     assert gemini_cache_url("/v1beta/models/m:generateContent") == "/v1beta/cachedContents"
     assert endpoint_of("gemini", "DELETE", "/v1beta/cachedContents/abc").name == "cachedContents/abc"
     assert endpoint_of("gemini", "GET", "/v1beta/cachedContents/abc") is None

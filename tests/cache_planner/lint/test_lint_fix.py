@@ -29,12 +29,12 @@ def renders(provider: str, i: int) -> dict:
     if provider == "openai":
         return {"model": "gpt-4o", "messages": [{"role": "system", "content": stamp + POLICY},
                                                  {"role": "user", "content": question}]}
-    # Gemini caches nothing under 2,048 tokens (4,096 from 3.x Flash): a longer policy.
-    return {"systemInstruction": {"parts": [{"text": stamp + POLICY * 3}]},
+    # Gemini 3.x Flash caches nothing under 4,096 tokens (G1): a longer policy (~4,800 tokens).
+    return {"systemInstruction": {"parts": [{"text": stamp + POLICY * 4}]},
             "contents": [{"role": "user", "parts": [{"text": question}]}]}
 
 
-MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4o", "gemini": "gemini-2.5-flash"}
+MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4o", "gemini": "gemini-3.5-flash"}
 
 
 def cost_of(provider: str, bodies: list[dict]) -> tuple:

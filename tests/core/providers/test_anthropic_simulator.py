@@ -48,7 +48,7 @@ def test_1h_entry_outlives_5m():
 
 def test_below_the_model_minimum_nothing_is_cached_and_no_error():
     sim = Simulator()
-    # Haiku 4.5 needs 4096 tokens; Sonnet 4.5 needs 1024.
+    # Haiku 4.5 needs 4096 tokens; Sonnet 4.6 needs 1024.
     for t in (0, 1):
         usage = respond(sim, anthropic_body("claude-haiku-4-5", system_tokens=3000), t)
         assert usage == Usage(uncached_input=3000 + Q)
@@ -279,7 +279,7 @@ def test_count_tokens_is_the_whole_prompt_and_does_not_cache():
 
 
 def test_break_even_5m_after_one_read_1h_after_two():
-    """A 5m write pays off after one read; a 1h write after two (Sonnet 4.5 prices;
+    """A 5m write pays off after one read; a 1h write after two (Sonnet 4.6 prices;
     https://platform.claude.com/docs/en/build-with-claude/prompt-caching)."""
     def spend(ttl: str | None, requests: int, cache: bool = True) -> Decimal:
         sim, total = Simulator(), Decimal(0)

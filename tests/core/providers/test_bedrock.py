@@ -20,7 +20,7 @@ from prefixgate.providers.pricing import cost_of, resolve_model
 from prefixgate.simulation.simulator import Simulator
 from prefixgate.usage import Usage
 
-SONNET = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+SONNET = "us.anthropic.claude-sonnet-5-5"
 LONG = "You answer questions about the warehouse inventory system and its shipping rules. " * 400  # ~6k tokens
 
 
@@ -50,7 +50,7 @@ def test_event_stream_with_a_bad_crc_or_cut_short_is_an_error() -> None:
 # ---- SigV4 -----------------------------------------------------------------------------------------
 
 CREDS = ReadOnlyCredentials("AKIDPREFIXGATETEST", "secret/key+value", None)
-URL = "http://127.0.0.1:9/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse"
+URL = "http://127.0.0.1:9/model/us.anthropic.claude-sonnet-5-5/converse"
 
 
 def signed(body: bytes = b'{"messages":[]}') -> dict[str, str]:
@@ -105,7 +105,9 @@ def test_a_real_boto3_client_signature_verifies(monkeypatch: pytest.MonkeyPatch)
         port = server.server_address[1]
         client = boto3.client("bedrock-runtime", region_name="us-west-2", endpoint_url=f"http://127.0.0.1:{port}",
                               aws_access_key_id=CREDS.access_key, aws_secret_access_key=CREDS.secret_key)
-        reply = client.converse(modelId=SONNET, messages=[{"role": "user", "content": [{"text": "hi"}]}])
+        # An inference-profile ARN: its colons and slash reach the path percent-encoded, and the signature covers them.
+        arn = f"arn:aws:bedrock:us-west-2:123456789012:inference-profile/{SONNET}"
+        reply = client.converse(modelId=arn, messages=[{"role": "user", "content": [{"text": "hi"}]}])
         assert reply["output"]["message"]["content"] == [{"text": "ok"}]
     finally:
         server.shutdown()
@@ -224,7 +226,8 @@ def test_invoke_stream_chunks_carry_anthropic_events() -> None:
 # ---- prices and the simulator -------------------------------------------------------------------
 
 @pytest.mark.parametrize("model, row", [
-    (SONNET, "anthropic.claude-sonnet-4-5"),
+    (SONNET, "anthropic.claude-sonnet-5-5"),
+    ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "anthropic.claude-sonnet-4-5"),
     ("anthropic.claude-sonnet-4-5-20250929-v1:0", "anthropic.claude-sonnet-4-5"),
     ("eu.anthropic.claude-sonnet-4-5-20250929-v1:0", "anthropic.claude-sonnet-4-5"),
     ("global.anthropic.claude-sonnet-4-5-20250929-v1:0", "global.anthropic.claude-sonnet-4-5"),
@@ -237,15 +240,16 @@ def test_bedrock_model_ids_resolve_from_every_spelling(model: str, row: str) -> 
 
 
 def test_bedrock_prices_regional_profiles_ten_percent_over_global() -> None:
-    # 1,000 uncached + 10,000 read + 2,000 written (5m) + 500 output, Sonnet 4.5 on Bedrock, $ per MTok:
+    # 1,000 uncached + 10,000 read + 2,000 written (5m) + 500 output, Sonnet 5.5 on Bedrock, $ per MTok from
+    # AWS's price list ("Claude Sonnet 5.5 (Amazon Bedrock Edition)"; reads 0.05x input):
     usage = Usage(1000, 10_000, {"5m": 2000}, 500)
-    regional = cost_of("bedrock", SONNET, usage)         # 3.30 / 0.33 / 4.125 / 16.50
-    assert regional.total == Decimal("0.0033") + Decimal("0.0033") + Decimal("0.00825") + Decimal("0.00825")
-    world = cost_of("bedrock", "global.anthropic.claude-sonnet-4-5-20250929-v1:0", usage)   # 3 / 0.30 / 3.75 / 15
-    assert world.total == Decimal("0.003") + Decimal("0.003") + Decimal("0.0075") + Decimal("0.0075")
-    assert world.without_cache == Decimal("0.013") * 3 + Decimal("0.0075")
-    # 1h writes at 2x input on the models that take them.
-    assert cost_of("bedrock", SONNET, Usage(0, 0, {"1h": 1_000_000}, 0)).total == Decimal("6.6")
+    regional = cost_of("bedrock", SONNET, usage)         # 2.20 / 0.11 / 2.75 / 11
+    assert regional.total == Decimal("0.0022") + Decimal("0.0011") + Decimal("0.0055") + Decimal("0.0055")
+    world = cost_of("bedrock", "global.anthropic.claude-sonnet-5-5", usage)   # 2 / 0.10 / 2.50 / 10
+    assert world.total == Decimal("0.002") + Decimal("0.001") + Decimal("0.005") + Decimal("0.005")
+    assert world.without_cache == Decimal("0.013") * 2 + Decimal("0.005")
+    # 1h writes at 2x input on the models that take them ($4.40 regional).
+    assert cost_of("bedrock", SONNET, Usage(0, 0, {"1h": 1_000_000}, 0)).total == Decimal("4.4")
 
 
 def converse_body(system: str, *, ttl: str | None = None, question: str = "hi") -> dict:
@@ -262,7 +266,7 @@ def test_simulated_bedrock_caches_per_model_rules() -> None:
     assert second.cache_read == first.cache_write and second.cache_write == 0
     # The 5-minute entry is gone after 5 minutes without a read.
     assert sim.respond("bedrock", converse_body(LONG), now=60 + 301, model=SONNET).usage.cache_read == 0
-    # Sonnet 4.5 on Bedrock caches from 1,024 tokens (AWS's current table; an older one said 4,096).
+    # Sonnet 5.5 on Bedrock caches from 512 tokens (AWS's table excerpt of 2026-10-04, AU section 1).
     short = "Reply in one sentence about shipping. " * 300   # ~2,400 tokens
     assert sim.respond("bedrock", converse_body(short), now=0, model=SONNET).usage.cache_write > 0
     # Opus 4.7 on Bedrock needs 4,096 tokens (AWS's table), where Anthropic's API needs 2,048.

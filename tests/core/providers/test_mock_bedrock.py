@@ -15,7 +15,7 @@ from tests.core.providers.support_prompts import text_of
 
 pytestmark = pytest.mark.slow
 KEY, SECRET = "AKIDMOCKBEDROCK", "mock/bedrock+secret"
-SONNET = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+SONNET = "us.anthropic.claude-sonnet-5-5"
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +28,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def system() -> str:
-    """A fresh ~5k-token system prompt (over Sonnet 4.5's 4,096-token minimum on Bedrock): a cold cache."""
+    """A fresh ~5k-token system prompt (over any Claude minimum on Bedrock; Sonnet 5.5 caches from 512): a cold cache."""
     return f"Session {uuid.uuid4()}.\n" + text_of(5000)
 
 

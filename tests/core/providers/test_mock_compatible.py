@@ -91,7 +91,7 @@ def test_openrouter_claude_caches_only_at_breakpoints_and_bills_writes(mock_serv
     written = write.prompt_tokens_details.cache_write_tokens
     assert written > 1000 and write.prompt_tokens_details.cached_tokens == 0
     assert read.prompt_tokens_details.cached_tokens == written and read.prompt_tokens_details.cache_write_tokens == 0
-    per_mtok = {"input": 3, "read": 0.30, "write": 3.75, "output": 15}       # OpenRouter's Claude Sonnet 4.5 row
+    per_mtok = {"input": 3, "read": 0.30, "write": 3.75, "output": 15}       # OpenRouter's Claude Sonnet 4.6 row
 
     def expected(u, cached: int, wrote: int) -> float:
         return ((u.prompt_tokens - cached - wrote) * per_mtok["input"] + cached * per_mtok["read"]
@@ -105,15 +105,15 @@ def test_openrouter_claude_caches_only_at_breakpoints_and_bills_writes(mock_serv
 def test_openrouter_gemini_caches_implicitly_or_at_breakpoints(mock_server):
     url, _ = mock_server
     client = openai.OpenAI(base_url=f"{url}/openrouter/v1", api_key="sk-or-gemini", max_retries=0)
-    # Implicitly from Google's 2,048-token minimum (https://ai.google.dev/gemini-api/docs/caching): not this
-    # ~1,500-token prompt, but a longer one.
-    ask(client, "google/gemini-2.5-flash")
-    assert ask(client, "google/gemini-2.5-flash").usage.prompt_tokens_details.cached_tokens == 0
+    # Implicitly from Google's 4,096-token minimum for 3.x Flash (https://ai.google.dev/gemini-api/docs/caching):
+    # not this ~1,500-token prompt, but a longer one (~4,500).
+    ask(client, "google/gemini-3.8-flash")
+    assert ask(client, "google/gemini-3.8-flash").usage.prompt_tokens_details.cached_tokens == 0
     long = [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "Covered?"}]
-    client.chat.completions.create(model="google/gemini-2.5-flash", messages=long)
-    assert client.chat.completions.create(model="google/gemini-2.5-flash", messages=long).usage.prompt_tokens_details.cached_tokens > 2048
-    first = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked(system=LONG_SYSTEM)).usage
-    second = client.chat.completions.create(model="google/gemini-2.5-flash", messages=marked(system=LONG_SYSTEM)).usage
+    client.chat.completions.create(model="google/gemini-3.8-flash", messages=long)
+    assert client.chat.completions.create(model="google/gemini-3.8-flash", messages=long).usage.prompt_tokens_details.cached_tokens > 4096
+    first = client.chat.completions.create(model="google/gemini-3.8-flash", messages=marked(system=LONG_SYSTEM)).usage
+    second = client.chat.completions.create(model="google/gemini-3.8-flash", messages=marked(system=LONG_SYSTEM)).usage
     assert first.prompt_tokens_details.cache_write_tokens > 1000
     assert second.prompt_tokens_details.cached_tokens == first.prompt_tokens_details.cache_write_tokens
 

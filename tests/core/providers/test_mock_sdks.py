@@ -21,8 +21,8 @@ from tests.support_services import ServerThread
 
 pytestmark = pytest.mark.slow
 SYSTEM = text_of(2000)
-# Gemini 2.5 Flash caches from 2,048 tokens (https://ai.google.dev/gemini-api/docs/caching).
-GEMINI_DOC = text_of(2500)
+# Gemini 3.5 Flash caches from 4,096 tokens (https://ai.google.dev/gemini-api/docs/caching).
+GEMINI_DOC = text_of(5000)
 Q = count_tokens("Why?") + 3
 
 
@@ -239,40 +239,40 @@ def gemini(mock_server):
 
 
 def test_gemini_generate_reports_implicit_cache_hits(gemini):
-    first = gemini.models.generate_content(model="gemini-2.5-flash", contents=GEMINI_DOC)
-    assert first.usage_metadata.prompt_token_count == 2500
+    first = gemini.models.generate_content(model="gemini-3.5-flash", contents=GEMINI_DOC)
+    assert first.usage_metadata.prompt_token_count == 5000
     assert not first.usage_metadata.cached_content_token_count
-    second = gemini.models.generate_content(model="gemini-2.5-flash", contents=GEMINI_DOC)
-    assert second.usage_metadata.cached_content_token_count == 2500
+    second = gemini.models.generate_content(model="gemini-3.5-flash", contents=GEMINI_DOC)
+    assert second.usage_metadata.cached_content_token_count == 5000
     assert second.text == first.text
 
 
 def test_gemini_stream_carries_final_usage(gemini):
-    plain = gemini.models.generate_content(model="gemini-2.5-flash", contents="Tell me")
-    chunks = list(gemini.models.generate_content_stream(model="gemini-2.5-flash", contents="Tell me"))
+    plain = gemini.models.generate_content(model="gemini-3.5-flash", contents="Tell me")
+    chunks = list(gemini.models.generate_content_stream(model="gemini-3.5-flash", contents="Tell me"))
     assert "".join(c.text or "" for c in chunks) == plain.text
     assert chunks[-1].usage_metadata.candidates_token_count == plain.usage_metadata.candidates_token_count
     assert chunks[-1].candidates[0].finish_reason == types.FinishReason.STOP
 
 
 def test_gemini_cached_contents_lifecycle(gemini):
-    cache = gemini.caches.create(model="gemini-2.5-flash", config=types.CreateCachedContentConfig(
+    cache = gemini.caches.create(model="gemini-3.5-flash", config=types.CreateCachedContentConfig(
         contents=[types.Content(role="user", parts=[types.Part(text=GEMINI_DOC)])],
         system_instruction="Be terse.", ttl="600s", display_name="docs"))
     assert cache.name.startswith("cachedContents/") and cache.display_name == "docs"
     tokens = cache.usage_metadata.total_token_count
-    assert tokens == 2500 + count_tokens("Be terse.")
+    assert tokens == 5000 + count_tokens("Be terse.")
     assert gemini.caches.get(name=cache.name).name == cache.name
     assert cache.name in [c.name for c in gemini.caches.list()]
 
-    answer = gemini.models.generate_content(model="gemini-2.5-flash", contents="Summarise.",
+    answer = gemini.models.generate_content(model="gemini-3.5-flash", contents="Summarise.",
                                             config=types.GenerateContentConfig(cached_content=cache.name))
     meta = answer.usage_metadata
     assert meta.cached_content_token_count == tokens
     assert meta.prompt_token_count == tokens + count_tokens("Summarise.")
 
     with pytest.raises(genai_errors.ClientError) as e:
-        gemini.models.generate_content(model="gemini-2.5-flash", contents="x", config=types.GenerateContentConfig(
+        gemini.models.generate_content(model="gemini-3.5-flash", contents="x", config=types.GenerateContentConfig(
             cached_content=cache.name, system_instruction="again"))
     assert e.value.code == 400 and "should not be set in the request when using cached content" in e.value.message
 
@@ -286,9 +286,9 @@ def test_gemini_cached_contents_lifecycle(gemini):
 
 def test_gemini_too_small_cache_and_count_tokens(gemini):
     with pytest.raises(genai_errors.ClientError, match="Cached content is too small"):
-        gemini.caches.create(model="gemini-2.5-flash", config=types.CreateCachedContentConfig(
+        gemini.caches.create(model="gemini-3.5-flash", config=types.CreateCachedContentConfig(
             contents=[types.Content(role="user", parts=[types.Part(text="tiny")])]))
-    assert gemini.models.count_tokens(model="gemini-2.5-flash", contents=GEMINI_DOC).total_tokens == 2500
+    assert gemini.models.count_tokens(model="gemini-3.5-flash", contents=GEMINI_DOC).total_tokens == 5000
 
 
 @pytest.mark.parametrize(("fault", "error", "code"), [
@@ -299,15 +299,15 @@ def test_gemini_too_small_cache_and_count_tokens(gemini):
 def test_gemini_faults_raise_the_sdk_exception(gemini, fault, error, code):
     config = types.GenerateContentConfig(http_options=types.HttpOptions(headers={"x-mock-fault": fault}))
     with pytest.raises(error) as e:
-        gemini.models.generate_content(model="gemini-2.5-flash", contents="hi", config=config)
+        gemini.models.generate_content(model="gemini-3.5-flash", contents="hi", config=config)
     assert e.value.code == code
 
 
 def test_gemini_auth_and_unknown_model(mock_server, gemini):
     url, _ = mock_server
-    r = httpx.post(f"{url}/v1beta/models/gemini-2.5-flash:generateContent", json={"contents": [{"parts": [{"text": "x"}]}]})
+    r = httpx.post(f"{url}/v1beta/models/gemini-3.5-flash:generateContent", json={"contents": [{"parts": [{"text": "x"}]}]})
     assert r.status_code == 403 and r.json()["error"]["status"] == "PERMISSION_DENIED"
-    r = httpx.post(f"{url}/v1beta/models/gemini-2.5-flash:generateContent?key=k", json={"contents": [{"parts": [{"text": "x"}]}]})
+    r = httpx.post(f"{url}/v1beta/models/gemini-3.5-flash:generateContent?key=k", json={"contents": [{"parts": [{"text": "x"}]}]})
     assert r.status_code == 200
     with pytest.raises(genai_errors.ClientError) as e:
         gemini.models.generate_content(model="gemini-0-nope", contents="hi")

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 TOKEN = "mock-vertex-token"
 LOCATION = "us-east5"
 CLAUDE = "claude-sonnet-4-6@20250929"
-GEMINI = "gemini-2.5-flash"
+GEMINI = "gemini-3.5-flash"
 
 
 @pytest.fixture(autouse=True)
@@ -67,7 +67,7 @@ def test_anthropic_vertex_writes_then_reads_the_cache_and_streams(mock_server):
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert text == second.content[0].text and final.usage.cache_read_input_tokens > 4000
-    # Priced as Vertex bills it: a regional endpoint costs 10% over global for Sonnet 4.5.
+    # Priced as Vertex bills it: a regional endpoint costs 10% over global for Sonnet 4.6 (Sonnet 4.5 on).
     usage = Usage(uncached_input=second.usage.input_tokens, cache_read=second.usage.cache_read_input_tokens,
                   output=second.usage.output_tokens)
     regional = cost_of("vertex", price_name(CLAUDE, LOCATION), usage).total
@@ -89,10 +89,10 @@ def test_claude_on_vertex_wants_its_anthropic_version_and_no_model_in_the_body(m
 def test_genai_vertex_generates_streams_and_uses_a_context_cache(mock_server):
     url, ctx = mock_server
     proj = project()
-    client, system = gemini(url, proj), text_of(3000)
+    client, system = gemini(url, proj), text_of(5000)
     config = types.GenerateContentConfig(system_instruction=system, max_output_tokens=20)
     first = client.models.generate_content(model=GEMINI, contents="Why?", config=config)
-    assert first.text and first.usage_metadata.prompt_token_count > 3000
+    assert first.text and first.usage_metadata.prompt_token_count > 5000
     streamed = "".join(c.text or "" for c in client.models.generate_content_stream(model=GEMINI, contents="Why?",
                                                                                   config=config))
     assert streamed == first.text
@@ -120,7 +120,7 @@ def test_a_vertex_cache_wants_the_full_model_name(mock_server):
     proj = project()
     answer = httpx.post(f"{url}/v1beta1/projects/{proj}/locations/{LOCATION}/cachedContents",
                         headers={"authorization": f"Bearer {TOKEN}"},
-                        json={"model": f"models/{GEMINI}", "systemInstruction": {"parts": [{"text": text_of(3000)}]}})
+                        json={"model": f"models/{GEMINI}", "systemInstruction": {"parts": [{"text": text_of(5000)}]}})
     assert answer.status_code == 400
     assert answer.json()["error"]["message"] == "vertex caches only support model name start with projects"
 

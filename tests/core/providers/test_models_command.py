@@ -43,6 +43,10 @@ def test_the_audit_cases_hold():
     assert find(rows, "gemini", "gemini-2.5-pro")["min_cache_tokens"] == 2048
     assert find(rows, "vertex", "gemini-2.5-flash")["min_cache_tokens"] == 2048
     assert find(rows, "bedrock", "anthropic.claude-sonnet-4-5")["min_cache_tokens"] == 1024
+    # The retiring rows above stay for old records; their replacements, from the same pages (G1; AU sections 1, 3):
+    assert {find(rows, "gemini", m)["min_cache_tokens"] for m in ("gemini-3.5-flash", "gemini-3.8-flash")} == {4096}
+    assert find(rows, "vertex", "gemini-3.5-flash")["min_cache_tokens"] == 4096
+    assert find(rows, "bedrock", "anthropic.claude-sonnet-5-5")["min_cache_tokens"] == 512
     assert find(rows, "bedrock", "anthropic.claude-opus-4-6")["ttls"] == ["5m", "1h"]
     assert find(rows, "bedrock", "global.anthropic.claude-sonnet-5-5")["cache_write"] == {"5m": "2.5", "1h": "4"}
     retires = {(r["provider"], r["id"]): r["retires"] for r in rows}

@@ -53,6 +53,7 @@ def test_openai_regimes_price_writes_as_documented():
 @pytest.mark.parametrize(("provider", "name", "expected"), [
     ("anthropic", "claude-haiku-4-5-20251001", "claude-haiku-4-5"),
     ("anthropic", "claude-sonnet-4.5", "claude-sonnet-4-5"),
+    ("anthropic", "claude-sonnet-5.5", "claude-sonnet-5-5"),
     ("anthropic", "anthropic/claude-opus-4-5", "claude-opus-4-5"),
     ("anthropic", "claude-opus-4-1-20250805", "claude-opus-4-1"),
     ("openai", "gpt-4o-2024-08-06", "gpt-4o"),
@@ -60,6 +61,7 @@ def test_openai_regimes_price_writes_as_documented():
     ("openai", "gpt-4.1-2025-04-14", "gpt-4.1"),
     ("gemini", "models/gemini-2.5-flash", "gemini-2.5-flash"),
     ("gemini", "gemini-2.5-flash-001", "gemini-2.5-flash"),
+    ("gemini", "models/gemini-3.5-flash", "gemini-3.5-flash"),
     ("gemini", "gemini-3-pro-preview", "gemini-3.1-pro-preview"),
 ])
 def test_model_names_resolve_across_spellings(provider, name, expected):
@@ -73,16 +75,16 @@ def test_unknown_model_is_a_404_naming_it():
 
 
 def test_golden_1h_and_5m_writes_are_priced_at_their_own_rates():
-    # Sonnet 4.5: 5m write $3.75, 1h write $6 per MTok (https://platform.claude.com/docs/en/about-claude/pricing)
+    # Sonnet 5.5: input $2, 5m write $2.50, 1h write $4, read $0.10 (0.05x since 2026-10-07), output $10 per MTok
+    # (https://platform.claude.com/docs/en/about-claude/pricing; shared/reference/cost-truth-2026-11.md section 1)
     # — the bug gateways get wrong.
-    # (100K tokens: above 200K the whole request takes the long-context rate.)
-    assert cost_of("anthropic", "claude-sonnet-4-5", Usage(cache_writes={"5m": M // 10})).total == Decimal("0.375")
-    assert cost_of("anthropic", "claude-sonnet-4-5", Usage(cache_writes={"1h": M // 10})).total == Decimal("0.6")
+    assert cost_of("anthropic", "claude-sonnet-5-5", Usage(cache_writes={"5m": M // 10})).total == Decimal("0.25")
+    assert cost_of("anthropic", "claude-sonnet-5-5", Usage(cache_writes={"1h": M // 10})).total == Decimal("0.4")
     mixed = Usage(uncached_input=1000, cache_read=20_000, cache_writes={"1h": 3000, "5m": 500}, output=400)
-    cost = cost_of("anthropic", "claude-sonnet-4-5", mixed)
-    assert cost.uncached_input == Decimal("0.003") and cost.cache_read == Decimal("0.006")
-    assert cost.cache_write == Decimal("0.018") + Decimal("0.001875")
-    assert cost.without_cache == Decimal(24_500 * 3 + 400 * 15) / M
+    cost = cost_of("anthropic", "claude-sonnet-5-5", mixed)
+    assert cost.uncached_input == Decimal("0.002") and cost.cache_read == Decimal("0.002")
+    assert cost.cache_write == Decimal("0.012") + Decimal("0.00125")
+    assert cost.without_cache == Decimal(24_500 * 2 + 400 * 10) / M
 
 
 def test_golden_anthropic_usage_from_a_response_and_from_a_stream_cost_the_same():
@@ -113,8 +115,8 @@ def test_golden_openai_cached_tokens_are_inside_prompt_tokens():
 
 def test_golden_gemini_cached_tokens_are_inside_prompt_token_count():
     usage = ge.parse_usage({"promptTokenCount": 10_010, "cachedContentTokenCount": 10_000, "candidatesTokenCount": 5})
-    cost = cost_of("gemini", "gemini-2.5-flash", usage)
-    assert cost.total == (10 * Decimal("0.30") + 10_000 * Decimal("0.03") + 5 * Decimal("2.50")) / M
+    cost = cost_of("gemini", "gemini-3.5-flash", usage)     # $1.50 in, $0.15 cached, $9 out (ai.google.dev pricing)
+    assert cost.total == (10 * Decimal("1.50") + 10_000 * Decimal("0.15") + 5 * Decimal("9")) / M
 
 
 @pytest.mark.parametrize(("prompt", "rate"), [(100_000, Decimal("0.10")), (100_001, Decimal("0.50"))])
@@ -162,8 +164,8 @@ price = { input = "1", output = "2", cache_read = "0.5", source = "https://examp
     assert sonnet.price.cache_read == Decimal("0.10") and sonnet.price.input == Decimal("2")
     assert resolve_model("openai", "my-finetune", catalog).price.price.input == Decimal("1")
     yaml_file = tmp_path / "prices.yaml"
-    yaml_file.write_text("model:\n  - provider: gemini\n    id: gemini-2.5-flash\n    min_cache_tokens: 2048\n")
-    assert resolve_model("gemini", "gemini-2.5-flash", load_catalog(yaml_file)).min_cache_tokens == 2048
+    yaml_file.write_text("model:\n  - provider: gemini\n    id: gemini-3.5-flash\n    min_cache_tokens: 2048\n")
+    assert resolve_model("gemini", "gemini-3.5-flash", load_catalog(yaml_file)).min_cache_tokens == 2048   # not 4,096
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -16,6 +16,8 @@ from prefixgate.usage import Usage
 from tests.core.providers.support_prompts import anthropic_body, text_of
 
 DOC = text_of(3000)
+# Gemini 3.5 Flash caches nothing under 4,096 tokens (https://ai.google.dev/gemini-api/docs/caching).
+GEMINI_DOC = text_of(5000)
 
 
 def sample_trace() -> list[dict]:
@@ -26,14 +28,14 @@ def sample_trace() -> list[dict]:
         lines.append({"t": i * 60 + 1, "provider": "openai", "model": "gpt-4o", "route": "search", "output_tokens": 50,
                       "body": {"model": "gpt-4o", "messages": [{"role": "system", "content": DOC},
                                                                {"role": "user", "content": f"q{i}"}]}})
-    lines.append({"t": 2, "provider": "gemini", "model": "gemini-2.5-flash", "route": "docs",
+    lines.append({"t": 2, "provider": "gemini", "model": "gemini-3.5-flash", "route": "docs",
                   "endpoint": "cachedContents.create", "name": "cachedContents/docs",
-                  "body": {"contents": [{"role": "user", "parts": [{"text": DOC}]}], "ttl": "3600s"}})
+                  "body": {"contents": [{"role": "user", "parts": [{"text": GEMINI_DOC}]}], "ttl": "3600s"}})
     for i in range(3):
-        lines.append({"t": 10 + i, "provider": "gemini", "model": "gemini-2.5-flash", "route": "docs", "output_tokens": 10,
+        lines.append({"t": 10 + i, "provider": "gemini", "model": "gemini-3.5-flash", "route": "docs", "output_tokens": 10,
                       "body": {"contents": [{"role": "user", "parts": [{"text": " hi"}]}],
                                "cachedContent": "cachedContents/docs"}})
-    lines.append({"t": 20, "provider": "gemini", "model": "gemini-2.5-flash", "route": "docs",
+    lines.append({"t": 20, "provider": "gemini", "model": "gemini-3.5-flash", "route": "docs",
                   "endpoint": "cachedContents.delete", "name": "cachedContents/docs", "body": {}})
     bad = anthropic_body(system_tokens=3000, ttl="5m")
     bad["messages"][0]["content"] = [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
@@ -56,9 +58,9 @@ def test_replay_totals_per_route_and_overall(trace_file):
     # Anthropic: one 5m write, then three reads within the TTL.
     assert support.usage == Usage(uncached_input=4 * q, cache_read=3 * 3000, cache_writes={"5m": 3000}, output=400)
     assert search.usage.cache_read == 3 * 2944   # gpt-4o: 3 reads of 1024 + 15 * 128
-    # Gemini: the cache creation plus three reads of it; storage for 18 s of 3000 tokens at $1/MTok-h.
-    assert docs.usage.cache_write == 3000 and docs.usage.cache_read == 3 * 3000
-    assert docs.cost.storage == Decimal(3000) * Decimal(18) / Decimal(3600) / Decimal(10**6)
+    # Gemini: the cache creation plus three reads of it; storage for 18 s of 5000 tokens at $1/MTok-h.
+    assert docs.usage.cache_write == 5000 and docs.usage.cache_read == 3 * 5000
+    assert docs.cost.storage == Decimal(5000) * Decimal(18) / Decimal(3600) / Decimal(10**6)
     total = report.total
     assert total.requests == 12 and total.errors == 1
     assert total.cost.total == support.cost.total + search.cost.total + docs.cost.total

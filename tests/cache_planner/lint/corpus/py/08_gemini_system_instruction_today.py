@@ -17,4 +17,4 @@ def plan(trip: str) -> str:
         # prefixgate: quiet=PG001 (a date changes once a day)
         system_instruction=f"Today's date: {today:%A %d %B %Y}.\n" + GUIDE,
     )
-    return client.models.generate_content(model="gemini-2.5-flash", contents=trip, config=config).text
+    return client.models.generate_content(model="gemini-3.5-flash", contents=trip, config=config).text

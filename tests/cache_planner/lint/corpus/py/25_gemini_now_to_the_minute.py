@@ -16,4 +16,4 @@ def dispatch(jobs: str) -> str:
         # prefixgate: expect=PG001
         system_instruction=f"Now: {datetime.now():%H:%M}.\\n" + GUIDE,
     )
-    return client.models.generate_content(model="gemini-2.5-flash", contents=jobs, config=config).text
+    return client.models.generate_content(model="gemini-3.5-flash", contents=jobs, config=config).text
