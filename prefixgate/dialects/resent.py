@@ -169,6 +169,11 @@ class ResentBodies:
             if not bodies:
                 index.pop(key, None)
 
+    def discard(self, body: Body) -> None:
+        """Forget `body` (one its request refused): a later body must not take its values as checked."""
+        with self._lock:
+            self._forget(body)
+
     def clear(self) -> None:
         with self._lock:
             for bodies in list(self._by_head.values()):

@@ -44,10 +44,16 @@ def load_resent(body: bytes | str | dict, array: str, bodies: ResentBodies) -> t
     found = bodies.load(body, array, _DECODER) if isinstance(body, bytes) else None
     if found is None:
         return load_body(body), None
-    # The reused parts passed this check in the body they came from.
-    if _may_hold_lone_surrogate(found.raw, found.new_from) or (
+    # The reused parts passed this check in the body they came from (a body that fails it is forgotten): its
+    # messages, and the bytes after them when they are that body's own (`Body.owner_tail`).
+    end = found.after if found.owner_tail is not None else None
+    if _may_hold_lone_surrogate(found.raw, found.new_from, end) or (
             found.head_parsed and _may_hold_lone_surrogate(found.raw, 0, found.start)):
-        _no_lone_surrogate(found.data)
+        try:
+            _no_lone_surrogate(found.data)
+        except RequestError:
+            bodies.discard(found)
+            raise
     return found.data, found
 
 

@@ -27,3 +27,31 @@ def test_whole_pairs_and_escaped_backslashes_pass(text: bytes) -> None:
 def test_a_lone_half_is_refused(text: bytes) -> None:
     with pytest.raises(RequestError, match="lone UTF-16 surrogate"):
         load_body(body(text))
+
+
+def _session(where: str, half: bytes) -> list[bytes]:
+    """Two bodies of one session (the second resends the first's messages and adds one), 30 KB each so they
+    take the resent-body path, with `half` (an escape) in the first message or in the system prompt after
+    the messages (Claude Code's order)."""
+    first = b'{"role":"user","content":"question ' + (half if where == "messages" else b"") + b' ' + b"q " * 9000 + b'"}'
+    system = b'"system":"You are terse. ' + (half if where == "tail" else b"") + b' ' + b"s " * 6000 + b'"'
+    answer = b'{"role":"assistant","content":"an answer"}'
+    nxt = b'{"role":"user","content":"next"}'
+    return [b'{"model":"m","messages":[' + b",".join(msgs) + b"]," + system + b',"max_tokens":9}'
+            for msgs in ([first, answer], [first, answer, nxt])]
+
+
+@pytest.mark.parametrize("where", ["messages", "tail"])
+def test_a_refused_body_lends_nothing_to_the_next(where: str) -> None:
+    # A body refused for a lone half must not be remembered as checked: the next body of the session, which
+    # resends its bytes and is parsed only where it differs, is refused too.
+    from prefixgate.dialects import anthropic
+
+    anthropic.BODIES.clear()
+    for raw in _session(where, rb"\ud83e"):
+        with pytest.raises(RequestError, match="lone UTF-16 surrogate"):
+            anthropic.parse_request(raw)
+    # A whole pair there is text: both bodies pass, the second reusing the first's parsed messages.
+    anthropic.BODIES.clear()
+    convs = [anthropic.parse_request(raw) for raw in _session(where, rb"\ud83e\udd16")]
+    assert convs[1].source is not None and convs[1].source.reused == 2
