@@ -15,7 +15,7 @@ import operator
 from dataclasses import dataclass
 from itertools import compress, count
 
-from prefixgate import tokens
+from prefixgate import slices, tokens
 from prefixgate.cache_planner import regimes
 from prefixgate.cache_planner.caller_markers import CallerCheckpoints, caller_marks, settle_caller_marks
 from prefixgate.cache_planner.carried import per_block
@@ -64,6 +64,14 @@ def place_checkpoints(
 ) -> Placement:
     """Place checkpoints (and provider cache fields) on `conv` in place."""
     flat = [(seg, block) for seg in conv.segments for block in seg.blocks]
+    try:
+        return _place(conv, target, model, catalog, route, now, notes, caller, flat)
+    finally:
+        slices.let_go(flat)     # one new pair per block: a big body's would be freed in one go (prefixgate/slices.py)
+
+
+def _place(conv: Conversation, target: Target, model: ModelRules, catalog: Catalog, route: RouteState, now: float,
+           notes: list[str], caller: CallerCheckpoints, flat: list[tuple[Segment, Block]]) -> Placement:
     blocks = [block for _, block in flat]
     keys = conv.prefix_keys()
     contents = conv.block_keys(blocks)

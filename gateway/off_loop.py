@@ -38,6 +38,8 @@ from typing import Any, TypeVar
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from prefixgate.slices import free_in_slices
+
 T = TypeVar("T")
 
 # Two workers: with the GIL, more would not go faster, and each big body waiting holds its memory anyway.
@@ -83,7 +85,7 @@ def _let_go(items: list) -> None:
     loop waits it out. With the workers holding a reference to each item, the owner's own list frees in
     ~1 ms on the loop, and the items' memory goes here, where the GIL changes hands between slices."""
     with _WINDOW:
-        _free_in_slices(items)
+        free_in_slices(items)
 
 
 SLICE = 512
@@ -135,7 +137,7 @@ def _dismantle(held: list, loop: asyncio.AbstractEventLoop) -> None:
     memos, the gateway's state) is neither walked nor freed. It then frees the listed objects front to back,
     parents first: a freed parent leaves its children held by the list, and a long container leaves its items
     held by their copy. Last, each copy is dropped a slice at a time, each slice's size adjusted so that it
-    frees in about `SLICE_S`; the GIL changes hands between slices.
+    frees in about a millisecond (`prefixgate.slices`); the GIL changes hands between slices.
 
     An object with a finaliser (`__del__`: an asyncio future, a socket, an upstream response) is not freed on
     a worker, where its finaliser might touch the event loop: it goes back to the loop, which drops it there."""
@@ -174,34 +176,15 @@ def _dismantle(held: list, loop: asyncio.AbstractEventLoop) -> None:
                 time.sleep(0)
         parent = items = child = seen = None    # held past the walk, they would be freed here, whatever they are
         partly.clear()          # what is left is held from outside as well: not ours to free
-        _free_in_slices(held)
+        free_in_slices(held)
         for items in bulk:
-            _free_in_slices(items)
+            free_in_slices(items)
         # Only now: while their parents lived, `back` did not hold the last reference to what it holds.
         if back:
             with contextlib.suppress(RuntimeError):     # the loop has closed: nothing is left on it to touch
                 loop.call_soon_threadsafe(back.clear)
 
 
-def _free_in_slices(items: list) -> None:
-    """Drop `items` front to back, overwritten in place (deleting from the front would move the rest each
-    time), in slices sized to take about `SLICE_S` each: an item may hold one object or a thousand."""
-    n, start, size = len(items), 0, SLICE
-    while start < n:
-        stop = min(start + size, n)
-        began = time.thread_time()
-        items[start:stop] = [None] * (stop - start)
-        took = time.thread_time() - began
-        if took > SLICE_S:
-            size = max(1, size // 2)
-        elif took < SLICE_S / 4:
-            size = min(size * 2, 64 * SLICE)
-        start = stop
-        time.sleep(0)
-    items.clear()
-
-
-SLICE_S = 0.001
 _MANY = 64      # an object referred to from more places than this is shared, not part of one request's graph
 _LEAVES = frozenset({str, bytes, int, float})
 _CONTAINERS = frozenset({list, tuple, dict, set, frozenset})

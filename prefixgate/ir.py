@@ -383,8 +383,18 @@ def touched(segments: list[Segment]) -> list[int]:
     block moved, added, removed or changed, so they encode to their native JSON as it came in. Found in C:
     an agent's request has hundreds of segments and a plan touches a few; tuple equality tries identity
     first, so a shared block costs a pointer comparison."""
-    same = map(operator.eq, map(tuple, map(_BLOCKS, segments)), map(_PARSED, segments))
-    return list(itertools.compress(itertools.count(), map(operator.not_, same)))
+    if len(segments) <= _IN_ONE_GO:
+        same = map(operator.eq, map(tuple, map(_BLOCKS, segments)), map(_PARSED, segments))
+        return list(itertools.compress(itertools.count(), map(operator.not_, same)))
+    # A big body's hundreds of thousands: one C call over all of them would hold the GIL for tens of ms (a worker
+    # thread's, gateway/off_loop.py, while the event loop waits for it); a chunk at a time, it changes hands.
+    out: list[int] = []
+    for start in range(0, len(segments), _IN_ONE_GO):
+        out.extend(start + i for i in touched(segments[start:start + _IN_ONE_GO]))
+    return out
+
+
+_IN_ONE_GO = 8192
 
 
 def equal_run(earlier: list, now: list) -> int:

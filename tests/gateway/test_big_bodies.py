@@ -16,6 +16,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from prefixgate import slices
 from prefixgate.gateway import intake, off_loop
 from tests.gateway.support_gateway import running_gateway, running_upstream, settings_for
 
@@ -170,7 +171,8 @@ def test_a_graph_is_freed_in_slices_that_shrink_when_they_take_long(monkeypatch)
 
     order: list[tuple[str, int]] = []
     monkeypatch.setattr(off_loop, "time", Clock)
-    monkeypatch.setattr(off_loop, "SLICE_S", 0.0)
+    monkeypatch.setattr(slices, "time", Clock)
+    monkeypatch.setattr(slices, "SLICE_S", 0.0)
     dismantled(3 * off_loop.SLICE, [], order)
     runs, run = [], 0       # nodes freed between two turns of the GIL
     for kind, _ in order:
