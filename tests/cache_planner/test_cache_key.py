@@ -14,13 +14,13 @@ from prefixgate.policies.schema import PolicyError
 from tests.cache_planner.support_planning import POLICY
 from tests.gateway.support_gateway import policy_for, settings_for
 
-TARGET = Target("openai", "gpt-5")
+TARGET = Target("openai", "gpt-5.4")
 SYSTEM = "You are Ava, the ACME support agent.\nCurrent time: 2026-11-22T10:{:02d}:00Z\n" + POLICY
 
 
 def body(dialect: str, system: str, question: str, key: str | None) -> dict:
-    out = ({"model": "gpt-5", "instructions": system, "input": question} if dialect == "responses" else
-           {"model": "gpt-5", "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]})
+    out = ({"model": "gpt-5.4", "instructions": system, "input": question} if dialect == "responses" else
+           {"model": "gpt-5.4", "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]})
     return out if key is None else out | {"prompt_cache_key": key}
 
 

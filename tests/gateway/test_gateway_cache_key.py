@@ -29,9 +29,9 @@ def ask(url: str, api: str, caller: str, session: str, question: str) -> int:
     """One session's first request; the cached tokens the answer reports."""
     client = openai.OpenAI(api_key=KEYS[caller], base_url=url + "/v1", max_retries=0)
     if api == "responses":
-        r = client.responses.create(model="gpt-5", instructions=INSTRUCTIONS, input=question, prompt_cache_key=session)
+        r = client.responses.create(model="gpt-5.4", instructions=INSTRUCTIONS, input=question, prompt_cache_key=session)
         return r.usage.input_tokens_details.cached_tokens
-    c = client.chat.completions.create(model="gpt-5", prompt_cache_key=session, messages=[
+    c = client.chat.completions.create(model="gpt-5.4", prompt_cache_key=session, messages=[
         {"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": question}])
     return c.usage.prompt_tokens_details.cached_tokens
 

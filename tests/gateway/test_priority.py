@@ -33,7 +33,7 @@ def test_the_class_goes_to_self_hosted_engines_as_vllm_priority_and_never_to_hos
                 return up.received[-1].body
             assert ask(PLAIN, "llama-3")["priority"] == 1     # the route's class: low
             assert ask(URGENT, "llama-3")["priority"] == -1   # the key's overrides it: high
-            assert "priority" not in ask(URGENT, "gpt-5-mini")  # a hosted upstream has no such field
+            assert "priority" not in ask(URGENT, "gpt-5.4-mini")  # a hosted upstream has no such field
     notes = [line for r in read_records(settings.ledger_path) for line in r["explanation"]]
     assert "priority: low (engine priority 1)" in notes and "priority: high (engine priority -1)" in notes
 
