@@ -95,7 +95,7 @@ class LetGoAfter(Response):
     """A big request's response: sent as `inner` is, after which what `inner` held (through its background
     task, the request's call, plan and record) is freed by a worker (`let_go_later`), not by the loop."""
 
-    def __init__(self, inner: Response) -> None:   # noqa: D107 - Response's own fields are never read: `inner` answers
+    def __init__(self, inner: Response) -> None:   # Response's own fields are never read: `inner` answers
         self.inner: Response | None = inner
         self.status_code, self.background = inner.status_code, None
 
@@ -226,7 +226,6 @@ class _Window:
                 if self._collecting:
                     gc.enable()
                 sys.setswitchinterval(self._interval)
-
 
     @property
     def open(self) -> bool:
