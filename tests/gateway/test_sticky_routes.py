@@ -81,6 +81,16 @@ def refuses_twice(context: MockContext) -> None:
     context.faults.rules.append(FaultRule(parse_fault("status=503"), times=2))
 
 
+def failed_over(gw, clock, contexts: dict[str, MockContext], session: list[dict]) -> tuple[str, str]:
+    """A session's first turn pins a deployment, which then refuses twice: the second turn, a minute later,
+    goes elsewhere. The deployments of the first and the second turn."""
+    _, first = ask(gw, "Is my toaster covered?", session)
+    refuses_twice(contexts[first])
+    clock.now += 60
+    _, moved = ask(gw, "And my kettle?", session)
+    return first, moved
+
+
 def only(request, balance: str, why: str) -> None:
     if request.node.callspec.params["stack"] != balance:
         pytest.skip(why)
@@ -132,10 +142,8 @@ def test_one_tenants_pin_does_not_steer_anothers(stack, request):
     only(request, "round_robin", "where a new session starts is fixed under round_robin (its first turn), a hash under cost")
     gw, settings, clock, contexts = stack
     acme: list[dict] = []
-    _, first = ask(gw, "Is my toaster covered?", acme)
-    refuses_twice(contexts[first])
-    clock.now += 60
-    assert ask(gw, "And my kettle?", acme)[1] != first      # acme's session is pinned elsewhere now
+    first, moved = failed_over(gw, clock, contexts, acme)
+    assert moved != first      # acme's session is pinned elsewhere now
     # Globex sends the very same conversation: it starts where a new session of its own starts, not on acme's pin.
     globex: list[dict] = []
     _, target = ask(gw, "Is my toaster covered?", globex, tenant="globex")
@@ -233,10 +241,7 @@ def test_replicas_sharing_redis_agree_where_a_session_is_pinned(tmp_path, monkey
             for app in replicas:
                 app.state.proxy.sticky.clock = clock
             session: list[dict] = []
-            _, first = ask(one, "Is my toaster covered?", session)
-            refuses_twice(contexts[first])
-            clock.now += 60
-            _, moved = ask(one, "And my kettle?", session)
+            first, moved = failed_over(one, clock, contexts, session)
             assert moved != first
             clock.now += 60
             # The other replica has never seen this session: it follows the pin replica one wrote to Redis.
@@ -248,10 +253,7 @@ def test_the_dashboard_page_names_a_routes_flips_and_their_cost(stack, request, 
     only(request, "cost", "one balance is enough for the page")
     gw, settings, clock, contexts = stack
     session: list[dict] = []
-    _, first = ask(gw, "Is my toaster covered?", session)
-    refuses_twice(contexts[first])
-    clock.now += 60
-    ask(gw, "And my kettle?", session)
+    failed_over(gw, clock, contexts, session)
     cost = Decimal(records(settings, 2)[-1]["flip_cost_usd"])
     browser.get(gw.url + "/dashboard")
     WebDriverWait(browser, 20).until(lambda d: loads(d) >= 1)
