@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner_traces import prose
 
@@ -41,6 +41,12 @@ MODEL = "claude-sonnet-5-5"
 def _record(t: float, route: str, body: dict, output: int) -> TraceRecord:
     return TraceRecord(line=0, t=t, provider="anthropic", model=MODEL, body=body, route=route, tenant="acme",
                        output_tokens=output)
+
+
+def _message(text: str) -> dict:
+    """The Anthropic Message that answered with `text`."""
+    return {"type": "message", "role": "assistant", "model": MODEL, "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn"}
 
 
 def _body(system: str, messages: list, tools: list | None = None) -> dict:
@@ -95,9 +101,11 @@ def _conversations(seed: int, shape: Chat | PacedChat,
         for _ in range(rng.randint(*shape.turns)):
             messages.append({"role": "user", "content": prose(rng, rng.randint(1, 4))})
             law = next(laws) if laws is not None else (0.0, 0.0)
-            rows.append((_record(t, "chat", _body(system, messages), output=400), law))
-            messages.append({"role": "assistant", "content": prose(rng, rng.randint(shape.reply_sentences // 2,
-                                                                                     shape.reply_sentences * 3 // 2))})
+            record = _record(t, "chat", _body(system, messages), output=400)
+            reply = prose(rng, rng.randint(shape.reply_sentences // 2, shape.reply_sentences * 3 // 2))
+            # The trace keeps the reply the gateway relayed (a recorded trace's `response`), as people see it.
+            rows.append((replace(record, response=_message(reply)), law))
+            messages.append({"role": "assistant", "content": reply})
             t += next(gaps)
     rows.sort(key=lambda row: row[0].t)
     return [r for r, _ in rows], [law for _, law in rows]

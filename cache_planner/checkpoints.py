@@ -192,7 +192,7 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
         stats = route.reuse.level(level)
         if level == "conversation":
             c.choice = choose_growing_ttl(_returns(route, c), price, ttls, c.carried, c.tokens - c.carried - c.base,
-                                          route.keepalive)
+                                          route.keepalive, route.upgrade)
         else:
             c.choice = choose_ttl(stats, price, ttls)
         if c.choice.ttl is None:
@@ -211,10 +211,12 @@ def _returns(route: RouteState, c: Candidate) -> ReuseStats | SessionReturns:
 def split_anchor(chosen: list[Candidate], price: Price, route: RouteState, ttls: tuple[str, ...]) -> list[Candidate]:
     """A long-lived checkpoint on the conversation's first new block when `split_conversation` expects it cheaper."""
     end = next((c for c in chosen if c.level == "conversation" and c.anchor is not None), None)
-    if end is None:
+    if end is None or route.upgrade:
+        # An upgrade through the reply keeps the whole prefix through a break for one read of it, paid only when
+        # the session is away; a long-lived anchor pays its premium every turn and keeps only its part.
         return []
     split = split_conversation(_returns(route, end), price, ttls, end.base, end.carried,
-                               end.anchor_tokens, end.tokens, route.keepalive)
+                               end.anchor_tokens, end.tokens, route.keepalive, route.upgrade)
     if split.anchor is None or split.end is None:
         return []
     end.choice = Choice(split.end, split.expected_cost, split.reason)

@@ -69,13 +69,28 @@ def choose_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...]) -> Choice
 
 class _Kept:
     """A route's reuse evidence as keep-alive sees it: a return after the TTL counts by the share of the re-write
-    the refreshes until then save (`lifetime.p_kept`)."""
+    the refreshes until then save (`lifetime.p_kept`), or an upgrade through the reply (`upgrade`)."""
 
-    def __init__(self, stats: ReuseStats | SessionReturns, read: float, miss: float) -> None:
-        self.stats, self.read, self.miss = stats, read, miss
+    def __init__(self, stats: ReuseStats | SessionReturns, read: float, miss: float,
+                 upgrade: tuple[float, float] | None = None) -> None:
+        self.stats, self.read, self.miss, self.upgrade = stats, read, miss, upgrade
 
     def p_within(self, seconds: float) -> float:
-        return p_kept(self.stats.p_within, seconds, self.read, self.miss, BOUNDS)
+        return p_kept(self.stats.p_within, seconds, self.read, self.miss, BOUNDS, upgrade=self.upgrade)
+
+
+def _kept(stats: ReuseStats | SessionReturns, price: Price, ttls: tuple[str, ...], fresh: int, total: int,
+          upgrade: bool) -> _Kept:
+    """`stats` as keep-alive sees them. With `upgrade`, a short-lived entry can be rewritten through the next
+    reply with the longest TTL: it costs a read of the prefix plus, on the reply (about as long as this turn's
+    new tokens, `fresh`), the long write and its read less the short write the next turn would have paid."""
+    read = float(price.cache_read / price.input)
+    up = None
+    if upgrade and len(ttls) > 1 and total > 0:
+        short, long = min(ttls, key=ttl_seconds), max(ttls, key=ttl_seconds)
+        extra = _multipliers(price, long)[1] + read - _multipliers(price, short)[1]
+        up = (float(ttl_seconds(long)), read + extra * fresh / total)
+    return _Kept(stats, read, _miss(price, ttls), up)
 
 
 def _miss(price: Price, ttls: tuple[str, ...]) -> float:
@@ -84,15 +99,16 @@ def _miss(price: Price, ttls: tuple[str, ...]) -> float:
 
 
 def choose_growing_ttl(stats: ReuseStats | SessionReturns, price: Price, ttls: tuple[str, ...], carried: int, fresh: int,
-                       keepalive: bool = False) -> Choice:
+                       keepalive: bool = False, upgrade: bool = False) -> Choice:
     """For a growing prefix: `carried` tokens were read from cache this request, `fresh` are written now.
-    `keepalive`: refreshes will keep the entry through a break when that pays."""
+    `keepalive`: refreshes will keep the entry through a break when that pays; `upgrade`: or an upgrade through
+    the reply."""
     total = carried + fresh
     if price.input <= 0 or total <= 0:
         return Choice(None, 1.0, "nothing to save")
     miss = _miss(price, ttls)
     if keepalive and ttls:
-        stats = _Kept(stats, float(price.cache_read / price.input), miss)  # type: ignore[assignment]
+        stats = _kept(stats, price, ttls, fresh, total, upgrade)  # type: ignore[assignment]
 
     def cost(ttl: str, p: float) -> float:
         return growing_cost(price, ttl, p, carried, fresh, miss) / total
@@ -118,9 +134,9 @@ def recurring_cost(stats: ReuseStats, price: Price, ttl: str, size: int) -> floa
 
 
 def split_conversation(stats: ReuseStats | SessionReturns, price: Price, ttls: tuple[str, ...], base: int, carried: int, anchor: int,
-                       end: int, keepalive: bool = False) -> SplitChoice:
+                       end: int, keepalive: bool = False, upgrade: bool = False) -> SplitChoice:
     """For a growing prefix (tokens past the static `base`: `carried` read, the first new block ending at
     `anchor`, the prefix at `end`): one checkpoint at the end, or the longest TTL through the first new block and a
     shorter one after it (`lifetime.choose_split`)."""
-    returns = _Kept(stats, float(price.cache_read / price.input), _miss(price, ttls)) if keepalive and ttls else stats
+    returns = _kept(stats, price, ttls, end - carried, end - base, upgrade) if keepalive and ttls else stats
     return choose_split(returns.p_within, ttl_options(price, ttls, ttl_seconds), carried, anchor - base, end - base)

@@ -20,10 +20,25 @@ OpenAI's and Gemini's implicit caches keep what was recently used). Per wire for
 - Gemini Interactions: no refresh (an interaction cannot be sent without producing output we can bound).
 A body with nothing cached (no checkpoint on a provider that needs one) has no refresh: `refresh_body` is None.
 
+An *upgrade* (`upgrade_body`, Anthropic Messages only) keeps a conversation through a break its write's TTL does
+not cover. A hit restarts an entry's TTL but never lengthens it, so re-sending the same prefix marked 1h only
+buys another 5 minutes. The reply the session received is new to the cache, though: the prefix, the reply
+marked with the long TTL and a filler user turn, as a pre-warm, read the prefix and write the reply into a new
+entry that lives the long TTL, and the session's next request (the same prefix, the same reply, its new turn)
+reads it. It costs a read of the prefix and the reply's tokens at the long TTL's write price, which the next
+request would have paid at the short one anyway. The conversation's earlier marks become long too (a hit there
+only restarts it; a shorter mark before a longer one is refused), and at the 4-mark limit the last gives way
+(the new mark looks back 20 blocks and still finds its entry). The static prefix's marks (tools, system) are
+taken off: its own entry is left to its own keep-alive decision, and once it lapses the next request marks it
+again for free (a write is billed only past the longest hit, here the conversation's). Only a reply of text
+blocks is re-sent: a tool call needs its result next, and thinking changes what is cached.
+
 Public API (stable):
     Refresh(kind, body, name=None, output_tokens=0, prewarm=False)
     refresh_body(provider, body, model=None, ttl_s=3600.0, catalog=None) -> Refresh | None
     refresh_cost(refresh, price, cached_tokens, uncached_tokens=0, ttl_s=3600.0) -> Decimal   (USD)
+    upgrade_body(provider, body, reply, ttl="1h") -> Refresh | None
+    reply_content(provider, response) -> list | None
 """
 
 from __future__ import annotations
@@ -41,6 +56,7 @@ from prefixgate.providers.rules import Catalog
 
 RESPONSES_MIN_OUTPUT = 16   # Responses rejects max_output_tokens below 16
 FILLER = "."                # the user turn a refresh needs when only the system prompt and tools are cached
+MAX_MARKS = 4               # Anthropic's breakpoints per request
 
 
 @dataclass(frozen=True)
@@ -113,6 +129,20 @@ def _anthropic(body: dict) -> Refresh | None:
                 return None
             cut = [{"role": "user", "content": FILLER}]
         out["messages"] = cut
+    last = out["messages"][-1] if out["messages"] else {}
+    content = last.get("content") if isinstance(last.get("content"), list) else []
+    if last.get("role") == "assistant" and not any(_is_call(b) for b in content):
+        # Cut after a marked reply: a request must end on a user turn (newer models refuse a prefill).
+        out["messages"] = [*out["messages"], {"role": "user", "content": FILLER}]
+    return _least_output(out)
+
+
+def _is_call(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use")
+
+
+def _least_output(out: dict) -> Refresh:
+    """`out` (an Anthropic body) asking for as little output as the API takes."""
     thinking = out.get("thinking") if isinstance(out.get("thinking"), dict) else {}
     forced = isinstance(out.get("tool_choice"), dict) and out["tool_choice"].get("type") in ("tool", "any")
     formatted = isinstance(out.get("output_config"), dict) and "format" in out["output_config"]
@@ -124,6 +154,52 @@ def _anthropic(body: dict) -> Refresh | None:
         return Refresh("generate", out, output_tokens=1)
     out["max_tokens"] = 0
     return Refresh("generate", out, prewarm=True)
+
+
+def reply_content(provider: str, response: dict | None) -> list | None:
+    """The content blocks of an Anthropic reply as the client sends them back, when an upgrade may re-send
+    them: text blocks only, at least one with text."""
+    if provider != "anthropic" or not isinstance(response, dict) or response.get("type", "message") != "message":
+        return None
+    content = response.get("content")
+    if not isinstance(content, list) or not content:
+        return None
+    if not all(isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in content):
+        return None
+    blocks = [{"type": "text", "text": b["text"]} for b in content if b["text"]]
+    return blocks or None
+
+
+def upgrade_body(provider: str, body: dict, reply: list, ttl: str = "1h") -> Refresh | None:
+    """The pre-warm that writes `reply` (`reply_content`) after the prefix `body` caches, marked `ttl`; None
+    where it cannot be sent (another wire format, thinking, a prefix with no mark, a body ending on a reply)."""
+    if request_dialect(provider, body).name != "anthropic" or not reply:
+        return None
+    out = copy.deepcopy(body)
+    out.pop("stream", None)
+    thinking = out.get("thinking") if isinstance(out.get("thinking"), dict) else {}
+    messages = out.get("messages")
+    if thinking.get("type") == "enabled" or out.get("cache_control") is not None or not isinstance(messages, list):
+        return None
+    cut = _through_last(messages, _has("cache_control"), lambda m: m.get("content"))
+    if cut is None or cut[-1].get("role") != "user":
+        return None
+    long = {"type": "ephemeral", "ttl": ttl}
+    marked = [b for m in cut if isinstance(m.get("content"), list) for b in m["content"]
+              if isinstance(b, dict) and "cache_control" in b]
+    static = [b for b in [*(out.get("tools") or []), *(out.get("system") if isinstance(out.get("system"), list) else [])]
+              if isinstance(b, dict) and "cache_control" in b]
+    for block in static:
+        del block["cache_control"]
+    if len(marked) >= MAX_MARKS:
+        del marked[-1]["cache_control"]
+        marked = marked[:-1]
+    for block in marked:
+        block["cache_control"] = dict(long)
+    answer = copy.deepcopy(reply)
+    answer[-1]["cache_control"] = dict(long)
+    out["messages"] = [*cut, {"role": "assistant", "content": answer}, {"role": "user", "content": FILLER}]
+    return _least_output(out)
 
 
 def _converse(body: dict) -> Refresh | None:

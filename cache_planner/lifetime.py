@@ -31,7 +31,7 @@ Public API (stable):
     TtlChoice(ttl, expected_cost, reason); write_cost(model, option, carried, fresh, now=None, miss=1.0)
     choose_write_ttl(model, options, carried, fresh, now=None) -> TtlChoice
     SplitChoice(anchor, end, expected_cost, reason); choose_split(p_within, options, carried, anchor, end)
-    p_kept(p_within, ttl_s, read, miss, edges=GAP_EDGES) -> float
+    p_kept(p_within, ttl_s, read, miss, edges=GAP_EDGES, margin_s=..., upgrade=None) -> float
     KeepAlive(refresh, at, expected_saving, reason)
     keepalive(model, idle, expires_in, ttl_s, rewrite_cost, read_cost, refresh_cost, now=None, margin_s=...)
 """
@@ -289,17 +289,23 @@ def choose_write_ttl(model: GapModel, options: Iterable[TtlOption], carried: int
 
 
 def p_kept(p_within: Callable[[float], float], ttl_s: float, read: float, miss: float,
-           edges: Iterable[float] = GAP_EDGES, margin_s: float = REFRESH_MARGIN_S) -> float:
+           edges: Iterable[float] = GAP_EDGES, margin_s: float = REFRESH_MARGIN_S,
+           upgrade: tuple[float, float] | None = None) -> float:
     """With keep-alive: the chance the next request reads the entry, counting a return after the TTL by the share
     of the re-write (`miss` per token, against `read`) that the refreshes keeping it until then save; each
-    refresh reads the prefix once. A return in (a, b] is priced as if at b (the refreshes it needs at most)."""
+    refresh reads the prefix once. A return in (a, b] is priced as if at b (the refreshes it needs at most).
+    `upgrade` (long TTL seconds, cost per token): at its first expiry the entry may instead be rewritten to live
+    the long TTL (`keepalive.upgrade_body`), then refreshed at that TTL; the cheaper of the two counts."""
     p = p_within(ttl_s)
     if miss <= read or ttl_s <= margin_s:
         return p
     low = ttl_s
     for edge in (e for e in edges if e > ttl_s):
-        refreshes = math.ceil((edge - ttl_s) / (ttl_s - margin_s))
-        p += (p_within(edge) - p_within(low)) * max(0.0, (miss - read * (1 + refreshes)) / (miss - read))
+        cost = read * math.ceil((edge - ttl_s) / (ttl_s - margin_s))
+        if upgrade is not None and upgrade[0] > ttl_s:
+            long_s, up = upgrade
+            cost = min(cost, up + read * max(0, math.ceil((edge - long_s) / (long_s - margin_s))))
+        p += (p_within(edge) - p_within(low)) * max(0.0, (miss - read - cost) / (miss - read))
         low = edge
     return p
 

@@ -139,6 +139,7 @@ def plan(
     rs = state.route(route_name)
     rs.requests += 1
     rs.keepalive = state.keepalive
+    rs.upgrade = state.keepalive and state.upgrade
     if mode == "rewrite":
         stable_tool_forms(conv, rs, notes)
         # The earlier turns live at the provider (a stored response or interaction): only the new input is ours.

@@ -6,7 +6,11 @@ that is the session coming back, and the gap since its previous request is what 
 (`lifetime.GapModel`, one per route and level) learns. When an entry is about to expire and its session is
 away, `lifetime.keepalive` decides, from the gaps seen so far and the prices, whether a refresh
 (`keepalive.refresh_body`: the prefix through that checkpoint with no or minimal output) is worth its cost; a
-refresh restarts the entry's TTL and those of the entries it contains. The planner's own requests are never
+refresh restarts the entry's TTL and those of the entries it contains. A conversation entry whose request's
+reply is in the trace (`response`, an Anthropic text reply) may instead be *upgraded*
+(`keepalive.upgrade_body`: the reply written after it with the longest TTL offered), when the same backward
+induction expects that to save more than a chain of refreshes at the entry's own TTL; the upgraded entry (the
+prefix through the reply) is the one the session's next request reads. The planner's own requests are never
 changed: refreshes are extra records, in time order, marked `"keepalive": true`.
 """
 
@@ -19,9 +23,16 @@ from decimal import Decimal
 from typing import Any
 
 from prefixgate import tokens
-from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost
-from prefixgate.cache_planner.lifetime import HORIZON_S, REFRESH_MARGIN_S, GapBook, keepalive
+from prefixgate.cache_planner.keepalive import (
+    Refresh,
+    refresh_body,
+    refresh_cost,
+    reply_content,
+    upgrade_body,
+)
+from prefixgate.cache_planner.lifetime import HORIZON_S, REFRESH_MARGIN_S, GapBook, KeepAlive, keepalive
 from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
+from prefixgate.cost import MTOK
 from prefixgate.dialects import request_dialect
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation, ttl_seconds
@@ -47,6 +58,9 @@ class Entry:
     holds: tuple[str, ...] = ()  # the keys of the request's earlier checkpoints (a refresh reads them too)
     version: int = 0
     kept: bool = True          # False once a refresh was not worth it: left to expire, but still a session's link
+    reply: list | None = None  # the reply the request got (text blocks an upgrade may write after the entry)
+    session: str = ""          # the session's id in the gap model (the key it was first written under)
+    wanted: str = ""           # the TTL its latest request's mark asks for
 
 
 class RefreshPlanner:
@@ -72,7 +86,7 @@ class RefreshPlanner:
         for old in earlier:
             del self.entries[old.key]
         for entry in found:
-            if entry.level != "conversation":
+            if entry.level != "conversation" and entry.expires > now:  # a lapsed one is written again below
                 self._touch(entry, now, ttl_seconds(entry.ttl))
         if not marks:
             return
@@ -82,6 +96,7 @@ class RefreshPlanner:
         for _, block in flat:
             total += tokens.block_tokens(block, encoding)
             cumulative.append(total)
+        reply = reply_content(record.provider, record.response)
         lead = next((i for i, (role, _) in enumerate(flat) if role not in (*SYSTEM_ROLES, "tools", "schema")), len(flat))
         for n, index in enumerate(marks):
             level = "static" if index < lead else "conversation"
@@ -91,16 +106,21 @@ class RefreshPlanner:
                 # ends the static entry's idle time without that (censored).
                 self.gaps.observe(route, level, key, now, returned=not earlier)
             elif index == marks[-1]:
-                previous = max(earlier, key=lambda e: e.tokens).key if earlier else None
+                previous = max(earlier, key=lambda e: e.tokens).session if earlier else None
                 self.gaps.observe(route, level, key, now, previous)
             ttl = flat[index][1].checkpoint.ttl or DEFAULT_TTL.get(record.provider, "5m")  # type: ignore[union-attr]
             entry = self.entries.get(key)
             if entry is None:
                 entry = self.entries[key] = Entry(key, level, index, record, body, cumulative[index], ttl, now, now)
+            elif entry.expires <= now:
+                entry.ttl = ttl  # it lapsed: this request writes it anew, with its own mark's TTL
+            # else a hit: it restarts the entry's own TTL, never a longer one the mark asks for
+            entry.wanted = ttl
             entry.index, entry.record, entry.body, entry.last_request = index, record, body, now
-            entry.holds, entry.kept = tuple(keys[i] for i in marks[:n]), True
+            entry.holds, entry.kept, entry.session = tuple(keys[i] for i in marks[:n]), True, key
+            entry.reply = reply if index == marks[-1] and level == "conversation" else None
             self.entries.move_to_end(key)
-            self._touch(entry, now, ttl_seconds(ttl))
+            self._touch(entry, now, ttl_seconds(entry.ttl))
         while len(self.entries) > MAX_ENTRIES:
             self.entries.popitem(last=False)
 
@@ -129,6 +149,10 @@ class RefreshPlanner:
         record = entry.record
         if at - entry.last_request >= HORIZON_S:
             return None  # no session is expected back after a day: the model's horizon bounds every chain
+        if entry.wanted and ttl_seconds(entry.wanted) > ttl_seconds(entry.ttl):
+            # Its requests now mark it longer than it lives: a hit never lengthens an entry, so refreshing would
+            # keep it short for good; let it lapse and the next request writes it with the longer TTL.
+            return None
         try:
             rules = resolve_model(record.provider, record.model, self.catalog)
             refresh = refresh_body(record.provider, _through(entry), model=record.model, catalog=self.catalog)
@@ -144,16 +168,26 @@ class RefreshPlanner:
         at_stake = entry.tokens - max(kept, default=0)
         price = rules.price_for(entry.tokens)
         per_m = Decimal(1_000_000)
-        cost = refresh_cost(refresh, price, entry.tokens)
         model = self.gaps.model(f"{record.tenant}/{record.route}", entry.level)
-        decision = keepalive(model, idle=at - entry.last_request, expires_in=entry.expires - at, ttl_s=ttl_s,
-                             rewrite_cost=float(price.write_price(entry.ttl) * at_stake / per_m),
+
+        def decide(ttl: str, cost: Decimal) -> KeepAlive:
+            return keepalive(model, idle=at - entry.last_request, expires_in=entry.expires - at,
+                             ttl_s=float(ttl_seconds(ttl)), rewrite_cost=float(price.write_price(entry.ttl) * at_stake / per_m),
                              read_cost=float(price.cache_read * at_stake / per_m), refresh_cost=float(cost), now=at)
+
+        decision = decide(entry.ttl, refresh_cost(refresh, price, entry.tokens))
+        upgrade = self._upgrade(entry, rules.breakpoint_ttls, price)
+        if upgrade is not None:
+            long, body, extra, cost = upgrade
+            better = decide(long, cost)
+            if better.refresh and better.expected_saving > decision.expected_saving:
+                return self._upgraded(entry, at, long, body, extra, better)
         if not decision.refresh:
             return None
         line = {**record_json(record), "t": at, "body": refresh.body, "output_tokens": refresh.output_tokens,
                 "keepalive": True, "plan": [f"keepalive: refresh the {entry.level} entry ({entry.tokens} tokens, "
                                             f"ttl {entry.ttl}): {decision.reason}"]}
+        line.pop("response", None)
         # The refresh reads this entry and the earlier ones its body marks.
         for key in (entry.key, *entry.holds):
             other = self.entries.get(key)
@@ -161,6 +195,44 @@ class RefreshPlanner:
                 self._touch(other, at, ttl_seconds(other.ttl))
         return line
 
+    def _upgrade(self, entry: Entry, ttls: tuple[str, ...], price: Any) -> tuple[str, Refresh, int, Decimal] | None:
+        """The upgrade of `entry` (its TTL, body, the reply's tokens, its cost as a refresh of the entry), if any.
+        Its cost counts the reply at the long TTL's write price plus the next request's read of it, less the
+        write at the entry's TTL that request would have paid for the reply anyway."""
+        longer = [t for t in ttls if ttl_seconds(t) > ttl_seconds(entry.ttl)]
+        if entry.reply is None or entry.level != "conversation" or not longer:
+            return None
+        long = max(longer, key=ttl_seconds)
+        body = upgrade_body(entry.record.provider, _through(entry), entry.reply, long)
+        if body is None:
+            return None
+        encoding = tokens.encoding_for(entry.record.provider, entry.record.model)
+        extra = sum(tokens.count_tokens(b["text"], encoding) for b in entry.reply)
+        filler = 4  # the filler turn's tokens, about
+        cost = (price.cache_read * entry.tokens + price.input * filler + price.output * body.output_tokens
+                + (price.write_price(long) + price.cache_read - price.write_price(entry.ttl)) * extra) / MTOK
+        return long, body, extra, cost
+
+    def _upgraded(self, entry: Entry, at: float, long: str, refresh: Refresh, extra: int, decision: KeepAlive) -> dict[str, Any]:
+        """Send the upgrade: the entry through the reply takes over the session (same gap-model id)."""
+        conv = request_dialect(entry.record.provider, refresh.body).parse_request(refresh.body, model=entry.record.model)
+        flat = conv.blocks()
+        index = max(i for i, b in enumerate(flat) if b.checkpoint is not None)
+        key = conv.prefix_keys()[index]
+        line = {**record_json(entry.record), "t": at, "body": refresh.body, "output_tokens": refresh.output_tokens,
+                "keepalive": True, "plan": [f"keepalive: upgrade the conversation entry ({entry.tokens} tokens, ttl "
+                                            f"{entry.ttl}) to {long} through the reply ({extra} tokens): {decision.reason}"]}
+        line.pop("response", None)
+        # It reads the conversation's earlier entries, not the static prefix's (`upgrade_body` takes its marks off).
+        holds = tuple(k for k in entry.holds if k in self.entries and self.entries[k].level == "conversation")
+        for other_key in holds:
+            self._touch(self.entries[other_key], at, ttl_seconds(self.entries[other_key].ttl))
+        del self.entries[entry.key]
+        upgraded = self.entries[key] = Entry(key, "conversation", index, entry.record, refresh.body,
+                                             entry.tokens + extra, long, entry.last_request, at,
+                                             holds=holds, session=entry.session)
+        self._touch(upgraded, at, ttl_seconds(long))
+        return line
 
 def _through(entry: Entry) -> dict:
     """The request body cut to what keeps `entry`: its checkpoints after the entry's block are taken off, so the

@@ -79,6 +79,8 @@ class RouteState:
     relearned: bool = False
     # Refreshes keep this route's entries alive through breaks (set per request from `PlannerState.keepalive`).
     keepalive: bool = False
+    # ... and may upgrade this request's conversation entry through its reply (`PlannerState.upgrade`).
+    upgrade: bool = False
 
     def remember_context(self, key: str, text: str) -> None:
         self.contexts[key] = text
@@ -211,6 +213,9 @@ class PlannerState:
         # Keep-alive refreshes follow these plans (`plan --keepalive`, a gateway route with keep-alive): TTL
         # choices count a return after the TTL as kept when refreshing until then pays (`lifetime.p_kept`).
         self.keepalive = False
+        # Set per request: its reply will be known to keep-alive, which may then write it after the conversation
+        # with a longer TTL while the session is away (`keepalive.upgrade_body`); priced by `lifetime.p_kept`.
+        self.upgrade = False
         self._published: dict[str, float] = {}
         # Sketch value -> the route it was last seen in (`resolve`), bounded.
         self._sketches: OrderedDict[str, str] = OrderedDict()

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prefixgate.cache_planner.caller_markers import CallerCheckpoints
+from prefixgate.cache_planner.keepalive import reply_content
 from prefixgate.cache_planner.plan import Mode, Plan, plan
 from prefixgate.cache_planner.refresh_plan import RefreshPlanner
 from prefixgate.cache_planner.stability import PlannerState
@@ -51,6 +52,7 @@ def plan_trace(records: Iterable[TraceRecord], mode: Mode = "rewrite",
     for record in records:
         if refreshes is not None:
             yield from refreshes.due(record.t)
+        state.upgrade = keepalive and reply_content(record.provider, record.response) is not None
         result = _plan(record, state, mode, caller)
         if isinstance(result, list):
             yield {**record_json(record), "plan": result}

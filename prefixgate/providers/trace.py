@@ -9,6 +9,9 @@ add `"endpoint"`: "cachedContents.create" (body: the CachedContent, optionally w
 "cachedContents.update" or "cachedContents.delete" (with "name"); the default is "generate".
 `"keepalive": true` marks a request sent only to keep a cached prefix alive (`prefixgate plan --keepalive`):
 it is priced like any other, but would not exist without caching, so its cost without caching is nothing.
+`"response"` (optional) is the response body the provider returned (an Anthropic Message, a Chat Completion,
+...); replay ignores it, and `plan --keepalive` re-sends an Anthropic reply's content to keep a session whose
+user is away cached for longer (`cache_planner.keepalive.upgrade_body`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from prefixgate.providers.rules import PROVIDERS
 
 ENDPOINTS = ("generate", "cachedContents.create", "cachedContents.update", "cachedContents.delete")
 # `plan` (a planned trace's explanation) is read and ignored, so a planned trace replays as it is.
-_KEYS = {"t", "provider", "model", "route", "tenant", "output_tokens", "body", "endpoint", "name", "keepalive", "plan"}
+_KEYS = {"t", "provider", "model", "route", "tenant", "output_tokens", "body", "endpoint", "name", "keepalive", "plan", "response"}
 
 
 class TraceError(ValueError):
@@ -44,6 +47,7 @@ class TraceRecord:
     endpoint: str = "generate"
     name: str | None = None
     keepalive: bool = False
+    response: dict | None = None
 
 
 def read_trace(path: str | Path) -> list[TraceRecord]:
@@ -103,10 +107,13 @@ def parse_record(text: str, line: int = 1, where: str = "trace") -> TraceRecord:
     keepalive = raw.get("keepalive", False)
     if not isinstance(keepalive, bool):
         raise TraceError(f"{at}: 'keepalive' must be true or false, got {keepalive!r}")
+    response = raw.get("response")
+    if response is not None and not isinstance(response, dict):
+        raise TraceError(f"{at}: 'response' must be the provider's response body (a JSON object)")
     return TraceRecord(
         line=line, t=float(t), provider=raw["provider"], model=raw["model"], body=raw["body"],
         route=raw.get("route", "default"), tenant=raw.get("tenant", "default"), output_tokens=output,
-        endpoint=endpoint, name=name, keepalive=keepalive,
+        endpoint=endpoint, name=name, keepalive=keepalive, response=response,
     )
 
 
@@ -121,4 +128,6 @@ def record_json(record: TraceRecord) -> dict[str, Any]:
         out["name"] = record.name
     if record.keepalive:
         out["keepalive"] = True
+    if record.response is not None:
+        out["response"] = record.response
     return out
