@@ -164,8 +164,9 @@ def reply_content(provider: str, response: dict | None) -> list | None:
     content = response.get("content")
     if not isinstance(content, list) or not content:
         return None
-    if not all(isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in content):
-        return None
+    if not all(isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+               and not b.get("citations") for b in content):
+        return None  # a tool call, thinking or citations: what the caller sends back is not plain text
     blocks = [{"type": "text", "text": b["text"]} for b in content if b["text"]]
     return blocks or None
 

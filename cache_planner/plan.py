@@ -107,6 +107,8 @@ def plan(
     rule: Rule = NO_RULE,
     cache_key: CacheKeyMode = "keep",
     tenant: str = "",
+    keepalive: bool = False,
+    upgrade: bool = False,
 ) -> Plan:
     """Plan `conversation` for `target`, learning from and updating `state` (the route's history).
 
@@ -114,6 +116,8 @@ def plan(
     unchanged, with the reason in the explanation. `caller_checkpoints` says what happens to markers
     the caller placed itself (`caller_markers`). `rule`: the route's declared volatile and never-moved text.
     `cache_key`: what happens to OpenAI's `prompt_cache_key` (`cache_key`); a derived key is scoped to `tenant`.
+    `keepalive`: refreshes will follow this plan while the session idles; `upgrade`: and this request's reply
+    will be known to them, so its conversation entry can be upgraded to a longer TTL (`keepalive.upgrade_body`).
     """
     if mode not in MODES:
         raise ValueError(f"planner mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -138,8 +142,9 @@ def plan(
     notes: list[str] = []
     rs = state.route(route_name)
     rs.requests += 1
-    rs.keepalive = state.keepalive
-    rs.upgrade = state.keepalive and state.upgrade
+    # Functions of the route and target alone (a route's keep-alive policy, its upstream's wire format): requests
+    # planned at once for one route write the same values.
+    rs.keepalive, rs.upgrade = keepalive, keepalive and upgrade
     if mode == "rewrite":
         stable_tool_forms(conv, rs, notes)
         # The earlier turns live at the provider (a stored response or interaction): only the new input is ours.

@@ -77,9 +77,11 @@ class RouteState:
     max_contexts: int = 4096
     # This request's rewrite has just learned a unit to move (for this request only: not shared).
     relearned: bool = False
-    # Refreshes keep this route's entries alive through breaks (set per request from `PlannerState.keepalive`).
+    # Refreshes keep this route's entries alive through breaks (`plan --keepalive`, a gateway route with
+    # keep-alive; set per request from `plan(keepalive=)`): TTL choices count a return after the TTL as kept when
+    # refreshing until then pays (`lifetime.p_kept`) ...
     keepalive: bool = False
-    # ... and may upgrade this request's conversation entry through its reply (`PlannerState.upgrade`).
+    # ... or upgrading the entry through the request's reply (`plan(upgrade=)`, `keepalive.upgrade_body`).
     upgrade: bool = False
 
     def remember_context(self, key: str, text: str) -> None:
@@ -210,12 +212,6 @@ class PlannerState:
         self.routes: OrderedDict[str, RouteState] = OrderedDict()
         self.lock = threading.Lock()
         self.publish_every_s = publish_every_s
-        # Keep-alive refreshes follow these plans (`plan --keepalive`, a gateway route with keep-alive): TTL
-        # choices count a return after the TTL as kept when refreshing until then pays (`lifetime.p_kept`).
-        self.keepalive = False
-        # Set per request: its reply will be known to keep-alive, which may then write it after the conversation
-        # with a longer TTL while the session is away (`keepalive.upgrade_body`); priced by `lifetime.p_kept`.
-        self.upgrade = False
         self._published: dict[str, float] = {}
         # Sketch value -> the route it was last seen in (`resolve`), bounded.
         self._sketches: OrderedDict[str, str] = OrderedDict()

@@ -28,7 +28,8 @@ def plan_record(record: TraceRecord, state: PlannerState, mode: Mode = "rewrite"
     return DIALECTS[result.conversation.dialect].encode_request(result.conversation), result.explanation
 
 
-def _plan(record: TraceRecord, state: PlannerState, mode: Mode, caller: CallerCheckpoints) -> Plan | list[str]:
+def _plan(record: TraceRecord, state: PlannerState, mode: Mode, caller: CallerCheckpoints,
+          keepalive: bool = False) -> Plan | list[str]:
     if record.endpoint != "generate":
         return [f"passthrough: {record.endpoint} is not a generate request"]
     dialect = request_dialect(record.provider, record.body)
@@ -37,7 +38,8 @@ def _plan(record: TraceRecord, state: PlannerState, mode: Mode, caller: CallerCh
     except RequestError as e:
         return [f"passthrough: the body is not a valid {record.provider} request ({e.message})"]
     return plan(conv, Target(record.provider, record.model), state, mode,  # type: ignore[arg-type]
-                route=f"{record.tenant}/{record.route}", now=record.t, caller_checkpoints=caller)
+                route=f"{record.tenant}/{record.route}", now=record.t, caller_checkpoints=caller, keepalive=keepalive,
+                upgrade=reply_content(record.provider, record.response) is not None)
 
 
 def plan_trace(records: Iterable[TraceRecord], mode: Mode = "rewrite",
@@ -47,13 +49,11 @@ def plan_trace(records: Iterable[TraceRecord], mode: Mode = "rewrite",
     the refreshes the planner would send while sessions idle are added as records of their own
     (`refresh_plan`), in time order; every original request is kept, in its order."""
     state = PlannerState()
-    state.keepalive = keepalive
     refreshes = RefreshPlanner() if keepalive else None
     for record in records:
         if refreshes is not None:
             yield from refreshes.due(record.t)
-        state.upgrade = keepalive and reply_content(record.provider, record.response) is not None
-        result = _plan(record, state, mode, caller)
+        result = _plan(record, state, mode, caller, keepalive)
         if isinstance(result, list):
             yield {**record_json(record), "plan": result}
             continue

@@ -16,7 +16,12 @@ refresh pays; this module does the rest:
   read fewer tokens than expected (the provider evicted early: refreshing it again buys nothing);
 - writes each refresh as a ledger row of kind `keepalive` (billed to the session's key), and on the session's
   next request records what the refreshes saved (`keepalive_saved_usd`: the tokens read that the cache would
-  have lost without them, at the write price less the read price).
+  have lost without them, at the write price less the read price);
+- on a route that allows it (`upgrade`, the default) and a Claude (Anthropic Messages) upstream, keeps the
+  answer's text (`StreamedReply` for a stream) so that, when the economics expect it to save more than
+  re-reading, the refresh is instead an *upgrade* (`cache_planner.keepalive.upgrade_body`: the prefix, the
+  answer marked with the longest TTL the model offers, a filler turn): a hit never lengthens an entry, but the
+  answer is new to the cache, and the caller's next turn reads the prefix through it for an hour.
 
 Time is `clock` (the `clock_offset_file` setting moves it in tests): the worker wakes every `tick_s` of real
 time and sends what is due by that clock, so a test advances the clock instead of waiting out a gap.
@@ -38,7 +43,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
 
-from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost
+from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost, reply_content, upgrade_body
 from prefixgate.cache_planner.lifetime import GapBook, keepalive
 from prefixgate.compact_json import compact_bytes
 from prefixgate.cost import MTOK, Price, cost_note, ledger_fields, price_usage
@@ -49,6 +54,7 @@ from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.ledger import LedgerRecord
 from prefixgate.policies.limits import nanodollars
 from prefixgate.policies.schema import PERIODS, CallerKey, Route, Upstream
+from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
@@ -62,6 +68,7 @@ MAX_BODY_BYTES = 64 << 20
 MAX_SESSIONS = 20_000
 TICK_S = 1.0
 TIMEOUT_S = 60.0
+FILLER_TOKENS = 4           # an upgrade's filler turn ("."), with its turn's framing, about
 _UNIT_S = {"s": 1, "m": 60, "h": 3600}
 
 
@@ -100,6 +107,14 @@ class Session:
     reason: str = ""                # why (the economics' words)
     refreshes: int = 0              # refreshes since the latest request
     stopped: str = ""               # why keep-alive stopped for it (kept: a continuation is still the same session)
+    written_ttl: str = ""           # the lifetime the latest request wrote (`ttl` once an upgrade lengthened it)
+    reply: list | None = None       # the answer's text blocks, until the upgrade is built from them
+    reply_tokens: int = 0           # the answer's output tokens: what an upgrade writes
+    upgrade: bytes = b""            # once planned: the upgrade's body (empty: none possible, or sent)
+    upgrade_ttl: str = ""           # the lifetime it writes
+    upgrade_usd: Decimal = Decimal(0)   # what it should cost, less the write the next request would pay anyway
+    upgrade_bill: Decimal = Decimal(0)  # what it should be billed (caps and budgets hold it to this)
+    upgrading: bool = False         # the refresh due is the upgrade
 
     @property
     def ttl_s(self) -> float:
@@ -112,6 +127,40 @@ class Session:
     @property
     def gap_route(self) -> str:
         return f"{self.group[0]}/{self.route.name}"
+
+
+def upgrades(route: Route, wire: WireFormat) -> bool:
+    """Whether keep-alive may upgrade this route's sessions through their answers (see the module's docstring)."""
+    return route.keepalive.on and route.keepalive.upgrade and wire.name == "anthropic"
+
+
+class StreamedReply:
+    """An Anthropic stream's text blocks as they arrive; `content()` is None once anything but plain text came
+    (a tool call, thinking, citations: what the caller sends back would not be these blocks)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[list[str]] = []
+        self.plain = True
+
+    def feed(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") != "text" or block.get("citations") or event.get("index") != len(self.blocks):
+                self.plain = False
+            self.blocks.append([block.get("text") or ""])
+        elif kind == "content_block_delta":
+            delta, index = event.get("delta") or {}, event.get("index")
+            if delta.get("type") != "text_delta" or not isinstance(index, int) or not 0 <= index < len(self.blocks):
+                self.plain = False
+            else:
+                self.blocks[index].append(delta.get("text") or "")
+
+    def content(self) -> list | None:
+        if not self.plain:
+            return None
+        return reply_content("anthropic", {"type": "message", "content": [{"type": "text", "text": "".join(b)}
+                                                                          for b in self.blocks]})
 
 
 @dataclass(frozen=True)
@@ -171,7 +220,7 @@ class KeepAlive:
         usage = rec.usage
         if earlier is not None:
             self._drop(earlier)
-            if earlier.refreshes and now - earlier.last_request > earlier.ttl_s and usage.cache_read:
+            if earlier.refreshes and now - earlier.last_request > ttl_seconds(earlier.written_ttl) and usage.cache_read:
                 self._credit(earlier, rec, min(usage.cache_read, earlier.cached_tokens), now)
         ident = earlier.ident if earlier is not None else uuid.uuid4().hex[:16]
         self.gaps.observe(f"{party}/{call.route.name}", "", ident, now)
@@ -179,7 +228,9 @@ class KeepAlive:
         price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
         session = Session(ident, group, call.caller.key, call.route, call.dialect, keys[-1], prep.upstream, prep.wire,
                           prep.planner, prep.price_rows, prep.model, prep.key, self.proxy._headers(call, prep), prep.plan.prefix_hash, prep.body,
-                          cached, ttl or "5m", price or Price(Decimal(0), Decimal(0), Decimal(0)), now, now)
+                          cached, ttl or "5m", price or Price(Decimal(0), Decimal(0), Decimal(0)), now, now,
+                          written_ttl=ttl or "5m", reply=call.reply if upgrades(call.route, prep.wire) else None,
+                          reply_tokens=usage.output)
         if earlier is not None and earlier.stopped == "early eviction":
             session.stopped = earlier.stopped      # the provider does not keep this session's prefix: stay stopped
         elif not cached or ttl is None or price is None:
@@ -202,7 +253,7 @@ class KeepAlive:
 
     def _drop(self, session: Session) -> None:
         if self.sessions.pop(session.slot, None) is session:
-            self.body_bytes -= len(session.body)
+            self.body_bytes -= len(session.body) + len(session.upgrade)
             if self.anchors.get((session.group, session.anchor)) is session:
                 del self.anchors[(session.group, session.anchor)]
 
@@ -210,7 +261,7 @@ class KeepAlive:
         """`kept` tokens read that the cache would have lost without the session's refreshes: what reading them
         saved over writing them again, on the request's record."""
         p = session.price
-        saved = kept * (p.write_price(session.ttl) - p.cache_read) / MTOK
+        saved = kept * (p.write_price(session.written_ttl) - p.cache_read) / MTOK
         if saved <= 0:
             return
         rec.keepalive_saved_usd = str(saved)
@@ -254,9 +305,14 @@ class KeepAlive:
         return sent
 
     async def _plan(self, session: Session) -> None:
-        """Build the session's refresh from its latest request (off the event loop: the body may be large)."""
-        refresh = await asyncio.to_thread(refresh_body, session.planner, json.loads(session.body),
-                                          session.model, session.ttl_s, self.proxy.catalog)
+        """Build the session's refresh (and upgrade) from its latest request (off the event loop: the body may be
+        large)."""
+        sent = await asyncio.to_thread(json.loads, session.body)
+        refresh = await asyncio.to_thread(refresh_body, session.planner, sent, session.model, session.ttl_s,
+                                          self.proxy.catalog)
+        reply, session.reply = session.reply, None
+        longest = self._longest_ttl(session) if reply is not None else None
+        upgrade = await asyncio.to_thread(upgrade_body, session.planner, sent, reply, longest) if longest else None
         if self.sessions.get(session.slot) is not session:
             return
         if refresh is None or refresh.kind != "generate":
@@ -267,7 +323,26 @@ class KeepAlive:
         self.body_bytes += len(body) - len(session.body)
         session.body, session.planned = body, True
         session.expected_usd = refresh_cost(refresh, session.price, session.cached_tokens)
+        if upgrade is not None and longest is not None:
+            session.upgrade, session.upgrade_ttl = await asyncio.to_thread(compact_bytes, upgrade.body), longest
+            self.body_bytes += len(session.upgrade)
+            p = session.price
+            # The answer is written at the long TTL and read by the next request, which would otherwise have
+            # written it at the short one; the filler turn is a few tokens of input.
+            read = refresh_cost(upgrade, p, session.cached_tokens, uncached_tokens=FILLER_TOKENS)
+            session.upgrade_bill = read + session.reply_tokens * p.write_price(longest) / MTOK
+            session.upgrade_usd = read + session.reply_tokens * (p.write_price(longest) + p.cache_read
+                                                                 - p.write_price(session.ttl)) / MTOK
         self._schedule(session, self.clock())
+
+    def _longest_ttl(self, session: Session) -> str | None:
+        """The longest lifetime the model's marks may ask for, when longer than the one in force."""
+        try:
+            ttls = resolve_model(session.planner, session.model, self.proxy.catalog).breakpoint_ttls
+        except UnknownModel:
+            return None
+        longest = max(ttls, key=ttl_seconds, default=None)
+        return longest if longest is not None and ttl_seconds(longest) > session.ttl_s else None
 
     def _schedule(self, session: Session, now: float) -> None:
         """When to refresh `session` next, if ever (`due` None: let its cache expire)."""
@@ -276,6 +351,14 @@ class KeepAlive:
                              session.touched + session.ttl_s - now, session.ttl_s,
                              float(tokens * p.write_price(session.ttl) / MTOK), float(tokens * p.cache_read / MTOK),
                              float(session.expected_usd), now=now)
+        session.upgrading = False
+        if session.upgrade:
+            upgrade = keepalive(self.gaps.model(session.gap_route, ""), now - session.last_request,
+                                session.touched + session.ttl_s - now, ttl_seconds(session.upgrade_ttl),
+                                float(tokens * p.write_price(session.ttl) / MTOK), float(tokens * p.cache_read / MTOK),
+                                float(session.upgrade_usd), now=now)
+            if upgrade.refresh and upgrade.at is not None and upgrade.expected_saving > decision.expected_saving:
+                decision, session.upgrading = upgrade, True
         session.reason = decision.reason
         if decision.refresh and decision.at is not None:
             session.due = session.last_request + decision.at
@@ -287,8 +370,9 @@ class KeepAlive:
         """Keep-alive stops for `session` until its next request (for good after an early eviction): its cache is
         left to expire. `count`: a stop /metrics counts (not a decision that a refresh does not pay)."""
         if self.sessions.get(session.slot) is session:     # else a request continued it meanwhile: already gone
-            self.body_bytes -= len(session.body)
-        session.body, session.due, session.stopped = b"", None, reason
+            self.body_bytes -= len(session.body) + len(session.upgrade)
+        session.body, session.upgrade, session.due, session.stopped = b"", b"", None, reason
+        session.reply = None
         if count:
             self.m_stops.labels(session.route.name, reason).inc()
             log.info("keep-alive stopped for a session of route %s: %s", session.route.name, reason)
@@ -298,20 +382,22 @@ class KeepAlive:
         now = self.clock()
         if now >= session.touched + session.ttl_s:
             return self._stop(session, "expired")      # too late: it would pay a full write
-        capped = await self._over_cap(session, session.expected_usd)
+        expected = session.upgrade_bill if session.upgrading else session.expected_usd
+        capped = await self._over_cap(session, expected)
         if capped:
             return self._stop(session, capped)
         key = session.key
         try:
-            held = await self.proxy.limits.admit(key, session.expected_usd) if key is not None else None
+            held = await self.proxy.limits.admit(key, expected) if key is not None else None
         except RequestError:
             return self._stop(session, "budget")
         started = time.perf_counter()
         usage, status, error = None, 200, ""
+        body = session.upgrade if session.upgrading else session.body
         try:
-            resp = await self.proxy.upstream.send(session.upstream, session.wire, session.model, session.body, False,
+            resp = await self.proxy.upstream.send(session.upstream, session.wire, session.model, body, False,
                                                   session.headers, session.credential, TIMEOUT_S)
-            conv = await asyncio.to_thread(session.wire.parse_request, session.body, model=session.model)
+            conv = await asyncio.to_thread(session.wire.parse_request, body, model=session.model)
             usage = session.wire.usage_of(json.loads(resp.body or b"{}"), conv)
         except UpstreamFailure as f:
             status, error = f.status or 502, f.message
@@ -335,8 +421,27 @@ class KeepAlive:
             self._stop(session, "early eviction")
             return 1
         session.touched = now
+        if session.upgrading:
+            await self._upgraded(session, usage)
         self._schedule(session, now)
         return 1
+
+    async def _upgraded(self, session: Session, usage: Usage) -> None:
+        """The upgrade went out: the session's cache is now its prefix through the answer, living the upgrade's
+        TTL; later refreshes re-read that (the caller's next request still contains the session's anchor)."""
+        sent = await asyncio.to_thread(json.loads, session.upgrade)
+        refresh = await asyncio.to_thread(refresh_body, session.planner, sent, session.model, session.ttl_s,
+                                          self.proxy.catalog)
+        body = await asyncio.to_thread(compact_bytes, refresh.body) if refresh is not None else b""
+        if self.sessions.get(session.slot) is not session:
+            return
+        self.body_bytes += len(body) - len(session.body) - len(session.upgrade)
+        session.body, session.upgrade, session.upgrading = body, b"", False
+        session.ttl, session.cached_tokens = session.upgrade_ttl, usage.cache_read + usage.cache_write
+        if refresh is None:
+            self._stop(session, "no refresh", count=False)
+            return
+        session.expected_usd = refresh_cost(refresh, session.price, session.cached_tokens)
     # ---- caps and records ------------------------------------------------------------------------------
 
     def _caps(self, session: Session) -> list[Cap]:
@@ -378,7 +483,8 @@ class KeepAlive:
         note = cost_note(usage, cost, f"{session.rows}/{upstream.base_model(session.model)}") if usage is not None else None
         expected = session.cached_tokens
         read = usage.cache_read if usage is not None else 0
-        explanation = [f"keepalive: refresh {session.refreshes + 1} of session {session.ident}; expected to read "
+        what = f"upgrade to {session.upgrade_ttl} through the answer" if session.upgrading else "refresh"
+        explanation = [f"keepalive: {what} {session.refreshes + 1} of session {session.ident}; expected to read "
                        f"{expected} cached tokens, read {read}", f"keepalive: {session.reason}", *([note] if note else [])]
         key = session.key
         rec = LedgerRecord(

@@ -21,6 +21,7 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
+from prefixgate.cache_planner.keepalive import reply_content
 from prefixgate.cache_planner.rewrite import system_text
 from prefixgate.clock import clock_for
 from prefixgate.compact_json import compact, compact_bytes
@@ -41,7 +42,7 @@ from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.explicit_caches import ExplicitCaches
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tenant_salt, tenant_tag
-from prefixgate.gateway.keepalive import KeepAlive
+from prefixgate.gateway.keepalive import KeepAlive, upgrades
 from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.metrics import Metrics
@@ -106,6 +107,7 @@ class Call:
     estimate: Usage = Usage()           # the request's tokens as admission estimated them (prompt + max output)
     prepared: Prepared | None = None    # the target the request went to, once chosen
     placement: Placement | None = None  # a balanced route's pin, as the request found it (gateway/sticky.py)
+    reply: list | None = None           # the answer's text blocks, kept for a keep-alive upgrade (keepalive.upgrades)
 
 
 @dataclass
@@ -345,7 +347,8 @@ class Proxy:
                         catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key),
                         rule=call.route.rewrite, cache_key=call.route.prompt_cache_key,
                         # Derived cache keys are scoped to the caller's party, named by a value only the server can compute.
-                        tenant=tenant_salt(self.secret, party) if party else "")
+                        tenant=tenant_salt(self.secret, party) if party else "",
+                        keepalive=call.route.keepalive.on, upgrade=upgrades(call.route, first_wire))
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
         home = self.response_homes.home_of(first_wire.chained_id(conv))
@@ -476,6 +479,8 @@ class Proxy:
             content = compact_bytes(translate_reply(data, prep.wire, call.wire, call.conv.model or prep.model))
         if call.response_cache is not None and call.response_cache.collects:
             call.response_cache.answer.whole(prep.wire.read_reply(data), content, prep.wire)
+        if upgrades(call.route, prep.wire):
+            call.reply = reply_content(prep.wire.name, data)
         rec = self.accounts.record(call, prep, usage, 200, ttft_s=None, upstream_s=received - sent)
         headers = {**resp.headers, **self.headers(call, prep, rec)}
         return Response(content, 200, headers, media_type="application/json",

@@ -27,6 +27,7 @@ from prefixgate.gateway.accounting import CLIENT_CLOSED, Accounting
 from prefixgate.gateway.diagnostics import ProviderDiagnostics
 from prefixgate.gateway.estimate import cut_usage
 from prefixgate.gateway.in_flight import Slot
+from prefixgate.gateway.keepalive import StreamedReply, upgrades
 from prefixgate.gateway.response_cache import HEADER as RESPONSE_CACHE_HEADER
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 from prefixgate.usage import Usage
@@ -73,6 +74,8 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
     writer = None if same else call.wire.stream_writer(call.conv.model or prep.model, call.include_usage)
     # The response cache keeps the answer as neutral deltas: every event is read, not only those with usage.
     kept = call.response_cache.answer if call.response_cache is not None and call.response_cache.collects else None
+    # Keep-alive may re-send a Claude chat's answer to keep the session cached through a break (gateway/keepalive.py).
+    reply = StreamedReply() if upgrades(call.route, target) else None
     state: dict = {"rec": None, "began": False}
 
     async def let_go() -> None:
@@ -111,10 +114,12 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                         created = parsed if parsed is not None else framing.payload(ev)
                         if created is not None:
                             accounts.stored(call, prep, target.stored_id(created))
-                    if kept is not None:
+                    if kept is not None or reply is not None:
                         event = parsed if parsed is not None else framing.payload(ev)
-                        if event is not None:
+                        if event is not None and kept is not None:
                             kept.feed(target.read_deltas(event), target)
+                        if event is not None and reply is not None:
+                            reply.feed(event)
                     if same:
                         if parsed is None or target.relays(parsed, call.include_usage):
                             out.append(ev)
@@ -151,6 +156,8 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                     call.notes.append(NO_USAGE)
                 if kept is not None:
                     kept.usage = counter.usage
+                if reply is not None and ended and error is None:
+                    call.reply = reply.content()
                 usage = counter.usage
                 if not ended and (events or usage not in (None, Usage())):  # cut mid-way: what was sent and streamed is billed
                     usage = cut_usage(usage, prep.body, events)

@@ -6,9 +6,12 @@ what those refreshes may spend (gateway/keepalive.py is the mechanism; cache_pla
       route_usd: 5        # all keys' refreshes on this route, per period
       key_usd: 0.5        # each key's refreshes on this route, per period
       period: day         # minute, hour, day, month or total
+      upgrade: true       # default true: a Claude chat's entry may be rewritten 1h through its reply
 
 The gateway spends money nobody asked for when it refreshes, so a route that turns keep-alive on must cap it:
 both caps are required. Refreshes are billed to the session's key like its requests (its budget applies too).
+`upgrade: false` keeps refreshes to re-reads of the prefix: no reply is held or re-sent
+(`cache_planner.keepalive.upgrade_body`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ class KeepAlivePolicy:
     route_usd: float = 0.0
     key_usd: float = 0.0
     period: str = "day"
+    upgrade: bool = True
 
 
 OFF = KeepAlivePolicy()
@@ -36,10 +40,13 @@ def parse_keepalive(spec: Any, path: str, periods: dict[str, int]) -> KeepAliveP
         raise ValueError(f"{path}: keep-alive spends on the caller's behalf, so it needs its caps: "
                          "{mode: on, route_usd: ..., key_usd: ..., period: day}")
     if not isinstance(spec, dict):
-        raise ValueError(f"{path}: on, off, or a mapping {{mode, route_usd, key_usd, period}}; got {spec!r}")
-    extra = sorted(set(spec) - {"mode", "route_usd", "key_usd", "period"})
+        raise ValueError(f"{path}: on, off, or a mapping {{mode, route_usd, key_usd, period, upgrade}}; got {spec!r}")
+    extra = sorted(set(spec) - {"mode", "route_usd", "key_usd", "period", "upgrade"})
     if extra:
-        raise ValueError(f"{path}.{extra[0]}: unknown key; known keys: key_usd, mode, period, route_usd")
+        raise ValueError(f"{path}.{extra[0]}: unknown key; known keys: key_usd, mode, period, route_usd, upgrade")
+    upgrade = spec.get("upgrade", True)
+    if not isinstance(upgrade, bool):
+        raise ValueError(f"{path}.upgrade: true or false, got {upgrade!r}")
     mode = {True: "on", False: "off"}.get(spec.get("mode", "off"), spec.get("mode"))    # YAML reads on/off as bools
     if mode not in ("on", "off"):
         raise ValueError(f"{path}.mode: must be on or off, got {spec.get('mode')!r}")
@@ -54,4 +61,4 @@ def parse_keepalive(spec: Any, path: str, periods: dict[str, int]) -> KeepAliveP
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
             raise ValueError(f"{path}.{name}: a positive number of USD per {period}, got {value!r}")
         caps[name] = float(value or 0)
-    return KeepAlivePolicy(mode == "on", caps["route_usd"], caps["key_usd"], period)
+    return KeepAlivePolicy(mode == "on", caps["route_usd"], caps["key_usd"], period, upgrade)

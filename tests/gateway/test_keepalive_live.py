@@ -38,10 +38,12 @@ from tests.support_stack import running_stack
 
 READ = Decimal("0.10")          # USD per million tokens: Sonnet 5.5 cache read
 WRITE_5M = Decimal("2.50")      # USD per million tokens: Sonnet 5.5 5-minute cache write
+WRITE_1H = Decimal("4")         # USD per million tokens: Sonnet 5.5 1-hour cache write
+INPUT = Decimal("2")            # USD per million tokens: Sonnet 5.5 input
 MODEL = "claude-sonnet-5-5"
 ADMIN = "keepalive-admin-token-0123456789"
 
-KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted")}
+KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted", "chat")}
 
 
 def policy(tmp: Path) -> Path:
@@ -49,16 +51,18 @@ def policy(tmp: Path) -> Path:
         return {"name": name, "models": [f"{name}-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
                 "keepalive": keepalive}
 
-    on = {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}
+    # These routes' refreshes are re-reads of the prefix; "chat" may also upgrade through the answer (the default).
+    on = {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day", "upgrade": False}
     doc = {
         "routes": [route("agent", on), route("evict", on), route("plain", "off"), route("oneoff", on), route("late", on),
+                   route("chat", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}),
                    # Room for one refresh of the prefix below ($0.00033) and not two.
-                   route("capped", {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day"})],
+                   route("capped", {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day", "upgrade": False})],
         "keys": [{"name": name, "key_env": f"KA_KEY_{name.upper()}", "tenant": name, "routes": [name]} for name in KEYS],
     }
     doc["routes"].append(route("budgeted", on))
     # Two requests that write the prefix (~$0.01 each) spend it: nothing is left for a refresh.
-    doc["keys"][-1]["budget"] = {"usd": 0.019, "period": "day"}
+    next(k for k in doc["keys"] if k["name"] == "budgeted")["budget"] = {"usd": 0.019, "period": "day"}
     path = tmp / "policy.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -189,6 +193,25 @@ def test_keepalive_keeps_a_returning_session_warm_and_bills_its_refresh(stack: S
                                 "saved_usd": str(prefix * (WRITE_5M - READ) / 1_000_000)}
 
 
+def test_a_chat_whose_user_walks_away_is_upgraded_through_its_answer(stack: Stack) -> None:
+    """A hit never lengthens an entry (re-reading the prefix buys 5 more minutes); the answer the user got is new
+    to the cache, so writing it after the prefix with a 1h mark keeps the whole conversation for an hour."""
+    client, history, prefix = returning_session(stack, "chat")
+    stack.advance(280)          # 30 s before the 5-minute entry expires, the user has not come back
+    [upgrade] = stack.wait_refreshes("chat", 1)
+    answer = upgrade["cache_writes"].get("1h", 0)
+    assert upgrade["cache_read"] == prefix and set(upgrade["cache_writes"]) == {"1h"} and 0 < answer <= 50
+    assert upgrade["output"] == 0 and upgrade["status"] == 200 and "upgrade to 1h" in upgrade["explanation"][0]
+    assert Decimal(upgrade["cost_usd"]) == (prefix * READ + answer * WRITE_1H + upgrade["uncached_input"] * INPUT) / 1_000_000
+    stack.advance(20 * 60)      # away 25 minutes: past any 5-minute entry, within the hour
+    after = turn(client, "chat", "chat-1", history, "And section 3?")
+    assert after.usage.cache_read_input_tokens == prefix + answer     # the prefix and the answer, read
+    [credited] = [r for r in stack.requests("chat") if r["keepalive_saved_usd"]]
+    assert Decimal(credited["keepalive_saved_usd"]) == (prefix + answer) * (WRITE_5M - READ) / 1_000_000
+    stack.settle()
+    assert len(stack.refreshes("chat")) == 1
+
+
 def test_the_dashboard_shows_bought_vs_saved_per_route(stack: Stack, browser) -> None:  # noqa: F811 (the fixture)
     refresh = stack.refreshes("agent")[0]
     [credited] = [r for r in stack.requests("agent") if r["keepalive_saved_usd"]]
@@ -285,7 +308,9 @@ def test_on_an_open_gateway_each_callers_refresh_goes_with_its_own_key(tmp_path:
             open_stack.advance(280)
             refreshes = open_stack.wait_refreshes("open", 2)
             assert sorted(r["cache_read"] for r in refreshes) == sorted(prefixes)
-            assert all(sum(r["cache_writes"].values()) == 0 for r in refreshes)
+            # Each is an upgrade through its caller's answer, whole (a) or streamed (b): nothing is written again
+            # but the answer, for an hour.
+            assert all(set(r["cache_writes"]) == {"1h"} and 0 < r["cache_writes"]["1h"] <= 50 for r in refreshes)
 
 
 def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -300,7 +325,7 @@ def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock))
         capped = Policy.from_dict({
             "routes": [{"name": "capped", "models": ["capped-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
-                        "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day"}}],
+                        "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day", "upgrade": False}}],
             "keys": [{"name": "capped", "key_env": "KA_KEY_CAPPED", "tenant": "capped"}]}, builtin_upstreams(settings))
         for life in (1, 2):
             with ServerThread(create_app(settings, policy=capped)) as gw:
