@@ -51,6 +51,7 @@ from typing import Any, Literal
 
 from prefixgate.cost import MTOK, Price
 from prefixgate.dialects import request_dialect
+from prefixgate.dialects.anthropic import reply_blocks
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import Catalog
 
@@ -157,18 +158,9 @@ def _least_output(out: dict) -> Refresh:
 
 
 def reply_content(provider: str, response: dict | None) -> list | None:
-    """The content blocks of an Anthropic reply as the client sends them back, when an upgrade may re-send
-    them: text blocks only, at least one with text."""
-    if provider != "anthropic" or not isinstance(response, dict) or response.get("type", "message") != "message":
-        return None
-    content = response.get("content")
-    if not isinstance(content, list) or not content:
-        return None
-    if not all(isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-               and not b.get("citations") for b in content):
-        return None  # a tool call, thinking or citations: what the caller sends back is not plain text
-    blocks = [{"type": "text", "text": b["text"]} for b in content if b["text"]]
-    return blocks or None
+    """The content blocks of a recorded answer as the client sends them back, when an upgrade may re-send them
+    (an Anthropic answer of text blocks)."""
+    return reply_blocks(response) if provider == "anthropic" else None
 
 
 def upgrade_body(provider: str, body: dict, reply: list, ttl: str = "1h") -> Refresh | None:

@@ -18,7 +18,7 @@ refresh pays; this module does the rest:
   next request records what the refreshes saved (`keepalive_saved_usd`: the tokens read that the cache would
   have lost without them, at the write price less the read price);
 - on a route that allows it (`upgrade`, the default) and a Claude (Anthropic Messages) upstream, keeps the
-  answer's text (`StreamedReply` for a stream) so that, when the economics expect it to save more than
+  answer's text (its wire format's `reply_collector`) so that, when the economics expect it to save more than
   re-reading, the refresh is instead an *upgrade* (`cache_planner.keepalive.upgrade_body`: the prefix, the
   answer marked with the longest TTL the model offers, a filler turn): a hit never lengthens an entry, but the
   answer is new to the cache, and the caller's next turn reads the prefix through it for an hour.
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
 
-from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost, reply_content, upgrade_body
+from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost, upgrade_body
 from prefixgate.cache_planner.lifetime import GapBook, keepalive
 from prefixgate.compact_json import compact_bytes
 from prefixgate.cost import MTOK, Price, cost_note, ledger_fields, price_usage
@@ -131,36 +131,7 @@ class Session:
 
 def upgrades(route: Route, wire: WireFormat) -> bool:
     """Whether keep-alive may upgrade this route's sessions through their answers (see the module's docstring)."""
-    return route.keepalive.on and route.keepalive.upgrade and wire.name == "anthropic"
-
-
-class StreamedReply:
-    """An Anthropic stream's text blocks as they arrive; `content()` is None once anything but plain text came
-    (a tool call, thinking, citations: what the caller sends back would not be these blocks)."""
-
-    def __init__(self) -> None:
-        self.blocks: list[list[str]] = []
-        self.plain = True
-
-    def feed(self, event: dict) -> None:
-        kind = event.get("type")
-        if kind == "content_block_start":
-            block = event.get("content_block") or {}
-            if block.get("type") != "text" or block.get("citations") or event.get("index") != len(self.blocks):
-                self.plain = False
-            self.blocks.append([block.get("text") or ""])
-        elif kind == "content_block_delta":
-            delta, index = event.get("delta") or {}, event.get("index")
-            if delta.get("type") != "text_delta" or not isinstance(index, int) or not 0 <= index < len(self.blocks):
-                self.plain = False
-            else:
-                self.blocks[index].append(delta.get("text") or "")
-
-    def content(self) -> list | None:
-        if not self.plain:
-            return None
-        return reply_content("anthropic", {"type": "message", "content": [{"type": "text", "text": "".join(b)}
-                                                                          for b in self.blocks]})
+    return route.keepalive.on and route.keepalive.upgrade and wire.resends_replies
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from prefixgate.cache_planner import Mode, Plan, PlannerState, RedisStore, Target, fingerprint, plan
-from prefixgate.cache_planner.keepalive import reply_content
 from prefixgate.cache_planner.rewrite import system_text
 from prefixgate.clock import clock_for
 from prefixgate.compact_json import compact, compact_bytes
@@ -480,7 +479,9 @@ class Proxy:
         if call.response_cache is not None and call.response_cache.collects:
             call.response_cache.answer.whole(prep.wire.read_reply(data), content, prep.wire)
         if upgrades(call.route, prep.wire):
-            call.reply = reply_content(prep.wire.name, data)
+            reply = prep.wire.reply_collector()
+            reply.whole(data)
+            call.reply = reply.content()
         rec = self.accounts.record(call, prep, usage, 200, ttft_s=None, upstream_s=received - sent)
         headers = {**resp.headers, **self.headers(call, prep, rec)}
         return Response(content, 200, headers, media_type="application/json",

@@ -579,8 +579,56 @@ class MessagesDiagnosis(MissDiagnosis):
         return ProviderVerdict(str(reason.get("type", "unavailable")), tokens if isinstance(tokens, int) else None)
 
 
+def reply_blocks(response: Any) -> list | None:
+    """An answer's content as the caller sends it back, when that is plain text blocks (at least one with text);
+    None for anything else: a tool call needs its result next, thinking and citations are not re-sent as such."""
+    if not isinstance(response, dict) or response.get("type", "message") != "message":
+        return None
+    content = response.get("content")
+    if not isinstance(content, list) or not content or not all(
+            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) and not b.get("citations")
+            for b in content):
+        return None
+    return [{"type": "text", "text": b["text"]} for b in content if b["text"]] or None
+
+
+class ReplyBlocks:
+    """An answer's text blocks, whole or as its stream's events arrive (`WireFormat.reply_collector`)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[list[str]] = []
+        self.plain = True
+        self.answer: dict | None = None
+
+    def whole(self, body: dict) -> None:
+        self.answer = body
+
+    def feed(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") != "text" or block.get("citations") or event.get("index") != len(self.blocks):
+                self.plain = False
+            self.blocks.append([block.get("text") or ""])
+        elif kind == "content_block_delta":
+            delta, index = event.get("delta") or {}, event.get("index")
+            if delta.get("type") != "text_delta" or not isinstance(index, int) or not 0 <= index < len(self.blocks):
+                self.plain = False
+            else:
+                self.blocks[index].append(delta.get("text") or "")
+
+    def content(self) -> list | None:
+        if self.answer is not None:
+            return reply_blocks(self.answer)
+        if not self.plain:
+            return None
+        return reply_blocks({"content": [{"type": "text", "text": "".join(b)} for b in self.blocks]})
+
+
 class AnthropicMessages(WireFormat):
     miss_diagnosis = MessagesDiagnosis()
+    resends_replies = True
+    reply_collector = ReplyBlocks
     name = NAME
     planner_provider = NAME
     span_name = "POST /v1/messages"

@@ -90,6 +90,14 @@ class WireFormat:
                        id: str | None = None) -> dict:
         raise NotImplementedError
 
+    # Keep-alive may upgrade an idle session through the answer it got (`cache_planner.keepalive.upgrade_body`):
+    # only where the answer can be sent back exactly as the caller will send it, collected by `reply_collector()`
+    # (`.whole(body)` or `.feed(event)` per streamed event, then `.content()`: the blocks, or None).
+    resends_replies: ClassVar[bool] = False
+
+    def reply_collector(self) -> Any:
+        raise NotImplementedError
+
     # What `stored_id`s are to the ownership registry (`gateway/ownership.py`): each kind has its own ids.
     stored_kind: ClassVar[str] = "response"
 

@@ -168,3 +168,26 @@ def test_refreshes_follow_what_the_cache_holds_not_what_the_latest_mark_asks_for
     sent(500, HOUR, "Second.", later)     # after it lapsed: written anew with the 1h mark
     (static,) = later.entries.values()
     assert (static.ttl, static.expires) == ("1h", 4100.0)
+
+
+def test_a_streamed_answer_is_kept_only_when_it_is_plain_text():
+    from prefixgate.dialects.anthropic import ReplyBlocks
+
+    def streamed(*blocks: tuple[str, list[dict]]) -> list | None:
+        reply = ReplyBlocks()
+        reply.feed({"type": "message_start", "message": {"content": []}})
+        for index, (kind, deltas) in enumerate(blocks):
+            reply.feed({"type": "content_block_start", "index": index, "content_block": {"type": kind, "text": ""}})
+            for delta in deltas:
+                reply.feed({"type": "content_block_delta", "index": index, "delta": delta})
+            reply.feed({"type": "content_block_stop", "index": index})
+        reply.feed({"type": "message_stop"})
+        return reply.content()
+
+    text = [{"type": "text_delta", "text": "Blue light "}, {"type": "text_delta", "text": "scatters most."}]
+    assert streamed(("text", text)) == [{"type": "text", "text": "Blue light scatters most."}]
+    assert streamed(("text", text), ("text", text[:1])) == [{"type": "text", "text": "Blue light scatters most."},
+                                                            {"type": "text", "text": "Blue light "}]
+    assert streamed(("thinking", [{"type": "thinking_delta", "thinking": "hmm"}]), ("text", text)) is None
+    assert streamed(("text", [*text, {"type": "citations_delta", "citation": {"cited_text": "x"}}])) is None
+    assert streamed(("tool_use", [{"type": "input_json_delta", "partial_json": "{}"}])) is None
