@@ -19,9 +19,10 @@ and break propensity their own, breaks clustering). For both, the online ceiling
 the Bayes-optimal online plan under the generator's true law, billed by the simulator: what no online planner
 can beat in expectation (ratio to the marks expert in brackets).
 
-Four trace sets: `tune` (the parameters the method was developed on), `check` (other seeds and shapes, looked
-at during development), `held-out` (other seeds and shapes again, run only for the first report) and `fresh`
-(chat only, new seeds and shapes of both families, run only for the report of the chat work).
+Five trace sets: `tune` (the parameters the method was developed on), `check` (other seeds and shapes, looked
+at during development), `held-out` (other seeds and shapes again, run only for the first report), `fresh`
+(chat only, new seeds and shapes of both families, run only for the report of the chat work) and `unseen` (chat
+only, run only for the report of keep-alive's upgrade, which was developed looking at the other four).
 
 Run: `.venv/bin/python bench/lifetime.py [tune|check|held-out|fresh ...]` (about two minutes on 2 cores).
 """

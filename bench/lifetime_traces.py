@@ -246,6 +246,8 @@ IID_SHAPES = {
                                   break_s=(310.0, 3500.0), system_paragraphs=20, reply_sentences=16)),
     "fresh": ChatCase(14, Chat(sessions=9, turns=(5, 18), reply_s=(25.0, 280.0), break_p=0.3,
                                break_s=(330.0, 3300.0), system_paragraphs=22, reply_sentences=10)),
+    "unseen": ChatCase(15, Chat(sessions=11, turns=(4, 15), reply_s=(35.0, 260.0), break_p=0.22,
+                                break_s=(340.0, 2800.0), system_paragraphs=18, reply_sentences=13)),
 }
 PACED_SHAPES = {
     "tune": ChatCase(41, PacedChat()),
@@ -254,6 +256,9 @@ PACED_SHAPES = {
     "fresh": ChatCase(44, PacedChat(sessions=11, turns=(5, 18), pace_s=(110.0, 0.5), slow_p=0.3, slow_s=(180.0, 480.0),
                                     spread=0.5, propensity=(1.2, 4.5), stick=0.3, break_s=(330.0, 3000.0),
                                     long_p=0.08, system_paragraphs=20, reply_sentences=14)),
+    "unseen": ChatCase(45, PacedChat(sessions=9, turns=(5, 15), pace_s=(100.0, 0.55), slow_p=0.22,
+                                     slow_s=(190.0, 450.0), spread=0.4, propensity=(1.1, 4.2), stick=0.3,
+                                     break_s=(350.0, 2900.0), long_p=0.1, system_paragraphs=26, reply_sentences=11)),
 }
 IID, PACED = "human-paced chat", "human-paced chat, paced by person"
 
@@ -284,4 +289,7 @@ HELD_OUT = {
     "nothing repeats": lambda: nothing_repeats(33, OneOff(prompts=50, paragraphs=(20, 60), gap_s=(1.0, 600.0))),
 }
 FRESH = {IID: IID_SHAPES["fresh"], PACED: PACED_SHAPES["fresh"]}
-SETS = {"tune": TUNE, "check": CHECK, "held-out": HELD_OUT, "fresh": FRESH}
+# UNSEEN (chat only, new seeds and shapes, written down before any run) was run only for the report of the
+# keep-alive upgrade (2026-11-27 10:30), which was developed looking at the four sets above.
+UNSEEN = {IID: IID_SHAPES["unseen"], PACED: PACED_SHAPES["unseen"]}
+SETS = {"tune": TUNE, "check": CHECK, "held-out": HELD_OUT, "fresh": FRESH, "unseen": UNSEEN}
