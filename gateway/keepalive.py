@@ -21,7 +21,8 @@ refresh pays; this module does the rest:
   answer's text (its wire format's `reply_collector`) so that, when the economics expect it to save more than
   re-reading, the refresh is instead an *upgrade* (`cache_planner.keepalive.upgrade_body`: the prefix, the
   answer marked with the longest TTL the model offers, a filler turn): a hit never lengthens an entry, but the
-  answer is new to the cache, and the caller's next turn reads the prefix through it for an hour.
+  answer is new to the cache, and the caller's next turn reads the prefix through it for an hour. A caller
+  whose next turn does not read it (it sent the answer back otherwise) stops upgrades on its tenant's route.
 
 Time is `clock` (the `clock_offset_file` setting moves it in tests): the worker wakes every `tick_s` of real
 time and sends what is due by that clock, so a test advances the clock instead of waiting out a gap.
@@ -115,6 +116,7 @@ class Session:
     upgrade_usd: Decimal = Decimal(0)   # what it should cost, less the write the next request would pay anyway
     upgrade_bill: Decimal = Decimal(0)  # what it should be billed (caps and budgets hold it to this)
     upgrading: bool = False         # the refresh due is the upgrade
+    upgraded: bool = False          # the cache holds the upgrade (the next request should read all of it)
 
     @property
     def ttl_s(self) -> float:
@@ -158,6 +160,7 @@ class KeepAlive:
         self._restored: set[str] = set()       # cap counters started from the ledger (without Redis)
         # Per tenant and route: the idle gaps its sessions showed (tenants never share learned state).
         self.gaps = GapBook()
+        self.unread: set[str] = set()           # tenant/route whose callers did not read an upgrade: none sent there
         self._task: asyncio.Task | None = None
         r = proxy.metrics.registry
         self.m_refreshes = Counter("prefixgate_keepalive_refreshes", "Keep-alive refreshes sent", ("route",), registry=r)
@@ -187,20 +190,29 @@ class KeepAlive:
             return
         party = principal(call.caller.key) or "-"
         group = (party, call.caller.key.name if call.caller.key else "", call.route.name)
+        gap_route = f"{party}/{call.route.name}"
         earlier = self._continued(group, keys)
         usage = rec.usage
         if earlier is not None:
             self._drop(earlier)
             if earlier.refreshes and now - earlier.last_request > ttl_seconds(earlier.written_ttl) and usage.cache_read:
                 self._credit(earlier, rec, min(usage.cache_read, earlier.cached_tokens), now)
+            if earlier.upgraded and now < earlier.touched + earlier.ttl_s and usage.cache_read < earlier.cached_tokens:
+                # The caller sent the answer back otherwise than it came (edited, re-rendered): what the upgrade
+                # wrote is never read on this route, so it sends no more upgrades.
+                self.unread.add(gap_route)
+                self.m_stops.labels(call.route.name, "upgrade unread").inc()
+                log.info("keep-alive stops upgrading on route %s: a caller's next turn did not read its answer",
+                         call.route.name)
         ident = earlier.ident if earlier is not None else uuid.uuid4().hex[:16]
-        self.gaps.observe(f"{party}/{call.route.name}", "", ident, now)
+        self.gaps.observe(gap_route, "", ident, now)
         cached, ttl = usage.cache_read + usage.cache_write, ttl_in_force(prep)
         price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
         session = Session(ident, group, call.caller.key, call.route, call.dialect, keys[-1], prep.upstream, prep.wire,
                           prep.planner, prep.price_rows, prep.model, prep.key, self.proxy._headers(call, prep), prep.plan.prefix_hash, prep.body,
                           cached, ttl or "5m", price or Price(Decimal(0), Decimal(0), Decimal(0)), now, now,
-                          written_ttl=ttl or "5m", reply=call.reply if upgrades(call.route, prep.wire) else None,
+                          written_ttl=ttl or "5m",
+                          reply=call.reply if upgrades(call.route, prep.wire) and gap_route not in self.unread else None,
                           reply_tokens=usage.output)
         if earlier is not None and earlier.stopped == "early eviction":
             session.stopped = earlier.stopped      # the provider does not keep this session's prefix: stay stopped
@@ -407,7 +419,7 @@ class KeepAlive:
         if self.sessions.get(session.slot) is not session:
             return
         self.body_bytes += len(body) - len(session.body) - len(session.upgrade)
-        session.body, session.upgrade, session.upgrading = body, b"", False
+        session.body, session.upgrade, session.upgrading, session.upgraded = body, b"", False, True
         session.ttl, session.cached_tokens = session.upgrade_ttl, usage.cache_read + usage.cache_write
         if refresh is None:
             self._stop(session, "no refresh", count=False)

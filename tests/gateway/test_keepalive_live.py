@@ -43,7 +43,7 @@ INPUT = Decimal("2")            # USD per million tokens: Sonnet 5.5 input
 MODEL = "claude-sonnet-5-5"
 ADMIN = "keepalive-admin-token-0123456789"
 
-KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted", "chat")}
+KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted", "chat", "edited")}
 
 
 def policy(tmp: Path) -> Path:
@@ -56,6 +56,7 @@ def policy(tmp: Path) -> Path:
     doc = {
         "routes": [route("agent", on), route("evict", on), route("plain", "off"), route("oneoff", on), route("late", on),
                    route("chat", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}),
+                   route("edited", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}),
                    # Room for one refresh of the prefix below ($0.00033) and not two.
                    route("capped", {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day", "upgrade": False})],
         "keys": [{"name": name, "key_env": f"KA_KEY_{name.upper()}", "tenant": name, "routes": [name]} for name in KEYS],
@@ -210,6 +211,23 @@ def test_a_chat_whose_user_walks_away_is_upgraded_through_its_answer(stack: Stac
     assert Decimal(credited["keepalive_saved_usd"]) == (prefix + answer) * (WRITE_5M - READ) / 1_000_000
     stack.settle()
     assert len(stack.refreshes("chat")) == 1
+
+
+def test_a_caller_that_sends_the_answer_back_otherwise_gets_no_more_upgrades(stack: Stack) -> None:
+    client, history, prefix = returning_session(stack, "edited", "edited-1")
+    stack.advance(280)
+    [upgrade] = stack.wait_refreshes("edited", 1)
+    assert set(upgrade["cache_writes"]) == {"1h"}
+    history[-1]["content"] += " (edited by the client)"       # not the answer the upgrade wrote
+    stack.advance(600)
+    after = turn(client, "edited", "edited-1", history, "And section 3?")
+    assert after.usage.cache_read_input_tokens < prefix + upgrade["cache_writes"]["1h"]
+    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="edited", reason="upgrade unread") == 1
+    # The route's next session is kept by re-reading its prefix, not upgraded.
+    _, _, second = returning_session(stack, "edited", "edited-2")
+    stack.advance(280)
+    refresh = stack.wait_refreshes("edited", 2)[-1]
+    assert refresh["cache_read"] == second and refresh["cache_writes"] == {}
 
 
 def test_the_dashboard_shows_bought_vs_saved_per_route(stack: Stack, browser) -> None:  # noqa: F811 (the fixture)
