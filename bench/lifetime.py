@@ -55,16 +55,20 @@ def saved(report: ReplayReport) -> tuple[float, int]:
 
 def with_keepalive(records: list[TraceRecord]) -> list[TraceRecord]:
     """`prefixgate plan --keepalive` on `records`, read back as a trace (its bodies are planned already)."""
-    return [parse_record(json.dumps(line)) for line in plan_trace(records, keepalive=True)]
+    return [parse_record(json.dumps(line)) for line in planned_keepalive(records)]
+
+
+def planned_keepalive(records: list[TraceRecord]) -> list[dict]:
+    return list(plan_trace(records, keepalive=True))
 
 
 def score(records: list[TraceRecord], case: ChatCase | None = None) -> dict:
     planner, _ = saved(replay(records, replay_strategy(), strategy_name="planner"))
     ceiling = ceiling_saved(records, online_laws(case, records)) if case is not None else None
-    kept = with_keepalive(records)
+    lines = planned_keepalive(records)
+    kept = [parse_record(json.dumps(line)) for line in lines]
     keepalive, refreshes = saved(replay(kept, passthrough, strategy_name="planner + keep-alive"))
-    upgrades = sum(1 for r in kept if r.keepalive and r.body.get("messages") and len(r.body["messages"]) > 1
-                   and r.body["messages"][-2].get("role") == "assistant")
+    upgrades = sum(1 for line in lines if line.get("keepalive") and line["plan"][0].startswith("keepalive: upgrade"))
     marks, _ = saved(replay(hindsight(records, refresh=False)[0], passthrough, strategy_name="expert (marks)"))
     both, expert_refreshes = saved(replay(hindsight(records, refresh=True)[0], passthrough,
                                           strategy_name="expert (marks + refreshes)"))

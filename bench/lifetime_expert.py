@@ -6,7 +6,8 @@ Its choices, per request: the TTL (or none) of a checkpoint at the end of the st
 and of one at the end of the conversation, longer before shorter as the API requires; per idle gap, with
 `refresh=True`: none, or a chain of refreshes of the conversation's entry (or of the static prefix's alone),
 each the cheapest refresh the provider takes (`keepalive.refresh_body`), sent `REFRESH_MARGIN_S` before the
-entry would expire. Over that space the plan is an exact optimum: dynamic programming along each session
+entry would expire, or, where the trace has the request's reply, one upgrade (`keepalive.upgrade_body`: the
+reply written after the 5m conversation entry with a 1h mark) then refreshes of that hour-long entry. Over that space the plan is an exact optimum: dynamic programming along each session
 (a chain of requests each continuing the previous one's conversation) over which entries are alive, with the
 simulator's token counts and the model's prices. A session's static entry is counted as its own; when the
 simulator finds it already written by another session the expert only pays less than it planned for.
@@ -18,7 +19,7 @@ import math
 from dataclasses import dataclass, replace
 from itertools import product
 
-from prefixgate.cache_planner.keepalive import refresh_body
+from prefixgate.cache_planner.keepalive import FILLER, refresh_body, reply_content, upgrade_body
 from prefixgate.cache_planner.lifetime import REFRESH_MARGIN_S
 from prefixgate.dialects import anthropic as an
 from prefixgate.ir import Checkpoint, ttl_seconds
@@ -42,6 +43,8 @@ class Step:
     anchor_at: int | None = None  # the first markable block after the previous step's conversation end
     anchor: int = 0           # tokens through anchor_at
     reads_anchor: bool = False  # the next step's conversation checkpoint looks back as far as anchor_at
+    reply: list | None = None   # the reply's blocks, when the trace has them and an upgrade may re-send them
+    filler: int = 0             # tokens of an upgrade's filler turn (uncached)
 
 
 def _steps(records: list[TraceRecord]) -> list[Step]:
@@ -57,7 +60,13 @@ def _steps(records: list[TraceRecord]) -> list[Step]:
         static_at = max((i for i in markable if i < lead), default=None)
         conv_at = max((i for i in markable if i >= lead), default=None)
         step = Step(record, static_at, conv_at, positions[static_at].end if static_at is not None else 0,
-                    positions[conv_at].end if conv_at is not None else 0)
+                    positions[conv_at].end if conv_at is not None else 0,
+                    reply=reply_content(record.provider, record.response))
+        if step.reply is not None:
+            ask = {**record.body, "messages": [*record.body["messages"], {"role": "assistant", "content": step.reply},
+                                               {"role": "user", "content": FILLER}]}
+            laid = cache.layout(an.parse_request(ask)).positions
+            step.filler = laid[-1].end - laid[-2].end
         if conv_at is not None:
             back = cache._lookback(positions, conv_at)
             for i in back[1:]:
@@ -93,6 +102,8 @@ class Decision:
     read_prev: str | None = None  # no new conversation checkpoint: one on the previous step's entry reads it
     read_anchor: bool = False     # ... on its anchor (else on its conversation end)
     cost: float = 0.0             # planned, in plain-input tokens (refreshes included)
+    upgrade: bool = False         # through the gap: an upgrade, then `refreshes` of the upgraded entry
+    read_reply: bool = False      # the previous step's upgrade is read: through this step's anchor (its reply)
 
 
 # A route's cache as the plan leaves it: the static entry (ttl, expiry), and for each open session its
@@ -144,7 +155,10 @@ def _plan_route(steps: list[Step], read: float, write: dict[str, float], minimum
             conv_alive = prev is not None and conv_e is not None and conv_e[1] > t
             anchor_alive = (not conv_alive and prev is not None and prev.reads_anchor and anchor_e is not None
                             and anchor_e[1] > t)
-            if conv_alive:
+            upgraded = conv_alive and len(conv_e) > 2   # type: ignore[arg-type]
+            if upgraded:
+                covered, held = step.anchor, conv_e
+            elif conv_alive:
                 covered, held = prev.total, conv_e
             elif anchor_alive:
                 covered, held = prev.anchor, anchor_e
@@ -170,7 +184,7 @@ def _plan_route(steps: list[Step], read: float, write: dict[str, float], minimum
                 conv_new: Entry = (c, t + ttl_seconds(c)) if c is not None and step.total >= minimum else None
                 anchor_new: Entry = (a, t + ttl_seconds(a)) if a is not None and step.anchor >= minimum else None
                 decision = Decision(s, c, 0, a, False, static_alive, held[0] if held and c is None else None,
-                                    anchor_alive, cost)
+                                    anchor_alive, cost, read_reply=upgraded)
                 choices = [(decision, cost, new_static, conv_new, anchor_new)]
                 if refresh and own_next is not None:
                     for which, entry, tokens in (("conv", conv_new, step.total), ("anchor", anchor_new, step.anchor)):
@@ -184,6 +198,17 @@ def _plan_route(steps: list[Step], read: float, write: dict[str, float], minimum
                         kept_anchor = _kept(anchor_new, times) if which == "conv" else (a, own_next + 1.0)
                         choices.append((replace(decision, refreshes=n, refresh_anchor=which == "anchor", cost=cost + extra),
                                         cost + extra, _kept(new_static, times), kept_conv, kept_anchor))
+                    nxt = steps[step.next] if step.next is not None else None
+                    if (step.reply is not None and nxt is not None and nxt.anchor_at is not None and a is None
+                            and conv_new is not None and conv_new[0] == "5m" and own_next - t >= ttl_seconds("5m")):
+                        # The upgrade reads the conversation, writes the reply for an hour (through the next
+                        # step's first new block), and leaves the static entry to itself.
+                        at = t + ttl_seconds("5m") - REFRESH_MARGIN_S
+                        n = _refreshes(own_next - at, "1h") or 0
+                        extra = (read * step.total + write["1h"] * (nxt.anchor - step.total) + step.filler
+                                 + n * (read * nxt.anchor + step.filler))
+                        choices.append((replace(decision, refreshes=n, upgrade=True, cost=cost + extra), cost + extra,
+                                        new_static, ("1h", own_next + 1.0, "up"), None))
                 for decision, total, st, conv, anchor in choices:
                     others = dict(sessions)
                     alive = [e if e is not None and own_next is not None and e[1] > own_next else None
@@ -223,6 +248,8 @@ def hindsight(records: list[TraceRecord], refresh: bool) -> tuple[list[TraceReco
             if d.read_prev and prev is not None:
                 reading = (prev.anchor_at if d.read_anchor else prev.conv_at, d.read_prev)
             # An alive static entry is read whatever its marker says; the marker only keeps the order valid.
+            if d.read_reply:
+                reading = (step.anchor_at, "1h") if d.read_prev else None
             longest = max((x for x in (d.anchor, d.conv, d.read_prev, "5m") if x), key=RANK.get)
             static = d.static or (longest if d.static_alive else d.anchor or d.conv)
             marks = {step.static_at: static, step.anchor_at: d.anchor, step.conv_at: d.conv}
@@ -230,7 +257,17 @@ def hindsight(records: list[TraceRecord], refresh: bool) -> tuple[list[TraceReco
                 marks[reading[0]] = reading[1]
             marked = _marked(step, marks)
             out.append(replace(step.record, body=marked))
-            if d.refreshes:
+            if d.upgrade:
+                up = upgrade_body("anthropic", marked, step.reply or [], "1h")
+                assert up is not None, "an upgrade the expert planned cannot be sent"
+                at = step.record.t + ttl_seconds("5m") - REFRESH_MARGIN_S
+                out.append(replace(step.record, t=at, body=up.body, output_tokens=up.output_tokens, keepalive=True,
+                                   response=None))
+                ka = refresh_body("anthropic", up.body)
+                for j in range(1, d.refreshes + 1):
+                    out.append(replace(step.record, t=at + j * (ttl_seconds("1h") - REFRESH_MARGIN_S), body=ka.body,
+                                       output_tokens=ka.output_tokens, keepalive=True, response=None))
+            elif d.refreshes:
                 source = _marked(step, {**marks, step.conv_at: None}) if d.refresh_anchor else marked
                 ka = refresh_body("anthropic", source)
                 life = ttl_seconds(d.anchor if d.refresh_anchor else d.conv)

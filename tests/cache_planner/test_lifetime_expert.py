@@ -4,6 +4,7 @@ online plan of the same traffic does better."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -46,3 +47,22 @@ def test_refreshes_only_help_and_no_online_plan_beats_the_expert(bench):
     both = replay(expert.hindsight(records, refresh=True)[0], passthrough).total.cost.total
     planner = replay(records, replay_strategy()).total.cost.total
     assert both <= marks <= planner
+
+
+def test_the_expert_upgrades_through_replies_and_its_plan_is_still_the_bill(bench):
+    """With the replies in the trace the expert may upgrade a 5m conversation entry through the reply (one read of
+    the prefix, the reply written 1h) instead of marking the turn before a break 1h; what it plans is billed."""
+    expert, traces = bench
+    records = traces.human_chat(8, traces.Chat(sessions=4, turns=(5, 9), break_p=0.4, system_paragraphs=10))
+    marked, planned = expert.hindsight(records, refresh=True)
+    report = replay(marked, passthrough)
+    assert not report.errors
+    per_token = resolve_model("anthropic", records[0].model).price.price.input / Decimal(1_000_000)
+    assert input_cost(report) == pytest.approx(Decimal(str(planned)) * per_token, rel=Decimal("1e-9"))
+    def through_a_reply(r) -> bool:    # an upgrade, or a refresh of an upgraded entry: the reply, then the filler
+        return r.keepalive and r.body["messages"][-1] == {"role": "user", "content": "."} and len(r.body["messages"]) > 1
+    assert any(through_a_reply(r) for r in marked)
+    bare = [replace(r, response=None) for r in records]
+    without, _ = expert.hindsight(bare, refresh=True)
+    assert not any(through_a_reply(r) for r in without)
+    assert report.total.cost.total <= replay(without, passthrough).total.cost.total
