@@ -175,8 +175,8 @@ def upgrade_body(provider: str, body: dict, reply: list, ttl: str = "1h") -> Ref
     if thinking.get("type") == "enabled" or out.get("cache_control") is not None or not isinstance(messages, list):
         return None
     cut = _through_last(messages, _has("cache_control"), lambda m: m.get("content"))
-    if cut is None or cut[-1].get("role") != "user":
-        return None
+    if cut is None or cut != messages or cut[-1].get("role") != "user":
+        return None  # the reply must follow the whole conversation, marked at its very end, as the next turn sends it
     long = {"type": "ephemeral", "ttl": ttl}
     marked = [b for m in cut if isinstance(m.get("content"), list) for b in m["content"]
               if isinstance(b, dict) and "cache_control" in b]

@@ -84,6 +84,10 @@ def test_what_an_upgrade_cannot_resend():
     assert upgrade_body("anthropic", {**planned(), "thinking": {"type": "enabled", "budget_tokens": 2048}}, reply) is None
     unmarked = {**planned(), "messages": [{"role": "user", "content": "Hello"}]}
     assert upgrade_body("anthropic", unmarked, reply) is None
+    # Marked short of the conversation's end: the reply would not follow what the next turn sends.
+    early = planned(marks=2)
+    early["messages"][-1]["content"][0].pop("cache_control")
+    assert upgrade_body("anthropic", early, reply) is None
 
 
 def test_at_the_four_mark_limit_the_last_conversation_mark_gives_way():
