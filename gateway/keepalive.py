@@ -160,7 +160,7 @@ class KeepAlive:
         self._restored: set[str] = set()       # cap counters started from the ledger (without Redis)
         # Per tenant and route: the idle gaps its sessions showed (tenants never share learned state).
         self.gaps = GapBook()
-        self.unread: set[str] = set()           # tenant/route whose callers did not read an upgrade: none sent there
+        self.no_upgrade: set[str] = set()       # tenant/route where an upgrade was not read or was refused
         self._task: asyncio.Task | None = None
         r = proxy.metrics.registry
         self.m_refreshes = Counter("prefixgate_keepalive_refreshes", "Keep-alive refreshes sent", ("route",), registry=r)
@@ -200,7 +200,7 @@ class KeepAlive:
             if earlier.upgraded and now < earlier.touched + earlier.ttl_s and usage.cache_read < earlier.cached_tokens:
                 # The caller sent the answer back otherwise than it came (edited, re-rendered): what the upgrade
                 # wrote is never read on this route, so it sends no more upgrades.
-                self.unread.add(gap_route)
+                self.no_upgrade.add(gap_route)
                 self.m_stops.labels(call.route.name, "upgrade unread").inc()
                 log.info("keep-alive stops upgrading on route %s: a caller's next turn did not read its answer",
                          call.route.name)
@@ -212,7 +212,7 @@ class KeepAlive:
                           prep.planner, prep.price_rows, prep.model, prep.key, self.proxy._headers(call, prep), prep.plan.prefix_hash, prep.body,
                           cached, ttl or "5m", price or Price(Decimal(0), Decimal(0), Decimal(0)), now, now,
                           written_ttl=ttl or "5m",
-                          reply=call.reply if upgrades(call.route, prep.wire) and gap_route not in self.unread else None,
+                          reply=call.reply if upgrades(call.route, prep.wire) and gap_route not in self.no_upgrade else None,
                           reply_tokens=usage.output)
         if earlier is not None and earlier.stopped == "early eviction":
             session.stopped = earlier.stopped      # the provider does not keep this session's prefix: stay stopped
@@ -392,6 +392,16 @@ class KeepAlive:
             await self.proxy.limits.settle(key, held, usage.input_total + usage.output if usage else 0, cost)
         await self._spend(session, cost)
         if usage is None:
+            if session.upgrading and 400 <= status < 500:
+                # The provider refuses the upgrade's shape (a model that takes no pre-warm here, or no filler
+                # turn): the route's sessions are kept by re-reading instead, this one from now.
+                self.no_upgrade.add(session.gap_route)
+                self.m_stops.labels(session.route.name, "upgrade refused").inc()
+                log.info("keep-alive stops upgrading on route %s: the provider refused one (%s)", session.route.name, error)
+                self.body_bytes -= len(session.upgrade)
+                session.upgrade, session.upgrading = b"", False
+                self._schedule(session, now)
+                return 1
             return self._stop(session, "failed")
         self.m_refreshes.labels(session.route.name).inc()
         self.m_bought.labels(session.route.name).inc(float(cost))

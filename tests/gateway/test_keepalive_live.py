@@ -11,6 +11,7 @@ tokens at $0.10/MTok.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from decimal import Decimal
@@ -23,6 +24,7 @@ import yaml
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
+from starlette.responses import JSONResponse
 
 from prefixgate.clock import OffsetClock
 from prefixgate.config import Settings
@@ -358,3 +360,53 @@ def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                     assert len(stack.refreshes("capped")) == 1     # the second would pass $0.0005 a day
                     assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="capped",
                                   reason="key cap") == 1
+
+
+def refusing_upgrades(app):
+    """`app` (the mock) behind a provider that refuses a pre-warm ending on a filler turn after an answer, as a
+    model that takes no such request would (400, invalid_request_error)."""
+    async def wrapped(scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/v1/messages":
+            await app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        sent = json.loads(body or b"{}")
+        messages = sent.get("messages") or []
+        if sent.get("max_tokens") == 0 and len(messages) > 1 and messages[-1] == {"role": "user", "content": "."} \
+                and messages[-2]["role"] == "assistant":
+            refused = JSONResponse({"type": "error", "error": {"type": "invalid_request_error",
+                                                               "message": "this request shape is not supported"}}, 400)
+            await refused(scope, receive, send)
+            return
+
+        async def again() -> dict:
+            return {"type": "http.request", "body": body, "more_body": False}
+        await app(scope, again, send)
+    return wrapped
+
+
+def test_a_refused_upgrade_falls_back_to_re_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock, ledger = tmp_path / "clock", tmp_path / "ledger.sqlite"
+    clock.write_text("0")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    mock_app = create_mock(MockContext(simulator=Simulator(entry_visible_after_s=0.0), clock=OffsetClock(str(clock))))
+    with ServerThread(refusing_upgrades(mock_app)) as mock:
+        settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock))
+        route = Policy.from_dict({"routes": [{
+            "name": "open", "models": ["open-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
+            "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 1}}]}, builtin_upstreams(settings))
+        with ServerThread(create_app(settings, policy=route)) as gw:
+            open_stack = Stack(gw.url, mock.url, clock, ledger)
+            client, history = anthropic.Anthropic(base_url=gw.url, api_key="sk-ant-caller-0123456789", max_retries=0), []
+            turn(client, "open", "refused", history, "Review section 1.")
+            open_stack.advance(9 * 60)
+            prefix = turn(client, "open", "refused", history, "And section 2?").usage.cache_creation_input_tokens
+            open_stack.advance(280)
+            refused, kept = open_stack.wait_refreshes("open", 2)
+            assert refused["status"] == 400 and "upgrade to 1h" in refused["explanation"][0]
+            assert kept["status"] == 200 and kept["cache_read"] == prefix and kept["cache_writes"] == {}
+            assert metric(open_stack.metrics(), "prefixgate_keepalive_stops_total", route="open",
+                          reason="upgrade refused") == 1
