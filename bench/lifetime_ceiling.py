@@ -22,6 +22,11 @@ when, and how large they are, the policy does not know. The law is the one each 
   the `oracle_laws` of a policy told each person's pace and propensity.
 Each turn's decision treats its law as holding for the rest of the session (exact for i.i.d. gaps).
 
+With `upgrades` (where the trace has the replies), a turn marked 5m may also be upgraded when the gap after it
+passes 5 minutes: keep-alive's upgrade through the reply (`cache_planner.keepalive.upgrade_body`), sent 30 s
+before the entry expires whether or not the session comes back (the policy cannot tell), decided by the same
+backward induction; the next turn then reads through the reply if it comes within the hour.
+
 Run: `.venv/bin/python bench/lifetime_ceiling.py [SEEDS] [iid|paced] [--without-context]`: the planner, the ceiling (and the
 oracle) against the marks expert over SEEDS fresh seeds of each chat shape of the benchmark's sets (default 20);
 `--without-context` scores the planner with a conversation's own gaps left out (`reuse.CONTEXT_PRIOR`).
@@ -38,6 +43,8 @@ from dataclasses import dataclass, replace
 from lifetime_expert import Step, _marked, _steps, hindsight
 from lifetime_traces import IID_SHAPES, PACED_SHAPES, Chat, ChatCase, PacedChat, paced_chat
 
+from prefixgate.cache_planner.keepalive import upgrade_body
+from prefixgate.cache_planner.lifetime import REFRESH_MARGIN_S
 from prefixgate.cache_planner.trace import replay_strategy
 from prefixgate.providers.pricing import resolve_model
 from prefixgate.providers.trace import TraceRecord
@@ -114,57 +121,86 @@ def _ahead(seen: list[Step], more: Callable[[int], float], growth: tuple[float, 
 
 
 MAX_TURNS = 64
+FILLER_TOKENS = 4   # an upgrade's filler turn, about (the simulator bills the real count)
 # Before a session's second turn shows its own: a turn adds about this many tokens, this share of them in its
 # first new block (the assistant's reply; the traces' replies and questions are of this size).
 FIRST_TURN_GROWTH = (250.0, 0.85)
 
 
 def decide(ahead: list[Step], j: int, covered: int, law: GapLaw, read: float, write: dict[str, float],
-           minimum: int) -> tuple[float, tuple[str | None, str | None]]:
+           minimum: int, upgrades: bool = False) -> tuple[float, tuple[str | None, str | None], bool]:
     """The option for turn `j` of `ahead` (the session as the policy sees it) that reading `covered` tokens
     leads into, with its expected input cost through the session's end: backward induction from the last turn
-    the law allows, over the few prefixes a turn can find readable, every later gap drawn from `law`."""
+    the law allows, over the few prefixes a turn can find readable, every later gap drawn from `law`.
+
+    With `upgrades`, a 5m end may also be upgraded once the gap passes 5 minutes (keep-alive's upgrade through
+    the reply: a read of the prefix, the reply written 1h, a few filler tokens), decided then, knowing only that
+    the gap passed 5 minutes; the third value says whether it would be (for this turn's option)."""
     probs = (law.within_5m, law.within_1h - law.within_5m, 1.0 - law.within_1h)
     future: dict[int, dict[int, float]] = {}
 
-    def value(k: int, cov: int) -> tuple[float, tuple[str | None, str | None]]:
-        best = (math.inf, OPTIONS[0])
+    def away(k: int, option: tuple[str | None, str | None]) -> tuple[float, bool]:
+        """Expected cost from a gap past 5 minutes on (its probability included), and whether to upgrade."""
+        more = law.more(k)
+        plain = more * sum(p * future[k + 1][_covered(ahead[k], option, c)] for c, p in enumerate(probs)
+                           if c and p > 0)
+        if not upgrades or option[1] != "5m" or ahead[k].total < minimum:
+            return plain, False
+        nxt = ahead[k + 1]
+        cost = (probs[1] + probs[2]) * (read * ahead[k].total + write["1h"] * (nxt.anchor - ahead[k].total)
+                                        + FILLER_TOKENS)
+        up = cost + more * (probs[1] * future[k + 1][nxt.anchor] + probs[2] * future[k + 1][_covered(ahead[k], option, 2)])
+        return (up, True) if up < plain else (plain, False)
+
+    def value(k: int, cov: int) -> tuple[float, tuple[str | None, str | None], bool]:
+        best: tuple[float, tuple[str | None, str | None], bool] = (math.inf, OPTIONS[0], False)
         for option in OPTIONS:
-            cost = _turn_cost(ahead[k], cov, option, read, write, minimum)
+            cost, upgrade = _turn_cost(ahead[k], cov, option, read, write, minimum), False
             if k + 1 < len(ahead):
-                cost += law.more(k) * sum(p * future[k + 1][_covered(ahead[k], option, c)]
-                                          for c, p in enumerate(probs) if p > 0)
+                later, upgrade = away(k, option)
+                cost += later + (law.more(k) * probs[0] * future[k + 1][_covered(ahead[k], option, 0)]
+                                 if probs[0] > 0 else 0.0)
             if cost < best[0]:
-                best = (cost, option)
+                best = (cost, option, upgrade)
         return best
 
     for k in range(len(ahead) - 1, j, -1):
         prev = ahead[k - 1]
-        future[k] = {cov: value(k, cov)[0] for cov in {prev.total, prev.anchor, prev.static, 0}}
+        future[k] = {cov: value(k, cov)[0] for cov in {prev.total, prev.anchor, prev.static, 0, ahead[k].anchor}}
     return value(j, covered)
 
 
 def plan_session(chain: list[Step], laws: list[GapLaw], read: float, write: dict[str, float], minimum: int,
-                 static_alive: bool, growth: tuple[float, float]) -> list[dict[int | None, str | None]]:
+                 static_alive: bool, growth: tuple[float, float], upgrades: bool = False
+                 ) -> tuple[list[dict[int | None, str | None]], list[bool]]:
     """The Bayes policy's marks (block index -> TTL) along one session, turn by turn: each turn decided from the
     turns so far and that turn's law alone (whether more turns come, and their size, it does not know). A turn
-    that writes nothing still marks the entry it reads: Anthropic looks up a prefix only from a checkpoint."""
+    that writes nothing still marks the entry it reads: Anthropic looks up a prefix only from a checkpoint.
+    With `upgrades`, also per turn whether its entry is upgraded when the gap after it passes 5 minutes (sent
+    then whether or not the session comes back: the policy does not know)."""
     marks: list[dict[int | None, str | None]] = []
+    upgraded: list[bool] = []
     covered, held = (chain[0].static if static_alive else 0), [None, None]
     for j, step in enumerate(chain):
         ahead = _ahead(chain[:j + 1], laws[j].more, growth)
-        option = decide(ahead, j, covered, laws[j], read, write, minimum)[1]
+        _, option, upgrade = decide(ahead, j, covered, laws[j], read, write, minimum, upgrades)
         marks.append({step.static_at: "1h", step.anchor_at: option[0], step.conv_at: option[1]})
         if option[1] is None and held[0] is not None:
             marks[-1][held[0]] = held[1]
+        gap = chain[j + 1].record.t - step.record.t if j + 1 < len(chain) else math.inf
+        upgraded.append(upgrade and step.reply is not None and gap > 300 - REFRESH_MARGIN_S)
         if j + 1 < len(chain):
-            gap = chain[j + 1].record.t - step.record.t
-            covered, *held = _held(step, option, 0 if gap <= 300 else 1 if gap <= 3600 else 2)
-    return marks
+            nxt = chain[j + 1]
+            if upgraded[-1] and gap <= 300 - REFRESH_MARGIN_S + 3600:
+                covered, held = nxt.anchor, [nxt.anchor_at, "1h"]
+            else:
+                covered, *held = _held(step, option, 0 if gap <= 300 else 1 if gap <= 3600 else 2)
+    return marks, upgraded
 
 
-def bayes_online(records: list[TraceRecord], law_of: Callable[[int], GapLaw]) -> list[TraceRecord]:
-    """`records` marked by the Bayes policy; `law_of(i)`: the law of the gap after `records[i]` (time order)."""
+def bayes_online(records: list[TraceRecord], law_of: Callable[[int], GapLaw], upgrades: bool = False) -> list[TraceRecord]:
+    """`records` marked by the Bayes policy; `law_of(i)`: the law of the gap after `records[i]` (time order).
+    `upgrades`: with keep-alive's upgrades (where the trace has the replies), sent as refresh records."""
     rules = resolve_model("anthropic", records[0].model)
     price = rules.price.price
     read = float(price.cache_read / price.input)
@@ -186,10 +222,15 @@ def bayes_online(records: list[TraceRecord], law_of: Callable[[int], GapLaw]) ->
                 chain.append(k)
                 k = steps[k].next
             laws = [law_of(index[k]) for k in chain]
-            options = plan_session([steps[k] for k in chain], laws, read, write, rules.min_cache_tokens, alive_at[first],
-                                   FIRST_TURN_GROWTH)
-            for k, marks in zip(chain, options, strict=True):
-                out.append(replace(steps[k].record, body=_marked(steps[k], marks)))
+            options, upgraded = plan_session([steps[k] for k in chain], laws, read, write, rules.min_cache_tokens,
+                                             alive_at[first], FIRST_TURN_GROWTH, upgrades)
+            for k, marks, upgrade in zip(chain, options, upgraded, strict=True):
+                body = _marked(steps[k], marks)
+                out.append(replace(steps[k].record, body=body))
+                up = upgrade_body("anthropic", body, steps[k].reply or [], "1h") if upgrade else None
+                if up is not None:
+                    out.append(replace(steps[k].record, t=steps[k].record.t + 300 - REFRESH_MARGIN_S, body=up.body,
+                                       output_tokens=0, keepalive=True, response=None))
     return sorted(out, key=lambda r: r.t)
 
 
@@ -224,11 +265,12 @@ def _within(shape: Chat, t: float) -> float:
     return (1 - shape.break_p) * share(*shape.reply_s, False) + shape.break_p * share(*shape.break_s, True)
 
 
-def ceiling_saved(records: list[TraceRecord], laws: list[GapLaw]) -> float:
-    """The Bayes policy's savings against no caching, as the simulator bills them."""
+def ceiling_saved(records: list[TraceRecord], laws: list[GapLaw], upgrades: bool = False) -> float:
+    """The Bayes policy's savings against no caching, as the simulator bills them (`upgrades`: with keep-alive's
+    upgrades, their cost included)."""
     from lifetime import saved  # the benchmark's scoring, imported late: it imports this module
 
-    return saved(replay(bayes_online(records, laws.__getitem__), passthrough))[0]
+    return saved(replay(bayes_online(records, laws.__getitem__, upgrades), passthrough))[0]
 
 
 def ratios(records: list[TraceRecord], laws: list[GapLaw]) -> dict[str, float]:

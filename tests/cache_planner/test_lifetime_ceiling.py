@@ -50,10 +50,10 @@ def test_the_bayes_turn_weighs_the_next_turn_s_read_against_the_write(bench):
     steps = [expert.Step(None, 0, 1, 1000, 2000), expert.Step(None, 0, 2, 1000, 2500, anchor=2400,
                                                               reads_anchor=True)]
     law = ceiling.GapLaw(0.75, 1.0, lambda k: 1.0)
-    cost, option = ceiling.decide(steps, 0, 1000, law, 0.1, WRITE, 0)
+    cost, option, _ = ceiling.decide(steps, 0, 1000, law, 0.1, WRITE, 0)
     assert (cost, option) == (pytest.approx(1350 + 0.75 * 700 + 0.25 * 1600), (None, "5m"))   # 2275
     law = ceiling.GapLaw(0.0, 1.0, lambda k: 1.0)   # 5m: 1350 + 1600 = 2950; none is cheapest
-    cost, option = ceiling.decide(steps, 0, 1000, law, 0.1, WRITE, 0)
+    cost, option, _ = ceiling.decide(steps, 0, 1000, law, 0.1, WRITE, 0)
     assert (cost, option) == (pytest.approx(2700.0), (None, None))
 
 
@@ -65,6 +65,21 @@ def test_the_ceiling_never_beats_the_hindsight_expert_and_the_simulator_takes_it
     marks = replay(expert.hindsight(records, refresh=False)[0], passthrough)
     assert not bayes.errors
     assert marks.total.cost.total <= bayes.total.cost.total
+
+
+def test_with_upgrades_the_ceiling_upgrades_through_breaks_and_still_never_beats_the_expert(bench):
+    """The online policy may also upgrade a 5m entry once the gap passes 5 minutes (keep-alive's upgrade through
+    the reply); the hindsight expert with marks, refreshes and upgrades still does at least as well."""
+    ceiling, traces, expert = bench
+    case = traces.ChatCase(7, traces.Chat(sessions=3, turns=(4, 8), break_p=0.4, system_paragraphs=10))
+    records = case()
+    laws = ceiling.online_laws(case, records)
+    marked = ceiling.bayes_online(records, laws.__getitem__, upgrades=True)
+    bayes = replay(marked, passthrough)
+    assert not bayes.errors and bayes.total.keepalives > 0
+    plain = replay(ceiling.bayes_online(records, laws.__getitem__), passthrough)
+    both = replay(expert.hindsight(records, refresh=True)[0], passthrough)
+    assert both.total.cost.total <= bayes.total.cost.total < plain.total.cost.total
 
 
 def test_a_person_seen_answering_slowly_is_expected_back_within_5_minutes_less_often(bench):
