@@ -53,12 +53,8 @@ def saved(report: ReplayReport) -> tuple[float, int]:
     return float(total.cost.savings / total.cost.without_cache), total.keepalives
 
 
-def with_keepalive(records: list[TraceRecord]) -> list[TraceRecord]:
-    """`prefixgate plan --keepalive` on `records`, read back as a trace (its bodies are planned already)."""
-    return [parse_record(json.dumps(line)) for line in planned_keepalive(records)]
-
-
 def planned_keepalive(records: list[TraceRecord]) -> list[dict]:
+    """`prefixgate plan --keepalive` on `records`: the trace lines, with the plan's explanation of each."""
     return list(plan_trace(records, keepalive=True))
 
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from lifetime_expert import Step, _marked, _steps, hindsight
 from lifetime_traces import IID_SHAPES, PACED_SHAPES, Chat, ChatCase, PacedChat, paced_chat
 
-from prefixgate.cache_planner.keepalive import upgrade_body
+from prefixgate.cache_planner.keepalive import FILLER_TOKENS, upgrade_body
 from prefixgate.cache_planner.lifetime import REFRESH_MARGIN_S
 from prefixgate.cache_planner.trace import replay_strategy
 from prefixgate.providers.pricing import resolve_model
@@ -121,7 +121,6 @@ def _ahead(seen: list[Step], more: Callable[[int], float], growth: tuple[float, 
 
 
 MAX_TURNS = 64
-FILLER_TOKENS = 4   # an upgrade's filler turn, about (the simulator bills the real count)
 # Before a session's second turn shows its own: a turn adds about this many tokens, this share of them in its
 # first new block (the assistant's reply; the traces' replies and questions are of this size).
 FIRST_TURN_GROWTH = (250.0, 0.85)

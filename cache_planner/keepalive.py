@@ -38,6 +38,7 @@ Public API (stable):
     refresh_body(provider, body, model=None, ttl_s=3600.0, catalog=None) -> Refresh | None
     refresh_cost(refresh, price, cached_tokens, uncached_tokens=0, ttl_s=3600.0) -> Decimal   (USD)
     upgrade_body(provider, body, reply, ttl="1h") -> Refresh | None
+    upgrade_cost(upgrade, price, cached_tokens, reply_tokens, short, long) -> (bill, net)   (USD)
     reply_content(provider, response) -> list | None
 """
 
@@ -57,6 +58,7 @@ from prefixgate.providers.rules import Catalog
 
 RESPONSES_MIN_OUTPUT = 16   # Responses rejects max_output_tokens below 16
 FILLER = "."                # the user turn a refresh needs when only the system prompt and tools are cached
+FILLER_TOKENS = 4           # the filler turn's input tokens with its turn's framing, about (for pricing ahead)
 MAX_MARKS = 4               # Anthropic's breakpoints per request
 
 
@@ -155,6 +157,14 @@ def _least_output(out: dict) -> Refresh:
         return Refresh("generate", out, output_tokens=1)
     out["max_tokens"] = 0
     return Refresh("generate", out, prewarm=True)
+
+
+def upgrade_cost(upgrade: Refresh, price: Price, cached_tokens: int, reply_tokens: int, short: str,
+                 long: str) -> tuple[Decimal, Decimal]:
+    """What an upgrade is billed (the prefix read, the filler turn, any output, the reply written with `long`),
+    and what it costs net: the session's next request then reads the reply instead of writing it with `short`."""
+    bill = refresh_cost(upgrade, price, cached_tokens, uncached_tokens=FILLER_TOKENS) + reply_tokens * price.write_price(long) / MTOK
+    return bill, bill + reply_tokens * (price.cache_read - price.write_price(short)) / MTOK
 
 
 def reply_content(provider: str, response: dict | None) -> list | None:

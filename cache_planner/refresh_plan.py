@@ -29,10 +29,10 @@ from prefixgate.cache_planner.keepalive import (
     refresh_cost,
     reply_content,
     upgrade_body,
+    upgrade_cost,
 )
 from prefixgate.cache_planner.lifetime import HORIZON_S, REFRESH_MARGIN_S, GapBook, KeepAlive, keepalive
 from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
-from prefixgate.cost import MTOK
 from prefixgate.dialects import request_dialect
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation, ttl_seconds
@@ -208,10 +208,7 @@ class RefreshPlanner:
             return None
         encoding = tokens.encoding_for(entry.record.provider, entry.record.model)
         extra = sum(tokens.count_tokens(b["text"], encoding) for b in entry.reply)
-        filler = 4  # the filler turn's tokens, about
-        cost = (price.cache_read * entry.tokens + price.input * filler + price.output * body.output_tokens
-                + (price.write_price(long) + price.cache_read - price.write_price(entry.ttl)) * extra) / MTOK
-        return long, body, extra, cost
+        return long, body, extra, upgrade_cost(body, price, entry.tokens, extra, entry.ttl, long)[1]
 
     def _upgraded(self, entry: Entry, at: float, long: str, refresh: Refresh, extra: int, decision: KeepAlive) -> dict[str, Any]:
         """Send the upgrade: the entry through the reply takes over the session (same gap-model id)."""

@@ -39,7 +39,7 @@ def _plan(record: TraceRecord, state: PlannerState, mode: Mode, caller: CallerCh
         return [f"passthrough: the body is not a valid {record.provider} request ({e.message})"]
     return plan(conv, Target(record.provider, record.model), state, mode,  # type: ignore[arg-type]
                 route=f"{record.tenant}/{record.route}", now=record.t, caller_checkpoints=caller, keepalive=keepalive,
-                upgrade=reply_content(record.provider, record.response) is not None)
+                upgrade=keepalive and reply_content(record.provider, record.response) is not None)
 
 
 def plan_trace(records: Iterable[TraceRecord], mode: Mode = "rewrite",

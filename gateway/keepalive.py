@@ -44,8 +44,9 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
 
-from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost, upgrade_body
+from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost, upgrade_body, upgrade_cost
 from prefixgate.cache_planner.lifetime import GapBook, keepalive
+from prefixgate.cache_planner.lifetime import KeepAlive as KeepAliveDecision
 from prefixgate.compact_json import compact_bytes
 from prefixgate.cost import MTOK, Price, cost_note, ledger_fields, price_usage
 from prefixgate.dialects.wire import WireFormat
@@ -69,7 +70,6 @@ MAX_BODY_BYTES = 64 << 20
 MAX_SESSIONS = 20_000
 TICK_S = 1.0
 TIMEOUT_S = 60.0
-FILLER_TOKENS = 4           # an upgrade's filler turn ("."), with its turn's framing, about
 _UNIT_S = {"s": 1, "m": 60, "h": 3600}
 
 
@@ -309,13 +309,8 @@ class KeepAlive:
         if upgrade is not None and longest is not None:
             session.upgrade, session.upgrade_ttl = await asyncio.to_thread(compact_bytes, upgrade.body), longest
             self.body_bytes += len(session.upgrade)
-            p = session.price
-            # The answer is written at the long TTL and read by the next request, which would otherwise have
-            # written it at the short one; the filler turn is a few tokens of input.
-            read = refresh_cost(upgrade, p, session.cached_tokens, uncached_tokens=FILLER_TOKENS)
-            session.upgrade_bill = read + session.reply_tokens * p.write_price(longest) / MTOK
-            session.upgrade_usd = read + session.reply_tokens * (p.write_price(longest) + p.cache_read
-                                                                 - p.write_price(session.ttl)) / MTOK
+            session.upgrade_bill, session.upgrade_usd = upgrade_cost(upgrade, session.price, session.cached_tokens,
+                                                                     session.reply_tokens, session.ttl, longest)
         self._schedule(session, self.clock())
 
     def _longest_ttl(self, session: Session) -> str | None:
@@ -330,16 +325,18 @@ class KeepAlive:
     def _schedule(self, session: Session, now: float) -> None:
         """When to refresh `session` next, if ever (`due` None: let its cache expire)."""
         p, tokens = session.price, session.cached_tokens
-        decision = keepalive(self.gaps.model(session.gap_route, ""), now - session.last_request,
-                             session.touched + session.ttl_s - now, session.ttl_s,
+
+        def decide(ttl_s: float, cost: Decimal) -> KeepAliveDecision:
+            """Refreshing at `cost` each, every `ttl_s`, against letting the entry expire."""
+            return keepalive(self.gaps.model(session.gap_route, ""), now - session.last_request,
+                             session.touched + session.ttl_s - now, ttl_s,
                              float(tokens * p.write_price(session.ttl) / MTOK), float(tokens * p.cache_read / MTOK),
-                             float(session.expected_usd), now=now)
+                             float(cost), now=now)
+
+        decision = decide(session.ttl_s, session.expected_usd)
         session.upgrading = False
         if session.upgrade:
-            upgrade = keepalive(self.gaps.model(session.gap_route, ""), now - session.last_request,
-                                session.touched + session.ttl_s - now, ttl_seconds(session.upgrade_ttl),
-                                float(tokens * p.write_price(session.ttl) / MTOK), float(tokens * p.cache_read / MTOK),
-                                float(session.upgrade_usd), now=now)
+            upgrade = decide(ttl_seconds(session.upgrade_ttl), session.upgrade_usd)
             if upgrade.refresh and upgrade.at is not None and upgrade.expected_saving > decision.expected_saving:
                 decision, session.upgrading = upgrade, True
         session.reason = decision.reason
