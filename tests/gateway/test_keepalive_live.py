@@ -14,8 +14,11 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx
@@ -306,31 +309,39 @@ def test_on_an_open_gateway_each_callers_refresh_goes_with_its_own_key(tmp_path:
     mock keeps one cache per API key, so a refresh sent with anyone else's key would read nothing. Caller b streams
     (a refresh never does). The mock and the gateway run in this process, each under its own uvicorn server (the
     keyed stack above runs them as separate processes)."""
+    with open_gateway(tmp_path, monkeypatch) as open_stack:
+        callers = {key: (anthropic.Anthropic(base_url=open_stack.gw, api_key=key, max_retries=0), [])
+                   for key in ("sk-ant-caller-a-0123456789", "sk-ant-caller-b-0123456789")}
+        streams = dict(zip(callers, (False, True), strict=True))
+        for key, (client, history) in callers.items():
+            turn(client, "open", key, history, "Review section 1.", streams[key])
+        open_stack.advance(9 * 60)
+        prefixes = [turn(client, "open", key, history, "And section 2?", streams[key]).usage.cache_creation_input_tokens
+                    for key, (client, history) in callers.items()]
+        open_stack.advance(280)
+        refreshes = open_stack.wait_refreshes("open", 2)
+        assert sorted(r["cache_read"] for r in refreshes) == sorted(prefixes)
+        # Each is an upgrade through its caller's answer, whole (a) or streamed (b): nothing is written again
+        # but the answer, for an hour.
+        assert all(set(r["cache_writes"]) == {"1h"} and 0 < r["cache_writes"]["1h"] <= 50 for r in refreshes)
+
+
+@contextmanager
+def open_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                 upstream: Callable[[Any], Any] = lambda app: app) -> Iterator[Stack]:
+    """An open gateway (no keys: each caller's own provider key goes upstream) with route "open", keep-alive on,
+    before the mock (behind `upstream`, an ASGI wrapper), both in this process under their own uvicorn servers."""
     clock, ledger = tmp_path / "clock", tmp_path / "ledger.sqlite"
     clock.write_text("0")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     mock_app = create_mock(MockContext(simulator=Simulator(entry_visible_after_s=0.0), clock=OffsetClock(str(clock))))
-    with ServerThread(mock_app) as mock:
+    with ServerThread(upstream(mock_app)) as mock:
         settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock))
         route = Policy.from_dict({"routes": [{
             "name": "open", "models": ["open-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
             "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 1}}]}, builtin_upstreams(settings))
         with ServerThread(create_app(settings, policy=route)) as gw:
-            open_stack = Stack(gw.url, mock.url, clock, ledger)
-            callers = {key: (anthropic.Anthropic(base_url=gw.url, api_key=key, max_retries=0), [])
-                       for key in ("sk-ant-caller-a-0123456789", "sk-ant-caller-b-0123456789")}
-            streams = dict(zip(callers, (False, True), strict=True))
-            for key, (client, history) in callers.items():
-                turn(client, "open", key, history, "Review section 1.", streams[key])
-            open_stack.advance(9 * 60)
-            prefixes = [turn(client, "open", key, history, "And section 2?", streams[key]).usage.cache_creation_input_tokens
-                        for key, (client, history) in callers.items()]
-            open_stack.advance(280)
-            refreshes = open_stack.wait_refreshes("open", 2)
-            assert sorted(r["cache_read"] for r in refreshes) == sorted(prefixes)
-            # Each is an upgrade through its caller's answer, whole (a) or streamed (b): nothing is written again
-            # but the answer, for an hour.
-            assert all(set(r["cache_writes"]) == {"1h"} and 0 < r["cache_writes"]["1h"] <= 50 for r in refreshes)
+            yield Stack(gw.url, mock.url, clock, ledger)
 
 
 def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -389,24 +400,14 @@ def refusing_upgrades(app):
 
 
 def test_a_refused_upgrade_falls_back_to_re_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    clock, ledger = tmp_path / "clock", tmp_path / "ledger.sqlite"
-    clock.write_text("0")
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    mock_app = create_mock(MockContext(simulator=Simulator(entry_visible_after_s=0.0), clock=OffsetClock(str(clock))))
-    with ServerThread(refusing_upgrades(mock_app)) as mock:
-        settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock))
-        route = Policy.from_dict({"routes": [{
-            "name": "open", "models": ["open-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
-            "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 1}}]}, builtin_upstreams(settings))
-        with ServerThread(create_app(settings, policy=route)) as gw:
-            open_stack = Stack(gw.url, mock.url, clock, ledger)
-            client, history = anthropic.Anthropic(base_url=gw.url, api_key="sk-ant-caller-0123456789", max_retries=0), []
-            turn(client, "open", "refused", history, "Review section 1.")
-            open_stack.advance(9 * 60)
-            prefix = turn(client, "open", "refused", history, "And section 2?").usage.cache_creation_input_tokens
-            open_stack.advance(280)
-            refused, kept = open_stack.wait_refreshes("open", 2)
-            assert refused["status"] == 400 and "upgrade to 1h" in refused["explanation"][0]
-            assert kept["status"] == 200 and kept["cache_read"] == prefix and kept["cache_writes"] == {}
-            assert metric(open_stack.metrics(), "prefixgate_keepalive_stops_total", route="open",
-                          reason="upgrade refused") == 1
+    with open_gateway(tmp_path, monkeypatch, refusing_upgrades) as open_stack:
+        client, history = anthropic.Anthropic(base_url=open_stack.gw, api_key="sk-ant-caller-0123456789", max_retries=0), []
+        turn(client, "open", "refused", history, "Review section 1.")
+        open_stack.advance(9 * 60)
+        prefix = turn(client, "open", "refused", history, "And section 2?").usage.cache_creation_input_tokens
+        open_stack.advance(280)
+        refused, kept = open_stack.wait_refreshes("open", 2)
+        assert refused["status"] == 400 and "upgrade to 1h" in refused["explanation"][0]
+        assert kept["status"] == 200 and kept["cache_read"] == prefix and kept["cache_writes"] == {}
+        assert metric(open_stack.metrics(), "prefixgate_keepalive_stops_total", route="open",
+                      reason="upgrade refused") == 1
