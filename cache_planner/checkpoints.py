@@ -192,7 +192,7 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
         stats = route.reuse.level(level)
         if level == "conversation":
             c.choice = choose_growing_ttl(_returns(route, c), price, ttls, c.carried, c.tokens - c.carried - c.base,
-                                          route.keepalive, route.upgrade)
+                                          route.keepalive, route.upgrade, c.base)
         else:
             c.choice = choose_ttl(stats, price, ttls)
         if c.choice.ttl is None:

@@ -72,25 +72,29 @@ class _Kept:
     the refreshes until then save (`lifetime.p_kept`), or an upgrade through the reply (`upgrade`)."""
 
     def __init__(self, stats: ReuseStats | SessionReturns, read: float, miss: float,
-                 upgrade: tuple[float, float] | None = None) -> None:
-        self.stats, self.read, self.miss, self.upgrade = stats, read, miss, upgrade
+                 upgrade: tuple[float, float] | None, refresh: float) -> None:
+        self.stats, self.read, self.miss, self.upgrade, self.refresh = stats, read, miss, upgrade, refresh
 
     def p_within(self, seconds: float) -> float:
-        return p_kept(self.stats.p_within, seconds, self.read, self.miss, BOUNDS, upgrade=self.upgrade)
+        return p_kept(self.stats.p_within, seconds, self.read, self.miss, BOUNDS, upgrade=self.upgrade,
+                      refresh=self.refresh)
 
 
 def _kept(stats: ReuseStats | SessionReturns, price: Price, ttls: tuple[str, ...], fresh: int, total: int,
-          upgrade: bool) -> _Kept:
-    """`stats` as keep-alive sees them. With `upgrade`, a short-lived entry can be rewritten through the next
-    reply with the longest TTL: it costs a read of the prefix plus, on the reply (about as long as this turn's
-    new tokens, `fresh`), the long write and its read less the short write the next turn would have paid."""
+          upgrade: bool, base: int = 0) -> _Kept:
+    """`stats` as keep-alive sees them, for a conversation of `total` tokens past a static prefix of `base` (kept
+    by its own entry: only `total` is at stake). A refresh re-sends and reads both. With `upgrade`, a
+    short-lived entry can be rewritten through the next reply with the longest TTL: it costs a read of the
+    prefix plus, on the reply (about as long as this turn's new tokens, `fresh`), the long write and its read
+    less the short write the next turn would have paid."""
     read = float(price.cache_read / price.input)
+    refresh = read * (total + base) / total if total > 0 else read
     up = None
     if upgrade and len(ttls) > 1 and total > 0:
         short, long = min(ttls, key=ttl_seconds), max(ttls, key=ttl_seconds)
         extra = _multipliers(price, long)[1] + read - _multipliers(price, short)[1]
-        up = (float(ttl_seconds(long)), read + extra * fresh / total)
-    return _Kept(stats, read, _miss(price, ttls), up)
+        up = (float(ttl_seconds(long)), refresh + extra * fresh / total)
+    return _Kept(stats, read, _miss(price, ttls), up, refresh)
 
 
 def _miss(price: Price, ttls: tuple[str, ...]) -> float:
@@ -99,16 +103,16 @@ def _miss(price: Price, ttls: tuple[str, ...]) -> float:
 
 
 def choose_growing_ttl(stats: ReuseStats | SessionReturns, price: Price, ttls: tuple[str, ...], carried: int, fresh: int,
-                       keepalive: bool = False, upgrade: bool = False) -> Choice:
-    """For a growing prefix: `carried` tokens were read from cache this request, `fresh` are written now.
-    `keepalive`: refreshes will keep the entry through a break when that pays; `upgrade`: or an upgrade through
-    the reply."""
+                       keepalive: bool = False, upgrade: bool = False, base: int = 0) -> Choice:
+    """For a growing prefix: `carried` tokens were read from cache this request, `fresh` are written now, past a
+    static prefix of `base` tokens with an entry of its own. `keepalive`: refreshes will keep the entry through a
+    break when that pays; `upgrade`: or an upgrade through the reply."""
     total = carried + fresh
     if price.input <= 0 or total <= 0:
         return Choice(None, 1.0, "nothing to save")
     miss = _miss(price, ttls)
     if keepalive and ttls:
-        stats = _kept(stats, price, ttls, fresh, total, upgrade)  # type: ignore[assignment]
+        stats = _kept(stats, price, ttls, fresh, total, upgrade, base)  # type: ignore[assignment]
 
     def cost(ttl: str, p: float) -> float:
         return growing_cost(price, ttl, p, carried, fresh, miss) / total
@@ -138,5 +142,5 @@ def split_conversation(stats: ReuseStats | SessionReturns, price: Price, ttls: t
     """For a growing prefix (tokens past the static `base`: `carried` read, the first new block ending at
     `anchor`, the prefix at `end`): one checkpoint at the end, or the longest TTL through the first new block and a
     shorter one after it (`lifetime.choose_split`)."""
-    returns = _kept(stats, price, ttls, end - carried, end - base, upgrade) if keepalive and ttls else stats
+    returns = _kept(stats, price, ttls, end - base - carried, end - base, upgrade, base) if keepalive and ttls else stats
     return choose_split(returns.p_within, ttl_options(price, ttls, ttl_seconds), carried, anchor - base, end - base)

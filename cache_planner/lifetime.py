@@ -31,7 +31,7 @@ Public API (stable):
     TtlChoice(ttl, expected_cost, reason); write_cost(model, option, carried, fresh, now=None, miss=1.0)
     choose_write_ttl(model, options, carried, fresh, now=None) -> TtlChoice
     SplitChoice(anchor, end, expected_cost, reason); choose_split(p_within, options, carried, anchor, end)
-    p_kept(p_within, ttl_s, read, miss, edges=GAP_EDGES, margin_s=..., upgrade=None) -> float
+    p_kept(p_within, ttl_s, read, miss, edges=GAP_EDGES, margin_s=..., upgrade=None, refresh=None) -> float
     KeepAlive(refresh, at, expected_saving, reason)
     keepalive(model, idle, expires_in, ttl_s, rewrite_cost, read_cost, refresh_cost, now=None, margin_s=...)
 """
@@ -290,21 +290,24 @@ def choose_write_ttl(model: GapModel, options: Iterable[TtlOption], carried: int
 
 def p_kept(p_within: Callable[[float], float], ttl_s: float, read: float, miss: float,
            edges: Iterable[float] = GAP_EDGES, margin_s: float = REFRESH_MARGIN_S,
-           upgrade: tuple[float, float] | None = None) -> float:
+           upgrade: tuple[float, float] | None = None, refresh: float | None = None) -> float:
     """With keep-alive: the chance the next request reads the entry, counting a return after the TTL by the share
     of the re-write (`miss` per token, against `read`) that the refreshes keeping it until then save; each
-    refresh reads the prefix once. A return in (a, b] is priced as if at b (the refreshes it needs at most).
-    `upgrade` (long TTL seconds, cost per token): at its first expiry the entry may instead be rewritten to live
-    the long TTL (`keepalive.upgrade_body`), then refreshed at that TTL; the cheaper of the two counts."""
+    refresh costs `refresh` per token (default `read`: it reads the prefix once; more when the prefix it re-sends
+    is longer than the part at stake, as a conversation's refresh reads the static prefix too). A return in
+    (a, b] is priced as if at b (the refreshes it needs at most). `upgrade` (long TTL seconds, cost per token):
+    at its first expiry the entry may instead be rewritten to live the long TTL (`keepalive.upgrade_body`), then
+    refreshed at that TTL; the cheaper of the two counts."""
     p = p_within(ttl_s)
     if miss <= read or ttl_s <= margin_s:
         return p
+    refresh = read if refresh is None else refresh
     low = ttl_s
     for edge in (e for e in edges if e > ttl_s):
-        cost = read * math.ceil((edge - ttl_s) / (ttl_s - margin_s))
+        cost = refresh * math.ceil((edge - ttl_s) / (ttl_s - margin_s))
         if upgrade is not None and upgrade[0] > ttl_s:
             long_s, up = upgrade
-            cost = min(cost, up + read * max(0, math.ceil((edge - long_s) / (long_s - margin_s))))
+            cost = min(cost, up + refresh * max(0, math.ceil((edge - long_s) / (long_s - margin_s))))
         p += (p_within(edge) - p_within(low)) * max(0.0, (miss - read - cost) / (miss - read))
         low = edge
     return p

@@ -195,3 +195,27 @@ def test_a_streamed_answer_is_kept_only_when_it_is_plain_text():
     assert streamed(("thinking", [{"type": "thinking_delta", "thinking": "hmm"}]), ("text", text)) is None
     assert streamed(("text", [*text, {"type": "citations_delta", "citation": {"cited_text": "x"}}])) is None
     assert streamed(("tool_use", [{"type": "input_json_delta", "partial_json": "{}"}])) is None
+
+
+class _Law:
+    """A session's next-turn law: back within 5 minutes with 0.6, within the hour with 0.9, else never."""
+
+    def p_within(self, seconds: float) -> float:
+        return 0.6 if seconds <= 300 else 0.9
+
+
+def test_the_write_ttl_prices_an_upgrade_as_reading_the_static_prefix_too():
+    # An upgrade re-sends and reads the whole prompt, the static prefix's 6,000 tokens included, though only the
+    # conversation's 2,000 are at stake. By hand, on Sonnet 5.5 (read 0.05x, 5m write 1.25x, 1h write 2x): marking
+    # the turn's 200 new tokens 1h costs 200 x 0.75 = 150 more now; marking them 5m costs, with p = 0.3 of a
+    # return between 5 minutes and the hour, one upgrade: 0.05 x 8,000 read + 200 x (2 + 0.05 - 1.25) on the reply
+    # = 560, so 0.3 x 560 = 168 more. 1h is cheaper. Priced on the conversation alone (0.05 x 2,000 + 160 = 260,
+    # 0.3 x 260 = 78), 5m would look cheaper.
+    from prefixgate.cache_planner.economics import choose_growing_ttl
+    from prefixgate.providers.pricing import resolve_model
+
+    price = resolve_model("anthropic", MODEL).price.price
+    assert [float(p) for p in (price.input, price.cache_read, price.write_price("1h"))] == [2, 0.1, 4]  # per MTok, published
+    ttls = ("5m", "1h")
+    assert choose_growing_ttl(_Law(), price, ttls, 1800, 200, keepalive=True, upgrade=True, base=6000).ttl == "1h"
+    assert choose_growing_ttl(_Law(), price, ttls, 1800, 200, keepalive=True, upgrade=True, base=0).ttl == "5m"
