@@ -194,7 +194,7 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
             c.choice = choose_growing_ttl(_returns(route, c), price, ttls, c.carried, c.tokens - c.carried - c.base,
                                           route.keepalive, route.upgrade, c.base)
         else:
-            c.choice = choose_ttl(stats, price, ttls)
+            c.choice = choose_ttl(stats, price, ttls, route.keepalive and level == "static")
         if c.choice.ttl is None:
             notes.append(f"skip: {c.level} checkpoint: {c.choice.reason}")
         else:

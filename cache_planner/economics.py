@@ -59,10 +59,20 @@ def _cheapest(stats: ReuseStats | SessionReturns, ttls: tuple[str, ...], cost: C
     return best
 
 
-def choose_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...]) -> Choice:
-    """For a recurring prefix: the cheapest of no checkpoint and a checkpoint with each TTL in `ttls`."""
+def choose_ttl(stats: ReuseStats, price: Price, ttls: tuple[str, ...], keepalive: bool = False) -> Choice:
+    """For a recurring prefix: the cheapest of no checkpoint and a checkpoint with each TTL in `ttls`.
+
+    `keepalive`: the route keeps its entries through idle gaps, so its operator expects it back after them.
+    Then the route's first write, with no evidence yet, takes the longest TTL: an entry keeps its first write's
+    TTL for as long as it is hit (a hit never lengthens it), and while conversations read longer entries past it
+    a lapsed one is not written again until a session starts, so a short first write would be paid for once
+    per lapse, with no way to correct it once the route's gaps are known."""
     if price.input <= 0:
         return Choice(None, 1.0, "free model: nothing to save")
+    if keepalive and not stats.requests and len(ttls) > 1:
+        longest = max(ttls, key=ttl_seconds)
+        return Choice(longest, expected_cost(stats, price, longest),
+                      "first write on a keep-alive route: it keeps this TTL for as long as it is hit")
     return _cheapest(stats, ttls, lambda ttl, p: expected_cost(stats, price, ttl), "reuse",
                      "reuse too rare to pay the write")
 

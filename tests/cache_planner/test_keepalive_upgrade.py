@@ -219,3 +219,25 @@ def test_the_write_ttl_prices_an_upgrade_as_reading_the_static_prefix_too():
     ttls = ("5m", "1h")
     assert choose_growing_ttl(_Law(), price, ttls, 1800, 200, keepalive=True, upgrade=True, base=6000).ttl == "1h"
     assert choose_growing_ttl(_Law(), price, ttls, 1800, 200, keepalive=True, upgrade=True, base=0).ttl == "5m"
+
+
+def test_a_keepalive_route_writes_its_static_prefix_long_from_the_first_request():
+    # A hit restarts an entry's TTL but never lengthens it, so the static prefix keeps its first write's TTL for as
+    # long as requests hit it. On a route whose operator turned keep-alive on, the first write takes the longest
+    # TTL; without keep-alive the reuse prior (a new route as likely to repeat as not) keeps it at 5 minutes.
+    from prefixgate.cache_planner.plan import plan
+    from prefixgate.cache_planner.stability import PlannerState
+    from prefixgate.cache_planner.target import Target
+    from prefixgate.dialects import request_dialect
+
+    body = {"model": MODEL, "max_tokens": 256, "system": SYSTEM, "messages": [{"role": "user", "content": "Hi."}]}
+
+    def static_ttl(keepalive: bool) -> str | None:
+        conv = request_dialect("anthropic", body).parse_request(body, model=MODEL)
+        planned = plan(conv, Target("anthropic", MODEL), PlannerState(), route="tutor", now=0.0, keepalive=keepalive)
+        system = next(seg for seg in planned.conversation.segments if seg.role == "system")
+        mark = system.blocks[-1].checkpoint
+        return None if mark is None else mark.ttl or "5m"
+
+    assert static_ttl(keepalive=True) == "1h"
+    assert static_ttl(keepalive=False) == "5m"
