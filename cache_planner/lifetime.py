@@ -5,8 +5,8 @@ static prefix of a route). Its *gap* is the idle time from one request (or cache
 `GapModel` holds, for one (route, session shape), a histogram of observed gaps plus the sessions still open,
 and answers survival questions with a Kaplan-Meier estimate: a session that has not come back is *censored*
 at its current idle time (it may yet return), and one idle past `HORIZON_S`, or dropped from the bounded
-open set, counts as never returning. A prior of `PRIOR_WEIGHT` pseudo-sessions, placed at the catalogue's
-TTLs, answers for a route that has shown nothing yet. Memory is bounded: `len(GAP_EDGES)` bins, at most
+open set, counts as never returning. A prior of `PRIOR_WEIGHT` pseudo-sessions, spread over the catalogue's
+TTLs and the breaks past them, answers for a route that has shown nothing yet. Memory is bounded: `len(GAP_EDGES)` bins, at most
 `OPEN_LIMIT` open sessions per model, `GapBook.max_models` models (LRU); counts halve past `MAX_WEIGHT`,
 so the model follows a route whose rhythm changes.
 
@@ -53,9 +53,13 @@ HORIZON_S = GAP_EDGES[-1]
 OPEN_LIMIT = 256
 MAX_WEIGHT = 4096.0
 PRIOR_WEIGHT = 1.0
-# The prior's shape: of a pseudo-session, this share returns within the shortest TTL offered, this share
-# between it and the longest, and the rest never (the reuse prior of `reuse.py`: rate 0.5, 80% of it soon).
-PRIOR_SOON, PRIOR_LATER = 0.4, 0.1
+# The prior's shape: of a pseudo-session, this share returns within the shortest TTL offered (at half of it),
+# this share after it, log-uniformly up to `PRIOR_SPAN` times the longest TTL, and the rest never. A session
+# away past the shortest TTL is as likely to come back as gone, and its breaks run from minutes to a working
+# day's long ones (a meeting, lunch: up to three hours). Until a route has shown sessions that end, an hour-long
+# entry is then refreshed when it holds a prefix worth it; a route's own returns and ends soon outweigh this.
+PRIOR_SOON, PRIOR_LATER = 0.4, 0.3
+PRIOR_SPAN = 3.0
 # A refresh goes out this long before the entry would expire (a request in flight must still find it).
 REFRESH_MARGIN_S = 30.0
 
@@ -77,9 +81,15 @@ class GapModel:
     def __post_init__(self) -> None:
         self._prior_returned = [0.0] * len(GAP_EDGES)
         self._prior_censored = [0.0] * len(GAP_EDGES)
-        soon, later = self.prior_ttls[0], self.prior_ttls[-1]
+        soon = self.prior_ttls[0]
+        later = max(min(self.prior_ttls[-1] * PRIOR_SPAN, HORIZON_S), soon * 2)
         self._prior_returned[_bin(soon / 2)] += PRIOR_WEIGHT * PRIOR_SOON
-        self._prior_returned[_bin((soon + later) / 2)] += PRIOR_WEIGHT * PRIOR_LATER
+        lo = soon
+        for i, edge in enumerate((*GAP_EDGES[:-1], HORIZON_S)):
+            if lo < later and edge > soon:
+                hi = min(edge, later)
+                self._prior_returned[i] += PRIOR_WEIGHT * PRIOR_LATER * math.log(hi / lo) / math.log(later / soon)
+                lo = hi
         self._prior_censored[-1] += PRIOR_WEIGHT * (1 - PRIOR_SOON - PRIOR_LATER)
         self._memo: tuple[int, float | None, list[float]] | None = None
         self._version = 0

@@ -121,3 +121,34 @@ def test_reuse_counts_saved_under_the_earlier_gap_bounds_still_load():
     stats = ReuseTracker.from_dict(old).level("conversation")
     # A gap within 2h, 3h or 6h was only known to be within 12h.
     assert stats.within == [3.0, 5.0, 6.0, 8.0, 8.0, 8.0, 8.0, 8.0]
+
+
+def _agent_day(ended: int) -> tuple[GapModel, float]:
+    """One agent session: 8 bursts of 12 steps 20 s apart, each followed by a break of 10 to 45 minutes (all came
+    back), and `ended` other sessions idle more than four hours (gone). Returns the model and the last request's time."""
+    model, t = GapModel(), 0.0
+    for burst in range(8):
+        for _ in range(12):
+            model.observe("agent", t)
+            t += 20
+        model.observe("agent", t)
+        t += 600 + 300 * burst
+    model.observe("agent", t)
+    for i in range(ended):
+        model.observe(f"ended-{i}", t - 4 * 3600 - i)
+    return model, t
+
+
+def test_a_session_never_seen_away_past_the_hour_is_kept_through_its_first_long_break():
+    # A 50,000-token agent conversation on Sonnet 5.5 ($4/MTok 1h write, $0.10 read): a refresh of its 1h entry
+    # costs $0.005 against $0.195 saved if the session is back within the next hour, so it pays from a 2.6% chance.
+    # Nothing on the route has been away past an hour: the prior (breaks run to about three hours) answers.
+    model, last = _agent_day(ended=0)
+    decision = keepalive(model, idle=3570, expires_in=30, ttl_s=3600, rewrite_cost=50_000 * 4 / 1e6,
+                         read_cost=50_000 * 0.1 / 1e6, refresh_cost=50_000 * 0.1 / 1e6, now=last + 3570)
+    assert decision.refresh
+    # Once the route has seen sessions gone past four hours, an hour's absence says the session has ended.
+    model, last = _agent_day(ended=3)
+    decision = keepalive(model, idle=3570, expires_in=30, ttl_s=3600, rewrite_cost=50_000 * 4 / 1e6,
+                         read_cost=50_000 * 0.1 / 1e6, refresh_cost=50_000 * 0.1 / 1e6, now=last + 3570)
+    assert not decision.refresh

@@ -48,7 +48,8 @@ INPUT = Decimal("2")            # USD per million tokens: Sonnet 5.5 input
 MODEL = "claude-sonnet-5-5"
 ADMIN = "keepalive-admin-token-0123456789"
 
-KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted", "chat", "edited")}
+KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted", "chat", "edited",
+                                                                      "static")}
 
 
 def policy(tmp: Path) -> Path:
@@ -66,7 +67,7 @@ def policy(tmp: Path) -> Path:
                    route("capped", {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day", "upgrade": False})],
         "keys": [{"name": name, "key_env": f"KA_KEY_{name.upper()}", "tenant": name, "routes": [name]} for name in KEYS],
     }
-    doc["routes"].append(route("budgeted", on))
+    doc["routes"] += [route("budgeted", on), route("static", on)]
     # Two requests that write the prefix (~$0.01 each) spend it: nothing is left for a refresh.
     next(k for k in doc["keys"] if k["name"] == "budgeted")["budget"] = {"usd": 0.019, "period": "day"}
     path = tmp / "policy.yaml"
@@ -74,9 +75,16 @@ def policy(tmp: Path) -> Path:
     return path
 
 
-# A system prompt long enough to cache (Sonnet's minimum is 1024 tokens), different per session.
 def system(tag: str) -> str:
-    return f"You are reviewer {tag}. " + " ".join(f"Rule {i}: check clause {i} of the contract carefully." for i in range(300))
+    """Too short to cache on its own (Sonnet's minimum is 1024 tokens): the session's prefix is its conversation,
+    kept by one 5-minute entry, what keep-alive is about. (A keep-alive route writes a cacheable system prompt for
+    an hour from its first request: `test_a_keepalive_route_writes_its_system_prompt_for_an_hour`.)"""
+    return f"You are reviewer {tag}."
+
+
+def contract(tag: str) -> str:
+    """The document a session's first turn brings, long enough to cache and different per session."""
+    return f"Contract for {tag}. " + " ".join(f"Rule {i}: check clause {i} of the contract carefully." for i in range(300))
 
 
 class Stack:
@@ -141,8 +149,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Stack:
 
 def turn(client: anthropic.Anthropic, route: str, tag: str, history: list[dict], text: str,
          stream: bool = False) -> anthropic.types.Message:
-    """One user turn of a conversation (`history` grows with the turn and its answer), streamed or not."""
-    history.append({"role": "user", "content": text})
+    """One user turn of a conversation (`history` grows with the turn and its answer), streamed or not. The first
+    turn brings the session's contract."""
+    history.append({"role": "user", "content": text if history else f"{contract(tag)}\n\n{text}"})
     asked = {"model": f"{route}-sonnet", "max_tokens": 50, "system": system(tag), "messages": history}
     if stream:
         with client.messages.stream(**asked) as events:
@@ -165,6 +174,16 @@ def returning_session(stack: Stack, route: str, tag: str = "") -> tuple[anthropi
     assert back.usage.cache_read_input_tokens == 0 and len(stack.refreshes(route)) == before
     assert back.usage.cache_creation_input_tokens > 1000
     return client, history, back.usage.cache_creation_input_tokens
+
+
+def test_a_keepalive_route_writes_its_system_prompt_for_an_hour(stack: Stack) -> None:
+    """A hit never lengthens an entry: the route's first write of its system prompt is the TTL it keeps while
+    requests hit it, so a keep-alive route writes it for an hour from the first request."""
+    client = stack.client("static")
+    client.messages.create(model="static-sonnet", max_tokens=50, system=contract("static system prompt"),
+                           messages=[{"role": "user", "content": "Review section 1."}])
+    [first] = stack.requests("static")
+    assert first["cache_writes"].get("1h", 0) > 3000 and "first write on a keep-alive route" in " ".join(first["explanation"])
 
 
 def test_without_keepalive_the_request_after_the_gap_writes_again(stack: Stack) -> None:
