@@ -248,6 +248,8 @@ IID_SHAPES = {
                                break_s=(330.0, 3300.0), system_paragraphs=22, reply_sentences=10)),
     "unseen": ChatCase(15, Chat(sessions=11, turns=(4, 15), reply_s=(35.0, 260.0), break_p=0.22,
                                 break_s=(340.0, 2800.0), system_paragraphs=18, reply_sentences=13)),
+    "unseen-2": ChatCase(16, Chat(sessions=10, turns=(5, 17), reply_s=(30.0, 250.0), break_p=0.27,
+                                  break_s=(320.0, 3100.0), system_paragraphs=21, reply_sentences=11)),
 }
 PACED_SHAPES = {
     "tune": ChatCase(41, PacedChat()),
@@ -259,6 +261,9 @@ PACED_SHAPES = {
     "unseen": ChatCase(45, PacedChat(sessions=9, turns=(5, 15), pace_s=(100.0, 0.55), slow_p=0.22,
                                      slow_s=(190.0, 450.0), spread=0.4, propensity=(1.1, 4.2), stick=0.3,
                                      break_s=(350.0, 2900.0), long_p=0.1, system_paragraphs=26, reply_sentences=11)),
+    "unseen-2": ChatCase(46, PacedChat(sessions=11, turns=(4, 17), pace_s=(80.0, 0.65), slow_p=0.25,
+                                       slow_s=(210.0, 430.0), spread=0.45, propensity=(1.3, 4.0), stick=0.35,
+                                       break_s=(340.0, 2800.0), long_p=0.12, system_paragraphs=19, reply_sentences=12)),
 }
 IID, PACED = "human-paced chat", "human-paced chat, paced by person"
 
@@ -292,4 +297,15 @@ FRESH = {IID: IID_SHAPES["fresh"], PACED: PACED_SHAPES["fresh"]}
 # UNSEEN (chat only, new seeds and shapes, written down before any run) was run only for the report of the
 # keep-alive upgrade (2026-11-27 10:30), which was developed looking at the four sets above.
 UNSEEN = {IID: IID_SHAPES["unseen"], PACED: PACED_SHAPES["unseen"]}
-SETS = {"tune": TUNE, "check": CHECK, "held-out": HELD_OUT, "fresh": FRESH, "unseen": UNSEEN}
+# UNSEEN_2 (chat and the agent's day, new seeds and shapes, written down before any run) was run only for the report
+# of the third keep-alive session (2026-11-27 14:15), after the prior and TTL changes made looking at the five above.
+UNSEEN_2 = {
+    IID: IID_SHAPES["unseen-2"],
+    PACED: PACED_SHAPES["unseen-2"],
+    "agent working day": lambda: agent_day(24, AgentDay(bursts=12, steps=(5, 24), step_s=(3.0, 35.0),
+                                                        breaks=((0.4, 100.0, 800.0), (0.35, 800.0, 3200.0),
+                                                                (0.25, 3600.0, 3 * 3600.0)),
+                                                        tools=9, system_paragraphs=20, result_sentences=(3, 22))),
+    "nothing repeats": lambda: nothing_repeats(34, OneOff(prompts=35, paragraphs=(30, 90), gap_s=(10.0, 1800.0))),
+}
+SETS = {"tune": TUNE, "check": CHECK, "held-out": HELD_OUT, "fresh": FRESH, "unseen": UNSEEN, "unseen-2": UNSEEN_2}
