@@ -62,6 +62,8 @@ PRIOR_SOON, PRIOR_LATER = 0.4, 0.3
 PRIOR_SPAN = 3.0
 # A refresh goes out this long before the entry would expire (a request in flight must still find it).
 REFRESH_MARGIN_S = 30.0
+# A model's overall idle times weigh this many in one context's estimate (`GapModel.given`, as `reuse.CONTEXT_PRIOR`).
+CONTEXT_PRIOR = 16.0
 
 
 def _bin(seconds: float) -> int:
@@ -93,45 +95,61 @@ class GapModel:
         self._prior_censored[-1] += PRIOR_WEIGHT * (1 - PRIOR_SOON - PRIOR_LATER)
         self._memo: tuple[int, float | None, list[float]] | None = None
         self._version = 0
+        self._context_of: dict[str, str] = {}        # open session -> the context its idle time started in
+        self._contexts: dict[str, tuple[list[float], list[float]]] = {}   # context -> (returned, censored)
 
     @property
     def sessions(self) -> float:
         """Sessions observed to end or return (the prior not counted)."""
         return sum(self.returned) + sum(self.censored)
 
-    def observe(self, session: str, now: float, previous: str | None = None, returned: bool = True) -> float | None:
+    def observe(self, session: str, now: float, previous: str | None = None, returned: bool = True,
+                context: str = "") -> float | None:
         """A request of `session` at `now`: returns the gap since its previous one (None for a new session).
         `previous`: the id the session had until now (a conversation's entry key changes every turn).
-        `returned=False`: the idle time ended without the event this model is about (it is censored there)."""
+        `returned=False`: the idle time ended without the event this model is about (it is censored there).
+        `context`: what the session has shown by now, for the idle time that starts (`given`)."""
         last = self.open.pop(session, None)
+        ended = self._context_of.pop(session, "")
         if previous is not None and previous != session:
             earlier = self.open.pop(previous, None)
+            ended = self._context_of.pop(previous, ended)
             last = earlier if last is None else max(last, earlier or last)
         gap = None
         if last is not None:
             gap = max(now - last, 0.0)
             if gap > HORIZON_S:
-                self._add(self.censored, HORIZON_S)
+                self._end(ended, False, HORIZON_S)
                 gap = None
             elif returned:
-                self._add(self.returned, gap)
+                self._end(ended, True, gap)
                 self.returns += 1
             else:
-                self._add(self.censored, gap)
+                self._end(ended, False, gap)
         self.open[session] = now
+        if context:
+            self._context_of[session] = context
         self._version += 1
         self._expire(now)
         while len(self.open) > OPEN_LIMIT:
-            _, touched = self.open.popitem(last=False)
-            self._add(self.censored, max(now - touched, 0.0))
+            gone, touched = self.open.popitem(last=False)
+            self._end(self._context_of.pop(gone, ""), False, max(now - touched, 0.0))
         return gap
 
     def close(self, session: str, now: float) -> None:
         """`session` will not come back (deleted, compacted away): censor it at its idle time."""
         last = self.open.pop(session, None)
+        context = self._context_of.pop(session, "")
         self._version += 1
         if last is not None:
-            self._add(self.censored, max(now - last, 0.0))
+            self._end(context, False, max(now - last, 0.0))
+
+    def _end(self, context: str, returned: bool, seconds: float) -> None:
+        """An idle time that started in `context` ended after `seconds`: a return, or censored there."""
+        if context:
+            counts = self._contexts.setdefault(context, ([0.0] * len(GAP_EDGES), [0.0] * len(GAP_EDGES)))
+            counts[0 if returned else 1][_bin(seconds)] += 1.0
+        self._add(self.returned if returned else self.censored, seconds)
 
     def _add(self, counts: list[float], seconds: float) -> None:
         self._version += 1
@@ -140,6 +158,7 @@ class GapModel:
             self.returned = [c / 2 for c in self.returned]
             self.censored = [c / 2 for c in self.censored]
             self.returns /= 2
+            self._contexts = {k: ([c / 2 for c in r], [c / 2 for c in e]) for k, (r, e) in self._contexts.items()}
 
     def _expire(self, now: float) -> None:
         while self.open:
@@ -147,39 +166,47 @@ class GapModel:
             if now - touched <= HORIZON_S:
                 break
             del self.open[session]
-            self._add(self.censored, HORIZON_S)
+            self._end(self._context_of.pop(session, ""), False, HORIZON_S)
 
-    def _curve(self, now: float | None) -> list[float]:
-        """S at each bin's upper edge: Kaplan-Meier over returns, censored sessions and (with `now`) open ones."""
-        if self._memo is not None and self._memo[0] == self._version and self._memo[1] == now:
-            return self._memo[2]
+    def _counts(self, now: float | None) -> tuple[list[float], list[float]]:
+        """Returned and censored idle times per bin, the prior and (with `now`) the open sessions included."""
         returned = [a + b for a, b in zip(self.returned, self._prior_returned, strict=True)]
         censored = [a + b for a, b in zip(self.censored, self._prior_censored, strict=True)]
         if now is not None:
             for touched in self.open.values():
                 censored[_bin(max(now - touched, 0.0))] += 1.0
-        at_risk = sum(returned) + sum(censored)
-        survival, out = 1.0, []
-        for events, lost in zip(returned, censored, strict=True):
-            if at_risk > 0:
-                # Censored in a bin: at risk for about half of it.
-                survival *= 1 - events / max(at_risk - lost / 2, events)
-            out.append(survival)
-            at_risk -= events + lost
+        return returned, censored
+
+    def _curve(self, now: float | None) -> list[float]:
+        """S at each bin's upper edge: Kaplan-Meier over returns, censored sessions and (with `now`) open ones."""
+        if self._memo is not None and self._memo[0] == self._version and self._memo[1] == now:
+            return self._memo[2]
+        out = _kaplan_meier(*self._counts(now))
         self._memo = (self._version, now, out)
         return out
 
+    def given(self, context: str, now: float | None = None) -> GapModel | Given:
+        """The model for an idle time that starts in `context`: that context's own idle times, with the model's
+        overall ones (prior included) standing in for `CONTEXT_PRIOR` of them. No context: the model itself."""
+        if not context:
+            return self
+        returned, censored = self._counts(now)
+        total = sum(returned) + sum(censored)
+        empty = [0.0] * len(GAP_EDGES)
+        own_returned, own_censored = self._contexts.get(context, (empty, empty))
+        own_censored = list(own_censored)
+        if now is not None:
+            for session, touched in self.open.items():
+                if self._context_of.get(session) == context:
+                    own_censored[_bin(max(now - touched, 0.0))] += 1.0
+        w = CONTEXT_PRIOR / total if total > 0 else 0.0
+        curve = _kaplan_meier([a + w * b for a, b in zip(own_returned, returned, strict=True)],
+                              [a + w * b for a, b in zip(own_censored, censored, strict=True)])
+        return Given(curve, self.returns)
+
     def survival(self, t: float, now: float | None = None) -> float:
         """P(no return within `t` seconds of idle), never returning included; linear within a bin."""
-        if t <= 0:
-            return 1.0
-        curve = self._curve(now)
-        i = _bin(t)
-        if t >= GAP_EDGES[-1]:
-            return curve[-1]
-        lo = GAP_EDGES[i - 1] if i else 0.0
-        before = curve[i - 1] if i else 1.0
-        return before + (curve[i] - before) * (t - lo) / (GAP_EDGES[i] - lo)
+        return _survival(self._curve(now), t)
 
     def p_within(self, t: float, now: float | None = None) -> float:
         """P(the session comes back within `t` seconds)."""
@@ -190,6 +217,48 @@ class GapModel:
         alive = self.survival(after, now)
         return 0.0 if alive <= 0 else max(alive - self.survival(before, now), 0.0) / alive
 
+
+@dataclass(frozen=True)
+class Given:
+    """A gap model's answers for the idle times of one context (`GapModel.given`), as of when it was asked."""
+
+    curve: list[float]
+    returns: float
+
+    def survival(self, t: float, now: float | None = None) -> float:
+        return _survival(self.curve, t)
+
+    def p_within(self, t: float, now: float | None = None) -> float:
+        return 1.0 - self.survival(t)
+
+    def p_return(self, after: float, before: float, now: float | None = None) -> float:
+        alive = self.survival(after)
+        return 0.0 if alive <= 0 else max(alive - self.survival(before), 0.0) / alive
+
+
+def _kaplan_meier(returned: list[float], censored: list[float]) -> list[float]:
+    """S at each bin's upper edge, from the returns and censored idle times per bin."""
+    at_risk = sum(returned) + sum(censored)
+    survival, out = 1.0, []
+    for events, lost in zip(returned, censored, strict=True):
+        if at_risk > 0:
+            # Censored in a bin: at risk for about half of it.
+            survival *= 1 - events / max(at_risk - lost / 2, events)
+        out.append(survival)
+        at_risk -= events + lost
+    return out
+
+
+def _survival(curve: list[float], t: float) -> float:
+    """S(t) from a curve at the bin edges, linear within a bin."""
+    if t <= 0:
+        return 1.0
+    i = _bin(t)
+    if t >= GAP_EDGES[-1]:
+        return curve[-1]
+    lo = GAP_EDGES[i - 1] if i else 0.0
+    before = curve[i - 1] if i else 1.0
+    return before + (curve[i] - before) * (t - lo) / (GAP_EDGES[i] - lo)
 
 class GapBook:
     """The gap models of many (route, shape) keys, least recently used dropped past `max_models`."""
@@ -211,8 +280,8 @@ class GapBook:
         return found
 
     def observe(self, route: str, shape: str, session: str, now: float, previous: str | None = None,
-                returned: bool = True) -> float | None:
-        return self.model(route, shape).observe(session, now, previous, returned)
+                returned: bool = True, context: str = "") -> float | None:
+        return self.model(route, shape).observe(session, now, previous, returned, context)
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ class Entry:
     reply: list | None = None  # the reply the request got (text blocks an upgrade may write after the entry)
     session: str = ""          # the session's id in the gap model (the key it was first written under)
     wanted: str = ""           # the TTL its latest request's mark asks for
+    turns: int = 1             # the session's requests so far (its gap model's context: `turn_context`)
 
 
 class RefreshPlanner:
@@ -106,8 +107,10 @@ class RefreshPlanner:
                 # ends the static entry's idle time without that (censored).
                 self.gaps.observe(route, level, key, now, returned=not earlier)
             elif index == marks[-1]:
-                previous = max(earlier, key=lambda e: e.tokens).session if earlier else None
-                self.gaps.observe(route, level, key, now, previous)
+                latest = max(earlier, key=lambda e: e.tokens) if earlier else None
+                turns = latest.turns + 1 if latest is not None else 1
+                self.gaps.observe(route, level, key, now, latest.session if latest else None,
+                                  context=turn_context(turns))
             ttl = flat[index][1].checkpoint.ttl or DEFAULT_TTL.get(record.provider, "5m")  # type: ignore[union-attr]
             entry = self.entries.get(key)
             if entry is None:
@@ -118,6 +121,8 @@ class RefreshPlanner:
             entry.wanted = ttl
             entry.index, entry.record, entry.body, entry.last_request = index, record, body, now
             entry.holds, entry.kept, entry.session = tuple(keys[i] for i in marks[:n]), True, key
+            if level == "conversation" and index == marks[-1]:
+                entry.turns = turns
             entry.reply = reply if index == marks[-1] and level == "conversation" else None
             self.entries.move_to_end(key)
             self._touch(entry, now, ttl_seconds(entry.ttl))
@@ -169,6 +174,8 @@ class RefreshPlanner:
         price = rules.price_for(entry.tokens)
         per_m = Decimal(1_000_000)
         model = self.gaps.model(f"{record.tenant}/{record.route}", entry.level)
+        if entry.level == "conversation":
+            model = model.given(turn_context(entry.turns), now=at)  # type: ignore[assignment]
 
         def decide(ttl: str, cost: Decimal) -> KeepAlive:
             return keepalive(model, idle=at - entry.last_request, expires_in=entry.expires - at,
@@ -227,9 +234,16 @@ class RefreshPlanner:
         del self.entries[entry.key]
         upgraded = self.entries[key] = Entry(key, "conversation", index, entry.record, refresh.body,
                                              entry.tokens + extra, long, entry.last_request, at,
-                                             holds=holds, session=entry.session)
+                                             holds=holds, session=entry.session, turns=entry.turns)
         self._touch(upgraded, at, ttl_seconds(long))
         return line
+
+def turn_context(turns: int) -> str:
+    """A conversation's context for its gap model: how many requests it has made, in doubling steps (1, 2-3,
+    4-7, 8-15, 16+). Whether a session goes on after a break depends on how long it has gone on: the route
+    learns that from its own sessions, shrunk to its overall gaps where a step has shown few."""
+    return f"turn{1 << min(max(turns, 1).bit_length() - 1, 4)}"
+
 
 def _through(entry: Entry) -> dict:
     """The request body cut to what keeps `entry`: its checkpoints after the entry's block are taken off, so the
