@@ -45,7 +45,6 @@ class Candidate:
     anchor: int | None = None  # the conversation's first new markable block after what was read (`lifetime.choose_split`)
     anchor_tokens: int = 0
     session: SessionGaps | None = None  # a conversation's own gaps so far (`reuse.SessionReturns`)
-    reply: int = 0            # tokens of the conversation's latest answer: what the next one is priced like
 
 
 def markable(target: Target, seg: Segment, block: Block) -> bool:
@@ -94,14 +93,13 @@ def _place(conv: Conversation, target: Target, model: ModelRules, catalog: Catal
     if regime.bridges:
         cands += _bridges(cands, reused, len(flat), cumulative)
     base = static.tokens if static else 0
-    reply = _latest_answer(conv, cumulative)
     for c in cands:
         if c.level in ("conversation", "lookback"):
             hit = max((i for i, _ in reused if i <= c.index), default=None)
             c.base = base
             c.carried = max(cumulative[hit] - base, 0) if hit is not None else 0
             if c.level == "conversation":
-                c.session, c.reply = route.reuse.session(keys[c.index]), reply
+                c.session = route.reuse.session(keys[c.index])
             if c.level == "conversation" and hit is not None:
                 c.anchor = next((j for j in range(hit + 1, c.index) if markable(target, *flat[j])), None)
                 c.anchor_tokens = cumulative[c.anchor] if c.anchor is not None else 0
@@ -194,7 +192,7 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
         stats = route.reuse.level(level)
         if level == "conversation":
             c.choice = choose_growing_ttl(_returns(route, c), price, ttls, c.carried, c.tokens - c.carried - c.base,
-                                          route.keepalive, route.upgrade, c.base, c.reply)
+                                          route.keepalive, route.upgrade, c.base)
         else:
             c.choice = choose_ttl(stats, price, ttls, route.keepalive and level == "static")
         if c.choice.ttl is None:
@@ -202,17 +200,6 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
         else:
             chosen.append(c)
     return chosen
-
-
-def _latest_answer(conv: Conversation, cumulative: list[int]) -> int:
-    """Tokens of the conversation's latest assistant message (0 before the first answer)."""
-    end = len(cumulative)
-    for seg in reversed(conv.segments):
-        start = end - len(seg.blocks)
-        if seg.role == "assistant" and seg.blocks:
-            return cumulative[end - 1] - (cumulative[start - 1] if start else 0)
-        end = start
-    return 0
 
 
 def _returns(route: RouteState, c: Candidate) -> ReuseStats | SessionReturns:

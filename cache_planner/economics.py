@@ -90,20 +90,20 @@ class _Kept:
                       refresh=self.refresh)
 
 
-def _kept(stats: ReuseStats | SessionReturns, price: Price, ttls: tuple[str, ...], reply: int, total: int,
+def _kept(stats: ReuseStats | SessionReturns, price: Price, ttls: tuple[str, ...], fresh: int, total: int,
           upgrade: bool, base: int = 0) -> _Kept:
     """`stats` as keep-alive sees them, for a conversation of `total` tokens past a static prefix of `base` (kept
     by its own entry: only `total` is at stake). A refresh re-sends and reads both. With `upgrade`, a
     short-lived entry can be rewritten through the next reply with the longest TTL: it costs a read of the
-    prefix plus, on the reply (`reply` tokens, about), the long write and its read less the short write the
-    next turn would have paid."""
+    prefix plus, on the reply (about as long as this turn's new tokens, `fresh`), the long write and its read
+    less the short write the next turn would have paid."""
     read = float(price.cache_read / price.input)
     refresh = read * (total + base) / total if total > 0 else read
     up = None
     if upgrade and len(ttls) > 1 and total > 0:
         short, long = min(ttls, key=ttl_seconds), max(ttls, key=ttl_seconds)
         extra = _multipliers(price, long)[1] + read - _multipliers(price, short)[1]
-        up = (float(ttl_seconds(long)), refresh + extra * reply / total)
+        up = (float(ttl_seconds(long)), refresh + extra * fresh / total)
     return _Kept(stats, read, _miss(price, ttls), up, refresh)
 
 
@@ -113,17 +113,16 @@ def _miss(price: Price, ttls: tuple[str, ...]) -> float:
 
 
 def choose_growing_ttl(stats: ReuseStats | SessionReturns, price: Price, ttls: tuple[str, ...], carried: int, fresh: int,
-                       keepalive: bool = False, upgrade: bool = False, base: int = 0, reply: int | None = None) -> Choice:
+                       keepalive: bool = False, upgrade: bool = False, base: int = 0) -> Choice:
     """For a growing prefix: `carried` tokens were read from cache this request, `fresh` are written now, past a
     static prefix of `base` tokens with an entry of its own. `keepalive`: refreshes will keep the entry through a
-    break when that pays; `upgrade`: or an upgrade through the reply, priced as `reply` tokens (the latest
-    answer's size; this turn's new tokens where there is none)."""
+    break when that pays; `upgrade`: or an upgrade through the reply."""
     total = carried + fresh
     if price.input <= 0 or total <= 0:
         return Choice(None, 1.0, "nothing to save")
     miss = _miss(price, ttls)
     if keepalive and ttls:
-        stats = _kept(stats, price, ttls, reply or fresh, total, upgrade, base)  # type: ignore[assignment]
+        stats = _kept(stats, price, ttls, fresh, total, upgrade, base)  # type: ignore[assignment]
 
     def cost(ttl: str, p: float) -> float:
         return growing_cost(price, ttl, p, carried, fresh, miss) / total
