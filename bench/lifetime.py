@@ -24,7 +24,9 @@ at during development), `held-out` (other seeds and shapes again, run only for t
 (chat only, new seeds and shapes of both families, run only for the report of the chat work) and `unseen` (chat
 only, run only for the report of keep-alive's upgrade, which was developed looking at the other four).
 
-Run: `.venv/bin/python bench/lifetime.py [tune|check|held-out|fresh ...]` (about two minutes on 2 cores).
+Run: `.venv/bin/python bench/lifetime.py [tune|check|held-out|fresh|unseen|unseen-2 ...]` (about four minutes on 2
+cores); `--seeds N`: the planner's and keep-alive's ratios over N fresh seeds of each chat shape (one trace per cell
+is one draw; about a minute per 5 seeds).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from lifetime_ceiling import ceiling_saved, online_laws  # noqa: E402
 from lifetime_expert import hindsight  # noqa: E402
-from lifetime_traces import SETS, ChatCase  # noqa: E402
+from lifetime_traces import IID_SHAPES, PACED_SHAPES, SETS, ChatCase  # noqa: E402
 
 from prefixgate.cache_planner.trace import plan_trace, replay_strategy  # noqa: E402
 from prefixgate.providers.trace import TraceRecord, parse_record  # noqa: E402
@@ -117,5 +119,27 @@ def main(which: list[str]) -> None:
     print(json.dumps({"all_targets_met": ok}))
 
 
+def over_seeds(n: int) -> None:
+    """One trace per cell is one draw: the planner's and keep-alive's ratios to the marks expert over `n` fresh seeds
+    (the set's seed + 1000 + k) of each chat shape, mean (min-max)."""
+    print(f"Ratio to the marks expert over {n} fresh seeds of each chat shape, mean (min-max).\n")
+    print("| family | shape | planner | planner + keep-alive | keep-alive >= 0.97 |")
+    print("|---|---|---:|---:|---:|")
+    for family, shapes in (("i.i.d.", IID_SHAPES), ("paced by person", PACED_SHAPES)):
+        for name, shape in shapes.items():
+            planner, kept = [], []
+            for k in range(n):
+                records = ChatCase(shape.seed + 1000 + k, shape.shape)()
+                marks, _ = saved(replay(hindsight(records, refresh=False)[0], passthrough))
+                planner.append(ratio(saved(replay(records, replay_strategy()))[0], marks))
+                lines = [parse_record(json.dumps(line)) for line in planned_keepalive(records)]
+                kept.append(ratio(saved(replay(lines, passthrough))[0], marks))
+            cells = [f"{sum(v) / n:.3f} ({min(v):.3f}-{max(v):.3f})" for v in (planner, kept)]
+            print(f"| {family} | {name} | {cells[0]} | {cells[1]} | {sum(r >= 0.97 for r in kept)} of {n} |", flush=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:] or list(SETS))
+    if sys.argv[1:2] == ["--seeds"]:
+        over_seeds(int(sys.argv[2]))
+    else:
+        main(sys.argv[1:] or list(SETS))
