@@ -25,10 +25,10 @@ from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
 from prefixgate.cache_planner.stability import RouteState
 from prefixgate.cache_planner.target import Target
 from prefixgate.cost import Price
-from prefixgate.ir import Block, Checkpoint, Conversation, CountedIn, MarkableFor, Segment, Step
+from prefixgate.ir import Block, Checkpoint, Conversation, CountedIn, MarkableFor, Segment, Step, ttl_seconds
 from prefixgate.providers.rules import Catalog, ModelRules
 
-PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3, "anchor": 4}
+PRIORITY = {"static": 0, "conversation": 1, "lookback": 2, "document": 3, "anchor": 4, "held": 5}
 # Bridge checkpoints go this many positions apart, safely inside the 20-position lookback.
 BRIDGE_STEP = 15
 _CHECKPOINT, _BLOCKS = operator.attrgetter("checkpoint"), operator.attrgetter("blocks")
@@ -103,6 +103,8 @@ def _place(conv: Conversation, target: Target, model: ModelRules, catalog: Catal
             if c.level == "conversation" and hit is not None:
                 c.anchor = next((j for j in range(hit + 1, c.index) if markable(target, *flat[j])), None)
                 c.anchor_tokens = cumulative[c.anchor] if c.anchor is not None else 0
+    if regime.holds:
+        cands += [c for c in _held(conv, route, keys, cands, cumulative, now) if all(o.index != c.index for o in cands)]
     static_key = keys[static.index] if static else (keys[0] if keys else "")
     price = model.price_for(total)
     placement = Placement(static_key)
@@ -127,6 +129,10 @@ def _place(conv: Conversation, target: Target, model: ModelRules, catalog: Catal
         return placement
     placement.cache_create = regime.place(conv, target, model, price, catalog, route, cands, flat, static, static_key,
                                           now, notes)
+    if regime.holds:
+        ttls = regime.ttls(target, model, catalog)
+        if ttls:
+            _note_held(conv, route, keys, max(ttls, key=ttl_seconds), now)
     return placement
 
 
@@ -140,11 +146,7 @@ def _own(flat: list[tuple[Segment, Block]], index: int) -> Block:
 
 def _candidates(conv: Conversation, target: Target, flat: list, cumulative: list[int], contents: list[str]
                 ) -> list[Candidate]:
-    leading = 0
-    for seg in conv.segments:
-        if seg.role not in (*SYSTEM_ROLES, "tools", "schema"):
-            break
-        leading += len(seg.blocks)
+    leading = _leading(conv)
 
     def flags(markable_at: list[bool], start: int) -> None:
         markable_at.extend(markable(target, seg, block) for seg, block in flat[start:])
@@ -170,6 +172,40 @@ def _candidates(conv: Conversation, target: Target, flat: list, cumulative: list
     return out
 
 
+def _leading(conv: Conversation) -> int:
+    """How many blocks the static prefix (tools, system) has."""
+    leading = 0
+    for seg in conv.segments:
+        if seg.role not in (*SYSTEM_ROLES, "tools", "schema"):
+            break
+        leading += len(seg.blocks)
+    return leading
+
+
+def _held(conv: Conversation, route: RouteState, keys: list[str], cands: list[Candidate], cumulative: list[int],
+          now: float) -> list[Candidate]:
+    """The session's latest hour-long entry before the conversation's end, marked again to keep it alive (`held`)."""
+    end = next((c for c in cands if c.level == "conversation"), None)
+    if end is None or not route.held.entries:
+        return []
+    found = route.held.latest(keys, _leading(conv), end.index, now)
+    if found is None:
+        return []
+    index, ttl = found
+    return [Candidate(index, "held", cumulative[index],
+                      choice=Choice(ttl, 0.0, "the session's entry, kept alive for a later break (a hit: nothing written)"))]
+
+
+def _note_held(conv: Conversation, route: RouteState, keys: list[str], longest: str, now: float) -> None:
+    """Remember the conversation's blocks marked with the longest TTL: their entries live that long from now."""
+    seconds = ttl_seconds(longest)
+    flat = conv.blocks()
+    for index in range(_leading(conv), len(flat)):
+        mark = flat[index].checkpoint
+        if mark is not None and mark.ttl == longest:
+            route.held.note(keys[index], longest, now + seconds)
+
+
 def _bridges(cands: list[Candidate], reused: list[tuple[int, str]], n: int, cumulative: list[int]) -> list[Candidate]:
     end = next((c for c in cands if c.level == "conversation"), None)
     if end is None:
@@ -190,6 +226,9 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
             notes.append(f"skip: {c.level} checkpoint: {c.tokens} tokens is below {model.id}'s minimum of {model.min_cache_tokens}")
             continue
         stats = route.reuse.level(level)
+        if c.level == "held":
+            chosen.append(c)    # its choice is made: the entry's own TTL
+            continue
         if level == "conversation":
             c.choice = choose_growing_ttl(_returns(route, c), price, ttls, c.carried, c.tokens - c.carried - c.base,
                                           route.keepalive, route.upgrade, c.base)

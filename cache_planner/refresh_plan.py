@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -67,8 +68,11 @@ class Entry:
 class RefreshPlanner:
     """Feed it each planned request (`after`) and ask, before each next one, for the refreshes due (`due`)."""
 
-    def __init__(self, catalog: Catalog | None = None) -> None:
+    def __init__(self, catalog: Catalog | None = None,
+                 held: Callable[[str, str, str, float], None] | None = None) -> None:
+        """`held(route, key, ttl, expires)`: told of each upgrade's entry, so the planner holds it (`held`)."""
         self.catalog = catalog or default_catalog()
+        self.held = held
         self.gaps = GapBook(prior_ttls=lambda _route: (300.0, 3600.0))
         self.entries: OrderedDict[str, Entry] = OrderedDict()
         self._queue: list[tuple[float, int, str, int]] = []
@@ -232,6 +236,8 @@ class RefreshPlanner:
         for other_key in holds:
             self._touch(self.entries[other_key], at, ttl_seconds(self.entries[other_key].ttl))
         del self.entries[entry.key]
+        if self.held is not None:
+            self.held(f"{entry.record.tenant}/{entry.record.route}", key, long, at + ttl_seconds(long))
         upgraded = self.entries[key] = Entry(key, "conversation", index, entry.record, refresh.body,
                                              entry.tokens + extra, long, entry.last_request, at,
                                              holds=holds, session=entry.session, turns=entry.turns)

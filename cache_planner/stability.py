@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Protocol
 from zlib import crc32
 
+from prefixgate.cache_planner.held import HeldEntries
 from prefixgate.cache_planner.reuse import ReuseTracker
 from prefixgate.cache_planner.variance import DYNAMIC_KINDS, Sites
 from prefixgate.reuse import memo, weigh
@@ -74,6 +75,8 @@ class RouteState:
     contexts: OrderedDict[str, str] = field(default_factory=OrderedDict)
     # Gemini explicit caches this route created: static prefix hash -> (cache name, expiry time).
     explicit: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # Hour-long conversation entries its sessions hold (`held`): later requests keep them alive by marking them.
+    held: HeldEntries = field(default_factory=HeldEntries)
     max_contexts: int = 4096
     # This request's rewrite has just learned a unit to move (for this request only: not shared).
     relearned: bool = False
@@ -93,7 +96,7 @@ class RouteState:
     def to_dict(self) -> dict:
         return {"requests": self.requests, "reuse": self.reuse.to_dict(), "previous": self.previous, "sites": self.sites.to_list(),
                 "tool_forms": list(self.tool_forms.items()), "contexts": list(self.contexts.items()),
-                "explicit": self.explicit}
+                "explicit": self.explicit, "held": self.held.to_list()}
 
     @classmethod
     def from_dict(cls, data: dict) -> RouteState:
@@ -103,6 +106,7 @@ class RouteState:
         state.tool_forms = OrderedDict(data.get("tool_forms", []))
         state.contexts = OrderedDict(data.get("contexts", []))
         state.explicit = {k: (n, e) for k, (n, e) in data.get("explicit", {}).items()}
+        state.held = HeldEntries.from_list(data.get("held", []))
         return state
 
 

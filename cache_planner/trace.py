@@ -49,7 +49,9 @@ def plan_trace(records: Iterable[TraceRecord], mode: Mode = "rewrite",
     the refreshes the planner would send while sessions idle are added as records of their own
     (`refresh_plan`), in time order; every original request is kept, in its order."""
     state = PlannerState()
-    refreshes = RefreshPlanner() if keepalive else None
+    # An upgrade's entry is held by the session's later requests, as the planner's own hour-long marks are.
+    refreshes = RefreshPlanner(held=lambda route, key, ttl, expires: state.route(route).held.note(key, ttl, expires)) \
+        if keepalive else None
     for record in records:
         if refreshes is not None:
             yield from refreshes.due(record.t)

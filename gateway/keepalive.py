@@ -49,6 +49,7 @@ from prefixgate.cache_planner.lifetime import GapBook, keepalive
 from prefixgate.cache_planner.lifetime import KeepAlive as KeepAliveDecision
 from prefixgate.compact_json import compact_bytes
 from prefixgate.cost import MTOK, Price, cost_note, ledger_fields, price_usage
+from prefixgate.dialects import request_dialect
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.ownership import principal
@@ -117,6 +118,7 @@ class Session:
     upgrade_bill: Decimal = Decimal(0)  # what it should be billed (caps and budgets hold it to this)
     upgrading: bool = False         # the refresh due is the upgrade
     upgraded: bool = False          # the cache holds the upgrade (the next request should read all of it)
+    planner_route: str = ""         # the route's key in the planner's state (it holds the upgrade's entry: `held`)
 
     @property
     def ttl_s(self) -> float:
@@ -213,7 +215,7 @@ class KeepAlive:
                           cached, ttl or "5m", price or Price(Decimal(0), Decimal(0), Decimal(0)), now, now,
                           written_ttl=ttl or "5m",
                           reply=call.reply if upgrades(call.route, prep.wire) and gap_route not in self.no_upgrade else None,
-                          reply_tokens=usage.output)
+                          reply_tokens=usage.output, planner_route=prep.plan.state_route)
         if earlier is not None and earlier.stopped == "early eviction":
             session.stopped = earlier.stopped      # the provider does not keep this session's prefix: stay stopped
         elif not cached or ttl is None or price is None:
@@ -428,10 +430,27 @@ class KeepAlive:
         self.body_bytes += len(body) - len(session.body) - len(session.upgrade)
         session.body, session.upgrade, session.upgrading, session.upgraded = body, b"", False, True
         session.ttl, session.cached_tokens = session.upgrade_ttl, usage.cache_read + usage.cache_write
+        await asyncio.to_thread(self._hold, session, sent)
         if refresh is None:
             self._stop(session, "no refresh", count=False)
             return
         session.expected_usd = refresh_cost(refresh, session.price, session.cached_tokens)
+    def _hold(self, session: Session, sent: dict) -> None:
+        """Tell the planner of the upgrade's entry (the prefix through the answer, living the upgrade's TTL): the
+        session's later requests mark it again, so it outlives the turns after it (`cache_planner.held`)."""
+        if not session.planner_route:
+            return
+        try:
+            conv = request_dialect(session.planner, sent).parse_request(sent, model=session.model)
+        except RequestError:
+            return
+        marked = [i for i, block in enumerate(conv.blocks()) if block.checkpoint is not None]
+        if marked:
+            state = self.proxy.planner_state
+            route = state.route(session.planner_route)
+            route.held.note(conv.prefix_keys()[marked[-1]], session.upgrade_ttl, self.clock() + session.ttl_s)
+            state.commit(session.planner_route, route)
+
     # ---- caps and records ------------------------------------------------------------------------------
 
     def _caps(self, session: Session) -> list[Cap]:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 class Regime:
     providers: tuple[str, ...] = ()         # the planner providers (Target.provider) that cache this way
     bridges: bool = False                   # lookback bridges: a window only so many positions back is searched
+    holds: bool = False                     # hour-long conversation entries kept alive by marking them (`held`)
     caller_marks: bool = False              # the caller may place its own markers (kept, added to or optimized)
     one_ttl: bool = False                   # every marker of a request takes the same TTL
     routing_key: bool = False               # a request carries a key that routes it to its prefix (cache_key.py)

@@ -25,6 +25,7 @@ class Breakpoints(Regime):
     providers = ("anthropic", "bedrock")
     whole_prompt = False        # Claude caches up to its breakpoints only
     bridges = True
+    holds = True                # an hour-long conversation entry is kept alive by marking it (`held`)
     caller_marks = True
 
     def markable(self, target: Target, seg: Segment, block: Block) -> bool:
@@ -81,6 +82,12 @@ def _choose(model: ModelRules, price: Price, rules: AnthropicRules, route: Route
     chosen = checkpoints._decide(cands, model, price, route, ttls, notes)
     if len(chosen) < rules.max_breakpoints:
         chosen += checkpoints.split_anchor(chosen, price, route, ttls)
+    held = next((c for c in chosen if c.level == "held"), None)
+    if held is not None and any(
+            (c.index < held.index and ttl_seconds(c.choice.ttl) < ttl_seconds(held.choice.ttl))   # a write to hold it
+            or (c.index > held.index and ttl_seconds(c.choice.ttl) >= ttl_seconds(held.choice.ttl))  # a newer one
+            for c in chosen if c is not held):
+        chosen.remove(held)
     chosen = sorted(chosen, key=lambda c: checkpoints.PRIORITY[c.level])[: rules.max_breakpoints]
     chosen.sort(key=lambda c: c.index)
     # Longer TTLs must precede shorter ones. A shorter prefix is reused at least as often as any longer

@@ -129,6 +129,8 @@ def test_plan_keepalive_upgrades_sessions_through_their_breaks_and_pays():
     lines = list(plan_trace(records, keepalive=True))
     upgrades = [line for line in lines if line.get("keepalive") and "upgrade" in line["plan"][0]]
     assert len(upgrades) >= 4, "once the route has seen sessions come back after breaks, upgrades pay"
+    # The session's later requests hold the upgrade's entry (`held`): marked again, it outlives the turns after it.
+    assert any(p.startswith("checkpoint: held") for line in lines if not line.get("keepalive") for p in line["plan"])
     assert all("response" not in line for line in lines if line.get("keepalive"))
     kept = replay([parse_record(json.dumps(line)) for line in lines], passthrough)
     plain = replay([parse_record(json.dumps(line)) for line in plan_trace(records)], passthrough)

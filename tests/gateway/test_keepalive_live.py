@@ -231,6 +231,8 @@ def test_a_chat_whose_user_walks_away_is_upgraded_through_its_answer(stack: Stac
     stack.advance(20 * 60)      # away 25 minutes: past any 5-minute entry, within the hour
     after = turn(client, "chat", "chat-1", history, "And section 3?")
     assert after.usage.cache_read_input_tokens == prefix + answer     # the prefix and the answer, read
+    # ... and the request holds the answer's hour-long entry, marked again so that it outlives the turns after it.
+    assert any(line.startswith("checkpoint: held") for line in stack.requests("chat")[-1]["explanation"])
     [credited] = [r for r in stack.requests("chat") if r["keepalive_saved_usd"]]
     assert Decimal(credited["keepalive_saved_usd"]) == (prefix + answer) * (WRITE_5M - READ) / 1_000_000
     stack.settle()
