@@ -250,6 +250,8 @@ IID_SHAPES = {
                                 break_s=(340.0, 2800.0), system_paragraphs=18, reply_sentences=13)),
     "unseen-2": ChatCase(16, Chat(sessions=10, turns=(5, 17), reply_s=(30.0, 250.0), break_p=0.27,
                                   break_s=(320.0, 3100.0), system_paragraphs=21, reply_sentences=11)),
+    "unseen-3": ChatCase(17, Chat(sessions=12, turns=(4, 16), reply_s=(25.0, 275.0), break_p=0.24,
+                                  break_s=(330.0, 3300.0), system_paragraphs=17, reply_sentences=14)),
 }
 PACED_SHAPES = {
     "tune": ChatCase(41, PacedChat()),
@@ -264,6 +266,9 @@ PACED_SHAPES = {
     "unseen-2": ChatCase(46, PacedChat(sessions=11, turns=(4, 17), pace_s=(80.0, 0.65), slow_p=0.25,
                                        slow_s=(210.0, 430.0), spread=0.45, propensity=(1.3, 4.0), stick=0.35,
                                        break_s=(340.0, 2800.0), long_p=0.12, system_paragraphs=19, reply_sentences=12)),
+    "unseen-3": ChatCase(47, PacedChat(sessions=10, turns=(5, 16), pace_s=(95.0, 0.6), slow_p=0.2,
+                                       slow_s=(200.0, 440.0), spread=0.5, propensity=(1.2, 3.8), stick=0.3,
+                                       break_s=(330.0, 3000.0), long_p=0.1, system_paragraphs=23, reply_sentences=10)),
 }
 IID, PACED = "human-paced chat", "human-paced chat, paced by person"
 
@@ -308,4 +313,16 @@ UNSEEN_2 = {
                                                         tools=9, system_paragraphs=20, result_sentences=(3, 22))),
     "nothing repeats": lambda: nothing_repeats(34, OneOff(prompts=35, paragraphs=(30, 90), gap_s=(10.0, 1800.0))),
 }
-SETS = {"tune": TUNE, "check": CHECK, "held-out": HELD_OUT, "fresh": FRESH, "unseen": UNSEEN, "unseen-2": UNSEEN_2}
+# UNSEEN_3 (the same, new seeds and shapes again, written down before any run) was run only for the report of
+# the held entries (2026-11-27 13:35), developed looking at the sets above (unseen-2 included).
+UNSEEN_3 = {
+    IID: IID_SHAPES["unseen-3"],
+    PACED: PACED_SHAPES["unseen-3"],
+    "agent working day": lambda: agent_day(25, AgentDay(bursts=13, steps=(4, 20), step_s=(3.0, 28.0),
+                                                        breaks=((0.45, 90.0, 700.0), (0.3, 700.0, 3400.0),
+                                                                (0.25, 3700.0, 2.8 * 3600.0)),
+                                                        tools=11, system_paragraphs=26, result_sentences=(4, 18))),
+    "nothing repeats": lambda: nothing_repeats(35, OneOff(prompts=45, paragraphs=(25, 70), gap_s=(2.0, 1200.0))),
+}
+SETS = {"tune": TUNE, "check": CHECK, "held-out": HELD_OUT, "fresh": FRESH, "unseen": UNSEEN, "unseen-2": UNSEEN_2,
+        "unseen-3": UNSEEN_3}
