@@ -150,8 +150,10 @@ class RefreshPlanner:
 
     def _touch(self, entry: Entry, now: float, ttl_s: float) -> None:
         entry.expires = max(entry.expires, now + ttl_s)
-        entry.version += 1
+        # Unique across entries: an entry written again under the same key (a held one, each turn) must not take
+        # up the queue's stale item of the one it replaced.
         self._seq += 1
+        entry.version = self._seq
         heapq.heappush(self._queue, (entry.expires - REFRESH_MARGIN_S, self._seq, entry.key, entry.version))
 
     def _decide(self, entry: Entry, at: float) -> dict[str, Any] | None:

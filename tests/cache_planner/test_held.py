@@ -82,3 +82,19 @@ def test_the_planner_marks_the_sessions_held_entry_again():
     # Once it has lapsed, it is not marked (a mark there would write the prefix through it again).
     later = _planned(body, state, now=9000.0)
     assert all(b.checkpoint is None for i, b in enumerate(later.conversation.blocks()) if i == answer)
+
+
+def test_an_entry_written_again_under_its_key_is_refreshed_at_its_own_expiry():
+    # A held entry is written again under the same key by each turn that marks it. Its refresh is due 30 s before
+    # its own expiry (1000 + 3600 - 30), never at the replaced entry's (0 + 3600 - 30).
+    from prefixgate.cache_planner.refresh_plan import Entry, RefreshPlanner
+
+    planner, asked = RefreshPlanner(), []
+    planner._decide = lambda entry, at: asked.append(at)   # type: ignore[method-assign]
+    for now in (0.0, 1000.0):
+        entry = planner.entries["k"] = Entry("k", "conversation", 0, None, {}, 4000, "1h", now, now)  # type: ignore[arg-type]
+        planner._touch(entry, now, 3600.0)
+    planner.due(4000.0)
+    assert asked == []
+    planner.due(float("inf"))
+    assert asked == [4570.0]
