@@ -141,12 +141,26 @@ class RefreshPlanner:
             entry = self.entries.get(key)
             if entry is None or entry.version != version or not entry.kept:
                 continue
+            covering = self._covering(entry, at)
+            if covering is not None:
+                # A longer entry that holds this one is due before this one expires: its refresh (if it pays) reads
+                # this one too, so decide this one after it, only if it did not.
+                self._seq += 1
+                heapq.heappush(self._queue, (covering, self._seq, key, version))
+                continue
             line = self._decide(entry, at)
             if line is None:
                 entry.kept = False
             else:
                 out.append(line)
         return out
+
+    def _covering(self, entry: Entry, at: float) -> float | None:
+        """Just after when a kept entry holding `entry` is due, if that is from `at` until `entry` expires."""
+        due = [other.expires - REFRESH_MARGIN_S for other in self.entries.values()
+               if other is not entry and other.kept and entry.key in other.holds
+               and at <= other.expires - REFRESH_MARGIN_S < entry.expires]
+        return min(due) + 1e-3 if due else None
 
     def _touch(self, entry: Entry, now: float, ttl_s: float) -> None:
         entry.expires = max(entry.expires, now + ttl_s)

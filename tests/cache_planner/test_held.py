@@ -98,3 +98,33 @@ def test_an_entry_written_again_under_its_key_is_refreshed_at_its_own_expiry():
     assert asked == []
     planner.due(float("inf"))
     assert asked == [4570.0]
+
+
+def test_a_held_entry_is_refreshed_only_if_the_longer_entry_holding_it_is_not():
+    # A session's end entry holds its held entry (its requests mark both), and both expire at 4000. A refresh of
+    # the end reads the held entry too: the held one is decided after it, and only if the end was let go.
+    from prefixgate.cache_planner.refresh_plan import Entry, RefreshPlanner
+
+    def run(end_pays: bool) -> list[str]:
+        planner, asked = RefreshPlanner(), []
+        held = planner.entries["held"] = Entry("held", "conversation", 3, None, {}, 3000, "1h", 400.0, 400.0)  # type: ignore[arg-type]
+        end = planner.entries["end"] = Entry("end", "conversation", 9, None, {}, 4000, "1h", 400.0, 400.0,  # type: ignore[arg-type]
+                                             holds=("held",))
+        for entry in (held, end):
+            planner._touch(entry, 400.0, 3600.0)
+
+        def decide(entry: Entry, at: float) -> dict | None:
+            asked.append(f"{entry.key}@{at:.0f}")
+            if entry is end and end_pays and at < 4000:
+                for kept in (end, held):             # what the real refresh does: it reads both
+                    planner._touch(kept, at, 3600.0)
+                return {"t": at}
+            return None
+
+        planner._decide = decide  # type: ignore[method-assign]
+        planner.due(float("inf"))
+        return asked
+
+    # The end's refresh at 3970 read the held entry: it is not asked then, only when both are due again.
+    assert run(end_pays=True) == ["end@3970", "end@7540", "held@7540"]
+    assert run(end_pays=False) == ["end@3970", "held@3970"]
