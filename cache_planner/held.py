@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-MAX_HELD = 1024     # entries remembered per route (least recently noted forgotten)
+from prefixgate.ir import ttl_seconds
+
+MAX_HELD = 256      # entries remembered per route (least recently noted forgotten): its state is shared (Redis)
 
 
 @dataclass
@@ -23,11 +25,15 @@ class HeldEntries:
     entries: OrderedDict[str, tuple[str, float]] = field(default_factory=OrderedDict)  # key -> (ttl, expires)
 
     def note(self, key: str, ttl: str, expires: float) -> None:
-        """An entry of `key` lives with `ttl` until `expires` (written, or hit: its TTL restarted)."""
+        """An entry of `key` lives with `ttl` until `expires` (written, or hit: its TTL restarted). Entries noted
+        before it that have lapsed by the time it was noted are forgotten."""
         self.entries[key] = (ttl, expires)
         self.entries.move_to_end(key)
-        while len(self.entries) > MAX_HELD:
-            self.entries.popitem(last=False)
+        while self.entries:
+            oldest, (old_ttl, old_expires) = next(iter(self.entries.items()))
+            if len(self.entries) <= MAX_HELD and old_expires > expires - ttl_seconds(ttl):
+                break
+            del self.entries[oldest]
 
     def latest(self, keys: list[str], start: int, end: int, now: float) -> tuple[int, str] | None:
         """The latest block in `keys[start:end]` whose entry is alive at `now`, and its TTL."""

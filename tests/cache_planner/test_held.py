@@ -59,6 +59,8 @@ def test_the_latest_live_entry_is_held():
     assert held.latest(keys, 1, 3, now=10.0) == (1, "1h")       # only before the conversation's end
     assert held.latest(keys, 1, 4, now=100.0) is None
     assert HeldEntries.from_list(held.to_list()) == held
+    held.note("d", "1h", expires=3700.0)                        # noted at 100: "c" and "a" had lapsed by then
+    assert list(held.entries) == ["d"]
 
 
 def _planned(body: dict, state: PlannerState, now: float):
