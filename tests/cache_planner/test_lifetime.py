@@ -152,3 +152,19 @@ def test_a_session_never_seen_away_past_the_hour_is_kept_through_its_first_long_
     decision = keepalive(model, idle=3570, expires_in=30, ttl_s=3600, rewrite_cost=50_000 * 4 / 1e6,
                          read_cost=50_000 * 0.1 / 1e6, refresh_cost=50_000 * 0.1 / 1e6, now=last + 3570)
     assert not decision.refresh
+
+
+def test_a_context_answers_from_its_own_idle_times_shrunk_to_the_routes():
+    # 40 idle times that started early in a session came back after 10 minutes; 40 that started late never did.
+    # Overall half come back; each context's own 40 outweigh the route's 16 pseudo-observations
+    # (`lifetime.CONTEXT_PRIOR`): about (40 + 8) / 56 = 0.86 early and 8 / 56 = 0.14 late.
+    model = GapModel()
+    for i in range(40):
+        model.observe(f"early-{i}", 0.0, context="early")
+        model.observe(f"early-{i}", 600.0)
+        model.observe(f"late-{i}", 0.0, context="late")
+        model.close(f"late-{i}", 86_400.0)
+    overall = model.p_return(270, 3870)
+    early, late = (model.given(c).p_return(270, 3870) for c in ("early", "late"))
+    assert early == pytest.approx(0.86, abs=0.05) and late == pytest.approx(0.14, abs=0.05)
+    assert late < overall < early and model.given("") is model
