@@ -24,9 +24,11 @@ The decisions (all costs in the caller's unit: tokens of plain input, or money; 
 
 Public API (stable):
     GAP_EDGES, HORIZON_S
-    class GapModel:  observe(session, now, previous=None, returned=True) -> float | None; close(session, now); survival(t, now=None);
-                     p_within(t, now=None); p_return(after, before, now=None); returns; sessions
-    class GapBook:   model(route, shape) -> GapModel; observe(route, shape, session, now, previous=None, returned=True)
+    class GapModel:  observe(session, now, previous=None, returned=True, context="") -> float | None; close(session, now);
+                     survival(t, now=None); p_within(t, now=None); p_return(after, before, now=None); returns; sessions;
+                     given(context, now=None) -> GapModel | Given (the same questions, for one context's idle times)
+    class GapBook:   model(route, shape) -> GapModel; observe(route, shape, session, now, previous=None, returned=True,
+                     context="")
     TtlOption(name, seconds, write, read, storage_per_hour=0.0); ttl_options(price, ttls, seconds)
     TtlChoice(ttl, expected_cost, reason); write_cost(model, option, carried, fresh, now=None, miss=1.0)
     choose_write_ttl(model, options, carried, fresh, now=None) -> TtlChoice
