@@ -132,7 +132,7 @@ def _place(conv: Conversation, target: Target, model: ModelRules, catalog: Catal
     if regime.holds:
         ttls = regime.ttls(target, model, catalog)
         if ttls:
-            _note_held(conv, route, keys, max(ttls, key=ttl_seconds), now)
+            _note_held(cands, flat, route, keys, max(ttls, key=ttl_seconds), now)
     return placement
 
 
@@ -196,14 +196,15 @@ def _held(conv: Conversation, route: RouteState, keys: list[str], cands: list[Ca
                       choice=Choice(ttl, 0.0, "the session's entry, kept alive for a later break (a hit: nothing written)"))]
 
 
-def _note_held(conv: Conversation, route: RouteState, keys: list[str], longest: str, now: float) -> None:
-    """Remember the conversation's blocks marked with the longest TTL: their entries live that long from now."""
+def _note_held(cands: list[Candidate], flat: list[tuple[Segment, Block]], route: RouteState, keys: list[str],
+               longest: str, now: float) -> None:
+    """Remember the conversation's blocks marked with the longest TTL (the regime marks only candidates): their
+    entries live that long from now."""
     seconds = ttl_seconds(longest)
-    flat = conv.blocks()
-    for index in range(_leading(conv), len(flat)):
-        mark = flat[index].checkpoint
-        if mark is not None and mark.ttl == longest:
-            route.held.note(keys[index], longest, now + seconds)
+    for c in cands:
+        mark = flat[c.index][1].checkpoint
+        if c.level != "static" and mark is not None and mark.ttl == longest:
+            route.held.note(keys[c.index], longest, now + seconds)
 
 
 def _bridges(cands: list[Candidate], reused: list[tuple[int, str]], n: int, cumulative: list[int]) -> list[Candidate]:
@@ -225,10 +226,10 @@ def _decide(cands: list[Candidate], model: ModelRules, price: Price, route: Rout
         if c.tokens < model.min_cache_tokens:
             notes.append(f"skip: {c.level} checkpoint: {c.tokens} tokens is below {model.id}'s minimum of {model.min_cache_tokens}")
             continue
-        stats = route.reuse.level(level)
         if c.level == "held":
             chosen.append(c)    # its choice is made: the entry's own TTL
             continue
+        stats = route.reuse.level(level)
         if level == "conversation":
             c.choice = choose_growing_ttl(_returns(route, c), price, ttls, c.carried, c.tokens - c.carried - c.base,
                                           route.keepalive, route.upgrade, c.base)

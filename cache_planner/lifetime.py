@@ -72,8 +72,24 @@ def _bin(seconds: float) -> int:
     return min(bisect_left(GAP_EDGES, seconds), len(GAP_EDGES) - 1)
 
 
+class _Survival:
+    """The questions asked of a survival curve `survival(t, now)`: of a gap model, or of one of its contexts."""
+
+    def survival(self, t: float, now: float | None = None) -> float:
+        raise NotImplementedError
+
+    def p_within(self, t: float, now: float | None = None) -> float:
+        """P(the session comes back within `t` seconds)."""
+        return 1.0 - self.survival(t, now)
+
+    def p_return(self, after: float, before: float, now: float | None = None) -> float:
+        """P(the session comes back in (after, before] | it has not by `after`)."""
+        alive = self.survival(after, now)
+        return 0.0 if alive <= 0 else max(alive - self.survival(before, now), 0.0) / alive
+
+
 @dataclass
-class GapModel:
+class GapModel(_Survival):
     """Idle gaps of one (route, session shape). `prior_ttls`: the TTLs offered there, seconds, shortest first."""
 
     prior_ttls: tuple[float, ...] = (300.0, 3600.0)
@@ -210,18 +226,9 @@ class GapModel:
         """P(no return within `t` seconds of idle), never returning included; linear within a bin."""
         return _survival(self._curve(now), t)
 
-    def p_within(self, t: float, now: float | None = None) -> float:
-        """P(the session comes back within `t` seconds)."""
-        return 1.0 - self.survival(t, now)
-
-    def p_return(self, after: float, before: float, now: float | None = None) -> float:
-        """P(the session comes back in (after, before] | it has not by `after`)."""
-        alive = self.survival(after, now)
-        return 0.0 if alive <= 0 else max(alive - self.survival(before, now), 0.0) / alive
-
 
 @dataclass(frozen=True)
-class Given:
+class Given(_Survival):
     """A gap model's answers for the idle times of one context (`GapModel.given`), as of when it was asked."""
 
     curve: list[float]
@@ -229,13 +236,6 @@ class Given:
 
     def survival(self, t: float, now: float | None = None) -> float:
         return _survival(self.curve, t)
-
-    def p_within(self, t: float, now: float | None = None) -> float:
-        return 1.0 - self.survival(t)
-
-    def p_return(self, after: float, before: float, now: float | None = None) -> float:
-        alive = self.survival(after)
-        return 0.0 if alive <= 0 else max(alive - self.survival(before), 0.0) / alive
 
 
 def _kaplan_meier(returned: list[float], censored: list[float]) -> list[float]:
@@ -261,6 +261,7 @@ def _survival(curve: list[float], t: float) -> float:
     lo = GAP_EDGES[i - 1] if i else 0.0
     before = curve[i - 1] if i else 1.0
     return before + (curve[i] - before) * (t - lo) / (GAP_EDGES[i] - lo)
+
 
 class GapBook:
     """The gap models of many (route, shape) keys, least recently used dropped past `max_models`."""
