@@ -166,7 +166,9 @@ class Proxy:
         self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
         self.diagnostics = ProviderDiagnostics(self.catalog)
-        clock = clock_for(settings.clock_offset_file)     # the wall clock, or one tests move (prefixgate/clock.py)
+        # The wall clock, or one tests move (prefixgate/clock.py): the planner learns its gaps on the same clock as
+        # keep-alive, sticky routes and explicit caches, so all four see the same idle times.
+        self.clock = clock = clock_for(settings.clock_offset_file)
         self.sticky = Sticky(self.secret, settings.redis_url, clock)     # balanced routes: where each prefix is warm
         self.accounts = Accounting(self.ledger, self.metrics, self.limits, self.catalog, tracing, self.response_cache,
                                    self.response_homes, self.owners, self.sticky)
@@ -343,7 +345,7 @@ class Proxy:
         target = Target(planner, first.base_model(model), first.price_rows)
         party = principal(call.caller.key)
         the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
-                        catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key),
+                        now=self.clock(), catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key),
                         rule=call.route.rewrite, cache_key=call.route.prompt_cache_key,
                         # Derived cache keys are scoped to the caller's party, named by a value only the server can compute.
                         tenant=tenant_salt(self.secret, party) if party else "",

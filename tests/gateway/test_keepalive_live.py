@@ -47,6 +47,7 @@ WRITE_1H = Decimal("4")         # USD per million tokens: Sonnet 5.5 1-hour cach
 INPUT = Decimal("2")            # USD per million tokens: Sonnet 5.5 input
 MODEL = "claude-sonnet-5-5"
 ADMIN = "keepalive-admin-token-0123456789"
+REPLY_S = 60                    # how long a session's user takes to reply, between its idle gaps
 
 KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted", "chat", "edited",
                                                                       "static")}
@@ -63,8 +64,8 @@ def policy(tmp: Path) -> Path:
         "routes": [route("agent", on), route("evict", on), route("plain", "off"), route("oneoff", on), route("late", on),
                    route("chat", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}),
                    route("edited", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}),
-                   # Room for one refresh of the prefix below ($0.00033) and not two.
-                   route("capped", {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day", "upgrade": False})],
+                   # Room for one refresh of a returning session's prefix (~7,900 tokens read: ~$0.0008) and not two.
+                   route("capped", {"mode": "on", "route_usd": 1, "key_usd": 0.001, "period": "day", "upgrade": False})],
         "keys": [{"name": name, "key_env": f"KA_KEY_{name.upper()}", "tenant": name, "routes": [name]} for name in KEYS],
     }
     doc["routes"] += [route("budgeted", on), route("static", on)]
@@ -163,17 +164,29 @@ def turn(client: anthropic.Anthropic, route: str, tag: str, history: list[dict],
 
 
 def returning_session(stack: Stack, route: str, tag: str = "") -> tuple[anthropic.Anthropic, list[dict], int]:
-    """A session of `route` that has come back once after 9 minutes idle (its cache expired meanwhile): until a
-    session has come back, nothing repeats on the route and keep-alive sends nothing. Returns the client, the
-    history and the prefix's tokens the return wrote."""
+    """A session of `route` whose user replied once, a minute after its first answer, with the next section of the
+    contract: until a session has come back, nothing repeats on the route and keep-alive sends nothing. The planner
+    (it learns gaps on the clock the tests move) marks that long reply's end for 5 minutes: an hour's premium on it
+    is not worth it on a route kept alive. Returns the client, the history and the prefix's tokens: the entry the
+    reply's request left, through its last mark."""
     client, history, tag = stack.client(route), [], tag or f"{route}-1"
     before = len(stack.refreshes(route))
     turn(client, route, tag, history, "Review section 1.")
-    stack.advance(9 * 60)
-    back = turn(client, route, tag, history, "And section 2?")
-    assert back.usage.cache_read_input_tokens == 0 and len(stack.refreshes(route)) == before
-    assert back.usage.cache_creation_input_tokens > 1000
-    return client, history, back.usage.cache_creation_input_tokens
+    stack.advance(REPLY_S)
+    back = turn(client, route, tag, history, section_2(tag))
+    assert back.usage.cache_read_input_tokens > 3000 and len(stack.refreshes(route)) == before
+    assert back.usage.cache_creation.ephemeral_5m_input_tokens > 3000 and not back.usage.cache_creation.ephemeral_1h_input_tokens
+    return client, history, entry(back)
+
+
+def section_2(tag: str) -> str:
+    """A user's reply that brings the contract's next section: long enough that its end is marked for 5 minutes."""
+    return f"And section 2? {contract(tag + ', section 2')}"
+
+
+def entry(answered: anthropic.types.Message) -> int:
+    """The tokens of the cache entry a request left through its last mark: what it read plus what it wrote."""
+    return answered.usage.cache_read_input_tokens + answered.usage.cache_creation_input_tokens
 
 
 def test_a_keepalive_route_writes_its_system_prompt_for_an_hour(stack: Stack) -> None:
@@ -229,9 +242,12 @@ def test_a_chat_whose_user_walks_away_is_upgraded_through_its_answer(stack: Stac
     assert upgrade["output"] == 0 and upgrade["status"] == 200 and "upgrade to 1h" in upgrade["explanation"][0]
     assert Decimal(upgrade["cost_usd"]) == (prefix * READ + answer * WRITE_1H + upgrade["uncached_input"] * INPUT) / 1_000_000
     stack.advance(20 * 60)      # away 25 minutes: past any 5-minute entry, within the hour
-    after = turn(client, "chat", "chat-1", history, "And section 3?")
+    # The user comes back with a long new section: the planner marks its end for 5 minutes (an hour's premium on
+    # that much is not worth it on a route kept alive) ...
+    after = turn(client, "chat", "chat-1", history, f"And this one? {contract('chat-1, section 3')}")
     assert after.usage.cache_read_input_tokens == prefix + answer     # the prefix and the answer, read
-    # ... and the request holds the answer's hour-long entry, marked again so that it outlives the turns after it.
+    assert after.usage.cache_creation.ephemeral_5m_input_tokens > 3000
+    # ... and holds the answer's hour-long entry, marked again so that it outlives the turns after it.
     assert any(line.startswith("checkpoint: held") for line in stack.requests("chat")[-1]["explanation"])
     [credited] = [r for r in stack.requests("chat") if r["keepalive_saved_usd"]]
     assert Decimal(credited["keepalive_saved_usd"]) == (prefix + answer) * (WRITE_5M - READ) / 1_000_000
@@ -288,8 +304,8 @@ def test_the_key_cap_stops_refreshes(stack: Stack) -> None:
     stack.advance(280)
     [first] = stack.wait_refreshes("capped", 1)
     assert Decimal(first["cost_usd"]) == prefix * READ / 1_000_000
-    assert Decimal(first["cost_usd"]) <= Decimal("0.0005") < 2 * Decimal(first["cost_usd"])
-    stack.advance(270)          # the second refresh is due: it would pass the key's $0.0005 a day
+    assert Decimal(first["cost_usd"]) <= Decimal("0.001") < 2 * Decimal(first["cost_usd"])
+    stack.advance(270)          # the second refresh is due: it would pass the key's $0.001 a day
     stack.settle()
     assert len(stack.refreshes("capped")) == 1
     assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="capped", reason="key cap") == 1
@@ -336,15 +352,16 @@ def test_on_an_open_gateway_each_callers_refresh_goes_with_its_own_key(tmp_path:
         streams = dict(zip(callers, (False, True), strict=True))
         for key, (client, history) in callers.items():
             turn(client, "open", key, history, "Review section 1.", streams[key])
-        open_stack.advance(9 * 60)
-        prefixes = [turn(client, "open", key, history, "And section 2?", streams[key]).usage.cache_creation_input_tokens
+        open_stack.advance(REPLY_S)
+        prefixes = [entry(turn(client, "open", key, history, section_2(key), streams[key]))
                     for key, (client, history) in callers.items()]
         open_stack.advance(280)
         refreshes = open_stack.wait_refreshes("open", 2)
         assert sorted(r["cache_read"] for r in refreshes) == sorted(prefixes)
         # Each is an upgrade through its caller's answer, whole (a) or streamed (b): nothing is written again
         # but the answer, for an hour.
-        assert all(set(r["cache_writes"]) == {"1h"} and 0 < r["cache_writes"]["1h"] <= 50 for r in refreshes)
+        # (An answer of at most 50 output tokens is a few more as input: its text is counted again, with its turn.)
+        assert all(set(r["cache_writes"]) == {"1h"} and 0 < r["cache_writes"]["1h"] <= 64 for r in refreshes)
 
 
 @contextmanager
@@ -377,7 +394,7 @@ def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock))
         capped = Policy.from_dict({
             "routes": [{"name": "capped", "models": ["capped-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
-                        "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 0.0005, "period": "day", "upgrade": False}}],
+                        "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 0.001, "period": "day", "upgrade": False}}],
             "keys": [{"name": "capped", "key_env": "KA_KEY_CAPPED", "tenant": "capped"}]}, builtin_upstreams(settings))
         for life in (1, 2):
             with ServerThread(create_app(settings, policy=capped)) as gw:
@@ -389,7 +406,7 @@ def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                     stack.wait_refreshes("capped", 1)
                 else:
                     stack.settle()
-                    assert len(stack.refreshes("capped")) == 1     # the second would pass $0.0005 a day
+                    assert len(stack.refreshes("capped")) == 1     # the second would pass $0.001 a day
                     assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="capped",
                                   reason="key cap") == 1
 
@@ -424,8 +441,8 @@ def test_a_refused_upgrade_falls_back_to_re_reading(tmp_path: Path, monkeypatch:
     with open_gateway(tmp_path, monkeypatch, refusing_upgrades) as open_stack:
         client, history = anthropic.Anthropic(base_url=open_stack.gw, api_key="sk-ant-caller-0123456789", max_retries=0), []
         turn(client, "open", "refused", history, "Review section 1.")
-        open_stack.advance(9 * 60)
-        prefix = turn(client, "open", "refused", history, "And section 2?").usage.cache_creation_input_tokens
+        open_stack.advance(REPLY_S)
+        prefix = entry(turn(client, "open", "refused", history, section_2("refused")))
         open_stack.advance(280)
         refused, kept = open_stack.wait_refreshes("open", 2)
         assert refused["status"] == 400 and "upgrade to 1h" in refused["explanation"][0]

@@ -19,6 +19,8 @@ from prefixgate.ledger import read_records
 from tests.gateway.test_budgets_bind import prefixgate
 from tests.gateway.test_sticky_routes import MODEL, READ, SYSTEM, WRITE_5M
 
+WRITE_1H = Decimal("4")         # USD per million tokens: Sonnet 5.5's 1-hour cache write (2x its $2 input)
+
 pytestmark = pytest.mark.slow
 
 
@@ -71,9 +73,14 @@ def test_a_balanced_route_through_prefixgate_serve(tmp_path):
             flips = [r for r in sorted(records, key=lambda r: r["ts"]) if r["flip"]]
             assert [(r["flip"], r["flip_from"], r["target"], r["flip_tokens"]) for r in flips] == \
                 [("failover", "east", "west", warm(steps[2][1])), ("expired", "west", "east", warm(steps[4][1]))]
+            def write_price(u: anthropic.types.Usage) -> Decimal:
+                """What the flipped request paid per token it wrote again: at the TTL it marked. The planner learns
+                the session's gaps on the same clock, so after the 400 s one it marks the next write for an hour."""
+                return WRITE_1H if u.cache_creation.ephemeral_1h_input_tokens else WRITE_5M
+
             costs = [Decimal(r["flip_cost_usd"]) for r in flips]
-            assert costs == [warm(steps[2][1]) * (WRITE_5M - READ) / 1_000_000,
-                             warm(steps[4][1]) * (WRITE_5M - READ) / 1_000_000]
+            assert costs == [warm(steps[2][1]) * (write_price(steps[3][1]) - READ) / 1_000_000,
+                             warm(steps[4][1]) * (write_price(steps[6][1]) - READ) / 1_000_000]
             metrics = httpx.get(gw + "/metrics").text
             assert 'prefixgate_route_flips_total{reason="failover",route="claude"} 1.0' in metrics
             assert 'prefixgate_route_flips_total{reason="expired",route="claude"} 1.0' in metrics
