@@ -50,7 +50,7 @@ ADMIN = "keepalive-admin-token-0123456789"
 REPLY_S = 60                    # how long a session's user takes to reply, between its idle gaps
 
 KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted", "chat", "edited",
-                                                                      "static")}
+                                                                      "static", "slow")}
 
 
 def policy(tmp: Path) -> Path:
@@ -68,7 +68,7 @@ def policy(tmp: Path) -> Path:
                    route("capped", {"mode": "on", "route_usd": 1, "key_usd": 0.001, "period": "day", "upgrade": False})],
         "keys": [{"name": name, "key_env": f"KA_KEY_{name.upper()}", "tenant": name, "routes": [name]} for name in KEYS],
     }
-    doc["routes"] += [route("budgeted", on), route("static", on)]
+    doc["routes"] += [route("budgeted", on), route("static", on), route("slow", "off")]
     # Two requests that write the prefix (~$0.01 each) spend it: nothing is left for a refresh.
     next(k for k in doc["keys"] if k["name"] == "budgeted")["budget"] = {"usd": 0.019, "period": "day"}
     path = tmp / "policy.yaml"
@@ -197,6 +197,20 @@ def test_a_keepalive_route_writes_its_system_prompt_for_an_hour(stack: Stack) ->
                            messages=[{"role": "user", "content": "Review section 1."}])
     [first] = stack.requests("static")
     assert first["cache_writes"].get("1h", 0) > 3000 and "first write on a keep-alive route" in " ".join(first["explanation"])
+
+
+def test_the_planner_learns_gaps_on_the_gateway_clock(stack: Stack) -> None:
+    """The planner times a route's gaps by the clock keep-alive uses (the one tests move): a user who has twice come
+    back after 20 minutes gets the next long turn marked for an hour; a planner on another clock would have seen
+    them back at once and marked it for 5 minutes."""
+    client, history = stack.client("slow"), []
+    turn(client, "slow", "slow-1", history, "Review section 1.")
+    for _ in range(2):
+        stack.advance(20 * 60)
+        turn(client, "slow", "slow-1", history, "And the next one?")
+    stack.advance(20 * 60)
+    after = turn(client, "slow", "slow-1", history, section_2("slow-1"))
+    assert after.usage.cache_creation.ephemeral_1h_input_tokens > 3000
 
 
 def test_without_keepalive_the_request_after_the_gap_writes_again(stack: Stack) -> None:
