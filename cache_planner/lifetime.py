@@ -36,6 +36,7 @@ Public API (stable):
     p_kept(p_within, ttl_s, read, miss, edges=GAP_EDGES, margin_s=..., upgrade=None, refresh=None) -> float
     KeepAlive(refresh, at, expected_saving, reason)
     keepalive(model, idle, expires_in, ttl_s, rewrite_cost, read_cost, refresh_cost, now=None, margin_s=...)
+    turn_context(turns) -> str (a conversation's context for `GapModel.given`)
 """
 
 from __future__ import annotations
@@ -439,7 +440,7 @@ class KeepAlive:
     reason: str
 
 
-def keepalive(model: GapModel, idle: float, expires_in: float, ttl_s: float, rewrite_cost: float, read_cost: float,
+def keepalive(model: GapModel | Given, idle: float, expires_in: float, ttl_s: float, rewrite_cost: float, read_cost: float,
               refresh_cost: float, now: float | None = None, margin_s: float = REFRESH_MARGIN_S) -> KeepAlive:
     """Whether to refresh an entry the session last touched `idle` seconds ago and that expires in `expires_in`
     seconds; each refresh extends it by `ttl_s`. Costs are of the whole prefix: `rewrite_cost` what the next
@@ -480,3 +481,10 @@ def keepalive(model: GapModel, idle: float, expires_in: float, ttl_s: float, rew
         return KeepAlive(True, first, saving, f"{window}; refreshing saves {saving:.4g} over letting it expire")
     return KeepAlive(False, first, 0.0, f"{window} does not pay a refresh of {refresh_cost:.4g} against a re-write "
                                         f"saving of {gain:.4g}")
+
+
+def turn_context(turns: int) -> str:
+    """A conversation's context for its gap model: how many requests it has made, in doubling steps (1, 2-3,
+    4-7, 8-15, 16+). Whether a session goes on after a break depends on how long it has gone on: the route
+    learns that from its own sessions, shrunk to its overall gaps where a step has shown few."""
+    return f"turn{1 << min(max(turns, 1).bit_length() - 1, 4)}"

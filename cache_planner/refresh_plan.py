@@ -32,7 +32,16 @@ from prefixgate.cache_planner.keepalive import (
     upgrade_body,
     upgrade_cost,
 )
-from prefixgate.cache_planner.lifetime import HORIZON_S, REFRESH_MARGIN_S, GapBook, KeepAlive, keepalive
+from prefixgate.cache_planner.lifetime import (
+    HORIZON_S,
+    REFRESH_MARGIN_S,
+    GapBook,
+    GapModel,
+    Given,
+    KeepAlive,
+    keepalive,
+    turn_context,
+)
 from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
 from prefixgate.dialects import request_dialect
 from prefixgate.errors import RequestError
@@ -193,9 +202,9 @@ class RefreshPlanner:
         at_stake = entry.tokens - max(kept, default=0)
         price = rules.price_for(entry.tokens)
         per_m = Decimal(1_000_000)
-        model = self.gaps.model(f"{record.tenant}/{record.route}", entry.level)
+        model: GapModel | Given = self.gaps.model(f"{record.tenant}/{record.route}", entry.level)
         if entry.level == "conversation":
-            model = model.given(turn_context(entry.turns), now=at)  # type: ignore[assignment]
+            model = model.given(turn_context(entry.turns), now=at)
 
         def decide(ttl: str, cost: Decimal) -> KeepAlive:
             return keepalive(model, idle=at - entry.last_request, expires_in=entry.expires - at,
@@ -259,13 +268,6 @@ class RefreshPlanner:
                                              holds=holds, session=entry.session, turns=entry.turns)
         self._touch(upgraded, at, ttl_seconds(long))
         return line
-
-def turn_context(turns: int) -> str:
-    """A conversation's context for its gap model: how many requests it has made, in doubling steps (1, 2-3,
-    4-7, 8-15, 16+). Whether a session goes on after a break depends on how long it has gone on: the route
-    learns that from its own sessions, shrunk to its overall gaps where a step has shown few."""
-    return f"turn{1 << min(max(turns, 1).bit_length() - 1, 4)}"
-
 
 def _through(entry: Entry) -> dict:
     """The request body cut to what keeps `entry`: its checkpoints after the entry's block are taken off, so the

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter
 
 from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost, upgrade_body, upgrade_cost
-from prefixgate.cache_planner.lifetime import GapBook, keepalive
+from prefixgate.cache_planner.lifetime import GapBook, keepalive, turn_context
 from prefixgate.cache_planner.lifetime import KeepAlive as KeepAliveDecision
 from prefixgate.compact_json import compact_bytes
 from prefixgate.cost import MTOK, Price, cost_note, ledger_fields, price_usage
@@ -119,6 +119,7 @@ class Session:
     upgrading: bool = False         # the refresh due is the upgrade
     upgraded: bool = False          # the cache holds the upgrade (the next request should read all of it)
     planner_route: str = ""         # the route's key in the planner's state (it holds the upgrade's entry: `held`)
+    turns: int = 1                  # the session's requests so far: its gap model's context (`turn_context`)
 
     @property
     def ttl_s(self) -> float:
@@ -207,7 +208,8 @@ class KeepAlive:
                 log.info("keep-alive stops upgrading on route %s: a caller's next turn did not read its answer",
                          call.route.name)
         ident = earlier.ident if earlier is not None else uuid.uuid4().hex[:16]
-        self.gaps.observe(gap_route, "", ident, now)
+        turns = earlier.turns + 1 if earlier is not None else 1
+        self.gaps.observe(gap_route, "", ident, now, context=turn_context(turns))
         cached, ttl = usage.cache_read + usage.cache_write, ttl_in_force(prep)
         price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
         session = Session(ident, group, call.caller.key, call.route, call.dialect, keys[-1], prep.upstream, prep.wire,
@@ -215,7 +217,7 @@ class KeepAlive:
                           cached, ttl or "5m", price or Price(Decimal(0), Decimal(0), Decimal(0)), now, now,
                           written_ttl=ttl or "5m",
                           reply=call.reply if upgrades(call.route, prep.wire) and gap_route not in self.no_upgrade else None,
-                          reply_tokens=usage.output, planner_route=prep.plan.state_route)
+                          reply_tokens=usage.output, planner_route=prep.plan.state_route, turns=turns)
         if earlier is not None and earlier.stopped == "early eviction":
             session.stopped = earlier.stopped      # the provider does not keep this session's prefix: stay stopped
         elif not cached or ttl is None or price is None:
@@ -330,7 +332,9 @@ class KeepAlive:
 
         def decide(ttl_s: float, cost: Decimal) -> KeepAliveDecision:
             """Refreshing at `cost` each, every `ttl_s`, against letting the entry expire."""
-            return keepalive(self.gaps.model(session.gap_route, ""), now - session.last_request,
+            # Whether a session comes back after a break depends on how long it has gone on (as in trace mode).
+            model = self.gaps.model(session.gap_route, "").given(turn_context(session.turns), now=now)
+            return keepalive(model, now - session.last_request,
                              session.touched + session.ttl_s - now, ttl_s,
                              float(tokens * p.write_price(session.ttl) / MTOK), float(tokens * p.cache_read / MTOK),
                              float(cost), now=now)

@@ -92,6 +92,7 @@ class Stack:
     def __init__(self, gw: str, mock: str, clock: Path, ledger: Path) -> None:
         self.gw, self.mock, self.clock, self.ledger = gw, mock, clock, ledger
         self.offset = 0.0
+        self.app: Any = None        # the gateway's app, where it runs in this process (`open_gateway`)
 
     def client(self, name: str) -> anthropic.Anthropic:
         return anthropic.Anthropic(base_url=self.gw, api_key=KEYS[name], max_retries=0)
@@ -392,8 +393,11 @@ def open_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         route = Policy.from_dict({"routes": [{
             "name": "open", "models": ["open-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
             "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 1}}]}, builtin_upstreams(settings))
-        with ServerThread(create_app(settings, policy=route)) as gw:
-            yield Stack(gw.url, mock.url, clock, ledger)
+        app = create_app(settings, policy=route)
+        with ServerThread(app) as gw:
+            stack = Stack(gw.url, mock.url, clock, ledger)
+            stack.app = app
+            yield stack
 
 
 def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -449,6 +453,31 @@ def refusing_upgrades(app):
             return {"type": "http.request", "body": body, "more_body": False}
         await app(scope, again, send)
     return wrapped
+
+
+def test_keepalive_weighs_a_session_by_how_long_it_has_gone_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's gap model is its route's, for the idle times that began after as many turns (in doubling steps,
+    as in trace mode): on a route whose conversations come back from a break after their first turn and never
+    after their second, a first turn's entry is kept and a second turn's is left to expire."""
+    with open_gateway(tmp_path, monkeypatch) as open_stack:
+        # The route's history: 1,000 earlier conversations, each back 8 minutes after its first turn and never
+        # after its second (an open gateway is one party, "-").
+        model, start = open_stack.app.state.proxy.keepalive.gaps.model("-/open", ""), time.time() - 3 * 86400
+        for i in range(1000):
+            model.observe(f"earlier-{i}", start + i, context="turn1")
+            model.observe(f"earlier-{i}", start + i + 480, context="turn2")
+        client = anthropic.Anthropic(base_url=open_stack.gw, api_key="sk-ant-caller-0123456789", max_retries=0)
+        turn(client, "open", "one-turn", [], "Review section 1.")
+        open_stack.advance(280)
+        assert len(open_stack.wait_refreshes("open", 1)) == 1           # after one turn: kept through the break
+        open_stack.advance(2 * 3600)      # that conversation is over
+        history: list[dict] = []
+        turn(client, "open", "two-turns", history, "Review section 1.")
+        open_stack.advance(REPLY_S)
+        turn(client, "open", "two-turns", history, section_2("two-turns"))
+        open_stack.advance(280)
+        open_stack.settle()
+        assert len(open_stack.refreshes("open")) == 1                   # after two: left to expire
 
 
 def test_a_refused_upgrade_falls_back_to_re_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
