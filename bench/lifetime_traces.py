@@ -252,6 +252,8 @@ IID_SHAPES = {
                                   break_s=(320.0, 3100.0), system_paragraphs=21, reply_sentences=11)),
     "unseen-3": ChatCase(17, Chat(sessions=12, turns=(4, 16), reply_s=(25.0, 275.0), break_p=0.24,
                                   break_s=(330.0, 3300.0), system_paragraphs=17, reply_sentences=14)),
+    "unseen-4": ChatCase(18, Chat(sessions=11, turns=(3, 18), reply_s=(20.0, 265.0), break_p=0.3,
+                                  break_s=(315.0, 3400.0), system_paragraphs=25, reply_sentences=9)),
 }
 PACED_SHAPES = {
     "tune": ChatCase(41, PacedChat()),
@@ -269,6 +271,9 @@ PACED_SHAPES = {
     "unseen-3": ChatCase(47, PacedChat(sessions=10, turns=(5, 16), pace_s=(95.0, 0.6), slow_p=0.2,
                                        slow_s=(200.0, 440.0), spread=0.5, propensity=(1.2, 3.8), stick=0.3,
                                        break_s=(330.0, 3000.0), long_p=0.1, system_paragraphs=23, reply_sentences=10)),
+    "unseen-4": ChatCase(48, PacedChat(sessions=12, turns=(4, 18), pace_s=(85.0, 0.6), slow_p=0.28,
+                                       slow_s=(190.0, 460.0), spread=0.5, propensity=(1.25, 4.3), stick=0.32,
+                                       break_s=(320.0, 3100.0), long_p=0.09, system_paragraphs=21, reply_sentences=13)),
 }
 IID, PACED = "human-paced chat", "human-paced chat, paced by person"
 
@@ -302,27 +307,32 @@ FRESH = {IID: IID_SHAPES["fresh"], PACED: PACED_SHAPES["fresh"]}
 # UNSEEN (chat only, new seeds and shapes, written down before any run) was run only for the report of the
 # keep-alive upgrade (2026-11-27 10:30), which was developed looking at the four sets above.
 UNSEEN = {IID: IID_SHAPES["unseen"], PACED: PACED_SHAPES["unseen"]}
+
+
+def _unseen(name: str, day: tuple[int, AgentDay], one_off: tuple[int, OneOff]) -> dict:
+    """A set written down before any run: the chat shapes named `name`, an agent's day and a nothing-repeats trace."""
+    return {IID: IID_SHAPES[name], PACED: PACED_SHAPES[name], "agent working day": lambda: agent_day(*day),
+            "nothing repeats": lambda: nothing_repeats(*one_off)}
+
+
 # UNSEEN_2 (chat and the agent's day, new seeds and shapes, written down before any run) was run only for the report
 # of the third keep-alive session (2026-11-27 14:15), after the prior and TTL changes made looking at the five above.
-UNSEEN_2 = {
-    IID: IID_SHAPES["unseen-2"],
-    PACED: PACED_SHAPES["unseen-2"],
-    "agent working day": lambda: agent_day(24, AgentDay(bursts=12, steps=(5, 24), step_s=(3.0, 35.0),
-                                                        breaks=((0.4, 100.0, 800.0), (0.35, 800.0, 3200.0),
-                                                                (0.25, 3600.0, 3 * 3600.0)),
-                                                        tools=9, system_paragraphs=20, result_sentences=(3, 22))),
-    "nothing repeats": lambda: nothing_repeats(34, OneOff(prompts=35, paragraphs=(30, 90), gap_s=(10.0, 1800.0))),
-}
+UNSEEN_2 = _unseen("unseen-2", (24, AgentDay(bursts=12, steps=(5, 24), step_s=(3.0, 35.0),
+                                             breaks=((0.4, 100.0, 800.0), (0.35, 800.0, 3200.0), (0.25, 3600.0, 3 * 3600.0)),
+                                             tools=9, system_paragraphs=20, result_sentences=(3, 22))),
+                   (34, OneOff(prompts=35, paragraphs=(30, 90), gap_s=(10.0, 1800.0))))
 # UNSEEN_3 (the same, new seeds and shapes again, written down before any run) was run only for the report of
 # the held entries (2026-11-27 13:35), developed looking at the sets above (unseen-2 included).
-UNSEEN_3 = {
-    IID: IID_SHAPES["unseen-3"],
-    PACED: PACED_SHAPES["unseen-3"],
-    "agent working day": lambda: agent_day(25, AgentDay(bursts=13, steps=(4, 20), step_s=(3.0, 28.0),
-                                                        breaks=((0.45, 90.0, 700.0), (0.3, 700.0, 3400.0),
-                                                                (0.25, 3700.0, 2.8 * 3600.0)),
-                                                        tools=11, system_paragraphs=26, result_sentences=(4, 18))),
-    "nothing repeats": lambda: nothing_repeats(35, OneOff(prompts=45, paragraphs=(25, 70), gap_s=(2.0, 1200.0))),
-}
+UNSEEN_3 = _unseen("unseen-3", (25, AgentDay(bursts=13, steps=(4, 20), step_s=(3.0, 28.0),
+                                             breaks=((0.45, 90.0, 700.0), (0.3, 700.0, 3400.0), (0.25, 3700.0, 2.8 * 3600.0)),
+                                             tools=11, system_paragraphs=26, result_sentences=(4, 18))),
+                   (35, OneOff(prompts=45, paragraphs=(25, 70), gap_s=(2.0, 1200.0))))
+# UNSEEN_4 (the same again, written down before any run) was first run at the sixth keep-alive session
+# (2026-11-27, afternoon), after the gateway's clock and live turn-context changes; trace mode was as at unseen-3's
+# report plus the two refresh bookkeeping fixes, all developed looking at the sets above.
+UNSEEN_4 = _unseen("unseen-4", (26, AgentDay(bursts=11, steps=(5, 22), step_s=(2.5, 32.0),
+                                             breaks=((0.4, 80.0, 750.0), (0.35, 750.0, 3300.0), (0.25, 3650.0, 3.2 * 3600.0)),
+                                             tools=8, system_paragraphs=18, result_sentences=(5, 20))),
+                   (36, OneOff(prompts=40, paragraphs=(35, 80), gap_s=(3.0, 1500.0))))
 SETS = {"tune": TUNE, "check": CHECK, "held-out": HELD_OUT, "fresh": FRESH, "unseen": UNSEEN, "unseen-2": UNSEEN_2,
-        "unseen-3": UNSEEN_3}
+        "unseen-3": UNSEEN_3, "unseen-4": UNSEEN_4}
