@@ -327,9 +327,8 @@ UNSEEN_3 = _unseen("unseen-3", (25, AgentDay(bursts=13, steps=(4, 20), step_s=(3
                                              breaks=((0.45, 90.0, 700.0), (0.3, 700.0, 3400.0), (0.25, 3700.0, 2.8 * 3600.0)),
                                              tools=11, system_paragraphs=26, result_sentences=(4, 18))),
                    (35, OneOff(prompts=45, paragraphs=(25, 70), gap_s=(2.0, 1200.0))))
-# UNSEEN_4 (the same again, written down before any run) was first run at the sixth keep-alive session
-# (2026-11-27, afternoon), after the gateway's clock and live turn-context changes; trace mode was as at unseen-3's
-# report plus the two refresh bookkeeping fixes, all developed looking at the sets above.
+# UNSEEN_4 (the same again, written down before any run) was first run at 2026-11-27 15:16 UTC, for the report of the
+# sixth keep-alive session; trace mode was as at the 13:43 report, developed looking at the sets above.
 UNSEEN_4 = _unseen("unseen-4", (26, AgentDay(bursts=11, steps=(5, 22), step_s=(2.5, 32.0),
                                              breaks=((0.4, 80.0, 750.0), (0.35, 750.0, 3300.0), (0.25, 3650.0, 3.2 * 3600.0)),
                                              tools=8, system_paragraphs=18, result_sentences=(5, 20))),
