@@ -19,14 +19,15 @@ and break propensity their own, breaks clustering). For both, the online ceiling
 the Bayes-optimal online plan under the generator's true law, billed by the simulator: what no online planner
 can beat in expectation (ratio to the marks expert in brackets), of marks alone and with keep-alive's upgrades.
 
-Five trace sets: `tune` (the parameters the method was developed on), `check` (other seeds and shapes, looked
+Eight trace sets: `tune` (the parameters the method was developed on), `check` (other seeds and shapes, looked
 at during development), `held-out` (other seeds and shapes again, run only for the first report), `fresh`
-(chat only, new seeds and shapes of both families, run only for the report of the chat work) and `unseen` (chat
-only, run only for the report of keep-alive's upgrade, which was developed looking at the other four).
+(chat only, new seeds and shapes of both families, run only for the report of the chat work), `unseen` (chat
+only, run only for the report of keep-alive's upgrade, which was developed looking at the other four) and
+`unseen-2` to `unseen-4` (each written down before its first run: `bench/lifetime_traces.py` says when).
 
-Run: `.venv/bin/python bench/lifetime.py [tune|check|held-out|fresh|unseen|unseen-2 ...]` (about four minutes on 2
-cores); `--seeds N`: the planner's and keep-alive's ratios over N fresh seeds of each chat shape (one trace per cell
-is one draw; about a minute per 5 seeds).
+Run: `.venv/bin/python bench/lifetime.py [tune|check|held-out|fresh|unseen|unseen-2 ...]` (about six minutes on 2
+cores); `--seeds N [SET ...]`: the planner's and keep-alive's ratios over N fresh seeds of each chat shape (of those
+sets; all without), one trace per cell being one draw (about a minute per 5 seeds of all shapes).
 """
 
 from __future__ import annotations
@@ -119,14 +120,16 @@ def main(which: list[str]) -> None:
     print(json.dumps({"all_targets_met": ok}))
 
 
-def over_seeds(n: int) -> None:
+def over_seeds(n: int, only: list[str]) -> None:
     """One trace per cell is one draw: the planner's and keep-alive's ratios to the marks expert over `n` fresh seeds
-    (the set's seed + 1000 + k) of each chat shape, mean (min-max)."""
+    (the set's seed + 1000 + k) of each chat shape (of the sets in `only`; empty: all), mean (min-max)."""
     print(f"Ratio to the marks expert over {n} fresh seeds of each chat shape, mean (min-max).\n")
     print("| family | shape | planner | planner + keep-alive | keep-alive >= 0.97 |")
     print("|---|---|---:|---:|---:|")
     for family, shapes in (("i.i.d.", IID_SHAPES), ("paced by person", PACED_SHAPES)):
         for name, shape in shapes.items():
+            if only and name not in only:
+                continue
             planner, kept = [], []
             for k in range(n):
                 records = ChatCase(shape.seed + 1000 + k, shape.shape)()
@@ -140,6 +143,6 @@ def over_seeds(n: int) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--seeds"]:
-        over_seeds(int(sys.argv[2]))
+        over_seeds(int(sys.argv[2]), sys.argv[3:])
     else:
         main(sys.argv[1:] or list(SETS))
