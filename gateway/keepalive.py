@@ -38,7 +38,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -492,6 +492,10 @@ class KeepAlive:
     def _record(self, session: Session, usage: Usage | None, status: int, error: str, took_s: float) -> LedgerRecord:
         """The refresh's ledger row: kind keepalive, billed to the session's key and tenant."""
         cost = price_usage(usage, session.price) if usage is not None else None
+        if cost is not None:
+            # Without caching no refresh is sent: it costs what it costs and saves nothing itself (what it kept is
+            # credited on the request that reads it, `keepalive_saved_usd`).
+            cost = replace(cost, without_cache=Decimal(0))
         upstream = session.upstream
         note = cost_note(usage, cost, f"{session.rows}/{upstream.base_model(session.model)}") if usage is not None else None
         expected = session.cached_tokens
@@ -507,6 +511,7 @@ class KeepAlive:
             latency_ms=took_s * 1000, prefix_hash=session.prefix_hash, explanation=explanation, error=error,
             kind=KIND)
         self.proxy.ledger.append(rec)
+        self.proxy.metrics.observe(rec)     # spend and tokens, as on the dashboard (not a caller's latency)
         return rec
 
 

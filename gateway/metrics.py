@@ -71,14 +71,18 @@ class Metrics:
         child.prompt[1] += rec.uncached_input + rec.cache_read + writes
         if child.prompt[1]:
             child.hit_ratio.set(child.prompt[0] / child.prompt[1])
-        child.latency.observe(rec.latency_ms / 1000)
-        if rec.ttft_ms is not None:
-            child.ttft.observe(rec.ttft_ms / 1000)
-        self.overhead.observe(rec.overhead_ms / 1000)
         if rec.flip:
             self.flips.labels(rec.route, rec.flip).inc()
             if rec.flip_cost_usd is not None:
                 self.flip_cost.labels(rec.route).inc(float(rec.flip_cost_usd))
+        if rec.kind:
+            # The gateway's own requests (a keep-alive refresh, an explicit cache's upkeep) are spend and tokens
+            # like any, as on the dashboard; they are not a caller's latency.
+            return
+        child.latency.observe(rec.latency_ms / 1000)
+        if rec.ttft_ms is not None:
+            child.ttft.observe(rec.ttft_ms / 1000)
+        self.overhead.observe(rec.overhead_ms / 1000)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

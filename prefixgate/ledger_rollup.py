@@ -127,7 +127,10 @@ def contribution(rec: dict) -> tuple[tuple[int, ...], int, int | None]:
     differs = compared and disagree(Decimal(reported), Decimal(rec["cost_usd"]))
     sums = (1, int(status != 200), int(not priced and status == 200), rec["uncached_input"] or 0, rec["cache_read"] or 0,
             sum(rec["cache_writes"].values()), rec["output"] or 0, cost,
-            picodollars(rec["cost_without_cache_usd"]) or cost, picodollars(rec["savings_usd"]) if priced else 0,
+            # No counterfactual (priced from the provider's report alone): as if it cost the same without caching.
+            # An explicit zero is one: a keep-alive refresh or a cache's storage, spent only because of caching.
+            cost if rec["cost_without_cache_usd"] is None else picodollars(rec["cost_without_cache_usd"]),
+            picodollars(rec["savings_usd"]) if priced else 0,
             int(priced and reported is not None and not by_table), int(compared), provider_cost, cost if compared else 0,
             int(differs), provider_cost if differs else 0, cost if differs else 0,
             *_response_cache(rec, cost), *_keepalive(rec, cost), int(bool(rec.get("flip"))), picodollars(rec.get("flip_cost_usd")))

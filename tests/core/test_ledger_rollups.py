@@ -141,3 +141,25 @@ def _oldest(path: str) -> float:
         return db.execute("SELECT min(ts) FROM requests").fetchone()[0] or 0.0
     finally:
         db.close()
+
+
+def test_spend_that_exists_only_because_of_caching_has_no_counterfactual_spend(tmp_path):
+    """A keep-alive refresh or an explicit cache's storage would not be sent without caching: its row's
+    counterfactual is an explicit $0 and its saving minus its cost, and the rollups keep them so; a row priced from
+    the provider's report alone has no counterfactual (None) and counts as costing the same without caching."""
+    path = str(tmp_path / "ledger.sqlite")
+    ledger = Ledger(path)
+    ledger.append(LedgerRecord(id="refresh", ts=NOW, route="kept", status=200, cache_read=7900, cost_usd="0.00079",
+                               cost_without_cache_usd="0", savings_usd="-0.00079", kind="keepalive"))
+    ledger.append(LedgerRecord(id="reported", ts=NOW, route="reported", status=200, uncached_input=100,
+                               cost_usd="0.0002", provider_cost_usd="0.0002"))
+    ledger.close()
+    db = sqlite3.connect(path)
+    try:
+        rows = dict((name, (spend, without, saved)) for name, spend, without, saved in db.execute(
+            "SELECT name, sum(spend_pico), sum(without_cache_pico), sum(savings_pico) FROM rollups "
+            "WHERE res = 3600 AND dim = 'route' GROUP BY 1"))
+    finally:
+        db.close()
+    assert rows["kept"] == (790_000_000, 0, -790_000_000)
+    assert rows["reported"] == (200_000_000, 200_000_000, 0)

@@ -125,6 +125,16 @@ class Stack:
         return httpx.get(self.gw + "/metrics").text
 
 
+def series(text: str, name: str, **labels: str) -> list[float]:
+    """The values of every series of `name` whose labels include `labels`."""
+    out = []
+    for m in re.finditer(rf"^{name}\{{([^}}]*)\}} (\S+)$", text, re.M):
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if all(have.get(k) == v for k, v in labels.items()):
+            out.append(float(m.group(2)))
+    return out
+
+
 def metric(text: str, name: str, **labels: str) -> float:
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))     # Prometheus orders labels by name
     m = re.search(rf"^{name}\{{{re.escape(want)}\}} (\S+)$", text, re.M)
@@ -232,6 +242,8 @@ def test_keepalive_keeps_a_returning_session_warm_and_bills_its_refresh(stack: S
     assert refresh["cache_read"] == prefix and refresh["output"] == 0 and sum(refresh["cache_writes"].values()) == 0
     assert Decimal(refresh["cost_usd"]) == prefix * READ / 1_000_000
     assert refresh["key"] == "agent" and refresh["tenant"] == "agent" and refresh["status"] == 200
+    # Without caching no refresh would be sent: it saves nothing itself (not the 95% a read of the prefix "saves").
+    assert refresh["cost_without_cache_usd"] == "0" and Decimal(refresh["savings_usd"]) == -Decimal(refresh["cost_usd"])
     stack.advance(170)          # 450 s after the request: past its own TTL, within the refresh's
     after = turn(client, "agent", "agent-1", history, "And section 3?")
     assert after.usage.cache_read_input_tokens == prefix             # read, not written again
@@ -244,6 +256,14 @@ def test_keepalive_keeps_a_returning_session_warm_and_bills_its_refresh(stack: S
     row = next(r for r in totals["rows"] if r["name"] == "agent")
     assert row["keepalive"] == {"refreshes": 1, "bought_usd": str(prefix * READ / 1_000_000),
                                 "saved_usd": str(prefix * (WRITE_5M - READ) / 1_000_000)}
+    rows = [r for r in read_records(str(stack.ledger)) if r["route"] == "agent"]
+    assert Decimal(row["savings_usd"]) == sum(Decimal(r["savings_usd"]) for r in rows)
+    # /metrics counts the refresh's spend and tokens with the route's (as the dashboard does), not its latency.
+    text = stack.metrics()
+    assert sum(series(text, "prefixgate_cost_usd_total", route="agent")) == pytest.approx(
+        float(sum(Decimal(r["cost_usd"]) for r in rows)), rel=1e-9)
+    assert sum(series(text, "prefixgate_tokens_total", route="agent", kind="cache_read")) == sum(r["cache_read"] for r in rows)
+    assert sum(series(text, "prefixgate_latency_seconds_count", route="agent")) == len(stack.requests("agent")) == 3
 
 
 def test_a_chat_whose_user_walks_away_is_upgraded_through_its_answer(stack: Stack) -> None:
