@@ -369,13 +369,14 @@ class KeepAlive:
         if now >= session.touched + session.ttl_s:
             return self._stop(session, "expired")      # too late: it would pay a full write
         expected = session.upgrade_bill if session.upgrading else session.expected_usd
-        capped = await self._over_cap(session, expected)
+        capped = await self._reserve(session, expected)
         if capped:
             return self._stop(session, capped)
         key = session.key
         try:
             held = await self.proxy.limits.admit(key, expected) if key is not None else None
         except RequestError:
+            await self._settle(session, expected, Decimal(0))
             return self._stop(session, "budget")
         started = time.perf_counter()
         usage, status, error = None, 200, ""
@@ -393,7 +394,7 @@ class KeepAlive:
         cost = Decimal(rec.cost_usd or 0)
         if key is not None and held is not None:
             await self.proxy.limits.settle(key, held, usage.input_total + usage.output if usage else 0, cost)
-        await self._spend(session, cost)
+        await self._settle(session, expected, cost)
         if usage is None:
             if session.upgrading and 400 <= status < 500:
                 # The provider refuses the upgrade's shape (a model that takes no pre-warm here, or no filler
@@ -467,10 +468,18 @@ class KeepAlive:
         return [Cap(f"keepalive:{route}:{window}", policy.route_usd, period * 2, "route cap", route, None, start),
                 Cap(f"keepalive:{route}:{key}:{window}", policy.key_usd, period * 2, "key cap", route, key, start)]
 
-    async def _over_cap(self, session: Session, expected: Decimal) -> str:
+    async def _reserve(self, session: Session, expected: Decimal) -> str:
+        """Add the refresh's expected cost to each cap's counter before sending it, and name the first cap that
+        takes it past its limit (what was added is given back). The add is one atomic step on Redis, so gateways
+        sharing it never both pass a cap with room for one refresh (a check, then a spend, would let both)."""
+        amount, added = nanodollars(expected), []
         for cap in self._caps(session):
             await self._restore(cap)
-            if await self.proxy.counters.get(cap.counter) + nanodollars(expected) > nanodollars(cap.usd):
+            total = await self.proxy.counters.add(cap.counter, amount, cap.ttl)
+            added.append(cap)
+            if total > nanodollars(cap.usd):
+                for done in added:
+                    await self.proxy.counters.add(done.counter, -amount, done.ttl)
                 return cap.what
         return ""
 
@@ -484,10 +493,12 @@ class KeepAlive:
         if pico:
             await self.proxy.counters.add(cap.counter, -(-pico // 1000), cap.ttl)
 
-    async def _spend(self, session: Session, cost: Decimal) -> None:
-        if cost:
+    async def _settle(self, session: Session, expected: Decimal, cost: Decimal) -> None:
+        """The refresh reserved `expected` on its caps and was billed `cost` (0: not sent, or failed)."""
+        delta = nanodollars(cost) - nanodollars(expected)
+        if delta:
             for cap in self._caps(session):
-                await self.proxy.counters.add(cap.counter, nanodollars(cost), cap.ttl)
+                await self.proxy.counters.add(cap.counter, delta, cap.ttl)
 
     def _record(self, session: Session, usage: Usage | None, status: int, error: str, took_s: float) -> LedgerRecord:
         """The refresh's ledger row: kind keepalive, billed to the session's key and tenant."""

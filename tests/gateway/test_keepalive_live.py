@@ -449,6 +449,40 @@ def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                                   reason="key cap") == 1
 
 
+def test_gateways_sharing_redis_share_the_caps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
+    """Two gateways (replicas, each with its own ledger) on one real Redis count the same key's keep-alive spend:
+    the cap with room for one refresh lets the first replica's through and stops the second's. Each refresh is
+    added to the counters before it is sent, in one atomic step, so two replicas never both pass a check."""
+    clock = tmp_path / "clock"
+    clock.write_text("0")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-gateway-own-key-000")
+    monkeypatch.setenv("KA_KEY_CAPPED", KEYS["capped"])
+    mock_app = create_mock(MockContext(simulator=Simulator(entry_visible_after_s=0.0), clock=OffsetClock(str(clock))))
+    with ServerThread(mock_app) as mock:
+        def replica(name: str) -> tuple[Any, Path]:
+            ledger = tmp_path / f"{name}.sqlite"
+            settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock),
+                                redis_url=redis_url)
+            capped = Policy.from_dict({
+                "routes": [{"name": "capped", "models": ["capped-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
+                            "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 0.001, "period": "day", "upgrade": False}}],
+                "keys": [{"name": "capped", "key_env": "KA_KEY_CAPPED", "tenant": "capped"}]}, builtin_upstreams(settings))
+            return create_app(settings, policy=capped), ledger
+
+        (app_a, ledger_a), (app_b, ledger_b) = replica("a"), replica("b")
+        with ServerThread(app_a) as gw_a, ServerThread(app_b) as gw_b:
+            a, b = Stack(gw_a.url, mock.url, clock, ledger_a), Stack(gw_b.url, mock.url, clock, ledger_b)
+            returning_session(a, "capped", "capped-on-a")
+            a.advance(280)
+            a.wait_refreshes("capped", 1)
+            b.offset = a.offset
+            returning_session(b, "capped", "capped-on-b")
+            b.advance(280)
+            b.settle()
+            assert b.refreshes("capped") == []
+            assert metric(b.metrics(), "prefixgate_keepalive_stops_total", route="capped", reason="key cap") == 1
+
+
 def refusing_upgrades(app):
     """`app` (the mock) behind a provider that refuses a pre-warm ending on a filler turn after an answer, as a
     model that takes no such request would (400, invalid_request_error)."""
