@@ -40,6 +40,9 @@ Public API (stable):
     upgrade_body(provider, body, reply, ttl="1h") -> Refresh | None
     upgrade_cost(upgrade, price, cached_tokens, reply_tokens, short, long) -> (bill, net)   (USD)
     reply_content(provider, response) -> list | None
+    conversation_start(conv) -> int; static_mark(conv) -> int | None   (block indexes: the static prefix's end, and
+                                                                          its deepest checkpoint)
+    through(provider, body, index, model=None) -> dict   (the body with its checkpoints after that block taken off)
 """
 
 from __future__ import annotations
@@ -50,9 +53,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
+from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
 from prefixgate.cost import MTOK, Price
 from prefixgate.dialects import request_dialect
 from prefixgate.dialects.anthropic import reply_blocks
+from prefixgate.ir import Conversation
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import Catalog
 
@@ -87,6 +92,32 @@ def refresh_body(provider: str, body: dict, model: str | None = None, ttl_s: flo
     if name in ("gemini", "vertex_gemini"):
         return _gemini(body, ttl_s)
     return None
+
+
+def conversation_start(conv: Conversation) -> int:
+    """The block index where the conversation starts: the blocks before it (tools, system) are the static prefix."""
+    roles = [seg.role for seg in conv.segments for _ in seg.blocks]
+    return next((i for i, role in enumerate(roles) if role not in (*SYSTEM_ROLES, "tools", "schema")), len(roles))
+
+
+def static_mark(conv: Conversation) -> int | None:
+    """The block index of the static prefix's deepest checkpoint, or None. Its entry on its own serves a session
+    that starts."""
+    marks = [i for i, block in enumerate(conv.blocks()[:conversation_start(conv)]) if block.checkpoint is not None]
+    return marks[-1] if marks else None
+
+
+def through(provider: str, body: dict, index: int, model: str | None = None) -> dict:
+    """`body` with its checkpoints after block `index` taken off, so that its refresh (`refresh_body`: through the
+    last checkpoint) keeps that block's entry and no more. `body` itself is not changed."""
+    dialect = request_dialect(provider, body)
+    conv = dialect.parse_request(body, model=model)  # freshly parsed: ours to change
+    later = [b for b in conv.blocks()[index + 1:] if b.checkpoint is not None]
+    if not later:
+        return body
+    for block in later:
+        block.checkpoint = None
+    return dialect.encode_request(conv)
 
 
 def refresh_cost(refresh: Refresh, price: Price, cached_tokens: int, uncached_tokens: int = 0,

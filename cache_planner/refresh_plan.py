@@ -26,9 +26,11 @@ from typing import Any
 from prefixgate import tokens
 from prefixgate.cache_planner.keepalive import (
     Refresh,
+    conversation_start,
     refresh_body,
     refresh_cost,
     reply_content,
+    through,
     upgrade_body,
     upgrade_cost,
 )
@@ -42,7 +44,6 @@ from prefixgate.cache_planner.lifetime import (
     keepalive,
     turn_context,
 )
-from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
 from prefixgate.dialects import request_dialect
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation, ttl_seconds
@@ -111,7 +112,7 @@ class RefreshPlanner:
             total += tokens.block_tokens(block, encoding)
             cumulative.append(total)
         reply = reply_content(record.provider, record.response)
-        lead = next((i for i, (role, _) in enumerate(flat) if role not in (*SYSTEM_ROLES, "tools", "schema")), len(flat))
+        lead = conversation_start(conv)
         for n, index in enumerate(marks):
             level = "static" if index < lead else "conversation"
             key = keys[index]
@@ -272,11 +273,4 @@ class RefreshPlanner:
 def _through(entry: Entry) -> dict:
     """The request body cut to what keeps `entry`: its checkpoints after the entry's block are taken off, so the
     refresh stops at it (`keepalive.refresh_body` cuts after the last checkpoint)."""
-    dialect = request_dialect(entry.record.provider, entry.body)
-    conv = dialect.parse_request(entry.body, model=entry.record.model)  # freshly parsed: ours to change
-    later = [b for b in conv.blocks()[entry.index + 1:] if b.checkpoint is not None]
-    if not later:
-        return entry.body
-    for block in later:
-        block.checkpoint = None
-    return dialect.encode_request(conv)
+    return through(entry.record.provider, entry.body, entry.index, model=entry.record.model)
