@@ -3,7 +3,10 @@
 A *session* is one conversation of one key on one route: its latest answered request, the prefix that request
 left in the provider's cache (through its deepest checkpoint), and what it costs to refresh it. A later request
 whose planned prefix contains that request's whole prompt (the prefix key of its last block, `anchor`)
-continues the session. While a session is idle the
+continues the session. The route's static prefix (tools, system) is also kept as a session of its own
+(`level` "static", one per tenant, route and credential): every request touches it, one that starts a
+conversation is its return, and it is refreshed when the route goes quiet, as `plan --keepalive` does. While a
+session is idle the
 economics (`cache_planner.lifetime`: the route's gap model against the refresh's price) say when, if ever, a
 refresh pays; this module does the rest:
 
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import time
@@ -44,7 +48,15 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
 
-from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost, upgrade_body, upgrade_cost
+from prefixgate import tokens
+from prefixgate.cache_planner.keepalive import (
+    refresh_body,
+    refresh_cost,
+    static_mark,
+    through,
+    upgrade_body,
+    upgrade_cost,
+)
 from prefixgate.cache_planner.lifetime import GapBook, keepalive, turn_context
 from prefixgate.cache_planner.lifetime import KeepAlive as KeepAliveDecision
 from prefixgate.compact_json import compact_bytes
@@ -120,6 +132,10 @@ class Session:
     upgraded: bool = False          # the cache holds the upgrade (the next request should read all of it)
     planner_route: str = ""         # the route's key in the planner's state (it holds the upgrade's entry: `held`)
     turns: int = 1                  # the session's requests so far: its gap model's context (`turn_context`)
+    level: str = "conversation"     # or "static": the route's static prefix (tools, system) on its own
+    mark: int = -1                  # a static session's: its checkpoint's block (its refresh stops there)
+    static: tuple = ()              # where the static prefix's session is, in `KeepAlive.statics` (its own, on one)
+    touched_since: bool = False     # a static session's: a request touched it since it was last scheduled
 
     @property
     def ttl_s(self) -> float:
@@ -159,6 +175,10 @@ class KeepAlive:
         # its identity in the gap model; `anchors` finds one by (group, anchor).
         self.sessions: OrderedDict[tuple[str, str, str, str], Session] = OrderedDict()
         self.anchors: dict[tuple[tuple[str, str, str], str], Session] = {}
+        # The static prefixes on their own, one per (party, route, credential, prefix key): the provider keeps one
+        # entry per credential, so the route's keys that share one share its keep-alive (billed to the key whose
+        # request planned it).
+        self.statics: dict[tuple[str, str, str, str], Session] = {}
         self.body_bytes = 0
         self._restored: set[str] = set()       # cap counters started from the ledger (without Redis)
         # Per tenant and route: the idle gaps its sessions showed (tenants never share learned state).
@@ -222,8 +242,44 @@ class KeepAlive:
             session.stopped = earlier.stopped      # the provider does not keep this session's prefix: stay stopped
         elif not cached or ttl is None or price is None:
             session.stopped = "nothing cached" if not cached or ttl is None else "unpriced"
+        if price is not None:
+            self._observe_static(session, prep, keys, earlier is not None, rec)
         self._keep(session)
         self._start()
+
+    def _observe_static(self, session: Session, prep: Prepared, keys: list[str], continued: bool,
+                        rec: LedgerRecord) -> None:
+        """The static prefix's entry on its own (as in trace mode): every request of the route touches it, and it
+        serves the sessions that start, so a request that starts one is its return and one that continues a
+        session ends its idle time censored. While the route is quiet, its own refreshes keep it."""
+        conv = prep.plan.conversation
+        index = static_mark(conv)
+        if index is None:
+            return
+        key, now = keys[index], session.last_request
+        self.gaps.observe(session.gap_route, "static", key, now, returned=not continued)
+        credential = hashlib.sha256(session.credential.encode()).hexdigest()[:16] if session.credential else ""
+        where = (session.group[0], session.route.name, credential, key)
+        session.static = where
+        found = self.statics.get(where)
+        if found is not None and not continued and found.refreshes and rec.usage.cache_read \
+                and now - found.last_request > ttl_seconds(found.written_ttl):
+            self._credit(found, rec, min(rec.usage.cache_read, found.cached_tokens), now)
+        ttl = conv.blocks()[index].checkpoint.ttl or "5m"  # type: ignore[union-attr]
+        if found is not None and self.sessions.get(found.slot) is found and not found.stopped and found.ttl == ttl:
+            # The same entry: this request read it (or wrote it again, with the same TTL), and restarted its TTL.
+            found.touched = found.last_request = now
+            found.refreshes, found.due, found.touched_since = 0, None, True
+            self.sessions.move_to_end(found.slot)
+            return
+        if found is not None:
+            self._drop(found)
+        static = Session(f"static-{key[:16]}", session.group, session.key, session.route, session.dialect, key,
+                         session.upstream, session.wire, session.planner, session.rows, session.model,
+                         session.credential, session.headers, session.prefix_hash, prep.body, 0, ttl, session.price,
+                         now, now, written_ttl=ttl, level="static", mark=index, static=where)
+        self.statics[where] = static
+        self._keep(static)
 
     def _continued(self, group: tuple[str, str, str], keys: list[str]) -> Session | None:
         """The session of `group` whose latest prefix this request's prefix contains (the deepest such)."""
@@ -233,7 +289,8 @@ class KeepAlive:
         if session.stopped:
             session.body = b""
         self.sessions[session.slot] = session
-        self.anchors[(session.group, session.anchor)] = session
+        if session.level != "static":      # a request continues a conversation, never the static prefix
+            self.anchors[(session.group, session.anchor)] = session
         self.body_bytes += len(session.body)
         while self.body_bytes > MAX_BODY_BYTES or len(self.sessions) > MAX_SESSIONS:
             self._drop(next(iter(self.sessions.values())))
@@ -243,6 +300,8 @@ class KeepAlive:
             self.body_bytes -= len(session.body) + len(session.upgrade)
             if self.anchors.get((session.group, session.anchor)) is session:
                 del self.anchors[(session.group, session.anchor)]
+            if session.level == "static" and self.statics.get(session.static) is session:
+                del self.statics[session.static]
 
     def _credit(self, session: Session, rec: LedgerRecord, kept: int, now: float) -> None:
         """`kept` tokens read that the cache would have lost without the session's refreshes: what reading them
@@ -282,6 +341,9 @@ class KeepAlive:
         the caps the one before spent). Returns how many were sent."""
         for session in [s for s in self.sessions.values() if not s.planned and not s.stopped]:
             await self._plan(session)
+        for session in [s for s in self.sessions.values() if s.touched_since and s.planned and not s.stopped]:
+            session.touched_since = False
+            self._schedule(session, self.clock())     # a request restarted its TTL: when is it due now?
         now = self.clock()
         due = sorted((s for s in self.sessions.values() if s.due is not None and s.due <= now and not s.stopped),
                      key=lambda s: s.due or 0)
@@ -295,6 +357,9 @@ class KeepAlive:
         """Build the session's refresh (and upgrade) from its latest request (off the event loop: the body may be
         large)."""
         sent = await asyncio.to_thread(json.loads, session.body)
+        if session.level == "static":
+            sent = await asyncio.to_thread(through, session.planner, sent, session.mark, session.model)
+            session.cached_tokens = await asyncio.to_thread(_tokens_through, session, sent)
         refresh = await asyncio.to_thread(refresh_body, session.planner, sent, session.model, session.ttl_s,
                                           self.proxy.catalog)
         reply, session.reply = session.reply, None
@@ -333,7 +398,8 @@ class KeepAlive:
         def decide(ttl_s: float, cost: Decimal) -> KeepAliveDecision:
             """Refreshing at `cost` each, every `ttl_s`, against letting the entry expire."""
             # Whether a session comes back after a break depends on how long it has gone on (as in trace mode).
-            model = self.gaps.model(session.gap_route, "").given(turn_context(session.turns), now=now)
+            model = (self.gaps.model(session.gap_route, "static") if session.level == "static" else
+                     self.gaps.model(session.gap_route, "").given(turn_context(session.turns), now=now))
             return keepalive(model, now - session.last_request,
                              session.touched + session.ttl_s - now, ttl_s,
                              float(tokens * p.write_price(session.ttl) / MTOK), float(tokens * p.cache_read / MTOK),
@@ -348,6 +414,8 @@ class KeepAlive:
         session.reason = decision.reason
         if decision.refresh and decision.at is not None:
             session.due = session.last_request + decision.at
+        elif session.level == "static":
+            session.due = None      # kept, planned, until a request touches it and asks again (`touched_since`)
         else:
             # Until its next request (which asks again): a refresh does not pay, or nothing on the route repeats.
             self._stop(session, decision.reason, count=False)
@@ -412,12 +480,21 @@ class KeepAlive:
         session.refreshes += 1
         if self.sessions.get(session.slot) is not session:
             return 1        # a request continued the session while its refresh was out: that request rules now
-        if usage.cache_read < session.cached_tokens:
+        # A static prefix's size is our estimate until a refresh reads it: there, writing anything is the sign.
+        evicted = usage.cache_write > 0 if session.level == "static" else usage.cache_read < session.cached_tokens
+        if evicted:
             # The provider dropped the prefix before its TTL (its cache is best effort): this refresh wrote it
             # again, and refreshing on would buy nothing the session can count on.
             self._stop(session, "early eviction")
             return 1
         session.touched = now
+        if session.level == "static":
+            session.cached_tokens = usage.cache_read
+        elif not session.upgrading:
+            # A refresh of the conversation reads its static prefix's mark too (an upgrade takes that off).
+            static = self.statics.get(session.static)
+            if static is not None and self.sessions.get(static.slot) is static and not static.stopped:
+                static.touched, static.touched_since = now, True
         if session.upgrading:
             await self._upgraded(session, usage)
         self._schedule(session, now)
@@ -511,7 +588,8 @@ class KeepAlive:
         note = cost_note(usage, cost, f"{session.rows}/{upstream.base_model(session.model)}") if usage is not None else None
         expected = session.cached_tokens
         read = usage.cache_read if usage is not None else 0
-        what = f"upgrade to {session.upgrade_ttl} through the answer" if session.upgrading else "refresh"
+        what = (f"upgrade to {session.upgrade_ttl} through the answer" if session.upgrading else
+                "refresh of the static prefix" if session.level == "static" else "refresh")
         explanation = [f"keepalive: {what} {session.refreshes + 1} of session {session.ident}; expected to read "
                        f"{expected} cached tokens, read {read}", f"keepalive: {session.reason}", *([note] if note else [])]
         key = session.key
@@ -524,6 +602,14 @@ class KeepAlive:
         self.proxy.ledger.append(rec)
         self.proxy.metrics.observe(rec)     # spend and tokens, as on the dashboard (not a caller's latency)
         return rec
+
+
+def _tokens_through(session: Session, body: dict) -> int:
+    """Our estimate of a static session's prefix: the tokens of its blocks through its checkpoint (the provider's
+    own count replaces it once a refresh has read the entry)."""
+    conv = request_dialect(session.planner, body).parse_request(body, model=session.model)
+    encoding = tokens.encoding_for(session.planner, session.model)
+    return sum(tokens.block_tokens(block, encoding) for block in conv.blocks()[:session.mark + 1])
 
 
 def ttl_in_force(prep: Prepared) -> str | None:

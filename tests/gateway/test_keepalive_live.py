@@ -50,7 +50,7 @@ ADMIN = "keepalive-admin-token-0123456789"
 REPLY_S = 60                    # how long a session's user takes to reply, between its idle gaps
 
 KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted", "chat", "edited",
-                                                                      "static", "slow")}
+                                                                      "static", "slow", "lobby")}
 
 
 def policy(tmp: Path) -> Path:
@@ -68,7 +68,8 @@ def policy(tmp: Path) -> Path:
                    route("capped", {"mode": "on", "route_usd": 1, "key_usd": 0.001, "period": "day", "upgrade": False})],
         "keys": [{"name": name, "key_env": f"KA_KEY_{name.upper()}", "tenant": name, "routes": [name]} for name in KEYS],
     }
-    doc["routes"] += [route("budgeted", on), route("static", on), route("slow", "off")]
+    doc["routes"] += [route("budgeted", on), route("static", on), route("slow", "off"),
+                      route("lobby", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"})]
     # Two requests that write the prefix (~$0.01 each) spend it: nothing is left for a refresh.
     next(k for k in doc["keys"] if k["name"] == "budgeted")["budget"] = {"usd": 0.019, "period": "day"}
     path = tmp / "policy.yaml"
@@ -222,6 +223,33 @@ def test_the_planner_learns_gaps_on_the_gateway_clock(stack: Stack) -> None:
     stack.advance(20 * 60)
     after = turn(client, "slow", "slow-1", history, section_2("slow-1"))
     assert after.usage.cache_creation.ephemeral_1h_input_tokens > 3000
+
+
+def test_a_quiet_routes_system_prompt_is_kept_for_the_next_session(stack: Stack) -> None:
+    """The static prefix's entry on its own serves the sessions that start: on a route whose one-question sessions
+    start every 20-30 minutes, the system prompt (written for an hour) is refreshed before it expires once the route
+    goes quiet, and the next session, 100 minutes after the last, reads it. Its refresh is billed like any; the
+    session that reads it is credited with the write it did not pay (at the 1-hour write price)."""
+    client = stack.client("lobby")
+    prompt = contract("lobby system prompt")
+    asked = []
+    for gap, question in ((0, "Is clause 3 fair?"), (20 * 60, "Who signs it?"), (30 * 60, "When does it end?")):
+        stack.advance(gap)
+        asked.append(client.messages.create(model="lobby-sonnet", max_tokens=50, system=prompt,
+                                            messages=[{"role": "user", "content": question}]))
+    system = asked[-1].usage.cache_read_input_tokens          # the later sessions read the system prompt
+    assert system > 3000 and asked[0].usage.cache_creation.ephemeral_1h_input_tokens >= system
+    assert stack.refreshes("lobby") == []                     # each session came within the hour
+    stack.advance(3600 - 25)     # the route has been quiet for an hour: 25 s before the entry expires
+    [refresh] = stack.wait_refreshes("lobby", 1)
+    assert refresh["cache_read"] == system and sum(refresh["cache_writes"].values()) == 0 and refresh["output"] == 0
+    assert "refresh of the static prefix" in refresh["explanation"][0]
+    assert Decimal(refresh["cost_usd"]) == (system * READ + refresh["uncached_input"] * INPUT) / 1_000_000
+    stack.advance(40 * 60)       # past the hour the last session's write bought, within the refresh's
+    after = client.messages.create(model="lobby-sonnet", max_tokens=50, system=prompt,
+                                   messages=[{"role": "user", "content": "Can it be renewed?"}])
+    assert after.usage.cache_read_input_tokens == system
+    assert Decimal(stack.requests("lobby")[-1]["keepalive_saved_usd"]) == system * (WRITE_1H - READ) / 1_000_000
 
 
 def test_without_keepalive_the_request_after_the_gap_writes_again(stack: Stack) -> None:
