@@ -61,6 +61,7 @@ from prefixgate.ir import Conversation
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import Catalog
 
+STATIC_ROLES = (*SYSTEM_ROLES, "tools", "schema")   # the segments of the static prefix
 RESPONSES_MIN_OUTPUT = 16   # Responses rejects max_output_tokens below 16
 FILLER = "."                # the user turn a refresh needs when only the system prompt and tools are cached
 FILLER_TOKENS = 4           # the filler turn's input tokens with its turn's framing, about (for pricing ahead)
@@ -96,15 +97,26 @@ def refresh_body(provider: str, body: dict, model: str | None = None, ttl_s: flo
 
 def conversation_start(conv: Conversation) -> int:
     """The block index where the conversation starts: the blocks before it (tools, system) are the static prefix."""
-    roles = [seg.role for seg in conv.segments for _ in seg.blocks]
-    return next((i for i, role in enumerate(roles) if role not in (*SYSTEM_ROLES, "tools", "schema")), len(roles))
+    start = 0
+    for seg in conv.segments:     # the static segments lead, so this stops at the first turn (an agent has 1000s)
+        if seg.blocks and seg.role not in STATIC_ROLES:
+            break
+        start += len(seg.blocks)
+    return start
 
 
 def static_mark(conv: Conversation) -> int | None:
     """The block index of the static prefix's deepest checkpoint, or None. Its entry on its own serves a session
     that starts."""
-    marks = [i for i, block in enumerate(conv.blocks()[:conversation_start(conv)]) if block.checkpoint is not None]
-    return marks[-1] if marks else None
+    index, found = 0, None
+    for seg in conv.segments:
+        if seg.blocks and seg.role not in STATIC_ROLES:
+            break
+        for block in seg.blocks:
+            if block.checkpoint is not None:
+                found = index
+            index += 1
+    return found
 
 
 def through(provider: str, body: dict, index: int, model: str | None = None) -> dict:

@@ -9,10 +9,17 @@ from decimal import Decimal
 
 from click.testing import CliRunner
 
-from prefixgate.cache_planner.keepalive import refresh_body, refresh_cost
+from prefixgate.cache_planner.keepalive import (
+    conversation_start,
+    refresh_body,
+    refresh_cost,
+    static_mark,
+    through,
+)
 from prefixgate.cache_planner.trace import plan_trace
 from prefixgate.cli import main
 from prefixgate.cost import Price
+from prefixgate.dialects import request_dialect
 from prefixgate.providers.trace import TraceRecord, parse_record
 from prefixgate.simulation.replay import passthrough, replay
 from prefixgate.simulation.simulator import Simulator
@@ -52,6 +59,22 @@ def test_a_refresh_of_the_system_prompt_alone_sends_a_one_character_turn():
     refresh = refresh_body("anthropic", body)
     assert refresh.body["messages"] == [{"role": "user", "content": "."}]
     Simulator().respond("anthropic", refresh.body, now=0)
+
+
+def test_the_static_prefix_is_kept_by_a_refresh_cut_at_its_own_mark():
+    """The system prompt's checkpoint is the static prefix's (before the first turn); the body cut there keeps the
+    system prompt's mark and takes the conversation's off, so its refresh is the system prompt and a filler turn."""
+    body = claude_body()
+    conv = request_dialect("anthropic", body).parse_request(body, model=MODEL)
+    assert conversation_start(conv) == 1 and static_mark(conv) == 0      # block 0: the system prompt
+    cut = through("anthropic", body, 0, model=MODEL)
+    assert cut["system"] == body["system"] and all("cache_control" not in block for m in cut["messages"]
+                                                   for block in m["content"] if isinstance(block, dict))
+    assert body["messages"][0]["content"][0]["cache_control"] == EPHEMERAL        # the caller's body untouched
+    refresh = refresh_body("anthropic", cut)
+    assert refresh is not None and refresh.body["messages"] == [{"role": "user", "content": "."}]
+    unmarked = {**body, "system": SYSTEM}
+    assert static_mark(request_dialect("anthropic", unmarked).parse_request(unmarked, model=MODEL)) is None
 
 
 def test_what_salts_the_cache_stays_and_asks_for_the_least_output_instead_of_a_prewarm():
