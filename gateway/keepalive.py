@@ -78,6 +78,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("prefixgate.keepalive")
 
 KIND = "keepalive"
+# A static prefix's session stopped for this stays stopped (nothing a refresh could keep: planning it again on each
+# request would only cost); after any other stop, the next request that touches the prefix starts it again.
+FOR_GOOD = ("no refresh",)
 # Sessions hold the body a refresh re-sends: past this many bytes of them, the least recently active go first.
 MAX_BODY_BYTES = 64 << 20
 MAX_SESSIONS = 20_000
@@ -266,6 +269,8 @@ class KeepAlive:
                 and now - found.last_request > ttl_seconds(found.written_ttl):
             self._credit(found, rec, min(rec.usage.cache_read, found.cached_tokens), now)
         ttl = conv.blocks()[index].checkpoint.ttl or "5m"  # type: ignore[union-attr]
+        if found is not None and self.sessions.get(found.slot) is found and found.stopped in FOR_GOOD:
+            return
         if found is not None and self.sessions.get(found.slot) is found and not found.stopped and found.ttl == ttl:
             # The same entry: this request read it (or wrote it again, with the same TTL), and restarted its TTL.
             found.touched = found.last_request = now
