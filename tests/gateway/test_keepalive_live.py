@@ -477,6 +477,26 @@ def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                                   reason="key cap") == 1
 
 
+def test_a_conversations_re_read_restarts_its_static_prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh of a conversation re-sends its system prompt's mark too: that hit restarts the static prefix's
+    entry, so the static prefix's own keep-alive counts from it and does not re-read it on the side. (The upgrade is
+    refused here, so the conversation is kept by re-reading.)"""
+    with open_gateway(tmp_path, monkeypatch, refusing_upgrades) as open_stack:
+        client, history = anthropic.Anthropic(base_url=open_stack.gw, api_key="sk-ant-caller-0123456789", max_retries=0), []
+        asked = {"model": "open-sonnet", "max_tokens": 50, "system": contract("open system prompt")}
+        for text in ("Review section 1.", section_2("static-touch")):
+            history.append({"role": "user", "content": text})
+            answer = client.messages.create(**asked, messages=history)
+            history.append({"role": "assistant", "content": answer.content[0].text})
+            open_stack.advance(REPLY_S)
+        open_stack.advance(280 - REPLY_S)
+        refused, kept = open_stack.wait_refreshes("open", 2)
+        assert kept["status"] == 200 and kept["cache_writes"] == {}
+        [static] = open_stack.app.state.proxy.keepalive.statics.values()
+        assert static.touched - static.last_request >= 270       # restarted by the re-read, not by a request
+        assert all("static prefix" not in r["explanation"][0] for r in open_stack.refreshes("open"))
+
+
 def test_gateways_sharing_redis_share_the_caps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
     """Two gateways (replicas, each with its own ledger) on one real Redis count the same key's keep-alive spend:
     the cap with room for one refresh lets the first replica's through and stops the second's. Each refresh is
