@@ -50,6 +50,7 @@ from prometheus_client import Counter
 
 from prefixgate import tokens
 from prefixgate.cache_planner.keepalive import (
+    STATIC_ROLES,
     refresh_body,
     refresh_cost,
     static_mark,
@@ -260,6 +261,9 @@ class KeepAlive:
         if index is None:
             return
         key, now = keys[index], session.last_request
+        if all(conv.segments[si].role in STATIC_ROLES for si, _, _ in conv.checkpoints()):
+            # Nothing of the conversation is marked: its entry is the static prefix's, kept below, not twice.
+            session.stopped = session.stopped or "static prefix only"
         self.gaps.observe(session.gap_route, "static", key, now, returned=not continued)
         credential = hashlib.sha256(session.credential.encode()).hexdigest()[:16] if session.credential else ""
         where = (session.group[0], session.route.name, credential, key)
