@@ -283,7 +283,7 @@ class KeepAlive:
             return
         if found is not None:
             self._drop(found)
-        static = Session(f"static-{key[:16]}", session.group, session.key, session.route, session.dialect, key,
+        static = Session(f"static-{credential[:8]}-{key[:16]}", session.group, session.key, session.route, session.dialect, key,
                          session.upstream, session.wire, session.planner, session.rows, session.model,
                          session.credential, session.headers, session.prefix_hash, prep.body, 0, ttl, session.price,
                          now, now, written_ttl=ttl, level="static", mark=index, static=where)
@@ -305,12 +305,13 @@ class KeepAlive:
             self._drop(next(iter(self.sessions.values())))
 
     def _drop(self, session: Session) -> None:
-        if self.sessions.pop(session.slot, None) is session:
+        if self.statics.get(session.static) is session:
+            del self.statics[session.static]
+        if self.sessions.get(session.slot) is session:     # never another session that took its slot
+            del self.sessions[session.slot]
             self.body_bytes -= len(session.body) + len(session.upgrade)
             if self.anchors.get((session.group, session.anchor)) is session:
                 del self.anchors[(session.group, session.anchor)]
-            if session.level == "static" and self.statics.get(session.static) is session:
-                del self.statics[session.static]
 
     def _credit(self, session: Session, rec: LedgerRecord, kept: int, now: float) -> None:
         """`kept` tokens read that the cache would have lost without the session's refreshes: what reading them

@@ -497,6 +497,25 @@ def test_a_conversations_re_read_restarts_its_static_prefix(tmp_path: Path, monk
         assert all("static prefix" not in r["explanation"][0] for r in open_stack.refreshes("open"))
 
 
+def test_each_callers_own_key_keeps_its_own_copy_of_the_system_prompt(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an open gateway each caller's own provider key has its own cache (the mock, like the providers, keeps one
+    per key): the same system prompt is two entries, and a quiet route keeps each with its own key's refresh."""
+    with open_gateway(tmp_path, monkeypatch) as open_stack:
+        prompt = contract("shared system prompt")
+        clients = [anthropic.Anthropic(base_url=open_stack.gw, api_key=f"sk-ant-caller-{c}-0123456789", max_retries=0)
+                   for c in "ab"]
+        for gap, question in ((0, "Is clause 3 fair?"), (20 * 60, "Who signs it?"), (30 * 60, "When does it end?")):
+            open_stack.advance(gap)
+            read = [client.messages.create(model="open-sonnet", max_tokens=50, system=prompt,
+                                           messages=[{"role": "user", "content": question}]).usage.cache_read_input_tokens
+                    for client in clients]
+        open_stack.advance(3600 - 25)
+        refreshes = open_stack.wait_refreshes("open", 2)
+        assert len(refreshes) == 2 and all("refresh of the static prefix" in r["explanation"][0] for r in refreshes)
+        assert [r["cache_read"] for r in refreshes] == read == [read[0]] * 2 and read[0] > 3000
+
+
 def test_gateways_sharing_redis_share_the_caps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
     """Two gateways (replicas, each with its own ledger) on one real Redis count the same key's keep-alive spend:
     the cap with room for one refresh lets the first replica's through and stops the second's. Each refresh is
