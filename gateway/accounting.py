@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from prefixgate.cache_planner.detectors import volatile_spans
+from prefixgate.compact_json import compact
 from prefixgate.cost import Cost, Price, cost_note, ledger_fields, price_usage
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.logs import log_request
@@ -89,6 +90,7 @@ class Accounting:
             provider_miss_reason=call.provider_verdict.reason if call.provider_verdict else "",
             provider_missed_tokens=call.provider_verdict.missed_tokens if call.provider_verdict else None,
             body=prep.trace_body if prep else "",
+            response=compact(call.reply) if prep and prep.trace_body and call.reply else "",
             cache_key_mode=prep.plan.cache_key_mode if prep else "", prompt_cache_key=prep.plan.cache_key if prep else "",
             segments=prefix_shape(prep.plan.conversation if prep else call.conv,
                                   prep.planner if prep else call.wire.planner_provider, volatile_spans),

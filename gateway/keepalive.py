@@ -159,6 +159,12 @@ def upgrades(route: Route, wire: WireFormat) -> bool:
     return route.keepalive.on and route.keepalive.upgrade and wire.resends_replies
 
 
+def collects_replies(route: Route, wire: WireFormat, keeps_body: bool) -> bool:
+    """Whether a request's answer is collected (`call.reply`): for keep-alive's upgrade through it, or for the
+    ledger with the request's body (`LedgerRecord.response`: an exported trace can then be planned with upgrades)."""
+    return upgrades(route, wire) or (keeps_body and wire.resends_replies)
+
+
 @dataclass(frozen=True)
 class Cap:
     counter: str            # its counter in the gateway's counter store (shared through Redis)

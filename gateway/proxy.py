@@ -41,7 +41,7 @@ from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.explicit_caches import ExplicitCaches
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tenant_salt, tenant_tag
-from prefixgate.gateway.keepalive import KeepAlive, upgrades
+from prefixgate.gateway.keepalive import KeepAlive, collects_replies, upgrades
 from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.metrics import Metrics
@@ -480,7 +480,7 @@ class Proxy:
             content = compact_bytes(translate_reply(data, prep.wire, call.wire, call.conv.model or prep.model))
         if call.response_cache is not None and call.response_cache.collects:
             call.response_cache.answer.whole(prep.wire.read_reply(data), content, prep.wire)
-        if upgrades(call.route, prep.wire):
+        if collects_replies(call.route, prep.wire, bool(prep.trace_body)):
             reply = prep.wire.reply_collector()
             reply.whole(data)
             call.reply = reply.content()

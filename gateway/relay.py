@@ -27,7 +27,7 @@ from prefixgate.gateway.accounting import CLIENT_CLOSED, Accounting
 from prefixgate.gateway.diagnostics import ProviderDiagnostics
 from prefixgate.gateway.estimate import cut_usage
 from prefixgate.gateway.in_flight import Slot
-from prefixgate.gateway.keepalive import upgrades
+from prefixgate.gateway.keepalive import collects_replies
 from prefixgate.gateway.response_cache import HEADER as RESPONSE_CACHE_HEADER
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 from prefixgate.usage import Usage
@@ -74,8 +74,9 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
     writer = None if same else call.wire.stream_writer(call.conv.model or prep.model, call.include_usage)
     # The response cache keeps the answer as neutral deltas: every event is read, not only those with usage.
     kept = call.response_cache.answer if call.response_cache is not None and call.response_cache.collects else None
-    # Keep-alive may re-send a Claude chat's answer to keep the session cached through a break (gateway/keepalive.py).
-    reply = target.reply_collector() if upgrades(call.route, target) else None
+    # Keep-alive may re-send a Claude chat's answer to keep the session cached through a break (gateway/keepalive.py);
+    # a ledger that keeps the body keeps the answer too.
+    reply = target.reply_collector() if collects_replies(call.route, target, bool(prep.trace_body)) else None
     state: dict = {"rec": None, "began": False}
 
     async def let_go() -> None:

@@ -81,6 +81,9 @@ class LedgerRecord:
     # The request as the application sent it (target dialect, before planning), kept only with the
     # `ledger_bodies` setting: what `prefixgate ledger export --trace` replays.
     body: str = ""
+    # With the body, where its wire format resends answers (Anthropic Messages): the answer's text blocks (JSON),
+    # so that `plan --keepalive` on the exported trace can upgrade through them as the live gateway does.
+    response: str = ""
     # What the route's response cache did (hit, miss, shadow-hit, bypass; "" where it is off), and on a hit the
     # cost of the stored answer, not spent again: kept apart from prompt-cache savings.
     response_cache: str = ""
@@ -361,6 +364,8 @@ def export_trace(path: str, out: str) -> tuple[int, int]:
                 continue
             line = {"t": rec["ts"], "provider": TRACE_PROVIDERS[rec["provider"]], "model": rec["model"], "route": rec["route"] or "default",
                     "tenant": rec["tenant"] or "default", "output_tokens": rec["output"], "body": json.loads(rec["body"])}
+            if rec.get("response"):
+                line["response"] = {"type": "message", "role": "assistant", "content": json.loads(rec["response"])}
             f.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
             written += 1
     return written, skipped
