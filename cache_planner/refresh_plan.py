@@ -270,6 +270,7 @@ class RefreshPlanner:
         self._touch(upgraded, at, ttl_seconds(long))
         return line
 
+
 def _through(entry: Entry) -> dict:
     """The request body cut to what keeps `entry`: its checkpoints after the entry's block are taken off, so the
     refresh stops at it (`keepalive.refresh_body` cuts after the last checkpoint)."""
