@@ -355,10 +355,14 @@ TRACE_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai_respons
 
 def export_trace(path: str, out: str) -> tuple[int, int]:
     """Write the ledger's recorded requests as a replay trace (`prefixgate replay` reads it).
-    Returns (lines written, records skipped: no body kept, a failed request, or a self-hosted target)."""
+    Returns (lines written, records skipped: no body kept, a failed request, or a self-hosted target). The
+    gateway's own requests (keep-alive refreshes, explicit caches' upkeep) are not the application's: neither
+    written nor counted (`prefixgate plan --keepalive` plans its own refreshes)."""
     written = skipped = 0
     with open(out, "w", encoding="utf-8") as f:
         for rec in read_records(path):
+            if rec.get("kind"):
+                continue
             if not rec.get("body") or rec["provider"] not in TRACE_PROVIDERS or failed(rec["status"]):
                 skipped += 1
                 continue

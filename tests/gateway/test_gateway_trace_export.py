@@ -51,6 +51,8 @@ def test_export_skips_records_without_bodies(tmp_path):
     path = str(tmp_path / "l.sqlite")
     ledger = Ledger(path)
     ledger.append(LedgerRecord(id="a", ts=time.time(), provider="anthropic", model="claude-sonnet-4-6"))
+    # A keep-alive refresh is the gateway's own request, not the application's: not exported, not "skipped".
+    ledger.append(LedgerRecord(id="k", ts=time.time(), provider="anthropic", model="claude-sonnet-5-5", kind="keepalive"))
     ledger.close()
     result = CliRunner().invoke(main, ["ledger", "export", "--trace", str(tmp_path / "t.jsonl"), "--ledger", path])
     assert result.exit_code == 0 and "skipped 1" in result.output
