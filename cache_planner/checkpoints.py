@@ -21,7 +21,7 @@ from prefixgate.cache_planner.caller_markers import CallerCheckpoints, caller_ma
 from prefixgate.cache_planner.carried import per_block
 from prefixgate.cache_planner.economics import Choice, choose_growing_ttl, choose_ttl, split_conversation
 from prefixgate.cache_planner.reuse import ReuseStats, SessionGaps, SessionReturns
-from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, SYSTEM_ROLES
+from prefixgate.cache_planner.rewrite import DOCUMENT_MIN_CHARS, conversation_start
 from prefixgate.cache_planner.stability import RouteState
 from prefixgate.cache_planner.target import Target
 from prefixgate.cost import Price
@@ -146,7 +146,7 @@ def _own(flat: list[tuple[Segment, Block]], index: int) -> Block:
 
 def _candidates(conv: Conversation, target: Target, flat: list, cumulative: list[int], contents: list[str]
                 ) -> list[Candidate]:
-    leading = _leading(conv)
+    leading = conversation_start(conv)
 
     def flags(markable_at: list[bool], start: int) -> None:
         markable_at.extend(markable(target, seg, block) for seg, block in flat[start:])
@@ -172,23 +172,13 @@ def _candidates(conv: Conversation, target: Target, flat: list, cumulative: list
     return out
 
 
-def _leading(conv: Conversation) -> int:
-    """How many blocks the static prefix (tools, system) has."""
-    leading = 0
-    for seg in conv.segments:
-        if seg.role not in (*SYSTEM_ROLES, "tools", "schema"):
-            break
-        leading += len(seg.blocks)
-    return leading
-
-
 def _held(conv: Conversation, route: RouteState, keys: list[str], cands: list[Candidate], cumulative: list[int],
           now: float) -> list[Candidate]:
     """The session's latest hour-long entry before the conversation's end, marked again to keep it alive (`held`)."""
     end = next((c for c in cands if c.level == "conversation"), None)
     if end is None or not route.held.entries:
         return []
-    found = route.held.latest(keys, _leading(conv), end.index, now)
+    found = route.held.latest(keys, conversation_start(conv), end.index, now)
     if found is None:
         return []
     index, ttl = found

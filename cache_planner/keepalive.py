@@ -40,8 +40,7 @@ Public API (stable):
     upgrade_body(provider, body, reply, ttl="1h") -> Refresh | None
     upgrade_cost(upgrade, price, cached_tokens, reply_tokens, short, long) -> (bill, net)   (USD)
     reply_content(provider, response) -> list | None
-    conversation_start(conv) -> int; static_mark(conv) -> int | None   (block indexes: the static prefix's end, and
-                                                                          its deepest checkpoint)
+    static_mark(conv) -> (block index, Checkpoint) | None   (the static prefix's deepest checkpoint)
     through(provider, body, index, model=None) -> dict   (the body with its checkpoints after that block taken off)
 """
 
@@ -53,15 +52,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
+from prefixgate.cache_planner.rewrite import STATIC_ROLES
 from prefixgate.cost import MTOK, Price
 from prefixgate.dialects import request_dialect
 from prefixgate.dialects.anthropic import reply_blocks
-from prefixgate.ir import Conversation
+from prefixgate.ir import Checkpoint, Conversation
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import Catalog
 
-STATIC_ROLES = (*SYSTEM_ROLES, "tools", "schema")   # the segments of the static prefix
 RESPONSES_MIN_OUTPUT = 16   # Responses rejects max_output_tokens below 16
 FILLER = "."                # the user turn a refresh needs when only the system prompt and tools are cached
 FILLER_TOKENS = 4           # the filler turn's input tokens with its turn's framing, about (for pricing ahead)
@@ -95,26 +93,16 @@ def refresh_body(provider: str, body: dict, model: str | None = None, ttl_s: flo
     return None
 
 
-def conversation_start(conv: Conversation) -> int:
-    """The block index where the conversation starts: the blocks before it (tools, system) are the static prefix."""
-    start = 0
-    for seg in conv.segments:     # the static segments lead, so this stops at the first turn (an agent has 1000s)
-        if seg.blocks and seg.role not in STATIC_ROLES:
-            break
-        start += len(seg.blocks)
-    return start
-
-
-def static_mark(conv: Conversation) -> int | None:
-    """The block index of the static prefix's deepest checkpoint, or None. Its entry on its own serves a session
-    that starts."""
+def static_mark(conv: Conversation) -> tuple[int, Checkpoint] | None:
+    """The static prefix's deepest checkpoint (its block index, and itself), or None. Its entry on its own serves
+    a session that starts. Reads only the leading static segments (`rewrite.conversation_start`'s)."""
     index, found = 0, None
     for seg in conv.segments:
-        if seg.blocks and seg.role not in STATIC_ROLES:
+        if seg.role not in STATIC_ROLES:
             break
         for block in seg.blocks:
             if block.checkpoint is not None:
-                found = index
+                found = (index, block.checkpoint)
             index += 1
     return found
 

@@ -26,7 +26,6 @@ from typing import Any
 from prefixgate import tokens
 from prefixgate.cache_planner.keepalive import (
     Refresh,
-    conversation_start,
     refresh_body,
     refresh_cost,
     reply_content,
@@ -44,6 +43,7 @@ from prefixgate.cache_planner.lifetime import (
     keepalive,
     turn_context,
 )
+from prefixgate.cache_planner.rewrite import conversation_start
 from prefixgate.dialects import request_dialect
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation, ttl_seconds

@@ -23,9 +23,22 @@ from prefixgate.reuse import memo, weigh
 
 CONTEXT_LABEL = "Context:\n"
 SYSTEM_ROLES = ("system", "developer")
+STATIC_ROLES = (*SYSTEM_ROLES, "tools", "schema")   # the segments of the static prefix, which lead
 # A block counts as a document when it is at least this long and this many times the rest of its message.
 DOCUMENT_MIN_CHARS = 1000
 DOCUMENT_RATIO = 4
+
+
+def conversation_start(conv: Conversation) -> int:
+    """The block index where the conversation starts: the blocks of the leading static segments (tools, system)
+    come before it. It stops at the first other segment, so it reads only the static prefix (an agent's request
+    has thousands of blocks after it)."""
+    start = 0
+    for seg in conv.segments:
+        if seg.role not in STATIC_ROLES:
+            break
+        start += len(seg.blocks)
+    return start
 
 
 def system_segments(conv: Conversation) -> list[Segment]:

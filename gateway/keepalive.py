@@ -50,7 +50,6 @@ from prometheus_client import Counter
 
 from prefixgate import tokens
 from prefixgate.cache_planner.keepalive import (
-    STATIC_ROLES,
     refresh_body,
     refresh_cost,
     static_mark,
@@ -67,6 +66,7 @@ from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.upstream import UpstreamFailure
+from prefixgate.ir import Conversation
 from prefixgate.ledger import LedgerRecord
 from prefixgate.policies.limits import nanodollars
 from prefixgate.policies.schema import PERIODS, CallerKey, Route, Upstream
@@ -240,7 +240,8 @@ class KeepAlive:
         ident = earlier.ident if earlier is not None else uuid.uuid4().hex[:16]
         turns = earlier.turns + 1 if earlier is not None else 1
         self.gaps.observe(gap_route, "", ident, now, context=turn_context(turns))
-        cached, ttl = usage.cache_read + usage.cache_write, ttl_in_force(prep)
+        marks = prep.plan.conversation.checkpoints()
+        cached, ttl = usage.cache_read + usage.cache_write, ttl_in_force(prep.plan.conversation, marks)
         price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
         session = Session(ident, group, call.caller.key, call.route, call.dialect, keys[-1], prep.upstream, prep.wire,
                           prep.planner, prep.price_rows, prep.model, prep.key, self.proxy._headers(call, prep), prep.plan.prefix_hash, prep.body,
@@ -253,22 +254,24 @@ class KeepAlive:
         elif not cached or ttl is None or price is None:
             session.stopped = "nothing cached" if not cached or ttl is None else "unpriced"
         if price is not None:
-            self._observe_static(session, prep, keys, earlier is not None, rec)
+            self._observe_static(session, prep, keys, marks, earlier is not None, rec)
         self._keep(session)
         self._start()
 
-    def _observe_static(self, session: Session, prep: Prepared, keys: list[str], continued: bool,
+    def _observe_static(self, session: Session, prep: Prepared, keys: list[str], marks: list, continued: bool,
                         rec: LedgerRecord) -> None:
         """The static prefix's entry on its own (as in trace mode): every request of the route touches it, and it
         serves the sessions that start, so a request that starts one is its return and one that continues a
         session ends its idle time censored. While the route is quiet, its own refreshes keep it."""
         conv = prep.plan.conversation
-        index = static_mark(conv)
-        if index is None:
+        deepest = static_mark(conv)
+        if deepest is None:
             return
+        index, mark = deepest
         key, now = keys[index], session.last_request
-        if all(conv.segments[si].role in STATIC_ROLES for si, _, _ in conv.checkpoints()):
-            # Nothing of the conversation is marked: its entry is the static prefix's, kept below, not twice.
+        if marks[-1][2] is mark:
+            # Nothing of the conversation is marked (the deepest mark is the static prefix's): its entry is the
+            # static prefix's, kept below, not twice.
             session.stopped = session.stopped or "static prefix only"
         self.gaps.observe(session.gap_route, "static", key, now, returned=not continued)
         credential = hashlib.sha256(session.credential.encode()).hexdigest()[:16] if session.credential else ""
@@ -278,7 +281,7 @@ class KeepAlive:
         if found is not None and not continued and found.refreshes and rec.usage.cache_read \
                 and now - found.last_request > ttl_seconds(found.written_ttl):
             self._credit(found, rec, min(rec.usage.cache_read, found.cached_tokens), now)
-        ttl = conv.blocks()[index].checkpoint.ttl or "5m"  # type: ignore[union-attr]
+        ttl = mark.ttl or "5m"
         if found is not None and self.sessions.get(found.slot) is found and found.stopped in FOR_GOOD:
             return
         if found is not None and self.sessions.get(found.slot) is found and not found.stopped and found.ttl == ttl:
@@ -628,11 +631,10 @@ def _tokens_through(session: Session, body: dict) -> int:
     return sum(tokens.block_tokens(block, encoding) for block in conv.blocks()[:session.mark + 1])
 
 
-def ttl_in_force(prep: Prepared) -> str | None:
-    """The lifetime of the deepest cached prefix of a planned request: its last checkpoint's, or the top-level
-    automatic marker's (Anthropic's `cache_control` on the request); None where nothing was marked."""
-    conv = prep.plan.conversation
-    marks = conv.checkpoints()
+def ttl_in_force(conv: Conversation, marks: list) -> str | None:
+    """The lifetime of the deepest cached prefix of a planned request (`conv`, its `checkpoints()`): its last
+    checkpoint's, or the top-level automatic marker's (Anthropic's `cache_control` on the request); None where
+    nothing was marked."""
     if marks:
         return marks[-1][2].ttl
     auto = conv.params.get("cache_control")

@@ -10,12 +10,12 @@ from decimal import Decimal
 from click.testing import CliRunner
 
 from prefixgate.cache_planner.keepalive import (
-    conversation_start,
     refresh_body,
     refresh_cost,
     static_mark,
     through,
 )
+from prefixgate.cache_planner.rewrite import conversation_start
 from prefixgate.cache_planner.trace import plan_trace
 from prefixgate.cli import main
 from prefixgate.cost import Price
@@ -66,7 +66,7 @@ def test_the_static_prefix_is_kept_by_a_refresh_cut_at_its_own_mark():
     system prompt's mark and takes the conversation's off, so its refresh is the system prompt and a filler turn."""
     body = claude_body()
     conv = request_dialect("anthropic", body).parse_request(body, model=MODEL)
-    assert conversation_start(conv) == 1 and static_mark(conv) == 0      # block 0: the system prompt
+    assert conversation_start(conv) == 1 and static_mark(conv) == (0, conv.blocks()[0].checkpoint)   # the system prompt
     cut = through("anthropic", body, 0, model=MODEL)
     assert cut["system"] == body["system"] and all("cache_control" not in block for m in cut["messages"]
                                                    for block in m["content"] if isinstance(block, dict))
