@@ -6,6 +6,7 @@ the prices typed below (golden values by hand). A hosted provider is never price
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, time
 from decimal import Decimal
 
 import anthropic
@@ -23,6 +24,14 @@ POLICY = "Policy clause: coverage lasts two years and excludes water damage. " *
 MTOK = Decimal(1_000_000)
 # USD per million tokens (input, cache read, output), typed from providers.toml's rows.
 DEEPSEEK_CHAT = (Decimal("0.27"), Decimal("0.07"), Decimal("1.10"))
+# DeepSeek's off-peak window, 16:30-00:30 UTC: half those prices (genai-prices' deepseek-chat time-of-day row).
+DEEPSEEK_CHAT_OFF_PEAK = (Decimal("0.135"), Decimal("0.035"), Decimal("0.55"))
+
+
+def deepseek_chat_at(ts: float) -> tuple[Decimal, Decimal, Decimal]:
+    """deepseek-chat's prices at a request's time: a test run after 16:30 UTC is billed off-peak."""
+    at = datetime.fromtimestamp(ts, UTC).time()
+    return DEEPSEEK_CHAT_OFF_PEAK if at >= time(16, 30) or at < time(0, 30) else DEEPSEEK_CHAT
 OPENROUTER_GPT_4O_MINI = (Decimal("0.15"), Decimal("0.075"), Decimal("0.60"))
 AZURE_GPT_4O = (Decimal("2.50"), Decimal("1.25"), Decimal("10"))
 
@@ -98,7 +107,7 @@ def records_of(settings, n: int) -> list[dict]:
 def test_hosted_providers_cache_and_bill_at_their_own_prices(tmp_path, mock, keys, stream):
     settings = settings_for(mock.url, tmp_path)
     policy = policy_for(settings, gateway_policy(mock.url))
-    cases = [("deepseek-chat", DEEPSEEK_CHAT, "deepseek"), ("openai/gpt-4o-mini", OPENROUTER_GPT_4O_MINI, "openrouter"),
+    cases = [("deepseek-chat", deepseek_chat_at, "deepseek"), ("openai/gpt-4o-mini", OPENROUTER_GPT_4O_MINI, "openrouter"),
              ("prod-4o", AZURE_GPT_4O, "azure")]
     usages = []
     with running_gateway(settings, policy=policy) as gw:
@@ -123,7 +132,8 @@ def test_hosted_providers_cache_and_bill_at_their_own_prices(tmp_path, mock, key
         for usage, rec in zip((first, second), records[2 * i:2 * i + 2], strict=True):
             assert rec["provider"] == provider and rec["model"] == model and rec["status"] == 200
             assert rec["cache_read"] == cached_tokens(usage)
-            assert Decimal(rec["cost_usd"]) == golden(usage, price), (model, rec)
+            at = price(rec["ts"]) if callable(price) else price
+            assert Decimal(rec["cost_usd"]) == golden(usage, at), (model, rec)
             assert not any(line.startswith("unpriced") for line in rec["explanation"])
     # DeepSeek reports hit + miss = prompt_tokens; OpenRouter its own cost, kept beside the computed one.
     ds = usages[1].model_extra
