@@ -47,6 +47,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from prefixgate import tokens
 from prefixgate.cache_planner.keepalive import (
@@ -202,6 +204,7 @@ class KeepAlive:
                                ("route",), registry=r)
         self.m_stops = Counter("prefixgate_keepalive_stops", "Sessions keep-alive stopped refreshing, by reason",
                                ("route", "reason"), registry=r)
+        r.register(_Gauges(self))
 
     # ---- the request path: sessions begin, continue and are credited here ---------------------------
 
@@ -456,32 +459,37 @@ class KeepAlive:
         if now >= session.touched + session.ttl_s:
             return self._stop(session, "expired")      # too late: it would pay a full write
         expected = session.upgrade_bill if session.upgrading else session.expected_usd
-        capped = await self._reserve(session, expected)
+        caps = self._caps(session)   # the windows of now: the reservation is settled in the same ones
+        capped = await self._reserve(caps, expected)
         if capped:
             return self._stop(session, capped)
-        key = session.key
-        try:
-            held = await self.proxy.limits.admit(key, expected) if key is not None else None
-        except RequestError:
-            await self._settle(session, expected, Decimal(0))
-            return self._stop(session, "budget")
+        key, held, cost = session.key, None, Decimal(0)
         started = time.perf_counter()
         usage, status, error = None, 200, ""
         body = session.upgrade if session.upgrading else session.body
         try:
-            resp = await self.proxy.upstream.send(session.upstream, session.wire, session.model, body, False,
-                                                  session.headers, session.credential, TIMEOUT_S)
-            conv = await asyncio.to_thread(session.wire.parse_request, body, model=session.model)
-            usage = session.wire.usage_of(json.loads(resp.body or b"{}"), conv)
-        except UpstreamFailure as f:
-            status, error = f.status or 502, f.message
-        except (ValueError, RequestError) as e:
-            status, error = 502, f"refresh answer unreadable ({type(e).__name__})"
-        rec = self._record(session, usage, status, error, time.perf_counter() - started)
-        cost = Decimal(rec.cost_usd or 0)
-        if key is not None and held is not None:
-            await self.proxy.limits.settle(key, held, usage.input_total + usage.output if usage else 0, cost)
-        await self._settle(session, expected, cost)
+            # Whatever happens from here (an answer, a failure, an unexpected error, the worker cancelled at
+            # shutdown), `finally` settles what was reserved: a cap or a budget never keeps a hold on money that
+            # was not spent.
+            try:
+                held = await self.proxy.limits.admit(key, expected) if key is not None else None
+            except RequestError:
+                return self._stop(session, "budget")
+            try:
+                resp = await self.proxy.upstream.send(session.upstream, session.wire, session.model, body, False,
+                                                      session.headers, session.credential, TIMEOUT_S)
+                conv = await asyncio.to_thread(session.wire.parse_request, body, model=session.model)
+                usage = session.wire.usage_of(json.loads(resp.body or b"{}"), conv)
+            except UpstreamFailure as f:
+                status, error = f.status or 502, f.message
+            except (ValueError, RequestError) as e:
+                status, error = 502, f"refresh answer unreadable ({type(e).__name__})"
+            rec = self._record(session, usage, status, error, time.perf_counter() - started)
+            cost = Decimal(rec.cost_usd or 0)
+        finally:
+            if key is not None and held is not None:
+                await self.proxy.limits.settle(key, held, usage.input_total + usage.output if usage else 0, cost)
+            await self._settle(caps, expected, cost)
         if usage is None:
             if session.upgrading and 400 <= status < 500:
                 # The provider refuses the upgrade's shape (a model that takes no pre-warm here, or no filler
@@ -564,12 +572,12 @@ class KeepAlive:
         return [Cap(f"keepalive:{route}:{window}", policy.route_usd, period * 2, "route cap", route, None, start),
                 Cap(f"keepalive:{route}:{key}:{window}", policy.key_usd, period * 2, "key cap", route, key, start)]
 
-    async def _reserve(self, session: Session, expected: Decimal) -> str:
+    async def _reserve(self, caps: list[Cap], expected: Decimal) -> str:
         """Add the refresh's expected cost to each cap's counter before sending it, and name the first cap that
         takes it past its limit (what was added is given back). The add is one atomic step on Redis, so gateways
         sharing it never both pass a cap with room for one refresh (a check, then a spend, would let both)."""
         amount, added = nanodollars(expected), []
-        for cap in self._caps(session):
+        for cap in caps:
             await self._restore(cap)
             total = await self.proxy.counters.add(cap.counter, amount, cap.ttl)
             added.append(cap)
@@ -589,11 +597,11 @@ class KeepAlive:
         if pico:
             await self.proxy.counters.add(cap.counter, -(-pico // 1000), cap.ttl)
 
-    async def _settle(self, session: Session, expected: Decimal, cost: Decimal) -> None:
-        """The refresh reserved `expected` on its caps and was billed `cost` (0: not sent, or failed)."""
+    async def _settle(self, caps: list[Cap], expected: Decimal, cost: Decimal) -> None:
+        """The refresh reserved `expected` on `caps` and was billed `cost` (0: not sent, or failed)."""
         delta = nanodollars(cost) - nanodollars(expected)
         if delta:
-            for cap in self._caps(session):
+            for cap in caps:
                 await self.proxy.counters.add(cap.counter, delta, cap.ttl)
 
     def _record(self, session: Session, usage: Usage | None, status: int, error: str, took_s: float) -> LedgerRecord:
@@ -621,6 +629,28 @@ class KeepAlive:
         self.proxy.ledger.append(rec)
         self.proxy.metrics.observe(rec)     # spend and tokens, as on the dashboard (not a caller's latency)
         return rec
+
+
+class _Gauges(Collector):
+    """What keep-alive holds, read at each scrape: sessions per route, level and state (`due`: a refresh is
+    scheduled; `idle`: none pays now, its next request decides again; `stopped`: for a reason in `..._stops`),
+    and the bytes of bodies they hold against the bound."""
+
+    def __init__(self, keepalive: KeepAlive) -> None:
+        self.keepalive = keepalive
+
+    def collect(self):  # noqa: ANN201 -- prometheus_client's collector protocol
+        counts: dict[tuple[str, str, str], int] = {}
+        for s in list(self.keepalive.sessions.values()):
+            state = "stopped" if s.stopped else "due" if s.due is not None else "idle"
+            counts[(s.route.name, s.level, state)] = counts.get((s.route.name, s.level, state), 0) + 1
+        sessions = GaugeMetricFamily("prefixgate_keepalive_sessions", "Sessions keep-alive holds, by state "
+                                     f"(at most {MAX_SESSIONS})", labels=("route", "level", "state"))
+        for labels, n in sorted(counts.items()):
+            sessions.add_metric(labels, n)
+        held = GaugeMetricFamily("prefixgate_keepalive_body_bytes", "Bytes of refresh bodies the sessions hold "
+                                 f"(at most {MAX_BODY_BYTES})", value=self.keepalive.body_bytes)
+        return [sessions, held]
 
 
 def _tokens_through(session: Session, body: dict) -> int:

@@ -6,8 +6,11 @@ mock is `test_keepalive_live.test_gateways_sharing_redis_share_the_caps`.)"""
 from __future__ import annotations
 
 import asyncio
+import time
 from decimal import Decimal
 from types import SimpleNamespace
+
+import pytest
 
 from prefixgate.gateway.keepalive import KeepAlive
 from prefixgate.gateway.metrics import Metrics
@@ -36,7 +39,7 @@ def session(ident: str) -> SimpleNamespace:
 def test_two_replicas_due_at_once_pass_a_cap_with_room_for_one_refresh_once(redis_url: str) -> None:
     async def both() -> list[str]:
         a, b = replica(redis_url), replica(redis_url)
-        return list(await asyncio.gather(a._reserve(session("on-a"), REFRESH), b._reserve(session("on-b"), REFRESH)))
+        return list(await asyncio.gather(a._reserve(a._caps(session("on-a")), REFRESH), b._reserve(b._caps(session("on-b")), REFRESH)))
 
     assert sorted(asyncio.run(both())) == ["", "key cap"]
 
@@ -44,11 +47,32 @@ def test_two_replicas_due_at_once_pass_a_cap_with_room_for_one_refresh_once(redi
 def test_a_refresh_not_sent_gives_its_reservation_back(redis_url: str) -> None:
     async def run() -> tuple[str, str, str]:
         a, b = replica(redis_url), replica(redis_url)
-        first = await a._reserve(session("on-a"), REFRESH)
-        await a._settle(session("on-a"), REFRESH, Decimal(0))        # refused by the key's budget, or failed
-        second = await b._reserve(session("on-b"), REFRESH)          # so the other replica's fits
-        await b._settle(session("on-b"), REFRESH, REFRESH)           # sent and billed as expected
-        third = await a._reserve(session("on-a"), REFRESH)           # a second billed refresh would pass $0.001
+        first = await a._reserve(a._caps(session("on-a")), REFRESH)
+        await a._settle(a._caps(session("on-a")), REFRESH, Decimal(0))        # refused by the key's budget, or failed
+        second = await b._reserve(b._caps(session("on-b")), REFRESH)          # so the other replica's fits
+        await b._settle(b._caps(session("on-b")), REFRESH, REFRESH)           # sent and billed as expected
+        third = await a._reserve(a._caps(session("on-a")), REFRESH)           # a second billed refresh would pass $0.001
         return first, second, third
 
     assert asyncio.run(run()) == ("", "", "key cap")
+
+
+def test_a_refresh_that_breaks_unexpectedly_gives_its_reservation_back(redis_url: str) -> None:
+    """Not an upstream failure the refresh records, but an error nobody planned for (here the transport itself
+    raising): the reservation is settled at $0 on the way out, so the cap is not held by money never spent."""
+    class Broken:
+        async def send(self, *args: object) -> None:
+            raise RuntimeError("transport broke")
+
+    async def run() -> str:
+        a, b = replica(redis_url), replica(redis_url)
+        a.proxy.upstream = Broken()
+        due = session("on-a")
+        due.__dict__.update(touched=time.time(), ttl_s=300.0, upgrading=False, expected_usd=REFRESH, key=None,
+                            upstream=None, wire=None, model="claude-sonnet-5-5", body=b"{}", headers={},
+                            credential=None)
+        with pytest.raises(RuntimeError):
+            await a._refresh(due)
+        return await b._reserve(b._caps(session("on-b")), REFRESH)  # the whole cap is free again
+
+    assert asyncio.run(run()) == ""

@@ -265,6 +265,12 @@ def test_without_keepalive_the_request_after_the_gap_writes_again(stack: Stack) 
 
 def test_keepalive_keeps_a_returning_session_warm_and_bills_its_refresh(stack: Stack) -> None:
     client, history, prefix = returning_session(stack, "agent")
+    stack.settle()
+    # /metrics shows what keep-alive holds: the conversation with its refresh scheduled, and its body's bytes.
+    text = stack.metrics()
+    assert series(text, "prefixgate_keepalive_sessions", route="agent", level="conversation") == [1.0]
+    assert series(text, "prefixgate_keepalive_sessions", route="agent", level="conversation", state="due") == [1.0]
+    assert float(re.search(r"^prefixgate_keepalive_body_bytes (\S+)$", text, re.M).group(1)) > 0
     stack.advance(280)          # the refresh is due 30 s before the 5-minute entry expires
     [refresh] = stack.wait_refreshes("agent", 1)
     assert refresh["cache_read"] == prefix and refresh["output"] == 0 and sum(refresh["cache_writes"].values()) == 0
@@ -360,6 +366,8 @@ def test_early_eviction_stops_refreshing_the_session(stack: Stack) -> None:
     stack.settle()
     assert len(stack.refreshes("evict")) == 1
     assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="evict", reason="early eviction") == 1
+    assert series(stack.metrics(), "prefixgate_keepalive_sessions", route="evict", level="conversation",
+                  state="stopped") == [1.0]
 
 
 def test_the_key_cap_stops_refreshes(stack: Stack) -> None:
