@@ -22,6 +22,7 @@ from typing import Any
 
 import anthropic
 import httpx
+import openai
 import pytest
 import yaml
 from selenium.webdriver.common.by import By
@@ -50,7 +51,7 @@ ADMIN = "keepalive-admin-token-0123456789"
 REPLY_S = 60                    # how long a session's user takes to reply, between its idle gaps
 
 KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted", "chat", "edited",
-                                                                      "static", "slow", "lobby")}
+                                                                      "static", "slow", "lobby", "translated_chat", "translated_responses")}
 
 
 def policy(tmp: Path) -> Path:
@@ -69,7 +70,9 @@ def policy(tmp: Path) -> Path:
         "keys": [{"name": name, "key_env": f"KA_KEY_{name.upper()}", "tenant": name, "routes": [name]} for name in KEYS],
     }
     doc["routes"] += [route("budgeted", on), route("static", on), route("slow", "off"),
-                      route("lobby", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"})]
+                      route("lobby", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}),
+                      route("translated_chat", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}),
+                      route("translated_responses", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"})]
     # Two requests that write the prefix (~$0.01 each) spend it: nothing is left for a refresh.
     next(k for k in doc["keys"] if k["name"] == "budgeted")["budget"] = {"usd": 0.019, "period": "day"}
     path = tmp / "policy.yaml"
@@ -322,6 +325,44 @@ def test_a_chat_whose_user_walks_away_is_upgraded_through_its_answer(stack: Stac
     assert Decimal(credited["keepalive_saved_usd"]) == (prefix + answer) * (WRITE_5M - READ) / 1_000_000
     stack.settle()
     assert len(stack.refreshes("chat")) == 1
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_an_openai_client_on_a_claude_route_is_upgraded_and_held_too(stack: Stack, api: str) -> None:
+    """The caller speaks Chat Completions or Responses, the upstream Messages: the upgrade is built from the Claude
+    answer as sent upstream, and the caller's next turn (the answer back in the caller's format, translated again)
+    must still read it, and hold it."""
+    route, tag = f"translated_{api}", f"translated-{api}-1"
+    client = openai.OpenAI(base_url=stack.gw + "/v1", api_key=KEYS[route], max_retries=0)
+    history: list[dict] = []
+
+    def ask(text: str) -> tuple[int, int]:
+        """One turn: the tokens it read from the cache and wrote to it."""
+        history.append({"role": "user", "content": text})
+        if api == "chat":
+            answer = client.chat.completions.create(model=f"{route}-sonnet", max_tokens=50,
+                                                    messages=[{"role": "system", "content": system(tag)}, *history])
+            history.append({"role": "assistant", "content": answer.choices[0].message.content})
+            details = answer.usage.prompt_tokens_details
+        else:
+            reply = client.responses.create(model=f"{route}-sonnet", max_output_tokens=50, instructions=system(tag),
+                                            input=history)
+            history.append({"role": "assistant", "content": reply.output_text})
+            details = reply.usage.input_tokens_details
+        return details.cached_tokens, details.cache_write_tokens
+
+    ask(f"{contract(tag)}\n\nReview section 1.")
+    stack.advance(REPLY_S)
+    prefix = sum(ask(section_2(tag)))
+    stack.advance(280)
+    [upgrade] = stack.wait_refreshes(route, 1)
+    answer = upgrade["cache_writes"].get("1h", 0)
+    assert upgrade["cache_read"] == prefix and set(upgrade["cache_writes"]) == {"1h"} and 0 < answer <= 50
+    stack.advance(20 * 60)
+    read, _ = ask(f"And this one? {contract(tag + ', section 3')}")
+    assert read == prefix + answer
+    assert any(line.startswith("checkpoint: held") for line in stack.requests(route)[-1]["explanation"])
+    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route=route, reason="upgrade unread") == 0
 
 
 def test_a_caller_that_sends_the_answer_back_otherwise_gets_no_more_upgrades(stack: Stack) -> None:
