@@ -120,6 +120,23 @@ def test_a_changing_suffix_gets_no_hit_without_an_explicit_breakpoint_at_the_sta
     assert usage(sim, again, 3).cache_read == ROLE + 3000
 
 
+def test_a_growing_conversation_reads_the_breakpoint_its_last_turn_wrote():
+    """The implicit breakpoint moves to each turn's newest message; the next turn's prompt still contains the last
+    turn's, and matching considers "the latest 80 breakpoints in the conversation" (the SDK's docstring), not only
+    those this request marks: the conversation is read through its last turn and only the new turn is written."""
+    sim = Simulator()
+    first = chat("gpt-6-sol", text_of(3000), " first")
+    usage(sim, first, 0)
+    grown = {**first, "messages": [*first["messages"], {"role": "assistant", "content": " ok"},
+                                   {"role": "user", "content": " second"}]}
+    through_first = ROLE + 3000 + ROLE + 1        # what the first request wrote: through its user message
+    assert usage(sim, grown, 60) == Usage(uncached_input=PRIMING, cache_read=through_first,
+                                          cache_writes={"30m": ROLE + 1 + ROLE + 1})
+    # Exact match only: a prompt that departs inside that prefix (another user turn) reads nothing of it.
+    other = {**first, "messages": [first["messages"][0], {"role": "user", "content": " third"}]}
+    assert usage(sim, other, 61).cache_read == 0
+
+
 def test_explicit_mode_without_breakpoints_caches_nothing():
     sim = Simulator()
     body = chat("gpt-6-sol", text_of(3000), prompt_cache_options={"mode": "explicit"})
