@@ -47,11 +47,13 @@ WRITE_5M = Decimal("2.50")      # USD per million tokens: Sonnet 5.5 5-minute ca
 WRITE_1H = Decimal("4")         # USD per million tokens: Sonnet 5.5 1-hour cache write
 INPUT = Decimal("2")            # USD per million tokens: Sonnet 5.5 input
 MODEL = "claude-sonnet-5-5"
+# GPT-6.2 Sol's published prices, USD per million tokens (https://developers.openai.com/api/docs/models/gpt-6.2-sol).
+GPT_INPUT, GPT_OUTPUT, GPT_READ, GPT_WRITE_30M = Decimal("2.00"), Decimal("10.00"), Decimal("0.10"), Decimal("2.50")
 ADMIN = "keepalive-admin-token-0123456789"
 REPLY_S = 60                    # how long a session's user takes to reply, between its idle gaps
 
 KEYS = {name: f"ka-{name}-key-0123456789abcdef" for name in ("agent", "evict", "plain", "capped", "oneoff", "late", "budgeted", "chat", "edited",
-                                                                      "static", "slow", "lobby", "translated_chat", "translated_responses")}
+                                                                      "static", "slow", "lobby", "translated_chat", "translated_responses", "gpt")}
 
 
 def policy(tmp: Path) -> Path:
@@ -72,7 +74,9 @@ def policy(tmp: Path) -> Path:
     doc["routes"] += [route("budgeted", on), route("static", on), route("slow", "off"),
                       route("lobby", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}),
                       route("translated_chat", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}),
-                      route("translated_responses", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"})]
+                      route("translated_responses", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}),
+                      {"name": "gpt", "models": ["gpt-route"], "targets": [{"upstream": "openai", "model": "gpt-6.2-sol"}],
+                       "keepalive": on}]
     # Two requests that write the prefix (~$0.01 each) spend it: nothing is left for a refresh.
     next(k for k in doc["keys"] if k["name"] == "budgeted")["budget"] = {"usd": 0.019, "period": "day"}
     path = tmp / "policy.yaml"
@@ -154,7 +158,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Stack:
     # Both children read the same clock file (the mock from its settings too).
     mp.setenv("PREFIXGATE_CLOCK_OFFSET_FILE", str(clock))
     env = {"PREFIXGATE_POLICY_FILE": str(policy(tmp)), "PREFIXGATE_LEDGER_PATH": str(ledger),
-           "PREFIXGATE_ADMIN_TOKEN": ADMIN, "ANTHROPIC_API_KEY": "sk-ant-gateway-own-key-000",
+           "PREFIXGATE_ADMIN_TOKEN": ADMIN, "ANTHROPIC_API_KEY": "sk-ant-gateway-own-key-000", "OPENAI_API_KEY": "sk-gateway-own-openai-000",
            **{f"KA_KEY_{n.upper()}": k for n, k in KEYS.items()}}
     try:
         with running_stack(tmp, env) as (gw, mock):
@@ -363,6 +367,34 @@ def test_an_openai_client_on_a_claude_route_is_upgraded_and_held_too(stack: Stac
     assert read == prefix + answer
     assert any(line.startswith("checkpoint: held") for line in stack.requests(route)[-1]["explanation"])
     assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route=route, reason="upgrade unread") == 0
+
+
+def test_a_gpt_route_reads_each_turn_and_is_kept_through_its_30_minute_breakpoints(stack: Stack) -> None:
+    """GPT-6.2 Sol writes cache at breakpoints that live 30 minutes (paid: 1.25x input). Its refresh is the
+    conversation through its last breakpoint with one output token (Chat Completions has no pre-warm)."""
+    client = openai.OpenAI(base_url=stack.gw + "/v1", api_key=KEYS["gpt"], max_retries=0)
+    history = [{"role": "system", "content": system("gpt-1")}]
+
+    def ask(text: str) -> openai.types.completion_usage.PromptTokensDetails:
+        history.append({"role": "user", "content": text})
+        answer = client.chat.completions.create(model="gpt-route", max_completion_tokens=50, messages=history)
+        history.append({"role": "assistant", "content": answer.choices[0].message.content})
+        return answer.usage.prompt_tokens_details
+
+    first = ask(f"{contract('gpt-1')}\n\nReview section 1.")
+    stack.advance(REPLY_S)
+    back = ask(section_2("gpt-1"))
+    assert back.cached_tokens == first.cache_write_tokens > 3000       # the reply reads the first turn
+    prefix = back.cached_tokens + back.cache_write_tokens
+    stack.advance(1775)         # 30 s before the 30-minute entry expires
+    [refresh] = stack.wait_refreshes("gpt", 1)
+    assert refresh["cache_read"] == prefix and refresh["cache_writes"] == {} and refresh["output"] <= 1
+    assert Decimal(refresh["cost_usd"]) == (prefix * GPT_READ + refresh["uncached_input"] * GPT_INPUT
+                                            + refresh["output"] * GPT_OUTPUT) / 1_000_000
+    stack.advance(600)          # 40 minutes after the reply: past its own 30 minutes, within the refresh's
+    assert ask("And section 3?").cached_tokens == prefix
+    [credited] = [r for r in stack.requests("gpt") if r["keepalive_saved_usd"]]
+    assert Decimal(credited["keepalive_saved_usd"]) == prefix * (GPT_WRITE_30M - GPT_READ) / 1_000_000
 
 
 def test_a_caller_that_sends_the_answer_back_otherwise_gets_no_more_upgrades(stack: Stack) -> None:
@@ -662,3 +694,4 @@ def test_a_refused_upgrade_falls_back_to_re_reading(tmp_path: Path, monkeypatch:
         assert kept["status"] == 200 and kept["cache_read"] == prefix and kept["cache_writes"] == {}
         assert metric(open_stack.metrics(), "prefixgate_keepalive_stops_total", route="open",
                       reason="upgrade refused") == 1
+
