@@ -19,6 +19,8 @@ OpenAI's and Gemini's implicit caches keep what was recently used). Per wire for
   contents with `generationConfig.maxOutputTokens: 1`.
 - Gemini Interactions: no refresh (an interaction cannot be sent without producing output we can bound).
 A body with nothing cached (no checkpoint on a provider that needs one) has no refresh: `refresh_body` is None.
+Where an upstream refuses a pre-warm, `prewarm=False` asks for the least output instead (`max_tokens: 1`; on
+Responses the minimum of 16): the gateway's fallback (`gateway/keepalive.py`).
 
 An *upgrade* (`upgrade_body`, Anthropic Messages only) keeps a conversation through a break its write's TTL does
 not cover. A hit restarts an entry's TTL but never lengthens it, so re-sending the same prefix marked 1h only
@@ -35,7 +37,7 @@ blocks is re-sent: a tool call needs its result next, and thinking changes what 
 
 Public API (stable):
     Refresh(kind, body, name=None, output_tokens=0, prewarm=False)
-    refresh_body(provider, body, model=None, ttl_s=3600.0, catalog=None) -> Refresh | None
+    refresh_body(provider, body, model=None, ttl_s=3600.0, catalog=None, prewarm=True) -> Refresh | None
     refresh_cost(refresh, price, cached_tokens, uncached_tokens=0, ttl_s=3600.0) -> Decimal   (USD)
     upgrade_body(provider, body, reply, ttl="1h") -> Refresh | None
     upgrade_cost(upgrade, price, cached_tokens, reply_tokens, short, long) -> (bill, net)   (USD)
@@ -76,18 +78,19 @@ class Refresh:
 
 
 def refresh_body(provider: str, body: dict, model: str | None = None, ttl_s: float = 3600.0,
-                 catalog: Catalog | None = None) -> Refresh | None:
+                 catalog: Catalog | None = None, prewarm: bool = True) -> Refresh | None:
     """The cheapest refresh of the prefix `body` cached, or None when it caches nothing a refresh could keep.
-    `model`: for providers that name it in the URL (Gemini, Bedrock); `ttl_s`: a TTL extension's new TTL."""
+    `model`: for providers that name it in the URL (Gemini, Bedrock); `ttl_s`: a TTL extension's new TTL;
+    `prewarm=False`: the least output instead of a pre-warm (where the upstream refused one)."""
     name = request_dialect(provider, body).name
     if name in ("anthropic", "bedrock_invoke", "vertex_anthropic"):
-        return _anthropic(body)
+        return _anthropic(body, prewarm)
     if name == "bedrock_converse":
         return _converse(body)
     if name == "openai":
         return _chat(body)
     if name == "responses":
-        return _responses(body, model, catalog)
+        return _responses(body, model, catalog, prewarm)
     if name in ("gemini", "vertex_gemini"):
         return _gemini(body, ttl_s)
     return None
@@ -150,7 +153,7 @@ def _has(key: str) -> Callable[[Any], bool]:
     return lambda part: isinstance(part, dict) and key in part
 
 
-def _anthropic(body: dict) -> Refresh | None:
+def _anthropic(body: dict, prewarm: bool) -> Refresh | None:
     out = copy.deepcopy(body)
     out.pop("stream", None)
     messages = out.get("messages") or []
@@ -168,22 +171,22 @@ def _anthropic(body: dict) -> Refresh | None:
     if last.get("role") == "assistant" and not any(_is_call(b) for b in content):
         # Cut after a marked reply: a request must end on a user turn (newer models refuse a prefill).
         out["messages"] = [*out["messages"], {"role": "user", "content": FILLER}]
-    return _least_output(out)
+    return _least_output(out, prewarm)
 
 
 def _is_call(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use")
 
 
-def _least_output(out: dict) -> Refresh:
-    """`out` (an Anthropic body) asking for as little output as the API takes."""
+def _least_output(out: dict, prewarm: bool = True) -> Refresh:
+    """`out` (an Anthropic body) asking for as little output as the API takes (`prewarm=False`: at least 1)."""
     thinking = out.get("thinking") if isinstance(out.get("thinking"), dict) else {}
     forced = isinstance(out.get("tool_choice"), dict) and out["tool_choice"].get("type") in ("tool", "any")
     formatted = isinstance(out.get("output_config"), dict) and "format" in out["output_config"]
     if thinking.get("type") == "enabled":
         out["max_tokens"] = int(thinking.get("budget_tokens", 1024)) + 1
         return Refresh("generate", out, output_tokens=out["max_tokens"])
-    if forced or formatted:
+    if forced or formatted or not prewarm:
         out["max_tokens"] = 1
         return Refresh("generate", out, output_tokens=1)
     out["max_tokens"] = 0
@@ -260,7 +263,7 @@ def _chat(body: dict) -> Refresh:
     return Refresh("generate", out, output_tokens=1)
 
 
-def _responses(body: dict, model: str | None, catalog: Catalog | None) -> Refresh:
+def _responses(body: dict, model: str | None, catalog: Catalog | None, prewarm: bool = True) -> Refresh:
     out = copy.deepcopy(body)
     out.pop("stream", None)
     if isinstance(out.get("input"), list):
@@ -271,7 +274,7 @@ def _responses(body: dict, model: str | None, catalog: Catalog | None) -> Refres
         regime = resolve_model("openai", model or str(out.get("model", "")), catalog).regime
     except UnknownModel:
         regime = ""
-    if regime == "breakpoints":
+    if regime == "breakpoints" and prewarm:
         out["prompt_cache_options"] = {**(out.get("prompt_cache_options") or {}), "prewarm": True}
         return Refresh("generate", out, prewarm=True)
     out["max_output_tokens"] = RESPONSES_MIN_OUTPUT

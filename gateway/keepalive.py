@@ -122,6 +122,7 @@ class Session:
     touched: float                  # when the cache was last touched (a request or a refresh), by the clock
     last_request: float             # when the session's latest request was answered, by the clock
     planned: bool = False           # its refresh is built (off the request path) and priced
+    prewarm: bool = False           # that refresh is a pre-warm (no output: `max_tokens: 0`, `prewarm: true`)
     expected_usd: Decimal = Decimal(0)  # what one refresh should cost
     due: float | None = None        # when to send it, by the clock; None: let the cache expire
     reason: str = ""                # why (the economics' words)
@@ -196,6 +197,7 @@ class KeepAlive:
         # Per tenant and route: the idle gaps its sessions showed (tenants never share learned state).
         self.gaps = GapBook()
         self.no_upgrade: set[str] = set()       # tenant/route where an upgrade was not read or was refused
+        self.no_prewarm: set[str] = set()       # tenant/route whose upstream refused a pre-warm
         self._task: asyncio.Task | None = None
         r = proxy.metrics.registry
         self.m_refreshes = Counter("prefixgate_keepalive_refreshes", "Keep-alive refreshes sent", ("route",), registry=r)
@@ -383,7 +385,7 @@ class KeepAlive:
             sent = await asyncio.to_thread(through, session.planner, sent, session.mark, session.model)
             session.cached_tokens = await asyncio.to_thread(_tokens_through, session, sent)
         refresh = await asyncio.to_thread(refresh_body, session.planner, sent, session.model, session.ttl_s,
-                                          self.proxy.catalog)
+                                          self.proxy.catalog, session.gap_route not in self.no_prewarm)
         reply, session.reply = session.reply, None
         longest = self._longest_ttl(session) if reply is not None else None
         upgrade = await asyncio.to_thread(upgrade_body, session.planner, sent, reply, longest) if longest else None
@@ -395,7 +397,7 @@ class KeepAlive:
             return
         body = await asyncio.to_thread(compact_bytes, refresh.body)
         self.body_bytes += len(body) - len(session.body)
-        session.body, session.planned = body, True
+        session.body, session.planned, session.prewarm = body, True, refresh.prewarm
         session.expected_usd = refresh_cost(refresh, session.price, session.cached_tokens)
         if upgrade is not None and longest is not None:
             session.upgrade, session.upgrade_ttl = await asyncio.to_thread(compact_bytes, upgrade.body), longest
@@ -501,6 +503,8 @@ class KeepAlive:
                 session.upgrade, session.upgrading = b"", False
                 self._schedule(session, now)
                 return 1
+            if 400 <= status < 500 and session.prewarm:
+                return await self._without_prewarm(session, error, now)
             return self._stop(session, "failed")
         self.m_refreshes.labels(session.route.name).inc()
         self.m_bought.labels(session.route.name).inc(float(cost))
@@ -524,6 +528,25 @@ class KeepAlive:
                 static.touched, static.touched_since = now, True
         if session.upgrading:
             await self._upgraded(session, usage)
+        self._schedule(session, now)
+        return 1
+
+    async def _without_prewarm(self, session: Session, error: str, now: float) -> int:
+        """The upstream refused the pre-warm (a provider or platform that takes no `max_tokens: 0`, or an API
+        version without `prewarm`): the route's refreshes ask for the least output instead, this one from now
+        (its cache has not expired: the retry goes out at the next tick)."""
+        self.no_prewarm.add(session.gap_route)
+        self.m_stops.labels(session.route.name, "pre-warm refused").inc()
+        log.info("keep-alive stops pre-warming on route %s: the provider refused one (%s)", session.route.name, error)
+        sent = await asyncio.to_thread(json.loads, session.body)
+        refresh = await asyncio.to_thread(refresh_body, session.planner, sent, session.model, session.ttl_s,
+                                          self.proxy.catalog, False)
+        if refresh is None or self.sessions.get(session.slot) is not session:
+            return self._stop(session, "failed") if refresh is None else 1
+        body = await asyncio.to_thread(compact_bytes, refresh.body)
+        self.body_bytes += len(body) - len(session.body)
+        session.body, session.prewarm = body, False
+        session.expected_usd = refresh_cost(refresh, session.price, session.cached_tokens)
         self._schedule(session, now)
         return 1
 

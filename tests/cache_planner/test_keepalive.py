@@ -89,6 +89,20 @@ def test_what_salts_the_cache_stays_and_asks_for_the_least_output_instead_of_a_p
         sim.respond("anthropic", refresh.body, now=0)
 
 
+def test_where_a_pre_warm_is_refused_the_refresh_asks_for_the_least_output():
+    """`prewarm=False` (the gateway's fallback once an upstream refused a pre-warm): one token on Messages, the
+    Responses minimum of 16 without `prompt_cache_options.prewarm`; the same prefix is read."""
+    claude = refresh_body("anthropic", claude_body(), prewarm=False)
+    assert claude.body["max_tokens"] == 1 and claude.output_tokens == 1 and not claude.prewarm
+    assert claude.body["messages"] == refresh_body("anthropic", claude_body()).body["messages"]
+    new = refresh_body("openai", {"model": "gpt-6.2-sol", "input": SYSTEM, "prompt_cache_options": {"ttl": "12h"}},
+                       prewarm=False)
+    assert new.body["prompt_cache_options"] == {"ttl": "12h"} and new.body["max_output_tokens"] == 16 and not new.prewarm
+    sim = Simulator()
+    sim.respond("anthropic", claude.body, now=0)
+    sim.respond("openai", new.body, now=0)
+
+
 def test_nothing_cached_nothing_to_refresh():
     body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
     assert refresh_body("anthropic", body) is None

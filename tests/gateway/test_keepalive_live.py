@@ -46,6 +46,7 @@ READ = Decimal("0.10")          # USD per million tokens: Sonnet 5.5 cache read
 WRITE_5M = Decimal("2.50")      # USD per million tokens: Sonnet 5.5 5-minute cache write
 WRITE_1H = Decimal("4")         # USD per million tokens: Sonnet 5.5 1-hour cache write
 INPUT = Decimal("2")            # USD per million tokens: Sonnet 5.5 input
+OUTPUT = Decimal("10")          # USD per million tokens: Sonnet 5.5 output
 MODEL = "claude-sonnet-5-5"
 # GPT-6.2 Sol's published prices, USD per million tokens (https://developers.openai.com/api/docs/models/gpt-6.2-sol).
 GPT_INPUT, GPT_OUTPUT, GPT_READ, GPT_WRITE_30M = Decimal("2.00"), Decimal("10.00"), Decimal("0.10"), Decimal("2.50")
@@ -631,9 +632,49 @@ def test_gateways_sharing_redis_share_the_caps(tmp_path: Path, monkeypatch: pyte
             assert metric(b.metrics(), "prefixgate_keepalive_stops_total", route="capped", reason="key cap") == 1
 
 
+def test_a_refused_pre_warm_falls_back_to_the_least_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An upstream that takes no `max_tokens: 0` (a platform or API version without pre-warm): keep-alive asks for
+    one token instead, at once for the session at hand and from then on for the route's sessions."""
+    with open_gateway(tmp_path, monkeypatch, refusing_prewarms) as open_stack:
+        client, history = anthropic.Anthropic(base_url=open_stack.gw, api_key="sk-ant-caller-0123456789", max_retries=0), []
+        turn(client, "open", "no-prewarm", history, "Review section 1.")
+        open_stack.advance(REPLY_S)
+        prefix = entry(turn(client, "open", "no-prewarm", history, section_2("no-prewarm")))
+        open_stack.advance(280)
+        # The upgrade is a pre-warm too: refused, the session is re-read; that pre-warm is refused, then one token.
+        upgrade, prewarm, kept = open_stack.wait_refreshes("open", 3)
+        assert [upgrade["status"], prewarm["status"], kept["status"]] == [400, 400, 200]
+        assert kept["cache_read"] == prefix and kept["cache_writes"] == {} and kept["output"] == 1
+        assert Decimal(kept["cost_usd"]) == (prefix * READ + kept["uncached_input"] * INPUT + OUTPUT) / 1_000_000
+        assert metric(open_stack.metrics(), "prefixgate_keepalive_stops_total", route="open", reason="pre-warm refused") == 1
+        open_stack.advance(170)     # past the request's own 5 minutes, within the refresh's
+        assert turn(client, "open", "no-prewarm", history, "And section 3?").usage.cache_read_input_tokens == prefix
+        # The route's next session asks for one token from its first refresh.
+        client, history = anthropic.Anthropic(base_url=open_stack.gw, api_key="sk-ant-caller-0123456789", max_retries=0), []
+        turn(client, "open", "no-prewarm-2", history, "Review section 1.")
+        open_stack.advance(REPLY_S)
+        turn(client, "open", "no-prewarm-2", history, section_2("no-prewarm-2"))
+        open_stack.advance(280)
+        assert open_stack.wait_refreshes("open", 4)[-1]["status"] == 200
+
+
+def refusing_prewarms(app):
+    """`app` (the mock) behind a provider that takes no pre-warm: `max_tokens` below 1 is a 400."""
+    return refusing(app, lambda sent: sent.get("max_tokens") == 0)
+
+
 def refusing_upgrades(app):
     """`app` (the mock) behind a provider that refuses a pre-warm ending on a filler turn after an answer, as a
     model that takes no such request would (400, invalid_request_error)."""
+    def upgrade(sent: dict) -> bool:
+        messages = sent.get("messages") or []
+        return (sent.get("max_tokens") == 0 and len(messages) > 1 and messages[-1] == {"role": "user", "content": "."}
+                and messages[-2]["role"] == "assistant")
+    return refusing(app, upgrade)
+
+
+def refusing(app, refused: Callable[[dict], bool]):
+    """`app` (the mock) behind a provider that answers the Messages requests `refused` picks with a 400."""
     async def wrapped(scope, receive, send) -> None:
         if scope["type"] != "http" or scope["path"] != "/v1/messages":
             await app(scope, receive, send)
@@ -642,13 +683,10 @@ def refusing_upgrades(app):
         while more:
             message = await receive()
             body, more = body + message.get("body", b""), message.get("more_body", False)
-        sent = json.loads(body or b"{}")
-        messages = sent.get("messages") or []
-        if sent.get("max_tokens") == 0 and len(messages) > 1 and messages[-1] == {"role": "user", "content": "."} \
-                and messages[-2]["role"] == "assistant":
-            refused = JSONResponse({"type": "error", "error": {"type": "invalid_request_error",
-                                                               "message": "this request shape is not supported"}}, 400)
-            await refused(scope, receive, send)
+        if refused(json.loads(body or b"{}")):
+            answer = JSONResponse({"type": "error", "error": {"type": "invalid_request_error",
+                                                              "message": "this request shape is not supported"}}, 400)
+            await answer(scope, receive, send)
             return
 
         async def again() -> dict:
