@@ -1,7 +1,7 @@
 """Planner benchmark: savings on realistic traces, replayed through the provider cache simulator.
 
 For each trace (bench/planner_traces.py, Anthropic Sonnet 5.5 prices; bench/planner_responses.py, an
-OpenAI Responses trace at gpt-4o prices) it compares
+OpenAI Responses trace on gpt-4o and on gpt-6.2-sol) it compares
 - passthrough: the requests as the application sent them (no cache markers);
 - system + last: `cache_control` on the last system block and the last message, the common
   gateway injection;
@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from planner_responses import MODELS, responses_support  # noqa: E402
 from planner_traces import TRACES  # noqa: E402
 
 from prefixgate import tokens  # noqa: E402
@@ -148,11 +149,9 @@ def planning_latency(n: int = 300) -> tuple[float, float]:
     return statistics.median(samples), samples[int(len(samples) * 0.95)], size
 
 
-def _responses_row() -> tuple:
-    """The OpenAI Responses trace (gpt-4o prices; no markers to inject, so no system+last column)."""
-    from planner_responses import responses_support  # noqa: PLC0415
-
-    original, marked = responses_support()
+def _responses_row(model: str) -> tuple:
+    """The OpenAI Responses trace on `model` (no markers to inject, so no system+last column)."""
+    original, marked = responses_support(model=model)
     order = sorted(range(len(original)), key=lambda i: original[i].t)
     original, marked = [original[i] for i in order], [marked[i] for i in order]
     p_sav, p_tot = savings(replay(original, passthrough, strategy_name="passthrough"))
@@ -161,7 +160,7 @@ def _responses_row() -> tuple:
     vs_expert = q_sav / e_sav if e_sav > 0 else 1.0
     vs_pass = float(q_tot.cost.total / p_tot.cost.total - 1)
     good = (e_sav <= 0 or vs_expert >= 0.97) and vs_pass <= 0.01
-    return "Responses support agent (gpt-4o)", len(original), p_sav, q_sav, e_sav, vs_expert, good
+    return f"Responses support agent ({model})", len(original), p_sav, q_sav, e_sav, vs_expert, good
 
 
 def main() -> None:
@@ -201,12 +200,13 @@ def main() -> None:
         cells = " | ".join(f"{v:.1%} ({ve(v):.2f})" for v in (q, m, modes["keep"], modes["add"], modes["optimize"]))
         failed = ", ".join(k for k, v in good.items() if not v)
         print(f"| {name} | {n} | {p:.1%} | {cells} | {e:.1%} | {'yes' if not failed else 'NO: ' + failed} |")
-    name, n, p, q, e, ve, good = _responses_row()
-    ok &= good
     print("\nOpenAI Responses (no markers to inject or keep: the unmarked planner against the expert).\n")
     print("| trace | requests | passthrough | planner | expert (hindsight) | planner/expert | ok |")
     print("|---|---:|---:|---:|---:|---:|:-:|")
-    print(f"| {name} | {n} | {p:.1%} | {q:.1%} | {e:.1%} | {ve:.2f} | {'yes' if good else 'NO'} |")
+    for model in MODELS:
+        name, n, p, q, e, ve, good = _responses_row(model)
+        ok &= good
+        print(f"| {name} | {n} | {p:.1%} | {q:.1%} | {e:.1%} | {ve:.2f} | {'yes' if good else 'NO'} |")
     p50, p95, size = planning_latency()
     print(f"\nplan() CPU time on a {size:,}-token request after the route's first: p50 {p50:.3f} ms, p95 {p95:.3f} ms "
           f"(target p50 <= 1 ms: {'yes' if p50 <= 1 else 'NO'})")

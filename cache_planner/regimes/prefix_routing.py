@@ -60,6 +60,7 @@ class PrefixRouting(Regime):
               route: RouteState, cands: list[Candidate], flat: list, static: Candidate | None, static_key: str,
               now: float, notes: list[str]) -> dict | None:
         if model.regime == "breakpoints":
+            cands = _instructions(conv, flat, cands, notes)
             chosen = _choose(model, price, route, cands, notes)
             ttl = chosen[0].choice.ttl if chosen else None
             for c in chosen:
@@ -73,6 +74,25 @@ class PrefixRouting(Regime):
 
 
 REGIME = PrefixRouting()
+
+
+def _instructions(conv: Conversation, flat: list, cands: list[Candidate], notes: list[str]) -> list[Candidate]:
+    """Responses' `instructions` is a string no breakpoint can mark; marked, the dialect sends them as the first
+    input item, a developer message (what `instructions` is: "a system (or developer) message inserted into the
+    model's context"), so a new session reads them instead of writing them again. Only on a request nothing
+    will chain to or from (`store: false`, no `previous_response_id` or `conversation`): a stored response would
+    carry that message into the next one, which sends its own instructions again."""
+    at = [c for c in cands if flat[c.index][0].blocks_field == "instructions"]
+    if not at:
+        return cands
+    params = conv.params
+    if params.get("store") is False and params.get("previous_response_id") is None and params.get("conversation") is None:
+        notes.append("cache: instructions sent as the first input item (a developer message), where a breakpoint "
+                     "can mark them")
+        return cands
+    notes.append("skip: static checkpoint: `instructions` cannot carry a breakpoint, and moving them into the input "
+                 "of a stored or chained request would carry them into the next response")
+    return [c for c in cands if c not in at]
 
 
 def _choose(model: ModelRules, price: Price, route: RouteState, cands: list[Candidate],

@@ -175,6 +175,7 @@ def encode_request(conv: Conversation) -> dict:
     encoded: dict[str, Any] = {"tools": DROP, "instructions": DROP}
     items: list[Any] = []
     string_input: str | None = None
+    string_at = 0
     segments, done = conv.segments, 0
     # Most of an agent's input goes out as it came in: those items are taken whole, found in C.
     for i in touched(segments):
@@ -183,6 +184,10 @@ def encode_request(conv: Conversation) -> dict:
         seg = segments[i]
         if seg.role == "tools":
             encoded["tools"] = [b.native for b in seg.blocks]
+        elif seg.blocks_field == "instructions" and any(b.checkpoint is not None for b in seg.blocks):
+            # `instructions` is a string, which no breakpoint can mark: marked, they go as what they are, the
+            # first message of the context, a developer one (the planner marks them only where that is safe).
+            items.append({"role": "developer", "content": [_encode_part(b, "developer") for b in seg.blocks]})
         elif seg.blocks_field == "instructions":
             encoded["instructions"] = "".join(b.text for b in seg.blocks)
         elif seg.form == "object":
@@ -190,7 +195,7 @@ def encode_request(conv: Conversation) -> dict:
         elif seg.blocks_field == "input":
             only = seg.blocks[0] if len(seg.blocks) == 1 else None
             if only is not None and only.kind == "text" and only.checkpoint is None:
-                string_input = only.text
+                string_input, string_at = only.text, len(items)
             else:
                 # The planner added a block to a bare-string input: it becomes one user message.
                 items.append({"role": "user", "content": [_encode_part(b, "user") for b in seg.blocks]})
@@ -200,7 +205,7 @@ def encode_request(conv: Conversation) -> dict:
     if string_input is not None and not items:
         encoded["input"] = string_input
     elif string_input is not None:
-        encoded["input"] = [{"role": "user", "content": string_input}, *items]
+        encoded["input"] = [*items[:string_at], {"role": "user", "content": string_input}, *items[string_at:]]
     else:
         encoded["input"] = items if items or "input" in conv.field_order else DROP
     return rebuild_body(conv, encoded)

@@ -72,3 +72,49 @@ def test_a_session_s_repeated_date_never_flips_the_prefix():
     turns = [_planned(_body(5, input=f"step {i}"), state, now=i * 5.0)[0] for i in range(4)]
     assert len({t["instructions"] for t in turns}) == 1
     assert len({t["prompt_cache_key"] for t in turns}) == 1
+
+
+# ---- GPT-5.6+: paid writes at breakpoints ----------------------------------------------------------------
+
+GPT6 = Target("openai", "gpt-6.2-sol")
+
+
+def _gpt6(question: str, **extra) -> dict:
+    return {"model": "gpt-6.2-sol", "instructions": STATIC, "input": question, **extra}
+
+
+def _planned_gpt6(body: dict, state: PlannerState, now: float):
+    result = plan(rs.parse_request(body), GPT6, state, route="r", now=now)
+    return rs.encode_request(result.conversation), result.explanation
+
+
+def test_stateless_instructions_go_as_a_marked_developer_message_so_a_new_session_reads_them():
+    """`instructions` is a string no `prompt_cache_breakpoint` can mark, and GPT-5.6+ reads a prefix only where a
+    breakpoint was written: a new session (another question) would write the whole static prefix again at 1.25x.
+    On a request nothing chains to, they go as what they are, the context's first message, a developer one."""
+    from prefixgate.simulation.simulator import Simulator  # noqa: PLC0415
+
+    state, sim = PlannerState(), Simulator()
+    reads = []
+    for i, question in enumerate(("Where is my order?", "How do I get a refund for a damaged item?")):
+        body, notes = _planned_gpt6(_gpt6(question, store=False), state, now=60.0 * i)
+        assert "instructions" not in body and body["input"][0] == {
+            "role": "developer", "content": [{"type": "input_text", "text": STATIC,
+                                              "prompt_cache_breakpoint": {"mode": "explicit"}}]}
+        assert any(n.startswith("cache: instructions sent as the first input item") for n in notes)
+        reads.append(sim.respond("openai", body, now=60.0 * i).usage.cache_read)
+    # The second session's first request reads the instructions the first wrote (the developer message's
+    # framing tokens included), not 0.
+    assert reads[0] == 0 and reads[1] >= 1500
+
+
+def test_stored_instructions_stay_a_string_and_the_plan_says_they_are_not_marked():
+    """A stored response (the default) may be chained from: a developer message in its input would be carried into
+    the next response beside that one's own instructions. So they stay, unmarked, and the plan does not claim a
+    static checkpoint it cannot send."""
+    state = PlannerState()
+    for i in range(2):
+        body, notes = _planned_gpt6(_gpt6(f"Question {i}?"), state, now=60.0 * i)
+        assert body["instructions"] == STATIC
+        assert not any(n.startswith("checkpoint: static") for n in notes)
+        assert any("`instructions` cannot carry a breakpoint" in n for n in notes)
