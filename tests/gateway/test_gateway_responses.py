@@ -59,6 +59,26 @@ def test_dated_instructions_are_cached_through_the_gateway_and_not_straight(stac
     assert any(line.startswith("rewrite: moved") for line in records[-1]["explanation"])
 
 
+def test_stateless_sessions_on_gpt_6_read_the_instructions_another_session_wrote(stack):
+    """GPT-5.6+ reads a prefix only where a breakpoint was written, and `instructions` cannot carry one: through
+    the gateway, a second stateless session's first request reads the instructions the first session wrote;
+    sent straight, it writes them again (at 1.25x input)."""
+    mock, gw, settings = stack
+    direct, through = _client(mock.url), _client(gw.url)
+
+    def session(client: openai.OpenAI, question: str) -> openai.types.responses.Response:
+        return client.responses.create(model="gpt-6.2-sol", instructions=dated_system(1), input=question,
+                                       store=False, max_output_tokens=200)
+
+    straight = [session(direct, q) for q in ("Where is my parcel?", "Can I change the delivery address?")]
+    planned = [session(through, q) for q in ("Where is my parcel?", "Can I change the delivery address?")]
+    assert straight[1].usage.input_tokens_details.cached_tokens == 0
+    assert planned[1].usage.input_tokens_details.cached_tokens > 1000
+    assert planned[1].instructions is None      # they went as the first input item, a developer message
+    records = [r for r in read_records(settings.ledger_path) if r["model"] == "gpt-6.2-sol"]
+    assert any(line.startswith("cache: instructions sent as the first input item") for line in records[-1]["explanation"])
+
+
 def test_stream_yields_deltas_and_a_usage_the_ledger_prices_once(stack):
     _, gw, settings = stack
     before = len(read_records(settings.ledger_path))
