@@ -141,8 +141,17 @@ def _part_block(part: Any, field: str) -> Block:
     text = expect(part.get(ptype, ""), str, f"{field}.{ptype}") if ptype in ("text", "refusal") else ""
     # Only an explicit breakpoint (or an ephemeral cache_control of a known TTL) is one; any other value
     # is passed through for the API to judge.
-    checkpoint = Checkpoint("30m") if part.get("prompt_cache_breakpoint") == BREAKPOINT else _claude_marker(part)
-    return Block(kind, part, text=text, checkpoint=checkpoint)
+    return Block(kind, part, text=text, checkpoint=breakpoint_of(part) or _claude_marker(part))
+
+
+def breakpoint_of(part: dict) -> Checkpoint | None:
+    """A content part's `prompt_cache_breakpoint` (`{"mode": "explicit"}`, optionally with its own `ttl`; without
+    one the request's `prompt_cache_options.ttl` applies, 30m unless set) as a checkpoint, else None."""
+    marker = part.get("prompt_cache_breakpoint")
+    if not isinstance(marker, dict) or marker.get("mode") != "explicit" or set(marker) - {"mode", "ttl"}:
+        return None
+    ttl = marker.get("ttl", "30m")
+    return Checkpoint(ttl) if isinstance(ttl, str) else None
 
 
 def _claude_marker(part: dict) -> Checkpoint | None:
@@ -193,7 +202,7 @@ def _encode_part(block: Block, claude: bool) -> dict:
     changes: dict[str, Any] = {}
     if block.edited or not isinstance(block.native, dict):
         changes["text"] = block.text
-    had = native.get("prompt_cache_breakpoint") == BREAKPOINT or _claude_marker(native) is not None
+    had = breakpoint_of(native) is not None or _claude_marker(native) is not None
     if had and block.checkpoint is None:
         changes.update({k: DROP for k in ("prompt_cache_breakpoint", "cache_control") if k in native})
     elif block.checkpoint is not None and not had:

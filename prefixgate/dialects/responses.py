@@ -19,12 +19,12 @@ from typing import Any
 
 from prefixgate.compact_json import compact
 from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
-from prefixgate.dialects.openai import BREAKPOINT
+from prefixgate.dialects.openai import BREAKPOINT, breakpoint_of
 from prefixgate.dialects.resent import ResentBodies, element_segments, field_segment
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_resent, require, typed_tool
 from prefixgate.errors import RequestError
-from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Role, Segment, touched
+from prefixgate.ir import Block, BlockKind, Conversation, Role, Segment, touched
 from prefixgate.usage import Usage
 
 NAME = "responses"
@@ -167,8 +167,7 @@ def _part_block(part: Any, field: str) -> Block:
                            field=f"{field}.type")
     key = "refusal" if ptype == "refusal" else "text"
     text = expect(part.get(key, ""), str, f"{field}.{key}") if _PART_KINDS[ptype] == "text" else ""
-    checkpoint = Checkpoint("30m") if part.get("prompt_cache_breakpoint") == BREAKPOINT else None
-    return Block(_PART_KINDS[ptype], part, text=text, checkpoint=checkpoint)
+    return Block(_PART_KINDS[ptype], part, text=text, checkpoint=breakpoint_of(part))
 
 
 def encode_request(conv: Conversation) -> dict:
@@ -231,7 +230,7 @@ def _encode_part(block: Block, role: str) -> dict:
     changes: dict[str, Any] = {}
     if block.edited:
         changes["text"] = block.text
-    had = block.native.get("prompt_cache_breakpoint") == BREAKPOINT
+    had = breakpoint_of(block.native) is not None
     if had != (block.checkpoint is not None):
         changes["prompt_cache_breakpoint"] = dict(BREAKPOINT) if block.checkpoint is not None else DROP
     return merge_native(block.native, changes) if changes else block.native
@@ -244,15 +243,25 @@ def context_part(text: str) -> dict:
 
 # ---- usage ------------------------------------------------------------------------------------
 
+# `cache_write_tokens_details` fields, per TTL (a breakpoint may carry its own `ttl`: one request can write both).
+WRITE_DETAILS = {"30m": "ttl_30m_tokens", "12h": "ttl_12h_tokens"}
+
+
 def parse_usage(usage: dict, write_ttl: str = "30m") -> Usage:
-    """Cached (and, on GPT-5.6+, written) tokens are inside `input_tokens`; reasoning inside `output_tokens`."""
+    """Cached (and, on GPT-5.6+, written) tokens are inside `input_tokens`; reasoning inside `output_tokens`.
+    Writes are split by TTL from `cache_write_tokens_details` where the answer has it, else all at `write_ttl`
+    (the request's `prompt_cache_options.ttl`)."""
     details = usage.get("input_tokens_details") or {}
     cached = details.get("cached_tokens") or 0
     written = details.get("cache_write_tokens") or 0
+    by_ttl = details.get("cache_write_tokens_details")
+    writes = {ttl: n for ttl, name in WRITE_DETAILS.items() if isinstance(by_ttl, dict) and (n := by_ttl.get(name) or 0)}
+    if sum(writes.values()) != written:
+        writes = {write_ttl: written} if written else {}
     return Usage(
         uncached_input=max((usage.get("input_tokens") or 0) - cached - written, 0),
         cache_read=cached,
-        cache_writes={write_ttl: written} if written else {},
+        cache_writes=writes,
         output=usage.get("output_tokens") or 0,
     )
 
@@ -266,9 +275,10 @@ def usage_from_response(resp: dict, write_ttl: str = "30m") -> Usage:
 
 
 def usage_json(usage: Usage, reasoning: int = 0) -> dict:
-    details: dict[str, int] = {"cached_tokens": usage.cache_read}
+    details: dict[str, Any] = {"cached_tokens": usage.cache_read}
     if usage.cache_write:
         details["cache_write_tokens"] = usage.cache_write
+        details["cache_write_tokens_details"] = {name: usage.cache_writes.get(ttl, 0) for ttl, name in WRITE_DETAILS.items()}
     return {
         "input_tokens": usage.input_total,
         "input_tokens_details": details,

@@ -105,6 +105,12 @@ class OpenAICache:
         mode, ttl = _cache_options(conv.params.get("prompt_cache_options"), model,
                                    default_ttl if default_ttl in model.breakpoint_ttls else model.breakpoint_ttls[0])
         explicit = [bp.position for bp in prompt.breakpoints]
+        ttl_at = {bp.position: bp.ttl or ttl for bp in prompt.breakpoints}
+        for bp in prompt.breakpoints:
+            if bp.ttl and bp.ttl not in model.breakpoint_ttls:
+                raise RequestError(f"{bp.field}.prompt_cache_breakpoint.ttl: {bp.ttl!r} is not supported with model "
+                                   f"{model.id}; supported: {', '.join(model.breakpoint_ttls)}",
+                                   field=f"{bp.field}.prompt_cache_breakpoint.ttl")
         implicit = [prompt.last_eligible] if mode == "implicit" and prompt.last_eligible >= 0 else []
         quota = self.rules.max_breakpoint_writes - len(implicit)
         to_write = sorted(set(implicit + explicit[-quota:] if quota > 0 else implicit))
@@ -131,16 +137,18 @@ class OpenAICache:
                 entry.refresh(now)
                 read = positions[index].end
                 break
-        written, covered = 0, read
+        writes: dict[str, int] = {}
+        covered = read
         for index in to_write:
             end = positions[index].end
             if end <= covered or end < model.min_cache_tokens:
                 continue
-            written += end - covered
-            self.store.put(scope, positions[index].key, end, ttl, self.rules.breakpoint_ttls[ttl], now)
+            # Each breakpoint writes what lies past the last one with its own lifetime, billed at that TTL's price.
+            lifetime = ttl_at.get(index, ttl)
+            writes[lifetime] = writes.get(lifetime, 0) + end - covered
+            self.store.put(scope, positions[index].key, end, lifetime, self.rules.breakpoint_ttls[lifetime], now)
             covered = end
-        return Usage(uncached_input=prompt.total - read - written, cache_read=read,
-                     cache_writes={ttl: written} if written else {})
+        return Usage(uncached_input=prompt.total - read - sum(writes.values()), cache_read=read, cache_writes=writes)
 
     # ---- routing --------------------------------------------------------------------------------
 
@@ -171,22 +179,28 @@ class OpenAICache:
         prompt = Prompt()
         hasher = PrefixHasher("openai")
         message_index = -1
+        # Where a part sits in the body, for errors: `messages.i` (Chat) or `input.i` (Responses, whose string
+        # `instructions` come first in the prompt but are no item of `input`).
+        root, item = ("input", -1) if conv.dialect == "responses" else ("messages", -1)
         for seg in conv.segments:
             if seg.role in ("tools", "schema"):
                 for block in seg.blocks:
                     self._add(prompt, hasher, block.native, encode(canonical(block.native)), block.kind, -1)
                 continue
             message_index += 1
+            item += seg.blocks_field != "instructions"
             header = {k: v for k, v in (seg.native or {}).items() if k not in ("content", "tool_calls")}
             marker = [_SYNTHETIC + _small_hash(seg.role) % 1000 + i for i in range(self.rules.message_overhead_tokens)]
             index = self._add(prompt, hasher, header, marker, "message", message_index)
             for bi, block in enumerate(seg.blocks):
-                field_name = f"messages.{message_index}.content.{bi}"
+                field_name = f"{root}.{item}.content.{bi}"
                 index = self._add(prompt, hasher, block.native, self._block_ids(block, encode), block.kind,
                                   message_index)
                 if block.checkpoint is not None:
                     _check_breakpoint(block, seg.role, field_name)
-                    prompt.breakpoints.append(Breakpoint(index, "", field_name))
+                    # A part's own ttl, else "" (the request's `prompt_cache_options.ttl`).
+                    own = block.native["prompt_cache_breakpoint"].get("ttl", "")
+                    prompt.breakpoints.append(Breakpoint(index, own, field_name))
             if seg.role != "assistant":
                 prompt.last_eligible = index
         prompt.layout.trailing_tokens = self.rules.reply_priming_tokens

@@ -182,3 +182,21 @@ def test_gpt_6_2_sol_12h_writes_live_12_hours():
     short = chat("gpt-6.2-sol", text_of(3000, " stone"))
     usage(sim, short, 0)
     assert usage(sim, short, 31 * 60).cache_read == 0
+
+
+def test_a_breakpoint_with_its_own_ttl_writes_and_lives_at_that_ttl():
+    """`prompt_cache_breakpoint` may carry its own `ttl` (openai-python 3.57.0); without one the request's applies."""
+    sim = Simulator()
+    system = text_of(3000)
+    body = {"model": "gpt-6.2-sol", "input": [
+        {"role": "developer", "content": [{"type": "input_text", "text": system,
+                                           "prompt_cache_breakpoint": {"mode": "explicit", "ttl": "12h"}}]},
+        {"role": "user", "content": [{"type": "input_text", "text": text_of(1500, " stone")}]}]}
+    first = sim.respond("openai", body, now=0).usage
+    assert set(first.cache_writes) == {"12h", "30m"} and first.cache_writes["30m"] == 1500 + ROLE
+    # After 31 minutes the request-TTL entry is gone and the 12-hour one is read.
+    assert sim.respond("openai", body, now=31 * 60).usage.cache_read == first.cache_writes["12h"]
+    too_long = {**body, "model": "gpt-6-sol"}      # a model that offers 30m only
+    with pytest.raises(RequestError) as e:
+        sim.respond("openai", too_long, now=0)
+    assert e.value.field == "input.0.content.0.prompt_cache_breakpoint.ttl"

@@ -60,3 +60,20 @@ def test_golden_gpt_5_6_written_tokens_are_inside_input_and_billed_at_their_ttl(
     cost = cost_of("openai", "gpt-5.6-sol", usage)
     assert cost.total == (1000 * Decimal(4) + 1000 * Decimal("0.40") + 3000 * Decimal(5) + 10 * Decimal(20)) / M
     assert rs.usage_json(usage)["input_tokens"] == 5000
+
+
+def test_golden_writes_split_by_ttl_are_billed_each_at_its_own_price():
+    """A breakpoint may carry its own `ttl`: one request writes at 12h and at 30m, and the answer's
+    `cache_write_tokens_details` says how much of each (openai-python 3.57.0, `response_usage.py`)."""
+    wire = {"input_tokens": 5000, "input_tokens_details": {
+        "cached_tokens": 0, "cache_write_tokens": 4000,
+        "cache_write_tokens_details": {"ttl_30m_tokens": 1000, "ttl_12h_tokens": 3000}}, "output_tokens": 10}
+    usage = rs.parse_usage(wire, write_ttl="30m")
+    assert usage.cache_writes == {"30m": 1000, "12h": 3000} and usage.uncached_input == 1000
+    # gpt-6.2-sol: $2 in, $2.50 a 30-minute write, $5 a 12-hour one, $10 out per MTok (its model page).
+    cost = cost_of("openai", "gpt-6.2-sol", usage)
+    assert cost.total == (1000 * Decimal(2) + 1000 * Decimal("2.50") + 3000 * Decimal(5) + 10 * Decimal(10)) / M
+    assert rs.parse_usage(rs.usage_json(usage)) == usage        # the mock answers in the same shape
+    # Details that do not add up to the total are not trusted: all at the request's TTL.
+    odd = {**wire, "input_tokens_details": {**wire["input_tokens_details"], "cache_write_tokens_details": {"ttl_30m_tokens": 5}}}
+    assert rs.parse_usage(odd, write_ttl="30m").cache_writes == {"30m": 4000}
