@@ -194,7 +194,7 @@ class OpenAICache:
             index = self._add(prompt, hasher, header, marker, "message", message_index)
             for bi, block in enumerate(seg.blocks):
                 field_name = f"{root}.{item}.content.{bi}"
-                index = self._add(prompt, hasher, block.native, self._block_ids(block, encode), block.kind,
+                index = self._add(prompt, hasher, _rendered(block.native), self._block_ids(block, encode), block.kind,
                                   message_index)
                 if block.checkpoint is not None:
                     _check_breakpoint(block, seg.role, field_name)
@@ -218,6 +218,15 @@ class OpenAICache:
             seed = _small_hash(canonical(without_markers(block.native)))
             return [_SYNTHETIC + 1000 + (seed + i) % 1_000_000 for i in range(self.rules.image_tokens)]
         return encode(canonical(without_markers(block.native)))
+
+
+def _rendered(native: Any) -> Any:
+    """A content part as the model reads it: Responses' `input_text` / `output_text` render as the text they hold,
+    the same as a bare string content (`ir.canonical_native`'s form), so a message sent once as a string and once
+    as a part (a breakpoint needs a part) is the same prefix."""
+    if isinstance(native, dict) and native.get("type") in ("input_text", "output_text"):
+        return {"type": "text", **{k: v for k, v in native.items() if k not in ("type", "annotations")}}
+    return native
 
 
 def _retention(value: Any, model: ModelRules, rules: OpenAIRules) -> str:

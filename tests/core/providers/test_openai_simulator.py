@@ -200,3 +200,19 @@ def test_a_breakpoint_with_its_own_ttl_writes_and_lives_at_that_ttl():
     with pytest.raises(RequestError) as e:
         sim.respond("openai", too_long, now=0)
     assert e.value.field == "input.0.content.0.prompt_cache_breakpoint.ttl"
+
+
+def test_a_responses_message_is_the_same_prefix_as_a_string_and_as_a_marked_part():
+    """A breakpoint needs a content part: the planner marks a message sent as a string by sending it as one
+    `input_text` part. The model reads the same text either way, so the next request, which sends it as a string
+    again, reads what the marked one wrote."""
+    sim = Simulator()
+    question = text_of(2000)
+    marked = {"model": "gpt-6.2-sol", "prompt_cache_options": {"mode": "explicit"}, "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": question,
+                                      "prompt_cache_breakpoint": {"mode": "explicit"}}]}]}
+    written = sum(sim.respond("openai", marked, now=0).usage.cache_writes.values())
+    later = {"model": "gpt-6.2-sol", "input": [{"role": "user", "content": question},
+                                               {"role": "assistant", "content": " ok"},
+                                               {"role": "user", "content": " more"}]}
+    assert written > 2000 and sim.respond("openai", later, now=60).usage.cache_read == written
