@@ -63,10 +63,11 @@ class PrefixRouting(Regime):
             cands = _instructions(conv, flat, cands, notes)
             chosen = _choose(model, price, route, cands, notes)
             ttl = chosen[0].choice.ttl if chosen else None
+            mode, chosen = _mode(flat, chosen, notes)
             for c in chosen:
                 checkpoints._own(flat, c.index).checkpoint = Checkpoint(ttl)
-            conv.cache_params["prompt_cache_options"] = {"mode": "explicit", "ttl": ttl} if ttl else {"mode": "explicit"}
-            if not chosen:
+            conv.cache_params["prompt_cache_options"] = {"mode": mode, "ttl": ttl} if ttl else {"mode": mode}
+            if not chosen and mode == "explicit":
                 notes.append("cache: explicit mode with no breakpoints: nothing on this route is reused enough to pay for writes")
         if conv.dialect == "responses":
             choose_retention(conv, model, catalog.openai, route, notes)
@@ -74,6 +75,20 @@ class PrefixRouting(Regime):
 
 
 REGIME = PrefixRouting()
+
+
+def _mode(flat: list, chosen: list[Candidate], notes: list[str]) -> tuple[str, list[Candidate]]:
+    """Explicit mode (only the planner's breakpoints are written: a route that never repeats pays no writes),
+    unless the conversation's end is a Responses item no breakpoint can mark (a tool call's output given as a
+    string, kept byte for byte): then implicit mode, whose breakpoint OpenAI places at the newest user or tool
+    message, ends it, beside at most three explicit ones (the API's limit of four writes)."""
+    end = next((c for c in chosen if c.level == "conversation"), None)
+    if end is None or flat[end.index][0].form != "object":
+        return "explicit", chosen
+    note = next(i for i, n in enumerate(notes) if n.startswith(f"checkpoint: conversation at {end.tokens} tokens"))
+    notes[note] = "implicit breakpoint:" + notes[note].removeprefix("checkpoint:") + \
+        ": implicit mode, so that OpenAI's own breakpoint ends the conversation at its newest tool output"
+    return "implicit", [c for c in chosen if c is not end][-3:]
 
 
 def _instructions(conv: Conversation, flat: list, cands: list[Candidate], notes: list[str]) -> list[Candidate]:

@@ -9,7 +9,7 @@ import pytest
 from prefixgate.cache_planner.plan import plan
 from prefixgate.cache_planner.stability import PlannerState
 from prefixgate.cache_planner.target import Target
-from prefixgate.dialects import request_dialect
+from prefixgate.dialects import request_dialect, wire_format
 from tests.core.providers.support_prompts import text_of
 
 STATIC = "You are the support agent for Acme.\n" + text_of(2500) + ".\n"
@@ -29,7 +29,31 @@ BODIES = {
     "responses, stateless": ("openai", "gpt-6.2-sol", {
         "model": "gpt-6.2-sol", "instructions": STATIC, "input": QUESTION, "store": False}),
     "responses, stored": ("openai", "gpt-6.2-sol", {"model": "gpt-6.2-sol", "instructions": STATIC, "input": QUESTION}),
+    # Conversations with tools, tool calls and their results (where a turn's marks go in an agent's loop).
+    "anthropic agent": ("anthropic", "claude-sonnet-5-5", {
+        "model": "claude-sonnet-5-5", "max_tokens": 100, "system": STATIC,
+        "tools": [{"name": "grep", "description": "search", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": QUESTION},
+                     {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "grep", "input": {}}]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                                   "content": text_of(1500, " result")}]}]}),
+    "openai chat agent": ("openai", "gpt-6.2-sol", {
+        "model": "gpt-6.2-sol", "tools": [{"type": "function", "function": {"name": "grep", "parameters": {}}}],
+        "messages": [{"role": "developer", "content": STATIC}, {"role": "user", "content": QUESTION},
+                     {"role": "assistant", "content": None, "tool_calls": [
+                         {"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}]},
+                     {"role": "tool", "tool_call_id": "c1", "content": text_of(1500, " result")}]}),
+    "responses agent, stateless": ("openai", "gpt-6.2-sol", {
+        "model": "gpt-6.2-sol", "instructions": STATIC, "store": False,
+        "tools": [{"type": "function", "name": "grep", "parameters": {"type": "object"}}],
+        "input": [{"role": "user", "content": QUESTION},
+                  {"type": "function_call", "call_id": "c1", "name": "grep", "arguments": "{}"},
+                  {"type": "function_call_output", "call_id": "c1", "output": text_of(1500, " result")}]}),
+    "vertex claude": ("vertex_anthropic", "claude-sonnet-5-5", {
+        "anthropic_version": "vertex-2023-10-16", "max_tokens": 100, "system": STATIC,
+        "messages": [{"role": "user", "content": QUESTION}]}),
 }
+TARGETS = {"vertex_anthropic": "anthropic"}     # whose caching rules a wire format's requests are planned by
 
 
 def _marks(conv) -> int:
@@ -39,13 +63,14 @@ def _marks(conv) -> int:
 @pytest.mark.parametrize("case", list(BODIES))
 def test_every_planned_mark_is_on_the_wire(case: str) -> None:
     provider, model, body = BODIES[case]
-    wire = request_dialect(provider, body)
+    wire = wire_format(provider) if provider in TARGETS else request_dialect(provider, body)
+    target = Target(TARGETS.get(provider, provider), model)
     state = PlannerState()
     for i in range(3):      # the route's first request, and later ones that have seen the prefix come back
-        result = plan(wire.parse_request(body, model=model), Target(provider, model), state, route="r", now=60.0 * i)
+        result = plan(wire.parse_request(body, model=model), target, state, route="r", now=60.0 * i)
         planned = _marks(result.conversation)
         sent = wire.encode_request(result.conversation)
-        assert _marks(request_dialect(provider, sent).parse_request(sent, model=model)) == planned, result.explanation
+        assert _marks(wire.parse_request(sent, model=model)) == planned, result.explanation
         # The plan's notes name each mark it placed.
         assert sum(n.startswith("checkpoint:") for n in result.explanation) == planned, result.explanation
     assert planned > 0 or case == "responses, stored"

@@ -118,3 +118,26 @@ def test_stored_instructions_stay_a_string_and_the_plan_says_they_are_not_marked
         assert body["instructions"] == STATIC
         assert not any(n.startswith("checkpoint: static") for n in notes)
         assert any("`instructions` cannot carry a breakpoint" in n for n in notes)
+
+
+def test_an_agent_loop_is_read_through_its_latest_tool_output():
+    """A tool call's output given as a string is an input item no breakpoint can mark (it goes byte for byte):
+    the planner asks for implicit mode, whose breakpoint OpenAI places at the newest tool message, so each step
+    of the loop reads the last step's output instead of stopping at the user's message."""
+    from prefixgate.simulation.simulator import Simulator  # noqa: PLC0415
+
+    state, sim = PlannerState(), Simulator()
+    items: list[dict] = [{"role": "user", "content": "Fix the failing test."}]
+    reads, sent = [], []
+    for step in range(4):
+        body, notes = _planned_gpt6(_gpt6("", store=False, input=list(items)), state, now=5.0 * step)
+        usage = sim.respond("openai", body, now=5.0 * step).usage
+        reads.append(usage.cache_read)
+        sent.append(usage.input_total)
+        items += [{"type": "function_call", "call_id": f"c{step}", "name": "read_file", "arguments": "{}"},
+                  {"type": "function_call_output", "call_id": f"c{step}", "output": text_of(800, (" alpha", " beta", " gamma", " delta")[step])}]
+    assert body["prompt_cache_options"]["mode"] == "implicit"
+    assert any(n.startswith("implicit breakpoint: conversation") for n in notes)
+    # Each step reads everything the step before sent, through its newest tool output: its prompt less the 3
+    # tokens that prime the reply (ChatML, per OpenAI's counting cookbook).
+    assert reads[1:] == [n - 3 for n in sent[:-1]]
