@@ -10,6 +10,7 @@ from prefixgate.cache_planner.plan import plan
 from prefixgate.cache_planner.stability import PlannerState
 from prefixgate.cache_planner.target import Target
 from prefixgate.dialects import request_dialect, wire_format
+from prefixgate.dialects.translate import translate_body
 from tests.core.providers.support_prompts import text_of
 
 STATIC = "You are the support agent for Acme.\n" + text_of(2500) + ".\n"
@@ -54,6 +55,11 @@ BODIES = {
         "messages": [{"role": "user", "content": QUESTION}]}),
 }
 TARGETS = {"vertex_anthropic": "anthropic"}     # whose caching rules a wire format's requests are planned by
+# A Claude agent's request translated for GPT-6.2 Sol, as the gateway sends it (and plans it, parsed by the
+# target's own parser): tool results become Chat tool messages, or Responses function_call_output items.
+for _name, _wire in (("chat", "openai"), ("responses", "responses")):
+    _body, _ = translate_body(BODIES["anthropic agent"][2], wire_format("anthropic"), wire_format(_wire), "gpt-6.2-sol")
+    BODIES[f"anthropic agent translated to {_name}"] = ("openai", "gpt-6.2-sol", {**_body, "store": False})
 
 
 def _marks(conv) -> int:
