@@ -266,7 +266,10 @@ def _chat(body: dict) -> Refresh:
 def _responses(body: dict, model: str | None, catalog: Catalog | None, prewarm: bool = True) -> Refresh:
     out = copy.deepcopy(body)
     out.pop("stream", None)
-    if isinstance(out.get("input"), list):
+    options = out.get("prompt_cache_options") if isinstance(out.get("prompt_cache_options"), dict) else {}
+    # In implicit mode (the default) the entry ends at OpenAI's own breakpoint, the newest user or tool message
+    # (an agent loop's string tool output, which no explicit one can mark): the refresh keeps the whole input.
+    if isinstance(out.get("input"), list) and options.get("mode") == "explicit":
         cut = _through_last(out["input"], _has("prompt_cache_breakpoint"), lambda m: m.get("content"))
         if cut is not None:
             out["input"] = cut

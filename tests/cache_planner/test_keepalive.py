@@ -103,6 +103,23 @@ def test_where_a_pre_warm_is_refused_the_refresh_asks_for_the_least_output():
     sim.respond("openai", new.body, now=0)
 
 
+def test_a_gpt_6_agent_loop_in_implicit_mode_is_refreshed_through_its_newest_tool_output():
+    """The planner's implicit mode ends an agent loop's entry at OpenAI's own breakpoint, the newest tool output
+    (a string no explicit breakpoint can mark): the refresh keeps the whole input, and reads all of it."""
+    body = {"model": "gpt-6.2-sol", "store": False, "prompt_cache_options": {"mode": "implicit", "ttl": "30m"},
+            "input": [{"role": "developer", "content": [{"type": "input_text", "text": SYSTEM,
+                                                         "prompt_cache_breakpoint": {"mode": "explicit"}}]},
+                      {"role": "user", "content": "Fix the parser."},
+                      {"type": "function_call", "call_id": "c1", "name": "read_file", "arguments": "{}"},
+                      {"type": "function_call_output", "call_id": "c1", "output": "def parse(): ... " * 300}]}
+    refresh = refresh_body("openai", body)
+    assert refresh.prewarm and refresh.body["input"] == body["input"]
+    sim = Simulator()
+    written = sum(sim.respond("openai", body, now=0).usage.cache_writes.values())
+    kept = sim.respond("openai", refresh.body, now=25 * 60).usage
+    assert kept.cache_read == written and kept.cache_writes == {}
+
+
 def test_nothing_cached_nothing_to_refresh():
     body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
     assert refresh_body("anthropic", body) is None
