@@ -50,6 +50,13 @@ BODIES = {
         "input": [{"role": "user", "content": QUESTION},
                   {"type": "function_call", "call_id": "c1", "name": "grep", "arguments": "{}"},
                   {"type": "function_call_output", "call_id": "c1", "output": text_of(1500, " result")}]}),
+    "bedrock converse agent": ("bedrock", "global.anthropic.claude-opus-5-5", {
+        "system": [{"text": STATIC}],
+        "toolConfig": {"tools": [{"toolSpec": {"name": "grep", "inputSchema": {"json": {"type": "object"}}}}]},
+        "messages": [{"role": "user", "content": [{"text": QUESTION}]},
+                     {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "grep", "input": {}}}]},
+                     {"role": "user", "content": [{"toolResult": {"toolUseId": "t1",
+                                                                  "content": [{"text": text_of(1500, " result")}]}}]}]}),
     "vertex claude": ("vertex_anthropic", "claude-sonnet-5-5", {
         "anthropic_version": "vertex-2023-10-16", "max_tokens": 100, "system": STATIC,
         "messages": [{"role": "user", "content": QUESTION}]}),
