@@ -59,6 +59,8 @@ class Block:
     checkpoint: Checkpoint | None = None
     # Set when the planner changed `text`; encoders then write `text` back into the native shape.
     edited: bool = False
+    # Fields of `native` that are not prompt content (a Responses input item's `id`): left out of `key`.
+    unrendered: tuple[str, ...] = ()
     _key: str | None = field(default=None, repr=False, compare=False)
     # What follows from the content alone (token counts by encoding), kept in one dict that the block's
     # copies share: a copy has the same content. A change of content gives the block a new dict.
@@ -88,6 +90,8 @@ class Block:
             if self.edited:
                 # What goes on the wire: the edited text in the native shape (not the original text).
                 native = {**native, "text": self.text} if isinstance(native, dict) else self.text
+            if self.unrendered and isinstance(native, dict):
+                native = {k: v for k, v in native.items() if k not in self.unrendered}
             self._key = content_hash(canonical_native(native))
         return self._key
 

@@ -58,10 +58,20 @@ _ITEMS: dict[str, tuple[Role, BlockKind]] = {
     "apply_patch_call_output": ("tool", "other"),
     "mcp_list_tools": ("assistant", "other"),
     "mcp_approval_request": ("assistant", "other"),
+    # Newer items (openai-python 3.57.0's `ResponseInputItemParam`; Codex sends `additional_tools` first on
+    # GPT-6 models, and a body with an item type missing here was refused).
+    "additional_tools": ("developer", "other"),     # tools made available from this item on (role: developer)
+    "configuration_update": ("developer", "other"),  # reasoning / text settings from this item on
+    "compaction_trigger": ("user", "other"),         # compacts the context; must be the last item
+    "program": ("assistant", "other"),
+    "program_output": ("tool", "other"),
+    "tool_search_call": ("assistant", "other"),
+    "tool_search_output": ("tool", "other"),
     "mcp_approval_response": ("user", "other"),
     "mcp_call": ("assistant", "other"),
 }
 ITEM_TYPES = ("message", *_ITEMS)
+UNRENDERED = ("id",)       # an input item's fields that are not prompt content
 # Recent bodies and where their input items sit, so a body that resends one is parsed from where it differs.
 BODIES = ResentBodies()
 TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
@@ -146,8 +156,10 @@ def _item_segment(item: Any, field: str) -> Segment:
             text = "\n".join(s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict))
         # The whole item is one block, sent back as it came (encrypted reasoning must stay byte-exact); the
         # segment's native is the item too, which an untouched segment encodes to.
-        return Segment(role, [Block(block_kind, item, text=text if isinstance(text, str) else "")], native=item,
-                       form="object")
+        # An item's `id` names it (the client's, or a stored item's) and is not what the model reads: a client
+        # that gives each request's items new ids (Codex's `additional_tools`) still resends the same prefix.
+        return Segment(role, [Block(block_kind, item, text=text if isinstance(text, str) else "", unrendered=UNRENDERED)],
+                       native=item, form="object")
     role = require(item, "role", str, f"{field}.role")
     if role not in ROLES:
         raise RequestError(f"{field}.role: must be one of {', '.join(ROLES)}, got {role!r}", field=f"{field}.role")

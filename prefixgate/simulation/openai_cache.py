@@ -189,12 +189,13 @@ class OpenAICache:
                 continue
             message_index += 1
             item += seg.blocks_field != "instructions"
-            header = {k: v for k, v in (seg.native or {}).items() if k not in ("content", "tool_calls")}
+            # A message item's `id` is not what the model reads (Codex sends new ones on each request).
+            header = {k: v for k, v in (seg.native or {}).items() if k not in ("content", "tool_calls", "id")}
             marker = [_SYNTHETIC + _small_hash(seg.role) % 1000 + i for i in range(self.rules.message_overhead_tokens)]
             index = self._add(prompt, hasher, header, marker, "message", message_index)
             for bi, block in enumerate(seg.blocks):
                 field_name = f"{root}.{item}.content.{bi}"
-                index = self._add(prompt, hasher, _rendered(block.native), self._block_ids(block, encode), block.kind,
+                index = self._add(prompt, hasher, _rendered(block), self._block_ids(block, encode), block.kind,
                                   message_index)
                 if block.checkpoint is not None:
                     _check_breakpoint(block, seg.role, field_name)
@@ -217,15 +218,19 @@ class OpenAICache:
         if block.kind == "image":
             seed = _small_hash(canonical(without_markers(block.native)))
             return [_SYNTHETIC + 1000 + (seed + i) % 1_000_000 for i in range(self.rules.image_tokens)]
-        return encode(canonical(without_markers(block.native)))
+        return encode(canonical(without_markers(_rendered(block))))
 
 
-def _rendered(native: Any) -> Any:
-    """A content part as the model reads it: Responses' `input_text` / `output_text` render as the text they hold,
-    the same as a bare string content (`ir.canonical_native`'s form), so a message sent once as a string and once
-    as a part (a breakpoint needs a part) is the same prefix."""
+def _rendered(block: Block) -> Any:
+    """A block as the model reads it: Responses' `input_text` / `output_text` render as the text they hold, the
+    same as a bare string content (`ir.canonical_native`'s form), so a message sent once as a string and once as
+    a part (a breakpoint needs a part) is the same prefix; an input item's `id` (`Block.unrendered`) is no part
+    of it."""
+    native = block.native
     if isinstance(native, dict) and native.get("type") in ("input_text", "output_text"):
         return {"type": "text", **{k: v for k, v in native.items() if k not in ("type", "annotations")}}
+    if block.unrendered and isinstance(native, dict):
+        return {k: v for k, v in native.items() if k not in block.unrendered}
     return native
 
 

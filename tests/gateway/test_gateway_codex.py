@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 TASK = 'Check the shell works. [[mock:call exec_command {"cmd":"echo prefixgate-ok"}]]'
 
 
-def codex_runs(tmp_path, prompts: list[str], policy: dict | None = None) -> list[dict]:
+def codex_runs(tmp_path, prompts: list[str], policy: dict | None = None, model: str = "gpt-5.1") -> list[dict]:
     """One `codex exec` session per prompt (each sends its own prompt_cache_key), through a gateway with
     `policy` in front of mock-providers; the Responses requests' ledger records, oldest first."""
     codex = codex_binary()
@@ -31,7 +31,7 @@ def codex_runs(tmp_path, prompts: list[str], policy: dict | None = None) -> list
         settings = settings_for(mock.url, tmp_path)
         with running_gateway(settings, **({"policy": policy_for(settings, policy)} if policy else {})) as gw:
             home, work = tmp_path / "codex-home", tmp_path / "work"
-            codex_config(home, gw.url + "/v1", "gpt-5.1")
+            codex_config(home, gw.url + "/v1", model)
             work.mkdir()
             env = {**os.environ, "CODEX_HOME": str(home), "PREFIXGATE_TEST_KEY": "sk-test-" + uuid.uuid4().hex,
                    "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
@@ -53,11 +53,11 @@ def test_codex_exec_completes_a_tool_task_and_reads_cache_on_later_requests(tmp_
     assert later["stream"] and later["cost_usd"] is not None
 
 
-def _codex_sessions(tmp_path, mode: str, sessions: int) -> list[dict]:
+def _codex_sessions(tmp_path, mode: str, sessions: int, model: str = "gpt-5.1") -> list[dict]:
     """`sessions` one-request Codex sessions on a route whose prompt_cache_key is `mode`."""
     policy = {"routes": [{"name": "codex", "models": ["gpt-*"], "targets": [{"upstream": "openai"}],
                           "prompt_cache_key": mode}]}
-    records = codex_runs(tmp_path, [f"Say hello, session {n}." for n in range(sessions)], policy)
+    records = codex_runs(tmp_path, [f"Say hello, session {n}." for n in range(sessions)], policy, model)
     assert len(records) == sessions and all(r["status"] == 200 for r in records)
     return records
 
@@ -70,5 +70,15 @@ def test_codex_sessions_share_the_instructions_cache_on_a_derive_route(tmp_path)
     # Derived from the static prefix (tools, instructions), the sessions share one key and one machine.
     derived = _codex_sessions(tmp_path / "derive", "derive", 3)
     assert len({r["prompt_cache_key"] for r in derived}) == 1 and derived[0]["cache_key_mode"] == "derive"
+    assert derived[0]["cache_read"] == 0
+    assert all(r["cache_read"] >= 1024 for r in derived[1:]), [r["cache_read"] for r in derived]
+
+
+def test_codex_on_gpt_6_is_accepted_and_its_sessions_share_the_instructions(tmp_path):
+    """On GPT-6 models Codex sends its tools as an `additional_tools` input item and its instructions as developer
+    messages, each item with a new `id` on every request. The gateway once refused the item type (400), and then
+    took the ids for content: each session's prefix looked new, so nothing was cached (GPT-5.6+ writes at 1.25x)."""
+    derived = _codex_sessions(tmp_path, "derive", 3, model="gpt-6.2-sol")
+    assert len({r["prompt_cache_key"] for r in derived}) == 1
     assert derived[0]["cache_read"] == 0
     assert all(r["cache_read"] >= 1024 for r in derived[1:]), [r["cache_read"] for r in derived]
