@@ -632,14 +632,19 @@ def test_gateways_sharing_redis_share_the_caps(tmp_path: Path, monkeypatch: pyte
             assert metric(b.metrics(), "prefixgate_keepalive_stops_total", route="capped", reason="key cap") == 1
 
 
+def open_returning(open_stack: Stack, tag: str) -> tuple[anthropic.Anthropic, list[dict], int]:
+    """`returning_session` on the open gateway's route "open", with a caller's own key."""
+    client, history = anthropic.Anthropic(base_url=open_stack.gw, api_key="sk-ant-caller-0123456789", max_retries=0), []
+    turn(client, "open", tag, history, "Review section 1.")
+    open_stack.advance(REPLY_S)
+    return client, history, entry(turn(client, "open", tag, history, section_2(tag)))
+
+
 def test_a_refused_pre_warm_falls_back_to_the_least_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An upstream that takes no `max_tokens: 0` (a platform or API version without pre-warm): keep-alive asks for
     one token instead, at once for the session at hand and from then on for the route's sessions."""
     with open_gateway(tmp_path, monkeypatch, refusing_prewarms) as open_stack:
-        client, history = anthropic.Anthropic(base_url=open_stack.gw, api_key="sk-ant-caller-0123456789", max_retries=0), []
-        turn(client, "open", "no-prewarm", history, "Review section 1.")
-        open_stack.advance(REPLY_S)
-        prefix = entry(turn(client, "open", "no-prewarm", history, section_2("no-prewarm")))
+        client, history, prefix = open_returning(open_stack, "no-prewarm")
         open_stack.advance(280)
         # The upgrade is a pre-warm too: refused, the session is re-read; that pre-warm is refused, then one token.
         upgrade, prewarm, kept = open_stack.wait_refreshes("open", 3)
@@ -650,10 +655,7 @@ def test_a_refused_pre_warm_falls_back_to_the_least_output(tmp_path: Path, monke
         open_stack.advance(170)     # past the request's own 5 minutes, within the refresh's
         assert turn(client, "open", "no-prewarm", history, "And section 3?").usage.cache_read_input_tokens == prefix
         # The route's next session asks for one token from its first refresh.
-        client, history = anthropic.Anthropic(base_url=open_stack.gw, api_key="sk-ant-caller-0123456789", max_retries=0), []
-        turn(client, "open", "no-prewarm-2", history, "Review section 1.")
-        open_stack.advance(REPLY_S)
-        turn(client, "open", "no-prewarm-2", history, section_2("no-prewarm-2"))
+        open_returning(open_stack, "no-prewarm-2")
         open_stack.advance(280)
         assert open_stack.wait_refreshes("open", 4)[-1]["status"] == 200
 
@@ -722,10 +724,7 @@ def test_keepalive_weighs_a_session_by_how_long_it_has_gone_on(tmp_path: Path, m
 
 def test_a_refused_upgrade_falls_back_to_re_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with open_gateway(tmp_path, monkeypatch, refusing_upgrades) as open_stack:
-        client, history = anthropic.Anthropic(base_url=open_stack.gw, api_key="sk-ant-caller-0123456789", max_retries=0), []
-        turn(client, "open", "refused", history, "Review section 1.")
-        open_stack.advance(REPLY_S)
-        prefix = entry(turn(client, "open", "refused", history, section_2("refused")))
+        _, _, prefix = open_returning(open_stack, "refused")
         open_stack.advance(280)
         refused, kept = open_stack.wait_refreshes("open", 2)
         assert refused["status"] == 400 and "upgrade to 1h" in refused["explanation"][0]
