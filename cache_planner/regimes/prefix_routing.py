@@ -37,7 +37,9 @@ class PrefixRouting(Regime):
 
     def choose(self, target: Target, model: ModelRules, price: Price, catalog: Catalog, route: RouteState,
                cands: list[Candidate], notes: list[str]) -> list[Candidate]:
-        return _choose(model, price, route, cands, notes)
+        chosen = _choose(model, price, route, cands, notes)
+        _note(chosen, notes)
+        return chosen
 
     def ttls(self, target: Target, model: ModelRules, catalog: Catalog) -> tuple[str, ...]:
         return model.breakpoint_ttls
@@ -63,7 +65,12 @@ class PrefixRouting(Regime):
             cands = _instructions(conv, flat, cands, notes)
             chosen = _choose(model, price, route, cands, notes)
             ttl = chosen[0].choice.ttl if chosen else None
-            mode, chosen = _mode(flat, chosen, notes)
+            implicit = _implicit_end(flat, chosen)
+            _note(chosen, notes, implicit)
+            mode = "explicit" if implicit is None else "implicit"
+            # Implicit mode writes OpenAI's breakpoint and at most three explicit ones: with the end left to it, at
+            # most three of `_choose`'s four remain.
+            chosen = [c for c in chosen if c is not implicit]
             for c in chosen:
                 checkpoints._own(flat, c.index).checkpoint = Checkpoint(ttl)
             conv.cache_params["prompt_cache_options"] = {"mode": mode, "ttl": ttl} if ttl else {"mode": mode}
@@ -77,18 +84,13 @@ class PrefixRouting(Regime):
 REGIME = PrefixRouting()
 
 
-def _mode(flat: list, chosen: list[Candidate], notes: list[str]) -> tuple[str, list[Candidate]]:
-    """Explicit mode (only the planner's breakpoints are written: a route that never repeats pays no writes),
-    unless the conversation's end is a Responses item no breakpoint can mark (a tool call's output given as a
-    string, kept byte for byte): then implicit mode, whose breakpoint OpenAI places at the newest user or tool
-    message, ends it, beside at most three explicit ones (the API's limit of four writes)."""
+def _implicit_end(flat: list, chosen: list[Candidate]) -> Candidate | None:
+    """The conversation's end when a breakpoint cannot mark it, else None (explicit mode: only the planner's
+    breakpoints are written, so a route that never repeats pays no writes). A Responses item such as a tool call's
+    output given as a string goes byte for byte: there implicit mode, whose breakpoint OpenAI places at the newest
+    user or tool message, ends the conversation."""
     end = next((c for c in chosen if c.level == "conversation"), None)
-    if end is None or flat[end.index][0].form != "object":
-        return "explicit", chosen
-    note = next(i for i, n in enumerate(notes) if n.startswith(f"checkpoint: conversation at {end.tokens} tokens"))
-    notes[note] = "implicit breakpoint:" + notes[note].removeprefix("checkpoint:") + \
-        ": implicit mode, so that OpenAI's own breakpoint ends the conversation at its newest tool output"
-    return "implicit", [c for c in chosen if c is not end][-3:]
+    return end if end is not None and flat[end.index][0].form == "object" else None
 
 
 def _instructions(conv: Conversation, flat: list, cands: list[Candidate], notes: list[str]) -> list[Candidate]:
@@ -112,11 +114,19 @@ def _instructions(conv: Conversation, flat: list, cands: list[Candidate], notes:
 
 def _choose(model: ModelRules, price: Price, route: RouteState, cands: list[Candidate],
             notes: list[str]) -> list[Candidate]:
+    """At most four breakpoints, in prefix order, all with one TTL: the static level's choice, else the first
+    chosen's (by `checkpoints.PRIORITY`)."""
     chosen = checkpoints._decide(cands, model, price, route, model.breakpoint_ttls, notes)
     chosen = sorted(chosen, key=lambda c: checkpoints.PRIORITY[c.level])[:4]
-    # One TTL per request: the static level's choice, else the first chosen.
     ttl = chosen[0].choice.ttl if chosen else None
     for c in chosen:
         c.choice = Choice(ttl, c.choice.expected_cost, c.choice.reason)
-        notes.append(f"checkpoint: {c.level} at {c.tokens} tokens, ttl {ttl} ({c.choice.reason})")
     return sorted(chosen, key=lambda c: c.index)
+
+
+def _note(chosen: list[Candidate], notes: list[str], implicit: Candidate | None = None) -> None:
+    """One line per breakpoint, by priority; the one left to OpenAI's implicit breakpoint says so."""
+    for c in sorted(chosen, key=lambda c: checkpoints.PRIORITY[c.level]):
+        line = f"{c.level} at {c.tokens} tokens, ttl {c.choice.ttl} ({c.choice.reason})"
+        notes.append(f"checkpoint: {line}" if c is not implicit else f"implicit breakpoint: {line}: implicit mode, "
+                     "so that OpenAI's own breakpoint ends the conversation at its newest tool output")
