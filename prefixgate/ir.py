@@ -87,13 +87,19 @@ class Block:
         (a marker says where to cache, it is not prompt content)."""
         if self._key is None:
             native = self.native
+            native = self.rendered()
             if self.edited:
                 # What goes on the wire: the edited text in the native shape (not the original text).
                 native = {**native, "text": self.text} if isinstance(native, dict) else self.text
-            if self.unrendered and isinstance(native, dict):
-                native = {k: v for k, v in native.items() if k not in self.unrendered}
             self._key = content_hash(canonical_native(native))
         return self._key
+
+    def rendered(self) -> Any:
+        """`native` without the fields that are not prompt content (`unrendered`)."""
+        native = self.native
+        if self.unrendered and isinstance(native, dict):
+            return {k: v for k, v in native.items() if k not in self.unrendered}
+        return native
 
 
 @dataclass

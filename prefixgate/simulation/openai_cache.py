@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from prefixgate.dialects.responses import UNRENDERED
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, Conversation, without_markers
 from prefixgate.providers.rules import ModelRules, OpenAIRules
@@ -189,8 +190,8 @@ class OpenAICache:
                 continue
             message_index += 1
             item += seg.blocks_field != "instructions"
-            # A message item's `id` is not what the model reads (Codex sends new ones on each request).
-            header = {k: v for k, v in (seg.native or {}).items() if k not in ("content", "tool_calls", "id")}
+            # A message item's `id` is not what the model reads either (Codex sends new ones on each request).
+            header = {k: v for k, v in (seg.native or {}).items() if k not in ("content", "tool_calls", *UNRENDERED)}
             marker = [_SYNTHETIC + _small_hash(seg.role) % 1000 + i for i in range(self.rules.message_overhead_tokens)]
             index = self._add(prompt, hasher, header, marker, "message", message_index)
             for bi, block in enumerate(seg.blocks):
@@ -226,11 +227,9 @@ def _rendered(block: Block) -> Any:
     same as a bare string content (`ir.canonical_native`'s form), so a message sent once as a string and once as
     a part (a breakpoint needs a part) is the same prefix; an input item's `id` (`Block.unrendered`) is no part
     of it."""
-    native = block.native
+    native = block.rendered()
     if isinstance(native, dict) and native.get("type") in ("input_text", "output_text"):
         return {"type": "text", **{k: v for k, v in native.items() if k not in ("type", "annotations")}}
-    if block.unrendered and isinstance(native, dict):
-        return {k: v for k, v in native.items() if k not in block.unrendered}
     return native
 
 
