@@ -52,6 +52,7 @@ from prometheus_client.registry import Collector
 
 from prefixgate import tokens
 from prefixgate.cache_planner.keepalive import (
+    Refresh,
     refresh_body,
     refresh_cost,
     static_mark,
@@ -395,10 +396,8 @@ class KeepAlive:
             # Nothing cached a request could keep (a Gemini explicit cache's TTL is extended elsewhere, not here).
             self._stop(session, "no refresh", count=False)
             return
-        body = await asyncio.to_thread(compact_bytes, refresh.body)
-        self.body_bytes += len(body) - len(session.body)
-        session.body, session.planned, session.prewarm = body, True, refresh.prewarm
-        session.expected_usd = refresh_cost(refresh, session.price, session.cached_tokens)
+        await self._use(session, refresh)
+        session.planned = True
         if upgrade is not None and longest is not None:
             session.upgrade, session.upgrade_ttl = await asyncio.to_thread(compact_bytes, upgrade.body), longest
             self.body_bytes += len(session.upgrade)
@@ -538,17 +537,23 @@ class KeepAlive:
         self.no_prewarm.add(session.gap_route)
         self.m_stops.labels(session.route.name, "pre-warm refused").inc()
         log.info("keep-alive stops pre-warming on route %s: the provider refused one (%s)", session.route.name, error)
+        # The refused body is itself a refresh of the same prefix: its refresh without a pre-warm is the one to send.
         sent = await asyncio.to_thread(json.loads, session.body)
         refresh = await asyncio.to_thread(refresh_body, session.planner, sent, session.model, session.ttl_s,
                                           self.proxy.catalog, False)
-        if refresh is None or self.sessions.get(session.slot) is not session:
-            return self._stop(session, "failed") if refresh is None else 1
+        if refresh is None:
+            return self._stop(session, "failed")
+        if self.sessions.get(session.slot) is session:      # else a request continued it meanwhile
+            await self._use(session, refresh)
+            self._schedule(session, now)
+        return 1
+
+    async def _use(self, session: Session, refresh: Refresh) -> None:
+        """`refresh` is what `session` sends from now: its body (held, and counted against the bound) and price."""
         body = await asyncio.to_thread(compact_bytes, refresh.body)
         self.body_bytes += len(body) - len(session.body)
-        session.body, session.prewarm = body, False
+        session.body, session.prewarm = body, refresh.prewarm
         session.expected_usd = refresh_cost(refresh, session.price, session.cached_tokens)
-        self._schedule(session, now)
-        return 1
 
     async def _upgraded(self, session: Session, usage: Usage) -> None:
         """The upgrade went out: the session's cache is now its prefix through the answer, living the upgrade's
