@@ -38,6 +38,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import time
 import uuid
 from collections import OrderedDict
@@ -88,6 +89,9 @@ FOR_GOOD = ("no refresh",)
 # Sessions hold the body a refresh re-sends: past this many bytes of them, the least recently active go first.
 MAX_BODY_BYTES = 64 << 20
 MAX_SESSIONS = 20_000
+# Tenant/routes whose learned state (gap model, what the route refused) is kept, least recently used forgotten: on
+# an open gateway each caller key is a tenant, so this grows with callers.
+MAX_ROUTES = 1024
 TICK_S = 1.0
 TIMEOUT_S = 60.0
 _UNIT_S = {"s": 1, "m": 60, "h": 3600}
@@ -178,6 +182,7 @@ class Cap:
     route: str
     key: str | None         # None: every key's refreshes on the route
     since: int              # the window's start, unix seconds
+    until: float            # its end (inf: the window of period "total")
 
 
 class KeepAlive:
@@ -194,11 +199,11 @@ class KeepAlive:
         # request planned it).
         self.statics: dict[tuple[str, str, str, str], Session] = {}
         self.body_bytes = 0
-        self._restored: set[str] = set()       # cap counters started from the ledger (without Redis)
+        self._restored: dict[str, float] = {}   # cap counters started from the ledger (without Redis): window end
         # Per tenant and route: the idle gaps its sessions showed (tenants never share learned state).
-        self.gaps = GapBook()
-        self.no_upgrade: set[str] = set()       # tenant/route where an upgrade was not read or was refused
-        self.no_prewarm: set[str] = set()       # tenant/route whose upstream refused a pre-warm
+        self.gaps = GapBook(2 * MAX_ROUTES)     # two shapes per route: conversations and the static prefix
+        self.no_upgrade = RouteFlags(MAX_ROUTES)    # tenant/route where an upgrade was not read or was refused
+        self.no_prewarm = RouteFlags(MAX_ROUTES)    # tenant/route whose upstream refused a pre-warm
         self._task: asyncio.Task | None = None
         r = proxy.metrics.registry
         self.m_refreshes = Counter("prefixgate_keepalive_refreshes", "Keep-alive refreshes sent", ("route",), registry=r)
@@ -239,7 +244,7 @@ class KeepAlive:
             if earlier.upgraded and now < earlier.touched + earlier.ttl_s and usage.cache_read < earlier.cached_tokens:
                 # The caller sent the answer back otherwise than it came (edited, re-rendered): what the upgrade
                 # wrote is never read on this route, so it sends no more upgrades.
-                self.no_upgrade.add(gap_route)
+                self.no_upgrade.add(gap_route, call.route.name)
                 self.m_stops.labels(call.route.name, "upgrade unread").inc()
                 log.info("keep-alive stops upgrading on route %s: a caller's next turn did not read its answer",
                          call.route.name)
@@ -495,7 +500,7 @@ class KeepAlive:
             if session.upgrading and 400 <= status < 500:
                 # The provider refuses the upgrade's shape (a model that takes no pre-warm here, or no filler
                 # turn): the route's sessions are kept by re-reading instead, this one from now.
-                self.no_upgrade.add(session.gap_route)
+                self.no_upgrade.add(session.gap_route, session.route.name)
                 self.m_stops.labels(session.route.name, "upgrade refused").inc()
                 log.info("keep-alive stops upgrading on route %s: the provider refused one (%s)", session.route.name, error)
                 self.body_bytes -= len(session.upgrade)
@@ -534,7 +539,7 @@ class KeepAlive:
         """The upstream refused the pre-warm (a provider or platform that takes no `max_tokens: 0`, or an API
         version without `prewarm`): the route's refreshes ask for the least output instead, this one from now
         (its cache has not expired: the retry goes out at the next tick)."""
-        self.no_prewarm.add(session.gap_route)
+        self.no_prewarm.add(session.gap_route, session.route.name)
         self.m_stops.labels(session.route.name, "pre-warm refused").inc()
         log.info("keep-alive stops pre-warming on route %s: the provider refused one (%s)", session.route.name, error)
         # The refused body is itself a refresh of the same prefix: its refresh without a pre-warm is the one to send.
@@ -597,8 +602,9 @@ class KeepAlive:
         start = int(time.time() // period) * period if period else 0
         window = str(start // period) if period else "all"
         route, key = session.route.name, session.group[1]
-        return [Cap(f"keepalive:{route}:{window}", policy.route_usd, period * 2, "route cap", route, None, start),
-                Cap(f"keepalive:{route}:{key}:{window}", policy.key_usd, period * 2, "key cap", route, key, start)]
+        until = start + period if period else math.inf
+        return [Cap(f"keepalive:{route}:{window}", policy.route_usd, period * 2, "route cap", route, None, start, until),
+                Cap(f"keepalive:{route}:{key}:{window}", policy.key_usd, period * 2, "key cap", route, key, start, until)]
 
     async def _reserve(self, caps: list[Cap], expected: Decimal) -> str:
         """Add the refresh's expected cost to each cap's counter before sending it, and name the first cap that
@@ -620,7 +626,10 @@ class KeepAlive:
         refreshes spent in it, so a restart forgives no cap (as budgets)."""
         if self.proxy.settings.redis_url or cap.counter in self._restored:
             return
-        self._restored.add(cap.counter)
+        # A counter is looked at only while its window lasts: those of windows that have ended are forgotten.
+        now = time.time()
+        self._restored = {c: until for c, until in self._restored.items() if until > now}
+        self._restored[cap.counter] = cap.until
         pico = await asyncio.to_thread(self.proxy.ledger.spend_pico, cap.since, route=cap.route, key=cap.key, kind=KIND)
         if pico:
             await self.proxy.counters.add(cap.counter, -(-pico // 1000), cap.ttl)
@@ -659,6 +668,38 @@ class KeepAlive:
         return rec
 
 
+class RouteFlags:
+    """The tenant/routes where keep-alive learned that something does not pay or is refused, the `size` most
+    recently set or asked about kept. Forgetting one costs at most one more refused or unread refresh, where
+    keeping every caller's would grow without bound."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._routes: OrderedDict[str, str] = OrderedDict()    # tenant/route -> the route's name
+
+    def add(self, route: str, name: str) -> None:
+        self._routes[route] = name
+        self._routes.move_to_end(route)
+        while len(self._routes) > self.size:
+            self._routes.popitem(last=False)
+
+    def __contains__(self, route: object) -> bool:
+        if route not in self._routes:
+            return False
+        self._routes.move_to_end(route)   # type: ignore[arg-type]
+        return True
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+    def by_name(self) -> dict[str, int]:
+        """How many tenants each route name has here."""
+        counts: dict[str, int] = {}
+        for name in list(self._routes.values()):
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
+
 class _Gauges(Collector):
     """What keep-alive holds, read at each scrape: sessions per route, level and state (`due`: a refresh is
     scheduled; `idle`: none pays now, its next request decides again; `stopped`: for a reason in `..._stops`),
@@ -678,7 +719,13 @@ class _Gauges(Collector):
             sessions.add_metric(labels, n)
         held = GaugeMetricFamily("prefixgate_keepalive_body_bytes", "Bytes of refresh bodies the sessions hold "
                                  f"(at most {MAX_BODY_BYTES})", value=self.keepalive.body_bytes)
-        return [sessions, held]
+        off = GaugeMetricFamily("prefixgate_keepalive_tenants_without", "Tenants a route sends no keep-alive upgrade "
+                                f"(unread or refused) or pre-warm (refused) for (at most {MAX_ROUTES} of each in all)",
+                                labels=("route", "what"))
+        for what, flags in (("upgrade", self.keepalive.no_upgrade), ("prewarm", self.keepalive.no_prewarm)):
+            for route, n in sorted(flags.by_name().items()):
+                off.add_metric((route, what), n)
+        return [sessions, held, off]
 
 
 def _tokens_through(session: Session, body: dict) -> int:

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from prefixgate.gateway.keepalive import KeepAlive
+from prefixgate.gateway.keepalive import KeepAlive, RouteFlags
 from prefixgate.gateway.metrics import Metrics
-from prefixgate.gateway.state import RedisCounters
+from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.policies.keepalive import KeepAlivePolicy
 
 # Sonnet 5.5's cache read is $0.10/MTok: a refresh reading 7,900 tokens costs $0.00079; the key's cap of $0.001 a
@@ -76,3 +76,52 @@ def test_a_refresh_that_breaks_unexpectedly_gives_its_reservation_back(redis_url
         return await b._reserve(b._caps(session("on-b")), REFRESH)  # the whole cap is free again
 
     assert asyncio.run(run()) == ""
+
+
+def test_without_redis_each_window_is_started_from_the_ledger_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Redis a window's counter starts from what the ledger says refreshes spent in it, once: a route on
+    another period looking at its own windows in between must not make a day's counter start again (the ledger's
+    spend counted twice), and windows that have ended are forgotten (a gateway up for months keeps no list of
+    every key's every hour)."""
+    asked: list[tuple[int, str | None]] = []
+
+    class Ledger:
+        def spend_pico(self, since: int, route: str, key: str | None, kind: str) -> int:
+            asked.append((since, key))
+            return int(REFRESH * 10**12)     # one refresh bought in this window before the restart
+
+    proxy = SimpleNamespace(metrics=Metrics(), settings=SimpleNamespace(redis_url=""), counters=MemoryCounters(),
+                            ledger=Ledger())
+    keepalive = KeepAlive(proxy)  # type: ignore[arg-type]
+    hourly = KeepAlivePolicy(on=True, route_usd=1.0, key_usd=1.0, period="hour")
+
+    def on(route: str, policy: KeepAlivePolicy) -> SimpleNamespace:
+        return SimpleNamespace(route=SimpleNamespace(name=route, keepalive=policy), group=("tenant:t", "k", route))
+
+    now = [86400.0 * 20_000 + 7200.0]     # 02:00 on some day
+    monkeypatch.setattr("prefixgate.gateway.keepalive.time.time", lambda: now[0])
+
+    async def run() -> list[str]:
+        verdicts = [await keepalive._reserve(keepalive._caps(on("daily", POLICY)), Decimal(0))]  # ledger: 1 bought
+        now[0] += 3600                    # 03:00: the hourly route's window is newer than the day's
+        verdicts.append(await keepalive._reserve(keepalive._caps(on("hourly", hourly)), REFRESH))
+        # The day's key cap ($0.001) has room for one refresh and the ledger's is in it: a second does not fit.
+        verdicts.append(await keepalive._reserve(keepalive._caps(on("daily", POLICY)), REFRESH))
+        return verdicts
+
+    assert asyncio.run(run()) == ["", "", "key cap"]
+    assert len([a for a in asked if a[1] == "k"]) == 2       # the daily key's window and the hourly key's, once each
+    now[0] += 86400                       # the next day: every counter above belongs to a window that has ended
+    asyncio.run(keepalive._reserve(keepalive._caps(on("hourly", hourly)), Decimal(0)))
+    assert len(keepalive._restored) == 2                     # this hour's route and key counters only
+
+
+def test_what_a_route_refused_is_remembered_for_the_most_recent_routes_only() -> None:
+    """On an open gateway every caller key is a tenant: what keep-alive learned of each tenant's route (no upgrades,
+    no pre-warms) is bounded, the route asked about most recently kept."""
+    flags = RouteFlags(2)
+    flags.add("a/chat", "chat")
+    flags.add("b/chat", "chat")
+    assert "a/chat" in flags            # asked about: now the most recent
+    flags.add("c/chat", "chat")
+    assert "a/chat" in flags and "c/chat" in flags and "b/chat" not in flags and len(flags) == 2

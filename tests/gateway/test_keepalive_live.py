@@ -408,6 +408,7 @@ def test_a_caller_that_sends_the_answer_back_otherwise_gets_no_more_upgrades(sta
     after = turn(client, "edited", "edited-1", history, "And section 3?")
     assert after.usage.cache_read_input_tokens < prefix + upgrade["cache_writes"]["1h"]
     assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="edited", reason="upgrade unread") == 1
+    assert metric(stack.metrics(), "prefixgate_keepalive_tenants_without", route="edited", what="upgrade") == 1
     # The route's next session is kept by re-reading its prefix, not upgraded.
     _, _, second = returning_session(stack, "edited", "edited-2")
     stack.advance(280)
@@ -652,6 +653,7 @@ def test_a_refused_pre_warm_falls_back_to_the_least_output(tmp_path: Path, monke
         assert kept["cache_read"] == prefix and kept["cache_writes"] == {} and kept["output"] == 1
         assert Decimal(kept["cost_usd"]) == (prefix * READ + kept["uncached_input"] * INPUT + OUTPUT) / 1_000_000
         assert metric(open_stack.metrics(), "prefixgate_keepalive_stops_total", route="open", reason="pre-warm refused") == 1
+        assert metric(open_stack.metrics(), "prefixgate_keepalive_tenants_without", route="open", what="prewarm") == 1
         open_stack.advance(170)     # past the request's own 5 minutes, within the refresh's
         assert turn(client, "open", "no-prewarm", history, "And section 3?").usage.cache_read_input_tokens == prefix
         # The route's next session asks for one token from its first refresh.
