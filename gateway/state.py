@@ -13,6 +13,10 @@ from redis.exceptions import RedisError
 # What an unreachable or failing Redis raises (timeouts are RedisError subclasses; refusals OSError).
 _ERRORS = (RedisError, OSError)
 log = logging.getLogger("prefixgate.gateway")
+# Counters are named per key and window (`rpm:<key>:<minute>`): new ones come every window, for ever. Expired ones are
+# dropped once the counters have doubled since the last purge, and grown by at least this many (one pass per as many
+# new counters as it kept).
+PURGE_AFTER = 1024
 
 
 class MemoryCounters:
@@ -20,9 +24,13 @@ class MemoryCounters:
 
     def __init__(self) -> None:
         self._values: dict[str, tuple[float, float]] = {}
+        self._purge_at = PURGE_AFTER
 
     async def add(self, key: str, amount: float, ttl_s: int) -> float:
         now = time.monotonic()
+        if len(self._values) >= self._purge_at:
+            self._values = {k: v for k, v in self._values.items() if not v[1] or v[1] >= now}
+            self._purge_at = max(2 * len(self._values), len(self._values) + PURGE_AFTER)
         value, expires = self._values.get(key, (0.0, 0.0))
         if expires and expires < now:
             value, expires = 0.0, 0.0

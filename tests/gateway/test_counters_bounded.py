@@ -1,0 +1,30 @@
+"""The in-process counters forget the ones that have expired: each key counts in a new counter every window (a
+minute for its rate limit), so keeping every one would grow with time for as long as the gateway runs."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from prefixgate.gateway import state
+from prefixgate.gateway.state import PURGE_AFTER, MemoryCounters
+
+
+def test_expired_counters_are_purged_and_live_ones_kept(monkeypatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(state, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    counters = MemoryCounters()
+
+    async def run() -> None:
+        await counters.add("spend:team:all", 5, 0)            # no TTL: never expires
+        for minute in range(60):
+            now[0] += 60
+            for key in range(100):                            # 100 keys, a new rpm counter each minute
+                await counters.add(f"rpm:{key}:{minute}", 1, 120)
+            await counters.add(f"rpm:0:{minute}", 1, 120)     # a live counter counts on
+        assert len(counters._values) <= 2 * (2 * 100 + 1) + PURGE_AFTER
+        assert await counters.get("spend:team:all") == 5
+        assert await counters.get("rpm:0:59") == 2 and await counters.get("rpm:99:58") == 1
+        assert await counters.get("rpm:0:0") == 0
+
+    asyncio.run(run())
