@@ -82,7 +82,8 @@ class Limits:
                     f"key {key.name!r} has spent its budget of ${key.budget.usd:g} per {key.budget.period}",
                     status=429, kind="rate_limit", retry_after=left or None)
             held = Reservation(counter, nanodollars(estimate_usd))
-            self.reserved[counter] = self.reserved.get(counter, 0) + held.nano
+            if held.nano:   # `release` drops a counter at zero: one kept at zero would stay for every window
+                self.reserved[counter] = self.reserved.get(counter, 0) + held.nano
         try:
             await self._rate(key, now)
         except RequestError:

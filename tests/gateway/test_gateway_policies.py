@@ -263,3 +263,20 @@ def test_the_policy_example_in_the_gateway_docs_loads_as_written(monkeypatch):
     chat = next(r for r in policy.routes if r.name == "chat")
     assert chat.retry.on == ("429", "5xx", "timeout", "connect")
     assert next(r for r in policy.routes if r.name == "claude-pool").balance == "cost"
+
+
+def test_requests_estimated_at_nothing_leave_no_reservation_behind():
+    # A budget counter is named per window: one left at zero would stay for good, one more each window.
+    async def run() -> dict[str, int]:
+        day = [1000]
+        limits = Limits(MemoryCounters(), clock=lambda: 86_400 * day[0])
+        key = _limited_key()
+        for _ in range(5):
+            day[0] += 1
+            await limits.settle(key, await limits.admit(key), tokens=0, cost_usd=Decimal("0.01"))
+        held = await limits.admit(key, Decimal("0.2"))
+        assert limits.reserved == {held.counter: 200_000_000}
+        limits.release(held)
+        return limits.reserved
+
+    assert asyncio.run(run()) == {}
