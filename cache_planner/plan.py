@@ -73,7 +73,7 @@ class Plan:
         use_cache(self.conversation, name)
         self._marks = None
         if self._route_state is not None:
-            self._route_state.explicit[self.prefix_hash] = (name, expires_at)
+            self._route_state.remember_explicit(self.prefix_hash, name, expires_at)
         if self._state is not None:
             self._state.share_explicit(self._state_route, self.prefix_hash, name, expires_at)
         self.explanation.append(f"cache: created explicit cache {name} and sent the request against it")
@@ -174,7 +174,7 @@ def _reuse_shared_cache(conv: Conversation, state: PlannerState, route: str, rs:
     shared = state.shared_explicit(route, key)
     if shared is None or shared[1] <= now + 60:
         return cache_create
-    rs.explicit[key] = shared
+    rs.remember_explicit(key, *shared)
     use_cache(conv, shared[0])
     notes[-1] = f"cache: using explicit cache {shared[0]} for the system instruction and tools (created by another replica)"
     return None

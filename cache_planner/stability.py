@@ -5,7 +5,8 @@ system prompt: `PlannerState.resolve` finds the route a prompt with other values
 keeps its previous request's system text and the sites learned by comparing each request with it
 (`variance`), so a span seen to vary is moved on every later request.
 
-State is bounded: at most `max_routes` routes (LRU), `variance.MAX_SITES` sites and `max_contexts` contexts each.
+State is bounded: at most `max_routes` routes (LRU), `variance.MAX_SITES` sites, `max_contexts` contexts and
+`MAX_EXPLICIT` explicit caches each.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ SKETCH_MATCH = 11        # sketch values shared with a known route to join it (o
 SKETCH_MIN_CHARS = 400   # shorter prompts are routed by their exact (masked) shape alone
 _SHINGLE_WORDS = 8
 _WORDS = re.compile(r"[^\W\d_]+")
+# Explicit caches a route remembers (the least recently noted forgotten): one per static prefix it created a cache
+# for, and nothing else drops an expired one, so a route whose prefixes change would grow them for good.
+MAX_EXPLICIT = 256
 
 
 @lru_cache(maxsize=1024)
@@ -92,6 +96,13 @@ class RouteState:
         self.contexts.move_to_end(key)
         while len(self.contexts) > self.max_contexts:
             self.contexts.popitem(last=False)
+
+    def remember_explicit(self, key: str, name: str, expires_at: float) -> None:
+        """The explicit cache `name` holds the static prefix `key` until `expires_at`."""
+        self.explicit.pop(key, None)
+        self.explicit[key] = (name, expires_at)
+        while len(self.explicit) > MAX_EXPLICIT:
+            del self.explicit[next(iter(self.explicit))]
 
     def to_dict(self) -> dict:
         return {"requests": self.requests, "reuse": self.reuse.to_dict(), "previous": self.previous, "sites": self.sites.to_list(),

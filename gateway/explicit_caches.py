@@ -210,7 +210,7 @@ class ExplicitCaches:
         entry.expires = expires
         state = self.proxy.planner_state
         route = state.route(entry.planner_route)
-        route.explicit[entry.prefix_hash] = (entry.name, expires)
+        route.remember_explicit(entry.prefix_hash, entry.name, expires)
         state.share_explicit(entry.planner_route, entry.prefix_hash, entry.name, expires)
         await self._record(entry, "cache_extend", added,
                            f"cache: extended explicit cache {entry.name} by {added / 3600:.2f} h ({reason})", held)
