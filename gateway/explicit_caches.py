@@ -253,3 +253,5 @@ class ExplicitCaches:
         self.proxy.metrics.observe(rec)
         if key is not None and cost is not None and cost.total > 0:
             await self.proxy.limits.settle(key, held, 0, cost.total)
+        else:
+            self.proxy.limits.release(held)     # an extension that added no time: nothing billed, nothing held

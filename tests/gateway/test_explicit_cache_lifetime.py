@@ -18,6 +18,7 @@ from prefixgate.gateway.app import create_app
 from prefixgate.ledger import read_records
 from prefixgate.policies import Policy, builtin_upstreams
 from prefixgate.policies.limits import spend_counter
+from prefixgate.providers.cached_contents import rfc3339
 from prefixgate.simulation.mock.server import MockContext, tenant_of
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import settings_for
@@ -147,3 +148,23 @@ def test_a_key_past_its_budget_pays_no_extension(stack):
     tick(caches)
     assert not kinds(settings, "cache_extend") and not caches.entries
     assert context.simulator.get_cached_content(name, now=clock(), tenant=tenant_of(GATEWAY_KEY)).expire_time == created
+
+
+def test_an_extension_that_adds_no_time_holds_nothing_of_the_key_budget(stack):
+    gw, settings, clock, context, caches = stack
+    ask(gw, "Is my toaster covered?")
+    (entry,) = caches.entries.values()
+    for _ in range(5):
+        clock.offset += 600
+        ask(gw, "And my kettle?")
+
+    async def same_expiry(entry, method, body):     # the provider answers the PATCH with the expiry it had
+        return {"expireTime": rfc3339(entry.expires)}
+
+    caches._call = same_expiry
+    clock.offset += 500
+    tick(caches)
+    (row,) = kinds(settings, "cache_extend")
+    assert Decimal(row["cost_usd"]) == 0
+    # Its reservation is given back, not kept in `reserved` for good (one more per extension and window).
+    assert caches.proxy.limits.reserved == {}
