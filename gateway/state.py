@@ -61,7 +61,10 @@ class RedisCounters:
 
         self._redis = aioredis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
         self.local = MemoryCounters()
-        self.backlog: dict[str, tuple[float, int]] = {}     # key -> (amount counted locally, ttl)
+        # key -> (amount counted locally, ttl, when its window is over: 0 never). Counted while Redis is down, so a
+        # long outage adds a counter per key and window: those of ended windows (never read again) are dropped.
+        self.backlog: dict[str, tuple[float, int, float]] = {}
+        self._purge_at = PURGE_AFTER
         self._down_until = 0.0
         self.outages = 0
 
@@ -72,8 +75,12 @@ class RedisCounters:
             except _ERRORS:
                 self._went_down()
         value = await self.local.add(key, amount, ttl_s)
-        pending, _ = self.backlog.get(key, (0.0, ttl_s))
-        self.backlog[key] = (pending + amount, ttl_s)
+        now = time.monotonic()
+        if len(self.backlog) >= self._purge_at:
+            self.backlog = {k: v for k, v in self.backlog.items() if not v[2] or v[2] >= now}
+            self._purge_at = max(2 * len(self.backlog), len(self.backlog) + PURGE_AFTER)
+        pending, _, over = self.backlog.get(key, (0.0, ttl_s, now + ttl_s if ttl_s else 0.0))
+        self.backlog[key] = (pending + amount, ttl_s, over)
         return value
 
     async def get(self, key: str) -> float:
@@ -99,13 +106,13 @@ class RedisCounters:
         if time.monotonic() < self._down_until:
             return False
         while self.backlog:
-            key, (amount, ttl) = next(iter(self.backlog.items()))
+            key, (amount, ttl, _) = next(iter(self.backlog.items()))
             try:
                 await self._add(key, amount, ttl)
             except _ERRORS:
                 self._went_down()
                 return False
-            del self.backlog[key]
+            self.backlog.pop(key, None)     # a purge meanwhile may have dropped it
         return True
 
     def _went_down(self) -> None:

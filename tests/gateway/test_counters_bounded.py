@@ -1,5 +1,6 @@
-"""The in-process counters forget the ones that have expired: each key counts in a new counter every window (a
-minute for its rate limit), so keeping every one would grow with time for as long as the gateway runs."""
+"""The in-process counters (and the backlog kept for Redis while it is down) forget the ones that have expired: each
+key counts in a new counter every window (a minute for its rate limit), so keeping every one would grow with time
+for as long as the gateway runs."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 from types import SimpleNamespace
 
 from prefixgate.gateway import state
-from prefixgate.gateway.state import PURGE_AFTER, MemoryCounters
+from prefixgate.gateway.state import PURGE_AFTER, MemoryCounters, RedisCounters
 
 
 def test_expired_counters_are_purged_and_live_ones_kept(monkeypatch) -> None:
@@ -28,3 +29,23 @@ def test_expired_counters_are_purged_and_live_ones_kept(monkeypatch) -> None:
         assert await counters.get("rpm:0:0") == 0
 
     asyncio.run(run())
+
+
+def test_a_long_redis_outage_keeps_the_backlog_of_live_windows_only(monkeypatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(state, "time", SimpleNamespace(monotonic=lambda: now[0]))
+
+    async def run() -> RedisCounters:
+        counters = RedisCounters("redis://127.0.0.1:1/0")     # nothing listens there: down all along
+        await counters.add("spend:team:all", 5, 0)
+        for minute in range(60):
+            now[0] += 60
+            for key in range(100):
+                await counters.add(f"rpm:{key}:{minute}", 1, 120)
+        await counters.close()
+        return counters
+
+    counters = asyncio.run(run())
+    assert len(counters.backlog) <= 2 * (2 * 100 + 1) + PURGE_AFTER
+    assert counters.backlog["spend:team:all"] == (5, 0, 0.0)
+    assert counters.backlog["rpm:7:59"][0] == 1 and "rpm:7:0" not in counters.backlog
