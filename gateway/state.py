@@ -106,13 +106,16 @@ class RedisCounters:
         if time.monotonic() < self._down_until:
             return False
         while self.backlog:
-            key, (amount, ttl, _) = next(iter(self.backlog.items()))
+            # Taken before it is sent: callers that arrive while it is in flight resync the rest, never it again.
+            key = next(iter(self.backlog))
+            amount, ttl, over = self.backlog.pop(key)
             try:
                 await self._add(key, amount, ttl)
             except _ERRORS:
                 self._went_down()
+                pending, _, _ = self.backlog.get(key, (0.0, ttl, over))
+                self.backlog[key] = (pending + amount, ttl, over)   # given back, beside what was counted meanwhile
                 return False
-            self.backlog.pop(key, None)     # a purge meanwhile may have dropped it
         return True
 
     def _went_down(self) -> None:

@@ -49,3 +49,18 @@ def test_a_long_redis_outage_keeps_the_backlog_of_live_windows_only(monkeypatch)
     assert len(counters.backlog) <= 2 * (2 * 100 + 1) + PURGE_AFTER
     assert counters.backlog["spend:team:all"] == (5, 0, 0.0)
     assert counters.backlog["rpm:7:59"][0] == 1 and "rpm:7:0" not in counters.backlog
+
+
+def test_a_backlog_is_resynced_once_by_callers_that_arrive_together(redis_url: str) -> None:
+    """When Redis is back, every caller's first add resyncs the backlog first: two arriving at once must not both
+    send the same counted amount (the key would have spent twice what it did)."""
+    async def run() -> float:
+        counters = RedisCounters(redis_url)
+        counters.backlog["spend:team:7"] = (5.0, 60, 0.0)     # counted here while Redis was down
+        counters.backlog["spend:team:8"] = (1.0, 60, 0.0)
+        await asyncio.gather(counters._available(), counters._available())
+        value = await counters.get("spend:team:7")
+        await counters.close()
+        return value
+
+    assert asyncio.run(run()) == 5.0
