@@ -24,7 +24,7 @@ from tests.support_services import free_port, wait_until
 PROVIDER_KEY = "sk-provider-secret-for-protected-mode-0001"
 CALLER_KEY = "pg-caller-key-protected-mode-0002"
 ADMIN = "admin-token-protected-mode-0003"
-CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Where is my parcel?"}]}
+CHAT = {"model": "gpt-5.4", "messages": [{"role": "user", "content": "Where is my parcel?"}]}
 KEYED_POLICY = {"routes": [{"name": "chat", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]}],
                 "keys": [{"name": "app", "key_env": "PG_CALLER_KEY"}]}
 
