@@ -52,6 +52,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from prefixgate import tokens
+from prefixgate.cache_planner.held import MAX_HELD
 from prefixgate.cache_planner.keepalive import (
     Refresh,
     refresh_body,
@@ -725,7 +726,12 @@ class _Gauges(Collector):
         for what, flags in (("upgrade", self.keepalive.no_upgrade), ("prewarm", self.keepalive.no_prewarm)):
             for route, n in sorted(flags.by_name().items()):
                 off.add_metric((route, what), n)
-        return [sessions, held, off]
+        state = self.keepalive.proxy.planner_state
+        with state.lock:
+            entries = sum(len(route.held.entries) for route in state.routes.values())
+        anchors = GaugeMetricFamily("prefixgate_keepalive_held_entries", "Hour-long entries the planner's routes in "
+                                    f"this replica hold by marking them again (at most {MAX_HELD} a route)", value=entries)
+        return [sessions, held, off, anchors]
 
 
 def _tokens_through(session: Session, body: dict) -> int:

@@ -326,6 +326,7 @@ def test_a_chat_whose_user_walks_away_is_upgraded_through_its_answer(stack: Stac
     assert after.usage.cache_creation.ephemeral_5m_input_tokens > 3000
     # ... and holds the answer's hour-long entry, marked again so that it outlives the turns after it.
     assert any(line.startswith("checkpoint: held") for line in stack.requests("chat")[-1]["explanation"])
+    assert float(re.search(r"^prefixgate_keepalive_held_entries (\S+)$", stack.metrics(), re.M).group(1)) >= 1
     [credited] = [r for r in stack.requests("chat") if r["keepalive_saved_usd"]]
     assert Decimal(credited["keepalive_saved_usd"]) == (prefix + answer) * (WRITE_5M - READ) / 1_000_000
     stack.settle()
