@@ -396,16 +396,18 @@ class KeepAlive:
         reply, session.reply = session.reply, None
         longest = self._longest_ttl(session) if reply is not None else None
         upgrade = await asyncio.to_thread(upgrade_body, session.planner, sent, reply, longest) if longest else None
+        upgrade_bytes = await asyncio.to_thread(compact_bytes, upgrade.body) if upgrade is not None else b""
         if self.sessions.get(session.slot) is not session:
             return
         if refresh is None or refresh.kind != "generate":
             # Nothing cached a request could keep (a Gemini explicit cache's TTL is extended elsewhere, not here).
             self._stop(session, "no refresh", count=False)
             return
-        await self._use(session, refresh)
+        if not await self._use(session, refresh):
+            return
         session.planned = True
         if upgrade is not None and longest is not None:
-            session.upgrade, session.upgrade_ttl = await asyncio.to_thread(compact_bytes, upgrade.body), longest
+            session.upgrade, session.upgrade_ttl = upgrade_bytes, longest
             self.body_bytes += len(session.upgrade)
             session.upgrade_bill, session.upgrade_usd = upgrade_cost(upgrade, session.price, session.cached_tokens,
                                                                      session.reply_tokens, session.ttl, longest)
@@ -549,17 +551,21 @@ class KeepAlive:
                                           self.proxy.catalog, False)
         if refresh is None:
             return self._stop(session, "failed")
-        if self.sessions.get(session.slot) is session:      # else a request continued it meanwhile
-            await self._use(session, refresh)
+        if await self._use(session, refresh):
             self._schedule(session, now)
         return 1
 
-    async def _use(self, session: Session, refresh: Refresh) -> None:
-        """`refresh` is what `session` sends from now: its body (held, and counted against the bound) and price."""
+    async def _use(self, session: Session, refresh: Refresh) -> bool:
+        """`refresh` is what `session` sends from now: its body (held, and counted against the bound) and price.
+        False, and nothing changed, when a request continued the session meanwhile (it is no longer held: the
+        bytes it holds were given back when it was dropped)."""
         body = await asyncio.to_thread(compact_bytes, refresh.body)
+        if self.sessions.get(session.slot) is not session:
+            return False
         self.body_bytes += len(body) - len(session.body)
         session.body, session.prewarm = body, refresh.prewarm
         session.expected_usd = refresh_cost(refresh, session.price, session.cached_tokens)
+        return True
 
     async def _upgraded(self, session: Session, usage: Usage) -> None:
         """The upgrade went out: the session's cache is now its prefix through the answer, living the upgrade's
@@ -578,6 +584,7 @@ class KeepAlive:
             self._stop(session, "no refresh", count=False)
             return
         session.expected_usd = refresh_cost(refresh, session.price, session.cached_tokens)
+
     def _hold(self, session: Session, sent: dict) -> None:
         """Tell the planner of the upgrade's entry (the prefix through the answer, living the upgrade's TTL): the
         session's later requests mark it again, so it outlives the turns after it (`cache_planner.held`)."""

@@ -12,6 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from prefixgate.cache_planner.keepalive import Refresh
+from prefixgate.cost import Price
 from prefixgate.gateway.keepalive import KeepAlive, RouteFlags
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
@@ -125,3 +127,27 @@ def test_what_a_route_refused_is_remembered_for_the_most_recent_routes_only() ->
     assert "a/chat" in flags            # asked about: now the most recent
     flags.add("c/chat", "chat")
     assert "a/chat" in flags and "c/chat" in flags and "b/chat" not in flags and len(flags) == 2
+
+
+def test_a_session_continued_while_its_refresh_is_built_leaves_the_byte_count_true(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refresh bodies are compacted off the event loop; a request that continues the session meanwhile drops it
+    (giving its bytes back). The refresh built for it must not then be counted against the bound as if still
+    held: the count would drift up for good, and the bound would drop live sessions for bytes nobody holds."""
+    proxy = SimpleNamespace(metrics=Metrics(), settings=SimpleNamespace(redis_url=""), counters=MemoryCounters(),
+                            ledger=None)
+    keepalive = KeepAlive(proxy)  # type: ignore[arg-type]
+    session = SimpleNamespace(group=("tenant:t", "k", "chat"), ident="s1", anchor="a1", static=(), upgrade=b"",
+                              body=b"x" * 1000, price=Price(Decimal(3), Decimal(15), Decimal("0.3")), cached_tokens=900,
+                              prewarm=False, expected_usd=Decimal(0), stopped="", level="conversation")
+    session.slot = (*session.group, session.ident)
+    keepalive._keep(session)  # type: ignore[arg-type]
+    assert keepalive.body_bytes == 1000
+
+    def compact_while_a_request_continues(body: dict) -> bytes:
+        keepalive._drop(session)  # type: ignore[arg-type]  # the caller's next request arrived meanwhile
+        return b"y" * 400
+
+    monkeypatch.setattr("prefixgate.gateway.keepalive.compact_bytes", compact_while_a_request_continues)
+    refresh = Refresh("generate", {"model": "m", "max_tokens": 0})
+    assert asyncio.run(keepalive._use(session, refresh)) is False  # type: ignore[arg-type]
+    assert keepalive.body_bytes == sum(len(s.body) + len(s.upgrade) for s in keepalive.sessions.values()) == 0
