@@ -506,9 +506,10 @@ class KeepAlive:
                 self.no_upgrade.add(session.gap_route, session.route.name)
                 self.m_stops.labels(session.route.name, "upgrade refused").inc()
                 log.info("keep-alive stops upgrading on route %s: the provider refused one (%s)", session.route.name, error)
-                self.body_bytes -= len(session.upgrade)
-                session.upgrade, session.upgrading = b"", False
-                self._schedule(session, now)
+                if self.sessions.get(session.slot) is session:   # else a request continued it: its bytes went back
+                    self.body_bytes -= len(session.upgrade)
+                    session.upgrade, session.upgrading = b"", False
+                    self._schedule(session, now)
                 return 1
             if 400 <= status < 500 and session.prewarm:
                 return await self._without_prewarm(session, error, now)

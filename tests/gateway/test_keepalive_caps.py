@@ -17,6 +17,7 @@ from prefixgate.cost import Price
 from prefixgate.gateway.keepalive import KeepAlive, RouteFlags
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
+from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.policies.keepalive import KeepAlivePolicy
 
 # Sonnet 5.5's cache read is $0.10/MTok: a refresh reading 7,900 tokens costs $0.00079; the key's cap of $0.001 a
@@ -129,19 +130,36 @@ def test_what_a_route_refused_is_remembered_for_the_most_recent_routes_only() ->
     assert "a/chat" in flags and "c/chat" in flags and "b/chat" not in flags and len(flags) == 2
 
 
+def held_session(keepalive: KeepAlive, **fields: object) -> SimpleNamespace:
+    """A conversation's session as keep-alive holds it (the fields its bookkeeping reads), 1,000 body bytes."""
+    session = SimpleNamespace(**{**dict(group=("tenant:t", "k", "chat"), ident="s1", anchor="a1", static=(), upgrade=b"",
+                                        body=b"x" * 1000, price=Price(Decimal(3), Decimal(15), Decimal("0.3"),
+                                                                       {"5m": Decimal("3.75"), "1h": Decimal(6)}),
+                                        cached_tokens=900, prewarm=False, expected_usd=Decimal(0), stopped="",
+                                        level="conversation"), **fields})
+    session.slot = (*session.group, session.ident)
+    keepalive._keep(session)  # type: ignore[arg-type]
+    return session
+
+
+def bytes_held(keepalive: KeepAlive) -> tuple[int, int]:
+    """The count kept against the bound, and what the sessions held really hold."""
+    return keepalive.body_bytes, sum(len(s.body) + len(s.upgrade) for s in keepalive.sessions.values())
+
+
+def stub_keepalive() -> KeepAlive:
+    proxy = SimpleNamespace(metrics=Metrics(), settings=SimpleNamespace(redis_url=""), counters=MemoryCounters(),
+                            ledger=SimpleNamespace(append=lambda rec: None, spend_pico=lambda *a, **k: 0))
+    return KeepAlive(proxy)  # type: ignore[arg-type]
+
+
 def test_a_session_continued_while_its_refresh_is_built_leaves_the_byte_count_true(monkeypatch: pytest.MonkeyPatch) -> None:
     """Refresh bodies are compacted off the event loop; a request that continues the session meanwhile drops it
     (giving its bytes back). The refresh built for it must not then be counted against the bound as if still
     held: the count would drift up for good, and the bound would drop live sessions for bytes nobody holds."""
-    proxy = SimpleNamespace(metrics=Metrics(), settings=SimpleNamespace(redis_url=""), counters=MemoryCounters(),
-                            ledger=None)
-    keepalive = KeepAlive(proxy)  # type: ignore[arg-type]
-    session = SimpleNamespace(group=("tenant:t", "k", "chat"), ident="s1", anchor="a1", static=(), upgrade=b"",
-                              body=b"x" * 1000, price=Price(Decimal(3), Decimal(15), Decimal("0.3")), cached_tokens=900,
-                              prewarm=False, expected_usd=Decimal(0), stopped="", level="conversation")
-    session.slot = (*session.group, session.ident)
-    keepalive._keep(session)  # type: ignore[arg-type]
-    assert keepalive.body_bytes == 1000
+    keepalive = stub_keepalive()
+    session = held_session(keepalive)
+    assert bytes_held(keepalive) == (1000, 1000)
 
     def compact_while_a_request_continues(body: dict) -> bytes:
         keepalive._drop(session)  # type: ignore[arg-type]  # the caller's next request arrived meanwhile
@@ -150,4 +168,28 @@ def test_a_session_continued_while_its_refresh_is_built_leaves_the_byte_count_tr
     monkeypatch.setattr("prefixgate.gateway.keepalive.compact_bytes", compact_while_a_request_continues)
     refresh = Refresh("generate", {"model": "m", "max_tokens": 0})
     assert asyncio.run(keepalive._use(session, refresh)) is False  # type: ignore[arg-type]
-    assert keepalive.body_bytes == sum(len(s.body) + len(s.upgrade) for s in keepalive.sessions.values()) == 0
+    assert bytes_held(keepalive) == (0, 0)
+
+
+def test_an_upgrade_refused_after_its_session_was_continued_leaves_the_byte_count_true() -> None:
+    """The upstream refuses an upgrade (400) while the caller's next request continues the session: the route
+    stops upgrading, and the upgrade's bytes, given back when the session was dropped, are not given back twice
+    (the count would drift down, and the bound would hold more than it says)."""
+    keepalive = stub_keepalive()
+    session = held_session(keepalive, upgrade=b"u" * 500, upgrading=True, upgrade_bill=Decimal(0), touched=time.time(),
+                           ttl_s=300.0, key=None, upstream=SimpleNamespace(name="anthropic", provider="anthropic"),
+                           wire=None, model="claude-sonnet-5-5", headers={}, credential=None, refreshes=0, reason="",
+                           route=SimpleNamespace(name="chat", keepalive=POLICY), gap_route="tenant:t/chat",
+                           upgrade_ttl="1h", rows="anthropic", dialect="anthropic", prefix_hash="p", turns=1,
+                           last_request=time.time(), ttl="5m", upgrade_usd=Decimal(0), due=None)
+    keepalive.body_bytes += len(session.upgrade)        # as `_plan` counts a planned upgrade
+
+    class ContinuedThenRefused:
+        async def send(self, *args: object) -> None:
+            keepalive._drop(session)  # type: ignore[arg-type]
+            raise UpstreamFailure("anthropic", 400, "max_tokens: must be at least 1")
+
+    keepalive.proxy.upstream = ContinuedThenRefused()
+    asyncio.run(keepalive._refresh(session))  # type: ignore[arg-type]
+    assert "tenant:t/chat" in keepalive.no_upgrade
+    assert bytes_held(keepalive) == (0, 0)
