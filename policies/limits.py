@@ -86,7 +86,7 @@ class Limits:
                 self.reserved[counter] = self.reserved.get(counter, 0) + held.nano
         try:
             await self._rate(key, now)
-        except RequestError:
+        except BaseException:   # refused, or cancelled (the caller hung up): the caller never gets `held` to settle
             self.release(held)
             raise
         return held

@@ -280,3 +280,29 @@ def test_requests_estimated_at_nothing_leave_no_reservation_behind():
         return limits.reserved
 
     assert asyncio.run(run()) == {}
+
+
+def test_an_admission_cancelled_while_its_rate_is_counted_leaves_no_reservation_behind():
+    """Admission reserves the estimate, then counts the request's rate (a Redis round trip). A caller who hangs
+    up meanwhile cancels admission there: the reservation was never handed back to be settled, so it must be
+    released then, or it holds the key's budget for the rest of its window (for good, with `period: total`)."""
+    class SlowRateStore(MemoryCounters):
+        async def add(self, key: str, amount: float, ttl_s: int) -> float:
+            if key.startswith("rpm:"):
+                await asyncio.Event().wait()        # the round trip the caller hangs up during
+            return await super().add(key, amount, ttl_s)
+
+    async def run() -> dict[str, int]:
+        limits = Limits(SlowRateStore(), clock=lambda: 60 * 1000 + 1)
+        admission = asyncio.ensure_future(limits.admit(_limited_key(), Decimal("0.6")))
+        for _ in range(100):            # until admission has reserved and is suspended counting the rate
+            if limits.reserved:
+                break
+            await asyncio.sleep(0)
+        assert limits.reserved
+        admission.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await admission
+        return limits.reserved
+
+    assert asyncio.run(run()) == {}
