@@ -5,7 +5,7 @@ and the slot's `release` counts it down, once, whichever way the attempt ends. A
 outlives the code that sent it, so its slot is handed off to the response, which releases it when
 its body ends or, if the body never starts (the client left before the first byte), when the
 response itself ends. Whoever must know when an upstream has answered (the KV index: a replica owes its
-events by then) listens with `on_release`.
+events by then) listens with `on_release`, and with `on_hold` for when it is sent something again.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ class Slot:
         self._released = False
         self.handed_off = False
         counts[upstream] += 1
+        for listener in counts.hold_listeners:
+            listener(upstream)
 
     def __enter__(self) -> Slot:
         return self
@@ -47,10 +49,15 @@ class InFlight(defaultdict[str, int]):
     def __init__(self) -> None:
         super().__init__(int)
         self.listeners: list[Callable[[str], None]] = []
+        self.hold_listeners: list[Callable[[str], None]] = []
 
     def on_release(self, listener: Callable[[str], None]) -> None:
         """Call `listener(upstream)` each time an attempt on `upstream` ends, however it ended."""
         self.listeners.append(listener)
+
+    def on_hold(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(upstream)` each time an attempt on `upstream` is counted in."""
+        self.hold_listeners.append(listener)
 
     def hold(self, upstream: str) -> Slot:
         """A slot counted up now: `with counts.hold(name) as slot: ...`."""

@@ -71,6 +71,7 @@ class KVIndex:
         self._lock = threading.Lock()
         self._in_flight = in_flight
         in_flight.on_release(self._answered)
+        in_flight.on_hold(self._sent)
         self._tokenizers: dict[str, Any] = {}
         for replica in self.replicas.values():
             if replica.source.tokenizer not in self._tokenizers:
@@ -139,6 +140,15 @@ class KVIndex:
             with self._lock:
                 if replica.owes_since is not None:
                     replica.idle_since = time.monotonic()
+
+    def _sent(self, name: str) -> None:
+        # Busy again. `route` cleared this when it chose the replica, but the attempt is counted in only later
+        # (after a thread hop, a retry's backoff): an answer to another request in between found nothing in
+        # flight and marked the replica idle while this prompt was still on its way to it.
+        replica = self.replicas.get(name)
+        if replica is not None and replica.idle_since is not None:
+            with self._lock:
+                replica.idle_since = None
 
     def _held(self, replica: Replica, tokens: list[int], salt: str | None) -> int:
         from prefixgate.local_backend.block_pool import hash_block, published_hash

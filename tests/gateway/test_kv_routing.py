@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from types import SimpleNamespace
 
 import httpx
 import msgpack
@@ -223,6 +224,24 @@ def test_a_busy_replica_that_owes_events_for_a_minute_is_silent(tmp_path) -> Non
             index.route(["r"], payload, None, "p", in_flight, 1.25)
             replica.owes_since -= 61   # a publisher that died under steady traffic
             assert "(no_holder; silent: r)" in index.route(["r"], payload, None, "p", in_flight, 1.25)[1]
+
+
+def test_a_replica_sent_a_prompt_after_an_answer_found_it_idle_is_busy_not_silent(tmp_path, monkeypatch) -> None:
+    """A request is routed to r, then counted in flight only after an await (a big body's thread hop back to the
+    loop, a retry's backoff). An answer to r's only other request lands in between: nothing is in flight, so r is
+    marked idle. Sending the prompt makes r busy again: its BlockStored may wait behind its queue, so 10 s on,
+    with that prompt still in flight, r is not silent (it would be routed as holding nothing)."""
+    with _index(tmp_path, replay=False) as (index, _):
+        replica, system, in_flight = index.replicas["r"], _manual(1), index._in_flight
+        index._receive(replica, 0, _batch(_stored(*_first_blocks(index, system))))
+        payload = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": "Next?"}]}
+        earlier = in_flight.hold("r")                       # another caller's request, still being answered
+        index.route(["r"], payload, None, "p", in_flight, 1.25)     # this one: r lacks some of its blocks
+        earlier.release()                                   # answered while this one was between route and send
+        with in_flight.hold("r"):                           # sent
+            later = time.monotonic() + 10
+            monkeypatch.setattr("prefixgate.gateway.kv_index.time", SimpleNamespace(monotonic=lambda: later))
+            assert "silent" not in index.route(["r"], payload, None, "p", in_flight, 1.25)[1]
 
 
 def test_the_holder_is_skipped_past_the_load_cap() -> None:
