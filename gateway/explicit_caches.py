@@ -216,13 +216,19 @@ class ExplicitCaches:
                            f"cache: extended explicit cache {entry.name} by {added / 3600:.2f} h ({reason})", held)
 
     async def _delete(self, entry: Entry, now: float, reason: str) -> None:
+        state = self.proxy.planner_state
+        explicit = state.route(entry.planner_route).explicit
+        # Withdrawn before the DELETE goes out, not after: a request planned while it is on its way would be sent
+        # against the cache being deleted. From the other replicas too: published as expiring now (the planner
+        # takes none under a minute).
+        withdrawn = explicit.pop(entry.prefix_hash, None)
+        state.share_explicit(entry.planner_route, entry.prefix_hash, entry.name, time.time() + 1)
         if await self._call(entry, "DELETE", None) is None:
+            if withdrawn is not None and entry.prefix_hash not in explicit:    # given back, unless replaced meanwhile
+                state.route(entry.planner_route).remember_explicit(entry.prefix_hash, *withdrawn)
+                state.share_explicit(entry.planner_route, entry.prefix_hash, *withdrawn)
             return
         del self.entries[entry.name]
-        state = self.proxy.planner_state
-        state.route(entry.planner_route).explicit.pop(entry.prefix_hash, None)
-        # Withdrawn from the other replicas too: published as expiring now (the planner takes none under a minute).
-        state.share_explicit(entry.planner_route, entry.prefix_hash, entry.name, time.time() + 1)
         await self._record(entry, "cache_delete", -(entry.expires - now),
                            f"cache: deleted unused explicit cache {entry.name}; {reason}")
 

@@ -168,3 +168,44 @@ def test_an_extension_that_adds_no_time_holds_nothing_of_the_key_budget(stack):
     assert Decimal(row["cost_usd"]) == 0
     # Its reservation is given back, not kept in `reserved` for good (one more per extension and window).
     assert caches.proxy.limits.reserved == {}
+
+
+def test_a_cache_being_deleted_is_withdrawn_from_the_planner_before_the_delete_goes_out():
+    """The DELETE is a round trip: a request planned while it is out must not be sent against the cache being
+    deleted (it would name a cache that is gone by the time it lands). A DELETE that fails gives the cache back."""
+    from types import SimpleNamespace
+
+    from prefixgate.gateway.explicit_caches import Entry, ExplicitCaches
+    from prefixgate.gateway.upstream import UpstreamFailure
+    from prefixgate.providers.rules import load_catalog
+
+    state = PlannerState()
+    state.route("tenant:acme/warranty").remember_explicit("p1", "cachedContents/c1", time.time() + 1800)
+    seen_while_deleting = []
+
+    class Upstream:
+        fail = False
+
+        async def forward(self, *args: object) -> SimpleNamespace:
+            # What a request planned now would find for the prefix.
+            seen_while_deleting.append(state.route("tenant:acme/warranty").explicit.get("p1"))
+            if self.fail:
+                raise UpstreamFailure("gemini", 503, "unavailable")
+            return SimpleNamespace(body=b"{}")
+
+    proxy = SimpleNamespace(catalog=load_catalog(None), settings=SimpleNamespace(redis_url=""), planner_state=state,
+                            upstream=Upstream(), ledger=SimpleNamespace(append=lambda rec: None),
+                            metrics=SimpleNamespace(observe=lambda rec: None), limits=SimpleNamespace(release=lambda held: None))
+    caches = ExplicitCaches(proxy)  # type: ignore[arg-type]
+    upstream = SimpleNamespace(name="gemini", provider="", kind="gemini")
+    entry = Entry("cachedContents/c1", upstream, SimpleNamespace(explicit_cache_path="cachedContents", name="gemini"),  # type: ignore[arg-type]
+                  MODEL, None, None, "gemini", "tenant:acme/warranty", "p1", 10_000, None, time.time() + 1800, time.time())
+    caches.entries[entry.name] = entry
+    proxy.upstream.fail = True
+    asyncio.run(caches._delete(entry, time.time(), "idle"))
+    assert state.route("tenant:acme/warranty").explicit["p1"][0] == "cachedContents/c1"     # given back
+    caches.entries[entry.name] = entry
+    proxy.upstream.fail = False
+    asyncio.run(caches._delete(entry, time.time(), "idle"))
+    assert seen_while_deleting == [None, None] and "p1" not in state.route("tenant:acme/warranty").explicit
+    assert not caches.entries
