@@ -100,8 +100,10 @@ class ProviderDiagnostics:
 
     def _conversation(self, call: Call, upstream: Upstream, conv: Conversation, credential: str | None) -> str:
         chained = conv.params.get("previous_response_id")
-        if isinstance(chained, str) and chained in self._conversation_of:
-            return self._conversation_of[chained]
+        # One lookup: `read` (on the event loop) may evict the entry between a check and a fetch (here, off it).
+        found = self._conversation_of.get(chained) if isinstance(chained, str) else None
+        if found is not None:
+            return found
         first = next((seg.text for seg in conv.segments if seg.role == "user"), "")
         key = call.caller.key
         who = f"{key.tenant}/{key.name}" if key else "-"

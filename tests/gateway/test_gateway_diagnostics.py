@@ -143,3 +143,27 @@ def test_changed_reasoning_effort_is_named_by_openai_and_shown(stack, stream):
     route = next(r for r in httpx.get(gw.url + "/api/misses", params={"range": "15m"}).json()["routes"]
                  if r["route"] == "gpt")
     assert route["provider"]["top"]["reason"] == "reasoning_effort_changed"
+
+
+def test_an_answer_id_evicted_while_a_request_is_attached_starts_a_conversation_instead_of_failing() -> None:
+    """`attach` runs off the event loop (big bodies are planned on worker threads) while `read`, on the loop,
+    evicts the oldest answer ids: one evicted between looking it up and fetching it must not fail the request."""
+    from collections import OrderedDict
+    from types import SimpleNamespace
+
+    from prefixgate.gateway.diagnostics import ProviderDiagnostics
+    from prefixgate.providers.rules import load_catalog
+
+    class EvictedMeanwhile(OrderedDict):
+        def __contains__(self, key: object) -> bool:
+            return True             # it was there when looked up ...
+
+        def __getitem__(self, key: str) -> str:
+            raise KeyError(key)     # ... and evicted by `read` before it was fetched
+
+    diagnostics = ProviderDiagnostics(load_catalog())
+    diagnostics._conversation_of = EvictedMeanwhile()
+    call = SimpleNamespace(caller=SimpleNamespace(key=None), route=SimpleNamespace(name="gpt"))
+    conv = SimpleNamespace(params={"previous_response_id": "resp_evicted"}, segments=[])
+    conversation = diagnostics._conversation(call, SimpleNamespace(name="openai"), conv, None)  # type: ignore[arg-type]
+    assert len(conversation) == 32          # a conversation of its own, from what the request says
