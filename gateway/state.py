@@ -5,6 +5,7 @@ Budgets and rate limits count here, so several replicas behind a load balancer e
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -110,7 +111,8 @@ class RedisCounters:
             key = next(iter(self.backlog))
             amount, ttl, over = self.backlog.pop(key)
             try:
-                await self._add(key, amount, ttl)
+                # Shielded: a caller hanging up (its task cancelled) must not lose an amount already taken off.
+                await asyncio.shield(self._add(key, amount, ttl))
             except _ERRORS:
                 self._went_down()
                 pending, _, _ = self.backlog.get(key, (0.0, ttl, over))

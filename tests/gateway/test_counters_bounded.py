@@ -64,3 +64,33 @@ def test_a_backlog_is_resynced_once_by_callers_that_arrive_together(redis_url: s
         return value
 
     assert asyncio.run(run()) == 5.0
+
+
+def test_a_resync_whose_caller_hangs_up_still_lands_what_it_took(redis_url: str) -> None:
+    """The caller whose add resyncs the backlog may hang up mid-way (its task cancelled): the amount already taken
+    off the backlog still reaches Redis, rather than being lost with the caller."""
+    async def run() -> tuple[float, dict]:
+        counters = RedisCounters(redis_url)
+        counters.backlog["spend:team:9"] = (3.0, 60, 0.0)
+        sending, go_on = asyncio.Event(), asyncio.Event()
+        real_add = counters._add
+
+        async def slow_add(key: str, amount: float, ttl_s: int) -> float:
+            sending.set()
+            await go_on.wait()          # the round trip to Redis, during which the caller hangs up
+            return await real_add(key, amount, ttl_s)
+
+        counters._add = slow_add  # type: ignore[method-assign]
+        caller = asyncio.create_task(counters._available())
+        await sending.wait()
+        caller.cancel()
+        await asyncio.sleep(0)
+        go_on.set()
+        for _ in range(500):            # until the shielded add has landed (never, without the shield)
+            if (value := await counters.get("spend:team:9")):
+                break
+            await asyncio.sleep(0.01)
+        await counters.close()
+        return value, counters.backlog
+
+    assert asyncio.run(run()) == (3.0, {})
