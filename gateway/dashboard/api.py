@@ -190,7 +190,7 @@ def forecast(request: Request) -> dict:
 def alert_rules(request: Request) -> dict:
     alerter = request.app.state.alerter
     last: dict[str, dict] = {}
-    for key, ts in alerter.last_sent.items():
+    for key, ts in dict(alerter.last_sent).items():    # a copy: the alerter's thread adds firings meanwhile
         rule, subject = key.split(":", 1)
         if ts > last.get(rule, {}).get("ts", -1):
             last[rule] = {"subject": subject, "ts": ts}
