@@ -179,6 +179,9 @@ def retiring(w: WindowDep) -> list[dict]:
 @router.get("/forecast", response_model=schema.Forecasts,
             summary="Spend forecast per key and route to their budget period's end, with soft and hard budget lines")
 def forecast(request: Request) -> dict:
+    if reader_tenant(request) is not None:
+        # Every key's and route's spend, and the gateway's total: other tenants' figures, and sums of them.
+        raise HTTPException(403, "forecasts are per key and route across every tenant: not a tenant reader's to read")
     policy = request.app.state.alerter.policy
     now = time.time()
     with unavailable_as_503(request.app.state.dashboard_source), \
@@ -188,6 +191,9 @@ def forecast(request: Request) -> dict:
 
 @router.get("/alerts/rules", response_model=schema.AlertRules, summary="The pushed alerts' rules, destinations and last firings")
 def alert_rules(request: Request) -> dict:
+    if reader_tenant(request) is not None:
+        # The last firings name their subjects (other tenants' keys and routes), and the destinations are the operator's.
+        raise HTTPException(403, "alert rules and firings span every tenant: not a tenant reader's to read")
     alerter = request.app.state.alerter
     last: dict[str, dict] = {}
     for key, ts in dict(alerter.last_sent).items():    # a copy: the alerter's thread adds firings meanwhile

@@ -1,0 +1,69 @@
+"""Side doors around tenant scope, through a real `prefixgate serve` in front of `prefixgate mock-providers`:
+paths that name another tenant's provider-side state without making a model request (token counts), and
+dashboard reads that are not records (forecasts, alert rules). Each must answer another tenant as if the
+state did not exist, or refuse a tenant's reader, as test_tenant_scope.py's model paths and records do."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from prefixgate.ledger import read_records
+from prefixgate.policies import hash_key
+from tests.support_services import wait_until
+from tests.support_stack import running_stack
+
+ACME_1, ACME_2, BETA = "pg-leak-acme-one-012345", "pg-leak-acme-two-012345", "pg-leak-beta-0123456789"
+ACME_READER, ADMIN = "pg-leak-acme-reader-0123", "admin-token-tenant-leaks-01"
+POLICY = {
+    "routes": [{"name": "gemini", "models": ["gemini-3.5-*"], "targets": [{"upstream": "gemini"}]},
+               {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
+               {"name": "vertex", "models": ["gemini-3.8-flash"], "targets": [{"upstream": "vertex"}]}],
+    "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
+             {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
+             {"name": "beta-secret-project", "key_sha256": hash_key(BETA), "tenant": "beta",
+              "budget": {"usd": 100, "period": "month"}},
+             {"name": "acme-reader", "key_sha256": hash_key(ACME_READER), "tenant": "acme", "dashboard": "read",
+              "routes": ["openai"]}],
+}
+DOCUMENT = "Clause {}: the warranty covers parts and labour for two years from delivery. "
+MODEL = "gemini-3.5-flash"
+
+
+def goog(key: str) -> dict:
+    return {"x-goog-api-key": key}
+
+
+def bearer(key: str) -> dict:
+    return {"authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("leaks")
+    (tmp / "policy.json").write_text(json.dumps(POLICY))
+    env = {"PREFIXGATE_POLICY_FILE": str(tmp / "policy.json"), "PREFIXGATE_LEDGER_PATH": str(tmp / "ledger.sqlite"),
+           "GEMINI_API_KEY": "AIzaGatewayOwnKey0000000000000", "OPENAI_API_KEY": "sk-gateway-own-0000",
+           "PREFIXGATE_ADMIN_TOKEN": ADMIN, "GOOGLE_CLOUD_PROJECT": "gw-project",
+           "GOOGLE_CLOUD_LOCATION": "us-east5", "PREFIXGATE_VERTEX_ACCESS_TOKEN": "mock-vertex-token"}
+    with running_stack(tmp, env) as (gw, mock):
+        yield gw, mock, tmp / "ledger.sqlite"
+
+
+def test_a_tenant_reader_gets_no_forecast_or_alert_firings_of_other_tenants(stack):
+    gw, _, ledger = stack
+    r = httpx.post(f"{gw}/v1/chat/completions", headers=bearer(BETA), json={
+        "model": "gpt-5.5", "messages": [{"role": "user", "content": "Spend something."}]})
+    assert r.status_code == 200, r.text
+    wait_until(lambda: any(rec["key"] == "beta-secret-project" for rec in read_records(str(ledger))), 10, "beta recorded")
+    # The forecast lists every key's and route's spend and the gateway's total: another tenant's figures.
+    for path in ("/api/forecast", "/api/alerts/rules"):
+        mine = httpx.get(f"{gw}{path}", headers=bearer(ACME_READER))
+        assert mine.status_code == 403, (path, mine.text)
+        assert "beta-secret-project" not in mine.text
+    # The admin still reads them.
+    everything = httpx.get(f"{gw}/api/forecast", headers=bearer(ADMIN))
+    assert everything.status_code == 200 and "beta-secret-project" in everything.text
+    assert httpx.get(f"{gw}/api/alerts/rules", headers=bearer(ADMIN)).status_code == 200
