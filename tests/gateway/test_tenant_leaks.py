@@ -67,3 +67,21 @@ def test_a_tenant_reader_gets_no_forecast_or_alert_firings_of_other_tenants(stac
     everything = httpx.get(f"{gw}/api/forecast", headers=bearer(ADMIN))
     assert everything.status_code == 200 and "beta-secret-project" in everything.text
     assert httpx.get(f"{gw}/api/alerts/rules", headers=bearer(ADMIN)).status_code == 200
+
+
+def test_counting_tokens_never_reads_another_tenants_stored_response(stack):
+    gw, _, _ = stack
+    secret = "Remember this contract: " + "".join(DOCUMENT.format(i) for i in range(40))
+    made = httpx.post(f"{gw}/v1/responses", headers=bearer(ACME_1), json={"model": "gpt-5.5", "input": secret, "store": True})
+    assert made.status_code == 200, made.text
+    rid = made.json()["id"]
+    body = {"model": "gpt-5.5", "input": "And now?", "previous_response_id": rid}
+    # The other tenant: as a model request naming it, a 404; the count would say it exists and how long it is.
+    theirs = httpx.post(f"{gw}/v1/responses/input_tokens", headers=bearer(BETA), json=body)
+    assert theirs.status_code == 404, theirs.text
+    assert theirs.json()["error"]["message"] == f"Previous response with id '{rid}' not found."
+    assert "input_tokens" not in theirs.json()
+    # The same tenant's other key counts the chain.
+    own = httpx.post(f"{gw}/v1/responses/input_tokens", headers=bearer(ACME_2), json=body)
+    assert own.status_code == 200 and own.json()["input_tokens"] > 500, own.text
+
