@@ -15,6 +15,7 @@ from prefixgate.gateway import cache_scope
 from prefixgate.gateway.auth import upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body, serve
+from prefixgate.gateway.named_state import check_counted
 from prefixgate.gateway.upstream import CACHED_CONTENTS_QUERY, UpstreamResponse, allowed_query
 from prefixgate.model_ids import path_model
 from prefixgate.tokens import annotate_tokens
@@ -39,6 +40,7 @@ async def model_action(request: Request, version: str, target: str) -> Response:
 async def _count_tokens(request: Request, version: str, model: str) -> Response:
     proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
+    await check_counted(proxy.owners, caller, raw)
     route = proxy.router.decide(model, caller.key).route
     upstream = proxy.policy.upstreams[route.targets[0].upstreams[0]]
     if upstream.dialect == WIRE.name:

@@ -18,6 +18,7 @@ from prefixgate.gateway import cache_scope
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body
+from prefixgate.gateway.named_state import check_counted
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.upstream import CACHED_CONTENTS_QUERY, UpstreamResponse, allowed_query
 from prefixgate.model_ids import path_model
@@ -59,6 +60,7 @@ async def _count_claude_tokens(request: Request) -> Response:
 async def _count_gemini_tokens(request: Request, model: str) -> Response:
     proxy: Proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
+    await check_counted(proxy.owners, caller, raw)
     upstream = _routed(proxy, model, caller, vertex_gemini.NAME)
     if upstream is None:
         conv = gemini.parse_request(raw, model=model)

@@ -4,6 +4,7 @@ stored answer, `previous_response_id` and the like, is `Proxy.check_chain`'s.)""
 
 from __future__ import annotations
 
+from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.ownership import Owners, principal
@@ -25,3 +26,19 @@ async def check_named(owners: Owners, caller: Caller, conv: Conversation) -> Non
     cache = conv.params.get("cachedContent") or conv.params.get("cached_content")
     if cache and not await owners.allows(CACHE, cache_id(cache), owner):
         raise RequestError(f"CachedContent not found: {cache}", field="cachedContent", status=404, kind="not_found")
+
+
+async def check_counted(owners: Owners, caller: Caller, raw: bytes) -> None:
+    """`countTokens` (Gemini's and Vertex's) may name a cache too, at its top level or in its
+    `generateContentRequest`, and the count includes the cache's tokens: another tenant's cache is a 404 there
+    as well, or the count would tell whether it exists and how large it is."""
+    owner = principal(caller.key)
+    if owner is None:
+        return
+    body = load_body(raw)
+    for request in (body, body.get("generateContentRequest"), body.get("generate_content_request")):
+        if not isinstance(request, dict):
+            continue
+        cache = request.get("cachedContent") or request.get("cached_content")
+        if cache and not await owners.allows(CACHE, cache_id(cache), owner):
+            raise RequestError(f"CachedContent not found: {cache}", field="cachedContent", status=404, kind="not_found")

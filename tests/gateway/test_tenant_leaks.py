@@ -85,3 +85,33 @@ def test_counting_tokens_never_reads_another_tenants_stored_response(stack):
     own = httpx.post(f"{gw}/v1/responses/input_tokens", headers=bearer(ACME_2), json=body)
     assert own.status_code == 200 and own.json()["input_tokens"] > 500, own.text
 
+
+def test_counting_tokens_never_reads_another_tenants_explicit_cache(stack):
+    gw, _, _ = stack
+    text = "".join(DOCUMENT.format(i) for i in range(300))
+    made = httpx.post(f"{gw}/v1beta/cachedContents", headers=goog(ACME_1), json={
+        "model": f"models/{MODEL}", "contents": [{"role": "user", "parts": [{"text": text}]}], "ttl": "600s"})
+    assert made.status_code == 200, made.text
+    name = made.json()["name"]
+    question = [{"role": "user", "parts": [{"text": "Summarise the warranty."}]}]
+    url = f"{gw}/v1beta/models/{MODEL}:countTokens"
+    for body in ({"cachedContent": name, "contents": question},
+                 {"generateContentRequest": {"model": f"models/{MODEL}", "cachedContent": name, "contents": question}}):
+        theirs = httpx.post(url, headers=goog(BETA), json=body)
+        assert theirs.status_code == 404 and theirs.json()["error"]["status"] == "NOT_FOUND", theirs.text
+        assert "totalTokens" not in theirs.text
+        own = httpx.post(url, headers=goog(ACME_2), json=body)
+        assert own.status_code == 200 and own.json()["totalTokens"] > 1024, own.text
+
+    # Vertex: the same cache scope on its countTokens.
+    root = f"{gw}/v1/projects/caller-project/locations/us-east5"
+    vmade = httpx.post(f"{root}/cachedContents", headers=bearer(ACME_1), json={
+        "model": "projects/caller-project/locations/us-east5/publishers/google/models/gemini-3.8-flash",
+        "contents": [{"role": "user", "parts": [{"text": text}]}], "ttl": "600s"})
+    assert vmade.status_code == 200, vmade.text
+    vurl = f"{root}/publishers/google/models/gemini-3.8-flash:countTokens"
+    vbody = {"cachedContent": vmade.json()["name"], "contents": question}
+    theirs = httpx.post(vurl, headers=bearer(BETA), json=vbody)
+    assert theirs.status_code == 404 and "totalTokens" not in theirs.text, theirs.text
+    own = httpx.post(vurl, headers=bearer(ACME_2), json=vbody)
+    assert own.status_code == 200 and own.json()["totalTokens"] > 1024, own.text
