@@ -10,6 +10,7 @@ caller instead of being sent again.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 import uuid
@@ -33,7 +34,7 @@ from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway import lifecycle, off_loop
 from prefixgate.gateway.accounting import Accounting
-from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.gateway.auth import Caller, issued_by, upstream_credential
 from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics
 from prefixgate.gateway.error_response import error_response
@@ -344,7 +345,7 @@ class Proxy:
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.
         target = Target(planner, first.base_model(model), first.price_rows)
         party = principal(call.caller.key)
-        the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv),
+        the_plan = plan(conv, target, self.planner_state, call.mode, route=self._planner_route(call, conv, first),
                         now=self.clock(), catalog=self.catalog, caller_checkpoints=caller_checkpoints_for(call.route, call.caller.key),
                         rule=call.route.rewrite, cache_key=call.route.prompt_cache_key,
                         # Derived cache keys are scoped to the caller's party, named by a value only the server can compute.
@@ -403,9 +404,14 @@ class Proxy:
         return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, planner, trace_body=sent_as,
                         ask=ask, retires=retires)
 
-    def _planner_route(self, call: Call, conv: Conversation) -> str:
+    def _planner_route(self, call: Call, conv: Conversation, first: Upstream) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
         party = principal(call.caller.key) or "-"
+        if party == "-" and call.caller.credential and not first.api_key() and issued_by(first, call.dialect):
+            # An open gateway forwarding each caller's own provider key: the explicit caches (and hour-long entries)
+            # the route's state holds live in that caller's account, so another caller's request planned against
+            # them would name a cache of an account it is not (a 403 at Google, or another's cache read).
+            party = "credential:" + hashlib.sha256(call.caller.credential.encode()).hexdigest()[:16]
         if call.route_hint:
             return f"{party}/{call.route_hint}"
         return self.planner_state.resolve(f"{party}/", fingerprint(conv), system_text(conv))

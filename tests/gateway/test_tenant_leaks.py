@@ -10,8 +10,14 @@ import json
 import httpx
 import pytest
 
+from prefixgate.cache_planner import PlannerState
+from prefixgate.cache_planner.reuse import BOUNDS
+from prefixgate.cache_planner.stability import RouteState
 from prefixgate.ledger import read_records
 from prefixgate.policies import hash_key
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import ServerThread, running_gateway, settings_for
 from tests.support_services import wait_until
 from tests.support_stack import running_stack
 
@@ -115,3 +121,50 @@ def test_counting_tokens_never_reads_another_tenants_explicit_cache(stack):
     assert theirs.status_code == 404 and "totalTokens" not in theirs.text, theirs.text
     own = httpx.post(vurl, headers=bearer(ACME_2), json=vbody)
     assert own.status_code == 200 and own.json()["totalTokens"] > 1024, own.text
+
+
+SYSTEM = "You are the ACME warranty assistant. Answer from the policy below.\n" + "Policy clause: coverage lasts two years. " * 700
+
+
+class Seeded(PlannerState):
+    """Every new route has the record that makes an explicit cache pay (its static prefix back 12 times an hour,
+    always after the implicit cache lapsed), whatever the route is named."""
+
+    def route(self, name: str) -> RouteState:
+        fresh = name not in self.routes
+        rs = super().route(name)
+        if fresh:
+            stats = rs.reuse.level("static")
+            stats.requests = stats.reuses = 12
+            stats.gap_sum = 12 * 300.0
+            stats.within = [0.0] + [12.0] * (len(BOUNDS) - 1)
+        return rs
+
+
+def test_on_an_open_gateway_one_callers_explicit_cache_is_never_planned_for_another(tmp_path, monkeypatch):
+    """No caller keys and no gateway Gemini key: each caller's own key goes upstream, so a cache the planner
+    created with one caller's key lives in that caller's Google project. Another caller's request must not be
+    sent against it (at Google: a 403 for the other project, that caller's request failed; where it would be
+    read, the other account's cache)."""
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    with ServerThread(mock_app(MockContext())) as mock:
+        settings = settings_for(mock.url, tmp_path)
+        with running_gateway(settings, planner_state=Seeded()) as gw:
+            def ask(key: str, question: str) -> httpx.Response:
+                return httpx.post(f"{gw.url}/v1beta/models/{MODEL}:generateContent", timeout=30,
+                                  headers={**goog(key), "x-prefixgate-route": "warranty"},
+                                  json={"systemInstruction": {"parts": [{"text": SYSTEM}]},
+                                        "contents": [{"role": "user", "parts": [{"text": question}]}]})
+            first = ask("AIzaCallerOne000000000000000000", "Is my toaster covered?")
+            assert first.status_code == 200 and first.json()["usageMetadata"]["cachedContentTokenCount"] > 5000, first.text
+            other = ask("AIzaCallerTwo000000000000000000", "And my kettle?")
+            assert other.status_code == 200, other.text
+            again = ask("AIzaCallerOne000000000000000000", "And my iron?")
+            assert again.status_code == 200 and again.json()["usageMetadata"]["cachedContentTokenCount"] > 5000
+        wait_until(lambda: len(read_records(settings.ledger_path)) >= 3, 5, "three ledger records")
+    records = sorted(read_records(settings.ledger_path), key=lambda r: r["ts"])
+    created = [line.split()[4] for r in records for line in r["explanation"] if "created explicit cache" in line]
+    # Each caller's cache is its own: the second caller created one with its own key, read nothing of the first's.
+    assert len(created) == 2 and created[0] != created[1], [r["explanation"] for r in records]
+    assert not any(created[0] in line for line in records[1]["explanation"])
