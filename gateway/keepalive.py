@@ -620,14 +620,24 @@ class KeepAlive:
         takes it past its limit (what was added is given back). The add is one atomic step on Redis, so gateways
         sharing it never both pass a cap with room for one refresh (a check, then a spend, would let both)."""
         amount, added = nanodollars(expected), []
-        for cap in caps:
-            await self._restore(cap)
-            total = await self.proxy.counters.add(cap.counter, amount, cap.ttl)
-            added.append(cap)
-            if total > nanodollars(cap.usd):
-                for done in added:
-                    await self.proxy.counters.add(done.counter, -amount, done.ttl)
-                return cap.what
+
+        async def give_back() -> None:
+            for done in added:
+                await self.proxy.counters.add(done.counter, -amount, done.ttl)
+
+        try:
+            for cap in caps:
+                await self._restore(cap)
+                total = await self.proxy.counters.add(cap.counter, amount, cap.ttl)
+                added.append(cap)
+                if total > nanodollars(cap.usd):
+                    await give_back()
+                    return cap.what
+        except BaseException:
+            # Cancelled mid-way (a shutdown, during a round trip to Redis): what was added goes back, else the shared
+            # cap would stay held by a refresh never sent until its window ends.
+            await asyncio.shield(give_back())
+            raise
         return ""
 
     async def _restore(self, cap: Cap) -> None:

@@ -193,3 +193,28 @@ def test_an_upgrade_refused_after_its_session_was_continued_leaves_the_byte_coun
     asyncio.run(keepalive._refresh(session))  # type: ignore[arg-type]
     assert "tenant:t/chat" in keepalive.no_upgrade
     assert bytes_held(keepalive) == (0, 0)
+
+
+def test_a_reservation_cancelled_between_its_caps_gives_back_what_it_added(redis_url: str) -> None:
+    """A shutdown cancels the worker while it adds the refresh's cost to its second cap (a round trip to Redis):
+    the first cap's share is given back, so the shared cap is not held by a refresh never sent."""
+    async def run() -> float:
+        a = replica(redis_url)
+        caps = a._caps(session("on-a"))
+        real, stuck = a.proxy.counters.add, asyncio.Event()
+
+        async def add(counter: str, amount: float, ttl: int) -> float:
+            if counter == caps[1].counter and amount > 0:
+                stuck.set()
+                await asyncio.Event().wait()        # Redis never answers before the shutdown
+            return await real(counter, amount, ttl)
+
+        a.proxy.counters.add = add
+        worker = asyncio.create_task(a._reserve(caps, REFRESH))
+        await stuck.wait()
+        worker.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await worker
+        return await real(caps[0].counter, 0, caps[0].ttl)
+
+    assert asyncio.run(run()) == 0
