@@ -153,7 +153,9 @@ def _item_segment(item: Any, field: str) -> Segment:
             output = require(item, "output", (str, list), f"{field}.output")
             text = output if isinstance(output, str) else compact(output)
         elif kind == "reasoning":
-            text = "\n".join(s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict))
+            summary = expect(item.get("summary") or [], list, f"{field}.summary")
+            text = "\n".join(expect(s.get("text", ""), str, f"{field}.summary.{j}.text")
+                              for j, s in enumerate(summary) if isinstance(s, dict))
         # The whole item is one block, sent back as it came (encrypted reasoning must stay byte-exact); the
         # segment's native is the item too, which an untouched segment encodes to.
         # An item's `id` names it (the client's, or a stored item's) and is not what the model reads: a client

@@ -79,6 +79,12 @@ BODIES = [
     ("responses input_tokens breakpoint ttl", "/v1/responses/input_tokens",
      {"model": "gpt-5.6-sol", "input": user_part(breakpoint_part("input_text", "7d"))},
      "openai", "input.0.content.0.prompt_cache_breakpoint.ttl"),
+    # A reasoning item's summary text that is not a string was joined unchecked: a TypeError, a 500.
+    ("responses reasoning summary text", "/v1/responses",
+     {"model": "gpt-5.6-sol", "input": [{"type": "reasoning", "summary": [{"type": "summary_text", "text": 5}]}]},
+     "openai", "input.0.summary.0.text"),
+    ("responses reasoning summary not a list", "/v1/responses",
+     {"model": "gpt-5.6-sol", "input": [{"type": "reasoning", "summary": {"text": "x"}}]}, "openai", "input.0.summary"),
 ]
 
 
