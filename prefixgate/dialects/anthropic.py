@@ -234,14 +234,16 @@ def cache_control(cp: Checkpoint) -> dict:
 def parse_usage(usage: dict) -> Usage:
     """A native `usage` object (response, `message_start` or cumulative `message_delta`)."""
     split = usage.get("cache_creation") or {}
-    written = usage.get("cache_creation_input_tokens") or 0
     writes = {
         "5m": split.get("ephemeral_5m_input_tokens") or 0,
         "1h": split.get("ephemeral_1h_input_tokens") or 0,
     }
+    # A split without the flat total (null or absent) is the total: never a negative 5m remainder.
+    written = usage.get("cache_creation_input_tokens")
+    written = sum(writes.values()) if written is None else written
     if sum(writes.values()) != written:
         # Older responses carry only the total; Anthropic's default TTL is 5 minutes.
-        writes = {"5m": written - writes["1h"], "1h": writes["1h"]}
+        writes = {"5m": max(written - writes["1h"], 0), "1h": writes["1h"]}
     return Usage(
         uncached_input=usage.get("input_tokens") or 0,
         cache_read=usage.get("cache_read_input_tokens") or 0,
@@ -283,7 +285,9 @@ class StreamUsage:
         if etype == "message_start":
             self._fields.update((event.get("message") or {}).get("usage") or {})
         elif etype == "message_delta":
-            self._fields.update(event.get("usage") or {})
+            # Its fields are optional (MessageDeltaUsage): a null one leaves message_start's count standing, as
+            # the SDKs' accumulators do; only a value replaces it.
+            self._fields.update((k, v) for k, v in (event.get("usage") or {}).items() if v is not None)
             self.stop_reason = (event.get("delta") or {}).get("stop_reason", self.stop_reason)
 
     @property

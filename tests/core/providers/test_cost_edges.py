@@ -1,0 +1,39 @@
+"""What a request really costs at the edges of the providers' usage shapes: each expected dollar figure is typed
+from the provider's published price or rule (source in the comment), or taken from genai-prices' own
+`extract_usage` + `calc_price`, never from prefixgate's pricing path."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from prefixgate.dialects import anthropic as an
+from prefixgate.providers.pricing import cost_of
+from prefixgate.usage import Usage
+
+AT = datetime(2026, 11, 20, 12, 0)   # a fixed time: dated prices and retirements do not move the figures
+
+
+def test_anthropic_stream_whose_message_delta_nulls_the_input_counts_keeps_message_starts():
+    # MessageDeltaUsage's input fields are optional (null = not restated); output_tokens is cumulative.
+    # Haiku 4.5: $1 input, $0.10 cache read, $2 1h write, $5 output per MTok
+    # (https://platform.claude.com/docs/en/about-claude/pricing).
+    acc = an.StreamUsage()
+    acc.feed({"type": "message_start", "message": {"usage": {
+        "input_tokens": 1000, "cache_read_input_tokens": 20000, "cache_creation_input_tokens": 3000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 3000}, "output_tokens": 1}}})
+    acc.feed({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {
+        "input_tokens": None, "cache_read_input_tokens": None, "cache_creation_input_tokens": None,
+        "output_tokens": 400}})
+    assert acc.usage == Usage(1000, 20000, {"1h": 3000}, 400)
+    # 1000 x $1 + 20000 x $0.10 + 3000 x $2 + 400 x $5 = $0.011
+    assert cost_of("anthropic", "claude-haiku-4-5", acc.usage, at=AT).total == Decimal("0.011")
+
+
+def test_anthropic_split_writes_without_the_flat_total_are_the_writes():
+    # `cache_creation` alone (flat `cache_creation_input_tokens` null or absent): the split is the count.
+    for flat in ({}, {"cache_creation_input_tokens": None}):
+        u = an.parse_usage({"input_tokens": 10, "output_tokens": 3, **flat,
+                            "cache_creation": {"ephemeral_5m_input_tokens": 200, "ephemeral_1h_input_tokens": 500}})
+        assert u.cache_writes == {"5m": 200, "1h": 500}
+
