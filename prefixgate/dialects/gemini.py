@@ -127,11 +127,11 @@ def encode_content(seg: Segment) -> dict:
 # ---- usage ------------------------------------------------------------------------------------
 
 def parse_usage(meta: dict) -> Usage:
-    """`usageMetadata`; thoughts are billed as output."""
+    """`usageMetadata`; thoughts are billed as output, tool-use prompt tokens (outside `promptTokenCount`) as input."""
     prompt = meta.get("promptTokenCount") or 0
     cached = meta.get("cachedContentTokenCount") or 0
     return Usage(
-        uncached_input=max(prompt - cached, 0),
+        uncached_input=max(prompt - cached, 0) + (meta.get("toolUsePromptTokenCount") or 0),
         cache_read=cached,
         output=(meta.get("candidatesTokenCount") or 0) + (meta.get("thoughtsTokenCount") or 0),
     )

@@ -4,14 +4,26 @@ from the provider's published price or rule (source in the comment), or taken fr
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime
 from decimal import Decimal
 
+import genai_prices
+
 from prefixgate.dialects import anthropic as an
+from prefixgate.dialects import gemini as ge
 from prefixgate.providers.pricing import cost_of
 from prefixgate.usage import Usage
 
 AT = datetime(2026, 11, 20, 12, 0)   # a fixed time: dated prices and retirements do not move the figures
+
+
+def _genai(response: dict, provider_id: str, model: str, flavor: str = "default") -> Decimal:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        usage = genai_prices.extract_usage(response, provider_id=provider_id, api_flavor=flavor).usage
+        return genai_prices.calc_price(usage, model, provider_id=provider_id,
+                                       genai_request_timestamp=AT).total_price
 
 
 def test_anthropic_stream_whose_message_delta_nulls_the_input_counts_keeps_message_starts():
@@ -36,4 +48,17 @@ def test_anthropic_split_writes_without_the_flat_total_are_the_writes():
         u = an.parse_usage({"input_tokens": 10, "output_tokens": 3, **flat,
                             "cache_creation": {"ephemeral_5m_input_tokens": 200, "ephemeral_1h_input_tokens": 500}})
         assert u.cache_writes == {"5m": 200, "1h": 500}
+
+
+def test_gemini_tool_use_prompt_tokens_are_billed_as_input():
+    # `toolUsePromptTokenCount` is outside `promptTokenCount` (totalTokenCount = prompt + candidates + tool use
+    # + thoughts); genai-prices bills it as input. 2.5 Flash: $0.30 input, $0.03 cached, $2.50 output per MTok
+    # (https://ai.google.dev/gemini-api/docs/pricing).
+    meta = {"promptTokenCount": 10000, "cachedContentTokenCount": 4000, "toolUsePromptTokenCount": 6000,
+            "candidatesTokenCount": 500, "thoughtsTokenCount": 1500, "totalTokenCount": 18000}
+    usage = ge.parse_usage(meta)
+    # (6000 + 6000) x $0.30 + 4000 x $0.03 + (500 + 1500) x $2.50 = $0.00872
+    assert cost_of("gemini", "gemini-2.5-flash", usage, at=AT).total == Decimal("0.00872")
+    assert _genai({"usageMetadata": meta, "modelVersion": "gemini-2.5-flash"}, "google", "gemini-2.5-flash") \
+        == Decimal("0.00872")
 
