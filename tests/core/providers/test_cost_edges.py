@@ -12,6 +12,7 @@ import genai_prices
 
 from prefixgate.dialects import anthropic as an
 from prefixgate.dialects import gemini as ge
+from prefixgate.dialects import openai as oa
 from prefixgate.providers.pricing import cost_of
 from prefixgate.usage import Usage
 
@@ -61,4 +62,24 @@ def test_gemini_tool_use_prompt_tokens_are_billed_as_input():
     assert cost_of("gemini", "gemini-2.5-flash", usage, at=AT).total == Decimal("0.00872")
     assert _genai({"usageMetadata": meta, "modelVersion": "gemini-2.5-flash"}, "google", "gemini-2.5-flash") \
         == Decimal("0.00872")
+
+
+def test_xai_reasoning_tokens_outside_completion_tokens_are_billed_as_output():
+    # xAI: "Reasoning tokens - Charged at completion token price" (https://docs.x.ai/developers/rate-limits), and
+    # reported beside completion_tokens, not inside it (total_tokens adds them). grok-4: $3 input, $15 output
+    # per MTok (https://docs.x.ai/docs/models).
+    raw = {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 4200,
+           "completion_tokens_details": {"reasoning_tokens": 3000}, "prompt_tokens_details": {"cached_tokens": 0}}
+    usage = oa.parse_usage(raw)
+    assert usage.output == 3200
+    # 1000 x $3 + 3200 x $15 = $0.051
+    assert cost_of("xai", "grok-4", usage, at=AT).total == Decimal("0.051")
+    assert _genai({"usage": raw, "model": "grok-4-0709"}, "x-ai", "grok-4-0709", "chat") == Decimal("0.051")
+
+
+def test_openai_reasoning_tokens_inside_completion_tokens_are_billed_once():
+    # OpenAI: reasoning tokens are part of completion_tokens (total = prompt + completion).
+    raw = {"prompt_tokens": 1000, "completion_tokens": 3200, "total_tokens": 4200,
+           "completion_tokens_details": {"reasoning_tokens": 3000}}
+    assert oa.parse_usage(raw).output == 3200
 
