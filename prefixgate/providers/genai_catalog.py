@@ -126,7 +126,8 @@ def at_tier(price: Price, genai_ref: str, tier: str, prompt_tokens: int, at: dat
         if variant.constraint is None or variant.constraint.active(when):
             for key, value in variant.prices.__dict__.items():
                 if value is not None:
-                    chosen.setdefault(key, _tier_value(value, prompt_tokens))
+                    # A tier prices prompts strictly above its start, as `schedule.row_for` and genai-prices do.
+                    chosen.setdefault(key, _tier_value(value, prompt_tokens - 1))
     writes = {ttl: chosen.get("cache_write_1h_mtok" if ttl == "1h" else "cache_write_mtok") or p
               for ttl, p in price.cache_write.items()}
     return replace(price, input=chosen.get("input_mtok") or price.input, output=chosen.get("output_mtok") or price.output,

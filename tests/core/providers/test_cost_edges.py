@@ -83,3 +83,17 @@ def test_openai_reasoning_tokens_inside_completion_tokens_are_billed_once():
            "completion_tokens_details": {"reasoning_tokens": 3000}}
     assert oa.parse_usage(raw).output == 3200
 
+
+def test_a_service_tier_prices_a_prompt_of_exactly_the_threshold_at_the_base_rate():
+    # OpenAI's long-context rate applies to prompts of MORE than 272K input tokens; gpt-5.4 flex is $1.25 input,
+    # $7.50 output per MTok below it (https://developers.openai.com/api/docs/pricing; genai-prices' flex variant).
+    at_threshold = Usage(272_000, 0, {}, 1000, service_tier="flex")
+    # 272000 x $1.25 + 1000 x $7.50 = $0.3475
+    assert cost_of("openai", "gpt-5.4", at_threshold, at=AT).total == Decimal("0.3475")
+    for total in (272_000, 272_001):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = genai_prices.calc_price(genai_prices.Usage(input_tokens=total, output_tokens=1000), "gpt-5.4",
+                                             provider_id="openai", genai_request_timestamp=AT,
+                                             price_context={"service_tier": "flex"}).total_price
+        assert cost_of("openai", "gpt-5.4", Usage(total, 0, {}, 1000, service_tier="flex"), at=AT).total == theirs
