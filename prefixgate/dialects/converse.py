@@ -104,7 +104,7 @@ def _blocks(items: list, field: str, kind_of: Any) -> list[Block]:
             blocks[-1].checkpoint = _checkpoint(item["cachePoint"], f"{where}.cachePoint")
             continue
         kind, value = kind_of(item, where)
-        blocks.append(Block(kind, item, text=_text(kind, value, where)))
+        blocks.append(Block(kind, item, text=_text(kind, value, where, next(iter(item)))))
     return blocks
 
 
@@ -127,14 +127,17 @@ def _tool_kind(item: dict, where: str) -> tuple[BlockKind, Any]:
     return "tool_def", item[key]
 
 
-def _text(kind: BlockKind, value: Any, where: str) -> str:
+def _text(kind: BlockKind, value: Any, where: str, key: str = "text") -> str:
     if kind == "text":
         if isinstance(value, dict):   # guardContent / citationsContent wrap their text
             inner = value.get("text")
-            return inner.get("text", "") if isinstance(inner, dict) else compact(value)
+            if not isinstance(inner, dict):
+                return compact(value)
+            return expect(inner.get("text", ""), str, f"{where}.{key}.text.text")
         return expect(value, str, where + ".text")
     if kind == "tool_result":
-        parts = expect(value, dict, where + ".toolResult").get("content") or []
+        parts = expect(expect(value, dict, where + ".toolResult").get("content") or [], list,
+                       where + ".toolResult.content")
         return "\n".join(p["text"] if isinstance(p, dict) and isinstance(p.get("text"), str) else compact(p)
                          for p in parts)
     if kind == "thinking":

@@ -67,6 +67,11 @@ def breakpoint_part(kind: str, ttl: str) -> dict:
     return {"type": kind, "text": "hi", "prompt_cache_breakpoint": {"mode": "explicit", "ttl": ttl}}
 
 
+def converse(content: list) -> dict:
+    return {"messages": [{"role": "user", "content": content}]}
+
+
+BEDROCK = "/model/us.anthropic.claude-sonnet-5-5"
 # (id, path, body, shape, field)
 BODIES = [
     # An explicit breakpoint's own ttl that is no TTL reached Checkpoint() unchecked: a ValueError, a 500.
@@ -85,6 +90,12 @@ BODIES = [
      "openai", "input.0.summary.0.text"),
     ("responses reasoning summary not a list", "/v1/responses",
      {"model": "gpt-5.6-sol", "input": [{"type": "reasoning", "summary": {"text": "x"}}]}, "openai", "input.0.summary"),
+    # Converse: a toolResult's content that is not a list, and a guardContent text that is not a string, were
+    # iterated or counted unchecked: a TypeError, a 500 (the event-stream operation too).
+    *[(f"{op} toolResult content", f"{BEDROCK}/{op}", converse([{"toolResult": {"toolUseId": "t", "content": 5}}]),
+       "bedrock", "messages.0.content.0.toolResult.content") for op in ("converse", "converse-stream")],
+    *[(f"{op} guardContent text", f"{BEDROCK}/{op}", converse([{"guardContent": {"text": {"text": 5}}}]),
+       "bedrock", "messages.0.content.0.guardContent.text.text") for op in ("converse", "converse-stream")],
 ]
 
 
