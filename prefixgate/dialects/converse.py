@@ -192,15 +192,17 @@ def _encode_blocks(seg: Segment) -> list[dict]:
 
 def parse_usage(usage: dict) -> Usage:
     """A Converse `usage` (TokenUsage): `inputTokens` excludes cache reads and writes."""
-    written = usage.get("cacheWriteInputTokens") or 0
     writes: dict[str, int] = {}
     for detail in usage.get("cacheDetails") or []:
         if isinstance(detail, dict) and detail.get("inputTokens"):
             ttl = str(detail.get("ttl", "5m"))
             writes[ttl] = writes.get(ttl, 0) + int(detail["inputTokens"])
+    # A split without the total (null or absent) is the total: never a negative 5m remainder.
+    written = usage.get("cacheWriteInputTokens")
+    written = sum(writes.values()) if written is None else written
     if sum(writes.values()) != written:
         # No split reported: Bedrock's default TTL is 5 minutes.
-        writes = {"5m": written - writes.get("1h", 0), "1h": writes.get("1h", 0)}
+        writes = {"5m": max(written - writes.get("1h", 0), 0), "1h": writes.get("1h", 0)}
     return Usage(uncached_input=usage.get("inputTokens") or 0, cache_read=usage.get("cacheReadInputTokens") or 0,
                  cache_writes={ttl: n for ttl, n in writes.items() if n}, output=usage.get("outputTokens") or 0)
 
