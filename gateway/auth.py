@@ -8,11 +8,13 @@ provider when the gateway has none of its own: a drop-in proxy that needs no con
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from prefixgate.dialects import wire_format
 from prefixgate.errors import RequestError
+from prefixgate.gateway.ownership import principal
 from prefixgate.policies.schema import CallerKey, Upstream, hash_key
 
 
@@ -58,6 +60,19 @@ def upstream_credential(upstream: Upstream, caller: Caller, caller_dialect: str)
     env = " or ".join(upstream.api_key_env) or "an api_key_env"
     raise RequestError(f"no credentials for upstream {upstream.name!r}: set {env} on the gateway",
                        status=401, kind="authentication")
+
+
+def party_of(caller: Caller, upstream: Upstream, caller_dialect: str) -> str:
+    """The party whose learned state a request joins (the planner's routes, keep-alive's sessions): the key's
+    tenant or the key itself; on an open gateway, where each caller's own provider key goes upstream, a hash of
+    that key (what the provider caches for it, explicit caches included, lives in that key's account, and one
+    caller's must never be planned into or credited to another's requests); else "-", the one open party."""
+    party = principal(caller.key)
+    if party is not None:
+        return party
+    if caller.credential and not upstream.api_key() and issued_by(upstream, caller_dialect):
+        return "credential:" + hashlib.sha256(caller.credential.encode()).hexdigest()[:16]
+    return "-"
 
 
 def issued_by(upstream: Upstream, caller_dialect: str) -> bool:

@@ -20,6 +20,7 @@ from prefixgate.gateway.auth import authenticate, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.upstream import STORED_INTERACTION_QUERY, allowed_query
+from prefixgate.model_ids import STORED_ID, path_model
 
 router = APIRouter()
 WIRE = interactions_adapter.WIRE
@@ -45,6 +46,7 @@ async def _stored(request: Request, method: str, version: str, interaction_id: s
         raise RequestError(f"{request.url.path}: no such endpoint on this gateway", status=404, kind="not_found")
     proxy = request.app.state.proxy
     caller = authenticate(request.headers, request.query_params, proxy.keys)
+    segment = path_model(interaction_id, STORED_ID, field="interaction_id")
     if not await proxy.owners.allows(WIRE.stored_kind, interaction_id, principal(caller.key)):
         # Another tenant's, or never created through this gateway: what Google answers an unknown id.
         raise RequestError(f"Interaction '{interaction_id}' not found.", status=404, kind="not_found")
@@ -56,7 +58,7 @@ async def _stored(request: Request, method: str, version: str, interaction_id: s
                            status=404, kind="not_found")
     body = await request.body() if method == "POST" else b""
     key = upstream_credential(upstream, caller, WIRE.name)
-    resp = await proxy.upstream.forward(upstream, WIRE, method, f"/{version}/interactions/{interaction_id}{suffix}",
+    resp = await proxy.upstream.forward(upstream, WIRE, method, f"/{version}/interactions/{segment}{suffix}",
                                         allowed_query(request.query_params.multi_items(), STORED_INTERACTION_QUERY), body,
                                         key)
     if method == "DELETE" and 200 <= resp.status < 300:

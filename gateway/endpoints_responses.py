@@ -21,6 +21,7 @@ from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.intake import authenticated_body, serve
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.upstream import STORED_RESPONSE_QUERY, allowed_query
+from prefixgate.model_ids import STORED_ID, path_model
 from prefixgate.policies import Upstream
 from prefixgate.tokens import annotate_tokens, encoding_for
 
@@ -86,6 +87,7 @@ async def _input_tokens(request: Request) -> Response:
 async def _stored(request: Request, method: str, response_id: str, suffix: str) -> Response:
     proxy = request.app.state.proxy
     caller = authenticate(request.headers, request.query_params, proxy.keys)
+    segment = path_model(response_id, STORED_ID, field="response_id")
     if not await proxy.owners.allows(WIRE.stored_kind, response_id, principal(caller.key)):
         # Another tenant's, or never created through this gateway: what OpenAI answers an unknown id.
         raise RequestError(f"Response with id '{response_id}' not found.", status=404, kind="not_found")
@@ -97,7 +99,7 @@ async def _stored(request: Request, method: str, response_id: str, suffix: str) 
                            status=404, kind="not_found")
     body = await request.body() if method == "POST" else b""
     key = upstream_credential(upstream, caller, WIRE.name)
-    resp = await proxy.upstream.forward(upstream, WIRE, method, api_path(upstream, f"/responses/{response_id}{suffix}"),
+    resp = await proxy.upstream.forward(upstream, WIRE, method, api_path(upstream, f"/responses/{segment}{suffix}"),
                                         allowed_query(request.query_params.multi_items(), STORED_RESPONSE_QUERY), body, key)
     if method == "DELETE" and 200 <= resp.status < 300:
         await proxy.owners.forget(WIRE.stored_kind, response_id)

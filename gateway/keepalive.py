@@ -69,7 +69,7 @@ from prefixgate.cost import MTOK, Price, cost_note, ledger_fields, price_usage
 from prefixgate.dialects import request_dialect
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
-from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.auth import party_of
 from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.ir import Conversation
 from prefixgate.ledger import LedgerRecord
@@ -233,7 +233,7 @@ class KeepAlive:
         keys = prep.plan.conversation.prefix_keys()
         if not keys:
             return
-        party = principal(call.caller.key) or "-"
+        party = party_of(call.caller, prep.upstream, call.dialect)    # open gateway: per caller credential
         group = (party, call.caller.key.name if call.caller.key else "", call.route.name)
         gap_route = f"{party}/{call.route.name}"
         earlier = self._continued(group, keys)

@@ -10,7 +10,6 @@ caller instead of being sent again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import time
 import uuid
@@ -34,7 +33,7 @@ from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway import lifecycle, off_loop
 from prefixgate.gateway.accounting import Accounting
-from prefixgate.gateway.auth import Caller, issued_by, upstream_credential
+from prefixgate.gateway.auth import Caller, party_of, upstream_credential
 from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics
 from prefixgate.gateway.error_response import error_response
@@ -406,12 +405,9 @@ class Proxy:
 
     def _planner_route(self, call: Call, conv: Conversation, first: Upstream) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
-        party = principal(call.caller.key) or "-"
-        if party == "-" and call.caller.credential and not first.api_key() and issued_by(first, call.dialect):
-            # An open gateway forwarding each caller's own provider key: the explicit caches (and hour-long entries)
-            # the route's state holds live in that caller's account, so another caller's request planned against
-            # them would name a cache of an account it is not (a 403 at Google, or another's cache read).
-            party = "credential:" + hashlib.sha256(call.caller.credential.encode()).hexdigest()[:16]
+        # On an open gateway, per caller credential: the explicit caches (and hour-long entries) a route's state
+        # holds live in that caller's account (another caller's request planned against them: a 403 at Google).
+        party = party_of(call.caller, first, call.dialect)
         if call.route_hint:
             return f"{party}/{call.route_hint}"
         return self.planner_state.resolve(f"{party}/", fingerprint(conv), system_text(conv))

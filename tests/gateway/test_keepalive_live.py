@@ -11,6 +11,7 @@ tokens at $0.10/MTok.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -511,6 +512,26 @@ def test_on_an_open_gateway_each_callers_refresh_goes_with_its_own_key(tmp_path:
         assert all(set(r["cache_writes"]) == {"1h"} and 0 < r["cache_writes"]["1h"] <= 64 for r in refreshes)
 
 
+def test_on_an_open_gateway_callers_with_the_same_conversation_keep_sessions_of_their_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two callers of one app send the very same conversation, each with its own provider key (and so its own
+    cache, in its own account). One caller's request must not continue the other's session: that would stop the
+    other's refreshes, and credit one caller with what the other's refreshes kept."""
+    with open_gateway(tmp_path, monkeypatch) as open_stack:
+        callers = [(anthropic.Anthropic(base_url=open_stack.gw, api_key=key, max_retries=0), [])
+                   for key in ("sk-ant-caller-a-0123456789", "sk-ant-caller-b-0123456789")]
+        for client, history in callers:
+            turn(client, "open", "same app", history, "Review section 1.")
+        open_stack.advance(REPLY_S)
+        prefixes = [entry(turn(client, "open", "same app", history, section_2("same app"))) for client, history in callers]
+        assert callers[0][1] == callers[1][1]                   # the very same conversation
+        open_stack.advance(280)
+        refreshes = open_stack.wait_refreshes("open", 2)
+        assert [r["cache_read"] for r in refreshes] == prefixes  # each kept with its own key, in its own cache
+        open_stack.settle()
+        assert len(open_stack.refreshes("open")) == 2
+
+
 @contextmanager
 def open_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                  upstream: Callable[[Any], Any] = lambda app: app) -> Iterator[Stack]:
@@ -705,13 +726,15 @@ def test_keepalive_weighs_a_session_by_how_long_it_has_gone_on(tmp_path: Path, m
     as in trace mode): on a route whose conversations come back from a break after their first turn and never
     after their second, a first turn's entry is kept and a second turn's is left to expire."""
     with open_gateway(tmp_path, monkeypatch) as open_stack:
-        # The route's history: 1,000 earlier conversations, each back 8 minutes after its first turn and never
-        # after its second (an open gateway is one party, "-").
-        model, start = open_stack.app.state.proxy.keepalive.gaps.model("-/open", ""), time.time() - 3 * 86400
+        # The route's history: 1,000 earlier conversations of this caller, each back 8 minutes after its first turn
+        # and never after its second (on an open gateway a caller's party is its own provider key, hashed).
+        key = "sk-ant-caller-0123456789"
+        party = "credential:" + hashlib.sha256(key.encode()).hexdigest()[:16]
+        model, start = open_stack.app.state.proxy.keepalive.gaps.model(f"{party}/open", ""), time.time() - 3 * 86400
         for i in range(1000):
             model.observe(f"earlier-{i}", start + i, context="turn1")
             model.observe(f"earlier-{i}", start + i + 480, context="turn2")
-        client = anthropic.Anthropic(base_url=open_stack.gw, api_key="sk-ant-caller-0123456789", max_retries=0)
+        client = anthropic.Anthropic(base_url=open_stack.gw, api_key=key, max_retries=0)
         turn(client, "open", "one-turn", [], "Review section 1.")
         open_stack.advance(280)
         assert len(open_stack.wait_refreshes("open", 1)) == 1           # after one turn: kept through the break
