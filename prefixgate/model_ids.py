@@ -13,6 +13,10 @@ from prefixgate.errors import RequestError
 # quoted whole into one segment (`ARN_MODEL`).
 SEGMENT_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,255}")
 ARN_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@:/+-]{0,2047}")
+# A stored object's id from a caller's path (`/v1/responses/{id}`, `/v1beta/interactions/{id}`): one segment of
+# the same characters (and `=`, `~`, `+`, `:` of longer opaque ids), never a byte the upstream request line
+# cannot carry (a control character, a space, a non-ASCII character).
+STORED_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@:=~+-]{0,1023}")
 
 
 def path_model(model: str, allowed: re.Pattern[str] = SEGMENT_MODEL, field: str = "model") -> str:

@@ -108,3 +108,26 @@ def test_still_serving_afterwards(gw):
     r = httpx.post(gw.url + "/v1/chat/completions", headers=HEADERS, timeout=30,
                    json={"model": "gpt-4o", "messages": [{"role": "user", "content": "still there?"}]})
     assert r.status_code == 200, r.text[:300]
+
+
+# A stored object's id went into the upstream request line as decoded: a non-Latin-1 character (`%ff`, a
+# right-to-left mark) was a 500 that dropped the caller's connection; CR LF and spaces reached the upstream's
+# request line. Now a 400 naming the id, before anything is sent.
+ODD_IDS = ["%ff", "%E2%80%AE", "a%0d%0ab", "a%20b", "a%00b"]
+STORED = [("openai", "GET", "/v1/responses/{id}", "response_id"),
+          ("openai", "DELETE", "/v1/responses/{id}", "response_id"),
+          ("openai", "GET", "/v1/responses/{id}/input_items", "response_id"),
+          ("openai", "POST", "/v1/responses/{id}/cancel", "response_id"),
+          ("interactions", "GET", "/v1beta/interactions/{id}", "interaction_id"),
+          ("interactions", "DELETE", "/v1beta/interactions/{id}", "interaction_id"),
+          ("interactions", "POST", "/v1beta/interactions/{id}/cancel", "interaction_id")]
+
+
+@pytest.mark.parametrize("shape,method,path,field", STORED, ids=[f"{m} {p}" for _, m, p, _ in STORED])
+def test_stored_object_ids_no_url_can_carry_are_400s(gw, shape, method, path, field):
+    with httpx.Client(base_url=gw.url, headers=HEADERS, timeout=30) as client:
+        for odd in ODD_IDS:
+            r = client.request(method, path.replace("{id}", odd), content=b"{}" if method == "POST" else None)
+            refused(r, shape, field)
+        # The same connection still serves (a crash here used to drop it).
+        assert client.get("/v1/models").status_code == 200
