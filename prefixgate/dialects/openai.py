@@ -141,6 +141,7 @@ def _part_block(part: Any, field: str) -> Block:
     text = expect(part.get(ptype, ""), str, f"{field}.{ptype}") if ptype in ("text", "refusal") else ""
     # Only an explicit breakpoint (or an ephemeral cache_control of a known TTL) is one; any other value
     # is passed through for the API to judge.
+    check_cache_control(part, field)
     return Block(kind, part, text=text, checkpoint=breakpoint_of(part, field) or _claude_marker(part))
 
 
@@ -161,6 +162,24 @@ def breakpoint_of(part: dict, field: str | None = None) -> Checkpoint | None:
             return None
         raise RequestError(f"{field}.prompt_cache_breakpoint.ttl: {ttl[:40]!r} is not a cache TTL (e.g. '30m', '12h')",
                            field=f"{field}.prompt_cache_breakpoint.ttl") from None
+
+
+def check_cache_control(part: dict, field: str) -> None:
+    """A Claude-style `cache_control` on a part (what OpenAI-compatible Claude routes take) is passed through, but
+    its `ttl` must be a TTL at all: translated for a Claude or Gemini target it becomes a checkpoint (a 400
+    naming it, not a 500 there)."""
+    cc = part.get("cache_control")
+    if not isinstance(cc, dict) or "ttl" not in cc:
+        return
+    ttl = cc["ttl"]
+    if isinstance(ttl, str):
+        try:
+            Checkpoint(ttl)
+            return
+        except ValueError:
+            pass
+    raise RequestError(f"{field}.cache_control.ttl: {str(ttl)[:40]!r} is not a cache TTL (e.g. '5m', '1h')",
+                       field=f"{field}.cache_control.ttl")
 
 
 def _claude_marker(part: dict) -> Checkpoint | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from prefixgate.compact_json import compact
 from prefixgate.dialects.body import DROP, merge_native, rebuild_body, split_body
-from prefixgate.dialects.openai import BREAKPOINT, breakpoint_of
+from prefixgate.dialects.openai import BREAKPOINT, breakpoint_of, check_cache_control
 from prefixgate.dialects.resent import ResentBodies, element_segments, field_segment
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_resent, require, typed_tool
@@ -181,6 +181,7 @@ def _part_block(part: Any, field: str) -> Block:
                            field=f"{field}.type")
     key = "refusal" if ptype == "refusal" else "text"
     text = expect(part.get(key, ""), str, f"{field}.{key}") if _PART_KINDS[ptype] == "text" else ""
+    check_cache_control(part, field)
     return Block(_PART_KINDS[ptype], part, text=text, checkpoint=breakpoint_of(part, field))
 
 

@@ -90,6 +90,16 @@ BODIES = [
      "openai", "input.0.summary.0.text"),
     ("responses reasoning summary not a list", "/v1/responses",
      {"model": "gpt-5.6-sol", "input": [{"type": "reasoning", "summary": {"text": "x"}}]}, "openai", "input.0.summary"),
+    # A Claude-style cache_control ttl that is no TTL on a Chat or Responses part became a checkpoint unchecked when
+    # the route's target was Claude or Gemini (translated): a ValueError or AttributeError, a 500.
+    *[(f"{api} cache_control ttl {ttl!r} to {model}", path, body(model, {**part, "cache_control": {"type": "ephemeral", "ttl": ttl}}),
+       "openai", f"{where}.0.content.0.cache_control.ttl")
+      for api, path, where, part, body in (
+          ("chat", "/v1/chat/completions", "messages", {"type": "text", "text": "hi"},
+           lambda m, p: {"model": m, "messages": user_part(p)}),
+          ("responses", "/v1/responses", "input", {"type": "input_text", "text": "hi"},
+           lambda m, p: {"model": m, "input": user_part(p)}))
+      for model in ("claude-sonnet-5-5", "gemini-3.5-flash") for ttl in ("7d", 5)],
     # Converse: a toolResult's content that is not a list, and a guardContent text that is not a string, were
     # iterated or counted unchecked: a TypeError, a 500 (the event-stream operation too).
     *[(f"{op} toolResult content", f"{BEDROCK}/{op}", converse([{"toolResult": {"toolUseId": "t", "content": 5}}]),
