@@ -126,6 +126,11 @@ def _message_segment(msg: Any, field: str) -> Segment:
         raise RequestError(f"{field}.content: expected a string or an array of content parts", field=f"{field}.content")
     for j, call in enumerate(expect(msg.get("tool_calls") or [], list, f"{field}.tool_calls")):
         expect(call, dict, f"{field}.tool_calls.{j}")
+        # A call's arguments are a JSON string: translated for another target they are parsed (a 500 otherwise).
+        if call.get("function") is not None:
+            fn = expect(call["function"], dict, f"{field}.tool_calls.{j}.function")
+            if fn.get("arguments") is not None:
+                expect(fn["arguments"], str, f"{field}.tool_calls.{j}.function.arguments")
         blocks.append(Block("tool_call", call, text=compact(call.get("function", call))))
     seg = Segment(role, blocks, native=msg, blocks_field="content", form=form)
     if role in ("tool", "function"):

@@ -147,6 +147,8 @@ def _item_segment(item: Any, field: str) -> Segment:
         if kind in ("function_call", "custom_tool_call"):
             require(item, "call_id", str, f"{field}.call_id")
             require(item, "name", str, f"{field}.name")
+            if kind == "function_call" and item.get("arguments") is not None:   # a JSON string, parsed if translated
+                expect(item["arguments"], str, f"{field}.arguments")
             text = item.get("arguments") or item.get("input") or ""
         elif kind in ("function_call_output", "custom_tool_call_output"):
             require(item, "call_id", str, f"{field}.call_id")

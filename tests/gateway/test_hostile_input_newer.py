@@ -100,6 +100,20 @@ BODIES = [
           ("responses", "/v1/responses", "input", {"type": "input_text", "text": "hi"},
            lambda m, p: {"model": m, "input": user_part(p)}))
       for model in ("claude-sonnet-5-5", "gemini-3.5-flash") for ttl in ("7d", 5)],
+    # Tool-call arguments that are not a JSON string were parsed unchecked when translated for a Claude or Gemini
+    # target: a TypeError, a 500.
+    *[(f"responses function_call arguments {args!r} to {model}", "/v1/responses",
+       {"model": model, "input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": args}]},
+       "openai", "input.0.arguments") for model in ("claude-sonnet-5-5", "gemini-3.5-flash") for args in (5, {"a": 1})],
+    *[(f"chat tool_calls arguments to {model}", "/v1/chat/completions",
+       {"model": model, "messages": [{"role": "assistant", "tool_calls": [
+           {"id": "c", "type": "function", "function": {"name": "f", "arguments": 5}}]},
+           {"role": "tool", "tool_call_id": "c", "content": "r"}]},
+       "openai", "messages.0.tool_calls.0.function.arguments") for model in ("claude-sonnet-5-5", "gemini-3.5-flash")],
+    ("chat tool_calls function not an object", "/v1/chat/completions",
+     {"model": "claude-sonnet-5-5", "messages": [{"role": "assistant", "tool_calls": [{"id": "c", "function": "f"}]},
+                                                 {"role": "tool", "tool_call_id": "c", "content": "r"}]},
+     "openai", "messages.0.tool_calls.0.function"),
     # Converse: a toolResult's content that is not a list, and a guardContent text that is not a string, were
     # iterated or counted unchecked: a TypeError, a 500 (the event-stream operation too).
     *[(f"{op} toolResult content", f"{BEDROCK}/{op}", converse([{"toolResult": {"toolUseId": "t", "content": 5}}]),
