@@ -38,6 +38,11 @@ async def _count_tokens(request: Request) -> Response:
     if upstream.dialect == WIRE.name:
         body = compact_bytes({**anthropic.encode_request(conv), "model": route.targets[0].model or conv.model})
         key = upstream_credential(upstream, caller, WIRE.name)
-        resp = await proxy.upstream.forward(upstream, WIRE, "POST", "/v1/messages/count_tokens", "", body, key)
+        # The caller's version and betas (a beta field in the body is refused without its header), as a model
+        # request sends them, to Anthropic itself only.
+        own = {h: request.headers[h] for h in WIRE.forward_headers if h in request.headers} \
+            if not upstream.self_hosted and not upstream.provider else {}
+        resp = await proxy.upstream.forward(upstream, WIRE, "POST", "/v1/messages/count_tokens", "", body, key,
+                                            caller_headers=own)
         return Response(resp.body, resp.status, media_type="application/json")
     return Response(compact_bytes({"input_tokens": annotate_tokens(conv, "cl100k_base")}), media_type="application/json")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlencode
@@ -173,10 +173,13 @@ class UpstreamClient:
         return await self._signed(upstream.name, wire, "POST", url, body, headers, stream, key, timeout_s)
 
     async def forward(self, upstream: Upstream, wire: WireFormat, method: str, path: str, query: str, body: bytes,
-                      key: str | None, timeout_s: float = 60) -> UpstreamResponse:
-        """A plain pass-through call (Gemini cachedContents, token counting) to `path` on `upstream`."""
+                      key: str | None, timeout_s: float = 60, caller_headers: Mapping[str, str] | None = None
+                      ) -> UpstreamResponse:
+        """A plain pass-through call (Gemini cachedContents, token counting, model lists) to `path` on `upstream`,
+        with the format's own required headers (Anthropic's `anthropic-version`) and `caller_headers` over them."""
         url = wire.resource_url(upstream.url, path) + (f"?{query}" if query else "")
-        headers = {"content-type": "application/json", "accept-encoding": "identity", **auth_headers(upstream, wire, key)}
+        headers = {"content-type": "application/json", "accept-encoding": "identity", **wire.upstream_headers,
+                   **(caller_headers or {}), **auth_headers(upstream, wire, key)}
         return await self._signed(upstream.name, wire, method, url, body or None, headers, False, key, timeout_s)
 
     async def _signed(self, name: str, wire: WireFormat, method: str, url: str, body: bytes | None,

@@ -5,6 +5,7 @@ receives the gateway's provider keys and the caller's cache markers."""
 from __future__ import annotations
 
 import anthropic
+import httpx
 import openai
 import pytest
 from google import genai
@@ -126,6 +127,18 @@ def test_anthropic_sdk_sync_and_stream(stack, up):
     assert final.usage.cache_read_input_tokens == USAGE.cache_read
     assert client.messages.count_tokens(model="claude-sonnet-5",
                                         messages=[{"role": "user", "content": "x"}]).input_tokens == 42
+    # Anthropic refuses any request without `anthropic-version` (https://docs.claude.com/en/api/versioning), and a
+    # beta field without its `anthropic-beta`: the count goes with the caller's, as a model request does.
+    counted = up.received[-1]
+    assert counted.path == "/v1/messages/count_tokens"
+    assert counted.headers["anthropic-version"] == client.default_headers["anthropic-version"]     # the SDK's own
+    client.beta.messages.count_tokens(model="claude-sonnet-5", messages=[{"role": "user", "content": "x"}],
+                                      betas=["context-management-2025-06-27"])
+    assert "context-management-2025-06-27" in up.received[-1].headers["anthropic-beta"].split(",")
+    # Without a version of the caller's (a plain HTTP client), the format's own.
+    httpx.post(f"{gw.url}/v1/messages/count_tokens", headers={"x-api-key": "caller-key"}, timeout=10,
+               json={"model": "claude-sonnet-5", "messages": [{"role": "user", "content": "x"}]})
+    assert up.received[-1].headers["anthropic-version"] == "2023-06-01"
 
 
 @pytest.mark.parametrize("version", ["v1beta", "v1"])
