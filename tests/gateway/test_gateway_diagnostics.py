@@ -167,3 +167,16 @@ def test_an_answer_id_evicted_while_a_request_is_attached_starts_a_conversation_
     conv = SimpleNamespace(params={"previous_response_id": "resp_evicted"}, segments=[])
     conversation = diagnostics._conversation(call, SimpleNamespace(name="openai"), conv, None)  # type: ignore[arg-type]
     assert len(conversation) == 32          # a conversation of its own, from what the request says
+
+
+def test_count_tokens_goes_to_anthropic_as_anthropic_takes_it(stack):
+    """Anthropic refuses a request without `anthropic-version` (the mock too): counting through the gateway must
+    answer what counting at the provider answers. (Here beside the mock this module already runs.)"""
+    gw, settings = stack
+    body = {"model": CLAUDE, "system": SYSTEM, "messages": [{"role": "user", "content": "Where is parcel 7?"}]}
+    key = "sk-ant-" + uuid.uuid4().hex
+    direct = httpx.post(f"{settings.anthropic_base_url}/v1/messages/count_tokens", json=body, timeout=10,
+                        headers={"x-api-key": key, "anthropic-version": "2023-06-01"})
+    assert direct.status_code == 200
+    through = _claude(gw.url).messages.count_tokens(**body)
+    assert through.input_tokens == direct.json()["input_tokens"]
