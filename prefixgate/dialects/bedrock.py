@@ -44,6 +44,10 @@ class Operation:
     stream: bool
 
 
+# Where Bedrock Runtime's operations live (botocore's bedrock-runtime service model).
+RUNTIME_PATHS = ("/model/", "/guardrail/", "/async-invoke")
+
+
 def operation_of(path: str) -> Operation | None:
     """The Bedrock operation a request path names, or None when it is not one of them."""
     match = _PATH.match(path)
@@ -93,7 +97,11 @@ class BedrockFormat(WireFormat):
 
     def owns_path(self, path: str) -> bool:
         op = operation_of(path)
-        return op is not None and op.format == self.operation
+        if op is not None:
+            return op.format == self.operation
+        # Bedrock Runtime's other paths (CountTokens, guardrails, async invokes: not served here) answer in
+        # Bedrock's shape too, so boto3 raises its own error. Both formats share that shape; InvokeModel claims them.
+        return self.operation == "invoke" and path.startswith(RUNTIME_PATHS)
 
     def error_reply(self, err: RequestError) -> tuple[int, dict, dict[str, str]]:
         return error_body(err)

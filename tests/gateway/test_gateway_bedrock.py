@@ -182,3 +182,15 @@ def test_bad_bedrock_requests_get_bedrocks_errors_naming_the_field(stack):
         runtime(gateway).converse(**converse_args(time.time()) | {"modelId": "anthropic.claude-opus-4-1-20250805-v1:0"})
     assert err.value.response["Error"]["Code"] == "ValidationException"
     assert "does not support prompt caching" in err.value.response["Error"]["Message"]
+
+
+def test_a_bedrock_operation_the_gateway_does_not_serve_is_bedrocks_own_not_found(stack):
+    """boto3's CountTokens (a Bedrock Runtime operation the gateway does not serve) gets Bedrock's error shape, so
+    boto3 raises its own ResourceNotFoundException naming the path, not a malformed answer."""
+    _, gateway, _ = stack
+    with pytest.raises(botocore.exceptions.ClientError) as err:
+        runtime(gateway).count_tokens(modelId=MODEL, input={"converse": {
+            "messages": [{"role": "user", "content": [{"text": "Where is order 7?"}]}]}})
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    assert err.value.response["Error"]["Code"] == "ResourceNotFoundException"
+    assert "count-tokens: no such endpoint" in err.value.response["Error"]["Message"]
