@@ -72,6 +72,7 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     for name in ("generation_config", "labels"):
         if data.get(name) is not None:
             expect(data[name], dict, name)
+    _check_generation(data.get("generation_config") or {})
     segments: list[Segment] = []
     if data.get("system_instruction") is not None:
         text = expect(data["system_instruction"], str, "system_instruction")
@@ -85,6 +86,19 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     params, order = split_body(data, PREFIX_FIELDS)
     return Conversation(NAME, data.get("model") or data.get("agent"), segments, params=params, field_order=order,
                         stream=stream)
+
+
+# generation_config's fields a translation reads, with their JSON types (the Interactions API reference).
+GENERATION_TYPES: dict[str, type | tuple[type, ...]] = {
+    "max_output_tokens": int, "temperature": (int, float), "top_p": (int, float), "seed": int, "stop_sequences": list}
+
+
+def _check_generation(config: dict) -> None:
+    for name, kind in GENERATION_TYPES.items():
+        if config.get(name) is not None:
+            expect(config[name], kind, f"generation_config.{name}")
+    for i, stop in enumerate(config.get("stop_sequences") or []):
+        expect(stop, str, f"generation_config.stop_sequences.{i}")
 
 
 def input_segments(raw: Any, present: bool, continued: bool) -> list[Segment]:

@@ -16,7 +16,8 @@ from prefixgate.errors import RequestError
 _ESCAPE, _RAW_SURROGATE = re.compile(rb"\\u[dD]"), re.compile(rb"\xed[\xa0-\xbf]")
 _SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD]")
 _HIGH, _LOW = b"89abAB", b"cdefCDEF"
-_TYPE_NAMES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer"}
+_TYPE_NAMES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
+               float: "a number", type(None): "null"}
 
 
 def load_body(body: bytes | str | dict) -> dict:

@@ -120,6 +120,16 @@ BODIES = [
        "bedrock", "messages.0.content.0.toolResult.content") for op in ("converse", "converse-stream")],
     *[(f"{op} guardContent text", f"{BEDROCK}/{op}", converse([{"guardContent": {"text": {"text": 5}}}]),
        "bedrock", "messages.0.content.0.guardContent.text.text") for op in ("converse", "converse-stream")],
+    # Interactions: generation_config's numbers went upstream unchecked (the mock, like a strict server, failed on
+    # a string where an integer belongs: a 500 relayed), and into translations as they came.
+    *[(f"interactions generation_config.{name} {value!r}", "/v1beta/interactions",
+       {"model": "gemini-3.5-flash", "input": "hi", "generation_config": {name: value}},
+       "interactions", f"generation_config.{name}")
+      for name, value in (("max_output_tokens", "10"), ("max_output_tokens", True), ("temperature", "hot"),
+                          ("stop_sequences", "END"))],
+    ("interactions generation_config.stop_sequences item", "/v1beta/interactions",
+     {"model": "gemini-3.5-flash", "input": "hi", "generation_config": {"stop_sequences": [5]}},
+     "interactions", "generation_config.stop_sequences.0"),
 ]
 
 
