@@ -1,9 +1,13 @@
 """What Bedrock's wire formats (InvokeModel, Converse) share: the operation paths, the error shape, the
-binary event-stream framing of streams, and SigV4 signing of upstream requests."""
+binary event-stream framing of streams, SigV4 signing of upstream requests, and CountTokens' body (which
+carries either format's request)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -11,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 from prefixgate import sigv4
 from prefixgate.dialects import eventstream
+from prefixgate.dialects.validate import expect, load_body, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
@@ -55,6 +60,24 @@ def operation_of(path: str) -> Operation | None:
         return None
     fmt, stream = OPERATIONS[match["op"]]
     return Operation(unquote(match["model"]), fmt, stream)
+
+
+def counted_request(body: bytes | str | dict) -> tuple[str, dict]:
+    """CountTokens' `input` (botocore's bedrock-runtime model): which operation's request it counts ("invoke" or
+    "converse") and that request's body (InvokeModel's, a blob, comes base64-encoded as boto3 sends it)."""
+    given = expect(require(load_body(body), "input", dict), dict, "input")
+    kinds = [k for k in ("invokeModel", "converse") if k in given]
+    if len(kinds) != 1:
+        raise RequestError("input: expected exactly one of invokeModel, converse", field="input")
+    if kinds[0] == "converse":
+        return "converse", expect(given["converse"], dict, "input.converse")
+    blob = require(expect(given["invokeModel"], dict, "input.invokeModel"), "body", str, "input.invokeModel.body")
+    try:
+        decoded = json.loads(base64.b64decode(blob, validate=True))
+    except (ValueError, binascii.Error):
+        raise RequestError("input.invokeModel.body: expected a base64-encoded JSON request body",
+                           field="input.invokeModel.body") from None
+    return "invoke", expect(decoded, dict, "input.invokeModel.body")
 
 
 def error_body(err: RequestError) -> tuple[int, dict, dict[str, str]]:

@@ -85,6 +85,8 @@ class Simulator:
         if provider == "anthropic":
             return self.anthropic.count(anthropic_dialect.parse_request(body, count_tokens=True))
         conv = self.parse(provider, body, model)
+        if provider == "bedrock":
+            return (self._converse if conv.dialect == converse.NAME else self.bedrock).count(conv)
         rules = resolve_model(provider, model or conv.model or "", self.catalog)
         if provider == "openai":
             return self.openai.count(conv, rules)

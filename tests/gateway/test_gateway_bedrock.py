@@ -185,12 +185,38 @@ def test_bad_bedrock_requests_get_bedrocks_errors_naming_the_field(stack):
 
 
 def test_a_bedrock_operation_the_gateway_does_not_serve_is_bedrocks_own_not_found(stack):
-    """boto3's CountTokens (a Bedrock Runtime operation the gateway does not serve) gets Bedrock's error shape, so
-    boto3 raises its own ResourceNotFoundException naming the path, not a malformed answer."""
+    """boto3's ApplyGuardrail (a Bedrock Runtime operation the gateway does not serve) gets Bedrock's error shape,
+    so boto3 raises its own ResourceNotFoundException naming the path, not a malformed answer."""
     _, gateway, _ = stack
     with pytest.raises(botocore.exceptions.ClientError) as err:
-        runtime(gateway).count_tokens(modelId=MODEL, input={"converse": {
-            "messages": [{"role": "user", "content": [{"text": "Where is order 7?"}]}]}})
+        runtime(gateway).apply_guardrail(guardrailIdentifier="g1", guardrailVersion="1", source="INPUT",
+                                         content=[{"text": {"text": "Where is order 7?"}}])
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
     assert err.value.response["Error"]["Code"] == "ResourceNotFoundException"
-    assert "count-tokens: no such endpoint" in err.value.response["Error"]["Message"]
+    assert "/apply: no such endpoint" in err.value.response["Error"]["Message"]
+
+
+@pytest.mark.parametrize("operation", ["converse", "invokeModel"])
+def test_boto3_count_tokens_through_the_gateway_is_what_bedrock_counts(stack, operation):
+    """CountTokens, either operation's request, answers through the gateway what Bedrock answers directly."""
+    mock, gateway, _ = stack
+    counted = {"converse": {"converse": {k: v for k, v in converse_args(0).items() if k in ("system", "messages")}},
+               "invokeModel": {"invokeModel": {"body": json.dumps(invoke_body(0)).encode()}}}[operation]
+    direct = runtime(mock).count_tokens(modelId=MODEL, input=counted)["inputTokens"]
+    assert direct > 1000                        # the dated system prompt and the question
+    assert runtime(gateway).count_tokens(modelId=MODEL, input=counted)["inputTokens"] == direct
+    # A route whose target names its own model counts for that model (Claude's tokenizer either way).
+    assert runtime(gateway).count_tokens(modelId="claude-sonnet-4-6", input=counted)["inputTokens"] == direct
+
+
+@pytest.mark.parametrize("given,field", [({}, "input"), ({"invokeModel": {"body": "not base64!"}}, "input.invokeModel.body"),
+                                         ({"converse": {"messages": 5}}, "messages")])
+def test_a_bad_count_tokens_body_is_bedrocks_validation_error_naming_the_field(stack, given, field):
+    _, gateway, _ = stack
+    url = f"{gateway}/model/{quote(MODEL, safe='')}/count-tokens"
+    body = json.dumps({"input": given}).encode()
+    headers = sigv4.sign("POST", url, {"content-type": "application/json", "host": gateway.split("//")[1]}, body,
+                         ReadOnlyCredentials(KEY, SECRET, None), "us-east-1")
+    answer = httpx.post(url, content=body, headers=headers)
+    assert answer.status_code == 400 and answer.headers["x-amzn-errortype"].startswith("ValidationException")
+    assert answer.json()["message"].startswith(f"{field}:")

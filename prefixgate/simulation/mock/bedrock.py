@@ -1,5 +1,5 @@
 """Mock Amazon Bedrock Runtime for Claude: InvokeModel, InvokeModelWithResponseStream, Converse, ConverseStream
-at `/model/{modelId}/...`, and the Messages API at `/anthropic/v1/messages`.
+at `/model/{modelId}/...` (and CountTokens), and the Messages API at `/anthropic/v1/messages`.
 
 Every request must carry a SigV4 signature (service `bedrock`, or `bedrock-mantle` on the Messages API) made
 with the credentials in this process's environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`), checked as
@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate import sigv4
 from prefixgate.dialects import anthropic, bedrock_invoke, converse, eventstream
-from prefixgate.dialects.bedrock import operation_of
+from prefixgate.dialects.bedrock import counted_request, operation_of
 from prefixgate.dialects.sse import event_json
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import UnknownModel, resolve_model
@@ -55,10 +55,20 @@ def model_rules(ctx: MockContext, model: str) -> ModelRules:
         raise RequestError("The provided model identifier is invalid.", field="modelId") from None
 
 
+def count(ctx: MockContext, model: str, body: dict) -> int:
+    """CountTokens: the prompt an InvokeModel body (base64, as boto3 sends a blob) or a Converse one would send,
+    counted as that operation would bill it; nothing is cached."""
+    model_rules(ctx, model)
+    _, request = counted_request(body)
+    return ctx.simulator.count_tokens("bedrock", request, model=model)
+
+
 def add_routes(app: FastAPI, ctx: MockContext) -> None:
     async def operation(request: Request, model_id: str, path_op: str) -> Response:
         raw = await request.body()
         tenant = authenticate(request, raw)
+        if path_op == "count-tokens":
+            return JSONResponse({"inputTokens": count(ctx, model_id, await json_body(request))})
         op = operation_of(f"/model/{model_id}/{path_op}")
         if op is None:
             raise RequestError(f"unknown Bedrock operation {path_op!r}", status=404, kind="not_found")
