@@ -217,9 +217,9 @@ class Http1Pool:
                 raise ValueError(f"header {name!r} contains a line break")
             lines.append(f"{name}: {value}\r\n")
         lines.append(f"content-length: {len(body or b'')}\r\n\r\n")
+        head = "".join(lines).encode("latin-1")     # before a connection is taken: one that cannot be sent holds none
         conn = await self._connection(origin, timeout_s)
         conn.begin()
-        head = "".join(lines).encode("latin-1")
         # Head and body as two buffers (one writev): joined, a big body would be copied once more on the loop.
         conn.transport.writelines((head, body) if body else (head,))  # type: ignore[union-attr]
         try:

@@ -160,6 +160,22 @@ def test_a_response_cut_off_mid_body_is_broken_and_silence_times_out() -> None:
     run(script, body)
 
 
+def test_a_head_that_cannot_be_sent_takes_no_connection() -> None:
+    """A header value HTTP/1.1 cannot carry (outside latin-1) is refused before a connection is opened or taken:
+    one opened first was left open, counted nowhere."""
+    async def script(reader, writer, seen):
+        seen.append(await read_request(reader))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+
+    async def body(pool, url, seen, connections):
+        with pytest.raises(UnicodeEncodeError):
+            await pool.request("POST", url, {"x-note": "snow \u2603"}, b"{}", 5)
+        await asyncio.sleep(0.05)
+        assert connections == []
+
+    run(script, body)
+
+
 def test_unreachable_upstream_and_header_injection_are_refused() -> None:
     async def main() -> None:
         pool = Http1Pool(connect_timeout_s=1)
