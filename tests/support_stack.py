@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,16 @@ from pathlib import Path
 import pytest
 
 from tests.support_services import http_ok, start_on_free_port
+
+
+def policy_env(tmp: Path, policy: dict, **extra: str) -> dict[str, str]:
+    """A `running_stack` gateway's environment for `policy` (written to `tmp`): its ledger in `tmp`, its own
+    Gemini and OpenAI keys, and the mock's Vertex project and token; `extra` added (an admin token, more keys)."""
+    (tmp / "policy.json").write_text(json.dumps(policy))
+    return {"PREFIXGATE_POLICY_FILE": str(tmp / "policy.json"), "PREFIXGATE_LEDGER_PATH": str(tmp / "ledger.sqlite"),
+            "GEMINI_API_KEY": "AIzaGatewayOwnKey0000000000000", "OPENAI_API_KEY": "sk-gateway-own-0000",
+            "GOOGLE_CLOUD_PROJECT": "gw-project", "GOOGLE_CLOUD_LOCATION": "us-east5",
+            "PREFIXGATE_VERTEX_ACCESS_TOKEN": "mock-vertex-token", **extra}
 
 
 def healthy(url: str) -> bool:

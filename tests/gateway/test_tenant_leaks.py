@@ -5,8 +5,6 @@ state did not exist, or refuse a tenant's reader, as test_tenant_scope.py's mode
 
 from __future__ import annotations
 
-import json
-
 import httpx
 import pytest
 
@@ -19,7 +17,7 @@ from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import ServerThread, running_gateway, settings_for
 from tests.support_services import wait_until
-from tests.support_stack import running_stack
+from tests.support_stack import policy_env, running_stack
 
 ACME_1, ACME_2, BETA = "pg-leak-acme-one-012345", "pg-leak-acme-two-012345", "pg-leak-beta-0123456789"
 ACME_READER, ADMIN = "pg-leak-acme-reader-0123", "admin-token-tenant-leaks-01"
@@ -49,12 +47,7 @@ def bearer(key: str) -> dict:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("leaks")
-    (tmp / "policy.json").write_text(json.dumps(POLICY))
-    env = {"PREFIXGATE_POLICY_FILE": str(tmp / "policy.json"), "PREFIXGATE_LEDGER_PATH": str(tmp / "ledger.sqlite"),
-           "GEMINI_API_KEY": "AIzaGatewayOwnKey0000000000000", "OPENAI_API_KEY": "sk-gateway-own-0000",
-           "PREFIXGATE_ADMIN_TOKEN": ADMIN, "GOOGLE_CLOUD_PROJECT": "gw-project",
-           "GOOGLE_CLOUD_LOCATION": "us-east5", "PREFIXGATE_VERTEX_ACCESS_TOKEN": "mock-vertex-token"}
-    with running_stack(tmp, env) as (gw, mock):
+    with running_stack(tmp, policy_env(tmp, POLICY, PREFIXGATE_ADMIN_TOKEN=ADMIN)) as (gw, mock):
         yield gw, mock, tmp / "ledger.sqlite"
 
 

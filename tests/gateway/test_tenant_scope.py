@@ -14,7 +14,7 @@ from prefixgate.ledger import read_records
 from prefixgate.policies import hash_key
 from prefixgate.providers.cached_contents import parse_rfc3339
 from tests.support_services import wait_until
-from tests.support_stack import running_stack
+from tests.support_stack import policy_env, running_stack
 
 ACME_1, ACME_2, BETA, CLAUDE_ONLY = "pg-acme-one-0123456789", "pg-acme-two-0123456789", "pg-beta-0123456789ab", "pg-claude-0123456789"
 ACME_READER, ADMIN = "pg-acme-reader-0123456789", "admin-token-tenant-scope-0001"
@@ -43,12 +43,7 @@ def goog(key: str) -> dict:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scope")
-    (tmp / "policy.json").write_text(json.dumps(POLICY))
-    env = {"PREFIXGATE_POLICY_FILE": str(tmp / "policy.json"), "PREFIXGATE_LEDGER_PATH": str(tmp / "ledger.sqlite"),
-           "GEMINI_API_KEY": "AIzaGatewayOwnKey0000000000000", "OPENAI_API_KEY": "sk-gateway-own-0000",
-           "ANTHROPIC_API_KEY": "sk-ant-gateway-own-0000", "PREFIXGATE_ADMIN_TOKEN": ADMIN,
-           "GOOGLE_CLOUD_PROJECT": "gw-project", "GOOGLE_CLOUD_LOCATION": "us-east5",
-           "PREFIXGATE_VERTEX_ACCESS_TOKEN": "mock-vertex-token"}
+    env = policy_env(tmp, POLICY, ANTHROPIC_API_KEY="sk-ant-gateway-own-0000", PREFIXGATE_ADMIN_TOKEN=ADMIN)
     # A slow stream for one model: a test can act between a stream's first event and its last.
     (tmp / "faults.yaml").write_text(f'faults: [{{fault: "event_delay=0.2", model: {SLOW}}}]')
     with running_stack(tmp, env, ("--faults", str(tmp / "faults.yaml"))) as (gw, mock):
