@@ -38,7 +38,7 @@ from prefixgate.cache_planner.regimes import regime_of
 from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
 from prefixgate.cost import MTOK
 from prefixgate.dialects import wire_format
-from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.auth import party_of
 from prefixgate.ir import ttl_seconds
 from prefixgate.policies.balance import expected_cost, rank
 from prefixgate.providers.rules import Catalog
@@ -77,6 +77,7 @@ class Placement:
     key: str
     pin: Pin | None
     at: float
+    party: str = "-"        # whose pins and hit rates these are (`auth.party_of`)
 
 
 @dataclass(frozen=True)
@@ -142,11 +143,13 @@ class Sticky:
         route = call.route
         if not route.balance:
             return route.targets
-        party = principal(call.caller.key) or "-"
+        # On an open gateway, per caller credential: each caller's cache lives in its own account, so another's
+        # pin says nothing of where this caller's prefix is warm.
+        party = party_of(call.caller, proxy.policy.upstreams[route.targets[0].upstreams[0]], call.dialect)
         key = self.key(party, route.name, call)
         pin = await self._read(key)
         now = self.clock()
-        call.placement = Placement(key, pin, now)
+        call.placement = Placement(key, pin, now, party)
         by_name = {ref.upstreams[0]: ref for ref in route.targets}
         live = pin is not None and pin.expires > now and pin.target in by_name
         costs = {} if route.balance != "cost" else {name: self._expected(proxy, call, party, ref)
@@ -176,7 +179,7 @@ class Sticky:
         name, now = prep.upstream.name, self.clock()
         writes = sum(usage.cache_writes.values())
         prompt = usage.uncached_input + usage.cache_read + writes
-        party = principal(call.caller.key) or "-"
+        party = placement.party
         rates = self._rates.pop((party, call.route.name, name), [0.0, 0.0])
         self._bounded(self._rates, (party, call.route.name, name),
                       [rates[0] * DECAY + usage.cache_read, rates[1] * DECAY + prompt], MAX_STATS)

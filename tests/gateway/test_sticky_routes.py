@@ -150,6 +150,28 @@ def test_one_tenants_pin_does_not_steer_anothers(stack, request):
     assert target == first
 
 
+def test_on_an_open_gateway_one_callers_pin_does_not_steer_anothers(tmp_path, monkeypatch):
+    """No caller keys and no gateway key: each caller's own Anthropic key goes upstream, so its cache is in its own
+    account and another caller's pin says nothing of where it is warm."""
+    with two_deployments(monkeypatch) as (clock, contexts, east, west):
+        monkeypatch.delenv("ANTHROPIC_API_KEY")
+        settings = settings_for(east.url, tmp_path)
+        app = create_app(settings, policy=Policy.from_dict({
+            "upstreams": {"east": {"kind": "anthropic", "url": east.url}, "west": {"kind": "anthropic", "url": west.url}},
+            "routes": [{"name": "claude", "models": [MODEL], "balance": "round_robin",
+                        "targets": [{"upstream": "east"}, {"upstream": "west"}]}]}, builtin_upstreams(settings)))
+        with ServerThread(app) as gw:
+            app.state.proxy.sticky.clock = clock
+            # Their own provider keys, sent as the caller keys `ask` sends.
+            monkeypatch.setitem(KEYS, "acme", "sk-ant-caller-a-0123456789")
+            monkeypatch.setitem(KEYS, "globex", "sk-ant-caller-b-0123456789")
+            first, moved = failed_over(gw, clock, contexts, [])
+            assert moved != first      # caller a's session is pinned elsewhere now
+            # Caller b sends the very same conversation: it starts where a new session of its own starts.
+            _, target = ask(gw, "Is my toaster covered?", [], tenant="globex")
+            assert target == first
+
+
 def test_a_hard_error_moves_the_session_and_the_flip_is_priced(stack):
     gw, settings, clock, contexts = stack
     session: list[dict] = []
