@@ -43,6 +43,13 @@ class RequestStream:
     def __aiter__(self) -> AsyncIterator[RequestOutput]:
         return self._iterate()
 
+    def close(self) -> None:
+        """Abort the request unless it finished: for a consumer that may never have started iterating (a
+        never-started generator's aclose runs none of its code, so `_iterate`'s cleanup cannot do this)."""
+        if not self.finished:
+            self.finished = True
+            self._owner.abort(self.request_id)
+
     async def _iterate(self) -> AsyncIterator[RequestOutput]:
         try:
             while not self.finished:

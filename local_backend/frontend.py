@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from prefixgate.errors import RequestError, error_body
@@ -26,6 +26,27 @@ def _sse(data: Any) -> bytes:
 
 class ClientGone(Exception):
     """The caller disconnected before its answer was ready; the request was aborted."""
+
+
+class EventStream:
+    """A streamed request's SSE events. Closing it aborts the request if unfinished, even when iteration never
+    began (the gateway closes a stream whose client left before its body started): the generator's own
+    cleanup only runs once it has started, and the engine would otherwise compute the whole answer."""
+
+    def __init__(self, events: AsyncGenerator[bytes, None], outputs: RequestStream) -> None:
+        self._events, self._outputs = events, outputs
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    def __anext__(self) -> Awaitable[bytes]:
+        return self._events.__anext__()
+
+    async def aclose(self) -> None:
+        try:
+            await self._events.aclose()
+        finally:
+            self._outputs.close()
 
 
 class Frontend:
@@ -48,7 +69,7 @@ class Frontend:
         outputs = self.engine.add_request(prompt, req.params, request_id=req.id, cache_salt=req.cache_salt,
                                           priority=req.priority)
         if req.stream:
-            return self._events(req, outputs)
+            return EventStream(self._events(req, outputs), outputs)
         final: RequestOutput | None = None
         async for out in outputs:
             final = out

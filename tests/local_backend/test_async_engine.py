@@ -12,6 +12,7 @@ from prefixgate.errors import RequestError
 from prefixgate.local_backend.async_engine import AsyncEngine
 from prefixgate.local_backend.config import EngineConfig
 from prefixgate.local_backend.engine import LLM, LLMEngine
+from prefixgate.local_backend.frontend import Frontend
 from tests.local_backend.support_reference import greedy
 
 
@@ -86,3 +87,34 @@ def test_bad_requests_raise_at_once_and_a_full_queue_is_429(tiny) -> None:
     finally:
         gate.set()
         engine.shutdown()
+
+
+def test_closing_a_stream_that_never_began_aborts_its_request(engine: AsyncEngine) -> None:
+    """The gateway closes a local stream whose client left before the body began (relay.let_go): the
+    request must be aborted, not computed to max_tokens for nobody."""
+    reasons: list[str] = []
+    engine.observer = lambda stats, _: reasons.extend(stats.finished_reasons)
+    gate, real_step = threading.Event(), engine.engine.step
+
+    def held_step():  # noqa: ANN202 - nothing is computed until the stream has been closed
+        gate.wait(30)
+        return real_step()
+
+    engine.engine.step = held_step
+    body = {"model": engine.model_name, "prompt": "never read", "max_tokens": 100, "ignore_eos": True,
+            "stream": True}
+
+    async def main() -> None:
+        answer = await Frontend(engine).serve(body, chat=False)
+        await answer.aclose()
+        gate.set()
+        deadline = time.monotonic() + 30  # a bound on the wait, not a timing assertion
+        while reasons == [] or engine.engine.has_unfinished_requests():
+            assert time.monotonic() < deadline, "the request neither finished nor was aborted"
+            await asyncio.sleep(0.01)
+
+    try:
+        asyncio.run(main())
+    finally:
+        gate.set()
+    assert reasons == ["abort"] and engine.engine.kv.num_used_blocks == 0
