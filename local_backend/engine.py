@@ -20,7 +20,7 @@ from prefixgate.local_backend.model_runner import ModelRunner
 from prefixgate.local_backend.ngram_proposer import NgramProposer
 from prefixgate.local_backend.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
 from prefixgate.local_backend.sampling_params import SamplingParams
-from prefixgate.local_backend.scheduler import Scheduler
+from prefixgate.local_backend.scheduler import ScheduledBatch, Scheduler
 from prefixgate.local_backend.sequence import Sequence
 
 Prompt = str | list[int] | dict[str, Any]
@@ -152,7 +152,11 @@ class LLMEngine:
         if not batch:
             return outputs
         stats.num_prompt_tokens = sum(seq.num_prompt_tokens for seq in batch.admitted)
-        emitted = self.runner.execute(batch)
+        try:
+            emitted = self.runner.execute(batch)
+        except BaseException:
+            self._uncache_unwritten(batch)
+            raise
         self.scheduler.update(batch)
         now = time.monotonic()
         for seq, tokens, logprobs in emitted:
@@ -185,6 +189,15 @@ class LLMEngine:
             else:
                 outputs.append(self._output(seq))
         return outputs
+
+    def _uncache_unwritten(self, batch: ScheduledBatch) -> None:
+        """The step failed: the blocks it registered in the prefix cache when scheduled hold no (or partial) KV.
+        A request admitted in the same step on another's just-registered blocks counts them as computed, so
+        `KVCacheManager.free` would keep them findable once both are aborted."""
+        pool, bs = self.kv.pool, self.kv.block_size
+        for seq in batch.scheduled:
+            for block_id in seq.block_table[seq.num_computed_tokens // bs:]:
+                pool.uncache(pool.blocks[block_id])
 
     def _check_stop(self, seq: Sequence, token: int) -> str | None:
         p = seq.sampling_params

@@ -205,3 +205,32 @@ def test_packed_and_plain_weights_give_the_same_greedy_tokens(make_llm) -> None:
     assert all(m.packed is not None for m in packed.engine.runner.model.modules() if isinstance(m, Linear))
     assert [o.outputs[0].token_ids for o in packed.generate(prompts, sp)] == \
         [o.outputs[0].token_ids for o in plain.generate(prompts, sp)]
+
+
+def test_a_failed_step_leaves_no_uncomputed_block_in_the_prefix_cache(make_llm) -> None:
+    """A step that raises (a bug, CUDA out of memory) wrote no KV for the blocks it registered in the prefix
+    cache; once its requests are aborted, as AsyncEngine does in arrival order, those blocks must not be
+    found by the next request with that prefix, which would attend whatever the blocks held."""
+    prefix = list(range(1, 33))  # 8 blocks of 4
+    want = make_llm(block_size=4).generate({"prompt_token_ids": prefix + [99]}, greedy(8))[0].outputs[0].token_ids
+    engine = make_llm(block_size=4).engine
+    # Admitted in one step: the second finds the first's blocks, registered when scheduled, as cached.
+    first = engine.add_request({"prompt_token_ids": prefix + [7]}, greedy(8))
+    second = engine.add_request({"prompt_token_ids": prefix + [8, 9]}, greedy(8))
+    execute = engine.runner.execute
+
+    def failing(batch):  # noqa: ANN001, ANN202
+        raise RuntimeError("the step failed")
+
+    engine.runner.execute = failing
+    with pytest.raises(RuntimeError):
+        engine.step()
+    engine.runner.execute = execute
+    for rid in (first, second):
+        engine.abort_request(rid)
+    assert engine.kv.num_used_blocks == 0
+    engine.add_request({"prompt_token_ids": prefix + [99]}, greedy(8), request_id="after")
+    done = {}
+    while engine.has_unfinished_requests():
+        done.update((o.request_id, o) for o in engine.step() if o.finished)
+    assert done["after"].outputs[0].token_ids == want
