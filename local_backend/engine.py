@@ -75,6 +75,10 @@ class LLMEngine:
             raise RequestError("prompt must not be empty", field="prompt")
         if any(not 0 <= t < self.vocab_size for t in ids):
             raise RequestError(f"prompt token ids must be in [0, {self.vocab_size})", field="prompt")
+        # Checked here, not in the step: the sampler indexes logits by them, and a step that raises fails every
+        # request in flight.
+        if any(t >= self.vocab_size for t in params.stop_token_ids):
+            raise RequestError(f"stop_token_ids must be in [0, {self.vocab_size})", field="stop_token_ids")
         room = self.max_model_len - len(ids)
         if room < 1:
             raise RequestError(f"prompt has {len(ids)} tokens; this model's maximum context length is "

@@ -68,7 +68,9 @@ class Sampler:
         dev = logits.device
         temp = torch.tensor([p.temperature for p in params], device=dev, dtype=logits.dtype)
         logits = logits / temp[:, None]
-        top_k = torch.tensor([p.top_k if p.top_k > 0 else logits.shape[-1] for p in params], device=dev)
+        # Beyond the vocabulary top-k keeps every token (and an int64 overflow would fail the whole batch).
+        top_k = torch.tensor([p.top_k if 0 < p.top_k < logits.shape[-1] else logits.shape[-1] for p in params],
+                             device=dev)
         top_p = torch.tensor([p.top_p for p in params], device=dev, dtype=logits.dtype)
         if (top_k < logits.shape[-1]).any() or (top_p < 1).any():
             logits = _truncate(logits, top_k, top_p)

@@ -234,3 +234,19 @@ def test_a_failed_step_leaves_no_uncomputed_block_in_the_prefix_cache(make_llm) 
     while engine.has_unfinished_requests():
         done.update((o.request_id, o) for o in engine.step() if o.finished)
     assert done["after"].outputs[0].token_ids == want
+
+
+def test_sampling_values_beyond_the_vocabulary_fail_only_their_own_request(make_llm) -> None:
+    """top_k past the vocabulary is no truncation; a stop token id past it is a 400 when the request is made.
+    Either used to raise inside a step (int64 overflow, an index out of range), failing every request in it."""
+    llm = make_llm()
+    bystander = "bystander"
+    outs = llm.generate(["huge top_k", bystander], [SamplingParams(top_k=10**20, seed=3, max_tokens=4), greedy(4)])
+    assert outs[0].outputs[0].token_ids == llm.generate("huge top_k", SamplingParams(seed=3, max_tokens=4))[0] \
+        .outputs[0].token_ids
+    assert len(outs[1].outputs[0].token_ids) == 4
+    for ids in ([10**6], [2**70]):
+        with pytest.raises(RequestError) as e:
+            llm.engine.add_request("x", SamplingParams(min_tokens=1, stop_token_ids=ids, max_tokens=3))
+        assert e.value.field == "stop_token_ids" and e.value.status == 400
+    assert not llm.engine.has_unfinished_requests() and llm.engine.kv.num_used_blocks == 0

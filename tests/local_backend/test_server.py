@@ -123,6 +123,7 @@ def test_logprobs_chat_and_completions(client) -> None:
     ({"prompt": "x", "model": "gpt-4o"}, "model"), ({"prompt": "x", "temperature": -0.5}, "temperature"),
     ({"prompt": "x", "top_p": 2}, "top_p"), ({"prompt": "x", "temperature": "hot"}, "temperature"),
     ({"prompt": "x", "n": 3}, "n"), ({"prompt": "x", "logprobs": 99}, "logprobs"), ({"prompt": []}, "prompt"),
+    ({"prompt": "x", "extra_body": {"min_tokens": 1, "stop_token_ids": [10**6]}}, "stop_token_ids"),
 ])
 def test_bad_input_is_a_400_naming_the_field_and_serving_goes_on(client, body: dict, field: str) -> None:
     with pytest.raises(openai.BadRequestError) as e:
