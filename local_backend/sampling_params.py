@@ -51,8 +51,9 @@ class SamplingParams:
             raise _bad("stop", "must be a non-empty string or a list of non-empty strings")
         if not all(_int(t) and t >= 0 for t in self.stop_token_ids):
             raise _bad("stop_token_ids", "must be a list of token ids")
-        if self.seed is not None and not _int(self.seed):
-            raise _bad("seed", f"must be an integer, got {self.seed!r}")
+        # torch.Generator takes [-2**63, 2**64): beyond it the request would fail when queued, as a bare 500.
+        if self.seed is not None and (not _int(self.seed) or not -2**63 <= self.seed < 2**64):
+            raise _bad("seed", f"must be a 64-bit integer, got {self.seed!r}")
         if self.logprobs is not None and (not _int(self.logprobs) or not 0 <= self.logprobs <= MAX_LOGPROBS):
             raise _bad("logprobs", f"must be an integer in [0, {MAX_LOGPROBS}], got {self.logprobs!r}")
 

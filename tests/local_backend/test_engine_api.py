@@ -103,7 +103,7 @@ def test_chat_uses_the_models_template(make_llm) -> None:
     ({"temperature": -1}, "temperature"), ({"temperature": float("nan")}, "temperature"),
     ({"top_p": 0}, "top_p"), ({"top_p": 1.5}, "top_p"), ({"top_k": -2}, "top_k"),
     ({"max_tokens": 0}, "max_tokens"), ({"max_tokens": -3}, "max_tokens"), ({"logprobs": 50}, "logprobs"),
-    ({"stop": [""]}, "stop"), ({"seed": 1.5}, "seed"), ({"min_tokens": 5, "max_tokens": 2}, "min_tokens"),
+    ({"stop": [""]}, "stop"), ({"seed": 1.5}, "seed"), ({"seed": 2**64}, "seed"), ({"min_tokens": 5, "max_tokens": 2}, "min_tokens"),
 ])
 def test_invalid_sampling_values_name_their_field(kwargs: dict, field: str) -> None:
     with pytest.raises(RequestError) as e:
