@@ -25,8 +25,10 @@ from prefixgate.gateway.webhooks import Deliveries
 
 STATIC = Path(__file__).parent / "static"
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css", "favicon.svg": "image/svg+xml"}
-# Everything the page loads comes from the gateway itself; the page has no inline script or style.
-CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
+# Everything the page loads comes from the gateway itself; the page has no inline script or style. No plugins, no
+# <base> (a base URL would move every relative load), forms post only here, and no other site frames it.
+CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; object-src 'none'; "
+       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>prefixgate dashboard</title>
 <link rel="stylesheet" href="/dashboard/static/dashboard.css"></head><body class="login">
 <form method="post" action="/dashboard/login"><h1>prefixgate dashboard</h1><p>{message}</p>
@@ -63,7 +65,12 @@ router = APIRouter(lifespan=lifespan)
 router.include_router(api.router)
 
 
-SECURE = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+# same-origin, not no-referrer: under no-referrer the login form's POST carries `Origin: null`, which the browser
+# guard refuses (403).
+SECURE = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+          "Referrer-Policy": "same-origin"}
+# The assets: never sniffed into another type, and the SVG opened on its own is a document under the same policy.
+ASSET_HEADERS = {"Content-Security-Policy": CSP, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
 
 
 @router.get("/dashboard", include_in_schema=False)
@@ -94,4 +101,4 @@ def asset(name: str) -> Response:
     # Only the files listed: a name is never joined onto a path unchecked.
     if name not in ASSETS:
         return Response("not found", 404, media_type="text/plain")
-    return FileResponse(STATIC / name, media_type=ASSETS[name], headers={"Cache-Control": "no-cache"})
+    return FileResponse(STATIC / name, media_type=ASSETS[name], headers=ASSET_HEADERS)

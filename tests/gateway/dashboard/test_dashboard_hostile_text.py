@@ -1,7 +1,8 @@
 """Caller text on the operator's dashboard is text, never markup: a caller (any tenant's key, anyone on an
 open gateway) picks the model name, the x-prefixgate-route hint and the prompt, and the gateway stores
 them (the model in the breakdown, the planner's lines quoting it in the misses view) for the operator's
-page, whose session holds the admin cookie. A real gateway, a real headless Chromium logged in as the admin."""
+page, whose session holds the admin cookie. A real gateway, a real headless Chromium logged in as the admin;
+and the headers that keep the page and its files strict, and keep errors from reflecting input as HTML."""
 
 from __future__ import annotations
 
@@ -76,3 +77,30 @@ def test_hostile_model_names_and_route_hints_are_shown_as_text(hostile, browser)
     assert browser.execute_script("return window.__xss === undefined")
     assert browser.title == TITLE
 
+
+def test_the_page_and_its_files_are_strict_and_errors_reflect_nothing_as_html(hostile):
+    with httpx.Client(base_url=hostile.url) as client:
+        pages = [client.get("/dashboard"), client.get("/dashboard", headers=AUTH),
+                 client.get("/dashboard", params={"token": IMG}), client.post("/dashboard/login", data={"token": IMG})]
+        for page in pages:
+            assert page.headers["content-type"].startswith("text/html")
+            assert "<img" not in page.text and "onerror" not in page.text
+            csp = [d.strip() for d in page.headers["content-security-policy"].split(";")]
+            for directive in ("script-src 'self'", "object-src 'none'", "base-uri 'none'", "frame-ancestors 'none'",
+                              "form-action 'self'"):
+                assert directive in csp, (directive, csp)
+            assert "unsafe-inline" not in page.headers["content-security-policy"]
+            assert "unsafe-eval" not in page.headers["content-security-policy"]
+            assert page.headers["x-content-type-options"] == "nosniff" and page.headers["referrer-policy"] == "same-origin"
+        for name in ("dashboard.js", "dashboard.css", "favicon.svg"):
+            asset = client.get("/dashboard/static/" + name)
+            assert asset.status_code == 200 and asset.headers["x-content-type-options"] == "nosniff", name
+            assert "default-src" in asset.headers["content-security-policy"], name
+        missing = client.get("/dashboard/static/" + IMG)
+        assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/plain")
+        # The API answers JSON, errors included, whatever the input carries.
+        for path, params in (("/api/overview", {}), ("/api/requests", {}), ("/api/requests/" + IMG, {}),
+                             ("/api/overview", {"range": IMG}), ("/api/" + IMG, {}), ("/api/breakdown", {"by": IMG})):
+            r = client.get(path, params=params, headers=AUTH)
+            assert r.headers["content-type"].startswith("application/json"), (path, params, r.headers["content-type"])
+        assert client.get("/api/overview", params={"range": IMG}).headers["content-type"].startswith("application/json")
