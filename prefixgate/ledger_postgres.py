@@ -41,6 +41,14 @@ UPSERT_ROLLUP = to_postgres(_UPSERT_ROLLUP)
 UPSERT_HIST = to_postgres(_UPSERT_HIST)
 
 
+def without_nul(rows: list[tuple]) -> list[tuple]:
+    """Postgres text cannot hold NUL (a DataError that would stop the copy for good, every later record
+    waiting behind it): a caller's NUL (a model name, a route hint) is stored as U+FFFD. JSON columns
+    already escape it."""
+    return [tuple(v.replace("\x00", "\ufffd") if isinstance(v, str) and "\x00" in v else v for v in row)
+            for row in rows]
+
+
 def open_pool(url: str) -> ConnectionPool:
     """A small pool (the copy thread and the dashboard's polls), opened in the background: a Postgres
     that is down at start delays the copy, it does not stop the gateway."""
@@ -99,6 +107,7 @@ class PostgresSync(RowCopier):
         return row[0] if row else 0
 
     def _apply(self, expected: int, new: int, rows: list[tuple]) -> int:
+        rows = without_nul(rows)
         with self._pool.connection() as conn, conn.transaction():
             # SQL text: table and column names are this module's constants; values are bound.
             conn.execute(f"INSERT INTO {CURSORS} VALUES (%s, 0) ON CONFLICT DO NOTHING", (self.ledger_id,))  # nosec B608
