@@ -20,15 +20,27 @@ CURSOR = "prefixgate:ledger:synced:"
 COPY = """
 local current = redis.call('GET', KEYS[1])
 if current and current ~= ARGV[1] then return current end
+-- A script is not rolled back when a call fails: the totals go first (one that would overflow undoes those
+-- already added, back to the values read before, and fails the batch), the stream after, so a failed batch adds
+-- nothing and its retry no duplicate.
+local sums = {{'requests', ARGV[3]}, {'cache_read_tokens', ARGV[4]}, {'input_tokens', ARGV[5]}}
+if ARGV[6] ~= '' then
+  sums[4] = {'cost_picousd', ARGV[6]}
+  sums[5] = {'savings_picousd', ARGV[7]}
+end
+local before = {}
+for i, sum in ipairs(sums) do
+  before[i] = redis.call('HGET', KEYS[3], sum[1])
+  local added = redis.pcall('HINCRBY', KEYS[3], sum[1], sum[2])
+  if type(added) == 'table' and added.err then
+    for j = 1, i - 1 do
+      if before[j] then redis.call('HSET', KEYS[3], sums[j][1], before[j]) else redis.call('HDEL', KEYS[3], sums[j][1]) end
+    end
+    return redis.error_reply(added.err)
+  end
+end
 for i = 8, #ARGV do
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000000, '*', 'record', ARGV[i])
-end
-redis.call('HINCRBY', KEYS[3], 'requests', ARGV[3])
-redis.call('HINCRBY', KEYS[3], 'cache_read_tokens', ARGV[4])
-redis.call('HINCRBY', KEYS[3], 'input_tokens', ARGV[5])
-if ARGV[6] ~= '' then
-  redis.call('HINCRBY', KEYS[3], 'cost_picousd', ARGV[6])
-  redis.call('HINCRBY', KEYS[3], 'savings_picousd', ARGV[7])
 end
 redis.call('SET', KEYS[1], ARGV[2])
 return ARGV[2]
