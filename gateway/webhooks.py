@@ -42,11 +42,20 @@ class Alert:
         return f"{self.rule}:{self.subject}"
 
     def body(self, fmt: str) -> dict:
-        """Slack's incoming-webhook body (`text`), or the structured one (which has `text` too)."""
+        """Slack's incoming-webhook body (`text`), or the structured one (which has `text` too: Slack shows it).
+        `text` quotes caller-chosen names (routes, models, keys), so it is escaped as Slack asks (& < >): a route
+        named `<!channel>` or `<http://evil|click>` is shown as written, never a mention or a link. The structured
+        fields (subject, details) stay as they are."""
+        text = "prefixgate: " + slack_escape(self.text)
         if fmt == "slack":
-            return {"text": f"prefixgate: {self.text}"}
-        return {"text": f"prefixgate: {self.text}", "source": "prefixgate", "version": __version__, "rule": self.rule,
+            return {"text": text}
+        return {"text": text, "source": "prefixgate", "version": __version__, "rule": self.rule,
                 "subject": self.subject, "ts": self.ts, "details": self.details}
+
+
+def slack_escape(text: str) -> str:
+    """Text as Slack's mrkdwn shows it literally (https://api.slack.com/reference/surfaces/formatting#escaping)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 class DeliveryFailed(Exception):
