@@ -11,6 +11,7 @@ import re
 import threading
 import time
 import uuid
+import warnings
 from datetime import datetime
 from typing import Any
 
@@ -50,7 +51,10 @@ class Exchange:
         self._finished = False
         self._finish_lock = threading.Lock()
         if endpoint.kind == "generate":
-            self._plan()
+            try:
+                self._plan()
+            except Exception as e:  # a planner bug must not block the call: it goes out as the caller built it
+                self._give_up(e)
         self.overhead_ms = (time.perf_counter() - self.started) * 1000
 
     # ---- before sending ---------------------------------------------------------------------------
@@ -77,6 +81,12 @@ class Exchange:
             # caller who did not (their SDK would yield a chunk it does not expect).
             self.withhold_usage = not wire.caller_wants_usage(self.plan.conversation)
             wire.billable(self.plan.conversation)
+
+    def _give_up(self, e: Exception) -> None:
+        self.plan, self.withhold_usage = None, False
+        note = f"passthrough: planning failed ({type(e).__name__}: {e}); sent as the caller built it"
+        self.notes.append(note)
+        warnings.warn(f"prefixgate: {note}", RuntimeWarning, stacklevel=2)
 
     def cache_create(self, path: str) -> tuple[str, dict] | None:
         """(path, body) of the Gemini explicit cache the plan wants created first, if any."""
@@ -112,7 +122,11 @@ class Exchange:
         """The body to send: the planned one, or the caller's own bytes when planning changed nothing."""
         if self.plan is None:
             return self.original
-        encoded = wire_format(self.endpoint.dialect).encode_request(self.plan.conversation)
+        try:
+            encoded = wire_format(self.endpoint.dialect).encode_request(self.plan.conversation)
+        except Exception as e:
+            self._give_up(e)
+            return self.original
         if encoded == json.loads(self.original):
             return self.original
         return compact_bytes(encoded)

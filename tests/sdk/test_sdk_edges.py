@@ -1,0 +1,82 @@
+"""The wrapper's edges as a user of the real SDK meets them: its own failures (a planner bug, usage it
+cannot read) never block or break a call the unwrapped client would have made, and the caller's own
+objects are never touched."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+
+import anthropic
+import openai
+import pytest
+
+import prefixgate
+from prefixgate.sdk import Ledger, exchange
+from tests.sdk.support_sdk import (
+    ANTHROPIC_MODEL,
+    OPENAI_MODEL,
+    dated_system,
+    fresh_key,
+    running_mock_providers,
+)
+
+
+@pytest.fixture(scope="module")
+def mock_url() -> Iterator[str]:
+    with running_mock_providers() as url:
+        yield url
+
+
+def _openai(url: str, ledger: Ledger) -> tuple[openai.OpenAI, openai.OpenAI]:
+    raw = openai.OpenAI(api_key=fresh_key(), base_url=url + "/v1", max_retries=0)
+    return raw, prefixgate.wrap(raw, ledger=ledger)
+
+
+def test_a_planning_failure_sends_the_call_as_asked_with_a_warning(mock_url, monkeypatch):
+    ledger = Ledger()
+    _, wrapped = _openai(mock_url, ledger)
+
+    def broken_planner(*args, **kwargs):
+        raise RuntimeError("planner bug")
+
+    monkeypatch.setattr(exchange, "plan", broken_planner)
+    with pytest.warns(RuntimeWarning, match="planning failed"):
+        answer = wrapped.chat.completions.create(model=OPENAI_MODEL, max_tokens=8,
+                                                 messages=[{"role": "user", "content": "hi"}])
+    assert answer.choices[0].message.content
+    (rec,) = ledger.records
+    assert rec.status == 200 and rec.output > 0
+    assert any("planning failed (RuntimeError: planner bug)" in line for line in rec.explanation)
+
+
+def test_input_the_planner_cannot_read_is_the_sdks_business(mock_url):
+    # `stream_options` that is not an object: the unwrapped client sends it and the provider answers;
+    # the wrapper must not fail it with an AttributeError of its own.
+    ledger = Ledger()
+    raw, wrapped = _openai(mock_url, ledger)
+    kwargs = dict(model=OPENAI_MODEL, max_tokens=8, stream=True, stream_options="yes",
+                  messages=[{"role": "user", "content": "hi"}])
+    assert list(raw.chat.completions.create(**kwargs))
+    with pytest.warns(RuntimeWarning, match="planning failed"):
+        assert list(wrapped.chat.completions.create(**kwargs))
+    assert [r.status for r in ledger.records] == [200]
+
+
+def test_the_callers_messages_are_never_modified(mock_url):
+    ledger = Ledger()
+    _, wrapped = _openai(mock_url, ledger)
+    chat = [{"role": "system", "content": dated_system(1)}, {"role": "user", "content": "Where is my parcel?"}]
+    before = copy.deepcopy(chat)
+    for _ in (1, 2):
+        wrapped.chat.completions.create(model=OPENAI_MODEL, messages=chat, max_tokens=8)
+        list(wrapped.chat.completions.create(model=OPENAI_MODEL, messages=chat, max_tokens=8, stream=True))
+    assert chat == before
+    client = prefixgate.wrap(anthropic.Anthropic(api_key=fresh_key(), base_url=mock_url, max_retries=0), ledger=ledger)
+    system = [{"type": "text", "text": dated_system(3)}]
+    turns = [{"role": "user", "content": [{"type": "text", "text": "Where is my parcel?"}]}]
+    snapshot = copy.deepcopy((system, turns))
+    for _ in range(2):
+        client.messages.create(model=ANTHROPIC_MODEL, max_tokens=8, system=system, messages=turns)
+    assert (system, turns) == snapshot
+    assert len(ledger.records) == 6
