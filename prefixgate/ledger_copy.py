@@ -42,6 +42,12 @@ class RowCopier:
         self.failures = 0           # copies that failed (store down); the rows stayed in SQLite
         self._down_since: float | None = None
 
+    def first_configured(self, key: str) -> int:
+        """The last rowid when this store was first configured for this ledger file (kept in the file, so a run
+        killed before its first copy does not move it): a store new to the ledger is copied from there."""
+        self._db.execute("INSERT OR IGNORE INTO ledger_meta VALUES (?, ?)", (key, str(self._opened_at)))
+        return int(self._db.execute("SELECT value FROM ledger_meta WHERE key = ?", (key,)).fetchone()[0])
+
     @property
     def position(self) -> int:
         """The last rowid copied (0 until the first copy: nothing may be pruned yet)."""

@@ -53,14 +53,15 @@ class RedisSync(RowCopier):
 
     def __init__(self, redis_url: str, path: str) -> None:
         super().__init__(path)
+        self._start = self.first_configured("redis_start")
         self._cursor_key = CURSOR + self.ledger_id
         self._redis = redis.Redis.from_url(redis_url, socket_timeout=1.0, socket_connect_timeout=1.0)
         self._copy = self._redis.register_script(COPY)
 
     def _stored_position(self) -> int:
-        # A ledger new to Redis starts from the rows written since it was opened.
+        # A ledger new to Redis starts from the rows written since Redis was first configured for it.
         stored = self._redis.get(self._cursor_key)
-        return int(stored) if stored is not None else self._opened_at
+        return int(stored) if stored is not None else self._start
 
     def _apply(self, expected: int, new: int, rows: list[tuple]) -> int:
         records = self.decode(rows)
