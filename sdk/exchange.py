@@ -141,7 +141,10 @@ class Exchange:
             self._finished = True
         kind = self.endpoint.kind
         if kind == "generate":
-            rec = self._record(status, usage, error=error)
+            try:
+                rec = self._record(status, usage, error=error)
+            except Exception as e:  # usage the provider sent that cannot be priced: recorded without it
+                rec = self._record(status, None, error=error or f"usage: unreadable ({type(e).__name__}: {e})")
             self.config.ledger.add(rec, None if failed(status) else self._trace_line(rec))
         elif not failed(status):
             self.config.ledger.add(None, self._cache_trace_line(data))

@@ -125,7 +125,8 @@ class _ResponseWatch:
         elif not complete:
             error = error or "the body was closed before it ended"
         data = None if self.tap.sse else _json_or_none(bytes(self.tap.body))
-        self.ex.finish(status, self.tap.usage, error=error, data=data)
+        usage = self.tap.usage
+        self.ex.finish(status, usage, error=error or self.tap.unreadable, data=data)
 
 
 def _watch(response: Any, ex: Exchange) -> None:

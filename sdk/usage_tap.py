@@ -31,6 +31,7 @@ class UsageTap:
         self.body = bytearray()
         self.first_byte = False
         self.error: str = ""
+        self.unreadable: str = ""     # why usage could not be read (the body still reaches the caller as sent)
         self._buffer = bytearray()
         self._too_big = False
         encoding = encoding.strip().lower()
@@ -73,12 +74,23 @@ class UsageTap:
         data = event_json(event)
         if data is None:
             return True
-        self.counter.feed(data)
-        self.error = self.wire.stream_error(data) or self.error
-        return self.wire.relays(data, include_usage=not self.withhold_usage)
+        try:
+            self.counter.feed(data)
+            self.error = self.wire.stream_error(data) or self.error
+            return self.wire.relays(data, include_usage=not self.withhold_usage)
+        except Exception as e:  # an event we cannot read is still the caller's: pass it on, uncounted
+            self.unreadable = self.unreadable or f"usage: unreadable event ({type(e).__name__}: {e})"
+            return True
 
     @property
     def usage(self) -> Usage | None:
+        try:
+            return self._usage()
+        except Exception as e:
+            self.unreadable = self.unreadable or f"usage: unreadable ({type(e).__name__}: {e})"
+            return None
+
+    def _usage(self) -> Usage | None:
         if self.sse:
             return self.counter.usage
         if not self.body or self._too_big:

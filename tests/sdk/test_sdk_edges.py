@@ -5,9 +5,11 @@ objects are never touched."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -80,3 +82,40 @@ def test_the_callers_messages_are_never_modified(mock_url):
         client.messages.create(model=ANTHROPIC_MODEL, max_tokens=8, system=system, messages=turns)
     assert (system, turns) == snapshot
     assert len(ledger.records) == 6
+
+
+def _answering(body: bytes, content_type: str) -> httpx.Client:
+    """An httpx client whose every request gets `body` (streamed, as a real transport gives it)."""
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": content_type}, content=iter([body]))
+    return httpx.Client(transport=httpx.MockTransport(handler))
+
+
+_CHAT = {"id": "c1", "object": "chat.completion", "created": 1, "model": OPENAI_MODEL,
+         "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
+
+
+@pytest.mark.parametrize("usage", [{"prompt_tokens": 5.0, "completion_tokens": 2}, "n/a",
+                                   {"prompt_tokens": 5, "completion_tokens": 2, "prompt_tokens_details": "none"}])
+def test_usage_the_wrapper_cannot_read_never_breaks_the_answer(usage):
+    body = json.dumps({**_CHAT, "usage": usage}).encode()
+    chunk = {**_CHAT, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "hi"}}]}
+    events = [chunk, {**chunk, "choices": [], "usage": usage}]
+    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode() + b"data: [DONE]\n\n"
+    ledger = Ledger()
+    ask = dict(model=OPENAI_MODEL, messages=[{"role": "user", "content": "hi"}])
+    answers = []
+    for content, content_type, stream in ((body, "application/json", False), (sse, "text/event-stream", True)):
+        raw = openai.OpenAI(api_key="k", base_url="http://provider/v1", http_client=_answering(content, content_type))
+        wrapped = prefixgate.wrap(raw, ledger=ledger)
+        if stream:
+            kwargs = dict(ask, stream=True, stream_options={"include_usage": True})
+            answers.append(([c.model_dump(warnings=False) for c in raw.chat.completions.create(**kwargs)],
+                            [c.model_dump(warnings=False) for c in wrapped.chat.completions.create(**kwargs)]))
+        else:
+            answers.append((raw.chat.completions.create(**ask).model_dump(warnings=False),
+                            wrapped.chat.completions.create(**ask).model_dump(warnings=False)))
+    assert all(raw == planned for raw, planned in answers)
+    records = ledger.records
+    assert [r.status for r in records] == [200, 200] and all(r.cost_usd is None for r in records)
+    assert "usage: unreadable" in records[0].error
