@@ -122,7 +122,7 @@ class _ResponseWatch:
         error = self.tap.error
         if failure is not None:
             error = error or f"{type(failure).__name__}: {failure}"
-        elif not complete:
+        elif not complete and not self.tap.ended:
             error = error or "the body was closed before it ended"
         data = None if self.tap.sse else _json_or_none(bytes(self.tap.body))
         usage = self.tap.usage

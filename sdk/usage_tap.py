@@ -32,6 +32,10 @@ class UsageTap:
         self.first_byte = False
         self.error: str = ""
         self.unreadable: str = ""     # why usage could not be read (the body still reaches the caller as sent)
+        # The stream's last event was seen (OpenAI's `[DONE]`, Anthropic's `message_stop`, ...): an SDK that
+        # closes the body right after it (the openai SDK stops at `[DONE]`) did not cut the stream short.
+        self.ended = False
+        self._terminal: bytes | None = getattr(self.wire, "terminal", None)
         self._buffer = bytearray()
         self._too_big = False
         encoding = encoding.strip().lower()
@@ -71,10 +75,13 @@ class UsageTap:
 
     def _read_event(self, event: bytes) -> bool:
         """Feed one event to the usage counter; False to withhold it."""
+        if self._terminal is not None and self._terminal in event:
+            self.ended = True
         data = event_json(event)
         if data is None:
             return True
         try:
+            self.ended = self.ended or self.wire.ends_stream(data)
             self.counter.feed(data)
             self.error = self.wire.stream_error(data) or self.error
             return self.wire.relays(data, include_usage=not self.withhold_usage)

@@ -119,3 +119,17 @@ def test_usage_the_wrapper_cannot_read_never_breaks_the_answer(usage):
     records = ledger.records
     assert [r.status for r in records] == [200, 200] and all(r.cost_usd is None for r in records)
     assert "usage: unreadable" in records[0].error
+
+
+def test_an_openai_stream_read_to_its_end_is_not_recorded_as_cut_short(mock_url):
+    # The openai SDK stops at `[DONE]` and closes the body without reading to its end: that stream ended.
+    ledger = Ledger()
+    _, wrapped = _openai(mock_url, ledger)
+    kwargs = dict(model=OPENAI_MODEL, max_tokens=64, stream=True, messages=[{"role": "user", "content": "Tell me a story"}])
+    chunks = list(wrapped.chat.completions.create(**kwargs))
+    cut = wrapped.chat.completions.create(**kwargs)
+    next(iter(cut))
+    cut.close()
+    whole, early = ledger.records
+    assert chunks and whole.error == "" and whole.output > 0
+    assert "closed before it ended" in early.error
