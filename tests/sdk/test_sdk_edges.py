@@ -4,8 +4,10 @@ objects are never touched."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
+import threading
 from collections.abc import Iterator
 
 import anthropic
@@ -133,3 +135,33 @@ def test_an_openai_stream_read_to_its_end_is_not_recorded_as_cut_short(mock_url)
     whole, early = ledger.records
     assert chunks and whole.error == "" and whole.output > 0
     assert "closed before it ended" in early.error
+
+
+def test_async_tasks_and_threads_share_one_ledger_and_early_breaks_count_once(mock_url):
+    ledger = Ledger()
+    ask = dict(model=OPENAI_MODEL, max_tokens=4, messages=[{"role": "user", "content": "hi"}])
+
+    async def tasks() -> None:
+        client = prefixgate.wrap(openai.AsyncOpenAI(api_key=fresh_key(), base_url=mock_url + "/v1", max_retries=0),
+                                 ledger=ledger)
+        await asyncio.gather(*(client.chat.completions.create(**ask) for _ in range(20)))
+        stream = await client.chat.completions.create(**ask, stream=True)
+        async for _ in stream:
+            break
+        await stream.close()
+        await client.close()
+
+    def calls() -> None:
+        _, client = _openai(mock_url, ledger)
+        for _ in range(10):
+            client.chat.completions.create(**ask)
+
+    workers = [threading.Thread(target=calls) for _ in range(3)] + [threading.Thread(target=asyncio.run, args=(tasks(),))
+                                                                     for _ in range(2)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(60)
+    records = ledger.records
+    assert len(records) == len({r.id for r in records}) == ledger.summary()["requests"] == 3 * 10 + 2 * 21
+    assert sum("closed before it ended" in r.error for r in records) == 2
