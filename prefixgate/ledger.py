@@ -20,7 +20,8 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
@@ -281,15 +282,21 @@ class Ledger:
         pruned = 0.0
         while True:
             stopping = self._stop.wait(FLUSH_S)
-            while rollup.roll_up(worker, COLUMNS, decode_row, self._lock) == rollup.BATCH:
-                pass
+            # Each chore on its own: one that fails (a record no rollup can hold) is logged and tried again at the
+            # next tick, and never stops the others (the copies, pruning) or this thread, which nothing restarts.
+            with _chore("rolling up"):
+                while rollup.roll_up(worker, COLUMNS, decode_row, self._lock) == rollup.BATCH:
+                    pass
             for copy in self.copies:
-                copy.push(final=stopping)
+                with _chore(f"copying to {copy.store}"):
+                    copy.push(final=stopping)
             if time.monotonic() - pruned > self.retention.every_s:
-                self._prune(worker)
+                with _chore("pruning"):
+                    self._prune(worker)
                 pruned = time.monotonic()
             if time.monotonic() - checkpointed > CHECKPOINT_S:
-                worker.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                with _chore("checkpointing"):
+                    worker.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 checkpointed = time.monotonic()
             if stopping:
                 worker.close()
@@ -326,6 +333,14 @@ class Ledger:
             except copy.errors as e:
                 log.warning("pruning the %s ledger failed (%s); retried at the next prune", copy.store, type(e).__name__)
         return deleted
+
+
+@contextmanager
+def _chore(what: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception:
+        log.exception("ledger: %s failed; tried again at the next tick", what)
 
 
 def read_records(path: str) -> list[dict]:
