@@ -72,6 +72,8 @@ def parse_request(body: bytes | str | dict) -> Conversation:
     if not messages:
         raise RequestError("messages: must contain at least one message", field="messages")
     stream = expect(data.get("stream", False), (bool, type(None)), "stream") or False
+    if data.get("stream_options") is not None:      # read for the usage chunk (`caller_wants_usage`)
+        expect(data["stream_options"], dict, "stream_options")
     for key in ("max_tokens", "max_completion_tokens"):
         if data.get(key) is not None and expect(data[key], int, key) < 1:
             raise RequestError(f"{key}: must be >= 1", field=key)

@@ -127,6 +127,10 @@ BODIES = [
        "interactions", f"generation_config.{name}")
       for name, value in (("max_output_tokens", "10"), ("max_output_tokens", True), ("temperature", "hot"),
                           ("stop_sequences", "END"))],
+    # Chat: a stream_options that is not an object was read for its include_usage: an AttributeError, a 500.
+    ("chat stream_options not an object", "/v1/chat/completions",
+     {"model": "gpt-5.6-sol", "stream": True, "stream_options": "yes", "messages": [{"role": "user", "content": "hi"}]},
+     "openai", "stream_options"),
     ("interactions generation_config.stop_sequences item", "/v1beta/interactions",
      {"model": "gemini-3.5-flash", "input": "hi", "generation_config": {"stop_sequences": [5]}},
      "interactions", "generation_config.stop_sequences.0"),

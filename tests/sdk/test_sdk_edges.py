@@ -55,16 +55,19 @@ def test_a_planning_failure_sends_the_call_as_asked_with_a_warning(mock_url, mon
 
 
 def test_input_the_planner_cannot_read_is_the_sdks_business(mock_url):
-    # `stream_options` that is not an object: the unwrapped client sends it and the provider answers;
-    # the wrapper must not fail it with an AttributeError of its own.
+    # `stream_options` that is not an object: the unwrapped client sends it and the provider refuses it (OpenAI:
+    # "Invalid type for 'stream_options'"); wrapped, the caller gets that same SDK error, not an AttributeError of
+    # the planner's (which cannot read it, and sends the call as asked).
     ledger = Ledger()
     raw, wrapped = _openai(mock_url, ledger)
     kwargs = dict(model=OPENAI_MODEL, max_tokens=8, stream=True, stream_options="yes",
                   messages=[{"role": "user", "content": "hi"}])
-    assert list(raw.chat.completions.create(**kwargs))
-    with pytest.warns(RuntimeWarning, match="planning failed"):
-        assert list(wrapped.chat.completions.create(**kwargs))
-    assert [r.status for r in ledger.records] == [200]
+    with pytest.raises(openai.BadRequestError) as plain:
+        list(raw.chat.completions.create(**kwargs))
+    with pytest.raises(openai.BadRequestError) as through:
+        list(wrapped.chat.completions.create(**kwargs))
+    assert through.value.status_code == plain.value.status_code == 400
+    assert through.value.body == plain.value.body
 
 
 def test_the_callers_messages_are_never_modified(mock_url):
