@@ -4,20 +4,13 @@ are counted once, and types, errors and pass-through calls are the SDK's own."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import anthropic
 import pytest
 
 import prefixgate
 from prefixgate.sdk import Ledger
-from tests.sdk.support_sdk import ANTHROPIC_MODEL, dated_system, fresh_key, running_mock_providers
-
-
-@pytest.fixture(scope="module")
-def mock_url() -> Iterator[str]:
-    with running_mock_providers() as url:
-        yield url
+from tests.sdk.support_sdk import ANTHROPIC_MODEL, dated_system, fresh_key
 
 
 def clients(url: str) -> tuple[anthropic.Anthropic, anthropic.Anthropic, Ledger]:

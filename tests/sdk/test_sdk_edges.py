@@ -8,7 +8,6 @@ import asyncio
 import copy
 import json
 import threading
-from collections.abc import Iterator
 
 import anthropic
 import httpx
@@ -22,14 +21,7 @@ from tests.sdk.support_sdk import (
     OPENAI_MODEL,
     dated_system,
     fresh_key,
-    running_mock_providers,
 )
-
-
-@pytest.fixture(scope="module")
-def mock_url() -> Iterator[str]:
-    with running_mock_providers() as url:
-        yield url
 
 
 def _openai(url: str, ledger: Ledger) -> tuple[openai.OpenAI, openai.OpenAI]:

@@ -4,7 +4,6 @@ uvicorn, its upstreams pointed at mock-providers)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import anthropic
 import openai
@@ -21,15 +20,8 @@ from tests.sdk.support_sdk import (
     OPENAI_MODEL,
     dated_system,
     fresh_key,
-    running_mock_providers,
 )
 from tests.support_services import wait_until
-
-
-@pytest.fixture(scope="module")
-def mock_url() -> Iterator[str]:
-    with running_mock_providers() as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
@@ -14,13 +13,7 @@ from google.genai import errors, types
 
 import prefixgate
 from prefixgate.sdk import Ledger, exchange
-from tests.sdk.support_sdk import GEMINI_MODEL, POLICY, dated_system, fresh_key, running_mock_providers
-
-
-@pytest.fixture(scope="module")
-def mock_url() -> Iterator[str]:
-    with running_mock_providers() as url:
-        yield url
+from tests.sdk.support_sdk import GEMINI_MODEL, POLICY, dated_system, fresh_key
 
 
 def clients(url: str) -> tuple[genai.Client, genai.Client, Ledger]:

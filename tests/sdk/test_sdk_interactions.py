@@ -7,25 +7,18 @@ from __future__ import annotations
 import asyncio
 from decimal import Decimal
 
-import pytest
 from google import genai
 from google.genai import types
 
 import prefixgate
 from prefixgate.sdk import Ledger
-from tests.sdk.support_sdk import dated_system, fresh_key, running_mock_providers
+from tests.sdk.support_sdk import dated_system, fresh_key
 
 MODEL = "gemini-3.8-flash"
 MINIMUM = 4096          # 3.x Flash and newer (ai.google.dev caching page)
 # gemini-3.8-flash, USD per million tokens: input, cached input, output (introductory, through 2026-12-31).
 INPUT, CACHED, OUTPUT = Decimal("0.75"), Decimal("0.075"), Decimal("3.75")
 LONG = "\n".join([dated_system(1)] * 5)       # about 5,700 tokens, its second line a timestamp
-
-
-@pytest.fixture(scope="module")
-def mock_url():
-    with running_mock_providers() as url:
-        yield url
 
 
 def test_interactions_are_planned_priced_and_read_the_cache(mock_url):

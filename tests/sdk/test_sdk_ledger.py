@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from types import SimpleNamespace
 
 import anthropic
@@ -19,13 +18,7 @@ from prefixgate.cli import main
 from prefixgate.ledger import LedgerRecord as GatewayRecord
 from prefixgate.ledger import read_records
 from prefixgate.sdk import Ledger, LedgerRecord, exchange
-from tests.sdk.support_sdk import ANTHROPIC_MODEL, dated_system, fresh_key, running_mock_providers
-
-
-@pytest.fixture(scope="module")
-def mock_url() -> Iterator[str]:
-    with running_mock_providers() as url:
-        yield url
+from tests.sdk.support_sdk import ANTHROPIC_MODEL, dated_system, fresh_key
 
 
 def wrapped_anthropic(url: str, ledger: Ledger, **kw) -> anthropic.Anthropic:

@@ -4,7 +4,6 @@ when the caller did not ask for it (without showing it to them), and types and e
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from decimal import Decimal
 
 import openai
@@ -12,13 +11,7 @@ import pytest
 
 import prefixgate
 from prefixgate.sdk import Ledger
-from tests.sdk.support_sdk import OPENAI_MODEL, dated_system, fresh_key, running_mock_providers
-
-
-@pytest.fixture(scope="module")
-def mock_url() -> Iterator[str]:
-    with running_mock_providers() as url:
-        yield url
+from tests.sdk.support_sdk import OPENAI_MODEL, dated_system, fresh_key
 
 
 def clients(url: str) -> tuple[openai.OpenAI, openai.OpenAI, Ledger]:
