@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
@@ -20,18 +21,30 @@ log = logging.getLogger("prefixgate.gateway")
 PURGE_AFTER = 1024
 
 
+class _Purge:
+    """When a table that gains an entry per key and window drops the entries `alive` says are over."""
+
+    def __init__(self) -> None:
+        self.at = PURGE_AFTER
+
+    def __call__(self, table: dict, alive: Callable[[tuple], bool]) -> dict:
+        if len(table) < self.at:
+            return table
+        kept = {k: v for k, v in table.items() if alive(v)}
+        self.at = max(2 * len(kept), len(kept) + PURGE_AFTER)
+        return kept
+
+
 class MemoryCounters:
     """One process's counters with expiry (a replica alone, or tests)."""
 
     def __init__(self) -> None:
         self._values: dict[str, tuple[float, float]] = {}
-        self._purge_at = PURGE_AFTER
+        self._purge = _Purge()
 
     async def add(self, key: str, amount: float, ttl_s: int) -> float:
         now = time.monotonic()
-        if len(self._values) >= self._purge_at:
-            self._values = {k: v for k, v in self._values.items() if not v[1] or v[1] >= now}
-            self._purge_at = max(2 * len(self._values), len(self._values) + PURGE_AFTER)
+        self._values = self._purge(self._values, lambda v: not v[1] or v[1] >= now)
         value, expires = self._values.get(key, (0.0, 0.0))
         if expires and expires < now:
             value, expires = 0.0, 0.0
@@ -65,7 +78,7 @@ class RedisCounters:
         # key -> (amount counted locally, ttl, when its window is over: 0 never). Counted while Redis is down, so a
         # long outage adds a counter per key and window: those of ended windows (never read again) are dropped.
         self.backlog: dict[str, tuple[float, int, float]] = {}
-        self._purge_at = PURGE_AFTER
+        self._purge = _Purge()
         self._down_until = 0.0
         self.outages = 0
 
@@ -77,9 +90,7 @@ class RedisCounters:
                 self._went_down()
         value = await self.local.add(key, amount, ttl_s)
         now = time.monotonic()
-        if len(self.backlog) >= self._purge_at:
-            self.backlog = {k: v for k, v in self.backlog.items() if not v[2] or v[2] >= now}
-            self._purge_at = max(2 * len(self.backlog), len(self.backlog) + PURGE_AFTER)
+        self.backlog = self._purge(self.backlog, lambda v: not v[2] or v[2] >= now)
         pending, _, over = self.backlog.get(key, (0.0, ttl_s, now + ttl_s if ttl_s else 0.0))
         self.backlog[key] = (pending + amount, ttl_s, over)
         return value
