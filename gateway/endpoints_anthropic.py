@@ -11,6 +11,7 @@ from prefixgate.dialects import anthropic
 from prefixgate.gateway.auth import upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.intake import authenticated_body, serve
+from prefixgate.gateway.upstream import forwarded_headers, takes_callers_headers
 from prefixgate.tokens import annotate_tokens
 
 router = APIRouter()
@@ -40,8 +41,7 @@ async def _count_tokens(request: Request) -> Response:
         key = upstream_credential(upstream, caller, WIRE.name)
         # The caller's version and betas (a beta field in the body is refused without its header), as a model
         # request sends them, to Anthropic itself only.
-        own = {h: request.headers[h] for h in WIRE.forward_headers if h in request.headers} \
-            if not upstream.self_hosted and not upstream.provider else {}
+        own = forwarded_headers(WIRE, request.headers) if takes_callers_headers(upstream) else {}
         resp = await proxy.upstream.forward(upstream, WIRE, "POST", "/v1/messages/count_tokens", "", body, key,
                                             caller_headers=own)
         return Response(resp.body, resp.status, media_type="application/json")

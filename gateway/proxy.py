@@ -53,7 +53,14 @@ from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.sticky import Placement, Sticky
 from prefixgate.gateway.tracing import Tracing
-from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure, UpstreamResponse, request_url
+from prefixgate.gateway.upstream import (
+    UpstreamClient,
+    UpstreamFailure,
+    UpstreamResponse,
+    forwarded_headers,
+    request_url,
+    takes_callers_headers,
+)
 from prefixgate.ir import Conversation
 from prefixgate.ledger import Ledger, LedgerRecord
 from prefixgate.policies import (
@@ -193,8 +200,8 @@ class Proxy:
               span: Any = None, raw: bytes = b"") -> Call:
         decision = self.router.decide(conv.model or "", caller.key, dialect)
         wire = wire_format(dialect)
-        forwarded = {h: headers[h] for h in wire.forward_headers if h in headers}
-        call = Call(uuid.uuid4().hex[:20], dialect, wire, conv, caller, decision.route, decision.mode, forwarded,
+        call = Call(uuid.uuid4().hex[:20], dialect, wire, conv, caller, decision.route, decision.mode,
+                    forwarded_headers(wire, headers),
                     started, span=span, raw=raw)
         call.include_usage = wire.caller_wants_usage(conv)
         call.route_hint = headers.get(ROUTE_HEADER, "")[:200]
@@ -457,10 +464,9 @@ class Proxy:
         return out, notes
 
     def _headers(self, call: Call, prep: Prepared) -> dict[str, str]:
-        """The format's fixed headers, plus the caller's own for an upstream of the caller's provider (not a
-        compatible one: OpenAI-Organization means nothing to DeepSeek and is not its business)."""
+        """The format's fixed headers, plus the caller's own for an upstream of the caller's provider itself."""
         headers = dict(prep.wire.upstream_headers)
-        if prep.wire is call.wire and not prep.upstream.self_hosted and not prep.upstream.provider:
+        if prep.wire is call.wire and takes_callers_headers(prep.upstream):
             headers.update(call.headers)
         return headers
 

@@ -94,6 +94,17 @@ def auth_headers(upstream: Upstream, wire: WireFormat, key: str | None) -> dict[
     return headers
 
 
+def forwarded_headers(wire: WireFormat, headers: Mapping[str, str]) -> dict[str, str]:
+    """The caller's own headers its format passes on (`forward_headers`: Anthropic's version and betas)."""
+    return {h: headers[h] for h in wire.forward_headers if h in headers}
+
+
+def takes_callers_headers(upstream: Upstream) -> bool:
+    """Whether those go to `upstream`: its provider itself, never a compatible provider or a self-hosted server
+    (OpenAI-Organization means nothing to DeepSeek and is not its business)."""
+    return not upstream.self_hosted and not upstream.provider
+
+
 def request_url(upstream: Upstream, wire: WireFormat, model: str, stream: bool) -> str:
     """Where a model request goes: the format's URL, or a hosted compatible provider's own (Azure's deployments)."""
     profile = upstream.profile
