@@ -259,6 +259,11 @@ class PlannerState:
             self.store.name_routes(values, chosen)
         return scope + chosen
 
+    def held_entries(self) -> int:
+        """The hour-long entries this process's routes hold (`RouteState.held`), for /metrics."""
+        with self.lock:
+            return sum(len(route.held.entries) for route in self.routes.values())
+
     def route(self, name: str) -> RouteState:
         with self.lock:
             state = self.routes.get(name)

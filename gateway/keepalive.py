@@ -744,11 +744,9 @@ class _Gauges(Collector):
         for what, flags in (("upgrade", self.keepalive.no_upgrade), ("prewarm", self.keepalive.no_prewarm)):
             for route, n in sorted(flags.by_name().items()):
                 off.add_metric((route, what), n)
-        state = self.keepalive.proxy.planner_state
-        with state.lock:
-            entries = sum(len(route.held.entries) for route in state.routes.values())
         anchors = GaugeMetricFamily("prefixgate_keepalive_held_entries", "Hour-long entries the planner's routes in "
-                                    f"this replica hold by marking them again (at most {MAX_HELD} a route)", value=entries)
+                                    f"this replica hold by marking them again (at most {MAX_HELD} a route)",
+                                    value=self.keepalive.proxy.planner_state.held_entries())
         return [sessions, held, off, anchors]
 
 
