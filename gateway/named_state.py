@@ -21,9 +21,13 @@ def cache_id(name: object) -> str:
 
 async def check_named(owners: Owners, caller: Caller, conv: Conversation) -> None:
     owner = principal(caller.key)
-    if owner is None:
-        return
-    cache = conv.params.get("cachedContent") or conv.params.get("cached_content")
+    if owner is not None:
+        await _own_cache(owners, owner, conv.params)
+
+
+async def _own_cache(owners: Owners, owner: str, fields: dict) -> None:
+    """The cache `fields` name (either spelling), if any, is `owner`'s; else the 404 Gemini answers an unknown one."""
+    cache = fields.get("cachedContent") or fields.get("cached_content")
     if cache and not await owners.allows(CACHE, cache_id(cache), owner):
         raise RequestError(f"CachedContent not found: {cache}", field="cachedContent", status=404, kind="not_found")
 
@@ -37,8 +41,5 @@ async def check_counted(owners: Owners, caller: Caller, raw: bytes) -> None:
         return
     body = load_body(raw)
     for request in (body, body.get("generateContentRequest"), body.get("generate_content_request")):
-        if not isinstance(request, dict):
-            continue
-        cache = request.get("cachedContent") or request.get("cached_content")
-        if cache and not await owners.allows(CACHE, cache_id(cache), owner):
-            raise RequestError(f"CachedContent not found: {cache}", field="cachedContent", status=404, kind="not_found")
+        if isinstance(request, dict):
+            await _own_cache(owners, owner, request)
