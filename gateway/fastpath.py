@@ -11,7 +11,7 @@ import logging
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from prefixgate.dialects import WIRE_FORMATS, format_of_path
 from prefixgate.dialects.wire import Parse
@@ -23,6 +23,7 @@ from prefixgate.gateway.intake import serve
 from prefixgate.gateway.paths import aliased, logging_errors
 
 log = logging.getLogger("prefixgate.gateway")
+NOSNIFF = (b"x-content-type-options", b"nosniff")
 
 
 def model_request(path: str) -> tuple[str, Parse] | None:
@@ -32,6 +33,16 @@ def model_request(path: str) -> tuple[str, Parse] | None:
         if parse is not None:
             return wire.name, parse
     return None
+
+
+def nosniffed(send: Send) -> Send:
+    """`send` with `X-Content-Type-Options: nosniff` on the answer: the dashboard's JSON API, its refusals (401,
+    403, 404, 422) included, is never sniffed into HTML by a browser (the page and its assets say so themselves)."""
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and NOSNIFF[0] not in (k.lower() for k, _ in message.get("headers", ())):
+            message = {**message, "headers": [*message.get("headers", ()), NOSNIFF]}
+        await send(message)
+    return sending
 
 
 class GatewayApp(FastAPI):
@@ -51,6 +62,8 @@ class GatewayApp(FastAPI):
         path = aliased(scope["path"])
         if path != scope["path"]:
             scope = {**scope, "path": path, "raw_path": path.encode()}
+        if path == "/api" or path.startswith("/api/"):
+            send = nosniffed(send)
         await logging_errors(self._guarded, scope, receive, send)
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
