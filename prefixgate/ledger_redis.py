@@ -1,11 +1,17 @@
 """Copying ledger rows from a replica's SQLite file to the Redis stream and totals every replica shares
 (the cursor and its guarantees: ledger_copy). The Lua script below checks and moves the cursor in the
 same step that adds the rows.
+
+A record id can reach Redis from two replicas' files (SDK records exported into both): Redis remembers the
+ids it has added, scored by the record's time, and adds a known id to neither the totals nor the stream, as
+Postgres does by its primary key. It remembers them as long as the stream can hold their records (the last
+`KEEP_IDS` by time) and, like Postgres's records, for the ledger's record retention.
 """
 
 from __future__ import annotations
 
 import json
+import math
 
 import redis
 
@@ -14,34 +20,46 @@ from prefixgate.ledger_copy import RowCopier
 from prefixgate.ledger_rollup import picodollars
 
 CURSOR = "prefixgate:ledger:synced:"
-# KEYS: cursor, stream, totals. ARGV: expected cursor, new cursor, requests, cache read, input tokens,
-# cost and savings in integer picodollars (cost "" when no record was priced), then one JSON record
-# each. Returns the cursor as it now stands.
+IDS = "prefixgate:ledger:ids"
+KEEP_IDS = 1_000_000                # the stream's length cap
+# KEYS: cursor, stream, totals, ids. ARGV: expected cursor, new cursor, ids to keep, then per record: id, time,
+# cache read, input tokens, cost and savings in integer picodollars (cost "" when unpriced), JSON record.
+# Returns the cursor as it now stands.
 COPY = """
 local current = redis.call('GET', KEYS[1])
 if current and current ~= ARGV[1] then return current end
--- A script is not rolled back when a call fails: the totals go first (one that would overflow undoes those
--- already added, back to the values read before, and fails the batch), the stream after, so a failed batch adds
--- nothing and its retry no duplicate.
-local sums = {{'requests', ARGV[3]}, {'cache_read_tokens', ARGV[4]}, {'input_tokens', ARGV[5]}}
-if ARGV[6] ~= '' then
-  sums[4] = {'cost_picousd', ARGV[6]}
-  sums[5] = {'savings_picousd', ARGV[7]}
-end
+local fields = {'requests', 'cache_read_tokens', 'input_tokens', 'cost_picousd', 'savings_picousd'}
 local before = {}
-for i, sum in ipairs(sums) do
-  before[i] = redis.call('HGET', KEYS[3], sum[1])
-  local added = redis.pcall('HINCRBY', KEYS[3], sum[1], sum[2])
+for i, name in ipairs(fields) do before[i] = redis.call('HGET', KEYS[3], name) end
+local fresh = {}
+for i = 4, #ARGV, 7 do
+  if redis.call('ZADD', KEYS[4], 'NX', ARGV[i + 1], ARGV[i]) == 1 then fresh[#fresh + 1] = i end
+end
+-- A script is not rolled back when a call fails: the ids and totals go first (a total that would overflow
+-- undoes them, back to what was read before, and fails the batch), the stream after, so a failed batch adds
+-- nothing and its retry no duplicate.
+local function add(name, amount)
+  local added = redis.pcall('HINCRBY', KEYS[3], name, amount)
   if type(added) == 'table' and added.err then
-    for j = 1, i - 1 do
-      if before[j] then redis.call('HSET', KEYS[3], sums[j][1], before[j]) else redis.call('HDEL', KEYS[3], sums[j][1]) end
+    for j, field in ipairs(fields) do
+      if before[j] then redis.call('HSET', KEYS[3], field, before[j]) else redis.call('HDEL', KEYS[3], field) end
     end
-    return redis.error_reply(added.err)
+    for _, i in ipairs(fresh) do redis.call('ZREM', KEYS[4], ARGV[i]) end
+    return added.err
   end
 end
-for i = 8, #ARGV do
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000000, '*', 'record', ARGV[i])
+local failed = add('requests', #fresh)
+for _, i in ipairs(fresh) do
+  if failed then break end
+  failed = add('cache_read_tokens', ARGV[i + 2]) or add('input_tokens', ARGV[i + 3])
+    or (ARGV[i + 4] ~= '' and (add('cost_picousd', ARGV[i + 4]) or add('savings_picousd', ARGV[i + 5]))) or nil
 end
+if failed then return redis.error_reply(failed) end
+for _, i in ipairs(fresh) do
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000000, '*', 'record', ARGV[i + 6])
+end
+local over = redis.call('ZCARD', KEYS[4]) - tonumber(ARGV[3])
+if over > 0 then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, over - 1) end
 redis.call('SET', KEYS[1], ARGV[2])
 return ARGV[2]
 """
@@ -64,14 +82,17 @@ class RedisSync(RowCopier):
         return int(stored) if stored is not None else self._start
 
     def _apply(self, expected: int, new: int, rows: list[tuple]) -> int:
-        records = self.decode(rows)
-        priced = [r for r in records if r["cost_usd"] is not None]
-        cost = str(sum(picodollars(r["cost_usd"]) for r in priced)) if priced else ""
-        savings = str(sum(picodollars(r["savings_usd"] or "0") for r in priced))
-        cache_read = sum(r["cache_read"] or 0 for r in records)
-        inputs = sum((r["uncached_input"] or 0) + (r["cache_read"] or 0) + sum(r["cache_writes"].values()) for r in records)
-        return int(self._copy(keys=[self._cursor_key, STREAM, TOTALS], args=[
-            expected, new, len(records), cache_read, inputs, cost, savings, *(json.dumps(r) for r in records)]))
+        args: list = [expected, new, KEEP_IDS]
+        for r in self.decode(rows):
+            priced = r["cost_usd"] is not None
+            inputs = (r["uncached_input"] or 0) + (r["cache_read"] or 0) + sum(r["cache_writes"].values())
+            args += [r["id"], repr(r["ts"]) if math.isfinite(r["ts"]) else "0", r["cache_read"] or 0, inputs,
+                     picodollars(r["cost_usd"]) if priced else "", picodollars(r["savings_usd"] or "0"), json.dumps(r)]
+        return int(self._copy(keys=[self._cursor_key, STREAM, TOTALS, IDS], args=args))
+
+    def prune(self, records_before: float, rollups_before: float) -> None:
+        # The ids of records past the ledger's retention, as Postgres deletes those records.
+        self._redis.zremrangebyscore(IDS, "-inf", f"({records_before!r}")
 
     def close(self) -> None:
         self._redis.close()
