@@ -42,8 +42,8 @@ def post(gw, path: str, body, headers=AUTH) -> httpx.Response:
     ("/v1/chat/completions", b"{not json", "not valid JSON"),
     ("/v1/chat/completions", b"[1, 2]", "must be a JSON object"),
     ("/v1/chat/completions", {"model": 5, "messages": []}, "model: expected a string"),
-    ("/v1/chat/completions", {"model": "gpt-4o", "messages": [{"role": "robot", "content": "x"}]}, "messages.0.role"),
-    ("/v1/chat/completions", {"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}, "stream"),
+    ("/v1/chat/completions", {"model": "gpt-5.4", "messages": [{"role": "robot", "content": "x"}]}, "messages.0.role"),
+    ("/v1/chat/completions", {"model": "gpt-5.4", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}, "stream"),
 ])
 def test_openai_shape(gw, path, body, field):
     r = post(gw, path, body)
@@ -72,7 +72,7 @@ def test_unknown_model_is_404_naming_it(gw):
 
 
 def test_body_over_the_limit_is_413(gw):
-    big = {"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * 5000}]}
+    big = {"model": "gpt-5.4", "messages": [{"role": "user", "content": "x" * 5000}]}
     r = post(gw, "/v1/chat/completions", big)
     assert r.status_code == 413 and "4096 bytes" in r.json()["error"]["message"]
     r = post(gw, "/v1/messages", big, headers={"x-api-key": GATEWAY_KEY})
@@ -82,7 +82,7 @@ def test_body_over_the_limit_is_413(gw):
 @pytest.mark.parametrize("headers,message", [({}, "missing API key"), ({"authorization": "Bearer nope"}, "invalid API key"),
                                              ({"x-goog-api-key": "nope"}, "invalid API key")])
 def test_bad_gateway_keys_are_401(gw, headers, message):
-    r = post(gw, "/v1/chat/completions", {"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}, headers)
+    r = post(gw, "/v1/chat/completions", {"model": "gpt-5.4", "messages": [{"role": "user", "content": "x"}]}, headers)
     assert r.status_code == 401 and message in r.json()["error"]["message"]
     assert "nope" not in r.text
 
@@ -98,7 +98,7 @@ def test_gateway_keeps_serving_and_logs_no_secrets(gw, caplog):
     caplog.set_level(logging.INFO, logger="prefixgate.requests")
     for _ in range(3):
         post(gw, "/v1/chat/completions", b"\x00\xff")
-    r = post(gw, "/v1/chat/completions", {"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]})
+    r = post(gw, "/v1/chat/completions", {"model": "gpt-5.4", "messages": [{"role": "user", "content": "x"}]})
     assert r.status_code == 200
     assert httpx.get(gw.url + "/health").json()["status"] == "ok"
     # The request line is logged after the answer is sent: wait for it, not for a guessed interval.

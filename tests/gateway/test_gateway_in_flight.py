@@ -44,7 +44,7 @@ async def _ask(app, body: dict, send) -> None:
 
 
 def test_a_stream_whose_body_never_starts_gives_its_slot_back(tmp_path):
-    body = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+    body = {"model": "gpt-5.4", "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
 
     async def scenario(upstream_url: str) -> tuple[dict, dict, list[str]]:
         app = create_app(settings_for(upstream_url, tmp_path))

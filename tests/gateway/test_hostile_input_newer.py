@@ -144,7 +144,7 @@ def test_bad_bodies_on_the_newer_surfaces_are_400s_naming_the_field(gw, path, bo
 
 def test_still_serving_afterwards(gw):
     r = httpx.post(gw.url + "/v1/chat/completions", headers=HEADERS, timeout=30,
-                   json={"model": "gpt-4o", "messages": [{"role": "user", "content": "still there?"}]})
+                   json={"model": "gpt-5.4", "messages": [{"role": "user", "content": "still there?"}]})
     assert r.status_code == 200, r.text[:300]
 
 

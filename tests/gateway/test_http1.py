@@ -207,7 +207,7 @@ def test_an_upstream_behind_an_http_proxy_is_reached_through_the_proxy(monkeypat
         client = UpstreamClient(connect_timeout_s=2)
         try:
             upstream = Upstream("openai", "openai", url="http://api.example.test")
-            resp = await client.send(upstream, wire_format(upstream.dialect), "gpt-4o", b"{}", False, {}, "sk-k", 5)
+            resp = await client.send(upstream, wire_format(upstream.dialect), "gpt-5.4", b"{}", False, {}, "sk-k", 5)
         finally:
             await client.aclose()
             server.close()

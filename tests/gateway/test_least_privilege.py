@@ -97,7 +97,7 @@ def test_the_admin_token_is_compared_in_constant_time(stack, monkeypatch):
 def test_ledger_bodies_are_kept_for_the_chosen_routes_only(stack):
     gw, _, settings = stack
     openai_answer = httpx.post(gw.url + "/v1/chat/completions", headers=bearer(APP),
-                               json={"model": "gpt-4o", "messages": [{"role": "user", "content": "kept prompt"}]})
+                               json={"model": "gpt-5.4", "messages": [{"role": "user", "content": "kept prompt"}]})
     anthropic_answer = httpx.post(gw.url + "/v1/messages", headers={"x-api-key": APP}, json={
         "model": "claude-sonnet-4-6", "max_tokens": 5, "messages": [{"role": "user", "content": "private prompt"}]})
     assert openai_answer.status_code == 200 and anthropic_answer.status_code == 200, anthropic_answer.text

@@ -67,7 +67,7 @@ def test_connections_that_trickle_their_headers_are_closed(gateway):
 def test_a_stalled_body_is_a_408_in_the_callers_shape(gateway):
     with socket.create_connection(("127.0.0.1", gateway)) as sock:
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-                     b"content-length: 400\r\n\r\n{\"model\": \"gpt-4o\",")
+                     b"content-length: 400\r\n\r\n{\"model\": \"gpt-5.4\",")
         sock.settimeout(60)
         answer = b""
         deadline = time.monotonic() + 60

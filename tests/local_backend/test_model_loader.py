@@ -32,7 +32,7 @@ def test_hf_folder_and_safetensors_file_load_the_same_model(tiny, hf_folder: Pat
 
 
 def test_unknown_models_are_refused_with_the_choices(tmp_path: Path) -> None:
-    for bad in ("gpt-4o", str(tmp_path), str(tmp_path / "missing.gguf")):
+    for bad in ("gpt-5.4", str(tmp_path), str(tmp_path / "missing.gguf")):
         with pytest.raises(ModelNotFound, match="smollm2-135m"):
             resolve_folder(bad)
 

@@ -120,7 +120,7 @@ def test_logprobs_chat_and_completions(client) -> None:
 @pytest.mark.parametrize(("body", "field"), [
     ({"prompt": ""}, "prompt"), ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
     ({"prompt": "x", "max_tokens": -1}, "max_tokens"), ({"prompt": "x" * 5000}, "prompt"),
-    ({"prompt": "x", "model": "gpt-4o"}, "model"), ({"prompt": "x", "temperature": -0.5}, "temperature"),
+    ({"prompt": "x", "model": "gpt-5.4"}, "model"), ({"prompt": "x", "temperature": -0.5}, "temperature"),
     ({"prompt": "x", "top_p": 2}, "top_p"), ({"prompt": "x", "temperature": "hot"}, "temperature"),
     ({"prompt": "x", "n": 3}, "n"), ({"prompt": "x", "logprobs": 99}, "logprobs"), ({"prompt": []}, "prompt"),
     ({"prompt": "x", "extra_body": {"min_tokens": 1, "stop_token_ids": [10**6]}}, "stop_token_ids"),

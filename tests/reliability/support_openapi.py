@@ -24,7 +24,7 @@ def operation(schema: dict, **extra) -> dict:
 
 
 OPENAI = {"type": "object", "required": ["model", "messages"], "properties": {
-    "model": {"type": "string", "enum": ["gpt-4o"]},
+    "model": {"type": "string", "enum": ["gpt-5.4"]},
     "messages": {"type": "array", "minItems": 1, "maxItems": 4, "items": {
         "type": "object", "required": ["role", "content"],
         "properties": {"role": {"type": "string", "enum": ["system", "user", "assistant"]}, "content": TEXT_OR_PARTS}}},

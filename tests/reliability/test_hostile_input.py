@@ -65,7 +65,7 @@ def assert_clean_4xx(status: int, body: bytes | str) -> None:
 
 
 def chat(text: str = "hi") -> dict:
-    return {"model": "gpt-4o", "messages": [{"role": "user", "content": text}]}
+    return {"model": "gpt-5.4", "messages": [{"role": "user", "content": text}]}
 
 
 def still_serving(gw) -> None:
@@ -90,7 +90,7 @@ def test_deeply_nested_json_is_400(stack, gateway_errors, path, body):
 
 def test_huge_bodies_are_413_with_or_without_a_length(stack, gateway_errors):
     gw, _ = stack
-    big = b'{"model":"gpt-4o","messages":[{"role":"user","content":"' + b"x" * (4 * LIMIT) + b'"}]}'
+    big = b'{"model":"gpt-5.4","messages":[{"role":"user","content":"' + b"x" * (4 * LIMIT) + b'"}]}'
     r = httpx.post(gw.url + "/v1/chat/completions", content=big)
     assert r.status_code == 413
     chunked = httpx.post(gw.url + "/v1/messages", content=iter([big[i:i + 8192] for i in range(0, len(big), 8192)]))
@@ -101,9 +101,9 @@ def test_huge_bodies_are_413_with_or_without_a_length(stack, gateway_errors):
 
 
 @pytest.mark.parametrize("body", [
-    b'{"model":"gpt-4o","messages":[{"role":"user","content":"\xff\xfe\xfd"}]}',
-    b'\xef\xbb\xbf\xff{"model":"gpt-4o"}',
-    b'{"model":"gpt-4o","messages":[{"role":"user","content":"\xc3\x28"}]}',
+    b'{"model":"gpt-5.4","messages":[{"role":"user","content":"\xff\xfe\xfd"}]}',
+    b'\xef\xbb\xbf\xff{"model":"gpt-5.4"}',
+    b'{"model":"gpt-5.4","messages":[{"role":"user","content":"\xc3\x28"}]}',
 ])
 def test_invalid_utf8_is_400(stack, gateway_errors, body):
     gw, up = stack
@@ -119,10 +119,10 @@ def test_lone_surrogates_are_400_and_escaped_pairs_pass(stack, gateway_errors):
     gw, up = stack
     up.reset()
     for escape in (b"\\ud800", b"\\uDFFF x", b"\\ud83d"):
-        r = httpx.post(gw.url + "/v1/chat/completions", content=b'{"model":"gpt-4o","messages":[{"role":"user",'
+        r = httpx.post(gw.url + "/v1/chat/completions", content=b'{"model":"gpt-5.4","messages":[{"role":"user",'
                        b'"content":"half a pair: ' + escape + b'"}]}', headers={"content-type": "application/json"})
         assert r.status_code == 400 and "surrogate" in r.json()["error"]["message"], r.text
-    r = httpx.post(gw.url + "/v1/chat/completions", content=b'{"model":"gpt-4o","messages":[{"role":"user",'
+    r = httpx.post(gw.url + "/v1/chat/completions", content=b'{"model":"gpt-5.4","messages":[{"role":"user",'
                    b'"content":"a pair: \\ud83d\\ude00"}]}', headers={"content-type": "application/json"})
     assert r.status_code == 200, r.text
     assert up.received[-1].body["messages"][-1]["content"] == "a pair: \U0001f600"
@@ -132,7 +132,7 @@ def test_lone_surrogates_are_400_and_escaped_pairs_pass(stack, gateway_errors):
 def test_header_injection_and_malformed_http_are_refused(stack, gateway_errors):
     gw, up = stack
     up.reset()
-    body = b'{"model":"gpt-4o","messages":[{"role":"user","content":"x"}]}'
+    body = b'{"model":"gpt-5.4","messages":[{"role":"user","content":"x"}]}'
     cases = [
         # CR/LF smuggled into a header value, bare CR, NUL, obs-fold continuation, a header with no name
         b"x-prefixgate-route: a\rx-evil: 1\r\n",

@@ -90,9 +90,9 @@ def test_arbitrary_bytes_are_a_request_error_or_a_conversation(provider, raw):
 
 @pytest.mark.parametrize("provider,body,field", [
     # Found by schemathesis: a text part whose text is not a string reached tiktoken (a 500).
-    ("openai", {"model": "gpt-4o", "messages": [{"role": "system", "content": [{"type": "text", "text": {}}]}]},
+    ("openai", {"model": "gpt-5.4", "messages": [{"role": "system", "content": [{"type": "text", "text": {}}]}]},
      "messages.0.content.0.text"),
-    ("openai", {"model": "gpt-4o", "messages": [{"role": "assistant", "content": [{"type": "refusal", "refusal": 1}]}]},
+    ("openai", {"model": "gpt-5.4", "messages": [{"role": "assistant", "content": [{"type": "refusal", "refusal": 1}]}]},
      "messages.0.content.0.refusal"),
     ("anthropic", {"model": "claude-haiku-4-5", "max_tokens": 5, "messages": [
         {"role": "user", "content": [{"type": "text", "text": [None, None]}]}]}, "messages.0.content.0.text"),

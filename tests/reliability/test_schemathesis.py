@@ -73,6 +73,6 @@ def test_dashboard_api(case, gateway):
 
 
 def test_still_serving_after_the_fuzzing(gateway):
-    r = httpx.post(gateway.url + "/v1/chat/completions", json={"model": "gpt-4o", "messages": [
+    r = httpx.post(gateway.url + "/v1/chat/completions", json={"model": "gpt-5.4", "messages": [
         {"role": "user", "content": "still there?"}]})
     assert r.status_code == 200

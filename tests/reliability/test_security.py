@@ -45,7 +45,7 @@ def stack(tmp_path_factory):
 
 def chat(gw, tenant: str, text: str = "Where is my parcel?", **extra) -> httpx.Response:
     return httpx.post(gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {KEYS[tenant]}", **extra},
-                      json={"model": "gpt-4o", "messages": [{"role": "system", "content": SYSTEM},
+                      json={"model": "gpt-5.4", "messages": [{"role": "system", "content": SYSTEM},
                                                             {"role": "user", "content": text}]})
 
 
@@ -63,7 +63,7 @@ def test_virtual_keys_are_stored_hashed_and_never_sent_upstream(stack):
     assert KEYS["acme"] not in repr(sent)
     # A provider key is not a gateway key.
     r = httpx.post(gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {PROVIDER_KEY}"},
-                   json={"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]})
+                   json={"model": "gpt-5.4", "messages": [{"role": "user", "content": "x"}]})
     assert r.status_code == 401
 
 
@@ -106,7 +106,7 @@ def test_cors_is_off(stack, method, path):
     r = httpx.request(method, gw.url + path, headers={
         "origin": "https://evil.example", "access-control-request-method": "POST",
         "access-control-request-headers": "authorization", "authorization": f"Bearer {KEYS['acme']}"},
-        json={"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]} if method == "POST" else None)
+        json={"model": "gpt-5.4", "messages": [{"role": "user", "content": "x"}]} if method == "POST" else None)
     assert not any(h.startswith("access-control-") for h in r.headers)
 
 
