@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -64,7 +65,9 @@ class RedisCounters:
     """Counters in Redis: INCRBYFLOAT plus an expiry set when the key is created (atomic per call).
 
     While Redis is unreachable the replica counts in memory and keeps serving (its limits then hold per
-    replica); what it counted meanwhile is added to Redis once Redis answers again.
+    replica), from what Redis last said each counter held: a key that had spent its budget stays refused
+    through an outage instead of starting again from nothing. What it counted meanwhile is added to Redis
+    once Redis answers again.
     """
 
     PREFIX = "prefixgate:counter:"
@@ -74,7 +77,9 @@ class RedisCounters:
         import redis.asyncio as aioredis
 
         self._redis = aioredis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
-        self.local = MemoryCounters()
+        # key -> (value Redis last gave, when it expires there: inf never), what an outage counts on from.
+        self.seen: dict[str, tuple[float, float]] = {}
+        self._purge_seen = _Purge()
         # key -> (amount counted locally, ttl, when its window is over: 0 never). Counted while Redis is down, so a
         # long outage adds a counter per key and window: those of ended windows (never read again) are dropped.
         self.backlog: dict[str, tuple[float, int, float]] = {}
@@ -88,21 +93,23 @@ class RedisCounters:
                 return await self._add(key, amount, ttl_s)
             except _ERRORS:
                 self._went_down()
-        value = await self.local.add(key, amount, ttl_s)
         now = time.monotonic()
         self.backlog = self._purge(self.backlog, lambda v: not v[2] or v[2] >= now)
         pending, _, over = self.backlog.get(key, (0.0, ttl_s, now + ttl_s if ttl_s else 0.0))
         self.backlog[key] = (pending + amount, ttl_s, over)
-        return value
+        return self._last_known(key)
 
     async def get(self, key: str) -> float:
         if await self._available():
             try:
-                value = await self._redis.get(self.PREFIX + key)
-                return float(value) if value is not None else 0.0
+                async with self._redis.pipeline(transaction=True) as pipe:
+                    pipe.get(self.PREFIX + key)
+                    pipe.pttl(self.PREFIX + key)
+                    value, ttl_ms = await pipe.execute()
+                return self._saw(key, float(value) if value is not None else 0.0, ttl_ms)
             except _ERRORS:
                 self._went_down()
-        return await self.local.get(key)
+        return self._last_known(key)
 
     async def _add(self, key: str, amount: float, ttl_s: int) -> float:
         k = self.PREFIX + key
@@ -110,8 +117,25 @@ class RedisCounters:
             pipe.incrbyfloat(k, amount)
             if ttl_s:
                 pipe.expire(k, ttl_s, nx=True)
-            value, *_ = await pipe.execute()
-        return float(value)
+            pipe.pttl(k)
+            value, *_, ttl_ms = await pipe.execute()
+        return self._saw(key, float(value), ttl_ms)
+
+    def _saw(self, key: str, value: float, ttl_ms: int) -> float:
+        now = time.monotonic()
+        self.seen = self._purge_seen(self.seen, lambda v: v[1] >= now)
+        if ttl_ms == -2:                # no such counter
+            self.seen.pop(key, None)
+        else:
+            self.seen[key] = (value, now + ttl_ms / 1000 if ttl_ms >= 0 else math.inf)
+        return value
+
+    def _last_known(self, key: str) -> float:
+        """While Redis is down: what it last held for `key` (unless expired since), plus what this replica counted."""
+        now = time.monotonic()
+        value, expires = self.seen.get(key, (0.0, math.inf))
+        pending, _, over = self.backlog.get(key, (0.0, 0, 0.0))
+        return (value if expires >= now else 0.0) + (pending if not over or over >= now else 0.0)
 
     async def _available(self) -> bool:
         """False while Redis is known down; on the first call after that, resync the backlog first."""

@@ -1,0 +1,86 @@
+"""A replica that loses Redis counts on from what Redis last said each counter held. It used to count from
+nothing: a key that had spent its whole budget (through any replica) could spend it again on every replica
+for as long as Redis was down, and its rate limit started over too."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from decimal import Decimal
+
+import pytest
+import redis
+
+from prefixgate.errors import RequestError
+from prefixgate.gateway.state import RedisCounters
+from prefixgate.policies.limits import Limits
+from prefixgate.policies.schema import Budget, CallerKey, RateLimit
+from tests.support_services import start_on_free_port
+
+KEY = CallerKey("team", "0" * 64, budget=Budget(usd=1.0, period="total"), rate_limit=RateLimit(requests_per_minute=3))
+NOW = 1_000 * 60 + 1.0
+
+
+def _answers(port: int) -> bool:
+    try:
+        return redis.Redis(port=port, socket_timeout=0.2).ping()
+    except redis.RedisError:
+        return False
+
+
+@pytest.fixture
+def stoppable_redis(tmp_path):
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed; `make test` installs it")
+    proc, port = start_on_free_port(lambda port: subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), _answers, "redis-server")
+    yield proc, f"redis://127.0.0.1:{port}/0"
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_spent_budget_and_a_used_rate_stay_spent_while_redis_is_down(stoppable_redis):
+    proc, url = stoppable_redis
+
+    async def run() -> list[str]:
+        a, b = RedisCounters(url), RedisCounters(url)
+        replica_a, replica_b = Limits(a, clock=lambda: NOW), Limits(b, clock=lambda: NOW)
+        # Replica b spends the key's whole $1; replica a reads that spend from Redis.
+        await replica_b.settle(KEY, await replica_b.admit(KEY), tokens=0, cost_usd=Decimal("1.00"))
+        with pytest.raises(RequestError):
+            await replica_a.admit(KEY)
+        proc.terminate()
+        proc.wait(10)
+        refusals = []
+        for replica in (replica_a, replica_b):
+            with pytest.raises(RequestError) as e:
+                await replica.admit(KEY)
+            refusals.append(e.value.message)
+        await a.close()
+        await b.close()
+        return refusals
+
+    assert all("budget" in message for message in asyncio.run(run()))
+
+
+def test_a_rate_limit_counts_on_from_redis_while_it_is_down(stoppable_redis):
+    proc, url = stoppable_redis
+    key = CallerKey("team", "0" * 64, rate_limit=RateLimit(requests_per_minute=3))
+
+    async def run() -> str:
+        counters = RedisCounters(url)
+        limits = Limits(counters, clock=lambda: NOW)
+        for _ in range(3):
+            await limits.admit(key)                 # the minute's three requests, counted in Redis
+        proc.terminate()
+        proc.wait(10)
+        with pytest.raises(RequestError) as e:
+            await limits.admit(key)                 # the fourth in the same minute
+        await counters.close()
+        return e.value.message
+
+    assert "requests per minute" in asyncio.run(run())
