@@ -20,6 +20,7 @@ format's (`WireFormat.miss_diagnosis`, dialects/diagnosis.py); the kinds that an
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -66,6 +67,9 @@ class ProviderDiagnostics:
         self._last: OrderedDict[str, str] = OrderedDict()       # conversation -> its latest answer's id
         self._conversation_of: OrderedDict[str, str] = OrderedDict()   # captured answer id -> conversation
         self._buckets: dict[str, _Bucket] = {}
+        # `attach` runs on worker threads (big bodies are planned off the loop): two taking the same route's
+        # bucket at once could each create it full, or both spend one token, and pass the route's cap.
+        self._buckets_lock = threading.Lock()
 
     def diagnosis(self, upstream: Upstream, wire: WireFormat, model: str) -> MissDiagnosis | None:
         """The format's diagnostics, where this upstream answers them for this model; else None."""
@@ -89,14 +93,19 @@ class ProviderDiagnostics:
                 or diagnosis.callers_own(sent.params)):
             return Ask(diagnosis)   # a caller's own field is read, never touched
         conversation = self._conversation(call, upstream, call.conv, credential)
-        bucket = self._buckets.get(call.route.name)
-        now = self.clock()
-        if bucket is None:
-            bucket = self._buckets[call.route.name] = _Bucket(call.route.diagnostics_per_minute, now)
-        if not bucket.take(call.route.diagnostics_per_minute, now):
+        if not self._take(call.route.name, call.route.diagnostics_per_minute):
             self._last.pop(conversation, None)
             return Ask(diagnosis)
         return Ask(diagnosis, conversation, diagnosis.fields(self._last.get(conversation), sent))
+
+    def _take(self, route: str, per_minute: int) -> bool:
+        """One of `route`'s diagnostics allowance for this minute, if any is left."""
+        with self._buckets_lock:
+            now = self.clock()
+            bucket = self._buckets.get(route)
+            if bucket is None:
+                bucket = self._buckets[route] = _Bucket(per_minute, now)
+            return bucket.take(per_minute, now)
 
     def _conversation(self, call: Call, upstream: Upstream, conv: Conversation, credential: str | None) -> str:
         chained = conv.params.get("previous_response_id")
