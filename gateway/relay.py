@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 # The ledger's note on a stream that ended normally but never reported usage: its tokens and cost are unknown,
 # not zero (a compatible server that ignores `stream_options.include_usage`, or a proxy that drops the chunk).
 NO_USAGE = "usage: the stream ended without a usage report; tokens and cost unknown"
+# Bytes every SSE error event carries (Anthropic's `event: error`, an OpenAI/Gemini `{"error": ...}` chunk, Responses'
+# `"type":"error"` and `response.failed`): such an event is parsed, so an upstream's in-band error is never taken for
+# the stream's end nor re-emitted as a normal finish. Event-stream formats parse every frame already.
+ERROR_MARK = b"error"
 
 
 class DisconnectAwareStream(StreamingResponse):
@@ -94,6 +98,7 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
         tail = b""              # the terminal event, held until the ledger record is written
         events = 0              # events relayed to the caller: a cut stream's output estimate
         error: RequestError | None = None
+        reported: str | None = None     # the upstream's own error event mid-stream: its message
         try:
             async for chunk in resp.chunks:
                 if first is None:
@@ -103,8 +108,14 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                     if terminal is not None and terminal in ev:
                         ended = True
                     parsed = None
-                    if not same or target.may_carry_usage(ev):
+                    if not same or target.may_carry_usage(ev) or ERROR_MARK in ev:
                         parsed = framing.payload(ev)
+                        if parsed is not None and (reported := target.stream_error(parsed)) is not None:
+                            counter.feed(parsed)
+                            # The caller's own format: its SDK raises on the provider's event as sent, held like a
+                            # terminal event until the record is written; another format gets its own error event.
+                            tail = ev if same else b""
+                            break
                         if parsed is not None:
                             counter.feed(parsed)
                             diagnostics.read(call, prep.ask, parsed)
@@ -132,9 +143,15 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                         tail += b"".join(out)
                     else:
                         yield b"".join(out)
-            if not same and ended:
+                if reported is not None:
+                    break
+            if reported is not None:
+                ended = False
+                error = RequestError(f"upstream {prep.upstream.name!r} reported an error mid-stream: {reported}",
+                                     status=502, kind="server")
+            elif not same and ended:
                 tail += writer.finish(counter.usage)
-            if not ended:
+            elif not ended:
                 error = RequestError(f"upstream {prep.upstream.name!r} ended the stream early", status=502, kind="server")
             finished = True
         except UpstreamFailure as f:
@@ -169,7 +186,7 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                                                ttft_s=(first - call.started) if first else None,
                                                upstream_s=done - sent, error=message)
         if error is not None:
-            yield call.wire.error_event(error)
+            yield tail if reported is not None and tail else call.wire.error_event(error)
         elif tail:
             yield tail
 

@@ -44,8 +44,9 @@ class Received:
 
 @dataclass
 class FakeUpstream:
-    """Answers like Anthropic, OpenAI and Gemini. Queue faults ("429", "500", "529", "timeout", "drop",
-    "hang") with `fail(...)`; each request takes the next one, or answers normally when none is left."""
+    """Answers like Anthropic, OpenAI and Gemini. Queue faults ("429", "500", "529", "timeout", "drop", "error"
+    (the provider's error event mid-stream), "hang") with `fail(...)`; each request takes the next one, or answers
+    normally when none is left."""
 
     usage: Usage = USAGE
     received: list[Received] = field(default_factory=list)
@@ -103,7 +104,8 @@ class FakeUpstream:
             return fault
         if body.get("stream"):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
-            return self._stream(oa.stream_events(body["model"], CHUNKS, self.usage, include_usage=include), fault)
+            return self._stream(oa.stream_events(body["model"], CHUNKS, self.usage, include_usage=include), fault,
+                                oa.error_event)
         return JSONResponse(oa.build_response(body["model"], "".join(CHUNKS), self.usage), headers={"x-request-id": "req_up"})
 
     async def _anthropic(self, request: Request) -> Response:
@@ -111,7 +113,7 @@ class FakeUpstream:
         if isinstance(fault, Response):
             return fault
         if body.get("stream"):
-            return self._stream(an.stream_events(body["model"], CHUNKS, self.usage), fault)
+            return self._stream(an.stream_events(body["model"], CHUNKS, self.usage), fault, an.error_event)
         return JSONResponse(an.build_response(body["model"], "".join(CHUNKS), self.usage), headers={"request-id": "req_up"})
 
     async def _gemini(self, request: Request) -> Response:
@@ -120,7 +122,7 @@ class FakeUpstream:
             return fault
         model = request.path_params["target"].split(":")[0]
         if request.path_params["target"].endswith(":streamGenerateContent"):
-            return self._stream(ge.stream_events(model, CHUNKS, self.usage), fault)
+            return self._stream(ge.stream_events(model, CHUNKS, self.usage), fault, ge.error_event)
         if request.path_params["target"].endswith(":countTokens"):
             return JSONResponse({"totalTokens": 7})
         return JSONResponse(ge.build_response(model, "".join(CHUNKS), self.usage))
@@ -135,11 +137,14 @@ class FakeUpstream:
             return JSONResponse({"name": "cachedContents/abc", "model": body.get("model")})
         return JSONResponse({"cachedContents": []})
 
-    def _stream(self, events, fault: str | None) -> StreamingResponse:
+    def _stream(self, events, fault: str | None, error_event) -> StreamingResponse:
         async def gen():
             for i, ev in enumerate(events):
                 if fault == "drop" and i == 2:
                     raise ConnectionResetError("injected drop")
+                if fault == "error" and i == 3:     # the provider's own error event mid-stream, then the end
+                    yield error_event(RequestError("Overloaded", status=529, kind="overloaded"))
+                    return
                 yield ev
                 await asyncio.sleep(0)
         return StreamingResponse(gen(), media_type="text/event-stream")

@@ -22,6 +22,8 @@ POLICY = {"routes": [
     {"name": "slow", "models": ["slow"], "retry": {"attempts": 1, "timeout_s": 30},
      "targets": [{"upstream": "openai", "model": "gpt-4o"}]},
     {"name": "anthropic", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
+    {"name": "chat-to-claude", "models": ["chat-to-claude"], "retry": {"attempts": 1},
+     "targets": [{"upstream": "anthropic", "model": "claude-haiku-4-5"}]},
 ]}
 MSG = [{"role": "user", "content": "Hi"}]
 
@@ -140,6 +142,33 @@ def test_dropped_anthropic_stream_raises_in_the_sdk(stack, up):
                 model="claude-haiku-4-5", max_tokens=5, messages=MSG) as stream:
             stream.get_final_message()
     assert len(up.received) == 1
+
+
+def test_an_upstream_error_event_mid_stream_reaches_a_translated_caller_as_an_error(stack, up):
+    """Claude's `event: error` (overloaded_error) mid-stream: an OpenAI caller must not get a finish chunk and
+    [DONE] (a truncated answer that looks whole), and the ledger must say the stream failed, billing what ran."""
+    _, gw, settings = stack
+    up.fail("error")
+    stream = client(gw).chat.completions.create(model="chat-to-claude", messages=MSG, stream=True)
+    with pytest.raises(openai.APIError) as exc:
+        for chunk in stream:
+            assert not chunk.choices or chunk.choices[0].finish_reason is None
+    assert "Overloaded" in exc.value.message
+    rec = record(settings, stream.response.headers["x-prefixgate-request-id"])
+    assert rec["status"] == 502 and "Overloaded" in rec["error"]
+    assert rec["cache_read"] == 1920 and rec["output"] >= 1     # message_start's usage, and what streamed
+
+
+def test_an_upstream_error_event_reaches_a_same_format_caller_once(stack, up):
+    """Relayed as the provider sent it, and not followed by a second error event of the gateway's own."""
+    _, gw, settings = stack
+    up.fail("error")
+    resp = httpx.post(gw.url + "/v1/messages", headers={"x-api-key": "c"},
+                      json={"model": "claude-haiku-4-5", "max_tokens": 5, "messages": MSG, "stream": True})
+    assert resp.text.count("event: error") == 1
+    assert '"type":"overloaded_error","message":"Overloaded"' in resp.text
+    rec = record(settings, resp.headers["x-prefixgate-request-id"])
+    assert rec["status"] == 502 and "Overloaded" in rec["error"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
