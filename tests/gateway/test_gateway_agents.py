@@ -37,7 +37,7 @@ def test_agent_tool_loop_runs_through_the_gateway(tmp_path):
             client = openai.AsyncOpenAI(api_key="sk-test-" + uuid.uuid4().hex, base_url=gw.url + "/v1", max_retries=0)
             agent = agents.Agent(
                 name="support", instructions=dated_system(7), tools=[parcel_status],
-                model=agents.OpenAIResponsesModel(model="gpt-4o", openai_client=client),
+                model=agents.OpenAIResponsesModel(model="gpt-5.4", openai_client=client),
                 # The first turn must call the tool; the SDK resets the choice to auto after it ran.
                 model_settings=agents.ModelSettings(tool_choice="required"))
             result = asyncio.run(agents.Runner.run(agent, "Where is parcel 123?"))

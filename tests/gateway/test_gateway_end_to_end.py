@@ -42,8 +42,8 @@ def test_openai_sdk_second_request_reads_the_cache_and_the_headers_say_so(stack)
     url, _ = stack
     client = openai.OpenAI(api_key="caller", base_url=url + "/v1", max_retries=0)
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Where is my refund?"}]
-    first = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages, max_tokens=20)
-    second = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages, max_tokens=20)
+    first = client.chat.completions.with_raw_response.create(model="gpt-5.4", messages=messages, max_tokens=20)
+    second = client.chat.completions.with_raw_response.create(model="gpt-5.4", messages=messages, max_tokens=20)
     cached = second.parse().usage.prompt_tokens_details.cached_tokens
     assert first.parse().usage.prompt_tokens_details.cached_tokens == 0
     assert cached >= 1024 and cached % 128 == 0
@@ -52,7 +52,7 @@ def test_openai_sdk_second_request_reads_the_cache_and_the_headers_say_so(stack)
     assert float(second.headers["x-prefixgate-cost-usd"]) < float(first.headers["x-prefixgate-cost-usd"])
     assert second.headers["x-prefixgate-plan"]
 
-    stream = client.chat.completions.create(model="gpt-4o", messages=messages, max_tokens=20, stream=True,
+    stream = client.chat.completions.create(model="gpt-5.4", messages=messages, max_tokens=20, stream=True,
                                             stream_options={"include_usage": True})
     chunks = list(stream)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -94,7 +94,7 @@ def test_bad_input_gets_each_sdks_own_error_and_the_gateway_keeps_serving(stack)
     url, _ = stack
     with pytest.raises(openai.BadRequestError) as e:
         openai.OpenAI(api_key="caller", base_url=url + "/v1", max_retries=0).chat.completions.create(
-            model="gpt-4o", messages=[{"role": "user", "content": "hi"}], max_tokens="many")
+            model="gpt-5.4", messages=[{"role": "user", "content": "hi"}], max_tokens="many")
     assert "max_tokens" in str(e.value)
     with pytest.raises(anthropic.BadRequestError) as e:
         anthropic.Anthropic(api_key="caller", base_url=url, max_retries=0).messages.create(
@@ -113,7 +113,7 @@ def test_every_answered_request_is_in_the_ledger_with_its_savings(stack) -> None
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Ledger check"}]
     before = len(read_records(str(ledger)))
     for _ in range(3):
-        client.chat.completions.create(model="gpt-4o", messages=messages, max_tokens=5)
+        client.chat.completions.create(model="gpt-5.4", messages=messages, max_tokens=5)
     wait_until(lambda: len(read_records(str(ledger))) >= before + 3, 10, "three new ledger records")
     records = sorted(read_records(str(ledger)), key=lambda r: r["ts"])[-3:]
     assert [r["route"] for r in records] == [records[0]["route"]] * 3 and records[0]["dialect"] == "openai"

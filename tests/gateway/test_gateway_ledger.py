@@ -21,7 +21,7 @@ NOW = time.time()   # records within retention
 
 
 def _rec(i: int) -> LedgerRecord:
-    return LedgerRecord(id=f"r{i}", ts=NOW + i, route="r", target="openai", model="gpt-4o", cache_read=i,
+    return LedgerRecord(id=f"r{i}", ts=NOW + i, route="r", target="openai", model="gpt-5.4", cache_read=i,
                         cache_writes={"5m": 2}, cost_usd="0.001", savings_usd="0.0005", explanation=[f"line {i}"])
 
 
@@ -78,7 +78,7 @@ def test_gateway_with_redis_and_a_local_target(tmp_path, redis_url, monkeypatch)
     settings = settings_for("http://127.0.0.1:9", tmp_path, redis_url=redis_url, local_model="smollm2-135m")
     policy = policy_for(settings, {
         "routes": [{"name": "local", "models": ["smollm2-135m"], "targets": [{"upstream": "local"}]},
-                   {"name": "paid", "models": ["gpt-4o"], "retry": {"attempts": 1, "timeout_s": 1},
+                   {"name": "paid", "models": ["gpt-5.4"], "retry": {"attempts": 1, "timeout_s": 1},
                     "targets": [{"upstream": "openai"}]}],
         "keys": [{"name": "tiny", "key_sha256": hash_key("k-tiny")}]})
     engine = EchoEngine()
@@ -92,9 +92,9 @@ def test_gateway_with_redis_and_a_local_target(tmp_path, redis_url, monkeypatch)
             model="smollm2-135m", messages=[{"role": "user", "content": "hi"}], stream=True) if c.choices)
         assert text == "local answer"
         assert engine.bodies[-1]["stream_options"] == {"include_usage": True}
-        # The upstream for gpt-4o is unreachable: the caller gets a 502 in OpenAI's shape.
+        # The upstream for gpt-5.4 is unreachable: the caller gets a 502 in OpenAI's shape.
         with pytest.raises(openai.APIStatusError) as exc:
-            client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+            client.chat.completions.create(model="gpt-5.4", messages=[{"role": "user", "content": "hi"}])
         assert exc.value.status_code == 502 and "unreachable" in exc.value.message
     rows = read_records(settings.ledger_path)
     assert [r["route"] for r in rows] == ["local", "local", "local", "paid"]

@@ -93,10 +93,10 @@ def test_policy_file_and_default(tmp_path):
 def test_router_exact_names_beat_patterns_and_keys_restrict_routes():
     router = Router(policy({"routes": [
         {"name": "all-gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
-        {"name": "special", "models": ["gpt-4o"], "targets": [{"upstream": "anthropic", "model": "claude-opus-5"}],
+        {"name": "special", "models": ["gpt-5.4"], "targets": [{"upstream": "anthropic", "model": "claude-opus-5"}],
          "planner": "checkpoints"}]}))
-    assert router.decide("gpt-4o", None).route.name == "special"
-    assert router.decide("gpt-4o", None).mode == "checkpoints"
+    assert router.decide("gpt-5.4", None).route.name == "special"
+    assert router.decide("gpt-5.4", None).mode == "checkpoints"
     assert router.decide("gpt-5.1", None).route.name == "all-gpt"
     with pytest.raises(RequestError) as e:
         router.decide("mistral", None)
@@ -237,12 +237,12 @@ def test_a_provider_profile_makes_an_upstream_hosted_with_its_own_url_and_key():
     loaded = policy({"upstreams": {
         "ds": {"kind": "openai_compatible", "provider": "deepseek"},
         "az": {"kind": "openai_compatible", "provider": "azure", "url": "https://r.openai.azure.com",
-               "api_version": "2024-10-21", "deployments": {"prod": "gpt-4o"}},
+               "api_version": "2024-10-21", "deployments": {"prod": "gpt-5.4"}},
         "vllm": {"kind": "openai_compatible", "url": "http://10.0.0.5:8000/v1"}},
         "routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "ds"}]}]})
     ds, az, vllm = loaded.upstreams["ds"], loaded.upstreams["az"], loaded.upstreams["vllm"]
     assert ds.url == "https://api.deepseek.com" and ds.api_key_env == ("DEEPSEEK_API_KEY",) and not ds.self_hosted
-    assert az.base_model("prod") == "gpt-4o" and az.base_model("other") == "other" and not az.self_hosted
+    assert az.base_model("prod") == "gpt-5.4" and az.base_model("other") == "other" and not az.self_hosted
     assert vllm.self_hosted and vllm.api_key_env == ()
 
 

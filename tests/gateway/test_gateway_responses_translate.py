@@ -24,7 +24,7 @@ POLICY = {
         {"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]},
         # A chained request cannot go to Anthropic: it is skipped there and served by OpenAI.
         {"name": "fallback", "models": ["chain"], "targets": [{"upstream": "anthropic", "model": "claude-haiku-4-5"},
-                                                             {"upstream": "openai", "model": "gpt-4o"}]},
+                                                             {"upstream": "openai", "model": "gpt-5.4"}]},
         {"name": "pro", "models": ["gpt-5-pro"], "targets": [{"upstream": "responses-only", "model": "gpt-5.1"}]},
         {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
     ],
@@ -98,7 +98,7 @@ def test_what_cannot_be_translated_is_a_400_naming_it(stack):
 def test_a_chain_skips_a_target_that_cannot_hold_it(stack):
     gw, settings = stack
     client = _client(gw)
-    first = client.responses.create(model="gpt-4o", input="Hello", max_output_tokens=64)   # stored at OpenAI
+    first = client.responses.create(model="gpt-5.4", input="Hello", max_output_tokens=64)   # stored at OpenAI
     second = client.responses.create(model="chain", input="More", previous_response_id=first.id, max_output_tokens=64)
     assert second.previous_response_id == first.id
     rec = _last(settings)

@@ -67,7 +67,7 @@ def test_responses_traffic_exports_and_replays(tmp_path, monkeypatch):
         with running_gateway(settings) as gw:
             client = openai.OpenAI(api_key="caller", base_url=gw.url + "/v1", max_retries=0)
             for i in range(3):
-                client.responses.create(model="gpt-4o", instructions=SYSTEM.format(i), input=f"Invoice {i}?")
+                client.responses.create(model="gpt-5.4", instructions=SYSTEM.format(i), input=f"Invoice {i}?")
     out = tmp_path / "trace.jsonl"
     result = CliRunner().invoke(main, ["ledger", "export", "--trace", str(out), "--ledger", settings.ledger_path])
     assert result.exit_code == 0, result.output

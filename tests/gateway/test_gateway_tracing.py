@@ -18,7 +18,7 @@ from tests.support_services import wait_until
 
 POLICY = {"routes": [
     {"name": "chat", "models": ["chat"], "retry": {"attempts": 2, "backoff_s": 0.01, "timeout_s": 5},
-     "targets": [{"upstream": "openai", "model": "gpt-4o"}]},
+     "targets": [{"upstream": "openai", "model": "gpt-5.4"}]},
     {"name": "anthropic", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
 ]}
 SECRET_PROMPT = "The launch code is 4471-ALPHA. " * 40
@@ -58,7 +58,7 @@ def test_a_request_makes_a_server_span_with_an_attempt_span_under_it(traced):
     assert server.name == "POST /v1/chat/completions"
     assert a["prefixgate.request_id"] == raw.headers["x-prefixgate-request-id"]
     assert (a["prefixgate.dialect"], a["prefixgate.route"], a["prefixgate.target"], a["prefixgate.model"]) == \
-        ("openai", "chat", "openai", "gpt-4o")
+        ("openai", "chat", "openai", "gpt-5.4")
     assert a["http.response.status_code"] == 200 and a["prefixgate.attempts"] == 1
     assert a["prefixgate.tokens.cache_read"] == 1920 == int(raw.headers["x-prefixgate-cache-read-tokens"])
     assert (a["prefixgate.tokens.uncached_input"], a["prefixgate.tokens.cache_write"], a["prefixgate.tokens.output"]) == (40, 64, 5)
