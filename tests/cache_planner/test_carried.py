@@ -95,8 +95,8 @@ def test_openai_chat_and_vertex_claude_plan_the_same_carried_or_not():
                  {"role": "tool", "tool_call_id": f"c{request}", "content": _text(rng, 300)}]
         claude += _turn(rng, request)
         bodies = {
-            "openai": ({"model": "gpt-4o", "tools": tools, "messages": [*chat, {"role": "user", "content": f"step {request}"}]},
-                       oa.parse_request, oa.encode_request, Target("openai", "gpt-4o")),
+            "openai": ({"model": "gpt-5.4", "tools": tools, "messages": [*chat, {"role": "user", "content": f"step {request}"}]},
+                       oa.parse_request, oa.encode_request, Target("openai", "gpt-5.4")),
             "vertex": ({"anthropic_version": "vertex-2023-10-16", "max_tokens": 100, "system": chat[0]["content"],
                         "messages": [*claude, {"role": "user", "content": f"step {request}"}]},
                        lambda b: va.parse_request(b, model="claude-sonnet-4-6"), va.encode_request,

@@ -126,14 +126,14 @@ def test_nothing_cached_nothing_to_refresh():
 
 
 def test_openai_refreshes():
-    chat = {"model": "gpt-4o", "stream": True, "max_tokens": 500,
+    chat = {"model": "gpt-5.4", "stream": True, "max_tokens": 500,
             "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"}]}
     refresh = refresh_body("openai", chat)
     assert refresh.body["max_completion_tokens"] == 1 and "max_tokens" not in refresh.body and "stream" not in refresh.body
     # GPT-5.6+ Responses: prompt_cache_options.prewarm fills the cache with no output (wire-2026-11.md section 3).
     new = refresh_body("openai", {"model": "gpt-6.2-sol", "input": SYSTEM, "prompt_cache_options": {"ttl": "12h"}})
     assert new.prewarm and new.body["prompt_cache_options"] == {"ttl": "12h", "prewarm": True}
-    old = refresh_body("openai", {"model": "gpt-4o", "input": SYSTEM})
+    old = refresh_body("openai", {"model": "gpt-5.4", "input": SYSTEM})
     assert old.body["max_output_tokens"] == 16 and not old.prewarm   # the smallest Responses accepts
     sim = Simulator()
     for r in (refresh, new, old):

@@ -217,8 +217,8 @@ def test_unknown_model_passes_through_with_a_note():
 
 
 def test_openai_implicit_regime_sets_a_cache_key_and_respects_the_callers():
-    target = Target("openai", "gpt-4o")
-    body = {"model": "gpt-4o", "messages": [{"role": "system", "content": SYSTEM.format(2)}, {"role": "user", "content": "hi"}]}
+    target = Target("openai", "gpt-5.4")
+    body = {"model": "gpt-5.4", "messages": [{"role": "system", "content": SYSTEM.format(2)}, {"role": "user", "content": "hi"}]}
     out, _ = plan_body("openai", body, target, PlannerState(), now=0)
     assert out["prompt_cache_key"].startswith("pg-") and "Current time" not in out["messages"][0]["content"]
     assert "cache_control" not in json.dumps(out) and "prompt_cache_breakpoint" not in json.dumps(out)

@@ -11,11 +11,11 @@ from prefixgate.dialects import responses as rs
 from tests.core.providers.support_prompts import text_of
 
 STATIC = "You are the support agent for Acme.\n" + text_of(1500) + ".\n"
-TARGET = Target("openai", "gpt-4o")
+TARGET = Target("openai", "gpt-5.4")
 
 
 def _body(day: int, **extra) -> dict:
-    return {"model": "gpt-4o", "instructions": f"Today is 2026-11-{day:02d}.\n" + STATIC,
+    return {"model": "gpt-5.4", "instructions": f"Today is 2026-11-{day:02d}.\n" + STATIC,
             "input": "Where is my order?", **extra}
 
 

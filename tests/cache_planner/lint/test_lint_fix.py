@@ -27,14 +27,14 @@ def renders(provider: str, i: int) -> dict:
                 "system": [{"type": "text", "text": stamp + POLICY, "cache_control": {"type": "ephemeral"}}],
                 "messages": [{"role": "user", "content": question}]}
     if provider == "openai":
-        return {"model": "gpt-4o", "messages": [{"role": "system", "content": stamp + POLICY},
+        return {"model": "gpt-5.4", "messages": [{"role": "system", "content": stamp + POLICY},
                                                  {"role": "user", "content": question}]}
     # Gemini 3.x Flash caches nothing under 4,096 tokens (G1): a longer policy (~4,800 tokens).
     return {"systemInstruction": {"parts": [{"text": stamp + POLICY * 4}]},
             "contents": [{"role": "user", "parts": [{"text": question}]}]}
 
 
-MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4o", "gemini": "gemini-3.5-flash"}
+MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5.4", "gemini": "gemini-3.5-flash"}
 
 
 def cost_of(provider: str, bodies: list[dict]) -> tuple:

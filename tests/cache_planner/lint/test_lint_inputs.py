@@ -54,7 +54,7 @@ def test_provider_detection():
     assert detect_provider({"model": "claude-haiku-4-5", "messages": []}, cfg) == "anthropic"
     assert detect_provider({"model": "anthropic/claude-x", "messages": []}, cfg) == "anthropic"
     assert detect_provider({"model": "x", "system": "s", "messages": []}, cfg) == "anthropic"
-    assert detect_provider({"model": "gpt-4o", "messages": []}, cfg) == "openai"
+    assert detect_provider({"model": "gpt-5.4", "messages": []}, cfg) == "openai"
     assert detect_provider({"model": "m", "messages": [{"role": "developer", "content": "d"}]}, cfg) == "openai"
 
 
@@ -62,7 +62,7 @@ def test_traces_and_raw_request_logs_are_read_per_line():
     trace = read_subjects(FIXTURES / "pg010/fail.jsonl", "t.jsonl", LintConfig(), named=True)
     assert len(trace) == 4 and all(isinstance(r, Request) and r.record.route == "chat" for r in trace)
     (raw,) = read_subjects(FIXTURES / "inputs/raw_log.jsonl", "raw.jsonl", LintConfig(), named=True)
-    assert raw.provider == "openai" and raw.body_path == ("request",) and raw.model.id == "gpt-4o"
+    assert raw.provider == "openai" and raw.body_path == ("request",) and raw.model.id == "gpt-5.4"
     loc = raw.where(0, 0)
     assert loc.line == 1 and raw.source.text[loc.col - 1:].startswith("Now: 2026-11-20")
 

@@ -14,13 +14,13 @@ POLICY = "You are the support agent for Acme. Answer in two sentences or fewer.\
 
 
 def _body(i: int) -> dict:
-    return {"model": "gpt-4o", "instructions": f"Current time: 2026-11-20T10:{i:02d}:00Z\n{POLICY}",
+    return {"model": "gpt-5.4", "instructions": f"Current time: 2026-11-20T10:{i:02d}:00Z\n{POLICY}",
             "input": [{"role": "user", "content": f"Question {i}: where is my order?"}]}
 
 
 def test_a_responses_trace_is_linted_and_the_finding_points_at_instructions(tmp_path):
     path = tmp_path / "trace.jsonl"
-    path.write_text("\n".join(json.dumps({"t": i * 30, "provider": "openai", "model": "gpt-4o", "body": _body(i)})
+    path.write_text("\n".join(json.dumps({"t": i * 30, "provider": "openai", "model": "gpt-5.4", "body": _body(i)})
                               for i in range(4)) + "\n")
     report = lint(path)
     assert "PG001" in rules_of(report) and "PG000" not in rules_of(report)
