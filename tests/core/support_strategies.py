@@ -52,7 +52,7 @@ oa_message = st.one_of(
 ).flatmap(lambda m: _with_unknown(st.just(m)))
 oa_tool = text.map(lambda t: {"type": "function", "function": {"name": "f", "description": t, "parameters": {"type": "object"}}})
 openai_body = st.fixed_dictionaries(
-    {"model": st.sampled_from(["gpt-4o", "gpt-5.6-sol"]), "messages": st.lists(oa_message, min_size=1, max_size=5)},
+    {"model": st.sampled_from(["gpt-5.4", "gpt-5.6-sol"]), "messages": st.lists(oa_message, min_size=1, max_size=5)},
     optional={"tools": st.lists(oa_tool, max_size=3), "stream": st.booleans(), "temperature": st.floats(0, 2),
               "response_format": st.just({"type": "json_schema", "json_schema": {"name": "o", "schema": {"type": "object"}}}),
               "prompt_cache_key": text, "max_completion_tokens": st.integers(1, 1000), "user": text},

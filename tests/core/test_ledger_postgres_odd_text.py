@@ -20,7 +20,7 @@ def test_nul_and_odd_text_copy_and_do_not_block_later_records(tmp_path, postgres
     ledger = Ledger(path)
     now = time.time()
     records = [
-        LedgerRecord(id="nul", ts=now, route="r\x00oute", model="gpt-4o\x00", error="bad\x00", explanation=["a\x00b"],
+        LedgerRecord(id="nul", ts=now, route="r\x00oute", model="gpt-5.4\x00", error="bad\x00", explanation=["a\x00b"],
                      cost_usd="0.000002"),
         LedgerRecord(id="long", ts=now, route="r", explanation=["x" * 1_000_000], cost_usd="0.000003"),
         LedgerRecord(id="astral", ts=now, route="r\U0001F600", model="\U0001D52A", explanation=["\U0001F600"],
@@ -43,7 +43,7 @@ def test_nul_and_odd_text_copy_and_do_not_block_later_records(tmp_path, postgres
         requests, spend = conn.execute("SELECT sum(requests), sum(spend_pico) FROM prefixgate_rollups "
                                        "WHERE res = 3600 AND dim = ''").fetchone()
     assert sorted(rows) == sorted(local)
-    assert rows["nul"][:3] == ("r\ufffdoute", "gpt-4o\ufffd", "bad\ufffd")
+    assert rows["nul"][:3] == ("r\ufffdoute", "gpt-5.4\ufffd", "bad\ufffd")
     assert '"a\\u0000b"' in rows["nul"][3]                      # JSON columns keep it, escaped
     assert len(rows["long"][3]) > 1_000_000
     assert rows["astral"][:2] == ("r\U0001F600", "\U0001D52A") and json.loads(rows["astral"][3]) == ["\U0001F600"]

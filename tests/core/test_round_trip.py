@@ -74,7 +74,7 @@ def test_anthropic_string_system_becomes_blocks_when_marked():
 
 
 def test_edited_text_is_encoded_in_every_dialect():
-    conv = oa.parse_request({"model": "gpt-4o", "messages": [{"role": "system", "content": "It is 10:00. Be nice."}]})
+    conv = oa.parse_request({"model": "gpt-5.4", "messages": [{"role": "system", "content": "It is 10:00. Be nice."}]})
     conv.segments[0].blocks[0].set_text("Be nice.")
     assert oa.encode_request(conv)["messages"][0]["content"] == "Be nice."
     conv = ge.parse_request({"contents": [{"role": "user", "parts": [{"text": "a"}, {"text": "b"}]}]})

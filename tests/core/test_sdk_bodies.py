@@ -79,7 +79,7 @@ def test_anthropic_sdk_reads_our_usage():
 
 
 def openai_calls(client) -> None:
-    client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}])
+    client.chat.completions.create(model="gpt-5.4-mini", messages=[{"role": "user", "content": "Hi"}])
     client.chat.completions.create(
         model="gpt-5.1", temperature=0.3, max_completion_tokens=100, user="u-1", seed=7,
         prompt_cache_key="route-a", tools=TOOLS_OA, tool_choice="auto", parallel_tool_calls=False,
@@ -97,7 +97,7 @@ def openai_calls(client) -> None:
         prompt_cache_options={"mode": "implicit", "ttl": "30m"},
         extra_body={"some_future_field": True},
     )
-    stream = client.chat.completions.create(model="gpt-4.1", stream=True, stream_options={"include_usage": True},
+    stream = client.chat.completions.create(model="gpt-5.4", stream=True, stream_options={"include_usage": True},
                                             messages=[{"role": "system", "content": LONG_SYSTEM},
                                                       {"role": "user", "content": "stream please"}])
     chunks = list(stream)
@@ -117,7 +117,7 @@ def test_openai_sdk_bodies_round_trip():
 
 def test_openai_sdk_reads_our_usage():
     cap = Capture(usage=USAGE.__class__(uncached_input=300, cache_read=1024, output=9))
-    resp = openai_client(cap).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Hi"}])
+    resp = openai_client(cap).chat.completions.create(model="gpt-5.4", messages=[{"role": "user", "content": "Hi"}])
     assert resp.usage.prompt_tokens == 1324
     assert resp.usage.prompt_tokens_details.cached_tokens == 1024
     assert oa.parse_usage(resp.usage.model_dump()) == cap.usage

@@ -17,7 +17,7 @@ from prefixgate.usage import Usage
 # Per format: a model request path, a request body in the format, and the model that path names.
 SAMPLES: dict[str, tuple[str, dict]] = {
     "openai": ("/v1/chat/completions", {
-        "model": "gpt-4o", "messages": [{"role": "system", "content": "Be brief."},
+        "model": "gpt-5.4", "messages": [{"role": "system", "content": "Be brief."},
                                         {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
         "temperature": 0.2}),
     "anthropic": ("/v1/messages", {
