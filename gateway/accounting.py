@@ -112,11 +112,13 @@ class Accounting:
         """The record of a request whose caller hung up before a non-streamed answer: the upstream may have
         worked (and billed) until it saw the hang-up, so it carries the admission estimate as its usage."""
         prep = call.prepared
-        usage = None
-        if prep is not None:        # it reached an upstream
-            usage = call.estimate if call.estimate != Usage() else estimated_usage(call.conv, call.raw)
-            call.notes.append("usage estimated: the caller hung up before the answer (prompt + max output tokens)")
+        usage = self.estimated(call, "the caller hung up before the answer") if prep is not None else None
         return self.record(call, prep, usage, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
+
+    def estimated(self, call: Call, why: str) -> Usage:
+        """The usage of an answer the upstream worked on but never reported: admission's estimate, noted as such."""
+        call.notes.append(f"usage estimated: {why} (prompt + max output tokens)")
+        return call.estimate if call.estimate != Usage() else estimated_usage(call.conv, call.raw)
 
     def stored(self, call: Call, prep: Prepared, response_id: str | None) -> None:
         """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's."""

@@ -297,6 +297,9 @@ class Proxy:
                         return self.complete(call, prep, resp, sent)
                 condition = retry_condition(failure.status, failure.timed_out, failure.connect_failed)
                 self.metrics.attempts.labels(prep.upstream.name, condition or str(failure.status)).inc()
+                if failure.answered:    # a 2xx whose body broke: that upstream's answer, billed, never sent twice
+                    return self.fail(call, failure.request_error(), prep,
+                                     self.accounts.estimated(call, "the answer broke off after the upstream's 2xx"))
                 if condition is None or condition not in retry.on:
                     return self.fail(call, failure.request_error(), prep)
                 call.notes.append(f"attempt {call.attempts} on {prep.upstream.name}: {condition}")
@@ -497,8 +500,8 @@ class Proxy:
         return Response(content, 200, headers, media_type="application/json",
                         background=BackgroundTask(self.accounts.finish, call, rec))
 
-    def fail(self, call: Call, err: RequestError, prep: Prepared | None) -> Response:
-        rec = self.accounts.record(call, prep, None, err.status, ttft_s=None, upstream_s=0.0, error=err.message)
+    def fail(self, call: Call, err: RequestError, prep: Prepared | None, usage: Usage | None = None) -> Response:
+        rec = self.accounts.record(call, prep, usage, err.status, ttft_s=None, upstream_s=0.0, error=err.message)
         headers = {"x-prefixgate-request-id": call.id}
         if call.response_cache is not None:
             headers[HEADER] = call.response_cache.state

@@ -54,11 +54,14 @@ _KIND_BY_STATUS = {400: "invalid_request", 401: "authentication", 403: "permissi
 
 class UpstreamFailure(Exception):
     def __init__(self, upstream: str, status: int | None, message: str, *, timed_out: bool = False,
-                 connect_failed: bool = False, retry_after: float | None = None, param: str | None = None) -> None:
+                 connect_failed: bool = False, retry_after: float | None = None, param: str | None = None,
+                 answered: bool = False) -> None:
         super().__init__(message)
         self.upstream, self.status, self.message = upstream, status, message
         self.timed_out, self.connect_failed, self.retry_after = timed_out, connect_failed, retry_after
         self.param = param      # the request field the upstream's error names (OpenAI's `param`)
+        # The upstream answered 2xx before it broke: it did the work (and billed it), so it is never sent again.
+        self.answered = answered
 
     def request_error(self) -> RequestError:
         """The failure as the caller will see it, in its own dialect's error shape."""
@@ -236,9 +239,9 @@ class UpstreamClient:
         try:
             data = await resp.read()
         except ReadTimeout:
-            raise UpstreamFailure(name, None, "timed out reading the response", timed_out=True) from None
+            raise UpstreamFailure(name, None, "timed out reading the response", timed_out=True, answered=True) from None
         except Broken as e:
-            raise UpstreamFailure(name, 502, f"response cut off ({e})") from None
+            raise UpstreamFailure(name, 502, f"response cut off ({e})", answered=True) from None
         return UpstreamResponse(resp.status, headers_out, data, None, _nothing)
 
     async def _open(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],

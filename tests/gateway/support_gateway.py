@@ -106,7 +106,10 @@ class FakeUpstream:
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             return self._stream(oa.stream_events(body["model"], CHUNKS, self.usage, include_usage=include), fault,
                                 oa.error_event)
-        return JSONResponse(oa.build_response(body["model"], "".join(CHUNKS), self.usage), headers={"x-request-id": "req_up"})
+        answer = oa.build_response(body["model"], "".join(CHUNKS), self.usage)
+        if fault == "drop":     # a whole answer whose 200 went out and whose body breaks half-way
+            return self._cut(json.dumps(answer).encode())
+        return JSONResponse(answer, headers={"x-request-id": "req_up"})
 
     async def _anthropic(self, request: Request) -> Response:
         body, fault = await self._take(request, "anthropic")
@@ -136,6 +139,12 @@ class FakeUpstream:
         if request.method == "POST":
             return JSONResponse({"name": "cachedContents/abc", "model": body.get("model")})
         return JSONResponse({"cachedContents": []})
+
+    def _cut(self, whole: bytes) -> StreamingResponse:
+        async def gen():
+            yield whole[:len(whole) // 2]
+            raise ConnectionResetError("injected drop")
+        return StreamingResponse(gen(), media_type="application/json")
 
     def _stream(self, events, fault: str | None, error_event) -> StreamingResponse:
         async def gen():

@@ -134,6 +134,21 @@ def test_dropped_stream_is_reported_not_retried(stack, up):
     assert rec["status"] == 502 and "stream" in rec["error"]
 
 
+def test_a_whole_answer_cut_after_its_200_is_reported_and_billed_not_retried(stack, up):
+    """The upstream answered 200 (it generated, and billed, the answer) and its body broke half-way: sent again,
+    a second answer is billed and the first is in no ledger row."""
+    _, gw, settings = stack
+    up.fail("drop")
+    with pytest.raises(openai.APIStatusError) as exc:
+        client(gw).chat.completions.create(model="chain", messages=MSG, max_tokens=50)
+    assert exc.value.status_code == 502 and "cut off" in exc.value.message
+    assert len(up.received) == 1
+    rec = record(settings, exc.value.response.headers["x-prefixgate-request-id"])
+    assert rec["status"] == 502 and rec["attempts"] == 1
+    assert rec["output"] == 50 and rec["cost_usd"] is not None    # the output it may have run to, flagged estimated
+    assert any(line.startswith("usage estimated") for line in rec["explanation"])
+
+
 def test_dropped_anthropic_stream_raises_in_the_sdk(stack, up):
     _, gw, _ = stack
     up.fail("drop")
