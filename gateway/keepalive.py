@@ -572,19 +572,19 @@ class KeepAlive:
         """The upgrade went out: the session's cache is now its prefix through the answer, living the upgrade's
         TTL; later refreshes re-read that (the caller's next request still contains the session's anchor)."""
         sent = await asyncio.to_thread(json.loads, session.upgrade)
-        refresh = await asyncio.to_thread(refresh_body, session.planner, sent, session.model, session.ttl_s,
-                                          self.proxy.catalog)
-        body = await asyncio.to_thread(compact_bytes, refresh.body) if refresh is not None else b""
         if self.sessions.get(session.slot) is not session:
             return
-        self.body_bytes += len(body) - len(session.body) - len(session.upgrade)
-        session.body, session.upgrade, session.upgrading, session.upgraded = body, b"", False, True
+        self.body_bytes -= len(session.upgrade)
+        session.upgrade, session.upgrading, session.upgraded = b"", False, True
         session.ttl, session.cached_tokens = session.upgrade_ttl, usage.cache_read + usage.cache_write
         await asyncio.to_thread(self._hold, session, sent)
+        # Built as any refresh: without a pre-warm where the route's upstream refused one.
+        refresh = await asyncio.to_thread(refresh_body, session.planner, sent, session.model, session.ttl_s,
+                                          self.proxy.catalog, session.gap_route not in self.no_prewarm)
         if refresh is None:
             self._stop(session, "no refresh", count=False)
             return
-        session.expected_usd = refresh_cost(refresh, session.price, session.cached_tokens)
+        await self._use(session, refresh)
 
     def _hold(self, session: Session, sent: dict) -> None:
         """Tell the planner of the upgrade's entry (the prefix through the answer, living the upgrade's TTL): the

@@ -6,19 +6,23 @@ mock is `test_keepalive_live.test_gateways_sharing_redis_share_the_caps`.)"""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from decimal import Decimal
 from types import SimpleNamespace
 
 import pytest
 
-from prefixgate.cache_planner.keepalive import Refresh
+from prefixgate.cache_planner.keepalive import Refresh, upgrade_body
+from prefixgate.compact_json import compact_bytes
 from prefixgate.cost import Price
 from prefixgate.gateway.keepalive import KeepAlive, RouteFlags
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.policies.keepalive import KeepAlivePolicy
+from prefixgate.providers.rules import load_catalog
+from prefixgate.usage import Usage
 
 # Sonnet 5.5's cache read is $0.10/MTok: a refresh reading 7,900 tokens costs $0.00079; the key's cap of $0.001 a
 # day has room for one and not two.
@@ -218,3 +222,50 @@ def test_a_reservation_cancelled_between_its_caps_gives_back_what_it_added(redis
         return await real(caps[0].counter, 0, caps[0].ttl)
 
     assert asyncio.run(run()) == 0
+
+
+def upgraded_session(keepalive: KeepAlive) -> SimpleNamespace:
+    """A conversation's session whose upgrade (a real Anthropic one: the prefix, the answer marked 1h, a filler turn)
+    is out, on a tenant/route whose upstream has refused a pre-warm."""
+    asked = {"model": "claude-sonnet-5-5", "max_tokens": 50, "system": "You review contracts.",
+             "messages": [{"role": "user", "content": [{"type": "text", "text": "Review section 1. " * 200,
+                                                        "cache_control": {"type": "ephemeral"}}]}]}
+    upgrade = upgrade_body("anthropic", asked, [{"type": "text", "text": "Section 1 is fine."}], "1h")
+    assert upgrade is not None
+    session = held_session(keepalive, upgrade=compact_bytes(upgrade.body), upgrading=True, upgraded=False,
+                           planner="anthropic", model="claude-sonnet-5-5", ttl="5m", upgrade_ttl="1h", planner_route="",
+                           gap_route="tenant:t/chat", route=SimpleNamespace(name="chat", keepalive=POLICY))
+    session.ttl_s = 300.0
+    keepalive.body_bytes += len(session.upgrade)        # as `_plan` counts a planned upgrade
+    keepalive.no_prewarm.add("tenant:t/chat", "chat")
+    return session
+
+
+def test_after_an_upgrade_a_route_that_refused_pre_warm_is_refreshed_with_one_token() -> None:
+    """A route whose upstream refused a pre-warm is kept with the least output from then on (one token: `max_tokens:
+    1`, docs/gateway.md's keep-alive section), the refresh that follows an upgrade included; and the session's `prewarm` says what its body
+    is, so a refusal of that body falls back instead of stopping the session as failed."""
+    keepalive = stub_keepalive()
+    keepalive.proxy.catalog = load_catalog()
+    session = upgraded_session(keepalive)
+    asyncio.run(keepalive._upgraded(session, Usage(cache_read=1200, cache_writes={"1h": 10})))  # type: ignore[arg-type]
+    refresh = json.loads(session.body)
+    assert refresh["max_tokens"] == 1 and session.prewarm is False
+    assert session.upgraded and session.ttl == "1h" and session.cached_tokens == 1210
+    assert bytes_held(keepalive) == (len(session.body), len(session.body))
+
+
+def test_a_session_continued_while_its_upgrade_is_taken_in_leaves_the_byte_count_true(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As for a refresh (above): the refresh that follows an upgrade, built for a session a request continued
+    meanwhile, is not counted against the bound."""
+    keepalive = stub_keepalive()
+    keepalive.proxy.catalog = load_catalog()
+    session = upgraded_session(keepalive)
+
+    def compact_while_a_request_continues(body: dict) -> bytes:
+        keepalive._drop(session)  # type: ignore[arg-type]  # the caller's next request arrived meanwhile
+        return b"y" * 400
+
+    monkeypatch.setattr("prefixgate.gateway.keepalive.compact_bytes", compact_while_a_request_continues)
+    asyncio.run(keepalive._upgraded(session, Usage(cache_read=1200)))  # type: ignore[arg-type]
+    assert bytes_held(keepalive) == (0, 0)
