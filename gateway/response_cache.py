@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -165,6 +165,7 @@ class Answer:
         self.native: bytes | None = None
         self.reply: Reply | None = None
         self.native_finish: str | None = None
+        self.id: str | None = None                 # a stream's answer id, where its format names one (`Delta`)
         self.source: WireFormat | None = None       # the format the upstream answered in
 
     def whole(self, reply: Reply, native: bytes, source: WireFormat) -> None:
@@ -181,6 +182,7 @@ class Answer:
                 self.calls[d[1]][2] += d[2]
             elif d[0] == "finish":
                 self.finish, self.native_finish = d[1], d[2] if len(d) > 2 else None
+                self.id = d[3] if len(d) > 3 else None
 
     def result(self) -> Reply | None:
         """The answer, neutral; None for a stream that never said how it finished."""
@@ -189,7 +191,7 @@ class Answer:
         if self.finish is None:
             return None
         calls = [ToolCall(i, n, json_or_raw(a)) for i, n, a in self.calls.values()]
-        return Reply("".join(self.text), self.usage or Usage(), self.finish, calls, native_finish=self.native_finish)
+        return Reply("".join(self.text), self.usage or Usage(), self.finish, calls, self.id, self.native_finish)
 
 
 @dataclass
@@ -300,7 +302,7 @@ class ResponseCache:
         background = BackgroundTask(accounts.finish, call, rec)
         if not call.conv.stream:
             body = entry.native.encode() if entry.native is not None else \
-                compact_bytes(call.wire.write_reply(entry.reply, model))
+                compact_bytes(call.wire.write_kept_reply(entry.reply, model))
             return Response(body, 200, headers, media_type="application/json", background=background)
         events = replay_stream(call.wire, entry.reply, model, call.include_usage)
         if call.json_array:
@@ -343,6 +345,8 @@ class ResponseCache:
             refused: str | None = "fallback target"     # the key names the first target's model
         else:
             refused = refusal(reply, found.answer.source, found.policy)
+        if reply is not None and found.answer.source is not call.wire:
+            reply = replace(reply, id=None)     # another format's id: a replay in the caller's names a fresh one
         store = self._store(route, found.policy)
         try:
             if refused is None:
@@ -381,6 +385,8 @@ def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCach
 def replay_stream(wire: WireFormat, reply: Reply, model: str, include_usage: bool = True) -> bytes:
     """`reply` as `wire`'s stream events, through the format's own stream writer."""
     writer = wire.stream_writer(model, include_usage)
+    if reply.id:
+        writer.keep_id(reply.id)
     deltas: list[Delta] = [("text", reply.text)] if reply.text else []
     for i, c in enumerate(reply.tool_calls):
         deltas += [("call", i, c.id, c.name), ("args", i, json.dumps(c.args))]

@@ -223,7 +223,7 @@ def read_deltas(data: dict) -> list[Delta]:
         interaction = data.get("interaction") or {}
         calls = any(s.get("type") == "function_call" for s in interaction.get("steps") or [])
         status = interaction.get("status", "")
-        return [("finish", "tool_calls" if calls else FINISH_FROM.get(status, "stop"), status)]
+        return [("finish", "tool_calls" if calls else FINISH_FROM.get(status, "stop"), status, interaction.get("id"))]
     return []
 
 
@@ -240,6 +240,9 @@ class InteractionWriter(StreamWriter):
         self._open: int | None = None          # the index of the step being streamed
         self._args: dict[int, str] = {}        # a call step's index -> its arguments so far
         self._calls: dict[Any, int] = {}       # the source's call index -> our step index
+
+    def keep_id(self, answer_id: str) -> None:
+        self.id = answer_id
 
     def _event(self, data: dict) -> bytes:
         self.seq += 1

@@ -103,7 +103,8 @@ class Reply:
 
 
 # One step of a streamed answer: ("text", str) | ("call", index, id, name) | ("args", index, str)
-# | ("finish", reason, native reason): the native reason is the format's own word (None where it has none)
+# | ("finish", reason, native reason[, answer id]): the native reason is the format's own word (None where it has
+# none); the id, where a later request reaches the answer by it (a stored Responses response, an interaction)
 Delta = tuple
 
 
@@ -128,6 +129,10 @@ class StreamWriter:
                 out.append(self._start())
             out.append(self._delta(d))
         return b"".join(out)
+
+    def keep_id(self, answer_id: str) -> None:
+        """Stream the answer under `answer_id` (the response cache's replay of a stored answer) where a later
+        request reaches an answer by its id; other formats' answers keep the fresh id they have."""
 
     def finish(self, usage: Usage | None) -> bytes:
         head = b""

@@ -203,7 +203,7 @@ def read_deltas(event: dict) -> list[Delta]:
         return [("args", event.get("output_index", 0), event.get("delta", ""))]
     if kind in TERMINAL_EVENTS:
         response = event.get("response") or {}
-        return [("finish", finish_reason(response), response.get("status"))]
+        return [("finish", finish_reason(response), response.get("status"), response.get("id"))]
     return []
 
 
@@ -221,6 +221,9 @@ class ResponsesStreamWriter(StreamWriter):
         self.seq = 0
         self._text: list[str] | None = None        # the open message item's text pieces
         self._calls: dict[Any, int] = {}            # the source's call index -> our output index
+
+    def keep_id(self, answer_id: str) -> None:
+        self.response = {**self.response, "id": answer_id}
 
     def _event(self, kind: str, **fields: Any) -> bytes:
         data = {"type": kind, "sequence_number": self.seq, **fields}

@@ -165,6 +165,13 @@ class WireFormat:
     def write_reply(self, reply: Reply, model: str) -> dict:
         raise NotImplementedError
 
+    def write_kept_reply(self, reply: Reply, model: str) -> dict:
+        """`write_reply` for the response cache's replay of a stored answer: under `reply.id` where a later
+        request reaches an answer by its id (`stored_id`: a Responses response, an interaction, both named by
+        their top-level `id`); elsewhere the fresh id `write_reply` gives."""
+        body = self.write_reply(reply, model)
+        return {**body, "id": reply.id} if reply.id and self.stored_id(body) else body
+
     def read_deltas(self, event: dict) -> list:
         raise NotImplementedError
 

@@ -244,3 +244,24 @@ def test_routes_without_the_cache_say_nothing_and_never_serve(tmp_path):
     with cache_stack(tmp_path, policy()) as (up, gw, _):
         client = oa(gw)
         assert chat(client)[1] is None and chat(client)[1] is None and len(up.posts) == 2
+
+
+def test_a_replayed_stored_response_keeps_the_id_a_follow_up_names(tmp_path):
+    # A Responses answer the upstream stored (store defaults to true) is reached again by its id: a replay, whole
+    # or streamed, must name that id, or the caller's next turn (previous_response_id) and retrieve get a 404.
+    with cache_stack(tmp_path, policy(gpt=ON)) as (up, gw, _):
+        client = oa(gw)
+        ask = dict(model="gpt-5.5", input="What does a prefix cache keep?")
+        first = client.responses.create(**ask)
+        with client.responses.stream(**ask) as stream:
+            replayed = stream.get_final_response()
+        assert len(up.posts) == 1 and replayed.id == first.id
+        follow = client.responses.create(model="gpt-5.5", input="And then?", previous_response_id=replayed.id)
+        assert follow.previous_response_id == first.id
+        # Streamed first: the whole replay names the streamed answer's id, which the upstream keeps.
+        ask = dict(model="gpt-5.5", input="What does a response cache keep?")
+        with client.responses.stream(**ask) as stream:
+            streamed = stream.get_final_response()
+        raw = client.responses.with_raw_response.create(**ask)
+        assert raw.headers[CACHE] == "hit" and raw.parse().id == streamed.id
+        assert client.responses.retrieve(streamed.id).output_text == streamed.output_text

@@ -186,3 +186,18 @@ def test_only_an_answer_that_ended_by_itself_is_replayable(name, native, replaya
     answer = Answer()
     answer.feed([("text", "An answer."), ("finish", reply.finish, native)], wire)
     assert (refusal(answer.result(), wire, ResponseCachePolicy("on")) is None) == replayable
+
+
+@pytest.mark.parametrize("name", ["responses", "interactions"])
+def test_a_stored_answer_is_replayed_under_its_own_id(name):
+    # A Responses response or an interaction is reached again by its id (previous_response_id, GET): a replay,
+    # whole or streamed, must name the stored one, never a fresh id that exists nowhere upstream.
+    wire = wire_format(name)
+    reply = Reply("Stored answer.", Usage(7, 0, {}, 3), "stop", [], "stored-answer-1")
+    assert wire.stored_id(wire.write_kept_reply(reply, "m")) == "stored-answer-1"
+    answer = Answer()
+    for event in wire.framing.split(bytearray(), replay_stream(wire, reply, "m")):
+        parsed = wire.framing.payload(event)
+        if parsed is not None:
+            answer.feed(wire.read_deltas(parsed), wire)
+    assert answer.result().id == "stored-answer-1"
