@@ -6,9 +6,9 @@ docs/response-cache.md.
   headers, and every field of the parsed request (segments through their content hashes, cache markers aside,
   and every other body field but `stream` / `stream_options`). A streamed request and its whole twin share an
   entry. The key is a SHA-256: it names no tenant and holds no prompt.
-- Stored: only a 2xx answer that ended naturally (neutral finish `stop`; `tool_calls` too when the route allows
-  it), from the route's first target, fully received. Errors, truncation, content filtering, fallbacks, broken
-  or abandoned streams never are.
+- Stored: only a 2xx answer with text or tool calls that ended naturally (neutral finish `stop`; `tool_calls`
+  too when the route allows it), from the route's first target, fully received. Errors, truncation, content
+  filtering, refusals, fallbacks, broken or abandoned streams never are.
 - Replayed: in the caller's format, whole (the exact body stored) or as a stream (through the format's
   `stream_writer`), reporting the usage the stored answer reported.
 - Shadow mode looks up and stores but never serves: a would-be hit is counted, and for a request at
@@ -370,7 +370,8 @@ class ResponseCache:
 
 def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCachePolicy) -> str | None:
     """Why an answer (in `source`'s format) must not be replayed, or None: it must have ended by itself, by the
-    format's own finish reason (the neutral one reads some that did not, such as a pause, as a stop)."""
+    format's own finish reason (the neutral one reads some that did not, such as a pause, as a stop), and say
+    something: text or a tool call."""
     if reply is None or source is None:
         return "unfinished"
     if (reply.finish == "tool_calls" or reply.tool_calls) and not policy.tool_calls:
@@ -379,6 +380,8 @@ def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCach
         return reply.finish             # length, content_filter
     if reply.native_finish not in source.natural_finishes:
         return "not a natural finish"       # a metric label: the upstream's own word stays out of it
+    if not reply.text and not reply.tool_calls:
+        return "empty"      # OpenAI's refusals finish normally, their words in `refusal`, which no replay carries
     return None
 
 

@@ -201,3 +201,35 @@ def test_a_stored_answer_is_replayed_under_its_own_id(name):
         if parsed is not None:
             answer.feed(wire.read_deltas(parsed), wire)
     assert answer.result().id == "stored-answer-1"
+
+
+ON_POLICY = ResponseCachePolicy("on")
+# OpenAI's refusals (Structured Outputs guide): the finish is a normal "stop" / "completed"; the refusal is in
+# `message.refusal` (Chat, streamed as `delta.refusal`) or a `refusal` content part (Responses), never in the text.
+REFUSED_CHAT = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-5.4",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": None,
+                                                     "refusal": "I'm sorry, I cannot assist with that request."},
+                             "logprobs": None, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 12, "completion_tokens": 10, "total_tokens": 22}}
+REFUSED_CHUNKS = [
+    {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [
+        {"index": 0, "delta": {"role": "assistant", "content": None, "refusal": ""}, "finish_reason": None}]},
+    {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [
+        {"index": 0, "delta": {"refusal": "I'm sorry, I cannot assist with that request."}, "finish_reason": None}]},
+    {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+]
+REFUSED_RESPONSE = {"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5.4", "output": [
+    {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+     "content": [{"type": "refusal", "refusal": "I'm sorry, I cannot assist with that request."}]}],
+    "usage": {"input_tokens": 12, "output_tokens": 10, "total_tokens": 22}}
+
+
+def test_a_refusal_under_a_normal_finish_is_never_stored():
+    # Stored, it was replayed as an empty answer to every streamed request (the refusal is no text or tool call).
+    chat, responses = wire_format("openai"), wire_format("responses")
+    assert refusal(chat.read_reply(REFUSED_CHAT), chat, ON_POLICY) == "empty"
+    assert refusal(responses.read_reply(REFUSED_RESPONSE), responses, ON_POLICY) == "empty"
+    answer = Answer()
+    for chunk in REFUSED_CHUNKS:
+        answer.feed(chat.read_deltas(chunk), chat)
+    assert refusal(answer.result(), chat, ON_POLICY) == "empty"
