@@ -50,7 +50,7 @@ async def _stored(request: Request, method: str, version: str, interaction_id: s
     if not await proxy.owners.allows(WIRE.stored_kind, interaction_id, principal(caller.key)):
         # Another tenant's, or never created through this gateway: what Google answers an unknown id.
         raise RequestError(f"Interaction '{interaction_id}' not found.", status=404, kind="not_found")
-    home = proxy.response_homes.home_of(interaction_id)
+    home = await proxy.response_homes.find(interaction_id)
     upstream = proxy.policy.upstreams[home] if home is not None else next(
         (u for u in proxy.policy.upstreams.values() if u.dialect_for(WIRE.name) == WIRE.name), None)
     if upstream is None:

@@ -91,7 +91,7 @@ async def _stored(request: Request, method: str, response_id: str, suffix: str) 
     if not await proxy.owners.allows(WIRE.stored_kind, response_id, principal(caller.key)):
         # Another tenant's, or never created through this gateway: what OpenAI answers an unknown id.
         raise RequestError(f"Response with id '{response_id}' not found.", status=404, kind="not_found")
-    home = proxy.response_homes.home_of(response_id)
+    home = await proxy.response_homes.find(response_id)
     upstream = proxy.policy.upstreams[home] if home is not None else next(
         (u for u in proxy.policy.upstreams.values() if _speaks_responses(u)), None)
     if upstream is None:

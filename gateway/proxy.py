@@ -166,7 +166,7 @@ class Proxy:
         self.planner_state = planner_state or PlannerState(
             store=RedisStore(settings.redis_url) if settings.redis_url else None)
         self.in_flight = InFlight()
-        self.response_homes = ResponseHomes()
+        self.response_homes = ResponseHomes(redis_url=settings.redis_url)   # shared with every replica
         self.kv_index = (KVIndex(policy.upstreams, self.metrics.registry, self.in_flight)
                          if any(u.kv_events for u in policy.upstreams.values()) else None)
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
@@ -189,6 +189,7 @@ class Proxy:
         await self.upstream.aclose()
         await self.counters.close()
         await self.owners.aclose()
+        await self.response_homes.aclose()
         await self.response_cache.close()
         await self.sticky.aclose()
         await self.caches.aclose()
@@ -316,6 +317,8 @@ class Proxy:
         if chained and not await self.owners.allows(call.wire.stored_kind, chained, principal(call.caller.key)):
             raise RequestError(f"Previous {call.wire.stored_kind} with id '{chained}' not found.", status=404,
                                kind="not_found")
+        if chained:
+            await self.response_homes.find(chained)     # created through another replica: its home, for prepare()
 
     async def _send(self, call: Call, prep: Prepared, timeout_s: float) -> UpstreamResponse:
         """One attempt at `prep`'s upstream, with its own client span when the request is traced."""

@@ -1,0 +1,58 @@
+"""Two gateway replicas sharing one real redis-server, in front of mock-providers, with the real OpenAI client: a
+stored response created through one replica is its tenant's on the other (retrieve, continue), another tenant's
+404 on both, and the other replica sends the follow-up to the account that stores it."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import openai
+import pytest
+
+from prefixgate.policies.schema import hash_key
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.support_services import ServerThread
+
+ACME, GLOBEX = "gw-acme-key-0001", "gw-globex-key-0002"
+MODEL = "gpt-5.4-mini"
+
+
+@pytest.fixture
+def replicas(tmp_path, redis_url, monkeypatch):
+    """Replicas a and b; the route balances over two OpenAI accounts (mock-providers keeps each key's
+    responses apart, as OpenAI keeps each organisation's)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-account-one-0001")
+    monkeypatch.setenv("OPENAI_SECOND_KEY", "sk-account-two-0002")
+    with ServerThread(mock_app(MockContext())) as mock, ExitStack() as stack:
+        urls = []
+        for name in ("a", "b"):
+            folder = tmp_path / name
+            folder.mkdir()
+            settings = settings_for(mock.url, folder, redis_url=redis_url)
+            policy = {"upstreams": {"second": {"kind": "openai", "url": mock.url, "api_key_env": "OPENAI_SECOND_KEY"}},
+                      "routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"replicas": ["openai", "second"]}]}],
+                      "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME), "tenant": "acme"},
+                               {"name": "globex-app", "key_sha256": hash_key(GLOBEX), "tenant": "globex"}]}
+            urls.append(stack.enter_context(running_gateway(settings, policy=policy_for(settings, policy))).url)
+        yield urls
+
+
+def _client(url: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(api_key=key, base_url=url + "/v1", max_retries=0)
+
+
+def test_a_stored_response_is_its_tenants_on_every_replica(replicas):
+    a, b = replicas
+    for n in range(6):      # prompts of either account (prefix affinity picks one per prompt)
+        created = _client(a, ACME).responses.create(model=MODEL, input=f"Name prime number {n}.")
+        follow = _client(b, ACME).responses.create(model=MODEL, input="And another?", previous_response_id=created.id)
+        assert follow.previous_response_id == created.id
+        assert _client(b, ACME).responses.retrieve(follow.id).id == follow.id
+        assert _client(a, ACME).responses.retrieve(follow.id).id == follow.id
+        for url in (a, b):
+            with pytest.raises(openai.NotFoundError):
+                _client(url, GLOBEX).responses.retrieve(created.id)
+            with pytest.raises(openai.NotFoundError):
+                _client(url, GLOBEX).responses.create(model=MODEL, input="x", previous_response_id=created.id)
