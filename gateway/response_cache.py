@@ -98,17 +98,26 @@ def request_key(call: Call) -> str:
     return h.hexdigest()
 
 
+# Request fields naming upstream state the request reads and changes: a Responses conversation gains each turn,
+# an Anthropic container keeps what its code wrote. A replay would answer from older state and leave it unchanged.
+STATEFUL = ("conversation", "container")
+LOGPROBS_INCLUDE = "message.output_text.logprobs"      # Responses asks for log probabilities in `include`
+
+
 def uncacheable(conv: Conversation) -> str | None:
     """Why a request's answer cannot be replayed faithfully (several candidates, log probabilities, a background
-    job), or None."""
+    job, upstream state the request changes), or None."""
     params = conv.params
     config = params.get("generationConfig") if isinstance(params.get("generationConfig"), dict) else {}
     if params.get("n") not in (None, 1) or config.get("candidateCount") not in (None, 1):
         return "several candidates asked"
-    if params.get("logprobs") or params.get("top_logprobs") or config.get("responseLogprobs"):
+    include = params.get("include") if isinstance(params.get("include"), list) else []
+    if params.get("logprobs") or params.get("top_logprobs") or config.get("responseLogprobs") or LOGPROBS_INCLUDE in include:
         return "log probabilities asked"
     if params.get("background"):
         return "a background response"
+    if any(params.get(k) is not None for k in STATEFUL):
+        return "server-side state"
     return None
 
 

@@ -14,7 +14,7 @@ from prefixgate.dialects import WIRE_FORMATS, wire_format
 from prefixgate.dialects.neutral import Reply, ToolCall
 from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.proxy import Call
-from prefixgate.gateway.response_cache import Answer, Entry, refusal, replay_stream, request_key
+from prefixgate.gateway.response_cache import Answer, Entry, refusal, replay_stream, request_key, uncacheable
 from prefixgate.gateway.response_store import MemoryStore
 from prefixgate.ledger_rollup import SUMS, contribution
 from prefixgate.policies import CallerKey, Policy, PolicyError, builtin_upstreams
@@ -233,3 +233,19 @@ def test_a_refusal_under_a_normal_finish_is_never_stored():
     for chunk in REFUSED_CHUNKS:
         answer.feed(chat.read_deltas(chunk), chat)
     assert refusal(answer.result(), chat, ON_POLICY) == "empty"
+
+
+def test_requests_on_state_the_request_changes_or_asking_log_probabilities_bypass():
+    responses, claude = wire_format("responses"), wire_format("anthropic")
+    # A Responses conversation gains each turn upstream; a replay would answer from an older conversation and
+    # leave the turn out of it. An Anthropic container keeps the files its code execution wrote.
+    turn = {"model": "gpt-5.4", "input": "And then?", "conversation": "conv_123"}
+    assert uncacheable(responses.parse_request(json.dumps(turn).encode())) == "server-side state"
+    container = {"model": "claude-sonnet-5-5", "max_tokens": 100, "container": "container_011",
+                 "messages": [{"role": "user", "content": "Run it again."}]}
+    assert uncacheable(claude.parse_request(json.dumps(container).encode())) == "server-side state"
+    # Responses asks for log probabilities through `include`; a streamed replay carries none.
+    logprobs = {"model": "gpt-5.4", "input": "Hi", "include": ["message.output_text.logprobs"]}
+    assert uncacheable(responses.parse_request(json.dumps(logprobs).encode())) == "log probabilities asked"
+    plain = {"model": "gpt-5.4", "input": "Hi", "include": ["reasoning.encrypted_content"]}
+    assert uncacheable(responses.parse_request(json.dumps(plain).encode())) is None
