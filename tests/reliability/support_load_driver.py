@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-BODY = {"model": "gpt-4o-mini", "stream": True, "stream_options": {"include_usage": True},
+BODY = {"model": "gpt-5.4-mini", "stream": True, "stream_options": {"include_usage": True},
         "messages": [{"role": "system", "content": "You are a courier's support agent. Be brief. " * 30},
                      {"role": "user", "content": "Where is my parcel?"}]}
 

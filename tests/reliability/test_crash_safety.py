@@ -19,7 +19,7 @@ from tests.reliability.support_upstream import Tap, ask, mock_upstream
 from tests.support_services import wait_until
 
 # Slow streams keep requests in flight at the moment of the kill.
-FAULTS = {"faults": [{"fault": "event_delay=0.01", "model": "gpt-4o"}]}
+FAULTS = {"faults": [{"fault": "event_delay=0.01", "model": "gpt-5.4"}]}
 WORKERS = 32
 # Kill once this many answers have completed (the soak run raises it), after a warm-up request.
 KILL_AFTER = int(os.environ.get("PREFIXGATE_CRASH_KILL_AFTER", "150"))
@@ -28,7 +28,7 @@ KILLS = int(os.environ.get("PREFIXGATE_CRASH_KILLS", "2"))
 
 async def burst(url: str, completed: set[str], stop: asyncio.Event, sent: list[int]) -> None:
     """Requests from WORKERS clients until `stop`; ids of answers received in full go into `completed`."""
-    specs = [("openai", "gpt-4o", True), ("openai", "gpt-4o-mini", False), ("anthropic", "claude-haiku-4-5", True),
+    specs = [("openai", "gpt-5.4", True), ("openai", "gpt-5.4-mini", False), ("anthropic", "claude-haiku-4-5", True),
              ("anthropic", "claude-haiku-4-5", False)]
     async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(10)) as client:
         async def worker(i: int) -> None:
@@ -52,7 +52,7 @@ def kill_during_burst(gw: GatewayProcess) -> tuple[set[str], int]:
 
     async def run() -> int:
         async with httpx.AsyncClient(base_url=gw.url, timeout=10) as client:
-            await ask(client, "openai", "gpt-4o-mini", False)
+            await ask(client, "openai", "gpt-5.4-mini", False)
         stop = asyncio.Event()
         task = asyncio.ensure_future(burst(gw.url, completed, stop, sent))
         # No clock here: the kill waits for the completions however slow the machine (pytest's timeout
@@ -96,7 +96,7 @@ def test_kill_9_loses_no_completed_request(tmp_path):
         # The gateway comes back on the same file and keeps recording.
         with GatewayProcess(up.url, ledger) as gw:
             r = httpx.post(gw.url + "/v1/chat/completions", timeout=60,
-                           json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "after the crash"}]})
+                           json={"model": "gpt-5.4-mini", "messages": [{"role": "user", "content": "after the crash"}]})
             assert r.status_code == 200
             rid = r.headers["x-prefixgate-request-id"]
             wait_until(lambda: rid in {x["id"] for x in read_records(str(ledger))}, 30, "the new request recorded")

@@ -22,8 +22,8 @@ from tests.reliability.support_upstream import ResettingUpstream, Tap, ask, mock
 from tests.support_services import wait_until
 
 FAULTS = {"faults": [
-    {"fault": "status=429;retry_after=0", "model": "gpt-4o-mini", "every": 3},
-    {"fault": "status=500", "model": "gpt-4o", "every": 2},
+    {"fault": "status=429;retry_after=0", "model": "gpt-5.4-mini", "every": 3},
+    {"fault": "status=500", "model": "gpt-5.4", "every": 2},
     {"fault": "status=529", "model": "claude-sonnet-5", "every": 5},
     {"fault": "status=529", "model": "claude-haiku-4-5", "every": 3},
     {"fault": "drop_stream_after=3", "model": "gpt-5.6-luna", "every": 3},
@@ -39,9 +39,9 @@ def policy(reset_url: str) -> dict:
         "upstreams": {"resetting": {"kind": "openai", "url": reset_url}},
         "routes": [
             {"name": "flaky", "models": ["flaky"], "retry": {**RETRY, "attempts": 3},
-             "targets": [{"upstream": "openai", "model": "gpt-4o-mini"}]},
+             "targets": [{"upstream": "openai", "model": "gpt-5.4-mini"}]},
             {"name": "fallback", "models": ["fallback"], "retry": RETRY,
-             "targets": [{"upstream": "openai", "model": "gpt-4o"}, {"upstream": "anthropic", "model": "claude-sonnet-5"}]},
+             "targets": [{"upstream": "openai", "model": "gpt-5.4"}, {"upstream": "anthropic", "model": "claude-sonnet-5"}]},
             {"name": "reset", "models": ["reset"], "retry": {**RETRY, "attempts": 1},
              "targets": [{"upstream": "resetting", "model": "gpt-6-luna"}, {"upstream": "openai", "model": "gpt-6-luna"}]},
             {"name": "dropping", "models": ["dropping"], "retry": RETRY,

@@ -75,7 +75,7 @@ def test_500_concurrent_streams_through_one_worker(tmp_path):
             # Still serving after the load (no wall-clock bound: the timeout is only a generous wait for
             # a shared machine); every stream is in the ledger.
             after = httpx.post(gw.url + "/v1/chat/completions", timeout=60, json={
-                "model": "gpt-4o-mini", "messages": [{"role": "user", "content": "still there?"}]})
+                "model": "gpt-5.4-mini", "messages": [{"role": "user", "content": "still there?"}]})
             assert after.status_code == 200
             rss_after = gw.rss_kib()
             fds_after = len(os.listdir(f"/proc/{gw.proc.pid}/fd"))

@@ -13,9 +13,9 @@ from tests.gateway.support_gateway import ServerThread
 from tests.reliability.support_gateway_process import PROVIDER_KEYS, GatewayProcess
 from tests.reliability.support_upstream import Tap, mock_upstream, nonce, request_for
 
-MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-6", "gemini": "gemini-3.5-flash"}
+MODELS = {"openai": "gpt-5.4-mini", "anthropic": "claude-sonnet-4-6", "gemini": "gemini-3.5-flash"}
 # The mock refuses these with 401 (the error path a key would leak through).
-REFUSED = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5", "gemini": "gemini-3.8-flash"}
+REFUSED = {"openai": "gpt-5.4-nano", "anthropic": "claude-haiku-4-5", "gemini": "gemini-3.8-flash"}
 FAULTS = {"faults": [{"fault": "status=401", "model": model} for model in REFUSED.values()]}
 CALLER_KEY = "caller-key-not-a-secret"
 

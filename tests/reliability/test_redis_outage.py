@@ -79,7 +79,7 @@ def ask(url: str, seconds: float, at_least: int = 10) -> list[httpx.Response]:
     deadline = time.monotonic() + seconds
     with httpx.Client(base_url=url, timeout=30, headers={"authorization": f"Bearer {KEY}"}) as client:
         while time.monotonic() < deadline or len(out) < at_least:
-            out.append(client.post("/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": [
+            out.append(client.post("/v1/chat/completions", json={"model": "gpt-5.4-mini", "messages": [
                 {"role": "system", "content": "You answer questions about parcels. " * 20},
                 {"role": "user", "content": f"Where is parcel {len(out)}?"}]}))
             time.sleep(0.05)
