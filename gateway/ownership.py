@@ -8,7 +8,8 @@ tenant as if the resource did not exist. An id the gateway never saw created bel
 to every keyed caller (fail closed). On an open gateway (no keys) there is one party and nothing is checked.
 
 Kept in the ledger's SQLite file (it survives a restart) and, with `redis_url`, in Redis as well, so every
-replica knows every owner; while Redis is down this replica answers from its own file.
+replica knows every owner; while Redis is down this replica answers from its own file, and the owners it could
+not share then are shared once Redis answers again (the newest `MAX_UNSHARED`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ T = TypeVar("T")
 DEFAULT_TTL_S = 31 * 86400
 _REDIS_ERRORS = (RedisError, OSError)
 PRUNE_EVERY = 1000
+MAX_UNSHARED = 100_000
 
 
 def principal(key: CallerKey | None) -> str | None:
@@ -59,6 +61,7 @@ class Owners:
         self._recorded = 0
         self._redis = None
         self._sharing: set[asyncio.Task] = set()
+        self._unshared: dict[tuple[str, str], tuple[str, float]] = {}   # (kind, id) -> owner, expiry: Redis missed them
         if redis_url:
             import redis.asyncio as aioredis
 
@@ -80,10 +83,25 @@ class Owners:
             task.add_done_callback(self._sharing.discard)
 
     async def _share(self, kind: str, ident: str, owner: str, ttl_s: float) -> None:
+        if not await self._set(kind, ident, owner, self._clock() + ttl_s):
+            return
+        # Redis answers again: the owners it missed (another replica would refuse their ids to their own tenant).
+        while self._unshared:
+            (kind, ident), (owner, expires) = self._unshared.popitem()
+            if expires > self._clock() and not await self._set(kind, ident, owner, expires):
+                return
+
+    async def _set(self, kind: str, ident: str, owner: str, expires: float) -> bool:
+        """Share one owner with the other replicas; False (kept to share later) while Redis is unreachable."""
         try:
-            await self._redis.set(f"{self.REDIS_PREFIX}{kind}:{ident}", owner, ex=max(1, int(ttl_s)))
+            await self._redis.set(f"{self.REDIS_PREFIX}{kind}:{ident}", owner, ex=max(1, int(expires - self._clock())))
+            return True
         except _REDIS_ERRORS:
-            log.warning("redis unreachable: the owner of %s %s is known to this replica only", kind, ident)
+            log.warning("redis unreachable: the owner of %s %s is known to this replica only until it answers", kind, ident)
+            self._unshared[(kind, ident)] = (owner, expires)
+            while len(self._unshared) > MAX_UNSHARED:
+                del self._unshared[next(iter(self._unshared))]
+            return False
 
     async def owner(self, kind: str, ident: str) -> str | None:
         if self._redis is not None:

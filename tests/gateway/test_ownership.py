@@ -2,6 +2,8 @@
 
 import asyncio
 
+import redis
+
 from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.policies.schema import CallerKey
 
@@ -62,6 +64,28 @@ def test_replicas_share_owners_through_redis(tmp_path, redis_url):
         await one.aclose()      # closing waits for the write to Redis, which follows the local one
         assert await two.allows("response", "resp_9", "tenant:a")
         assert not await two.allows("response", "resp_9", "tenant:b")
+        await two.aclose()
+
+    run(both())
+
+
+def test_an_owner_recorded_while_redis_blipped_reaches_the_other_replicas_once_it_answers(tmp_path, redis_url):
+    """A replica that could not share an owner (Redis not answering) used to keep it to itself for the id's
+    lifetime (31 days): the other replicas refused the tenant its own stored response."""
+    r = redis.Redis.from_url(redis_url)
+
+    async def both():
+        one = Owners(str(tmp_path / "one.sqlite"), redis_url)
+        two = Owners(str(tmp_path / "two.sqlite"), redis_url)
+        r.execute_command("CLIENT", "PAUSE", 3000, "WRITE")     # writes wait past the 0.5 s timeout
+        one.record("response", "resp_blip", "tenant:a")
+        await asyncio.sleep(1.0)
+        r.execute_command("CLIENT", "UNPAUSE")
+        one.record("response", "resp_after", "tenant:a")
+        await one.aclose()
+        assert await two.allows("response", "resp_after", "tenant:a")
+        assert await two.allows("response", "resp_blip", "tenant:a")
+        assert not await two.allows("response", "resp_blip", "tenant:b")
         await two.aclose()
 
     run(both())
