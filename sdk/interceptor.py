@@ -133,6 +133,14 @@ def _watch(response: Any, ex: Exchange) -> None:
     headers = response.headers
     encoding = headers.get("content-encoding", "")
     sse = "text/event-stream" in headers.get("content-type", "")
+    built = getattr(response, "_content", None)
+    if built is not None:
+        # A body built in memory (`httpx.MockTransport`, respx: an application's unit tests): httpx read it, decoded,
+        # when the response was made, and the SDK reads it from there, never through the stream. Taken in whole now.
+        watch = _ResponseWatch(response, ex, UsageTap(ex.endpoint.dialect, sse=sse, withhold_usage=ex.withhold_usage and sse))
+        response._content = watch.chunk(built) + watch.flush()
+        watch.end(True, None)
+        return
     tap = UsageTap(ex.endpoint.dialect, sse=sse, encoding=encoding, withhold_usage=ex.withhold_usage and sse)
     if encoding and encoding.lower() != "identity" and tap.readable:
         del headers["content-encoding"]     # the tap passes the body on decoded
