@@ -19,7 +19,7 @@ KEYS = {"OPENAI_API_KEY": "sk-gw-openai-0123456789", "ANTHROPIC_API_KEY": "sk-an
 SYSTEM = "You are a careful assistant for ACME support. " * 60
 ALIASES = {"routes": [
     {"name": "claude-via-openai-sdk", "models": ["smart"], "targets": [{"upstream": "anthropic", "model": "claude-sonnet-5"}]},
-    {"name": "gpt-via-anthropic-sdk", "models": ["fast"], "targets": [{"upstream": "openai", "model": "gpt-4o"}]},
+    {"name": "gpt-via-anthropic-sdk", "models": ["fast"], "targets": [{"upstream": "openai", "model": "gpt-5.4"}]},
     {"name": "gemini-via-openai-sdk", "models": ["flash"], "targets": [{"upstream": "gemini", "model": "gemini-3.5-flash"}]},
     {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
     {"name": "anthropic", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
@@ -63,15 +63,16 @@ def ge_client(gw, version: str = "v1beta") -> genai.Client:
 def test_openai_sdk_sync_sees_cached_tokens_and_headers(stack, up):
     _, gw, _ = stack
     raw = oa_client(gw).chat.completions.with_raw_response.create(
-        model="gpt-4o", messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Hi"}],
+        model="gpt-5.4", messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Hi"}],
         prompt_cache_key="tenant-7")
     resp = raw.parse()
     assert resp.choices[0].message.content == "Hello, world"
     assert resp.usage.prompt_tokens_details.cached_tokens == USAGE.cache_read
     assert raw.headers["x-prefixgate-cache-read-tokens"] == str(USAGE.cache_read)
-    # gpt-4o per MTok: (40 uncached + 64 written, billed as input) x $2.50 + 1920 cached x $1.25 + 5 out x $10.
-    assert raw.headers["x-prefixgate-cost-usd"] == "0.00271"
-    assert float(raw.headers["x-prefixgate-savings-usd"]) == pytest.approx(1920 * 1.25 / 1e6)
+    # gpt-5.4 per MTok (https://developers.openai.com/api/docs/models/gpt-5.4): (40 uncached + 64 written, billed
+    # as input) x $2.50 + 1920 cached x $0.25 + 5 out x $15; a cached token saves $2.50 - $0.25.
+    assert raw.headers["x-prefixgate-cost-usd"] == "0.000815"
+    assert float(raw.headers["x-prefixgate-savings-usd"]) == pytest.approx(1920 * 2.25 / 1e6)
     assert raw.headers["x-prefixgate-plan"].startswith("mode=rewrite")
     sent = up.received[-1]
     assert sent.path == "/v1/chat/completions"
@@ -82,7 +83,7 @@ def test_openai_sdk_sync_sees_cached_tokens_and_headers(stack, up):
 def test_openai_sdk_stream_with_usage(stack, up):
     _, gw, _ = stack
     stream = oa_client(gw).chat.completions.create(
-        model="gpt-4o", messages=[{"role": "user", "content": "Hi"}], stream=True, stream_options={"include_usage": True})
+        model="gpt-5.4", messages=[{"role": "user", "content": "Hi"}], stream=True, stream_options={"include_usage": True})
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "Hello, world"
@@ -92,7 +93,7 @@ def test_openai_sdk_stream_with_usage(stack, up):
 def test_openai_stream_without_usage_request_is_still_billed(stack, up):
     """The gateway always asks upstream for usage; a caller that did not ask does not get the extra chunk."""
     _, gw, settings = stack
-    stream = oa_client(gw).chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}],
+    stream = oa_client(gw).chat.completions.create(model="gpt-5.4-mini", messages=[{"role": "user", "content": "Hi"}],
                                                    stream=True)
     chunks = list(stream)
     assert all(c.usage is None for c in chunks)
@@ -210,9 +211,9 @@ def test_models_list_and_metrics(stack, up):
     _, gw, _ = stack
     ids = [m.id for m in oa_client(gw).models.list()]
     assert {"smart", "fast", "flash"} <= set(ids)
-    oa_client(gw).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Hi"}])
+    oa_client(gw).chat.completions.create(model="gpt-5.4", messages=[{"role": "user", "content": "Hi"}])
     import httpx
 
     text = httpx.get(gw.url + "/metrics").text
-    assert 'prefixgate_tokens_total{kind="cache_read",model="gpt-4o",route="openai",target="openai"}' in text
+    assert 'prefixgate_tokens_total{kind="cache_read",model="gpt-5.4",route="openai",target="openai"}' in text
     assert "prefixgate_cache_hit_ratio" in text and "prefixgate_overhead_seconds_bucket" in text
