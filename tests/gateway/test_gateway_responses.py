@@ -19,7 +19,7 @@ from tests.gateway.support_gateway import running_gateway, settings_for
 from tests.sdk.support_sdk import dated_system
 from tests.support_services import ServerThread, wait_until
 
-MODEL = "gpt-4o"
+MODEL = "gpt-5.4"
 
 
 @pytest.fixture(scope="module")
@@ -153,9 +153,9 @@ def test_completions_and_embeddings_are_forwarded_and_priced(stack):
     assert len(vectors.data) == 2 and len(vectors.data[0].embedding) == 16 and vectors.usage.prompt_tokens == 2
     completion, embedding = _records(settings, before + 2)[-2:]
     assert completion["uncached_input"] == done.usage.prompt_tokens and completion["output"] == done.usage.completion_tokens
-    # gpt-4o's list prices (https://platform.openai.com/docs/pricing): $2.50 input, $10 output per million.
+    # gpt-5.4's list prices (https://developers.openai.com/api/docs/models/gpt-5.4): $2.50 input, $15 output per million.
     assert Decimal(completion["cost_usd"]) == (done.usage.prompt_tokens * Decimal("2.50")
-                                               + done.usage.completion_tokens * Decimal("10")) / 1_000_000
+                                               + done.usage.completion_tokens * Decimal("15")) / 1_000_000
     assert embedding["uncached_input"] == 2 and embedding["status"] == 200
     assert all(r["explanation"][0].endswith("forwarded unplanned") for r in (completion, embedding))
 
