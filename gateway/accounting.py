@@ -110,9 +110,10 @@ class Accounting:
 
     def hung_up(self, call: Call) -> LedgerRecord:
         """The record of a request whose caller hung up before a non-streamed answer: the upstream may have
-        worked (and billed) until it saw the hang-up, so it carries the admission estimate as its usage."""
+        worked (and billed) until it saw the hang-up, so it carries the admission estimate as its usage (none when
+        the hang-up came while no attempt was out: in a backoff after a refusal)."""
         prep = call.prepared
-        usage = self.estimated(call, "the caller hung up before the answer") if prep is not None else None
+        usage = self.estimated(call, "the caller hung up before the answer") if call.upstream_working else None
         return self.record(call, prep, usage, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
 
     def estimated(self, call: Call, why: str) -> Usage:

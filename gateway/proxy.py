@@ -112,6 +112,9 @@ class Call:
     held: Reservation = Reservation()   # what admission reserved against the key's budget
     estimate: Usage = Usage()           # the request's tokens as admission estimated them (prompt + max output)
     prepared: Prepared | None = None    # the target the request went to, once chosen
+    # An attempt is out (or ended in a way the upstream may have worked through: a timeout); False once the latest
+    # was refused (429, 5xx, unreachable): a caller who hangs up in the backoff after a refusal cost nothing upstream.
+    upstream_working: bool = False
     placement: Placement | None = None  # a balanced route's pin, as the request found it (gateway/sticky.py)
     reply: list | None = None           # the answer's text blocks, kept for a keep-alive upgrade (keepalive.upgrades)
 
@@ -286,10 +289,11 @@ class Proxy:
                 call.attempts += 1
                 sent = time.perf_counter()
                 with self.in_flight.hold(prep.upstream.name) as slot:
+                    call.upstream_working = True
                     try:
                         resp = await self._send(call, prep, retry.timeout_s)
                     except UpstreamFailure as f:
-                        failure = f
+                        failure, call.upstream_working = f, f.timed_out or f.answered
                     else:
                         self.metrics.attempts.labels(prep.upstream.name, "ok").inc()
                         if prep.stream:

@@ -29,7 +29,7 @@ from tests.support_services import ServerThread
 
 USAGE = Usage(uncached_input=40, cache_read=1920, cache_writes={"5m": 64}, output=5)
 CHUNKS = ["Hello", ", ", "world"]
-FAULTS = {"429": (429, "rate_limit"), "500": (500, "server"), "503": (503, "overloaded"),
+FAULTS = {"429": (429, "rate_limit"), "429-wait": (429, "rate_limit"), "500": (500, "server"), "503": (503, "overloaded"),
           "529": (529, "overloaded"), "400": (400, "invalid_request"), "401": (401, "authentication")}
 
 
@@ -44,7 +44,7 @@ class Received:
 
 @dataclass
 class FakeUpstream:
-    """Answers like Anthropic, OpenAI and Gemini. Queue faults ("429", "500", "529", "timeout", "drop", "error"
+    """Answers like Anthropic, OpenAI and Gemini. Queue faults ("429", "429-wait" (Retry-After: 2), "500", "529", "timeout", "drop", "error"
     (the provider's error event mid-stream), "hang") with `fail(...)`; each request takes the next one, or answers
     normally when none is left."""
 
@@ -85,7 +85,7 @@ class FakeUpstream:
                 key = request.headers.get("authorization", "") or request.headers.get("x-api-key", "")
                 message = f"Incorrect API key provided: {key.removeprefix('Bearer ')}"
             err = RequestError(message, status=status, kind=kind)
-            headers = {"retry-after": "0"} if fault == "429" else None
+            headers = {"429": {"retry-after": "0"}, "429-wait": {"retry-after": "2"}}.get(fault)
             return body, JSONResponse(error_body(err, dialect), status, headers=headers)
         if fault in ("timeout", "hang"):
             for _ in range(500):

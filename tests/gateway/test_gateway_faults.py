@@ -186,6 +186,22 @@ def test_an_upstream_error_event_reaches_a_same_format_caller_once(stack, up):
     assert rec["status"] == 502 and "Overloaded" in rec["error"]
 
 
+def test_a_caller_who_leaves_in_the_backoff_after_a_429_is_billed_nothing(stack, up):
+    """A 429 is a refusal: nothing ran upstream, so the hang-up's record carries no estimated usage."""
+    _, gw, settings = stack
+    up.fail("429-wait")     # Retry-After: 2, so the gateway waits 2 s before its second attempt
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(gw.url + "/v1/chat/completions", json={"model": "chain", "messages": MSG, "max_tokens": 50},
+                   timeout=httpx.Timeout(5, read=0.5))
+    def left() -> list[dict]:
+        return [r for r in read_records(settings.ledger_path) if r["status"] == 499 and r["route"] == "chain"]
+    wait_until(left, 10, "hang-up record")
+    [rec] = left()
+    assert len(up.received) == 1
+    assert rec["output"] == 0 and rec["uncached_input"] == 0 and rec["cost_usd"] is None
+    assert not any(line.startswith("usage estimated") for line in rec["explanation"])
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_client_disconnect_cancels_the_upstream_call(stack, up, stream):
     _, gw, _ = stack
