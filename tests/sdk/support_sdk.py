@@ -11,7 +11,7 @@ from tests.support_services import ServerThread
 
 POLICY = "Policy: refunds are accepted within 30 days of purchase; shipping is free over $50. " * 60
 ANTHROPIC_MODEL = "claude-sonnet-5"
-OPENAI_MODEL = "gpt-4o"
+OPENAI_MODEL = "gpt-5.4"
 GEMINI_MODEL = "gemini-3.5-flash"
 
 

@@ -18,8 +18,9 @@ from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.sdk.support_sdk import OPENAI_MODEL, dated_system, fresh_key
 from tests.support_services import ServerThread
 
-# gpt-4o's list prices (https://platform.openai.com/docs/pricing): $2.50 input, $1.25 cached input, $10 output.
-INPUT, CACHED, OUTPUT = Decimal("2.50"), Decimal("1.25"), Decimal("10")
+# gpt-5.4's list prices (https://developers.openai.com/api/docs/models/gpt-5.4): $2.50 input, $0.25 cached input,
+# $15 output.
+INPUT, CACHED, OUTPUT = Decimal("2.50"), Decimal("0.25"), Decimal("15")
 
 
 class AlwaysGzip:

@@ -38,9 +38,10 @@ def test_chat_completion_is_planned_priced_and_typed_like_the_sdk(mock_url):
     # OpenAI's prompt_tokens includes cached tokens; the record splits them (the classic double count).
     assert b.usage.input_total == second.usage.prompt_tokens and b.uncached_input < 100
     assert b.output == second.usage.completion_tokens
-    # gpt-4o's list prices (https://platform.openai.com/docs/pricing): $2.50 input, $1.25 cached input, $10 output.
-    assert Decimal(b.cost_usd) == (b.uncached_input * Decimal("2.50") + b.cache_read * Decimal("1.25")
-                                   + b.output * Decimal("10")) / 1_000_000
+    # gpt-5.4's list prices (https://developers.openai.com/api/docs/models/gpt-5.4): $2.50 input, $0.25 cached
+    # input, $15 output.
+    assert Decimal(b.cost_usd) == (b.uncached_input * Decimal("2.50") + b.cache_read * Decimal("0.25")
+                                   + b.output * Decimal("15")) / 1_000_000
 
 
 def test_stream_usage_is_read_but_not_shown_unless_asked(mock_url):
