@@ -311,7 +311,8 @@ class Proxy:
                 if attempt < retry.attempts:
                     await asyncio.sleep(backoff_delay(retry, attempt, failure.retry_after))
         if isinstance(failure, UpstreamFailure):
-            return self.fail(call, failure.request_error(), None)
+            # The last target tried: what was billed before its call failed (an explicit cache it created) is on it.
+            return self.fail(call, failure.request_error(), call.prepared)
         raise failure or RequestError("no target could take this request", status=502, kind="server")
 
     async def check_chain(self, call: Call) -> None:

@@ -1,0 +1,52 @@
+"""An explicit cache the gateway created for a request whose own call then failed: the provider billed the
+cache's tokens and storage, so the request's ledger record carries them whatever became of the answer."""
+
+from __future__ import annotations
+
+import pytest
+from google import genai
+from google.genai import errors, types
+
+from prefixgate.cache_planner import PlannerState
+from prefixgate.gateway.app import create_app
+from prefixgate.ledger import read_records
+from prefixgate.policies import Policy, builtin_upstreams
+from prefixgate.simulation.mock.faults import FaultPlan
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import settings_for
+from tests.gateway.test_gateway_explicit_cache import SYSTEM, long_gap_history
+from tests.support_services import ServerThread, wait_until
+
+MODEL = "gemini-3.5-flash"
+CALLER_KEY = "pg-acme-caller-key-77c1e0d2b9"
+
+
+def test_a_cache_created_for_a_request_whose_call_then_failed_is_billed_on_its_record(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMINI_API_KEY", "AIzaGatewayKey000000000000000")
+    monkeypatch.setenv("KEY_ACME", CALLER_KEY)
+    # Both attempts at generateContent are refused; the cachedContents call before them is not.
+    faults = FaultPlan.from_config({"faults": [{"fault": "status=503", "provider": "gemini", "path": "/v1beta/models/"}]})
+    state = PlannerState()
+    long_gap_history(state, "tenant:acme/warranty")
+    with ServerThread(mock_app(MockContext(faults=faults))) as mock:
+        settings = settings_for(mock.url, tmp_path)
+        policy = Policy.from_dict({
+            "routes": [{"name": "gemini", "models": ["gemini-*"], "retry": {"attempts": 2, "backoff_s": 0.01},
+                        "targets": [{"upstream": "gemini"}]}],
+            "keys": [{"name": "acme", "key_env": "KEY_ACME", "tenant": "acme"}],
+        }, builtin_upstreams(settings))
+        app = create_app(settings, policy=policy, planner_state=state)
+        with ServerThread(app) as gw:
+            client = genai.Client(api_key=CALLER_KEY, http_options=types.HttpOptions(
+                base_url=gw.url, api_version="v1beta", headers={"x-prefixgate-route": "warranty"}))
+            with pytest.raises(errors.ServerError) as exc:
+                client.models.generate_content(model=MODEL, contents="Is my toaster covered?",
+                                               config=types.GenerateContentConfig(system_instruction=SYSTEM))
+            assert exc.value.code == 503
+            assert len(app.state.proxy.caches.entries) == 1         # the cache was created upstream
+            wait_until(lambda: read_records(settings.ledger_path), 10, "the request's record")
+    [rec] = read_records(settings.ledger_path)
+    assert rec["status"] == 503 and rec["target"] == "gemini"
+    assert rec["cache_writes"].get("explicit", 0) > 1000     # the system prompt's tokens, written into the cache
+    assert rec["cost_usd"] is not None and float(rec["cost_usd"]) > 0
