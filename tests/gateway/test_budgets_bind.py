@@ -25,7 +25,7 @@ from tests.support_services import http_ok, start_on_free_port
 pytestmark = pytest.mark.slow
 
 # One caller key per test, each with its own budget, on one gateway: nothing one test spends touches another.
-BUDGETS = {"crowd": {"usd": 0.001, "period": "total"}, "hangup": {"usd": 0.00001, "period": "total"},
+BUDGETS = {"crowd": {"usd": 0.006, "period": "total"}, "hangup": {"usd": 0.00001, "period": "total"},
            "hangup-whole": {"usd": 0.00001, "period": "total"},
            "stream": {"usd": 0.00001, "period": "day"}, "legacy": {"usd": 0.00001, "period": "total"},
            "restart-total": {"usd": 0.00001, "period": "total"}, "restart-day": {"usd": 0.00001, "period": "day"}}
@@ -35,8 +35,8 @@ def auth(name: str) -> dict[str, str]:
     return {"authorization": f"Bearer pg-budget-{name}-0001"}
 
 
-SLOW = "gpt-4o-mini"          # the mock delays its answers (a rule in the faults file below)
-QUICK = "gpt-4o"
+SLOW = "gpt-5.4-mini"          # the mock delays its answers (a rule in the faults file below)
+QUICK = "gpt-5.4"
 PROMPT = "Summarise the shipping manual for a new warehouse clerk, one rule per line. " * 40
 
 
@@ -98,8 +98,9 @@ def ledger(tmp: Path, key: str, n: int) -> list[dict]:
 
 
 def test_twenty_concurrent_requests_against_a_budget_that_fits_one_admit_at_most_two(stack):
-    # Each request reserves its prompt (~3 KB of body) at $0.15/MTok plus max_tokens=1000 at $0.60/MTok
-    # (gpt-4o-mini's published prices): about $0.0007, so a $0.001 budget fits one reservation, not two.
+    # Each request reserves its prompt (~680 tokens) at $0.75/MTok plus max_tokens=1000 at $4.50/MTok
+    # (gpt-5.4-mini's published prices, https://developers.openai.com/api/docs/models/gpt-5.4-mini): about
+    # $0.0050, so a $0.006 budget fits one reservation, not two.
     async def twenty(url: str) -> list[httpx.Response]:
         async with httpx.AsyncClient(timeout=60) as client:
             return await asyncio.gather(*(client.post(url + "/v1/chat/completions", json=chat(SLOW, 1000), headers=auth("crowd"))
@@ -110,7 +111,7 @@ def test_twenty_concurrent_requests_against_a_budget_that_fits_one_admit_at_most
     statuses = sorted(a.status_code for a in answers)
     assert 1 <= statuses.count(200) <= 2 and statuses.count(429) == 20 - statuses.count(200), statuses
     refusal = next(a for a in answers if a.status_code == 429).json()["error"]
-    assert refusal["type"] == "rate_limit_error" and "budget of $0.001 per total" in refusal["message"]
+    assert refusal["type"] == "rate_limit_error" and "budget of $0.006 per total" in refusal["message"]
 
 
 def test_hanging_up_mid_stream_spends_the_budget(stack):
@@ -132,7 +133,7 @@ def test_hanging_up_mid_stream_spends_the_budget(stack):
 
 def test_hanging_up_before_a_whole_answer_spends_the_estimate(stack):
     url, _, tmp = stack
-    with pytest.raises(httpx.ReadTimeout):      # the mock answers gpt-4o-mini after 1.5 s; the caller leaves first
+    with pytest.raises(httpx.ReadTimeout):      # the mock answers gpt-5.4-mini after 1.5 s; the caller leaves first
         httpx.post(url + "/v1/chat/completions", json=chat(SLOW), headers=auth("hangup-whole"),
                    timeout=httpx.Timeout(10, read=0.3))
     [cut] = ledger(tmp, "hangup-whole", 1)
@@ -177,10 +178,10 @@ def test_spend_survives_a_restart_without_redis(stack):
 
 
 def test_an_unpriced_model_is_refused_to_a_budgeted_key(stack):
-    # gpt-4o-2099 has no row in the price table and its route declares no price: a budget cannot bind on it.
+    # gpt-5.4-2099 has no row in the price table and its route declares no price: a budget cannot bind on it.
     url, _, _ = stack
-    answer = httpx.post(url + "/v1/chat/completions", json=chat("gpt-4o-2099"), headers=auth("crowd"), timeout=30)
+    answer = httpx.post(url + "/v1/chat/completions", json=chat("gpt-5.4-2099"), headers=auth("crowd"), timeout=30)
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
-    assert error["param"] == "model" and "'gpt-4o-2099' has no known price" in error["message"]
+    assert error["param"] == "model" and "'gpt-5.4-2099' has no known price" in error["message"]
     assert "price: {input, output}" in error["message"]
