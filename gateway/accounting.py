@@ -21,6 +21,7 @@ from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.pricing import price_for
+from prefixgate.gateway.provider_ids import created_ids
 from prefixgate.gateway.response_cache import ResponseCache
 from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.sticky import Sticky, flip_fields
@@ -126,6 +127,13 @@ class Accounting:
         if response_id:
             self.homes.remember(response_id, prep.upstream.name)
             self.owners.record(prep.wire.stored_kind, response_id, principal(call.caller.key))
+
+    def created(self, call: Call, body: dict) -> None:
+        """What an answer (or one streamed event) created that a later request may name: the caller's tenant's."""
+        owner = principal(call.caller.key)
+        if owner is not None:
+            for kind, ident in created_ids(body):
+                self.owners.record(kind, ident, owner)
 
     async def finish(self, call: Call, rec: LedgerRecord) -> None:
         """After the answer is sent: swap the budget reservation for what the request cost (whatever its

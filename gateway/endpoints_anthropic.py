@@ -11,6 +11,7 @@ from prefixgate.dialects import anthropic
 from prefixgate.gateway.auth import upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.intake import authenticated_body, serve
+from prefixgate.gateway.named_state import check_named
 from prefixgate.gateway.upstream import forwarded_headers, takes_callers_headers
 from prefixgate.tokens import annotate_tokens
 
@@ -34,6 +35,7 @@ async def _count_tokens(request: Request) -> Response:
     proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
     conv = anthropic.parse_request(raw, count_tokens=True)
+    await check_named(proxy.owners, caller, conv)     # a count reads what it names
     route = proxy.router.decide(conv.model or "", caller.key).route
     upstream = proxy.policy.upstreams[route.targets[0].upstreams[0]]
     if upstream.dialect == WIRE.name:

@@ -19,7 +19,9 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import authenticate, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.intake import authenticated_body, serve
+from prefixgate.gateway.named_state import check_named
 from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.provider_ids import record_listed
 from prefixgate.gateway.upstream import STORED_RESPONSE_QUERY, allowed_query
 from prefixgate.model_ids import STORED_ID, path_model
 from prefixgate.policies import Upstream
@@ -64,6 +66,7 @@ async def _input_tokens(request: Request) -> Response:
     proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
     conv = responses.parse_request(raw)
+    await check_named(proxy.owners, caller, conv)     # a count reads what it names
     ref = proxy.router.decide(conv.model or "", caller.key).route.targets[0]
     upstream = proxy.policy.upstreams[ref.upstreams[0]]
     chained = WIRE.chained_id(conv)
@@ -101,6 +104,8 @@ async def _stored(request: Request, method: str, response_id: str, suffix: str) 
     key = upstream_credential(upstream, caller, WIRE.name)
     resp = await proxy.upstream.forward(upstream, WIRE, method, api_path(upstream, f"/responses/{segment}{suffix}"),
                                         allowed_query(request.query_params.multi_items(), STORED_RESPONSE_QUERY), body, key)
+    if suffix == "/input_items" and resp.status == 200:
+        record_listed(proxy.owners, principal(caller.key), resp.body or b"")
     if method == "DELETE" and 200 <= resp.status < 300:
         await proxy.owners.forget(WIRE.stored_kind, response_id)
     # `GET ?stream=true` replays a finished response's events (read whole here: it is over already).

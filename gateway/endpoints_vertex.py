@@ -18,7 +18,7 @@ from prefixgate.gateway import cache_scope
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body
-from prefixgate.gateway.named_state import check_counted
+from prefixgate.gateway.named_state import check_counted, check_named
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.upstream import CACHED_CONTENTS_QUERY, UpstreamResponse, allowed_query
 from prefixgate.model_ids import path_model
@@ -50,6 +50,7 @@ async def _count_claude_tokens(request: Request) -> Response:
     proxy: Proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
     conv = anthropic.parse_request(raw, count_tokens=True)
+    await check_named(proxy.owners, caller, conv)     # a count reads what it names
     upstream = _routed(proxy, conv.model or "", caller, vertex_anthropic.NAME)
     if upstream is None:
         return Response(compact_bytes({"input_tokens": annotate_tokens(conv, "cl100k_base")}), media_type="application/json")

@@ -1,6 +1,7 @@
 """A model request may build only on an explicit cache its own tenant created (`cachedContent`): another tenant's,
-or one the gateway never saw created, is a 404, as Gemini answers a name it does not know. (A chained request's
-stored answer, `previous_response_id` and the like, is `Proxy.check_chain`'s.)"""
+or one the gateway never saw created, is a 404, as Gemini answers a name it does not know; so is every other
+provider-side id it names (containers, files, stored items: `provider_ids`). (A chained request's stored answer,
+`previous_response_id` and the like, is `Proxy.check_chain`'s.)"""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.ownership import Owners, principal
+from prefixgate.gateway.provider_ids import body_ids, check_owned, named_ids
 from prefixgate.ir import Conversation
 
 CACHE = "cached_content"     # Gemini's and Vertex's cachedContents, by id (the provider's random ids)
@@ -23,6 +25,7 @@ async def check_named(owners: Owners, caller: Caller, conv: Conversation) -> Non
     owner = principal(caller.key)
     if owner is not None:
         await _own_cache(owners, owner, conv.params)
+        await check_owned(owners, owner, named_ids(conv))
 
 
 async def _own_cache(owners: Owners, owner: str, fields: dict) -> None:
@@ -35,7 +38,7 @@ async def _own_cache(owners: Owners, owner: str, fields: dict) -> None:
 async def check_counted(owners: Owners, caller: Caller, raw: bytes) -> None:
     """`countTokens` (Gemini's and Vertex's) may name a cache too, at its top level or in its
     `generateContentRequest`, and the count includes the cache's tokens: another tenant's cache is a 404 there
-    as well, or the count would tell whether it exists and how large it is."""
+    as well, or the count would tell whether it exists and how large it is; so is an uploaded file it names."""
     owner = principal(caller.key)
     if owner is None:
         return
@@ -43,3 +46,4 @@ async def check_counted(owners: Owners, caller: Caller, raw: bytes) -> None:
     for request in (body, body.get("generateContentRequest"), body.get("generate_content_request")):
         if isinstance(request, dict):
             await _own_cache(owners, owner, request)
+            await check_owned(owners, owner, body_ids(request))

@@ -492,6 +492,7 @@ class Proxy:
                                                 status=502, kind="server"), prep)
         usage = prep.usage_of(data)
         self.accounts.stored(call, prep, prep.wire.stored_id(data))
+        self.accounts.created(call, data)
         self.diagnostics.read(call, prep.ask, data)
         if prep.wire is call.wire:
             content = resp.body or b""

@@ -446,7 +446,7 @@ class GeminiGenerate(WireFormat):
         return None
 
     def owns_path(self, path: str) -> bool:
-        return path.startswith("/v1beta/") or ":" in path.rsplit("/", 1)[-1]
+        return path.startswith(("/v1beta/", "/upload/")) or ":" in path.rsplit("/", 1)[-1]
 
     def streams_json_array(self, query: Mapping[str, str]) -> bool:
         # The REST API streams server-sent events only with ?alt=sse; without it (the older

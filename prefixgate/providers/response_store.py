@@ -49,6 +49,10 @@ class ResponseStore:
             raise RequestError(message, status=404, kind="not_found")
         return stored
 
+    def of(self, tenant: str) -> list[StoredResponse]:
+        """`tenant`'s stored responses, newest first."""
+        return [stored for (owner, _), stored in reversed(self._items.items()) if owner == tenant]
+
     def delete(self, tenant: str, response_id: str) -> None:
         self.get(tenant, response_id)
         del self._items[(tenant, response_id)]

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from prefixgate.dialects import responses as dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.response_store import ResponseStore, StoredResponse
+from prefixgate.simulation.mock import item_references
 from prefixgate.simulation.mock.openai import authenticate
 from prefixgate.simulation.mock.script import scripted_call, value_for
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response
@@ -44,7 +45,7 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         body = await json_body(request)
         fault = await ctx.fault_for(request, "openai", body.get("model"))
         dialect.parse_request(body)  # every field checked before anything is stored or counted
-        context, new_input = _context(body, responses, tenant), dialect.input_items(body)
+        context, new_input = _context(body, responses, tenant), _input(body, responses, tenant)
         sent = _expanded(body, context, new_input)
         result = ctx.simulator.respond("openai", sent, now=ctx.clock(), tenant=tenant)
         response, chunks = _answer(body, sent, result.usage, prompt_text(result.conversation), result.model.id)
@@ -62,7 +63,7 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         body = await json_body(request)
         await ctx.fault_for(request, "openai", body.get("model"))
         dialect.parse_request(body)
-        sent = _expanded(body, _context(body, responses, tenant), dialect.input_items(body))
+        sent = _expanded(body, _context(body, responses, tenant), _input(body, responses, tenant))
         return {"object": "response.input_tokens", "input_tokens": ctx.simulator.count_tokens("openai", sent)}
 
     @app.get("/v1/responses/{response_id}")
@@ -113,9 +114,14 @@ def _context(body: dict, store: ResponseStore, tenant: str) -> list[dict]:
     return store.get(tenant, previous, "previous_response_id").conversation if previous is not None else []
 
 
+def _input(body: dict, store: ResponseStore, tenant: str) -> list[dict]:
+    """This request's input items, each `item_reference` replaced by the stored item it names."""
+    return item_references.resolved(dialect.input_items(body), store, tenant, _listed)
+
+
 def _expanded(body: dict, context: list[dict], new_input: list[dict]) -> dict:
     """The request as the model sees it: the chain's items, then this request's input."""
-    if not context:
+    if not context and new_input == dialect.input_items(body):
         return body
     return {k: v for k, v in body.items() if k != "previous_response_id"} | {"input": [*context, *new_input]}
 

@@ -1,0 +1,175 @@
+"""Provider-side ids a tenant names in a model request, and those an answer creates.
+
+Behind the gateway's own provider key every tenant is one account to the provider, so an id that account
+holds (a container, a stored Responses item, an uploaded file, a vector store, a conversation, a skill, an
+object in the operator's storage) reads its data for whoever names it. Ids an answer creates (a container a
+code tool started, the items of a stored response) are recorded as the caller's tenant's (`ownership`); a
+request naming one is let through only for that tenant. The gateway serves no endpoint that creates files,
+vector stores, conversations, skills or storage objects, so every such id belongs to nobody and is a 404 to
+every keyed caller (fail closed, as `ownership` treats every id it never saw created); an open gateway has one
+party and checks nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
+
+from prefixgate.errors import RequestError
+from prefixgate.gateway.ownership import Owners
+from prefixgate.ir import Conversation
+
+CONTAINER = "container"     # OpenAI code interpreter's `cntr_...`, Anthropic code execution's `container_...`
+ITEM = "response_item"      # a stored Responses item (`msg_...`, `fc_...`), named by an `item_reference`
+# Never created through the gateway: only ever refused to keyed callers.
+FILE, VECTOR_STORE, CONVERSATION, SKILL, STORAGE = "file", "vector_store", "conversation", "skill", "storage_object"
+_NOUNS = {CONTAINER: "Container", ITEM: "Item", FILE: "File", VECTOR_STORE: "Vector store",
+          CONVERSATION: "Conversation", SKILL: "Skill", STORAGE: "Storage object"}
+# Blocks that hold only what the model reads or wrote (text, thinking, a tool call's free-form arguments).
+_UNNAMING = frozenset({"text", "thinking", "tool_call"})
+# Free-form JSON inside a block (schemas, a function's arguments or result): a key named `file_id` there is data.
+_FREE_FORM = frozenset({"parameters", "input_schema", "schema", "properties", "input", "args", "arguments",
+                        "response", "functionCall", "function_call", "functionResponse", "function_response"})
+
+
+class Named(NamedTuple):
+    kind: str
+    ident: str
+    field: str
+
+
+def named_ids(conv: Conversation) -> Iterator[Named]:
+    """Every provider-side id `conv` names, whatever its dialect (each shape is one provider's)."""
+    yield from _top_level(conv.params)
+    for segment in conv.segments:
+        for block in segment.blocks:
+            if block.kind not in _UNNAMING:
+                yield from _walk(block.native)
+
+
+def _top_level(params: dict) -> Iterator[Named]:
+    conversation = params.get("conversation")        # Responses: an id, or {"id": ...}
+    if isinstance(conversation, dict):
+        conversation = conversation.get("id")
+    if isinstance(conversation, str):
+        yield Named(CONVERSATION, conversation, "conversation")
+    container = params.get("container")              # Messages: an id, or {"id": ..., "skills": [...]}
+    if isinstance(container, str):
+        yield Named(CONTAINER, container, "container")
+    elif isinstance(container, dict):
+        if isinstance(container.get("id"), str):
+            yield Named(CONTAINER, container["id"], "container.id")
+        for skill in container.get("skills") or ():
+            if isinstance(skill, dict) and skill.get("type") == "custom" and isinstance(skill.get("skill_id"), str):
+                yield Named(SKILL, skill["skill_id"], "container.skills")
+    prompt = params.get("prompt")                    # Responses: a stored prompt's variables may be files
+    if isinstance(prompt, dict) and isinstance(prompt.get("variables"), dict):
+        for value in prompt["variables"].values():
+            yield from _walk(value)
+
+
+def _walk(node: Any) -> Iterator[Named]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _walk(item)
+        return
+    if not isinstance(node, dict):
+        return
+    yield from _shape(node)
+    for key, value in node.items():
+        if key not in _FREE_FORM and isinstance(value, (dict, list)):
+            yield from _walk(value)
+
+
+def _shape(node: dict) -> Iterator[Named]:
+    """The ids one JSON object names in its provider's documented input shape (an output a client sends back,
+    such as a code execution result's `file_id`, names nothing: the model does not read the file again)."""
+    kind = node.get("type")
+    if kind == "item_reference" and isinstance(node.get("id"), str):
+        yield Named(ITEM, node["id"], "input")
+    elif kind in ("input_file", "input_image", "container_upload", "file") and isinstance(node.get("file_id"), str):
+        yield Named(FILE, node["file_id"], "file_id")     # Responses parts, Anthropic's upload and file source
+    elif kind == "file" and isinstance(node.get("file"), dict) and isinstance(node["file"].get("file_id"), str):
+        yield Named(FILE, node["file"]["file_id"], "file.file_id")     # a Chat Completions file part
+    elif kind == "file_search":
+        for ident in _strings(node.get("vector_store_ids")):
+            yield Named(VECTOR_STORE, ident, "tools.vector_store_ids")
+    elif kind == "code_interpreter":
+        container = node.get("container")            # an id, or {"type": "auto", "file_ids": [...]}
+        if isinstance(container, str):
+            yield Named(CONTAINER, container, "tools.container")
+        elif isinstance(container, dict):
+            for ident in _strings(container.get("file_ids")):
+                yield Named(FILE, ident, "tools.container.file_ids")
+    elif kind == "image_generation" and isinstance(node.get("input_image_mask"), dict):
+        mask = node["input_image_mask"].get("file_id")
+        if isinstance(mask, str):
+            yield Named(FILE, mask, "tools.input_image_mask.file_id")
+    data = node.get("fileData", node.get("file_data"))     # a Gemini part
+    if isinstance(data, dict):
+        uri = data.get("fileUri", data.get("file_uri"))
+        if isinstance(uri, str) and _names_stored_file(uri):
+            yield Named(STORAGE if uri.startswith("gs://") else FILE, uri, "fileData.fileUri")
+    s3 = node.get("s3Location")                      # Bedrock Converse: read with the gateway's own role
+    if isinstance(s3, dict) and isinstance(s3.get("uri"), str):
+        yield Named(STORAGE, s3["uri"], "s3Location.uri")
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _names_stored_file(uri: str) -> bool:
+    """A Gemini Files API name (`files/x`, or its URL) or a Cloud Storage object: what the gateway's account
+    reads. A public https URL or a YouTube link is anyone's."""
+    return uri.startswith(("files/", "gs://")) or (
+        uri.startswith("https://generativelanguage.googleapis.com/") and "/files/" in uri)
+
+
+def body_ids(body: dict) -> Iterator[Named]:
+    """Every provider-side id a raw request body names in its parts (a Gemini `countTokens` body)."""
+    return _walk(body)
+
+
+async def check_owned(owners: Owners, owner: str, named: Iterable[Named]) -> None:
+    """A 404 for the first of `named` that `owner` (a keyed caller's principal) did not create here."""
+    for found in named:
+        if not await owners.allows(found.kind, found.ident, owner):
+            raise RequestError(f"{_NOUNS[found.kind]} with id '{found.ident}' not found.", field=found.field,
+                               status=404, kind="not_found")
+
+
+def created_ids(body: dict) -> Iterator[tuple[str, str]]:
+    """(kind, id) of what an answer (a whole body or one streamed event) created and may be named again:
+    Anthropic's `container`, a stored response's output items and its code interpreter's containers."""
+    kind = body.get("type")
+    if kind in ("message", "message_start", "message_delta"):
+        holder = body.get("message") if kind == "message_start" else body.get("delta") if kind == "message_delta" else body
+        container = holder.get("container") if isinstance(holder, dict) else None
+        if isinstance(container, dict) and isinstance(container.get("id"), str):
+            yield CONTAINER, container["id"]
+        return
+    response = body.get("response") if isinstance(body.get("response"), dict) else body
+    if response.get("object") != "response":
+        return
+    stored = response.get("store") is not False      # items of an unstored response cannot be referenced
+    for item in response.get("output") or ():
+        if not isinstance(item, dict):
+            continue
+        if stored and isinstance(item.get("id"), str):
+            yield ITEM, item["id"]
+        if isinstance(item.get("container_id"), str):
+            yield CONTAINER, item["container_id"]
+
+
+def record_listed(owners: Owners, owner: str | None, page: bytes) -> None:
+    """An `input_items` page of `owner`'s stored response: its items' ids, which `item_reference` may name, are
+    `owner`'s too (the provider gave ids to the inputs the caller sent without one)."""
+    try:
+        items = json.loads(page).get("data")
+    except (ValueError, AttributeError):
+        return
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            owners.record(ITEM, item["id"], owner)

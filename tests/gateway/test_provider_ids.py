@@ -1,0 +1,156 @@
+"""Provider-side ids a tenant names in a request body (stored Responses items, containers, files, vector stores,
+conversations, skills, Gemini files, storage objects) are its own or a 404, through a real `prefixgate serve`
+in front of `prefixgate mock-providers` and the real SDKs: behind the gateway's one provider key, tenant B
+naming tenant A's id would read A's data."""
+
+from __future__ import annotations
+
+import io
+
+import anthropic
+import httpx
+import openai
+import pytest
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types as genai_types
+
+from prefixgate.policies import hash_key
+from tests.support_stack import policy_env, running_stack
+
+ACME_1, ACME_2, BETA = "pg-acme-one-0123456789", "pg-acme-two-0123456789", "pg-beta-0123456789ab"
+POLICY = {
+    "routes": [{"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]},
+               {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
+               {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]}],
+    "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
+             {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
+             {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"}],
+}
+GPT, CLAUDE, GEMINI = "gpt-5.4", "claude-sonnet-5-5", "gemini-2.5-flash"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("provider_ids")
+    with running_stack(tmp, policy_env(tmp, POLICY, ANTHROPIC_API_KEY="sk-ant-gateway-own-0000")) as (gw, mock):
+        yield gw, mock
+
+
+def oai(gw: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gw}/v1", api_key=key, max_retries=0)
+
+
+def claude(gw: str, key: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=gw, api_key=key, max_retries=0)
+
+
+def gemini(gw: str, key: str) -> genai.Client:
+    return genai.Client(api_key=key, http_options={"base_url": gw})
+
+
+def test_a_stored_responses_items_are_referenced_by_its_tenant_alone(stack):
+    gw, _ = stack
+    made = oai(gw, ACME_1).responses.create(model=GPT, input="Remember: the launch code is 4417.", store=True)
+    output_item = made.output[0].id
+    listed = oai(gw, ACME_1).responses.input_items.list(made.id).data[0].id
+    for item in (output_item, listed):
+        asked = [{"type": "item_reference", "id": item}, {"role": "user", "content": "Repeat everything above."}]
+        # The other tenant: OpenAI's 404 for an item its organisation does not hold, from a request and a count.
+        with pytest.raises(openai.NotFoundError) as refused:
+            oai(gw, BETA).responses.create(model=GPT, input=asked)
+        assert refused.value.body["message"] == f"Item with id '{item}' not found." and "4417" not in str(refused.value)
+        with pytest.raises(openai.NotFoundError):
+            oai(gw, BETA).responses.input_tokens.count(model=GPT, input=asked)
+        # The same tenant's other key builds on it (the mock resolves the reference: the count includes the item).
+        alone = oai(gw, ACME_2).responses.input_tokens.count(model=GPT, input=asked[1:]).input_tokens
+        assert oai(gw, ACME_2).responses.input_tokens.count(model=GPT, input=asked).input_tokens > alone
+        assert oai(gw, ACME_2).responses.create(model=GPT, input=asked).status == "completed"
+
+
+def test_ids_the_gateway_never_saw_created_are_404s_to_every_tenant(stack):
+    gw, _ = stack
+    ask = {"role": "user", "content": "Summarise it."}
+    # OpenAI: files in Responses parts and Chat parts, vector stores, conversations, code interpreter containers.
+    responses_bodies = [
+        {"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "file-acme0001"}]}]},
+        {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file-acme0002"}]}]},
+        {"input": [ask], "tools": [{"type": "file_search", "vector_store_ids": ["vs_acme0003"]}]},
+        {"input": [ask], "conversation": "conv_acme0004"},
+        {"input": [ask], "tools": [{"type": "code_interpreter", "container": "cntr_acme0005"}]},
+        {"input": [ask], "tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["file-acme0006"]}}]},
+        {"input": [{"type": "function_call", "call_id": "c1", "name": "fetch", "arguments": "{}"},
+                   {"type": "function_call_output", "call_id": "c1",
+                    "output": [{"type": "input_file", "file_id": "file-acme0007"}]}]},
+    ]
+    for body in responses_bodies:
+        with pytest.raises(openai.NotFoundError) as refused:
+            oai(gw, BETA).responses.create(model=GPT, **body)
+        assert "acme000" in refused.value.body["message"], body
+    with pytest.raises(openai.NotFoundError) as refused:
+        oai(gw, BETA).chat.completions.create(model=GPT, messages=[{"role": "user", "content": [
+            {"type": "text", "text": "Summarise it."}, {"type": "file", "file": {"file_id": "file-acme0008"}}]}])
+    assert refused.value.body["message"] == "File with id 'file-acme0008' not found."
+    # Anthropic: Files API sources, container uploads, containers and custom skills.
+    messages = [
+        {"messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "file", "file_id": "file_acme0009"}},
+                                                   {"type": "text", "text": "Summarise it."}]}]},
+        {"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "file_acme0010"}},
+                                                   {"type": "text", "text": "Describe it."}]}]},
+        {"messages": [{"role": "user", "content": [{"type": "container_upload", "file_id": "file_acme0011"},
+                                                   {"type": "text", "text": "Load it."}]}]},
+        {"messages": [ask], "container": "container_acme0012"},
+        {"messages": [ask], "container": {"skills": [{"type": "custom", "skill_id": "skill_acme0013", "version": "latest"}]}},
+    ]
+    for body in messages:
+        with pytest.raises(anthropic.NotFoundError) as refused:
+            claude(gw, BETA).messages.create(model=CLAUDE, max_tokens=64, **body)
+        assert refused.value.body["error"]["type"] == "not_found_error" and "acme00" in str(refused.value), body
+        if "container" not in body:     # count_tokens takes no container
+            with pytest.raises(anthropic.NotFoundError):
+                claude(gw, BETA).messages.count_tokens(model=CLAUDE, messages=body["messages"])
+    # Gemini: an uploaded file (either spelling) and a Cloud Storage object, in a request and a count.
+    google = gemini(gw, BETA)
+    for uri in ("files/acme0014", "https://generativelanguage.googleapis.com/v1beta/files/acme0015", "gs://acme-bucket/q3.pdf"):
+        contents = [genai_types.Content(role="user", parts=[
+            genai_types.Part(file_data=genai_types.FileData(file_uri=uri, mime_type="application/pdf")),
+            genai_types.Part(text="Summarise it.")])]
+        with pytest.raises(genai_errors.ClientError) as refused:
+            google.models.generate_content(model=GEMINI, contents=contents)
+        assert refused.value.code == 404 and uri in refused.value.message
+        with pytest.raises(genai_errors.ClientError) as refused:
+            google.models.count_tokens(model=GEMINI, contents=contents)
+        assert refused.value.code == 404
+    # What names nothing passes: a public URL, a tool whose schema has a `file_id` property, a call's arguments.
+    assert google.models.generate_content(model=GEMINI, contents=[genai_types.Content(role="user", parts=[
+        genai_types.Part(file_data=genai_types.FileData(file_uri="https://example.com/q3.pdf", mime_type="application/pdf")),
+        genai_types.Part(text="Summarise it.")])]).text
+    tool = {"type": "function", "name": "open_file", "parameters": {
+        "type": "object", "properties": {"file_id": {"type": "string"}}, "required": ["file_id"]}}
+    assert oai(gw, BETA).responses.create(model=GPT, tools=[tool], input=[
+        {"type": "function_call", "call_id": "c2", "name": "open_file", "arguments": '{"file_id": "file-x"}'},
+        {"type": "function_call_output", "call_id": "c2", "output": "opened"}]).status == "completed"
+
+
+def test_paths_for_provider_side_objects_are_not_served(stack):
+    gw, _ = stack
+    auth = {"authorization": f"Bearer {BETA}"}
+    for method, path in (("GET", "/v1/files"), ("POST", "/v1/files"), ("GET", "/v1/files/file-acme0001/content"),
+                         ("GET", "/v1/conversations/conv_acme/items"), ("GET", "/v1/containers/cntr_acme/files"),
+                         ("GET", "/v1/vector_stores/vs_acme/files"), ("GET", "/v1/batches"),
+                         ("GET", "/v1/chat/completions/chatcmpl-acme"), ("GET", "/files"), ("GET", "/v1/conversations")):
+        r = httpx.request(method, f"{gw}{path}", headers=auth)
+        assert r.status_code in (404, 405) and "error" in r.json(), (method, path, r.text)
+    for method, path in (("GET", "/v1beta/files"), ("GET", "/v1beta/files/acme0014"), ("POST", "/upload/v1beta/files")):
+        r = httpx.request(method, f"{gw}{path}", headers={"x-goog-api-key": BETA})
+        assert r.status_code == 404 and r.json()["error"]["status"] == "NOT_FOUND", (method, path, r.text)
+    google = gemini(gw, BETA)
+    with pytest.raises(genai_errors.ClientError) as refused:      # Google's upload path: Google's error shape
+        google.files.upload(file=io.BytesIO(b"Q3 figures"), config={"mime_type": "text/plain"})
+    assert refused.value.code == 404 and refused.value.status == "NOT_FOUND"
+    for attempt in (lambda: google.files.get(name="files/acme0014"), lambda: list(google.files.list())):
+        with pytest.raises(genai_errors.ClientError) as refused:
+            attempt()
+        assert refused.value.code == 404
+    r = httpx.get(f"{gw}/v1/files", headers={"x-api-key": BETA, "anthropic-version": "2023-06-01"})
+    assert r.status_code == 404
