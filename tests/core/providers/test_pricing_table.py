@@ -109,8 +109,8 @@ def test_golden_openai_cached_tokens_are_inside_prompt_tokens():
     stream.feed(final_chunk)
     usage = stream.usage
     assert usage == Usage(uncached_input=86, cache_read=1920, output=10)
-    cost = cost_of("openai", "gpt-4o", usage)
-    assert cost.total == (86 * Decimal("2.50") + 1920 * Decimal("1.25") + 10 * Decimal(10)) / M
+    cost = cost_of("openai", "gpt-5.4", usage)     # $2.50 in, $0.25 cached, $15 out (OpenAI's gpt-5.4 model page)
+    assert cost.total == (86 * Decimal("2.50") + 1920 * Decimal("0.25") + 10 * Decimal(15)) / M
 
 
 def test_golden_gemini_cached_tokens_are_inside_prompt_token_count():
@@ -173,7 +173,7 @@ price = { input = "1", output = "2", cache_read = "0.5", source = "https://examp
     ('[anthropic]\nmax_breakpoints = -1\n', "max_breakpoints: expected a non-negative integer"),
     ('[[model]]\nprovider = "openai"\nid = "x"\nregime = "implicit"\nprice = { input = "1", output = "2" }\n',
      "missing key 'source'"),
-    ('[[model]]\nprovider = "openai"\nid = "gpt-4o"\nprice = { input = "-1" }\n', "non-negative"),
+    ('[[model]]\nprovider = "openai"\nid = "gpt-5.4"\nprice = { input = "-1" }\n', "non-negative"),
     ('[[model]]\nprovider = "cohere"\nid = "x"\n', "provider: expected one of"),
     ('pricing = 1\n', "unknown top-level key 'pricing'"),
 ])

@@ -44,12 +44,13 @@ def test_golden_streamed_usage_comes_from_the_terminal_event_only_and_costs_the_
 
 def test_golden_incomplete_stream_is_priced_from_response_incomplete():
     usage = Usage(uncached_input=1500, output=16)
-    response = rs.build_response("gpt-4o", "cut", usage, finish_reason="length")
+    response = rs.build_response("gpt-5.4", "cut", usage, finish_reason="length")
     stream = rs.StreamUsage()
     for raw in rs.response_events(response):
         stream.feed(event_json(raw) or {})
     assert stream.usage == usage and stream.finish_reason == "length"
-    assert cost_of("openai", "gpt-4o", stream.usage).total == (1500 * Decimal("2.50") + 16 * Decimal(10)) / M
+    # gpt-5.4: $2.50 in, $15 out per MTok (https://developers.openai.com/api/docs/models/gpt-5.4).
+    assert cost_of("openai", "gpt-5.4", stream.usage).total == (1500 * Decimal("2.50") + 16 * Decimal(15)) / M
 
 
 def test_golden_gpt_5_6_written_tokens_are_inside_input_and_billed_at_their_ttl():
