@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
-import yaml
 
 from prefixgate.config import Settings
 from prefixgate.dialects import vertex
 from prefixgate.policies.kinds import KINDS
 from prefixgate.policies.schema import Policy, PolicyError, Upstream
 from prefixgate.sigv4 import aws_region
+from prefixgate.yaml_file import YamlFileError, read_mapping
 
 # Model families the zero-config policy recognises, by provider.
 FAMILIES: dict[str, list[str]] = {
@@ -67,11 +65,12 @@ def load_policy(settings: Settings) -> Policy:
     builtins = builtin_upstreams(settings)
     if not settings.policy_file:
         return Policy.from_dict(default_policy_data(settings), builtins)
-    path = Path(settings.policy_file)
+    path = settings.policy_file
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except OSError as e:
-        raise PolicyError(f"cannot read policy file {path}: {e.strerror}") from e
-    except yaml.YAMLError as e:
-        raise PolicyError(f"policy file {path} is not valid YAML: {e}") from e
-    return Policy.from_dict(data, builtins)
+        data = read_mapping(path, "policy file")
+    except YamlFileError as e:
+        raise PolicyError(str(e)) from None
+    try:
+        return Policy.from_dict(data, builtins)
+    except PolicyError as e:
+        raise PolicyError(f"policy file {path}: {e}") from None

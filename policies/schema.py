@@ -7,6 +7,7 @@ and every error names the offending key path.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -276,11 +277,11 @@ class Policy:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], builtins: dict[str, Upstream]) -> Policy:
-        _only(data, "", {"upstreams", "routes", "keys", "alert_webhooks", "alerts", "budget"})
+        _only(_mapping(data, ""), "", {"upstreams", "routes", "keys", "alert_webhooks", "alerts", "budget"})
         upstreams = dict(builtins)
         for name, spec in _mapping(data.get("upstreams") or {}, "upstreams").items():
             upstreams[name] = _upstream(name, spec, f"upstreams.{name}", builtins)
-        routes = tuple(_route(r, f"routes.{i}", upstreams) for i, r in enumerate(_list(data.get("routes"), "routes")))
+        routes = tuple(_route(r, f"routes.{i}", upstreams) for i, r in enumerate(_list(data.get("routes") or [], "routes")))
         if not routes:
             raise PolicyError("routes: at least one route is required")
         names = [r.name for r in routes]
@@ -627,7 +628,7 @@ def _list(value: Any, path: str) -> list:
 
 
 def _number(value: Any, path: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         raise PolicyError(f"{path}: expected a non-negative number, got {value!r}")
     return float(value)
 

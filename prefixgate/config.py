@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import difflib
+import json
 import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
+
+from prefixgate.yaml_file import YamlFileError, read_mapping
 
 
 class ConfigError(Exception):
@@ -34,7 +36,8 @@ MIN_ADMIN_TOKEN = 16
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PREFIXGATE_", extra="forbid")
+    # No setting takes an infinite or NaN number: `inf` would lift a timeout or a limit without saying so.
+    model_config = SettingsConfigDict(env_prefix="PREFIXGATE_", extra="forbid", allow_inf_nan=False)
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
@@ -100,7 +103,8 @@ class Settings(BaseSettings):
     tenant_secret: str = ""
     # Web origins (https://app.example.com) whose pages may call the gateway from a browser; any other page's
     # requests (they carry an Origin header; SDKs and curl send none) are refused (gateway/browser_guard.py).
-    cors_origins: list[str] = []
+    # The variable takes them comma-separated (as alert_webhooks) or as a JSON list.
+    cors_origins: Annotated[list[str], NoDecode] = []
     # Bearer token for /dashboard and /api/*; empty leaves them open (the gateway listens on localhost by default).
     admin_token: str = ""
     # Protected mode: on a non-loopback bind the gateway refuses to start with an exposure (an open relay of its
@@ -115,6 +119,18 @@ class Settings(BaseSettings):
     # Tests only: a file holding seconds added to the clock keep-alive and mock-providers' caches run by
     # (prefixgate/clock.py), so an idle gap of minutes passes without waiting it out. Empty: the wall clock.
     clock_offset_file: str = ""
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins_from_text(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value.lstrip().startswith("["):
+                try:
+                    return json.loads(value)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"not a JSON list of origins ({e.msg}); or give them comma-separated") from None
+            return [origin.strip() for origin in value.split(",") if origin.strip()]
+        return value
 
     @field_validator("admin_token")
     @classmethod
@@ -173,23 +189,32 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides
     data: dict[str, Any] = {}
     if path:
         try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
-        except OSError as e:
-            raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {path} is not valid YAML: {e}") from e
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path} must hold a mapping of settings, not {type(loaded).__name__}")
-        data = loaded
+            data = read_mapping(path, "config file")
+        except YamlFileError as e:
+            raise ConfigError(str(e)) from None
         for key in data:
             if key not in Settings.model_fields:
                 raise ConfigError(f"config file {path}: {key}: {unknown_key(str(key), Settings.model_fields)}")
-    env_keys = {k.removeprefix("PREFIXGATE_").lower() for k in os.environ if k.startswith("PREFIXGATE_")}
+    # pydantic-settings matches variable names in any case (prefixgate_port too), so this does.
+    env_keys = {k.upper().removeprefix("PREFIXGATE_").lower(): k for k in os.environ if k.upper().startswith("PREFIXGATE_")}
     # The environment overrides the file: drop file keys the environment sets.
     merged = {k: v for k, v in data.items() if k not in env_keys}
-    merged.update({k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    merged.update(given)
+
+    def source(key: str) -> str:
+        """Where the faulty value came from, so the message sends the operator to the right place."""
+        if key in given:
+            return f"--{key.replace('_', '-')}"
+        if key in env_keys:
+            return env_keys[key]
+        return f"config file {path}: {key}" if key in data else key
+
     try:
         return Settings(**merged)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        problems = "; ".join(f"{source(str(err['loc'][0])) + ': ' if err['loc'] else ''}"
+                             f"{err['msg'].removeprefix('Value error, ')}" for err in e.errors())
         raise ConfigError(f"invalid settings: {problems}") from None
+    except SettingsError as e:    # a variable's value pydantic-settings could not decode
+        raise ConfigError(f"invalid settings: {e}") from None

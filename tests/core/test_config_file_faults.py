@@ -1,0 +1,107 @@
+"""A settings or policy file (or variable) the gateway cannot use stops `serve` with one line naming the file or
+variable and the key at fault, exit status 2 (a usage error), never a traceback, and nothing is silently
+dropped (docs/configuration.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from prefixgate.cli import main
+from prefixgate.config import Settings
+from prefixgate.policies import Policy, PolicyError, builtin_upstreams
+from prefixgate.yaml_file import read_mapping
+
+ROUTE = "routes:\n  - name: claude\n    models: [claude-sonnet-5-5]\n    targets: [{upstream: anthropic}]\n"
+KEY = "keys:\n  - name: team-a\n    key_sha256: " + "ab" * 32 + "\n"
+
+
+@pytest.fixture(autouse=True)
+def _no_settings_from_outside(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [k for k in os.environ if k.upper().startswith("PREFIXGATE_")]:
+        monkeypatch.delenv(name)
+
+
+def _check(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(main, [*args, "serve", "--check"], env=env)
+
+
+def _refused(result: Result, *said: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    for text in said:
+        assert text in result.output, result.output
+
+
+def test_a_config_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "prefixgate.yaml"
+    path.write_bytes(b"port: 9000\nhost: caf\xe9\n")     # Latin-1, as an old editor saves it
+    _refused(_check("--config", str(path)), f"config file {path} is not UTF-8 text: byte 0xe9 at offset 20")
+
+
+def test_a_setting_written_twice_is_refused_not_the_first_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "prefixgate.yaml"
+    path.write_text("admin_token: 7c1e0a9b3f5d2e8a6c4b1d9f\nport: 9000\nadmin_token: ''\n")
+    _refused(_check("--config", str(path)), "key 'admin_token' appears twice (lines 1 and 3)")
+
+
+def test_cors_origins_from_the_environment_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The variable used to end `serve` in a pydantic-settings traceback unless it held a JSON list.
+    origins = "https://app.example.com, https://admin.example.com"
+    assert CliRunner().invoke(main, ["serve", "--check"], env={"PREFIXGATE_CORS_ORIGINS": origins}).exit_code == 0
+    monkeypatch.setenv("PREFIXGATE_CORS_ORIGINS", origins)
+    assert Settings().cors_origins == ["https://app.example.com", "https://admin.example.com"]
+
+
+def test_a_bad_value_names_where_it_came_from(tmp_path: Path) -> None:
+    path = tmp_path / "prefixgate.yaml"
+    path.write_text("port: eighty\n")
+    _refused(_check("--config", str(path)), f"config file {path}: port: Input should be a valid integer")
+    _refused(_check(env={"PREFIXGATE_CONNECT_TIMEOUT_S": "soon"}), "PREFIXGATE_CONNECT_TIMEOUT_S: Input should be")
+
+
+def test_an_infinite_timeout_is_refused() -> None:
+    _refused(_check(env={"PREFIXGATE_CONNECT_TIMEOUT_S": "inf"}), "PREFIXGATE_CONNECT_TIMEOUT_S: Input should be a finite number")
+
+
+@pytest.mark.parametrize("usd", [".nan", ".inf"])
+def test_a_budget_that_is_not_a_finite_number_is_refused(tmp_path: Path, usd: str) -> None:
+    # A NaN or infinite budget used to load; admission then raised on every request of the key.
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(ROUTE + KEY + f"    budget: {{usd: {usd}}}\n")
+    _refused(_check(env={"PREFIXGATE_POLICY_FILE": str(policy)}),
+             f"policy file {policy}: keys.0.budget.usd: expected a finite number, got {usd[1:]}")
+    data = {"routes": [{"name": "claude", "models": ["claude-sonnet-5-5"], "targets": [{"upstream": "anthropic"}]}],
+            "keys": [{"name": "team-a", "key_sha256": "ab" * 32, "budget": {"usd": float(usd[1:])}}]}
+    with pytest.raises(PolicyError, match=r"keys\.0\.budget\.usd: expected a non-negative number"):
+        Policy.from_dict(data, builtin_upstreams(Settings()))
+
+
+def test_a_policy_error_names_the_policy_file(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(ROUTE + KEY + "    budget: {usd: 5, budgte: 3}\n")
+    _refused(_check(env={"PREFIXGATE_POLICY_FILE": str(policy)}),
+             f"policy file {policy}: keys.0.budget.budgte: unknown key")
+
+
+def test_a_policy_that_is_a_list_says_so(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("- name: claude\n  models: [claude-sonnet-5-5]\n")
+    _refused(_check(env={"PREFIXGATE_POLICY_FILE": str(policy)}), f"policy file {policy} must hold a mapping")
+
+
+def test_a_key_written_twice_in_the_policy_is_refused(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(ROUTE + KEY + "    budget: {usd: 5}\n    budget: {usd: 500}\n")
+    _refused(_check(env={"PREFIXGATE_POLICY_FILE": str(policy)}), "key 'budget' appears twice (lines 8 and 9)")
+
+
+def test_yaml_merge_keys_still_override(tmp_path: Path) -> None:
+    # `<<: *base` then a key of the base again is YAML's override, not a key written twice.
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("base: &base {a: 1, b: 2}\nover:\n  <<: *base\n  b: 3\n")
+    assert read_mapping(policy, "policy file") == {"base": {"a": 1, "b": 2}, "over": {"a": 1, "b": 3}}
