@@ -19,11 +19,14 @@ into another caller's requests.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from urllib.parse import urlencode
 
 import aiohttp
@@ -39,7 +42,8 @@ from prefixgate.policies.schema import Upstream
 from prefixgate.providers import compatible
 
 # Upstream response headers worth handing back to the caller (ids for support tickets, rate limits).
-PASS_HEADERS = ("request-id", "x-request-id", "openai-processing-ms", "retry-after", "anthropic-organization-id")
+PASS_HEADERS = ("request-id", "x-request-id", "openai-processing-ms", "retry-after", "retry-after-ms",
+                "anthropic-organization-id")
 PASS_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
 # Provider keys and signing credentials that could appear in an upstream's error text ("Incorrect API key
 # provided: sk-...", a Google OAuth access token `ya29.`, an AWS access key id `AKIA`/`ASIA` + 16).
@@ -229,7 +233,7 @@ class UpstreamClient:
             except (ReadTimeout, Broken):
                 raw = b""
             raise UpstreamFailure(name, resp.status, scrub(_error_message(raw, resp.status), *secrets),
-                                  retry_after=_retry_after(headers_out.get("retry-after")), param=_error_param(raw))
+                                  retry_after=_retry_after(headers_out), param=_error_param(raw))
 
         async def close() -> None:
             resp.close()   # drops the connection: an upstream mid-stream must see the hang-up
@@ -373,8 +377,22 @@ def _error_param(raw: bytes) -> str | None:
     return param if isinstance(param, str) else None
 
 
-def _retry_after(value: str | None) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """The seconds an upstream asks to be left alone: OpenAI's `retry-after-ms`, else Retry-After as seconds or an
+    HTTP date (RFC 9110 allows both). A value that is neither, or not finite ("inf", "nan"), asks for nothing."""
     try:
-        return float(value) if value is not None else None
+        if (ms := headers.get("retry-after-ms")) is not None and math.isfinite(wait := float(ms)):
+            return max(0.0, wait / 1000)
     except ValueError:
+        pass
+    value = headers.get("retry-after")
+    if value is None:
         return None
+    try:
+        wait = float(value)
+    except ValueError:
+        try:
+            wait = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None
+    return max(0.0, wait) if math.isfinite(wait) else None

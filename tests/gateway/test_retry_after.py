@@ -1,0 +1,65 @@
+"""An upstream's 429 asks for a wait in any form the providers use: Retry-After in seconds or as an HTTP date
+(RFC 9110), OpenAI's retry-after-ms. The caller is told that wait in its own shape; a value that is no wait
+("inf", "nan") is ignored, never a gateway 500."""
+
+from __future__ import annotations
+
+import time
+from email.utils import formatdate
+
+import openai
+import pytest
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from prefixgate.gateway.app import create_app
+from tests.gateway.support_gateway import policy_for, settings_for
+from tests.support_services import ServerThread
+
+ASKS: list[dict[str, str]] = []
+
+
+async def refuse(request) -> JSONResponse:
+    return JSONResponse({"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}, 429,
+                        headers=ASKS.pop(0))
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OPENAI_API_KEY", "sk-retry-after-test-000111")
+    try:
+        with ServerThread(Starlette(routes=[Route("/v1/chat/completions", refuse, methods=["POST"])])) as up:
+            settings = settings_for(up.url, tmp_path_factory.mktemp("retry-after"))
+            policy = policy_for(settings, {"routes": [
+                {"name": "once", "models": ["gpt-5.4"], "retry": {"attempts": 1}, "targets": [{"upstream": "openai"}]}]})
+            with ServerThread(create_app(settings, policy=policy)) as gw:
+                yield gw
+    finally:
+        mp.undo()
+
+
+def refused(gw, asks: dict[str, str]) -> openai.RateLimitError:
+    ASKS.append(asks)
+    with pytest.raises(openai.RateLimitError) as exc:
+        openai.OpenAI(api_key="caller", base_url=gw.url + "/v1", max_retries=0).chat.completions.create(
+            model="gpt-5.4", messages=[{"role": "user", "content": "Hi"}])
+    return exc.value
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-Infinity", "soon"])
+def test_a_retry_after_that_is_no_wait_is_ignored(gateway, value):
+    err = refused(gateway, {"retry-after": value})
+    assert "Rate limit reached" in err.message
+    assert "retry-after" not in err.response.headers
+
+
+def test_a_retry_after_http_date_is_passed_on_in_seconds(gateway):
+    err = refused(gateway, {"retry-after": formatdate(time.time() + 120, usegmt=True)})
+    assert 110 <= int(err.response.headers["retry-after"]) <= 120
+
+
+def test_openai_retry_after_ms_is_read(gateway):
+    err = refused(gateway, {"retry-after-ms": "2500"})
+    assert err.response.headers["retry-after"] in ("2", "3")    # 2.5 s, in the whole seconds Retry-After takes
