@@ -48,7 +48,7 @@ from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.named_state import CACHE, cache_id
 from prefixgate.gateway.ownership import Owners, principal
 from prefixgate.gateway.relay import stream_response
-from prefixgate.gateway.response_cache import CONTROL, HEADER, Lookup, ResponseCache
+from prefixgate.gateway.response_cache import HEADER, Lookup, ResponseCache, asked_of
 from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.sticky import Placement, Sticky
@@ -106,7 +106,7 @@ class Call:
     notes: list[str] = field(default_factory=list)
     span: Any = None                    # the request's OpenTelemetry span while it is open (tracing on)
     raw: bytes = b""                    # the body as the caller sent it
-    cache_control: str = ""             # the caller's x-prefixgate-response-cache-control
+    cache_control: str = ""             # what the caller asks of the response cache (asked_of)
     response_cache: Lookup | None = None    # what the route's response cache does for it (None: cache off)
     provider_verdict: ProviderVerdict | None = None   # why the provider says its cache missed (diagnostics.py)
     held: Reservation = Reservation()   # what admission reserved against the key's budget
@@ -209,7 +209,7 @@ class Proxy:
                     started, span=span, raw=raw)
         call.include_usage = wire.caller_wants_usage(conv)
         call.route_hint = headers.get(ROUTE_HEADER, "")[:200]
-        call.cache_control = headers.get(CONTROL, "")
+        call.cache_control = asked_of(headers)
         return call
 
     # ---- the request path ---------------------------------------------------------------------

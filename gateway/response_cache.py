@@ -23,7 +23,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,17 @@ CONTROL = "x-prefixgate-response-cache-control"         # the request: skip-read
 CONTROLS = ("skip-read", "skip-write", "refresh")
 TRANSPORT = ("stream", "stream_options")                # body fields that change how an answer travels, not what it says
 VERSION = 1                                              # of the key and entry layout: a change misses old entries
+
+
+# The standard request directives (RFC 9111 5.2.1) in the cache's own words: no-store, never store the answer
+# (a stored one may answer); no-cache, never serve a stored answer without going upstream (the fresh one may stay).
+STANDARD = {"no-store": "skip-write", "no-cache": "refresh"}
+
+
+def asked_of(headers: Mapping[str, str]) -> str:
+    """What a caller asks of the cache: its `x-prefixgate-response-cache-control`, and its `Cache-Control`."""
+    standard = (STANDARD.get(d.strip().lower()) for d in headers.get("cache-control", "").split(","))
+    return ", ".join(filter(None, (headers.get(CONTROL, ""), *standard)))
 
 
 def tenant_scope(call: Call) -> str:

@@ -265,3 +265,15 @@ def test_a_replayed_stored_response_keeps_the_id_a_follow_up_names(tmp_path):
         raw = client.responses.with_raw_response.create(**ask)
         assert raw.headers[CACHE] == "hit" and raw.parse().id == streamed.id
         assert client.responses.retrieve(streamed.id).output_text == streamed.output_text
+
+
+def test_the_standard_cache_control_request_directives_are_obeyed(tmp_path):
+    # RFC 9111 5.2.1: no-store, the answer is never stored (a stored one may still answer); no-cache, no stored
+    # answer is served without going to the origin, whose fresh answer may be stored.
+    with cache_stack(tmp_path, policy(gpt=ON)) as (up, gw, _):
+        client = oa(gw)
+        assert chat(client, extra_headers={"Cache-Control": "no-store"})[1] == "miss"
+        assert chat(client)[1] == "miss" and len(up.posts) == 2        # the no-store answer was not kept
+        assert chat(client, extra_headers={"Cache-Control": "no-store"})[1] == "hit" and len(up.posts) == 2
+        assert chat(client, extra_headers={"Cache-Control": "max-age=0, no-cache"})[1] == "miss" and len(up.posts) == 3
+        assert chat(client, extra_headers={"Cache-Control": "no-cache, no-store"})[1] == "bypass" and len(up.posts) == 4
