@@ -31,12 +31,12 @@ def test_standing_rules_match_count_and_stop():
         {"fault": "status=500", "provider": "openai", "every": 2, "times": 2},
         {"fault": "latency=0.2", "path": "/v1beta"},
     ]})
-    fired = [plan.for_request("openai", "/v1/chat/completions", "gpt-4o", None) for _ in range(6)]
+    fired = [plan.for_request("openai", "/v1/chat/completions", "gpt-5.4", None) for _ in range(6)]
     assert [f.status if f else None for f in fired] == [None, 500, None, 500, None, None]
     assert plan.for_request("gemini", "/v1beta/models/x:generateContent", "x", None) == Fault(latency_s=0.2)
     assert plan.for_request("anthropic", "/v1/messages", "m", None) is None
     # A request's own header wins over the standing rules.
-    assert plan.for_request("openai", "/v1/chat/completions", "gpt-4o", "status=429") == Fault(status=429)
+    assert plan.for_request("openai", "/v1/chat/completions", "gpt-5.4", "status=429") == Fault(status=429)
 
 
 def test_faults_file_errors_name_the_rule(tmp_path):

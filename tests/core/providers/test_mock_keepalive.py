@@ -37,7 +37,7 @@ def test_claude_prewarm_refresh_reads_the_prefix_and_answers_nothing(mock_server
 def test_openai_chat_refresh_is_accepted_and_reads_the_prefix(mock_server):
     url, _ = mock_server
     client = openai.OpenAI(api_key=key(), base_url=url + "/v1", max_retries=0)
-    body = {"model": "gpt-4o", "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Why?"}]}
+    body = {"model": "gpt-5.4", "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Why?"}]}
     client.chat.completions.create(**body)
     answer = client.chat.completions.create(**refresh_body("openai", body).body)
     assert answer.usage.completion_tokens <= 1

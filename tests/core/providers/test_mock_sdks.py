@@ -143,7 +143,7 @@ def gpt(mock_server):
 
 
 def _gpt_args(**extra):
-    return {"model": "gpt-4o", "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Why?"}],
+    return {"model": "gpt-5.4", "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Why?"}],
             **extra}
 
 
@@ -208,8 +208,8 @@ def test_openai_latency_fault_delays_the_answer(gpt):
 def test_openai_standing_fault_rule_from_config():
     # A server of this test's own: a standing rule counts every matching request it sees.
     plan = FaultPlan.from_config({"faults": [
-        {"fault": "status=503", "path": "/v1/chat/completions", "model": "gpt-4o-mini", "every": 2, "times": 1}]})
-    args = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+        {"fault": "status=503", "path": "/v1/chat/completions", "model": "gpt-5.4-mini", "every": 2, "times": 1}]})
+    args = {"model": "gpt-5.4-mini", "messages": [{"role": "user", "content": "hi"}]}
     with ServerThread(create_app(MockContext(faults=plan)), log_level="critical") as server:
         gpt = openai.OpenAI(api_key=key(), base_url=f"{server.url}/v1", max_retries=0)
         gpt.chat.completions.create(**args)
@@ -224,9 +224,9 @@ def test_openai_auth_and_bad_request_shapes(mock_server, gpt):
     r = httpx.post(f"{url}/v1/chat/completions", json=_gpt_args())
     assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
     with pytest.raises(openai.BadRequestError) as e:
-        gpt.chat.completions.create(model="gpt-4o", messages=[])
+        gpt.chat.completions.create(model="gpt-5.4", messages=[])
     assert e.value.body["param"] == "messages"
-    assert "gpt-4o" in [m.id for m in gpt.models.list()]
+    assert "gpt-5.4" in [m.id for m in gpt.models.list()]
 
 
 # ---- Gemini ---------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def usage(sim: Simulator, body: dict, t: float, tenant: str = "default") -> Usag
 ])
 def test_cached_tokens_grow_in_128_token_steps_from_1024(system_tokens: int, cached: int):
     sim = Simulator()
-    body = chat("gpt-4o", text_of(system_tokens))
+    body = chat("gpt-5.4", text_of(system_tokens))
     first = usage(sim, body, 0)
     prompt = ROLE + system_tokens + ROLE + 1 + PRIMING
     assert first == Usage(uncached_input=prompt)
@@ -42,23 +42,23 @@ def test_cached_tokens_grow_in_128_token_steps_from_1024(system_tokens: int, cac
 def test_shared_prefix_with_a_different_suffix_reads_the_common_steps():
     sim = Simulator()
     shared = text_of(1500)
-    usage(sim, chat("gpt-4.1", shared + text_of(600, " stone")), 0)
+    usage(sim, chat("gpt-5.4", shared + text_of(600, " stone")), 0)
     # Common prefix: 3 + 1500 tokens (+ the suffix diverges) -> 1024 + 3 * 128 = 1408.
-    assert usage(sim, chat("gpt-4.1", shared + text_of(600, " cloud")), 1).cache_read == 1408
+    assert usage(sim, chat("gpt-5.4", shared + text_of(600, " cloud")), 1).cache_read == 1408
 
 
 def test_in_memory_retention_clears_after_idle_while_24h_keeps():
     sim = Simulator()
-    body = chat("gpt-4o", text_of(2000), prompt_cache_retention="in_memory")
+    body = chat("gpt-5.4", text_of(2000), prompt_cache_retention="in_memory")
     usage(sim, body, 0)
     assert usage(sim, body, 299).cache_read > 0
     assert usage(sim, body, 299 + 301).cache_read == 0
-    extended = chat("gpt-4o", text_of(2000, " stone"), prompt_cache_retention="24h")
+    extended = chat("gpt-5.4", text_of(2000, " stone"), prompt_cache_retention="24h")
     usage(sim, extended, 0)
     assert usage(sim, extended, 20 * 3600).cache_read > 0
     # The default for non-ZDR organisations is 24h (openai-python, `prompt_cache_retention`:
     # https://github.com/openai/openai-python, types/chat/completion_create_params.py).
-    default = chat("gpt-4o", text_of(2000, " river"))
+    default = chat("gpt-5.4", text_of(2000, " river"))
     usage(sim, default, 0)
     assert usage(sim, default, 3 * 3600).cache_read > 0
 
@@ -71,7 +71,7 @@ def test_gpt_5_5_accepts_only_24h_retention():
 
 def test_overflow_past_15_requests_a_minute_starts_a_cold_machine():
     sim = Simulator()
-    body = chat("gpt-4o", text_of(2000))
+    body = chat("gpt-5.4", text_of(2000))
     reads = [usage(sim, body, i * 2.0).cache_read for i in range(20)]   # 30 requests/min
     # Request 1 warms machine 0; request 16 is the 16th in the minute and lands on a new, cold machine.
     cold = [i for i, r in enumerate(reads) if r == 0]
@@ -82,15 +82,15 @@ def test_prompt_cache_key_splits_routes_so_each_key_warms_its_own_machine():
     sim = Simulator()
     system = text_of(2000)
     for key in ("a", "b"):
-        assert usage(sim, chat("gpt-4o", system, prompt_cache_key=key), 0).cache_read == 0
-    assert usage(sim, chat("gpt-4o", system, prompt_cache_key="a"), 1).cache_read > 0
+        assert usage(sim, chat("gpt-5.4", system, prompt_cache_key=key), 0).cache_read == 0
+    assert usage(sim, chat("gpt-5.4", system, prompt_cache_key="a"), 1).cache_read > 0
     with pytest.raises(RequestError, match="prompt_cache_key"):
-        usage(sim, chat("gpt-4o", system, prompt_cache_key=7), 2)
+        usage(sim, chat("gpt-5.4", system, prompt_cache_key=7), 2)
 
 
 def test_organisations_do_not_share_caches():
     sim = Simulator()
-    body = chat("gpt-4o", text_of(2000))
+    body = chat("gpt-5.4", text_of(2000))
     usage(sim, body, 0, tenant="org-a")
     assert usage(sim, body, 1, tenant="org-b").cache_read == 0
 

@@ -25,8 +25,8 @@ def sample_trace() -> list[dict]:
     for i in range(4):
         lines.append({"t": i * 60, "provider": "anthropic", "model": "claude-sonnet-4-6", "route": "support",
                       "tenant": "acme", "output_tokens": 100, "body": anthropic_body(system_tokens=3000)})
-        lines.append({"t": i * 60 + 1, "provider": "openai", "model": "gpt-4o", "route": "search", "output_tokens": 50,
-                      "body": {"model": "gpt-4o", "messages": [{"role": "system", "content": DOC},
+        lines.append({"t": i * 60 + 1, "provider": "openai", "model": "gpt-5.4", "route": "search", "output_tokens": 50,
+                      "body": {"model": "gpt-5.4", "messages": [{"role": "system", "content": DOC},
                                                                {"role": "user", "content": f"q{i}"}]}})
     lines.append({"t": 2, "provider": "gemini", "model": "gemini-3.5-flash", "route": "docs",
                   "endpoint": "cachedContents.create", "name": "cachedContents/docs",
@@ -57,7 +57,7 @@ def test_replay_totals_per_route_and_overall(trace_file):
     q = support.usage.uncached_input // 4
     # Anthropic: one 5m write, then three reads within the TTL.
     assert support.usage == Usage(uncached_input=4 * q, cache_read=3 * 3000, cache_writes={"5m": 3000}, output=400)
-    assert search.usage.cache_read == 3 * 2944   # gpt-4o: 3 reads of 1024 + 15 * 128
+    assert search.usage.cache_read == 3 * 2944   # gpt-5.4: 3 reads of 1024 + 15 * 128
     # Gemini: the cache creation plus three reads of it; storage for 18 s of 5000 tokens at $1/MTok-h.
     assert docs.usage.cache_write == 5000 and docs.usage.cache_read == 3 * 5000
     assert docs.cost.storage == Decimal(5000) * Decimal(18) / Decimal(3600) / Decimal(10**6)
@@ -146,7 +146,7 @@ def test_cli_prints_a_table_and_json(trace_file):
 
 def test_cli_errors_are_clear(tmp_path, trace_file):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"t": 0, "provider": "openai", "model": "gpt-4o", "body": {}}\n\n[1]\n')
+    bad.write_text('{"t": 0, "provider": "openai", "model": "gpt-5.4", "body": {}}\n\n[1]\n')
     result = CliRunner().invoke(main, ["replay", str(bad)])
     assert result.exit_code == 1 and f"{bad}:3: expected a JSON object per line" in result.output
     planned = CliRunner().invoke(main, ["replay", str(trace_file), "--strategy", "planner", "--json"])

@@ -33,11 +33,11 @@ CHAIN = [
 
 
 @pytest.mark.parametrize("body", [
-    {"model": "gpt-4o", "input": "hello"},
-    {"model": "gpt-4o", "instructions": "Be brief.", "input": CHAIN, "store": False, "include": ["reasoning.encrypted_content"]},
+    {"model": "gpt-5.4", "input": "hello"},
+    {"model": "gpt-5.4", "instructions": "Be brief.", "input": CHAIN, "store": False, "include": ["reasoning.encrypted_content"]},
     {"input": CHAIN, "tools": [{"type": "function", "name": "f", "parameters": {}}, {"type": "web_search"}],
      "model": "gpt-5.1", "prompt_cache_key": "k", "stream": True},
-    {"model": "gpt-4o", "previous_response_id": "resp_1", "input": []},
+    {"model": "gpt-5.4", "previous_response_id": "resp_1", "input": []},
 ])
 def test_unannotated_round_trip_is_byte_faithful(body):
     conv = rs.parse_request(json.dumps(body))
@@ -78,7 +78,7 @@ def test_body_shape_tells_chat_from_responses():
 
 def test_simulator_caches_responses_in_128_token_steps_with_retention():
     sim = Simulator(entry_visible_after_s=0.0)
-    body = {"model": "gpt-4o", "instructions": STATIC, "input": "q", "prompt_cache_retention": "24h"}
+    body = {"model": "gpt-5.4", "instructions": STATIC, "input": "q", "prompt_cache_retention": "24h"}
     assert sim.respond("openai", body, now=0).usage.cache_read == 0
     # An in_memory entry would be gone after an idle hour; a 24h one is still there.
     again = sim.respond("openai", {**body, "input": "other"}, now=3600).usage
@@ -90,8 +90,8 @@ def test_simulator_caches_responses_in_128_token_steps_with_retention():
 
 
 def _trace(tmp_path):
-    lines = [{"t": i * 30, "provider": "openai", "model": "gpt-4o", "route": "agent", "output_tokens": 20,
-              "body": {"model": "gpt-4o", "instructions": f"Request id {i:08x}-{i * 7919:04x}.\n" + STATIC,
+    lines = [{"t": i * 30, "provider": "openai", "model": "gpt-5.4", "route": "agent", "output_tokens": 20,
+              "body": {"model": "gpt-5.4", "instructions": f"Request id {i:08x}-{i * 7919:04x}.\n" + STATIC,
                        "input": [{"role": "user", "content": f"question {i}"}]}} for i in range(6)]
     path = tmp_path / "responses.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
