@@ -23,7 +23,7 @@ BRANDS = ("Acme", "Globex", "Initech", "Umbrella", "Hooli", "Vandelay", "Wonka",
 
 def chat(url: str, system: str, question: str, key: str = "caller", **headers: str) -> httpx.Response:
     return httpx.post(url + "/v1/chat/completions", timeout=60, headers={"authorization": f"Bearer {key}", **headers},
-                      json={"model": "gpt-4o-mini", "messages": [{"role": "system", "content": system},
+                      json={"model": "gpt-5.4-mini", "messages": [{"role": "system", "content": system},
                                                                  {"role": "user", "content": question}]})
 
 
@@ -36,7 +36,7 @@ def test_prefix_affinity_sends_each_prefix_to_one_of_two_real_backends(tmp_path,
         policy = policy_for(settings, {
             "upstreams": {"a": {"kind": "openai_compatible", "url": a.url + "/v1", "api_key_env": "OPENAI_API_KEY"},
                           "b": {"kind": "openai_compatible", "url": b.url + "/v1", "api_key_env": "OPENAI_API_KEY"}},
-            "routes": [{"name": "chat", "models": ["gpt-4o-mini"], "targets": [{"replicas": ["a", "b"]}]}]})
+            "routes": [{"name": "chat", "models": ["gpt-5.4-mini"], "targets": [{"replicas": ["a", "b"]}]}]})
         with running_gateway(settings, policy=policy) as gw:
             served: dict[int, Counter] = {}
             cached: dict[int, list[int]] = {}
@@ -83,7 +83,7 @@ def test_tokens_per_minute_limit_refuses_the_next_request_in_the_callers_dialect
 def test_a_providers_file_prices_the_ledger_and_the_headers(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-prices-0001")
     prices = tmp_path / "prices.toml"
-    prices.write_text('[[model]]\nprovider = "openai"\nid = "gpt-4o-mini"\n'
+    prices.write_text('[[model]]\nprovider = "openai"\nid = "gpt-5.4-mini"\n'
                       'price = { input = "100", output = "1000", cache_read = "10" }\n')
     with running_upstream() as up:
         settings = settings_for(up.url, tmp_path, providers_file=str(prices))
