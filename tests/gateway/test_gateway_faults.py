@@ -16,11 +16,11 @@ from tests.support_services import wait_until
 # silent attempt (the upstream holds it 10 s) is given up on well before it answers.
 POLICY = {"routes": [
     {"name": "chain", "models": ["chain"], "retry": {"attempts": 2, "backoff_s": 0.01, "timeout_s": 3},
-     "targets": [{"upstream": "openai", "model": "gpt-4o"}, {"upstream": "anthropic", "model": "claude-haiku-4-5"}]},
+     "targets": [{"upstream": "openai", "model": "gpt-5.4"}, {"upstream": "anthropic", "model": "claude-haiku-4-5"}]},
     {"name": "no-retry", "models": ["once"], "retry": {"attempts": 1, "on": ["connect"], "timeout_s": 3},
-     "targets": [{"upstream": "openai", "model": "gpt-4o"}]},
+     "targets": [{"upstream": "openai", "model": "gpt-5.4"}]},
     {"name": "slow", "models": ["slow"], "retry": {"attempts": 1, "timeout_s": 30},
-     "targets": [{"upstream": "openai", "model": "gpt-4o"}]},
+     "targets": [{"upstream": "openai", "model": "gpt-5.4"}]},
     {"name": "anthropic", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
     {"name": "chat-to-claude", "models": ["chat-to-claude"], "retry": {"attempts": 1},
      "targets": [{"upstream": "anthropic", "model": "claude-haiku-4-5"}]},
