@@ -59,11 +59,12 @@ _KIND_BY_STATUS = {400: "invalid_request", 401: "authentication", 403: "permissi
 class UpstreamFailure(Exception):
     def __init__(self, upstream: str, status: int | None, message: str, *, timed_out: bool = False,
                  connect_failed: bool = False, retry_after: float | None = None, param: str | None = None,
-                 answered: bool = False) -> None:
+                 answered: bool = False, code: str | None = None) -> None:
         super().__init__(message)
         self.upstream, self.status, self.message = upstream, status, message
         self.timed_out, self.connect_failed, self.retry_after = timed_out, connect_failed, retry_after
         self.param = param      # the request field the upstream's error names (OpenAI's `param`)
+        self.code = code        # its error code (OpenAI's `code`: what SDK callers branch on)
         # The upstream answered 2xx before it broke: it did the work (and billed it), so it is never sent again.
         self.answered = answered
 
@@ -76,7 +77,7 @@ class UpstreamFailure(Exception):
         status = self.status or 502
         kind = _KIND_BY_STATUS.get(status, "server" if status >= 500 else "invalid_request")
         return RequestError(f"upstream {self.upstream!r}: {self.message}", status=status, kind=kind,
-                            retry_after=self.retry_after, field=self.param)
+                            retry_after=self.retry_after, field=self.param, code=self.code)
 
 
 @dataclass
@@ -233,7 +234,8 @@ class UpstreamClient:
             except (ReadTimeout, Broken):
                 raw = b""
             raise UpstreamFailure(name, resp.status, scrub(_error_message(raw, resp.status), *secrets),
-                                  retry_after=_retry_after(headers_out), param=_error_param(raw))
+                                  retry_after=_retry_after(headers_out), param=_error_field(raw, "param"),
+                                  code=_error_field(raw, "code"))
 
         async def close() -> None:
             resp.close()   # drops the connection: an upstream mid-stream must see the hang-up
@@ -367,14 +369,14 @@ def _error_message(raw: bytes, status: int) -> str:
     return f"HTTP {status}" + (f": {text}" if text else "")
 
 
-def _error_param(raw: bytes) -> str | None:
-    """The field an OpenAI-shaped error names (`error.param`), so the caller's error names it too."""
+def _error_field(raw: bytes, name: str) -> str | None:
+    """An OpenAI-shaped error's `param` (the field at fault) or `code`, so the caller's error says the same."""
     try:
         err = json.loads(raw).get("error")
     except (ValueError, AttributeError):
         return None
-    param = err.get("param") if isinstance(err, dict) else None
-    return param if isinstance(param, str) else None
+    value = err.get(name) if isinstance(err, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

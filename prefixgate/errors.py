@@ -19,6 +19,7 @@ class RequestError(Exception):
         status: int = 400,
         kind: str = "invalid_request",
         retry_after: float | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -26,6 +27,7 @@ class RequestError(Exception):
         self.status = status
         self.kind = kind
         self.retry_after = retry_after
+        self.code = code    # an upstream's own error code (OpenAI's `context_length_exceeded`), passed on as sent
 
     def __repr__(self) -> str:
         return f"RequestError({self.message!r}, field={self.field!r}, status={self.status})"
@@ -57,4 +59,4 @@ def error_body(err: RequestError, dialect: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": an_type, "message": err.message}}
     if dialect == "gemini":
         return {"error": {"code": err.status, "message": err.message, "status": g_status}}
-    return {"error": {"message": err.message, "type": oa_type, "param": err.field, "code": None}}
+    return {"error": {"message": err.message, "type": oa_type, "param": err.field, "code": err.code}}

@@ -1,6 +1,6 @@
-"""An upstream's 429 asks for a wait in any form the providers use: Retry-After in seconds or as an HTTP date
-(RFC 9110), OpenAI's retry-after-ms. The caller is told that wait in its own shape; a value that is no wait
-("inf", "nan") is ignored, never a gateway 500."""
+"""An upstream's refusal reaches the caller as the provider said it. A 429 asks for a wait in any form the providers
+use: Retry-After in seconds or as an HTTP date (RFC 9110), OpenAI's retry-after-ms; the caller is told that wait, and
+a value that is no wait ("inf", "nan") is ignored, never a gateway 500. A 4xx keeps OpenAI's error `code`."""
 
 from __future__ import annotations
 
@@ -18,11 +18,17 @@ from tests.gateway.support_gateway import policy_for, settings_for
 from tests.support_services import ServerThread
 
 ASKS: list[dict[str, str]] = []
+RATE_LIMITED = {"message": "Rate limit reached", "type": "rate_limit_error"}
+# OpenAI's answer to a prompt over the model's window (its API reference's error object: message, type, param, code).
+TOO_LONG = {"message": "This model's maximum context length is 400000 tokens. However, your messages resulted in "
+            "412345 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
 
 
 async def refuse(request) -> JSONResponse:
-    return JSONResponse({"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}, 429,
-                        headers=ASKS.pop(0))
+    asks = ASKS.pop(0)
+    if asks.get("status") == "400":
+        return JSONResponse({"error": TOO_LONG}, 400)
+    return JSONResponse({"error": RATE_LIMITED}, 429, headers=asks)
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +69,13 @@ def test_a_retry_after_http_date_is_passed_on_in_seconds(gateway):
 def test_openai_retry_after_ms_is_read(gateway):
     err = refused(gateway, {"retry-after-ms": "2500"})
     assert err.response.headers["retry-after"] in ("2", "3")    # 2.5 s, in the whole seconds Retry-After takes
+
+
+def test_an_openai_error_code_reaches_the_caller(gateway):
+    """SDK callers branch on `code` (context_length_exceeded: trim the history and try again)."""
+    ASKS.append({"status": "400"})
+    with pytest.raises(openai.BadRequestError) as exc:
+        openai.OpenAI(api_key="caller", base_url=gateway.url + "/v1", max_retries=0).chat.completions.create(
+            model="gpt-5.4", messages=[{"role": "user", "content": "Hi"}])
+    assert exc.value.code == "context_length_exceeded" and exc.value.param == "messages"
+    assert "maximum context length is 400000 tokens" in exc.value.message
