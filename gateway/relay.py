@@ -119,6 +119,7 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                         if parsed is not None:
                             counter.feed(parsed)
                             diagnostics.read(call, prep.ask, parsed)
+                            accounts.created(call, parsed)
                             if target.ends_stream(parsed):
                                 ended = True
                                 accounts.stored(call, prep, target.stored_id(parsed))

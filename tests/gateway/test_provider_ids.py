@@ -154,3 +154,40 @@ def test_paths_for_provider_side_objects_are_not_served(stack):
         assert refused.value.code == 404
     r = httpx.get(f"{gw}/v1/files", headers={"x-api-key": BETA, "anthropic-version": "2023-06-01"})
     assert r.status_code == 404
+
+
+CODE_EXECUTION = {"type": "code_execution_20250825", "name": "code_execution"}
+
+
+def test_a_claude_code_execution_container_is_its_tenants_alone(stack):
+    gw, _ = stack
+    ask = [{"role": "user", "content": "Compute the mean of 3, 5 and 10 in Python."}]
+    made = claude(gw, ACME_1).messages.create(model=CLAUDE, max_tokens=64, tools=[CODE_EXECUTION], messages=ask)
+    with claude(gw, ACME_1).messages.stream(model=CLAUDE, max_tokens=64, tools=[CODE_EXECUTION], messages=ask) as s:
+        streamed = s.get_final_message()
+    for container in (made.container.id, streamed.container.id):
+        for named in (container, {"id": container}):
+            with pytest.raises(anthropic.NotFoundError) as refused:
+                claude(gw, BETA).messages.create(model=CLAUDE, max_tokens=64, tools=[CODE_EXECUTION], messages=ask,
+                                                 container=named)
+            assert refused.value.body["error"]["message"] == f"Container with id '{container}' not found."
+        # The same tenant's other key runs in it again.
+        again = claude(gw, ACME_2).messages.create(model=CLAUDE, max_tokens=64, tools=[CODE_EXECUTION], messages=ask,
+                                                   container=container)
+        assert again.container.id == container
+
+
+def test_an_openai_code_interpreter_container_is_its_tenants_alone(stack):
+    gw, _ = stack
+    auto = [{"type": "code_interpreter", "container": {"type": "auto"}}]
+    made = oai(gw, ACME_1).responses.create(model=GPT, tools=auto, input="Compute the mean of 3, 5 and 10.")
+    with oai(gw, ACME_1).responses.stream(model=GPT, tools=auto, input="And their median?") as s:
+        streamed = s.get_final_response()
+    for response in (made, streamed):
+        container = response.output[0].container_id
+        named = [{"type": "code_interpreter", "container": container}]
+        with pytest.raises(openai.NotFoundError) as refused:
+            oai(gw, BETA).responses.create(model=GPT, tools=named, input="List the files you have.")
+        assert refused.value.body["message"] == f"Container with id '{container}' not found."
+        again = oai(gw, ACME_2).responses.create(model=GPT, tools=named, input="List the files you have.")
+        assert again.output[0].container_id == container

@@ -34,6 +34,7 @@ def authenticate(request: Request) -> str:
 async def answer(ctx: MockContext, request: Request, body: dict, tenant: str, fault_provider: str = "anthropic") -> Response:
     """A Messages API answer to `body` (Anthropic's own API, and Claude on Vertex with the path's model)."""
     fault = await ctx.fault_for(request, fault_provider, body.get("model"))
+    container = ctx.containers.anthropic(body, tenant, ctx.clock())
     result = ctx.simulator.respond("anthropic", body, now=ctx.clock(), tenant=tenant)
     result = replace(result, usage=replace(result.usage, service_tier=anthropic_tier(body, fault)))
     model, message_id = body["model"], dialect.new_id()
@@ -50,6 +51,7 @@ async def answer(ctx: MockContext, request: Request, body: dict, tenant: str, fa
     finish = "max_tokens" if reply.truncated else "end_turn"
     # Claude API only: Bedrock and Vertex do not document cache diagnostics.
     extra = ctx.anthropic_diagnostics.answer(body, tenant, message_id, usage) if fault_provider == "anthropic" else {}
+    extra |= container
     if result.conversation.stream:
         events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish, id=message_id, extra=extra)
         return sse_response(events, fault, headers)

@@ -45,10 +45,14 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         body = await json_body(request)
         fault = await ctx.fault_for(request, "openai", body.get("model"))
         dialect.parse_request(body)  # every field checked before anything is stored or counted
+        container = ctx.containers.code_interpreter(body, tenant, ctx.clock())
         context, new_input = _context(body, responses, tenant), _input(body, responses, tenant)
         sent = _expanded(body, context, new_input)
         result = ctx.simulator.respond("openai", sent, now=ctx.clock(), tenant=tenant)
         response, chunks = _answer(body, sent, result.usage, prompt_text(result.conversation), result.model.id)
+        if container is not None:       # the code it ran comes first (the mock's model always runs some)
+            response["output"].insert(0, {"id": dialect.new_id("ci"), "type": "code_interpreter_call", "status": "completed",
+                                          "code": "print('mock')", "outputs": None, "container_id": container})
         response |= ctx.responses_diagnostics.answer(body, sent, tenant, response["id"], result.usage)
         response["service_tier"] = openai_tier(body, fault)
         if body.get("store", True) is not False:

@@ -33,6 +33,7 @@ from prefixgate.dialects import bedrock, interactions
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
+from prefixgate.simulation.mock.containers import Containers
 from prefixgate.simulation.mock.diagnostics import AnthropicDiagnostics, ResponsesDiagnostics
 from prefixgate.simulation.mock.faults import HEADER, Fault, FaultError, FaultPlan
 from prefixgate.simulation.simulator import Simulator
@@ -58,6 +59,7 @@ class MockContext:
     # Prompt fingerprints behind cache diagnostics (mock/diagnostics.py).
     anthropic_diagnostics: AnthropicDiagnostics = field(default_factory=AnthropicDiagnostics)
     responses_diagnostics: ResponsesDiagnostics = field(default_factory=ResponsesDiagnostics)
+    containers: Containers = field(default_factory=Containers)     # code execution's, per account
 
     async def fault_for(self, request: Request, provider: str, model: Any) -> Fault | None:
         """The fault this request gets; sleeps its latency, raises its error status."""
