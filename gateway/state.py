@@ -57,8 +57,33 @@ class MemoryCounters:
         value, expires = self._values.get(key, (0.0, 0.0))
         return 0.0 if expires and expires < time.monotonic() else value
 
+    async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int) -> bool:
+        return True     # one process: `Limits`' own reservations are every reservation
+
+    async def unreserve(self, counter: str, hold: str, nano: int) -> None:
+        return None
+
     async def close(self) -> None:
         return None
+
+
+# KEYS: a budget's spent counter, its holds (a sorted set: "<id>:<nanodollars>" by expiry, on Redis's clock).
+# ARGV: hold id, nanodollars, budget, seconds held. 1 when held (or nothing to hold and room left), else 0.
+RESERVE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local held = 0
+for _, hold in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  held = held + tonumber(string.match(hold, ':(%d+)$'))
+end
+if tonumber(redis.call('GET', KEYS[1]) or '0') + held >= tonumber(ARGV[3]) then return 0 end
+if tonumber(ARGV[2]) > 0 then
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[1] .. ':' .. ARGV[2])
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+end
+return 1
+"""
 
 
 class RedisCounters:
@@ -71,12 +96,14 @@ class RedisCounters:
     """
 
     PREFIX = "prefixgate:counter:"
+    HOLDS = "prefixgate:held:"
     RETRY_S = 1.0
 
     def __init__(self, url: str) -> None:
         import redis.asyncio as aioredis
 
         self._redis = aioredis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        self._reserve = self._redis.register_script(RESERVE)
         # key -> (value Redis last gave, when it expires there: inf never), what an outage counts on from.
         self.seen: dict[str, tuple[float, float]] = {}
         self._purge_seen = _Purge()
@@ -120,6 +147,22 @@ class RedisCounters:
             pipe.pttl(k)
             value, *_, ttl_ms = await pipe.execute()
         return self._saw(key, float(value), ttl_ms)
+
+    async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int) -> bool:
+        if await self._available():
+            try:
+                return bool(await self._reserve(keys=[self.PREFIX + counter, self.HOLDS + counter],
+                                                args=[hold, nano, budget_nano, hold_s]))
+            except _ERRORS:
+                self._went_down()
+        return True     # Redis down: this replica's own reservations bind (and the spend it last saw)
+
+    async def unreserve(self, counter: str, hold: str, nano: int) -> None:
+        if await self._available():
+            try:
+                await self._redis.zrem(self.HOLDS + counter, f"{hold}:{nano}")
+            except _ERRORS:
+                self._went_down()       # the hold expires on its own
 
     def _saw(self, key: str, value: float, ttl_ms: int) -> float:
         now = time.monotonic()

@@ -3,18 +3,22 @@
 Requests per minute are counted on admission (increment, then check, so concurrent replicas cannot
 both take the last slot). Budgets bind too: admission reserves the request's estimated cost, and `settle`
 swaps the reservation for what the upstream billed once the response is in; a key is refused once what it
-spent (shared) plus what this replica has reserved reaches its budget, so concurrent requests overshoot a
-budget by at most one request per key and replica. Reservations stay in the replica: the shared store only
-ever gets one add per request, the real cost (a timed-out add to Redis may or may not have applied, and a
-reservation's add and release would double that doubt). Money is counted in integer nanodollars: sums and
-the budget comparison are exact (a key that has spent exactly its budget is refused). Tokens per minute are
-only known afterwards.
+spent plus what is reserved reaches its budget, so concurrent requests overshoot a budget by at most one
+request per key, however many replicas admit them. The spent counter only ever gets one add per request, the
+real cost (a timed-out add to Redis may or may not have applied; a reservation's add and release would double
+that doubt). A reservation is a hold beside it instead, checked and placed in one step with the spend
+(`CounterStore.reserve`, a Lua script in Redis), that expires after `HOLD_S`: a replica that dies mid-request
+leaves nothing held for longer. While the store cannot hold (Redis down) reservations bind per replica.
+Money is counted in integer nanodollars: sums and the budget comparison are exact (a key that has spent
+exactly its budget is refused). Tokens per minute are only known afterwards.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
+import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
@@ -23,6 +27,9 @@ from prefixgate.errors import RequestError
 from prefixgate.policies.schema import PERIODS, CallerKey
 
 NANO = Decimal(10) ** 9
+# How long a reservation holds a key's budget for every replica: longer than a request runs (its retries' timeouts,
+# a long stream), short enough that one a dead replica left behind soon frees the budget.
+HOLD_S = 900
 
 
 class CounterStore(Protocol):
@@ -31,6 +38,16 @@ class CounterStore(Protocol):
         ...
 
     async def get(self, key: str) -> float: ...
+
+    async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int) -> bool:
+        """Hold `nano` of `counter`'s budget (under the id `hold`, for `hold_s`) where every replica sees it, unless
+        what `counter` holds plus what is held already reaches `budget_nano`: False then. True where holds are not
+        shared (one process, or the shared store down): the replica's own reservations then bind."""
+        ...
+
+    async def unreserve(self, counter: str, hold: str, nano: int) -> None:
+        """Drop a hold `reserve` placed (a hold already gone is fine)."""
+        ...
 
 
 def nanodollars(usd: Decimal | float | str) -> int:
@@ -59,6 +76,7 @@ class Reservation:
 
     counter: str = ""
     nano: int = 0
+    hold: str = ""      # its id in the store's shared holds
 
 
 class Limits:
@@ -66,25 +84,27 @@ class Limits:
         self.store = store
         self.clock = clock
         self.reserved: dict[str, int] = {}      # budget counter -> nanodollars reserved by requests in flight here
+        self._unholding: set[asyncio.Task] = set()
 
     async def admit(self, key: CallerKey, estimate_usd: Decimal = Decimal(0)) -> Reservation:
         """Reserve `estimate_usd` of the key's budget and count the request against its rate; raise a 429
         RequestError (with Retry-After) if the key is over a limit or had already spent its budget."""
         now = self.clock()
         held = Reservation()
+        budget = 0
         if key.budget is not None:
             counter, _, _ = spend_counter(key, now)
             spent = await self.store.get(counter)
+            budget = nanodollars(key.budget.usd)
             # From here to the reservation nothing awaits: concurrent admissions see each other's reservations.
-            if spent + self.reserved.get(counter, 0) >= nanodollars(key.budget.usd):
-                _, _, left, _ = _window(PERIODS[key.budget.period], now)
-                raise RequestError(
-                    f"key {key.name!r} has spent its budget of ${key.budget.usd:g} per {key.budget.period}",
-                    status=429, kind="rate_limit", retry_after=left or None)
-            held = Reservation(counter, nanodollars(estimate_usd))
+            if spent + self.reserved.get(counter, 0) >= budget:
+                raise _spent(key, now)
+            held = Reservation(counter, nanodollars(estimate_usd), uuid.uuid4().hex)
             if held.nano:   # `release` drops a counter at zero: one kept at zero would stay for every window
                 self.reserved[counter] = self.reserved.get(counter, 0) + held.nano
         try:
+            if held.counter and not await self.store.reserve(held.counter, held.hold, held.nano, budget, HOLD_S):
+                raise _spent(key, now)      # what other replicas hold or spent meanwhile
             await self._rate(key, now)
         except BaseException:   # refused, or cancelled (the caller hung up): the caller never gets `held` to settle
             self.release(held)
@@ -114,14 +134,20 @@ class Limits:
                 self.reserved[held.counter] = left
             else:
                 self.reserved.pop(held.counter, None)
+            # Not awaited: a caller may be cancelled here (a hang-up); a hold that stays expires after HOLD_S.
+            task = asyncio.get_running_loop().create_task(self.store.unreserve(held.counter, held.hold, held.nano))
+            self._unholding.add(task)
+            task.add_done_callback(self._unholding.discard)
 
     async def settle(self, key: CallerKey, held: Reservation, tokens: int, cost_usd: Decimal) -> None:
         """Replace the reservation with what the request cost (in the window it ends in)."""
         now = self.clock()
-        self.release(held)
-        if key.budget is not None and cost_usd:
-            counter, ttl, _ = spend_counter(key, now)
-            await self.store.add(counter, nanodollars(cost_usd), ttl)
+        try:    # the cost is counted before the reservation goes: never a moment with neither
+            if key.budget is not None and cost_usd:
+                counter, ttl, _ = spend_counter(key, now)
+                await self.store.add(counter, nanodollars(cost_usd), ttl)
+        finally:
+            self.release(held)
         if key.rate_limit is not None and key.rate_limit.tokens_per_minute and tokens:
             wid, ttl, _, _ = _window(60, now)
             await self.store.add(f"tpm:{key.name}:{wid}", tokens, ttl)
@@ -131,3 +157,10 @@ class Limits:
         if key.budget is not None and spent_nano:
             counter, ttl, _ = spend_counter(key, self.clock())
             await self.store.add(counter, spent_nano, ttl)
+
+
+def _spent(key: CallerKey, now: float) -> RequestError:
+    assert key.budget is not None
+    _, _, left, _ = _window(PERIODS[key.budget.period], now)
+    return RequestError(f"key {key.name!r} has spent its budget of ${key.budget.usd:g} per {key.budget.period}",
+                        status=429, kind="rate_limit", retry_after=left or None)
