@@ -60,11 +60,17 @@ def read_trace(path: str | Path) -> list[TraceRecord]:
 def iter_trace(path: str | Path) -> Iterator[TraceRecord]:
     where = str(path)
     try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115 (closed below)
+        handle = open(path, "rb")  # noqa: SIM115 (closed below)
     except OSError as e:
         raise TraceError(f"{where}: cannot open: {e.strerror}") from None
     with handle:
-        for number, text in enumerate(handle, start=1):
+        # Decoded line by line, so a byte that is not UTF-8 is an error naming its line, not a traceback.
+        for number, data in enumerate(handle, start=1):
+            try:
+                text = data.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise TraceError(f"{where}:{number}: not UTF-8 text (byte 0x{data[e.start]:02x} at column "
+                                 f"{e.start + 1})") from None
             if text.strip():
                 yield parse_record(text, number, where)
 

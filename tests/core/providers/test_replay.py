@@ -151,3 +151,14 @@ def test_cli_errors_are_clear(tmp_path, trace_file):
     assert result.exit_code == 1 and f"{bad}:3: expected a JSON object per line" in result.output
     planned = CliRunner().invoke(main, ["replay", str(trace_file), "--strategy", "planner", "--json"])
     assert planned.exit_code == 0 and json.loads(planned.output)["strategy"] == "planner"
+
+
+@pytest.mark.parametrize("command", ["replay", "plan"])
+def test_a_trace_line_that_is_not_utf8_is_named(tmp_path, command):
+    # A log re-saved as Latin-1 used to end replay and plan in a UnicodeDecodeError traceback.
+    bad = tmp_path / "latin1.jsonl"
+    good = '{"t": 0, "provider": "openai", "model": "gpt-5.4", "body": {"messages": []}}\n'
+    bad.write_bytes(good.encode() + b'{"t": 1, "provider": "openai", "model": "gpt-5.4", "body": {"x": "caf\xe9"}}\n')
+    result = CliRunner().invoke(main, [command, str(bad)])
+    assert result.exit_code == 1 and result.exception is not None and isinstance(result.exception, SystemExit)
+    assert f"{bad}:2: not UTF-8 text (byte 0xe9 at column 70)" in result.output
