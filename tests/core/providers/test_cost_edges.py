@@ -103,9 +103,10 @@ def test_a_service_tier_prices_a_prompt_of_exactly_the_threshold_at_the_base_rat
 def test_converse_cache_details_without_the_write_total_are_the_writes():
     # ConverseStream/Converse `usage`: inputTokens excludes cacheReadInputTokens and cacheWriteInputTokens, which
     # `cacheDetails` splits by TTL (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html).
-    # Regional Sonnet 4.5: $3.30 input, $6.60 1h write, $16.50 output per MTok (Bedrock's +10% over global,
-    # https://platform.claude.com/docs/en/build-with-claude/claude-on-amazon-bedrock).
+    # Regional Sonnet 5.5: $2.20 input, $4.40 1h write, $11 output per MTok: Anthropic's $2 / $4 / $10
+    # (https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/overview) plus Bedrock's +10% over global
+    # (https://platform.claude.com/docs/en/build-with-claude/claude-on-amazon-bedrock).
     u = cv.parse_usage({"inputTokens": 1000, "outputTokens": 100, "cacheDetails": [{"ttl": "1h", "inputTokens": 5000}]})
     assert u == Usage(1000, 0, {"1h": 5000}, 100)
-    # 1000 x $3.30 + 5000 x $6.60 + 100 x $16.50 = $0.03795
-    assert cost_of("bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0", u, at=AT).total == Decimal("0.03795")
+    # 1000 x $2.20 + 5000 x $4.40 + 100 x $11 = $0.0253
+    assert cost_of("bedrock", "us.anthropic.claude-sonnet-5-5", u, at=AT).total == Decimal("0.0253")
