@@ -11,6 +11,7 @@ instead of returning a silently truncated answer.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
@@ -34,6 +35,7 @@ from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
     from prefixgate.gateway.proxy import Call, Prepared
+log = logging.getLogger("prefixgate.gateway")
 # The ledger's note on a stream that ended normally but never reported usage: its tokens and cost are unknown,
 # not zero (a compatible server that ignores `stream_options.include_usage`, or a proxy that drops the chunk).
 NO_USAGE = "usage: the stream ended without a usage report; tokens and cost unknown"
@@ -161,6 +163,12 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
             finished = True
         except FramingError as e:     # a frame that fails its checksum: the upstream's fault, not ours
             error = RequestError(f"upstream {prep.upstream.name!r} sent a broken stream: {e}", status=502, kind="server")
+            finished = True
+        except Exception:   # an event no reader here takes (a shape the provider never documented): still a stream
+            # that ended in an error, told to the caller in its format and recorded as such, not a hang-up
+            log.exception("relaying %s's stream for request %s", prep.upstream.name, call.id)
+            error = RequestError(f"upstream {prep.upstream.name!r} sent an event the gateway could not relay",
+                                 status=502, kind="server")
             finished = True
         finally:
             with anyio.CancelScope(shield=True):
