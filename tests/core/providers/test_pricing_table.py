@@ -136,9 +136,9 @@ def test_gpt_6_sol_long_context_doubles_input_and_raises_output_by_half():
 
 def test_ledger_sums_are_exact():
     usage = Usage(uncached_input=1, cache_read=1, output=1)
-    one = cost_of("openai", "gpt-5-nano", usage)
+    one = cost_of("openai", "gpt-5.4-mini", usage)    # $0.75 + $0.075 + $4.50 per MTok (OpenAI's gpt-5.4-mini page)
     total = sum((one.total for _ in range(100_000)), Decimal(0))
-    assert total == one.total * 100_000 == Decimal("0.045500")
+    assert total == one.total * 100_000 == Decimal("0.532500")
 
 
 def test_user_overrides_merge_over_the_packaged_file(tmp_path):
