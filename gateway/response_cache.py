@@ -35,6 +35,7 @@ from starlette.responses import Response, StreamingResponse
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects.neutral import Delta, Reply, ToolCall, json_or_raw
 from prefixgate.dialects.wire import WireFormat
+from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.response_store import MemoryStore, RedisStore, StoreError
 from prefixgate.ir import CACHE_MARKERS, Conversation
 from prefixgate.ledger import LedgerRecord
@@ -66,11 +67,12 @@ def asked_of(headers: Mapping[str, str]) -> str:
 
 
 def tenant_scope(call: Call) -> str:
-    """Whose entries these are: the key's tenant, else the key; on an open gateway, the credential the caller
-    brought (its own provider key), hashed, so two callers of one open gateway never share answers."""
-    key = call.caller.key
-    if key is not None:
-        return f"tenant:{key.tenant}" if key.tenant else f"key:{key.name}"
+    """Whose entries these are: the party that owns what the key stores upstream (its tenant, else the key's
+    secret, `ownership.principal`); on an open gateway, the credential the caller brought (its own provider
+    key), hashed, so two callers of one open gateway never share answers."""
+    owner = principal(call.caller.key)
+    if owner is not None:
+        return owner
     cred = call.caller.credential or ""
     return "credential:" + hashlib.sha256(cred.encode()).hexdigest()
 

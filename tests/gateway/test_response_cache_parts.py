@@ -84,6 +84,10 @@ def test_the_key_covers_scope_and_every_answer_changing_field():
     assert len({plain, *others}) == len(others) + 1
     # Another key of the same tenant shares the tenant's entries.
     assert key_of(BASE, caller=CallerKey("acme-batch", "3" * 64, tenant="acme")) == plain
+    # A key without a tenant is its secret, as for what it stores upstream (ownership): a key issued again under
+    # the same name (another holder, once the first is revoked) never reads the first one's answers, whose
+    # stored response ids it could not reach either.
+    assert key_of(BASE, caller=CallerKey("solo", "2" * 64)) != key_of(BASE, caller=CallerKey("solo", "4" * 64))
     assert "acme" not in plain and len(plain) == 64
 
 
