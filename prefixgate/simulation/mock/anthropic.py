@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from prefixgate.dialects import anthropic as dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import resolve_model
-from prefixgate.simulation.mock import agent, agent_wire
+from prefixgate.simulation.mock import agent, agent_wire, anthropic_params
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.service_tier import anthropic_tier
 from prefixgate.simulation.mock.text import reply_for, structured_reply
@@ -63,7 +63,10 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
     @app.post("/v1/messages")
     async def messages(request: Request) -> Response:
         tenant = authenticate(request)
-        return await answer(ctx, request, await json_body(request), tenant)
+        body = await json_body(request)
+        model = resolve_model("anthropic", str(body.get("model", "")), ctx.simulator.catalog)
+        anthropic_params.check_body(body, request.headers["anthropic-version"], model.id)
+        return await answer(ctx, request, body, tenant)
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> dict:

@@ -27,6 +27,7 @@ from prefixgate.dialects.sse import event_json
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import ModelRules
+from prefixgate.simulation.mock.anthropic_params import deprecated_sampling
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.text import reply_for
 
@@ -55,6 +56,15 @@ def model_rules(ctx: MockContext, model: str) -> ModelRules:
         raise RequestError("The provided model identifier is invalid.", field="modelId") from None
 
 
+def check_sampling(params: dict, model_id: str) -> None:
+    """Claude Opus 4.7 and later refuse non-default sampling on Bedrock too, in Bedrock's words
+    (DayuanJiang/next-ai-draw-io#861; the rule is mock/anthropic_params.py's)."""
+    refused = deprecated_sampling(params, model_id) if isinstance(params, dict) else None
+    if refused is not None:
+        raise RequestError(f"The model returned the following errors: {refused} is deprecated for this model.",
+                           field=refused)
+
+
 def count(ctx: MockContext, model: str, body: dict) -> int:
     """CountTokens: the prompt an InvokeModel body (base64, as boto3 sends a blob) or a Converse one would send,
     counted as that operation would bill it; nothing is cached."""
@@ -74,6 +84,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
             raise RequestError(f"unknown Bedrock operation {path_op!r}", status=404, kind="not_found")
         body = await json_body(request)
         rules = model_rules(ctx, op.model)
+        check_sampling((body.get("inferenceConfig") or {}) if op.format == "converse" else body, rules.id)
         fault = await ctx.fault_for(request, "bedrock", op.model)
         result = ctx.simulator.respond("bedrock", body, now=ctx.clock(), tenant=tenant, model=op.model)
         conv = result.conversation
@@ -111,6 +122,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         body = await json_body(request)
         model = str(body.get("model", ""))
         rules = model_rules(ctx, model)
+        check_sampling(body, rules.id)
         fault = await ctx.fault_for(request, "bedrock", model)
         result = ctx.simulator.respond("bedrock", body, now=ctx.clock(), tenant=tenant, model=model)
         reply = reply_for(prompt_text(result.conversation), body["max_tokens"])

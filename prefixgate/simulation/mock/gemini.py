@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from prefixgate.dialects import gemini as dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import UnknownModel, resolve_model
-from prefixgate.simulation.mock import agent, agent_wire
+from prefixgate.simulation.mock import agent, agent_wire, gemini_params
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.text import reply_for, structured_reply
 from prefixgate.tokens import count_tokens
@@ -64,6 +64,7 @@ async def model_action(ctx: MockContext, request: Request, tenant: str, target: 
     _known(model, action, ctx)
     if action == "countTokens":
         return JSONResponse(_count_tokens(ctx, model, body, tenant))
+    gemini_params.check_generate_body(body)
     result = ctx.simulator.respond("gemini", body, now=ctx.clock(), tenant=tenant, model=model)
     turn = agent.gemini_turn(body)
     call = agent.decide(turn)

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from prefixgate.dialects import openai as dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import resolve_model
-from prefixgate.simulation.mock import agent, agent_wire
+from prefixgate.simulation.mock import agent, agent_wire, openai_params
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.service_tier import openai_tier
 from prefixgate.simulation.mock.text import reply_for, structured_reply
@@ -34,6 +34,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
     async def chat_completions(request: Request) -> Response:
         tenant = authenticate(request)
         body = await json_body(request)
+        openai_params.check_chat_body(body)
         fault = await ctx.fault_for(request, "openai", body.get("model"))
         result = ctx.simulator.respond("openai", body, now=ctx.clock(), tenant=tenant)
         tier = openai_tier(body, fault)

@@ -35,7 +35,9 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.errors import RequestError
 from prefixgate.providers.cached_contents import CachedContent
+from prefixgate.providers.pricing import resolve_model
 from prefixgate.simulation.mock import anthropic as mock_anthropic
+from prefixgate.simulation.mock import anthropic_params
 from prefixgate.simulation.mock import gemini as mock_gemini
 from prefixgate.simulation.mock.server import MockContext, json_body, tenant_of
 
@@ -98,6 +100,10 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         # streamRawPredict streams whatever the body says; the SDK keeps `stream: true` in it.
         # Vertex versions a model with `@date` where Anthropic appends `-date`.
         messages_body["model"] = model.replace("@", "-")
+        rules = resolve_model("anthropic", messages_body["model"], ctx.simulator.catalog)
+        # Vertex's own version validates as Anthropic's 2023-06-01 does.
+        api_version = version if _API_DATE.match(version) else "2023-06-01"
+        anthropic_params.check_body(messages_body, api_version, rules.id)
         return await mock_anthropic.answer(ctx, request, messages_body, tenant, fault_provider="vertex")
 
     for version in ("/v1", "/v1beta1"):

@@ -1,0 +1,59 @@
+"""What Anthropic's Messages API accepts at the top of a body, by `anthropic-version` and model.
+
+- Unknown top-level fields are a 400 `<field>: Extra inputs are not permitted` (the API's pydantic wording,
+  seen in e.g. anthropics/claude-code#14135, #4378). The known fields are anthropic-sdk-python 2.14.0's
+  `MessageCreateParams` plus its beta ones (accepted here without checking their `anthropic-beta` header).
+- `anthropic-version: 2026-10-21` (the version the 2.x SDKs send by default) has no sampling parameters:
+  `temperature`, `top_p` or `top_k` is rejected that way even at its default value; 2023-06-01 keeps them
+  (codersera.com "Anthropic API Version 2026-10-21: Every Breaking Change"; the 2.14.0 SDK has no such fields).
+- On 2023-06-01, `temperature` and `top_p` range 0..1 (Messages API reference), and Claude Opus 4.7 and later
+  reject a non-default sampling parameter on every request: "`temperature` is deprecated for this model."
+  (the models: `dialects/sampling.py`; UKGovernmentBEIS/inspect_ai#3721 shows temperature=0.0 refused on Opus 4.7).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefixgate.dialects.sampling import takes_sampling
+from prefixgate.errors import RequestError
+
+SAMPLING = ("temperature", "top_p", "top_k")
+# anthropic 2.14.0 types/message_create_params.py (+ `stream`), then types/beta/message_create_params.py.
+_KNOWN = frozenset({
+    "cache_control", "container", "diagnostics", "inference_geo", "max_tokens", "messages", "metadata", "model",
+    "output_config", "service_tier", "speed", "stop_sequences", "stream", "system", "thinking", "tool_choice",
+    "tools", "user_profile_id", "workspace_id",
+    "betas", "billing_policy", "compaction", "context_management", "fallback_credit_token", "fallbacks",
+    "mcp_servers", "thread",
+})
+NO_SAMPLING_VERSION = "2026-10-21"
+# The values a model that takes no sampling parameters still accepts (the defaults).
+_DEFAULTS = {"temperature": 1, "top_p": 1}
+
+
+def check_body(body: dict[str, Any], version: str, model_id: str) -> None:
+    """Raise the 400 the Messages API answers `body` with, if any, under `version` for `model_id`."""
+    sampling = () if version >= NO_SAMPLING_VERSION else SAMPLING
+    for name in body:
+        if name not in _KNOWN and name not in sampling:
+            raise RequestError(f"{name}: Extra inputs are not permitted", field=name)
+    for name in ("temperature", "top_p"):
+        value = body.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1):
+            raise RequestError(f"{name}: range: 0..1", field=name)
+    refused = deprecated_sampling(body, model_id)
+    if refused is not None:
+        raise RequestError(f"`{refused}` is deprecated for this model.", field=refused)
+
+
+def deprecated_sampling(params: dict[str, Any], model_id: str) -> str | None:
+    """The sampling parameter in `params` (a Messages body, or Converse's `inferenceConfig`) that `model_id`
+    (any platform's id) refuses, if any."""
+    if takes_sampling(model_id):
+        return None
+    names = {"temperature": "temperature", "top_p": "top_p", "topP": "top_p", "top_k": "top_k"}
+    for name, canonical in names.items():
+        if name in params and params[name] != _DEFAULTS.get(canonical):
+            return name
+    return None

@@ -1,0 +1,26 @@
+"""What Gemini's generateContent accepts at the top of a body.
+
+The API parses bodies as proto3 JSON: a field the message lacks is a 400 INVALID_ARGUMENT `Invalid JSON payload
+received. Unknown name "<field>": Cannot find field.` (seen in e.g. google-gemini/gemini-cli#13972,
+Alishahryar1/free-claude-code#542). Proto3 JSON takes each field by its lowerCamelCase or its proto name.
+The fields are GenerateContentRequest's (https://ai.google.dev/api/generate-content), plus the `labels`,
+`serviceTier` and `store` that google-genai 3.6.1 may send.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefixgate.errors import RequestError
+
+_CAMEL = ("model", "contents", "tools", "toolConfig", "safetySettings", "systemInstruction", "generationConfig",
+          "cachedContent", "labels", "serviceTier", "store")
+_KNOWN = frozenset(_CAMEL) | frozenset("".join("_" + c.lower() if c.isupper() else c for c in n) for n in _CAMEL)
+
+
+def check_generate_body(body: dict[str, Any]) -> None:
+    """Raise the 400 generateContent answers `body` with, if any."""
+    unknown = [name for name in body if name not in _KNOWN]
+    if unknown:
+        raise RequestError("\n".join(f'Invalid JSON payload received. Unknown name "{name}": Cannot find field.'
+                                     for name in unknown), field=unknown[0])

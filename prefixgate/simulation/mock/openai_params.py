@@ -1,0 +1,41 @@
+"""What OpenAI's Chat Completions API accepts at the top of a body.
+
+- An unknown top-level field is a 400 `Unrecognized request argument supplied: <field>` (invalid_request_error,
+  param null; reported against api.openai.com in e.g. coroot/coroot#698, xlinx/sd-webui-decadetw-auto-prompt-llm#29).
+  The known fields are openai-python 3.57.0's `CompletionCreateParams` plus `stream`.
+- `temperature` ranges 0..2: "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got
+  2.1 instead." (param `temperature`, code `decimal_above_max_value`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefixgate.errors import RequestError
+
+# openai 3.57.0 types/chat/completion_create_params.py
+_KNOWN = frozenset({
+    "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs", "max_completion_tokens",
+    "max_tokens", "messages", "metadata", "modalities", "model", "moderation", "n", "parallel_tool_calls",
+    "prediction", "presence_penalty", "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention",
+    "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier", "stop", "store", "stream",
+    "stream_options", "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user", "verbosity",
+    "web_search_options",
+})
+
+
+def check_chat_body(body: dict[str, Any]) -> None:
+    """Raise the 400 Chat Completions answers `body` with, if any."""
+    unknown = [name for name in body if name not in _KNOWN]
+    if unknown:
+        plural = "s" if len(unknown) > 1 else ""
+        raise RequestError(f"Unrecognized request argument{plural} supplied: {', '.join(sorted(unknown))}")
+    value = body.get("temperature")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        shown = f"{value:g}" if isinstance(value, int) else repr(value)
+        if value > 2:
+            raise RequestError(f"Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got "
+                               f"{shown} instead.", field="temperature")
+        if value < 0:
+            raise RequestError(f"Invalid 'temperature': decimal below minimum value. Expected a value >= 0, but got "
+                               f"{shown} instead.", field="temperature")

@@ -1,0 +1,120 @@
+"""mock-providers refuses the request fields the hosted APIs refuse, in their words, so that a gateway that sends
+one (a caller's leftover, a translation's) fails here as it would in production. Sources are in the docstrings
+of prefixgate/simulation/mock/{anthropic,openai,gemini}_params.py."""
+
+from __future__ import annotations
+
+import uuid
+
+import anthropic
+import boto3
+import botocore.exceptions
+import openai
+import pytest
+from botocore.config import Config
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+def key() -> str:
+    return "sk-fields-" + uuid.uuid4().hex
+
+
+@pytest.fixture
+def claude(mock_server):
+    """The 2.x SDK, which sends `anthropic-version: 2026-10-21`."""
+    return anthropic.Anthropic(api_key=key(), base_url=mock_server[0], max_retries=0)
+
+
+@pytest.fixture
+def claude_2023(mock_server):
+    return anthropic.Anthropic(api_key=key(), base_url=mock_server[0], max_retries=0,
+                               default_headers={"anthropic-version": "2023-06-01"})
+
+
+def _refused(call, message: str) -> None:
+    with pytest.raises(anthropic.BadRequestError) as e:
+        call()
+    assert e.value.status_code == 400
+    assert e.value.body["error"] == {"type": "invalid_request_error", "message": message}
+
+
+def test_anthropic_refuses_an_unknown_top_level_field(claude_2023):
+    _refused(lambda: claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=5, messages=HI,
+                                                 extra_body={"frequency_penalty": 0.5}),
+             "frequency_penalty: Extra inputs are not permitted")
+
+
+def test_anthropic_2026_10_21_has_no_sampling_parameters_even_at_their_defaults(claude):
+    _refused(lambda: claude.messages.create(model="claude-haiku-4-5", max_tokens=5, messages=HI,
+                                            extra_body={"temperature": 1.0}),
+             "temperature: Extra inputs are not permitted")
+
+
+def test_anthropic_2023_06_01_takes_temperature_from_0_to_1(claude_2023):
+    ok = claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=5, messages=HI, extra_body={"temperature": 0.3})
+    assert ok.stop_reason in ("end_turn", "max_tokens")
+    _refused(lambda: claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=5, messages=HI,
+                                                 extra_body={"temperature": 1.5}),
+             "temperature: range: 0..1")
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-5-5", "claude-opus-4-7"])
+def test_newer_claude_models_refuse_a_non_default_temperature(claude_2023, model):
+    _refused(lambda: claude_2023.messages.create(model=model, max_tokens=5, messages=HI, extra_body={"temperature": 0.2}),
+             "`temperature` is deprecated for this model.")
+    ok = claude_2023.messages.create(model=model, max_tokens=5, messages=HI, extra_body={"temperature": 1})
+    assert ok.model == model
+
+
+def test_chat_completions_refuses_an_unrecognized_argument(mock_server):
+    client = openai.OpenAI(api_key=key(), base_url=mock_server[0] + "/v1", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="gpt-5.4", messages=HI, extra_body={"top_k": 3})
+    assert e.value.body == {"message": "Unrecognized request argument supplied: top_k", "type": "invalid_request_error",
+                            "param": None, "code": None}
+
+
+def test_chat_completions_temperature_is_at_most_2(mock_server):
+    client = openai.OpenAI(api_key=key(), base_url=mock_server[0] + "/v1", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="gpt-5.4", messages=HI, temperature=2.1)
+    assert e.value.body["message"] == ("Invalid 'temperature': decimal above maximum value. Expected a value <= 2, "
+                                       "but got 2.1 instead.")
+    assert e.value.body["param"] == "temperature"
+    assert client.chat.completions.create(model="gpt-5.4", messages=HI, temperature=2).choices
+
+
+def test_generate_content_refuses_an_unknown_field(mock_server):
+    client = genai.Client(api_key=key(), http_options=types.HttpOptions(base_url=mock_server[0], api_version="v1beta"))
+    config = types.GenerateContentConfig(http_options=types.HttpOptions(extra_body={"frequency_penalty": 0.5}))
+    with pytest.raises(genai_errors.ClientError) as e:
+        client.models.generate_content(model="gemini-2.5-flash", contents="hi", config=config)
+    assert e.value.code == 400 and e.value.status == "INVALID_ARGUMENT"
+    assert e.value.message == 'Invalid JSON payload received. Unknown name "frequency_penalty": Cannot find field.'
+    # snake_case proto names are accepted as well as lowerCamelCase ones
+    config = types.GenerateContentConfig(http_options=types.HttpOptions(
+        extra_body={"generation_config": {"max_output_tokens": 5}}))
+    assert client.models.generate_content(model="gemini-2.5-flash", contents="hi", config=config).text
+
+
+@pytest.mark.parametrize("model,refused", [("us.anthropic.claude-opus-4-7", True), ("us.anthropic.claude-opus-4-6", False)])
+def test_bedrock_converse_refuses_temperature_on_claude_4_7_and_later(mock_server, monkeypatch, model, refused):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDFIELDS")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fields/secret")
+    runtime = boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=mock_server[0],
+                           aws_access_key_id="AKIDFIELDS", aws_secret_access_key="fields/secret",
+                           config=Config(retries={"max_attempts": 1}))
+    args = {"modelId": model, "messages": [{"role": "user", "content": [{"text": "hi"}]}],
+            "inferenceConfig": {"maxTokens": 5, "temperature": 0.2}}
+    if not refused:
+        assert runtime.converse(**args)["stopReason"] in ("end_turn", "max_tokens")
+        return
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        runtime.converse(**args)
+    assert e.value.response["Error"]["Code"] == "ValidationException"
+    assert e.value.response["Error"]["Message"] == ("The model returned the following errors: temperature is "
+                                                    "deprecated for this model.")
