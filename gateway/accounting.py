@@ -64,6 +64,10 @@ class Accounting:
                upstream_s: float, error: str = "") -> LedgerRecord:
         """The request's ledger record, queued for the writer and counted in the metrics."""
         now = time.perf_counter()
+        if usage is not None and usage.unreadable:
+            # Impossible usage (10**18 tokens, a negative count): the answer passes, its record prices nothing.
+            call.notes.append(f"usage: unreadable, recorded without it ({usage.unreadable})")
+            usage = None
         reported = usage is not None
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None

@@ -488,7 +488,10 @@ class KeepAlive:
                 resp = await self.proxy.upstream.send(session.upstream, session.wire, session.model, body, False,
                                                       session.headers, session.credential, TIMEOUT_S)
                 conv = await asyncio.to_thread(session.wire.parse_request, body, model=session.model)
-                usage = session.wire.usage_of(json.loads(resp.body or b"{}"), conv)
+                read = session.wire.usage_of(json.loads(resp.body or b"{}"), conv)
+                if read.unreadable:     # impossible usage (usage.impossible_usage): recorded as unreadable
+                    raise ValueError(read.unreadable)
+                usage = read
             except UpstreamFailure as f:
                 status, error = f.status or 502, f.message
             except (ValueError, RequestError) as e:

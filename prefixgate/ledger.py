@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from prefixgate import ledger_rollup as rollup
 from prefixgate.config import Settings
+from prefixgate.ledger_bounds import storable
 from prefixgate.ledger_migrate import add_missing_sums, add_record_columns
 from prefixgate.usage import Usage
 
@@ -236,8 +237,9 @@ class Ledger:
                    retention=Retention(settings.ledger_retention_days * DAY_S, settings.ledger_rollup_retention_days * DAY_S))
 
     def append(self, record: LedgerRecord) -> None:
-        """Write a record (~50 us on a shared 2-core VM); it is durable when this returns."""
-        row = _row(record)
+        """Write a record (~50 us on a shared 2-core VM); it is durable when this returns. One holding a count or
+        amount no store can sum is written without them (ledger_bounds)."""
+        row = _row(storable(record))
         with self._lock:
             self._db.execute(self._insert, row)
             self.written += 1

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
+
+# The most of any one count an answer can report: ten times the longest context window offered (10M tokens).
+# A provider or compatible server reporting more (10**18 tokens, a cost of trillions) reports something impossible,
+# and its sums would pass what the ledger's stores hold (64-bit integers of picodollars).
+MAX_COUNT = 10**8
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,9 @@ class Usage:
     # as such (providers/pricing.py), whatever tier was asked for. Context for the price, not consumption:
     # two usages of the same tokens compare equal whatever tier served them.
     service_tier: str = field(default="", compare=False)
+    # Why the answer's usage could not be taken (`impossible_usage`): its counts are then none of the above (zero),
+    # and its record says so instead of pricing them.
+    unreadable: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         for name in ("uncached_input", "cache_read", "output", "web_searches"):
@@ -58,6 +70,7 @@ class Usage:
             _sum_reported(self.reported_cost, other.reported_cost),
             self.web_searches + other.web_searches,
             self.service_tier or other.service_tier,
+            self.unreadable or other.unreadable,
         )
 
     def token_counts(self) -> dict[str, int]:
@@ -77,6 +90,35 @@ class Usage:
             "cache_writes": dict(self.cache_writes),
             "output": self.output,
         }
+
+
+def impossible_usage(reported: object, where: str = "usage", key: str = "") -> str:
+    """Why a provider's usage object (as it sent it) cannot be true, or "": no number in it is negative or not
+    finite, and no token count (a field naming tokens), search count or reported USD cost passes MAX_COUNT.
+    (Other numbers are left unbounded: xAI's `cost_in_usd_ticks` counts 10**10 a dollar.)"""
+    if isinstance(reported, dict):
+        return next((why for k, v in reported.items() if (why := impossible_usage(v, f"{where}.{k}", str(k)))), "")
+    if isinstance(reported, list):
+        return next((why for i, v in enumerate(reported) if (why := impossible_usage(v, f"{where}[{i}]", key))), "")
+    if isinstance(reported, bool) or not isinstance(reported, int | float):
+        return ""
+    counted = "token" in key.lower() or key in ("cost", "web_search_requests")
+    if not (math.isfinite(reported) and 0 <= reported and (reported <= MAX_COUNT or not counted)):
+        return f"{where} is {reported!r}: no answer can report that"
+    return ""
+
+
+def checked_usage(where: str = "usage") -> Callable[[Callable[..., Usage]], Callable[..., Usage]]:
+    """For a format's parser of a provider's usage object (named `where` in the answer): an impossible one
+    (`impossible_usage`) parses to no counts and says why (`Usage.unreadable`), so the caller's answer still
+    passes and its record says the usage was unreadable, where the counts would have raised or been priced."""
+    def wrap(parse: Callable[..., Usage]) -> Callable[..., Usage]:
+        @functools.wraps(parse)
+        def checked(reported: Any, *args: Any, **kwargs: Any) -> Usage:
+            why = impossible_usage(reported, where)
+            return Usage(unreadable=why) if why else parse(reported, *args, **kwargs)
+        return checked
+    return wrap
 
 
 def _sum_reported(a: Decimal | None, b: Decimal | None) -> Decimal | None:

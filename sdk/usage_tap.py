@@ -92,10 +92,14 @@ class UsageTap:
     @property
     def usage(self) -> Usage | None:
         try:
-            return self._usage()
+            usage = self._usage()
         except Exception as e:
             self.unreadable = self.unreadable or f"usage: unreadable ({type(e).__name__}: {e})"
             return None
+        if usage is not None and usage.unreadable:    # impossible counts (usage.impossible_usage)
+            self.unreadable = self.unreadable or f"usage: unreadable ({usage.unreadable})"
+            return None
+        return usage
 
     def _usage(self) -> Usage | None:
         if self.sse:

@@ -36,7 +36,7 @@ from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment, without_markers
 from prefixgate.segment_memo import SegmentMemo
-from prefixgate.usage import Usage
+from prefixgate.usage import Usage, checked_usage
 
 NAME = "anthropic"
 PREFIX_FIELDS = {"tools", "system", "messages"}
@@ -231,6 +231,7 @@ def cache_control(cp: Checkpoint) -> dict:
 
 # ---- usage ------------------------------------------------------------------------------------
 
+@checked_usage()
 def parse_usage(usage: dict) -> Usage:
     """A native `usage` object (response, `message_start` or cumulative `message_delta`)."""
     split = usage.get("cache_creation") or {}

@@ -38,7 +38,7 @@ from prefixgate.dialects.validate import expect, load_body, require
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
 from prefixgate.model_ids import ARN_MODEL, path_model
-from prefixgate.usage import Usage
+from prefixgate.usage import Usage, checked_usage
 
 NAME = "bedrock_converse"
 PREFIX_FIELDS = {"toolConfig", "system", "messages"}
@@ -190,6 +190,7 @@ def _encode_blocks(seg: Segment) -> list[dict]:
 
 # ---- usage ------------------------------------------------------------------------------------
 
+@checked_usage()
 def parse_usage(usage: dict) -> Usage:
     """A Converse `usage` (TokenUsage): `inputTokens` excludes cache reads and writes."""
     writes: dict[str, int] = {}

@@ -35,7 +35,7 @@ from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Conversation, Segment
 from prefixgate.model_ids import path_model
-from prefixgate.usage import Usage
+from prefixgate.usage import Usage, checked_usage
 
 NAME = "gemini"
 SYSTEM_KEYS = ("systemInstruction", "system_instruction")
@@ -126,6 +126,7 @@ def encode_content(seg: Segment) -> dict:
 
 # ---- usage ------------------------------------------------------------------------------------
 
+@checked_usage("usageMetadata")
 def parse_usage(meta: dict) -> Usage:
     """`usageMetadata`; thoughts are billed as output, tool-use prompt tokens (outside `promptTokenCount`) as input."""
     prompt = meta.get("promptTokenCount") or 0

@@ -25,7 +25,7 @@ from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, require, typed_tool
 from prefixgate.errors import _KINDS, RequestError
 from prefixgate.ir import Block, BlockKind, Conversation, Role, Segment
-from prefixgate.usage import Usage
+from prefixgate.usage import Usage, checked_usage
 
 NAME = "interactions"
 PREFIX_FIELDS = {"system_instruction", "tools", "input"}
@@ -232,6 +232,7 @@ def _content(block: Block) -> dict:
 
 # ---- usage ------------------------------------------------------------------------------------
 
+@checked_usage()
 def parse_usage(usage: dict) -> Usage:
     """`total_input_tokens` includes `total_cached_tokens`; thoughts are billed as output, tool-use prompt
     tokens as input."""

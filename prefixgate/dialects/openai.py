@@ -43,7 +43,7 @@ from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
 from prefixgate.providers.compatible import writes_cache_control
 from prefixgate.segment_memo import SegmentMemo
-from prefixgate.usage import Usage
+from prefixgate.usage import Usage, checked_usage
 
 NAME = "openai"
 # Parsed messages by their JSON: a chat or agent client resends all but its newest turn unchanged.
@@ -254,6 +254,7 @@ def _marker(checkpoint: Checkpoint, claude: bool) -> dict[str, dict]:
 
 # ---- usage ------------------------------------------------------------------------------------
 
+@checked_usage()
 def parse_usage(usage: dict, write_ttl: str = "30m") -> Usage:
     """`write_ttl`: the usage does not say how long written tokens live, so their price class comes
     from the request's `prompt_cache_options.ttl` (GPT-5.6+ bills a 12h write twice a 30m one)."""

@@ -25,7 +25,7 @@ from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_resent, require, typed_tool
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, BlockKind, Conversation, Role, Segment, touched
-from prefixgate.usage import Usage
+from prefixgate.usage import Usage, checked_usage
 
 NAME = "responses"
 PREFIX_FIELDS = {"tools", "instructions", "input"}
@@ -264,6 +264,7 @@ def context_part(text: str) -> dict:
 WRITE_DETAILS = {"30m": "ttl_30m_tokens", "12h": "ttl_12h_tokens"}
 
 
+@checked_usage()
 def parse_usage(usage: dict, write_ttl: str = "30m") -> Usage:
     """Cached (and, on GPT-5.6+, written) tokens are inside `input_tokens`; reasoning inside `output_tokens`.
     Writes are split by TTL from `cache_write_tokens_details` where the answer has it, else all at `write_ttl`

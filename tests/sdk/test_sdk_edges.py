@@ -93,7 +93,9 @@ _CHAT = {"id": "c1", "object": "chat.completion", "created": 1, "model": OPENAI_
 
 
 @pytest.mark.parametrize("usage", [{"prompt_tokens": 5.0, "completion_tokens": 2}, "n/a",
-                                   {"prompt_tokens": 5, "completion_tokens": 2, "prompt_tokens_details": "none"}])
+                                   {"prompt_tokens": 5, "completion_tokens": 2, "prompt_tokens_details": "none"},
+                                   # Impossible: no answer has 10**18 tokens or a negative count.
+                                   {"prompt_tokens": 10**18, "completion_tokens": 2}, {"prompt_tokens": 5, "completion_tokens": -2}])
 def test_usage_the_wrapper_cannot_read_never_breaks_the_answer(usage):
     body = json.dumps({**_CHAT, "usage": usage}).encode()
     chunk = {**_CHAT, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "hi"}}]}
