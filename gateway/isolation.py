@@ -33,25 +33,35 @@ REDIS_KEY = "prefixgate:tenant-secret"
 def server_secret(configured: str, sqlite_path: str, redis_url: str = "") -> bytes:
     if configured:
         return configured.encode()
-    db = sqlite3.connect(sqlite_path, timeout=10, uri=True)
-    try:
-        with db:
-            db.execute("CREATE TABLE IF NOT EXISTS gateway_secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            db.execute("INSERT OR IGNORE INTO gateway_secrets VALUES ('tenant', ?)", (secrets.token_hex(32),))
-        value = db.execute("SELECT value FROM gateway_secrets WHERE name = 'tenant'").fetchone()[0]
-    finally:
-        db.close()
+    value = _kept(sqlite_path)
     if redis_url:
         import redis
 
         try:
             client = redis.Redis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
             client.set(REDIS_KEY, value, nx=True)
-            value = client.get(REDIS_KEY).decode()
+            fleet = client.get(REDIS_KEY).decode()
             client.close()
         except (RedisError, OSError):
             log.warning("redis unreachable at start: tenant salts are this replica's until it restarts with redis")
+        else:
+            # Kept in the file too: a restart while Redis is down (or after it lost its data) keeps the fleet's.
+            value = _kept(sqlite_path, fleet) if fleet != value else value
     return value.encode()
+
+
+def _kept(sqlite_path: str, fleet: str = "") -> str:
+    """The secret in the ledger's file: drawn once, or replaced by the `fleet`'s."""
+    db = sqlite3.connect(sqlite_path, timeout=10, uri=True)
+    try:
+        with db:
+            db.execute("CREATE TABLE IF NOT EXISTS gateway_secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db.execute("INSERT OR IGNORE INTO gateway_secrets VALUES ('tenant', ?)", (secrets.token_hex(32),))
+            if fleet:
+                db.execute("UPDATE gateway_secrets SET value = ? WHERE name = 'tenant'", (fleet,))
+        return db.execute("SELECT value FROM gateway_secrets WHERE name = 'tenant'").fetchone()[0]
+    finally:
+        db.close()
 
 
 def tenant_salt(secret: bytes, party: str) -> str:

@@ -107,3 +107,11 @@ def test_a_self_hosted_upstream_gets_each_partys_own_salt_and_planner_state(tmp_
     assert len({salts["named-acme"], salts["acme-app"], salts["lone-one"], salts["lone-two"]}) == 4
     # What the planner learns from a route is learned per party too: four parties, four states.
     assert len([name for name in state.routes if name.endswith("/support")]) == 4
+
+
+def test_a_replica_restarted_while_redis_is_down_keeps_the_fleets_secret(tmp_path, redis_url):
+    """Replicas agree on the secret through Redis; one that restarts while Redis is unreachable used to go back to
+    the secret drawn in its own file: its salts, tags and pins then differed from every other replica's."""
+    first = server_secret("", str(tmp_path / "a.sqlite"), redis_url)
+    assert server_secret("", str(tmp_path / "b.sqlite"), redis_url) == first
+    assert server_secret("", str(tmp_path / "b.sqlite"), "redis://127.0.0.1:1/0") == first     # nothing listens there
