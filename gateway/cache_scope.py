@@ -27,6 +27,7 @@ from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.named_state import CACHE as KIND
 from prefixgate.gateway.named_state import cache_id
 from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.provider_ids import body_ids, check_owned
 from prefixgate.gateway.proxy import Prepared, Proxy
 from prefixgate.gateway.upstream import UpstreamResponse
 from prefixgate.ir import Conversation
@@ -89,6 +90,8 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     paid_until = now
     if method == "POST":
         proxy.router.decide(model_of(body.get("model")), caller.key, dialect)   # the key's routes name its models
+        if owner is not None:       # a cache of a file would hand the file to whoever builds on the cache
+            await check_owned(proxy.owners, owner, body_ids(body))
     elif method == "PATCH":
         before = await forward("GET", b"")      # storage is paid up to the old expiry; the PATCH buys the rest
         if 200 <= before.status < 300:

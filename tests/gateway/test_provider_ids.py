@@ -121,6 +121,9 @@ def test_ids_the_gateway_never_saw_created_are_404s_to_every_tenant(stack):
         with pytest.raises(genai_errors.ClientError) as refused:
             google.models.count_tokens(model=GEMINI, contents=contents)
         assert refused.value.code == 404
+        with pytest.raises(genai_errors.ClientError) as refused:      # a cache of it would hand it to its builders
+            google.caches.create(model=GEMINI, config=genai_types.CreateCachedContentConfig(contents=contents, ttl="600s"))
+        assert refused.value.code == 404 and uri in refused.value.message
     # What names nothing passes: a public URL, a tool whose schema has a `file_id` property, a call's arguments.
     assert google.models.generate_content(model=GEMINI, contents=[genai_types.Content(role="user", parts=[
         genai_types.Part(file_data=genai_types.FileData(file_uri="https://example.com/q3.pdf", mime_type="application/pdf")),
@@ -152,8 +155,13 @@ def test_paths_for_provider_side_objects_are_not_served(stack):
         with pytest.raises(genai_errors.ClientError) as refused:
             attempt()
         assert refused.value.code == 404
-    r = httpx.get(f"{gw}/v1/files", headers={"x-api-key": BETA, "anthropic-version": "2023-06-01"})
-    assert r.status_code == 404
+    claude_headers = {"x-api-key": BETA, "anthropic-version": "2023-06-01"}
+    assert httpx.get(f"{gw}/v1/files", headers=claude_headers).status_code == 404
+    for method, path in (("POST", "/v1/messages/batches"), ("GET", "/v1/messages/batches/msgbatch_acme/results")):
+        r = httpx.request(method, f"{gw}{path}", headers=claude_headers, json={"requests": []} if method == "POST" else None)
+        assert r.status_code in (404, 405) and r.json()["type"] == "error", (method, path, r.text)
+    r = httpx.post(f"{gw}/v1beta/models/{GEMINI}:batchGenerateContent", headers={"x-goog-api-key": BETA}, json={})
+    assert r.status_code == 404 and r.json()["error"]["status"] == "NOT_FOUND", r.text
 
 
 CODE_EXECUTION = {"type": "code_execution_20250825", "name": "code_execution"}
