@@ -32,7 +32,7 @@ _SYSTEM = (f"Current time: 2026-01-01T00:00:00Z. Request {uuid.UUID(int=0)}.\n"
 _QUESTION = "Which section covers start-up?"
 _CHAT = Chat([Turn("system", [Part("text", _SYSTEM)]), Turn("user", [Part("text", _QUESTION)])], max_tokens=16)
 # The common caller formats, each with a model of its provider; the body is the format's own (`write_chat`).
-SAMPLES = ((anthropic.WIRE, "claude-sonnet-5-5"), (openai.WIRE, "gpt-4o-mini"), (responses_adapter.WIRE, "gpt-4o-mini"),
+SAMPLES = ((anthropic.WIRE, "claude-sonnet-5-5"), (openai.WIRE, "gpt-5.4-mini"), (responses_adapter.WIRE, "gpt-5.4-mini"),
            (gemini.WIRE, "gemini-3.8-flash"))
 
 

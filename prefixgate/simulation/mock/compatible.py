@@ -39,7 +39,7 @@ from prefixgate.tokens import encoding_for
 from prefixgate.usage import Usage
 
 # The OpenAI model whose cache rules stand in for every provider's automatic prefix cache.
-CACHE_STAND_IN = "gpt-4o"
+CACHE_STAND_IN = "gpt-5.4"
 # The Claude model whose cache stands in for a Gemini model's breakpoints on OpenRouter, under the Gemini
 # model's own minimum (its row's).
 BREAKPOINT_STAND_IN = "claude-sonnet-4-6"
