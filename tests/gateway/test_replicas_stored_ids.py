@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
+import httpx
 import openai
 import pytest
 
@@ -25,6 +26,7 @@ def replicas(tmp_path, redis_url, monkeypatch):
     responses apart, as OpenAI keeps each organisation's)."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-account-one-0001")
     monkeypatch.setenv("OPENAI_SECOND_KEY", "sk-account-two-0002")
+    monkeypatch.setenv("GEMINI_API_KEY", "AIzaReplicasStoredIds000000000000000")
     with ServerThread(mock_app(MockContext())) as mock, ExitStack() as stack:
         urls = []
         for name in ("a", "b"):
@@ -32,7 +34,8 @@ def replicas(tmp_path, redis_url, monkeypatch):
             folder.mkdir()
             settings = settings_for(mock.url, folder, redis_url=redis_url)
             policy = {"upstreams": {"second": {"kind": "openai", "url": mock.url, "api_key_env": "OPENAI_SECOND_KEY"}},
-                      "routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"replicas": ["openai", "second"]}]}],
+                      "routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"replicas": ["openai", "second"]}]},
+                                 {"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]}],
                       "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME), "tenant": "acme"},
                                {"name": "globex-app", "key_sha256": hash_key(GLOBEX), "tenant": "globex"}]}
             urls.append(stack.enter_context(running_gateway(settings, policy=policy_for(settings, policy))).url)
@@ -56,3 +59,18 @@ def test_a_stored_response_is_its_tenants_on_every_replica(replicas):
                 _client(url, GLOBEX).responses.retrieve(created.id)
             with pytest.raises(openai.NotFoundError):
                 _client(url, GLOBEX).responses.create(model=MODEL, input="x", previous_response_id=created.id)
+
+
+def test_an_explicit_cache_is_its_tenants_on_every_replica(replicas):
+    a, b = replicas
+    manual = {"model": "models/gemini-2.5-flash", "ttl": "300s",
+              "contents": [{"role": "user", "parts": [{"text": "The shipping manual, clause by clause. " * 400}]}]}
+    created = httpx.post(a + "/v1beta/cachedContents", json=manual, headers={"x-goog-api-key": ACME}, timeout=30)
+    assert created.status_code == 200, created.text
+    name = created.json()["name"]
+    ask = {"cachedContent": name, "contents": [{"role": "user", "parts": [{"text": "Clause 3?"}]}]}
+    for key, status in ((ACME, 200), (GLOBEX, 404)):
+        got = httpx.get(f"{b}/v1beta/{name}", headers={"x-goog-api-key": key}, timeout=30)
+        used = httpx.post(b + "/v1beta/models/gemini-2.5-flash:generateContent", json=ask,
+                          headers={"x-goog-api-key": key}, timeout=30)
+        assert (got.status_code, used.status_code) == (status, status), (got.text, used.text)
