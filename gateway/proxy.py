@@ -84,6 +84,10 @@ from prefixgate.usage import Usage
 
 # A caller may name the stream of similar prompts a request belongs to; the planner learns per route.
 ROUTE_HEADER = "x-prefixgate-route"
+# What reading an answer whose shape its format's documentation does not give raises (a list where an object goes,
+# a token count as a string): the answer is still the upstream's, billed, and recorded as such, never a gateway 500.
+UNREADABLE = (AttributeError, IndexError, KeyError, TypeError, ValueError)
+UNREADABLE_USAGE = "usage: the answer reports usage the gateway cannot read; tokens and cost unknown"
 
 
 @dataclass
@@ -488,16 +492,29 @@ class Proxy:
         try:
             data = json.loads(resp.body or b"")
         except ValueError:
-            return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} sent a body that is not JSON",
-                                                status=502, kind="server"), prep)
-        usage = prep.usage_of(data)
+            data = None
+        if not isinstance(data, dict):     # answered (and billed) all the same
+            return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} sent a body that is not a JSON object",
+                                                status=502, kind="server"), prep,
+                             self.accounts.estimated(call, "the upstream's answer could not be read"))
+        try:
+            usage: Usage | None = prep.usage_of(data)
+        except UNREADABLE:      # a compatible server's own idea of usage (token counts as strings): passed on, unpriced
+            usage = None
+            call.notes.append(UNREADABLE_USAGE)
         self.accounts.stored(call, prep, prep.wire.stored_id(data))
         self.accounts.created(call, data)
         self.diagnostics.read(call, prep.ask, data)
         if prep.wire is call.wire:
             content = resp.body or b""
         else:
-            content = compact_bytes(translate_reply(data, prep.wire, call.wire, call.conv.model or prep.model))
+            try:
+                content = compact_bytes(translate_reply(data, prep.wire, call.wire, call.conv.model or prep.model))
+            except UNREADABLE:
+                return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} sent an answer the gateway could "
+                                                    "not translate", status=502, kind="server"), prep,
+                                 usage if usage not in (None, Usage()) else self.accounts.estimated(
+                                     call, "the upstream's answer could not be read"))
         if call.response_cache is not None and call.response_cache.collects:
             call.response_cache.answer.whole(prep.wire.read_reply(data), content, prep.wire)
         if collects_replies(call.route, prep.wire, bool(prep.trace_body)):

@@ -1,0 +1,77 @@
+"""A whole answer whose shape its format does not document (a compatible server's token counts as strings, a choice
+that is no object, a body that is no JSON object): the upstream answered and billed it, so it is recorded and the
+key's budget settled, and the caller gets the answer as sent or an error in its own shape, never a gateway 500."""
+
+from __future__ import annotations
+
+import anthropic
+import openai
+import pytest
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from prefixgate.gateway.app import create_app
+from prefixgate.ledger import read_records
+from prefixgate.policies.schema import hash_key
+from tests.gateway.support_gateway import policy_for, settings_for
+from tests.support_services import ServerThread, wait_until
+
+CALLER = "pg-unreadable-caller-0001"
+ANSWERS: list[object] = []
+HELLO = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-5.4",
+         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}]}
+
+
+async def answer(request) -> JSONResponse:
+    return JSONResponse(ANSWERS.pop(0))
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OPENAI_API_KEY", "sk-unreadable-answers-000111")
+    try:
+        with ServerThread(Starlette(routes=[Route("/v1/chat/completions", answer, methods=["POST"])])) as up:
+            settings = settings_for(up.url, tmp_path_factory.mktemp("unreadable"))
+            policy = policy_for(settings, {
+                "routes": [{"name": "gpt", "models": ["gpt-5.4"], "targets": [{"upstream": "openai"}]},
+                           {"name": "to-gpt", "models": ["claude-via-gpt"],
+                            "targets": [{"upstream": "openai", "model": "gpt-5.4"}]}],
+                "keys": [{"name": "app", "key_sha256": hash_key(CALLER), "budget": {"usd": 100, "period": "day"}}]})
+            app = create_app(settings, policy=policy)
+            with ServerThread(app) as gw:
+                yield gw, settings, app.state.proxy
+    finally:
+        mp.undo()
+
+
+def settled(settings, proxy, rid: str) -> dict:
+    """The request's record, once its budget reservation is settled."""
+    wait_until(lambda: any(r["id"] == rid for r in read_records(settings.ledger_path)) and not proxy.limits.reserved,
+               10, "record written and reservation settled")
+    return next(r for r in read_records(settings.ledger_path) if r["id"] == rid)
+
+
+def test_usage_it_cannot_read_passes_the_answer_on_unpriced(stack):
+    gw, settings, proxy = stack
+    ANSWERS.append({**HELLO, "usage": {"prompt_tokens": "7", "completion_tokens": 2, "total_tokens": 9}})
+    raw = openai.OpenAI(api_key=CALLER, base_url=gw.url + "/v1", max_retries=0).chat.completions.with_raw_response.create(
+        model="gpt-5.4", messages=[{"role": "user", "content": "Hi"}])
+    assert raw.parse().choices[0].message.content == "Hello"
+    rec = settled(settings, proxy, raw.headers["x-prefixgate-request-id"])
+    assert rec["status"] == 200 and rec["cost_usd"] is None
+    assert any(line.startswith("usage: the answer reports usage the gateway cannot read") for line in rec["explanation"])
+
+
+@pytest.mark.parametrize("body", [{**HELLO, "choices": [None]}, ["not", "an", "object"]])
+def test_an_answer_it_cannot_translate_is_a_502_in_the_callers_shape_billed_at_the_estimate(stack, body):
+    gw, settings, proxy = stack
+    ANSWERS.append(body)
+    with pytest.raises(anthropic.APIStatusError) as exc:
+        anthropic.Anthropic(api_key=CALLER, base_url=gw.url, max_retries=0).messages.create(
+            model="claude-via-gpt", max_tokens=30, messages=[{"role": "user", "content": "Hi"}])
+    assert exc.value.status_code == 502 and exc.value.body["error"]["type"] == "api_error"
+    rec = settled(settings, proxy, exc.value.response.headers["x-prefixgate-request-id"])
+    assert rec["status"] == 502 and rec["output"] == 30 and rec["cost_usd"] is not None
+    assert any(line.startswith("usage estimated") for line in rec["explanation"])
