@@ -295,6 +295,8 @@ class ResponseCache:
                 log.warning("response cache: unreadable entry on route %s (%s: %s); treated as a miss",
                             call.route.name, type(e).__name__, e)
                 self.errors.labels(call.route.name, "entry").inc()
+        if entry is not None and outlived(entry, policy):
+            entry = None
         write = "skip-write" not in asked
         if entry is None:
             return self._counted(call, Lookup(policy, key, "miss", write=write))
@@ -405,6 +407,12 @@ def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCach
     if not reply.text and not reply.tool_calls:
         return "empty"      # OpenAI's refusals finish normally, their words in `refusal`, which no replay carries
     return None
+
+
+def outlived(entry: Entry, policy: ResponseCachePolicy) -> bool:
+    """Whether an entry was stored under a policy the route no longer has (Redis keeps entries across restarts
+    and replicas): older than today's `ttl_s`, or a tool call the route no longer stores."""
+    return time.time() - entry.stored_at > policy.ttl_s or (bool(entry.reply.tool_calls) and not policy.tool_calls)
 
 
 def replay_stream(wire: WireFormat, reply: Reply, model: str, include_usage: bool = True) -> bytes:

@@ -4,6 +4,7 @@ unreachable Redis is a miss (or bypass) and a log line, never a 500."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -103,3 +104,30 @@ def test_an_unreachable_redis_is_a_bypass_not_an_error(tmp_path):
         assert chat(client)[1] == "bypass" and chat(client)[1] == "bypass" and len(up.posts) == 2
         raw = client.chat.completions.with_raw_response.create(model="gpt-5.5", messages=ASK, stream=True)
         assert raw.headers[CACHE] == "bypass" and len(list(raw.parse())) > 1
+
+
+def test_an_entry_is_served_only_as_the_routes_policy_now_allows(tmp_path, redis_url):
+    # Entries in Redis outlive the gateway that stored them: after the operator shortens ttl_s or stops storing tool
+    # calls (a replayed call runs its action again), a replica on the new policy must not serve the old entries.
+    tool_ask = dict(model="gpt-5.5", input="Look it up.", tool_choice="required",
+                    tools=[{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}])
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    with cache_stack(tmp_path / "old", policy(gpt={"mode": "on", "ttl_s": 86400, "tool_calls": True}),
+                     redis_url=redis_url) as (up, gw, _):
+        client = oa(gw)
+        chat(client)
+        client.responses.create(**tool_ask)
+        assert chat(client)[1] == "hit" and len(up.posts) == 2
+    # The text answer was stored two hours ago (Redis, told to keep it a day, still has it); the tool call just now.
+    r = redis.Redis.from_url(redis_url)
+    for key in r.keys("prefixgate:response:*"):
+        entry = json.loads(r.get(key))
+        if not entry["reply"]["tool_calls"]:
+            r.set(key, json.dumps({**entry, "stored_at": entry["stored_at"] - 7200}), keepttl=True)
+    with cache_stack(tmp_path / "new", policy(gpt={"mode": "on", "ttl_s": 3600, "tool_calls": False}),
+                     redis_url=redis_url) as (up, gw, _):
+        client = oa(gw)
+        assert chat(client)[1] == "miss" and len(up.posts) == 1
+        assert chat(client)[1] == "hit" and len(up.posts) == 1      # the fresh answer replaced the stale one
+        assert client.responses.with_raw_response.create(**tool_ask).headers[CACHE] == "miss" and len(up.posts) == 2
