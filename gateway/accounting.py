@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 
 # The ledger status of a request whose client hung up before its answer ended (nginx's convention).
 CLIENT_CLOSED = 499
+# What reading an answer whose shape its format's documentation does not give raises (a list where an object goes,
+# a token count as a string): the answer is still the upstream's, billed, and recorded as such, never a gateway 500.
+UNREADABLE = (AttributeError, IndexError, KeyError, TypeError, ValueError)
+UNREADABLE_USAGE = "usage: the answer reports usage the gateway cannot read; tokens and cost unknown"
 
 
 class Accounting:

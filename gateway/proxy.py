@@ -32,7 +32,7 @@ from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway import lifecycle, off_loop
-from prefixgate.gateway.accounting import Accounting
+from prefixgate.gateway.accounting import UNREADABLE, UNREADABLE_USAGE, Accounting
 from prefixgate.gateway.auth import Caller, party_of, upstream_credential
 from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics
@@ -84,10 +84,6 @@ from prefixgate.usage import Usage
 
 # A caller may name the stream of similar prompts a request belongs to; the planner learns per route.
 ROUTE_HEADER = "x-prefixgate-route"
-# What reading an answer whose shape its format's documentation does not give raises (a list where an object goes,
-# a token count as a string): the answer is still the upstream's, billed, and recorded as such, never a gateway 500.
-UNREADABLE = (AttributeError, IndexError, KeyError, TypeError, ValueError)
-UNREADABLE_USAGE = "usage: the answer reports usage the gateway cannot read; tokens and cost unknown"
 
 
 @dataclass

@@ -24,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 
 from prefixgate.dialects.sse import SSE_FRAMING, FramingError
 from prefixgate.errors import RequestError
-from prefixgate.gateway.accounting import CLIENT_CLOSED, Accounting
+from prefixgate.gateway.accounting import CLIENT_CLOSED, UNREADABLE, UNREADABLE_USAGE, Accounting
 from prefixgate.gateway.diagnostics import ProviderDiagnostics
 from prefixgate.gateway.estimate import cut_usage
 from prefixgate.gateway.in_flight import Slot
@@ -85,6 +85,14 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
     reply = target.reply_collector() if collects_replies(call.route, target, bool(prep.trace_body)) else None
     state: dict = {"rec": None, "began": False}
 
+    def count(event: dict) -> None:
+        """Usage read on the way; usage the gateway cannot read (token counts as strings) leaves the stream as sent."""
+        try:
+            counter.feed(event)
+        except UNREADABLE:
+            if UNREADABLE_USAGE not in call.notes:
+                call.notes.append(UNREADABLE_USAGE)
+
     async def let_go() -> None:
         """The in-flight slot and, if the body never began, the upstream stream."""
         slot.release()
@@ -113,13 +121,13 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                     if not same or target.may_carry_usage(ev) or ERROR_MARK in ev:
                         parsed = framing.payload(ev)
                         if parsed is not None and (reported := target.stream_error(parsed)) is not None:
-                            counter.feed(parsed)
+                            count(parsed)
                             # The caller's own format: its SDK raises on the provider's event as sent, held like a
                             # terminal event until the record is written; another format gets its own error event.
                             tail = ev if same else b""
                             break
                         if parsed is not None:
-                            counter.feed(parsed)
+                            count(parsed)
                             diagnostics.read(call, prep.ask, parsed)
                             accounts.created(call, parsed)
                             if target.ends_stream(parsed):

@@ -1,4 +1,4 @@
-"""A whole answer whose shape its format does not document (a compatible server's token counts as strings, a choice
+"""An answer whose shape its format does not document (a compatible server's token counts as strings, a choice
 that is no object, a body that is no JSON object): the upstream answered and billed it, so it is recorded and the
 key's budget settled, and the caller gets the answer as sent or an error in its own shape, never a gateway 500."""
 
@@ -8,7 +8,7 @@ import anthropic
 import openai
 import pytest
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from prefixgate.gateway.app import create_app
@@ -23,8 +23,11 @@ HELLO = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model":
          "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}]}
 
 
-async def answer(request) -> JSONResponse:
-    return JSONResponse(ANSWERS.pop(0))
+async def answer(request) -> Response:
+    found = ANSWERS.pop(0)
+    if isinstance(found, bytes):    # a stream's events
+        return StreamingResponse(iter([found]), media_type="text/event-stream")
+    return JSONResponse(found)
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +78,19 @@ def test_an_answer_it_cannot_translate_is_a_502_in_the_callers_shape_billed_at_t
     rec = settled(settings, proxy, exc.value.response.headers["x-prefixgate-request-id"])
     assert rec["status"] == 502 and rec["output"] == 30 and rec["cost_usd"] is not None
     assert any(line.startswith("usage estimated") for line in rec["explanation"])
+
+
+def test_stream_usage_it_cannot_read_relays_the_stream_unpriced(stack):
+    gw, settings, proxy = stack
+    head = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-5.4","choices":'
+    ANSWERS.append("".join(f"data: {head}{rest}\n\n" for rest in (
+        '[{"index":0,"delta":{"role":"assistant","content":"Hello"},"finish_reason":null}]}',
+        '[{"index":0,"delta":{},"finish_reason":"stop"}]}',
+        '[],"usage":{"prompt_tokens":"7","completion_tokens":"2","total_tokens":"9"}}')).encode() + b"data: [DONE]\n\n")
+    stream = openai.OpenAI(api_key=CALLER, base_url=gw.url + "/v1", max_retries=0).chat.completions.create(
+        model="gpt-5.4", messages=[{"role": "user", "content": "Hi"}], stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "Hello"
+    rec = settled(settings, proxy, stream.response.headers["x-prefixgate-request-id"])
+    assert rec["status"] == 200 and rec["cost_usd"] is None
+    assert any(line.startswith("usage: the answer reports usage the gateway cannot read") for line in rec["explanation"])
