@@ -9,13 +9,11 @@ to every keyed caller (fail closed). On an open gateway (no keys) there is one p
 
 Kept in the ledger's SQLite file (it survives a restart) and, with `redis_url`, in Redis as well, so every
 replica knows every owner; while Redis is down this replica answers from its own file, and the owners it could
-not share then are shared once Redis answers again (the newest `MAX_UNSHARED`).
+not share then are shared once Redis answers again (`shared_later`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import sqlite3
 import threading
 import time
@@ -24,16 +22,15 @@ from typing import TypeVar
 
 from redis.exceptions import RedisError
 
+from prefixgate.gateway.shared_later import SharedLater
 from prefixgate.policies.schema import CallerKey
 
-log = logging.getLogger("prefixgate.gateway")
 T = TypeVar("T")
 # How long an owner is remembered when the resource's own lifetime is not known (OpenAI keeps stored
 # responses 30 days); a resource outliving its record becomes nobody's, which refuses, never leaks.
 DEFAULT_TTL_S = 31 * 86400
 _REDIS_ERRORS = (RedisError, OSError)
 PRUNE_EVERY = 1000
-MAX_UNSHARED = 100_000
 
 
 def principal(key: CallerKey | None) -> str | None:
@@ -60,12 +57,11 @@ class Owners:
         self._db.execute("CREATE INDEX IF NOT EXISTS owners_expires ON owners (expires)")
         self._recorded = 0
         self._redis = None
-        self._sharing: set[asyncio.Task] = set()
-        self._unshared: dict[tuple[str, str], tuple[str, float]] = {}   # (kind, id) -> owner, expiry: Redis missed them
         if redis_url:
             import redis.asyncio as aioredis
 
             self._redis = aioredis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+            self._shared = SharedLater(self._redis, "owner", clock)
 
     def record(self, kind: str, ident: str, owner: str | None, ttl_s: float = DEFAULT_TTL_S) -> None:
         """`owner` created (kind, ident); remembered for `ttl_s`. Nothing is kept for an open gateway's None.
@@ -78,30 +74,7 @@ class Owners:
             if self._recorded % PRUNE_EVERY == 1:       # expired rows refuse anyway; pruning only bounds the file
                 self._db.execute("DELETE FROM owners WHERE expires < ?", (self._clock(),))
         if self._redis is not None:
-            task = asyncio.get_running_loop().create_task(self._share(kind, ident, owner, ttl_s))
-            self._sharing.add(task)
-            task.add_done_callback(self._sharing.discard)
-
-    async def _share(self, kind: str, ident: str, owner: str, ttl_s: float) -> None:
-        if not await self._set(kind, ident, owner, self._clock() + ttl_s):
-            return
-        # Redis answers again: the owners it missed (another replica would refuse their ids to their own tenant).
-        while self._unshared:
-            (kind, ident), (owner, expires) = self._unshared.popitem()
-            if expires > self._clock() and not await self._set(kind, ident, owner, expires):
-                return
-
-    async def _set(self, kind: str, ident: str, owner: str, expires: float) -> bool:
-        """Share one owner with the other replicas; False (kept to share later) while Redis is unreachable."""
-        try:
-            await self._redis.set(f"{self.REDIS_PREFIX}{kind}:{ident}", owner, ex=max(1, int(expires - self._clock())))
-            return True
-        except _REDIS_ERRORS:
-            log.warning("redis unreachable: the owner of %s %s is known to this replica only until it answers", kind, ident)
-            self._unshared[(kind, ident)] = (owner, expires)
-            while len(self._unshared) > MAX_UNSHARED:
-                del self._unshared[next(iter(self._unshared))]
-            return False
+            self._shared.set(f"{self.REDIS_PREFIX}{kind}:{ident}", owner, ttl_s)
 
     async def owner(self, kind: str, ident: str) -> str | None:
         if self._redis is not None:
@@ -128,14 +101,15 @@ class Owners:
         with self._lock:
             self._db.execute("DELETE FROM owners WHERE kind = ? AND id = ?", (kind, ident))
         if self._redis is not None:
+            self._shared.forget(f"{self.REDIS_PREFIX}{kind}:{ident}")
             try:
                 await self._redis.delete(f"{self.REDIS_PREFIX}{kind}:{ident}")
             except _REDIS_ERRORS:
                 pass        # its expiry ends it
 
     async def aclose(self) -> None:
-        if self._sharing:
-            await asyncio.gather(*self._sharing)
+        if self._redis is not None:
+            await self._shared.drain()
         with self._lock:
             self._db.close()
         if self._redis is not None:

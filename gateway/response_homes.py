@@ -6,21 +6,20 @@ remembers id -> upstream for the ones it relays, bounded (oldest out first); wit
 upstream (or accounts), chained requests are pinned to the one that holds the chain. With `redis_url` the
 home is shared with every gateway replica (a follow-up behind a load balancer lands on any of them), for as
 long as ownership remembers the id; without Redis a follow-up that lands on another replica falls back to
-the route's normal choice (which, for one upstream, is the same place).
+the route's normal choice (which, for one upstream, is the same place), as it does for a home Redis has not
+been given yet (`shared_later`: one recorded while Redis did not answer goes there once it does).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections import OrderedDict
 
 from redis.exceptions import RedisError
 
 from prefixgate.gateway.ownership import DEFAULT_TTL_S
+from prefixgate.gateway.shared_later import SharedLater
 
 MAX_REMEMBERED = 100_000
-log = logging.getLogger("prefixgate.gateway")
 
 
 class ResponseHomes:
@@ -30,11 +29,11 @@ class ResponseHomes:
         self.limit = limit
         self._homes: OrderedDict[str, str] = OrderedDict()
         self._redis = None
-        self._sharing: set[asyncio.Task] = set()
         if redis_url:
             import redis.asyncio as aioredis
 
             self._redis = aioredis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+            self._shared = SharedLater(self._redis, "home")
 
     def remember(self, response_id: object, upstream: str) -> None:
         """Known here when this returns (a follow-up may come at once); in Redis a moment later."""
@@ -42,9 +41,7 @@ class ResponseHomes:
             return
         self._keep(response_id, upstream)
         if self._redis is not None:
-            task = asyncio.get_running_loop().create_task(self._share(response_id, upstream))
-            self._sharing.add(task)
-            task.add_done_callback(self._sharing.discard)
+            self._shared.set(self.REDIS_PREFIX + response_id, upstream, DEFAULT_TTL_S)
 
     def home_of(self, response_id: object) -> str | None:
         """The home this replica knows (`find` first asks the other replicas)."""
@@ -70,14 +67,7 @@ class ResponseHomes:
         while len(self._homes) > self.limit:
             self._homes.popitem(last=False)
 
-    async def _share(self, response_id: str, upstream: str) -> None:
-        try:
-            await self._redis.set(self.REDIS_PREFIX + response_id, upstream, ex=DEFAULT_TTL_S)
-        except (RedisError, OSError):
-            log.warning("redis unreachable: the home of %s is known to this replica only", response_id)
-
     async def aclose(self) -> None:
-        if self._sharing:
-            await asyncio.gather(*self._sharing)
         if self._redis is not None:
+            await self._shared.drain()
             await self._redis.aclose()

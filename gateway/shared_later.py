@@ -1,0 +1,61 @@
+"""Values every gateway replica reads from Redis (who owns a stored id, which upstream holds it), written there
+off the request path. A write Redis missed (it did not answer) is made once it answers again, so another
+replica is not left without the value for the value's whole lifetime; the newest `MAX_MISSED` are kept."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from redis.exceptions import RedisError
+
+log = logging.getLogger("prefixgate.gateway")
+MAX_MISSED = 100_000
+_ERRORS = (RedisError, OSError)
+
+
+class SharedLater:
+    def __init__(self, redis: Any, what: str, clock: Callable[[], float] = time.time) -> None:
+        self._redis = redis
+        self._what = what
+        self._clock = clock
+        self._writes: set[asyncio.Task] = set()
+        self._missed: dict[str, tuple[str, float]] = {}     # key -> value, when it expires (wall time)
+
+    def set(self, key: str, value: str, ttl_s: float) -> None:
+        """Write `key` for `ttl_s` in the background (the caller may be answering a request)."""
+        task = asyncio.get_running_loop().create_task(self._write(key, value, self._clock() + ttl_s))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    def forget(self, key: str) -> None:
+        """A value no longer true (deleted): never written later."""
+        self._missed.pop(key, None)
+
+    async def drain(self) -> None:
+        """Wait for the writes under way."""
+        if self._writes:
+            await asyncio.gather(*self._writes)
+
+    async def _write(self, key: str, value: str, expires: float) -> None:
+        if not await self._set(key, value, expires):
+            return
+        # Redis answers again: the writes it missed.
+        while self._missed:
+            key, (value, expires) = self._missed.popitem()
+            if expires > self._clock() and not await self._set(key, value, expires):
+                return
+
+    async def _set(self, key: str, value: str, expires: float) -> bool:
+        try:
+            await self._redis.set(key, value, ex=max(1, int(expires - self._clock())))
+            return True
+        except _ERRORS:
+            log.warning("redis unreachable: the %s of %s is known to this replica only until it answers", self._what, key)
+            self._missed[key] = (value, expires)
+            while len(self._missed) > MAX_MISSED:
+                del self._missed[next(iter(self._missed))]
+            return False
