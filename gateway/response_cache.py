@@ -33,7 +33,7 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response, StreamingResponse
 
 from prefixgate.compact_json import compact_bytes
-from prefixgate.dialects.neutral import Delta, Reply, ToolCall, json_or_raw
+from prefixgate.dialects.neutral import Delta, Reply, ToolCall, json_or_raw, unreadable_args
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.response_store import MemoryStore, RedisStore, StoreError
@@ -400,6 +400,8 @@ def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCach
         return "unfinished"
     if (reply.finish == "tool_calls" or reply.tool_calls) and not policy.tool_calls:
         return "tool calls"
+    if any(unreadable_args(c.args) for c in reply.tool_calls):
+        return "malformed tool call"     # a replay would send some other JSON than the model's text
     if reply.finish not in ("stop", "tool_calls"):
         return reply.finish             # length, content_filter
     if reply.native_finish not in source.natural_finishes:

@@ -194,3 +194,8 @@ def json_or_raw(text: str) -> Any:
         return json.loads(text) if text else {}
     except json.JSONDecodeError:
         return {"_raw": text}
+
+
+def unreadable_args(args: Any) -> bool:
+    """Whether `args` are a model's malformed arguments as `json_or_raw` kept them."""
+    return isinstance(args, dict) and list(args) == ["_raw"] and isinstance(args["_raw"], str)

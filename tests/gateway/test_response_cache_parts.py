@@ -253,3 +253,15 @@ def test_requests_on_state_the_request_changes_or_asking_log_probabilities_bypas
     assert uncacheable(responses.parse_request(json.dumps(logprobs).encode())) == "log probabilities asked"
     plain = {"model": "gpt-5.4", "input": "Hi", "include": ["reasoning.encrypted_content"]}
     assert uncacheable(responses.parse_request(json.dumps(plain).encode())) is None
+
+
+def test_a_tool_call_whose_arguments_are_not_json_is_never_stored():
+    # A model's malformed arguments, streamed: a replay could only send them back as some other JSON object
+    # than the one the model wrote, and the caller's tool would run on that.
+    chat = wire_format("openai")
+    answer = Answer()
+    for delta in ({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": ""}}]},
+                  {"tool_calls": [{"index": 0, "function": {"arguments": '{"q": "unterminated'}}]}):
+        answer.feed(chat.read_deltas({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}), chat)
+    answer.feed(chat.read_deltas({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}), chat)
+    assert refusal(answer.result(), chat, ResponseCachePolicy("on", tool_calls=True)) == "malformed tool call"
