@@ -5,6 +5,9 @@ received. Unknown name "<field>": Cannot find field.` (seen in e.g. google-gemin
 Alishahryar1/free-claude-code#542). Proto3 JSON takes each field by its lowerCamelCase or its proto name.
 The fields are GenerateContentRequest's (https://ai.google.dev/api/generate-content), plus the `labels`,
 `serviceTier` and `store` that google-genai 3.6.1 may send.
+
+A turn without parts is refused too: `* GenerateContentRequest.contents[0].parts: contents.parts must not be
+empty.` (the error clients such as the Vercel AI SDK filter empty messages to avoid).
 """
 
 from __future__ import annotations
@@ -24,3 +27,8 @@ def check_generate_body(body: dict[str, Any]) -> None:
     if unknown:
         raise RequestError("\n".join(f'Invalid JSON payload received. Unknown name "{name}": Cannot find field.'
                                      for name in unknown), field=unknown[0])
+    contents = body.get("contents")
+    for i, content in enumerate(contents if isinstance(contents, list) else []):
+        if isinstance(content, dict) and not content.get("parts"):
+            raise RequestError(f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty.\n",
+                               field=f"contents.{i}.parts")

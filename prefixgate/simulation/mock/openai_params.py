@@ -3,6 +3,9 @@
 - An unknown top-level field is a 400 `Unrecognized request argument supplied: <field>` (invalid_request_error,
   param null; reported against api.openai.com in e.g. coroot/coroot#698, xlinx/sd-webui-decadetw-auto-prompt-llm#29).
   The known fields are openai-python 3.57.0's `CompletionCreateParams` plus `stream`.
+- `prompt_cache_key` (Chat and Responses) is at most 64 characters: "Invalid 'prompt_cache_key': string too long.
+  Expected a string with maximum length 64, but got a string with length 72 instead." (param `prompt_cache_key`,
+  code `string_above_max_length`; theopenco/llmgateway#3110, earendil-works/pi#4719).
 - `temperature` ranges 0..2: "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got
   2.1 instead." (param `temperature`, code `decimal_above_max_value`).
 """
@@ -13,6 +16,7 @@ from typing import Any
 
 from prefixgate.errors import RequestError
 
+CACHE_KEY_MAX = 64
 # openai 3.57.0 types/chat/completion_create_params.py
 _KNOWN = frozenset({
     "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs", "max_completion_tokens",
@@ -30,6 +34,7 @@ def check_chat_body(body: dict[str, Any]) -> None:
     if unknown:
         plural = "s" if len(unknown) > 1 else ""
         raise RequestError(f"Unrecognized request argument{plural} supplied: {', '.join(sorted(unknown))}")
+    check_cache_key(body)
     value = body.get("temperature")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         shown = f"{value:g}" if isinstance(value, int) else repr(value)
@@ -39,3 +44,11 @@ def check_chat_body(body: dict[str, Any]) -> None:
         if value < 0:
             raise RequestError(f"Invalid 'temperature': decimal below minimum value. Expected a value >= 0, but got "
                                f"{shown} instead.", field="temperature")
+
+
+def check_cache_key(body: dict[str, Any]) -> None:
+    """Raise the 400 for a `prompt_cache_key` over OpenAI's 64 characters."""
+    key = body.get("prompt_cache_key")
+    if isinstance(key, str) and len(key) > CACHE_KEY_MAX:
+        raise RequestError(f"Invalid 'prompt_cache_key': string too long. Expected a string with maximum length "
+                           f"{CACHE_KEY_MAX}, but got a string with length {len(key)} instead.", field="prompt_cache_key")

@@ -9,6 +9,7 @@ import uuid
 import anthropic
 import boto3
 import botocore.exceptions
+import httpx
 import openai
 import pytest
 from botocore.config import Config
@@ -118,3 +119,30 @@ def test_bedrock_converse_refuses_temperature_on_claude_4_7_and_later(mock_serve
     assert e.value.response["Error"]["Code"] == "ValidationException"
     assert e.value.response["Error"]["Message"] == ("The model returned the following errors: temperature is "
                                                     "deprecated for this model.")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_prompt_cache_key_is_at_most_64_characters(mock_server, api):
+    client = openai.OpenAI(api_key=key(), base_url=mock_server[0] + "/v1", max_retries=0)
+
+    def send(cache_key: str):
+        if api == "chat":
+            return client.chat.completions.create(model="gpt-5.4", messages=HI, prompt_cache_key=cache_key)
+        return client.responses.create(model="gpt-5.4", input="hi", prompt_cache_key=cache_key)
+
+    assert send("k" * 64)
+    with pytest.raises(openai.BadRequestError) as e:
+        send("k" * 72)
+    assert e.value.body["message"] == ("Invalid 'prompt_cache_key': string too long. Expected a string with maximum "
+                                       "length 64, but got a string with length 72 instead.")
+    assert e.value.body["param"] == "prompt_cache_key"
+
+
+def test_generate_content_refuses_a_turn_without_parts(mock_server):
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}, {"role": "model", "parts": []},
+                         {"role": "user", "parts": [{"text": "again"}]}]}
+    r = httpx.post(mock_server[0] + "/v1beta/models/gemini-2.5-flash:generateContent", json=body,
+                   headers={"x-goog-api-key": key()})
+    assert r.status_code == 400
+    assert r.json()["error"] == {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                                 "* GenerateContentRequest.contents[1].parts: contents.parts must not be empty.\n"}
