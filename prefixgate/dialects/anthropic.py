@@ -30,6 +30,7 @@ from prefixgate.dialects.neutral import (
     refuse,
 )
 from prefixgate.dialects.resent import Body, ResentBodies, element_segments, field_segment
+from prefixgate.dialects.sampling import put_sampling
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_resent, require
 from prefixgate.dialects.wire import Parse, WireFormat
@@ -433,7 +434,8 @@ def write_chat(chat: Chat, model: str) -> dict:
     if chat.tools:
         out["tools"] = [_with_cp({"name": t.name, "description": t.description, "input_schema": t.schema}, t.checkpoint)
                         for t in chat.tools]
-    put(out, temperature=chat.temperature, top_p=chat.top_p, stop_sequences=chat.stop or None)
+    put(out, stop_sequences=chat.stop or None)
+    put_sampling(out, chat, model, "temperature", "top_p")
     if chat.tool_choice:
         out["tool_choice"] = ({"type": chat.tool_choice} if chat.tool_choice in ("auto", "any", "none")
                               else {"type": "tool", "name": chat.tool_choice})

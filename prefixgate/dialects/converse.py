@@ -34,6 +34,7 @@ from prefixgate.dialects.neutral import (
     put,
     refuse,
 )
+from prefixgate.dialects.sampling import put_sampling
 from prefixgate.dialects.validate import expect, load_body, require
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
@@ -382,8 +383,8 @@ def write_chat(chat: Chat, model: str) -> dict:
             config["toolChoice"] = {"tool": {"name": chat.tool_choice}}
         out["toolConfig"] = config
     inference: dict[str, Any] = {}
-    put(inference, maxTokens=chat.max_tokens, temperature=chat.temperature, topP=chat.top_p,
-        stopSequences=chat.stop or None)
+    put(inference, maxTokens=chat.max_tokens, stopSequences=chat.stop or None)
+    put_sampling(inference, chat, model, "temperature", "topP")
     if inference:
         out["inferenceConfig"] = inference
     return out
