@@ -24,8 +24,10 @@ CONTAINER = "container"     # OpenAI code interpreter's `cntr_...`, Anthropic co
 ITEM = "response_item"      # a stored Responses item (`msg_...`, `fc_...`), named by an `item_reference`
 # Never created through the gateway: only ever refused to keyed callers.
 FILE, VECTOR_STORE, CONVERSATION, SKILL, STORAGE = "file", "vector_store", "conversation", "skill", "storage_object"
+SEARCH_STORE = "file_search_store"      # Gemini File Search's `fileSearchStores/...`
 _NOUNS = {CONTAINER: "Container", ITEM: "Item", FILE: "File", VECTOR_STORE: "Vector store",
-          CONVERSATION: "Conversation", SKILL: "Skill", STORAGE: "Storage object"}
+          CONVERSATION: "Conversation", SKILL: "Skill", STORAGE: "Storage object", SEARCH_STORE: "File search store"}
+_MEDIA = frozenset({"image", "document", "audio", "video"})     # Interactions content that may name a file by `uri`
 # Blocks that hold only what the model reads or wrote (text, thinking, a tool call's free-form arguments).
 _UNNAMING = frozenset({"text", "thinking", "tool_call"})
 # Free-form JSON inside a block (schemas, a function's arguments or result): a key named `file_id` there is data.
@@ -106,6 +108,10 @@ def _shape(node: dict) -> Iterator[Named]:
         mask = node["input_image_mask"].get("file_id")
         if isinstance(mask, str):
             yield Named(FILE, mask, "tools.input_image_mask.file_id")
+    elif kind in _MEDIA and isinstance(node.get("uri"), str) and _names_stored_file(node["uri"]):
+        yield Named(STORAGE if node["uri"].startswith("gs://") else FILE, node["uri"], "uri")
+    for ident in _strings(node.get("fileSearchStoreNames", node.get("file_search_store_names"))):
+        yield Named(SEARCH_STORE, ident, "file_search_store_names")     # Gemini's and Interactions' File Search
     data = node.get("fileData", node.get("file_data"))     # a Gemini part
     if isinstance(data, dict):
         uri = data.get("fileUri", data.get("file_uri"))

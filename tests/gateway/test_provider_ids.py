@@ -14,6 +14,7 @@ import pytest
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
+from google.genai._interactions_errors import NotFoundError as InteractionNotFound
 
 from prefixgate.policies import hash_key
 from tests.support_stack import policy_env, running_stack
@@ -124,6 +125,17 @@ def test_ids_the_gateway_never_saw_created_are_404s_to_every_tenant(stack):
         with pytest.raises(genai_errors.ClientError) as refused:      # a cache of it would hand it to its builders
             google.caches.create(model=GEMINI, config=genai_types.CreateCachedContentConfig(contents=contents, ttl="600s"))
         assert refused.value.code == 404 and uri in refused.value.message
+    search = genai_types.Tool(file_search=genai_types.FileSearch(file_search_store_names=["fileSearchStores/acme0016"]))
+    with pytest.raises(genai_errors.ClientError) as refused:
+        google.models.generate_content(model=GEMINI, contents="What does the contract say?",
+                                       config=genai_types.GenerateContentConfig(tools=[search]))
+    assert refused.value.code == 404 and "fileSearchStores/acme0016" in refused.value.message
+    # Gemini's Interactions API: a document by `uri`.
+    with pytest.raises(InteractionNotFound) as refused:
+        google.interactions.create(model=GEMINI, input=[
+            {"type": "document", "uri": "files/acme0017", "mime_type": "application/pdf"},
+            {"type": "text", "text": "Summarise it."}])
+    assert refused.value.status_code == 404 and "files/acme0017" in str(refused.value)
     # What names nothing passes: a public URL, a tool whose schema has a `file_id` property, a call's arguments.
     assert google.models.generate_content(model=GEMINI, contents=[genai_types.Content(role="user", parts=[
         genai_types.Part(file_data=genai_types.FileData(file_uri="https://example.com/q3.pdf", mime_type="application/pdf")),
