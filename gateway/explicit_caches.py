@@ -35,7 +35,7 @@ from redis.exceptions import RedisError
 
 from prefixgate.cache_planner.lifetime import GapBook, keepalive
 from prefixgate.compact_json import compact_bytes
-from prefixgate.cost import MTOK, Cost, ledger_fields
+from prefixgate.cost import MTOK, Cost, ledger_fields, price_usage
 from prefixgate.errors import RequestError
 from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.ledger import LedgerRecord
@@ -104,6 +104,26 @@ class ExplicitCaches:
             await self._redis.aclose()
 
     # ---- on the request path --------------------------------------------------------------------------
+
+    async def left_behind(self, call: Call, prep: Prepared) -> None:
+        """The cache created for `prep`, whose upstream then failed and another target answered: its writing and
+        storage were billed all the same, on a record of their own (kind `cache_create`), since the request's
+        record prices its answering target alone."""
+        usage = prep.extra_usage or Usage()
+        price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
+        cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None
+        key = call.caller.key
+        rec = LedgerRecord(
+            id=uuid.uuid4().hex[:20], ts=time.time(), key=key.name if key else "", tenant=key.tenant if key else "",
+            route=call.route.name, target=prep.upstream.name, provider=prep.upstream.provider or prep.upstream.kind,
+            model=prep.model, dialect=prep.wire.name, status=200, **ledger_fields(usage, cost),
+            prefix_hash=prep.plan.prefix_hash, kind="cache_create",
+            explanation=[f"cache: created for request {call.id}, which {prep.upstream.name} then failed and another "
+                         "target answered"])
+        self.proxy.ledger.append(rec)
+        self.proxy.metrics.observe(rec)
+        if key is not None and cost is not None and cost.total > 0:
+            await self.proxy.limits.settle(key, Reservation(), sum(usage.cache_writes.values()), cost.total)
 
     def created(self, call: Call, prep: Prepared, name: str, expires: float, tokens: int) -> None:
         """A cache the gateway just created for `prep`: watched from now on."""

@@ -284,6 +284,8 @@ class Proxy:
                 failure = e
                 continue
             prep = await self.explicit_cache(call, prep)
+            if call.prepared is not None and call.prepared.extra_usage is not None:
+                await self.caches.left_behind(call, call.prepared)     # the target before this one, failed
             call.prepared = prep
             for attempt in range(1, retry.attempts + 1):
                 call.attempts += 1
