@@ -17,6 +17,26 @@ def _settings(ctx: click.Context, **overrides: object) -> Settings:
         raise click.UsageError(str(e)) from None
 
 
+def _files_usable(settings: Settings) -> None:
+    """The providers file and the ledger's folder, checked before anything listens: the gateway opens them
+    as it starts, where a fault is a traceback and an exit status of 3."""
+    from pathlib import Path
+
+    from prefixgate.providers.rules import RulesError, load_catalog
+
+    try:
+        load_catalog(settings.providers_file or None)
+    except RulesError as e:
+        raise click.UsageError(str(e)) from None
+    ledger = settings.ledger_path
+    if ledger == ":memory:" or ledger.startswith("file:"):
+        return
+    if Path(ledger).is_dir():
+        raise click.UsageError(f"ledger_path {ledger} is a directory; name the ledger file (e.g. {ledger}/prefixgate-ledger.sqlite)")
+    if not Path(ledger).resolve().parent.is_dir():
+        raise click.UsageError(f"ledger_path {ledger}: its folder {Path(ledger).parent} does not exist")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config", type=click.Path(dir_okay=False), envvar="PREFIXGATE_CONFIG",
               help="YAML settings file (PREFIXGATE_* environment variables override it).")
@@ -54,6 +74,7 @@ def serve(ctx: click.Context, config: str | None, host: str | None, port: int | 
     settings = _settings(ctx, host=host, port=port, local_model=local_model, open_gateway=open_gateway or None)
     for line in misspelt_environment(os.environ):
         click.echo(f"warning: {line}", err=True)
+    _files_usable(settings)
     if check:
         from prefixgate.gateway.exposure import summarize
 

@@ -33,6 +33,14 @@ SAMPLE_SECRETS = frozenset({"test", "secret", "password", "changeme", "change-me
                             "your-admin-token", "your-admin-token-here", "change-me-please", "replace-me",
                             "admin-token", "supersecret", "letmein", "0123456789abcdef"})
 MIN_ADMIN_TOKEN = 16
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def _scheme_of(url: str) -> str:
+    """What a refused URL is shown as: its scheme only, since the rest may hold a password (and a value with
+    no scheme may be one)."""
+    scheme = url.split("://")[0] if "://" in url else ""
+    return f"{scheme}://..." if scheme.isalnum() else "a value with no URL scheme"
 
 
 class Settings(BaseSettings):
@@ -140,11 +148,26 @@ class Settings(BaseSettings):
                              "make one with: openssl rand -hex 24")
         return token
 
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, level: str) -> str:
+        # An unknown level used to pass here and end `serve` in a logging traceback.
+        if level.lower() not in LOG_LEVELS:
+            raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
+        return level.lower()
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, url: str) -> str:
+        if url and not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"redis_url must be a redis://, rediss:// or unix:// URL, got {_scheme_of(url)}")
+        return url
+
     @field_validator("ledger_url")
     @classmethod
     def _postgres_url(cls, url: str) -> str:
         if url and not url.startswith(("postgresql://", "postgres://")):
-            raise ValueError(f"ledger_url must be a postgresql:// URL (the fleet's shared ledger), got {url.split(':')[0]}:...")
+            raise ValueError(f"ledger_url must be a postgresql:// URL (the fleet's shared ledger), got {_scheme_of(url)}")
         return url
 
     @model_validator(mode="after")

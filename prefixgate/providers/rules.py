@@ -16,12 +16,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from prefixgate.cost import Price
 from prefixgate.providers import genai_catalog
 from prefixgate.providers.compatible import PROFILES
 from prefixgate.providers.schedule import PricePeriod, PriceSpec, period_at
+from prefixgate.yaml_file import YamlFileError, read_mapping
 
 PROVIDERS = ("anthropic", "openai", "gemini", "bedrock")
 # Hosted OpenAI-compatible providers (compatible.PROFILES) have price rows but no rules table of their own:
@@ -194,17 +193,21 @@ def _packaged() -> dict[str, Any]:
 
 
 def _read_user(path: Path) -> dict[str, Any]:
+    if path.suffix in (".yaml", ".yml"):
+        try:
+            return read_mapping(path, "providers file")
+        except YamlFileError as e:
+            raise RulesError(str(e)) from None
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as e:
         raise RulesError(f"cannot read providers file {path}: {e.strerror}") from None
     try:
-        data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as e:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise RulesError(f"providers file {path} is not UTF-8 text: byte 0x{raw[e.start]:02x} at offset {e.start}") from None
+    except tomllib.TOMLDecodeError as e:
         raise RulesError(f"providers file {path} does not parse: {e}") from None
-    if not isinstance(data, dict):
-        raise RulesError(f"providers file {path} must hold a table of providers and [[model]] entries")
-    return data or {}
 
 
 def _merge(base: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:

@@ -105,3 +105,27 @@ def test_yaml_merge_keys_still_override(tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("base: &base {a: 1, b: 2}\nover:\n  <<: *base\n  b: 3\n")
     assert read_mapping(policy, "policy file") == {"base": {"a": 1, "b": 2}, "over": {"a": 1, "b": 3}}
+
+
+def test_files_the_gateway_opens_as_it_starts_are_checked_first(tmp_path: Path) -> None:
+    # Each used to pass `serve --check` and end `serve` in a traceback with exit status 3 as it started.
+    providers = tmp_path / "providers.toml"
+    providers.write_text("[anthropic\n")
+    _refused(_check(env={"PREFIXGATE_PROVIDERS_FILE": str(providers)}), f"providers file {providers} does not parse")
+    providers.write_bytes(b"# caf\xe9\n")
+    _refused(_check(env={"PREFIXGATE_PROVIDERS_FILE": str(providers)}),
+             f"providers file {providers} is not UTF-8 text: byte 0xe9 at offset 5")
+    _refused(_check(env={"PREFIXGATE_LEDGER_PATH": str(tmp_path)}), f"ledger_path {tmp_path} is a directory")
+    _refused(_check(env={"PREFIXGATE_LEDGER_PATH": str(tmp_path / "no" / "l.sqlite")}),
+             f"its folder {tmp_path / 'no'} does not exist")
+    _refused(_check(env={"PREFIXGATE_LOG_LEVEL": "loud"}), "PREFIXGATE_LOG_LEVEL: log_level must be one of")
+
+
+def test_a_refused_url_never_echoes_what_may_be_a_password() -> None:
+    result = _check(env={"PREFIXGATE_REDIS_URL": "http://:hunter2hunter2@cache.internal:6379"})
+    _refused(result, "redis_url must be a redis://, rediss:// or unix:// URL, got http://...")
+    result = _check(env={"PREFIXGATE_REDIS_URL": "hunter2hunter2"})      # the password pasted alone
+    _refused(result, "got a value with no URL scheme")
+    result = _check(env={"PREFIXGATE_LEDGER_URL": "hunter2hunter2"})
+    _refused(result, "ledger_url must be a postgresql:// URL")
+    assert "hunter2" not in result.output
