@@ -71,7 +71,9 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> dict:
         authenticate(request)
-        return await count(ctx, request, await json_body(request))
+        body = await json_body(request)
+        anthropic_params.check_count_body(body)
+        return await count(ctx, request, body)
 
 
 async def count(ctx: MockContext, request: Request, body: dict, fault_provider: str = "anthropic") -> dict:

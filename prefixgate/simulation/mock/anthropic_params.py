@@ -27,6 +27,13 @@ _KNOWN = frozenset({
     "betas", "billing_policy", "compaction", "context_management", "fallback_credit_token", "fallbacks",
     "mcp_servers", "thread",
 })
+# /v1/messages/count_tokens: 2.14.0 types/message_count_tokens_params.py, then the beta one. It takes no
+# `max_tokens` (Wei-Shaw/sub2api#4913: "Extra inputs are not permitted"), nor sampling or `stream`.
+_COUNT_KNOWN = frozenset({
+    "cache_control", "messages", "model", "output_config", "speed", "system", "thinking", "tool_choice", "tools",
+    "user_profile_id", "workspace_id",
+    "betas", "billing_policy", "compaction", "context_management", "mcp_servers",
+})
 NO_SAMPLING_VERSION = "2026-10-21"
 # The values a model that takes no sampling parameters still accepts (the defaults).
 _DEFAULTS = {"temperature": 1, "top_p": 1}
@@ -45,6 +52,13 @@ def check_body(body: dict[str, Any], version: str, model_id: str) -> None:
     refused = deprecated_sampling(body, model_id)
     if refused is not None:
         raise RequestError(f"`{refused}` is deprecated for this model.", field=refused)
+
+
+def check_count_body(body: dict[str, Any]) -> None:
+    """Raise the 400 `/v1/messages/count_tokens` answers `body` with, if any."""
+    for name in body:
+        if name not in _COUNT_KNOWN:
+            raise RequestError(f"{name}: Extra inputs are not permitted", field=name)
 
 
 def deprecated_sampling(params: dict[str, Any], model_id: str) -> str | None:

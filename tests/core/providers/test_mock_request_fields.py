@@ -146,3 +146,12 @@ def test_generate_content_refuses_a_turn_without_parts(mock_server):
     assert r.status_code == 400
     assert r.json()["error"] == {"code": 400, "status": "INVALID_ARGUMENT", "message":
                                  "* GenerateContentRequest.contents[1].parts: contents.parts must not be empty.\n"}
+
+
+def test_count_tokens_takes_no_max_tokens(claude):
+    counted = claude.messages.count_tokens(model="claude-haiku-4-5", messages=HI)
+    assert counted.input_tokens > 0
+    with pytest.raises(anthropic.BadRequestError) as e:
+        claude.messages.count_tokens(model="claude-haiku-4-5", messages=HI, extra_body={"max_tokens": 10})
+    assert e.value.body["error"] == {"type": "invalid_request_error",
+                                     "message": "max_tokens: Extra inputs are not permitted"}
