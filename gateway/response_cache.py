@@ -2,12 +2,12 @@
 docs/response-cache.md.
 
 - Key: the caller's scope (its tenant, or its key when it has none; on an open gateway, a hash of the credential
-  it brought), the route, the upstreams and model the route resolves to, the caller's wire format and forwarded
-  headers, and every field of the parsed request (segments through their content hashes, cache markers aside,
+  it brought), the route, the upstreams and models of the targets it stores answers from (`pool`), the caller's
+  wire format and forwarded headers, and every field of the parsed request (segments through their content hashes, cache markers aside,
   and every other body field but `stream` / `stream_options`). A streamed request and its whole twin share an
   entry. The key is a SHA-256: it names no tenant and holds no prompt.
 - Stored: only a 2xx answer with text or tool calls that ended naturally (neutral finish `stop`; `tool_calls`
-  too when the route allows it), from the route's first target, fully received. Errors, truncation, content
+  too when the route allows it), from one of those targets, fully received. Errors, truncation, content
   filtering, refusals, fallbacks, broken or abandoned streams never are.
 - Replayed: in the caller's format, whole (the exact body stored) or as a stream (through the format's
   `stream_writer`), reporting the usage the stored answer reported.
@@ -39,7 +39,7 @@ from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.response_store import MemoryStore, RedisStore, StoreError
 from prefixgate.ir import CACHE_MARKERS, Conversation
 from prefixgate.ledger import LedgerRecord
-from prefixgate.policies.schema import ResponseCachePolicy
+from prefixgate.policies.schema import ResponseCachePolicy, Route, TargetRef
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
@@ -96,11 +96,18 @@ def _canonical(value: Any) -> bytes:
         return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+def pool(route: Route) -> tuple[TargetRef, ...]:
+    """The targets whose answers the route's entries hold: a balanced route's every one (a pool serving one model,
+    policies/balance.py), else its first (the others are fallbacks, which may serve another model)."""
+    return route.targets if route.balance else route.targets[:1]
+
+
 def request_key(call: Call) -> str:
     """The entry key of `call` (see the module docstring for what it covers)."""
-    conv, ref = call.conv, call.route.targets[0]
-    h = hashlib.sha256(_canonical([VERSION, tenant_scope(call), call.route.name, list(ref.upstreams),
-                                   ref.model or conv.model or "", call.wire.name, sorted(call.headers.items())]))
+    conv = call.conv
+    answering = [[list(ref.upstreams), ref.model or conv.model or ""] for ref in pool(call.route)]
+    h = hashlib.sha256(_canonical([VERSION, tenant_scope(call), call.route.name, answering, call.wire.name,
+                                   sorted(call.headers.items())]))
     for seg in conv.segments:
         # The segment's own fields (role, name, tool_call_id...); its content is in its blocks' hashes.
         native = {k: v for k, v in seg.native.items() if k != seg.blocks_field and k not in CACHE_MARKERS} \
@@ -364,9 +371,9 @@ class ResponseCache:
             self.shadow.labels(route, "matched" if same else "differed").inc()
         if not found.write:
             return
-        first = call.route.targets[0]
-        if rec.target not in first.upstreams or rec.model != (first.model or call.conv.model or rec.model):
-            refused: str | None = "fallback target"     # the key names the first target's model
+        if not any(rec.target in ref.upstreams and rec.model == (ref.model or call.conv.model or rec.model)
+                   for ref in pool(call.route)):
+            refused: str | None = "fallback target"     # the key names the pool's models
         else:
             refused = refusal(reply, found.answer.source, found.policy)
         if reply is not None and found.answer.source is not call.wire:

@@ -3,7 +3,7 @@ caching on some routes: what the response cache's tests drive with the real SDK 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -50,7 +50,9 @@ def policy(**cache: dict) -> dict:
 
 
 @contextmanager
-def cache_stack(folder, data: dict, faults: FaultPlan | None = None, **settings) -> Iterator[tuple[CountingUpstream, ServerThread, object]]:
+def cache_stack(folder, data: dict | Callable[[str], dict], faults: FaultPlan | None = None,
+                **settings) -> Iterator[tuple[CountingUpstream, ServerThread, object]]:
+    """The counting mock and a gateway on policy `data` (or `data(the mock's URL)`, for upstreams of its own)."""
     mp = pytest.MonkeyPatch()
     for var, value in {**KEYS, "OPENAI_API_KEY": "sk-gw-openai", "ANTHROPIC_API_KEY": "sk-ant-gw",
                        "GEMINI_API_KEY": "gw-gemini"}.items():
@@ -59,7 +61,7 @@ def cache_stack(folder, data: dict, faults: FaultPlan | None = None, **settings)
         upstream = CountingUpstream(mock_app(MockContext(faults=faults or FaultPlan())))
         with ServerThread(upstream) as mock:
             s = settings_for(mock.url, folder, **settings)
-            with running_gateway(s, policy=policy_for(s, data)) as gw:
+            with running_gateway(s, policy=policy_for(s, data(mock.url) if callable(data) else data)) as gw:
                 yield upstream, gw, s
     finally:
         mp.undo()

@@ -277,3 +277,23 @@ def test_the_standard_cache_control_request_directives_are_obeyed(tmp_path):
         assert chat(client, extra_headers={"Cache-Control": "no-store"})[1] == "hit" and len(up.posts) == 2
         assert chat(client, extra_headers={"Cache-Control": "max-age=0, no-cache"})[1] == "miss" and len(up.posts) == 3
         assert chat(client, extra_headers={"Cache-Control": "no-cache, no-store"})[1] == "bypass" and len(up.posts) == 4
+
+
+def test_a_balanced_routes_answers_are_stored_from_every_target(tmp_path):
+    # A balanced route's targets are one pool serving one model (policies/balance.py): the answers of the targets
+    # after the first are not fallbacks. Round robin sends the second new prompt to the second target.
+    def pool(mock_url: str) -> dict:
+        data = policy(gpt=ON)
+        data["upstreams"] = {"east": {"kind": "openai", "url": mock_url}, "west": {"kind": "openai", "url": mock_url}}
+        data["routes"][1] |= {"balance": "round_robin", "targets": [{"upstream": "east"}, {"upstream": "west"}]}
+        return data
+    with cache_stack(tmp_path, pool) as (up, gw, _):
+        client = oa(gw)
+        targets = []
+        for question in ("What does a prefix cache keep?", "What does a response cache keep?"):
+            ask = [{"role": "user", "content": question}]
+            raw = client.chat.completions.with_raw_response.create(model="gpt-5.5", messages=ask)
+            targets.append(raw.headers["x-prefixgate-target"])
+            again = client.chat.completions.with_raw_response.create(model="gpt-5.5", messages=ask)
+            assert again.headers[CACHE] == "hit", question
+        assert sorted(targets) == ["east", "west"] and len(up.posts) == 2
