@@ -49,7 +49,7 @@ def running_stack(tmp: Path, env: dict[str, str], mock_args: tuple[str, ...] = (
 
     try:
         mock_url = start(["mock-providers", *mock_args], {}, "mock.log")
-        upstreams = {f"PREFIXGATE_{p}_BASE_URL": mock_url for p in ("OPENAI", "ANTHROPIC", "GEMINI", "VERTEX")}
+        upstreams = {f"PREFIXGATE_{p}_BASE_URL": mock_url for p in ("OPENAI", "ANTHROPIC", "GEMINI", "VERTEX", "BEDROCK")}
         gw_url = start(["serve"], {**upstreams, **env}, "gateway.log")
         yield gw_url, mock_url
     finally:

@@ -23,7 +23,8 @@ ACME_1, ACME_2, BETA = "pg-acme-one-0123456789", "pg-acme-two-0123456789", "pg-b
 POLICY = {
     "routes": [{"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]},
                {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
-               {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]}],
+               {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
+               {"name": "bedrock", "models": ["us.anthropic.*"], "targets": [{"upstream": "bedrock"}]}],
     "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
              {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
              {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"}],
@@ -34,7 +35,9 @@ GPT, CLAUDE, GEMINI = "gpt-5.4", "claude-sonnet-5-5", "gemini-2.5-flash"
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("provider_ids")
-    with running_stack(tmp, policy_env(tmp, POLICY, ANTHROPIC_API_KEY="sk-ant-gateway-own-0000")) as (gw, mock):
+    env = policy_env(tmp, POLICY, ANTHROPIC_API_KEY="sk-ant-gateway-own-0000", AWS_ACCESS_KEY_ID="AKIDPROVIDERIDS0001",
+                     AWS_SECRET_ACCESS_KEY="provider/ids+secret", AWS_REGION="us-east-1")
+    with running_stack(tmp, env) as (gw, mock):
         yield gw, mock
 
 
@@ -136,6 +139,13 @@ def test_ids_the_gateway_never_saw_created_are_404s_to_every_tenant(stack):
             {"type": "document", "uri": "files/acme0017", "mime_type": "application/pdf"},
             {"type": "text", "text": "Summarise it."}])
     assert refused.value.status_code == 404 and "files/acme0017" in str(refused.value)
+    # Bedrock Converse: an S3 object, read with the gateway's own role (boto3 sends a bearer key over HTTPS only).
+    r = httpx.post(f"{gw}/model/us.anthropic.claude-sonnet-5-5/converse", headers={"authorization": f"Bearer {BETA}"},
+                   json={"messages": [{"role": "user", "content": [
+                       {"document": {"format": "pdf", "name": "q3", "source": {"s3Location": {"uri": "s3://acme-bucket/q3.pdf"}}}},
+                       {"text": "Summarise it."}]}]})
+    assert r.status_code == 404 and r.headers["x-amzn-errortype"].startswith("ResourceNotFoundException"), r.text
+    assert "s3://acme-bucket/q3.pdf" in r.json()["message"]
     # What names nothing passes: a public URL, a tool whose schema has a `file_id` property, a call's arguments.
     assert google.models.generate_content(model=GEMINI, contents=[genai_types.Content(role="user", parts=[
         genai_types.Part(file_data=genai_types.FileData(file_uri="https://example.com/q3.pdf", mime_type="application/pdf")),
