@@ -43,7 +43,7 @@ class MemoryCounters:
         self._values: dict[str, tuple[float, float]] = {}
         self._purge = _Purge()
 
-    async def add(self, key: str, amount: float, ttl_s: int) -> float:
+    async def add(self, key: str, amount: float, ttl_s: int, once: str = "") -> float:
         now = time.monotonic()
         self._values = self._purge(self._values, lambda v: not v[1] or v[1] >= now)
         value, expires = self._values.get(key, (0.0, 0.0))
@@ -85,6 +85,18 @@ end
 return 1
 """
 
+# KEYS: a counter, the mark of one add to it. ARGV: amount, the counter's ttl (0: none), the mark's ttl. Adds unless
+# the mark is there already (this add was made); the counter's value and PTTL either way.
+ADD_ONCE = """
+if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) then
+  redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
+  if tonumber(ARGV[2]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[2], 'NX') end
+end
+return {redis.call('GET', KEYS[1]) or '0', redis.call('PTTL', KEYS[1])}
+"""
+# How long an add made `once` is remembered: longer than a replica takes to resend it after Redis answers again.
+ONCE_S = 600
+
 
 class RedisCounters:
     """Counters in Redis: INCRBYFLOAT plus an expiry set when the key is created (atomic per call).
@@ -92,11 +104,13 @@ class RedisCounters:
     While Redis is unreachable the replica counts in memory and keeps serving (its limits then hold per
     replica), from what Redis last said each counter held: a key that had spent its budget stays refused
     through an outage instead of starting again from nothing. What it counted meanwhile is added to Redis
-    once Redis answers again.
+    once Redis answers again. An add that failed mid-way (a timeout: a frozen Redis may still run it when it
+    wakes) is in doubt: one made `once` (a request's spend) is resent with its mark, and counts once either way.
     """
 
     PREFIX = "prefixgate:counter:"
     HOLDS = "prefixgate:held:"
+    ONCE = "prefixgate:once:"
     RETRY_S = 1.0
 
     def __init__(self, url: str) -> None:
@@ -104,6 +118,7 @@ class RedisCounters:
 
         self._redis = aioredis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
         self._reserve = self._redis.register_script(RESERVE)
+        self._add_once = self._redis.register_script(ADD_ONCE)
         # key -> (value Redis last gave, when it expires there: inf never), what an outage counts on from.
         self.seen: dict[str, tuple[float, float]] = {}
         self._purge_seen = _Purge()
@@ -111,18 +126,25 @@ class RedisCounters:
         # long outage adds a counter per key and window: those of ended windows (never read again) are dropped.
         self.backlog: dict[str, tuple[float, int, float]] = {}
         self._purge = _Purge()
+        # once -> (key, amount, ttl, when its window is over): adds in doubt, resent with their mark.
+        self.doubtful: dict[str, tuple[str, float, int, float]] = {}
         self._down_until = 0.0
         self.outages = 0
 
-    async def add(self, key: str, amount: float, ttl_s: int) -> float:
+    async def add(self, key: str, amount: float, ttl_s: int, once: str = "") -> float:
+        """`once`: an id that makes this add count at most once, even resent after a timeout."""
+        now = time.monotonic()
+        over = now + ttl_s if ttl_s else 0.0
         if await self._available():
             try:
-                return await self._add(key, amount, ttl_s)
+                return await self._add(key, amount, ttl_s, once)
             except _ERRORS:
                 self._went_down()
-        now = time.monotonic()
+                if once:
+                    self.doubtful[once] = (key, amount, ttl_s, over)
+                    return self._last_known(key)
         self.backlog = self._purge(self.backlog, lambda v: not v[2] or v[2] >= now)
-        pending, _, over = self.backlog.get(key, (0.0, ttl_s, now + ttl_s if ttl_s else 0.0))
+        pending, _, over = self.backlog.get(key, (0.0, ttl_s, over))
         self.backlog[key] = (pending + amount, ttl_s, over)
         return self._last_known(key)
 
@@ -138,8 +160,11 @@ class RedisCounters:
                 self._went_down()
         return self._last_known(key)
 
-    async def _add(self, key: str, amount: float, ttl_s: int) -> float:
+    async def _add(self, key: str, amount: float, ttl_s: int, once: str = "") -> float:
         k = self.PREFIX + key
+        if once:
+            value, ttl_ms = await self._add_once(keys=[k, self.ONCE + once], args=[amount, ttl_s, ONCE_S])
+            return self._saw(key, float(value), ttl_ms)
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.incrbyfloat(k, amount)
             if ttl_s:
@@ -178,7 +203,8 @@ class RedisCounters:
         now = time.monotonic()
         value, expires = self.seen.get(key, (0.0, math.inf))
         pending, _, over = self.backlog.get(key, (0.0, 0, 0.0))
-        return (value if expires >= now else 0.0) + (pending if not over or over >= now else 0.0)
+        doubt = sum(amount for k, amount, _, ends in self.doubtful.values() if k == key and (not ends or ends >= now))
+        return (value if expires >= now else 0.0) + (pending if not over or over >= now else 0.0) + doubt
 
     async def _available(self) -> bool:
         """False while Redis is known down; on the first call after that, resync the backlog first."""
@@ -195,6 +221,17 @@ class RedisCounters:
                 self._went_down()
                 pending, _, _ = self.backlog.get(key, (0.0, ttl, over))
                 self.backlog[key] = (pending + amount, ttl, over)   # given back, beside what was counted meanwhile
+                return False
+        while self.doubtful:
+            once = next(iter(self.doubtful))
+            key, amount, ttl, over = self.doubtful.pop(once)
+            if over and over < time.monotonic():
+                continue        # its window is over: never read again
+            try:
+                await asyncio.shield(self._add(key, amount, ttl, once))
+            except _ERRORS:
+                self._went_down()
+                self.doubtful[once] = (key, amount, ttl, over)
                 return False
         return True
 

@@ -5,10 +5,11 @@ both take the last slot). Budgets bind too: admission reserves the request's est
 swaps the reservation for what the upstream billed once the response is in; a key is refused once what it
 spent plus what is reserved reaches its budget, so concurrent requests overshoot a budget by at most one
 request per key, however many replicas admit them. The spent counter only ever gets one add per request, the
-real cost (a timed-out add to Redis may or may not have applied; a reservation's add and release would double
-that doubt). A reservation is a hold beside it instead, checked and placed in one step with the spend
-(`CounterStore.reserve`, a Lua script in Redis), that expires after `HOLD_S`: a replica that dies mid-request
-leaves nothing held for longer. While the store cannot hold (Redis down) reservations bind per replica.
+real cost, made `once` (a timed-out add to Redis may or may not have applied: the store resends it with a mark
+that makes it count once either way). A reservation is a hold beside it instead, checked and placed in one
+step with the spend (`CounterStore.reserve`, a Lua script in Redis), that expires after `HOLD_S`: a replica
+that dies mid-request leaves nothing held for longer. While the store cannot hold (Redis down) reservations
+bind per replica.
 Money is counted in integer nanodollars: sums and the budget comparison are exact (a key that has spent
 exactly its budget is refused). Tokens per minute are only known afterwards.
 """
@@ -33,8 +34,9 @@ HOLD_S = 900
 
 
 class CounterStore(Protocol):
-    async def add(self, key: str, amount: float, ttl_s: int) -> float:
-        """Add to a counter that expires `ttl_s` after creation; return the new value."""
+    async def add(self, key: str, amount: float, ttl_s: int, once: str = "") -> float:
+        """Add to a counter that expires `ttl_s` after creation; return the new value. With `once` (an id) the add
+        counts at most once, however often it is sent (a store that resends one in doubt)."""
         ...
 
     async def get(self, key: str) -> float: ...
@@ -145,7 +147,7 @@ class Limits:
         try:    # the cost is counted before the reservation goes: never a moment with neither
             if key.budget is not None and cost_usd:
                 counter, ttl, _ = spend_counter(key, now)
-                await self.store.add(counter, nanodollars(cost_usd), ttl)
+                await self.store.add(counter, nanodollars(cost_usd), ttl, once=held.hold or uuid.uuid4().hex)
         finally:
             self.release(held)
         if key.rate_limit is not None and key.rate_limit.tokens_per_minute and tokens:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import signal
 import subprocess
 from decimal import Decimal
 
@@ -84,3 +85,27 @@ def test_a_rate_limit_counts_on_from_redis_while_it_is_down(stoppable_redis):
         return e.value.message
 
     assert "requests per minute" in asyncio.run(run())
+
+
+def test_a_spend_whose_add_timed_out_against_a_frozen_redis_counts_once(stoppable_redis):
+    """A frozen Redis (SIGSTOP: a fork, a long pause) still runs the add it was sent when it wakes, after the
+    replica gave up waiting and counted the amount itself: the resync added it a second time ($1 billed, $2
+    spent)."""
+    proc, url = stoppable_redis
+    key = CallerKey("team", "0" * 64, budget=Budget(usd=100.0, period="total"))
+
+    async def run() -> float:
+        counters = RedisCounters(url)
+        limits = Limits(counters, clock=lambda: NOW)
+        held = await limits.admit(key, Decimal("1.00"))
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            await limits.settle(key, held, tokens=0, cost_usd=Decimal("1.00"))     # times out
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        await asyncio.sleep(RedisCounters.RETRY_S + 0.2)
+        spent = await counters.get("spend:team:all")       # Redis answers again: what was in doubt is resent
+        await counters.close()
+        return spent
+
+    assert asyncio.run(run()) == 1_000_000_000      # nanodollars: $1.00 once
