@@ -22,9 +22,9 @@ from prefixgate.ledger_rollup import picodollars
 CURSOR = "prefixgate:ledger:synced:"
 IDS = "prefixgate:ledger:ids"
 KEEP_IDS = 1_000_000                # the stream's length cap
-# KEYS: cursor, stream, totals, ids. ARGV: expected cursor, new cursor, ids to keep, then per record: id, time,
-# cache read, input tokens, cost and savings in integer picodollars (cost "" when unpriced), JSON record.
-# Returns the cursor as it now stands.
+# KEYS: cursor, stream, totals, ids. ARGV: expected cursor, new cursor, ids to keep, then per record: id ("" for a
+# record without one: never a duplicate), time, cache read, input tokens, cost and savings in integer picodollars
+# (cost "" when unpriced), JSON record. Returns the cursor as it now stands.
 COPY = """
 local current = redis.call('GET', KEYS[1])
 if current and current ~= ARGV[1] then return current end
@@ -33,7 +33,7 @@ local before = {}
 for i, name in ipairs(fields) do before[i] = redis.call('HGET', KEYS[3], name) end
 local fresh = {}
 for i = 4, #ARGV, 7 do
-  if redis.call('ZADD', KEYS[4], 'NX', ARGV[i + 1], ARGV[i]) == 1 then fresh[#fresh + 1] = i end
+  if ARGV[i] == '' or redis.call('ZADD', KEYS[4], 'NX', ARGV[i + 1], ARGV[i]) == 1 then fresh[#fresh + 1] = i end
 end
 -- A script is not rolled back when a call fails: the ids and totals go first (a total that would overflow
 -- undoes them, back to what was read before, and fails the batch), the stream after, so a failed batch adds
@@ -44,7 +44,7 @@ local function add(name, amount)
     for j, field in ipairs(fields) do
       if before[j] then redis.call('HSET', KEYS[3], field, before[j]) else redis.call('HDEL', KEYS[3], field) end
     end
-    for _, i in ipairs(fresh) do redis.call('ZREM', KEYS[4], ARGV[i]) end
+    for _, i in ipairs(fresh) do if ARGV[i] ~= '' then redis.call('ZREM', KEYS[4], ARGV[i]) end end
     return added.err
   end
 end
@@ -86,7 +86,8 @@ class RedisSync(RowCopier):
         for r in self.decode(rows):
             priced = r["cost_usd"] is not None
             inputs = (r["uncached_input"] or 0) + (r["cache_read"] or 0) + sum(r["cache_writes"].values())
-            args += [r["id"], repr(r["ts"]) if math.isfinite(r["ts"]) else "0", r["cache_read"] or 0, inputs,
+            ts = r["ts"] if isinstance(r["ts"], int | float) and math.isfinite(r["ts"]) else 0.0
+            args += [r["id"] if isinstance(r["id"], str) else "", repr(ts), r["cache_read"] or 0, inputs,
                      picodollars(r["cost_usd"]) if priced else "", picodollars(r["savings_usd"] or "0"), json.dumps(r)]
         return int(self._copy(keys=[self._cursor_key, STREAM, TOTALS, IDS], args=args))
 

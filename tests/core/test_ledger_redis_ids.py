@@ -66,3 +66,24 @@ def test_redis_remembers_ids_within_the_streams_cap_and_the_records_retention(tm
         sync.close()
         ledger.close()
         _fresh(r)
+
+
+def test_records_without_an_id_are_copied_each_and_hold_up_nothing(tmp_path, redis_url):
+    # The file's id column allows NULL (a record an SDK caller built without one): such a record cannot be told
+    # apart from another, so each counts; the records after it are copied too.
+    r = redis.Redis.from_url(redis_url)
+    _fresh(r)
+    ledger = Ledger(str(tmp_path / "a.sqlite"))
+    sync = RedisSync(redis_url, ledger.path)
+    try:
+        sync.push(final=True)
+        for ident in (None, None, "after"):
+            ledger.append(LedgerRecord(id=ident, ts=1000.0, route="r", uncached_input=2))   # type: ignore[arg-type]
+        sync.push(final=True)
+        totals = {k.decode(): int(v) for k, v in r.hgetall(TOTALS).items()}
+    finally:
+        sync.close()
+        ledger.close()
+        _fresh(r)
+    assert sync.failures == 0
+    assert totals["requests"] == 3 and totals["input_tokens"] == 6
