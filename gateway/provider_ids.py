@@ -27,6 +27,7 @@ FILE, VECTOR_STORE, CONVERSATION, SKILL, STORAGE = "file", "vector_store", "conv
 SEARCH_STORE = "file_search_store"      # Gemini File Search's `fileSearchStores/...`
 _NOUNS = {CONTAINER: "Container", ITEM: "Item", FILE: "File", VECTOR_STORE: "Vector store",
           CONVERSATION: "Conversation", SKILL: "Skill", STORAGE: "Storage object", SEARCH_STORE: "File search store"}
+_NAMED = "provider_ids"     # the ids a block names, in its `facts()`
 _MEDIA = frozenset({"image", "document", "audio", "video"})     # Interactions content that may name a file by `uri`
 # Blocks that hold only what the model reads or wrote (text, thinking, a tool call's free-form arguments).
 _UNNAMING = frozenset({"text", "thinking", "tool_call"})
@@ -47,7 +48,12 @@ def named_ids(conv: Conversation) -> Iterator[Named]:
     for segment in conv.segments:
         for block in segment.blocks:
             if block.kind not in _UNNAMING:
-                yield from _walk(block.native)
+                # Kept with the block's content: an agent's resent turns are walked once, not on every request.
+                facts = block.facts()
+                named = facts.get(_NAMED)
+                if named is None:
+                    named = facts[_NAMED] = tuple(_walk(block.native))
+                yield from named
 
 
 def _top_level(params: dict) -> Iterator[Named]:
