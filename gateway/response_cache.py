@@ -122,11 +122,15 @@ def request_key(call: Call) -> str:
 # an Anthropic container keeps what its code wrote. A replay would answer from older state and leave it unchanged.
 STATEFUL = ("conversation", "container")
 LOGPROBS_INCLUDE = "message.output_text.logprobs"      # Responses asks for log probabilities in `include`
+# The provider acts for the caller: it calls the caller's MCP servers (Anthropic's `mcp_servers`, a Responses `mcp`
+# tool, an Interactions `mcp_server` tool), or its webhook. A replay would report calls as made and make none.
+ACTING_FIELDS = ("mcp_servers", "webhook_config")
+ACTING_TOOLS = ("mcp", "mcp_server")
 
 
 def uncacheable(conv: Conversation) -> str | None:
     """Why a request's answer cannot be replayed faithfully (several candidates, log probabilities, a background
-    job, upstream state the request changes), or None."""
+    job, upstream state the request changes, calls the provider makes for the caller), or None."""
     params = conv.params
     config = params.get("generationConfig") if isinstance(params.get("generationConfig"), dict) else {}
     if params.get("n") not in (None, 1) or config.get("candidateCount") not in (None, 1):
@@ -138,6 +142,10 @@ def uncacheable(conv: Conversation) -> str | None:
         return "a background response"
     if any(params.get(k) is not None for k in STATEFUL):
         return "server-side state"
+    if any(params.get(k) for k in ACTING_FIELDS) or any(
+            isinstance(b.native, dict) and b.native.get("type") in ACTING_TOOLS
+            for seg in conv.segments if seg.role == "tools" for b in seg.blocks):
+        return "the provider acts for the caller"
     return None
 
 

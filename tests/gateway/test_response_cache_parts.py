@@ -265,3 +265,22 @@ def test_a_tool_call_whose_arguments_are_not_json_is_never_stored():
         answer.feed(chat.read_deltas({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}), chat)
     answer.feed(chat.read_deltas({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}), chat)
     assert refusal(answer.result(), chat, ResponseCachePolicy("on", tool_calls=True)) == "malformed tool call"
+
+
+def test_requests_whose_provider_acts_for_the_caller_bypass():
+    # The provider itself calls the caller's MCP servers (tools that may write: a ticket filed, a mail sent) or
+    # its webhook: a replay would report the calls as made and make none of them.
+    crm = "https://crm.example/mcp"
+    bodies = {
+        "responses": {"model": "gpt-5.4", "input": "File the refund ticket.",
+                      "tools": [{"type": "mcp", "server_label": "crm", "server_url": crm, "require_approval": "never"}]},
+        "anthropic": {"model": "claude-sonnet-5-5", "max_tokens": 100, "mcp_servers": [{"type": "url", "url": crm, "name": "crm"}],
+                      "tools": [{"type": "mcp_toolset", "mcp_server_name": "crm"}],
+                      "messages": [{"role": "user", "content": "File the refund ticket."}]},
+        "interactions": {"model": "gemini-3.5-flash", "input": "File the refund ticket.",
+                         "tools": [{"type": "mcp_server", "name": "crm", "url": crm}]},
+    }
+    for name, body in bodies.items():
+        assert uncacheable(wire_format(name).parse_request(json.dumps(body).encode())) == "the provider acts for the caller", name
+    hooked = {"model": "gemini-3.5-flash", "input": "Summarise the week.", "webhook_config": {"uri": "https://acme.example/hook"}}
+    assert uncacheable(wire_format("interactions").parse_request(json.dumps(hooked).encode())) == "the provider acts for the caller"
