@@ -10,6 +10,8 @@ the history). The copy and the dashboard each draw connections from a small psyc
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 from psycopg_pool import ConnectionPool
 
@@ -107,7 +109,10 @@ class PostgresSync(RowCopier):
         return row[0] if row else 0
 
     def _apply(self, expected: int, new: int, rows: list[tuple]) -> int:
-        rows = without_nul(rows)
+        # A record the file holds without an id (its id column allows NULL) would fail every batch, each later record
+        # waiting behind it: it gets one of its own (the batch commits with the cursor, so never two for one record).
+        rows = [row if row[0] is not None else (f"{self.ledger_id}-{uuid.uuid4().hex[:16]}", *row[1:])
+                for row in without_nul(rows)]
         with self._pool.connection() as conn, conn.transaction():
             # SQL text: table and column names are this module's constants; values are bound.
             conn.execute(f"INSERT INTO {CURSORS} VALUES (%s, 0) ON CONFLICT DO NOTHING", (self.ledger_id,))  # nosec B608

@@ -26,3 +26,19 @@ def test_an_id_in_two_replicas_files_counts_once_in_fleet_spend(tmp_path, postgr
                                        "WHERE res = 3600 AND dim = ''").fetchone()
     assert records == requests == 7
     assert spend == 5 * 100_000_000 + 2 * 7     # picodollars: five shared records once, two own records
+
+
+def test_a_record_without_an_id_is_copied_and_holds_up_nothing(tmp_path, postgres_url):
+    """The file's id column allows NULL (a record an SDK caller built without one); Postgres's does not, so the batch
+    holding it failed at every try and no later record reached the fleet's ledger."""
+    shared = empty_postgres_ledger(postgres_url)
+    ledger = Ledger(str(tmp_path / "a.sqlite"), ledger_url=shared, clock=lambda: 1e9 + 60)
+    ledger.append(LedgerRecord(id=None, ts=1e9, route="r", cost_usd="0.000000000003", uncached_input=1))  # type: ignore[arg-type]
+    ledger.append(LedgerRecord(id="after", ts=1e9 + 1, route="r", cost_usd="0.000000000004", uncached_input=1))
+    ledger.close()
+    with psycopg.connect(shared) as conn:
+        records = conn.execute("SELECT count(*) FROM prefixgate_requests").fetchone()[0]
+        requests, spend = conn.execute("SELECT sum(requests), sum(spend_pico) FROM prefixgate_rollups "
+                                       "WHERE res = 3600 AND dim = ''").fetchone()
+    assert records == requests == 2
+    assert spend == 3 + 4
