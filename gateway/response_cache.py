@@ -149,9 +149,14 @@ def uncacheable(conv: Conversation) -> str | None:
     return None
 
 
+# Where a format puts its sampling settings, besides the top level: Gemini, Bedrock Converse, the Interactions API.
+SAMPLING_BLOCKS = ("generationConfig", "inferenceConfig", "generation_config")
+
+
 def deterministic(conv: Conversation) -> bool:
-    config = conv.params.get("generationConfig") if isinstance(conv.params.get("generationConfig"), dict) else {}
-    return conv.params.get("temperature", config.get("temperature")) == 0
+    """Whether the request asks for temperature 0 (what shadow mode compares fresh answers for)."""
+    blocks = [conv.params.get(k) for k in SAMPLING_BLOCKS]
+    return any(isinstance(b, dict) and b.get("temperature") == 0 for b in [conv.params, *blocks])
 
 
 @dataclass

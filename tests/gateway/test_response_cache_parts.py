@@ -14,7 +14,15 @@ from prefixgate.dialects import WIRE_FORMATS, wire_format
 from prefixgate.dialects.neutral import Reply, ToolCall
 from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.proxy import Call
-from prefixgate.gateway.response_cache import Answer, Entry, refusal, replay_stream, request_key, uncacheable
+from prefixgate.gateway.response_cache import (
+    Answer,
+    Entry,
+    deterministic,
+    refusal,
+    replay_stream,
+    request_key,
+    uncacheable,
+)
 from prefixgate.gateway.response_store import MemoryStore
 from prefixgate.ledger_rollup import SUMS, contribution
 from prefixgate.policies import CallerKey, Policy, PolicyError, builtin_upstreams
@@ -284,3 +292,24 @@ def test_requests_whose_provider_acts_for_the_caller_bypass():
         assert uncacheable(wire_format(name).parse_request(json.dumps(body).encode())) == "the provider acts for the caller", name
     hooked = {"model": "gemini-3.5-flash", "input": "Summarise the week.", "webhook_config": {"uri": "https://acme.example/hook"}}
     assert uncacheable(wire_format("interactions").parse_request(json.dumps(hooked).encode())) == "the provider acts for the caller"
+
+
+@pytest.mark.parametrize(("name", "body"), [
+    ("openai", {"model": "gpt-5.4", "temperature": 0, "messages": [{"role": "user", "content": "Hi"}]}),
+    ("anthropic", {"model": "claude-sonnet-5-5", "max_tokens": 50, "temperature": 0,
+                   "messages": [{"role": "user", "content": "Hi"}]}),
+    ("gemini", {"generationConfig": {"temperature": 0}, "contents": [{"role": "user", "parts": [{"text": "Hi"}]}]}),
+    ("bedrock_converse", {"inferenceConfig": {"temperature": 0}, "messages": [{"role": "user", "content": [{"text": "Hi"}]}]}),
+    ("interactions", {"model": "gemini-3.5-flash", "input": "Hi", "generation_config": {"temperature": 0}}),
+])
+def test_shadow_mode_compares_temperature_0_requests_in_every_format(name, body):
+    # Where each format puts its temperature (the providers' request references): top level, generationConfig,
+    # Converse's inferenceConfig, the Interactions API's generation_config.
+    wire = wire_format(name)
+    conv = wire.parse_request(json.dumps(body).encode(), model="m") if name in ("gemini", "bedrock_converse") \
+        else wire.parse_request(json.dumps(body).encode())
+    assert deterministic(conv)
+    warm = json.loads(json.dumps(body).replace('"temperature": 0', '"temperature": 0.7'))
+    conv = wire.parse_request(json.dumps(warm).encode(), model="m") if name in ("gemini", "bedrock_converse") \
+        else wire.parse_request(json.dumps(warm).encode())
+    assert not deterministic(conv)
