@@ -46,7 +46,9 @@ def volatile_before_static(subject: Request | Template, ctx: Context) -> Iterato
     template variable shown to change) ahead of static prompt text, in request files, templates and
     Python prompt code, and says where it lands in the provider's prefix (tools, then system, then
     messages) and how many tokens after it are re-billed. One finding per prefix: later values in the same
-    prefix are related locations. A variable with no evidence that it changes per request is `info`.
+    prefix are related locations. A variable with no evidence that it changes per request is `info`, and is
+    not reported in a tool definition with no static text seen after it (a tool object's own
+    `self.description`: nothing shows it changes, nothing is shown re-billed).
     A template whose landing the code does not show (a prompt file, a `prompt` variable) and whose whole
     text is below the model's minimum cacheable length is not reported: no order of it is ever cached,
     so the value's place costs nothing (a system prompt or tool in an SDK call is still judged: the
@@ -79,7 +81,9 @@ def volatile_before_static(subject: Request | Template, ctx: Context) -> Iterato
     after = sum(p.tokens for p in pieces[i + 1:]
                 if not any(c[3] for c in causes if c[1] is p) and (proven or not p.spans))
     section = section_of(subject, piece.block)
-    if after < STATIC_TAIL_TOKENS and section != "tools":
+    # In a tool a proven value re-bills everything after the tools; one nothing shows changing (a tool class's
+    # `self.description`) with no static text seen after it is no finding: "comes before 0 tokens" is no cost.
+    if after < STATIC_TAIL_TOKENS and (section != "tools" or not why):
         return
     if _never_cacheable(subject, section, pieces, model, ctx):
         return

@@ -97,6 +97,37 @@ You are an autonomous programmer.
     assert {f.severity for f in findings} == {"info"}
 
 
+def test_a_tool_class_s_own_description_is_no_finding(tmp_path: Path) -> None:
+    """anthropics/anthropic-quickstarts agents/tools/base.py (`Tool.to_dict`) and openai/openai-agents-python
+    src/agents/models/chatcmpl_converter.py (`tool_to_openai`): every agent framework turns its tool objects
+    into the provider's tool dicts from their own fields. Nothing shows those change per request and no static
+    text follows them in the code: lint . reported each as "comes before 0 tokens of static prompt" (19 of
+    the 33 findings on openai-agents-python). A value proven to change is still reported (test below)."""
+    (tmp_path / "base.py").write_text('''
+class Tool:
+    def to_dict(self):
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+def tool_to_openai(tool):
+    return {"type": "function", "function": {"name": tool.name, "description": tool.description or "",
+                                             "parameters": tool.params_json_schema}}
+''')
+    assert not lint(tmp_path).findings
+
+
+def test_a_clock_in_a_tool_description_is_still_a_warning(tmp_path: Path) -> None:
+    (tmp_path / "tools.py").write_text('''
+from datetime import datetime
+
+
+def tools():
+    return [{"name": "clock", "description": f"Now is {datetime.now():%H:%M:%S}", "input_schema": {}}]
+''')
+    (finding,) = lint(tmp_path).findings
+    assert finding.rule == "PG001" and finding.severity == "warning" and "tool definition" in finding.message
+
+
 def test_semantic_kernel_skprompt_below_the_minimum_is_quiet() -> None:
     # MetaGPT metagpt/skills/WriterSkill/TellMeMore/skprompt.txt: `{{$input}}` before ~60 tokens.
     assert not _warnings(lint(HERE / "metagpt_tell_me_more_skprompt.txt"))
