@@ -12,6 +12,7 @@ import yaml
 from prefixgate.config import Settings
 from prefixgate.dialects import WIRE_FORMATS, wire_format
 from prefixgate.dialects.neutral import Reply, ToolCall
+from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.proxy import Call
 from prefixgate.gateway.response_cache import (
@@ -313,3 +314,101 @@ def test_shadow_mode_compares_temperature_0_requests_in_every_format(name, body)
     conv = wire.parse_request(json.dumps(warm).encode(), model="m") if name in ("gemini", "bedrock_converse") \
         else wire.parse_request(json.dumps(warm).encode())
     assert not deterministic(conv)
+
+
+# Rich requests, one per body format, from the providers' request references: every field an answer can depend on.
+RICH = {
+    "openai": {"model": "gpt-5.4", "messages": [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "name": "ann", "content": [{"type": "text", "text": "hi"},
+                                                    {"type": "image_url", "image_url": {"url": "https://x/a.png", "detail": "low"}}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r"}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "strict": True}}],
+        "tool_choice": "auto", "parallel_tool_calls": True, "seed": 1, "temperature": 0.5, "top_p": 0.9,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object"}}},
+        "max_completion_tokens": 100, "stop": ["x"], "reasoning_effort": "low", "service_tier": "flex", "verbosity": "low",
+        "frequency_penalty": 0.1, "logit_bias": {"12": 1}, "prediction": {"type": "content", "content": "z"},
+        "user": "u", "safety_identifier": "s", "prompt_cache_key": "p", "metadata": {"a": "b"}},
+    "responses": {"model": "gpt-5.4", "instructions": "Be brief.", "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "id": "fc_1"},
+        {"type": "function_call_output", "call_id": "c1", "output": "r"}, {"type": "item_reference", "id": "msg_1"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e"}],
+        "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}], "tool_choice": "auto",
+        "text": {"format": {"type": "json_schema", "name": "s", "schema": {"type": "object"}}, "verbosity": "low"},
+        "reasoning": {"effort": "low"}, "max_output_tokens": 100, "temperature": 0.5, "truncation": "auto",
+        "previous_response_id": "resp_1", "store": False, "max_tool_calls": 3},
+    "anthropic": {"model": "claude-sonnet-5-5", "max_tokens": 100, "system": [{"type": "text", "text": "Be brief."}],
+                  "messages": [
+                      {"role": "user", "content": [
+                          {"type": "text", "text": "hi"},
+                          {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "doc"},
+                           "citations": {"enabled": True}}]},
+                      {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "sig"},
+                                                        {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}]},
+                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "r", "is_error": True}]}],
+                  "tools": [{"name": "f", "input_schema": {"type": "object"}}], "stop_sequences": ["x"],
+                  "tool_choice": {"type": "auto", "disable_parallel_tool_use": True}, "top_k": 5,
+                  "thinking": {"type": "enabled", "budget_tokens": 1024}, "metadata": {"user_id": "u"}},
+    "gemini": {"contents": [{"role": "user", "parts": [{"text": "hi"}, {"inlineData": {"mimeType": "image/png", "data": "AAAA"}}]},
+                            {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {"a": 1}}, "thoughtSignature": "s"}]},
+                            {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"r": 1}}}]}],
+               "systemInstruction": {"parts": [{"text": "Be brief."}]},
+               "tools": [{"functionDeclarations": [{"name": "f", "parameters": {"type": "object"}}]}],
+               "toolConfig": {"functionCallingConfig": {"mode": "ANY"}},
+               "generationConfig": {"temperature": 0.5, "topK": 5, "maxOutputTokens": 100, "seed": 1,
+                                    "responseMimeType": "application/json", "thinkingConfig": {"thinkingBudget": 100}},
+               "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}],
+               "cachedContent": "cachedContents/a"},
+    "bedrock_converse": {"system": [{"text": "Be brief."}], "messages": [
+        {"role": "user", "content": [{"text": "hi"}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "f", "input": {"a": 1}}}]},
+        {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "content": [{"text": "r"}], "status": "error"}}]}],
+        "toolConfig": {"tools": [{"toolSpec": {"name": "f", "inputSchema": {"json": {"type": "object"}}}}], "toolChoice": {"auto": {}}},
+        "inferenceConfig": {"maxTokens": 100, "temperature": 0.5, "stopSequences": ["x"]},
+        "additionalModelRequestFields": {"top_k": 5}, "guardrailConfig": {"guardrailIdentifier": "g", "guardrailVersion": "1"}},
+}
+
+
+def _leaves(value, path=()):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _leaves(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _leaves(v, (*path, i))
+    else:
+        yield path, value
+
+
+def _changed(body: dict, path: tuple, value) -> dict:
+    body = json.loads(json.dumps(body))
+    where = body
+    for step in path[:-1]:
+        where = where[step]
+    where[path[-1]] = (not value) if isinstance(value, bool) else value + 1 if isinstance(value, (int, float)) \
+        else "x" if value is None else value + "x"
+    return body
+
+
+@pytest.mark.parametrize("name", list(RICH))
+def test_every_field_of_a_rich_request_is_in_the_key(name):
+    # Each leaf changed in turn (a string gains a letter, a number grows by one, a flag flips, a null becomes text):
+    # each such request must miss the other's entry. A change the format refuses is no request.
+    wire = wire_format(name)
+
+    def key(body: dict) -> str:
+        conv = wire.parse_request(json.dumps(body).encode(), model="m") if name in ("gemini", "bedrock_converse") \
+            else wire.parse_request(json.dumps(body).encode())
+        return request_key(Call("id", name, wire, conv, Caller(ACME, "k"), ROUTE, "rewrite", {}, 0.0))
+    plain, checked = key(RICH[name]), 0
+    for path, value in _leaves(RICH[name]):
+        try:
+            changed = key(_changed(RICH[name], path, value))
+        except RequestError:
+            continue
+        assert changed != plain, path
+        checked += 1
+    assert checked >= 15
