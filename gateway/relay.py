@@ -94,10 +94,15 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                 call.notes.append(UNREADABLE_USAGE)
 
     async def let_go() -> None:
-        """The in-flight slot and, if the body never began, the upstream stream."""
+        """The in-flight slot and, if the body never began (the caller left as its headers went out), the upstream
+        stream, and the request's record and budget: the upstream answered 2xx and took the prompt."""
         slot.release()
         if not state["began"]:
             await resp.close()
+            call.notes.append("usage estimated: the caller hung up before the stream began (prompt from the body's size)")
+            rec = accounts.record(call, prep, cut_usage(None, prep.body, 0), CLIENT_CLOSED, ttft_s=None,
+                                  upstream_s=time.perf_counter() - sent, error="client disconnected before the stream began")
+            await accounts.finish(call, rec)
 
     async def body() -> AsyncIterator[bytes]:
         state["began"] = True
