@@ -115,6 +115,9 @@ def test_anthropic_repeat_whole_and_streamed(tmp_path):
             final = stream.get_final_message()
         assert text == first.content[0].text and final.stop_reason == "end_turn" and len(up.posts) == 1
         assert final.usage.output_tokens == first.usage.output_tokens
+        # A beta header changes what the model may do (its tools, its context): another entry.
+        beta = client.messages.with_raw_response.create(**ask, extra_headers={"anthropic-beta": "context-1m-2025-08-07"})
+        assert beta.headers[CACHE] == "miss" and len(up.posts) == 2
 
 
 def test_gemini_repeat_whole_and_streamed(tmp_path):
