@@ -25,8 +25,10 @@ ITEM = "response_item"      # a stored Responses item (`msg_...`, `fc_...`), nam
 # Never created through the gateway: only ever refused to keyed callers.
 FILE, VECTOR_STORE, CONVERSATION, SKILL, STORAGE = "file", "vector_store", "conversation", "skill", "storage_object"
 SEARCH_STORE = "file_search_store"      # Gemini File Search's `fileSearchStores/...`
+AUDIO = "audio"             # a Chat Completions audio answer, named again by an assistant message's `audio.id`
 _NOUNS = {CONTAINER: "Container", ITEM: "Item", FILE: "File", VECTOR_STORE: "Vector store",
-          CONVERSATION: "Conversation", SKILL: "Skill", STORAGE: "Storage object", SEARCH_STORE: "File search store"}
+          CONVERSATION: "Conversation", SKILL: "Skill", STORAGE: "Storage object", SEARCH_STORE: "File search store",
+          AUDIO: "Audio"}
 _NAMED = "provider_ids"     # the ids a block names, in its `facts()`
 _MEDIA = frozenset({"image", "document", "audio", "video"})     # Interactions content that may name a file by `uri`
 # Blocks that hold only what the model reads or wrote (text, thinking, a tool call's free-form arguments).
@@ -46,6 +48,9 @@ def named_ids(conv: Conversation) -> Iterator[Named]:
     """Every provider-side id `conv` names, whatever its dialect (each shape is one provider's)."""
     yield from _top_level(conv.params)
     for segment in conv.segments:
+        audio = segment.native.get("audio") if segment.role == "assistant" and isinstance(segment.native, dict) else None
+        if isinstance(audio, dict) and isinstance(audio.get("id"), str):
+            yield Named(AUDIO, audio["id"], "messages.audio.id")
         for block in segment.blocks:
             if block.kind not in _UNNAMING:
                 # Kept with the block's content: an agent's resent turns are walked once, not on every request.
@@ -154,13 +159,21 @@ async def check_owned(owners: Owners, owner: str, named: Iterable[Named]) -> Non
 
 def created_ids(body: dict) -> Iterator[tuple[str, str]]:
     """(kind, id) of what an answer (a whole body or one streamed event) created and may be named again:
-    Anthropic's `container`, a stored response's output items and its code interpreter's containers."""
+    Anthropic's `container`, a Chat Completions audio answer, a stored response's output items and its code
+    interpreter's containers."""
     kind = body.get("type")
     if kind in ("message", "message_start", "message_delta"):
         holder = body.get("message") if kind == "message_start" else body.get("delta") if kind == "message_delta" else body
         container = holder.get("container") if isinstance(holder, dict) else None
         if isinstance(container, dict) and isinstance(container.get("id"), str):
             yield CONTAINER, container["id"]
+        return
+    if body.get("object") in ("chat.completion", "chat.completion.chunk"):
+        for choice in body.get("choices") or ():
+            message = choice.get("message", choice.get("delta")) if isinstance(choice, dict) else None
+            audio = message.get("audio") if isinstance(message, dict) else None
+            if isinstance(audio, dict) and isinstance(audio.get("id"), str):
+                yield AUDIO, audio["id"]
         return
     response = body.get("response") if isinstance(body.get("response"), dict) else body
     if response.get("object") != "response":

@@ -221,3 +221,18 @@ def test_an_openai_code_interpreter_container_is_its_tenants_alone(stack):
         assert refused.value.body["message"] == f"Container with id '{container}' not found."
         again = oai(gw, ACME_2).responses.create(model=GPT, tools=named, input="List the files you have.")
         assert again.output[0].container_id == container
+
+
+def test_a_chat_audio_answer_is_named_again_by_its_tenant_alone(stack):
+    gw, _ = stack
+    spoken = {"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}}
+    made = oai(gw, ACME_1).chat.completions.create(model=GPT, messages=[
+        {"role": "user", "content": "Say the launch code, 4417, out loud."}], **spoken)
+    audio_id = made.choices[0].message.audio.id
+    turns = [{"role": "user", "content": "Say the launch code, 4417, out loud."},
+             {"role": "assistant", "audio": {"id": audio_id}}, {"role": "user", "content": "Say it again."}]
+    with pytest.raises(openai.NotFoundError) as refused:
+        oai(gw, BETA).chat.completions.create(model=GPT, messages=turns[1:], **spoken)
+    assert refused.value.body["message"] == f"Audio with id '{audio_id}' not found."
+    again = oai(gw, ACME_2).chat.completions.create(model=GPT, messages=turns, **spoken)
+    assert again.choices[0].message.audio.transcript

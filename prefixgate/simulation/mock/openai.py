@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from prefixgate.dialects import openai as dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import resolve_model
-from prefixgate.simulation.mock import agent, agent_wire, openai_params
+from prefixgate.simulation.mock import agent, agent_wire, audio, openai_params
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.service_tier import openai_tier
 from prefixgate.simulation.mock.text import reply_for, structured_reply
@@ -57,8 +57,8 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
             events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish,
                                            include_usage=include_usage, service_tier=tier)
             return sse_response(events, fault)
-        return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish)
-                            | {"service_tier": tier})
+        answer = dialect.build_response(model, reply.text, usage, finish_reason=finish) | {"service_tier": tier}
+        return JSONResponse(audio.with_audio(answer, body, ctx.clock()))
 
 
 def list_models(request: Request, ctx: MockContext) -> dict:
