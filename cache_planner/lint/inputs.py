@@ -250,7 +250,7 @@ def read_subjects(path: Path, display: str, config: LintConfig, named: bool) -> 
     if path.suffix == ".json":
         return _json_file(source, config, named)
     if path.suffix == ".jsonl":
-        return _jsonl_file(source, config)
+        return _jsonl_file(source, config, named)
     if path.suffix == ".py":
         try:
             found = python_templates(text, config.python_names, config)
@@ -303,7 +303,7 @@ def _json_file(source: Source, config: LintConfig, named: bool) -> list[Subject]
     return [found]
 
 
-def _jsonl_file(source: Source, config: LintConfig) -> list[Subject]:
+def _jsonl_file(source: Source, config: LintConfig, named: bool) -> list[Subject]:
     out: list[Subject] = []
     start = 0
     for number, line in enumerate(source.text.splitlines(keepends=True), start=1):
@@ -319,6 +319,9 @@ def _jsonl_file(source: Source, config: LintConfig) -> list[Subject]:
         found = _as_request(value, source, config, start=line_start, line=number)
         if found is None:
             raise LintUsageError(f"{source.display}:{number}: neither a trace record nor a request body")
+        if not named and found.provider != "gemini" and not found.model_name:
+            # As a .json file: messages with no model are a fine-tuning or eval dataset, not a request log.
+            raise LintUsageError(f"{source.display}:{number}: has no model, so it is not a request log")
         out.append(found)
     return out
 

@@ -167,6 +167,23 @@ def test_files_a_repository_holds_for_other_reasons_are_skipped_with_a_note(tmp_
     assert named.exit_code == 2
 
 
+def test_a_fine_tuning_dataset_is_skipped_with_a_note_not_an_error(tmp_path: Path) -> None:
+    """anthropics/anthropic-cookbook finetuning/datasets/json_mode_dataset.jsonl: Bedrock fine-tuning records
+    (`system` and `messages`, no model). `lint .` at the cookbook's root reported PG000 error "model: field
+    required (and 499 more records)" and exited 1; a .json file of the same shape was already skipped."""
+    (tmp_path / "datasets").mkdir()
+    record = {"system": "JSON Mode: Enabled", "messages": [{"role": "user", "content": "whats the first line of moby dick"},
+                                                            {"role": "assistant", "content": '{"answer": "Call me Ishmael."}'}]}
+    (tmp_path / "datasets/json_mode_dataset.jsonl").write_text((json.dumps(record) + "\n") * 3)
+    code, doc = _lint_root(tmp_path)
+    assert code == 0 and not doc["findings"], doc
+    (skipped,) = doc["skipped"]
+    assert skipped["reason"].endswith("has no model, so it is not a request log"), skipped
+    # Named on the command line, it is linted as requests: the missing model is the provider's 400.
+    named = CliRunner().invoke(main, ["lint", "--no-cost", str(tmp_path / "datasets/json_mode_dataset.jsonl")])
+    assert named.exit_code == 1 and "PG000" in named.output
+
+
 def test_test_suites_are_left_out_of_a_walk_but_linted_when_named(tmp_path: Path) -> None:
     # crewAI lib/crewai/tests/agents/test_agent.py: prompts sent to mocked models in the test suite.
     rules = "Answer with the final answer only, in the format the task asks for.\n" * 120
