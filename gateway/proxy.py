@@ -169,7 +169,7 @@ class Proxy:
         self.planner_state = planner_state or PlannerState(
             store=RedisStore(settings.redis_url) if settings.redis_url else None)
         self.in_flight = InFlight()
-        self.response_homes = ResponseHomes(redis_url=settings.redis_url)   # shared with every replica
+        self.response_homes = ResponseHomes(self.ledger.path, redis_url=settings.redis_url)   # kept, and shared
         self.kv_index = (KVIndex(policy.upstreams, self.metrics.registry, self.in_flight)
                          if any(u.kv_events for u in policy.upstreams.values()) else None)
         self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource

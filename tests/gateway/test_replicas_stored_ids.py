@@ -20,25 +20,35 @@ ACME, GLOBEX = "gw-acme-key-0001", "gw-globex-key-0002"
 MODEL = "gpt-5.4-mini"
 
 
+def _policy(mock_url: str) -> dict:
+    return {"upstreams": {"second": {"kind": "openai", "url": mock_url, "api_key_env": "OPENAI_SECOND_KEY"}},
+            "routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"replicas": ["openai", "second"]}]},
+                       {"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]}],
+            "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME), "tenant": "acme"},
+                     {"name": "globex-app", "key_sha256": hash_key(GLOBEX), "tenant": "globex"}]}
+
+
 @pytest.fixture
-def replicas(tmp_path, redis_url, monkeypatch):
-    """Replicas a and b; the route balances over two OpenAI accounts (mock-providers keeps each key's
-    responses apart, as OpenAI keeps each organisation's)."""
+def mock(monkeypatch):
+    """mock-providers; the route balances over two OpenAI accounts (mock-providers keeps each key's responses
+    apart, as OpenAI keeps each organisation's)."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-account-one-0001")
     monkeypatch.setenv("OPENAI_SECOND_KEY", "sk-account-two-0002")
     monkeypatch.setenv("GEMINI_API_KEY", "AIzaReplicasStoredIds000000000000000")
-    with ServerThread(mock_app(MockContext())) as mock, ExitStack() as stack:
+    with ServerThread(mock_app(MockContext())) as server:
+        yield server.url
+
+
+@pytest.fixture
+def replicas(tmp_path, redis_url, mock):
+    """Replicas a and b on one Redis."""
+    with ExitStack() as stack:
         urls = []
         for name in ("a", "b"):
             folder = tmp_path / name
             folder.mkdir()
-            settings = settings_for(mock.url, folder, redis_url=redis_url)
-            policy = {"upstreams": {"second": {"kind": "openai", "url": mock.url, "api_key_env": "OPENAI_SECOND_KEY"}},
-                      "routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"replicas": ["openai", "second"]}]},
-                                 {"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]}],
-                      "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME), "tenant": "acme"},
-                               {"name": "globex-app", "key_sha256": hash_key(GLOBEX), "tenant": "globex"}]}
-            urls.append(stack.enter_context(running_gateway(settings, policy=policy_for(settings, policy))).url)
+            settings = settings_for(mock, folder, redis_url=redis_url)
+            urls.append(stack.enter_context(running_gateway(settings, policy=policy_for(settings, _policy(mock)))).url)
         yield urls
 
 
@@ -74,3 +84,18 @@ def test_an_explicit_cache_is_its_tenants_on_every_replica(replicas):
         used = httpx.post(b + "/v1beta/models/gemini-2.5-flash:generateContent", json=ask,
                           headers={"x-goog-api-key": key}, timeout=30)
         assert (got.status_code, used.status_code) == (status, status), (got.text, used.text)
+
+
+def test_a_restarted_gateway_still_sends_follow_ups_to_the_account_that_stores_them(tmp_path, mock):
+    """Without Redis: the homes were kept in memory only, so after a restart a follow-up on a response stored by
+    the route's second account went to the first and got the provider's 404."""
+    settings = settings_for(mock, tmp_path)
+    created = []
+    with running_gateway(settings, policy=policy_for(settings, _policy(mock))) as gw:
+        for n in range(6):      # prompts of either account (prefix affinity picks one per prompt)
+            created.append(_client(gw.url, ACME).responses.create(model=MODEL, input=f"Name prime number {n}.").id)
+    with running_gateway(settings, policy=policy_for(settings, _policy(mock))) as gw:
+        for ident in created:
+            assert _client(gw.url, ACME).responses.retrieve(ident).id == ident
+            follow = _client(gw.url, ACME).responses.create(model=MODEL, input="And another?", previous_response_id=ident)
+            assert follow.previous_response_id == ident
