@@ -9,6 +9,9 @@
 - On 2023-06-01, `temperature` and `top_p` range 0..1 (Messages API reference), and Claude Opus 4.7 and later
   reject a non-default sampling parameter on every request: "`temperature` is deprecated for this model."
   (the models: `dialects/sampling.py`; UKGovernmentBEIS/inspect_ai#3721 shows temperature=0.0 refused on Opus 4.7).
+- Empty content: `messages.<i>: all messages must have non-empty content except for the optional final assistant
+  message` (a "" or [] content), and `messages: text content blocks must be non-empty` (a text block of "");
+  both invalid_request_error 400s that agents and proxies keep hitting when they resend an aborted turn.
 """
 
 from __future__ import annotations
@@ -52,6 +55,20 @@ def check_body(body: dict[str, Any], version: str, model_id: str) -> None:
     refused = deprecated_sampling(body, model_id)
     if refused is not None:
         raise RequestError(f"`{refused}` is deprecated for this model.", field=refused)
+    _check_contents(body.get("messages"))
+
+
+def _check_contents(messages: Any) -> None:
+    messages = messages if isinstance(messages, list) else []
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        final_assistant = i == len(messages) - 1 and message.get("role") == "assistant"
+        if content in ("", []) and not final_assistant:
+            raise RequestError(f"messages.{i}: all messages must have non-empty content except for the optional "
+                               "final assistant message", field=f"messages.{i}")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "text" and block.get("text") == "":
+                raise RequestError("messages: text content blocks must be non-empty", field=f"messages.{i}")
 
 
 def check_count_body(body: dict[str, Any]) -> None:

@@ -155,3 +155,12 @@ def test_count_tokens_takes_no_max_tokens(claude):
         claude.messages.count_tokens(model="claude-haiku-4-5", messages=HI, extra_body={"max_tokens": 10})
     assert e.value.body["error"] == {"type": "invalid_request_error",
                                      "message": "max_tokens: Extra inputs are not permitted"}
+
+
+def test_anthropic_refuses_empty_content_before_the_final_turn(claude_2023):
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}, {"role": "user", "content": "x"}]
+    _refused(lambda: claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=5, messages=turns),
+             "messages.1: all messages must have non-empty content except for the optional final assistant message")
+    blocks = [{"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": ""}]}]
+    _refused(lambda: claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=5, messages=blocks),
+             "messages: text content blocks must be non-empty")
