@@ -416,11 +416,18 @@ def write_chat(chat: Chat, model: str) -> dict:
     system: list[dict] = []
     messages: list[dict] = []
     for turn in chat.turns:
+        # Anthropic refuses an empty text block and an empty message ("text content blocks must be non-empty"),
+        # both of which OpenAI takes (an agent's "" assistant turn): leave them out.
+        parts = [p for p in turn.parts if p.kind != "text" or p.text]
+        if len(parts) < len(turn.parts):
+            chat.notes.append("an empty text part was left out (Anthropic refuses empty text blocks)")
         if turn.role == "system" and not messages:
-            system.extend(_neutral_block(p) for p in turn.parts)
+            system.extend(_neutral_block(p) for p in parts)
+            continue
+        if not parts:
             continue
         role = "assistant" if turn.role == "assistant" else "user"
-        blocks = [_neutral_block(p) for p in turn.parts]
+        blocks = [_neutral_block(p) for p in parts]
         if turn.role == "system":
             chat.notes.append("a system message after the first turn became user text")
         if messages and messages[-1]["role"] == role:

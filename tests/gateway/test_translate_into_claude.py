@@ -1,6 +1,9 @@
-"""A caller's temperature, translated for a Claude model that takes no sampling parameters (Opus 4.7 and later,
-prefixgate/dialects/sampling.py), is left out with a note: Anthropic answers any non-default value with a 400
-"`temperature` is deprecated for this model.", and OpenAI clients send one by default (LangChain: 0.7)."""
+"""Translated into Claude, a request leaves out what Anthropic refuses but the caller's API takes, with a note:
+- a temperature, for a Claude model that takes no sampling parameters (Opus 4.7 and later,
+  prefixgate/dialects/sampling.py): Anthropic answers any non-default value with a 400 "`temperature` is
+  deprecated for this model.", and OpenAI clients send one by default (LangChain: 0.7);
+- an empty text part or message (an agent's "" assistant turn): "messages: text content blocks must be
+  non-empty"."""
 
 from __future__ import annotations
 
@@ -50,3 +53,21 @@ def test_the_dropped_sampling_is_noted(target, model, config):
     sent = body.get(config, {}) if config else body
     assert not {"temperature", "top_p", "topP"} & set(sent)
     assert any("temperature and " in n and "dropped" in n and "takes no sampling parameters" in n for n in notes), notes
+
+
+def test_an_openai_agents_empty_assistant_turn_is_answered_by_claude(gateway_url):
+    client = openai.OpenAI(api_key="pg-sampling", base_url=gateway_url + "/v1", max_retries=0)
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""},
+                {"role": "user", "content": "again"}]
+    reply = client.chat.completions.create(model="claude-haiku-4-5", messages=messages, max_tokens=8)
+    assert reply.choices[0].message.content
+
+
+def test_empty_text_is_left_out_and_the_turns_around_it_merge():
+    chat = {"model": "m", "messages": [{"role": "system", "content": ""}, {"role": "user", "content": "hi"},
+                                       {"role": "assistant", "content": ""}, {"role": "user", "content": "again"}]}
+    body, notes = translate_body(chat, wire_format("openai"), wire_format("anthropic"), "claude-haiku-4-5")
+    assert "system" not in body
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"},
+                                                             {"type": "text", "text": "again"}]}]
+    assert any("empty text" in n for n in notes), notes
