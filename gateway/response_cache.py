@@ -33,11 +33,12 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response, StreamingResponse
 
 from prefixgate.compact_json import compact_bytes
-from prefixgate.dialects.neutral import Delta, Reply, ToolCall, json_or_raw, unreadable_args
+from prefixgate.dialects.neutral import Delta, Reply, ToolCall, json_or_raw
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.response_rules import deterministic, refusal, uncacheable
 from prefixgate.gateway.response_store import MemoryStore, RedisStore, StoreError
-from prefixgate.ir import CACHE_MARKERS, Conversation
+from prefixgate.ir import CACHE_MARKERS
 from prefixgate.ledger import LedgerRecord
 from prefixgate.policies.schema import ResponseCachePolicy, Route, TargetRef
 from prefixgate.usage import Usage
@@ -116,47 +117,6 @@ def request_key(call: Call) -> str:
         h.update("".join(conv.block_keys(seg.blocks)).encode())
     h.update(b"\x1d" + _canonical({k: v for k, v in conv.params.items() if k not in TRANSPORT and k not in CACHE_MARKERS}))
     return h.hexdigest()
-
-
-# Request fields naming upstream state the request reads and changes: a Responses conversation gains each turn,
-# an Anthropic container keeps what its code wrote. A replay would answer from older state and leave it unchanged.
-STATEFUL = ("conversation", "container")
-LOGPROBS_INCLUDE = "message.output_text.logprobs"      # Responses asks for log probabilities in `include`
-# The provider acts for the caller: it calls the caller's MCP servers (Anthropic's `mcp_servers`, a Responses `mcp`
-# tool, an Interactions `mcp_server` tool), or its webhook. A replay would report calls as made and make none.
-ACTING_FIELDS = ("mcp_servers", "webhook_config")
-ACTING_TOOLS = ("mcp", "mcp_server")
-
-
-def uncacheable(conv: Conversation) -> str | None:
-    """Why a request's answer cannot be replayed faithfully (several candidates, log probabilities, a background
-    job, upstream state the request changes, calls the provider makes for the caller), or None."""
-    params = conv.params
-    config = params.get("generationConfig") if isinstance(params.get("generationConfig"), dict) else {}
-    if params.get("n") not in (None, 1) or config.get("candidateCount") not in (None, 1):
-        return "several candidates asked"
-    include = params.get("include") if isinstance(params.get("include"), list) else []
-    if params.get("logprobs") or params.get("top_logprobs") or config.get("responseLogprobs") or LOGPROBS_INCLUDE in include:
-        return "log probabilities asked"
-    if params.get("background"):
-        return "a background response"
-    if any(params.get(k) is not None for k in STATEFUL):
-        return "server-side state"
-    if any(params.get(k) for k in ACTING_FIELDS) or any(
-            isinstance(b.native, dict) and b.native.get("type") in ACTING_TOOLS
-            for seg in conv.segments if seg.role == "tools" for b in seg.blocks):
-        return "the provider acts for the caller"
-    return None
-
-
-# Where a format puts its sampling settings, besides the top level: Gemini, Bedrock Converse, the Interactions API.
-SAMPLING_BLOCKS = ("generationConfig", "inferenceConfig", "generation_config")
-
-
-def deterministic(conv: Conversation) -> bool:
-    """Whether the request asks for temperature 0 (what shadow mode compares fresh answers for)."""
-    blocks = [conv.params.get(k) for k in SAMPLING_BLOCKS]
-    return any(isinstance(b, dict) and b.get("temperature") == 0 for b in [conv.params, *blocks])
 
 
 @dataclass
@@ -410,25 +370,6 @@ class ResponseCache:
         if isinstance(store, MemoryStore):
             self.bytes.labels(route).set(store.bytes)
 
-
-
-def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCachePolicy) -> str | None:
-    """Why an answer (in `source`'s format) must not be replayed, or None: it must have ended by itself, by the
-    format's own finish reason (the neutral one reads some that did not, such as a pause, as a stop), and say
-    something: text or a tool call."""
-    if reply is None or source is None:
-        return "unfinished"
-    if (reply.finish == "tool_calls" or reply.tool_calls) and not policy.tool_calls:
-        return "tool calls"
-    if any(unreadable_args(c.args) for c in reply.tool_calls):
-        return "malformed tool call"     # a replay would send some other JSON than the model's text
-    if reply.finish not in ("stop", "tool_calls"):
-        return reply.finish             # length, content_filter
-    if reply.native_finish not in source.natural_finishes:
-        return "not a natural finish"       # a metric label: the upstream's own word stays out of it
-    if not reply.text and not reply.tool_calls:
-        return "empty"      # OpenAI's refusals finish normally, their words in `refusal`, which no replay carries
-    return None
 
 
 def outlived(entry: Entry, policy: ResponseCachePolicy) -> bool:

@@ -15,15 +15,8 @@ from prefixgate.dialects.neutral import Reply, ToolCall
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.proxy import Call
-from prefixgate.gateway.response_cache import (
-    Answer,
-    Entry,
-    deterministic,
-    refusal,
-    replay_stream,
-    request_key,
-    uncacheable,
-)
+from prefixgate.gateway.response_cache import Answer, Entry, replay_stream, request_key
+from prefixgate.gateway.response_rules import deterministic, refusal, uncacheable
 from prefixgate.gateway.response_store import MemoryStore
 from prefixgate.ledger_rollup import SUMS, contribution
 from prefixgate.policies import CallerKey, Policy, PolicyError, builtin_upstreams
