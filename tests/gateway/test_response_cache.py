@@ -300,3 +300,17 @@ def test_a_balanced_routes_answers_are_stored_from_every_target(tmp_path):
             again = client.chat.completions.with_raw_response.create(model="gpt-5.5", messages=ask)
             assert again.headers[CACHE] == "hit", question
         assert sorted(targets) == ["east", "west"] and len(up.posts) == 2
+
+
+def test_a_stream_the_client_hung_up_on_is_never_stored(tmp_path):
+    # The caller leaves after the first event; the answer it never saw whole is not the route's to replay.
+    faults = FaultPlan([FaultRule(parse_fault("event_delay=0.2"), model="gpt-5.5")])
+    with cache_stack(tmp_path, policy(gpt=ON), faults=faults) as (up, gw, settings):
+        body = {"model": "gpt-5.5", "messages": ASK, "stream": True}
+        auth = {"authorization": f"Bearer {KEYS['ACME_KEY']}"}
+        with httpx.stream("POST", gw.url + "/v1/chat/completions", json=body, headers=auth) as resp:
+            assert resp.headers[CACHE] == "miss"
+            next(resp.iter_lines())
+        wait_until(lambda: len(read_records(settings.ledger_path)) == 1, 10, "the hung-up request's record")
+        assert read_records(settings.ledger_path)[0]["status"] == 499
+        assert chat(oa(gw))[1] == "miss" and len(up.posts) == 2
