@@ -184,6 +184,19 @@ def test_a_fine_tuning_dataset_is_skipped_with_a_note_not_an_error(tmp_path: Pat
     assert named.exit_code == 1 and "PG000" in named.output
 
 
+def test_a_readme_in_a_folder_filed_as_prompts_is_documentation(tmp_path: Path) -> None:
+    """openai/openai-agents-python examples/mcp/prompt_server/README.md: the folder's name matched the walk's
+    `**/*prompt*/**/*.md`, and the README how to run the example drew PG002 "static prefix ... below the
+    minimum". A prompt file beside it is still linted."""
+    (tmp_path / "prompt_server").mkdir()
+    (tmp_path / "prompt_server/README.md").write_text(
+        "# MCP Prompt Server Example\n\nThis example uses a local MCP prompt server in [server.py](server.py).\n\n"
+        "Run the example via:\n\n```\nuv run python examples/mcp/prompt_server/main.py\n```\n")
+    (tmp_path / "prompt_server/review_prompt.md").write_text("Review the code below.\n\n{code}\n")
+    report = lint(tmp_path)
+    assert not report.findings and report.files == 1 and not report.skipped
+
+
 def test_test_suites_are_left_out_of_a_walk_but_linted_when_named(tmp_path: Path) -> None:
     # crewAI lib/crewai/tests/agents/test_agent.py: prompts sent to mocked models in the test suite.
     rules = "Answer with the final answer only, in the format the task asks for.\n" * 120
