@@ -74,7 +74,9 @@ class UpstreamFailure(Exception):
             return RequestError(f"upstream {self.upstream!r} timed out", status=504, kind="timeout")
         if self.connect_failed:
             return RequestError(f"upstream {self.upstream!r} is unreachable", status=502, kind="server")
-        status = self.status or 502
+        # A redirect (an upstream URL that moved: the gateway follows none) is the gateway's configuration, not the
+        # caller's request: a 502, as no status is.
+        status = self.status if self.status and self.status >= 400 else 502
         kind = _KIND_BY_STATUS.get(status, "server" if status >= 500 else "invalid_request")
         return RequestError(f"upstream {self.upstream!r}: {self.message}", status=status, kind=kind,
                             retry_after=self.retry_after, field=self.param, code=self.code)

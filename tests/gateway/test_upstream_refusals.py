@@ -28,6 +28,8 @@ async def refuse(request) -> JSONResponse:
     asks = ASKS.pop(0)
     if asks.get("status") == "400":
         return JSONResponse({"error": TOO_LONG}, 400)
+    if asks.get("status") == "301":     # an upstream URL that moved
+        return JSONResponse({}, 301, headers={"location": "https://api.openai.com/v1/chat/completions"})
     return JSONResponse({"error": RATE_LIMITED}, 429, headers=asks)
 
 
@@ -79,3 +81,12 @@ def test_an_openai_error_code_reaches_the_caller(gateway):
             model="gpt-5.4", messages=[{"role": "user", "content": "Hi"}])
     assert exc.value.code == "context_length_exceeded" and exc.value.param == "messages"
     assert "maximum context length is 400000 tokens" in exc.value.message
+
+
+def test_an_upstream_redirect_is_a_bad_gateway_not_the_callers_mistake(gateway):
+    ASKS.append({"status": "301"})
+    with pytest.raises(openai.InternalServerError) as exc:
+        openai.OpenAI(api_key="caller", base_url=gateway.url + "/v1", max_retries=0).chat.completions.create(
+            model="gpt-5.4", messages=[{"role": "user", "content": "Hi"}])
+    assert exc.value.status_code == 502 and exc.value.type == "server_error"
+    assert "location" not in exc.value.response.headers
