@@ -81,6 +81,8 @@ def test_ids_the_gateway_never_saw_created_are_404s_to_every_tenant(stack):
         {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file-acme0002"}]}]},
         {"input": [ask], "tools": [{"type": "file_search", "vector_store_ids": ["vs_acme0003"]}]},
         {"input": [ask], "conversation": "conv_acme0004"},
+        {"input": [ask], "prompt": {"id": "pmpt_operator", "variables": {
+            "contract": {"type": "input_file", "file_id": "file-acme0018"}}}},
         {"input": [ask], "tools": [{"type": "code_interpreter", "container": "cntr_acme0005"}]},
         {"input": [ask], "tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["file-acme0006"]}}]},
         {"input": [{"type": "function_call", "call_id": "c1", "name": "fetch", "arguments": "{}"},
@@ -90,7 +92,7 @@ def test_ids_the_gateway_never_saw_created_are_404s_to_every_tenant(stack):
     for body in responses_bodies:
         with pytest.raises(openai.NotFoundError) as refused:
             oai(gw, BETA).responses.create(model=GPT, **body)
-        assert "acme000" in refused.value.body["message"], body
+        assert "acme00" in refused.value.body["message"], body
     with pytest.raises(openai.NotFoundError) as refused:
         oai(gw, BETA).chat.completions.create(model=GPT, messages=[{"role": "user", "content": [
             {"type": "text", "text": "Summarise it."}, {"type": "file", "file": {"file_id": "file-acme0008"}}]}])
