@@ -42,8 +42,6 @@ DEFAULT_EXCLUDE = (
     ".git/**", "**/.venv*/**", "**/node_modules/**", "**/__pycache__/**", "build/**", "dist/**",
     "**/*.egg-info/**", "**/.pytest_cache/**", "**/.ruff_cache/**", "**/package.json", "**/package-lock.json",
     "**/tsconfig.json", "**/*.sarif",
-    # A folder's own documentation, even in a folder filed as prompts (`prompt_server/README.md`).
-    "**/README*.md", "**/README*.txt", "**/CHANGELOG*.md", "**/CONTRIBUTING*.md",
     # Test suites send their prompts to mocks and fixtures, not to a billed model; name the folder to lint it.
     "tests/**", "test/**", "**/tests/**", "**/test_*.py", "**/*_test.py", "**/conftest.py",
 )

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from prefixgate.cache_planner.detectors import Span
-from prefixgate.cache_planner.lint.config import LintConfig, LintUsageError
+from prefixgate.cache_planner.lint.config import DEFAULT_INCLUDE, LintConfig, LintUsageError
 from prefixgate.cache_planner.lint.evidence import name_evidence
 from prefixgate.cache_planner.lint.jinja import Expanded, expand
 from prefixgate.cache_planner.lint.json_offsets import offset as json_offset
@@ -165,6 +165,11 @@ Subject = Request | Template
 
 # ---- finding files ------------------------------------------------------------------------------
 
+# A folder's own documentation, even in a folder the default globs file as prompts (`prompt_server/README.md`);
+# an explicit --include of them lints them.
+_DOCUMENTATION = re.compile(r"(?i)(README|CHANGELOG|CONTRIBUTING)\b.*\.(md|txt)$")
+
+
 def discover(paths: list[str], config: LintConfig, force_exclude: bool = False) -> list[tuple[Path, str]]:
     """(file, display name) for each file to lint: named files as given, directories walked with the
     include and exclude globs (relative to the directory). A missing path is a usage error. With
@@ -177,7 +182,8 @@ def discover(paths: list[str], config: LintConfig, force_exclude: bool = False) 
         if path.is_dir():
             for file in sorted(_walk(path, exclude)):
                 rel = file.relative_to(path).as_posix()
-                if any(rx.match(rel) for rx in include) and not any(rx.match(rel) for rx in exclude):
+                if any(rx.match(rel) for rx in include) and not any(rx.match(rel) for rx in exclude) and not (
+                        config.include == DEFAULT_INCLUDE and _DOCUMENTATION.match(file.name)):
                     out.append((file, _display(file)))
         elif path.is_file():
             display = _display(path)
