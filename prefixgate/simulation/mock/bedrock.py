@@ -65,6 +65,18 @@ def check_sampling(params: dict, model_id: str) -> None:
                            field=refused)
 
 
+def check_blank_text(body: dict) -> None:
+    """Converse refuses an empty text block: "The text field in the ContentBlock object at messages.0.content.0 is
+    blank. Add text to the text field, and try again." (a ValidationException many Bedrock clients report)."""
+    messages = body.get("messages")
+    for i, message in enumerate(messages if isinstance(messages, list) else []):
+        content = message.get("content") if isinstance(message, dict) else None
+        for j, block in enumerate(content if isinstance(content, list) else []):
+            if isinstance(block, dict) and block.get("text") == "":
+                raise RequestError(f"The text field in the ContentBlock object at messages.{i}.content.{j} is blank. "
+                                   "Add text to the text field, and try again.", field=f"messages.{i}.content.{j}")
+
+
 def count(ctx: MockContext, model: str, body: dict) -> int:
     """CountTokens: the prompt an InvokeModel body (base64, as boto3 sends a blob) or a Converse one would send,
     counted as that operation would bill it; nothing is cached."""
@@ -85,6 +97,8 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         body = await json_body(request)
         rules = model_rules(ctx, op.model)
         check_sampling((body.get("inferenceConfig") or {}) if op.format == "converse" else body, rules.id)
+        if op.format == "converse":
+            check_blank_text(body)
         fault = await ctx.fault_for(request, "bedrock", op.model)
         result = ctx.simulator.respond("bedrock", body, now=ctx.clock(), tenant=tenant, model=op.model)
         conv = result.conversation

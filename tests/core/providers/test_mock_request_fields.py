@@ -102,13 +102,18 @@ def test_generate_content_refuses_an_unknown_field(mock_server):
     assert client.models.generate_content(model="gemini-2.5-flash", contents="hi", config=config).text
 
 
-@pytest.mark.parametrize("model,refused", [("us.anthropic.claude-opus-4-7", True), ("us.anthropic.claude-opus-4-6", False)])
-def test_bedrock_converse_refuses_temperature_on_claude_4_7_and_later(mock_server, monkeypatch, model, refused):
+@pytest.fixture
+def runtime(mock_server, monkeypatch):
+    """boto3's Bedrock Runtime, signing with the credentials the mock checks."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDFIELDS")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fields/secret")
-    runtime = boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=mock_server[0],
-                           aws_access_key_id="AKIDFIELDS", aws_secret_access_key="fields/secret",
-                           config=Config(retries={"max_attempts": 1}))
+    return boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=mock_server[0],
+                        aws_access_key_id="AKIDFIELDS", aws_secret_access_key="fields/secret",
+                        config=Config(retries={"max_attempts": 1}))
+
+
+@pytest.mark.parametrize("model,refused", [("us.anthropic.claude-opus-4-7", True), ("us.anthropic.claude-opus-4-6", False)])
+def test_bedrock_converse_refuses_temperature_on_claude_4_7_and_later(runtime, model, refused):
     args = {"modelId": model, "messages": [{"role": "user", "content": [{"text": "hi"}]}],
             "inferenceConfig": {"maxTokens": 5, "temperature": 0.2}}
     if not refused:
@@ -164,3 +169,13 @@ def test_anthropic_refuses_empty_content_before_the_final_turn(claude_2023):
     blocks = [{"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": ""}]}]
     _refused(lambda: claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=5, messages=blocks),
              "messages: text content blocks must be non-empty")
+
+
+def test_bedrock_converse_refuses_a_blank_text_block(runtime):
+    messages = [{"role": "user", "content": [{"text": "hi"}]}, {"role": "assistant", "content": [{"text": ""}]},
+                {"role": "user", "content": [{"text": "again"}]}]
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        runtime.converse(modelId="us.anthropic.claude-haiku-4-5", messages=messages, inferenceConfig={"maxTokens": 5})
+    assert e.value.response["Error"]["Code"] == "ValidationException"
+    assert e.value.response["Error"]["Message"] == ("The text field in the ContentBlock object at messages.1.content.0 "
+                                                    "is blank. Add text to the text field, and try again.")
