@@ -25,6 +25,7 @@ from prefixgate.dialects.neutral import (
     ToolCall,
     Turn,
     checkpoint_of,
+    non_empty_parts,
     note_dropped,
     put,
     refuse,
@@ -416,11 +417,8 @@ def write_chat(chat: Chat, model: str) -> dict:
     system: list[dict] = []
     messages: list[dict] = []
     for turn in chat.turns:
-        # Anthropic refuses an empty text block and an empty message ("text content blocks must be non-empty"),
-        # both of which OpenAI takes (an agent's "" assistant turn): leave them out.
-        parts = [p for p in turn.parts if p.kind != "text" or p.text]
-        if len(parts) < len(turn.parts):
-            chat.notes.append("an empty text part was left out (Anthropic refuses empty text blocks)")
+        # "messages: text content blocks must be non-empty"; a turn left empty is refused too.
+        parts = non_empty_parts(chat, turn, "Anthropic")
         if turn.role == "system" and not messages:
             system.extend(_neutral_block(p) for p in parts)
             continue

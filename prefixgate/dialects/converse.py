@@ -30,6 +30,7 @@ from prefixgate.dialects.neutral import (
     Tool,
     ToolCall,
     Turn,
+    non_empty_parts,
     note_dropped,
     put,
     refuse,
@@ -348,16 +349,20 @@ def write_chat(chat: Chat, model: str) -> dict:
     system: list[dict] = []
     messages: list[dict] = []
     for turn in chat.turns:
+        # "The text field in the ContentBlock object at messages.0.content.0 is blank."; an empty turn is refused too.
+        parts = non_empty_parts(chat, turn, "Converse")
         if turn.role == "system" and not messages:
-            for p in turn.parts:
+            for p in parts:
                 system.append({"text": p.text})
                 _with_point(system, p.checkpoint)
+            continue
+        if not parts:
             continue
         role = "assistant" if turn.role == "assistant" else "user"
         if turn.role == "system":
             chat.notes.append("a system message after the first turn became user text")
         blocks: list[dict] = []
-        for p in turn.parts:
+        for p in parts:
             blocks.append(_block(p))
             _with_point(blocks, p.checkpoint)
         if messages and messages[-1]["role"] == role:

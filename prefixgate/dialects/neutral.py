@@ -183,6 +183,15 @@ def note_dropped(chat: Chat, body: dict, known: set[str]) -> None:
             chat.notes.append(f"dropped {key} (no equivalent in the target format)")
 
 
+def non_empty_parts(chat: Chat, turn: Turn, target: str) -> list[Part]:
+    """`turn`'s parts but its empty text ones, which Claude's APIs refuse though OpenAI takes them (an agent's ""
+    assistant turn); noted on `chat` when there were any."""
+    parts = [p for p in turn.parts if p.kind != "text" or p.text]
+    if len(parts) < len(turn.parts):
+        chat.notes.append(f"an empty text part was left out ({target} refuses empty text blocks)")
+    return parts
+
+
 def put(out: dict, **values: Any) -> None:
     """Set the options that have a value."""
     out.update({k: v for k, v in values.items() if v is not None})

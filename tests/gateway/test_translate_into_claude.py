@@ -3,7 +3,7 @@
   prefixgate/dialects/sampling.py): Anthropic answers any non-default value with a 400 "`temperature` is
   deprecated for this model.", and OpenAI clients send one by default (LangChain: 0.7);
 - an empty text part or message (an agent's "" assistant turn): "messages: text content blocks must be
-  non-empty"."""
+  non-empty" (Converse: "The text field in the ContentBlock object ... is blank.")."""
 
 from __future__ import annotations
 
@@ -63,11 +63,21 @@ def test_an_openai_agents_empty_assistant_turn_is_answered_by_claude(gateway_url
     assert reply.choices[0].message.content
 
 
+EMPTY_TURNS = {"model": "m", "messages": [{"role": "system", "content": ""}, {"role": "user", "content": "hi"},
+                                          {"role": "assistant", "content": ""}, {"role": "user", "content": "again"}]}
+
+
 def test_empty_text_is_left_out_and_the_turns_around_it_merge():
-    chat = {"model": "m", "messages": [{"role": "system", "content": ""}, {"role": "user", "content": "hi"},
-                                       {"role": "assistant", "content": ""}, {"role": "user", "content": "again"}]}
-    body, notes = translate_body(chat, wire_format("openai"), wire_format("anthropic"), "claude-haiku-4-5")
+    body, notes = translate_body(EMPTY_TURNS, wire_format("openai"), wire_format("anthropic"), "claude-haiku-4-5")
     assert "system" not in body
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"},
                                                              {"type": "text", "text": "again"}]}]
+    assert any("empty text" in n for n in notes), notes
+
+
+def test_empty_text_is_left_out_for_converse_too():
+    body, notes = translate_body(EMPTY_TURNS, wire_format("openai"), wire_format("bedrock_converse"),
+                                 "us.anthropic.claude-haiku-4-5")
+    assert "system" not in body
+    assert body["messages"] == [{"role": "user", "content": [{"text": "hi"}, {"text": "again"}]}]
     assert any("empty text" in n for n in notes), notes
