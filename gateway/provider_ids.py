@@ -73,7 +73,7 @@ def _top_level(params: dict) -> Iterator[Named]:
     elif isinstance(container, dict):
         if isinstance(container.get("id"), str):
             yield Named(CONTAINER, container["id"], "container.id")
-        for skill in container.get("skills") or ():
+        for skill in _list(container.get("skills")):
             if isinstance(skill, dict) and skill.get("type") == "custom" and isinstance(skill.get("skill_id"), str):
                 yield Named(SKILL, skill["skill_id"], "container.skills")
     prompt = params.get("prompt")                    # Responses: a stored prompt's variables may be files
@@ -134,7 +134,12 @@ def _shape(node: dict) -> Iterator[Named]:
 
 
 def _strings(value: Any) -> list[str]:
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+    return [v for v in _list(value) if isinstance(v, str)]
+
+
+def _list(value: Any) -> list:
+    """`value` if it is a list, else none: a body's shapes are the caller's (or an upstream's) to get wrong."""
+    return value if isinstance(value, list) else []
 
 
 def _names_stored_file(uri: str) -> bool:
@@ -161,6 +166,8 @@ def created_ids(body: dict) -> Iterator[tuple[str, str]]:
     """(kind, id) of what an answer (a whole body or one streamed event) created and may be named again:
     Anthropic's `container`, a Chat Completions audio answer, a stored response's output items and its code
     interpreter's containers."""
+    if not isinstance(body, dict):      # an upstream's answer is whatever JSON it sent
+        return
     kind = body.get("type")
     if kind in ("message", "message_start", "message_delta"):
         holder = body.get("message") if kind == "message_start" else body.get("delta") if kind == "message_delta" else body
@@ -169,7 +176,7 @@ def created_ids(body: dict) -> Iterator[tuple[str, str]]:
             yield CONTAINER, container["id"]
         return
     if body.get("object") in ("chat.completion", "chat.completion.chunk"):
-        for choice in body.get("choices") or ():
+        for choice in _list(body.get("choices")):
             message = choice.get("message", choice.get("delta")) if isinstance(choice, dict) else None
             audio = message.get("audio") if isinstance(message, dict) else None
             if isinstance(audio, dict) and isinstance(audio.get("id"), str):
@@ -179,7 +186,7 @@ def created_ids(body: dict) -> Iterator[tuple[str, str]]:
     if response.get("object") != "response":
         return
     stored = response.get("store") is not False      # items of an unstored response cannot be referenced
-    for item in response.get("output") or ():
+    for item in _list(response.get("output")):
         if not isinstance(item, dict):
             continue
         if stored and isinstance(item.get("id"), str):

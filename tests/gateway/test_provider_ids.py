@@ -238,3 +238,18 @@ def test_a_chat_audio_answer_is_named_again_by_its_tenant_alone(stack):
     assert refused.value.body["message"] == f"Audio with id '{audio_id}' not found."
     again = oai(gw, ACME_2).chat.completions.create(model=GPT, messages=turns, **spoken)
     assert again.choices[0].message.audio.transcript
+
+
+def test_ill_shaped_id_fields_are_never_a_500(stack):
+    gw, _ = stack
+    headers = {"x-api-key": BETA, "anthropic-version": "2023-06-01"}
+    ask = [{"role": "user", "content": "Hello?"}]
+    for container in ({"skills": 5}, {"id": 7}, {"skills": [3, {"type": "custom", "skill_id": 9}]}, 12):
+        r = httpx.post(f"{gw}/v1/messages", headers=headers,
+                       json={"model": CLAUDE, "max_tokens": 16, "messages": ask, "container": container})
+        assert r.status_code < 500, (container, r.text)
+    for body in ({"conversation": {"id": 4}}, {"prompt": {"id": "pmpt_x", "variables": 3}},
+                 {"tools": [{"type": "file_search", "vector_store_ids": "vs_acme"}]}):
+        r = httpx.post(f"{gw}/v1/responses", headers={"authorization": f"Bearer {BETA}"},
+                       json={"model": GPT, "input": "Hello?", **body})
+        assert r.status_code < 500, (body, r.text)
