@@ -208,7 +208,7 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                                                ttft_s=(first - call.started) if first else None,
                                                upstream_s=done - sent, error=message)
         if error is not None:
-            yield tail if reported is not None and tail else call.wire.error_event(error)
+            yield tail if reported is not None and tail else (writer.opening() if writer else b"") + call.wire.error_event(error)
         elif tail:
             yield tail
 

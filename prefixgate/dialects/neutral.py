@@ -135,11 +135,16 @@ class StreamWriter:
         request reaches an answer by its id; other formats' answers keep the fresh id they have."""
 
     def finish(self, usage: Usage | None) -> bytes:
-        head = b""
-        if not self.started:
-            self.started = True
-            head = self._start()
-        return head + self._finish(usage or Usage())
+        return self.opening() + self._finish(usage or Usage())
+
+    def opening(self) -> bytes:
+        """The stream's opening events, if they have not gone out: whatever ends the stream (its finish, an error)
+        comes after them, as from the format's own provider (an SDK reads a Responses error before
+        `response.created` as its own failure)."""
+        if self.started:
+            return b""
+        self.started = True
+        return self._start()
 
     def _start(self) -> bytes:
         return b""

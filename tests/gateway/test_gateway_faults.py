@@ -174,6 +174,16 @@ def test_an_upstream_error_event_mid_stream_reaches_a_translated_caller_as_an_er
     assert rec["cache_read"] == 1920 and rec["output"] >= 1     # message_start's usage, and what streamed
 
 
+def test_an_error_mid_stream_reaches_a_responses_caller_after_its_opening_events(stack, up):
+    """OpenAI's Responses stream opens with response.created whatever follows; the SDK's stream helper takes an
+    error before it for its own failure (a RuntimeError), so the provider's message would never be read."""
+    _, gw, _ = stack
+    up.fail("error")
+    events = list(client(gw).responses.create(model="chat-to-claude", input="Hi", stream=True))
+    assert events[0].type == "response.created"
+    assert events[-1].type == "error" and "Overloaded" in events[-1].message
+
+
 def test_an_upstream_error_event_reaches_a_same_format_caller_once(stack, up):
     """Relayed as the provider sent it, and not followed by a second error event of the gateway's own."""
     _, gw, settings = stack
