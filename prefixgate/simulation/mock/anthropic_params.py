@@ -22,12 +22,13 @@ from prefixgate.dialects.sampling import takes_sampling
 from prefixgate.errors import RequestError
 
 SAMPLING = ("temperature", "top_p", "top_k")
-# anthropic 2.14.0 types/message_create_params.py (+ `stream`), then types/beta/message_create_params.py.
+# anthropic 2.14.0 types/message_create_params.py (+ `stream`), then types/beta/message_create_params.py (less
+# `betas`, which the SDK sends as the anthropic-beta header).
 _KNOWN = frozenset({
     "cache_control", "container", "diagnostics", "inference_geo", "max_tokens", "messages", "metadata", "model",
     "output_config", "service_tier", "speed", "stop_sequences", "stream", "system", "thinking", "tool_choice",
     "tools", "user_profile_id", "workspace_id",
-    "betas", "billing_policy", "compaction", "context_management", "fallback_credit_token", "fallbacks",
+    "billing_policy", "compaction", "context_management", "fallback_credit_token", "fallbacks",
     "mcp_servers", "thread",
 })
 # /v1/messages/count_tokens: 2.14.0 types/message_count_tokens_params.py, then the beta one. It takes no
@@ -35,7 +36,7 @@ _KNOWN = frozenset({
 _COUNT_KNOWN = frozenset({
     "cache_control", "messages", "model", "output_config", "speed", "system", "thinking", "tool_choice", "tools",
     "user_profile_id", "workspace_id",
-    "betas", "billing_policy", "compaction", "context_management", "mcp_servers",
+    "billing_policy", "compaction", "context_management", "mcp_servers",
 })
 NO_SAMPLING_VERSION = "2026-10-21"
 # The values a model that takes no sampling parameters still accepts (the defaults).
