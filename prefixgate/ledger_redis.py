@@ -6,6 +6,12 @@ A record id can reach Redis from two replicas' files (SDK records exported into 
 ids it has added, scored by the record's time, and adds a known id to neither the totals nor the stream, as
 Postgres does by its primary key. It remembers them as long as the stream can hold their records (the last
 `KEEP_IDS` by time) and, like Postgres's records, for the ledger's record retention.
+
+Money totals are exact integers, and Redis's integers stop at 2**63: in picodollars that is $9.2M, which a
+fleet's lifetime spend can pass (every batch after that would fail). So each amount is two fields: whole
+dollars (`cost_usd`, `savings_usd`) and the picodollars below one dollar (`cost_picousd`, `savings_picousd`,
+carried into the dollars at 10**12). The total is dollars + picodollars / 10**12. A total written whole in
+picodollars by an earlier version is split the first time a batch touches it.
 """
 
 from __future__ import annotations
@@ -22,17 +28,27 @@ from prefixgate.ledger_rollup import picodollars
 CURSOR = "prefixgate:ledger:synced:"
 IDS = "prefixgate:ledger:ids"
 KEEP_IDS = 1_000_000                # the stream's length cap
+PICO = 10**12
 # KEYS: cursor, stream, totals, ids. ARGV: expected cursor, new cursor, ids to keep, then per record: id ("" for a
-# record without one: never a duplicate), time, cache read, input tokens, cost and savings in integer picodollars
-# (cost "" when unpriced), JSON record. Returns the cursor as it now stands.
+# record without one: never a duplicate), time, cache read, input tokens, cost and savings each as whole dollars
+# and picodollars in [0, 10**12) (cost "" when unpriced), JSON record. Returns the cursor as it now stands.
 COPY = """
 local current = redis.call('GET', KEYS[1])
 if current and current ~= ARGV[1] then return current end
-local fields = {'requests', 'cache_read_tokens', 'input_tokens', 'cost_picousd', 'savings_picousd'}
+-- A whole-picodollar total from an earlier version: its last 12 digits stay, the rest move to the dollars.
+for _, pair in ipairs({{'cost_picousd', 'cost_usd'}, {'savings_picousd', 'savings_usd'}}) do
+  local old = redis.call('HGET', KEYS[3], pair[1])
+  if old and string.match(old, '^%d+$') and #old > 12 then
+    redis.call('HINCRBY', KEYS[3], pair[2], string.sub(old, 1, -13))
+    redis.call('HSET', KEYS[3], pair[1], (string.gsub(string.sub(old, -12), '^0+(%d)', '%1')))
+  end
+end
+local fields = {'requests', 'cache_read_tokens', 'input_tokens', 'cost_usd', 'cost_picousd', 'savings_usd',
+                'savings_picousd'}
 local before = {}
 for i, name in ipairs(fields) do before[i] = redis.call('HGET', KEYS[3], name) end
 local fresh = {}
-for i = 4, #ARGV, 7 do
+for i = 4, #ARGV, 9 do
   if ARGV[i] == '' or redis.call('ZADD', KEYS[4], 'NX', ARGV[i + 1], ARGV[i]) == 1 then fresh[#fresh + 1] = i end
 end
 -- A script is not rolled back when a call fails: the ids and totals go first (a total that would overflow
@@ -48,15 +64,25 @@ local function add(name, amount)
     return added.err
   end
 end
+-- An amount: its dollars, then its picodollars, carrying a whole dollar out of the picodollars (each part
+-- added is below 10**12, so one carry restores the bound).
+local function money(name, dollars, pico)
+  local failed = add(name .. '_usd', dollars) or add(name .. '_picousd', pico)
+  if failed then return failed end
+  if tonumber(redis.call('HGET', KEYS[3], name .. '_picousd')) >= 1e12 then
+    return add(name .. '_picousd', '-1000000000000') or add(name .. '_usd', 1)
+  end
+end
 local failed = add('requests', #fresh)
 for _, i in ipairs(fresh) do
   if failed then break end
   failed = add('cache_read_tokens', ARGV[i + 2]) or add('input_tokens', ARGV[i + 3])
-    or (ARGV[i + 4] ~= '' and (add('cost_picousd', ARGV[i + 4]) or add('savings_picousd', ARGV[i + 5]))) or nil
+    or (ARGV[i + 4] ~= '' and (money('cost', ARGV[i + 4], ARGV[i + 5])
+                               or money('savings', ARGV[i + 6], ARGV[i + 7]))) or nil
 end
 if failed then return redis.error_reply(failed) end
 for _, i in ipairs(fresh) do
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000000, '*', 'record', ARGV[i + 6])
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000000, '*', 'record', ARGV[i + 8])
 end
 local over = redis.call('ZCARD', KEYS[4]) - tonumber(ARGV[3])
 if over > 0 then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, over - 1) end
@@ -87,8 +113,9 @@ class RedisSync(RowCopier):
             priced = r["cost_usd"] is not None
             inputs = (r["uncached_input"] or 0) + (r["cache_read"] or 0) + sum(r["cache_writes"].values())
             ts = r["ts"] if isinstance(r["ts"], int | float) and math.isfinite(r["ts"]) else 0.0
+            cost = divmod(picodollars(r["cost_usd"]), PICO) if priced else ("", "")
             args += [r["id"] if isinstance(r["id"], str) else "", repr(ts), r["cache_read"] or 0, inputs,
-                     picodollars(r["cost_usd"]) if priced else "", picodollars(r["savings_usd"] or "0"), json.dumps(r)]
+                     *cost, *divmod(picodollars(r["savings_usd"] or "0"), PICO), json.dumps(r)]
         return int(self._copy(keys=[self._cursor_key, STREAM, TOTALS, IDS], args=args))
 
     def prune(self, records_before: float, rollups_before: float) -> None:
