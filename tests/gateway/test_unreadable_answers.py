@@ -94,3 +94,21 @@ def test_stream_usage_it_cannot_read_relays_the_stream_unpriced(stack):
     rec = settled(settings, proxy, stream.response.headers["x-prefixgate-request-id"])
     assert rec["status"] == 200 and rec["cost_usd"] is None
     assert any(line.startswith("usage: the answer reports usage the gateway cannot read") for line in rec["explanation"])
+
+
+@pytest.mark.parametrize("model, sdk", [("gpt-5.4", "openai"), ("claude-via-gpt", "anthropic")])
+def test_an_error_in_a_200_body_is_an_error_to_the_caller(stack, model, sdk):
+    """OpenRouter: once the model began, an error is 'emitted in the response body' of a 200 (its errors page)."""
+    gw, settings, proxy = stack
+    ANSWERS.append({"error": {"code": 502, "message": "Provider returned error", "metadata": {"provider_name": "X"}}})
+    if sdk == "openai":
+        with pytest.raises(openai.InternalServerError) as exc:
+            openai.OpenAI(api_key=CALLER, base_url=gw.url + "/v1", max_retries=0).chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "Hi"}])
+    else:
+        with pytest.raises(anthropic.InternalServerError) as exc:
+            anthropic.Anthropic(api_key=CALLER, base_url=gw.url, max_retries=0).messages.create(
+                model=model, max_tokens=30, messages=[{"role": "user", "content": "Hi"}])
+    assert exc.value.status_code == 502 and "Provider returned error" in str(exc.value)
+    rec = settled(settings, proxy, exc.value.response.headers["x-prefixgate-request-id"])
+    assert rec["status"] == 502 and rec["uncached_input"] > 0 and rec["output"] == 0
