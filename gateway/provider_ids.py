@@ -83,16 +83,16 @@ def _top_level(params: dict) -> Iterator[Named]:
 
 
 def _walk(node: Any) -> Iterator[Named]:
-    if isinstance(node, list):
-        for item in node:
-            yield from _walk(item)
-        return
-    if not isinstance(node, dict):
-        return
-    yield from _shape(node)
-    for key, value in node.items():
-        if key not in _FREE_FORM and isinstance(value, (dict, list)):
-            yield from _walk(value)
+    """Every id named in `node`, at any depth (with a stack of its own: a body as deep as the JSON parser takes
+    would overflow Python's)."""
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(reversed(item))
+        elif isinstance(item, dict):
+            yield from _shape(item)
+            pending.extend(reversed([v for k, v in item.items() if k not in _FREE_FORM and isinstance(v, (dict, list))]))
 
 
 def _shape(node: dict) -> Iterator[Named]:
