@@ -101,7 +101,8 @@ def _shape(node: dict) -> Iterator[Named]:
     kind = node.get("type")
     if kind == "item_reference" and isinstance(node.get("id"), str):
         yield Named(ITEM, node["id"], "input")
-    elif kind in ("input_file", "input_image", "container_upload", "file") and isinstance(node.get("file_id"), str):
+    elif kind in ("input_file", "input_image", "computer_screenshot", "container_upload", "file") \
+            and isinstance(node.get("file_id"), str):
         yield Named(FILE, node["file_id"], "file_id")     # Responses parts, Anthropic's upload and file source
     elif kind == "file" and isinstance(node.get("file"), dict) and isinstance(node["file"].get("file_id"), str):
         yield Named(FILE, node["file"]["file_id"], "file.file_id")     # a Chat Completions file part
@@ -115,6 +116,13 @@ def _shape(node: dict) -> Iterator[Named]:
         elif isinstance(container, dict):
             for ident in _strings(container.get("file_ids")):
                 yield Named(FILE, ident, "tools.container.file_ids")
+    elif kind == "container_reference" and isinstance(node.get("container_id"), str):     # a shell tool's environment
+        yield Named(CONTAINER, node["container_id"], "tools.environment.container_id")
+    elif kind == "container_auto":
+        for ident in _strings(node.get("file_ids")):
+            yield Named(FILE, ident, "tools.environment.file_ids")
+    elif kind == "skill_reference" and isinstance(node.get("skill_id"), str):
+        yield Named(SKILL, node["skill_id"], "skill_id")
     elif kind == "image_generation" and isinstance(node.get("input_image_mask"), dict):
         mask = node["input_image_mask"].get("file_id")
         if isinstance(mask, str):
@@ -191,8 +199,10 @@ def created_ids(body: dict) -> Iterator[tuple[str, str]]:
             continue
         if stored and isinstance(item.get("id"), str):
             yield ITEM, item["id"]
-        if isinstance(item.get("container_id"), str):
-            yield CONTAINER, item["container_id"]
+        environment = item.get("environment")      # a hosted shell call's container
+        for holder in (item, environment if isinstance(environment, dict) else {}):
+            if isinstance(holder.get("container_id"), str):
+                yield CONTAINER, holder["container_id"]
 
 
 def record_listed(owners: Owners, owner: str | None, page: bytes) -> None:
