@@ -65,14 +65,15 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         tenant = authenticate(request)
         body = await json_body(request)
         model = resolve_model("anthropic", str(body.get("model", "")), ctx.simulator.catalog)
-        anthropic_params.check_body(body, request.headers["anthropic-version"], model.id)
+        anthropic_params.check_body(body, request.headers["anthropic-version"], model.id,
+                                    request.headers.get("anthropic-beta", ""))
         return await answer(ctx, request, body, tenant)
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> dict:
         authenticate(request)
         body = await json_body(request)
-        anthropic_params.check_count_body(body)
+        anthropic_params.check_count_body(body, request.headers.get("anthropic-beta", ""))
         return await count(ctx, request, body)
 
 

@@ -28,27 +28,28 @@ _KNOWN = frozenset({
     "cache_control", "container", "diagnostics", "inference_geo", "max_tokens", "messages", "metadata", "model",
     "output_config", "service_tier", "speed", "stop_sequences", "stream", "system", "thinking", "tool_choice",
     "tools", "user_profile_id", "workspace_id",
-    "billing_policy", "compaction", "context_management", "fallback_credit_token", "fallbacks",
-    "mcp_servers", "thread",
 })
+# Beta fields are refused the same way without an `anthropic-beta` header ("context_management: Extra inputs are
+# not permitted", anthropics/claude-code#14135); which beta each needs is not checked.
+_BETA = frozenset({"billing_policy", "compaction", "context_management", "fallback_credit_token", "fallbacks",
+                   "mcp_servers", "thread"})
 # /v1/messages/count_tokens: 2.14.0 types/message_count_tokens_params.py, then the beta one. It takes no
 # `max_tokens` (Wei-Shaw/sub2api#4913: "Extra inputs are not permitted"), nor sampling or `stream`.
 _COUNT_KNOWN = frozenset({
     "cache_control", "messages", "model", "output_config", "speed", "system", "thinking", "tool_choice", "tools",
     "user_profile_id", "workspace_id",
-    "billing_policy", "compaction", "context_management", "mcp_servers",
 })
+_COUNT_BETA = frozenset({"billing_policy", "compaction", "context_management", "mcp_servers"})
 NO_SAMPLING_VERSION = "2026-10-21"
 # The values a model that takes no sampling parameters still accepts (the defaults).
 _DEFAULTS = {"temperature": 1, "top_p": 1}
 
 
-def check_body(body: dict[str, Any], version: str, model_id: str) -> None:
-    """Raise the 400 the Messages API answers `body` with, if any, under `version` for `model_id`."""
+def check_body(body: dict[str, Any], version: str, model_id: str, betas: str | None = None) -> None:
+    """Raise the 400 the Messages API answers `body` with, if any, under `version` for `model_id`, sent with the
+    `anthropic-beta` header `betas` (None: a platform that takes betas otherwise, unchecked)."""
     sampling = () if version >= NO_SAMPLING_VERSION else SAMPLING
-    for name in body:
-        if name not in _KNOWN and name not in sampling:
-            raise RequestError(f"{name}: Extra inputs are not permitted", field=name)
+    _check_fields(body, _KNOWN | frozenset(sampling), _BETA, betas)
     for name in ("temperature", "top_p"):
         value = body.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1):
@@ -72,10 +73,15 @@ def _check_contents(messages: Any) -> None:
                 raise RequestError("messages: text content blocks must be non-empty", field=f"messages.{i}")
 
 
-def check_count_body(body: dict[str, Any]) -> None:
+def check_count_body(body: dict[str, Any], betas: str | None) -> None:
     """Raise the 400 `/v1/messages/count_tokens` answers `body` with, if any."""
+    _check_fields(body, _COUNT_KNOWN, _COUNT_BETA, betas)
+
+
+def _check_fields(body: dict[str, Any], known: frozenset[str], beta: frozenset[str], betas: str | None) -> None:
+    allowed = known | beta if betas is None or betas.strip() else known
     for name in body:
-        if name not in _COUNT_KNOWN:
+        if name not in allowed:
             raise RequestError(f"{name}: Extra inputs are not permitted", field=name)
 
 

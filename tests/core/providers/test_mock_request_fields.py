@@ -179,3 +179,12 @@ def test_bedrock_converse_refuses_a_blank_text_block(runtime):
     assert e.value.response["Error"]["Code"] == "ValidationException"
     assert e.value.response["Error"]["Message"] == ("The text field in the ContentBlock object at messages.1.content.0 "
                                                     "is blank. Add text to the text field, and try again.")
+
+
+def test_a_beta_field_needs_an_anthropic_beta_header(claude_2023):
+    edits = {"context_management": {"edits": []}}
+    _refused(lambda: claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=5, messages=HI, extra_body=edits),
+             "context_management: Extra inputs are not permitted")
+    ok = claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=5, messages=HI, extra_body=edits,
+                                     extra_headers={"anthropic-beta": "context-management-2025-06-27"})
+    assert ok.model == "claude-haiku-4-5"
