@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.compact_json import compact
 from prefixgate.cost import Cost, Price, cost_note, ledger_fields, price_usage
-from prefixgate.gateway.estimate import estimated_usage
+from prefixgate.gateway.estimate import cut_usage, estimated_usage
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.ownership import Owners, principal
@@ -118,11 +118,17 @@ class Accounting:
             call.span = None
 
     def hung_up(self, call: Call) -> LedgerRecord:
-        """The record of a request whose caller hung up before a non-streamed answer: the upstream may have
-        worked (and billed) until it saw the hang-up, so it carries the admission estimate as its usage (none when
-        the hang-up came while no attempt was out: in a backoff after a refusal)."""
+        """The record of a request whose caller hung up before its answer began: the upstream may have worked (and
+        billed) until it saw the hang-up, so it carries the admission estimate as its usage; a stream's, the prompt
+        alone (nothing was streamed yet, and a streaming upstream stops at the hang-up, as a cut stream is billed).
+        None when the hang-up came while no attempt was out: in a backoff after a refusal."""
         prep = call.prepared
-        usage = self.estimated(call, "the caller hung up before the answer") if call.upstream_working else None
+        usage = None
+        if call.upstream_working and prep is not None and prep.stream:
+            usage = cut_usage(None, prep.body, 0)
+            call.notes.append("usage estimated: the caller hung up before the stream began (prompt from the body's size)")
+        elif call.upstream_working:
+            usage = self.estimated(call, "the caller hung up before the answer")
         return self.record(call, prep, usage, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
 
     def estimated(self, call: Call, why: str) -> Usage:

@@ -99,10 +99,7 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
         slot.release()
         if not state["began"]:
             await resp.close()
-            call.notes.append("usage estimated: the caller hung up before the stream began (prompt from the body's size)")
-            rec = accounts.record(call, prep, cut_usage(None, prep.body, 0), CLIENT_CLOSED, ttft_s=None,
-                                  upstream_s=time.perf_counter() - sent, error="client disconnected before the stream began")
-            await accounts.finish(call, rec)
+            await accounts.finish(call, accounts.hung_up(call))
 
     async def body() -> AsyncIterator[bytes]:
         state["began"] = True

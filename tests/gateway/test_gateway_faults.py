@@ -214,12 +214,20 @@ def test_a_caller_who_leaves_in_the_backoff_after_a_429_is_billed_nothing(stack,
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_client_disconnect_cancels_the_upstream_call(stack, up, stream):
-    _, gw, _ = stack
+    _, gw, settings = stack
     up.fail("hang")
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(gw.url + "/v1/chat/completions", json={"model": "slow", "messages": MSG, "stream": stream},
                    timeout=httpx.Timeout(5, read=0.3))
     wait_until(lambda: up.disconnects == 1, 5, "upstream saw the gateway hang up")
+    # Billed as estimated: a whole answer the upstream may have finished (prompt + the output it may run to, here
+    # the 4096 tokens of a request that sets no limit); a stream stops at the hang-up before anything streamed.
+    def left() -> list[dict]:
+        return [r for r in read_records(settings.ledger_path) if r["status"] == 499 and r["route"] == "slow"
+                and r["stream"] == stream]
+    wait_until(left, 10, "the hang-up's record")
+    [rec] = left()
+    assert rec["uncached_input"] > 0 and rec["output"] == (0 if stream else 4096)
 
 
 def test_provider_keys_never_reach_the_caller_or_the_ledger(stack, up):
