@@ -63,7 +63,8 @@ COMPATIBLE = {
     ("deepseek", "deepseek-v4-pro"): 64, ("openrouter", "gpt-4o-mini"): 1024, ("openrouter", "deepseek/deepseek-chat"): 64,
     ("xai", "grok-4"): 1024, ("mistral", "mistral-medium-latest"): 64, ("groq", "gpt-oss-120b"): 128,
     ("fireworks", "accounts/fireworks/models/llama-v3p3-70b-instruct"): 1024, ("azure", "gpt-4o"): 1024,
-    ("azure", "gpt-4o-mini"): 1024,
+    ("azure", "gpt-4o-mini"): 1024, ("azure", "gpt-5.4"): 1024, ("azure", "gpt-5.4-mini"): 1024,
+    ("azure", "gpt-5.4-nano"): 1024,
 }
 OPENROUTER_MARKERS = {"claude-sonnet-4.5": 1024, "claude-sonnet-4.6": 1024, "claude-sonnet-5.5": 512,
                       "claude-haiku-4.5": 4096, "gemini-2.5-flash": 2048, "gemini-3.5-flash-lite": 4096,

@@ -154,6 +154,12 @@ CACHING_PAGES = {
     "azure": "https://learn.microsoft.com/azure/foundry/openai/how-to/prompt-caching",
 }
 SHEET += [(p, m, None, None, None, {}, "0", CACHING_PAGES[p]) for p, m in COMPATIBLE]
+# Azure's GPT-5.4 family on Global Standard, at OpenAI's list price (input, cached input, output per MTok):
+# "Azure OpenAI token pricing matches OpenAI's direct API pricing for the GPT-5.4 family".
+AZURE_GPT54 = "https://aicosthub.com/guides/azure-openai-pricing-2026"
+SHEET += [("azure", "gpt-5.4", "2.50", "0.25", "15", {}, "0", AZURE_GPT54),
+          ("azure", "gpt-5.4-mini", "0.75", "0.075", "4.50", {}, "0", AZURE_GPT54),
+          ("azure", "gpt-5.4-nano", "0.20", "0.02", "1.25", {}, "0", AZURE_GPT54)]
 # OpenRouter's Claude and Gemini models, at their makers' list prices with OpenRouter's cache terms: Claude
 # writes 1.25x and reads 0.1x; Gemini writes at input plus 5 minutes of storage ($1.00/MTok-hour: 0.30 + 1/12).
 SHEET += [
