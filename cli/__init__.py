@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from prefixgate.config import ConfigError, Settings, load_settings, misspelt_environment
+
+if TYPE_CHECKING:
+    from prefixgate.providers.rules import Catalog
 
 
 def _settings(ctx: click.Context, **overrides: object) -> Settings:
@@ -17,7 +21,7 @@ def _settings(ctx: click.Context, **overrides: object) -> Settings:
         raise click.UsageError(str(e)) from None
 
 
-def _files_usable(settings: Settings) -> None:
+def _files_usable(settings: Settings) -> Catalog:
     """The providers file and the ledger's folder, checked before anything listens: the gateway opens them
     as it starts, where a fault is a traceback and an exit status of 3."""
     from pathlib import Path
@@ -25,16 +29,17 @@ def _files_usable(settings: Settings) -> None:
     from prefixgate.providers.rules import RulesError, load_catalog
 
     try:
-        load_catalog(settings.providers_file or None)
+        catalog = load_catalog(settings.providers_file or None)
     except RulesError as e:
         raise click.UsageError(str(e)) from None
     ledger = settings.ledger_path
     if ledger == ":memory:" or ledger.startswith("file:"):
-        return
+        return catalog
     if Path(ledger).is_dir():
         raise click.UsageError(f"ledger_path {ledger} is a directory; name the ledger file (e.g. {ledger}/prefixgate-ledger.sqlite)")
     if not Path(ledger).resolve().parent.is_dir():
         raise click.UsageError(f"ledger_path {ledger}: its folder {Path(ledger).parent} does not exist")
+    return catalog
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -74,19 +79,26 @@ def serve(ctx: click.Context, config: str | None, host: str | None, port: int | 
     settings = _settings(ctx, host=host, port=port, local_model=local_model, open_gateway=open_gateway or None)
     for line in misspelt_environment(os.environ):
         click.echo(f"warning: {line}", err=True)
-    _files_usable(settings)
+    catalog = _files_usable(settings)
+    try:
+        policy = load_policy(settings)
+    except PolicyError as e:
+        raise click.UsageError(str(e)) from None
+    from datetime import UTC, datetime
+
+    from prefixgate.policies.catalogued import model_warnings
+
+    for line in model_warnings(policy, catalog, datetime.now(UTC).date()):
+        click.echo(f"warning: {line}", err=True)
     if check:
         from prefixgate.gateway.exposure import summarize
 
-        try:
-            summary = summarize(settings, load_policy(settings))
-        except PolicyError as e:
-            raise click.UsageError(str(e)) from None
+        summary = summarize(settings, policy)
         click.echo(summary.render())
         sys.exit(1 if summary.exposures else 0)
     configure(settings.log_level)
     try:
-        app = create_app(settings)
+        app = create_app(settings, policy=policy)
     except ExposureRefused as e:
         raise click.ClickException(str(e)) from None
     except (PolicyError, ConfigError) as e:
