@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from prefixgate.providers.rules import Catalog
 
 
+# A TCP port: uvicorn would bind 70000 as 70000 % 65536 (4464), a port nobody asked for, without a word.
+PORT = click.IntRange(1, 65535)
+
+
 def _settings(ctx: click.Context, **overrides: object) -> Settings:
     try:
         return load_settings(ctx.obj.get("config"), **overrides)
@@ -57,7 +61,7 @@ def main(ctx: click.Context, config: str | None) -> None:
 @click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
               help="YAML settings file (as `prefixgate --config FILE serve`; PREFIXGATE_* variables override it).")
 @click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="Port to listen on (default 8080).")
+@click.option("--port", type=PORT, default=None, help="Port to listen on (default 8080).")
 @click.option("--local-model", default=None, help="Serve this local model in-process, e.g. smollm2-135m.")
 @click.option("--open", "open_gateway", is_flag=True,
               help="Serve beyond loopback despite exposures (setting open_gateway; warned at every start).")
@@ -137,7 +141,7 @@ def _engine_options(command: click.decorators.FC) -> click.decorators.FC:
 @click.option("--model", default="smollm2-135m", show_default=True,
               help="smollm2-135m, an HF folder, a .safetensors or a .gguf file.")
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8100, show_default=True)
+@click.option("--port", type=PORT, default=8100, show_default=True)
 @click.option("--api-key", envvar="PREFIXGATE_BACKEND_API_KEY", default="",
               help="Require this Bearer token on /v1 requests (also PREFIXGATE_BACKEND_API_KEY).")
 @click.option("--open", "open_backend", is_flag=True,
@@ -276,7 +280,7 @@ def models(ctx: click.Context, as_json: bool, provider: str | None) -> None:
 
 @main.command("mock-providers")
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8200, show_default=True)
+@click.option("--port", type=PORT, default=8200, show_default=True)
 @click.option("--faults", "faults_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="YAML or TOML file of standing fault rules (see docs/providers.md); requests can also send x-mock-fault.")
 @click.pass_context
