@@ -91,8 +91,9 @@ def serve(ctx: click.Context, config: str | None, host: str | None, port: int | 
     from datetime import UTC, datetime
 
     from prefixgate.policies.catalogued import model_warnings
+    from prefixgate.policies.credentials import missing_credentials
 
-    for line in model_warnings(policy, catalog, datetime.now(UTC).date()):
+    for line in model_warnings(policy, catalog, datetime.now(UTC).date()) + missing_credentials(policy):
         click.echo(f"warning: {line}", err=True)
     if check:
         from prefixgate.gateway.exposure import summarize
