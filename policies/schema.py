@@ -594,8 +594,7 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     if spec.get("rate_limit") is not None:
         r = _mapping(spec["rate_limit"], f"{path}.rate_limit")
         _only(r, f"{path}.rate_limit", {"requests_per_minute", "tokens_per_minute"})
-        limit = RateLimit(int(_number(r.get("requests_per_minute", 0), f"{path}.rate_limit.requests_per_minute")),
-                          int(_number(r.get("tokens_per_minute", 0), f"{path}.rate_limit.tokens_per_minute")))
+        limit = RateLimit(*(_count(r.get(k, 0), f"{path}.rate_limit.{k}") for k in ("requests_per_minute", "tokens_per_minute")))
     dashboard = spec.get("dashboard", "")
     if dashboard not in ("", "read"):
         raise PolicyError(f"{path}.dashboard: must be 'read' (read-only dashboard access) or absent, got {dashboard!r}")
@@ -631,6 +630,13 @@ def _number(value: Any, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         raise PolicyError(f"{path}: expected a non-negative number, got {value!r}")
     return float(value)
+
+
+def _count(value: Any, path: str) -> int:
+    # A whole number: int() would make 0.5 requests a minute 0, which is no limit at all.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise PolicyError(f"{path}: expected a whole number of 0 or more (0: no limit), got {value!r}")
+    return value
 
 
 def _no_plain_secret(spec: dict, path: str, names: tuple[str, ...], instead: str) -> None:

@@ -129,3 +129,12 @@ def test_a_refused_url_never_echoes_what_may_be_a_password() -> None:
     result = _check(env={"PREFIXGATE_LEDGER_URL": "hunter2hunter2"})
     _refused(result, "ledger_url must be a postgresql:// URL")
     assert "hunter2" not in result.output
+
+
+@pytest.mark.parametrize("rpm", ["0.5", "2.9"])
+def test_a_fractional_rate_limit_is_refused_not_rounded_down(tmp_path: Path, rpm: str) -> None:
+    # int() made 0.5 requests a minute 0, which counts as no limit: the key could send without bound.
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(ROUTE + KEY + f"    rate_limit: {{requests_per_minute: {rpm}}}\n")
+    _refused(_check(env={"PREFIXGATE_POLICY_FILE": str(policy)}),
+             f"keys.0.rate_limit.requests_per_minute: expected a whole number of 0 or more (0: no limit), got {rpm}")
