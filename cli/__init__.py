@@ -244,12 +244,29 @@ def ledger_export(ctx: click.Context, trace_out: str, ledger_path: str | None) -
     from prefixgate.ledger import export_trace
 
     path = ledger_path or _settings(ctx).ledger_path
+    _is_ledger(path)
     try:
         written, skipped = export_trace(path, trace_out)
     except (OSError, sqlite3.Error) as e:
         raise click.ClickException(f"cannot export {path}: {e}") from None
     click.echo(f"wrote {written} request(s) to {trace_out}; skipped {skipped} "
                "(no body kept: set ledger_bodies; failed; or a self-hosted target)", err=True)
+
+
+def _is_ledger(path: str) -> None:
+    """Before the trace file is opened for writing (and emptied): sqlite would create a missing ledger and
+    answer 'no such table', leaving an empty ledger file and an emptied trace behind."""
+    import sqlite3
+    from contextlib import closing
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        raise click.UsageError(f"no ledger at {path} (the ledger_path setting, or --ledger)")
+    try:
+        with closing(sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)) as db:
+            db.execute("SELECT 1 FROM requests LIMIT 1")
+    except sqlite3.Error as e:
+        raise click.ClickException(f"{path} is not a prefixgate ledger ({e})") from None
 
 
 @main.command()

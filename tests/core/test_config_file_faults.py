@@ -138,3 +138,19 @@ def test_a_fractional_rate_limit_is_refused_not_rounded_down(tmp_path: Path, rpm
     policy.write_text(ROUTE + KEY + f"    rate_limit: {{requests_per_minute: {rpm}}}\n")
     _refused(_check(env={"PREFIXGATE_POLICY_FILE": str(policy)}),
              f"keys.0.rate_limit.requests_per_minute: expected a whole number of 0 or more (0: no limit), got {rpm}")
+
+
+def test_ledger_export_from_no_ledger_leaves_no_files_behind(tmp_path: Path) -> None:
+    # sqlite created the missing ledger (an empty file) and the export emptied the trace named, then said
+    # "no such table: requests".
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("kept\n")
+    missing = tmp_path / "prefixgate-ledger.sqlite"
+    result = CliRunner().invoke(main, ["ledger", "export", "--trace", str(trace)], env={"PREFIXGATE_LEDGER_PATH": str(missing)})
+    assert result.exit_code == 2 and f"no ledger at {missing}" in result.output
+    assert not missing.exists() and trace.read_text() == "kept\n"
+    other = tmp_path / "notes.db"
+    other.write_bytes(b"")
+    result = CliRunner().invoke(main, ["ledger", "export", "--trace", str(trace), "--ledger", str(other)])
+    assert result.exit_code == 1 and f"{other} is not a prefixgate ledger" in result.output
+    assert trace.read_text() == "kept\n"
