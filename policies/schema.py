@@ -23,7 +23,7 @@ from prefixgate.cache_planner import (
     Mode,
 )
 from prefixgate.cache_planner.variance import NO_RULE, Rule, rule_of
-from prefixgate.config import SAMPLE_SECRETS, unknown_key
+from prefixgate.config import SAMPLE_SECRETS, scheme_of, unknown_key
 from prefixgate.cost import Price
 from prefixgate.dialects import WIRE_FORMATS, vertex
 from prefixgate.dialects.wire import WireFormat
@@ -337,7 +337,7 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
         default_url = builtins[name].url if name in builtins else PROFILES[provider].default_url if provider else ""
     url = spec.get("url", default_url)
     if not record.in_process and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
-        raise PolicyError(f"{path}.url: an http(s) URL is required for kind {kind}, got {url!r}")
+        raise PolicyError(f"{path}.url: an http(s) URL is required for kind {kind}, got {scheme_of(url)}")
     env = spec.get("api_key_env", list(PROFILES[provider].key_env if provider else record.key_envs))
     env = (env,) if isinstance(env, str) else tuple(_list(env, f"{path}.api_key_env"))
     headers = _mapping(spec.get("headers") or {}, f"{path}.headers")
@@ -375,7 +375,7 @@ def _vertex_upstream(name: str, spec: dict, path: str) -> Upstream:
     project, location = _vertex_place(spec, path)
     url = spec.get("url") or vertex.base_url_for(location)
     if not (isinstance(url, str) and url.startswith(("http://", "https://"))):
-        raise PolicyError(f"{path}.url: an http(s) URL (Vertex's host) is required, got {url!r}")
+        raise PolicyError(f"{path}.url: an http(s) URL (Vertex's host) is required, got {scheme_of(url)}")
     env = spec.get("api_key_env", list(KINDS["vertex"].key_envs))
     env = (env,) if isinstance(env, str) else tuple(_list(env, f"{path}.api_key_env"))
     headers = _mapping(spec.get("headers") or {}, f"{path}.headers")

@@ -36,9 +36,11 @@ MIN_ADMIN_TOKEN = 16
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
-def _scheme_of(url: str) -> str:
+def scheme_of(url: Any) -> str:
     """What a refused URL is shown as: its scheme only, since the rest may hold a password (and a value with
     no scheme may be one)."""
+    if not isinstance(url, str):
+        return f"a {type(url).__name__}"
     scheme = url.split("://")[0] if "://" in url else ""
     return f"{scheme}://..." if scheme.isalnum() else "a value with no URL scheme"
 
@@ -160,14 +162,14 @@ class Settings(BaseSettings):
     @classmethod
     def _redis_scheme(cls, url: str) -> str:
         if url and not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(f"redis_url must be a redis://, rediss:// or unix:// URL, got {_scheme_of(url)}")
+            raise ValueError(f"redis_url must be a redis://, rediss:// or unix:// URL, got {scheme_of(url)}")
         return url
 
     @field_validator("ledger_url")
     @classmethod
     def _postgres_url(cls, url: str) -> str:
         if url and not url.startswith(("postgresql://", "postgres://")):
-            raise ValueError(f"ledger_url must be a postgresql:// URL (the fleet's shared ledger), got {_scheme_of(url)}")
+            raise ValueError(f"ledger_url must be a postgresql:// URL (the fleet's shared ledger), got {scheme_of(url)}")
         return url
 
     @model_validator(mode="after")

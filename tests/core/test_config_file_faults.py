@@ -154,3 +154,13 @@ def test_ledger_export_from_no_ledger_leaves_no_files_behind(tmp_path: Path) -> 
     result = CliRunner().invoke(main, ["ledger", "export", "--trace", str(trace), "--ledger", str(other)])
     assert result.exit_code == 1 and f"{other} is not a prefixgate ledger" in result.output
     assert trace.read_text() == "kept\n"
+
+
+def test_an_upstream_url_refused_never_echoes_its_password(tmp_path: Path) -> None:
+    # A self-hosted server behind basic auth, its scheme misspelt: the whole URL, password and all, was echoed.
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("upstreams:\n  vllm: {kind: openai_compatible, url: 'htps://gate:hunter2hunter2@vllm.internal:8000'}\n"
+                      "routes:\n  - name: own\n    models: [my-model]\n    targets: [{upstream: vllm}]\n")
+    result = _check(env={"PREFIXGATE_POLICY_FILE": str(policy)})
+    _refused(result, "upstreams.vllm.url: an http(s) URL is required for kind openai_compatible, got htps://...")
+    assert "hunter2" not in result.output
