@@ -131,6 +131,6 @@ def parse_budget(spec: Any, path: str, periods: dict[str, int]) -> GatewayBudget
     if warn_at is not None and (isinstance(warn_at, bool) or not isinstance(warn_at, (int, float)) or not 0 < warn_at < 1):
         raise ValueError(f"{path}.warn_at: a share of usd between 0 and 1 (0.8: warn at 80%), got {warn_at!r}")
     period = spec.get("period", "month")
-    if period not in periods:
+    if not isinstance(period, str) or period not in periods:
         raise ValueError(f"{path}.period: must be one of {', '.join(periods)}, got {period!r}")
     return GatewayBudget(float(usd), None if warn_at is None else float(warn_at), period)

@@ -47,11 +47,12 @@ def parse_keepalive(spec: Any, path: str, periods: dict[str, int]) -> KeepAliveP
     upgrade = spec.get("upgrade", True)
     if not isinstance(upgrade, bool):
         raise ValueError(f"{path}.upgrade: true or false, got {upgrade!r}")
-    mode = {True: "on", False: "off"}.get(spec.get("mode", "off"), spec.get("mode"))    # YAML reads on/off as bools
+    mode = spec.get("mode", "off")
+    mode = {True: "on", False: "off"}[mode] if isinstance(mode, bool) else mode    # YAML reads on/off as bools
     if mode not in ("on", "off"):
         raise ValueError(f"{path}.mode: must be on or off, got {spec.get('mode')!r}")
     period = spec.get("period", "day")
-    if period not in periods:
+    if not isinstance(period, str) or period not in periods:
         raise ValueError(f"{path}.period: must be one of {', '.join(periods)}, got {period!r}")
     caps = {}
     for name in ("route_usd", "key_usd"):

@@ -10,6 +10,7 @@ import hashlib
 import math
 import os
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal, TypeVar
@@ -306,7 +307,7 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
     _only(spec, path, {"kind", "url", "api_key_env", "headers", "region", "provider", "api_version", "deployments",
                        "project", "location", "kv_events"})
     kind = spec.get("kind", builtins[name].kind if name in builtins else None)
-    if kind not in KINDS:
+    if not _named(kind, KINDS):
         raise PolicyError(f"{path}.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
     record = KINDS[kind]
     if record.placed:
@@ -322,7 +323,7 @@ def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) ->
     provider = spec.get("provider", "")
     if provider and not record.takes_profile:
         raise PolicyError(f"{path}.provider: only an openai_compatible upstream takes a provider profile")
-    if provider and provider not in PROFILES:
+    if provider and not _named(provider, PROFILES):
         raise PolicyError(f"{path}.provider: must be one of {', '.join(PROFILES)}, got {provider!r}")
     api_version = spec.get("api_version", "")
     deployments = _mapping(spec.get("deployments") or {}, f"{path}.deployments")
@@ -422,7 +423,7 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
         raise PolicyError(f"{path}.ledger_bodies: must be true or false, got {bodies!r}")
     formats = spec.get("formats") or []
     formats = (formats,) if isinstance(formats, str) else tuple(_list(formats, f"{path}.formats"))
-    unknown = [f for f in formats if f not in WIRE_FORMATS]
+    unknown = [f for f in formats if not _named(f, WIRE_FORMATS)]
     if unknown:
         raise PolicyError(f"{path}.formats: unknown wire formats {unknown}; known: {', '.join(WIRE_FORMATS)}")
     isolation = spec.get("isolation", "shared")
@@ -519,7 +520,7 @@ def _target(spec: Any, path: str, upstreams: dict[str, Upstream]) -> TargetRef:
         raise PolicyError(f"{path}: give exactly one of 'upstream' or 'replicas'")
     names = (spec["upstream"],) if "upstream" in spec else tuple(_list(spec["replicas"], f"{path}.replicas"))
     for n in names:
-        if n not in upstreams:
+        if not _named(n, upstreams):
             raise PolicyError(f"{path}: unknown upstream {n!r}; defined: {', '.join(sorted(upstreams))}")
     if len({upstreams[n].dialect for n in names}) > 1:
         raise PolicyError(f"{path}.replicas: replicas must speak one dialect")
@@ -576,7 +577,7 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     if planner is not None and planner not in MODES:
         raise PolicyError(f"{path}.planner: must be one of {', '.join(MODES)}, got {planner!r}")
     allowed = tuple(_list(spec.get("routes") or [], f"{path}.routes"))
-    unknown = [r for r in allowed if r not in routes]
+    unknown = [r for r in allowed if not _named(r, routes)]
     if unknown:
         raise PolicyError(f"{path}.routes: unknown routes {unknown}")
     budget = None
@@ -584,7 +585,7 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
         b = _mapping(spec["budget"], f"{path}.budget")
         _only(b, f"{path}.budget", {"usd", "period", "warn_at"})
         period = b.get("period", "month")
-        if period not in PERIODS:
+        if not _named(period, PERIODS):
             raise PolicyError(f"{path}.budget.period: must be one of {', '.join(PERIODS)}, got {period!r}")
         warn_at = b.get("warn_at")
         if warn_at is not None and not 0 < _number(warn_at, f"{path}.budget.warn_at") < 1:
@@ -632,6 +633,12 @@ def _number(value: Any, path: str) -> float:
     return float(value)
 
 
+def _named(value: Any, names: Collection[str]) -> bool:
+    """`value` is one of `names`: a list or mapping written where a name belongs is simply not one (`in` on a
+    dict or set would raise TypeError, a traceback instead of the key path)."""
+    return isinstance(value, str) and value in names
+
+
 def _count(value: Any, path: str) -> int:
     # A whole number: int() would make 0.5 requests a minute 0, which is no limit at all.
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -659,6 +666,6 @@ _Prioritised = TypeVar("_Prioritised", Route, CallerKey)
 
 def _prioritised(item: _Prioritised, spec: dict, path: str) -> _Prioritised:
     priority = spec.get("priority")
-    if priority is not None and priority not in ENGINE_PRIORITY:
+    if priority is not None and not _named(priority, ENGINE_PRIORITY):
         raise PolicyError(f"{path}.priority: must be one of {', '.join(ENGINE_PRIORITY)}, got {priority!r}")
     return replace(item, priority=priority)

@@ -164,3 +164,25 @@ def test_an_upstream_url_refused_never_echoes_its_password(tmp_path: Path) -> No
     result = _check(env={"PREFIXGATE_POLICY_FILE": str(policy)})
     _refused(result, "upstreams.vllm.url: an http(s) URL is required for kind openai_compatible, got htps://...")
     assert "hunter2" not in result.output
+
+
+@pytest.mark.parametrize(("where", "message"), [
+    ("routes.0.priority", "routes.0.priority: must be one of high, normal, low, got ['high']"),
+    ("routes.0.targets.0.upstream", "routes.0.targets.0: unknown upstream ['high']"),
+    ("keys.0.budget.period", "keys.0.budget.period: must be one of"),
+    ("keys.0.routes.0", "keys.0.routes: unknown routes [['high']]"),
+    ("routes.0.keepalive.mode", "routes.0.keepalive.mode: must be on or off, got ['high']"),
+])
+def test_a_list_where_a_name_belongs_is_named_not_a_type_error(where: str, message: str) -> None:
+    # `priority: [high]` (a list where one name belongs) raised TypeError: unhashable type 'list', a traceback.
+    data = {"routes": [{"name": "claude", "models": ["claude-sonnet-5-5"], "targets": [{"upstream": "anthropic"}],
+                        "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 1}}],
+            "keys": [{"name": "team-a", "key_sha256": "ab" * 32, "routes": ["claude"], "budget": {"usd": 5}}]}
+    *parents, last = [int(p) if p.isdigit() else p for p in where.split(".")]
+    node = data
+    for p in parents:
+        node = node[p]
+    node[last] = ["high"]
+    with pytest.raises(PolicyError) as e:
+        Policy.from_dict(data, builtin_upstreams(Settings()))
+    assert str(e.value).startswith(message), str(e.value)
