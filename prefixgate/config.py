@@ -150,6 +150,15 @@ class Settings(BaseSettings):
                              "make one with: openssl rand -hex 24")
         return token
 
+    @field_validator("anthropic_base_url", "openai_base_url", "gemini_base_url", "bedrock_base_url", "vertex_base_url",
+                     "backend_url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        # `localhost:8200` (no scheme) used to load, and every request to that upstream then failed.
+        if url and not url.startswith(("http://", "https://")):
+            raise ValueError(f"an http:// or https:// URL is required, got {scheme_of(url)}")
+        return url
+
     @field_validator("log_level")
     @classmethod
     def _known_level(cls, level: str) -> str:

@@ -186,3 +186,11 @@ def test_a_list_where_a_name_belongs_is_named_not_a_type_error(where: str, messa
     with pytest.raises(PolicyError) as e:
         Policy.from_dict(data, builtin_upstreams(Settings()))
     assert str(e.value).startswith(message), str(e.value)
+
+
+def test_an_upstream_base_url_without_a_scheme_is_refused() -> None:
+    # `localhost:8200` loaded, and every request to that provider then failed one by one.
+    _refused(_check(env={"PREFIXGATE_ANTHROPIC_BASE_URL": "localhost:8200"}),
+             "PREFIXGATE_ANTHROPIC_BASE_URL: an http:// or https:// URL is required, got a value with no URL scheme")
+    _refused(_check(env={"PREFIXGATE_BACKEND_URL": "ftp://vllm.internal"}), "PREFIXGATE_BACKEND_URL: an http:// or https://")
+    assert _check(env={"PREFIXGATE_ANTHROPIC_BASE_URL": "http://127.0.0.1:8200"}).exit_code == 0
