@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
@@ -158,6 +159,17 @@ class Settings(BaseSettings):
         if url and not url.startswith(("http://", "https://")):
             raise ValueError(f"an http:// or https:// URL is required, got {scheme_of(url)}")
         return url
+
+    @field_validator("alert_webhooks")
+    @classmethod
+    def _webhook_urls(cls, urls: str) -> str:
+        # Checked here, before anything listens: the alerter reads them as the gateway starts, where a bad one
+        # was a traceback. Each is shown by its scheme only: a webhook's path is its secret.
+        for i, url in enumerate(u.strip() for u in urls.split(",") if u.strip()):
+            split = urlsplit(url)
+            if split.scheme not in ("http", "https") or not split.hostname:
+                raise ValueError(f"URL #{i}: an http:// or https:// URL is required, got {scheme_of(url)}")
+        return urls
 
     @field_validator("log_level")
     @classmethod

@@ -194,3 +194,12 @@ def test_an_upstream_base_url_without_a_scheme_is_refused() -> None:
              "PREFIXGATE_ANTHROPIC_BASE_URL: an http:// or https:// URL is required, got a value with no URL scheme")
     _refused(_check(env={"PREFIXGATE_BACKEND_URL": "ftp://vllm.internal"}), "PREFIXGATE_BACKEND_URL: an http:// or https://")
     assert _check(env={"PREFIXGATE_ANTHROPIC_BASE_URL": "http://127.0.0.1:8200"}).exit_code == 0
+
+
+def test_a_bad_alert_webhook_variable_is_refused_before_start() -> None:
+    # It passed `serve --check`, then ended `serve`'s start-up and `alerts list` in a ValueError traceback.
+    env = {"PREFIXGATE_ALERT_WEBHOOKS": "https://hooks.example.com/T0/B0/ok, hooks.example.com/T0/B1/hunter2hunter2"}
+    result = _check(env=env)
+    _refused(result, "PREFIXGATE_ALERT_WEBHOOKS: URL #1: an http:// or https:// URL is required")
+    assert "hunter2" not in result.output
+    _refused(CliRunner().invoke(main, ["alerts", "list"], env=env), "PREFIXGATE_ALERT_WEBHOOKS: URL #1")
