@@ -522,7 +522,10 @@ class Proxy:
                                  usage if usage not in (None, Usage()) else self.accounts.estimated(
                                      call, "the upstream's answer could not be read"))
         if call.response_cache is not None and call.response_cache.collects:
-            call.response_cache.answer.whole(prep.wire.read_reply(data), content, prep.wire)
+            try:
+                call.response_cache.answer.whole(prep.wire.read_reply(data), content, prep.wire)
+            except UNREADABLE:
+                pass        # passed on as sent, never stored: an answer the cache cannot read is none it may replay
         if collects_replies(call.route, prep.wire, bool(prep.trace_body)):
             reply = prep.wire.reply_collector()
             reply.whole(data)

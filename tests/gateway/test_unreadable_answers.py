@@ -5,6 +5,7 @@ key's budget settled, and the caller gets the answer as sent or an error in its 
 from __future__ import annotations
 
 import anthropic
+import httpx
 import openai
 import pytest
 from starlette.applications import Starlette
@@ -39,6 +40,8 @@ def stack(tmp_path_factory):
             settings = settings_for(up.url, tmp_path_factory.mktemp("unreadable"))
             policy = policy_for(settings, {
                 "routes": [{"name": "gpt", "models": ["gpt-5.4"], "targets": [{"upstream": "openai"}]},
+                           {"name": "cached", "models": ["gpt-5.4-mini"], "targets": [{"upstream": "openai"}],
+                            "response_cache": {"mode": "on"}},
                            {"name": "to-gpt", "models": ["claude-via-gpt"],
                             "targets": [{"upstream": "openai", "model": "gpt-5.4"}]}],
                 "keys": [{"name": "app", "key_sha256": hash_key(CALLER), "budget": {"usd": 100, "period": "day"}}]})
@@ -112,3 +115,15 @@ def test_an_error_in_a_200_body_is_an_error_to_the_caller(stack, model, sdk):
     assert exc.value.status_code == 502 and "Provider returned error" in str(exc.value)
     rec = settled(settings, proxy, exc.value.response.headers["x-prefixgate-request-id"])
     assert rec["status"] == 502 and rec["uncached_input"] > 0 and rec["output"] == 0
+
+
+def test_an_answer_the_response_cache_cannot_read_is_passed_on_and_never_stored(stack):
+    gw, settings, proxy = stack
+    odd = {**HELLO, "model": "gpt-5.4-mini", "choices": [None], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}
+    ANSWERS.extend([odd, odd])
+    for _ in range(2):      # the repeat goes upstream again: nothing was stored to replay
+        resp = httpx.post(gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {CALLER}"},
+                          json={"model": "gpt-5.4-mini", "temperature": 0, "messages": [{"role": "user", "content": "Hi"}]})
+        assert resp.status_code == 200 and resp.json()["choices"] == [None]
+        assert settled(settings, proxy, resp.headers["x-prefixgate-request-id"])["status"] == 200
+    assert not ANSWERS
