@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
@@ -143,11 +143,12 @@ class Settings(BaseSettings):
             return [origin.strip() for origin in value.split(",") if origin.strip()]
         return value
 
-    @field_validator("admin_token")
+    @field_validator("admin_token", "tenant_secret")
     @classmethod
-    def _strong_admin_token(cls, token: str) -> str:
+    def _strong_secret(cls, token: str, info: ValidationInfo) -> str:
+        # The tenant secret too: tenants' cache salts and tags are HMACs under it, so `x` makes them guessable.
         if token and (len(token) < MIN_ADMIN_TOKEN or token.lower() in SAMPLE_SECRETS):
-            raise ValueError(f"admin_token must be at least {MIN_ADMIN_TOKEN} characters and not a sample value; "
+            raise ValueError(f"{info.field_name} must be at least {MIN_ADMIN_TOKEN} characters and not a sample value; "
                              "make one with: openssl rand -hex 24")
         return token
 

@@ -203,3 +203,10 @@ def test_a_bad_alert_webhook_variable_is_refused_before_start() -> None:
     _refused(result, "PREFIXGATE_ALERT_WEBHOOKS: URL #1: an http:// or https:// URL is required")
     assert "hunter2" not in result.output
     _refused(CliRunner().invoke(main, ["alerts", "list"], env=env), "PREFIXGATE_ALERT_WEBHOOKS: URL #1")
+
+
+@pytest.mark.parametrize("secret", ["x", "secret", "changeme"])
+def test_a_weak_tenant_secret_is_refused(secret: str) -> None:
+    # Tenants' cache salts and isolation tags are HMACs under it; `x` loaded and made them guessable.
+    _refused(_check(env={"PREFIXGATE_TENANT_SECRET": secret}),
+             "PREFIXGATE_TENANT_SECRET: tenant_secret must be at least 16 characters and not a sample value")
