@@ -162,6 +162,10 @@ def backend(model: str, host: str, port: int, api_key: str, open_backend: bool, 
         raise click.UsageError(str(e)) from None
 
 
+# An empty trace (often `ledger export` without ledger_bodies) printed nothing, or a table of zeros, and exit 0.
+_EMPTY = "{trace} holds no requests (an empty file or only blank lines); `ledger export` writes them only with ledger_bodies"
+
+
 @main.command()
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--mode", type=click.Choice(["rewrite", "checkpoints", "off"]), default="rewrite", show_default=True,
@@ -179,11 +183,15 @@ def plan(trace: str, mode: str, caller: str, keepalive: bool) -> None:
     from prefixgate.cache_planner.trace import plan_trace
     from prefixgate.providers.trace import TraceError, iter_trace
 
+    planned = 0
     try:
         for record in plan_trace(iter_trace(trace), mode, caller, keepalive):  # type: ignore[arg-type]
             click.echo(json.dumps(record, ensure_ascii=False))
+            planned += 1
     except TraceError as e:
         raise click.ClickException(str(e)) from None
+    if not planned:
+        raise click.ClickException(_EMPTY.format(trace=trace))
 
 
 @main.command()
@@ -221,6 +229,8 @@ def replay(ctx: click.Context, trace: str, strategy: str, caller: str | None, as
         records = read_trace(trace)
     except (RulesError, ReplayError, TraceError) as e:
         raise click.ClickException(str(e)) from None
+    if not records:
+        raise click.ClickException(_EMPTY.format(trace=trace))
     with progress_bar(len(records)) as bar:
         report = run_replay(records, chosen, strategy_name=strategy, catalog=catalog, progress=bar.update)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_table(report))

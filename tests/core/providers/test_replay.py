@@ -162,3 +162,12 @@ def test_a_trace_line_that_is_not_utf8_is_named(tmp_path, command):
     result = CliRunner().invoke(main, [command, str(bad)])
     assert result.exit_code == 1 and result.exception is not None and isinstance(result.exception, SystemExit)
     assert f"{bad}:2: not UTF-8 text (byte 0xe9 at column 70)" in result.output
+
+
+@pytest.mark.parametrize("command", ["replay", "plan"])
+def test_an_empty_trace_says_so(tmp_path, command):
+    # It printed nothing (plan) or a table of zeros (replay) and exited 0, as if there were nothing to save.
+    empty = tmp_path / "exported.jsonl"
+    empty.write_text("\n\n")
+    result = CliRunner().invoke(main, [command, str(empty)])
+    assert result.exit_code == 1 and f"{empty} holds no requests" in result.output
