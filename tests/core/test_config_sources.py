@@ -49,3 +49,9 @@ def test_environment_variables_override_the_file(config: Path) -> None:
 
 def test_without_a_file_the_defaults() -> None:
     assert "bind:           127.0.0.1:8080" in _check("serve", "--check")
+
+
+def test_flags_override_the_environment_and_the_file(config: Path) -> None:
+    # docs/configuration.md: flags, then PREFIXGATE_* variables, then the file.
+    out = _check("--config", str(config), "serve", "--check", "--port", "9347", env={"PREFIXGATE_PORT": "9346"})
+    assert "bind:           127.0.0.2:9347" in out
