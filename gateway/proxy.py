@@ -268,6 +268,16 @@ class Proxy:
                 await self.limits.restore(key, -(-pico // 1000))
 
     async def handle(self, call: Call) -> Response:
+        try:
+            return await self._handle(call)
+        except Exception:
+            # Whatever escaped before an answer took the request over (a refusal after admission, a bug: the
+            # caller gets a 4xx or the gateway's 500) gives the reservation back; one its record settled is a
+            # no-op. Without this the key's budget stayed held until restart (or the shared hold's expiry).
+            self.limits.release(call.held)
+            raise
+
+    async def _handle(self, call: Call) -> Response:
         await self.check_chain(call)
         await self.admit(call)
         call.response_cache = await self.response_cache.lookup(call)

@@ -86,6 +86,7 @@ class Limits:
         self.store = store
         self.clock = clock
         self.reserved: dict[str, int] = {}      # budget counter -> nanodollars reserved by requests in flight here
+        self._live: set[str] = set()            # the holds not yet released: a second release is a no-op
         self._unholding: set[asyncio.Task] = set()
 
     async def admit(self, key: CallerKey, estimate_usd: Decimal = Decimal(0)) -> Reservation:
@@ -104,6 +105,7 @@ class Limits:
             held = Reservation(counter, nanodollars(estimate_usd), uuid.uuid4().hex)
             if held.nano:   # `release` drops a counter at zero: one kept at zero would stay for every window
                 self.reserved[counter] = self.reserved.get(counter, 0) + held.nano
+                self._live.add(held.hold)
         try:
             if held.counter and not await self.store.reserve(held.counter, held.hold, held.nano, budget, HOLD_S):
                 raise _spent(key, now)      # what other replicas hold or spent meanwhile
@@ -130,7 +132,10 @@ class Limits:
                                    status=429, kind="rate_limit", retry_after=left)
 
     def release(self, held: Reservation) -> None:
-        if held.nano:
+        """Give back what admission reserved. Idempotent (a request's safety net may release what its record
+        already settled): a second release would take another request's reservation off the counter."""
+        if held.nano and held.hold in self._live:
+            self._live.discard(held.hold)
             left = self.reserved.get(held.counter, 0) - held.nano
             if left:
                 self.reserved[held.counter] = left
