@@ -91,7 +91,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     if method == "POST":
         proxy.router.decide(model_of(body.get("model")), caller.key, dialect)   # the key's routes name its models
         if owner is not None:       # a cache of a file would hand the file to whoever builds on the cache
-            await check_owned(proxy.owners, owner, body_ids(body))
+            await check_owned(proxy.owners, owner, body_ids(body), caller.key.provider_ids)  # type: ignore[union-attr]
     elif method == "PATCH":
         before = await forward("GET", b"")      # storage is paid up to the old expiry; the PATCH buys the rest
         if 200 <= before.status < 300:

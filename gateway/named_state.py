@@ -25,7 +25,7 @@ async def check_named(owners: Owners, caller: Caller, conv: Conversation) -> Non
     owner = principal(caller.key)
     if owner is not None:
         await _own_cache(owners, owner, conv.params)
-        await check_owned(owners, owner, named_ids(conv))
+        await check_owned(owners, owner, named_ids(conv), caller.key.provider_ids)  # type: ignore[union-attr]
 
 
 async def _own_cache(owners: Owners, owner: str, fields: dict) -> None:
@@ -46,4 +46,4 @@ async def check_counted(owners: Owners, caller: Caller, raw: bytes) -> None:
     for request in (body, body.get("generateContentRequest"), body.get("generate_content_request")):
         if isinstance(request, dict):
             await _own_cache(owners, owner, request)
-            await check_owned(owners, owner, body_ids(request))
+            await check_owned(owners, owner, body_ids(request), caller.key.provider_ids)  # type: ignore[union-attr]

@@ -6,14 +6,15 @@ object in the operator's storage) reads its data for whoever names it. Ids an an
 code tool started, the items of a stored response) are recorded as the caller's tenant's (`ownership`); a
 request naming one is let through only for that tenant. The gateway serves no endpoint that creates files,
 vector stores, conversations, skills or storage objects, so every such id belongs to nobody and is a 404 to
-every keyed caller (fail closed, as `ownership` treats every id it never saw created); an open gateway has one
-party and checks nothing.
+every keyed caller (fail closed, as `ownership` treats every id it never saw created) unless the operator
+grants it to the caller's key (`provider_ids` in the policy: a vector store or file it made for that tenant);
+an open gateway has one party and checks nothing.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from prefixgate.errors import RequestError
@@ -162,10 +163,11 @@ def body_ids(body: dict) -> Iterator[Named]:
     return _walk(body)
 
 
-async def check_owned(owners: Owners, owner: str, named: Iterable[Named]) -> None:
-    """A 404 for the first of `named` that `owner` (a keyed caller's principal) did not create here."""
+async def check_owned(owners: Owners, owner: str, named: Iterable[Named], granted: Collection[str] = ()) -> None:
+    """A 404 for the first of `named` that `owner` (a keyed caller's principal) did not create here and its key
+    is not `granted` (the key's `provider_ids`: objects the operator made for it outside the gateway)."""
     for found in named:
-        if not await owners.allows(found.kind, found.ident, owner):
+        if found.ident not in granted and not await owners.allows(found.kind, found.ident, owner):
             raise RequestError(f"{_NOUNS[found.kind]} with id '{found.ident}' not found.", field=found.field,
                                status=404, kind="not_found")
 

@@ -266,6 +266,9 @@ class CallerKey:
     dashboard: Literal["", "read"] = ""
     caller_checkpoints: CallerCheckpoints | None = None   # overrides the route's for this key
     priority: Priority | None = None     # overrides the route's for this key
+    # Provider-side ids (files, vector stores, ...) the operator made outside the gateway for this key's holder:
+    # it may name them in requests; every other id the gateway never saw created is a 404 (gateway/provider_ids).
+    provider_ids: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -555,7 +558,7 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     spec = _mapping(spec, path)
     _no_plain_secret(spec, path, ("key", "api_key", "secret"), "key_env (a variable holding the key) or key_sha256")
     _only(spec, path, {"name", "key_env", "key_sha256", "tenant", "planner", "routes", "budget", "rate_limit",
-                       "dashboard", "caller_checkpoints", "priority"})
+                       "dashboard", "caller_checkpoints", "priority", "provider_ids"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -600,8 +603,14 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     if dashboard not in ("", "read"):
         raise PolicyError(f"{path}.dashboard: must be 'read' (read-only dashboard access) or absent, got {dashboard!r}")
     caller = spec.get("caller_checkpoints")
+    granted = _list(spec.get("provider_ids") or [], f"{path}.provider_ids")
+    bad = [i for i in granted if not isinstance(i, str) or not i or i != i.strip()]
+    if bad:
+        raise PolicyError(f"{path}.provider_ids: each entry is a provider-side id as requests name it "
+                          f"(vs_..., file-..., files/..., gs://...), got {bad[0]!r}")
     return _prioritised(CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit, dashboard,
-                     None if caller is None else _caller_checkpoints(caller, path)), spec, path)
+                     None if caller is None else _caller_checkpoints(caller, path), provider_ids=frozenset(granted)),
+                        spec, path)
 
 
 def _caller_checkpoints(value: Any, path: str) -> CallerCheckpoints:

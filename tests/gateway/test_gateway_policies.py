@@ -70,6 +70,11 @@ def policy(data: dict) -> Policy:
      "routes.0.price: give input and output"),
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "max_request_usd": -1}]},
      "routes.0.max_request_usd: expected a non-negative number"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}],
+      "keys": [{"name": "k", "key_sha256": "c" * 64, "provider_ids": ["vs_ok", 7]}]},
+     "keys.0.provider_ids: each entry is a provider-side id"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}]}],
+      "keys": [{"name": "k", "key_sha256": "c" * 64, "provider_ids": "vs_one"}]}, "keys.0.provider_ids: expected a list"),
 ])
 def test_invalid_policies_name_the_key(data, message):
     with pytest.raises(PolicyError, match=message.replace("(", r"\(")):

@@ -25,7 +25,8 @@ POLICY = {
                {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
                {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
                {"name": "bedrock", "models": ["us.anthropic.*"], "targets": [{"upstream": "bedrock"}]}],
-    "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
+    # The operator made a vector store for acme's app outside the gateway and grants it to that key.
+    "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme", "provider_ids": ["vs_acme_docs"]},
              {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
              {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"}],
 }
@@ -165,6 +166,18 @@ def test_ids_the_gateway_never_saw_created_are_404s_to_every_tenant(stack):
     assert oai(gw, BETA).responses.create(model=GPT, tools=[tool], input=[
         {"type": "function_call", "call_id": "c2", "name": "open_file", "arguments": '{"file_id": "file-x"}'},
         {"type": "function_call_output", "call_id": "c2", "output": "opened"}]).status == "completed"
+
+
+def test_an_id_the_operator_granted_to_a_key_is_that_keys_alone(stack):
+    gw, _ = stack
+    body = {"model": GPT, "input": [{"role": "user", "content": "What does the handbook say?"}],
+            "tools": [{"type": "file_search", "vector_store_ids": ["vs_acme_docs"]}]}
+    assert oai(gw, ACME_1).responses.create(**body).status == "completed"
+    assert oai(gw, ACME_1).responses.input_tokens.count(**body).input_tokens > 0
+    for other in (ACME_2, BETA):        # the grant is the key's: not its tenant's other keys, not another tenant
+        with pytest.raises(openai.NotFoundError) as refused:
+            oai(gw, other).responses.create(**body)
+        assert refused.value.body["message"] == "Vector store with id 'vs_acme_docs' not found."
 
 
 def test_paths_for_provider_side_objects_are_not_served(stack):
