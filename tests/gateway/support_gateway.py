@@ -199,6 +199,22 @@ def policy_stack(folder, data: dict) -> Iterator[tuple[FakeUpstream, ServerThrea
         mp.undo()
 
 
+@contextmanager
+def chat_stub_stack(folder, answer, data: dict) -> Iterator[tuple[ServerThread, Settings, Starlette]]:
+    """A gateway routing by policy `data` in front of an OpenAI upstream whose chat completions `answer`
+    (a Starlette endpoint) makes, for answers no real provider's mock would give."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OPENAI_API_KEY", "sk-secret-openai-key-000111")
+    try:
+        with ServerThread(Starlette(routes=[Route("/v1/chat/completions", answer, methods=["POST"])])) as up:
+            settings = settings_for(up.url, folder)
+            app = create_app(settings, policy=policy_for(settings, data))
+            with ServerThread(app) as gw:
+                yield gw, settings, app
+    finally:
+        mp.undo()
+
+
 def zero_config_settings(tmp_path, monkeypatch, **overrides) -> Settings:
     """A gateway as a newcomer starts it: the bundled model, no provider keys in the environment."""
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):

@@ -9,16 +9,12 @@ from decimal import Decimal
 
 import openai
 import pytest
-from starlette.applications import Starlette
 from starlette.responses import JSONResponse
-from starlette.routing import Route
 
-from prefixgate.gateway.app import create_app
 from prefixgate.gateway.state import MemoryCounters
 from prefixgate.policies.limits import Limits
 from prefixgate.policies.schema import Budget, CallerKey, hash_key
-from tests.gateway.support_gateway import policy_for, settings_for
-from tests.support_services import ServerThread
+from tests.gateway.support_gateway import chat_stub_stack
 
 CALLER = "pg-safety-net-caller-0001"
 HELLO = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-5.4",
@@ -32,19 +28,10 @@ async def answer(request) -> JSONResponse:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OPENAI_API_KEY", "sk-safety-net-000111")
-    try:
-        with ServerThread(Starlette(routes=[Route("/v1/chat/completions", answer, methods=["POST"])])) as up:
-            settings = settings_for(up.url, tmp_path_factory.mktemp("safety-net"))
-            policy = policy_for(settings, {
-                "routes": [{"name": "gpt", "models": ["gpt-5.4"], "targets": [{"upstream": "openai"}]}],
-                "keys": [{"name": "app", "key_sha256": hash_key(CALLER), "budget": {"usd": 100, "period": "day"}}]})
-            app = create_app(settings, policy=policy)
-            with ServerThread(app) as gw:
-                yield gw, app.state.proxy
-    finally:
-        mp.undo()
+    with chat_stub_stack(tmp_path_factory.mktemp("safety-net"), answer, {
+            "routes": [{"name": "gpt", "models": ["gpt-5.4"], "targets": [{"upstream": "openai"}]}],
+            "keys": [{"name": "app", "key_sha256": hash_key(CALLER), "budget": {"usd": 100, "period": "day"}}]}) as (gw, _, app):
+        yield gw, app.state.proxy
 
 
 def test_an_unexpected_error_after_admission_gives_the_reservation_back(stack):

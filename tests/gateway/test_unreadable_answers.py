@@ -8,15 +8,12 @@ import anthropic
 import httpx
 import openai
 import pytest
-from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
-from prefixgate.gateway.app import create_app
 from prefixgate.ledger import read_records
 from prefixgate.policies.schema import hash_key
-from tests.gateway.support_gateway import policy_for, settings_for
-from tests.support_services import ServerThread, wait_until
+from tests.gateway.support_gateway import chat_stub_stack
+from tests.support_services import wait_until
 
 CALLER = "pg-unreadable-caller-0001"
 ANSWERS: list[object] = []
@@ -33,23 +30,14 @@ async def answer(request) -> Response:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OPENAI_API_KEY", "sk-unreadable-answers-000111")
-    try:
-        with ServerThread(Starlette(routes=[Route("/v1/chat/completions", answer, methods=["POST"])])) as up:
-            settings = settings_for(up.url, tmp_path_factory.mktemp("unreadable"))
-            policy = policy_for(settings, {
-                "routes": [{"name": "gpt", "models": ["gpt-5.4"], "targets": [{"upstream": "openai"}]},
-                           {"name": "cached", "models": ["gpt-5.4-mini"], "targets": [{"upstream": "openai"}],
-                            "response_cache": {"mode": "on"}},
-                           {"name": "to-gpt", "models": ["claude-via-gpt"],
-                            "targets": [{"upstream": "openai", "model": "gpt-5.4"}]}],
-                "keys": [{"name": "app", "key_sha256": hash_key(CALLER), "budget": {"usd": 100, "period": "day"}}]})
-            app = create_app(settings, policy=policy)
-            with ServerThread(app) as gw:
-                yield gw, settings, app.state.proxy
-    finally:
-        mp.undo()
+    with chat_stub_stack(tmp_path_factory.mktemp("unreadable"), answer, {
+            "routes": [{"name": "gpt", "models": ["gpt-5.4"], "targets": [{"upstream": "openai"}]},
+                       {"name": "cached", "models": ["gpt-5.4-mini"], "targets": [{"upstream": "openai"}],
+                        "response_cache": {"mode": "on"}},
+                       {"name": "to-gpt", "models": ["claude-via-gpt"],
+                        "targets": [{"upstream": "openai", "model": "gpt-5.4"}]}],
+            "keys": [{"name": "app", "key_sha256": hash_key(CALLER), "budget": {"usd": 100, "period": "day"}}]}) as (gw, settings, app):
+        yield gw, settings, app.state.proxy
 
 
 def settled(settings, proxy, rid: str) -> dict:

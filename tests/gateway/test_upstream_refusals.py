@@ -9,13 +9,9 @@ from email.utils import formatdate
 
 import openai
 import pytest
-from starlette.applications import Starlette
 from starlette.responses import JSONResponse
-from starlette.routing import Route
 
-from prefixgate.gateway.app import create_app
-from tests.gateway.support_gateway import policy_for, settings_for
-from tests.support_services import ServerThread
+from tests.gateway.support_gateway import chat_stub_stack
 
 ASKS: list[dict[str, str]] = []
 RATE_LIMITED = {"message": "Rate limit reached", "type": "rate_limit_error"}
@@ -35,17 +31,9 @@ async def refuse(request) -> JSONResponse:
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OPENAI_API_KEY", "sk-retry-after-test-000111")
-    try:
-        with ServerThread(Starlette(routes=[Route("/v1/chat/completions", refuse, methods=["POST"])])) as up:
-            settings = settings_for(up.url, tmp_path_factory.mktemp("retry-after"))
-            policy = policy_for(settings, {"routes": [
-                {"name": "once", "models": ["gpt-5.4"], "retry": {"attempts": 1}, "targets": [{"upstream": "openai"}]}]})
-            with ServerThread(create_app(settings, policy=policy)) as gw:
-                yield gw
-    finally:
-        mp.undo()
+    with chat_stub_stack(tmp_path_factory.mktemp("retry-after"), refuse, {"routes": [
+            {"name": "once", "models": ["gpt-5.4"], "retry": {"attempts": 1}, "targets": [{"upstream": "openai"}]}]}) as (gw, _, _):
+        yield gw
 
 
 def refused(gw, asks: dict[str, str]) -> openai.RateLimitError:
