@@ -236,7 +236,7 @@ class UpstreamClient:
             except (ReadTimeout, Broken):
                 raw = b""
             raise UpstreamFailure(name, resp.status, scrub(_error_message(raw, resp.status), *secrets),
-                                  retry_after=_retry_after(headers_out), param=_error_field(raw, "param"),
+                                  retry_after=_retry_after(headers_out, raw), param=_error_field(raw, "param"),
                                   code=_error_field(raw, "code"))
 
         async def close() -> None:
@@ -381,9 +381,34 @@ def _error_field(raw: bytes, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
+def _retry_after(headers: Mapping[str, str], raw: bytes = b"") -> float | None:
     """The seconds an upstream asks to be left alone: OpenAI's `retry-after-ms`, else Retry-After as seconds or an
-    HTTP date (RFC 9110 allows both). A value that is neither, or not finite ("inf", "nan"), asks for nothing."""
+    HTTP date (RFC 9110 allows both), else Google's in the body. A value that is none of these, or not finite
+    ("inf", "nan"), asks for nothing."""
+    asked = _header_retry_after(headers)
+    return asked if asked is not None else _google_retry_delay(raw)
+
+
+def _google_retry_delay(raw: bytes) -> float | None:
+    """Gemini's and Vertex's 429 name their wait in the body, not a header: a `google.rpc.RetryInfo` among the
+    error's `details`, its `retryDelay` a protobuf Duration in JSON ("17s", "3.957525076s")."""
+    try:
+        details = json.loads(raw)["error"]["details"]
+    except (ValueError, TypeError, KeyError):
+        return None
+    for detail in details if isinstance(details, list) else ():
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
+            delay = detail.get("retryDelay")
+            if isinstance(delay, str) and delay.endswith("s"):
+                try:
+                    wait = float(delay[:-1])
+                except ValueError:
+                    return None
+                return max(0.0, wait) if math.isfinite(wait) else None
+    return None
+
+
+def _header_retry_after(headers: Mapping[str, str]) -> float | None:
     try:
         if (ms := headers.get("retry-after-ms")) is not None and math.isfinite(wait := float(ms)):
             return max(0.0, wait / 1000)
