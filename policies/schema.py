@@ -551,6 +551,9 @@ def _retry(spec: Any, path: str) -> RetryPolicy:
     values = {k: _number(spec.get(k, getattr(d, k)), f"{path}.{k}") for k in ("backoff_s", "max_backoff_s", "timeout_s")}
     if values["timeout_s"] <= 0:
         raise PolicyError(f"{path}.timeout_s: must be > 0")
+    if values["backoff_s"] > values["max_backoff_s"]:     # every wait would be the cap: a typo, not a choice
+        raise PolicyError(f"{path}.backoff_s: {values['backoff_s']:g} is more than max_backoff_s "
+                          f"({values['max_backoff_s']:g}), which caps every wait")
     return RetryPolicy(attempts, values["backoff_s"], values["max_backoff_s"], values["timeout_s"], on)
 
 

@@ -44,6 +44,8 @@ def policy(data: dict) -> Policy:
      "routes.0.retry.attempts"),
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "retry": {"on": ["4xx"]}}]},
      "routes.0.retry.on"),
+    ({"routes": [{"name": "a", "models": ["m"], "targets": [{"upstream": "openai"}], "retry": {"backoff_s": 5}}]},
+     "routes.0.retry.backoff_s: 5 is more than max_backoff_s"),
     ({"routes": [{"name": "a", "models": ["m"], "targets": [{"replicas": ["openai", "anthropic"]}]}]}, "one dialect"),
     ({"upstreams": {"v": {"kind": "openai_compatible"}}, "routes": []}, "upstreams.v.url"),
     ({"upstreams": {"v": {"kind": "openai", "provider": "deepseek", "url": "https://x"}}, "routes": []},
