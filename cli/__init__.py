@@ -92,8 +92,10 @@ def serve(ctx: click.Context, config: str | None, host: str | None, port: int | 
 
     from prefixgate.policies.catalogued import model_warnings
     from prefixgate.policies.credentials import missing_credentials
+    from prefixgate.policies.fleet import unshared_limits
 
-    for line in model_warnings(policy, catalog, datetime.now(UTC).date()) + missing_credentials(policy):
+    for line in (model_warnings(policy, catalog, datetime.now(UTC).date()) + missing_credentials(policy)
+                 + unshared_limits(policy, bool(settings.ledger_url), bool(settings.redis_url))):
         click.echo(f"warning: {line}", err=True)
     if check:
         from prefixgate.gateway.exposure import summarize
