@@ -152,6 +152,9 @@ class FaultPlan:
             data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else tomllib.loads(text)
         except OSError as e:
             raise FaultError(f"cannot read faults file {path}: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise FaultError(f"faults file {path} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
+                             f"{e.start})") from None
         except (yaml.YAMLError, tomllib.TOMLDecodeError) as e:
             raise FaultError(f"faults file {path} does not parse: {e}") from None
         return cls.from_config(data, str(path))

@@ -50,3 +50,10 @@ def test_faults_file_errors_name_the_rule(tmp_path):
     toml = tmp_path / "faults.toml"
     toml.write_text('[[faults]]\nfault = "status=503"\nprovider = "gemini"\n')
     assert FaultPlan.from_file(toml).rules[0].fault == Fault(status=503)
+
+
+def test_a_faults_file_that_is_not_utf8_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "faults.yaml"
+    path.write_bytes("faults:\n  - fault: 'status=503'  # r\xe9essai\n".encode("latin-1"))
+    with pytest.raises(FaultError, match=r"faults.yaml is not UTF-8 text \(byte 0xe9 at offset 37\)"):
+        FaultPlan.from_file(path)
