@@ -55,5 +55,5 @@ def test_faults_file_errors_name_the_rule(tmp_path):
 def test_a_faults_file_that_is_not_utf8_is_an_error_naming_it(tmp_path):
     path = tmp_path / "faults.yaml"
     path.write_bytes("faults:\n  - fault: 'status=503'  # r\xe9essai\n".encode("latin-1"))
-    with pytest.raises(FaultError, match=r"faults.yaml is not UTF-8 text \(byte 0xe9 at offset 37\)"):
+    with pytest.raises(FaultError, match=r"faults.yaml is not UTF-8 text \(byte 0xe9 at offset 36\)"):
         FaultPlan.from_file(path)
