@@ -30,7 +30,7 @@ POLICY = {
              {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
              {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"}],
 }
-GPT, CLAUDE, GEMINI = "gpt-5.4", "claude-sonnet-5-5", "gemini-2.5-flash"
+GPT, CLAUDE, GEMINI = "gpt-5.4", "claude-sonnet-5-5", "gemini-3.5-flash"
 
 
 @pytest.fixture(scope="module")

@@ -73,15 +73,15 @@ def test_a_stored_response_is_its_tenants_on_every_replica(replicas):
 
 def test_an_explicit_cache_is_its_tenants_on_every_replica(replicas):
     a, b = replicas
-    manual = {"model": "models/gemini-2.5-flash", "ttl": "300s",
-              "contents": [{"role": "user", "parts": [{"text": "The shipping manual, clause by clause. " * 400}]}]}
+    manual = {"model": "models/gemini-3.5-flash", "ttl": "300s",
+              "contents": [{"role": "user", "parts": [{"text": "The shipping manual, clause by clause. " * 600}]}]}
     created = httpx.post(a + "/v1beta/cachedContents", json=manual, headers={"x-goog-api-key": ACME}, timeout=30)
     assert created.status_code == 200, created.text
     name = created.json()["name"]
     ask = {"cachedContent": name, "contents": [{"role": "user", "parts": [{"text": "Clause 3?"}]}]}
     for key, status in ((ACME, 200), (GLOBEX, 404)):
         got = httpx.get(f"{b}/v1beta/{name}", headers={"x-goog-api-key": key}, timeout=30)
-        used = httpx.post(b + "/v1beta/models/gemini-2.5-flash:generateContent", json=ask,
+        used = httpx.post(b + "/v1beta/models/gemini-3.5-flash:generateContent", json=ask,
                           headers={"x-goog-api-key": key}, timeout=30)
         assert (got.status_code, used.status_code) == (status, status), (got.text, used.text)
 

@@ -93,13 +93,13 @@ def test_generate_content_refuses_an_unknown_field(mock_server):
     client = genai.Client(api_key=key(), http_options=types.HttpOptions(base_url=mock_server[0], api_version="v1beta"))
     config = types.GenerateContentConfig(http_options=types.HttpOptions(extra_body={"frequency_penalty": 0.5}))
     with pytest.raises(genai_errors.ClientError) as e:
-        client.models.generate_content(model="gemini-2.5-flash", contents="hi", config=config)
+        client.models.generate_content(model="gemini-3.5-flash", contents="hi", config=config)
     assert e.value.code == 400 and e.value.status == "INVALID_ARGUMENT"
     assert e.value.message == 'Invalid JSON payload received. Unknown name "frequency_penalty": Cannot find field.'
     # snake_case proto names are accepted as well as lowerCamelCase ones
     config = types.GenerateContentConfig(http_options=types.HttpOptions(
         extra_body={"generation_config": {"max_output_tokens": 5}}))
-    assert client.models.generate_content(model="gemini-2.5-flash", contents="hi", config=config).text
+    assert client.models.generate_content(model="gemini-3.5-flash", contents="hi", config=config).text
 
 
 @pytest.fixture
@@ -146,7 +146,7 @@ def test_prompt_cache_key_is_at_most_64_characters(mock_server, api):
 def test_generate_content_refuses_a_turn_without_parts(mock_server):
     body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}, {"role": "model", "parts": []},
                          {"role": "user", "parts": [{"text": "again"}]}]}
-    r = httpx.post(mock_server[0] + "/v1beta/models/gemini-2.5-flash:generateContent", json=body,
+    r = httpx.post(mock_server[0] + "/v1beta/models/gemini-3.5-flash:generateContent", json=body,
                    headers={"x-goog-api-key": key()})
     assert r.status_code == 400
     assert r.json()["error"] == {"code": 400, "status": "INVALID_ARGUMENT", "message":
