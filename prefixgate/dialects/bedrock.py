@@ -40,6 +40,15 @@ _EXCEPTIONS = {
     "overloaded": (503, "ServiceUnavailableException"),
     "server": (500, "InternalServerException"),
 }
+# The exception events each stream may carry (the members of botocore's ResponseStream and ConverseStreamOutput),
+# named in camelCase: boto3 finds an exception frame's class by that member name, and leaves a frame it cannot find
+# as an EventStreamError with no code and no message.
+_STREAM_EXCEPTIONS = {
+    "invoke": {"internalServerException", "modelStreamErrorException", "validationException", "throttlingException",
+               "modelTimeoutException", "serviceUnavailableException"},
+    "converse": {"internalServerException", "modelStreamErrorException", "validationException", "throttlingException",
+                 "serviceUnavailableException"},
+}
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,11 @@ class BedrockFormat(WireFormat):
 
     def error_event(self, err: RequestError) -> bytes:
         _, _, headers = error_body(err)
-        return eventstream.exception(headers["x-amzn-errortype"].split(":")[0], err.message)
+        name = headers["x-amzn-errortype"].split(":")[0]
+        member = name[0].lower() + name[1:]
+        if member not in _STREAM_EXCEPTIONS[self.operation]:
+            member = "internalServerException"
+        return eventstream.exception(member, err.message)
 
     async def sign(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
                    state: dict[str, Any]) -> dict[str, str]:

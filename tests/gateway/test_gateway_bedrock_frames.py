@@ -83,7 +83,10 @@ def test_a_boto3_stream_relayed_from_bedrock_ends_in_an_aws_exception(gateway) -
         modelId="us.anthropic.claude-sonnet-4-6",
         body=json.dumps({"anthropic_version": "bedrock-2023-05-31", "max_tokens": 10,
                          "messages": [{"role": "user", "content": "hi"}]}))
-    with pytest.raises(EventStreamError):
+    with pytest.raises(EventStreamError) as raised:
         list(answer["body"])
+    # boto3 names the exception by the stream's member (botocore's ResponseStream: `internalServerException`).
+    assert raised.value.response["Error"]["Code"] == "internalServerException"
+    assert "broken stream" in raised.value.response["Error"]["Message"]
     row = _recorded(ledger, "bedrock")
     assert row["status"] == 502 and "Checksum" in row["error"]
