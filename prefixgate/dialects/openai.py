@@ -438,7 +438,10 @@ def read_chat(body: dict) -> Chat:
             cp = next((p.checkpoint for p in parts if p.checkpoint), None)
             parts = [Part("tool_result", text, cp, call_id=msg.get("tool_call_id", ""), name=msg.get("name", ""))]
         chat.turns.append(Turn(role, parts))
-    for t in body.get("tools") or []:
+    for i, t in enumerate(body.get("tools") or []):
+        if t.get("type", "function") != "function":
+            raise RequestError(f"cannot translate tools.{i} (a {t.get('type')!r} tool) from the {NAME} format for "
+                               "this route's target", field=f"tools.{i}")
         fn = t.get("function") or {}
         chat.tools.append(Tool(fn.get("name", ""), fn.get("description", ""), fn.get("parameters") or Tool("").schema))
     chat.max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
@@ -447,6 +450,10 @@ def read_chat(body: dict) -> Chat:
     chat.stop = [stop] if isinstance(stop, str) else list(stop or [])
     choice = body.get("tool_choice")
     if isinstance(choice, dict):
+        # allowed_tools / custom: the neutral form has a forced function or none, so these would become `auto`.
+        if choice.get("type") != "function":
+            raise RequestError(f"cannot translate tool_choice (type {choice.get('type')!r}) from the {NAME} format "
+                               "for this route's target", field="tool_choice")
         chat.tool_choice = (choice.get("function") or {}).get("name")
     elif choice is not None:
         chat.tool_choice = {"required": "any"}.get(choice, choice)
@@ -455,9 +462,12 @@ def read_chat(body: dict) -> Chat:
         raise refuse("n > 1", NAME)
     if body.get("response_format", {}).get("type", "text") != "text":
         raise refuse("response_format", NAME)
+    if body.get("logprobs") or body.get("top_logprobs"):
+        raise refuse("logprobs", NAME)      # the caller reads them from the answer; the target's carry none back
     note_dropped(chat, body, {"messages", "model", "stream", "stream_options", "tools", "max_tokens",
                               "max_completion_tokens", "temperature", "top_p", "user", "stop", "tool_choice",
-                              "prompt_cache_key", "n", "response_format", "prompt_cache_options"})
+                              "prompt_cache_key", "n", "response_format", "prompt_cache_options", "logprobs",
+                              "top_logprobs"})
     return chat
 
 

@@ -26,6 +26,9 @@ ANTHROPIC = {
 }
 
 
+WEATHER_FN = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}
+
+
 def test_anthropic_to_openai_keeps_tools_calls_and_breakpoints():
     body, notes = translate_body(ANTHROPIC, wire_format("anthropic"), wire_format("openai"), "gpt-6-sol")
     oa.parse_request(body)     # a valid OpenAI body
@@ -63,10 +66,20 @@ def test_anthropic_to_gemini_answers_tool_calls_by_name():
     ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}, "n > 1"),
     ("anthropic", {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
                    "tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "server tool"),
+    # The caller reads logprobs from the answer; a translated answer has none (they came back as null).
+    ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs"),
+    ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 3}, "logprobs"),
+    # A custom (free-form) tool went out as a function named "" and tool_choice allowed_tools became auto.
+    ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}],
+                "tools": [{"type": "custom", "custom": {"name": "sql"}}]}, "tools.0"),
+    ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [WEATHER_FN],
+                "tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+                    {"type": "function", "function": {"name": "weather"}}]}}}, "tool_choice"),
 ])
 def test_untranslatable_requests_are_refused_by_name(source, body, what):
-    with pytest.raises(RequestError, match=what.replace(">", ">")):
+    with pytest.raises(RequestError, match=what.replace(">", ">")) as refused:
         translate_body(body, wire_format(source), wire_format("openai" if source != "openai" else "anthropic"), "m")
+    assert refused.value.field.startswith(what.split()[0])
 
 
 def test_replies_carry_tool_calls_and_usage_across_dialects():
