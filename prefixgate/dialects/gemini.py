@@ -9,6 +9,7 @@ The REST API accepts camelCase and snake_case field names; we keep whichever the
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -291,6 +292,9 @@ def write_chat(chat: Chat, model: str) -> dict:
             contents[-1]["parts"].extend(parts)
         else:
             contents.append({"role": role, "parts": parts})
+    if _checks_thought_signatures(model):
+        for content in contents:
+            _sign_unsigned_calls(content)
     out["contents"] = contents
     if chat.tools:
         out["tools"] = [{"functionDeclarations": [{"name": t.name, "description": t.description, "parameters": t.schema}
@@ -307,6 +311,24 @@ def write_chat(chat: Chat, model: str) -> dict:
     if any(p.checkpoint for t in chat.turns for p in t.parts) or chat.auto_cache or chat.cache_key:
         chat.notes.append("checkpoints -> Gemini implicit caching of the same prefix (no explicit cache created)")
     return out
+
+
+# Gemini 3 answers a replayed function call without its thought signature with a 400 ("Function call is missing a
+# thought_signature"); a call from another format has none, and Google's documented stand-in for history from
+# another model is this value, on the first call of each model step (where Gemini itself puts the signature).
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+
+def _checks_thought_signatures(model: str) -> bool:
+    version = re.search(r"gemini-(\d+)", model)
+    return version is not None and int(version.group(1)) >= 3
+
+
+def _sign_unsigned_calls(content: dict) -> None:
+    if content["role"] == "model":
+        call = next((p for p in content["parts"] if "functionCall" in p), None)
+        if call is not None:
+            call.setdefault("thoughtSignature", SKIP_SIGNATURE)
 
 
 def _neutral_part(p: Part, names: dict[str, str]) -> dict:

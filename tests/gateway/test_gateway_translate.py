@@ -118,3 +118,29 @@ def test_streamed_tool_calls_translate_openai_to_anthropic():
     for e in events:
         usage.feed(e)
     assert usage.usage == Usage(uncached_input=4, output=2)
+
+
+PARALLEL_CALLS = {"model": "m", "messages": [
+    {"role": "user", "content": "Weather in Paris and Rome?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}},
+        {"id": "c2", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Rome"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "Sunny"},
+    {"role": "tool", "tool_call_id": "c2", "content": "Rain"},
+], "tools": [WEATHER_FN]}
+
+
+def test_calls_replayed_into_gemini_3_carry_googles_stand_in_signature():
+    # Gemini 3 refuses a replayed functionCall without a thoughtSignature (400 "Function call is missing a
+    # thought_signature"); for history from another model Google documents the value below, on the first call of
+    # a step (https://ai.google.dev/gemini-api/docs/thought-signatures).
+    body, _ = translate_body(PARALLEL_CALLS, wire_format("openai"), wire_format("gemini"), "gemini-3.5-flash")
+    calls = body["contents"][1]["parts"]
+    assert calls[0]["thoughtSignature"] == "skip_thought_signature_validator"
+    assert "thoughtSignature" not in calls[1]
+    assert all("thoughtSignature" not in p for c in body["contents"] if c["role"] == "user" for p in c["parts"])
+
+
+def test_gemini_2_5_gets_no_signature():
+    body, _ = translate_body(PARALLEL_CALLS, wire_format("openai"), wire_format("gemini"), "gemini-2.5-flash")
+    assert not any("thoughtSignature" in p for c in body["contents"] for p in c["parts"])
