@@ -237,7 +237,7 @@ class UpstreamClient:
                 raw = b""
             raise UpstreamFailure(name, resp.status, scrub(_error_message(raw, resp.status), *secrets),
                                   retry_after=_retry_after(headers_out, raw), param=_error_field(raw, "param"),
-                                  code=_error_field(raw, "code"))
+                                  code=_error_field(raw, "code") or aws_error_type(resp.headers))
 
         async def close() -> None:
             resp.close()   # drops the connection: an upstream mid-stream must see the hang-up
@@ -379,6 +379,14 @@ def _error_field(raw: bytes, name: str) -> str | None:
         return None
     value = err.get(name) if isinstance(err, dict) else None
     return value if isinstance(value, str) else None
+
+
+def aws_error_type(headers: Iterable[tuple[str, str]]) -> str | None:
+    """An AWS service's exception name, from `x-amzn-ErrorType` ("ThrottlingException:http://internal...")."""
+    for k, v in headers:
+        if k.lower() == "x-amzn-errortype":
+            return v.split(":", 1)[0].strip() or None
+    return None
 
 
 def _retry_after(headers: Mapping[str, str], raw: bytes = b"") -> float | None:

@@ -40,6 +40,15 @@ _EXCEPTIONS = {
     "overloaded": (503, "ServiceUnavailableException"),
     "server": (500, "InternalServerException"),
 }
+# Every exception bedrock-runtime's service model declares, with its HTTP status (botocore's `error.httpStatusCode`).
+EXCEPTION_STATUS = {
+    "AccessDeniedException": 403, "ConflictException": 400, "InternalServerException": 500,
+    "ModelErrorException": 424, "ModelNotReadyException": 429, "ModelStreamErrorException": 424,
+    "ModelTimeoutException": 408, "ResourceNotFoundException": 404, "ServiceQuotaExceededException": 400,
+    "ServiceUnavailableException": 503, "ThrottlingException": 429, "ValidationException": 400,
+}
+# Statuses that name one exception whatever the failure's kind (a 408 is a model timeout, never a bad request).
+_ONLY_EXCEPTION = {408: "ModelTimeoutException", 424: "ModelErrorException"}
 # The exception events each stream may carry (the members of botocore's ResponseStream and ConverseStreamOutput),
 # named in camelCase: boto3 finds an exception frame's class by that member name, and leaves a frame it cannot find
 # as an EventStreamError with no code and no message.
@@ -90,10 +99,18 @@ def counted_request(body: bytes | str | dict) -> tuple[str, dict]:
 
 
 def error_body(err: RequestError) -> tuple[int, dict, dict[str, str]]:
-    """(status, JSON body, headers) of Bedrock's error for `err`; boto3 reads the type from x-amzn-ErrorType."""
-    status, name = _EXCEPTIONS.get(err.kind, _EXCEPTIONS["server"])
-    if err.kind == "server":
-        status = err.status   # 500, or the 502 of a broken upstream
+    """(status, JSON body, headers) of Bedrock's error for `err`; boto3 reads the type from x-amzn-ErrorType.
+
+    An upstream Bedrock's own exception (its name in `err.code`) is passed on as it came, so boto3 raises the same
+    class (ModelNotReadyException, ServiceQuotaExceededException, ...) as it would against AWS."""
+    if err.code in EXCEPTION_STATUS:
+        name, status = err.code, EXCEPTION_STATUS[err.code]
+    elif err.status in _ONLY_EXCEPTION:
+        status, name = err.status, _ONLY_EXCEPTION[err.status]
+    else:
+        status, name = _EXCEPTIONS.get(err.kind, _EXCEPTIONS["server"])
+        if err.kind == "server":
+            status = err.status   # 500, or the 502 of a broken upstream
     return status, {"message": err.message}, {"x-amzn-errortype": f"{name}:http://internal.amazon.com/coral/com.amazon.bedrock/"}
 
 
