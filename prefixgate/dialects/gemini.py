@@ -353,11 +353,17 @@ def read_reply(body: dict) -> Reply:
     cand = (body.get("candidates") or [{}])[0]
     parts = (cand.get("content") or {}).get("parts") or []
     text = "".join(p.get("text", "") for p in parts if "text" in p and not p.get("thought"))
-    calls = [ToolCall(p["functionCall"].get("id") or f"call_{i}", p["functionCall"].get("name", ""),
-                      p["functionCall"].get("args") or {}) for i, p in enumerate(parts) if "functionCall" in p]
+    calls = [ToolCall(_call_id(p["functionCall"]), p["functionCall"].get("name", ""), p["functionCall"].get("args") or {})
+             for p in parts if "functionCall" in p]
     # Gemini says STOP after a function call; the neutral reason is the call.
     finish = "tool_calls" if calls else FINISH_FROM.get(cand.get("finishReason"), "stop")
     return Reply(text, usage_from_response(body), finish, calls, body.get("responseId"), cand.get("finishReason"))
+
+
+def _call_id(call: dict) -> str:
+    """The call's own id, else a fresh one (Gemini's `id` is optional): a caller in another format links each result
+    to its call by id, and an id repeated across turns linked an earlier result to the later call's tool."""
+    return call.get("id") or "call_" + uuid.uuid4().hex[:24]
 
 
 def write_reply(reply: Reply, model: str) -> dict:
@@ -373,13 +379,15 @@ def write_reply(reply: Reply, model: str) -> dict:
 def read_deltas(event: dict) -> list[Delta]:
     out: list[Delta] = []
     for cand in event.get("candidates") or []:
-        for i, part in enumerate((cand.get("content") or {}).get("parts") or []):
+        for part in (cand.get("content") or {}).get("parts") or []:
             if "text" in part and not part.get("thought") and part["text"]:
                 out.append(("text", part["text"]))
             elif "functionCall" in part:
+                # Each call comes whole, but calls may come in separate chunks: the id, not the part's place, keys it.
                 call = part["functionCall"]
-                out.append(("call", i, call.get("id") or f"call_{i}", call.get("name", "")))
-                out.append(("args", i, json.dumps(call.get("args") or {})))
+                call_id = _call_id(call)
+                out.append(("call", call_id, call_id, call.get("name", "")))
+                out.append(("args", call_id, json.dumps(call.get("args") or {})))
         if cand.get("finishReason"):
             calls = any(d[0] == "call" for d in out)
             out.append(("finish", "tool_calls" if calls else FINISH_FROM.get(cand["finishReason"], "stop"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from prefixgate.dialects import anthropic as an
@@ -144,3 +146,45 @@ def test_calls_replayed_into_gemini_3_carry_googles_stand_in_signature():
 def test_gemini_2_5_gets_no_signature():
     body, _ = translate_body(PARALLEL_CALLS, wire_format("openai"), wire_format("gemini"), "gemini-2.5-flash")
     assert not any("thoughtSignature" in p for c in body["contents"] for p in c["parts"])
+
+
+def _gemini_call(name: str, args: dict) -> dict:
+    # The Gemini API's functionCall.id is optional; answers often carry none.
+    return {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": name, "args": args}}]},
+                            "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 2}}
+
+
+def test_gemini_calls_without_ids_link_results_to_the_right_tool_turns_later():
+    # An Anthropic agent's loop through a Gemini target: two turns, each one call answered without an id.
+    first = translate_reply(_gemini_call("weather", {"city": "Oslo"}), ge.WIRE, an.WIRE, "m")["content"][0]
+    second = translate_reply(_gemini_call("clock", {}), ge.WIRE, an.WIRE, "m")["content"][0]
+    history = {"model": "m", "max_tokens": 50, "messages": [
+        {"role": "user", "content": "Weather in Oslo, then the time?"},
+        {"role": "assistant", "content": [first]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": first["id"], "content": "Snow"}]},
+        {"role": "assistant", "content": [second]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": second["id"], "content": "09:00"}]},
+    ]}
+    body, _ = translate_body(history, an.WIRE, ge.WIRE, "gemini-3.5-flash")
+    answers = [p["functionResponse"]["name"] for c in body["contents"] for p in c["parts"] if "functionResponse" in p]
+    assert answers == ["weather", "clock"]
+
+
+def test_gemini_calls_streamed_in_separate_chunks_stay_separate_for_an_openai_caller():
+    from prefixgate.dialects.sse import parse_sse, split_lines
+
+    writer = oa.WIRE.stream_writer("m")
+    events = [_gemini_call("weather", {"city": "Oslo"}), _gemini_call("weather", {"city": "Rome"})]
+    out = b"".join(writer.write(ge.WIRE.read_deltas(e)) for e in events) + writer.finish(Usage(uncached_input=5, output=4))
+    calls: dict[int, dict] = {}      # accumulated by index, as the OpenAI SDK does
+    for e in parse_sse(split_lines([out])):
+        if e.data == "[DONE]":
+            continue
+        for choice in e.json()["choices"]:
+            for c in choice["delta"].get("tool_calls") or []:
+                acc = calls.setdefault(c["index"], {"id": "", "args": ""})
+                acc["id"] += c.get("id") or ""
+                acc["args"] += c["function"].get("arguments") or ""
+    assert [json.loads(c["args"]) for c in calls.values()] == [{"city": "Oslo"}, {"city": "Rome"}]
+    assert calls[0]["id"] != calls[1]["id"]
