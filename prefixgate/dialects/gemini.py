@@ -236,6 +236,7 @@ def read_chat(body: dict) -> Chat:
     for content in body["contents"]:
         role = {"model": "assistant"}.get(content.get("role", "user"), "user")
         parts, results = [], []
+        seen: dict[str, int] = {}      # calls (or answers) of each name so far in this content
         for p in content.get("parts", []):
             inline = p.get("inlineData") or p.get("inline_data")
             call = p.get("functionCall") or p.get("function_call")
@@ -248,11 +249,11 @@ def read_chat(body: dict) -> Chat:
                 parts.append(Part("image", mime=inline.get("mimeType") or inline.get("mime_type", ""),
                                   data=inline.get("data", "")))
             elif call:
-                call_id = call.get("id") or f"call_{call.get('name', '')}_{len(chat.turns)}"
+                call_id = call.get("id") or _call_id_by_place(call.get("name", ""), len(chat.turns), seen)
                 parts.append(Part("tool_call", call_id=call_id, name=call.get("name", ""), args=call.get("args") or {}))
             elif answer:
                 resp = answer.get("response")
-                call_id = answer.get("id") or f"call_{answer.get('name', '')}_{len(chat.turns) - 1}"
+                call_id = answer.get("id") or _call_id_by_place(answer.get("name", ""), len(chat.turns) - 1, seen)
                 results.append(Part("tool_result", json.dumps(resp) if not isinstance(resp, str) else resp,
                                     call_id=call_id, name=answer.get("name", "")))
             else:
@@ -275,6 +276,13 @@ def read_chat(body: dict) -> Chat:
     note_dropped(chat, body, {"contents", "systemInstruction", "system_instruction", "tools", "generationConfig",
                               "generation_config"})
     return chat
+
+
+def _call_id_by_place(name: str, turn: int, seen: dict[str, int]) -> str:
+    """An id for a call without one, or for its answer: parallel calls are answered in order, so the n-th answer
+    to a name links to the n-th call of that name one turn before (the other APIs refuse repeated call ids)."""
+    seen[name] = seen.get(name, 0) + 1
+    return f"call_{name}_{turn}" + (f"_{seen[name]}" if seen[name] > 1 else "")
 
 
 def write_chat(chat: Chat, model: str) -> dict:

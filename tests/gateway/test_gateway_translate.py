@@ -188,3 +188,21 @@ def test_gemini_calls_streamed_in_separate_chunks_stay_separate_for_an_openai_ca
                 acc["args"] += c["function"].get("arguments") or ""
     assert [json.loads(c["args"]) for c in calls.values()] == [{"city": "Oslo"}, {"city": "Rome"}]
     assert calls[0]["id"] != calls[1]["id"]
+
+
+def test_a_gemini_callers_parallel_calls_of_one_tool_keep_apart_in_claude():
+    # Gemini calls without ids, twice the same function, answered in order; Anthropic refuses repeated
+    # tool_use ids ("tool_use ids must be unique"), and each result must answer its own call.
+    body = {"contents": [
+        {"role": "user", "parts": [{"text": "Weather in Paris and Rome?"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "weather", "args": {"city": "Paris"}}},
+                                    {"functionCall": {"name": "weather", "args": {"city": "Rome"}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "weather", "response": {"sky": "sun"}}},
+                                   {"functionResponse": {"name": "weather", "response": {"sky": "rain"}}}]},
+    ], "tools": [{"functionDeclarations": [{"name": "weather", "parameters": {"type": "object"}}]}]}
+    out, _ = translate_body(body, ge.WIRE, an.WIRE, "claude-sonnet-5-5")
+    calls, results = out["messages"][1]["content"], out["messages"][2]["content"]
+    ids = {c["input"]["city"]: c["id"] for c in calls}
+    assert len(set(ids.values())) == 2
+    assert {r["tool_use_id"]: json.loads(r["content"]) for r in results} == {
+        ids["Paris"]: {"sky": "sun"}, ids["Rome"]: {"sky": "rain"}}
