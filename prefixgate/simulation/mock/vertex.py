@@ -92,6 +92,9 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
                                f"version date), got {version!r}", field="anthropic_version")
         messages_body = {k: v for k, v in body.items() if k != "anthropic_version"}
         if model == "count-tokens" and method == "rawPredict":
+            # The body names the model as Vertex versions it (`claude-sonnet-4-6@20250929`), as AnthropicVertex sends it.
+            if isinstance(messages_body.get("model"), str):
+                messages_body["model"] = messages_body["model"].replace("@", "-")
             return JSONResponse(await mock_anthropic.count(ctx, request, messages_body, fault_provider="vertex"))
         if method not in ("rawPredict", "streamRawPredict"):
             raise RequestError(f"{target}: unknown method {method!r}", status=404, kind="not_found")

@@ -86,6 +86,17 @@ def test_claude_on_vertex_wants_its_anthropic_version_and_no_model_in_the_body(m
     assert named.status_code == 400 and "model" in named.json()["error"]["message"]
 
 
+def test_anthropic_vertex_counts_tokens_for_a_versioned_model(mock_server):
+    """Vertex names Claude `claude-sonnet-4-6@20250929`, and AnthropicVertex's count_tokens sends that name in the
+    body of `count-tokens:rawPredict`: it counts, as it does for the same model unversioned."""
+    url, _ = mock_server
+    client = claude(url, project())
+    messages = [{"role": "user", "content": "Where is order 7?"}]
+    versioned = client.messages.count_tokens(model=CLAUDE, messages=messages).input_tokens
+    assert versioned > 0
+    assert versioned == client.messages.count_tokens(model="claude-sonnet-4-6", messages=messages).input_tokens
+
+
 def test_genai_vertex_generates_streams_and_uses_a_context_cache(mock_server):
     url, ctx = mock_server
     proj = project()
