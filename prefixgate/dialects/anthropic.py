@@ -483,7 +483,7 @@ def _translated_cc(cp: Checkpoint) -> dict:
 
 
 FINISH_FROM = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
-               "pause_turn": "stop", "refusal": "content_filter"}
+               "pause_turn": "stop", "refusal": "content_filter", "model_context_window_exceeded": "length"}
 # pause_turn (a long server-tool turn paused, to be sent back) and refusal are not answers that ended by themselves.
 NATURAL = ("end_turn", "stop_sequence", "tool_use")
 FINISH_TO = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}

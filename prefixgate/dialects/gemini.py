@@ -353,7 +353,8 @@ def _neutral_part(p: Part, names: dict[str, str]) -> dict:
 
 
 FINISH_FROM = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "RECITATION": "content_filter",
-               "OTHER": "stop"}
+               "BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
+               "IMAGE_SAFETY": "content_filter", "OTHER": "stop"}
 FINISH_TO = {"stop": "STOP", "length": "MAX_TOKENS", "tool_calls": "STOP", "content_filter": "SAFETY"}
 
 

@@ -206,3 +206,18 @@ def test_a_gemini_callers_parallel_calls_of_one_tool_keep_apart_in_claude():
     assert len(set(ids.values())) == 2
     assert {r["tool_use_id"]: json.loads(r["content"]) for r in results} == {
         ids["Paris"]: {"sky": "sun"}, ids["Rome"]: {"sky": "rain"}}
+
+
+@pytest.mark.parametrize("source,body,finish", [
+    # Anthropic: "the model reached the context window limit" -- the answer was cut, as with max_tokens.
+    ("anthropic", {"id": "msg_1", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "Once"}],
+                   "stop_reason": "model_context_window_exceeded", "usage": {"input_tokens": 9, "output_tokens": 1}},
+     "length"),
+    # Gemini: blocked for prohibited content, a blocklist term or sensitive personal information.
+    *[("gemini", {"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": reason}],
+                  "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 0}}, "content_filter")
+      for reason in ("PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY")],
+])
+def test_a_cut_or_blocked_answer_is_not_reported_as_finished(source, body, finish):
+    out = translate_reply(body, wire_format(source), oa.WIRE, "m")
+    assert out["choices"][0]["finish_reason"] == finish
