@@ -385,8 +385,10 @@ def read_chat(body: dict) -> Chat:
                 parts.append(Part("tool_call", call_id=b.get("id", ""), name=b.get("name", ""), args=b.get("input") or {}))
             elif kind == "tool_result":
                 inner = b.get("content", "")
-                text = inner if isinstance(inner, str) else "\n".join(
-                    c.get("text", "") for c in inner if isinstance(c, dict) and c.get("type") == "text")
+                kinds = [c.get("type") if isinstance(c, dict) else c for c in ([] if isinstance(inner, str) else inner)]
+                if any(k != "text" for k in kinds):     # a screenshot the model must see: other formats' results are text
+                    raise refuse(f"tool_result content of type {next(k for k in kinds if k != 'text')!r}", NAME)
+                text = inner if isinstance(inner, str) else "\n".join(c.get("text", "") for c in inner)
                 results.append(Part("tool_result", text, checkpoint_of(b), call_id=b.get("tool_use_id", ""),
                                     is_error=bool(b.get("is_error"))))
             elif kind in ("thinking", "redacted_thinking"):

@@ -68,6 +68,14 @@ def test_anthropic_to_gemini_answers_tool_calls_by_name():
     ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}, "n > 1"),
     ("anthropic", {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
                    "tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "server tool"),
+    # A tool's screenshot: the other formats' tool results hold text only; dropping it answered without it.
+    ("anthropic", {"model": "m", "max_tokens": 5, "messages": [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "screen", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+            {"type": "text", "text": "the screen:"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]},
+    ]}, "tool_result content of type 'image'"),
     # The caller reads logprobs from the answer; a translated answer has none (they came back as null).
     ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs"),
     ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 3}, "logprobs"),
