@@ -104,12 +104,24 @@ def _read_item(chat: Chat, item: dict, field: str) -> None:
         join_turn(chat, "assistant", Part("tool_call", call_id=item["call_id"], name=item["name"],
                                           args=json_or_raw(item.get("arguments", ""))))
     elif kind == "function_call_output":
-        output = item["output"] if isinstance(item["output"], str) else compact(item["output"])
-        join_turn(chat, "tool", Part("tool_result", output, call_id=item["call_id"]))
+        join_turn(chat, "tool", Part("tool_result", _output_text(item["output"], f"{field}.output"), call_id=item["call_id"]))
     elif kind == "reasoning":
         chat.notes.append(f"dropped {field} (a reasoning item: only OpenAI can read it)")
     else:
         raise refuse(f"{field} ({kind} item)", NAME)
+
+
+def _output_text(output: Any, field: str) -> str:
+    """A function call's output as text: a string, or the text of its content parts (the other formats' tool results
+    hold text; an image or file in them is refused rather than sent to the model as its JSON)."""
+    if isinstance(output, str):
+        return output
+    if not isinstance(output, list):
+        return compact(output)
+    for j, p in enumerate(output):
+        if not isinstance(p, dict) or p.get("type") != "input_text":
+            raise refuse(f"{field}.{j} ({p.get('type') if isinstance(p, dict) else p!r} part)", NAME)
+    return "\n".join(p.get("text", "") for p in output)
 
 
 def _read_part(part: dict, field: str) -> Part:

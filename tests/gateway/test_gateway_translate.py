@@ -229,3 +229,23 @@ def test_a_gemini_callers_parallel_calls_of_one_tool_keep_apart_in_claude():
 def test_a_cut_or_blocked_answer_is_not_reported_as_finished(source, body, finish):
     out = translate_reply(body, wire_format(source), oa.WIRE, "m")
     assert out["choices"][0]["finish_reason"] == finish
+
+
+def _responses_turn(output) -> dict:
+    return {"model": "m", "input": [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": '{"city": "Oslo"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": output},
+    ], "tools": [{"type": "function", "name": "weather", "parameters": {"type": "object"}}]}
+
+
+def test_a_responses_function_output_in_parts_reaches_claude_as_its_text():
+    # The Responses API takes a function_call_output's output as a string or a list of input_text/input_image/
+    # input_file parts; the text of the parts, not their JSON, is the tool's result.
+    body, _ = translate_body(_responses_turn([{"type": "input_text", "text": "Snow, -3C"}]), wire_format("responses"),
+                             an.WIRE, "claude-sonnet-5-5")
+    assert body["messages"][2]["content"] == [{"type": "tool_result", "tool_use_id": "c1", "content": "Snow, -3C"}]
+    image = {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}
+    with pytest.raises(RequestError, match="input_image") as refused:
+        translate_body(_responses_turn([image]), wire_format("responses"), an.WIRE, "claude-sonnet-5-5")
+    assert refused.value.field.startswith("input.2.output.0")
