@@ -81,8 +81,7 @@ async def _cached_contents(request: Request, name: str = "") -> Response:
         path_model(request.path_params["name"], field="name")
     if request.method in ("POST", "PATCH"):
         await proxy.admit_state(caller, raw, vertex_gemini.NAME)
-    upstream = next((u for u in proxy.policy.upstreams.values() if u.kind == "vertex" and u.name != "vertex"),
-                    proxy.policy.upstreams["vertex"])
+    upstream = _cache_home(proxy, caller, request, raw)
     sent = compact_bytes(_in_gateway_project(raw, upstream)) if request.method == "POST" and raw else raw
     query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)
     path = resource_rest(request.url.path) or ""
@@ -93,6 +92,22 @@ async def _cached_contents(request: Request, name: str = "") -> Response:
                                             query if method == request.method else "", body, key)
 
     return await cache_scope.scoped(request, proxy, caller, vertex_gemini.NAME, upstream, name, sent, forward)
+
+
+def _cache_home(proxy: Proxy, caller: Caller, request: Request, raw: bytes) -> Upstream:
+    """The Vertex upstream a cachedContents call goes to. A cache lives in one project and location, and only
+    requests sent there can use it: a create goes where the caller's route for its model ends; a call naming a
+    cache, to the upstream whose project and location its path names (the name the create answered with)."""
+    vertex = [u for u in proxy.policy.upstreams.values() if u.kind == "vertex"]
+    if request.method == "POST" and raw:
+        routed = _routed(proxy, cache_scope.model_of(load_body(raw).get("model")), caller, vertex_gemini.NAME)
+        if routed is not None:
+            return routed
+    scope = request.url.path.partition("/projects/")[2].partition("/cachedContents")[0]
+    named = [u for u in vertex if u.url.endswith(f"/projects/{scope}")]
+    if named:
+        return named[0]
+    return next((u for u in vertex if u.name != "vertex"), proxy.policy.upstreams["vertex"])
 
 
 def _in_gateway_project(raw: bytes, upstream: Upstream) -> dict:

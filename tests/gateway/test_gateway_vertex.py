@@ -240,3 +240,24 @@ def test_claude_code_in_vertex_mode_through_the_gateway(tmp_path):
     assert records and {r["dialect"] for r in records} == {"vertex_anthropic"}
     assert all(r["provider"] == "vertex" and r["cost_usd"] is not None for r in records)
     assert records[-1]["cache_read"] > 1024
+
+
+def test_a_context_cache_lives_where_its_models_requests_go_with_a_second_vertex_upstream(mock, tmp_path):
+    """A policy with a second Vertex upstream (Claude on the global endpoint) and Gemini on the built-in one: the
+    cache google-genai creates is in the location Gemini's requests are sent to, so they can read it, and it can
+    be fetched and deleted by the name the create answered with."""
+    settings = settings_for(mock, tmp_path, vertex_base_url=mock)
+    policy = policy_for(settings, {
+        "upstreams": {"vertex-claude": {"kind": "vertex", "project": PROJECT, "location": "global", "url": mock}},
+        "routes": [{"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "vertex-claude"}]},
+                   {"name": "gemini", "models": ["*"], "targets": [{"upstream": "vertex"}]}]})
+    with running_gateway(settings, policy=policy) as gw:
+        client = genai_client(gw.url)
+        cache = client.caches.create(model=GEMINI, config=types.CreateCachedContentConfig(
+            system_instruction=dated_system(0, dated=False), ttl="600s"))
+        assert cache.name.startswith(f"projects/{PROJECT}/locations/{LOCATION}/cachedContents/")
+        answer = client.models.generate_content(model=GEMINI, contents="Where is order 7?",
+                                                config=types.GenerateContentConfig(cached_content=cache.name))
+        assert answer.usage_metadata.cached_content_token_count == cache.usage_metadata.total_token_count
+        assert client.caches.get(name=cache.name).name == cache.name
+        client.caches.delete(name=cache.name)
