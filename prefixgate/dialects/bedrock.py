@@ -24,8 +24,9 @@ from prefixgate.ir import Conversation
 _PATH = re.compile(r"^/model/(?P<model>.+)/(?P<op>invoke|invoke-with-response-stream|converse|converse-stream)$")
 OPERATIONS = {"invoke": ("invoke", False), "invoke-with-response-stream": ("invoke", True),
               "converse": ("converse", False), "converse-stream": ("converse", True)}
-# bedrock-runtime.us-east-1.amazonaws.com: the region a request to AWS itself is signed for.
-_AWS_HOST = re.compile(r"^bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com$")
+# bedrock-runtime.us-east-1.amazonaws.com, or an interface VPC endpoint's
+# vpce-0a1b-c2d3.bedrock-runtime.us-east-1.vpce.amazonaws.com: the region a request to AWS itself is signed for.
+_AWS_HOST = re.compile(r"^(?:vpce-[a-z0-9-]+\.)?bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.(?:vpce\.)?amazonaws\.com(?:\.cn)?$")
 
 # RequestError kind -> (HTTP status, Bedrock exception name), as bedrock-runtime's service model lists them.
 _EXCEPTIONS = {

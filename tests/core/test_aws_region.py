@@ -3,9 +3,14 @@ AWS_DEFAULT_REGION, then us-east-1, as the AWS SDKs read them; a policy upstream
 
 from __future__ import annotations
 
-import pytest
+import asyncio
 
+import pytest
+from botocore.credentials import Credentials
+
+from prefixgate import sigv4
 from prefixgate.config import load_settings
+from prefixgate.dialects import converse
 from prefixgate.policies.load import builtin_upstreams
 from prefixgate.policies.schema import Policy
 
@@ -38,3 +43,18 @@ def test_a_policy_upstreams_region_wins(monkeypatch: pytest.MonkeyPatch) -> None
                                            "targets": [{"upstream": "bedrock-tokyo"}]}]},
                               builtin_upstreams(load_settings()))
     assert policy.upstreams["bedrock-tokyo"].url == "https://bedrock-runtime.ap-northeast-1.amazonaws.com"
+
+
+@pytest.mark.parametrize("host,region", [
+    ("vpce-0a1b2c3d4e5f67890-abcd1234.bedrock-runtime.eu-central-1.vpce.amazonaws.com", "eu-central-1"),
+    ("bedrock-runtime.cn-north-1.amazonaws.com.cn", "cn-north-1"),
+    ("bedrock-runtime-fips.us-gov-west-1.amazonaws.com", "us-gov-west-1"),
+])
+def test_a_request_to_an_aws_host_is_signed_for_the_region_the_host_names(monkeypatch: pytest.MonkeyPatch,
+                                                                          host: str, region: str) -> None:
+    """An interface VPC endpoint (AWS PrivateLink's DNS name), a China region or a FIPS endpoint: AWS refuses a
+    signature whose credential scope names another region, whatever AWS_REGION says on the gateway."""
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    state = {"aws": sigv4.CredentialChain(Credentials("AKIDREGION", "region/secret"))}
+    signed = asyncio.run(converse.WIRE.sign("POST", f"https://{host}/model/m/converse", {"host": host}, b"{}", state))
+    assert f"/{region}/bedrock/aws4_request" in signed["Authorization"]
