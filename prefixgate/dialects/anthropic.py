@@ -407,6 +407,8 @@ def read_chat(body: dict) -> Chat:
     chat.stop = list(body.get("stop_sequences") or [])
     choice = body.get("tool_choice") or {}
     chat.tool_choice = choice.get("name") if choice.get("type") == "tool" else choice.get("type")
+    if choice.get("disable_parallel_tool_use"):
+        chat.parallel_calls = False
     chat.user = (body.get("metadata") or {}).get("user_id")
     if isinstance(body.get("cache_control"), dict):
         chat.auto_cache = Checkpoint(body["cache_control"].get("ttl", "5m"))
@@ -446,6 +448,8 @@ def write_chat(chat: Chat, model: str) -> dict:
     if chat.tool_choice:
         out["tool_choice"] = ({"type": chat.tool_choice} if chat.tool_choice in ("auto", "any", "none")
                               else {"type": "tool", "name": chat.tool_choice})
+    if chat.parallel_calls is False and chat.tools and chat.tool_choice != "none":
+        out["tool_choice"] = out.get("tool_choice", {"type": "auto"}) | {"disable_parallel_tool_use": True}
     if chat.user:
         out["metadata"] = {"user_id": chat.user}
     if chat.stream:

@@ -32,6 +32,7 @@ from prefixgate.dialects.neutral import (
     Turn,
     non_empty_parts,
     note_dropped,
+    note_parallel_calls,
     put,
     refuse,
 )
@@ -376,6 +377,7 @@ def write_chat(chat: Chat, model: str) -> dict:
     out: dict[str, Any] = {"messages": messages}
     if system:
         out["system"] = system
+    note_parallel_calls(chat, "Converse")
     if chat.tools:
         tools: list[dict] = []
         for t in chat.tools:

@@ -60,6 +60,8 @@ class Chat:
     stream: bool = False
     # "auto", "any" (must call some tool), "none", or a tool name to force.
     tool_choice: str | None = None
+    # False: at most one tool call per answer (an agent that runs calls one at a time); None: the API's default.
+    parallel_calls: bool | None = None
     user: str | None = None
     # OpenAI's prompt_cache_key: "requests with this key share a prefix; keep them together".
     cache_key: str | None = None
@@ -186,6 +188,12 @@ def note_dropped(chat: Chat, body: dict, known: set[str]) -> None:
     for key in body:
         if key not in known:
             chat.notes.append(f"dropped {key} (no equivalent in the target format)")
+
+
+def note_parallel_calls(chat: Chat, target: str) -> None:
+    """A caller's "one tool call at a time" that `target` cannot say, named in the explanation."""
+    if chat.parallel_calls is False and chat.tools:
+        chat.notes.append(f"dropped parallel_tool_calls false ({target} has no switch; it may answer with several calls)")
 
 
 def non_empty_parts(chat: Chat, turn: Turn, target: str) -> list[Part]:

@@ -458,6 +458,7 @@ def read_chat(body: dict) -> Chat:
     elif choice is not None:
         chat.tool_choice = {"required": "any"}.get(choice, choice)
     chat.cache_key = body.get("prompt_cache_key")
+    chat.parallel_calls = body.get("parallel_tool_calls")
     if body.get("n", 1) != 1:
         raise refuse("n > 1", NAME)
     if body.get("response_format", {}).get("type", "text") != "text":
@@ -467,7 +468,7 @@ def read_chat(body: dict) -> Chat:
     note_dropped(chat, body, {"messages", "model", "stream", "stream_options", "tools", "max_tokens",
                               "max_completion_tokens", "temperature", "top_p", "user", "stop", "tool_choice",
                               "prompt_cache_key", "n", "response_format", "prompt_cache_options", "logprobs",
-                              "top_logprobs"})
+                              "top_logprobs", "parallel_tool_calls"})
     return chat
 
 
@@ -501,6 +502,7 @@ def write_chat(chat: Chat, model: str) -> dict:
                                                           "parameters": t.schema}} for t in chat.tools]
         if any(t.checkpoint for t in chat.tools):
             chat.notes.append("tool checkpoint: OpenAI caches tools automatically as the head of the prefix")
+        put(out, parallel_tool_calls=chat.parallel_calls)
     put(out, max_completion_tokens=chat.max_tokens, temperature=chat.temperature, top_p=chat.top_p,
         user=chat.user, stop=chat.stop or None)
     if chat.tool_choice:

@@ -86,6 +86,7 @@ def read_chat(body: dict) -> Chat:
     elif choice is not None:
         chat.tool_choice = {"required": "any"}.get(choice, choice)
     chat.cache_key = body.get("prompt_cache_key")
+    chat.parallel_calls = body.get("parallel_tool_calls")
     note_dropped(chat, body, {"model", "input", "instructions", "tools", "stream", "max_output_tokens", "temperature",
                               "top_p", "user", "safety_identifier", "tool_choice", "prompt_cache_key", "text", "store",
                               "parallel_tool_calls", "prompt_cache_retention", "include", "metadata"})
@@ -160,6 +161,7 @@ def write_chat(chat: Chat, model: str) -> dict:
     if chat.tools:
         out["tools"] = [{"type": "function", "name": t.name, "description": t.description, "parameters": t.schema}
                         for t in chat.tools]
+        put(out, parallel_tool_calls=chat.parallel_calls)
     if chat.max_tokens is not None and chat.max_tokens < MIN_OUTPUT_TOKENS:
         chat.notes.append(f"max_output_tokens raised to {MIN_OUTPUT_TOKENS} from {chat.max_tokens} (the API's minimum)")
     put(out, max_output_tokens=max(chat.max_tokens, MIN_OUTPUT_TOKENS) if chat.max_tokens is not None else None,

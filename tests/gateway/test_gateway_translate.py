@@ -249,3 +249,30 @@ def test_a_responses_function_output_in_parts_reaches_claude_as_its_text():
     with pytest.raises(RequestError, match="input_image") as refused:
         translate_body(_responses_turn([image]), wire_format("responses"), an.WIRE, "claude-sonnet-5-5")
     assert refused.value.field.startswith("input.2.output.0")
+
+
+ONE_AT_A_TIME = {
+    # OpenAI Chat and Responses: parallel_tool_calls false; Anthropic: tool_choice.disable_parallel_tool_use.
+    "openai": {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [WEATHER_FN],
+               "parallel_tool_calls": False},
+    "responses": {"model": "m", "input": "x", "parallel_tool_calls": False,
+                  "tools": [{"type": "function", "name": "weather", "parameters": {"type": "object"}}]},
+    "anthropic": {"model": "m", "max_tokens": 50, "messages": [{"role": "user", "content": "x"}],
+                  "tools": [{"name": "weather", "input_schema": {"type": "object"}}],
+                  "tool_choice": {"type": "auto", "disable_parallel_tool_use": True}},
+}
+
+
+@pytest.mark.parametrize("source,target", [("openai", "anthropic"), ("responses", "anthropic"),
+                                           ("anthropic", "openai"), ("anthropic", "responses")])
+def test_one_tool_call_at_a_time_survives_translation(source, target):
+    body, _ = translate_body(ONE_AT_A_TIME[source], wire_format(source), wire_format(target), "m")
+    if target == "anthropic":
+        assert body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+    else:
+        assert body["parallel_tool_calls"] is False
+
+
+def test_one_tool_call_at_a_time_is_noted_where_the_target_cannot_say_it():
+    _, notes = translate_body(ONE_AT_A_TIME["openai"], wire_format("openai"), ge.WIRE, "gemini-3.5-flash")
+    assert any("parallel_tool_calls" in n for n in notes), notes
