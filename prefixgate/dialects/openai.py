@@ -583,6 +583,7 @@ class ChunkWriter(StreamWriter):
         super().__init__(model, include_usage)
         self._id = new_id()
         self._calls: dict[Any, int] = {}      # the target's call index -> ours
+        self._argued: set[int] = set()         # our calls that got arguments
 
     def _head(self) -> dict:
         return {"id": self._id, "object": "chat.completion.chunk", "created": int(time.time()), "model": self.model}
@@ -600,10 +601,15 @@ class ChunkWriter(StreamWriter):
             index = self._calls.setdefault(d[1], len(self._calls))
             return self._chunk({"tool_calls": [{"index": index, "id": d[2], "type": "function",
                                                 "function": {"name": d[3], "arguments": ""}}]})
+        self._argued.add(self._calls.get(d[1], 0))
         return self._chunk({"tool_calls": [{"index": self._calls.get(d[1], 0), "function": {"arguments": d[2]}}]})
 
     def _finish(self, usage: Usage) -> bytes:
-        tail = self._chunk({}, FINISH_TO[self.finish_reason])
+        # A call of a tool without parameters streams no argument text from Claude; OpenAI's own is "{}", which
+        # callers parse as JSON.
+        tail = b"".join(self._chunk({"tool_calls": [{"index": i, "function": {"arguments": "{}"}}]})
+                        for i in self._calls.values() if i not in self._argued)
+        tail += self._chunk({}, FINISH_TO[self.finish_reason])
         if self.include_usage:
             tail += encode_sse(self._head() | {"choices": [], "usage": usage_json(usage)})
         return tail + encode_sse("[DONE]")

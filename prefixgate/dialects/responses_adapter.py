@@ -293,6 +293,7 @@ class ResponsesStreamWriter(StreamWriter):
         out = self._close_message()
         for index in self._calls.values():
             item = self.output[index]
+            item["arguments"] = item["arguments"] or "{}"       # a tool without parameters, from Claude: no argument text
             out += self._event("response.function_call_arguments.done", item_id=item["id"], output_index=index,
                                name=item["name"], arguments=item["arguments"])
             out += self._event("response.output_item.done", output_index=index, item=item)

@@ -276,3 +276,29 @@ def test_one_tool_call_at_a_time_survives_translation(source, target):
 def test_one_tool_call_at_a_time_is_noted_where_the_target_cannot_say_it():
     _, notes = translate_body(ONE_AT_A_TIME["openai"], wire_format("openai"), ge.WIRE, "gemini-3.5-flash")
     assert any("parallel_tool_calls" in n for n in notes), notes
+
+
+# Claude calling a tool without parameters: the block opens with input {} and its only delta is empty.
+CLAUDE_NO_ARG_CALL = [
+    {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [],
+                                          "usage": {"input_tokens": 9, "output_tokens": 1}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "clock",
+                                                                  "input": {}}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": ""}},
+    {"type": "content_block_stop", "index": 0},
+    {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}},
+]
+
+
+def test_a_streamed_call_without_arguments_reaches_openai_callers_as_an_empty_object():
+    from prefixgate.dialects.sse import parse_sse, split_lines
+
+    chat = oa.WIRE.stream_writer("m")
+    out = b"".join(chat.write(an.WIRE.read_deltas(e)) for e in CLAUDE_NO_ARG_CALL) + chat.finish(Usage(9, output=5))
+    args = "".join(c["function"].get("arguments") or "" for e in parse_sse(split_lines([out])) if e.data != "[DONE]"
+                   for ch in e.json()["choices"] for c in ch["delta"].get("tool_calls") or [])
+    assert args == "{}"
+    responses = wire_format("responses").stream_writer("m")
+    out = b"".join(responses.write(an.WIRE.read_deltas(e)) for e in CLAUDE_NO_ARG_CALL) + responses.finish(Usage(9, output=5))
+    done = [e.json() for e in parse_sse(split_lines([out])) if e.json()["type"] == "response.completed"]
+    assert done[0]["response"]["output"][0]["arguments"] == "{}"
