@@ -386,7 +386,10 @@ def write_chat(chat: Chat, model: str) -> dict:
         config: dict[str, Any] = {"tools": tools}
         if chat.tool_choice in ("auto", "any"):
             config["toolChoice"] = {chat.tool_choice: {}}
-        elif chat.tool_choice and chat.tool_choice != "none":
+        elif chat.tool_choice == "none":    # Converse has no "none": the model would be free to call the tools
+            raise RequestError("cannot translate tool_choice none for this route's target (Converse cannot forbid "
+                               "tool calls)", field="tool_choice")
+        elif chat.tool_choice:
             config["toolChoice"] = {"tool": {"name": chat.tool_choice}}
         out["toolConfig"] = config
     inference: dict[str, Any] = {}

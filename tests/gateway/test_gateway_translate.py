@@ -302,3 +302,12 @@ def test_a_streamed_call_without_arguments_reaches_openai_callers_as_an_empty_ob
     out = b"".join(responses.write(an.WIRE.read_deltas(e)) for e in CLAUDE_NO_ARG_CALL) + responses.finish(Usage(9, output=5))
     done = [e.json() for e in parse_sse(split_lines([out])) if e.json()["type"] == "response.completed"]
     assert done[0]["response"]["output"][0]["arguments"] == "{}"
+
+
+def test_tool_choice_none_is_refused_for_converse_which_cannot_forbid_calls():
+    # Bedrock's ToolChoice is auto | any | tool: without "none" the model was free to call the tools it was told not to.
+    body = {"model": "m", "messages": [{"role": "user", "content": "Summarise."}], "tools": [WEATHER_FN],
+            "tool_choice": "none"}
+    with pytest.raises(RequestError, match="tool_choice none") as refused:
+        translate_body(body, oa.WIRE, wire_format("bedrock_converse"), "us.anthropic.claude-sonnet-5-5-v1:0")
+    assert refused.value.field == "tool_choice"
