@@ -3,8 +3,8 @@ at `/model/{modelId}/...` (and CountTokens), and the Messages API at `/anthropic
 
 Every request must carry a SigV4 signature (service `bedrock`, or `bedrock-mantle` on the Messages API) made
 with the credentials in this process's environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`), checked as
-Bedrock checks it: a wrong signature is a 403 InvalidSignatureException, an unknown key a 403
-UnrecognizedClientException. Each access key is its own cache scope. Streams are real event-stream frames
+Bedrock checks it: a wrong signature, or one scoped to another region than this process's AWS_REGION
+(or to another service), is a 403 InvalidSignatureException, an unknown key a 403 UnrecognizedClientException. Each access key is its own cache scope. Streams are real event-stream frames
 (InvokeModel: base64 Anthropic events in `chunk`s; Converse: its own events), usage comes from the
 simulator's Bedrock cache (Bedrock's per-model minimums and TTLs), errors are Bedrock's JSON with
 `x-amzn-ErrorType`.
@@ -42,10 +42,19 @@ def authenticate(request: Request, body: bytes) -> str:
     query = request.scope.get("query_string") or b""
     url = f"http://{request.headers.get('host', 'localhost')}{raw_path.decode()}" + (f"?{query.decode()}" if query else "")
     try:
-        sigv4.verify(request.method, url, dict(request.headers), body, {key: secret})
+        signed = sigv4.verify(request.method, url, dict(request.headers), body, {key: secret})
     except sigv4.SignatureError as e:
         unknown = "token included" in str(e)
         raise RequestError(str(e), status=403, kind="authentication" if unknown else "signature") from None
+    # The signature covers its credential scope, but AWS also checks that scope names this endpoint's region and
+    # service (a client configured for another region is refused, not served there).
+    services = ("bedrock", "bedrock-mantle") if request.url.path.startswith("/anthropic/") else ("bedrock",)
+    if signed.region != sigv4.aws_region():
+        raise RequestError(f"Credential should be scoped to a valid region, not '{signed.region}'. ", status=403,
+                           kind="signature")
+    if signed.service not in services:
+        raise RequestError(f"Credential should be scoped to correct service: '{services[0]}'. ", status=403,
+                           kind="signature")
     return tenant_of(key)
 
 

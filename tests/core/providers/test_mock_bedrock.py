@@ -23,6 +23,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The mock checks signatures against these; the clients sign with them."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")      # the mock's own region: signatures must be scoped to it
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
 
@@ -113,6 +114,19 @@ def test_wrong_signature_and_unknown_key_are_bedrocks_403s(mock_server):
     with pytest.raises(botocore.exceptions.ClientError) as err:
         stranger.converse(**converse_args("hi"))
     assert err.value.response["Error"]["Code"] == "UnrecognizedClientException"
+
+
+def test_a_signature_scoped_to_another_region_is_refused_as_aws_does(mock_server):
+    """A client configured for eu-west-1 but sent to a us-east-1 endpoint signs a valid signature for the wrong
+    scope: AWS answers 403 InvalidSignatureException "Credential should be scoped to a valid region"."""
+    url, _ = mock_server
+    elsewhere = boto3.client("bedrock-runtime", region_name="eu-west-1", endpoint_url=url, aws_access_key_id=KEY,
+                             aws_secret_access_key=SECRET, config=Config(retries={"max_attempts": 1}))
+    with pytest.raises(botocore.exceptions.ClientError) as err:
+        elsewhere.converse(**converse_args("hi"))
+    assert err.value.response["Error"]["Code"] == "InvalidSignatureException"
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert "Credential should be scoped to a valid region, not 'eu-west-1'" in err.value.response["Error"]["Message"]
 
 
 def test_bad_requests_are_validation_exceptions_naming_the_field(runtime):

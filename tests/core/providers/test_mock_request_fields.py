@@ -107,6 +107,7 @@ def runtime(mock_server, monkeypatch):
     """boto3's Bedrock Runtime, signing with the credentials the mock checks."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDFIELDS")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fields/secret")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")      # the mock's region: the client's signature is scoped to it
     return boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=mock_server[0],
                         aws_access_key_id="AKIDFIELDS", aws_secret_access_key="fields/secret",
                         config=Config(retries={"max_attempts": 1}))
