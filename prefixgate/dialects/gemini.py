@@ -274,9 +274,32 @@ def read_chat(body: dict) -> Chat:
     chat.max_tokens = gen.get("maxOutputTokens") or gen.get("max_output_tokens")
     chat.temperature, chat.top_p = gen.get("temperature"), gen.get("topP", gen.get("top_p"))
     chat.stop = list(gen.get("stopSequences") or gen.get("stop_sequences") or [])
+    _read_generation_config(chat, {_camel(k): v for k, v in gen.items()})
     note_dropped(chat, body, {"contents", "systemInstruction", "system_instruction", "tools", "generationConfig",
                               "generation_config"})
     return chat
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+# generationConfig fields that change what the caller gets back: refused, as OpenAI's response_format, n and logprobs.
+_ANSWER_SHAPING = ("responseSchema", "responseJsonSchema", "responseLogprobs", "logprobs")
+
+
+def _read_generation_config(chat: Chat, gen: dict) -> None:
+    for key in _ANSWER_SHAPING:
+        if gen.get(key):
+            raise refuse(f"generationConfig.{key}", NAME)
+    if gen.get("responseMimeType", "text/plain") != "text/plain":
+        raise refuse("generationConfig.responseMimeType", NAME)
+    if (gen.get("candidateCount") or 1) > 1:
+        raise refuse("generationConfig.candidateCount > 1", NAME)
+    for key in sorted(gen.keys() - {"maxOutputTokens", "temperature", "topP", "stopSequences", "candidateCount",
+                                    "responseMimeType"}):
+        chat.notes.append(f"dropped generationConfig.{key} (no equivalent in the target format)")
 
 
 def _call_id_by_place(name: str, turn: int, seen: dict[str, int]) -> str:

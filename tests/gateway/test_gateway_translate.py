@@ -76,6 +76,12 @@ def test_anthropic_to_gemini_answers_tool_calls_by_name():
             {"type": "text", "text": "the screen:"},
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]},
     ]}, "tool_result content of type 'image'"),
+    # Gemini's structured output, candidates and logprobs: the answer's shape, in either spelling.
+    *[("gemini", {"contents": [{"parts": [{"text": "x"}]}], "generationConfig": gen}, what) for gen, what in (
+        ({"responseMimeType": "application/json", "responseSchema": {"type": "OBJECT"}}, "generationConfig.responseSchema"),
+        ({"response_mime_type": "application/json"}, "generationConfig.responseMimeType"),
+        ({"candidateCount": 2}, "generationConfig.candidateCount"),
+        ({"responseLogprobs": True, "logprobs": 3}, "generationConfig.responseLogprobs"))],
     # The caller reads logprobs from the answer; a translated answer has none (they came back as null).
     ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs"),
     ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 3}, "logprobs"),
