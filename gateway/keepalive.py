@@ -70,6 +70,7 @@ from prefixgate.dialects import request_dialect
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import party_of
+from prefixgate.gateway.keepalive_shared import RECENT, Seen, SharedSessions, place
 from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.ir import Conversation
 from prefixgate.ledger import LedgerRecord
@@ -206,6 +207,9 @@ class KeepAlive:
         self.no_upgrade = RouteFlags(MAX_ROUTES)    # tenant/route where an upgrade was not read or was refused
         self.no_prewarm = RouteFlags(MAX_ROUTES)    # tenant/route whose upstream refused a pre-warm
         self._task: asyncio.Task | None = None
+        # Replicas sharing Redis share each session's latest use and take turns refreshing it (`keepalive_shared`).
+        redis_url = proxy.settings.redis_url
+        self.shared = SharedSessions(redis_url, TIMEOUT_S + 5) if redis_url else None
         r = proxy.metrics.registry
         self.m_refreshes = Counter("prefixgate_keepalive_refreshes", "Keep-alive refreshes sent", ("route",), registry=r)
         self.m_bought = Counter("prefixgate_keepalive_bought_usd", "What keep-alive refreshes cost", ("route",), registry=r)
@@ -267,6 +271,11 @@ class KeepAlive:
             session.stopped = "nothing cached" if not cached or ttl is None else "unpriced"
         if price is not None:
             self._observe_static(session, prep, keys, marks, earlier is not None, rec)
+        if self.shared is not None:
+            static = self.statics.get(session.static)
+            longest = max(session.ttl_s, static.ttl_s if static is not None else 0.0)
+            self.shared.touch([place(*group, k) for k in keys[-RECENT:]] + ([place(*session.static)] if session.static else []),
+                              now, longest)
         self._keep(session)
         self._start()
 
@@ -366,6 +375,8 @@ class KeepAlive:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self.shared is not None:
+            await self.shared.aclose()
 
     async def tick(self) -> int:
         """Plan new sessions' refreshes, then send every refresh due by the clock, one at a time (so each sees
@@ -464,6 +475,31 @@ class KeepAlive:
         return 0
 
     async def _refresh(self, session: Session) -> int:
+        if self.shared is None:
+            return await self._send(session)
+        where = place(*session.static) if session.level == "static" else place(*session.group, session.anchor)
+        claim = await self.shared.claim(where)
+        if claim is None:
+            return 0    # another replica is refreshing it: what that leaves in Redis decides here at a later tick
+        token, seen = claim
+        before = session.touched
+        try:
+            if self.sessions.get(session.slot) is not session:
+                return 0    # a request continued it while the lease was taken
+            if seen.request > session.last_request and session.level != "static":
+                return self._stop(session, "continued elsewhere")     # the replica that answered it keeps it now
+            if seen.touched > session.touched:
+                # Used elsewhere since this replica last looked (a request, or a refresh of the same entry): the
+                # entry lives from then; when to refresh it is asked again.
+                session.touched, session.last_request = seen.touched, max(session.last_request, seen.request)
+                self._schedule(session, self.clock())
+                return 0
+            return await self._send(session)
+        finally:
+            read = Seen(session.touched, session.last_request) if session.touched > before else None
+            await self.shared.release(where, token, read, session.ttl_s)
+
+    async def _send(self, session: Session) -> int:
         now = self.clock()
         if now >= session.touched + session.ttl_s:
             return self._stop(session, "expired")      # too late: it would pay a full write

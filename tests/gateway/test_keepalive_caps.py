@@ -79,7 +79,7 @@ def test_a_refresh_that_breaks_unexpectedly_gives_its_reservation_back(redis_url
                             upstream=None, wire=None, model="claude-sonnet-5-5", body=b"{}", headers={},
                             credential=None)
         with pytest.raises(RuntimeError):
-            await a._refresh(due)
+            await a._send(due)
         return await b._reserve(b._caps(session("on-b")), REFRESH)  # the whole cap is free again
 
     assert asyncio.run(run()) == ""

@@ -1,0 +1,122 @@
+"""Keep-alive behind a load balancer that is not sticky: a conversation's turns alternate between two gateways
+(replicas, each with its own ledger) sharing one real Redis, then it goes idle. Each replica holds the session as
+it last saw it; the one that did not answer the latest turn used to refresh its older view of the session (the
+entry the other replica's request had just read: a refresh that bought nothing), and then both kept refreshing, so
+one idle gap cost two refreshes and two `keepalive` ledger rows. A session's latest activity is now shared through
+Redis and a refresh is sent under a short lease: one refresh per idle gap, from the replica that saw the latest turn.
+
+Prices and the mock's 5-minute entries are as in `test_keepalive_live` (Claude Sonnet 5.5, Anthropic's pages)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prefixgate.clock import OffsetClock
+from prefixgate.config import Settings
+from prefixgate.gateway.app import create_app
+from prefixgate.gateway.keepalive_shared import Seen, SharedSessions, place
+from prefixgate.policies import Policy, builtin_upstreams
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as create_mock
+from prefixgate.simulation.simulator import Simulator
+from tests.gateway.test_keepalive_live import KEYS, MODEL, REPLY_S, Stack, contract, section_2, turn
+from tests.support_services import ServerThread
+
+IDLE_S = 280     # past the point where a refresh of a 5-minute entry pays, short of its expiry
+
+
+@contextmanager
+def replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str) -> Iterator[tuple[Stack, Stack]]:
+    """Two gateways (A, B) on one Redis before one mock, route "chat" kept alive by re-reading."""
+    clock = tmp_path / "clock"
+    clock.write_text("0")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-gateway-own-key-000")
+    monkeypatch.setenv("KA_KEY_CHAT", KEYS["chat"])
+    mock_app = create_mock(MockContext(simulator=Simulator(entry_visible_after_s=0.0), clock=OffsetClock(str(clock))))
+    with ServerThread(mock_app) as mock:
+        def replica(name: str) -> tuple[Any, Path]:
+            ledger = tmp_path / f"{name}.sqlite"
+            settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock),
+                                redis_url=redis_url)
+            chat = Policy.from_dict({
+                "routes": [{"name": "chat", "models": ["chat-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
+                            "keepalive": {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day", "upgrade": False}}],
+                "keys": [{"name": "chat", "key_env": "KA_KEY_CHAT", "tenant": "chat"}]}, builtin_upstreams(settings))
+            return create_app(settings, policy=chat), ledger
+
+        (app_a, ledger_a), (app_b, ledger_b) = replica("a"), replica("b")
+        with ServerThread(app_a) as gw_a, ServerThread(app_b) as gw_b:
+            yield Stack(gw_a.url, mock.url, clock, ledger_a), Stack(gw_b.url, mock.url, clock, ledger_b)
+
+
+def converse(a: Stack, b: Stack, turns: int, tag: str) -> None:
+    """`turns` turns of one conversation, a minute apart, answered by A, B, A, ... in turn (a round-robin balancer)."""
+    history: list[dict] = []
+    for i in range(turns):
+        gw = (a, b)[i % 2]
+        turn(gw.client("chat"), "chat", tag, history, "Review section 1." if i == 0 else section_2(f"{tag}-{i}"))
+        if i < turns - 1:
+            a.advance(REPLY_S)
+
+
+def idle(stack: Stack, seconds: int, step: int = 20) -> None:
+    """An idle gap passed in steps, each long enough for the replicas' workers to act on the clock as it stands."""
+    for _ in range(seconds // step):
+        stack.advance(step)
+        stack.settle()
+
+
+def test_one_idle_gap_costs_one_refresh_from_the_replica_that_answered_last(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch,
+                                                                            redis_url: str) -> None:
+    """Turns at 0, 60, 120 and 180 s: A's view of the session ends at 120 + 300 s, but B's turn at 180 read that
+    entry; A's refresh near its view's end bought nothing (the entry lived until 480 s), and B refreshed too."""
+    with replicas(tmp_path, monkeypatch, redis_url) as (a, b):
+        converse(a, b, 4, "alternating")     # A answers turns 1 and 3, B turns 2 and 4
+        idle(a, IDLE_S)
+        assert (len(a.refreshes("chat")), len(b.refreshes("chat"))) == (0, 1)
+        assert b.refreshes("chat")[0]["cache_read"] > 3000
+
+
+def test_a_quiet_routes_system_prompt_is_refreshed_by_one_replica(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    redis_url: str) -> None:
+    """The route's static prefix is a session in each replica that served it. One-question sessions 20-30 minutes
+    apart, served by A, B, A, B, then the route goes quiet: A's view of the system prompt's 1-hour entry ends at 110
+    minutes (its last request was at 50), but B's request at 70 read it and it lives until 130. A used to refresh it at
+    its own view's end (buying nothing), then B at 130: two refreshes, where one (at 130) keeps it."""
+    with replicas(tmp_path, monkeypatch, redis_url) as (a, b):
+        prompt = contract("shared system prompt")
+        for minute, gw, question in ((0, a, "Is clause 3 fair?"), (20, b, "Who signs it?"), (50, a, "When does it end?"),
+                                     (70, b, "Can it be renewed?")):
+            a.advance(minute * 60 - a.offset)
+            gw.client("chat").messages.create(model="chat-sonnet", max_tokens=50, system=prompt,
+                                              messages=[{"role": "user", "content": question}])
+        for until in (110 * 60, 130 * 60):        # each replica's view of the entry's end, passed 10 s at a time
+            a.advance(until - 90 - a.offset)
+            idle(a, 90, step=10)
+        refreshes = a.refreshes("chat") + b.refreshes("chat")
+        assert [r["explanation"][0].split(" of session")[0] for r in refreshes] == ["keepalive: refresh of the static prefix 1"]
+        # Sent at the entry's real end (130), not at A's view's (110): 55 minutes later, past 110 + 60, it is read.
+        a.advance(185 * 60 - a.offset)
+        later = a.client("chat").messages.create(model="chat-sonnet", max_tokens=50, system=prompt,
+                                                 messages=[{"role": "user", "content": "Who may terminate it?"}])
+        assert later.usage.cache_read_input_tokens == refreshes[0]["cache_read"] > 3000
+
+
+def test_with_redis_down_a_replica_refreshes_on_its_own_view() -> None:
+    """Redis not answering: the lease is not refused but skipped (nothing seen elsewhere), so the replica refreshes as
+    a single replica would, instead of never refreshing at all."""
+    async def run() -> tuple[str, Seen] | None:
+        shared = SharedSessions("redis://127.0.0.1:1", lease_s=65)     # nothing listens on port 1
+        try:
+            return await shared.claim(place("tenant:t", "k", "chat", "anchor"))
+        finally:
+            await shared.aclose()
+
+    assert asyncio.run(run()) == ("", Seen(0.0, 0.0))
