@@ -412,6 +412,8 @@ def read_chat(body: dict) -> Chat:
     chat.user = (body.get("metadata") or {}).get("user_id")
     if isinstance(body.get("cache_control"), dict):
         chat.auto_cache = Checkpoint(body["cache_control"].get("ttl", "5m"))
+    if isinstance(body.get("output_config"), dict) and body["output_config"].get("format"):
+        raise refuse("output_config.format", NAME)      # structured output, as OpenAI's response_format
     note_dropped(chat, body, {"messages", "model", "stream", "system", "tools", "max_tokens", "temperature",
                               "top_p", "stop_sequences", "tool_choice", "metadata", "cache_control"})
     return chat

@@ -76,6 +76,10 @@ def test_anthropic_to_gemini_answers_tool_calls_by_name():
             {"type": "text", "text": "the screen:"},
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]},
     ]}, "tool_result content of type 'image'"),
+    # Anthropic's structured output: a JSON schema the answer must follow.
+    ("anthropic", {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+                   "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}},
+     "output_config.format"),
     # Gemini's structured output, candidates and logprobs: the answer's shape, in either spelling.
     *[("gemini", {"contents": [{"parts": [{"text": "x"}]}], "generationConfig": gen}, what) for gen, what in (
         ({"responseMimeType": "application/json", "responseSchema": {"type": "OBJECT"}}, "generationConfig.responseSchema"),
