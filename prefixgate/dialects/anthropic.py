@@ -402,7 +402,8 @@ def read_chat(body: dict) -> Chat:
     for t in body.get("tools") or []:
         if "input_schema" not in t:
             raise refuse(f"server tool {t.get('type') or t.get('name')!r}", NAME)
-        chat.tools.append(Tool(t.get("name", ""), t.get("description", ""), t["input_schema"], checkpoint_of(t)))
+        chat.tools.append(Tool(t.get("name", ""), t.get("description", ""), t["input_schema"], checkpoint_of(t),
+                               strict=t.get("strict") is True))
     chat.max_tokens, chat.temperature, chat.top_p = body.get("max_tokens"), body.get("temperature"), body.get("top_p")
     chat.stop = list(body.get("stop_sequences") or [])
     choice = body.get("tool_choice") or {}
@@ -443,8 +444,8 @@ def write_chat(chat: Chat, model: str) -> dict:
         out["system"] = system
     out["messages"] = messages
     if chat.tools:
-        out["tools"] = [_with_cp({"name": t.name, "description": t.description, "input_schema": t.schema}, t.checkpoint)
-                        for t in chat.tools]
+        out["tools"] = [_with_cp({"name": t.name, "description": t.description, "input_schema": t.schema}
+                                 | ({"strict": True} if t.strict else {}), t.checkpoint) for t in chat.tools]
     put(out, stop_sequences=chat.stop or None)
     put_sampling(out, chat, model, "temperature", "top_p")
     if chat.tool_choice:

@@ -32,7 +32,7 @@ from prefixgate.dialects.neutral import (
     Turn,
     non_empty_parts,
     note_dropped,
-    note_parallel_calls,
+    note_tool_options,
     put,
     refuse,
 )
@@ -377,7 +377,7 @@ def write_chat(chat: Chat, model: str) -> dict:
     out: dict[str, Any] = {"messages": messages}
     if system:
         out["system"] = system
-    note_parallel_calls(chat, "Converse")
+    note_tool_options(chat, "Converse")
     if chat.tools:
         tools: list[dict] = []
         for t in chat.tools:

@@ -27,7 +27,7 @@ from prefixgate.dialects.neutral import (
     Turn,
     json_or_raw,
     note_dropped,
-    note_parallel_calls,
+    note_tool_options,
     put,
     refuse,
 )
@@ -328,7 +328,7 @@ def write_chat(chat: Chat, model: str) -> dict:
         for content in contents:
             _sign_unsigned_calls(content)
     out["contents"] = contents
-    note_parallel_calls(chat, "Gemini")
+    note_tool_options(chat, "Gemini")
     if chat.tools:
         out["tools"] = [{"functionDeclarations": [{"name": t.name, "description": t.description, "parameters": t.schema}
                                                   for t in chat.tools]}]

@@ -45,7 +45,7 @@ from prefixgate.dialects.neutral import (
     join_turn,
     json_or_raw,
     note_dropped,
-    note_parallel_calls,
+    note_tool_options,
     put,
     refuse,
 )
@@ -160,7 +160,7 @@ def write_chat(chat: Chat, model: str) -> dict:
         steps += [{"type": "function_call", "id": p.call_id, "name": p.name, "arguments": p.args or {}}
                   for p in turn.parts if p.kind == "tool_call"]
     out["input"] = steps
-    note_parallel_calls(chat, "the Interactions API")
+    note_tool_options(chat, "the Interactions API")
     if chat.tools:
         out["tools"] = [{"type": "function", "name": t.name, "description": t.description, "parameters": t.schema}
                         for t in chat.tools]

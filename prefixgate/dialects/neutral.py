@@ -47,6 +47,8 @@ class Tool:
     description: str = ""
     schema: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
     checkpoint: Checkpoint | None = None
+    # The caller asked for arguments that follow the schema exactly (OpenAI/Anthropic `strict: true`).
+    strict: bool = False
 
 
 @dataclass
@@ -190,10 +192,12 @@ def note_dropped(chat: Chat, body: dict, known: set[str]) -> None:
             chat.notes.append(f"dropped {key} (no equivalent in the target format)")
 
 
-def note_parallel_calls(chat: Chat, target: str) -> None:
-    """A caller's "one tool call at a time" that `target` cannot say, named in the explanation."""
+def note_tool_options(chat: Chat, target: str) -> None:
+    """A caller's "one tool call at a time" and strict tools, which `target` cannot say, named in the explanation."""
     if chat.parallel_calls is False and chat.tools:
         chat.notes.append(f"dropped parallel_tool_calls false ({target} has no switch; it may answer with several calls)")
+    if any(t.strict for t in chat.tools):
+        chat.notes.append(f"dropped strict on tools ({target} does not constrain arguments to the schema)")
 
 
 def non_empty_parts(chat: Chat, turn: Turn, target: str) -> list[Part]:

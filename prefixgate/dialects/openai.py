@@ -443,7 +443,8 @@ def read_chat(body: dict) -> Chat:
             raise RequestError(f"cannot translate tools.{i} (a {t.get('type')!r} tool) from the {NAME} format for "
                                "this route's target", field=f"tools.{i}")
         fn = t.get("function") or {}
-        chat.tools.append(Tool(fn.get("name", ""), fn.get("description", ""), fn.get("parameters") or Tool("").schema))
+        chat.tools.append(Tool(fn.get("name", ""), fn.get("description", ""), fn.get("parameters") or Tool("").schema,
+                               strict=fn.get("strict") is True))
     chat.max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
     chat.temperature, chat.top_p, chat.user = body.get("temperature"), body.get("top_p"), body.get("user")
     stop = body.get("stop")
@@ -499,7 +500,8 @@ def write_chat(chat: Chat, model: str) -> dict:
     out: dict[str, Any] = {"model": model, "messages": messages}
     if chat.tools:
         out["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                                          "parameters": t.schema}} for t in chat.tools]
+                                                          "parameters": t.schema} | ({"strict": True} if t.strict else {})}
+                        for t in chat.tools]
         if any(t.checkpoint for t in chat.tools):
             chat.notes.append("tool checkpoint: OpenAI caches tools automatically as the head of the prefix")
         put(out, parallel_tool_calls=chat.parallel_calls)

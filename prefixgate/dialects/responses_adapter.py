@@ -75,7 +75,7 @@ def read_chat(body: dict) -> Chat:
                 RequestError(f"cannot translate tools.{i} (server tool {tool['type']!r}) from the {NAME} format for "
                              "this route's target", field=f"tools.{i}")
         chat.tools.append(Tool(tool.get("name", ""), tool.get("description") or "",
-                               tool.get("parameters") or Tool("").schema))
+                               tool.get("parameters") or Tool("").schema, strict=tool.get("strict") is True))
     chat.max_tokens, chat.temperature, chat.top_p = body.get("max_output_tokens"), body.get("temperature"), body.get("top_p")
     chat.user = body.get("user") or body.get("safety_identifier")
     choice = body.get("tool_choice")
@@ -159,8 +159,9 @@ def write_chat(chat: Chat, model: str) -> dict:
                   for p in turn.parts if p.kind == "tool_call"]
     out["input"] = items
     if chat.tools:
-        out["tools"] = [{"type": "function", "name": t.name, "description": t.description, "parameters": t.schema}
-                        for t in chat.tools]
+        # Said either way: the Responses API makes a tool without `strict` strict, where the caller's API did not.
+        out["tools"] = [{"type": "function", "name": t.name, "description": t.description, "parameters": t.schema,
+                         "strict": t.strict} for t in chat.tools]
         put(out, parallel_tool_calls=chat.parallel_calls)
     if chat.max_tokens is not None and chat.max_tokens < MIN_OUTPUT_TOKENS:
         chat.notes.append(f"max_output_tokens raised to {MIN_OUTPUT_TOKENS} from {chat.max_tokens} (the API's minimum)")

@@ -321,3 +321,29 @@ def test_tool_choice_none_is_refused_for_converse_which_cannot_forbid_calls():
     with pytest.raises(RequestError, match="tool_choice none") as refused:
         translate_body(body, oa.WIRE, wire_format("bedrock_converse"), "us.anthropic.claude-sonnet-5-5-v1:0")
     assert refused.value.field == "tool_choice"
+
+
+STRICT_FN = {"type": "function", "function": {"name": "weather", "strict": True, "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False}}}
+
+
+def test_a_strict_tool_stays_strict_in_claude():
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [STRICT_FN, WEATHER_FN]}
+    out, _ = translate_body(body, oa.WIRE, an.WIRE, "claude-sonnet-5-5")
+    assert [t.get("strict") for t in out["tools"]] == [True, None]
+    back, _ = translate_body(out, an.WIRE, oa.WIRE, "gpt-5.4")
+    assert [t["function"].get("strict") for t in back["tools"]] == [True, None]
+
+
+def test_a_chat_callers_loose_tool_stays_loose_on_a_responses_upstream():
+    # "If you omit strict, ... Responses requests will normalize your schema into strict mode ..., while Chat
+    # Completions requests remain non-strict by default" (OpenAI's function calling guide): it must be said.
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [WEATHER_FN, STRICT_FN]}
+    out, _ = translate_body(body, oa.WIRE, wire_format("responses"), "gpt-5.4-pro")
+    assert [t["strict"] for t in out["tools"]] == [False, True]
+
+
+def test_strict_tools_are_noted_where_the_target_cannot_constrain_arguments():
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [STRICT_FN]}
+    _, notes = translate_body(body, oa.WIRE, ge.WIRE, "gemini-3.5-flash")
+    assert any("strict" in n for n in notes), notes
