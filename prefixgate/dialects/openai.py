@@ -466,10 +466,15 @@ def read_chat(body: dict) -> Chat:
         raise refuse("response_format", NAME)
     if body.get("logprobs") or body.get("top_logprobs"):
         raise refuse("logprobs", NAME)      # the caller reads them from the answer; the target's carry none back
+    # OpenAI's own web search and spoken answers: what the caller asked for would not happen.
+    if body.get("web_search_options") is not None:
+        raise refuse("web_search_options", NAME)
+    if body.get("audio") is not None or "audio" in (body.get("modalities") or []):
+        raise refuse("audio", NAME)
     note_dropped(chat, body, {"messages", "model", "stream", "stream_options", "tools", "max_tokens",
                               "max_completion_tokens", "temperature", "top_p", "user", "stop", "tool_choice",
                               "prompt_cache_key", "n", "response_format", "prompt_cache_options", "logprobs",
-                              "top_logprobs", "parallel_tool_calls"})
+                              "top_logprobs", "parallel_tool_calls", "modalities"})
     return chat
 
 

@@ -89,6 +89,11 @@ def test_anthropic_to_gemini_answers_tool_calls_by_name():
     # The caller reads logprobs from the answer; a translated answer has none (they came back as null).
     ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs"),
     ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 3}, "logprobs"),
+    # OpenAI's web search and spoken answers would not happen; the caller got a plain text answer.
+    ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "web_search_options": {}},
+     "web_search_options"),
+    ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "modalities": ["text", "audio"],
+                "audio": {"voice": "alloy", "format": "wav"}}, "audio"),
     # A custom (free-form) tool went out as a function named "" and tool_choice allowed_tools became auto.
     ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}],
                 "tools": [{"type": "custom", "custom": {"name": "sql"}}]}, "tools.0"),
