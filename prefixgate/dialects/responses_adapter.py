@@ -167,8 +167,9 @@ def write_chat(chat: Chat, model: str) -> dict:
         chat.notes.append(f"max_output_tokens raised to {MIN_OUTPUT_TOKENS} from {chat.max_tokens} (the API's minimum)")
     put(out, max_output_tokens=max(chat.max_tokens, MIN_OUTPUT_TOKENS) if chat.max_tokens is not None else None,
         temperature=chat.temperature, top_p=chat.top_p, user=chat.user)
-    if chat.stop:
-        chat.notes.append("dropped stop (the Responses API has no stop sequences)")
+    if chat.stop:       # an agent that stops at "Observation:" would get the model's own observations
+        raise RequestError("cannot translate stop sequences for this route's target (the Responses API has none)",
+                           field="stop")
     if chat.tool_choice:
         out["tool_choice"] = ({"auto": "auto", "any": "required", "none": "none"}.get(chat.tool_choice)
                               or {"type": "function", "name": chat.tool_choice})

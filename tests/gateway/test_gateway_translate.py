@@ -352,3 +352,11 @@ def test_strict_tools_are_noted_where_the_target_cannot_constrain_arguments():
     body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [STRICT_FN]}
     _, notes = translate_body(body, oa.WIRE, ge.WIRE, "gemini-3.5-flash")
     assert any("strict" in n for n in notes), notes
+
+
+def test_stop_sequences_are_refused_for_a_responses_upstream_which_has_none():
+    # A ReAct agent stops the model at "Observation:"; without it the model writes its own observations.
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stop": ["\nObservation:"]}
+    with pytest.raises(RequestError, match="stop sequences") as refused:
+        translate_body(body, oa.WIRE, wire_format("responses"), "gpt-5.4-pro")
+    assert refused.value.field == "stop"
