@@ -409,6 +409,12 @@ def _tool(tool: object, field: str) -> dict:
 # ---- translation through the neutral forms ------------------------------------------------------
 
 def read_chat(body: dict) -> Chat:
+    # The deprecated function calling: its functions were left out (the model answered without tools) and its
+    # calls lost, so the results that followed answered no call.
+    legacy = next((k for k in ("functions", "function_call") if body.get(k) is not None), None) or next(
+        (f"messages.{i}.function_call" for i, m in enumerate(body["messages"]) if m.get("function_call")), None)
+    if legacy:
+        raise refuse(legacy, NAME)
     chat = Chat([], stream=bool(body.get("stream")))
     for msg in body["messages"]:
         role = {"developer": "system", "function": "tool"}.get(msg["role"], msg["role"])

@@ -94,6 +94,13 @@ def test_anthropic_to_gemini_answers_tool_calls_by_name():
      "web_search_options"),
     ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}], "modalities": ["text", "audio"],
                 "audio": {"voice": "alloy", "format": "wav"}}, "audio"),
+    # The deprecated function calling: the functions were left out and the model answered without them.
+    ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}],
+                "functions": [{"name": "weather", "parameters": {"type": "object"}}]}, "functions"),
+    ("openai", {"model": "m", "messages": [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": None, "function_call": {"name": "weather", "arguments": "{}"}},
+        {"role": "function", "name": "weather", "content": "Sunny"}]}, "messages.1.function_call"),
     # A custom (free-form) tool went out as a function named "" and tool_choice allowed_tools became auto.
     ("openai", {"model": "m", "messages": [{"role": "user", "content": "x"}],
                 "tools": [{"type": "custom", "custom": {"name": "sql"}}]}, "tools.0"),
