@@ -200,6 +200,12 @@ def note_tool_options(chat: Chat, target: str) -> None:
         chat.notes.append(f"dropped strict on tools ({target} does not constrain arguments to the schema)")
 
 
+def note_error_results(chat: Chat, target: str) -> None:
+    """Tool results marked as failures, where `target`'s results carry no such mark (their text alone tells)."""
+    if any(p.is_error for t in chat.turns for p in t.parts if p.kind == "tool_result"):
+        chat.notes.append(f"dropped is_error on tool results ({target} tool results have no error flag)")
+
+
 def non_empty_parts(chat: Chat, turn: Turn, target: str) -> list[Part]:
     """`turn`'s parts but its empty text ones, which Claude's APIs refuse though OpenAI takes them (an agent's ""
     assistant turn); noted on `chat` when there were any."""

@@ -32,6 +32,7 @@ from prefixgate.dialects.neutral import (
     checkpoint_of,
     json_or_raw,
     note_dropped,
+    note_error_results,
     put,
     refuse,
 )
@@ -509,6 +510,7 @@ def write_chat(chat: Chat, model: str) -> dict:
                 msg["content"] = None
         messages.append(msg)
     out: dict[str, Any] = {"model": model, "messages": messages}
+    note_error_results(chat, "OpenAI")
     if chat.tools:
         out["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
                                                           "parameters": t.schema} | ({"strict": True} if t.strict else {})}

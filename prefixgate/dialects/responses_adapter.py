@@ -24,6 +24,7 @@ from prefixgate.dialects.neutral import (
     join_turn,
     json_or_raw,
     note_dropped,
+    note_error_results,
     put,
     refuse,
 )
@@ -158,6 +159,7 @@ def write_chat(chat: Chat, model: str) -> dict:
         items += [{"type": "function_call", "call_id": p.call_id, "name": p.name, "arguments": json.dumps(p.args)}
                   for p in turn.parts if p.kind == "tool_call"]
     out["input"] = items
+    note_error_results(chat, "Responses")
     if chat.tools:
         # Said either way: the Responses API makes a tool without `strict` strict, where the caller's API did not.
         out["tools"] = [{"type": "function", "name": t.name, "description": t.description, "parameters": t.schema,

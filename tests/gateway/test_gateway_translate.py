@@ -367,3 +367,14 @@ def test_stop_sequences_are_refused_for_a_responses_upstream_which_has_none():
     with pytest.raises(RequestError, match="stop sequences") as refused:
         translate_body(body, oa.WIRE, wire_format("responses"), "gpt-5.4-pro")
     assert refused.value.field == "stop"
+
+
+@pytest.mark.parametrize("target", ["openai", "responses"])
+def test_a_failed_tool_result_is_noted_where_the_target_has_no_error_flag(target):
+    body = {"model": "m", "max_tokens": 50, "messages": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "weather", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "timeout", "is_error": True}]},
+    ]}
+    _, notes = translate_body(body, an.WIRE, wire_format(target), "gpt-5.4")
+    assert any("is_error" in n for n in notes), notes
