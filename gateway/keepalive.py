@@ -70,7 +70,7 @@ from prefixgate.dialects import request_dialect
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import party_of
-from prefixgate.gateway.keepalive_shared import RECENT, Seen, SharedSessions, place
+from prefixgate.gateway.keepalive_shared import RECENT, Kept, Seen, SharedSessions, place
 from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.ir import Conversation
 from prefixgate.ledger import LedgerRecord
@@ -232,13 +232,27 @@ class KeepAlive:
         except Exception:   # keep-alive is an optimisation: the caller's answer never fails for it
             log.exception("keep-alive could not track request %s", call.id)
 
+    def looking(self, call: Call, prep: Prepared) -> None:
+        """A request is going upstream: with replicas sharing Redis, ask (while it is out) what other replicas'
+        refreshes kept of the session it continues, so its record can be credited when it is answered."""
+        if self.shared is None or not call.route.keepalive.on:
+            return
+        keys = prep.plan.conversation.prefix_keys()
+        group = self._group(call, prep)
+        call.kept_elsewhere = asyncio.get_running_loop().create_task(
+            self.shared.kept([place(*group, k) for k in keys[-RECENT:]]))
+
+    def _group(self, call: Call, prep: Prepared) -> tuple[str, str, str]:
+        party = party_of(call.caller, prep.upstream, call.dialect)    # open gateway: per caller credential
+        return party, call.caller.key.name if call.caller.key else "", call.route.name
+
     def _observe(self, call: Call, prep: Prepared, rec: LedgerRecord) -> None:
         now = self.clock()
         keys = prep.plan.conversation.prefix_keys()
         if not keys:
             return
-        party = party_of(call.caller, prep.upstream, call.dialect)    # open gateway: per caller credential
-        group = (party, call.caller.key.name if call.caller.key else "", call.route.name)
+        group = self._group(call, prep)
+        party = group[0]
         gap_route = f"{party}/{call.route.name}"
         earlier = self._continued(group, keys)
         usage = rec.usage
@@ -253,6 +267,14 @@ class KeepAlive:
                 self.m_stops.labels(call.route.name, "upgrade unread").inc()
                 log.info("keep-alive stops upgrading on route %s: a caller's next turn did not read its answer",
                          call.route.name)
+        asked = call.kept_elsewhere
+        elsewhere = asked.result() if asked is not None and asked.done() and not asked.cancelled() \
+            and asked.exception() is None else None     # not answered yet: no credit (as without Redis)
+        if elsewhere is not None and (earlier is None or earlier.last_request < elsewhere.last_request) \
+                and now - elsewhere.last_request > elsewhere.written_ttl_s and usage.cache_read:
+            # Another replica answered the session's latest turn and kept it: its saving is credited here.
+            self._credited(rec, min(usage.cache_read, elsewhere.tokens), Decimal(elsewhere.margin),
+                           elsewhere.refreshes, now - elsewhere.last_request, call.route.name)
         ident = earlier.ident if earlier is not None else uuid.uuid4().hex[:16]
         turns = earlier.turns + 1 if earlier is not None else 1
         self.gaps.observe(gap_route, "", ident, now, context=turn_context(turns))
@@ -347,13 +369,17 @@ class KeepAlive:
         """`kept` tokens read that the cache would have lost without the session's refreshes: what reading them
         saved over writing them again, on the request's record."""
         p = session.price
-        saved = kept * (p.write_price(session.written_ttl) - p.cache_read) / MTOK
+        self._credited(rec, kept, p.write_price(session.written_ttl) - p.cache_read, session.refreshes,
+                       now - session.last_request, session.route.name)
+
+    def _credited(self, rec: LedgerRecord, kept: int, margin: Decimal, refreshes: int, gap_s: float, route: str) -> None:
+        saved = kept * margin / MTOK
         if saved <= 0:
             return
         rec.keepalive_saved_usd = str(saved)
-        rec.explanation = [*rec.explanation, f"keepalive: read {kept} tokens that {session.refreshes} refresh(es) kept "
-                                              f"alive over a {now - session.last_request:.0f} s gap; saved ${saved}"]
-        self.m_saved.labels(session.route.name).inc(float(saved))
+        rec.explanation = [*rec.explanation, f"keepalive: read {kept} tokens that {refreshes} refresh(es) kept "
+                                              f"alive over a {gap_s:.0f} s gap; saved ${saved}"]
+        self.m_saved.labels(route).inc(float(saved))
 
     # ---- the worker ------------------------------------------------------------------------------------
 
@@ -498,6 +524,11 @@ class KeepAlive:
         finally:
             read = Seen(session.touched, session.last_request) if session.touched > before else None
             await self.shared.release(where, token, read, session.ttl_s)
+            if read is not None and session.level != "static":
+                p = session.price
+                kept = Kept(session.last_request, ttl_seconds(session.written_ttl), session.refreshes,
+                            session.cached_tokens, str(p.write_price(session.written_ttl) - p.cache_read))
+                await self.shared.keeping(where, kept, session.ttl_s)
 
     async def _send(self, session: Session) -> int:
         now = self.clock()

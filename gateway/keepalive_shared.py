@@ -11,7 +11,9 @@ idle gap paid and recorded twice). Here a session's latest use is shared, and a 
 - a refresh takes its place's lease (SET NX PX, one round trip that also reads the place's latest touch) so exactly
   one replica sends it, then touches the place; a replica whose place was used after its own last look does not
   send: a conversation continued elsewhere stops here (the replica that answered it keeps it), an entry refreshed
-  elsewhere is taken as touched then and planned again.
+  elsewhere is taken as touched then and planned again;
+- a refresh leaves what it kept (`Kept`), and a request asks for it while it is upstream, so the turn that comes
+  back after the gap is credited with the saving on whichever replica it reaches.
 
 Places are hashes (no tenant, key or credential in Redis) and every key expires (a touch after twice the entry's
 TTL, a lease after a refresh's timeout). While Redis does not answer, each replica decides on its own view (the
@@ -33,6 +35,7 @@ log = logging.getLogger("prefixgate.keepalive")
 
 TOUCH = "prefixgate:keepalive:touch:"
 LEASE = "prefixgate:keepalive:lease:"
+KEPT = "prefixgate:keepalive:kept:"
 RECENT = 32             # prefix keys of a request touched: the turns since another replica's request fit in these
 MAX_PENDING = 1000      # touches on their way to Redis; past this a request's touch is dropped (as without Redis)
 _ERRORS = (RedisError, OSError)
@@ -63,6 +66,18 @@ class Seen:
 
     touched: float = 0.0
     request: float = 0.0
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What a replica's refreshes kept of a conversation's entry, for the replica its next request reaches (that
+    request's record is credited with the saving, `keepalive_saved_usd`, as the session's own replica would)."""
+
+    last_request: float     # the session's latest request, by the gateways' clock
+    written_ttl_s: float    # the lifetime that request wrote: a gap past it read only what refreshes kept
+    refreshes: int
+    tokens: int             # the entry's tokens
+    margin: str             # USD per million tokens a read saves over writing again (write price less read price)
 
 
 def place(*parts: object) -> str:
@@ -124,6 +139,23 @@ class SharedSessions:
                                                                            repr(seen.touched if seen else 0.0)])
         except _ERRORS as e:
             self._went_down(e)      # the lease expires on its own
+
+    async def keeping(self, where: str, kept: Kept, ttl_s: float) -> None:
+        """A refresh kept `where`'s entry: what it kept, for whichever replica the session's next request reaches."""
+        try:
+            await self._redis.set(KEPT + where, json.dumps(kept.__dict__), px=max(1, int(ttl_s * 2000)))
+        except _ERRORS as e:
+            self._went_down(e)
+
+    async def kept(self, places: list[str]) -> Kept | None:
+        """What refreshes kept of the deepest of `places` (a request's prefix keys) that any replica kept."""
+        try:
+            found = await self._redis.mget([KEPT + p for p in places]) if places else []
+        except _ERRORS as e:
+            self._went_down(e)
+            return None
+        deepest = next((v for v in reversed(found) if v), None)
+        return Kept(**json.loads(deepest)) if deepest else None
 
     def _went_down(self, e: BaseException) -> None:
         if not self._down:

@@ -117,6 +117,7 @@ class Call:
     upstream_working: bool = False
     placement: Placement | None = None  # a balanced route's pin, as the request found it (gateway/sticky.py)
     reply: list | None = None           # the answer's text blocks, kept for a keep-alive upgrade (keepalive.upgrades)
+    kept_elsewhere: Any = None          # asking Redis what other replicas' keep-alive kept of its session (a task)
 
 
 @dataclass
@@ -297,6 +298,7 @@ class Proxy:
             if call.prepared is not None and call.prepared.extra_usage is not None:
                 await self.caches.left_behind(call, call.prepared)     # the target before this one, failed
             call.prepared = prep
+            self.keepalive.looking(call, prep)
             for attempt in range(1, retry.attempts + 1):
                 call.attempts += 1
                 sent = time.perf_counter()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,17 @@ from prefixgate.policies import Policy, builtin_upstreams
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as create_mock
 from prefixgate.simulation.simulator import Simulator
-from tests.gateway.test_keepalive_live import KEYS, MODEL, REPLY_S, Stack, contract, section_2, turn
+from tests.gateway.test_keepalive_live import (
+    KEYS,
+    MODEL,
+    READ,
+    REPLY_S,
+    WRITE_5M,
+    Stack,
+    contract,
+    section_2,
+    turn,
+)
 from tests.support_services import ServerThread
 
 IDLE_S = 280     # past the point where a refresh of a 5-minute entry pays, short of its expiry
@@ -81,7 +92,27 @@ def test_one_idle_gap_costs_one_refresh_from_the_replica_that_answered_last(tmp_
         converse(a, b, 4, "alternating")     # A answers turns 1 and 3, B turns 2 and 4
         idle(a, IDLE_S)
         assert (len(a.refreshes("chat")), len(b.refreshes("chat"))) == (0, 1)
-        assert b.refreshes("chat")[0]["cache_read"] > 3000
+        [refresh] = b.refreshes("chat")
+        assert refresh["cache_read"] > 3000
+
+
+def test_the_refresh_is_credited_where_the_sessions_next_turn_lands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     redis_url: str) -> None:
+    """B kept the session; its fifth turn, 340 s after the fourth (past its 5-minute entry), reaches A. That turn's
+    record is credited with what B's refresh kept: the entry's tokens at the write price less the read price. (A
+    replica credits only its own sessions' refreshes: the saving was lost when the next turn changed replicas.)"""
+    with replicas(tmp_path, monkeypatch, redis_url) as (a, b):
+        history: list[dict] = []
+        for i in range(4):
+            turn((a, b)[i % 2].client("chat"), "chat", "credit", history,
+                 "Review section 1." if i == 0 else section_2(f"credit-{i}"))
+            a.advance(REPLY_S if i < 3 else 0)
+        idle(a, IDLE_S)
+        [refresh] = b.refreshes("chat")
+        a.advance(180 + 340 - a.offset)
+        back = turn(a.client("chat"), "chat", "credit", history, "And section 5?")
+        assert back.usage.cache_read_input_tokens >= refresh["cache_read"] > 3000
+        assert Decimal(a.requests("chat")[-1]["keepalive_saved_usd"]) == refresh["cache_read"] * (WRITE_5M - READ) / 1_000_000
 
 
 def test_a_quiet_routes_system_prompt_is_refreshed_by_one_replica(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
