@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from prefixgate.clock import OffsetClock
 from prefixgate.config import Settings
@@ -94,6 +95,12 @@ def test_one_idle_gap_costs_one_refresh_from_the_replica_that_answered_last(tmp_
         assert (len(a.refreshes("chat")), len(b.refreshes("chat"))) == (0, 1)
         [refresh] = b.refreshes("chat")
         assert refresh["cache_read"] > 3000
+    # What the replicas share expires: a touch after twice its entry's TTL (10 minutes here), a lease after a refresh's
+    # timeout plus 5 s; nothing is left for ever.
+    shared = redis.Redis.from_url(redis_url)
+    names = list(shared.scan_iter("prefixgate:keepalive:*"))
+    assert names and all(0 < shared.pttl(n) <= 600_000 for n in names if b":lease:" not in n)
+    assert all(0 < shared.pttl(n) <= 65_000 for n in names if b":lease:" in n)
 
 
 def test_the_refresh_is_credited_where_the_sessions_next_turn_lands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
