@@ -621,38 +621,47 @@ def test_each_callers_own_key_keeps_its_own_copy_of_the_system_prompt(tmp_path: 
         assert [r["cache_read"] for r in refreshes] == read == [read[0]] * 2 and read[0] > 3000
 
 
-def test_gateways_sharing_redis_share_the_caps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
-    """Two gateways (replicas, each with its own ledger) on one real Redis count the same key's keep-alive spend:
-    the cap with room for one refresh lets the first replica's through and stops the second's. Each refresh is
-    added to the counters before it is sent, in one atomic step, so two replicas never both pass a check."""
+@contextmanager
+def keepalive_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str, route: str,
+                       keepalive: dict) -> Iterator[tuple[Stack, Stack]]:
+    """Two gateways (A, B: replicas, each with its own ledger) on one real Redis before one mock, with route `route`
+    (model `{route}-sonnet`, caller key `KEYS[route]` of tenant `route`) kept alive by `keepalive`."""
     clock = tmp_path / "clock"
     clock.write_text("0")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-gateway-own-key-000")
-    monkeypatch.setenv("KA_KEY_CAPPED", KEYS["capped"])
+    monkeypatch.setenv(f"KA_KEY_{route.upper()}", KEYS[route])
     mock_app = create_mock(MockContext(simulator=Simulator(entry_visible_after_s=0.0), clock=OffsetClock(str(clock))))
     with ServerThread(mock_app) as mock:
         def replica(name: str) -> tuple[Any, Path]:
             ledger = tmp_path / f"{name}.sqlite"
             settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock),
                                 redis_url=redis_url)
-            capped = Policy.from_dict({
-                "routes": [{"name": "capped", "models": ["capped-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
-                            "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 0.001, "period": "day", "upgrade": False}}],
-                "keys": [{"name": "capped", "key_env": "KA_KEY_CAPPED", "tenant": "capped"}]}, builtin_upstreams(settings))
-            return create_app(settings, policy=capped), ledger
+            policy = Policy.from_dict({
+                "routes": [{"name": route, "models": [f"{route}-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
+                            "keepalive": keepalive}],
+                "keys": [{"name": route, "key_env": f"KA_KEY_{route.upper()}", "tenant": route}]}, builtin_upstreams(settings))
+            return create_app(settings, policy=policy), ledger
 
         (app_a, ledger_a), (app_b, ledger_b) = replica("a"), replica("b")
         with ServerThread(app_a) as gw_a, ServerThread(app_b) as gw_b:
-            a, b = Stack(gw_a.url, mock.url, clock, ledger_a), Stack(gw_b.url, mock.url, clock, ledger_b)
-            returning_session(a, "capped", "capped-on-a")
-            a.advance(280)
-            a.wait_refreshes("capped", 1)
-            b.offset = a.offset
-            returning_session(b, "capped", "capped-on-b")
-            b.advance(280)
-            b.settle()
-            assert b.refreshes("capped") == []
-            assert metric(b.metrics(), "prefixgate_keepalive_stops_total", route="capped", reason="key cap") == 1
+            yield Stack(gw_a.url, mock.url, clock, ledger_a), Stack(gw_b.url, mock.url, clock, ledger_b)
+
+
+def test_gateways_sharing_redis_share_the_caps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
+    """Two gateways (replicas, each with its own ledger) on one real Redis count the same key's keep-alive spend:
+    the cap with room for one refresh lets the first replica's through and stops the second's. Each refresh is
+    added to the counters before it is sent, in one atomic step, so two replicas never both pass a check."""
+    with keepalive_replicas(tmp_path, monkeypatch, redis_url, "capped", {
+            "mode": "on", "route_usd": 1, "key_usd": 0.001, "period": "day", "upgrade": False}) as (a, b):
+        returning_session(a, "capped", "capped-on-a")
+        a.advance(280)
+        a.wait_refreshes("capped", 1)
+        b.offset = a.offset
+        returning_session(b, "capped", "capped-on-b")
+        b.advance(280)
+        b.settle()
+        assert b.refreshes("capped") == []
+        assert metric(b.metrics(), "prefixgate_keepalive_stops_total", route="capped", reason="key cap") == 1
 
 
 def open_returning(open_stack: Stack, tag: str) -> tuple[anthropic.Anthropic, list[dict], int]:

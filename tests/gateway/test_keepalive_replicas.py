@@ -10,61 +10,31 @@ Prices and the mock's 5-minute entries are as in `test_keepalive_live` (Claude S
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 
-from prefixgate.clock import OffsetClock
-from prefixgate.config import Settings
-from prefixgate.gateway.app import create_app
 from prefixgate.gateway.keepalive_shared import Seen, SharedSessions, place
-from prefixgate.policies import Policy, builtin_upstreams
-from prefixgate.simulation.mock.server import MockContext
-from prefixgate.simulation.mock.server import create_app as create_mock
-from prefixgate.simulation.simulator import Simulator
 from tests.gateway.test_keepalive_live import (
-    KEYS,
-    MODEL,
     READ,
     REPLY_S,
     WRITE_5M,
     Stack,
     contract,
+    keepalive_replicas,
     section_2,
     turn,
 )
-from tests.support_services import ServerThread
 
 IDLE_S = 280     # past the point where a refresh of a 5-minute entry pays, short of its expiry
 
 
-@contextmanager
-def replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str) -> Iterator[tuple[Stack, Stack]]:
+def replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str):
     """Two gateways (A, B) on one Redis before one mock, route "chat" kept alive by re-reading."""
-    clock = tmp_path / "clock"
-    clock.write_text("0")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-gateway-own-key-000")
-    monkeypatch.setenv("KA_KEY_CHAT", KEYS["chat"])
-    mock_app = create_mock(MockContext(simulator=Simulator(entry_visible_after_s=0.0), clock=OffsetClock(str(clock))))
-    with ServerThread(mock_app) as mock:
-        def replica(name: str) -> tuple[Any, Path]:
-            ledger = tmp_path / f"{name}.sqlite"
-            settings = Settings(anthropic_base_url=mock.url, ledger_path=str(ledger), clock_offset_file=str(clock),
-                                redis_url=redis_url)
-            chat = Policy.from_dict({
-                "routes": [{"name": "chat", "models": ["chat-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
-                            "keepalive": {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day", "upgrade": False}}],
-                "keys": [{"name": "chat", "key_env": "KA_KEY_CHAT", "tenant": "chat"}]}, builtin_upstreams(settings))
-            return create_app(settings, policy=chat), ledger
-
-        (app_a, ledger_a), (app_b, ledger_b) = replica("a"), replica("b")
-        with ServerThread(app_a) as gw_a, ServerThread(app_b) as gw_b:
-            yield Stack(gw_a.url, mock.url, clock, ledger_a), Stack(gw_b.url, mock.url, clock, ledger_b)
+    return keepalive_replicas(tmp_path, monkeypatch, redis_url, "chat",
+                              {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day", "upgrade": False})
 
 
 def converse(a: Stack, b: Stack, turns: int, tag: str) -> None:
