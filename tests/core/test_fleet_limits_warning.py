@@ -3,13 +3,11 @@ behind a load balancer a key spends its budget once per replica: `serve` says so
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from prefixgate.cli import main
+from tests.core.test_policy_credentials import _no_keys_from_outside, start_warnings  # noqa: F401 (a fixture)
 
 POLICY = """routes:
   - name: claude
@@ -23,18 +21,8 @@ keys:
     key_sha256: """ + "cd" * 32 + "\n"
 
 
-@pytest.fixture(autouse=True)
-def _nothing_from_outside(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in [k for k in os.environ if k.upper().startswith("PREFIXGATE_") or k.endswith("_API_KEY")]:
-        monkeypatch.delenv(name)
-
-
 def _warnings(tmp_path: Path, policy: str, **env: str) -> list[str]:
-    (tmp_path / "policy.yaml").write_text(policy)
-    env = {"PREFIXGATE_POLICY_FILE": str(tmp_path / "policy.yaml"), "ANTHROPIC_API_KEY": "sk-ant-fleet-0001", **env}
-    result = CliRunner().invoke(main, ["serve", "--check"], env=env)
-    assert result.exit_code in (0, 1), result.output
-    return [line for line in result.output.splitlines() if line.startswith("warning: ledger_url")]
+    return start_warnings(tmp_path, policy, "ledger_url", ANTHROPIC_API_KEY="sk-ant-fleet-0001", **env)
 
 
 def test_a_shared_ledger_without_shared_counters_is_warned_about(tmp_path: Path) -> None:

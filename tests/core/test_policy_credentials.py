@@ -33,28 +33,30 @@ def _no_keys_from_outside(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name)
 
 
-def _warnings(tmp_path: Path, policy: str | None, **env: str) -> list[str]:
+def start_warnings(tmp_path: Path, policy: str | None, about: str = "upstreams.", **env: str) -> list[str]:
+    """`serve --check`'s warning lines about `about` (a key path's start) for `policy` and `env`."""
     if policy is not None:
         (tmp_path / "policy.yaml").write_text(policy)
         env["PREFIXGATE_POLICY_FILE"] = str(tmp_path / "policy.yaml")
     result = CliRunner().invoke(main, ["serve", "--check"], env=env)
     assert result.exit_code in (0, 1), result.output
-    return [line for line in result.output.splitlines() if line.startswith("warning: upstreams.")]
+    return [line for line in result.output.splitlines() if line.startswith(f"warning: {about}")]
+
 
 
 def test_a_compatible_provider_without_its_key(tmp_path: Path) -> None:
-    assert _warnings(tmp_path, ROUTER) == [
+    assert start_warnings(tmp_path, ROUTER) == [
         "warning: upstreams.router: TEAM_OPENROUTER_KEY is not set, so every request routed to 'router' is answered "
         "401 (no credentials for the upstream)"]
-    assert _warnings(tmp_path, ROUTER, TEAM_OPENROUTER_KEY="sk-or-v1-" + "5" * 40) == []
+    assert start_warnings(tmp_path, ROUTER, TEAM_OPENROUTER_KEY="sk-or-v1-" + "5" * 40) == []
 
 
 def test_a_keyed_gateway_without_the_provider_key(tmp_path: Path) -> None:
     # Callers send gateway keys, so none of theirs can stand in for ANTHROPIC_API_KEY.
-    assert _warnings(tmp_path, KEYED) == [
+    assert start_warnings(tmp_path, KEYED) == [
         "warning: upstreams.anthropic: ANTHROPIC_API_KEY is not set, so every request routed to 'anthropic' is "
         "answered 401 (no credentials for the upstream)"]
 
 
 def test_an_open_gateway_forwards_callers_keys_so_says_nothing(tmp_path: Path) -> None:
-    assert _warnings(tmp_path, None) == []
+    assert start_warnings(tmp_path, None) == []
