@@ -18,10 +18,11 @@ from prefixgate.simulation.mock.faults import FaultPlan
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.gateway.test_gateway_bedrock import KEY, SECRET, aws_env  # noqa: F401 (a fixture)
 from tests.support_services import ServerThread
 
 pytestmark = pytest.mark.slow
-KEY, SECRET = "AKIDGATEWAYEXCEPTIONS", "exceptions/secret"
+
 MESSAGES = [{"role": "user", "content": [{"text": "Where is order 7?"}]}]
 # What the stub Bedrock answers for each model: (HTTP status, exception name), as bedrock-runtime's model lists them.
 ANSWERS = {"us.anthropic.claude-sonnet-5-5": (429, "ModelNotReadyException"),
@@ -35,22 +36,14 @@ async def _refuse(request: Request) -> JSONResponse:
                         headers={"x-amzn-ErrorType": f"{name}:http://internal.amazon.com/coral/com.amazon.bedrock/"})
 
 
-@pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-    monkeypatch.setenv("AWS_REGION", "us-east-1")
-    for name in ("AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def runtime(url: str):
     return boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=url, aws_access_key_id=KEY,
                         aws_secret_access_key=SECRET, config=Config(retries={"max_attempts": 1}))
 
 
+@pytest.mark.usefixtures("aws_env")
 @pytest.mark.parametrize("model", list(ANSWERS))
-def test_bedrocks_own_exception_reaches_boto3_through_the_gateway(aws_env, tmp_path, model):
+def test_bedrocks_own_exception_reaches_boto3_through_the_gateway(tmp_path, model):
     upstream = Starlette(routes=[Route("/model/{model:path}/converse", _refuse, methods=["POST"])])
     with ServerThread(upstream) as up:
         settings = settings_for(up.url, tmp_path, bedrock_base_url=up.url)
@@ -64,8 +57,9 @@ def test_bedrocks_own_exception_reaches_boto3_through_the_gateway(aws_env, tmp_p
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == status
 
 
+@pytest.mark.usefixtures("aws_env")
 @pytest.mark.parametrize("fault,name", [("status=408", "ModelTimeoutException"), ("status=424", "ModelErrorException")])
-def test_mock_bedrocks_injected_statuses_are_bedrocks_exceptions(aws_env, fault, name):
+def test_mock_bedrocks_injected_statuses_are_bedrocks_exceptions(fault, name):
     plan = FaultPlan.from_config({"faults": [{"fault": fault, "provider": "bedrock"}]})
     with ServerThread(mock_app(MockContext(faults=plan))) as mock:
         with pytest.raises(botocore.exceptions.ClientError) as err:
