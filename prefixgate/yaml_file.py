@@ -24,12 +24,13 @@ class _StrictLoader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":   # `<<: *base` then overriding keys is allowed
                 continue
             key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)):
+                continue
             line = key_node.start_mark.line + 1
-            if isinstance(key, (str, int, float, bool)) and key in seen:
+            if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} appears twice (lines {seen[key]} and {line})", key_node.start_mark)
-            if isinstance(key, (str, int, float, bool)):
-                seen[key] = line
+            seen[key] = line
         return super().construct_mapping(node, deep)
 
 
