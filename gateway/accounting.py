@@ -125,8 +125,7 @@ class Accounting:
         prep = call.prepared
         usage = None
         if call.upstream_working and prep is not None and prep.stream:
-            usage = cut_usage(None, prep.body, 0)
-            call.notes.append("usage estimated: the caller hung up before the stream began (prompt from the body's size)")
+            usage = self.prompt_only(call, prep, "the caller hung up before the stream began")
         elif call.upstream_working:
             usage = self.estimated(call, "the caller hung up before the answer")
         return self.record(call, prep, usage, CLIENT_CLOSED, ttft_s=None, upstream_s=0.0, error="client disconnected")
@@ -135,6 +134,12 @@ class Accounting:
         """The usage of an answer the upstream worked on but never reported: admission's estimate, noted as such."""
         call.notes.append(f"usage estimated: {why} (prompt + max output tokens)")
         return call.estimate if call.estimate != Usage() else estimated_usage(call.conv, call.raw)
+
+    def prompt_only(self, call: Call, prep: Prepared, why: str) -> Usage:
+        """The usage of an upstream that took the prompt and produced nothing billed as output: the prompt alone,
+        from the body's size, noted as such."""
+        call.notes.append(f"usage estimated: {why} (prompt from the body's size)")
+        return cut_usage(None, prep.body, 0)
 
     def stored(self, call: Call, prep: Prepared, response_id: str | None) -> None:
         """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's."""

@@ -37,7 +37,7 @@ from prefixgate.gateway.auth import Caller, party_of, upstream_credential
 from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics
 from prefixgate.gateway.error_response import error_response
-from prefixgate.gateway.estimate import cut_usage, estimated_usage
+from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.explicit_caches import ExplicitCaches
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tenant_salt, tenant_tag
@@ -515,9 +515,7 @@ class Proxy:
         if (reported := prep.wire.stream_error(data)) is not None:
             # An error in a 200 body: OpenRouter's once the model began (its docs), never an answer to relay as one.
             if usage in (None, Usage()):
-                usage = cut_usage(None, prep.body, 0)
-                call.notes.append("usage estimated: the upstream answered with an error after it took the prompt "
-                                  "(prompt from the body's size)")
+                usage = self.accounts.prompt_only(call, prep, "the upstream answered with an error after it took the prompt")
             return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} answered with an error: {reported}",
                                                 status=502, kind="server"), prep, usage)
         self.accounts.stored(call, prep, prep.wire.stored_id(data))
