@@ -82,7 +82,7 @@ for _, i in ipairs(fresh) do
 end
 if failed then return redis.error_reply(failed) end
 for _, i in ipairs(fresh) do
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000000, '*', 'record', ARGV[i + 8])
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'record', ARGV[i + 8])
 end
 local over = redis.call('ZCARD', KEYS[4]) - tonumber(ARGV[3])
 if over > 0 then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, over - 1) end
