@@ -112,18 +112,9 @@ class ExplicitCaches:
         usage = prep.extra_usage or Usage()
         price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
         cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None
-        key = call.caller.key
-        rec = LedgerRecord(
-            id=uuid.uuid4().hex[:20], ts=time.time(), key=key.name if key else "", tenant=key.tenant if key else "",
-            route=call.route.name, target=prep.upstream.name, provider=prep.upstream.provider or prep.upstream.kind,
-            model=prep.model, dialect=prep.wire.name, status=200, **ledger_fields(usage, cost),
-            prefix_hash=prep.plan.prefix_hash, kind="cache_create",
-            explanation=[f"cache: created for request {call.id}, which {prep.upstream.name} then failed and another "
-                         "target answered"])
-        self.proxy.ledger.append(rec)
-        self.proxy.metrics.observe(rec)
-        if key is not None and cost is not None and cost.total > 0:
-            await self.proxy.limits.settle(key, Reservation(), sum(usage.cache_writes.values()), cost.total)
+        await self._book(call.caller.key, call.route.name, prep.upstream, prep.model, prep.wire, prep.plan.prefix_hash,
+                         usage, cost, "cache_create", f"cache: created for request {call.id}, which "
+                         f"{prep.upstream.name} then failed and another target answered")
 
     def created(self, call: Call, prep: Prepared, name: str, expires: float, tokens: int) -> None:
         """A cache the gateway just created for `prep`: watched from now on."""
@@ -269,15 +260,21 @@ class ExplicitCaches:
         hours = Decimal(str(seconds)) / 3600
         cost = (None if entry.price is None else
                 Cost(storage=entry.tokens * hours * entry.price.storage_per_hour / MTOK))
-        key = entry.caller
+        await self._book(entry.caller, entry.route, entry.upstream, entry.model, entry.wire, entry.prefix_hash,
+                         Usage(), cost, kind, note, held)
+
+    async def _book(self, key: CallerKey | None, route: str, upstream: Upstream, model: str, wire: WireFormat,
+                    prefix_hash: str, usage: Usage, cost: Cost | None, kind: str, note: str,
+                    held: Reservation = Reservation()) -> None:
+        """A cache's own ledger record (not a request's), counted, and its cost settled against the key's budget."""
         rec = LedgerRecord(
             id=uuid.uuid4().hex[:20], ts=time.time(), key=key.name if key else "", tenant=key.tenant if key else "",
-            route=entry.route, target=entry.upstream.name, provider=entry.upstream.provider or entry.upstream.kind, model=entry.model,
-            dialect=entry.wire.name, status=200, **ledger_fields(Usage(), cost), prefix_hash=entry.prefix_hash,
+            route=route, target=upstream.name, provider=upstream.provider or upstream.kind, model=model,
+            dialect=wire.name, status=200, **ledger_fields(usage, cost), prefix_hash=prefix_hash,
             explanation=[note], kind=kind)
         self.proxy.ledger.append(rec)
         self.proxy.metrics.observe(rec)
         if key is not None and cost is not None and cost.total > 0:
-            await self.proxy.limits.settle(key, held, 0, cost.total)
+            await self.proxy.limits.settle(key, held, sum(usage.cache_writes.values()), cost.total)
         else:
             self.proxy.limits.release(held)     # an extension that added no time: nothing billed, nothing held
