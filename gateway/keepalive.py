@@ -237,10 +237,16 @@ class KeepAlive:
         refreshes kept of the session it continues, so its record can be credited when it is answered."""
         if self.shared is None or not call.route.keepalive.on:
             return
-        keys = prep.plan.conversation.prefix_keys()
-        group = self._group(call, prep)
         call.kept_elsewhere = asyncio.get_running_loop().create_task(
-            self.shared.kept([place(*group, k) for k in keys[-RECENT:]]))
+            self.shared.kept(self._places(call, prep, prep.plan.conversation.prefix_keys())))
+
+    def _places(self, call: Call, prep: Prepared, keys: list[str]) -> list[str]:
+        """The places in Redis of the request's latest prefix keys: asked while it is out, touched when it is
+        answered, hashed once (again only for another group: a failover to another upstream's party)."""
+        group = self._group(call, prep)
+        if call.places is None or call.places[0] != group:
+            call.places = group, [place(*group, k) for k in keys[-RECENT:]]
+        return call.places[1]
 
     def _group(self, call: Call, prep: Prepared) -> tuple[str, str, str]:
         party = party_of(call.caller, prep.upstream, call.dialect)    # open gateway: per caller credential
@@ -296,7 +302,7 @@ class KeepAlive:
         if self.shared is not None:
             static = self.statics.get(session.static)
             longest = max(session.ttl_s, static.ttl_s if static is not None else 0.0)
-            self.shared.touch([place(*group, k) for k in keys[-RECENT:]] + ([place(*session.static)] if session.static else []),
+            self.shared.touch(self._places(call, prep, keys) + ([place(*session.static)] if session.static else []),
                               now, longest)
         self._keep(session)
         self._start()

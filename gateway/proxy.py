@@ -118,6 +118,8 @@ class Call:
     placement: Placement | None = None  # a balanced route's pin, as the request found it (gateway/sticky.py)
     reply: list | None = None           # the answer's text blocks, kept for a keep-alive upgrade (keepalive.upgrades)
     kept_elsewhere: Any = None          # asking Redis what other replicas' keep-alive kept of its session (a task)
+    # Its latest prefix keys' places in Redis (keepalive_shared), hashed once per session group: (group, places).
+    places: tuple[tuple, list[str]] | None = None
 
 
 @dataclass
