@@ -26,6 +26,7 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, authenticate
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.upstream import UpstreamFailure
+from prefixgate.policies.router import is_pattern
 from prefixgate.policies.schema import Upstream
 
 router = APIRouter()
@@ -43,10 +44,6 @@ class Served:
     released: str = ""     # YYYY-MM-DD where the catalogue knows it
 
 
-def _is_pattern(name: str) -> bool:
-    return any(c in name for c in "*?[")
-
-
 async def served_models(request: Request, caller: Caller) -> list[Served]:
     """Every model name the caller may send, in route order, each once."""
     proxy = request.app.state.proxy
@@ -56,9 +53,9 @@ async def served_models(request: Request, caller: Caller) -> list[Served]:
         if route.formats or (allowed is not None and route.name not in allowed):
             continue        # Vertex's route serves Vertex's own paths only
         for name in route.models:
-            if not _is_pattern(name):
+            if not is_pattern(name):
                 out.setdefault(name, Served(name, route.name))
-        patterns = [m for m in route.models if _is_pattern(m)]
+        patterns = [m for m in route.models if is_pattern(m)]
         for ref in route.targets:
             for upstream_name in ref.upstreams:
                 upstream = proxy.policy.upstreams[upstream_name]

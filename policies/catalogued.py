@@ -10,11 +10,10 @@ from __future__ import annotations
 from datetime import date
 
 from prefixgate.dialects import wire_format
+from prefixgate.policies.router import is_pattern
 from prefixgate.policies.schema import Policy
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import Catalog
-
-_GLOB = set("*?[")
 
 
 def model_warnings(policy: Policy, catalog: Catalog, today: date) -> list[str]:
@@ -22,7 +21,7 @@ def model_warnings(policy: Policy, catalog: Catalog, today: date) -> list[str]:
     a target's own `model`, else each model name (not pattern) the route lists."""
     out: list[str] = []
     for i, route in enumerate(policy.routes):
-        named = [m for m in route.models if not _GLOB & set(m)]
+        named = [m for m in route.models if not is_pattern(m)]
         for j, target in enumerate(route.targets):
             where = f"routes.{i}.targets.{j}" + (".model" if target.model else "")
             for model in [target.model] if target.model else named:

@@ -11,6 +11,11 @@ from prefixgate.errors import RequestError
 from prefixgate.policies.schema import CallerKey, Policy, Route
 
 
+def is_pattern(model: str) -> bool:
+    """Whether a route's model entry is a glob (`gpt-*`) rather than one model's name."""
+    return any(c in model for c in "*?[")
+
+
 @dataclass(frozen=True)
 class Decision:
     route: Route
@@ -54,9 +59,9 @@ class Router:
         self._exact: dict[str, list[Route]] = {}
         for route in policy.routes:
             for m in route.models:
-                if not any(c in m for c in "*?["):
+                if not is_pattern(m):
                     self._exact.setdefault(m, []).append(route)
-        self._patterns = [(m, r) for r in policy.routes for m in r.models if any(c in m for c in "*?[")]
+        self._patterns = [(m, r) for r in policy.routes for m in r.models if is_pattern(m)]
 
     def route_for(self, model: str, dialect: str = "") -> Route | None:
         route = next((r for r in self._exact.get(model, ()) if r.serves(dialect)), None)
