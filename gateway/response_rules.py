@@ -17,11 +17,12 @@ LOGPROBS_INCLUDE = "message.output_text.logprobs"      # Responses asks for log 
 # tool, an Interactions `mcp_server` tool), or its webhook. A replay would report calls as made and make none.
 ACTING_FIELDS = ("mcp_servers", "webhook_config")
 ACTING_TOOLS = ("mcp", "mcp_server")
+CHAT = "openai"     # OpenAI Chat Completions, whose `store: true` keeps each completion upstream (evals, distillation)
 
 
 def uncacheable(conv: Conversation) -> str | None:
     """Why a request's answer cannot be replayed faithfully (several candidates, log probabilities, a background
-    job, upstream state the request changes, calls the provider makes for the caller), or None."""
+    job, upstream state the request reads or changes, calls the provider makes for the caller), or None."""
     params = conv.params
     config = params.get("generationConfig") if isinstance(params.get("generationConfig"), dict) else {}
     if params.get("n") not in (None, 1) or config.get("candidateCount") not in (None, 1):
@@ -33,6 +34,11 @@ def uncacheable(conv: Conversation) -> str | None:
         return "a background response"
     if any(params.get(k) is not None for k in STATEFUL):
         return "server-side state"
+    if conv.dialect == CHAT and params.get("store") is True:
+        return "a stored completion"        # a replay stores none: GET /v1/chat/completions/{id} and the list lack it
+    prompt = params.get("prompt")
+    if isinstance(prompt, dict) and prompt.get("version") is None:
+        return "an unversioned prompt template"     # its latest version answers, which the operator may publish anew
     if any(params.get(k) for k in ACTING_FIELDS) or any(
             isinstance(b.native, dict) and b.native.get("type") in ACTING_TOOLS
             for seg in conv.segments if seg.role == "tools" for b in seg.blocks):
