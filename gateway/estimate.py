@@ -9,7 +9,10 @@ from prefixgate.ir import Conversation
 from prefixgate.usage import Usage
 
 # Admission's estimate, before any tokenizer runs: a request body's bytes per prompt token (JSON and English
-# text run 3-5), and the output reserved for a request that sets no output limit of its own.
+# text run 3-5), and the output reserved for a request that sets no output limit of its own. Such a request may
+# run to the model's own limit (translated into Claude it asks for it: dialects/output_limit.py, up to 128,000),
+# but reserving that (31x 4,096 per request) would refuse callers with most of their budget left; the
+# reservation is an estimate, and the request settles at what it really cost.
 BYTES_PER_TOKEN = 4
 UNCAPPED_OUTPUT_TOKENS = 4096
 

@@ -30,6 +30,7 @@ from prefixgate.dialects.neutral import (
     put,
     refuse,
 )
+from prefixgate.dialects.output_limit import max_tokens_for
 from prefixgate.dialects.resent import Body, ResentBodies, element_segments, field_segment
 from prefixgate.dialects.sampling import put_sampling
 from prefixgate.dialects.sse import encode_sse
@@ -439,7 +440,7 @@ def write_chat(chat: Chat, model: str) -> dict:
             messages[-1]["content"].extend(blocks)      # Anthropic merges consecutive turns; keep them explicit
         else:
             messages.append({"role": role, "content": blocks})
-    out: dict[str, Any] = {"model": model, "max_tokens": chat.max_tokens or 4096}
+    out: dict[str, Any] = {"model": model, "max_tokens": max_tokens_for(chat, model)}
     if system:
         out["system"] = system
     out["messages"] = messages

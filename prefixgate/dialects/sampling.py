@@ -22,9 +22,14 @@ _NONE = frozenset({
 _SUFFIX = re.compile(r"(@\d+|-v\d+(:\d+)?|-\d{8})+$")
 
 
+def claude_id(model: str) -> str:
+    """A Claude model's Anthropic id from any platform's spelling of it (`us.anthropic.claude-x-v1:0`, `claude-x@date`)."""
+    return _SUFFIX.sub("", model.rsplit(".", 1)[-1])
+
+
 def takes_sampling(model: str) -> bool:
     """Whether `model` (any platform's id for it) accepts sampling parameters; unknown models are taken to."""
-    return _SUFFIX.sub("", model.rsplit(".", 1)[-1]) not in _NONE
+    return claude_id(model) not in _NONE
 
 
 def put_sampling(out: dict, chat: Chat, model: str, temperature: str, top_p: str) -> None:

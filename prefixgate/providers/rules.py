@@ -109,6 +109,8 @@ class ModelRules:
     # The TTLs an explicit marker may ask for on this model (OpenAI prompt_cache_options.ttl; Claude's
     # cache_control / cachePoint ttl); empty: the model cannot cache at all (some Bedrock models).
     breakpoint_ttls: tuple[str, ...] = ("30m",)
+    # The most output tokens one answer may have (the provider's model page); 0: not in the catalogue.
+    max_output_tokens: int = 0
     # Lifecycle: the provider's shutdown date (None: none announced) and the model it points callers to.
     # A retired row stays, so that old records still price.
     retires: date | None = None
@@ -347,7 +349,7 @@ def _price_spec(raw: Any, where: str, tier: bool) -> PriceSpec:
 
 _MODEL_KEYS = {"provider", "id", "aliases", "min_cache_tokens", "price", "long_context", "released", "regime",
                "retention", "breakpoint_ttls", "genai_prices", "storage_per_hour", "discount_percent", "retires", "increment_tokens",
-               "replacement", "retires_source"}
+               "replacement", "retires_source", "max_output_tokens"}
 
 
 def _model_from(raw: Any, where: str, provider_rules: dict[str, Any]) -> ModelRules:
@@ -392,6 +394,7 @@ def _model_from(raw: Any, where: str, provider_rules: dict[str, Any]) -> ModelRu
         retention=tuple(_str_list(raw.get("retention", ["in_memory", "24h"]), f"{where}.retention")),
         increment_tokens=_typed(raw.get("increment_tokens", 0), "int", f"{where}.increment_tokens"),
         breakpoint_ttls=tuple(_str_list(raw.get("breakpoint_ttls", default_ttls), f"{where}.breakpoint_ttls")),
+        max_output_tokens=_typed(raw.get("max_output_tokens", 0), "int", f"{where}.max_output_tokens"),
         retires=_date(raw.get("retires"), f"{where}.retires"),
         replacement=str(raw.get("replacement", "")),
         retires_source=str(raw.get("retires_source", "")),
