@@ -9,6 +9,7 @@ import asyncio
 import logging
 import math
 import time
+import uuid
 from collections.abc import Callable
 
 from redis.exceptions import RedisError
@@ -99,13 +100,14 @@ ONCE_S = 600
 
 
 class RedisCounters:
-    """Counters in Redis: INCRBYFLOAT plus an expiry set when the key is created (atomic per call).
+    """Counters in Redis: INCRBYFLOAT plus an expiry set when the key is created (one Lua script per add).
 
     While Redis is unreachable the replica counts in memory and keeps serving (its limits then hold per
     replica), from what Redis last said each counter held: a key that had spent its budget stays refused
     through an outage instead of starting again from nothing. What it counted meanwhile is added to Redis
     once Redis answers again. An add that failed mid-way (a timeout: a frozen Redis may still run it when it
-    wakes) is in doubt: one made `once` (a request's spend) is resent with its mark, and counts once either way.
+    wakes) is in doubt: every add carries a mark (a request's spend its reservation's id, any other its own), and
+    one in doubt is resent with it, so it counts once either way.
     """
 
     PREFIX = "prefixgate:counter:"
@@ -126,23 +128,26 @@ class RedisCounters:
         # long outage adds a counter per key and window: those of ended windows (never read again) are dropped.
         self.backlog: dict[str, tuple[float, int, float]] = {}
         self._purge = _Purge()
-        # once -> (key, amount, ttl, when its window is over): adds in doubt, resent with their mark.
+        # once -> (key, amount, ttl, when its window is over): adds in doubt, resent with their mark (those of ended
+        # windows dropped, as the backlog's: a long outage puts one here each time Redis is tried again).
         self.doubtful: dict[str, tuple[str, float, int, float]] = {}
+        self._purge_doubtful = _Purge()
         self._down_until = 0.0
         self.outages = 0
 
     async def add(self, key: str, amount: float, ttl_s: int, once: str = "") -> float:
-        """`once`: an id that makes this add count at most once, even resent after a timeout."""
+        """`once`: an id that makes this add count at most once, even resent after a timeout. An add without one
+        gets its own: a request per minute, tokens, a keep-alive cap are in doubt after a timeout as a spend is."""
         now = time.monotonic()
         over = now + ttl_s if ttl_s else 0.0
         if await self._available():
+            once = once or uuid.uuid4().hex
             try:
                 return await self._add(key, amount, ttl_s, once)
             except _ERRORS:
                 self._went_down()
-                if once:
-                    self.doubtful[once] = (key, amount, ttl_s, over)
-                    return self._last_known(key)
+                self._doubt(once, key, amount, ttl_s, over)
+                return self._last_known(key)
         self.backlog = self._purge(self.backlog, lambda v: not v[2] or v[2] >= now)
         pending, _, over = self.backlog.get(key, (0.0, ttl_s, over))
         self.backlog[key] = (pending + amount, ttl_s, over)
@@ -160,17 +165,8 @@ class RedisCounters:
                 self._went_down()
         return self._last_known(key)
 
-    async def _add(self, key: str, amount: float, ttl_s: int, once: str = "") -> float:
-        k = self.PREFIX + key
-        if once:
-            value, ttl_ms = await self._add_once(keys=[k, self.ONCE + once], args=[amount, ttl_s, ONCE_S])
-            return self._saw(key, float(value), ttl_ms)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.incrbyfloat(k, amount)
-            if ttl_s:
-                pipe.expire(k, ttl_s, nx=True)
-            pipe.pttl(k)
-            value, *_, ttl_ms = await pipe.execute()
+    async def _add(self, key: str, amount: float, ttl_s: int, once: str) -> float:
+        value, ttl_ms = await self._add_once(keys=[self.PREFIX + key, self.ONCE + once], args=[amount, ttl_s, ONCE_S])
         return self._saw(key, float(value), ttl_ms)
 
     async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int) -> bool:
@@ -214,13 +210,13 @@ class RedisCounters:
             # Taken before it is sent: callers that arrive while it is in flight resync the rest, never it again.
             key = next(iter(self.backlog))
             amount, ttl, over = self.backlog.pop(key)
+            once = uuid.uuid4().hex
             try:
                 # Shielded: a caller hanging up (its task cancelled) must not lose an amount already taken off.
-                await asyncio.shield(self._add(key, amount, ttl))
+                await asyncio.shield(self._add(key, amount, ttl, once))
             except _ERRORS:
                 self._went_down()
-                pending, _, _ = self.backlog.get(key, (0.0, ttl, over))
-                self.backlog[key] = (pending + amount, ttl, over)   # given back, beside what was counted meanwhile
+                self._doubt(once, key, amount, ttl, over)      # in doubt like any add: resent with its mark
                 return False
         while self.doubtful:
             once = next(iter(self.doubtful))
@@ -231,9 +227,15 @@ class RedisCounters:
                 await asyncio.shield(self._add(key, amount, ttl, once))
             except _ERRORS:
                 self._went_down()
-                self.doubtful[once] = (key, amount, ttl, over)
+                self._doubt(once, key, amount, ttl, over)
                 return False
         return True
+
+    def _doubt(self, once: str, key: str, amount: float, ttl_s: int, over: float) -> None:
+        """An add that may or may not have reached Redis: resent with its mark once Redis answers."""
+        now = time.monotonic()
+        self.doubtful = self._purge_doubtful(self.doubtful, lambda v: not v[3] or v[3] >= now)
+        self.doubtful[once] = (key, amount, ttl_s, over)
 
     def _went_down(self) -> None:
         if self._down_until == 0.0 or time.monotonic() >= self._down_until:

@@ -109,3 +109,71 @@ def test_a_spend_whose_add_timed_out_against_a_frozen_redis_counts_once(stoppabl
         return spent
 
     assert asyncio.run(run()) == 1_000_000_000      # nanodollars: $1.00 once
+
+
+def _frozen_during(proc, step):
+    """Run `step` (a coroutine) with Redis stopped (SIGSTOP), then wake it: Redis runs what it was sent meanwhile."""
+    async def run():
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            return await step
+        finally:
+            proc.send_signal(signal.SIGCONT)
+    return run()
+
+
+def test_a_request_counted_against_a_frozen_redis_counts_once_per_minute(stoppable_redis):
+    """The rate limit's add timed out the same way; it was counted in the replica and added again at the resync:
+    one request took two of the minute's slots."""
+    proc, url = stoppable_redis
+    key = CallerKey("team", "0" * 64, rate_limit=RateLimit(requests_per_minute=10))
+
+    async def run() -> float:
+        counters = RedisCounters(url)
+        limits = Limits(counters, clock=lambda: NOW)
+        await counters.get("x")                                      # connected: the add itself is what is sent
+        await _frozen_during(proc, limits.admit(key))                # its add times out
+        await asyncio.sleep(RedisCounters.RETRY_S + 0.2)
+        count = await counters.get(f"rpm:team:{int(NOW // 60)}")     # Redis answers again: the add in doubt resent
+        await counters.close()
+        return count
+
+    assert asyncio.run(run()) == 1
+
+
+def test_tokens_counted_against_a_frozen_redis_count_once_per_minute(stoppable_redis):
+    proc, url = stoppable_redis
+    key = CallerKey("team", "0" * 64, rate_limit=RateLimit(tokens_per_minute=100_000))
+
+    async def run() -> float:
+        counters = RedisCounters(url)
+        limits = Limits(counters, clock=lambda: NOW)
+        held = await limits.admit(key)
+        await _frozen_during(proc, limits.settle(key, held, tokens=1200, cost_usd=Decimal(0)))
+        await asyncio.sleep(RedisCounters.RETRY_S + 0.2)
+        used = await counters.get(f"tpm:team:{int(NOW // 60)}")
+        await counters.close()
+        return used
+
+    assert asyncio.run(run()) == 1200
+
+
+def test_an_outage_backlog_whose_resync_timed_out_counts_once(stoppable_redis):
+    """What a replica counted while Redis was down is added when it answers; a resync add that timed out (Redis
+    froze again) was put back and sent a second time."""
+    proc, url = stoppable_redis
+
+    async def run() -> float:
+        counters = RedisCounters(url)
+        await counters.get("x")                     # connected
+        counters._went_down()                       # known down: the next adds wait in the backlog
+        await counters.add("keepalive:r:all", 500, 0)
+        await counters.add("keepalive:r:all", 250, 0)
+        counters._down_until = 0.0                  # Redis retried: the backlog is resent, and times out
+        await _frozen_during(proc, counters.get("keepalive:r:all"))
+        await asyncio.sleep(RedisCounters.RETRY_S + 0.2)
+        value = await counters.get("keepalive:r:all")
+        await counters.close()
+        return value
+
+    assert asyncio.run(run()) == 750
