@@ -1,4 +1,4 @@
-"""What OpenAI's Chat Completions API accepts at the top of a body.
+"""What OpenAI's Chat Completions and Responses APIs accept at the top of a body.
 
 - An unknown top-level field is a 400 `Unrecognized request argument supplied: <field>` (invalid_request_error,
   param null; reported against api.openai.com in e.g. coroot/coroot#698, xlinx/sd-webui-decadetw-auto-prompt-llm#29).
@@ -6,6 +6,11 @@
 - `prompt_cache_key` (Chat and Responses) is at most 64 characters: "Invalid 'prompt_cache_key': string too long.
   Expected a string with maximum length 64, but got a string with length 72 instead." (param `prompt_cache_key`,
   code `string_above_max_length`; theopenco/llmgateway#3110, earendil-works/pi#4719).
+- The Responses API words an unknown top-level field differently: a 400 `Unknown parameter: '<field>'.` with param
+  `<field>` and code `unknown_parameter` (as api.openai.com answers `system` on /v1/responses). Its known fields
+  are openai-python 3.57.0's `ResponseCreateParamsBase` plus `stream`, and Codex CLI's `client_metadata` (outside
+  the SDK's types, but sent by Codex on every request to api.openai.com with an API key: openai/codex#16912,
+  #27122).
 - `temperature` ranges 0..2: "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got
   2.1 instead." (param `temperature`, code `decimal_above_max_value`).
 """
@@ -27,6 +32,15 @@ _KNOWN = frozenset({
     "web_search_options",
 })
 
+# openai 3.57.0 types/responses/response_create_params.py
+_RESPONSES_KNOWN = frozenset({
+    "access_programs", "background", "background_options", "client_metadata", "context_management", "conversation",
+    "image", "include", "input", "instructions", "max_output_tokens", "max_tool_calls", "metadata", "model",
+    "moderation", "parallel_tool_calls", "previous_response_id", "prompt", "prompt_cache_key", "prompt_cache_options",
+    "prompt_cache_retention", "reasoning", "safety_identifier", "service_tier", "store", "stream", "stream_options",
+    "temperature", "text", "tool_choice", "tools", "top_logprobs", "top_p", "truncation", "user",
+})
+
 
 def check_chat_body(body: dict[str, Any]) -> None:
     """Raise the 400 Chat Completions answers `body` with, if any."""
@@ -44,6 +58,14 @@ def check_chat_body(body: dict[str, Any]) -> None:
         if value < 0:
             raise RequestError(f"Invalid 'temperature': decimal below minimum value. Expected a value >= 0, but got "
                                f"{shown} instead.", field="temperature")
+
+
+def check_responses_body(body: dict[str, Any]) -> None:
+    """Raise the 400 the Responses API answers `body` with, if any."""
+    for name in body:
+        if name not in _RESPONSES_KNOWN:
+            raise RequestError(f"Unknown parameter: '{name}'.", field=name, code="unknown_parameter")
+    check_cache_key(body)
 
 
 def check_cache_key(body: dict[str, Any]) -> None:

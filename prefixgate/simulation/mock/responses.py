@@ -24,7 +24,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.response_store import ResponseStore, StoredResponse
 from prefixgate.simulation.mock import item_references
 from prefixgate.simulation.mock.openai import authenticate
-from prefixgate.simulation.mock.openai_params import check_cache_key
+from prefixgate.simulation.mock.openai_params import check_responses_body
 from prefixgate.simulation.mock.script import scripted_call, value_for
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response
 from prefixgate.simulation.mock.service_tier import openai_tier
@@ -45,8 +45,8 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         tenant = authenticate(request)
         body = await json_body(request)
         fault = await ctx.fault_for(request, "openai", body.get("model"))
-        dialect.parse_request(body)  # every field checked before anything is stored or counted
-        check_cache_key(body)
+        check_responses_body(body)  # every field checked before anything is stored or counted
+        dialect.parse_request(body)
         container = ctx.containers.code_interpreter(body, tenant, ctx.clock())
         context, new_input = _context(body, responses, tenant), _input(body, responses, tenant)
         sent = _expanded(body, context, new_input)

@@ -189,3 +189,14 @@ def test_a_beta_field_needs_an_anthropic_beta_header(claude_2023):
     ok = claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=5, messages=HI, extra_body=edits,
                                      extra_headers={"anthropic-beta": "context-management-2025-06-27"})
     assert ok.model == "claude-haiku-4-5"
+
+
+def test_responses_refuses_an_unknown_parameter_in_its_own_words(mock_server):
+    client = openai.OpenAI(api_key=key(), base_url=mock_server[0] + "/v1", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model="gpt-5.4", input="hi", extra_body={"system": "be brief"})
+    assert e.value.body == {"message": "Unknown parameter: 'system'.", "type": "invalid_request_error",
+                            "param": "system", "code": "unknown_parameter"}
+    # Codex CLI's client_metadata is outside the SDK's types, and OpenAI takes it
+    ok = client.responses.create(model="gpt-5.4", input="hi", extra_body={"client_metadata": {"session_id": "s"}})
+    assert ok.status == "completed"
