@@ -64,6 +64,9 @@ class MemoryCounters:
     async def unreserve(self, counter: str, hold: str, nano: int) -> None:
         return None
 
+    async def renew(self, counter: str, holds: list[tuple[str, int]], hold_s: int) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 
@@ -84,6 +87,14 @@ if tonumber(ARGV[2]) > 0 then
   redis.call('EXPIRE', KEYS[2], ARGV[4])
 end
 return 1
+"""
+
+# KEYS: a budget's holds. ARGV: seconds held, then the holds to hold that long from now (those still there).
+RENEW = """
+local t = redis.call('TIME')
+local expiry = tonumber(t[1]) + tonumber(t[2]) / 1e6 + tonumber(ARGV[1])
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', expiry, ARGV[i]) end
+redis.call('EXPIRE', KEYS[1], ARGV[1], 'GT')
 """
 
 # KEYS: a counter, the mark of one add to it. ARGV: amount, the counter's ttl (0: none), the mark's ttl. Adds unless
@@ -120,6 +131,7 @@ class RedisCounters:
 
         self._redis = aioredis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
         self._reserve = self._redis.register_script(RESERVE)
+        self._renew = self._redis.register_script(RENEW)
         self._add_once = self._redis.register_script(ADD_ONCE)
         # key -> (value Redis last gave, when it expires there: inf never), what an outage counts on from.
         self.seen: dict[str, tuple[float, float]] = {}
@@ -184,6 +196,13 @@ class RedisCounters:
                 await self._redis.zrem(self.HOLDS + counter, f"{hold}:{nano}")
             except _ERRORS:
                 self._went_down()       # the hold expires on its own
+
+    async def renew(self, counter: str, holds: list[tuple[str, int]], hold_s: int) -> None:
+        if await self._available():
+            try:
+                await self._renew(keys=[self.HOLDS + counter], args=[hold_s, *(f"{h}:{n}" for h, n in holds)])
+            except _ERRORS:
+                self._went_down()       # they expire on their own, as a dead replica's would
 
     def _saw(self, key: str, value: float, ttl_ms: int) -> float:
         now = time.monotonic()

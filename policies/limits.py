@@ -7,9 +7,10 @@ spent plus what is reserved reaches its budget, so concurrent requests overshoot
 request per key, however many replicas admit them. The spent counter only ever gets one add per request, the
 real cost, made `once` (a timed-out add to Redis may or may not have applied: the store resends it with a mark
 that makes it count once either way). A reservation is a hold beside it instead, checked and placed in one
-step with the spend (`CounterStore.reserve`, a Lua script in Redis), that expires after `HOLD_S`: a replica
-that dies mid-request leaves nothing held for longer. While the store cannot hold (Redis down) reservations
-bind per replica.
+step with the spend (`CounterStore.reserve`, a Lua script in Redis), that expires after `HOLD_S` unless the
+replica that placed it renews it: every `HOLD_S / 3` while its request runs (a 20-minute stream keeps its hold),
+so only a replica that dies mid-request leaves anything held, and for `HOLD_S` at most. While the store cannot
+hold (Redis down) reservations bind per replica.
 Money is counted in integer nanodollars: sums and the budget comparison are exact (a key that has spent
 exactly its budget is refused). Tokens per minute are only known afterwards.
 """
@@ -28,8 +29,8 @@ from prefixgate.errors import RequestError
 from prefixgate.policies.schema import PERIODS, CallerKey
 
 NANO = Decimal(10) ** 9
-# How long a reservation holds a key's budget for every replica: longer than a request runs (its retries' timeouts,
-# a long stream), short enough that one a dead replica left behind soon frees the budget.
+# How long a reservation holds a key's budget for every replica unless its replica renews it (a third of this apart):
+# short enough that one a dead replica left behind soon frees the budget.
 HOLD_S = 900
 
 
@@ -49,6 +50,11 @@ class CounterStore(Protocol):
 
     async def unreserve(self, counter: str, hold: str, nano: int) -> None:
         """Drop a hold `reserve` placed (a hold already gone is fine)."""
+        ...
+
+    async def renew(self, counter: str, holds: list[tuple[str, int]], hold_s: int) -> None:
+        """Hold each of `holds` (id, nanodollars: as `reserve` placed them) for `hold_s` from now; one already gone
+        (released, or expired) stays gone."""
         ...
 
 
@@ -86,8 +92,10 @@ class Limits:
         self.store = store
         self.clock = clock
         self.reserved: dict[str, int] = {}      # budget counter -> nanodollars reserved by requests in flight here
-        self._live: set[str] = set()            # the holds not yet released: a second release is a no-op
+        # The holds not yet released, by id (a second release is a no-op), renewed in the store while any is live.
+        self._live: dict[str, Reservation] = {}
         self._unholding: set[asyncio.Task] = set()
+        self._renewing: asyncio.Task | None = None
 
     async def admit(self, key: CallerKey, estimate_usd: Decimal = Decimal(0)) -> Reservation:
         """Reserve `estimate_usd` of the key's budget and count the request against its rate; raise a 429
@@ -105,7 +113,9 @@ class Limits:
             held = Reservation(counter, nanodollars(estimate_usd), uuid.uuid4().hex)
             if held.nano:   # `release` drops a counter at zero: one kept at zero would stay for every window
                 self.reserved[counter] = self.reserved.get(counter, 0) + held.nano
-                self._live.add(held.hold)
+                self._live[held.hold] = held
+                if self._renewing is None:
+                    self._renewing = asyncio.get_running_loop().create_task(self._renew())
         try:
             if held.counter and not await self.store.reserve(held.counter, held.hold, held.nano, budget, HOLD_S):
                 raise _spent(key, now)      # what other replicas hold or spent meanwhile
@@ -134,8 +144,10 @@ class Limits:
     def release(self, held: Reservation) -> None:
         """Give back what admission reserved. Idempotent (a request's safety net may release what its record
         already settled): a second release would take another request's reservation off the counter."""
-        if held.nano and held.hold in self._live:
-            self._live.discard(held.hold)
+        if held.nano and self._live.pop(held.hold, None) is not None:
+            if not self._live and self._renewing is not None:
+                self._renewing.cancel()     # nothing left to renew (and nothing pending when the gateway stops)
+                self._renewing = None
             left = self.reserved.get(held.counter, 0) - held.nano
             if left:
                 self.reserved[held.counter] = left
@@ -145,6 +157,24 @@ class Limits:
             task = asyncio.get_running_loop().create_task(self.store.unreserve(held.counter, held.hold, held.nano))
             self._unholding.add(task)
             task.add_done_callback(self._unholding.discard)
+
+    async def aclose(self) -> None:
+        """Stop renewing this replica's holds (it is going away: what it still holds expires after `HOLD_S`)."""
+        if self._renewing is not None:
+            self._renewing.cancel()
+            await asyncio.gather(self._renewing, return_exceptions=True)
+            self._renewing = None
+
+    async def _renew(self) -> None:
+        """While requests admitted here run, push their shared holds' expiry on: a request that outlasts `HOLD_S`
+        (a long reasoning stream) kept its hold only that long, and other replicas then spent what it held."""
+        while True:
+            await asyncio.sleep(HOLD_S / 3)
+            by_counter: dict[str, list[tuple[str, int]]] = {}
+            for held in list(self._live.values()):
+                by_counter.setdefault(held.counter, []).append((held.hold, held.nano))
+            for counter, holds in by_counter.items():
+                await self.store.renew(counter, holds, HOLD_S)
 
     async def settle(self, key: CallerKey, held: Reservation, tokens: int, cost_usd: Decimal) -> None:
         """Replace the reservation with what the request cost (in the window it ends in)."""

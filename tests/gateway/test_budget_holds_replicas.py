@@ -65,7 +65,9 @@ def test_a_hold_left_by_a_replica_that_died_expires(redis_url, monkeypatch):
 
     async def run() -> None:
         dead, alive = RedisCounters(redis_url), RedisCounters(redis_url)
-        await Limits(dead, clock=lambda: NOW).admit(KEY, Decimal("1.00"))     # its replica dies mid-request
+        replica = Limits(dead, clock=lambda: NOW)
+        await replica.admit(KEY, Decimal("1.00"))
+        await replica.aclose()      # its replica dies mid-request: nothing renews its hold
         survivor = Limits(alive, clock=lambda: NOW)
         with pytest.raises(RequestError):
             await survivor.admit(KEY, ESTIMATE)
@@ -107,3 +109,32 @@ def test_two_gateway_replicas_on_one_redis_admit_a_crowd_as_one_would(tmp_path, 
             return sorted(r.status_code for r in answers)
 
         assert asyncio.run(crowd()) == [200, 200] + [429] * 6
+
+
+def test_a_request_that_outlasts_the_hold_keeps_its_budget_held(redis_url, monkeypatch):
+    """A hold lasts HOLD_S (15 minutes) so that a dead replica's lapse; a live request longer than that (a 20-minute
+    reasoning stream) lost its hold all the same, and the other replicas spent the budget it had reserved."""
+    monkeypatch.setattr(limits_module, "HOLD_S", 2)
+
+    async def run() -> tuple[list[bool], bool]:
+        a, b = RedisCounters(redis_url), RedisCounters(redis_url)
+        running, other = Limits(a, clock=lambda: NOW), Limits(b, clock=lambda: NOW)
+        held = await running.admit(KEY, Decimal("1.00"))     # the key's whole budget, for a request still running
+        refused = []
+        for _ in range(3):          # 4.5 s: more than twice the hold's life
+            await asyncio.sleep(1.5)
+            try:
+                await other.admit(KEY, ESTIMATE)
+                refused.append(False)
+            except RequestError:
+                refused.append(True)
+        await running.settle(KEY, held, tokens=0, cost_usd=Decimal("0.10"))
+        await asyncio.sleep(0.05)       # the release goes to Redis off the settling call
+        freed = all(refused) and (await other.admit(KEY, ESTIMATE)).nano == 600_000_000   # once it ends, the rest is free
+        await running.aclose()
+        await other.aclose()
+        await a.close()
+        await b.close()
+        return refused, freed
+
+    assert asyncio.run(run()) == ([True, True, True], True)
