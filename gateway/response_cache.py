@@ -53,7 +53,7 @@ HEADER = "x-prefixgate-response-cache"                  # the answer: hit | miss
 CONTROL = "x-prefixgate-response-cache-control"         # the request: skip-read, skip-write, refresh
 CONTROLS = ("skip-read", "skip-write", "refresh")
 TRANSPORT = ("stream", "stream_options")                # body fields that change how an answer travels, not what it says
-VERSION = 1                                              # of the key and entry layout: a change misses old entries
+VERSION = 2                                              # of the key and entry layout: a change misses old entries
 
 
 # The standard request directives (RFC 9111 5.2.1) in the cache's own words: no-store, never store the answer
@@ -329,6 +329,16 @@ class ResponseCache:
                          f"avoided ${entry.cost_usd or 'unknown'}"],
             response_cache="hit", avoided_usd=entry.cost_usd)
 
+    async def forget(self, ident: str) -> None:
+        """An answer deleted upstream through the gateway (a stored response, an interaction): no entry hands
+        out its id again; the next such request goes upstream."""
+        for store in [self._redis] if self._redis is not None else list(self._memory.values()):
+            try:
+                await store.forget(ident)
+            except StoreError as e:
+                log.warning("response cache: could not drop the entry of deleted answer %s (%s); it may be replayed "
+                            "until its TTL", ident, e)
+
     # ---- after the upstream ---------------------------------------------------------------------
 
     async def settle(self, call: Call, rec: LedgerRecord) -> None:
@@ -359,7 +369,7 @@ class ResponseCache:
                 if len(raw) + len(found.key) > found.policy.max_bytes:
                     refused = "larger than max_mb"
                 else:
-                    await store.put(found.key, raw, found.policy.ttl_s)
+                    await store.put(found.key, raw, found.policy.ttl_s, reply.id)   # type: ignore[union-attr]
             if refused is not None and found.refresh:
                 await store.delete(found.key)     # a refresh whose fresh answer is unsafe leaves no stale entry
         except StoreError as e:

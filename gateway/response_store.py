@@ -2,11 +2,14 @@
 (shared by every replica, each entry expiring there at its TTL).
 
 A store holds opaque bytes under opaque keys (hashes: no tenant name or prompt text ever appears in a key).
-It never judges what it holds; `response_cache` decides what is stored and reads entries defensively.
+It never judges what it holds; `response_cache` decides what is stored and reads entries defensively. Each
+entry may name the answer id its replay hands out, so that `forget` can drop it once that answer is deleted
+upstream.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -15,6 +18,12 @@ from redis.exceptions import RedisError
 
 # Redis key prefix: entries live beside the gateway's other shared state under their own name.
 REDIS_PREFIX = "prefixgate:response:"
+ID_PREFIX = "prefixgate:response-id:"     # answer id (hashed, `id_key`) -> the key of the entry handing it out
+
+
+def id_key(ident: str) -> str:
+    """The key under which the key of the entry handing out answer id `ident` is kept (a hash, as every key)."""
+    return hashlib.sha256(b"answer-id\x1f" + ident.encode()).hexdigest()
 
 
 class StoreError(Exception):
@@ -29,7 +38,8 @@ class MemoryStore:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._entries: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[float, bytes, str | None]] = OrderedDict()
+        self._ids: dict[str, str] = {}      # an entry's answer id -> its key
         self._on_evict = on_evict
         self._clock = clock
 
@@ -43,12 +53,14 @@ class MemoryStore:
         self._entries.move_to_end(key)
         return found[1]
 
-    async def put(self, key: str, value: bytes, ttl_s: float) -> None:
+    async def put(self, key: str, value: bytes, ttl_s: float, ident: str | None = None) -> None:
         self._drop(key)
         size = len(key) + len(value)
         if size > self.max_bytes:
             return
-        self._entries[key] = (self._clock() + ttl_s, value)
+        self._entries[key] = (self._clock() + ttl_s, value, ident)
+        if ident:
+            self._ids[ident] = key
         self.bytes += size
         evicted = 0
         while self.bytes > self.max_bytes:
@@ -61,13 +73,22 @@ class MemoryStore:
     async def delete(self, key: str) -> None:
         self._drop(key)
 
+    async def forget(self, ident: str) -> None:
+        """Drop the entry whose replay hands out answer id `ident`, if any."""
+        key = self._ids.get(ident)
+        if key is not None:
+            self._drop(key)
+
     def _drop(self, key: str) -> None:
         found = self._entries.pop(key, None)
         if found is not None:
             self.bytes -= len(key) + len(found[1])
+            if found[2] and self._ids.get(found[2]) == key:
+                del self._ids[found[2]]
 
     async def close(self) -> None:
         self._entries.clear()
+        self._ids.clear()
         self.bytes = 0
 
 
@@ -86,15 +107,29 @@ class RedisStore:
         except (RedisError, OSError) as e:
             raise StoreError(f"redis: {type(e).__name__}") from e
 
-    async def put(self, key: str, value: bytes, ttl_s: float) -> None:
+    async def put(self, key: str, value: bytes, ttl_s: float, ident: str | None = None) -> None:
+        px = max(1, int(ttl_s * 1000))
         try:
-            await self._redis.set(REDIS_PREFIX + key, value, px=max(1, int(ttl_s * 1000)))
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.set(REDIS_PREFIX + key, value, px=px)
+                if ident:
+                    pipe.set(ID_PREFIX + id_key(ident), key, px=px)
+                await pipe.execute()
         except (RedisError, OSError) as e:
             raise StoreError(f"redis: {type(e).__name__}") from e
 
     async def delete(self, key: str) -> None:
         try:
             await self._redis.delete(REDIS_PREFIX + key)
+        except (RedisError, OSError) as e:
+            raise StoreError(f"redis: {type(e).__name__}") from e
+
+    async def forget(self, ident: str) -> None:
+        """Drop the entry whose replay hands out answer id `ident`, if any (from any replica on this Redis)."""
+        index = ID_PREFIX + id_key(ident)
+        try:
+            key = await self._redis.get(index)
+            await self._redis.delete(index, *([REDIS_PREFIX + key.decode()] if key is not None else []))
         except (RedisError, OSError) as e:
             raise StoreError(f"redis: {type(e).__name__}") from e
 
