@@ -2,7 +2,8 @@
 docs/response-cache.md.
 
 - Key: the caller's scope (its tenant, or its key when it has none; on an open gateway, a hash of the credential
-  it brought), the route, the upstreams and models of the targets it stores answers from (`pool`), the caller's
+  it brought), the route, the upstreams and models of the targets it stores answers from (`pool`; each model as
+  sent: a retired one's replacement under `on_retired: replace`, while `refuse` bypasses the cache), the caller's
   wire format and forwarded headers, and every field of the parsed request (segments through their content hashes, cache markers aside,
   and every other body field but `stream` / `stream_options`). A streamed request and its whole twin share an
   entry. The key is a SHA-256: it names no tenant and holds no prompt.
@@ -23,7 +24,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from starlette.responses import Response, StreamingResponse
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects.neutral import Delta, Reply, ToolCall, json_or_raw
 from prefixgate.dialects.wire import WireFormat
+from prefixgate.errors import RequestError
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.response_rules import deterministic, refusal, uncacheable
 from prefixgate.gateway.response_store import MemoryStore, RedisStore, StoreError
@@ -103,10 +105,12 @@ def pool(route: Route) -> tuple[TargetRef, ...]:
     return route.targets if route.balance else route.targets[:1]
 
 
-def request_key(call: Call) -> str:
-    """The entry key of `call` (see the module docstring for what it covers)."""
+def request_key(call: Call, models: Sequence[str] | None = None) -> str:
+    """The entry key of `call` (see the module docstring for what it covers); `models`: what each of the pool's
+    targets sends (as they name it, when not given)."""
     conv = call.conv
-    answering = [[list(ref.upstreams), ref.model or conv.model or ""] for ref in pool(call.route)]
+    sent = models if models is not None else [ref.model or conv.model or "" for ref in pool(call.route)]
+    answering = [[list(ref.upstreams), model] for ref, model in zip(pool(call.route), sent, strict=True)]
     h = hashlib.sha256(_canonical([VERSION, tenant_scope(call), call.route.name, answering, call.wire.name,
                                    sorted(call.headers.items())]))
     for seg in conv.segments:
@@ -207,6 +211,7 @@ class Lookup:
     entry: Entry | None = None
     answer: Answer = field(default_factory=Answer)
     refresh: bool = False               # the caller asked for a fresh answer in place of the entry
+    models: Sequence[str] = ()          # what each of the pool's targets sends (the key names these)
 
     @property
     def collects(self) -> bool:
@@ -247,19 +252,27 @@ class ResponseCache:
 
     # ---- before the upstream --------------------------------------------------------------------
 
-    async def lookup(self, call: Call) -> Lookup | None:
-        """None on a route without the cache; else what to do: serve `entry` (state hit) or go upstream."""
+    async def lookup(self, call: Call, sent: Callable[[TargetRef], str] | None = None) -> Lookup | None:
+        """None on a route without the cache; else what to do: serve `entry` (state hit) or go upstream.
+        `sent`: the model a target sends, after the route's `on_retired` (raising its refusal); without it, the
+        model the target names."""
         policy = call.route.response_cache
         if policy.mode == "off":
             return None
         asked = {c.strip() for c in call.cache_control.lower().split(",") if c.strip()}
         if uncacheable(call.conv) or asked >= {"skip-read", "skip-write"}:
             return self._counted(call, Lookup(policy, "", "bypass", write=False))
-        key = request_key(call)
+        try:
+            models = [sent(ref) if sent else ref.model or call.conv.model or "" for ref in pool(call.route)]
+        except RequestError:
+            # A retired model the route refuses: the upstream path refuses it (or falls back) as for any miss.
+            return self._counted(call, Lookup(policy, "", "bypass", write=False))
+        key = request_key(call, models)
         if "refresh" in asked or "skip-read" in asked:
             # refresh: a fresh answer replaces the entry; skip-read: a fresh answer, the cache left as it is.
             refresh = "refresh" in asked and "skip-write" not in asked
-            return self._counted(call, Lookup(policy, key, "miss" if refresh else "bypass", write=refresh, refresh=refresh))
+            return self._counted(call, Lookup(policy, key, "miss" if refresh else "bypass", write=refresh, refresh=refresh,
+                                              models=models))
         store = self._store(call.route.name, policy)
         try:
             raw = await store.get(key)
@@ -279,7 +292,7 @@ class ResponseCache:
             entry = None
         write = "skip-write" not in asked
         if entry is None:
-            return self._counted(call, Lookup(policy, key, "miss", write=write))
+            return self._counted(call, Lookup(policy, key, "miss", write=write, models=models))
         if policy.mode == "shadow":
             call.notes.append(f"response-cache: shadow-hit, an answer stored {max(0.0, time.time() - entry.stored_at):.0f}s "
                               f"ago would have been served (it cost ${entry.cost_usd or 'unknown'})")
@@ -354,8 +367,8 @@ class ResponseCache:
             self.shadow.labels(route, "matched" if same else "differed").inc()
         if not found.write:
             return
-        if not any(rec.target in ref.upstreams and rec.model == (ref.model or call.conv.model or rec.model)
-                   for ref in pool(call.route)):
+        if not any(rec.target in ref.upstreams and rec.model == (model or rec.model)
+                   for ref, model in zip(pool(call.route), found.models, strict=True)):
             refused: str | None = "fallback target"     # the key names the pool's models
         else:
             refused = refusal(reply, found.answer.source, found.policy)
