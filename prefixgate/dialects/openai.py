@@ -467,7 +467,7 @@ def read_chat(body: dict) -> Chat:
         chat.tool_choice = {"required": "any"}.get(choice, choice)
     chat.cache_key = body.get("prompt_cache_key")
     chat.parallel_calls = body.get("parallel_tool_calls")
-    if body.get("n", 1) != 1:
+    if body.get("n") not in (None, 1):     # null is the default, one choice
         raise refuse("n > 1", NAME)
     if body.get("response_format", {}).get("type", "text") != "text":
         raise refuse("response_format", NAME)
