@@ -105,7 +105,7 @@ def serve(ctx: click.Context, config: str | None, host: str | None, port: int | 
         sys.exit(1 if summary.exposures else 0)
     configure(settings.log_level)
     try:
-        app = create_app(settings, policy=policy)
+        app = create_app(settings, policy=policy, catalog=catalog)     # the providers file, parsed once
     except ExposureRefused as e:
         raise click.ClickException(str(e)) from None
     except (PolicyError, ConfigError) as e:

@@ -19,12 +19,12 @@ from prefixgate.cost import Cost, Price, cost_note, ledger_fields, price_usage
 from prefixgate.gateway.estimate import cut_usage, estimated_usage
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
-from prefixgate.gateway.ownership import Owners, principal
+from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.pricing import price_for
 from prefixgate.gateway.provider_ids import created_ids
 from prefixgate.gateway.response_cache import ResponseCache
-from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.sticky import Sticky, flip_fields
+from prefixgate.gateway.stored_ids import StoredIds
 from prefixgate.gateway.tracing import Tracing
 from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
 from prefixgate.policies import Limits, Upstream
@@ -45,15 +45,14 @@ UNREADABLE_USAGE = "usage: the answer reports usage the gateway cannot read; tok
 
 class Accounting:
     def __init__(self, ledger: Ledger, metrics: Metrics, limits: Limits, catalog: Catalog, tracing: Tracing | None,
-                 response_cache: ResponseCache, homes: ResponseHomes, owners: Owners, sticky: Sticky) -> None:
+                 response_cache: ResponseCache, stored_ids: StoredIds, sticky: Sticky) -> None:
         self.ledger = ledger
         self.metrics = metrics
         self.limits = limits
         self.catalog = catalog
         self.tracing = tracing
         self.response_cache = response_cache
-        self.homes = homes
-        self.owners = owners
+        self.stored_ids = stored_ids
         self.sticky = sticky    # balanced routes: each answer pins its prefix, and a flip is on its record
         # Called with each answered caller request's record before the ledger has it (keep-alive: it may credit
         # the record with what its refreshes saved).
@@ -144,15 +143,14 @@ class Accounting:
     def stored(self, call: Call, prep: Prepared, response_id: str | None) -> None:
         """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's."""
         if response_id:
-            self.homes.remember(response_id, prep.upstream.name)
-            self.owners.record(prep.wire.stored_kind, response_id, principal(call.caller.key))
+            self.stored_ids.record(prep.wire.stored_kind, response_id, principal(call.caller.key), home=prep.upstream.name)
 
     def created(self, call: Call, body: dict) -> None:
         """What an answer (or one streamed event) created that a later request may name: the caller's tenant's."""
         owner = principal(call.caller.key)
         if owner is not None:
             for kind, ident in created_ids(body):
-                self.owners.record(kind, ident, owner)
+                self.stored_ids.record(kind, ident, owner)
 
     async def finish(self, call: Call, rec: LedgerRecord) -> None:
         """After the answer is sent: swap the budget reservation for what the request cost (whatever its

@@ -42,6 +42,7 @@ from prefixgate.gateway.tracing import tracing_for
 from prefixgate.gateway.upstream import implausible_keys
 from prefixgate.gateway.warm_start import warm_or_log
 from prefixgate.policies import Policy, load_policy
+from prefixgate.providers.rules import Catalog
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -50,10 +51,12 @@ log = logging.getLogger("prefixgate.gateway")
 
 
 def create_app(settings: Settings, *, policy: Policy | None = None, local: LocalTarget | None = None,
-               planner_state: object | None = None, tracer_provider: TracerProvider | None = None) -> FastAPI:
+               planner_state: object | None = None, tracer_provider: TracerProvider | None = None,
+               catalog: Catalog | None = None) -> FastAPI:
     """The gateway for `settings`; `policy` defaults to the settings' policy file (or the zero-config one),
     `local` to the in-process engine, `planner_state` to none (the planner then learns nothing across requests),
-    `tracer_provider` to what the `otel` setting finds (OpenTelemetry spans; see tracing.py)."""
+    `tracer_provider` to what the `otel` setting finds (OpenTelemetry spans; see tracing.py), `catalog` to the
+    settings' providers file parsed here (`serve` passes the one it checked)."""
     policy = policy or load_policy(settings)
     exposure = guard(settings, policy)  # protected mode: refuses before anything listens or loads
     tracing = tracing_for(settings, tracer_provider)
@@ -64,7 +67,8 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing)
+        app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing,
+                                catalog=catalog)
         await app.state.proxy.restore_budgets()
         resent.keep(settings.resent_bodies_mb << 20)
         # Before the server accepts a connection: the first request then costs what the tenth does.

@@ -82,7 +82,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     `forward(method, body)` sends it on to the cache's path upstream."""
     reaches(proxy, caller, upstream.kind)
     owner, now, method = principal(caller.key), time.time(), request.method
-    if name and not await proxy.owners.allows(KIND, name, owner):
+    if name and not await proxy.stored_ids.allows(KIND, name, owner):
         raise not_found(f"cachedContents/{name}")
     body = load_body(raw) if method in ("POST", "PATCH") else {}
     cap = proxy.settings.max_cache_ttl_s
@@ -91,7 +91,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     if method == "POST":
         proxy.router.decide(model_of(body.get("model")), caller.key, dialect)   # the key's routes name its models
         if owner is not None:       # a cache of a file would hand the file to whoever builds on the cache
-            await check_owned(proxy.owners, owner, body_ids(body), caller.key.provider_ids)  # type: ignore[union-attr]
+            await check_owned(proxy.stored_ids, owner, body_ids(body), caller.key.provider_ids)  # type: ignore[union-attr]
     elif method == "PATCH":
         before = await forward("GET", b"")      # storage is paid up to the old expiry; the PATCH buys the rest
         if 200 <= before.status < 300:
@@ -104,13 +104,13 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
         return Response(resp.body, resp.status, media_type="application/json")
     data = load_body(resp.body or b"{}")
     if method == "GET" and not name:
-        data["cachedContents"] = await proxy.owners.only_own(KIND, data.get("cachedContents") or [],
+        data["cachedContents"] = await proxy.stored_ids.only_own(KIND, data.get("cachedContents") or [],
                                                              lambda c: cache_id(c.get("name", "")), owner)
         return Response(compact_bytes(data), resp.status, media_type="application/json")
     if method == "DELETE":
-        await proxy.owners.forget(KIND, name)
+        await proxy.stored_ids.forget(KIND, name)
     elif method in ("POST", "PATCH"):
-        proxy.owners.record(KIND, cache_id(data.get("name", "")), owner, max(seconds or 0.0, cap))
+        proxy.stored_ids.record(KIND, cache_id(data.get("name", "")), owner, max(seconds or 0.0, cap))
         created = parse_rfc3339(data["createTime"], "createTime") if method == "POST" and data.get("createTime") else paid_until
         return _recorded(proxy, request, caller, dialect, upstream, data, method == "POST", created, started, resp)
     return Response(resp.body, resp.status, media_type="application/json")

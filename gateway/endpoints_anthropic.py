@@ -35,7 +35,7 @@ async def _count_tokens(request: Request) -> Response:
     proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
     conv = anthropic.parse_request(raw, count_tokens=True)
-    await check_named(proxy.owners, caller, conv)     # a count reads what it names
+    await check_named(proxy.stored_ids, caller, conv)     # a count reads what it names
     route = proxy.router.decide(conv.model or "", caller.key).route
     upstream = proxy.policy.upstreams[route.targets[0].upstreams[0]]
     if upstream.dialect == WIRE.name:

@@ -40,7 +40,7 @@ async def model_action(request: Request, version: str, target: str) -> Response:
 async def _count_tokens(request: Request, version: str, model: str) -> Response:
     proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
-    await check_counted(proxy.owners, caller, raw)
+    await check_counted(proxy.stored_ids, caller, raw)
     route = proxy.router.decide(model, caller.key).route
     upstream = proxy.policy.upstreams[route.targets[0].upstreams[0]]
     if upstream.dialect == WIRE.name:

@@ -3,7 +3,7 @@ fastpath): `GET` / `DELETE /{version}/interactions/{id}` and `POST .../{id}/canc
 
 A stored interaction is the tenant's that created it (`ownership`): any other keyed caller, and any caller
 naming an id the gateway never saw created, gets the 404 Google answers for an unknown id. The call goes
-to the upstream that answered the create (`response_homes`), else to the first upstream that speaks the
+to the upstream that answered the create (`stored_ids`), else to the first upstream that speaks the
 Interactions API, under the caller's API version. None of these is a model request: none is planned or
 written to the ledger.
 """
@@ -47,10 +47,10 @@ async def _stored(request: Request, method: str, version: str, interaction_id: s
     proxy = request.app.state.proxy
     caller = authenticate(request.headers, request.query_params, proxy.keys)
     segment = path_model(interaction_id, STORED_ID, field="interaction_id")
-    if not await proxy.owners.allows(WIRE.stored_kind, interaction_id, principal(caller.key)):
+    if not await proxy.stored_ids.allows(WIRE.stored_kind, interaction_id, principal(caller.key)):
         # Another tenant's, or never created through this gateway: what Google answers an unknown id.
         raise RequestError(f"Interaction '{interaction_id}' not found.", status=404, kind="not_found")
-    home = await proxy.response_homes.find(interaction_id)
+    home = await proxy.stored_ids.find_home(WIRE.stored_kind, interaction_id)
     upstream = proxy.policy.upstreams[home] if home is not None else next(
         (u for u in proxy.policy.upstreams.values() if u.dialect_for(WIRE.name) == WIRE.name), None)
     if upstream is None:
@@ -62,7 +62,7 @@ async def _stored(request: Request, method: str, version: str, interaction_id: s
                                         allowed_query(request.query_params.multi_items(), STORED_INTERACTION_QUERY), body,
                                         key)
     if method == "DELETE" and 200 <= resp.status < 300:
-        await proxy.owners.forget(WIRE.stored_kind, interaction_id)
+        await proxy.stored_ids.forget(WIRE.stored_kind, interaction_id)
     # `GET ?stream=true` replays a finished interaction's events (read whole here: it is over already).
     replay = request.query_params.get("stream") == "true"
     return Response(resp.body, resp.status, media_type="text/event-stream" if replay else "application/json")

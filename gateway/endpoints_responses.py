@@ -1,7 +1,7 @@
 """OpenAI Responses API paths besides `POST /v1/responses` (which the front serves itself, fastpath).
 
 Stored responses (`GET` / `DELETE /v1/responses/{id}`, `GET .../input_items`, `POST .../cancel`) are the
-tenant's that created them (`ownership`; any other caller gets OpenAI's 404 for an unknown id) and are forwarded to the upstream that answered them (`response_homes`), else to the first upstream that speaks
+tenant's that created them (`ownership`; any other caller gets OpenAI's 404 for an unknown id) and are forwarded to the upstream that answered them (`stored_ids`), else to the first upstream that speaks
 the Responses API; `POST /v1/responses/input_tokens` is asked of the route's upstream when it speaks the
 API (its count is the billing one) and counted here otherwise. None of these is a model request: none is
 planned or written to the ledger.
@@ -66,11 +66,11 @@ async def _input_tokens(request: Request) -> Response:
     proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
     conv = responses.parse_request(raw)
-    await check_named(proxy.owners, caller, conv)     # a count reads what it names
+    await check_named(proxy.stored_ids, caller, conv)     # a count reads what it names
     ref = proxy.router.decide(conv.model or "", caller.key).route.targets[0]
     upstream = proxy.policy.upstreams[ref.upstreams[0]]
     chained = WIRE.chained_id(conv)
-    if chained is not None and not await proxy.owners.allows(WIRE.stored_kind, chained, principal(caller.key)):
+    if chained is not None and not await proxy.stored_ids.allows(WIRE.stored_kind, chained, principal(caller.key)):
         # Counting a chain reads it: another tenant's would say that it exists and how long it is.
         raise RequestError(f"Previous response with id '{chained}' not found.", status=404, kind="not_found")
     if _speaks_responses(upstream):
@@ -91,10 +91,10 @@ async def _stored(request: Request, method: str, response_id: str, suffix: str) 
     proxy = request.app.state.proxy
     caller = authenticate(request.headers, request.query_params, proxy.keys)
     segment = path_model(response_id, STORED_ID, field="response_id")
-    if not await proxy.owners.allows(WIRE.stored_kind, response_id, principal(caller.key)):
+    if not await proxy.stored_ids.allows(WIRE.stored_kind, response_id, principal(caller.key)):
         # Another tenant's, or never created through this gateway: what OpenAI answers an unknown id.
         raise RequestError(f"Response with id '{response_id}' not found.", status=404, kind="not_found")
-    home = await proxy.response_homes.find(response_id)
+    home = await proxy.stored_ids.find_home(WIRE.stored_kind, response_id)
     upstream = proxy.policy.upstreams[home] if home is not None else next(
         (u for u in proxy.policy.upstreams.values() if _speaks_responses(u)), None)
     if upstream is None:
@@ -105,9 +105,9 @@ async def _stored(request: Request, method: str, response_id: str, suffix: str) 
     resp = await proxy.upstream.forward(upstream, WIRE, method, api_path(upstream, f"/responses/{segment}{suffix}"),
                                         allowed_query(request.query_params.multi_items(), STORED_RESPONSE_QUERY), body, key)
     if suffix == "/input_items" and resp.status == 200:
-        record_listed(proxy.owners, principal(caller.key), resp.body or b"")
+        record_listed(proxy.stored_ids, principal(caller.key), resp.body or b"")
     if method == "DELETE" and 200 <= resp.status < 300:
-        await proxy.owners.forget(WIRE.stored_kind, response_id)
+        await proxy.stored_ids.forget(WIRE.stored_kind, response_id)
     # `GET ?stream=true` replays a finished response's events (read whole here: it is over already).
     replay = request.query_params.get("stream") == "true"
     return Response(resp.body, resp.status, media_type="text/event-stream" if replay else "application/json")

@@ -50,7 +50,7 @@ async def _count_claude_tokens(request: Request) -> Response:
     proxy: Proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
     conv = anthropic.parse_request(raw, count_tokens=True)
-    await check_named(proxy.owners, caller, conv)     # a count reads what it names
+    await check_named(proxy.stored_ids, caller, conv)     # a count reads what it names
     upstream = _routed(proxy, conv.model or "", caller, vertex_anthropic.NAME)
     if upstream is None:
         return Response(compact_bytes({"input_tokens": annotate_tokens(conv, "cl100k_base")}), media_type="application/json")
@@ -61,7 +61,7 @@ async def _count_claude_tokens(request: Request) -> Response:
 async def _count_gemini_tokens(request: Request, model: str) -> Response:
     proxy: Proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
-    await check_counted(proxy.owners, caller, raw)
+    await check_counted(proxy.stored_ids, caller, raw)
     upstream = _routed(proxy, model, caller, vertex_gemini.NAME)
     if upstream is None:
         conv = gemini.parse_request(raw, model=model)

@@ -101,7 +101,7 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
         resent.SCOPE.set(principal(caller.key) or "")     # this request's task: its body memo is its party's
         conv = await off_loop.work(len(raw), proxy.settings.off_loop_bytes, within_limits, parse, raw,
                                    proxy.body_limits)
-        await check_named(proxy.owners, caller, conv)
+        await check_named(proxy.stored_ids, caller, conv)
         call = proxy.start(dialect, conv, caller, request.headers, started, span, raw)
         call.json_array = conv.stream and call.wire.streams_json_array(request.query_params)
     except RequestError as e:

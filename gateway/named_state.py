@@ -8,8 +8,9 @@ from __future__ import annotations
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller
-from prefixgate.gateway.ownership import Owners, principal
+from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import body_ids, check_owned, named_ids
+from prefixgate.gateway.stored_ids import StoredIds
 from prefixgate.ir import Conversation
 
 CACHE = "cached_content"     # Gemini's and Vertex's cachedContents, by id (the provider's random ids)
@@ -21,21 +22,21 @@ def cache_id(name: object) -> str:
     return ident if found and ident and "/" not in ident else ""
 
 
-async def check_named(owners: Owners, caller: Caller, conv: Conversation) -> None:
+async def check_named(owners: StoredIds, caller: Caller, conv: Conversation) -> None:
     owner = principal(caller.key)
     if owner is not None:
         await _own_cache(owners, owner, conv.params)
         await check_owned(owners, owner, named_ids(conv), caller.key.provider_ids)  # type: ignore[union-attr]
 
 
-async def _own_cache(owners: Owners, owner: str, fields: dict) -> None:
+async def _own_cache(owners: StoredIds, owner: str, fields: dict) -> None:
     """The cache `fields` name (either spelling), if any, is `owner`'s; else the 404 Gemini answers an unknown one."""
     cache = fields.get("cachedContent") or fields.get("cached_content")
     if cache and not await owners.allows(CACHE, cache_id(cache), owner):
         raise RequestError(f"CachedContent not found: {cache}", field="cachedContent", status=404, kind="not_found")
 
 
-async def check_counted(owners: Owners, caller: Caller, raw: bytes) -> None:
+async def check_counted(owners: StoredIds, caller: Caller, raw: bytes) -> None:
     """`countTokens` (Gemini's and Vertex's) may name a cache too, at its top level or in its
     `generateContentRequest`, and the count includes the cache's tokens: another tenant's cache is a 404 there
     as well, or the count would tell whether it exists and how large it is; so is an uploaded file it names."""

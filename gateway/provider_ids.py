@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from prefixgate.errors import RequestError
-from prefixgate.gateway.ownership import Owners
+from prefixgate.gateway.stored_ids import StoredIds
 from prefixgate.ir import Conversation
 
 CONTAINER = "container"     # OpenAI code interpreter's `cntr_...`, Anthropic code execution's `container_...`
@@ -163,7 +163,7 @@ def body_ids(body: dict) -> Iterator[Named]:
     return _walk(body)
 
 
-async def check_owned(owners: Owners, owner: str, named: Iterable[Named], granted: Collection[str] = ()) -> None:
+async def check_owned(owners: StoredIds, owner: str, named: Iterable[Named], granted: Collection[str] = ()) -> None:
     """A 404 for the first of `named` that `owner` (a keyed caller's principal) did not create here and its key
     is not `granted` (the key's `provider_ids`: objects the operator made for it outside the gateway)."""
     for found in named:
@@ -207,7 +207,7 @@ def created_ids(body: dict) -> Iterator[tuple[str, str]]:
                 yield CONTAINER, holder["container_id"]
 
 
-def record_listed(owners: Owners, owner: str | None, page: bytes) -> None:
+def record_listed(owners: StoredIds, owner: str | None, page: bytes) -> None:
     """An `input_items` page of `owner`'s stored response: its items' ids, which `item_reference` may name, are
     `owner`'s too (the provider gave ids to the inputs the caller sent without one)."""
     try:

@@ -46,12 +46,12 @@ from prefixgate.gateway.kv_index import KVIndex
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.named_state import CACHE, cache_id
-from prefixgate.gateway.ownership import Owners, principal
+from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.relay import stream_response
 from prefixgate.gateway.response_cache import HEADER, Lookup, ResponseCache, asked_of
-from prefixgate.gateway.response_homes import ResponseHomes
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.sticky import Placement, Sticky
+from prefixgate.gateway.stored_ids import StoredIds
 from prefixgate.gateway.tracing import Tracing
 from prefixgate.gateway.upstream import (
     UpstreamClient,
@@ -79,7 +79,7 @@ from prefixgate.policies.router import caller_checkpoints_for, priority_for
 from prefixgate.policies.schema import ENGINE_PRIORITY, PERIODS
 from prefixgate.policies.service_tiers import apply_tier, takes_tiers
 from prefixgate.providers.cached_contents import parse_rfc3339
-from prefixgate.providers.rules import load_catalog
+from prefixgate.providers.rules import Catalog, load_catalog
 from prefixgate.usage import Usage
 
 # A caller may name the stream of similar prompts a request belongs to; the planner learns per route.
@@ -156,7 +156,8 @@ class Prepared:
 
 class Proxy:
     def __init__(self, settings: Settings, policy: Policy, *, local: LocalTarget | None = None,
-                 planner_state: object | None = None, tracing: Tracing | None = None) -> None:
+                 planner_state: object | None = None, tracing: Tracing | None = None,
+                 catalog: Catalog | None = None) -> None:
         self.settings = settings
         self.tracing = tracing
         self.policy = policy
@@ -167,15 +168,15 @@ class Proxy:
         self.upstream = UpstreamClient(settings.connect_timeout_s, local)
         self.ledger = Ledger.for_settings(settings)
         self.metrics = Metrics()
-        self.catalog = load_catalog(settings.providers_file or None)
+        self.catalog = catalog if catalog is not None else load_catalog(settings.providers_file or None)
         # The planner learns per route; with Redis, replicas share what they learn.
         self.planner_state = planner_state or PlannerState(
             store=RedisStore(settings.redis_url) if settings.redis_url else None)
         self.in_flight = InFlight()
-        self.response_homes = ResponseHomes(self.ledger.path, redis_url=settings.redis_url)   # kept, and shared
         self.kv_index = (KVIndex(policy.upstreams, self.metrics.registry, self.in_flight)
                          if any(u.kv_events for u in policy.upstreams.values()) else None)
-        self.owners = Owners(self.ledger.path, settings.redis_url)   # who created each stored resource
+        # Who created each stored resource, and where each stored answer lives: kept, and shared.
+        self.stored_ids = StoredIds(self.ledger.path, settings.redis_url)
         self.secret = server_secret(settings.tenant_secret, self.ledger.path, settings.redis_url)   # salts, tags
         self.response_cache = ResponseCache(settings.redis_url, self.metrics.registry)
         self.diagnostics = ProviderDiagnostics(self.catalog)
@@ -184,7 +185,7 @@ class Proxy:
         self.clock = clock = clock_for(settings.clock_offset_file)
         self.sticky = Sticky(self.secret, settings.redis_url, clock)     # balanced routes: where each prefix is warm
         self.accounts = Accounting(self.ledger, self.metrics, self.limits, self.catalog, tracing, self.response_cache,
-                                   self.response_homes, self.owners, self.sticky)
+                                   self.stored_ids, self.sticky)
         self.body_limits = BodyLimits.of(settings)
         self.keepalive = KeepAlive(self, clock)   # refreshes idle sessions' caches
         self.accounts.observers.append(self.keepalive.observe)
@@ -194,8 +195,7 @@ class Proxy:
         await self.keepalive.aclose()
         await self.upstream.aclose()
         await self.counters.close()
-        await self.owners.aclose()
-        await self.response_homes.aclose()
+        await self.stored_ids.aclose()
         await self.response_cache.close()
         await self.sticky.aclose()
         await self.caches.aclose()
@@ -335,11 +335,11 @@ class Proxy:
         """A request may continue only a stored answer its own tenant created (another's, or one the gateway
         never saw created, is not found: the upstream cannot tell tenants apart behind the gateway's key)."""
         chained = call.wire.chained_id(call.conv)
-        if chained and not await self.owners.allows(call.wire.stored_kind, chained, principal(call.caller.key)):
+        if chained and not await self.stored_ids.allows(call.wire.stored_kind, chained, principal(call.caller.key)):
             raise RequestError(f"Previous {call.wire.stored_kind} with id '{chained}' not found.", status=404,
                                kind="not_found")
         if chained:
-            await self.response_homes.find(chained)     # created through another replica: its home, for prepare()
+            await self.stored_ids.find_home(call.wire.stored_kind, chained)   # created through another replica: its home, for prepare()
 
     async def _send(self, call: Call, prep: Prepared, timeout_s: float) -> UpstreamResponse:
         """One attempt at `prep`'s upstream, with its own client span when the request is traced."""
@@ -386,7 +386,7 @@ class Proxy:
                         keepalive=call.route.keepalive.on, upgrade=upgrades(call.route, first_wire))
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
-        home = self.response_homes.home_of(first_wire.chained_id(conv))
+        home = self.stored_ids.home_of(first_wire.stored_kind, first_wire.chained_id(conv))
         if home in ref.upstreams:
             name = home     # the chain lives there
         elif self.kv_index is not None and self.kv_index.covers(ref.upstreams):
@@ -465,7 +465,7 @@ class Proxy:
             call.notes.append(f"cache: explicit cache not created: {reason}")
             return prep
         prep.plan.adopt_cached_content(name, expires)
-        self.owners.record(CACHE, cache_id(name), principal(call.caller.key), max(60.0, expires - time.time()))
+        self.stored_ids.record(CACHE, cache_id(name), principal(call.caller.key), max(60.0, expires - time.time()))
         tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
         self.caches.created(call, prep, name, expires, tokens)
         body = compact_bytes(prep.wire.encode_request(prep.plan.conversation))

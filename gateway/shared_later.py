@@ -1,4 +1,4 @@
-"""Values every gateway replica reads from Redis (who owns a stored id, which upstream holds it), written there
+"""Hashes every gateway replica reads from Redis (who owns a stored id, which upstream holds it), written there
 off the request path. A write Redis missed (it did not answer) is made once it answers again, so another
 replica is not left without the value for the value's whole lifetime; the newest `MAX_MISSED` are kept."""
 
@@ -23,39 +23,47 @@ class SharedLater:
         self._what = what
         self._clock = clock
         self._writes: set[asyncio.Task] = set()
-        self._missed: dict[str, tuple[str, float]] = {}     # key -> value, when it expires (wall time)
+        self._missed: dict[str, tuple[dict[str, str], float]] = {}     # key -> fields, when it expires (wall time)
 
-    def set(self, key: str, value: str, ttl_s: float) -> None:
-        """Write `key` for `ttl_s` in the background (the caller may be answering a request)."""
-        task = asyncio.get_running_loop().create_task(self._write(key, value, self._clock() + ttl_s))
+    def set(self, key: str, fields: dict[str, str], ttl_s: float) -> None:
+        """Set `fields` of hash `key`, which then lasts `ttl_s`, in the background (the caller may be answering
+        a request)."""
+        task = asyncio.get_running_loop().create_task(self._write(key, fields, self._clock() + ttl_s))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
 
-    def forget(self, key: str) -> None:
-        """A value no longer true (deleted): never written later."""
-        self._missed.pop(key, None)
+    def forget(self, key: str, field: str) -> None:
+        """A field no longer true (deleted): never written later."""
+        fields, expires = self._missed.pop(key, ({}, 0.0))
+        kept = {name: value for name, value in fields.items() if name != field}
+        if kept:
+            self._missed[key] = (kept, expires)
 
     async def drain(self) -> None:
         """Wait for the writes under way."""
         if self._writes:
             await asyncio.gather(*self._writes)
 
-    async def _write(self, key: str, value: str, expires: float) -> None:
-        if not await self._set(key, value, expires):
+    async def _write(self, key: str, fields: dict[str, str], expires: float) -> None:
+        if not await self._set(key, fields, expires):
             return
         # Redis answers again: the writes it missed.
         while self._missed:
-            key, (value, expires) = self._missed.popitem()
-            if expires > self._clock() and not await self._set(key, value, expires):
+            key, (fields, expires) = self._missed.popitem()
+            if expires > self._clock() and not await self._set(key, fields, expires):
                 return
 
-    async def _set(self, key: str, value: str, expires: float) -> bool:
+    async def _set(self, key: str, fields: dict[str, str], expires: float) -> bool:
         try:
-            await self._redis.set(key, value, ex=max(1, int(expires - self._clock())))
+            # One round trip; MULTI so that no replica sees the fields without their expiry.
+            await self._redis.pipeline(transaction=True).hset(key, mapping=fields).expire(
+                key, max(1, int(expires - self._clock()))).execute()
             return True
         except _ERRORS:
             log.warning("redis unreachable: the %s of %s is known to this replica only until it answers", self._what, key)
-            self._missed[key] = (value, expires)
+            # Two missed writes of one key: the later's fields over the earlier's, as Redis would have them.
+            earlier = self._missed.pop(key, ({}, 0.0))[0]
+            self._missed[key] = ({**earlier, **fields}, expires)
             while len(self._missed) > MAX_MISSED:
                 del self._missed[next(iter(self._missed))]
             return False

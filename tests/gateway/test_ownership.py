@@ -4,7 +4,8 @@ import asyncio
 
 import redis
 
-from prefixgate.gateway.ownership import Owners, principal
+from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.stored_ids import StoredIds
 from prefixgate.policies.schema import CallerKey
 
 
@@ -25,13 +26,13 @@ def test_owner_is_checked_filtered_and_survives_a_restart(tmp_path):
     path = str(tmp_path / "ledger.sqlite")
 
     async def first():
-        owners = Owners(path)
+        owners = StoredIds(path)
         owners.record("cached_content", "cachedContents/a1", "tenant:a")
         owners.record("cached_content", "cachedContents/b1", "tenant:b")
         await owners.aclose()
 
     async def second():
-        owners = Owners(path)
+        owners = StoredIds(path)
         assert await owners.allows("cached_content", "cachedContents/a1", "tenant:a")
         assert not await owners.allows("cached_content", "cachedContents/a1", "tenant:b")
         assert not await owners.allows("cached_content", "cachedContents/never-seen", "tenant:a")
@@ -49,7 +50,7 @@ def test_owner_is_checked_filtered_and_survives_a_restart(tmp_path):
 
 def test_an_expired_owner_refuses(tmp_path):
     now = [1000.0]
-    owners = Owners(str(tmp_path / "l.sqlite"), clock=lambda: now[0])
+    owners = StoredIds(str(tmp_path / "l.sqlite"), clock=lambda: now[0])
     owners.record("response", "resp_1", "tenant:a", ttl_s=60)
     assert run(owners.allows("response", "resp_1", "tenant:a"))
     now[0] += 61
@@ -58,8 +59,8 @@ def test_an_expired_owner_refuses(tmp_path):
 
 def test_replicas_share_owners_through_redis(tmp_path, redis_url):
     async def both():
-        one = Owners(str(tmp_path / "one.sqlite"), redis_url)
-        two = Owners(str(tmp_path / "two.sqlite"), redis_url)
+        one = StoredIds(str(tmp_path / "one.sqlite"), redis_url)
+        two = StoredIds(str(tmp_path / "two.sqlite"), redis_url)
         one.record("response", "resp_9", "tenant:a")
         await one.aclose()      # closing waits for the write to Redis, which follows the local one
         assert await two.allows("response", "resp_9", "tenant:a")
@@ -75,8 +76,8 @@ def test_an_owner_recorded_while_redis_blipped_reaches_the_other_replicas_once_i
     r = redis.Redis.from_url(redis_url)
 
     async def both():
-        one = Owners(str(tmp_path / "one.sqlite"), redis_url)
-        two = Owners(str(tmp_path / "two.sqlite"), redis_url)
+        one = StoredIds(str(tmp_path / "one.sqlite"), redis_url)
+        two = StoredIds(str(tmp_path / "two.sqlite"), redis_url)
         r.execute_command("CLIENT", "PAUSE", 3000, "WRITE")     # writes wait past the 0.5 s timeout
         one.record("response", "resp_blip", "tenant:a")
         await asyncio.sleep(1.0)

@@ -7,8 +7,7 @@ import asyncio
 
 import redis
 
-from prefixgate.gateway.ownership import Owners
-from prefixgate.gateway.response_homes import ResponseHomes
+from prefixgate.gateway.stored_ids import StoredIds
 
 
 def _blip(redis_url: str) -> None:
@@ -19,16 +18,17 @@ def _back(redis_url: str) -> None:
     redis.Redis.from_url(redis_url).execute_command("CLIENT", "UNPAUSE")
 
 
-def test_a_home_recorded_while_redis_blipped_reaches_the_other_replicas(redis_url):
+def test_a_home_recorded_while_redis_blipped_reaches_the_other_replicas(tmp_path, redis_url):
     async def run() -> str | None:
-        one, two = ResponseHomes(redis_url=redis_url), ResponseHomes(redis_url=redis_url)
+        one = StoredIds(str(tmp_path / "one.sqlite"), redis_url)
+        two = StoredIds(str(tmp_path / "two.sqlite"), redis_url)
         _blip(redis_url)
-        one.remember("resp_blip", "second-account")
+        one.record("response", "resp_blip", None, home="second-account")     # an open gateway's: no owner
         await asyncio.sleep(1.0)
         _back(redis_url)
-        one.remember("resp_after", "openai")
+        one.record("response", "resp_after", None, home="openai")
         await one.aclose()
-        found = await two.find("resp_blip")
+        found = await two.find_home("response", "resp_blip")
         await two.aclose()
         return found
 
@@ -37,8 +37,8 @@ def test_a_home_recorded_while_redis_blipped_reaches_the_other_replicas(redis_ur
 
 def test_an_owner_deleted_while_redis_blipped_is_not_shared_later(tmp_path, redis_url):
     async def run() -> tuple[bool, bool]:
-        one = Owners(str(tmp_path / "one.sqlite"), redis_url)
-        two = Owners(str(tmp_path / "two.sqlite"), redis_url)
+        one = StoredIds(str(tmp_path / "one.sqlite"), redis_url)
+        two = StoredIds(str(tmp_path / "two.sqlite"), redis_url)
         _blip(redis_url)
         one.record("response", "resp_gone", "tenant:a")
         await asyncio.sleep(1.0)
@@ -51,3 +51,22 @@ def test_an_owner_deleted_while_redis_blipped_is_not_shared_later(tmp_path, redi
         return seen
 
     assert asyncio.run(run()) == (False, True)
+
+
+def test_a_response_deleted_while_redis_blipped_shares_its_home_but_not_its_owner(tmp_path, redis_url):
+    """Owner and home of one id are one write: forgetting the owner must not drop the home with it."""
+    async def run() -> tuple[bool, str | None]:
+        one = StoredIds(str(tmp_path / "one.sqlite"), redis_url)
+        two = StoredIds(str(tmp_path / "two.sqlite"), redis_url)
+        _blip(redis_url)
+        one.record("response", "resp_gone", "tenant:a", home="second-account")
+        await asyncio.sleep(1.0)
+        _back(redis_url)
+        await one.forget("response", "resp_gone")
+        one.record("response", "resp_after", "tenant:a", home="openai")
+        await one.aclose()
+        seen = await two.allows("response", "resp_gone", "tenant:a"), await two.find_home("response", "resp_gone")
+        await two.aclose()
+        return seen
+
+    assert asyncio.run(run()) == (False, "second-account")
