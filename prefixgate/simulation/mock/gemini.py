@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from prefixgate.dialects import gemini as dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import UnknownModel, resolve_model
+from prefixgate.providers.rules import ModelRules
 from prefixgate.simulation.mock import agent, agent_wire, gemini_params
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.text import reply_for, structured_reply
@@ -45,7 +46,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
 
 def list_models(request: Request, ctx: MockContext) -> dict:
     authenticate(request)
-    return {"models": [_model_json(m.id) for m in ctx.simulator.catalog.models_of("gemini")]}
+    return {"models": [_model_json(m) for m in ctx.simulator.catalog.models_of("gemini")]}
 
 
 def get_model(request: Request, ctx: MockContext, model_id: str) -> dict:
@@ -61,10 +62,10 @@ async def model_action(ctx: MockContext, request: Request, tenant: str, target: 
     if action not in _ACTIONS:
         raise RequestError(f"models/{target}: unknown method {action!r}", status=404, kind="not_found")
     fault = await ctx.fault_for(request, fault_provider, model)
-    _known(model, action, ctx)
+    rules = _known(model, action, ctx)
     if action == "countTokens":
         return JSONResponse(_count_tokens(ctx, model, body, tenant))
-    gemini_params.check_generate_body(body)
+    gemini_params.check_generate_body(body, rules)
     result = ctx.simulator.respond("gemini", body, now=ctx.clock(), tenant=tenant, model=model)
     turn = agent.gemini_turn(body)
     call = agent.decide(turn)
@@ -133,9 +134,9 @@ def _add_version_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
         return {}
 
 
-def _known(model: str, method: str, ctx: MockContext) -> str:
+def _known(model: str, method: str, ctx: MockContext) -> ModelRules:
     try:
-        return resolve_model("gemini", model, ctx.simulator.catalog).id
+        return resolve_model("gemini", model, ctx.simulator.catalog)
     except UnknownModel:
         raise RequestError(f"models/{model} is not found for API version v1beta, or is not supported for {method}.",
                            field="model", status=404, kind="not_found") from None
@@ -168,7 +169,7 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
     return int(raw)
 
 
-def _model_json(model_id: str) -> dict:
-    return {"name": f"models/{model_id}", "version": "001", "displayName": model_id,
-            "inputTokenLimit": 1_048_576, "outputTokenLimit": 65_536,
+def _model_json(model: ModelRules) -> dict:
+    return {"name": f"models/{model.id}", "version": "001", "displayName": model.id,
+            "inputTokenLimit": 1_048_576, "outputTokenLimit": model.max_output_tokens or gemini_params.OUTPUT_TOKEN_LIMIT,
             "supportedGenerationMethods": ["generateContent", "countTokens", "createCachedContent"]}

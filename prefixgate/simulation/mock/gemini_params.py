@@ -15,14 +15,18 @@ from __future__ import annotations
 from typing import Any
 
 from prefixgate.errors import RequestError
+from prefixgate.providers.rules import ModelRules
+from prefixgate.simulation.mock.gemini_generation_params import check_generation_config
 
+# A Gemini model the catalogue gives no limit: every 2.5 and 3.x model answers up to 65,536 tokens.
+OUTPUT_TOKEN_LIMIT = 65_536
 _CAMEL = ("model", "contents", "tools", "toolConfig", "safetySettings", "systemInstruction", "generationConfig",
           "cachedContent", "labels", "serviceTier", "store")
 _KNOWN = frozenset(_CAMEL) | frozenset("".join("_" + c.lower() if c.isupper() else c for c in n) for n in _CAMEL)
 
 
-def check_generate_body(body: dict[str, Any]) -> None:
-    """Raise the 400 generateContent answers `body` with, if any."""
+def check_generate_body(body: dict[str, Any], model: ModelRules) -> None:
+    """Raise the 400 generateContent answers `body` with on `model`, if any."""
     unknown = [name for name in body if name not in _KNOWN]
     if unknown:
         raise RequestError("\n".join(f'Invalid JSON payload received. Unknown name "{name}": Cannot find field.'
@@ -32,3 +36,4 @@ def check_generate_body(body: dict[str, Any]) -> None:
         if isinstance(content, dict) and not content.get("parts"):
             raise RequestError(f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty.\n",
                                field=f"contents.{i}.parts")
+    check_generation_config(body, model.id, model.max_output_tokens or OUTPUT_TOKEN_LIMIT)

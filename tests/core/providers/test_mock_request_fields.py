@@ -200,3 +200,58 @@ def test_responses_refuses_an_unknown_parameter_in_its_own_words(mock_server):
     # Codex CLI's client_metadata is outside the SDK's types, and OpenAI takes it
     ok = client.responses.create(model="gpt-5.4", input="hi", extra_body={"client_metadata": {"session_id": "s"}})
     assert ok.status == "completed"
+
+
+@pytest.fixture
+def gemini(mock_server) -> genai.Client:
+    return genai.Client(api_key=key(), http_options=types.HttpOptions(base_url=mock_server[0], api_version="v1beta"))
+
+
+@pytest.mark.parametrize("config,message", [
+    ({"temperature": 2.5}, "Unable to submit request because it has a temperature value of 2.5 but the supported range "
+                           "is from 0 (inclusive) to 2.0001 (exclusive). Update the value and try again."),
+    ({"top_p": 1.5}, "Unable to submit request because it has a topP value of 1.5 but the supported range is from 0 "
+                     "(inclusive) to 1.0001 (exclusive). Update the value and try again."),
+    ({"top_k": 100}, "Unable to submit request because it has a topK value of 100 but the supported range is from 1 "
+                     "(inclusive) to 65 (exclusive). Update the value and try again."),
+    ({"candidate_count": 9}, "Unable to submit request because it has a candidateCount value of 9 but the supported "
+                             "range is from 1 (inclusive) to 9 (exclusive). Update the value and try again."),
+    ({"max_output_tokens": 100000}, "Unable to submit request because it has a maxOutputTokens value of 100000 but the "
+                                    "supported range is from 1 (inclusive) to 65537 (exclusive). Update the value and "
+                                    "try again."),
+])
+def test_generate_content_refuses_a_generation_config_value_out_of_range(gemini, config, message):
+    with pytest.raises(genai_errors.ClientError) as e:
+        gemini.models.generate_content(model="gemini-3.5-flash", contents="hi",
+                                                    config=types.GenerateContentConfig(**config))
+    assert (e.value.code, e.value.status, e.value.message) == (400, "INVALID_ARGUMENT", message)
+
+
+def test_generate_content_takes_the_edges_of_each_range(gemini):
+    config = types.GenerateContentConfig(temperature=2, top_p=1, top_k=64, candidate_count=1, max_output_tokens=65536)
+    assert gemini.models.generate_content(model="gemini-3.5-flash", contents="hi", config=config).text
+
+
+@pytest.mark.parametrize("model,thinking,message", [
+    ("gemini-2.5-pro", {"thinking_budget": 0}, "Budget 0 is invalid. This model only works in thinking mode."),
+    ("gemini-3.1-pro-preview", {"thinking_budget": 0}, "Budget 0 is invalid. This model only works in thinking mode."),
+    ("gemini-2.5-pro", {"thinking_budget": 64000},
+     "The thinking budget 64000 is invalid. Please choose a value between 128 and 32768."),
+    ("gemini-2.5-flash", {"thinking_budget": 32000},
+     "The thinking budget 32000 is invalid. Please choose a value between 0 and 24576."),
+    ("gemini-2.5-flash", {"thinking_level": "LOW"}, "Thinking level is not supported for this model."),
+])
+def test_generate_content_refuses_a_thinking_config_the_model_does_not_take(gemini, model, thinking, message):
+    config = types.GenerateContentConfig(thinking_config=types.ThinkingConfig(**thinking))
+    with pytest.raises(genai_errors.ClientError) as e:
+        gemini.models.generate_content(model=model, contents="hi", config=config)
+    assert (e.value.code, e.value.message) == (400, message)
+
+
+@pytest.mark.parametrize("model,thinking", [
+    ("gemini-2.5-pro", {"thinking_budget": -1}), ("gemini-2.5-pro", {"thinking_budget": 32768}),
+    ("gemini-2.5-flash", {"thinking_budget": 0}), ("gemini-3.5-flash", {"thinking_level": "LOW"}),
+])
+def test_generate_content_takes_a_thinking_config_within_the_models_range(gemini, model, thinking):
+    config = types.GenerateContentConfig(thinking_config=types.ThinkingConfig(**thinking))
+    assert gemini.models.generate_content(model=model, contents="hi", config=config).text

@@ -1,0 +1,82 @@
+"""What Gemini's generateContent accepts in `generationConfig`, per model.
+
+- A sampling value out of range is a 400 INVALID_ARGUMENT `Unable to submit request because it has a <field> value
+  of <v> but the supported range is from <low> (inclusive) to <high> (exclusive). Update the value and try again.`
+  (maxOutputTokens: "... from 1 (inclusive) to 65537 (exclusive)" reported by gemini-cli users and many proxies;
+  topK: "... from 1 (inclusive) to 41 (exclusive)" on older models; temperature on Gemini 3.x Flash: "from 0
+  (inclusive) to 2.0001 (exclusive)"). Ranges: temperature 0..2, topP 0..1, topK 1..64 (the `topK` models.get
+  lists for 2.5 and 3.x; "topK: 64 (fixed)" on the Vertex model cards), candidateCount 1..8 (the same cards),
+  maxOutputTokens 1..the model's output limit (the catalogue's `max_output_tokens`).
+- thinkingConfig (ai.google.dev/gemini-api/docs/thinking): `thinkingBudget` is -1 (dynamic) or within the model's
+  range, else "The thinking budget <b> is invalid. Please choose a value between <low> and <high>." (2.5 Pro
+  128..32768; 2.5 Flash 0..24576). Pro models cannot stop thinking: a budget of 0 is "Budget 0 is invalid. This
+  model only works in thinking mode." (2.5 Pro and 3.1 Pro alike). `thinkingLevel` is Gemini 3's; a model before
+  3 answers it with "Thinking level is not supported for this model.". Gemini 3's own budget ranges are not
+  published, so only its Pro's zero is checked.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from prefixgate.errors import RequestError
+
+TOP_K = 64
+MAX_CANDIDATES = 8
+# (lowest, highest) thinking budget by model family, where the thinking guide publishes one.
+_BUDGETS = {"gemini-2.5-pro": (128, 32_768), "gemini-2.5-flash": (0, 24_576)}
+_DYNAMIC = -1
+
+
+def check_generation_config(body: dict[str, Any], model_id: str, output_limit: int) -> None:
+    """Raise the 400 generateContent answers `body`'s generationConfig with on `model_id`, whose answers run to
+    `output_limit` tokens at most, if any."""
+    config = _field(body, "generationConfig")
+    if not isinstance(config, dict):
+        return
+    _check_range(config, "temperature", 0, 2, "2.0001")
+    _check_range(config, "topP", 0, 1, "1.0001")
+    _check_range(config, "topK", 1, TOP_K, str(TOP_K + 1))
+    _check_range(config, "candidateCount", 1, MAX_CANDIDATES, str(MAX_CANDIDATES + 1))
+    _check_range(config, "maxOutputTokens", 1, output_limit, str(output_limit + 1))
+    thinking = _field(config, "thinkingConfig")
+    if isinstance(thinking, dict):
+        _check_thinking(thinking, model_id)
+
+
+def _check_range(config: dict, name: str, low: float, high: float, shown_high: str) -> None:
+    value = _field(config, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or low <= value <= high:
+        return
+    raise RequestError(f"Unable to submit request because it has a {name} value of {_shown(value)} but the supported range "
+                       f"is from {low} (inclusive) to {shown_high} (exclusive). Update the value and try again.",
+                       field=f"generationConfig.{name}")
+
+
+def _check_thinking(thinking: dict, model_id: str) -> None:
+    version = re.match(r"gemini-(\d+)", model_id)
+    if _field(thinking, "thinkingLevel") is not None and version is not None and int(version.group(1)) < 3:
+        raise RequestError("Thinking level is not supported for this model.",
+                           field="generationConfig.thinkingConfig.thinkingLevel")
+    budget = _field(thinking, "thinkingBudget")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget == _DYNAMIC:
+        return
+    field = "generationConfig.thinkingConfig.thinkingBudget"
+    if budget == 0 and "-pro" in model_id:
+        raise RequestError("Budget 0 is invalid. This model only works in thinking mode.", field=field)
+    low, high = _BUDGETS.get(model_id, (budget, budget))
+    if not low <= budget <= high:
+        raise RequestError(f"The thinking budget {budget} is invalid. Please choose a value between {low} and {high}.",
+                           field=field)
+
+
+def _shown(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _field(message: dict, camel: str) -> Any:
+    """A proto3 JSON field, by its lowerCamelCase name or its proto (snake_case) name."""
+    if camel in message:
+        return message[camel]
+    return message.get(re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel))
