@@ -31,6 +31,7 @@ from prefixgate.dialects.neutral import (
     put,
     refuse,
 )
+from prefixgate.dialects.output_limit import within_gemini_limit
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body
 from prefixgate.dialects.wire import Parse, WireFormat
@@ -333,7 +334,7 @@ def write_chat(chat: Chat, model: str) -> dict:
         out["tools"] = [{"functionDeclarations": [{"name": t.name, "description": t.description, "parameters": t.schema}
                                                   for t in chat.tools]}]
     gen: dict[str, Any] = {}
-    put(gen, maxOutputTokens=chat.max_tokens, temperature=chat.temperature, topP=chat.top_p,
+    put(gen, maxOutputTokens=within_gemini_limit(chat, model), temperature=chat.temperature, topP=chat.top_p,
         stopSequences=chat.stop or None)
     if gen:
         out["generationConfig"] = gen

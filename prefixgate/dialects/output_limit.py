@@ -1,9 +1,14 @@
-"""The `max_tokens` a request to Claude carries when its caller's format let it leave the limit out.
+"""The output limit a translated request carries: to Claude where its caller's format let it leave the limit out,
+to Gemini where its caller asked for more than the model gives.
 
 Anthropic requires `max_tokens`; OpenAI (Chat Completions and Responses) and Gemini do not, and without one
 an answer runs to the model's own output limit there. A request translated from those formats asks Claude for
 the target model's documented limit (the catalogue's `max_output_tokens`), so the answer is cut no shorter
 than on the caller's own API. A model the catalogue gives no limit gets 4,096, which every Claude model allows.
+
+Gemini refuses a `maxOutputTokens` over the model's limit ("... the supported range is from 1 (inclusive) to 65537
+(exclusive)"), where OpenAI and Claude callers may ask for more (128,000 on Claude Opus 4.7 and GPT-5.x): such a
+limit reaches Gemini cut to the model's own, since no answer there can run longer anyway.
 """
 
 from __future__ import annotations
@@ -28,4 +33,18 @@ def max_tokens_for(chat: Chat, model: str) -> int:
         return chat.max_tokens
     limit = model_output_limit(model)
     chat.notes.append(f"max_tokens {limit} ({model}'s output limit: the caller set none)")
+    return limit
+
+
+def within_gemini_limit(chat: Chat, model: str) -> int | None:
+    """The caller's output limit, cut (and noted on `chat`) to the Gemini `model`'s own where it asks for more."""
+    from prefixgate.providers.pricing import UnknownModel, resolve_model
+
+    try:
+        limit = resolve_model("gemini", model).max_output_tokens
+    except UnknownModel:
+        return chat.max_tokens
+    if chat.max_tokens is None or not limit or chat.max_tokens <= limit:
+        return chat.max_tokens
+    chat.notes.append(f"max_tokens {chat.max_tokens} -> maxOutputTokens {limit} ({model}'s output limit)")
     return limit
