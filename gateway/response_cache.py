@@ -371,7 +371,7 @@ class ResponseCache:
                    for ref, model in zip(pool(call.route), found.models, strict=True)):
             refused: str | None = "fallback target"     # the key names the pool's models
         else:
-            refused = refusal(reply, found.answer.source, found.policy)
+            refused = refusal(reply, found.answer.source, found.policy, call.wire)
         if reply is not None and found.answer.source is not call.wire:
             reply = replace(reply, id=None)     # another format's id: a replay in the caller's names a fresh one
         store = self._store(route, found.policy)

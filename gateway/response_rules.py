@@ -56,10 +56,10 @@ def deterministic(conv: Conversation) -> bool:
     return any(isinstance(b, dict) and b.get("temperature") == 0 for b in [conv.params, *blocks])
 
 
-def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCachePolicy) -> str | None:
-    """Why an answer (in `source`'s format) must not be replayed, or None: it must have ended by itself, by the
-    format's own finish reason (the neutral one reads some that did not, such as a pause, as a stop), and say
-    something: text or a tool call."""
+def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCachePolicy, caller: WireFormat) -> str | None:
+    """Why an answer (in `source`'s format, to a caller of `caller`'s) must not be replayed, or None: it must have
+    ended by itself, by the format's own finish reason (the neutral one reads some that did not, such as a pause,
+    as a stop), in a word a replay can say, and say something: text or a tool call."""
     if reply is None or source is None:
         return "unfinished"
     if (reply.finish == "tool_calls" or reply.tool_calls) and not policy.tool_calls:
@@ -70,6 +70,11 @@ def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCach
         return reply.finish             # length, content_filter
     if reply.native_finish not in source.natural_finishes:
         return "not a natural finish"       # a metric label: the upstream's own word stays out of it
+    said = source.finish_to.get(source.finish_from.get(reply.native_finish or "", ""), reply.native_finish)
+    if source is caller and said != reply.native_finish:
+        # The caller read the format's own word (Anthropic's stop_sequence, and which sequence), which the format's
+        # stream writer, reading the neutral finish, cannot say: a streamed replay would say end_turn.
+        return "finish a replay cannot say"
     if not reply.text and not reply.tool_calls:
         return "empty"      # OpenAI's refusals finish normally, their words in `refusal`, which no replay carries
     return None

@@ -5,6 +5,7 @@ serves nothing."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import anthropic
@@ -13,11 +14,15 @@ import openai
 import pytest
 from google import genai
 from google.genai import types
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from prefixgate.ledger import read_records
 from prefixgate.simulation.mock.faults import FaultPlan, FaultRule, parse_fault
 from tests.gateway.support_response_cache import KEYS, cache_stack, policy
-from tests.support_services import wait_until
+from tests.support_services import ServerThread, wait_until
 
 ON = {"mode": "on"}
 SYSTEM = "You answer in one short sentence."
@@ -314,3 +319,39 @@ def test_a_stream_the_client_hung_up_on_is_never_stored(tmp_path):
         wait_until(lambda: len(read_records(settings.ledger_path)) == 1, 10, "the hung-up request's record")
         assert read_records(settings.ledger_path)[0]["status"] == 499
         assert chat(oa(gw))[1] == "miss" and len(up.posts) == 2
+
+
+def test_an_answer_stopped_at_a_stop_sequence_is_never_replayed_to_its_own_format(tmp_path):
+    # Anthropic says which stop sequence ended an answer (stop_reason "stop_sequence", stop_sequence the string); a
+    # ReAct loop reads it to run the tool. A streamed replay (its writer reads the neutral "stop") said end_turn.
+    said = "Thought: I should look the order up.\nAction: lookup[1042]\n"
+    whole = {"id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-5-5",
+             "content": [{"type": "text", "text": said}], "stop_reason": "stop_sequence", "stop_sequence": "Observation:",
+             "usage": {"input_tokens": 40, "output_tokens": 14}}
+    events = [("message_start", {"message": {**whole, "content": [], "stop_reason": None, "stop_sequence": None,
+                                              "usage": {"input_tokens": 40, "output_tokens": 1}}}),
+              ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+              ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": said}}),
+              ("content_block_stop", {"index": 0}),
+              ("message_delta", {"delta": {"stop_reason": "stop_sequence", "stop_sequence": "Observation:"},
+                                 "usage": {"output_tokens": 14}}),
+              ("message_stop", {})]
+
+    async def messages(request: Request) -> Response:
+        if (await request.json()).get("stream"):
+            sse = "".join(f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n" for kind, data in events)
+            return Response(sse, media_type="text/event-stream")
+        return JSONResponse(whole)
+
+    stopping = Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+    with ServerThread(stopping) as react, cache_stack(tmp_path, lambda _: {
+            **policy(), "upstreams": {"react": {"kind": "anthropic", "url": react.url}},
+            "routes": [{"name": "react", "models": ["claude-*"], "targets": [{"upstream": "react"}], "response_cache": ON}]
+    }) as (_, gw, _settings):
+        client = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=gw.url, max_retries=0)
+        ask = {"model": "claude-sonnet-5-5", "max_tokens": 200, "stop_sequences": ["Observation:"],
+               "messages": [{"role": "user", "content": "Where is order 1042?"}]}
+        assert client.messages.create(**ask).stop_reason == "stop_sequence"
+        with client.messages.stream(**ask) as stream:
+            final = stream.get_final_message()
+        assert (final.stop_reason, final.stop_sequence) == ("stop_sequence", "Observation:")

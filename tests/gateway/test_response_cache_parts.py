@@ -186,12 +186,25 @@ FINISHES = [
 @pytest.mark.parametrize(("name", "native", "replayable"), FINISHES)
 def test_only_an_answer_that_ended_by_itself_is_replayable(name, native, replayable):
     wire = wire_format(name)
+    caller = wire_format("responses" if name == "openai" else "openai")     # translated: the caller never saw `native`
     reply = wire.read_reply(_with_finish(name, native))
-    assert (refusal(reply, wire, ResponseCachePolicy("on")) is None) == replayable
+    assert (refusal(reply, wire, ResponseCachePolicy("on"), caller) is None) == replayable
     # The same answer streamed: its finish event carries the format's own reason too.
     answer = Answer()
     answer.feed([("text", "An answer."), ("finish", reply.finish, native)], wire)
-    assert (refusal(answer.result(), wire, ResponseCachePolicy("on")) is None) == replayable
+    assert (refusal(answer.result(), wire, ResponseCachePolicy("on"), caller) is None) == replayable
+
+
+@pytest.mark.parametrize("name", ["anthropic", "bedrock_invoke", "bedrock_converse"])
+def test_an_answer_stopped_at_a_stop_sequence_is_stored_only_for_a_caller_of_another_format(name):
+    # Anthropic's stop_reason stop_sequence (Converse's stopReason too) tells the caller a stop sequence ended the
+    # answer, and which; its stream writer can only say end_turn from the neutral stop. A caller of another format
+    # read that format's stop, which a replay says again.
+    wire = wire_format(name)
+    reply = wire.read_reply(_with_finish(name, "stop_sequence"))
+    assert refusal(reply, wire, ResponseCachePolicy("on"), wire) == "finish a replay cannot say"
+    assert refusal(reply, wire, ResponseCachePolicy("on"), wire_format("openai")) is None
+    assert refusal(wire.read_reply(_with_finish(name, "end_turn")), wire, ResponseCachePolicy("on"), wire) is None
 
 
 @pytest.mark.parametrize("name", ["responses", "interactions"])
@@ -233,12 +246,12 @@ REFUSED_RESPONSE = {"id": "resp_1", "object": "response", "status": "completed",
 def test_a_refusal_under_a_normal_finish_is_never_stored():
     # Stored, it was replayed as an empty answer to every streamed request (the refusal is no text or tool call).
     chat, responses = wire_format("openai"), wire_format("responses")
-    assert refusal(chat.read_reply(REFUSED_CHAT), chat, ON_POLICY) == "empty"
-    assert refusal(responses.read_reply(REFUSED_RESPONSE), responses, ON_POLICY) == "empty"
+    assert refusal(chat.read_reply(REFUSED_CHAT), chat, ON_POLICY, chat) == "empty"
+    assert refusal(responses.read_reply(REFUSED_RESPONSE), responses, ON_POLICY, responses) == "empty"
     answer = Answer()
     for chunk in REFUSED_CHUNKS:
         answer.feed(chat.read_deltas(chunk), chat)
-    assert refusal(answer.result(), chat, ON_POLICY) == "empty"
+    assert refusal(answer.result(), chat, ON_POLICY, chat) == "empty"
 
 
 def test_requests_on_state_the_request_changes_or_asking_log_probabilities_bypass():
@@ -266,7 +279,7 @@ def test_a_tool_call_whose_arguments_are_not_json_is_never_stored():
                   {"tool_calls": [{"index": 0, "function": {"arguments": '{"q": "unterminated'}}]}):
         answer.feed(chat.read_deltas({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}), chat)
     answer.feed(chat.read_deltas({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}), chat)
-    assert refusal(answer.result(), chat, ResponseCachePolicy("on", tool_calls=True)) == "malformed tool call"
+    assert refusal(answer.result(), chat, ResponseCachePolicy("on", tool_calls=True), chat) == "malformed tool call"
 
 
 def test_requests_whose_provider_acts_for_the_caller_bypass():
