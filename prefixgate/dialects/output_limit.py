@@ -4,7 +4,9 @@ to Gemini where its caller asked for more than the model gives.
 Anthropic requires `max_tokens`; OpenAI (Chat Completions and Responses) and Gemini do not, and without one
 an answer runs to the model's own output limit there. A request translated from those formats asks Claude for
 the target model's documented limit (the catalogue's `max_output_tokens`), so the answer is cut no shorter
-than on the caller's own API. A model the catalogue gives no limit gets 4,096, which every Claude model allows.
+than on the caller's own API. A model the catalogue gives no limit gets 4,096, which every Claude model allows. A
+caller's limit over the model's own (an OpenAI caller's 100,000 falling over to Claude Haiku 4.5, which gives 64,000)
+is cut to it: Anthropic answers it with a 400 naming `max_tokens`.
 
 Gemini refuses a `maxOutputTokens` over the model's limit ("... the supported range is from 1 (inclusive) to 65537
 (exclusive)"), where OpenAI and Claude callers may ask for more (128,000 on Claude Opus 4.7 and GPT-5.x): such a
@@ -20,20 +22,25 @@ FALLBACK_MAX_TOKENS = 4096
 
 
 def model_output_limit(model: str) -> int:
-    """The most output tokens `model` (any platform's id for a Claude model) may answer with; 4,096 if unknown."""
+    """The most output tokens `model` (any platform's id for a Claude model) may answer with; 0 if the catalogue
+    does not say."""
     from prefixgate.providers.rules import default_catalog  # the catalogue loads on the first such request
 
     row = default_catalog().names("anthropic").get(claude_id(model))
-    return row.max_output_tokens if row is not None and row.max_output_tokens else FALLBACK_MAX_TOKENS
+    return row.max_output_tokens if row is not None else 0
 
 
 def max_tokens_for(chat: Chat, model: str) -> int:
-    """The caller's output limit, or `model`'s own (noted on `chat`) where the caller set none."""
-    if chat.max_tokens is not None:
-        return chat.max_tokens
+    """The caller's output limit, or `model`'s own (noted on `chat`) where the caller set none or asked for more
+    (Anthropic refuses a `max_tokens` over the model's limit with a 400; no answer could run longer anyway)."""
     limit = model_output_limit(model)
-    chat.notes.append(f"max_tokens {limit} ({model}'s output limit: the caller set none)")
-    return limit
+    if chat.max_tokens is None:
+        chat.notes.append(f"max_tokens {limit or FALLBACK_MAX_TOKENS} ({model}'s output limit: the caller set none)")
+        return limit or FALLBACK_MAX_TOKENS
+    if limit and chat.max_tokens > limit:
+        chat.notes.append(f"max_tokens {chat.max_tokens} -> {limit} ({model}'s output limit)")
+        return limit
+    return chat.max_tokens
 
 
 def within_gemini_limit(chat: Chat, model: str) -> int | None:

@@ -58,3 +58,22 @@ def test_an_openai_sdk_caller_without_max_tokens_reaches_claude_with_its_output_
         assert reply.choices[0].message.content == "Hello, world"
         sent = [r.body for r in up.received if r.path == "/v1/messages"]
         assert [b["max_tokens"] for b in sent] == [128_000]
+
+
+@pytest.mark.parametrize("source,body,target,model,limit", [
+    ("openai", {**CHAT, "max_completion_tokens": 100_000}, "anthropic", "claude-haiku-4-5", 64_000),
+    ("responses", {**RESPONSES, "max_output_tokens": 200_000}, "bedrock_invoke", "us.anthropic.claude-opus-5-5-v1:0",
+     128_000),
+    ("gemini", {**GEMINI, "generationConfig": {"maxOutputTokens": 65_536}}, "vertex_anthropic",
+     "claude-opus-4-5@20251101", 64_000),
+])
+def test_a_limit_over_the_claude_models_own_is_cut_to_it(source, body, target, model, limit):
+    out, notes = translate_body(body, wire_format(source), wire_format(target), model)
+    assert out["max_tokens"] == limit
+    assert any(f"-> {limit}" in n for n in notes), notes
+
+
+def test_an_older_claude_without_a_catalogued_limit_keeps_the_callers():
+    out, _ = translate_body({**CHAT, "max_tokens": 20_000}, wire_format("openai"), wire_format("anthropic"),
+                            "claude-opus-4-1")
+    assert out["max_tokens"] == 20_000
