@@ -63,6 +63,8 @@ async def _stored(request: Request, method: str, version: str, interaction_id: s
                                         key)
     if method == "DELETE" and 200 <= resp.status < 300:
         await proxy.stored_ids.forget(WIRE.stored_kind, interaction_id)
+    if method == "DELETE" and (200 <= resp.status < 300 or resp.status == 404):
+        await proxy.response_cache.forget(interaction_id)     # gone upstream: no replay may hand out its id
     # `GET ?stream=true` replays a finished interaction's events (read whole here: it is over already).
     replay = request.query_params.get("stream") == "true"
     return Response(resp.body, resp.status, media_type="text/event-stream" if replay else "application/json")

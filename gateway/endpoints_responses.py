@@ -108,6 +108,8 @@ async def _stored(request: Request, method: str, response_id: str, suffix: str) 
         record_listed(proxy.stored_ids, principal(caller.key), resp.body or b"")
     if method == "DELETE" and 200 <= resp.status < 300:
         await proxy.stored_ids.forget(WIRE.stored_kind, response_id)
+    if method == "DELETE" and (200 <= resp.status < 300 or resp.status == 404):
+        await proxy.response_cache.forget(response_id)     # gone upstream: no replay may hand out its id
     # `GET ?stream=true` replays a finished response's events (read whole here: it is over already).
     replay = request.query_params.get("stream") == "true"
     return Response(resp.body, resp.status, media_type="text/event-stream" if replay else "application/json")
