@@ -4,7 +4,8 @@ Claude Opus 4.7 and later answer any non-default value with a 400 "`temperature`
 on every platform (Anthropic's list, quoted in memberjunction's RejectsSamplingParams: Fable and Mythos 5 and 5.1,
 Mythos Preview, Opus 5.5, 5, 4.8, 4.7, Sonnet 5.5, 5, Haiku 5.5; the 5.2 models are taken to follow), and the
 documented fix is to omit them. A request translated from a dialect whose callers routinely send a temperature
-(LangChain's ChatOpenAI defaults to 0.7) must leave it out for these models.
+(LangChain's ChatOpenAI defaults to 0.7) must leave it out for these models. Opus 4.1 to the 4.6 models take
+either `temperature` or `top_p`: a caller's pair keeps its temperature.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ _NONE = frozenset({
     "claude-mythos-5", "claude-mythos-preview", "claude-opus-5-5", "claude-opus-5", "claude-opus-4-8",
     "claude-opus-4-7", "claude-sonnet-5-5", "claude-sonnet-5", "claude-haiku-5-5",
 })
+# Claude Opus 4.1 to the 4.6 models take one of the two: both are a 400 "`temperature` and `top_p` cannot both be
+# specified for this model. Please use only one." (reported for Opus 4.1, Sonnet 4.5 and Haiku 4.5 in
+# cloud-apim/otoroshi-llm-extension#140, Sonnet 4.6 on Bedrock in skydiscover-ai/skydiscover#15; Opus 4.5 and 4.6
+# are taken to follow), where OpenAI and Gemini take both: the caller's temperature is kept.
+_ONE_OF_TWO = frozenset({"claude-opus-4-1", "claude-opus-4-5", "claude-opus-4-6", "claude-sonnet-4-5",
+                         "claude-sonnet-4-6", "claude-haiku-4-5"})
 # A platform's spelling around the model: Bedrock's `us.anthropic.` and `-v1:0`, Vertex's `@date`, a `-date`.
 _SUFFIX = re.compile(r"(@\d+|-v\d+(:\d+)?|-\d{8})+$")
 
@@ -35,6 +42,9 @@ def takes_sampling(model: str) -> bool:
 def put_sampling(out: dict, chat: Chat, model: str, temperature: str, top_p: str) -> None:
     """`chat`'s temperature and top_p into `out` under the names given, unless `model` refuses them: then a note."""
     values = {name: v for name, v in ((temperature, chat.temperature), (top_p, chat.top_p)) if v is not None}
+    if takes_sampling(model) and len(values) == 2 and claude_id(model) in _ONE_OF_TWO:
+        del values[top_p]
+        chat.notes.append(f"{top_p} dropped: {model} takes temperature or top_p, not both")
     if takes_sampling(model):
         out.update(values)
     elif values:

@@ -39,7 +39,7 @@ def test_an_openai_caller_with_a_temperature_is_answered_by_a_newer_claude(gatew
 
 
 def test_an_older_claude_still_gets_the_callers_temperature():
-    body, notes = translate_body(CHAT, wire_format("openai"), wire_format("anthropic"), "claude-haiku-4-5")
+    body, notes = translate_body(CHAT, wire_format("openai"), wire_format("anthropic"), "claude-sonnet-4-20250514")
     assert (body["temperature"], body["top_p"]) == (0.7, 0.9)
     assert not any("sampling" in n for n in notes)
 
