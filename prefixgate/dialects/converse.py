@@ -289,7 +289,8 @@ def read_chat(body: dict) -> Chat:
         if spec is None:
             raise refuse(f"tool {next(iter(item), '')!r}", NAME)
         chat.tools.append(Tool(spec.get("name", ""), spec.get("description", ""),
-                               (spec.get("inputSchema") or {}).get("json") or {"type": "object", "properties": {}}))
+                               (spec.get("inputSchema") or {}).get("json") or {"type": "object", "properties": {}},
+                               strict=spec.get("strict") is True))
     config = body.get("inferenceConfig") or {}
     chat.max_tokens, chat.temperature, chat.top_p = config.get("maxTokens"), config.get("temperature"), config.get("topP")
     chat.stop = list(config.get("stopSequences") or [])
@@ -377,11 +378,12 @@ def write_chat(chat: Chat, model: str) -> dict:
     out: dict[str, Any] = {"messages": messages}
     if system:
         out["system"] = system
-    note_tool_options(chat, "Converse")
+    note_tool_options(chat, "Converse", takes_strict=True)     # toolSpec.strict: Bedrock's structured tool use
     if chat.tools:
         tools: list[dict] = []
         for t in chat.tools:
-            tools.append({"toolSpec": {"name": t.name, "description": t.description, "inputSchema": {"json": t.schema}}})
+            spec = {"name": t.name, "description": t.description, "inputSchema": {"json": t.schema}}
+            tools.append({"toolSpec": spec | ({"strict": True} if t.strict else {})})
             _with_point(tools, t.checkpoint)
         config: dict[str, Any] = {"tools": tools}
         if chat.tool_choice in ("auto", "any"):

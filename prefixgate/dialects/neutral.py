@@ -192,11 +192,12 @@ def note_dropped(chat: Chat, body: dict, known: set[str]) -> None:
             chat.notes.append(f"dropped {key} (no equivalent in the target format)")
 
 
-def note_tool_options(chat: Chat, target: str) -> None:
-    """A caller's "one tool call at a time" and strict tools, which `target` cannot say, named in the explanation."""
+def note_tool_options(chat: Chat, target: str, takes_strict: bool = False) -> None:
+    """A caller's "one tool call at a time" and strict tools (unless `takes_strict`), which `target` cannot say,
+    named in the explanation."""
     if chat.parallel_calls is False and chat.tools:
         chat.notes.append(f"dropped parallel_tool_calls false ({target} has no switch; it may answer with several calls)")
-    if any(t.strict for t in chat.tools):
+    if not takes_strict and any(t.strict for t in chat.tools):
         chat.notes.append(f"dropped strict on tools ({target} does not constrain arguments to the schema)")
 
 
