@@ -8,8 +8,10 @@ itself, and none of them calls back into the proxy to do it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,7 @@ from prefixgate.gateway.stored_ids import StoredIds
 from prefixgate.gateway.tracing import Tracing
 from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
 from prefixgate.policies import Limits, Upstream
+from prefixgate.policies.limits import Reservation
 from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.rules import Catalog
 from prefixgate.usage import Usage
@@ -37,6 +40,8 @@ if TYPE_CHECKING:
 
 # The ledger status of a request whose client hung up before its answer ended (nginx's convention).
 CLIENT_CLOSED = 499
+# The ledger kind of an attempt that timed out and was given up on (`Accounting.abandoned`).
+ABANDONED = "abandoned_attempt"
 # What reading an answer whose shape its format's documentation does not give raises (a list where an object goes,
 # a token count as a string): the answer is still the upstream's, billed, and recorded as such, never a gateway 500.
 UNREADABLE = (AttributeError, IndexError, KeyError, TypeError, ValueError)
@@ -66,10 +71,18 @@ class Accounting:
     def record(self, call: Call, prep: Prepared | None, usage: Usage | None, status: int, *, ttft_s: float | None,
                upstream_s: float, error: str = "") -> LedgerRecord:
         """The request's ledger record, queued for the writer and counted in the metrics."""
+        rec = self.entry(call, prep, usage, status, ttft_s=ttft_s, upstream_s=upstream_s, error=error)
+        self.keep(call, rec)
+        return rec
+
+    def entry(self, call: Call, prep: Prepared | None, usage: Usage | None, status: int, *, ttft_s: float | None,
+              upstream_s: float, error: str = "", notes: list[str] | None = None) -> LedgerRecord:
+        """A ledger record of `call` sent as `prep`, priced; `notes` (else the request's own) explain it."""
         now = time.perf_counter()
+        notes = call.notes if notes is None else notes
         if usage is not None and usage.unreadable:
             # Impossible usage (10**18 tokens, a negative count): the answer passes, its record prices nothing.
-            call.notes.append(f"usage: unreadable, recorded without it ({usage.unreadable})")
+            notes.append(f"usage: unreadable, recorded without it ({usage.unreadable})")
             usage = None
         reported = usage is not None
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
@@ -77,7 +90,7 @@ class Accounting:
         priced = prep is not None and (usage != Usage() or prep.storage_token_hours)
         price = self.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price) if priced else None  # type: ignore[union-attr]
         flip = self.sticky.settle(call, prep, usage, price, self.catalog) if prep and reported and status == 200 else None
-        explanation = (prep.plan.explanation if prep else []) + call.notes
+        explanation = (prep.plan.explanation if prep else []) + notes
         if prep is not None and priced:
             rows = prep.price_rows
             cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None
@@ -103,7 +116,6 @@ class Accounting:
             segments=prefix_shape(prep.plan.conversation if prep else call.conv,
                                   prep.planner if prep else call.wire.planner_provider, volatile_spans),
             response_cache=call.response_cache.state if call.response_cache is not None else "", **flip_fields(flip))
-        self.keep(call, rec)
         return rec
 
     def keep(self, call: Call, rec: LedgerRecord) -> None:
@@ -134,11 +146,30 @@ class Accounting:
         call.notes.append(f"usage estimated: {why} (prompt + max output tokens)")
         return call.estimate if call.estimate != Usage() else estimated_usage(call.conv, call.raw)
 
-    def prompt_only(self, call: Call, prep: Prepared, why: str) -> Usage:
+    def prompt_only(self, call: Call, prep: Prepared, why: str, notes: list[str] | None = None) -> Usage:
         """The usage of an upstream that took the prompt and produced nothing billed as output: the prompt alone,
-        from the body's size, noted as such."""
-        call.notes.append(f"usage estimated: {why} (prompt from the body's size)")
+        from the body's size, noted as such (in `notes`, else the request's own)."""
+        (call.notes if notes is None else notes).append(f"usage estimated: {why} (prompt from the body's size)")
         return cut_usage(None, prep.body, 0)
+
+    async def abandoned(self, call: Call, prep: Prepared) -> None:
+        """An attempt that timed out before its first byte, given up on (for a retry, the next target or the
+        caller's 504): the upstream may have run it and billed the prompt at least, though its answer never came.
+        It gets a row of its own (kind `abandoned_attempt`: the request's record prices the attempt that ended it),
+        priced at the prompt alone and counted against the key's budget."""
+        notes = [f"attempt {call.attempts} on {prep.upstream.name}: no first byte within the timeout, abandoned"]
+        usage = self.prompt_only(call, prep, "the provider's answer never arrived, though it may have run and "
+                                 "billed the request", notes)
+        alone = replace(prep, extra_usage=None, storage_token_hours=Decimal(0))    # billed on the request's record
+        rec = replace(self.entry(call, alone, usage, 504, ttft_s=None, upstream_s=0.0, notes=notes,
+                                 error=f"upstream {prep.upstream.name!r} timed out"),
+                      id=f"{call.id}-{call.attempts}", kind=ABANDONED, body="", response="")
+        self.ledger.append(rec)
+        self.metrics.observe(rec)
+        if call.caller.key is not None and rec.cost_usd:
+            # Shielded: the caller hanging up here must not take the spend off the budget with it.
+            await asyncio.shield(self.limits.settle(call.caller.key, Reservation(), rec.uncached_input,
+                                                    Decimal(rec.cost_usd)))
 
     def stored(self, call: Call, prep: Prepared, response_id: str | None) -> None:
         """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's."""

@@ -4,7 +4,8 @@ answer in the caller's dialect, and account for it.
 Retries never double-bill: an attempt is retried or failed over only when the upstream refused it
 (429/5xx) or never answered (connect error, timeout before the first byte). Once an upstream has
 answered 2xx the request is that upstream's, streamed or not, and a later break is reported to the
-caller instead of being sent again.
+caller instead of being sent again. An attempt that timed out may still have been run and billed: it is
+a ledger row of its own, priced at its prompt (`Accounting.abandoned`); one that never connected cost nothing.
 """
 
 from __future__ import annotations
@@ -321,6 +322,9 @@ class Proxy:
                 if failure.answered:    # a 2xx whose body broke: that upstream's answer, billed, never sent twice
                     return self.fail(call, failure.request_error(), prep,
                                      self.accounts.estimated(call, "the answer broke off after the upstream's 2xx"))
+                if failure.timed_out:   # it may have run (and been billed) all the same: on a row of its own
+                    call.upstream_working = False       # so a hang-up from here bills nothing more for it
+                    await self.accounts.abandoned(call, prep)
                 if condition is None or condition not in retry.on:
                     return self.fail(call, failure.request_error(), prep)
                 call.notes.append(f"attempt {call.attempts} on {prep.upstream.name}: {condition}")
