@@ -95,17 +95,16 @@ class ChunkWriter(StreamWriter):
         self._events = anthropic.EventWriter(model, include_usage)
 
     def write(self, deltas: list[Delta]) -> bytes:
-        return _reframe(self._events.write(deltas))
+        return b"".join(chunk(event) for event in _events(self._events.write(deltas)))
 
     def finish(self, usage: Usage | None) -> bytes:
-        return _reframe(self._events.finish(usage))
+        return b"".join(stream_frames(_events(self._events.finish(usage)), usage or Usage()))
 
 
-def _reframe(sse: bytes) -> bytes:
-    """SSE-encoded Anthropic events as `chunk` frames."""
+def _events(sse: bytes) -> Iterator[dict]:
+    """The Anthropic events of SSE-encoded `sse`."""
     buffer = bytearray()
-    return b"".join(chunk(event) for raw in SSE_FRAMING.split(buffer, sse)
-                    if (event := SSE_FRAMING.payload(raw)) is not None)
+    return (event for raw in SSE_FRAMING.split(buffer, sse) if (event := SSE_FRAMING.payload(raw)) is not None)
 
 
 class BedrockInvoke(BedrockFormat):
