@@ -4,11 +4,14 @@ stored response created through one replica is its tenant's on the other (retrie
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from contextlib import ExitStack
 
 import httpx
 import openai
 import pytest
+import redis
 
 from prefixgate.policies.schema import hash_key
 from prefixgate.simulation.mock.server import MockContext
@@ -99,3 +102,41 @@ def test_a_restarted_gateway_still_sends_follow_ups_to_the_account_that_stores_t
             assert _client(gw.url, ACME).responses.retrieve(ident).id == ident
             follow = _client(gw.url, ACME).responses.create(model=MODEL, input="And another?", previous_response_id=ident)
             assert follow.previous_response_id == ident
+
+
+def _stored_on_the_second_account(mock: str) -> str:
+    """A response the route's second account stores (created there directly, as an older gateway relayed it)."""
+    second = openai.OpenAI(api_key="sk-account-two-0002", base_url=mock + "/v1", max_retries=0)
+    return second.responses.create(model=MODEL, input="Name a prime number.").id
+
+
+def _acme_reaches_it_and_globex_does_not(url: str, ident: str) -> None:
+    assert _client(url, ACME).responses.retrieve(ident).id == ident
+    follow = _client(url, ACME).responses.create(model=MODEL, input="And another?", previous_response_id=ident)
+    assert follow.previous_response_id == ident
+    with pytest.raises(openai.NotFoundError):
+        _client(url, GLOBEX).responses.retrieve(ident)
+
+
+def test_after_an_upgrade_the_owners_and_homes_in_the_older_ledger_tables_still_hold(tmp_path, mock):
+    ident = _stored_on_the_second_account(mock)
+    settings = settings_for(mock, tmp_path)
+    db = sqlite3.connect(settings.ledger_path, isolation_level=None)     # the older version's tables and rows
+    db.execute("CREATE TABLE owners (kind TEXT NOT NULL, id TEXT NOT NULL, owner TEXT NOT NULL, expires REAL NOT NULL, "
+               "PRIMARY KEY (kind, id))")
+    db.execute("CREATE TABLE response_homes (id TEXT PRIMARY KEY, upstream TEXT NOT NULL, expires REAL NOT NULL)")
+    db.execute("INSERT INTO owners VALUES ('response', ?, 'tenant:acme', ?)", (ident, time.time() + 86400))
+    db.execute("INSERT INTO response_homes VALUES (?, 'second', ?)", (ident, time.time() + 86400))
+    db.close()
+    with running_gateway(settings, policy=policy_for(settings, _policy(mock))) as gw:
+        _acme_reaches_it_and_globex_does_not(gw.url, ident)
+
+
+def test_during_a_rolling_upgrade_a_replica_reads_what_older_replicas_shared_in_redis(tmp_path, redis_url, mock):
+    ident = _stored_on_the_second_account(mock)
+    r = redis.Redis.from_url(redis_url)      # the older version's key names
+    r.set(f"prefixgate:owner:response:{ident}", "tenant:acme", ex=86400)
+    r.set(f"prefixgate:home:{ident}", "second", ex=86400)
+    settings = settings_for(mock, tmp_path, redis_url=redis_url)
+    with running_gateway(settings, policy=policy_for(settings, _policy(mock))) as gw:
+        _acme_reaches_it_and_globex_does_not(gw.url, ident)
