@@ -36,6 +36,7 @@ from prefixgate.dialects.neutral import (
     put,
     refuse,
 )
+from prefixgate.dialects.output_limit import within_claude_limit
 from prefixgate.dialects.sampling import put_sampling
 from prefixgate.dialects.validate import expect, load_body, require
 from prefixgate.errors import RequestError
@@ -395,7 +396,7 @@ def write_chat(chat: Chat, model: str) -> dict:
             config["toolChoice"] = {"tool": {"name": chat.tool_choice}}
         out["toolConfig"] = config
     inference: dict[str, Any] = {}
-    put(inference, maxTokens=chat.max_tokens, stopSequences=chat.stop or None)
+    put(inference, maxTokens=within_claude_limit(chat, model), stopSequences=chat.stop or None)
     put_sampling(inference, chat, model, "temperature", "topP")
     if inference:
         out["inferenceConfig"] = inference

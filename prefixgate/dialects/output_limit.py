@@ -31,13 +31,20 @@ def model_output_limit(model: str) -> int:
 
 
 def max_tokens_for(chat: Chat, model: str) -> int:
-    """The caller's output limit, or `model`'s own (noted on `chat`) where the caller set none or asked for more
-    (Anthropic refuses a `max_tokens` over the model's limit with a 400; no answer could run longer anyway)."""
-    limit = model_output_limit(model)
+    """The caller's output limit (cut as `within_claude_limit` cuts it), or `model`'s own (noted on `chat`) where the
+    caller set none."""
     if chat.max_tokens is None:
-        chat.notes.append(f"max_tokens {limit or FALLBACK_MAX_TOKENS} ({model}'s output limit: the caller set none)")
-        return limit or FALLBACK_MAX_TOKENS
-    if limit and chat.max_tokens > limit:
+        limit = model_output_limit(model) or FALLBACK_MAX_TOKENS
+        chat.notes.append(f"max_tokens {limit} ({model}'s output limit: the caller set none)")
+        return limit
+    return within_claude_limit(chat, model)
+
+
+def within_claude_limit(chat: Chat, model: str) -> int | None:
+    """The caller's output limit, cut (and noted on `chat`) to the Claude `model`'s catalogued own where it asks for
+    more: Anthropic and Bedrock refuse a larger one with a 400, and no answer could run longer anyway."""
+    limit = model_output_limit(model)
+    if chat.max_tokens is not None and limit and chat.max_tokens > limit:
         chat.notes.append(f"max_tokens {chat.max_tokens} -> {limit} ({model}'s output limit)")
         return limit
     return chat.max_tokens

@@ -77,3 +77,15 @@ def test_an_older_claude_without_a_catalogued_limit_keeps_the_callers():
     out, _ = translate_body({**CHAT, "max_tokens": 20_000}, wire_format("openai"), wire_format("anthropic"),
                             "claude-opus-4-1")
     assert out["max_tokens"] == 20_000
+
+
+def test_converse_gets_no_default_but_a_limit_over_the_claude_models_is_cut():
+    # Converse's maxTokens is optional ("The default value is the maximum allowed value for the model", the
+    # InferenceConfiguration reference): left out when the caller set none, cut when over the model's own.
+    model = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
+    out, _ = translate_body(CHAT, wire_format("openai"), wire_format("bedrock_converse"), model)
+    assert "maxTokens" not in out.get("inferenceConfig", {})
+    out, notes = translate_body({**CHAT, "max_completion_tokens": 100_000}, wire_format("openai"),
+                                wire_format("bedrock_converse"), model)
+    assert out["inferenceConfig"]["maxTokens"] == 64_000
+    assert any("-> 64000" in n for n in notes), notes
