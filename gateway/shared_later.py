@@ -28,6 +28,9 @@ class SharedLater:
     def set(self, key: str, fields: dict[str, str], ttl_s: float) -> None:
         """Set `fields` of hash `key`, which then lasts `ttl_s`, in the background (the caller may be answering
         a request)."""
+        missed = self._missed.pop(key, None)
+        if missed is not None:      # older: made later, after this write, it would undo this one's expiry
+            fields = {**missed[0], **fields}
         task = asyncio.get_running_loop().create_task(self._write(key, fields, self._clock() + ttl_s))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)

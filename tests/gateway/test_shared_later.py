@@ -70,3 +70,20 @@ def test_a_response_deleted_while_redis_blipped_shares_its_home_but_not_its_owne
         return seen
 
     assert asyncio.run(run()) == (False, "second-account")
+
+
+def test_a_write_redis_missed_is_not_shared_later_over_a_newer_one(tmp_path, redis_url):
+    """An explicit cache recorded for 60 s while Redis blipped, then extended to an hour (a PATCH) once it
+    answered: the missed write, made after the newer one, put the 60 s back, and from then on the other
+    replicas refused the tenant its own cache (they know its owner only from Redis)."""
+    async def run() -> None:
+        one = StoredIds(str(tmp_path / "one.sqlite"), redis_url)
+        _blip(redis_url)
+        one.record("cached_content", "cache_1", "tenant:a", ttl_s=60)
+        await asyncio.sleep(1.0)
+        _back(redis_url)
+        one.record("cached_content", "cache_1", "tenant:a", ttl_s=3600)
+        await one.aclose()
+
+    asyncio.run(run())
+    assert redis.Redis.from_url(redis_url).ttl("prefixgate:stored:cached_content:cache_1") > 3000
