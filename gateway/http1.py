@@ -20,6 +20,7 @@ import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httptools
@@ -48,6 +49,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.idle_since = 0.0
         self.parser = httptools.HttpResponseParser(self)
+        self.writable: asyncio.Future | None = None      # set while the transport's write buffer is full
         self.begin()
 
     def begin(self) -> None:
@@ -71,8 +73,24 @@ class _Connection(asyncio.Protocol):
             self._fail(Broken(f"malformed response ({e})"))
             self.close()
 
+    def pause_writing(self) -> None:
+        self.writable = self.loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self.writable is not None and not self.writable.done():
+            self.writable.set_result(None)
+        self.writable = None
+
+    async def drain(self) -> None:
+        """Until the transport takes more (a streamed request body waits for a slow upstream here)."""
+        if self.writable is not None:
+            await self.writable
+        if self.closed:
+            raise Broken("connection closed by the upstream while the request was sent")
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.resume_writing()
         if self.until_close and self.head_done and not self.done:
             self.done = True            # a close-delimited body ends here
             self._wake()
@@ -198,6 +216,13 @@ class Http1Response:
             self._conn.close()
 
 
+@dataclass
+class BodyStream:
+    """A request body sent as it arrives: exactly `length` bytes (its content-length) from `chunks`."""
+    chunks: AsyncIterator[bytes]
+    length: int
+
+
 class Http1Pool:
     """Create inside the running event loop."""
 
@@ -207,22 +232,32 @@ class Http1Pool:
         self._targets: dict[str, tuple[tuple[str, str, int], str, str]] = {}
         self._tls: ssl.SSLContext | None = None
 
-    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
+    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes | BodyStream | None,
                       timeout_s: float) -> Http1Response:
-        """Send one request and wait for the response's headers (at most `timeout_s`); the body follows."""
+        """Send one request and wait for the response's headers (at most `timeout_s`); the body follows.
+        A `BodyStream` is written as it arrives, at the pace the upstream reads it."""
         origin, host, target = self._target(url)
         lines = [f"{method} {target} HTTP/1.1\r\nhost: {host}\r\n"]
         for name, value in headers.items():
             if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
                 raise ValueError(f"header {name!r} contains a line break")
             lines.append(f"{name}: {value}\r\n")
-        lines.append(f"content-length: {len(body or b'')}\r\n\r\n")
+        streamed = body if isinstance(body, BodyStream) else None
+        length = streamed.length if streamed is not None else len(body or b"")
+        lines.append(f"content-length: {length}\r\n\r\n")
         head = "".join(lines).encode("latin-1")     # before a connection is taken: one that cannot be sent holds none
         conn = await self._connection(origin, timeout_s)
         conn.begin()
         # Head and body as two buffers (one writev): joined, a big body would be copied once more on the loop.
-        conn.transport.writelines((head, body) if body else (head,))  # type: ignore[union-attr]
+        conn.transport.writelines((head, body) if body and streamed is None else (head,))  # type: ignore[union-attr]
         try:
+            if streamed is not None:
+                async for chunk in streamed.chunks:
+                    conn.transport.write(chunk)  # type: ignore[union-attr]
+                    try:
+                        await asyncio.wait_for(conn.drain(), timeout_s)
+                    except TimeoutError:
+                        raise ReadTimeout() from None
             while not conn.head_done:
                 await conn.wait(timeout_s)
         except BaseException:

@@ -3,9 +3,10 @@
 Behind the gateway's own provider key every tenant is one account to the provider, so an id that account
 holds (a container, a stored Responses item, an uploaded file, a vector store, a conversation, a skill, an
 object in the operator's storage) reads its data for whoever names it. Ids an answer creates (a container a
-code tool started, the items of a stored response) are recorded as the caller's tenant's (`ownership`); a
-request naming one is let through only for that tenant. The gateway serves no endpoint that creates files,
-vector stores, conversations, skills or storage objects, so every such id belongs to nobody and is a 404 to
+code tool started, the items of a stored response) and files uploaded through the gateway's `/v1/files`
+(endpoints_files) are recorded as the caller's tenant's (`ownership`); a request naming one is let through
+only for that tenant. The gateway serves no endpoint that creates vector stores, conversations, skills or
+storage objects, so every such id (and a file not uploaded through it) belongs to nobody and is a 404 to
 every keyed caller (fail closed, as `ownership` treats every id it never saw created) unless the operator
 grants it to the caller's key (`provider_ids` in the policy: a vector store or file it made for that tenant);
 an open gateway has one party and checks nothing.
@@ -23,8 +24,9 @@ from prefixgate.ir import Conversation
 
 CONTAINER = "container"     # OpenAI code interpreter's `cntr_...`, Anthropic code execution's `container_...`
 ITEM = "response_item"      # a stored Responses item (`msg_...`, `fc_...`), named by an `item_reference`
+FILE = "file"               # uploaded through the gateway's `/v1/files`
 # Never created through the gateway: only ever refused to keyed callers.
-FILE, VECTOR_STORE, CONVERSATION, SKILL, STORAGE = "file", "vector_store", "conversation", "skill", "storage_object"
+VECTOR_STORE, CONVERSATION, SKILL, STORAGE = "vector_store", "conversation", "skill", "storage_object"
 SEARCH_STORE = "file_search_store"      # Gemini File Search's `fileSearchStores/...`
 AUDIO = "audio"             # a Chat Completions audio answer, named again by an assistant message's `audio.id`
 _NOUNS = {CONTAINER: "Container", ITEM: "Item", FILE: "File", VECTOR_STORE: "Vector store",

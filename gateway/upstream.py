@@ -36,7 +36,7 @@ from yarl import URL
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
-from prefixgate.gateway.http1 import Broken, ConnectFailed, Http1Pool, Http1Response, ReadTimeout
+from prefixgate.gateway.http1 import BodyStream, Broken, ConnectFailed, Http1Pool, Http1Response, ReadTimeout
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.policies.schema import Upstream
 from prefixgate.providers import compatible
@@ -193,17 +193,18 @@ class UpstreamClient:
                    **auth_headers(upstream, wire, key)}
         return await self._signed(upstream.name, wire, "POST", url, body, headers, stream, key, timeout_s)
 
-    async def forward(self, upstream: Upstream, wire: WireFormat, method: str, path: str, query: str, body: bytes,
-                      key: str | None, timeout_s: float = 60, caller_headers: Mapping[str, str] | None = None
-                      ) -> UpstreamResponse:
-        """A plain pass-through call (Gemini cachedContents, token counting, model lists) to `path` on `upstream`,
-        with the format's own required headers (Anthropic's `anthropic-version`) and `caller_headers` over them."""
+    async def forward(self, upstream: Upstream, wire: WireFormat, method: str, path: str, query: str,
+                      body: bytes | BodyStream, key: str | None, timeout_s: float = 60,
+                      caller_headers: Mapping[str, str] | None = None, stream: bool = False) -> UpstreamResponse:
+        """A plain pass-through call (Gemini cachedContents, token counting, model lists, files) to `path` on
+        `upstream`, with the format's own required headers (Anthropic's `anthropic-version`) and `caller_headers`
+        over them (a multipart upload's content-type); `stream`: the answer's body is streamed."""
         url = wire.resource_url(upstream.url, path) + (f"?{query}" if query else "")
         headers = {"content-type": "application/json", "accept-encoding": "identity", **wire.upstream_headers,
                    **(caller_headers or {}), **auth_headers(upstream, wire, key)}
-        return await self._signed(upstream.name, wire, method, url, body or None, headers, False, key, timeout_s)
+        return await self._signed(upstream.name, wire, method, url, body or None, headers, stream, key, timeout_s)
 
-    async def _signed(self, name: str, wire: WireFormat, method: str, url: str, body: bytes | None,
+    async def _signed(self, name: str, wire: WireFormat, method: str, url: str, body: bytes | BodyStream | None,
                       headers: dict[str, str], stream: bool, key: str | None, timeout_s: float) -> UpstreamResponse:
         """One exchange, signed when the format signs. A provider that refuses the gateway's own short-lived
         credentials (401: a Google token expired or revoked early) gets the request once more with renewed
@@ -219,7 +220,7 @@ class UpstreamClient:
         signed = await wire.sign(method, url, headers, body, self.signing)
         return await self._exchange(name, method, url, body, signed, stream, (key, *signing_secrets(signed)), timeout_s)
 
-    async def _exchange(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],
+    async def _exchange(self, name: str, method: str, url: str, body: bytes | BodyStream | None, headers: dict[str, str],
                         stream: bool, secrets: tuple[str | None, ...], timeout_s: float) -> UpstreamResponse:
         try:
             resp = await self._open(name, method, url, body, headers, timeout_s)
@@ -252,13 +253,16 @@ class UpstreamClient:
             raise UpstreamFailure(name, 502, f"response cut off ({e})", answered=True) from None
         return UpstreamResponse(resp.status, headers_out, data, None, _nothing)
 
-    async def _open(self, name: str, method: str, url: str, body: bytes | None, headers: dict[str, str],
+    async def _open(self, name: str, method: str, url: str, body: bytes | BodyStream | None, headers: dict[str, str],
                     timeout_s: float) -> Http1Response | _Proxied:
         proxy, proxy_auth = self._proxy(name, url)
         if proxy is None:
             return await self.direct.request(method, url, headers, body, timeout_s)
+        data: bytes | AsyncIterator[bytes] | None = body
+        if isinstance(body, BodyStream):     # its length, so aiohttp sends it as it comes without chunking it
+            data, headers = body.chunks, {**headers, "content-length": str(body.length)}
         with _lean_errors():
-            resp = await self.http.request(method, url, data=body, headers=headers, timeout=self._timeout(timeout_s),
+            resp = await self.http.request(method, url, data=data, headers=headers, timeout=self._timeout(timeout_s),
                                            allow_redirects=False, proxy=proxy, proxy_auth=proxy_auth)
         return _Proxied(resp)
 

@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     # the gateway's work per request; providers accept fewer (docs/gateway.md#request-limits).
     max_messages: int = Field(100_000, ge=1)
     max_content_parts: int = Field(400_000, ge=1)
+    # Largest file one `POST /v1/files` upload may carry, in MiB, below the provider's own cap (OpenAI 512,
+    # Anthropic 500): the upload is streamed to the provider, never held whole.
+    max_upload_mb: int = Field(512, ge=1)
     # A body of this many bytes or more is parsed, planned and encoded on a worker thread, off the event loop,
     # so it does not stall other requests (gateway/off_loop.py).
     off_loop_bytes: int = Field(1 << 20, ge=0)

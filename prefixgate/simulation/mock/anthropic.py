@@ -10,8 +10,10 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import anthropic as dialect
 from prefixgate.errors import RequestError
+from prefixgate.providers.files import ANTHROPIC
 from prefixgate.providers.pricing import resolve_model
 from prefixgate.simulation.mock import agent, agent_wire, anthropic_params
+from prefixgate.simulation.mock.files import names_a_file, require_beta
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.service_tier import anthropic_tier
 from prefixgate.simulation.mock.text import reply_for, structured_reply
@@ -67,7 +69,9 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         model = resolve_model("anthropic", str(body.get("model", "")), ctx.simulator.catalog)
         anthropic_params.check_body(body, request.headers["anthropic-version"], model.id,
                                     request.headers.get("anthropic-beta", ""))
-        return await answer(ctx, request, body, tenant)
+        if names_a_file(body):
+            require_beta(request.headers.get("anthropic-beta", ""))
+        return await answer(ctx, request, ctx.files.inlined(ANTHROPIC, tenant, body), tenant)
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> dict:

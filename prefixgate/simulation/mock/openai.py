@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import openai as dialect
 from prefixgate.errors import RequestError
+from prefixgate.providers.files import OPENAI
 from prefixgate.providers.pricing import resolve_model
 from prefixgate.simulation.mock import agent, agent_wire, audio, openai_params
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
@@ -35,6 +36,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         tenant = authenticate(request)
         body = await json_body(request)
         openai_params.check_chat_body(body)
+        body = ctx.files.inlined(OPENAI, tenant, body)     # a `file` part reads the organisation's file
         fault = await ctx.fault_for(request, "openai", body.get("model"))
         result = ctx.simulator.respond("openai", body, now=ctx.clock(), tenant=tenant)
         tier = openai_tier(body, fault)

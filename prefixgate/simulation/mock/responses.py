@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import responses as dialect
 from prefixgate.errors import RequestError
+from prefixgate.providers.files import OPENAI
 from prefixgate.providers.response_store import ResponseStore, StoredResponse
 from prefixgate.simulation.mock import item_references
 from prefixgate.simulation.mock.openai import authenticate
@@ -49,7 +50,7 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         dialect.parse_request(body)
         container = ctx.containers.code_interpreter(body, tenant, ctx.clock())
         context, new_input = _context(body, responses, tenant), _input(body, responses, tenant)
-        sent = _expanded(body, context, new_input)
+        sent = ctx.files.inlined(OPENAI, tenant, _expanded(body, context, new_input))    # a file is read as text
         result = ctx.simulator.respond("openai", sent, now=ctx.clock(), tenant=tenant)
         response, chunks = _answer(body, sent, result.usage, prompt_text(result.conversation), result.model.id)
         if container is not None:       # the code it ran comes first (the mock's model always runs some)
@@ -69,7 +70,8 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         body = await json_body(request)
         await ctx.fault_for(request, "openai", body.get("model"))
         dialect.parse_request(body)
-        sent = _expanded(body, _context(body, responses, tenant), _input(body, responses, tenant))
+        sent = ctx.files.inlined(OPENAI, tenant, _expanded(body, _context(body, responses, tenant),
+                                                           _input(body, responses, tenant)))
         return {"object": "response.input_tokens", "input_tokens": ctx.simulator.count_tokens("openai", sent)}
 
     @app.get("/v1/responses/{response_id}")

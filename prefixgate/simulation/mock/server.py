@@ -33,9 +33,11 @@ from prefixgate.dialects import bedrock, interactions
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
+from prefixgate.providers.files import ANTHROPIC, OPENAI
 from prefixgate.simulation.mock.containers import Containers
 from prefixgate.simulation.mock.diagnostics import AnthropicDiagnostics, ResponsesDiagnostics
 from prefixgate.simulation.mock.faults import HEADER, Fault, FaultError, FaultPlan
+from prefixgate.simulation.mock.files import Files
 from prefixgate.simulation.simulator import Simulator
 
 
@@ -60,6 +62,10 @@ class MockContext:
     anthropic_diagnostics: AnthropicDiagnostics = field(default_factory=AnthropicDiagnostics)
     responses_diagnostics: ResponsesDiagnostics = field(default_factory=ResponsesDiagnostics)
     containers: Containers = field(default_factory=Containers)     # code execution's, per account
+    files: Files = field(init=False)        # the Files APIs', per account
+
+    def __post_init__(self) -> None:
+        self.files = Files(lambda: self.clock())
 
     async def fault_for(self, request: Request, provider: str, model: Any) -> Fault | None:
         """The fault this request gets; sleeps its latency, raises its error status."""
@@ -83,6 +89,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     from prefixgate.simulation.mock import bedrock as mock_bedrock
     from prefixgate.simulation.mock import compatible as mock_compatible
     from prefixgate.simulation.mock import completions as mock_completions
+    from prefixgate.simulation.mock import files as mock_files
     from prefixgate.simulation.mock import gemini as mock_gemini
     from prefixgate.simulation.mock import interactions as mock_interactions
     from prefixgate.simulation.mock import openai as mock_openai
@@ -120,8 +127,16 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     async def get_model(model_id: str, request: Request) -> dict:
         return modules[dialect_of(request)].get_model(request, ctx, model_id)
 
+    def files_account(request: Request) -> tuple[str, str]:
+        if dialect_of(request) == "anthropic":
+            account = mock_anthropic.authenticate(request)
+            mock_files.require_beta(request.headers.get("anthropic-beta", ""))
+            return ANTHROPIC, account
+        return OPENAI, mock_openai.authenticate(request)
+
     for module in (*modules.values(), mock_bedrock):
         module.add_routes(app, ctx)
+    mock_files.add_routes(app, ctx.files, files_account)
     mock_responses.add_routes(app, ctx)
     mock_interactions.add_routes(app, ctx)
     mock_completions.add_routes(app, ctx)

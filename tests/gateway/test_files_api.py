@@ -1,0 +1,195 @@
+"""The Files APIs through the gateway (`/v1/files`, OpenAI's and Anthropic's beta), with the real SDKs against a
+real `prefixgate serve` in front of `prefixgate mock-providers`: behind the gateway's one provider key every
+tenant's upload lands in one account, so the gateway alone keeps tenant B from reading, listing, deleting or
+naming tenant A's file in a model request."""
+
+from __future__ import annotations
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from prefixgate.policies import hash_key
+from tests.support_stack import policy_env, running_stack
+
+ACME_1, ACME_2, BETA = "pg-acme-one-0123456789", "pg-acme-two-0123456789", "pg-beta-0123456789ab"
+GAMMA, DELTA = "pg-gamma-0123456789a", "pg-delta-0123456789a"     # tenants with no file but the list test's
+POLICY = {
+    "routes": [{"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
+               {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]}],
+    "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
+             {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
+             {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
+             {"name": "gamma", "key_sha256": hash_key(GAMMA), "tenant": "gamma"},
+             {"name": "delta", "key_sha256": hash_key(DELTA), "tenant": "delta"}],
+}
+GPT, CLAUDE = "gpt-5.4", "claude-sonnet-5-5"
+FILES_BETA = "files-api-2025-04-14"
+REPORT = b"Q3 report for acme: revenue was 4417 units, churn fell to 2 percent, and the launch moved to May.\n" * 20
+UPLOAD_MB = 1       # the gateway's max_upload_mb here, so a refused upload is small
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("files_api")
+    env = policy_env(tmp, POLICY, ANTHROPIC_API_KEY="sk-ant-gateway-own-0000", PREFIXGATE_MAX_UPLOAD_MB=str(UPLOAD_MB))
+    with running_stack(tmp, env) as (gw, mock):
+        yield gw, mock
+
+
+def oai(gw: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gw}/v1", api_key=key, max_retries=0)
+
+
+def claude(gw: str, key: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=gw, api_key=key, max_retries=0)
+
+
+def chat_with(client: openai.OpenAI, file_id: str | None) -> openai.types.chat.ChatCompletion:
+    parts = [{"type": "file", "file": {"file_id": file_id}}] if file_id else []
+    return client.chat.completions.create(model=GPT, messages=[
+        {"role": "user", "content": [*parts, {"type": "text", "text": "Summarise the attached report."}]}])
+
+
+def claude_with(client: anthropic.Anthropic, file_id: str | None):  # noqa: ANN201 (the SDK's BetaMessage)
+    parts = [{"type": "document", "source": {"type": "file", "file_id": file_id}}] if file_id else []
+    return client.beta.messages.create(model=CLAUDE, max_tokens=64, betas=[FILES_BETA], messages=[
+        {"role": "user", "content": [*parts, {"type": "text", "text": "Summarise the attached report."}]}])
+
+
+def test_an_openai_upload_is_its_tenants_alone(stack):
+    gw, _ = stack
+    made = oai(gw, ACME_1).files.create(file=("q3.txt", REPORT), purpose="user_data")
+    assert (made.object, made.filename, made.bytes, made.purpose) == ("file", "q3.txt", len(REPORT), "user_data")
+    # Its tenant reads it in a model request (the mock reads the file's text: the prompt is that much longer),
+    # and through its other key too.
+    bare = chat_with(oai(gw, ACME_1), None).usage.prompt_tokens
+    assert chat_with(oai(gw, ACME_1), made.id).usage.prompt_tokens > bare + 400
+    assert chat_with(oai(gw, ACME_2), made.id).choices[0].message.content
+    asked = [{"role": "user", "content": [{"type": "input_file", "file_id": made.id},
+                                          {"type": "input_text", "text": "Summarise the attached report."}]}]
+    assert oai(gw, ACME_2).responses.create(model=GPT, input=asked).usage.input_tokens > bare + 400
+    assert oai(gw, ACME_2).files.retrieve(made.id).bytes == len(REPORT)
+    assert oai(gw, ACME_2).files.content(made.id).read() == REPORT
+    assert made.id in [f.id for f in oai(gw, ACME_2).files.list()]
+    # Another tenant: OpenAI's own 404 for an id its organisation does not hold, whatever it tries.
+    other = oai(gw, BETA)
+    for attempt in (lambda: other.files.retrieve(made.id), lambda: other.files.content(made.id),
+                    lambda: other.files.delete(made.id)):
+        with pytest.raises(openai.NotFoundError) as refused:
+            attempt()
+        assert refused.value.body["message"] == f"No such File object: {made.id}"
+    with pytest.raises(openai.NotFoundError) as refused:
+        chat_with(other, made.id)
+    assert refused.value.body["message"] == f"File with id '{made.id}' not found."
+    with pytest.raises(openai.NotFoundError):
+        other.responses.create(model=GPT, input=asked)
+    assert made.id not in [f.id for f in other.files.list()]
+    # Its owner deletes it (B's delete did nothing): then it is gone, for the owner's model requests too.
+    assert oai(gw, ACME_1).files.retrieve(made.id).id == made.id
+    assert oai(gw, ACME_1).files.delete(made.id).deleted is True
+    with pytest.raises(openai.NotFoundError):
+        oai(gw, ACME_1).files.retrieve(made.id)
+    with pytest.raises(openai.NotFoundError):
+        chat_with(oai(gw, ACME_1), made.id)
+    assert made.id not in [f.id for f in oai(gw, ACME_1).files.list()]
+
+
+def test_an_anthropic_upload_is_its_tenants_alone(stack):
+    gw, _ = stack
+    made = claude(gw, ACME_1).beta.files.upload(file=("q3.txt", REPORT, "text/plain"), betas=[FILES_BETA])
+    assert (made.type, made.filename, made.size_bytes, made.mime_type) == ("file", "q3.txt", len(REPORT), "text/plain")
+    bare = claude_with(claude(gw, ACME_1), None).usage.input_tokens
+    assert claude_with(claude(gw, ACME_1), made.id).usage.input_tokens > bare + 400
+    assert claude(gw, ACME_2).beta.files.retrieve_metadata(made.id, betas=[FILES_BETA]).size_bytes == len(REPORT)
+    assert made.id in [f.id for f in claude(gw, ACME_2).beta.files.list(betas=[FILES_BETA])]
+    # Anthropic serves the content only of files a tool wrote: an upload is not downloadable, even to its owner.
+    with pytest.raises(anthropic.BadRequestError):
+        claude(gw, ACME_1).beta.files.download(made.id, betas=[FILES_BETA])
+    other = claude(gw, BETA).beta.files
+    for attempt in (lambda: other.retrieve_metadata(made.id, betas=[FILES_BETA]),
+                    lambda: other.download(made.id, betas=[FILES_BETA]),
+                    lambda: other.delete(made.id, betas=[FILES_BETA])):
+        with pytest.raises(anthropic.NotFoundError) as refused:
+            attempt()
+        assert refused.value.body["error"]["message"] == f"File not found: {made.id}"
+    with pytest.raises(anthropic.NotFoundError) as refused:
+        claude_with(claude(gw, BETA), made.id)
+    assert refused.value.body["error"]["message"] == f"File with id '{made.id}' not found."
+    assert made.id not in [f.id for f in other.list(betas=[FILES_BETA])]
+    assert claude(gw, ACME_1).beta.files.delete(made.id, betas=[FILES_BETA]).type == "file_deleted"
+    with pytest.raises(anthropic.NotFoundError):
+        claude(gw, ACME_1).beta.files.retrieve_metadata(made.id, betas=[FILES_BETA])
+    with pytest.raises(anthropic.NotFoundError):
+        claude_with(claude(gw, ACME_1), made.id)
+
+
+def test_a_tenants_list_pages_past_other_tenants_files(stack):
+    gw, _ = stack
+    gamma = {oai(gw, GAMMA).files.create(file=(f"g{i}.txt", b"gamma"), purpose="user_data").id for i in range(2)}
+    delta = {oai(gw, DELTA).files.create(file=(f"d{i}.txt", b"delta"), purpose="user_data").id for i in range(3)}
+    # Newest first, one a page: gamma's first pages would be delta's three files, which the gateway skips.
+    assert {f.id for f in oai(gw, GAMMA).files.list(limit=1)} == gamma
+    assert {f.id for f in oai(gw, DELTA).files.list(limit=1, order="asc")} == delta
+    gamma = {claude(gw, GAMMA).beta.files.upload(file=(f"g{i}.txt", b"gamma", "text/plain"), betas=[FILES_BETA]).id
+             for i in range(2)}
+    delta = {claude(gw, DELTA).beta.files.upload(file=(f"d{i}.txt", b"delta", "text/plain"), betas=[FILES_BETA]).id
+             for i in range(3)}
+    assert {f.id for f in claude(gw, GAMMA).beta.files.list(limit=1, betas=[FILES_BETA])} == gamma
+    assert {f.id for f in claude(gw, DELTA).beta.files.list(limit=2, betas=[FILES_BETA])} == delta
+
+
+def test_uploads_are_bounded_and_streamed(stack):
+    gw, mock = stack
+    over = b"x" * (UPLOAD_MB * 1024 * 1024 + 100 * 1024)       # past the file cap and the form's 64 KiB allowance
+    with pytest.raises(openai.APIStatusError) as refused:
+        oai(gw, BETA).files.create(file=("big.bin", over), purpose="user_data")
+    assert refused.value.status_code == 413 and "max_upload_mb" in refused.value.message
+    with pytest.raises(anthropic.APIStatusError) as refused:
+        claude(gw, BETA).beta.files.upload(file=("big.bin", over, "application/octet-stream"), betas=[FILES_BETA])
+    assert refused.value.status_code == 413 and refused.value.body["type"] == "error"
+    assert "big.bin" not in [f.filename for f in oai(gw, BETA).files.list()]     # nothing reached the provider
+    # A body sent without a content-length (chunked) is taken too, and counted as it comes.
+    form = httpx.Request("POST", f"{gw}/v1/files", files={"file": ("c.txt", b"chunked upload\n")},
+                         data={"purpose": "user_data"})
+    body = form.read()
+
+    def chunks():
+        yield body[:50]
+        yield body[50:]
+
+    headers = {"authorization": f"Bearer {BETA}", "content-type": form.headers["content-type"]}
+    sent = httpx.post(f"{gw}/v1/files", content=chunks(), headers=headers)
+    assert sent.status_code == 200 and "content-length" not in sent.request.headers
+    assert oai(gw, BETA).files.content(sent.json()["id"]).read() == b"chunked upload\n"
+    # Without a declared length, the limit is met while the bytes arrive.
+    cut = httpx.post(f"{gw}/v1/files", content=(over[i:i + 65536] for i in range(0, len(over), 65536)),
+                     headers=headers)
+    assert cut.status_code == 413 and cut.json()["error"]["param"] == "file"
+
+
+def test_the_mock_speaks_each_providers_files_rules(stack):
+    _, mock = stack
+    direct = anthropic.Anthropic(base_url=mock, api_key="sk-ant-someone-0000", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as refused:       # the beta header is required
+        direct.beta.files.list()
+    assert FILES_BETA in refused.value.message
+    made = direct.beta.files.upload(file=("n.txt", b"note", "text/plain"), betas=[FILES_BETA])
+    assert made.downloadable is False and made.id.startswith("file_")
+    with pytest.raises(anthropic.BadRequestError) as refused:       # naming a file in Messages needs it too
+        direct.messages.create(model=CLAUDE, max_tokens=16, messages=[{"role": "user", "content": [
+            {"type": "document", "source": {"type": "file", "file_id": made.id}}]}])
+    # Another account (another key) does not hold it: a 404.
+    with pytest.raises(anthropic.NotFoundError):
+        anthropic.Anthropic(base_url=mock, api_key="sk-ant-another-000", max_retries=0).beta.files.retrieve_metadata(
+            made.id, betas=[FILES_BETA])
+    plain = openai.OpenAI(base_url=f"{mock}/v1", api_key="sk-someone-0000", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as refused:       # a model request naming a file it does not hold
+        chat_with(plain, "file-NotThisAccounts0000")
+    assert refused.value.body["message"] == "No such File object: file-NotThisAccounts0000"
+    with pytest.raises(openai.BadRequestError) as refused:
+        plain.files.create(file=("n.txt", b"note"), purpose="nonsense")
+    assert refused.value.body["param"] == "purpose"
+    batch = plain.files.create(file=("b.jsonl", b"{}\n"), purpose="batch")
+    assert batch.expires_at == batch.created_at + 30 * 86400        # batch files expire after 30 days by default
