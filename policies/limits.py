@@ -32,6 +32,7 @@ NANO = Decimal(10) ** 9
 # How long a reservation holds a key's budget for every replica unless its replica renews it (a third of this apart):
 # short enough that one a dead replica left behind soon frees the budget.
 HOLD_S = 900
+RATE_WINDOW_S = 60      # requests and tokens per minute count in windows this long
 
 
 class CounterStore(Protocol):
@@ -99,7 +100,8 @@ class Limits:
 
     async def admit(self, key: CallerKey, estimate_usd: Decimal = Decimal(0)) -> Reservation:
         """Reserve `estimate_usd` of the key's budget and count the request against its rate; raise a 429
-        RequestError (with Retry-After) if the key is over a limit or had already spent its budget."""
+        RequestError with Retry-After: kind `rate_limit` if the key is over a rate limit (worth retrying then),
+        `quota` if it had already spent its budget (refused however often it is sent until the window resets)."""
         now = self.clock()
         held = Reservation()
         budget = 0
@@ -129,7 +131,7 @@ class Limits:
         limit = key.rate_limit
         if limit is None:
             return
-        wid, ttl, left, _ = _window(60, now)
+        wid, ttl, left, _ = _window(RATE_WINDOW_S, now)
         if limit.tokens_per_minute:
             used = await self.store.get(f"tpm:{key.name}:{wid}")
             if used >= limit.tokens_per_minute:
@@ -186,7 +188,7 @@ class Limits:
         finally:
             self.release(held)
         if key.rate_limit is not None and key.rate_limit.tokens_per_minute and tokens:
-            wid, ttl, _, _ = _window(60, now)
+            wid, ttl, _, _ = _window(RATE_WINDOW_S, now)
             await self.store.add(f"tpm:{key.name}:{wid}", tokens, ttl)
 
     async def restore(self, key: CallerKey, spent_nano: int) -> None:
@@ -199,5 +201,8 @@ class Limits:
 def _spent(key: CallerKey, now: float) -> RequestError:
     assert key.budget is not None
     _, _, left, _ = _window(PERIODS[key.budget.period], now)
+    # A window that resets within a minute (a per-minute budget, a day's last seconds) is waited out like a rate
+    # limit; a longer one refuses until it resets, and SDKs are told not to retry (they would sleep out its days).
+    kind = "rate_limit" if 0 < left <= RATE_WINDOW_S else "quota"
     return RequestError(f"key {key.name!r} has spent its budget of ${key.budget.usd:g} per {key.budget.period}",
-                        status=429, kind="rate_limit", retry_after=left or None)
+                        status=429, kind=kind, retry_after=left or None)

@@ -46,6 +46,8 @@ _KINDS: dict[str, tuple[str, str, str]] = {
     "not_found": ("not_found_error", "not_found_error", "NOT_FOUND"),
     "too_large": ("invalid_request_error", "request_too_large", "INVALID_ARGUMENT"),
     "rate_limit": ("rate_limit_error", "rate_limit_error", "RESOURCE_EXHAUSTED"),
+    # A caller's spend allowance used up until its window resets: OpenAI's own out-of-quota 429 type.
+    "quota": ("insufficient_quota", "rate_limit_error", "RESOURCE_EXHAUSTED"),
     "overloaded": ("server_error", "overloaded_error", "UNAVAILABLE"),
     "timeout": ("timeout_error", "timeout_error", "DEADLINE_EXCEEDED"),
     "server": ("server_error", "api_error", "INTERNAL"),
@@ -59,4 +61,5 @@ def error_body(err: RequestError, dialect: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": an_type, "message": err.message}}
     if dialect == "gemini":
         return {"error": {"code": err.status, "message": err.message, "status": g_status}}
-    return {"error": {"message": err.message, "type": oa_type, "param": err.field, "code": err.code}}
+    code = err.code or ("insufficient_quota" if err.kind == "quota" else None)    # OpenAI's code is its type there
+    return {"error": {"message": err.message, "type": oa_type, "param": err.field, "code": code}}

@@ -38,6 +38,7 @@ _EXCEPTIONS = {
     "not_found": (404, "ResourceNotFoundException"),
     "timeout": (408, "ModelTimeoutException"),
     "rate_limit": (429, "ThrottlingException"),
+    "quota": (400, "ServiceQuotaExceededException"),    # botocore retries ThrottlingException; this it never does
     "overloaded": (503, "ServiceUnavailableException"),
     "server": (500, "InternalServerException"),
 }

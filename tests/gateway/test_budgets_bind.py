@@ -111,7 +111,8 @@ def test_twenty_concurrent_requests_against_a_budget_that_fits_one_admit_at_most
     statuses = sorted(a.status_code for a in answers)
     assert 1 <= statuses.count(200) <= 2 and statuses.count(429) == 20 - statuses.count(200), statuses
     refusal = next(a for a in answers if a.status_code == 429).json()["error"]
-    assert refusal["type"] == "rate_limit_error" and "budget of $0.006 per total" in refusal["message"]
+    # OpenAI's own out-of-quota refusal (type and code insufficient_quota), not a rate limit: SDKs do not retry it.
+    assert refusal["type"] == refusal["code"] == "insufficient_quota" and "budget of $0.006 per total" in refusal["message"]
 
 
 def test_hanging_up_mid_stream_spends_the_budget(stack):
@@ -161,7 +162,7 @@ def test_legacy_completions_and_embeddings_are_admitted_like_chat(stack):
                        ("/v1/embeddings", {"model": "text-embedding-3-small", "input": "Hi"}),
                        ("/v1/chat/completions", chat(QUICK))):
         refused = httpx.post(url + path, json=body, headers=auth("legacy"), timeout=30)
-        assert refused.status_code == 429 and refused.json()["error"]["type"] == "rate_limit_error", (path, refused.text)
+        assert refused.status_code == 429 and refused.json()["error"]["type"] == "insufficient_quota", (path, refused.text)
 
 
 def test_spend_survives_a_restart_without_redis(stack):
