@@ -5,6 +5,7 @@ bypasses it, an answer it must not store, and a request whose fresh answer shado
 from __future__ import annotations
 
 from prefixgate.dialects.neutral import Reply, unreadable_args
+from prefixgate.dialects.openai import NAME as CHAT
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.ir import Conversation
 from prefixgate.policies.schema import ResponseCachePolicy
@@ -17,7 +18,6 @@ LOGPROBS_INCLUDE = "message.output_text.logprobs"      # Responses asks for log 
 # tool, an Interactions `mcp_server` tool), or its webhook. A replay would report calls as made and make none.
 ACTING_FIELDS = ("mcp_servers", "webhook_config")
 ACTING_TOOLS = ("mcp", "mcp_server")
-CHAT = "openai"     # OpenAI Chat Completions, whose `store: true` keeps each completion upstream (evals, distillation)
 
 
 def uncacheable(conv: Conversation) -> str | None:
@@ -34,7 +34,7 @@ def uncacheable(conv: Conversation) -> str | None:
         return "a background response"
     if any(params.get(k) is not None for k in STATEFUL):
         return "server-side state"
-    if conv.dialect == CHAT and params.get("store") is True:
+    if conv.dialect == CHAT and params.get("store") is True:     # Chat Completions keeps the completion upstream
         return "a stored completion"        # a replay stores none: GET /v1/chat/completions/{id} and the list lack it
     prompt = params.get("prompt")
     if isinstance(prompt, dict) and prompt.get("version") is None:
