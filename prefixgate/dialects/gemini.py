@@ -145,14 +145,17 @@ def usage_from_response(resp: dict) -> Usage:
     return parse_usage(resp.get("usageMetadata") or {})
 
 
-def usage_json(usage: Usage) -> dict:
+def usage_json(usage: Usage, thoughts: int = 0) -> dict:
+    """`usageMetadata` for `usage`, of whose output `thoughts` tokens were thinking (`thoughtsTokenCount`)."""
     prompt = usage.input_total
     out: dict[str, Any] = {
         "promptTokenCount": prompt,
-        "candidatesTokenCount": usage.output,
+        "candidatesTokenCount": usage.output - thoughts,
         "totalTokenCount": prompt + usage.output,
         "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}],
     }
+    if thoughts:
+        out["thoughtsTokenCount"] = thoughts
     if usage.cache_read:
         out["cachedContentTokenCount"] = usage.cache_read
         out["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": usage.cache_read}]
@@ -180,7 +183,7 @@ class StreamUsage:
 # ---- responses --------------------------------------------------------------------------------
 
 def build_response(
-    model: str, text: str, usage: Usage, *, finish_reason: str | None = None, id: str | None = None
+    model: str, text: str, usage: Usage, *, finish_reason: str | None = None, id: str | None = None, thoughts: int = 0
 ) -> dict:
     return {
         "candidates": [{
@@ -188,14 +191,15 @@ def build_response(
             "finishReason": finish_reason or "STOP",
             "index": 0,
         }],
-        "usageMetadata": usage_json(usage),
+        "usageMetadata": usage_json(usage, thoughts),
         "modelVersion": model,
         "responseId": id or new_id(),
     }
 
 
 def stream_events(
-    model: str, chunks: Iterable[str], usage: Usage, *, finish_reason: str | None = None, id: str | None = None
+    model: str, chunks: Iterable[str], usage: Usage, *, finish_reason: str | None = None, id: str | None = None,
+    thoughts: int = 0,
 ) -> Iterator[bytes]:
     """`alt=sse` chunks: each a GenerateContentResponse; the last carries finishReason and final usage."""
     rid = id or new_id()
@@ -207,7 +211,7 @@ def stream_events(
             yield encode_sse(_chunk(model, pending, rid, None))
         pending = text
     last = _chunk(model, pending or "", rid, finish_reason or "STOP")
-    last["usageMetadata"] = usage_json(usage)
+    last["usageMetadata"] = usage_json(usage, thoughts)
     yield encode_sse(last)
 
 

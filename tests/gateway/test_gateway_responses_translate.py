@@ -65,7 +65,7 @@ def test_responses_to_other_providers_keeps_caching(stack, model):
     client = _client(gw)
     # Over every model's minimum (Gemini 3.x Flash: 4,096 tokens; https://ai.google.dev/gemini-api/docs/caching).
     answers = [client.responses.create(model=model, instructions=f"{dated_system(day)}\n{POLICY_TEXT * 3}", input="Where is my parcel?",
-                                       max_output_tokens=64) for day in (11, 12)]
+                                       max_output_tokens=128) for day in (11, 12)]
     assert all(a.output_text for a in answers)
     # Cached tokens come back in the Responses usage fields, whatever the target reported them as.
     assert answers[1].usage.input_tokens_details.cached_tokens > 1000

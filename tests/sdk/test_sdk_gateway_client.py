@@ -47,7 +47,7 @@ def test_each_provider_client_talks_to_the_gateway(gateway):
                                  messages=[{"role": "user", "content": "hi"}])
     assert type(message) is anthropic.types.Message
     reply = ge.models.generate_content(model=GEMINI_MODEL, contents="hi",
-                                       config=types.GenerateContentConfig(system_instruction=system, max_output_tokens=8))
+                                       config=types.GenerateContentConfig(system_instruction=system, max_output_tokens=96))
     assert reply.text
     wait_until(lambda: len(read_records(settings.ledger_path)) >= 3, 10, "gateway ledger written")
     assert {r["dialect"] for r in read_records(settings.ledger_path)} == {"openai", "anthropic", "gemini"}

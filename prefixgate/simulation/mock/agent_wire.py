@@ -84,9 +84,10 @@ def messages_events(model: str, call: Call, usage: Usage) -> Iterator[bytes]:
 
 # ---- Gemini -------------------------------------------------------------------------------------------------
 
-def gemini_body(model: str, call: Call, usage: Usage) -> dict:
-    return gemini.write_reply(_reply(call, usage), model)
+def gemini_body(model: str, call: Call, usage: Usage, thoughts: int = 0) -> dict:
+    """The call as Gemini answers it; `thoughts` of the usage's output tokens were thinking."""
+    return gemini.write_reply(_reply(call, usage), model) | {"usageMetadata": gemini.usage_json(usage, thoughts)}
 
 
-def gemini_events(model: str, call: Call, usage: Usage) -> Iterator[bytes]:
-    yield encode_sse(gemini_body(model, call, usage))
+def gemini_events(model: str, call: Call, usage: Usage, thoughts: int = 0) -> Iterator[bytes]:
+    yield encode_sse(gemini_body(model, call, usage, thoughts))

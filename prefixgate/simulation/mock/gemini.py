@@ -14,6 +14,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import ModelRules
 from prefixgate.simulation.mock import agent, agent_wire, gemini_params
+from prefixgate.simulation.mock.gemini_thinking import thought_tokens
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.text import reply_for, structured_reply
 from prefixgate.tokens import count_tokens
@@ -69,18 +70,22 @@ async def model_action(ctx: MockContext, request: Request, tenant: str, target: 
     result = ctx.simulator.respond("gemini", body, now=ctx.clock(), tenant=tenant, model=model)
     turn = agent.gemini_turn(body)
     call = agent.decide(turn)
+    limit = _max_output(body)
+    thoughts = thought_tokens(body, rules.id, limit)    # billed as output, beside the answer's own tokens
     if call is not None:       # an agent's tool call (agent.py says when)
-        usage = replace(result.usage, output=count_tokens(call.name + call.arguments))
+        usage = replace(result.usage, output=count_tokens(call.name + call.arguments) + thoughts)
         if action == "generateContent":
-            return JSONResponse(agent_wire.gemini_body(model, call, usage))
-        events = list(agent_wire.gemini_events(model, call, usage))
+            return JSONResponse(agent_wire.gemini_body(model, call, usage, thoughts))
+        events = list(agent_wire.gemini_events(model, call, usage, thoughts))
     else:
-        reply = structured_reply(turn) or reply_for(prompt_text(result.conversation), _max_output(body))
-        usage = replace(result.usage, output=reply.output_tokens)
+        answer_limit = None if limit is None else limit - thoughts
+        reply = structured_reply(turn) or reply_for(prompt_text(result.conversation), answer_limit)
+        usage = replace(result.usage, output=reply.output_tokens + thoughts)
         finish = "MAX_TOKENS" if reply.truncated else "STOP"
         if action == "generateContent":
-            return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish))
-        events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish)
+            return JSONResponse(dialect.build_response(model, reply.text, usage, finish_reason=finish,
+                                                       thoughts=thoughts))
+        events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish, thoughts=thoughts)
     if request.query_params.get("alt") == "sse":
         return sse_response(events, fault)
     # Without alt=sse the REST API answers one JSON array of the chunks.

@@ -32,7 +32,7 @@ _DYNAMIC = -1
 def check_generation_config(body: dict[str, Any], model_id: str, output_limit: int) -> None:
     """Raise the 400 generateContent answers `body`'s generationConfig with on `model_id`, whose answers run to
     `output_limit` tokens at most, if any."""
-    config = _field(body, "generationConfig")
+    config = proto_field(body, "generationConfig")
     if not isinstance(config, dict):
         return
     _check_range(config, "temperature", 0, 2, "2.0001")
@@ -40,13 +40,13 @@ def check_generation_config(body: dict[str, Any], model_id: str, output_limit: i
     _check_range(config, "topK", 1, TOP_K, str(TOP_K + 1))
     _check_range(config, "candidateCount", 1, MAX_CANDIDATES, str(MAX_CANDIDATES + 1))
     _check_range(config, "maxOutputTokens", 1, output_limit, str(output_limit + 1))
-    thinking = _field(config, "thinkingConfig")
+    thinking = proto_field(config, "thinkingConfig")
     if isinstance(thinking, dict):
         _check_thinking(thinking, model_id)
 
 
 def _check_range(config: dict, name: str, low: float, high: float, shown_high: str) -> None:
-    value = _field(config, name)
+    value = proto_field(config, name)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or low <= value <= high:
         return
     raise RequestError(f"Unable to submit request because it has a {name} value of {_shown(value)} but the supported range "
@@ -56,10 +56,10 @@ def _check_range(config: dict, name: str, low: float, high: float, shown_high: s
 
 def _check_thinking(thinking: dict, model_id: str) -> None:
     version = re.match(r"gemini-(\d+)", model_id)
-    if _field(thinking, "thinkingLevel") is not None and version is not None and int(version.group(1)) < 3:
+    if proto_field(thinking, "thinkingLevel") is not None and version is not None and int(version.group(1)) < 3:
         raise RequestError("Thinking level is not supported for this model.",
                            field="generationConfig.thinkingConfig.thinkingLevel")
-    budget = _field(thinking, "thinkingBudget")
+    budget = proto_field(thinking, "thinkingBudget")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget == _DYNAMIC:
         return
     field = "generationConfig.thinkingConfig.thinkingBudget"
@@ -75,7 +75,7 @@ def _shown(value: float) -> str:
     return str(value) if isinstance(value, int) else f"{value:g}"
 
 
-def _field(message: dict, camel: str) -> Any:
+def proto_field(message: dict, camel: str) -> Any:
     """A proto3 JSON field, by its lowerCamelCase name or its proto (snake_case) name."""
     if camel in message:
         return message[camel]

@@ -98,7 +98,7 @@ def test_generate_content_refuses_an_unknown_field(mock_server):
     assert e.value.message == 'Invalid JSON payload received. Unknown name "frequency_penalty": Cannot find field.'
     # snake_case proto names are accepted as well as lowerCamelCase ones
     config = types.GenerateContentConfig(http_options=types.HttpOptions(
-        extra_body={"generation_config": {"max_output_tokens": 5}}))
+        extra_body={"generation_config": {"max_output_tokens": 96}}))
     assert client.models.generate_content(model="gemini-3.5-flash", contents="hi", config=config).text
 
 

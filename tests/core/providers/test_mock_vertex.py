@@ -101,7 +101,7 @@ def test_genai_vertex_generates_streams_and_uses_a_context_cache(mock_server):
     url, ctx = mock_server
     proj = project()
     client, system = gemini(url, proj), text_of(5000)
-    config = types.GenerateContentConfig(system_instruction=system, max_output_tokens=20)
+    config = types.GenerateContentConfig(system_instruction=system, max_output_tokens=96)  # thinking counts in it
     first = client.models.generate_content(model=GEMINI, contents="Why?", config=config)
     assert first.text and first.usage_metadata.prompt_token_count > 5000
     streamed = "".join(c.text or "" for c in client.models.generate_content_stream(model=GEMINI, contents="Why?",
