@@ -13,6 +13,9 @@ from prefixgate.policies.schema import ResponseCachePolicy
 # Request fields naming upstream state the request reads and changes: a Responses conversation gains each turn,
 # an Anthropic container keeps what its code wrote. A replay would answer from older state and leave it unchanged.
 STATEFUL = ("conversation", "container")
+# A Responses code_interpreter tool naming a container by id runs in that container: its files as they are now,
+# which the code changes (a container given as {"type": "auto"} is a fresh one each time).
+CONTAINER_TOOL = "code_interpreter"
 LOGPROBS_INCLUDE = "message.output_text.logprobs"      # Responses asks for log probabilities in `include`
 # The provider acts for the caller: it calls the caller's MCP servers (Anthropic's `mcp_servers`, a Responses `mcp`
 # tool, an Interactions `mcp_server` tool), or its webhook. A replay would report calls as made and make none.
@@ -32,16 +35,16 @@ def uncacheable(conv: Conversation) -> str | None:
         return "log probabilities asked"
     if params.get("background"):
         return "a background response"
-    if any(params.get(k) is not None for k in STATEFUL):
+    tools = [b.native for seg in conv.segments if seg.role == "tools" for b in seg.blocks if isinstance(b.native, dict)]
+    if any(params.get(k) is not None for k in STATEFUL) or any(
+            t.get("type") == CONTAINER_TOOL and isinstance(t.get("container"), str) for t in tools):
         return "server-side state"
     if conv.dialect == CHAT and params.get("store") is True:     # Chat Completions keeps the completion upstream
         return "a stored completion"        # a replay stores none: GET /v1/chat/completions/{id} and the list lack it
     prompt = params.get("prompt")
     if isinstance(prompt, dict) and prompt.get("version") is None:
         return "an unversioned prompt template"     # its latest version answers, which the operator may publish anew
-    if any(params.get(k) for k in ACTING_FIELDS) or any(
-            isinstance(b.native, dict) and b.native.get("type") in ACTING_TOOLS
-            for seg in conv.segments if seg.role == "tools" for b in seg.blocks):
+    if any(params.get(k) for k in ACTING_FIELDS) or any(t.get("type") in ACTING_TOOLS for t in tools):
         return "the provider acts for the caller"
     return None
 

@@ -263,6 +263,13 @@ def test_requests_on_state_the_request_changes_or_asking_log_probabilities_bypas
     container = {"model": "claude-sonnet-5-5", "max_tokens": 100, "container": "container_011",
                  "messages": [{"role": "user", "content": "Run it again."}]}
     assert uncacheable(claude.parse_request(json.dumps(container).encode())) == "server-side state"
+    # Responses' code interpreter in a container named by id (OpenAI's code interpreter guide: `container` is a
+    # container id, or {"type": "auto"} for a new one): its files change between requests.
+    coded = {"model": "gpt-5.4", "input": "Add a total column to data.csv.",
+             "tools": [{"type": "code_interpreter", "container": "cntr_682dfc4bd1b08191"}]}
+    assert uncacheable(responses.parse_request(json.dumps(coded).encode())) == "server-side state"
+    fresh = {**coded, "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]}
+    assert uncacheable(responses.parse_request(json.dumps(fresh).encode())) is None
     # Responses asks for log probabilities through `include`; a streamed replay carries none.
     logprobs = {"model": "gpt-5.4", "input": "Hi", "include": ["message.output_text.logprobs"]}
     assert uncacheable(responses.parse_request(json.dumps(logprobs).encode())) == "log probabilities asked"
