@@ -280,9 +280,30 @@ def read_chat(body: dict) -> Chat:
     chat.temperature, chat.top_p = gen.get("temperature"), gen.get("topP", gen.get("top_p"))
     chat.stop = list(gen.get("stopSequences") or gen.get("stop_sequences") or [])
     _read_generation_config(chat, {_camel(k): v for k, v in gen.items()})
+    chat.tool_choice = _tool_choice(body.get("toolConfig") or body.get("tool_config") or {}, chat.tools)
     note_dropped(chat, body, {"contents", "systemInstruction", "system_instruction", "tools", "generationConfig",
-                              "generation_config"})
+                              "generation_config", "toolConfig", "tool_config"})
     return chat
+
+
+def _tool_choice(config: dict, tools: list[Tool]) -> str | None:
+    """`toolConfig.functionCallingConfig` as the neutral tool choice: AUTO, NONE (no calls), ANY (some call), ANY of
+    one function (that one). ANY of some but not all functions has no equivalent elsewhere: refused, not widened."""
+    calling = {_camel(k): v for k, v in (config.get("functionCallingConfig") or config.get("function_calling_config")
+                                         or {}).items()}
+    mode = calling.get("mode") or "MODE_UNSPECIFIED"
+    if mode in ("AUTO", "MODE_UNSPECIFIED"):
+        return None if mode == "MODE_UNSPECIFIED" else "auto"
+    if mode == "NONE":
+        return "none"
+    if mode != "ANY":
+        raise refuse(f"toolConfig.functionCallingConfig.mode {mode}", NAME)
+    allowed = list(calling.get("allowedFunctionNames") or [])
+    if len(allowed) == 1:
+        return allowed[0]
+    if allowed and set(allowed) != {t.name for t in tools}:
+        raise refuse("toolConfig.functionCallingConfig.allowedFunctionNames (some of the tools)", NAME)
+    return "any"
 
 
 def _camel(key: str) -> str:
