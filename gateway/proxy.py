@@ -328,6 +328,8 @@ class Proxy:
                 if condition is None or condition not in retry.on:
                     return self.fail(call, failure.request_error(), prep)
                 call.notes.append(f"attempt {call.attempts} on {prep.upstream.name}: {condition}")
+                if failure.out_of_quota:
+                    break       # the same account would refuse it again: on to the next target, if any
                 if attempt < retry.attempts:
                     await asyncio.sleep(backoff_delay(retry, attempt, failure.retry_after))
         if isinstance(failure, UpstreamFailure):

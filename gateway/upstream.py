@@ -54,6 +54,9 @@ SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{6,}|AIza[0-9A-Za-z_\-]{20,}|Bearer\s+\S
 _SIGNED_PARTS = re.compile(r"(?:Bearer\s+|Credential=|Signature=)([^\s,/]+)")
 _KIND_BY_STATUS = {400: "invalid_request", 401: "authentication", 403: "permission", 404: "not_found",
                    413: "too_large", 429: "rate_limit", 503: "overloaded", 529: "overloaded", 504: "timeout"}
+# An upstream's 429 codes for an account out of quota or credit (OpenAI's error codes guide): no retry of that
+# upstream helps until its billing changes; another target may.
+QUOTA_CODES = frozenset({"insufficient_quota"})
 
 
 class UpstreamFailure(Exception):
@@ -68,6 +71,11 @@ class UpstreamFailure(Exception):
         # The upstream answered 2xx before it broke: it did the work (and billed it), so it is never sent again.
         self.answered = answered
 
+    @property
+    def out_of_quota(self) -> bool:
+        """The upstream's account is out of quota: sending it again fails the same way."""
+        return self.status == 429 and self.code in QUOTA_CODES
+
     def request_error(self) -> RequestError:
         """The failure as the caller will see it, in its own dialect's error shape."""
         if self.timed_out:
@@ -77,7 +85,7 @@ class UpstreamFailure(Exception):
         # A redirect (an upstream URL that moved: the gateway follows none) is the gateway's configuration, not the
         # caller's request: a 502, as no status is.
         status = self.status if self.status and self.status >= 400 else 502
-        kind = _KIND_BY_STATUS.get(status, "server" if status >= 500 else "invalid_request")
+        kind = "quota" if self.out_of_quota else _KIND_BY_STATUS.get(status, "server" if status >= 500 else "invalid_request")
         return RequestError(f"upstream {self.upstream!r}: {self.message}", status=status, kind=kind,
                             retry_after=self.retry_after, field=self.param, code=self.code)
 
