@@ -6,14 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from prefixgate.ir import Conversation
-from prefixgate.usage import Usage
+from prefixgate.usage import Usage, prompt_estimate
 
-# Admission's estimate, before any tokenizer runs: a request body's bytes per prompt token (JSON and English
-# text run 3-5), and the output reserved for a request that sets no output limit of its own. Such a request may
+# Admission's estimate, before any tokenizer runs: the prompt from the body's size (`prompt_estimate`), and the
+# output reserved for a request that sets no output limit of its own. Such a request may
 # run to the model's own limit (translated into Claude it asks for it: dialects/output_limit.py, up to 128,000),
 # but reserving that (31x 4,096 per request) would refuse callers with most of their budget left; the
 # reservation is an estimate, and the request settles at what it really cost.
-BYTES_PER_TOKEN = 4
 UNCAPPED_OUTPUT_TOKENS = 4096
 
 
@@ -28,7 +27,7 @@ def requested_output(params: dict) -> int | None:
 def estimated_usage(conv: Conversation, raw: bytes) -> Usage:
     """What admission reserves for: the prompt (from the body's size) and the output the request may run to."""
     output = requested_output(conv.params)
-    return Usage(uncached_input=-(-len(raw) // BYTES_PER_TOKEN), output=UNCAPPED_OUTPUT_TOKENS if output is None else output)
+    return replace(prompt_estimate(raw), output=UNCAPPED_OUTPUT_TOKENS if output is None else output)
 
 
 def cut_usage(seen: Usage | None, raw: bytes, events: int) -> Usage:
@@ -37,5 +36,5 @@ def cut_usage(seen: Usage | None, raw: bytes, events: int) -> Usage:
     per event streamed (OpenAI sends its usage only in the last chunk; providers stream a token or more an event)."""
     seen = seen or Usage()
     has_input = seen.uncached_input or seen.cache_read or seen.cache_writes
-    return replace(seen, uncached_input=seen.uncached_input if has_input else -(-len(raw) // BYTES_PER_TOKEN),
+    return replace(seen, uncached_input=seen.uncached_input if has_input else prompt_estimate(raw).uncached_input,
                    output=max(seen.output, events))

@@ -13,6 +13,9 @@ from typing import Any
 # A provider or compatible server reporting more (10**18 tokens, a cost of trillions) reports something impossible,
 # and its sums would pass what the ledger's stores hold (64-bit integers of picodollars).
 MAX_COUNT = 10**8
+# A request body's bytes per prompt token where no tokenizer counted them (JSON and English text run 3-5): what a
+# budget reserves for a prompt, and what one the provider may have run without reporting it is estimated at.
+BYTES_PER_TOKEN = 4
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,11 @@ class Usage:
             "cache_writes": dict(self.cache_writes),
             "output": self.output,
         }
+
+
+def prompt_estimate(body: bytes) -> Usage:
+    """The prompt `body` carries, as uncached input tokens estimated from its size (`BYTES_PER_TOKEN`)."""
+    return Usage(uncached_input=-(-len(body) // BYTES_PER_TOKEN))
 
 
 def impossible_usage(reported: object, where: str = "usage", key: str = "") -> str:

@@ -153,7 +153,7 @@ class Exchange:
         now = time.perf_counter()
         lines = explanation if explanation is not None else (self.plan.explanation if self.plan else []) + self.notes
         cost = None
-        if usage is not None and not failed(status):
+        if usage is not None:   # an answer's, or the estimate of an attempt that may have been billed unanswered
             try:
                 cost = cost_of(self.endpoint.provider, self.model, usage)
             except RequestError:

@@ -20,6 +20,7 @@ from prefixgate.sdk.exchange import Exchange
 from prefixgate.sdk.http_family import family_of
 from prefixgate.sdk.tapped_stream import tapped_stream
 from prefixgate.sdk.usage_tap import UsageTap
+from prefixgate.usage import prompt_estimate
 
 # Headers a replacement request must not copy: httpx sets them for the new body.
 _BODY_HEADERS = ("content-length", "transfer-encoding")
@@ -44,10 +45,11 @@ class Interceptor:
                 ex.adopt_cache(made.status_code, _json_or_none(made.content))
             except Exception as e:  # a transport failure: the request still goes out, uncached
                 ex.notes.append(f"cache: creating the explicit cache failed ({type(e).__name__}); sent without it")
+        sent = _replace_body(request, ex.body())
         try:
-            response = inner.send(_replace_body(request, ex.body()), stream=True, **kwargs)
+            response = inner.send(sent, stream=True, **kwargs)
         except BaseException as e:
-            ex.finish(0, None, error=f"{type(e).__name__}: {e}")
+            _unanswered(ex, sent, e)
             raise
         _watch(response, ex)
         if not stream:
@@ -71,10 +73,11 @@ class Interceptor:
                 ex.adopt_cache(made.status_code, _json_or_none(made.content))
             except Exception as e:
                 ex.notes.append(f"cache: creating the explicit cache failed ({type(e).__name__}); sent without it")
+        sent = _replace_body(request, ex.body())
         try:
-            response = await inner.send(_replace_body(request, ex.body()), stream=True, **kwargs)
+            response = await inner.send(sent, stream=True, **kwargs)
         except BaseException as e:
-            ex.finish(0, None, error=f"{type(e).__name__}: {e}")
+            _unanswered(ex, sent, e)
             raise
         _watch(response, ex)
         if not stream:
@@ -127,6 +130,18 @@ class _ResponseWatch:
         data = None if self.tap.sse else _json_or_none(bytes(self.tap.body))
         usage = self.tap.usage
         self.ex.finish(status, usage, error=error or self.tap.unreadable, data=data)
+
+
+def _unanswered(ex: Exchange, sent: Any, failure: BaseException) -> None:
+    """Record an attempt that got no answer. One that timed out waiting for it had been sent whole: the provider may
+    have run it and billed the prompt, so it is priced at that (an estimate, noted); one that never connected (or
+    was not sent whole) ran nothing."""
+    usage = None
+    if isinstance(failure, family_of(sent).ReadTimeout):
+        ex.notes.append("usage estimated: no answer before the client's read timeout, though the provider may have "
+                        "run and billed the request (prompt from the body's size)")
+        usage = prompt_estimate(sent.content)
+    ex.finish(0, usage, error=f"{type(failure).__name__}: {failure}")
 
 
 def _watch(response: Any, ex: Exchange) -> None:
