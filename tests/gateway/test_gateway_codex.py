@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 TASK = 'Check the shell works. [[mock:call exec_command {"cmd":"echo prefixgate-ok"}]]'
 
 
-def codex_runs(tmp_path, prompts: list[str], policy: dict | None = None, model: str = "gpt-5.1") -> list[dict]:
+def codex_runs(tmp_path, prompts: list[str], policy: dict | None = None, model: str = "gpt-5.4") -> list[dict]:
     """One `codex exec` session per prompt (each sends its own prompt_cache_key), through a gateway with
     `policy` in front of mock-providers; the Responses requests' ledger records, oldest first."""
     codex = codex_binary()
@@ -53,7 +53,7 @@ def test_codex_exec_completes_a_tool_task_and_reads_cache_on_later_requests(tmp_
     assert later["stream"] and later["cost_usd"] is not None
 
 
-def _codex_sessions(tmp_path, mode: str, sessions: int, model: str = "gpt-5.1") -> list[dict]:
+def _codex_sessions(tmp_path, mode: str, sessions: int, model: str = "gpt-5.4") -> list[dict]:
     """`sessions` one-request Codex sessions on a route whose prompt_cache_key is `mode`."""
     policy = {"routes": [{"name": "codex", "models": ["gpt-*"], "targets": [{"upstream": "openai"}],
                           "prompt_cache_key": mode}]}
