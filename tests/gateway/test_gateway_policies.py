@@ -104,7 +104,7 @@ def test_router_exact_names_beat_patterns_and_keys_restrict_routes():
          "planner": "checkpoints"}]}))
     assert router.decide("gpt-5.4", None).route.name == "special"
     assert router.decide("gpt-5.4", None).mode == "checkpoints"
-    assert router.decide("gpt-5.1", None).route.name == "all-gpt"
+    assert router.decide("gpt-5.4-mini", None).route.name == "all-gpt"
     with pytest.raises(RequestError) as e:
         router.decide("mistral", None)
     assert e.value.status == 404

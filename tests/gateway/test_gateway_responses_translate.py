@@ -25,7 +25,7 @@ POLICY = {
         # A chained request cannot go to Anthropic: it is skipped there and served by OpenAI.
         {"name": "fallback", "models": ["chain"], "targets": [{"upstream": "anthropic", "model": "claude-haiku-4-5"},
                                                              {"upstream": "openai", "model": "gpt-5.4"}]},
-        {"name": "pro", "models": ["gpt-5-pro"], "targets": [{"upstream": "responses-only", "model": "gpt-5.1"}]},
+        {"name": "pro", "models": ["gpt-5-pro"], "targets": [{"upstream": "responses-only", "model": "gpt-5.4"}]},
         {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
     ],
 }
