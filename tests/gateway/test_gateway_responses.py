@@ -165,7 +165,7 @@ def test_reasoning_items_reach_the_upstream_byte_exact(stack):
     client = _client(gw.url)
     reasoning = {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Plan: é."}],
                  "encrypted_content": "gAAAAB\u00e9/+==\n\u2028x"}
-    made = client.responses.create(model="gpt-5.1", instructions=dated_system(8), reasoning={"effort": "low"},
+    made = client.responses.create(model="gpt-5.4", instructions=dated_system(8), reasoning={"effort": "low"},
                                    include=["reasoning.encrypted_content"], max_output_tokens=200,
                                    input=[{"role": "user", "content": "Hi"}, reasoning,
                                           {"role": "user", "content": "Go on"}])

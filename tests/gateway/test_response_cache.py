@@ -175,7 +175,7 @@ def test_each_answer_changing_field_and_another_tenant_miss(tmp_path):
 def test_errors_truncated_answers_and_tool_calls_are_never_stored(tmp_path):
     # The upstream refuses the first request for this model once with a 400 (not retried), then answers.
     faults = FaultPlan([FaultRule(parse_fault("status=400"), model="gpt-5.2", times=1),
-                        FaultRule(parse_fault("drop_stream_after=2"), model="gpt-5.1", times=1)])
+                        FaultRule(parse_fault("drop_stream_after=2"), model="gpt-5.4-mini", times=1)])
     with cache_stack(tmp_path, policy(gpt=ON), faults=faults) as (up, gw, _):
         client = oa(gw)
         with pytest.raises(openai.BadRequestError):
@@ -183,9 +183,9 @@ def test_errors_truncated_answers_and_tool_calls_are_never_stored(tmp_path):
         assert chat(client, model="gpt-5.2")[1] == "miss" and len(up.posts) == 2
         # A stream the upstream breaks off is not stored either.
         with pytest.raises(openai.APIError):
-            streamed_chat(client, model="gpt-5.1")
-        assert streamed_chat(client, model="gpt-5.1")[1] == "miss" and len(up.posts) == 4
-        assert streamed_chat(client, model="gpt-5.1")[1] == "hit" and len(up.posts) == 4
+            streamed_chat(client, model="gpt-5.4-mini")
+        assert streamed_chat(client, model="gpt-5.4-mini")[1] == "miss" and len(up.posts) == 4
+        assert streamed_chat(client, model="gpt-5.4-mini")[1] == "hit" and len(up.posts) == 4
         # Cut at max_tokens: finish_reason "length" is never replayed.
         cut, state = chat(client, max_completion_tokens=3)
         assert cut.choices[0].finish_reason == "length" and state == "miss"
