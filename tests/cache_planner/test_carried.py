@@ -117,12 +117,12 @@ def test_responses_agent_plans_the_same_carried_or_not():
     tools = [{"type": "function", "name": "shell", "description": _text(rng, 80), "parameters": {"type": "object"}}]
     instructions = "You are Codex. " + _text(rng, 2500)
     items: list[dict] = []
-    target = Target("openai", "gpt-5.1")
+    target = Target("openai", "gpt-5.4")
     for request in range(10):
         items += [{"role": "user", "content": [{"type": "input_text", "text": _text(rng, 30)}]},
                   {"type": "reasoning", "id": f"rs_{request}", "summary": [], "encrypted_content": "gAAA" + _text(rng, 40)},
                   {"type": "function_call", "call_id": f"call_{request}", "name": "shell", "arguments": '{"cmd": "ls"}'},
                   {"type": "function_call_output", "call_id": f"call_{request}", "output": _text(rng, 300)}]
-        body = {"model": "gpt-5.1", "instructions": instructions, "tools": tools,
+        body = {"model": "gpt-5.4", "instructions": instructions, "tools": tools,
                 "input": [*items, {"role": "user", "content": f"step {request}"}], "store": False}
         _same_both_ways(rs.parse_request, rs.encode_request, body, target, (carried, scratch), request)
