@@ -548,6 +548,7 @@ class KeepAlive:
         key, held, cost = session.key, None, Decimal(0)
         started = time.perf_counter()
         usage, status, error = None, 200, ""
+        unanswered: Usage | None = None     # what a refresh that may have run without answering is billed
         body = session.upgrade if session.upgrading else session.body
         try:
             # Whatever happens from here (an answer, a failure, an unexpected error, the worker cancelled at
@@ -567,13 +568,17 @@ class KeepAlive:
                 usage = read
             except UpstreamFailure as f:
                 status, error = f.status or 502, f.message
+                if f.timed_out:     # sent whole: the provider may have run it, reading the prefix it was sent for
+                    status, unanswered = 504, Usage(cache_read=session.cached_tokens)
             except (ValueError, RequestError) as e:
                 status, error = 502, f"refresh answer unreadable ({type(e).__name__})"
-            rec = self._record(session, usage, status, error, time.perf_counter() - started)
+            rec = self._record(session, usage or unanswered, status, error, time.perf_counter() - started,
+                               estimated=unanswered is not None)
             cost = Decimal(rec.cost_usd or 0)
         finally:
+            billed = usage or unanswered
             if key is not None and held is not None:
-                await self.proxy.limits.settle(key, held, usage.input_total + usage.output if usage else 0, cost)
+                await self.proxy.limits.settle(key, held, billed.input_total + billed.output if billed else 0, cost)
             await self._settle(caps, expected, cost)
         if usage is None:
             if session.upgrading and 400 <= status < 500:
@@ -736,8 +741,10 @@ class KeepAlive:
             for cap in caps:
                 await self.proxy.counters.add(cap.counter, delta, cap.ttl)
 
-    def _record(self, session: Session, usage: Usage | None, status: int, error: str, took_s: float) -> LedgerRecord:
-        """The refresh's ledger row: kind keepalive, billed to the session's key and tenant."""
+    def _record(self, session: Session, usage: Usage | None, status: int, error: str, took_s: float,
+                estimated: bool = False) -> LedgerRecord:
+        """The refresh's ledger row: kind keepalive, billed to the session's key and tenant (`estimated`: `usage` is
+        the read it was sent for, as no answer said what it was billed)."""
         cost = price_usage(usage, session.price) if usage is not None else None
         if cost is not None:
             # Without caching no refresh is sent: it costs what it costs and saves nothing itself (what it kept is
@@ -746,11 +753,14 @@ class KeepAlive:
         upstream = session.upstream
         note = cost_note(usage, cost, f"{session.rows}/{upstream.base_model(session.model)}") if usage is not None else None
         expected = session.cached_tokens
-        read = usage.cache_read if usage is not None else 0
+        read = "nothing said (no answer)" if estimated else usage.cache_read if usage is not None else 0
         what = (f"upgrade to {session.upgrade_ttl} through the answer" if session.upgrading else
                 "refresh of the static prefix" if session.level == "static" else "refresh")
         explanation = [f"keepalive: {what} {session.refreshes + 1} of session {session.ident}; expected to read "
                        f"{expected} cached tokens, read {read}", f"keepalive: {session.reason}", *([note] if note else [])]
+        if estimated:
+            explanation.insert(1, "usage estimated: no answer within the timeout, though the provider may have run "
+                                  "the refresh and billed its read (the cached tokens it was sent to read)")
         key = session.key
         rec = LedgerRecord(
             id=uuid.uuid4().hex[:20], ts=time.time(), key=key.name if key else "", tenant=key.tenant if key else "",

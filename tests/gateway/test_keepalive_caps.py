@@ -269,3 +269,30 @@ def test_a_session_continued_while_its_upgrade_is_taken_in_leaves_the_byte_count
     monkeypatch.setattr("prefixgate.gateway.keepalive.compact_bytes", compact_while_a_request_continues)
     asyncio.run(keepalive._upgraded(session, Usage(cache_read=1200)))  # type: ignore[arg-type]
     assert bytes_held(keepalive) == (0, 0)
+
+
+def test_a_refresh_that_timed_out_is_billed_the_read_it_was_sent_for() -> None:
+    """A refresh given up on at its timeout had been sent whole: the provider may have run it (read the prefix it
+    was sent to keep warm) and billed that, though no answer came. It was recorded at $0 and gave its reservation
+    back, so the caps (and the key's budget) under-counted what refreshes spent."""
+    keepalive = stub_keepalive()
+    recorded: list = []
+    keepalive.proxy.ledger.append = recorded.append
+    session = held_session(keepalive, touched=time.time(), ttl_s=300.0, upgrading=False, expected_usd=Decimal(0),
+                           key=None, upstream=SimpleNamespace(name="anthropic", provider="anthropic", base_model=str),
+                           wire=None, model="claude-sonnet-5-5", headers={}, credential=None, refreshes=0, reason="",
+                           route=SimpleNamespace(name="chat", keepalive=POLICY), gap_route="tenant:t/chat",
+                           rows="anthropic", dialect="anthropic", prefix_hash="p", ttl="5m")
+
+    class Silent:
+        async def send(self, *args: object) -> None:
+            raise UpstreamFailure("anthropic", None, "no answer in time", timed_out=True)
+
+    keepalive.proxy.upstream = Silent()
+    asyncio.run(keepalive._send(session))  # type: ignore[arg-type]
+    [rec] = recorded
+    # 900 cached tokens read at the session's cache-read price, $0.30 per million.
+    assert (rec.status, rec.cache_read, Decimal(rec.cost_usd)) == (504, 900, Decimal(900) * Decimal("0.3") / 1_000_000)
+    assert any("estimated" in line for line in rec.explanation)
+    spent = asyncio.run(keepalive.proxy.counters.get(keepalive._caps(session)[1].counter))  # type: ignore[arg-type]
+    assert spent == 270_000      # the key cap's counter, in nanodollars: $0.00027
