@@ -2,14 +2,14 @@
 
 Whose API a call is comes from the caller's headers (Anthropic's SDK always sends `anthropic-version`, as on
 `/v1/models`), and problems answer in that SDK's error shape; Google's SDK's `/v1/files` (Gemini's Files API) is
-not served. An upload goes to the first upstream of the key's
-routes that is that provider's own API (`providers.files.FILE_KINDS`), with the gateway's credential as model
-requests go, streamed as it arrives (never held whole: a body without a content-length is spooled to a
-temporary file first, since the upstream needs its length) within `BodyLimits.check_upload`. The id it answers
-is recorded as the caller's tenant's, with the upstream that holds it (`stored_ids`, kind `file`: what
-`provider_ids` checks a model request against). Metadata, `/content` and DELETE of an
-id the tenant does not own are the provider's own 404, never forwarded; a list is filtered to the tenant's
-files, pages of others' files skipped. Uploads are free at both providers: nothing is written to the ledger.
+not served. An upload goes to the first upstream of the key's routes that is that provider's own API
+(`providers.files.FILE_KINDS`), with the gateway's credential as model requests go, streamed as it arrives
+(never held whole: a body without a content-length is spooled to a temporary file first, since the upstream
+needs its length) within `BodyLimits.check_upload`. The id it answers is recorded as the caller's tenant's,
+with the upstream that holds it (`stored_ids`, kind `file`: what `provider_ids` checks a model request
+against). Metadata, `/content` and DELETE of an id the tenant does not own are the provider's own 404, never
+forwarded; a list is filtered to the tenant's files, pages of others' files skipped, its opaque cursor sealed
+(`sealed`). Uploads are free at both providers: nothing is written to the ledger.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import FILE
 from prefixgate.gateway.proxy import Proxy
+from prefixgate.gateway.sealed import seal, unseal
 from prefixgate.gateway.upstream import BodyStream, UpstreamResponse, forwarded_headers, takes_callers_headers
 from prefixgate.model_ids import STORED_ID, path_model
 from prefixgate.policies import Upstream
@@ -53,6 +54,7 @@ FILE_TTL_S = 10 * 365 * 86400
 UPLOAD_ANSWER_S = 300.0     # a provider reads and checks a whole upload before it answers
 MAX_LIST_PAGES = 50         # upstream pages of other tenants' files one list call skips at most
 SPOOL_CHUNK = 1 << 20
+PAGE = "page_"              # how Anthropic's opaque list cursors begin (its SDK's `page`)
 
 
 @router.post("/v1/files")
@@ -112,8 +114,8 @@ async def _list(request: Request, dialect: str) -> Response:
     caller = authenticate(request.headers, request.query_params, proxy.keys)
     upstream = _files_upstream(proxy, caller, dialect)
     owner = principal(caller.key)
-    query: list[tuple[str, str]] | None = [(k, v) for k, v in request.query_params.multi_items()
-                                           if k in LIST_QUERY[dialect]]
+    query: list[tuple[str, str]] | None = [(k, _opened(proxy, v) if k == "page" and owner is not None else v)
+                                           for k, v in request.query_params.multi_items() if k in LIST_QUERY[dialect]]
     kept: list[dict] = []
     for _ in range(MAX_LIST_PAGES):
         resp = await _send(proxy, request, caller, dialect, upstream, "GET", "/files", urlencode(query or []), b"")
@@ -125,9 +127,21 @@ async def _list(request: Request, dialect: str) -> Response:
         query = _next_query(query or [], page, items, dialect)
         if kept or query is None:
             break
-    # The cursors are the tenant's own files' (the SDKs page on from the last one), never another tenant's id.
+    # The cursors are the tenant's own files' (the SDKs page on from the last one), never another tenant's id;
+    # an opaque one (the provider's `next_page`, which may spell out the id of the page's last file) is sealed.
     page.update(data=kept, first_id=kept[0]["id"] if kept else None, last_id=kept[-1]["id"] if kept else None)
+    if page.get("next_page"):
+        page["next_page"] = PAGE + seal(proxy.secret, str(page["next_page"]))
     return Response(compact_bytes(page), resp.status, resp.headers, media_type="application/json")
+
+
+def _opened(proxy: Proxy, cursor: str) -> str:
+    """The provider's cursor inside a `next_page` this gateway sealed; a 400 for any other."""
+    found = unseal(proxy.secret, cursor.removeprefix(PAGE)) if cursor.startswith(PAGE) else None
+    if found is None:
+        raise RequestError("page: not a page cursor this gateway issued (pass a list's next_page back as it is)",
+                           field="page")
+    return found
 
 
 def _next_query(query: list[tuple[str, str]], page: dict, items: list[dict], dialect: str

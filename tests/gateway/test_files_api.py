@@ -5,6 +5,8 @@ naming tenant A's file in a model request."""
 
 from __future__ import annotations
 
+import base64
+
 import anthropic
 import httpx
 import openai
@@ -138,6 +140,18 @@ def test_a_tenants_list_pages_past_other_tenants_files(stack):
              for i in range(3)}
     assert {f.id for f in claude(gw, GAMMA).beta.files.list(limit=1, betas=[FILES_BETA])} == gamma
     assert {f.id for f in claude(gw, DELTA).beta.files.list(limit=2, betas=[FILES_BETA])} == delta
+    # Delta's second page ends on gamma's newest file (newest first: d d | d g | g): the provider's cursor after it
+    # (the mock's spells out that id, base64) reaches delta sealed, never readable.
+    headers = {"x-api-key": DELTA, "anthropic-version": "2023-06-01", "anthropic-beta": FILES_BETA}
+    first = httpx.get(f"{gw}/v1/files", params={"limit": 2}, headers=headers)
+    second = httpx.get(f"{gw}/v1/files", params={"limit": 2, "page": first.json()["next_page"]}, headers=headers)
+    assert [f["id"] for f in second.json()["data"]] and second.json()["next_page"].startswith("page_")
+    for text in (first.text, second.text):
+        for other in gamma:
+            assert other not in text and base64.urlsafe_b64encode(other.encode()).decode().rstrip("=") not in text
+    forged = httpx.get(f"{gw}/v1/files", params={"page": "page_" + base64.urlsafe_b64encode(b"file_011x").decode()},
+                       headers=headers)
+    assert forged.status_code == 400 and forged.json()["error"]["type"] == "invalid_request_error"
 
 
 def test_uploads_are_bounded_and_streamed(stack):
