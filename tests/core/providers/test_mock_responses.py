@@ -107,7 +107,7 @@ def test_the_marker_asks_for_a_call_with_given_arguments():
 
 
 def test_reasoning_items_carry_encrypted_content_and_tokens(client):
-    r = client.responses.create(model="gpt-5.1", input="Think.", reasoning={"effort": "low"},
+    r = client.responses.create(model="gpt-5.4", input="Think.", reasoning={"effort": "low"},
                                 include=["reasoning.encrypted_content"], store=False)
     assert r.output[0].type == "reasoning" and r.output[0].encrypted_content.startswith("gAAAA")
     assert r.usage.output_tokens_details.reasoning_tokens == 64 and r.usage.output_tokens > 64

@@ -36,7 +36,7 @@ CHAIN = [
     {"model": "gpt-5.4", "input": "hello"},
     {"model": "gpt-5.4", "instructions": "Be brief.", "input": CHAIN, "store": False, "include": ["reasoning.encrypted_content"]},
     {"input": CHAIN, "tools": [{"type": "function", "name": "f", "parameters": {}}, {"type": "web_search"}],
-     "model": "gpt-5.1", "prompt_cache_key": "k", "stream": True},
+     "model": "gpt-5.4-mini", "prompt_cache_key": "k", "stream": True},
     {"model": "gpt-5.4", "previous_response_id": "resp_1", "input": []},
 ])
 def test_unannotated_round_trip_is_byte_faithful(body):
@@ -45,7 +45,7 @@ def test_unannotated_round_trip_is_byte_faithful(body):
 
 
 def test_reasoning_and_call_items_are_single_untouched_blocks():
-    conv = rs.parse_request({"model": "gpt-5.1", "input": CHAIN})
+    conv = rs.parse_request({"model": "gpt-5.4", "input": CHAIN})
     kinds = [(s.role, s.blocks[0].kind) for s in conv.segments]
     assert kinds[1:4] == [("assistant", "thinking"), ("assistant", "tool_call"), ("tool", "tool_result")]
     assert conv.segments[1].blocks[0].native is REASONING
