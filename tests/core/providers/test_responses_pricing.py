@@ -19,14 +19,15 @@ def test_golden_cached_and_reasoning_tokens_are_each_billed_once():
     usage = rs.parse_usage(WIRE)
     assert usage == Usage(uncached_input=86, cache_read=1920, output=300)
     assert rs.reasoning_tokens(WIRE) == 256
-    # gpt-5.1: $1.25 in, $0.125 cached, $10 out per MTok; the 256 reasoning tokens are part of the 300.
-    cost = cost_of("openai", "gpt-5.1", usage)
-    assert cost.total == (86 * Decimal("1.25") + 1920 * Decimal("0.125") + 300 * Decimal(10)) / M
-    assert cost.without_cache == (2006 * Decimal("1.25") + 300 * Decimal(10)) / M
+    # gpt-5.4: $2.50 in, $0.25 cached, $15 out per MTok (https://developers.openai.com/api/docs/models/gpt-5.4;
+    # ../shared/reference/provider-caching.md); the 256 reasoning tokens are part of the 300.
+    cost = cost_of("openai", "gpt-5.4", usage)
+    assert cost.total == (86 * Decimal("2.50") + 1920 * Decimal("0.25") + 300 * Decimal(15)) / M
+    assert cost.without_cache == (2006 * Decimal("2.50") + 300 * Decimal(15)) / M
 
 
 def test_golden_streamed_usage_comes_from_the_terminal_event_only_and_costs_the_same():
-    response = rs.response_object("gpt-5.1", [rs.message_item("Hello there.")], rs.parse_usage(WIRE), reasoning=256)
+    response = rs.response_object("gpt-5.4", [rs.message_item("Hello there.")], rs.parse_usage(WIRE), reasoning=256)
     stream = rs.StreamUsage()
     events = [e.json() for e in parse_sse(b"".join(rs.response_events(response, None)).split(b"\n"))]
     assert events[0]["type"] == "response.created" and events[0]["response"]["usage"] is None
@@ -39,7 +40,7 @@ def test_golden_streamed_usage_comes_from_the_terminal_event_only_and_costs_the_
     assert fed == 1  # nothing before the terminal event carries usage
     assert stream.usage == rs.parse_usage(WIRE) and stream.finish_reason == "stop"
     assert events[-1]["response"]["usage"] == WIRE
-    assert cost_of("openai", "gpt-5.1", stream.usage) == cost_of("openai", "gpt-5.1", rs.usage_from_response(response))
+    assert cost_of("openai", "gpt-5.4", stream.usage) == cost_of("openai", "gpt-5.4", rs.usage_from_response(response))
 
 
 def test_golden_incomplete_stream_is_priced_from_response_incomplete():
