@@ -81,7 +81,7 @@ def test_anthropic_sdk_reads_our_usage():
 def openai_calls(client) -> None:
     client.chat.completions.create(model="gpt-5.4-mini", messages=[{"role": "user", "content": "Hi"}])
     client.chat.completions.create(
-        model="gpt-5.1", temperature=0.3, max_completion_tokens=100, user="u-1", seed=7,
+        model="gpt-5.4", temperature=0.3, max_completion_tokens=100, user="u-1", seed=7,
         prompt_cache_key="route-a", tools=TOOLS_OA, tool_choice="auto", parallel_tool_calls=False,
         response_format={"type": "json_schema", "json_schema": {"name": "out", "schema": {"type": "object"}}},
         messages=[

@@ -25,7 +25,7 @@ SAMPLES: dict[str, tuple[str, dict]] = {
         "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": "Hi"}]}),
     "responses": ("/v1/responses", {
-        "model": "gpt-5.1", "instructions": "Be brief.",
+        "model": "gpt-5.4", "instructions": "Be brief.",
         "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]}], "temperature": 0.2}),
     "gemini": ("/v1beta/models/gemini-3.5-flash:generateContent", {
         "systemInstruction": {"parts": [{"text": "Be brief."}]},

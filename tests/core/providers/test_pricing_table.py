@@ -225,4 +225,4 @@ def test_spellings_are_the_providers_own():
     assert _spellings("anthropic", "claude-sonnet-5.5") == (
         "claude-sonnet-5.5", "claude-sonnet-5.5", "claude-sonnet-5-5", "claude-sonnet-5-5")
     assert _spellings("openai", "claude-sonnet-5.5") == ("claude-sonnet-5.5", "claude-sonnet-5.5")
-    assert _spellings("openai", "openai/gpt-5.1-2026-01-15") == ("gpt-5.1-2026-01-15", "gpt-5.1")
+    assert _spellings("openai", "openai/gpt-5.4-2026-03-05") == ("gpt-5.4-2026-03-05", "gpt-5.4")
