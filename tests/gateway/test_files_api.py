@@ -17,6 +17,7 @@ from tests.support_stack import policy_env, running_stack
 
 ACME_1, ACME_2, BETA = "pg-acme-one-0123456789", "pg-acme-two-0123456789", "pg-beta-0123456789ab"
 GAMMA, DELTA = "pg-gamma-0123456789a", "pg-delta-0123456789a"     # tenants with no file but the list test's
+CLAUDE_ONLY = "pg-claude-only-012345"
 POLICY = {
     "routes": [{"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
                {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]}],
@@ -24,7 +25,8 @@ POLICY = {
              {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
              {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
              {"name": "gamma", "key_sha256": hash_key(GAMMA), "tenant": "gamma"},
-             {"name": "delta", "key_sha256": hash_key(DELTA), "tenant": "delta"}],
+             {"name": "delta", "key_sha256": hash_key(DELTA), "tenant": "delta"},
+             {"name": "claude-only", "key_sha256": hash_key(CLAUDE_ONLY), "tenant": "epsilon", "routes": ["claude"]}],
 }
 GPT, CLAUDE = "gpt-5.4", "claude-sonnet-5-5"
 FILES_BETA = "files-api-2025-04-14"
@@ -207,3 +209,14 @@ def test_the_mock_speaks_each_providers_files_rules(stack):
     assert refused.value.body["param"] == "purpose"
     batch = plain.files.create(file=("b.jsonl", b"{}\n"), purpose="batch")
     assert batch.expires_at == batch.created_at + 30 * 86400        # batch files expire after 30 days by default
+
+
+def test_a_key_reaches_only_the_files_of_providers_its_routes_reach(stack):
+    gw, _ = stack
+    # Its routes reach Anthropic alone: OpenAI's Files API is refused (403), Anthropic's served.
+    with pytest.raises(openai.PermissionDeniedError):
+        oai(gw, CLAUDE_ONLY).files.create(file=("n.txt", b"note"), purpose="user_data")
+    with pytest.raises(openai.PermissionDeniedError):
+        oai(gw, CLAUDE_ONLY).files.list()
+    made = claude(gw, CLAUDE_ONLY).beta.files.upload(file=("n.txt", b"note", "text/plain"), betas=[FILES_BETA])
+    assert [f.id for f in claude(gw, CLAUDE_ONLY).beta.files.list(betas=[FILES_BETA])] == [made.id]
