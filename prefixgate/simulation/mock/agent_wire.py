@@ -84,10 +84,15 @@ def messages_events(model: str, call: Call, usage: Usage) -> Iterator[bytes]:
 
 # ---- Gemini -------------------------------------------------------------------------------------------------
 
-def gemini_body(model: str, call: Call, usage: Usage, thoughts: int = 0) -> dict:
-    """The call as Gemini answers it; `thoughts` of the usage's output tokens were thinking."""
-    return gemini.write_reply(_reply(call, usage), model) | {"usageMetadata": gemini.usage_json(usage, thoughts)}
+def gemini_body(model: str, call: Call, usage: Usage, thoughts: int = 0, signature: str | None = None) -> dict:
+    """The call as Gemini answers it; `thoughts` of the usage's output tokens were thinking; Gemini 3 signs the call
+    (`thoughtSignature` on its part)."""
+    out = gemini.write_reply(_reply(call, usage), model) | {"usageMetadata": gemini.usage_json(usage, thoughts)}
+    if signature is not None:
+        out["candidates"][0]["content"]["parts"][0]["thoughtSignature"] = signature
+    return out
 
 
-def gemini_events(model: str, call: Call, usage: Usage, thoughts: int = 0) -> Iterator[bytes]:
-    yield encode_sse(gemini_body(model, call, usage, thoughts))
+def gemini_events(model: str, call: Call, usage: Usage, thoughts: int = 0,
+                  signature: str | None = None) -> Iterator[bytes]:
+    yield encode_sse(gemini_body(model, call, usage, thoughts, signature))

@@ -20,6 +20,7 @@ from typing import Any
 
 from prefixgate.dialects.sampling import takes_sampling
 from prefixgate.errors import RequestError
+from prefixgate.simulation.mock.anthropic_tool_params import check_tool_pairs
 
 SAMPLING = ("temperature", "top_p", "top_k")
 # anthropic 2.14.0 types/message_create_params.py (+ `stream`), then types/beta/message_create_params.py (less
@@ -58,6 +59,7 @@ def check_body(body: dict[str, Any], version: str, model_id: str, betas: str | N
     if refused is not None:
         raise RequestError(f"`{refused}` is deprecated for this model.", field=refused)
     _check_contents(body.get("messages"))
+    check_tool_pairs(body.get("messages") if isinstance(body.get("messages"), list) else [])
 
 
 def _check_contents(messages: Any) -> None:

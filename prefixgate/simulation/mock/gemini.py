@@ -14,6 +14,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import ModelRules
 from prefixgate.simulation.mock import agent, agent_wire, gemini_params
+from prefixgate.simulation.mock.gemini_signature_params import signature_for, signs
 from prefixgate.simulation.mock.gemini_thinking import thought_tokens
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.text import reply_for, structured_reply
@@ -74,9 +75,10 @@ async def model_action(ctx: MockContext, request: Request, tenant: str, target: 
     thoughts = thought_tokens(body, rules.id, limit)    # billed as output, beside the answer's own tokens
     if call is not None:       # an agent's tool call (agent.py says when)
         usage = replace(result.usage, output=count_tokens(call.name + call.arguments) + thoughts)
+        signature = signature_for(call.name, call.arguments) if signs(rules.id) else None
         if action == "generateContent":
-            return JSONResponse(agent_wire.gemini_body(model, call, usage, thoughts))
-        events = list(agent_wire.gemini_events(model, call, usage, thoughts))
+            return JSONResponse(agent_wire.gemini_body(model, call, usage, thoughts, signature))
+        events = list(agent_wire.gemini_events(model, call, usage, thoughts, signature))
     else:
         answer_limit = None if limit is None else limit - thoughts
         reply = structured_reply(turn) or reply_for(prompt_text(result.conversation), answer_limit)

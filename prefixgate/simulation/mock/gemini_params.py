@@ -17,6 +17,7 @@ from typing import Any
 from prefixgate.errors import RequestError
 from prefixgate.providers.rules import ModelRules
 from prefixgate.simulation.mock.gemini_generation_params import check_generation_config
+from prefixgate.simulation.mock.gemini_signature_params import check_thought_signatures
 
 # A Gemini model the catalogue gives no limit: every 2.5 and 3.x model answers up to 65,536 tokens.
 OUTPUT_TOKEN_LIMIT = 65_536
@@ -37,3 +38,4 @@ def check_generate_body(body: dict[str, Any], model: ModelRules) -> None:
             raise RequestError(f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty.\n",
                                field=f"contents.{i}.parts")
     check_generation_config(body, model.id, model.max_output_tokens or OUTPUT_TOKEN_LIMIT)
+    check_thought_signatures(contents if isinstance(contents, list) else [], model.id)

@@ -18,10 +18,15 @@ from prefixgate.simulation.mock.gemini_generation_params import proto_field
 THOUGHT_TOKENS = 64
 
 
+def generation(model_id: str) -> tuple[int, int]:
+    """A Gemini model's version, (2, 5) for `gemini-2.5-pro`; (0, 0) for another name."""
+    version = re.match(r"gemini-(\d+)(?:\.(\d+))?", model_id)
+    return (int(version.group(1)), int(version.group(2) or 0)) if version else (0, 0)
+
+
 def thinks(model_id: str) -> bool:
     """Whether `model_id` is a thinking model (Gemini 2.5 and later)."""
-    version = re.match(r"gemini-(\d+)(?:\.(\d+))?", model_id)
-    return version is not None and (int(version.group(1)), int(version.group(2) or 0)) >= (2, 5)
+    return generation(model_id) >= (2, 5)
 
 
 def thought_tokens(body: dict[str, Any], model_id: str, max_output: int | None) -> int:
