@@ -178,7 +178,9 @@ class RedisCounters:
         return self._last_known(key)
 
     async def _add(self, key: str, amount: float, ttl_s: int, once: str) -> float:
-        value, ttl_ms = await self._add_once(keys=[self.PREFIX + key, self.ONCE + once], args=[amount, ttl_s, ONCE_S])
+        # An add in doubt is resent only while its counter's window lasts: its mark need not outlive that.
+        mark_s = min(ONCE_S, ttl_s) if ttl_s else ONCE_S
+        value, ttl_ms = await self._add_once(keys=[self.PREFIX + key, self.ONCE + once], args=[amount, ttl_s, mark_s])
         return self._saw(key, float(value), ttl_ms)
 
     async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int) -> bool:
