@@ -176,8 +176,8 @@ async def check_owned(owners: StoredIds, owner: str, named: Iterable[Named], gra
 
 def created_ids(body: dict) -> Iterator[tuple[str, str]]:
     """(kind, id) of what an answer (a whole body or one streamed event) created and may be named again:
-    Anthropic's `container`, a Chat Completions audio answer, a stored response's output items and its code
-    interpreter's containers."""
+    Anthropic's `container` and the files its code execution wrote (read back through `/v1/files`), a Chat
+    Completions audio answer, a stored response's output items and its code interpreter's containers."""
     if not isinstance(body, dict):      # an upstream's answer is whatever JSON it sent
         return
     kind = body.get("type")
@@ -186,6 +186,11 @@ def created_ids(body: dict) -> Iterator[tuple[str, str]]:
         container = holder.get("container") if isinstance(holder, dict) else None
         if isinstance(container, dict) and isinstance(container.get("id"), str):
             yield CONTAINER, container["id"]
+        for block in _list(holder.get("content")) if isinstance(holder, dict) else ():
+            yield from _written_files(block)
+        return
+    if kind == "content_block_start":
+        yield from _written_files(body.get("content_block"))
         return
     if body.get("object") in ("chat.completion", "chat.completion.chunk"):
         for choice in _list(body.get("choices")):
@@ -207,6 +212,16 @@ def created_ids(body: dict) -> Iterator[tuple[str, str]]:
         for holder in (item, environment if isinstance(environment, dict) else {}):
             if isinstance(holder.get("container_id"), str):
                 yield CONTAINER, holder["container_id"]
+
+
+def _written_files(block: object) -> Iterator[tuple[str, str]]:
+    """The files a code execution result block names (`bash_code_execution_output`, `code_execution_output`)."""
+    if not isinstance(block, dict) or not str(block.get("type", "")).endswith("code_execution_tool_result"):
+        return
+    result = block.get("content")
+    for output in _list(result.get("content")) if isinstance(result, dict) else ():
+        if isinstance(output, dict) and isinstance(output.get("file_id"), str):
+            yield FILE, output["file_id"]
 
 
 def record_listed(owners: StoredIds, owner: str | None, page: bytes) -> None:

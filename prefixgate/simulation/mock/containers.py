@@ -16,6 +16,7 @@ import secrets
 from datetime import UTC, datetime
 
 from prefixgate.errors import RequestError
+from prefixgate.simulation.mock.code_execution import runs_code
 
 OPENAI_IDLE_S = 20 * 60
 ANTHROPIC_LIFETIME_S = 30 * 86400     # the mock's; callers read `expires_at`, never assume it
@@ -29,9 +30,7 @@ class Containers:
         """The answer's `container` field for `body` ({} when it runs no code)."""
         named = body.get("container")
         named = named.get("id") if isinstance(named, dict) else named
-        tools = body.get("tools") if isinstance(body.get("tools"), list) else []
-        runs_code = any(isinstance(t, dict) and str(t.get("type", "")).startswith("code_execution_") for t in tools)
-        if not isinstance(named, str) and not runs_code:
+        if not isinstance(named, str) and not runs_code(body):
             return {}
         ident = self._use(tenant, named if isinstance(named, str) else None, "container_", now, ANTHROPIC_LIFETIME_S,
                           idle=False)

@@ -52,6 +52,14 @@ class Files:
         self._files.setdefault((provider, account), {})[stored.meta["id"]] = stored
         return stored.meta
 
+    def written(self, account: str, filename: str, content: bytes) -> str:
+        """A file a tool wrote in an Anthropic workspace (downloadable, unlike an upload); its id."""
+        now = self._clock()
+        meta = {"id": "file_011" + "".join(secrets.choice(_ALNUM) for _ in range(21)), "type": "file",
+                "filename": filename, "mime_type": mimetypes.guess_type(filename)[0] or "application/octet-stream",
+                "size_bytes": len(content), "created_at": _rfc3339(now), "downloadable": True, "expires_at": None}
+        return self.add(ANTHROPIC, account, StoredFile(meta, content, None))["id"]
+
     def of(self, provider: str, account: str) -> list[StoredFile]:
         now = self._clock()
         return [f for f in self._files.get((provider, account), {}).values() if f.expires is None or f.expires > now]
