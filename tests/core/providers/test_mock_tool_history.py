@@ -1,7 +1,8 @@
 """mock-providers refuses a conversation's tool history where the hosted APIs do, in their words (sources in
 prefixgate/simulation/mock/anthropic_tool_params.py and gemini_signature_params.py): on Anthropic, a `tool_use` id
-used twice, a `tool_use` left unanswered by the next message, a `tool_result` answering no `tool_use` of the message
-before; on Gemini 3, a function call of the current turn replayed without its `thoughtSignature`."""
+used twice or spelt outside `[a-zA-Z0-9_-]`, a `tool_use` left unanswered by the next message, a `tool_result`
+answering no `tool_use` of the message before; on Gemini 3, a function call of the current turn replayed without its
+`thoughtSignature`."""
 
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ ASK = {"role": "user", "content": "Weather in Paris, then Rome?"}
 @pytest.mark.parametrize("messages,message", [
     ([ASK, call("toolu_1", "Paris"), result("toolu_1", "Sunny"), call("toolu_1", "Rome"), result("toolu_1", "Rain")],
      "messages.3.content.0: `tool_use` ids must be unique"),
+    ([ASK, call("list_dir:0", "Paris"), result("list_dir:0", "Sunny")],
+     "messages.1.content.0.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"),
     ([ASK, call("toolu_1", "Paris"), result("toolu_2", "Sunny")],
      "messages.2.content.0: unexpected `tool_use_id` found in `tool_result` blocks: toolu_2. Each `tool_result` "
      "block must have a corresponding `tool_use` block in the previous message."),
