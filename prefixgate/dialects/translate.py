@@ -13,6 +13,7 @@ fields the caller's SDK reads.
 
 from __future__ import annotations
 
+from prefixgate.dialects.call_ids import make_call_ids_unique
 from prefixgate.dialects.wire import WireFormat
 
 
@@ -21,6 +22,7 @@ def translate_body(body: dict, source: WireFormat, target: WireFormat, model: st
     """`body` (in `source`'s format) as a `target` body for `model`, plus explanation lines. `stream`,
     when given, overrides the body's own (a format may stream by URL rather than by a body field)."""
     chat = source.read_chat(body)
+    make_call_ids_unique(chat)
     if stream is not None:
         chat.stream = stream
     out = target.write_chat(chat, model)
