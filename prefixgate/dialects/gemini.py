@@ -379,8 +379,16 @@ SKIP_SIGNATURE = "skip_thought_signature_validator"
 
 
 def _checks_thought_signatures(model: str) -> bool:
+    """Whether `model` is Gemini 3 or later. An alias names no version (`gemini-pro-latest` is 3.1 Pro): the
+    catalogue's id for it does; one the catalogue lacks points at the newest models, which check."""
+    from prefixgate.providers.pricing import UnknownModel, resolve_model  # the catalogue loads on first use
+
+    try:
+        model = resolve_model(NAME, model).id
+    except UnknownModel:
+        pass
     version = re.search(r"gemini-(\d+)", model)
-    return version is not None and int(version.group(1)) >= 3
+    return version is None or int(version.group(1)) >= 3
 
 
 def _sign_unsigned_calls(content: dict) -> None:
