@@ -22,6 +22,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
+from starlette.requests import ClientDisconnect
 
 from prefixgate.errors import RequestError
 from prefixgate.providers.files import ANTHROPIC, ANTHROPIC_FILES_BETA, MAX_FILE_BYTES, OPENAI, file_not_found
@@ -118,7 +119,10 @@ def add_routes(app: FastAPI, files: Files, account_of: Callable[[Request], tuple
     @app.post("/v1/files")
     async def upload(request: Request) -> Response:
         provider, account = account_of(request)
-        form = await request.form()
+        try:
+            form = await request.form()
+        except ClientDisconnect:        # the sender gave up mid-body: no file
+            return Response(status_code=400)
         file = form.get("file")
         if not isinstance(file, UploadFile):
             raise RequestError("Missing required parameter: 'file'.", field="file")
