@@ -67,7 +67,10 @@ async def _count_gemini_tokens(request: Request, model: str) -> Response:
         conv = gemini.parse_request(raw, model=model)
         return Response(compact_bytes({"totalTokens": annotate_tokens(conv, "cl100k_base")}), media_type="application/json")
     path = f"/publishers/google/models/{path_model(model)}:countTokens"
-    return await _forward(proxy, upstream, vertex_gemini.WIRE, "POST", path, "", raw, caller)
+    body = load_body(raw)      # a cache named under the caller's project: where the upstream keeps it
+    scoped = vertex_gemini.caches_at(body, upstream.url)
+    sent = raw if scoped is body else compact_bytes(scoped)
+    return await _forward(proxy, upstream, vertex_gemini.WIRE, "POST", path, "", sent, caller)
 
 
 async def cached_contents(request: Request, name: str = "") -> Response:

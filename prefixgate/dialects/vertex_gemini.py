@@ -8,6 +8,7 @@ name (`projects/{p}/locations/{l}/publishers/google/models/{m}`: Vertex refuses 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -20,6 +21,9 @@ from prefixgate.model_ids import path_model
 
 NAME = "vertex_gemini"
 VERSION = "v1beta1"
+CACHE_FIELDS = ("cachedContent", "cached_content")
+# A cache's name: `cachedContents/{id}`, with or without `projects/{p}/locations/{l}/` before it.
+_CACHE_NAME = re.compile(r"(?:projects/[^/]+/locations/[^/]+/)?cachedContents/(?P<id>[^/]+)")
 
 
 class VertexGemini(GoogleSigned, gemini.GeminiGenerate):
@@ -57,11 +61,27 @@ class VertexGemini(GoogleSigned, gemini.GeminiGenerate):
     def resource_url(self, base_url: str, path: str) -> str:
         return versioned(base_url, VERSION) + path
 
+    def at_upstream(self, conv: Conversation, base_url: str) -> Conversation:
+        """A cache named under the caller's project and location (google-genai expands `cachedContents/{id}` with
+        the client's own) named under the upstream's, where the gateway created it."""
+        params = caches_at(conv.params, base_url)
+        return conv if params is conv.params else replace(conv, params=params)
+
     def explicit_cache_body(self, base_url: str, body: dict) -> dict:
         model = str(body.get("model", "")).removeprefix("models/")
         if model.startswith("projects/"):
             return body
         return {**body, "model": f"{split_root(base_url)[1]}/publishers/google/models/{model}"}
+
+
+def caches_at(fields: dict, base_url: str) -> dict:
+    """`fields` (a generateContent or countTokens body, or its params) with the cache it names under the project and
+    location of the upstream at `base_url`; `fields` itself when nothing changes."""
+    out = dict(fields)
+    for key in CACHE_FIELDS:
+        if isinstance(out.get(key), str) and (match := _CACHE_NAME.fullmatch(out[key])):
+            out[key] = f"{split_root(base_url)[1]}/cachedContents/{match['id']}"
+    return fields if out == fields else out
 
 
 WIRE = VertexGemini()

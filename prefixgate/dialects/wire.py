@@ -212,6 +212,11 @@ class WireFormat:
         """A plan's `cache_create` as this provider takes it (Vertex names the model by its full resource name)."""
         return body
 
+    def at_upstream(self, conv: Conversation, base_url: str) -> Conversation:
+        """`conv` as the upstream at `base_url` takes it: resources it names in the caller's own view (a Vertex
+        cache under the caller's project) named where they live. The caller's ownership was checked already."""
+        return conv
+
     def error_reply(self, err: RequestError) -> tuple[int, dict, dict[str, str]]:
         """(status, JSON body, headers) of this format's error answer for `err` (Bedrock's statuses and its
         x-amzn-ErrorType header differ from the kind's usual status)."""
