@@ -657,7 +657,9 @@ class AnthropicMessages(WireFormat):
     forward_headers = ("anthropic-version", "anthropic-beta")
     finish_from, finish_to = FINISH_FROM, FINISH_TO
     natural_finishes = NATURAL
-    usage_marks = (b"message_start", b"message_delta")
+    # The events the relay parses: usage, the container (message_start, message_delta), and the files code
+    # execution wrote (a server tool result arrives whole in its content_block_start), which are the tenant's.
+    usage_marks = (b"message_start", b"message_delta", b"code_execution_tool_result")
     terminal = b"message_stop"
     upstream_headers = {"anthropic-version": "2023-06-01"}
 

@@ -224,16 +224,19 @@ def test_a_key_reaches_only_the_files_of_providers_its_routes_reach(stack):
 
 def test_a_file_claudes_code_execution_wrote_is_its_tenants_to_download(stack):
     gw, _ = stack
-    ran = claude(gw, ACME_1).messages.create(model=CLAUDE, max_tokens=64, messages=[
-        {"role": "user", "content": "Analyse the numbers 3, 5 and 10 and save the result to a file."}],
-        tools=[{"type": "code_execution_20250825", "name": "code_execution"}])
-    written = [out.file_id for block in ran.content if block.type == "bash_code_execution_tool_result"
-               for out in block.content.content]
-    assert len(written) == 1
+    ask = {"model": CLAUDE, "max_tokens": 64, "tools": [{"type": "code_execution_20250825", "name": "code_execution"}],
+           "messages": [{"role": "user", "content": "Analyse the numbers 3, 5 and 10 and save the result to a file."}]}
+    whole = claude(gw, ACME_1).messages.create(**ask)
+    with claude(gw, ACME_1).messages.stream(**ask) as events:
+        streamed = events.get_final_message()
+    written = [out.file_id for ran in (whole, streamed) for block in ran.content
+               if block.type == "bash_code_execution_tool_result" for out in block.content.content]
+    assert len(set(written)) == 2
     # Anthropic serves the content of files a tool wrote: to the tenant whose request ran it, through any of its keys.
-    assert claude(gw, ACME_2).beta.files.retrieve_metadata(written[0], betas=[FILES_BETA]).downloadable is True
-    assert claude(gw, ACME_2).beta.files.download(written[0], betas=[FILES_BETA]).read() == b"mock analysis output\n"
-    for attempt in (lambda: claude(gw, BETA).beta.files.download(written[0], betas=[FILES_BETA]),
-                    lambda: claude(gw, BETA).beta.files.delete(written[0], betas=[FILES_BETA])):
-        with pytest.raises(anthropic.NotFoundError):
-            attempt()
+    for file_id in written:
+        assert claude(gw, ACME_2).beta.files.retrieve_metadata(file_id, betas=[FILES_BETA]).downloadable is True
+        assert claude(gw, ACME_2).beta.files.download(file_id, betas=[FILES_BETA]).read() == b"mock analysis output\n"
+        for attempt in (lambda: claude(gw, BETA).beta.files.download(file_id, betas=[FILES_BETA]),  # noqa: B023
+                        lambda: claude(gw, BETA).beta.files.delete(file_id, betas=[FILES_BETA])):  # noqa: B023
+            with pytest.raises(anthropic.NotFoundError):
+                attempt()

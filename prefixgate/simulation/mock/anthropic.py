@@ -13,7 +13,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.files import ANTHROPIC
 from prefixgate.providers.pricing import resolve_model
 from prefixgate.simulation.mock import agent, agent_wire, anthropic_params
-from prefixgate.simulation.mock.code_execution import executed, runs_code
+from prefixgate.simulation.mock.code_execution import executed, runs_code, streamed
 from prefixgate.simulation.mock.files import names_a_file, require_beta
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.service_tier import anthropic_tier
@@ -55,12 +55,13 @@ async def answer(ctx: MockContext, request: Request, body: dict, tenant: str, fa
     # Claude API only: Bedrock and Vertex do not document cache diagnostics.
     extra = ctx.anthropic_diagnostics.answer(body, tenant, message_id, usage) if fault_provider == "anthropic" else {}
     extra |= container
+    # Claude on Vertex or Bedrock runs no code.
+    ran = executed(ctx.files, tenant) if fault_provider == "anthropic" and runs_code(body) else []
     if result.conversation.stream:
         events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish, id=message_id, extra=extra)
-        return sse_response(events, fault, headers)
+        return sse_response(streamed(ran, events) if ran else events, fault, headers)
     built = dialect.build_response(model, reply.text, usage, finish_reason=finish, id=message_id, extra=extra)
-    if fault_provider == "anthropic" and runs_code(body):     # Claude on Vertex or Bedrock runs no code
-        built["content"] = [*executed(ctx.files, tenant), *built["content"]]
+    built["content"] = [*ran, *built["content"]]
     return JSONResponse(built, headers=headers)
 
 
