@@ -9,6 +9,9 @@
 - On 2023-06-01, `temperature` and `top_p` range 0..1 (Messages API reference), and Claude Opus 4.7 and later
   reject a non-default sampling parameter on every request: "`temperature` is deprecated for this model."
   (the models: `dialects/sampling.py`; UKGovernmentBEIS/inspect_ai#3721 shows temperature=0.0 refused on Opus 4.7).
+- `max_tokens` over the model's output limit (the catalogue's `max_output_tokens`): `max_tokens: <n> > <limit>, which
+  is the maximum allowed number of output tokens for <model>` (as quoted by clients that hit it, e.g. "max_tokens:
+  100000 > 64000, which is the maximum allowed number of output tokens for claude-sonnet-4-5").
 - Empty content: `messages.<i>: all messages must have non-empty content except for the optional final assistant
   message` (a "" or [] content), and `messages: text content blocks must be non-empty` (a text block of "");
   both invalid_request_error 400s that agents and proxies keep hitting when they resend an aborted turn.
@@ -20,6 +23,7 @@ from typing import Any
 
 from prefixgate.dialects.sampling import takes_sampling
 from prefixgate.errors import RequestError
+from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.simulation.mock.anthropic_tool_params import check_tool_pairs
 
 SAMPLING = ("temperature", "top_p", "top_k")
@@ -55,11 +59,22 @@ def check_body(body: dict[str, Any], version: str, model_id: str, betas: str | N
         value = body.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1):
             raise RequestError(f"{name}: range: 0..1", field=name)
+    _check_max_tokens(body.get("max_tokens"), model_id)
     refused = deprecated_sampling(body, model_id)
     if refused is not None:
         raise RequestError(f"`{refused}` is deprecated for this model.", field=refused)
     _check_contents(body.get("messages"))
     check_tool_pairs(body.get("messages") if isinstance(body.get("messages"), list) else [])
+
+
+def _check_max_tokens(value: Any, model_id: str) -> None:
+    try:
+        limit = resolve_model("anthropic", model_id).max_output_tokens
+    except UnknownModel:
+        return
+    if limit and isinstance(value, int) and not isinstance(value, bool) and value > limit:
+        raise RequestError(f"max_tokens: {value} > {limit}, which is the maximum allowed number of output tokens for "
+                           f"{model_id}", field="max_tokens")
 
 
 def _check_contents(messages: Any) -> None:

@@ -255,3 +255,10 @@ def test_generate_content_refuses_a_thinking_config_the_model_does_not_take(gemi
 def test_generate_content_takes_a_thinking_config_within_the_models_range(gemini, model, thinking):
     config = types.GenerateContentConfig(thinking_config=types.ThinkingConfig(**thinking))
     assert gemini.models.generate_content(model=model, contents="hi", config=config).text
+
+
+def test_anthropic_refuses_max_tokens_over_the_models_output_limit(claude_2023):
+    # Claude Haiku 4.5 answers at most 64,000 tokens (platform.claude.com/docs/en/models/overview)
+    _refused(lambda: claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=100_000, messages=HI, timeout=60),
+             "max_tokens: 100000 > 64000, which is the maximum allowed number of output tokens for claude-haiku-4-5")
+    assert claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=64_000, messages=HI, timeout=60).content
