@@ -284,7 +284,7 @@ class Proxy:
     async def _handle(self, call: Call) -> Response:
         await self.check_chain(call)
         await self.admit(call)
-        call.response_cache = await self.response_cache.lookup(call)
+        call.response_cache = await self.response_cache.lookup(call, lambda ref: self.retirement(call, ref))
         if call.response_cache is not None and call.response_cache.state == "hit":
             return self.response_cache.replay(self.accounts, call, call.response_cache)
         failure: UpstreamFailure | RequestError | None = None
@@ -365,20 +365,25 @@ class Proxy:
         self.tracing.end_attempt(span, "ok", resp.status)
         return resp
 
-    def prepare(self, call: Call, ref: TargetRef) -> Prepared:
+    def retirement(self, call: Call, ref: TargetRef) -> lifecycle.Verdict:
+        """The model `ref` sends for `call` under the route's `on_retired` (a retired one's replacement, or the
+        refusal raised), with its lifecycle note and header."""
         first = self.policy.upstreams[ref.upstreams[0]]
         model = ref.model or call.conv.model or ""
-        first_wire = wire_format(first.dialect_for(call.dialect, model))
+        if first.deployments:   # an Azure deployment's name is not its model's
+            return lifecycle.Verdict(model)
+        wire = wire_format(first.dialect_for(call.dialect, model))
+        return lifecycle.check(first.price_rows or first.planner_provider(wire, model), model, call.route.on_retired,
+                               self.catalog)
+
+    def prepare(self, call: Call, ref: TargetRef) -> Prepared:
+        first = self.policy.upstreams[ref.upstreams[0]]
+        first_wire = wire_format(first.dialect_for(call.dialect, ref.model or call.conv.model or ""))
+        verdict = self.retirement(call, ref)
+        model, retires = verdict.model, verdict.header
+        call.notes += [verdict.note] if verdict.note and verdict.note not in call.notes else []
         # Whose caching rules and prices apply: worked out once here, carried on the Prepared to the record.
         planner = first.planner_provider(first_wire, model)
-        if not first.deployments:   # an Azure deployment's name is not its model's
-            verdict = lifecycle.check(first.price_rows or planner, model, call.route.on_retired, self.catalog)
-            if verdict.model != model:      # sent to its replacement
-                planner = first.planner_provider(first_wire, verdict.model)
-            model, retires = verdict.model, verdict.header
-            call.notes += [verdict.note] if verdict.note and verdict.note not in call.notes else []
-        else:
-            retires = ""
         conv, notes = self._convert(call, first_wire, model)
         sent_as = compact(first_wire.encode_request(conv)) if call.route.keeps_bodies(self.settings.ledger_bodies) else ""
         # A compatible provider's model is looked up in its own rows; an Azure deployment as its base model.

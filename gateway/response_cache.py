@@ -37,6 +37,8 @@ from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects.neutral import Delta, Reply, ToolCall, json_or_raw
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
+from prefixgate.gateway.lifecycle import HEADER as RETIRES
+from prefixgate.gateway.lifecycle import Verdict
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.response_rules import deterministic, refusal, uncacheable
 from prefixgate.gateway.response_store import MemoryStore, RedisStore, StoreError
@@ -212,6 +214,7 @@ class Lookup:
     answer: Answer = field(default_factory=Answer)
     refresh: bool = False               # the caller asked for a fresh answer in place of the entry
     models: Sequence[str] = ()          # what each of the pool's targets sends (the key names these)
+    retires: str = ""                   # the first target's model's retirement, for a hit's lifecycle header
 
     @property
     def collects(self) -> bool:
@@ -252,10 +255,9 @@ class ResponseCache:
 
     # ---- before the upstream --------------------------------------------------------------------
 
-    async def lookup(self, call: Call, sent: Callable[[TargetRef], str] | None = None) -> Lookup | None:
+    async def lookup(self, call: Call, sent: Callable[[TargetRef], Verdict]) -> Lookup | None:
         """None on a route without the cache; else what to do: serve `entry` (state hit) or go upstream.
-        `sent`: the model a target sends, after the route's `on_retired` (raising its refusal); without it, the
-        model the target names."""
+        `sent`: what a target sends under the route's `on_retired` (`lifecycle.check`: raises its refusal)."""
         policy = call.route.response_cache
         if policy.mode == "off":
             return None
@@ -263,10 +265,11 @@ class ResponseCache:
         if uncacheable(call.conv) or asked >= {"skip-read", "skip-write"}:
             return self._counted(call, Lookup(policy, "", "bypass", write=False))
         try:
-            models = [sent(ref) if sent else ref.model or call.conv.model or "" for ref in pool(call.route)]
+            verdicts = [sent(ref) for ref in pool(call.route)]
         except RequestError:
             # A retired model the route refuses: the upstream path refuses it (or falls back) as for any miss.
             return self._counted(call, Lookup(policy, "", "bypass", write=False))
+        models = [v.model for v in verdicts]
         key = request_key(call, models)
         if "refresh" in asked or "skip-read" in asked:
             # refresh: a fresh answer replaces the entry; skip-read: a fresh answer, the cache left as it is.
@@ -297,7 +300,7 @@ class ResponseCache:
             call.notes.append(f"response-cache: shadow-hit, an answer stored {max(0.0, time.time() - entry.stored_at):.0f}s "
                               f"ago would have been served (it cost ${entry.cost_usd or 'unknown'})")
             return self._counted(call, Lookup(policy, key, "shadow-hit", write=False, entry=entry))
-        return self._counted(call, Lookup(policy, key, "hit", write=False, entry=entry))
+        return self._counted(call, Lookup(policy, key, "hit", write=False, entry=entry, retires=verdicts[0].header))
 
     def _counted(self, call: Call, found: Lookup) -> Lookup:
         self.lookups.labels(call.route.name, found.state).inc()
@@ -316,6 +319,8 @@ class ResponseCache:
         headers = {"x-prefixgate-request-id": call.id, "x-prefixgate-route": call.route.name,
                    "x-prefixgate-target": entry.target, HEADER: "hit", "x-prefixgate-cost-usd": "0",
                    "x-prefixgate-avoided-usd": entry.cost_usd or "unknown"}
+        if found.retires:
+            headers[RETIRES] = found.retires        # the lifecycle warning a miss carries
         background = BackgroundTask(accounts.finish, call, rec)
         if not call.conv.stream:
             body = entry.native.encode() if entry.native is not None else \

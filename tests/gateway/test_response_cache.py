@@ -355,3 +355,16 @@ def test_an_answer_stopped_at_a_stop_sequence_is_never_replayed_to_its_own_forma
         with client.messages.stream(**ask) as stream:
             final = stream.get_final_message()
         assert (final.stop_reason, final.stop_sequence) == ("stop_sequence", "Observation:")
+
+
+def test_a_hit_for_a_retiring_model_carries_the_warning_a_miss_does(tmp_path):
+    # claude-sonnet-4-5 retires on 2026-11-30, replacement claude-sonnet-5-5 (Anthropic's Sonnet 4.5 overview):
+    # the lifecycle header (docs/providers.md) is how a caller hears of it, on every answer, served from the cache too.
+    with cache_stack(tmp_path, policy(claude=ON)) as (up, gw, _):
+        client = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=gw.url, max_retries=0)
+        ask = {"model": "claude-sonnet-4-5", "max_tokens": 200, "messages": [{"role": "user", "content": "Hi"}]}
+        miss = client.messages.with_raw_response.create(**ask)
+        hit = client.messages.with_raw_response.create(**ask)
+        assert (miss.headers[CACHE], hit.headers[CACHE]) == ("miss", "hit") and len(up.posts) == 1
+        warned = "2026-11-30; replacement=claude-sonnet-5-5"
+        assert miss.headers["x-prefixgate-model-retires"] == hit.headers["x-prefixgate-model-retires"] == warned

@@ -131,3 +131,32 @@ def test_an_entry_is_served_only_as_the_routes_policy_now_allows(tmp_path, redis
         assert chat(client)[1] == "miss" and len(up.posts) == 1
         assert chat(client)[1] == "hit" and len(up.posts) == 1      # the fresh answer replaced the stale one
         assert client.responses.with_raw_response.create(**tool_ask).headers[CACHE] == "miss" and len(up.posts) == 2
+
+
+def test_an_entry_for_a_model_since_retired_follows_the_routes_on_retired(tmp_path, redis_url):
+    # claude-sonnet-4 was retired on 2026-06-15, replacement claude-sonnet-5-5 (Anthropic's model deprecations
+    # page). Answers stored while the route sent it as asked (on_retired: warn) must not answer once the operator
+    # refuses it (the 400 a miss gets) or replaces it (the replacement's answer, not the retired model's).
+    def legacy(on_retired: str) -> dict:
+        return {"routes": [{"name": "legacy", "models": ["legacy-bot"], "on_retired": on_retired, "response_cache": ON,
+                            "targets": [{"upstream": "anthropic", "model": "claude-sonnet-4"}]}],
+                "keys": policy()["keys"]}
+    ask = {"model": "legacy-bot", "max_tokens": 200, "messages": [{"role": "user", "content": "What does a prefix cache keep?"}]}
+    for name in ("warn", "refuse", "replace"):
+        (tmp_path / name).mkdir()
+    with cache_stack(tmp_path / "warn", legacy("warn"), redis_url=redis_url) as (up, gw, _):
+        client = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=gw.url, max_retries=0)
+        assert client.messages.create(**ask).model == "claude-sonnet-4"
+        assert client.messages.with_raw_response.create(**ask).headers[CACHE] == "hit" and len(up.posts) == 1
+    with cache_stack(tmp_path / "refuse", legacy("refuse"), redis_url=redis_url) as (up, gw, _):
+        client = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=gw.url, max_retries=0)
+        with pytest.raises(anthropic.BadRequestError, match="retired"):
+            client.messages.create(**ask)
+        assert up.posts == []
+    with cache_stack(tmp_path / "replace", legacy("replace"), redis_url=redis_url) as (up, gw, _):
+        client = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=gw.url, max_retries=0)
+        raw = client.messages.with_raw_response.create(**ask)
+        assert raw.headers[CACHE] == "miss" and raw.parse().model == "claude-sonnet-5-5" and len(up.posts) == 1
+        # The replacement's answer is stored (under the replacement's model) and served.
+        raw = client.messages.with_raw_response.create(**ask)
+        assert raw.headers[CACHE] == "hit" and raw.parse().model == "claude-sonnet-5-5" and len(up.posts) == 1
