@@ -105,7 +105,13 @@ def test_an_anthropic_upload_is_its_tenants_alone(stack):
     made = claude(gw, ACME_1).beta.files.upload(file=("q3.txt", REPORT, "text/plain"), betas=[FILES_BETA])
     assert (made.type, made.filename, made.size_bytes, made.mime_type) == ("file", "q3.txt", len(REPORT), "text/plain")
     bare = claude_with(claude(gw, ACME_1), None).usage.input_tokens
-    assert claude_with(claude(gw, ACME_1), made.id).usage.input_tokens > bare + 400
+    read = claude_with(claude(gw, ACME_1), made.id).usage.input_tokens
+    assert read > bare + 400
+    # Counting the same request reads the same file: the count is what the request was billed.
+    counted = claude(gw, ACME_2).beta.messages.count_tokens(model=CLAUDE, betas=[FILES_BETA], messages=[
+        {"role": "user", "content": [{"type": "document", "source": {"type": "file", "file_id": made.id}},
+                                     {"type": "text", "text": "Summarise the attached report."}]}])
+    assert counted.input_tokens == read
     assert claude(gw, ACME_2).beta.files.retrieve_metadata(made.id, betas=[FILES_BETA]).size_bytes == len(REPORT)
     assert made.id in [f.id for f in claude(gw, ACME_2).beta.files.list(betas=[FILES_BETA])]
     # Anthropic serves the content only of files a tool wrote: an upload is not downloadable, even to its owner.

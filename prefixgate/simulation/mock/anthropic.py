@@ -79,10 +79,12 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> dict:
-        authenticate(request)
+        tenant = authenticate(request)
         body = await json_body(request)
         anthropic_params.check_count_body(body, request.headers.get("anthropic-beta", ""))
-        return await count(ctx, request, body)
+        if names_a_file(body):
+            require_beta(request.headers.get("anthropic-beta", ""))
+        return await count(ctx, request, ctx.files.inlined(ANTHROPIC, tenant, body))     # a file counts as its text
 
 
 async def count(ctx: MockContext, request: Request, body: dict, fault_provider: str = "anthropic") -> dict:
