@@ -54,4 +54,7 @@ def test_async_interactions_are_recorded_once(mock_url):
 
     answer = asyncio.run(run())
     (rec,) = ledger.records
-    assert (rec.dialect, rec.model) == ("interactions", MODEL) and rec.output == answer.usage.total_output_tokens
+    # Thoughts are billed as output (ai.google.dev/gemini-api/docs/thinking)
+    usage = answer.usage
+    assert (rec.dialect, rec.model) == ("interactions", MODEL)
+    assert rec.output == usage.total_output_tokens + usage.total_thought_tokens and usage.total_thought_tokens

@@ -27,6 +27,7 @@ from prefixgate.dialects import interactions as dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import UnknownModel
 from prefixgate.simulation.mock.gemini import authenticate
+from prefixgate.simulation.mock.gemini_thinking import THOUGHT_TOKENS, thinks
 from prefixgate.simulation.mock.script import ScriptedCall, scripted_call
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response
 from prefixgate.simulation.mock.text import reply_for
@@ -96,8 +97,13 @@ def _add_version_routes(app: FastAPI, ctx: MockContext, interactions: Interactio
             reply = reply_for(prompt_text(result.conversation), config.get("max_output_tokens"))
             output, chunks = [dialect.text_step(reply.text)], reply.chunks()
             produced, status = reply.output_tokens, "incomplete" if reply.truncated else "completed"
-        interaction = dialect.interaction_object(result.model.id, output, replace(result.usage, output=produced),
-                                                 status=status, previous=previous)
+        # A thinking model's thoughts are output beside the answer (total_thought_tokens); unlike generateContent's
+        # maxOutputTokens, whether max_output_tokens bounds them is unconfirmed (wire-2026-11.md section 1), so it
+        # does not here.
+        thought = THOUGHT_TOKENS if thinks(result.model.id) else 0
+        interaction = dialect.interaction_object(result.model.id, output,
+                                                 replace(result.usage, output=produced + thought), status=status,
+                                                 previous=previous, thought=thought)
         if body.get("store", True) is not False:
             interactions.put(tenant, StoredInteraction(interaction, [*history, *new_input, *output]))
         if conv.stream:

@@ -123,3 +123,11 @@ def test_a_function_call_then_its_result_then_an_answer(mock):
                                              generation_config={"tool_choice": "any"}))
     starts = [e.step for e in events if e.event_type == "step.start"]
     assert [s.type for s in starts] == ["function_call"] and events[-1].interaction.status == "requires_action"
+
+
+def test_a_thinking_model_reports_its_thoughts_beside_its_output(mock):
+    # Interactions usage: total_thought_tokens beside total_output_tokens, both in total_tokens (wire-2026-11.md 1)
+    client = _client(mock)
+    usage = client.interactions.create(model=MODEL, input="Why is the sky blue?").usage
+    assert usage.total_thought_tokens > 0
+    assert usage.total_tokens == usage.total_input_tokens + usage.total_output_tokens + usage.total_thought_tokens
