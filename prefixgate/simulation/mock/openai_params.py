@@ -11,8 +11,9 @@
   are openai-python 3.57.0's `ResponseCreateParamsBase` plus `stream`, and Codex CLI's `client_metadata` (outside
   the SDK's types, but sent by Codex on every request to api.openai.com with an API key: openai/codex#16912,
   #27122).
-- `temperature` ranges 0..2: "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got
-  2.1 instead." (param `temperature`, code `decimal_above_max_value`).
+- `temperature` ranges 0..2 (Chat and Responses): "Invalid 'temperature': decimal above maximum value. Expected a
+  value <= 2, but got 2.1 instead." (param `temperature`, code `decimal_above_max_value`).
+- `/v1/responses/input_tokens` takes openai-python 3.57.0's `InputTokenCountParams` only, refused as above.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ _RESPONSES_KNOWN = frozenset({
     "temperature", "text", "tool_choice", "tools", "top_logprobs", "top_p", "truncation", "user",
 })
 
+# openai 3.57.0 types/responses/input_token_count_params.py
+_INPUT_TOKENS_KNOWN = frozenset({
+    "conversation", "input", "instructions", "model", "parallel_tool_calls", "personality", "previous_response_id",
+    "reasoning", "text", "tool_choice", "tools", "truncation",
+})
+
 
 def check_chat_body(body: dict[str, Any]) -> None:
     """Raise the 400 Chat Completions answers `body` with, if any."""
@@ -49,23 +56,38 @@ def check_chat_body(body: dict[str, Any]) -> None:
         plural = "s" if len(unknown) > 1 else ""
         raise RequestError(f"Unrecognized request argument{plural} supplied: {', '.join(sorted(unknown))}")
     check_cache_key(body)
+    _check_temperature(body)
+
+
+def check_responses_body(body: dict[str, Any]) -> None:
+    """Raise the 400 the Responses API answers `body` with, if any."""
+    _check_known(body, _RESPONSES_KNOWN)
+    check_cache_key(body)
+    _check_temperature(body)
+
+
+def check_input_tokens_body(body: dict[str, Any]) -> None:
+    """Raise the 400 `/v1/responses/input_tokens` answers `body` with, if any (it counts, so it takes no output
+    settings: `stream`, `store`, `max_output_tokens`...)."""
+    _check_known(body, _INPUT_TOKENS_KNOWN)
+
+
+def _check_known(body: dict[str, Any], known: frozenset[str]) -> None:
+    for name in body:
+        if name not in known:
+            raise RequestError(f"Unknown parameter: '{name}'.", field=name, code="unknown_parameter")
+
+
+def _check_temperature(body: dict[str, Any]) -> None:
     value = body.get("temperature")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         shown = f"{value:g}" if isinstance(value, int) else repr(value)
         if value > 2:
             raise RequestError(f"Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got "
-                               f"{shown} instead.", field="temperature")
+                               f"{shown} instead.", field="temperature", code="decimal_above_max_value")
         if value < 0:
             raise RequestError(f"Invalid 'temperature': decimal below minimum value. Expected a value >= 0, but got "
-                               f"{shown} instead.", field="temperature")
-
-
-def check_responses_body(body: dict[str, Any]) -> None:
-    """Raise the 400 the Responses API answers `body` with, if any."""
-    for name in body:
-        if name not in _RESPONSES_KNOWN:
-            raise RequestError(f"Unknown parameter: '{name}'.", field=name, code="unknown_parameter")
-    check_cache_key(body)
+                               f"{shown} instead.", field="temperature", code="decimal_below_min_value")
 
 
 def check_cache_key(body: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ from prefixgate.providers.files import OPENAI
 from prefixgate.providers.response_store import ResponseStore, StoredResponse
 from prefixgate.simulation.mock import item_references
 from prefixgate.simulation.mock.openai import authenticate
-from prefixgate.simulation.mock.openai_params import check_responses_body
+from prefixgate.simulation.mock.openai_params import check_input_tokens_body, check_responses_body
 from prefixgate.simulation.mock.script import scripted_call, value_for
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response
 from prefixgate.simulation.mock.service_tier import openai_tier
@@ -69,6 +69,7 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         tenant = authenticate(request)
         body = await json_body(request)
         await ctx.fault_for(request, "openai", body.get("model"))
+        check_input_tokens_body(body)
         dialect.parse_request(body)
         sent = ctx.files.inlined(OPENAI, tenant, _expanded(body, _context(body, responses, tenant),
                                                            _input(body, responses, tenant)))

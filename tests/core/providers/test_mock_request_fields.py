@@ -262,3 +262,21 @@ def test_anthropic_refuses_max_tokens_over_the_models_output_limit(claude_2023):
     _refused(lambda: claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=100_000, messages=HI, timeout=60),
              "max_tokens: 100000 > 64000, which is the maximum allowed number of output tokens for claude-haiku-4-5")
     assert claude_2023.messages.create(model="claude-haiku-4-5", max_tokens=64_000, messages=HI, timeout=60).content
+
+
+def test_responses_temperature_is_at_most_2(mock_server):
+    client = openai.OpenAI(api_key=key(), base_url=mock_server[0] + "/v1", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model="gpt-5.4", input="hi", temperature=2.5)
+    assert e.value.body == {"message": "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but "
+                                       "got 2.5 instead.", "type": "invalid_request_error", "param": "temperature",
+                            "code": "decimal_above_max_value"}
+
+
+def test_input_tokens_takes_no_output_settings(mock_server):
+    client = openai.OpenAI(api_key=key(), base_url=mock_server[0] + "/v1", max_retries=0)
+    assert client.responses.input_tokens.count(model="gpt-5.4", input="hi").input_tokens > 0
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.input_tokens.count(model="gpt-5.4", input="hi", extra_body={"max_output_tokens": 100})
+    assert (e.value.body["message"], e.value.body["code"]) == ("Unknown parameter: 'max_output_tokens'.",
+                                                               "unknown_parameter")
