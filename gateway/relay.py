@@ -143,6 +143,7 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                         event = parsed if parsed is not None else framing.payload(ev)
                         if event is not None and kept is not None:
                             kept.feed(target.read_deltas(event), target)
+                            kept.saw(event)
                         if event is not None and reply is not None:
                             reply.feed(event)
                     if same:

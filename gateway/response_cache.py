@@ -11,7 +11,8 @@ docs/response-cache.md.
   too when the route allows it), from one of those targets, fully received. Errors, truncation, content
   filtering, refusals, fallbacks, broken or abandoned streams never are.
 - Replayed: in the caller's format, whole (the exact body stored) or as a stream (through the format's
-  `stream_writer`), reporting the usage the stored answer reported.
+  `stream_writer`), reporting the usage the stored answer reported; tool calls that came with reasoning state the
+  caller must send back (`response_rules.signed`) only whole, as the exact body carries it.
 - Shadow mode looks up and stores but never serves: a would-be hit is counted, and for a request at
   temperature 0 the fresh answer is compared with the stored one.
 
@@ -40,7 +41,7 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.lifecycle import HEADER as RETIRES
 from prefixgate.gateway.lifecycle import Verdict
 from prefixgate.gateway.ownership import principal
-from prefixgate.gateway.response_rules import deterministic, refusal, uncacheable
+from prefixgate.gateway.response_rules import deterministic, refusal, signed, uncacheable
 from prefixgate.gateway.response_store import MemoryStore, RedisStore, StoreError
 from prefixgate.ir import CACHE_MARKERS
 from prefixgate.ledger import LedgerRecord
@@ -175,9 +176,14 @@ class Answer:
         self.native_finish: str | None = None
         self.id: str | None = None                 # a stream's answer id, where its format names one (`Delta`)
         self.source: WireFormat | None = None       # the format the upstream answered in
+        self.signed = False                         # a stream event carried reasoning state (`response_rules.signed`)
 
     def whole(self, reply: Reply, native: bytes, source: WireFormat) -> None:
         self.reply, self.native, self.source = reply, native, source
+
+    def saw(self, event: dict) -> None:
+        """One of the stream's events, parsed (besides its deltas, `feed`)."""
+        self.signed = self.signed or signed(event)
 
     def feed(self, deltas: list[Delta], source: WireFormat) -> None:
         self.source = source
@@ -291,7 +297,7 @@ class ResponseCache:
                 log.warning("response cache: unreadable entry on route %s (%s: %s); treated as a miss",
                             call.route.name, type(e).__name__, e)
                 self.errors.labels(call.route.name, "entry").inc()
-        if entry is not None and outlived(entry, policy):
+        if entry is not None and (outlived(entry, policy) or call.conv.stream and unsigned_replay(entry)):
             entry = None
         write = "skip-write" not in asked
         if entry is None:
@@ -377,6 +383,8 @@ class ResponseCache:
             refused: str | None = "fallback target"     # the key names the pool's models
         else:
             refused = refusal(reply, found.answer.source, found.policy, call.wire)
+            if refused is None and found.answer.signed and reply.tool_calls and found.answer.source is call.wire:  # type: ignore[union-attr]
+                refused = "signed tool calls"       # streamed: no replay could send their reasoning state back
         if reply is not None and found.answer.source is not call.wire:
             reply = replace(reply, id=None)     # another format's id: a replay in the caller's names a fresh one
         store = self._store(route, found.policy)
@@ -404,6 +412,12 @@ def outlived(entry: Entry, policy: ResponseCachePolicy) -> bool:
     """Whether an entry was stored under a policy the route no longer has (Redis keeps entries across restarts
     and replicas): older than today's `ttl_s`, or a tool call the route no longer stores."""
     return time.time() - entry.stored_at > policy.ttl_s or (bool(entry.reply.tool_calls) and not policy.tool_calls)
+
+
+def unsigned_replay(entry: Entry) -> bool:
+    """Whether a streamed replay of `entry` would drop reasoning state the caller must send back with its tool
+    calls (a thought signature, a thinking block: `response_rules.signed`), which only its exact body carries."""
+    return bool(entry.reply.tool_calls) and entry.native is not None and signed(json.loads(entry.native))
 
 
 def replay_stream(wire: WireFormat, reply: Reply, model: str, include_usage: bool = True) -> bytes:

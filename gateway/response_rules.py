@@ -4,6 +4,8 @@ bypasses it, an answer it must not store, and a request whose fresh answer shado
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefixgate.dialects.neutral import Reply, unreadable_args
 from prefixgate.dialects.openai import NAME as CHAT
 from prefixgate.dialects.wire import WireFormat
@@ -57,6 +59,20 @@ def deterministic(conv: Conversation) -> bool:
     """Whether the request asks for temperature 0 (what shadow mode compares fresh answers for)."""
     blocks = [conv.params.get(k) for k in SAMPLING_BLOCKS]
     return any(isinstance(b, dict) and b.get("temperature") == 0 for b in [conv.params, *blocks])
+
+
+# What an answer carries beside its tool calls that the caller must send back with them, and that only the exact
+# body carries (a format's stream writer has no place for it): Gemini's thought signatures (Gemini 3 answers a 400 to
+# a call sent back without one), Claude's signed or redacted thinking blocks (a tool result must follow them),
+# Converse's reasoningContent, Responses' encrypted reasoning.
+SIGNED_KEYS = frozenset({"thoughtSignature", "thought_signature", "signature", "encrypted_content", "reasoningContent"})
+
+
+def signed(value: Any) -> bool:
+    """Whether an answer (or one of its stream events), parsed, carries reasoning state the caller must send back."""
+    if isinstance(value, dict):
+        return value.get("type") == "redacted_thinking" or any(k in SIGNED_KEYS or signed(v) for k, v in value.items())
+    return isinstance(value, list) and any(signed(v) for v in value)
 
 
 def refusal(reply: Reply | None, source: WireFormat | None, policy: ResponseCachePolicy, caller: WireFormat) -> str | None:

@@ -368,3 +368,35 @@ def test_a_hit_for_a_retiring_model_carries_the_warning_a_miss_does(tmp_path):
         assert (miss.headers[CACHE], hit.headers[CACHE]) == ("miss", "hit") and len(up.posts) == 1
         warned = "2026-11-30; replacement=claude-sonnet-5-5"
         assert miss.headers["x-prefixgate-model-retires"] == hit.headers["x-prefixgate-model-retires"] == warned
+
+
+def test_a_gemini_3_call_is_never_replayed_without_its_thought_signature(tmp_path):
+    # Gemini 3 signs its function calls (thoughtSignature on the part) and answers a 400 to a next turn that sends a
+    # call back without it (ai.google.dev/gemini-api/docs/thought-signatures). A streamed replay, written from the
+    # neutral call, had no signature, so the agent's next turn failed.
+    with cache_stack(tmp_path, policy(gemini={"mode": "on", "tool_calls": True})) as (up, gw, _):
+        client = genai.Client(api_key=KEYS["ACME_KEY"], http_options={"base_url": gw.url, "api_version": "v1beta"})
+        lookup = types.Tool(function_declarations=[types.FunctionDeclaration(
+            name="lookup", description="Look an order up", parameters={"type": "object", "properties": {"id": {"type": "string"}}})])
+        config = types.GenerateContentConfig(
+            tools=[lookup], tool_config=types.ToolConfig(function_calling_config=types.FunctionCallingConfig(mode="ANY")),
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+        ask = [types.Content(role="user", parts=[types.Part(text="Where is order 7?")])]
+
+        def next_turn(call: types.Part) -> str | None:
+            result = types.Part(function_response=types.FunctionResponse(name="lookup", response={"status": "shipped"}))
+            return client.models.generate_content(model="gemini-3.8-flash", config=types.GenerateContentConfig(tools=[lookup]),
+                                                  contents=[*ask, types.Content(role="model", parts=[call]),
+                                                            types.Content(role="user", parts=[result])]).text
+
+        first = client.models.generate_content(model="gemini-3.8-flash", contents=ask, config=config)
+        assert first.candidates[0].content.parts[0].thought_signature and len(up.posts) == 1
+        chunks = list(client.models.generate_content_stream(model="gemini-3.8-flash", contents=ask, config=config))
+        streamed = next(p for c in chunks for p in c.candidates[0].content.parts if p.function_call)
+        assert streamed.thought_signature and len(up.posts) == 2        # not served from the cache
+        assert next_turn(streamed)
+        # A whole request is still served the exact body stored, signature and all.
+        again = client.models.generate_content(model="gemini-3.8-flash", contents=ask, config=config)
+        assert len(up.posts) == 3 and again.candidates[0].content.parts[0].thought_signature == \
+            first.candidates[0].content.parts[0].thought_signature
+        assert next_turn(again.candidates[0].content.parts[0]) and len(up.posts) == 4
