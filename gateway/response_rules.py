@@ -71,7 +71,8 @@ SIGNED_KEYS = frozenset({"thoughtSignature", "thought_signature", "signature", "
 def signed(value: Any) -> bool:
     """Whether an answer (or one of its stream events), parsed, carries reasoning state the caller must send back."""
     if isinstance(value, dict):
-        return value.get("type") == "redacted_thinking" or any(k in SIGNED_KEYS or signed(v) for k, v in value.items())
+        return value.get("type") == "redacted_thinking" or any(
+            (k in SIGNED_KEYS and bool(v)) or signed(v) for k, v in value.items())
     return isinstance(value, list) and any(signed(v) for v in value)
 
 

@@ -16,7 +16,7 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.proxy import Call
 from prefixgate.gateway.response_cache import Answer, Entry, replay_stream, request_key
-from prefixgate.gateway.response_rules import deterministic, refusal, uncacheable
+from prefixgate.gateway.response_rules import deterministic, refusal, signed, uncacheable
 from prefixgate.gateway.response_store import MemoryStore
 from prefixgate.ledger_rollup import SUMS, contribution
 from prefixgate.policies import CallerKey, Policy, PolicyError, builtin_upstreams
@@ -425,3 +425,17 @@ def test_every_field_of_a_rich_request_is_in_the_key(name):
         assert changed != plain, path
         checked += 1
     assert checked >= 15
+
+
+def test_reasoning_state_a_caller_must_send_back_is_told_from_an_empty_field():
+    # Claude's thinking block carries its `signature`, and a redacted one its `data` (Anthropic's extended thinking
+    # guide); a Responses reasoning item's `encrypted_content` is null unless `include` asked for it, and a stored
+    # response keeps its reasoning upstream.
+    thinking = {"content": [{"type": "thinking", "thinking": "Look it up.", "signature": "EqQBCgIYAhIM"},
+                            {"type": "tool_use", "id": "toolu_01", "name": "lookup", "input": {}}]}
+    assert signed(thinking) and signed({"content": [{"type": "redacted_thinking", "data": "EmwKAhgBEgy3va"}]})
+    reasoning = {"output": [{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": None},
+                            {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{}"}]}
+    assert not signed(reasoning)
+    reasoning["output"][0]["encrypted_content"] = "gAAAAABo"
+    assert signed(reasoning)
