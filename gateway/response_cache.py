@@ -417,7 +417,12 @@ def outlived(entry: Entry, policy: ResponseCachePolicy) -> bool:
 def unsigned_replay(entry: Entry) -> bool:
     """Whether a streamed replay of `entry` would drop reasoning state the caller must send back with its tool
     calls (a thought signature, a thinking block: `response_rules.signed`), which only its exact body carries."""
-    return bool(entry.reply.tool_calls) and entry.native is not None and signed(json.loads(entry.native))
+    if not entry.reply.tool_calls or entry.native is None:
+        return False
+    try:
+        return signed(json.loads(entry.native))
+    except ValueError:      # an entry read back damaged: not replayed, as `Entry.from_bytes` refuses others
+        return True
 
 
 def replay_stream(wire: WireFormat, reply: Reply, model: str, include_usage: bool = True) -> bytes:

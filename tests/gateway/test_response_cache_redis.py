@@ -160,3 +160,20 @@ def test_an_entry_for_a_model_since_retired_follows_the_routes_on_retired(tmp_pa
         # The replacement's answer is stored (under the replacement's model) and served.
         raw = client.messages.with_raw_response.create(**ask)
         assert raw.headers[CACHE] == "hit" and raw.parse().model == "claude-sonnet-5-5" and len(up.posts) == 1
+
+
+def test_a_damaged_stored_body_is_a_miss_for_a_streamed_request_too(tmp_path, redis_url):
+    # A streamed request reads a tool-call entry's stored body (is a thought signature or a thinking block in it?):
+    # an entry whose body is not JSON was a 500 there, where any other unreadable entry is a miss.
+    tool_ask = dict(model="gpt-5.5", input="Look it up.", tool_choice="required",
+                    tools=[{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}])
+    with cache_stack(tmp_path, policy(gpt={"mode": "on", "tool_calls": True}), redis_url=redis_url) as (up, gw, _):
+        client = oa(gw)
+        client.responses.create(**tool_ask)
+        r = redis.Redis.from_url(redis_url)
+        (key,) = r.keys("prefixgate:response:*")
+        entry = json.loads(r.get(key))
+        r.set(key, json.dumps({**entry, "native": entry["native"][:-7]}), keepttl=True)
+        with client.responses.with_streaming_response.create(**tool_ask, stream=True) as resp:
+            assert resp.headers[CACHE] == "miss" and list(resp.iter_lines())
+        assert len(up.posts) == 2
