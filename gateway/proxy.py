@@ -414,7 +414,8 @@ class Proxy:
         key = upstream_credential(upstream, call.caller, call.dialect)
         wire = wire_format(upstream.dialect_for(call.dialect, model))
         request_url(upstream, wire, model, call.conv.stream)    # a model its URL cannot carry: refused here (400)
-        planned, params = the_plan.conversation, the_plan.conversation.params
+        planned = wire.at_upstream(the_plan.conversation, upstream.url)
+        params = planned.params
         billable = wire.billable(planned)
         salted = upstream.self_hosted and self.settings.tenant_cache_isolation and party is not None
         tagged = call.route.isolation == "tenant" and not upstream.self_hosted and party is not None

@@ -44,6 +44,17 @@ def client(url: str, key: str, project: str) -> genai.Client:
                         http_options=types.HttpOptions(base_url=url))
 
 
+def test_a_short_cache_name_reads_the_cache_the_gateway_created(gateway):
+    acme = client(gateway, ACME, "acme-project")
+    cache = acme.caches.create(model=GEMINI, config=types.CreateCachedContentConfig(
+        system_instruction=dated_system(0, dated=False), ttl="600s"))
+    short = "cachedContents/" + cache.name.rsplit("/", 1)[1]
+    for ask in (acme.models.generate_content, acme.models.generate_content_stream):
+        answers = ask(model=GEMINI, contents="Where is order 7?", config=types.GenerateContentConfig(cached_content=short))
+        usage = [a.usage_metadata for a in ([answers] if ask == acme.models.generate_content else answers)][-1]
+        assert usage.cached_content_token_count == cache.usage_metadata.total_token_count
+
+
 def test_another_tenant_naming_the_id_under_its_own_project_is_not_found(gateway):
     acme = client(gateway, ACME, "acme-project")
     cache = acme.caches.create(model=GEMINI, config=types.CreateCachedContentConfig(
