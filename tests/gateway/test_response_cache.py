@@ -400,3 +400,42 @@ def test_a_gemini_3_call_is_never_replayed_without_its_thought_signature(tmp_pat
         assert len(up.posts) == 3 and again.candidates[0].content.parts[0].thought_signature == \
             first.candidates[0].content.parts[0].thought_signature
         assert next_turn(again.candidates[0].content.parts[0]) and len(up.posts) == 4
+
+
+def test_claudes_signed_thinking_before_a_tool_call_is_never_replayed_away(tmp_path):
+    # With extended thinking, the assistant turn that calls a tool must go back with its thinking block (signature
+    # and all) beside the tool result, or Claude answers a 400 (Anthropic's extended thinking guide, tool use). A
+    # streamed replay, written from the neutral call, had only the tool_use.
+    msg = {"id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-5-5", "content": [],
+           "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 40, "output_tokens": 1}}
+    events = [("message_start", {"message": msg}),
+              ("content_block_start", {"index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+              ("content_block_delta", {"index": 0, "delta": {"type": "thinking_delta", "thinking": "Look the order up."}}),
+              ("content_block_delta", {"index": 0, "delta": {"type": "signature_delta", "signature": "EqQBCgIYAhIM1gbcDa9G"}}),
+              ("content_block_stop", {"index": 0}),
+              ("content_block_start", {"index": 1, "content_block": {"type": "tool_use", "id": "toolu_01", "name": "lookup",
+                                                                     "input": {}}}),
+              ("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"id": "7"}'}}),
+              ("content_block_stop", {"index": 1}),
+              ("message_delta", {"delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 30}}),
+              ("message_stop", {})]
+    posts = []
+
+    async def messages(request: Request) -> Response:
+        posts.append(request.url.path)
+        return Response("".join(f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n" for kind, data in events),
+                        media_type="text/event-stream")
+
+    thinker = Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+    with ServerThread(thinker) as up, cache_stack(tmp_path, lambda _: {
+            **policy(), "upstreams": {"thinker": {"kind": "anthropic", "url": up.url}},
+            "routes": [{"name": "agent", "models": ["claude-*"], "targets": [{"upstream": "thinker"}],
+                        "response_cache": {"mode": "on", "tool_calls": True}}]}) as (_, gw, _settings):
+        client = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=gw.url, max_retries=0)
+        ask = {"model": "claude-sonnet-5-5", "max_tokens": 2000, "thinking": {"type": "enabled", "budget_tokens": 1024},
+               "tools": [{"name": "lookup", "input_schema": {"type": "object"}}],
+               "messages": [{"role": "user", "content": "Where is order 7?"}]}
+        for turn in (1, 2):
+            with client.messages.stream(**ask) as stream:
+                final = stream.get_final_message()
+            assert [b.type for b in final.content] == ["thinking", "tool_use"] and len(posts) == turn
