@@ -25,6 +25,7 @@ from prefixgate.gateway import (
     endpoints_bedrock,
     endpoints_files,
     endpoints_gemini,
+    endpoints_gemini_files,
     endpoints_interactions,
     endpoints_models,
     endpoints_openai,
@@ -92,7 +93,8 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     app.guard_browsers(settings.cors_origins, not policy.keys and not settings.open_gateway and is_loopback(settings.host))
     app.state.policy = policy
     for module in (endpoints_models, endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_interactions,
-                   endpoints_gemini, endpoints_vertex, endpoints_bedrock, endpoints_files):
+                   endpoints_gemini, endpoints_vertex, endpoints_bedrock, endpoints_files,
+                   endpoints_gemini_files):
         app.include_router(module.router)
     app.include_router(dashboard.router)
 

@@ -3,11 +3,11 @@
 Behind the gateway's own provider key every tenant is one account to the provider, so an id that account
 holds (a container, a stored Responses item, an uploaded file, a vector store, a conversation, a skill, an
 object in the operator's storage) reads its data for whoever names it. Ids an answer creates (a container a
-code tool started, the items of a stored response) and files uploaded through the gateway's `/v1/files`
-(endpoints_files) are recorded as the caller's tenant's (`ownership`); a request naming one is let through
-only for that tenant. The gateway serves no endpoint that creates vector stores, conversations, skills or
-storage objects, so every such id (and a file not uploaded through it) belongs to nobody and is a 404 to
-every keyed caller (fail closed, as `ownership` treats every id it never saw created) unless the operator
+code tool started, the items of a stored response, the files its code execution wrote) and files uploaded
+through the gateway (endpoints_files, endpoints_gemini_files) are recorded as the caller's tenant's
+(`ownership`); a request naming one is let through only for that tenant. The gateway serves no endpoint
+that creates vector stores, conversations, skills or storage objects, so every such id (and a file not
+uploaded through it) belongs to nobody and is a 404 to every keyed caller (fail closed, as `ownership` treats every id it never saw created) unless the operator
 grants it to the caller's key (`provider_ids` in the policy: a vector store or file it made for that tenant);
 an open gateway has one party and checks nothing.
 """

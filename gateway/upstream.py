@@ -43,7 +43,9 @@ from prefixgate.providers import compatible
 
 # Upstream response headers worth handing back to the caller (ids for support tickets, rate limits).
 PASS_HEADERS = ("request-id", "x-request-id", "openai-processing-ms", "retry-after", "retry-after-ms",
-                "anthropic-organization-id")
+                "anthropic-organization-id",
+                # A Gemini resumable upload's state (endpoints_gemini_files replaces the URL with the gateway's own).
+                "x-goog-upload-status", "x-goog-upload-url", "x-goog-upload-chunk-granularity")
 PASS_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
 # Provider keys and signing credentials that could appear in an upstream's error text ("Incorrect API key
 # provided: sk-...", a Google OAuth access token `ya29.`, an AWS access key id `AKIA`/`ASIA` + 16).

@@ -6,27 +6,47 @@
 - Anthropic (beta: `anthropic-beta: files-api-2025-04-14` on every call, and on a Messages request naming a file):
   upload, list, metadata, `/content` (only for files a tool such as code execution wrote: `downloadable`), DELETE.
   "Maximum file size: 500 MB per file" (docs.claude.com/en/docs/build-with-claude/files).
+- Gemini: a resumable upload (`POST /upload/{v}/files`, `X-Goog-Upload-Command: start`, then the bytes to the
+  `X-Goog-Upload-URL` it answers, the last chunk with `upload, finalize`), `GET /{v}/files` (`pageSize`,
+  `pageToken`), `GET` and `DELETE /{v}/files/{id}`; a file is named `files/{id}` or by its `uri`, lives 48 hours,
+  and may be 2 GB (ai.google.dev/gemini-api/docs/files). An id the project does not hold: 403 `You do not have
+  permission to access the File {id} or it may not exist.` (PERMISSION_DENIED, as google-gemini issues quote it).
 """
 
 from __future__ import annotations
 
 from prefixgate.errors import RequestError
 
-OPENAI, ANTHROPIC = "openai", "anthropic"     # the wire formats whose clients call `/v1/files`
-MAX_FILE_BYTES = {OPENAI: 512 * 1024 * 1024, ANTHROPIC: 500 * 1024 * 1024}
-PROVIDER_NAMES = {OPENAI: "OpenAI", ANTHROPIC: "Anthropic"}
+OPENAI, ANTHROPIC, GEMINI = "openai", "anthropic", "gemini"     # the wire formats whose clients upload files
+MAX_FILE_BYTES = {OPENAI: 512 * 1024 * 1024, ANTHROPIC: 500 * 1024 * 1024, GEMINI: 2 * 1024 * 1024 * 1024}
+PROVIDER_NAMES = {OPENAI: "OpenAI", ANTHROPIC: "Anthropic", GEMINI: "Google"}
 # The upstream kinds (policies/kinds.py) whose account holds a caller's files: the provider's own API, never a
 # compatible provider or Bedrock and Vertex, which serve no Files API.
-FILE_KINDS = {OPENAI: frozenset({"openai", "openai_responses"}), ANTHROPIC: frozenset({"anthropic"})}
+FILE_KINDS = {OPENAI: frozenset({"openai", "openai_responses"}), ANTHROPIC: frozenset({"anthropic"}),
+              GEMINI: frozenset({"gemini"})}
+GEMINI_FILE_LIFETIME_S = 48 * 3600
+# The URIs a Gemini request may name a file by besides `files/{id}` (the File's `uri` is the v1beta one).
+GEMINI_FILE_URIS = ("https://generativelanguage.googleapis.com/v1beta/files/",
+                    "https://generativelanguage.googleapis.com/v1/files/")
 ANTHROPIC_FILES_BETA = "files-api-2025-04-14"
 # Query parameters each list call defines (OpenAI: cursor `after`; Anthropic: `after_id`/`before_id`, and the
 # opaque `page` cursor its SDK pages with since 2026, or `ids`).
 LIST_QUERY = {OPENAI: frozenset({"after", "limit", "order", "purpose"}),
-              ANTHROPIC: frozenset({"after_id", "before_id", "limit", "page", "ids", "ids[]", "scope_id"})}
+              ANTHROPIC: frozenset({"after_id", "before_id", "limit", "page", "ids", "ids[]", "scope_id"}),
+              GEMINI: frozenset({"pageSize", "pageToken"})}
+
+
+def gemini_names(file_id: str) -> tuple[str, ...]:
+    """Every name a Gemini request may give the file `files/{id}` (or `{id}`) by."""
+    bare = file_id.removeprefix("files/")
+    return (f"files/{bare}", *(uri + bare for uri in GEMINI_FILE_URIS))
 
 
 def file_not_found(provider: str, file_id: str) -> RequestError:
     """What the provider answers for a file id its account does not hold."""
     if provider == ANTHROPIC:
         return RequestError(f"File not found: {file_id}", status=404, kind="not_found")
+    if provider == GEMINI:
+        return RequestError(f"You do not have permission to access the File {file_id.removeprefix('files/')} or it "
+                            "may not exist.", status=403, kind="permission")
     return RequestError(f"No such File object: {file_id}", field="id", status=404, kind="not_found")

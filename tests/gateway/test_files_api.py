@@ -6,11 +6,15 @@ naming tenant A's file in a model request."""
 from __future__ import annotations
 
 import base64
+import io
 
 import anthropic
 import httpx
 import openai
 import pytest
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types as genai_types
 
 from prefixgate.policies import hash_key
 from tests.support_stack import policy_env, running_stack
@@ -20,7 +24,8 @@ GAMMA, DELTA = "pg-gamma-0123456789a", "pg-delta-0123456789a"     # tenants with
 CLAUDE_ONLY = "pg-claude-only-012345"
 POLICY = {
     "routes": [{"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
-               {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]}],
+               {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
+               {"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]}],
     "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
              {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
              {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
@@ -28,7 +33,7 @@ POLICY = {
              {"name": "delta", "key_sha256": hash_key(DELTA), "tenant": "delta"},
              {"name": "claude-only", "key_sha256": hash_key(CLAUDE_ONLY), "tenant": "epsilon", "routes": ["claude"]}],
 }
-GPT, CLAUDE = "gpt-5.4", "claude-sonnet-5-5"
+GPT, CLAUDE, GEMINI = "gpt-5.4", "claude-sonnet-5-5", "gemini-3.5-flash"
 FILES_BETA = "files-api-2025-04-14"
 REPORT = b"Q3 report for acme: revenue was 4417 units, churn fell to 2 percent, and the launch moved to May.\n" * 20
 UPLOAD_MB = 1       # the gateway's max_upload_mb here, so a refused upload is small
@@ -246,3 +251,56 @@ def test_a_file_claudes_code_execution_wrote_is_its_tenants_to_download(stack):
                         lambda: claude(gw, BETA).beta.files.delete(file_id, betas=[FILES_BETA])):  # noqa: B023
             with pytest.raises(anthropic.NotFoundError):
                 attempt()
+
+
+def google(gw: str, key: str) -> genai.Client:
+    return genai.Client(api_key=key, http_options={"base_url": gw})
+
+
+def test_a_gemini_upload_is_its_tenants_alone(stack):
+    gw, _ = stack
+    # Clients held while used (the SDK closes its HTTP client when a Client is collected).
+    acme, acme_2, other = google(gw, ACME_1), google(gw, ACME_2), google(gw, BETA)
+    made = acme.files.upload(file=io.BytesIO(REPORT), config={"mime_type": "text/plain", "display_name": "q3"})
+    assert made.name.startswith("files/") and made.size_bytes == len(REPORT) and made.display_name == "q3"
+    bare = acme.models.generate_content(model=GEMINI, contents="Summarise the attached report.")
+    read = acme_2.models.generate_content(model=GEMINI, contents=[made, "Summarise the attached report."])
+    assert read.usage_metadata.prompt_token_count > bare.usage_metadata.prompt_token_count + 400
+    assert acme_2.files.get(name=made.name).uri == made.uri
+    assert made.name in [f.name for f in acme_2.files.list()]
+    # Another tenant: Google's answer for a file its project does not hold, whatever it tries.
+    for attempt in (lambda: other.files.get(name=made.name), lambda: other.files.delete(name=made.name)):
+        with pytest.raises(genai_errors.ClientError) as refused:
+            attempt()
+        assert refused.value.code == 403 and refused.value.status == "PERMISSION_DENIED"
+        assert refused.value.message == f"You do not have permission to access the File {made.name[6:]} or it may not exist."
+    for named in (made, genai_types.Part.from_uri(file_uri=made.name, mime_type="text/plain")):   # uri, or name
+        with pytest.raises(genai_errors.ClientError):
+            other.models.generate_content(model=GEMINI, contents=[named, "Summarise the attached report."])
+    assert made.name not in [f.name for f in other.files.list()]
+    acme.files.delete(name=made.name)
+    with pytest.raises(genai_errors.ClientError):
+        acme.files.get(name=made.name)
+
+
+def test_a_gemini_upload_id_is_the_starters_alone(stack):
+    gw, _ = stack
+    # The upload URL the gateway hands out seals the provider's: one it did not issue goes nowhere.
+    forged = httpx.post(f"{gw}/upload/v1beta/files", params={"upload_id": "abc", "upload_protocol": "resumable"},
+                        headers={"x-goog-upload-command": "upload, finalize", "x-goog-upload-offset": "0"},
+                        content=b"bytes")
+    assert forged.status_code == 404 and forged.json()["error"]["status"] == "NOT_FOUND"
+    started = httpx.post(f"{gw}/upload/v1beta/files", json={"file": {"displayName": "n"}}, headers={
+        "x-goog-api-key": GAMMA, "x-goog-upload-protocol": "resumable", "x-goog-upload-command": "start",
+        "x-goog-upload-header-content-length": "4", "x-goog-upload-header-content-type": "text/plain"})
+    url = started.headers["x-goog-upload-url"]
+    assert url.startswith(f"{gw}/upload/v1beta/files?upload_id=") and "127.0.0.1" in url
+    done = httpx.post(url, content=b"note", headers={"x-goog-upload-command": "upload, finalize",
+                                                      "x-goog-upload-offset": "0"})
+    assert done.headers["x-goog-upload-status"] == "final"
+    name = done.json()["file"]["name"]
+    # The file is the starter's tenant's, though the chunks carried no key.
+    gamma, delta = google(gw, GAMMA), google(gw, DELTA)
+    assert gamma.files.get(name=name).size_bytes == 4
+    with pytest.raises(genai_errors.ClientError):
+        delta.files.get(name=name)

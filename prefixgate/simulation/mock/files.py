@@ -25,7 +25,15 @@ from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 
 from prefixgate.errors import RequestError
-from prefixgate.providers.files import ANTHROPIC, ANTHROPIC_FILES_BETA, MAX_FILE_BYTES, OPENAI, file_not_found
+from prefixgate.providers.files import (
+    ANTHROPIC,
+    ANTHROPIC_FILES_BETA,
+    GEMINI,
+    GEMINI_FILE_URIS,
+    MAX_FILE_BYTES,
+    OPENAI,
+    file_not_found,
+)
 
 OPENAI_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
 OPENAI_BATCH_LIFETIME_S = 30 * 86400        # "files with purpose=batch expire after 30 days" by default
@@ -50,7 +58,8 @@ class Files:
         return self._clock()
 
     def add(self, provider: str, account: str, stored: StoredFile) -> dict:
-        self._files.setdefault((provider, account), {})[stored.meta["id"]] = stored
+        ident = stored.meta.get("id") or stored.meta["name"]        # Gemini's File has a name (`files/x`), no id
+        self._files.setdefault((provider, account), {})[ident] = stored
         return stored.meta
 
     def written(self, account: str, filename: str, content: bytes) -> str:
@@ -58,7 +67,7 @@ class Files:
         now = self._clock()
         meta = {"id": "file_011" + "".join(secrets.choice(_ALNUM) for _ in range(21)), "type": "file",
                 "filename": filename, "mime_type": mimetypes.guess_type(filename)[0] or "application/octet-stream",
-                "size_bytes": len(content), "created_at": _rfc3339(now), "downloadable": True, "expires_at": None}
+                "size_bytes": len(content), "created_at": rfc3339(now), "downloadable": True, "expires_at": None}
         return self.add(ANTHROPIC, account, StoredFile(meta, content, None))["id"]
 
     def of(self, provider: str, account: str) -> list[StoredFile]:
@@ -66,14 +75,16 @@ class Files:
         return [f for f in self._files.get((provider, account), {}).values() if f.expires is None or f.expires > now]
 
     def get(self, provider: str, account: str, file_id: str) -> StoredFile:
+        if provider == GEMINI:      # named `files/x`, `x` or by its uri
+            file_id = "files/" + file_id.rpartition("files/")[2]
         found = self._files.get((provider, account), {}).get(file_id)
         if found is None or (found.expires is not None and found.expires <= self._clock()):
             raise file_not_found(provider, file_id)
         return found
 
     def delete(self, provider: str, account: str, file_id: str) -> None:
-        self.get(provider, account, file_id)
-        del self._files[(provider, account)][file_id]
+        found = self.get(provider, account, file_id)
+        del self._files[(provider, account)][found.meta.get("id") or found.meta["name"]]
 
     def inlined(self, provider: str, account: str, body: dict) -> dict:
         """`body` with each file a model request names replaced by its content as text (`body` itself when it
@@ -100,6 +111,11 @@ class Files:
             if provider == OPENAI and isinstance(file_part, dict) and "file_id" in file_part:
                 changed = True
                 return {"type": "text", "text": self._text(provider, account, file_part["file_id"])}
+            data = node.get("fileData", node.get("file_data"))
+            uri = data.get("fileUri", data.get("file_uri")) if isinstance(data, dict) else None
+            if provider == GEMINI and isinstance(uri, str) and uri.startswith(("files/", *GEMINI_FILE_URIS)):
+                changed = True
+                return {"text": self._text(provider, account, uri)}
             if provider == OPENAI and node.get("type") in ("input_file", "input_image") and "file_id" in node:
                 text = self._text(provider, account, node["file_id"])
                 changed = True
@@ -138,20 +154,26 @@ def add_routes(app: FastAPI, files: Files, account_of: Callable[[Request], tuple
         return JSONResponse(files.add(provider, account, stored))
 
     @app.get("/v1/files")
+    @app.get("/v1beta/files")
     async def listed(request: Request) -> dict:
         provider, account = account_of(request)
         stored = [f.meta for f in files.of(provider, account)]
         if provider == ANTHROPIC:
             return _anthropic_page(stored[::-1], request.query_params)      # newest first
+        if provider == GEMINI:
+            return _gemini_page(stored, request.query_params)
         return _openai_page(stored, request.query_params)
 
     @app.get("/v1/files/{file_id}")
+    @app.get("/v1beta/files/{file_id}")
     async def retrieve(file_id: str, request: Request) -> dict:
         return files.get(*account_of(request), file_id).meta
 
     @app.get("/v1/files/{file_id}/content")
     async def content(file_id: str, request: Request) -> Response:
         provider, account = account_of(request)
+        if provider == GEMINI:      # an uploaded file is read by the model only
+            raise RequestError(f"{request.url.path}: no such method", status=404, kind="not_found")
         stored = files.get(provider, account, file_id)
         if provider == ANTHROPIC and not stored.meta["downloadable"]:
             return JSONResponse({"type": "error", "error": {
@@ -161,11 +183,14 @@ def add_routes(app: FastAPI, files: Files, account_of: Callable[[Request], tuple
         return Response(stored.content, media_type="application/octet-stream")
 
     @app.delete("/v1/files/{file_id}")
+    @app.delete("/v1beta/files/{file_id}")
     async def delete(file_id: str, request: Request) -> dict:
         provider, account = account_of(request)
         files.delete(provider, account, file_id)
         if provider == ANTHROPIC:
             return {"id": file_id, "type": "file_deleted"}
+        if provider == GEMINI:
+            return {}
         return {"id": file_id, "object": "file", "deleted": True}
 
 
@@ -213,8 +238,8 @@ def _anthropic_file(file: UploadFile, content: bytes, seconds: object, now: floa
     name = (file.filename or "").replace("\\", "/").rsplit("/", 1)[-1] or "unnamed" + (mimetypes.guess_extension(mime) or "")
     expires = now + _seconds(seconds, 3600, 7776000, "expires_in_seconds") if seconds is not None else None
     meta = {"id": "file_011" + "".join(secrets.choice(_ALNUM) for _ in range(21)), "type": "file", "filename": name,
-            "mime_type": mime, "size_bytes": len(content), "created_at": _rfc3339(now), "downloadable": False,
-            "expires_at": _rfc3339(expires) if expires is not None else None}
+            "mime_type": mime, "size_bytes": len(content), "created_at": rfc3339(now), "downloadable": False,
+            "expires_at": rfc3339(expires) if expires is not None else None}
     return StoredFile(meta, content, expires)
 
 
@@ -228,7 +253,7 @@ def _seconds(value: object, low: int, high: int, field: str) -> int:
     return seconds
 
 
-def _rfc3339(epoch: float) -> str:
+def rfc3339(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
 
 
@@ -262,6 +287,16 @@ def _openai_page(items: list[dict], query: Any) -> dict:
     page = rest[:_limit(query, 10000, 10000)]
     return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
             "last_id": page[-1]["id"] if page else None, "has_more": len(rest) > len(page)}
+
+
+def _gemini_page(items: list[dict], query: Any) -> dict:
+    """`{"files": [...], "nextPageToken": ...}`, `pageSize` 10 by default and at most 100 (more is taken as 100)."""
+    size = min(_seconds(query.get("pageSize", 10), 1, 1 << 31, "pageSize"), 100)
+    rest = _after([{**f, "id": f["name"]} for f in items], _page_cursor(query["pageToken"]) if query.get("pageToken") else None)
+    page = [{k: v for k, v in f.items() if k != "id"} for f in rest[:size]]
+    token = {"nextPageToken": "page_" + base64.urlsafe_b64encode(page[-1]["name"].encode()).decode()} \
+        if len(rest) > size else {}
+    return {"files": page, **token}
 
 
 def _anthropic_page(items: list[dict], query: Any) -> dict:

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 
 from prefixgate.dialects import gemini as dialect
 from prefixgate.errors import RequestError
+from prefixgate.providers.files import GEMINI
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import ModelRules
 from prefixgate.simulation.mock import agent, agent_wire, gemini_params
@@ -99,7 +100,9 @@ def _add_version_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
     @app.post(prefix + "/models/{target}")
     async def model_target(target: str, request: Request) -> Response:
         tenant = authenticate(request)
-        return await model_action(ctx, request, tenant, target, await json_body(request))
+        # A part naming a file of the Files API (`files/x`, its uri) reads it as text; another project's is a 403.
+        body = ctx.files.inlined(GEMINI, tenant, await json_body(request))
+        return await model_action(ctx, request, tenant, target, body)
 
     @app.post(prefix + "/cachedContents")
     async def create_cache(request: Request) -> dict:

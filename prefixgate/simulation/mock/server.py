@@ -33,7 +33,7 @@ from prefixgate.dialects import bedrock, interactions
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Conversation
-from prefixgate.providers.files import ANTHROPIC, OPENAI
+from prefixgate.providers.files import ANTHROPIC, GEMINI, OPENAI
 from prefixgate.simulation.mock.containers import Containers
 from prefixgate.simulation.mock.diagnostics import AnthropicDiagnostics, ResponsesDiagnostics
 from prefixgate.simulation.mock.faults import HEADER, Fault, FaultError, FaultPlan
@@ -91,6 +91,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     from prefixgate.simulation.mock import completions as mock_completions
     from prefixgate.simulation.mock import files as mock_files
     from prefixgate.simulation.mock import gemini as mock_gemini
+    from prefixgate.simulation.mock import gemini_uploads as mock_gemini_uploads
     from prefixgate.simulation.mock import interactions as mock_interactions
     from prefixgate.simulation.mock import openai as mock_openai
     from prefixgate.simulation.mock import responses as mock_responses
@@ -128,15 +129,19 @@ def create_app(context: MockContext | None = None) -> FastAPI:
         return modules[dialect_of(request)].get_model(request, ctx, model_id)
 
     def files_account(request: Request) -> tuple[str, str]:
-        if dialect_of(request) == "anthropic":
+        dialect = dialect_of(request)
+        if dialect == "anthropic":
             account = mock_anthropic.authenticate(request)
             mock_files.require_beta(request.headers.get("anthropic-beta", ""))
             return ANTHROPIC, account
+        if dialect == "gemini":
+            return GEMINI, mock_gemini.authenticate(request)
         return OPENAI, mock_openai.authenticate(request)
 
     for module in (*modules.values(), mock_bedrock):
         module.add_routes(app, ctx)
     mock_files.add_routes(app, ctx.files, files_account)
+    mock_gemini_uploads.add_routes(app, ctx.files, mock_gemini.authenticate)
     mock_responses.add_routes(app, ctx)
     mock_interactions.add_routes(app, ctx)
     mock_completions.add_routes(app, ctx)
@@ -150,6 +155,8 @@ def dialect_of(request: Request) -> str:
     path, headers = request.url.path, request.headers
     if path.startswith(interactions.PATHS):
         return "interactions"
+    if path.startswith("/upload/"):
+        return "gemini"     # the Gemini Files API's uploads (their chunks carry no key to tell by)
     if path.startswith(("/v1/projects/", "/v1beta1/projects/")):
         return "anthropic" if "/publishers/anthropic/" in path else "gemini"    # Vertex AI
     if path.startswith("/model/") or path.startswith("/anthropic/v1/"):
