@@ -12,11 +12,11 @@ import anthropic
 import httpx
 import openai
 import pytest
-from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
 from prefixgate.policies import hash_key
+from tests.gateway.support_sdk_clients import claude, gemini, oai
 from tests.support_stack import policy_env, running_stack
 
 ACME_1, ACME_2, BETA = "pg-acme-one-0123456789", "pg-acme-two-0123456789", "pg-beta-0123456789ab"
@@ -45,14 +45,6 @@ def stack(tmp_path_factory):
     env = policy_env(tmp, POLICY, ANTHROPIC_API_KEY="sk-ant-gateway-own-0000", PREFIXGATE_MAX_UPLOAD_MB=str(UPLOAD_MB))
     with running_stack(tmp, env) as (gw, mock):
         yield gw, mock
-
-
-def oai(gw: str, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{gw}/v1", api_key=key, max_retries=0)
-
-
-def claude(gw: str, key: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=gw, api_key=key, max_retries=0)
 
 
 def chat_with(client: openai.OpenAI, file_id: str | None) -> openai.types.chat.ChatCompletion:
@@ -253,14 +245,10 @@ def test_a_file_claudes_code_execution_wrote_is_its_tenants_to_download(stack):
                 attempt()
 
 
-def google(gw: str, key: str) -> genai.Client:
-    return genai.Client(api_key=key, http_options={"base_url": gw})
-
-
 def test_a_gemini_upload_is_its_tenants_alone(stack):
     gw, _ = stack
     # Clients held while used (the SDK closes its HTTP client when a Client is collected).
-    acme, acme_2, other = google(gw, ACME_1), google(gw, ACME_2), google(gw, BETA)
+    acme, acme_2, other = gemini(gw, ACME_1), gemini(gw, ACME_2), gemini(gw, BETA)
     made = acme.files.upload(file=io.BytesIO(REPORT), config={"mime_type": "text/plain", "display_name": "q3"})
     assert made.name.startswith("files/") and made.size_bytes == len(REPORT) and made.display_name == "q3"
     bare = acme.models.generate_content(model=GEMINI, contents="Summarise the attached report.")
@@ -300,7 +288,7 @@ def test_a_gemini_upload_id_is_the_starters_alone(stack):
     assert done.headers["x-goog-upload-status"] == "final"
     name = done.json()["file"]["name"]
     # The file is the starter's tenant's, though the chunks carried no key.
-    gamma, delta = google(gw, GAMMA), google(gw, DELTA)
+    gamma, delta = gemini(gw, GAMMA), gemini(gw, DELTA)
     assert gamma.files.get(name=name).size_bytes == 4
     with pytest.raises(genai_errors.ClientError):
         delta.files.get(name=name)

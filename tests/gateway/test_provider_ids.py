@@ -9,12 +9,12 @@ import anthropic
 import httpx
 import openai
 import pytest
-from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 from google.genai._interactions_errors import NotFoundError as InteractionNotFound
 
 from prefixgate.policies import hash_key
+from tests.gateway.support_sdk_clients import claude, gemini, oai
 from tests.support_stack import policy_env, running_stack
 
 ACME_1, ACME_2, BETA = "pg-acme-one-0123456789", "pg-acme-two-0123456789", "pg-beta-0123456789ab"
@@ -38,18 +38,6 @@ def stack(tmp_path_factory):
                      AWS_SECRET_ACCESS_KEY="provider/ids+secret", AWS_REGION="us-east-1")
     with running_stack(tmp, env) as (gw, mock):
         yield gw, mock
-
-
-def oai(gw: str, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{gw}/v1", api_key=key, max_retries=0)
-
-
-def claude(gw: str, key: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=gw, api_key=key, max_retries=0)
-
-
-def gemini(gw: str, key: str) -> genai.Client:
-    return genai.Client(api_key=key, http_options={"base_url": gw})
 
 
 def test_a_stored_responses_items_are_referenced_by_its_tenant_alone(stack):
