@@ -14,13 +14,8 @@ from prefixgate.gateway.http1 import Broken, ConnectFailed, Http1Pool, ReadTimeo
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import settings_for
+from tests.gateway.support_raw_http import read_request, recording_server, use_http_proxy
 from tests.support_services import ServerThread, refusing_port
-
-
-async def read_request(reader: asyncio.StreamReader) -> bytes:
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-    return head + await reader.readexactly(length)
 
 
 def run(script, body) -> None:  # noqa: ANN001 - script: async (reader, writer, seen) -> None per connection
@@ -194,23 +189,14 @@ def test_an_upstream_behind_an_http_proxy_is_reached_through_the_proxy(monkeypat
 
     async def main() -> None:
         seen: list[bytes] = []
-
-        async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            seen.append(await read_request(reader))
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\n{\"ok\":true}")
-            await writer.drain()
-
-        server = await asyncio.start_server(proxy, "127.0.0.1", 0)
-        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        monkeypatch.delenv("no_proxy", raising=False)
-        client = UpstreamClient(connect_timeout_s=2)
-        try:
-            upstream = Upstream("openai", "openai", url="http://api.example.test")
-            resp = await client.send(upstream, wire_format(upstream.dialect), "gpt-5.4", b"{}", False, {}, "sk-k", 5)
-        finally:
-            await client.aclose()
-            server.close()
+        async with recording_server(seen) as proxy_port:
+            use_http_proxy(monkeypatch, proxy_port)
+            client = UpstreamClient(connect_timeout_s=2)
+            try:
+                upstream = Upstream("openai", "openai", url="http://api.example.test")
+                resp = await client.send(upstream, wire_format(upstream.dialect), "gpt-5.4", b"{}", False, {}, "sk-k", 5)
+            finally:
+                await client.aclose()
         assert resp.status == 200 and resp.body == b'{"ok":true}'
         # Absolute-form request line: the proxy was asked for the upstream's URL.
         assert seen[0].startswith(b"POST http://api.example.test/v1/chat/completions HTTP/1.1")

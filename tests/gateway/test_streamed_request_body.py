@@ -11,9 +11,8 @@ from prefixgate.dialects import wire_format
 from prefixgate.gateway.http1 import BodyStream, Http1Pool
 from prefixgate.gateway.upstream import UpstreamClient
 from prefixgate.policies.schema import Upstream
-from tests.gateway.test_http1 import read_request
+from tests.gateway.support_raw_http import OK, recording_server, use_http_proxy
 
-OK = b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\n{\"ok\":true}"
 CHUNK = b"f" * (1 << 20)
 CHUNKS = 32         # 32 MiB: far more than the socket buffers on both sides hold
 
@@ -29,22 +28,15 @@ def counted(sent: list[int], pieces: list[bytes]) -> AsyncIterator[bytes]:
 def test_a_streamed_body_arrives_whole_with_its_length() -> None:
     async def main() -> None:
         seen: list[bytes] = []
-
-        async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            seen.append(await read_request(reader))
-            writer.write(OK)
-            await writer.drain()
-
-        server = await asyncio.start_server(upstream, "127.0.0.1", 0)
-        pool = Http1Pool(connect_timeout_s=2)
-        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/files"
-        try:
-            body = BodyStream(counted([], [b"--b\r\n", b"part one ", b"part two\r\n--b--\r\n"]), 31)
-            resp = await pool.request("POST", url, {"content-type": "multipart/form-data; boundary=b"}, body, 5)
-            assert resp.status == 200 and await resp.read() == b'{"ok":true}'
-        finally:
-            pool.close()
-            server.close()
+        async with recording_server(seen) as port:
+            pool = Http1Pool(connect_timeout_s=2)
+            try:
+                body = BodyStream(counted([], [b"--b\r\n", b"part one ", b"part two\r\n--b--\r\n"]), 31)
+                resp = await pool.request("POST", f"http://127.0.0.1:{port}/v1/files",
+                                          {"content-type": "multipart/form-data; boundary=b"}, body, 5)
+                assert resp.status == 200 and await resp.read() == b'{"ok":true}'
+            finally:
+                pool.close()
         assert b"content-length: 31\r\n" in seen[0] and b"transfer-encoding" not in seen[0].lower()
         assert seen[0].endswith(b"\r\n\r\n--b\r\npart one part two\r\n--b--\r\n")
 
@@ -92,25 +84,16 @@ def test_a_streamed_body_waits_for_an_upstream_that_reads_slowly() -> None:
 def test_a_streamed_body_through_an_http_proxy_keeps_its_length(monkeypatch) -> None:
     async def main() -> None:
         seen: list[bytes] = []
-
-        async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            seen.append(await read_request(reader))
-            writer.write(OK)
-            await writer.drain()
-
-        server = await asyncio.start_server(proxy, "127.0.0.1", 0)
-        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        monkeypatch.delenv("no_proxy", raising=False)
-        client = UpstreamClient(connect_timeout_s=2)
-        upstream = Upstream("openai", "openai", url="http://api.example.test")
-        try:
-            body = BodyStream(counted([], [b"file ", b"bytes"]), 10)
-            resp = await client.forward(upstream, wire_format(upstream.dialect), "POST", "/v1/files", "", body, "sk-k",
-                                        caller_headers={"content-type": "multipart/form-data; boundary=b"})
-        finally:
-            await client.aclose()
-            server.close()
+        async with recording_server(seen) as proxy_port:
+            use_http_proxy(monkeypatch, proxy_port)
+            client = UpstreamClient(connect_timeout_s=2)
+            upstream = Upstream("openai", "openai", url="http://api.example.test")
+            try:
+                body = BodyStream(counted([], [b"file ", b"bytes"]), 10)
+                resp = await client.forward(upstream, wire_format(upstream.dialect), "POST", "/v1/files", "", body,
+                                            "sk-k", caller_headers={"content-type": "multipart/form-data; boundary=b"})
+            finally:
+                await client.aclose()
         assert resp.status == 200
         assert seen[0].startswith(b"POST http://api.example.test/v1/files HTTP/1.1")
         assert b"content-length: 10\r\n" in seen[0].lower() and b"transfer-encoding" not in seen[0].lower()
