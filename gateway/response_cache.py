@@ -355,7 +355,8 @@ class ResponseCache:
 
     async def forget(self, ident: str) -> None:
         """An answer deleted upstream through the gateway (a stored response, an interaction): no entry hands
-        out its id again; the next such request goes upstream."""
+        out its id again, nor answers a request continuing it (on a keyed gateway its owner check refuses one
+        first; an open gateway has none); the next such request goes upstream."""
         for store in [self._redis] if self._redis is not None else list(self._memory.values()):
             try:
                 await store.forget(ident)
@@ -395,7 +396,8 @@ class ResponseCache:
                 if len(raw) + len(found.key) > found.policy.max_bytes:
                     refused = "larger than max_mb"
                 else:
-                    await store.put(found.key, raw, found.policy.ttl_s, reply.id)   # type: ignore[union-attr]
+                    await store.put(found.key, raw, found.policy.ttl_s, reply.id,   # type: ignore[union-attr]
+                                    call.wire.chained_id(call.conv))
             if refused is not None and found.refresh:
                 await store.delete(found.key)     # a refresh whose fresh answer is unsafe leaves no stale entry
         except StoreError as e:

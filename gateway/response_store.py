@@ -3,8 +3,8 @@
 
 A store holds opaque bytes under opaque keys (hashes: no tenant name or prompt text ever appears in a key).
 It never judges what it holds; `response_cache` decides what is stored and reads entries defensively. Each
-entry may name the answer id its replay hands out, so that `forget` can drop it once that answer is deleted
-upstream.
+entry may name the answer id its replay hands out, and the stored answer its request continues (a
+`previous_response_id`), so that `forget` can drop both kinds once that answer is deleted upstream.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 # Redis key prefix: entries live beside the gateway's other shared state under their own name.
 REDIS_PREFIX = "prefixgate:response:"
 ID_PREFIX = "prefixgate:response-id:"     # answer id (hashed, `id_key`) -> the key of the entry handing it out
+AFTER_PREFIX = "prefixgate:response-after:"     # answer id (hashed) -> the keys of the entries continuing it (a set)
 
 
 def id_key(ident: str) -> str:
@@ -38,8 +39,9 @@ class MemoryStore:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._entries: OrderedDict[str, tuple[float, bytes, str | None]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[float, bytes, str | None, str | None]] = OrderedDict()
         self._ids: dict[str, str] = {}      # an entry's answer id -> its key
+        self._after: dict[str, set[str]] = {}   # an answer id -> the keys of the entries whose requests continue it
         self._on_evict = on_evict
         self._clock = clock
 
@@ -53,14 +55,17 @@ class MemoryStore:
         self._entries.move_to_end(key)
         return found[1]
 
-    async def put(self, key: str, value: bytes, ttl_s: float, ident: str | None = None) -> None:
+    async def put(self, key: str, value: bytes, ttl_s: float, ident: str | None = None, after: str | None = None) -> None:
+        """`ident`: the answer id the entry's replay hands out; `after`: the stored answer its request continues."""
         self._drop(key)
         size = len(key) + len(value)
         if size > self.max_bytes:
             return
-        self._entries[key] = (self._clock() + ttl_s, value, ident)
+        self._entries[key] = (self._clock() + ttl_s, value, ident, after)
         if ident:
             self._ids[ident] = key
+        if after:
+            self._after.setdefault(after, set()).add(key)
         self.bytes += size
         evicted = 0
         while self.bytes > self.max_bytes:
@@ -74,10 +79,10 @@ class MemoryStore:
         self._drop(key)
 
     async def forget(self, ident: str) -> None:
-        """Drop the entry whose replay hands out answer id `ident`, if any."""
-        key = self._ids.get(ident)
-        if key is not None:
-            self._drop(key)
+        """Drop the entry whose replay hands out answer id `ident`, and those whose requests continue it."""
+        for key in [self._ids.get(ident), *self._after.get(ident, ())]:
+            if key is not None:
+                self._drop(key)
 
     def _drop(self, key: str) -> None:
         found = self._entries.pop(key, None)
@@ -85,10 +90,16 @@ class MemoryStore:
             self.bytes -= len(key) + len(found[1])
             if found[2] and self._ids.get(found[2]) == key:
                 del self._ids[found[2]]
+            chained = self._after.get(found[3] or "")
+            if chained is not None:
+                chained.discard(key)
+                if not chained:
+                    del self._after[found[3]]   # type: ignore[arg-type]
 
     async def close(self) -> None:
         self._entries.clear()
         self._ids.clear()
+        self._after.clear()
         self.bytes = 0
 
 
@@ -107,13 +118,19 @@ class RedisStore:
         except (RedisError, OSError) as e:
             raise StoreError(f"redis: {type(e).__name__}") from e
 
-    async def put(self, key: str, value: bytes, ttl_s: float, ident: str | None = None) -> None:
+    async def put(self, key: str, value: bytes, ttl_s: float, ident: str | None = None, after: str | None = None) -> None:
         px = max(1, int(ttl_s * 1000))
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.set(REDIS_PREFIX + key, value, px=px)
                 if ident:
                     pipe.set(ID_PREFIX + id_key(ident), key, px=px)
+                if after:
+                    chained = AFTER_PREFIX + id_key(after)
+                    pipe.sadd(chained, key)
+                    # As long as its longest-lived entry (GT alone never sets an expiry on a set that has none).
+                    pipe.pexpire(chained, px, nx=True)
+                    pipe.pexpire(chained, px, gt=True)
                 await pipe.execute()
         except (RedisError, OSError) as e:
             raise StoreError(f"redis: {type(e).__name__}") from e
@@ -125,11 +142,13 @@ class RedisStore:
             raise StoreError(f"redis: {type(e).__name__}") from e
 
     async def forget(self, ident: str) -> None:
-        """Drop the entry whose replay hands out answer id `ident`, if any (from any replica on this Redis)."""
-        index = ID_PREFIX + id_key(ident)
+        """Drop the entry whose replay hands out answer id `ident`, and those whose requests continue it (from any
+        replica on this Redis)."""
+        index, chained = ID_PREFIX + id_key(ident), AFTER_PREFIX + id_key(ident)
         try:
             key = await self._redis.get(index)
-            await self._redis.delete(index, *([REDIS_PREFIX + key.decode()] if key is not None else []))
+            keys = [*([key] if key is not None else []), *await self._redis.smembers(chained)]
+            await self._redis.delete(index, chained, *(REDIS_PREFIX + k.decode() for k in keys))
         except (RedisError, OSError) as e:
             raise StoreError(f"redis: {type(e).__name__}") from e
 

@@ -1,0 +1,35 @@
+"""The response cache on an open gateway (no keys: each caller brings its own provider key) and answers deleted
+through it: a request continuing a deleted response must go upstream (which refuses it), never be replayed from
+an entry stored while that response existed. A keyed gateway refuses it before the lookup (the id's owner is
+forgotten); an open one has no owners to forget. Driven with the real openai client against mock-providers."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from tests.gateway.support_response_cache import cache_stack
+
+CACHE = "x-prefixgate-response-cache"
+
+
+def open_policy() -> dict:
+    return {"routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}],
+                        "response_cache": {"mode": "on"}}]}
+
+
+@pytest.mark.parametrize("store", ["memory", "redis"])
+def test_a_request_continuing_a_response_deleted_through_an_open_gateway_is_not_replayed(tmp_path, request, store):
+    settings = {"redis_url": request.getfixturevalue("redis_url")} if store == "redis" else {}
+    with cache_stack(tmp_path, open_policy(), **settings) as (up, gw, _):
+        client = openai.OpenAI(api_key="sk-caller-own-key", base_url=gw.url + "/v1", max_retries=0)
+        first = client.responses.create(model="gpt-5.4", input="Name a prime number.")
+        follow = dict(model="gpt-5.4", input="And the next one?", previous_response_id=first.id)
+        assert client.responses.with_raw_response.create(**follow).headers[CACHE] == "miss"
+        assert client.responses.with_raw_response.create(**follow).headers[CACHE] == "hit" and len(up.posts) == 2
+        client.responses.delete(first.id)
+        # OpenAI refuses a previous_response_id it no longer has (400, "Previous response with id ... not found."):
+        # so must the gateway, rather than replay the answer continuing what the caller erased.
+        with pytest.raises(openai.BadRequestError, match="not found"):
+            client.responses.create(**follow)
+        assert len(up.posts) == 3
