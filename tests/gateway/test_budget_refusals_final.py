@@ -7,7 +7,6 @@ Counted where the requests arrive: the gateway's app, wrapped to count each HTTP
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -36,6 +35,7 @@ AWS_KEY, AWS_SECRET = "AKIDGATEWAYBEDROCK", "gateway/bedrock+secret"
 BEDROCK_MODEL = "us.anthropic.claude-sonnet-5-5"
 CONVERSE = {"modelId": BEDROCK_MODEL, "messages": [{"role": "user", "content": [{"text": "Where is order 7?"}]}],
             "inferenceConfig": {"maxTokens": 20}}
+NOW = 1_800_000_010         # the gateway's clock: 10 s into a minute
 
 
 @dataclass
@@ -74,8 +74,11 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
                 # refusal carries no Retry-After that an SDK could read as "do not retry".
                 "keys": [{"name": "spent", "key_sha256": hash_key(SPENT), "budget": {"usd": 0, "period": "total"}},
                          {"name": "paced", "key_sha256": hash_key(PACED), "rate_limit": {"requests_per_minute": 1}}]})
-            out = Stack("")
-            with ServerThread(out.count(create_app(settings, policy=policy))) as gateway:
+            out, app = Stack(""), create_app(settings, policy=policy)
+            with ServerThread(out.count(app)) as gateway:
+                # The gateway's limits read a clock that stays at one instant: a minute's requests never reach
+                # the next minute, however slow the SDKs' retries or the machine.
+                app.state.proxy.limits.clock = lambda: NOW
                 out.url = gateway.url
                 yield out
     finally:
@@ -133,9 +136,7 @@ def test_google_genai_gets_googles_resource_exhausted(stack):
 
 def test_a_rate_limit_refusal_is_still_retried(stack):
     # The key's one request a minute is spent by the first call; boto3 retries the refusals (ThrottlingException),
-    # within the same minute: started early in one, so its retries (a few seconds) cannot reach the next.
-    if time.time() % 60 > 45:
-        time.sleep(61 - time.time() % 60)
+    # all within that minute (the gateway's clock stands still).
     client = bedrock(stack.url, PACED)
     client.converse(**CONVERSE)
     stack.arrived.clear()
@@ -143,7 +144,7 @@ def test_a_rate_limit_refusal_is_still_retried(stack):
         client.converse(**CONVERSE)
     assert len(stack.arrived) == 3
     headers = err.value.response["ResponseMetadata"]["HTTPHeaders"]
-    assert 1 <= int(headers["retry-after"]) <= 60 and "x-should-retry" not in headers
+    assert int(headers["retry-after"]) == 50 and "x-should-retry" not in headers     # the rest of the minute
 
 
 def _day_budget():
