@@ -44,9 +44,12 @@ class Usage:
     # Why the answer's usage could not be taken (`impossible_usage`): its counts are then none of the above (zero),
     # and its record says so instead of pricing them.
     unreadable: str = field(default="", compare=False)
+    # Of `output`, the tokens the model spent thinking (OpenAI's `reasoning_tokens`, Gemini's `thoughtsTokenCount`,
+    # Interactions' `total_thought_tokens`): a breakdown written back in the caller's format, never priced again.
+    reasoning: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("uncached_input", "cache_read", "output", "web_searches"):
+        for name in ("uncached_input", "cache_read", "output", "web_searches", "reasoning"):
             if getattr(self, name) < 0:
                 raise ValueError(f"usage {name} must be >= 0, got {getattr(self, name)}")
         if any(v < 0 for v in self.cache_writes.values()):
@@ -74,7 +77,13 @@ class Usage:
             self.web_searches + other.web_searches,
             self.service_tier or other.service_tier,
             self.unreadable or other.unreadable,
+            self.reasoning + other.reasoning,
         )
+
+    @property
+    def thinking(self) -> int:
+        """The reasoning tokens to write back: never more than the output they are part of."""
+        return min(self.reasoning, self.output)
 
     def token_counts(self) -> dict[str, int]:
         """The token totals reports show, in the providers' vocabulary."""

@@ -264,6 +264,8 @@ def stream_events(chunks: Iterable[str], usage: Usage, *, stop_reason: str = "en
 _TTL_AT_LEAST = {"5m": "5m", "30m": "1h", "1h": "1h", "24h": "1h"}
 FINISH_FROM = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
                "guardrail_intervened": "content_filter", "content_filtered": "content_filter",
+               # A failed answer is not a whole one: content_filter, as for Gemini's MALFORMED_FUNCTION_CALL.
+               "malformed_model_output": "content_filter", "malformed_tool_use": "content_filter",
                "model_context_window_exceeded": "length"}
 FINISH_TO = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "content_filtered"}
 

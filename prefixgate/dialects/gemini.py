@@ -138,6 +138,7 @@ def parse_usage(meta: dict) -> Usage:
         uncached_input=max(prompt - cached, 0) + (meta.get("toolUsePromptTokenCount") or 0),
         cache_read=cached,
         output=(meta.get("candidatesTokenCount") or 0) + (meta.get("thoughtsTokenCount") or 0),
+        reasoning=meta.get("thoughtsTokenCount") or 0,
     )
 
 
@@ -148,6 +149,7 @@ def usage_from_response(resp: dict) -> Usage:
 def usage_json(usage: Usage, thoughts: int = 0) -> dict:
     """`usageMetadata` for `usage`, of whose output `thoughts` tokens were thinking (`thoughtsTokenCount`)."""
     prompt = usage.input_total
+    thoughts = thoughts or usage.thinking
     out: dict[str, Any] = {
         "promptTokenCount": prompt,
         "candidatesTokenCount": usage.output - thoughts,
@@ -411,9 +413,13 @@ def _neutral_part(p: Part, names: dict[str, str]) -> dict:
                                  "response": {"error" if p.is_error else "output": p.text}}}
 
 
-FINISH_FROM = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "RECITATION": "content_filter",
-               "BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
-               "IMAGE_SAFETY": "content_filter", "OTHER": "stop"}
+# Every finish but STOP and MAX_TOKENS means the answer was withheld or failed (a malformed or unexpected call, a
+# missing thought signature, OTHER): content_filter, the one neutral finish that says "not a whole answer" in
+# every caller's format (docs/translation.md, "Finish reasons").
+FINISH_FROM = {"STOP": "stop", "MAX_TOKENS": "length"} | dict.fromkeys((
+    "SAFETY", "RECITATION", "LANGUAGE", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "MALFORMED_FUNCTION_CALL",
+    "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_OTHER", "NO_IMAGE", "IMAGE_RECITATION", "UNEXPECTED_TOOL_CALL",
+    "TOO_MANY_TOOL_CALLS", "MISSING_THOUGHT_SIGNATURE", "MALFORMED_RESPONSE", "MODEL_ARMOR"), "content_filter")
 FINISH_TO = {"stop": "STOP", "length": "MAX_TOKENS", "tool_calls": "STOP", "content_filter": "SAFETY"}
 
 

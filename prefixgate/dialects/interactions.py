@@ -240,7 +240,8 @@ def parse_usage(usage: dict) -> Usage:
     cached = usage.get("total_cached_tokens") or 0
     return Usage(uncached_input=max(total_input - cached, 0) + (usage.get("total_tool_use_tokens") or 0),
                  cache_read=cached,
-                 output=(usage.get("total_output_tokens") or 0) + (usage.get("total_thought_tokens") or 0))
+                 output=(usage.get("total_output_tokens") or 0) + (usage.get("total_thought_tokens") or 0),
+                 reasoning=usage.get("total_thought_tokens") or 0)
 
 
 def usage_from_response(body: dict) -> Usage:
@@ -249,6 +250,7 @@ def usage_from_response(body: dict) -> Usage:
 
 def usage_json(usage: Usage, thought: int = 0) -> dict:
     total_input = usage.input_total
+    thought = thought or usage.thinking
     out = {"total_input_tokens": total_input, "total_cached_tokens": usage.cache_read,
            "total_output_tokens": usage.output - thought, "total_tokens": total_input + usage.output,
            "input_tokens_by_modality": [{"modality": "text", "tokens": total_input}]}

@@ -277,6 +277,7 @@ def parse_usage(usage: dict, write_ttl: str = "30m") -> Usage:
         cache_writes={write_ttl: written} if written else {},
         output=output,
         reported_cost=_reported_cost(usage.get("cost")),
+        reasoning=reasoning,
     )
 
 
@@ -312,7 +313,7 @@ def usage_json(usage: Usage) -> dict:
         "completion_tokens": usage.output,
         "total_tokens": usage.input_total + usage.output,
         "prompt_tokens_details": details,
-        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+        "completion_tokens_details": {"reasoning_tokens": usage.thinking, "audio_tokens": 0,
                                       "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
     }
 

@@ -281,6 +281,7 @@ def parse_usage(usage: dict, write_ttl: str = "30m") -> Usage:
         cache_read=cached,
         cache_writes=writes,
         output=usage.get("output_tokens") or 0,
+        reasoning=reasoning_tokens(usage),
     )
 
 
@@ -301,7 +302,7 @@ def usage_json(usage: Usage, reasoning: int = 0) -> dict:
         "input_tokens": usage.input_total,
         "input_tokens_details": details,
         "output_tokens": usage.output,
-        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "output_tokens_details": {"reasoning_tokens": reasoning or usage.thinking},
         "total_tokens": usage.input_total + usage.output,
     }
 
