@@ -48,6 +48,7 @@ from prefixgate.gateway.local import LocalTarget
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.named_state import CACHE, cache_id
 from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.provider_ids import FILE, named_ids
 from prefixgate.gateway.relay import stream_response
 from prefixgate.gateway.response_cache import HEADER, Lookup, ResponseCache, asked_of
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
@@ -117,6 +118,7 @@ class Call:
     # was refused (429, 5xx, unreachable): a caller who hangs up in the backoff after a refusal cost nothing upstream.
     upstream_working: bool = False
     placement: Placement | None = None  # a balanced route's pin, as the request found it (gateway/sticky.py)
+    home: str | None = None             # the upstream holding what it builds on (check_chain); None: any
     reply: list | None = None           # the answer's text blocks, kept for a keep-alive upgrade (keepalive.upgrades)
     kept_elsewhere: Any = None          # asking Redis what other replicas' keep-alive kept of its session (a task)
     # Its latest prefix keys' places in Redis (keepalive_shared), hashed once per session group: (group, places).
@@ -153,6 +155,13 @@ class Prepared:
 
     def usage_of(self, data: dict) -> Usage:
         return self.wire.usage_of(data, self.plan.conversation)
+
+
+def homeward(targets: tuple[TargetRef, ...], home: str | None) -> tuple[TargetRef, ...]:
+    """The targets that can take a request whose stored answer or file lives on upstream `home`: those that
+    reach it (any other account answers the provider's 404 for the id); all of them when none does."""
+    holding = tuple(ref for ref in targets if home in ref.upstreams)
+    return holding or targets
 
 
 class Proxy:
@@ -289,7 +298,7 @@ class Proxy:
             return self.response_cache.replay(self.accounts, call, call.response_cache)
         failure: UpstreamFailure | RequestError | None = None
         retry = call.route.retry
-        for ref in await self.sticky.order(self, call):
+        for ref in homeward(await self.sticky.order(self, call), call.home):
             try:
                 prep = await off_loop.work(len(call.raw), self.settings.off_loop_bytes, self.prepare, call, ref,
                                            parts=off_loop.planned)
@@ -345,7 +354,13 @@ class Proxy:
             raise RequestError(f"Previous {call.wire.stored_kind} with id '{chained}' not found.", status=404,
                                kind="not_found")
         if chained:
-            await self.stored_ids.find_home(call.wire.stored_kind, chained)   # created through another replica: its home, for prepare()
+            # Created through another replica: its home, for prepare().
+            call.home = await self.stored_ids.find_home(call.wire.stored_kind, chained)
+        for named in named_ids(call.conv) if call.home is None else ():
+            # An uploaded file lives in one account, as a chain does: the request goes there too.
+            if named.kind == FILE and (home := await self.stored_ids.find_home(FILE, named.ident)) is not None:
+                call.home = home
+                break
 
     async def _send(self, call: Call, prep: Prepared, timeout_s: float) -> UpstreamResponse:
         """One attempt at `prep`'s upstream, with its own client span when the request is traced."""
@@ -397,9 +412,9 @@ class Proxy:
                         keepalive=call.route.keepalive.on, upgrade=upgrades(call.route, first_wire))
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
-        home = self.stored_ids.home_of(first_wire.stored_kind, first_wire.chained_id(conv))
+        home = self.stored_ids.home_of(first_wire.stored_kind, first_wire.chained_id(conv)) or call.home
         if home in ref.upstreams:
-            name = home     # the chain lives there
+            name = home     # the chain (or the file it names) lives there
         elif self.kv_index is not None and self.kv_index.covers(ref.upstreams):
             party = principal(call.caller.key)   # the salt prepare() sends below, which the replica hashed with
             salt = (tenant_salt(self.secret, party)

@@ -1,0 +1,94 @@
+"""Files across two OpenAI accounts behind one gateway (real openai SDK, gateway and mock in-process; the mock
+keeps each key's files apart, as OpenAI keeps each organisation's): a model request naming a file goes to the
+account that holds it, a list reaches every account of the key's routes, and a file the operator made for a
+key outside the gateway (`provider_ids`) is that key's to read through `/v1/files`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import openai
+import pytest
+
+from prefixgate.policies import hash_key
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.support_services import ServerThread
+
+ACME, BETA, GRANTED = "pg-acme-pool-0123456", "pg-beta-pool-0123456", "pg-granted-012345678"
+ACCOUNT_A, ACCOUNT_B = "sk-account-a-000000", "sk-account-b-000000"
+
+
+@pytest.fixture
+def mock(monkeypatch) -> Iterator[str]:
+    """The mock, where upstreams openai-a and openai-b are two accounts (two keys)."""
+    monkeypatch.setenv("OPENAI_KEY_A", ACCOUNT_A)
+    monkeypatch.setenv("OPENAI_KEY_B", ACCOUNT_B)
+    with ServerThread(mock_app(MockContext())) as server:
+        yield server.url
+
+
+@contextmanager
+def gateway(tmp_path, mock: str, routes: list[dict], granted: tuple[str, ...] = ()) -> Iterator[str]:
+    settings = settings_for(mock, tmp_path)
+    policy = policy_for(settings, {
+        "upstreams": {"openai-a": {"kind": "openai", "url": mock + "/v1", "api_key_env": "OPENAI_KEY_A"},
+                      "openai-b": {"kind": "openai", "url": mock + "/v1", "api_key_env": "OPENAI_KEY_B"}},
+        "routes": routes,
+        "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"},
+                 {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
+                 {"name": "granted", "key_sha256": hash_key(GRANTED), "tenant": "gamma",
+                  "provider_ids": list(granted)}]})
+    with running_gateway(settings, policy=policy) as gw:
+        yield gw.url
+
+
+def client(url: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
+
+
+TEAMS = ("sales", "legal", "finance", "support", "research", "design", "security", "marketing")
+
+
+def ask(url: str, key: str, file_id: str, n: int) -> str:
+    # Each a new prefix (its own system prompt), so a pool places each afresh.
+    return client(url, key).chat.completions.create(model="gpt-5.4", messages=[
+        {"role": "system", "content": f"You summarise documents for the {TEAMS[n]} team."},
+        {"role": "user", "content": [{"type": "file", "file": {"file_id": file_id}},
+                                     {"type": "text", "text": "Summarise it."}]}]).choices[0].message.content
+
+
+# A pool of two accounts as one target's replicas, and as a balanced route's two targets (round robin: every
+# other new prefix goes to the other account).
+POOLS = {"replicas": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"replicas": ["openai-a", "openai-b"]}]}],
+         "balanced": [{"name": "gpt", "models": ["gpt-*"], "balance": "round_robin",
+                       "targets": [{"upstream": "openai-a"}, {"upstream": "openai-b"}]}]}
+
+
+@pytest.mark.parametrize("pool", sorted(POOLS))
+def test_a_request_naming_a_file_goes_to_the_account_that_holds_it(tmp_path, mock, pool):
+    with gateway(tmp_path, mock, POOLS[pool]) as gw:
+        made = client(gw, ACME).files.create(file=("plan.txt", b"the plan: ship in May"), purpose="user_data")
+        # Without the pin, about half of these went to the account without the file: OpenAI's 404.
+        for n in range(8):
+            assert ask(gw, ACME, made.id, n)
+
+
+ONE_ACCOUNT = [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai-a"}]}]
+
+
+def test_a_granted_file_is_the_keys_to_read_but_not_to_delete(tmp_path, mock):
+    # The operator uploads a file to account A outside the gateway and grants it to one key.
+    operator = client(mock, ACCOUNT_A)
+    made = operator.files.create(file=("terms.txt", b"the terms"), purpose="user_data")
+    with gateway(tmp_path, mock, ONE_ACCOUNT, granted=(made.id,)) as gw:
+        assert ask(gw, GRANTED, made.id, 0)         # named in a request, as before
+        assert client(gw, GRANTED).files.retrieve(made.id).filename == "terms.txt"
+        assert client(gw, GRANTED).files.content(made.id).read() == b"the terms"
+        with pytest.raises(openai.NotFoundError):     # read-only: the operator's file stays
+            client(gw, GRANTED).files.delete(made.id)
+        assert operator.files.retrieve(made.id).id == made.id
+        with pytest.raises(openai.NotFoundError):     # another key, of another tenant
+            client(gw, BETA).files.retrieve(made.id)
