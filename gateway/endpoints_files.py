@@ -37,6 +37,7 @@ from prefixgate.gateway.files_upstream import (
     files_upstream,
     json_object,
     lifetime_s,
+    may_touch,
     opened_cursor,
     sealed_cursor,
     send,
@@ -159,7 +160,7 @@ async def _owned(request: Request, dialect: str, *, method: str, file_id: str, s
     proxy: Proxy = request.app.state.proxy
     caller = authenticate(request.headers, request.query_params, proxy.keys)
     segment = path_model(file_id, STORED_ID, field="file_id")
-    if not await proxy.stored_ids.allows(FILE, file_id, principal(caller.key)):
+    if not await may_touch(proxy, caller, file_id, method):
         raise file_not_found(dialect, file_id)
     home = await proxy.stored_ids.find_home(FILE, file_id)
     upstream = proxy.policy.upstreams.get(home) if home is not None else None

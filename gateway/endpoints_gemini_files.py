@@ -33,6 +33,7 @@ from prefixgate.gateway.files_upstream import (
     files_upstream,
     json_object,
     lifetime_s,
+    may_touch,
     opened_cursor,
     sealed_cursor,
     upload_body,
@@ -170,7 +171,7 @@ async def owned(request: Request, *, version: str, method: str, name: str) -> Re
     _version(version)
     caller = authenticate(request.headers, request.query_params, proxy.keys)
     segment = path_model(name, STORED_ID, field="name")
-    if not await proxy.stored_ids.allows(FILE, f"files/{name}", principal(caller.key)):
+    if not await may_touch(proxy, caller, f"files/{name}", method):
         raise file_not_found(WIRE.name, name)
     home = await proxy.stored_ids.find_home(FILE, f"files/{name}")
     upstream = proxy.policy.upstreams.get(home) if home is not None else None

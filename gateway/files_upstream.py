@@ -18,6 +18,8 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.endpoints_responses import api_path
+from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.provider_ids import FILE
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.sealed import seal, unseal
 from prefixgate.gateway.upstream import BodyStream, UpstreamResponse, forwarded_headers, takes_callers_headers
@@ -59,6 +61,14 @@ def files_upstream(proxy: Proxy, caller: Caller, dialect: str) -> Upstream:
                     return proxy.policy.upstreams[name]
     raise RequestError(f"no route of this key reaches {PROVIDER_NAMES[dialect]}'s own API, which would hold its "
                        "files", status=403, kind="permission")
+
+
+async def may_touch(proxy: Proxy, caller: Caller, file_id: str, method: str) -> bool:
+    """Whether the caller may read (GET) or delete the file: its tenant's upload, or, to read only, an id the
+    operator granted its key (`provider_ids`: a file made for it outside the gateway, which it may also name)."""
+    if method == "GET" and caller.key is not None and file_id in caller.key.provider_ids:
+        return True
+    return await proxy.stored_ids.allows(FILE, file_id, principal(caller.key))
 
 
 async def send(proxy: Proxy, request: Request, caller: Caller, dialect: str, upstream: Upstream, method: str,
