@@ -277,12 +277,12 @@ def read_chat(body: dict) -> Chat:
         for d in decls:
             chat.tools.append(Tool(d.get("name", ""), d.get("description", ""),
                                    d.get("parameters") or d.get("parametersJsonSchema") or Tool("").schema))
-    gen = body.get("generationConfig") or body.get("generation_config") or {}
-    chat.max_tokens = gen.get("maxOutputTokens") or gen.get("max_output_tokens")
-    chat.temperature, chat.top_p = gen.get("temperature"), gen.get("topP", gen.get("top_p"))
-    chat.stop = list(gen.get("stopSequences") or gen.get("stop_sequences") or [])
-    _read_generation_config(chat, {_camel(k): v for k, v in gen.items()})
-    chat.tool_choice = _tool_choice(body.get("toolConfig") or body.get("tool_config") or {}, chat.tools)
+    gen = {_camel(k): v for k, v in _object(body, "generationConfig").items()}
+    chat.max_tokens = _typed(gen, "maxOutputTokens", int) or None
+    chat.temperature, chat.top_p = _typed(gen, "temperature", (int, float)), _typed(gen, "topP", (int, float))
+    chat.stop = [expect(s, str, "generationConfig.stopSequences[]") for s in _typed(gen, "stopSequences", list) or ()]
+    _read_generation_config(chat, gen)
+    chat.tool_choice = _tool_choice(_object(body, "toolConfig"), chat.tools)
     note_dropped(chat, body, {"contents", "systemInstruction", "system_instruction", "tools", "generationConfig",
                               "generation_config", "toolConfig", "tool_config"})
     return chat
@@ -291,21 +291,38 @@ def read_chat(body: dict) -> Chat:
 def _tool_choice(config: dict, tools: list[Tool]) -> str | None:
     """`toolConfig.functionCallingConfig` as the neutral tool choice: AUTO, NONE (no calls), ANY (some call), ANY of
     one function (that one). ANY of some but not all functions has no equivalent elsewhere: refused, not widened."""
-    calling = {_camel(k): v for k, v in (config.get("functionCallingConfig") or config.get("function_calling_config")
-                                         or {}).items()}
-    mode = calling.get("mode") or "MODE_UNSPECIFIED"
+    calling = {_camel(k): v for k, v in _object(config, "functionCallingConfig", "toolConfig.").items()}
+    mode = _typed(calling, "mode", str, "toolConfig.functionCallingConfig.") or "MODE_UNSPECIFIED"
     if mode in ("AUTO", "MODE_UNSPECIFIED"):
         return None if mode == "MODE_UNSPECIFIED" else "auto"
     if mode == "NONE":
         return "none"
     if mode != "ANY":
         raise refuse(f"toolConfig.functionCallingConfig.mode {mode}", NAME)
-    allowed = list(calling.get("allowedFunctionNames") or [])
+    allowed = [expect(name, str, "toolConfig.functionCallingConfig.allowedFunctionNames[]")
+               for name in _typed(calling, "allowedFunctionNames", list, "toolConfig.functionCallingConfig.") or ()]
     if len(allowed) == 1:
         return allowed[0]
     if allowed and set(allowed) != {t.name for t in tools}:
         raise refuse("toolConfig.functionCallingConfig.allowedFunctionNames (some of the tools)", NAME)
     return "any"
+
+
+def _object(body: dict, key: str, within: str = "") -> dict:
+    """The object under `key` (or its snake_case spelling) of a translated request, {} where absent: anything
+    else is the caller's 400 naming the field, not a crash reading it."""
+    found = body.get(key) or body.get(_snake(key)) or {}
+    return expect(found, dict, within + key)
+
+
+def _typed(fields: dict, key: str, kind: type | tuple[type, ...], within: str = "generationConfig.") -> Any:
+    """`fields[key]` (camelCase keys) if it has the JSON type `kind`, None where absent or null; else a 400."""
+    value = fields.get(key)
+    return None if value is None else expect(value, kind, within + key)
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), key)
 
 
 def _camel(key: str) -> str:
@@ -323,7 +340,7 @@ def _read_generation_config(chat: Chat, gen: dict) -> None:
             raise refuse(f"generationConfig.{key}", NAME)
     if gen.get("responseMimeType", "text/plain") != "text/plain":
         raise refuse("generationConfig.responseMimeType", NAME)
-    if (gen.get("candidateCount") or 1) > 1:
+    if (_typed(gen, "candidateCount", int) or 1) > 1:
         raise refuse("generationConfig.candidateCount > 1", NAME)
     for key in sorted(gen.keys() - {"maxOutputTokens", "temperature", "topP", "stopSequences", "candidateCount",
                                     "responseMimeType"}):

@@ -4,6 +4,7 @@ AUTO, ANY with optional allowedFunctionNames, NONE) reaches another provider as 
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from google import genai
 from google.genai import types
@@ -57,3 +58,26 @@ def test_a_google_genai_caller_forcing_a_function_reaches_claude_forcing_it(tmp_
                 mode="ANY", allowed_function_names=["weather"])), max_output_tokens=50))
         sent = [r.body for r in up.received if r.path == "/v1/messages"]
         assert [b["tool_choice"] for b in sent] == [{"type": "tool", "name": "weather"}]
+
+
+@pytest.mark.parametrize("field,config", [
+    ("toolConfig", {"toolConfig": "ANY"}),
+    ("toolConfig.functionCallingConfig", {"toolConfig": {"functionCallingConfig": "ANY"}}),
+    ("toolConfig.functionCallingConfig.allowedFunctionNames", gemini_body({"mode": "ANY", "allowedFunctionNames": 5})),
+    ("toolConfig.functionCallingConfig.allowedFunctionNames[]", gemini_body({"mode": "ANY", "allowedFunctionNames": [{}]})),
+    ("generationConfig", {"generationConfig": "x"}),
+    ("generationConfig.maxOutputTokens", {"generationConfig": {"maxOutputTokens": "many"}}),
+    ("generationConfig.stopSequences", {"generationConfig": {"stopSequences": 5}}),
+    ("generationConfig.candidateCount", {"generationConfig": {"candidateCount": "two"}}),
+])
+@pytest.mark.parametrize("model", ["claude-sonnet-5-5", "gpt-5.4"])
+def test_a_malformed_config_translated_elsewhere_is_googles_400_naming_it(tmp_path, monkeypatch, field, config, model):
+    # A hand-written client (google-genai checks these types itself); each was a 500 on a translated route.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-tool-config-000")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-tool-config-000")
+    with running_upstream() as up, running_gateway(settings_for(up.url, tmp_path)) as gw:
+        answer = httpx.post(f"{gw.url}/v1beta/models/{model}:generateContent", headers={"x-goog-api-key": "pg-k"},
+                            json={**gemini_body({}), **config})
+    assert answer.status_code == 400 and answer.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert answer.json()["error"]["message"].startswith(f"{field}: expected ")
+    assert up.received == []
