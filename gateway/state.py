@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
+from prefixgate.policies import limits
+
 # What an unreachable or failing Redis raises (timeouts are RedisError subclasses; refusals OSError).
 _ERRORS = (RedisError, OSError)
 log = logging.getLogger("prefixgate.gateway")
@@ -118,7 +120,8 @@ class RedisCounters:
     through an outage instead of starting again from nothing. What it counted meanwhile is added to Redis
     once Redis answers again. An add that failed mid-way (a timeout: a frozen Redis may still run it when it
     wakes) is in doubt: every add carries a mark (a request's spend its reservation's id, any other its own), and
-    one in doubt is resent with it, so it counts once either way.
+    one in doubt is resent with it, so it counts once either way. A hold's release Redis missed is resent too, as
+    soon as it answers: left there, the hold would block the key's budget on every replica until it expired.
     """
 
     PREFIX = "prefixgate:counter:"
@@ -144,6 +147,10 @@ class RedisCounters:
         # windows dropped, as the backlog's: a long outage puts one here each time Redis is tried again).
         self.doubtful: dict[str, tuple[str, float, int, float]] = {}
         self._purge_doubtful = _Purge()
+        # hold (as the holds' set names it) -> (its counter, when it expires at the latest): releases Redis missed.
+        self.unheld: dict[str, tuple[str, float]] = {}
+        self._purge_unheld = _Purge()
+        self._resending: asyncio.Task | None = None
         self._down_until = 0.0
         self.outages = 0
 
@@ -193,11 +200,26 @@ class RedisCounters:
         return True     # Redis down: this replica's own reservations bind (and the spend it last saw)
 
     async def unreserve(self, counter: str, hold: str, nano: int) -> None:
+        member = f"{hold}:{nano}"
         if await self._available():
             try:
-                await self._redis.zrem(self.HOLDS + counter, f"{hold}:{nano}")
+                await self._redis.zrem(self.HOLDS + counter, member)
+                return
             except _ERRORS:
-                self._went_down()       # the hold expires on its own
+                self._went_down()
+        now = time.monotonic()
+        self.unheld = self._purge_unheld(self.unheld, lambda v: v[1] >= now)
+        self.unheld[member] = (counter, now + limits.HOLD_S)
+        if self._resending is None:     # resent once Redis answers, even if nothing else here calls it by then
+            self._resending = asyncio.get_running_loop().create_task(self._resend())
+
+    async def _resend(self) -> None:
+        try:
+            while self.unheld:
+                await asyncio.sleep(max(self._down_until - time.monotonic(), 0.0) + 0.05)
+                await self._available()
+        finally:
+            self._resending = None
 
     async def renew(self, counter: str, holds: list[tuple[str, int]], hold_s: int) -> None:
         if await self._available():
@@ -250,6 +272,17 @@ class RedisCounters:
                 self._went_down()
                 self._doubt(once, key, amount, ttl, over)
                 return False
+        while self.unheld:
+            member = next(iter(self.unheld))
+            counter, expires = self.unheld.pop(member)
+            if expires < time.monotonic():
+                continue        # expired in Redis by now
+            try:
+                await asyncio.shield(self._redis.zrem(self.HOLDS + counter, member))
+            except _ERRORS:
+                self._went_down()
+                self.unheld[member] = (counter, expires)
+                return False
         return True
 
     def _doubt(self, once: str, key: str, amount: float, ttl_s: int, over: float) -> None:
@@ -265,4 +298,7 @@ class RedisCounters:
         self._down_until = time.monotonic() + self.RETRY_S
 
     async def close(self) -> None:
+        if self._resending is not None:
+            self._resending.cancel()
+            await asyncio.gather(self._resending, return_exceptions=True)
         await self._redis.aclose()

@@ -9,8 +9,8 @@ real cost, made `once` (a timed-out add to Redis may or may not have applied: th
 that makes it count once either way). A reservation is a hold beside it instead, checked and placed in one
 step with the spend (`CounterStore.reserve`, a Lua script in Redis), that expires after `HOLD_S` unless the
 replica that placed it renews it: every `HOLD_S / 3` while its request runs (a 20-minute stream keeps its hold),
-so only a replica that dies mid-request leaves anything held, and for `HOLD_S` at most. While the store cannot
-hold (Redis down) reservations bind per replica.
+so only a replica that dies mid-request leaves anything held, and for `HOLD_S` at most (one shutting down
+releases what it still holds). While the store cannot hold (Redis down) reservations bind per replica.
 Money is counted in integer nanodollars: sums and the budget comparison are exact (a key that has spent
 exactly its budget is refused). Tokens per minute are only known afterwards.
 """
@@ -161,11 +161,16 @@ class Limits:
             task.add_done_callback(self._unholding.discard)
 
     async def aclose(self) -> None:
-        """Stop renewing this replica's holds (it is going away: what it still holds expires after `HOLD_S`)."""
+        """This replica is going away: release what it still holds now (a rolling restart would otherwise keep
+        those holds from every replica for `HOLD_S`), and stop renewing."""
+        for held in list(self._live.values()):
+            self.release(held)
         if self._renewing is not None:
             self._renewing.cancel()
             await asyncio.gather(self._renewing, return_exceptions=True)
             self._renewing = None
+        if self._unholding:     # sent before the store's connection closes
+            await asyncio.gather(*self._unholding, return_exceptions=True)
 
     async def _renew(self) -> None:
         """While requests admitted here run, push their shared holds' expiry on: a request that outlasts `HOLD_S`

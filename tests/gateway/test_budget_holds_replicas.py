@@ -63,11 +63,16 @@ def test_two_replicas_admit_no_more_than_one_would(redis_url):
 def test_a_hold_left_by_a_replica_that_died_expires(redis_url, monkeypatch):
     monkeypatch.setattr(limits_module, "HOLD_S", 1)
 
+    async def died() -> None:
+        dead = RedisCounters(redis_url)
+        await Limits(dead, clock=lambda: NOW).admit(KEY, Decimal("1.00"))
+        await dead.close()
+
+    # Its replica dies mid-request (its event loop ends, as its process would): nothing renews or releases its hold.
+    asyncio.run(died())
+
     async def run() -> None:
-        dead, alive = RedisCounters(redis_url), RedisCounters(redis_url)
-        replica = Limits(dead, clock=lambda: NOW)
-        await replica.admit(KEY, Decimal("1.00"))
-        await replica.aclose()      # its replica dies mid-request: nothing renews its hold
+        alive = RedisCounters(redis_url)
         survivor = Limits(alive, clock=lambda: NOW)
         with pytest.raises(RequestError):
             await survivor.admit(KEY, ESTIMATE)
@@ -79,7 +84,6 @@ def test_a_hold_left_by_a_replica_that_died_expires(redis_url, monkeypatch):
                 break
             except RequestError:
                 assert time.monotonic() < deadline, "the dead replica's hold never expired"
-        await dead.close()
         await alive.close()
 
     asyncio.run(run())
