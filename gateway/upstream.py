@@ -64,12 +64,13 @@ QUOTA_CODES = frozenset({"insufficient_quota"})
 class UpstreamFailure(Exception):
     def __init__(self, upstream: str, status: int | None, message: str, *, timed_out: bool = False,
                  connect_failed: bool = False, retry_after: float | None = None, param: str | None = None,
-                 answered: bool = False, code: str | None = None) -> None:
+                 answered: bool = False, code: str | None = None, details: dict | None = None) -> None:
         super().__init__(message)
         self.upstream, self.status, self.message = upstream, status, message
         self.timed_out, self.connect_failed, self.retry_after = timed_out, connect_failed, retry_after
         self.param = param      # the request field the upstream's error names (OpenAI's `param`)
         self.code = code        # its error code (OpenAI's `code`: what SDK callers branch on)
+        self.details = details  # its `error.details` object (Anthropic's `error_code`: what SDK callers branch on)
         # The upstream answered 2xx before it broke: it did the work (and billed it), so it is never sent again.
         self.answered = answered
 
@@ -89,7 +90,7 @@ class UpstreamFailure(Exception):
         status = self.status if self.status and self.status >= 400 else 502
         kind = "quota" if self.out_of_quota else _KIND_BY_STATUS.get(status, "server" if status >= 500 else "invalid_request")
         return RequestError(f"upstream {self.upstream!r}: {self.message}", status=status, kind=kind,
-                            retry_after=self.retry_after, field=self.param, code=self.code)
+                            retry_after=self.retry_after, field=self.param, code=self.code, details=self.details)
 
 
 @dataclass
@@ -248,7 +249,8 @@ class UpstreamClient:
                 raw = b""
             raise UpstreamFailure(name, resp.status, scrub(_error_message(raw, resp.status), *secrets),
                                   retry_after=_retry_after(headers_out, raw), param=_error_field(raw, "param"),
-                                  code=_error_field(raw, "code") or aws_error_type(resp.headers))
+                                  code=_error_field(raw, "code") or aws_error_type(resp.headers),
+                                  details=_error_details(raw))
 
         async def close() -> None:
             resp.close()   # drops the connection: an upstream mid-stream must see the hang-up
@@ -393,6 +395,16 @@ def _error_field(raw: bytes, name: str) -> str | None:
         return None
     value = err.get(name) if isinstance(err, dict) else None
     return value if isinstance(value, str) else None
+
+
+def _error_details(raw: bytes) -> dict | None:
+    """An Anthropic-shaped error's `details` object (`error_code`); Google's `details` is a list, not this."""
+    try:
+        err = json.loads(raw).get("error")
+    except (ValueError, AttributeError):
+        return None
+    value = err.get("details") if isinstance(err, dict) else None
+    return value if isinstance(value, dict) and value else None
 
 
 def aws_error_type(headers: Iterable[tuple[str, str]]) -> str | None:

@@ -20,6 +20,7 @@ class RequestError(Exception):
         kind: str = "invalid_request",
         retry_after: float | None = None,
         code: str | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -28,6 +29,8 @@ class RequestError(Exception):
         self.kind = kind
         self.retry_after = retry_after
         self.code = code    # an upstream's own error code (OpenAI's `context_length_exceeded`), passed on as sent
+        # An upstream's `error.details` object (Anthropic's `{"error_code": "file_not_downloadable"}`), as sent.
+        self.details = details
 
     def __repr__(self) -> str:
         return f"RequestError({self.message!r}, field={self.field!r}, status={self.status})"
@@ -58,7 +61,8 @@ def error_body(err: RequestError, dialect: str) -> dict[str, Any]:
     """The error JSON a client of `dialect` expects (its SDK parses this shape into its own exception)."""
     oa_type, an_type, g_status = _KINDS.get(err.kind, _KINDS["server"])
     if dialect == "anthropic":
-        return {"type": "error", "error": {"type": an_type, "message": err.message}}
+        found = {"type": an_type, "message": err.message}
+        return {"type": "error", "error": {**found, "details": err.details} if err.details else found}
     if dialect == "gemini":
         return {"error": {"code": err.status, "message": err.message, "status": g_status}}
     code = err.code or ("insufficient_quota" if err.kind == "quota" else None)    # OpenAI's code is its type there

@@ -112,8 +112,10 @@ def test_an_anthropic_upload_is_its_tenants_alone(stack):
     assert claude(gw, ACME_2).beta.files.retrieve_metadata(made.id, betas=[FILES_BETA]).size_bytes == len(REPORT)
     assert made.id in [f.id for f in claude(gw, ACME_2).beta.files.list(betas=[FILES_BETA])]
     # Anthropic serves the content only of files a tool wrote: an upload is not downloadable, even to its owner.
-    with pytest.raises(anthropic.BadRequestError):
+    with pytest.raises(anthropic.BadRequestError) as refused:
         claude(gw, ACME_1).beta.files.download(made.id, betas=[FILES_BETA])
+    # The provider's own code, which callers branch on (docs.claude.com's Files API errors), as it sent it.
+    assert refused.value.body["error"]["details"] == {"error_code": "file_not_downloadable"}
     other = claude(gw, BETA).beta.files
     for attempt in (lambda: other.retrieve_metadata(made.id, betas=[FILES_BETA]),
                     lambda: other.download(made.id, betas=[FILES_BETA]),
