@@ -191,7 +191,7 @@ class Answer:
             if d[0] == "text":
                 self.text.append(d[1])
             elif d[0] == "call":
-                self.calls[d[1]] = [d[2], d[3], ""]
+                self.calls.setdefault(d[1], [d[2], d[3], ""])   # a repeat of an open call continues it
             elif d[0] == "args" and d[1] in self.calls:
                 self.calls[d[1]][2] += d[2]
             elif d[0] == "finish":

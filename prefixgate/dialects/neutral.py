@@ -121,6 +121,7 @@ class StreamWriter:
         self.model, self.include_usage = model, include_usage
         self.started = False
         self.finish_reason = "stop"     # neutral
+        self.opened: set[Any] = set()   # the target's indexes of the calls opened
 
     def write(self, deltas: list[Delta]) -> bytes:
         out = []
@@ -128,6 +129,12 @@ class StreamWriter:
             if d[0] == "finish":
                 self.finish_reason = d[1]
                 continue
+            if d[0] == "call":
+                # Calls are told apart by index, as the OpenAI SDK merges them: a compatible server (LiteLLM's
+                # proxy) repeats the call's id on every chunk, which is the same call going on, not a new one.
+                if d[1] in self.opened:
+                    continue
+                self.opened.add(d[1])
             if not self.started:
                 self.started = True
                 out.append(self._start())

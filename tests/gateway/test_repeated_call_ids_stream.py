@@ -1,0 +1,39 @@
+"""A compatible server repeating a tool call's id on every chunk (LiteLLM's proxy, BerriAI/litellm#20480) streams one
+call, merged by index as the OpenAI SDK does, never one call per chunk."""
+
+from __future__ import annotations
+
+import json
+
+from gateway.response_cache import Answer
+from prefixgate.dialects import anthropic as an
+from prefixgate.dialects import openai as oa
+from prefixgate.dialects.sse import parse_sse, split_lines
+from prefixgate.usage import Usage
+
+
+def _call_chunk(arguments: str, name: str | None = None) -> dict:
+    fn = {"arguments": arguments} | ({"name": name} if name else {})
+    return {"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "id": "call_abc", "type": "function", "function": fn}]}}]}
+
+
+CHUNKS = [_call_chunk('{"qu', "search"), _call_chunk('ery":'), _call_chunk('"hello"}'),
+          {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+
+
+def test_a_claude_caller_gets_one_tool_use_with_the_whole_arguments():
+    writer = an.WIRE.stream_writer("claude-sonnet-5-5")
+    out = b"".join(writer.write(oa.WIRE.read_deltas(c)) for c in CHUNKS) + writer.finish(Usage(uncached_input=4, output=9))
+    events = [e.json() for e in parse_sse(split_lines([out]))]
+    starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+    assert starts == [{"type": "tool_use", "id": "call_abc", "name": "search", "input": {}}]
+    args = "".join(e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta")
+    assert json.loads(args) == {"query": "hello"}
+
+
+def test_the_response_cache_keeps_the_whole_arguments():
+    answer = Answer()
+    for c in CHUNKS:
+        answer.feed(oa.WIRE.read_deltas(c), oa.WIRE)
+    assert list(answer.calls.values()) == [["call_abc", "search", '{"query":"hello"}']]
