@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from prefixgate.dialects.neutral import Chat
+from prefixgate.errors import RequestError
 
 _OUTSIDE = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -25,6 +26,9 @@ def make_call_ids_unique(chat: Chat) -> None:
     renamed = False
     for turn in chat.turns:
         for part in turn.parts:
+            if part.kind in ("tool_call", "tool_result") and not isinstance(part.call_id, str | None):
+                # The readers take the caller's JSON value as is; its own API would refuse it too.
+                raise RequestError(f"a tool call's id must be a string, got {part.call_id!r:.40}")
             if part.kind == "tool_call" and part.call_id:
                 new = _OUTSIDE.sub("_", part.call_id)
                 n = 1

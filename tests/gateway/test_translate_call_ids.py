@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import anthropic
 import openai
 import pytest
 
@@ -63,3 +64,24 @@ def test_a_chat_caller_with_per_turn_call_ids_reaches_claude(tmp_path, monkeypat
         reply = client.chat.completions.create(model="claude-sonnet-5-5", messages=history("call_0", "call_0"),
                                                tools=TOOLS, max_tokens=200)
         assert reply.choices[0].finish_reason in ("stop", "tool_calls")
+
+
+def test_a_call_id_that_is_not_a_string_is_the_callers_400_not_a_500(tmp_path, monkeypatch):
+    # Both SDKs type these fields but send what they are given; each API refuses a non-string id.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-call-ids-0123456789")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-call-ids-0123456789")
+    with ServerThread(mock_app(MockContext()), log_level="critical") as mock, \
+            running_gateway(settings_for(mock.url, tmp_path)) as gw:
+        chat = openai.OpenAI(api_key="pg-call-ids", base_url=gw.url + "/v1", max_retries=0)
+        for odd in (5, ["call_0"]):
+            with pytest.raises(openai.BadRequestError) as refused:
+                chat.chat.completions.create(model="claude-sonnet-5-5", messages=history(odd, odd), tools=TOOLS,
+                                             max_tokens=50)
+            assert "id must be a string" in refused.value.message
+        claude = anthropic.Anthropic(api_key="pg-call-ids", base_url=gw.url, max_retries=0)
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            claude.messages.create(model="gpt-5.4", max_tokens=50, messages=[
+                {"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": 7, "name": "weather", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": 7, "content": "Sunny"}]}])
+        assert "id must be a string" in refused.value.message
