@@ -39,10 +39,15 @@ def takes_sampling(model: str) -> bool:
     return claude_id(model) not in _NONE
 
 
+def takes_one_of_two(model: str) -> bool:
+    """Whether `model` (any platform's id for it) refuses `temperature` and `top_p` together."""
+    return claude_id(model) in _ONE_OF_TWO
+
+
 def put_sampling(out: dict, chat: Chat, model: str, temperature: str, top_p: str) -> None:
     """`chat`'s temperature and top_p into `out` under the names given, unless `model` refuses them: then a note."""
     values = {name: v for name, v in ((temperature, chat.temperature), (top_p, chat.top_p)) if v is not None}
-    if takes_sampling(model) and len(values) == 2 and claude_id(model) in _ONE_OF_TWO:
+    if len(values) == 2 and takes_one_of_two(model):
         del values[top_p]
         chat.notes.append(f"{top_p} dropped: {model} takes temperature or top_p, not both")
     if takes_sampling(model):

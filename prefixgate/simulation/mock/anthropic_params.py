@@ -8,7 +8,9 @@
   (codersera.com "Anthropic API Version 2026-10-21: Every Breaking Change"; the 2.14.0 SDK has no such fields).
 - On 2023-06-01, `temperature` and `top_p` range 0..1 (Messages API reference), and Claude Opus 4.7 and later
   reject a non-default sampling parameter on every request: "`temperature` is deprecated for this model."
-  (the models: `dialects/sampling.py`; UKGovernmentBEIS/inspect_ai#3721 shows temperature=0.0 refused on Opus 4.7).
+  (the models: `dialects/sampling.py`; UKGovernmentBEIS/inspect_ai#3721 shows temperature=0.0 refused on Opus 4.7),
+  and Opus 4.1 to 4.6, Sonnet 4.5/4.6 and Haiku 4.5 refuse the two together: "`temperature` and `top_p` cannot both
+  be specified for this model. Please use only one." (cloud-apim/otoroshi-llm-extension#140).
 - `max_tokens` over the model's output limit (the catalogue's `max_output_tokens`): `max_tokens: <n> > <limit>, which
   is the maximum allowed number of output tokens for <model>` (as quoted by clients that hit it, e.g. "max_tokens:
   100000 > 64000, which is the maximum allowed number of output tokens for claude-sonnet-4-5").
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefixgate.dialects.sampling import takes_sampling
+from prefixgate.dialects.sampling import takes_one_of_two, takes_sampling
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.simulation.mock.anthropic_tool_params import check_tool_pairs
@@ -63,6 +65,8 @@ def check_body(body: dict[str, Any], version: str, model_id: str, betas: str | N
     refused = deprecated_sampling(body, model_id)
     if refused is not None:
         raise RequestError(f"`{refused}` is deprecated for this model.", field=refused)
+    if sampling_pair(body, model_id):
+        raise RequestError(SAMPLING_PAIR, field="top_p")
     _check_contents(body.get("messages"))
     check_tool_pairs(body.get("messages") if isinstance(body.get("messages"), list) else [])
 
@@ -100,6 +104,15 @@ def _check_fields(body: dict[str, Any], known: frozenset[str], beta: frozenset[s
     for name in body:
         if name not in allowed:
             raise RequestError(f"{name}: Extra inputs are not permitted", field=name)
+
+
+SAMPLING_PAIR = "`temperature` and `top_p` cannot both be specified for this model. Please use only one."
+
+
+def sampling_pair(params: dict[str, Any], model_id: str) -> bool:
+    """Whether `params` (a Messages body, or Converse's `inferenceConfig`) sets both `temperature` and `top_p` for a
+    model that takes only one of them."""
+    return "temperature" in params and ("top_p" in params or "topP" in params) and takes_one_of_two(model_id)
 
 
 def deprecated_sampling(params: dict[str, Any], model_id: str) -> str | None:

@@ -27,7 +27,7 @@ from prefixgate.dialects.sse import event_json
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import ModelRules
-from prefixgate.simulation.mock.anthropic_params import deprecated_sampling
+from prefixgate.simulation.mock.anthropic_params import SAMPLING_PAIR, deprecated_sampling, sampling_pair
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.text import reply_for
 
@@ -66,12 +66,15 @@ def model_rules(ctx: MockContext, model: str) -> ModelRules:
 
 
 def check_sampling(params: dict, model_id: str) -> None:
-    """Claude Opus 4.7 and later refuse non-default sampling on Bedrock too, in Bedrock's words
-    (DayuanJiang/next-ai-draw-io#861; the rule is mock/anthropic_params.py's)."""
+    """Claude Opus 4.7 and later refuse non-default sampling on Bedrock too, and Opus 4.1 to 4.6 the temperature and
+    top_p pair, in Bedrock's words (DayuanJiang/next-ai-draw-io#861; the rules are mock/anthropic_params.py's)."""
     refused = deprecated_sampling(params, model_id) if isinstance(params, dict) else None
     if refused is not None:
         raise RequestError(f"The model returned the following errors: {refused} is deprecated for this model.",
                            field=refused)
+    if isinstance(params, dict) and sampling_pair(params, model_id):
+        # Sonnet 4.6 on Bedrock: skydiscover-ai/skydiscover#15.
+        raise RequestError(f"The model returned the following errors: {SAMPLING_PAIR}", field="topP")
 
 
 def check_blank_text(body: dict) -> None:

@@ -71,6 +71,21 @@ def test_newer_claude_models_refuse_a_non_default_temperature(claude_2023, model
     assert ok.model == model
 
 
+@pytest.mark.parametrize("model", ["claude-haiku-4-5", "claude-sonnet-4-5", "claude-sonnet-4-6", "claude-opus-4-1",
+                                   "claude-opus-4-6"])
+def test_claude_4_1_to_4_6_refuse_temperature_and_top_p_together(claude_2023, model):
+    _refused(lambda: claude_2023.messages.create(model=model, max_tokens=5, messages=HI,
+                                                 extra_body={"temperature": 0.2, "top_p": 0.9}),
+             "`temperature` and `top_p` cannot both be specified for this model. Please use only one.")
+    assert claude_2023.messages.create(model=model, max_tokens=5, messages=HI, extra_body={"top_p": 0.9}).model == model
+
+
+def test_claude_sonnet_4_takes_temperature_and_top_p_together(claude_2023):
+    ok = claude_2023.messages.create(model="claude-sonnet-4", max_tokens=5, messages=HI,
+                                     extra_body={"temperature": 0.2, "top_p": 0.9})
+    assert ok.stop_reason in ("end_turn", "max_tokens")
+
+
 def test_chat_completions_refuses_an_unrecognized_argument(mock_server):
     client = openai.OpenAI(api_key=key(), base_url=mock_server[0] + "/v1", max_retries=0)
     with pytest.raises(openai.BadRequestError) as e:
@@ -125,6 +140,15 @@ def test_bedrock_converse_refuses_temperature_on_claude_4_7_and_later(runtime, m
     assert e.value.response["Error"]["Code"] == "ValidationException"
     assert e.value.response["Error"]["Message"] == ("The model returned the following errors: temperature is "
                                                     "deprecated for this model.")
+
+
+def test_bedrock_converse_refuses_temperature_and_top_p_together_on_sonnet_4_6(runtime):
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        runtime.converse(modelId="us.anthropic.claude-sonnet-4-6", messages=[{"role": "user", "content": [{"text": "hi"}]}],
+                         inferenceConfig={"maxTokens": 5, "temperature": 0.2, "topP": 0.9})
+    assert e.value.response["Error"]["Message"] == (
+        "The model returned the following errors: `temperature` and `top_p` cannot both be specified for this model. "
+        "Please use only one.")
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
