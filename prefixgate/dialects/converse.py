@@ -291,14 +291,17 @@ def read_chat(body: dict) -> Chat:
         spec = item.get("toolSpec")
         if spec is None:
             raise refuse(f"tool {next(iter(item), '')!r}", NAME)
+        expect(spec, dict, "toolConfig.tools.toolSpec")
+        schema = expect(spec.get("inputSchema") or {}, dict, "toolConfig.tools.toolSpec.inputSchema")
         chat.tools.append(Tool(spec.get("name", ""), spec.get("description", ""),
-                               (spec.get("inputSchema") or {}).get("json") or {"type": "object", "properties": {}},
+                               schema.get("json") or {"type": "object", "properties": {}},
                                strict=spec.get("strict") is True))
     config = body.get("inferenceConfig") or {}
     chat.max_tokens, chat.temperature, chat.top_p = config.get("maxTokens"), config.get("temperature"), config.get("topP")
-    chat.stop = list(config.get("stopSequences") or [])
+    chat.stop = list(expect(config.get("stopSequences") or [], list, "inferenceConfig.stopSequences"))
     choice = (body.get("toolConfig") or {}).get("toolChoice") or {}
-    chat.tool_choice = (choice["tool"].get("name") if "tool" in choice else next(iter(choice), None))
+    chat.tool_choice = (expect(choice["tool"], dict, "toolConfig.toolChoice.tool").get("name") if "tool" in choice
+                        else next(iter(choice), None))
     note_dropped(chat, body, {"messages", "system", "toolConfig", "inferenceConfig"})
     return chat
 

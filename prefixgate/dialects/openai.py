@@ -456,14 +456,14 @@ def read_chat(body: dict) -> Chat:
     chat.max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
     chat.temperature, chat.top_p, chat.user = body.get("temperature"), body.get("top_p"), body.get("user")
     stop = body.get("stop")
-    chat.stop = [stop] if isinstance(stop, str) else list(stop or [])
+    chat.stop = [stop] if isinstance(stop, str) else list(expect(stop or [], list, "stop"))
     choice = body.get("tool_choice")
     if isinstance(choice, dict):
         # allowed_tools / custom: the neutral form has a forced function or none, so these would become `auto`.
         if choice.get("type") != "function":
             raise RequestError(f"cannot translate tool_choice (type {choice.get('type')!r}) from the {NAME} format "
                                "for this route's target", field="tool_choice")
-        chat.tool_choice = (choice.get("function") or {}).get("name")
+        chat.tool_choice = expect(choice.get("function") or {}, dict, "tool_choice.function").get("name")
     elif choice is not None:
         chat.tool_choice = {"required": "any"}.get(choice, choice)
     chat.cache_key = body.get("prompt_cache_key")

@@ -1,0 +1,53 @@
+"""A request translated to another format whose fields have the wrong JSON type is the caller's 400 naming the
+field, in its own error shape, and nothing is sent upstream; each of these was a 500 (the reader of the caller's
+format took the value as is and failed on it)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.gateway.support_gateway import running_gateway, running_upstream, settings_for
+
+TOOL = {"toolSpec": {"name": "weather", "inputSchema": {"json": {"type": "object"}}}}
+CHAT = {"model": "claude-sonnet-5-5", "messages": [{"role": "user", "content": "Weather in Paris?"}]}
+CONVERSE = {"messages": [{"role": "user", "content": [{"text": "Weather in Paris?"}]}]}
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ANTHROPIC_API_KEY", "sk-ant-translated-bad-input-000")
+    mp.setenv("OPENAI_API_KEY", "sk-openai-translated-bad-input-000")
+    with running_upstream() as up, running_gateway(settings_for(up.url, tmp_path_factory.mktemp("bad"))) as server:
+        yield server, up
+    mp.undo()
+
+
+@pytest.mark.parametrize("extra,field", [
+    ({"stop": 5}, "stop"),
+    ({"tool_choice": {"type": "function", "function": "weather"}}, "tool_choice.function"),
+])
+def test_a_chat_caller_routed_to_claude(gw, extra, field):
+    server, up = gw
+    answer = httpx.post(f"{server.url}/v1/chat/completions", headers={"authorization": "Bearer pg-k"},
+                        json={**CHAT, **extra})
+    assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error"
+    assert answer.json()["error"]["message"].startswith(f"{field}: expected ")
+    assert up.received == []
+
+
+@pytest.mark.parametrize("extra,field", [
+    ({"inferenceConfig": {"stopSequences": 5}}, "inferenceConfig.stopSequences"),
+    ({"toolConfig": {"tools": [{"toolSpec": "weather"}]}}, "toolConfig.tools.toolSpec"),
+    ({"toolConfig": {"tools": [{"toolSpec": {"name": "weather", "inputSchema": "{}"}}]}},
+     "toolConfig.tools.toolSpec.inputSchema"),
+    ({"toolConfig": {"tools": [TOOL], "toolChoice": {"tool": "weather"}}}, "toolConfig.toolChoice.tool"),
+])
+def test_a_converse_caller_routed_to_openai(gw, extra, field):
+    server, up = gw
+    answer = httpx.post(f"{server.url}/model/gpt-5.4/converse", headers={"authorization": "Bearer pg-k"},
+                        json={**CONVERSE, **extra})
+    # Bedrock's ValidationException: a 400 whose body is its message.
+    assert answer.status_code == 400 and answer.json()["message"].startswith(f"{field}: expected ")
+    assert up.received == []
