@@ -17,6 +17,11 @@ price (`providers.pricing`), and billed to the key that created the cache. Calls
 holds the cache with the credential that created it. Each replica looks after the caches it created; with
 Redis, a use on any replica is seen by the creator (`prefixgate:explicit-used:`), and a deleted cache is
 withdrawn from the planner's shared state so no replica sends a request against it.
+
+A creation whose answer never came (timed out, or cut off) may have made the cache all the same, which Google
+then bills unseen: each cache is created under a `displayName` of its own, and after such a failure the
+upstream's caches are searched for it (a few times: Google may finish it after the gateway gave up); once found,
+its writing and the storage it used are booked (`cache_create`) and it is deleted.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ MARGIN_S = 120.0
 # A cache idle for less than the implicit cache's lifetime is not "unused": its next request may come yet.
 MIN_IDLE_S = 300.0
 MAX_TRACKED = 10_000
+DISPLAY_PREFIX = "prefixgate-"
+FIND_TRIES = 4          # searches for a creation in doubt, `tick_s` x 1, 2, 3, 4 after it
 _ERRORS = (RedisError, OSError)
 
 
@@ -90,6 +97,7 @@ class ExplicitCaches:
         self.gaps = GapBook(prior_ttls=lambda _: (float(catalog.gemini.implicit_ttl_s), float(self.ttl_s)))
         self.entries: dict[str, Entry] = {}
         self._task: asyncio.Task | None = None
+        self._finding: set[asyncio.Task] = set()
         self._redis = None
         if proxy.settings.redis_url:
             import redis.asyncio as aioredis
@@ -97,9 +105,10 @@ class ExplicitCaches:
             self._redis = aioredis.from_url(proxy.settings.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for task in [self._task, *self._finding]:
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self._redis is not None:
             await self._redis.aclose()
 
@@ -127,6 +136,69 @@ class ExplicitCaches:
                                    prep.plan.state_route, prep.plan.prefix_hash, tokens, price, expires, now)
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
+
+    @staticmethod
+    def named(body: dict) -> tuple[dict, str]:
+        """A `cachedContents.create` body under a displayName of its own (by which `in_doubt` finds the cache)."""
+        tag = DISPLAY_PREFIX + uuid.uuid4().hex
+        return {**body, "displayName": tag}, tag
+
+    def in_doubt(self, call: Call, prep: Prepared, tag: str) -> None:
+        """The creation of the cache named `tag` got no readable answer: it may exist (and bill) all the same.
+        Searched for in the background; found, it is booked and deleted."""
+        task = asyncio.get_running_loop().create_task(self._find(call, prep, tag))
+        self._finding.add(task)
+        task.add_done_callback(self._finding.discard)
+
+    async def _find(self, call: Call, prep: Prepared, tag: str) -> None:
+        for attempt in range(1, FIND_TRIES + 1):
+            await asyncio.sleep(self.tick_s * attempt)
+            found = await self._listed(prep, tag)
+            if found is not None:
+                break
+        else:
+            log.info("explicit caches: the creation of %s got no answer, and no such cache appeared", tag)
+            return
+        try:
+            name, tokens = found["name"], int((found.get("usageMetadata") or {}).get("totalTokenCount") or 0)
+            expires = parse_rfc3339(found["expireTime"], "expireTime")
+            created = parse_rfc3339(found["createTime"], "createTime") if found.get("createTime") else self.clock()
+        except (RequestError, KeyError, TypeError, ValueError):
+            log.warning("explicit caches: %s found, but unreadable: %r", tag, found)
+            return
+        usage = Usage(cache_writes={"explicit": tokens})
+        price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
+        entry = Entry(name, prep.upstream, prep.wire, prep.model, prep.key, call.caller.key, call.route.name,
+                      prep.plan.state_route, prep.plan.prefix_hash, tokens, price, expires, self.clock())
+        deleted = await self._call(entry, "DELETE", None) is not None
+        ended = self.clock() if deleted else expires       # not deleted: it bills until it expires
+        hours = Decimal(str(max(0.0, min(ended, expires) - created))) / 3600
+        cost = price_usage(usage, price, tokens * hours) if price is not None else None
+        await self._book(call.caller.key, call.route.name, prep.upstream, prep.model, prep.wire, prep.plan.prefix_hash,
+                         usage, cost, "cache_create", f"cache: explicit cache {name} created for request {call.id}, whose "
+                         f"creation got no answer; found by its displayName {tag}, "
+                         + ("deleted" if deleted else "left to expire (its deletion failed)"))
+
+    async def _listed(self, prep: Prepared, tag: str) -> dict | None:
+        """The cache named `tag` among the upstream's (`cachedContents.list`, page by page), or None."""
+        token = ""
+        for _ in range(100):        # a bound: 100 pages of 1,000
+            query = "pageSize=1000" + (f"&pageToken={token}" if token else "")
+            try:
+                resp = await self.proxy.upstream.forward(prep.upstream, prep.wire, "GET", prep.wire.explicit_cache_path or "",
+                                                         query, b"", prep.key)
+                data = json.loads(resp.body or b"{}")
+            except (UpstreamFailure, ValueError) as e:
+                log.warning("explicit caches: listing %s's caches failed: %s", prep.upstream.name,
+                            getattr(e, "message", type(e).__name__))
+                return None
+            for cache in data.get("cachedContents") or []:
+                if isinstance(cache, dict) and cache.get("displayName") == tag:
+                    return cache
+            token = data.get("nextPageToken") or ""
+            if not token:
+                return None
+        return None
 
     async def used(self, prep: Prepared) -> None:
         """A request to a format with explicit caches: a return of its static prefix (the gap model learns from

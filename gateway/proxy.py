@@ -481,7 +481,7 @@ class Proxy:
         create = prep.plan.cache_create
         if create is None or prep.wire.explicit_cache_path is None:
             return prep
-        create = prep.wire.explicit_cache_body(prep.upstream.url, create)
+        create, tag = self.caches.named(prep.wire.explicit_cache_body(prep.upstream.url, create))
         try:
             resp = await self.upstream.forward(prep.upstream, prep.wire, "POST", prep.wire.explicit_cache_path, "",
                                                compact_bytes(create), prep.key, call.route.retry.timeout_s)
@@ -490,6 +490,8 @@ class Proxy:
         except (UpstreamFailure, RequestError, ValueError, KeyError, TypeError) as e:
             reason = e.message if isinstance(e, UpstreamFailure | RequestError) else f"unexpected answer ({type(e).__name__})"
             call.notes.append(f"cache: explicit cache not created: {reason}")
+            if not isinstance(e, UpstreamFailure) or e.status is None and not e.connect_failed:
+                self.caches.in_doubt(call, prep, tag)       # no answer, or an unreadable one: it may exist
             return prep
         prep.plan.adopt_cached_content(name, expires)
         self.stored_ids.record(CACHE, cache_id(name), principal(call.caller.key), max(60.0, expires - time.time()))
