@@ -18,6 +18,7 @@ from prefixgate.gateway import cache_scope
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body
+from prefixgate.gateway.named_state import CACHE as KIND
 from prefixgate.gateway.named_state import check_counted, check_named
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.upstream import CACHED_CONTENTS_QUERY, UpstreamResponse, allowed_query
@@ -84,7 +85,7 @@ async def _cached_contents(request: Request, name: str = "") -> Response:
         path_model(request.path_params["name"], field="name")
     if request.method in ("POST", "PATCH"):
         await proxy.admit_state(caller, raw, vertex_gemini.NAME)
-    upstream = _cache_home(proxy, caller, request, raw)
+    upstream = await _cache_home(proxy, caller, request, raw)
     sent = compact_bytes(_in_gateway_project(raw, upstream)) if request.method == "POST" and raw else raw
     query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)
     path = resource_rest(request.url.path) or ""
@@ -97,15 +98,20 @@ async def _cached_contents(request: Request, name: str = "") -> Response:
     return await cache_scope.scoped(request, proxy, caller, vertex_gemini.NAME, upstream, name, sent, forward)
 
 
-def _cache_home(proxy: Proxy, caller: Caller, request: Request, raw: bytes) -> Upstream:
+async def _cache_home(proxy: Proxy, caller: Caller, request: Request, raw: bytes) -> Upstream:
     """The Vertex upstream a cachedContents call goes to. A cache lives in one project and location, and only
     requests sent there can use it: a create goes where the caller's route for its model ends; a call naming a
-    cache, to the upstream whose project and location its path names (the name the create answered with)."""
+    cache, to the upstream that created it (its recorded home: google-genai names a cache under the client's own
+    project), else to the one whose project and location its path names (the name the create answered with)."""
     vertex = [u for u in proxy.policy.upstreams.values() if u.kind == "vertex"]
     if request.method == "POST" and raw:
         routed = _routed(proxy, cache_scope.model_of(load_body(raw).get("model")), caller, vertex_gemini.NAME)
         if routed is not None:
             return routed
+    name = request.path_params.get("name")
+    home = proxy.policy.upstreams.get(await proxy.stored_ids.find_home(KIND, name) or "") if name else None
+    if home is not None and home.kind == "vertex":
+        return home
     scope = request.url.path.partition("/projects/")[2].partition("/cachedContents")[0]
     named = [u for u in vertex if u.url.endswith(f"/projects/{scope}")]
     if named:

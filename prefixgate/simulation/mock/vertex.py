@@ -16,7 +16,7 @@ Claude's body is Anthropic's without `model` (the path names it) and with `anthr
 (`vertex-2023-10-16`, or the API date anthropic-python 2.x sends); caching and usage as Anthropic's. Gemini's
 usage is the Gemini API's (no `trafficType` yet); caches take the full model name
 `projects/{p}/locations/{l}/publishers/google/models/{m}` and are named
-`projects/{p}/locations/{l}/cachedContents/{id}`. Caches are per project, as Vertex's are.
+`projects/{p}/locations/{l}/cachedContents/{id}`. Caches are per project and location, as Vertex's are.
 
 Auth: `Authorization: Bearer` with a token this mock issued from /token and not yet expired (lifetime
 PREFIXGATE_MOCK_VERTEX_TOKEN_LIFETIME seconds, default 3600), or the static PREFIXGATE_MOCK_VERTEX_TOKEN
@@ -127,8 +127,9 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
 
 def _add_gemini_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
     def scoped(project: str, location: str, request: Request) -> tuple[str, str]:
-        tenant = authenticate(request, ctx, project)
+        authenticate(request, ctx, project)
         scope = f"projects/{project}/locations/{location}"
+        tenant = tenant_of(f"vertex:{scope}")       # caches are regional: another location's are not found
         ctx.vertex_scopes[tenant] = scope
         return tenant, scope
 

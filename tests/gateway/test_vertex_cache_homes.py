@@ -1,0 +1,53 @@
+"""With several Vertex upstreams (a project's regions), a cache lives where its create went, and Vertex keeps caches
+per location: a get, update or delete naming it by its short name (google-genai expands `cachedContents/{id}` with
+the client's own project) must reach that upstream, never the first Vertex upstream of the policy."""
+
+from __future__ import annotations
+
+import pytest
+from google import genai
+from google.genai import errors, types
+from google.oauth2.credentials import Credentials
+
+from prefixgate.policies import hash_key
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.gateway.support_vertex import GEMINI, LOCATION, PROJECT, dated_system
+from tests.support_services import ServerThread
+
+ACME = "pg-vertex-homes-acme-0123"
+
+
+@pytest.fixture
+def gateway(monkeypatch, tmp_path):
+    monkeypatch.setenv("PREFIXGATE_VERTEX_ACCESS_TOKEN", "mock-vertex-token")
+    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "PREFIXGATE_VERTEX_BASE_URL", "PREFIXGATE_MOCK_VERTEX_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    with ServerThread(mock_app(MockContext())) as mock:
+        settings = settings_for(mock.url, tmp_path, vertex_base_url=mock.url)
+        policy = policy_for(settings, {
+            # Europe first: the upstream a call that does not know the cache's home would go to.
+            "upstreams": {"vertex-eu": {"kind": "vertex", "project": PROJECT, "location": "europe-west4", "url": mock.url},
+                          "vertex-us": {"kind": "vertex", "project": PROJECT, "location": LOCATION, "url": mock.url}},
+            "routes": [{"name": "flash", "models": [GEMINI], "targets": [{"upstream": "vertex-us"}]},
+                       {"name": "rest", "models": ["*"], "targets": [{"upstream": "vertex-eu"}]}],
+            "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"}]})
+        with running_gateway(settings, policy=policy) as gw:
+            yield gw.url
+
+
+def test_a_cache_named_by_its_short_name_is_read_updated_and_deleted_where_it_lives(gateway):
+    acme = genai.Client(vertexai=True, project="acme-project", location=LOCATION, credentials=Credentials(ACME),
+                        http_options=types.HttpOptions(base_url=gateway))
+    cache = acme.caches.create(model=GEMINI, config=types.CreateCachedContentConfig(
+        system_instruction=dated_system(0, dated=False), ttl="600s"))
+    assert cache.name.startswith(f"projects/{PROJECT}/locations/{LOCATION}/cachedContents/")
+    short = "cachedContents/" + cache.name.rsplit("/", 1)[1]
+    assert acme.caches.get(name=short).usage_metadata.total_token_count == cache.usage_metadata.total_token_count
+    updated = acme.caches.update(name=short, config=types.UpdateCachedContentConfig(ttl="1200s"))
+    assert updated.expire_time > cache.expire_time
+    acme.caches.delete(name=short)
+    with pytest.raises(errors.ClientError) as gone:
+        acme.caches.get(name=short)
+    assert gone.value.code == 404
