@@ -32,6 +32,7 @@ from prefixgate.gateway.accounting import CLIENT_CLOSED
 from prefixgate.gateway.auth import authenticate
 from prefixgate.gateway.endpoints_models import shape_of
 from prefixgate.gateway.error_response import answer_or_error, error_response
+from prefixgate.gateway.file_quota import FileQuota, file_size
 from prefixgate.gateway.files_upstream import (
     UPLOAD_ANSWER_S,
     files_upstream,
@@ -103,13 +104,18 @@ async def _upload(request: Request, dialect: str) -> Response:
     proxy: Proxy = request.app.state.proxy
     caller = authenticate(request.headers, request.query_params, proxy.keys)   # before a byte is read or sent
     upstream = files_upstream(proxy, caller, dialect)
+    quota: FileQuota = request.app.state.file_quota
+    owner = principal(caller.key)
+    declared = request.headers.get("content-length", "")
+    await quota.check(owner, caller.key.uploads if caller.key else None, int(declared) if declared.isdigit() else None)
     body = await upload_body(request, proxy.body_limits, dialect, proxy.settings.client_timeout_s)
     form = {"content-type": request.headers.get("content-type", "")}
     resp = await send(proxy, request, caller, dialect, upstream, "POST", "/files", "", body, form, UPLOAD_ANSWER_S)
     made = json_object(resp.body)
     if isinstance(made.get("id"), str):
-        proxy.stored_ids.record(FILE, made["id"], principal(caller.key), lifetime_s(made, time.time()),
-                                home=upstream.name)
+        ttl = lifetime_s(made, time.time())
+        proxy.stored_ids.record(FILE, made["id"], owner, ttl, home=upstream.name)
+        await quota.add(owner, made["id"], file_size(made), ttl)
     return Response(resp.body, resp.status, resp.headers, media_type="application/json")
 
 
@@ -171,6 +177,7 @@ async def _owned(request: Request, dialect: str, *, method: str, file_id: str, s
                       stream=download)
     if method == "DELETE" and 200 <= resp.status < 300:
         await proxy.stored_ids.forget(FILE, file_id)
+        await request.app.state.file_quota.remove(principal(caller.key), file_id)   # its share is free again
     if download and resp.chunks is not None:
         return StreamingResponse(resp.chunks, resp.status, resp.headers, media_type="application/octet-stream",
                                  background=BackgroundTask(resp.close))

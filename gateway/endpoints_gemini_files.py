@@ -28,6 +28,7 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.accounting import CLIENT_CLOSED
 from prefixgate.gateway.auth import Caller, authenticate, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
+from prefixgate.gateway.file_quota import file_size
 from prefixgate.gateway.files_upstream import (
     UPLOAD_ANSWER_S,
     files_upstream,
@@ -88,6 +89,8 @@ async def _start(request: Request, version: str) -> Response:
     declared = request.headers.get(GOOG_UPLOAD + "header-content-length", "")
     if declared.isdigit():
         proxy.body_limits.check_upload(int(declared), WIRE.name)
+    await request.app.state.file_quota.check(principal(caller.key), caller.key.uploads if caller.key else None,
+                                             int(declared) if declared.isdigit() else None)
     goog = {k: v for k, v in request.headers.items() if k.startswith(GOOG_UPLOAD)}
     resp = await proxy.upstream.forward(upstream, WIRE, "POST", f"/upload/{version}/files", "", raw,
                                         upstream_credential(upstream, caller, WIRE.name), caller_headers=goog)
@@ -121,6 +124,7 @@ async def _chunk(request: Request, version: str) -> Response:
             ttl = lifetime_s(made, time.time())
             for name in {*gemini_names(made["name"]), str(made.get("uri") or made["name"])}:
                 proxy.stored_ids.record(FILE, name, owner, ttl, home=upstream.name)
+            await request.app.state.file_quota.add(owner, made["name"], file_size(made), ttl)
     return Response(resp.body, resp.status, resp.headers, media_type="application/json")
 
 
@@ -181,6 +185,7 @@ async def owned(request: Request, *, version: str, method: str, name: str) -> Re
     if method == "DELETE" and 200 <= resp.status < 300:
         for each in gemini_names(name):
             await proxy.stored_ids.forget(FILE, each)
+        await request.app.state.file_quota.remove(principal(caller.key), f"files/{name}")
     return Response(resp.body, resp.status, resp.headers, media_type="application/json")
 
 

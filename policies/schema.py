@@ -254,6 +254,14 @@ class RateLimit:
 
 
 @dataclass(frozen=True)
+class UploadLimit:
+    """What the key's party (its tenant, else the key) may keep stored through the Files endpoints (0: no limit)."""
+
+    max_mb: float = 0.0
+    max_files: int = 0
+
+
+@dataclass(frozen=True)
 class CallerKey:
     name: str
     key_sha256: str
@@ -269,6 +277,7 @@ class CallerKey:
     # Provider-side ids (files, vector stores, ...) the operator made outside the gateway for this key's holder:
     # it may name them in requests; every other id the gateway never saw created is a 404 (gateway/provider_ids).
     provider_ids: frozenset[str] = frozenset()
+    uploads: UploadLimit | None = None   # its tenant's stored files, checked at each upload (gateway/file_quota)
 
 
 @dataclass(frozen=True)
@@ -561,7 +570,7 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     spec = _mapping(spec, path)
     _no_plain_secret(spec, path, ("key", "api_key", "secret"), "key_env (a variable holding the key) or key_sha256")
     _only(spec, path, {"name", "key_env", "key_sha256", "tenant", "planner", "routes", "budget", "rate_limit",
-                       "dashboard", "caller_checkpoints", "priority", "provider_ids"})
+                       "dashboard", "caller_checkpoints", "priority", "provider_ids", "uploads"})
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(f"{path}.name: a non-empty string is required")
@@ -612,8 +621,20 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
         raise PolicyError(f"{path}.provider_ids: each entry is a provider-side id as requests name it "
                           f"(vs_..., file-..., files/..., gs://...), got {bad[0]!r}")
     return _prioritised(CallerKey(name, digest, str(spec.get("tenant", "")), planner, allowed, budget, limit, dashboard,
-                     None if caller is None else _caller_checkpoints(caller, path), provider_ids=frozenset(granted)),
+                     None if caller is None else _caller_checkpoints(caller, path), provider_ids=frozenset(granted),
+                     uploads=_uploads(spec.get("uploads"), f"{path}.uploads")),
                         spec, path)
+
+
+def _uploads(value: Any, path: str) -> UploadLimit | None:
+    if value is None:
+        return None
+    spec = _mapping(value, path)
+    _only(spec, path, {"max_mb", "max_files"})
+    if not spec:
+        raise PolicyError(f"{path}: give max_mb (MiB stored) and/or max_files (files stored)")
+    return UploadLimit(_number(spec.get("max_mb", 0), f"{path}.max_mb"),
+                       _count(spec.get("max_files", 0), f"{path}.max_files"))
 
 
 def _caller_checkpoints(value: Any, path: str) -> CallerCheckpoints:

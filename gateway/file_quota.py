@@ -1,0 +1,157 @@
+"""What each party (`ownership.principal`: a tenant, or a key without one) stores through the gateway's Files
+endpoints, against its key's `uploads` limit in the policy (`max_mb`, `max_files`): behind the gateway's one
+provider key every tenant fills one organisation's storage, so one tenant must not take it all.
+
+A file counts from the provider's answer to its upload (its size as the provider gives it) until it is deleted
+through the gateway or expires (its `expires_at`, Gemini's 48 hours). An upload is refused before a byte is
+sent when the party's files already reach the count, or its stored bytes and the upload's declared length pass
+the size (uploads in flight at once are each checked against what is stored, not against one another).
+
+Kept in the ledger's SQLite file and, with `redis_url`, in Redis (one hash and one expiry index per party,
+changed by scripts so replicas agree); while Redis does not answer this replica counts from its own file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+from redis.exceptions import RedisError
+
+from prefixgate.errors import RequestError
+from prefixgate.policies.schema import UploadLimit
+
+_REDIS_ERRORS = (RedisError, OSError)
+PREFIX = "prefixgate:files:stored:"
+BYTES, COUNT = "#bytes", "#count"      # a party's totals, beside one field per file id (its bytes)
+MIB = 1024 * 1024
+# KEYS: the party's hash, its expiry index. ARGV: now. Drops the expired files, answers the totals.
+_USAGE = f"""
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])) do
+  local b = redis.call('HGET', KEYS[1], id)
+  if b then
+    redis.call('HDEL', KEYS[1], id)
+    redis.call('HINCRBY', KEYS[1], '{BYTES}', -tonumber(b))
+    redis.call('HINCRBY', KEYS[1], '{COUNT}', -1)
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+return redis.call('HMGET', KEYS[1], '{BYTES}', '{COUNT}')
+"""
+# ARGV: file id, bytes, expires. Counted once, however often it is added.
+_ADD = f"""
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then
+  redis.call('HINCRBY', KEYS[1], '{BYTES}', ARGV[2])
+  redis.call('HINCRBY', KEYS[1], '{COUNT}', 1)
+end
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+"""
+# ARGV: file id.
+_REMOVE = f"""
+local b = redis.call('HGET', KEYS[1], ARGV[1])
+if b then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  redis.call('HINCRBY', KEYS[1], '{BYTES}', -tonumber(b))
+  redis.call('HINCRBY', KEYS[1], '{COUNT}', -1)
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+"""
+
+
+class Stored(NamedTuple):
+    bytes: int
+    files: int
+
+
+class FileQuota:
+    """A party's stored files and bytes: `check` before an upload, `add` after it, `remove` on its deletion."""
+
+    def __init__(self, sqlite_path: str, redis_url: str = "", clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(sqlite_path, timeout=10, check_same_thread=False, isolation_level=None, uri=True)
+        self._db.execute("CREATE TABLE IF NOT EXISTS stored_files (owner TEXT NOT NULL, id TEXT NOT NULL, "
+                         "bytes INTEGER NOT NULL, expires REAL NOT NULL, PRIMARY KEY (owner, id))")
+        self._redis = None
+        if redis_url:
+            import redis.asyncio as aioredis
+
+            self._redis = aioredis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+            self._usage = self._redis.register_script(_USAGE)
+            self._add = self._redis.register_script(_ADD)
+            self._remove = self._redis.register_script(_REMOVE)
+
+    async def stored(self, owner: str) -> Stored:
+        """What `owner` stores now (expired files not counted)."""
+        if self._redis is not None:
+            try:
+                found = await self._usage(keys=self._keys(owner), args=[self._clock()])
+                return Stored(*(int(v or 0) for v in found))
+            except _REDIS_ERRORS:
+                pass
+        with self._lock:
+            row = self._db.execute("SELECT coalesce(sum(bytes), 0), count(*) FROM stored_files WHERE owner = ? "
+                                   "AND expires >= ?", (owner, self._clock())).fetchone()
+        return Stored(int(row[0]), int(row[1]))
+
+    async def check(self, owner: str | None, limit: UploadLimit | None, declared: int | None) -> None:
+        """A 403 when an upload of `declared` bytes (None: not known yet) would take `owner` past `limit`."""
+        if owner is None or limit is None:
+            return
+        now = await self.stored(owner)
+        if limit.max_files and now.files >= limit.max_files:
+            raise _refused(f"{now.files} files stored, the most this key's tenant may keep is {limit.max_files} "
+                           "(uploads.max_files)")
+        if limit.max_mb and now.bytes + (declared or 0) > limit.max_mb * MIB:
+            raise _refused(f"{now.bytes:,} bytes stored, and this upload's {declared or 0:,} more would pass the "
+                           f"{limit.max_mb:g} MiB ({int(limit.max_mb * MIB):,} bytes) this key's tenant may keep "
+                           "(uploads.max_mb)")
+
+    async def add(self, owner: str | None, ident: str, size: int, ttl_s: float) -> None:
+        if owner is None:
+            return
+        expires = self._clock() + ttl_s
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO stored_files VALUES (?, ?, ?, ?)", (owner, ident, size, expires))
+        if self._redis is not None:
+            try:
+                await self._add(keys=self._keys(owner), args=[ident, size, expires])
+            except _REDIS_ERRORS:
+                pass
+
+    async def remove(self, owner: str | None, ident: str) -> None:
+        if owner is None:
+            return
+        with self._lock:
+            self._db.execute("DELETE FROM stored_files WHERE owner = ? AND id = ?", (owner, ident))
+        if self._redis is not None:
+            try:
+                await self._remove(keys=self._keys(owner), args=[ident])
+            except _REDIS_ERRORS:
+                pass
+
+    async def aclose(self) -> None:
+        with self._lock:
+            self._db.close()
+        if self._redis is not None:
+            await self._redis.aclose()
+
+    def _keys(self, owner: str) -> list[str]:
+        return [f"{PREFIX}{owner}", f"{PREFIX}{owner}:expires"]
+
+
+def _refused(why: str) -> RequestError:
+    return RequestError(f"upload refused: {why}; delete files to upload more", field="file", status=403,
+                        kind="permission")
+
+
+def file_size(made: dict) -> int:
+    """A provider's File's size: OpenAI's `bytes`, Anthropic's `size_bytes`, Gemini's `sizeBytes` (a string)."""
+    size = made.get("bytes", made.get("size_bytes", made.get("sizeBytes")))
+    try:
+        return max(0, int(size))
+    except (TypeError, ValueError):
+        return 0

@@ -1,0 +1,96 @@
+"""A tenant's uploads are bounded by its key's `uploads` in the policy (files and MiB stored), counted in Redis
+so two replicas agree, a deleted file's share freed: behind the gateway's one provider key one tenant could
+otherwise fill the organisation's storage (real openai, anthropic and google-genai SDKs; two gateway replicas
+on one real redis-server, the mock in-process)."""
+
+from __future__ import annotations
+
+import io
+from contextlib import ExitStack
+
+import anthropic
+import openai
+import pytest
+from google import genai
+from google.genai import errors as genai_errors
+
+from prefixgate.policies import PolicyError, hash_key
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.support_services import ServerThread
+
+ACME, ACME_2, BETA, SMALL = "pg-acme-quota-012345", "pg-acme-quota-2-0123", "pg-beta-quota-012345", "pg-small-012345678"
+FILES_BETA = "files-api-2025-04-14"
+POLICY = {
+    "routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
+               {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
+               {"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]}],
+    "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme", "uploads": {"max_files": 2}},
+             {"name": "acme-2", "key_sha256": hash_key(ACME_2), "tenant": "acme", "uploads": {"max_files": 2}},
+             {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
+             {"name": "small", "key_sha256": hash_key(SMALL), "tenant": "small", "uploads": {"max_mb": 0.01}}]}
+
+
+@pytest.fixture
+def replicas(tmp_path, redis_url, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-gateway-own-000000")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-gateway-own-0000")
+    monkeypatch.setenv("GEMINI_API_KEY", "AIzaFilesQuota0000000000000000000000")
+    with ExitStack() as stack:
+        mock = stack.enter_context(ServerThread(mock_app(MockContext()))).url
+        urls = []
+        for name in ("a", "b"):
+            folder = tmp_path / name
+            folder.mkdir()
+            settings = settings_for(mock, folder, redis_url=redis_url)
+            urls.append(stack.enter_context(running_gateway(settings, policy=policy_for(settings, POLICY))).url)
+        yield urls
+
+
+def oai(url: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key)     # the SDK's own retries: a refusal is not retried
+
+
+def test_a_tenants_stored_files_are_bounded_across_replicas(replicas):
+    a, b = replicas
+    kept = [oai(a, ACME).files.create(file=(f"n{i}.txt", b"note"), purpose="user_data") for i in range(2)]
+    # Its third file, through the other replica and its other key: refused in each SDK's format, a 403.
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        oai(b, ACME_2).files.create(file=("n3.txt", b"note"), purpose="user_data")
+    assert "uploads.max_files" in refused.value.message and refused.value.body["param"] == "file"
+    with pytest.raises(anthropic.PermissionDeniedError) as refused:
+        anthropic.Anthropic(base_url=b, api_key=ACME).beta.files.upload(file=("n.txt", b"note", "text/plain"),
+                                                                        betas=[FILES_BETA])
+    assert refused.value.body["error"]["type"] == "permission_error"
+    gemini = genai.Client(api_key=ACME, http_options={"base_url": a})
+    with pytest.raises(genai_errors.ClientError) as refused:
+        gemini.files.upload(file=io.BytesIO(b"note"), config={"mime_type": "text/plain"})
+    assert refused.value.code == 403 and "uploads.max_files" in refused.value.message
+    # Another tenant is not held to acme's files.
+    assert oai(b, BETA).files.create(file=("n.txt", b"note"), purpose="user_data").id
+    # A file deleted (through the other replica) frees its share, for either replica.
+    assert oai(b, ACME_2).files.delete(kept[0].id).deleted is True
+    assert oai(a, ACME).files.create(file=("n3.txt", b"note"), purpose="user_data").id
+
+
+def test_a_tenants_stored_bytes_are_bounded(replicas):
+    a, b = replicas
+    limit = int(0.01 * 1024 * 1024)     # 10,485 bytes
+    first = oai(a, SMALL).files.create(file=("six.txt", b"x" * 6000), purpose="user_data")
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        oai(b, SMALL).files.create(file=("six.txt", b"x" * 6000), purpose="user_data")
+    assert "uploads.max_mb" in refused.value.message
+    assert oai(b, SMALL).files.create(file=("small.txt", b"x" * (limit - 6000 - 1000)), purpose="user_data").id
+    oai(a, SMALL).files.delete(first.id)
+    assert oai(b, SMALL).files.create(file=("six.txt", b"x" * 6000), purpose="user_data").id
+
+
+@pytest.mark.parametrize(("uploads", "error"), [
+    ({"max_mb": -1}, "keys.0.uploads.max_mb"), ({"max_files": 1.5}, "keys.0.uploads.max_files"),
+    ({"max_gb": 1}, "keys.0.uploads.max_gb"), ({}, "keys.0.uploads"), ([1], "keys.0.uploads")])
+def test_an_upload_limit_is_checked_when_the_policy_loads(tmp_path, uploads, error):
+    key = {"name": "k", "key_sha256": hash_key(ACME), "uploads": uploads}
+    with pytest.raises(PolicyError) as refused:
+        policy_for(settings_for("http://127.0.0.1:9", tmp_path), {**POLICY, "keys": [key]})
+    assert error in str(refused.value)
