@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import secrets
 import string
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from prefixgate.dialects.validate import expect, load_body
 from prefixgate.errors import RequestError
 from prefixgate.providers.files import GEMINI, GEMINI_FILE_LIFETIME_S, GEMINI_FILE_URIS, MAX_FILE_BYTES
 from prefixgate.simulation.mock.files import Files, StoredFile, rfc3339
@@ -50,7 +50,7 @@ def add_routes(app: FastAPI, files: Files, account_of: Callable[[Request], str])
         if pending is None:
             raise RequestError(f"upload {upload_id!r} not found", status=404, kind="not_found")
         account = pending.account
-        offset = int(request.headers.get("x-goog-upload-offset", "0") or 0)
+        offset = _bytes(request, "x-goog-upload-offset")
         if offset != len(pending.data):
             raise RequestError(f"X-Goog-Upload-Offset {offset} is not the {len(pending.data)} bytes received so far")
         pending.data += await request.body()
@@ -62,12 +62,12 @@ def add_routes(app: FastAPI, files: Files, account_of: Callable[[Request], str])
 
 
 async def _start(request: Request, version: str, account: str, uploads: dict[str, _Upload]) -> JSONResponse:
-    size = int(request.headers.get("x-goog-upload-header-content-length", "0") or 0)
+    size = _bytes(request, "x-goog-upload-header-content-length")
     if size > MAX_FILE_BYTES[GEMINI]:
         raise RequestError(f"file of {size} bytes is over the {MAX_FILE_BYTES[GEMINI]}-byte limit", status=413,
                            kind="too_large")
     body = await request.body()      # {"file": {"displayName": ...}}, or nothing
-    meta = (json.loads(body) if body else {}).get("file") or {}
+    meta = expect((load_body(body) if body else {}).get("file") or {}, dict, "file")
     upload_id = secrets.token_urlsafe(24)
     uploads[upload_id] = _Upload(account, meta.get("displayName") or meta.get("display_name"),
                                  request.headers.get("x-goog-upload-header-content-type")
@@ -75,6 +75,14 @@ async def _start(request: Request, version: str, account: str, uploads: dict[str
     url = f"{str(request.base_url).rstrip('/')}/upload/{version}/files?upload_id={upload_id}&upload_protocol=resumable"
     return JSONResponse({}, headers={"x-goog-upload-url": url, "x-goog-upload-status": "active",
                                      "x-goog-upload-chunk-granularity": str(CHUNK_GRANULARITY)})
+
+
+def _bytes(request: Request, header: str) -> int:
+    """A byte count or offset header (0 where absent); anything but digits is a 400."""
+    value = request.headers.get(header, "") or "0"
+    if not value.isdigit():
+        raise RequestError(f"{header}: {value!r} is not a number of bytes")
+    return int(value)
 
 
 def _file(upload: _Upload, now: float) -> StoredFile:
