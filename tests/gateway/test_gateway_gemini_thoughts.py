@@ -57,3 +57,13 @@ def test_a_chat_caller_is_told_of_the_thoughts_as_completion_tokens(stack):
     reply = client.chat.completions.create(model="gemini-2.5-flash", messages=[{"role": "user", "content": "Why?"}])
     answer = len(reply.choices[0].message.content.split())       # at least a token a word
     assert reply.usage.completion_tokens >= answer + 64            # the mock's model thinks 64 tokens
+
+
+def test_a_chat_caller_reads_the_thoughts_as_its_reasoning_tokens(stack):
+    url, _ = stack
+    client = openai.OpenAI(api_key="pg-thoughts", base_url=url + "/v1", max_retries=0)
+    ask = {"model": "gemini-2.5-flash", "messages": [{"role": "user", "content": "Why?"}]}
+    reply = client.chat.completions.create(**ask)
+    assert reply.usage.completion_tokens_details.reasoning_tokens == 64     # the mock's model thinks 64 tokens
+    chunks = list(client.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}))
+    assert chunks[-1].usage.completion_tokens_details.reasoning_tokens == 64
