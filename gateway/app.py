@@ -83,9 +83,6 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
         try:
             yield
         finally:
-            # This replica's budget holds released now: left to expire, they block their keys on every replica
-            # for HOLD_S (a rolling restart's worth of requests in flight).
-            await app.state.proxy.limits.aclose()
             await app.state.proxy.aclose()
             await app.state.file_quota.aclose()
             if tracing is not None:

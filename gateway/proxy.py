@@ -203,12 +203,15 @@ class Proxy:
 
     async def aclose(self) -> None:
         await self.keepalive.aclose()
+        await self.caches.aclose()
+        # What this replica still holds of keys' budgets, released now (once nothing here can admit more): left
+        # to expire, a rolling restart's holds would block their keys on every replica for HOLD_S.
+        await self.limits.aclose()
         await self.upstream.aclose()
         await self.counters.close()
         await self.stored_ids.aclose()
         await self.response_cache.close()
         await self.sticky.aclose()
-        await self.caches.aclose()
         self.ledger.close()
         if self.kv_index is not None:
             self.kv_index.close()
