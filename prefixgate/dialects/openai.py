@@ -550,8 +550,10 @@ def _content(parts: list[Part], claude: bool) -> Any:
     return out
 
 
+# Compatible servers add their own: vLLM ends an aborted stream with "abort" (vllm-project/vllm#57082), Together a
+# failed one with "error"; neither answer is whole.
 FINISH_FROM = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
-               "content_filter": "content_filter"}
+               "content_filter": "content_filter", "abort": "content_filter", "error": "content_filter"}
 FINISH_TO = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "content_filter": "content_filter"}
 
 

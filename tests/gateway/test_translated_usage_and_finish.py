@@ -65,6 +65,16 @@ def test_a_failed_gemini_answer_is_not_a_stop_for_chat_or_claude_callers(reason)
     assert ("finish", "content_filter", reason) in ge.WIRE.read_deltas(body)
 
 
+@pytest.mark.parametrize("reason", ["abort", "error"])
+def test_an_aborted_compatible_stream_is_not_a_stop_for_a_claude_caller(reason):
+    # vLLM ends a stream its engine aborted with finish_reason "abort" (vllm-project/vllm#57082): the answer was cut.
+    chunk = {"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}
+    writer = wire_format("anthropic").stream_writer("m")
+    out = writer.write(oa.WIRE.read_deltas(chunk)) + writer.finish(None)
+    stops = [e.json()["delta"]["stop_reason"] for e in parse_sse(split_lines([out])) if e.json()["type"] == "message_delta"]
+    assert stops == ["refusal"]
+
+
 @pytest.mark.parametrize("reason", FAILED_CONVERSE)
 def test_a_failed_converse_answer_is_not_a_stop_for_chat_or_gemini_callers(reason):
     converse = wire_format("bedrock_converse")
