@@ -322,9 +322,28 @@ class ExplicitCaches:
                                                      compact_bytes(body) if body is not None else b"", entry.credential)
             return json.loads(resp.body or b"{}")
         except (UpstreamFailure, ValueError) as e:
+            if isinstance(e, UpstreamFailure) and e.status is None and not e.connect_failed:
+                # No answer: Google may have made the call all the same (an extension it bills, a deletion that
+                # ended the cache). What it holds now says which.
+                held = await self._held(entry, path)
+                if held is not None and method == "PATCH" and held:
+                    return held     # its expiry: extended or not
+                if held is not None and method == "DELETE" and not held:
+                    return {}       # deleted
             # Gone already (expired, or deleted by its owner through the gateway): nothing left to look after.
             log.warning("explicit caches: %s %s failed: %s", method, entry.name, getattr(e, "message", type(e).__name__))
             self.entries.pop(entry.name, None)
+            return None
+
+    async def _held(self, entry: Entry, path: str) -> dict | None:
+        """The cache as Google holds it now ({} once gone: Gemini's 403, Vertex's 404), or None if unknown."""
+        try:
+            resp = await self.proxy.upstream.forward(entry.upstream, entry.wire, "GET", path, "", b"", entry.credential)
+            found = json.loads(resp.body or b"{}")
+            return found if isinstance(found, dict) and found.get("expireTime") else None
+        except UpstreamFailure as e:
+            return {} if e.status in (403, 404) else None
+        except ValueError:
             return None
 
     async def _record(self, entry: Entry, kind: str, seconds: float, note: str, held: Reservation = Reservation()) -> None:
