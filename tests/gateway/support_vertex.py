@@ -9,10 +9,12 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 PROJECT, LOCATION = "gw-project", "us-east5"
+STATIC_TOKEN = "mock-vertex-token"      # what the mock's Vertex takes as the gateway's access token
 CLAUDE = "claude-sonnet-4-6@20250929"
 GEMINI = "gemini-3.5-flash"
 MTOK = Decimal(1_000_000)
@@ -28,6 +30,16 @@ RULES = "\n".join(f"Rule {i}: answer warehouse questions from the shipping manua
 # A fresh prefix per test run (the mock's caches start cold for it), in words: an id would itself be volatile.
 SESSION = "Desk motto: " + " ".join(random.Random().sample(["amber", "birch", "cedar", "delta", "ember", "fjord",
                                                              "grove", "heron", "inlet", "juniper"], 6)) + "."
+
+
+def use_mock_vertex(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gateway's Vertex upstream in PROJECT and LOCATION with the mock's token, whatever this machine's
+    environment names (a credentials file, another Vertex URL)."""
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PROJECT)
+    monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", LOCATION)
+    monkeypatch.setenv("PREFIXGATE_VERTEX_ACCESS_TOKEN", STATIC_TOKEN)
+    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "PREFIXGATE_VERTEX_BASE_URL", "PREFIXGATE_MOCK_VERTEX_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def dated_system(at: float, *, dated: bool = True) -> str:

@@ -29,25 +29,22 @@ from tests.gateway.support_vertex import (
     GEMINI,
     LOCATION,
     PROJECT,
+    STATIC_TOKEN,
     claude_golden,
     dated_system,
     gemini_golden,
     service_account_file,
+    use_mock_vertex,
 )
 from tests.gateway.test_gateway_explicit_cache import long_gap_history
 from tests.support_services import ServerThread, wait_until
 
 pytestmark = pytest.mark.slow
-STATIC_TOKEN = "mock-vertex-token"
 
 
 @pytest.fixture
 def vertex_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PROJECT)
-    monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", LOCATION)
-    monkeypatch.setenv("PREFIXGATE_VERTEX_ACCESS_TOKEN", STATIC_TOKEN)
-    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "PREFIXGATE_VERTEX_BASE_URL", "PREFIXGATE_MOCK_VERTEX_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
+    use_mock_vertex(monkeypatch)
 
 
 @pytest.fixture

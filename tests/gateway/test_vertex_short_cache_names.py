@@ -16,7 +16,7 @@ from prefixgate.policies import hash_key
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
-from tests.gateway.support_vertex import GEMINI, LOCATION, PROJECT, dated_system
+from tests.gateway.support_vertex import GEMINI, LOCATION, dated_system, use_mock_vertex
 from tests.support_services import ServerThread
 
 ACME, BETA = "pg-vertex-short-acme-0123", "pg-vertex-short-beta-0123"
@@ -24,11 +24,7 @@ ACME, BETA = "pg-vertex-short-acme-0123", "pg-vertex-short-beta-0123"
 
 @pytest.fixture
 def gateway(monkeypatch, tmp_path):
-    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PROJECT)
-    monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", LOCATION)
-    monkeypatch.setenv("PREFIXGATE_VERTEX_ACCESS_TOKEN", "mock-vertex-token")
-    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "PREFIXGATE_VERTEX_BASE_URL", "PREFIXGATE_MOCK_VERTEX_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
+    use_mock_vertex(monkeypatch)
     with ServerThread(mock_app(MockContext())) as mock:
         settings = settings_for(mock.url, tmp_path, vertex_base_url=mock.url)
         policy = policy_for(settings, {
