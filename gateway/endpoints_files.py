@@ -8,8 +8,8 @@ SDK's error shape. An upload goes to the first upstream of the key's routes that
 needs its length) within `BodyLimits.check_upload`. The id it answers is recorded as the caller's tenant's,
 with the upstream that holds it (`stored_ids`, kind `file`: what `provider_ids` checks a model request
 against). Metadata, `/content` and DELETE of an id the tenant does not own are the provider's own 404, never
-forwarded; a list is filtered to the tenant's files, pages of others' files skipped, its opaque cursor sealed
-(`sealed`). Uploads are free at both providers: nothing is written to the ledger.
+forwarded; a list (`files_list`) covers every account the key's routes reach, filtered to the tenant's files,
+pages of others' files skipped, its opaque cursor sealed (`sealed`). Uploads are free at both providers: nothing is written to the ledger.
 """
 
 from __future__ import annotations
@@ -17,17 +17,16 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from urllib.parse import urlencode
 
 from fastapi import APIRouter
 from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
-from prefixgate.compact_json import compact_bytes
-from prefixgate.dialects import anthropic, gemini
+from prefixgate.dialects import gemini
 from prefixgate.errors import RequestError
 from prefixgate.gateway import endpoints_gemini_files as gemini_files
+from prefixgate.gateway import files_list
 from prefixgate.gateway.accounting import CLIENT_CLOSED
 from prefixgate.gateway.auth import authenticate
 from prefixgate.gateway.endpoints_models import shape_of
@@ -39,8 +38,6 @@ from prefixgate.gateway.files_upstream import (
     json_object,
     lifetime_s,
     may_touch,
-    opened_cursor,
-    sealed_cursor,
     send,
     upload_body,
 )
@@ -48,10 +45,9 @@ from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import FILE
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.model_ids import STORED_ID, path_model
-from prefixgate.providers.files import FILE_KINDS, LIST_QUERY, file_not_found
+from prefixgate.providers.files import FILE_KINDS, file_not_found
 
 router = APIRouter()
-MAX_LIST_PAGES = 50         # upstream pages of other tenants' files one list call skips at most
 
 
 @router.post("/v1/files")
@@ -64,7 +60,7 @@ async def upload(request: Request) -> Response:
 
 @router.get("/v1/files")
 async def listed(request: Request) -> Response:
-    return await _answer(request, _list, partial(gemini_files.list_files, version="v1"))
+    return await _answer(request, files_list.listed, partial(gemini_files.list_files, version="v1"))
 
 
 @router.get("/v1/files/{file_id}")
@@ -117,48 +113,6 @@ async def _upload(request: Request, dialect: str) -> Response:
         proxy.stored_ids.record(FILE, made["id"], owner, ttl, home=upstream.name)
         await quota.add(owner, made["id"], file_size(made), ttl)
     return Response(resp.body, resp.status, resp.headers, media_type="application/json")
-
-
-async def _list(request: Request, dialect: str) -> Response:
-    proxy: Proxy = request.app.state.proxy
-    caller = authenticate(request.headers, request.query_params, proxy.keys)
-    upstream = files_upstream(proxy, caller, dialect)
-    owner = principal(caller.key)
-    query: list[tuple[str, str]] | None = [(k, opened_cursor(proxy, v) if k == "page" and owner is not None else v)
-                                           for k, v in request.query_params.multi_items() if k in LIST_QUERY[dialect]]
-    kept: list[dict] = []
-    for _ in range(MAX_LIST_PAGES):
-        resp = await send(proxy, request, caller, dialect, upstream, "GET", "/files", urlencode(query or []), b"")
-        if owner is None:       # an open gateway: one party, the provider's page as it is
-            return Response(resp.body, resp.status, resp.headers, media_type="application/json")
-        page = json_object(resp.body)
-        items = [i for i in page.get("data") or () if isinstance(i, dict)]
-        kept += await proxy.stored_ids.only_own(FILE, items, lambda f: str(f.get("id", "")), owner)
-        query = _next_query(query or [], page, items, dialect)
-        if kept or query is None:
-            break
-    # The cursors are the tenant's own files' (the SDKs page on from the last one), never another tenant's id;
-    # an opaque one (the provider's `next_page`, which may spell out the id of the page's last file) is sealed.
-    page.update(data=kept, first_id=kept[0]["id"] if kept else None, last_id=kept[-1]["id"] if kept else None)
-    if page.get("next_page"):
-        page["next_page"] = sealed_cursor(proxy, str(page["next_page"]))
-    return Response(compact_bytes(page), resp.status, resp.headers, media_type="application/json")
-
-
-def _next_query(query: list[tuple[str, str]], page: dict, items: list[dict], dialect: str
-                ) -> list[tuple[str, str]] | None:
-    """The query for the upstream's next page after `page` (None: it was the last), in the direction asked."""
-    if not page.get("has_more") and not page.get("next_page"):
-        return None
-    rest = [(k, v) for k, v in query if k not in ("after", "after_id", "before_id", "page")]
-    if page.get("next_page"):
-        return [*rest, ("page", str(page["next_page"]))]
-    if any(k == "before_id" for k, _ in query):
-        cursor, name = page.get("first_id") or (items[0].get("id") if items else None), "before_id"
-    else:
-        cursor = page.get("last_id") or (items[-1].get("id") if items else None)
-        name = "after_id" if dialect == anthropic.WIRE.name else "after"
-    return [*rest, (name, str(cursor))] if cursor else None
 
 
 async def _owned(request: Request, dialect: str, *, method: str, file_id: str, suffix: str) -> Response:

@@ -50,17 +50,24 @@ def opened_cursor(proxy: Proxy, cursor: str, field: str = "page") -> str:
 
 
 def files_upstream(proxy: Proxy, caller: Caller, dialect: str) -> Upstream:
-    """Where the caller's files live: the first upstream of the key's routes that is the provider's own API."""
-    key = caller.key
+    """Where the caller's files go: the first upstream of the key's routes that is the provider's own API."""
+    return files_upstreams(proxy, caller, dialect)[0]
+
+
+def files_upstreams(proxy: Proxy, caller: Caller, dialect: str) -> list[Upstream]:
+    """Every account the key's routes reach that is the provider's own API (one upstream each), in policy order."""
+    key, found = caller.key, {}
     for route in proxy.policy.routes:
         if key is not None and key.routes and route.name not in key.routes:
             continue
         for ref in route.targets:
             for name in ref.upstreams:
                 if proxy.policy.upstreams[name].kind in FILE_KINDS[dialect]:
-                    return proxy.policy.upstreams[name]
-    raise RequestError(f"no route of this key reaches {PROVIDER_NAMES[dialect]}'s own API, which would hold its "
-                       "files", status=403, kind="permission")
+                    found.setdefault(name, proxy.policy.upstreams[name])
+    if not found:
+        raise RequestError(f"no route of this key reaches {PROVIDER_NAMES[dialect]}'s own API, which would hold "
+                           "its files", status=403, kind="permission")
+    return list(found.values())
 
 
 async def may_touch(proxy: Proxy, caller: Caller, file_id: str, method: str) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import anthropic
 import openai
 import pytest
 
@@ -26,21 +27,26 @@ def mock(monkeypatch) -> Iterator[str]:
     """The mock, where upstreams openai-a and openai-b are two accounts (two keys)."""
     monkeypatch.setenv("OPENAI_KEY_A", ACCOUNT_A)
     monkeypatch.setenv("OPENAI_KEY_B", ACCOUNT_B)
+    monkeypatch.setenv("CLAUDE_KEY_A", "sk-ant-account-a-0000")
+    monkeypatch.setenv("CLAUDE_KEY_B", "sk-ant-account-b-0000")
     with ServerThread(mock_app(MockContext())) as server:
         yield server.url
 
 
 @contextmanager
-def gateway(tmp_path, mock: str, routes: list[dict], granted: tuple[str, ...] = ()) -> Iterator[str]:
+def gateway(tmp_path, mock: str, routes: list[dict], granted: tuple[str, ...] = (), keys: tuple[dict, ...] = ()
+            ) -> Iterator[str]:
     settings = settings_for(mock, tmp_path)
     policy = policy_for(settings, {
         "upstreams": {"openai-a": {"kind": "openai", "url": mock + "/v1", "api_key_env": "OPENAI_KEY_A"},
-                      "openai-b": {"kind": "openai", "url": mock + "/v1", "api_key_env": "OPENAI_KEY_B"}},
+                      "openai-b": {"kind": "openai", "url": mock + "/v1", "api_key_env": "OPENAI_KEY_B"},
+                      "claude-a": {"kind": "anthropic", "url": mock, "api_key_env": "CLAUDE_KEY_A"},
+                      "claude-b": {"kind": "anthropic", "url": mock, "api_key_env": "CLAUDE_KEY_B"}},
         "routes": routes,
         "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"},
                  {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
                  {"name": "granted", "key_sha256": hash_key(GRANTED), "tenant": "gamma",
-                  "provider_ids": list(granted)}]})
+                  "provider_ids": list(granted)}, *keys]})
     with running_gateway(settings, policy=policy) as gw:
         yield gw.url
 
@@ -92,3 +98,37 @@ def test_a_granted_file_is_the_keys_to_read_but_not_to_delete(tmp_path, mock):
         assert operator.files.retrieve(made.id).id == made.id
         with pytest.raises(openai.NotFoundError):     # another key, of another tenant
             client(gw, BETA).files.retrieve(made.id)
+
+
+ACME_ON_B = "pg-acme-on-b-01234567"
+SPLIT = [{"name": "a", "models": ["gpt-5.4", "claude-sonnet-5-5"],
+          "targets": [{"upstream": "openai-a"}, {"upstream": "claude-a"}]},
+         {"name": "b", "models": ["gpt-5.4-mini", "claude-haiku-4-5"],
+          "targets": [{"upstream": "openai-b"}, {"upstream": "claude-b"}]}]
+FILES_BETA = "files-api-2025-04-14"
+
+
+def test_a_list_reaches_every_account_the_keys_routes_reach(tmp_path, mock):
+    on_b = {"name": "acme-on-b", "key_sha256": hash_key(ACME_ON_B), "tenant": "acme", "routes": ["b"]}
+    with gateway(tmp_path, mock, SPLIT, keys=(on_b,)) as gw:
+        # acme's files in both accounts (a key reaching only B uploads there), beta's between them in A.
+        mine = {client(gw, ACME).files.create(file=(f"a{i}.txt", b"a"), purpose="user_data").id for i in range(3)}
+        others = {client(gw, BETA).files.create(file=(f"x{i}.txt", b"x"), purpose="user_data").id for i in range(2)}
+        mine |= {client(gw, ACME_ON_B).files.create(file=(f"b{i}.txt", b"b"), purpose="user_data").id
+                 for i in range(2)}
+        assert {f.id for f in client(gw, ACME).files.list()} == mine
+        assert {f.id for f in client(gw, ACME).files.list(limit=1)} == mine        # paged one by one
+        assert {f.id for f in client(gw, BETA).files.list(limit=1)} == others
+        # A key whose routes reach account B alone lists B's.
+        assert len({f.id for f in client(gw, ACME_ON_B).files.list()}) == 2
+
+        def claude(key: str) -> anthropic.Anthropic:
+            return anthropic.Anthropic(base_url=gw, api_key=key, max_retries=0)
+
+        mine = {claude(ACME).beta.files.upload(file=(f"a{i}.txt", b"a", "text/plain"), betas=[FILES_BETA]).id
+                for i in range(3)}
+        claude(BETA).beta.files.upload(file=("x.txt", b"x", "text/plain"), betas=[FILES_BETA])
+        mine |= {claude(ACME_ON_B).beta.files.upload(file=(f"b{i}.txt", b"b", "text/plain"), betas=[FILES_BETA]).id
+                 for i in range(2)}
+        for limit in (20, 2):       # the SDK pages with the opaque `page` cursor
+            assert {f.id for f in claude(ACME).beta.files.list(limit=limit, betas=[FILES_BETA])} == mine

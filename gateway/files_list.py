@@ -1,0 +1,119 @@
+"""`GET /v1/files` (OpenAI's and Anthropic's list) across every account the key's routes reach: each account's
+files in turn (in policy order; within one account, the order asked), filtered to the caller's tenant's.
+
+An upload lands in the first account (`files_upstream`), but a tenant's files may live in several: a key whose
+routes reach two OpenAI accounts, or a file uploaded through another key of the tenant. A page is the tenant's
+files from one account; when that account has no more, the list goes on with the next account's first page, so
+`has_more` stays true until the last account is done (a page never mixes two accounts, and `order` sorts
+within each account, not across them). Pages of other tenants' files are skipped (at most `MAX_LIST_PAGES` a
+call). A cursor names where it goes on: `after`/`after_id`/`before_id` is a file whose account the gateway
+recorded (its home); the opaque `page` (Anthropic's SDK pages with it) seals the account and the provider's
+own cursor (`sealed`), which may spell out another tenant's id. `before_id` pages backwards within its
+account only. An open gateway with one account gets that account's page as the provider sent it.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from prefixgate.compact_json import compact_bytes
+from prefixgate.dialects import anthropic
+from prefixgate.errors import RequestError
+from prefixgate.gateway.auth import authenticate
+from prefixgate.gateway.files_upstream import files_upstreams, json_object, opened_cursor, sealed_cursor, send
+from prefixgate.gateway.ownership import principal
+from prefixgate.gateway.provider_ids import FILE
+from prefixgate.gateway.proxy import Proxy
+from prefixgate.policies import Upstream
+from prefixgate.providers.files import LIST_QUERY
+
+MAX_LIST_PAGES = 50         # upstream pages of other tenants' files one list call skips at most
+CURSORS = ("after", "after_id", "before_id", "page")
+Query = list[tuple[str, str]]
+
+
+async def listed(request: Request, dialect: str) -> Response:
+    proxy: Proxy = request.app.state.proxy
+    caller = authenticate(request.headers, request.query_params, proxy.keys)
+    accounts = files_upstreams(proxy, caller, dialect)
+    owner = principal(caller.key)
+    asked = [(k, v) for k, v in request.query_params.multi_items() if k in LIST_QUERY[dialect]]
+    if owner is None and len(accounts) == 1:    # an open gateway: one party, the provider's page as it is
+        resp = await send(proxy, request, caller, dialect, accounts[0], "GET", "/files", urlencode(asked), b"")
+        return Response(resp.body, resp.status, resp.headers, media_type="application/json")
+    at, query = await _resumed(proxy, accounts, asked)
+    backwards = any(k == "before_id" for k, _ in asked)
+    kept: list[dict] = []
+    for _ in range(MAX_LIST_PAGES):
+        resp = await send(proxy, request, caller, dialect, accounts[at], "GET", "/files", urlencode(query or []), b"")
+        page = json_object(resp.body)
+        items = [i for i in page.get("data") or () if isinstance(i, dict)]
+        kept += await proxy.stored_ids.only_own(FILE, items, lambda f: str(f.get("id", "")), owner)
+        query = _next_query(query or [], page, items, dialect)
+        if query is None and not backwards and at + 1 < len(accounts):
+            at, query = at + 1, _uncursored(asked)     # this account is done: the next one's first page
+        if kept or query is None:
+            break
+    # The cursors are the tenant's own files' (the SDKs page on from the last one), never another tenant's id;
+    # the opaque one names the account and seals the provider's (which may spell out the id of another's file).
+    page.update(data=kept, first_id=kept[0]["id"] if kept else None, last_id=kept[-1]["id"] if kept else None,
+                has_more=query is not None)
+    if "next_page" in page or dialect == anthropic.WIRE.name:
+        page["next_page"] = _sealed(proxy, accounts[at], query) if query is not None else None
+    return Response(compact_bytes(page), resp.status, resp.headers, media_type="application/json")
+
+
+async def _resumed(proxy: Proxy, accounts: list[Upstream], asked: Query) -> tuple[int, Query]:
+    """(the account a list call starts in, its query there): where its cursor left off, else the first's start."""
+    names = [a.name for a in accounts]
+    for k, v in asked:
+        if k == "page":
+            account, cursor = _opened(proxy, v)
+            if account is not None and account not in names:
+                raise RequestError("page: not a page cursor for this key's accounts (pass the list's back as it "
+                                   "is)", field="page")
+            return names.index(account) if account else 0, [*_uncursored(asked), *cursor]
+        if k in CURSORS:
+            home = await proxy.stored_ids.find_home(FILE, v)
+            return (names.index(home) if home in names else 0), asked
+    return 0, asked
+
+
+def _uncursored(query: Query) -> Query:
+    return [(k, v) for k, v in query if k not in CURSORS]
+
+
+def _sealed(proxy: Proxy, account: Upstream, query: Query) -> str:
+    return sealed_cursor(proxy, json.dumps([account.name, [(k, v) for k, v in query if k in CURSORS]]))
+
+
+def _opened(proxy: Proxy, cursor: str) -> tuple[str | None, Query]:
+    """(account, cursor parameters) sealed in `cursor`; one sealed before cursors named an account is the
+    provider's own `page`, in the first account."""
+    found = opened_cursor(proxy, cursor)
+    try:
+        account, pairs = json.loads(found)
+        if isinstance(account, str) and all(k in CURSORS and isinstance(v, str) for k, v in pairs):
+            return account, [(k, v) for k, v in pairs]
+    except (ValueError, TypeError):
+        pass
+    return None, [("page", found)]
+
+
+def _next_query(query: Query, page: dict, items: list[dict], dialect: str) -> Query | None:
+    """The query for the account's next page after `page` (None: it was the last), in the direction asked."""
+    if not page.get("has_more") and not page.get("next_page"):
+        return None
+    rest = _uncursored(query)
+    if page.get("next_page"):
+        return [*rest, ("page", str(page["next_page"]))]
+    if any(k == "before_id" for k, _ in query):
+        cursor, name = page.get("first_id") or (items[0].get("id") if items else None), "before_id"
+    else:
+        cursor = page.get("last_id") or (items[-1].get("id") if items else None)
+        name = "after_id" if dialect == anthropic.WIRE.name else "after"
+    return [*rest, (name, str(cursor))] if cursor else None
