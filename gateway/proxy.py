@@ -364,6 +364,10 @@ class Proxy:
             if named.kind == FILE and (home := await self.stored_ids.find_home(FILE, named.ident)) is not None:
                 call.home = home
                 break
+        cached = cache_id(call.conv.params.get("cachedContent") or call.conv.params.get("cached_content") or "")
+        if call.home is None and cached:
+            # So does an explicit cache (in one project and location, or one Gemini API key's project).
+            call.home = await self.stored_ids.find_home(CACHE, cached)
 
     async def _send(self, call: Call, prep: Prepared, timeout_s: float) -> UpstreamResponse:
         """One attempt at `prep`'s upstream, with its own client span when the request is traced."""
