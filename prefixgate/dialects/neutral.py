@@ -121,7 +121,7 @@ class StreamWriter:
         self.model, self.include_usage = model, include_usage
         self.started = False
         self.finish_reason = "stop"     # neutral
-        self.opened: set[Any] = set()   # the target's indexes of the calls opened
+        self.opened: dict[Any, str] = {}    # the target's index of each call opened -> its id
 
     def write(self, deltas: list[Delta]) -> bytes:
         out = []
@@ -132,9 +132,10 @@ class StreamWriter:
             if d[0] == "call":
                 # Calls are told apart by index, as the OpenAI SDK merges them: a compatible server (LiteLLM's
                 # proxy) repeats the call's id on every chunk, which is the same call going on, not a new one.
-                if d[1] in self.opened:
+                # (A new id at an index already open is a new call: servers that send no index say 0 for each.)
+                if d[1] in self.opened and d[2] in ("", self.opened[d[1]]):
                     continue
-                self.opened.add(d[1])
+                self.opened[d[1]] = d[2]
             if not self.started:
                 self.started = True
                 out.append(self._start())

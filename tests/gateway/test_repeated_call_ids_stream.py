@@ -37,3 +37,14 @@ def test_the_response_cache_keeps_the_whole_arguments():
     for c in CHUNKS:
         answer.feed(oa.WIRE.read_deltas(c), oa.WIRE)
     assert list(answer.calls.values()) == [["call_abc", "search", '{"query":"hello"}']]
+
+
+def test_calls_without_an_index_but_with_their_own_ids_stay_apart_for_a_claude_caller():
+    # A server that sends no `index` (read as 0) streams each call whole, with an id of its own.
+    chunks = [{"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"id": ident, "type": "function", "function": {"name": "weather", "arguments": f'{{"city": "{city}"}}'}}]}}]}
+        for ident, city in (("call_1", "Oslo"), ("call_2", "Rome"))]
+    writer = an.WIRE.stream_writer("claude-sonnet-5-5")
+    out = b"".join(writer.write(oa.WIRE.read_deltas(c)) for c in chunks) + writer.finish(Usage(uncached_input=4, output=9))
+    events = [e.json() for e in parse_sse(split_lines([out]))]
+    assert [e["content_block"]["id"] for e in events if e["type"] == "content_block_start"] == ["call_1", "call_2"]
