@@ -59,6 +59,7 @@ CONTROL = "x-prefixgate-response-cache-control"         # the request: skip-read
 CONTROLS = ("skip-read", "skip-write", "refresh")
 TRANSPORT = ("stream", "stream_options")                # body fields that change how an answer travels, not what it says
 VERSION = 2                                              # of the key and entry layout: a change misses old entries
+MAX_UNFORGOTTEN = 10_000                                 # deleted answers kept to forget once Redis answers again
 
 
 # The standard request directives (RFC 9111 5.2.1) in the cache's own words: no-store, never store the answer
@@ -190,8 +191,8 @@ class Answer:
         for d in deltas:
             if d[0] == "text":
                 self.text.append(d[1])
-            elif d[0] == "call":
-                self.calls.setdefault(d[1], [d[2], d[3], ""])   # a repeat of an open call continues it
+            elif d[0] == "call" and not (d[1] in self.calls and d[2] in ("", self.calls[d[1]][0])):
+                self.calls[d[1]] = [d[2], d[3], ""]     # a repeat of an open call's id continues it (neutral.StreamWriter)
             elif d[0] == "args" and d[1] in self.calls:
                 self.calls[d[1]][2] += d[2]
             elif d[0] == "finish":
@@ -231,6 +232,7 @@ class ResponseCache:
     def __init__(self, redis_url: str, registry: CollectorRegistry) -> None:
         self._redis = RedisStore(redis_url) if redis_url else None
         self._memory: dict[str, MemoryStore] = {}
+        self._unforgotten: dict[str, None] = {}     # deleted answers whose forget Redis missed, oldest first
         r = registry
         self.lookups = Counter("prefixgate_response_cache_lookups", "Response cache outcomes per request",
                                ("route", "result"), registry=r)
@@ -284,6 +286,7 @@ class ResponseCache:
                                               models=models))
         store = self._store(call.route.name, policy)
         try:
+            await self._forget_missed()
             raw = await store.get(key)
         except StoreError as e:
             log.warning("response cache: store unreachable on route %s (%s); request goes upstream", call.route.name, e)
@@ -357,12 +360,26 @@ class ResponseCache:
         """An answer deleted upstream through the gateway (a stored response, an interaction): no entry hands
         out its id again, nor answers a request continuing it (on a keyed gateway its owner check refuses one
         first; an open gateway has none); the next such request goes upstream."""
-        for store in [self._redis] if self._redis is not None else list(self._memory.values()):
-            try:
+        if self._redis is None:
+            for store in self._memory.values():
                 await store.forget(ident)
-            except StoreError as e:
-                log.warning("response cache: could not drop the entry of deleted answer %s (%s); it may be replayed "
-                            "until its TTL", ident, e)
+            return
+        self._unforgotten[ident] = None
+        while len(self._unforgotten) > MAX_UNFORGOTTEN:
+            del self._unforgotten[next(iter(self._unforgotten))]
+        try:
+            await self._forget_missed()
+        except StoreError as e:
+            log.warning("response cache: could not drop the entry of deleted answer %s (%s); dropped once Redis "
+                        "answers, and nothing is served from it until then", ident, e)
+
+    async def _forget_missed(self) -> None:
+        """Drop the entries of deleted answers Redis missed; raises StoreError while it still does not answer (a
+        lookup then goes upstream: an entry still there would hand out a deleted answer)."""
+        while self._unforgotten and self._redis is not None:
+            ident = next(iter(self._unforgotten))
+            await self._redis.forget(ident)
+            self._unforgotten.pop(ident, None)
 
     # ---- after the upstream ---------------------------------------------------------------------
 

@@ -1,14 +1,17 @@
 """The response cache on an open gateway (no keys: each caller brings its own provider key) and answers deleted
-through it: a request continuing a deleted response must go upstream (which refuses it), never be replayed from
+through it, whatever Redis was doing then: a request continuing a deleted response must go upstream (which refuses it), never be replayed from
 an entry stored while that response existed. A keyed gateway refuses it before the lookup (the id's owner is
 forgotten); an open one has no owners to forget. Driven with the real openai client against mock-providers."""
 
 from __future__ import annotations
 
+import signal
+
 import openai
 import pytest
 
 from tests.gateway.support_response_cache import cache_stack
+from tests.gateway.test_counters_outage_memory import stoppable_redis  # noqa: F401  (a fixture)
 
 CACHE = "x-prefixgate-response-cache"
 
@@ -33,3 +36,21 @@ def test_a_request_continuing_a_response_deleted_through_an_open_gateway_is_not_
         with pytest.raises(openai.BadRequestError, match="not found"):
             client.responses.create(**follow)
         assert len(up.posts) == 3
+
+
+def test_a_response_deleted_while_redis_blipped_is_never_replayed_once_it_answers(tmp_path, stoppable_redis):  # noqa: F811
+    # The DELETE reaches OpenAI, but Redis (where the entry lives, for every replica) does not answer the forget:
+    # the entry used to stay, handing out the deleted id for its whole TTL.
+    proc, url = stoppable_redis
+    with cache_stack(tmp_path, open_policy(), redis_url=url) as (up, gw, _):
+        client = openai.OpenAI(api_key="sk-caller-own-key", base_url=gw.url + "/v1", max_retries=0)
+        ask = dict(model="gpt-5.4", input="Name a prime number.")
+        first = client.responses.create(**ask)
+        assert client.responses.create(**ask).id == first.id and len(up.posts) == 1     # a hit
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            client.responses.delete(first.id)
+        finally:
+            proc.send_signal(signal.SIGCONT)       # Redis answers again
+        raw = client.responses.with_raw_response.create(**ask)
+        assert raw.headers[CACHE] == "miss" and raw.parse().id != first.id and len(up.posts) == 2
