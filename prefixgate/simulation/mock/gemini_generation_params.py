@@ -13,10 +13,14 @@
   model only works in thinking mode." (2.5 Pro and 3.1 Pro alike). `thinkingLevel` is Gemini 3's; a model before
   3 answers it with "Thinking level is not supported for this model.". Gemini 3's own budget ranges are not
   published, so only its Pro's zero is checked.
+- A value of the wrong JSON type is the API's proto3 JSON parse error, a 400 INVALID_ARGUMENT `Invalid value at
+  'generation_config.temperature' (TYPE_FLOAT), "hot"` (a message field: the message's type URL instead); a number
+  written as a string ("0.5") is valid proto3 JSON, so this check lets it by.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -27,22 +31,53 @@ MAX_CANDIDATES = 8
 # (lowest, highest) thinking budget by model family, where the thinking guide publishes one.
 _BUDGETS = {"gemini-2.5-pro": (128, 32_768), "gemini-2.5-flash": (0, 24_576)}
 _DYNAMIC = -1
+_CONFIG_TYPES = {"temperature": "TYPE_FLOAT", "topP": "TYPE_FLOAT", "topK": "TYPE_INT32",
+                 "candidateCount": "TYPE_INT32", "maxOutputTokens": "TYPE_INT32"}
+_THINKING_TYPES = {"thinkingBudget": "TYPE_INT32"}
 
 
 def check_generation_config(body: dict[str, Any], model_id: str, output_limit: int) -> None:
     """Raise the 400 generateContent answers `body`'s generationConfig with on `model_id`, whose answers run to
     `output_limit` tokens at most, if any."""
     config = proto_field(body, "generationConfig")
-    if not isinstance(config, dict):
+    if config is None:
         return
+    _check_types(config, "generation_config", "GenerationConfig", _CONFIG_TYPES)
     _check_range(config, "temperature", 0, 2, "2.0001")
     _check_range(config, "topP", 0, 1, "1.0001")
     _check_range(config, "topK", 1, TOP_K, str(TOP_K + 1))
     _check_range(config, "candidateCount", 1, MAX_CANDIDATES, str(MAX_CANDIDATES + 1))
     _check_range(config, "maxOutputTokens", 1, output_limit, str(output_limit + 1))
     thinking = proto_field(config, "thinkingConfig")
-    if isinstance(thinking, dict):
+    if thinking is not None:
+        _check_types(thinking, "generation_config.thinking_config", "ThinkingConfig", _THINKING_TYPES)
         _check_thinking(thinking, model_id)
+
+
+def _check_types(message: Any, path: str, message_type: str, fields: dict[str, str]) -> None:
+    if not isinstance(message, dict):
+        raise RequestError(f"Invalid value at '{path}' (type.googleapis.com/google.ai.generativelanguage.v1beta."
+                           f"{message_type}), {_json(message)}", field=path)
+    for name, proto_type in fields.items():
+        value = proto_field(message, name)
+        if value is not None and not _is_number(value):
+            snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+            raise RequestError(f"Invalid value at '{path}.{snake}' ({proto_type}), {_json(value)}",
+                               field=f"{path}.{snake}")
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return False
+        return True
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
 def _check_range(config: dict, name: str, low: float, high: float, shown_high: str) -> None:
