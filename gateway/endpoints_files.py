@@ -34,6 +34,7 @@ from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.file_quota import FileQuota, file_size
 from prefixgate.gateway.files_upstream import (
     UPLOAD_ANSWER_S,
+    file_home,
     files_upstream,
     json_object,
     lifetime_s,
@@ -122,10 +123,7 @@ async def _owned(request: Request, dialect: str, *, method: str, file_id: str, s
     segment = path_model(file_id, STORED_ID, field="file_id")
     if not await may_touch(proxy, caller, file_id, method):
         raise file_not_found(dialect, file_id)
-    home = await proxy.stored_ids.find_home(FILE, file_id)
-    upstream = proxy.policy.upstreams.get(home) if home is not None else None
-    if upstream is None or upstream.kind not in FILE_KINDS[dialect]:
-        upstream = files_upstream(proxy, caller, dialect)
+    upstream = await file_home(proxy, caller, dialect, file_id)
     download = suffix == "/content"
     resp = await send(proxy, request, caller, dialect, upstream, method, f"/files/{segment}{suffix}", "", b"",
                       stream=download)

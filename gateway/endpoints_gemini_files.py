@@ -31,6 +31,7 @@ from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.file_quota import file_size
 from prefixgate.gateway.files_upstream import (
     UPLOAD_ANSWER_S,
+    file_home,
     files_upstream,
     json_object,
     lifetime_s,
@@ -47,7 +48,7 @@ from prefixgate.gateway.sealed import seal, unseal
 from prefixgate.gateway.upstream import UpstreamResponse
 from prefixgate.model_ids import STORED_ID, path_model
 from prefixgate.policies import Upstream
-from prefixgate.providers.files import FILE_KINDS, LIST_QUERY, file_not_found, gemini_names
+from prefixgate.providers.files import LIST_QUERY, file_not_found, gemini_names
 
 router = APIRouter()
 WIRE = gemini.WIRE
@@ -177,10 +178,7 @@ async def owned(request: Request, *, version: str, method: str, name: str) -> Re
     segment = path_model(name, STORED_ID, field="name")
     if not await may_touch(proxy, caller, f"files/{name}", method):
         raise file_not_found(WIRE.name, name)
-    home = await proxy.stored_ids.find_home(FILE, f"files/{name}")
-    upstream = proxy.policy.upstreams.get(home) if home is not None else None
-    if upstream is None or upstream.kind not in FILE_KINDS[WIRE.name]:
-        upstream = files_upstream(proxy, caller, WIRE.name)
+    upstream = await file_home(proxy, caller, WIRE.name, f"files/{name}")
     resp = await _send(proxy, caller, upstream, method, f"/{version}/files/{segment}", [])
     if method == "DELETE" and 200 <= resp.status < 300:
         for each in gemini_names(name):

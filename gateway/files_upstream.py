@@ -70,6 +70,15 @@ def files_upstreams(proxy: Proxy, caller: Caller, dialect: str) -> list[Upstream
     return list(found.values())
 
 
+async def file_home(proxy: Proxy, caller: Caller, dialect: str, file_id: str) -> Upstream:
+    """The account that holds the file (recorded at its upload), else where the caller's files go."""
+    home = await proxy.stored_ids.find_home(FILE, file_id)
+    upstream = proxy.policy.upstreams.get(home) if home is not None else None
+    if upstream is None or upstream.kind not in FILE_KINDS[dialect]:
+        return files_upstream(proxy, caller, dialect)
+    return upstream
+
+
 async def may_touch(proxy: Proxy, caller: Caller, file_id: str, method: str) -> bool:
     """Whether the caller may read (GET) or delete the file: its tenant's upload, or, to read only, an id the
     operator granted its key (`provider_ids`: a file made for it outside the gateway, which it may also name)."""
