@@ -117,6 +117,25 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     return Response(resp.body, resp.status, media_type="application/json")
 
 
+def routed(proxy: Proxy, model: str, caller: Caller, dialect: str, kind: str) -> Upstream | None:
+    """The upstream the caller's route for `model` ends at, or None when it ends at another kind than `kind`."""
+    ref = proxy.router.decide(model, caller.key, dialect).route.targets[0]
+    upstream = proxy.policy.upstreams[ref.upstreams[0]]
+    return upstream if upstream.kind == kind else None
+
+
+async def home(proxy: Proxy, caller: Caller, dialect: str, kind: str, method: str, raw: bytes, name: str) -> Upstream | None:
+    """The upstream (of `kind`) a cachedContents call must go to, where the gateway knows it. A cache lives in one
+    account (a Gemini API key's project; a Vertex project and location), and only requests sent there can use it:
+    a create goes where the caller's route for its model ends; a call naming a cache, to its recorded home."""
+    if method == "POST" and raw:
+        found = routed(proxy, model_of(load_body(raw).get("model")), caller, dialect, kind)
+        if found is not None:
+            return found
+    at = proxy.policy.upstreams.get(await proxy.stored_ids.find_home(KIND, name) or "") if name else None
+    return at if at is not None and at.kind == kind else None
+
+
 def model_of(name: object) -> str:
     """`models/m`, `projects/p/locations/l/publishers/google/models/m` or `m` -> m."""
     return str(name or "").rpartition("models/")[2]

@@ -18,7 +18,6 @@ from prefixgate.gateway import cache_scope
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error, error_response
 from prefixgate.gateway.intake import authenticated_body
-from prefixgate.gateway.named_state import CACHE as KIND
 from prefixgate.gateway.named_state import check_counted, check_named
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.upstream import CACHED_CONTENTS_QUERY, UpstreamResponse, allowed_query
@@ -52,7 +51,7 @@ async def _count_claude_tokens(request: Request) -> Response:
     raw, caller = await authenticated_body(proxy, request)
     conv = anthropic.parse_request(raw, count_tokens=True)
     await check_named(proxy.stored_ids, caller, conv)     # a count reads what it names
-    upstream = _routed(proxy, conv.model or "", caller, vertex_anthropic.NAME)
+    upstream = cache_scope.routed(proxy, conv.model or "", caller, vertex_anthropic.NAME, "vertex")
     if upstream is None:
         return Response(compact_bytes({"input_tokens": annotate_tokens(conv, "cl100k_base")}), media_type="application/json")
     path = f"/publishers/anthropic/models/{vertex_anthropic.COUNT_TOKENS}:rawPredict"
@@ -63,7 +62,7 @@ async def _count_gemini_tokens(request: Request, model: str) -> Response:
     proxy: Proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
     await check_counted(proxy.stored_ids, caller, raw)
-    upstream = _routed(proxy, model, caller, vertex_gemini.NAME)
+    upstream = cache_scope.routed(proxy, model, caller, vertex_gemini.NAME, "vertex")
     if upstream is None:
         conv = gemini.parse_request(raw, model=model)
         return Response(compact_bytes({"totalTokens": annotate_tokens(conv, "cl100k_base")}), media_type="application/json")
@@ -85,7 +84,8 @@ async def _cached_contents(request: Request, name: str = "") -> Response:
         path_model(request.path_params["name"], field="name")
     if request.method in ("POST", "PATCH"):
         await proxy.admit_state(caller, raw, vertex_gemini.NAME)
-    upstream = await _cache_home(proxy, caller, request, raw)
+    upstream = await cache_scope.home(proxy, caller, vertex_gemini.NAME, "vertex", request.method, raw, name) \
+        or _named_scope(proxy, request)
     sent = compact_bytes(_in_gateway_project(raw, upstream)) if request.method == "POST" and raw else raw
     query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)
     path = resource_rest(request.url.path) or ""
@@ -98,20 +98,10 @@ async def _cached_contents(request: Request, name: str = "") -> Response:
     return await cache_scope.scoped(request, proxy, caller, vertex_gemini.NAME, upstream, name, sent, forward)
 
 
-async def _cache_home(proxy: Proxy, caller: Caller, request: Request, raw: bytes) -> Upstream:
-    """The Vertex upstream a cachedContents call goes to. A cache lives in one project and location, and only
-    requests sent there can use it: a create goes where the caller's route for its model ends; a call naming a
-    cache, to the upstream that created it (its recorded home: google-genai names a cache under the client's own
-    project), else to the one whose project and location its path names (the name the create answered with)."""
+def _named_scope(proxy: Proxy, request: Request) -> Upstream:
+    """Where a cachedContents call goes when its cache's home is not known (`cache_scope.home`; google-genai names
+    a cache under the client's own project): the Vertex upstream whose project and location its path names."""
     vertex = [u for u in proxy.policy.upstreams.values() if u.kind == "vertex"]
-    if request.method == "POST" and raw:
-        routed = _routed(proxy, cache_scope.model_of(load_body(raw).get("model")), caller, vertex_gemini.NAME)
-        if routed is not None:
-            return routed
-    name = request.path_params.get("name")
-    home = proxy.policy.upstreams.get(await proxy.stored_ids.find_home(KIND, name) or "") if name else None
-    if home is not None and home.kind == "vertex":
-        return home
     scope = request.url.path.partition("/projects/")[2].partition("/cachedContents")[0]
     named = [u for u in vertex if u.url.endswith(f"/projects/{scope}")]
     if named:
@@ -126,13 +116,6 @@ def _in_gateway_project(raw: bytes, upstream: Upstream) -> dict:
     if "/models/" in model:
         body["model"] = model.rsplit("/models/", 1)[1]
     return vertex_gemini.WIRE.explicit_cache_body(upstream.url, body) if body.get("model") else body
-
-
-def _routed(proxy: Proxy, model: str, caller: Caller, dialect: str) -> Upstream | None:
-    """The Vertex upstream the caller's route for `model` ends at, or None when it ends elsewhere."""
-    ref = proxy.router.decide(model, caller.key, dialect).route.targets[0]
-    upstream = proxy.policy.upstreams[ref.upstreams[0]]
-    return upstream if upstream.kind == "vertex" else None
 
 
 async def _forward(proxy: Proxy, upstream: Upstream, wire: vertex_gemini.VertexGemini | vertex_anthropic.VertexAnthropic,

@@ -1,0 +1,44 @@
+"""A Gemini explicit cache belongs to the project of the API key that created it (another key's request naming it
+is refused). With a route sending a model to a Gemini upstream of its own (a team's key), a caller's
+`caches.create` must go there too, and its follow-ups to where the cache lives; the built-in Gemini upstream holds
+none of them."""
+
+from __future__ import annotations
+
+import pytest
+from google import genai
+from google.genai import types
+
+from prefixgate.policies import hash_key
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.support_services import ServerThread
+
+ACME = "pg-gemini-homes-acme-0123"
+SYSTEM = "You answer from the shipping manual below.\n" + "Rule: parcels leave within two days. " * 400
+
+
+@pytest.fixture
+def gateway(monkeypatch, tmp_path):
+    monkeypatch.setenv("GEMINI_API_KEY", "AIzaBuiltinKey00000000000000000")
+    monkeypatch.setenv("TEAM_GEMINI_KEY", "AIzaTeamKey000000000000000000000")
+    with ServerThread(mock_app(MockContext())) as mock:
+        settings = settings_for(mock.url, tmp_path)
+        policy = policy_for(settings, {
+            "upstreams": {"gemini-team": {"kind": "gemini", "url": mock.url, "api_key_env": "TEAM_GEMINI_KEY"}},
+            "routes": [{"name": "team", "models": ["gemini-2.5-flash"], "targets": [{"upstream": "gemini-team"}]}],
+            "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"}]})
+        with running_gateway(settings, policy=policy) as gw:
+            yield gw.url
+
+
+def test_a_cache_is_created_read_and_used_on_the_routes_own_gemini_upstream(gateway):
+    client = genai.Client(api_key=ACME, http_options=types.HttpOptions(base_url=gateway, api_version="v1beta"))
+    cache = client.caches.create(model="gemini-2.5-flash", config=types.CreateCachedContentConfig(
+        system_instruction=SYSTEM, ttl="600s"))
+    assert client.caches.get(name=cache.name).name == cache.name
+    answer = client.models.generate_content(model="gemini-2.5-flash", contents="When does my parcel leave?",
+                                            config=types.GenerateContentConfig(cached_content=cache.name))
+    assert answer.usage_metadata.cached_content_token_count == cache.usage_metadata.total_token_count
+    client.caches.delete(name=cache.name)
