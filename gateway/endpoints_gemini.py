@@ -66,8 +66,8 @@ async def _cached_contents(request: Request, version: str, name: str) -> Respons
     raw, caller = await authenticated_body(proxy, request)
     if request.method in ("POST", "PATCH"):
         await proxy.admit_state(caller, raw, WIRE.name)
-    upstream = await cache_scope.home(proxy, caller, WIRE.name, "gemini", request.method, raw, name) \
-        or proxy.policy.upstreams[WIRE.name]
+    builtin = proxy.policy.upstreams[WIRE.name]
+    upstream = await cache_scope.home(proxy, caller, WIRE.name, builtin.kind, request.method, raw, name) or builtin
     query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)
     if version not in ("v1beta", "v1"):
         raise RequestError(f"unknown path {request.url.path}", status=404, kind="not_found")
