@@ -37,9 +37,9 @@ async def _count_tokens(request: Request) -> Response:
     conv = anthropic.parse_request(raw, count_tokens=True)
     await check_named(proxy.stored_ids, caller, conv)     # a count reads what it names
     route = proxy.router.decide(conv.model or "", caller.key).route
-    upstream = proxy.policy.upstreams[route.targets[0].upstreams[0]]
+    ref, upstream = await proxy.counted_on(WIRE, conv, route)     # where a file it names lives
     if upstream.dialect == WIRE.name:
-        body = compact_bytes({**anthropic.encode_request(conv), "model": route.targets[0].model or conv.model})
+        body = compact_bytes({**anthropic.encode_request(conv), "model": ref.model or conv.model})
         key = upstream_credential(upstream, caller, WIRE.name)
         # The caller's version and betas (a beta field in the body is refused without its header), as a model
         # request sends them, to Anthropic itself only.

@@ -67,12 +67,12 @@ async def _input_tokens(request: Request) -> Response:
     raw, caller = await authenticated_body(proxy, request)
     conv = responses.parse_request(raw)
     await check_named(proxy.stored_ids, caller, conv)     # a count reads what it names
-    ref = proxy.router.decide(conv.model or "", caller.key).route.targets[0]
-    upstream = proxy.policy.upstreams[ref.upstreams[0]]
     chained = WIRE.chained_id(conv)
     if chained is not None and not await proxy.stored_ids.allows(WIRE.stored_kind, chained, principal(caller.key)):
         # Counting a chain reads it: another tenant's would say that it exists and how long it is.
         raise RequestError(f"Previous response with id '{chained}' not found.", status=404, kind="not_found")
+    # Where the chain or a file it names lives (another account answers a 404).
+    ref, upstream = await proxy.counted_on(WIRE, conv, proxy.router.decide(conv.model or "", caller.key).route)
     if _speaks_responses(upstream):
         body = compact_bytes({**responses.encode_request(conv), "model": ref.model or conv.model})
         key = upstream_credential(upstream, caller, WIRE.name)

@@ -356,18 +356,28 @@ class Proxy:
         if chained and not await self.stored_ids.allows(call.wire.stored_kind, chained, principal(call.caller.key)):
             raise RequestError(f"Previous {call.wire.stored_kind} with id '{chained}' not found.", status=404,
                                kind="not_found")
-        if chained:
-            # Created through another replica: its home, for prepare().
-            call.home = await self.stored_ids.find_home(call.wire.stored_kind, chained)
-        for named in named_ids(call.conv) if call.home is None else ():
-            # An uploaded file lives in one account, as a chain does: the request goes there too.
+        call.home = await self.home(call.wire, call.conv)
+
+    async def home(self, wire: WireFormat, conv: Conversation) -> str | None:
+        """The upstream holding what `conv` builds on (its chained stored answer, else the first uploaded file it
+        names, else its explicit cache), which any other account answers with a 404; None: any. Found in Redis
+        when another replica made it, and kept here (prepare() reads it)."""
+        home = await self.stored_ids.find_home(wire.stored_kind, wire.chained_id(conv))
+        for named in named_ids(conv) if home is None else ():
             if named.kind == FILE and (home := await self.stored_ids.find_home(FILE, named.ident)) is not None:
-                call.home = home
                 break
-        cached = cache_id(call.conv.params.get("cachedContent") or call.conv.params.get("cached_content") or "")
-        if call.home is None and cached:
+        cached = cache_id(conv.params.get("cachedContent") or conv.params.get("cached_content") or "")
+        if home is None and cached:
             # So does an explicit cache (in one project and location, or one Gemini API key's project).
-            call.home = await self.stored_ids.find_home(CACHE, cached)
+            home = await self.stored_ids.find_home(CACHE, cached)
+        return home
+
+    async def counted_on(self, wire: WireFormat, conv: Conversation, route: Route) -> tuple[TargetRef, Upstream]:
+        """The target and upstream a token count for `conv` asks: where what it names lives, else the route's
+        first (a count reads the chain and files a request would)."""
+        home = await self.home(wire, conv)
+        ref = homeward(route.targets, home)[0]
+        return ref, self.policy.upstreams[home if home in ref.upstreams else ref.upstreams[0]]
 
     async def _send(self, call: Call, prep: Prepared, timeout_s: float) -> UpstreamResponse:
         """One attempt at `prep`'s upstream, with its own client span when the request is traced."""

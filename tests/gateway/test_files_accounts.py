@@ -132,3 +132,28 @@ def test_a_list_reaches_every_account_the_keys_routes_reach(tmp_path, mock):
                  for i in range(2)}
         for limit in (20, 2):       # the SDK pages with the opaque `page` cursor
             assert {f.id for f in claude(ACME).beta.files.list(limit=limit, betas=[FILES_BETA])} == mine
+
+
+POOL = [{"name": "pool-gpt", "models": ["pool-gpt"],
+         "targets": [{"upstream": "openai-a", "model": "gpt-5.4"}, {"upstream": "openai-b", "model": "gpt-5.4"}]},
+        {"name": "pool-claude", "models": ["pool-claude"],
+         "targets": [{"upstream": "claude-a", "model": "claude-haiku-4-5"},
+                     {"upstream": "claude-b", "model": "claude-haiku-4-5"}]}]
+
+
+def test_a_count_naming_a_file_asks_the_account_that_holds_it(tmp_path, mock):
+    on_b = {"name": "acme-on-b", "key_sha256": hash_key(ACME_ON_B), "tenant": "acme", "routes": ["b"]}
+    with gateway(tmp_path, mock, [*SPLIT, *POOL], keys=(on_b,)) as gw:
+        report = b"Q3 report: revenue was 4417 units and churn fell to 2 percent.\n" * 20
+        made = client(gw, ACME_ON_B).files.create(file=("q3.txt", report), purpose="user_data")
+        # Counted on a route whose first target is account A: the file lives in B, so the count is asked there.
+        asked = [{"role": "user", "content": [{"type": "input_file", "file_id": made.id},
+                                              {"type": "input_text", "text": "Summarise it."}]}]
+        assert client(gw, ACME).responses.input_tokens.count(model="pool-gpt", input=asked).input_tokens > 300
+        claude = anthropic.Anthropic(base_url=gw, api_key=ACME, max_retries=0)
+        held = anthropic.Anthropic(base_url=gw, api_key=ACME_ON_B, max_retries=0).beta.files.upload(
+            file=("q3.txt", report, "text/plain"), betas=[FILES_BETA])
+        counted = claude.beta.messages.count_tokens(model="pool-claude", betas=[FILES_BETA], messages=[
+            {"role": "user", "content": [{"type": "document", "source": {"type": "file", "file_id": held.id}},
+                                         {"type": "text", "text": "Summarise it."}]}])
+        assert counted.input_tokens > 300
