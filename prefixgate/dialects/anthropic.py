@@ -406,12 +406,12 @@ def read_chat(body: dict) -> Chat:
         chat.tools.append(Tool(t.get("name", ""), t.get("description", ""), t["input_schema"], checkpoint_of(t),
                                strict=t.get("strict") is True))
     chat.max_tokens, chat.temperature, chat.top_p = body.get("max_tokens"), body.get("temperature"), body.get("top_p")
-    chat.stop = list(body.get("stop_sequences") or [])
-    choice = body.get("tool_choice") or {}
+    chat.stop = list(expect(body.get("stop_sequences") or [], list, "stop_sequences"))
+    choice = expect(body.get("tool_choice") or {}, dict, "tool_choice")
     chat.tool_choice = choice.get("name") if choice.get("type") == "tool" else choice.get("type")
     if choice.get("disable_parallel_tool_use"):
         chat.parallel_calls = False
-    chat.user = (body.get("metadata") or {}).get("user_id")
+    chat.user = expect(body.get("metadata") or {}, dict, "metadata").get("user_id")
     if isinstance(body.get("cache_control"), dict):
         chat.auto_cache = Checkpoint(body["cache_control"].get("ttl", "5m"))
     if isinstance(body.get("output_config"), dict) and body["output_config"].get("format"):

@@ -51,3 +51,17 @@ def test_a_converse_caller_routed_to_openai(gw, extra, field):
     # Bedrock's ValidationException: a 400 whose body is its message.
     assert answer.status_code == 400 and answer.json()["message"].startswith(f"{field}: expected ")
     assert up.received == []
+
+
+@pytest.mark.parametrize("extra,field", [
+    ({"stop_sequences": 5}, "stop_sequences"),
+    ({"tool_choice": "auto"}, "tool_choice"),
+    ({"metadata": "user-7"}, "metadata"),
+])
+def test_a_claude_caller_routed_to_openai(gw, extra, field):
+    server, up = gw
+    answer = httpx.post(f"{server.url}/v1/messages", headers={"x-api-key": "pg-k", "anthropic-version": "2023-06-01"},
+                        json={"model": "gpt-5.4", "max_tokens": 50, "messages": CHAT["messages"], **extra})
+    assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error"
+    assert answer.json()["error"]["message"].startswith(f"{field}: expected ")
+    assert up.received == []
