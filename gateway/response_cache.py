@@ -192,7 +192,10 @@ class Answer:
             if d[0] == "text":
                 self.text.append(d[1])
             elif d[0] == "call" and not (d[1] in self.calls and d[2] in ("", self.calls[d[1]][0])):
-                self.calls[d[1]] = [d[2], d[3], ""]     # a repeat of an open call's id continues it (neutral.StreamWriter)
+                # A repeat of an open call's id continues it; a new id at its index is a new call (neutral.StreamWriter)
+                if d[1] in self.calls:
+                    self.calls[(d[1], len(self.calls))] = self.calls.pop(d[1])
+                self.calls[d[1]] = [d[2], d[3], ""]
             elif d[0] == "args" and d[1] in self.calls:
                 self.calls[d[1]][2] += d[2]
             elif d[0] == "finish":

@@ -48,3 +48,13 @@ def test_calls_without_an_index_but_with_their_own_ids_stay_apart_for_a_claude_c
     out = b"".join(writer.write(oa.WIRE.read_deltas(c)) for c in chunks) + writer.finish(Usage(uncached_input=4, output=9))
     events = [e.json() for e in parse_sse(split_lines([out]))]
     assert [e["content_block"]["id"] for e in events if e["type"] == "content_block_start"] == ["call_1", "call_2"]
+
+
+def test_the_response_cache_keeps_calls_without_an_index_apart():
+    chunks = [{"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"id": ident, "type": "function", "function": {"name": "weather", "arguments": f'{{"city":"{city}"}}'}}]}}]}
+        for ident, city in (("call_1", "Oslo"), ("call_2", "Rome"))]
+    answer = Answer()
+    for c in chunks:
+        answer.feed(oa.WIRE.read_deltas(c), oa.WIRE)
+    assert list(answer.calls.values()) == [["call_1", "weather", '{"city":"Oslo"}'], ["call_2", "weather", '{"city":"Rome"}']]
