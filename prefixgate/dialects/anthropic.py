@@ -377,15 +377,15 @@ def read_chat(body: dict) -> Chat:
             if kind == "text":
                 parts.append(Part("text", b.get("text", ""), checkpoint_of(b)))
             elif kind == "image":
-                src = b.get("source") or {}
+                src = expect(b.get("source") or {}, dict, "messages.content.source")
                 parts.append(Part("image", mime=src.get("media_type", ""), data=src.get("data", ""),
                                   url=src.get("url", ""), checkpoint=checkpoint_of(b)))
-            elif kind == "document" and (b.get("source") or {}).get("type") == "text":
+            elif kind == "document" and expect(b.get("source") or {}, dict, "messages.content.source").get("type") == "text":
                 parts.append(Part("text", b["source"].get("data", ""), checkpoint_of(b)))
             elif kind == "tool_use":
                 parts.append(Part("tool_call", call_id=b.get("id", ""), name=b.get("name", ""), args=b.get("input") or {}))
             elif kind == "tool_result":
-                inner = b.get("content", "")
+                inner = expect(b.get("content", ""), (str, list), "messages.content.tool_result.content")
                 kinds = [c.get("type") if isinstance(c, dict) else c for c in ([] if isinstance(inner, str) else inner)]
                 if any(k != "text" for k in kinds):     # a screenshot the model must see: other formats' results are text
                     raise refuse(f"tool_result content of type {next(k for k in kinds if k != 'text')!r}", NAME)

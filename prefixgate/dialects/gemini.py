@@ -246,9 +246,9 @@ def read_chat(body: dict) -> Chat:
         parts, results = [], []
         seen: dict[str, int] = {}      # calls (or answers) of each name so far in this content
         for p in content.get("parts", []):
-            inline = p.get("inlineData") or p.get("inline_data")
-            call = p.get("functionCall") or p.get("function_call")
-            answer = p.get("functionResponse") or p.get("function_response")
+            inline = _object(p, "inlineData", "contents.parts.")
+            call = _object(p, "functionCall", "contents.parts.")
+            answer = _object(p, "functionResponse", "contents.parts.")
             if "text" in p and not p.get("thought"):
                 parts.append(Part("text", p["text"]))
             elif p.get("thought"):

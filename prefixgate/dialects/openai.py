@@ -428,7 +428,8 @@ def read_chat(body: dict) -> Chat:
             if p.get("type") in ("text", "refusal"):
                 parts.append(Part("text", p.get("text") or p.get("refusal") or "", checkpoint_of(p)))
             elif p.get("type") == "image_url":
-                url = (p.get("image_url") or {}).get("url", "")
+                image = expect(p.get("image_url") or {}, dict, "messages.content.image_url")
+                url = expect(image.get("url", ""), str, "messages.content.image_url.url")
                 inline = _data_url(url)
                 parts.append(Part("image", mime=inline[0], data=inline[1], checkpoint=checkpoint_of(p)) if inline
                              else Part("image", url=url, checkpoint=checkpoint_of(p)))

@@ -65,3 +65,29 @@ def test_a_claude_caller_routed_to_openai(gw, extra, field):
     assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error"
     assert answer.json()["error"]["message"].startswith(f"{field}: expected ")
     assert up.received == []
+
+
+@pytest.mark.parametrize("path,headers,body,field", [
+    ("/v1/chat/completions", {"authorization": "Bearer pg-k"},
+     {**CHAT, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "https://x.test/a.png"}]}]},
+     "messages.content.image_url"),
+    ("/v1/chat/completions", {"authorization": "Bearer pg-k"},
+     {**CHAT, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": 5}}]}]},
+     "messages.content.image_url.url"),
+    ("/v1/messages", {"x-api-key": "pg-k", "anthropic-version": "2023-06-01"},
+     {"model": "gpt-5.4", "max_tokens": 50, "messages": [{"role": "user", "content": [{"type": "image", "source": 5}]}]},
+     "messages.content.source"),
+    ("/v1/messages", {"x-api-key": "pg-k", "anthropic-version": "2023-06-01"},
+     {"model": "gpt-5.4", "max_tokens": 50, "messages": [
+         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": 5}]}]},
+     "messages.content.tool_result.content"),
+    ("/v1beta/models/gpt-5.4:generateContent", {"x-goog-api-key": "pg-k"},
+     {"contents": [{"role": "model", "parts": [{"functionCall": "weather"}]}]}, "contents.parts.functionCall"),
+    ("/v1beta/models/gpt-5.4:generateContent", {"x-goog-api-key": "pg-k"},
+     {"contents": [{"role": "user", "parts": [{"inlineData": "iVBOR"}]}]}, "contents.parts.inlineData"),
+])
+def test_a_message_part_of_the_wrong_type(gw, path, headers, body, field):
+    server, up = gw
+    answer = httpx.post(server.url + path, headers=headers, json=body)
+    assert answer.status_code == 400 and field + ": expected " in answer.text
+    assert up.received == []
