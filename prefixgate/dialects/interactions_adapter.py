@@ -55,7 +55,9 @@ from prefixgate.ir import Conversation
 from prefixgate.usage import Usage
 
 # Status <-> neutral finish reason (the API has no finish reason: an interaction's status says how it ended).
-FINISH_FROM = {"completed": "stop", "incomplete": "length", "requires_action": "tool_calls", "failed": "content_filter"}
+# google-genai's InteractionStatus: a cancelled interaction, or one over its budget, is no whole answer either.
+FINISH_FROM = {"completed": "stop", "incomplete": "length", "requires_action": "tool_calls", "failed": "content_filter",
+               "cancelled": "content_filter", "budget_exceeded": "content_filter"}
 FINISH_TO = {"stop": "completed", "length": "incomplete", "tool_calls": "requires_action", "content_filter": "failed"}
 _SERVER_STATE = ("previous_interaction_id", "agent", "agent_config", "background", "environment", "continuation_token",
                  "cached_content", "webhook_config")

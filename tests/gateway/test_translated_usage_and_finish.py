@@ -75,6 +75,13 @@ def test_an_aborted_compatible_stream_is_not_a_stop_for_a_claude_caller(reason):
     assert stops == ["refusal"]
 
 
+@pytest.mark.parametrize("status", ["cancelled", "budget_exceeded"])
+def test_a_cancelled_interaction_is_not_a_stop_for_a_chat_caller(status):
+    body = {"id": "int_1", "status": status, "steps": [{"type": "model_output", "content": [{"type": "text", "text": "Par"}]}],
+            "usage": {"total_input_tokens": 9, "total_output_tokens": 1}}
+    assert translate_reply(body, wire_format("interactions"), oa.WIRE, "m")["choices"][0]["finish_reason"] == "content_filter"
+
+
 @pytest.mark.parametrize("reason", FAILED_CONVERSE)
 def test_a_failed_converse_answer_is_not_a_stop_for_chat_or_gemini_callers(reason):
     converse = wire_format("bedrock_converse")
