@@ -29,15 +29,15 @@ from prefixgate.gateway.accounting import CLIENT_CLOSED
 from prefixgate.gateway.auth import Caller, authenticate, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.file_quota import file_size
+from prefixgate.gateway.files_list import MAX_LIST_PAGES, opened_at, sealed_at, uncursored
 from prefixgate.gateway.files_upstream import (
     UPLOAD_ANSWER_S,
     file_home,
     files_upstream,
+    files_upstreams,
     json_object,
     lifetime_s,
     may_touch,
-    opened_cursor,
-    sealed_cursor,
     upload_body,
 )
 from prefixgate.gateway.intake import authenticated_body
@@ -53,7 +53,6 @@ from prefixgate.providers.files import LIST_QUERY, file_not_found, gemini_names
 router = APIRouter()
 WIRE = gemini.WIRE
 VERSIONS = ("v1", "v1beta")
-MAX_LIST_PAGES = 50
 GOOG_UPLOAD = "x-goog-upload-"      # the resumable protocol's headers
 
 
@@ -144,29 +143,39 @@ def _session(proxy: Proxy, upload_id: str) -> tuple[str, Upstream, str | None]:
 
 
 async def list_files(request: Request, *, version: str) -> Response:
-    """The caller's tenant's files, pages of others' skipped, its `nextPageToken` sealed."""
+    """The caller's tenant's files in every Gemini account its routes reach, each in turn (`files_list`), pages
+    of others' skipped, its `nextPageToken` sealed with the account it goes on in."""
     proxy: Proxy = request.app.state.proxy
     _version(version)
     caller = authenticate(request.headers, request.query_params, proxy.keys)
-    upstream = files_upstream(proxy, caller, WIRE.name)
+    accounts = files_upstreams(proxy, caller, WIRE.name)
     owner = principal(caller.key)
-    query = [(k, opened_cursor(proxy, v, k) if k == "pageToken" and owner is not None else v)
-             for k, v in request.query_params.multi_items() if k in LIST_QUERY[WIRE.name]]
+    asked = [(k, v) for k, v in request.query_params.multi_items() if k in LIST_QUERY[WIRE.name]]
+    if owner is None and len(accounts) == 1:    # an open gateway: one party, the provider's page as it is
+        resp = await _send(proxy, caller, accounts[0], "GET", f"/{version}/files", asked)
+        return Response(resp.body, resp.status, resp.headers, media_type="application/json")
+    at, query = 0, asked
+    token = next((v for k, v in asked if k == "pageToken"), None)
+    if token is not None:
+        account, cursor = opened_at(proxy, token, "pageToken")
+        at = next((i for i, a in enumerate(accounts) if a.name == account), 0)
+        query = [*uncursored(asked), *cursor]
     kept: list[dict] = []
     for _ in range(MAX_LIST_PAGES):
-        resp = await _send(proxy, caller, upstream, "GET", f"/{version}/files", query)
-        if owner is None:       # an open gateway: one party, the provider's page as it is
-            return Response(resp.body, resp.status, resp.headers, media_type="application/json")
+        resp = await _send(proxy, caller, accounts[at], "GET", f"/{version}/files", query or [])
         page = json_object(resp.body)
         items = [f for f in page.get("files") or () if isinstance(f, dict)]
         kept += await proxy.stored_ids.only_own(FILE, items, lambda f: str(f.get("name", "")), owner)
         token = page.get("nextPageToken")
-        if kept or not token:
+        query = [*uncursored(query or []), ("pageToken", str(token))] if token else None
+        if query is None and at + 1 < len(accounts):
+            at, query = at + 1, uncursored(asked)       # this account is done: the next one's first page
+        if kept or query is None:
             break
-        query = [*((k, v) for k, v in query if k != "pageToken"), ("pageToken", str(token))]
     page["files"] = kept
-    if page.get("nextPageToken"):
-        page["nextPageToken"] = sealed_cursor(proxy, str(page["nextPageToken"]))
+    page.pop("nextPageToken", None)
+    if query is not None:
+        page["nextPageToken"] = sealed_at(proxy, accounts[at], query)
     return Response(compact_bytes(page), resp.status, resp.headers, media_type="application/json")
 
 

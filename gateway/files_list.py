@@ -32,7 +32,7 @@ from prefixgate.policies import Upstream
 from prefixgate.providers.files import LIST_QUERY
 
 MAX_LIST_PAGES = 50         # upstream pages of other tenants' files one list call skips at most
-CURSORS = ("after", "after_id", "before_id", "page")
+CURSORS = ("after", "after_id", "before_id", "page", "pageToken")     # Gemini's list pages by `pageToken`
 Query = list[tuple[str, str]]
 
 
@@ -55,7 +55,7 @@ async def listed(request: Request, dialect: str) -> Response:
         kept += await proxy.stored_ids.only_own(FILE, items, lambda f: str(f.get("id", "")), owner)
         query = _next_query(query or [], page, items, dialect)
         if query is None and not backwards and at + 1 < len(accounts):
-            at, query = at + 1, _uncursored(asked)     # this account is done: the next one's first page
+            at, query = at + 1, uncursored(asked)     # this account is done: the next one's first page
         if kept or query is None:
             break
     # The cursors are the tenant's own files' (the SDKs page on from the last one), never another tenant's id;
@@ -63,7 +63,7 @@ async def listed(request: Request, dialect: str) -> Response:
     page.update(data=kept, first_id=kept[0]["id"] if kept else None, last_id=kept[-1]["id"] if kept else None,
                 has_more=query is not None)
     if "next_page" in page or dialect == anthropic.WIRE.name:
-        page["next_page"] = _sealed(proxy, accounts[at], query) if query is not None else None
+        page["next_page"] = sealed_at(proxy, accounts[at], query) if query is not None else None
     return Response(compact_bytes(page), resp.status, resp.headers, media_type="application/json")
 
 
@@ -72,43 +72,44 @@ async def _resumed(proxy: Proxy, accounts: list[Upstream], asked: Query) -> tupl
     names = [a.name for a in accounts]
     for k, v in asked:
         if k == "page":
-            account, cursor = _opened(proxy, v)
+            account, cursor = opened_at(proxy, v)
             if account is not None and account not in names:
                 raise RequestError("page: not a page cursor for this key's accounts (pass the list's back as it "
                                    "is)", field="page")
-            return names.index(account) if account else 0, [*_uncursored(asked), *cursor]
+            return names.index(account) if account else 0, [*uncursored(asked), *cursor]
         if k in CURSORS:
             home = await proxy.stored_ids.find_home(FILE, v)
             return (names.index(home) if home in names else 0), asked
     return 0, asked
 
 
-def _uncursored(query: Query) -> Query:
+def uncursored(query: Query) -> Query:
     return [(k, v) for k, v in query if k not in CURSORS]
 
 
-def _sealed(proxy: Proxy, account: Upstream, query: Query) -> str:
+def sealed_at(proxy: Proxy, account: Upstream, query: Query) -> str:
+    """The cursor a caller pages on with: the account and the provider's cursor parameters in `query`, sealed."""
     return sealed_cursor(proxy, json.dumps([account.name, [(k, v) for k, v in query if k in CURSORS]]))
 
 
-def _opened(proxy: Proxy, cursor: str) -> tuple[str | None, Query]:
+def opened_at(proxy: Proxy, cursor: str, field: str = "page") -> tuple[str | None, Query]:
     """(account, cursor parameters) sealed in `cursor`; one sealed before cursors named an account is the
-    provider's own `page`, in the first account."""
-    found = opened_cursor(proxy, cursor)
+    provider's own `field` cursor, in the first account."""
+    found = opened_cursor(proxy, cursor, field)
     try:
         account, pairs = json.loads(found)
         if isinstance(account, str) and all(k in CURSORS and isinstance(v, str) for k, v in pairs):
             return account, [(k, v) for k, v in pairs]
     except (ValueError, TypeError):
         pass
-    return None, [("page", found)]
+    return None, [(field, found)]
 
 
 def _next_query(query: Query, page: dict, items: list[dict], dialect: str) -> Query | None:
     """The query for the account's next page after `page` (None: it was the last), in the direction asked."""
     if not page.get("has_more") and not page.get("next_page"):
         return None
-    rest = _uncursored(query)
+    rest = uncursored(query)
     if page.get("next_page"):
         return [*rest, ("page", str(page["next_page"]))]
     if any(k == "before_id" for k, _ in query):

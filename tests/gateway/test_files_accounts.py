@@ -5,12 +5,14 @@ key outside the gateway (`provider_ids`) is that key's to read through `/v1/file
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import anthropic
 import openai
 import pytest
+from google import genai
 
 from prefixgate.policies import hash_key
 from prefixgate.simulation.mock.server import MockContext
@@ -29,6 +31,8 @@ def mock(monkeypatch) -> Iterator[str]:
     monkeypatch.setenv("OPENAI_KEY_B", ACCOUNT_B)
     monkeypatch.setenv("CLAUDE_KEY_A", "sk-ant-account-a-0000")
     monkeypatch.setenv("CLAUDE_KEY_B", "sk-ant-account-b-0000")
+    monkeypatch.setenv("GEMINI_KEY_A", "AIzaFilesAccountA000000000000000000000")
+    monkeypatch.setenv("GEMINI_KEY_B", "AIzaFilesAccountB000000000000000000000")
     with ServerThread(mock_app(MockContext())) as server:
         yield server.url
 
@@ -41,7 +45,9 @@ def gateway(tmp_path, mock: str, routes: list[dict], granted: tuple[str, ...] = 
         "upstreams": {"openai-a": {"kind": "openai", "url": mock + "/v1", "api_key_env": "OPENAI_KEY_A"},
                       "openai-b": {"kind": "openai", "url": mock + "/v1", "api_key_env": "OPENAI_KEY_B"},
                       "claude-a": {"kind": "anthropic", "url": mock, "api_key_env": "CLAUDE_KEY_A"},
-                      "claude-b": {"kind": "anthropic", "url": mock, "api_key_env": "CLAUDE_KEY_B"}},
+                      "claude-b": {"kind": "anthropic", "url": mock, "api_key_env": "CLAUDE_KEY_B"},
+                      "gemini-a": {"kind": "gemini", "url": mock, "api_key_env": "GEMINI_KEY_A"},
+                      "gemini-b": {"kind": "gemini", "url": mock, "api_key_env": "GEMINI_KEY_B"}},
         "routes": routes,
         "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"},
                  {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
@@ -101,10 +107,10 @@ def test_a_granted_file_is_the_keys_to_read_but_not_to_delete(tmp_path, mock):
 
 
 ACME_ON_B = "pg-acme-on-b-01234567"
-SPLIT = [{"name": "a", "models": ["gpt-5.4", "claude-sonnet-5-5"],
-          "targets": [{"upstream": "openai-a"}, {"upstream": "claude-a"}]},
-         {"name": "b", "models": ["gpt-5.4-mini", "claude-haiku-4-5"],
-          "targets": [{"upstream": "openai-b"}, {"upstream": "claude-b"}]}]
+SPLIT = [{"name": "a", "models": ["gpt-5.4", "claude-sonnet-5-5", "gemini-3.5-flash"],
+          "targets": [{"upstream": "openai-a"}, {"upstream": "claude-a"}, {"upstream": "gemini-a"}]},
+         {"name": "b", "models": ["gpt-5.4-mini", "claude-haiku-4-5", "gemini-2.5-flash"],
+          "targets": [{"upstream": "openai-b"}, {"upstream": "claude-b"}, {"upstream": "gemini-b"}]}]
 FILES_BETA = "files-api-2025-04-14"
 
 
@@ -132,6 +138,12 @@ def test_a_list_reaches_every_account_the_keys_routes_reach(tmp_path, mock):
                  for i in range(2)}
         for limit in (20, 2):       # the SDK pages with the opaque `page` cursor
             assert {f.id for f in claude(ACME).beta.files.list(limit=limit, betas=[FILES_BETA])} == mine
+        # Gemini's (two API keys: two projects), paged by `pageToken`. Clients held while used.
+        acme, on_b = (genai.Client(api_key=key, http_options={"base_url": gw}) for key in (ACME, ACME_ON_B))
+        mine = {acme.files.upload(file=io.BytesIO(b"a"), config={"mime_type": "text/plain"}).name for _ in range(3)}
+        mine |= {on_b.files.upload(file=io.BytesIO(b"b"), config={"mime_type": "text/plain"}).name for _ in range(2)}
+        for size in (20, 2):
+            assert {f.name for f in acme.files.list(config={"page_size": size})} == mine
 
 
 POOL = [{"name": "pool-gpt", "models": ["pool-gpt"],
