@@ -1,5 +1,6 @@
-"""`GET /v1/files` (OpenAI's and Anthropic's list) across every account the key's routes reach: each account's
-files in turn (in policy order; within one account, the order asked), filtered to the caller's tenant's.
+"""`GET /v1/files` (OpenAI's and Anthropic's list; Gemini's pages the same way, `endpoints_gemini_files`) across
+every account the key's routes reach: each account's files in turn (in policy order; within one account, the
+order asked), filtered to the caller's tenant's.
 
 An upload lands in the first account (`files_upstream`), but a tenant's files may live in several: a key whose
 routes reach two OpenAI accounts, or a file uploaded through another key of the tenant. A page is the tenant's
