@@ -447,8 +447,18 @@ def read_reply(body: dict) -> Reply:
     calls = [ToolCall(_call_id(p["functionCall"]), p["functionCall"].get("name", ""), p["functionCall"].get("args") or {})
              for p in parts if "functionCall" in p]
     # Gemini says STOP after a function call; the neutral reason is the call.
-    finish = "tool_calls" if calls else FINISH_FROM.get(cand.get("finishReason"), "stop")
-    return Reply(text, usage_from_response(body), finish, calls, body.get("responseId"), cand.get("finishReason"))
+    native = cand.get("finishReason") or blocked_prompt(body)
+    finish = "tool_calls" if calls else FINISH_FROM.get(native, "stop")
+    return Reply(text, usage_from_response(body), finish, calls, body.get("responseId"), native)
+
+
+def blocked_prompt(body: dict) -> str | None:
+    """Why Gemini refused the prompt itself (`promptFeedback.blockReason`: SAFETY, BLOCKLIST, PROHIBITED_CONTENT,
+    OTHER, ...), answering with no candidates, if it did: the answer is then content_filter, never an empty stop."""
+    if body.get("candidates"):
+        return None
+    reason = (body.get("promptFeedback") or {}).get("blockReason")
+    return reason if isinstance(reason, str) and reason in FINISH_FROM else "OTHER" if reason else None
 
 
 def _call_id(call: dict) -> str:
@@ -483,6 +493,8 @@ def read_deltas(event: dict) -> list[Delta]:
             calls = any(d[0] == "call" for d in out)
             out.append(("finish", "tool_calls" if calls else FINISH_FROM.get(cand["finishReason"], "stop"),
                         cand["finishReason"]))
+    if (blocked := blocked_prompt(event)) is not None:
+        out.append(("finish", FINISH_FROM[blocked], blocked))
     return out
 
 

@@ -82,6 +82,17 @@ def test_a_cancelled_interaction_is_not_a_stop_for_a_chat_caller(status):
     assert translate_reply(body, wire_format("interactions"), oa.WIRE, "m")["choices"][0]["finish_reason"] == "content_filter"
 
 
+@pytest.mark.parametrize("block", ["SAFETY", "PROHIBITED_CONTENT", "BLOCK_REASON_UNSPECIFIED"])
+def test_a_prompt_gemini_blocked_is_not_an_empty_stop_whole_or_streamed(block):
+    # Gemini answers a blocked prompt with `promptFeedback.blockReason` and no candidates at all.
+    body = {"promptFeedback": {"blockReason": block}, "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9}}
+    assert translate_reply(body, ge.WIRE, oa.WIRE, "m")["choices"][0]["finish_reason"] == "content_filter"
+    writer = wire_format("anthropic").stream_writer("m")
+    out = writer.write(ge.WIRE.read_deltas(body)) + writer.finish(None)
+    stops = [e.json()["delta"]["stop_reason"] for e in parse_sse(split_lines([out])) if e.json()["type"] == "message_delta"]
+    assert stops == ["refusal"]
+
+
 @pytest.mark.parametrize("reason", FAILED_CONVERSE)
 def test_a_failed_converse_answer_is_not_a_stop_for_chat_or_gemini_callers(reason):
     converse = wire_format("bedrock_converse")
