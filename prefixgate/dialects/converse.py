@@ -315,11 +315,11 @@ def _parts(blocks: list, role: str, chat: Chat) -> list[Part]:
         elif "text" in b:
             parts.append(Part("text", b["text"]))
         elif "image" in b:
-            image = b["image"]
-            parts.append(Part("image", mime=f"image/{image.get('format', 'png')}",
-                              data=(image.get("source") or {}).get("bytes", "")))
+            image = expect(b["image"], dict, "messages.content.image")
+            source = expect(image.get("source") or {}, dict, "messages.content.image.source")
+            parts.append(Part("image", mime=f"image/{image.get('format', 'png')}", data=source.get("bytes", "")))
         elif "toolUse" in b:
-            use = b["toolUse"]
+            use = expect(b["toolUse"], dict, "messages.content.toolUse")
             parts.append(Part("tool_call", call_id=use.get("toolUseId", ""), name=use.get("name", ""),
                               args=use.get("input") or {}))
         elif "toolResult" in b:

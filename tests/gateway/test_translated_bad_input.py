@@ -43,6 +43,11 @@ def test_a_chat_caller_routed_to_claude(gw, extra, field):
     ({"toolConfig": {"tools": [{"toolSpec": {"name": "weather", "inputSchema": "{}"}}]}},
      "toolConfig.tools.toolSpec.inputSchema"),
     ({"toolConfig": {"tools": [TOOL], "toolChoice": {"tool": "weather"}}}, "toolConfig.toolChoice.tool"),
+    ({"messages": [{"role": "user", "content": [{"image": "iVBOR"}]}]}, "messages.content.image"),
+    ({"messages": [{"role": "user", "content": [{"image": {"format": "png", "source": "iVBOR"}}]}]},
+     "messages.content.image.source"),
+    ({"messages": [{"role": "user", "content": [{"text": "Weather?"}]},
+                   {"role": "assistant", "content": [{"toolUse": "weather"}]}]}, "messages.content.toolUse"),
 ])
 def test_a_converse_caller_routed_to_openai(gw, extra, field):
     server, up = gw
