@@ -103,9 +103,9 @@ async def _upload(request: Request, dialect: str) -> Response:
     upstream = files_upstream(proxy, caller, dialect)
     quota: FileQuota = request.app.state.file_quota
     owner = principal(caller.key)
-    declared = request.headers.get("content-length", "")
-    await quota.check(owner, caller.key.uploads if caller.key else None, int(declared) if declared.isdigit() else None)
     body = await upload_body(request, proxy.body_limits, dialect, proxy.settings.client_timeout_s)
+    # Before a byte is sent: its declared length, or (sent chunked) the length spooled.
+    await quota.check(owner, caller.key.uploads if caller.key else None, body.length)
     form = {"content-type": request.headers.get("content-type", "")}
     resp = await send(proxy, request, caller, dialect, upstream, "POST", "/files", "", body, form, UPLOAD_ANSWER_S)
     made = json_object(resp.body)

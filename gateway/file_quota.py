@@ -4,8 +4,9 @@ provider key every tenant fills one organisation's storage, so one tenant must n
 
 A file counts from the provider's answer to its upload (its size as the provider gives it) until it is deleted
 through the gateway or expires (its `expires_at`, Gemini's 48 hours). An upload is refused before a byte is
-sent when the party's files already reach the count, or its stored bytes and the upload's declared length pass
-the size (uploads in flight at once are each checked against what is stored, not against one another).
+sent when the party's files already reach the count, or its stored bytes and the upload's length pass the
+size (a chunked body is measured as it is spooled, before it is sent; uploads in flight at once are each
+checked against what is stored, not against one another).
 
 Kept in the ledger's SQLite file and, with `redis_url`, in Redis (one hash and one expiry index per party,
 changed by scripts so replicas agree); while Redis does not answer this replica counts from its own file.

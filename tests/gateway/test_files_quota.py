@@ -9,6 +9,7 @@ import io
 from contextlib import ExitStack
 
 import anthropic
+import httpx
 import openai
 import pytest
 from google import genai
@@ -84,6 +85,13 @@ def test_a_tenants_stored_bytes_are_bounded(replicas):
     assert oai(b, SMALL).files.create(file=("small.txt", b"x" * (limit - 6000 - 1000)), purpose="user_data").id
     oai(a, SMALL).files.delete(first.id)
     assert oai(b, SMALL).files.create(file=("six.txt", b"x" * 6000), purpose="user_data").id
+    # A body sent without a content-length is measured before it goes on: 12,000 bytes pass the limit alone.
+    form = httpx.Request("POST", f"{a}/v1/files", files={"file": ("c.txt", b"x" * 12000)}, data={"purpose": "user_data"})
+    body = form.read()
+    sent = httpx.post(f"{a}/v1/files", content=iter([body[:5000], body[5000:]]),
+                      headers={"authorization": f"Bearer {SMALL}", "content-type": form.headers["content-type"]})
+    assert sent.status_code == 403 and "uploads.max_mb" in sent.json()["error"]["message"]
+    assert "c.txt" not in [f.filename for f in oai(a, SMALL).files.list()]
 
 
 @pytest.mark.parametrize(("uploads", "error"), [
