@@ -100,10 +100,13 @@ async def _cached_contents(request: Request, name: str = "") -> Response:
 
 def _named_scope(proxy: Proxy, request: Request) -> Upstream:
     """Where a cachedContents call goes when its cache's home is not known (`cache_scope.home`; google-genai names
-    a cache under the client's own project): the Vertex upstream whose project and location its path names."""
+    a cache under the client's own project): the Vertex upstream whose project and location its path names, else
+    one in its location (a list of the caller's caches there: the client names its own project, the region is
+    where it looks)."""
     vertex = [u for u in proxy.policy.upstreams.values() if u.kind == "vertex"]
     scope = request.url.path.partition("/projects/")[2].partition("/cachedContents")[0]
     named = [u for u in vertex if u.url.endswith(f"/projects/{scope}")]
+    named += [u for u in vertex if u.url.endswith(f"/locations/{request.path_params.get('location')}")]
     if named:
         return named[0]
     return next((u for u in vertex if u.name != "vertex"), proxy.policy.upstreams["vertex"])

@@ -42,6 +42,8 @@ def test_a_cache_named_by_its_short_name_is_read_updated_and_deleted_where_it_li
         system_instruction=dated_system(0, dated=False), ttl="600s"))
     assert cache.name.startswith(f"projects/{PROJECT}/locations/{LOCATION}/cachedContents/")
     short = "cachedContents/" + cache.name.rsplit("/", 1)[1]
+    # A list under the client's own project and location: the caches of the upstream in that location.
+    assert [c.name for c in acme.caches.list()] == [cache.name]
     assert acme.caches.get(name=short).usage_metadata.total_token_count == cache.usage_metadata.total_token_count
     updated = acme.caches.update(name=short, config=types.UpdateCachedContentConfig(ttl="1200s"))
     assert updated.expire_time > cache.expire_time
