@@ -13,7 +13,7 @@ from prefixgate.policies import hash_key
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
-from tests.gateway.support_vertex import GEMINI, LOCATION, PROJECT, dated_system
+from tests.gateway.support_vertex import GEMINI, LOCATION, PROJECT, dated_system, use_mock_vertex
 from tests.support_services import ServerThread
 
 ACME = "pg-vertex-home-req-acme-0123"
@@ -21,9 +21,7 @@ ACME = "pg-vertex-home-req-acme-0123"
 
 @pytest.fixture
 def gateway(monkeypatch, tmp_path):
-    monkeypatch.setenv("PREFIXGATE_VERTEX_ACCESS_TOKEN", "mock-vertex-token")
-    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "PREFIXGATE_VERTEX_BASE_URL", "PREFIXGATE_MOCK_VERTEX_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
+    use_mock_vertex(monkeypatch)
     with ServerThread(mock_app(MockContext())) as mock:
         settings = settings_for(mock.url, tmp_path, vertex_base_url=mock.url)
         policy = policy_for(settings, {
