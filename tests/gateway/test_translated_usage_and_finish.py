@@ -41,6 +41,16 @@ def test_openai_reasoning_reaches_a_gemini_caller_as_thoughts_not_billed_twice()
     assert oa.usage_from_response(CHAT_REASONING).output == 45
 
 
+def test_a_responses_reasoning_model_reports_its_reasoning_to_a_chat_caller():
+    # GPT-5.4 through the Responses API (a Chat caller routed there): reasoning inside output_tokens.
+    body = {"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5.4",
+            "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "42"}]}],
+            "usage": {"input_tokens": 12, "output_tokens": 45, "total_tokens": 57,
+                      "output_tokens_details": {"reasoning_tokens": 30}}}
+    usage = translate_reply(body, wire_format("responses"), oa.WIRE, "gpt-5.4")["usage"]
+    assert (usage["completion_tokens"], usage["completion_tokens_details"]["reasoning_tokens"]) == (45, 30)
+
+
 def test_streamed_gemini_thoughts_reach_a_chat_callers_usage_chunk():
     stream_usage = ge.WIRE.stream_usage()
     stream_usage.feed(GEMINI_THINKING)
