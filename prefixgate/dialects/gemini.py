@@ -274,7 +274,8 @@ def read_chat(body: dict) -> Chat:
         decls = tool.get("functionDeclarations") or tool.get("function_declarations")
         if decls is None:
             raise refuse(f"tool {sorted(tool)}", NAME)
-        for d in decls:
+        for d in expect(decls, list, "tools.functionDeclarations"):
+            expect(d, dict, "tools.functionDeclarations[]")
             chat.tools.append(Tool(d.get("name", ""), d.get("description", ""),
                                    d.get("parameters") or d.get("parametersJsonSchema") or Tool("").schema))
     gen = {_camel(k): v for k, v in _object(body, "generationConfig").items()}

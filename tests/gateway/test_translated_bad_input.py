@@ -90,6 +90,12 @@ def test_a_claude_caller_routed_to_openai(gw, extra, field):
      {"contents": [{"role": "model", "parts": [{"functionCall": "weather"}]}]}, "contents.parts.functionCall"),
     ("/v1beta/models/gpt-5.4:generateContent", {"x-goog-api-key": "pg-k"},
      {"contents": [{"role": "user", "parts": [{"inlineData": "iVBOR"}]}]}, "contents.parts.inlineData"),
+    ("/v1beta/models/gpt-5.4:generateContent", {"x-goog-api-key": "pg-k"},
+     {"contents": [{"role": "user", "parts": [{"text": "Weather?"}]}], "tools": [{"functionDeclarations": "weather"}]},
+     "tools.functionDeclarations"),
+    ("/v1beta/models/gpt-5.4:generateContent", {"x-goog-api-key": "pg-k"},
+     {"contents": [{"role": "user", "parts": [{"text": "Weather?"}]}], "tools": [{"functionDeclarations": ["weather"]}]},
+     "tools.functionDeclarations[]"),
 ])
 def test_a_message_part_of_the_wrong_type(gw, path, headers, body, field):
     server, up = gw
