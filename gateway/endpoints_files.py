@@ -105,14 +105,18 @@ async def _upload(request: Request, dialect: str) -> Response:
     owner = principal(caller.key)
     body = await upload_body(request, proxy.body_limits, dialect, proxy.settings.client_timeout_s)
     # Before a byte is sent: its declared length, or (sent chunked) the length spooled.
-    await quota.check(owner, caller.key.uploads if caller.key else None, body.length)
-    form = {"content-type": request.headers.get("content-type", "")}
-    resp = await send(proxy, request, caller, dialect, upstream, "POST", "/files", "", body, form, UPLOAD_ANSWER_S)
-    made = json_object(resp.body)
-    if isinstance(made.get("id"), str):
-        ttl = lifetime_s(made, time.time())
-        proxy.stored_ids.record(FILE, made["id"], owner, ttl, home=upstream.name)
-        await quota.add(owner, made["id"], file_size(made), ttl)
+    hold = await quota.reserve(owner, caller.key.uploads if caller.key else None, body.length)
+    try:
+        form = {"content-type": request.headers.get("content-type", "")}
+        resp = await send(proxy, request, caller, dialect, upstream, "POST", "/files", "", body, form,
+                          UPLOAD_ANSWER_S)
+        made = json_object(resp.body)
+        if isinstance(made.get("id"), str):
+            ttl = lifetime_s(made, time.time())
+            proxy.stored_ids.record(FILE, made["id"], owner, ttl, home=upstream.name)
+            await quota.add(owner, made["id"], file_size(made), ttl)
+    finally:
+        await quota.release(owner, hold)
     return Response(resp.body, resp.status, resp.headers, media_type="application/json")
 
 

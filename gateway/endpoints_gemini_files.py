@@ -89,15 +89,22 @@ async def _start(request: Request, version: str) -> Response:
     declared = request.headers.get(GOOG_UPLOAD + "header-content-length", "")
     if declared.isdigit():
         proxy.body_limits.check_upload(int(declared), WIRE.name)
-    await request.app.state.file_quota.check(principal(caller.key), caller.key.uploads if caller.key else None,
-                                             int(declared) if declared.isdigit() else None)
+    quota, owner = request.app.state.file_quota, principal(caller.key)
+    # Held until the last chunk's answer (or HOLD_S, for an upload never finished).
+    hold = await quota.reserve(owner, caller.key.uploads if caller.key else None,
+                               int(declared) if declared.isdigit() else None)
     goog = {k: v for k, v in request.headers.items() if k.startswith(GOOG_UPLOAD)}
-    resp = await proxy.upstream.forward(upstream, WIRE, "POST", f"/upload/{version}/files", "", raw,
-                                        upstream_credential(upstream, caller, WIRE.name), caller_headers=goog)
+    try:
+        resp = await proxy.upstream.forward(upstream, WIRE, "POST", f"/upload/{version}/files", "", raw,
+                                            upstream_credential(upstream, caller, WIRE.name), caller_headers=goog)
+    except BaseException:
+        await quota.release(owner, hold)
+        raise
     theirs = resp.headers.get(GOOG_UPLOAD + "url")
     if theirs is None:
+        await quota.release(owner, hold)
         return Response(resp.body, resp.status, resp.headers, media_type="application/json")
-    token = seal(proxy.secret, json.dumps([theirs, upstream.name, principal(caller.key)]))
+    token = seal(proxy.secret, json.dumps([theirs, upstream.name, owner, hold]))
     # The SDK sends the chunks to this URL's path and query on its own base URL.
     mine = f"{str(request.base_url).rstrip('/')}/upload/{version}/files?upload_id={token}&upload_protocol=resumable"
     return Response(resp.body, resp.status, {**resp.headers, GOOG_UPLOAD + "url": mine}, media_type="application/json")
@@ -106,7 +113,7 @@ async def _start(request: Request, version: str) -> Response:
 async def _chunk(request: Request, version: str) -> Response:
     proxy: Proxy = request.app.state.proxy
     _version(version)
-    theirs, upstream, owner = _session(proxy, request.query_params.get("upload_id", ""))
+    theirs, upstream, owner, hold = _session(proxy, request.query_params.get("upload_id", ""))
     offset = request.headers.get(GOOG_UPLOAD + "offset", "0")
     length = request.headers.get("content-length", "")
     if offset.isdigit() and length.isdigit():       # the whole file so far, not this chunk alone
@@ -125,21 +132,25 @@ async def _chunk(request: Request, version: str) -> Response:
             for name in {*gemini_names(made["name"]), str(made.get("uri") or made["name"])}:
                 proxy.stored_ids.record(FILE, name, owner, ttl, home=upstream.name)
             await request.app.state.file_quota.add(owner, made["name"], file_size(made), ttl)
+        await request.app.state.file_quota.release(owner, hold)
     return Response(resp.body, resp.status, resp.headers, media_type="application/json")
 
 
-def _session(proxy: Proxy, upload_id: str) -> tuple[str, Upstream, str | None]:
-    """(provider's upload URL, its upstream, the starter's principal) sealed in an `upload_id` this gateway issued."""
+def _session(proxy: Proxy, upload_id: str) -> tuple[str, Upstream, str | None, str | None]:
+    """(provider's upload URL, its upstream, the starter's principal, its quota hold) sealed in an `upload_id`
+    this gateway issued (one sealed before holds has none)."""
     opened = unseal(proxy.secret, upload_id)
     try:
-        theirs, name, owner = json.loads(opened) if opened is not None else (None, None, None)
+        theirs, name, owner, *held = json.loads(opened) if opened is not None else (None, None, None)
     except (ValueError, TypeError):
         theirs = name = owner = None
+        held = []
+    hold = held[0] if held and isinstance(held[0], str) else None
     upstream = proxy.policy.upstreams.get(name) if isinstance(name, str) else None
     if not isinstance(theirs, str) or upstream is None or not theirs.startswith(upstream.url.rstrip("/") + "/"):
         raise RequestError("upload_id: no upload this gateway started", field="upload_id", status=404,
                            kind="not_found")
-    return theirs, upstream, owner
+    return theirs, upstream, owner, hold
 
 
 async def list_files(request: Request, *, version: str) -> Response:

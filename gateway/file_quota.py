@@ -4,9 +4,9 @@ provider key every tenant fills one organisation's storage, so one tenant must n
 
 A file counts from the provider's answer to its upload (its size as the provider gives it) until it is deleted
 through the gateway or expires (its `expires_at`, Gemini's 48 hours). An upload is refused before a byte is
-sent when the party's files already reach the count, or its stored bytes and the upload's length pass the
-size (a chunked body is measured as it is spooled, before it is sent; uploads in flight at once are each
-checked against what is stored, not against one another).
+sent when the party's files would pass the count, or its stored bytes and the upload's length the size (a
+chunked body is measured as it is spooled, before it is sent). An upload in flight holds its length and one
+file until it ends, so uploads started at once on any replicas are counted against one another.
 
 Kept in the ledger's SQLite file and, with `redis_url`, in Redis (one hash and one expiry index per party,
 changed by scripts so replicas agree); while Redis does not answer this replica counts from its own file.
@@ -14,6 +14,7 @@ changed by scripts so replicas agree); while Redis does not answer this replica 
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 import threading
 import time
@@ -29,6 +30,8 @@ _REDIS_ERRORS = (RedisError, OSError)
 PREFIX = "prefixgate:files:stored:"
 BYTES, COUNT = "#bytes", "#count"      # a party's totals, beside one field per file id (its bytes)
 MIB = 1024 * 1024
+HELD = "~"          # how a hold's id begins (a provider's file id never does)
+HOLD_S = 3600.0     # a hold left by a replica that died mid-upload stops counting after this
 # KEYS: the party's hash, its expiry index. ARGV: now. Drops the expired files, answers the totals.
 _USAGE = f"""
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])) do
@@ -98,18 +101,30 @@ class FileQuota:
                                    "AND expires >= ?", (owner, self._clock())).fetchone()
         return Stored(int(row[0]), int(row[1]))
 
-    async def check(self, owner: str | None, limit: UploadLimit | None, declared: int | None) -> None:
-        """A 403 when an upload of `declared` bytes (None: not known yet) would take `owner` past `limit`."""
+    async def reserve(self, owner: str | None, limit: UploadLimit | None, size: int | None) -> str | None:
+        """A hold on `size` bytes and one file for an upload starting now (its id, for `release`), counted like a
+        stored file until released or `HOLD_S` pass, so uploads in flight at once are counted against one
+        another; a 403 when it would take `owner` past `limit` (None: no limit, no hold)."""
         if owner is None or limit is None:
-            return
-        now = await self.stored(owner)
-        if limit.max_files and now.files >= limit.max_files:
-            raise _refused(f"{now.files} files stored, the most this key's tenant may keep is {limit.max_files} "
-                           "(uploads.max_files)")
-        if limit.max_mb and now.bytes + (declared or 0) > limit.max_mb * MIB:
-            raise _refused(f"{now.bytes:,} bytes stored, and this upload's {declared or 0:,} more would pass the "
-                           f"{limit.max_mb:g} MiB ({int(limit.max_mb * MIB):,} bytes) this key's tenant may keep "
-                           "(uploads.max_mb)")
+            return None
+        hold, size = HELD + secrets.token_hex(8), size or 0
+        await self.add(owner, hold, size, HOLD_S)
+        now = await self.stored(owner)      # this hold included: of two racing, neither passes the limit
+        if limit.max_files and now.files > limit.max_files:
+            await self.release(owner, hold)
+            raise _refused(f"{now.files - 1} files stored or being uploaded, the most this key's tenant may keep is "
+                           f"{limit.max_files} (uploads.max_files)")
+        if limit.max_mb and now.bytes > limit.max_mb * MIB:
+            await self.release(owner, hold)
+            raise _refused(f"{now.bytes - size:,} bytes stored or being uploaded, and this upload's {size:,} more "
+                           f"would pass the {limit.max_mb:g} MiB ({int(limit.max_mb * MIB):,} bytes) this key's "
+                           "tenant may keep (uploads.max_mb)")
+        return hold
+
+    async def release(self, owner: str | None, hold: str | None) -> None:
+        """An upload's hold is done with (the file it made, if any, was `add`ed)."""
+        if hold is not None:
+            await self.remove(owner, hold)
 
     async def add(self, owner: str | None, ident: str, size: int, ttl_s: float) -> None:
         if owner is None:

@@ -22,6 +22,7 @@ from tests.gateway.support_gateway import policy_for, running_gateway, settings_
 from tests.support_services import ServerThread
 
 ACME, ACME_2, BETA, SMALL = "pg-acme-quota-012345", "pg-acme-quota-2-0123", "pg-beta-quota-012345", "pg-small-012345678"
+SOLO = "pg-solo-quota-012345"
 FILES_BETA = "files-api-2025-04-14"
 POLICY = {
     "routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
@@ -30,7 +31,8 @@ POLICY = {
     "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme", "uploads": {"max_files": 2}},
              {"name": "acme-2", "key_sha256": hash_key(ACME_2), "tenant": "acme", "uploads": {"max_files": 2}},
              {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
-             {"name": "small", "key_sha256": hash_key(SMALL), "tenant": "small", "uploads": {"max_mb": 0.01}}]}
+             {"name": "small", "key_sha256": hash_key(SMALL), "tenant": "small", "uploads": {"max_mb": 0.01}},
+             {"name": "solo", "key_sha256": hash_key(SOLO), "tenant": "solo", "uploads": {"max_files": 1}}]}
 
 
 @pytest.fixture
@@ -92,6 +94,25 @@ def test_a_tenants_stored_bytes_are_bounded(replicas):
                       headers={"authorization": f"Bearer {SMALL}", "content-type": form.headers["content-type"]})
     assert sent.status_code == 403 and "uploads.max_mb" in sent.json()["error"]["message"]
     assert "c.txt" not in [f.filename for f in oai(a, SMALL).files.list()]
+
+
+def test_an_upload_under_way_counts_against_another(replicas):
+    a, b = replicas
+    # A Gemini resumable upload started on replica a: its file is under way until the last chunk.
+    started = httpx.post(f"{a}/upload/v1beta/files", json={"file": {"displayName": "n"}}, headers={
+        "x-goog-api-key": SOLO, "x-goog-upload-protocol": "resumable", "x-goog-upload-command": "start",
+        "x-goog-upload-header-content-length": "4", "x-goog-upload-header-content-type": "text/plain"})
+    # Meanwhile the tenant's one file is taken: another upload, on replica b, is refused.
+    with pytest.raises(openai.PermissionDeniedError):
+        oai(b, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data")
+    done = httpx.post(started.headers["x-goog-upload-url"], content=b"note",
+                      headers={"x-goog-upload-command": "upload, finalize", "x-goog-upload-offset": "0"})
+    assert done.headers["x-goog-upload-status"] == "final"
+    with pytest.raises(openai.PermissionDeniedError):     # now the file itself, counted once
+        oai(b, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data")
+    gemini = genai.Client(api_key=SOLO, http_options={"base_url": a})     # held while used
+    gemini.files.delete(name=done.json()["file"]["name"])
+    assert oai(b, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data").id
 
 
 @pytest.mark.parametrize(("uploads", "error"), [
