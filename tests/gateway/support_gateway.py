@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -24,6 +24,8 @@ from prefixgate.dialects import openai as oa
 from prefixgate.errors import RequestError, error_body
 from prefixgate.gateway.app import create_app
 from prefixgate.policies import Policy, builtin_upstreams
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
 from prefixgate.usage import Usage
 from tests.support_services import ServerThread
 
@@ -182,6 +184,16 @@ def running_upstream() -> Iterator[FakeUpstream]:
 def running_gateway(settings: Settings, **kw) -> Iterator[ServerThread]:
     with ServerThread(create_app(settings, **kw)) as server:
         yield server
+
+
+@contextmanager
+def gateway_over_mock(folder, policy: Callable[[str], dict] | None = None, **overrides) -> Iterator[ServerThread]:
+    """A gateway whose hosted upstreams are the in-process mock providers, routed by `policy(mock_url)` (None: the
+    zero-config routes), with settings `overrides`."""
+    with ServerThread(mock_app(MockContext())) as mock:
+        settings = settings_for(mock.url, folder, **overrides)
+        with running_gateway(settings, policy=policy_for(settings, policy(mock.url)) if policy else None) as gw:
+            yield gw
 
 
 @contextmanager

@@ -10,10 +10,7 @@ from google import genai
 from google.genai import types
 
 from prefixgate.policies import hash_key
-from prefixgate.simulation.mock.server import MockContext
-from prefixgate.simulation.mock.server import create_app as mock_app
-from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
-from tests.support_services import ServerThread
+from tests.gateway.support_gateway import gateway_over_mock
 
 ACME = "pg-gemini-homes-acme-0123"
 SYSTEM = "You answer from the shipping manual below.\n" + "Rule: parcels leave within two days. " * 400
@@ -23,14 +20,11 @@ SYSTEM = "You answer from the shipping manual below.\n" + "Rule: parcels leave w
 def gateway(monkeypatch, tmp_path):
     monkeypatch.setenv("GEMINI_API_KEY", "AIzaBuiltinKey00000000000000000")
     monkeypatch.setenv("TEAM_GEMINI_KEY", "AIzaTeamKey000000000000000000000")
-    with ServerThread(mock_app(MockContext())) as mock:
-        settings = settings_for(mock.url, tmp_path)
-        policy = policy_for(settings, {
-            "upstreams": {"gemini-team": {"kind": "gemini", "url": mock.url, "api_key_env": "TEAM_GEMINI_KEY"}},
+    with gateway_over_mock(tmp_path, lambda mock: {
+            "upstreams": {"gemini-team": {"kind": "gemini", "url": mock, "api_key_env": "TEAM_GEMINI_KEY"}},
             "routes": [{"name": "team", "models": ["gemini-2.5-flash"], "targets": [{"upstream": "gemini-team"}]}],
-            "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"}]})
-        with running_gateway(settings, policy=policy) as gw:
-            yield gw.url
+            "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"}]}) as gw:
+        yield gw.url
 
 
 def test_a_cache_is_created_read_and_used_on_the_routes_own_gemini_upstream(gateway):

@@ -12,10 +12,7 @@ import pytest
 
 from prefixgate.dialects import wire_format
 from prefixgate.dialects.translate import translate_body
-from prefixgate.simulation.mock.server import MockContext
-from prefixgate.simulation.mock.server import create_app as mock_app
-from tests.gateway.support_gateway import running_gateway, settings_for
-from tests.support_services import ServerThread
+from tests.gateway.support_gateway import gateway_over_mock
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.7, "top_p": 0.9}
 
@@ -25,9 +22,8 @@ def gateway_url(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("OPENAI_API_KEY", "sk-sampling-openai-000")
     mp.setenv("ANTHROPIC_API_KEY", "sk-ant-sampling-000")
-    with ServerThread(mock_app(MockContext())) as mock:
-        with running_gateway(settings_for(mock.url, tmp_path_factory.mktemp("sampling"))) as server:
-            yield server.url
+    with gateway_over_mock(tmp_path_factory.mktemp("sampling")) as server:
+        yield server.url
     mp.undo()
 
 

@@ -7,10 +7,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from prefixgate.simulation.mock.server import MockContext
-from prefixgate.simulation.mock.server import create_app as mock_app
-from tests.gateway.support_gateway import running_gateway, settings_for
-from tests.support_services import ServerThread
+from tests.gateway.support_gateway import gateway_over_mock
 
 
 @pytest.fixture(scope="module")
@@ -18,9 +15,8 @@ def gateway_url(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("ANTHROPIC_API_KEY", "sk-ant-null-options-000")
     mp.setenv("GEMINI_API_KEY", "gemini-null-options-key-000")
-    with ServerThread(mock_app(MockContext())) as mock:
-        with running_gateway(settings_for(mock.url, tmp_path_factory.mktemp("null"))) as server:
-            yield server.url
+    with gateway_over_mock(tmp_path_factory.mktemp("null")) as server:
+        yield server.url
     mp.undo()
 
 
