@@ -13,10 +13,7 @@ import pytest
 
 from prefixgate.dialects import wire_format
 from prefixgate.dialects.translate import translate_body
-from prefixgate.simulation.mock.server import MockContext
-from prefixgate.simulation.mock.server import create_app as mock_app
-from tests.gateway.support_gateway import running_gateway, settings_for
-from tests.support_services import ServerThread
+from tests.gateway.support_gateway import gateway_over_mock
 
 TOOLS = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object",
                                                                              "properties": {"city": {"type": "string"}}}}}]
@@ -58,8 +55,7 @@ def test_ids_claude_takes_are_kept():
 
 def test_a_chat_caller_with_per_turn_call_ids_reaches_claude(tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-call-ids-0123456789")
-    with ServerThread(mock_app(MockContext()), log_level="critical") as mock, \
-            running_gateway(settings_for(mock.url, tmp_path)) as gw:
+    with gateway_over_mock(tmp_path) as gw:
         client = openai.OpenAI(api_key="pg-call-ids", base_url=gw.url + "/v1", max_retries=0)
         reply = client.chat.completions.create(model="claude-sonnet-5-5", messages=history("call_0", "call_0"),
                                                tools=TOOLS, max_tokens=200)
@@ -70,8 +66,7 @@ def test_a_call_id_that_is_not_a_string_is_the_callers_400_not_a_500(tmp_path, m
     # Both SDKs type these fields but send what they are given; each API refuses a non-string id.
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-call-ids-0123456789")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-call-ids-0123456789")
-    with ServerThread(mock_app(MockContext()), log_level="critical") as mock, \
-            running_gateway(settings_for(mock.url, tmp_path)) as gw:
+    with gateway_over_mock(tmp_path) as gw:
         chat = openai.OpenAI(api_key="pg-call-ids", base_url=gw.url + "/v1", max_retries=0)
         for odd in (5, ["call_0"]):
             with pytest.raises(openai.BadRequestError) as refused:
