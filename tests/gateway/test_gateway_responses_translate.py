@@ -22,7 +22,7 @@ POLICY = {
     "routes": [
         {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
         {"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]},
-        # A chained request cannot go to Anthropic: it is skipped there and served by OpenAI.
+        # A chained request goes only to the targets that reach its chain's home: OpenAI, never Anthropic.
         {"name": "fallback", "models": ["chain"], "targets": [{"upstream": "anthropic", "model": "claude-haiku-4-5"},
                                                              {"upstream": "openai", "model": "gpt-5.4"}]},
         {"name": "pro", "models": ["gpt-5-pro"], "targets": [{"upstream": "responses-only", "model": "gpt-5.4"}]},
@@ -95,14 +95,16 @@ def test_what_cannot_be_translated_is_a_400_naming_it(stack):
     assert err.value.body["param"] == "previous_response_id"
 
 
-def test_a_chain_skips_a_target_that_cannot_hold_it(stack):
+def test_a_chain_goes_only_to_the_target_that_holds_it(stack):
     gw, settings = stack
     client = _client(gw)
     first = client.responses.create(model="gpt-5.4", input="Hello", max_output_tokens=64)   # stored at OpenAI
     second = client.responses.create(model="chain", input="More", previous_response_id=first.id, max_output_tokens=64)
     assert second.previous_response_id == first.id
     rec = _last(settings)
-    assert rec["target"] == "openai" and any(line.startswith("skip anthropic") for line in rec["explanation"])
+    # The route's first target, Anthropic, is not tried at all (docs/security.md: a follow-up goes to its chain's).
+    assert rec["target"] == "openai" and rec["attempts"] == 1
+    assert not any("anthropic" in line for line in rec["explanation"]), rec["explanation"]
 
 
 def test_chat_completions_to_a_responses_only_upstream(stack):
