@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from starlette.applications import Starlette
@@ -187,7 +188,7 @@ def running_gateway(settings: Settings, **kw) -> Iterator[ServerThread]:
 
 
 @contextmanager
-def gateway_over_mock(folder, policy: Callable[[str], dict] | None = None, **overrides) -> Iterator[ServerThread]:
+def gateway_over_mock(folder: Path, policy: Callable[[str], dict] | None = None, **overrides) -> Iterator[ServerThread]:
     """A gateway whose hosted upstreams are the in-process mock providers, routed by `policy(mock_url)` (None: the
     zero-config routes), with settings `overrides`."""
     with ServerThread(mock_app(MockContext())) as mock:
