@@ -17,6 +17,10 @@
 - Empty content: `messages.<i>: all messages must have non-empty content except for the optional final assistant
   message` (a "" or [] content), and `messages: text content blocks must be non-empty` (a text block of "");
   both invalid_request_error 400s that agents and proxies keep hitting when they resend an aborted turn.
+- An image or document block whose `source` is not an object: `messages.<i>.content.<j>.document.source: Input
+  should be a valid dictionary or object to extract fields from` (pydantic's wording for a tagged union of models
+  given a non-object, as the API words `messages.3.content.1.tool_use.input: Input should be a valid dictionary`,
+  anthropics/anthropic-sdk-typescript#648); on /v1/messages/count_tokens too.
 """
 
 from __future__ import annotations
@@ -92,11 +96,25 @@ def _check_contents(messages: Any) -> None:
         for block in content if isinstance(content, list) else []:
             if isinstance(block, dict) and block.get("type") == "text" and block.get("text") == "":
                 raise RequestError("messages: text content blocks must be non-empty", field=f"messages.{i}")
+        _check_sources(content if isinstance(content, list) else [], f"messages.{i}.content")
+
+
+def _check_sources(blocks: list, path: str) -> None:
+    for j, block in enumerate(blocks):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind in ("image", "document") and "source" in block and not isinstance(block["source"], dict):
+            field = f"{path}.{j}.{kind}.source"
+            raise RequestError(f"{field}: Input should be a valid dictionary or object to extract fields from",
+                               field=field)
 
 
 def check_count_body(body: dict[str, Any], betas: str | None) -> None:
     """Raise the 400 `/v1/messages/count_tokens` answers `body` with, if any."""
     _check_fields(body, _COUNT_KNOWN, _COUNT_BETA, betas)
+    messages = body.get("messages")
+    for i, message in enumerate(messages if isinstance(messages, list) else []):
+        content = message.get("content") if isinstance(message, dict) else None
+        _check_sources(content if isinstance(content, list) else [], f"messages.{i}.content")
 
 
 def _check_fields(body: dict[str, Any], known: frozenset[str], beta: frozenset[str], betas: str | None) -> None:

@@ -15,6 +15,8 @@ from prefixgate.providers.files import GEMINI
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import ModelRules
 from prefixgate.simulation.mock import agent, agent_wire, gemini_params
+from prefixgate.simulation.mock.gemini_generation_params import check_config_types, proto_field
+from prefixgate.simulation.mock.gemini_part_params import check_file_data
 from prefixgate.simulation.mock.gemini_signature_params import signature_for, signs
 from prefixgate.simulation.mock.gemini_thinking import thought_tokens
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
@@ -156,6 +158,11 @@ def _count_tokens(ctx: MockContext, model: str, body: dict, tenant: str) -> dict
     request = body.get("generateContentRequest", body)
     if not isinstance(request, dict):
         raise RequestError("generateContentRequest: expected an object", field="generateContentRequest")
+    path = "generate_content_request." if request is not body else ""
+    check_file_data(request.get("contents"), f"{path}contents")
+    config = proto_field(request, "generationConfig")
+    if config is not None:
+        check_config_types(config, f"{path}generation_config")
     request = {k: v for k, v in request.items() if k != "model"}
     total = ctx.simulator.count_tokens("gemini", request, model=model, tenant=tenant, now=ctx.clock())
     return {"totalTokens": total, "promptTokensDetails": [{"modality": "TEXT", "tokenCount": total}]}

@@ -42,7 +42,7 @@ def check_generation_config(body: dict[str, Any], model_id: str, output_limit: i
     config = proto_field(body, "generationConfig")
     if config is None:
         return
-    _check_types(config, "generation_config", "GenerationConfig", _CONFIG_TYPES)
+    check_config_types(config, "generation_config")
     _check_range(config, "temperature", 0, 2, "2.0001")
     _check_range(config, "topP", 0, 1, "1.0001")
     _check_range(config, "topK", 1, TOP_K, str(TOP_K + 1))
@@ -50,19 +50,27 @@ def check_generation_config(body: dict[str, Any], model_id: str, output_limit: i
     _check_range(config, "maxOutputTokens", 1, output_limit, str(output_limit + 1))
     thinking = proto_field(config, "thinkingConfig")
     if thinking is not None:
-        _check_types(thinking, "generation_config.thinking_config", "ThinkingConfig", _THINKING_TYPES)
         _check_thinking(thinking, model_id)
+
+
+def check_config_types(config: Any, path: str) -> None:
+    """Raise the proto3 JSON parse error for a generationConfig (at proto path `path`) holding a value of the
+    wrong JSON type, if any: generateContent's, or the one inside countTokens' generateContentRequest."""
+    _check_types(config, path, "GenerationConfig", _CONFIG_TYPES)
+    thinking = proto_field(config, "thinkingConfig")
+    if thinking is not None:
+        _check_types(thinking, f"{path}.thinking_config", "ThinkingConfig", _THINKING_TYPES)
 
 
 def _check_types(message: Any, path: str, message_type: str, fields: dict[str, str]) -> None:
     if not isinstance(message, dict):
         raise RequestError(f"Invalid value at '{path}' (type.googleapis.com/google.ai.generativelanguage.v1beta."
-                           f"{message_type}), {_json(message)}", field=path)
+                           f"{message_type}), {json_shown(message)}", field=path)
     for name, proto_type in fields.items():
         value = proto_field(message, name)
         if value is not None and not _is_number(value):
             snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
-            raise RequestError(f"Invalid value at '{path}.{snake}' ({proto_type}), {_json(value)}",
+            raise RequestError(f"Invalid value at '{path}.{snake}' ({proto_type}), {json_shown(value)}",
                                field=f"{path}.{snake}")
 
 
@@ -76,7 +84,8 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _json(value: Any) -> str:
+def json_shown(value: Any) -> str:
+    """`value` as the proto3 JSON parse error quotes it."""
     return json.dumps(value) if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from prefixgate.errors import RequestError
 from prefixgate.providers.rules import ModelRules
 from prefixgate.simulation.mock.gemini_generation_params import check_generation_config
+from prefixgate.simulation.mock.gemini_part_params import check_file_data
 from prefixgate.simulation.mock.gemini_signature_params import check_thought_signatures
 
 # A Gemini model the catalogue gives no limit: every 2.5 and 3.x model answers up to 65,536 tokens.
@@ -37,5 +38,6 @@ def check_generate_body(body: dict[str, Any], model: ModelRules) -> None:
         if isinstance(content, dict) and not content.get("parts"):
             raise RequestError(f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty.\n",
                                field=f"contents.{i}.parts")
+    check_file_data(contents, "contents")
     check_generation_config(body, model.id, model.max_output_tokens or OUTPUT_TOKEN_LIMIT)
     check_thought_signatures(contents if isinstance(contents, list) else [], model.id)

@@ -13,6 +13,9 @@
   #27122).
 - `temperature` ranges 0..2 (Chat and Responses): "Invalid 'temperature': decimal above maximum value. Expected a
   value <= 2, but got 2.1 instead." (param `temperature`, code `decimal_above_max_value`).
+- A value of the wrong JSON type is a 400 `Invalid type for '<param>': expected a decimal, but got a string
+  instead.` (code `invalid_type`, param the path as OpenAI writes it, e.g. `messages[0].content[0].file`): checked
+  for `temperature` (Chat and Responses), Responses' `prompt` and a Chat content part's `file` (objects).
 - `/v1/responses/input_tokens` takes openai-python 3.57.0's `InputTokenCountParams` only, refused as above.
 """
 
@@ -57,6 +60,7 @@ def check_chat_body(body: dict[str, Any]) -> None:
         raise RequestError(f"Unrecognized request argument{plural} supplied: {', '.join(sorted(unknown))}")
     check_cache_key(body)
     _check_temperature(body)
+    _check_file_parts(body.get("messages"))
 
 
 def check_responses_body(body: dict[str, Any]) -> None:
@@ -64,6 +68,8 @@ def check_responses_body(body: dict[str, Any]) -> None:
     _check_known(body, _RESPONSES_KNOWN)
     check_cache_key(body)
     _check_temperature(body)
+    if body.get("prompt") is not None and not isinstance(body["prompt"], dict):
+        raise _invalid_type("prompt", "an object", body["prompt"])
 
 
 def check_input_tokens_body(body: dict[str, Any]) -> None:
@@ -78,8 +84,29 @@ def _check_known(body: dict[str, Any], known: frozenset[str]) -> None:
             raise RequestError(f"Unknown parameter: '{name}'.", field=name, code="unknown_parameter")
 
 
+_JSON_KINDS = ((bool, "a boolean"), (str, "a string"), (dict, "an object"), (list, "an array"),
+               ((int, float), "a number"), (type(None), "null"))
+
+
+def _invalid_type(param: str, expected: str, value: Any) -> RequestError:
+    got = next(name for kind, name in _JSON_KINDS if isinstance(value, kind))
+    return RequestError(f"Invalid type for '{param}': expected {expected}, but got {got} instead.", field=param,
+                        code="invalid_type")
+
+
+def _check_file_parts(messages: Any) -> None:
+    for i, message in enumerate(messages if isinstance(messages, list) else []):
+        content = message.get("content") if isinstance(message, dict) else None
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            if isinstance(part, dict) and part.get("type") == "file" and "file" in part \
+                    and not isinstance(part["file"], dict):
+                raise _invalid_type(f"messages[{i}].content[{j}].file", "an object", part["file"])
+
+
 def _check_temperature(body: dict[str, Any]) -> None:
     value = body.get("temperature")
+    if isinstance(value, (bool, str, dict, list)):
+        raise _invalid_type("temperature", "a decimal", value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         shown = f"{value:g}" if isinstance(value, int) else repr(value)
         if value > 2:
