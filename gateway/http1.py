@@ -61,6 +61,7 @@ class _Connection(asyncio.Protocol):
         self.buffered = 0
         self.error: Exception | None = None
         self.waiter: asyncio.Future | None = None
+        self.cut_short = False            # answered before the whole request body was sent: never reused
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -203,7 +204,7 @@ class Http1Response:
         """Back to the pool when the response ended cleanly on a keep-alive connection, else closed."""
         conn = self._conn
         self._released = True
-        if conn.done and conn.keep_alive and not conn.closed and not conn.chunks:
+        if conn.done and conn.keep_alive and not conn.closed and not conn.chunks and not conn.cut_short:
             self._pool.give_back(self._origin, conn)
         else:
             conn.close()
@@ -221,6 +222,32 @@ class BodyStream:
     """A request body sent as it arrives: exactly `length` bytes (its content-length) from `chunks`."""
     chunks: AsyncIterator[bytes]
     length: int
+
+
+async def _send_body(conn: _Connection, body: BodyStream, timeout_s: float) -> None:
+    """`body` as it arrives, at the pace the upstream reads it, until it is all sent or the upstream answers
+    early (a 401, a 413 from its front end, often closing the connection before reading on): then its answer is
+    what the caller gets, not the broken write."""
+    chunks = body.chunks
+    try:
+        async for chunk in chunks:
+            if conn.head_done or conn.closed:
+                conn.cut_short = True
+                return      # an answer is in (else `wait` raises the hang-up)
+            conn.transport.write(chunk)  # type: ignore[union-attr]
+            try:
+                await asyncio.wait_for(conn.drain(), timeout_s)
+            except TimeoutError:
+                raise ReadTimeout() from None
+            except Broken:
+                if not conn.head_done:
+                    raise
+                conn.cut_short = True
+                return
+    finally:
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 class Http1Pool:
@@ -252,12 +279,7 @@ class Http1Pool:
         conn.transport.writelines((head, body) if body and streamed is None else (head,))  # type: ignore[union-attr]
         try:
             if streamed is not None:
-                async for chunk in streamed.chunks:
-                    conn.transport.write(chunk)  # type: ignore[union-attr]
-                    try:
-                        await asyncio.wait_for(conn.drain(), timeout_s)
-                    except TimeoutError:
-                        raise ReadTimeout() from None
+                await _send_body(conn, streamed, timeout_s)
             while not conn.head_done:
                 await conn.wait(timeout_s)
         except BaseException:

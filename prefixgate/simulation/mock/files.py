@@ -38,6 +38,7 @@ from prefixgate.providers.files import (
 OPENAI_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
 OPENAI_BATCH_LIFETIME_S = 30 * 86400        # "files with purpose=batch expire after 30 days" by default
 _ALNUM = string.ascii_letters + string.digits
+FORM_OVERHEAD = 64 * 1024     # a multipart body's own parts (purpose, headers) beside the file's bytes
 
 
 @dataclass
@@ -134,7 +135,16 @@ def add_routes(app: FastAPI, files: Files, account_of: Callable[[Request], tuple
 
     @app.post("/v1/files")
     async def upload(request: Request) -> Response:
-        provider, account = account_of(request)
+        try:
+            provider, account = account_of(request)
+            declared = request.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_FILE_BYTES[provider] + FORM_OVERHEAD:
+                raise RequestError(f"File is too large: the request is {declared} bytes; the limit is "
+                                   f"{MAX_FILE_BYTES[provider]} bytes", field="file", status=413, kind="too_large")
+        except RequestError:
+            # Answered before the body is read: the providers' front ends then close the connection.
+            request.state.answered_early = True
+            raise
         try:
             form = await request.form()
         except ClientDisconnect:        # the sender gave up mid-body: no file

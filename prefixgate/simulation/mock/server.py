@@ -105,7 +105,10 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     async def provider_error(request: Request, err: RequestError) -> Response:
         # Google's front end answers a bad token in its own shape, whichever publisher the path names.
         google_auth = err.status == 401 and "/projects/" in request.url.path
-        return error_response(err, "gemini" if google_auth else dialect_of(request))
+        answer = error_response(err, "gemini" if google_auth else dialect_of(request))
+        if getattr(request.state, "answered_early", False):
+            answer.headers["connection"] = "close"
+        return answer
 
     @app.get("/health")
     async def health() -> dict:
