@@ -36,6 +36,7 @@ from prefixgate.gateway.files_upstream import (
     UPLOAD_ANSWER_S,
     file_home,
     files_upstream,
+    forget_if_gone,
     json_object,
     lifetime_s,
     may_touch,
@@ -45,6 +46,7 @@ from prefixgate.gateway.files_upstream import (
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import FILE
 from prefixgate.gateway.proxy import Proxy
+from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.model_ids import STORED_ID, path_model
 from prefixgate.providers.files import FILE_KINDS, file_not_found
 
@@ -129,8 +131,12 @@ async def _owned(request: Request, dialect: str, *, method: str, file_id: str, s
         raise file_not_found(dialect, file_id)
     upstream = await file_home(proxy, caller, dialect, file_id)
     download = suffix == "/content"
-    resp = await send(proxy, request, caller, dialect, upstream, method, f"/files/{segment}{suffix}", "", b"",
-                      stream=download)
+    try:
+        resp = await send(proxy, request, caller, dialect, upstream, method, f"/files/{segment}{suffix}", "", b"",
+                          stream=download)
+    except UpstreamFailure as failure:
+        await forget_if_gone(proxy, request.app.state.file_quota, caller, failure, upstream, [file_id], file_id)
+        raise
     if method == "DELETE" and 200 <= resp.status < 300:
         await proxy.stored_ids.forget(FILE, file_id)
         await request.app.state.file_quota.remove(principal(caller.key), file_id)   # its share is free again

@@ -35,6 +35,7 @@ from prefixgate.gateway.files_upstream import (
     file_home,
     files_upstream,
     files_upstreams,
+    forget_if_gone,
     json_object,
     lifetime_s,
     may_touch,
@@ -45,7 +46,7 @@ from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import FILE
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.sealed import seal, unseal
-from prefixgate.gateway.upstream import UpstreamResponse
+from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 from prefixgate.model_ids import STORED_ID, path_model
 from prefixgate.policies import Upstream
 from prefixgate.providers.files import LIST_QUERY, file_not_found, gemini_names
@@ -199,7 +200,12 @@ async def owned(request: Request, *, version: str, method: str, name: str) -> Re
     if not await may_touch(proxy, caller, f"files/{name}", method):
         raise file_not_found(WIRE.name, name)
     upstream = await file_home(proxy, caller, WIRE.name, f"files/{name}")
-    resp = await _send(proxy, caller, upstream, method, f"/{version}/files/{segment}", [])
+    try:
+        resp = await _send(proxy, caller, upstream, method, f"/{version}/files/{segment}", [])
+    except UpstreamFailure as failure:
+        await forget_if_gone(proxy, request.app.state.file_quota, caller, failure, upstream, gemini_names(name),
+                             f"files/{name}")
+        raise
     if method == "DELETE" and 200 <= resp.status < 300:
         for each in gemini_names(name):
             await proxy.stored_ids.forget(FILE, each)

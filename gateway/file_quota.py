@@ -3,7 +3,8 @@ endpoints, against its key's `uploads` limit in the policy (`max_mb`, `max_files
 provider key every tenant fills one organisation's storage, so one tenant must not take it all.
 
 A file counts from the provider's answer to its upload (its size as the provider gives it) until it is deleted
-through the gateway or expires (its `expires_at`, Gemini's 48 hours). An upload is refused before a byte is
+through the gateway, expires (its `expires_at`, Gemini's 48 hours), or is found deleted at the provider
+(`files_upstream.forget_if_gone`: its 404 to a call for the file through the gateway). An upload is refused before a byte is
 sent when the party's files would pass the count, or its stored bytes and the upload's length the size (a
 chunked body is measured as it is spooled, before it is sent). An upload in flight holds its length and one
 file until it ends, so uploads started at once on any replicas are counted against one another.

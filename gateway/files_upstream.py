@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import IO
 
 from starlette.requests import Request
@@ -18,11 +18,18 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.endpoints_responses import api_path
+from prefixgate.gateway.file_quota import FileQuota
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import FILE
 from prefixgate.gateway.proxy import Proxy
 from prefixgate.gateway.sealed import seal, unseal
-from prefixgate.gateway.upstream import BodyStream, UpstreamResponse, forwarded_headers, takes_callers_headers
+from prefixgate.gateway.upstream import (
+    BodyStream,
+    UpstreamFailure,
+    UpstreamResponse,
+    forwarded_headers,
+    takes_callers_headers,
+)
 from prefixgate.policies import Upstream
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.files import FILE_KINDS, PROVIDER_NAMES
@@ -77,6 +84,20 @@ async def file_home(proxy: Proxy, caller: Caller, dialect: str, file_id: str) ->
     if upstream is None or upstream.kind not in FILE_KINDS[dialect]:
         return files_upstream(proxy, caller, dialect)
     return upstream
+
+
+async def forget_if_gone(proxy: Proxy, quota: FileQuota, caller: Caller, failure: UpstreamFailure,
+                         upstream: Upstream, names: Iterable[str], counted: str) -> None:
+    """A file the provider says is gone (deleted at the provider, not through the gateway) when asked at its
+    recorded home: nobody's from now on (`names`: each it is known by), its share of the tenant's upload
+    quota (`counted`: the id it is counted under) free again. Else it would count until it expires, which
+    for most files is never (`FILE_TTL_S`)."""
+    gone = failure.status == 404 or (failure.status == 403 and "may not exist" in failure.message)  # Gemini's
+    if not gone or await proxy.stored_ids.find_home(FILE, counted) != upstream.name:
+        return      # a 404 from where the file never was (its home unknown) says nothing of the file
+    for name in names:
+        await proxy.stored_ids.forget(FILE, name)
+    await quota.remove(principal(caller.key), counted)
 
 
 async def may_touch(proxy: Proxy, caller: Caller, file_id: str, method: str) -> bool:
