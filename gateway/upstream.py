@@ -36,6 +36,7 @@ from yarl import URL
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
+from prefixgate.gateway.google_error import caller_details, google_error, without_account
 from prefixgate.gateway.http1 import BodyStream, Broken, ConnectFailed, Http1Pool, Http1Response, ReadTimeout
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.policies.schema import Upstream
@@ -64,13 +65,16 @@ QUOTA_CODES = frozenset({"insufficient_quota"})
 class UpstreamFailure(Exception):
     def __init__(self, upstream: str, status: int | None, message: str, *, timed_out: bool = False,
                  connect_failed: bool = False, retry_after: float | None = None, param: str | None = None,
-                 answered: bool = False, code: str | None = None, details: dict | None = None) -> None:
+                 answered: bool = False, code: str | None = None, details: dict | list | None = None,
+                 rpc_status: str | None = None) -> None:
         super().__init__(message)
         self.upstream, self.status, self.message = upstream, status, message
         self.timed_out, self.connect_failed, self.retry_after = timed_out, connect_failed, retry_after
         self.param = param      # the request field the upstream's error names (OpenAI's `param`)
         self.code = code        # its error code (OpenAI's `code`: what SDK callers branch on)
-        self.details = details  # its `error.details` object (Anthropic's `error_code`: what SDK callers branch on)
+        # its `error.details`: Anthropic's object (`error_code`: what SDK callers branch on) or Google's list
+        self.details = details
+        self.rpc_status = rpc_status    # Google's status name (FAILED_PRECONDITION)
         # The upstream answered 2xx before it broke: it did the work (and billed it), so it is never sent again.
         self.answered = answered
 
@@ -90,7 +94,8 @@ class UpstreamFailure(Exception):
         status = self.status if self.status and self.status >= 400 else 502
         kind = "quota" if self.out_of_quota else _KIND_BY_STATUS.get(status, "server" if status >= 500 else "invalid_request")
         return RequestError(f"upstream {self.upstream!r}: {self.message}", status=status, kind=kind,
-                            retry_after=self.retry_after, field=self.param, code=self.code, details=self.details)
+                            retry_after=self.retry_after, field=self.param, code=self.code, details=self.details,
+                            rpc_status=self.rpc_status)
 
 
 @dataclass
@@ -247,10 +252,14 @@ class UpstreamClient:
                 raw = await resp.read()
             except (ReadTimeout, Broken):
                 raw = b""
-            raise UpstreamFailure(name, resp.status, scrub(_error_message(raw, resp.status), *secrets),
+            def clean(text: str) -> str:
+                return scrub(text, *secrets)
+            message, google = clean(_error_message(raw, resp.status)), google_error(raw)
+            raise UpstreamFailure(name, resp.status, without_account(message, clean) if google else message,
                                   retry_after=_retry_after(headers_out, raw), param=_error_field(raw, "param"),
                                   code=_error_field(raw, "code") or aws_error_type(resp.headers),
-                                  details=_error_details(raw))
+                                  details=caller_details(google, clean) if google else _error_details(raw),
+                                  rpc_status=google["status"] if google else None)
 
         async def close() -> None:
             resp.close()   # drops the connection: an upstream mid-stream must see the hang-up

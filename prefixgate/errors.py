@@ -20,7 +20,8 @@ class RequestError(Exception):
         kind: str = "invalid_request",
         retry_after: float | None = None,
         code: str | None = None,
-        details: dict[str, Any] | None = None,
+        details: dict[str, Any] | list[Any] | None = None,
+        rpc_status: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -29,8 +30,11 @@ class RequestError(Exception):
         self.kind = kind
         self.retry_after = retry_after
         self.code = code    # an upstream's own error code (OpenAI's `context_length_exceeded`), passed on as sent
-        # An upstream's `error.details` object (Anthropic's `{"error_code": "file_not_downloadable"}`), as sent.
+        # An upstream's `error.details`, as sent: Anthropic's object (`{"error_code": "file_not_downloadable"}`) or
+        # Google's list of google.rpc messages (RetryInfo, ErrorInfo, BadRequest...), each written back only to a
+        # caller of the format it came in.
         self.details = details
+        self.rpc_status = rpc_status    # Google's status name (FAILED_PRECONDITION), for a Gemini caller
 
     def __repr__(self) -> str:
         return f"RequestError({self.message!r}, field={self.field!r}, status={self.status})"
@@ -62,8 +66,9 @@ def error_body(err: RequestError, dialect: str) -> dict[str, Any]:
     oa_type, an_type, g_status = _KINDS.get(err.kind, _KINDS["server"])
     if dialect == "anthropic":
         found = {"type": an_type, "message": err.message}
-        return {"type": "error", "error": {**found, "details": err.details} if err.details else found}
+        return {"type": "error", "error": {**found, "details": err.details} if isinstance(err.details, dict) else found}
     if dialect == "gemini":
-        return {"error": {"code": err.status, "message": err.message, "status": g_status}}
+        shown = {"code": err.status, "message": err.message, "status": err.rpc_status or g_status}
+        return {"error": {**shown, "details": err.details} if isinstance(err.details, list) else shown}
     code = err.code or ("insufficient_quota" if err.kind == "quota" else None)    # OpenAI's code is its type there
     return {"error": {"message": err.message, "type": oa_type, "param": err.field, "code": code}}

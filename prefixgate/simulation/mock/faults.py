@@ -2,7 +2,8 @@
 
 A fault is written `key=value` pairs joined by `;` (or `,`), e.g. `latency=0.5`, `status=429;retry_after=2`,
 `status=529`, `drop_stream_after=3`, `event_delay=0.05` (a slow stream: seconds between events),
-`served_tier=default` (no capacity at the service tier asked for: the answer says the one that served it). A request asks for one with the `x-mock-fault` header; a faults file
+`served_tier=default` (no capacity at the service tier asked for: the answer says the one that served it),
+`google=location` (one of Google's errors with its own status or details: google_faults.py). A request asks for one with the `x-mock-fault` header; a faults file
 (YAML or TOML) adds standing rules:
 
     faults:
@@ -27,6 +28,7 @@ import yaml
 
 from prefixgate.errors import RequestError
 from prefixgate.providers.rules import PROVIDERS
+from prefixgate.simulation.mock.google_faults import REASONS, google_fault
 
 HEADER = "x-mock-fault"
 # Whose requests a fault rule may name: the providers, and Vertex AI (both its publishers).
@@ -49,9 +51,12 @@ class Fault:
     drop_stream_after: int | None = None
     event_delay_s: float = 0.0
     served_tier: str | None = None
+    google: str | None = None
 
     def error(self) -> RequestError | None:
         """The provider error this fault answers with, if it is an error fault."""
+        if self.google is not None:
+            return google_fault(self.google, self.retry_after)
         if self.status is None:
             return None
         kind = _STATUS_KINDS.get(self.status, "server" if self.status >= 500 else "invalid_request")
@@ -84,9 +89,13 @@ def parse_fault(spec: str) -> Fault:
             values["event_delay_s"] = _number(raw, key)
         elif key == "served_tier":
             values["served_tier"] = raw
+        elif key == "google":
+            if raw not in REASONS:
+                raise FaultError(f"{HEADER}: google must be one of {', '.join(REASONS)}, got {raw!r}")
+            values["google"] = raw
         else:
             raise FaultError(f"{HEADER}: unknown key {key!r} "
-                             "(latency, status, retry_after, drop_stream_after, event_delay, served_tier)")
+                             "(latency, status, retry_after, drop_stream_after, event_delay, served_tier, google)")
     if not values:
         raise FaultError(f"{HEADER}: empty fault spec")
     return Fault(**values)

@@ -1,0 +1,53 @@
+"""What a Google upstream's error (Gemini API, Vertex AI) tells a Gemini caller: its `status` and `details`.
+
+Google's error is the google.rpc.Status shape: `{"error": {"code", "message", "status", "details": [...]}}`, the
+details typed messages (`@type`) a client branches on: RetryInfo (how long to wait), ErrorInfo (`reason`:
+API_KEY_INVALID, SERVICE_DISABLED...), BadRequest field violations, QuotaFailure, Help links. A Gemini caller gets
+them as sent, less what describes the gateway's own Google account rather than the request: the project is the
+gateway's, not the tenant's, so ErrorInfo's `metadata.consumer` (`projects/NUMBER`) and `containerInfo` (the
+number alone) are dropped and any
+`projects/NUMBER` or `project=NUMBER` (SERVICE_DISABLED's activation URL and message) reads `projects/-`; an API
+key (in a `key=` query or anywhere) is scrubbed as every upstream error message is (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+_PROJECT = re.compile(r"\b(projects/|project[= ])(?!-\b)[A-Za-z0-9_-]+")
+_KEY_QUERY = re.compile(r"([?&]key=)[^&#\s\"]+")
+# ErrorInfo.metadata keys that name the gateway's Google account.
+_ACCOUNT_KEYS = frozenset({"consumer", "containerInfo"})
+
+
+def google_error(raw: bytes) -> dict | None:
+    """The `error` object of a Google-shaped error body (it names a `status`), else None."""
+    try:
+        err = json.loads(raw).get("error")
+    except (ValueError, AttributeError):
+        return None
+    return err if isinstance(err, dict) and isinstance(err.get("status"), str) else None
+
+
+def without_account(text: str, scrub: Callable[[str], str]) -> str:
+    """`text` with the gateway's project and keys taken out (`scrub` takes out the known secrets)."""
+    return _PROJECT.sub(r"\1-", _KEY_QUERY.sub(r"\1***", scrub(text)))
+
+
+def caller_details(err: dict, scrub: Callable[[str], str]) -> list | None:
+    """Google's `details` list as a Gemini caller may see it, or None when it sent none."""
+    details = err.get("details")
+    if not isinstance(details, list) or not details:
+        return None
+    return [_cleaned(d, scrub) for d in details]
+
+
+def _cleaned(value: Any, scrub: Callable[[str], str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _cleaned(v, scrub) for k, v in value.items() if k not in _ACCOUNT_KEYS}
+    if isinstance(value, list):
+        return [_cleaned(v, scrub) for v in value]
+    return without_account(value, scrub) if isinstance(value, str) else value

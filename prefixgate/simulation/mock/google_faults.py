@@ -1,0 +1,55 @@
+"""Google's errors that carry a status other than the HTTP status's usual one, or typed `details`, as the Gemini API
+answers them: what the fault `google=<reason>` injects on the mock's Gemini and Vertex routes.
+
+- `location`: 400 FAILED_PRECONDITION "User location is not supported for the API use." (the Gemini API from a
+  country it does not serve; google-gemini/generative-ai-python#334, many proxies' issues).
+- `free_tier`: 400 FAILED_PRECONDITION "Gemini API free tier is not available in your country. Please enable
+  billing on your project in Google AI Studio." (ai.google.dev/gemini-api/docs/troubleshooting).
+- `service_disabled`: 403 PERMISSION_DENIED for a project whose Generative Language API is off, with the
+  google.rpc ErrorInfo (reason SERVICE_DISABLED, `metadata.consumer: projects/NUMBER`, an activation URL naming the
+  project), LocalizedMessage and Help details (cloud.google.com/apis/design/errors#error_info).
+- `quota`: 429 RESOURCE_EXHAUSTED with QuotaFailure, Help and RetryInfo (`retryDelay`, the fault's retry_after or
+  Google's usual 17s; ai.google.dev/gemini-api/docs/rate-limits).
+"""
+
+from __future__ import annotations
+
+from prefixgate.errors import RequestError
+
+REASONS = ("location", "free_tier", "service_disabled", "quota")
+# The Google Cloud project number the mock's errors name (the upstream account's, never a caller's).
+PROJECT = "123456789012"
+_TYPE = "type.googleapis.com/google.rpc."
+_ACTIVATION = f"https://console.developers.google.com/apis/api/generativelanguage.googleapis.com/overview?project={PROJECT}"
+
+
+def google_fault(reason: str, retry_after: float | None) -> RequestError:
+    """The error Google answers with for `reason` (one of REASONS)."""
+    if reason == "location":
+        return RequestError("User location is not supported for the API use.", rpc_status="FAILED_PRECONDITION")
+    if reason == "free_tier":
+        return RequestError("Gemini API free tier is not available in your country. Please enable billing on your "
+                            "project in Google AI Studio.", rpc_status="FAILED_PRECONDITION")
+    if reason == "service_disabled":
+        message = (f"Generative Language API has not been used in project {PROJECT} before or it is disabled. Enable "
+                   f"it by visiting {_ACTIVATION} then retry. If you enabled this API recently, wait a few minutes "
+                   "for the action to propagate to our systems and retry.")
+        return RequestError(message, status=403, kind="permission", details=[
+            {"@type": _TYPE + "ErrorInfo", "reason": "SERVICE_DISABLED", "domain": "googleapis.com",
+             "metadata": {"consumer": f"projects/{PROJECT}", "service": "generativelanguage.googleapis.com",
+                          "serviceTitle": "Generative Language API", "activationUrl": _ACTIVATION,
+                          "containerInfo": PROJECT}},
+            {"@type": _TYPE + "LocalizedMessage", "locale": "en-US", "message": message},
+            {"@type": _TYPE + "Help", "links": [{"description": "Google developers console API activation",
+                                                "url": _ACTIVATION}]}])
+    delay = 17 if retry_after is None else retry_after
+    return RequestError("You exceeded your current quota, please check your plan and billing details.", status=429,
+                        kind="rate_limit", details=[
+                            {"@type": _TYPE + "QuotaFailure", "violations": [{
+                                "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                                "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                                "quotaDimensions": {"location": "global", "model": "gemini-2.5-flash"},
+                                "quotaValue": "10"}]},
+                            {"@type": _TYPE + "Help", "links": [{"description": "Learn more about Gemini API quotas",
+                                                                "url": "https://ai.google.dev/gemini-api/docs/rate-limits"}]},
+                            {"@type": _TYPE + "RetryInfo", "retryDelay": f"{delay:g}s"}])
