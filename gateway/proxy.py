@@ -157,6 +157,11 @@ class Prepared:
         return self.wire.usage_of(data, self.plan.conversation)
 
 
+def planned_cache(the_plan: Plan) -> str:
+    """The id of the explicit cache a plan sends its request against ("" for none)."""
+    return cache_id(the_plan.conversation.cache_params.get("cachedContent") or "")
+
+
 def homeward(targets: tuple[TargetRef, ...], home: str | None) -> tuple[TargetRef, ...]:
     """The targets that can take a request whose stored answer or file lives on upstream `home`: those that
     reach it (any other account answers the provider's 404 for the id); all of them when none does."""
@@ -429,7 +434,8 @@ class Proxy:
                         keepalive=call.route.keepalive.on, upgrade=upgrades(call.route, first_wire))
         the_plan.route = call.route.name
         the_plan.explanation[:0] = notes
-        home = self.stored_ids.home_of(first_wire.stored_kind, first_wire.chained_id(conv)) or call.home
+        home = self.stored_ids.home_of(first_wire.stored_kind, first_wire.chained_id(conv)) or call.home \
+            or self.stored_ids.home_of(CACHE, planned_cache(the_plan))     # the planner's own explicit cache
         if home in ref.upstreams:
             name = home     # the chain (or the file it names) lives there
         elif self.kv_index is not None and self.kv_index.covers(ref.upstreams):
@@ -495,6 +501,8 @@ class Proxy:
         credentials), then send the request against it. A refusal is noted and the request goes out as
         planned without it."""
         await self.caches.used(prep)
+        # A cache another replica's planner made: its home, from Redis, kept here for prepare() from now on.
+        await self.stored_ids.find_home(CACHE, planned_cache(prep.plan))
         create = prep.plan.cache_create
         if create is None or prep.wire.explicit_cache_path is None:
             return prep
@@ -511,7 +519,9 @@ class Proxy:
                 self.caches.in_doubt(call, prep, tag)       # no answer, or an unreadable one: it may exist
             return prep
         prep.plan.adopt_cached_content(name, expires)
-        self.stored_ids.record(CACHE, cache_id(name), principal(call.caller.key), max(60.0, expires - time.time()))
+        # Where it lives (one project and location): later turns planned against it go there (prepare()).
+        self.stored_ids.record(CACHE, cache_id(name), principal(call.caller.key), max(60.0, expires - time.time()),
+                               home=prep.upstream.name)
         tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
         self.caches.created(call, prep, name, expires, tokens)
         body = compact_bytes(prep.wire.encode_request(prep.plan.conversation))
