@@ -34,7 +34,7 @@ from prefixgate.dialects.output_limit import max_tokens_for
 from prefixgate.dialects.resent import Body, ResentBodies, element_segments, field_segment
 from prefixgate.dialects.sampling import put_sampling
 from prefixgate.dialects.sse import encode_sse
-from prefixgate.dialects.validate import expect, load_resent, require
+from prefixgate.dialects.validate import expect, load_resent, optional, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment, without_markers
@@ -405,7 +405,8 @@ def read_chat(body: dict) -> Chat:
             raise refuse(f"server tool {t.get('type') or t.get('name')!r}", NAME)
         chat.tools.append(Tool(t.get("name", ""), t.get("description", ""), t["input_schema"], checkpoint_of(t),
                                strict=t.get("strict") is True))
-    chat.max_tokens, chat.temperature, chat.top_p = body.get("max_tokens"), body.get("temperature"), body.get("top_p")
+    chat.max_tokens = body.get("max_tokens")
+    chat.temperature, chat.top_p = optional(body, "temperature", (int, float)), optional(body, "top_p", (int, float))
     chat.stop = list(expect(body.get("stop_sequences") or [], list, "stop_sequences"))
     choice = expect(body.get("tool_choice") or {}, dict, "tool_choice")
     chat.tool_choice = choice.get("name") if choice.get("type") == "tool" else choice.get("type")

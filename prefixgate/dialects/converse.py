@@ -38,7 +38,7 @@ from prefixgate.dialects.neutral import (
 )
 from prefixgate.dialects.output_limit import within_claude_limit
 from prefixgate.dialects.sampling import put_sampling
-from prefixgate.dialects.validate import expect, load_body, require
+from prefixgate.dialects.validate import expect, load_body, optional, require
 from prefixgate.errors import RequestError
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
 from prefixgate.model_ids import ARN_MODEL, path_model
@@ -297,7 +297,9 @@ def read_chat(body: dict) -> Chat:
                                schema.get("json") or {"type": "object", "properties": {}},
                                strict=spec.get("strict") is True))
     config = body.get("inferenceConfig") or {}
-    chat.max_tokens, chat.temperature, chat.top_p = config.get("maxTokens"), config.get("temperature"), config.get("topP")
+    chat.max_tokens = config.get("maxTokens")
+    chat.temperature = optional(config, "temperature", (int, float), "inferenceConfig.temperature")
+    chat.top_p = optional(config, "topP", (int, float), "inferenceConfig.topP")
     chat.stop = list(expect(config.get("stopSequences") or [], list, "inferenceConfig.stopSequences"))
     choice = (body.get("toolConfig") or {}).get("toolChoice") or {}
     chat.tool_choice = (expect(choice["tool"], dict, "toolConfig.toolChoice.tool").get("name") if "tool" in choice

@@ -38,7 +38,7 @@ from prefixgate.dialects.neutral import (
 )
 from prefixgate.dialects.resent import ResentBodies, element_segments, field_segment
 from prefixgate.dialects.sse import encode_sse
-from prefixgate.dialects.validate import expect, load_body, load_resent, require
+from prefixgate.dialects.validate import expect, load_body, load_resent, optional, require
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
@@ -455,7 +455,8 @@ def read_chat(body: dict) -> Chat:
         chat.tools.append(Tool(fn.get("name", ""), fn.get("description", ""), fn.get("parameters") or Tool("").schema,
                                strict=fn.get("strict") is True))
     chat.max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-    chat.temperature, chat.top_p, chat.user = body.get("temperature"), body.get("top_p"), body.get("user")
+    chat.temperature, chat.top_p = optional(body, "temperature", (int, float)), optional(body, "top_p", (int, float))
+    chat.user = body.get("user")
     stop = body.get("stop")
     chat.stop = [stop] if isinstance(stop, str) else list(expect(stop or [], list, "stop"))
     choice = body.get("tool_choice")

@@ -48,6 +48,7 @@ from prefixgate.dialects.responses import (
     usage_json,
 )
 from prefixgate.dialects.sse import encode_sse
+from prefixgate.dialects.validate import optional
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.ir import Conversation
@@ -77,7 +78,8 @@ def read_chat(body: dict) -> Chat:
                              "this route's target", field=f"tools.{i}")
         chat.tools.append(Tool(tool.get("name", ""), tool.get("description") or "",
                                tool.get("parameters") or Tool("").schema, strict=tool.get("strict") is True))
-    chat.max_tokens, chat.temperature, chat.top_p = body.get("max_output_tokens"), body.get("temperature"), body.get("top_p")
+    chat.max_tokens = body.get("max_output_tokens")
+    chat.temperature, chat.top_p = optional(body, "temperature", (int, float)), optional(body, "top_p", (int, float))
     chat.user = body.get("user") or body.get("safety_identifier")
     choice = body.get("tool_choice")
     if isinstance(choice, dict):

@@ -128,6 +128,12 @@ def require(body: dict, key: str, kind: type | tuple[type, ...], field: str | No
     return expect(body[key], kind, name)
 
 
+def optional(body: dict, key: str, kind: type | tuple[type, ...], field: str | None = None) -> Any:
+    """`body[key]` if it has the JSON type `kind`, None where absent or null; else a 400 naming `field`."""
+    value = body.get(key)
+    return None if value is None else expect(value, kind, field or key)
+
+
 def typed_tool(tool: Any, field: str) -> dict:
     """A tool definition keyed by `type` (Responses, Interactions): a function tool must name itself."""
     expect(tool, dict, field)
