@@ -49,7 +49,7 @@ async def _count_tokens(request: Request, version: str, model: str) -> Response:
         resp = await proxy.upstream.forward(upstream, WIRE, "POST", f"/{version}/models/{path_model(target_model)}:countTokens", "",
                                             raw, key)
         return Response(resp.body, resp.status, media_type="application/json")
-    conv = gemini.parse_request(raw, model=model)
+    conv = gemini.parse_request(gemini.counted_request(raw), model=model)
     return Response(compact_bytes({"totalTokens": annotate_tokens(conv, "cl100k_base")}), media_type="application/json")
 
 

@@ -56,6 +56,16 @@ FINISH_REASONS = ("STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "OTHER")
 
 # ---- requests ---------------------------------------------------------------------------------
 
+def counted_request(body: bytes | str | dict) -> dict:
+    """The generateContent body a Gemini API countTokens body counts: its `generateContentRequest` where it sends
+    one (the way to count a system instruction and tools: ai.google.dev/api/tokens), else its own `contents`."""
+    data = load_body(body)
+    wrapped = data.get("generateContentRequest", data.get("generate_content_request"))
+    if wrapped is None:
+        return data
+    return {k: v for k, v in expect(wrapped, dict, "generateContentRequest").items() if k != "model"}
+
+
 def parse_request(body: bytes | str | dict, model: str | None = None) -> Conversation:
     """A generateContent body; the model comes from the URL path (`models/{model}:generateContent`)."""
     data = load_body(body)
