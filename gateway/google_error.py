@@ -17,7 +17,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-_PROJECT = re.compile(r"\b(projects/|project[= ])(?!-\b)[A-Za-z0-9_-]+")
+# A project named in a resource path or query (an id or a number), or by number in prose ("in project 1234").
+_PROJECT = re.compile(r"\b(projects/|project=)[^/\s\"?&#]+|\b(project )\d+\b")
 _KEY_QUERY = re.compile(r"([?&]key=)[^&#\s\"]+")
 # ErrorInfo.metadata keys that name the gateway's Google account.
 _ACCOUNT_KEYS = frozenset({"consumer", "containerInfo"})
@@ -34,7 +35,7 @@ def google_error(raw: bytes) -> dict | None:
 
 def without_account(text: str, scrub: Callable[[str], str]) -> str:
     """`text` with the gateway's project and keys taken out (`scrub` takes out the known secrets)."""
-    return _PROJECT.sub(r"\1-", _KEY_QUERY.sub(r"\1***", scrub(text)))
+    return _PROJECT.sub(lambda m: (m.group(1) or m.group(2)) + "-", _KEY_QUERY.sub(r"\1***", scrub(text)))
 
 
 def caller_details(err: dict, scrub: Callable[[str], str]) -> list | None:

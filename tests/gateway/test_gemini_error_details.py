@@ -14,6 +14,7 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
+from prefixgate.gateway.google_error import caller_details
 from prefixgate.simulation.mock.faults import FaultRule, parse_fault
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
@@ -52,10 +53,15 @@ def _refused(stack, fault: str) -> errors.APIError:
     return refused.value
 
 
-def test_a_country_google_does_not_serve_is_failed_precondition(stack):
-    refused = _refused(stack, "google=location")
+@pytest.mark.parametrize("reason,message", [
+    ("location", "User location is not supported for the API use."),
+    ("free_tier", "Gemini API free tier is not available in your country. Please enable billing on your project in "
+                  "Google AI Studio."),
+])
+def test_a_country_google_does_not_serve_is_failed_precondition(stack, reason, message):
+    refused = _refused(stack, f"google={reason}")
     assert refused.code == 400 and refused.status == "FAILED_PRECONDITION"
-    assert refused.message.endswith("User location is not supported for the API use.")
+    assert refused.message.endswith(message)
 
 
 def test_a_quota_refusal_keeps_its_retry_info_and_quota_failure(stack):
@@ -98,3 +104,17 @@ def test_the_mock_answers_googles_error_directly(stack):
     assert answer.json() == {"error": {"code": 400, "status": "FAILED_PRECONDITION", "message":
                                        "Gemini API free tier is not available in your country. Please enable billing "
                                        "on your project in Google AI Studio."}}
+
+
+@pytest.mark.parametrize("sent,shown", [
+    ("projects/my-gateway-project/locations/us-central1/publishers/google/models/gemini-2.5-flash",
+     "projects/-/locations/us-central1/publishers/google/models/gemini-2.5-flash"),
+    ("https://generativelanguage.googleapis.com/v1beta/models?key=gw-own-key-42&pageSize=5",
+     "https://generativelanguage.googleapis.com/v1beta/models?key=***&pageSize=5"),
+    ("Please enable billing on your project in Google AI Studio.",
+     "Please enable billing on your project in Google AI Studio."),
+])
+def test_what_names_the_gateways_account_is_taken_out_and_nothing_else(sent, shown):
+    details = [{"@type": RPC + "Help", "links": [{"description": "d", "url": sent}]}]
+    assert caller_details({"status": "PERMISSION_DENIED", "details": details}, lambda text: text) == [
+        {"@type": RPC + "Help", "links": [{"description": "d", "url": shown}]}]
