@@ -33,13 +33,15 @@ BYTES, COUNT = "#bytes", "#count"      # a party's totals, beside one field per 
 MIB = 1024 * 1024
 HELD = "~"          # how a hold's id begins (a provider's file id never does)
 HOLD_S = 3600.0     # a hold left by a replica that died mid-upload stops counting after this
+# `0 - b`, never `-b`: an empty file's -0 is no integer to HINCRBY, which would stop the script after its HDEL
+# and leave the file counted for good.
 # KEYS: the party's hash, its expiry index. ARGV: now. Drops the expired files, answers the totals.
 _USAGE = f"""
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])) do
   local b = redis.call('HGET', KEYS[1], id)
   if b then
     redis.call('HDEL', KEYS[1], id)
-    redis.call('HINCRBY', KEYS[1], '{BYTES}', -tonumber(b))
+    redis.call('HINCRBY', KEYS[1], '{BYTES}', 0 - tonumber(b))
     redis.call('HINCRBY', KEYS[1], '{COUNT}', -1)
   end
 end
@@ -59,7 +61,7 @@ _REMOVE = f"""
 local b = redis.call('HGET', KEYS[1], ARGV[1])
 if b then
   redis.call('HDEL', KEYS[1], ARGV[1])
-  redis.call('HINCRBY', KEYS[1], '{BYTES}', -tonumber(b))
+  redis.call('HINCRBY', KEYS[1], '{BYTES}', 0 - tonumber(b))
   redis.call('HINCRBY', KEYS[1], '{COUNT}', -1)
 end
 redis.call('ZREM', KEYS[2], ARGV[1])

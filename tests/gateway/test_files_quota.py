@@ -123,3 +123,13 @@ def test_an_upload_limit_is_checked_when_the_policy_loads(tmp_path, uploads, err
     with pytest.raises(PolicyError) as refused:
         policy_for(settings_for("http://127.0.0.1:9", tmp_path), {**POLICY, "keys": [key]})
     assert error in str(refused.value)
+
+
+def test_an_empty_files_deletion_frees_its_share(replicas):
+    a, b = replicas
+    empty = oai(a, SOLO).files.create(file=("empty.txt", b""), purpose="user_data")
+    assert empty.bytes == 0
+    with pytest.raises(openai.PermissionDeniedError):
+        oai(b, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data")
+    oai(b, SOLO).files.delete(empty.id)
+    assert oai(a, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data").id
