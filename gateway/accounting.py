@@ -19,11 +19,12 @@ from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.compact_json import compact
 from prefixgate.cost import Cost, Price, cost_note, ledger_fields, price_usage
 from prefixgate.gateway.estimate import cut_usage, estimated_usage
+from prefixgate.gateway.file_quota import FILE_TTL_S, FileQuota
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.pricing import price_for
-from prefixgate.gateway.provider_ids import created_ids
+from prefixgate.gateway.provider_ids import FILE, created_ids
 from prefixgate.gateway.response_cache import ResponseCache
 from prefixgate.gateway.sticky import Sticky, flip_fields
 from prefixgate.gateway.stored_ids import StoredIds
@@ -50,7 +51,7 @@ UNREADABLE_USAGE = "usage: the answer reports usage the gateway cannot read; tok
 
 class Accounting:
     def __init__(self, ledger: Ledger, metrics: Metrics, limits: Limits, catalog: Catalog, tracing: Tracing | None,
-                 response_cache: ResponseCache, stored_ids: StoredIds, sticky: Sticky) -> None:
+                 response_cache: ResponseCache, stored_ids: StoredIds, sticky: Sticky, file_quota: FileQuota) -> None:
         self.ledger = ledger
         self.metrics = metrics
         self.limits = limits
@@ -59,6 +60,8 @@ class Accounting:
         self.response_cache = response_cache
         self.stored_ids = stored_ids
         self.sticky = sticky    # balanced routes: each answer pins its prefix, and a flip is on its record
+        self.file_quota = file_quota
+        self._counting: set[asyncio.Task] = set()
         # Called with each answered caller request's record before the ledger has it (keep-alive: it may credit
         # the record with what its refreshes saved).
         self.observers: list[Callable[[Call, LedgerRecord], None]] = []
@@ -182,6 +185,10 @@ class Accounting:
         if owner is not None:
             for kind, ident in created_ids(body):
                 self.stored_ids.record(kind, ident, owner)
+                if kind == FILE:    # code execution wrote it: in the organisation's storage, as an upload is
+                    task = asyncio.get_running_loop().create_task(self.file_quota.add(owner, ident, 0, FILE_TTL_S))
+                    self._counting.add(task)
+                    task.add_done_callback(self._counting.discard)
 
     async def finish(self, call: Call, rec: LedgerRecord) -> None:
         """After the answer is sent: swap the budget reservation for what the request cost (whatever its

@@ -36,7 +36,6 @@ from prefixgate.gateway.collector import collect_less
 from prefixgate.gateway.dashboard.auth import is_admin
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.fastpath import GatewayApp
-from prefixgate.gateway.file_quota import FileQuota
 from prefixgate.gateway.local import LocalTarget, in_process_target
 from prefixgate.gateway.paths import base_url_hint
 from prefixgate.gateway.protected_mode import guard
@@ -73,7 +72,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
         app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing,
                                 catalog=catalog)
         await app.state.proxy.restore_budgets()
-        app.state.file_quota = FileQuota(app.state.proxy.ledger.path, settings.redis_url)
+        app.state.file_quota = app.state.proxy.file_quota
         resent.keep(settings.resent_bodies_mb << 20)
         # Before the server accepts a connection: the first request then costs what the tenth does.
         await asyncio.to_thread(warm_or_log, app.state.proxy.catalog)
@@ -84,7 +83,6 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
             yield
         finally:
             await app.state.proxy.aclose()
-            await app.state.file_quota.aclose()
             if tracing is not None:
                 tracing.flush()
             if hasattr(local, "close"):

@@ -4,7 +4,9 @@ provider key every tenant fills one organisation's storage, so one tenant must n
 
 A file counts from the provider's answer to its upload (its size as the provider gives it) until it is deleted
 through the gateway, expires (its `expires_at`, Gemini's 48 hours), or is found deleted at the provider
-(`files_upstream.forget_if_gone`: its 404 to a call for the file through the gateway). An upload is refused before a byte is
+(`files_upstream.forget_if_gone`: its 404 to a call for the file through the gateway). A file Claude's code
+execution wrote in the tenant's answer is in the same storage and counts too, from that answer (`Accounting.
+created`): toward `max_files` only, since the answer names its id and not its size. An upload is refused before a byte is
 sent when the party's files would pass the count, or its stored bytes and the upload's length the size (a
 chunked body is measured as it is spooled, before it is sent). An upload in flight holds its length and one
 file until it ends, so uploads started at once on any replicas are counted against one another.
@@ -33,6 +35,9 @@ BYTES, COUNT = "#bytes", "#count"      # a party's totals, beside one field per 
 MIB = 1024 * 1024
 HELD = "~"          # how a hold's id begins (a provider's file id never does)
 HOLD_S = 3600.0     # a hold left by a replica that died mid-upload stops counting after this
+# A file lives until it is deleted unless it says when it expires; it counts (and its owner is remembered) that
+# long (an owner forgotten earlier would make the tenant's own file a 404: refused, never leaked).
+FILE_TTL_S = 10 * 365 * 86400
 # `0 - b`, never `-b`: an empty file's -0 is no integer to HINCRBY, which would stop the script after its HDEL
 # and leave the file counted for good.
 # KEYS: the party's hash, its expiry index. ARGV: now. Drops the expired files, answers the totals.

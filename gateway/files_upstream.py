@@ -18,7 +18,7 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.endpoints_responses import api_path
-from prefixgate.gateway.file_quota import FileQuota
+from prefixgate.gateway.file_quota import FILE_TTL_S, FileQuota
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import FILE
 from prefixgate.gateway.proxy import Proxy
@@ -34,9 +34,6 @@ from prefixgate.policies import Upstream
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.files import FILE_KINDS, PROVIDER_NAMES
 
-# A file lives until it is deleted unless it says when it expires; its owner is remembered that long (an owner
-# forgotten earlier would make the tenant's own file a 404: refused, never leaked).
-FILE_TTL_S = 10 * 365 * 86400
 UPLOAD_ANSWER_S = 300.0     # a provider reads and checks a whole upload before it answers
 SPOOL_CHUNK = 1 << 20
 PAGE = "page_"              # how the sealed cursors begin (Anthropic's own opaque ones do too: its SDK's `page`)

@@ -40,6 +40,7 @@ from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics
 from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.explicit_caches import ExplicitCaches
+from prefixgate.gateway.file_quota import FileQuota
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tenant_salt, tenant_tag
 from prefixgate.gateway.keepalive import KeepAlive, collects_replies, upgrades
@@ -199,8 +200,9 @@ class Proxy:
         # keep-alive, sticky routes and explicit caches, so all four see the same idle times.
         self.clock = clock = clock_for(settings.clock_offset_file)
         self.sticky = Sticky(self.secret, settings.redis_url, clock)     # balanced routes: where each prefix is warm
+        self.file_quota = FileQuota(self.ledger.path, settings.redis_url)     # each party's uploads limit
         self.accounts = Accounting(self.ledger, self.metrics, self.limits, self.catalog, tracing, self.response_cache,
-                                   self.stored_ids, self.sticky)
+                                   self.stored_ids, self.sticky, self.file_quota)
         self.body_limits = BodyLimits.of(settings)
         self.keepalive = KeepAlive(self, clock)   # refreshes idle sessions' caches
         self.accounts.observers.append(self.keepalive.observe)
@@ -215,6 +217,7 @@ class Proxy:
         await self.upstream.aclose()
         await self.counters.close()
         await self.stored_ids.aclose()
+        await self.file_quota.aclose()
         await self.response_cache.close()
         await self.sticky.aclose()
         self.ledger.close()

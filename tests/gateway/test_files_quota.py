@@ -125,6 +125,23 @@ def test_an_upload_limit_is_checked_when_the_policy_loads(tmp_path, uploads, err
     assert error in str(refused.value)
 
 
+def test_a_file_code_execution_wrote_counts_toward_the_tenants_files(replicas):
+    a, b = replicas
+    ask = {"model": "claude-sonnet-5-5", "max_tokens": 64,
+           "tools": [{"type": "code_execution_20250825", "name": "code_execution"}],
+           "messages": [{"role": "user", "content": "Analyse the numbers 3, 5 and 10 and save the result to a file."}]}
+    claude = anthropic.Anthropic(base_url=a, api_key=SOLO)
+    ran = claude.messages.create(**ask)
+    (written,) = [out.file_id for block in ran.content if block.type == "bash_code_execution_tool_result"
+                  for out in block.content.content]
+    # It lies in the organisation's storage as an upload would: the tenant's one file, on either replica.
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        oai(b, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data")
+    assert "uploads.max_files" in refused.value.message
+    claude.beta.files.delete(written, betas=[FILES_BETA])
+    assert oai(b, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data").id
+
+
 def test_an_empty_files_deletion_frees_its_share(replicas):
     a, b = replicas
     empty = oai(a, SOLO).files.create(file=("empty.txt", b""), purpose="user_data")
