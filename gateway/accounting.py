@@ -182,9 +182,11 @@ class Accounting:
     def created(self, call: Call, body: dict) -> None:
         """What an answer (or one streamed event) created that a later request may name: the caller's tenant's."""
         owner = principal(call.caller.key)
+        # Where it lives: a written file is downloaded from the account that ran the code (another's is a 404).
+        home = call.prepared.upstream.name if call.prepared is not None else None
         if owner is not None:
             for kind, ident in created_ids(body):
-                self.stored_ids.record(kind, ident, owner)
+                self.stored_ids.record(kind, ident, owner, home=home)
                 if kind == FILE:    # code execution wrote it: in the organisation's storage, as an upload is
                     task = asyncio.get_running_loop().create_task(self.file_quota.add(owner, ident, 0, FILE_TTL_S))
                     self._counting.add(task)
