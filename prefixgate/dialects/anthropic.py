@@ -158,8 +158,8 @@ def _block_text(block: dict, kind: BlockKind, field: str) -> str:
             return "\n".join(_as_text(c.get("text", "")) for c in content if isinstance(c, dict))
         return content if isinstance(content, str) else compact(content)
     if kind == "document":
-        source = block.get("source") or {}
-        if isinstance(source, dict) and source.get("type") == "text":
+        source = expect(block.get("source") or {}, dict, f"{field}.source")
+        if source.get("type") == "text":
             return _as_text(source.get("data", ""))
         return compact(block.get("content", "")) if "content" in block else ""
     return ""
