@@ -112,6 +112,10 @@ def _part_block(part: Any, field: str) -> Block:
         text = compact(next(part[k] for k in part if k in _KINDS))
     else:
         text = ""
+    if kind == "file":      # Google refuses a FileData of the wrong shape (proto3 JSON: fileUri, mimeType strings)
+        file_data = expect(part.get("fileData", part.get("file_data")), dict, f"{field}.fileData")
+        for key in ("fileUri", "mimeType"):
+            _typed(file_data, key, str, f"{field}.fileData.")
     return Block(kind, part, text=text)
 
 
