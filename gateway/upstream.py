@@ -34,9 +34,9 @@ from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from prefixgate.compact_json import compact_bytes
+from prefixgate.dialects.google_error import caller_details, google_error, without_account
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
-from prefixgate.gateway.google_error import caller_details, google_error, without_account
 from prefixgate.gateway.http1 import BodyStream, Broken, ConnectFailed, Http1Pool, Http1Response, ReadTimeout
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.policies.schema import Upstream

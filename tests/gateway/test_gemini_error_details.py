@@ -14,7 +14,7 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
-from prefixgate.gateway.google_error import caller_details
+from prefixgate.dialects.google_error import caller_details
 from prefixgate.simulation.mock.faults import FaultRule, parse_fault
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
