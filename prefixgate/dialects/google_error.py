@@ -6,7 +6,9 @@ API_KEY_INVALID, SERVICE_DISABLED...), BadRequest field violations, QuotaFailure
 them as sent, less what describes the gateway's own Google account rather than the request: the project is the
 gateway's, not the tenant's, so ErrorInfo's `metadata.consumer` (`projects/NUMBER`) and `containerInfo` (the
 number alone) are dropped and any
-`projects/NUMBER` or `project=NUMBER` (SERVICE_DISABLED's activation URL and message) reads `projects/-`; an API
+`projects/NUMBER` or `project=NUMBER` (SERVICE_DISABLED's activation URL and message), `project/ID` (console
+links), `project:ID` (a QuotaFailure subject) reads `projects/-` (`project/-`, ...), a service account's address
+(it names the project) `***`; an API
 key (in a `key=` query or anywhere) is scrubbed as every upstream error message is (docs/security.md).
 """
 
@@ -17,8 +19,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-# A project named in a resource path or query (an id or a number), or by number in prose ("in project 1234").
-_PROJECT = re.compile(r"\b(projects/|project=)[^/\s\"?&#]+|\b(project )\d+\b")
+# A project named in a resource path, console link or query (an id or a number), a QuotaFailure subject
+# ("project:ID"), by number in prose ("in project 1234"), or by id after "resource project" (CONSUMER_INVALID).
+_PROJECT = re.compile(r"\b(projects?/|project[=:])[^/\s\"'?&#]+|\b(project )\d+\b"
+                      r"|\b(resource project )[a-z][a-z0-9-]{4,28}[a-z0-9]\b")
+# A service account's address names its project (a service agent's, service-NUMBER@gcp-sa-..., its number).
+_SERVICE_ACCOUNT = re.compile(r"[\w.+-]+@[\w.-]*gserviceaccount\.com\b")
 _KEY_QUERY = re.compile(r"([?&]key=)[^&#\s\"]+")
 # ErrorInfo.metadata keys that name the gateway's Google account.
 _ACCOUNT_KEYS = frozenset({"consumer", "containerInfo"})
@@ -35,7 +41,8 @@ def google_error(raw: bytes) -> dict | None:
 
 def without_account(text: str, scrub: Callable[[str], str]) -> str:
     """`text` with the gateway's project and keys taken out (`scrub` takes out the known secrets)."""
-    return _PROJECT.sub(lambda m: (m.group(1) or m.group(2)) + "-", _KEY_QUERY.sub(r"\1***", scrub(text)))
+    text = _SERVICE_ACCOUNT.sub("***", _KEY_QUERY.sub(r"\1***", scrub(text)))
+    return _PROJECT.sub(lambda m: (m.group(1) or m.group(2) or m.group(3)) + "-", text)
 
 
 def caller_details(err: dict, scrub: Callable[[str], str]) -> list | None:

@@ -113,6 +113,17 @@ def test_the_mock_answers_googles_error_directly(stack):
      "https://generativelanguage.googleapis.com/v1beta/models?key=***&pageSize=5"),
     ("Please enable billing on your project in Google AI Studio.",
      "Please enable billing on your project in Google AI Studio."),
+    # Vertex reading a gs:// file: its service agent's address carries the project number
+    ("service-123456789012@gcp-sa-aiplatform.iam.gserviceaccount.com does not have storage.objects.get access",
+     "*** does not have storage.objects.get access"),
+    ("gw-runner@my-gateway-project.iam.gserviceaccount.com lacks aiplatform.endpoints.predict",
+     "*** lacks aiplatform.endpoints.predict"),
+    ("https://console.developers.google.com/project/123456789012/apiui/credential",
+     "https://console.developers.google.com/project/-/apiui/credential"),
+    ("project:my-gateway-project", "project:-"),     # QuotaFailure.Violation.subject
+    ("Permission denied on resource project gen-lang-client-0123456789.",
+     "Permission denied on resource project -."),
+    ("Consumer 'projects/123456789012' has been suspended.", "Consumer 'projects/-' has been suspended."),
 ])
 def test_what_names_the_gateways_account_is_taken_out_and_nothing_else(sent, shown):
     details = [{"@type": RPC + "Help", "links": [{"description": "d", "url": sent}]}]
