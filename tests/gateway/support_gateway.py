@@ -198,6 +198,20 @@ def gateway_over_mock(folder: Path, policy: Callable[[str], dict] | None = None,
 
 
 @contextmanager
+def keyed_stack(folder: Path) -> Iterator[tuple[ServerThread, FakeUpstream]]:
+    """A gateway on its zero-config routes in front of a fake upstream, with every hosted provider's key set."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OPENAI_API_KEY", "sk-secret-openai-key-000111")
+    mp.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-key-000222")
+    mp.setenv("GEMINI_API_KEY", "AIzaSecretGeminiKey000000000000333")
+    try:
+        with running_upstream() as up, running_gateway(settings_for(up.url, folder)) as gw:
+            yield gw, up
+    finally:
+        mp.undo()
+
+
+@contextmanager
 def policy_stack(folder, data: dict) -> Iterator[tuple[FakeUpstream, ServerThread, Settings]]:
     """A fake upstream and a gateway in front of it routing by policy `data`, with provider keys set."""
     mp = pytest.MonkeyPatch()

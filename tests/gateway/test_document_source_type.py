@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.gateway.support_gateway import running_gateway, running_upstream, settings_for
+from tests.gateway.support_gateway import keyed_stack
 
 HEADERS = {"x-api-key": "pg-k", "anthropic-version": "2023-06-01"}
 MESSAGES = [{"role": "user", "content": [{"type": "text", "text": "Summarise it."}, {"type": "document", "source": "x"}]}]
@@ -15,13 +15,8 @@ MESSAGES = [{"role": "user", "content": [{"type": "text", "text": "Summarise it.
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ANTHROPIC_API_KEY", "sk-ant-document-source-000")
-    mp.setenv("OPENAI_API_KEY", "sk-openai-document-source-000")
-    mp.setenv("GEMINI_API_KEY", "AIzaDocumentSource0000000000000000")
-    with running_upstream() as up, running_gateway(settings_for(up.url, tmp_path_factory.mktemp("doc"))) as server:
-        yield server, up
-    mp.undo()
+    with keyed_stack(tmp_path_factory.mktemp("doc")) as stack:
+        yield stack
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-5-5", "gpt-5.4", "gemini-2.5-flash"])

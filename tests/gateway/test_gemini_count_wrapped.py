@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.gateway.support_gateway import running_gateway, running_upstream, settings_for
+from tests.gateway.support_gateway import keyed_stack
 
 KEY = {"x-goog-api-key": "pg-k"}
 CONTENTS = [{"role": "user", "parts": [{"text": "What is the weather like in Paris this weekend?"}]}]
@@ -17,12 +17,8 @@ SYSTEM = {"parts": [{"text": "You are a terse assistant who answers about the we
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ANTHROPIC_API_KEY", "sk-ant-count-wrapped-000")
-    mp.setenv("OPENAI_API_KEY", "sk-openai-count-wrapped-000")
-    with running_upstream() as up, running_gateway(settings_for(up.url, tmp_path_factory.mktemp("count"))) as server:
-        yield server, up
-    mp.undo()
+    with keyed_stack(tmp_path_factory.mktemp("count")) as stack:
+        yield stack
 
 
 def _count(server, model: str, body: dict) -> httpx.Response:

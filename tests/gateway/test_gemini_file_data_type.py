@@ -7,19 +7,15 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.gateway.support_gateway import running_gateway, running_upstream, settings_for
+from tests.gateway.support_gateway import keyed_stack
 
 KEY = {"x-goog-api-key": "pg-k"}
 
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ANTHROPIC_API_KEY", "sk-ant-file-data-type-000")
-    mp.setenv("OPENAI_API_KEY", "sk-openai-file-data-type-000")
-    with running_upstream() as up, running_gateway(settings_for(up.url, tmp_path_factory.mktemp("fd"))) as server:
-        yield server, up
-    mp.undo()
+    with keyed_stack(tmp_path_factory.mktemp("fd")) as stack:
+        yield stack
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-5-5", "gpt-5.4"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.gateway.support_gateway import running_gateway, running_upstream, settings_for
+from tests.gateway.support_gateway import keyed_stack
 
 HI = [{"role": "user", "content": "Weather in Paris?"}]
 BEARER = {"authorization": "Bearer pg-k"}
@@ -16,13 +16,8 @@ BEARER = {"authorization": "Bearer pg-k"}
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ANTHROPIC_API_KEY", "sk-ant-translated-sampling-000")
-    mp.setenv("OPENAI_API_KEY", "sk-openai-translated-sampling-000")
-    mp.setenv("GEMINI_API_KEY", "AIzaTranslatedSampling000000000000")
-    with running_upstream() as up, running_gateway(settings_for(up.url, tmp_path_factory.mktemp("sampling"))) as server:
-        yield server, up
-    mp.undo()
+    with keyed_stack(tmp_path_factory.mktemp("sampling")) as stack:
+        yield stack
 
 
 @pytest.mark.parametrize("path,body,field", [
