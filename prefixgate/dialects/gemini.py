@@ -33,7 +33,7 @@ from prefixgate.dialects.neutral import (
 )
 from prefixgate.dialects.output_limit import within_gemini_limit
 from prefixgate.dialects.sse import encode_sse
-from prefixgate.dialects.validate import expect, load_body
+from prefixgate.dialects.validate import expect, load_body, optional
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Conversation, Segment
@@ -332,8 +332,7 @@ def _object(body: dict, key: str, within: str = "") -> dict:
 
 def _typed(fields: dict, key: str, kind: type | tuple[type, ...], within: str = "generationConfig.") -> Any:
     """`fields[key]` (camelCase keys) if it has the JSON type `kind`, None where absent or null; else a 400."""
-    value = fields.get(key)
-    return None if value is None else expect(value, kind, within + key)
+    return optional(fields, key, kind, within + key)
 
 
 def _snake(key: str) -> str:
