@@ -34,7 +34,7 @@ from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from prefixgate.compact_json import compact_bytes
-from prefixgate.dialects.google_error import caller_details, google_error, without_account
+from prefixgate.dialects.google_error import caller_details, google_error, path_project, without_account
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.http1 import BodyStream, Broken, ConnectFailed, Http1Pool, Http1Response, ReadTimeout
@@ -253,7 +253,7 @@ class UpstreamClient:
             except (ReadTimeout, Broken):
                 raw = b""
             def clean(text: str) -> str:
-                return scrub(text, *secrets)
+                return scrub(text, *secrets, path_project(url))
             message, google = clean(_error_message(raw, resp.status)), google_error(raw)
             raise UpstreamFailure(name, resp.status, without_account(message, clean) if google else message,
                                   retry_after=_retry_after(headers_out, raw), param=_error_field(raw, "param"),

@@ -26,6 +26,9 @@ _PROJECT = re.compile(r"\b(projects?/|project[=:])[^/\s\"'?&#]+|\b(project )\d+\
 # A service account's address names its project (a service agent's, service-NUMBER@gcp-sa-..., its number).
 _SERVICE_ACCOUNT = re.compile(r"[\w.+-]+@[\w.-]*gserviceaccount\.com\b")
 _KEY_QUERY = re.compile(r"([?&]key=)[^&#\s\"]+")
+# The project a Vertex request's path names: the gateway's, echoed in any wording Google picks ("Project `ID` is
+# not allowed to use Publisher Model"), so it is scrubbed as a secret is, wherever it appears.
+_PATH_PROJECT = re.compile(r"/projects/([^/?#]+)/")
 # ErrorInfo.metadata keys that name the gateway's Google account.
 _ACCOUNT_KEYS = frozenset({"consumer", "containerInfo"})
 
@@ -37,6 +40,12 @@ def google_error(raw: bytes) -> dict | None:
     except (ValueError, AttributeError):
         return None
     return err if isinstance(err, dict) and isinstance(err.get("status"), str) else None
+
+
+def path_project(url: str) -> str | None:
+    """The project `url`'s path names (a Vertex AI request's), else None."""
+    found = _PATH_PROJECT.search(url)
+    return found.group(1) if found else None
 
 
 def without_account(text: str, scrub: Callable[[str], str]) -> str:

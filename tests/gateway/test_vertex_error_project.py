@@ -1,0 +1,43 @@
+"""A Vertex AI error names the project of the request's path (the gateway's own, not the tenant's) in whatever
+words Google picks, not only as `projects/ID`: "Project `ID` is not allowed to use Publisher Model ...". The
+gateway's project id reached a tenant through that prose; it is now scrubbed wherever the error says it
+(docs/security.md) (real google-genai SDK in Vertex mode, a stub Vertex answering Google's error)."""
+
+from __future__ import annotations
+
+import pytest
+from google import genai
+from google.genai import errors, types
+from google.oauth2.credentials import Credentials
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from tests.gateway.support_gateway import running_gateway, settings_for
+from tests.gateway.support_vertex import LOCATION, PROJECT, use_mock_vertex
+from tests.support_services import ServerThread
+
+MODEL = "gemini-3.5-flash"
+
+
+async def _refused(request: Request) -> JSONResponse:
+    project = request.path_params["project"]
+    model = f"projects/{project}/locations/{LOCATION}/publishers/google/models/{MODEL}"
+    return JSONResponse({"error": {"code": 403, "status": "PERMISSION_DENIED",
+                                   "message": f"Project `{project}` is not allowed to use Publisher Model `{model}`"}},
+                        status_code=403)
+
+
+def test_the_gateways_vertex_project_is_not_in_a_refusal_that_words_it_in_prose(tmp_path, monkeypatch):
+    use_mock_vertex(monkeypatch)
+    path = "/{version}/projects/{project}/locations/{location}/publishers/google/models/{action}"
+    with ServerThread(Starlette(routes=[Route(path, _refused, methods=["POST"])])) as vertex, \
+            running_gateway(settings_for(vertex.url, tmp_path, vertex_base_url=vertex.url)) as gw:
+        client = genai.Client(vertexai=True, project="caller-project", location=LOCATION,
+                              credentials=Credentials("gateway-key"), http_options=types.HttpOptions(base_url=gw.url))
+        with pytest.raises(errors.APIError) as refused:
+            client.models.generate_content(model=MODEL, contents="Hi")
+    assert refused.value.code == 403 and refused.value.status == "PERMISSION_DENIED"
+    assert "is not allowed to use Publisher Model" in refused.value.message
+    assert PROJECT not in refused.value.message
