@@ -55,7 +55,7 @@ class _Connection(asyncio.Protocol):
     def begin(self) -> None:
         self.headers: list[tuple[bytes, bytes]] = []
         self.status = 0
-        self.head_done = self.done = self.keep_alive = self.paused = False
+        self.head_done = self.done = self.keep_alive = self.paused = self.interim = False
         self.until_close = False          # neither content-length nor chunked: the body ends with the connection
         self.chunks: deque[bytes] = deque()
         self.buffered = 0
@@ -103,7 +103,14 @@ class _Connection(asyncio.Protocol):
         self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
-        self.status = self.parser.get_status_code()
+        status = self.parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            # An interim answer (100 Continue, 103 Early Hints): not the response, which follows on the same
+            # connection (RFC 9110 section 15.2); taken as the answer, it would cut a streamed body short.
+            self.headers.clear()
+            self.interim = True
+            return
+        self.status = status
         names = {k.lower() for k, _ in self.headers}
         self.until_close = b"content-length" not in names and b"transfer-encoding" not in names
         self.head_done = True
@@ -118,6 +125,9 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def on_message_complete(self) -> None:
+        if self.interim:
+            self.interim = False
+            return
         self.done = True
         self.keep_alive = self.parser.should_keep_alive()
         self._wake()

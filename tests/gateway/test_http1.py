@@ -221,3 +221,22 @@ def test_streamed_requests_through_the_gateway_reuse_one_upstream_connection(tmp
                                        "messages": [{"role": "user", "content": "hello"}]})
             assert answer.status_code == 200
     assert len(ports) == 4 and len(set(ports)) == 1
+
+
+def test_an_interim_103_is_skipped_and_the_answer_after_it_is_the_response() -> None:
+    async def script(reader, writer, seen):
+        while True:
+            seen.append(await read_request(reader))
+            writer.write(b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.02)
+            writer.write(b"HTTP/1.1 201 Created\r\nx-request-id: r2\r\ncontent-length: 11\r\n\r\n{\"ok\":true}")
+
+    async def body(pool, url, seen, connections):
+        for _ in range(2):
+            resp = await pool.request("POST", url, {}, b"{}", 5)
+            assert resp.status == 201 and resp.headers == [("x-request-id", "r2"), ("content-length", "11")]
+            assert await resp.read() == b'{"ok":true}'
+        assert len(connections) == 1
+
+    run(script, body)

@@ -100,3 +100,34 @@ def test_a_streamed_body_through_an_http_proxy_keeps_its_length(monkeypatch) -> 
         assert seen[0].endswith(b"\r\n\r\nfile bytes")
 
     asyncio.run(main())
+
+
+def test_an_unsolicited_100_continue_does_not_cut_a_streamed_body_short() -> None:
+    async def main() -> None:
+        received: list[bytes] = []
+
+        async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            await writer.drain()
+            received.append(await reader.readexactly(3 * len(CHUNK)))
+            writer.write(OK)
+            await writer.drain()
+
+        async def slowly() -> AsyncIterator[bytes]:
+            for _ in range(3):
+                await asyncio.sleep(0.05)       # the 100 is in before the second piece is taken
+                yield CHUNK
+
+        server = await asyncio.start_server(upstream, "127.0.0.1", 0)
+        pool = Http1Pool(connect_timeout_s=2)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/files"
+        try:
+            resp = await pool.request("POST", url, {}, BodyStream(slowly(), 3 * len(CHUNK)), 5)
+            assert resp.status == 200 and await resp.read() == b'{"ok":true}'
+        finally:
+            pool.close()
+            server.close()
+        assert received == [CHUNK * 3]
+
+    asyncio.run(main())
