@@ -23,7 +23,7 @@ HI = [{"role": "user", "parts": [{"text": "hi"}]}]
 ])
 def test_a_config_value_of_the_wrong_type_is_googles_parse_error(mock_server, config, message):
     url, _ = mock_server
-    answer = httpx.post(f"{url}/v1beta/models/gemini-2.5-flash:generateContent", headers=KEY,
+    answer = httpx.post(f"{url}/v1beta/models/gemini-3.5-flash:generateContent", headers=KEY,
                         json={"contents": HI, "generationConfig": config})
     assert answer.status_code == 400
     assert answer.json()["error"] == {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}
@@ -31,6 +31,6 @@ def test_a_config_value_of_the_wrong_type_is_googles_parse_error(mock_server, co
 
 def test_a_number_written_as_a_string_is_taken(mock_server):
     url, _ = mock_server
-    answer = httpx.post(f"{url}/v1beta/models/gemini-2.5-flash:generateContent", headers=KEY,
+    answer = httpx.post(f"{url}/v1beta/models/gemini-3.5-flash:generateContent", headers=KEY,
                         json={"contents": HI, "generationConfig": {"temperature": "0.5", "topK": "5"}})
     assert answer.status_code == 200

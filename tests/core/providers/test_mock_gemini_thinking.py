@@ -19,7 +19,7 @@ def gemini(mock_server) -> genai.Client:
                         http_options=types.HttpOptions(base_url=mock_server[0], api_version="v1beta"))
 
 
-@pytest.mark.parametrize("model", ["gemini-2.5-pro", "gemini-2.5-flash", "gemini-3.5-flash"])
+@pytest.mark.parametrize("model", ["gemini-2.5-pro", "gemini-3.1-pro-preview", "gemini-3.5-flash"])
 def test_a_thinking_model_reports_its_thoughts_apart_from_its_answer(gemini, model):
     usage = gemini.models.generate_content(model=model, contents="Why is the sky blue?").usage_metadata
     assert usage.thoughts_token_count > 0 and usage.candidates_token_count > 0
@@ -34,6 +34,7 @@ def test_streamed_usage_reports_the_thoughts_too(gemini):
 
 
 def test_a_budget_of_zero_thinks_not_at_all(gemini):
+    # Gemini 2.5 Flash is the subject: the thinking guide documents budget 0 as "off" for it (0..24576)
     config = types.GenerateContentConfig(thinking_config=types.ThinkingConfig(thinking_budget=0))
     usage = gemini.models.generate_content(model="gemini-2.5-flash", contents="Why?", config=config).usage_metadata
     assert not usage.thoughts_token_count
@@ -42,6 +43,6 @@ def test_a_budget_of_zero_thinks_not_at_all(gemini):
 
 def test_thinking_is_spent_from_the_output_limit(gemini):
     config = types.GenerateContentConfig(max_output_tokens=10)
-    reply = gemini.models.generate_content(model="gemini-2.5-flash", contents="Why is the sky blue?", config=config)
+    reply = gemini.models.generate_content(model="gemini-3.5-flash", contents="Why is the sky blue?", config=config)
     assert reply.candidates[0].finish_reason == types.FinishReason.MAX_TOKENS
     assert not reply.text and reply.usage_metadata.thoughts_token_count == 10

@@ -256,6 +256,7 @@ def test_generate_content_takes_the_edges_of_each_range(gemini):
     assert gemini.models.generate_content(model="gemini-3.5-flash", contents="hi", config=config).text
 
 
+# Gemini 2.5 is the subject here: its published thinking-budget ranges, and its lack of thinking_level
 @pytest.mark.parametrize("model,thinking,message", [
     ("gemini-2.5-pro", {"thinking_budget": 0}, "Budget 0 is invalid. This model only works in thinking mode."),
     ("gemini-3.1-pro-preview", {"thinking_budget": 0}, "Budget 0 is invalid. This model only works in thinking mode."),
@@ -272,6 +273,7 @@ def test_generate_content_refuses_a_thinking_config_the_model_does_not_take(gemi
     assert (e.value.code, e.value.message) == (400, message)
 
 
+# the edges of Gemini 2.5's published budget ranges (the subject, as above)
 @pytest.mark.parametrize("model,thinking", [
     ("gemini-2.5-pro", {"thinking_budget": -1}), ("gemini-2.5-pro", {"thinking_budget": 32768}),
     ("gemini-2.5-flash", {"thinking_budget": 0}), ("gemini-3.5-flash", {"thinking_level": "LOW"}),

@@ -56,20 +56,20 @@ def _file_part(file_data) -> list[dict]:
     ("generateContent", {"contents": _file_part("files/abc")},
      "Invalid value at 'contents[0].parts[1].file_data' "
      '(type.googleapis.com/google.ai.generativelanguage.v1beta.FileData), "files/abc"'),
-    ("countTokens", {"generateContentRequest": {"model": "models/gemini-2.5-flash", "contents": _file_part({"fileUri": 5})}},
+    ("countTokens", {"generateContentRequest": {"model": "models/gemini-3.5-flash", "contents": _file_part({"fileUri": 5})}},
      "Invalid value at 'generate_content_request.contents[0].parts[1].file_data.file_uri' (TYPE_STRING), 5"),
-    ("countTokens", {"generateContentRequest": {"model": "models/gemini-2.5-flash",
+    ("countTokens", {"generateContentRequest": {"model": "models/gemini-3.5-flash",
                                                 "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
                                                 "generationConfig": {"temperature": "hot"}}},
      "Invalid value at 'generate_content_request.generation_config.temperature' (TYPE_FLOAT), \"hot\""),
-    ("countTokens", {"generateContentRequest": {"model": "models/gemini-2.5-flash",
+    ("countTokens", {"generateContentRequest": {"model": "models/gemini-3.5-flash",
                                                 "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
                                                 "generationConfig": {"thinkingConfig": {"thinkingBudget": "lots"}}}},
      "Invalid value at 'generate_content_request.generation_config.thinking_config.thinking_budget' (TYPE_INT32), "
      "\"lots\""),
 ])
 def test_a_gemini_value_of_the_wrong_type_is_googles_parse_error(mock_server, method, body, message):
-    answer = httpx.post(f"{mock_server[0]}/v1beta/models/gemini-2.5-flash:{method}", headers=GEMINI, json=body)
+    answer = httpx.post(f"{mock_server[0]}/v1beta/models/gemini-3.5-flash:{method}", headers=GEMINI, json=body)
     assert answer.status_code == 400
     assert answer.json()["error"] == {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}
 
@@ -78,8 +78,8 @@ def test_well_typed_values_are_still_answered(mock_server):
     url = mock_server[0]
     ok = [
         httpx.post(url + "/v1/responses", headers=OPENAI, json={"model": "gpt-5.4", "input": "hi", "temperature": 0.5}),
-        httpx.post(f"{url}/v1beta/models/gemini-2.5-flash:countTokens", headers=GEMINI, json={
-            "generateContentRequest": {"model": "models/gemini-2.5-flash", "contents": [{"role": "user", "parts": [
+        httpx.post(f"{url}/v1beta/models/gemini-3.5-flash:countTokens", headers=GEMINI, json={
+            "generateContentRequest": {"model": "models/gemini-3.5-flash", "contents": [{"role": "user", "parts": [
                 {"text": "hi"}]}], "generationConfig": {"temperature": "0.5"}}}),
     ]
     assert [a.status_code for a in ok] == [200, 200]
