@@ -129,8 +129,8 @@ def test_google_genai_gets_googles_resource_exhausted(stack):
     client = genai.Client(api_key=SPENT, http_options=types.HttpOptions(base_url=stack.url))
     stack.arrived.clear()
     with pytest.raises(genai.errors.ClientError) as err:
-        client.models.generate_content(model="gemini-2.5-flash", contents="Hi")
-    assert stack.arrived == ["/v1/models/gemini-2.5-flash:generateContent"]      # google-genai 3.6 calls v1
+        client.models.generate_content(model="gemini-3.5-flash", contents="Hi")
+    assert stack.arrived == ["/v1/models/gemini-3.5-flash:generateContent"]      # google-genai 3.6 calls v1
     assert err.value.code == 429 and err.value.status == "RESOURCE_EXHAUSTED"
 
 

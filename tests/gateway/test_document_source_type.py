@@ -19,7 +19,7 @@ def gw(tmp_path_factory):
         yield stack
 
 
-@pytest.mark.parametrize("model", ["claude-sonnet-5-5", "gpt-5.4", "gemini-2.5-flash"])
+@pytest.mark.parametrize("model", ["claude-sonnet-5-5", "gpt-5.4", "gemini-3.5-flash"])
 @pytest.mark.parametrize("path,extra", [("/v1/messages", {"max_tokens": 50}), ("/v1/messages/count_tokens", {})])
 def test_a_document_source_that_is_not_an_object(gw, model, path, extra):
     server, up = gw

@@ -109,7 +109,7 @@ def test_a_granted_file_is_the_keys_to_read_but_not_to_delete(tmp_path, mock):
 ACME_ON_B = "pg-acme-on-b-01234567"
 SPLIT = [{"name": "a", "models": ["gpt-5.4", "claude-sonnet-5-5", "gemini-3.5-flash"],
           "targets": [{"upstream": "openai-a"}, {"upstream": "claude-a"}, {"upstream": "gemini-a"}]},
-         {"name": "b", "models": ["gpt-5.4-mini", "claude-haiku-4-5", "gemini-2.5-flash"],
+         {"name": "b", "models": ["gpt-5.4-mini", "claude-haiku-4-5", "gemini-3.8-flash"],
           "targets": [{"upstream": "openai-b"}, {"upstream": "claude-b"}, {"upstream": "gemini-b"}]}]
 FILES_BETA = "files-api-2025-04-14"
 

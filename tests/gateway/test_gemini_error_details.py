@@ -47,7 +47,7 @@ def _refused(stack, fault: str) -> errors.APIError:
                                                          retry_options=types.HttpRetryOptions(attempts=1)))
     try:
         with pytest.raises(errors.APIError) as refused:
-            client.models.generate_content(model="gemini-2.5-flash", contents="Hi")
+            client.models.generate_content(model="gemini-3.5-flash", contents="Hi")
     finally:
         context.faults.rules.remove(rule)
     return refused.value
@@ -89,7 +89,7 @@ def test_a_caller_of_another_format_gets_its_own_shape(stack):
     context.faults.rules.append(FaultRule(parse_fault("google=location"), provider="gemini", times=1))
     client = openai.OpenAI(api_key="pg-k", base_url=gw.url + "/v1", max_retries=0)
     with pytest.raises(openai.BadRequestError) as refused:
-        client.chat.completions.create(model="gemini-2.5-flash", messages=[{"role": "user", "content": "Hi"}])
+        client.chat.completions.create(model="gemini-3.5-flash", messages=[{"role": "user", "content": "Hi"}])
     assert refused.value.body["type"] == "invalid_request_error"
     assert set(refused.value.body) == {"message", "type", "param", "code"}
 
@@ -97,7 +97,7 @@ def test_a_caller_of_another_format_gets_its_own_shape(stack):
 def test_the_mock_answers_googles_error_directly(stack):
     _, context = stack
     with ServerThread(mock_app(context), log_level="critical") as mock:
-        answer = httpx.post(f"{mock.url}/v1beta/models/gemini-2.5-flash:generateContent",
+        answer = httpx.post(f"{mock.url}/v1beta/models/gemini-3.5-flash:generateContent",
                             headers={"x-goog-api-key": "AIzaDirect000000000000000000000", "x-mock-fault": "google=free_tier"},
                             json={"contents": [{"role": "user", "parts": [{"text": "Hi"}]}]})
     assert answer.status_code == 400
@@ -107,8 +107,8 @@ def test_the_mock_answers_googles_error_directly(stack):
 
 
 @pytest.mark.parametrize("sent,shown", [
-    ("projects/my-gateway-project/locations/us-central1/publishers/google/models/gemini-2.5-flash",
-     "projects/-/locations/us-central1/publishers/google/models/gemini-2.5-flash"),
+    ("projects/my-gateway-project/locations/us-central1/publishers/google/models/gemini-3.5-flash",
+     "projects/-/locations/us-central1/publishers/google/models/gemini-3.5-flash"),
     ("https://generativelanguage.googleapis.com/v1beta/models?key=gw-own-key-42&pageSize=5",
      "https://generativelanguage.googleapis.com/v1beta/models?key=***&pageSize=5"),
     ("Please enable billing on your project in Google AI Studio.",
