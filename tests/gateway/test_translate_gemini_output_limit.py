@@ -30,7 +30,7 @@ def test_a_limit_over_the_gemini_models_own_is_cut_to_it(source, body, target):
 
 def test_a_limit_within_the_models_own_is_kept():
     body = {"model": "claude-opus-4-7", "max_tokens": 65_536, "messages": HI}
-    out, notes = translate_body(body, wire_format("anthropic"), wire_format("gemini"), "gemini-2.5-pro")
+    out, notes = translate_body(body, wire_format("anthropic"), wire_format("gemini"), "gemini-3.1-pro-preview")
     assert out["generationConfig"]["maxOutputTokens"] == 65_536
     assert not any("output limit" in n for n in notes)
 

@@ -23,6 +23,7 @@ HISTORY = [
 ]
 
 
+# gemini-2.5-pro stays: a model before Gemini 3 takes no thought signature, the case under test
 @pytest.mark.parametrize("model,signed", [("gemini-pro-latest", True), ("gemini-3.1-pro", True),
                                           ("gemini-2.5-pro", False)])
 def test_the_model_behind_an_alias_decides_the_signature(model, signed):

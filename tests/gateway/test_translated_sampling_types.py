@@ -23,9 +23,9 @@ def gw(tmp_path_factory):
 @pytest.mark.parametrize("path,body,field", [
     ("/v1/chat/completions", {"model": "claude-sonnet-5-5", "messages": HI, "temperature": "x"}, "temperature"),
     ("/v1/chat/completions", {"model": "claude-haiku-4-5", "messages": HI, "top_p": [0.9]}, "top_p"),
-    ("/v1/chat/completions", {"model": "gemini-2.5-flash", "messages": HI, "temperature": "x"}, "temperature"),
+    ("/v1/chat/completions", {"model": "gemini-3.5-flash", "messages": HI, "temperature": "x"}, "temperature"),
     ("/v1/responses", {"model": "claude-sonnet-5-5", "input": "hi", "temperature": "x"}, "temperature"),
-    ("/v1/responses", {"model": "gemini-2.5-flash", "input": "hi", "top_p": {"p": 1}}, "top_p"),
+    ("/v1/responses", {"model": "gemini-3.5-flash", "input": "hi", "top_p": {"p": 1}}, "top_p"),
 ])
 def test_an_openai_caller(gw, path, body, field):
     server, up = gw
@@ -35,7 +35,7 @@ def test_an_openai_caller(gw, path, body, field):
     assert up.received == []
 
 
-@pytest.mark.parametrize("model", ["gpt-5.4", "gemini-2.5-flash"])
+@pytest.mark.parametrize("model", ["gpt-5.4", "gemini-3.5-flash"])
 def test_a_claude_caller(gw, model):
     server, up = gw
     answer = httpx.post(f"{server.url}/v1/messages", headers={"x-api-key": "pg-k", "anthropic-version": "2023-06-01"},

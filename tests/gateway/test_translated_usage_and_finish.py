@@ -22,16 +22,16 @@ CHAT_REASONING = {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt
 
 
 def test_gemini_thoughts_reach_a_chat_caller_as_reasoning_tokens_inside_completion_tokens():
-    usage = translate_reply(GEMINI_THINKING, ge.WIRE, oa.WIRE, "gemini-2.5-flash")["usage"]
+    usage = translate_reply(GEMINI_THINKING, ge.WIRE, oa.WIRE, "gemini-3.5-flash")["usage"]
     assert usage["completion_tokens"] == 50
     assert usage["completion_tokens_details"]["reasoning_tokens"] == 40
     assert usage["total_tokens"] == 62
 
 
 def test_gemini_thoughts_reach_responses_and_interactions_callers():
-    resp = translate_reply(GEMINI_THINKING, ge.WIRE, wire_format("responses"), "gemini-2.5-flash")["usage"]
+    resp = translate_reply(GEMINI_THINKING, ge.WIRE, wire_format("responses"), "gemini-3.5-flash")["usage"]
     assert (resp["output_tokens"], resp["output_tokens_details"]["reasoning_tokens"]) == (50, 40)
-    inter = translate_reply(GEMINI_THINKING, ge.WIRE, wire_format("interactions"), "gemini-2.5-flash")["usage"]
+    inter = translate_reply(GEMINI_THINKING, ge.WIRE, wire_format("interactions"), "gemini-3.5-flash")["usage"]
     assert (inter["total_output_tokens"], inter["total_thought_tokens"], inter["total_tokens"]) == (10, 40, 62)
 
 
@@ -54,7 +54,7 @@ def test_a_responses_reasoning_model_reports_its_reasoning_to_a_chat_caller():
 def test_streamed_gemini_thoughts_reach_a_chat_callers_usage_chunk():
     stream_usage = ge.WIRE.stream_usage()
     stream_usage.feed(GEMINI_THINKING)
-    writer = oa.WIRE.stream_writer("gemini-2.5-flash")
+    writer = oa.WIRE.stream_writer("gemini-3.5-flash")
     out = writer.write(ge.WIRE.read_deltas(GEMINI_THINKING)) + writer.finish(stream_usage.usage)
     usage = [e.json()["usage"] for e in parse_sse(split_lines([out])) if e.data != "[DONE]" and e.json().get("usage")]
     assert usage[-1]["completion_tokens_details"]["reasoning_tokens"] == 40
