@@ -2,7 +2,7 @@
 
 Every endpoint takes a time window: `range` (`15m`, `1h`, `24h`, `7d`: the span ending at `until`,
 default now), read in whole minutes. Figures come from the ledger's rollups; the misses view and the
-request list read the window's latest 1000 records. The schema is served at `/api/openapi.json`.
+request list read the window's latest 1000 records (a tenant's reader: that tenant's latest 1000). The schema is served at `/api/openapi.json`.
 """
 
 from __future__ import annotations
@@ -77,8 +77,7 @@ class Window:
     def latest(self, lookback_s: float = 0.0, route: str | None = None) -> list[LedgerRecord]:
         """The window's latest MISS_SAMPLE records (from `lookback_s` before it: their predecessors)."""
         with unavailable_as_503(self.source):
-            records = self.source.records(self.since - lookback_s, self.until, latest=MISS_SAMPLE, route=route)
-        return records if self.tenant is None else [r for r in records if r.tenant == self.tenant]
+            return self.source.records(self.since - lookback_s, self.until, latest=MISS_SAMPLE, route=route, tenant=self.tenant)
 
     def view(self, since: float | None = None, until: float | None = None) -> AbstractContextManager[sqlite3.Connection]:
         if self.tenant is not None:     # rollups sum every tenant's requests

@@ -39,8 +39,10 @@ MISS_SAMPLE = 1000
 class LedgerSource(Protocol):
     name: str
 
-    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:
-        """Records with `since <= ts < until` (of `route`), oldest first; with `latest`, only the last that many."""
+    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None,
+                tenant: str | None = None) -> list[LedgerRecord]:
+        """Records with `since <= ts < until` (of `route`, of `tenant`), oldest first; with `latest`, only the last
+        that many: a tenant's latest, not the tenant's share of everyone's latest."""
         ...
 
     def view(self, since: float, until: float) -> AbstractContextManager[sqlite3.Connection]:
@@ -63,6 +65,12 @@ def _load(db: sqlite3.Connection, records: list[dict], schema: str = "") -> None
     rows, hist = rollup.upsert_rows(rollup.aggregate(records))
     db.executemany(upsert_rollup, rows)
     db.executemany(upsert_hist, hist)
+
+
+def _matching(route: str | None, tenant: str | None, mark: str) -> tuple[str, list[str]]:
+    """The WHERE clause's extra terms for a route and a tenant (None: any), and their bound values."""
+    terms = [(column, value) for column, value in (("route", route), ("tenant", tenant)) if value is not None]
+    return "".join(f" AND {column} = {mark}" for column, _ in terms), [value for _, value in terms]
 
 
 def _in_memory(records: list[dict]) -> sqlite3.Connection:
@@ -88,18 +96,21 @@ class SqliteSource:
         except sqlite3.OperationalError:
             return None   # no request has been recorded yet
 
-    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:
+    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None,
+                tenant: str | None = None) -> list[LedgerRecord]:
         db = self._connect()
         if db is None:
             return []
         try:
             have = {row[1] for row in db.execute("PRAGMA table_info(requests)")}
             cols = [c for c in COLUMNS if c in have]
+            if tenant is not None and "tenant" not in have:
+                return []       # a file from before tenants: none of its records is a tenant's
             order = f"DESC LIMIT {int(latest)}" if latest else ""
-            of_route = "AND route = ?" if route is not None else ""
+            where, values = _matching(route, tenant, "?")
             # SQL text: column and table names are the ledger's constants, the limit an int(); values are bound.
-            rows = db.execute(f"SELECT {', '.join(cols)} FROM requests WHERE ts >= ? AND ts < ? {of_route} ORDER BY ts {order}",  # nosec B608
-                              (since, until, *([route] if route is not None else []))).fetchall()
+            rows = db.execute(f"SELECT {', '.join(cols)} FROM requests WHERE ts >= ? AND ts < ? {where} ORDER BY ts {order}",  # nosec B608
+                              (since, until, *values)).fetchall()
         except sqlite3.OperationalError:
             return []
         finally:
@@ -134,7 +145,8 @@ class RedisSource:
     def __init__(self, url: str) -> None:
         self._redis = redis.Redis.from_url(url)
 
-    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:
+    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None,
+                tenant: str | None = None) -> list[LedgerRecord]:
         out: list[LedgerRecord] = []
         start = f"{max(0, int(since * 1000) - CLOCK_SLACK_MS)}"
         end = f"{int(until * 1000) + CLOCK_SLACK_MS}"
@@ -142,7 +154,7 @@ class RedisSource:
             entries = self._redis.xrange(STREAM, min=start, max=end, count=PAGE)
             for _, fields_ in entries:
                 rec = _record(json.loads(fields_[b"record"]))
-                if since <= rec.ts < until and (route is None or rec.route == route):
+                if since <= rec.ts < until and route in (None, rec.route) and tenant in (None, rec.tenant):
                     out.append(rec)
             if len(entries) < PAGE:
                 break
@@ -167,14 +179,15 @@ class PostgresSource:
     def __init__(self, url: str) -> None:
         self._pool = ledger_postgres.open_pool(url)
 
-    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None) -> list[LedgerRecord]:
-        of_route = "AND route = %s" if route is not None else ""
+    def records(self, since: float, until: float, latest: int | None = None, route: str | None = None,
+                tenant: str | None = None) -> list[LedgerRecord]:
+        where, values = _matching(route, tenant, "%s")
         order = f"DESC LIMIT {int(latest)}" if latest else ""
         try:
             with self._pool.connection() as conn:
                 # SQL text: column and table names are the ledger's constants, the limit an int(); values are bound.
                 rows = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM prefixgate_requests WHERE ts >= %s AND ts < %s "  # nosec B608
-                                    f"{of_route} ORDER BY ts {order}", (since, until, *([route] if route else []))).fetchall()
+                                    f"{where} ORDER BY ts {order}", (since, until, *values)).fetchall()
         except psycopg.errors.UndefinedTable:
             return []       # no replica has copied a record yet
         if latest:
