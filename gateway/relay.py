@@ -22,6 +22,8 @@ from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from prefixgate.dialects.gemini import GeminiGenerate
+from prefixgate.dialects.google_error import caller_error, error_of, without_account
 from prefixgate.dialects.sse import SSE_FRAMING, FramingError
 from prefixgate.errors import RequestError
 from prefixgate.gateway.accounting import CLIENT_CLOSED, UNREADABLE, UNREADABLE_USAGE, Accounting
@@ -111,6 +113,7 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
         events = 0              # events relayed to the caller: a cut stream's output estimate
         error: RequestError | None = None
         reported: str | None = None     # the upstream's own error event mid-stream: its message
+        shown: RequestError | None = None   # that event as a Gemini caller gets it, when Google sent it
         try:
             async for chunk in resp.chunks:
                 if first is None:
@@ -124,9 +127,15 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                         parsed = framing.payload(ev)
                         if parsed is not None and (reported := target.stream_error(parsed)) is not None:
                             count(parsed)
+                            google = error_of(parsed)
+                            reported = without_account(reported, resp.clean) if google else resp.clean(reported)
+                            if google is not None and isinstance(call.wire, GeminiGenerate):
+                                # Google's code, status and details, as a whole-answer error carries them, less
+                                # the gateway's project (the event as sent would name it)
+                                shown = caller_error(google, resp.clean)
                             # The caller's own format: its SDK raises on the provider's event as sent, held like a
                             # terminal event until the record is written; another format gets its own error event.
-                            tail = ev if same else b""
+                            tail = ev if same and shown is None else b""
                             break
                         if parsed is not None:
                             count(parsed)
@@ -206,7 +215,7 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                                                ttft_s=(first - call.started) if first else None,
                                                upstream_s=done - sent, error=message)
         if error is not None:
-            yield tail if reported is not None and tail else (writer.opening() if writer else b"") + call.wire.error_event(error)
+            yield tail if reported is not None and tail else (writer.opening() if writer else b"") + call.wire.error_event(shown or error)
         elif tail:
             yield tail
 

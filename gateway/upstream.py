@@ -105,6 +105,9 @@ class UpstreamResponse:
     body: bytes | None                      # a whole (non-streamed) body
     chunks: AsyncIterator[bytes] | None     # a streamed body
     close: Callable[[], Awaitable[None]]
+    # What an error text from this exchange may show a caller: the request's key, credentials and project taken out
+    # (an upstream's error event mid-stream is one).
+    clean: Callable[[str], str] = lambda text: scrub(text)
 
 
 async def _nothing() -> None:
@@ -247,13 +250,14 @@ class UpstreamClient:
         except Broken as e:
             raise UpstreamFailure(name, 502, f"connection failed ({e})") from None
         headers_out = _passed(resp.headers)
+
+        def clean(text: str) -> str:
+            return scrub(text, *secrets, path_project(url))
         if resp.status >= 300:
             try:
                 raw = await resp.read()
             except (ReadTimeout, Broken):
                 raw = b""
-            def clean(text: str) -> str:
-                return scrub(text, *secrets, path_project(url))
             message, google = clean(_error_message(raw, resp.status)), google_error(raw)
             raise UpstreamFailure(name, resp.status, without_account(message, clean) if google else message,
                                   retry_after=_retry_after(headers_out, raw), param=_error_field(raw, "param"),
@@ -265,7 +269,7 @@ class UpstreamClient:
             resp.close()   # drops the connection: an upstream mid-stream must see the hang-up
 
         if stream:
-            return UpstreamResponse(resp.status, headers_out, None, _chunks(name, resp), close)
+            return UpstreamResponse(resp.status, headers_out, None, _chunks(name, resp), close, clean)
         try:
             data = await resp.read()
         except ReadTimeout:

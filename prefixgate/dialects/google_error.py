@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from prefixgate.errors import RequestError
+
 # A project named in a resource path, console link or query (an id or a number), a QuotaFailure subject
 # ("project:ID"), by number in prose ("in project 1234"), or by id after "resource project" (CONSUMER_INVALID).
 _PROJECT = re.compile(r"\b(projects?/|project[=:])[^/\s\"'?&#]+|\b(project )\d+\b"
@@ -36,9 +38,15 @@ _ACCOUNT_KEYS = frozenset({"consumer", "containerInfo"})
 def google_error(raw: bytes) -> dict | None:
     """The `error` object of a Google-shaped error body (it names a `status`), else None."""
     try:
-        err = json.loads(raw).get("error")
-    except (ValueError, AttributeError):
+        body = json.loads(raw)
+    except ValueError:
         return None
+    return error_of(body) if isinstance(body, dict) else None
+
+
+def error_of(body: dict) -> dict | None:
+    """The `error` object of a parsed Google-shaped error (a whole body, or a stream's event), else None."""
+    err = body.get("error")
     return err if isinstance(err, dict) and isinstance(err.get("status"), str) else None
 
 
@@ -68,3 +76,12 @@ def _cleaned(value: Any, scrub: Callable[[str], str]) -> Any:
     if isinstance(value, list):
         return [_cleaned(v, scrub) for v in value]
     return without_account(value, scrub) if isinstance(value, str) else value
+
+
+def caller_error(err: dict, scrub: Callable[[str], str]) -> RequestError:
+    """Google's `error` object (one reported mid-stream) as a Gemini caller gets it: its code, `status` and
+    `details`, less the gateway's account."""
+    code = err.get("code")
+    return RequestError(without_account(str(err.get("message", "")), scrub), kind="server",
+                        status=code if isinstance(code, int) and 400 <= code < 600 else 502,
+                        rpc_status=err["status"], details=caller_details(err, scrub))
