@@ -10,6 +10,7 @@ import httpx
 import psycopg
 import pytest
 
+from prefixgate.gateway.dashboard.source import PostgresSource
 from prefixgate.ledger import Ledger, LedgerRecord, read_records
 from tests.gateway.dashboard.support_scenario import burst, dashboard_gateway
 from tests.support_services import empty_postgres_ledger, wait_until
@@ -80,3 +81,20 @@ def test_with_postgres_down_requests_are_answered_and_recorded_and_the_dashboard
     assert [a.status_code for a in answers] == [200, 200]
     assert len(read_records(gw.settings.ledger_path)) == 2
     assert summary.status_code == 503 and "postgres ledger cannot be read" in summary.text
+
+
+def test_the_postgres_source_reads_a_route_and_a_tenant_however_they_are_spelled(tmp_path, shared):
+    ledger = Ledger(str(tmp_path / "l.sqlite"), ledger_url=shared, clock=lambda: 1e9 + 60)
+    for i, (tenant, route) in enumerate([("acme", "chat"), ("beta", "chat"), ("acme", "batch"), ("", "chat")]):
+        ledger.append(LedgerRecord(id=f"r{i}", ts=1e9 + i, tenant=tenant, route=route, uncached_input=10))
+    ledger.close()
+    assert pg_scan(shared)[0] == 4
+    source = PostgresSource(shared)
+    try:
+        # `?route=` (empty) is a route no request has: no records, not a query missing its parameter.
+        assert source.records(1e9, 1e9 + 10, route="") == []
+        assert [r.id for r in source.records(1e9, 1e9 + 10, tenant="acme")] == ["r0", "r2"]
+        assert [r.id for r in source.records(1e9, 1e9 + 10, route="chat", tenant="acme", latest=5)] == ["r0"]
+        assert [r.id for r in source.records(1e9, 1e9 + 10, tenant="acme", latest=1)] == ["r2"]
+    finally:
+        source.close()
