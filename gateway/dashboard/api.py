@@ -111,7 +111,7 @@ def summary(w: WindowDep) -> dict:
 
 
 @router.get("/timeseries", response_model=schema.Timeseries, summary="Spend, savings and hit rate per time bucket")
-def series(w: WindowDep, step: Annotated[float | None, Query(ge=1, description="bucket seconds (default: automatic)")] = None) -> dict:
+def series(w: WindowDep, step: Annotated[float | None, Query(ge=1, le=MAX_SPAN_S, description="bucket seconds (default: automatic)")] = None) -> dict:
     step_s = w.step(step)
     with w.view() as view:
         return {"window": w.describe(), "step_s": step_s, "points": timeseries(view, w.since, w.until, step_s)}

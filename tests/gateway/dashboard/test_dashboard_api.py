@@ -80,6 +80,8 @@ def test_api_figures_match_the_ledger(gw):
     ("/api/summary", {"range": "yesterday"}), ("/api/summary", {"range": "90d"}), ("/api/summary", {"range": "0m"}),
     ("/api/breakdown", {"by": "colour"}), ("/api/timeseries", {"range": "7d", "step": 1}),
     ("/api/misses", {"limit": 0}), ("/api/alerts", {"drop": 2}),
+    # A bucket wider than any window: `inf` was a 200 with null bucket times.
+    ("/api/timeseries", {"step": "inf"}), ("/api/timeseries", {"step": "1e308"}), ("/api/timeseries", {"step": "nan"}),
 ])
 def test_bad_parameters_are_a_422_naming_the_problem(gw, path, params):
     r = httpx.get(gw.url + path, params=params, headers=AUTH)
