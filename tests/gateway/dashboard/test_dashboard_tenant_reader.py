@@ -7,6 +7,7 @@ import time
 
 import httpx
 
+from prefixgate.gateway.dashboard.source import RedisSource
 from prefixgate.ledger import Ledger, LedgerRecord, read_records
 from prefixgate.policies import hash_key
 from tests.support_stack import policy_env, running_stack
@@ -39,3 +40,19 @@ def test_a_tenant_reader_sees_its_records_while_another_tenant_is_busy(tmp_path)
         assert [(m["route"], m["requests"]) for m in misses] == [("openai", 1)]
         # Another tenant's record stays unknown to this reader.
         assert httpx.get(f"{gw}/api/requests/beta-5", headers=auth).status_code == 404
+
+
+def test_the_redis_source_reads_one_tenants_latest_records(tmp_path, redis_url):
+    # Stream ids are Redis's clock at the copy: records of now.
+    now = time.time()
+    ledger = Ledger(str(tmp_path / "ledger.sqlite"), redis_url)
+    for i, tenant in enumerate(["acme", "beta", "acme", "beta", "beta"]):
+        ledger.append(LedgerRecord(id=f"r{i}", ts=now - 10 + i, tenant=tenant, route="openai", model="gpt-5.4"))
+    ledger.close()
+    source = RedisSource(redis_url)
+    try:
+        assert [r.id for r in source.records(now - 60, now + 1, tenant="acme")] == ["r0", "r2"]
+        assert [r.id for r in source.records(now - 60, now + 1, tenant="acme", latest=1)] == ["r2"]
+        assert [r.id for r in source.records(now - 60, now + 1, tenant="beta", route="other")] == []
+    finally:
+        source.close()
