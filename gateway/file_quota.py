@@ -4,7 +4,8 @@ provider key every tenant fills one organisation's storage, so one tenant must n
 
 A file counts from the provider's answer to its upload (its size as the provider gives it) until it is deleted
 through the gateway, expires (its `expires_at`, Gemini's 48 hours), or is found deleted at the provider
-(`files_upstream.forget_if_gone`: its 404 to a call for the file through the gateway). A file Claude's code
+(`files_upstream.forget_if_gone`: its 404 to a call for the file through the gateway; `files_gone`: a model
+request's refusal naming it). A file Claude's code
 execution wrote in the tenant's answer is in the same storage and counts too, from that answer (`Accounting.
 created`): toward `max_files` only, since the answer names its id and not its size. An upload is refused before a byte is
 sent when the party's files would pass the count, or its stored bytes and the upload's length the size (a

@@ -41,6 +41,7 @@ from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.estimate import estimated_usage
 from prefixgate.gateway.explicit_caches import ExplicitCaches
 from prefixgate.gateway.file_quota import FileQuota
+from prefixgate.gateway.files_gone import forget_named_gone, may_name_a_gone_file
 from prefixgate.gateway.in_flight import InFlight
 from prefixgate.gateway.isolation import server_secret, tenant_salt, tenant_tag
 from prefixgate.gateway.keepalive import KeepAlive, collects_replies, upgrades
@@ -337,6 +338,9 @@ class Proxy:
                             # The stream's response holds the slot until its body ends (or never starts).
                             return stream_response(self.accounts, self.diagnostics, call, prep, resp, sent, slot.hand_off())
                         return self.complete(call, prep, resp, sent)
+                if may_name_a_gone_file(failure.status):     # a file the request names, deleted at the provider
+                    await forget_named_gone(self.stored_ids, self.file_quota, principal(call.caller.key), call.conv,
+                                            prep.upstream, failure)
                 condition = retry_condition(failure.status, failure.timed_out, failure.connect_failed)
                 self.metrics.attempts.labels(prep.upstream.name, condition or str(failure.status)).inc()
                 if failure.answered:    # a 2xx whose body broke: that upstream's answer, billed, never sent twice
