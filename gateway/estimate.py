@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from prefixgate.ir import Conversation
 from prefixgate.usage import Usage, prompt_estimate
+from prefixgate.usage import cut_usage as cut_usage  # lives beside prompt_estimate, for the SDK wrapper too
 
 # Admission's estimate, before any tokenizer runs: the prompt from the body's size (`prompt_estimate`), and the
 # output reserved for a request that sets no output limit of its own. Such a request may
@@ -28,13 +29,3 @@ def estimated_usage(conv: Conversation, raw: bytes) -> Usage:
     """What admission reserves for: the prompt (from the body's size) and the output the request may run to."""
     output = requested_output(conv.params)
     return replace(prompt_estimate(raw), output=UNCAPPED_OUTPUT_TOKENS if output is None else output)
-
-
-def cut_usage(seen: Usage | None, raw: bytes, events: int) -> Usage:
-    """The usage of a stream cut (by its caller or its upstream) before the provider reported all of it: what
-    was reported, the prompt estimated from the body where no input count came, and at least one output token
-    per event streamed (OpenAI sends its usage only in the last chunk; providers stream a token or more an event)."""
-    seen = seen or Usage()
-    has_input = seen.uncached_input or seen.cache_read or seen.cache_writes
-    return replace(seen, uncached_input=seen.uncached_input if has_input else prompt_estimate(raw).uncached_input,
-                   output=max(seen.output, events))

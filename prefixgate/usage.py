@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -107,6 +107,16 @@ class Usage:
 def prompt_estimate(body: bytes) -> Usage:
     """The prompt `body` carries, as uncached input tokens estimated from its size (`BYTES_PER_TOKEN`)."""
     return Usage(uncached_input=-(-len(body) // BYTES_PER_TOKEN))
+
+
+def cut_usage(seen: Usage | None, raw: bytes, events: int) -> Usage:
+    """The usage of a stream cut (by its caller or its upstream) before the provider reported all of it: what
+    was reported, the prompt estimated from the body where no input count came, and at least one output token
+    per event streamed (OpenAI sends its usage only in the last chunk; providers stream a token or more an event)."""
+    seen = seen or Usage()
+    has_input = seen.uncached_input or seen.cache_read or seen.cache_writes
+    return replace(seen, uncached_input=seen.uncached_input if has_input else prompt_estimate(raw).uncached_input,
+                   output=max(seen.output, events))
 
 
 def impossible_usage(reported: object, where: str = "usage", key: str = "") -> str:

@@ -20,7 +20,7 @@ from prefixgate.sdk.exchange import Exchange
 from prefixgate.sdk.http_family import family_of
 from prefixgate.sdk.tapped_stream import tapped_stream
 from prefixgate.sdk.usage_tap import UsageTap
-from prefixgate.usage import prompt_estimate
+from prefixgate.usage import cut_usage, prompt_estimate
 
 # Headers a replacement request must not copy: httpx sets them for the new body.
 _BODY_HEADERS = ("content-length", "transfer-encoding")
@@ -129,7 +129,20 @@ class _ResponseWatch:
             error = error or "the body was closed before it ended"
         data = None if self.tap.sse else _json_or_none(bytes(self.tap.body))
         usage = self.tap.usage
+        if (failure is not None or not complete) and not self.tap.ended and self.ex.endpoint.kind == "generate":
+            # Cut before its usage came (OpenAI reports it in the last chunk only): the provider still ran and
+            # billed it, as the gateway prices a stream cut short, never as nothing.
+            self.ex.notes.append("usage estimated: the answer was cut before the provider reported all of its usage "
+                                 "(prompt from the body's size, an output token per event read)")
+            usage = cut_usage(usage, _sent_body(self.response), self.tap.events)
         self.ex.finish(status, usage, error=error or self.tap.unreadable, data=data)
+
+
+def _sent_body(response: Any) -> bytes:
+    try:
+        return response.request.content
+    except Exception:   # a response with no request, or a streamed upload: no prompt to size
+        return b""
 
 
 def _unanswered(ex: Exchange, sent: Any, failure: BaseException) -> None:

@@ -35,6 +35,7 @@ class UsageTap:
         # The stream's last event was seen (OpenAI's `[DONE]`, Anthropic's `message_stop`, ...): an SDK that
         # closes the body right after it (the openai SDK stops at `[DONE]`) did not cut the stream short.
         self.ended = False
+        self.events = 0     # events with data seen: a cut stream's output is at least one token an event
         self._terminal: bytes | None = getattr(self.wire, "terminal", None)
         self._buffer = bytearray()
         self._too_big = False
@@ -80,6 +81,7 @@ class UsageTap:
         data = event_json(event)
         if data is None:
             return True
+        self.events += 1
         try:
             self.ended = self.ended or self.wire.ends_stream(data)
             self.counter.feed(data)
