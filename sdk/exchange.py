@@ -139,8 +139,14 @@ class Exchange:
             if self._finished:
                 return
             self._finished = True
-        kind = self.endpoint.kind
-        if kind == "generate":
+        try:
+            self._book(status, usage, error, data)
+        except Exception as e:  # a bookkeeping bug: it runs inside the SDK's read of the answer, which stays the caller's
+            warnings.warn(f"prefixgate: recording the call failed ({type(e).__name__}: {e}); the call is not recorded",
+                          RuntimeWarning, stacklevel=2)
+
+    def _book(self, status: int, usage: Usage | None, error: str, data: Any) -> None:
+        if self.endpoint.kind == "generate":
             try:
                 rec = self._record(status, usage, error=error)
             except Exception as e:  # usage the provider sent that cannot be priced: recorded without it

@@ -46,6 +46,25 @@ def test_a_planning_failure_sends_the_call_as_asked_with_a_warning(mock_url, mon
     assert any("planning failed (RuntimeError: planner bug)" in line for line in rec.explanation)
 
 
+def test_a_recording_failure_never_breaks_the_callers_answer(mock_url, monkeypatch):
+    ledger = Ledger()
+    _, wrapped = _openai(mock_url, ledger)
+
+    def broken_shape(*args, **kwargs):
+        raise RuntimeError("shape bug")
+
+    # Recording runs inside the SDK's read of the body: its failure used to raise out of create().
+    monkeypatch.setattr(exchange, "prefix_shape", broken_shape)
+    with pytest.warns(RuntimeWarning, match=r"recording the call failed \(RuntimeError: shape bug\)"):
+        answer = wrapped.chat.completions.create(model=OPENAI_MODEL, max_tokens=8,
+                                                 messages=[{"role": "user", "content": "hi"}])
+    assert answer.choices[0].message.content
+    with pytest.warns(RuntimeWarning, match="recording the call failed"):
+        stream = wrapped.chat.completions.create(model=OPENAI_MODEL, max_tokens=8, stream=True,
+                                                 messages=[{"role": "user", "content": "hi"}])
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+
 def test_input_the_planner_cannot_read_is_the_sdks_business(mock_url):
     # `stream_options` that is not an object: the unwrapped client sends it and the provider refuses it (OpenAI:
     # "Invalid type for 'stream_options'"); wrapped, the caller gets that same SDK error, not an AttributeError of
