@@ -182,7 +182,9 @@ def misses_by_route(records: list[LedgerRecord], since: float, limit: int = 20,
     for rec in records:
         chain = (rec.route, rec.model)
         before = previous.get(chain)
-        if rec.ts >= since:
+        # The gateway's own rows (keep-alive refreshes, abandoned attempts: the request has a record of its own) are
+        # not the route's requests; a refresh still serves as the previous read of the prefix.
+        if rec.ts >= since and not rec.kind:
             route = routes.setdefault(rec.route, _Route())
             route.requests += 1
             if before is not None and rec.status == 200:

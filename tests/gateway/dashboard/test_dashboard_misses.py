@@ -3,6 +3,7 @@ misses view names, what a miss lost, and the per-route ranking."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 from prefixgate.cache_planner import PlannerState, Target, plan
@@ -150,3 +151,13 @@ def test_rows_without_a_provider_reason_leave_the_inferred_why():
     assert why(old)["source"] == "gateway" and why(old)["reason"] == "cold: this request wrote the prefix"
     assert why(named) == {"source": "provider", "reason": "system_changed", "label": "system prompt changed",
                           "missed_tokens": 900, "inferred": "x"}
+
+
+def test_the_gateways_own_rows_are_not_a_routes_requests():
+    steady = conv(BODY)
+    rows = [record(steady, 1, 1000.0, writes={"5m": 1500}), record(steady, 2, 1001.0, cache_read=1500)]
+    # Keep-alive refreshes and an attempt given up on at a timeout (its request has a record of its own).
+    rows += [replace(record(steady, 20 + i, 1010.0 + i, cache_read=1500), kind="keepalive") for i in range(3)]
+    rows.append(replace(record(steady, 30, 1020.0), kind="abandoned_attempt", status=504))
+    (route,) = misses_by_route(rows, since=1000.0)
+    assert (route["requests"], route["misses"], route["miss_rate"]) == (2, 1, 0.5)
