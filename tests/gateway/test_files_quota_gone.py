@@ -14,30 +14,21 @@ import pytest
 from google import genai
 from google.genai import errors as genai_errors
 
-from prefixgate.policies import hash_key
-from tests.gateway.support_gateway import gateway_over_mock
+from tests.gateway.support_files_quota import (
+    ANTHROPIC_KEY,
+    FILES_BETA,
+    GEMINI_KEY,
+    OPENAI_KEY,
+    solo_over_mock,
+)
 
 SOLO = "pg-solo-gone-0123456"
-OPENAI_KEY, ANTHROPIC_KEY, GEMINI_KEY = "sk-gateway-own-000000", "sk-ant-gateway-own-0000", "AIzaGone00000000000000000000000000000"
-FILES_BETA = "files-api-2025-04-14"
 
 
 @pytest.fixture
 def stack(tmp_path, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
-    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
-    mock = []
-
-    def policy(url: str) -> dict:
-        mock.append(url)
-        return {"routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
-                           {"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
-                           {"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]}],
-                "keys": [{"name": "solo", "key_sha256": hash_key(SOLO), "tenant": "solo", "uploads": {"max_files": 1}}]}
-
-    with gateway_over_mock(tmp_path, policy) as gw:
-        yield gw.url, mock[0]
+    with solo_over_mock(tmp_path, monkeypatch, SOLO, max_files=1) as urls:
+        yield urls
 
 
 def test_an_openai_file_deleted_at_the_provider_frees_its_share(stack):
