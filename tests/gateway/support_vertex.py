@@ -6,12 +6,19 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.support_services import ServerThread
 
 PROJECT, LOCATION = "gw-project", "us-east5"
 STATIC_TOKEN = "mock-vertex-token"      # what the mock's Vertex takes as the gateway's access token
@@ -40,6 +47,17 @@ def use_mock_vertex(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PREFIXGATE_VERTEX_ACCESS_TOKEN", STATIC_TOKEN)
     for name in ("GOOGLE_APPLICATION_CREDENTIALS", "PREFIXGATE_VERTEX_BASE_URL", "PREFIXGATE_MOCK_VERTEX_TOKEN"):
         monkeypatch.delenv(name, raising=False)
+
+
+@contextmanager
+def gateway_over_mock_vertex(monkeypatch: pytest.MonkeyPatch, folder: Path,
+                             policy: Callable[[str], dict]) -> Iterator[str]:
+    """The URL of a gateway whose Vertex upstreams are the in-process mock's, under `policy(mock URL)`."""
+    use_mock_vertex(monkeypatch)
+    with ServerThread(mock_app(MockContext())) as mock:
+        settings = settings_for(mock.url, folder, vertex_base_url=mock.url)
+        with running_gateway(settings, policy=policy_for(settings, policy(mock.url))) as gw:
+            yield gw.url
 
 
 def dated_system(at: float, *, dated: bool = True) -> str:

@@ -10,29 +10,30 @@ from google.genai import errors, types
 from google.oauth2.credentials import Credentials
 
 from prefixgate.policies import hash_key
-from prefixgate.simulation.mock.server import MockContext
-from prefixgate.simulation.mock.server import create_app as mock_app
-from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
-from tests.gateway.support_vertex import GEMINI, LOCATION, PROJECT, dated_system, use_mock_vertex
-from tests.support_services import ServerThread
+from tests.gateway.support_vertex import (
+    GEMINI,
+    LOCATION,
+    PROJECT,
+    dated_system,
+    gateway_over_mock_vertex,
+)
 
 ACME = "pg-vertex-homes-acme-0123"
 
 
 @pytest.fixture
 def gateway(monkeypatch, tmp_path):
-    use_mock_vertex(monkeypatch)
-    with ServerThread(mock_app(MockContext())) as mock:
-        settings = settings_for(mock.url, tmp_path, vertex_base_url=mock.url)
-        policy = policy_for(settings, {
+    def policy(url: str) -> dict:
+        return {
             # Europe first: the upstream a call that does not know the cache's home would go to.
-            "upstreams": {"vertex-eu": {"kind": "vertex", "project": PROJECT, "location": "europe-west4", "url": mock.url},
-                          "vertex-us": {"kind": "vertex", "project": PROJECT, "location": LOCATION, "url": mock.url}},
+            "upstreams": {"vertex-eu": {"kind": "vertex", "project": PROJECT, "location": "europe-west4", "url": url},
+                          "vertex-us": {"kind": "vertex", "project": PROJECT, "location": LOCATION, "url": url}},
             "routes": [{"name": "flash", "models": [GEMINI], "targets": [{"upstream": "vertex-us"}]},
                        {"name": "rest", "models": ["*"], "targets": [{"upstream": "vertex-eu"}]}],
-            "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"}]})
-        with running_gateway(settings, policy=policy) as gw:
-            yield gw.url
+            "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"}]}
+
+    with gateway_over_mock_vertex(monkeypatch, tmp_path, policy) as url:
+        yield url
 
 
 def test_a_cache_named_by_its_short_name_is_read_updated_and_deleted_where_it_lives(gateway):

@@ -13,26 +13,26 @@ from google.genai import errors, types
 from google.oauth2.credentials import Credentials
 
 from prefixgate.policies import hash_key
-from prefixgate.simulation.mock.server import MockContext
-from prefixgate.simulation.mock.server import create_app as mock_app
-from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
-from tests.gateway.support_vertex import GEMINI, LOCATION, dated_system, use_mock_vertex
-from tests.support_services import ServerThread
+from tests.gateway.support_vertex import (
+    GEMINI,
+    LOCATION,
+    dated_system,
+    gateway_over_mock_vertex,
+)
 
 ACME, BETA = "pg-vertex-short-acme-0123", "pg-vertex-short-beta-0123"
 
 
 @pytest.fixture
 def gateway(monkeypatch, tmp_path):
-    use_mock_vertex(monkeypatch)
-    with ServerThread(mock_app(MockContext())) as mock:
-        settings = settings_for(mock.url, tmp_path, vertex_base_url=mock.url)
-        policy = policy_for(settings, {
+    def policy(url: str) -> dict:
+        return {
             "routes": [{"name": "gemini", "models": ["*"], "targets": [{"upstream": "vertex"}]}],
             "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"},
-                     {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"}]})
-        with running_gateway(settings, policy=policy) as gw:
-            yield gw.url
+                     {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"}]}
+
+    with gateway_over_mock_vertex(monkeypatch, tmp_path, policy) as url:
+        yield url
 
 
 def client(url: str, key: str, project: str) -> genai.Client:
