@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import threading
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +53,13 @@ class Fault:
     served_tier: str | None = None
     google: str | None = None
 
+    # The model the request it falls on asked for (Google's quota error names it): not part of what the fault is.
+    model: str | None = field(default=None, compare=False)
+
     def error(self) -> RequestError | None:
         """The provider error this fault answers with, if it is an error fault."""
         if self.google is not None:
-            return google_fault(self.google, self.retry_after)
+            return google_fault(self.google, self.retry_after, self.model)
         if self.status is None:
             return None
         kind = _STATUS_KINDS.get(self.status, "server" if self.status >= 500 else "invalid_request")
@@ -145,8 +148,10 @@ class FaultPlan:
         self._lock = threading.Lock()
 
     def for_request(self, provider: str, path: str, model: str | None, header: str | None) -> Fault | None:
-        if header:
-            return parse_fault(header)
+        fault = parse_fault(header) if header else self._standing(provider, path, model)
+        return None if fault is None else replace(fault, model=model)
+
+    def _standing(self, provider: str, path: str, model: str | None) -> Fault | None:
         with self._lock:
             for rule in self.rules:
                 if rule.matches(provider, path, model) and rule.fire():

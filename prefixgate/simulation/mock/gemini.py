@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -19,6 +18,7 @@ from prefixgate.simulation.mock.gemini_generation_params import check_config_typ
 from prefixgate.simulation.mock.gemini_part_params import check_file_data
 from prefixgate.simulation.mock.gemini_signature_params import signature_for, signs
 from prefixgate.simulation.mock.gemini_thinking import thought_tokens
+from prefixgate.simulation.mock.google_pages import cache_page
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.text import reply_for, structured_reply
 from prefixgate.tokens import count_tokens
@@ -118,14 +118,10 @@ def _add_version_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
     @app.get(prefix + "/cachedContents")
     async def list_caches(request: Request) -> dict:
         tenant = authenticate(request)
-        items = ctx.simulator.list_cached_contents(now=ctx.clock(), tenant=tenant)
-        size = _int_param(request, "pageSize", 1000, 1, 1000)
-        start = _int_param(request, "pageToken", 0, 0, len(items))
-        page = items[start:start + size]
-        out: dict[str, Any] = {"cachedContents": [c.resource() for c in page]}
-        if start + size < len(items):
-            out["nextPageToken"] = str(start + size)
-        return out
+        await ctx.fault_for(request, "gemini", None)
+        page, token = cache_page(ctx.simulator.list_cached_contents(now=ctx.clock(), tenant=tenant),
+                                 request.query_params)
+        return {"cachedContents": [c.resource() for c in page], **({"nextPageToken": token} if token else {})}
 
     @app.get(prefix + "/cachedContents/{cache_id}")
     async def get_cache(cache_id: str, request: Request) -> dict:
@@ -175,15 +171,6 @@ def _max_output(body: dict) -> int | None:
         raise RequestError("generationConfig.maxOutputTokens: expected a positive integer",
                            field="generationConfig.maxOutputTokens")
     return value
-
-
-def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    if not raw.isdigit() or not low <= int(raw) <= max(low, high):
-        raise RequestError(f"{name}: invalid value {raw!r}", field=name)
-    return int(raw)
 
 
 def _model_json(model: ModelRules) -> dict:

@@ -8,8 +8,11 @@ answers them: what the fault `google=<reason>` injects on the mock's Gemini and 
 - `service_disabled`: 403 PERMISSION_DENIED for a project whose Generative Language API is off, with the
   google.rpc ErrorInfo (reason SERVICE_DISABLED, `metadata.consumer: projects/NUMBER`, an activation URL naming the
   project), LocalizedMessage and Help details (cloud.google.com/apis/design/errors#error_info).
-- `quota`: 429 RESOURCE_EXHAUSTED with QuotaFailure, Help and RetryInfo (`retryDelay`, the fault's retry_after or
-  Google's usual 17s; ai.google.dev/gemini-api/docs/rate-limits).
+- `quota`: 429 RESOURCE_EXHAUSTED "You exceeded your current quota...", naming the quota metric, its limit and the
+  model asked for, with QuotaFailure (the violation's quotaMetric, quotaId, quotaDimensions: location and that
+  model, quotaValue), Help and RetryInfo (`retryDelay`, the fault's retry_after or Google's usual 17s;
+  ai.google.dev/gemini-api/docs/rate-limits). A model named by its resource name (`models/m`, Vertex's
+  `projects/.../models/m`) is named by its id, as Google's quota dimensions do; a request naming none, no model.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ REASONS = ("location", "free_tier", "service_disabled", "quota")
 # The Google Cloud project number the mock's errors name (the upstream account's, never a caller's).
 PROJECT = "123456789012"
 _TYPE = "type.googleapis.com/google.rpc."
+_RATE_LIMITS = "https://ai.google.dev/gemini-api/docs/rate-limits"
+_FREE_TIER_METRIC = "generativelanguage.googleapis.com/generate_content_free_tier_requests"
 _ACTIVATION = f"https://console.developers.google.com/apis/api/generativelanguage.googleapis.com/overview?project={PROJECT}"
 
 
-def google_fault(reason: str, retry_after: float | None) -> RequestError:
-    """The error Google answers with for `reason` (one of REASONS)."""
+def google_fault(reason: str, retry_after: float | None, model: str | None = None) -> RequestError:
+    """The error Google answers with for `reason` (one of REASONS) to a request for `model`."""
     if reason == "location":
         return RequestError("User location is not supported for the API use.", rpc_status="FAILED_PRECONDITION")
     if reason == "free_tier":
@@ -43,13 +48,15 @@ def google_fault(reason: str, retry_after: float | None) -> RequestError:
             {"@type": _TYPE + "Help", "links": [{"description": "Google developers console API activation",
                                                 "url": _ACTIVATION}]}])
     delay = 17 if retry_after is None else retry_after
-    return RequestError("You exceeded your current quota, please check your plan and billing details.", status=429,
-                        kind="rate_limit", details=[
-                            {"@type": _TYPE + "QuotaFailure", "violations": [{
-                                "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
-                                "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
-                                "quotaDimensions": {"location": "global", "model": "gemini-2.5-flash"},
-                                "quotaValue": "10"}]},
-                            {"@type": _TYPE + "Help", "links": [{"description": "Learn more about Gemini API quotas",
-                                                                "url": "https://ai.google.dev/gemini-api/docs/rate-limits"}]},
-                            {"@type": _TYPE + "RetryInfo", "retryDelay": f"{delay:g}s"}])
+    model_id = model.rsplit("/", 1)[-1] if model else None
+    message = ("You exceeded your current quota, please check your plan and billing details. For more information on "
+               f"this error, head to: {_RATE_LIMITS}. To monitor your current usage, head to: "
+               f"https://ai.dev/usage?tab=rate-limit. \n* Quota exceeded for metric: {_FREE_TIER_METRIC}, limit: 10"
+               + (f", model: {model_id}" if model_id else "") + f"\nPlease retry in {delay:g}s.")
+    return RequestError(message, status=429, kind="rate_limit", details=[
+        {"@type": _TYPE + "QuotaFailure", "violations": [{
+            "quotaMetric": _FREE_TIER_METRIC, "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+            "quotaDimensions": {"location": "global", **({"model": model_id} if model_id else {})},
+            "quotaValue": "10"}]},
+        {"@type": _TYPE + "Help", "links": [{"description": "Learn more about Gemini API quotas", "url": _RATE_LIMITS}]},
+        {"@type": _TYPE + "RetryInfo", "retryDelay": f"{delay:g}s"}])

@@ -8,6 +8,7 @@ Paths, at the mock's root (as on `https://{location}-aiplatform.googleapis.com`)
     POST /{v1|v1beta1}/projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent
          | :streamGenerateContent (?alt=sse) | :countTokens
     POST|GET /{v1|v1beta1}/projects/{p}/locations/{l}/cachedContents, GET|PATCH|DELETE .../cachedContents/{id}
+                                          (the list a page at a time: google_pages.py)
     POST /token                           OAuth2: JWT-bearer (service account) and refresh_token grants
     GET  /_mock/vertex/cachedContents     every cache ever created (deleted and expired too) with its
                                           token-hours of storage so far: what Google would bill
@@ -39,6 +40,7 @@ from prefixgate.providers.pricing import resolve_model
 from prefixgate.simulation.mock import anthropic as mock_anthropic
 from prefixgate.simulation.mock import anthropic_params
 from prefixgate.simulation.mock import gemini as mock_gemini
+from prefixgate.simulation.mock.google_pages import cache_page
 from prefixgate.simulation.mock.server import MockContext, json_body, tenant_of
 
 VERSION = "vertex-2023-10-16"
@@ -161,8 +163,10 @@ def _add_gemini_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
     @app.get(prefix + "/cachedContents")
     async def list_all(project: str, location: str, request: Request) -> dict:
         tenant, scope = scoped(project, location, request)
-        items = ctx.simulator.list_cached_contents(now=ctx.clock(), tenant=tenant)
-        return {"cachedContents": [_resource(c, scope) for c in items]}
+        await ctx.fault_for(request, "vertex", None)
+        page, token = cache_page(ctx.simulator.list_cached_contents(now=ctx.clock(), tenant=tenant),
+                                 request.query_params)
+        return {"cachedContents": [_resource(c, scope) for c in page], **({"nextPageToken": token} if token else {})}
 
     @app.get(prefix + "/cachedContents/{cache_id}")
     async def get(project: str, location: str, cache_id: str, request: Request) -> dict:
