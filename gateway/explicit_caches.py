@@ -21,7 +21,10 @@ withdrawn from the planner's shared state so no replica sends a request against 
 A creation whose answer never came (timed out, or cut off) may have made the cache all the same, which Google
 then bills unseen: each cache is created under a `displayName` of its own, and after such a failure the
 upstream's caches are searched for it (a few times: Google may finish it after the gateway gave up); once found,
-its writing and the storage it used are booked (`cache_create`) and it is deleted.
+its writing and the storage it used are booked (`cache_create`) and it is deleted. A search reads at most
+`find_pages` pages of the list in `find_s` seconds (Google lists a project's caches, per location on Vertex, in no
+documented order and with no filter, so a project with thousands would make it long): past either, the cache is left
+unresolved, on a `cache_create` record of no known cost whose note says so.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 from redis.exceptions import RedisError
 
@@ -65,6 +69,9 @@ MIN_IDLE_S = 300.0
 MAX_TRACKED = 10_000
 DISPLAY_PREFIX = "prefixgate-"
 FIND_TRIES = 4          # searches for a creation in doubt, `tick_s` x 1, 2, 3, 4 after it
+PAGE_SIZE = 1000        # the most cachedContents.list gives a page (more is taken as 1000)
+FIND_PAGES = 10         # one search reads at most this many pages...
+FIND_S = 30.0           # ...for at most this long
 _ERRORS = (RedisError, OSError)
 
 
@@ -87,11 +94,22 @@ class Entry:
     last_used: float
 
 
+@dataclass
+class Search:
+    """One search of an upstream's caches for a displayName: the cache, if found, or why part of the list went
+    unread ("" once read to its end)."""
+
+    found: dict | None = None
+    unread: str = ""
+    capped: bool = False    # unread for the list's length (a later search would stop there too), not a failure
+
+
 class ExplicitCaches:
     def __init__(self, proxy: Proxy, clock: Callable[[], float] = time.time, tick_s: float = TICK_S) -> None:
         self.proxy = proxy
         self.clock = clock
         self.tick_s = tick_s
+        self.page_size, self.find_pages, self.find_s = PAGE_SIZE, FIND_PAGES, FIND_S
         catalog = proxy.catalog
         self.ttl_s = catalog.gemini.default_explicit_ttl_s
         self.gaps = GapBook(prior_ttls=lambda _: (float(catalog.gemini.implicit_ttl_s), float(self.ttl_s)))
@@ -153,12 +171,16 @@ class ExplicitCaches:
     async def _find(self, call: Call, prep: Prepared, tag: str) -> None:
         for attempt in range(1, FIND_TRIES + 1):
             await asyncio.sleep(self.tick_s * attempt)
-            found = await self._listed(prep, tag)
-            if found is not None:
+            search = await self._search(prep, tag)
+            if search.found is not None or search.capped:
                 break
-        else:
-            log.info("explicit caches: the creation of %s got no answer, and no such cache appeared", tag)
+        if search.found is None:
+            if search.unread:
+                await self._unresolved(call, prep, tag, search.unread)
+            else:
+                log.info("explicit caches: the creation of %s got no answer, and no such cache appeared", tag)
             return
+        found = search.found
         try:
             name, tokens = found["name"], int((found.get("usageMetadata") or {}).get("totalTokenCount") or 0)
             expires = parse_rfc3339(found["expireTime"], "expireTime")
@@ -179,26 +201,40 @@ class ExplicitCaches:
                          f"creation got no answer; found by its displayName {tag}, "
                          + ("deleted" if deleted else "left to expire (its deletion failed)"))
 
-    async def _listed(self, prep: Prepared, tag: str) -> dict | None:
-        """The cache named `tag` among the upstream's (`cachedContents.list`, page by page), or None."""
-        token = ""
-        for _ in range(100):        # a bound: 100 pages of 1,000
-            query = "pageSize=1000" + (f"&pageToken={token}" if token else "")
-            try:
-                resp = await self.proxy.upstream.forward(prep.upstream, prep.wire, "GET", prep.wire.explicit_cache_path or "",
-                                                         query, b"", prep.key)
-                data = json.loads(resp.body or b"{}")
-            except (UpstreamFailure, ValueError) as e:
-                log.warning("explicit caches: listing %s's caches failed: %s", prep.upstream.name,
-                            getattr(e, "message", type(e).__name__))
-                return None
-            for cache in data.get("cachedContents") or []:
-                if isinstance(cache, dict) and cache.get("displayName") == tag:
-                    return cache
-            token = data.get("nextPageToken") or ""
-            if not token:
-                return None
-        return None
+    async def _search(self, prep: Prepared, tag: str) -> Search:
+        """The upstream's caches (`cachedContents.list`, page by page, within `find_pages` and `find_s`) searched for
+        the one named `tag`."""
+        token, pages = "", 0
+        try:
+            async with asyncio.timeout(self.find_s):
+                while pages < self.find_pages:
+                    query = urlencode({"pageSize": self.page_size, **({"pageToken": token} if token else {})})
+                    resp = await self.proxy.upstream.forward(prep.upstream, prep.wire, "GET",
+                                                             prep.wire.explicit_cache_path or "", query, b"", prep.key)
+                    data, pages = json.loads(resp.body or b"{}"), pages + 1
+                    for cache in data.get("cachedContents") or []:
+                        if isinstance(cache, dict) and cache.get("displayName") == tag:
+                            return Search(found=cache)
+                    token = data.get("nextPageToken") or ""
+                    if not token:
+                        return Search()
+        except TimeoutError:
+            return Search(unread=f"the list was not read to its end in {self.find_s:g} s ({pages} pages)", capped=True)
+        except (UpstreamFailure, ValueError, AttributeError) as e:
+            why = getattr(e, "message", None) or f"unreadable answer ({type(e).__name__})"
+            log.warning("explicit caches: listing %s's caches failed: %s", prep.upstream.name, why)
+            return Search(unread=f"the list could not be read: {why}")
+        return Search(unread=f"the list goes on past {pages} pages of {self.page_size}", capped=True)
+
+    async def _unresolved(self, call: Call, prep: Prepared, tag: str, why: str) -> None:
+        """A creation in doubt the search could not settle: on the ledger, of no known cost, for an operator."""
+        log.warning("explicit caches: the creation of %s for request %s is unresolved: %s", tag, call.id, why)
+        ttl = (prep.plan.cache_create or {}).get("ttl") or f"{self.ttl_s:g}s"
+        await self._book(call.caller.key, call.route.name, prep.upstream, prep.model, prep.wire, prep.plan.prefix_hash,
+                         Usage(), None, "cache_create", f"cache: unresolved: the creation of an explicit cache for request "
+                         f"{call.id} got no answer, and the search of {prep.upstream.name}'s caches for its displayName "
+                         f"{tag} stopped ({why}); if Google made it, it bills its writing and its storage for its TTL "
+                         f"({ttl}), unbooked here and not deleted")
 
     async def used(self, prep: Prepared) -> None:
         """A request to a format with explicit caches: a return of its static prefix (the gap model learns from

@@ -98,7 +98,8 @@ class LedgerRecord:
     # (gateway/keepalive.py): billed to the session's key like its requests, and kept apart on the dashboard;
     # `cache_extend` (an explicit cache's TTL extended: the storage it adds), `cache_delete` (deleted early: the
     # storage not used, as a negative cost) or `cache_create` (a cache made for a request that another target then
-    # answered: its writing and storage), all by gateway/explicit_caches.py.
+    # answered, or whose creation got no answer: its writing and storage; no cost where the search for it stopped
+    # unresolved), all by gateway/explicit_caches.py.
     kind: str = ""
     # On a caller's request that read a prefix only a keep-alive refresh kept alive (its gap outlasted the
     # cache's TTL): what that read saved against writing the prefix again. None where no refresh helped.
