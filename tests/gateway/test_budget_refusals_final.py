@@ -16,6 +16,7 @@ import openai
 import pytest
 from google import genai
 from google.genai import types
+from google.oauth2.credentials import Credentials
 
 from prefixgate.config import Settings
 from prefixgate.errors import RequestError
@@ -132,6 +133,25 @@ def test_google_genai_gets_googles_resource_exhausted(stack):
         client.models.generate_content(model="gemini-3.5-flash", contents="Hi")
     assert stack.arrived == ["/v1/models/gemini-3.5-flash:generateContent"]      # google-genai 3.6 calls v1
     assert err.value.code == 429 and err.value.status == "RESOURCE_EXHAUSTED"
+
+
+@pytest.mark.parametrize("surface", ["gemini", "vertex"])
+def test_google_genai_with_retry_options_sends_a_spent_budget_again_as_it_does_googles_own(stack, surface):
+    # Google answers a spent allowance with RESOURCE_EXHAUSTED, HTTP 429 (google.rpc.Code: PERMISSION_DENIED "must not
+    # be used for rejections caused by exhausting some resource"; the most specific code applies), and google-genai's
+    # retry_options retry every 429 by its status alone (reading neither RetryInfo nor x-should-retry), Google's own
+    # per-day quota refusals alike: there is no shape true to Google's docs that it would not send again. Each resend
+    # is refused at admission again, before any upstream call (docs/gateway.md).
+    options = types.HttpOptions(base_url=stack.url, retry_options=types.HttpRetryOptions(
+        attempts=3, initial_delay=0.01, max_delay=0.02))
+    client = (genai.Client(api_key=SPENT, http_options=options) if surface == "gemini" else
+              genai.Client(vertexai=True, project="acme-project", location="us-east5", credentials=Credentials(SPENT),
+                           http_options=options))
+    stack.arrived.clear()
+    with pytest.raises(genai.errors.ClientError) as err:
+        client.models.generate_content(model="gemini-3.5-flash", contents="Hi")
+    assert len(stack.arrived) == 3 and len(set(stack.arrived)) == 1
+    assert err.value.code == 429 and err.value.status == "RESOURCE_EXHAUSTED" and "spent its budget" in err.value.message
 
 
 def test_a_rate_limit_refusal_is_still_retried(stack):
