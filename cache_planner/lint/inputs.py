@@ -172,7 +172,8 @@ _DOCUMENTATION = re.compile(r"(?i)(README|CHANGELOG|CONTRIBUTING)\b.*\.(md|txt)$
 
 def discover(paths: list[str], config: LintConfig, force_exclude: bool = False) -> list[tuple[Path, str]]:
     """(file, display name) for each file to lint: named files as given, directories walked with the
-    include and exclude globs (relative to the directory). A missing path is a usage error. With
+    include and exclude globs (relative to the directory; an include glob may also match from the directory's
+    own name, so `lint prompts/` finds what `lint .` finds in prompts/). A missing path is a usage error. With
     `force_exclude` (pre-commit passes every changed file) named files must match the globs too."""
     out: list[tuple[Path, str]] = []
     include = [_glob_regex(g) for g in config.include]
@@ -182,7 +183,9 @@ def discover(paths: list[str], config: LintConfig, force_exclude: bool = False) 
         if path.is_dir():
             for file in sorted(_walk(path, exclude)):
                 rel = file.relative_to(path).as_posix()
-                if any(rx.match(rel) for rx in include) and not any(rx.match(rel) for rx in exclude) and not (
+                filed = f"{path.resolve().name}/{rel}"
+                if any(rx.match(rel) or rx.match(filed) for rx in include) and not any(
+                        rx.match(rel) for rx in exclude) and not (
                         config.include == DEFAULT_INCLUDE and _DOCUMENTATION.match(file.name)):
                     out.append((file, _display(file)))
         elif path.is_file():

@@ -68,6 +68,20 @@ def test_directories_walk_with_include_and_exclude(tmp_path):
     assert {Path(f["path"]).name for f in doc["findings"]} == {"agent.md", "README.md"}
 
 
+def test_naming_the_prompts_folder_lints_what_a_walk_from_above_lints(tmp_path, monkeypatch):
+    # The README's `prefixgate lint prompts/ ...`: the templates there are filed as prompts by the folder's name,
+    # which the walk's relative paths (`agent.md`) left out, so it linted 0 files and reported no problems.
+    (tmp_path / "prompts").mkdir()
+    shutil.copy(FIXTURES / "pg001/fail.prompt.md", tmp_path / "prompts/agent.md")
+    (tmp_path / "prompts/README.md").write_text("Released on {{ build_timestamp }}.\n" + "Static documentation. " * 500)
+    monkeypatch.chdir(tmp_path)
+    for named in ("prompts/", str(tmp_path / "prompts")):
+        doc = json.loads(run("--format", "json", named).output)
+        assert doc["files"] == 1 and {Path(f["path"]).name for f in doc["findings"]} == {"agent.md"}, named
+    monkeypatch.chdir(tmp_path / "prompts")
+    assert run(".").exit_code == 1
+
+
 def test_pyproject_config_and_per_file_ignores(tmp_path, monkeypatch):
     shutil.copy(FIXTURES / "pg001/fail.json", tmp_path / "req.json")
     (tmp_path / "pyproject.toml").write_text(
