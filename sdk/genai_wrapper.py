@@ -32,6 +32,9 @@ def wrap_genai(client: Any, config: WrapConfig) -> Any:
     wrapped_api._httpx_client = sync_client
     wrapped_api._async_httpx_client = async_client
     wrapped_api._aiohttp_sessions = {}
+    # google-genai's Client closes its httpx client when it is collected, and the facades send through that
+    # client: `wrap(genai.Client())` would lose the original at once, and its first call raise "client closed".
+    wrapped_api._prefixgate_original = client
     wrapped = copy.copy(client)
     wrapped._api_client = wrapped_api
     for name, value in list(vars(wrapped).items()):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from types import SimpleNamespace
 
@@ -118,3 +119,15 @@ def test_explicit_cache_is_created_through_the_wrapped_client_when_gaps_are_long
     assert after and all(r.cache_read > 4000 for r in after)
     assert all(r.usage_metadata.cached_content_token_count == rec.cache_read
                for r, rec in zip(replies[-len(after):], after, strict=True))
+
+
+def test_a_client_wrapped_where_it_is_made_keeps_working(mock_url):
+    # docs/sdk.md's `prefixgate.wrap(anthropic.Anthropic())`, with google-genai: the original Client, referenced by
+    # nothing else, was collected and closed the httpx client the wrapper sends through, so the first call raised
+    # RuntimeError "Cannot send a request, as the client has been closed".
+    ledger = Ledger()
+    models = prefixgate.wrap(genai.Client(api_key=fresh_key("AIza"), http_options={"base_url": mock_url}),
+                             ledger=ledger).models
+    gc.collect()
+    assert models.generate_content(model=GEMINI_MODEL, contents="Where is my parcel?", config=config(1)).text
+    assert len(ledger.records) == 1
