@@ -60,8 +60,9 @@ class MemoryCounters:
         value, expires = self._values.get(key, (0.0, 0.0))
         return 0.0 if expires and expires < time.monotonic() else value
 
-    async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int) -> bool:
-        return True     # one process: `Limits`' own reservations are every reservation
+    async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int,
+                      least: int = 0) -> int | None:
+        return nano     # one process: `Limits`' own reservations are every reservation
 
     async def unreserve(self, counter: str, hold: str, nano: int) -> None:
         return None
@@ -74,7 +75,8 @@ class MemoryCounters:
 
 
 # KEYS: a budget's spent counter, its holds (a sorted set: "<id>:<nanodollars>" by expiry, on Redis's clock).
-# ARGV: hold id, nanodollars, budget, seconds held. 1 when held (or nothing to hold and room left), else 0.
+# ARGV: hold id, nanodollars, budget, seconds held, least (0: all of it or nothing; else as much as the budget has
+# left, at least this). The nanodollars held (0: nothing to hold, and room left), or -1: refused.
 RESERVE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
@@ -83,12 +85,15 @@ local held = 0
 for _, hold in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   held = held + tonumber(string.match(hold, ':(%d+)$'))
 end
-if tonumber(redis.call('GET', KEYS[1]) or '0') + held >= tonumber(ARGV[3]) then return 0 end
-if tonumber(ARGV[2]) > 0 then
-  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[1] .. ':' .. ARGV[2])
+local room = tonumber(ARGV[3]) - tonumber(redis.call('GET', KEYS[1]) or '0') - held
+local nano, least = tonumber(ARGV[2]), tonumber(ARGV[5])
+if least > 0 then nano = math.min(nano, math.floor(room)) end
+if room <= 0 or nano < least then return -1 end
+if nano > 0 then
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[1] .. ':' .. string.format('%d', nano))
   redis.call('EXPIRE', KEYS[2], ARGV[4])
 end
-return 1
+return nano
 """
 
 # KEYS: a budget's holds. ARGV: seconds held, then the holds to hold that long from now (those still there).
@@ -190,14 +195,16 @@ class RedisCounters:
         value, ttl_ms = await self._add_once(keys=[self.PREFIX + key, self.ONCE + once], args=[amount, ttl_s, mark_s])
         return self._saw(key, float(value), ttl_ms)
 
-    async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int) -> bool:
+    async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int,
+                      least: int = 0) -> int | None:
         if await self._available():
             try:
-                return bool(await self._reserve(keys=[self.PREFIX + counter, self.HOLDS + counter],
-                                                args=[hold, nano, budget_nano, hold_s]))
+                held = int(await self._reserve(keys=[self.PREFIX + counter, self.HOLDS + counter],
+                                               args=[hold, nano, budget_nano, hold_s, least]))
+                return None if held < 0 else held
             except _ERRORS:
                 self._went_down()
-        return True     # Redis down: this replica's own reservations bind (and the spend it last saw)
+        return nano     # Redis down: this replica's own reservations bind (and the spend it last saw)
 
     async def unreserve(self, counter: str, hold: str, nano: int) -> None:
         member = f"{hold}:{nano}"

@@ -4,9 +4,11 @@ Requests per minute are counted on admission (increment, then check, so concurre
 both take the last slot). Budgets bind too: admission reserves the request's estimated cost, and `settle`
 swaps the reservation for what the upstream billed once the response is in; a key is refused once what it
 spent plus what is reserved reaches its budget, so concurrent requests overshoot a budget by at most one
-request per key, however many replicas admit them. The spent counter only ever gets one add per request, the
-real cost, made `once` (a timed-out add to Redis may or may not have applied: the store resends it with a mark
-that makes it count once either way). A reservation is a hold beside it instead, checked and placed in one
+request per key, however many replicas admit them. A request that may run to the model's own output limit holds its
+worst case instead, or as much of it as the budget has left (fleet-wide: `least_usd`), refused below a minimal
+answer, and goes upstream bounded by what it holds (gateway/estimate.py): such requests never overshoot it. The spent
+counter only ever gets one add per request, the real cost, made `once` (a timed-out add to Redis may or may not have
+applied: the store resends it with a mark that makes it count once either way). A reservation is a hold beside it instead, checked and placed in one
 step with the spend (`CounterStore.reserve`, a Lua script in Redis), that expires after `HOLD_S` unless the
 replica that placed it renews it: every `HOLD_S / 3` while its request runs (a 20-minute stream keeps its hold),
 so only a replica that dies mid-request leaves anything held, and for `HOLD_S` at most (one shutting down
@@ -21,7 +23,7 @@ import asyncio
 import math
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Protocol
 
@@ -43,10 +45,12 @@ class CounterStore(Protocol):
 
     async def get(self, key: str) -> float: ...
 
-    async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int) -> bool:
+    async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int,
+                      least: int = 0) -> int | None:
         """Hold `nano` of `counter`'s budget (under the id `hold`, for `hold_s`) where every replica sees it, unless
-        what `counter` holds plus what is held already reaches `budget_nano`: False then. True where holds are not
-        shared (one process, or the shared store down): the replica's own reservations then bind."""
+        what `counter` holds plus what is held already reaches `budget_nano`: None then. With `least`, hold only as
+        much of `nano` as that leaves of the budget, None where that is under `least`. The nanodollars held (`nano`
+        where holds are not shared: one process, or the shared store down, and the replica's own reservations bind)."""
         ...
 
     async def unreserve(self, counter: str, hold: str, nano: int) -> None:
@@ -98,34 +102,51 @@ class Limits:
         self._unholding: set[asyncio.Task] = set()
         self._renewing: asyncio.Task | None = None
 
-    async def admit(self, key: CallerKey, estimate_usd: Decimal = Decimal(0)) -> Reservation:
-        """Reserve `estimate_usd` of the key's budget and count the request against its rate; raise a 429
-        RequestError with Retry-After: kind `rate_limit` if the key is over a rate limit (worth retrying then),
-        `quota` if it had already spent its budget (refused however often it is sent until the window resets)."""
+    async def admit(self, key: CallerKey, estimate_usd: Decimal = Decimal(0), least_usd: Decimal | None = None
+                    ) -> Reservation:
+        """Reserve `estimate_usd` of the key's budget (with `least_usd`: as much of it as the budget has left, at least
+        that) and count the request against its rate; raise a 429 RequestError with Retry-After: kind `rate_limit` if
+        the key is over a rate limit (worth retrying then), `quota` if it had already spent its budget (refused
+        however often it is sent until the window resets)."""
         now = self.clock()
         held = Reservation()
-        budget = 0
+        budget = least = 0
         if key.budget is not None:
             counter, _, _ = spend_counter(key, now)
             spent = await self.store.get(counter)
             budget = nanodollars(key.budget.usd)
             # From here to the reservation nothing awaits: concurrent admissions see each other's reservations.
-            if spent + self.reserved.get(counter, 0) >= budget:
+            room = budget - math.ceil(spent) - self.reserved.get(counter, 0)
+            nano = nanodollars(estimate_usd)
+            if least_usd is not None:
+                least = max(1, nanodollars(least_usd))
+                nano = min(nano, room)
+            if room <= 0 or nano < least:
                 raise _spent(key, now)
-            held = Reservation(counter, nanodollars(estimate_usd), uuid.uuid4().hex)
-            if held.nano:   # `release` drops a counter at zero: one kept at zero would stay for every window
-                self.reserved[counter] = self.reserved.get(counter, 0) + held.nano
-                self._live[held.hold] = held
-                if self._renewing is None:
-                    self._renewing = asyncio.get_running_loop().create_task(self._renew())
+            held = Reservation(counter, nano, uuid.uuid4().hex)
+            self._hold(held)
         try:
-            if held.counter and not await self.store.reserve(held.counter, held.hold, held.nano, budget, HOLD_S):
-                raise _spent(key, now)      # what other replicas hold or spent meanwhile
+            if held.counter:
+                granted = await self.store.reserve(held.counter, held.hold, held.nano, budget, HOLD_S, least)
+                if granted is None:
+                    raise _spent(key, now)      # what other replicas hold or spent meanwhile
+                if granted < held.nano:         # an up-to hold, cut to what they left
+                    self.release(held, in_store=False)
+                    held = replace(held, nano=granted)
+                    self._hold(held)
             await self._rate(key, now)
         except BaseException:   # refused, or cancelled (the caller hung up): the caller never gets `held` to settle
             self.release(held)
             raise
         return held
+
+    def _hold(self, held: Reservation) -> None:
+        """Count `held` among this replica's reservations (and renew it while it lasts)."""
+        if held.nano:   # `release` drops a counter at zero: one kept at zero would stay for every window
+            self.reserved[held.counter] = self.reserved.get(held.counter, 0) + held.nano
+            self._live[held.hold] = held
+            if self._renewing is None:
+                self._renewing = asyncio.get_running_loop().create_task(self._renew())
 
     async def _rate(self, key: CallerKey, now: float) -> None:
         limit = key.rate_limit
@@ -143,9 +164,10 @@ class Limits:
                 raise RequestError(f"key {key.name!r} is over its {limit.requests_per_minute} requests per minute",
                                    status=429, kind="rate_limit", retry_after=left)
 
-    def release(self, held: Reservation) -> None:
-        """Give back what admission reserved. Idempotent (a request's safety net may release what its record
-        already settled): a second release would take another request's reservation off the counter."""
+    def release(self, held: Reservation, in_store: bool = True) -> None:
+        """Give back what admission reserved (`in_store` False: here only). Idempotent (a request's safety net may
+        release what its record already settled): a second release would take another request's reservation off the
+        counter."""
         if held.nano and self._live.pop(held.hold, None) is not None:
             if not self._live and self._renewing is not None:
                 self._renewing.cancel()     # nothing left to renew (and nothing pending when the gateway stops)
@@ -155,6 +177,8 @@ class Limits:
                 self.reserved[held.counter] = left
             else:
                 self.reserved.pop(held.counter, None)
+            if not in_store:
+                return
             # Not awaited: a caller may be cancelled here (a hang-up); a hold that stays expires after HOLD_S.
             task = asyncio.get_running_loop().create_task(self.store.unreserve(held.counter, held.hold, held.nano))
             self._unholding.add(task)

@@ -66,6 +66,33 @@ def test_two_replicas_admit_no_more_than_one_would(redis_url):
     assert asyncio.run(run()) == (2, True)
 
 
+def test_holds_up_to_a_worst_case_share_what_is_left_across_replicas(redis_url):
+    """An uncapped request holds its worst case, or what the key's budget has left fleet-wide, never past it: the
+    gateway bounds its answer by what it holds. Below a minimal answer ($0.10 here) it is refused."""
+    least = Decimal("0.10")
+
+    async def run() -> tuple[list[int], bool, int]:
+        a, b = RedisCounters(redis_url), RedisCounters(redis_url)
+        replicas = [Limits(a, clock=lambda: NOW), Limits(b, clock=lambda: NOW)]
+        first = await replicas[0].admit(KEY, ESTIMATE, least)
+        second = await replicas[1].admit(KEY, ESTIMATE, least)     # $0.40 left of $1.00: all of it
+        try:
+            await replicas[0].admit(KEY, ESTIMATE, least)
+            refused = False
+        except RequestError:
+            refused = True
+        await replicas[0].settle(KEY, first, tokens=0, cost_usd=Decimal("0.10"))
+        await released(replicas[0])
+        again = await replicas[1].admit(KEY, ESTIMATE, least)      # $1.00 - $0.10 spent - $0.40 held
+        for replica in replicas:
+            await replica.aclose()
+        await a.close()
+        await b.close()
+        return [first.nano, second.nano], refused, again.nano
+
+    assert asyncio.run(run()) == ([600_000_000, 400_000_000], True, 500_000_000)
+
+
 def test_a_hold_left_by_a_replica_that_died_expires(redis_url, monkeypatch):
     monkeypatch.setattr(limits_module, "HOLD_S", 1)
 
