@@ -49,7 +49,8 @@ async def answer(ctx: MockContext, request: Request, body: dict, tenant: str, fa
         if result.conversation.stream:
             return sse_response(agent_wire.messages_events(model, call, usage), fault, headers)
         return JSONResponse(agent_wire.messages_body(model, call, usage), headers=headers)
-    reply = structured_reply(turn) or reply_for(prompt_text(result.conversation), body["max_tokens"])
+    reply = structured_reply(turn) or reply_for(prompt_text(result.conversation), body["max_tokens"],
+                                                  words=fault.answer_words if fault else None)
     usage = replace(result.usage, output=reply.output_tokens)
     finish = "max_tokens" if reply.truncated else "end_turn"
     # Claude API only: Bedrock and Vertex do not document cache diagnostics.

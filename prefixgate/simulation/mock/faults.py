@@ -3,6 +3,8 @@
 A fault is written `key=value` pairs joined by `;` (or `,`), e.g. `latency=0.5`, `status=429;retry_after=2`,
 `status=529`, `drop_stream_after=3`, `event_delay=0.05` (a slow stream: seconds between events),
 `served_tier=default` (no capacity at the service tier asked for: the answer says the one that served it),
+`answer_words=3000` (a long-winded model: Chat Completions and Messages answers run that many words, unless the
+request's output limit cuts them first, as a real answer without one may run to the model's own limit),
 `google=location` (one of Google's errors with its own status or details: google_faults.py). A request asks for one with the `x-mock-fault` header; a faults file
 (YAML or TOML) adds standing rules:
 
@@ -52,6 +54,7 @@ class Fault:
     event_delay_s: float = 0.0
     served_tier: str | None = None
     google: str | None = None
+    answer_words: int | None = None
 
     # The model the request it falls on asked for (Google's quota error names it): not part of what the fault is.
     model: str | None = field(default=None, compare=False)
@@ -90,6 +93,8 @@ def parse_fault(spec: str) -> Fault:
             values["drop_stream_after"] = int(_number(raw, key))
         elif key == "event_delay":
             values["event_delay_s"] = _number(raw, key)
+        elif key == "answer_words":
+            values["answer_words"] = int(_number(raw, key))
         elif key == "served_tier":
             values["served_tier"] = raw
         elif key == "google":
@@ -98,7 +103,7 @@ def parse_fault(spec: str) -> Fault:
             values["google"] = raw
         else:
             raise FaultError(f"{HEADER}: unknown key {key!r} "
-                             "(latency, status, retry_after, drop_stream_after, event_delay, served_tier, google)")
+                             "(latency, status, retry_after, drop_stream_after, event_delay, served_tier, google, answer_words)")
     if not values:
         raise FaultError(f"{HEADER}: empty fault spec")
     return Fault(**values)

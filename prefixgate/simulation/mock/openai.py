@@ -52,7 +52,8 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
             if result.conversation.stream:
                 return sse_response(agent_wire.chat_events(model, call, usage, include_usage), fault)
             return JSONResponse(agent_wire.chat_body(model, call, usage))
-        reply = structured_reply(turn, encoding) or reply_for(prompt_text(result.conversation), limit, encoding)
+        reply = structured_reply(turn, encoding) or reply_for(prompt_text(result.conversation), limit, encoding,
+                                                        fault.answer_words if fault else None)
         usage = replace(result.usage, output=reply.output_tokens)
         finish = "length" if reply.truncated else "stop"
         if result.conversation.stream:

@@ -1,7 +1,8 @@
 """Deterministic replies for the mock providers: the same prompt always gets the same text.
 
-The reply is drawn from a fixed word list seeded by a hash of the prompt, between 8 and 48 words long,
-and cut at `max_tokens` (counted with the provider's encoding), so usage and stop reasons are real.
+The reply is drawn from a fixed word list seeded by a hash of the prompt, between 8 and 48 words long (or `words`
+long: a long-winded model, faults.py's `answer_words`), and cut at `max_tokens` (counted with the provider's encoding),
+so usage and stop reasons are real.
 """
 
 from __future__ import annotations
@@ -32,20 +33,19 @@ class Reply:
         return [p if i == 0 else " " + p for i, p in enumerate(pieces)] if self.text else []
 
 
-def reply_for(prompt: str, max_tokens: int | None, encoding: str = "cl100k_base") -> Reply:
+def reply_for(prompt: str, max_tokens: int | None, encoding: str = "cl100k_base", words: int | None = None) -> Reply:
     digest = hashlib.sha256(prompt.encode()).digest()
-    length = 8 + digest[0] % 41
-    words = [_WORDS[digest[(i % 31) + 1] * (i + 1) % len(_WORDS)] for i in range(length)]
-    words[0] = words[0].capitalize()
-    text = " ".join(words) + "."
+    length = words or 8 + digest[0] % 41
+    chosen = [_WORDS[digest[(i % 31) + 1] * (i + 1) % len(_WORDS)] for i in range(length)]
+    chosen[0] = chosen[0].capitalize()
+    text = " ".join(chosen) + "."
     if max_tokens is None or count_tokens(text, encoding) <= max_tokens:
         return Reply(text, count_tokens(text, encoding), False)
-    kept: list[str] = []
-    for word in words:
-        if count_tokens(" ".join([*kept, word]), encoding) > max_tokens:
-            break
-        kept.append(word)
-    text = " ".join(kept)
+    fits, over = 0, len(chosen)     # the most leading words within max_tokens (a long answer: by bisection)
+    while over - fits > 1:
+        mid = (fits + over) // 2
+        fits, over = (mid, over) if count_tokens(" ".join(chosen[:mid]), encoding) <= max_tokens else (fits, mid)
+    text = " ".join(chosen[:fits])
     return Reply(text, count_tokens(text, encoding), True)
 
 
