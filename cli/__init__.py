@@ -207,7 +207,7 @@ def plan(trace: str, mode: str, caller: str, keepalive: bool) -> None:
 def replay(ctx: click.Context, trace: str, strategy: str, caller: str | None, as_json: bool) -> None:
     """Replay TRACE.jsonl through the provider cache simulator and report cost and savings.
 
-    Each line: {"t": seconds, "provider": "anthropic"|"openai"|"gemini", "model": ..., "route": ...,
+    Each line: {"t": seconds, "provider": "anthropic"|"openai"|"gemini"|"bedrock", "model": ..., "route": ...,
     "tenant": ..., "output_tokens": N, "body": <native request body>}. See docs/providers.md for details.
     """
     import json

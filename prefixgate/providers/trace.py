@@ -1,6 +1,6 @@
 """The trace format: one JSON object per line, one recorded request per object.
 
-    {"t": seconds, "provider": "anthropic"|"openai"|"gemini", "model": str, "route": str,
+    {"t": seconds, "provider": "anthropic"|"openai"|"gemini"|"bedrock", "model": str, "route": str,
      "tenant": str, "output_tokens": int, "body": <the native request body>}
 
 `route` (default "default") groups the report; `tenant` (default "default") is the cache scope (Anthropic
