@@ -129,6 +129,8 @@ class Flow:
             return out
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             return self.parts(node.left, at, depth + 1) + self.parts(node.right, at, depth + 1)
+        if _repeated_literal(node):
+            return [Part(node.left.value * node.right.value, *self._text_start(node.left))]  # type: ignore[attr-defined]
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and (is_str(node.left) or isinstance(node.left, ast.Name)):
             return self._fill(self.parts(node.left, at, depth + 1), _PERCENT, node.right, at, depth)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -324,8 +326,15 @@ def _advance(line: int, col: int, text: str, index: int) -> tuple[int, int]:
     return line + newlines, index - text.rfind("\n", 0, index) - 1
 
 
+def _repeated_literal(node: ast.expr) -> bool:
+    """`"-" * 40`: a literal repeated a literal number of times is static text (up to a size worth spelling out)."""
+    return (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and is_str(node.left)
+            and isinstance(node.right, ast.Constant) and type(node.right.value) is int
+            and 0 <= len(node.left.value) * node.right.value <= 1_000_000)  # type: ignore[attr-defined]
+
+
 def _stringy(node: ast.expr) -> bool:
-    if is_str(node) or isinstance(node, ast.JoinedStr):
+    if is_str(node) or isinstance(node, ast.JoinedStr) or _repeated_literal(node):
         return True
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
         return _stringy(node.left) or _stringy(node.right)

@@ -5,6 +5,7 @@ of issue 18, and evidence from traces."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -60,6 +61,14 @@ def test_user_id_and_time_ahead_of_rules_names_the_place_and_the_cost() -> None:
     sarif = to_sarif(lint(CORPUS / "py/02_user_id_and_time_first.py"))
     (result,) = sarif["runs"][0]["results"]
     assert result["relatedLocations"][0]["physicalLocation"]["region"]["startLine"] == 18
+
+
+def test_a_repeated_literal_is_static_text_after_the_value() -> None:
+    # `"Refunds follow the policy below. " * 40` is ~240 tokens the clock re-bills; read as an unknown value, the
+    # finding counted only the 28 tokens before it (and with nothing static after it, found nothing at all).
+    (finding,) = lint(CORPUS / "py/27_repeated_rules_after_the_clock.py").findings
+    billed = int(re.search(r"comes before ([\d,]+) tokens", finding.message).group(1).replace(",", ""))
+    assert finding.severity == "warning" and billed > 40 * 6, finding.message
 
 
 def test_session_constants_are_info_and_declarations_change_that(tmp_path: Path) -> None:
