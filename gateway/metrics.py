@@ -22,7 +22,8 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("prefixgate_requests", "Requests by outcome", (*LABELS, "status"), registry=r)
+        self.requests = Counter("prefixgate_requests", "Callers' requests by outcome (not the gateway's own rows)",
+                                (*LABELS, "status"), registry=r)
         self.tokens = Counter("prefixgate_tokens", "Prompt and output tokens by class", (*LABELS, "kind"), registry=r)
         self.cost = Counter("prefixgate_cost_usd", "Spend in USD", LABELS, registry=r)
         self.savings = Counter("prefixgate_savings_usd", "USD saved by caching versus no caching", LABELS, registry=r)
@@ -54,7 +55,6 @@ class Metrics:
         if child is None:
             # labels() hashes and locks on every call; a route's children are looked up once.
             child = self._children[labels] = _Children(self, labels)
-        child.requests(str(rec.status)).inc()
         writes = sum(rec.cache_writes.values())
         for kind, n in (("uncached_input", rec.uncached_input), ("cache_read", rec.cache_read),
                         ("cache_write", writes), ("output", rec.output)):
@@ -76,9 +76,10 @@ class Metrics:
             if rec.flip_cost_usd is not None:
                 self.flip_cost.labels(rec.route).inc(float(rec.flip_cost_usd))
         if rec.kind:
-            # The gateway's own requests (a keep-alive refresh, an explicit cache's upkeep) are spend and tokens
-            # like any, as on the dashboard; they are not a caller's latency.
+            # The gateway's own rows (a keep-alive refresh, an abandoned attempt, an explicit cache's upkeep) are spend
+            # and tokens like any, as on the dashboard; they are neither a caller's request nor its latency.
             return
+        child.requests(str(rec.status)).inc()
         child.latency.observe(rec.latency_ms / 1000)
         if rec.ttft_ms is not None:
             child.ttft.observe(rec.ttft_ms / 1000)

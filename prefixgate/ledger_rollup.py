@@ -3,14 +3,16 @@
 A rollup row sums the records of one bucket (a minute or an hour) that share one dimension's value
 (`dim` route, model, key, target, provider or tenant, and `name` its value; `dim` "" sums every
 record): requests, errors, tokens by class, and money in integer picodollars (so sums are exact and
-equal a scan of the raw records). Where a provider reports its own cost (OpenRouter's `usage.cost`), the
-rollups also keep it beside the price table's for the same requests, and count those that differ by
-over 1%, the requests priced from the provider's report alone (no price row), and those left unpriced.
+equal a scan of the raw records). A record of a tenant also lands in that tenant's own rows, the same
+dimensions scoped to it (`scoped`): what a tenant's dashboard reader is shown, never a sum over others.
+Where a provider reports its own cost (OpenRouter's `usage.cost`), the rollups also keep it beside the
+price table's for the same requests, and count those that differ by over 1%, the requests priced from the
+provider's report alone (no price row), and those left unpriced.
 Rows are per dimension, not per combination of them, so a bucket holds as many rows as there are
-distinct routes plus keys plus models..., not their product.
+distinct routes plus keys plus models..., not their product (a tenant's rows at most double that).
 Latency and time to first byte go into log-scale histograms beside them (bins 10% wide), from which
-percentiles are read to within 5%: per minute for all records, per hour for each dimension's values
-(a histogram has tens of bins; per minute and value they would outnumber the records).
+percentiles are read to within 5%: per minute for all records (and for all of a tenant's), per hour for
+each dimension's values (a histogram has tens of bins; per minute and value they would outnumber the records).
 
 The ledger thread maintains them from a rowid cursor: one transaction adds a batch of records to the
 rollups and moves the cursor, so after a crash or kill -9 each record is rolled up exactly once (the
@@ -23,7 +25,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -47,7 +49,11 @@ SUMS = ("requests", "errors", "unpriced", "uncached_input", "cache_read", "cache
         # reads they kept alive saved on the sessions' next requests ("bought vs saved").
         "keepalive_refreshes", "keepalive_bought_pico", "keepalive_saved_pico",
         # Balanced routes: prefixes that moved to a target where they were cold, and what writing them again cost.
-        "flips", "flip_cost_pico")
+        "flips", "flip_cost_pico",
+        # The gateway's own rows (a keep-alive refresh, an abandoned attempt, an explicit cache's upkeep: ledger kind
+        # not ""), and those of them not answered 200: in `requests` and `errors`, which count rows, while the
+        # dashboard shows callers' requests (requests - gateway_rows). Their cost is spend all the same.
+        "gateway_rows", "gateway_row_errors")
 BIN_RATIO = 1.1
 VALUE_HIST_RES = 3600           # per-value histograms are kept per hour only (see the module docstring)
 BATCH = 1000                    # records per roll-up transaction (appends wait for it)
@@ -60,6 +66,8 @@ _KEY = ("res", "bucket", "dim", "name")
 _KEY_SQL = "res INTEGER, bucket INTEGER, dim TEXT, name TEXT"
 # Keys ordered (res, dim, bucket, ...): a query reads one dimension's rows over a span of buckets.
 _PK = "res, dim, bucket, name"
+# Between a dimension and the tenant its rows are scoped to; no dimension's name holds it.
+TENANT_SEP = "\x1f"
 
 
 def statements(prefix: str = "") -> tuple[list[str], str, str]:
@@ -101,6 +109,16 @@ def bin_ms(b: int) -> float:
     return 0.5 if b == 0 else round(BIN_RATIO ** (b - 0.5), 1)
 
 
+def scoped(tenant: str, dim: str = "") -> str:
+    """The `dim` of tenant `tenant`'s own rows of dimension `dim` ("": every record of the tenant)."""
+    return f"{dim}{TENANT_SEP}{tenant}"
+
+
+def unscoped(dim: str) -> str:
+    """The dimension a row's `dim` is of, whatever tenant it is scoped to."""
+    return dim.split(TENANT_SEP, 1)[0]
+
+
 @dataclass
 class Aggregate:
     """The sums of one rollup row and its two histograms."""
@@ -109,16 +127,18 @@ class Aggregate:
     latency: Counter[int] = field(default_factory=Counter)
     ttft: Counter[int] = field(default_factory=Counter)
 
-    def add(self, sums: tuple[int, ...], latency: int, ttft: int | None) -> None:
-        self.sums = [a + b for a, b in zip(self.sums, sums, strict=True)]
-        self.latency[latency] += 1
-        if ttft is not None:
-            self.ttft[ttft] += 1
+    @classmethod
+    def of(cls, adds: list[tuple[tuple[int, ...], int | None, int | None]]) -> Aggregate:
+        """The row summing records' `contribution`s (each column summed once: a record lands in up to 28 rows)."""
+        return cls([sum(column) for column in zip(*(a[0] for a in adds), strict=True)],
+                   Counter(a[1] for a in adds if a[1] is not None), Counter(a[2] for a in adds if a[2] is not None))
 
 
-def contribution(rec: dict) -> tuple[tuple[int, ...], int, int | None]:
-    """What one decoded record adds to each of its rollup rows: the SUMS, its latency bin and TTFT bin."""
+def contribution(rec: dict) -> tuple[tuple[int, ...], int | None, int | None]:
+    """What one decoded record adds to each of its rollup rows: the SUMS, its latency bin and TTFT bin (none for
+    the gateway's own rows: not a caller's wait, as on /metrics)."""
     status, priced = rec["status"], rec["cost_usd"] is not None
+    own = bool(rec.get("kind"))
     cost = picodollars(rec["cost_usd"])
     # A table price gives a counterfactual too; a cost from the provider's report alone does not (cost.ledger_fields).
     reported, by_table = rec.get("provider_cost_usd"), rec["cost_without_cache_usd"] is not None
@@ -133,8 +153,11 @@ def contribution(rec: dict) -> tuple[tuple[int, ...], int, int | None]:
             picodollars(rec["savings_usd"]) if priced else 0,
             int(priced and reported is not None and not by_table), int(compared), provider_cost, cost if compared else 0,
             int(differs), provider_cost if differs else 0, cost if differs else 0,
-            *_response_cache(rec, cost), *_keepalive(rec, cost), int(bool(rec.get("flip"))), picodollars(rec.get("flip_cost_usd")))
+            *_response_cache(rec, cost), *_keepalive(rec, cost), int(bool(rec.get("flip"))), picodollars(rec.get("flip_cost_usd")),
+            int(own), int(own and status != 200))
     ttft = rec["ttft_ms"]
+    if own:
+        return sums, None, None
     return sums, latency_bin(rec["latency_ms"] or 0.0), None if ttft is None else latency_bin(ttft)
 
 
@@ -149,29 +172,27 @@ def _keepalive(rec: dict, cost: int) -> tuple[int, int, int]:
     return int(refresh), cost if refresh else 0, picodollars(rec.get("keepalive_saved_usd"))
 
 
-def aggregate(records: Iterable[dict]) -> dict[tuple, Aggregate]:
+def aggregate(records: Iterable[dict], by_tenant: bool = True) -> dict[tuple, Aggregate]:
     """Decoded records (the ledger's JSON fields) summed per (resolution, bucket start, dimension, value):
     each record lands in its minute and its hour, once for all records (dimension "") and once per
-    dimension."""
-    out: dict[tuple, Aggregate] = {}
+    dimension; with `by_tenant`, a tenant's record once more in each of its tenant's scoped rows."""
+    rows: defaultdict[tuple, list] = defaultdict(list)
     for rec in records:
         adds = contribution(rec)
         keys = [("", ""), *((d, rec[d] or "") for d in DIMENSIONS)]
+        if by_tenant and rec.get("tenant"):
+            keys += [(scoped(rec["tenant"], dim), name) for dim, name in keys]
         for res in RESOLUTIONS:
             bucket = int(rec["ts"] // res) * res
             for dim, name in keys:
-                key = (res, bucket, dim, name)
-                agg = out.get(key)
-                if agg is None:
-                    agg = out[key] = Aggregate()
-                agg.add(*adds)
-    return out
+                rows[(res, bucket, dim, name)].append(adds)
+    return {key: Aggregate.of(adds) for key, adds in rows.items()}
 
 
 def upsert_rows(aggs: dict[tuple, Aggregate]) -> tuple[list[tuple], list[tuple]]:
     """Parameters for UPSERT_ROLLUP and UPSERT_HIST."""
     rollups = [(*key, *agg.sums) for key, agg in aggs.items()]
-    hist = [(*key, kind, b, n) for key, agg in aggs.items() if key[0] == VALUE_HIST_RES or key[2] == ""
+    hist = [(*key, kind, b, n) for key, agg in aggs.items() if key[0] == VALUE_HIST_RES or unscoped(key[2]) == ""
             for kind, counts in (("l", agg.latency), ("t", agg.ttft)) for b, n in counts.items()]
     return rollups, hist
 

@@ -2,7 +2,9 @@
 
 Every endpoint takes a time window: `range` (`15m`, `1h`, `24h`, `7d`: the span ending at `until`,
 default now), read in whole minutes. Figures come from the ledger's rollups; the misses view and the
-request list read the window's latest 1000 records (a tenant's reader: that tenant's latest 1000). The schema is served at `/api/openapi.json`.
+request list read the window's latest 1000 records. A tenant's reader reads that tenant's alone: its own
+rollups (a breakdown by tenant is its own row) and its latest 1000 records; alerts, forecasts and alert rules
+span every tenant and stay the operator's. The schema is served at `/api/openapi.json`.
 """
 
 from __future__ import annotations
@@ -80,13 +82,13 @@ class Window:
             return self.source.records(self.since - lookback_s, self.until, latest=MISS_SAMPLE, route=route, tenant=self.tenant)
 
     def view(self, since: float | None = None, until: float | None = None) -> AbstractContextManager[sqlite3.Connection]:
-        if self.tenant is not None:     # rollups sum every tenant's requests
-            raise HTTPException(403, f"this key reads tenant {self.tenant!r}'s records only: /api/requests and /api/misses")
+        """The rollups over the window (or [since, until)): a tenant reader's, that tenant's own."""
         with unavailable_as_503(self.source):
-            return self.source.view(self.since if since is None else since, self.until if until is None else until)
+            return self.source.view(self.since if since is None else since, self.until if until is None else until,
+                                    tenant=self.tenant)
 
     def describe(self) -> schema.Window:
-        return schema.Window(since=self.since, until=self.until, source=self.source.name)
+        return schema.Window(since=self.since, until=self.until, source=self.source.name, tenant=self.tenant)
 
     def step(self, asked: float | None) -> float:
         span = self.until - self.since
@@ -157,14 +159,17 @@ def overview(request: Request, w: WindowDep) -> dict:
     rule = request.app.state.dashboard_alert_rule
     now = time.time()
     step_s = w.step(None)
-    with w.view(min(w.since, now - rule.window_s - rule.baseline_s), max(w.until, now)) as view:
+    # A tenant's reader gets no alerts (per route across every tenant), so its view needs no baseline's hours.
+    alerting = w.tenant is None
+    with w.view(min(w.since, now - rule.window_s - rule.baseline_s) if alerting else None,
+                max(w.until, now) if alerting else None) as view:
         return {
             "window": w.describe(), "totals": totals(view, w.since, w.until), "step_s": step_s,
             "points": timeseries(view, w.since, w.until, step_s),
             "breakdowns": {by: breakdown(view, w.since, w.until, by) for by in BREAKDOWNS},
             "misses": misses_by_route(w.latest(PREVIOUS_LOOKBACK_S), w.since, catalog=w.catalog),
             "rewrites": rewrites_by_route(w.latest(), w.since),
-            "alerts": [a.to_dict() for a in route_alerts(view, now, rule)],
+            "alerts": [a.to_dict() for a in route_alerts(view, now, rule)] if alerting else [],
             "retiring": retiring_routes(w.latest(), w.catalog),
         }
 

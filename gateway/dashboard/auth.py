@@ -3,9 +3,9 @@
 Scripts send `Authorization: Bearer <token>`; a browser posts the token once from the login form
 (`POST /dashboard/login`, never in a URL, which access logs keep), which sets an HttpOnly same-site cookie,
 and the page's own API calls carry the cookie. A caller key with `dashboard: read` in the policy opens the
-page and GET /api/* the same ways (one with a tenant reads only that tenant's records: `/api/requests` and
-`/api/misses`; the totals mix every tenant and are not its to read); admin-only parts (the exposure summary on /health, anything that
-changes state) still need the admin token.
+page and GET /api/* the same ways (one with a tenant reads only that tenant's figures and records; the alerts and
+forecasts span every tenant and are not its to read); admin-only parts (the exposure summary on /health, anything
+that changes state) still need the admin token.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ hit rates, each one SQL aggregate over a `source.view` (rows per bucket and valu
 Windows are read in whole minutes: the minutes whose start lies in [since, until), taken from hour
 rollups where whole hours fit inside and from minute rollups at the edges. Money is summed in integer
 picodollars and leaves as exact decimal strings, so the totals the page shows are exactly the ledger's.
-Hit rate is by tokens: cache reads over all prompt tokens. Latency percentiles come from histograms
+Hit rate is by tokens: cache reads over all prompt tokens. Requests and errors are callers' requests: the
+gateway's own rows (keep-alive refreshes, abandoned attempts, explicit caches' upkeep) are left out of them
+and counted in spend, tokens and their own figures. Latency percentiles come from histograms
 with bins 10% wide (within 5% of the exact figure); a breakdown row's are over the whole hours that
 the window touches (per-value histograms are kept per hour).
 """
@@ -54,9 +56,13 @@ def _hit_rate(sums: dict[str, int]) -> float | None:
     return sums["cache_read"] / prompt if prompt else None
 
 
+def _requests(sums: dict[str, int]) -> int:
+    return sums["requests"] - sums["gateway_rows"]
+
+
 def _figures(sums: dict[str, int], latency: dict[int, int] | None = None, ttft: dict[int, int] | None = None) -> dict:
     return {
-        "requests": sums["requests"], "errors": sums["errors"], "unpriced": sums["unpriced"],
+        "requests": _requests(sums), "errors": sums["errors"] - sums["gateway_row_errors"], "unpriced": sums["unpriced"],
         "spend_usd": _money(sums["spend_pico"]), "spend_without_cache_usd": _money(sums["without_cache_pico"]),
         "savings_usd": _money(sums["savings_pico"]),
         "hit_rate": _hit_rate(sums),
@@ -125,7 +131,7 @@ def totals(db: sqlite3.Connection, since: float, until: float) -> dict:
 
 
 # What a time-series point reads: summing only these keeps the chart's query as cheap as the rollups grow.
-_POINT_SUMS = ("requests", "uncached_input", "cache_read", "cache_write", "spend_pico", "without_cache_pico", "savings_pico")
+_POINT_SUMS = ("requests", "gateway_rows", "uncached_input", "cache_read", "cache_write", "spend_pico", "without_cache_pico", "savings_pico")
 
 
 def timeseries(db: sqlite3.Connection, since: float, until: float, step: float) -> list[dict]:
@@ -140,7 +146,7 @@ def timeseries(db: sqlite3.Connection, since: float, until: float, step: float) 
         points[min(max(i, 0), n - 1)] = dict(zip(_POINT_SUMS, sums, strict=True))
     out = []
     for i, s in enumerate(points):
-        out.append({"t": since + i * step, "requests": s["requests"], "spend_usd": _money(s["spend_pico"]),
+        out.append({"t": since + i * step, "requests": _requests(s), "spend_usd": _money(s["spend_pico"]),
                     "savings_usd": _money(s["savings_pico"]), "spend_without_cache_usd": _money(s["without_cache_pico"]),
                     "hit_rate": _hit_rate(s)})
     return out
@@ -166,7 +172,7 @@ def route_hit_rates(db: sqlite3.Connection, since: float, until: float) -> dict[
     sub, params = _rows("rollups", since, until, "route", "name, " + ", ".join(SUMS))
     out = {}
     # SQL text: table, schema and column names are this module's constants and the subquery is built from them; values are bound.
-    query = (f"SELECT name, sum(requests) - sum(errors), sum(cache_read), "  # nosec B608
+    query = (f"SELECT name, sum(requests) - sum(gateway_rows) - sum(errors) + sum(gateway_row_errors), sum(cache_read), "  # nosec B608
              f"sum(uncached_input) + sum(cache_read) + sum(cache_write) FROM {sub} GROUP BY name")
     for route, answered, read, prompt in db.execute(query, params):
         out[route] = (answered, read / prompt if prompt else None)

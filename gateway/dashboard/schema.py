@@ -13,6 +13,7 @@ class Window(BaseModel):
     since: float
     until: float
     source: str = Field(description="`sqlite` (this replica's ledger file), `postgres` or `redis` (every replica's records)")
+    tenant: str | None = Field(None, description="the tenant a reader's figures and records are limited to; null: every tenant")
 
 
 class Tokens(BaseModel):
@@ -46,7 +47,8 @@ class ResponseCacheTotals(BaseModel):
 
 
 class KeepAliveTotals(BaseModel):
-    refreshes: int = Field(description="keep-alive refreshes sent (ledger rows of kind keepalive; also in requests)")
+    refreshes: int = Field(description="keep-alive refreshes sent (ledger rows of kind keepalive; not callers' requests, "
+                                       "so not in requests or errors)")
     bought_usd: str = Field(description="what the refreshes cost (part of spend_usd)")
     saved_usd: str = Field(description="what the sessions' next requests saved by reading a prefix only a refresh "
                                        "kept alive, against writing it again")
@@ -59,8 +61,9 @@ class Flips(BaseModel):
 
 
 class Totals(BaseModel):
-    requests: int
-    errors: int = Field(description="requests answered with a non-200 status")
+    requests: int = Field(description="callers' requests; the gateway's own rows (keep-alive refreshes, abandoned "
+                                      "attempts, explicit caches' upkeep) are not, though their cost is in spend_usd")
+    errors: int = Field(description="callers' requests answered with a non-200 status")
     unpriced: int = Field(description="answered requests with no price row and no provider-reported cost (not in "
                                       "spend, never counted as $0)")
     cost_check: CostCheck
@@ -84,7 +87,7 @@ class Summary(BaseModel):
 
 class Point(BaseModel):
     t: float = Field(description="bucket start")
-    requests: int
+    requests: int = Field(description="callers' requests, as in the totals")
     spend_usd: str
     savings_usd: str
     spend_without_cache_usd: str
@@ -98,7 +101,8 @@ class Timeseries(BaseModel):
 
 
 class Row(Totals):
-    name: str = Field(description="the route, model, key, target, provider or tenant ('' when none)")
+    name: str = Field(description="the route, model, key, target, provider or tenant ('' when none; a tenant's "
+                                  "reader gets its own rows only)")
 
 
 class Breakdown(BaseModel):
@@ -237,7 +241,7 @@ class Overview(BaseModel):
     breakdowns: dict[str, list[Row]] = Field(description="by route, model, key and target")
     misses: list[RouteMisses]
     rewrites: list[RouteRewrites]
-    alerts: list[Alert]
+    alerts: list[Alert] = Field(description="per-route hit-rate drops; empty for a tenant's reader (they span every tenant)")
     retiring: list[RetiringRoute] = Field(default_factory=list, description="routes using models retiring within 30 days")
 
 

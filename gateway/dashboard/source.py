@@ -5,7 +5,8 @@ whole fleet, whichever replica serves it.
 Figures come from rollups (prefixgate.ledger_rollup), read through a source's `view`: a SQLite
 connection holding the `rollups` and `rollup_hist` tables plus, in temp tables of the same shape, the
 records the ledger thread has not rolled up yet. A poll therefore costs buckets x distinct values
-(routes, keys, models...), not records. The misses
+(routes, keys, models...), not records. A tenant's view holds that tenant's own rollup rows alone, under
+the dimensions' plain names, so the same figures read only its records. The misses
 view still reads records, but only the latest MISS_SAMPLE of the window.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from collections.abc import Callable
 from contextlib import AbstractContextManager, closing
 from dataclasses import fields
 from typing import Protocol
@@ -45,8 +47,9 @@ class LedgerSource(Protocol):
         that many: a tenant's latest, not the tenant's share of everyone's latest."""
         ...
 
-    def view(self, since: float, until: float) -> AbstractContextManager[sqlite3.Connection]:
-        """A consistent snapshot of the rollups covering [since, until) (see the module docstring)."""
+    def view(self, since: float, until: float, tenant: str | None = None) -> AbstractContextManager[sqlite3.Connection]:
+        """A consistent snapshot of the rollups covering [since, until) (of `tenant`'s records alone: see the
+        module docstring)."""
         ...
 
     def close(self) -> None: ...
@@ -62,7 +65,7 @@ def _load(db: sqlite3.Connection, records: list[dict], schema: str = "") -> None
     create, upsert_rollup, upsert_hist = rollup.statements(schema)
     for statement in create:
         db.execute(statement)
-    rows, hist = rollup.upsert_rows(rollup.aggregate(records))
+    rows, hist = rollup.upsert_rows(rollup.aggregate(records, by_tenant=False))
     db.executemany(upsert_rollup, rows)
     db.executemany(upsert_hist, hist)
 
@@ -79,6 +82,37 @@ def _in_memory(records: list[dict]) -> sqlite3.Connection:
     _load(db, records)
     _load(db, [], "temp.")
     return db
+
+
+def _window_rows(since: float, until: float, tenant: str | None, mark: str) -> tuple[str, tuple]:
+    """The WHERE clause (and its values) picking the rollup rows a view of [since, until) reads: whole hours,
+    the minutes at the window's edges, and every minute of all records (the time series), of every tenant or
+    of `tenant`'s own rows."""
+    first_minute = math.floor(since / 60) * 60
+    first_hour, last_hour = math.ceil(first_minute / 3600) * 3600, math.floor(math.floor(until / 60) * 60 / 3600) * 3600
+    dims = ["", *rollup.DIMENSIONS]
+    if tenant is not None:
+        dims = [rollup.scoped(tenant, dim) for dim in dims]
+    where = (f"WHERE bucket < {mark} AND dim IN ({', '.join(mark for _ in dims)}) AND ((res = 3600 AND bucket >= {mark}) "
+             f"OR (res = 60 AND bucket >= {mark} AND (dim = {mark} OR bucket < {mark} OR bucket >= {mark})))")
+    return where, (until, *dims, first_hour - 3600, first_minute, dims[0], first_hour, last_hour)
+
+
+def _copied(sums: list[tuple], hist: list[tuple], tail: list[dict]) -> sqlite3.Connection:
+    """A view of rollup rows read from a store (`res, bucket, dim, name, ...`; a tenant's under the plain
+    dimension names) plus the `tail` of records not rolled up yet."""
+    db = _in_memory(tail)
+    db.executemany(rollup.UPSERT_ROLLUP, [(res, bucket, rollup.unscoped(dim), *rest) for res, bucket, dim, *rest in sums])
+    db.executemany(rollup.UPSERT_HIST, [(res, bucket, rollup.unscoped(dim), *rest) for res, bucket, dim, *rest in hist])
+    return db
+
+
+def _read_rollups(execute: Callable[[str, tuple], list[tuple]], where: str, params: tuple, prefix: str) -> tuple[list, list]:
+    """The rollup and histogram rows matching `where`, from the tables named `{prefix}rollups` and `{prefix}rollup_hist`."""
+    # SQL text: column and table names are the ledger's constants; values are bound.
+    sums = execute(f"SELECT res, bucket, dim, name, {', '.join(rollup.SUMS)} FROM {prefix}rollups {where}", params)  # nosec B608
+    # SQL text: column and table names are the ledger's constants; values are bound.
+    return sums, execute(f"SELECT res, bucket, dim, name, kind, bin, n FROM {prefix}rollup_hist {where}", params)  # nosec B608
 
 
 class SqliteSource:
@@ -119,21 +153,29 @@ class SqliteSource:
             rows.reverse()
         return [_record(decode_row(dict(zip(cols, row, strict=True)))) for row in rows]
 
-    def view(self, since: float, until: float) -> closing[sqlite3.Connection]:
+    def view(self, since: float, until: float, tenant: str | None = None) -> closing[sqlite3.Connection]:
         db = self._connect()
-        if db is not None:
-            try:
-                # One read transaction: the cursor, the rollups and the records beyond it agree.
-                db.execute("BEGIN")
-                # SQL text: column and table names are the ledger's constants, the limit an int(); values are bound.
-                tail = db.execute(f"SELECT {', '.join(COLUMNS)} FROM requests WHERE rowid > ?",  # nosec B608
-                                  (rollup.cursor(db),)).fetchall()
-                _load(db, [decode_row(dict(zip(COLUMNS, row, strict=True))) for row in tail], "temp.")
-            except sqlite3.OperationalError:
-                # A file the gateway has not opened since rollups existed: nothing to show until it does.
-                db.close()
-                db = None
-        return closing(db if db is not None else _in_memory([]))
+        if db is None:
+            return closing(_in_memory([]))
+        try:
+            # One read transaction: the cursor, the rollups and the records beyond it agree.
+            db.execute("BEGIN")
+            where, values = _matching(None, tenant, "?")
+            # SQL text: column and table names are the ledger's constants; values are bound.
+            rows = db.execute(f"SELECT {', '.join(COLUMNS)} FROM requests WHERE rowid > ?{where}",  # nosec B608
+                              (rollup.cursor(db), *values)).fetchall()
+            tail = [decode_row(dict(zip(COLUMNS, row, strict=True))) for row in rows]
+            if tenant is None:
+                _load(db, tail, "temp.")
+                return closing(db)
+            sums, hist = _read_rollups(lambda sql, params: db.execute(sql, params).fetchall(),
+                                       *_window_rows(since, until, tenant, "?"), "")
+            view = _copied(sums, hist, tail)
+        except sqlite3.OperationalError:
+            # A file the gateway has not opened since rollups existed: nothing to show until it does.
+            view = _in_memory([])
+        db.close()
+        return closing(view)
 
 
 class RedisSource:
@@ -162,8 +204,8 @@ class RedisSource:
         out.sort(key=lambda r: r.ts)
         return out[-latest:] if latest else out
 
-    def view(self, since: float, until: float) -> closing[sqlite3.Connection]:
-        return closing(_in_memory([rec.__dict__ for rec in self.records(since, until)]))
+    def view(self, since: float, until: float, tenant: str | None = None) -> closing[sqlite3.Connection]:
+        return closing(_in_memory([rec.__dict__ for rec in self.records(since, until, tenant=tenant)]))
 
     def close(self) -> None:
         self._redis.close()
@@ -196,26 +238,16 @@ class PostgresSource:
             rows.reverse()
         return [_record(decode_row(dict(zip(COLUMNS, row, strict=True)))) for row in rows]
 
-    def view(self, since: float, until: float) -> closing[sqlite3.Connection]:
-        first_minute = math.floor(since / 60) * 60
-        first_hour, last_hour = math.ceil(first_minute / 3600) * 3600, math.floor(math.floor(until / 60) * 60 / 3600) * 3600
-        where = ("WHERE bucket < %s AND ((res = 3600 AND bucket >= %s) OR (res = 60 AND bucket >= %s "
-                 "AND (dim = '' OR bucket < %s OR bucket >= %s)))")
-        params = (until, first_hour - 3600, first_minute, first_hour, last_hour)
-        db = _in_memory([])
+    def view(self, since: float, until: float, tenant: str | None = None) -> closing[sqlite3.Connection]:
+        if tenant is not None and "\x00" in tenant:
+            return closing(_in_memory([]))      # no record has it (Postgres text holds no NUL)
         try:
             with self._pool.connection() as conn:
-                # SQL text: column and table names are the ledger's constants, the limit an int(); values are bound.
-                sums = conn.execute(f"SELECT res, bucket, dim, name, {', '.join(rollup.SUMS)} FROM prefixgate_rollups {where}",  # nosec B608
-                                    params).fetchall()
-                # SQL text: column and table names are the ledger's constants, the limit an int(); values are bound.
-                hist = conn.execute(f"SELECT res, bucket, dim, name, kind, bin, n FROM prefixgate_rollup_hist {where}",  # nosec B608
-                                    params).fetchall()
-            db.executemany(rollup.UPSERT_ROLLUP, sums)
-            db.executemany(rollup.UPSERT_HIST, hist)
+                sums, hist = _read_rollups(lambda sql, params: conn.execute(sql, params).fetchall(),
+                                           *_window_rows(since, until, tenant, "%s"), "prefixgate_")
         except psycopg.errors.UndefinedTable:
-            pass            # no replica has copied a record yet: an empty view
-        return closing(db)
+            return closing(_in_memory([]))      # no replica has copied a record yet: an empty view
+        return closing(_copied(sums, hist, []))
 
     def close(self) -> None:
         self._pool.close()

@@ -59,8 +59,9 @@ def test_an_attempt_that_timed_out_is_billed_on_a_row_of_its_own(tmp_path, monke
 
         def totals() -> dict:
             return httpx.get(str(client.base_url).removesuffix("/v1/") + "/api/summary", params={"range": "1h"}).json()["totals"]
-        wait_until(lambda: totals()["requests"] == 2, 10, "the dashboard's rollups to take both rows")
-        dashboard_spend = Decimal(totals()["spend_usd"])
+        both = sum(Decimal(r["cost_usd"]) for r in by_kind.values())
+        wait_until(lambda: Decimal(totals()["spend_usd"]) == both, 10, "the dashboard's rollups to take both rows")
+        dashboard = totals()
     assert set(by_kind) == {"", "abandoned_attempt"}
     answered, abandoned = by_kind[""], by_kind["abandoned_attempt"]
     assert answered["status"] == 200 and answered["attempts"] == 2
@@ -74,7 +75,9 @@ def test_an_attempt_that_timed_out_is_billed_on_a_row_of_its_own(tmp_path, monke
     spent = float(redis.Redis.from_url(redis_url).get("prefixgate:counter:spend:acme:all"))
     expected = sum(math.ceil(Decimal(r["cost_usd"]) * 10**9) for r in (answered, abandoned))
     assert spent == expected
-    assert dashboard_spend == Decimal(answered["cost_usd"]) + Decimal(abandoned["cost_usd"])
+    assert Decimal(dashboard["spend_usd"]) == Decimal(answered["cost_usd"]) + Decimal(abandoned["cost_usd"])
+    # One caller's request, answered: the abandoned attempt is spend, not a second request nor an error (was 2 and 1).
+    assert (dashboard["requests"], dashboard["errors"]) == (1, 0)
 
 
 def test_every_attempt_that_timed_out_is_billed_when_none_answers(tmp_path, monkeypatch, redis_url):

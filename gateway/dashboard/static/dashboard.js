@@ -328,6 +328,8 @@ function renderForecast(data) {
 async function refreshForecast() {
   try {
     const resp = await fetch("/api/forecast", { credentials: "same-origin", cache: "no-store" });
+    // A tenant's reader: forecasts span every tenant's keys and routes, so the section is not drawn.
+    $("#forecast").hidden = resp.status === 403;
     if (resp.ok) renderForecast(await resp.json());
   } catch (e) {
     // The overview's error line already says when the API is unreachable.
@@ -355,7 +357,8 @@ async function refresh() {
     renderKeepAlive(data.breakdowns.route);
     renderBreakdown();
     await refreshForecast();
-    $("#source").textContent = `ledger: ${data.window.source} · ${fmtTime(data.window.since, span)} – ${fmtTime(data.window.until, span)}`;
+    const scope = data.window.tenant === null || data.window.tenant === undefined ? "" : ` · tenant ${data.window.tenant}`;
+    $("#source").textContent = `ledger: ${data.window.source}${scope} · ${fmtTime(data.window.since, span)} – ${fmtTime(data.window.until, span)}`;
     $("#updated").textContent = "updated " + new Date().toTimeString().slice(0, 8);
     $("#error").hidden = true;
     document.body.classList.remove("stale");

@@ -52,7 +52,7 @@ def test_every_api_route_answers_nosniff(gw):
 
 def test_api_refusals_answer_nosniff(gw):
     cases = [
-        (httpx.get(gw + "/api/summary", headers=bearer(READER)), 403),        # the totals mix every tenant
+        (httpx.get(gw + "/api/alerts", headers=bearer(READER)), 403),         # per route across every tenant
         (httpx.get(gw + "/api/forecast", headers=bearer(READER)), 403),
         (httpx.get(gw + "/api/summary", headers={**bearer(ADMIN), "origin": "https://evil.example"}), 403),
         (httpx.get(gw + "/api/requests/no-such-request", headers=bearer(ADMIN)), 404),

@@ -1,6 +1,7 @@
 """The dashboard in a real headless Chromium: after a scripted burst through the gateway, the totals on
 the page equal the ledger's, the misses view names the volatile span, the page refreshes itself while
-requests flow, and a screenshot is saved to test-artifacts/dashboard.png."""
+requests flow, and a screenshot is saved to test-artifacts/dashboard.png. A tenant's reader, logged in with
+its key, sees its tenant's spend and not another's."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from prefixgate.ledger import read_records
+from tests.gateway.dashboard import support_tenants as two
 from tests.gateway.dashboard.support_scenario import STATIC, burst, dashboard_gateway, send, wait_for_ledger
+from tests.support_stack import policy_env, running_stack
 
 ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -116,3 +119,24 @@ def test_the_page_polls_at_most_once_a_second_whatever_the_address_asks(tmp_path
         first = loads(browser)
         time.sleep(2.5)     # a poll every millisecond would be hundreds of loads; at the floor, two or three
         assert loads(browser) - first <= 3
+
+
+def test_a_tenant_readers_page_shows_its_own_spend_and_not_the_other_tenants(tmp_path, browser):
+    two.write_two_tenants(tmp_path, time.time(), {})
+    with running_stack(tmp_path, policy_env(tmp_path, two.POLICY, PREFIXGATE_ADMIN_TOKEN=two.ADMIN)) as (gw, _):
+        browser.get(gw + "/dashboard")
+        browser.find_element(By.NAME, "token").send_keys(two.READER)
+        browser.find_element(By.TAG_NAME, "form").submit()
+        WebDriverWait(browser, 20).until(lambda d: loads(d) >= 1)
+        browser.find_element(By.CSS_SELECTOR, '#ranges button[data-range="24h"]').click()   # acme-old is 3 hours old
+        totals = {n.get_attribute("data-total"): n for n in browser.find_elements(By.CSS_SELECTOR, "[data-total]")}
+        WebDriverWait(browser, 20).until(lambda d: totals["requests"].text == str(two.ACME_REQUESTS))
+        assert not browser.find_element(By.ID, "error").is_displayed()
+        assert Decimal(totals["spend_usd"].get_attribute("data-value")) == two.ACME_SPEND
+        assert_reads_as(totals["spend_usd"].text, two.ACME_SPEND)
+        names = [r.get_attribute("data-name") for r in browser.find_elements(By.CSS_SELECTOR, "#breakdown-body tr")]
+        assert sorted(names) == ["batch", "chat"]
+        page = browser.find_element(By.TAG_NAME, "body").text
+        assert "beta" not in page and "tenant acme" in page
+        # Forecasts span every tenant: not drawn for its reader.
+        assert not browser.find_element(By.ID, "forecast").is_displayed()

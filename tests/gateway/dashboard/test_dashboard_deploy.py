@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from prefixgate.gateway.dashboard.alerts import AlertCollector
 from prefixgate.gateway.dashboard.source import SqliteSource
@@ -99,3 +101,19 @@ def test_grafana_dashboard_is_importable_and_queries_real_metrics():
         assert p["targets"] and all(t["datasource"]["uid"] == "${DS_PROMETHEUS}" for t in p["targets"])
     used = check_names([t["expr"] for p in panels for t in p["targets"]])
     assert {"prefixgate_cost_usd_total", "prefixgate_savings_usd_total", "prefixgate_backend_num_requests_waiting"} <= used
+
+
+def test_the_request_counter_counts_callers_requests_and_the_gateways_own_rows_only_as_spend():
+    # One caller's request that succeeded on its second attempt, and a keep-alive refresh: what the upstream-errors
+    # rule divides is 1 request and 0 errors, not 3 and 1 (a 33% error rate); the cost counter has all three.
+    metrics = Metrics()
+    row = dict(route="chat", target="openai", model="gpt-5.4", uncached_input=1000)
+    metrics.observe(LedgerRecord(id="q-1", ts=0, status=504, kind="abandoned_attempt", cost_usd="0.004", **row))
+    metrics.observe(LedgerRecord(id="q", ts=1, cost_usd="0.01", **row))
+    metrics.observe(LedgerRecord(id="ka", ts=2, kind="keepalive", cost_usd="0.001", **row))
+    samples = {(s.name, s.labels.get("status") or s.labels.get("kind")): s.value
+               for family in text_string_to_metric_families(metrics.render().decode()) for s in family.samples}
+    assert samples[("prefixgate_requests_total", "200")] == 1
+    assert ("prefixgate_requests_total", "504") not in samples
+    assert samples[("prefixgate_cost_usd_total", None)] == pytest.approx(0.015)
+    assert samples[("prefixgate_tokens_total", "uncached_input")] == 3000

@@ -1,22 +1,22 @@
 """A tenant's dashboard reader, through a real `prefixgate serve`, on a ledger where other tenants are busy:
-the record views read that tenant's latest records, not that tenant's share of everyone's latest."""
+the record views read that tenant's latest records, not that tenant's share of everyone's latest; the figures
+(totals, time series, breakdowns, the overview) are that tenant's alone, over SQLite, Redis and Postgres."""
 
 from __future__ import annotations
 
 import time
+from decimal import Decimal
 
 import httpx
+import pytest
 
 from prefixgate.gateway.dashboard.source import RedisSource
 from prefixgate.ledger import Ledger, LedgerRecord, read_records
-from prefixgate.policies import hash_key
+from tests.gateway.dashboard import support_tenants as two
+from tests.gateway.dashboard.support_tenants import ADMIN, POLICY, READER
+from tests.support_services import empty_postgres_ledger
 from tests.support_stack import policy_env, running_stack
 
-READER, ADMIN = "pg-acme-reader-busy-0123", "admin-token-busy-tenants-01"
-POLICY = {"routes": [{"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]}],
-          "keys": [{"name": "acme-app", "key_sha256": hash_key("pg-acme-app-busy-01234"), "tenant": "acme"},
-                   {"name": "beta-app", "key_sha256": hash_key("pg-beta-app-busy-01234"), "tenant": "beta"},
-                   {"name": "acme-reader", "key_sha256": hash_key(READER), "tenant": "acme", "dashboard": "read"}]}
 BETA_REQUESTS = 1200     # more than the 1000 latest records the record views read
 
 
@@ -56,3 +56,56 @@ def test_the_redis_source_reads_one_tenants_latest_records(tmp_path, redis_url):
         assert [r.id for r in source.records(now - 60, now + 1, tenant="beta", route="other")] == []
     finally:
         source.close()
+
+
+@pytest.fixture(params=["sqlite", "redis", "postgres"])
+def store(request) -> tuple[str, dict[str, str]]:
+    """(the ledger store the dashboard reads, the gateway's environment naming it: none for the SQLite file)."""
+    if request.param == "redis":
+        return "redis", {"PREFIXGATE_REDIS_URL": request.getfixturevalue("redis_url")}
+    if request.param == "postgres":
+        return "postgres", {"PREFIXGATE_LEDGER_URL": empty_postgres_ledger(request.getfixturevalue("postgres_url"))}
+    return "sqlite", {}
+
+
+def test_a_tenant_readers_figures_are_its_own_records_alone(tmp_path, store):
+    source, env = store
+    two.write_two_tenants(tmp_path, time.time(), env)
+    with running_stack(tmp_path, policy_env(tmp_path, POLICY, PREFIXGATE_ADMIN_TOKEN=ADMIN, **env)) as (gw, _):
+        with httpx.Client(base_url=gw, headers={"authorization": f"Bearer {READER}"}) as acme:
+            day = {"range": "24h"}
+            summary = acme.get("/api/summary", params=day)
+            assert summary.status_code == 200, summary.text
+            assert summary.json()["window"]["source"] == source
+            t = summary.json()["totals"]
+            # Callers' requests: acme-old, acme-batch, acme-429; the abandoned attempt and the refresh are spend only.
+            assert (t["requests"], t["errors"]) == (two.ACME_REQUESTS, two.ACME_ERRORS) == (3, 1)
+            assert Decimal(t["spend_usd"]) == two.ACME_SPEND == Decimal("0.0095")
+            assert t["tokens"] == {"uncached_input": 5000, "cache_read": 4500, "cache_write": 0, "output": 31}
+            assert t["keepalive"]["refreshes"] == 1 and Decimal(t["keepalive"]["bought_usd"]) == Decimal("0.0001")
+            # The callers' requests took 800 ms; the abandoned attempt's 30 s is not a caller's wait.
+            assert t["latency_p95_ms"] == pytest.approx(800, rel=0.05)
+
+            points = acme.get("/api/timeseries", params={**day, "step": 3600}).json()["points"]
+            assert sum(p["requests"] for p in points) == 3
+            assert sum(Decimal(p["spend_usd"]) for p in points) == Decimal("0.0095")
+
+            def rows(by: str) -> list[tuple]:
+                got = acme.get("/api/breakdown", params={**day, "by": by})
+                assert got.status_code == 200, got.text
+                return [(r["name"], r["requests"], r["errors"], Decimal(r["spend_usd"])) for r in got.json()["rows"]]
+            assert rows("route") == [("chat", 2, 1, Decimal("0.0079")), ("batch", 1, 0, Decimal("0.0016"))]
+            assert rows("key") == [("acme-app", 3, 1, Decimal("0.0095"))]
+            assert rows("tenant") == [("acme", 3, 1, Decimal("0.0095"))]
+            assert rows("model") == [("gpt-5.4", 2, 1, Decimal("0.0079")), ("gpt-5.4-mini", 1, 0, Decimal("0.0016"))]
+
+            overview = acme.get("/api/overview", params=day)
+            assert overview.status_code == 200, overview.text
+            assert overview.json()["totals"] == t and overview.json()["alerts"] == []
+            assert [r["name"] for r in overview.json()["breakdowns"]["target"]] == ["openai"]
+            # What spans every tenant stays the operator's.
+            for path in ("/api/forecast", "/api/alerts", "/api/alerts/rules"):
+                assert acme.get(path).status_code == 403, path
+        everyone = httpx.get(f"{gw}/api/summary", params={"range": "24h"}, headers={"authorization": f"Bearer {ADMIN}"}).json()
+        assert everyone["totals"]["requests"] == 3 + 6
+        assert Decimal(everyone["totals"]["spend_usd"]) == two.ACME_SPEND + two.BETA_SPEND
