@@ -98,6 +98,9 @@ class GapModel(_Survival):
     censored: list[float] = field(default_factory=lambda: [0.0] * len(GAP_EDGES))   # idle times never followed
     open: OrderedDict[str, float] = field(default_factory=OrderedDict)               # session -> last touch
     returns: float = 0.0      # observed returns (the prior not counted)
+    # Replicas add their counts up (gateway/keepalive_shared.py): what this one counted since it last shared them,
+    # as `fields` names them; None: counted here alone.
+    unshared: dict[str, float] | None = None
 
     def __post_init__(self) -> None:
         self._prior_returned = [0.0] * len(GAP_EDGES)
@@ -123,17 +126,21 @@ class GapModel(_Survival):
         return sum(self.returned) + sum(self.censored)
 
     def observe(self, session: str, now: float, previous: str | None = None, returned: bool = True,
-                context: str = "") -> float | None:
+                context: str = "", since: tuple[float, str] | None = None) -> float | None:
         """A request of `session` at `now`: returns the gap since its previous one (None for a new session).
         `previous`: the id the session had until now (a conversation's entry key changes every turn).
         `returned=False`: the idle time ended without the event this model is about (it is censored there).
-        `context`: what the session has shown by now, for the idle time that starts (`given`)."""
+        `context`: what the session has shown by now, for the idle time that starts (`given`).
+        `since`: (when, context) of the session's latest request seen elsewhere (another replica answered it):
+        the idle time ran from then when that is later than this model's own view."""
         last = self.open.pop(session, None)
         ended = self._context_of.pop(session, "")
         if previous is not None and previous != session:
             earlier = self.open.pop(previous, None)
             ended = self._context_of.pop(previous, ended)
             last = earlier if last is None else max(last, earlier or last)
+        if since is not None and since[0] <= now and (last is None or since[0] > last):
+            last, ended = since
         gap = None
         if last is not None:
             gap = max(now - last, 0.0)
@@ -143,6 +150,7 @@ class GapModel(_Survival):
             elif returned:
                 self._end(ended, True, gap)
                 self.returns += 1
+                self._unshared("n")
             else:
                 self._end(ended, False, gap)
         self.open[session] = now
@@ -165,15 +173,46 @@ class GapModel(_Survival):
 
     def _end(self, context: str, returned: bool, seconds: float) -> None:
         """An idle time that started in `context` ended after `seconds`: a return, or censored there."""
+        kind = "r" if returned else "c"
         if context:
             counts = self._contexts.setdefault(context, ([0.0] * len(GAP_EDGES), [0.0] * len(GAP_EDGES)))
             counts[0 if returned else 1][_bin(seconds)] += 1.0
+            self._unshared(f"x{kind}|{context}|{_bin(seconds)}")
+        self._unshared(f"{kind}|{_bin(seconds)}")
         self._add(self.returned if returned else self.censored, seconds)
+
+    def _unshared(self, name: str) -> None:
+        if self.unshared is not None:
+            self.unshared[name] = self.unshared.get(name, 0.0) + 1.0
+
+    def take_unshared(self) -> dict[str, float]:
+        """What this replica counted since it last shared, handed over to be added to every replica's counts: by
+        name, `r|bin` and `c|bin` returned and censored idle times, `xr|context|bin` and `xc|context|bin` those of a
+        context, `n` the returns."""
+        taken, self.unshared = self.unshared or {}, {}
+        return taken
+
+    def shared_totals(self, totals: dict[str, float]) -> None:
+        """Every replica's counts (named as in `take_unshared`, added up in Redis): this model's are those and what
+        it has not shared yet. A name this version does not know is left out."""
+        self.returned, self.censored = [0.0] * len(GAP_EDGES), [0.0] * len(GAP_EDGES)
+        self.returns, self._contexts = 0.0, {}
+        for name, n in [*totals.items(), *(self.unshared or {}).items()]:
+            kind, *context, at = name.split("|") if "|" in name else (name, "")
+            if name == "n":
+                self.returns += n
+            elif kind in ("r", "c", "xr", "xc") and len(context) == (kind[0] == "x") and at.isdigit() \
+                    and int(at) < len(GAP_EDGES):
+                pair = (self._contexts.setdefault(context[0], ([0.0] * len(GAP_EDGES), [0.0] * len(GAP_EDGES)))
+                        if context else (self.returned, self.censored))
+                pair[kind[-1] == "c"][int(at)] += n
+        self._version += 1
 
     def _add(self, counts: list[float], seconds: float) -> None:
         self._version += 1
         counts[_bin(seconds)] += 1.0
-        if sum(self.returned) + sum(self.censored) > MAX_WEIGHT:
+        # Shared counts are halved where they are added up (the replicas' sum past `MAX_WEIGHT`).
+        if self.unshared is None and sum(self.returned) + sum(self.censored) > MAX_WEIGHT:
             self.returned = [c / 2 for c in self.returned]
             self.censored = [c / 2 for c in self.censored]
             self.returns /= 2
@@ -267,16 +306,23 @@ def _survival(curve: list[float], t: float) -> float:
 class GapBook:
     """The gap models of many (route, shape) keys, least recently used dropped past `max_models`."""
 
-    def __init__(self, max_models: int = 1024, prior_ttls: Callable[[str], tuple[float, ...]] | None = None) -> None:
+    def __init__(self, max_models: int = 1024, prior_ttls: Callable[[str], tuple[float, ...]] | None = None,
+                 shared: bool = False) -> None:
         self.max_models = max_models
         self._prior_ttls = prior_ttls
+        self.shared = shared    # its models' counts are added up with other replicas' (`GapModel.unshared`)
         self._models: OrderedDict[tuple[str, str], GapModel] = OrderedDict()
+
+    def models(self) -> list[tuple[tuple[str, str], GapModel]]:
+        """Every (route, shape) and its model, least recently used first."""
+        return list(self._models.items())
 
     def model(self, route: str, shape: str) -> GapModel:
         key = (route, shape)
         found = self._models.get(key)
         if found is None:
             found = GapModel(self._prior_ttls(route)) if self._prior_ttls else GapModel()
+            found.unshared = {} if self.shared else None
             self._models[key] = found
             while len(self._models) > self.max_models:
                 self._models.popitem(last=False)
@@ -284,8 +330,8 @@ class GapBook:
         return found
 
     def observe(self, route: str, shape: str, session: str, now: float, previous: str | None = None,
-                returned: bool = True, context: str = "") -> float | None:
-        return self.model(route, shape).observe(session, now, previous, returned, context)
+                returned: bool = True, context: str = "", since: tuple[float, str] | None = None) -> float | None:
+        return self.model(route, shape).observe(session, now, previous, returned, context, since)
 
 
 @dataclass(frozen=True)

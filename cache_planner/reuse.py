@@ -22,12 +22,17 @@ gaps, in steps of the shortest bound, and whether its last gap went past that bo
 answers for a session from its context's counts, with the route's overall distribution as a prior of
 `CONTEXT_PRIOR` gaps: a context seen rarely says little, one seen often speaks for itself, and where sessions
 do not differ every context's counts converge to the overall ones.
+
+Gateway replicas sharing Redis share this evidence (`reuse_shared`): a tracker with `shared` set times each gap
+from the opportunity's latest use on any replica, with that session's gaps, and its counts are the route's totals
+over all replicas.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Protocol
 
 # Gap bounds we answer questions about: the providers' TTLs (5m, 30m, 1h, 12h, 24h), and breaks of hours,
 # which a 1h entry kept alive by refreshes can outlast (`lifetime.p_kept`).
@@ -37,6 +42,7 @@ PRIOR_WEIGHT = 1.0
 PRIOR_RATE = 0.5   # an unknown route: as likely to repeat as not
 PRIOR_SOON = 0.8   # when a prefix does repeat, it usually repeats soon
 SESSION_LEVEL = "conversation"
+SHARED_RECENT = 32     # a request's last prefix keys asked about elsewhere: a turn adds fewer blocks
 RECENT = 5             # a session's latest gaps kept for its context
 CONTEXT_PRIOR = 16.0   # the route's overall distribution weighs this many gaps in a context's estimate
 # A session's pace, as the median of its recent gaps over the shortest bound: at most these shares, or beyond.
@@ -89,6 +95,16 @@ class ReuseStats:
         """Estimated probability that a prefix written now is read again within `seconds`."""
         return self.rate() * self.soon(_bound(seconds))
 
+    def add(self, other: ReuseStats) -> None:
+        """Count `other`'s evidence in too."""
+        self.requests += other.requests
+        self.reuses += other.reuses
+        self.gap_sum += other.gap_sum
+        self.within = [a + b for a, b in zip(self.within, other.within, strict=True)]
+        for context, counts in other.contexts.items():
+            mine = self.contexts.setdefault(context, [0.0] * (1 + len(BOUNDS)))
+            self.contexts[context] = [a + b for a, b in zip(mine, counts, strict=True)]
+
     def note_session_gap(self, session: SessionGaps, gap: float) -> None:
         """A gap of a session whose gaps so far were `session`: count it in that context."""
         counts = self.contexts.setdefault(session.context(), [0.0] * (1 + len(BOUNDS)))
@@ -115,6 +131,23 @@ class SessionReturns:
         return self.stats.rate() * soon
 
 
+@dataclass(frozen=True)
+class Touch:
+    """An opportunity's latest use on any replica: its level, when, and (a conversation's) its session's gaps."""
+
+    level: str
+    at: float
+    gaps: tuple[float, ...] = ()
+
+
+class Sharing(Protocol):
+    """Where a route's replicas share their evidence (`reuse_shared.SharedRoute`)."""
+
+    def seen(self, keys: list[str]) -> dict[str, Touch]: ...
+    def touch(self, touches: dict[str, Touch]) -> None: ...
+    def counted(self, tracker: ReuseTracker) -> None: ...
+
+
 class ReuseTracker:
     """Open opportunities of one route and the per-level statistics they resolve into."""
 
@@ -122,6 +155,8 @@ class ReuseTracker:
         self.open: OrderedDict[str, tuple[str, float]] = OrderedDict()
         self.stats: dict[str, ReuseStats] = {}
         self.sessions: dict[str, SessionGaps] = {}   # open conversation opportunity -> its session's gaps
+        self.shared: Sharing | None = None           # other replicas' evidence, when they share it
+        self.unshared: dict[str, ReuseStats] = {}    # per level, what this replica counted since it last shared
 
     def session(self, key: str) -> SessionGaps:
         """The gaps so far of the session whose conversation opportunity is `key` (none known: a new one)."""
@@ -145,9 +180,12 @@ class ReuseTracker:
             latest = next((k for k in reversed(self.open) if self.open[k][0] == "static"), None)
             if latest is not None:
                 self.open[renamed] = self.open.pop(latest)
+        if self.shared is not None:
+            self._merge(self.shared.seen(list(dict.fromkeys([*candidates, *prefix_keys[-SHARED_RECENT:]]))))
         reused: list[tuple[int, str]] = []
         latest_gap: dict[str, float] = {}  # per level, the gap of the longest reused prefix
         session = SessionGaps()            # the gaps so far of the conversation this request continues
+        used: list[str] = []               # the opportunities this request touched (reused, then opened)
         # The few keys of this prefix that are open, found in C, in prefix order (a key is one block's
         # chained hash, so it appears once): an agent's request has a thousand blocks and a handful open.
         open_here = self.open.keys() & prefix_keys
@@ -167,30 +205,63 @@ class ReuseTracker:
             self.open[key] = (level, now)
             self.open.move_to_end(key)
             reused.append((index, level))
+            used.append(key)
         open_levels = {level for level, _ in self.open.values()}
         for level in set(candidates.values()):
             # A request is evidence about a level's reuse rate only if there was something to reuse.
             if level not in open_levels:
                 continue
-            stats = self.level(level)
-            stats.requests += 1
+            evidence = ReuseStats(requests=1)
             if level in latest_gap:
-                stats.reuses += 1
-                stats.gap_sum += latest_gap[level]
-                for i, bound in enumerate(BOUNDS):
-                    stats.within[i] += latest_gap[level] <= bound
+                gap = latest_gap[level]
+                evidence.reuses, evidence.gap_sum = 1, gap
+                evidence.within = [float(gap <= bound) for bound in BOUNDS]
                 if level == SESSION_LEVEL:
-                    stats.note_session_gap(session, latest_gap[level])
-                    session = session.then(latest_gap[level])
+                    evidence.note_session_gap(session, gap)
+                    session = session.then(gap)
+            self._count(level, evidence)
         for key, level in candidates.items():
             if key not in self.open:
                 self.open[key] = (level, now)
+                used.append(key)
             if level == SESSION_LEVEL and session.recent:
                 self.sessions[key] = session
+        if self.shared is not None:
+            self.shared.touch({key: Touch(*self.open[key], self.session(key).recent) for key in used})
         while len(self.open) > OPEN_LIMIT:
             gone, _ = self.open.popitem(last=False)
             self.sessions.pop(gone, None)
         return reused
+
+    def _merge(self, seen: dict[str, Touch]) -> None:
+        """Opportunities used on other replicas since this one last did: they were touched then, with those gaps."""
+        for key, touch in seen.items():
+            mine = self.open.get(key)
+            if mine is None or touch.at > mine[1]:
+                self.open[key] = (touch.level, touch.at)
+                if touch.gaps:
+                    self.sessions[key] = SessionGaps(touch.gaps[-RECENT:])
+                else:
+                    self.sessions.pop(key, None)
+
+    def _count(self, level: str, evidence: ReuseStats) -> None:
+        self.level(level).add(evidence)
+        if self.shared is not None:
+            self.unshared.setdefault(level, ReuseStats()).add(evidence)
+            self.shared.counted(self)
+
+    def take_unshared(self) -> dict[str, ReuseStats]:
+        """What this replica counted since it last shared, handed over to be shared (and counted here no more)."""
+        taken, self.unshared = self.unshared, {}
+        return taken
+
+    def shared_totals(self, totals: dict[str, ReuseStats]) -> None:
+        """Every replica's counts as Redis holds them: this replica's view is those plus what it has not shared yet."""
+        for level, stats in totals.items():
+            pending = self.unshared.get(level)
+            if pending is not None:
+                stats.add(pending)
+            self.stats[level] = stats
 
     def to_dict(self) -> dict:
         return {

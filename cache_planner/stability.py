@@ -24,6 +24,7 @@ from zlib import crc32
 
 from prefixgate.cache_planner.held import HeldEntries
 from prefixgate.cache_planner.reuse import ReuseTracker
+from prefixgate.cache_planner.reuse_shared import SharedReuse
 from prefixgate.cache_planner.variance import DYNAMIC_KINDS, Sites
 from prefixgate.reuse import memo, weigh
 
@@ -135,6 +136,7 @@ class RedisStore:
 
     Redis being unreachable is not the request's problem: the route plans from this replica's memory,
     Redis is left alone for `retry_s`, and the next publish after it answers again shares the state.
+    The value is one replica's view; what every replica sees of reuse is shared on its own (`reuse`).
     """
 
     def __init__(self, url: str, prefix: str = "prefixgate:route:", ttl_s: int = 86400, retry_s: float = 1.0) -> None:
@@ -145,6 +147,7 @@ class RedisStore:
         self._errors = (redis.RedisError, OSError)
         self._down_until = 0.0
         self.failures = 0
+        self.reuse = SharedReuse(self.client, self._errors, prefix, retry_s=retry_s)
 
     def load(self, route: str) -> RouteState | None:
         if time.monotonic() < self._down_until:
@@ -271,12 +274,19 @@ class PlannerState:
                 self.routes.move_to_end(name)
                 return state
         loaded = self.store.load(name) if self.store else None
+        # Replicas sharing a store share what they see of reuse (`reuse_shared`): from the route's counts on.
+        sharing: SharedReuse | None = getattr(self.store, "reuse", None)
         with self.lock:
+            found = self.routes.get(name)
             state = self.routes.setdefault(name, loaded or RouteState())
             while len(self.routes) > self.max_routes:
                 gone, _ = self.routes.popitem(last=False)
                 self._published.pop(gone, None)
-            return state
+        if found is None and sharing is not None:
+            share = sharing.route(name)
+            state.reuse.shared = share
+            sharing.pull(share.route, state.reuse)
+        return state
 
     def shared_explicit(self, route: str, key: str) -> tuple[str, float] | None:
         """An explicit cache another replica created for `route`'s prefix `key` (None without a shared store)."""

@@ -45,6 +45,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from functools import partial
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
@@ -70,7 +71,7 @@ from prefixgate.dialects import request_dialect
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import party_of
-from prefixgate.gateway.keepalive_shared import RECENT, Kept, Seen, SharedSessions, place
+from prefixgate.gateway.keepalive_shared import RECENT, Elsewhere, Kept, Seen, SharedSessions, place
 from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.ir import Conversation
 from prefixgate.ledger import LedgerRecord
@@ -202,14 +203,15 @@ class KeepAlive:
         self.statics: dict[tuple[str, str, str, str], Session] = {}
         self.body_bytes = 0
         self._restored: dict[str, float] = {}   # cap counters started from the ledger (without Redis): window end
-        # Per tenant and route: the idle gaps its sessions showed (tenants never share learned state).
-        self.gaps = GapBook(2 * MAX_ROUTES)     # two shapes per route: conversations and the static prefix
-        self.no_upgrade = RouteFlags(MAX_ROUTES)    # tenant/route where an upgrade was not read or was refused
-        self.no_prewarm = RouteFlags(MAX_ROUTES)    # tenant/route whose upstream refused a pre-warm
-        self._task: asyncio.Task | None = None
         # Replicas sharing Redis share each session's latest use and take turns refreshing it (`keepalive_shared`).
         redis_url = proxy.settings.redis_url
         self.shared = SharedSessions(redis_url, TIMEOUT_S + 5) if redis_url else None
+        # Per tenant and route: the idle gaps its sessions showed (tenants never share learned state; replicas
+        # sharing Redis add theirs up).
+        self.gaps = GapBook(2 * MAX_ROUTES, shared=self.shared is not None)   # conversations and the static prefix
+        self.no_upgrade = RouteFlags(MAX_ROUTES)    # tenant/route where an upgrade was not read or was refused
+        self.no_prewarm = RouteFlags(MAX_ROUTES)    # tenant/route whose upstream refused a pre-warm
+        self._task: asyncio.Task | None = None
         r = proxy.metrics.registry
         self.m_refreshes = Counter("prefixgate_keepalive_refreshes", "Keep-alive refreshes sent", ("route",), registry=r)
         self.m_bought = Counter("prefixgate_keepalive_bought_usd", "What keep-alive refreshes cost", ("route",), registry=r)
@@ -234,11 +236,16 @@ class KeepAlive:
 
     def looking(self, call: Call, prep: Prepared) -> None:
         """A request is going upstream: with replicas sharing Redis, ask (while it is out) what other replicas'
-        refreshes kept of the session it continues, so its record can be credited when it is answered."""
+        refreshes kept of the session it continues, so its record can be credited when it is answered, and when
+        that session and its static prefix were last used anywhere (the gaps its gap models learn)."""
         if self.shared is None or not call.route.keepalive.on:
             return
+        conv = prep.plan.conversation
+        keys, mark = conv.prefix_keys(), static_mark(conv)
+        static = place(*static_where(self._group(call, prep)[0], call.route.name, prep.key, keys[mark[0]])) \
+            if mark is not None else None
         call.kept_elsewhere = asyncio.get_running_loop().create_task(
-            self.shared.kept(self._places(call, prep, prep.plan.conversation.prefix_keys())))
+            self.shared.elsewhere(self._places(call, prep, keys), static))
 
     def _places(self, call: Call, prep: Prepared, keys: list[str]) -> list[str]:
         """The places in Redis of the request's latest prefix keys: asked while it is out, touched when it is
@@ -274,8 +281,8 @@ class KeepAlive:
                 log.info("keep-alive stops upgrading on route %s: a caller's next turn did not read its answer",
                          call.route.name)
         asked = call.kept_elsewhere
-        elsewhere = asked.result() if asked is not None and asked.done() and not asked.cancelled() \
-            and asked.exception() is None else None     # not answered yet: no credit (as without Redis)
+        found = _answer(asked) if asked is not None and asked.done() else Elsewhere()
+        elsewhere = found.kept      # not answered yet: no credit (as without Redis)
         if elsewhere is not None and (earlier is None or earlier.last_request < elsewhere.last_request) \
                 and now - elsewhere.last_request > elsewhere.written_ttl_s and usage.cache_read:
             # Another replica answered the session's latest turn and kept it: its saving is credited here.
@@ -283,7 +290,6 @@ class KeepAlive:
                            elsewhere.refreshes, now - elsewhere.last_request, call.route.name)
         ident = earlier.ident if earlier is not None else uuid.uuid4().hex[:16]
         turns = earlier.turns + 1 if earlier is not None else 1
-        self.gaps.observe(gap_route, "", ident, now, context=turn_context(turns))
         marks = prep.plan.conversation.checkpoints()
         cached, ttl = usage.cache_read + usage.cache_write, ttl_in_force(prep.plan.conversation, marks)
         price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
@@ -299,19 +305,43 @@ class KeepAlive:
             session.stopped = "nothing cached" if not cached or ttl is None else "unpriced"
         if price is not None:
             self._observe_static(session, prep, keys, marks, earlier is not None, rec)
-        if self.shared is not None:
-            static = self.statics.get(session.static)
-            longest = max(session.ttl_s, static.ttl_s if static is not None else 0.0)
-            self.shared.touch(self._places(call, prep, keys) + ([place(*session.static)] if session.static else []),
-                              now, longest)
+        static = self.statics.get(session.static)
+        places = (self._places(call, prep, keys) + ([place(*session.static)] if session.static else [])
+                  if self.shared is not None else [])
+        learn = partial(self._learn, session, earlier, static.anchor if static is not None else None, places,
+                        max(session.ttl_s, static.ttl_s if static is not None else 0.0))
+        if asked is None or asked.done():
+            learn(found)
+        else:   # the gaps it ended are learnt once Redis has said when its session was last used elsewhere
+            asked.add_done_callback(lambda task: learn(_answer(task)))
         self._keep(session)
         self._start()
+
+    def _learn(self, session: Session, earlier: Session | None, static_key: str | None, places: list[str],
+               longest_s: float, found: Elsewhere) -> None:
+        """The idle times a request ended, into its route's gap models: from its session's (and static prefix's)
+        latest request on any replica (`found`), else on this one; then, with replicas, the request's own use."""
+        now, since = session.last_request, None
+        latest = found.session
+        if (earlier.last_request if earlier is not None else 0.0) < latest.request < now:
+            # Another replica answered the session's latest turn: the gap runs from it, in its context.
+            session.turns = max(latest.turns, session.turns - 1) + 1
+            since = latest.request, turn_context(session.turns - 1)
+        self.gaps.observe(session.gap_route, "", session.ident, now, context=turn_context(session.turns), since=since)
+        if static_key is not None:
+            # A request that starts a session is the static prefix's return; one that continues a session ends its
+            # idle time censored.
+            other = found.static.request
+            self.gaps.observe(session.gap_route, "static", static_key, now,
+                              returned=earlier is None and since is None, since=(other, "") if 0 < other < now else None)
+        if self.shared is not None and places:
+            self.shared.touch(places, place(*session.group, session.anchor), now, longest_s, session.turns)
 
     def _observe_static(self, session: Session, prep: Prepared, keys: list[str], marks: list, continued: bool,
                         rec: LedgerRecord) -> None:
         """The static prefix's entry on its own (as in trace mode): every request of the route touches it, and it
-        serves the sessions that start, so a request that starts one is its return and one that continues a
-        session ends its idle time censored. While the route is quiet, its own refreshes keep it."""
+        serves the sessions that start (the gaps it shows are learnt in `_learn`). While the route is quiet, its own
+        refreshes keep it."""
         conv = prep.plan.conversation
         deepest = static_mark(conv)
         if deepest is None:
@@ -322,9 +352,8 @@ class KeepAlive:
             # Nothing of the conversation is marked (the deepest mark is the static prefix's): its entry is the
             # static prefix's, kept below, not twice.
             session.stopped = session.stopped or "static prefix only"
-        self.gaps.observe(session.gap_route, "static", key, now, returned=not continued)
-        credential = hashlib.sha256(session.credential.encode()).hexdigest()[:16] if session.credential else ""
-        where = (session.group[0], session.route.name, credential, key)
+        where = static_where(session.group[0], session.route.name, session.credential, key)
+        credential = where[2]
         session.static = where
         found = self.statics.get(where)
         if found is not None and not continued and found.refreshes and rec.usage.cache_read \
@@ -413,6 +442,8 @@ class KeepAlive:
     async def tick(self) -> int:
         """Plan new sessions' refreshes, then send every refresh due by the clock, one at a time (so each sees
         the caps the one before spent). Returns how many were sent."""
+        if self.shared is not None:
+            await self.shared.share_gaps(self.gaps, time.monotonic())     # before deciding on what they say
         for session in [s for s in self.sessions.values() if not s.planned and not s.stopped]:
             await self._plan(session)
         for session in [s for s in self.sessions.values() if s.touched_since and s.planned and not s.stopped]:
@@ -528,7 +559,8 @@ class KeepAlive:
                 return 0
             return await self._send(session)
         finally:
-            read = Seen(session.touched, session.last_request) if session.touched > before else None
+            read = Seen(session.touched, session.last_request, session.turns, session.level != "static") \
+                if session.touched > before else None
             await self.shared.release(where, token, read, session.ttl_s)
             if read is not None and session.level != "static":
                 p = session.price
@@ -834,6 +866,17 @@ class _Gauges(Collector):
                                     f"this replica hold by marking them again (at most {MAX_HELD} a route)",
                                     value=self.keepalive.proxy.planner_state.held_entries())
         return [sessions, held, off, anchors]
+
+
+def _answer(asked: asyncio.Task) -> Elsewhere:
+    """What a request's question to Redis (`KeepAlive.looking`) found; nothing where it was cancelled or failed."""
+    return asked.result() if not asked.cancelled() and asked.exception() is None else Elsewhere()
+
+
+def static_where(party: str, route: str, credential: str | None, key: str) -> tuple[str, str, str, str]:
+    """Where a static prefix's session is (`KeepAlive.statics`, and hashed, in Redis): the provider keeps one entry per
+    credential, named here by a hash of it."""
+    return party, route, hashlib.sha256(credential.encode()).hexdigest()[:16] if credential else "", key
 
 
 def _tokens_through(session: Session, body: dict) -> int:

@@ -13,10 +13,16 @@ idle gap paid and recorded twice). Here a session's latest use is shared, and a 
   send: a conversation continued elsewhere stops here (the replica that answered it keeps it), an entry refreshed
   elsewhere is taken as touched then and planned again;
 - a refresh leaves what it kept (`Kept`), and a request asks for it while it is upstream, so the turn that comes
-  back after the gap is credited with the saving on whichever replica it reaches.
+  back after the gap is credited with the saving on whichever replica it reaches;
+- in the same read, a request asks for its session's and its static prefix's latest use anywhere (`Elsewhere`):
+  the gap model learns the gap from the session's previous turn on whichever replica answered it (and how many
+  turns it has had), not from the turn this replica last saw (twice the real gap, with two replicas);
+- each replica's gap counts (`lifetime.GapModel`'s bins) are added to one hash per route and shape, and the totals
+  read back, by the keep-alive worker (`share_gaps`, each tick for a model that counted something, every
+  `REREAD_S` for the others): a replica just started decides on what the others learnt.
 
 Places are hashes (no tenant, key or credential in Redis) and every key expires (a touch after twice the entry's
-TTL, a lease after a refresh's timeout). While Redis does not answer, each replica decides on its own view (the
+TTL, a lease after a refresh's timeout, a route's gap counts after `GAPS_TTL_S` without a request). While Redis does not answer, each replica decides on its own view (the
 behaviour of a single replica) and says so in its log; without `redis_url` nothing here is used.
 """
 
@@ -31,11 +37,16 @@ from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
+from prefixgate.cache_planner.lifetime import MAX_WEIGHT, GapBook
+
 log = logging.getLogger("prefixgate.keepalive")
 
 TOUCH = "prefixgate:keepalive:touch:"
 LEASE = "prefixgate:keepalive:lease:"
 KEPT = "prefixgate:keepalive:kept:"
+GAPS = "prefixgate:keepalive:gaps:"
+GAPS_TTL_S = 86400
+REREAD_S = 10.0         # a model that counted nothing here reads the others' counts this often
 RECENT = 32             # prefix keys of a request touched: the turns since another replica's request fit in these
 MAX_PENDING = 1000      # touches on their way to Redis; past this a request's touch is dropped (as without Redis)
 _ERRORS = (RedisError, OSError)
@@ -59,13 +70,47 @@ return 1
 """
 
 
+# Add a replica's counts to the model's (ARGV: MAX_WEIGHT, expiry in ms, then name, count pairs), halve them all past
+# MAX_WEIGHT of returned and censored idle times (as a model alone does), and answer the totals.
+ADD_GAPS = """
+for i = 3, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[1], ARGV[i], ARGV[i + 1]) end
+local all = redis.call('HGETALL', KEYS[1])
+local weight = 0
+for i = 1, #all, 2 do
+  local kind = string.sub(all[i], 1, 2)
+  if kind == 'r|' or kind == 'c|' then weight = weight + tonumber(all[i + 1]) end
+end
+if weight > tonumber(ARGV[1]) then
+  for i = 1, #all, 2 do
+    all[i + 1] = tostring(tonumber(all[i + 1]) / 2)
+    redis.call('HSET', KEYS[1], all[i], all[i + 1])
+  end
+end
+if #all > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return all
+"""
+
+
 @dataclass(frozen=True)
 class Seen:
     """A place's latest use anywhere, by the gateways' clock: `touched` (a request or a refresh read it) and
-    `request` (the latest request that did). Zero: never seen, or Redis did not say."""
+    `request` (the latest request that did), `turns` (that request's session's requests so far) and `anchor` (the
+    place was that session's anchor: its deepest; a place another conversation with the same start touched is not).
+    Zero: never seen, or Redis did not say."""
 
     touched: float = 0.0
     request: float = 0.0
+    turns: int = 0
+    anchor: bool = False
+
+    @property
+    def value(self) -> str:
+        return f"{self.touched!r} {self.request!r} {self.turns}{' anchor' if self.anchor else ''}"
+
+    @classmethod
+    def of(cls, raw: bytes | str | None) -> Seen:
+        fields = [*(raw.decode() if isinstance(raw, bytes) else raw or "").split(" "), "", "", "", ""]
+        return cls(float(fields[0] or 0), float(fields[1] or 0), int(fields[2] or 0), fields[3] == "anchor")
 
 
 @dataclass(frozen=True)
@@ -80,6 +125,16 @@ class Kept:
     margin: str             # USD per million tokens a read saves over writing again (write price less read price)
 
 
+@dataclass(frozen=True)
+class Elsewhere:
+    """What a request asked of Redis while it was upstream: what refreshes kept of its session (None: nothing), its
+    session's latest use (its deepest place any request touched) and its static prefix's."""
+
+    kept: Kept | None = None
+    session: Seen = Seen()
+    static: Seen = Seen()
+
+
 def place(*parts: object) -> str:
     """A session's place in Redis: a hash of what identifies it (its group and prefix key, or its static key)."""
     return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()[:32]
@@ -92,22 +147,26 @@ class SharedSessions:
         self._redis = aioredis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
         self._claim = self._redis.register_script(CLAIM)
         self._release = self._redis.register_script(RELEASE)
+        self._add_gaps = self._redis.register_script(ADD_GAPS)
+        self._gaps_read: dict[tuple[str, str], float] = {}     # (route, shape) -> when its totals were last read
         self.lease_ms = int(lease_s * 1000)
         self._pending: set[asyncio.Task] = set()
         self._down = False
 
-    def touch(self, places: list[str], now: float, ttl_s: float) -> None:
-        """A request used these places at `now` (off the request path: never waits for Redis)."""
+    def touch(self, places: list[str], anchor: str, now: float, ttl_s: float, turns: int) -> None:
+        """A request, its session's `turns`-th anchored at `anchor`, used these places at `now` (off the request
+        path: never waits for Redis)."""
         if len(self._pending) >= MAX_PENDING:
             return
-        task = asyncio.get_running_loop().create_task(self._touch(places, f"{now!r} {now!r}", int(ttl_s * 2000)))
+        values = {p: Seen(now, now, turns, p == anchor).value for p in places}
+        task = asyncio.get_running_loop().create_task(self._touch(values, int(ttl_s * 2000)))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _touch(self, places: list[str], value: str, px: int) -> None:
+    async def _touch(self, values: dict[str, str], px: int) -> None:
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
-                for p in places:
+                for p, value in values.items():
                     pipe.set(TOUCH + p, value, px=max(1, px))
                 await pipe.execute()
             self._up()
@@ -126,14 +185,13 @@ class SharedSessions:
         self._up()
         if not taken:
             return None
-        touched, _, request = (seen.decode() if isinstance(seen, bytes) else seen or "").partition(" ")
-        return token, Seen(float(touched or 0), float(request or 0))
+        return token, Seen.of(seen)
 
     async def release(self, where: str, token: str, seen: Seen | None, ttl_s: float) -> None:
         """Give `where`'s lease back; `seen`: the place's use to record (a refresh read it)."""
         if not token:
             return
-        value = f"{seen.touched!r} {seen.request!r}" if seen is not None else ""
+        value = seen.value if seen is not None else ""
         try:
             await self._release(keys=[LEASE + where, TOUCH + where], args=[token, value, max(1, int(ttl_s * 2000)),
                                                                            repr(seen.touched if seen else 0.0)])
@@ -147,20 +205,52 @@ class SharedSessions:
         except _ERRORS as e:
             self._went_down(e)
 
-    async def kept(self, places: list[str]) -> Kept | None:
-        """What refreshes kept of the deepest of `places` (a request's prefix keys) that any replica kept."""
+    async def elsewhere(self, places: list[str], static: str | None) -> Elsewhere:
+        """What refreshes kept of the deepest of `places` (a request's prefix keys) that any replica kept, the latest
+        use of the deepest that was a session's anchor (the session this request continues), and of `static` (the
+        request's static prefix), in one read."""
+        touches = [TOUCH + p for p in (*places, *([static] if static else []))]
         try:
-            found = await self._redis.mget([KEPT + p for p in places]) if places else []
+            found = await self._redis.mget([*(KEPT + p for p in places), *touches]) if places else []
         except _ERRORS as e:
             self._went_down(e)
-            return None
-        deepest = next((v for v in reversed(found) if v), None)
-        return Kept(**json.loads(deepest)) if deepest else None
+            return Elsewhere()
+        kept, touched = found[:len(places)], found[len(places):]
+        deepest = next((v for v in reversed(kept) if v), None)
+        return Elsewhere(Kept(**json.loads(deepest)) if deepest else None,
+                         next((seen for v in reversed(touched[:len(places)]) if (seen := Seen.of(v)).anchor), Seen()),
+                         Seen.of(touched[len(places)] if static else None))
+
+    async def share_gaps(self, gaps: GapBook, now: float) -> None:
+        """Add what `gaps`' models counted to every replica's counts and read the totals back (`now`: monotonic)."""
+        due = [(key, model) for key, model in gaps.models() if model.unshared is not None and (
+               model.unshared or now - self._gaps_read.get(key, -REREAD_S) >= REREAD_S)]
+        if not due:
+            return
+        taken = [model.take_unshared() for _, model in due]
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for (key, _), counted in zip(due, taken, strict=True):
+                    await self._add_gaps(keys=[GAPS + place(*key)], client=pipe,
+                                         args=[MAX_WEIGHT, GAPS_TTL_S * 1000, *(x for pair in counted.items() for x in pair)])
+                totals = await pipe.execute()
+        except _ERRORS as e:
+            self._went_down(e)
+            for (_, model), counted in zip(due, taken, strict=True):    # shared at the next try
+                for name, n in counted.items():
+                    model.unshared[name] = model.unshared.get(name, 0.0) + n  # type: ignore[index]
+            return
+        self._up()
+        self._gaps_read = {key: read for key, read in self._gaps_read.items() if now - read < REREAD_S}
+        for (key, model), flat in zip(due, totals, strict=True):
+            self._gaps_read[key] = now
+            model.shared_totals({_text(flat[i]): float(flat[i + 1]) for i in range(0, len(flat), 2)})
 
     def _went_down(self, e: BaseException) -> None:
         if not self._down:
-            log.warning("keep-alive: redis unreachable (%s); each replica refreshes its own view of sessions until it "
-                        "answers (a session another replica used may be refreshed twice)", type(e).__name__)
+            log.warning("keep-alive: redis unreachable (%s); each replica refreshes its own view of sessions and learns "
+                        "gaps from its own requests until it answers (a session another replica used may be refreshed "
+                        "twice)", type(e).__name__)
         self._down = True
 
     def _up(self) -> None:
@@ -172,3 +262,7 @@ class SharedSessions:
         for task in list(self._pending):
             task.cancel()
         await self._redis.aclose()
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw

@@ -644,7 +644,9 @@ def keepalive_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_ur
 
         (app_a, ledger_a), (app_b, ledger_b) = replica("a"), replica("b")
         with ServerThread(app_a) as gw_a, ServerThread(app_b) as gw_b:
-            yield Stack(gw_a.url, mock.url, clock, ledger_a), Stack(gw_b.url, mock.url, clock, ledger_b)
+            a, b = Stack(gw_a.url, mock.url, clock, ledger_a), Stack(gw_b.url, mock.url, clock, ledger_b)
+            a.app, b.app = app_a, app_b
+            yield a, b
 
 
 def test_gateways_sharing_redis_share_the_caps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:

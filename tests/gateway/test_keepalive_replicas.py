@@ -5,17 +5,28 @@ entry the other replica's request had just read: a refresh that bought nothing),
 one idle gap cost two refreshes and two `keepalive` ledger rows. A session's latest activity is now shared through
 Redis and a refresh is sent under a short lease: one refresh per idle gap, from the replica that saw the latest turn.
 
+What the replicas learn of gaps is shared too. Each used to learn from the requests it answered, timing a gap from
+the turn *it* last saw: a conversation alternating between two replicas at 3-minute gaps showed each 6-minute gaps,
+so the planner wrote its later turns for an hour (Anthropic bills an hour's write at 2x the input price, 5 minutes'
+at 1.25x: an hour pays only for a turn not expected back within 5 minutes), and keep-alive judged an idle session
+likely back after 4 minutes and refreshed it.
+
 Prices and the mock's 5-minute entries are as in `test_keepalive_live` (Claude Sonnet 5.5, Anthropic's pages)."""
 
 from __future__ import annotations
 
 import asyncio
+import re
+import time
 from decimal import Decimal
 from pathlib import Path
 
+import anthropic
 import pytest
 import redis
 
+from prefixgate.cache_planner.lifetime import GAP_EDGES, GapBook, GapModel
+from prefixgate.cache_planner.reuse import BOUNDS
 from prefixgate.gateway.keepalive_shared import Seen, SharedSessions, place
 from tests.gateway.test_keepalive_live import (
     READ,
@@ -29,6 +40,7 @@ from tests.gateway.test_keepalive_live import (
 )
 
 IDLE_S = 280     # past the point where a refresh of a 5-minute entry pays, short of its expiry
+GAP_S = 180      # a user who answers within 3 minutes, every turn
 
 
 def replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str):
@@ -66,11 +78,12 @@ def test_one_idle_gap_costs_one_refresh_from_the_replica_that_answered_last(tmp_
         [refresh] = b.refreshes("chat")
         assert refresh["cache_read"] > 3000
     # What the replicas share expires: a touch after twice its entry's TTL (10 minutes here), a lease after a refresh's
-    # timeout plus 5 s; nothing is left for ever.
+    # timeout plus 5 s, the route's gap counts after a day; nothing is left for ever.
     shared = redis.Redis.from_url(redis_url)
     names = list(shared.scan_iter("prefixgate:keepalive:*"))
-    assert names and all(0 < shared.pttl(n) <= 600_000 for n in names if b":lease:" not in n)
+    assert names and all(0 < shared.pttl(n) <= 600_000 for n in names if b":lease:" not in n and b":gaps:" not in n)
     assert all(0 < shared.pttl(n) <= 65_000 for n in names if b":lease:" in n)
+    assert any(b":gaps:" in n for n in names) and all(0 < shared.pttl(n) <= 86_400_000 for n in names if b":gaps:" in n)
 
 
 def test_the_refresh_is_credited_where_the_sessions_next_turn_lands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -128,3 +141,97 @@ def test_with_redis_down_a_replica_refreshes_on_its_own_view() -> None:
             await shared.aclose()
 
     assert asyncio.run(run()) == ("", Seen(0.0, 0.0))
+
+
+def alternate(a: Stack, b: Stack, route: str, turns: int, tag: str) -> list[anthropic.types.Message]:
+    """`turns` turns of one conversation, `GAP_S` apart, answered by A, B, A, ... in turn: their answers."""
+    history: list[dict] = []
+    answers = []
+    for i in range(turns):
+        if i:
+            a.advance(GAP_S)
+        answers.append(turn((a, b)[i % 2].client(route), route, tag, history,
+                            "Review section 1." if i == 0 else section_2(f"{tag}-{i}")))
+    return answers
+
+
+def test_turns_alternating_between_replicas_are_written_for_5_minutes_as_on_one(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                                redis_url: str) -> None:
+    """Twelve turns 3 minutes apart, A, B, A, ...: each is back well within 5 minutes, so each turn's new part is
+    written for 5 minutes, as a single gateway writes it; none for an hour. Each replica's planner learnt 3-minute
+    gaps, not the 6 minutes since it last saw the conversation (with them it wrote turns 7 and 9-12 for an hour)."""
+    with keepalive_replicas(tmp_path, monkeypatch, redis_url, "plain", "off") as (a, b):
+        answers = alternate(a, b, "plain", 12, "alternating")
+        assert [m.usage.cache_creation.ephemeral_1h_input_tokens for m in answers] == [0] * 12
+        assert all(m.usage.cache_creation.ephemeral_5m_input_tokens > 3000 for m in answers)
+        assert all(m.usage.cache_read_input_tokens > 3000 for m in answers[1:])
+        for gw in (a, b):
+            learnt = [r.reuse.level("conversation") for r in gw.app.state.proxy.planner_state.routes.values()]
+            [conversation] = [stats for stats in learnt if stats.reuses]
+            assert conversation.within[BOUNDS.index(300.0)] == conversation.reuses >= 5     # all back within 5 min
+            assert abs(conversation.gap_sum / conversation.reuses - GAP_S) < 5
+    # Shared as hashes (no tenant or route in Redis), and expiring within a day.
+    shared = redis.Redis.from_url(redis_url)
+    names = list(shared.scan_iter("prefixgate:route:reuse:*"))
+    assert names and all(b"tenant" not in n and b"plain" not in n and 0 < shared.pttl(n) <= 86_400_000 for n in names)
+
+
+def test_an_idle_session_is_judged_on_the_gaps_it_showed_on_both_replicas(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         redis_url: str) -> None:
+    """Six turns 3 minutes apart, A, B, A, ..., then the conversation goes idle. Both replicas' gap models hold its
+    five 3-minute gaps (the route's counts are shared), and B, which answered the last turn, judges a session 4
+    minutes away unlikely back within the next 5 (it always came back within 3): it used to see 6-minute gaps on each
+    replica and put that at 0.66."""
+    with replicas(tmp_path, monkeypatch, redis_url) as (a, b):
+        alternate(a, b, "chat", 6, "idle")
+        idle(a, IDLE_S)
+        for gw in (a, b):
+            model = gw.app.state.proxy.keepalive.gaps.model("tenant:chat/chat", "")
+            assert model.returns == 5 and model.returned[GAP_EDGES.index(240)] == 5
+        # B's decision at 4.5 minutes idle, on its refresh's row if it sent one (a small chance may still pay a
+        # refresh of a few cents' entry), else on its session.
+        said = [r["explanation"][1] for r in b.refreshes("chat")] + [s.reason for s in b.app.state.proxy.keepalive.sessions.values()]
+        [back] = [float(re.search(r"away 4 min\)=([0-9.]+)", line)[1]) for line in said if "away 4 min" in line]
+        assert back <= 0.1
+        assert a.refreshes("chat") == []
+
+
+def test_a_replica_just_started_decides_on_the_gaps_the_others_learnt(redis_url: str) -> None:
+    """A's gap model saw a session come back every 3 minutes; B, just started, reads the route's counts at its first
+    tick and decides on them (the gaps are added up in Redis: its own would be added to A's)."""
+    async def run() -> GapModel:
+        a, b = SharedSessions(redis_url, lease_s=65), SharedSessions(redis_url, lease_s=65)
+        try:
+            learnt, fresh = GapBook(shared=True), GapBook(shared=True)
+            for i in range(5):
+                learnt.observe("tenant:chat/chat", "", "session", i * GAP_S)
+            await a.share_gaps(learnt, time.monotonic())
+            fresh.model("tenant:chat/chat", "")
+            await b.share_gaps(fresh, time.monotonic())
+            return fresh.model("tenant:chat/chat", "")
+        finally:
+            await a.aclose()
+            await b.aclose()
+
+    model = asyncio.run(run())
+    assert model.returns == 4 and model.returned[GAP_EDGES.index(GAP_S)] == 4 and not model.unshared
+
+
+def test_with_redis_down_a_replica_learns_gaps_on_its_own() -> None:
+    """Redis not answering: the model keeps what it counted (decides on it, as a single replica) and shares it later."""
+    async def run() -> GapModel:
+        shared = SharedSessions("redis://127.0.0.1:1", lease_s=65)
+        try:
+            gaps = GapBook(shared=True)
+            for i in range(3):
+                gaps.observe("tenant:chat/chat", "", "session", i * GAP_S)
+            await shared.share_gaps(gaps, time.monotonic())
+            return gaps.model("tenant:chat/chat", "")
+        finally:
+            await shared.aclose()
+
+    model = asyncio.run(run())
+    assert model.returns == 2 and model.returned[GAP_EDGES.index(GAP_S)] == 2
+    assert model.unshared == {f"r|{GAP_EDGES.index(GAP_S)}": 2.0, "n": 2.0}

@@ -1,0 +1,221 @@
+"""The reuse evidence gateway replicas share through Redis: when each opportunity was last used anywhere, and the
+route's counts.
+
+Behind a balancer that is not sticky a conversation's turns alternate between replicas. A replica learning only from
+the requests it answered would time each gap from the turn *it* last saw (twice the real gap with two replicas) and
+price its TTLs on those (an hour's premium where 5 minutes would do); one just started would know nothing. So:
+
+- each request *touches* the opportunities it opened or reused (`ReuseTracker.observe`): their level, when, and a
+  conversation's latest gaps. Before it is planned, a request reads (one MGET) the touches of its candidates and
+  its last `reuse.SHARED_RECENT` prefix keys (a turn adds fewer blocks, so the turn another replica answered is
+  among them): its gap runs from the latest use anywhere, in the context of that session's gaps;
+- what each replica counts (`ReuseStats`) is added to the route's hash in Redis, and the totals read back, at most
+  once per `every_s` a route, by a writer thread: nothing but the one read waits on Redis.
+
+Keys are hashes of the route and prefix key (no tenant, key or credential in Redis), and expire: a touch once a gap
+from it would say nothing (`reuse.BOUNDS[-1]`), a route's counts after a day without requests. While Redis does not
+answer, each replica learns from its own requests (the single-replica behaviour) and says so once in its log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import threading
+import time
+
+from prefixgate.cache_planner.reuse import BOUNDS, ReuseStats, ReuseTracker, Touch
+
+log = logging.getLogger("prefixgate.planner")
+
+TOUCH = "reuse:touch:"      # after the planner store's prefix ("prefixgate:route:"), as its other keys
+COUNTS = "reuse:counts:"
+COUNTS_TTL_S = 86400
+IDLE_EXIT_S = 5.0       # the writer thread ends after this long with nothing to write (the next write starts it)
+
+
+def _hash(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+class SharedReuse:
+    """Every route's shared evidence for one planner: `client` (redis-py, sync), its `errors`, its keys' `prefix`, one
+    writer thread."""
+
+    def __init__(self, client: object, errors: tuple[type[BaseException], ...], prefix: str, every_s: float = 1.0,
+                 retry_s: float = 1.0) -> None:
+        self.client, self.errors, self.every_s, self.retry_s = client, errors, every_s, retry_s
+        self.touches, self.counts = prefix + TOUCH, prefix + COUNTS
+        self._writes: queue.SimpleQueue[tuple[str, dict[str, Touch]]] = queue.SimpleQueue()
+        self._dirty: dict[str, ReuseTracker] = {}     # route -> its tracker, with counts not shared yet
+        self._synced: dict[str, float] = {}           # route -> when its counts were last shared (monotonic)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._down_until = 0.0
+        self._down = False
+
+    def route(self, name: str) -> SharedRoute:
+        return SharedRoute(self, _hash(name))
+
+    def pull(self, route: str, tracker: ReuseTracker) -> None:
+        """Read the route's counts now (a route this replica has just started planning)."""
+        if not self._resting():
+            try:
+                totals = self.client.hgetall(self.counts + route)  # type: ignore[attr-defined]
+            except self.errors as e:
+                self._went_down(e)
+                return
+            self._up()
+            # Counts shared less than a second ago may not be in yet, where the route's state the planner store
+            # loaded has them: the fuller of the two stands until this replica's next share reads the totals again.
+            known = tracker.stats
+            tracker.shared_totals({level: stats for level, stats in _totals(totals).items()
+                                   if level not in known or stats.requests >= known[level].requests})
+
+    # ---- the writer thread ------------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="prefixgate-reuse-share", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        quiet_since = time.monotonic()
+        while True:
+            touches: dict[str, Touch] = {}
+            try:
+                route, batch = self._writes.get(timeout=self.every_s / 4)
+                touches.update({_hash(route, k): t for k, t in batch.items()})
+                while not self._writes.empty():
+                    route, batch = self._writes.get_nowait()
+                    touches.update({_hash(route, k): t for k, t in batch.items()})
+            except queue.Empty:
+                pass
+            if touches:
+                self._send_touches(touches)
+            due = [r for r in list(self._dirty) if time.monotonic() - self._synced.get(r, 0.0) >= self.every_s]
+            for route in due:
+                self._share_counts(route)
+            if touches or due:
+                quiet_since = time.monotonic()
+            with self._lock:
+                if time.monotonic() - quiet_since > IDLE_EXIT_S and self._writes.empty() and not self._dirty:
+                    self._thread = None
+                    return
+
+    def _send_touches(self, touches: dict[str, Touch]) -> None:
+        if self._resting():
+            return
+        try:
+            pipe = self.client.pipeline(transaction=False)  # type: ignore[attr-defined]
+            for place, t in touches.items():
+                pipe.set(self.touches + place, f"{t.at!r} {t.level} {','.join(map(repr, t.gaps))}", px=int(BOUNDS[-1] * 1000))
+            pipe.execute()
+            self._up()
+        except self.errors as e:
+            self._went_down(e)
+
+    def _share_counts(self, route: str) -> None:
+        """Add what the route's tracker counted to the route's totals, and read the totals back."""
+        tracker = self._dirty.pop(route, None)
+        self._synced[route] = time.monotonic()
+        if tracker is None or self._resting():
+            return
+        taken = tracker.take_unshared()
+        try:
+            pipe = self.client.pipeline(transaction=False)  # type: ignore[attr-defined]
+            for level, stats in taken.items():
+                for name, value in _fields(level, stats).items():
+                    if value:
+                        pipe.hincrbyfloat(self.counts + route, name, value)
+            pipe.expire(self.counts + route, COUNTS_TTL_S)
+            pipe.hgetall(self.counts + route)
+            totals = pipe.execute()[-1]
+        except self.errors as e:
+            self._went_down(e)
+            for level, stats in taken.items():    # kept for the next try, and still counted here meanwhile
+                tracker.unshared.setdefault(level, ReuseStats()).add(stats)
+            return
+        self._up()
+        tracker.shared_totals(_totals(totals))
+
+    # ---- Redis not answering ------------------------------------------------------------------------------
+
+    def _resting(self) -> bool:
+        return time.monotonic() < self._down_until
+
+    def _went_down(self, e: BaseException) -> None:
+        self._down_until = time.monotonic() + self.retry_s
+        if not self._down:
+            log.warning("planner: redis unreachable (%s); each replica learns reuse gaps from its own requests until "
+                        "it answers (a conversation alternating between replicas shows each longer gaps)",
+                        type(e).__name__)
+        self._down = True
+
+    def _up(self) -> None:
+        if self._down:
+            log.warning("planner: redis answers again; replicas share reuse gaps")
+        self._down = False
+
+
+class SharedRoute:
+    """One route's share (`reuse.Sharing`): what its tracker asks and tells."""
+
+    def __init__(self, owner: SharedReuse, route: str) -> None:
+        self.owner, self.route = owner, route
+
+    def seen(self, keys: list[str]) -> dict[str, Touch]:
+        owner = self.owner
+        if not keys or owner._resting():
+            return {}
+        try:
+            found = owner.client.mget([owner.touches + _hash(self.route, k) for k in keys])  # type: ignore[attr-defined]
+        except owner.errors as e:
+            owner._went_down(e)
+            return {}
+        owner._up()
+        return {k: touch for k, raw in zip(keys, found, strict=True) if raw and (touch := _touch(raw)) is not None}
+
+    def touch(self, touches: dict[str, Touch]) -> None:
+        if touches:
+            self.owner._writes.put((self.route, touches))
+            self.owner._wake()
+
+    def counted(self, tracker: ReuseTracker) -> None:
+        self.owner._dirty[self.route] = tracker
+        self.owner._wake()
+
+
+def _touch(raw: bytes) -> Touch | None:
+    try:
+        at, level, gaps = raw.decode().split(" ")
+        return Touch(level, float(at), tuple(float(g) for g in gaps.split(",") if g))
+    except ValueError:
+        return None
+
+
+def _fields(level: str, stats: ReuseStats) -> dict[str, float]:
+    """A level's counts as the route hash's fields ('|' never occurs in a level or a context)."""
+    out = {f"{level}|requests": stats.requests, f"{level}|reuses": stats.reuses, f"{level}|gap_sum": stats.gap_sum}
+    out.update({f"{level}|within|{i}": n for i, n in enumerate(stats.within)})
+    for context, counts in stats.contexts.items():
+        out.update({f"{level}|context|{context}|{i}": n for i, n in enumerate(counts)})
+    return out
+
+
+def _totals(raw: dict) -> dict[str, ReuseStats]:
+    """The route hash's fields back as counts per level (a field this version does not know is left out)."""
+    totals: dict[str, ReuseStats] = {}
+    for name, value in raw.items():
+        level, _, rest = (name.decode() if isinstance(name, bytes) else name).partition("|")
+        stats = totals.setdefault(level, ReuseStats())
+        parts, n = rest.split("|"), float(value)
+        if parts[0] in ("requests", "reuses", "gap_sum") and len(parts) == 1:
+            setattr(stats, parts[0], n)
+        elif parts[0] == "within" and len(parts) == 2 and parts[1].isdigit() and int(parts[1]) < len(BOUNDS):
+            stats.within[int(parts[1])] = n
+        elif parts[0] == "context" and len(parts) == 3 and parts[2].isdigit() and int(parts[2]) <= len(BOUNDS):
+            stats.contexts.setdefault(parts[1], [0.0] * (1 + len(BOUNDS)))[int(parts[2])] = n
+    return totals
