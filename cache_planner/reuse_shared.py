@@ -24,6 +24,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 
 from prefixgate.cache_planner.reuse import BOUNDS, ReuseStats, ReuseTracker, Touch
 
@@ -41,18 +42,19 @@ def _hash(*parts: str) -> str:
 
 class SharedReuse:
     """Every route's shared evidence for one planner: `client` (redis-py, sync), its `errors`, its keys' `prefix`, one
-    writer thread."""
+    writer thread. `resting` and `went_down` are the planner store's: Redis left alone after a failure is left alone
+    by every call on a request's way (a frozen Redis then costs one timeout a retry period, not one per call)."""
 
-    def __init__(self, client: object, errors: tuple[type[BaseException], ...], prefix: str, every_s: float = 1.0,
-                 retry_s: float = 1.0) -> None:
-        self.client, self.errors, self.every_s, self.retry_s = client, errors, every_s, retry_s
+    def __init__(self, client: object, errors: tuple[type[BaseException], ...], prefix: str,
+                 resting: Callable[[], bool], went_down: Callable[[], None], every_s: float = 1.0) -> None:
+        self.client, self.errors, self.every_s = client, errors, every_s
+        self._resting, self._store_went_down = resting, went_down
         self.touches, self.counts = prefix + TOUCH, prefix + COUNTS
         self._writes: queue.SimpleQueue[tuple[str, dict[str, Touch]]] = queue.SimpleQueue()
         self._dirty: dict[str, ReuseTracker] = {}     # route -> its tracker, with counts not shared yet
         self._synced: dict[str, float] = {}           # route -> when its counts were last shared (monotonic)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._down_until = 0.0
         self._down = False
 
     def route(self, name: str) -> SharedRoute:
@@ -143,11 +145,8 @@ class SharedReuse:
 
     # ---- Redis not answering ------------------------------------------------------------------------------
 
-    def _resting(self) -> bool:
-        return time.monotonic() < self._down_until
-
     def _went_down(self, e: BaseException) -> None:
-        self._down_until = time.monotonic() + self.retry_s
+        self._store_went_down()
         if not self._down:
             log.warning("planner: redis unreachable (%s); each replica learns reuse gaps from its own requests until "
                         "it answers (a conversation alternating between replicas shows each longer gaps)",

@@ -147,7 +147,7 @@ class RedisStore:
         self._errors = (redis.RedisError, OSError)
         self._down_until = 0.0
         self.failures = 0
-        self.reuse = SharedReuse(self.client, self._errors, prefix, retry_s=retry_s)
+        self.reuse = SharedReuse(self.client, self._errors, prefix, self._resting, self._went_down)
 
     def load(self, route: str) -> RouteState | None:
         if time.monotonic() < self._down_until:
@@ -213,6 +213,9 @@ class RedisStore:
             pipe.execute()
         except self._errors:
             self._went_down()
+
+    def _resting(self) -> bool:
+        return time.monotonic() < self._down_until
 
     def _went_down(self) -> None:
         self.failures += 1
