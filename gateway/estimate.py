@@ -1,20 +1,30 @@
 """What a request may cost before (or without) the provider saying so: the estimate admission reserves
-against a budget, and the usage of a stream cut before its usage arrived."""
+against a budget, the output an uncapped request's hold pays for, and the usage of a stream cut before its usage
+arrived."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from decimal import Decimal
 
+from prefixgate.cost import MTOK, Price
 from prefixgate.ir import Conversation
 from prefixgate.usage import Usage, prompt_estimate
 from prefixgate.usage import cut_usage as cut_usage  # lives beside prompt_estimate, for the SDK wrapper too
 
 # Admission's estimate, before any tokenizer runs: the prompt from the body's size (`prompt_estimate`), and the
-# output reserved for a request that sets no output limit of its own. Such a request may
-# run to the model's own limit (translated into Claude it asks for it: dialects/output_limit.py, up to 128,000),
-# but reserving that (31x 4,096 per request) would refuse callers with most of their budget left; the
-# reservation is an estimate, and the request settles at what it really cost.
+# output of a request that sets no output limit of its own, where no budget binds it (a key with none), or where a
+# route's `max_request_usd` stands in for it, and what a hang-up before its answer is billed at.
 UNCAPPED_OUTPUT_TOKENS = 4096
+# A budgeted key's uncapped request may run to the model's own limit (translated into Claude it asks for it:
+# dialects/output_limit.py), so admission holds that worst case, or what the budget has left, and the request goes
+# upstream with an output limit its hold pays for (`output_bound`). Holding only an estimate and bounding the answer
+# near the budget's end would not keep the budget: N concurrent requests, each holding 4,096 tokens while each may
+# run to 128,000, spend up to N times what was held. The cost: fewer concurrent uncapped requests fit a small budget
+# at full length (later ones go bounded, and are refused once what is left pays for less than a minimal answer).
+MIN_OUTPUT_TOKENS = 16              # a minimal answer: the Responses API refuses a smaller max_output_tokens
+LONGEST_OUTPUT_TOKENS = 128_000     # a model the catalogue gives no limit (OpenAI's): as long as GPT-5.x answers
+BOUND_HEADER = "x-prefixgate-budget-bound"      # the output limit the key's budget set, where it set one
 
 
 def requested_output(params: dict) -> int | None:
@@ -29,3 +39,24 @@ def estimated_usage(conv: Conversation, raw: bytes) -> Usage:
     """What admission reserves for: the prompt (from the body's size) and the output the request may run to."""
     output = requested_output(conv.params)
     return replace(prompt_estimate(raw), output=UNCAPPED_OUTPUT_TOKENS if output is None else output)
+
+
+def _prompt_cost(prompt: Usage, price: Price) -> Decimal:
+    """The prompt at the dearest rate it may be billed at: the planner may mark it for a cache write (up to twice
+    the input price for an hour-long one)."""
+    return prompt.input_total * max([price.input, *price.cache_write.values()]) / MTOK
+
+
+def uncapped_costs(prompt: Usage, price: Price, limit: int) -> tuple[Decimal, Decimal | None]:
+    """(worst, least) an uncapped request costs: its prompt and `limit` output tokens, or a minimal answer (None
+    where output is free: no answer's length then needs bounding)."""
+    base = _prompt_cost(prompt, price)
+    least = base + MIN_OUTPUT_TOKENS * price.output / MTOK if price.output else None
+    return base + limit * price.output / MTOK, least
+
+
+def output_bound(held_usd: Decimal, prompt: Usage, price: Price, limit: int) -> int:
+    """The most output tokens `held_usd` pays for after the prompt, up to `limit` (the model's own)."""
+    if not price.output:
+        return limit
+    return max(0, min(limit, int((held_usd - _prompt_cost(prompt, price)) * MTOK / price.output)))

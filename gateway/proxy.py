@@ -26,9 +26,10 @@ from prefixgate.cache_planner.rewrite import system_text
 from prefixgate.clock import clock_for
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
-from prefixgate.cost import price_usage
+from prefixgate.cost import Price, price_usage
 from prefixgate.dialects import resent, wire_format
 from prefixgate.dialects.diagnosis import ProviderVerdict
+from prefixgate.dialects.output_limit import catalogued_limit, with_output_limit
 from prefixgate.dialects.translate import translate_body, translate_reply
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
@@ -38,7 +39,16 @@ from prefixgate.gateway.auth import Caller, party_of, upstream_credential
 from prefixgate.gateway.body_limits import BodyLimits
 from prefixgate.gateway.diagnostics import Ask, ProviderDiagnostics
 from prefixgate.gateway.error_response import error_response
-from prefixgate.gateway.estimate import estimated_usage
+from prefixgate.gateway.estimate import (
+    BOUND_HEADER,
+    LONGEST_OUTPUT_TOKENS,
+    MIN_OUTPUT_TOKENS,
+    UNCAPPED_OUTPUT_TOKENS,
+    estimated_usage,
+    output_bound,
+    requested_output,
+    uncapped_costs,
+)
 from prefixgate.gateway.explicit_caches import ExplicitCaches
 from prefixgate.gateway.file_quota import FileQuota
 from prefixgate.gateway.files_gone import forget_named_gone, may_name_a_gone_file
@@ -78,7 +88,7 @@ from prefixgate.policies import (
     pick_replica,
     retry_condition,
 )
-from prefixgate.policies.limits import Reservation, spend_counter
+from prefixgate.policies.limits import NANO, Reservation, spend_counter
 from prefixgate.policies.router import caller_checkpoints_for, priority_for
 from prefixgate.policies.schema import ENGINE_PRIORITY, PERIODS
 from prefixgate.policies.service_tiers import apply_tier, takes_tiers
@@ -115,6 +125,7 @@ class Call:
     provider_verdict: ProviderVerdict | None = None   # why the provider says its cache missed (diagnostics.py)
     held: Reservation = Reservation()   # what admission reserved against the key's budget
     estimate: Usage = Usage()           # the request's tokens as admission estimated them (prompt + max output)
+    uncapped: bool = False              # its output limit is the one its budget hold pays for (estimate.py)
     prepared: Prepared | None = None    # the target the request went to, once chosen
     # An attempt is out (or ended in a way the upstream may have worked through: a timeout); False once the latest
     # was refused (429, 5xx, unreachable): a caller who hangs up in the backoff after a refusal cost nothing upstream.
@@ -144,6 +155,7 @@ class Prepared:
     trace_body: str = ""                # the unplanned body, kept when the ledger keeps bodies
     ask: Ask = field(default_factory=Ask)   # the provider diagnostics this request carries (diagnostics.py)
     retires: str = ""                   # the model's retirement, for the lifecycle header (gateway/lifecycle.py)
+    bound: int | None = None            # the output limit the key's budget set (BOUND_HEADER), where it set one
 
     @property
     def price_rows(self) -> str:
@@ -239,17 +251,27 @@ class Proxy:
 
     # ---- the request path ---------------------------------------------------------------------
 
-    async def admit(self, call: Call, ref: TargetRef | None = None) -> None:
+    async def admit(self, call: Call, ref: TargetRef | None = None, bounds_output: bool = False) -> None:
         """The one admission check for everything that costs money: the key's rate limits, and its budget
-        with this request's estimated cost reserved (`ref`: the target that prices it, the route's first)."""
+        with this request's estimated cost reserved (`ref`: the target that prices it, the route's first). A request
+        that sets no output limit, where `bounds_output` (prepare() can set one), holds its worst case, or what the
+        budget has left: prepare() sends it with the output limit that pays for."""
         key = call.caller.key
         if key is None:
             return
-        estimate = Decimal(0)
+        estimate, least = Decimal(0), None
         if key.budget is not None:
             call.estimate = estimated_usage(call.conv, call.raw)
-            estimate = self.estimated_cost(call, ref or call.route.targets[0], call.estimate)
-        call.held = await self.limits.admit(key, estimate)
+            ref = ref or call.route.targets[0]
+            estimate = self.estimated_cost(call, ref, call.estimate)
+            call.uncapped = (bounds_output and call.route.max_request_usd is None
+                             and requested_output(call.conv.params) is None)
+            if call.uncapped:
+                price, limit = self._priced(call, self.policy.upstreams[ref.upstreams[0]], ref.model or call.conv.model
+                                            or "", call.estimate)
+                estimate, least = uncapped_costs(call.estimate, price, limit)
+                call.uncapped = least is not None       # a free answer needs no bound
+        call.held = await self.limits.admit(key, estimate, least)
 
     async def admit_state(self, caller: Caller, raw: bytes, dialect: str) -> None:
         """Admission for a call that creates or extends billed provider state (an explicit cache, its TTL): the
@@ -269,16 +291,22 @@ class Proxy:
         model the table lacks); a model with neither cannot be budgeted and is refused."""
         if call.route.max_request_usd is not None:
             return Decimal(str(call.route.max_request_usd))
-        upstream = self.policy.upstreams[ref.upstreams[0]]
-        model = ref.model or call.conv.model or ""
-        wire = wire_format(upstream.dialect_for(call.dialect, model))
-        price = self.accounts.price(upstream.price_provider(wire), upstream, model, usage, call.route.price)
+        return price_usage(usage, self._priced(call, self.policy.upstreams[ref.upstreams[0]],
+                                               ref.model or call.conv.model or "", usage)[0]).total
+
+    def _priced(self, call: Call, upstream: Upstream, model: str, usage: Usage) -> tuple[Price, int]:
+        """The price of `usage` of `model` at `upstream`, and how many output tokens the model answers with at most
+        (the catalogue's limit, else LONGEST_OUTPUT_TOKENS); a model with no price cannot be budgeted (a 400)."""
+        rows = upstream.price_provider(wire_format(upstream.dialect_for(call.dialect, model)))
+        limit = catalogued_limit(rows, upstream.base_model(model), self.catalog) or LONGEST_OUTPUT_TOKENS
+        price = self.accounts.price(rows, upstream, model, replace(usage, output=limit) if call.uncapped else usage,
+                                    call.route.price)
         if price is None:
             raise RequestError(f"model {model!r} has no known price, so key {call.caller.key.name!r} cannot spend its "  # type: ignore[union-attr]
                                f"budget on it: the operator can declare one on route {call.route.name!r} "
                                "(price: {input, output}, USD per million tokens) or cap it (max_request_usd)",
                                field="model", status=400, kind="invalid_request")
-        return price_usage(usage, price).total
+        return price, limit
 
     async def restore_budgets(self) -> None:
         """Without Redis the counters start empty: each budgeted key starts from what the ledger says it spent
@@ -304,7 +332,7 @@ class Proxy:
 
     async def _handle(self, call: Call) -> Response:
         await self.check_chain(call)
-        await self.admit(call)
+        await self.admit(call, bounds_output=True)
         call.response_cache = await self.response_cache.lookup(call, lambda ref: self.retirement(call, ref))
         if call.response_cache is not None and call.response_cache.state == "hit":
             return self.response_cache.replay(self.accounts, call, call.response_cache)
@@ -459,7 +487,7 @@ class Proxy:
         key = upstream_credential(upstream, call.caller, call.dialect)
         wire = wire_format(upstream.dialect_for(call.dialect, model))
         request_url(upstream, wire, model, call.conv.stream)    # a model its URL cannot carry: refused here (400)
-        planned = wire.at_upstream(the_plan.conversation, upstream.url)
+        planned, bound = self._bounded(call, upstream, wire, model, wire.at_upstream(the_plan.conversation, upstream.url))
         params = planned.params
         billable = wire.billable(planned)
         salted = upstream.self_hosted and self.settings.tenant_cache_isolation and party is not None
@@ -492,7 +520,26 @@ class Proxy:
         if upstream is not first:   # a replica of another kind (replicas share a format, not always a kind)
             planner = upstream.planner_provider(wire, model)
         return Prepared(upstream, wire, model, the_plan, body, key, call.conv.stream, planner, trace_body=sent_as,
-                        ask=ask, retires=retires)
+                        ask=ask, retires=retires, bound=bound)
+
+    def _bounded(self, call: Call, upstream: Upstream, wire: WireFormat, model: str, planned: Conversation
+                 ) -> tuple[Conversation, int | None]:
+        """`planned` with the output limit the key's budget hold pays for at `upstream`'s price, where that is under
+        the model's own (noted), and that limit; as it was otherwise, and None. Refused where the hold pays for no
+        minimal answer there (a dearer fallback)."""
+        if not call.uncapped:
+            return planned, None
+        price, limit = self._priced(call, upstream, model, call.estimate)
+        bound = output_bound(Decimal(call.held.nano) / NANO, call.estimate, price, limit)
+        if bound >= limit:
+            return planned, None
+        if bound < MIN_OUTPUT_TOKENS:
+            raise RequestError(f"what key {call.caller.key.name!r}'s budget has left pays for no answer from {model}",  # type: ignore[union-attr]
+                               status=429, kind="quota")
+        call.estimate = replace(call.estimate, output=min(bound, UNCAPPED_OUTPUT_TOKENS))
+        call.notes.append(f"budget: output limit {bound} (all that the budget left to key "  # type: ignore[union-attr]
+                          f"{call.caller.key.name!r} pays for; {model}'s own is {limit})")
+        return replace(planned, params=with_output_limit(wire.name, planned.params, bound)), bound
 
     def _planner_route(self, call: Call, conv: Conversation, first: Upstream) -> str:
         """Tenants never share learned state; within one, the caller's route header, else the prompt's shape."""
@@ -627,6 +674,8 @@ class Proxy:
         }
         if prep.retires:
             out[lifecycle.HEADER] = prep.retires
+        if prep.bound is not None:
+            out[BOUND_HEADER] = str(prep.bound)
         if call.response_cache is not None:
             out[HEADER] = call.response_cache.state
         if rec.status == 200 and not prep.stream:

@@ -28,7 +28,7 @@ from prefixgate.dialects.sse import SSE_FRAMING, FramingError
 from prefixgate.errors import RequestError
 from prefixgate.gateway.accounting import CLIENT_CLOSED, UNREADABLE, UNREADABLE_USAGE, Accounting
 from prefixgate.gateway.diagnostics import ProviderDiagnostics
-from prefixgate.gateway.estimate import cut_usage
+from prefixgate.gateway.estimate import BOUND_HEADER, cut_usage
 from prefixgate.gateway.in_flight import Slot
 from prefixgate.gateway.keepalive import collects_replies
 from prefixgate.gateway.response_cache import HEADER as RESPONSE_CACHE_HEADER
@@ -228,6 +228,8 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                "x-prefixgate-plan": prep.plan.summary}
     if call.response_cache is not None:
         headers[RESPONSE_CACHE_HEADER] = call.response_cache.state
+    if prep.bound is not None:
+        headers[BOUND_HEADER] = str(prep.bound)
     if call.json_array:
         return DisconnectAwareStream(json_array(body()), 200, headers, media_type="application/json",
                                      background=BackgroundTask(after), let_go=let_go)

@@ -15,8 +15,13 @@ limit reaches Gemini cut to the model's own, since no answer there can run longe
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prefixgate.dialects.neutral import Chat
 from prefixgate.dialects.sampling import claude_id
+
+if TYPE_CHECKING:
+    from prefixgate.providers.rules import Catalog
 
 FALLBACK_MAX_TOKENS = 4096
 
@@ -62,3 +67,36 @@ def within_gemini_limit(chat: Chat, model: str) -> int | None:
         return chat.max_tokens
     chat.notes.append(f"max_tokens {chat.max_tokens} -> maxOutputTokens {limit} ({model}'s output limit)")
     return limit
+
+
+def catalogued_limit(rows: str, model: str, catalog: Catalog | None = None) -> int:
+    """The most output tokens `model` answers with, from `rows`' catalogue rows (a Claude model on any platform by its
+    Claude id); 0 if the catalogue does not say (the packaged one carries Claude's and Gemini's, not OpenAI's)."""
+    from prefixgate.providers.pricing import UnknownModel, resolve_model
+    from prefixgate.providers.rules import default_catalog
+
+    catalog = catalog or default_catalog()
+    claude = catalog.names("anthropic").get(claude_id(model))
+    if claude is not None and claude.max_output_tokens:
+        return claude.max_output_tokens
+    try:
+        return resolve_model(rows, model, catalog).max_output_tokens
+    except UnknownModel:
+        return 0
+
+
+# Where a request of each format carries its output limit at the top level; the others nest it.
+TOP_LEVEL_LIMIT = {"openai": "max_completion_tokens", "responses": "max_output_tokens", "anthropic": "max_tokens",
+                   "vertex_anthropic": "max_tokens", "bedrock_invoke": "max_tokens"}
+
+
+def with_output_limit(fmt: str, params: dict, tokens: int) -> dict:
+    """`params` (a request of format `fmt`, less its prompt) with the output limit `tokens`, in that format's own field
+    (Gemini's generation config keeps the spelling the body uses: camelCase or snake_case)."""
+    if fmt in TOP_LEVEL_LIMIT:
+        return {**params, TOP_LEVEL_LIMIT[fmt]: tokens}
+    if fmt == "bedrock_converse":
+        return {**params, "inferenceConfig": {**(params.get("inferenceConfig") or {}), "maxTokens": tokens}}
+    snake = fmt == "interactions" or "generation_config" in params
+    config = "generation_config" if snake else "generationConfig"
+    return {**params, config: {**(params.get(config) or {}), "max_output_tokens" if snake else "maxOutputTokens": tokens}}
