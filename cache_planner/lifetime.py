@@ -163,12 +163,13 @@ class GapModel(_Survival):
             self._end(self._context_of.pop(gone, ""), False, max(now - touched, 0.0))
         return gap
 
-    def close(self, session: str, now: float) -> None:
-        """`session` will not come back (deleted, compacted away): censor it at its idle time."""
+    def close(self, session: str, now: float, counted: bool = True) -> None:
+        """`session` will not come back (deleted, compacted away): censor it at its idle time. `counted=False`: it
+        came back elsewhere (another replica answered it and counts that return), so this idle time is no evidence."""
         last = self.open.pop(session, None)
         context = self._context_of.pop(session, "")
         self._version += 1
-        if last is not None:
+        if last is not None and counted:
             self._end(context, False, max(now - last, 0.0))
 
     def _end(self, context: str, returned: bool, seconds: float) -> None:

@@ -550,7 +550,9 @@ class KeepAlive:
             if self.sessions.get(session.slot) is not session:
                 return 0    # a request continued it while the lease was taken
             if seen.request > session.last_request and session.level != "static":
-                return self._stop(session, "continued elsewhere")     # the replica that answered it keeps it now
+                # The replica that answered it keeps it now, and counts its return: here it is no longer away.
+                self.gaps.model(session.gap_route, "").close(session.ident, self.clock(), counted=False)
+                return self._stop(session, "continued elsewhere")
             if seen.touched > session.touched:
                 # Used elsewhere since this replica last looked (a request, or a refresh of the same entry): the
                 # entry lives from then; when to refresh it is asked again.
