@@ -19,7 +19,7 @@ from prefixgate.cache_planner.detectors import volatile_spans
 from prefixgate.compact_json import compact
 from prefixgate.cost import Cost, Price, cost_note, ledger_fields, price_usage
 from prefixgate.gateway.estimate import cut_usage, estimated_usage
-from prefixgate.gateway.file_quota import FILE_TTL_S, FileQuota
+from prefixgate.gateway.file_quota import FileQuota
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.ownership import principal
@@ -29,6 +29,8 @@ from prefixgate.gateway.response_cache import ResponseCache
 from prefixgate.gateway.sticky import Sticky, flip_fields
 from prefixgate.gateway.stored_ids import StoredIds
 from prefixgate.gateway.tracing import Tracing
+from prefixgate.gateway.upstream import UpstreamClient
+from prefixgate.gateway.written_files import WrittenFiles
 from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
 from prefixgate.policies import Limits, Upstream
 from prefixgate.policies.limits import Reservation
@@ -51,7 +53,8 @@ UNREADABLE_USAGE = "usage: the answer reports usage the gateway cannot read; tok
 
 class Accounting:
     def __init__(self, ledger: Ledger, metrics: Metrics, limits: Limits, catalog: Catalog, tracing: Tracing | None,
-                 response_cache: ResponseCache, stored_ids: StoredIds, sticky: Sticky, file_quota: FileQuota) -> None:
+                 response_cache: ResponseCache, stored_ids: StoredIds, sticky: Sticky, file_quota: FileQuota,
+                 upstream: UpstreamClient) -> None:
         self.ledger = ledger
         self.metrics = metrics
         self.limits = limits
@@ -60,8 +63,8 @@ class Accounting:
         self.response_cache = response_cache
         self.stored_ids = stored_ids
         self.sticky = sticky    # balanced routes: each answer pins its prefix, and a flip is on its record
-        self.file_quota = file_quota
-        self._counting: set[asyncio.Task] = set()
+        # Files code execution wrote: counted toward the tenant's uploads quota, their size asked of `upstream`.
+        self.written = WrittenFiles(file_quota, upstream)
         # Called with each answered caller request's record before the ledger has it (keep-alive: it may credit
         # the record with what its refreshes saved).
         self.observers: list[Callable[[Call, LedgerRecord], None]] = []
@@ -183,14 +186,12 @@ class Accounting:
         """What an answer (or one streamed event) created that a later request may name: the caller's tenant's."""
         owner = principal(call.caller.key)
         # Where it lives: a written file is downloaded from the account that ran the code (another's is a 404).
-        home = call.prepared.upstream.name if call.prepared is not None else None
+        home = call.prepared.upstream if call.prepared is not None else None
         if owner is not None:
             for kind, ident in created_ids(body):
-                self.stored_ids.record(kind, ident, owner, home=home)
+                self.stored_ids.record(kind, ident, owner, home=home.name if home is not None else None)
                 if kind == FILE:    # code execution wrote it: in the organisation's storage, as an upload is
-                    task = asyncio.get_running_loop().create_task(self.file_quota.add(owner, ident, 0, FILE_TTL_S))
-                    self._counting.add(task)
-                    task.add_done_callback(self._counting.discard)
+                    self.written.count(owner, ident, home, call.caller)
 
     async def finish(self, call: Call, rec: LedgerRecord) -> None:
         """After the answer is sent: swap the budget reservation for what the request cost (whatever its

@@ -30,6 +30,7 @@ from prefixgate.gateway import (
     endpoints_models,
     endpoints_openai,
     endpoints_responses,
+    endpoints_uploads,
     endpoints_vertex,
 )
 from prefixgate.gateway.collector import collect_less
@@ -95,7 +96,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     app.state.policy = policy
     for module in (endpoints_models, endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_interactions,
                    endpoints_gemini, endpoints_vertex, endpoints_bedrock, endpoints_files,
-                   endpoints_gemini_files):
+                   endpoints_gemini_files, endpoints_uploads):
         app.include_router(module.router)
     app.include_router(dashboard.router)
 

@@ -29,7 +29,7 @@ from prefixgate.gateway.accounting import CLIENT_CLOSED
 from prefixgate.gateway.auth import Caller, authenticate, upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.file_quota import file_size
-from prefixgate.gateway.files_list import MAX_LIST_PAGES, opened_at, sealed_at, uncursored
+from prefixgate.gateway.files_list import MAX_LIST_PAGES, listed_to, opened_at, sealed_at, uncursored
 from prefixgate.gateway.files_upstream import (
     UPLOAD_ANSWER_S,
     file_home,
@@ -177,7 +177,7 @@ async def list_files(request: Request, *, version: str) -> Response:
         resp = await _send(proxy, caller, accounts[at], "GET", f"/{version}/files", query or [])
         page = json_object(resp.body)
         items = [f for f in page.get("files") or () if isinstance(f, dict)]
-        kept += await proxy.stored_ids.only_own(FILE, items, lambda f: str(f.get("name", "")), owner)
+        kept += await listed_to(proxy, caller, items, lambda f: str(f.get("name", "")))
         token = page.get("nextPageToken")
         query = [*uncursored(query or []), ("pageToken", str(token))] if token else None
         if query is None and at + 1 < len(accounts):

@@ -6,11 +6,12 @@ A file counts from the provider's answer to its upload (its size as the provider
 through the gateway, expires (its `expires_at`, Gemini's 48 hours), or is found deleted at the provider
 (`files_upstream.forget_if_gone`: its 404 to a call for the file through the gateway; `files_gone`: a model
 request's refusal naming it). A file Claude's code
-execution wrote in the tenant's answer is in the same storage and counts too, from that answer (`Accounting.
-created`): toward `max_files` only, since the answer names its id and not its size. An upload is refused before a byte is
-sent when the party's files would pass the count, or its stored bytes and the upload's length the size (a
+execution wrote in the tenant's answer is in the same storage and counts too, from that answer
+(`written_files`): 0 bytes until the provider's metadata gives its size (`adjust`). An upload is refused before a
+byte is sent when the party's files would pass the count, or its stored bytes and the upload's length the size (a
 chunked body is measured as it is spooled, before it is sent). An upload in flight holds its length and one
-file until it ends, so uploads started at once on any replicas are counted against one another.
+file until it ends, so uploads started at once on any replicas are counted against one another (an OpenAI
+Upload's declared `bytes` from its create until it is completed, cancelled or expires: `upload_hold`).
 
 Kept in the ledger's SQLite file and, with `redis_url`, in Redis (one hash and one expiry index per party,
 changed by scripts so replicas agree); while Redis does not answer this replica counts from its own file.
@@ -72,6 +73,17 @@ if b then
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 """
+# ARGV: file id, bytes to add (negative: to take off, down to 0). Only a file still counted; answers the change made.
+_ADJUST = f"""
+local b = redis.call('HGET', KEYS[1], ARGV[1])
+if not b then
+  return 0
+end
+local changed = math.max(0, tonumber(b) + tonumber(ARGV[2])) - tonumber(b)
+redis.call('HINCRBY', KEYS[1], ARGV[1], changed)
+redis.call('HINCRBY', KEYS[1], '{BYTES}', changed)
+return changed
+"""
 
 
 class Stored(NamedTuple):
@@ -96,6 +108,7 @@ class FileQuota:
             self._usage = self._redis.register_script(_USAGE)
             self._add = self._redis.register_script(_ADD)
             self._remove = self._redis.register_script(_REMOVE)
+            self._adjust = self._redis.register_script(_ADJUST)
 
     async def stored(self, owner: str) -> Stored:
         """What `owner` stores now (expired files not counted)."""
@@ -136,11 +149,13 @@ class FileQuota:
             await self.remove(owner, hold)
 
     async def add(self, owner: str | None, ident: str, size: int, ttl_s: float) -> None:
+        """`ident` counted as `size` bytes for `ttl_s` (added again: its expiry moves, its size stays: `adjust`)."""
         if owner is None:
             return
         expires = self._clock() + ttl_s
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO stored_files VALUES (?, ?, ?, ?)", (owner, ident, size, expires))
+            self._db.execute("INSERT INTO stored_files VALUES (?, ?, ?, ?) ON CONFLICT (owner, id) DO UPDATE SET "
+                             "expires = excluded.expires", (owner, ident, size, expires))
         if self._redis is not None:
             try:
                 await self._add(keys=self._keys(owner), args=[ident, size, expires])
@@ -158,6 +173,22 @@ class FileQuota:
             except _REDIS_ERRORS:
                 pass
 
+    async def adjust(self, owner: str | None, ident: str, by: int) -> int:
+        """`by` bytes more (or fewer, down to 0) for a counted file or hold; the change made (0 once it no longer
+        counts): a written file's size once learnt, an Upload's declared bytes as its Parts arrive."""
+        if owner is None:
+            return 0
+        with self._lock:
+            row = self._db.execute("SELECT bytes FROM stored_files WHERE owner = ? AND id = ?", (owner, ident)).fetchone()
+            changed = max(0, row[0] + by) - row[0] if row else 0
+            self._db.execute("UPDATE stored_files SET bytes = bytes + ? WHERE owner = ? AND id = ?", (changed, owner, ident))
+        if self._redis is not None:
+            try:
+                return int(await self._adjust(keys=self._keys(owner), args=[ident, by]))
+            except _REDIS_ERRORS:
+                pass
+        return changed
+
     async def aclose(self) -> None:
         with self._lock:
             self._db.close()
@@ -166,6 +197,11 @@ class FileQuota:
 
     def _keys(self, owner: str) -> list[str]:
         return [f"{PREFIX}{owner}", f"{PREFIX}{owner}:expires"]
+
+
+def upload_hold(upload_id: str) -> str:
+    """What an OpenAI Upload in flight is counted under, from its create until it is completed, cancelled or expires."""
+    return HELD + upload_id
 
 
 def _refused(why: str) -> RequestError:

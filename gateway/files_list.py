@@ -1,6 +1,6 @@
 """`GET /v1/files` (OpenAI's and Anthropic's list; Gemini's pages the same way, `endpoints_gemini_files`) across
 every account the key's routes reach: each account's files in turn (in policy order; within one account, the
-order asked), filtered to the caller's tenant's.
+order asked), filtered to the caller's tenant's and those the operator granted its key (`provider_ids`).
 
 An upload lands in the first account (`files_upstream`), but a tenant's files may live in several: a key whose
 routes reach two OpenAI accounts, or a file uploaded through another key of the tenant. A page is the tenant's
@@ -16,6 +16,7 @@ account only. An open gateway with one account gets that account's page as the p
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from urllib.parse import urlencode
 
 from starlette.requests import Request
@@ -24,7 +25,7 @@ from starlette.responses import Response
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import anthropic
 from prefixgate.errors import RequestError
-from prefixgate.gateway.auth import authenticate
+from prefixgate.gateway.auth import Caller, authenticate
 from prefixgate.gateway.files_upstream import files_upstreams, json_object, opened_cursor, sealed_cursor, send
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import FILE
@@ -53,7 +54,7 @@ async def listed(request: Request, dialect: str) -> Response:
         resp = await send(proxy, request, caller, dialect, accounts[at], "GET", "/files", urlencode(query or []), b"")
         page = json_object(resp.body)
         items = [i for i in page.get("data") or () if isinstance(i, dict)]
-        kept += await proxy.stored_ids.only_own(FILE, items, lambda f: str(f.get("id", "")), owner)
+        kept += await listed_to(proxy, caller, items, lambda f: str(f.get("id", "")))
         query = _next_query(query or [], page, items, dialect)
         if query is None and not backwards and at + 1 < len(accounts):
             at, query = at + 1, uncursored(asked)     # this account is done: the next one's first page
@@ -66,6 +67,14 @@ async def listed(request: Request, dialect: str) -> Response:
     if "next_page" in page or dialect == anthropic.WIRE.name:
         page["next_page"] = sealed_at(proxy, accounts[at], query) if query is not None else None
     return Response(compact_bytes(page), resp.status, resp.headers, media_type="application/json")
+
+
+async def listed_to(proxy: Proxy, caller: Caller, items: list[dict], ident_of: Callable[[dict], str]) -> list[dict]:
+    """The files of a page the caller may see listed: its tenant's, and those the operator granted its key
+    (`provider_ids`: files made for it outside the gateway, which it may also retrieve)."""
+    granted = caller.key.provider_ids if caller.key is not None else frozenset()
+    own = {id(f) for f in await proxy.stored_ids.only_own(FILE, items, ident_of, principal(caller.key))}
+    return [f for f in items if id(f) in own or ident_of(f) in granted]
 
 
 async def _resumed(proxy: Proxy, accounts: list[Upstream], asked: Query) -> tuple[int, Query]:

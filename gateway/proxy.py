@@ -213,9 +213,9 @@ class Proxy:
         # keep-alive, sticky routes and explicit caches, so all four see the same idle times.
         self.clock = clock = clock_for(settings.clock_offset_file)
         self.sticky = Sticky(self.secret, settings.redis_url, clock)     # balanced routes: where each prefix is warm
-        self.file_quota = FileQuota(self.ledger.path, settings.redis_url)     # each party's uploads limit
+        self.file_quota = FileQuota(self.ledger.path, settings.redis_url, clock)     # each party's uploads limit
         self.accounts = Accounting(self.ledger, self.metrics, self.limits, self.catalog, tracing, self.response_cache,
-                                   self.stored_ids, self.sticky, self.file_quota)
+                                   self.stored_ids, self.sticky, self.file_quota, self.upstream)
         self.body_limits = BodyLimits.of(settings)
         self.keepalive = KeepAlive(self, clock)   # refreshes idle sessions' caches
         self.accounts.observers.append(self.keepalive.observe)

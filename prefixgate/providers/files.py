@@ -11,6 +11,12 @@
   `pageToken`), `GET` and `DELETE /{v}/files/{id}`; a file is named `files/{id}` or by its `uri`, lives 48 hours,
   and may be 2 GB (ai.google.dev/gemini-api/docs/files). An id the project does not hold: 403 `You do not have
   permission to access the File {id} or it may not exist.` (PERMISSION_DENIED, as google-gemini issues quote it).
+- OpenAI's Uploads API, for files over the Files API's 512 MB (platform.openai.com/docs/api-reference/uploads):
+  `POST /v1/uploads` (`bytes`, `filename`, `mime_type`, `purpose`, optional `expires_after` for the File) answers
+  an Upload, `pending`; Parts (`POST /v1/uploads/{id}/parts`, multipart `data`) are "at most 64 MB" each, up to
+  "8 GB in total", and may be added in parallel; `POST /v1/uploads/{id}/complete` (`part_ids` in the file's order,
+  optional `md5`) needs the Parts' bytes to match `bytes` and answers the Upload `completed` with its `file`;
+  `POST /v1/uploads/{id}/cancel` answers it `cancelled`. An Upload "expires after an hour" (`expired`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ PROVIDER_NAMES = {OPENAI: "OpenAI", ANTHROPIC: "Anthropic", GEMINI: "Google"}
 FILE_KINDS = {OPENAI: frozenset({"openai", "openai_responses"}), ANTHROPIC: frozenset({"anthropic"}),
               GEMINI: frozenset({"gemini"})}
 GEMINI_FILE_LIFETIME_S = 48 * 3600
+MAX_UPLOAD_BYTES = 8 * 1024 ** 3        # one OpenAI Upload, all its Parts together
+MAX_PART_BYTES = 64 * 1024 ** 2         # one Part (the openai SDK's DEFAULT_PART_SIZE, 67,108,864)
+UPLOAD_LIFETIME_S = 3600
 # The URIs a Gemini request may name a file by besides `files/{id}` (the File's `uri` is the v1beta one).
 GEMINI_FILE_URIS = ("https://generativelanguage.googleapis.com/v1beta/files/",
                     "https://generativelanguage.googleapis.com/v1/files/")
@@ -50,3 +59,8 @@ def file_not_found(provider: str, file_id: str) -> RequestError:
         return RequestError(f"You do not have permission to access the File {file_id.removeprefix('files/')} or it "
                             "may not exist.", status=403, kind="permission")
     return RequestError(f"No such File object: {file_id}", field="id", status=404, kind="not_found")
+
+
+def upload_not_found(upload_id: str) -> RequestError:
+    """What OpenAI answers for an Upload id its organisation does not hold (worded as its other objects' 404s)."""
+    return RequestError(f"No such Upload object: {upload_id}", field="upload_id", status=404, kind="not_found")

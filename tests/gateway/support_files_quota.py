@@ -1,5 +1,5 @@
 """One tenant's key with an uploads limit, on a gateway over the mock's OpenAI, Anthropic and Gemini (the
-quota-after-a-provider-side-delete suites)."""
+quota-after-a-provider-side-delete suites); a file written by Claude's code execution."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import anthropic
 import pytest
 
 from prefixgate.policies import hash_key
@@ -34,3 +35,13 @@ def solo_over_mock(folder: Path, monkeypatch: pytest.MonkeyPatch, key: str, max_
 
     with gateway_over_mock(folder, policy) as gw:
         yield gw.url, mock[0]
+
+
+def file_code_execution_wrote(claude: anthropic.Anthropic) -> str:
+    """The id of the file one code execution run writes (the mock's 21-byte `mock analysis output` line)."""
+    ran = claude.messages.create(
+        model="claude-sonnet-5-5", max_tokens=64, tools=[{"type": "code_execution_20250825", "name": "code_execution"}],
+        messages=[{"role": "user", "content": "Analyse the numbers 3, 5 and 10 and save the result to a file."}])
+    (written,) = [out.file_id for block in ran.content if block.type == "bash_code_execution_tool_result"
+                  for out in block.content.content]
+    return written

@@ -6,6 +6,7 @@ on one real redis-server, the mock in-process)."""
 from __future__ import annotations
 
 import io
+import time
 from contextlib import ExitStack
 
 import anthropic
@@ -18,11 +19,13 @@ from google.genai import errors as genai_errors
 from prefixgate.policies import PolicyError, hash_key
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_files_quota import file_code_execution_wrote
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
 from tests.support_services import ServerThread
 
 ACME, ACME_2, BETA, SMALL = "pg-acme-quota-012345", "pg-acme-quota-2-0123", "pg-beta-quota-012345", "pg-small-012345678"
-SOLO = "pg-solo-quota-012345"
+SOLO, TINY = "pg-solo-quota-012345", "pg-tiny-quota-012345"
+TINY_BYTES = 30         # tiny's uploads.max_mb, in bytes
 FILES_BETA = "files-api-2025-04-14"
 POLICY = {
     "routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
@@ -32,7 +35,9 @@ POLICY = {
              {"name": "acme-2", "key_sha256": hash_key(ACME_2), "tenant": "acme", "uploads": {"max_files": 2}},
              {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
              {"name": "small", "key_sha256": hash_key(SMALL), "tenant": "small", "uploads": {"max_mb": 0.01}},
-             {"name": "solo", "key_sha256": hash_key(SOLO), "tenant": "solo", "uploads": {"max_files": 1}}]}
+             {"name": "solo", "key_sha256": hash_key(SOLO), "tenant": "solo", "uploads": {"max_files": 1}},
+             {"name": "tiny", "key_sha256": hash_key(TINY), "tenant": "tiny",
+              "uploads": {"max_mb": TINY_BYTES / 1024 / 1024}}]}
 
 
 @pytest.fixture
@@ -127,19 +132,34 @@ def test_an_upload_limit_is_checked_when_the_policy_loads(tmp_path, uploads, err
 
 def test_a_file_code_execution_wrote_counts_toward_the_tenants_files(replicas):
     a, b = replicas
-    ask = {"model": "claude-sonnet-5-5", "max_tokens": 64,
-           "tools": [{"type": "code_execution_20250825", "name": "code_execution"}],
-           "messages": [{"role": "user", "content": "Analyse the numbers 3, 5 and 10 and save the result to a file."}]}
     claude = anthropic.Anthropic(base_url=a, api_key=SOLO)
-    ran = claude.messages.create(**ask)
-    (written,) = [out.file_id for block in ran.content if block.type == "bash_code_execution_tool_result"
-                  for out in block.content.content]
+    written = file_code_execution_wrote(claude)
     # It lies in the organisation's storage as an upload would: the tenant's one file, on either replica.
     with pytest.raises(openai.PermissionDeniedError) as refused:
         oai(b, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data")
     assert "uploads.max_files" in refused.value.message
     claude.beta.files.delete(written, betas=[FILES_BETA])
     assert oai(b, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data").id
+
+
+def test_a_file_code_execution_wrote_counts_its_size_toward_the_tenants_bytes(replicas):
+    a, b = replicas
+    claude = anthropic.Anthropic(base_url=a, api_key=TINY)
+    written = file_code_execution_wrote(claude)
+    # Its size is the provider's (the file's metadata), not the 0 bytes the answer names.
+    size = claude.beta.files.retrieve_metadata(written, betas=[FILES_BETA]).size_bytes
+    assert size == 21
+    time.sleep(0.5)     # the gateway learns it off the answer's path
+    # An OpenAI Upload holds exactly the bytes it declares (a Files upload's multipart body holds more).
+    with pytest.raises(openai.PermissionDeniedError, match="uploads.max_mb"):
+        declared(oai(b, TINY), TINY_BYTES - size + 1)
+    assert declared(oai(b, TINY), TINY_BYTES - size).status == "pending"
+    claude.beta.files.delete(written, betas=[FILES_BETA])
+    assert declared(oai(a, TINY), size).status == "pending"
+
+
+def declared(client: openai.OpenAI, size: int):  # noqa: ANN201 (the SDK's Upload)
+    return client.uploads.create(bytes=size, filename="n.txt", mime_type="text/plain", purpose="user_data")
 
 
 def test_an_empty_files_deletion_frees_its_share(replicas):

@@ -8,6 +8,7 @@ import anthropic
 import pytest
 
 from prefixgate.policies import hash_key
+from tests.gateway.support_files_quota import file_code_execution_wrote
 from tests.gateway.support_gateway import gateway_over_mock
 
 ACME = "pg-written-home-acme-0123"
@@ -29,9 +30,5 @@ def gateway(monkeypatch, tmp_path):
 
 def test_a_written_file_is_downloaded_from_the_account_that_wrote_it(gateway):
     claude = anthropic.Anthropic(base_url=gateway, api_key=ACME)
-    ran = claude.messages.create(
-        model="claude-sonnet-5-5", max_tokens=64, tools=[{"type": "code_execution_20250825", "name": "code_execution"}],
-        messages=[{"role": "user", "content": "Analyse the numbers 3, 5 and 10 and save the result to a file."}])
-    (written,) = [out.file_id for block in ran.content if block.type == "bash_code_execution_tool_result"
-                  for out in block.content.content]
+    written = file_code_execution_wrote(claude)
     assert claude.beta.files.download(written, betas=[FILES_BETA]).read() == b"mock analysis output\n"

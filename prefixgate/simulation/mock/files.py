@@ -227,17 +227,27 @@ def names_a_file(body: dict) -> bool:
 
 
 def _openai_file(file: UploadFile, content: bytes, purpose: object, seconds: object, now: float) -> StoredFile:
+    check_purpose(purpose)
+    return openai_file(file.filename or "file", content, str(purpose), seconds, now)
+
+
+def check_purpose(purpose: object) -> None:
+    """An OpenAI File's (or Upload's) `purpose`: given, and one the API takes."""
     if purpose is None:
         raise RequestError("Missing required parameter: 'purpose'.", field="purpose")
     if purpose not in OPENAI_PURPOSES:
         raise RequestError(f"'{purpose}' is not one of {list(OPENAI_PURPOSES)} - 'purpose'", field="purpose")
+
+
+def openai_file(filename: str, content: bytes, purpose: str, seconds: object, now: float) -> StoredFile:
+    """An OpenAI File made now, living `seconds` (its `expires_after`) or its purpose's default."""
     lifetime = OPENAI_BATCH_LIFETIME_S if purpose == "batch" else None
     if seconds is not None:
         lifetime = _seconds(seconds, 3600, 2592000, "expires_after.seconds")
     created = int(now)
     expires = created + lifetime if lifetime is not None else None
     meta = {"id": "file-" + "".join(secrets.choice(_ALNUM) for _ in range(22)), "object": "file",
-            "bytes": len(content), "created_at": created, "filename": file.filename or "file", "purpose": purpose,
+            "bytes": len(content), "created_at": created, "filename": filename, "purpose": purpose,
             "status": "processed", "expires_at": expires, "status_details": None}
     return StoredFile(meta, content, expires)
 

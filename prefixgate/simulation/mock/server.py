@@ -94,6 +94,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     from prefixgate.simulation.mock import gemini_uploads as mock_gemini_uploads
     from prefixgate.simulation.mock import interactions as mock_interactions
     from prefixgate.simulation.mock import openai as mock_openai
+    from prefixgate.simulation.mock import openai_uploads as mock_openai_uploads
     from prefixgate.simulation.mock import responses as mock_responses
     from prefixgate.simulation.mock import vertex as mock_vertex
 
@@ -145,6 +146,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
         module.add_routes(app, ctx)
     mock_files.add_routes(app, ctx.files, files_account)
     mock_gemini_uploads.add_routes(app, ctx.files, mock_gemini.authenticate)
+    mock_openai_uploads.add_routes(app, ctx.files, mock_openai.authenticate)
     mock_responses.add_routes(app, ctx)
     mock_interactions.add_routes(app, ctx)
     mock_completions.add_routes(app, ctx)
