@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from prefixgate.gateway.logs import JsonFormatter, log_request
+from prefixgate.gateway.paths import aliased
 from prefixgate.gateway.upstream import implausible_keys, scrub
 from prefixgate.ledger import LedgerRecord
 from prefixgate.policies import builtin_upstreams
@@ -82,6 +83,12 @@ def test_base_urls_without_v1_reach_the_v1_endpoints(gateway):
         model="gpt-5.4", messages=[{"role": "user", "content": "hi"}])
     assert chat.choices[0].message.content == "Hello, world"
     assert [r.path for r in up.received[-2:]] == ["/v1/messages", "/v1/chat/completions"]
+
+
+def test_file_paths_without_v1_are_their_v1_twins():
+    # openai's files.create and uploads.upload_file_chunked append /files and /uploads to the base URL.
+    assert [aliased(p) for p in ("/files", "/uploads", "/uploads/upload_1/parts", "/uploadsx")] == \
+        ["/v1/files", "/v1/uploads", "/v1/uploads/upload_1/parts", "/uploadsx"]
 
 
 def test_a_404_names_the_base_url_mistake_and_every_refusal_is_logged(gateway):
