@@ -50,7 +50,8 @@ _KINDS: dict[str, tuple[str, str, str]] = {
     "invalid_request": ("invalid_request_error", "invalid_request_error", "INVALID_ARGUMENT"),
     "authentication": ("authentication_error", "authentication_error", "UNAUTHENTICATED"),
     "permission": ("permission_error", "permission_error", "PERMISSION_DENIED"),
-    "not_found": ("not_found_error", "not_found_error", "NOT_FOUND"),
+    # OpenAI has no not-found type: its 404s ("No such File object", an unknown model) are invalid_request_error.
+    "not_found": ("invalid_request_error", "not_found_error", "NOT_FOUND"),
     "too_large": ("invalid_request_error", "request_too_large", "INVALID_ARGUMENT"),
     "rate_limit": ("rate_limit_error", "rate_limit_error", "RESOURCE_EXHAUSTED"),
     # A caller's spend allowance used up until its window resets: OpenAI's own out-of-quota 429 type.

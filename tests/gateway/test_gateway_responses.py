@@ -136,7 +136,8 @@ def test_bad_input_is_a_400_naming_the_field_and_never_reaches_the_ledger(stack,
 def test_unknown_paths_answer_in_the_callers_error_shape(stack):
     _, gw, _ = stack
     r = httpx.get(gw.url + "/v1/responses/resp_1/nope", headers={"authorization": "Bearer sk-x"})
-    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
+    # OpenAI's own 404s are of type invalid_request_error (its error types have no not_found).
+    assert r.status_code == 404 and r.json()["error"]["type"] == "invalid_request_error"
     r = httpx.post(gw.url + "/v1/messages/batches", headers={"x-api-key": "k"})
     assert r.status_code == 404 and r.json()["type"] == "error"
     with pytest.raises(openai.NotFoundError):
