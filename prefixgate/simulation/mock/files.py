@@ -34,6 +34,7 @@ from prefixgate.providers.files import (
     OPENAI,
     file_not_found,
 )
+from prefixgate.simulation.mock.google_pages import page_of
 
 OPENAI_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
 OPENAI_BATCH_LIFETIME_S = 30 * 86400        # "files with purpose=batch expire after 30 days" by default
@@ -310,13 +311,12 @@ def _openai_page(items: list[dict], query: Any) -> dict:
 
 
 def _gemini_page(items: list[dict], query: Any) -> dict:
-    """`{"files": [...], "nextPageToken": ...}`, `pageSize` 10 by default and at most 100 (more is taken as 100)."""
-    size = min(_seconds(query.get("pageSize", 10), 1, 1 << 31, "pageSize"), 100)
-    rest = _after([{**f, "id": f["name"]} for f in items], _page_cursor(query["pageToken"]) if query.get("pageToken") else None)
-    page = [{k: v for k, v in f.items() if k != "id"} for f in rest[:size]]
-    token = {"nextPageToken": "page_" + base64.urlsafe_b64encode(page[-1]["name"].encode()).decode()} \
-        if len(rest) > size else {}
-    return {"files": page, **token}
+    """`{"files": [...], "nextPageToken": ...}`: `pageSize` 10 when unset, at most 100 (more is taken as 100)."""
+    def place(f: dict) -> tuple[float, str]:
+        return datetime.fromisoformat(f["createTime"]).timestamp(), f["name"]
+
+    page, token = page_of(sorted(items, key=place), query, place, 10, 100)
+    return {"files": page, **({"nextPageToken": token} if token else {})}
 
 
 def _anthropic_page(items: list[dict], query: Any) -> dict:

@@ -4,6 +4,7 @@ Vertex AI's alike): `pageSize` unset is a default under the maximum, above 1000 
 
 from __future__ import annotations
 
+import io
 import uuid
 
 import httpx
@@ -70,3 +71,20 @@ def test_the_vertex_list_pages_per_project_and_a_deletion_between_pages_skips_no
     other = genai.Client(vertexai=True, project=project + "x", location=LOCATION,
                          credentials=Credentials("mock-vertex-token"), http_options=types.HttpOptions(base_url=url))
     assert list(other.caches.list()) == []
+
+
+def test_the_gemini_file_list_pages_by_its_documented_size_and_a_deletion_between_pages_skips_nothing(mock_server):
+    # files.list: "pageSize: Maximum number of Files to return per page. If unspecified, defaults to 10. Maximum
+    # pageSize is 100." The token continues after the last file's place, not after the file itself.
+    url, _ = mock_server
+    key = f"AIza-files-{uuid.uuid4().hex}"
+    client = genai.Client(api_key=key, http_options=types.HttpOptions(base_url=url, api_version="v1beta"))
+    names = [client.files.upload(file=io.BytesIO(b"note %d" % i), config={"mime_type": "text/plain"}).name
+             for i in range(12)]
+    pager = client.files.list()
+    assert [f.name for f in pager.page] == names[:10]
+    client.files.delete(name=names[9])      # the last one the first page gave
+    pager.next_page()
+    assert [f.name for f in pager.page] == names[10:]
+    whole = httpx.get(url + "/v1beta/files", params={"pageSize": "500"}, headers={"x-goog-api-key": key}).json()
+    assert [f["name"] for f in whole["files"]] == names[:9] + names[10:] and "nextPageToken" not in whole
