@@ -102,7 +102,9 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
 
     @app.get("/health")
     async def health(request: Request) -> dict:
-        local_info = {"model": settings.local_model, "status": type(local).__name__} if settings.local_model else None
+        # A local model no route uses is never loaded (`local` stays None).
+        status = getattr(local, "status", "not used by any route" if local is None else "ready")
+        local_info = {"model": settings.local_model, "status": status} if settings.local_model else None
         body = {"status": "ok", "version": __version__, "local_backend": local_info,
                 "routes": [r.name for r in policy.routes]}
         return {**body, "exposure": exposure.to_dict()} if is_admin(request) else body

@@ -114,6 +114,12 @@ class InProcessTarget:
             self._frontend = Frontend(engine)
         return self._frontend
 
+    @property
+    def status(self) -> str:
+        """For `/health`: `loaded`, `not loaded` (before the gateway's start loads it) or `failed` (the log says why:
+        the reason can name paths, and `/health` answers anyone)."""
+        return "loaded" if self._frontend is not None else "failed" if self._failure else "not loaded"
+
     async def start(self) -> None:
         """Load the model off the event loop (seconds from the converted cache, longer the first time).
         A model that cannot load leaves the gateway serving its other routes; local ones answer 503."""

@@ -148,7 +148,7 @@ def test_gateway_health_in_process():
 
     client = TestClient(create_app(load_settings(local_model="smollm2-135m")), base_url="http://localhost")
     body = client.get("/health").json()
-    assert body["status"] == "ok" and body["local_backend"]["model"] == "smollm2-135m"
+    assert body["status"] == "ok" and body["local_backend"] == {"model": "smollm2-135m", "status": "not loaded"}
 
 
 def test_serve_command_answers_health(tmp_path):

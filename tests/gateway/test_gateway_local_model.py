@@ -3,6 +3,7 @@ and a newcomer's second request with the same (timestamped) system prompt reads 
 
 from __future__ import annotations
 
+import httpx
 import openai
 
 from prefixgate.gateway.app import create_app
@@ -26,6 +27,8 @@ def test_zero_config_gateway_serves_the_bundled_model_with_prefix_reuse(tmp_path
                                                 stream_options={"include_usage": True},
                                                 messages=[{"role": "user", "content": "Count to three."}])
         chunks = list(stream)
+        health = httpx.get(gw.url + "/health").json()
+    assert health["local_backend"] == {"model": "smollm2-135m", "status": "loaded"}
     (first, h1), (second, h2) = answers
     assert first.choices[0].message.content and first.usage.completion_tokens > 0
     assert first.usage.prompt_tokens == second.usage.prompt_tokens
