@@ -61,7 +61,7 @@ class MemoryCounters:
         return 0.0 if expires and expires < time.monotonic() else value
 
     async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int,
-                      least: int = 0) -> int | None:
+                      least: int = 0) -> int:
         return nano     # one process: `Limits`' own reservations are every reservation
 
     async def unreserve(self, counter: str, hold: str, nano: int) -> None:
@@ -76,7 +76,8 @@ class MemoryCounters:
 
 # KEYS: a budget's spent counter, its holds (a sorted set: "<id>:<nanodollars>" by expiry, on Redis's clock).
 # ARGV: hold id, nanodollars, budget, seconds held, least (0: all of it or nothing; else as much as the budget has
-# left, at least this). The nanodollars held (0: nothing to hold, and room left), or -1: refused.
+# left, at least this). The nanodollars held (0: nothing to hold, and room left), or refused: -1 (limits.SPENT) where
+# the spent counter alone leaves no room, -2 (limits.HELD) where the holds take what it leaves.
 RESERVE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
@@ -85,10 +86,14 @@ local held = 0
 for _, hold in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   held = held + tonumber(string.match(hold, ':(%d+)$'))
 end
-local room = tonumber(ARGV[3]) - tonumber(redis.call('GET', KEYS[1]) or '0') - held
+local free = tonumber(ARGV[3]) - tonumber(redis.call('GET', KEYS[1]) or '0')
+local room = free - held
 local nano, least = tonumber(ARGV[2]), tonumber(ARGV[5])
 if least > 0 then nano = math.min(nano, math.floor(room)) end
-if room <= 0 or nano < least then return -1 end
+if room <= 0 or nano < least then
+  if free <= 0 or free < least then return -1 end
+  return -2
+end
 if nano > 0 then
   redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[1] .. ':' .. string.format('%d', nano))
   redis.call('EXPIRE', KEYS[2], ARGV[4])
@@ -196,12 +201,11 @@ class RedisCounters:
         return self._saw(key, float(value), ttl_ms)
 
     async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int,
-                      least: int = 0) -> int | None:
+                      least: int = 0) -> int:
         if await self._available():
             try:
-                held = int(await self._reserve(keys=[self.PREFIX + counter, self.HOLDS + counter],
+                return int(await self._reserve(keys=[self.PREFIX + counter, self.HOLDS + counter],
                                                args=[hold, nano, budget_nano, hold_s, least]))
-                return None if held < 0 else held
             except _ERRORS:
                 self._went_down()
         return nano     # Redis down: this replica's own reservations bind (and the spend it last saw)

@@ -37,6 +37,13 @@ HOLD_S = 900
 RATE_WINDOW_S = 60      # requests and tokens per minute count in windows this long
 
 
+# `CounterStore.reserve` refused: the budget is spent (until its window resets), or held by running requests (until
+# they end and settle at what they cost, often far less than the worst case an uncapped answer holds).
+SPENT, HELD = -1, -2
+# What a refusal while running requests hold the budget asks a caller to wait before trying again.
+HELD_RETRY_S = 5.0
+
+
 class CounterStore(Protocol):
     async def add(self, key: str, amount: float, ttl_s: int, once: str = "") -> float:
         """Add to a counter that expires `ttl_s` after creation; return the new value. With `once` (an id) the add
@@ -46,11 +53,12 @@ class CounterStore(Protocol):
     async def get(self, key: str) -> float: ...
 
     async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int,
-                      least: int = 0) -> int | None:
+                      least: int = 0) -> int:
         """Hold `nano` of `counter`'s budget (under the id `hold`, for `hold_s`) where every replica sees it, unless
-        what `counter` holds plus what is held already reaches `budget_nano`: None then. With `least`, hold only as
-        much of `nano` as that leaves of the budget, None where that is under `least`. The nanodollars held (`nano`
-        where holds are not shared: one process, or the shared store down, and the replica's own reservations bind)."""
+        what `counter` holds plus what is held already reaches `budget_nano`. With `least`, hold only as much of
+        `nano` as that leaves of the budget, refused where that is under `least`. The nanodollars held (`nano` where
+        holds are not shared: one process, or the shared store down, and the replica's own reservations bind), or,
+        refused, `SPENT` (what `counter` holds leaves no room) or `HELD` (running requests' holds take the room)."""
         ...
 
     async def unreserve(self, counter: str, hold: str, nano: int) -> None:
@@ -106,8 +114,9 @@ class Limits:
                     ) -> Reservation:
         """Reserve `estimate_usd` of the key's budget (with `least_usd`: as much of it as the budget has left, at least
         that) and count the request against its rate; raise a 429 RequestError with Retry-After: kind `rate_limit` if
-        the key is over a rate limit (worth retrying then), `quota` if it had already spent its budget (refused
-        however often it is sent until the window resets)."""
+        the key is over a rate limit, or what its budget has left is held by its running requests (worth retrying
+        then), `quota` if it had already spent its budget (refused however often it is sent until the window
+        resets)."""
         now = self.clock()
         held = Reservation()
         budget = least = 0
@@ -116,20 +125,21 @@ class Limits:
             spent = await self.store.get(counter)
             budget = nanodollars(key.budget.usd)
             # From here to the reservation nothing awaits: concurrent admissions see each other's reservations.
-            room = budget - math.ceil(spent) - self.reserved.get(counter, 0)
+            free = budget - math.ceil(spent)
+            room = free - self.reserved.get(counter, 0)
             nano = nanodollars(estimate_usd)
             if least_usd is not None:
                 least = max(1, nanodollars(least_usd))
                 nano = min(nano, room)
             if room <= 0 or nano < least:
-                raise _spent(key, now)
+                raise _spent(key, now) if free <= 0 or free < least else _held(key)
             held = Reservation(counter, nano, uuid.uuid4().hex)
             self._hold(held)
         try:
             if held.counter:
                 granted = await self.store.reserve(held.counter, held.hold, held.nano, budget, HOLD_S, least)
-                if granted is None:
-                    raise _spent(key, now)      # what other replicas hold or spent meanwhile
+                if granted < 0:     # what other replicas hold or spent meanwhile
+                    raise _spent(key, now) if granted == SPENT else _held(key)
                 if granted < held.nano:         # an up-to hold, cut to what they left
                     self.release(held, in_store=False)
                     held = replace(held, nano=granted)
@@ -235,3 +245,13 @@ def _spent(key: CallerKey, now: float) -> RequestError:
     kind = "rate_limit" if 0 < left <= RATE_WINDOW_S else "quota"
     return RequestError(f"key {key.name!r} has spent its budget of ${key.budget.usd:g} per {key.budget.period}",
                         status=429, kind=kind, retry_after=left or None)
+
+
+def _held(key: CallerKey) -> RequestError:
+    # Not the spent-budget refusal, which SDKs are told never to retry: the key has budget left, held for the worst
+    # case of requests still running (an uncapped answer holds the model's whole output limit), and it comes back as
+    # they settle at what they cost. A rate limit's retryable 429 says that.
+    assert key.budget is not None
+    return RequestError(f"key {key.name!r} has budget left of its ${key.budget.usd:g} per {key.budget.period}, but "
+                        "its running requests hold it (each may cost up to its output limit); retry when they end, "
+                        "or set an output limit to hold less", status=429, kind="rate_limit", retry_after=HELD_RETRY_S)

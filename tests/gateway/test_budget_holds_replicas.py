@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from contextlib import ExitStack
 from decimal import Decimal
 
@@ -15,7 +16,7 @@ import pytest
 from prefixgate.errors import RequestError
 from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.policies import limits as limits_module
-from prefixgate.policies.limits import Limits
+from prefixgate.policies.limits import HELD, SPENT, Limits
 from prefixgate.policies.schema import Budget, CallerKey, hash_key
 from tests.gateway.support_gateway import policy_for, running_gateway, running_upstream, settings_for
 
@@ -78,9 +79,9 @@ def test_holds_up_to_a_worst_case_share_what_is_left_across_replicas(redis_url):
         second = await replicas[1].admit(KEY, ESTIMATE, least)     # $0.40 left of $1.00: all of it
         try:
             await replicas[0].admit(KEY, ESTIMATE, least)
-            refused = False
-        except RequestError:
-            refused = True
+            refused = ""
+        except RequestError as e:
+            refused = e.kind    # none of it spent, all of it held: a retryable rate limit, not the spent budget
         await replicas[0].settle(KEY, first, tokens=0, cost_usd=Decimal("0.10"))
         await released(replicas[0])
         again = await replicas[1].admit(KEY, ESTIMATE, least)      # $1.00 - $0.10 spent - $0.40 held
@@ -90,7 +91,20 @@ def test_holds_up_to_a_worst_case_share_what_is_left_across_replicas(redis_url):
         await b.close()
         return [first.nano, second.nano], refused, again.nano
 
-    assert asyncio.run(run()) == ([600_000_000, 400_000_000], True, 500_000_000)
+    assert asyncio.run(run()) == ([600_000_000, 400_000_000], "rate_limit", 500_000_000)
+
+
+def test_redis_tells_a_spent_budget_from_one_running_requests_hold(redis_url):
+    async def run() -> tuple[int, int, int]:
+        store, counter = RedisCounters(redis_url), f"spend:probe-{uuid.uuid4().hex}"
+        first = await store.reserve(counter, "h1", 1000, 1000, 60)      # all of it held
+        second = await store.reserve(counter, "h2", 400, 1000, 60)      # none left, none spent: held
+        await store.add(counter, 1000, 60)
+        third = await store.reserve(counter, "h3", 1, 1000, 60)         # all of it spent
+        await store.close()
+        return first, second, third
+
+    assert asyncio.run(run()) == (1000, HELD, SPENT)
 
 
 def test_a_hold_left_by_a_replica_that_died_expires(redis_url, monkeypatch):
