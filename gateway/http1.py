@@ -16,6 +16,7 @@ the route's retry policy decides, as it does for every failure before the first 
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 import time
 from collections import deque
@@ -119,7 +120,7 @@ class _Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         self.chunks.append(body)
         self.buffered += len(body)
-        if self.buffered > HIGH_WATER and not self.paused and self.transport is not None:
+        if self.buffered > HIGH_WATER and not self.paused and self.transport is not None and not self.closed:
             self.paused = True
             self.transport.pause_reading()
         self._wake()
@@ -168,6 +169,24 @@ class _Connection(asyncio.Protocol):
             self.paused = False
             self.transport.resume_reading()
         return data
+
+    def salvage(self, spare_fd: int) -> bool:
+        """After a write broke before the answer was read: the answer the upstream had already sent, read from
+        `spare_fd` (a duplicate of the socket's). An upstream that answers an upload early and closes at once,
+        with the body unread (uvicorn does; the providers' front ends linger), makes its kernel send a reset, and
+        the next write fails on it while the answer sits unread in ours: the event loop closes the transport
+        without reading it, but the kernel still hands it to a reader. True if the answer's head is in."""
+        while not self.done:
+            try:
+                data = os.read(spare_fd, 1 << 16)
+            except OSError:         # nothing more buffered, or the reset itself
+                break
+            if not data:
+                break
+            self.data_received(data)
+        if self.head_done and self.until_close:
+            self.done = True        # the connection is gone: a close-delimited body ends with what was read
+        return self.head_done
 
     def close(self) -> None:
         self.closed = True
@@ -287,14 +306,25 @@ class Http1Pool:
         conn.begin()
         # Head and body as two buffers (one writev): joined, a big body would be copied once more on the loop.
         conn.transport.writelines((head, body) if body and streamed is None else (head,))  # type: ignore[union-attr]
+        # Plain TCP only: under TLS the bytes left in the socket are ciphertext the event loop never decrypted.
+        spare = os.dup(conn.transport.get_extra_info("socket").fileno()) \
+            if streamed is not None and origin[0] == "http" else None  # type: ignore[union-attr]
         try:
             if streamed is not None:
                 await _send_body(conn, streamed, timeout_s)
             while not conn.head_done:
                 await conn.wait(timeout_s)
+        except Broken:
+            if spare is None or conn.head_done or not conn.salvage(spare):
+                conn.close()
+                raise
+            conn.cut_short = True
         except BaseException:
             conn.close()
             raise
+        finally:
+            if spare is not None:
+                os.close(spare)
         return Http1Response(self, origin, conn, timeout_s)
 
     def give_back(self, origin: tuple[str, str, int], conn: _Connection) -> None:

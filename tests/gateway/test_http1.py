@@ -4,13 +4,18 @@ gateway's upstream connections kept alive across streamed requests."""
 from __future__ import annotations
 
 import asyncio
+import select
+import socket
+import threading
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+import uvloop
 
 from prefixgate.dialects import wire_format
 from prefixgate.gateway.app import create_app
-from prefixgate.gateway.http1 import Broken, ConnectFailed, Http1Pool, ReadTimeout
+from prefixgate.gateway.http1 import BodyStream, Broken, ConnectFailed, Http1Pool, ReadTimeout
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import settings_for
@@ -240,3 +245,50 @@ def test_an_interim_103_is_skipped_and_the_answer_after_it_is_the_response() -> 
         assert len(connections) == 1
 
     run(script, body)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_an_early_answer_the_upstream_reset_the_connection_after_is_still_the_response(loop: str) -> None:
+    # An upstream that answers an upload before reading it and closes at once (uvicorn does so) leaves the body
+    # unread, so its kernel resets the connection: the next write fails while the answer sits unread here.
+    # The gateway must relay the answer, not a broken connection (the caller would get a 502 for its 401).
+    server = socket.create_server(("127.0.0.1", 0))
+    answered = threading.Event()
+
+    def upstream() -> None:
+        conn, _ = server.accept()
+        conn.recv(16)           # the request line's start: the rest of the head stays unread
+        conn.sendall(b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 6\r\nconnection: close\r\n\r\nno key")
+        conn.close()            # the body unread: a reset
+        answered.set()
+
+    threading.Thread(target=upstream, daemon=True).start()
+    taken: list = []
+
+    async def main() -> None:
+        pool = Http1Pool(connect_timeout_s=2)
+        connection = pool._connection
+
+        async def taking(origin, timeout_s):  # noqa: ANN001, ANN202
+            taken.append(await connection(origin, timeout_s))
+            return taken[-1]
+        pool._connection = taking   # type: ignore[method-assign]
+
+        async def chunks() -> AsyncIterator[bytes]:
+            # Block the event loop (no await) until the answer and the reset are in, so the loop cannot read the
+            # answer before the body's writes meet the reset: the race a busy gateway loses now and then.
+            assert answered.wait(30)
+            select.select([taken[0].transport.get_extra_info("socket").fileno()], [], [], 30)
+            for _ in range(64):
+                yield b"x" * 65536
+
+        try:
+            resp = await pool.request("POST", f"http://127.0.0.1:{server.getsockname()[1]}/v1/files", {},
+                                      BodyStream(chunks(), 64 * 65536), 10)
+            assert resp.status == 401 and await resp.read() == b"no key"
+            assert not pool._idle.get(("http", "127.0.0.1", server.getsockname()[1]))     # never reused
+        finally:
+            pool.close()
+            server.close()
+
+    uvloop.run(main()) if loop == "uvloop" else asyncio.run(main())
