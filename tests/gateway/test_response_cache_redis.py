@@ -21,7 +21,7 @@ from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_response_cache import KEYS, CountingUpstream, cache_stack, policy
 from tests.gateway.test_response_cache import ASK, CACHE, SYSTEM, chat, oa
-from tests.support_services import ServerThread, http_ok, refusing_port, start_on_free_port
+from tests.support_services import ServerThread, http_ok, refusing_port, start_on_free_port, wait_until
 
 ON = {"mode": "on", "ttl_s": 600}
 
@@ -43,6 +43,13 @@ def serve(tmp, name: str, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
 class Gateway:
     def __init__(self, url: str) -> None:
         self.url = url
+
+
+def stored_keys(r: redis.Redis, count: int) -> list[bytes]:
+    """The entries' keys once `count` are stored: an answer is stored after it is sent (the gateway settles a
+    request once the caller has it), so the caller can read Redis before the entry is there."""
+    wait_until(lambda: len(r.keys("prefixgate:response:*")) >= count, 10, f"{count} stored response(s)")
+    return r.keys("prefixgate:response:*")
 
 
 def test_two_replicas_on_one_redis_serve_each_others_entries(tmp_path, redis_url):
@@ -86,7 +93,7 @@ def test_an_unreadable_entry_is_a_miss_and_a_log_line(tmp_path, redis_url, caplo
         client = oa(gw)
         first, _ = chat(client)
         r = redis.Redis.from_url(redis_url)
-        (key,) = r.keys("prefixgate:response:*")
+        (key,) = stored_keys(r, 1)
         r.set(key, b'{"v": 1, "reply": "not an answer"')
         with caplog.at_level(logging.WARNING, logger="prefixgate.gateway"):
             logging.getLogger("prefixgate.gateway").addHandler(caplog.handler)
@@ -171,7 +178,7 @@ def test_a_damaged_stored_body_is_a_miss_for_a_streamed_request_too(tmp_path, re
         client = oa(gw)
         client.responses.create(**tool_ask)
         r = redis.Redis.from_url(redis_url)
-        (key,) = r.keys("prefixgate:response:*")
+        (key,) = stored_keys(r, 1)
         entry = json.loads(r.get(key))
         r.set(key, json.dumps({**entry, "native": entry["native"][:-7]}), keepttl=True)
         with client.responses.with_streaming_response.create(**tool_ask, stream=True) as resp:
