@@ -5,7 +5,8 @@ A fault is written `key=value` pairs joined by `;` (or `,`), e.g. `latency=0.5`,
 `served_tier=default` (no capacity at the service tier asked for: the answer says the one that served it),
 `answer_words=3000` (a long-winded model: Chat Completions and Messages answers run that many words, unless the
 request's output limit cuts them first, as a real answer without one may run to the model's own limit),
-`google=location` (one of Google's errors with its own status or details: google_faults.py). A request asks for one with the `x-mock-fault` header; a faults file
+`google=location` (one of Google's errors with its own status or details, worded as the Gemini API or Vertex AI
+words it: google_faults.py). A request asks for one with the `x-mock-fault` header; a faults file
 (YAML or TOML) adds standing rules:
 
     faults:
@@ -59,10 +60,10 @@ class Fault:
     # The model the request it falls on asked for (Google's quota error names it): not part of what the fault is.
     model: str | None = field(default=None, compare=False)
 
-    def error(self) -> RequestError | None:
-        """The provider error this fault answers with, if it is an error fault."""
+    def error(self, provider: str | None = None) -> RequestError | None:
+        """The error `provider` (a FAULT_PROVIDERS name) answers this fault with, if it is an error fault."""
         if self.google is not None:
-            return google_fault(self.google, self.retry_after, self.model)
+            return google_fault(self.google, self.retry_after, self.model, vertex=provider == "vertex")
         if self.status is None:
             return None
         kind = _STATUS_KINDS.get(self.status, "server" if self.status >= 500 else "invalid_request")

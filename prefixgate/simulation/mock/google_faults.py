@@ -13,6 +13,9 @@ answers them: what the fault `google=<reason>` injects on the mock's Gemini and 
   model, quotaValue), Help and RetryInfo (`retryDelay`, the fault's retry_after or Google's usual 17s;
   ai.google.dev/gemini-api/docs/rate-limits). A model named by its resource name (`models/m`, Vertex's
   `projects/.../models/m`) is named by its id, as Google's quota dimensions do; a request naming none, no model.
+  Vertex AI words its 429 otherwise, with no details and no delay: "Resource exhausted. Please try again later.
+  Please refer to .../error-code-429 for more details." (verbatim in continuedev/continue#8967,
+  google-gemini/gemini-cli#14811).
 """
 
 from __future__ import annotations
@@ -25,11 +28,15 @@ PROJECT = "123456789012"
 _TYPE = "type.googleapis.com/google.rpc."
 _RATE_LIMITS = "https://ai.google.dev/gemini-api/docs/rate-limits"
 _FREE_TIER_METRIC = "generativelanguage.googleapis.com/generate_content_free_tier_requests"
+_VERTEX_RESOURCE_EXHAUSTED = ("Resource exhausted. Please try again later. Please refer to "
+                              "https://cloud.google.com/vertex-ai/generative-ai/docs/error-code-429 for more details.")
 _ACTIVATION = f"https://console.developers.google.com/apis/api/generativelanguage.googleapis.com/overview?project={PROJECT}"
 
 
-def google_fault(reason: str, retry_after: float | None, model: str | None = None) -> RequestError:
-    """The error Google answers with for `reason` (one of REASONS) to a request for `model`."""
+def google_fault(reason: str, retry_after: float | None, model: str | None = None, *,
+                 vertex: bool = False) -> RequestError:
+    """The error Google answers with for `reason` (one of REASONS) to a request for `model`; `vertex`: the request
+    went to Vertex AI, which words `quota` its own way."""
     if reason == "location":
         return RequestError("User location is not supported for the API use.", rpc_status="FAILED_PRECONDITION")
     if reason == "free_tier":
@@ -47,6 +54,8 @@ def google_fault(reason: str, retry_after: float | None, model: str | None = Non
             {"@type": _TYPE + "LocalizedMessage", "locale": "en-US", "message": message},
             {"@type": _TYPE + "Help", "links": [{"description": "Google developers console API activation",
                                                 "url": _ACTIVATION}]}])
+    if vertex:
+        return RequestError(_VERTEX_RESOURCE_EXHAUSTED, status=429, kind="rate_limit")
     delay = 17 if retry_after is None else retry_after
     model_id = model.rsplit("/", 1)[-1] if model else None
     message = ("You exceeded your current quota, please check your plan and billing details. For more information on "

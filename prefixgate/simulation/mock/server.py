@@ -78,7 +78,7 @@ class MockContext:
             return None
         if fault.latency_s:
             await asyncio.sleep(fault.latency_s)
-        err = fault.error()
+        err = fault.error(provider)
         if err is not None:
             raise err
         return fault
