@@ -31,7 +31,7 @@ _ROOT = re.compile(r"^(?P<base>.*)/v1/(?P<scope>projects/[^/]+/locations/[^/]+)$
 @dataclass(frozen=True)
 class ModelCall:
     publisher: str      # "anthropic" or "google"
-    model: str          # as the caller named it, decoded (claude-sonnet-5-5@20250929)
+    model: str          # as the caller named it, decoded (claude-haiku-4-5@20251001)
     method: str         # rawPredict, streamRawPredict, generateContent, streamGenerateContent, countTokens
 
 

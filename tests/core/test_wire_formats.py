@@ -41,7 +41,7 @@ SAMPLES: dict[str, tuple[str, dict]] = {
     "bedrock_converse": ("/model/anthropic.claude-sonnet-4-6/converse-stream", {
         "system": [{"text": "Be brief."}, {"cachePoint": {"type": "default"}}],
         "messages": [{"role": "user", "content": [{"text": "Hi"}]}], "inferenceConfig": {"maxTokens": 64}}),
-    "vertex_anthropic": ("/v1/projects/p-1/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-6@20250929"
+    "vertex_anthropic": ("/v1/projects/p-1/locations/us-east5/publishers/anthropic/models/claude-haiku-4-5@20251001"
                          ":streamRawPredict", {
         "anthropic_version": "vertex-2023-10-16", "max_tokens": 64, "stream": True,
         "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],

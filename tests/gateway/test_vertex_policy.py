@@ -70,7 +70,7 @@ def test_without_a_policy_vertex_paths_go_to_vertex_and_other_callers_by_model(m
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gw-proj")
     router = Router(load_policy(Settings(vertex_base_url="http://mock:1")))
     for dialect in ("vertex_anthropic", "vertex_gemini"):
-        assert router.decide("claude-sonnet-4-6@20250929", None, dialect).route.name == "vertex"
+        assert router.decide("claude-haiku-4-5@20251001", None, dialect).route.name == "vertex"
         assert router.decide("gemini-3.5-flash", None, dialect).route.name == "vertex"
     assert router.decide("claude-sonnet-4-6", None, "anthropic").route.name == "anthropic"
     assert router.decide("gemini-3.5-flash", None, "gemini").route.name == "gemini"
@@ -94,14 +94,14 @@ def test_callers_go_out_in_the_vertex_format_that_carries_their_body():
 
 
 def test_an_anthropic_request_adopted_for_rawpredict_keeps_its_markers_and_gains_the_version():
-    body = {"model": "claude-sonnet-4-6", "max_tokens": 32, "stream": True,
+    body = {"model": "claude-haiku-4-5", "max_tokens": 32, "stream": True,
             "system": [{"type": "text", "text": "Rules.", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
             "messages": [{"role": "user", "content": "Hi"}]}
     conv = vertex_anthropic.WIRE.adopt(anthropic.parse_request(body), {})
     out = vertex_anthropic.WIRE.encode_request(vertex_anthropic.WIRE.billable(conv))
     assert out == {"anthropic_version": "vertex-2023-10-16", **{k: v for k, v in body.items() if k != "model"}}
-    url = vertex_anthropic.WIRE.upstream_url(ROOT, "claude-sonnet-4-6@20250929", stream=True)
-    assert url == f"{ROOT}/publishers/anthropic/models/claude-sonnet-4-6@20250929:streamRawPredict"
+    url = vertex_anthropic.WIRE.upstream_url(ROOT, "claude-haiku-4-5@20251001", stream=True)
+    assert url == f"{ROOT}/publishers/anthropic/models/claude-haiku-4-5@20251001:streamRawPredict"
 
 
 def test_a_rawpredict_body_naming_a_model_is_refused_and_a_missing_version_is_added():

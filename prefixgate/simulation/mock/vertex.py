@@ -94,7 +94,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
                                f"version date), got {version!r}", field="anthropic_version")
         messages_body = {k: v for k, v in body.items() if k != "anthropic_version"}
         if model == "count-tokens" and method == "rawPredict":
-            # The body names the model as Vertex versions it (`claude-sonnet-4-6@20250929`), as AnthropicVertex sends it.
+            # The body names the model as Vertex versions it (`claude-haiku-4-5@20251001`), as AnthropicVertex sends it.
             if isinstance(messages_body.get("model"), str):
                 messages_body["model"] = messages_body["model"].replace("@", "-")
             return JSONResponse(await mock_anthropic.count(ctx, request, messages_body, fault_provider="vertex"))

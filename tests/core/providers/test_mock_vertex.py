@@ -29,8 +29,9 @@ from tests.core.providers.support_prompts import text_of
 pytestmark = pytest.mark.slow
 TOKEN = "mock-vertex-token"
 LOCATION = "us-east5"
-CLAUDE = "claude-sonnet-4-6@20250929"
+CLAUDE = "claude-haiku-4-5@20251001"        # a dated Vertex id (newer models have none)
 GEMINI = "gemini-3.5-flash"
+MTOK = Decimal(1_000_000)
 
 
 @pytest.fixture(autouse=True)
@@ -67,11 +68,13 @@ def test_anthropic_vertex_writes_then_reads_the_cache_and_streams(mock_server):
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert text == second.content[0].text and final.usage.cache_read_input_tokens > 4000
-    # Priced as Vertex bills it: a regional endpoint costs 10% over global for Sonnet 4.6 (Sonnet 4.5 on).
+    # Priced as Vertex bills it: Haiku 4.5 lists at $1 input, $0.10 cache read, $5 output per MTok, and a regional
+    # endpoint costs 10% more than the global one from Sonnet 4.5 on (docs.claude.com/en/api/claude-on-vertex-ai).
     usage = Usage(uncached_input=second.usage.input_tokens, cache_read=second.usage.cache_read_input_tokens,
                   output=second.usage.output_tokens)
-    regional = cost_of("vertex", price_name(CLAUDE, LOCATION), usage).total
-    assert regional == cost_of("vertex", price_name(CLAUDE, "global"), usage).total * Decimal("1.1")
+    listed = (usage.uncached_input * Decimal("1") + usage.cache_read * Decimal("0.10") + usage.output * Decimal("5")) / MTOK
+    assert cost_of("vertex", price_name(CLAUDE, "global"), usage).total == listed
+    assert cost_of("vertex", price_name(CLAUDE, LOCATION), usage).total == listed * Decimal("1.1")
 
 
 def test_claude_on_vertex_wants_its_anthropic_version_and_no_model_in_the_body(mock_server):
@@ -87,14 +90,14 @@ def test_claude_on_vertex_wants_its_anthropic_version_and_no_model_in_the_body(m
 
 
 def test_anthropic_vertex_counts_tokens_for_a_versioned_model(mock_server):
-    """Vertex names Claude `claude-sonnet-4-6@20250929`, and AnthropicVertex's count_tokens sends that name in the
+    """Vertex names a dated Claude `claude-haiku-4-5@20251001`, and AnthropicVertex's count_tokens sends that name in the
     body of `count-tokens:rawPredict`: it counts, as it does for the same model unversioned."""
     url, _ = mock_server
     client = claude(url, project())
     messages = [{"role": "user", "content": "Where is order 7?"}]
     versioned = client.messages.count_tokens(model=CLAUDE, messages=messages).input_tokens
     assert versioned > 0
-    assert versioned == client.messages.count_tokens(model="claude-sonnet-4-6", messages=messages).input_tokens
+    assert versioned == client.messages.count_tokens(model="claude-haiku-4-5", messages=messages).input_tokens
 
 
 def test_genai_vertex_generates_streams_and_uses_a_context_cache(mock_server):

@@ -8,8 +8,8 @@
   more than `global.`.
 
 List prices (USD per million tokens, input / output): Claude Sonnet 4.6 $3 / $15 (cache read $0.30, 5-minute
-write $3.75, 1-hour write $6), Claude Opus 4.1 $15 / $75, Claude Haiku 3.5 $0.80 / $4. The premium applies to
-every token class."""
+write $3.75, 1-hour write $6), Claude Haiku 4.5 $1 / $5, Claude Opus 4.1 $15 / $75, Claude Haiku 3.5 $0.80 / $4.
+The premium applies to every token class."""
 
 from __future__ import annotations
 
@@ -69,4 +69,4 @@ def test_the_global_bedrock_profile_is_the_list_price() -> None:
 def test_a_vertex_model_id_with_its_version_is_priced_as_the_model() -> None:
     # Vertex names a Claude model with its snapshot after `@` (claude-opus-4-1@20250805).
     assert cost_of("vertex", "claude-opus-4-1@20250805", MILLION).total == Decimal("90")
-    assert cost_of("vertex", "regional/claude-sonnet-4-6@20260101", MILLION).total == Decimal("19.80")
+    assert cost_of("vertex", "regional/claude-haiku-4-5@20251001", MILLION).total == Decimal("6.60")   # (1 + 5) +10%
