@@ -1,12 +1,13 @@
 """What the Vertex gateway tests share: the models, a dated prompt, golden costs at Vertex's prices worked by
-hand, and a service-account key file whose token endpoint is the mock's."""
+hand, a service-account key file whose token endpoint is the mock's, a gateway over the mock's Vertex or over a
+stub answering a test's own Google errors, and a tenant's google-genai client in Vertex mode."""
 
 from __future__ import annotations
 
 import json
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -14,6 +15,13 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from google import genai
+from google.genai import types
+from google.oauth2.credentials import Credentials
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
@@ -58,6 +66,26 @@ def gateway_over_mock_vertex(monkeypatch: pytest.MonkeyPatch, folder: Path,
         settings = settings_for(mock.url, folder, vertex_base_url=mock.url)
         with running_gateway(settings, policy=policy_for(settings, policy(mock.url))) as gw:
             yield gw.url
+
+
+@contextmanager
+def gateway_over_stub_vertex(monkeypatch: pytest.MonkeyPatch, folder: Path,
+                             answer: Callable[[Request], Awaitable[Response]],
+                             policy: dict | None = None) -> Iterator[str]:
+    """The URL of a gateway whose Vertex upstream is a stub that answers every publisher-model call with
+    `answer` (an error worded as Google words it), under `policy` (None: the zero-config routes)."""
+    use_mock_vertex(monkeypatch)
+    path = "/{version}/projects/{project}/locations/{location}/publishers/google/models/{action}"
+    with ServerThread(Starlette(routes=[Route(path, answer, methods=["POST"])])) as vertex:
+        settings = settings_for(vertex.url, folder, vertex_base_url=vertex.url)
+        with running_gateway(settings, policy=policy_for(settings, policy) if policy else None) as gw:
+            yield gw.url
+
+
+def genai_vertex_caller(gateway_url: str) -> genai.Client:
+    """google-genai in Vertex mode as a tenant uses the gateway: its own project, a gateway key for a token."""
+    return genai.Client(vertexai=True, project="caller-project", location=LOCATION, credentials=Credentials("gateway-key"),
+                        http_options=types.HttpOptions(base_url=gateway_url))
 
 
 def dated_system(at: float, *, dated: bool = True) -> str:

@@ -33,6 +33,7 @@ from tests.gateway.support_vertex import (
     claude_golden,
     dated_system,
     gemini_golden,
+    genai_vertex_caller,
     service_account_file,
     use_mock_vertex,
 )
@@ -76,11 +77,6 @@ def claude_client(base_url: str, token: str = "gateway-key") -> anthropic.Anthro
     """A client of `base_url`: the gateway takes a gateway key; Vertex (the mock) only Google tokens."""
     return anthropic.AnthropicVertex(base_url=base_url, region=LOCATION, project_id="caller-project",
                                      access_token=token, max_retries=0)
-
-
-def genai_client(base_url: str) -> genai.Client:
-    return genai.Client(vertexai=True, project="caller-project", location=LOCATION, credentials=Credentials("gateway-key"),
-                        http_options=types.HttpOptions(base_url=base_url))
 
 
 def claude_args(at: float) -> dict:
@@ -144,7 +140,7 @@ def test_an_anthropic_client_routed_to_vertex_by_policy_keeps_its_cache_control(
 
 def test_genai_vertex_generate_and_stream_read_the_cache(mock, gateway):
     gw, path = gateway
-    client = genai_client(gw)
+    client = genai_vertex_caller(gw)
     t = time.time()
     config = lambda at: types.GenerateContentConfig(system_instruction=dated_system(at))  # noqa: E731
     first = client.models.generate_content(model=GEMINI, contents="Where is order 7?", config=config(t))
@@ -249,7 +245,7 @@ def test_a_context_cache_lives_where_its_models_requests_go_with_a_second_vertex
         "routes": [{"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "vertex-claude"}]},
                    {"name": "gemini", "models": ["*"], "targets": [{"upstream": "vertex"}]}]})
     with running_gateway(settings, policy=policy) as gw:
-        client = genai_client(gw.url)
+        client = genai_vertex_caller(gw.url)
         cache = client.caches.create(model=GEMINI, config=types.CreateCachedContentConfig(
             system_instruction=dated_system(0, dated=False), ttl="600s"))
         assert cache.name.startswith(f"projects/{PROJECT}/locations/{LOCATION}/cachedContents/")

@@ -10,14 +10,13 @@ import httpx
 import pytest
 from google import genai
 from google.genai import errors, types
-from google.oauth2.credentials import Credentials
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
-from tests.gateway.support_vertex import LOCATION, use_mock_vertex
+from tests.gateway.support_gateway import running_gateway, settings_for
+from tests.gateway.support_vertex import gateway_over_stub_vertex, genai_vertex_caller
 from tests.support_services import ServerThread
 
 KEY = "AIzaGatewayOwnGeminiKey0000000000"
@@ -93,12 +92,8 @@ async def _vertex_stream(request: Request) -> StreamingResponse:
 
 
 def test_a_vertex_caller_gets_the_error_without_the_gateways_project(tmp_path, monkeypatch):
-    use_mock_vertex(monkeypatch)
-    path = "/{version}/projects/{project}/locations/{location}/publishers/google/models/{action}"
-    with ServerThread(Starlette(routes=[Route(path, _vertex_stream, methods=["POST"])])) as vertex, \
-            running_gateway(settings_for(vertex.url, tmp_path, vertex_base_url=vertex.url)) as gw:
-        client = genai.Client(vertexai=True, project="caller-project", location=LOCATION,
-                              credentials=Credentials("gateway-key"), http_options=types.HttpOptions(base_url=gw.url))
+    with gateway_over_stub_vertex(monkeypatch, tmp_path, _vertex_stream) as gw:
+        client = genai_vertex_caller(gw)
         with pytest.raises(errors.APIError) as refused:
             for _ in client.models.generate_content_stream(model="gemini-3.5-flash", contents="Hi"):
                 pass
@@ -109,18 +104,13 @@ def test_a_vertex_caller_gets_the_error_without_the_gateways_project(tmp_path, m
 def test_a_gemini_caller_routed_to_vertex_keeps_googles_status_and_details(tmp_path, monkeypatch):
     """Another Google format upstream (Vertex AI) than the caller's (the Gemini API): the error is re-emitted in
     the caller's format, and was a bare INTERNAL 502 without Google's status and details."""
-    use_mock_vertex(monkeypatch)
-    path = "/{version}/projects/{project}/locations/{location}/publishers/google/models/{action}"
-    with ServerThread(Starlette(routes=[Route(path, _stream, methods=["POST"])])) as vertex:
-        settings = settings_for(vertex.url, tmp_path, vertex_base_url=vertex.url)
-        policy = policy_for(settings, {"routes": [{"name": "g", "models": ["gemini-*"],
-                                                   "targets": [{"upstream": "vertex"}]}]})
-        with running_gateway(settings, policy=policy) as gw:
-            client = genai.Client(api_key="AIzaCallerKey000000000000000000",
-                                  http_options=types.HttpOptions(base_url=gw.url, api_version="v1beta"))
-            with pytest.raises(errors.ClientError) as refused:
-                for _ in client.models.generate_content_stream(model="gemini-3.5-flash", contents="Hi"):
-                    pass
+    policy = {"routes": [{"name": "g", "models": ["gemini-*"], "targets": [{"upstream": "vertex"}]}]}
+    with gateway_over_stub_vertex(monkeypatch, tmp_path, _stream, policy) as gw:
+        client = genai.Client(api_key="AIzaCallerKey000000000000000000",
+                              http_options=types.HttpOptions(base_url=gw, api_version="v1beta"))
+        with pytest.raises(errors.ClientError) as refused:
+            for _ in client.models.generate_content_stream(model="gemini-3.5-flash", contents="Hi"):
+                pass
     assert (refused.value.code, refused.value.status) == (429, "RESOURCE_EXHAUSTED")
     assert refused.value.details["error"]["details"][1] == {"@type": RPC + "RetryInfo", "retryDelay": "7s"}
     assert PROJECT not in json.dumps(refused.value.details)

@@ -6,17 +6,11 @@ gateway's project id reached a tenant through that prose; it is now scrubbed whe
 from __future__ import annotations
 
 import pytest
-from google import genai
-from google.genai import errors, types
-from google.oauth2.credentials import Credentials
-from starlette.applications import Starlette
+from google.genai import errors
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
 
-from tests.gateway.support_gateway import running_gateway, settings_for
-from tests.gateway.support_vertex import LOCATION, PROJECT, use_mock_vertex
-from tests.support_services import ServerThread
+from tests.gateway.support_vertex import LOCATION, PROJECT, gateway_over_stub_vertex, genai_vertex_caller
 
 MODEL = "gemini-3.5-flash"
 
@@ -30,12 +24,8 @@ async def _refused(request: Request) -> JSONResponse:
 
 
 def test_the_gateways_vertex_project_is_not_in_a_refusal_that_words_it_in_prose(tmp_path, monkeypatch):
-    use_mock_vertex(monkeypatch)
-    path = "/{version}/projects/{project}/locations/{location}/publishers/google/models/{action}"
-    with ServerThread(Starlette(routes=[Route(path, _refused, methods=["POST"])])) as vertex, \
-            running_gateway(settings_for(vertex.url, tmp_path, vertex_base_url=vertex.url)) as gw:
-        client = genai.Client(vertexai=True, project="caller-project", location=LOCATION,
-                              credentials=Credentials("gateway-key"), http_options=types.HttpOptions(base_url=gw.url))
+    with gateway_over_stub_vertex(monkeypatch, tmp_path, _refused) as gw:
+        client = genai_vertex_caller(gw)
         with pytest.raises(errors.APIError) as refused:
             client.models.generate_content(model=MODEL, contents="Hi")
     assert refused.value.code == 403 and refused.value.status == "PERMISSION_DENIED"
