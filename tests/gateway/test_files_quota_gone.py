@@ -8,27 +8,22 @@ from __future__ import annotations
 import io
 
 import anthropic
-import httpx
 import openai
 import pytest
 from google import genai
 from google.genai import errors as genai_errors
 
 from tests.gateway.support_files_quota import (
-    ANTHROPIC_KEY,
     FILES_BETA,
-    GEMINI_KEY,
-    OPENAI_KEY,
-    solo_over_mock,
+    deleted_at_anthropic,
+    deleted_at_gemini,
+    deleted_at_openai,
+    solo_stack,
 )
 
 SOLO = "pg-solo-gone-0123456"
 
-
-@pytest.fixture
-def stack(tmp_path, monkeypatch):
-    with solo_over_mock(tmp_path, monkeypatch, SOLO, max_files=1) as urls:
-        yield urls
+stack = solo_stack(SOLO, max_files=1)
 
 
 def test_an_openai_file_deleted_at_the_provider_frees_its_share(stack):
@@ -37,7 +32,7 @@ def test_an_openai_file_deleted_at_the_provider_frees_its_share(stack):
     made = client.files.create(file=("n.txt", b"note"), purpose="user_data")
     with pytest.raises(openai.PermissionDeniedError):       # the tenant's one file is taken
         client.files.create(file=("m.txt", b"note"), purpose="user_data")
-    gone = httpx.delete(f"{mock}/v1/files/{made.id}", headers={"authorization": f"Bearer {OPENAI_KEY}"})
+    gone = deleted_at_openai(mock, made.id)
     assert gone.json()["deleted"] is True
     with pytest.raises(openai.NotFoundError):       # the provider's 404, relayed
         client.files.retrieve(made.id)
@@ -48,8 +43,7 @@ def test_an_anthropic_file_deleted_at_the_provider_frees_its_share(stack):
     gw, mock = stack
     client = anthropic.Anthropic(base_url=gw, api_key=SOLO)
     made = client.beta.files.upload(file=("n.txt", b"note", "text/plain"), betas=[FILES_BETA])
-    gone = httpx.delete(f"{mock}/v1/files/{made.id}", headers={
-        "x-api-key": ANTHROPIC_KEY, "anthropic-version": "2023-06-01", "anthropic-beta": FILES_BETA})
+    gone = deleted_at_anthropic(mock, made.id)
     assert gone.json()["type"] == "file_deleted"
     with pytest.raises(anthropic.NotFoundError):
         client.beta.files.delete(made.id, betas=[FILES_BETA])
@@ -60,7 +54,7 @@ def test_a_gemini_file_deleted_at_the_provider_frees_its_share(stack):
     gw, mock = stack
     client = genai.Client(api_key=SOLO, http_options={"base_url": gw})
     made = client.files.upload(file=io.BytesIO(b"note"), config={"mime_type": "text/plain"})
-    assert httpx.delete(f"{mock}/v1beta/{made.name}", headers={"x-goog-api-key": GEMINI_KEY}).status_code == 200
+    assert deleted_at_gemini(mock, made.name).status_code == 200
     with pytest.raises(genai_errors.ClientError) as refused:
         client.files.get(name=made.name)
     assert refused.value.code == 403 and "may not exist" in refused.value.message

@@ -9,27 +9,22 @@ from __future__ import annotations
 import io
 
 import anthropic
-import httpx
 import openai
 import pytest
 from google import genai
 from google.genai import errors as genai_errors
 
 from tests.gateway.support_files_quota import (
-    ANTHROPIC_KEY,
     FILES_BETA,
-    GEMINI_KEY,
-    OPENAI_KEY,
-    solo_over_mock,
+    deleted_at_anthropic,
+    deleted_at_gemini,
+    deleted_at_openai,
+    solo_stack,
 )
 
 SOLO = "pg-solo-gone-model-0123"
 
-
-@pytest.fixture
-def stack(tmp_path, monkeypatch):
-    with solo_over_mock(tmp_path, monkeypatch, SOLO, max_files=2) as urls:
-        yield urls
+stack = solo_stack(SOLO, max_files=2)
 
 
 def _openai_read(client: openai.OpenAI, file_id: str) -> None:
@@ -44,7 +39,7 @@ def test_an_openai_file_a_model_request_hears_is_gone_frees_its_share(stack):
     made = client.files.create(file=("n.txt", b"note"), purpose="user_data")
     with pytest.raises(openai.PermissionDeniedError):       # the tenant's two files are taken
         client.files.create(file=("m.txt", b"note"), purpose="user_data")
-    assert httpx.delete(f"{mock}/v1/files/{made.id}", headers={"authorization": f"Bearer {OPENAI_KEY}"}).json()["deleted"]
+    assert deleted_at_openai(mock, made.id).json()["deleted"]
     with pytest.raises(openai.NotFoundError) as refused:       # the provider's 404, relayed
         _openai_read(client, made.id)
     assert made.id in refused.value.message
@@ -59,7 +54,7 @@ def test_a_refusal_naming_another_file_frees_nothing(stack):
     client = openai.OpenAI(base_url=f"{gw}/v1", api_key=SOLO, max_retries=0)
     kept = client.files.create(file=("k.txt", b"kept"), purpose="user_data")
     made = client.files.create(file=("n.txt", b"note"), purpose="user_data")
-    httpx.delete(f"{mock}/v1/files/{made.id}", headers={"authorization": f"Bearer {OPENAI_KEY}"})
+    deleted_at_openai(mock, made.id)
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="gpt-5.4-mini", messages=[{"role": "user", "content": [
             {"type": "file", "file": {"file_id": kept.id}}, {"type": "file", "file": {"file_id": made.id}}]}])
@@ -74,8 +69,7 @@ def test_an_anthropic_file_a_model_request_hears_is_gone_frees_its_share(stack):
     client = anthropic.Anthropic(base_url=gw, api_key=SOLO, max_retries=0)
     client.beta.files.upload(file=("k.txt", b"kept", "text/plain"), betas=[FILES_BETA])
     made = client.beta.files.upload(file=("n.txt", b"note", "text/plain"), betas=[FILES_BETA])
-    gone = httpx.delete(f"{mock}/v1/files/{made.id}", headers={
-        "x-api-key": ANTHROPIC_KEY, "anthropic-version": "2023-06-01", "anthropic-beta": FILES_BETA})
+    gone = deleted_at_anthropic(mock, made.id)
     assert gone.json()["type"] == "file_deleted"
     with pytest.raises(anthropic.NotFoundError):
         client.beta.messages.create(model="claude-haiku-4-5", max_tokens=16, betas=[FILES_BETA], messages=[
@@ -89,7 +83,7 @@ def test_a_gemini_file_a_model_request_hears_is_gone_frees_its_share(stack):
     client = genai.Client(api_key=SOLO, http_options={"base_url": gw})
     client.files.upload(file=io.BytesIO(b"kept"), config={"mime_type": "text/plain"})
     made = client.files.upload(file=io.BytesIO(b"note"), config={"mime_type": "text/plain"})
-    assert httpx.delete(f"{mock}/v1beta/{made.name}", headers={"x-goog-api-key": GEMINI_KEY}).status_code == 200
+    assert deleted_at_gemini(mock, made.name).status_code == 200
     with pytest.raises(genai_errors.ClientError) as refused:
         client.models.generate_content(model="gemini-2.5-flash", contents=[
             {"role": "user", "parts": [{"file_data": {"file_uri": made.uri, "mime_type": "text/plain"}},
