@@ -29,17 +29,25 @@ def _openai(url: str, ledger: Ledger) -> tuple[openai.OpenAI, openai.OpenAI]:
     return raw, prefixgate.wrap(raw, ledger=ledger)
 
 
+def _broken(monkeypatch: pytest.MonkeyPatch, step: str, bug: str) -> None:
+    """The wrapper's own `exchange.<step>` raises RuntimeError(bug)."""
+    def raise_bug(*args, **kwargs):
+        raise RuntimeError(bug)
+
+    monkeypatch.setattr(exchange, step, raise_bug)
+
+
+def _hi(wrapped: openai.OpenAI, **extra):
+    return wrapped.chat.completions.create(model=OPENAI_MODEL, max_tokens=8,
+                                           messages=[{"role": "user", "content": "hi"}], **extra)
+
+
 def test_a_planning_failure_sends_the_call_as_asked_with_a_warning(mock_url, monkeypatch):
     ledger = Ledger()
     _, wrapped = _openai(mock_url, ledger)
-
-    def broken_planner(*args, **kwargs):
-        raise RuntimeError("planner bug")
-
-    monkeypatch.setattr(exchange, "plan", broken_planner)
+    _broken(monkeypatch, "plan", "planner bug")
     with pytest.warns(RuntimeWarning, match="planning failed"):
-        answer = wrapped.chat.completions.create(model=OPENAI_MODEL, max_tokens=8,
-                                                 messages=[{"role": "user", "content": "hi"}])
+        answer = _hi(wrapped)
     assert answer.choices[0].message.content
     (rec,) = ledger.records
     assert rec.status == 200 and rec.output > 0
@@ -47,21 +55,14 @@ def test_a_planning_failure_sends_the_call_as_asked_with_a_warning(mock_url, mon
 
 
 def test_a_recording_failure_never_breaks_the_callers_answer(mock_url, monkeypatch):
-    ledger = Ledger()
-    _, wrapped = _openai(mock_url, ledger)
-
-    def broken_shape(*args, **kwargs):
-        raise RuntimeError("shape bug")
-
+    _, wrapped = _openai(mock_url, Ledger())
     # Recording runs inside the SDK's read of the body: its failure used to raise out of create().
-    monkeypatch.setattr(exchange, "prefix_shape", broken_shape)
+    _broken(monkeypatch, "prefix_shape", "shape bug")
     with pytest.warns(RuntimeWarning, match=r"recording the call failed \(RuntimeError: shape bug\)"):
-        answer = wrapped.chat.completions.create(model=OPENAI_MODEL, max_tokens=8,
-                                                 messages=[{"role": "user", "content": "hi"}])
+        answer = _hi(wrapped)
     assert answer.choices[0].message.content
     with pytest.warns(RuntimeWarning, match="recording the call failed"):
-        stream = wrapped.chat.completions.create(model=OPENAI_MODEL, max_tokens=8, stream=True,
-                                                 messages=[{"role": "user", "content": "hi"}])
+        stream = _hi(wrapped, stream=True)
         assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
 
 
