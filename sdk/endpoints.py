@@ -8,6 +8,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import unquote
+
+from prefixgate.dialects.openai import AZURE_PATH
 
 Provider = Literal["openai", "anthropic", "gemini"]
 Kind = Literal["generate", "cache_create", "cache_update", "cache_delete"]
@@ -26,6 +29,7 @@ class Endpoint:
     streams: bool = False
     name: str | None = None       # a cachedContents resource name
     api: str | None = None        # the wire format when the provider has more than one ("responses")
+    deployment: str | None = None  # Azure OpenAI's deployment, where the path names one
 
     @property
     def dialect(self) -> str:
@@ -39,7 +43,8 @@ def endpoint_of(provider: Provider, method: str, path: str) -> Endpoint | None:
         if method != "POST":
             return None
         if path.endswith("/chat/completions"):
-            return Endpoint("openai", "generate")
+            azure = AZURE_PATH.search(path)
+            return Endpoint("openai", "generate", deployment=unquote(azure.group(1)) if azure else None)
         # `responses.create`, `.stream` and `.parse` all POST `/responses` (its sub-paths pass through).
         return Endpoint("openai", "generate", api="responses") if path.endswith("/responses") else None
     if provider == "anthropic":

@@ -24,6 +24,7 @@ from prefixgate.errors import RequestError
 from prefixgate.ledger import LedgerRecord, failed, miss_reason
 from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.pricing import cost_of
+from prefixgate.sdk.azure import PRICE_ROWS, priced_model
 from prefixgate.sdk.config import WrapConfig
 from prefixgate.sdk.endpoints import Endpoint, gemini_cache_url
 from prefixgate.usage import Usage
@@ -42,6 +43,7 @@ class Exchange:
         self.ts = time.time()
         self.started = time.perf_counter()
         self.model = endpoint.model or ""
+        self.deployment = endpoint.deployment or ""   # Azure: what the call names instead of a model
         self.stream = endpoint.streams
         self.plan: Plan | None = None
         self.notes: list[str] = []
@@ -70,11 +72,16 @@ class Exchange:
             return
         self.model = conv.model or self.model
         self.stream = self.stream or conv.stream
+        if self.config.azure:
+            # Azure ignores the body's model where the path names a deployment; on its other paths it is one.
+            self.deployment = self.deployment or self.model
+            self.model = dict(self.config.deployments).get(self.deployment, self.deployment)
         if not self.model:
             self.notes.append("passthrough: no model to plan for")
             return
+        target = Target(provider, self.model, rows_of=PRICE_ROWS if self.config.azure else "")
         with self.config.lock:
-            self.plan = plan(conv, Target(provider, self.model), self.config.state, self.config.mode,
+            self.plan = plan(conv, target, self.config.state, self.config.mode,
                              route=self.config.route, now=self.ts, caller_checkpoints=self.config.caller_checkpoints)
         if self.stream:
             # Some formats report a stream's usage only when asked: ask, and withhold the answer from a
@@ -133,12 +140,16 @@ class Exchange:
 
     # ---- after the answer -------------------------------------------------------------------------
 
-    def finish(self, status: int, usage: Usage | None, *, error: str = "", data: Any = None) -> None:
-        """Record the call, once, whoever gets here first (end of body, close, or failure)."""
+    def finish(self, status: int, usage: Usage | None, *, error: str = "", data: Any = None, answered: str = "") -> None:
+        """Record the call, once, whoever gets here first (end of body, close, or failure). `answered`: the model
+        the answer named, if it named one."""
         with self._finish_lock:
             if self._finished:
                 return
             self._finished = True
+        if self.config.azure and self.deployment:
+            self.model, note = priced_model(self.deployment, answered, dict(self.config.deployments))
+            self.notes += [note] if usage is not None else []
         try:
             self._book(status, usage, error, data)
         except Exception as e:  # a bookkeeping bug: it runs inside the SDK's read of the answer, which stays the caller's
@@ -161,12 +172,13 @@ class Exchange:
         cost = None
         if usage is not None:   # an answer's, or the estimate of an attempt that may have been billed unanswered
             try:
-                cost = cost_of(self.endpoint.provider, self.model, usage)
+                cost = cost_of(self.priced_by, self.model, usage)
             except RequestError:
-                lines = [*lines, f"cost: no price for {self.endpoint.provider} model {self.model!r}"]
+                lines = [*lines, f"cost: no price for {self.priced_by} model {self.model!r}"]
         return LedgerRecord(
             id=self.id, ts=self.ts, key="sdk", tenant=self.config.tenant, route=self.route,
-            target=f"sdk:{self.host}", provider=self.endpoint.provider, model=self.model,
+            target=f"sdk:{self.host}/{self.deployment}" if self.deployment else f"sdk:{self.host}",
+            provider=self.priced_by, model=self.model,
             dialect=self.endpoint.dialect, stream=self.stream, status=status, **ledger_fields(usage or Usage(), cost),
             latency_ms=(now - self.started) * 1000,
             ttft_ms=(self.first_byte_at - self.started) * 1000 if self.first_byte_at else None,
@@ -175,6 +187,11 @@ class Exchange:
             plan_summary=self.plan.summary if self.plan else "",
             explanation=lines, miss_reason=miss_reason(usage, status, lines), error=error,
             segments=prefix_shape(self.plan.conversation, self.endpoint.provider, volatile_spans) if self.plan else [])
+
+    @property
+    def priced_by(self) -> str:
+        """Whose price rows bill the call: Azure's for an Azure client (as the gateway bills an Azure upstream)."""
+        return PRICE_ROWS if self.config.azure else self.endpoint.provider
 
     @property
     def route(self) -> str:

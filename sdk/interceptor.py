@@ -19,7 +19,7 @@ from prefixgate.sdk.endpoints import Provider, endpoint_of
 from prefixgate.sdk.exchange import Exchange
 from prefixgate.sdk.http_family import family_of
 from prefixgate.sdk.tapped_stream import tapped_stream
-from prefixgate.sdk.usage_tap import UsageTap
+from prefixgate.sdk.usage_tap import UsageTap, named_model
 from prefixgate.usage import cut_usage, prompt_estimate
 
 # Headers a replacement request must not copy: httpx sets them for the new body.
@@ -128,6 +128,7 @@ class _ResponseWatch:
         elif not complete and not self.tap.ended:
             error = error or "the body was closed before it ended"
         data = None if self.tap.sse else _json_or_none(bytes(self.tap.body))
+        answered = self.tap.model if self.tap.sse else named_model(data)
         usage = self.tap.usage
         if (failure is not None or not complete) and not self.tap.ended and self.ex.endpoint.kind == "generate":
             # Cut before its usage came (OpenAI reports it in the last chunk only): the provider still ran and
@@ -135,7 +136,7 @@ class _ResponseWatch:
             self.ex.notes.append("usage estimated: the answer was cut before the provider reported all of its usage "
                                  "(prompt from the body's size, an output token per event read)")
             usage = cut_usage(usage, _sent_body(self.response), self.tap.events)
-        self.ex.finish(status, usage, error=error or self.tap.unreadable, data=data)
+        self.ex.finish(status, usage, error=error or self.tap.unreadable, data=data, answered=answered)
 
 
 def _sent_body(response: Any) -> bytes:

@@ -36,6 +36,7 @@ class UsageTap:
         # closes the body right after it (the openai SDK stops at `[DONE]`) did not cut the stream short.
         self.ended = False
         self.events = 0     # events with data seen: a cut stream's output is at least one token an event
+        self.model = ""     # the model the stream names (Azure's first chunk names none)
         self._terminal: bytes | None = getattr(self.wire, "terminal", None)
         self._buffer = bytearray()
         self._too_big = False
@@ -82,6 +83,7 @@ class UsageTap:
         if data is None:
             return True
         self.events += 1
+        self.model = self.model or named_model(data)
         try:
             self.ended = self.ended or self.wire.ends_stream(data)
             self.counter.feed(data)
@@ -135,3 +137,11 @@ class UsageTap:
             return str(err.get("message", ""))
         return str(err or "")
 
+
+def named_model(data: object) -> str:
+    """The model an OpenAI-format answer or event names: its own `model`, or its `response`'s (Responses events)."""
+    for obj in (data, data.get("response") if isinstance(data, dict) else None):
+        model = obj.get("model") if isinstance(obj, dict) else None
+        if isinstance(model, str) and model:
+            return model
+    return ""

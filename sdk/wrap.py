@@ -8,9 +8,11 @@ SDK's own; type checkers see the wrapped client's type through the overloads bel
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 from prefixgate.cache_planner import CallerCheckpoints, PlannerState
+from prefixgate.sdk.azure import is_azure
 from prefixgate.sdk.config import WrapConfig
 from prefixgate.sdk.usage_ledger import DEFAULT_LEDGER, Ledger
 
@@ -25,11 +27,11 @@ SUPPORTED = "openai.OpenAI, openai.AsyncOpenAI, anthropic.Anthropic, anthropic.A
 @overload
 def wrap(client: OpenAI, *, route: str | None = ..., rewrite: bool = ..., ledger: Ledger | None = ...,
          tenant: str | None = ..., state: PlannerState | None = ...,
-         caller_checkpoints: CallerCheckpoints = ...) -> OpenAI: ...
+         caller_checkpoints: CallerCheckpoints = ..., deployments: Mapping[str, str] | None = ...) -> OpenAI: ...
 @overload
 def wrap(client: AsyncOpenAI, *, route: str | None = ..., rewrite: bool = ..., ledger: Ledger | None = ...,
          tenant: str | None = ..., state: PlannerState | None = ...,
-         caller_checkpoints: CallerCheckpoints = ...) -> AsyncOpenAI: ...
+         caller_checkpoints: CallerCheckpoints = ..., deployments: Mapping[str, str] | None = ...) -> AsyncOpenAI: ...
 @overload
 def wrap(client: Anthropic, *, route: str | None = ..., rewrite: bool = ..., ledger: Ledger | None = ...,
          tenant: str | None = ..., state: PlannerState | None = ...,
@@ -45,7 +47,8 @@ def wrap(client: GenaiClient, *, route: str | None = ..., rewrite: bool = ..., l
 
 
 def wrap(client: Any, *, route: str | None = None, rewrite: bool = True, ledger: Ledger | None = None,
-         tenant: str | None = None, state: PlannerState | None = None, caller_checkpoints: CallerCheckpoints = "keep") -> Any:
+         tenant: str | None = None, state: PlannerState | None = None, caller_checkpoints: CallerCheckpoints = "keep",
+         deployments: Mapping[str, str] | None = None) -> Any:
     """A copy of `client` whose generate calls are planned before they leave and priced when they end.
 
     route:   the planner's route name (what it learns stability under); default: a fingerprint of
@@ -58,10 +61,13 @@ def wrap(client: Any, *, route: str | None = None, rewrite: bool = True, ledger:
     caller_checkpoints: what the planner does with `cache_control` / breakpoints your own code placed:
              "keep" them as sent (default), "add" its own where they pay, or "optimize" (replace them
              where its cost model expects savings). See docs/planner.md.
+    deployments: Azure OpenAI only: deployment name -> the model it runs (`{"chat-prod": "gpt-5.4"}`), what its calls
+             are planned for, and priced as where the answer names no model (one that does is priced as that model).
     """
-    config = WrapConfig.build(route=route, rewrite=rewrite, ledger=ledger, tenant=tenant, state=state,
-                              default_ledger=DEFAULT_LEDGER, caller_checkpoints=caller_checkpoints)
     openai = sys.modules.get("openai")
+    config = WrapConfig.build(route=route, rewrite=rewrite, ledger=ledger, tenant=tenant, state=state,
+                              default_ledger=DEFAULT_LEDGER, caller_checkpoints=caller_checkpoints,
+                              azure=openai is not None and is_azure(client, openai), deployments=deployments)
     if openai is not None and isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
         from prefixgate.sdk.openai_wrapper import wrap_openai
 

@@ -5,7 +5,9 @@ Bodies and streams are OpenAI's; what differs is what each provider documents (r
 DeepSeek reports `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`; OpenRouter always reports usage
 (streamed or not, asked or not) with `cost` in USD and `cached_tokens`/`cache_write_tokens`; Groq adds its
 timings (`queue_time`, `prompt_time`, ...); Mistral's `cached_tokens` come in 64-token blocks; Fireworks
-also sends its token-count headers; Azure takes the key in `api-key` and insists on `api-version`. Every
+also sends its token-count headers; Azure takes the key in `api-key`, insists on `api-version`, answers with the
+model its deployment runs (a dated id such as `gpt-4o-2024-11-20`, never the deployment's name; a stream's first
+chunk, its prompt filter results, names none) and a 404 for a deployment the resource lacks. Every
 provider caches by prefix automatically; the mock runs OpenAI's implicit cache per provider and key, with
 the provider's own minimum and step from its model's row (DeepSeek's 64-token units, Groq's 128, ...). Like OpenAI's API, an unknown body field such as
 `cache_salt` is refused with a 400.
@@ -19,6 +21,7 @@ automatic stand-in does.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from decimal import Decimal
 
@@ -28,6 +31,7 @@ from fastapi.responses import JSONResponse, Response
 from prefixgate.cost import price_usage
 from prefixgate.dialects import anthropic
 from prefixgate.dialects import openai as dialect
+from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.translate import translate_body
 from prefixgate.errors import RequestError
 from prefixgate.providers.compatible import PROFILES, caches_by_markers
@@ -47,6 +51,14 @@ BREAKPOINT_STAND_IN = "claude-sonnet-4-6"
 UNLISTED_PRICE = (Decimal("1"), Decimal("0.25"), Decimal("2"))      # input, cache read, output
 # Fields a self-hosted server takes that no hosted provider does: refused as OpenAI refuses unknown fields.
 REFUSED_FIELDS = ("cache_salt",)
+# The mock Azure resource's deployments (docs/providers.md's examples), name -> the model id its answers name;
+# MockContext.azure_deployments adds or overrides. A deployment named after a model Azure's rows list (the portal's
+# default name) answers as that model.
+AZURE_DEPLOYMENTS = {"prod-4o": "gpt-4o-2024-11-20", "chat-prod": "gpt-4o-2024-11-20", "chat-mini": "gpt-4o-mini-2024-07-18"}
+# Azure's first chunk of a stream: its prompt's content filter results, naming no model.
+AZURE_FILTER_RESULTS = {"choices": [], "created": 0, "id": "", "model": "", "object": "", "prompt_filter_results": [
+    {"prompt_index": 0, "content_filter_results": {name: {"filtered": False, "severity": "safe"}
+                                                   for name in ("hate", "self_harm", "sexual", "violence")}}]}
 
 
 def add_routes(app: FastAPI, ctx: MockContext) -> None:
@@ -66,7 +78,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
                                "endpoint for your resource.", status=401, kind="authentication")
         if not request.query_params.get("api-version"):
             raise RequestError("Missing API version parameter.", status=400, field="api-version")
-        return await _answer(ctx, request, "azure", key, deployment)
+        return await _answer(ctx, request, "azure", key, _deployed_model(ctx, deployment))
 
 
 def _bearer(request: Request) -> str:
@@ -77,14 +89,27 @@ def _bearer(request: Request) -> str:
     return key
 
 
-async def _answer(ctx: MockContext, request: Request, provider: str, key: str, deployment: str | None) -> Response:
+def _deployed_model(ctx: MockContext, deployment: str) -> str:
+    model = {**AZURE_DEPLOYMENTS, **ctx.azure_deployments}.get(deployment)
+    if model is not None:
+        return model
+    try:
+        resolve_model("azure", deployment, ctx.simulator.catalog)
+    except UnknownModel:
+        raise RequestError("The API deployment for this resource does not exist. If you created the deployment within "
+                           "the last 5 minutes, please wait a moment and try again.", status=404, kind="not_found",
+                           code="DeploymentNotFound") from None
+    return deployment
+
+
+async def _answer(ctx: MockContext, request: Request, provider: str, key: str, deployed: str | None) -> Response:
     body = await json_body(request)
     ctx.received.append((request.url.path, body))
     for name in REFUSED_FIELDS:
         if name in body:
             raise RequestError(f"Unrecognized request argument supplied: {name}", status=400, field=name)
     # Azure names the model by its deployment; the body's model (if any) is ignored, as Azure does.
-    model = deployment or body.get("model")
+    model = deployed or body.get("model")
     if not isinstance(model, str) or not model:
         raise RequestError("you must provide a model parameter", status=400, field="model")
     fault = await ctx.fault_for(request, "openai", model)
@@ -115,6 +140,8 @@ async def _answer(ctx: MockContext, request: Request, provider: str, key: str, d
         # OpenRouter sends the usage chunk whether asked or not (P1).
         events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish,
                                        include_usage=asked or provider == "openrouter", usage_body=usage_body)
+        if provider == "azure":
+            events = itertools.chain([encode_sse(AZURE_FILTER_RESULTS)], events)
         return sse_response(events, fault, headers)
     out = dialect.build_response(model, reply.text, usage, finish_reason=finish)
     out["usage"] = usage_body

@@ -62,6 +62,8 @@ class MockContext:
     anthropic_diagnostics: AnthropicDiagnostics = field(default_factory=AnthropicDiagnostics)
     responses_diagnostics: ResponsesDiagnostics = field(default_factory=ResponsesDiagnostics)
     containers: Containers = field(default_factory=Containers)     # code execution's, per account
+    # Azure OpenAI: deployments beyond mock/compatible.py's, name -> the model id its answers name.
+    azure_deployments: dict[str, str] = field(default_factory=dict)
     files: Files = field(init=False)        # the Files APIs', per account
 
     def __post_init__(self) -> None:
