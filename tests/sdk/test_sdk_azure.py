@@ -163,3 +163,17 @@ def test_a_mapping_is_for_azure_clients_only():
     for client in (openai.OpenAI(api_key="k"), anthropic.Anthropic(api_key="k")):
         with pytest.raises(TypeError, match=r"deployments=\.\.\.\) is for Azure OpenAI clients"):
             prefixgate.wrap(client, deployments={"chat-prod": "gpt-5.4"})
+
+
+def test_the_answers_model_wins_over_a_mapping_that_disagrees(azure_url):
+    """A client bound to its deployment (`azure_deployment=`) sends whatever `model` the caller writes; Azure runs the
+    deployment's. A mapping that names another model is not what ran: the record says both, priced as what ran."""
+    ledger = Ledger()
+    raw = openai.AzureOpenAI(azure_endpoint=azure_url, azure_deployment=DEPLOYMENT, api_key=fresh_key(),
+                             api_version=API_VERSION, max_retries=0)
+    client = prefixgate.wrap(raw, ledger=ledger, deployments={DEPLOYMENT: "gpt-5.4-mini"})
+    usage = client.chat.completions.create(model="gpt-5.4-nano", messages=messages(1), max_tokens=16).usage
+    (rec,) = ledger.records
+    assert (rec.model, Decimal(rec.cost_usd)) == (SNAPSHOT, list_price(usage))
+    assert (f"azure: deployment '{DEPLOYMENT}' answered as {SNAPSHOT}, priced as that model "
+            "(wrap(deployments=...) maps it to gpt-5.4-mini)") in rec.explanation
