@@ -30,14 +30,16 @@ from tests.support_services import ServerThread
 
 PROJECT, LOCATION = "gw-project", "us-east5"
 STATIC_TOKEN = "mock-vertex-token"      # what the mock's Vertex takes as the gateway's access token
-CLAUDE = "claude-sonnet-4-6@20250929"
+CLAUDE = "claude-haiku-4-5@20251001"     # as Vertex names a dated model (newer models have no @date)
 GEMINI = "gemini-3.5-flash"
 MTOK = Decimal(1_000_000)
-# $ per MTok on Vertex, from providers.toml's `vertex` rows (sources there). Claude Sonnet 4.6 on a regional
-# endpoint: 10% over global. Gemini 3.5 Flash at the Gemini API's list price (https://ai.google.dev/gemini-api/docs/pricing,
-# shared/reference/provider-caching.md 3.4); storage $1.00/MTok-hour (providers.toml's source line).
-CLAUDE_PRICE = {"input": Decimal("3.30"), "read": Decimal("0.33"), "write_5m": Decimal("4.125"),
-                "write_1h": Decimal("6.60"), "output": Decimal("16.50")}
+# $ per MTok on Vertex. Claude Haiku 4.5 lists at $1 input, $5 output, cache read $0.10, 5-minute write $1.25,
+# 1-hour write $2 (https://platform.claude.com/docs/en/about-claude/pricing); a regional endpoint costs 10% more
+# from Sonnet 4.5 on (https://docs.claude.com/en/api/claude-on-vertex-ai). Gemini 3.5 Flash at the Gemini API's list
+# price (https://ai.google.dev/gemini-api/docs/pricing, shared/reference/provider-caching.md 3.4); storage
+# $1.00/MTok-hour (providers.toml's source line).
+CLAUDE_PRICE = {"input": Decimal("1.10"), "read": Decimal("0.11"), "write_5m": Decimal("1.375"),
+                "write_1h": Decimal("2.20"), "output": Decimal("5.50")}
 GEMINI_PRICE = {"input": Decimal("1.50"), "read": Decimal("0.15"), "output": Decimal("9.00"),
                 "storage_per_hour": Decimal("1.00")}
 EXPLICIT_TTL_H = Decimal(1)

@@ -120,14 +120,14 @@ def test_an_anthropic_client_routed_to_vertex_by_policy_keeps_its_cache_control(
     settings = settings_for(mock, tmp_path, vertex_base_url=mock)
     policy = policy_for(settings, {
         "upstreams": {"vertex-us": {"kind": "vertex", "project": PROJECT, "location": LOCATION, "url": mock}},
-        "routes": [{"name": "claude", "models": ["claude-sonnet-4-6"],
+        "routes": [{"name": "claude", "models": ["claude-haiku-4-5"],
                     "targets": [{"upstream": "vertex-us", "model": CLAUDE}]}]})
     with running_gateway(settings, policy=policy) as gw:
         client = anthropic.Anthropic(base_url=gw.url, api_key="caller", max_retries=0)
         t = time.time()
         marked = {"type": "text", "text": dated_system(t), "cache_control": {"type": "ephemeral", "ttl": "1h"}}
         answers = [client.messages.with_raw_response.create(
-            model="claude-sonnet-4-6", max_tokens=40, system=[marked],
+            model="claude-haiku-4-5", max_tokens=40, system=[marked],
             messages=[{"role": "user", "content": "Where is order 7?"}]) for _ in range(2)]
         assert {a.headers["x-prefixgate-target"] for a in answers} == {"vertex-us"}
         usages = [a.parse().usage for a in answers]
