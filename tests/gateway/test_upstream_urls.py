@@ -157,10 +157,10 @@ def requests_for(model: str) -> list[tuple[str, str, dict]]:
 HOSTILE = ["gemini-3.5-flash-lite/../gemini-3.8-flash:generateContent#", "gemini-3.5-flash%3FgenerateContent",
            "gemini-3.5-flash:streamGenerateContent?alt=sse&key=x", "..", "../../projects/other-proj/locations/x",
            "m%252F..%252Fprojects%252Fother-proj", "gemini-3.5-flash#frag", "a/b", "m?upload_protocol=raw",
-           "claude-sonnet-5-5@20260101:streamRawPredict", "%2e%2e", "m\\..\\x", "m;x=1"]
+           "claude-haiku-4-5@20251001:streamRawPredict", "%2e%2e", "m\\..\\x", "m;x=1"]
 NAMES = st.one_of(st.sampled_from(HOSTILE),
                   st.text(alphabet="ab9.-_@:/?#%&=;\\ 2Ffe", min_size=1, max_size=24),
-                  st.sampled_from(["gemini-3.5-flash", "claude-sonnet-5-5@20260101", "anthropic.claude-haiku-4-5-v1:0"]))
+                  st.sampled_from(["gemini-3.5-flash", "claude-haiku-4-5@20251001", "anthropic.claude-haiku-4-5-v1:0"]))
 
 
 def check(recorder: Recorder, url: str, model: str) -> None:
