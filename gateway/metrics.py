@@ -25,9 +25,12 @@ class Metrics:
         self.requests = Counter("prefixgate_requests", "Callers' requests by outcome (not the gateway's own rows)",
                                 (*LABELS, "status"), registry=r)
         self.tokens = Counter("prefixgate_tokens", "Prompt and output tokens by class", (*LABELS, "kind"), registry=r)
+        # What a hit rate divides: prefixgate_tokens less the gateway's own rows (a refresh reads the whole prefix).
+        self.caller_tokens = Counter("prefixgate_caller_prompt_tokens", "Callers' prompt tokens by class (not the "
+                                     "gateway's own rows, such as keep-alive refreshes)", (*LABELS, "kind"), registry=r)
         self.cost = Counter("prefixgate_cost_usd", "Spend in USD", LABELS, registry=r)
         self.savings = Counter("prefixgate_savings_usd", "USD saved by caching versus no caching", LABELS, registry=r)
-        self.hit_ratio = Gauge("prefixgate_cache_hit_ratio", "Cache-read share of prompt tokens so far", LABELS, registry=r)
+        self.hit_ratio = Gauge("prefixgate_cache_hit_ratio", "Cache-read share of callers' prompt tokens so far", LABELS, registry=r)
         self.latency = Histogram("prefixgate_latency_seconds", "End-to-end latency", LABELS, buckets=LATENCY_BUCKETS, registry=r)
         self.ttft = Histogram("prefixgate_ttft_seconds", "Time to first streamed byte", LABELS, buckets=LATENCY_BUCKETS, registry=r)
         self.overhead = Histogram("prefixgate_overhead_seconds", "Time spent in the gateway itself",
@@ -56,8 +59,8 @@ class Metrics:
             # labels() hashes and locks on every call; a route's children are looked up once.
             child = self._children[labels] = _Children(self, labels)
         writes = sum(rec.cache_writes.values())
-        for kind, n in (("uncached_input", rec.uncached_input), ("cache_read", rec.cache_read),
-                        ("cache_write", writes), ("output", rec.output)):
+        prompt = (("uncached_input", rec.uncached_input), ("cache_read", rec.cache_read), ("cache_write", writes))
+        for kind, n in (*prompt, ("output", rec.output)):
             if n:
                 child.tokens[kind].inc(n)
         if rec.cost_usd is not None and rec.cost_usd.startswith("-"):
@@ -67,18 +70,21 @@ class Metrics:
             saved = float(rec.savings_usd or 0)
             if saved > 0:
                 child.savings.inc(saved)
-        child.prompt[0] += rec.cache_read
-        child.prompt[1] += rec.uncached_input + rec.cache_read + writes
-        if child.prompt[1]:
-            child.hit_ratio.set(child.prompt[0] / child.prompt[1])
         if rec.flip:
             self.flips.labels(rec.route, rec.flip).inc()
             if rec.flip_cost_usd is not None:
                 self.flip_cost.labels(rec.route).inc(float(rec.flip_cost_usd))
         if rec.kind:
             # The gateway's own rows (a keep-alive refresh, an abandoned attempt, an explicit cache's upkeep) are spend
-            # and tokens like any, as on the dashboard; they are neither a caller's request nor its latency.
+            # and tokens like any, as on the dashboard; they are neither a caller's request, its hit rate nor its latency.
             return
+        for kind, n in prompt:
+            if n:
+                child.caller_tokens[kind].inc(n)
+        child.prompt[0] += rec.cache_read
+        child.prompt[1] += rec.uncached_input + rec.cache_read + writes
+        if child.prompt[1]:
+            child.hit_ratio.set(child.prompt[0] / child.prompt[1])
         child.requests(str(rec.status)).inc()
         child.latency.observe(rec.latency_ms / 1000)
         if rec.ttft_ms is not None:
@@ -96,6 +102,7 @@ class _Children:
         self._requests, self._by_status = m.requests, {}
         self.labels = labels
         self.tokens = {k: m.tokens.labels(*labels, k) for k in ("uncached_input", "cache_read", "cache_write", "output")}
+        self.caller_tokens = {k: m.caller_tokens.labels(*labels, k) for k in ("uncached_input", "cache_read", "cache_write")}
         self.cost, self.savings, self.credited = m.cost.labels(*labels), m.savings.labels(*labels), m.credited.labels(*labels)
         self.hit_ratio = m.hit_ratio.labels(*labels)
         self.latency, self.ttft = m.latency.labels(*labels), m.ttft.labels(*labels)

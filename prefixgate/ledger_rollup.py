@@ -53,7 +53,10 @@ SUMS = ("requests", "errors", "unpriced", "uncached_input", "cache_read", "cache
         # The gateway's own rows (a keep-alive refresh, an abandoned attempt, an explicit cache's upkeep: ledger kind
         # not ""), and those of them not answered 200: in `requests` and `errors`, which count rows, while the
         # dashboard shows callers' requests (requests - gateway_rows). Their cost is spend all the same.
-        "gateway_rows", "gateway_row_errors")
+        "gateway_rows", "gateway_row_errors",
+        # Those rows' cache reads and prompt tokens (in the token sums): the hit rate is the callers' (a refresh
+        # reads the whole prefix from cache, which would lift a kept-alive route's rate above what its callers got).
+        "gateway_row_cache_read", "gateway_row_prompt")
 BIN_RATIO = 1.1
 VALUE_HIST_RES = 3600           # per-value histograms are kept per hour only (see the module docstring)
 BATCH = 1000                    # records per roll-up transaction (appends wait for it)
@@ -154,11 +157,15 @@ def contribution(rec: dict) -> tuple[tuple[int, ...], int | None, int | None]:
             int(priced and reported is not None and not by_table), int(compared), provider_cost, cost if compared else 0,
             int(differs), provider_cost if differs else 0, cost if differs else 0,
             *_response_cache(rec, cost), *_keepalive(rec, cost), int(bool(rec.get("flip"))), picodollars(rec.get("flip_cost_usd")),
-            int(own), int(own and status != 200))
+            int(own), int(own and status != 200), (rec["cache_read"] or 0) if own else 0, _prompt(rec) if own else 0)
     ttft = rec["ttft_ms"]
     if own:
         return sums, None, None
     return sums, latency_bin(rec["latency_ms"] or 0.0), None if ttft is None else latency_bin(ttft)
+
+
+def _prompt(rec: dict) -> int:
+    return (rec["uncached_input"] or 0) + (rec["cache_read"] or 0) + sum(rec["cache_writes"].values())
 
 
 def _response_cache(rec: dict, cost: int) -> tuple[int, int, int, int]:

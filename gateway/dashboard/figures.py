@@ -4,9 +4,9 @@ hit rates, each one SQL aggregate over a `source.view` (rows per bucket and valu
 Windows are read in whole minutes: the minutes whose start lies in [since, until), taken from hour
 rollups where whole hours fit inside and from minute rollups at the edges. Money is summed in integer
 picodollars and leaves as exact decimal strings, so the totals the page shows are exactly the ledger's.
-Hit rate is by tokens: cache reads over all prompt tokens. Requests and errors are callers' requests: the
-gateway's own rows (keep-alive refreshes, abandoned attempts, explicit caches' upkeep) are left out of them
-and counted in spend, tokens and their own figures. Latency percentiles come from histograms
+Hit rate is by tokens: cache reads over all prompt tokens, of callers' requests. Requests, errors and the
+hit rate are callers' requests: the gateway's own rows (keep-alive refreshes, abandoned attempts, explicit
+caches' upkeep) are left out of them and counted in spend, tokens and their own figures. Latency percentiles come from histograms
 with bins 10% wide (within 5% of the exact figure); a breakdown row's are over the whole hours that
 the window touches (per-value histograms are kept per hour).
 """
@@ -51,9 +51,9 @@ def _money(pico: int) -> str:
 
 
 def _hit_rate(sums: dict[str, int]) -> float | None:
-    """Cache-read share of prompt tokens; None with no prompt tokens (not 0: nothing was asked)."""
-    prompt = sums["uncached_input"] + sums["cache_read"] + sums["cache_write"]
-    return sums["cache_read"] / prompt if prompt else None
+    """Cache-read share of callers' prompt tokens; None with none (not 0: nothing was asked)."""
+    prompt = sums["uncached_input"] + sums["cache_read"] + sums["cache_write"] - sums["gateway_row_prompt"]
+    return (sums["cache_read"] - sums["gateway_row_cache_read"]) / prompt if prompt else None
 
 
 def _requests(sums: dict[str, int]) -> int:
@@ -131,7 +131,8 @@ def totals(db: sqlite3.Connection, since: float, until: float) -> dict:
 
 
 # What a time-series point reads: summing only these keeps the chart's query as cheap as the rollups grow.
-_POINT_SUMS = ("requests", "gateway_rows", "uncached_input", "cache_read", "cache_write", "spend_pico", "without_cache_pico", "savings_pico")
+_POINT_SUMS = ("requests", "gateway_rows", "uncached_input", "cache_read", "cache_write", "gateway_row_cache_read",
+               "gateway_row_prompt", "spend_pico", "without_cache_pico", "savings_pico")
 
 
 def timeseries(db: sqlite3.Connection, since: float, until: float, step: float) -> list[dict]:
@@ -168,12 +169,13 @@ def breakdown(db: sqlite3.Connection, since: float, until: float, by: str) -> li
 
 
 def route_hit_rates(db: sqlite3.Connection, since: float, until: float) -> dict[str, tuple[int, float | None]]:
-    """{route: (answered requests, hit rate)} over the window (what the hit-rate alerts compare)."""
+    """{route: (callers' answered requests, their hit rate)} over the window (what the hit-rate alerts compare)."""
     sub, params = _rows("rollups", since, until, "route", "name, " + ", ".join(SUMS))
     out = {}
     # SQL text: table, schema and column names are this module's constants and the subquery is built from them; values are bound.
-    query = (f"SELECT name, sum(requests) - sum(gateway_rows) - sum(errors) + sum(gateway_row_errors), sum(cache_read), "  # nosec B608
-             f"sum(uncached_input) + sum(cache_read) + sum(cache_write) FROM {sub} GROUP BY name")
+    query = (f"SELECT name, sum(requests) - sum(gateway_rows) - sum(errors) + sum(gateway_row_errors), "  # nosec B608
+             f"sum(cache_read) - sum(gateway_row_cache_read), "
+             f"sum(uncached_input) + sum(cache_read) + sum(cache_write) - sum(gateway_row_prompt) FROM {sub} GROUP BY name")
     for route, answered, read, prompt in db.execute(query, params):
         out[route] = (answered, read / prompt if prompt else None)
     return out

@@ -70,7 +70,8 @@ class Totals(BaseModel):
     spend_usd: str
     spend_without_cache_usd: str = Field(description="the same requests billed with no caching at all")
     savings_usd: str = Field(description="spend_without_cache_usd - spend_usd; negative when writes did not pay")
-    hit_rate: float | None = Field(description="cache-read tokens / all prompt tokens")
+    hit_rate: float | None = Field(description="cache-read tokens / all prompt tokens, of callers' requests (the gateway's "
+                                               "own rows, such as keep-alive refreshes, are left out; tokens has them)")
     tokens: Tokens
     latency_p50_ms: float | None
     latency_p95_ms: float | None
@@ -91,7 +92,7 @@ class Point(BaseModel):
     spend_usd: str
     savings_usd: str
     spend_without_cache_usd: str
-    hit_rate: float | None
+    hit_rate: float | None = Field(description="callers' requests', as in the totals")
 
 
 class Timeseries(BaseModel):
@@ -202,7 +203,7 @@ class Rewrites(BaseModel):
 
 class Alert(BaseModel):
     route: str
-    hit_rate: float | None = Field(description="over the alert window")
+    hit_rate: float | None = Field(description="callers' requests' over the alert window")
     baseline_hit_rate: float | None = Field(description="over the trailing baseline before it")
     drop: float | None = Field(description="(baseline - current) / baseline")
     requests: int
