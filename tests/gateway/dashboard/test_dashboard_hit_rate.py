@@ -9,14 +9,17 @@ import sqlite3
 import time
 
 import httpx
+import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from psycopg_pool import ConnectionPool
 
 from prefixgate.gateway.dashboard.figures import totals
-from prefixgate.gateway.dashboard.source import SqliteSource
+from prefixgate.gateway.dashboard.source import PostgresSource, SqliteSource
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.ledger import Ledger, LedgerRecord
-from tests.support_services import empty_postgres_ledger
+from prefixgate.ledger_postgres import PostgresSync, create_tables
+from tests.support_services import empty_postgres_ledger, wait_until
 from tests.support_stack import policy_env, running_stack
 
 ADMIN = "admin-token-hit-rate-0123"
@@ -96,7 +99,10 @@ def test_the_hit_rate_metrics_count_callers_prompt_tokens():
     assert samples[("prefixgate_tokens_total", "cache_read")] == 4400         # tokens are tokens, refreshes' too
 
 
-def test_an_older_ledgers_rollups_gain_the_refreshes_tokens(tmp_path):
+ADDED = ("gateway_row_cache_read", "gateway_row_prompt")
+
+
+def test_an_older_sqlite_ledgers_rollups_gain_the_refreshes_tokens(tmp_path):
     path, now = str(tmp_path / "ledger.sqlite"), time.time()
     ledger = Ledger(path)
     for rec in chat(now):
@@ -104,8 +110,29 @@ def test_an_older_ledgers_rollups_gain_the_refreshes_tokens(tmp_path):
     ledger.close()
     # The file as the version before left it: rollups without the gateway rows' token sums.
     with sqlite3.connect(path) as db:
-        for column in ("gateway_row_cache_read", "gateway_row_prompt"):
+        for column in ADDED:
             db.execute(f"ALTER TABLE rollups DROP COLUMN {column}")
     Ledger(path).close()
     with SqliteSource(path).view(now - 3600, now + 60) as view:
         assert totals(view, now - 3600, now + 60)["hit_rate"] == pytest.approx(0.5)
+
+
+def test_an_older_postgres_ledgers_rollups_gain_the_refreshes_tokens(tmp_path, postgres_url):
+    now, url = time.time(), empty_postgres_ledger(postgres_url)
+    ledger = Ledger(str(tmp_path / "ledger.sqlite"), ledger_url=url)
+    for rec in chat(now):
+        ledger.append(rec)
+    copy = next(c for c in ledger.copies if isinstance(c, PostgresSync))
+    wait_until(lambda: copy.position >= 14, 20, "the records copied to Postgres")
+    ledger.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        for column in ADDED:
+            conn.execute(f"ALTER TABLE prefixgate_rollups DROP COLUMN {column}")
+    with ConnectionPool(url, min_size=1, max_size=1) as pool:
+        create_tables(pool)             # what a newer replica does on start
+    source = PostgresSource(url)
+    try:
+        with source.view(now - 3600, now + 60) as view:
+            assert totals(view, now - 3600, now + 60)["hit_rate"] == pytest.approx(0.5)
+    finally:
+        source.close()
