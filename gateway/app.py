@@ -72,6 +72,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.proxy = Proxy(settings, policy, local=local, planner_state=planner_state, tracing=tracing,
                                 catalog=catalog)
+        app.state.proxy.metrics.include_local(local)
         await app.state.proxy.restore_budgets()
         app.state.file_quota = app.state.proxy.file_quota
         resent.keep(settings.resent_bodies_mb << 20)

@@ -48,6 +48,12 @@ class Metrics:
         self._children: dict[tuple[str, str, str], _Children] = {}
         r.register(MemoCollector(STORE))
 
+    def include_local(self, local: object | None) -> None:
+        """The in-process local backend's target, if it is a collector (local_backend's InProcessTarget): its status
+        and, once loaded, the engine's own `prefixgate_backend_*` metrics, read at each scrape."""
+        if callable(getattr(local, "collect", None)):
+            self.registry.register(local)  # a Collector by its collect()
+
     def observe(self, rec: LedgerRecord) -> None:
         labels = (rec.route, rec.target, rec.model)
         child = self._children.get(labels)

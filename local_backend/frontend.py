@@ -9,15 +9,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
+
+from prometheus_client import Metric
+from prometheus_client.core import GaugeMetricFamily
 
 from prefixgate.errors import RequestError, error_body
 from prefixgate.local_backend.async_engine import AsyncEngine, RequestStream
+from prefixgate.local_backend.metrics import EngineMetrics
 from prefixgate.local_backend.outputs import RequestOutput
 from prefixgate.local_backend.protocol import ChunkWriter, ParsedRequest, parse_request, response
 
 log = logging.getLogger("prefixgate.local_backend")
+STATUSES = ("loaded", "not loaded", "failed")
 
 
 def _sse(data: Any) -> bytes:
@@ -105,11 +110,15 @@ class InProcessTarget:
     def __init__(self, model: str, **engine_options: Any) -> None:
         self.model, self.options = model, engine_options
         self._frontend: Frontend | None = None
+        self._metrics: EngineMetrics | None = None
         self._failure: str | None = None
 
     def _load(self) -> Frontend:
         if self._frontend is None:
             engine = AsyncEngine.from_options(self.model, **self.options)
+            # `prefixgate backend`'s own metrics, fed the same way: after each step, on the engine thread.
+            self._metrics = EngineMetrics(engine.engine)
+            engine.observer = self._metrics.observe
             engine.start()
             self._frontend = Frontend(engine)
         return self._frontend
@@ -119,6 +128,21 @@ class InProcessTarget:
         """For `/health`: `loaded`, `not loaded` (before the gateway's start loads it) or `failed` (the log says why:
         the reason can name paths, and `/health` answers anyone)."""
         return "loaded" if self._frontend is not None else "failed" if self._failure else "not loaded"
+
+    def collect(self) -> Iterator[Metric]:
+        """For the gateway's `/metrics`: `prefixgate_local_backend_status` (one series per /health status, 1 on
+        the current one) and, once loaded, the engine's `prefixgate_backend_*` as `prefixgate backend` serves them
+        (counters and histograms are thread-safe; gauges read single values the engine thread keeps)."""
+        status = GaugeMetricFamily("prefixgate_local_backend_status", "The in-process local model's state, as "
+                                   "/health's local_backend.status says it (1 on the current one)",
+                                   labels=["model_name", "status"])
+        current = self.status
+        for state in STATUSES:
+            status.add_metric([self.model, state], float(state == current))
+        yield status
+        metrics = self._metrics
+        if metrics is not None and current == "loaded":
+            yield from metrics.registry.collect()
 
     async def start(self) -> None:
         """Load the model off the event loop (seconds from the converted cache, longer the first time).
@@ -142,7 +166,7 @@ class InProcessTarget:
         """Stop the engine and let go of it: whatever still holds this target after the gateway stopped
         (FastAPI keeps every endpoint it classified, closures included, in a process-wide cache) must not
         keep the weights and the KV pool, GBs for the bundled model, alive. A closed target answers 503."""
-        frontend, self._frontend = self._frontend, None
+        frontend, self._frontend, self._metrics = self._frontend, None, None
         self._failure = f"the local model {self.model!r} was shut down with the gateway"
         if frontend is not None:
             frontend.engine.shutdown()
