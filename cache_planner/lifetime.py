@@ -193,6 +193,11 @@ class GapModel(_Survival):
         taken, self.unshared = self.unshared or {}, {}
         return taken
 
+    def give_back(self, taken: dict[str, float]) -> None:
+        """What `take_unshared` handed over and could not be shared: shared at the next try."""
+        for name, n in taken.items():
+            self.unshared[name] = self.unshared.get(name, 0.0) + n  # type: ignore[index]
+
     def shared_totals(self, totals: dict[str, float]) -> None:
         """Every replica's counts (named as in `take_unshared`, added up in Redis): this model's are those and what
         it has not shared yet. A name this version does not know is left out."""

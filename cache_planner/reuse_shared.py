@@ -10,7 +10,8 @@ price its TTLs on those (an hour's premium where 5 minutes would do); one just s
   its last `reuse.SHARED_RECENT` prefix keys (a turn adds fewer blocks, so the turn another replica answered is
   among them): its gap runs from the latest use anywhere, in the context of that session's gaps;
 - what each replica counts (`ReuseStats`) is added to the route's hash in Redis, and the totals read back, at most
-  once per `every_s` a route, by a writer thread: nothing but the one read waits on Redis.
+  once per `every_s` a route, by a writer thread (`prefixgate.summed_counts`): nothing but the one read waits on
+  Redis.
 
 Keys are hashes of the route and prefix key (no tenant, key or credential in Redis), and expire: a touch once a gap
 from it would say nothing (`reuse.BOUNDS[-1]`), a route's counts after a day without requests. While Redis does not
@@ -24,9 +25,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 
 from prefixgate.cache_planner.reuse import BOUNDS, ReuseStats, ReuseTracker, Touch
+from prefixgate.summed_counts import RetryWindow, SummedCounts
 
 log = logging.getLogger("prefixgate.planner")
 
@@ -36,39 +37,38 @@ COUNTS_TTL_S = 86400
 IDLE_EXIT_S = 5.0       # the writer thread ends after this long with nothing to write (the next write starts it)
 
 
+def retry_window(retry_s: float) -> RetryWindow:
+    """The planner store's window: Redis left alone `retry_s` after a failure, the sharing's outage logged once."""
+    return RetryWindow(log, "planner: redis unreachable (%s); each replica learns reuse gaps from its own requests "
+                       "until it answers (a conversation alternating between replicas shows each longer gaps)",
+                       "planner: redis answers again; replicas share reuse gaps", retry_s)
+
+
 def _hash(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
 class SharedReuse:
     """Every route's shared evidence for one planner: `client` (redis-py, sync), its `errors`, its keys' `prefix`, one
-    writer thread. `resting` and `went_down` are the planner store's: Redis left alone after a failure is left alone
-    by every call on a request's way (a frozen Redis then costs one timeout a retry period, not one per call)."""
+    writer thread. `window` is the planner store's: Redis left alone after a failure is left alone by every call on a
+    request's way (a frozen Redis then costs one timeout a retry period, not one per call)."""
 
-    def __init__(self, client: object, errors: tuple[type[BaseException], ...], prefix: str,
-                 resting: Callable[[], bool], went_down: Callable[[], None], every_s: float = 1.0) -> None:
-        self.client, self.errors, self.every_s = client, errors, every_s
-        self._resting, self._store_went_down = resting, went_down
+    def __init__(self, client: object, errors: tuple[type[BaseException], ...], prefix: str, window: RetryWindow,
+                 every_s: float = 1.0) -> None:
+        self.client, self.errors, self.window = client, errors, window
         self.touches, self.counts = prefix + TOUCH, prefix + COUNTS
+        self.summed = SummedCounts(client, errors, window, COUNTS_TTL_S, every_s)
         self._writes: queue.SimpleQueue[tuple[str, dict[str, Touch]]] = queue.SimpleQueue()
-        self._dirty: dict[str, ReuseTracker] = {}     # route -> its tracker, with counts not shared yet
-        self._synced: dict[str, float] = {}           # route -> when its counts were last shared (monotonic)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._down = False
 
     def route(self, name: str) -> SharedRoute:
         return SharedRoute(self, _hash(name))
 
     def pull(self, route: str, tracker: ReuseTracker) -> None:
         """Read the route's counts now (a route this replica has just started planning)."""
-        if not self._resting():
-            try:
-                totals = self.client.hgetall(self.counts + route)  # type: ignore[attr-defined]
-            except self.errors as e:
-                self._went_down(e)
-                return
-            self._up()
+        totals = self.summed.read(self.counts + route)
+        if totals is not None:
             # Counts shared less than a second ago may not be in yet, where the route's state the planner store
             # loaded has them: the fuller of the two stands until this replica's next share reads the totals again.
             known = tracker.stats
@@ -85,10 +85,11 @@ class SharedReuse:
 
     def _run(self) -> None:
         quiet_since = time.monotonic()
+        every_s = self.summed.every_s
         while True:
             touches: dict[str, Touch] = {}
             try:
-                route, batch = self._writes.get(timeout=self.every_s / 4)
+                route, batch = self._writes.get(timeout=every_s / 4)
                 touches.update({_hash(route, k): t for k, t in batch.items()})
                 while not self._writes.empty():
                     route, batch = self._writes.get_nowait()
@@ -97,66 +98,43 @@ class SharedReuse:
                 pass
             if touches:
                 self._send_touches(touches)
-            due = [r for r in list(self._dirty) if time.monotonic() - self._synced.get(r, 0.0) >= self.every_s]
-            for route in due:
-                self._share_counts(route)
-            if touches or due:
+            counting = self.summed.pending()
+            self.summed.flush(time.monotonic())
+            if touches or counting:
                 quiet_since = time.monotonic()
             with self._lock:
-                if time.monotonic() - quiet_since > IDLE_EXIT_S and self._writes.empty() and not self._dirty:
+                if time.monotonic() - quiet_since > IDLE_EXIT_S and self._writes.empty() and not self.summed.pending():
                     self._thread = None
                     return
 
     def _send_touches(self, touches: dict[str, Touch]) -> None:
-        if self._resting():
+        if self.window.resting():
             return
         try:
             pipe = self.client.pipeline(transaction=False)  # type: ignore[attr-defined]
             for place, t in touches.items():
                 pipe.set(self.touches + place, f"{t.at!r} {t.level} {','.join(map(repr, t.gaps))}", px=int(BOUNDS[-1] * 1000))
             pipe.execute()
-            self._up()
+            self.window.answered()
         except self.errors as e:
-            self._went_down(e)
+            self.window.failed(e)
 
-    def _share_counts(self, route: str) -> None:
-        """Add what the route's tracker counted to the route's totals, and read the totals back."""
-        tracker = self._dirty.pop(route, None)
-        self._synced[route] = time.monotonic()
-        if tracker is None or self._resting():
-            return
-        taken = tracker.take_unshared()
-        try:
-            pipe = self.client.pipeline(transaction=False)  # type: ignore[attr-defined]
-            for level, stats in taken.items():
-                for name, value in _fields(level, stats).items():
-                    if value:
-                        pipe.hincrbyfloat(self.counts + route, name, value)
-            pipe.expire(self.counts + route, COUNTS_TTL_S)
-            pipe.hgetall(self.counts + route)
-            totals = pipe.execute()[-1]
-        except self.errors as e:
-            self._went_down(e)
-            for level, stats in taken.items():    # kept for the next try, and still counted here meanwhile
-                tracker.unshared.setdefault(level, ReuseStats()).add(stats)
-            return
-        self._up()
-        tracker.shared_totals(_totals(totals))
 
-    # ---- Redis not answering ------------------------------------------------------------------------------
+class _RouteCounts:
+    """A route's tracker as summed counts: its counts per level as the route hash's fields."""
 
-    def _went_down(self, e: BaseException) -> None:
-        self._store_went_down()
-        if not self._down:
-            log.warning("planner: redis unreachable (%s); each replica learns reuse gaps from its own requests until "
-                        "it answers (a conversation alternating between replicas shows each longer gaps)",
-                        type(e).__name__)
-        self._down = True
+    def __init__(self, tracker: ReuseTracker) -> None:
+        self.tracker = tracker
 
-    def _up(self) -> None:
-        if self._down:
-            log.warning("planner: redis answers again; replicas share reuse gaps")
-        self._down = False
+    def take_unshared(self) -> dict[str, float]:
+        return {name: n for level, stats in self.tracker.take_unshared().items() for name, n in _fields(level, stats).items()}
+
+    def give_back(self, taken: dict[str, float]) -> None:
+        for level, stats in _totals(taken).items():    # kept for the next try, and still counted here meanwhile
+            self.tracker.unshared.setdefault(level, ReuseStats()).add(stats)
+
+    def shared_totals(self, totals: dict[str, float]) -> None:
+        self.tracker.shared_totals(_totals(totals))
 
 
 class SharedRoute:
@@ -167,14 +145,14 @@ class SharedRoute:
 
     def seen(self, keys: list[str]) -> dict[str, Touch]:
         owner = self.owner
-        if not keys or owner._resting():
+        if not keys or owner.window.resting():
             return {}
         try:
             found = owner.client.mget([owner.touches + _hash(self.route, k) for k in keys])  # type: ignore[attr-defined]
         except owner.errors as e:
-            owner._went_down(e)
+            owner.window.failed(e)
             return {}
-        owner._up()
+        owner.window.answered()
         return {k: touch for k, raw in zip(keys, found, strict=True) if raw and (touch := _touch(raw)) is not None}
 
     def touch(self, touches: dict[str, Touch]) -> None:
@@ -183,7 +161,7 @@ class SharedRoute:
             self.owner._wake()
 
     def counted(self, tracker: ReuseTracker) -> None:
-        self.owner._dirty[self.route] = tracker
+        self.owner.summed.counted(self.owner.counts + self.route, _RouteCounts(tracker))
         self.owner._wake()
 
 
@@ -204,11 +182,11 @@ def _fields(level: str, stats: ReuseStats) -> dict[str, float]:
     return out
 
 
-def _totals(raw: dict) -> dict[str, ReuseStats]:
+def _totals(raw: dict[str, float]) -> dict[str, ReuseStats]:
     """The route hash's fields back as counts per level (a field this version does not know is left out)."""
     totals: dict[str, ReuseStats] = {}
     for name, value in raw.items():
-        level, _, rest = (name.decode() if isinstance(name, bytes) else name).partition("|")
+        level, _, rest = name.partition("|")
         stats = totals.setdefault(level, ReuseStats())
         parts, n = rest.split("|"), float(value)
         if parts[0] in ("requests", "reuses", "gap_sum") and len(parts) == 1:

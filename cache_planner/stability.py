@@ -24,7 +24,7 @@ from zlib import crc32
 
 from prefixgate.cache_planner.held import HeldEntries
 from prefixgate.cache_planner.reuse import ReuseTracker
-from prefixgate.cache_planner.reuse_shared import SharedReuse
+from prefixgate.cache_planner.reuse_shared import SharedReuse, retry_window
 from prefixgate.cache_planner.variance import DYNAMIC_KINDS, Sites
 from prefixgate.reuse import memo, weigh
 
@@ -145,36 +145,39 @@ class RedisStore:
         self.client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
         self.prefix, self.ttl_s, self.retry_s = prefix, ttl_s, retry_s
         self._errors = (redis.RedisError, OSError)
-        self._down_until = 0.0
-        self.failures = 0
-        self.reuse = SharedReuse(self.client, self._errors, prefix, self._resting, self._went_down)
+        self.window = retry_window(retry_s)
+        self.reuse = SharedReuse(self.client, self._errors, prefix, self.window)
+
+    @property
+    def failures(self) -> int:
+        return self.window.failures
 
     def load(self, route: str) -> RouteState | None:
-        if time.monotonic() < self._down_until:
+        if self.window.resting():
             return None
         try:
             raw = self.client.get(self.prefix + route)
         except self._errors:
-            self._went_down()
+            self.window.failed()
             return None
         return RouteState.from_dict(json.loads(raw)) if raw else None
 
     def save(self, route: str, state: RouteState) -> None:
-        if time.monotonic() < self._down_until:
+        if self.window.resting():
             return
         try:
             self.client.set(self.prefix + route, json.dumps(state.to_dict()), ex=self.ttl_s)
         except self._errors:
-            self._went_down()
+            self.window.failed()
 
     def explicit_cache(self, route: str, key: str) -> tuple[str, float] | None:
         """The explicit cache (name, expiry) some replica created for this route's prefix, if it is alive."""
-        if time.monotonic() < self._down_until:
+        if self.window.resting():
             return None
         try:
             raw = self.client.get(f"{self.prefix}{route}:explicit:{key}")
         except self._errors:
-            self._went_down()
+            self.window.failed()
             return None
         if not raw:
             return None
@@ -185,26 +188,26 @@ class RedisStore:
         """Published at once, on its own key (not with the route's state, which replicas overwrite in turn),
         and gone from Redis when the cache expires."""
         ttl_ms = int((expires_at - time.time()) * 1000)
-        if ttl_ms <= 0 or time.monotonic() < self._down_until:
+        if ttl_ms <= 0 or self.window.resting():
             return
         try:
             self.client.set(f"{self.prefix}{route}:explicit:{key}", json.dumps([name, expires_at]), px=ttl_ms)
         except self._errors:
-            self._went_down()
+            self.window.failed()
 
     def routes_of(self, values: tuple[str, ...]) -> list[str | None]:
         """The route each sketch value was last seen in, on any replica."""
-        if not values or time.monotonic() < self._down_until:
+        if not values or self.window.resting():
             return [None] * len(values)
         try:
             raw = self.client.mget([f"{self.prefix}sketch:{v}" for v in values])
         except self._errors:
-            self._went_down()
+            self.window.failed()
             return [None] * len(values)
         return [r.decode() if r else None for r in raw]
 
     def name_routes(self, values: tuple[str, ...], route: str) -> None:
-        if not values or time.monotonic() < self._down_until:
+        if not values or self.window.resting():
             return
         try:
             pipe = self.client.pipeline(transaction=False)
@@ -212,14 +215,7 @@ class RedisStore:
                 pipe.set(f"{self.prefix}sketch:{v}", route, ex=self.ttl_s)
             pipe.execute()
         except self._errors:
-            self._went_down()
-
-    def _resting(self) -> bool:
-        return time.monotonic() < self._down_until
-
-    def _went_down(self) -> None:
-        self.failures += 1
-        self._down_until = time.monotonic() + self.retry_s
+            self.window.failed()
 
 
 class PlannerState:

@@ -18,8 +18,8 @@ idle gap paid and recorded twice). Here a session's latest use is shared, and a 
   the gap model learns the gap from the session's previous turn on whichever replica answered it (and how many
   turns it has had), not from the turn this replica last saw (twice the real gap, with two replicas);
 - each replica's gap counts (`lifetime.GapModel`'s bins) are added to one hash per route and shape, and the totals
-  read back, by the keep-alive worker (`share_gaps`, each tick for a model that counted something, every
-  `REREAD_S` for the others): a replica just started decides on what the others learnt.
+  read back, by the keep-alive worker (`share_gaps` over `prefixgate.summed_counts`, each tick for a model that
+  counted something, every `REREAD_S` for the others): a replica just started decides on what the others learnt.
 
 Places are hashes (no tenant, key or credential in Redis) and every key expires (a touch after twice the entry's
 TTL, a lease after a refresh's timeout, a route's gap counts after `GAPS_TTL_S` without a request). While Redis does not answer, each replica decides on its own view (the
@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from redis.exceptions import RedisError
 
 from prefixgate.cache_planner.lifetime import MAX_WEIGHT, GapBook
+from prefixgate.summed_counts import RetryWindow, SummedCounts
 
 log = logging.getLogger("prefixgate.keepalive")
 
@@ -67,27 +68,6 @@ if ARGV[2] ~= '' and (not old or tonumber(string.match(old, '^(%S+)')) < tonumbe
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
-"""
-
-
-# Add a replica's counts to the model's (ARGV: MAX_WEIGHT, expiry in ms, then name, count pairs), halve them all past
-# MAX_WEIGHT of returned and censored idle times (as a model alone does), and answer the totals.
-ADD_GAPS = """
-for i = 3, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[1], ARGV[i], ARGV[i + 1]) end
-local all = redis.call('HGETALL', KEYS[1])
-local weight = 0
-for i = 1, #all, 2 do
-  local kind = string.sub(all[i], 1, 2)
-  if kind == 'r|' or kind == 'c|' then weight = weight + tonumber(all[i + 1]) end
-end
-if weight > tonumber(ARGV[1]) then
-  for i = 1, #all, 2 do
-    all[i + 1] = tostring(tonumber(all[i + 1]) / 2)
-    redis.call('HSET', KEYS[1], all[i], all[i + 1])
-  end
-end
-if #all > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return all
 """
 
 
@@ -142,16 +122,23 @@ def place(*parts: object) -> str:
 
 class SharedSessions:
     def __init__(self, redis_url: str, lease_s: float) -> None:
+        import redis
         import redis.asyncio as aioredis
 
         self._redis = aioredis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
         self._claim = self._redis.register_script(CLAIM)
         self._release = self._redis.register_script(RELEASE)
-        self._add_gaps = self._redis.register_script(ADD_GAPS)
-        self._gaps_read: dict[tuple[str, str], float] = {}     # (route, shape) -> when its totals were last read
+        self.window = RetryWindow(log, "keep-alive: redis unreachable (%s); each replica refreshes its own view of "
+                                  "sessions and learns gaps from its own requests until it answers (a session another "
+                                  "replica used may be refreshed twice)",
+                                  "keep-alive: redis answers again; sessions are shared between replicas")
+        # The gap models' counts, halved (as a model alone halves its own) past MAX_WEIGHT returned and censored idle
+        # times; written by the keep-alive worker each tick (`share_gaps`), on a client of its own.
+        self._counts_client = redis.Redis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        self._gaps = SummedCounts(self._counts_client, _ERRORS, self.window, GAPS_TTL_S, every_s=0.0,
+                                  reread_s=REREAD_S, cap=MAX_WEIGHT, weighed=("r|", "c|"))
         self.lease_ms = int(lease_s * 1000)
         self._pending: set[asyncio.Task] = set()
-        self._down = False
 
     def touch(self, places: list[str], anchor: str, now: float, ttl_s: float, turns: int) -> None:
         """A request, its session's `turns`-th anchored at `anchor`, used these places at `now` (off the request
@@ -169,9 +156,9 @@ class SharedSessions:
                 for p, value in values.items():
                     pipe.set(TOUCH + p, value, px=max(1, px))
                 await pipe.execute()
-            self._up()
+            self.window.answered()
         except _ERRORS as e:
-            self._went_down(e)
+            self.window.failed(e)
 
     async def claim(self, where: str) -> tuple[str, Seen] | None:
         """Take `where`'s lease: (its token, the place's latest use), or None while another replica holds it. Redis
@@ -180,9 +167,9 @@ class SharedSessions:
         try:
             taken, seen = await self._claim(keys=[LEASE + where, TOUCH + where], args=[token, self.lease_ms])
         except _ERRORS as e:
-            self._went_down(e)
+            self.window.failed(e)
             return "", Seen()
-        self._up()
+        self.window.answered()
         if not taken:
             return None
         return token, Seen.of(seen)
@@ -196,14 +183,14 @@ class SharedSessions:
             await self._release(keys=[LEASE + where, TOUCH + where], args=[token, value, max(1, int(ttl_s * 2000)),
                                                                            repr(seen.touched if seen else 0.0)])
         except _ERRORS as e:
-            self._went_down(e)      # the lease expires on its own
+            self.window.failed(e)      # the lease expires on its own
 
     async def keeping(self, where: str, kept: Kept, ttl_s: float) -> None:
         """A refresh kept `where`'s entry: what it kept, for whichever replica the session's next request reaches."""
         try:
             await self._redis.set(KEPT + where, json.dumps(kept.__dict__), px=max(1, int(ttl_s * 2000)))
         except _ERRORS as e:
-            self._went_down(e)
+            self.window.failed(e)
 
     async def elsewhere(self, places: list[str], static: str | None) -> Elsewhere:
         """What refreshes kept of the deepest of `places` (a request's prefix keys) that any replica kept, the latest
@@ -213,7 +200,7 @@ class SharedSessions:
         try:
             found = await self._redis.mget([*(KEPT + p for p in places), *touches]) if places else []
         except _ERRORS as e:
-            self._went_down(e)
+            self.window.failed(e)
             return Elsewhere()
         kept, touched = found[:len(places)], found[len(places):]
         deepest = next((v for v in reversed(kept) if v), None)
@@ -223,46 +210,16 @@ class SharedSessions:
 
     async def share_gaps(self, gaps: GapBook, now: float) -> None:
         """Add what `gaps`' models counted to every replica's counts and read the totals back (`now`: monotonic)."""
-        due = [(key, model) for key, model in gaps.models() if model.unshared is not None and (
-               model.unshared or now - self._gaps_read.get(key, -REREAD_S) >= REREAD_S)]
-        if not due:
-            return
-        taken = [model.take_unshared() for _, model in due]
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for (key, _), counted in zip(due, taken, strict=True):
-                    await self._add_gaps(keys=[GAPS + place(*key)], client=pipe,
-                                         args=[MAX_WEIGHT, GAPS_TTL_S * 1000, *(x for pair in counted.items() for x in pair)])
-                totals = await pipe.execute()
-        except _ERRORS as e:
-            self._went_down(e)
-            for (_, model), counted in zip(due, taken, strict=True):    # shared at the next try
-                for name, n in counted.items():
-                    model.unshared[name] = model.unshared.get(name, 0.0) + n  # type: ignore[index]
-            return
-        self._up()
-        self._gaps_read = {key: read for key, read in self._gaps_read.items() if now - read < REREAD_S}
-        for (key, model), flat in zip(due, totals, strict=True):
-            self._gaps_read[key] = now
-            model.shared_totals({_text(flat[i]): float(flat[i + 1]) for i in range(0, len(flat), 2)})
-
-    def _went_down(self, e: BaseException) -> None:
-        if not self._down:
-            log.warning("keep-alive: redis unreachable (%s); each replica refreshes its own view of sessions and learns "
-                        "gaps from its own requests until it answers (a session another replica used may be refreshed "
-                        "twice)", type(e).__name__)
-        self._down = True
-
-    def _up(self) -> None:
-        if self._down:
-            log.warning("keep-alive: redis answers again; sessions are shared between replicas")
-        self._down = False
+        known = [(GAPS + place(*key), model) for key, model in gaps.models() if model.unshared is not None]
+        for key, model in known:
+            if model.unshared:
+                self._gaps.counted(key, model)
+        batch = self._gaps.take(now, known)
+        if batch:       # the models are the event loop's: only the round trip leaves it
+            self._gaps.settle(batch, await asyncio.to_thread(self._gaps.send, batch))
 
     async def aclose(self) -> None:
         for task in list(self._pending):
             task.cancel()
         await self._redis.aclose()
-
-
-def _text(raw: bytes | str) -> str:
-    return raw.decode() if isinstance(raw, bytes) else raw
+        self._counts_client.close()
