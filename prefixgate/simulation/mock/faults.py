@@ -6,8 +6,8 @@ A fault is written `key=value` pairs joined by `;` (or `,`), e.g. `latency=0.5`,
 `answer_words=3000` (a long-winded model: Chat Completions and Messages answers run that many words, unless the
 request's output limit cuts them first, as a real answer without one may run to the model's own limit),
 `google=location` (one of Google's errors with its own status or details, worded as the Gemini API or Vertex AI
-words it: google_faults.py). A request asks for one with the `x-mock-fault` header; a faults file
-(YAML or TOML) adds standing rules:
+words it; on Vertex paths `location` and `free_tier`, the Gemini API's alone, are refused: google_faults.py).
+A request asks for one with the `x-mock-fault` header; a faults file (YAML or TOML) adds standing rules:
 
     faults:
       - fault: "status=429;retry_after=1"
@@ -31,7 +31,7 @@ import yaml
 
 from prefixgate.errors import RequestError
 from prefixgate.providers.rules import PROVIDERS
-from prefixgate.simulation.mock.google_faults import REASONS, google_fault
+from prefixgate.simulation.mock.google_faults import GEMINI_API_ONLY, REASONS, google_fault
 
 HEADER = "x-mock-fault"
 # Whose requests a fault rule may name: the providers, and Vertex AI (both its publishers).
@@ -60,15 +60,25 @@ class Fault:
     # The model the request it falls on asked for (Google's quota error names it): not part of what the fault is.
     model: str | None = field(default=None, compare=False)
 
-    def error(self, provider: str | None = None) -> RequestError | None:
-        """The error `provider` (a FAULT_PROVIDERS name) answers this fault with, if it is an error fault."""
+    def error(self, provider: str | None = None, path: str = "") -> RequestError | None:
+        """The error `provider` (a FAULT_PROVIDERS name) answers this fault with at `path`, if it is an error fault."""
         if self.google is not None:
-            return google_fault(self.google, self.retry_after, self.model, vertex=provider == "vertex")
+            if provider != "vertex":
+                return google_fault(self.google, self.retry_after, self.model)
+            _vertex_only(self.google)
+            project = path.partition("/projects/")[2].partition("/")[0]
+            return google_fault(self.google, self.retry_after, self.model, vertex_project=project or "-")
         if self.status is None:
             return None
         kind = _STATUS_KINDS.get(self.status, "server" if self.status >= 500 else "invalid_request")
         return RequestError(f"mock-providers: injected fault, status {self.status}", status=self.status, kind=kind,
                             retry_after=self.retry_after)
+
+
+def _vertex_only(reason: str) -> None:
+    if reason in GEMINI_API_ONLY:
+        raise FaultError(f"{HEADER}: google={reason} is {GEMINI_API_ONLY[reason]}; Vertex AI has no such answer "
+                         "(google_faults.py)")
 
 
 def parse_fault(spec: str) -> Fault:
@@ -199,6 +209,8 @@ class FaultPlan:
                     raise FaultError(f"{at}.{key}: expected an integer >= 1")
             try:
                 fault = parse_fault(str(raw["fault"]))
+                if raw.get("provider") == "vertex" and fault.google:
+                    _vertex_only(fault.google)
             except FaultError as e:
                 raise FaultError(f"{at}.fault: {e}") from None
             rules.append(FaultRule(fault, raw.get("provider"), raw.get("path"), raw.get("model"),

@@ -41,6 +41,11 @@ from prefixgate.simulation.mock.files import Files
 from prefixgate.simulation.simulator import Simulator
 
 
+class GoogleFrontEndError(RequestError):
+    """An error Google's front end answers on Vertex AI before a publisher sees the request (an unknown model):
+    Google's shape, whichever publisher the path names."""
+
+
 class StreamDropped(ConnectionError):
     """Raised inside a streaming body to cut the connection mid-stream (the drop_stream_after fault)."""
 
@@ -74,13 +79,13 @@ class MockContext:
         try:
             fault = self.faults.for_request(provider, request.url.path, model if isinstance(model, str) else None,
                                             request.headers.get(HEADER))
+            err = None if fault is None else fault.error(provider, request.url.path)
         except FaultError as e:
             raise RequestError(str(e), field=HEADER) from None
         if fault is None:
             return None
         if fault.latency_s:
             await asyncio.sleep(fault.latency_s)
-        err = fault.error(provider)
         if err is not None:
             raise err
         return fault
@@ -107,8 +112,8 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     @app.exception_handler(RequestError)
     async def provider_error(request: Request, err: RequestError) -> Response:
         # Google's front end answers a bad token in its own shape, whichever publisher the path names.
-        google_auth = err.status == 401 and "/projects/" in request.url.path
-        answer = error_response(err, "gemini" if google_auth else dialect_of(request))
+        google = isinstance(err, GoogleFrontEndError) or (err.status == 401 and "/projects/" in request.url.path)
+        answer = error_response(err, "gemini" if google else dialect_of(request))
         if getattr(request.state, "answered_early", False):
             answer.headers["connection"] = "close"
         return answer

@@ -17,7 +17,8 @@ Claude's body is Anthropic's without `model` (the path names it) and with `anthr
 (`vertex-2023-10-16`, or the API date anthropic-python 2.x sends); caching and usage as Anthropic's. Gemini's
 usage is the Gemini API's (no `trafficType` yet); caches take the full model name
 `projects/{p}/locations/{l}/publishers/google/models/{m}` and are named
-`projects/{p}/locations/{l}/cachedContents/{id}`. Caches are per project and location, as Vertex's are.
+`projects/{p}/locations/{l}/cachedContents/{id}`. Caches are per project and location, as Vertex's are. Which
+model ids Vertex serves, and its 404 for the others: vertex_models.py.
 
 Auth: `Authorization: Bearer` with a token this mock issued from /token and not yet expired (lifetime
 PREFIXGATE_MOCK_VERTEX_TOKEN_LIFETIME seconds, default 3600), or the static PREFIXGATE_MOCK_VERTEX_TOKEN
@@ -42,6 +43,7 @@ from prefixgate.simulation.mock import anthropic_params
 from prefixgate.simulation.mock import gemini as mock_gemini
 from prefixgate.simulation.mock.google_pages import cache_page
 from prefixgate.simulation.mock.server import MockContext, json_body, tenant_of
+from prefixgate.simulation.mock.vertex_models import claude_id, gemini_rules
 
 VERSION = "vertex-2023-10-16"
 _API_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -93,18 +95,18 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
             raise RequestError(f"anthropic_version: required on Vertex AI ({VERSION!r} or an Anthropic API "
                                f"version date), got {version!r}", field="anthropic_version")
         messages_body = {k: v for k, v in body.items() if k != "anthropic_version"}
+        scope = f"projects/{project}/locations/{location}"
         if model == "count-tokens" and method == "rawPredict":
             # The body names the model as Vertex versions it (`claude-haiku-4-5@20251001`), as AnthropicVertex sends it.
             if isinstance(messages_body.get("model"), str):
-                messages_body["model"] = messages_body["model"].replace("@", "-")
+                messages_body["model"] = claude_id(ctx.simulator.catalog, messages_body["model"], scope)
             return JSONResponse(await mock_anthropic.count(ctx, request, messages_body, fault_provider="vertex"))
         if method not in ("rawPredict", "streamRawPredict"):
             raise RequestError(f"{target}: unknown method {method!r}", status=404, kind="not_found")
         if "model" in body:
             raise RequestError("model: Extra inputs are not permitted (the URL names the model)", field="model")
         # streamRawPredict streams whatever the body says; the SDK keeps `stream: true` in it.
-        # Vertex versions a model with `@date` where Anthropic appends `-date`.
-        messages_body["model"] = model.replace("@", "-")
+        messages_body["model"] = claude_id(ctx.simulator.catalog, model, scope)
         rules = resolve_model("anthropic", messages_body["model"], ctx.simulator.catalog)
         # Vertex's own version validates as Anthropic's 2023-06-01 does.
         api_version = version if _API_DATE.match(version) else "2023-06-01"
@@ -138,6 +140,7 @@ def _add_gemini_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
     @app.post(prefix + "/publishers/google/models/{target}")
     async def gemini(project: str, location: str, target: str, request: Request) -> Response:
         tenant, scope = scoped(project, location, request)
+        gemini_rules(ctx.simulator.catalog, target.partition(":")[0], scope)
         body = await json_body(request)
         named = body.get("cachedContent")
         if isinstance(named, str):
