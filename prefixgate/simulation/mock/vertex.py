@@ -160,6 +160,7 @@ def _add_gemini_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
             raise RequestError(f"model: expected {publisher}{{model}} (this project and location)", field="model")
         if "name" in body:
             raise RequestError("name: is output only and cannot be set on create", field="name")
+        gemini_rules(ctx.simulator.catalog, model.removeprefix(publisher), scope)
         body["model"] = "models/" + model.removeprefix(publisher)
         return _resource(ctx.simulator.create_cached_content(body, now=ctx.clock(), tenant=tenant), scope)
 

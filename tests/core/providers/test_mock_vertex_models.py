@@ -80,6 +80,10 @@ def test_a_gemini_model_vertex_does_not_serve_is_googles_404(mock_server):
     with pytest.raises(errors.ClientError) as counted:
         client.models.count_tokens(model="gemini-9.9-ultra", contents="Hi")
     assert counted.value.details == refused.value.details
+    with pytest.raises(errors.ClientError) as cached:
+        client.caches.create(model="gemini-9.9-ultra", config=types.CreateCachedContentConfig(
+            system_instruction="Be terse. " * 3000))
+    assert cached.value.details == refused.value.details
     assert client.models.generate_content(model="gemini-3.5-flash", contents="Hi").text
 
 
