@@ -43,8 +43,9 @@ def estimated_usage(conv: Conversation, raw: bytes) -> Usage:
 
 def _prompt_cost(prompt: Usage, price: Price) -> Decimal:
     """The prompt at the dearest rate it may be billed at: the planner may mark it for a cache write (up to twice
-    the input price for an hour-long one)."""
-    return prompt.input_total * max([price.input, *price.cache_write.values()]) / MTOK
+    the input price for an hour-long one); what an explicit cache holds is only ever read (unseen_prompt.py)."""
+    dearest = max([price.input, *price.cache_write.values()])
+    return ((prompt.input_total - prompt.cache_read) * dearest + prompt.cache_read * price.cache_read) / MTOK
 
 
 def uncapped_costs(prompt: Usage, price: Price, limit: int) -> tuple[Decimal, Decimal | None]:

@@ -173,6 +173,22 @@ class FileQuota:
             except _REDIS_ERRORS:
                 pass
 
+    async def size_of(self, owner: str | None, ident: str) -> int | None:
+        """The bytes `owner`'s file `ident` counts as (another replica's upload too); None: not one of its files."""
+        if owner is None or ident.startswith(HELD):
+            return None
+        if self._redis is not None:
+            try:
+                found = await self._redis.hget(self._keys(owner)[0], ident)
+            except _REDIS_ERRORS:
+                found = None
+            if found is not None:
+                return int(found)
+        with self._lock:
+            row = self._db.execute("SELECT bytes FROM stored_files WHERE owner = ? AND id = ? AND expires >= ?",
+                                   (owner, ident, self._clock())).fetchone()
+        return int(row[0]) if row else None
+
     async def adjust(self, owner: str | None, ident: str, by: int) -> int:
         """`by` bytes more (or fewer, down to 0) for a counted file or hold; the change made (0 once it no longer
         counts): a written file's size once learnt, an Upload's declared bytes as its Parts arrive."""

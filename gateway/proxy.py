@@ -16,6 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from starlette.background import BackgroundTask
@@ -67,6 +68,7 @@ from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.sticky import Placement, Sticky
 from prefixgate.gateway.stored_ids import StoredIds
 from prefixgate.gateway.tracing import Tracing
+from prefixgate.gateway.unseen_prompt import keep_chain_tokens, unseen_prompt
 from prefixgate.gateway.upstream import (
     UpstreamClient,
     UpstreamFailure,
@@ -126,6 +128,7 @@ class Call:
     held: Reservation = Reservation()   # what admission reserved against the key's budget
     estimate: Usage = Usage()           # the request's tokens as admission estimated them (prompt + max output)
     uncapped: bool = False              # its output limit is the one its budget hold pays for (estimate.py)
+    stored_id: str = ""                 # the id the upstream stored its answer under (a later request may continue it)
     prepared: Prepared | None = None    # the target the request went to, once chosen
     # An attempt is out (or ended in a way the upstream may have worked through: a timeout); False once the latest
     # was refused (429, 5xx, unreachable): a caller who hangs up in the backoff after a refusal cost nothing upstream.
@@ -219,6 +222,7 @@ class Proxy:
         self.body_limits = BodyLimits.of(settings)
         self.keepalive = KeepAlive(self, clock)   # refreshes idle sessions' caches
         self.accounts.observers.append(self.keepalive.observe)
+        self.accounts.observers.append(partial(keep_chain_tokens, self.stored_ids))
         self.caches = ExplicitCaches(self, clock)   # the explicit caches it created: extended, deleted or left to expire
 
     async def aclose(self) -> None:
@@ -261,7 +265,7 @@ class Proxy:
             return
         estimate, least = Decimal(0), None
         if key.budget is not None:
-            call.estimate = estimated_usage(call.conv, call.raw)
+            call.estimate = estimated_usage(call.conv, call.raw) + await unseen_prompt(self, call)
             ref = ref or call.route.targets[0]
             estimate = self.estimated_cost(call, ref, call.estimate)
             call.uncapped = (bounds_output and call.route.max_request_usd is None

@@ -34,7 +34,7 @@ DEFAULT_TTL_S = 31 * 86400
 MAX_REMEMBERED = 100_000
 PRUNE_EVERY = 1000
 _REDIS_ERRORS = (RedisError, OSError)
-OWNER, HOME = "owner", "home"       # the fields of an id's Redis hash
+OWNER, HOME, TOKENS = "owner", "home", "tokens"     # the fields of an id's Redis hash
 
 
 class StoredIds:
@@ -54,6 +54,8 @@ class StoredIds:
         self._db.execute("CREATE TABLE IF NOT EXISTS stored_ids (kind TEXT NOT NULL, id TEXT NOT NULL, owner TEXT, "
                          "home TEXT, expires REAL NOT NULL, PRIMARY KEY (kind, id))")
         self._db.execute("CREATE INDEX IF NOT EXISTS stored_ids_expires ON stored_ids (expires)")
+        self._db.execute("CREATE TABLE IF NOT EXISTS stored_tokens (kind TEXT NOT NULL, id TEXT NOT NULL, "
+                         "tokens INTEGER NOT NULL, expires REAL NOT NULL, PRIMARY KEY (kind, id))")
         legacy.migrate(self._db)
         self._recorded = 0
         self._redis = None
@@ -80,9 +82,35 @@ class StoredIds:
             self._recorded += 1
             if self._recorded % PRUNE_EVERY == 1:       # expired rows refuse anyway; pruning only bounds the file
                 self._db.execute("DELETE FROM stored_ids WHERE expires < ?", (self._clock(),))
+                self._db.execute("DELETE FROM stored_tokens WHERE expires < ?", (self._clock(),))
         if self._redis is not None:
             fields = {name: value for name, value in ((OWNER, owner), (HOME, home)) if value is not None}
             self._shared.set(self._key(kind, ident), fields, ttl_s)
+
+    def record_tokens(self, kind: str, ident: object, tokens: int, ttl_s: float = DEFAULT_TTL_S) -> None:
+        """(kind, ident) puts `tokens` prompt tokens before a request that names it (a stored response: its prompt
+        and answer; an explicit cache: its contents): what a budget reserves for them (gateway/unseen_prompt.py)."""
+        if not isinstance(ident, str) or not ident or tokens < 0:
+            return
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO stored_tokens VALUES (?, ?, ?, ?)",
+                             (kind, ident, tokens, self._clock() + ttl_s))
+        if self._redis is not None:
+            self._shared.set(self._key(kind, ident), {TOKENS: str(tokens)}, ttl_s)
+
+    async def tokens(self, kind: str, ident: str) -> int | None:
+        """The tokens `record_tokens` kept for (kind, ident), this replica's or another's; None: never recorded."""
+        if self._redis is not None:
+            try:
+                found = await self._redis.hget(self._key(kind, ident), TOKENS)
+            except _REDIS_ERRORS:
+                found = None
+            if found is not None:
+                return int(found)
+        with self._lock:
+            row = self._db.execute("SELECT tokens FROM stored_tokens WHERE kind = ? AND id = ? AND expires >= ?",
+                                   (kind, ident, self._clock())).fetchone()
+        return int(row[0]) if row else None
 
     async def owner(self, kind: str, ident: str) -> str | None:
         if self._redis is not None:
