@@ -35,6 +35,7 @@ from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
 from prefixgate.policies import Limits, Upstream
 from prefixgate.policies.limits import Reservation
 from prefixgate.prefix_shape import prefix_shape
+from prefixgate.providers.deployments import priced_model
 from prefixgate.providers.rules import Catalog
 from prefixgate.usage import Usage
 
@@ -94,13 +95,16 @@ class Accounting:
         usage = (usage or Usage()) + (prep.extra_usage if prep and prep.extra_usage else Usage())
         cost: Cost | None = None
         priced = prep is not None and (usage != Usage() or prep.storage_token_hours)
-        price = self.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price) if priced else None  # type: ignore[union-attr]
+        model, priced_as, deployed = self.answered_as(prep, usage) if prep else (call.conv.model or "", "", "")
+        price = (price_for(prep.price_rows, priced_as, usage, self.catalog)  # type: ignore[union-attr]
+                 or call.route.price) if priced else None
         flip = self.sticky.settle(call, prep, usage, price, self.catalog) if prep and reported and status == 200 else None
-        explanation = (prep.plan.explanation if prep else []) + notes
+        # An Azure deployment's line, priced or not: the deployment is named there, the model that ran in `model`.
+        explanation = (prep.plan.explanation if prep else []) + notes + ([deployed] if deployed else [])
         if prep is not None and priced:
             rows = prep.price_rows
             cost = price_usage(usage, price, prep.storage_token_hours) if price is not None else None
-            note = cost_note(usage, cost, f"{rows}/{prep.upstream.base_model(prep.model)}") if rows != "local" else None
+            note = cost_note(usage, cost, f"{rows}/{priced_as}") if rows != "local" else None
             explanation = explanation + ([note] if note else [])
         rec = LedgerRecord(
             id=call.id, ts=time.time(), key=call.caller.key.name if call.caller.key else "",
@@ -108,7 +112,7 @@ class Accounting:
             target=prep.upstream.name if prep else "",
             # A compatible provider's name (deepseek, azure, ...), so reports price it from its rows too.
             provider=(prep.upstream.provider or prep.upstream.kind) if prep else "",
-            model=prep.model if prep else (call.conv.model or ""), dialect=call.dialect, stream=call.conv.stream,
+            model=model, dialect=call.dialect, stream=call.conv.stream,
             status=status, **ledger_fields(usage, cost),
             latency_ms=(now - call.started) * 1000, ttft_ms=ttft_s * 1000 if ttft_s is not None else None,
             overhead_ms=max(0.0, (now - call.started - upstream_s) * 1000), attempts=call.attempts,
@@ -123,6 +127,16 @@ class Accounting:
                                   prep.planner if prep else call.wire.planner_provider, volatile_spans),
             response_cache=call.response_cache.state if call.response_cache is not None else "", **flip_fields(flip))
         return rec
+
+    def answered_as(self, prep: Prepared, usage: Usage) -> tuple[str, str, str]:
+        """The model `prep`'s record names, the one it is priced as, and the line that says why where it needs one.
+        An upstream that names deployments, not models (Azure), answers with the model that ran: that one."""
+        upstream = prep.upstream
+        if not upstream.names_deployments:
+            return prep.model, upstream.base_model(prep.model), ""
+        model, note = priced_model(prep.model, usage.model, dict(upstream.deployments),
+                                   f"the deployments: of upstream {upstream.name!r}", self.catalog)
+        return model, model, note
 
     def keep(self, call: Call, rec: LedgerRecord) -> None:
         """Queue `rec` for the ledger, count it in the metrics and close the request's span."""

@@ -399,7 +399,9 @@ class ResponseCache:
             self.shadow.labels(route, "matched" if same else "differed").inc()
         if not found.write:
             return
-        if not any(rec.target in ref.upstreams and rec.model == (model or rec.model)
+        # The model asked of the upstream: a record names the one that ran where that differs (an Azure deployment's).
+        asked = call.prepared.model if call.prepared is not None else rec.model
+        if not any(rec.target in ref.upstreams and asked == (model or asked)
                    for ref, model in zip(pool(call.route), found.models, strict=True)):
             refused: str | None = "fallback target"     # the key names the pool's models
         else:

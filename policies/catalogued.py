@@ -37,14 +37,21 @@ def model_warnings(policy: Policy, catalog: Catalog, today: date) -> list[str]:
                             refused = "" if route.max_request_usd is not None else (
                                 f", and budgeted keys are refused it unless route {route.name!r} declares a price "
                                 "or max_request_usd")
-                            out.append(f"{where}: {provider} model {model!r} is not in the catalogue (prefixgate "
-                                       f"models): its cost is recorded as unknown{refused}")
+                            out.append(f"{where}: {_unknown(provider, model, name, upstream.names_deployments)}{refused}")
                         continue
                     if row.retired(today):
                         out.append(f"{where}: {provider} retired {model!r} on {row.retires}; route {route.name!r} "
                                    f"{_ON_RETIRED[route.on_retired]}"
                                    + (f" (replacement: {row.replacement})" if row.replacement else ""))
     return list(dict.fromkeys(out))
+
+
+def _unknown(provider: str, model: str, upstream: str, deployment: bool) -> str:
+    if deployment:      # Azure: the answer names the model that ran, and prices the call
+        return (f"{provider} deployment {model!r} is neither a model's name nor in the deployments: of upstream "
+                f"{upstream!r}: it is planned without its model's caching rules, and priced only as the model its "
+                "answers name")
+    return f"{provider} model {model!r} is not in the catalogue (prefixgate models): its cost is recorded as unknown"
 
 
 _ON_RETIRED = {"warn": "sends it as asked (on_retired: warn)", "replace": "sends its replacement (on_retired: replace)",

@@ -137,6 +137,12 @@ class Upstream:
         return PROFILES.get(self.provider)
 
     @property
+    def names_deployments(self) -> bool:
+        """Its requests name a deployment and its answers the model that ran (Azure OpenAI): the record is priced as
+        that model (providers/deployments.py), `deployments` planning the request and pricing an answer naming none."""
+        return self.profile is not None and self.profile.deployments
+
+    @property
     def self_hosted(self) -> bool:
         """This project's engine, `prefixgate backend`, vLLM, SGLang: free per token, and sent the
         tenant's `cache_salt` (a hosted provider would reject or ignore it)."""

@@ -47,6 +47,9 @@ class Usage:
     # Of `output`, the tokens the model spent thinking (OpenAI's `reasoning_tokens`, Gemini's `thoughtsTokenCount`,
     # Interactions' `total_thought_tokens`): a breakdown written back in the caller's format, never priced again.
     reasoning: int = field(default=0, compare=False)
+    # The model the answer says ran (OpenAI's top-level `model`), "" where it names none: what an Azure deployment's
+    # call is priced as (its request names a deployment, providers/deployments.py). Context, as the tier is.
+    model: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         for name in ("uncached_input", "cache_read", "output", "web_searches", "reasoning"):
@@ -78,6 +81,7 @@ class Usage:
             self.service_tier or other.service_tier,
             self.unreadable or other.unreadable,
             self.reasoning + other.reasoning,
+            self.model or other.model,
         )
 
     @property

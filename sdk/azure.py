@@ -6,6 +6,7 @@ record is priced as, from Azure's price rows, as the gateway prices an Azure ups
 (an error, a stream cut before a chunk that names it, a read timeout), `wrap(deployments={deployment: model})` says
 which model a deployment runs, as an Azure upstream's `deployments:` does in a gateway policy; a deployment it
 does not map is priced by its own name, so one named after its model (the Azure portal's default) still prices.
+The gateway decides the same way (prefixgate/providers/deployments.py).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from prefixgate.providers.deployments import PRICE_ROWS
+from prefixgate.providers.deployments import priced_model as deployments_priced_model
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import default_catalog
 
-PRICE_ROWS = "azure"
 # Azure OpenAI's endpoints (v1 API included, where a plain `openai.OpenAI` is the documented client).
 _HOSTS = (".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com")
 
@@ -55,20 +57,4 @@ def check_deployments(value: Any) -> tuple[tuple[str, str], ...]:
 
 def priced_model(deployment: str, answered: str, deployments: Mapping[str, str]) -> tuple[str, str]:
     """The model an Azure call is priced and recorded as, and the explanation line that says why."""
-    mapped = deployments.get(deployment)
-    if answered:
-        note = f"azure: deployment {deployment!r} answered as {answered}, priced as that model"
-        if mapped and not _same(mapped, answered):
-            note += f" (wrap(deployments=...) maps it to {mapped})"
-        return answered, note
-    if mapped:
-        return mapped, f"azure: the answer named no model; deployment {deployment!r} priced as {mapped} (wrap(deployments=...))"
-    return deployment, (f"azure: the answer named no model and wrap(deployments=...) does not map deployment "
-                        f"{deployment!r}; priced by its name if that is a model's")
-
-
-def _same(mapped: str, answered: str) -> bool:
-    try:
-        return resolve_model(PRICE_ROWS, answered).id == resolve_model(PRICE_ROWS, mapped).id
-    except UnknownModel:
-        return False
+    return deployments_priced_model(deployment, answered, deployments, "wrap(deployments=...)")

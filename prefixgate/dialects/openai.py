@@ -300,8 +300,15 @@ def write_ttl(body_params: dict) -> str:
 
 
 def usage_from_response(resp: dict, write_ttl: str = "30m") -> Usage:
-    # The tier that served it is beside the usage, not in it (every chunk of a stream carries it too).
-    return replace(parse_usage(resp.get("usage") or {}, write_ttl), service_tier=str(resp.get("service_tier") or ""))
+    # The tier that served it and the model that ran are beside the usage, not in it (every chunk of a stream
+    # carries them too, but for Azure's first).
+    return replace(parse_usage(resp.get("usage") or {}, write_ttl), service_tier=str(resp.get("service_tier") or ""),
+                   model=_named_model(resp))
+
+
+def _named_model(event: dict) -> str:
+    model = event.get("model")
+    return model if isinstance(model, str) else ""
 
 
 def usage_json(usage: Usage) -> dict:
@@ -326,10 +333,12 @@ class StreamUsage:
         self._usage: Usage | None = None
         self.finish_reason: str | None = None
         self.write_ttl = write_ttl
+        self.model = ""     # as the first chunk naming one names it (Azure's first, its prompt filter results, names none)
 
     def feed(self, event: dict) -> None:
+        self.model = self.model or _named_model(event)
         if event.get("usage"):
-            self._usage = usage_from_response(event, self.write_ttl)
+            self._usage = replace(usage_from_response(event, self.write_ttl), model=self.model)
         for choice in event.get("choices") or []:
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
 
