@@ -194,6 +194,7 @@ class Accounting:
     def stored(self, call: Call, prep: Prepared, response_id: str | None) -> None:
         """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's."""
         if response_id:
+            call.stored_id = response_id
             self.stored_ids.record(prep.wire.stored_kind, response_id, principal(call.caller.key), home=prep.upstream.name)
 
     def created(self, call: Call, body: dict) -> None:
