@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +41,17 @@ def memory_given_back() -> Iterator[None]:
     system, so one process running every module peaks at the largest module, not at their sum."""
     yield
     give_memory_back()
+
+
+@pytest.fixture(autouse=True)
+def fresh_boto3_default_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """boto3's default session resolves AWS credentials once and keeps them for the process, so a
+    `boto3.client(...)` in one test signed with whatever keys the first such test had set (a session token
+    left from another test made Bedrock's mock answer "the security token is invalid"): each test starts
+    with none, so a client reads the environment the test set."""
+    boto3 = sys.modules.get("boto3")
+    if boto3 is not None:
+        monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
 
 
 def _listening(port: int) -> bool:
