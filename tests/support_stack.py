@@ -6,11 +6,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support_services import http_ok, start_on_free_port
 
@@ -23,6 +24,14 @@ def policy_env(tmp: Path, policy: dict, **extra: str) -> dict[str, str]:
             "GEMINI_API_KEY": "AIzaGatewayOwnKey0000000000000", "OPENAI_API_KEY": "sk-gateway-own-0000",
             "GOOGLE_CLOUD_PROJECT": "gw-project", "GOOGLE_CLOUD_LOCATION": "us-east5",
             "PREFIXGATE_VERTEX_ACCESS_TOKEN": "mock-vertex-token", **extra}
+
+
+def slowed(tmp: Path, models: Iterable[str], fault: str = "latency=1.0") -> tuple[str, str]:
+    """mock-providers' arguments for a faults file making each of `models` answer after a second (or `fault`):
+    every request of a concurrent burst is admitted before the first one ends."""
+    path = tmp / "faults.yaml"
+    path.write_text(yaml.safe_dump({"faults": [{"fault": fault, "model": model} for model in models]}))
+    return ("--faults", str(path))
 
 
 def healthy(url: str) -> bool:

@@ -16,12 +16,11 @@ from pathlib import Path
 import anthropic
 import openai
 import pytest
-import yaml
 
 from prefixgate.dialects.output_limit import with_output_limit
 from prefixgate.ledger import read_records
 from prefixgate.policies.schema import hash_key
-from tests.support_stack import policy_env, running_stack
+from tests.support_stack import policy_env, running_stack, slowed
 
 pytestmark = pytest.mark.slow
 
@@ -43,15 +42,12 @@ def key(name: str) -> str:
 def stack(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     """(gateway URL, ledger path)."""
     tmp = tmp_path_factory.mktemp("uncapped")
-    faults = tmp / "faults.yaml"        # a second's latency: every concurrent request is admitted before one ends
-    faults.write_text(yaml.safe_dump({"faults": [{"fault": f"latency=1.0;answer_words={WORDS}", "model": m}
-                                                 for m in (SONNET, GPT)]}))
     policy = {"routes": [{"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]},
                          {"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]}],
               "keys": [{"name": name, "key_sha256": hash_key(key(name)), "budget": {"usd": usd, "period": "total"}}
                        for name, usd in BUDGETS.items()]}
     env = policy_env(tmp, policy, ANTHROPIC_API_KEY="sk-ant-gateway-own-0000")
-    with running_stack(tmp, env, ("--faults", str(faults))) as (url, _):
+    with running_stack(tmp, env, slowed(tmp, (SONNET, GPT), f"latency=1.0;answer_words={WORDS}")) as (url, _):
         yield url, tmp / "ledger.sqlite"
 
 

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import openai
 import pytest
-import yaml
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
 from prefixgate.ledger import read_records
 from prefixgate.policies.schema import hash_key
-from tests.support_stack import policy_env, running_stack
+from tests.support_stack import policy_env, running_stack, slowed
 
 pytestmark = pytest.mark.slow
 
@@ -50,14 +49,12 @@ def key(name: str) -> str:
 def stack(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     """(gateway URL, ledger path); two keys of one tenant: `builder` makes the chain, `tight` continues it."""
     tmp = tmp_path_factory.mktemp("unseen")
-    faults = tmp / "faults.yaml"        # a second's latency: every concurrent request is admitted before one ends
-    faults.write_text(yaml.safe_dump({"faults": [{"fault": "latency=1.0", "model": m} for m in (GPT, FLASH)]}))
     policy = {"routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
                          {"name": "flash", "models": [FLASH], "targets": [{"upstream": "gemini"}]}],
               "keys": [{"name": name, "key_sha256": hash_key(key(name)), "tenant": "acme",
                         "budget": {"usd": float(usd), "period": "total"}} for name, usd in (
                   ("builder", 100), ("tight", BUDGET), ("files", BUDGET), ("reader", READER_BUDGET))]}
-    with running_stack(tmp, policy_env(tmp, policy), ("--faults", str(faults))) as (url, _):
+    with running_stack(tmp, policy_env(tmp, policy), slowed(tmp, (GPT, FLASH))) as (url, _):
         yield url, tmp / "ledger.sqlite"
 
 
