@@ -23,6 +23,10 @@ def priced_model(deployment: str, answered: str, mapping: Mapping[str, str], map
     """The model a call to `deployment` is priced and recorded as, and the explanation line that says why.
     `mapped_by` names the mapping in that line (`wrap(deployments=...)`, an upstream's `deployments:`)."""
     mapped = mapping.get(deployment)
+    if answered and mapped and _price_row(answered, catalog) is None and _price_row(mapped, catalog) is not None:
+        # A model Azure's rows do not list yet (a new snapshot family): the operator's mapping prices it, not nothing.
+        return mapped, (f"azure: deployment {deployment!r} answered as {answered}, which has no Azure price row; "
+                        f"priced as {mapped} ({mapped_by})")
     if answered:
         note = f"azure: deployment {deployment!r} answered as {answered}, priced as that model"
         if mapped and not _same(mapped, answered, catalog):
@@ -34,8 +38,13 @@ def priced_model(deployment: str, answered: str, mapping: Mapping[str, str], map
                         f"{deployment!r}; priced by its name if that is a model's")
 
 
-def _same(mapped: str, answered: str, catalog: Catalog | None) -> bool:
+def _price_row(model: str, catalog: Catalog | None) -> str | None:
     try:
-        return resolve_model(PRICE_ROWS, answered, catalog).id == resolve_model(PRICE_ROWS, mapped, catalog).id
+        return resolve_model(PRICE_ROWS, model, catalog).id
     except UnknownModel:
-        return False
+        return None
+
+
+def _same(mapped: str, answered: str, catalog: Catalog | None) -> bool:
+    found = _price_row(answered, catalog)
+    return found is not None and found == _price_row(mapped, catalog)
