@@ -103,6 +103,8 @@ class SummedCounts:
 
     def take(self, now: float, known: Sequence[tuple[str, Counted]] = ()) -> Batch:
         """The keys due now (those counted, and of `known` those not read for `reread_s`), their deltas taken."""
+        if self.window.resting():
+            return []       # the keys stay counted: shared at the first take after the window
         due = [(key, counts) for key, counts in list(self._dirty.items())
                if now - self._shared.get(key, -math.inf) >= self.every_s]
         for key, _ in due:
@@ -113,7 +115,7 @@ class SummedCounts:
         keep = max(self.every_s, self.reread_s if self.reread_s < math.inf else 0.0)
         self._shared = {key: at for key, at in self._shared.items() if now - at < keep}
         self._shared.update((key, now) for key, _ in due)
-        if not due or self.window.resting():
+        if not due:
             return []
         return [(key, counts, counts.take_unshared()) for key, counts in due]
 

@@ -1,0 +1,49 @@
+"""Counts replicas add up in Redis (`prefixgate/summed_counts.py`): what a replica counted while Redis was left alone
+(its retry window after a failed call) waits for the next try and reaches Redis then, without the key having to be
+counted again (a route that went quiet during an outage would otherwise never share what it counted)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+from redis.exceptions import RedisError
+
+from prefixgate.summed_counts import RetryWindow, SummedCounts
+
+RETRY_S = 0.2
+
+
+class Deltas:
+    """One key's counts on this replica (`summed_counts.Counted`)."""
+
+    def __init__(self, **deltas: float) -> None:
+        self.unshared, self.totals = dict(deltas), {}
+
+    def take_unshared(self) -> dict[str, float]:
+        taken, self.unshared = self.unshared, {}
+        return taken
+
+    def give_back(self, taken: dict[str, float]) -> None:
+        for name, n in taken.items():
+            self.unshared[name] = self.unshared.get(name, 0.0) + n
+
+    def shared_totals(self, totals: dict[str, float]) -> None:
+        self.totals = totals
+
+
+def test_counts_made_while_redis_rests_are_shared_once_it_may_be_asked_again(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    window = RetryWindow(logging.getLogger("test"), "redis down (%s)", "redis up", retry_s=RETRY_S)
+    summed = SummedCounts(client, (RedisError, OSError), window, ttl_s=60, every_s=0.0)
+    counts = Deltas(requests=3)
+    window.failed(TimeoutError())       # another call of this replica's timed out a moment ago
+    summed.counted("counts:chat", counts)
+    summed.flush(time.monotonic())
+    assert client.hgetall("counts:chat") == {} and counts.unshared == {"requests": 3}
+    assert summed.pending()             # still to be shared: a writer waiting for work keeps going
+    time.sleep(RETRY_S + 0.05)
+    summed.flush(time.monotonic())
+    assert client.hgetall("counts:chat") == {b"requests": b"3"}
+    assert counts.totals == {"requests": 3.0} and counts.unshared == {}
