@@ -23,10 +23,13 @@ def priced_model(deployment: str, answered: str, mapping: Mapping[str, str], map
     """The model a call to `deployment` is priced and recorded as, and the explanation line that says why.
     `mapped_by` names the mapping in that line (`wrap(deployments=...)`, an upstream's `deployments:`)."""
     mapped = mapping.get(deployment)
-    if answered and mapped and _price_row(answered, catalog) is None and _price_row(mapped, catalog) is not None:
-        # A model Azure's rows do not list yet (a new snapshot family): the operator's mapping prices it, not nothing.
-        return mapped, (f"azure: deployment {deployment!r} answered as {answered}, which has no Azure price row; "
-                        f"priced as {mapped} ({mapped_by})")
+    # What admission reserved the call at: the mapping's model, else the deployment's name if that is a model's.
+    fallback = mapped or deployment
+    if answered and _price_row(answered, catalog) is None and _price_row(fallback, catalog) is not None:
+        # A model Azure's rows do not list yet (a new snapshot family): priced as admission reserved it, not unpriced
+        # (an unpriced call settles a budget at $0).
+        return fallback, (f"azure: deployment {deployment!r} answered as {answered}, which has no Azure price row; "
+                          f"priced as {fallback} ({mapped_by if mapped else 'the deployment name'})")
     if answered:
         note = f"azure: deployment {deployment!r} answered as {answered}, priced as that model"
         if mapped and not _same(mapped, answered, catalog):
