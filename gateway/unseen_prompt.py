@@ -6,8 +6,8 @@ what the body holds, and a request can be mostly elsewhere.
   (`observe`) beside its owner in `stored_ids`.
 - An explicit cache (`cachedContent`) made through the gateway: the tokens its create reported, read at the
   cached rate (cache_scope.py keeps them).
-- A file named by id that was uploaded through the gateway: its bytes / 4 (`BYTES_PER_TOKEN`, as the body is
-  counted; a PDF's text runs to fewer tokens than its bytes, an image's far fewer).
+- A file named by id (a Gemini file by its name or its URI) that was uploaded through the gateway: its bytes / 4
+  (`BYTES_PER_TOKEN`, as the body is counted; a PDF's text runs to fewer tokens than its bytes, an image's far fewer).
 
 One lookup each, only for a budgeted key. What the gateway never saw (a `conversation`, an id it has no count for)
 adds nothing and the request's record says so.
@@ -21,6 +21,7 @@ from prefixgate.gateway.named_state import CACHE, cache_id
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import CONVERSATION, FILE, named_ids
 from prefixgate.ledger import LedgerRecord
+from prefixgate.providers.files import gemini_name
 from prefixgate.usage import BYTES_PER_TOKEN, Usage
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ async def unseen_prompt(proxy: Proxy, call: Call) -> Usage:
         if named.kind == CONVERSATION:
             call.notes.append(unseen(f"conversation {named.ident}'s items"))
         elif named.kind == FILE:
-            size = await proxy.file_quota.size_of(owner, named.ident)
+            size = await proxy.file_quota.size_of(owner, gemini_name(named.ident))
             if size is None:
                 call.notes.append(unseen(f"file {named.ident}"))
             found += Usage(uncached_input=-(-(size or 0) // BYTES_PER_TOKEN))

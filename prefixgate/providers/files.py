@@ -51,6 +51,13 @@ def gemini_names(file_id: str) -> tuple[str, ...]:
     return (f"files/{bare}", *(uri + bare for uri in GEMINI_FILE_URIS))
 
 
+def gemini_name(ident: str) -> str:
+    """`ident` as the file's name where it is a Gemini file's URI (`files/{id}`, what its upload is counted
+    under); any other id as it is."""
+    uri = next((uri for uri in GEMINI_FILE_URIS if ident.startswith(uri)), None)
+    return "files/" + ident.removeprefix(uri) if uri else ident
+
+
 def file_not_found(provider: str, file_id: str) -> RequestError:
     """What the provider answers for a file id its account does not hold."""
     if provider == ANTHROPIC:
