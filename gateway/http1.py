@@ -279,6 +279,16 @@ async def _send_body(conn: _Connection, body: BodyStream, timeout_s: float) -> N
             await aclose()
 
 
+def _spare_of(conn: _Connection) -> int | None:
+    """A duplicate of `conn`'s socket descriptor (for `_Connection.salvage`), None if it has none any more (a
+    transport closed as the head was written): the request then fails as any broken connection does."""
+    sock = conn.transport.get_extra_info("socket") if conn.transport is not None else None
+    try:
+        return os.dup(sock.fileno()) if sock is not None else None
+    except OSError:
+        return None
+
+
 class Http1Pool:
     """Create inside the running event loop."""
 
@@ -307,8 +317,7 @@ class Http1Pool:
         # Head and body as two buffers (one writev): joined, a big body would be copied once more on the loop.
         conn.transport.writelines((head, body) if body and streamed is None else (head,))  # type: ignore[union-attr]
         # Plain TCP only: under TLS the bytes left in the socket are ciphertext the event loop never decrypted.
-        spare = os.dup(conn.transport.get_extra_info("socket").fileno()) \
-            if streamed is not None and origin[0] == "http" else None  # type: ignore[union-attr]
+        spare = _spare_of(conn) if streamed is not None and origin[0] == "http" else None
         try:
             if streamed is not None:
                 await _send_body(conn, streamed, timeout_s)
