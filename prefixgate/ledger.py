@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from prefixgate import ledger_rollup as rollup
+from prefixgate import ledger_tenant_backfill as tenant_backfill
 from prefixgate.config import Settings
 from prefixgate.ledger_bounds import storable
 from prefixgate.ledger_migrate import add_missing_sums, add_record_columns
@@ -284,6 +285,7 @@ class Ledger:
         worker.execute("PRAGMA synchronous=NORMAL")
         checkpointed = time.monotonic()
         pruned = 0.0
+        backfilling = True      # older records' tenant rows (ledger_tenant_backfill): a batch a tick until none is left
         while True:
             stopping = self._stop.wait(FLUSH_S)
             # Each chore on its own: one that fails (a record no rollup can hold) is logged and tried again at the
@@ -291,6 +293,9 @@ class Ledger:
             with _chore("rolling up"):
                 while rollup.roll_up(worker, COLUMNS, decode_row, self._lock) == rollup.BATCH:
                     pass
+            if backfilling:
+                with _chore("building older records' tenant rows"):
+                    backfilling = tenant_backfill.backfill(worker, COLUMNS, decode_row, self._lock)
             for copy in self.copies:
                 with _chore(f"copying to {copy.store}"):
                     copy.push(final=stopping)

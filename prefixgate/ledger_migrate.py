@@ -5,7 +5,8 @@ The missing columns are added in place (default 0) and filled in from the record
 rolled up, in the same transaction, so a reader sees either the old table or the new one complete; the
 records not yet rolled up get every sum the usual way. Hour rollups whose records retention has already
 deleted (older than `ledger_retention_days`) keep 0 in the new columns: their records are gone. SQLite
-and Postgres (`ledger_postgres`) run the same fill with their own SQL.
+and Postgres (`ledger_postgres`) run the same fill with their own SQL. Rollups older than tenant rows also
+have their records marked for those rows in the same transaction (ledger_tenant_backfill).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterable
 
+from prefixgate import ledger_tenant_backfill as tenant_backfill
 from prefixgate.ledger_rollup import BATCH, SUM_TYPE, SUMS, aggregate, cursor
 
 log = logging.getLogger("prefixgate.ledger")
@@ -46,9 +48,11 @@ def fill(table: str, missing: list[str]) -> str:
 
 
 def fill_rows(records: Iterable[dict], missing: list[str]) -> list[tuple]:
-    """Parameters of `fill` for decoded records that are already in the rollups."""
+    """Parameters of `fill` for decoded records that are already in the rollups (rollups from before tenant rows
+    have none of those to fill in: they are built whole, ledger_tenant_backfill)."""
     index = [SUMS.index(s) for s in missing]
-    return [(*(agg.sums[i] for i in index), *key) for key, agg in aggregate(records).items()]
+    by_tenant = not tenant_backfill.predates_tenant_rows(missing)
+    return [(*(agg.sums[i] for i in index), *key) for key, agg in aggregate(records, by_tenant=by_tenant).items()]
 
 
 def add_missing_sums(db: sqlite3.Connection, columns: list[str], decode: Callable[[dict], dict]) -> list[str]:
@@ -70,6 +74,7 @@ def add_missing_sums(db: sqlite3.Connection, columns: list[str], decode: Callabl
             records = [decode(dict(zip(columns, row[1:], strict=True))) for row in rows]
             db.executemany(fill("rollups", missing), fill_rows(records, missing))
             last, filled = rows[-1][0], filled + len(rows)
+        tenant_backfill.mark(db, missing, upto)
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")

@@ -10,17 +10,21 @@ the history). The copy and the dashboard each draw connections from a small psyc
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from prefixgate import ledger_rollup as rollup
+from prefixgate import ledger_tenant_backfill as tenant_backfill
 from prefixgate.ledger import COLUMNS, column_types, decode_row, schema
 from prefixgate.ledger_copy import RowCopier
 from prefixgate.ledger_migrate import add_columns, add_record_columns, fill, fill_rows, missing_sums
 
 CURSORS = "prefixgate_cursors"
+TENANT_ROWS_PENDING = "prefixgate_tenant_rows_pending"    # ids of records rolled up before tenant rows existed
+log = logging.getLogger("prefixgate.ledger")
 # SQLite's types as Postgres needs them: token counts and picodollars outgrow 32 bits, times need doubles.
 _TYPES = {" INTEGER": " BIGINT", " REAL": " DOUBLE PRECISION", " WITHOUT ROWID": ""}
 
@@ -74,7 +78,8 @@ def create_tables(pool: ConnectionPool) -> None:
 
 def _add_missing_sums(conn: psycopg.Connection) -> None:
     """Rollup sums a newer version adds (ledger_migrate), in this transaction: every record in Postgres
-    was rolled up when it was copied, so all of them fill the new columns in."""
+    was rolled up when it was copied, so all of them fill the new columns in; on rollups from before tenant
+    rows, the tenants' records are marked for theirs (ledger_tenant_backfill)."""
     have = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'prefixgate_rollups' "
                         "AND table_schema = current_schema()").fetchall()
     missing = missing_sums(name for (name,) in have)
@@ -82,12 +87,38 @@ def _add_missing_sums(conn: psycopg.Connection) -> None:
         return
     for statement in add_columns("prefixgate_rollups", missing):
         conn.execute(to_postgres(statement))
+    if tenant_backfill.predates_tenant_rows(missing):
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {TENANT_ROWS_PENDING} (id TEXT PRIMARY KEY)")
+        # SQL text: table names are this module's constants.
+        conn.execute(f"INSERT INTO {TENANT_ROWS_PENDING} SELECT id FROM prefixgate_requests WHERE tenant <> '' "  # nosec B608
+                     "ON CONFLICT DO NOTHING")
     update = to_postgres(fill("prefixgate_rollups", missing))
     # SQL text: table and column names are this module's constants.
     with conn.cursor(name="prefixgate_fill") as rows, conn.cursor() as out:
         rows.execute(f"SELECT {', '.join(COLUMNS)} FROM prefixgate_requests")  # nosec B608
         while batch := rows.fetchmany(rollup.BATCH):
             out.executemany(update, fill_rows((decode_row(dict(zip(COLUMNS, r, strict=True))) for r in batch), missing))
+
+
+def backfill_tenant_rows(pool: ConnectionPool) -> bool:
+    """Add a batch of the records marked pending (see `_add_missing_sums`) to their tenants' rows, in one
+    transaction that unmarks them; replicas doing it at once take different batches. Returns whether any may
+    still be pending."""
+    with pool.connection() as conn, conn.transaction():
+        if conn.execute("SELECT to_regclass(%s)", (TENANT_ROWS_PENDING,)).fetchone()[0] is None:
+            return False        # rollups never older than tenant rows
+        # SQL text: table names are this module's constants, the batch a constant.
+        ids = [i for (i,) in conn.execute(f"DELETE FROM {TENANT_ROWS_PENDING} WHERE id IN (SELECT id FROM "  # nosec B608
+                                          f"{TENANT_ROWS_PENDING} LIMIT {rollup.BATCH} FOR UPDATE SKIP LOCKED) RETURNING id")]
+        if not ids:
+            return False        # (batches other replicas hold are theirs to finish)
+        # SQL text: column and table names are this module's constants; values are bound.
+        rows = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM prefixgate_requests WHERE id = ANY(%s)", (ids,)).fetchall()  # nosec B608
+        sums, hist = tenant_backfill.tenant_rows([decode_row(dict(zip(COLUMNS, r, strict=True))) for r in rows])
+        with conn.cursor() as cur:
+            cur.executemany(UPSERT_ROLLUP, sums)
+            cur.executemany(UPSERT_HIST, hist)
+    return True
 
 
 class PostgresSync(RowCopier):
@@ -98,6 +129,7 @@ class PostgresSync(RowCopier):
         super().__init__(path)
         self._pool = open_pool(url)
         self._created = False
+        self._backfilling = True
 
     def _stored_position(self) -> int:
         if not self._created:
@@ -107,6 +139,16 @@ class PostgresSync(RowCopier):
             # SQL text: table and column names are this module's constants; values are bound.
             row = conn.execute(f"SELECT position FROM {CURSORS} WHERE ledger_id = %s", (self.ledger_id,)).fetchone()  # nosec B608
         return row[0] if row else 0
+
+    def push(self, final: bool = False) -> int:
+        """The copy (ledger_copy), then, until none is left, a batch of older records' tenant rows."""
+        copied = super().push(final)
+        if self._backfilling and self._created and self._down_since is None:
+            try:
+                self._backfilling = backfill_tenant_rows(self._pool)
+            except self.errors as e:     # the copy reports an outage; the batch is tried again next tick
+                log.debug("building older records' tenant rows in postgres failed (%s)", type(e).__name__)
+        return copied
 
     def _apply(self, expected: int, new: int, rows: list[tuple]) -> int:
         # A record the file holds without an id (its id column allows NULL) would fail every batch, each later record

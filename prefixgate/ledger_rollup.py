@@ -179,16 +179,20 @@ def _keepalive(rec: dict, cost: int) -> tuple[int, int, int]:
     return int(refresh), cost if refresh else 0, picodollars(rec.get("keepalive_saved_usd"))
 
 
-def aggregate(records: Iterable[dict], by_tenant: bool = True) -> dict[tuple, Aggregate]:
+def aggregate(records: Iterable[dict], by_tenant: bool = True, tenants_only: bool = False) -> dict[tuple, Aggregate]:
     """Decoded records (the ledger's JSON fields) summed per (resolution, bucket start, dimension, value):
     each record lands in its minute and its hour, once for all records (dimension "") and once per
-    dimension; with `by_tenant`, a tenant's record once more in each of its tenant's scoped rows."""
+    dimension; with `by_tenant`, a tenant's record once more in each of its tenant's scoped rows (with
+    `tenants_only`, in those alone: ledger_tenant_backfill)."""
     rows: defaultdict[tuple, list] = defaultdict(list)
     for rec in records:
+        if tenants_only and not rec.get("tenant"):
+            continue
         adds = contribution(rec)
         keys = [("", ""), *((d, rec[d] or "") for d in DIMENSIONS)]
         if by_tenant and rec.get("tenant"):
-            keys += [(scoped(rec["tenant"], dim), name) for dim, name in keys]
+            mine = [(scoped(rec["tenant"], dim), name) for dim, name in keys]
+            keys = mine if tenants_only else keys + mine
         for res in RESOLUTIONS:
             bucket = int(rec["ts"] // res) * res
             for dim, name in keys:

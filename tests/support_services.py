@@ -112,6 +112,7 @@ def empty_postgres_ledger(url: str) -> str:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        for table in ("prefixgate_requests", "prefixgate_rollups", "prefixgate_rollup_hist", "prefixgate_cursors"):
+        for table in ("prefixgate_requests", "prefixgate_rollups", "prefixgate_rollup_hist", "prefixgate_cursors",
+                      "prefixgate_tenant_rows_pending"):
             conn.execute(f"DROP TABLE IF EXISTS {table}")
     return url
