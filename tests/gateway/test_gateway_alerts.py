@@ -125,14 +125,18 @@ def test_every_rule_reaches_the_receivers_once_per_cooldown(tmp_path, monkeypatc
     caplog.set_level("INFO", logger="prefixgate.alerts")
     with ServerThread(app) as gw:
         alerter = app.state.alerter
+        sent_in_pass: list[int] = []        # which pass handed each alert to delivery (delivery itself takes its time)
+        send = alerter.deliveries.send
+        monkeypatch.setattr(alerter.deliveries, "send", lambda alert: (sent_in_pass.append(alerter.passes), send(alert)))
         now = time.time()
         alerter.clock = lambda: now
         _seed(app.state.proxy.ledger, now)
         seeded_at = alerter.passes
         expected = set(RULES) - ({"model_retiring"} if not CATALOGUE_RETIRES else set())
         wait_until(lambda: expected <= set(receiver.rules("/json/" + SECRET)), 20, "every alert kind at the receiver")
-        # Sent by the first pass that read the seeded ledger (the one running as the seeding ended, or the next).
-        assert alerter.passes <= seeded_at + 2
+        # Sent by the first pass that read the seeded ledger (the one running as the seeding ended, or the next),
+        # however long a loaded machine then takes to deliver them.
+        assert sent_in_pass and max(sent_in_pass) <= seeded_at + 1, (sent_in_pass, seeded_at)
         first = receiver.rules("/json/" + SECRET)
         subjects = {(b["rule"], b["subject"]) for p, b in receiver.bodies if p == "/json/" + SECRET}
         assert {("hit_rate_drop", "drop"), ("caching_costs_more", "writes"), ("ttl_expiry_share", "sparse"),
