@@ -27,7 +27,8 @@ import threading
 import time
 
 from prefixgate.cache_planner.reuse import BOUNDS, ReuseStats, ReuseTracker, Touch
-from prefixgate.summed_counts import RetryWindow, SummedCounts
+from prefixgate.redis_outage import RetryWindow, outage_of
+from prefixgate.summed_counts import SummedCounts
 
 log = logging.getLogger("prefixgate.planner")
 
@@ -37,11 +38,12 @@ COUNTS_TTL_S = 86400
 IDLE_EXIT_S = 5.0       # the writer thread ends after this long with nothing to write (the next write starts it)
 
 
-def retry_window(retry_s: float) -> RetryWindow:
-    """The planner store's window: Redis left alone `retry_s` after a failure, the sharing's outage logged once."""
+def retry_window(url: str, retry_s: float) -> RetryWindow:
+    """The planner store's window on the Redis at `url` (every client of it in this process rests together): Redis
+    left alone `retry_s` after a failure, the sharing's outage logged once."""
     return RetryWindow(log, "planner: redis unreachable (%s); each replica learns reuse gaps from its own requests "
                        "until it answers (a conversation alternating between replicas shows each longer gaps)",
-                       "planner: redis answers again; replicas share reuse gaps", retry_s)
+                       "planner: redis answers again; replicas share reuse gaps", retry_s, outage_of(url))
 
 
 def _hash(*parts: str) -> str:

@@ -40,8 +40,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-from redis.exceptions import RedisError
-
 from prefixgate.cache_planner.lifetime import GapBook, keepalive
 from prefixgate.compact_json import compact_bytes
 from prefixgate.cost import MTOK, Cost, ledger_fields, price_usage
@@ -50,6 +48,7 @@ from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.ledger import LedgerRecord
 from prefixgate.policies.limits import Reservation
 from prefixgate.providers.cached_contents import parse_rfc3339
+from prefixgate.redis_outage import RetryWindow, outage_of
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
@@ -72,7 +71,6 @@ FIND_TRIES = 4          # searches for a creation in doubt, `tick_s` x 1, 2, 3, 
 PAGE_SIZE = 1000        # the most cachedContents.list gives a page (more is taken as 1000)
 FIND_PAGES = 10         # one search reads at most this many pages...
 FIND_S = 30.0           # ...for at most this long
-_ERRORS = (RedisError, OSError)
 
 
 @dataclass
@@ -121,6 +119,9 @@ class ExplicitCaches:
             import redis.asyncio as aioredis
 
             self._redis = aioredis.from_url(proxy.settings.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+            self._window = RetryWindow(log, "explicit caches: redis unreachable (%s); a use on another replica goes "
+                                       "unseen until it answers", "explicit caches: redis answers again",
+                                       outage=outage_of(proxy.settings.redis_url))
 
     async def aclose(self) -> None:
         for task in [self._task, *self._finding]:
@@ -250,10 +251,8 @@ class ExplicitCaches:
         if entry is not None:
             entry.last_used = now
         elif self._redis is not None:
-            try:    # another replica created it: tell it (the creator decides)
-                await self._redis.set(USED + name, repr(now), px=int(self.ttl_s * 2000))
-            except _ERRORS as e:
-                log.warning("explicit caches: redis unreachable (%s); a use elsewhere goes unseen", type(e).__name__)
+            # Another replica created it: tell it (the creator decides).
+            await self._window.ask(lambda: self._redis.set(USED + name, repr(now), px=int(self.ttl_s * 2000)))  # type: ignore[union-attr]
 
     # ---- over time --------------------------------------------------------------------------------------
 
@@ -299,10 +298,7 @@ class ExplicitCaches:
     async def _seen_elsewhere(self, entry: Entry) -> None:
         if self._redis is None:
             return
-        try:
-            raw = await self._redis.get(USED + entry.name)
-        except _ERRORS:
-            return
+        raw = await self._window.ask(lambda: self._redis.get(USED + entry.name))  # type: ignore[union-attr]
         if raw is not None and float(raw) > entry.last_used:
             entry.last_used = float(raw)
             self.gaps.observe(entry.planner_route, entry.model, entry.prefix_hash, entry.last_used)

@@ -19,6 +19,7 @@ changed by scripts so replicas agree); while Redis does not answer this replica 
 
 from __future__ import annotations
 
+import logging
 import secrets
 import sqlite3
 import threading
@@ -26,12 +27,11 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from redis.exceptions import RedisError
-
 from prefixgate.errors import RequestError
 from prefixgate.policies.schema import UploadLimit
+from prefixgate.redis_outage import RetryWindow, outage_of
 
-_REDIS_ERRORS = (RedisError, OSError)
+log = logging.getLogger("prefixgate.gateway")
 PREFIX = "prefixgate:files:stored:"
 BYTES, COUNT = "#bytes", "#count"      # a party's totals, beside one field per file id (its bytes)
 MIB = 1024 * 1024
@@ -109,15 +109,16 @@ class FileQuota:
             self._add = self._redis.register_script(_ADD)
             self._remove = self._redis.register_script(_REMOVE)
             self._adjust = self._redis.register_script(_ADJUST)
+            self._window = RetryWindow(log, "file quotas: redis unreachable (%s); each replica counts the files it "
+                                       "stored itself until it answers", "file quotas: redis answers again",
+                                       outage=outage_of(redis_url))
 
     async def stored(self, owner: str) -> Stored:
         """What `owner` stores now (expired files not counted)."""
         if self._redis is not None:
-            try:
-                found = await self._usage(keys=self._keys(owner), args=[self._clock()])
+            found = await self._window.ask(lambda: self._usage(keys=self._keys(owner), args=[self._clock()]))
+            if found is not None:
                 return Stored(*(int(v or 0) for v in found))
-            except _REDIS_ERRORS:
-                pass
         with self._lock:
             row = self._db.execute("SELECT coalesce(sum(bytes), 0), count(*) FROM stored_files WHERE owner = ? "
                                    "AND expires >= ?", (owner, self._clock())).fetchone()
@@ -157,10 +158,7 @@ class FileQuota:
             self._db.execute("INSERT INTO stored_files VALUES (?, ?, ?, ?) ON CONFLICT (owner, id) DO UPDATE SET "
                              "expires = excluded.expires", (owner, ident, size, expires))
         if self._redis is not None:
-            try:
-                await self._add(keys=self._keys(owner), args=[ident, size, expires])
-            except _REDIS_ERRORS:
-                pass
+            await self._window.ask(lambda: self._add(keys=self._keys(owner), args=[ident, size, expires]))
 
     async def remove(self, owner: str | None, ident: str) -> None:
         if owner is None:
@@ -168,20 +166,14 @@ class FileQuota:
         with self._lock:
             self._db.execute("DELETE FROM stored_files WHERE owner = ? AND id = ?", (owner, ident))
         if self._redis is not None:
-            try:
-                await self._remove(keys=self._keys(owner), args=[ident])
-            except _REDIS_ERRORS:
-                pass
+            await self._window.ask(lambda: self._remove(keys=self._keys(owner), args=[ident]))
 
     async def size_of(self, owner: str | None, ident: str) -> int | None:
         """The bytes `owner`'s file `ident` counts as (another replica's upload too); None: not one of its files."""
         if owner is None or ident.startswith(HELD):
             return None
         if self._redis is not None:
-            try:
-                found = await self._redis.hget(self._keys(owner)[0], ident)
-            except _REDIS_ERRORS:
-                found = None
+            found = await self._window.ask(lambda: self._redis.hget(self._keys(owner)[0], ident))  # type: ignore[union-attr]
             if found is not None:
                 return int(found)
         with self._lock:
@@ -199,10 +191,9 @@ class FileQuota:
             changed = max(0, row[0] + by) - row[0] if row else 0
             self._db.execute("UPDATE stored_files SET bytes = bytes + ? WHERE owner = ? AND id = ?", (changed, owner, ident))
         if self._redis is not None:
-            try:
-                return int(await self._adjust(keys=self._keys(owner), args=[ident, by]))
-            except _REDIS_ERRORS:
-                pass
+            shared = await self._window.ask(lambda: self._adjust(keys=self._keys(owner), args=[ident, by]))
+            if shared is not None:
+                return int(shared)
         return changed
 
     async def aclose(self) -> None:

@@ -35,10 +35,10 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from redis.exceptions import RedisError
-
 from prefixgate.cache_planner.lifetime import MAX_WEIGHT, GapBook
-from prefixgate.summed_counts import RetryWindow, SummedCounts
+from prefixgate.redis_outage import ERRORS as _ERRORS
+from prefixgate.redis_outage import RetryWindow, outage_of
+from prefixgate.summed_counts import SummedCounts
 
 log = logging.getLogger("prefixgate.keepalive")
 
@@ -50,7 +50,6 @@ GAPS_TTL_S = 86400
 REREAD_S = 10.0         # a model that counted nothing here reads the others' counts this often
 RECENT = 32             # prefix keys of a request touched: the turns since another replica's request fit in these
 MAX_PENDING = 1000      # touches on their way to Redis; past this a request's touch is dropped (as without Redis)
-_ERRORS = (RedisError, OSError)
 
 # Take the lease when free, and read the place's latest touch in the same step.
 CLAIM = """
@@ -131,7 +130,8 @@ class SharedSessions:
         self.window = RetryWindow(log, "keep-alive: redis unreachable (%s); each replica refreshes its own view of "
                                   "sessions and learns gaps from its own requests until it answers (a session another "
                                   "replica used may be refreshed twice)",
-                                  "keep-alive: redis answers again; sessions are shared between replicas")
+                                  "keep-alive: redis answers again; sessions are shared between replicas",
+                                  outage=outage_of(redis_url))
         # The gap models' counts, halved (as a model alone halves its own) past MAX_WEIGHT returned and censored idle
         # times; written by the keep-alive worker each tick (`share_gaps`), on a client of its own.
         self._counts_client = redis.Redis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
@@ -151,6 +151,8 @@ class SharedSessions:
         task.add_done_callback(self._pending.discard)
 
     async def _touch(self, values: dict[str, str], px: int) -> None:
+        if self.window.resting():
+            return
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for p, value in values.items():
@@ -163,6 +165,8 @@ class SharedSessions:
     async def claim(self, where: str) -> tuple[str, Seen] | None:
         """Take `where`'s lease: (its token, the place's latest use), or None while another replica holds it. Redis
         not answering: ("", nothing seen): this replica decides alone."""
+        if self.window.resting():
+            return "", Seen()
         token = uuid.uuid4().hex
         try:
             taken, seen = await self._claim(keys=[LEASE + where, TOUCH + where], args=[token, self.lease_ms])
@@ -176,8 +180,8 @@ class SharedSessions:
 
     async def release(self, where: str, token: str, seen: Seen | None, ttl_s: float) -> None:
         """Give `where`'s lease back; `seen`: the place's use to record (a refresh read it)."""
-        if not token:
-            return
+        if not token or self.window.resting():
+            return      # the lease expires on its own
         value = seen.value if seen is not None else ""
         try:
             await self._release(keys=[LEASE + where, TOUCH + where], args=[token, value, max(1, int(ttl_s * 2000)),
@@ -187,6 +191,8 @@ class SharedSessions:
 
     async def keeping(self, where: str, kept: Kept, ttl_s: float) -> None:
         """A refresh kept `where`'s entry: what it kept, for whichever replica the session's next request reaches."""
+        if self.window.resting():
+            return
         try:
             await self._redis.set(KEPT + where, json.dumps(kept.__dict__), px=max(1, int(ttl_s * 2000)))
         except _ERRORS as e:
@@ -197,6 +203,8 @@ class SharedSessions:
         use of the deepest that was a session's anchor (the session this request continues), and of `static` (the
         request's static prefix), in one read."""
         touches = [TOUCH + p for p in (*places, *([static] if static else []))]
+        if self.window.resting():
+            return Elsewhere()
         try:
             found = await self._redis.mget([*(KEPT + p for p in places), *touches]) if places else []
         except _ERRORS as e:

@@ -10,12 +10,16 @@ entry may name the answer id its replay hands out, and the stored answer its req
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
-from redis.exceptions import RedisError
+from prefixgate.redis_outage import ERRORS, RetryWindow, outage_of
 
+T = TypeVar("T")
+log = logging.getLogger("prefixgate.gateway")
 # Redis key prefix: entries live beside the gateway's other shared state under their own name.
 REDIS_PREFIX = "prefixgate:response:"
 ID_PREFIX = "prefixgate:response-id:"     # answer id (hashed, `id_key`) -> the key of the entry handing it out
@@ -111,46 +115,50 @@ class RedisStore:
         import redis.asyncio as aioredis
 
         self._redis = aioredis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        # No lines of its own: the cache logs each bypass.
+        self._window = RetryWindow(log, "", "", outage=outage_of(url))
+
+    async def _call(self, call: Callable[[], Awaitable[T]]) -> T:
+        if self._window.resting():
+            raise StoreError("redis: left alone for a moment after it did not answer")
+        try:
+            found = await call()
+        except ERRORS as e:
+            self._window.failed()
+            raise StoreError(f"redis: {type(e).__name__}") from e
+        self._window.answered()
+        return found
 
     async def get(self, key: str) -> bytes | None:
-        try:
-            return await self._redis.get(REDIS_PREFIX + key)
-        except (RedisError, OSError) as e:
-            raise StoreError(f"redis: {type(e).__name__}") from e
+        return await self._call(lambda: self._redis.get(REDIS_PREFIX + key))
 
     async def put(self, key: str, value: bytes, ttl_s: float, ident: str | None = None, after: str | None = None) -> None:
         px = max(1, int(ttl_s * 1000))
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.set(REDIS_PREFIX + key, value, px=px)
-                if ident:
-                    pipe.set(ID_PREFIX + id_key(ident), key, px=px)
-                if after:
-                    chained = AFTER_PREFIX + id_key(after)
-                    pipe.sadd(chained, key)
-                    # As long as its longest-lived entry (GT alone never sets an expiry on a set that has none).
-                    pipe.pexpire(chained, px, nx=True)
-                    pipe.pexpire(chained, px, gt=True)
-                await pipe.execute()
-        except (RedisError, OSError) as e:
-            raise StoreError(f"redis: {type(e).__name__}") from e
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.set(REDIS_PREFIX + key, value, px=px)
+        if ident:
+            pipe.set(ID_PREFIX + id_key(ident), key, px=px)
+        if after:
+            chained = AFTER_PREFIX + id_key(after)
+            pipe.sadd(chained, key)
+            # As long as its longest-lived entry (GT alone never sets an expiry on a set that has none).
+            pipe.pexpire(chained, px, nx=True)
+            pipe.pexpire(chained, px, gt=True)
+        await self._call(pipe.execute)
 
     async def delete(self, key: str) -> None:
-        try:
-            await self._redis.delete(REDIS_PREFIX + key)
-        except (RedisError, OSError) as e:
-            raise StoreError(f"redis: {type(e).__name__}") from e
+        await self._call(lambda: self._redis.delete(REDIS_PREFIX + key))
 
     async def forget(self, ident: str) -> None:
         """Drop the entry whose replay hands out answer id `ident`, and those whose requests continue it (from any
         replica on this Redis)."""
         index, chained = ID_PREFIX + id_key(ident), AFTER_PREFIX + id_key(ident)
-        try:
+
+        async def drop() -> None:
             key = await self._redis.get(index)
             keys = [*([key] if key is not None else []), *await self._redis.smembers(chained)]
             await self._redis.delete(index, chained, *(REDIS_PREFIX + k.decode() for k in keys))
-        except (RedisError, OSError) as e:
-            raise StoreError(f"redis: {type(e).__name__}") from e
+        await self._call(drop)
 
     async def close(self) -> None:
         await self._redis.aclose()

@@ -5,22 +5,19 @@ replica is not left without the value for the value's whole lifetime; the newest
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
-from redis.exceptions import RedisError
+from prefixgate.redis_outage import RetryWindow
 
-log = logging.getLogger("prefixgate.gateway")
 MAX_MISSED = 100_000
-_ERRORS = (RedisError, OSError)
 
 
 class SharedLater:
-    def __init__(self, redis: Any, what: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, redis: Any, window: RetryWindow, clock: Callable[[], float] = time.time) -> None:
         self._redis = redis
-        self._what = what
+        self._window = window       # the owner's: a write while Redis rests is a missed one at once
         self._clock = clock
         self._writes: set[asyncio.Task] = set()
         self._missed: dict[str, tuple[dict[str, str], float]] = {}     # key -> fields, when it expires (wall time)
@@ -57,16 +54,14 @@ class SharedLater:
                 return
 
     async def _set(self, key: str, fields: dict[str, str], expires: float) -> bool:
-        try:
-            # One round trip; MULTI so that no replica sees the fields without their expiry.
-            await self._redis.pipeline(transaction=True).hset(key, mapping=fields).expire(
-                key, max(1, int(expires - self._clock()))).execute()
+        # One round trip; MULTI so that no replica sees the fields without their expiry.
+        if await self._window.ask(self._redis.pipeline(transaction=True).hset(key, mapping=fields).expire(
+                key, max(1, int(expires - self._clock()))).execute) is not None:
             return True
-        except _ERRORS:
-            log.warning("redis unreachable: the %s of %s is known to this replica only until it answers", self._what, key)
-            # Two missed writes of one key: the later's fields over the earlier's, as Redis would have them.
-            earlier = self._missed.pop(key, ({}, 0.0))[0]
-            self._missed[key] = ({**earlier, **fields}, expires)
-            while len(self._missed) > MAX_MISSED:
-                del self._missed[next(iter(self._missed))]
-            return False
+        # Missed (the window logged the outage once): two missed writes of one key, the later's fields over the
+        # earlier's, as Redis would have them.
+        earlier = self._missed.pop(key, ({}, 0.0))[0]
+        self._missed[key] = ({**earlier, **fields}, expires)
+        while len(self._missed) > MAX_MISSED:
+            del self._missed[next(iter(self._missed))]
+        return False

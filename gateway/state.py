@@ -12,12 +12,10 @@ import time
 import uuid
 from collections.abc import Callable
 
-from redis.exceptions import RedisError
-
 from prefixgate.policies import limits
+from prefixgate.redis_outage import ERRORS as _ERRORS
+from prefixgate.redis_outage import RetryWindow, outage_of
 
-# What an unreachable or failing Redis raises (timeouts are RedisError subclasses; refusals OSError).
-_ERRORS = (RedisError, OSError)
 log = logging.getLogger("prefixgate.gateway")
 # Counters are named per key and window (`rpm:<key>:<minute>`): new ones come every window, for ever. Expired ones are
 # dropped once the counters have doubled since the last purge, and grown by at least this many (one pass per as many
@@ -161,8 +159,9 @@ class RedisCounters:
         self.unheld: dict[str, tuple[str, float]] = {}
         self._purge_unheld = _Purge()
         self._resending: asyncio.Task | None = None
-        self._down_until = 0.0
-        self.outages = 0
+        # Shared with every client of this Redis in the process: a request meets one timeout, not one per client.
+        self.window = RetryWindow(log, "redis counters unreachable (%s); counting in this replica until it answers",
+                                  "redis counters answer again", self.RETRY_S, outage_of(url))
 
     async def add(self, key: str, amount: float, ttl_s: int, once: str = "") -> float:
         """`once`: an id that makes this add count at most once, even resent after a timeout. An add without one
@@ -173,8 +172,8 @@ class RedisCounters:
             once = once or uuid.uuid4().hex
             try:
                 return await self._add(key, amount, ttl_s, once)
-            except _ERRORS:
-                self._went_down()
+            except _ERRORS as e:
+                self.window.failed(e)
                 self._doubt(once, key, amount, ttl_s, over)
                 return self._last_known(key)
         self.backlog = self._purge(self.backlog, lambda v: not v[2] or v[2] >= now)
@@ -190,8 +189,8 @@ class RedisCounters:
                     pipe.pttl(self.PREFIX + key)
                     value, ttl_ms = await pipe.execute()
                 return self._saw(key, float(value) if value is not None else 0.0, ttl_ms)
-            except _ERRORS:
-                self._went_down()
+            except _ERRORS as e:
+                self.window.failed(e)
         return self._last_known(key)
 
     async def _add(self, key: str, amount: float, ttl_s: int, once: str) -> float:
@@ -204,10 +203,12 @@ class RedisCounters:
                       least: int = 0) -> int:
         if await self._available():
             try:
-                return int(await self._reserve(keys=[self.PREFIX + counter, self.HOLDS + counter],
+                held = int(await self._reserve(keys=[self.PREFIX + counter, self.HOLDS + counter],
                                                args=[hold, nano, budget_nano, hold_s, least]))
-            except _ERRORS:
-                self._went_down()
+                self.window.answered()
+                return held
+            except _ERRORS as e:
+                self.window.failed(e)
         return nano     # Redis down: this replica's own reservations bind (and the spend it last saw)
 
     async def unreserve(self, counter: str, hold: str, nano: int) -> None:
@@ -215,9 +216,10 @@ class RedisCounters:
         if await self._available():
             try:
                 await self._redis.zrem(self.HOLDS + counter, member)
+                self.window.answered()
                 return
-            except _ERRORS:
-                self._went_down()
+            except _ERRORS as e:
+                self.window.failed(e)
         now = time.monotonic()
         self.unheld = self._purge_unheld(self.unheld, lambda v: v[1] >= now)
         self.unheld[member] = (counter, now + limits.HOLD_S)
@@ -227,7 +229,7 @@ class RedisCounters:
     async def _resend(self) -> None:
         try:
             while self.unheld:
-                await asyncio.sleep(max(self._down_until - time.monotonic(), 0.0) + 0.05)
+                await asyncio.sleep(max(self.window.outage.until - time.monotonic(), 0.0) + 0.05)
                 await self._available()
         finally:
             self._resending = None
@@ -236,10 +238,13 @@ class RedisCounters:
         if await self._available():
             try:
                 await self._renew(keys=[self.HOLDS + counter], args=[hold_s, *(f"{h}:{n}" for h, n in holds)])
-            except _ERRORS:
-                self._went_down()       # they expire on their own, as a dead replica's would
+                self.window.answered()
+            except _ERRORS as e:
+                self.window.failed(e)       # they expire on their own, as a dead replica's would
 
     def _saw(self, key: str, value: float, ttl_ms: int) -> float:
+        """What Redis answered for `key` (an add's or a get's: Redis answers)."""
+        self.window.answered()
         now = time.monotonic()
         self.seen = self._purge_seen(self.seen, lambda v: v[1] >= now)
         if ttl_ms == -2:                # no such counter
@@ -258,7 +263,7 @@ class RedisCounters:
 
     async def _available(self) -> bool:
         """False while Redis is known down; on the first call after that, resync the backlog first."""
-        if time.monotonic() < self._down_until:
+        if self.window.resting():
             return False
         while self.backlog:
             # Taken before it is sent: callers that arrive while it is in flight resync the rest, never it again.
@@ -268,8 +273,8 @@ class RedisCounters:
             try:
                 # Shielded: a caller hanging up (its task cancelled) must not lose an amount already taken off.
                 await asyncio.shield(self._add(key, amount, ttl, once))
-            except _ERRORS:
-                self._went_down()
+            except _ERRORS as e:
+                self.window.failed(e)
                 self._doubt(once, key, amount, ttl, over)      # in doubt like any add: resent with its mark
                 return False
         while self.doubtful:
@@ -279,8 +284,8 @@ class RedisCounters:
                 continue        # its window is over: never read again
             try:
                 await asyncio.shield(self._add(key, amount, ttl, once))
-            except _ERRORS:
-                self._went_down()
+            except _ERRORS as e:
+                self.window.failed(e)
                 self._doubt(once, key, amount, ttl, over)
                 return False
         while self.unheld:
@@ -290,8 +295,8 @@ class RedisCounters:
                 continue        # expired in Redis by now
             try:
                 await asyncio.shield(self._redis.zrem(self.HOLDS + counter, member))
-            except _ERRORS:
-                self._went_down()
+            except _ERRORS as e:
+                self.window.failed(e)
                 self.unheld[member] = (counter, expires)
                 return False
         return True
@@ -302,11 +307,9 @@ class RedisCounters:
         self.doubtful = self._purge_doubtful(self.doubtful, lambda v: not v[3] or v[3] >= now)
         self.doubtful[once] = (key, amount, ttl_s, over)
 
-    def _went_down(self) -> None:
-        if self._down_until == 0.0 or time.monotonic() >= self._down_until:
-            self.outages += 1
-            log.warning("redis counters unreachable; counting in this replica until it answers")
-        self._down_until = time.monotonic() + self.RETRY_S
+    @property
+    def outages(self) -> int:
+        return self.window.outages
 
     async def close(self) -> None:
         if self._resending is not None:

@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from redis.exceptions import RedisError
-
 from prefixgate.cache_planner import fingerprint
 from prefixgate.cache_planner.regimes import regime_of
 from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
@@ -42,6 +40,8 @@ from prefixgate.gateway.auth import party_of
 from prefixgate.ir import ttl_seconds
 from prefixgate.policies.balance import expected_cost, rank
 from prefixgate.providers.rules import Catalog
+from prefixgate.redis_outage import ERRORS as _ERRORS
+from prefixgate.redis_outage import RetryWindow, outage_of
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
@@ -59,7 +59,6 @@ MAX_STATS = 10_000
 KEEP_EXPIRED_S = 3600.0
 # Hit rates decay by this much per answer: a target's recent behaviour, not its whole history.
 DECAY = 0.95
-_ERRORS = (RedisError, OSError)
 RETRY_S = 1.0
 
 
@@ -122,7 +121,9 @@ class Sticky:
 
             self._redis = aioredis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
         self._writes: set[asyncio.Task] = set()
-        self._down_until = 0.0      # Redis unreachable: this replica's own pins until then (monotonic seconds)
+        # Redis unreachable: this replica's own pins until it answers (its window shared with every client of it).
+        self._window = RetryWindow(log, "sticky pins: redis unreachable (%s); this replica's own pins for now",
+                                   "sticky pins: redis answers again", RETRY_S, outage_of(redis_url)) if redis_url else None
 
     async def aclose(self) -> None:
         if self._writes:
@@ -201,20 +202,16 @@ class Sticky:
     # ---- the pins ---------------------------------------------------------------------------------------
 
     def _shared(self) -> bool:
-        return self._redis is not None and time.monotonic() >= self._down_until
-
-    def _went_down(self, e: BaseException) -> None:
-        if time.monotonic() >= self._down_until:
-            log.warning("sticky pins: redis unreachable (%s); this replica's own pins for now", type(e).__name__)
-        self._down_until = time.monotonic() + RETRY_S
+        return self._window is not None and not self._window.resting()
 
     async def _read(self, key: str) -> Pin | None:
         if self._shared():
             try:
                 raw = await self._redis.get(PREFIX + key)  # type: ignore[union-attr]
             except _ERRORS as e:
-                self._went_down(e)
+                self._window.failed(e)  # type: ignore[union-attr]
             else:
+                self._window.answered()  # type: ignore[union-attr]
                 if raw is not None:
                     data = json.loads(raw)
                     return Pin(str(data["t"]), float(data["e"]), int(data["n"]))
@@ -237,7 +234,7 @@ class Sticky:
         try:
             await self._redis.set(PREFIX + key, value, px=px)  # type: ignore[union-attr]
         except _ERRORS as e:
-            self._went_down(e)
+            self._window.failed(e)  # type: ignore[union-attr]
 
     @staticmethod
     def _bounded(store: OrderedDict, key: object, value: object, limit: int) -> None:

@@ -15,6 +15,7 @@ version kept (its own tables, its own Redis key names) is read too: `stored_ids_
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -22,18 +23,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from redis.exceptions import RedisError
-
 from prefixgate.gateway import stored_ids_migrate as legacy
 from prefixgate.gateway.shared_later import SharedLater
+from prefixgate.redis_outage import RetryWindow, outage_of
 
 T = TypeVar("T")
+log = logging.getLogger("prefixgate.gateway")
 # How long an id is remembered when the resource's own lifetime is not known (OpenAI keeps stored responses
 # 30 days); a resource outliving its record becomes nobody's, which refuses, never leaks.
 DEFAULT_TTL_S = 31 * 86400
 MAX_REMEMBERED = 100_000
 PRUNE_EVERY = 1000
-_REDIS_ERRORS = (RedisError, OSError)
 OWNER, HOME, TOKENS = "owner", "home", "tokens"     # the fields of an id's Redis hash
 
 
@@ -63,7 +63,10 @@ class StoredIds:
             import redis.asyncio as aioredis
 
             self._redis = aioredis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
-            self._shared = SharedLater(self._redis, "owner and home", clock)
+            self._window = RetryWindow(log, "stored ids: redis unreachable (%s); owners and homes another replica "
+                                       "recorded are unknown here (their ids refused) and this replica's are shared once it answers",
+                                       "stored ids: redis answers again", outage=outage_of(redis_url))
+            self._shared = SharedLater(self._redis, self._window, clock)
 
     def record(self, kind: str, ident: object, owner: str | None, ttl_s: float = DEFAULT_TTL_S,
                home: str | None = None) -> None:
@@ -101,10 +104,7 @@ class StoredIds:
     async def tokens(self, kind: str, ident: str) -> int | None:
         """The tokens `record_tokens` kept for (kind, ident), this replica's or another's; None: never recorded."""
         if self._redis is not None:
-            try:
-                found = await self._redis.hget(self._key(kind, ident), TOKENS)
-            except _REDIS_ERRORS:
-                found = None
+            found = await self._window.ask(lambda: self._redis.hget(self._key(kind, ident), TOKENS))  # type: ignore[union-attr]
             if found is not None:
                 return int(found)
         with self._lock:
@@ -138,10 +138,7 @@ class StoredIds:
             pipe = self._redis.pipeline(transaction=False)
             for ident in idents:
                 pipe.hget(self._key(kind, ident), OWNER).get(legacy.owner_key(kind, ident))
-            try:
-                found = await pipe.execute()
-            except _REDIS_ERRORS:
-                found = []
+            found = await self._window.ask(pipe.execute) or []
             for i, (value, older) in enumerate(zip(found[::2], found[1::2], strict=True)):
                 either = value if value is not None else older
                 shared[i] = either.decode() if either is not None else None
@@ -176,12 +173,10 @@ class StoredIds:
         if self._redis is not None:
             key = self._key(kind, ident)
             self._shared.forget(key, OWNER)
-            try:
-                # An older replica's name for the owner too: read as a fallback, it would own the id again.
-                await self._redis.pipeline(transaction=False).hdel(key, OWNER).delete(
-                    legacy.owner_key(kind, ident)).execute()
-            except _REDIS_ERRORS:
-                pass        # its expiry ends it
+            # An older replica's name for the owner too: read as a fallback, it would own the id again. Redis not
+            # answering: the key's expiry ends it.
+            await self._window.ask(self._redis.pipeline(transaction=False).hdel(key, OWNER).delete(
+                legacy.owner_key(kind, ident)).execute)
 
     async def aclose(self) -> None:
         if self._redis is not None:
@@ -197,11 +192,11 @@ class StoredIds:
     async def _shared_field(self, kind: str, ident: str, field: str, legacy_key: str) -> str | None:
         """`field` as the replicas shared it, else under the key an older version wrote; None when Redis does
         not answer (this replica's own file still does)."""
-        try:
-            found, older = await self._redis.pipeline(transaction=False).hget(  # type: ignore[union-attr]
-                self._key(kind, ident), field).get(legacy_key).execute()
-        except _REDIS_ERRORS:
+        answer = await self._window.ask(self._redis.pipeline(transaction=False).hget(  # type: ignore[union-attr]
+            self._key(kind, ident), field).get(legacy_key).execute)
+        if answer is None:
             return None
+        found, older = answer
         value = found if found is not None else older
         return value.decode() if value is not None else None
 

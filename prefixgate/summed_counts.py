@@ -6,16 +6,16 @@ What is counted, the keys (hashes, with no tenant or credential in them) and the
 planner's reuse counts, `cache_planner/reuse_shared.py`; keep-alive's gap models, `gateway/keepalive_shared.py`).
 While Redis does not answer, each replica counts on its own (the single-replica behaviour), keeps its deltas for the
 next try, leaves Redis alone for a retry window (a frozen Redis costs one timeout a window, not one per call) and
-says so once in its log (`RetryWindow`).
+says so once in its log (`prefixgate.redis_outage.RetryWindow`).
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import time
 from collections.abc import Sequence
 from typing import Protocol
+
+from prefixgate.redis_outage import RetryWindow
 
 # Add the deltas (ARGV: expiry in ms, a cap, how many field prefixes weigh against it, those prefixes, then name,
 # delta pairs), halve every count once the weighing fields pass the cap (0: never), and answer the totals.
@@ -49,31 +49,6 @@ class Counted(Protocol):
     def take_unshared(self) -> dict[str, float]: ...
     def give_back(self, taken: dict[str, float]) -> None: ...
     def shared_totals(self, totals: dict[str, float]) -> None: ...
-
-
-class RetryWindow:
-    """Redis left alone for `retry_s` after a call failed; `down` and `up` logged once an outage."""
-
-    def __init__(self, log: logging.Logger, down: str, up: str, retry_s: float = 1.0) -> None:
-        self.log, self.down_message, self.up_message, self.retry_s = log, down, up, retry_s
-        self.failures = 0
-        self._until = 0.0
-        self._down = False
-
-    def resting(self) -> bool:
-        return time.monotonic() < self._until
-
-    def failed(self, e: BaseException | None = None) -> None:
-        self.failures += 1
-        self._until = time.monotonic() + self.retry_s
-        if e is not None and not self._down:
-            self._down = True
-            self.log.warning(self.down_message, type(e).__name__)
-
-    def answered(self) -> None:
-        if self._down:
-            self._down = False
-            self.log.warning(self.up_message)
 
 
 Batch = list[tuple[str, Counted, dict[str, float]]]

@@ -54,6 +54,15 @@ def fresh_boto3_default_session(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
 
 
+@pytest.fixture(autouse=True)
+def fresh_redis_outages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every client of one Redis server in a process rests together after a failure (`prefixgate.redis_outage`):
+    a test that made the shared test server's clients fail must not leave the next test's resting."""
+    from prefixgate import redis_outage
+
+    monkeypatch.setattr(redis_outage, "_OUTAGES", {})
+
+
 def _listening(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):

@@ -34,6 +34,7 @@ CLOCK_SLACK_MS = 60_000
 PAGE = 5000
 # What a shared store that is down raises.
 UNAVAILABLE = (psycopg.Error, redis.RedisError, OSError)
+READ_TIMEOUT_S = 5.0    # a shared store's call (Redis) or wait for a connection (Postgres)
 # The misses view diagnoses at most this many of the window's latest records (plus their predecessors).
 MISS_SAMPLE = 1000
 
@@ -185,7 +186,8 @@ class RedisSource:
     name = "redis"
 
     def __init__(self, url: str) -> None:
-        self._redis = redis.Redis.from_url(url)
+        # Bounded, as the Postgres pool's wait: a frozen Redis is a 503 after it, not a dashboard call held for ever.
+        self._redis = redis.Redis.from_url(url, socket_timeout=READ_TIMEOUT_S, socket_connect_timeout=READ_TIMEOUT_S)
 
     def records(self, since: float, until: float, latest: int | None = None, route: str | None = None,
                 tenant: str | None = None) -> list[LedgerRecord]:

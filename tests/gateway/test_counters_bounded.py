@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+from prefixgate import redis_outage
 from prefixgate.gateway import state
 from prefixgate.gateway.state import PURGE_AFTER, MemoryCounters, RedisCounters
 
@@ -34,6 +35,7 @@ def test_expired_counters_are_purged_and_live_ones_kept(monkeypatch) -> None:
 def test_a_long_redis_outage_keeps_the_backlog_of_live_windows_only(monkeypatch) -> None:
     now = [1000.0]
     monkeypatch.setattr(state, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(redis_outage, "time", SimpleNamespace(monotonic=lambda: now[0]))   # its retry window's clock
 
     async def run() -> RedisCounters:
         counters = RedisCounters("redis://127.0.0.1:1/0")     # nothing listens there: down all along
@@ -56,6 +58,7 @@ def test_a_long_redis_outage_keeps_the_adds_in_doubt_of_live_windows_only(monkey
     try, kept for ever unless those of ended windows go."""
     now = [1000.0]
     monkeypatch.setattr(state, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(redis_outage, "time", SimpleNamespace(monotonic=lambda: now[0]))   # its retry window's clock
 
     async def run() -> RedisCounters:
         counters = RedisCounters("redis://127.0.0.1:1/0")

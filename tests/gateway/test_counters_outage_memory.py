@@ -166,10 +166,10 @@ def test_an_outage_backlog_whose_resync_timed_out_counts_once(stoppable_redis):
     async def run() -> float:
         counters = RedisCounters(url)
         await counters.get("x")                     # connected
-        counters._went_down()                       # known down: the next adds wait in the backlog
+        counters.window.failed()                    # known down: the next adds wait in the backlog
         await counters.add("keepalive:r:all", 500, 0)
         await counters.add("keepalive:r:all", 250, 0)
-        counters._down_until = 0.0                  # Redis retried: the backlog is resent, and times out
+        counters.window.outage.until = 0.0          # Redis retried: the backlog is resent, and times out
         await _frozen_during(proc, counters.get("keepalive:r:all"))
         await asyncio.sleep(RedisCounters.RETRY_S + 0.2)
         value = await counters.get("keepalive:r:all")

@@ -132,7 +132,7 @@ def test_gateway_serves_through_a_redis_outage_and_resyncs(tmp_path, monkeypatch
                 phase("redis restarted", 2)
                 proxy = app.state.proxy
                 served = sum(p["requests"] for p in phases.values())
-                assert proxy.counters.outages >= 2 and proxy.planner_state.store.failures >= 1
+                assert proxy.counters.outages >= 2
                 records = read_records(settings.ledger_path)
                 assert len(records) == served
 

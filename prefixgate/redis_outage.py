@@ -1,0 +1,94 @@
+"""A Redis's outage as every client of it in this process sees it.
+
+A gateway talks to one Redis through several clients on a request's way (budget and rate counters, the planner's
+store, sticky pins, stored ids, file quotas, explicit caches, the response cache, keep-alive), each with a 0.5 s socket
+timeout. Were each to keep its own retry window, a frozen Redis would cost a request one timeout per client it
+touches (CI saw a 1.0 s request: counters, then the planner), and windows started at different moments would make
+consecutive requests wait in turn (0.5 s, then 0.5 s again): against docs/reliability.md's "at most one request per
+second a 0.5 s timeout". So every client of one Redis server consults one `Outage`: the first call to fail starts a
+window in which no client calls Redis, and the first call after it is the next probe.
+
+`RetryWindow` is one client's view of it: its own failure count and its `down`/`up` lines, logged once an outage.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+from redis.exceptions import RedisError
+
+T = TypeVar("T")
+# What an unreachable or failing Redis raises (timeouts are RedisError subclasses; refusals OSError).
+ERRORS = (RedisError, OSError)
+
+
+class Outage:
+    """Until when every client of one Redis leaves it alone (monotonic seconds)."""
+
+    def __init__(self) -> None:
+        self.until = 0.0
+
+    def resting(self) -> bool:
+        return time.monotonic() < self.until
+
+    def failed(self, retry_s: float) -> None:
+        # Never shortened: a client retrying sooner (retry_s 0) does not end the window another started.
+        self.until = max(self.until, time.monotonic() + retry_s)
+
+
+_OUTAGES: dict[str, Outage] = {}
+_LOCK = threading.Lock()
+
+
+def outage_of(url: str) -> Outage:
+    """The process's one `Outage` for the server `url` names (its databases share a server's fate)."""
+    parts = urlsplit(url)
+    server = parts.path if parts.scheme == "unix" else f"{parts.hostname}:{parts.port or 6379}"
+    with _LOCK:
+        return _OUTAGES.setdefault(server, Outage())
+
+
+class RetryWindow:
+    """One client's calls to Redis: left alone while `outage` rests, a failure resting it (and every other client of
+    that server) for `retry_s`; `down` and `up` logged once an outage. Without an `outage`, one of its own."""
+
+    def __init__(self, log: logging.Logger, down: str, up: str, retry_s: float = 1.0,
+                 outage: Outage | None = None) -> None:
+        self.log, self.down_message, self.up_message, self.retry_s = log, down, up, retry_s
+        self.outage = outage if outage is not None else Outage()
+        self.failures = 0
+        self.outages = 0        # times this client logged Redis going down (a failure after it last answered)
+        self._down = False
+
+    def resting(self) -> bool:
+        return self.outage.resting()
+
+    def failed(self, e: BaseException | None = None) -> None:
+        self.failures += 1
+        self.outage.failed(self.retry_s)
+        if e is not None and not self._down:     # without `e`: a call that neither logs nor reports answers
+            self._down = True
+            self.outages += 1
+            self.log.warning(self.down_message, type(e).__name__)
+
+    def answered(self) -> None:
+        if self._down:
+            self._down = False
+            self.log.warning(self.up_message)
+
+    async def ask(self, call: Callable[[], Awaitable[T]]) -> T | None:
+        """`call`'s answer from Redis; None while Redis rests, or when it does not answer (which rests it)."""
+        if self.resting():
+            return None
+        try:
+            found = await call()
+        except ERRORS as e:
+            self.failed(e)
+            return None
+        self.answered()
+        return found
