@@ -344,6 +344,11 @@ class ResponsesDiagnosis(MissDiagnosis):
         return ProviderVerdict(str(diag.get("type", "unavailable")), None)
 
 
+# Azure OpenAI's Responses paths: `openai.AzureOpenAI(azure_endpoint=<gateway>)`'s (`api-version` in the query, which
+# means nothing to the gateway) and an OpenAI client's on Azure's v1 base URL. The body's `model` is the deployment.
+AZURE_PATHS = ("/openai/responses", "/openai/v1/responses")
+
+
 class OpenAIResponses(WireFormat):
     miss_diagnosis = ResponsesDiagnosis()
     name = NAME
@@ -374,10 +379,10 @@ class OpenAIResponses(WireFormat):
             payload["instructions"] = f"{tag}\n{payload['instructions']}" if payload.get("instructions") else tag
 
     def parser_for(self, path: str) -> Parse | None:
-        return parse_request if path == "/v1/responses" else None
+        return parse_request if path in ("/v1/responses", *AZURE_PATHS) else None
 
     def owns_path(self, path: str) -> bool:
-        return path.startswith("/v1/responses")
+        return path.startswith(("/v1/responses", *AZURE_PATHS))
 
     def parse_request(self, body: bytes | str | dict, *, model: str | None = None) -> Conversation:
         return parse_request(body)

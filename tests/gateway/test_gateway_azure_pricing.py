@@ -1,7 +1,8 @@
 """An Azure OpenAI upstream through the gateway, with the real `openai.AzureOpenAI` client: a request names a
 deployment, Azure's answer the model that ran (`gpt-5.4-2026-03-05`), and the ledger prices the call as that
 model, whole or streamed, whatever the upstream's `deployments:` says; the mapping prices answers that name no
-model (a stream cut after Azure's first chunk, its prompt filter results); with neither the call is unpriced."""
+model (a stream cut after Azure's first chunk, its prompt filter results); with neither the call is unpriced. A
+Responses call (`AzureOpenAI.responses.create`, or an OpenAI client on Azure's v1 base URL) is priced alike."""
 
 from __future__ import annotations
 
@@ -86,23 +87,60 @@ def list_price(usage) -> Decimal:
     return ((usage.prompt_tokens - cached) * INPUT + cached * CACHED + usage.completion_tokens * OUTPUT) / 1_000_000
 
 
+# The Responses API's clients on Azure: AzureOpenAI posts /openai/responses?api-version= (Responses needs a
+# 2025-03-01-preview or later version), an OpenAI client on the v1 base URL /openai/v1/responses; the body's model
+# names the deployment either way.
+RESPONSES_CLIENTS = {
+    "AzureOpenAI": lambda url: openai.AzureOpenAI(azure_endpoint=url, api_key="pg-team-key",
+                                                  api_version="2025-04-01-preview", max_retries=0),
+    "OpenAI on /openai/v1": lambda url: openai.OpenAI(base_url=f"{url}/openai/v1/", api_key="pg-team-key", max_retries=0),
+}
+
+
+def respond(client: openai.OpenAI, deployment: str, stream: bool):
+    """One Responses call's usage, as the caller's client reads it."""
+    asked = {"model": deployment, "instructions": SYSTEM, "input": "Is my toaster covered?", "max_output_tokens": 16}
+    if not stream:
+        return client.responses.create(**asked).usage
+    events = list(client.responses.create(**asked, stream=True))
+    assert events[-1].type == "response.incomplete"     # its terminal event: cut at max_output_tokens
+    return events[-1].response.usage
+
+
+def responses_list_price(usage) -> Decimal:
+    """gpt-5.4's list price of a Responses answer's usage (input_tokens count the cached ones)."""
+    cached = usage.input_tokens_details.cached_tokens
+    return ((usage.input_tokens - cached) * INPUT + cached * CACHED + usage.output_tokens * OUTPUT) / 1_000_000
+
+
+# A call to a deployment through the gateway (url, deployment, stream) -> gpt-5.4's list price of the usage its
+# caller read: Chat Completions, or Responses from either client.
+CALLS = {
+    "chat": lambda url, deployment, stream: list_price(ask(url, deployment, stream)),
+    **{f"responses, {name}": lambda url, deployment, stream, client=client:
+       responses_list_price(respond(client(url), deployment, stream)) for name, client in RESPONSES_CLIENTS.items()},
+}
+
+
 @pytest.mark.parametrize("stream", [False, True])
-def test_the_model_the_answer_names_wins_over_the_mapping(gateway, stream):
+@pytest.mark.parametrize("call", list(CALLS))
+def test_the_model_the_answer_names_wins_over_the_mapping(gateway, call, stream):
     url, ledger = gateway
-    usage = ask(url, "chat-prod", stream)
+    price = CALLS[call](url, "chat-prod", stream)
     rec = record(ledger)
     assert (rec["provider"], rec["model"], rec["target"], rec["status"]) == ("azure", SNAPSHOT, "azure", 200)
-    assert Decimal(rec["cost_usd"]) == list_price(usage) > 0       # gpt-5.4's price, not gpt-5.4-mini's
+    assert Decimal(rec["cost_usd"]) == price > 0       # gpt-5.4's price, not gpt-5.4-mini's
     assert (f"azure: deployment 'chat-prod' answered as {SNAPSHOT}, priced as that model "
             "(the deployments: of upstream 'azure' maps it to gpt-5.4-mini)") in rec["explanation"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_an_unmapped_deployment_is_priced_as_the_model_its_answer_names(gateway, stream):
+@pytest.mark.parametrize("call", list(CALLS))
+def test_an_unmapped_deployment_is_priced_as_the_model_its_answer_names(gateway, call, stream):
     url, ledger = gateway
-    usage = ask(url, "research", stream)
+    price = CALLS[call](url, "research", stream)
     rec = record(ledger)
-    assert (rec["model"], Decimal(rec["cost_usd"])) == (SNAPSHOT, list_price(usage))
+    assert (rec["model"], Decimal(rec["cost_usd"])) == (SNAPSHOT, price)
     assert f"azure: deployment 'research' answered as {SNAPSHOT}, priced as that model" in rec["explanation"]
 
 
