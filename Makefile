@@ -24,13 +24,15 @@ $(STAMP): pyproject.toml Makefile | $(BIN)/python
 install: $(STAMP)
 
 # Debian packages the tests drive for real: redis-server, postgresql (the shared ledger; the tests start a
-# throwaway cluster with its initdb/pg_ctl, so the package's own cluster need not run), and chromium for
-# the dashboard.
+# throwaway cluster with its initdb/pg_ctl, so the package's own cluster need not run), chromium for the
+# dashboard, and prometheus for its promtool, which evaluates the shipped rules in deploy/ (without the node
+# exporter it recommends).
 services:
 	@command -v redis-server >/dev/null && command -v chromium >/dev/null && command -v chromedriver >/dev/null && \
-	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  command -v promtool >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server postgresql chromium \
-	    chromium-driver >/dev/null; }
+	    chromium-driver >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
 serve: install
 	$(BIN)/prefixgate serve --port $(PORT) --local-model smollm2-135m

@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -19,6 +21,7 @@ from prefixgate.gateway.dashboard.alerts import AlertCollector
 from prefixgate.gateway.dashboard.source import SqliteSource
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.ledger import Ledger, LedgerRecord
+from prefixgate.local_backend.frontend import local_target
 from tests.support_services import ServerThread
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
@@ -34,6 +37,7 @@ def gateway_names() -> set[str]:
             ledger.append(LedgerRecord(id=f"x{dt}", ts=time.time() - dt, route="r", uncached_input=10, cache_read=90))
         ledger.close()
         metrics.registry.register(AlertCollector(SqliteSource(f"{tmp}/ledger.sqlite")))
+        metrics.include_local(local_target("unloaded"))  # its status (the engine's series come from backend_names)
         metrics.observe(LedgerRecord(id="x", ts=0, route="r", target="t", model="m", uncached_input=5, cache_read=5,
                                      cache_writes={"5m": 1}, output=1, cost_usd="1", savings_usd="0.5", ttft_ms=5.0))
         return exported(metrics.render().decode())
@@ -59,6 +63,14 @@ def backend_names() -> set[str]:
         return exported(httpx.get(server.url + "/metrics").text)
 
 
+def promtool(*args: str) -> None:
+    """Prometheus' promtool (Debian's prometheus package, installed by `make services`), which must succeed."""
+    binary = shutil.which("promtool")
+    assert binary, "promtool is not on PATH: `make services` installs it (Debian package prometheus)"
+    run = subprocess.run([binary, *args], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
 def check_names(exprs: list[str]) -> set[str]:
     known = gateway_names() | backend_names()
     used = {name for expr in exprs for name in NAME.findall(expr)}
@@ -69,12 +81,15 @@ def check_names(exprs: list[str]) -> set[str]:
 
 
 def test_prometheus_rules_cover_the_issues_alerts_with_real_metric_names():
+    # Prometheus' own check: the file loads, every expression parses, every annotation template compiles.
+    promtool("check", "rules", str(DEPLOY / "prometheus" / "prefixgate-rules.yml"))
     doc = yaml.safe_load((DEPLOY / "prometheus" / "prefixgate-rules.yml").read_text())
     rules = [r for group in doc["groups"] for r in group["rules"]]
     alerts = {r["alert"]: r for r in rules if "alert" in r}
     records = {r["record"] for r in rules if "record" in r}
     assert {"PrefixgateRouteHitRateDropped", "PrefixgateRouteHitRateFalling", "PrefixgateHitRateBelowTarget",
-            "PrefixgateTTFTP95AboveBaseline", "PrefixgateLocalKVCacheNearlyFull", "PrefixgateLocalQueueDepth"} <= set(alerts)
+            "PrefixgateTTFTP95AboveBaseline", "PrefixgateLocalKVCacheNearlyFull", "PrefixgateLocalQueueDepth",
+            "PrefixgateLocalBackendFailed"} <= set(alerts)
     for rule in alerts.values():
         assert rule["annotations"]["summary"] and rule["labels"]["severity"] and re.fullmatch(r"\d+m", rule["for"])
     used = check_names([r["expr"] for r in rules])
