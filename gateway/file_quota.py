@@ -14,17 +14,22 @@ file until it ends, so uploads started at once on any replicas are counted again
 Upload's declared `bytes` from its create until it is completed, cancelled or expires: `upload_hold`).
 
 Kept in the ledger's SQLite file and, with `redis_url`, in Redis (one hash and one expiry index per party,
-changed by scripts so replicas agree); while Redis does not answer this replica counts from its own file.
+changed by scripts so replicas agree); while Redis does not answer this replica counts from its own file, and
+the changes Redis missed (it rested, `prefixgate/redis_outage.py`, or did not answer) are sent to it in order once it
+answers: an upload or a deletion is never left out of what the other replicas count.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 from prefixgate.errors import RequestError
@@ -35,6 +40,7 @@ log = logging.getLogger("prefixgate.gateway")
 PREFIX = "prefixgate:files:stored:"
 BYTES, COUNT = "#bytes", "#count"      # a party's totals, beside one field per file id (its bytes)
 MIB = 1024 * 1024
+MAX_MISSED = 100_000    # the newest changes Redis missed that are kept for it
 HELD = "~"          # how a hold's id begins (a provider's file id never does)
 HOLD_S = 3600.0     # a hold left by a replica that died mid-upload stops counting after this
 # A file lives until it is deleted unless it says when it expires; it counts (and its owner is remembered) that
@@ -62,6 +68,7 @@ if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then
   redis.call('HINCRBY', KEYS[1], '{COUNT}', 1)
 end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+return 1
 """
 # ARGV: file id.
 _REMOVE = f"""
@@ -72,6 +79,7 @@ if b then
   redis.call('HINCRBY', KEYS[1], '{COUNT}', -1)
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
 """
 # ARGV: file id, bytes to add (negative: to take off, down to 0). Only a file still counted; answers the change made.
 _ADJUST = f"""
@@ -101,6 +109,10 @@ class FileQuota:
         self._db.execute("CREATE TABLE IF NOT EXISTS stored_files (owner TEXT NOT NULL, id TEXT NOT NULL, "
                          "bytes INTEGER NOT NULL, expires REAL NOT NULL, PRIMARY KEY (owner, id))")
         self._redis = None
+        # (script, owner, its ARGV): changes Redis missed, oldest first; `_sending` keeps them in order.
+        self._missed: deque[tuple[object, str, list]] = deque(maxlen=MAX_MISSED)
+        self._sending = asyncio.Lock()
+        self._resending: asyncio.Task | None = None
         if redis_url:
             import redis.asyncio as aioredis
 
@@ -115,7 +127,7 @@ class FileQuota:
 
     async def stored(self, owner: str) -> Stored:
         """What `owner` stores now (expired files not counted)."""
-        if self._redis is not None:
+        if self._redis is not None and await self._caught_up():
             found = await self._window.ask(lambda: self._usage(keys=self._keys(owner), args=[self._clock()]))
             if found is not None:
                 return Stored(*(int(v or 0) for v in found))
@@ -158,7 +170,7 @@ class FileQuota:
             self._db.execute("INSERT INTO stored_files VALUES (?, ?, ?, ?) ON CONFLICT (owner, id) DO UPDATE SET "
                              "expires = excluded.expires", (owner, ident, size, expires))
         if self._redis is not None:
-            await self._window.ask(lambda: self._add(keys=self._keys(owner), args=[ident, size, expires]))
+            await self._send(self._add, owner, [ident, size, expires])
 
     async def remove(self, owner: str | None, ident: str) -> None:
         if owner is None:
@@ -166,13 +178,13 @@ class FileQuota:
         with self._lock:
             self._db.execute("DELETE FROM stored_files WHERE owner = ? AND id = ?", (owner, ident))
         if self._redis is not None:
-            await self._window.ask(lambda: self._remove(keys=self._keys(owner), args=[ident]))
+            await self._send(self._remove, owner, [ident])
 
     async def size_of(self, owner: str | None, ident: str) -> int | None:
         """The bytes `owner`'s file `ident` counts as (another replica's upload too); None: not one of its files."""
         if owner is None or ident.startswith(HELD):
             return None
-        if self._redis is not None:
+        if self._redis is not None and await self._caught_up():
             found = await self._window.ask(lambda: self._redis.hget(self._keys(owner)[0], ident))  # type: ignore[union-attr]
             if found is not None:
                 return int(found)
@@ -191,16 +203,49 @@ class FileQuota:
             changed = max(0, row[0] + by) - row[0] if row else 0
             self._db.execute("UPDATE stored_files SET bytes = bytes + ? WHERE owner = ? AND id = ?", (changed, owner, ident))
         if self._redis is not None:
-            shared = await self._window.ask(lambda: self._adjust(keys=self._keys(owner), args=[ident, by]))
+            shared = await self._send(self._adjust, owner, [ident, by])
             if shared is not None:
                 return int(shared)
         return changed
 
     async def aclose(self) -> None:
+        if self._resending is not None:
+            self._resending.cancel()
+            await asyncio.gather(self._resending, return_exceptions=True)
         with self._lock:
             self._db.close()
         if self._redis is not None:
             await self._redis.aclose()
+
+    async def _send(self, script: object, owner: str, args: list) -> int | None:
+        """Redis's answer to the change `script` makes, sent after those it missed; None while it rests or does not
+        answer: then kept, and sent once it answers (`_caught_up`), though this replica be called no more."""
+        async with self._sending:
+            self._missed.append((script, owner, args))
+            answer = await self._resent()
+        if self._missed and self._resending is None:
+            self._resending = asyncio.get_running_loop().create_task(self._window.retry(self._caught_up))
+            self._resending.add_done_callback(lambda _: setattr(self, "_resending", None))
+        return answer
+
+    async def _caught_up(self) -> bool:
+        """Whether Redis has every change this replica made (those it missed sent first)."""
+        if self._missed:
+            async with self._sending:
+                await self._resent()
+        return not self._missed
+
+    async def _resent(self) -> int | None:
+        """The changes Redis missed, sent oldest first: the last one's answer, None while some remain."""
+        answer = None
+        while self._missed and not self._window.resting():
+            script, owner, args = self._missed[0]
+            answer = await self._window.ask(partial(script, keys=self._keys(owner), args=args))  # type: ignore[arg-type]
+            if answer is None and script is not self._adjust:
+                return None         # kept: a file added or removed twice counts once
+            # An adjust that did not answer is in doubt (it may yet run when Redis wakes): never sent twice.
+            self._missed.popleft()
+        return answer if not self._missed else None
 
     def _keys(self, owner: str) -> list[str]:
         return [f"{PREFIX}{owner}", f"{PREFIX}{owner}:expires"]

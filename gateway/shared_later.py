@@ -1,6 +1,7 @@
 """Hashes every gateway replica reads from Redis (who owns a stored id, which upstream holds it), written there
-off the request path. A write Redis missed (it did not answer) is made once it answers again, so another
-replica is not left without the value for the value's whole lifetime; the newest `MAX_MISSED` are kept."""
+off the request path. A write Redis missed (it rested, `prefixgate/redis_outage.py`, or did not answer) is made once
+it answers again, though this replica write nothing more, so another replica is not left without the value for the
+value's whole lifetime; the newest `MAX_MISSED` are kept."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class SharedLater:
         self._clock = clock
         self._writes: set[asyncio.Task] = set()
         self._missed: dict[str, tuple[dict[str, str], float]] = {}     # key -> fields, when it expires (wall time)
+        self._resending: asyncio.Task | None = None
 
     def set(self, key: str, fields: dict[str, str], ttl_s: float) -> None:
         """Set `fields` of hash `key`, which then lasts `ttl_s`, in the background (the caller may be answering
@@ -40,18 +42,31 @@ class SharedLater:
             self._missed[key] = (kept, expires)
 
     async def drain(self) -> None:
-        """Wait for the writes under way."""
+        """Wait for the writes under way, then try those Redis missed once more after its window (once: it may
+        never answer; a window another client began may still hold the writes a closing replica made last)."""
         if self._writes:
             await asyncio.gather(*self._writes)
+        if self._resending is not None:
+            self._resending.cancel()
+            await asyncio.gather(self._resending, return_exceptions=True)
+        if self._missed:
+            await asyncio.sleep(max(self._window.outage.until - time.monotonic(), 0.0) + 0.05)
+            await self._resent()
 
     async def _write(self, key: str, fields: dict[str, str], expires: float) -> None:
-        if not await self._set(key, fields, expires):
-            return
-        # Redis answers again: the writes it missed.
+        if await self._set(key, fields, expires):
+            await self._resent()
+        elif self._resending is None:
+            self._resending = asyncio.get_running_loop().create_task(self._window.retry(self._resent))
+            self._resending.add_done_callback(lambda _: setattr(self, "_resending", None))
+
+    async def _resent(self) -> bool:
+        """The writes Redis missed, made now; False while some remain."""
         while self._missed:
             key, (fields, expires) = self._missed.popitem()
             if expires > self._clock() and not await self._set(key, fields, expires):
-                return
+                return False
+        return True
 
     async def _set(self, key: str, fields: dict[str, str], expires: float) -> bool:
         # One round trip; MULTI so that no replica sees the fields without their expiry.

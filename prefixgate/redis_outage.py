@@ -13,6 +13,7 @@ window in which no client calls Redis, and the first call after it is the next p
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -92,3 +93,9 @@ class RetryWindow:
             return None
         self.answered()
         return found
+
+    async def retry(self, done: Callable[[], Awaitable[bool]]) -> None:
+        """`done` after each window until it is true: what a client kept while Redis rested (or did not answer) is
+        sent once it answers, though nothing else calls the client (a quiet replica's would wait for ever)."""
+        while not await done():
+            await asyncio.sleep(max(self.outage.until - time.monotonic(), 0.0) + 0.05)

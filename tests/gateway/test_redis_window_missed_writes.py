@@ -1,0 +1,91 @@
+"""Writes that fall in the shared retry window (`prefixgate/redis_outage.py`) are not lost. Once any client of a
+Redis has timed out, every other client leaves it alone for the window, even though Redis may answer again at
+once (a stall of half a second): a file quota's add or remove, or a stored id's owner, skipped then would never
+reach Redis. Another replica would count a tenant's upload as never made (its `uploads` limit passed) or its
+deleted file for that file's lifetime (its uploads refused), and refuse the tenant's own stored response.
+They are sent once Redis answers, by this replica alone, however quiet it stays."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable
+
+import redis
+import redis.asyncio
+
+from prefixgate.gateway.file_quota import FileQuota, Stored
+from prefixgate.gateway.shared_later import SharedLater
+from prefixgate.gateway.state import RedisCounters
+from prefixgate.redis_outage import RetryWindow, outage_of
+from tests.gateway.test_counters_outage_memory import stoppable_redis  # noqa: F401
+from tests.support_services import MIN_WAIT_S
+
+# Long enough that the writes below fall in the window on a loaded machine; they are sent after it.
+WINDOW_S = 5.0
+
+
+async def _stalled_for_a_moment(proc, url: str) -> RedisCounters:
+    """Redis freezes for one budget add's timeout and answers again: every client of it rests for the window."""
+    counters = RedisCounters(url)
+    counters.window.retry_s = WINDOW_S
+    await counters.get("spend:team:all")        # connected
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        await counters.add("spend:team:all", 5, 0)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    assert counters.window.failures == 1
+    return counters
+
+
+async def _eventually(ready: Callable[[], Awaitable[bool]], what: str) -> None:
+    deadline = time.monotonic() + MIN_WAIT_S
+    while not await ready():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} did not happen within {MIN_WAIT_S:.0f} s")
+        await asyncio.sleep(0.05)
+
+
+def test_uploads_and_deletions_counted_while_redis_rested_reach_every_replica(stoppable_redis, tmp_path) -> None:  # noqa: F811
+    proc, url = stoppable_redis
+
+    async def run() -> None:
+        here, there = FileQuota(str(tmp_path / "a.sqlite"), url), FileQuota(str(tmp_path / "b.sqlite"), url)
+        await here.add("tenant:acme", "file-old", 4000, 3600)
+        await here.add("tenant:acme", "file-written", 0, 3600)     # code execution's file: its size comes later
+        counters = await _stalled_for_a_moment(proc, url)
+        await here.add("tenant:acme", "file-new", 1000, 3600)      # an upload ends in the window
+        await here.remove("tenant:acme", "file-old")               # a file is deleted in it
+        await here.adjust("tenant:acme", "file-written", 300)      # and a written file's size is learnt
+        assert here._window.failures == 0                          # none of them called Redis meanwhile
+
+        async def counted() -> bool:
+            return await there.stored("tenant:acme") == Stored(1300, 2)
+        await _eventually(counted, "another replica counting the upload and the size, and not the deleted file")
+        for closing in (here.aclose(), there.aclose(), counters.close()):
+            await closing
+
+    asyncio.run(run())
+
+
+def test_a_stored_ids_owner_written_while_redis_rested_reaches_redis_with_nothing_else_written(
+        stoppable_redis) -> None:  # noqa: F811
+    proc, url = stoppable_redis
+    reader = redis.Redis.from_url(url)
+
+    async def run() -> None:
+        window = RetryWindow(logging.getLogger("test"), "down (%s)", "up", outage=outage_of(url))
+        shared = SharedLater(redis.asyncio.from_url(url), window)
+        counters = await _stalled_for_a_moment(proc, url)
+        shared.set("prefixgate:stored:response:resp_1", {"owner": "tenant:acme"}, 3600)    # the replica's last write
+
+        async def written() -> bool:
+            return reader.hget("prefixgate:stored:response:resp_1", "owner") == b"tenant:acme"
+        await _eventually(written, "the owner reaching Redis")
+        await shared.drain()
+        await counters.close()
+
+    asyncio.run(run())
