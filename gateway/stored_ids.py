@@ -1,5 +1,6 @@
 """Each provider-side id the gateway relays, with an expiry: who owns it (`ownership`: the principal that created
-it) and, for a stored response or interaction, its home (the upstream that answered it).
+it), for a stored response or interaction its home (the upstream that answered it), and the prompt tokens it
+puts before a request naming it (`tokens`).
 
 A `resp_...` id belongs to the upstream organisation (and key) that created it, so a follow-up naming it
 (`previous_response_id`, GET, DELETE, `input_items`, `cancel`) must go back there or it 404s; with several
@@ -52,10 +53,8 @@ class StoredIds:
         # As the ledger's appends: a commit is a write to the WAL, not an fsync (it survives the process, not a power cut).
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS stored_ids (kind TEXT NOT NULL, id TEXT NOT NULL, owner TEXT, "
-                         "home TEXT, expires REAL NOT NULL, PRIMARY KEY (kind, id))")
+                         "home TEXT, expires REAL NOT NULL, tokens INTEGER, PRIMARY KEY (kind, id))")
         self._db.execute("CREATE INDEX IF NOT EXISTS stored_ids_expires ON stored_ids (expires)")
-        self._db.execute("CREATE TABLE IF NOT EXISTS stored_tokens (kind TEXT NOT NULL, id TEXT NOT NULL, "
-                         "tokens INTEGER NOT NULL, expires REAL NOT NULL, PRIMARY KEY (kind, id))")
         legacy.migrate(self._db)
         self._recorded = 0
         self._redis = None
@@ -77,47 +76,21 @@ class StoredIds:
             return
         if home is not None:
             self._keep(kind, ident, home)
-        with self._lock:
-            # A field not given keeps what the row had.
-            self._db.execute("INSERT INTO stored_ids VALUES (?, ?, ?, ?, ?) ON CONFLICT (kind, id) DO UPDATE SET "
-                             "owner = coalesce(excluded.owner, owner), home = coalesce(excluded.home, home), "
-                             "expires = excluded.expires", (kind, ident, owner, home, self._clock() + ttl_s))
-            self._recorded += 1
-            if self._recorded % PRUNE_EVERY == 1:       # expired rows refuse anyway; pruning only bounds the file
-                self._db.execute("DELETE FROM stored_ids WHERE expires < ?", (self._clock(),))
-                self._db.execute("DELETE FROM stored_tokens WHERE expires < ?", (self._clock(),))
-        if self._redis is not None:
-            fields = {name: value for name, value in ((OWNER, owner), (HOME, home)) if value is not None}
-            self._shared.set(self._key(kind, ident), fields, ttl_s)
+        self._upsert(kind, ident, ttl_s, owner=owner, home=home)
 
     def record_tokens(self, kind: str, ident: object, tokens: int, ttl_s: float = DEFAULT_TTL_S) -> None:
         """(kind, ident) puts `tokens` prompt tokens before a request that names it (a stored response: its prompt
         and answer; an explicit cache: its contents): what a budget reserves for them (gateway/unseen_prompt.py)."""
-        if not isinstance(ident, str) or not ident or tokens < 0:
-            return
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO stored_tokens VALUES (?, ?, ?, ?)",
-                             (kind, ident, tokens, self._clock() + ttl_s))
-        if self._redis is not None:
-            self._shared.set(self._key(kind, ident), {TOKENS: str(tokens)}, ttl_s)
+        if isinstance(ident, str) and ident and tokens >= 0:
+            self._upsert(kind, ident, ttl_s, tokens=tokens)
 
     async def tokens(self, kind: str, ident: str) -> int | None:
         """The tokens `record_tokens` kept for (kind, ident), this replica's or another's; None: never recorded."""
-        if self._redis is not None:
-            found = await self._window.ask(lambda: self._redis.hget(self._key(kind, ident), TOKENS))  # type: ignore[union-attr]
-            if found is not None:
-                return int(found)
-        with self._lock:
-            row = self._db.execute("SELECT tokens FROM stored_tokens WHERE kind = ? AND id = ? AND expires >= ?",
-                                   (kind, ident, self._clock())).fetchone()
-        return int(row[0]) if row else None
+        found = await self._field(kind, ident, TOKENS)
+        return int(found) if found is not None else None
 
     async def owner(self, kind: str, ident: str) -> str | None:
-        if self._redis is not None:
-            found = await self._shared_field(kind, ident, OWNER, legacy.owner_key(kind, ident))
-            if found is not None:
-                return found
-        return self._local(kind, ident, OWNER)
+        return await self._field(kind, ident, OWNER, legacy.owner_key(kind, ident))
 
     async def allows(self, kind: str, ident: str, caller: str | None) -> bool:
         """Whether `caller` (a principal) may see or touch (kind, ident)."""
@@ -189,20 +162,44 @@ class StoredIds:
     def _key(self, kind: str, ident: str) -> str:
         return f"{self.REDIS_PREFIX}{kind}:{ident}"
 
-    async def _shared_field(self, kind: str, ident: str, field: str, legacy_key: str) -> str | None:
-        """`field` as the replicas shared it, else under the key an older version wrote; None when Redis does
-        not answer (this replica's own file still does)."""
-        answer = await self._window.ask(self._redis.pipeline(transaction=False).hget(  # type: ignore[union-attr]
-            self._key(kind, ident), field).get(legacy_key).execute)
-        if answer is None:
-            return None
-        found, older = answer
-        value = found if found is not None else older
+    def _upsert(self, kind: str, ident: str, ttl_s: float, owner: str | None = None, home: str | None = None,
+                tokens: int | None = None) -> None:
+        """(kind, ident)'s row, which then lasts `ttl_s`: a field not given keeps what the row had."""
+        with self._lock:
+            self._db.execute("INSERT INTO stored_ids (kind, id, owner, home, tokens, expires) VALUES (?, ?, ?, ?, ?, ?) "
+                             "ON CONFLICT (kind, id) DO UPDATE SET owner = coalesce(excluded.owner, owner), "
+                             "home = coalesce(excluded.home, home), tokens = coalesce(excluded.tokens, tokens), "
+                             "expires = excluded.expires", (kind, ident, owner, home, tokens, self._clock() + ttl_s))
+            self._recorded += 1
+            if self._recorded % PRUNE_EVERY == 1:       # expired rows refuse anyway; pruning only bounds the file
+                self._db.execute("DELETE FROM stored_ids WHERE expires < ?", (self._clock(),))
+        if self._redis is not None:
+            fields = {name: str(value) for name, value in ((OWNER, owner), (HOME, home), (TOKENS, tokens))
+                      if value is not None}
+            self._shared.set(self._key(kind, ident), fields, ttl_s)
+
+    async def _field(self, kind: str, ident: str, field: str, legacy_key: str | None = None) -> str | None:
+        """`field` of (kind, ident): as the replicas shared it in Redis, else this replica's file."""
+        if self._redis is not None:
+            found = await self._shared_field(kind, ident, field, legacy_key)
+            if found is not None:
+                return found
+        found = self._local(kind, ident, field)
+        return str(found) if found is not None else None
+
+    async def _shared_field(self, kind: str, ident: str, field: str, legacy_key: str | None) -> str | None:
+        """`field` as the replicas shared it, else under the key an older version wrote (if it had one); None when
+        Redis does not answer (this replica's own file still does)."""
+        pipe = self._redis.pipeline(transaction=False).hget(self._key(kind, ident), field)  # type: ignore[union-attr]
+        if legacy_key is not None:
+            pipe.get(legacy_key)
+        answer = await self._window.ask(pipe.execute)
+        value = next((found for found in answer or () if found is not None), None)
         return value.decode() if value is not None else None
 
     def _local(self, kind: str, ident: str, field: str) -> str | None:
         with self._lock:
-            # SQL text: the column is one of this module's two field names; values are bound.
+            # SQL text: the column is one of this module's field names; values are bound.
             row = self._db.execute(f"SELECT {field} FROM stored_ids WHERE kind = ? AND id = ? AND expires >= ?",  # nosec B608
                                    (kind, ident, self._clock())).fetchone()
         return row[0] if row else None
