@@ -112,7 +112,6 @@ class FileQuota:
         # (script, owner, its ARGV): changes Redis missed, oldest first; `_sending` keeps them in order.
         self._missed: deque[tuple[object, str, list]] = deque(maxlen=MAX_MISSED)
         self._sending = asyncio.Lock()
-        self._resending: asyncio.Task | None = None
         if redis_url:
             import redis.asyncio as aioredis
 
@@ -209,12 +208,10 @@ class FileQuota:
         return changed
 
     async def aclose(self) -> None:
-        if self._resending is not None:
-            self._resending.cancel()
-            await asyncio.gather(self._resending, return_exceptions=True)
         with self._lock:
             self._db.close()
         if self._redis is not None:
+            await self._window.stop()
             await self._redis.aclose()
 
     async def _send(self, script: object, owner: str, args: list) -> int | None:
@@ -223,9 +220,8 @@ class FileQuota:
         async with self._sending:
             self._missed.append((script, owner, args))
             answer = await self._resent()
-        if self._missed and self._resending is None:
-            self._resending = asyncio.get_running_loop().create_task(self._window.retry(self._caught_up))
-            self._resending.add_done_callback(lambda _: setattr(self, "_resending", None))
+        if self._missed:
+            self._window.retry(self._caught_up)
         return answer
 
     async def _caught_up(self) -> bool:

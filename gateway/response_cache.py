@@ -375,6 +375,15 @@ class ResponseCache:
         except StoreError as e:
             log.warning("response cache: could not drop the entry of deleted answer %s (%s); dropped once Redis "
                         "answers, and nothing is served from it until then", ident, e)
+            # Then, though no lookup here comes: another replica reads the entry from Redis.
+            self._redis.retry(self._forgot)
+
+    async def _forgot(self) -> bool:
+        try:
+            await self._forget_missed()
+        except StoreError:
+            return False
+        return True
 
     async def _forget_missed(self) -> None:
         """Drop the entries of deleted answers Redis missed; raises StoreError while it still does not answer (a

@@ -129,6 +129,10 @@ class RedisStore:
         self._window.answered()
         return found
 
+    def retry(self, done: Callable[[], Awaitable[bool]]) -> None:
+        """`done` after each window until it is true (`RetryWindow.retry`)."""
+        self._window.retry(done)
+
     async def get(self, key: str) -> bytes | None:
         return await self._call(lambda: self._redis.get(REDIS_PREFIX + key))
 
@@ -161,4 +165,5 @@ class RedisStore:
         await self._call(drop)
 
     async def close(self) -> None:
+        await self._window.stop()
         await self._redis.aclose()

@@ -22,7 +22,6 @@ class SharedLater:
         self._clock = clock
         self._writes: set[asyncio.Task] = set()
         self._missed: dict[str, tuple[dict[str, str], float]] = {}     # key -> fields, when it expires (wall time)
-        self._resending: asyncio.Task | None = None
 
     def set(self, key: str, fields: dict[str, str], ttl_s: float) -> None:
         """Set `fields` of hash `key`, which then lasts `ttl_s`, in the background (the caller may be answering
@@ -46,9 +45,7 @@ class SharedLater:
         never answer; a window another client began may still hold the writes a closing replica made last)."""
         if self._writes:
             await asyncio.gather(*self._writes)
-        if self._resending is not None:
-            self._resending.cancel()
-            await asyncio.gather(self._resending, return_exceptions=True)
+        await self._window.stop()
         if self._missed:
             await asyncio.sleep(max(self._window.outage.until - time.monotonic(), 0.0) + 0.05)
             await self._resent()
@@ -56,9 +53,8 @@ class SharedLater:
     async def _write(self, key: str, fields: dict[str, str], expires: float) -> None:
         if await self._set(key, fields, expires):
             await self._resent()
-        elif self._resending is None:
-            self._resending = asyncio.get_running_loop().create_task(self._window.retry(self._resent))
-            self._resending.add_done_callback(lambda _: setattr(self, "_resending", None))
+        else:
+            self._window.retry(self._resent)
 
     async def _resent(self) -> bool:
         """The writes Redis missed, made now; False while some remain."""

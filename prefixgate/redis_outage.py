@@ -63,6 +63,7 @@ class RetryWindow:
         self.log, self.down_message, self.up_message, self.retry_s = log, down, up, retry_s
         self.outage = outage if outage is not None else Outage()
         self.failures = 0
+        self._retrying: asyncio.Task | None = None
         self.outages = 0        # times this client logged Redis going down (a failure after it last answered)
         self._down = False
 
@@ -94,8 +95,18 @@ class RetryWindow:
         self.answered()
         return found
 
-    async def retry(self, done: Callable[[], Awaitable[bool]]) -> None:
-        """`done` after each window until it is true: what a client kept while Redis rested (or did not answer) is
-        sent once it answers, though nothing else calls the client (a quiet replica's would wait for ever)."""
+    def retry(self, done: Callable[[], Awaitable[bool]]) -> None:
+        """Call `done` after each window, in the background, until it is true (one such task a client): what it kept
+        while Redis rested (or did not answer) is sent once Redis answers, though nothing else calls the client (a
+        quiet replica's would wait for ever). `stop` ends it."""
+        if self._retrying is None or self._retrying.done():
+            self._retrying = asyncio.get_running_loop().create_task(self._retry(done))
+
+    async def stop(self) -> None:
+        if self._retrying is not None:
+            self._retrying.cancel()
+            await asyncio.gather(self._retrying, return_exceptions=True)
+
+    async def _retry(self, done: Callable[[], Awaitable[bool]]) -> None:
         while not await done():
             await asyncio.sleep(max(self.outage.until - time.monotonic(), 0.0) + 0.05)

@@ -2,7 +2,8 @@
 Redis has timed out, every other client leaves it alone for the window, even though Redis may answer again at
 once (a stall of half a second): a file quota's add or remove, or a stored id's owner, skipped then would never
 reach Redis. Another replica would count a tenant's upload as never made (its `uploads` limit passed) or its
-deleted file for that file's lifetime (its uploads refused), and refuse the tenant's own stored response.
+deleted file for that file's lifetime (its uploads refused), refuse the tenant's own stored response, and replay
+an answer deleted upstream.
 They are sent once Redis answers, by this replica alone, however quiet it stays."""
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from collections.abc import Awaitable, Callable
 
 import redis
 import redis.asyncio
+from prometheus_client import CollectorRegistry
 
 from prefixgate.gateway.file_quota import FileQuota, Stored
+from prefixgate.gateway.response_cache import ResponseCache
+from prefixgate.gateway.response_store import REDIS_PREFIX
 from prefixgate.gateway.shared_later import SharedLater
 from prefixgate.gateway.state import RedisCounters
 from prefixgate.redis_outage import RetryWindow, outage_of
@@ -86,6 +90,27 @@ def test_a_stored_ids_owner_written_while_redis_rested_reaches_redis_with_nothin
             return reader.hget("prefixgate:stored:response:resp_1", "owner") == b"tenant:acme"
         await _eventually(written, "the owner reaching Redis")
         await shared.drain()
+        await counters.close()
+
+    asyncio.run(run())
+
+
+def test_a_deleted_answers_entry_is_dropped_from_redis_with_no_later_lookup_here(stoppable_redis) -> None:  # noqa: F811
+    """Another replica reads the entry from Redis: this one dropping it at its next lookup is too late when none
+    comes (it is quiet, or serves no cached route), and the other would replay the deleted answer."""
+    proc, url = stoppable_redis
+    reader = redis.Redis.from_url(url)
+
+    async def run() -> None:
+        cache = ResponseCache(url, CollectorRegistry())
+        await cache._redis.put("k1", b"an answer", 600, ident="resp_1")     # type: ignore[union-attr]
+        counters = await _stalled_for_a_moment(proc, url)
+        await cache.forget("resp_1")            # deleted upstream within the window
+
+        async def dropped() -> bool:
+            return reader.get(REDIS_PREFIX + "k1") is None
+        await _eventually(dropped, "the deleted answer's entry leaving Redis")
+        await cache.close()
         await counters.close()
 
     asyncio.run(run())
