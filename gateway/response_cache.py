@@ -42,7 +42,7 @@ from prefixgate.gateway.lifecycle import HEADER as RETIRES
 from prefixgate.gateway.lifecycle import Verdict
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.response_rules import deterministic, refusal, signed, uncacheable
-from prefixgate.gateway.response_store import MemoryStore, RedisStore, StoreError
+from prefixgate.gateway.response_store import MemoryStore, RedisStore, StoreError, StoreResting
 from prefixgate.ir import CACHE_MARKERS
 from prefixgate.ledger import LedgerRecord
 from prefixgate.policies.schema import ResponseCachePolicy, Route, TargetRef
@@ -292,7 +292,8 @@ class ResponseCache:
             await self._forget_missed()
             raw = await store.get(key)
         except StoreError as e:
-            log.warning("response cache: store unreachable on route %s (%s); request goes upstream", call.route.name, e)
+            if not isinstance(e, StoreResting):     # a line a failed call, not one a request of an outage
+                log.warning("response cache: store unreachable on route %s (%s); request goes upstream", call.route.name, e)
             self.errors.labels(call.route.name, "store").inc()
             return self._counted(call, Lookup(policy, key, "bypass", write=False))
         entry = None
@@ -432,7 +433,8 @@ class ResponseCache:
             if refused is not None and found.refresh:
                 await store.delete(found.key)     # a refresh whose fresh answer is unsafe leaves no stale entry
         except StoreError as e:
-            log.warning("response cache: could not store on route %s (%s)", route, e)
+            if not isinstance(e, StoreResting):
+                log.warning("response cache: could not store on route %s (%s)", route, e)
             self.errors.labels(route, "store").inc()
             return
         self.stores.labels(route, refused or "stored").inc()

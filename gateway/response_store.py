@@ -35,6 +35,10 @@ class StoreError(Exception):
     """The store could not answer (Redis unreachable, timed out): the cache treats it as a miss."""
 
 
+class StoreResting(StoreError):
+    """Redis not called: it rests after a call of this process failed (that client logged the outage)."""
+
+
 class MemoryStore:
     """One route's entries in this process: least recently used first out past `max_bytes` (keys and values
     counted), each dropped at its TTL when next touched."""
@@ -120,7 +124,7 @@ class RedisStore:
 
     async def _call(self, call: Callable[[], Awaitable[T]]) -> T:
         if self._window.resting():
-            raise StoreError("redis: left alone for a moment after it did not answer")
+            raise StoreResting("redis: left alone for a moment after it did not answer")
         try:
             found = await call()
         except ERRORS as e:
