@@ -158,7 +158,6 @@ class RedisCounters:
         # hold (as the holds' set names it) -> (its counter, when it expires at the latest): releases Redis missed.
         self.unheld: dict[str, tuple[str, float]] = {}
         self._purge_unheld = _Purge()
-        self._resending: asyncio.Task | None = None
         # Shared with every client of this Redis in the process: a request meets one timeout, not one per client.
         self.window = RetryWindow(log, "redis counters unreachable (%s); counting in this replica until it answers",
                                   "redis counters answer again", self.RETRY_S, outage_of(url))
@@ -179,6 +178,7 @@ class RedisCounters:
         self.backlog = self._purge(self.backlog, lambda v: not v[2] or v[2] >= now)
         pending, _, over = self.backlog.get(key, (0.0, ttl_s, over))
         self.backlog[key] = (pending + amount, ttl_s, over)
+        self.window.retry(self._available)      # the other replicas see it though nothing else here calls Redis
         return self._last_known(key)
 
     async def get(self, key: str) -> float:
@@ -223,16 +223,7 @@ class RedisCounters:
         now = time.monotonic()
         self.unheld = self._purge_unheld(self.unheld, lambda v: v[1] >= now)
         self.unheld[member] = (counter, now + limits.HOLD_S)
-        if self._resending is None:     # resent once Redis answers, even if nothing else here calls it by then
-            self._resending = asyncio.get_running_loop().create_task(self._resend())
-
-    async def _resend(self) -> None:
-        try:
-            while self.unheld:
-                await asyncio.sleep(max(self.window.outage.until - time.monotonic(), 0.0) + 0.05)
-                await self._available()
-        finally:
-            self._resending = None
+        self.window.retry(self._available)      # resent once Redis answers, even if nothing else here calls it by then
 
     async def renew(self, counter: str, holds: list[tuple[str, int]], hold_s: int) -> None:
         if await self._available():
@@ -306,13 +297,12 @@ class RedisCounters:
         now = time.monotonic()
         self.doubtful = self._purge_doubtful(self.doubtful, lambda v: not v[3] or v[3] >= now)
         self.doubtful[once] = (key, amount, ttl_s, over)
+        self.window.retry(self._available)
 
     @property
     def outages(self) -> int:
         return self.window.outages
 
     async def close(self) -> None:
-        if self._resending is not None:
-            self._resending.cancel()
-            await asyncio.gather(self._resending, return_exceptions=True)
+        await self.window.stop()
         await self._redis.aclose()

@@ -23,7 +23,7 @@ from prefixgate.gateway.response_cache import ResponseCache
 from prefixgate.gateway.response_store import REDIS_PREFIX
 from prefixgate.gateway.shared_later import SharedLater
 from prefixgate.gateway.state import RedisCounters
-from prefixgate.redis_outage import RetryWindow, outage_of
+from prefixgate.redis_outage import Outage, RetryWindow, outage_of
 from tests.gateway.test_counters_outage_memory import stoppable_redis  # noqa: F401
 from tests.support_services import MIN_WAIT_S
 
@@ -112,5 +112,26 @@ def test_a_deleted_answers_entry_is_dropped_from_redis_with_no_later_lookup_here
         await _eventually(dropped, "the deleted answer's entry leaving Redis")
         await cache.close()
         await counters.close()
+
+    asyncio.run(run())
+
+
+def test_a_spend_settled_while_redis_rested_reaches_the_other_replicas_with_no_later_request_here(
+        stoppable_redis) -> None:  # noqa: F811
+    """The spend waited in this replica's backlog for its next call to the counters: a replica the load balancer
+    sent nothing more kept it from the others, where the key could spend its budget again."""
+    proc, url = stoppable_redis
+
+    async def run() -> None:
+        here, there = RedisCounters(url), RedisCounters(url)
+        there.window.outage = Outage()          # another replica's process: its own view of the outage
+        counters = await _stalled_for_a_moment(proc, url)
+        await here.add("spend:acme:all", 0.75, 0)       # the last request here settles in the window
+
+        async def shared() -> bool:
+            return await there.get("spend:acme:all") == 0.75
+        await _eventually(shared, "the other replica seeing the spend")
+        for closing in (here.close(), there.close(), counters.close()):
+            await closing
 
     asyncio.run(run())
