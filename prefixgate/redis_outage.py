@@ -64,6 +64,7 @@ class RetryWindow:
         self.outage = outage if outage is not None else Outage()
         self.failures = 0
         self._retrying: asyncio.Task | None = None
+        self._again = False     # `retry` asked while `done` ran: it may have looked before what was kept then
         self.outages = 0        # times this client logged Redis going down (a failure after it last answered)
         self._down = False
 
@@ -96,9 +97,10 @@ class RetryWindow:
         return found
 
     def retry(self, done: Callable[[], Awaitable[bool]]) -> None:
-        """Call `done` after each window, in the background, until it is true (one such task a client): what it kept
-        while Redis rested (or did not answer) is sent once Redis answers, though nothing else calls the client (a
-        quiet replica's would wait for ever). `stop` ends it."""
+        """Call `done` after each window, in the background, until it is true (one task and one `done` a client):
+        what it kept while Redis rested (or did not answer) is sent once Redis answers, though nothing else calls
+        the client (a quiet replica's would wait for ever). `stop` ends it."""
+        self._again = True
         if self._retrying is None or self._retrying.done():
             self._retrying = asyncio.get_running_loop().create_task(self._retry(done))
 
@@ -108,5 +110,8 @@ class RetryWindow:
             await asyncio.gather(self._retrying, return_exceptions=True)
 
     async def _retry(self, done: Callable[[], Awaitable[bool]]) -> None:
-        while not await done():
+        while True:
+            self._again = False
+            if await done() and not self._again:
+                return
             await asyncio.sleep(max(self.outage.until - time.monotonic(), 0.0) + 0.05)
