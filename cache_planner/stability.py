@@ -157,8 +157,8 @@ class RedisStore:
             return None
         try:
             raw = self.client.get(self.prefix + route)
-        except self._errors:
-            self.window.failed()
+        except self._errors as e:
+            self.window.failed(e)
             return None
         return RouteState.from_dict(json.loads(raw)) if raw else None
 
@@ -167,8 +167,8 @@ class RedisStore:
             return
         try:
             self.client.set(self.prefix + route, json.dumps(state.to_dict()), ex=self.ttl_s)
-        except self._errors:
-            self.window.failed()
+        except self._errors as e:
+            self.window.failed(e)
 
     def explicit_cache(self, route: str, key: str) -> tuple[str, float] | None:
         """The explicit cache (name, expiry) some replica created for this route's prefix, if it is alive."""
@@ -176,8 +176,8 @@ class RedisStore:
             return None
         try:
             raw = self.client.get(f"{self.prefix}{route}:explicit:{key}")
-        except self._errors:
-            self.window.failed()
+        except self._errors as e:
+            self.window.failed(e)
             return None
         if not raw:
             return None
@@ -192,8 +192,8 @@ class RedisStore:
             return
         try:
             self.client.set(f"{self.prefix}{route}:explicit:{key}", json.dumps([name, expires_at]), px=ttl_ms)
-        except self._errors:
-            self.window.failed()
+        except self._errors as e:
+            self.window.failed(e)
 
     def routes_of(self, values: tuple[str, ...]) -> list[str | None]:
         """The route each sketch value was last seen in, on any replica."""
@@ -201,8 +201,8 @@ class RedisStore:
             return [None] * len(values)
         try:
             raw = self.client.mget([f"{self.prefix}sketch:{v}" for v in values])
-        except self._errors:
-            self.window.failed()
+        except self._errors as e:
+            self.window.failed(e)
             return [None] * len(values)
         return [r.decode() if r else None for r in raw]
 
@@ -214,8 +214,8 @@ class RedisStore:
             for v in values:
                 pipe.set(f"{self.prefix}sketch:{v}", route, ex=self.ttl_s)
             pipe.execute()
-        except self._errors:
-            self.window.failed()
+        except self._errors as e:
+            self.window.failed(e)
 
 
 class PlannerState:

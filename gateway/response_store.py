@@ -128,7 +128,7 @@ class RedisStore:
         try:
             found = await call()
         except ERRORS as e:
-            self._window.failed()
+            self._window.failed(e)
             raise StoreError(f"redis: {type(e).__name__}") from e
         self._window.answered()
         return found

@@ -22,10 +22,13 @@ class SharedLater:
         self._clock = clock
         self._writes: set[asyncio.Task] = set()
         self._missed: dict[str, tuple[dict[str, str], float]] = {}     # key -> fields, when it expires (wall time)
+        self._unset: dict[str, tuple[str, str]] = {}        # key -> (field, an older key) deletions Redis missed
 
     def set(self, key: str, fields: dict[str, str], ttl_s: float) -> None:
         """Set `fields` of hash `key`, which then lasts `ttl_s`, in the background (the caller may be answering
         a request)."""
+        if self._unset.get(key, ("", ""))[0] in fields:
+            del self._unset[key]    # set again since: the deletion is over
         missed = self._missed.pop(key, None)
         if missed is not None:      # older: made later, after this write, it would undo this one's expiry
             fields = {**missed[0], **fields}
@@ -40,13 +43,31 @@ class SharedLater:
         if kept:
             self._missed[key] = (kept, expires)
 
+    async def unset(self, key: str, field: str, older: str) -> None:
+        """Delete `field` of hash `key` and the key `older` (an older version's name for it) now, or, if Redis misses
+        it, once it answers: a deleted id's owner left in Redis would own it again on every replica."""
+        self.forget(key, field)
+        self._unset[key] = (field, older)
+        while len(self._unset) > MAX_MISSED:
+            del self._unset[next(iter(self._unset))]
+        if not await self._unset_now(key):
+            self._window.retry(self._resent)
+
+    async def _unset_now(self, key: str) -> bool:
+        field, older = self._unset[key]
+        if await self._window.ask(self._redis.pipeline(transaction=False).hdel(key, field).delete(older).execute) is None:
+            return False
+        if self._unset.get(key) == (field, older):
+            del self._unset[key]
+        return True
+
     async def drain(self) -> None:
         """Wait for the writes under way, then try those Redis missed once more after its window (once: it may
         never answer; a window another client began may still hold the writes a closing replica made last)."""
         if self._writes:
             await asyncio.gather(*self._writes)
         await self._window.stop()
-        if self._missed:
+        if self._missed or self._unset:
             await asyncio.sleep(max(self._window.outage.until - time.monotonic(), 0.0) + 0.05)
             await self._resent()
 
@@ -58,6 +79,9 @@ class SharedLater:
 
     async def _resent(self) -> bool:
         """The writes Redis missed, made now; False while some remain."""
+        for key in list(self._unset):
+            if key in self._unset and not await self._unset_now(key):
+                return False
         while self._missed:
             key, (fields, expires) = self._missed.popitem()
             if expires > self._clock() and not await self._set(key, fields, expires):

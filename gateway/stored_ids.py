@@ -144,12 +144,8 @@ class StoredIds:
         with self._lock:
             self._db.execute("UPDATE stored_ids SET owner = NULL WHERE kind = ? AND id = ?", (kind, ident))
         if self._redis is not None:
-            key = self._key(kind, ident)
-            self._shared.forget(key, OWNER)
-            # An older replica's name for the owner too: read as a fallback, it would own the id again. Redis not
-            # answering: the key's expiry ends it.
-            await self._window.ask(self._redis.pipeline(transaction=False).hdel(key, OWNER).delete(
-                legacy.owner_key(kind, ident)).execute)
+            # An older replica's name for the owner too: read as a fallback, it would own the id again.
+            await self._shared.unset(self._key(kind, ident), OWNER, legacy.owner_key(kind, ident))
 
     async def aclose(self) -> None:
         if self._redis is not None:

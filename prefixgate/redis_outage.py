@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 T = TypeVar("T")
 # What an unreachable or failing Redis raises (timeouts are RedisError subclasses; refusals OSError).
@@ -67,22 +67,32 @@ class RetryWindow:
         self._again = False     # `retry` asked while `done` ran: it may have looked before what was kept then
         self.outages = 0        # times this client logged Redis going down (a failure after it last answered)
         self._down = False
+        self._refused = False   # a refused command logged (once a client: each request may send it)
 
     def resting(self) -> bool:
         return self.outage.resting()
 
     def failed(self, e: BaseException | None = None) -> None:
         self.failures += 1
+        if isinstance(e, ResponseError):
+            # Redis answered, refusing this command (a script's error, a command an older Redis lacks): the
+            # server is up, so no other client rests for it (a budget's counters for a response cache's refusal).
+            if not self._refused:
+                self._refused = True
+                self.log.warning("redis refused a command (%s: %s); this client goes on without it", type(e).__name__, e)
+            return
         self.outage.failed(self.retry_s)
         if e is not None and not self._down:     # without `e`: a call that neither logs nor reports answers
             self._down = True
             self.outages += 1
-            self.log.warning(self.down_message, type(e).__name__)
+            if self.down_message:               # none: its client logs what it does instead
+                self.log.warning(self.down_message, type(e).__name__)
 
     def answered(self) -> None:
         if self._down:
             self._down = False
-            self.log.warning(self.up_message)
+            if self.up_message:
+                self.log.warning(self.up_message)
 
     async def ask(self, call: Callable[[], Awaitable[T]]) -> T | None:
         """`call`'s answer from Redis; None while Redis rests, or when it does not answer (which rests it)."""

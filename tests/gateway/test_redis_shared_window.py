@@ -12,6 +12,7 @@ import signal
 import pytest
 
 from prefixgate.cache_planner.stability import RedisStore as PlannerStore
+from prefixgate.cache_planner.stability import RouteState
 from prefixgate.gateway.file_quota import FileQuota
 from prefixgate.gateway.response_store import RedisStore as ResponseStore
 from prefixgate.gateway.response_store import StoreError
@@ -57,3 +58,23 @@ def test_after_one_client_times_out_on_a_frozen_redis_the_others_answer_without_
             await closing
 
     asyncio.run(run())
+
+
+def test_a_command_redis_refuses_rests_no_client(redis_url: str) -> None:
+    """Redis answering a command with an error (WRONGTYPE here; a command an older Redis lacks, a script's error) is
+    up: the client that sent it goes on without the answer, and no other client of that Redis rests for it."""
+    import redis
+
+    redis.Redis.from_url(redis_url).hset(RedisCounters.PREFIX + "spend:team:all", "not", "a counter")
+
+    async def run() -> None:
+        counters = RedisCounters(redis_url)
+        assert await counters.get("spend:team:all") == 0          # refused: this replica's view
+        assert counters.window.failures == 1
+        await counters.close()
+
+    asyncio.run(run())
+    assert not outage_of(redis_url).resting()
+    planner = PlannerStore(redis_url)
+    planner.save("chat", RouteState())
+    assert planner.load("chat") is not None and planner.failures == 0

@@ -23,6 +23,7 @@ from prefixgate.gateway.response_cache import ResponseCache
 from prefixgate.gateway.response_store import REDIS_PREFIX
 from prefixgate.gateway.shared_later import SharedLater
 from prefixgate.gateway.state import RedisCounters
+from prefixgate.gateway.stored_ids import StoredIds
 from prefixgate.redis_outage import Outage, RetryWindow, outage_of
 from tests.gateway.test_counters_outage_memory import stoppable_redis  # noqa: F401
 from tests.support_services import MIN_WAIT_S
@@ -132,6 +133,31 @@ def test_a_spend_settled_while_redis_rested_reaches_the_other_replicas_with_no_l
             return await there.get("spend:acme:all") == 0.75
         await _eventually(shared, "the other replica seeing the spend")
         for closing in (here.close(), there.close(), counters.close()):
+            await closing
+
+    asyncio.run(run())
+
+
+def test_a_stored_id_deleted_while_redis_rested_is_nobodys_on_every_replica(stoppable_redis, tmp_path) -> None:  # noqa: F811
+    """docs/security.md: a deleted id is nobody's on every replica. Its owner's deletion from Redis skipped in the
+    window left the owner there for the id's lifetime (31 days), so every replica still let its tenant use it."""
+    proc, url = stoppable_redis
+
+    async def run() -> None:
+        here, there = StoredIds(str(tmp_path / "a.sqlite"), url), StoredIds(str(tmp_path / "b.sqlite"), url)
+        here.record("response", "resp_1", "tenant:acme")
+
+        async def owned() -> bool:
+            return await there.owner("response", "resp_1") == "tenant:acme"
+        await _eventually(owned, "another replica seeing the owner")
+        counters = await _stalled_for_a_moment(proc, url)
+        await here.forget("response", "resp_1")        # deleted upstream within the window
+
+        async def nobodys() -> bool:     # read from Redis, once the window is over (meanwhile: its own file's None)
+            return not outage_of(url).resting() and await there.owner("response", "resp_1") is None
+        await _eventually(nobodys, "the deleted id being nobody's on another replica")
+        assert await here.owner("response", "resp_1") is None
+        for closing in (here.aclose(), there.aclose(), counters.close()):
             await closing
 
     asyncio.run(run())
