@@ -139,6 +139,7 @@ class SharedSessions:
                                   reread_s=REREAD_S, cap=MAX_WEIGHT, weighed=("r|", "c|"))
         self.lease_ms = int(lease_s * 1000)
         self._pending: set[asyncio.Task] = set()
+        self._missed: dict[tuple[str, str], list] = {}     # (place, "release" | "kept") -> what Redis did not get
 
     def touch(self, places: list[str], anchor: str, now: float, ttl_s: float, turns: int) -> None:
         """A request, its session's `turns`-th anchored at `anchor`, used these places at `now` (off the request
@@ -179,24 +180,44 @@ class SharedSessions:
         return token, Seen.of(seen)
 
     async def release(self, where: str, token: str, seen: Seen | None, ttl_s: float) -> None:
-        """Give `where`'s lease back; `seen`: the place's use to record (a refresh read it)."""
-        if not token or self.window.resting():
-            return      # the lease expires on its own
+        """Give `where`'s lease back; `seen`: the place's use to record (a refresh read it). Kept and resent once
+        Redis answers when it did not: a touch left out would let another replica, its lease expired, take the place
+        as unused since and pay for the same refresh again (the script keeps the later use and frees only our lease,
+        so a late one is harmless)."""
         value = seen.value if seen is not None else ""
-        try:
-            await self._release(keys=[LEASE + where, TOUCH + where], args=[token, value, max(1, int(ttl_s * 2000)),
-                                                                           repr(seen.touched if seen else 0.0)])
-        except _ERRORS as e:
-            self.window.failed(e)      # the lease expires on its own
+        if token or value:      # neither: nothing taken (Redis did not answer the claim) and nothing to record
+            await self._send(where, "release", [token, value, max(1, int(ttl_s * 2000)),
+                                                repr(seen.touched if seen else 0.0)])
 
     async def keeping(self, where: str, kept: Kept, ttl_s: float) -> None:
-        """A refresh kept `where`'s entry: what it kept, for whichever replica the session's next request reaches."""
-        if self.window.resting():
-            return
-        try:
-            await self._redis.set(KEPT + where, json.dumps(kept.__dict__), px=max(1, int(ttl_s * 2000)))
-        except _ERRORS as e:
-            self.window.failed(e)
+        """A refresh kept `where`'s entry: what it kept, for whichever replica the session's next request reaches
+        (resent once Redis answers, as `release`'s touch is)."""
+        await self._send(where, "kept", [json.dumps(kept.__dict__), max(1, int(ttl_s * 2000))])
+
+    async def _send(self, where: str, what: str, args: list, resent: bool = False) -> bool:
+        """Send a release or a kept entry to Redis; one it does not get is kept (a place's latest) and resent."""
+        if what == "release":
+            call = lambda: self._release(keys=[LEASE + where, TOUCH + where], args=args)  # noqa: E731
+        else:
+            call = lambda: self._redis.set(KEPT + where, args[0], px=args[1])  # noqa: E731
+        if await self.window.ask(call) is not None:
+            return True
+        if resent:
+            self._missed.setdefault((where, what), args)    # a later one kept while this was sent goes instead
+        else:
+            self._missed[where, what] = args
+        self.window.retry(self._resend)
+        return False
+
+    async def _resend(self) -> bool:
+        """Send what Redis missed, each place's latest; true once nothing is left."""
+        for (where, what), args in list(self._missed.items()):
+            if self._missed.get((where, what)) is not args:
+                continue    # a later one was kept meanwhile
+            del self._missed[where, what]
+            if not await self._send(where, what, args, resent=True):
+                return False
+        return not self._missed
 
     async def elsewhere(self, places: list[str], static: str | None) -> Elsewhere:
         """What refreshes kept of the deepest of `places` (a request's prefix keys) that any replica kept, the latest
@@ -229,5 +250,6 @@ class SharedSessions:
     async def aclose(self) -> None:
         for task in list(self._pending):
             task.cancel()
+        await self.window.stop()
         await self._redis.aclose()
         self._counts_client.close()

@@ -33,13 +33,15 @@ class Outage:
 
     def __init__(self) -> None:
         self.until = 0.0
+        self._lock = threading.Lock()   # failures come from the event loop and from writer threads
 
     def resting(self) -> bool:
         return time.monotonic() < self.until
 
     def failed(self, retry_s: float) -> None:
         # Never shortened: a client retrying sooner (retry_s 0) does not end the window another started.
-        self.until = max(self.until, time.monotonic() + retry_s)
+        with self._lock:
+            self.until = max(self.until, time.monotonic() + retry_s)
 
 
 _OUTAGES: dict[str, Outage] = {}
@@ -122,6 +124,10 @@ class RetryWindow:
     async def _retry(self, done: Callable[[], Awaitable[bool]]) -> None:
         while True:
             self._again = False
-            if await done() and not self._again:
+            flushed = await done()
+            if flushed and not self._again:
                 return
-            await asyncio.sleep(max(self.outage.until - time.monotonic(), 0.0) + 0.05)
+            wait = self.outage.until - time.monotonic()
+            # Unflushed with Redis not resting: it answered, refusing a command; try again a window later, not in a
+            # spin of 50 ms retries of a command it will refuse again.
+            await asyncio.sleep(max(wait, 0.0) + 0.05 if flushed or wait > 0 else self.retry_s)

@@ -16,6 +16,7 @@ Prices and the mock's 5-minute entries are as in `test_keepalive_live` (Claude S
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from decimal import Decimal
@@ -27,7 +28,7 @@ import redis
 
 from prefixgate.cache_planner.lifetime import GAP_EDGES, GapBook, GapModel
 from prefixgate.cache_planner.reuse import BOUNDS
-from prefixgate.gateway.keepalive_shared import Seen, SharedSessions, place
+from prefixgate.gateway.keepalive_shared import KEPT, LEASE, TOUCH, Kept, Seen, SharedSessions, place
 from tests.gateway.test_keepalive_live import (
     READ,
     REPLY_S,
@@ -238,3 +239,37 @@ def test_with_redis_down_a_replica_learns_gaps_on_its_own() -> None:
     model = asyncio.run(run())
     assert model.returns == 2 and model.returned[GAP_EDGES.index(GAP_S)] == 2
     assert model.unshared == {f"r|{GAP_EDGES.index(GAP_S)}": 2.0, "n": 2.0}
+
+
+def test_a_refresh_finished_while_redis_rested_is_recorded_once_it_answers(redis_url: str) -> None:
+    """A replica took a place's lease and refreshed; meanwhile another client's timeout rested Redis (the shared
+    window, prefixgate/redis_outage.py), so giving the lease back and touching the place were skipped. The touch
+    used to be lost: another replica, once the lease expired, read the place as untouched since and paid for the same
+    refresh again. It is now sent when Redis answers, with the lease given back and what the refresh kept."""
+    where = place("group", "anchor")
+    seen = Seen(1000.0, 900.0, 3, True)
+    kept = Kept(900.0, 300.0, 1, 4000, "3.45")
+
+    async def run() -> tuple[bytes | None, bytes | None, bytes | None, bool]:
+        shared = SharedSessions(redis_url, lease_s=65)
+        try:
+            token, _ = await shared.claim(where)
+            shared.window.outage.failed(0.5)        # another client of this Redis timed out just now
+            await shared.release(where, token, seen, ttl_s=300)
+            await shared.keeping(where, kept, ttl_s=300)
+            skipped = not await shared._redis.exists(TOUCH + where)
+            for _ in range(200):                    # the window ends, then the missed writes are resent
+                if await shared._redis.exists(TOUCH + where, KEPT + where) == 2:
+                    break
+                await asyncio.sleep(0.05)
+            return (await shared._redis.get(TOUCH + where), await shared._redis.get(LEASE + where),
+                    await shared._redis.get(KEPT + where), skipped)
+        finally:
+            await shared.aclose()
+
+    touched, lease, kept_raw, skipped = asyncio.run(run())
+    assert skipped, "Redis was resting: nothing should have been sent then"
+    assert Seen.of(touched) == seen
+    assert lease is None
+    assert json.loads(kept_raw) == {"last_request": 900.0, "written_ttl_s": 300.0, "refreshes": 1, "tokens": 4000,
+                                    "margin": "3.45"}

@@ -161,3 +161,35 @@ def test_a_stored_id_deleted_while_redis_rested_is_nobodys_on_every_replica(stop
             await closing
 
     asyncio.run(run())
+
+
+def test_a_write_redis_refuses_is_retried_a_window_later_not_in_a_spin(monkeypatch) -> None:
+    """A kept write that Redis answers by refusing it (a WRONGTYPE, a script's error) does not rest the shared
+    outage (the server is up), so the retry loop found no window to wait for and tried again every 50 ms, for as long
+    as Redis kept refusing: now it waits its client's retry window between tries."""
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def recorded(seconds: float) -> None:
+        slept.append(seconds)
+        await real_sleep(0)
+
+    async def run() -> int:
+        window = RetryWindow(logging.getLogger("test"), "", "", retry_s=2.0, outage=Outage())
+        tries = 0
+
+        async def done() -> bool:
+            nonlocal tries
+            tries += 1
+            if tries < 4:
+                window.failed(redis.exceptions.ResponseError("WRONGTYPE Operation against a key"))
+                return False
+            return True
+
+        monkeypatch.setattr(asyncio, "sleep", recorded)
+        window.retry(done)
+        await window._retrying
+        return tries
+
+    assert asyncio.run(run()) == 4
+    assert slept == [2.0, 2.0, 2.0]
