@@ -23,6 +23,7 @@ from prefixgate.gateway import (
     dashboard,
     endpoints_anthropic,
     endpoints_bedrock,
+    endpoints_containers,
     endpoints_files,
     endpoints_gemini,
     endpoints_gemini_files,
@@ -97,7 +98,7 @@ def create_app(settings: Settings, *, policy: Policy | None = None, local: Local
     app.state.policy = policy
     for module in (endpoints_models, endpoints_openai, endpoints_responses, endpoints_anthropic, endpoints_interactions,
                    endpoints_gemini, endpoints_vertex, endpoints_bedrock, endpoints_files,
-                   endpoints_gemini_files, endpoints_uploads):
+                   endpoints_gemini_files, endpoints_uploads, endpoints_containers):
         app.include_router(module.router)
     app.include_router(dashboard.router)
 

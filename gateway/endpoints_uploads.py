@@ -53,33 +53,35 @@ PART_FORM_BYTES = 1024      # a Part's multipart lines beside its data, at most 
 
 @router.post("/v1/uploads")
 async def create(request: Request) -> Response:
-    return await _openai_only(request, _create)
+    return await openai_only(request, _create)
 
 
 @router.post("/v1/uploads/{upload_id}/parts")
 async def part(upload_id: str, request: Request) -> Response:
-    try:
-        return await _openai_only(request, partial(_part, upload_id=upload_id))
-    except ClientDisconnect:
-        return Response(status_code=CLIENT_CLOSED)      # gone mid-Part: the upstream saw the body cut short
+    return await openai_only(request, partial(_part, upload_id=upload_id))
 
 
 @router.post("/v1/uploads/{upload_id}/complete")
 async def complete(upload_id: str, request: Request) -> Response:
-    return await _openai_only(request, partial(_complete, upload_id=upload_id))
+    return await openai_only(request, partial(_complete, upload_id=upload_id))
 
 
 @router.post("/v1/uploads/{upload_id}/cancel")
 async def cancel(upload_id: str, request: Request) -> Response:
-    return await _openai_only(request, partial(_cancel, upload_id=upload_id))
+    return await openai_only(request, partial(_cancel, upload_id=upload_id))
 
 
-async def _openai_only(request: Request, work: Callable[[Request], Awaitable[Response]]) -> Response:
+async def openai_only(request: Request, work: Callable[[Request], Awaitable[Response]], api: str = "Uploads"
+                      ) -> Response:
+    """`work`'s answer to an OpenAI client; another format's caller gets its own 404 (OpenAI's `api` alone has it)."""
     dialect = shape_of(request)
     if dialect != OPENAI:
-        return error_response(RequestError(f"{request.url.path}: no such method of this format's API (the Uploads API "
+        return error_response(RequestError(f"{request.url.path}: no such method of this format's API (the {api} API "
                                            f"is {PROVIDER_NAMES[OPENAI]}'s)", status=404, kind="not_found"), dialect)
-    return await answer_or_error(dialect, work(request))
+    try:
+        return await answer_or_error(dialect, work(request))
+    except ClientDisconnect:
+        return Response(status_code=CLIENT_CLOSED)      # gone mid-upload: the upstream saw the body cut short
 
 
 async def _create(request: Request) -> Response:

@@ -10,7 +10,8 @@ within each account, not across them). Pages of other tenants' files are skipped
 call). A cursor names where it goes on: `after`/`after_id`/`before_id` is a file whose account the gateway
 recorded (its home); the opaque `page` (Anthropic's SDK pages with it) seals the account and the provider's
 own cursor (`sealed`), which may spell out another tenant's id. `before_id` pages backwards within its
-account only. An open gateway with one account gets that account's page as the provider sent it.
+account only. An open gateway with one account gets that account's page as the provider sent it. OpenAI's
+`GET /v1/containers` is listed the same way (`endpoints_containers`), each container its tenant's.
 """
 
 from __future__ import annotations
@@ -38,23 +39,25 @@ CURSORS = ("after", "after_id", "before_id", "page", "pageToken")     # Gemini's
 Query = list[tuple[str, str]]
 
 
-async def listed(request: Request, dialect: str) -> Response:
+async def listed(request: Request, dialect: str, *, kind: str = FILE, tail: str = "/files",
+                 names: frozenset[str] | None = None) -> Response:
+    """The caller's files (or OpenAI's containers: `kind` at `tail`, with the query parameters `names`)."""
     proxy: Proxy = request.app.state.proxy
     caller = authenticate(request.headers, request.query_params, proxy.keys)
     accounts = files_upstreams(proxy, caller, dialect)
     owner = principal(caller.key)
-    asked = [(k, v) for k, v in request.query_params.multi_items() if k in LIST_QUERY[dialect]]
+    asked = [(k, v) for k, v in request.query_params.multi_items() if k in (names or LIST_QUERY[dialect])]
     if owner is None and len(accounts) == 1:    # an open gateway: one party, the provider's page as it is
-        resp = await send(proxy, request, caller, dialect, accounts[0], "GET", "/files", urlencode(asked), b"")
+        resp = await send(proxy, request, caller, dialect, accounts[0], "GET", tail, urlencode(asked), b"")
         return Response(resp.body, resp.status, resp.headers, media_type="application/json")
-    at, query = await _resumed(proxy, accounts, asked)
+    at, query = await _resumed(proxy, accounts, asked, kind)
     backwards = any(k == "before_id" for k, _ in asked)
     kept: list[dict] = []
     for _ in range(MAX_LIST_PAGES):
-        resp = await send(proxy, request, caller, dialect, accounts[at], "GET", "/files", urlencode(query or []), b"")
+        resp = await send(proxy, request, caller, dialect, accounts[at], "GET", tail, urlencode(query or []), b"")
         page = json_object(resp.body)
         items = [i for i in page.get("data") or () if isinstance(i, dict)]
-        kept += await listed_to(proxy, caller, items, lambda f: str(f.get("id", "")))
+        kept += await listed_to(proxy, caller, items, lambda f: str(f.get("id", "")), kind)
         query = _next_query(query or [], page, items, dialect)
         if query is None and not backwards and at + 1 < len(accounts):
             at, query = at + 1, uncursored(asked)     # this account is done: the next one's first page
@@ -69,15 +72,16 @@ async def listed(request: Request, dialect: str) -> Response:
     return Response(compact_bytes(page), resp.status, resp.headers, media_type="application/json")
 
 
-async def listed_to(proxy: Proxy, caller: Caller, items: list[dict], ident_of: Callable[[dict], str]) -> list[dict]:
-    """The files of a page the caller may see listed: its tenant's, and those the operator granted its key
-    (`provider_ids`: files made for it outside the gateway, which it may also retrieve)."""
+async def listed_to(proxy: Proxy, caller: Caller, items: list[dict], ident_of: Callable[[dict], str],
+                    kind: str = FILE) -> list[dict]:
+    """The files (containers: `kind`) of a page the caller may see listed: its tenant's, and those the operator
+    granted its key (`provider_ids`: made for it outside the gateway, which it may also retrieve)."""
     granted = caller.key.provider_ids if caller.key is not None else frozenset()
-    own = {id(f) for f in await proxy.stored_ids.only_own(FILE, items, ident_of, principal(caller.key))}
+    own = {id(f) for f in await proxy.stored_ids.only_own(kind, items, ident_of, principal(caller.key))}
     return [f for f in items if id(f) in own or ident_of(f) in granted]
 
 
-async def _resumed(proxy: Proxy, accounts: list[Upstream], asked: Query) -> tuple[int, Query]:
+async def _resumed(proxy: Proxy, accounts: list[Upstream], asked: Query, kind: str) -> tuple[int, Query]:
     """(the account a list call starts in, its query there): where its cursor left off, else the first's start."""
     names = [a.name for a in accounts]
     for k, v in asked:
@@ -88,7 +92,7 @@ async def _resumed(proxy: Proxy, accounts: list[Upstream], asked: Query) -> tupl
                                    "is)", field="page")
             return names.index(account) if account else 0, [*uncursored(asked), *cursor]
         if k in CURSORS:
-            home = await proxy.stored_ids.find_home(FILE, v)
+            home = await proxy.stored_ids.find_home(kind, v)
             return (names.index(home) if home in names else 0), asked
     return 0, asked
 

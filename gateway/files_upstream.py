@@ -74,9 +74,10 @@ def files_upstreams(proxy: Proxy, caller: Caller, dialect: str) -> list[Upstream
     return list(found.values())
 
 
-async def file_home(proxy: Proxy, caller: Caller, dialect: str, file_id: str) -> Upstream:
-    """The account that holds the file (recorded at its upload), else where the caller's files go."""
-    home = await proxy.stored_ids.find_home(FILE, file_id)
+async def file_home(proxy: Proxy, caller: Caller, dialect: str, file_id: str, kind: str = FILE) -> Upstream:
+    """The account that holds the file (recorded at its upload) or container (`kind`), else where the caller's
+    files go."""
+    home = await proxy.stored_ids.find_home(kind, file_id)
     upstream = proxy.policy.upstreams.get(home) if home is not None else None
     if upstream is None or upstream.kind not in FILE_KINDS[dialect]:
         return files_upstream(proxy, caller, dialect)
@@ -97,12 +98,13 @@ async def forget_if_gone(proxy: Proxy, quota: FileQuota, caller: Caller, failure
     await quota.remove(principal(caller.key), counted)
 
 
-async def may_touch(proxy: Proxy, caller: Caller, file_id: str, method: str) -> bool:
-    """Whether the caller may read (GET) or delete the file: its tenant's upload, or, to read only, an id the
-    operator granted its key (`provider_ids`: a file made for it outside the gateway, which it may also name)."""
+async def may_touch(proxy: Proxy, caller: Caller, file_id: str, method: str, kind: str = FILE) -> bool:
+    """Whether the caller may read (GET) or change the file (or container: `kind`): its tenant's, or, to read
+    only, an id the operator granted its key (`provider_ids`: made for it outside the gateway, which it may also
+    name)."""
     if method == "GET" and caller.key is not None and file_id in caller.key.provider_ids:
         return True
-    return await proxy.stored_ids.allows(FILE, file_id, principal(caller.key))
+    return await proxy.stored_ids.allows(kind, file_id, principal(caller.key))
 
 
 async def send(proxy: Proxy, request: Request, caller: Caller, dialect: str, upstream: Upstream, method: str,

@@ -16,7 +16,8 @@ from starlette.types import Message, Receive, Scope, Send
 log = logging.getLogger("prefixgate.gateway")
 
 # First path segments that are `/v1/<segment>...` on this gateway when a client leaves out the `/v1`.
-V1_SEGMENTS = frozenset({"chat", "completions", "embeddings", "files", "models", "messages", "responses", "uploads"})
+V1_SEGMENTS = frozenset({"chat", "completions", "containers", "embeddings", "files", "models", "messages", "responses",
+                         "uploads"})
 # The endpoints a misplaced base URL most often wraps (longest first, so `/v1/messages/count_tokens` wins).
 KNOWN_ENDPOINTS = ("/v1/messages/count_tokens", "/v1/chat/completions", "/v1/completions", "/v1/embeddings",
                    "/v1/messages", "/v1/responses", "/v1/models", "/v1beta/models")

@@ -17,6 +17,11 @@
   "8 GB in total", and may be added in parallel; `POST /v1/uploads/{id}/complete` (`part_ids` in the file's order,
   optional `md5`) needs the Parts' bytes to match `bytes` and answers the Upload `completed` with its `file`;
   `POST /v1/uploads/{id}/cancel` answers it `cancelled`. An Upload "expires after an hour" (`expired`).
+- OpenAI's Containers API (platform.openai.com/docs/api-reference/containers), where a code interpreter runs and
+  writes its files: `POST`/`GET /v1/containers` (list: `after`, `limit` 1-100, default 20, `order`, `name`),
+  `GET`/`DELETE /v1/containers/{id}`, and per container `GET`/`POST .../files` (multipart `file`, or JSON
+  `file_id` copying a File in), `GET`/`DELETE .../files/{file_id}`, `.../files/{file_id}/content`. A container
+  expires after `expires_after.minutes` (default 20) from its `last_active_at`.
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ ANTHROPIC_FILES_BETA = "files-api-2025-04-14"
 LIST_QUERY = {OPENAI: frozenset({"after", "limit", "order", "purpose"}),
               ANTHROPIC: frozenset({"after_id", "before_id", "limit", "page", "ids", "ids[]", "scope_id"}),
               GEMINI: frozenset({"pageSize", "pageToken"})}
+CONTAINER_LIST_QUERY = frozenset({"after", "limit", "order", "name"})
+CONTAINER_FILES_QUERY = frozenset({"after", "limit", "order"})
+CONTAINER_IDLE_S = 20 * 60      # a container's default `expires_after`
 
 
 def gemini_names(file_id: str) -> tuple[str, ...]:
@@ -66,6 +74,11 @@ def file_not_found(provider: str, file_id: str) -> RequestError:
         return RequestError(f"You do not have permission to access the File {file_id.removeprefix('files/')} or it "
                             "may not exist.", status=403, kind="permission")
     return RequestError(f"No such File object: {file_id}", field="id", status=404, kind="not_found")
+
+
+def container_not_found(container_id: str) -> RequestError:
+    """What OpenAI answers for a container its organisation does not hold (or no longer: it expired)."""
+    return RequestError(f"Container with id '{container_id}' not found.", status=404, kind="not_found")
 
 
 def upload_not_found(upload_id: str) -> RequestError:

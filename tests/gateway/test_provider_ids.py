@@ -169,7 +169,8 @@ def test_an_id_the_operator_granted_to_a_key_is_that_keys_alone(stack):
 def test_paths_for_provider_side_objects_are_not_served(stack):
     gw, _ = stack
     auth = {"authorization": f"Bearer {BETA}"}
-    # `/v1/files` is served, each file its tenant's (test_files_api.py): one never uploaded through it is a 404.
+    # `/v1/files` and `/v1/containers` are served, each file and container its tenant's (test_files_api.py,
+    # test_containers_api.py): one never made through the gateway is a 404.
     for method, path in (("GET", "/v1/files/file-acme0001/content"), ("GET", "/files/file-acme0001"),
                          ("GET", "/v1/conversations/conv_acme/items"), ("GET", "/v1/containers/cntr_acme/files"),
                          ("GET", "/v1/vector_stores/vs_acme/files"), ("GET", "/v1/batches"),
