@@ -25,6 +25,12 @@ its writing and the storage it used are booked (`cache_create`) and it is delete
 `find_pages` pages of the list in `find_s` seconds (Google lists a project's caches, per location on Vertex, in no
 documented order and with no filter, so a project with thousands would make it long): past either, the cache is left
 unresolved, on a `cache_create` record of no known cost whose note says so.
+
+Meanwhile the creating key's budget holds what the cache may cost at worst (`Limits.hold`, room or not: the money may
+be spent already): its tokens by the create body's size, written and stored for the whole TTL it asked for. Found, the
+hold becomes what it cost; not there once the list was read to its end, it is released; unresolved, it is held until
+the TTL is over, then booked at that worst case on a `cache_create` record of its own. Without the hold a budgeted key
+whose creations kept timing out bought storage no budget saw.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ from prefixgate.ledger import LedgerRecord
 from prefixgate.policies.limits import Reservation
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.redis_outage import RetryWindow, outage_of
-from prefixgate.usage import Usage
+from prefixgate.usage import Usage, prompt_estimate
 
 if TYPE_CHECKING:
     from prefixgate.cost import Price
@@ -100,6 +106,16 @@ class Search:
     found: dict | None = None
     unread: str = ""
     capped: bool = False    # unread for the list's length (a later search would stop there too), not a failure
+
+
+@dataclass(frozen=True)
+class Doubt:
+    """What a creation in doubt may cost at worst, and the budget hold that keeps it from the key's other spending."""
+
+    usage: Usage
+    cost: Cost | None
+    ttl_s: float
+    held: Reservation
 
 
 class ExplicitCaches:
@@ -169,7 +185,23 @@ class ExplicitCaches:
         self._finding.add(task)
         task.add_done_callback(self._finding.discard)
 
+    async def _doubt(self, call: Call, prep: Prepared) -> Doubt:
+        """What the cache `prep` asked for may cost at worst, held against the creating key's budget."""
+        create = prep.plan.cache_create or {}
+        try:
+            ttl_s = float(str(create.get("ttl") or "").removesuffix("s"))
+        except ValueError:
+            ttl_s = float(self.ttl_s)
+        usage = Usage(cache_writes={"explicit": prompt_estimate(compact_bytes(create)).uncached_input})
+        tokens = usage.cache_writes["explicit"]
+        price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
+        cost = price_usage(usage, price, tokens * Decimal(str(ttl_s)) / 3600) if price is not None else None
+        key = call.caller.key
+        held = await self.proxy.limits.hold(key, cost.total) if key is not None and cost is not None else Reservation()
+        return Doubt(usage, cost, ttl_s, held)
+
     async def _find(self, call: Call, prep: Prepared, tag: str) -> None:
+        doubt = await self._doubt(call, prep)
         for attempt in range(1, FIND_TRIES + 1):
             await asyncio.sleep(self.tick_s * attempt)
             search = await self._search(prep, tag)
@@ -177,8 +209,9 @@ class ExplicitCaches:
                 break
         if search.found is None:
             if search.unread:
-                await self._unresolved(call, prep, tag, search.unread)
+                await self._unresolved(call, prep, tag, search.unread, doubt)
             else:
+                self.proxy.limits.release(doubt.held)
                 log.info("explicit caches: the creation of %s got no answer, and no such cache appeared", tag)
             return
         found = search.found
@@ -188,6 +221,7 @@ class ExplicitCaches:
             created = parse_rfc3339(found["createTime"], "createTime") if found.get("createTime") else self.clock()
         except (RequestError, KeyError, TypeError, ValueError):
             log.warning("explicit caches: %s found, but unreadable: %r", tag, found)
+            await self._unresolved(call, prep, tag, "it was found, but its answer could not be read", doubt)
             return
         usage = Usage(cache_writes={"explicit": tokens})
         price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
@@ -200,7 +234,7 @@ class ExplicitCaches:
         await self._book(call.caller.key, call.route.name, prep.upstream, prep.model, prep.wire, prep.plan.prefix_hash,
                          usage, cost, "cache_create", f"cache: explicit cache {name} created for request {call.id}, whose "
                          f"creation got no answer; found by its displayName {tag}, "
-                         + ("deleted" if deleted else "left to expire (its deletion failed)"))
+                         + ("deleted" if deleted else "left to expire (its deletion failed)"), doubt.held)
 
     async def _search(self, prep: Prepared, tag: str) -> Search:
         """The upstream's caches (`cachedContents.list`, page by page, within `find_pages` and `find_s`) searched for
@@ -227,15 +261,24 @@ class ExplicitCaches:
             return Search(unread=f"the list could not be read: {why}")
         return Search(unread=f"the list goes on past {pages} pages of {self.page_size}", capped=True)
 
-    async def _unresolved(self, call: Call, prep: Prepared, tag: str, why: str) -> None:
-        """A creation in doubt the search could not settle: on the ledger, of no known cost, for an operator."""
+    async def _unresolved(self, call: Call, prep: Prepared, tag: str, why: str, doubt: Doubt) -> None:
+        """A creation in doubt the search could not settle: on the ledger, of no known cost, for an operator; its
+        worst case held against the key's budget until its TTL is over, then booked."""
         log.warning("explicit caches: the creation of %s for request %s is unresolved: %s", tag, call.id, why)
-        ttl = (prep.plan.cache_create or {}).get("ttl") or f"{self.ttl_s:g}s"
-        await self._book(call.caller.key, call.route.name, prep.upstream, prep.model, prep.wire, prep.plan.prefix_hash,
-                         Usage(), None, "cache_create", f"cache: unresolved: the creation of an explicit cache for request "
-                         f"{call.id} got no answer, and the search of {prep.upstream.name}'s caches for its displayName "
-                         f"{tag} stopped ({why}); if Google made it, it bills its writing and its storage for its TTL "
-                         f"({ttl}), unbooked here and not deleted")
+        worst = f"${doubt.cost.total:.6f}" if doubt.cost is not None else "an unknown cost (no price)"
+        common = (call.caller.key, call.route.name, prep.upstream, prep.model, prep.wire, prep.plan.prefix_hash)
+        await self._book(*common, Usage(), None, "cache_create", f"cache: unresolved: the creation of an explicit cache "
+                         f"for request {call.id} got no answer, and the search of {prep.upstream.name}'s caches for its "
+                         f"displayName {tag} stopped ({why}); if Google made it, it bills its writing and its storage "
+                         f"for its TTL ({doubt.ttl_s:g}s), at most {worst}: held against the key's budget until then, and "
+                         "booked at that; not deleted")
+        over = self.clock() + doubt.ttl_s
+        while self.clock() < over:
+            await asyncio.sleep(self.tick_s)
+        await self._book(*common, doubt.usage, doubt.cost, "cache_create", f"cache: the explicit cache {tag} of request "
+                         f"{call.id}, unresolved, has outlived its TTL: booked at its worst case (its tokens by the "
+                         "create body's size, written and stored for the whole TTL), since Google may have billed that",
+                         doubt.held)
 
     async def used(self, prep: Prepared) -> None:
         """A request to a format with explicit caches: a return of its static prefix (the gap model learns from

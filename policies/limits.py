@@ -34,6 +34,7 @@ NANO = Decimal(10) ** 9
 # How long a reservation holds a key's budget for every replica unless its replica renews it (a third of this apart):
 # short enough that one a dead replica left behind soon frees the budget.
 HOLD_S = 900
+UNBOUNDED_NANO = 2**53     # a budget `Limits.hold` passes the store: exact in Redis's Lua numbers, never reached
 RATE_WINDOW_S = 60      # requests and tokens per minute count in windows this long
 
 
@@ -146,6 +147,22 @@ class Limits:
                     self._hold(held)
             await self._rate(key, now)
         except BaseException:   # refused, or cancelled (the caller hung up): the caller never gets `held` to settle
+            self.release(held)
+            raise
+        return held
+
+    async def hold(self, key: CallerKey, usd: Decimal) -> Reservation:
+        """Hold `usd` of the key's budget whatever it has left, for what the key may have spent already and the
+        gateway cannot price yet (an explicit cache whose creation got no answer): its other requests see it
+        until `settle` or `release`."""
+        if key.budget is None or usd <= 0:
+            return Reservation()
+        counter, _, _ = spend_counter(key, self.clock())
+        held = Reservation(counter, nanodollars(usd), uuid.uuid4().hex)
+        self._hold(held)
+        try:    # a budget no hold reaches: the store places it, room or not
+            await self.store.reserve(counter, held.hold, held.nano, UNBOUNDED_NANO, HOLD_S)
+        except BaseException:
             self.release(held)
             raise
         return held

@@ -70,9 +70,10 @@ class Stack:
 
 
 @contextmanager
-def vertex_stack(monkeypatch, folder, slow: str, **tuning: float) -> Iterator[tuple[str, Stack]]:
+def vertex_stack(monkeypatch, folder, slow: str, budget: float | None = None, **tuning: float
+                 ) -> Iterator[tuple[str, Stack]]:
     """(gateway URL, Stack): the route waits 0.5 s for Vertex, and Vertex answers the cache calls on `CACHES` after
-    `slow` seconds (the creation always; its lists too with `slow_lists`)."""
+    `slow` seconds (the creation always; its lists too with `slow_lists`); the caller's key has `budget` (USD)."""
     use_mock_vertex(monkeypatch)
     faults = FaultPlan.from_config({"faults": [{"fault": f"latency={slow}", "provider": "vertex", "path": CACHES,
                                                 **({} if tuning.pop("slow_lists", 0) else {"times": 1})}]})
@@ -84,7 +85,8 @@ def vertex_stack(monkeypatch, folder, slow: str, **tuning: float) -> Iterator[tu
         policy = policy_for(settings, {
             "routes": [{"name": "flash", "models": [GEMINI], "retry": {"attempts": 1, "timeout_s": 0.5},
                         "targets": [{"upstream": "vertex"}]}],
-            "keys": [{"name": "acme", "key_sha256": hash_key(CALLER), "tenant": "acme"}]})
+            "keys": [{"name": "acme", "key_sha256": hash_key(CALLER), "tenant": "acme",
+                      **({"budget": {"usd": budget, "period": "total"}} if budget is not None else {})}]})
         app = create_app(settings, policy=policy, planner_state=state)
         with ServerThread(app) as gw:
             caches = app.state.proxy.caches
