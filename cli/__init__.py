@@ -313,8 +313,10 @@ def models(ctx: click.Context, as_json: bool, provider: str | None) -> None:
 @click.option("--port", type=PORT, default=8200, show_default=True)
 @click.option("--faults", "faults_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="YAML or TOML file of standing fault rules (see docs/providers.md); requests can also send x-mock-fault.")
+@click.option("--today", default=None, metavar="YYYY-MM-DD", envvar="PREFIXGATE_MOCK_TODAY",
+              help="The day models are retired by (refused from their catalogue `retires` date); default: today.")
 @click.pass_context
-def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | None) -> None:
+def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | None, today: str | None) -> None:
     """Serve faithful offline stand-ins for the Anthropic, OpenAI and Gemini APIs.
 
     Point the SDKs here: Anthropic base_url http://HOST:PORT, OpenAI http://HOST:PORT/v1,
@@ -324,6 +326,7 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
 
     from prefixgate.providers.rules import RulesError, load_catalog
     from prefixgate.simulation.mock.faults import FaultError, FaultPlan
+    from prefixgate.simulation.mock.retired import parse_day
     from prefixgate.simulation.mock.server import MockContext, create_app
     from prefixgate.simulation.simulator import Simulator
 
@@ -331,12 +334,13 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
     try:
         catalog = load_catalog(settings.providers_file or None)
         plan = FaultPlan.from_file(faults_file) if faults_file else FaultPlan()
-    except (RulesError, FaultError) as e:
+        day = parse_day(today, "--today (PREFIXGATE_MOCK_TODAY)") if today else None
+    except (RulesError, FaultError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     from prefixgate.clock import clock_for
 
     app = create_app(MockContext(simulator=Simulator(catalog, entry_visible_after_s=0.0), faults=plan,
-                                 clock=clock_for(settings.clock_offset_file)))
+                                 clock=clock_for(settings.clock_offset_file), today=day))
     click.echo(f"mock providers on http://{host}:{port} (Anthropic /v1/messages, OpenAI /v1/chat/completions and "
                "/v1/responses, Gemini /v1beta/models/...)", err=True)
     uvicorn.run(app, host=host, port=port, log_level=settings.log_level)

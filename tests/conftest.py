@@ -26,6 +26,10 @@ from prefixgate.ir import guard_shared  # noqa: E402 -- after the variable, for 
 
 guard_shared()
 
+# The mock providers refuse a model from its retirement date (mock/retired.py) by their own calendar, pinned here
+# (and in the mocks tests start as processes) so that the suite answers the same after a model's shutdown day.
+os.environ.setdefault("PREFIXGATE_MOCK_TODAY", "2026-11-27")
+
 # CI (`.ci/run`) draws the same property-test examples every run, so a red CI is always a reproducible
 # regression, never a new draw; `make test` elsewhere keeps drawing fresh examples, which is how the
 # fuzzers find new bugs.

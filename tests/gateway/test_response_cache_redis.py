@@ -168,10 +168,12 @@ def test_an_entry_for_a_model_since_retired_follows_the_routes_on_retired(tmp_pa
     ask = {"model": "legacy-bot", "max_tokens": 200, "messages": [{"role": "user", "content": "What does a prefix cache keep?"}]}
     for name in ("warn", "refuse", "replace"):
         (tmp_path / name).mkdir()
-    with cache_stack(tmp_path / "warn", legacy("warn"), redis_url=redis_url) as (up, gw, _):
-        client = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=gw.url, max_retries=0)
-        assert client.messages.create(**ask).model == "claude-sonnet-4"
-        assert client.messages.with_raw_response.create(**ask).headers[CACHE] == "hit" and len(up.posts) == 1
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PREFIXGATE_MOCK_TODAY", "2026-06-14")      # stored the day before: since then Anthropic's 404
+        with cache_stack(tmp_path / "warn", legacy("warn"), redis_url=redis_url) as (up, gw, _):
+            client = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=gw.url, max_retries=0)
+            assert client.messages.create(**ask).model == "claude-sonnet-4"
+            assert client.messages.with_raw_response.create(**ask).headers[CACHE] == "hit" and len(up.posts) == 1
     with cache_stack(tmp_path / "refuse", legacy("refuse"), redis_url=redis_url) as (up, gw, _):
         client = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=gw.url, max_retries=0)
         with pytest.raises(anthropic.BadRequestError, match="retired"):

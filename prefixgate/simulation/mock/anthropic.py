@@ -12,7 +12,7 @@ from prefixgate.dialects import anthropic as dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.files import ANTHROPIC
 from prefixgate.providers.pricing import resolve_model
-from prefixgate.simulation.mock import agent, agent_wire, anthropic_params
+from prefixgate.simulation.mock import agent, agent_wire, anthropic_params, retired
 from prefixgate.simulation.mock.code_execution import executed, runs_code, streamed
 from prefixgate.simulation.mock.files import names_a_file, require_beta
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
@@ -71,7 +71,9 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
     async def messages(request: Request) -> Response:
         tenant = authenticate(request)
         body = await json_body(request)
-        model = resolve_model("anthropic", str(body.get("model", "")), ctx.simulator.catalog)
+        model_name = str(body.get("model", ""))
+        model = resolve_model("anthropic", model_name, ctx.simulator.catalog)
+        retired.refuse(ctx, "anthropic", model_name, model)
         anthropic_params.check_body(body, request.headers["anthropic-version"], model.id,
                                     request.headers.get("anthropic-beta", ""))
         if names_a_file(body):
@@ -83,6 +85,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         tenant = authenticate(request)
         body = await json_body(request)
         anthropic_params.check_count_body(body, request.headers.get("anthropic-beta", ""))
+        retired.refuse(ctx, "anthropic", str(body.get("model", "")))
         if names_a_file(body):
             require_beta(request.headers.get("anthropic-beta", ""))
         return await count(ctx, request, ctx.files.inlined(ANTHROPIC, tenant, body))     # a file counts as its text
@@ -97,7 +100,7 @@ async def count(ctx: MockContext, request: Request, body: dict, fault_provider: 
 
 def list_models(request: Request, ctx: MockContext) -> dict:
     authenticate(request)
-    data = [_model_json(m.id, m.released) for m in ctx.simulator.catalog.models_of("anthropic")]
+    data = [_model_json(m.id, m.released) for m in retired.current(ctx, ctx.simulator.catalog.models_of("anthropic"))]
     return {"data": data, "has_more": False, "first_id": data[0]["id"] if data else None,
             "last_id": data[-1]["id"] if data else None}
 
@@ -105,6 +108,7 @@ def list_models(request: Request, ctx: MockContext) -> dict:
 def get_model(request: Request, ctx: MockContext, model_id: str) -> dict:
     authenticate(request)
     m = resolve_model("anthropic", model_id, ctx.simulator.catalog)
+    retired.refuse(ctx, "anthropic", model_id, m)
     return _model_json(m.id, m.released)
 
 

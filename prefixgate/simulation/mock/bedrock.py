@@ -27,6 +27,7 @@ from prefixgate.dialects.sse import event_json
 from prefixgate.errors import RequestError
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import ModelRules
+from prefixgate.simulation.mock import retired
 from prefixgate.simulation.mock.anthropic_params import SAMPLING_PAIR, deprecated_sampling, sampling_pair
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.text import reply_for
@@ -60,9 +61,11 @@ def authenticate(request: Request, body: bytes) -> str:
 
 def model_rules(ctx: MockContext, model: str) -> ModelRules:
     try:
-        return resolve_model("bedrock", model, ctx.simulator.catalog)
+        rules = resolve_model("bedrock", model, ctx.simulator.catalog)
     except UnknownModel:
         raise RequestError("The provided model identifier is invalid.", field="modelId") from None
+    retired.refuse(ctx, "bedrock", model, rules)
+    return rules
 
 
 def check_sampling(params: dict, model_id: str) -> None:

@@ -13,7 +13,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.files import GEMINI
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import ModelRules
-from prefixgate.simulation.mock import agent, agent_wire, gemini_params
+from prefixgate.simulation.mock import agent, agent_wire, gemini_params, retired
 from prefixgate.simulation.mock.gemini_generation_params import check_config_types, proto_field
 from prefixgate.simulation.mock.gemini_part_params import check_file_data
 from prefixgate.simulation.mock.gemini_signature_params import signature_for, signs
@@ -51,12 +51,15 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
 
 def list_models(request: Request, ctx: MockContext) -> dict:
     authenticate(request)
-    return {"models": [_model_json(m) for m in ctx.simulator.catalog.models_of("gemini")]}
+    return {"models": [_model_json(m) for m in retired.current(ctx, ctx.simulator.catalog.models_of("gemini"))]}
 
 
 def get_model(request: Request, ctx: MockContext, model_id: str) -> dict:
     authenticate(request)
-    return _model_json(_known(model_id, "get", ctx))
+    model = _known(model_id, "get", ctx)
+    if retired.is_retired(ctx, model):
+        raise _not_found(model_id, "get")
+    return _model_json(model)
 
 
 async def model_action(ctx: MockContext, request: Request, tenant: str, target: str, body: dict,
@@ -68,6 +71,12 @@ async def model_action(ctx: MockContext, request: Request, tenant: str, target: 
         raise RequestError(f"models/{target}: unknown method {action!r}", status=404, kind="not_found")
     fault = await ctx.fault_for(request, fault_provider, model)
     rules = _known(model, action, ctx)
+    if fault_provider == "gemini" and retired.is_retired(ctx, rules):
+        # Google routes a shut-down model to its replacement (mock/retired.py); Vertex's dates are its own.
+        if not rules.replacement:
+            raise _not_found(model, action)
+        model = rules.replacement
+        rules = _known(model, action, ctx)
     if action == "countTokens":
         return JSONResponse(_count_tokens(ctx, model, body, tenant))
     gemini_params.check_generate_body(body, rules)
@@ -146,8 +155,13 @@ def _known(model: str, method: str, ctx: MockContext) -> ModelRules:
     try:
         return resolve_model("gemini", model, ctx.simulator.catalog)
     except UnknownModel:
-        raise RequestError(f"models/{model} is not found for API version v1beta, or is not supported for {method}.",
-                           field="model", status=404, kind="not_found") from None
+        raise _not_found(model, method) from None
+
+
+def _not_found(model: str, method: str) -> RequestError:
+    return RequestError(f"models/{model} is not found for API version v1beta, or is not supported for {method}. Call "
+                        "ListModels to see the list of available models and their supported methods.",
+                        field="model", status=404, kind="not_found")
 
 
 def _count_tokens(ctx: MockContext, model: str, body: dict, tenant: str) -> dict:

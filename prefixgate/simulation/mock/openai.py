@@ -11,7 +11,7 @@ from prefixgate.dialects import openai as dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.files import OPENAI
 from prefixgate.providers.pricing import resolve_model
-from prefixgate.simulation.mock import agent, agent_wire, audio, openai_params
+from prefixgate.simulation.mock import agent, agent_wire, audio, openai_params, retired
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.service_tier import openai_tier
 from prefixgate.simulation.mock.text import reply_for, structured_reply
@@ -36,6 +36,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         tenant = authenticate(request)
         body = await json_body(request)
         openai_params.check_chat_body(body)
+        retired.refuse(ctx, "openai", str(body.get("model", "")))
         body = ctx.files.inlined(OPENAI, tenant, body)     # a `file` part reads the organisation's file
         fault = await ctx.fault_for(request, "openai", body.get("model"))
         result = ctx.simulator.respond("openai", body, now=ctx.clock(), tenant=tenant)
@@ -66,12 +67,14 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
 
 def list_models(request: Request, ctx: MockContext) -> dict:
     authenticate(request)
-    return {"object": "list", "data": [_model(m.id) for m in ctx.simulator.catalog.models_of("openai")]}
+    return {"object": "list", "data": [_model(m.id) for m in retired.current(ctx, ctx.simulator.catalog.models_of("openai"))]}
 
 
 def get_model(request: Request, ctx: MockContext, model_id: str) -> dict:
     authenticate(request)
-    return _model(resolve_model("openai", model_id, ctx.simulator.catalog).id)
+    model = resolve_model("openai", model_id, ctx.simulator.catalog)
+    retired.refuse(ctx, "openai", model_id, model)
+    return _model(model.id)
 
 
 def _model(model_id: str) -> dict:

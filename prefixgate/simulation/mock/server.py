@@ -24,6 +24,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -38,6 +39,7 @@ from prefixgate.simulation.mock.containers import Containers
 from prefixgate.simulation.mock.diagnostics import AnthropicDiagnostics, ResponsesDiagnostics
 from prefixgate.simulation.mock.faults import HEADER, Fault, FaultError, FaultPlan
 from prefixgate.simulation.mock.files import Files
+from prefixgate.simulation.mock.retired import today_from_env
 from prefixgate.simulation.simulator import Simulator
 
 
@@ -56,6 +58,8 @@ class MockContext:
     simulator: Simulator = field(default_factory=lambda: Simulator(entry_visible_after_s=0.0))
     faults: FaultPlan = field(default_factory=FaultPlan)
     clock: Callable[[], float] = time.time
+    # The day models are retired by (mock/retired.py); None: the clock's.
+    today: date | None = field(default_factory=today_from_env)
     # (path, body) of the latest requests to the compatible providers' mocks: what tests inspect (was a
     # `cache_salt` sent?).
     received: deque[tuple[str, dict]] = field(default_factory=lambda: deque(maxlen=256))

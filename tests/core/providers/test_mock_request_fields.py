@@ -5,6 +5,7 @@ of prefixgate/simulation/mock/{anthropic,openai,gemini}_params.py."""
 from __future__ import annotations
 
 import uuid
+from datetime import date
 
 import anthropic
 import boto3
@@ -73,14 +74,16 @@ def test_newer_claude_models_refuse_a_non_default_temperature(claude_2023, model
 
 @pytest.mark.parametrize("model", ["claude-haiku-4-5", "claude-sonnet-4-5", "claude-sonnet-4-6", "claude-opus-4-1",
                                    "claude-opus-4-6"])
-def test_claude_4_1_to_4_6_refuse_temperature_and_top_p_together(claude_2023, model):
+def test_claude_4_1_to_4_6_refuse_temperature_and_top_p_together(claude_2023, mock_server, monkeypatch, model):
+    monkeypatch.setattr(mock_server[1], "today", date(2026, 8, 4))    # the Claude API served Opus 4.1 until 2026-08-05
     _refused(lambda: claude_2023.messages.create(model=model, max_tokens=5, messages=HI,
                                                  extra_body={"temperature": 0.2, "top_p": 0.9}),
              "`temperature` and `top_p` cannot both be specified for this model. Please use only one.")
     assert claude_2023.messages.create(model=model, max_tokens=5, messages=HI, extra_body={"top_p": 0.9}).model == model
 
 
-def test_claude_sonnet_4_takes_temperature_and_top_p_together(claude_2023):
+def test_claude_sonnet_4_takes_temperature_and_top_p_together(claude_2023, mock_server, monkeypatch):
+    monkeypatch.setattr(mock_server[1], "today", date(2026, 6, 14))   # retired on the Claude API 2026-06-15
     ok = claude_2023.messages.create(model="claude-sonnet-4", max_tokens=5, messages=HI,
                                      extra_body={"temperature": 0.2, "top_p": 0.9})
     assert ok.stop_reason in ("end_turn", "max_tokens")
