@@ -100,6 +100,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     from prefixgate.simulation.mock import bedrock as mock_bedrock
     from prefixgate.simulation.mock import compatible as mock_compatible
     from prefixgate.simulation.mock import completions as mock_completions
+    from prefixgate.simulation.mock import containers_api as mock_containers_api
     from prefixgate.simulation.mock import files as mock_files
     from prefixgate.simulation.mock import gemini as mock_gemini
     from prefixgate.simulation.mock import gemini_uploads as mock_gemini_uploads
@@ -159,6 +160,7 @@ def create_app(context: MockContext | None = None) -> FastAPI:
     mock_gemini_uploads.add_routes(app, ctx.files, mock_gemini.authenticate)
     mock_openai_uploads.add_routes(app, ctx.files, mock_openai.authenticate)
     mock_responses.add_routes(app, ctx)
+    mock_containers_api.add_routes(app, ctx)
     mock_interactions.add_routes(app, ctx)
     mock_completions.add_routes(app, ctx)
     mock_compatible.add_routes(app, ctx)
