@@ -2,8 +2,8 @@
 
 Stored responses (`GET` / `DELETE /v1/responses/{id}`, `GET .../input_items`, `POST .../cancel`) are the
 tenant's that created them (`ownership`; any other caller gets OpenAI's 404 for an unknown id) and are forwarded to the upstream that answered them (`stored_ids`), else to the first upstream that speaks
-the Responses API; `POST /v1/responses/input_tokens` is asked of the route's upstream when it speaks the
-API (its count is the billing one) and counted here otherwise. None of these is a model request: none is
+the Responses API (OpenAI, Azure's v1 API, xAI); `POST /v1/responses/input_tokens` is asked of the route's upstream
+when it is OpenAI's (its count is the billing one) and counted here otherwise. None of these is a model request: none is
 planned or written to the ledger.
 """
 
@@ -25,6 +25,7 @@ from prefixgate.gateway.provider_ids import record_listed
 from prefixgate.gateway.upstream import STORED_RESPONSE_QUERY, allowed_query
 from prefixgate.model_ids import STORED_ID, path_model
 from prefixgate.policies import Upstream
+from prefixgate.providers import compatible
 from prefixgate.tokens import annotate_tokens, encoding_for
 
 router = APIRouter()
@@ -73,14 +74,14 @@ async def _input_tokens(request: Request) -> Response:
         raise RequestError(f"Previous response with id '{chained}' not found.", status=404, kind="not_found")
     # Where the chain or a file it names lives (another account answers a 404).
     ref, upstream = await proxy.counted_on(WIRE, conv, proxy.router.decide(conv.model or "", caller.key).route)
-    if _speaks_responses(upstream):
+    if _speaks_responses(upstream) and upstream.profile is None:    # a compatible provider documents no count
         body = compact_bytes({**responses.encode_request(conv), "model": ref.model or conv.model})
         key = upstream_credential(upstream, caller, WIRE.name)
         resp = await proxy.upstream.forward(upstream, WIRE, "POST", api_path(upstream, "/responses/input_tokens"), "",
                                             body, key)
         return Response(resp.body, resp.status, media_type="application/json")
     if conv.params.get("previous_response_id") is not None:
-        raise RequestError("previous_response_id: this route's target keeps no stored responses to count",
+        raise RequestError("previous_response_id: this route's target does not count a stored response's tokens",
                            field="previous_response_id")
     count = annotate_tokens(conv, encoding_for(WIRE.planner_provider, ref.model or conv.model))
     return Response(compact_bytes({"object": "response.input_tokens", "input_tokens": count}),
@@ -120,5 +121,5 @@ def _speaks_responses(upstream: Upstream) -> bool:
 
 
 def api_path(upstream: Upstream, tail: str) -> str:
-    """`tail` under the upstream's OpenAI API root (its URL may or may not end in /v1)."""
-    return tail if upstream.url.endswith("/v1") else f"/v1{tail}"
+    """`tail` under the upstream's OpenAI API root (its URL may or may not end in /v1; Azure's is /openai/v1)."""
+    return compatible.api_path(upstream.profile, upstream.url, tail)

@@ -135,8 +135,11 @@ def takes_callers_headers(upstream: Upstream) -> bool:
 
 
 def request_url(upstream: Upstream, wire: WireFormat, model: str, stream: bool) -> str:
-    """Where a model request goes: the format's URL, or a hosted compatible provider's own (Azure's deployments)."""
+    """Where a model request goes: the format's URL, or a hosted compatible provider's own (Azure's deployments,
+    its v1 API's Responses)."""
     profile = upstream.profile
+    if profile is not None and wire.name == "responses":     # a provider serving it itself (dialect_for)
+        return compatible.responses_url(profile, upstream.url)
     if profile is not None:
         return compatible.chat_url(profile, upstream.url, model, upstream.api_version)
     return wire.upstream_url(upstream.url, model, stream)

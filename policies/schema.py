@@ -100,7 +100,10 @@ class Upstream:
 
     def dialect_for(self, caller_dialect: str, model: str = "") -> str:
         """The format a caller's request goes out in: the caller's own where this upstream speaks it; on
-        Vertex, the publisher's format that carries the caller's body (else the one serving `model`)."""
+        Vertex, the publisher's format that carries the caller's body (else the one serving `model`); at a compatible
+        provider serving the Responses API itself (Azure, xAI), a Responses caller's."""
+        if caller_dialect == "responses" and self.profile is not None and self.profile.responses:
+            return caller_dialect
         return self.kind_of.speaks(caller_dialect, model)
 
     @property

@@ -290,7 +290,10 @@ def reasoning_tokens(usage: dict) -> int:
 
 
 def usage_from_response(resp: dict, write_ttl: str = "30m") -> Usage:
-    return replace(parse_usage(resp.get("usage") or {}, write_ttl), service_tier=str(resp.get("service_tier") or ""))
+    # The model that ran beside the usage: what an Azure deployment's call is priced as (providers/deployments.py).
+    model = resp.get("model")
+    return replace(parse_usage(resp.get("usage") or {}, write_ttl), service_tier=str(resp.get("service_tier") or ""),
+                   model=model if isinstance(model, str) else "")
 
 
 def usage_json(usage: Usage, reasoning: int = 0) -> dict:

@@ -1,5 +1,7 @@
 """Mock hosted OpenAI-compatible providers: each one's Chat Completions under `/{provider}/v1/...`, and
-Azure OpenAI's deployment paths under `/azure/openai/deployments/{deployment}/chat/completions?api-version=`.
+Azure OpenAI's deployment paths under `/azure/openai/deployments/{deployment}/chat/completions?api-version=`
+and its v1 API's Responses API (`/azure/openai/v1/responses`, retrieve, delete, input items), and xAI's
+(`/xai/v1/responses`): mock/responses.py's, with the provider's key, caching rules and store.
 
 Bodies and streams are OpenAI's; what differs is what each provider documents (reference sheet section 4):
 DeepSeek reports `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`; OpenRouter always reports usage
@@ -37,6 +39,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.compatible import PROFILES, caches_by_markers
 from prefixgate.providers.pricing import UnknownModel, price_for, resolve_model
 from prefixgate.providers.rules import ModelRules
+from prefixgate.simulation.mock import responses as mock_responses
 from prefixgate.simulation.mock.server import MockContext, json_body, prompt_text, sse_response, tenant_of
 from prefixgate.simulation.mock.text import reply_for
 from prefixgate.tokens import encoding_for
@@ -71,14 +74,33 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
 
     @app.post("/azure/openai/deployments/{deployment}/chat/completions")
     async def azure_chat(deployment: str, request: Request) -> Response:
-        key = request.headers.get("api-key", "")
-        if not key:
-            raise RequestError("Access denied due to invalid subscription key or wrong API endpoint. Make sure to "
-                               "provide a valid key for an active subscription and use a correct regional API "
-                               "endpoint for your resource.", status=401, kind="authentication")
+        key = _azure_key(request)
         if not request.query_params.get("api-version"):
             raise RequestError("Missing API version parameter.", status=400, field="api-version")
         return await _answer(ctx, request, "azure", key, _deployed_model(ctx, deployment))
+
+    # Azure's v1 API and xAI serve the Responses API too (Azure's without api-version, the body's model naming the
+    # deployment, the answer the model it runs); each one's stored responses are its own, apart from OpenAI's.
+    mock_responses.add_routes(app, ctx, root="/azure/openai/v1", account=lambda r: f"azure:{tenant_of(_azure_key(r))}",
+                              deployed=lambda deployment: _deployed_model(ctx, _deployment_named(deployment)),
+                              rules=lambda model: _cache_rules(ctx, "azure", model))
+    mock_responses.add_routes(app, ctx, root="/xai/v1", account=lambda r: f"xai:{tenant_of(_bearer(r))}",
+                              rules=lambda model: _cache_rules(ctx, "xai", model))
+
+
+def _azure_key(request: Request) -> str:
+    key = request.headers.get("api-key", "")
+    if not key:
+        raise RequestError("Access denied due to invalid subscription key or wrong API endpoint. Make sure to "
+                           "provide a valid key for an active subscription and use a correct regional API "
+                           "endpoint for your resource.", status=401, kind="authentication")
+    return key
+
+
+def _deployment_named(model: object) -> str:
+    if not isinstance(model, str) or not model:
+        raise RequestError("Missing required parameter: 'model'.", status=400, field="model")
+    return model
 
 
 def _bearer(request: Request) -> str:

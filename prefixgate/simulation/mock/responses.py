@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +24,7 @@ from prefixgate.dialects import responses as dialect
 from prefixgate.errors import RequestError
 from prefixgate.providers.files import OPENAI
 from prefixgate.providers.response_store import ResponseStore, StoredResponse
+from prefixgate.providers.rules import ModelRules
 from prefixgate.simulation.mock import item_references
 from prefixgate.simulation.mock.openai import authenticate
 from prefixgate.simulation.mock.openai_params import check_input_tokens_body, check_responses_body
@@ -38,20 +40,30 @@ REASONING_TOKENS = 64
 _REASONING_MODELS = ("gpt-5", "o1", "o3", "o4", "gpt-6")
 
 
-def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = None) -> None:
+def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = None, *, root: str = "/v1",
+               account: Callable[[Request], str] = authenticate, deployed: Callable[[Any], str] | None = None,
+               rules: Callable[[str], ModelRules] | None = None) -> None:
+    """OpenAI's API under /v1, or a compatible provider's under `root` (mock/compatible.py: Azure's v1 API, xAI), its
+    callers' accounts told apart by `account`. `deployed`: the body's model names a deployment, answered as the
+    model it runs (Azure); `rules`: the provider's caching rules of a model. Only OpenAI counts input tokens."""
     responses = store or ResponseStore()
 
-    @app.post("/v1/responses")
+    @app.post(f"{root}/responses")
     async def create(request: Request) -> Response:
-        tenant = authenticate(request)
+        tenant = account(request)
         body = await json_body(request)
         fault = await ctx.fault_for(request, "openai", body.get("model"))
         check_responses_body(body)  # every field checked before anything is stored or counted
+        if root != "/v1":
+            ctx.received.append((request.url.path, body))     # as a compatible provider's chat requests are
+        if deployed is not None:
+            body = {**body, "model": deployed(body.get("model"))}
         dialect.parse_request(body)
         container = ctx.containers.code_interpreter(body, tenant, ctx.clock())
         context, new_input = _context(body, responses, tenant), _input(body, responses, tenant)
         sent = ctx.files.inlined(OPENAI, tenant, _expanded(body, context, new_input))    # a file is read as text
-        result = ctx.simulator.respond("openai", sent, now=ctx.clock(), tenant=tenant)
+        result = ctx.simulator.respond("openai", sent, now=ctx.clock(), tenant=tenant,
+                                       rules=rules(body["model"]) if rules is not None else None)
         response, chunks = _answer(body, sent, result.usage, prompt_text(result.conversation), result.model.id)
         if container is not None:       # the code it ran comes first (the mock's model always runs some)
             response["output"].insert(0, {"id": dialect.new_id("ci"), "type": "code_interpreter_call", "status": "completed",
@@ -64,9 +76,8 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
             return sse_response(dialect.response_events(response, chunks), fault)
         return JSONResponse(response)
 
-    @app.post("/v1/responses/input_tokens")
     async def input_tokens(request: Request) -> dict:
-        tenant = authenticate(request)
+        tenant = account(request)
         body = await json_body(request)
         await ctx.fault_for(request, "openai", body.get("model"))
         check_input_tokens_body(body)
@@ -75,29 +86,32 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
                                                            _input(body, responses, tenant)))
         return {"object": "response.input_tokens", "input_tokens": ctx.simulator.count_tokens("openai", sent)}
 
-    @app.get("/v1/responses/{response_id}")
+    if root == "/v1":
+        app.post(f"{root}/responses/input_tokens")(input_tokens)
+
+    @app.get(f"{root}/responses/{{response_id}}")
     async def retrieve(response_id: str, request: Request) -> Response:
-        stored = responses.get(authenticate(request), response_id)
+        stored = responses.get(account(request), response_id)
         if request.query_params.get("stream") == "true":
             after = _int_param(request, "starting_after", -1)
             return sse_response(dialect.response_events(stored.response, starting_after=after), None)
         return JSONResponse(stored.response)
 
-    @app.delete("/v1/responses/{response_id}")
+    @app.delete(f"{root}/responses/{{response_id}}")
     async def delete(response_id: str, request: Request) -> dict:
-        responses.delete(authenticate(request), response_id)
+        responses.delete(account(request), response_id)
         return {"id": response_id, "object": "response", "deleted": True}
 
-    @app.post("/v1/responses/{response_id}/cancel")
+    @app.post(f"{root}/responses/{{response_id}}/cancel")
     async def cancel(response_id: str, request: Request) -> dict:
-        stored = responses.get(authenticate(request), response_id)
+        stored = responses.get(account(request), response_id)
         if not stored.response.get("background"):
             raise RequestError("Only responses created with background=true can be cancelled.")
         return stored.response
 
-    @app.get("/v1/responses/{response_id}/input_items")
+    @app.get(f"{root}/responses/{{response_id}}/input_items")
     async def list_input_items(response_id: str, request: Request) -> dict:
-        stored = responses.get(authenticate(request), response_id)
+        stored = responses.get(account(request), response_id)
         items = _listed(stored)
         order = request.query_params.get("order", "desc")
         if order not in ("asc", "desc"):
