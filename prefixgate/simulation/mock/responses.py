@@ -25,7 +25,7 @@ from prefixgate.errors import RequestError
 from prefixgate.providers.files import OPENAI
 from prefixgate.providers.response_store import ResponseStore, StoredResponse
 from prefixgate.providers.rules import ModelRules
-from prefixgate.simulation.mock import item_references
+from prefixgate.simulation.mock import item_references, retired
 from prefixgate.simulation.mock.openai import authenticate
 from prefixgate.simulation.mock.openai_params import check_input_tokens_body, check_responses_body
 from prefixgate.simulation.mock.script import scripted_call, value_for
@@ -59,6 +59,8 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         if deployed is not None:
             body = {**body, "model": deployed(body.get("model"))}
         dialect.parse_request(body)
+        if root == "/v1":       # OpenAI's dates: Azure retires deployments on its own
+            retired.refuse(ctx, "openai", str(body.get("model", "")))
         container = ctx.containers.code_interpreter(body, tenant, ctx.clock())
         context, new_input = _context(body, responses, tenant), _input(body, responses, tenant)
         sent = ctx.files.inlined(OPENAI, tenant, _expanded(body, context, new_input))    # a file is read as text
@@ -82,6 +84,7 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         await ctx.fault_for(request, "openai", body.get("model"))
         check_input_tokens_body(body)
         dialect.parse_request(body)
+        retired.refuse(ctx, "openai", str(body.get("model", "")))
         sent = ctx.files.inlined(OPENAI, tenant, _expanded(body, _context(body, responses, tenant),
                                                            _input(body, responses, tenant)))
         return {"object": "response.input_tokens", "input_tokens": ctx.simulator.count_tokens("openai", sent)}
