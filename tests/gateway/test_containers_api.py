@@ -13,12 +13,14 @@ import openai
 import pytest
 
 from prefixgate.policies import hash_key
+from prefixgate.simulation.mock.code_execution import OUTPUT
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
 from tests.support_services import ServerThread
 
 ACME, ACME_2, BETA, SOLO = "pg-acme-cntr-0123456", "pg-acme-cntr-2-01234", "pg-beta-cntr-0123456", "pg-solo-cntr-0123456"
+GPT = "gpt-5.4"
 POLICY = {
     "routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]}],
     "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"},
@@ -103,6 +105,22 @@ def test_the_list_is_the_tenants_own_containers_paged_as_openai_pages(gw):
     assert not set(listed) & set(theirs)
     assert [c.id for c in beta.containers.list(order="asc") if c.id in mine + theirs] == theirs
     assert [c.id for c in acme.containers.list(name="acme-1")] == [mine[1]]
+
+
+def test_a_code_interpreters_file_is_downloaded_by_its_tenant(gw):
+    acme, beta = oai(gw, ACME), oai(gw, BETA)
+    answer = acme.responses.create(model=GPT, tools=[{"type": "code_interpreter", "container": {"type": "auto"}}],
+                                   input="Write the totals to a file.")
+    cited = [a for item in answer.output if item.type == "message" for part in item.content
+             for a in part.annotations if a.type == "container_file_citation"]
+    assert len(cited) == 1 and cited[0].container_id == answer.output[0].container_id
+    file = acme.containers.files.retrieve(cited[0].file_id, container_id=cited[0].container_id)
+    assert (file.source, file.path) == ("assistant", f"/mnt/data/{cited[0].filename}")
+    assert acme.containers.files.content.retrieve(cited[0].file_id, container_id=cited[0].container_id).read() == OUTPUT
+    assert cited[0].container_id in [c.id for c in acme.containers.list()]
+    with pytest.raises(openai.NotFoundError):
+        beta.containers.files.content.retrieve(cited[0].file_id, container_id=cited[0].container_id)
+    assert cited[0].container_id not in [c.id for c in beta.containers.list()]
 
 
 def test_files_copied_in_are_the_tenants_own(gw):

@@ -67,9 +67,8 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         result = ctx.simulator.respond("openai", sent, now=ctx.clock(), tenant=tenant,
                                        rules=rules(body["model"]) if rules is not None else None)
         response, chunks = _answer(body, sent, result.usage, prompt_text(result.conversation), result.model.id)
-        if container is not None:       # the code it ran comes first (the mock's model always runs some)
-            response["output"].insert(0, {"id": dialect.new_id("ci"), "type": "code_interpreter_call", "status": "completed",
-                                          "code": "print('mock')", "outputs": None, "container_id": container})
+        if container is not None:       # the code it ran, and the file it wrote cited
+            ctx.containers.ran(response, tenant, container, ctx.clock())
         response |= ctx.responses_diagnostics.answer(body, sent, tenant, response["id"], result.usage)
         response["service_tier"] = openai_tier(body, fault)
         if body.get("store", True) is not False:
