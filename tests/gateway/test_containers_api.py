@@ -173,3 +173,22 @@ def test_other_formats_callers_get_their_own_404(gw):
     # A base URL without /v1 reaches the same endpoints.
     r = httpx.get(f"{gw}/containers/{NEVER}", headers={"authorization": f"Bearer {BETA}"})
     assert r.status_code == 404 and r.json()["error"]["message"] == f"Container with id '{NEVER}' not found."
+
+
+def test_the_mocks_container_expires_after_its_idle_minutes():
+    # OpenAI's code interpreter guide: a container expires after 20 minutes without use (`expires_after` sets it).
+    now = [1_800_000_000.0]
+    with ServerThread(mock_app(MockContext(clock=lambda: now[0]))) as mock:
+        client = openai.OpenAI(base_url=f"{mock.url}/v1", api_key="sk-mock-org-0001", max_retries=0)
+        short = client.containers.create(name="short", expires_after={"anchor": "last_active_at", "minutes": 5})
+        default = client.containers.create(name="default")
+        now[0] += 4 * 60
+        client.containers.files.create(short.id, file=("a.txt", b"a"))      # adding a file uses it
+        now[0] += 4 * 60
+        assert client.containers.retrieve(short.id).last_active_at == int(now[0]) - 4 * 60
+        now[0] += 13 * 60       # 21 minutes since the default one was made, 17 since the short one was used
+        assert [c.id for c in client.containers.list()] == []
+        for gone in (short.id, default.id):
+            with pytest.raises(openai.NotFoundError) as refused:
+                client.containers.retrieve(gone)
+            assert refused.value.body["message"] == f"Container with id '{gone}' not found."
