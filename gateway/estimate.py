@@ -42,18 +42,25 @@ def estimated_usage(conv: Conversation, raw: bytes) -> Usage:
 
 
 def _prompt_cost(prompt: Usage, price: Price) -> Decimal:
-    """The prompt at the dearest rate it may be billed at: the planner may mark it for a cache write (up to twice
-    the input price for an hour-long one); what an explicit cache holds is only ever read (unseen_prompt.py)."""
+    """The prompt at the dearest rate it may be billed at: the planner, or the caller's own marks where the planner
+    keeps them, may write it to a cache (up to twice the input price for an hour-long one); what an explicit cache
+    holds is only ever read (unseen_prompt.py)."""
     dearest = max([price.input, *price.cache_write.values()])
     return ((prompt.input_total - prompt.cache_read) * dearest + prompt.cache_read * price.cache_read) / MTOK
+
+
+def held_cost(usage: Usage, price: Price) -> Decimal:
+    """What admission holds for `usage` (an estimate: its prompt, its output limit): the prompt at its dearest rate
+    and the output at the output price. Held at the plain input price, N concurrent capped requests whose prompts
+    the caller marks for an hour-long write each held half what it spent."""
+    return _prompt_cost(usage, price) + usage.output * price.output / MTOK
 
 
 def uncapped_costs(prompt: Usage, price: Price, limit: int) -> tuple[Decimal, Decimal | None]:
     """(worst, least) an uncapped request costs: its prompt and `limit` output tokens, or a minimal answer (None
     where output is free: no answer's length then needs bounding)."""
-    base = _prompt_cost(prompt, price)
-    least = base + MIN_OUTPUT_TOKENS * price.output / MTOK if price.output else None
-    return base + limit * price.output / MTOK, least
+    least = held_cost(replace(prompt, output=MIN_OUTPUT_TOKENS), price) if price.output else None
+    return held_cost(replace(prompt, output=limit), price), least
 
 
 def output_bound(held_usd: Decimal, prompt: Usage, price: Price, limit: int) -> int:

@@ -27,7 +27,7 @@ from prefixgate.cache_planner.rewrite import system_text
 from prefixgate.clock import clock_for
 from prefixgate.compact_json import compact, compact_bytes
 from prefixgate.config import Settings
-from prefixgate.cost import Price, price_usage
+from prefixgate.cost import Price
 from prefixgate.dialects import resent, wire_format
 from prefixgate.dialects.diagnosis import ProviderVerdict
 from prefixgate.dialects.output_limit import catalogued_limit, with_output_limit
@@ -46,6 +46,7 @@ from prefixgate.gateway.estimate import (
     MIN_OUTPUT_TOKENS,
     UNCAPPED_OUTPUT_TOKENS,
     estimated_usage,
+    held_cost,
     output_bound,
     requested_output,
     uncapped_costs,
@@ -291,12 +292,13 @@ class Proxy:
         await self.limits.admit(caller.key)
 
     def estimated_cost(self, call: Call, ref: TargetRef, usage: Usage) -> Decimal:
-        """The route's declared cap, else `usage` at the target model's price (the route's declared one for a
-        model the table lacks); a model with neither cannot be budgeted and is refused."""
+        """The route's declared cap, else `usage` held at the target model's price (`held_cost`: the prompt at its
+        dearest rate; the route's declared price for a model the table lacks); a model with neither cannot be
+        budgeted and is refused."""
         if call.route.max_request_usd is not None:
             return Decimal(str(call.route.max_request_usd))
-        return price_usage(usage, self._priced(call, self.policy.upstreams[ref.upstreams[0]],
-                                               ref.model or call.conv.model or "", usage)[0]).total
+        return held_cost(usage, self._priced(call, self.policy.upstreams[ref.upstreams[0]],
+                                             ref.model or call.conv.model or "", usage)[0])
 
     def _priced(self, call: Call, upstream: Upstream, model: str, usage: Usage) -> tuple[Price, int]:
         """The price of `usage` of `model` at `upstream`, and how many output tokens the model answers with at most
