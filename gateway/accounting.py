@@ -52,6 +52,11 @@ UNREADABLE = (AttributeError, IndexError, KeyError, TypeError, ValueError)
 UNREADABLE_USAGE = "usage: the answer reports usage the gateway cannot read; tokens and cost unknown"
 
 
+def billed_tokens(rec: LedgerRecord) -> int:
+    """Every token `rec` was billed for: its prompt, however cached, and its output."""
+    return rec.uncached_input + rec.cache_read + sum(rec.cache_writes.values()) + rec.output
+
+
 class Accounting:
     def __init__(self, ledger: Ledger, metrics: Metrics, limits: Limits, catalog: Catalog, tracing: Tracing | None,
                  response_cache: ResponseCache, stored_ids: StoredIds, sticky: Sticky, file_quota: FileQuota,
@@ -142,6 +147,9 @@ class Accounting:
         """Queue `rec` for the ledger, count it in the metrics and close the request's span."""
         for observe in self.observers:
             observe(call, rec)
+        if call.stored_id and call.prepared is not None:
+            # A request continuing the answer carries its prompt and output (gateway/unseen_prompt.py).
+            self._record_stored(call, call.prepared, billed_tokens(rec) if rec.status == 200 and not rec.kind else None)
         self.ledger.append(rec)
         self.metrics.observe(rec)
         if call.span is not None:
@@ -191,11 +199,18 @@ class Accounting:
             await asyncio.shield(self.limits.settle(call.caller.key, Reservation(), rec.uncached_input,
                                                     Decimal(rec.cost_usd)))
 
-    def stored(self, call: Call, prep: Prepared, response_id: str | None) -> None:
-        """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's."""
-        if response_id:
+    def stored(self, call: Call, prep: Prepared, response_id: str | None, *, begun: bool = False) -> None:
+        """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's.
+        Recorded with the request's record (`keep`), in one write with the prompt a request continuing it carries;
+        one whose stream has only `begun` also at once, since it may be asked for (GET) while it runs."""
+        if response_id and response_id != call.stored_id:
             call.stored_id = response_id
-            self.stored_ids.record(prep.wire.stored_kind, response_id, principal(call.caller.key), home=prep.upstream.name)
+            if begun:
+                self._record_stored(call, prep, None)
+
+    def _record_stored(self, call: Call, prep: Prepared, tokens: int | None) -> None:
+        self.stored_ids.record(prep.wire.stored_kind, call.stored_id, principal(call.caller.key),
+                               home=prep.upstream.name, tokens=tokens)
 
     def created(self, call: Call, body: dict) -> None:
         """What an answer (or one streamed event) created that a later request may name: the caller's tenant's."""
@@ -212,8 +227,7 @@ class Accounting:
         """After the answer is sent: swap the budget reservation for what the request cost (whatever its
         status: a hang-up, a cut stream or an upstream error may have been billed), log one line."""
         if call.caller.key is not None:
-            tokens = rec.uncached_input + rec.cache_read + sum(rec.cache_writes.values()) + rec.output
-            await self.limits.settle(call.caller.key, call.held, tokens, Decimal(rec.cost_usd or 0))
+            await self.limits.settle(call.caller.key, call.held, billed_tokens(rec), Decimal(rec.cost_usd or 0))
         log_request(rec)
         if call.response_cache is not None:
             await self.response_cache.settle(call, rec)

@@ -111,10 +111,10 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
         await proxy.stored_ids.forget(KIND, name)
     elif method in ("POST", "PATCH"):
         # Its home: a follow-up naming the cache by id alone must reach the upstream (project, location) holding it.
-        proxy.stored_ids.record(KIND, cache_id(data.get("name", "")), owner, max(seconds or 0.0, cap), home=upstream.name)
-        if isinstance(tokens := (data.get("usageMetadata") or {}).get("totalTokenCount"), int):
-            # What a request naming it carries (gateway/unseen_prompt.py).
-            proxy.stored_ids.record_tokens(KIND, cache_id(data.get("name", "")), tokens, max(seconds or 0.0, cap))
+        # And what a request naming it carries (gateway/unseen_prompt.py).
+        tokens = (data.get("usageMetadata") or {}).get("totalTokenCount")
+        proxy.stored_ids.record(KIND, cache_id(data.get("name", "")), owner, max(seconds or 0.0, cap), home=upstream.name,
+                                tokens=tokens if isinstance(tokens, int) else None)
         created = parse_rfc3339(data["createTime"], "createTime") if method == "POST" and data.get("createTime") else paid_until
         return _recorded(proxy, request, caller, dialect, upstream, data, method == "POST", created, started, resp)
     return Response(resp.body, resp.status, media_type="application/json")

@@ -16,7 +16,6 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from functools import partial
 from typing import Any
 
 from starlette.background import BackgroundTask
@@ -69,7 +68,7 @@ from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.gateway.sticky import Placement, Sticky
 from prefixgate.gateway.stored_ids import StoredIds
 from prefixgate.gateway.tracing import Tracing
-from prefixgate.gateway.unseen_prompt import keep_chain_tokens, unseen_prompt
+from prefixgate.gateway.unseen_prompt import unseen_prompt
 from prefixgate.gateway.upstream import (
     UpstreamClient,
     UpstreamFailure,
@@ -223,7 +222,6 @@ class Proxy:
         self.body_limits = BodyLimits.of(settings)
         self.keepalive = KeepAlive(self, clock)   # refreshes idle sessions' caches
         self.accounts.observers.append(self.keepalive.observe)
-        self.accounts.observers.append(partial(keep_chain_tokens, self.stored_ids))
         self.caches = ExplicitCaches(self, clock)   # the explicit caches it created: extended, deleted or left to expire
 
     async def aclose(self) -> None:

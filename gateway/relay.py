@@ -147,7 +147,7 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                     if target.stored_mark is not None and target.stored_mark in ev:
                         created = parsed if parsed is not None else framing.payload(ev)
                         if created is not None:
-                            accounts.stored(call, prep, target.stored_id(created))
+                            accounts.stored(call, prep, target.stored_id(created), begun=True)
                     if kept is not None or reply is not None:
                         event = parsed if parsed is not None else framing.payload(ev)
                         if event is not None and kept is not None:

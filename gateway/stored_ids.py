@@ -68,24 +68,33 @@ class StoredIds:
             self._shared = SharedLater(self._redis, self._window, clock)
 
     def record(self, kind: str, ident: object, owner: str | None, ttl_s: float = DEFAULT_TTL_S,
-               home: str | None = None) -> None:
-        """`owner` created (kind, ident), which lives on upstream `home`; remembered for `ttl_s`. No owner is kept
-        for an open gateway's None. In this replica's file when this returns (a follow-up may come at once); in
-        Redis a moment later."""
-        if not isinstance(ident, str) or not ident or (owner is None and home is None):
+               home: str | None = None, tokens: int | None = None) -> None:
+        """`owner` created (kind, ident), which lives on upstream `home` and puts `tokens` prompt tokens before a
+        request that names it (a stored response: its prompt and answer; an explicit cache: its contents; what a
+        budget reserves for them, gateway/unseen_prompt.py); remembered for `ttl_s`. A field not given (None) keeps
+        what the row had: no owner is kept for an open gateway's None. One row upsert and one Redis write: in this
+        replica's file when this returns (a follow-up may come at once); in Redis a moment later."""
+        if tokens is not None and tokens < 0:
+            tokens = None
+        if not isinstance(ident, str) or not ident or (owner is None and home is None and tokens is None):
             return
         if home is not None:
             self._keep(kind, ident, home)
-        self._upsert(kind, ident, ttl_s, owner=owner, home=home)
-
-    def record_tokens(self, kind: str, ident: object, tokens: int, ttl_s: float = DEFAULT_TTL_S) -> None:
-        """(kind, ident) puts `tokens` prompt tokens before a request that names it (a stored response: its prompt
-        and answer; an explicit cache: its contents): what a budget reserves for them (gateway/unseen_prompt.py)."""
-        if isinstance(ident, str) and ident and tokens >= 0:
-            self._upsert(kind, ident, ttl_s, tokens=tokens)
+        with self._lock:
+            self._db.execute("INSERT INTO stored_ids (kind, id, owner, home, tokens, expires) VALUES (?, ?, ?, ?, ?, ?) "
+                             "ON CONFLICT (kind, id) DO UPDATE SET owner = coalesce(excluded.owner, owner), "
+                             "home = coalesce(excluded.home, home), tokens = coalesce(excluded.tokens, tokens), "
+                             "expires = excluded.expires", (kind, ident, owner, home, tokens, self._clock() + ttl_s))
+            self._recorded += 1
+            if self._recorded % PRUNE_EVERY == 1:       # expired rows refuse anyway; pruning only bounds the file
+                self._db.execute("DELETE FROM stored_ids WHERE expires < ?", (self._clock(),))
+        if self._redis is not None:
+            fields = {name: str(value) for name, value in ((OWNER, owner), (HOME, home), (TOKENS, tokens))
+                      if value is not None}
+            self._shared.set(self._key(kind, ident), fields, ttl_s)
 
     async def tokens(self, kind: str, ident: str) -> int | None:
-        """The tokens `record_tokens` kept for (kind, ident), this replica's or another's; None: never recorded."""
+        """The tokens `record` kept for (kind, ident), this replica's or another's; None: never recorded."""
         found = await self._field(kind, ident, TOKENS)
         return int(found) if found is not None else None
 
@@ -157,22 +166,6 @@ class StoredIds:
 
     def _key(self, kind: str, ident: str) -> str:
         return f"{self.REDIS_PREFIX}{kind}:{ident}"
-
-    def _upsert(self, kind: str, ident: str, ttl_s: float, owner: str | None = None, home: str | None = None,
-                tokens: int | None = None) -> None:
-        """(kind, ident)'s row, which then lasts `ttl_s`: a field not given keeps what the row had."""
-        with self._lock:
-            self._db.execute("INSERT INTO stored_ids (kind, id, owner, home, tokens, expires) VALUES (?, ?, ?, ?, ?, ?) "
-                             "ON CONFLICT (kind, id) DO UPDATE SET owner = coalesce(excluded.owner, owner), "
-                             "home = coalesce(excluded.home, home), tokens = coalesce(excluded.tokens, tokens), "
-                             "expires = excluded.expires", (kind, ident, owner, home, tokens, self._clock() + ttl_s))
-            self._recorded += 1
-            if self._recorded % PRUNE_EVERY == 1:       # expired rows refuse anyway; pruning only bounds the file
-                self._db.execute("DELETE FROM stored_ids WHERE expires < ?", (self._clock(),))
-        if self._redis is not None:
-            fields = {name: str(value) for name, value in ((OWNER, owner), (HOME, home), (TOKENS, tokens))
-                      if value is not None}
-            self._shared.set(self._key(kind, ident), fields, ttl_s)
 
     async def _field(self, kind: str, ident: str, field: str, legacy_key: str | None = None) -> str | None:
         """`field` of (kind, ident): as the replicas shared it in Redis, else this replica's file."""

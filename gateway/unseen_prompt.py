@@ -3,7 +3,7 @@ what the body holds, and a request can be mostly elsewhere.
 
 - A Responses `previous_response_id`: the upstream prepends the whole stored chain. That prompt is at most the
   previous response's own prompt and answer (its prompt already held the chain before it): kept from its record
-  (`observe`) beside its owner in `stored_ids`.
+  beside its owner in `stored_ids` (`Accounting.keep`).
 - An explicit cache (`cachedContent`) made through the gateway: the tokens its create reported, read at the
   cached rate (cache_scope.py keeps them).
 - A file named by id (a Gemini file by its name or its URI) that was uploaded through the gateway: its bytes / 4
@@ -20,13 +20,11 @@ from typing import TYPE_CHECKING
 from prefixgate.gateway.named_state import CACHE, cache_id
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import CONVERSATION, FILE, named_ids
-from prefixgate.ledger import LedgerRecord
 from prefixgate.providers.files import gemini_name
 from prefixgate.usage import BYTES_PER_TOKEN, Usage
 
 if TYPE_CHECKING:
     from prefixgate.gateway.proxy import Call, Proxy
-    from prefixgate.gateway.stored_ids import StoredIds
 
 
 def unseen(what: str) -> str:
@@ -60,9 +58,3 @@ async def unseen_prompt(proxy: Proxy, call: Call) -> Usage:
             found += Usage(uncached_input=-(-(size or 0) // BYTES_PER_TOKEN))
     return found
 
-
-def keep_chain_tokens(stored_ids: StoredIds, call: Call, rec: LedgerRecord) -> None:
-    """An answer the upstream stored (`call.stored_id`): a request continuing it carries its prompt and output."""
-    if call.stored_id and rec.status == 200 and not rec.kind:
-        tokens = rec.uncached_input + rec.cache_read + sum(rec.cache_writes.values()) + rec.output
-        stored_ids.record_tokens(call.wire.stored_kind, call.stored_id, tokens)

@@ -17,10 +17,10 @@ def test_tokens_and_owner_are_one_record_that_expires_whole(tmp_path):
 
     async def run() -> list:
         store = StoredIds(str(tmp_path / "ledger.sqlite"), clock=lambda: now[0])
-        store.record_tokens("response", "resp_chain", 44_000, ttl_s=3600)
+        store.record("response", "resp_chain", None, ttl_s=3600, tokens=44_000)
         store.record("response", "resp_chain", "tenant:acme", ttl_s=3600, home="second")   # a field not given stays
         seen = [await store.tokens("response", "resp_chain")]
-        store.record_tokens("response", "resp_chain", 45_000, ttl_s=3600)
+        store.record("response", "resp_chain", None, ttl_s=3600, tokens=45_000)
         seen += [await store.tokens("response", "resp_chain"), await store.owner("response", "resp_chain"),
                  store.home_of("response", "resp_chain"), await store.tokens("response", "resp_never")]
         now[0] += 3601
@@ -34,8 +34,7 @@ def test_tokens_and_owner_are_one_record_that_expires_whole(tmp_path):
 def test_another_replica_reads_the_tokens_from_redis(tmp_path, redis_url):
     async def run() -> int | None:
         one = StoredIds(str(tmp_path / "one.sqlite"), redis_url)
-        one.record("cached_content", "cache_manual", "tenant:acme", ttl_s=600)
-        one.record_tokens("cached_content", "cache_manual", 48_000, ttl_s=600)
+        one.record("cached_content", "cache_manual", "tenant:acme", ttl_s=600, tokens=48_000)
         await one.aclose()
         two = StoredIds(str(tmp_path / "two.sqlite"), redis_url)
         found = await two.tokens("cached_content", "cache_manual")
@@ -52,7 +51,7 @@ def test_while_redis_does_not_answer_this_replicas_file_does(tmp_path):
 
     async def run() -> int | None:
         store = StoredIds(str(tmp_path / "ledger.sqlite"), url)
-        store.record_tokens("response", "resp_chain", 44_000)
+        store.record("response", "resp_chain", "tenant:acme", tokens=44_000)
         found = await store.tokens("response", "resp_chain")
         await store.aclose()
         return found
