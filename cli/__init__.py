@@ -317,10 +317,14 @@ def models(ctx: click.Context, as_json: bool, provider: str | None) -> None:
               help="The day models are retired by (refused from their catalogue `retires` date); default: today.")
 @click.pass_context
 def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | None, today: str | None) -> None:
-    """Serve faithful offline stand-ins for the Anthropic, OpenAI and Gemini APIs.
+    """Serve faithful offline stand-ins for the providers' APIs: Anthropic, OpenAI, Gemini, Bedrock,
+    Vertex AI, Azure OpenAI and the OpenAI-compatible ones.
 
-    Point the SDKs here: Anthropic base_url http://HOST:PORT, OpenAI http://HOST:PORT/v1,
-    google-genai http_options={"base_url": "http://HOST:PORT"}. Usage comes from the cache simulator.
+    Point the SDKs (or the gateway's *_base_url settings) here: Anthropic base_url http://HOST:PORT, OpenAI
+    http://HOST:PORT/v1, google-genai http_options={"base_url": "http://HOST:PORT"}, Azure OpenAI
+    azure_endpoint http://HOST:PORT/azure. Bedrock checks signatures against AWS_ACCESS_KEY_ID and
+    AWS_SECRET_ACCESS_KEY in this command's environment; Vertex AI takes the token mock-vertex-token.
+    Usage comes from the cache simulator (docs/providers.md).
     """
     import uvicorn
 
@@ -342,7 +346,8 @@ def mock_providers(ctx: click.Context, host: str, port: int, faults_file: str | 
     app = create_app(MockContext(simulator=Simulator(catalog, entry_visible_after_s=0.0), faults=plan,
                                  clock=clock_for(settings.clock_offset_file), today=day))
     click.echo(f"mock providers on http://{host}:{port} (Anthropic /v1/messages, OpenAI /v1/chat/completions and "
-               "/v1/responses, Gemini /v1beta/models/...)", err=True)
+               "/v1/responses, Gemini /v1beta/models/..., Bedrock /model/..., Vertex AI /v1/projects/..., "
+               "Azure OpenAI /azure/openai/...)", err=True)
     uvicorn.run(app, host=host, port=port, log_level=settings.log_level)
 
 
@@ -455,7 +460,7 @@ def _alerting(ctx: click.Context):  # -> (Settings, Alerting)
     try:
         policy = load_policy(settings)
     except PolicyError as e:
-        raise click.UsageError(f"policy: {e}") from None
+        raise click.UsageError(str(e)) from None      # it names the policy file itself
     return settings, policy.alerting.with_urls(settings.alert_webhooks)
 
 
