@@ -75,8 +75,31 @@ def free_port() -> int:
 
 # ---- the fake upstream ----------------------------------------------------------------------------
 
+def _json(data: dict) -> bytes:
+    """As the providers write it: compact (a gateway matching `"type":"response.created"` finds it, as on the wire)."""
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
 def _sse(events: list[tuple[str, dict]]) -> bytes:
-    return b"".join(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events)
+    return b"".join(b"event: %s\ndata: %s\n\n" % (name.encode(), _json(data)) for name, data in events)
+
+
+def _responses_bodies(store: bool) -> tuple[bytes, bytes]:
+    """A Responses answer, whole and streamed, echoing the request's `store` as OpenAI does (Codex sends false: its
+    answers are not kept, so a gateway records no stored id for them)."""
+    response = {"id": "resp_bench", "object": "response", "created_at": 0, "status": "completed", "model": "gpt-5.1",
+                "store": store,
+                "output": [{"type": "message", "id": "msg_bench", "status": "completed", "role": "assistant",
+                            "content": [{"type": "output_text", "text": "ok", "annotations": []}]}],
+                "usage": {"input_tokens": 9000, "input_tokens_details": {"cached_tokens": 8960}, "output_tokens": 2,
+                          "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 9002}}
+    return _json(response), _sse([
+        ("response.created", {"type": "response.created", "sequence_number": 0,
+                              "response": {**response, "status": "in_progress", "output": [], "usage": None}}),
+        ("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": 1,
+                                        "item_id": "msg_bench", "output_index": 0, "content_index": 0, "delta": "ok"}),
+        ("response.completed", {"type": "response.completed", "sequence_number": 2, "response": response}),
+    ])
 
 
 def upstream_app():
@@ -84,30 +107,18 @@ def upstream_app():
 
     It reads the body but does not parse it (a 400 KB body would cost the upstream more than the gateway
     under test); `"stream":true` is found by a byte search in either spacing."""
-    chat = json.dumps({
+    chat = _json({
         "id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": "gpt-4o",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 2010, "completion_tokens": 1, "total_tokens": 2011,
                   "prompt_tokens_details": {"cached_tokens": 1920}},
-    }).encode()
+    })
     usage = {"input_tokens": 12, "cache_read_input_tokens": 19000, "cache_creation_input_tokens": 40, "output_tokens": 2}
     message = {"id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-sonnet-5-5",
                "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
                "usage": usage}
-    messages = json.dumps(message).encode()
-    response = {"id": "resp_bench", "object": "response", "created_at": 0, "status": "completed", "model": "gpt-5.1",
-                "output": [{"type": "message", "id": "msg_bench", "status": "completed", "role": "assistant",
-                            "content": [{"type": "output_text", "text": "ok", "annotations": []}]}],
-                "usage": {"input_tokens": 9000, "input_tokens_details": {"cached_tokens": 8960}, "output_tokens": 2,
-                          "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 9002}}
-    responses = json.dumps(response).encode()
-    responses_sse = _sse([
-        ("response.created", {"type": "response.created", "sequence_number": 0,
-                              "response": {**response, "status": "in_progress", "output": [], "usage": None}}),
-        ("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": 1,
-                                        "item_id": "msg_bench", "output_index": 0, "content_index": 0, "delta": "ok"}),
-        ("response.completed", {"type": "response.completed", "sequence_number": 2, "response": response}),
-    ])
+    messages = _json(message)
+    responses = {store: _responses_bodies(store) for store in (True, False)}
     messages_sse = _sse([
         ("message_start", {"type": "message_start", "message": {**message, "content": [], "stop_reason": None,
                                                                 "usage": {**usage, "output_tokens": 1}}}),
@@ -135,7 +146,8 @@ def upstream_app():
         if scope["path"].endswith("/messages"):
             body, kind = (messages_sse, b"text/event-stream") if streamed else (messages, b"application/json")
         elif scope["path"].endswith("/responses"):
-            body, kind = (responses_sse, b"text/event-stream") if streamed else (responses, b"application/json")
+            whole, sse = responses[b'"store":false' not in data and b'"store": false' not in data]
+            body, kind = (sse, b"text/event-stream") if streamed else (whole, b"application/json")
         else:
             body, kind = chat, b"application/json"
         await send({"type": "http.response.start", "status": 200, "headers": head(body, kind)})
