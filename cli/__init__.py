@@ -69,7 +69,7 @@ def main(ctx: click.Context, config: str | None) -> None:
 @click.pass_context
 def serve(ctx: click.Context, config: str | None, host: str | None, port: int | None, local_model: str | None,
           open_gateway: bool, check: bool) -> None:
-    """Run the gateway: OpenAI, Anthropic and Gemini clients use it by changing their base URL."""
+    """Run the gateway: OpenAI, Anthropic, Gemini, Bedrock and Vertex AI clients use it by changing their base URL."""
     import uvicorn
 
     from prefixgate.gateway.app import create_app
