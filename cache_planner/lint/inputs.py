@@ -282,8 +282,22 @@ def _renders_other_files(path: Path) -> bool:
         stem.suffix in _NOT_PROMPTS or stem.name.lower().startswith(("dockerfile", "makefile", "nginx")))
 
 
+def _check_jinja(source: Source) -> None:
+    """A Jinja file the engine would refuse is a usage error, as invalid Python is: its prompt never renders.
+    Parsed by Jinja itself, with the extensions whose tags prompt templates use (`trans`, `do`, `break`)."""
+    import jinja2
+
+    env = jinja2.Environment(extensions=["jinja2.ext.i18n", "jinja2.ext.do", "jinja2.ext.loopcontrols"])
+    try:
+        env.parse(source.text)
+    except jinja2.TemplateSyntaxError as e:
+        raise LintUsageError(f"{source.display}:{e.lineno}: not valid Jinja: {e.message}") from None
+
+
 def read_template(source: Source, language: str, config: LintConfig) -> Template:
     """A template file, Jinja includes followed; each variable's evidence comes from the names it reads."""
+    if language == "jinja":
+        _check_jinja(source)
     expanded = expand(source.path, source.text) if language == "jinja" else None
     text = expanded.text if expanded else source.text
     spans = template_spans(text, language)

@@ -34,12 +34,17 @@ def test_usage_errors_exit_2_with_a_message_and_no_traceback(tmp_path):
     (tmp_path / "notes.json").write_text('{"name": "not a request"}')
     (tmp_path / "binary.md").write_bytes(b"\xff\xfe\x00garbage")
     (tmp_path / "data.csv").write_text("a,b\n")
+    (tmp_path / "unclosed.j2").write_text("You are a helpful agent.\nHello {{ name\n")
+    (tmp_path / "open_if.jinja").write_text("You are a helpful agent.\n{% if expert %}\nBe terse.\n")
     cases = {
         str(tmp_path / "missing.json"): "no such file or directory",
         str(tmp_path / "broken.json"): "broken.json:2:16: not valid JSON",
         str(tmp_path / "notes.json"): "not a request body",
         str(tmp_path / "binary.md"): "not UTF-8 text",
         str(tmp_path / "data.csv"): "cannot lint .csv files",
+        # Jinja's own parser: the engine would refuse these, so their prompts never render.
+        str(tmp_path / "unclosed.j2"): "unclosed.j2:2: not valid Jinja",
+        str(tmp_path / "open_if.jinja"): "open_if.jinja:2: not valid Jinja: Unexpected end of template",
     }
     for path, message in cases.items():
         result = run(path)
