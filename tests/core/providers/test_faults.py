@@ -55,5 +55,15 @@ def test_faults_file_errors_name_the_rule(tmp_path):
 def test_a_faults_file_that_is_not_utf8_is_an_error_naming_it(tmp_path):
     path = tmp_path / "faults.yaml"
     path.write_bytes("faults:\n  - fault: 'status=503'  # r\xe9essai\n".encode("latin-1"))
-    with pytest.raises(FaultError, match=r"faults.yaml is not UTF-8 text \(byte 0xe9 at offset 36\)"):
+    with pytest.raises(FaultError, match=r"faults.yaml is not UTF-8 text: byte 0xe9 at offset 36"):
         FaultPlan.from_file(path)
+
+
+def test_a_faults_file_that_is_not_yaml_is_one_line_naming_where(tmp_path):
+    """As the gateway's own files (prefixgate/yaml_file.py): PyYAML's own message ran over several lines."""
+    path = tmp_path / "faults.yaml"
+    path.write_text("faults:\n  - fault: 'status=503\n    every: 2\n")
+    with pytest.raises(FaultError) as caught:
+        FaultPlan.from_file(path)
+    assert "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"faults file {path} is not valid YAML: line 4, column 1: ")
