@@ -29,8 +29,8 @@ unresolved, on a `cache_create` record of no known cost whose note says so.
 Meanwhile the creating key's budget holds what the cache may cost at worst (`Limits.hold`, room or not: the money may
 be spent already): its tokens by the create body's size, written and stored for the whole TTL it asked for. Found, the
 hold becomes what it cost; not there once the list was read to its end, it is released; unresolved, it is held until
-the TTL is over, then booked at that worst case on a `cache_create` record of its own. Without the hold a budgeted key
-whose creations kept timing out bought storage no budget saw.
+the TTL is over (or the gateway stops, whose holds go with it), then booked at that worst case on a `cache_create`
+record of its own. Without the hold a budgeted key whose creations kept timing out bought storage no budget saw.
 """
 
 from __future__ import annotations
@@ -272,13 +272,20 @@ class ExplicitCaches:
                          f"displayName {tag} stopped ({why}); if Google made it, it bills its writing and its storage "
                          f"for its TTL ({doubt.ttl_s:g}s), at most {worst}: held against the key's budget until then, and "
                          "booked at that; not deleted")
-        over = self.clock() + doubt.ttl_s
-        while self.clock() < over:
-            await asyncio.sleep(self.tick_s)
-        await self._book(*common, doubt.usage, doubt.cost, "cache_create", f"cache: the explicit cache {tag} of request "
-                         f"{call.id}, unresolved, has outlived its TTL: booked at its worst case (its tokens by the "
-                         "create body's size, written and stored for the whole TTL), since Google may have billed that",
-                         doubt.held)
+        over, when = self.clock() + doubt.ttl_s, "has outlived its TTL"
+        try:
+            while self.clock() < over:
+                await asyncio.sleep(self.tick_s)
+        except asyncio.CancelledError:
+            # The gateway stops (a rolling restart) within the TTL: its hold goes with it and nothing would book the
+            # cache later, so the key could spend that money again. Booked now, at the same worst case.
+            when = "was still in its TTL when the gateway stopped"
+            raise
+        finally:
+            await self._book(*common, doubt.usage, doubt.cost, "cache_create", f"cache: the explicit cache {tag} of "
+                             f"request {call.id}, unresolved, {when}: booked at its worst case (its tokens by the create "
+                             "body's size, written and stored for the whole TTL), since Google may have billed that",
+                             doubt.held)
 
     async def used(self, prep: Prepared) -> None:
         """A request to a format with explicit caches: a return of its static prefix (the gap model learns from

@@ -24,7 +24,7 @@ from prefixgate.policies.limits import Limits, nanodollars, spend_counter
 from prefixgate.policies.schema import Budget, CallerKey
 from prefixgate.simulation.mock.server import tenant_of
 from tests.gateway.support_vertex import GEMINI, LOCATION
-from tests.gateway.test_explicit_cache_in_doubt_vertex import CALLER, SCOPE, vertex_stack
+from tests.gateway.test_explicit_cache_in_doubt_vertex import CALLER, SCOPE, Stack, vertex_stack
 from tests.gateway.test_gateway_explicit_cache import SYSTEM
 from tests.support_services import wait_until
 
@@ -51,16 +51,21 @@ def seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
+def unresolved(gw: str, stack: Stack) -> Limits:
+    """A request whose cache's creation got no answer and that the search could not find; the gateway's limits. The
+    creation takes 1.5 s, the route waits 0.5 s; the project already holds 12 caches and a search reads 2 pages of 5
+    (`vertex_stack(..., page_size=5, find_pages=2)`), so the search stops before it reaches the one Vertex made."""
+    body = {"model": f"models/{GEMINI}", "systemInstruction": {"parts": [{"text": SYSTEM}]}}
+    for _ in range(12):
+        stack.ctx.simulator.create_cached_content(body, now=stack.ctx.clock(), tenant=tenant_of(f"vertex:{SCOPE}"))
+    ask(gw)
+    assert "unresolved" in stack.made()["explanation"][0]
+    return stack.caches.proxy.limits
+
+
 def test_an_unresolved_cache_holds_its_worst_case_until_its_ttl_is_over(monkeypatch, tmp_path):
-    # The creation takes 1.5 s, the route waits 0.5 s; the project already holds 12 caches and a search reads 2 pages
-    # of 5, so the search stops before it reaches the one Vertex made.
     with vertex_stack(monkeypatch, tmp_path, "1.5", budget=float(BUDGET), page_size=5, find_pages=2) as (gw, stack):
-        body = {"model": f"models/{GEMINI}", "systemInstruction": {"parts": [{"text": SYSTEM}]}}
-        for _ in range(12):
-            stack.ctx.simulator.create_cached_content(body, now=stack.ctx.clock(), tenant=tenant_of(f"vertex:{SCOPE}"))
-        limits = stack.caches.proxy.limits
-        ask(gw)
-        assert "unresolved" in stack.made()["explanation"][0]
+        limits = unresolved(gw, stack)
         wait_until(lambda: len(stack.billed()) == 13, 5, "Vertex finishing the creation")
         [made] = [c for c in stack.billed() if c.get("displayName", "").startswith("prefixgate-")]
         [request] = [r for r in read_records(stack.ledger) if not r["kind"]]
@@ -86,6 +91,19 @@ def test_an_unresolved_cache_holds_its_worst_case_until_its_ttl_is_over(monkeypa
         spent, _ = limits.store._values[counter]     # one replica's own counters
     assert "outlived its TTL" in booked["explanation"][0]
     assert spent == nanodollars(request["cost_usd"]) + nanodollars(booked["cost_usd"])
+
+
+def test_an_unresolved_cache_is_booked_at_its_worst_case_when_the_gateway_stops(monkeypatch, tmp_path):
+    # A rolling restart within the cache's TTL: the replica's holds go with it, so it books what it held first, or the
+    # key would spend that money again.
+    with vertex_stack(monkeypatch, tmp_path, "1.5", budget=float(BUDGET), page_size=5, find_pages=2) as (gw, stack):
+        limits = unresolved(gw, stack)
+        counter, _, _ = spend_counter(stack.caches.proxy.policy.keys[0], time.time())
+        held = Decimal(limits.reserved.get(counter, 0)) / 10**9
+        assert held > 0
+    booked = [r for r in read_records(stack.ledger) if r["kind"] == "cache_create"]
+    assert len(booked) == 2 and nanodollars(booked[1]["cost_usd"]) == nanodollars(held), booked
+    assert "stopped" in booked[1]["explanation"][0]
 
 
 def test_a_hold_for_spending_in_doubt_is_placed_without_room_and_seen_by_every_replica(redis_url):
