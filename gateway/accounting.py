@@ -20,6 +20,7 @@ from prefixgate.compact_json import compact
 from prefixgate.cost import Cost, Price, cost_note, ledger_fields, price_usage
 from prefixgate.gateway.estimate import cut_usage, estimated_usage
 from prefixgate.gateway.file_quota import FileQuota
+from prefixgate.gateway.lifecycle import day_of
 from prefixgate.gateway.logs import log_request
 from prefixgate.gateway.metrics import Metrics
 from prefixgate.gateway.ownership import principal
@@ -36,6 +37,7 @@ from prefixgate.policies import Limits, Upstream
 from prefixgate.policies.limits import Reservation
 from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.deployments import priced_model
+from prefixgate.providers.routed import routed_model
 from prefixgate.providers.rules import Catalog
 from prefixgate.usage import Usage
 
@@ -60,7 +62,7 @@ def billed_tokens(rec: LedgerRecord) -> int:
 class Accounting:
     def __init__(self, ledger: Ledger, metrics: Metrics, limits: Limits, catalog: Catalog, tracing: Tracing | None,
                  response_cache: ResponseCache, stored_ids: StoredIds, sticky: Sticky, file_quota: FileQuota,
-                 upstream: UpstreamClient) -> None:
+                 upstream: UpstreamClient, clock: Callable[[], float] = time.time) -> None:
         self.ledger = ledger
         self.metrics = metrics
         self.limits = limits
@@ -74,6 +76,7 @@ class Accounting:
         # Called with each answered caller request's record before the ledger has it (keep-alive: it may credit
         # the record with what its refreshes saved).
         self.observers: list[Callable[[Call, LedgerRecord], None]] = []
+        self.clock = clock      # the gateway's (tests move it): whether an answer's model is a retired one's routing
 
     def price(self, rows: str, upstream: Upstream, model: str, usage: Usage, declared: Price | None) -> Price | None:
         """The price row for `model` at `upstream` in `rows` (whose price rows bill it), else the route's
@@ -104,7 +107,7 @@ class Accounting:
         price = (price_for(prep.price_rows, priced_as, usage, self.catalog)  # type: ignore[union-attr]
                  or call.route.price) if priced else None
         flip = self.sticky.settle(call, prep, usage, price, self.catalog) if prep and reported and status == 200 else None
-        # An Azure deployment's line, priced or not: the deployment is named there, the model that ran in `model`.
+        # An Azure deployment's (or a retired model's routing) line, priced or not: the model that ran is in `model`.
         explanation = (prep.plan.explanation if prep else []) + notes + ([deployed] if deployed else [])
         if prep is not None and priced:
             rows = prep.price_rows
@@ -135,10 +138,13 @@ class Accounting:
 
     def answered_as(self, prep: Prepared, usage: Usage) -> tuple[str, str, str]:
         """The model `prep`'s record names, the one it is priced as, and the line that says why where it needs one.
-        An upstream that names deployments, not models (Azure), answers with the model that ran: that one."""
+        An upstream that names deployments, not models (Azure), answers with the model that ran: that one; so does
+        a provider that runs a retired model's call as its replacement (Gemini's shutdowns, providers/routed.py)."""
         upstream = prep.upstream
         if not upstream.names_deployments:
-            return prep.model, upstream.base_model(prep.model), ""
+            asked = upstream.base_model(prep.model)
+            routed = routed_model(prep.price_rows, asked, usage.model, day_of(self.clock()), self.catalog)
+            return (routed[0], routed[0], routed[1]) if routed else (prep.model, asked, "")
         model, note = priced_model(prep.model, usage.model, dict(upstream.deployments),
                                    f"the deployments: of upstream {upstream.name!r}", self.catalog)
         return model, model, note

@@ -2,7 +2,12 @@
 note, response header, dashboard), and one for a retired model follows the route's `on_retired` policy:
 `warn` (send it as asked), `replace` (send it to the row's replacement) or `refuse` (a 400 in the caller's
 format). Retired rows stay in the catalogue, so old records still price; `plan` and replay never change a
-trace's model (they do not come here)."""
+trace's model (they do not come here).
+
+A date is its platform's: the row of the upstream's price rows says it (the Claude API's, OpenAI's, the Gemini API's,
+a compatible provider's own). Anthropic's dates apply to Anthropic-operated platforms only, so Claude on Bedrock
+(its own rows, none dated) and on Vertex AI (the publisher's rows without their dates: providers/vertex_prices.py)
+is served as asked until the catalogue has a date for that platform. Days are the gateway's clock's (tests move it)."""
 
 from __future__ import annotations
 
@@ -47,6 +52,11 @@ def check(provider: str, model: str, on_retired: str, catalog: Catalog, today: d
         return Verdict(row.replacement, f"lifecycle: {said}; sent to its replacement {row.replacement}", header)
     _log_once(provider, row, said)
     return Verdict(model, f"lifecycle: {said} (on_retired: warn)", header)
+
+
+def day_of(seconds: float) -> date:
+    """The UTC day of a clock reading: the day a retirement is judged on."""
+    return datetime.fromtimestamp(seconds, UTC).date()
 
 
 def _row(provider: str, model: str, catalog: Catalog) -> ModelRules | None:

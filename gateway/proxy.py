@@ -218,7 +218,7 @@ class Proxy:
         self.sticky = Sticky(self.secret, settings.redis_url, clock)     # balanced routes: where each prefix is warm
         self.file_quota = FileQuota(self.ledger.path, settings.redis_url, clock)     # each party's uploads limit
         self.accounts = Accounting(self.ledger, self.metrics, self.limits, self.catalog, tracing, self.response_cache,
-                                   self.stored_ids, self.sticky, self.file_quota, self.upstream)
+                                   self.stored_ids, self.sticky, self.file_quota, self.upstream, clock)
         self.body_limits = BodyLimits.of(settings)
         self.keepalive = KeepAlive(self, clock)   # refreshes idle sessions' caches
         self.accounts.observers.append(self.keepalive.observe)
@@ -450,7 +450,7 @@ class Proxy:
             return lifecycle.Verdict(model)
         wire = wire_format(first.dialect_for(call.dialect, model))
         return lifecycle.check(first.price_rows or first.planner_provider(wire, model), model, call.route.on_retired,
-                               self.catalog)
+                               self.catalog, today=lifecycle.day_of(self.clock()))
 
     def prepare(self, call: Call, ref: TargetRef) -> Prepared:
         first = self.policy.upstreams[ref.upstreams[0]]

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 import warnings
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from prefixgate.cache_planner import Plan, Target, plan
@@ -24,6 +24,7 @@ from prefixgate.errors import RequestError
 from prefixgate.ledger import LedgerRecord, failed, miss_reason
 from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.pricing import cost_of
+from prefixgate.providers.routed import routed_model
 from prefixgate.sdk.azure import PRICE_ROWS, priced_model
 from prefixgate.sdk.config import WrapConfig
 from prefixgate.sdk.endpoints import Endpoint, gemini_cache_url
@@ -150,6 +151,10 @@ class Exchange:
         if self.config.azure and self.deployment:
             self.model, note = priced_model(self.deployment, answered, dict(self.config.deployments))
             self.notes += [note] if usage is not None else []
+        elif usage is not None and (routed := routed_model(self.priced_by, self.model, usage.model,
+                                                           datetime.fromtimestamp(self.ts, UTC).date())):
+            self.model, note = routed       # a retired model's call the provider ran as its replacement
+            self.notes.append(note)
         try:
             self._book(status, usage, error, data)
         except Exception as e:  # a bookkeeping bug: it runs inside the SDK's read of the answer, which stays the caller's

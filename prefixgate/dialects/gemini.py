@@ -12,6 +12,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from prefixgate.compact_json import compact
@@ -157,7 +158,14 @@ def parse_usage(meta: dict) -> Usage:
 
 
 def usage_from_response(resp: dict) -> Usage:
-    return parse_usage(resp.get("usageMetadata") or {})
+    # The model that ran is beside the usage (`modelVersion`, on every chunk of a stream too): a shut-down model's
+    # call runs, and is billed, as the replacement Google routes it to (providers/routed.py).
+    return replace(parse_usage(resp.get("usageMetadata") or {}), model=_model_version(resp))
+
+
+def _model_version(event: dict) -> str:
+    version = event.get("modelVersion")
+    return version if isinstance(version, str) else ""
 
 
 def usage_json(usage: Usage, thoughts: int = 0) -> dict:
@@ -187,7 +195,7 @@ class StreamUsage:
 
     def feed(self, event: dict) -> None:
         if event.get("usageMetadata"):
-            self._usage = parse_usage(event["usageMetadata"])
+            self._usage = usage_from_response(event)
         for cand in event.get("candidates") or []:
             self.finish_reason = cand.get("finishReason") or self.finish_reason
 

@@ -34,8 +34,10 @@ def split_name(name: str) -> tuple[str, bool]:
 
 def vertex_rules(rules: ModelRules, regional: bool, catalog: Catalog) -> ModelRules:
     """The publisher's rules for one Vertex model: the regional premium where it applies, and Vertex's own
-    floor under Gemini's minimum cacheable prompt."""
+    floor under Gemini's minimum cacheable prompt. Not the publisher's retirement: Anthropic's dates are its own
+    platforms' and the Gemini API's are Google AI's; Vertex retires models on its own dates, not catalogued."""
     v = catalog.vertex
+    rules = replace(rules, retires=None, replacement="", retires_source="")
     if rules.provider == "gemini":
         rules = replace(rules, min_cache_tokens=max(rules.min_cache_tokens, v.gemini_min_cache_tokens))
     premium = regional and rules.provider == "anthropic" and rules.id not in v.same_everywhere
