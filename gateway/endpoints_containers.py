@@ -9,8 +9,8 @@ answer tells nothing of whether it exists; a container the operator granted a ke
 by that key. The list is the caller's tenant's containers across the key's OpenAI accounts, paged as
 `GET /v1/files` is (`files_list`). A create naming Files (`file_ids`) or skills takes only the tenant's own.
 A file added to a container (multipart, or `file_id` JSON copying one of the tenant's Files in) is held to the
-upload limits and the key's `uploads` quota as a `/v1/files` upload is, and counts until deleted through the
-gateway or the container's default idle lifetime has passed (`CONTAINER_IDLE_S`: a container kept busy longer
+upload limits and the key's `uploads` quota as a `/v1/files` upload is, and counts until it or its container is
+deleted through the gateway or the container's default idle lifetime has passed (`CONTAINER_IDLE_S`: a container kept busy longer
 keeps its files longer than they count). Downloads are streamed. Only OpenAI's SDK speaks it: another format's
 caller gets its own 404.
 """
@@ -32,6 +32,7 @@ from prefixgate.gateway import files_list
 from prefixgate.gateway.auth import Caller, authenticate
 from prefixgate.gateway.endpoints_uploads import openai_only
 from prefixgate.gateway.file_quota import FileQuota, file_size
+from prefixgate.gateway.files_list import MAX_LIST_PAGES
 from prefixgate.gateway.files_upstream import (
     UPLOAD_ANSWER_S,
     file_home,
@@ -45,7 +46,7 @@ from prefixgate.gateway.intake import authenticated_body
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import CONTAINER, FILE, Named, body_ids, check_owned
 from prefixgate.gateway.proxy import Proxy
-from prefixgate.gateway.upstream import BodyStream, UpstreamResponse
+from prefixgate.gateway.upstream import BodyStream, UpstreamFailure, UpstreamResponse
 from prefixgate.model_ids import STORED_ID, path_model
 from prefixgate.policies import Upstream
 from prefixgate.providers.files import (
@@ -135,17 +136,39 @@ async def _owned(request: Request, container_id: str, method: str, file_id: str 
         tail += f"/files/{path_model(file_id, STORED_ID, field='file_id')}" + ("/content" if download else "")
     elif file_id is not None:
         tail += "/files"
+    owner = principal(caller.key)
+    # A container's files go with it: their shares are freed with theirs (listed first, while it still holds them).
+    held = await _files_in(request, caller, upstream, tail) if method == "DELETE" and file_id is None and owner else []
     query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k in names])
     resp = await send(proxy, request, caller, OPENAI, upstream, method, tail, query, b"", stream=download)
     if method == "DELETE" and 200 <= resp.status < 300:
-        if file_id:
-            await request.app.state.file_quota.remove(principal(caller.key), file_id)     # its share is free again
-        else:
+        for gone in [file_id] if file_id else held:
+            await request.app.state.file_quota.remove(owner, gone)     # its share is free again
+        if not file_id:
             await proxy.stored_ids.forget(CONTAINER, container_id)
     if download and resp.chunks is not None:
         return StreamingResponse(resp.chunks, resp.status, resp.headers, media_type="application/octet-stream",
                                  background=BackgroundTask(resp.close))
     return _relayed(resp)
+
+
+async def _files_in(request: Request, caller: Caller, upstream: Upstream, tail: str) -> list[str]:
+    """The ids of the files in the container at `tail` (as many pages as `MAX_LIST_PAGES`; what a failed call leaves
+    out counts until its idle lifetime has passed, as before)."""
+    proxy: Proxy = request.app.state.proxy
+    ids: list[str] = []
+    for _ in range(MAX_LIST_PAGES):
+        query = [("limit", "100"), *([("after", ids[-1])] if ids else [])]
+        try:
+            resp = await send(proxy, request, caller, OPENAI, upstream, "GET", tail + "/files", urlencode(query), b"")
+        except UpstreamFailure:
+            break
+        page = json_object(resp.body)
+        found = [i["id"] for i in page.get("data") or () if isinstance(i, dict) and isinstance(i.get("id"), str)]
+        ids += found
+        if not found or not page.get("has_more"):
+            break
+    return ids
 
 
 async def _add_file(request: Request, container_id: str) -> Response:

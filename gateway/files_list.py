@@ -8,7 +8,7 @@ files from one account; when that account has no more, the list goes on with the
 `has_more` stays true until the last account is done (a page never mixes two accounts, and `order` sorts
 within each account, not across them). Pages of other tenants' files are skipped (at most `MAX_LIST_PAGES` a
 call). A cursor names where it goes on: `after`/`after_id`/`before_id` is a file whose account the gateway
-recorded (its home); the opaque `page` (Anthropic's SDK pages with it) seals the account and the provider's
+recorded (its home), one the caller may see (another's, like an id nobody holds, gets an empty page); the opaque `page` (Anthropic's SDK pages with it) seals the account and the provider's
 own cursor (`sealed`), which may spell out another tenant's id. `before_id` pages backwards within its
 account only. An open gateway with one account gets that account's page as the provider sent it. OpenAI's
 `GET /v1/containers` is listed the same way (`endpoints_containers`), each container its tenant's.
@@ -27,7 +27,14 @@ from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import anthropic
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, authenticate
-from prefixgate.gateway.files_upstream import files_upstreams, json_object, opened_cursor, sealed_cursor, send
+from prefixgate.gateway.files_upstream import (
+    files_upstreams,
+    json_object,
+    may_touch,
+    opened_cursor,
+    sealed_cursor,
+    send,
+)
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import FILE
 from prefixgate.gateway.proxy import Proxy
@@ -36,6 +43,7 @@ from prefixgate.providers.files import LIST_QUERY
 
 MAX_LIST_PAGES = 50         # upstream pages of other tenants' files one list call skips at most
 CURSORS = ("after", "after_id", "before_id", "page", "pageToken")     # Gemini's list pages by `pageToken`
+ID_CURSORS = CURSORS[:3]        # a file's (a container's) id: the caller's own, or the page is empty
 Query = list[tuple[str, str]]
 
 
@@ -50,6 +58,8 @@ async def listed(request: Request, dialect: str, *, kind: str = FILE, tail: str 
     if owner is None and len(accounts) == 1:    # an open gateway: one party, the provider's page as it is
         resp = await send(proxy, request, caller, dialect, accounts[0], "GET", tail, urlencode(asked), b"")
         return Response(resp.body, resp.status, resp.headers, media_type="application/json")
+    if not await _cursor_visible(proxy, caller, asked, kind):
+        return _empty(dialect)
     at, query = await _resumed(proxy, accounts, asked, kind)
     backwards = any(k == "before_id" for k, _ in asked)
     kept: list[dict] = []
@@ -79,6 +89,23 @@ async def listed_to(proxy: Proxy, caller: Caller, items: list[dict], ident_of: C
     granted = caller.key.provider_ids if caller.key is not None else frozenset()
     own = {id(f) for f in await proxy.stored_ids.only_own(kind, items, ident_of, principal(caller.key))}
     return [f for f in items if id(f) in own or ident_of(f) in granted]
+
+
+async def _cursor_visible(proxy: Proxy, caller: Caller, asked: Query, kind: str) -> bool:
+    """Whether the ids the caller pages from (`after`, `after_id`, `before_id`) are ones it may see. Another tenant's
+    would page on from where that one sits in the organisation's list, so its page (the caller's own older ones)
+    would tell that it exists where an id nobody holds gets none."""
+    for k, v in asked:
+        if k in ID_CURSORS and not await may_touch(proxy, caller, v, "GET", kind):
+            return False
+    return True
+
+
+def _empty(dialect: str) -> Response:
+    """The page past the end of the caller's list, as the provider writes an empty one."""
+    page = {"data": [], "first_id": None, "last_id": None, "has_more": False}
+    return Response(compact_bytes(page if dialect == anthropic.WIRE.name else {"object": "list", **page}),
+                    media_type="application/json")
 
 
 async def _resumed(proxy: Proxy, accounts: list[Upstream], asked: Query, kind: str) -> tuple[int, Query]:

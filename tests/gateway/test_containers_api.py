@@ -20,13 +20,15 @@ from tests.gateway.support_gateway import policy_for, running_gateway, settings_
 from tests.support_services import ServerThread
 
 ACME, ACME_2, BETA, SOLO = "pg-acme-cntr-0123456", "pg-acme-cntr-2-01234", "pg-beta-cntr-0123456", "pg-solo-cntr-0123456"
+TIDY = "pg-tidy-cntr-0123456"
 GPT = "gpt-5.4"
 POLICY = {
     "routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]}],
     "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"},
              {"name": "acme-2", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
              {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
-             {"name": "solo", "key_sha256": hash_key(SOLO), "tenant": "solo", "uploads": {"max_files": 1}}]}
+             {"name": "solo", "key_sha256": hash_key(SOLO), "tenant": "solo", "uploads": {"max_files": 1}},
+             {"name": "tidy", "key_sha256": hash_key(TIDY), "tenant": "tidy", "uploads": {"max_files": 1}}]}
 UPLOAD_MB = 1       # the gateway's max_upload_mb here, so a refused upload is small
 NEVER = "cntr_" + "0" * 48      # an id no organisation holds
 
@@ -160,6 +162,31 @@ def test_files_added_to_a_container_are_held_to_the_upload_limits(gw):
         oai(gw, ACME).containers.files.create(acme_container(gw), file=("big.bin", b"x" * (UPLOAD_MB << 21)))
     assert refused.value.status_code == 413 and "max_upload_mb" in refused.value.message
     assert [f.path for f in solo.containers.files.list(made.id)] == ["/mnt/data/b.txt"]
+
+
+def test_a_deleted_containers_files_no_longer_count(gw):
+    tidy = oai(gw, TIDY)
+    made = tidy.containers.create(name="scratch")
+    tidy.containers.files.create(made.id, file=("a.txt", b"one"))
+    tidy.containers.delete(made.id)     # its files go with it
+    # The tenant's one file (uploads.max_files: 1) is free again at once, not once the container's 20 idle minutes
+    # have passed.
+    assert tidy.files.create(file=("b.txt", b"two"), purpose="user_data").id
+
+
+def test_a_list_cursor_naming_another_tenants_id_answers_as_one_nobody_holds(gw):
+    acme, beta = oai(gw, ACME), oai(gw, BETA)
+    beta.containers.create(name="beta-older")
+    beta.files.create(file=("older.txt", b"beta"), purpose="user_data")
+    container = acme.containers.create(name="acme-cursor").id
+    file = acme.files.create(file=("cursor.txt", b"acme"), purpose="user_data").id
+    auth = {"authorization": f"Bearer {BETA}"}
+    for path, theirs in (("/v1/containers", container), ("/v1/files", file)):
+        # Beta's older ones follow acme's id in the organisation's one list: paging after it must not show that it
+        # exists, nor where it sits.
+        named, nobodys = (httpx.get(f"{gw}{path}", params={"after": after}, headers=auth) for after in (theirs, NEVER))
+        assert (named.status_code, named.json()) == (nobodys.status_code, nobodys.json()), path
+        assert nobodys.status_code == 200 and nobodys.json()["data"] == [], nobodys.text
 
 
 def acme_container(gw: str) -> str:
