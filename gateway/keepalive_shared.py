@@ -32,6 +32,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -50,6 +51,8 @@ GAPS_TTL_S = 86400
 REREAD_S = 10.0         # a model that counted nothing here reads the others' counts this often
 RECENT = 32             # prefix keys of a request touched: the turns since another replica's request fit in these
 MAX_PENDING = 1000      # touches on their way to Redis; past this a request's touch is dropped (as without Redis)
+MAX_MISSED = 10_000     # releases and kept entries Redis missed, to resend: the newest (an outage of hours refreshes
+                        # on and on, each session's place a new one)
 
 # Take the lease when free, and read the place's latest touch in the same step.
 CLAIM = """
@@ -139,7 +142,8 @@ class SharedSessions:
                                   reread_s=REREAD_S, cap=MAX_WEIGHT, weighed=("r|", "c|"))
         self.lease_ms = int(lease_s * 1000)
         self._pending: set[asyncio.Task] = set()
-        self._missed: dict[tuple[str, str], list] = {}     # (place, "release" | "kept") -> what Redis did not get
+        # (place, "release" | "kept") -> what Redis did not get, and when it would have expired there (monotonic)
+        self._missed: dict[tuple[str, str], tuple[list, float]] = {}
 
     def touch(self, places: list[str], anchor: str, now: float, ttl_s: float, turns: int) -> None:
         """A request, its session's `turns`-th anchored at `anchor`, used these places at `now` (off the request
@@ -186,36 +190,45 @@ class SharedSessions:
         so a late one is harmless)."""
         value = seen.value if seen is not None else ""
         if token or value:      # neither: nothing taken (Redis did not answer the claim) and nothing to record
-            await self._send(where, "release", [token, value, max(1, int(ttl_s * 2000)),
-                                                repr(seen.touched if seen else 0.0)])
+            await self._send(where, "release", [token, value, repr(seen.touched if seen else 0.0)], ttl_s * 2)
 
     async def keeping(self, where: str, kept: Kept, ttl_s: float) -> None:
         """A refresh kept `where`'s entry: what it kept, for whichever replica the session's next request reaches
         (resent once Redis answers, as `release`'s touch is)."""
-        await self._send(where, "kept", [json.dumps(kept.__dict__), max(1, int(ttl_s * 2000))])
+        await self._send(where, "kept", [json.dumps(kept.__dict__)], ttl_s * 2)
 
-    async def _send(self, where: str, what: str, args: list, resent: bool = False) -> bool:
-        """Send a release or a kept entry to Redis; one it does not get is kept (a place's latest) and resent."""
+    async def _send(self, where: str, what: str, args: list, lasts_s: float, resent: bool = False) -> bool:
+        """Send a release (its touch) or a kept entry, which lasts `lasts_s` in Redis; one it does not get is kept (a
+        place's latest, until it would have expired) and resent."""
+        px = max(1, int(lasts_s * 1000))
         if what == "release":
-            call = lambda: self._release(keys=[LEASE + where, TOUCH + where], args=args)  # noqa: E731
+            call = lambda: self._release(keys=[LEASE + where, TOUCH + where], args=[*args[:2], px, args[2]])  # noqa: E731
         else:
-            call = lambda: self._redis.set(KEPT + where, args[0], px=args[1])  # noqa: E731
+            call = lambda: self._redis.set(KEPT + where, args[0], px=px)  # noqa: E731
         if await self.window.ask(call) is not None:
             return True
+        missed = (args, time.monotonic() + lasts_s)
         if resent:
-            self._missed.setdefault((where, what), args)    # a later one kept while this was sent goes instead
+            self._missed.setdefault((where, what), missed)  # a later one kept while this was sent goes instead
         else:
-            self._missed[where, what] = args
+            self._missed.pop((where, what), None)
+            self._missed[where, what] = missed
+        while len(self._missed) > MAX_MISSED:
+            del self._missed[next(iter(self._missed))]
         self.window.retry(self._resend)
         return False
 
     async def _resend(self) -> bool:
-        """Send what Redis missed, each place's latest; true once nothing is left."""
-        for (where, what), args in list(self._missed.items()):
-            if self._missed.get((where, what)) is not args:
+        """Send what Redis missed, each place's latest, for what is left of its lifetime (one whose lifetime ended
+        meanwhile is dropped: resent, it would show a place used, or an entry kept, long after the fact); true once
+        nothing is left."""
+        for (where, what), missed in list(self._missed.items()):
+            if self._missed.get((where, what)) is not missed:
                 continue    # a later one was kept meanwhile
             del self._missed[where, what]
-            if not await self._send(where, what, args, resent=True):
+            args, expires = missed
+            left = expires - time.monotonic()
+            if left > 0 and not await self._send(where, what, args, left, resent=True):
                 return False
         return not self._missed
 

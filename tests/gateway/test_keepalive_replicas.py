@@ -28,6 +28,7 @@ import redis
 
 from prefixgate.cache_planner.lifetime import GAP_EDGES, GapBook, GapModel
 from prefixgate.cache_planner.reuse import BOUNDS
+from prefixgate.gateway import keepalive_shared
 from prefixgate.gateway.keepalive_shared import KEPT, LEASE, TOUCH, Kept, Seen, SharedSessions, place
 from tests.gateway.test_keepalive_live import (
     READ,
@@ -273,3 +274,53 @@ def test_a_refresh_finished_while_redis_rested_is_recorded_once_it_answers(redis
     assert lease is None
     assert json.loads(kept_raw) == {"last_request": 900.0, "written_ttl_s": 300.0, "refreshes": 1, "tokens": 4000,
                                     "margin": "3.45"}
+
+
+def test_what_redis_missed_in_a_long_outage_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Redis down for hours while this replica refreshes on its own view: each refresh's release and kept entry is
+    held to be resent, one per place. Places come and go with sessions, so without a bound the replica's memory (and
+    the resend once Redis answers) grew with every session refreshed in the outage; the newest are kept."""
+    monkeypatch.setattr(keepalive_shared, "MAX_MISSED", 50)
+    places = [place("group", f"anchor-{i}") for i in range(60)]
+
+    async def run() -> dict:
+        shared = SharedSessions("redis://127.0.0.1:1", lease_s=65)     # nothing listens on port 1
+        try:
+            for i, where in enumerate(places):
+                await shared.release(where, "", Seen(1000.0 + i, 900.0 + i, 3, True), ttl_s=300)
+            return dict(shared._missed)
+        finally:
+            await shared.aclose()
+
+    missed = asyncio.run(run())
+    assert len(missed) == 50
+    assert {where for where, _ in missed} == set(places[10:])
+
+
+def test_a_touch_whose_lifetime_passed_in_the_outage_is_not_revived(redis_url: str) -> None:
+    """A release Redis missed is resent once it answers, but a touch lives twice its entry's TTL from when it was
+    made: one whose lifetime ran out during the outage, resent with a fresh expiry, would show every replica a place
+    used long after its session ended (and a kept entry a refresh whose cache is gone). It is dropped instead."""
+    where = place("group", "short-lived")
+    sent: list[str] = []
+
+    async def run() -> None:
+        shared = SharedSessions(redis_url, lease_s=65)
+        release = shared._release
+        shared._release = lambda **kw: (sent.append(kw["keys"][0]), release(**kw))[1]
+        try:
+            token, _ = await shared.claim(where)
+            shared.window.outage.failed(0.5)        # another client of this Redis timed out just now
+            await shared.release(where, token, Seen(1000.0, 900.0, 3, True), ttl_s=0.05)  # a touch lasts 0.1 s
+            await shared.keeping(where, Kept(900.0, 300.0, 1, 4000, "3.45"), ttl_s=0.05)
+            for _ in range(200):                    # the window ends, then the retry looks at what was missed
+                if not shared._missed and shared.window._retrying.done():
+                    break
+                await asyncio.sleep(0.05)
+            assert not shared._missed
+            assert not await shared._redis.exists(TOUCH + where, KEPT + where)
+        finally:
+            await shared.aclose()
+
+    asyncio.run(run())
+    assert sent == [], "a touch past its lifetime was sent to Redis after the outage"
