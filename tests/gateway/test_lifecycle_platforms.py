@@ -25,7 +25,8 @@ VERTEX_ID = "claude-sonnet-4-5@20250929"                        # as Vertex name
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    """A gateway whose clock reads 2026-12-02, over mock-providers on that day, with one refusing route per platform."""
+    """A gateway whose clock reads 2026-12-02, over mock-providers on that day, with one refusing route per platform
+    and one falling back from the Claude API to Vertex."""
     folder = tmp_path_factory.mktemp("platforms")
     mp = pytest.MonkeyPatch()
     use_mock_vertex(mp)
@@ -39,13 +40,13 @@ def gateway(tmp_path_factory):
     with ServerThread(mock_app(MockContext(today=DAY.date())), log_level="critical") as mock:
         settings = settings_for(mock.url, folder, bedrock_base_url=mock.url, vertex_base_url=mock.url,
                                 clock_offset_file=str(clock))
-        refuse = lambda name, target: {"name": name, "models": [f"{name}-*"], "on_retired": "refuse",  # noqa: E731
-                                       "targets": [target]}
+        claude_api = {"upstream": "anthropic", "model": "claude-sonnet-4-5"}
+        bedrock, vertex = {"upstream": "bedrock", "model": BEDROCK_ID}, {"upstream": "vertex-us", "model": VERTEX_ID}
+        routes = {"claude-api": [claude_api], "bedrock": [bedrock], "vertex": [vertex], "mixed": [claude_api, vertex]}
         policy = policy_for(settings, {
             "upstreams": {"vertex-us": {"kind": "vertex", "project": PROJECT, "location": LOCATION, "url": mock.url}},
-            "routes": [refuse("claude-api", {"upstream": "anthropic", "model": "claude-sonnet-4-5"}),
-                       refuse("bedrock", {"upstream": "bedrock", "model": BEDROCK_ID}),
-                       refuse("vertex", {"upstream": "vertex-us", "model": VERTEX_ID})]})
+            "routes": [{"name": name, "models": [f"{name}-*"], "on_retired": "refuse", "targets": targets}
+                       for name, targets in routes.items()]})
         with running_gateway(settings, policy=policy) as gw:
             yield gw.url
     mp.undo()
@@ -71,3 +72,8 @@ def test_the_claude_api_route_refuses_it_from_its_date(gateway):
     assert refused.value.status_code == 400
     message = refused.value.body["error"]["message"]
     assert "retired" in message and "2026-11-30" in message and "claude-sonnet-5-5" in message
+
+
+def test_a_route_through_both_refuses_on_the_claude_api_and_goes_on_to_vertex(gateway):
+    answer = ask(gateway, "mixed-sonnet")
+    assert answer.status_code == 200 and answer.headers["x-prefixgate-target"] == "vertex-us"
