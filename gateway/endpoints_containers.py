@@ -8,10 +8,10 @@ existed, is the same 404 OpenAI answers an unknown container (`container_not_fou
 answer tells nothing of whether it exists; a container the operator granted a key (`provider_ids`) is readable
 by that key. The list is the caller's tenant's containers across the key's OpenAI accounts, paged as
 `GET /v1/files` is (`files_list`). A create naming Files (`file_ids`) or skills takes only the tenant's own.
-A file added to a container (multipart, or `file_id` JSON copying one of the tenant's Files in) is held to the
-upload limits and the key's `uploads` quota as a `/v1/files` upload is, and counts until it or its container is
-deleted through the gateway or the container's default idle lifetime has passed (`CONTAINER_IDLE_S`: a container kept busy longer
-keeps its files longer than they count). Downloads are streamed. Only OpenAI's SDK speaks it: another format's
+A file added to a container (multipart, or `file_id` JSON copying one of the tenant's Files in), or copied in by
+its create's `file_ids`, is held to the upload limits and the key's `uploads` quota as a `/v1/files` upload is,
+and counts until it or its container is deleted through the gateway or the container's default idle lifetime
+has passed (`CONTAINER_IDLE_S`: a container kept busy longer keeps its files longer than they count). Downloads are streamed. Only OpenAI's SDK speaks it: another format's
 caller gets its own 404.
 """
 
@@ -118,12 +118,22 @@ async def _create(request: Request) -> Response:
     raw, caller = await authenticated_body(proxy, request)
     upstream = files_upstream(proxy, caller, OPENAI)
     body, owner = load_body(raw), principal(caller.key)
-    ids = body.get("file_ids") if isinstance(body.get("file_ids"), list) else []
-    await _own_named(proxy, caller, [*(Named(FILE, i, "file_ids") for i in ids if isinstance(i, str)), *body_ids(body)])
-    resp = await send(proxy, request, caller, OPENAI, upstream, "POST", "/containers", "", raw, JSON)
-    made = json_object(resp.body)
-    if isinstance(made.get("id"), str):
-        proxy.stored_ids.record(CONTAINER, made["id"], owner, home=upstream.name)
+    listed = body.get("file_ids") if isinstance(body.get("file_ids"), list) else []
+    ids = [i for i in listed if isinstance(i, str)]
+    await _own_named(proxy, caller, [*(Named(FILE, i, "file_ids") for i in ids), *body_ids(body)])
+    # Files copied in count as a file added is (`_add_file`): held while the container is made, then each counted.
+    quota: FileQuota = request.app.state.file_quota
+    size = sum([await quota.size_of(owner, i) or 0 for i in ids])
+    hold = await quota.reserve(owner, caller.key.uploads if caller.key else None, size) if ids else None
+    try:
+        resp = await send(proxy, request, caller, OPENAI, upstream, "POST", "/containers", "", raw, JSON)
+        made = json_object(resp.body)
+        if isinstance(made.get("id"), str):
+            proxy.stored_ids.record(CONTAINER, made["id"], owner, home=upstream.name)
+            for copied in await _files_in(request, caller, upstream, f"/containers/{made['id']}") if ids and owner else ():
+                await quota.add(owner, copied["id"], file_size(copied), CONTAINER_IDLE_S)
+    finally:
+        await quota.release(owner, hold)
     return _relayed(resp)
 
 
@@ -142,7 +152,7 @@ async def _owned(request: Request, container_id: str, method: str, file_id: str 
     query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k in names])
     resp = await send(proxy, request, caller, OPENAI, upstream, method, tail, query, b"", stream=download)
     if method == "DELETE" and 200 <= resp.status < 300:
-        for gone in [file_id] if file_id else held:
+        for gone in [file_id] if file_id else [f["id"] for f in held]:
             await request.app.state.file_quota.remove(owner, gone)     # its share is free again
         if not file_id:
             await proxy.stored_ids.forget(CONTAINER, container_id)
@@ -152,23 +162,23 @@ async def _owned(request: Request, container_id: str, method: str, file_id: str 
     return _relayed(resp)
 
 
-async def _files_in(request: Request, caller: Caller, upstream: Upstream, tail: str) -> list[str]:
-    """The ids of the files in the container at `tail` (as many pages as `MAX_LIST_PAGES`; what a failed call leaves
-    out counts until its idle lifetime has passed, as before)."""
+async def _files_in(request: Request, caller: Caller, upstream: Upstream, tail: str) -> list[dict]:
+    """The files in the container at `tail`, each with its `id` (as many pages as `MAX_LIST_PAGES`; what a failed call
+    leaves out is not counted, or counts until the container's idle lifetime has passed)."""
     proxy: Proxy = request.app.state.proxy
-    ids: list[str] = []
+    files: list[dict] = []
     for _ in range(MAX_LIST_PAGES):
-        query = [("limit", "100"), *([("after", ids[-1])] if ids else [])]
+        query = [("limit", "100"), *([("after", files[-1]["id"])] if files else [])]
         try:
             resp = await send(proxy, request, caller, OPENAI, upstream, "GET", tail + "/files", urlencode(query), b"")
         except UpstreamFailure:
             break
         page = json_object(resp.body)
-        found = [i["id"] for i in page.get("data") or () if isinstance(i, dict) and isinstance(i.get("id"), str)]
-        ids += found
+        found = [f for f in page.get("data") or () if isinstance(f, dict) and isinstance(f.get("id"), str)]
+        files += found
         if not found or not page.get("has_more"):
             break
-    return ids
+    return files
 
 
 async def _add_file(request: Request, container_id: str) -> Response:

@@ -20,7 +20,7 @@ from tests.gateway.support_gateway import policy_for, running_gateway, settings_
 from tests.support_services import ServerThread
 
 ACME, ACME_2, BETA, SOLO = "pg-acme-cntr-0123456", "pg-acme-cntr-2-01234", "pg-beta-cntr-0123456", "pg-solo-cntr-0123456"
-TIDY = "pg-tidy-cntr-0123456"
+TIDY, COPIER = "pg-tidy-cntr-0123456", "pg-copier-cntr-01234"
 GPT = "gpt-5.4"
 POLICY = {
     "routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]}],
@@ -28,7 +28,8 @@ POLICY = {
              {"name": "acme-2", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
              {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"},
              {"name": "solo", "key_sha256": hash_key(SOLO), "tenant": "solo", "uploads": {"max_files": 1}},
-             {"name": "tidy", "key_sha256": hash_key(TIDY), "tenant": "tidy", "uploads": {"max_files": 1}}]}
+             {"name": "tidy", "key_sha256": hash_key(TIDY), "tenant": "tidy", "uploads": {"max_files": 1}},
+             {"name": "copier", "key_sha256": hash_key(COPIER), "tenant": "copier", "uploads": {"max_files": 2}}]}
 UPLOAD_MB = 1       # the gateway's max_upload_mb here, so a refused upload is small
 NEVER = "cntr_" + "0" * 48      # an id no organisation holds
 
@@ -172,6 +173,17 @@ def test_a_deleted_containers_files_no_longer_count(gw):
     # The tenant's one file (uploads.max_files: 1) is free again at once, not once the container's 20 idle minutes
     # have passed.
     assert tidy.files.create(file=("b.txt", b"two"), purpose="user_data").id
+
+
+def test_files_copied_in_at_creation_count_as_files_added_do(gw):
+    copier = oai(gw, COPIER)
+    kept = copier.files.create(file=("kept.txt", b"kept"), purpose="user_data")
+    first = copier.containers.create(name="copy-1", file_ids=[kept.id])        # its second file of 2 (max_files)
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        copier.containers.create(name="copy-2", file_ids=[kept.id])
+    assert "uploads.max_files" in refused.value.message
+    copier.containers.delete(first.id)      # the copy goes with it
+    assert copier.containers.files.list(copier.containers.create(name="copy-3", file_ids=[kept.id]).id).data
 
 
 def test_a_list_cursor_naming_another_tenants_id_answers_as_one_nobody_holds(gw):
