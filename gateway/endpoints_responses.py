@@ -1,6 +1,7 @@
 """OpenAI Responses API paths besides `POST /v1/responses` (which the front serves itself, fastpath).
 
-Stored responses (`GET` / `DELETE /v1/responses/{id}`, `GET .../input_items`, `POST .../cancel`) are the
+Stored responses (`GET` / `DELETE /v1/responses/{id}`, `GET .../input_items`, `POST .../cancel`; the same under Azure
+clients' `/openai/responses` and `/openai/v1/responses`) are the
 tenant's that created them (`ownership`; any other caller gets OpenAI's 404 for an unknown id) and are forwarded to the upstream that answered them (`stored_ids`), else to the first upstream that speaks
 the Responses API (OpenAI, Azure's v1 API, xAI); `POST /v1/responses/input_tokens` is asked of the route's upstream
 when it is OpenAI's (its count is the billing one) and counted here otherwise. None of these is a model request: none is
@@ -38,29 +39,34 @@ async def create(request: Request) -> Response:
     return await serve(request.app.state.proxy, request, WIRE.name, responses.parse_request)
 
 
-@router.post("/v1/responses/input_tokens")
 async def input_tokens(request: Request) -> Response:
     return await answer_or_error(WIRE.name, _input_tokens(request))
 
 
-@router.get("/v1/responses/{response_id}")
 async def retrieve(response_id: str, request: Request) -> Response:
     return await answer_or_error(WIRE.name, _stored(request, "GET", response_id, ""))
 
 
-@router.delete("/v1/responses/{response_id}")
 async def delete(response_id: str, request: Request) -> Response:
     return await answer_or_error(WIRE.name, _stored(request, "DELETE", response_id, ""))
 
 
-@router.get("/v1/responses/{response_id}/input_items")
 async def input_items(response_id: str, request: Request) -> Response:
     return await answer_or_error(WIRE.name, _stored(request, "GET", response_id, "/input_items"))
 
 
-@router.post("/v1/responses/{response_id}/cancel")
 async def cancel(response_id: str, request: Request) -> Response:
     return await answer_or_error(WIRE.name, _stored(request, "POST", response_id, "/cancel"))
+
+
+# OpenAI's root, and Azure's clients' (AzureOpenAI(azure_endpoint=...): /openai/responses, its api-version not passed
+# on; an OpenAI client on Azure's v1 base URL: /openai/v1/responses), whose creates the front serves as /v1's.
+for root in ("/v1/responses", *responses_adapter.AZURE_PATHS):
+    router.post(f"{root}/input_tokens")(input_tokens)
+    router.get(f"{root}/{{response_id}}")(retrieve)
+    router.delete(f"{root}/{{response_id}}")(delete)
+    router.get(f"{root}/{{response_id}}/input_items")(input_items)
+    router.post(f"{root}/{{response_id}}/cancel")(cancel)
 
 
 async def _input_tokens(request: Request) -> Response:

@@ -151,3 +151,29 @@ def test_the_mock_azure_resource_refuses_a_missing_key_and_an_unknown_deployment
     unknown = httpx.post(f"{mock}/azure/openai/v1/responses", json={**body, "model": "nobody-deployed-this"},
                          headers={"api-key": "sk-azure-resource"})
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "DeploymentNotFound"
+
+
+@pytest.mark.parametrize("azure_client", ["azure_endpoint", "v1_base_url"])
+def test_azures_own_clients_read_back_and_delete_what_they_stored(world, azure_client):
+    """Azure's documented Responses clients create through the gateway (AzureOpenAI(azure_endpoint=...) posts
+    /openai/responses?api-version=, an OpenAI client on Azure's v1 base URL /openai/v1/responses); the same clients
+    read the stored response back, list its input items and delete it at those roots, which were a 404 ('no such
+    endpoint') though the create before them had stored the response at Azure. Another tenant still gets the 404 of
+    an unknown id."""
+    url, _, _, _ = world
+
+    def azure(key: str) -> openai.OpenAI:
+        if azure_client == "azure_endpoint":
+            return openai.AzureOpenAI(azure_endpoint=url, api_key=key, api_version="2025-04-01-preview", max_retries=0)
+        return openai.OpenAI(base_url=f"{url}/openai/v1/", api_key=key, max_retries=0)
+
+    own = azure("pg-acme-key")
+    made = own.responses.create(model="research", instructions=SYSTEM, input="Is my toaster covered?")
+    assert (own.responses.retrieve(made.id).id, own.responses.retrieve(made.id).model) == (made.id, SNAPSHOT)
+    assert [i.type for i in own.responses.input_items.list(made.id)] == ["message"]
+    with pytest.raises(openai.NotFoundError) as refused:
+        azure("pg-beta-key").responses.retrieve(made.id)
+    assert refused.value.body["message"] == f"Response with id '{made.id}' not found."
+    own.responses.delete(made.id)
+    with pytest.raises(openai.NotFoundError):
+        own.responses.retrieve(made.id)
