@@ -17,7 +17,8 @@ caller gets its own 404.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from urllib.parse import urlencode
 
@@ -59,6 +60,9 @@ from prefixgate.providers.files import (
 
 router = APIRouter()
 JSON = {"content-type": "application/json"}
+BOUNDARY = re.compile(r'boundary="?([^";]+)"?', re.IGNORECASE)
+FIELD_NAME = re.compile(rb'\bname\*?=\s*"?([^";\r\n]*)', re.IGNORECASE)     # a form part's name (any spelling of it)
+PART_HEAD = 1024    # a form part's headers, at most (the openai SDK's are under 200 bytes)
 
 
 @router.post("/v1/containers")
@@ -206,6 +210,9 @@ async def _file_body(request: Request, proxy: Proxy, caller: Caller, quota: File
     kind = request.headers.get("content-type", "")
     if kind.startswith("multipart/form-data"):
         body = await upload_body(request, proxy.body_limits, OPENAI, proxy.settings.client_timeout_s)
+        boundary = BOUNDARY.search(kind)
+        if boundary is not None:
+            body = BodyStream(_file_alone(body.chunks, b"--" + boundary.group(1).encode("latin-1")), body.length)
         return body, {"content-type": kind}, body.length
     raw, _ = await authenticated_body(proxy, request)
     copied = load_body(raw).get("file_id")
@@ -214,6 +221,26 @@ async def _file_body(request: Request, proxy: Proxy, caller: Caller, quota: File
                            field="file_id")
     await _own_named(proxy, caller, [Named(FILE, copied, "file_id")])
     return raw, JSON, await quota.size_of(principal(caller.key), copied) or 0
+
+
+async def _file_alone(chunks: AsyncIterator[bytes], delimiter: bytes) -> AsyncIterator[bytes]:
+    """A multipart form's `chunks` as they arrive, refused (a 400, the upload cut short) at a part not named `file`:
+    OpenAI reads `file_id` from a form too, and a File copied in that way would be nobody's to check (JSON's is)."""
+    window, closed = b"", False
+    async for chunk in chunks:
+        window, start = window + chunk, 0
+        while not closed and (at := window.find(delimiter, start)) >= 0:
+            head = window[at + len(delimiter):at + len(delimiter) + PART_HEAD]
+            closed = head.startswith(b"--")     # the form's end
+            end = head.find(b"\r\n\r\n")
+            if closed or end < 0 and len(head) < PART_HEAD:
+                break       # its end, or a part's head still arriving (looked at again with the next chunk)
+            if end < 0 or {name.lower() for name in FIELD_NAME.findall(head[:end])} != {b"file"}:
+                raise RequestError("a multipart body carries one `file`; a File is copied into a container by JSON "
+                                   '{"file_id": ...}', field="file_id")
+            start = at + len(delimiter) + end
+        window = window[at:] if not closed and at >= 0 else window[-len(delimiter):]
+        yield chunk
 
 
 async def _own_named(proxy: Proxy, caller: Caller, named: list[Named]) -> None:

@@ -143,6 +143,10 @@ def test_files_copied_in_are_the_tenants_own(gw):
     r = httpx.post(f"{gw}/v1/containers/{own.id}/files", json={"file_id": uploaded.id},
                    headers={"authorization": f"Bearer {BETA}"})
     assert r.status_code == 404 and r.json()["error"]["message"] == f"File with id '{uploaded.id}' not found."
+    # Nor name it in a form, which OpenAI reads `file_id` from too (its SDK sends one whenever a `file` is given).
+    with pytest.raises(openai.BadRequestError) as refused:
+        beta.containers.files.create(own.id, file_id=uploaded.id, extra_headers={"content-type": "multipart/form-data"})
+    assert "file_id" in refused.value.message
     assert list(beta.containers.files.list(own.id)) == []
 
 

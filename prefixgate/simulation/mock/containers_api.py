@@ -4,8 +4,8 @@ organisation's (`mock/containers.py` holds them):
 - `POST /v1/containers` (`name` required; `expires_after` `{"anchor": "last_active_at", "minutes"}`; `file_ids`
   copied in; `memory_limit`), `GET /v1/containers` (`after`, `limit` 1-100 default 20, `order` default `desc`,
   `name`), `GET` and `DELETE /v1/containers/{id}` (`container.deleted`).
-- `POST /v1/containers/{id}/files`: multipart `file`, or JSON `{"file_id"}` copying one of the organisation's
-  Files in (`source: "user"`, at `/mnt/data/<name>`); `GET .../files` (paged as the containers are),
+- `POST /v1/containers/{id}/files`: multipart `file`, or `file_id` (in the form or JSON) copying one of the
+  organisation's Files in (`source: "user"`, at `/mnt/data/<name>`); `GET .../files` (paged as the containers are),
   `GET`/`DELETE .../files/{file_id}` (`container.file.deleted`), `GET .../files/{file_id}/content`.
 
 Shapes are openai 3.57's (`ContainerCreateResponse`, `FileCreateResponse`, the list's `first_id`/`last_id`/
@@ -60,17 +60,18 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
     async def add_file(container_id: str, request: Request) -> dict:
         tenant = authenticate(request)
         boxes.get(tenant, container_id, ctx.clock())
-        if request.headers.get("content-type", "").startswith("multipart/form-data"):
-            file = (await request.form()).get("file")
-            if not isinstance(file, UploadFile):
-                raise RequestError("Missing required parameter: 'file'.", field="file")
+        # The API reference's body is a form (its SDK sends one whenever a `file` is given), or JSON: `file_id` is
+        # read from either.
+        multipart = request.headers.get("content-type", "").startswith("multipart/form-data")
+        fields = dict(await request.form()) if multipart else await json_body(request)
+        file, ident = fields.get("file"), fields.get("file_id")
+        if isinstance(file, UploadFile):
             name, content = file.filename or "upload", await file.read()
-        else:
-            ident = (await json_body(request)).get("file_id")
-            if not isinstance(ident, str):
-                raise RequestError("Missing required parameter: 'file' or 'file_id'.", field="file_id")
+        elif isinstance(ident, str):
             stored = ctx.files.get(OPENAI, tenant, ident)
             name, content = stored.meta["filename"], stored.content
+        else:
+            raise RequestError("Missing required parameter: 'file' or 'file_id'.", field="file_id")
         if len(content) > MAX_FILE_BYTES[OPENAI]:
             raise RequestError(f"File is too large: {len(content)} bytes; the limit is {MAX_FILE_BYTES[OPENAI]} bytes",
                                field="file", status=413, kind="too_large")
