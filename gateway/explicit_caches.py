@@ -29,8 +29,8 @@ unresolved, on a `cache_create` record of no known cost whose note says so.
 Meanwhile the creating key's budget holds what the cache may cost at worst (`Limits.hold`, room or not: the money may
 be spent already): its tokens by the create body's size, written and stored for the whole TTL it asked for. Found, the
 hold becomes what it cost; not there once the list was read to its end, it is released; unresolved, it is held until
-the TTL is over (or the gateway stops, whose holds go with it), then booked at that worst case on a `cache_create`
-record of its own. Without the hold a budgeted key whose creations kept timing out bought storage no budget saw.
+the TTL is over, then booked at that worst case on a `cache_create` record of its own, as it is at once when the
+gateway stops before (mid-search too: its holds go with it). Without the hold a budgeted key whose creations kept timing out bought storage no budget saw.
 """
 
 from __future__ import annotations
@@ -202,11 +202,15 @@ class ExplicitCaches:
 
     async def _find(self, call: Call, prep: Prepared, tag: str) -> None:
         doubt = await self._doubt(call, prep)
-        for attempt in range(1, FIND_TRIES + 1):
-            await asyncio.sleep(self.tick_s * attempt)
-            search = await self._search(prep, tag)
-            if search.found is not None or search.capped:
-                break
+        try:
+            for attempt in range(1, FIND_TRIES + 1):
+                await asyncio.sleep(self.tick_s * attempt)
+                search = await self._search(prep, tag)
+                if search.found is not None or search.capped:
+                    break
+        except asyncio.CancelledError:      # the gateway stops mid-search: unresolved, and its hold goes with it
+            await self._book_worst(call, prep, tag, "was still searched for when the gateway stopped", doubt)
+            raise
         if search.found is None:
             if search.unread:
                 await self._unresolved(call, prep, tag, search.unread, doubt)
@@ -266,8 +270,8 @@ class ExplicitCaches:
         worst case held against the key's budget until its TTL is over, then booked."""
         log.warning("explicit caches: the creation of %s for request %s is unresolved: %s", tag, call.id, why)
         worst = f"${doubt.cost.total:.6f}" if doubt.cost is not None else "an unknown cost (no price)"
-        common = (call.caller.key, call.route.name, prep.upstream, prep.model, prep.wire, prep.plan.prefix_hash)
-        await self._book(*common, Usage(), None, "cache_create", f"cache: unresolved: the creation of an explicit cache "
+        await self._book(call.caller.key, call.route.name, prep.upstream, prep.model, prep.wire, prep.plan.prefix_hash,
+                         Usage(), None, "cache_create", f"cache: unresolved: the creation of an explicit cache "
                          f"for request {call.id} got no answer, and the search of {prep.upstream.name}'s caches for its "
                          f"displayName {tag} stopped ({why}); if Google made it, it bills its writing and its storage "
                          f"for its TTL ({doubt.ttl_s:g}s), at most {worst}: held against the key's budget until then, and "
@@ -277,15 +281,19 @@ class ExplicitCaches:
             while self.clock() < over:
                 await asyncio.sleep(self.tick_s)
         except asyncio.CancelledError:
-            # The gateway stops (a rolling restart) within the TTL: its hold goes with it and nothing would book the
-            # cache later, so the key could spend that money again. Booked now, at the same worst case.
             when = "was still in its TTL when the gateway stopped"
             raise
         finally:
-            await self._book(*common, doubt.usage, doubt.cost, "cache_create", f"cache: the explicit cache {tag} of "
-                             f"request {call.id}, unresolved, {when}: booked at its worst case (its tokens by the create "
-                             "body's size, written and stored for the whole TTL), since Google may have billed that",
-                             doubt.held)
+            await self._book_worst(call, prep, tag, when, doubt)
+
+    async def _book_worst(self, call: Call, prep: Prepared, tag: str, when: str, doubt: Doubt) -> None:
+        """An unresolved cache booked at its worst case, and its hold settled: at its TTL's end, or when the gateway
+        stops first (a rolling restart: the hold goes with the replica and nothing would book the cache later, so
+        the key could spend that money again)."""
+        await self._book(call.caller.key, call.route.name, prep.upstream, prep.model, prep.wire, prep.plan.prefix_hash,
+                         doubt.usage, doubt.cost, "cache_create", f"cache: the explicit cache {tag} of request {call.id}, "
+                         f"unresolved, {when}: booked at its worst case (its tokens by the create body's size, written "
+                         "and stored for the whole TTL), since Google may have billed that", doubt.held)
 
     async def used(self, prep: Prepared) -> None:
         """A request to a format with explicit caches: a return of its static prefix (the gap model learns from

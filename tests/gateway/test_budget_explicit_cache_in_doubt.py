@@ -106,6 +106,20 @@ def test_an_unresolved_cache_is_booked_at_its_worst_case_when_the_gateway_stops(
     assert "stopped" in booked[1]["explanation"][0]
 
 
+def test_a_cache_still_searched_for_when_the_gateway_stops_is_booked_at_its_worst_case(monkeypatch, tmp_path):
+    # Vertex answers the creation and each list after 3 s: the gateway stops while its first search waits.
+    with vertex_stack(monkeypatch, tmp_path, "3", budget=float(BUDGET), slow_lists=1) as (gw, stack):
+        limits = stack.caches.proxy.limits
+        counter, _, _ = spend_counter(stack.caches.proxy.policy.keys[0], time.time())
+        ask(gw)
+        wait_until(lambda: any(not r["kind"] for r in read_records(stack.ledger)) and len(limits._live) == 1, 5,
+                   "the request settled, its cache's worst case held")
+        held = Decimal(limits.reserved[counter]) / 10**9
+    [booked] = [r for r in read_records(stack.ledger) if r["kind"] == "cache_create"]
+    assert nanodollars(booked["cost_usd"]) == nanodollars(held) > 0
+    assert "when the gateway stopped" in booked["explanation"][0]
+
+
 def test_a_hold_for_spending_in_doubt_is_placed_without_room_and_seen_by_every_replica(redis_url):
     # A running request holds the whole $1 budget when a cache in doubt may have cost $0.50: held all the same. The
     # request then costs $0.20, and another replica's request that needs $0.40 finds $0.30 left, not $0.80.
