@@ -60,7 +60,16 @@ def unresolved(gw: str, stack: Stack) -> Limits:
         stack.ctx.simulator.create_cached_content(body, now=stack.ctx.clock(), tenant=tenant_of(f"vertex:{SCOPE}"))
     ask(gw)
     assert "unresolved" in stack.made()["explanation"][0]
-    return stack.caches.proxy.limits
+    return settled(stack)
+
+
+def settled(stack: Stack) -> Limits:
+    """The gateway's limits once the request's record is written and its budget settled (after its answer, in the
+    background): what they hold is its cache's worst case alone."""
+    limits = stack.caches.proxy.limits
+    wait_until(lambda: any(not r["kind"] for r in read_records(stack.ledger)) and len(limits._live) == 1, 5,
+               "the request settled, its cache's worst case held")
+    return limits
 
 
 def test_an_unresolved_cache_holds_its_worst_case_until_its_ttl_is_over(monkeypatch, tmp_path):
@@ -109,11 +118,9 @@ def test_an_unresolved_cache_is_booked_at_its_worst_case_when_the_gateway_stops(
 def test_a_cache_still_searched_for_when_the_gateway_stops_is_booked_at_its_worst_case(monkeypatch, tmp_path):
     # Vertex answers the creation and each list after 3 s: the gateway stops while its first search waits.
     with vertex_stack(monkeypatch, tmp_path, "3", budget=float(BUDGET), slow_lists=1) as (gw, stack):
-        limits = stack.caches.proxy.limits
         counter, _, _ = spend_counter(stack.caches.proxy.policy.keys[0], time.time())
         ask(gw)
-        wait_until(lambda: any(not r["kind"] for r in read_records(stack.ledger)) and len(limits._live) == 1, 5,
-                   "the request settled, its cache's worst case held")
+        limits = settled(stack)
         held = Decimal(limits.reserved[counter]) / 10**9
     [booked] = [r for r in read_records(stack.ledger) if r["kind"] == "cache_create"]
     assert nanodollars(booked["cost_usd"]) == nanodollars(held) > 0
