@@ -11,8 +11,8 @@ by that key. The list is the caller's tenant's containers across the key's OpenA
 A file added to a container (multipart, or `file_id` JSON copying one of the tenant's Files in), or copied in by
 its create's `file_ids`, is held to the upload limits and the key's `uploads` quota as a `/v1/files` upload is,
 and counts until it or its container is deleted through the gateway or the container's default idle lifetime
-has passed (`CONTAINER_IDLE_S`: a container kept busy longer keeps its files longer than they count). Downloads are streamed. Only OpenAI's SDK speaks it: another format's
-caller gets its own 404.
+has passed (`CONTAINER_IDLE_S`: a container kept busy longer keeps its files longer than they count). Downloads
+are streamed. Only OpenAI's SDK speaks it: another format's caller gets its own 404.
 """
 
 from __future__ import annotations
