@@ -30,7 +30,8 @@ Meanwhile the creating key's budget holds what the cache may cost at worst (`Lim
 be spent already): its tokens by the create body's size, written and stored for the whole TTL it asked for. Found, the
 hold becomes what it cost; not there once the list was read to its end, it is released; unresolved, it is held until
 the TTL is over, then booked at that worst case on a `cache_create` record of its own, as it is at once when the
-gateway stops before (mid-search too: its holds go with it). Without the hold a budgeted key whose creations kept timing out bought storage no budget saw.
+gateway stops before (mid-search too: its holds go with it). Without the hold a budgeted key whose creations kept
+timing out bought storage no budget saw.
 """
 
 from __future__ import annotations
