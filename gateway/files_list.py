@@ -10,8 +10,9 @@ within each account, not across them). Pages of other tenants' files are skipped
 call). A cursor names where it goes on: `after`/`after_id`/`before_id` is a file whose account the gateway
 recorded (its home), one the caller may see (another's, like an id nobody holds, gets an empty page); the
 opaque `page` (Anthropic's SDK pages with it) seals the account and the provider's own cursor (`sealed`),
-which may spell out another tenant's id. `before_id` pages backwards within its account only. An open gateway with one account gets that account's page as the provider sent it. OpenAI's
-`GET /v1/containers` is listed the same way (`endpoints_containers`), each container its tenant's.
+which may spell out another tenant's id. `before_id` pages backwards within its account only. An open gateway
+with one account gets that account's page as the provider sent it. OpenAI's `GET /v1/containers` is listed the
+same way (`endpoints_containers`), each container its tenant's.
 """
 
 from __future__ import annotations
