@@ -287,7 +287,8 @@ def _check_jinja(source: Source) -> None:
     Parsed by Jinja itself, with the extensions whose tags prompt templates use (`trans`, `do`, `break`)."""
     import jinja2
 
-    env = jinja2.Environment(extensions=["jinja2.ext.i18n", "jinja2.ext.do", "jinja2.ext.loopcontrols"])
+    # Parsed, never rendered: autoescape changes nothing here (set for the scanners).
+    env = jinja2.Environment(autoescape=True, extensions=["jinja2.ext.i18n", "jinja2.ext.do", "jinja2.ext.loopcontrols"])
     try:
         env.parse(source.text)
     except jinja2.TemplateSyntaxError as e:
