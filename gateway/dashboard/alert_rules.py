@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
-from prefixgate.gateway.dashboard.alerts import AlertRule, route_alerts
+from prefixgate.gateway.dashboard.alerts import AlertRule, alert_cuts, route_alerts
 from prefixgate.gateway.dashboard.figures import breakdown
 from prefixgate.gateway.dashboard.forecast import earliest_start, forecasts
 from prefixgate.gateway.dashboard.misses import misses_by_route
@@ -58,7 +58,7 @@ def evaluate(source: LedgerSource, policy: Policy, catalog: Catalog, now: float)
     s = policy.alerting.settings
     drop = AlertRule()
     since = min(now - s.window_s, now - drop.window_s - drop.baseline_s, now - s.error_window_s, earliest_start(policy, now))
-    with source.view(since, now) as view:
+    with source.view(since, now, cuts=(*alert_cuts(now, drop), now - s.window_s, now - s.error_window_s)) as view:
         out = [Alert("hit_rate_drop", a.route, f"cache hit rate on route {a.route} fell to {a.hit_rate:.0%} from "
                      f"{a.baseline_hit_rate:.0%} over its trailing baseline", now, a.to_dict())
                for a in route_alerts(view, now, drop) if a.firing]

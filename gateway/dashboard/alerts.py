@@ -69,10 +69,15 @@ def route_alerts(view: sqlite3.Connection, now: float, rule: AlertRule = AlertRu
     return out
 
 
+def alert_cuts(now: float, rule: AlertRule) -> tuple[float, ...]:
+    """Where `route_alerts` splits a view ending at `now`: its window from its baseline (`LedgerSource.view`)."""
+    return (now - rule.window_s,)
+
+
 def alerts_now(source: LedgerSource, rule: AlertRule) -> tuple[float, list[RouteAlert]]:
     now = time.time()
     since = now - rule.window_s - rule.baseline_s
-    with source.view(since, now) as view:
+    with source.view(since, now, cuts=alert_cuts(now, rule)) as view:
         return now, route_alerts(view, now, rule)
 
 

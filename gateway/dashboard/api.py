@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict
 from typing import Annotated
@@ -23,7 +23,7 @@ from fastapi.openapi.utils import get_openapi
 from prefixgate import __version__
 from prefixgate.gateway.dashboard import schema
 from prefixgate.gateway.dashboard.alert_rules import RULES
-from prefixgate.gateway.dashboard.alerts import AlertRule, alerts_now, route_alerts
+from prefixgate.gateway.dashboard.alerts import AlertRule, alert_cuts, alerts_now, route_alerts
 from prefixgate.gateway.dashboard.auth import reader_tenant, require_reader
 from prefixgate.gateway.dashboard.figures import GROUPINGS, breakdown, timeseries, totals
 from prefixgate.gateway.dashboard.forecast import earliest_start, forecasts
@@ -81,11 +81,12 @@ class Window:
         with unavailable_as_503(self.source):
             return self.source.records(self.since - lookback_s, self.until, latest=MISS_SAMPLE, route=route, tenant=self.tenant)
 
-    def view(self, since: float | None = None, until: float | None = None) -> AbstractContextManager[sqlite3.Connection]:
-        """The rollups over the window (or [since, until)): a tenant reader's, that tenant's own."""
+    def view(self, since: float | None = None, until: float | None = None,
+             cuts: Sequence[float] = ()) -> AbstractContextManager[sqlite3.Connection]:
+        """The rollups over the window (or [since, until), split at `cuts`): a tenant reader's, that tenant's own."""
         with unavailable_as_503(self.source):
             return self.source.view(self.since if since is None else since, self.until if until is None else until,
-                                    tenant=self.tenant)
+                                    tenant=self.tenant, cuts=cuts)
 
     def describe(self) -> schema.Window:
         return schema.Window(since=self.since, until=self.until, source=self.source.name, tenant=self.tenant)
@@ -162,7 +163,8 @@ def overview(request: Request, w: WindowDep) -> dict:
     # A tenant's reader gets no alerts (per route across every tenant), so its view needs no baseline's hours.
     alerting = w.tenant is None
     with w.view(min(w.since, now - rule.window_s - rule.baseline_s) if alerting else None,
-                max(w.until, now) if alerting else None) as view:
+                max(w.until, now) if alerting else None,
+                cuts=(w.since, w.until, *alert_cuts(now, rule)) if alerting else ()) as view:
         return {
             "window": w.describe(), "totals": totals(view, w.since, w.until), "step_s": step_s,
             "points": timeseries(view, w.since, w.until, step_s),

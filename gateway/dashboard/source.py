@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, closing
 from dataclasses import fields
 from typing import Protocol
@@ -48,9 +48,10 @@ class LedgerSource(Protocol):
         that many: a tenant's latest, not the tenant's share of everyone's latest."""
         ...
 
-    def view(self, since: float, until: float, tenant: str | None = None) -> AbstractContextManager[sqlite3.Connection]:
+    def view(self, since: float, until: float, tenant: str | None = None,
+             cuts: Sequence[float] = ()) -> AbstractContextManager[sqlite3.Connection]:
         """A consistent snapshot of the rollups covering [since, until) (of `tenant`'s records alone: see the
-        module docstring)."""
+        module docstring), and its parts split at `cuts`."""
         ...
 
     def close(self) -> None: ...
@@ -85,18 +86,23 @@ def _in_memory(records: list[dict]) -> sqlite3.Connection:
     return db
 
 
-def _window_rows(since: float, until: float, tenant: str | None, mark: str) -> tuple[str, tuple]:
+def _window_rows(since: float, until: float, tenant: str | None, mark: str, cuts: Sequence[float] = ()) -> tuple[str, tuple]:
     """The WHERE clause (and its values) picking the rollup rows a view of [since, until) reads: whole hours,
     the minutes at the window's edges, and every minute of all records (the time series), of every tenant or
-    of `tenant`'s own rows."""
+    of `tenant`'s own rows. `cuts`: where callers split the window (an alert's window from its baseline): a
+    part ending or starting inside an hour reads that hour's minutes of every dimension, which the window's own
+    edges do not bring (the baseline of a drop alert asked in the first 5 minutes of an hour read none)."""
     first_minute = math.floor(since / 60) * 60
     first_hour, last_hour = math.ceil(first_minute / 3600) * 3600, math.floor(math.floor(until / 60) * 60 / 3600) * 3600
     dims = ["", *rollup.DIMENSIONS]
     if tenant is not None:
         dims = [rollup.scoped(tenant, dim) for dim in dims]
+    hours = sorted({math.floor(c / 3600) * 3600 for c in cuts if since < c < until and c % 3600})
+    inside = "".join(f" OR (bucket >= {mark} AND bucket < {mark})" for _ in hours)
     where = (f"WHERE bucket < {mark} AND dim IN ({', '.join(mark for _ in dims)}) AND ((res = 3600 AND bucket >= {mark}) "
-             f"OR (res = 60 AND bucket >= {mark} AND (dim = {mark} OR bucket < {mark} OR bucket >= {mark})))")
-    return where, (until, *dims, first_hour - 3600, first_minute, dims[0], first_hour, last_hour)
+             f"OR (res = 60 AND bucket >= {mark} AND (dim = {mark} OR bucket < {mark} OR bucket >= {mark}{inside})))")
+    return where, (until, *dims, first_hour - 3600, first_minute, dims[0], first_hour, last_hour,
+                   *(v for h in hours for v in (h, h + 3600)))
 
 
 def _copied(sums: list[tuple], hist: list[tuple], tail: list[dict]) -> sqlite3.Connection:
@@ -154,7 +160,8 @@ class SqliteSource:
             rows.reverse()
         return [_record(decode_row(dict(zip(cols, row, strict=True)))) for row in rows]
 
-    def view(self, since: float, until: float, tenant: str | None = None) -> closing[sqlite3.Connection]:
+    def view(self, since: float, until: float, tenant: str | None = None,
+             cuts: Sequence[float] = ()) -> closing[sqlite3.Connection]:
         db = self._connect()
         if db is None:
             return closing(_in_memory([]))
@@ -170,7 +177,7 @@ class SqliteSource:
                 _load(db, tail, "temp.")
                 return closing(db)
             sums, hist = _read_rollups(lambda sql, params: db.execute(sql, params).fetchall(),
-                                       *_window_rows(since, until, tenant, "?"), "")
+                                       *_window_rows(since, until, tenant, "?", cuts), "")
             view = _copied(sums, hist, tail)
         except sqlite3.OperationalError:
             # A file the gateway has not opened since rollups existed: nothing to show until it does.
@@ -206,7 +213,8 @@ class RedisSource:
         out.sort(key=lambda r: r.ts)
         return out[-latest:] if latest else out
 
-    def view(self, since: float, until: float, tenant: str | None = None) -> closing[sqlite3.Connection]:
+    def view(self, since: float, until: float, tenant: str | None = None,
+             cuts: Sequence[float] = ()) -> closing[sqlite3.Connection]:
         return closing(_in_memory([rec.__dict__ for rec in self.records(since, until, tenant=tenant)]))
 
     def close(self) -> None:
@@ -240,13 +248,14 @@ class PostgresSource:
             rows.reverse()
         return [_record(decode_row(dict(zip(COLUMNS, row, strict=True)))) for row in rows]
 
-    def view(self, since: float, until: float, tenant: str | None = None) -> closing[sqlite3.Connection]:
+    def view(self, since: float, until: float, tenant: str | None = None,
+             cuts: Sequence[float] = ()) -> closing[sqlite3.Connection]:
         if tenant is not None and "\x00" in tenant:
             return closing(_in_memory([]))      # no record has it (Postgres text holds no NUL)
         try:
             with self._pool.connection() as conn:
                 sums, hist = _read_rollups(lambda sql, params: conn.execute(sql, params).fetchall(),
-                                           *_window_rows(since, until, tenant, "%s"), "prefixgate_")
+                                           *_window_rows(since, until, tenant, "%s", cuts), "prefixgate_")
         except psycopg.errors.UndefinedTable:
             return closing(_in_memory([]))      # no replica has copied a record yet: an empty view
         return closing(_copied(sums, hist, []))
