@@ -141,6 +141,7 @@ class Session:
     reply_tokens: int = 0           # the answer's output tokens: what an upgrade writes
     upgrade: bytes = b""            # once planned: the upgrade's body (empty: none possible, or sent)
     upgrade_ttl: str = ""           # the lifetime it writes
+    upgrade_key: str = ""           # its last mark's prefix key: the entry the planner holds once it is written
     upgrade_usd: Decimal = Decimal(0)   # what it should cost, less the write the next request would pay anyway
     upgrade_bill: Decimal = Decimal(0)  # what it should be billed (caps and budgets hold it to this)
     upgrading: bool = False         # the refresh due is the upgrade
@@ -471,6 +472,7 @@ class KeepAlive:
         longest = self._longest_ttl(session) if reply is not None else None
         upgrade = await asyncio.to_thread(upgrade_body, session.planner, sent, reply, longest) if longest else None
         upgrade_bytes = await asyncio.to_thread(compact_bytes, upgrade.body) if upgrade is not None else b""
+        upgrade_key = await asyncio.to_thread(self._held_key, session, upgrade.body) if upgrade is not None else ""
         if self.sessions.get(session.slot) is not session:
             return
         if refresh is None or refresh.kind != "generate":
@@ -481,7 +483,7 @@ class KeepAlive:
             return
         session.planned = True
         if upgrade is not None and longest is not None:
-            session.upgrade, session.upgrade_ttl = upgrade_bytes, longest
+            session.upgrade, session.upgrade_ttl, session.upgrade_key = upgrade_bytes, longest, upgrade_key
             self.body_bytes += len(session.upgrade)
             session.upgrade_bill, session.upgrade_usd = upgrade_cost(upgrade, session.price, session.cached_tokens,
                                                                      session.reply_tokens, session.ttl, longest)
@@ -606,8 +608,14 @@ class KeepAlive:
                     status, unanswered = 504, Usage(cache_read=session.cached_tokens)
             except (ValueError, RequestError) as e:
                 status, error = 502, f"refresh answer unreadable ({type(e).__name__})"
-            rec = self._record(session, usage or unanswered, status, error, time.perf_counter() - started,
-                               estimated=unanswered is not None)
+            rec = self._entry(session, usage or unanswered, status, error, time.perf_counter() - started,
+                              estimated=unanswered is not None)
+            # No await from the answer to its record: whoever reads the record (an operator, a test) may send the
+            # session's next turn at once, and that turn must find the session as the refresh left it (the upgrade's
+            # entry held, its tokens to credit).
+            outcome = self._answered(session, usage, now) if usage is not None else ""
+            self.proxy.ledger.append(rec)
+            self.proxy.metrics.observe(rec)     # spend and tokens, as on the dashboard (not a caller's latency)
             cost = Decimal(rec.cost_usd or 0)
         finally:
             billed = usage or unanswered
@@ -631,16 +639,27 @@ class KeepAlive:
             return self._stop(session, "failed")
         self.m_refreshes.labels(session.route.name).inc()
         self.m_bought.labels(session.route.name).inc(float(cost))
+        if outcome == "kept" or outcome == "upgraded" and await self._after_upgrade(session, body):
+            self._schedule(session, now)
+        return 1
+
+    def _answered(self, session: Session, usage: Usage, now: float) -> str:
+        """Take in the answer of `session`'s refresh, sent at `now`, without yielding to the event loop: `kept` (or
+        `upgraded`) when the session goes on from it, `stopped` when it was evicted early, `continued` when a request
+        continued the session while the refresh was out (that request rules now)."""
         session.refreshes += 1
+        if session.upgrading and session.upgrade_key:
+            # Whether or not a request continued the session: the entry is in the cache either way.
+            self._hold(session, now)
         if self.sessions.get(session.slot) is not session:
-            return 1        # a request continued the session while its refresh was out: that request rules now
+            return "continued"
         # A static prefix's size is our estimate until a refresh reads it: there, writing anything is the sign.
         evicted = usage.cache_write > 0 if session.level == "static" else usage.cache_read < session.cached_tokens
         if evicted:
             # The provider dropped the prefix before its TTL (its cache is best effort): this refresh wrote it
             # again, and refreshing on would buy nothing the session can count on.
             self._stop(session, "early eviction")
-            return 1
+            return "stopped"
         session.touched = now
         if session.level == "static":
             session.cached_tokens = usage.cache_read
@@ -649,10 +668,14 @@ class KeepAlive:
             static = self.statics.get(session.static)
             if static is not None and self.sessions.get(static.slot) is static and not static.stopped:
                 static.touched, static.touched_since = now, True
-        if session.upgrading:
-            await self._upgraded(session, usage)
-        self._schedule(session, now)
-        return 1
+        if not session.upgrading:
+            return "kept"
+        # The session's cache is now its prefix through the answer, living the upgrade's TTL; later refreshes
+        # re-read that (the caller's next request still contains the session's anchor).
+        self.body_bytes -= len(session.upgrade)
+        session.upgrade, session.upgrading, session.upgraded = b"", False, True
+        session.ttl, session.cached_tokens = session.upgrade_ttl, usage.cache_read + usage.cache_write
+        return "upgraded"
 
     async def _without_prewarm(self, session: Session, error: str, now: float) -> int:
         """The upstream refused the pre-warm (a provider or platform that takes no `max_tokens: 0`, or an API
@@ -683,38 +706,35 @@ class KeepAlive:
         session.expected_usd = refresh_cost(refresh, session.price, session.cached_tokens)
         return True
 
-    async def _upgraded(self, session: Session, usage: Usage) -> None:
-        """The upgrade went out: the session's cache is now its prefix through the answer, living the upgrade's
-        TTL; later refreshes re-read that (the caller's next request still contains the session's anchor)."""
-        sent = await asyncio.to_thread(json.loads, session.upgrade)
-        if self.sessions.get(session.slot) is not session:
-            return
-        self.body_bytes -= len(session.upgrade)
-        session.upgrade, session.upgrading, session.upgraded = b"", False, True
-        session.ttl, session.cached_tokens = session.upgrade_ttl, usage.cache_read + usage.cache_write
-        await asyncio.to_thread(self._hold, session, sent)
-        # Built as any refresh: without a pre-warm where the route's upstream refused one.
+    async def _after_upgrade(self, session: Session, upgrade: bytes) -> bool:
+        """The session's refreshes from now re-read what `upgrade` wrote, built as any refresh: without a pre-warm
+        where the route's upstream refused one. False when there is none, or a request continued the session."""
+        sent = await asyncio.to_thread(json.loads, upgrade)
         refresh = await asyncio.to_thread(refresh_body, session.planner, sent, session.model, session.ttl_s,
                                           self.proxy.catalog, session.gap_route not in self.no_prewarm)
         if refresh is None:
             self._stop(session, "no refresh", count=False)
-            return
-        await self._use(session, refresh)
+            return False
+        return await self._use(session, refresh)
 
-    def _hold(self, session: Session, sent: dict) -> None:
-        """Tell the planner of the upgrade's entry (the prefix through the answer, living the upgrade's TTL): the
-        session's later requests mark it again, so it outlives the turns after it (`cache_planner.held`)."""
-        if not session.planner_route:
-            return
+    @staticmethod
+    def _held_key(session: Session, upgrade: dict) -> str:
+        """The prefix key of `upgrade`'s last mark: the entry it writes (empty where the planner cannot read it)."""
         try:
-            conv = request_dialect(session.planner, sent).parse_request(sent, model=session.model)
+            conv = request_dialect(session.planner, upgrade).parse_request(upgrade, model=session.model)
         except RequestError:
-            return
+            return ""
         marked = [i for i, block in enumerate(conv.blocks()) if block.checkpoint is not None]
-        if marked:
+        return conv.prefix_keys()[marked[-1]] if marked else ""
+
+    def _hold(self, session: Session, sent_at: float) -> None:
+        """Tell the planner of the entry the upgrade sent at `sent_at` wrote (the prefix through the answer, living
+        the upgrade's TTL): the session's later requests mark it again, so it outlives the turns after it
+        (`cache_planner.held`)."""
+        if session.planner_route:
             state = self.proxy.planner_state
             route = state.route(session.planner_route)
-            route.held.note(conv.prefix_keys()[marked[-1]], session.upgrade_ttl, self.clock() + session.ttl_s)
+            route.held.note(session.upgrade_key, session.upgrade_ttl, sent_at + ttl_seconds(session.upgrade_ttl))
             state.commit(session.planner_route, route)
 
     # ---- caps and records ------------------------------------------------------------------------------
@@ -775,9 +795,9 @@ class KeepAlive:
             for cap in caps:
                 await self.proxy.counters.add(cap.counter, delta, cap.ttl)
 
-    def _record(self, session: Session, usage: Usage | None, status: int, error: str, took_s: float,
-                estimated: bool = False) -> LedgerRecord:
-        """The refresh's ledger row: kind keepalive, billed to the session's key and tenant (`estimated`: `usage` is
+    def _entry(self, session: Session, usage: Usage | None, status: int, error: str, took_s: float,
+               estimated: bool = False) -> LedgerRecord:
+        """The refresh's ledger row (not yet written): kind keepalive, billed to the session's key and tenant (`estimated`: `usage` is
         the read it was sent for, as no answer said what it was billed)."""
         cost = price_usage(usage, session.price) if usage is not None else None
         if cost is not None:
@@ -802,8 +822,6 @@ class KeepAlive:
             model=session.model, dialect=session.dialect, status=status, **ledger_fields(usage or Usage(), cost),
             latency_ms=took_s * 1000, prefix_hash=session.prefix_hash, explanation=explanation, error=error,
             kind=KIND)
-        self.proxy.ledger.append(rec)
-        self.proxy.metrics.observe(rec)     # spend and tokens, as on the dashboard (not a caller's latency)
         return rec
 
 

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from prefixgate.cache_planner.keepalive import Refresh, upgrade_body
+from prefixgate.cache_planner.stability import PlannerState
 from prefixgate.compact_json import compact_bytes
 from prefixgate.cost import Price
 from prefixgate.gateway.keepalive import KeepAlive, RouteFlags
@@ -234,6 +235,7 @@ def upgraded_session(keepalive: KeepAlive) -> SimpleNamespace:
     assert upgrade is not None
     session = held_session(keepalive, upgrade=compact_bytes(upgrade.body), upgrading=True, upgraded=False,
                            planner="anthropic", model="claude-sonnet-5-5", ttl="5m", upgrade_ttl="1h", planner_route="",
+                           upgrade_key="k", refreshes=0, touched=0.0,
                            gap_route="tenant:t/chat", route=SimpleNamespace(name="chat", keepalive=POLICY))
     session.ttl_s = 300.0
     keepalive.body_bytes += len(session.upgrade)        # as `_plan` counts a planned upgrade
@@ -248,7 +250,9 @@ def test_after_an_upgrade_a_route_that_refused_pre_warm_is_refreshed_with_one_to
     keepalive = stub_keepalive()
     keepalive.proxy.catalog = load_catalog()
     session = upgraded_session(keepalive)
-    asyncio.run(keepalive._upgraded(session, Usage(cache_read=1200, cache_writes={"1h": 10})))  # type: ignore[arg-type]
+    upgrade = session.upgrade
+    assert keepalive._answered(session, Usage(cache_read=1200, cache_writes={"1h": 10}), 0.0) == "upgraded"  # type: ignore[arg-type]
+    assert asyncio.run(keepalive._after_upgrade(session, upgrade))  # type: ignore[arg-type]
     refresh = json.loads(session.body)
     assert refresh["max_tokens"] == 1 and session.prewarm is False
     assert session.upgraded and session.ttl == "1h" and session.cached_tokens == 1210
@@ -267,7 +271,9 @@ def test_a_session_continued_while_its_upgrade_is_taken_in_leaves_the_byte_count
         return b"y" * 400
 
     monkeypatch.setattr("prefixgate.gateway.keepalive.compact_bytes", compact_while_a_request_continues)
-    asyncio.run(keepalive._upgraded(session, Usage(cache_read=1200)))  # type: ignore[arg-type]
+    upgrade = session.upgrade
+    assert keepalive._answered(session, Usage(cache_read=1200), 0.0) == "upgraded"  # type: ignore[arg-type]
+    assert not asyncio.run(keepalive._after_upgrade(session, upgrade))  # type: ignore[arg-type]
     assert bytes_held(keepalive) == (0, 0)
 
 
@@ -296,3 +302,17 @@ def test_a_refresh_that_timed_out_is_billed_the_read_it_was_sent_for() -> None:
     assert any("estimated" in line for line in rec.explanation)
     spent = asyncio.run(keepalive.proxy.counters.get(keepalive._caps(session)[1].counter))  # type: ignore[arg-type]
     assert spent == 270_000      # the key cap's counter, in nanodollars: $0.00027
+
+
+def test_an_upgrade_answered_after_a_request_continued_its_session_is_still_held() -> None:
+    """The upgrade wrote its hour-long entry whether or not the caller's next request came while it was out: the
+    planner must still hold it (mark it again on later turns), or it is left to lapse an hour on. And the planner
+    learns of it before the upgrade's record is written (`_answered` runs with no await between)."""
+    keepalive = stub_keepalive()
+    keepalive.proxy.planner_state = PlannerState()
+    session = upgraded_session(keepalive)
+    session.planner_route, session.upgrade_key = "t/chat", "the-entry-key"
+    keepalive._drop(session)  # type: ignore[arg-type]  # the caller's next request arrived while the upgrade was out
+    assert keepalive._answered(session, Usage(cache_read=1200, cache_writes={"1h": 10}), 1000.0) == "continued"  # type: ignore[arg-type]
+    # Held for the hour the upgrade asked, from when it was sent.
+    assert keepalive.proxy.planner_state.route("t/chat").held.entries == {"the-entry-key": ("1h", 1000.0 + 3600)}
