@@ -24,7 +24,7 @@ from typing import Any
 from prefixgate.cache_planner.detectors import Span
 from prefixgate.cache_planner.lint.config import DEFAULT_INCLUDE, LintConfig, LintUsageError
 from prefixgate.cache_planner.lint.evidence import name_evidence
-from prefixgate.cache_planner.lint.jinja import Expanded, expand
+from prefixgate.cache_planner.lint.jinja import Expanded, check_parses, expand
 from prefixgate.cache_planner.lint.json_offsets import offset as json_offset
 from prefixgate.cache_planner.lint.python_source import PyTemplate, python_templates
 from prefixgate.cache_planner.lint.variables import names_in, template_spans
@@ -282,23 +282,10 @@ def _renders_other_files(path: Path) -> bool:
         stem.suffix in _NOT_PROMPTS or stem.name.lower().startswith(("dockerfile", "makefile", "nginx")))
 
 
-def _check_jinja(source: Source) -> None:
-    """A Jinja file the engine would refuse is a usage error, as invalid Python is: its prompt never renders.
-    Parsed by Jinja itself, with the extensions whose tags prompt templates use (`trans`, `do`, `break`)."""
-    import jinja2
-
-    # Parsed, never rendered: autoescape changes nothing here (set for the scanners).
-    env = jinja2.Environment(autoescape=True, extensions=["jinja2.ext.i18n", "jinja2.ext.do", "jinja2.ext.loopcontrols"])
-    try:
-        env.parse(source.text)
-    except jinja2.TemplateSyntaxError as e:
-        raise LintUsageError(f"{source.display}:{e.lineno}: not valid Jinja: {e.message}") from None
-
-
 def read_template(source: Source, language: str, config: LintConfig) -> Template:
     """A template file, Jinja includes followed; each variable's evidence comes from the names it reads."""
     if language == "jinja":
-        _check_jinja(source)
+        check_parses(source.text, source.display)
     expanded = expand(source.path, source.text) if language == "jinja" else None
     text = expanded.text if expanded else source.text
     spans = template_spans(text, language)

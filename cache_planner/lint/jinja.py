@@ -1,13 +1,15 @@
 """Jinja templates as the engine sees them: `{% include %}` and `{% extends %}` followed, so a fragment
 is judged in the prompt it ends up in, and a fragment that is only ever included (or imported for its
 macros) is not judged alone. Names resolve like a FileSystemLoader rooted at the template's folder or
-one of its parents."""
+one of its parents. A file the engine itself would refuse to parse is a usage error (check_parses)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from prefixgate.cache_planner.lint.config import LintUsageError
 
 _INCLUDE = re.compile(r"\{%-?\s*include\s+['\"]([^'\"]+)['\"][^%]*?-?%\}")
 _EXTENDS = re.compile(r"\{%-?\s*extends\s+['\"]([^'\"]+)['\"]\s*-?%\}")
@@ -36,6 +38,19 @@ class Expanded:
             if p.start <= index < p.start + len(p.text) or (index == p.start + len(p.text) and p is self.pieces[-1]):
                 return p.origin + (index - p.start if p.own else 0)
         return 0
+
+
+def check_parses(text: str, display: str) -> None:
+    """A Jinja file the engine would refuse is a usage error, as invalid Python is: its prompt never renders.
+    Parsed by Jinja itself, with the extensions whose tags prompt templates use (`trans`, `do`, `break`)."""
+    import jinja2
+
+    # Parsed, never rendered: autoescape changes nothing here (set for the scanners).
+    env = jinja2.Environment(autoescape=True, extensions=["jinja2.ext.i18n", "jinja2.ext.do", "jinja2.ext.loopcontrols"])
+    try:
+        env.parse(text)
+    except jinja2.TemplateSyntaxError as e:
+        raise LintUsageError(f"{display}:{e.lineno}: not valid Jinja: {e.message}") from None
 
 
 def resolve(name: str, folder: Path) -> Path | None:
