@@ -40,7 +40,7 @@ from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as create_mock
 from prefixgate.simulation.simulator import Simulator
 from tests.gateway.dashboard.test_dashboard_browser import assert_reads_as, browser  # noqa: F401 (a fixture)
-from tests.support_services import ServerThread
+from tests.support_services import ServerThread, wait_until
 from tests.support_stack import running_stack
 
 READ = Decimal("0.10")          # USD per million tokens: Sonnet 5.5 cache read
@@ -128,8 +128,15 @@ class Stack:
         raise AssertionError(f"{route}: {len(self.refreshes(route))} refresh(es) after {timeout}s, wanted {n}")
 
     def settle(self) -> None:
-        """Long enough for the gateway's worker (1 s ticks) to have acted on the clock as it stands."""
+        """Time for the gateway's worker (1 s ticks) to act on the clock as it stands: only before a check that
+        nothing happened; what the worker does is waited for (`wait_stop`)."""
         time.sleep(1.5)
+
+    def wait_stop(self, route: str, reason: str) -> None:
+        """Until /metrics counts a session of `route` stopped for `reason` (the worker decides that on a tick of its
+        own, whenever the loaded machine runs it)."""
+        wait_until(lambda: metric(self.metrics(), "prefixgate_keepalive_stops_total", route=route, reason=reason) == 1,
+                   15, f"a {route} session stopped for {reason}")
 
     def metrics(self) -> str:
         return httpx.get(self.gw + "/metrics").text
@@ -274,8 +281,10 @@ def test_without_keepalive_the_request_after_the_gap_writes_again(stack: Stack) 
 
 def test_keepalive_keeps_a_returning_session_warm_and_bills_its_refresh(stack: Stack) -> None:
     client, history, prefix = returning_session(stack, "agent")
-    stack.settle()
-    # /metrics shows what keep-alive holds: the conversation with its refresh scheduled, and its body's bytes.
+    # /metrics shows what keep-alive holds: the conversation with its refresh scheduled (by the worker, on its next
+    # tick), and its body's bytes.
+    wait_until(lambda: series(stack.metrics(), "prefixgate_keepalive_sessions", route="agent", level="conversation",
+                              state="due") == [1.0], 15, "the agent session's refresh scheduled")
     text = stack.metrics()
     assert series(text, "prefixgate_keepalive_sessions", route="agent", level="conversation") == [1.0]
     assert series(text, "prefixgate_keepalive_sessions", route="agent", level="conversation", state="due") == [1.0]
@@ -454,9 +463,8 @@ def test_the_key_cap_stops_refreshes(stack: Stack) -> None:
     assert Decimal(first["cost_usd"]) == prefix * READ / 1_000_000
     assert Decimal(first["cost_usd"]) <= Decimal("0.001") < 2 * Decimal(first["cost_usd"])
     stack.advance(270)          # the second refresh is due: it would pass the key's $0.001 a day
-    stack.settle()
+    stack.wait_stop("capped", "key cap")
     assert len(stack.refreshes("capped")) == 1
-    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="capped", reason="key cap") == 1
 
 
 def test_a_route_where_nothing_repeats_gets_no_refresh(stack: Stack) -> None:
@@ -473,9 +481,8 @@ def test_no_refresh_once_the_cache_has_expired(stack: Stack) -> None:
     """A refresh that comes too late would write the whole prefix again: it is not sent."""
     returning_session(stack, "late")
     stack.advance(400)          # past the entry's 5 minutes before the worker saw the refresh due
-    stack.settle()
+    stack.wait_stop("late", "expired")
     assert stack.refreshes("late") == []
-    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="late", reason="expired") == 1
 
 
 def test_a_refresh_is_refused_once_the_keys_budget_is_spent(stack: Stack) -> None:
@@ -483,9 +490,8 @@ def test_a_refresh_is_refused_once_the_keys_budget_is_spent(stack: Stack) -> Non
     spent = sum(Decimal(r["cost_usd"]) for r in stack.requests("budgeted"))
     assert spent >= Decimal("0.019")
     stack.advance(280)
-    stack.settle()
+    stack.wait_stop("budgeted", "budget")
     assert stack.refreshes("budgeted") == []
-    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="budgeted", reason="budget") == 1
 
 
 def test_on_an_open_gateway_each_callers_refresh_goes_with_its_own_key(tmp_path: Path,
@@ -576,10 +582,8 @@ def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                 if life == 1:
                     stack.wait_refreshes("capped", 1)
                 else:
-                    stack.settle()
+                    stack.wait_stop("capped", "key cap")
                     assert len(stack.refreshes("capped")) == 1     # the second would pass $0.001 a day
-                    assert metric(stack.metrics(), "prefixgate_keepalive_stops_total", route="capped",
-                                  reason="key cap") == 1
 
 
 def test_a_conversations_re_read_restarts_its_static_prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -661,9 +665,8 @@ def test_gateways_sharing_redis_share_the_caps(tmp_path: Path, monkeypatch: pyte
         b.offset = a.offset
         returning_session(b, "capped", "capped-on-b")
         b.advance(280)
-        b.settle()
+        b.wait_stop("capped", "key cap")
         assert b.refreshes("capped") == []
-        assert metric(b.metrics(), "prefixgate_keepalive_stops_total", route="capped", reason="key cap") == 1
 
 
 def open_returning(open_stack: Stack, tag: str) -> tuple[anthropic.Anthropic, list[dict], int]:
