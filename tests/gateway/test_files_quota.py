@@ -6,13 +6,13 @@ on one real redis-server, the mock in-process)."""
 from __future__ import annotations
 
 import io
-import time
 from contextlib import ExitStack
 
 import anthropic
 import httpx
 import openai
 import pytest
+import redis
 from google import genai
 from google.genai import errors as genai_errors
 
@@ -21,7 +21,7 @@ from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_files_quota import file_code_execution_wrote
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
-from tests.support_services import ServerThread
+from tests.support_services import ServerThread, wait_until
 
 ACME, ACME_2, BETA, SMALL = "pg-acme-quota-012345", "pg-acme-quota-2-0123", "pg-beta-quota-012345", "pg-small-012345678"
 SOLO, TINY = "pg-solo-quota-012345", "pg-tiny-quota-012345"
@@ -54,6 +54,18 @@ def replicas(tmp_path, redis_url, monkeypatch):
             settings = settings_for(mock, folder, redis_url=redis_url)
             urls.append(stack.enter_context(running_gateway(settings, policy=policy_for(settings, POLICY))).url)
         yield urls
+
+
+def counted(redis_url: str, tenant: str, file_id: str, size: int | None = None) -> None:
+    """Until the replicas' shared quota counts `tenant`'s file `file_id` (as `size` bytes): a file code execution
+    wrote is counted after its answer went out, and its size once the provider's metadata gives it
+    (gateway/written_files.py); another replica knows of it from then."""
+    shared = redis.Redis.from_url(redis_url)
+
+    def there() -> bool:
+        found = shared.hget(f"prefixgate:files:stored:tenant:{tenant}", file_id)
+        return found is not None and (size is None or int(found) == size)
+    wait_until(there, 10, f"{tenant}'s written file counted" + (f" as {size} bytes" if size is not None else ""))
 
 
 def oai(url: str, key: str) -> openai.OpenAI:
@@ -130,10 +142,11 @@ def test_an_upload_limit_is_checked_when_the_policy_loads(tmp_path, uploads, err
     assert error in str(refused.value)
 
 
-def test_a_file_code_execution_wrote_counts_toward_the_tenants_files(replicas):
+def test_a_file_code_execution_wrote_counts_toward_the_tenants_files(replicas, redis_url):
     a, b = replicas
     claude = anthropic.Anthropic(base_url=a, api_key=SOLO)
     written = file_code_execution_wrote(claude)
+    counted(redis_url, "solo", written)
     # It lies in the organisation's storage as an upload would: the tenant's one file, on either replica.
     with pytest.raises(openai.PermissionDeniedError) as refused:
         oai(b, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data")
@@ -142,14 +155,14 @@ def test_a_file_code_execution_wrote_counts_toward_the_tenants_files(replicas):
     assert oai(b, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data").id
 
 
-def test_a_file_code_execution_wrote_counts_its_size_toward_the_tenants_bytes(replicas):
+def test_a_file_code_execution_wrote_counts_its_size_toward_the_tenants_bytes(replicas, redis_url):
     a, b = replicas
     claude = anthropic.Anthropic(base_url=a, api_key=TINY)
     written = file_code_execution_wrote(claude)
     # Its size is the provider's (the file's metadata), not the 0 bytes the answer names.
     size = claude.beta.files.retrieve_metadata(written, betas=[FILES_BETA]).size_bytes
     assert size == 21
-    time.sleep(0.5)     # the gateway learns it off the answer's path
+    counted(redis_url, "tiny", written, size)
     # An OpenAI Upload holds exactly the bytes it declares (a Files upload's multipart body holds more).
     with pytest.raises(openai.PermissionDeniedError, match="uploads.max_mb"):
         declared(oai(b, TINY), TINY_BYTES - size + 1)
