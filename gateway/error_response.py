@@ -18,9 +18,10 @@ def error_response(err: RequestError, dialect: str, headers: dict[str, str] | No
     headers = {**own, **(headers or {})}
     if err.retry_after is not None:
         headers["retry-after"] = retry_after_header(err.retry_after)
-    if err.kind == "quota":
-        # The openai and anthropic SDKs retry every 429 (the anthropic one sleeping out a Retry-After of days) unless
-        # told not to: a spent budget fails the same way until its window resets.
+    if err.kind in ("quota", "not_configured"):
+        # The openai and anthropic SDKs retry every 429 (the anthropic one sleeping out a Retry-After of days) and
+        # every 5xx unless told not to: a spent budget fails the same way until its window resets, a gateway not
+        # set up for what was asked until its operator sets it up.
         headers["x-should-retry"] = "false"
     return Response(compact_bytes(body), status, headers, media_type="application/json", background=background)
 

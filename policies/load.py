@@ -31,11 +31,12 @@ def builtin_upstreams(settings: Settings) -> dict[str, Upstream]:
         "bedrock": Upstream("bedrock", "bedrock", settings.bedrock_base_url.format(region=aws_region()).rstrip("/"),
                             KINDS["bedrock"].key_envs),
     }
-    # Vertex AI in the gateway's own project (GOOGLE_CLOUD_PROJECT; without one, requests to it say so).
+    # Vertex AI in the gateway's own project (GOOGLE_CLOUD_PROJECT or its service-account key's; without one, a
+    # policy routing here does not load, and zero config's Vertex paths answer what to set).
     location = os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
     base = settings.vertex_base_url or vertex.default_base_url(location)
-    ups["vertex"] = Upstream("vertex", "vertex", vertex.resource_root(base, os.environ.get("GOOGLE_CLOUD_PROJECT", ""),
-                                                                     location), KINDS["vertex"].key_envs)
+    ups["vertex"] = Upstream("vertex", "vertex", vertex.resource_root(base, vertex.gateway_project(), location),
+                             KINDS["vertex"].key_envs)
     if settings.backend_url:
         # The key `prefixgate backend --api-key` reads, so the pair works with one variable set for both.
         ups["local"] = Upstream("local", "openai_compatible", settings.backend_url.rstrip("/"),
@@ -71,6 +72,20 @@ def load_policy(settings: Settings) -> Policy:
     except YamlFileError as e:
         raise PolicyError(str(e)) from None
     try:
-        return Policy.from_dict(data, builtins)
+        policy = Policy.from_dict(data, builtins)
+        _vertex_placed(policy)
     except PolicyError as e:
         raise PolicyError(f"policy file {path}: {e}") from None
+    return policy
+
+
+def _vertex_placed(policy: Policy) -> None:
+    """A policy's routes send nothing to a Vertex upstream with no project (the built-in one, when the gateway
+    found none): known now, so the gateway does not start rather than answer every such request with an error."""
+    for i, route in enumerate(policy.routes):
+        for j, target in enumerate(route.targets):
+            for name in target.upstreams:
+                if policy.upstreams[name].kind == "vertex" and not vertex.has_project(policy.upstreams[name].url):
+                    raise PolicyError(f"routes.{i}.targets.{j}: upstream {name!r} has no Google Cloud project: set "
+                                      "GOOGLE_CLOUD_PROJECT (or GOOGLE_APPLICATION_CREDENTIALS to a service-account "
+                                      "key), or declare a vertex upstream with its project")

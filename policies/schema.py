@@ -388,8 +388,9 @@ def _kv_events(spec: Any, path: str, upstream: Upstream) -> KVEventSource:
 
 
 def _vertex_upstream(name: str, spec: dict, path: str) -> Upstream:
-    """`{kind: vertex, project, location}`: project and location default to GOOGLE_CLOUD_PROJECT and
-    GOOGLE_CLOUD_LOCATION, the URL (Vertex's host, or a proxy's) to PREFIXGATE_VERTEX_BASE_URL."""
+    """`{kind: vertex, project, location}`: project and location default to the gateway's (GOOGLE_CLOUD_PROJECT or
+    its service-account key's) and GOOGLE_CLOUD_LOCATION, the URL (Vertex's host, or a proxy's) to
+    PREFIXGATE_VERTEX_BASE_URL."""
     extra = sorted(set(spec) - {"kind", "url", "api_key_env", "headers", "project", "location"})
     if extra:
         raise PolicyError(f"{path}.{extra[0]}: not a key of a vertex upstream (project, location, url, api_key_env, "
@@ -406,7 +407,7 @@ def _vertex_upstream(name: str, spec: dict, path: str) -> Upstream:
 
 
 def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
-    place = {"project": spec.get("project") or os.environ.get("GOOGLE_CLOUD_PROJECT"),
+    place = {"project": spec.get("project") or vertex.gateway_project(),
              "location": spec.get("location") or os.environ.get("GOOGLE_CLOUD_LOCATION")}
     for key, env in (("project", "GOOGLE_CLOUD_PROJECT"), ("location", "GOOGLE_CLOUD_LOCATION")):
         value = place[key]

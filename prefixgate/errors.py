@@ -59,6 +59,8 @@ _KINDS: dict[str, tuple[str, str, str]] = {
     "overloaded": ("server_error", "overloaded_error", "UNAVAILABLE"),
     "timeout": ("timeout_error", "timeout_error", "DEADLINE_EXCEEDED"),
     "server": ("server_error", "api_error", "INTERNAL"),
+    # The gateway is not set up to serve this (no Google Cloud project for Vertex): a 501, not to be retried.
+    "not_configured": ("server_error", "api_error", "UNIMPLEMENTED"),
 }
 
 

@@ -11,6 +11,7 @@ calls Vertex in its upstream's project, with its own credentials.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -69,14 +70,35 @@ def base_url_for(location: str) -> str:
     return os.environ.get("PREFIXGATE_VERTEX_BASE_URL") or default_base_url(location)
 
 
+def gateway_project() -> str:
+    """The gateway's own Google Cloud project as google-auth's `default()` finds it without a network call:
+    GOOGLE_CLOUD_PROJECT, else the `project_id` of the service-account key in GOOGLE_APPLICATION_CREDENTIALS;
+    "" when neither names one (a VM's metadata server is not asked: a start-up would wait on it)."""
+    if os.environ.get("GOOGLE_CLOUD_PROJECT"):
+        return os.environ["GOOGLE_CLOUD_PROJECT"]
+    try:
+        with open(os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") or os.devnull, encoding="utf-8") as f:
+            key = json.loads(f.read() or "{}")
+    except (OSError, ValueError):
+        return ""       # the token's lookup reports an unusable file, per request
+    project = key.get("project_id") if isinstance(key, dict) and key.get("type") == "service_account" else None
+    return project if isinstance(project, str) else ""
+
+
+def has_project(root: str) -> bool:
+    """Whether a resource root names a project (the built-in upstream's lacks one when none was found)."""
+    return _ROOT.match(root) is not None
+
+
 def split_root(root: str) -> tuple[str, str]:
     """(base URL, `projects/{p}/locations/{l}`) of a resource root; a clear error for the built-in upstream
-    when the gateway was given no project."""
+    when the gateway was given no project: the operator's to fix, so no SDK is led to retry it (501, with
+    `x-should-retry: false`; Google's UNIMPLEMENTED, which google-genai's retries skip)."""
     match = _ROOT.match(root)
     if match is None:
         raise RequestError("the gateway has no Google Cloud project for Vertex AI: set GOOGLE_CLOUD_PROJECT (and "
                            "GOOGLE_CLOUD_LOCATION) on the gateway, or name them on a vertex upstream in the policy",
-                           status=500, kind="server")
+                           status=501, kind="not_configured")
     return match["base"], match["scope"]
 
 

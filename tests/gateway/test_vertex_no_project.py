@@ -1,0 +1,118 @@
+"""A Vertex upstream whose Google Cloud project the gateway cannot know. Where that is knowable at start-up (a
+policy routing to the built-in `vertex` upstream with no project anywhere) the policy does not load; where it is
+only met per request (zero config, a Vertex client calling a gateway not set up for Vertex) the caller gets one
+error no SDK retries: 501 (Google's UNIMPLEMENTED, outside google-genai's retried statuses) with
+`x-should-retry: false` (read by the anthropic and openai SDKs, which retry every 5xx otherwise). Real clients;
+the gateway counts the requests it received. A service-account key file names its project: that one is used,
+as google-auth's `default()` returns it."""
+
+from __future__ import annotations
+
+import anthropic
+import httpx
+import pytest
+import uvicorn
+from anthropic import AnthropicVertex
+from click.testing import CliRunner
+from google import genai
+from google.genai import errors, types
+from google.oauth2.credentials import Credentials
+
+from prefixgate.cli import main
+from prefixgate.config import Settings
+from prefixgate.gateway.app import create_app
+from prefixgate.policies import PolicyError, load_policy
+from prefixgate.policies.load import builtin_upstreams
+from tests.gateway.support_gateway import settings_for
+from tests.gateway.support_vertex import CLAUDE, GEMINI, LOCATION, PROJECT, service_account_file
+from tests.support_services import ServerThread
+
+# What every SDK retries by default: google-genai's HttpRetryOptions codes (408, 429, 500, 502, 503, 504:
+# google/genai/_api_client.py), the anthropic and openai SDKs' 408, 409, 429 and >= 500 unless x-should-retry.
+GENAI_RETRIED = {408, 429, 500, 502, 503, 504}
+
+
+class Counted:
+    """An ASGI app that counts the HTTP requests reaching it."""
+
+    def __init__(self, app) -> None:
+        self.app, self.paths = app, []
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            self.paths.append(scope["path"])
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture
+def no_project(monkeypatch):
+    for name in ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_APPLICATION_CREDENTIALS",
+                 "PREFIXGATE_VERTEX_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PREFIXGATE_VERTEX_ACCESS_TOKEN", "mock-vertex-token")
+
+
+def test_a_claude_vertex_client_is_answered_once_with_what_to_set(tmp_path, no_project):
+    gateway = Counted(create_app(settings_for("http://127.0.0.1:9", tmp_path)))
+    with ServerThread(gateway) as gw:
+        client = AnthropicVertex(base_url=f"{gw.url}/v1", region=LOCATION, project_id="caller-project",
+                                 access_token="gateway-key")          # max_retries: the SDK's default, 2
+        with pytest.raises(anthropic.APIStatusError) as refused:
+            client.messages.create(model=CLAUDE, max_tokens=16, messages=[{"role": "user", "content": "Hi"}])
+    assert len(gateway.paths) == 1
+    response = refused.value.response
+    assert response.status_code == 501 and response.headers["x-should-retry"] == "false"
+    assert refused.value.body["error"]["type"] == "api_error" and "set GOOGLE_CLOUD_PROJECT" in refused.value.message
+
+
+def test_a_gemini_vertex_client_retrying_server_errors_is_answered_once(tmp_path, no_project):
+    gateway = Counted(create_app(settings_for("http://127.0.0.1:9", tmp_path)))
+    with ServerThread(gateway) as gw:
+        retry = types.HttpRetryOptions(attempts=4, initial_delay=0.01, max_delay=0.02)
+        client = genai.Client(vertexai=True, project="caller-project", location=LOCATION,
+                              credentials=Credentials("gateway-key"),
+                              http_options=types.HttpOptions(base_url=gw.url, retry_options=retry))
+        with pytest.raises(errors.APIError) as refused:
+            client.models.generate_content(model=GEMINI, contents="Hi")
+    assert len(gateway.paths) == 1
+    assert refused.value.code == 501 and refused.value.code not in GENAI_RETRIED
+    assert refused.value.status == "UNIMPLEMENTED" and "set GOOGLE_CLOUD_PROJECT" in refused.value.message
+
+
+def test_serve_with_a_policy_routing_to_the_builtin_vertex_without_a_project_does_not_start(tmp_path, no_project,
+                                                                                             monkeypatch):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("routes:\n  - name: claude\n    models: [claude-*]\n"
+                      "    targets: [{upstream: anthropic}, {upstream: vertex}]\n")
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: pytest.fail("the gateway started"))
+    env = {"PREFIXGATE_POLICY_FILE": str(policy), "PREFIXGATE_LEDGER_PATH": str(tmp_path / "ledger.sqlite"),
+           "PREFIXGATE_CONFIG": ""}
+    result = CliRunner().invoke(main, ["serve"], env=env)
+    assert result.exit_code == 2
+    said = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(said) == 1 and "routes.0.targets.1: upstream 'vertex' has no Google Cloud project" in said[0]
+    with pytest.raises(PolicyError, match="set GOOGLE_CLOUD_PROJECT"):
+        load_policy(Settings(policy_file=str(policy)))
+
+
+def test_a_policy_not_routing_to_vertex_loads_without_a_project(tmp_path, no_project):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("routes:\n  - name: claude\n    models: [claude-*]\n    targets: [{upstream: anthropic}]\n")
+    assert load_policy(Settings(policy_file=str(policy))).routes[0].name == "claude"
+
+
+def test_the_project_of_the_service_account_key_is_the_gateways(tmp_path, no_project, monkeypatch):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(service_account_file(tmp_path, "http://127.0.0.1:9")))
+    up = builtin_upstreams(Settings(vertex_base_url="http://vertex:1"))["vertex"]
+    assert up.url == f"http://vertex:1/v1/projects/{PROJECT}/locations/global"
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "env-project")       # the variable wins, as in google-auth
+    up = builtin_upstreams(Settings(vertex_base_url="http://vertex:1"))["vertex"]
+    assert up.url == "http://vertex:1/v1/projects/env-project/locations/global"
+
+
+def test_an_unreadable_credentials_file_leaves_the_project_unknown(tmp_path, no_project, monkeypatch):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    with ServerThread(create_app(settings_for("http://127.0.0.1:9", tmp_path))) as gw:
+        answer = httpx.post(f"{gw.url}/v1beta1/projects/p/locations/{LOCATION}/publishers/google/models/"
+                            f"{GEMINI}:generateContent", json={"contents": [{"parts": [{"text": "Hi"}]}]})
+    assert answer.status_code == 501 and answer.json()["error"]["status"] == "UNIMPLEMENTED"
