@@ -153,32 +153,15 @@ class RedisStore:
         return self.window.failures
 
     def load(self, route: str) -> RouteState | None:
-        if self.window.resting():
-            return None
-        try:
-            raw = self.client.get(self.prefix + route)
-        except self._errors as e:
-            self.window.failed(e)
-            return None
+        raw = self.window.ask_now(lambda: self.client.get(self.prefix + route))
         return RouteState.from_dict(json.loads(raw)) if raw else None
 
     def save(self, route: str, state: RouteState) -> None:
-        if self.window.resting():
-            return
-        try:
-            self.client.set(self.prefix + route, json.dumps(state.to_dict()), ex=self.ttl_s)
-        except self._errors as e:
-            self.window.failed(e)
+        self.window.ask_now(lambda: self.client.set(self.prefix + route, json.dumps(state.to_dict()), ex=self.ttl_s))
 
     def explicit_cache(self, route: str, key: str) -> tuple[str, float] | None:
         """The explicit cache (name, expiry) some replica created for this route's prefix, if it is alive."""
-        if self.window.resting():
-            return None
-        try:
-            raw = self.client.get(f"{self.prefix}{route}:explicit:{key}")
-        except self._errors as e:
-            self.window.failed(e)
-            return None
+        raw = self.window.ask_now(lambda: self.client.get(f"{self.prefix}{route}:explicit:{key}"))
         if not raw:
             return None
         name, expires_at = json.loads(raw)
@@ -188,34 +171,26 @@ class RedisStore:
         """Published at once, on its own key (not with the route's state, which replicas overwrite in turn),
         and gone from Redis when the cache expires."""
         ttl_ms = int((expires_at - time.time()) * 1000)
-        if ttl_ms <= 0 or self.window.resting():
-            return
-        try:
-            self.client.set(f"{self.prefix}{route}:explicit:{key}", json.dumps([name, expires_at]), px=ttl_ms)
-        except self._errors as e:
-            self.window.failed(e)
+        if ttl_ms > 0:
+            self.window.ask_now(lambda: self.client.set(f"{self.prefix}{route}:explicit:{key}",
+                                                        json.dumps([name, expires_at]), px=ttl_ms))
 
     def routes_of(self, values: tuple[str, ...]) -> list[str | None]:
         """The route each sketch value was last seen in, on any replica."""
-        if not values or self.window.resting():
-            return [None] * len(values)
-        try:
-            raw = self.client.mget([f"{self.prefix}sketch:{v}" for v in values])
-        except self._errors as e:
-            self.window.failed(e)
-            return [None] * len(values)
-        return [r.decode() if r else None for r in raw]
+        if not values:
+            return []
+        raw = self.window.ask_now(lambda: self.client.mget([f"{self.prefix}sketch:{v}" for v in values]))
+        return [r.decode() if r else None for r in raw] if raw is not None else [None] * len(values)
 
     def name_routes(self, values: tuple[str, ...], route: str) -> None:
-        if not values or self.window.resting():
-            return
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            for v in values:
-                pipe.set(f"{self.prefix}sketch:{v}", route, ex=self.ttl_s)
-            pipe.execute()
-        except self._errors as e:
-            self.window.failed(e)
+        if values:
+            self.window.ask_now(lambda: self._named(values, route))
+
+    def _named(self, values: tuple[str, ...], route: str) -> list[object]:
+        pipe = self.client.pipeline(transaction=False)
+        for v in values:
+            pipe.set(f"{self.prefix}sketch:{v}", route, ex=self.ttl_s)
+        return pipe.execute()
 
 
 class PlannerState:

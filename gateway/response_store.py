@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from prefixgate.redis_outage import ERRORS, RetryWindow, outage_of
+from prefixgate.redis_outage import ERRORS, Resting, RetryWindow, outage_of
 
 T = TypeVar("T")
 log = logging.getLogger("prefixgate.gateway")
@@ -123,15 +123,12 @@ class RedisStore:
         self._window = RetryWindow(log, "", "", outage=outage_of(url))
 
     async def _call(self, call: Callable[[], Awaitable[T]]) -> T:
-        if self._window.resting():
-            raise StoreResting("redis: left alone for a moment after it did not answer")
         try:
-            found = await call()
+            return await self._window.call(call)
+        except Resting as e:
+            raise StoreResting(str(e)) from None
         except ERRORS as e:
-            self._window.failed(e)
             raise StoreError(f"redis: {type(e).__name__}") from e
-        self._window.answered()
-        return found
 
     def retry(self, done: Callable[[], Awaitable[bool]]) -> None:
         """`done` after each window until it is true (`RetryWindow.retry`)."""

@@ -8,7 +8,9 @@ consecutive requests wait in turn (0.5 s, then 0.5 s again): against docs/reliab
 second a 0.5 s timeout". So every client of one Redis server consults one `Outage`: the first call to fail starts a
 window in which no client calls Redis, and the first call after it is the next probe.
 
-`RetryWindow` is one client's view of it: its own failure count and its `down`/`up` lines, logged once an outage.
+`RetryWindow` is one client's view of it: its own failure count and its `down`/`up` lines, logged once an outage. A
+client calls Redis through it: `ask` (None while it rests or fails), `call` (raising, for a client that tells a miss
+from an outage) or `ask_now` (redis-py's synchronous client).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -26,6 +29,10 @@ from redis.exceptions import RedisError, ResponseError
 T = TypeVar("T")
 # What an unreachable or failing Redis raises (timeouts are RedisError subclasses; refusals OSError).
 ERRORS = (RedisError, OSError)
+
+
+class Resting(Exception):
+    """Redis not called: it rests after a call of this process failed (that client logged the outage)."""
 
 
 class Outage:
@@ -98,15 +105,37 @@ class RetryWindow:
 
     async def ask(self, call: Callable[[], Awaitable[T]]) -> T | None:
         """`call`'s answer from Redis; None while Redis rests, or when it does not answer (which rests it)."""
+        try:
+            return await self.call(call)
+        except (Resting, *ERRORS):
+            return None
+
+    async def call(self, call: Callable[[], Awaitable[T]]) -> T:
+        """`ask` for a client that tells a miss from an outage: `Resting` raised while Redis rests, and what Redis
+        raised when it does not answer (which rests it)."""
+        if self.resting():
+            raise Resting("redis: left alone for a moment after it did not answer")
+        with self._asking():
+            return await call()
+
+    def ask_now(self, call: Callable[[], T]) -> T | None:
+        """`ask` for a synchronous client (redis-py's own: the planner's store, its writer threads)."""
         if self.resting():
             return None
         try:
-            found = await call()
+            with self._asking():
+                return call()
+        except ERRORS:
+            return None
+
+    @contextmanager
+    def _asking(self) -> Iterator[None]:
+        try:
+            yield
         except ERRORS as e:
             self.failed(e)
-            return None
+            raise
         self.answered()
-        return found
 
     def retry(self, done: Callable[[], Awaitable[bool]]) -> None:
         """Call `done` after each window, in the background, until it is true (one task and one `done` a client):
