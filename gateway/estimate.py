@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 from decimal import Decimal
 
+from prefixgate.compact_json import compact_bytes
 from prefixgate.cost import MTOK, Price
 from prefixgate.ir import Conversation
-from prefixgate.usage import Usage, prompt_estimate
+from prefixgate.usage import BYTES_PER_TOKEN, Usage, prompt_estimate
 from prefixgate.usage import cut_usage as cut_usage  # lives beside prompt_estimate, for the SDK wrapper too
 
 # Admission's estimate, before any tokenizer runs: the prompt from the body's size (`prompt_estimate`), and the
@@ -25,6 +26,7 @@ UNCAPPED_OUTPUT_TOKENS = 4096
 MIN_OUTPUT_TOKENS = 16              # a minimal answer: the Responses API refuses a smaller max_output_tokens
 LONGEST_OUTPUT_TOKENS = 128_000     # a model the catalogue gives no limit (OpenAI's): as long as GPT-5.x answers
 BOUND_HEADER = "x-prefixgate-budget-bound"      # the output limit the key's budget set, where it set one
+NESTED_MARKS = (b'"cache_control"', b'"cachePoint"')     # a cache mark's field, as JSON in a block's bytes
 
 
 def requested_output(params: dict) -> int | None:
@@ -41,30 +43,55 @@ def estimated_usage(conv: Conversation, raw: bytes) -> Usage:
     return replace(prompt_estimate(raw), output=UNCAPPED_OUTPUT_TOKENS if output is None else output)
 
 
-def _prompt_cost(prompt: Usage, price: Price) -> Decimal:
-    """The prompt at the dearest rate it may be billed at: the planner, or the caller's own marks where the planner
-    keeps them, may write it to a cache (up to twice the input price for an hour-long one); what an explicit cache
-    holds is only ever read (unseen_prompt.py)."""
+def writable(sent: Conversation, fresh: int) -> int:
+    """How many of `sent`'s `fresh` prompt tokens (by size, as `prompt_estimate` counts them) a cache write may
+    cover where its provider writes only at marks: all with the top-level automatic marker (it moves to the
+    prompt's end), none without a mark, else all but the blocks past the last mark."""
+    if "cache_control" in sent.params:
+        return fresh
+    tail = 0
+    for block in reversed(sent.blocks()):
+        native = compact_bytes(block.native)
+        # A mark inside a block (a tool result's own text blocks may carry one) writes through that block too.
+        if block.checkpoint is not None or any(m in native for m in NESTED_MARKS):
+            return max(0, fresh - tail // BYTES_PER_TOKEN)
+        tail += len(native)
+    return 0
+
+
+def _prompt_cost(prompt: Usage, price: Price, sent: Conversation | None) -> Decimal:
+    """The prompt at the dearest rate it may be billed at. `sent`: the body as it goes upstream, where its
+    provider writes the cache only at the marks it carries (Claude's `cache_control`, Bedrock's cachePoint), and
+    its planner places no more: the part past its last mark is held at the input price, as nothing writes it.
+    None: any part may be written (a provider that writes unmarked prompts; a body the planner has yet to mark),
+    so all of it is held at the dearest write rate (up to twice the input price for an hour-long one). What an
+    explicit cache holds is only ever read (unseen_prompt.py)."""
     dearest = max([price.input, *price.cache_write.values()])
-    return ((prompt.input_total - prompt.cache_read) * dearest + prompt.cache_read * price.cache_read) / MTOK
+    fresh = prompt.input_total - prompt.cache_read
+    written = writable(sent, fresh) if sent is not None and dearest > price.input else fresh
+    return (written * dearest + (fresh - written) * price.input + prompt.cache_read * price.cache_read) / MTOK
 
 
-def held_cost(usage: Usage, price: Price) -> Decimal:
-    """What admission holds for `usage` (an estimate: its prompt, its output limit): the prompt at its dearest rate
-    and the output at the output price. Held at the plain input price, N concurrent capped requests whose prompts
-    the caller marks for an hour-long write each held half what it spent."""
-    return _prompt_cost(usage, price) + usage.output * price.output / MTOK
+def held_cost(usage: Usage, price: Price, sent: Conversation | None = None) -> Decimal:
+    """What admission holds for `usage` (an estimate: its prompt, its output limit): the prompt at the dearest rate
+    it may be billed at (`_prompt_cost`: `sent`, the body as it goes upstream where its marks alone can write)
+    and the output at the output price. Held at the plain input price, N concurrent capped requests whose
+    prompts the caller marks for an hour-long write each held half what it spent; held at the write price where
+    nothing marks it, N such requests to Claude each held twice what it could spend."""
+    return _prompt_cost(usage, price, sent) + usage.output * price.output / MTOK
 
 
-def uncapped_costs(prompt: Usage, price: Price, limit: int) -> tuple[Decimal, Decimal | None]:
+def uncapped_costs(prompt: Usage, price: Price, limit: int, sent: Conversation | None = None
+                   ) -> tuple[Decimal, Decimal | None]:
     """(worst, least) an uncapped request costs: its prompt and `limit` output tokens, or a minimal answer (None
     where output is free: no answer's length then needs bounding)."""
-    least = held_cost(replace(prompt, output=MIN_OUTPUT_TOKENS), price) if price.output else None
-    return held_cost(replace(prompt, output=limit), price), least
+    least = held_cost(replace(prompt, output=MIN_OUTPUT_TOKENS), price, sent) if price.output else None
+    return held_cost(replace(prompt, output=limit), price, sent), least
 
 
-def output_bound(held_usd: Decimal, prompt: Usage, price: Price, limit: int) -> int:
-    """The most output tokens `held_usd` pays for after the prompt, up to `limit` (the model's own)."""
+def output_bound(held_usd: Decimal, prompt: Usage, price: Price, limit: int, sent: Conversation | None = None) -> int:
+    """The most output tokens `held_usd` pays for after the prompt (`sent`: as `held_cost` takes it), up to `limit`
+    (the model's own)."""
     if not price.output:
         return limit
-    return max(0, min(limit, int((held_usd - _prompt_cost(prompt, price)) * MTOK / price.output)))
+    return max(0, min(limit, int((held_usd - _prompt_cost(prompt, price, sent)) * MTOK / price.output)))

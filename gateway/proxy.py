@@ -270,9 +270,9 @@ class Proxy:
             call.uncapped = (bounds_output and call.route.max_request_usd is None
                              and requested_output(call.conv.params) is None)
             if call.uncapped:
-                price, limit = self._priced(call, self.policy.upstreams[ref.upstreams[0]], ref.model or call.conv.model
-                                            or "", call.estimate)
-                estimate, least = uncapped_costs(call.estimate, price, limit)
+                first, model = self.policy.upstreams[ref.upstreams[0]], ref.model or call.conv.model or ""
+                price, limit = self._priced(call, first, model, call.estimate)
+                estimate, least = uncapped_costs(call.estimate, price, limit, self._as_sent(call, first, model))
                 call.uncapped = least is not None       # a free answer needs no bound
         call.held = await self.limits.admit(key, estimate, least)
 
@@ -295,8 +295,21 @@ class Proxy:
         budgeted and is refused."""
         if call.route.max_request_usd is not None:
             return Decimal(str(call.route.max_request_usd))
-        return held_cost(usage, self._priced(call, self.policy.upstreams[ref.upstreams[0]],
-                                             ref.model or call.conv.model or "", usage)[0])
+        first, model = self.policy.upstreams[ref.upstreams[0]], ref.model or call.conv.model or ""
+        return held_cost(usage, self._priced(call, first, model, usage)[0], self._as_sent(call, first, model))
+
+    def _as_sent(self, call: Call, upstream: Upstream, model: str, planned: Conversation | None = None
+                 ) -> Conversation | None:
+        """The body whose marks alone may write the prompt to `upstream`'s cache (`held_cost`'s `sent`): `planned`
+        (the body as planned for it), else, at admission, the caller's own where the route plans nothing and it
+        goes in its own format, marks as written; None where the provider writes unmarked prompts, or before the
+        planner (or a translation: a cache key becomes Claude's automatic marker) has placed its marks."""
+        wire = wire_format(upstream.dialect_for(call.dialect, model))
+        if self.catalog.writes_unmarked(upstream.planner_provider(wire, model)):
+            return None
+        if planned is not None:
+            return planned
+        return call.conv if call.mode == "off" and wire is call.wire else None
 
     def _priced(self, call: Call, upstream: Upstream, model: str, usage: Usage) -> tuple[Price, int]:
         """The price of `usage` of `model` at `upstream`, and how many output tokens the model answers with at most
@@ -534,7 +547,8 @@ class Proxy:
         if not call.uncapped:
             return planned, None
         price, limit = self._priced(call, upstream, model, call.estimate)
-        bound = output_bound(Decimal(call.held.nano) / NANO, call.estimate, price, limit)
+        bound = output_bound(Decimal(call.held.nano) / NANO, call.estimate, price, limit,
+                             self._as_sent(call, upstream, model, planned))
         if bound >= limit:
             return planned, None
         if bound < MIN_OUTPUT_TOKENS:

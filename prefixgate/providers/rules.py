@@ -38,6 +38,8 @@ class AnthropicRules:
     """Claude's prompt cache: on Anthropic's API, and on Bedrock with Bedrock's own table."""
 
     max_breakpoints: int
+    # Whether the provider writes (and bills) a cache entry no marker in the request asks for (`writes_unmarked`).
+    writes_unmarked: bool
     lookback_positions: int
     ttls: dict[str, int]
     default_ttl: str
@@ -52,6 +54,7 @@ class AnthropicRules:
 class OpenAIRules:
     min_cache_tokens: int
     increment_tokens: int
+    writes_unmarked: bool
     routing_prefix_tokens: int
     overflow_rpm: int
     in_memory_idle_s: int
@@ -70,6 +73,7 @@ class OpenAIRules:
 @dataclass(frozen=True)
 class GeminiRules:
     implicit_ttl_s: int
+    writes_unmarked: bool
     default_explicit_ttl_s: int
     image_tokens: int
     source: str
@@ -167,6 +171,12 @@ class Catalog:
         if index is None:
             index = self._names[provider] = {a: m for m in self.models_of(provider) for a in (m.id, *m.aliases)}
         return index
+
+    def writes_unmarked(self, provider: str) -> bool:
+        """Whether `provider` (a planner provider) may write, and bill, a cache entry for a prompt whose request
+        marks nothing (its automatic prefix caching); a provider with no rules table here (the local engine,
+        which bills nothing) is taken to."""
+        return provider not in PROVIDERS or getattr(self, provider).writes_unmarked
 
 
 # ----------------------------------------------------------------------------------------------- loading
@@ -283,6 +293,10 @@ def _dataclass_from(cls: type, raw: Any, where: str) -> Any:
 
 def _typed(value: Any, type_name: Any, where: str) -> Any:
     t = str(type_name)
+    if t == "bool":
+        if not isinstance(value, bool):
+            raise RulesError(f"{where}: expected true or false, got {value!r}")
+        return value
     if t == "int":
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise RulesError(f"{where}: expected a non-negative integer, got {value!r}")

@@ -1,20 +1,26 @@
-"""A request with its own output limit holds its prompt at the dearest rate it may be billed at, as one without does:
-the real anthropic client through `prefixgate serve` over `prefixgate mock-providers`, on a route whose planner
-sends requests as written, so the caller's own `cache_control: {"ttl": "1h"}` marks reach Claude and each distinct
-prompt is written for an hour, billed at twice the input price.
+"""A request with its own output limit holds its prompt at the rate its body lets the provider bill it at: the real
+anthropic client through `prefixgate serve` over `prefixgate mock-providers`, on a route whose planner sends requests
+as written.
 
-Admission used to hold such a request's prompt at the plain input price: four concurrent ones against a $0.06 budget
-(which one plain hold, $0.053, fits) admitted two, and the key spent $0.175, past the documented bound of its budget
-and one request."""
+Where the caller's own `cache_control: {"ttl": "1h"}` marks reach Claude, each distinct prompt is written for an
+hour, billed at twice the input price, and held so. Admission used to hold such a request's prompt at the plain input
+price: four concurrent ones against a $0.06 budget (which one plain hold, $0.053, fits) admitted two, and the key
+spent $0.175, past the documented bound of its budget and one request.
+
+Where nothing marks the prompt, Claude writes nothing (it caches only at a marked breakpoint or the top-level
+automatic marker), so the prompt is held at the input price. It was held at the hour-long write price all the same:
+six concurrent ones against $0.24 admitted three where five fit."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
 import anthropic
+import httpx
 import pytest
 
 from prefixgate.ledger import read_records
@@ -29,17 +35,21 @@ SONNET = "claude-sonnet-5-5"
 # (twice the input price), output $10.
 INPUT, WRITE_1H, OUTPUT = Decimal(2), Decimal(4), Decimal(10)
 MTOK = Decimal(10**6)
-BUDGET = Decimal("0.06")
-KEY = "pg-capped-writes-0001"
+MAX_TOKENS = 16
+# docs/gateway.md, "Budgets bind": admission counts a body's size / 4 as its prompt tokens.
+BYTES_PER_TOKEN = 4
+WRITER, PLAIN = "pg-capped-writes-0001", "pg-capped-plain-0002"
+BUDGETS = {"writer": Decimal("0.06"), "plain": Decimal("0.24")}
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     """(gateway URL, ledger path)."""
     tmp = tmp_path_factory.mktemp("capped-writes")
+    keys = [{"name": name, "key_sha256": hash_key(secret), "budget": {"usd": float(BUDGETS[name]), "period": "total"}}
+            for name, secret in (("writer", WRITER), ("plain", PLAIN))]
     policy = {"routes": [{"name": "as-sent", "models": ["claude-*"], "planner": "off",
-                          "targets": [{"upstream": "anthropic"}]}],
-              "keys": [{"name": "writer", "key_sha256": hash_key(KEY), "budget": {"usd": float(BUDGET), "period": "total"}}]}
+                          "targets": [{"upstream": "anthropic"}]}], "keys": keys}
     env = policy_env(tmp, policy, ANTHROPIC_API_KEY="sk-ant-gateway-own-0000")
     with running_stack(tmp, env, slowed(tmp, (SONNET,))) as (url, _):
         yield url, tmp / "ledger.sqlite"
@@ -58,33 +68,70 @@ def cost(usage: anthropic.types.Usage) -> Decimal:
             + usage.output_tokens * OUTPUT) / MTOK
 
 
-def test_capped_requests_writing_hour_long_caches_keep_the_budget(stack):
-    url, ledger = stack
+def burst(url: str, key: str, n: int, marked: bool) -> tuple[list, list[int]]:
+    """`n` concurrent requests with `max_tokens` set, each with its own manual as its system prompt (marked for an
+    hour-long write, or not): their answers (or 429s) and the sizes of the bodies the client sent."""
+    sizes: list[int] = []
 
-    async def burst() -> list:
-        client = anthropic.AsyncAnthropic(base_url=url, api_key=KEY, max_retries=0)
+    async def sized(request: httpx.Request) -> None:
+        sizes.append(len(request.content))
 
-        async def one(n: int):
+    async def run() -> list:
+        client = anthropic.AsyncAnthropic(base_url=url, api_key=key, max_retries=0, http_client=(
+            anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [sized]})))
+        mark = {"cache_control": {"type": "ephemeral", "ttl": "1h"}} if marked else {}
+
+        async def one(i: int):
             try:
                 return await client.messages.create(
-                    model=SONNET, max_tokens=16, messages=[{"role": "user", "content": "Which dock first?"}],
-                    system=[{"type": "text", "text": manual(n), "cache_control": {"type": "ephemeral", "ttl": "1h"}}])
+                    model=SONNET, max_tokens=MAX_TOKENS, messages=[{"role": "user", "content": "Which dock first?"}],
+                    system=[{"type": "text", "text": manual(i), **mark}])
             except anthropic.RateLimitError as e:
                 return e
-        return await asyncio.gather(*(one(n) for n in range(4)))
+        return await asyncio.gather(*(one(i) for i in range(n)))
+    return asyncio.run(run()), sizes
 
-    answers = asyncio.run(burst())
+
+def admitted(budget: Decimal, sizes: list[int], prompt_price: Decimal) -> int:
+    """How many of these requests a budget admits when each holds its prompt (by size) at `prompt_price` and its
+    `max_tokens` at the output price: holds are placed while any of the budget is left (docs/security.md)."""
+    hold = max(math.ceil(s / BYTES_PER_TOKEN) for s in sizes) * prompt_price / MTOK + MAX_TOKENS * OUTPUT / MTOK
+    assert max(sizes) - min(sizes) < 8, sizes   # one hold for all
+    return math.ceil(budget / hold)
+
+
+def settled_spend(ledger: Path, key: str, answered: int) -> Decimal:
+    def rows() -> list[dict]:
+        return [r for r in read_records(str(ledger)) if r["key"] == key and r["status"] == 200]
+    wait_until(lambda: len(rows()) == answered, 15, "the answers' ledger rows")
+    return sum((Decimal(r["cost_usd"]) for r in rows()), Decimal(0))
+
+
+def test_capped_requests_writing_hour_long_caches_keep_the_budget(stack):
+    url, ledger = stack
+    answers, sizes = burst(url, WRITER, 4, marked=True)
     answered = [a for a in answers if not isinstance(a, anthropic.RateLimitError)]
-    assert answered and len(answered) < len(answers), answers
+    assert len(answered) == admitted(BUDGETS["writer"], sizes, WRITE_1H) == 1, answers
     costs = [cost(a.usage) for a in answered]
     # Each answer wrote its prompt for an hour: twice the input price, more than the whole budget.
     assert all(a.usage.cache_creation.ephemeral_1h_input_tokens > 20_000 for a in answered), answers
-    assert all(c > BUDGET for c in costs), costs
-
-    def rows() -> list[dict]:
-        return [r for r in read_records(str(ledger)) if r["key"] == "writer" and r["status"] == 200]
-    wait_until(lambda: len(rows()) == len(answered), 15, "the answers' ledger rows")
-    spent = sum((Decimal(r["cost_usd"]) for r in rows()), Decimal(0))
+    assert all(c > BUDGETS["writer"] for c in costs), costs
+    spent = settled_spend(ledger, "writer", len(answered))
     assert spent == sum(costs)
     # Concurrent requests overshoot a key's budget by at most one request (docs/security.md, "Budgets bind").
-    assert spent <= BUDGET + max(costs), (spent, costs)
+    assert spent <= BUDGETS["writer"] + max(costs), (spent, costs)
+
+
+def test_capped_requests_claude_writes_nothing_for_hold_their_prompt_at_the_input_price(stack):
+    url, ledger = stack
+    answers, sizes = burst(url, PLAIN, 6, marked=False)
+    answered = [a for a in answers if not isinstance(a, anthropic.RateLimitError)]
+    # Five fit at the input price; held at the hour-long write price, three did.
+    assert admitted(BUDGETS["plain"], sizes, WRITE_1H) == 3
+    assert len(answered) == admitted(BUDGETS["plain"], sizes, INPUT) == 5, answers
+    costs = [cost(a.usage) for a in answered]
+    assert all(a.usage.cache_creation.ephemeral_1h_input_tokens == 0 and a.usage.input_tokens > 20_000
+               for a in answered), answers
+    spent = settled_spend(ledger, "plain", len(answered))
+    assert spent == sum(costs)
+    assert spent <= BUDGETS["plain"] + max(costs), (spent, costs)

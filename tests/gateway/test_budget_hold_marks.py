@@ -1,0 +1,84 @@
+"""What admission holds for a prompt, by the marks of the body sent upstream (gateway/estimate.held_cost).
+
+Claude writes its cache only at a marked breakpoint (`cache_control`, Bedrock's `cachePoint`) or at the top-level
+automatic marker, and bills each write at the TTL's write price; a prompt past the last mark is billed as input
+(https://platform.claude.com/docs/en/build-with-claude/prompt-caching). OpenAI writes every prompt's prefix with
+no marker, and bills it from GPT-5.6 on (https://developers.openai.com/api/docs/guides/prompt-caching)."""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+
+from prefixgate.cost import Price
+from prefixgate.dialects import anthropic
+from prefixgate.gateway.estimate import held_cost
+from prefixgate.providers.rules import default_catalog
+from prefixgate.usage import Usage
+
+# Claude Sonnet 5.5's published prices, USD per million tokens: input $2, writes $2.50 (5 minutes) and $4 (1 hour),
+# reads $0.20, output $10.
+SONNET = Price(Decimal(2), Decimal(10), Decimal("0.20"), {"5m": Decimal("2.50"), "1h": Decimal(4)})
+INPUT, WRITE_1H, OUTPUT = Decimal(2), Decimal(4), Decimal(10)
+MTOK = Decimal(10**6)
+MAX_TOKENS = 16
+BYTES_PER_TOKEN = 4         # docs/gateway.md: a body's size / 4 is its prompt's tokens at admission
+
+
+def body(marked: bool, automatic: bool = False) -> dict:
+    """A system prompt (marked for an hour, or not) and a long first turn nothing marks."""
+    system = {"type": "text", "text": "Warehouse manual. " * 2000}
+    if marked:
+        system["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+    turn = {"type": "text", "text": "Today's pallets, one a line. " * 1500}
+    out = {"model": "claude-sonnet-5-5", "max_tokens": MAX_TOKENS, "system": [system],
+           "messages": [{"role": "user", "content": [turn]}]}
+    if automatic:
+        out["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+    return out
+
+
+def held(payload: dict) -> tuple[Decimal, int, int]:
+    """(the hold, the prompt's tokens by size, the unmarked turn's tokens by size) of `payload` as sent."""
+    raw = json.dumps(payload, separators=(",", ":")).encode()
+    prompt = Usage(uncached_input=math.ceil(len(raw) / BYTES_PER_TOKEN), output=MAX_TOKENS)
+    turn = len(json.dumps(payload["messages"][0]["content"][0], separators=(",", ":"))) // BYTES_PER_TOKEN
+    return held_cost(prompt, SONNET, anthropic.parse_request(raw)), prompt.uncached_input, turn
+
+
+def test_an_unmarked_prompt_is_held_at_the_input_price_where_claude_writes_only_at_marks():
+    hold, tokens, _ = held(body(marked=False))
+    assert hold == (tokens * INPUT + MAX_TOKENS * OUTPUT) / MTOK
+
+
+def test_a_marked_prompt_is_held_at_the_write_price_through_its_last_mark_and_at_input_after_it():
+    hold, tokens, turn = held(body(marked=True))
+    assert turn > 5000
+    assert hold == ((tokens - turn) * WRITE_1H + turn * INPUT + MAX_TOKENS * OUTPUT) / MTOK
+
+
+def test_the_top_level_automatic_marker_may_write_the_whole_prompt():
+    hold, tokens, _ = held(body(marked=False, automatic=True))
+    assert hold == (tokens * WRITE_1H + MAX_TOKENS * OUTPUT) / MTOK
+
+
+def test_a_prompt_whose_marks_are_not_known_yet_is_held_at_the_dearest_write():
+    prompt = Usage(uncached_input=30_000, output=MAX_TOKENS)
+    assert held_cost(prompt, SONNET) == (30_000 * WRITE_1H + MAX_TOKENS * OUTPUT) / MTOK
+
+
+def test_the_catalogue_says_who_writes_only_at_marks():
+    catalog = default_catalog()
+    assert not catalog.writes_unmarked("anthropic") and not catalog.writes_unmarked("bedrock")
+    assert catalog.writes_unmarked("openai") and catalog.writes_unmarked("gemini")
+
+
+def test_a_mark_inside_a_tool_result_writes_through_it():
+    payload = body(marked=False)
+    result = {"type": "text", "text": "Dock 4 is free.", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    payload["messages"] += [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "docks", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": [result]}]}]
+    hold, tokens, _ = held(payload)
+    assert hold == (tokens * WRITE_1H + MAX_TOKENS * OUTPUT) / MTOK
