@@ -16,6 +16,7 @@ import pytest
 from prefixgate.cache_planner import PlannerState, RedisStore, Target
 from prefixgate.cache_planner.reuse import BOUNDS
 from tests.cache_planner.support_planning import plan_body
+from tests.support_services import wait_until
 
 SONNET = Target("anthropic", "claude-sonnet-5-5")
 GAP_S = 180.0
@@ -43,21 +44,60 @@ def conversation(states: list[PlannerState]) -> list[str]:
     return ttls
 
 
+class Writes:
+    """A replica's touches for its writer thread (`SharedReuse._writes`, wrapped), counting those given and those the
+    thread has sent to Redis: it takes them off the queue, then sends them in one round trip."""
+
+    def __init__(self, state: PlannerState) -> None:
+        reuse = state.store.reuse
+        self.queue, self.given, self.taken, self.sent = reuse._writes, 0, 0, 0
+        send = reuse._send_touches
+
+        def sending(touches: dict) -> None:
+            taken = self.taken
+            send(touches)
+            self.sent = taken
+        reuse._writes, reuse._send_touches = self, sending
+        state.writes = self
+
+    def put(self, item: object) -> None:
+        self.given += 1
+        self.queue.put(item)
+
+    def get(self, timeout: float | None = None) -> object:
+        item = self.queue.get(timeout=timeout)
+        self.taken += 1
+        return item
+
+    def get_nowait(self) -> object:
+        item = self.queue.get_nowait()
+        self.taken += 1
+        return item
+
+    def empty(self) -> bool:
+        return self.queue.empty()
+
+
+def sharing(redis_url: str, **kw: float) -> PlannerState:
+    """A planner replica on Redis whose writer thread's touches are counted (`Writes`)."""
+    state = PlannerState(store=RedisStore(redis_url), **kw)
+    Writes(state)
+    return state
+
+
 def shared(states: list[PlannerState]) -> None:
-    """Wait for the replicas' writer threads to have sent what the last turn touched (they do within milliseconds)."""
+    """Wait for the replicas' writer threads to have sent what the last turn touched (the next turn, on the other
+    replica, reads it from Redis)."""
     for state in states:
-        store = state.store
-        if isinstance(store, RedisStore):
-            deadline = time.monotonic() + 2
-            while not store.reuse._writes.empty() and time.monotonic() < deadline:
-                time.sleep(0.01)
-            time.sleep(0.05)
+        writes = getattr(state, "writes", None)
+        if writes is not None:
+            wait_until(lambda w=writes: w.sent == w.given, 10, "the turn's touches sent to Redis")
 
 
 def test_turns_alternating_between_replicas_get_the_ttls_one_replica_gives_them(redis_url: str) -> None:
     one = conversation([PlannerState()])
     assert one[1:] == ["5m"] * (TURNS - 1)
-    a, b = (PlannerState(store=RedisStore(redis_url), publish_every_s=0) for _ in range(2))
+    a, b = (sharing(redis_url, publish_every_s=0) for _ in range(2))
     assert conversation([a, b]) == one
     for replica in (a, b):
         stats = replica.routes["chat"].reuse.level("conversation")
@@ -65,7 +105,7 @@ def test_turns_alternating_between_replicas_get_the_ttls_one_replica_gives_them(
 
 
 def test_a_replica_just_started_plans_with_the_routes_counts(redis_url: str) -> None:
-    a = PlannerState(store=RedisStore(redis_url), publish_every_s=0)
+    a = sharing(redis_url, publish_every_s=0)
     conversation([a])
     time.sleep(1.5)      # a's writer thread shares its counts at most once a second
     plan_body("anthropic", turn_body([], 0), SONNET, a, route="chat", now=1_000_000 + TURNS * GAP_S)
