@@ -36,8 +36,7 @@ from prefixgate.ledger import Ledger, LedgerRecord, miss_reason
 from prefixgate.policies import Limits, Upstream
 from prefixgate.policies.limits import Reservation
 from prefixgate.prefix_shape import prefix_shape
-from prefixgate.providers.deployments import priced_model
-from prefixgate.providers.routed import routed_model
+from prefixgate.providers.routed import ran_as
 from prefixgate.providers.rules import Catalog
 from prefixgate.usage import Usage
 
@@ -137,17 +136,15 @@ class Accounting:
         return rec
 
     def answered_as(self, prep: Prepared, usage: Usage) -> tuple[str, str, str]:
-        """The model `prep`'s record names, the one it is priced as, and the line that says why where it needs one.
-        An upstream that names deployments, not models (Azure), answers with the model that ran: that one; so does
-        a provider that runs a retired model's call as its replacement (Gemini's shutdowns, providers/routed.py)."""
+        """The model `prep`'s record names, the one it is priced as, and the line that says why where it needs one:
+        the model the answer names where that decides (providers/routed.py: an upstream naming deployments, Azure;
+        a retired model's call its provider ran as its replacement), else the asked one."""
         upstream = prep.upstream
-        if not upstream.names_deployments:
-            asked = upstream.base_model(prep.model)
-            routed = routed_model(prep.price_rows, asked, usage.model, day_of(self.clock()), self.catalog)
-            return (routed[0], routed[0], routed[1]) if routed else (prep.model, asked, "")
-        model, note = priced_model(prep.model, usage.model, dict(upstream.deployments),
-                                   f"the deployments: of upstream {upstream.name!r}", self.catalog)
-        return model, model, note
+        deployments = dict(upstream.deployments) if upstream.names_deployments else None
+        asked = upstream.base_model(prep.model) if deployments is None else prep.model
+        ran = ran_as(prep.price_rows, asked, usage.model, day_of(self.clock()), deployments,
+                     f"the deployments: of upstream {upstream.name!r}", self.catalog)
+        return (ran[0], ran[0], ran[1]) if ran else (prep.model, asked, "")
 
     def keep(self, call: Call, rec: LedgerRecord) -> None:
         """Queue `rec` for the ledger, count it in the metrics and close the request's span."""

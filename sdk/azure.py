@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixgate.providers.deployments import PRICE_ROWS
-from prefixgate.providers.deployments import priced_model as deployments_priced_model
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import default_catalog
 
+MAPPED_BY = "wrap(deployments=...)"     # the mapping's name in a record's explanation line
 # Azure OpenAI's endpoints (v1 API included, where a plain `openai.OpenAI` is the documented client).
 _HOSTS = (".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com")
 
@@ -53,8 +53,3 @@ def check_deployments(value: Any) -> tuple[tuple[str, str], ...]:
                              f"row (known: {known})") from None
         checked.append((name, model))
     return tuple(checked)
-
-
-def priced_model(deployment: str, answered: str, deployments: Mapping[str, str]) -> tuple[str, str]:
-    """The model an Azure call is priced and recorded as, and the explanation line that says why."""
-    return deployments_priced_model(deployment, answered, deployments, "wrap(deployments=...)")

@@ -24,8 +24,8 @@ from prefixgate.errors import RequestError
 from prefixgate.ledger import LedgerRecord, failed, miss_reason
 from prefixgate.prefix_shape import prefix_shape
 from prefixgate.providers.pricing import cost_of
-from prefixgate.providers.routed import routed_model
-from prefixgate.sdk.azure import PRICE_ROWS, priced_model
+from prefixgate.providers.routed import ran_as
+from prefixgate.sdk.azure import MAPPED_BY, PRICE_ROWS
 from prefixgate.sdk.config import WrapConfig
 from prefixgate.sdk.endpoints import Endpoint, gemini_cache_url
 from prefixgate.usage import Usage
@@ -148,13 +148,14 @@ class Exchange:
             if self._finished:
                 return
             self._finished = True
+        today = datetime.fromtimestamp(self.ts, UTC).date()
         if self.config.azure and self.deployment:
-            self.model, note = priced_model(self.deployment, answered, dict(self.config.deployments))
+            ran = ran_as(PRICE_ROWS, self.deployment, answered, today, dict(self.config.deployments), MAPPED_BY)
+        else:   # a retired model's call the provider ran as its replacement names it in its usage
+            ran = ran_as(self.priced_by, self.model, usage.model if usage is not None else "", today)
+        if ran:
+            self.model, note = ran
             self.notes += [note] if usage is not None else []
-        elif usage is not None and (routed := routed_model(self.priced_by, self.model, usage.model,
-                                                           datetime.fromtimestamp(self.ts, UTC).date())):
-            self.model, note = routed       # a retired model's call the provider ran as its replacement
-            self.notes.append(note)
         try:
             self._book(status, usage, error, data)
         except Exception as e:  # a bookkeeping bug: it runs inside the SDK's read of the answer, which stays the caller's

@@ -6,14 +6,30 @@ https://ai.google.dev/gemini-api/docs/deprecations); the answer's `modelVersion`
 call is recorded and priced as the model its answer names when that is another catalogue row than the asked one
 and the asked one is retired (its row's `retires`, on the rows of the platform that served it) by `today`. Any
 other answer prices as asked, whatever snapshot it names.
+
+`ran_as` is the one rule for "the model the answer names", gateway and SDK alike: an Azure deployment's call is
+recorded and priced as its answer's model (providers/deployments.py), a retired model's routed call as above.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date
 
+from prefixgate.providers.deployments import priced_model
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import Catalog, ModelRules
+
+
+def ran_as(rows: str, asked: str, answered: str, today: date, deployments: Mapping[str, str] | None = None,
+           mapped_by: str = "", catalog: Catalog | None = None) -> tuple[str, str] | None:
+    """(the model a call for `asked` is recorded and priced as, the explanation line) where its answer decides that;
+    None where it is priced as asked. `answered`: the model the answer names ("" where none). `deployments`: where
+    `asked` names a deployment, not a model (Azure), the operator's mapping of them, which `mapped_by` names; such a
+    call is always priced as its answer says (or, naming none, as mapped)."""
+    if deployments is not None:
+        return priced_model(asked, answered, deployments, mapped_by, catalog)
+    return routed_model(rows, asked, answered, today, catalog)
 
 
 def routed_model(provider: str, asked: str, answered: str, today: date,
