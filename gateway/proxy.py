@@ -302,14 +302,15 @@ class Proxy:
                  ) -> Conversation | None:
         """The body whose marks alone may write the prompt to `upstream`'s cache (`held_cost`'s `sent`): `planned`
         (the body as planned for it), else, at admission, the caller's own where the route plans nothing and it
-        goes in its own format, marks as written; None where the provider writes unmarked prompts, or before the
-        planner (or a translation: a cache key becomes Claude's automatic marker) has placed its marks."""
+        goes in its own format or one that carries the same body (Claude's on Bedrock and Vertex), marks as
+        written; None where the provider writes unmarked prompts, or before the planner (or a translation: a cache
+        key becomes Claude's automatic marker) has placed its marks."""
         wire = wire_format(upstream.dialect_for(call.dialect, model))
         if self.catalog.writes_unmarked(upstream.planner_provider(wire, model)):
             return None
-        if planned is not None:
+        if planned is not None or call.mode != "off":
             return planned
-        return call.conv if call.mode == "off" and wire is call.wire else None
+        return call.conv if wire is call.wire else wire.adopt(call.conv, call.headers)
 
     def _priced(self, call: Call, upstream: Upstream, model: str, usage: Usage) -> tuple[Price, int]:
         """The price of `usage` of `model` at `upstream`, and how many output tokens the model answers with at most

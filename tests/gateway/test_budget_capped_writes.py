@@ -9,7 +9,7 @@ spent $0.175, past the documented bound of its budget and one request.
 
 Where nothing marks the prompt, Claude writes nothing (it caches only at a marked breakpoint or the top-level
 automatic marker), so the prompt is held at the input price. It was held at the hour-long write price all the same:
-six concurrent ones against $0.24 admitted three where five fit."""
+six concurrent ones against $0.24 admitted three where five fit, on Anthropic's API and on Vertex alike."""
 
 from __future__ import annotations
 
@@ -38,18 +38,26 @@ MTOK = Decimal(10**6)
 MAX_TOKENS = 16
 # docs/gateway.md, "Budgets bind": admission counts a body's size / 4 as its prompt tokens.
 BYTES_PER_TOKEN = 4
-WRITER, PLAIN = "pg-capped-writes-0001", "pg-capped-plain-0002"
-BUDGETS = {"writer": Decimal("0.06"), "plain": Decimal("0.24")}
+# On Vertex's regional endpoints (us-east5 here) Claude from Sonnet 4.5 on costs 10% more: $2.20, $4.40, $11
+# (https://cloud.google.com/vertex-ai/generative-ai/pricing).
+VERTEX_INPUT, VERTEX_WRITE_1H, VERTEX_OUTPUT = Decimal("2.20"), Decimal("4.40"), Decimal(11)
+ON_VERTEX = "sonnet-on-vertex"      # the name the Vertex route answers to
+WRITER, PLAIN, VERTEXED = "pg-capped-writes-0001", "pg-capped-plain-0002", "pg-capped-vertex-0003"
+BUDGETS = {"writer": Decimal("0.06"), "plain": Decimal("0.24"), "vertexed": Decimal("0.24")}
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     """(gateway URL, ledger path)."""
     tmp = tmp_path_factory.mktemp("capped-writes")
-    keys = [{"name": name, "key_sha256": hash_key(secret), "budget": {"usd": float(BUDGETS[name]), "period": "total"}}
-            for name, secret in (("writer", WRITER), ("plain", PLAIN))]
-    policy = {"routes": [{"name": "as-sent", "models": ["claude-*"], "planner": "off",
-                          "targets": [{"upstream": "anthropic"}]}], "keys": keys}
+    keys = [{"name": name, "key_sha256": hash_key(secret), "budget": {"usd": float(BUDGETS[name]), "period": "total"},
+             "routes": [route]}
+            for name, secret, route in (("writer", WRITER, "as-sent"), ("plain", PLAIN, "as-sent"),
+                                        ("vertexed", VERTEXED, "via-vertex"))]
+    policy = {"routes": [{"name": name, "models": [model], "planner": "off",
+                          "targets": [{"upstream": upstream, "model": SONNET}]}
+                         for name, model, upstream in (("as-sent", "claude-*", "anthropic"),
+                                                       ("via-vertex", ON_VERTEX, "vertex"))], "keys": keys}
     env = policy_env(tmp, policy, ANTHROPIC_API_KEY="sk-ant-gateway-own-0000")
     with running_stack(tmp, env, slowed(tmp, (SONNET,))) as (url, _):
         yield url, tmp / "ledger.sqlite"
@@ -68,7 +76,7 @@ def cost(usage: anthropic.types.Usage) -> Decimal:
             + usage.output_tokens * OUTPUT) / MTOK
 
 
-def burst(url: str, key: str, n: int, marked: bool) -> tuple[list, list[int]]:
+def burst(url: str, key: str, n: int, marked: bool, model: str = SONNET) -> tuple[list, list[int]]:
     """`n` concurrent requests with `max_tokens` set, each with its own manual as its system prompt (marked for an
     hour-long write, or not): their answers (or 429s) and the sizes of the bodies the client sent."""
     sizes: list[int] = []
@@ -84,7 +92,7 @@ def burst(url: str, key: str, n: int, marked: bool) -> tuple[list, list[int]]:
         async def one(i: int):
             try:
                 return await client.messages.create(
-                    model=SONNET, max_tokens=MAX_TOKENS, messages=[{"role": "user", "content": "Which dock first?"}],
+                    model=model, max_tokens=MAX_TOKENS, messages=[{"role": "user", "content": "Which dock first?"}],
                     system=[{"type": "text", "text": manual(i), **mark}])
             except anthropic.RateLimitError as e:
                 return e
@@ -92,10 +100,10 @@ def burst(url: str, key: str, n: int, marked: bool) -> tuple[list, list[int]]:
     return asyncio.run(run()), sizes
 
 
-def admitted(budget: Decimal, sizes: list[int], prompt_price: Decimal) -> int:
+def admitted(budget: Decimal, sizes: list[int], prompt_price: Decimal, output_price: Decimal = OUTPUT) -> int:
     """How many of these requests a budget admits when each holds its prompt (by size) at `prompt_price` and its
     `max_tokens` at the output price: holds are placed while any of the budget is left (docs/security.md)."""
-    hold = max(math.ceil(s / BYTES_PER_TOKEN) for s in sizes) * prompt_price / MTOK + MAX_TOKENS * OUTPUT / MTOK
+    hold = max(math.ceil(s / BYTES_PER_TOKEN) for s in sizes) * prompt_price / MTOK + MAX_TOKENS * output_price / MTOK
     assert max(sizes) - min(sizes) < 8, sizes   # one hold for all
     return math.ceil(budget / hold)
 
@@ -135,3 +143,16 @@ def test_capped_requests_claude_writes_nothing_for_hold_their_prompt_at_the_inpu
     spent = settled_spend(ledger, "plain", len(answered))
     assert spent == sum(costs)
     assert spent <= BUDGETS["plain"] + max(costs), (spent, costs)
+
+
+def test_claude_on_vertex_holds_an_unmarked_prompt_at_its_input_price_too(stack):
+    """An Anthropic client's request routed to Claude on Vertex goes with the same body, marks as written."""
+    url, ledger = stack
+    answers, sizes = burst(url, VERTEXED, 6, marked=False, model=ON_VERTEX)
+    answered = [a for a in answers if not isinstance(a, anthropic.RateLimitError)]
+    assert admitted(BUDGETS["vertexed"], sizes, VERTEX_WRITE_1H, VERTEX_OUTPUT) == 3
+    assert len(answered) == admitted(BUDGETS["vertexed"], sizes, VERTEX_INPUT, VERTEX_OUTPUT) == 5, answers
+    costs = [(a.usage.input_tokens * VERTEX_INPUT + a.usage.output_tokens * VERTEX_OUTPUT) / MTOK for a in answered]
+    assert all(not a.usage.cache_creation_input_tokens for a in answered), answers
+    spent = settled_spend(ledger, "vertexed", len(answered))
+    assert spent == sum(costs)
