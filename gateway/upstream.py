@@ -19,6 +19,7 @@ into another caller's requests.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -60,6 +61,7 @@ _KIND_BY_STATUS = {400: "invalid_request", 401: "authentication", 403: "permissi
 # An upstream's 429 codes for an account out of quota or credit (OpenAI's error codes guide): no retry of that
 # upstream helps until its billing changes; another target may.
 QUOTA_CODES = frozenset({"insufficient_quota"})
+log = logging.getLogger("prefixgate.gateway")
 
 
 class UpstreamFailure(Exception):
@@ -93,7 +95,10 @@ class UpstreamFailure(Exception):
         # caller's request: a 502, as no status is.
         status = self.status if self.status and self.status >= 400 else 502
         kind = "quota" if self.out_of_quota else _KIND_BY_STATUS.get(status, "server" if status >= 500 else "invalid_request")
-        return RequestError(f"upstream {self.upstream!r}: {self.message}", status=status, kind=kind,
+        # The provider's own words, as its SDK would read them from the provider: which upstream said them is the
+        # operator's business (the request's ledger `target`, and the log line `_exchange` writes), and a prefix
+        # would set this 404 apart from the gateway's own for an id the caller may not see.
+        return RequestError(self.message, status=status, kind=kind,
                             retry_after=self.retry_after, field=self.param, code=self.code, details=self.details,
                             rpc_status=self.rpc_status)
 
@@ -262,6 +267,8 @@ class UpstreamClient:
             except (ReadTimeout, Broken):
                 raw = b""
             message, google = clean(_error_message(raw, resp.status)), google_error(raw)
+            log.info("upstream %r answered %d: %s", name, resp.status, message,
+                     extra={"fields": {"upstream": name, "status": resp.status}})
             raise UpstreamFailure(name, resp.status, without_account(message, clean) if google else message,
                                   retry_after=_retry_after(headers_out, raw), param=_error_field(raw, "param"),
                                   code=_error_field(raw, "code") or aws_error_type(resp.headers),

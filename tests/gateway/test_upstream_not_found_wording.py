@@ -1,0 +1,85 @@
+"""A provider's 404 for the caller's own object (gone at the provider: expired, deleted there) reaches the caller
+as the provider words it, field by field the same body the gateway writes for an id the caller may not see
+(another tenant's, or nobody's): no `upstream 'openai': ` before the message, which told the two apart. Which
+upstream said it is the operator's, in the gateway's log (and the request's ledger `target`). Real openai SDK,
+the gateway in front of the mock providers; the object is removed at the mock directly."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import ExitStack
+
+import httpx
+import openai
+import pytest
+
+from prefixgate.policies import hash_key
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.support_services import ServerThread
+
+ACME, BETA = "pg-acme-404s-0123456", "pg-beta-404s-0123456"
+GATEWAY_KEY = "sk-gateway-own-000000"
+GPT = "gpt-5.4"
+POLICY = {"routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]}],
+          "keys": [{"name": "acme", "key_sha256": hash_key(ACME), "tenant": "acme"},
+                   {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"}]}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("not_found")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OPENAI_API_KEY", GATEWAY_KEY)
+    with ExitStack() as stack:
+        stack.callback(mp.undo)
+        mock = stack.enter_context(ServerThread(mock_app(MockContext()))).url
+        settings = settings_for(mock, folder)
+        yield stack.enter_context(running_gateway(settings, policy=policy_for(settings, POLICY))).url, mock
+
+
+def oai(url: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
+
+
+def not_found(call) -> dict:
+    with pytest.raises(openai.NotFoundError) as refused:
+        call()
+    return refused.value.body
+
+
+def removed_at_the_provider(mock: str, path: str) -> None:
+    assert httpx.delete(f"{mock}/v1/{path}", headers={"authorization": f"Bearer {GATEWAY_KEY}"}).status_code == 200
+
+
+def test_a_file_gone_at_the_provider_is_the_providers_404_as_another_tenants_id_is(stack, caplog):
+    gw, mock = stack
+    acme, beta = oai(gw, ACME), oai(gw, BETA)
+    made = acme.files.create(file=("notes.txt", b"shipping notes"), purpose="user_data")
+    removed_at_the_provider(mock, f"files/{made.id}")
+    with caplog.at_level(logging.INFO, logger="prefixgate.gateway"):
+        own = not_found(lambda: acme.files.retrieve(made.id))        # forwarded: OpenAI's 404
+    theirs = not_found(lambda: beta.files.retrieve(made.id))         # the gateway's own, never forwarded
+    # OpenAI's 404 for a File its organisation does not hold.
+    openai_404 = {"message": f"No such File object: {made.id}", "type": "invalid_request_error", "param": "id",
+                  "code": None}
+    assert own == theirs == openai_404
+    assert any("upstream 'openai' answered 404" in r.getMessage() for r in caplog.records)
+
+
+def test_a_stored_response_gone_at_the_provider_is_the_providers_404_as_another_tenants_id_is(stack):
+    gw, mock = stack
+    acme, beta = oai(gw, ACME), oai(gw, BETA)
+    made = acme.responses.create(model=GPT, input="Say hi.", store=True)
+    removed_at_the_provider(mock, f"responses/{made.id}")
+    own = not_found(lambda: acme.responses.retrieve(made.id))
+    theirs = not_found(lambda: beta.responses.retrieve(made.id))
+    # OpenAI's 404 for a response id it does not hold.
+    openai_404 = {"message": f"Response with id '{made.id}' not found.", "type": "invalid_request_error",
+                  "param": None, "code": None}
+    assert own == theirs == openai_404
+    # Continuing it: the provider's refusal, in its words (the mock answers it as a 400 naming the field).
+    with pytest.raises(openai.APIStatusError) as chained:
+        acme.responses.create(model=GPT, input="Again.", previous_response_id=made.id)
+    assert chained.value.body["message"] == f"Previous response with id '{made.id}' not found."
