@@ -98,5 +98,9 @@ class VertexAnthropic(GoogleSigned, anthropic.AnthropicMessages):
         method = "streamRawPredict" if stream else "rawPredict"
         return f"{versioned(base_url, 'v1')}/publishers/anthropic/models/{path_model(model)}:{method}"
 
+    def resource_url(self, base_url: str, path: str) -> str:
+        # Through split_root, as model calls: a root with no project is the gateway's 501, never `projects//`.
+        return versioned(base_url, "v1") + path
+
 
 WIRE = VertexAnthropic()

@@ -24,7 +24,14 @@ from prefixgate.gateway.app import create_app
 from prefixgate.policies import PolicyError, load_policy
 from prefixgate.policies.load import builtin_upstreams
 from tests.gateway.support_gateway import settings_for
-from tests.gateway.support_vertex import CLAUDE, GEMINI, LOCATION, PROJECT, service_account_file
+from tests.gateway.support_vertex import (
+    CLAUDE,
+    GEMINI,
+    LOCATION,
+    PROJECT,
+    gateway_over_mock_vertex,
+    service_account_file,
+)
 from tests.support_services import ServerThread
 
 # What every SDK retries by default: google-genai's HttpRetryOptions codes (408, 429, 500, 502, 503, 504:
@@ -54,15 +61,22 @@ def no_project(monkeypatch):
 
 def test_a_claude_vertex_client_is_answered_once_with_what_to_set(tmp_path, no_project):
     gateway = Counted(create_app(settings_for("http://127.0.0.1:9", tmp_path)))
+    ask = {"model": CLAUDE, "messages": [{"role": "user", "content": "Hi"}]}
     with ServerThread(gateway) as gw:
         client = AnthropicVertex(base_url=f"{gw.url}/v1", region=LOCATION, project_id="caller-project",
                                  access_token="gateway-key")          # max_retries: the SDK's default, 2
-        with pytest.raises(anthropic.APIStatusError) as refused:
-            client.messages.create(model=CLAUDE, max_tokens=16, messages=[{"role": "user", "content": "Hi"}])
-    assert len(gateway.paths) == 1
-    response = refused.value.response
-    assert response.status_code == 501 and response.headers["x-should-retry"] == "false"
-    assert refused.value.body["error"]["type"] == "api_error" and "set GOOGLE_CLOUD_PROJECT" in refused.value.message
+        calls = {"create": lambda: client.messages.create(max_tokens=16, **ask),
+                 "stream": lambda: client.messages.stream(max_tokens=16, **ask).__enter__().get_final_message(),
+                 "count_tokens": lambda: client.messages.count_tokens(**ask)}
+        for name, call in calls.items():
+            before = len(gateway.paths)
+            with pytest.raises(anthropic.APIStatusError) as refused:
+                call()
+            assert len(gateway.paths) - before == 1, name
+            response = refused.value.response
+            assert response.status_code == 501 and response.headers["x-should-retry"] == "false", name
+            assert refused.value.body["error"]["type"] == "api_error", name
+            assert "set GOOGLE_CLOUD_PROJECT" in refused.value.message, name
 
 
 def test_a_gemini_vertex_client_retrying_server_errors_is_answered_once(tmp_path, no_project):
@@ -72,11 +86,17 @@ def test_a_gemini_vertex_client_retrying_server_errors_is_answered_once(tmp_path
         client = genai.Client(vertexai=True, project="caller-project", location=LOCATION,
                               credentials=Credentials("gateway-key"),
                               http_options=types.HttpOptions(base_url=gw.url, retry_options=retry))
-        with pytest.raises(errors.APIError) as refused:
-            client.models.generate_content(model=GEMINI, contents="Hi")
-    assert len(gateway.paths) == 1
-    assert refused.value.code == 501 and refused.value.code not in GENAI_RETRIED
-    assert refused.value.status == "UNIMPLEMENTED" and "set GOOGLE_CLOUD_PROJECT" in refused.value.message
+        calls = {"generate": lambda: client.models.generate_content(model=GEMINI, contents="Hi"),
+                 "stream": lambda: list(client.models.generate_content_stream(model=GEMINI, contents="Hi")),
+                 "count_tokens": lambda: client.models.count_tokens(model=GEMINI, contents="Hi"),
+                 "caches.list": lambda: list(client.caches.list())}
+        for name, call in calls.items():
+            before = len(gateway.paths)
+            with pytest.raises(errors.APIError) as refused:
+                call()
+            assert len(gateway.paths) - before == 1, name
+            assert refused.value.code == 501 and refused.value.code not in GENAI_RETRIED, name
+            assert refused.value.status == "UNIMPLEMENTED" and "set GOOGLE_CLOUD_PROJECT" in refused.value.message
 
 
 def test_serve_with_a_policy_routing_to_the_builtin_vertex_without_a_project_does_not_start(tmp_path, no_project,
@@ -116,3 +136,15 @@ def test_an_unreadable_credentials_file_leaves_the_project_unknown(tmp_path, no_
         answer = httpx.post(f"{gw.url}/v1beta1/projects/p/locations/{LOCATION}/publishers/google/models/"
                             f"{GEMINI}:generateContent", json={"contents": [{"parts": [{"text": "Hi"}]}]})
     assert answer.status_code == 501 and answer.json()["error"]["status"] == "UNIMPLEMENTED"
+
+
+def test_with_a_project_claudes_token_count_is_counted_by_vertex(tmp_path, monkeypatch):
+    def policy(mock: str) -> dict:
+        return {"upstreams": {"v": {"kind": "vertex", "project": PROJECT, "location": LOCATION, "url": mock}},
+                "routes": [{"name": "claude", "models": ["*"], "targets": [{"upstream": "v"}]}]}
+
+    with gateway_over_mock_vertex(monkeypatch, tmp_path, policy) as gw:
+        client = AnthropicVertex(base_url=f"{gw}/v1", region=LOCATION, project_id="caller-project",
+                                 access_token="gateway-key", max_retries=0)
+        counted = client.messages.count_tokens(model=CLAUDE, messages=[{"role": "user", "content": "Hi there"}])
+    assert counted.input_tokens > 0
