@@ -16,11 +16,9 @@ from starlette.responses import Response
 
 from prefixgate.dialects import interactions_adapter
 from prefixgate.errors import RequestError
-from prefixgate.gateway.auth import authenticate, upstream_credential
+from prefixgate.gateway import stored_answers
 from prefixgate.gateway.error_response import answer_or_error
-from prefixgate.gateway.ownership import principal
-from prefixgate.gateway.upstream import STORED_INTERACTION_QUERY, allowed_query
-from prefixgate.model_ids import STORED_ID, path_model
+from prefixgate.gateway.upstream import STORED_INTERACTION_QUERY
 
 router = APIRouter()
 WIRE = interactions_adapter.WIRE
@@ -44,27 +42,8 @@ async def cancel(version: str, interaction_id: str, request: Request) -> Respons
 async def _stored(request: Request, method: str, version: str, interaction_id: str, suffix: str) -> Response:
     if version not in ("v1", "v1beta"):
         raise RequestError(f"{request.url.path}: no such endpoint on this gateway", status=404, kind="not_found")
-    proxy = request.app.state.proxy
-    caller = authenticate(request.headers, request.query_params, proxy.keys)
-    segment = path_model(interaction_id, STORED_ID, field="interaction_id")
-    if not await proxy.stored_ids.allows(WIRE.stored_kind, interaction_id, principal(caller.key)):
-        # Another tenant's, or never created through this gateway: what Google answers an unknown id.
-        raise RequestError(f"Interaction '{interaction_id}' not found.", status=404, kind="not_found")
-    home = await proxy.stored_ids.find_home(WIRE.stored_kind, interaction_id)
-    upstream = proxy.policy.upstreams[home] if home is not None else next(
-        (u for u in proxy.policy.upstreams.values() if u.dialect_for(WIRE.name) == WIRE.name), None)
-    if upstream is None:
-        raise RequestError(f"Interaction '{interaction_id}' not found: no upstream of this gateway stores interactions",
-                           status=404, kind="not_found")
-    body = await request.body() if method == "POST" else b""
-    key = upstream_credential(upstream, caller, WIRE.name)
-    resp = await proxy.upstream.forward(upstream, WIRE, method, f"/{version}/interactions/{segment}{suffix}",
-                                        allowed_query(request.query_params.multi_items(), STORED_INTERACTION_QUERY), body,
-                                        key)
-    if method == "DELETE" and 200 <= resp.status < 300:
-        await proxy.stored_ids.forget(WIRE.stored_kind, interaction_id)
-    if method == "DELETE" and (200 <= resp.status < 300 or resp.status == 404):
-        await proxy.response_cache.forget(interaction_id)     # gone upstream: no replay may hand out its id
-    # `GET ?stream=true` replays a finished interaction's events (read whole here: it is over already).
-    replay = request.query_params.get("stream") == "true"
-    return Response(resp.body, resp.status, media_type="text/event-stream" if replay else "application/json")
+    _, resp = await stored_answers.relay(
+        request, WIRE, method, interaction_id, field="interaction_id", not_found=f"Interaction '{interaction_id}' not found",
+        stored="interactions", path=lambda _, segment: f"/{version}/interactions/{segment}{suffix}",
+        query=STORED_INTERACTION_QUERY)
+    return stored_answers.answer(request, resp)

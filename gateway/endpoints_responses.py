@@ -17,14 +17,14 @@ from starlette.responses import Response
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects import responses, responses_adapter
 from prefixgate.errors import RequestError
-from prefixgate.gateway.auth import authenticate, upstream_credential
+from prefixgate.gateway import stored_answers
+from prefixgate.gateway.auth import upstream_credential
 from prefixgate.gateway.error_response import answer_or_error
 from prefixgate.gateway.intake import authenticated_body, serve
 from prefixgate.gateway.named_state import check_named
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import record_listed
-from prefixgate.gateway.upstream import STORED_RESPONSE_QUERY, allowed_query
-from prefixgate.model_ids import STORED_ID, path_model
+from prefixgate.gateway.upstream import STORED_RESPONSE_QUERY
 from prefixgate.policies import Upstream
 from prefixgate.providers import compatible
 from prefixgate.tokens import annotate_tokens, encoding_for
@@ -95,31 +95,13 @@ async def _input_tokens(request: Request) -> Response:
 
 
 async def _stored(request: Request, method: str, response_id: str, suffix: str) -> Response:
-    proxy = request.app.state.proxy
-    caller = authenticate(request.headers, request.query_params, proxy.keys)
-    segment = path_model(response_id, STORED_ID, field="response_id")
-    if not await proxy.stored_ids.allows(WIRE.stored_kind, response_id, principal(caller.key)):
-        # Another tenant's, or never created through this gateway: what OpenAI answers an unknown id.
-        raise RequestError(f"Response with id '{response_id}' not found.", status=404, kind="not_found")
-    home = await proxy.stored_ids.find_home(WIRE.stored_kind, response_id)
-    upstream = proxy.policy.upstreams[home] if home is not None else next(
-        (u for u in proxy.policy.upstreams.values() if _speaks_responses(u)), None)
-    if upstream is None:
-        raise RequestError(f"Response with id '{response_id}' not found: no upstream of this gateway stores responses",
-                           status=404, kind="not_found")
-    body = await request.body() if method == "POST" else b""
-    key = upstream_credential(upstream, caller, WIRE.name)
-    resp = await proxy.upstream.forward(upstream, WIRE, method, api_path(upstream, f"/responses/{segment}{suffix}"),
-                                        allowed_query(request.query_params.multi_items(), STORED_RESPONSE_QUERY), body, key)
+    caller, resp = await stored_answers.relay(
+        request, WIRE, method, response_id, field="response_id", not_found=f"Response with id '{response_id}' not found",
+        stored="responses", path=lambda upstream, segment: api_path(upstream, f"/responses/{segment}{suffix}"),
+        query=STORED_RESPONSE_QUERY)
     if suffix == "/input_items" and resp.status == 200:
-        record_listed(proxy.stored_ids, principal(caller.key), resp.body or b"")
-    if method == "DELETE" and 200 <= resp.status < 300:
-        await proxy.stored_ids.forget(WIRE.stored_kind, response_id)
-    if method == "DELETE" and (200 <= resp.status < 300 or resp.status == 404):
-        await proxy.response_cache.forget(response_id)     # gone upstream: no replay may hand out its id
-    # `GET ?stream=true` replays a finished response's events (read whole here: it is over already).
-    replay = request.query_params.get("stream") == "true"
-    return Response(resp.body, resp.status, media_type="text/event-stream" if replay else "application/json")
+        record_listed(request.app.state.proxy.stored_ids, principal(caller.key), resp.body or b"")
+    return stored_answers.answer(request, resp)
 
 
 def _speaks_responses(upstream: Upstream) -> bool:
