@@ -30,8 +30,9 @@ Meanwhile the creating key's budget holds what the cache may cost at worst (`Lim
 be spent already): its tokens by the create body's size, written and stored for the whole TTL it asked for. Found, the
 hold becomes what it cost; not there once the list was read to its end, it is released; unresolved, it is held until
 the TTL is over, then booked at that worst case on a `cache_create` record of its own, as it is at once when the
-gateway stops before (mid-search too: its holds go with it). Without the hold a budgeted key whose creations kept
-timing out bought storage no budget saw.
+gateway stops before (mid-search too: its holds go with it); found while its DELETE is out when the gateway stops, it
+is booked as stored until it expires. Without the hold a budgeted key whose creations kept timing out bought storage
+no budget saw.
 """
 
 from __future__ import annotations
@@ -228,18 +229,32 @@ class ExplicitCaches:
             log.warning("explicit caches: %s found, but unreadable: %r", tag, found)
             await self._unresolved(call, prep, tag, "it was found, but its answer could not be read", doubt)
             return
-        usage = Usage(cache_writes={"explicit": tokens})
-        price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model, usage, call.route.price)
+        price = self.proxy.accounts.price(prep.price_rows, prep.upstream, prep.model,
+                                          Usage(cache_writes={"explicit": tokens}), call.route.price)
         entry = Entry(name, prep.upstream, prep.wire, prep.model, prep.key, call.caller.key, call.route.name,
                       prep.plan.state_route, prep.plan.prefix_hash, tokens, price, expires, self.clock())
-        deleted = await self._call(entry, "DELETE", None) is not None
-        ended = self.clock() if deleted else expires       # not deleted: it bills until it expires
-        hours = Decimal(str(max(0.0, min(ended, expires) - created))) / 3600
-        cost = price_usage(usage, price, tokens * hours) if price is not None else None
+        try:
+            deleted = await self._call(entry, "DELETE", None) is not None
+        except asyncio.CancelledError:
+            # The gateway stops while the DELETE is out: booked now, as if it lived out its TTL (it may have), or its
+            # hold went with the replica and nothing booked the cache.
+            await self._book_found(call, prep, tag, entry, created, None, doubt, "the gateway stopped during its deletion")
+            raise
+        await self._book_found(call, prep, tag, entry, created, self.clock() if deleted else None, doubt)
+
+    async def _book_found(self, call: Call, prep: Prepared, tag: str, entry: Entry, created: float,
+                          deleted: float | None, doubt: Doubt, kept: str = "its deletion failed") -> None:
+        """A cache in doubt, found: its writing and its storage from `created` until it was `deleted` (None: not
+        known to be, for the reason `kept`, so until it expires) booked on a `cache_create` record, and its hold
+        settled."""
+        usage = Usage(cache_writes={"explicit": entry.tokens})
+        ended = entry.expires if deleted is None else min(deleted, entry.expires)
+        hours = Decimal(str(max(0.0, ended - created))) / 3600
+        cost = price_usage(usage, entry.price, entry.tokens * hours) if entry.price is not None else None
         await self._book(call.caller.key, call.route.name, prep.upstream, prep.model, prep.wire, prep.plan.prefix_hash,
-                         usage, cost, "cache_create", f"cache: explicit cache {name} created for request {call.id}, whose "
-                         f"creation got no answer; found by its displayName {tag}, "
-                         + ("deleted" if deleted else "left to expire (its deletion failed)"), doubt.held)
+                         usage, cost, "cache_create", f"cache: explicit cache {entry.name} created for request {call.id}, "
+                         f"whose creation got no answer; found by its displayName {tag}, "
+                         + ("deleted" if deleted is not None else f"left to expire ({kept})"), doubt.held)
 
     async def _search(self, prep: Prepared, tag: str) -> Search:
         """The upstream's caches (`cachedContents.list`, page by page, within `find_pages` and `find_s`) searched for

@@ -22,9 +22,10 @@ from prefixgate.gateway.state import RedisCounters
 from prefixgate.ledger import read_records
 from prefixgate.policies.limits import Limits, nanodollars, spend_counter
 from prefixgate.policies.schema import Budget, CallerKey
+from prefixgate.simulation.mock.faults import FaultRule, parse_fault
 from prefixgate.simulation.mock.server import tenant_of
 from tests.gateway.support_vertex import GEMINI, LOCATION
-from tests.gateway.test_explicit_cache_in_doubt_vertex import CALLER, SCOPE, Stack, vertex_stack
+from tests.gateway.test_explicit_cache_in_doubt_vertex import CACHES, CALLER, SCOPE, Stack, vertex_stack
 from tests.gateway.test_gateway_explicit_cache import SYSTEM
 from tests.support_services import wait_until
 
@@ -147,3 +148,22 @@ def test_a_hold_for_spending_in_doubt_is_placed_without_room_and_seen_by_every_r
 
     nano, refusal = asyncio.run(run())
     assert nano == 500_000_000 and "hold" in refusal, refusal
+
+
+def test_a_cache_found_while_the_gateway_stops_during_its_delete_is_booked(monkeypatch, tmp_path):
+    # The search finds the cache Vertex made; its DELETE (the only call on a cache's own path here) waits 4 s at
+    # Vertex, and the gateway stops meanwhile. Nothing says whether Vertex deleted it, so it is booked as living out
+    # its TTL; it used to lose its hold with the replica and be booked by nothing.
+    with vertex_stack(monkeypatch, tmp_path, "1.5", budget=float(BUDGET)) as (gw, stack):
+        deleting = FaultRule(parse_fault("latency=4"), "vertex", CACHES + "/")
+        stack.ctx.faults.rules.insert(0, deleting)
+        ask(gw)
+        wait_until(lambda: deleting._fired == 1, 15, "the found cache's DELETE at Vertex")
+        [made] = [c for c in stack.billed() if c.get("displayName", "").startswith("prefixgate-")]
+    [booked] = [r for r in read_records(stack.ledger) if r["kind"] == "cache_create"]
+    # What Vertex may bill for it: its tokens written, and stored for its whole TTL.
+    ttl_h = Decimal(str(seconds(made["expireTime"]) - seconds(made["createTime"]))) / 3600
+    bill = made["tokens"] * (INPUT + STORAGE_PER_HOUR * ttl_h) / MTOK
+    assert abs(Decimal(booked["cost_usd"]) - bill) < Decimal("0.000001"), (booked, bill)
+    assert booked["cache_writes"]["explicit"] == made["tokens"] and made["name"] in booked["explanation"][0]
+    assert "the gateway stopped during its deletion" in booked["explanation"][0]

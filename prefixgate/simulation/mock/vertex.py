@@ -188,6 +188,7 @@ def _add_gemini_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
     @app.delete(prefix + "/cachedContents/{cache_id}")
     async def delete(project: str, location: str, cache_id: str, request: Request) -> dict:
         tenant, _ = scoped(project, location, request)
+        await ctx.fault_for(request, "vertex", None)
         ctx.simulator.delete_cached_content(f"cachedContents/{cache_id}", now=ctx.clock(), tenant=tenant)
         return {}
 
