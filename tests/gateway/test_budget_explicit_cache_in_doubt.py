@@ -151,11 +151,11 @@ def test_a_hold_for_spending_in_doubt_is_placed_without_room_and_seen_by_every_r
 
 
 def test_a_cache_found_while_the_gateway_stops_during_its_delete_is_booked(monkeypatch, tmp_path):
-    # The search finds the cache Vertex made; its DELETE (the only call on a cache's own path here) waits 4 s at
+    # The search finds the cache Vertex made; its DELETE (the only call on a cache's own path here) waits 8 s at
     # Vertex, and the gateway stops meanwhile. Nothing says whether Vertex deleted it, so it is booked as living out
     # its TTL; it used to lose its hold with the replica and be booked by nothing.
     with vertex_stack(monkeypatch, tmp_path, "1.5", budget=float(BUDGET)) as (gw, stack):
-        deleting = FaultRule(parse_fault("latency=4"), "vertex", CACHES + "/")
+        deleting = FaultRule(parse_fault("latency=8"), "vertex", CACHES + "/")
         stack.ctx.faults.rules.insert(0, deleting)
         ask(gw)
         wait_until(lambda: deleting._fired == 1, 15, "the found cache's DELETE at Vertex")
