@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import redis
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -24,11 +25,12 @@ from prefixgate.dialects import gemini as ge
 from prefixgate.dialects import openai as oa
 from prefixgate.errors import RequestError, error_body
 from prefixgate.gateway.app import create_app
+from prefixgate.gateway.stored_ids import OWNER, StoredIds
 from prefixgate.policies import Policy, builtin_upstreams
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from prefixgate.usage import Usage
-from tests.support_services import ServerThread
+from tests.support_services import ServerThread, wait_until
 
 USAGE = Usage(uncached_input=40, cache_read=1920, cache_writes={"5m": 64}, output=5)
 CHUNKS = ["Hello", ", ", "world"]
@@ -185,6 +187,13 @@ def running_upstream() -> Iterator[FakeUpstream]:
 def running_gateway(settings: Settings, **kw) -> Iterator[ServerThread]:
     with ServerThread(create_app(settings, **kw)) as server:
         yield server
+
+
+def shared_owner(redis_url: str, kind: str, ident: str) -> None:
+    """Until Redis holds who owns (kind, ident): the replica that relayed its creation shares that a moment after its
+    answer (gateway/shared_later.py); until then another replica knows nothing of it."""
+    r = redis.Redis.from_url(redis_url)
+    wait_until(lambda: r.hget(f"{StoredIds.REDIS_PREFIX}{kind}:{ident}", OWNER) is not None, 10, f"{kind} {ident} shared")
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from prefixgate.policies import PolicyError, hash_key
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_files_quota import file_code_execution_wrote
-from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for, shared_owner
 from tests.support_services import ServerThread, wait_until
 
 ACME, ACME_2, BETA, SMALL = "pg-acme-quota-012345", "pg-acme-quota-2-0123", "pg-beta-quota-012345", "pg-small-012345678"
@@ -72,9 +72,10 @@ def oai(url: str, key: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{url}/v1", api_key=key)     # the SDK's own retries: a refusal is not retried
 
 
-def test_a_tenants_stored_files_are_bounded_across_replicas(replicas):
+def test_a_tenants_stored_files_are_bounded_across_replicas(replicas, redis_url):
     a, b = replicas
     kept = [oai(a, ACME).files.create(file=(f"n{i}.txt", b"note"), purpose="user_data") for i in range(2)]
+    shared_owner(redis_url, "file", kept[0].id)     # replica b deletes it below
     # Its third file, through the other replica and its other key: refused in each SDK's format, a 403.
     with pytest.raises(openai.PermissionDeniedError) as refused:
         oai(b, ACME_2).files.create(file=("n3.txt", b"note"), purpose="user_data")
@@ -175,10 +176,11 @@ def declared(client: openai.OpenAI, size: int):  # noqa: ANN201 (the SDK's Uploa
     return client.uploads.create(bytes=size, filename="n.txt", mime_type="text/plain", purpose="user_data")
 
 
-def test_an_empty_files_deletion_frees_its_share(replicas):
+def test_an_empty_files_deletion_frees_its_share(replicas, redis_url):
     a, b = replicas
     empty = oai(a, SOLO).files.create(file=("empty.txt", b""), purpose="user_data")
     assert empty.bytes == 0
+    shared_owner(redis_url, "file", empty.id)       # replica b deletes it below
     with pytest.raises(openai.PermissionDeniedError):
         oai(b, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data")
     oai(b, SOLO).files.delete(empty.id)

@@ -16,8 +16,8 @@ import redis
 from prefixgate.policies.schema import hash_key
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
-from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
-from tests.support_services import ServerThread, wait_until
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for, shared_owner
+from tests.support_services import ServerThread
 
 ACME, GLOBEX = "gw-acme-key-0001", "gw-globex-key-0002"
 MODEL = "gpt-5.4-mini"
@@ -55,13 +55,6 @@ def replicas(tmp_path, redis_url, mock):
         yield urls
 
 
-def shared(redis_url: str, kind: str, ident: str) -> None:
-    """Until Redis holds who owns (kind, ident): the replica that relayed its creation shares it there a moment after
-    the answer (gateway/shared_later.py), and until then another replica knows nothing of it."""
-    r = redis.Redis.from_url(redis_url)
-    wait_until(lambda: r.hget(f"prefixgate:stored:{kind}:{ident}", "owner") is not None, 10, f"{kind} {ident} shared")
-
-
 def _client(url: str, key: str) -> openai.OpenAI:
     return openai.OpenAI(api_key=key, base_url=url + "/v1", max_retries=0)
 
@@ -70,10 +63,10 @@ def test_a_stored_response_is_its_tenants_on_every_replica(replicas, redis_url):
     a, b = replicas
     for n in range(6):      # prompts of either account (prefix affinity picks one per prompt)
         created = _client(a, ACME).responses.create(model=MODEL, input=f"Name prime number {n}.")
-        shared(redis_url, "response", created.id)
+        shared_owner(redis_url, "response", created.id)
         follow = _client(b, ACME).responses.create(model=MODEL, input="And another?", previous_response_id=created.id)
         assert follow.previous_response_id == created.id
-        shared(redis_url, "response", follow.id)
+        shared_owner(redis_url, "response", follow.id)
         assert _client(b, ACME).responses.retrieve(follow.id).id == follow.id
         assert _client(a, ACME).responses.retrieve(follow.id).id == follow.id
         for url in (a, b):
@@ -90,7 +83,7 @@ def test_an_explicit_cache_is_its_tenants_on_every_replica(replicas, redis_url):
     created = httpx.post(a + "/v1beta/cachedContents", json=manual, headers={"x-goog-api-key": ACME}, timeout=30)
     assert created.status_code == 200, created.text
     name = created.json()["name"]
-    shared(redis_url, "cached_content", name.rpartition("/")[2])
+    shared_owner(redis_url, "cached_content", name.rpartition("/")[2])
     ask = {"cachedContent": name, "contents": [{"role": "user", "parts": [{"text": "Clause 3?"}]}]}
     for key, status in ((ACME, 200), (GLOBEX, 404)):
         got = httpx.get(f"{b}/v1beta/{name}", headers={"x-goog-api-key": key}, timeout=30)
