@@ -51,15 +51,15 @@ def _hash(*parts: str) -> str:
 
 
 class SharedReuse:
-    """Every route's shared evidence for one planner: `client` (redis-py, sync), its `errors`, its keys' `prefix`, one
+    """Every route's shared evidence for one planner: `client` (redis-py, sync), its keys' `prefix`, one
     writer thread. `window` is the planner store's: Redis left alone after a failure is left alone by every call on a
     request's way (a frozen Redis then costs one timeout a retry period, not one per call)."""
 
-    def __init__(self, client: object, errors: tuple[type[BaseException], ...], prefix: str, window: RetryWindow,
+    def __init__(self, client: object, prefix: str, window: RetryWindow,
                  every_s: float = 1.0) -> None:
-        self.client, self.errors, self.window = client, errors, window
+        self.client, self.window = client, window
         self.touches, self.counts = prefix + TOUCH, prefix + COUNTS
-        self.summed = SummedCounts(client, errors, window, COUNTS_TTL_S, every_s)
+        self.summed = SummedCounts(client, window, COUNTS_TTL_S, every_s)
         self._writes: queue.SimpleQueue[tuple[str, dict[str, Touch]]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -110,16 +110,13 @@ class SharedReuse:
                     return
 
     def _send_touches(self, touches: dict[str, Touch]) -> None:
-        if self.window.resting():
-            return
-        try:
-            pipe = self.client.pipeline(transaction=False)  # type: ignore[attr-defined]
-            for place, t in touches.items():
-                pipe.set(self.touches + place, f"{t.at!r} {t.level} {','.join(map(repr, t.gaps))}", px=int(BOUNDS[-1] * 1000))
-            pipe.execute()
-            self.window.answered()
-        except self.errors as e:
-            self.window.failed(e)
+        self.window.ask_now(lambda: self._sent(touches))
+
+    def _sent(self, touches: dict[str, Touch]) -> list[object]:
+        pipe = self.client.pipeline(transaction=False)  # type: ignore[attr-defined]
+        for place, t in touches.items():
+            pipe.set(self.touches + place, f"{t.at!r} {t.level} {','.join(map(repr, t.gaps))}", px=int(BOUNDS[-1] * 1000))
+        return pipe.execute()
 
 
 class _RouteCounts:
@@ -147,14 +144,11 @@ class SharedRoute:
 
     def seen(self, keys: list[str]) -> dict[str, Touch]:
         owner = self.owner
-        if not keys or owner.window.resting():
+        if not keys:
             return {}
-        try:
-            found = owner.client.mget([owner.touches + _hash(self.route, k) for k in keys])  # type: ignore[attr-defined]
-        except owner.errors as e:
-            owner.window.failed(e)
+        found = owner.window.ask_now(lambda: owner.client.mget([owner.touches + _hash(self.route, k) for k in keys]))  # type: ignore[attr-defined]
+        if found is None:
             return {}
-        owner.window.answered()
         return {k: touch for k, raw in zip(keys, found, strict=True) if raw and (touch := _touch(raw)) is not None}
 
     def touch(self, touches: dict[str, Touch]) -> None:

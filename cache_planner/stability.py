@@ -144,9 +144,8 @@ class RedisStore:
 
         self.client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
         self.prefix, self.ttl_s, self.retry_s = prefix, ttl_s, retry_s
-        self._errors = (redis.RedisError, OSError)
         self.window = retry_window(url, retry_s)
-        self.reuse = SharedReuse(self.client, self._errors, prefix, self.window)
+        self.reuse = SharedReuse(self.client, prefix, self.window)
 
     @property
     def failures(self) -> int:

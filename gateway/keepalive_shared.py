@@ -138,7 +138,7 @@ class SharedSessions:
         # The gap models' counts, halved (as a model alone halves its own) past MAX_WEIGHT returned and censored idle
         # times; written by the keep-alive worker each tick (`share_gaps`), on a client of its own.
         self._counts_client = redis.Redis.from_url(redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
-        self._gaps = SummedCounts(self._counts_client, _ERRORS, self.window, GAPS_TTL_S, every_s=0.0,
+        self._gaps = SummedCounts(self._counts_client, self.window, GAPS_TTL_S, every_s=0.0,
                                   reread_s=REREAD_S, cap=MAX_WEIGHT, weighed=("r|", "c|"))
         self.lease_ms = int(lease_s * 1000)
         self._pending: set[asyncio.Task] = set()

@@ -55,14 +55,14 @@ Batch = list[tuple[str, Counted, dict[str, float]]]
 
 
 class SummedCounts:
-    """Keys' counts added up in Redis through `client` (redis-py, sync; `errors` its failures), expiring `ttl_s` after
+    """Keys' counts added up in Redis through `client` (redis-py, sync; called through `window`), expiring `ttl_s` after
     their last add. `cap` and `weighed`: halve a key's counts once its fields starting with one of `weighed` pass it.
     `take`, `send` and `settle` are one share split at its round trip (`flush` does all three)."""
 
-    def __init__(self, client: object, errors: tuple[type[BaseException], ...], window: RetryWindow, ttl_s: float,
+    def __init__(self, client: object, window: RetryWindow, ttl_s: float,
                  every_s: float = 1.0, reread_s: float = math.inf, cap: float = 0.0,
                  weighed: tuple[str, ...] = ()) -> None:
-        self.errors, self.window, self.every_s, self.reread_s = errors, window, every_s, reread_s
+        self.window, self.every_s, self.reread_s = window, every_s, reread_s
         self._add = client.register_script(ADD)  # type: ignore[attr-defined]
         self._client = client
         self._head = [int(ttl_s * 1000), cap, len(weighed), *weighed]
@@ -95,17 +95,17 @@ class SummedCounts:
         return [(key, counts, counts.take_unshared()) for key, counts in due]
 
     def send(self, batch: Batch) -> list[dict[str, float]] | None:
-        """Add the batch's deltas and read its keys' totals, in one round trip (None: Redis did not answer)."""
-        try:
-            pipe = self._client.pipeline(transaction=False)  # type: ignore[attr-defined]
-            for key, _, deltas in batch:
-                self._add(keys=[key], client=pipe, args=[*self._head, *(x for kv in deltas.items() if kv[1] for x in kv)])
-            flat = pipe.execute()
-        except self.errors as e:
-            self.window.failed(e)
+        """Add the batch's deltas and read its keys' totals, in one round trip (None: Redis rests or did not answer)."""
+        flat = self.window.ask_now(lambda: self._sent(batch))
+        if flat is None:
             return None
-        self.window.answered()
         return [{_text(raw[i]): float(raw[i + 1]) for i in range(0, len(raw), 2)} for raw in flat]
+
+    def _sent(self, batch: Batch) -> list[list[bytes]]:
+        pipe = self._client.pipeline(transaction=False)  # type: ignore[attr-defined]
+        for key, _, deltas in batch:
+            self._add(keys=[key], client=pipe, args=[*self._head, *(x for kv in deltas.items() if kv[1] for x in kv)])
+        return pipe.execute()
 
     def settle(self, batch: Batch, totals: list[dict[str, float]] | None) -> None:
         """Each key's totals to its counts, or (Redis did not answer) its deltas back, for the next try."""
@@ -122,15 +122,8 @@ class SummedCounts:
 
     def read(self, key: str) -> dict[str, float] | None:
         """A key's totals now (None: Redis is resting or did not answer)."""
-        if self.window.resting():
-            return None
-        try:
-            raw = self._client.hgetall(key)  # type: ignore[attr-defined]
-        except self.errors as e:
-            self.window.failed(e)
-            return None
-        self.window.answered()
-        return {_text(name): float(value) for name, value in raw.items()}
+        raw = self.window.ask_now(lambda: self._client.hgetall(key))  # type: ignore[attr-defined]
+        return None if raw is None else {_text(name): float(value) for name, value in raw.items()}
 
 
 def _text(raw: bytes | str) -> str:
