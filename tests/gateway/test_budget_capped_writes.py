@@ -21,6 +21,7 @@ from pathlib import Path
 
 import anthropic
 import httpx
+import openai
 import pytest
 
 from prefixgate.ledger import read_records
@@ -41,9 +42,13 @@ BYTES_PER_TOKEN = 4
 # On Vertex's regional endpoints (us-east5 here) Claude from Sonnet 4.5 on costs 10% more: $2.20, $4.40, $11
 # (https://cloud.google.com/vertex-ai/generative-ai/pricing).
 VERTEX_INPUT, VERTEX_WRITE_1H, VERTEX_OUTPUT = Decimal("2.20"), Decimal("4.40"), Decimal(11)
+# GPT-6.2 Sol's, from its model page (https://developers.openai.com/api/docs/models/gpt-6.2-sol): input $2, a
+# 12-hour cache write $5, output $10. OpenAI writes a prompt's prefix with no marker asking.
+GPT, GPT_WRITE_12H, GPT_OUTPUT = "gpt-6.2-sol", Decimal(5), Decimal(10)
 ON_VERTEX = "sonnet-on-vertex"      # the name the Vertex route answers to
-WRITER, PLAIN, VERTEXED = "pg-capped-writes-0001", "pg-capped-plain-0002", "pg-capped-vertex-0003"
-BUDGETS = {"writer": Decimal("0.06"), "plain": Decimal("0.24"), "vertexed": Decimal("0.24")}
+WRITER, PLAIN, VERTEXED, GPT_KEY = ("pg-capped-writes-0001", "pg-capped-plain-0002", "pg-capped-vertex-0003",
+                                    "pg-capped-gpt-0004")
+BUDGETS = {"writer": Decimal("0.06"), "plain": Decimal("0.24"), "vertexed": Decimal("0.24"), "gpt": Decimal("0.24")}
 
 
 @pytest.fixture(scope="module")
@@ -53,13 +58,14 @@ def stack(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     keys = [{"name": name, "key_sha256": hash_key(secret), "budget": {"usd": float(BUDGETS[name]), "period": "total"},
              "routes": [route]}
             for name, secret, route in (("writer", WRITER, "as-sent"), ("plain", PLAIN, "as-sent"),
-                                        ("vertexed", VERTEXED, "via-vertex"))]
+                                        ("vertexed", VERTEXED, "via-vertex"), ("gpt", GPT_KEY, "gpt-as-sent"))]
     policy = {"routes": [{"name": name, "models": [model], "planner": "off",
-                          "targets": [{"upstream": upstream, "model": SONNET}]}
-                         for name, model, upstream in (("as-sent", "claude-*", "anthropic"),
-                                                       ("via-vertex", ON_VERTEX, "vertex"))], "keys": keys}
+                          "targets": [{"upstream": upstream, "model": target}]}
+                         for name, model, upstream, target in (("as-sent", "claude-*", "anthropic", SONNET),
+                                                               ("via-vertex", ON_VERTEX, "vertex", SONNET),
+                                                               ("gpt-as-sent", GPT, "openai", GPT))], "keys": keys}
     env = policy_env(tmp, policy, ANTHROPIC_API_KEY="sk-ant-gateway-own-0000")
-    with running_stack(tmp, env, slowed(tmp, (SONNET,))) as (url, _):
+    with running_stack(tmp, env, slowed(tmp, (SONNET, GPT))) as (url, _):
         yield url, tmp / "ledger.sqlite"
 
 
@@ -156,3 +162,30 @@ def test_claude_on_vertex_holds_an_unmarked_prompt_at_its_input_price_too(stack)
     assert all(not a.usage.cache_creation_input_tokens for a in answered), answers
     spent = settled_spend(ledger, "vertexed", len(answered))
     assert spent == sum(costs)
+
+
+def test_a_prompt_openai_writes_unmarked_stays_held_at_its_write_price(stack):
+    """OpenAI writes prompts nobody marks, and from GPT-5.6 bills the write: held at its dearest write, as before."""
+    url, ledger = stack
+    sizes: list[int] = []
+
+    async def sized(request: httpx.Request) -> None:
+        sizes.append(len(request.content))
+
+    async def run() -> list:
+        client = openai.AsyncOpenAI(base_url=url + "/v1", api_key=GPT_KEY, max_retries=0,
+                                    http_client=openai.DefaultAsyncHttpxClient(event_hooks={"request": [sized]}))
+
+        async def one(i: int):
+            try:
+                return await client.chat.completions.create(
+                    model=GPT, max_completion_tokens=MAX_TOKENS,
+                    messages=[{"role": "system", "content": manual(i)}, {"role": "user", "content": "Which dock first?"}])
+            except openai.RateLimitError as e:
+                return e
+        return await asyncio.gather(*(one(i) for i in range(6)))
+
+    answers = asyncio.run(run())
+    answered = [a for a in answers if not isinstance(a, openai.RateLimitError)]
+    assert len(answered) == admitted(BUDGETS["gpt"], sizes, GPT_WRITE_12H, GPT_OUTPUT) == 2, answers
+    settled_spend(ledger, "gpt", len(answered))
