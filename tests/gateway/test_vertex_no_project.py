@@ -37,6 +37,7 @@ from tests.support_services import ServerThread
 # What every SDK retries by default: google-genai's HttpRetryOptions codes (408, 429, 500, 502, 503, 504:
 # google/genai/_api_client.py), the anthropic and openai SDKs' 408, 409, 429 and >= 500 unless x-should-retry.
 GENAI_RETRIED = {408, 429, 500, 502, 503, 504}
+NOWHERE = "http://127.0.0.1:9"     # every provider's URL: nothing may leave the gateway here
 
 
 class Counted:
@@ -60,7 +61,7 @@ def no_project(monkeypatch):
 
 
 def test_a_claude_vertex_client_is_answered_once_with_what_to_set(tmp_path, no_project):
-    gateway = Counted(create_app(settings_for("http://127.0.0.1:9", tmp_path)))
+    gateway = Counted(create_app(settings_for(NOWHERE, tmp_path, vertex_base_url=NOWHERE)))
     ask = {"model": CLAUDE, "messages": [{"role": "user", "content": "Hi"}]}
     with ServerThread(gateway) as gw:
         client = AnthropicVertex(base_url=f"{gw.url}/v1", region=LOCATION, project_id="caller-project",
@@ -80,7 +81,7 @@ def test_a_claude_vertex_client_is_answered_once_with_what_to_set(tmp_path, no_p
 
 
 def test_a_gemini_vertex_client_retrying_server_errors_is_answered_once(tmp_path, no_project):
-    gateway = Counted(create_app(settings_for("http://127.0.0.1:9", tmp_path)))
+    gateway = Counted(create_app(settings_for(NOWHERE, tmp_path, vertex_base_url=NOWHERE)))
     with ServerThread(gateway) as gw:
         retry = types.HttpRetryOptions(attempts=4, initial_delay=0.01, max_delay=0.02)
         client = genai.Client(vertexai=True, project="caller-project", location=LOCATION,
@@ -132,7 +133,7 @@ def test_the_project_of_the_service_account_key_is_the_gateways(tmp_path, no_pro
 
 def test_an_unreadable_credentials_file_leaves_the_project_unknown(tmp_path, no_project, monkeypatch):
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
-    with ServerThread(create_app(settings_for("http://127.0.0.1:9", tmp_path))) as gw:
+    with ServerThread(create_app(settings_for(NOWHERE, tmp_path, vertex_base_url=NOWHERE))) as gw:
         answer = httpx.post(f"{gw.url}/v1beta1/projects/p/locations/{LOCATION}/publishers/google/models/"
                             f"{GEMINI}:generateContent", json={"contents": [{"parts": [{"text": "Hi"}]}]})
     assert answer.status_code == 501 and answer.json()["error"]["status"] == "UNIMPLEMENTED"
