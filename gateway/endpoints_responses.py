@@ -77,7 +77,7 @@ async def _input_tokens(request: Request) -> Response:
     chained = WIRE.chained_id(conv)
     if chained is not None and not await proxy.stored_ids.allows(WIRE.stored_kind, chained, principal(caller.key)):
         # Counting a chain reads it: another tenant's would say that it exists and how long it is.
-        raise RequestError(f"Previous response with id '{chained}' not found.", status=404, kind="not_found")
+        raise WIRE.chain_not_found(chained)
     # Where the chain or a file it names lives (another account answers a 404).
     ref, upstream = await proxy.counted_on(WIRE, conv, proxy.router.decide(conv.model or "", caller.key).route)
     if _speaks_responses(upstream) and upstream.profile is None:    # a compatible provider documents no count

@@ -412,8 +412,7 @@ class Proxy:
         never saw created, is not found: the upstream cannot tell tenants apart behind the gateway's key)."""
         chained = call.wire.chained_id(call.conv)
         if chained and not await self.stored_ids.allows(call.wire.stored_kind, chained, principal(call.caller.key)):
-            raise RequestError(f"Previous {call.wire.stored_kind} with id '{chained}' not found.", status=404,
-                               kind="not_found")
+            raise call.wire.chain_not_found(chained)
         call.home = await self.home(call.wire, call.conv)
 
     async def home(self, wire: WireFormat, conv: Conversation) -> str | None:

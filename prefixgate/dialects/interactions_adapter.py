@@ -343,6 +343,10 @@ class GeminiInteractions(WireFormat):
         found = conv.params.get("previous_interaction_id")
         return found if isinstance(found, str) else None
 
+    def chain_not_found(self, chained: str) -> RequestError:
+        # As the API answers for an interaction it does not hold (a GET, or continuing it).
+        return RequestError(f"Interaction '{chained}' not found.", status=404, kind="not_found")
+
     def error_body(self, err: RequestError) -> dict:
         return error_json(err)
 

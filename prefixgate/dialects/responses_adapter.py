@@ -406,6 +406,11 @@ class OpenAIResponses(WireFormat):
         found = conv.params.get("previous_response_id")
         return found if isinstance(found, str) else None
 
+    def chain_not_found(self, chained: str) -> RequestError:
+        # OpenAI's: a 400 naming the field, with its own code (clients that recover from it match the code).
+        return RequestError(f"Previous response with id '{chained}' not found.", field="previous_response_id",
+                            code="previous_response_not_found")
+
     def stream_error(self, event: dict) -> str | None:
         if event.get("type") == "error":
             return str(event.get("message", "stream error"))

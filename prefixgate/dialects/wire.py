@@ -111,6 +111,12 @@ class WireFormat:
         `previous_interaction_id`): the earlier turns live at the upstream that holds it."""
         return None
 
+    def chain_not_found(self, chained: str) -> RequestError:
+        """The provider's refusal of a request continuing a stored answer it does not hold: the gateway's for one
+        the caller's tenant may not continue, so that another tenant's id reads as nobody's, and the caller's SDK
+        (and its recovery: Codex resends the whole input) sees what the provider would say."""
+        return RequestError(f"Previous {self.stored_kind} with id '{chained}' not found.", status=404, kind="not_found")
+
     # The provider's own miss diagnostics in this format's fields (dialects/diagnosis.py); None: it has none.
     miss_diagnosis: ClassVar[MissDiagnosis | None] = None
 

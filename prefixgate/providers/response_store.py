@@ -45,7 +45,9 @@ class ResponseStore:
             message = f"Previous response with id '{response_id}' not found." if field else \
                 f"Response with id '{response_id}' not found."
             if field:
-                raise RequestError(message, field=field)
+                # OpenAI's code for a previous_response_id it does not hold (clients recover from it by the code).
+                raise RequestError(message, field=field,
+                                   code="previous_response_not_found" if field == "previous_response_id" else None)
             raise RequestError(message, status=404, kind="not_found")
         return stored
 

@@ -72,7 +72,7 @@ def test_a_stored_response_is_its_tenants_on_every_replica(replicas, redis_url):
         for url in (a, b):
             with pytest.raises(openai.NotFoundError):
                 _client(url, GLOBEX).responses.retrieve(created.id)
-            with pytest.raises(openai.NotFoundError):
+            with pytest.raises(openai.BadRequestError):     # OpenAI's previous_response_not_found
                 _client(url, GLOBEX).responses.create(model=MODEL, input="x", previous_response_id=created.id)
 
 

@@ -75,10 +75,13 @@ def test_counting_tokens_never_reads_another_tenants_stored_response(stack):
     assert made.status_code == 200, made.text
     rid = made.json()["id"]
     body = {"model": "gpt-5.5", "input": "And now?", "previous_response_id": rid}
-    # The other tenant: as a model request naming it, a 404; the count would say it exists and how long it is.
+    # The other tenant: refused as a model request naming it is, as OpenAI refuses an id it does not hold (a 400
+    # naming the field, code previous_response_not_found); the count would say it exists and how long it is.
     theirs = httpx.post(f"{gw}/v1/responses/input_tokens", headers=bearer(BETA), json=body)
-    assert theirs.status_code == 404, theirs.text
-    assert theirs.json()["error"]["message"] == f"Previous response with id '{rid}' not found."
+    assert theirs.status_code == 400, theirs.text
+    assert theirs.json()["error"] == {"message": f"Previous response with id '{rid}' not found.", "type":
+                                      "invalid_request_error", "param": "previous_response_id",
+                                      "code": "previous_response_not_found"}
     assert "input_tokens" not in theirs.json()
     # The same tenant's other key counts the chain.
     own = httpx.post(f"{gw}/v1/responses/input_tokens", headers=bearer(ACME_2), json=body)

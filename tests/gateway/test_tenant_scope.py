@@ -137,7 +137,9 @@ def test_a_stored_response_and_its_chain_are_its_tenants_alone(stack):
         assert "4417" not in r.text
     chained = httpx.post(f"{gw}/v1/responses", headers=bearer(BETA), json={
         "model": "gpt-5.5", "input": "What was the code?", "previous_response_id": rid})
-    assert chained.status_code == 404 and "4417" not in chained.text
+    # OpenAI's refusal of an id it does not hold: a 400 with code previous_response_not_found.
+    assert chained.status_code == 400 and chained.json()["error"]["code"] == "previous_response_not_found", chained.text
+    assert "4417" not in chained.text
     # The same tenant's other key reads it and continues the chain; the chain's next link is the tenant's too.
     assert httpx.get(f"{gw}/v1/responses/{rid}/input_items", headers=bearer(ACME_2)).status_code == 200
     follow = httpx.post(f"{gw}/v1/responses", headers=bearer(ACME_2), json={

@@ -87,10 +87,17 @@ def test_a_stored_response_gone_at_the_provider_is_the_providers_404_as_another_
     openai_404 = {"message": f"Response with id '{made.id}' not found.", "type": "invalid_request_error",
                   "param": None, "code": None}
     assert own == theirs == openai_404
-    # Continuing it: the provider's refusal, in its words (the mock answers it as a 400 naming the field).
-    with pytest.raises(openai.APIStatusError) as chained:
-        acme.responses.create(model=GPT, input="Again.", previous_response_id=made.id)
-    assert chained.value.body["message"] == f"Previous response with id '{made.id}' not found."
+    # Continuing it: OpenAI's refusal of a previous_response_id it does not hold (a 400 naming the field, with
+    # code previous_response_not_found, which clients such as Codex recover from by resending the whole input);
+    # the gateway's refusal of the other tenant is the same, field by field.
+    refused = []
+    for client in (acme, beta):
+        with pytest.raises(openai.BadRequestError) as chained:
+            client.responses.create(model=GPT, input="Again.", previous_response_id=made.id)
+        refused.append(chained.value.body)
+    assert refused[0] == refused[1] == {"message": f"Previous response with id '{made.id}' not found.",
+                                        "type": "invalid_request_error", "param": "previous_response_id",
+                                        "code": "previous_response_not_found"}
 
 
 def test_a_gemini_file_gone_at_the_provider_is_googles_refusal_as_another_tenants_is(stack):
