@@ -68,8 +68,10 @@ def test_two_replicas_on_one_redis_serve_each_others_entries(tmp_path, redis_url
             stack.callback(proc.terminate)
             replicas.append(Gateway(url))
         a, b = replicas
+        r = redis.Redis.from_url(redis_url)
         first, state = chat(oa(a))
         assert state == "miss" and len(upstream.posts) == 1
+        stored_keys(r, 1)
         again, state = chat(oa(b))
         assert state == "hit" and len(upstream.posts) == 1
         assert again.choices[0].message.content == first.choices[0].message.content
@@ -77,11 +79,11 @@ def test_two_replicas_on_one_redis_serve_each_others_entries(tmp_path, redis_url
         ask = {"model": "claude-sonnet-5-5", "max_tokens": 200, "system": SYSTEM,
                "messages": [{"role": "user", "content": "What does a prefix cache keep?"}]}
         whole = anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=b.url, max_retries=0).messages.create(**ask)
+        stored_keys(r, 2)
         with anthropic.Anthropic(api_key=KEYS["ACME_KEY"], base_url=a.url, max_retries=0).messages.stream(**ask) as s:
             assert "".join(s.text_stream) == whole.content[0].text
         assert len(upstream.posts) == 2
     # Keys are hashes: no tenant, key name or prompt text; each entry expires at the route's TTL.
-    r = redis.Redis.from_url(redis_url)
     keys = [k.decode() for k in r.keys("prefixgate:response:*")]
     assert len(keys) == 2 and all(re.fullmatch(r"prefixgate:response:[0-9a-f]{64}", k) for k in keys)
     assert all(0 < r.pttl(k) <= 600_000 for k in keys)
