@@ -69,6 +69,9 @@ def test_tokens_per_minute_limit_refuses_the_next_request_in_the_callers_dialect
             "keys": [{"name": "small", "key_sha256": hash_key("k-small"),
                       "rate_limit": {"tokens_per_minute": 500}}]})
         with running_gateway(settings, policy=policy) as gw:
+            # The gateway's limits read one instant (10 s into a minute): the first request's tokens and the next
+            # ones' check fall in one minute's window, however near a minute's end the test runs.
+            gw.server.config.app.state.proxy.limits.clock = lambda: 1_800_000_010
             # One request of ~1,300 prompt tokens uses up the minute's 500 tokens once it is counted.
             assert chat(gw.url, SYSTEM, "Where is my parcel?", key="k-small").status_code == 200
 
