@@ -94,26 +94,36 @@ class SummedCounts:
             return []
         return [(key, counts, counts.take_unshared()) for key, counts in due]
 
-    def send(self, batch: Batch) -> list[dict[str, float]] | None:
-        """Add the batch's deltas and read its keys' totals, in one round trip (None: Redis rests or did not answer)."""
+    def send(self, batch: Batch) -> list[dict[str, float] | None] | None:
+        """Add the batch's deltas and read its keys' totals, in one round trip (None: Redis rests or did not answer;
+        a key's None: Redis refused its add, which leaves the other keys' adds done)."""
         flat = self.window.ask_now(lambda: self._sent(batch))
         if flat is None:
             return None
-        return [{_text(raw[i]): float(raw[i + 1]) for i in range(0, len(raw), 2)} for raw in flat]
+        refused = next((raw for raw in flat if isinstance(raw, Exception)), None)
+        if refused is not None:
+            self.window.failed(refused)     # logged once a client; Redis answered, so no client leaves it alone
+        return [None if isinstance(raw, Exception) else {_text(raw[i]): float(raw[i + 1]) for i in range(0, len(raw), 2)}
+                for raw in flat]
 
-    def _sent(self, batch: Batch) -> list[list[bytes]]:
+    def _sent(self, batch: Batch) -> list[list[bytes] | Exception]:
         pipe = self._client.pipeline(transaction=False)  # type: ignore[attr-defined]
         for key, _, deltas in batch:
             self._add(keys=[key], client=pipe, args=[*self._head, *(x for kv in deltas.items() if kv[1] for x in kv)])
-        return pipe.execute()
+        return pipe.execute(raise_on_error=False)
 
-    def settle(self, batch: Batch, totals: list[dict[str, float]] | None) -> None:
-        """Each key's totals to its counts, or (Redis did not answer) its deltas back, for the next try."""
-        for i, (_, counts, deltas) in enumerate(batch):
+    def settle(self, batch: Batch, totals: list[dict[str, float] | None] | None) -> None:
+        """Each key's totals to its counts, or (Redis did not answer, or refused that key) its deltas back. A batch
+        Redis did not answer stays due, so it is shared at a later flush though its keys count nothing more; a key
+        Redis refused waits for its next count (a refused command is not sent again each flush)."""
+        for i, (key, counts, deltas) in enumerate(batch):
+            shared = None if totals is None else totals[i]
+            if shared is not None:
+                counts.shared_totals(shared)
+                continue
+            counts.give_back(deltas)
             if totals is None:
-                counts.give_back(deltas)
-            else:
-                counts.shared_totals(totals[i])
+                self._dirty.setdefault(key, counts)
 
     def flush(self, now: float, known: Sequence[tuple[str, Counted]] = ()) -> None:
         batch = self.take(now, known)

@@ -46,3 +46,40 @@ def test_counts_made_while_redis_rests_are_shared_once_it_may_be_asked_again(red
     summed.flush(time.monotonic())
     assert client.hgetall("counts:chat") == {b"requests": b"3"}
     assert counts.totals == {"requests": 3.0} and counts.unshared == {}
+
+
+def test_a_batch_redis_did_not_answer_is_shared_at_the_next_flush_without_another_count(redis_url: str) -> None:
+    # A route that went quiet after its send timed out still shares what it counted once Redis answers: its
+    # deltas given back stay due (the writer thread keeps going while anything is pending).
+    client = redis.Redis.from_url(redis_url)
+    window = RetryWindow(logging.getLogger("test"), "redis down (%s)", "redis up", retry_s=0.0)
+    summed = SummedCounts(client, window, ttl_s=60, every_s=0.0)
+    counts = Deltas(requests=3)
+    summed.counted("counts:quiet", counts)
+    batch = summed.take(time.monotonic())
+    summed.settle(batch, None)          # its round trip timed out
+    assert counts.unshared == {"requests": 3} and summed.pending()
+    summed.flush(time.monotonic())
+    assert client.hgetall("counts:quiet") == {b"requests": b"3"} and not summed.pending()
+
+
+def test_a_key_redis_refuses_leaves_the_others_counted_once(redis_url: str, caplog) -> None:
+    # Redis answers a pipeline command by command: one key refused (WRONGTYPE: it holds a string) does not undo
+    # the others' adds, so giving those back would add them again at the next flush.
+    client = redis.Redis.from_url(redis_url)
+    client.set("counts:clash", "a string")
+    window = RetryWindow(logging.getLogger("test"), "redis down (%s)", "redis up", retry_s=RETRY_S)
+    summed = SummedCounts(client, window, ttl_s=60, every_s=0.0)
+    good, clash = Deltas(requests=3), Deltas(requests=5)
+    summed.counted("counts:good", good)
+    summed.counted("counts:clash", clash)
+    with caplog.at_level(logging.WARNING, logger="test"):
+        summed.flush(time.monotonic())
+    assert good.totals == {"requests": 3.0} and good.unshared == {}
+    assert clash.unshared == {"requests": 5}        # kept here, counted on this replica
+    assert not window.resting()                     # Redis answered: no client leaves it alone for a refusal
+    assert sum("redis refused a command" in r.getMessage() for r in caplog.records) == 1
+    good.unshared = {"requests": 1.0}
+    summed.counted("counts:good", good)
+    summed.flush(time.monotonic())
+    assert client.hgetall("counts:good") == {b"requests": b"4"}     # 3 + 1, each added once
