@@ -18,7 +18,7 @@ from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, authenticate, upstream_credential
 from prefixgate.gateway.ownership import principal
-from prefixgate.gateway.upstream import UpstreamResponse, allowed_query
+from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse, allowed_query
 from prefixgate.model_ids import STORED_ID, path_model
 from prefixgate.policies import Upstream
 
@@ -40,12 +40,17 @@ async def relay(request: Request, wire: WireFormat, method: str, ident: str, *, 
     if upstream is None:
         raise RequestError(f"{not_found}: no upstream of this gateway stores {stored}", status=404, kind="not_found")
     body = await request.body() if method == "POST" else b""
-    resp = await proxy.upstream.forward(upstream, wire, method, path(upstream, segment),
-                                        allowed_query(request.query_params.multi_items(), query), body,
-                                        upstream_credential(upstream, caller, wire.name))
+    try:
+        resp = await proxy.upstream.forward(upstream, wire, method, path(upstream, segment),
+                                            allowed_query(request.query_params.multi_items(), query), body,
+                                            upstream_credential(upstream, caller, wire.name))
+    except UpstreamFailure as f:
+        # A 404 is an UpstreamFailure, never a response: gone there already (deleted at the provider, expired).
+        if method == "DELETE" and f.status == 404:
+            await proxy.response_cache.forget(ident)
+        raise
     if method == "DELETE" and 200 <= resp.status < 300:
         await proxy.stored_ids.forget(wire.stored_kind, ident)
-    if method == "DELETE" and (200 <= resp.status < 300 or resp.status == 404):
         await proxy.response_cache.forget(ident)     # gone upstream: no replay may hand out its id
     return caller, resp
 
