@@ -12,7 +12,7 @@ import math
 from decimal import Decimal
 
 from prefixgate.cost import Price
-from prefixgate.dialects import anthropic
+from prefixgate.dialects import anthropic, converse
 from prefixgate.gateway.estimate import held_cost
 from prefixgate.providers.rules import default_catalog
 from prefixgate.usage import Usage
@@ -82,3 +82,27 @@ def test_a_mark_inside_a_tool_result_writes_through_it():
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": [result]}]}]
     hold, tokens, _ = held(payload)
     assert hold == (tokens * WRITE_1H + MAX_TOKENS * OUTPUT) / MTOK
+
+
+def converse_body(where: str) -> dict:
+    """A Bedrock Converse body: a tool, a system prompt and a first turn, with one `cachePoint` after the `where`
+    (tools or system) part: Converse caches tools, then system, then messages (the AWS prompt-caching guide)."""
+    point = {"cachePoint": {"type": "default", "ttl": "1h"}}
+    tool = {"toolSpec": {"name": "docks", "description": "Which docks are free. " * 1500,
+                         "inputSchema": {"json": {"type": "object"}}}}
+    return {"toolConfig": {"tools": [tool, *([point] if where == "tools" else [])]},
+            "system": [{"text": "Warehouse manual. " * 2000}, *([point] if where == "system" else [])],
+            "messages": [{"role": "user", "content": [{"text": "Today's pallets, one a line. " * 1500}]}],
+            "inferenceConfig": {"maxTokens": MAX_TOKENS}}
+
+
+def test_a_converse_cache_point_writes_through_its_part_alone():
+    for where, unmarked in (("tools", ("system", "messages")), ("system", ("messages",))):
+        payload = converse_body(where)
+        raw = json.dumps(payload, separators=(",", ":")).encode()
+        prompt = Usage(uncached_input=math.ceil(len(raw) / BYTES_PER_TOKEN), output=MAX_TOKENS)
+        after = (len(json.dumps(payload["system"][0], separators=(",", ":"))) if "system" in unmarked else 0) + \
+            len(json.dumps(payload["messages"][0]["content"][0], separators=(",", ":")))
+        tail = after // BYTES_PER_TOKEN
+        hold = held_cost(prompt, SONNET, converse.parse_request(raw, model="anthropic.claude-sonnet-5-5"))
+        assert hold == ((prompt.uncached_input - tail) * WRITE_1H + tail * INPUT + MAX_TOKENS * OUTPUT) / MTOK, where
