@@ -256,7 +256,7 @@ class UpstreamClient:
         except ReadTimeout:
             raise UpstreamFailure(name, None, "no answer in time", timed_out=True) from None
         except Broken as e:
-            raise UpstreamFailure(name, 502, f"connection failed ({e})") from None
+            raise UpstreamFailure(name, 502, f"upstream {name!r}: connection failed ({e})") from None
         headers_out = _passed(resp.headers)
 
         def clean(text: str) -> str:
@@ -285,7 +285,7 @@ class UpstreamClient:
         except ReadTimeout:
             raise UpstreamFailure(name, None, "timed out reading the response", timed_out=True, answered=True) from None
         except Broken as e:
-            raise UpstreamFailure(name, 502, f"response cut off ({e})", answered=True) from None
+            raise UpstreamFailure(name, 502, f"upstream {name!r}: response cut off ({e})", answered=True) from None
         return UpstreamResponse(resp.status, headers_out, data, None, _nothing)
 
     async def _open(self, name: str, method: str, url: str, body: bytes | BodyStream | None, headers: dict[str, str],
@@ -381,7 +381,7 @@ async def _chunks(name: str, resp: Http1Response | _Proxied) -> AsyncIterator[by
     except ReadTimeout:
         raise UpstreamFailure(name, None, "stalled mid-stream", timed_out=True) from None
     except Broken as e:
-        raise UpstreamFailure(name, 502, f"broke the stream ({e})") from None
+        raise UpstreamFailure(name, 502, f"upstream {name!r} broke the stream ({e})") from None
     finally:
         if not resp.done:
             resp.close()
