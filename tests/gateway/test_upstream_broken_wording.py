@@ -1,7 +1,7 @@
 """An upstream whose connection breaks (a body cut off after its 200, a stream that breaks) is the gateway's own
 finding, not a provider's words: the caller's error and the ledger's `error` name the upstream, as a timeout's
-("upstream 'openai' timed out") and an unreachable one's do, never a bare "response cut off (...)", which 923df6f left them. The
-provider's own messages go on unprefixed (test_upstream_not_found_wording.py). Real openai SDK."""
+("upstream 'openai' timed out") and an unreachable one's do, never a bare "response cut off (...)" (as 923df6f
+left them). The provider's own messages go on unprefixed (test_upstream_not_found_wording.py). Real openai SDK."""
 
 from __future__ import annotations
 
