@@ -55,6 +55,7 @@ from prometheus_client.registry import Collector
 from prefixgate import tokens
 from prefixgate.cache_planner.held import MAX_HELD
 from prefixgate.cache_planner.keepalive import (
+    FILLER_TOKENS,
     Refresh,
     refresh_body,
     refresh_cost,
@@ -70,6 +71,7 @@ from prefixgate.cost import MTOK, Price, cost_note, ledger_fields, price_usage
 from prefixgate.dialects import request_dialect
 from prefixgate.dialects.wire import WireFormat
 from prefixgate.errors import RequestError
+from prefixgate.gateway.accounting import CLIENT_CLOSED
 from prefixgate.gateway.auth import party_of
 from prefixgate.gateway.keepalive_shared import RECENT, Elsewhere, Kept, Seen, SharedSessions, place
 from prefixgate.gateway.upstream import UpstreamFailure
@@ -604,19 +606,24 @@ class KeepAlive:
                 usage = read
             except UpstreamFailure as f:
                 status, error = f.status or 502, f.message
-                if f.timed_out:     # sent whole: the provider may have run it, reading the prefix it was sent for
-                    status, unanswered = 504, Usage(cache_read=session.cached_tokens)
+                if f.timed_out:     # sent whole: the provider may have run it, billing what it was sent to do
+                    status, unanswered = 504, _sent_for(session)
             except (ValueError, RequestError) as e:
                 status, error = 502, f"refresh answer unreadable ({type(e).__name__})"
+            except asyncio.CancelledError:
+                # The gateway stops while the refresh is out: sent, it may be run and billed all the same, as a
+                # caller's request it hung up on is (recorded at its estimate, 499); settled at that in `finally`.
+                unanswered = _sent_for(session)
+                cost = self._book(self._entry(session, unanswered, CLIENT_CLOSED, "the gateway stopped first",
+                                              time.perf_counter() - started, "the gateway stopped while it was out"))
+                raise
             rec = self._entry(session, usage or unanswered, status, error, time.perf_counter() - started,
-                              estimated=unanswered is not None)
+                              estimated="no answer within the timeout" if unanswered is not None else "")
             # No await from the answer to its record: whoever reads the record (an operator, a test) may send the
             # session's next turn at once, and that turn must find the session as the refresh left it (the upgrade's
             # entry held, its tokens to credit).
             outcome = self._answered(session, usage, now) if usage is not None else ""
-            self.proxy.ledger.append(rec)
-            self.proxy.metrics.observe(rec)     # spend and tokens, as on the dashboard (not a caller's latency)
-            cost = Decimal(rec.cost_usd or 0)
+            cost = self._book(rec)
         finally:
             billed = usage or unanswered
             if key is not None and held is not None:
@@ -795,10 +802,17 @@ class KeepAlive:
             for cap in caps:
                 await self.proxy.counters.add(cap.counter, delta, cap.ttl)
 
+    def _book(self, rec: LedgerRecord) -> Decimal:
+        """Write a refresh's ledger row (spend and tokens on /metrics, as on the dashboard: not a caller's latency);
+        what it cost."""
+        self.proxy.ledger.append(rec)
+        self.proxy.metrics.observe(rec)
+        return Decimal(rec.cost_usd or 0)
+
     def _entry(self, session: Session, usage: Usage | None, status: int, error: str, took_s: float,
-               estimated: bool = False) -> LedgerRecord:
-        """The refresh's ledger row (not yet written): kind keepalive, billed to the session's key and tenant (`estimated`: `usage` is
-        the read it was sent for, as no answer said what it was billed)."""
+               estimated: str = "") -> LedgerRecord:
+        """The refresh's ledger row (not yet written): kind keepalive, billed to the session's key and tenant
+        (`estimated`: why `usage` is what it was sent to do, `_sent_for`, as no answer said what it was billed)."""
         cost = price_usage(usage, session.price) if usage is not None else None
         if cost is not None:
             # Without caching no refresh is sent: it costs what it costs and saves nothing itself (what it kept is
@@ -813,8 +827,8 @@ class KeepAlive:
         explanation = [f"keepalive: {what} {session.refreshes + 1} of session {session.ident}; expected to read "
                        f"{expected} cached tokens, read {read}", f"keepalive: {session.reason}", *([note] if note else [])]
         if estimated:
-            explanation.insert(1, "usage estimated: no answer within the timeout, though the provider may have run "
-                                  "the refresh and billed its read (the cached tokens it was sent to read)")
+            explanation.insert(1, f"usage estimated: {estimated}, though the provider may have run the refresh and "
+                                  "billed what it was sent to do (read the cached tokens; an upgrade also writes the answer)")
         key = session.key
         rec = LedgerRecord(
             id=uuid.uuid4().hex[:20], ts=time.time(), key=key.name if key else "", tenant=key.tenant if key else "",
@@ -897,6 +911,15 @@ def static_where(party: str, route: str, credential: str | None, key: str) -> tu
     """Where a static prefix's session is (`KeepAlive.statics`, and hashed, in Redis): the provider keeps one entry per
     credential, named here by a hash of it."""
     return party, route, hashlib.sha256(credential.encode()).hexdigest()[:16] if credential else "", key
+
+
+def _sent_for(session: Session) -> Usage:
+    """What `session`'s refresh, sent whole but unanswered, is billed if the provider ran it: the prefix read, and for
+    an upgrade its filler turn and the answer written with the upgrade's TTL (what `upgrade_cost` held it at)."""
+    if not session.upgrading:
+        return Usage(cache_read=session.cached_tokens)
+    return Usage(uncached_input=FILLER_TOKENS, cache_read=session.cached_tokens,
+                 cache_writes={session.upgrade_ttl: session.reply_tokens})
 
 
 def _tokens_through(session: Session, body: dict) -> int:

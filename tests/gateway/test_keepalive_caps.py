@@ -277,6 +277,23 @@ def test_a_session_continued_while_its_upgrade_is_taken_in_leaves_the_byte_count
     assert bytes_held(keepalive) == (0, 0)
 
 
+def sent_session(keepalive: KeepAlive, **fields: object) -> SimpleNamespace:
+    """A Claude conversation's session as `_send` reads it, its refresh due now (no key: no budget to settle)."""
+    return held_session(keepalive, **{**dict(
+        touched=time.time(), ttl_s=300.0, upgrading=False, expected_usd=Decimal(0), key=None,
+        upstream=SimpleNamespace(name="anthropic", provider="anthropic", base_model=str), wire=None,
+        model="claude-sonnet-5-5", headers={}, credential=None, refreshes=0, reason="",
+        route=SimpleNamespace(name="chat", keepalive=POLICY), gap_route="tenant:t/chat", rows="anthropic",
+        dialect="anthropic", prefix_hash="p", ttl="5m"), **fields})
+
+
+class Silent:
+    """An upstream that gives no answer to a refresh within its timeout."""
+
+    async def send(self, *args: object) -> None:
+        raise UpstreamFailure("anthropic", None, "no answer in time", timed_out=True)
+
+
 def test_a_refresh_that_timed_out_is_billed_the_read_it_was_sent_for() -> None:
     """A refresh given up on at its timeout had been sent whole: the provider may have run it (read the prefix it
     was sent to keep warm) and billed that, though no answer came. It was recorded at $0 and gave its reservation
@@ -284,15 +301,7 @@ def test_a_refresh_that_timed_out_is_billed_the_read_it_was_sent_for() -> None:
     keepalive = stub_keepalive()
     recorded: list = []
     keepalive.proxy.ledger.append = recorded.append
-    session = held_session(keepalive, touched=time.time(), ttl_s=300.0, upgrading=False, expected_usd=Decimal(0),
-                           key=None, upstream=SimpleNamespace(name="anthropic", provider="anthropic", base_model=str),
-                           wire=None, model="claude-sonnet-5-5", headers={}, credential=None, refreshes=0, reason="",
-                           route=SimpleNamespace(name="chat", keepalive=POLICY), gap_route="tenant:t/chat",
-                           rows="anthropic", dialect="anthropic", prefix_hash="p", ttl="5m")
-
-    class Silent:
-        async def send(self, *args: object) -> None:
-            raise UpstreamFailure("anthropic", None, "no answer in time", timed_out=True)
+    session = sent_session(keepalive)
 
     keepalive.proxy.upstream = Silent()
     asyncio.run(keepalive._send(session))  # type: ignore[arg-type]
@@ -316,3 +325,58 @@ def test_an_upgrade_answered_after_a_request_continued_its_session_is_still_held
     assert keepalive._answered(session, Usage(cache_read=1200, cache_writes={"1h": 10}), 1000.0) == "continued"  # type: ignore[arg-type]
     # Held for the hour the upgrade asked, from when it was sent.
     assert keepalive.proxy.planner_state.route("t/chat").held.entries == {"the-entry-key": ("1h", 1000.0 + 3600)}
+
+
+def test_an_upgrade_that_timed_out_is_billed_the_answer_it_was_sent_to_write() -> None:
+    """An upgrade given up on at its timeout had been sent whole too: if the provider ran it, it billed the prefix
+    read and the answer written with the hour-long TTL (Anthropic bills a 1h write at twice the input price). Held
+    at that when sent, it was recorded and settled at the read alone, so the caps and the key's budget gave back
+    what the write may have cost."""
+    keepalive = stub_keepalive()
+    recorded: list = []
+    keepalive.proxy.ledger.append = recorded.append
+    session = sent_session(keepalive, upgrading=True, upgrade=b"u" * 500, upgrade_ttl="1h", reply_tokens=2000,
+                           upgrade_bill=Decimal(0))
+
+    keepalive.proxy.upstream = Silent()
+    asyncio.run(keepalive._send(session))  # type: ignore[arg-type]
+    [rec] = recorded
+    # The session's typed price: reads $0.30, hour-long writes $6 per million tokens.
+    read_and_write = (Decimal(900) * Decimal("0.3") + Decimal(2000) * Decimal(6)) / 1_000_000
+    assert (rec.status, rec.cache_read, rec.cache_writes) == (504, 900, {"1h": 2000})
+    assert Decimal(rec.cost_usd) >= read_and_write
+    spent = asyncio.run(keepalive.proxy.counters.get(keepalive._caps(session)[1].counter))  # type: ignore[arg-type]
+    assert spent == int(Decimal(rec.cost_usd) * 10**9)
+
+
+def test_a_refresh_out_when_the_gateway_stops_is_billed_what_it_was_sent_to_do() -> None:
+    """A shutdown cancels the worker while a refresh is out: sent, the provider may run it and bill its read, as it
+    may bill a caller's request the caller hung up on (recorded at its estimate, status 499). The refresh was recorded
+    nowhere and its reservations given back, so keep-alive's caps and the key's budget forgot what it may have cost."""
+    keepalive = stub_keepalive()
+    recorded: list = []
+    keepalive.proxy.ledger.append = recorded.append
+    session = sent_session(keepalive, expected_usd=REFRESH)
+
+    async def run() -> None:
+        out = asyncio.Event()
+
+        class Stuck:
+            async def send(self, *args: object) -> None:
+                out.set()
+                await asyncio.Event().wait()        # no answer before the shutdown
+
+        keepalive.proxy.upstream = Stuck()
+        worker = asyncio.create_task(keepalive._send(session))  # type: ignore[arg-type]
+        await out.wait()
+        worker.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await worker
+
+    asyncio.run(run())
+    [rec] = recorded
+    # 900 cached tokens read at the session's cache-read price, $0.30 per million.
+    assert (rec.status, rec.cache_read, Decimal(rec.cost_usd)) == (499, 900, Decimal(900) * Decimal("0.3") / 1_000_000)
+    assert any("estimated" in line for line in rec.explanation)
+    spent = asyncio.run(keepalive.proxy.counters.get(keepalive._caps(session)[1].counter))  # type: ignore[arg-type]
+    assert spent == 270_000      # the key cap's counter, in nanodollars: $0.00027
