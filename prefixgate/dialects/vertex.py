@@ -72,10 +72,12 @@ def base_url_for(location: str) -> str:
 
 def gateway_project() -> str:
     """The gateway's own Google Cloud project as google-auth's `default()` finds it without a network call:
-    GOOGLE_CLOUD_PROJECT, else the `project_id` of the service-account key in GOOGLE_APPLICATION_CREDENTIALS;
-    "" when neither names one (a VM's metadata server is not asked: a start-up would wait on it)."""
-    if os.environ.get("GOOGLE_CLOUD_PROJECT"):
-        return os.environ["GOOGLE_CLOUD_PROJECT"]
+    GOOGLE_CLOUD_PROJECT (or the legacy GCLOUD_PROJECT), else the `project_id` of the service-account key in
+    GOOGLE_APPLICATION_CREDENTIALS; "" when none names one (a VM's metadata server is not asked: a start-up would
+    wait on it)."""
+    named = os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("GCLOUD_PROJECT")
+    if named:
+        return named
     try:
         with open(os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") or os.devnull, encoding="utf-8") as f:
             key = json.loads(f.read() or "{}")

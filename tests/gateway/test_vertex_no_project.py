@@ -9,6 +9,7 @@ as google-auth's `default()` returns it."""
 from __future__ import annotations
 
 import anthropic
+import google.auth
 import httpx
 import pytest
 import uvicorn
@@ -20,6 +21,7 @@ from google.oauth2.credentials import Credentials
 
 from prefixgate.cli import main
 from prefixgate.config import Settings
+from prefixgate.dialects.vertex import resource_root as vertex_root
 from prefixgate.gateway.app import create_app
 from prefixgate.policies import PolicyError, load_policy
 from prefixgate.policies.load import builtin_upstreams
@@ -149,3 +151,22 @@ def test_with_a_project_claudes_token_count_is_counted_by_vertex(tmp_path, monke
                                  access_token="gateway-key", max_retries=0)
         counted = client.messages.count_tokens(model=CLAUDE, messages=[{"role": "user", "content": "Hi there"}])
     assert counted.input_tokens > 0
+
+
+def test_the_gateways_project_is_the_one_google_auth_finds(tmp_path, no_project, monkeypatch):
+    # google.auth.default() is the oracle: GOOGLE_CLOUD_PROJECT, else the legacy GCLOUD_PROJECT, else the
+    # service-account key's project_id; an authorized-user file names none. Neither call goes to the network here.
+    user = tmp_path / "user.json"
+    user.write_text('{"type": "authorized_user", "client_id": "a", "client_secret": "b", "refresh_token": "c", '
+                    '"quota_project_id": "billed-project"}')
+    key = service_account_file(tmp_path, "http://127.0.0.1:9")
+    for credentials, env in ((key, {}), (key, {"GCLOUD_PROJECT": "legacy-project"}), (user, {}),
+                             (user, {"GCLOUD_PROJECT": "legacy-project"}),
+                             (key, {"GCLOUD_PROJECT": "legacy-project", "GOOGLE_CLOUD_PROJECT": "env-project"})):
+        with monkeypatch.context() as m:
+            m.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(credentials))
+            for name, value in env.items():
+                m.setenv(name, value)
+            found = google.auth.default()[1] or ""
+            up = builtin_upstreams(Settings(vertex_base_url="http://vertex:1"))["vertex"]
+            assert up.url == vertex_root("http://vertex:1", found, "global"), (credentials.name, env)
