@@ -85,8 +85,9 @@ def uncapped_costs(prompt: Usage, price: Price, limit: int, sent: Conversation |
                    ) -> tuple[Decimal, Decimal | None]:
     """(worst, least) an uncapped request costs: its prompt and `limit` output tokens, or a minimal answer (None
     where output is free: no answer's length then needs bounding)."""
-    least = held_cost(replace(prompt, output=MIN_OUTPUT_TOKENS), price, sent) if price.output else None
-    return held_cost(replace(prompt, output=limit), price, sent), least
+    held = _prompt_cost(prompt, price, sent)     # once: reading `sent`'s marks serialises its blocks
+    least = held + MIN_OUTPUT_TOKENS * price.output / MTOK if price.output else None
+    return held + limit * price.output / MTOK, least
 
 
 def output_bound(held_usd: Decimal, prompt: Usage, price: Price, limit: int, sent: Conversation | None = None) -> int:

@@ -266,7 +266,6 @@ class Proxy:
         if key.budget is not None:
             call.estimate = estimated_usage(call.conv, call.raw) + await unseen_prompt(self, call)
             ref = ref or call.route.targets[0]
-            estimate = self.estimated_cost(call, ref, call.estimate)
             call.uncapped = (bounds_output and call.route.max_request_usd is None
                              and requested_output(call.conv.params) is None)
             if call.uncapped:
@@ -274,6 +273,8 @@ class Proxy:
                 price, limit = self._priced(call, first, model, call.estimate)
                 estimate, least = uncapped_costs(call.estimate, price, limit, self._as_sent(call, first, model))
                 call.uncapped = least is not None       # a free answer needs no bound
+            else:
+                estimate = self.estimated_cost(call, ref, call.estimate)
         call.held = await self.limits.admit(key, estimate, least)
 
     async def admit_state(self, caller: Caller, raw: bytes, dialect: str) -> None:

@@ -7,13 +7,19 @@ no marker, and bills it from GPT-5.6 on (https://developers.openai.com/api/docs/
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from decimal import Decimal
+from functools import partial
+from types import SimpleNamespace
 
 from prefixgate.cost import Price
 from prefixgate.dialects import anthropic, converse
+from prefixgate.gateway import estimate
+from prefixgate.gateway import proxy as proxy_module
 from prefixgate.gateway.estimate import held_cost
+from prefixgate.gateway.proxy import Proxy
 from prefixgate.providers.rules import default_catalog
 from prefixgate.usage import Usage
 
@@ -106,3 +112,34 @@ def test_a_converse_cache_point_writes_through_its_part_alone():
         tail = after // BYTES_PER_TOKEN
         hold = held_cost(prompt, SONNET, converse.parse_request(raw, model="anthropic.claude-sonnet-5-5"))
         assert hold == ((prompt.uncached_input - tail) * WRITE_1H + tail * INPUT + MAX_TOKENS * OUTPUT) / MTOK, where
+
+
+def test_an_uncapped_requests_admission_reads_its_marks_once(monkeypatch):
+    """Reading a body's marks serialises every block past the last one (about 0.3-0.7 ms for a 20,000-token agent
+    history whose one mark is its system prompt). An uncapped request's admission (a Converse caller's to Claude on
+    Bedrock, planning off) read them three times: for a capped estimate it then threw away, and for its worst and
+    its least cost, whose prompts cost the same."""
+    reads = []
+    monkeypatch.setattr(estimate, "writable", lambda sent, fresh: reads.append(sent) or 0)
+    monkeypatch.setattr(proxy_module, "unseen_prompt", lambda proxy, call: asyncio.sleep(0, Usage()))
+    payload = converse_body("system")
+    del payload["inferenceConfig"]      # Converse's maxTokens is optional: the request is uncapped
+    raw = json.dumps(payload).encode()
+    conv = converse.parse_request(raw, model="anthropic.claude-sonnet-5-5")
+    target = SimpleNamespace(upstreams=["bedrock"], model="anthropic.claude-sonnet-5-5")
+    call = SimpleNamespace(caller=SimpleNamespace(key=SimpleNamespace(budget=object())), conv=conv, raw=raw,
+                           route=SimpleNamespace(targets=[target], max_request_usd=None), uncapped=False)
+    admitted: list = []
+
+    async def admit(key: object, usd: Decimal, least: Decimal | None = None) -> None:
+        admitted.append((usd, least))
+
+    gateway = SimpleNamespace(policy=SimpleNamespace(upstreams={"bedrock": object()}),
+                              limits=SimpleNamespace(admit=admit), _priced=lambda *a: (SONNET, 64_000),
+                              _as_sent=lambda *a: conv)
+    gateway.estimated_cost = partial(Proxy.estimated_cost, gateway)
+    asyncio.run(Proxy.admit(gateway, call, bounds_output=True))  # type: ignore[arg-type]
+    tokens = math.ceil(len(raw) / BYTES_PER_TOKEN)
+    # With no mark read (`writable` says 0 here), the prompt is held at input; the answer at up to 64,000 tokens.
+    assert admitted == [((tokens * INPUT + 64_000 * OUTPUT) / MTOK, (tokens * INPUT + 16 * OUTPUT) / MTOK)]
+    assert len(reads) == 1
