@@ -128,9 +128,15 @@ class Stack:
         raise AssertionError(f"{route}: {len(self.refreshes(route))} refresh(es) after {timeout}s, wanted {n}")
 
     def settle(self) -> None:
-        """Time for the gateway's worker (1 s ticks) to act on the clock as it stands: only before a check that
-        nothing happened; what the worker does is waited for (`wait_stop`)."""
-        time.sleep(1.5)
+        """Until the gateway's worker has acted on the clock as it stands: a gateway in this process, until its worker
+        ended two ticks (the second began after the clock moved); a child process's, 1.5 s of its 1 s ticks, which
+        only a check that nothing happened may follow (what the worker does is waited for: `wait_stop`)."""
+        if self.app is None:
+            time.sleep(1.5)
+            return
+        ticks = ticks_of(self.app.state.proxy.keepalive)
+        ended = ticks[0]
+        wait_until(lambda: ticks[0] >= ended + 2, 15, "two keep-alive ticks")
 
     def wait_stop(self, route: str, reason: str) -> None:
         """Until /metrics counts a session of `route` stopped for `reason` (the worker decides that on a tick of its
@@ -140,6 +146,20 @@ class Stack:
 
     def metrics(self) -> str:
         return httpx.get(self.gw + "/metrics").text
+
+
+def ticks_of(worker: Any) -> list[int]:
+    """How many ticks `worker` (a gateway's KeepAlive in this process) has ended, counted from the first call."""
+    if not hasattr(worker, "ended_ticks"):
+        worker.ended_ticks, tick = [0], worker.tick
+
+        async def counted() -> int:
+            try:
+                return await tick()
+            finally:
+                worker.ended_ticks[0] += 1
+        worker.tick = counted
+    return worker.ended_ticks
 
 
 def series(text: str, name: str, **labels: str) -> list[float]:

@@ -61,11 +61,13 @@ def converse(a: Stack, b: Stack, turns: int, tag: str) -> None:
             a.advance(REPLY_S)
 
 
-def idle(stack: Stack, seconds: int, step: int = 20) -> None:
-    """An idle gap passed in steps, each long enough for the replicas' workers to act on the clock as it stands."""
+def idle(stacks: tuple[Stack, ...], seconds: int, step: int = 20) -> None:
+    """An idle gap passed in steps (on the clock the replicas share), each once every replica's worker has acted on
+    the clock as it stands."""
     for _ in range(seconds // step):
-        stack.advance(step)
-        stack.settle()
+        stacks[0].advance(step)
+        for stack in stacks:
+            stack.settle()
 
 
 def test_one_idle_gap_costs_one_refresh_from_the_replica_that_answered_last(tmp_path: Path,
@@ -75,7 +77,7 @@ def test_one_idle_gap_costs_one_refresh_from_the_replica_that_answered_last(tmp_
     entry; A's refresh near its view's end bought nothing (the entry lived until 480 s), and B refreshed too."""
     with replicas(tmp_path, monkeypatch, redis_url) as (a, b):
         converse(a, b, 4, "alternating")     # A answers turns 1 and 3, B turns 2 and 4
-        idle(a, IDLE_S)
+        idle((a, b), IDLE_S)
         assert (len(a.refreshes("chat")), len(b.refreshes("chat"))) == (0, 1)
         [refresh] = b.refreshes("chat")
         assert refresh["cache_read"] > 3000
@@ -99,7 +101,7 @@ def test_the_refresh_is_credited_where_the_sessions_next_turn_lands(tmp_path: Pa
             turn((a, b)[i % 2].client("chat"), "chat", "credit", history,
                  "Review section 1." if i == 0 else section_2(f"credit-{i}"))
             a.advance(REPLY_S if i < 3 else 0)
-        idle(a, IDLE_S)
+        idle((a, b), IDLE_S)
         [refresh] = b.refreshes("chat")
         a.advance(180 + 340 - a.offset)
         back = turn(a.client("chat"), "chat", "credit", history, "And section 5?")
@@ -122,7 +124,7 @@ def test_a_quiet_routes_system_prompt_is_refreshed_by_one_replica(tmp_path: Path
                                               messages=[{"role": "user", "content": question}])
         for until in (110 * 60, 130 * 60):        # each replica's view of the entry's end, passed 10 s at a time
             a.advance(until - 90 - a.offset)
-            idle(a, 90, step=10)
+            idle((a, b), 90, step=10)
         refreshes = a.refreshes("chat") + b.refreshes("chat")
         assert [r["explanation"][0].split(" of session")[0] for r in refreshes] == ["keepalive: refresh of the static prefix 1"]
         # Sent at the entry's real end (130), not at A's view's (110): 55 minutes later, past 110 + 60, it is read.
@@ -188,7 +190,7 @@ def test_an_idle_session_is_judged_on_the_gaps_it_showed_on_both_replicas(tmp_pa
     replica and put that at 0.66-0.81."""
     with replicas(tmp_path, monkeypatch, redis_url) as (a, b):
         alternate(a, b, "chat", 6, "idle")
-        idle(a, IDLE_S)
+        idle((a, b), IDLE_S)
         for gw in (a, b):
             model = gw.app.state.proxy.keepalive.gaps.model("tenant:chat/chat", "")
             assert model.returns == 5 and model.returned[GAP_EDGES.index(240)] == 5
