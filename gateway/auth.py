@@ -58,8 +58,10 @@ def upstream_credential(upstream: Upstream, caller: Caller, caller_dialect: str)
     if upstream.self_hosted or wire_format(upstream.dialect).signs:
         return None     # self-hosted servers need no key; signing formats sign with the gateway's own credentials
     env = " or ".join(upstream.api_key_env) or "an api_key_env"
+    # The gateway is not set up for this, whatever key the caller sent: not a 401, which its SDK (and Claude
+    # Code's "run /login") would read as the caller's own key refused.
     raise RequestError(f"no credentials for upstream {upstream.name!r}: set {env} on the gateway",
-                       status=401, kind="authentication")
+                       status=501, kind="not_configured")
 
 
 def party_of(caller: Caller, upstream: Upstream, caller_dialect: str) -> str:

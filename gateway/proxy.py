@@ -363,7 +363,8 @@ class Proxy:
                                            parts=off_loop.planned)
             except RequestError as e:       # this target cannot take the request (translation, credentials)
                 call.notes.append(f"skip {'/'.join(ref.upstreams)}: {e.message}")
-                failure = e
+                # An earlier target's failure is the caller's answer (and its record's cost), not this skip.
+                failure = failure if isinstance(failure, UpstreamFailure) else e
                 continue
             prep = await self.explicit_cache(call, prep)
             if call.prepared is not None and call.prepared.extra_usage is not None:

@@ -79,6 +79,8 @@ class UpstreamFailure(Exception):
         self.rpc_status = rpc_status    # Google's status name (FAILED_PRECONDITION)
         # The upstream answered 2xx before it broke: it did the work (and billed it), so it is never sent again.
         self.answered = answered
+        # It refused the gateway's own credentials (not a caller's passed through): the operator's to fix.
+        self.own_credentials = False
 
     @property
     def out_of_quota(self) -> bool:
@@ -91,6 +93,11 @@ class UpstreamFailure(Exception):
             return RequestError(f"upstream {self.upstream!r} timed out", status=504, kind="timeout")
         if self.connect_failed:
             return RequestError(f"upstream {self.upstream!r} is unreachable", status=502, kind="server")
+        if self.own_credentials:
+            # Passed on as a 401, the caller's SDK (and Claude Code's "run /login") would blame the caller's own
+            # key, which the gateway accepted: a 502 its SDK is told not to retry, naming whose key it was.
+            return RequestError(f"upstream {self.upstream!r} refused the gateway's credentials: {self.message}",
+                                status=502, kind="not_configured", rpc_status="INTERNAL")
         # A redirect (an upstream URL that moved: the gateway follows none) is the gateway's configuration, not the
         # caller's request: a 502, as no status is.
         status = self.status if self.status and self.status >= 400 else 502
@@ -218,7 +225,7 @@ class UpstreamClient:
         url = request_url(upstream, wire, model, stream)
         headers = {"content-type": "application/json", "accept-encoding": "identity", **headers,
                    **auth_headers(upstream, wire, key)}
-        return await self._signed(upstream.name, wire, "POST", url, body, headers, stream, key, timeout_s)
+        return await self._credited(upstream, wire, "POST", url, body, headers, stream, key, timeout_s)
 
     async def forward(self, upstream: Upstream, wire: WireFormat, method: str, path: str, query: str,
                       body: bytes | BodyStream, key: str | None, timeout_s: float = 60,
@@ -229,7 +236,21 @@ class UpstreamClient:
         url = wire.resource_url(upstream.url, path) + (f"?{query}" if query else "")
         headers = {"content-type": "application/json", "accept-encoding": "identity", **wire.upstream_headers,
                    **(caller_headers or {}), **auth_headers(upstream, wire, key)}
-        return await self._signed(upstream.name, wire, method, url, body or None, headers, stream, key, timeout_s)
+        return await self._credited(upstream, wire, method, url, body or None, headers, stream, key, timeout_s)
+
+    async def _credited(self, upstream: Upstream, wire: WireFormat, method: str, url: str,
+                        body: bytes | BodyStream | None, headers: dict[str, str], stream: bool, key: str | None,
+                        timeout_s: float) -> UpstreamResponse:
+        """`_signed`, telling a 401 to the gateway's own credentials (its key, its signing identity, a
+        self-hosted server's) from one to a caller's key passed through (`UpstreamFailure.own_credentials`)."""
+        try:
+            return await self._signed(upstream.name, wire, method, url, body, headers, stream, key, timeout_s)
+        except UpstreamFailure as f:
+            # No key: the gateway signs (Bedrock, Vertex) or a self-hosted server needs none, else a caller on an
+            # open gateway sent none of its own (auth.upstream_credential).
+            own = key == upstream.api_key() if key is not None else upstream.self_hosted or wire.signs
+            f.own_credentials = f.status == 401 and own
+            raise
 
     async def _signed(self, name: str, wire: WireFormat, method: str, url: str, body: bytes | BodyStream | None,
                       headers: dict[str, str], stream: bool, key: str | None, timeout_s: float) -> UpstreamResponse:

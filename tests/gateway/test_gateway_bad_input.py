@@ -90,8 +90,9 @@ def test_bad_gateway_keys_are_401(gw, headers, message):
 def test_gemini_query_key_is_accepted(gw):
     r = httpx.post(gw.url + f"/v1beta/models/gemini-3.5-flash:generateContent?key={GATEWAY_KEY}",
                    json={"contents": [{"parts": [{"text": "hi"}]}]})
-    # The route is allowed, but the gateway holds no Gemini key and keys are configured: no passthrough.
-    assert r.status_code == 401 and "GEMINI_API_KEY" in r.json()["error"]["message"]
+    # The route is allowed, but the gateway holds no Gemini key and keys are configured: no passthrough. The
+    # operator's to set up (a 501, not a 401 that says the caller's key was refused).
+    assert r.status_code == 501 and "GEMINI_API_KEY" in r.json()["error"]["message"]
 
 
 def test_gateway_keeps_serving_and_logs_no_secrets(gw, caplog):

@@ -233,8 +233,12 @@ def test_client_disconnect_cancels_the_upstream_call(stack, up, stream):
 def test_provider_keys_never_reach_the_caller_or_the_ledger(stack, up):
     _, gw, settings = stack
     up.fail("401")
-    with pytest.raises(openai.AuthenticationError) as exc:
+    # The upstream refused the gateway's own key, not the caller's (which the gateway accepted): a 502 that names
+    # whose key it was, which the SDK is told not to retry; never a 401 the caller would take for its own key's.
+    with pytest.raises(openai.InternalServerError) as exc:
         client(gw).chat.completions.create(model="chain", messages=MSG)
+    assert exc.value.status_code == 502 and exc.value.response.headers["x-should-retry"] == "false"
+    assert exc.value.body["message"].startswith("upstream 'openai' refused the gateway's credentials: ")
     assert "Incorrect API key provided: ***" in exc.value.message
     text = str(exc.value.body) + str(exc.value.response.headers)
     assert "sk-secret-openai-key" not in text

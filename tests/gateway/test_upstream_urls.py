@@ -224,7 +224,9 @@ def test_a_callers_own_key_never_reaches_a_compatible_provider_or_azure(stack):
         [("/v1/chat/completions", caller["authorization"])]
     # Nor Azure (its `api-key` header): an Azure resource's keys are not OpenAI's.
     answer = httpx.post(url + "/v1/chat/completions", json={**CHAT, "model": "azn-gpt-5.4"}, headers=caller, timeout=30)
-    assert answer.status_code == 401 and "no credentials for upstream 'azure-unkeyed'" in answer.text
+    # The gateway's set-up, not the caller's key: never a 401 its SDK would blame on the caller's key, nor retried.
+    assert answer.status_code == 501 and "no credentials for upstream 'azure-unkeyed'" in answer.text
+    assert answer.headers["x-should-retry"] == "false"
     assert len(recorder.seen) == before + 1
     assert "sk-caller-own-openai-key-0003" not in answer.text
 

@@ -32,7 +32,8 @@ def traffic(url: str) -> list[str]:
             assert httpx.post(url + path, json=body, headers=headers, timeout=60).status_code == 200, (dialect, stream)
         # The upstream refuses, and the caller sends garbage.
         path, body = request_for(dialect, REFUSED[dialect], "refused", False)
-        assert httpx.post(url + path, json=body, headers=headers, timeout=60).status_code == 401, dialect
+        # The gateway's own provider key refused: a 502 (not the caller's key's 401).
+        assert httpx.post(url + path, json=body, headers=headers, timeout=60).status_code == 502, dialect
         assert httpx.post(url + path, content=b"{not json", headers=headers, timeout=60).status_code == 400
     return prompts
 
