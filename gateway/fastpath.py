@@ -21,6 +21,7 @@ from prefixgate.gateway.error_response import error_response
 from prefixgate.gateway.inbound import Inbound
 from prefixgate.gateway.intake import serve
 from prefixgate.gateway.paths import aliased, logging_errors
+from prefixgate.gateway.shared_first import waiting_for_shared_writes
 
 log = logging.getLogger("prefixgate.gateway")
 NOSNIFF = (b"x-content-type-options", b"nosniff")
@@ -64,6 +65,7 @@ class GatewayApp(FastAPI):
             scope = {**scope, "path": path, "raw_path": path.encode()}
         if path == "/api" or path.startswith("/api/"):
             send = nosniffed(send)
+        send = waiting_for_shared_writes(send)
         await logging_errors(self._guarded, scope, receive, send)
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from prefixgate.gateway.shared_first import started
 from prefixgate.redis_outage import RetryWindow
 
 MAX_MISSED = 100_000
@@ -35,6 +36,7 @@ class SharedLater:
         task = asyncio.get_running_loop().create_task(self._write(key, fields, self._clock() + ttl_s))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
+        started(task)       # the request's answer waits for it (shared_first.py)
 
     def forget(self, key: str, field: str) -> None:
         """A field no longer true (deleted): never written later."""

@@ -5,6 +5,7 @@ on one real redis-server, the mock in-process)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from contextlib import ExitStack
 
@@ -16,6 +17,7 @@ import redis
 from google import genai
 from google.genai import errors as genai_errors
 
+from prefixgate.gateway.file_quota import HELD, FileQuota
 from prefixgate.policies import PolicyError, hash_key
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
@@ -143,12 +145,20 @@ def test_an_upload_limit_is_checked_when_the_policy_loads(tmp_path, uploads, err
     assert error in str(refused.value)
 
 
-def test_a_file_code_execution_wrote_counts_toward_the_tenants_files(replicas, redis_url):
+def test_a_file_code_execution_wrote_counts_toward_the_tenants_files(replicas, monkeypatch):
     a, b = replicas
+    add = FileQuota.add
+
+    async def slowly(self, owner, ident, size, ttl_s):     # a stored file counted takes 0.3 s to reach Redis
+        if not ident.startswith(HELD):                      # (an upload's hold as ever: the upload checks at once)
+            await asyncio.sleep(0.3)
+        await add(self, owner, ident, size, ttl_s)
+
+    monkeypatch.setattr(FileQuota, "add", slowly)
     claude = anthropic.Anthropic(base_url=a, api_key=SOLO)
     written = file_code_execution_wrote(claude)
-    counted(redis_url, "solo", written)
-    # It lies in the organisation's storage as an upload would: the tenant's one file, on either replica.
+    # It lies in the organisation's storage as an upload would: the tenant's one file, on either replica, from
+    # the moment its answer arrives (nothing here waits for Redis).
     with pytest.raises(openai.PermissionDeniedError) as refused:
         oai(b, SOLO).files.create(file=("n.txt", b"note"), purpose="user_data")
     assert "uploads.max_files" in refused.value.message

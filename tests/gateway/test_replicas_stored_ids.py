@@ -4,6 +4,7 @@ stored response created through one replica is its tenant's on the other (retrie
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from contextlib import ExitStack
@@ -13,6 +14,7 @@ import openai
 import pytest
 import redis
 
+from prefixgate.gateway.shared_later import SharedLater
 from prefixgate.policies.schema import hash_key
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
@@ -74,6 +76,36 @@ def test_a_stored_response_is_its_tenants_on_every_replica(replicas, redis_url):
                 _client(url, GLOBEX).responses.retrieve(created.id)
             with pytest.raises(openai.BadRequestError):     # OpenAI's previous_response_not_found
                 _client(url, GLOBEX).responses.create(model=MODEL, input="x", previous_response_id=created.id)
+
+
+@pytest.fixture
+def slow_redis_writes(monkeypatch):
+    """Every replica's shared write (who owns an id, where it lives) takes 0.3 s to reach Redis, as on a loaded
+    Redis or a slow network."""
+    write = SharedLater._write
+
+    async def slowly(self, key, fields, expires):
+        await asyncio.sleep(0.3)
+        await write(self, key, fields, expires)
+
+    monkeypatch.setattr(SharedLater, "_write", slowly)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_follow_up_sent_at_once_to_another_replica_finds_the_answer_it_continues(slow_redis_writes, replicas,
+                                                                                    stream):
+    """Behind a load balancer a caller's next turn may reach the other replica the moment its answer arrived:
+    that replica knows the stored response's owner and home only from Redis, so the answer (a stream: its end)
+    is sent only once they are there. Nothing in the test waits for Redis."""
+    a, b = replicas
+    for n in range(3):
+        if stream:
+            with _client(a, ACME).responses.stream(model=MODEL, input=f"Name prime number {n}.") as events:
+                created = events.get_final_response()
+        else:
+            created = _client(a, ACME).responses.create(model=MODEL, input=f"Name prime number {n}.")
+        follow = _client(b, ACME).responses.create(model=MODEL, input="And another?", previous_response_id=created.id)
+        assert follow.previous_response_id == created.id
 
 
 def test_an_explicit_cache_is_its_tenants_on_every_replica(replicas, redis_url):
