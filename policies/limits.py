@@ -109,6 +109,7 @@ class Limits:
         # The holds not yet released, by id (a second release is a no-op), renewed in the store while any is live.
         self._live: dict[str, Reservation] = {}
         self._unholding: set[asyncio.Task] = set()
+        self._settling: set[asyncio.Task] = set()     # settled costs on their way to the store
         self._renewing: asyncio.Task | None = None
 
     async def admit(self, key: CallerKey, estimate_usd: Decimal = Decimal(0), least_usd: Decimal | None = None
@@ -213,7 +214,9 @@ class Limits:
 
     async def aclose(self) -> None:
         """This replica is going away: release what it still holds now (a rolling restart would otherwise keep
-        those holds from every replica for `HOLD_S`), and stop renewing."""
+        those holds from every replica for `HOLD_S`), and stop renewing. Costs being settled reach the store first."""
+        if self._settling:      # a request cancelled mid-settle (shutdown): its cost, then its hold's release
+            await asyncio.gather(*self._settling, return_exceptions=True)
         for held in list(self._live.values()):
             self.release(held)
         if self._renewing is not None:
@@ -235,13 +238,20 @@ class Limits:
                 await self.store.renew(counter, holds, HOLD_S)
 
     async def settle(self, key: CallerKey, held: Reservation, tokens: int, cost_usd: Decimal) -> None:
-        """Replace the reservation with what the request cost (in the window it ends in)."""
+        """Replace the reservation with what the request cost (in the window it ends in). The cost reaches the store
+        even where the caller is cancelled meanwhile (a hang-up, a shutdown): the ledger has it, so the shared budget
+        must too. Its add runs as a task of its own, the reservation released once it is made (never a moment with
+        neither), and `aclose` waits for it."""
         now = self.clock()
-        try:    # the cost is counted before the reservation goes: never a moment with neither
-            if key.budget is not None and cost_usd:
-                counter, ttl, _ = spend_counter(key, now)
-                await self.store.add(counter, nanodollars(cost_usd), ttl, once=held.hold or uuid.uuid4().hex)
-        finally:
+        if key.budget is not None and cost_usd:
+            counter, ttl, _ = spend_counter(key, now)
+            spend = asyncio.get_running_loop().create_task(
+                self.store.add(counter, nanodollars(cost_usd), ttl, once=held.hold or uuid.uuid4().hex))
+            self._settling.add(spend)
+            spend.add_done_callback(self._settling.discard)
+            spend.add_done_callback(lambda _: self.release(held))
+            await asyncio.shield(spend)
+        else:
             self.release(held)
         if key.rate_limit is not None and key.rate_limit.tokens_per_minute and tokens:
             wid, ttl, _, _ = _window(RATE_WINDOW_S, now)
