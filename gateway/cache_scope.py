@@ -5,7 +5,8 @@ caches only through a route of its own that ends at the provider; a cache belong
 created it (`ownership`), and any other caller is answered as if it did not exist (404), listed caches are
 filtered to the caller's own; a lifetime (`ttl`, `expireTime`) past `max_cache_ttl_s` is refused, since the
 operator pays its storage by the hour; a create or a lifetime extension is written to the ledger, priced (the
-cached tokens at the input rate on create, storage for the hours bought).
+cached tokens at the input rate on create, storage for the hours bought), and a create holds its worst case against
+the key's budget until then, as a model request's admission does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.responses import Response
 
 from prefixgate.cache_planner import Target, plan
 from prefixgate.compact_json import compact_bytes
+from prefixgate.cost import price_usage
 from prefixgate.dialects import wire_format
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
@@ -32,10 +34,13 @@ from prefixgate.gateway.proxy import Prepared, Proxy
 from prefixgate.gateway.upstream import UpstreamResponse
 from prefixgate.ir import Conversation
 from prefixgate.policies import Upstream
+from prefixgate.policies.limits import Reservation
+from prefixgate.policies.schema import Route
 from prefixgate.providers.cached_contents import parse_rfc3339
-from prefixgate.usage import Usage
+from prefixgate.usage import Usage, prompt_estimate
 
 Forward = Callable[[str, bytes], Awaitable[UpstreamResponse]]
+DEFAULT_TTL_S = 3600.0      # a create naming no lifetime lives an hour (Gemini's and Vertex's default)
 
 
 def not_found(name: str) -> RequestError:
@@ -80,27 +85,43 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
                  raw: bytes, forward: Forward) -> Response:
     """One cachedContents call (`name`: the cache id, "" for the collection), within the caller's scope;
     `forward(method, body)` sends it on to the cache's path upstream."""
-    reaches(proxy, caller, upstream.kind)
     owner, now, method = principal(caller.key), time.time(), request.method
+    if method == "PATCH":   # refused over budget before the cache's name is looked up or anything is sent
+        await proxy.admit_state(caller, raw, dialect)
+    reaches(proxy, caller, upstream.kind)
     if name and not await proxy.stored_ids.allows(KIND, name, owner):
         raise not_found(f"cachedContents/{name}")
     body = load_body(raw) if method in ("POST", "PATCH") else {}
     cap = proxy.settings.max_cache_ttl_s
     seconds = _capped(body, cap, now)
-    paid_until = now
+    paid_until, held = now, Reservation()
     if method == "POST":
-        proxy.router.decide(model_of(body.get("model")), caller.key, dialect)   # the key's routes name its models
-        if owner is not None:       # a cache of a file would hand the file to whoever builds on the cache
-            await check_owned(proxy.stored_ids, owner, body_ids(body), caller.key.provider_ids)  # type: ignore[union-attr]
+        route = proxy.router.decide(model_of(body.get("model")), caller.key, dialect).route  # the key's routes name its models
+        if caller.key is not None and owner is not None:
+            # A cache of a file would hand the file to whoever builds on the cache.
+            await check_owned(proxy.stored_ids, owner, body_ids(body), caller.key.provider_ids)
+            held = await proxy.limits.admit(caller.key, _worst(proxy, upstream, dialect, body, raw, seconds, route))
     elif method == "PATCH":
         before = await forward("GET", b"")      # storage is paid up to the old expiry; the PATCH buys the rest
         if 200 <= before.status < 300:
-            held = load_body(before.body)
-            proxy.router.decide(model_of(held.get("model")), caller.key, dialect)   # refused before, not after
-            paid_until = max(now, parse_rfc3339(held.get("expireTime"), "expireTime"))
+            stored = load_body(before.body)
+            proxy.router.decide(model_of(stored.get("model")), caller.key, dialect)   # refused before, not after
+            paid_until = max(now, parse_rfc3339(stored.get("expireTime"), "expireTime"))
+    try:
+        return await _sent(request, proxy, caller, dialect, upstream, name, raw, forward, seconds, paid_until, held)
+    except BaseException:
+        proxy.limits.release(held)      # booked, it is settled instead (a second release is a no-op)
+        raise
+
+
+async def _sent(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, name: str, raw: bytes,
+                forward: Forward, seconds: float | None, paid_until: float, held: Reservation) -> Response:
+    """The call sent on, and what it answered booked: a create's or extension's cost replaces what it held."""
+    owner, method, cap = principal(caller.key), request.method, proxy.settings.max_cache_ttl_s
     started = time.perf_counter()
     resp = await forward(method, raw)
     if not 200 <= resp.status < 300:
+        proxy.limits.release(held)
         return Response(resp.body, resp.status, media_type="application/json")
     data = load_body(resp.body or b"{}")
     if method == "GET" and not name:
@@ -116,8 +137,23 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
         proxy.stored_ids.record(KIND, cache_id(data.get("name", "")), owner, max(seconds or 0.0, cap), home=upstream.name,
                                 tokens=tokens if isinstance(tokens, int) else None)
         created = parse_rfc3339(data["createTime"], "createTime") if method == "POST" and data.get("createTime") else paid_until
-        return _recorded(proxy, request, caller, dialect, upstream, data, method == "POST", created, started, resp)
+        return _recorded(proxy, request, caller, dialect, upstream, data, method == "POST", created, started, resp, held)
     return Response(resp.body, resp.status, media_type="application/json")
+
+
+def _worst(proxy: Proxy, upstream: Upstream, dialect: str, body: dict, raw: bytes, seconds: float | None,
+           route: Route) -> Decimal:
+    """What a create may cost at most, held against the key's budget until it is booked: its tokens (by the body's
+    size) written at the input rate and stored for the lifetime it asks (the provider's default hour when it names
+    none). Concurrent creates each passed a budget not yet spent, and each bought up to a day of storage."""
+    model = model_of(body.get("model"))
+    usage = Usage(cache_writes={"explicit": prompt_estimate(raw).uncached_input})
+    rows = upstream.price_rows or upstream.planner_provider(wire_format(dialect))
+    price = proxy.accounts.price(rows, upstream, model, usage, route.price)
+    if price is None:
+        return Decimal(0)
+    hours = Decimal(str(DEFAULT_TTL_S if seconds is None else max(seconds, 0.0))) / 3600
+    return price_usage(usage, price, usage.cache_writes["explicit"] * hours).total
 
 
 def routed(proxy: Proxy, model: str, caller: Caller, dialect: str, kind: str) -> Upstream | None:
@@ -145,12 +181,13 @@ def model_of(name: object) -> str:
 
 
 def _recorded(proxy: Proxy, request: Request, caller: Caller, dialect: str, upstream: Upstream, data: dict,
-              create: bool, paid_from: float, started: float, resp: UpstreamResponse) -> Response:
+              create: bool, paid_from: float, started: float, resp: UpstreamResponse, held: Reservation) -> Response:
     """The answer, with the call in the ledger: a create bills the cached tokens at the input rate, and each call
     the storage it buys (tokens x hours from `paid_from` to the new expiry); spent against the key's budget."""
     wire = wire_format(dialect)
     model = model_of(data.get("model"))
     call = proxy.start(dialect, Conversation(dialect, model, []), caller, dict(request.headers), started)
+    call.held = held        # settled at what the record books (Accounting.finish)
     planner = upstream.planner_provider(wire)
     the_plan = plan(call.conv, Target(planner, model), mode="off")
     the_plan.explanation[:] = [f"cachedContents.{'create' if create else 'patch'}: {data.get('name', '')}"]

@@ -64,8 +64,6 @@ async def _cached_contents(request: Request, version: str, name: str) -> Respons
     it (cache_scope): passed through with the gateway's key."""
     proxy = request.app.state.proxy
     raw, caller = await authenticated_body(proxy, request)
-    if request.method in ("POST", "PATCH"):
-        await proxy.admit_state(caller, raw, WIRE.name)
     builtin = proxy.policy.upstreams[WIRE.name]
     upstream = await cache_scope.home(proxy, caller, WIRE.name, builtin.kind, request.method, raw, name) or builtin
     query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)

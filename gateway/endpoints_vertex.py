@@ -82,8 +82,6 @@ async def _cached_contents(request: Request, name: str = "") -> Response:
     raw, caller = await authenticated_body(proxy, request)
     if "name" in request.path_params:     # one segment, decoded once: never `%2F..` into another project
         path_model(request.path_params["name"], field="name")
-    if request.method in ("POST", "PATCH"):
-        await proxy.admit_state(caller, raw, vertex_gemini.NAME)
     upstream = await cache_scope.home(proxy, caller, vertex_gemini.NAME, "vertex", request.method, raw, name) \
         or _named_scope(proxy, request)
     sent = compact_bytes(_in_gateway_project(raw, upstream)) if request.method == "POST" and raw else raw
