@@ -112,7 +112,7 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
         tail = b""              # the terminal event, held until the ledger record is written
         events = 0              # events relayed to the caller: a cut stream's output estimate
         error: RequestError | None = None
-        reported: str | None = None     # the upstream's own error event mid-stream: its message
+        reported: RequestError | None = None    # the upstream's own error event mid-stream, as the caller gets it
         shown: RequestError | None = None   # that event as a Gemini caller gets it, when Google sent it
         try:
             async for chunk in resp.chunks:
@@ -125,10 +125,14 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                     parsed = None
                     if not same or target.may_carry_usage(ev) or ERROR_MARK in ev:
                         parsed = framing.payload(ev)
-                        if parsed is not None and (reported := target.stream_error(parsed)) is not None:
+                        if parsed is not None and (message := target.stream_error(parsed)) is not None:
                             count(parsed)
                             google = error_of(parsed)
-                            reported = without_account(reported, resp.clean) if google else resp.clean(reported)
+                            message = without_account(message, resp.clean) if google else resp.clean(message)
+                            # What its type stands for (overloaded, rate limited...), as the refusal with that
+                            # status would reach the caller: its SDK or agent retries what it would retry.
+                            reported = UpstreamFailure(prep.upstream.name, target.stream_error_status(parsed) or 502,
+                                                       message).request_error()
                             if google is not None and isinstance(call.wire, GeminiGenerate):
                                 # Google's code, status and details, as a whole-answer error carries them, less
                                 # the gateway's project (the event as sent would name it)
@@ -170,8 +174,7 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                     break
             if reported is not None:
                 ended = False
-                error = RequestError(f"upstream {prep.upstream.name!r} reported an error mid-stream: {reported}",
-                                     status=502, kind="server")
+                error = reported
             elif not same and ended:
                 tail += writer.finish(counter.usage)
             elif not ended:

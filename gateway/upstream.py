@@ -37,7 +37,7 @@ from yarl import URL
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects.google_error import caller_details, google_error, path_project, without_account
 from prefixgate.dialects.wire import WireFormat
-from prefixgate.errors import RequestError
+from prefixgate.errors import KIND_BY_STATUS, RequestError
 from prefixgate.gateway.http1 import BodyStream, Broken, ConnectFailed, Http1Pool, Http1Response, ReadTimeout
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.policies.schema import Upstream
@@ -56,8 +56,6 @@ SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{6,}|AIza[0-9A-Za-z_\-]{20,}|Bearer\s+\S
 # What a signed request's headers hold that must never be echoed: a bearer token, SigV4's access key id and
 # signature, a session token.
 _SIGNED_PARTS = re.compile(r"(?:Bearer\s+|Credential=|Signature=)([^\s,/]+)")
-_KIND_BY_STATUS = {400: "invalid_request", 401: "authentication", 403: "permission", 404: "not_found",
-                   413: "too_large", 429: "rate_limit", 503: "overloaded", 529: "overloaded", 504: "timeout"}
 # An upstream's 429 codes for an account out of quota or credit (OpenAI's error codes guide): no retry of that
 # upstream helps until its billing changes; another target may.
 QUOTA_CODES = frozenset({"insufficient_quota"})
@@ -101,7 +99,7 @@ class UpstreamFailure(Exception):
         # A redirect (an upstream URL that moved: the gateway follows none) is the gateway's configuration, not the
         # caller's request: a 502, as no status is.
         status = self.status if self.status and self.status >= 400 else 502
-        kind = "quota" if self.out_of_quota else _KIND_BY_STATUS.get(status, "server" if status >= 500 else "invalid_request")
+        kind = "quota" if self.out_of_quota else KIND_BY_STATUS.get(status, "server" if status >= 500 else "invalid_request")
         # The provider's own words, as its SDK would read them from the provider: which upstream said them is the
         # operator's business (the request's ledger `target`, and the log line `_exchange` writes), and a prefix
         # would set this 404 apart from the gateway's own for an id the caller may not see.

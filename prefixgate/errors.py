@@ -62,6 +62,24 @@ _KINDS: dict[str, tuple[str, str, str]] = {
     # The gateway is not set up to serve this (no Google Cloud project for Vertex): a 501, not to be retried.
     "not_configured": ("server_error", "api_error", "UNIMPLEMENTED"),
 }
+# An HTTP status -> kind: what an upstream's refusal with it is (gateway/upstream.py).
+KIND_BY_STATUS = {400: "invalid_request", 401: "authentication", 403: "permission", 404: "not_found",
+                  413: "too_large", 429: "rate_limit", 503: "overloaded", 529: "overloaded", 504: "timeout"}
+# A provider's error type, code or Google status -> kind: every name above, one that several kinds share (OpenAI's
+# `server_error`, Anthropic's `api_error`) standing for the most general of them; and OpenAI's code for a rate limit
+# (its Responses `error.code`).
+_KIND_OF_NAME = {name: kind for kind in (*reversed(_KINDS), "rate_limit", "invalid_request", "server")
+                 for name in _KINDS[kind]} | {"rate_limit_exceeded": "rate_limit"}
+# The status each kind is answered with (overloaded: Anthropic's 529, the last listed).
+_STATUS_OF_KIND = {"server": 500, "quota": 429, "not_configured": 501} | {k: s for s, k in KIND_BY_STATUS.items()}
+
+
+def status_named(name: object) -> int | None:
+    """The HTTP status a provider's error named `name` stands for (a type: Anthropic's `overloaded_error` is its 529;
+    a code: `rate_limit_exceeded`; a Google status: `UNAVAILABLE`), None for a name none of them documents. An
+    error reported mid-stream has no status of its own: this is the one its refusal would have had."""
+    kind = _KIND_OF_NAME.get(name) if isinstance(name, str) else None
+    return None if kind is None else _STATUS_OF_KIND[kind]
 
 
 def error_body(err: RequestError, dialect: str) -> dict[str, Any]:

@@ -50,7 +50,7 @@ from prefixgate.dialects.responses import (
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import optional
 from prefixgate.dialects.wire import Parse, WireFormat
-from prefixgate.errors import RequestError
+from prefixgate.errors import RequestError, status_named
 from prefixgate.ir import Conversation
 from prefixgate.usage import Usage
 
@@ -417,6 +417,11 @@ class OpenAIResponses(WireFormat):
         if event.get("type") == "response.failed":
             return str(((event.get("response") or {}).get("error") or {}).get("message", "response failed"))
         return None
+
+    def stream_error_status(self, event: dict) -> int | None:
+        if event.get("type") == "response.failed":     # its `response.error`, as a whole answer's error is read
+            return super().stream_error_status(event.get("response") or {})
+        return status_named(event.get("code")) if event.get("type") == "error" else None
 
     def ends_stream(self, event: dict) -> bool:
         return event.get("type") in TERMINAL_EVENTS

@@ -31,7 +31,7 @@ from prefixgate.dialects import tagging
 from prefixgate.dialects.diagnosis import MissDiagnosis
 from prefixgate.dialects.neutral import Chat, Reply, StreamWriter
 from prefixgate.dialects.sse import SSE_FRAMING, Framing
-from prefixgate.errors import RequestError, error_body
+from prefixgate.errors import RequestError, error_body, status_named
 from prefixgate.ir import Conversation
 from prefixgate.usage import Usage
 
@@ -137,6 +137,17 @@ class WireFormat:
         """The message of an event that reports an error mid-stream, else None."""
         err = event.get("error")
         return str(err.get("message", "stream error")) if isinstance(err, dict) else None
+
+    def stream_error_status(self, event: dict) -> int | None:
+        """The HTTP status the error a mid-stream `event` reports stands for: Google's `code`, else the one its type
+        or code is answered with (Anthropic's overloaded_error a 529); None when it names none."""
+        err = event.get("error")
+        if not isinstance(err, dict):
+            return None
+        code = err.get("code")
+        if isinstance(code, int) and 400 <= code < 600:
+            return code
+        return status_named(err.get("type")) or status_named(code)
 
     def ends_stream(self, event: dict) -> bool:
         """Whether a parsed event ends the stream (besides `terminal`)."""

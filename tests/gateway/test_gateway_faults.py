@@ -170,7 +170,7 @@ def test_an_upstream_error_event_mid_stream_reaches_a_translated_caller_as_an_er
             assert not chunk.choices or chunk.choices[0].finish_reason is None
     assert "Overloaded" in exc.value.message
     rec = record(settings, stream.response.headers["x-prefixgate-request-id"])
-    assert rec["status"] == 502 and "Overloaded" in rec["error"]
+    assert rec["status"] == 529 and "Overloaded" in rec["error"]    # what Anthropic answers an overloaded_error with
     assert rec["cache_read"] == 1920 and rec["output"] >= 1     # message_start's usage, and what streamed
 
 
@@ -193,7 +193,7 @@ def test_an_upstream_error_event_reaches_a_same_format_caller_once(stack, up):
     assert resp.text.count("event: error") == 1
     assert '"type":"overloaded_error","message":"Overloaded"' in resp.text
     rec = record(settings, resp.headers["x-prefixgate-request-id"])
-    assert rec["status"] == 502 and "Overloaded" in rec["error"]
+    assert rec["status"] == 529 and "Overloaded" in rec["error"]
 
 
 def test_a_caller_who_leaves_in_the_backoff_after_a_429_is_billed_nothing(stack, up):

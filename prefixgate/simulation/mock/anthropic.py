@@ -47,7 +47,7 @@ async def answer(ctx: MockContext, request: Request, body: dict, tenant: str, fa
     if call is not None:       # an agent's tool call (agent.py says when)
         usage = replace(result.usage, output=count_tokens(call.name + call.arguments))
         if result.conversation.stream:
-            return sse_response(agent_wire.messages_events(model, call, usage), fault, headers)
+            return sse_response(agent_wire.messages_events(model, call, usage), fault, headers, speaks="anthropic")
         return JSONResponse(agent_wire.messages_body(model, call, usage), headers=headers)
     reply = structured_reply(turn) or reply_for(prompt_text(result.conversation), body["max_tokens"],
                                                   words=fault.answer_words if fault else None)
@@ -60,7 +60,7 @@ async def answer(ctx: MockContext, request: Request, body: dict, tenant: str, fa
     ran = executed(ctx.files, tenant) if fault_provider == "anthropic" and runs_code(body) else []
     if result.conversation.stream:
         events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish, id=message_id, extra=extra)
-        return sse_response(streamed(ran, events) if ran else events, fault, headers)
+        return sse_response(streamed(ran, events) if ran else events, fault, headers, speaks="anthropic")
     built = dialect.build_response(model, reply.text, usage, finish_reason=finish, id=message_id, extra=extra)
     built["content"] = [*ran, *built["content"]]
     return JSONResponse(built, headers=headers)

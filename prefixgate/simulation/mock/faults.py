@@ -1,7 +1,8 @@
 """Fault injection for the mock providers: latency, error statuses with retry-after, dropped streams.
 
 A fault is written `key=value` pairs joined by `;` (or `,`), e.g. `latency=0.5`, `status=429;retry_after=2`,
-`status=529`, `drop_stream_after=3`, `event_delay=0.05` (a slow stream: seconds between events),
+`status=529`, `drop_stream_after=3`, `stream_error=529` (a stream begun with a 200 that reports that status's
+error after `stream_error_after` events, 2 unless told: stream_errors.py), `event_delay=0.05` (a slow stream: seconds between events),
 `served_tier=default` (no capacity at the service tier asked for: the answer says the one that served it),
 `answer_words=3000` (a long-winded model: Chat Completions and Messages answers run that many words, unless the
 request's output limit cuts them first, as a real answer without one may run to the model's own limit),
@@ -55,6 +56,8 @@ class Fault:
     served_tier: str | None = None
     google: str | None = None
     answer_words: int | None = None
+    stream_error: int | None = None
+    stream_error_after: int = 2
 
     # The model the request it falls on asked for (Google's quota error names it): not part of what the fault is.
     model: str | None = field(default=None, compare=False)
@@ -69,9 +72,18 @@ class Fault:
             return google_fault(self.google, self.retry_after, self.model, vertex_project=project or "-")
         if self.status is None:
             return None
-        kind = _STATUS_KINDS.get(self.status, "server" if self.status >= 500 else "invalid_request")
-        return RequestError(f"mock-providers: injected fault, status {self.status}", status=self.status, kind=kind,
-                            retry_after=self.retry_after)
+        return _injected(self.status, self.retry_after)
+
+    def stream_failure(self) -> RequestError | None:
+        """The error a stream this fault falls on reports mid-way, if it is a `stream_error` fault."""
+        return None if self.stream_error is None else _injected(self.stream_error, None)
+
+
+def _injected(status: int, retry_after: float | None) -> RequestError:
+    kind = _STATUS_KINDS.get(status, "server" if status >= 500 else "invalid_request")
+    # Anthropic's own words for its 529 (its docs' example error event)
+    message = "Overloaded" if status == 529 else f"mock-providers: injected fault, status {status}"
+    return RequestError(message, status=status, kind=kind, retry_after=retry_after)
 
 
 def _vertex_only(reason: str) -> None:
@@ -92,11 +104,13 @@ def parse_fault(spec: str) -> Fault:
             raise FaultError(f"{HEADER}: expected key=value, got {item!r}")
         if key == "latency":
             values["latency_s"] = _number(raw, key)
-        elif key == "status":
+        elif key in ("status", "stream_error"):
             status = int(_number(raw, key))
             if not 400 <= status <= 599:
-                raise FaultError(f"{HEADER}: status must be an HTTP error status 400-599, got {raw}")
-            values["status"] = status
+                raise FaultError(f"{HEADER}: {key} must be an HTTP error status 400-599, got {raw}")
+            values[key] = status
+        elif key == "stream_error_after":
+            values[key] = int(_number(raw, key))
         elif key in ("retry_after", "retry-after"):
             values["retry_after"] = _number(raw, key)
         elif key == "drop_stream_after":
@@ -113,7 +127,8 @@ def parse_fault(spec: str) -> Fault:
             values["google"] = raw
         else:
             raise FaultError(f"{HEADER}: unknown key {key!r} "
-                             "(latency, status, retry_after, drop_stream_after, event_delay, served_tier, google, answer_words)")
+                             "(latency, status, retry_after, drop_stream_after, stream_error, stream_error_after, event_delay, "
+                             "served_tier, google, answer_words)")
     if not values:
         raise FaultError(f"{HEADER}: empty fault spec")
     return Fault(**values)

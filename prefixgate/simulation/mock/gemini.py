@@ -101,7 +101,7 @@ async def model_action(ctx: MockContext, request: Request, tenant: str, target: 
                                                        thoughts=thoughts))
         events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish, thoughts=thoughts)
     if request.query_params.get("alt") == "sse":
-        return sse_response(events, fault)
+        return sse_response(events, fault, speaks="gemini")
     # Without alt=sse the REST API answers one JSON array of the chunks.
     chunks = [json.loads(e.decode().removeprefix("data: ")) for e in events]
     return JSONResponse(chunks)

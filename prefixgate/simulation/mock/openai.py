@@ -51,7 +51,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         if call is not None:       # an agent's tool call (agent.py says when)
             usage = replace(result.usage, output=count_tokens(call.name + call.arguments, encoding))
             if result.conversation.stream:
-                return sse_response(agent_wire.chat_events(model, call, usage, include_usage), fault)
+                return sse_response(agent_wire.chat_events(model, call, usage, include_usage), fault, speaks="openai")
             return JSONResponse(agent_wire.chat_body(model, call, usage))
         reply = structured_reply(turn, encoding) or reply_for(prompt_text(result.conversation), limit, encoding,
                                                         fault.answer_words if fault else None)
@@ -60,7 +60,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         if result.conversation.stream:
             events = dialect.stream_events(model, reply.chunks(), usage, finish_reason=finish,
                                            include_usage=include_usage, service_tier=tier)
-            return sse_response(events, fault)
+            return sse_response(events, fault, speaks="openai")
         answer = dialect.build_response(model, reply.text, usage, finish_reason=finish) | {"service_tier": tier}
         return JSONResponse(audio.with_audio(answer, body, ctx.clock()))
 

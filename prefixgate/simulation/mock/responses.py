@@ -74,7 +74,7 @@ def add_routes(app: FastAPI, ctx: MockContext, store: ResponseStore | None = Non
         if body.get("store", True) is not False:
             responses.put(tenant, StoredResponse(response, context, new_input))
         if result.conversation.stream:
-            return sse_response(dialect.response_events(response, chunks), fault)
+            return sse_response(dialect.response_events(response, chunks), fault, speaks="responses")
         return JSONResponse(response)
 
     async def input_tokens(request: Request) -> dict:

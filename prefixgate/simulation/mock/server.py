@@ -40,6 +40,7 @@ from prefixgate.simulation.mock.diagnostics import AnthropicDiagnostics, Respons
 from prefixgate.simulation.mock.faults import HEADER, Fault, FaultError, FaultPlan
 from prefixgate.simulation.mock.files import Files
 from prefixgate.simulation.mock.retired import today_from_env
+from prefixgate.simulation.mock.stream_errors import SPEAKERS, stream_error_event
 from prefixgate.simulation.simulator import Simulator
 
 
@@ -215,15 +216,23 @@ def prompt_text(conv: Conversation) -> str:
 
 
 def sse_response(events: Iterable[bytes], fault: Fault | None, headers: dict[str, str] | None = None,
-                 media_type: str = "text/event-stream") -> Response:
-    """A streamed body of `events` (SSE, or Bedrock's event-stream frames), with the stream faults applied."""
+                 media_type: str = "text/event-stream", speaks: str | None = None) -> Response:
+    """A streamed body of `events` (SSE, or Bedrock's event-stream frames), with the stream faults applied;
+    `speaks`: whose mid-stream error a `stream_error` fault reports (stream_errors.SPEAKERS)."""
     drop_after = fault.drop_stream_after if fault is not None else None
     delay = fault.event_delay_s if fault is not None else 0.0
+    failure = fault.stream_failure() if fault is not None else None
+    if failure is not None and speaks not in SPEAKERS:
+        raise RequestError(f"mock-providers: stream_error is modelled for {', '.join(SPEAKERS)} streams only",
+                           field=HEADER)
 
     async def body() -> Any:
         for sent, event in enumerate(events):
             if drop_after is not None and sent >= drop_after:
                 raise StreamDropped("mock-providers: stream dropped by fault injection")
+            if failure is not None and sent >= fault.stream_error_after:
+                yield stream_error_event(speaks, failure, sent)
+                return
             if delay and sent:
                 await asyncio.sleep(delay)
             yield event

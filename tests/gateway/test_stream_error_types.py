@@ -1,0 +1,112 @@
+"""An error the upstream reports partway through its stream reaches a caller of another format as that format's
+closest documented error, read by its own SDK: Claude's overloaded_error or a rate limit is not a bare 502 its
+client would not retry. The mock providers send each API's documented mid-stream error (mock/stream_errors.py);
+the expected types and statuses are the caller's provider's own (Anthropic's errors page: 429 rate_limit_error,
+529 overloaded_error; Google's: 429 RESOURCE_EXHAUSTED)."""
+
+from __future__ import annotations
+
+import anthropic
+import openai
+import pytest
+from google import genai
+from google.genai import errors as genai_errors
+
+from prefixgate.ledger import read_records
+from prefixgate.simulation.mock.faults import FaultPlan, FaultRule, parse_fault
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.support_services import ServerThread, wait_until
+
+POLICY = {"routes": [
+    {"name": "to-claude", "models": ["to-claude"], "retry": {"attempts": 1},
+     "targets": [{"upstream": "anthropic", "model": "claude-sonnet-5-5"}]},
+    {"name": "to-gpt", "models": ["to-gpt"], "retry": {"attempts": 1}, "targets": [{"upstream": "openai", "model": "gpt-5.4"}]},
+    {"name": "to-gemini", "models": ["to-gemini"], "retry": {"attempts": 1},
+     "targets": [{"upstream": "gemini", "model": "gemini-3.5-flash"}]},
+]}
+MSG = [{"role": "user", "content": "Tell me a long story about caches"}]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    for var, key in (("OPENAI_API_KEY", "sk-openai-key-000111"), ("ANTHROPIC_API_KEY", "sk-ant-key-000222"),
+                     ("GEMINI_API_KEY", "AIzaGeminiKey000000000000000000333")):
+        mp.setenv(var, key)
+    ctx = MockContext()
+    try:
+        with ServerThread(mock_app(ctx)) as mock:
+            settings = settings_for(mock.url, tmp_path_factory.mktemp("stream-errors"))
+            with running_gateway(settings, policy=policy_for(settings, POLICY)) as gw:
+                yield gw, ctx, settings
+    finally:
+        mp.undo()
+
+
+def fails(ctx: MockContext, provider: str, spec: str) -> None:
+    """The next request to `provider` streams a little, then reports the fault's error mid-stream."""
+    ctx.faults = FaultPlan([FaultRule(parse_fault(spec), provider=provider, times=1)])
+
+
+def record(settings, rid: str) -> dict:
+    wait_until(lambda: any(r["id"] == rid for r in read_records(settings.ledger_path)), 5, "ledger record")
+    return next(r for r in read_records(settings.ledger_path) if r["id"] == rid)
+
+
+def claude_client(gw) -> anthropic.Anthropic:
+    return anthropic.Anthropic(api_key="caller", base_url=gw.url, max_retries=0)
+
+
+def claude_stream_error(gw, model: str) -> anthropic.APIStatusError:
+    with pytest.raises(anthropic.APIStatusError) as exc:
+        with claude_client(gw).messages.stream(model=model, max_tokens=200, messages=MSG) as stream:
+            for _ in stream:
+                pass
+    return exc.value
+
+
+def test_a_rate_limit_mid_stream_reaches_a_claude_caller_as_rate_limit_error(stack):
+    gw, ctx, settings = stack
+    fails(ctx, "openai", "stream_error=429")
+    err = claude_stream_error(gw, "to-gpt")
+    assert err.body["error"]["type"] == "rate_limit_error"
+    assert record(settings, err.response.headers["x-prefixgate-request-id"])["status"] == 429
+
+
+def test_googles_unavailable_mid_stream_reaches_a_claude_caller_as_overloaded_error(stack):
+    """What Claude Code retries (`overloaded_error`), not an api_error it gives up on."""
+    gw, ctx, _ = stack
+    fails(ctx, "gemini", "stream_error=503")
+    assert claude_stream_error(gw, "to-gemini").body["error"]["type"] == "overloaded_error"
+
+
+def test_claudes_own_error_event_reaches_a_claude_caller_as_sent(stack):
+    gw, ctx, settings = stack
+    fails(ctx, "anthropic", "stream_error=529")
+    err = claude_stream_error(gw, "to-claude")
+    assert err.body == {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    assert record(settings, err.response.headers["x-prefixgate-request-id"])["status"] == 529
+
+
+def test_claudes_rate_limit_mid_stream_reaches_a_gemini_caller_as_resource_exhausted(stack):
+    gw, ctx, _ = stack
+    fails(ctx, "anthropic", "stream_error=429")
+    client = genai.Client(api_key="caller", http_options={"base_url": gw.url, "retry_options": {"attempts": 1}})
+    with pytest.raises(genai_errors.ClientError) as exc:
+        for _ in client.models.generate_content_stream(model="to-claude", contents="Tell me a long story"):
+            pass
+    assert exc.value.code == 429 and exc.value.status == "RESOURCE_EXHAUSTED"
+
+
+def test_claudes_rate_limit_mid_stream_reaches_an_openai_caller_as_a_rate_limit(stack):
+    gw, ctx, settings = stack
+    fails(ctx, "anthropic", "stream_error=429")
+    stream = openai.OpenAI(api_key="caller", base_url=gw.url + "/v1", max_retries=0).chat.completions.create(
+        model="to-claude", messages=MSG, stream=True)
+    with pytest.raises(openai.APIError) as exc:
+        for _ in stream:
+            pass
+    assert exc.value.type == "rate_limit_error"
+    assert record(settings, stream.response.headers["x-prefixgate-request-id"])["status"] == 429
