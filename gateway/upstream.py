@@ -239,29 +239,33 @@ class UpstreamClient:
     async def _credited(self, upstream: Upstream, wire: WireFormat, method: str, url: str,
                         body: bytes | BodyStream | None, headers: dict[str, str], stream: bool, key: str | None,
                         timeout_s: float) -> UpstreamResponse:
-        """`_signed`, telling a 401 to the gateway's own credentials (its key, its signing identity, a
-        self-hosted server's) from one to a caller's key passed through (`UpstreamFailure.own_credentials`)."""
+        """`_signed`, where the one decision is made whether the credentials sent are the gateway's own (its key,
+        its signing identity, a self-hosted server's) or a caller's key passed through: a 401 to the gateway's
+        own is the operator's to fix (`UpstreamFailure.own_credentials`), and its signing identity's is renewed."""
+        signing = wire.signs and key is None      # the gateway's identity signs (Bedrock's SigV4, Vertex's token)
         try:
-            return await self._signed(upstream.name, wire, method, url, body, headers, stream, key, timeout_s)
+            return await self._signed(upstream.name, wire, method, url, body, headers, stream, key, timeout_s,
+                                      renewable=signing)
         except UpstreamFailure as f:
-            # No key: the gateway signs (Bedrock, Vertex) or a self-hosted server needs none, else a caller on an
-            # open gateway sent none of its own (auth.upstream_credential).
-            own = key == upstream.api_key() if key is not None else upstream.self_hosted or wire.signs
+            # Else no key: a self-hosted server needs none, or a caller on an open gateway sent none of its own
+            # (auth.upstream_credential).
+            own = signing or (key == upstream.api_key() if key is not None else upstream.self_hosted)
             f.own_credentials = f.status == 401 and own
             raise
 
     async def _signed(self, name: str, wire: WireFormat, method: str, url: str, body: bytes | BodyStream | None,
-                      headers: dict[str, str], stream: bool, key: str | None, timeout_s: float) -> UpstreamResponse:
-        """One exchange, signed when the format signs. A provider that refuses the gateway's own short-lived
-        credentials (401: a Google token expired or revoked early) gets the request once more with renewed
-        ones; the refused attempt was not served, so nothing is billed twice."""
+                      headers: dict[str, str], stream: bool, key: str | None, timeout_s: float, *,
+                      renewable: bool) -> UpstreamResponse:
+        """One exchange, signed when the format signs. Refused (401) with `renewable` credentials (the gateway's own
+        short-lived ones: a Google token expired or revoked early), it is sent once more with renewed ones; the
+        refused attempt was not served, so nothing is billed twice."""
         if not wire.signs:
             return await self._exchange(name, method, url, body, headers, stream, (key,), timeout_s)
         try:
             signed = await wire.sign(method, url, headers, body, self.signing)
             return await self._exchange(name, method, url, body, signed, stream, (key, *signing_secrets(signed)), timeout_s)
         except UpstreamFailure as f:
-            if f.status != 401 or key is not None or not await wire.reauthenticate(self.signing):
+            if f.status != 401 or not renewable or not await wire.reauthenticate(self.signing):
                 raise
         signed = await wire.sign(method, url, headers, body, self.signing)
         return await self._exchange(name, method, url, body, signed, stream, (key, *signing_secrets(signed)), timeout_s)
