@@ -37,8 +37,9 @@ _MEDIA = frozenset({"image", "document", "audio", "video"})     # Interactions c
 # Blocks that hold only what the model reads or wrote (text, thinking, a tool call's free-form arguments).
 _UNNAMING = frozenset({"text", "thinking", "tool_call"})
 # Free-form JSON inside a block (schemas, a function's arguments or result): a key named `file_id` there is data.
+# A Gemini `functionResponse` is walked past its `response`: its `parts` are media the model reads (`fileData`).
 _FREE_FORM = frozenset({"parameters", "input_schema", "schema", "properties", "input", "args", "arguments",
-                        "response", "functionCall", "function_call", "functionResponse", "function_response"})
+                        "response", "functionCall", "function_call"})
 
 
 class Named(NamedTuple):

@@ -1,0 +1,59 @@
+"""Provider-side ids named where a request's free-form JSON sits beside a documented shape: a Gemini function
+response carries the function's JSON result (`response`, free-form) and, since Gemini 3, media parts of its own
+(`parts`: `inlineData`, `fileData`; google-genai's `FunctionResponsePart`), which the model reads as it reads a
+top-level part. Through a real `prefixgate serve` in front of `prefixgate mock-providers`, another tenant's Gemini
+file named there is refused as it is in a top-level part."""
+
+from __future__ import annotations
+
+import io
+
+import httpx
+import pytest
+
+from prefixgate.policies import hash_key
+from tests.gateway.support_sdk_clients import gemini
+from tests.support_stack import policy_env, running_stack
+
+ACME_1, ACME_2, BETA = "pg-nested-acme-one-01234", "pg-nested-acme-two-01234", "pg-nested-beta-012345678"
+POLICY = {"routes": [{"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]}],
+          "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
+                   {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
+                   {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"}]}
+MODEL = "gemini-3.5-flash"
+REPORT = b"Q3 revenue by region, confidential: " + b"north 4.1M, south 2.7M, east 3.3M. " * 40
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("nested_ids")
+    with running_stack(tmp, policy_env(tmp, POLICY)) as (gw, _):
+        yield gw
+
+
+def _ask(gw: str, key: str, part: dict) -> httpx.Response:
+    contents = [{"role": "user", "parts": [{"text": "Fetch the quarterly report."}]},
+                {"role": "model", "parts": [{"functionCall": {"name": "fetch_report", "args": {"quarter": "Q3"}},
+                                             "thoughtSignature": "skip_thought_signature_validator"}]},
+                {"role": "user", "parts": [part]}]
+    return httpx.post(f"{gw}/v1beta/models/{MODEL}:generateContent", headers={"x-goog-api-key": key},
+                      json={"contents": contents}, timeout=30)
+
+
+def test_a_file_named_in_a_function_responses_parts_is_its_tenants_alone(stack):
+    gw = stack
+    acme = gemini(gw, ACME_1)   # held while used: the SDK closes its HTTP client when a Client is collected
+    made = acme.files.upload(file=io.BytesIO(REPORT), config={"mime_type": "text/plain", "display_name": "q3"})
+    data = {"fileData": {"fileUri": made.uri, "mimeType": "text/plain"}}
+    top_level = _ask(gw, BETA, data)
+    assert top_level.status_code in (403, 404), top_level.text
+    for spelling in ({"functionResponse": {"name": "fetch_report", "response": {"ok": True}, "parts": [data]}},
+                     {"function_response": {"name": "fetch_report", "response": {"ok": True},
+                                            "parts": [{"file_data": {"file_uri": made.uri, "mime_type": "text/plain"}}]}}):
+        nested = _ask(gw, BETA, spelling)
+        # The same refusal as a top-level part's: the gateway sent it on, and the shared project's key read the file.
+        assert (nested.status_code, nested.json()) == (top_level.status_code, top_level.json()), nested.text
+        assert "north 4.1M" not in nested.text
+        # The owner's tenant names it there as it names it anywhere.
+        own = _ask(gw, ACME_2, spelling)
+        assert own.status_code == 200, own.text
