@@ -65,8 +65,8 @@ class GatewayApp(FastAPI):
             scope = {**scope, "path": path, "raw_path": path.encode()}
         if path == "/api" or path.startswith("/api/"):
             send = nosniffed(send)
-        send = waiting_for_shared_writes(send)
-        await logging_errors(self._guarded, scope, receive, send)
+        with waiting_for_shared_writes(send) as send:
+            await logging_errors(self._guarded, scope, receive, send)
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A web page's request (or a rebound host name) refused before anything reads it (browser_guard)."""

@@ -8,6 +8,8 @@ Only requests that shared something wait, one round trip; a write Redis misses (
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 
 from starlette.types import Message, Send
@@ -39,11 +41,12 @@ def started(write: asyncio.Task) -> None:
         request.writes.append(write)
 
 
-def waiting_for_shared_writes(send: Send) -> Send:
-    """`send`, for a request handled in this context from now, holding its answer's start and its last body part
-    until the shared writes its handling started are made."""
+@contextmanager
+def waiting_for_shared_writes(send: Send) -> Iterator[Send]:
+    """`send`, for the request handled inside the block, holding its answer's start and its last body part until
+    the shared writes its handling started are made; the request is no longer the context's once the block ends."""
     request = Started()
-    _STARTED.set(request)
+    token = _STARTED.set(request)
 
     async def sending(message: Message) -> None:
         kind = message["type"]
@@ -53,4 +56,8 @@ def waiting_for_shared_writes(send: Send) -> Send:
         if last:
             request.open = False
         await send(message)
-    return sending
+    try:
+        yield sending
+    finally:
+        request.open = False
+        _STARTED.reset(token)
