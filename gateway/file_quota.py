@@ -33,6 +33,7 @@ from functools import partial
 from typing import NamedTuple
 
 from prefixgate.errors import RequestError
+from prefixgate.gateway.shared_first import started
 from prefixgate.policies.schema import UploadLimit
 from prefixgate.redis_outage import RetryWindow, outage_of
 
@@ -160,8 +161,15 @@ class FileQuota:
         if hold is not None:
             await self.remove(owner, hold)
 
-    async def add(self, owner: str | None, ident: str, size: int, ttl_s: float) -> None:
-        """`ident` counted as `size` bytes for `ttl_s` (added again: its expiry moves, its size stays: `adjust`)."""
+    def add(self, owner: str | None, ident: str, size: int, ttl_s: float) -> asyncio.Task[None]:
+        """`ident` counted as `size` bytes for `ttl_s` (added again: its expiry moves, its size stays: `adjust`), in a
+        task the request being handled answers only once it is done (shared_first.py), awaited or not: an upload
+        another replica is asked for at once must see the file."""
+        task = asyncio.get_running_loop().create_task(self._added(owner, ident, size, ttl_s))
+        started(task)
+        return task
+
+    async def _added(self, owner: str | None, ident: str, size: int, ttl_s: float) -> None:
         if owner is None:
             return
         expires = self._clock() + ttl_s

@@ -14,7 +14,6 @@ from prefixgate.dialects import wire_format
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
 from prefixgate.gateway.file_quota import FILE_TTL_S, FileQuota, file_size
-from prefixgate.gateway.shared_first import started
 from prefixgate.gateway.upstream import UpstreamClient, UpstreamFailure
 from prefixgate.model_ids import STORED_ID, path_model
 from prefixgate.policies import Upstream
@@ -32,10 +31,8 @@ class WrittenFiles:
     def count(self, owner: str, file_id: str, home: Upstream | None, caller: Caller) -> None:
         """`owner`'s file `file_id`, written at `home` in an answer to `caller`, counted: one more file before the
         answer starts (an upload sent at once must see it), its bytes once known (off the answer's path)."""
-        loop = asyncio.get_running_loop()
-        added = loop.create_task(self._quota.add(owner, file_id, 0, FILE_TTL_S))
-        started(added)
-        task = loop.create_task(self._count(added, owner, file_id, home, caller))
+        added = self._quota.add(owner, file_id, 0, FILE_TTL_S)
+        task = asyncio.get_running_loop().create_task(self._count(added, owner, file_id, home, caller))
         self._counting.add(task)
         task.add_done_callback(self._counting.discard)
 

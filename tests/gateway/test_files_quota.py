@@ -147,14 +147,14 @@ def test_an_upload_limit_is_checked_when_the_policy_loads(tmp_path, uploads, err
 
 def test_a_file_code_execution_wrote_counts_toward_the_tenants_files(replicas, monkeypatch):
     a, b = replicas
-    add = FileQuota.add
+    add = FileQuota._added
 
     async def slowly(self, owner, ident, size, ttl_s):     # a stored file counted takes 0.3 s to reach Redis
         if not ident.startswith(HELD):                      # (an upload's hold as ever: the upload checks at once)
             await asyncio.sleep(0.3)
         await add(self, owner, ident, size, ttl_s)
 
-    monkeypatch.setattr(FileQuota, "add", slowly)
+    monkeypatch.setattr(FileQuota, "_added", slowly)
     claude = anthropic.Anthropic(base_url=a, api_key=SOLO)
     written = file_code_execution_wrote(claude)
     # It lies in the organisation's storage as an upload would: the tenant's one file, on either replica, from
