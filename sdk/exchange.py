@@ -107,15 +107,18 @@ class Exchange:
         return url, self.plan.cache_create
 
     def adopt_cache(self, status: int, data: Any) -> None:
-        """Use the cache the provider just created (and record what creating it cost), or go without."""
-        assert self.plan is not None
+        """Use the cache the provider just created (and record what creating it cost), or go without; only after
+        `cache_create` named one."""
+        plan = self.plan
+        if plan is None or plan.cache_create is None:
+            raise RuntimeError("adopt_cache: the plan asked for no explicit cache (cache_create named none)")
         name = data.get("name") if isinstance(data, dict) else None
         if status >= 400 or not isinstance(name, str):
             self.notes.append(f"cache: the provider refused the explicit cache (status {status}); sent without it")
             return
-        expires = _expiry(data.get("expireTime"), self.plan.cache_create or {})
+        expires = _expiry(data.get("expireTime"), plan.cache_create)
         with self.config.lock:
-            self.plan.adopt_cached_content(name, expires)
+            plan.adopt_cached_content(name, expires)
         tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
         # Creating bills the cached tokens at the input rate; without caching it would not exist.
         usage = Usage(cache_writes={"explicit": tokens} if tokens else {})
