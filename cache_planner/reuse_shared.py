@@ -51,15 +51,15 @@ def _hash(*parts: str) -> str:
 
 
 class SharedReuse:
-    """Every route's shared evidence for one planner: `client` (redis-py, sync), its keys' `prefix`, one
-    writer thread. `window` is the planner store's: Redis left alone after a failure is left alone by every call on a
-    request's way (a frozen Redis then costs one timeout a retry period, not one per call)."""
+    """Every route's shared evidence for one planner: `client` (redis-py, sync, quick: a request's reads, on the event
+    loop), `writer` (the writer thread's), its keys' `prefix`, one writer thread. `window` is the planner store's: Redis
+    left alone after a failure is left alone by every call on a request's way (`RetryWindow.ask_quick`)."""
 
-    def __init__(self, client: object, prefix: str, window: RetryWindow,
+    def __init__(self, client: object, writer: object, prefix: str, window: RetryWindow,
                  every_s: float = 1.0) -> None:
-        self.client, self.window = client, window
+        self.client, self.writer, self.window = client, writer, window
         self.touches, self.counts = prefix + TOUCH, prefix + COUNTS
-        self.summed = SummedCounts(client, window, COUNTS_TTL_S, every_s)
+        self.summed = SummedCounts(writer, window, COUNTS_TTL_S, every_s, reader=client)
         self._writes: queue.SimpleQueue[tuple[str, dict[str, Touch]]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -113,7 +113,7 @@ class SharedReuse:
         self.window.ask_now(lambda: self._sent(touches))
 
     def _sent(self, touches: dict[str, Touch]) -> list[object]:
-        pipe = self.client.pipeline(transaction=False)  # type: ignore[attr-defined]
+        pipe = self.writer.pipeline(transaction=False)  # type: ignore[attr-defined]
         for place, t in touches.items():
             pipe.set(self.touches + place, f"{t.at!r} {t.level} {','.join(map(repr, t.gaps))}", px=int(BOUNDS[-1] * 1000))
         return pipe.execute()
@@ -146,7 +146,7 @@ class SharedRoute:
         owner = self.owner
         if not keys:
             return {}
-        found = owner.window.ask_now(lambda: owner.client.mget([owner.touches + _hash(self.route, k) for k in keys]))  # type: ignore[attr-defined]
+        found = owner.window.ask_quick(lambda: owner.client.mget([owner.touches + _hash(self.route, k) for k in keys]))  # type: ignore[attr-defined]
         if found is None:
             return {}
         return {k: touch for k, raw in zip(keys, found, strict=True) if raw and (touch := _touch(raw)) is not None}

@@ -26,6 +26,7 @@ from prefixgate.cache_planner.held import HeldEntries
 from prefixgate.cache_planner.reuse import ReuseTracker
 from prefixgate.cache_planner.reuse_shared import SharedReuse, retry_window
 from prefixgate.cache_planner.variance import DYNAMIC_KINDS, Sites
+from prefixgate.redis_outage import QUICK_TIMEOUT_S
 from prefixgate.reuse import memo, weigh
 
 __all__ = ["DYNAMIC_KINDS", "PlannerState", "RedisStore", "RouteState", "StateStore", "sketch"]
@@ -137,30 +138,33 @@ class RedisStore:
     Redis being unreachable is not the request's problem: the route plans from this replica's memory,
     Redis is left alone for `retry_s`, and the next publish after it answers again shares the state.
     The value is one replica's view; what every replica sees of reuse is shared on its own (`reuse`).
+    A request's calls are made on the event loop, so they are quick ones (`RetryWindow.ask_quick`); the writer
+    thread has a client of its own, with every other client's timeout.
     """
 
     def __init__(self, url: str, prefix: str = "prefixgate:route:", ttl_s: int = 86400, retry_s: float = 1.0) -> None:
         import redis
 
-        self.client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        self.client = redis.Redis.from_url(url, socket_timeout=QUICK_TIMEOUT_S, socket_connect_timeout=QUICK_TIMEOUT_S)
         self.prefix, self.ttl_s, self.retry_s = prefix, ttl_s, retry_s
         self.window = retry_window(url, retry_s)
-        self.reuse = SharedReuse(self.client, prefix, self.window)
+        writer = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        self.reuse = SharedReuse(self.client, writer, prefix, self.window)
 
     @property
     def failures(self) -> int:
         return self.window.failures
 
     def load(self, route: str) -> RouteState | None:
-        raw = self.window.ask_now(lambda: self.client.get(self.prefix + route))
+        raw = self.window.ask_quick(lambda: self.client.get(self.prefix + route))
         return RouteState.from_dict(json.loads(raw)) if raw else None
 
     def save(self, route: str, state: RouteState) -> None:
-        self.window.ask_now(lambda: self.client.set(self.prefix + route, json.dumps(state.to_dict()), ex=self.ttl_s))
+        self.window.ask_quick(lambda: self.client.set(self.prefix + route, json.dumps(state.to_dict()), ex=self.ttl_s))
 
     def explicit_cache(self, route: str, key: str) -> tuple[str, float] | None:
         """The explicit cache (name, expiry) some replica created for this route's prefix, if it is alive."""
-        raw = self.window.ask_now(lambda: self.client.get(f"{self.prefix}{route}:explicit:{key}"))
+        raw = self.window.ask_quick(lambda: self.client.get(f"{self.prefix}{route}:explicit:{key}"))
         if not raw:
             return None
         name, expires_at = json.loads(raw)
@@ -171,19 +175,19 @@ class RedisStore:
         and gone from Redis when the cache expires."""
         ttl_ms = int((expires_at - time.time()) * 1000)
         if ttl_ms > 0:
-            self.window.ask_now(lambda: self.client.set(f"{self.prefix}{route}:explicit:{key}",
+            self.window.ask_quick(lambda: self.client.set(f"{self.prefix}{route}:explicit:{key}",
                                                         json.dumps([name, expires_at]), px=ttl_ms))
 
     def routes_of(self, values: tuple[str, ...]) -> list[str | None]:
         """The route each sketch value was last seen in, on any replica."""
         if not values:
             return []
-        raw = self.window.ask_now(lambda: self.client.mget([f"{self.prefix}sketch:{v}" for v in values]))
+        raw = self.window.ask_quick(lambda: self.client.mget([f"{self.prefix}sketch:{v}" for v in values]))
         return [r.decode() if r else None for r in raw] if raw is not None else [None] * len(values)
 
     def name_routes(self, values: tuple[str, ...], route: str) -> None:
         if values:
-            self.window.ask_now(lambda: self._named(values, route))
+            self.window.ask_quick(lambda: self._named(values, route))
 
     def _named(self, values: tuple[str, ...], route: str) -> list[object]:
         pipe = self.client.pipeline(transaction=False)

@@ -55,16 +55,18 @@ Batch = list[tuple[str, Counted, dict[str, float]]]
 
 
 class SummedCounts:
-    """Keys' counts added up in Redis through `client` (redis-py, sync; called through `window`), expiring `ttl_s` after
-    their last add. `cap` and `weighed`: halve a key's counts once its fields starting with one of `weighed` pass it.
-    `take`, `send` and `settle` are one share split at its round trip (`flush` does all three)."""
+    """Keys' counts added up in Redis through `client` (redis-py, sync, off the event loop; called through `window`),
+    expiring `ttl_s` after their last add. `cap` and `weighed`: halve a key's counts once its fields starting with one of
+    `weighed` pass it. `take`, `send` and `settle` are one share split at its round trip (`flush` does all three);
+    `read`, on the event loop, goes through `reader` (a quick client: `RetryWindow.ask_quick`)."""
 
     def __init__(self, client: object, window: RetryWindow, ttl_s: float,
                  every_s: float = 1.0, reread_s: float = math.inf, cap: float = 0.0,
-                 weighed: tuple[str, ...] = ()) -> None:
+                 weighed: tuple[str, ...] = (), reader: object | None = None) -> None:
         self.window, self.every_s, self.reread_s = window, every_s, reread_s
         self._add = client.register_script(ADD)  # type: ignore[attr-defined]
         self._client = client
+        self._reader = reader if reader is not None else client
         self._head = [int(ttl_s * 1000), cap, len(weighed), *weighed]
         self._dirty: dict[str, Counted] = {}     # key -> its counts, with deltas not shared yet
         self._shared: dict[str, float] = {}      # key -> when it was last shared or read (monotonic)
@@ -131,8 +133,8 @@ class SummedCounts:
             self.settle(batch, self.send(batch))
 
     def read(self, key: str) -> dict[str, float] | None:
-        """A key's totals now (None: Redis is resting or did not answer)."""
-        raw = self.window.ask_now(lambda: self._client.hgetall(key))  # type: ignore[attr-defined]
+        """A key's totals now (None: Redis is resting, in doubt or did not answer)."""
+        raw = self.window.ask_quick(lambda: self._reader.hgetall(key))  # type: ignore[attr-defined]
         return None if raw is None else {_text(name): float(value) for name, value in raw.items()}
 
 
