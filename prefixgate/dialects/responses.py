@@ -463,5 +463,7 @@ def stream_events(model: str, chunks: Iterable[str], usage: Usage, *, finish_rea
 
 
 def error_event(err: RequestError) -> bytes:
-    data = {"type": "error", "code": None, "message": err.message, "param": err.field, "sequence_number": 0}
+    # Its code an upstream's own, else the one a failed response's error has for it (ResponseError.code).
+    code = err.code or ("rate_limit_exceeded" if err.kind == "rate_limit" else "server_error" if err.status >= 500 else None)
+    data = {"type": "error", "code": code, "message": err.message, "param": err.field, "sequence_number": 0}
     return encode_sse(data, "error")

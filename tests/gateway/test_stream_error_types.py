@@ -110,3 +110,27 @@ def test_claudes_rate_limit_mid_stream_reaches_an_openai_caller_as_a_rate_limit(
             pass
     assert exc.value.type == "rate_limit_error"
     assert record(settings, stream.response.headers["x-prefixgate-request-id"])["status"] == 429
+
+
+def responses_events(gw, model: str) -> list:
+    client = openai.OpenAI(api_key="caller", base_url=gw.url + "/v1", max_retries=0)
+    with client.responses.with_streaming_response.create(model=model, input="Tell me a long story", stream=True) as raw:
+        rid = raw.headers["x-prefixgate-request-id"]
+        return [*raw.parse()], rid
+
+
+def test_claudes_rate_limit_mid_stream_reaches_a_responses_caller_with_its_rate_limit_code(stack):
+    """Code `rate_limit_exceeded`, a failed response's own for a rate limit (the openai SDK's ResponseError)."""
+    gw, ctx, _ = stack
+    fails(ctx, "anthropic", "stream_error=429")
+    events, _ = responses_events(gw, "to-claude")
+    assert events[-1].type == "error" and events[-1].code == "rate_limit_exceeded"
+
+
+def test_a_responses_error_event_reaches_a_responses_caller_as_sent(stack):
+    gw, ctx, settings = stack
+    fails(ctx, "openai", "stream_error=429")
+    events, rid = responses_events(gw, "to-gpt")
+    assert [e.type for e in events].count("error") == 1
+    assert events[-1].type == "error" and events[-1].code == "rate_limit_exceeded"
+    assert record(settings, rid)["status"] == 429
