@@ -9,7 +9,9 @@ from decimal import Decimal
 
 from prefixgate.compact_json import compact_bytes
 from prefixgate.cost import MTOK, Price
-from prefixgate.ir import Conversation
+from prefixgate.dialects import wire_format
+from prefixgate.dialects.wire import WireFormat
+from prefixgate.ir import Block, Conversation
 from prefixgate.usage import BYTES_PER_TOKEN, Usage, prompt_estimate
 from prefixgate.usage import cut_usage as cut_usage  # lives beside prompt_estimate, for the SDK wrapper too
 
@@ -26,7 +28,6 @@ UNCAPPED_OUTPUT_TOKENS = 4096
 MIN_OUTPUT_TOKENS = 16              # a minimal answer: the Responses API refuses a smaller max_output_tokens
 LONGEST_OUTPUT_TOKENS = 128_000     # a model the catalogue gives no limit (OpenAI's): as long as GPT-5.x answers
 BOUND_HEADER = "x-prefixgate-budget-bound"      # the output limit the key's budget set, where it set one
-NESTED_MARKS = (b'"cache_control"', b'"cachePoint"')     # a cache mark's field, as JSON in a block's bytes
 
 
 def requested_output(params: dict) -> int | None:
@@ -43,33 +44,55 @@ def estimated_usage(conv: Conversation, raw: bytes) -> Usage:
     return replace(prompt_estimate(raw), output=UNCAPPED_OUTPUT_TOKENS if output is None else output)
 
 
-def writable(sent: Conversation, fresh: int) -> int:
+def writable(sent: Conversation, fresh: int) -> tuple[int, set[str]]:
     """How many of `sent`'s `fresh` prompt tokens (by size, as `prompt_estimate` counts them) a cache write may
-    cover where its provider writes only at marks: all with the top-level automatic marker (it moves to the
-    prompt's end), none without a mark, else all but the blocks past the last mark."""
-    if "cache_control" in sent.params:
-        return fresh
-    tail = 0
+    cover where its provider writes only at marks, and the TTLs of the marks that may write them: all with a
+    top-level automatic marker (it moves to the prompt's end), none without a mark, else all but the blocks past the
+    last mark (one on a block, or one nested inside it: a tool result's own text blocks may carry one)."""
+    wire = wire_format(sent.dialect)
+    automatic = wire.automatic_ttl(sent)
+    ttls: set[str] = set() if automatic is None else {automatic}
+    tail: int | None = 0 if automatic is None else None     # the bytes past the last mark, until it is found
     for block in reversed(sent.blocks()):
-        native = compact_bytes(block.native)
-        # A mark inside a block (a tool result's own text blocks may carry one) writes through that block too.
-        if block.checkpoint is not None or any(m in native for m in NESTED_MARKS):
-            return max(0, fresh - tail // BYTES_PER_TOKEN)
-        tail += len(native)
-    return 0
+        nested = wire.marks_within(block.native)      # walks the block's keys only: cheap where nothing is nested
+        ttls.update(nested)
+        if block.checkpoint is not None:
+            ttls.add(block.checkpoint.ttl)
+        if tail is not None:
+            if block.checkpoint is not None or nested:
+                return max(0, fresh - tail // BYTES_PER_TOKEN), ttls | _earlier_ttls(wire, sent, block)
+            tail += len(compact_bytes(block.native))
+    return (0 if tail is not None else fresh), ttls
+
+
+def _earlier_ttls(wire: WireFormat, sent: Conversation, last: Block) -> set[str]:
+    """The TTLs of the marks before `sent`'s block `last`."""
+    ttls: set[str] = set()
+    for block in sent.blocks():
+        if block is last:
+            return ttls
+        ttls.update(wire.marks_within(block.native))
+        if block.checkpoint is not None:
+            ttls.add(block.checkpoint.ttl)
+    return ttls
 
 
 def _prompt_cost(prompt: Usage, price: Price, sent: Conversation | None) -> Decimal:
     """The prompt at the dearest rate it may be billed at. `sent`: the body as it goes upstream, where its
-    provider writes the cache only at the marks it carries (Claude's `cache_control`, Bedrock's cachePoint), and
-    its planner places no more: the part past its last mark is held at the input price, as nothing writes it.
-    None: any part may be written (a provider that writes unmarked prompts; a body the planner has yet to mark),
-    so all of it is held at the dearest write rate (up to twice the input price for an hour-long one). What an
-    explicit cache holds is only ever read (unseen_prompt.py)."""
+    provider writes the cache only at the marks it carries (Claude's, Bedrock's), and its planner places no more:
+    the part past its last mark is held at the input price, as nothing writes it, and the rest at the dearest write
+    its marks' TTLs ask for (all 5-minute marks: the 5-minute write, 1.25 times the input price on Claude, not the
+    hour-long one's twice). None: any part may be written (a provider that writes unmarked prompts; a body the
+    planner has yet to mark), so all of it is held at the dearest write rate. What an explicit cache holds is only
+    ever read (unseen_prompt.py)."""
     dearest = max([price.input, *price.cache_write.values()])
     fresh = prompt.input_total - prompt.cache_read
-    written = writable(sent, fresh) if sent is not None and dearest > price.input else fresh
-    return (written * dearest + (fresh - written) * price.input + prompt.cache_read * price.cache_read) / MTOK
+    written, rate = fresh, dearest
+    if sent is not None and dearest > price.input:
+        written, ttls = writable(sent, fresh)
+        # A TTL the price table lacks (or a mark whose TTL cannot be read) may cost the dearest write.
+        rate = max([price.input, *(price.cache_write.get(ttl, dearest) for ttl in ttls)])
+    return (written * rate + (fresh - written) * price.input + prompt.cache_read * price.cache_read) / MTOK
 
 
 def held_cost(usage: Usage, price: Price, sent: Conversation | None = None) -> Decimal:

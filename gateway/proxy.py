@@ -128,6 +128,7 @@ class Call:
     held: Reservation = Reservation()   # what admission reserved against the key's budget
     estimate: Usage = Usage()           # the request's tokens as admission estimated them (prompt + max output)
     uncapped: bool = False              # its output limit is the one its budget hold pays for (estimate.py)
+    priced_at: tuple[str, str] = ("", "")   # the upstream and model admission priced its hold at
     stored_id: str = ""                 # the id the upstream stored its answer under (a later request may continue it)
     prepared: Prepared | None = None    # the target the request went to, once chosen
     # An attempt is out (or ended in a way the upstream may have worked through: a timeout); False once the latest
@@ -275,6 +276,7 @@ class Proxy:
                 call.uncapped = least is not None       # a free answer needs no bound
             else:
                 estimate = self.estimated_cost(call, ref, call.estimate)
+                call.priced_at = (ref.upstreams[0], ref.model or call.conv.model or "")
         call.held = await self.limits.admit(key, estimate, least)
 
     async def admit_state(self, caller: Caller, raw: bytes, dialect: str) -> None:
@@ -298,6 +300,26 @@ class Proxy:
             return Decimal(str(call.route.max_request_usd))
         first, model = self.policy.upstreams[ref.upstreams[0]], ref.model or call.conv.model or ""
         return held_cost(usage, self._priced(call, first, model, usage)[0], self._as_sent(call, first, model))
+
+    async def cover(self, call: Call, prep: Prepared) -> None:
+        """Reprice the key's hold at what the request may cost at `prep`'s target, on its body as planned for it.
+        Admission priced it at the route's first target, the prompt at the dearest write where the planner had yet
+        to mark it. More: a fallback to a dearer model or provider, a sticky route's other target, a replica of
+        another kind; granted as admission grants (while what the key spent and its other requests hold leave any
+        room), else a 429 and the target is skipped. Holding the dearest target's worst case up front would refuse
+        requests the first target serves within the budget; held at the first target's, N concurrent requests
+        failing over each spent more than they held. Less: the planner's marks ask for a cheaper write (5 minutes,
+        or none past the last mark). An uncapped request's output is bounded to its hold instead (`_bounded`); a
+        route's `max_request_usd` is its hold whatever the target."""
+        key = call.caller.key
+        if key is None or key.budget is None or not call.held.counter or call.uncapped \
+                or call.route.max_request_usd is not None:
+            return
+        if call.mode == "off" and call.priced_at == (prep.upstream.name, prep.model):
+            return      # admission priced this very body there (its marks are read once)
+        price, _ = self._priced(call, prep.upstream, prep.model, call.estimate)
+        cost = held_cost(call.estimate, price, self._as_sent(call, prep.upstream, prep.model, prep.plan.conversation))
+        call.held = await self.limits.rehold(key, call.held, cost)
 
     def _as_sent(self, call: Call, upstream: Upstream, model: str, planned: Conversation | None = None
                  ) -> Conversation | None:
@@ -361,7 +383,8 @@ class Proxy:
             try:
                 prep = await off_loop.work(len(call.raw), self.settings.off_loop_bytes, self.prepare, call, ref,
                                            parts=off_loop.planned)
-            except RequestError as e:       # this target cannot take the request (translation, credentials)
+                await self.cover(call, prep)
+            except RequestError as e:       # this target cannot take the request (translation, credentials, budget)
                 call.notes.append(f"skip {'/'.join(ref.upstreams)}: {e.message}")
                 # An earlier target's failure is the caller's answer (and its record's cost), not this skip.
                 failure = failure if isinstance(failure, UpstreamFailure) else e

@@ -59,7 +59,7 @@ class MemoryCounters:
         return 0.0 if expires and expires < time.monotonic() else value
 
     async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int,
-                      least: int = 0) -> int:
+                      least: int = 0, replaces: tuple[str, int] | None = None) -> int:
         return nano     # one process: `Limits`' own reservations are every reservation
 
     async def unreserve(self, counter: str, hold: str, nano: int) -> None:
@@ -74,15 +74,16 @@ class MemoryCounters:
 
 # KEYS: a budget's spent counter, its holds (a sorted set: "<id>:<nanodollars>" by expiry, on Redis's clock).
 # ARGV: hold id, nanodollars, budget, seconds held, least (0: all of it or nothing; else as much as the budget has
-# left, at least this). The nanodollars held (0: nothing to hold, and room left), or refused: -1 (limits.SPENT) where
-# the spent counter alone leaves no room, -2 (limits.HELD) where the holds take what it leaves.
+# left, at least this), the hold this one replaces ("": none; counted as gone, and dropped once this one is placed).
+# The nanodollars held (0: nothing to hold, and room left), or refused: -1 (limits.SPENT) where the spent counter alone
+# leaves no room, -2 (limits.HELD) where the holds take what it leaves.
 RESERVE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local held = 0
 for _, hold in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-  held = held + tonumber(string.match(hold, ':(%d+)$'))
+  if hold ~= ARGV[6] then held = held + tonumber(string.match(hold, ':(%d+)$')) end
 end
 local free = tonumber(ARGV[3]) - tonumber(redis.call('GET', KEYS[1]) or '0')
 local room = free - held
@@ -92,6 +93,7 @@ if room <= 0 or nano < least then
   if free <= 0 or free < least then return -1 end
   return -2
 end
+if ARGV[6] ~= '' then redis.call('ZREM', KEYS[2], ARGV[6]) end
 if nano > 0 then
   redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[1] .. ':' .. string.format('%d', nano))
   redis.call('EXPIRE', KEYS[2], ARGV[4])
@@ -200,15 +202,18 @@ class RedisCounters:
         return self._saw(key, float(value), ttl_ms)
 
     async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int,
-                      least: int = 0) -> int:
+                      least: int = 0, replaces: tuple[str, int] | None = None) -> int:
+        replaced = f"{replaces[0]}:{replaces[1]}" if replaces else ""
         if await self._available():
             try:
                 held = int(await self._reserve(keys=[self.PREFIX + counter, self.HOLDS + counter],
-                                               args=[hold, nano, budget_nano, hold_s, least]))
+                                               args=[hold, nano, budget_nano, hold_s, least, replaced]))
                 self.window.answered()
                 return held
             except _ERRORS as e:
                 self.window.failed(e)
+        if replaces:    # the replaced hold may still be there: dropped as a missed release is
+            await self.unreserve(counter, *replaces)
         return nano     # Redis down: this replica's own reservations bind (and the spend it last saw)
 
     async def unreserve(self, counter: str, hold: str, nano: int) -> None:

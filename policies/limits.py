@@ -54,12 +54,14 @@ class CounterStore(Protocol):
     async def get(self, key: str) -> float: ...
 
     async def reserve(self, counter: str, hold: str, nano: int, budget_nano: int, hold_s: int,
-                      least: int = 0) -> int:
+                      least: int = 0, replaces: tuple[str, int] | None = None) -> int:
         """Hold `nano` of `counter`'s budget (under the id `hold`, for `hold_s`) where every replica sees it, unless
         what `counter` holds plus what is held already reaches `budget_nano`. With `least`, hold only as much of
-        `nano` as that leaves of the budget, refused where that is under `least`. The nanodollars held (`nano` where
-        holds are not shared: one process, or the shared store down, and the replica's own reservations bind), or,
-        refused, `SPENT` (what `counter` holds leaves no room) or `HELD` (running requests' holds take the room)."""
+        `nano` as that leaves of the budget, refused where that is under `least`. With `replaces` (a hold's id and
+        nanodollars), that hold counts as gone, and goes once this one is placed (a refusal leaves it). The nanodollars
+        held (`nano` where holds are not shared: one process, or the shared store down, and the replica's own
+        reservations bind), or, refused, `SPENT` (what `counter` holds leaves no room) or `HELD` (running requests'
+        holds take the room)."""
         ...
 
     async def unreserve(self, counter: str, hold: str, nano: int) -> None:
@@ -151,6 +153,39 @@ class Limits:
             self.release(held)
             raise
         return held
+
+    async def rehold(self, key: CallerKey, held: Reservation, usd: Decimal) -> Reservation:
+        """`held` repriced at `usd`, once the request's target and body as sent are known: a reservation replacing it.
+        Less is never refused (the planner's marks ask for a cheaper write than admission assumed). More (a fallback
+        target dearer than the one admission priced) is granted as `admit` grants, where what the key spent and its
+        other requests hold leave any room (so it overshoots by at most this one request, while the requests after
+        it see the whole hold), else refused with `admit`'s 429, `held` left as it was."""
+        nano = nanodollars(usd)
+        if key.budget is None or not held.counter or nano == held.nano:
+            return held
+        now = self.clock()
+        budget = UNBOUNDED_NANO
+        if nano > held.nano:
+            spent = await self.store.get(held.counter)
+            budget = nanodollars(key.budget.usd)
+            free = budget - math.ceil(spent)
+            if free - self.reserved.get(held.counter, 0) + held.nano <= 0:
+                raise _spent(key, now) if free <= 0 else _held(key)
+        moved = Reservation(held.counter, nano, uuid.uuid4().hex)
+        self._hold(moved)       # nothing awaits from the check to here, as in `admit`
+        self.release(held, in_store=False)
+        try:
+            granted = await self.store.reserve(held.counter, moved.hold, nano, budget, HOLD_S,
+                                               replaces=(held.hold, held.nano))
+        except BaseException:   # cancelled, the store's replacing `held` or not: `moved` goes, `held` is settled
+            self.release(moved)
+            self._hold(held)
+            raise
+        if granted < 0:         # what other replicas hold or spent meanwhile; `held` still there
+            self.release(moved, in_store=False)
+            self._hold(held)
+            raise _spent(key, now) if granted == SPENT else _held(key)
+        return moved
 
     async def hold(self, key: CallerKey, usd: Decimal) -> Reservation:
         """Hold `usd` of the key's budget whatever it has left, for what the key may have spent already and the

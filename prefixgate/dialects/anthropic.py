@@ -228,6 +228,15 @@ def _encode_block(block: Block) -> dict:
     return merge_native(native, changes) if changes else native
 
 
+def automatic_ttl(conv: Conversation) -> str | None:
+    """The TTL the top-level automatic `cache_control` asks for ("" where it cannot be read); None without one."""
+    cc = conv.params.get("cache_control")
+    if cc is None:
+        return None
+    ttl = cc.get("ttl", "5m") if isinstance(cc, dict) else ""
+    return ttl if isinstance(ttl, str) else ""
+
+
 def cache_control(cp: Checkpoint) -> dict:
     return {"type": "ephemeral"} if cp.ttl == "5m" else {"type": "ephemeral", "ttl": cp.ttl}
 
@@ -656,6 +665,7 @@ class AnthropicMessages(WireFormat):
     planner_provider = NAME
     span_name = "POST /v1/messages"
     forward_headers = ("anthropic-version", "anthropic-beta")
+    mark_field = "cache_control"
     finish_from, finish_to = FINISH_FROM, FINISH_TO
     natural_finishes = NATURAL
     # The events the relay parses: usage, the container (message_start, message_delta), and the files code
@@ -690,6 +700,9 @@ class AnthropicMessages(WireFormat):
 
     def has_usage(self, body: dict) -> bool:
         return bool(body.get("usage"))
+
+    def automatic_ttl(self, conv: Conversation) -> str | None:
+        return automatic_ttl(conv)
 
     def stream_usage(self, conv: Conversation | None = None) -> StreamUsage:
         return StreamUsage()

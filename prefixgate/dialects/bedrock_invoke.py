@@ -119,6 +119,10 @@ class BedrockInvoke(BedrockFormat):
     usage_marks = (b"chunk", b"exception")    # base64 payloads: every chunk is decoded
 
     operation = "invoke"
+    mark_field = anthropic.AnthropicMessages.mark_field
+
+    def automatic_ttl(self, conv: Conversation) -> str | None:
+        return anthropic.automatic_ttl(conv)
 
     def tag_prompt(self, payload: dict, tag: str) -> None:
         if not tagging.first_tool(payload, tag):       # Anthropic's body

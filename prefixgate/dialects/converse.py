@@ -498,6 +498,7 @@ class BedrockConverse(BedrockFormat):
 
     name = NAME
     span_name = "POST /model/{modelId}/converse"
+    mark_field = "cachePoint"       # a block of its own, the checkpoint of the block before it
     finish_from, finish_to = FINISH_FROM, FINISH_TO
     natural_finishes = ("end_turn", "stop_sequence", "tool_use")
     framing = eventstream.EventStreamFraming(event_of)

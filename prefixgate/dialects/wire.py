@@ -24,7 +24,7 @@ Everything has one implementation; a format overrides only what it does differen
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from prefixgate.dialects import tagging
@@ -74,6 +74,20 @@ class WireFormat:
     def billable(self, conv: Conversation) -> Conversation:
         """`conv` as sent upstream: what it takes for the answer to report usage (a stream must be billed)."""
         return conv
+
+    mark_field: ClassVar[str] = ""      # a cache mark's field in the JSON, where callers mark blocks (Claude's)
+
+    def marks_within(self, native: Any) -> list[str]:
+        """The TTLs of the cache marks nested inside a block's native JSON (a tool result's own content blocks may
+        carry them; a mark on the block itself is its checkpoint): each writes the prompt through that block. A
+        mark whose TTL cannot be read is ""."""
+        if not self.mark_field or not isinstance(native, dict | list):
+            return []
+        return list(_nested_ttls(native, self.mark_field, own=True))
+
+    def automatic_ttl(self, conv: Conversation) -> str | None:
+        """The TTL of a top-level automatic cache marker, which writes the whole prompt; None without one."""
+        return None
 
     def usage_of(self, body: dict, conv: Conversation | None = None) -> Usage:
         """Usage of a whole answer to `conv` (the request can set how written tokens are priced)."""
@@ -252,3 +266,13 @@ class WireFormat:
         """After the provider refused the signing credentials (401): renew them in `state` and say whether
         the request is worth sending once more (a token can be revoked or expire early server-side)."""
         return False
+
+
+def _nested_ttls(value: Any, field: str, own: bool = False) -> Iterator[str]:
+    """The TTLs of `field` marks inside `value` (not its `own` top-level one); walks keys, never reads strings."""
+    for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+        if key == field and not own and isinstance(value, dict):
+            ttl = item.get("ttl", "5m") if isinstance(item, dict) else ""
+            yield ttl if isinstance(ttl, str) else ""
+        elif key != field and isinstance(item, dict | list):
+            yield from _nested_ttls(item, field)

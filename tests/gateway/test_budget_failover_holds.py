@@ -1,0 +1,141 @@
+"""A budgeted request that fails over to a dearer target holds what it may cost there before it is sent there.
+
+Admission prices a request's hold at the route's first target. A fallback to a dearer model went out on that hold:
+N concurrent requests failing over each spent up to what the dearer model costs while holding the cheaper's, and
+overran the key's budget by N requests. Now the hold grows before the failover, as admission grants a hold (while
+the key's spend and other holds leave any room: a budget overshot by at most one request); where they leave none,
+that target is skipped (the caller gets the first target's failure, or a 429 at admission)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from decimal import Decimal
+
+import openai
+import pytest
+
+from prefixgate.errors import RequestError
+from prefixgate.gateway.state import RedisCounters
+from prefixgate.policies.limits import Limits
+from prefixgate.policies.schema import Budget, CallerKey, hash_key
+from tests.gateway.support_gateway import policy_stack
+
+# OpenAI's published prices, USD per million tokens (input, output): gpt-5.4-mini $0.75 / $4.50, gpt-5.5 $5 / $30.
+# Neither bills cache writes. A request of a few dozen prompt tokens and `max_completion_tokens` 1,000 holds about
+# $0.0045 at gpt-5.4-mini and $0.030 at gpt-5.5 (its prompt adds under $0.0002 to either).
+CHEAP, DEAR = "gpt-5.4-mini", "gpt-5.5"
+MAX_TOKENS = 1000
+SECRET = "pg-failover-pair-0001"
+BUDGET = 0.03       # two requests' gpt-5.4-mini holds; one gpt-5.5 hold takes all of it
+POLICY = {
+    # The cheap target is down (nothing listens on port 9): every request fails over to the dear one.
+    "upstreams": {"openai-down": {"kind": "openai", "url": "http://127.0.0.1:9", "api_key_env": "OPENAI_API_KEY"}},
+    "routes": [{"name": "fallback", "models": ["fallback"], "retry": {"attempts": 1},
+                "targets": [{"upstream": "openai-down", "model": CHEAP}, {"upstream": "openai", "model": DEAR}]}],
+    "keys": [{"name": "pair", "key_sha256": hash_key(SECRET), "budget": {"usd": BUDGET, "period": "total"},
+              "routes": ["fallback"]}],
+}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    with policy_stack(tmp_path_factory.mktemp("failover-holds"), POLICY) as parts:
+        yield parts
+
+
+def ask(url: str):
+    caller = openai.OpenAI(api_key=SECRET, base_url=url + "/v1", max_retries=0)
+    try:
+        return caller.chat.completions.create(model="fallback", max_completion_tokens=MAX_TOKENS,
+                                              messages=[{"role": "user", "content": "Which dock first?"}])
+    except openai.APIError as e:
+        return e
+
+
+def test_concurrent_failovers_to_a_dearer_model_hold_its_cost(stack):
+    up, gw, _ = stack
+    up.reset()
+    up.delay_s = 3.0        # the dear target's answer keeps its request running while the other is decided
+    try:
+        answers: list = []
+        pair = [threading.Thread(target=lambda: answers.append(ask(gw.url))) for _ in range(2)]
+        for t in pair:
+            t.start()
+        for t in pair:
+            t.join(60)
+    finally:
+        up.delay_s = 0.0
+    # Held at gpt-5.4-mini's price, both fitted and both went to gpt-5.5: $0.060 of a $0.03 budget.
+    assert [r.body["model"] for r in up.received] == [DEAR], answers
+    [refused] = [a for a in answers if isinstance(a, openai.APIError)]
+    # Refused at admission (the other's grown hold takes the budget), or its failover was (the first target's 502).
+    assert isinstance(refused, openai.RateLimitError | openai.InternalServerError), refused
+    if isinstance(refused, openai.InternalServerError):
+        assert refused.status_code == 502 and "openai-down" in refused.message
+
+
+KEY = CallerKey("team", "0" * 64, budget=Budget(usd=0.03, period="total"))
+NOW = 1_000 * 60 + 1.0
+
+
+def test_a_grown_hold_replaces_the_old_one_for_every_replica(redis_url):
+    async def run() -> None:
+        a, b = RedisCounters(redis_url), RedisCounters(redis_url)
+        here, there = Limits(a, clock=lambda: NOW), Limits(b, clock=lambda: NOW)
+        held = await here.admit(KEY, Decimal("0.0045"))
+        grown = await here.rehold(KEY, held, Decimal("0.0301"))
+        assert (grown.nano, here.reserved) == (30_100_000, {"spend:team:all": 30_100_000})
+        holds = await a._redis.zrange(RedisCounters.HOLDS + "spend:team:all", 0, -1)
+        assert holds == [f"{grown.hold}:30100000".encode()]        # the old hold is gone, not counted twice
+        with pytest.raises(RequestError) as e:      # the other replica sees the whole grown hold
+            await there.admit(KEY, Decimal("0.0045"))
+        assert e.value.status == 429 and "running requests hold it" in e.value.message
+        here.release(grown)
+        await here.aclose()     # its release has reached Redis
+        await there.admit(KEY, Decimal("0.0045"))   # released: room again
+        await there.aclose()
+        await a.close()
+        await b.close()
+    asyncio.run(run())
+
+
+def test_a_dearer_hold_the_other_replicas_leave_no_room_for_keeps_the_old_one(redis_url):
+    async def run() -> None:
+        a, b = RedisCounters(redis_url), RedisCounters(redis_url)
+        here, there = Limits(a, clock=lambda: NOW + 1e6), Limits(b, clock=lambda: NOW + 1e6)
+        key = CallerKey("crew", "1" * 64, budget=Budget(usd=0.03, period="total"))
+        held = await here.admit(key, Decimal("0.01"))
+        await there.admit(key, Decimal("0.03"))     # the room left when it was admitted: then none
+        with pytest.raises(RequestError) as e:
+            await here.rehold(key, held, Decimal("0.02"))
+        assert e.value.status == 429
+        assert here.reserved == {"spend:crew:all": 10_000_000}
+        holds = await a._redis.zrange(RedisCounters.HOLDS + "spend:crew:all", 0, -1)
+        assert f"{held.hold}:10000000".encode() in holds and len(holds) == 2
+        for limits, counters in ((there, b), (here, a)):
+            await limits.aclose()
+            await counters.close()
+    asyncio.run(run())
+
+
+def test_a_cheaper_hold_is_never_refused_and_frees_the_difference(redis_url):
+    """Once planned, a body whose marks ask for a cheaper write than admission assumed holds less."""
+    async def run() -> None:
+        a, b = RedisCounters(redis_url), RedisCounters(redis_url)
+        here, there = Limits(a, clock=lambda: NOW), Limits(b, clock=lambda: NOW)
+        key = CallerKey("planned", "2" * 64, budget=Budget(usd=0.03, period="total"))
+        held = await here.admit(key, Decimal("0.02"))
+        await here.admit(key, Decimal("0.01"))       # the whole $0.03 held
+        with pytest.raises(RequestError):
+            await there.admit(key, Decimal("0.01"))
+        cheaper = await here.rehold(key, held, Decimal("0.005"))
+        assert cheaper.nano == 5_000_000
+        holds = await a._redis.zrange(RedisCounters.HOLDS + "spend:planned:all", 0, -1)
+        assert f"{cheaper.hold}:5000000".encode() in holds and len(holds) == 2
+        await there.admit(key, Decimal("0.01"))      # $0.015 of $0.03 held: room again on every replica
+        for limits in (here, there):
+            await limits.aclose()
+        await a.close()
+        await b.close()
+    asyncio.run(run())
