@@ -15,9 +15,9 @@ client the event loop calls: the planner's store on a request's way).
 
 A synchronous call on the event loop holds every request on the replica while it waits, not one: with the 0.5 s
 timeout, a frozen Redis stopped the whole replica for half a second once a window. So a quick client times out after
-`QUICK_TIMEOUT_S`, and once any client of the server has failed it leaves Redis alone until a call answers, not only
-while the window rests: a thread pings Redis after each window while quick clients ask (`Outage.probe`), so a frozen
-Redis blocks the loop once an outage at most, for that shorter timeout.
+`QUICK_TIMEOUT_S`, and once any client of the server has failed (or a quick call timed out) it leaves Redis alone
+until a call answers, not only while the window rests: a thread pings Redis, at once and after each window, while
+quick clients ask (`Outage.probe`), so a frozen Redis blocks the loop once an outage at most, for that shorter timeout.
 """
 
 from __future__ import annotations
@@ -67,6 +67,10 @@ class Outage:
     def answered(self) -> None:
         self.doubted = False
 
+    def doubt(self, window: RetryWindow) -> None:
+        self.doubted = True
+        self.probe(window)
+
     def probe(self, window: RetryWindow) -> None:
         """A quick client found Redis in doubt: ping it after the window, on a thread (one at a time), until it
         answers or a window passes in which no quick client asked (the next one to ask starts it again)."""
@@ -104,9 +108,11 @@ class Outage:
 
 
 # A quick client's timeout (its socket's and its connection's). Redis on loopback answered the planner's calls in
-# 0.2 ms (p50), 0.4 ms (p99) and under 2 ms (max of 3,000, appendfsync always) on the shared 2-core VM: 100 ms is far
-# past a healthy answer and a fifth of the loop time a 0.5 s timeout took.
-QUICK_TIMEOUT_S = 0.1
+# 0.2 ms (p50), 0.4 ms (p99) and under 2 ms (max of 3,000, appendfsync always) on the shared 2-core VM, and with six
+# busy processes besides in 24 ms (p99) and 144 ms (max of 13,000): a loaded CI runner's. Half the usual timeout, and
+# one such wait an outage where the usual one was one a second; one that fires on a live Redis costs the planner's
+# calls until the probe's ping answers (`RetryWindow.failed`'s `rest`), no other client anything.
+QUICK_TIMEOUT_S = 0.25
 PROBE_TIMEOUT_S = 0.5    # the probe waits off the loop: as long as every other client
 
 
@@ -140,7 +146,9 @@ class RetryWindow:
     def resting(self) -> bool:
         return self.outage.resting()
 
-    def failed(self, e: BaseException | None = None) -> None:
+    def failed(self, e: BaseException | None = None, rest: bool = True) -> None:
+        """A call failed. `rest` false: a quick call's short timeout, which is no verdict on the server; the quick
+        clients leave it alone until the probe's ping (with every client's timeout) says whether it is down."""
         self.failures += 1
         if isinstance(e, ResponseError):
             # Redis answered, refusing this command (a script's error, a command an older Redis lacks): the
@@ -149,7 +157,10 @@ class RetryWindow:
                 self._refused = True
                 self.log.warning("redis refused a command (%s: %s); this client goes on without it", type(e).__name__, e)
             return
-        self.outage.failed(self.retry_s)
+        if rest or not self.outage.url:     # no server to probe: the window decides, as for every other client
+            self.outage.failed(self.retry_s)
+        else:
+            self.outage.doubt(self)
         if e is not None and not self._down:     # without `e`: a call that neither logs nor reports answers
             self._down = True
             self.outages += 1
@@ -185,7 +196,11 @@ class RetryWindow:
             if self.outage.doubted:
                 self.outage.probe(self)
             return None
-        return self.ask_now(call)
+        try:
+            with self._asking(rest=False):
+                return call()
+        except ERRORS:
+            return None
 
     def ask_now(self, call: Callable[[], T]) -> T | None:
         """`ask` for a synchronous client off the event loop (redis-py's own: the planner's writer threads)."""
@@ -198,11 +213,11 @@ class RetryWindow:
             return None
 
     @contextmanager
-    def _asking(self) -> Iterator[None]:
+    def _asking(self, rest: bool = True) -> Iterator[None]:
         try:
             yield
         except ERRORS as e:
-            self.failed(e)
+            self.failed(e, rest)
             raise
         self.answered()
 
