@@ -15,6 +15,7 @@ an open gateway has one party and checks nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -28,10 +29,14 @@ FILE = "file"               # uploaded through the gateway's `/v1/files`
 # Never created through the gateway: only ever refused to keyed callers.
 VECTOR_STORE, CONVERSATION, SKILL, STORAGE = "vector_store", "conversation", "skill", "storage_object"
 SEARCH_STORE = "file_search_store"      # Gemini File Search's `fileSearchStores/...`
+# Vertex grounding (`tools[].retrieval`) reads the gateway's Google project: its RAG corpora, its Vertex AI Search data
+# stores and engines, the Secret Manager secret or service account an external search API is called with.
+RAG_CORPUS, DATA_STORE, SECRET, SERVICE_ACCOUNT = "rag_corpus", "data_store", "secret", "service_account"
 AUDIO = "audio"             # a Chat Completions audio answer, named again by an assistant message's `audio.id`
 _NOUNS = {CONTAINER: "Container", ITEM: "Item", FILE: "File", VECTOR_STORE: "Vector store",
           CONVERSATION: "Conversation", SKILL: "Skill", STORAGE: "Storage object", SEARCH_STORE: "File search store",
-          AUDIO: "Audio"}
+          AUDIO: "Audio", RAG_CORPUS: "RAG corpus", DATA_STORE: "Data store", SECRET: "Secret",
+          SERVICE_ACCOUNT: "Service account"}
 _NAMED = "provider_ids"     # the ids a block names, in its `facts()`
 _MEDIA = frozenset({"image", "document", "audio", "video"})     # Interactions content that may name a file by `uri`
 # Blocks that hold only what the model reads or wrote (text, thinking, a tool call's free-form arguments).
@@ -143,6 +148,35 @@ def _shape(node: dict) -> Iterator[Named]:
     s3 = node.get("s3Location")                      # Bedrock Converse: read with the gateway's own role
     if isinstance(s3, dict) and isinstance(s3.get("uri"), str):
         yield Named(STORAGE, s3["uri"], "s3Location.uri")
+    yield from _grounding(node)
+
+
+def _grounding(node: dict) -> Iterator[Named]:
+    """What one object of Vertex's grounding names in the gateway's project (each found at its own depth by `_walk`):
+    a RAG resource's corpus, a Vertex AI Search data store or engine, an external API's key secret or service account."""
+    corpus = _field(node, "ragCorpus")
+    for ident in [corpus] if isinstance(corpus, str) else _strings(_field(node, "ragCorpora")):
+        yield Named(RAG_CORPUS, ident, "retrieval.vertexRagStore")
+    search = _field(node, "vertexAiSearch")
+    for ident in (search.get("datastore"), search.get("engine")) if isinstance(search, dict) else ():
+        if isinstance(ident, str):
+            yield Named(DATA_STORE, ident, "retrieval.vertexAiSearch")
+    store = _field(node, "dataStore")     # a data store spec's
+    if isinstance(store, str):
+        yield Named(DATA_STORE, store, "retrieval.vertexAiSearch.dataStoreSpecs")
+    secret = _field(node, "apiKeySecret")
+    if isinstance(secret, str):
+        yield Named(SECRET, secret, "retrieval.externalApi.apiKeySecret")
+    account = _field(node, "googleServiceAccountConfig")
+    acting = _field(account, "serviceAccount") if isinstance(account, dict) else None
+    if isinstance(acting, str):
+        yield Named(SERVICE_ACCOUNT, acting, "retrieval.externalApi.authConfig")
+
+
+def _field(node: dict, name: str) -> Any:
+    """`node`'s field `name` in either spelling Google's REST takes (proto3 JSON: lowerCamelCase or the proto's own)."""
+    found = node.get(name)
+    return found if found is not None else node.get(re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower())
 
 
 def _strings(value: Any) -> list[str]:

@@ -1,8 +1,10 @@
-"""Provider-side ids named where a request's free-form JSON sits beside a documented shape: a Gemini function
-response carries the function's JSON result (`response`, free-form) and, since Gemini 3, media parts of its own
-(`parts`: `inlineData`, `fileData`; google-genai's `FunctionResponsePart`), which the model reads as it reads a
-top-level part. Through a real `prefixgate serve` in front of `prefixgate mock-providers`, another tenant's Gemini
-file named there is refused as it is in a top-level part."""
+"""Provider-side ids named in less travelled places, through a real `prefixgate serve` in front of
+`prefixgate mock-providers`: a Gemini function response carries the function's JSON result (`response`, free-form)
+and, since Gemini 3, media parts of its own (`parts`: `inlineData`, `fileData`; google-genai's
+`FunctionResponsePart`), which the model reads as it reads a top-level part; Vertex grounding (`tools[].retrieval`)
+reads what the gateway's Google project holds (RAG corpora, Vertex AI Search data stores and engines, and the Secret
+Manager secret or the service account an external search API is called with), which no tenant created through the
+gateway."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from tests.gateway.support_sdk_clients import gemini
 from tests.support_stack import policy_env, running_stack
 
 ACME_1, ACME_2, BETA = "pg-nested-acme-one-01234", "pg-nested-acme-two-01234", "pg-nested-beta-012345678"
-POLICY = {"routes": [{"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]}],
+POLICY = {"routes": [{"name": "vertex", "models": ["gemini-3.8-flash"], "targets": [{"upstream": "vertex"}]},
+                    {"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]}],
           "keys": [{"name": "acme-app", "key_sha256": hash_key(ACME_1), "tenant": "acme"},
                    {"name": "acme-batch", "key_sha256": hash_key(ACME_2), "tenant": "acme"},
                    {"name": "beta", "key_sha256": hash_key(BETA), "tenant": "beta"}]}
@@ -57,3 +60,41 @@ def test_a_file_named_in_a_function_responses_parts_is_its_tenants_alone(stack):
         # The owner's tenant names it there as it names it anywhere.
         own = _ask(gw, ACME_2, spelling)
         assert own.status_code == 200, own.text
+
+
+# Resources of the gateway's project, by the names Vertex's REST reference gives them (Tool.retrieval).
+PROJECT = "projects/gw-project/locations"
+GROUNDING = [
+    ({"vertexRagStore": {"ragResources": [{"ragCorpus": f"{PROJECT}/us-east5/ragCorpora/4611686018427387904"}]}},
+     "ragCorpora/4611686018427387904"),
+    ({"vertex_rag_store": {"rag_corpora": [f"{PROJECT}/us-east5/ragCorpora/4611686018427387905"]}},
+     "ragCorpora/4611686018427387905"),
+    ({"vertexAiSearch": {"datastore": f"{PROJECT}/global/collections/default_collection/dataStores/hr-docs"}},
+     "dataStores/hr-docs"),
+    ({"vertexAiSearch": {"engine": f"{PROJECT}/global/collections/default_collection/engines/hr-search"}},
+     "engines/hr-search"),
+    ({"vertexAiSearch": {"dataStoreSpecs": [{"dataStore": f"{PROJECT}/global/collections/c/dataStores/payroll"}]}},
+     "dataStores/payroll"),
+    # An external search API of the caller's choosing, called with the key kept in the gateway's Secret Manager.
+    ({"externalApi": {"endpoint": "https://search.beta.example/_search", "apiSpec": "ELASTIC_SEARCH",
+                      "elasticSearchParams": {"index": "docs", "searchTemplate": "t"},
+                      "apiAuth": {"apiKeyConfig": {"apiKeySecret": "projects/gw-project/secrets/es-key/versions/1"}}}},
+     "secrets/es-key/versions/1"),
+    ({"externalApi": {"endpoint": "https://search.beta.example/_search", "apiSpec": "SIMPLE_SEARCH",
+                      "authConfig": {"authType": "GOOGLE_SERVICE_ACCOUNT_AUTH", "googleServiceAccountConfig": {
+                          "serviceAccount": "search-caller@gw-project.iam.gserviceaccount.com"}}}},
+     "search-caller@gw-project.iam.gserviceaccount.com"),
+]
+
+
+@pytest.mark.parametrize(("retrieval", "named"), GROUNDING, ids=[n for _, n in GROUNDING])
+def test_vertex_grounding_never_reads_what_the_gateways_project_holds(stack, retrieval, named):
+    gw = stack
+    url = f"{gw}/v1/projects/caller-project/locations/us-east5/publishers/google/models/gemini-3.8-flash:generateContent"
+    body = {"contents": [{"role": "user", "parts": [{"text": "What is the parental leave policy?"}]}],
+            "tools": [{"retrieval": retrieval}]}
+    for key in (BETA, ACME_1):      # no tenant created it through the gateway: every keyed caller is refused
+        answer = httpx.post(url, headers={"authorization": f"Bearer {key}"}, json=body, timeout=30)
+        assert answer.status_code == 404, answer.text
+        error = answer.json()["error"]
+        assert error["status"] == "NOT_FOUND" and named in error["message"], error
