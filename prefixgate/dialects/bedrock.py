@@ -157,6 +157,10 @@ class BedrockFormat(WireFormat):
     def error_reply(self, err: RequestError) -> tuple[int, dict, dict[str, str]]:
         return error_body(err)
 
+    def stream_error_status(self, event: dict) -> int | None:
+        name = str((event.get("error") or {}).get("type", ""))   # an exception frame's member: throttlingException
+        return EXCEPTION_STATUS.get(name[:1].upper() + name[1:]) or super().stream_error_status(event)
+
     def error_event(self, err: RequestError) -> bytes:
         _, _, headers = error_body(err)
         name = headers["x-amzn-errortype"].split(":")[0]

@@ -7,8 +7,11 @@ the expected types and statuses are the caller's provider's own (Anthropic's err
 from __future__ import annotations
 
 import anthropic
+import boto3
+import botocore.exceptions
 import openai
 import pytest
+from botocore.config import Config
 from google import genai
 from google.genai import errors as genai_errors
 
@@ -25,6 +28,8 @@ POLICY = {"routes": [
     {"name": "to-gpt", "models": ["to-gpt"], "retry": {"attempts": 1}, "targets": [{"upstream": "openai", "model": "gpt-5.4"}]},
     {"name": "to-gemini", "models": ["to-gemini"], "retry": {"attempts": 1},
      "targets": [{"upstream": "gemini", "model": "gemini-3.5-flash"}]},
+    {"name": "to-bedrock", "models": ["to-bedrock"], "retry": {"attempts": 1},
+     "targets": [{"upstream": "bedrock", "model": "us.anthropic.claude-sonnet-5-5"}]},
 ]}
 MSG = [{"role": "user", "content": "Tell me a long story about caches"}]
 
@@ -33,12 +38,16 @@ MSG = [{"role": "user", "content": "Tell me a long story about caches"}]
 def stack(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     for var, key in (("OPENAI_API_KEY", "sk-openai-key-000111"), ("ANTHROPIC_API_KEY", "sk-ant-key-000222"),
-                     ("GEMINI_API_KEY", "AIzaGeminiKey000000000000000000333")):
+                     ("GEMINI_API_KEY", "AIzaGeminiKey000000000000000000333"),
+                     ("AWS_ACCESS_KEY_ID", "AKIDGATEWAYBEDROCK"), ("AWS_SECRET_ACCESS_KEY", "gateway/bedrock+secret"),
+                     ("AWS_REGION", "us-east-1")):
         mp.setenv(var, key)
+    for var in ("AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE"):
+        mp.delenv(var, raising=False)
     ctx = MockContext()
     try:
         with ServerThread(mock_app(ctx)) as mock:
-            settings = settings_for(mock.url, tmp_path_factory.mktemp("stream-errors"))
+            settings = settings_for(mock.url, tmp_path_factory.mktemp("stream-errors"), bedrock_base_url=mock.url)
             with running_gateway(settings, policy=policy_for(settings, POLICY)) as gw:
                 yield gw, ctx, settings
     finally:
@@ -134,3 +143,28 @@ def test_a_responses_error_event_reaches_a_responses_caller_as_sent(stack):
     assert [e.type for e in events].count("error") == 1
     assert events[-1].type == "error" and events[-1].code == "rate_limit_exceeded"
     assert record(settings, rid)["status"] == 429
+
+
+def test_bedrocks_throttling_exception_mid_stream_reaches_a_claude_caller_as_rate_limit_error(stack):
+    """ThrottlingException is Bedrock's 429 (bedrock-runtime's service model)."""
+    gw, ctx, settings = stack
+    fails(ctx, "bedrock", "stream_error=429")
+    err = claude_stream_error(gw, "to-bedrock")
+    assert err.body["error"]["type"] == "rate_limit_error"
+    assert record(settings, err.response.headers["x-prefixgate-request-id"])["status"] == 429
+
+
+def test_bedrocks_exception_mid_converse_stream_reaches_boto3_as_sent_and_is_recorded_as_its_status(stack):
+    """ServiceUnavailableException is Bedrock's 503 (bedrock-runtime's service model)."""
+    gw, ctx, settings = stack
+    fails(ctx, "bedrock", "stream_error=503")
+    runtime = boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=gw.url,
+                           aws_access_key_id="AKIDGATEWAYBEDROCK", aws_secret_access_key="gateway/bedrock+secret",
+                           config=Config(retries={"max_attempts": 1}))
+    answer = runtime.converse_stream(modelId="to-bedrock", messages=[{"role": "user", "content": [{"text": "Hi"}]}])
+    with pytest.raises(botocore.exceptions.EventStreamError) as exc:
+        for _ in answer["stream"]:
+            pass
+    # the stream's member name, as botocore reports it ("An error occurred (throttlingException) when calling ...")
+    assert exc.value.response["Error"]["Code"] == "serviceUnavailableException"
+    assert record(settings, answer["ResponseMetadata"]["HTTPHeaders"]["x-prefixgate-request-id"])["status"] == 503

@@ -125,7 +125,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         if op.format == "converse":
             if op.stream:
                 frames = converse.stream_events(reply.chunks(), usage, stop_reason=stop, started=time.monotonic())
-                return sse_response(frames, fault, headers, media_type=eventstream.CONTENT_TYPE)
+                return sse_response(frames, fault, headers, media_type=eventstream.CONTENT_TYPE, speaks="bedrock")
             return JSONResponse(converse.build_response(reply.text, usage, stop_reason=stop), headers=headers)
         headers |= {"x-amzn-bedrock-input-token-count": str(usage.uncached_input),
                     "x-amzn-bedrock-output-token-count": str(usage.output),
@@ -136,7 +136,7 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
             events = [e for e in (event_json(raw_event) for raw_event in sse) if e is not None and e.get("type") != "ping"]
             return sse_response(bedrock_invoke.stream_frames(events, usage), fault,
                                 headers | {"x-amzn-bedrock-content-type": "application/json"},
-                                media_type=eventstream.CONTENT_TYPE)
+                                media_type=eventstream.CONTENT_TYPE, speaks="bedrock")
         return JSONResponse(anthropic.build_response(rules.id, reply.text, usage, finish_reason=stop), headers=headers)
 
     @app.post("/model/{model_id:path}/{path_op}")
@@ -158,5 +158,6 @@ def add_routes(app: FastAPI, ctx: MockContext) -> None:
         usage = replace(result.usage, output=reply.output_tokens)
         stop = "max_tokens" if reply.truncated else "end_turn"
         if result.conversation.stream:
-            return sse_response(anthropic.stream_events(rules.id, reply.chunks(), usage, finish_reason=stop), fault)
+            return sse_response(anthropic.stream_events(rules.id, reply.chunks(), usage, finish_reason=stop), fault,
+                                speaks="anthropic")
         return JSONResponse(anthropic.build_response(rules.id, reply.text, usage, finish_reason=stop))
