@@ -44,36 +44,42 @@ def estimated_usage(conv: Conversation, raw: bytes) -> Usage:
     return replace(prompt_estimate(raw), output=UNCAPPED_OUTPUT_TOKENS if output is None else output)
 
 
-def writable(sent: Conversation, fresh: int) -> tuple[int, set[str]]:
+def writable(sent: Conversation, fresh: int, dearest: str | None = None) -> tuple[int, set[str]]:
     """How many of `sent`'s `fresh` prompt tokens (by size, as `prompt_estimate` counts them) a cache write may
     cover where its provider writes only at marks, and the TTLs of the marks that may write them: all with a
     top-level automatic marker (it moves to the prompt's end), none without a mark, else all but the blocks past the
-    last mark (one on a block, or one nested inside it: a tool result's own text blocks may carry one)."""
+    last mark (one on a block, or one nested inside it: a tool result's own text blocks may carry one). The marks
+    before the last are read for their TTLs until `dearest` (the dearest write's TTL) is among them."""
     wire = wire_format(sent.dialect)
     automatic = wire.automatic_ttl(sent)
     ttls: set[str] = set() if automatic is None else {automatic}
     tail: int | None = 0 if automatic is None else None     # the bytes past the last mark, until it is found
+    mark = f'"{wire.mark_field}"'.encode()
     for block in reversed(sent.blocks()):
-        nested = wire.marks_within(block.native)      # walks the block's keys only: cheap where nothing is nested
-        ttls.update(nested)
-        if block.checkpoint is not None:
-            ttls.add(block.checkpoint.ttl)
-        if tail is not None:
-            if block.checkpoint is not None or nested:
-                return max(0, fresh - tail // BYTES_PER_TOKEN), ttls | _earlier_ttls(wire, sent, block)
-            tail += len(compact_bytes(block.native))
+        if tail is None:        # the automatic marker's prompt: every mark's TTL, no sizes
+            ttls.update(_marks_of(wire, block))
+            continue
+        native = compact_bytes(block.native)
+        nested = wire.marks_within(block.native) if mark in native else []
+        if block.checkpoint is not None or nested:
+            ttls.update(_marks_of(wire, block))
+            return max(0, fresh - tail // BYTES_PER_TOKEN), ttls | _earlier_ttls(wire, sent, block, dearest)
+        tail += len(native)
     return (0 if tail is not None else fresh), ttls
 
 
-def _earlier_ttls(wire: WireFormat, sent: Conversation, last: Block) -> set[str]:
-    """The TTLs of the marks before `sent`'s block `last`."""
+def _marks_of(wire: WireFormat, block: Block) -> list[str]:
+    """The TTLs of a block's marks: its checkpoint's and those nested inside it."""
+    return [*wire.marks_within(block.native), *([block.checkpoint.ttl] if block.checkpoint is not None else [])]
+
+
+def _earlier_ttls(wire: WireFormat, sent: Conversation, last: Block, dearest: str | None) -> set[str]:
+    """The TTLs of the marks before `sent`'s block `last` (enough once `dearest` is among them)."""
     ttls: set[str] = set()
     for block in sent.blocks():
-        if block is last:
+        if block is last or dearest in ttls:
             return ttls
-        ttls.update(wire.marks_within(block.native))
-        if block.checkpoint is not None:
-            ttls.add(block.checkpoint.ttl)
+        ttls.update(_marks_of(wire, block))
     return ttls
 
 
@@ -89,7 +95,7 @@ def _prompt_cost(prompt: Usage, price: Price, sent: Conversation | None) -> Deci
     fresh = prompt.input_total - prompt.cache_read
     written, rate = fresh, dearest
     if sent is not None and dearest > price.input:
-        written, ttls = writable(sent, fresh)
+        written, ttls = writable(sent, fresh, max(price.cache_write, key=price.cache_write.__getitem__))
         # A TTL the price table lacks (or a mark whose TTL cannot be read) may cost the dearest write.
         rate = max([price.input, *(price.cache_write.get(ttl, dearest) for ttl in ttls)])
     return (written * rate + (fresh - written) * price.input + prompt.cache_read * price.cache_read) / MTOK

@@ -83,6 +83,8 @@ class WireFormat:
         mark whose TTL cannot be read is ""."""
         if not self.mark_field or not isinstance(native, dict | list):
             return []
+        if isinstance(native, dict) and not any(isinstance(v, dict | list) for v in native.values()):
+            return []       # a flat block (most are): nothing nested
         return list(_nested_ttls(native, self.mark_field, own=True))
 
     def automatic_ttl(self, conv: Conversation) -> str | None:

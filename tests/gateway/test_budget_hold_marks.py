@@ -120,7 +120,7 @@ def test_an_uncapped_requests_admission_reads_its_marks_once(monkeypatch):
     Bedrock, planning off) read them three times: for a capped estimate it then threw away, and for its worst and
     its least cost, whose prompts cost the same."""
     reads = []
-    monkeypatch.setattr(estimate, "writable", lambda sent, fresh: reads.append(sent) or (0, set()))
+    monkeypatch.setattr(estimate, "writable", lambda sent, fresh, dearest=None: reads.append(sent) or (0, set()))
     monkeypatch.setattr(proxy_module, "unseen_prompt", lambda proxy, call: asyncio.sleep(0, Usage()))
     payload = converse_body("system")
     del payload["inferenceConfig"]      # Converse's maxTokens is optional: the request is uncapped
