@@ -6,7 +6,9 @@ swaps the reservation for what the upstream billed once the response is in; a ke
 spent plus what is reserved reaches its budget, so concurrent requests overshoot a budget by at most one
 request per key, however many replicas admit them. A request that may run to the model's own output limit holds its
 worst case instead, or as much of it as the budget has left (fleet-wide: `least_usd`), refused below a minimal
-answer, and goes upstream bounded by what it holds (gateway/estimate.py): such requests never overshoot it. The spent
+answer, and goes upstream bounded by what it holds (gateway/estimate.py): such requests never overshoot it. Before
+each target a request's reservation is repriced at what it may cost there (`rehold`: more granted as admission grants,
+less always), so a failover to a dearer target holds what it may spend. The spent
 counter only ever gets one add per request, the real cost, made `once` (a timed-out add to Redis may or may not have
 applied: the store resends it with a mark that makes it count once either way). A reservation is a hold beside it instead, checked and placed in one
 step with the spend (`CounterStore.reserve`, a Lua script in Redis), that expires after `HOLD_S` unless the
