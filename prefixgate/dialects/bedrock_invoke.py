@@ -17,7 +17,7 @@ from dataclasses import replace
 from urllib.parse import quote
 
 from prefixgate.dialects import anthropic, eventstream, tagging
-from prefixgate.dialects.bedrock import EXCEPTION_STATUS, BedrockFormat, Operation
+from prefixgate.dialects.bedrock import BedrockFormat, Operation
 from prefixgate.dialects.neutral import Chat, Delta, StreamWriter
 from prefixgate.dialects.sse import SSE_FRAMING
 from prefixgate.dialects.validate import expect, load_resent
@@ -152,10 +152,6 @@ class BedrockInvoke(BedrockFormat):
 
     def stream_error(self, event: dict) -> str | None:
         return anthropic.WIRE.stream_error(event)
-
-    def stream_error_status(self, event: dict) -> int | None:
-        name = str((event.get("error") or {}).get("type", ""))    # an exception frame's (`event_of`): throttlingException
-        return EXCEPTION_STATUS.get(name[:1].upper() + name[1:]) or anthropic.WIRE.stream_error_status(event)
 
     def ends_stream(self, event: dict) -> bool:
         return event.get("type") in ("message_stop", "error")
