@@ -89,7 +89,9 @@ def error_body(err: RequestError, dialect: str) -> dict[str, Any]:
         found = {"type": an_type, "message": err.message}
         return {"type": "error", "error": {**found, "details": err.details} if isinstance(err.details, dict) else found}
     if dialect == "gemini":
-        shown = {"code": err.status, "message": err.message, "status": err.rpc_status or g_status}
+        # 529 is Anthropic's overloaded alone: Google answers UNAVAILABLE with a 503, which google-genai retries.
+        code = 503 if err.status == 529 else err.status
+        shown = {"code": code, "message": err.message, "status": err.rpc_status or g_status}
         return {"error": {**shown, "details": err.details} if isinstance(err.details, list) else shown}
     code = err.code or ("insufficient_quota" if err.kind == "quota" else None)    # OpenAI's code is its type there
     return {"error": {"message": err.message, "type": oa_type, "param": err.field, "code": code}}

@@ -589,6 +589,10 @@ class GeminiGenerate(WireFormat):
         staticmethod(read_deltas))
     writer = ChunkWriter
 
+    def error_reply(self, err: RequestError) -> tuple[int, dict, dict[str, str]]:
+        body = self.error_body(err)
+        return body["error"]["code"], body, {}      # the status Google pairs with the error's (errors.error_body)
+
     def tag_prompt(self, payload: dict, tag: str) -> None:
         if payload.get("cachedContent"):
             return      # the explicit cache holds the prefix, and it is its tenant's alone already

@@ -109,6 +109,22 @@ def test_claudes_rate_limit_mid_stream_reaches_a_gemini_caller_as_resource_exhau
     assert exc.value.code == 429 and exc.value.status == "RESOURCE_EXHAUSTED"
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_claudes_overload_reaches_a_gemini_caller_as_googles_503_unavailable(stack, stream):
+    """Google answers UNAVAILABLE with a 503 (google.rpc.Code's HTTP mapping), the status google-genai retries; it
+    never sends Anthropic's 529. Mid-stream, and as a whole answer's refusal."""
+    gw, ctx, _ = stack
+    fails(ctx, "anthropic", "stream_error=529" if stream else "status=529")
+    client = genai.Client(api_key="caller", http_options={"base_url": gw.url, "retry_options": {"attempts": 1}})
+    with pytest.raises(genai_errors.ServerError) as exc:
+        if stream:
+            for _ in client.models.generate_content_stream(model="to-claude", contents="Tell me a long story"):
+                pass
+        else:
+            client.models.generate_content(model="to-claude", contents="Tell me a long story")
+    assert exc.value.code == 503 and exc.value.status == "UNAVAILABLE"
+
+
 def test_claudes_rate_limit_mid_stream_reaches_an_openai_caller_as_a_rate_limit(stack):
     gw, ctx, settings = stack
     fails(ctx, "anthropic", "stream_error=429")
