@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from decimal import Decimal
+
+import anthropic as anthropic_sdk
 
 from prefixgate.dialects import anthropic, converse
 from prefixgate.gateway.estimate import held_cost
+from prefixgate.policies.schema import hash_key
 from prefixgate.usage import Usage
+from tests.gateway.support_gateway import policy_stack
 from tests.gateway.test_budget_hold_marks import (
     BYTES_PER_TOKEN,
     INPUT,
@@ -25,6 +30,7 @@ from tests.gateway.test_budget_hold_marks import (
     body,
     converse_body,
 )
+from tests.support_services import wait_until
 
 WRITE_5M = Decimal("2.50")      # Claude Sonnet 5.5's 5-minute cache write, USD per million tokens ($2 input x 1.25)
 FIVE, HOUR = {"type": "ephemeral"}, {"type": "ephemeral", "ttl": "1h"}     # the default TTL is 5 minutes
@@ -106,3 +112,45 @@ def test_a_converse_cache_point_without_a_ttl_is_held_at_the_five_minute_write()
     tail = len(compact(payload["messages"][0]["content"][0])) // BYTES_PER_TOKEN
     hold = held_cost(prompt, SONNET, converse.parse_request(raw, model="anthropic.claude-sonnet-5-5"))
     assert hold == ((prompt.uncached_input - tail) * WRITE_5M + tail * INPUT + MAX_TOKENS * OUTPUT) / MTOK
+
+
+SECRET = "pg-planned-holds-0001"
+PLANNED = {"routes": [{"name": "claude", "models": ["claude-*"],
+                       "targets": [{"upstream": "anthropic", "model": "claude-sonnet-5-5"}]}],
+           "keys": [{"name": "planned", "key_sha256": hash_key(SECRET), "budget": {"usd": 1.0, "period": "total"},
+                     "routes": ["claude"]}]}
+
+
+def test_a_planned_body_s_hold_is_repriced_at_the_write_its_marks_ask_for(tmp_path):
+    """Admission holds a prompt the planner has yet to mark at the dearest write (Claude's hour-long one); once the
+    planner has marked it, for 5 minutes, the hold is the 5-minute write's."""
+    sizes: list[int] = []
+
+    def sized(request) -> None:
+        sizes.append(len(request.content))
+
+    with policy_stack(tmp_path, PLANNED) as (up, gw, _):
+        limits = gw.server.config.app.state.proxy.limits
+        up.fail("hang")     # the request stays out while its hold is read
+        caller = anthropic_sdk.Anthropic(base_url=gw.url, api_key=SECRET, max_retries=0, timeout=5,
+                                         http_client=anthropic_sdk.DefaultHttpxClient(event_hooks={"request": [sized]}))
+
+        def ask() -> None:
+            try:
+                caller.messages.create(model="claude-sonnet-5-5", max_tokens=MAX_TOKENS,
+                                       system=[{"type": "text", "text": "Warehouse manual. " * 4000}],
+                                       messages=[{"role": "user", "content": "Which dock first?"}])
+            except anthropic_sdk.APIError:
+                pass        # the caller gives up on the hanging upstream
+        running = threading.Thread(target=ask)
+        running.start()
+        wait_until(lambda: len(up.received) == 1, 10, "the request upstream")
+        held = dict(limits.reserved)
+        sent = up.received[0].body
+        running.join(30)
+    marks = [b.get("cache_control") for b in sent["system"]] + \
+        [b.get("cache_control") for m in sent["messages"] for b in m["content"]]
+    assert FIVE in marks and HOUR not in marks, marks        # the planner's marks: all 5 minutes
+    tokens = math.ceil(sizes[0] / BYTES_PER_TOKEN)
+    expected = (tokens * WRITE_5M + MAX_TOKENS * OUTPUT) / MTOK       # its last mark is on its last block
+    assert held == {"spend:planned:all": math.ceil(expected * 10**9)}, (held, expected)
