@@ -75,67 +75,72 @@ def test_concurrent_failovers_to_a_dearer_model_hold_its_cost(stack):
         assert refused.status_code == 502 and "openai-down" in refused.message
 
 
-KEY = CallerKey("team", "0" * 64, budget=Budget(usd=0.03, period="total"))
 NOW = 1_000 * 60 + 1.0
 
 
-def test_a_grown_hold_replaces_the_old_one_for_every_replica(redis_url):
+def on_two_replicas(redis_url: str, check) -> None:
+    """Run `check(here, there, held_in_redis)`: two replicas' budgets over one Redis, closed after."""
     async def run() -> None:
         a, b = RedisCounters(redis_url), RedisCounters(redis_url)
         here, there = Limits(a, clock=lambda: NOW), Limits(b, clock=lambda: NOW)
-        held = await here.admit(KEY, Decimal("0.0045"))
-        grown = await here.rehold(KEY, held, Decimal("0.0301"))
-        assert (grown.nano, here.reserved) == (30_100_000, {"spend:team:all": 30_100_000})
-        holds = await a._redis.zrange(RedisCounters.HOLDS + "spend:team:all", 0, -1)
-        assert holds == [f"{grown.hold}:30100000".encode()]        # the old hold is gone, not counted twice
-        with pytest.raises(RequestError) as e:      # the other replica sees the whole grown hold
-            await there.admit(KEY, Decimal("0.0045"))
-        assert e.value.status == 429 and "running requests hold it" in e.value.message
-        here.release(grown)
-        await here.aclose()     # its release has reached Redis
-        await there.admit(KEY, Decimal("0.0045"))   # released: room again
-        await there.aclose()
-        await a.close()
-        await b.close()
+
+        async def held_in_redis(counter: str) -> list[bytes]:
+            return await a._redis.zrange(RedisCounters.HOLDS + counter, 0, -1)
+        try:
+            await check(here, there, held_in_redis)
+        finally:
+            for limits, counters in ((here, a), (there, b)):
+                await limits.aclose()
+                await counters.close()
     asyncio.run(run())
 
 
+def key_of(name: str) -> CallerKey:
+    return CallerKey(name, name[0] * 64, budget=Budget(usd=0.03, period="total"))
+
+
+def test_a_grown_hold_replaces_the_old_one_for_every_replica(redis_url):
+    async def check(here: Limits, there: Limits, held_in_redis) -> None:
+        key = key_of("grown")
+        held = await here.admit(key, Decimal("0.0045"))
+        grown = await here.rehold(key, held, Decimal("0.0301"))
+        assert (grown.nano, here.reserved) == (30_100_000, {"spend:grown:all": 30_100_000})
+        # The old hold is gone, not counted twice.
+        assert await held_in_redis("spend:grown:all") == [f"{grown.hold}:30100000".encode()]
+        with pytest.raises(RequestError) as e:      # the other replica sees the whole grown hold
+            await there.admit(key, Decimal("0.0045"))
+        assert e.value.status == 429 and "running requests hold it" in e.value.message
+        here.release(grown)
+        await here.aclose()     # its release has reached Redis
+        await there.admit(key, Decimal("0.0045"))   # released: room again
+    on_two_replicas(redis_url, check)
+
+
 def test_a_dearer_hold_the_other_replicas_leave_no_room_for_keeps_the_old_one(redis_url):
-    async def run() -> None:
-        a, b = RedisCounters(redis_url), RedisCounters(redis_url)
-        here, there = Limits(a, clock=lambda: NOW + 1e6), Limits(b, clock=lambda: NOW + 1e6)
-        key = CallerKey("crew", "1" * 64, budget=Budget(usd=0.03, period="total"))
+    async def check(here: Limits, there: Limits, held_in_redis) -> None:
+        key = key_of("crew")
         held = await here.admit(key, Decimal("0.01"))
         await there.admit(key, Decimal("0.03"))     # the room left when it was admitted: then none
         with pytest.raises(RequestError) as e:
             await here.rehold(key, held, Decimal("0.02"))
         assert e.value.status == 429
         assert here.reserved == {"spend:crew:all": 10_000_000}
-        holds = await a._redis.zrange(RedisCounters.HOLDS + "spend:crew:all", 0, -1)
+        holds = await held_in_redis("spend:crew:all")
         assert f"{held.hold}:10000000".encode() in holds and len(holds) == 2
-        for limits, counters in ((there, b), (here, a)):
-            await limits.aclose()
-            await counters.close()
-    asyncio.run(run())
+    on_two_replicas(redis_url, check)
 
 
 def test_a_cheaper_hold_is_never_refused_and_frees_the_difference(redis_url):
     """Once planned, a body whose marks ask for a cheaper write than admission assumed holds less."""
-    async def run() -> None:
-        a, b = RedisCounters(redis_url), RedisCounters(redis_url)
-        here, there = Limits(a, clock=lambda: NOW), Limits(b, clock=lambda: NOW)
-        key = CallerKey("planned", "2" * 64, budget=Budget(usd=0.03, period="total"))
+    async def check(here: Limits, there: Limits, held_in_redis) -> None:
+        key = key_of("planned")
         held = await here.admit(key, Decimal("0.02"))
         await here.admit(key, Decimal("0.01"))       # the whole $0.03 held
         with pytest.raises(RequestError):
             await there.admit(key, Decimal("0.01"))
         cheaper = await here.rehold(key, held, Decimal("0.005"))
         assert cheaper.nano == 5_000_000
-        holds = await a._redis.zrange(RedisCounters.HOLDS + "spend:planned:all", 0, -1)
+        holds = await held_in_redis("spend:planned:all")
         assert f"{cheaper.hold}:5000000".encode() in holds and len(holds) == 2
         await there.admit(key, Decimal("0.01"))      # $0.015 of $0.03 held: room again on every replica
-        for limits in (here, there):
-            await limits.aclose()
-        await a.close()
-        await b.close()
-    asyncio.run(run())
+    on_two_replicas(redis_url, check)
