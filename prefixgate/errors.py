@@ -70,8 +70,10 @@ KIND_BY_STATUS = {400: "invalid_request", 401: "authentication", 403: "permissio
 # (its Responses `error.code`).
 _KIND_OF_NAME = {name: kind for kind in (*reversed(_KINDS), "rate_limit", "invalid_request", "server")
                  for name in _KINDS[kind]} | {"rate_limit_exceeded": "rate_limit"}
-# The status each kind is answered with (overloaded: Anthropic's 529, the last listed).
-_STATUS_OF_KIND = {"server": 500, "quota": 429, "not_configured": 501} | {k: s for s, k in KIND_BY_STATUS.items()}
+# The status each kind is answered with: the first listed (overloaded: HTTP's 503, Google's UNAVAILABLE), but
+# Anthropic answers its overloaded_error with a 529 of its own.
+_STATUS_OF_KIND = {"server": 500, "quota": 429, "not_configured": 501} | {k: s for s, k in reversed(KIND_BY_STATUS.items())}
+_OWN_STATUS = {"overloaded_error": 529}
 
 
 def status_named(name: object) -> int | None:
@@ -79,7 +81,7 @@ def status_named(name: object) -> int | None:
     a code: `rate_limit_exceeded`; a Google status: `UNAVAILABLE`), None for a name none of them documents. An
     error reported mid-stream has no status of its own: this is the one its refusal would have had."""
     kind = _KIND_OF_NAME.get(name) if isinstance(name, str) else None
-    return None if kind is None else _STATUS_OF_KIND[kind]
+    return None if kind is None else _OWN_STATUS.get(name) or _STATUS_OF_KIND[kind]
 
 
 def error_body(err: RequestError, dialect: str) -> dict[str, Any]:

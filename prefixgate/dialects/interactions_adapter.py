@@ -50,7 +50,7 @@ from prefixgate.dialects.neutral import (
     refuse,
 )
 from prefixgate.dialects.wire import Parse, WireFormat
-from prefixgate.errors import RequestError
+from prefixgate.errors import RequestError, status_named
 from prefixgate.ir import Conversation
 from prefixgate.usage import Usage
 
@@ -354,6 +354,10 @@ class GeminiInteractions(WireFormat):
         if data.get("event_type") == "error":
             return str((data.get("error") or {}).get("message", "stream error"))
         return None
+
+    def stream_error_status(self, data: dict) -> int | None:
+        code = (data.get("error") or {}).get("code")     # Google's status, lower case: "resource_exhausted"
+        return status_named(code.upper()) if isinstance(code, str) else super().stream_error_status(data)
 
     def ends_stream(self, data: dict) -> bool:
         return data.get("event_type") in (COMPLETED, "error")

@@ -15,6 +15,7 @@ from botocore.config import Config
 from google import genai
 from google.genai import errors as genai_errors
 
+from prefixgate.dialects import wire_format
 from prefixgate.ledger import read_records
 from prefixgate.simulation.mock.faults import FaultPlan, FaultRule, parse_fault
 from prefixgate.simulation.mock.server import MockContext
@@ -184,3 +185,12 @@ def test_bedrocks_exception_mid_converse_stream_reaches_boto3_as_sent_and_is_rec
     # the stream's member name, as botocore reports it ("An error occurred (throttlingException) when calling ...")
     assert exc.value.response["Error"]["Code"] == "serviceUnavailableException"
     assert record(settings, answer["ResponseMetadata"]["HTTPHeaders"]["x-prefixgate-request-id"])["status"] == 503
+
+
+@pytest.mark.parametrize(("event", "status"), [
+    ({"event_type": "error", "error": {"code": "resource_exhausted", "message": "Quota exceeded"}}, 429),
+    ({"event_type": "error", "error": {"code": "unavailable", "message": "The model is overloaded"}}, 503),
+])
+def test_an_interactions_error_event_stands_for_googles_status(event, status):
+    """The Interactions API's error: `{"error": {"code": string, "message": string}}`, its code Google's status."""
+    assert wire_format("interactions").stream_error_status(event) == status
