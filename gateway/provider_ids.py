@@ -85,6 +85,10 @@ def _top_level(params: dict) -> Iterator[Named]:
         for skill in _list(container.get("skills")):
             if isinstance(skill, dict) and skill.get("type") == "custom" and isinstance(skill.get("skill_id"), str):
                 yield Named(SKILL, skill["skill_id"], "container.skills")
+    output = _field(params, "outputConfig")         # Vertex: generated media written there by the project's agent
+    prefix = _field(output, "outputUriPrefix") if isinstance(output, dict) else None
+    if isinstance(prefix, str):
+        yield Named(STORAGE, prefix, "outputConfig.outputUriPrefix")
     prompt = params.get("prompt")                    # Responses: a stored prompt's variables may be files
     if isinstance(prompt, dict) and isinstance(prompt.get("variables"), dict):
         for value in prompt["variables"].values():

@@ -98,3 +98,19 @@ def test_vertex_grounding_never_reads_what_the_gateways_project_holds(stack, ret
         assert answer.status_code == 404, answer.text
         error = answer.json()["error"]
         assert error["status"] == "NOT_FOUND" and named in error["message"], error
+
+
+def test_vertex_never_writes_generated_media_into_the_gateways_buckets(stack):
+    # google-genai's `generation_output_config` (Vertex only) is the body's `outputConfig`: Vertex writes the media
+    # it generates under `outputUriPrefix` with the project's own service agent, so a tenant could fill or overwrite
+    # any bucket the gateway's project writes to. A Cloud Storage location no tenant created through the gateway is
+    # the 404 a `gs://` object named as input gets.
+    gw = stack
+    url = f"{gw}/v1/projects/caller-project/locations/us-east5/publishers/google/models/gemini-3.8-flash:generateContent"
+    for config in ({"outputConfig": {"outputUriPrefix": "gs://gw-project-media/acme/"}},
+                   {"output_config": {"output_uri_prefix": "gs://gw-project-media/acme/"}}):
+        body = {"contents": [{"role": "user", "parts": [{"text": "Draw the quarterly chart."}]}], **config}
+        answer = httpx.post(url, headers={"authorization": f"Bearer {BETA}"}, json=body, timeout=30)
+        assert answer.status_code == 404, answer.text
+        error = answer.json()["error"]
+        assert error["status"] == "NOT_FOUND" and "gs://gw-project-media/acme/" in error["message"], error
