@@ -74,6 +74,7 @@ from prefixgate.gateway.upstream import (
     UpstreamFailure,
     UpstreamResponse,
     forwarded_headers,
+    reported_error,
     request_url,
     takes_callers_headers,
 )
@@ -671,8 +672,7 @@ class Proxy:
             # An error in a 200 body: OpenRouter's once the model began (its docs), never an answer to relay as one.
             if usage in (None, Usage()):
                 usage = self.accounts.prompt_only(call, prep, "the upstream answered with an error after it took the prompt")
-            return self.fail(call, RequestError(f"upstream {prep.upstream.name!r} answered with an error: {reported}",
-                                                status=502, kind="server"), prep, usage)
+            return self.fail(call, reported_error(prep.upstream.name, prep.wire, data, resp.clean(reported)), prep, usage)
         self.accounts.stored(call, prep, prep.wire.stored_id(data))
         self.accounts.created(call, data)
         self.diagnostics.read(call, prep.ask, data)

@@ -32,7 +32,7 @@ from prefixgate.gateway.estimate import BOUND_HEADER, cut_usage
 from prefixgate.gateway.in_flight import Slot
 from prefixgate.gateway.keepalive import collects_replies
 from prefixgate.gateway.response_cache import HEADER as RESPONSE_CACHE_HEADER
-from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
+from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse, reported_error
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
@@ -129,10 +129,7 @@ def stream_response(accounts: Accounting, diagnostics: ProviderDiagnostics, call
                             count(parsed)
                             google = error_of(parsed)
                             message = without_account(message, resp.clean) if google else resp.clean(message)
-                            # What its type stands for (overloaded, rate limited...), as the refusal with that
-                            # status would reach the caller: its SDK or agent retries what it would retry.
-                            reported = UpstreamFailure(prep.upstream.name, target.stream_error_status(parsed) or 502,
-                                                       message).request_error()
+                            reported = reported_error(prep.upstream.name, target, parsed, message)
                             if google is not None and isinstance(call.wire, GeminiGenerate):
                                 # Google's code, status and details, as a whole-answer error carries them, less
                                 # the gateway's project (the event as sent would name it)

@@ -108,6 +108,13 @@ class UpstreamFailure(Exception):
                             rpc_status=self.rpc_status)
 
 
+def reported_error(upstream: str, wire: WireFormat, event: dict, message: str) -> RequestError:
+    """An error `upstream` reported after its 200 (an event mid-stream, a 200 body), as the caller gets it: as the
+    refusal with the status its type stands for would (Anthropic's overloaded_error a 529, a rate limit a 429), so
+    the caller's SDK or agent retries what it would retry."""
+    return UpstreamFailure(upstream, wire.stream_error_status(event) or 502, message).request_error()
+
+
 @dataclass
 class UpstreamResponse:
     status: int
