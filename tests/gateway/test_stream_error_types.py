@@ -77,10 +77,12 @@ def claude_stream_error(gw, model: str) -> anthropic.APIStatusError:
     return exc.value
 
 
-def test_a_rate_limit_mid_stream_reaches_a_claude_caller_as_rate_limit_error(stack):
+# OpenAI's rate limit chunk, Bedrock's throttlingException (its 429 in bedrock-runtime's service model)
+@pytest.mark.parametrize(("provider", "model"), [("openai", "to-gpt"), ("bedrock", "to-bedrock")])
+def test_a_rate_limit_mid_stream_reaches_a_claude_caller_as_rate_limit_error(stack, provider, model):
     gw, ctx, settings = stack
-    fails(ctx, "openai", "stream_error=429")
-    err = claude_stream_error(gw, "to-gpt")
+    fails(ctx, provider, "stream_error=429")
+    err = claude_stream_error(gw, model)
     assert err.body["error"]["type"] == "rate_limit_error"
     assert record(settings, err.response.headers["x-prefixgate-request-id"])["status"] == 429
 
@@ -160,15 +162,6 @@ def test_a_responses_error_event_reaches_a_responses_caller_as_sent(stack):
     assert [e.type for e in events].count("error") == 1
     assert events[-1].type == "error" and events[-1].code == "rate_limit_exceeded"
     assert record(settings, rid)["status"] == 429
-
-
-def test_bedrocks_throttling_exception_mid_stream_reaches_a_claude_caller_as_rate_limit_error(stack):
-    """ThrottlingException is Bedrock's 429 (bedrock-runtime's service model)."""
-    gw, ctx, settings = stack
-    fails(ctx, "bedrock", "stream_error=429")
-    err = claude_stream_error(gw, "to-bedrock")
-    assert err.body["error"]["type"] == "rate_limit_error"
-    assert record(settings, err.response.headers["x-prefixgate-request-id"])["status"] == 429
 
 
 def test_bedrocks_exception_mid_converse_stream_reaches_boto3_as_sent_and_is_recorded_as_its_status(stack):

@@ -88,39 +88,24 @@ def test_stream_usage_it_cannot_read_relays_the_stream_unpriced(stack):
 
 
 @pytest.mark.parametrize("model, sdk", [("gpt-5.4", "openai"), ("claude-via-gpt", "anthropic")])
-def test_an_error_in_a_200_body_is_an_error_to_the_caller(stack, model, sdk):
-    """OpenRouter: once the model began, an error is 'emitted in the response body' of a 200 (its errors page)."""
+@pytest.mark.parametrize("code, message, refused", [
+    (502, "Provider returned error", {"openai": openai.InternalServerError, "anthropic": anthropic.InternalServerError}),
+    (429, "Rate limit exceeded", {"openai": openai.RateLimitError, "anthropic": anthropic.RateLimitError})])
+def test_an_error_in_a_200_body_is_that_error_to_the_caller(stack, model, sdk, code, message, refused):
+    """OpenRouter: once the model began, an error is 'emitted in the response body' of a 200, its `code` the HTTP
+    status it stands for (its errors page): a rate limit is the caller SDK's rate-limit error, which it retries."""
     gw, settings, proxy = stack
-    ANSWERS.append({"error": {"code": 502, "message": "Provider returned error", "metadata": {"provider_name": "X"}}})
-    if sdk == "openai":
-        with pytest.raises(openai.InternalServerError) as exc:
+    ANSWERS.append({"error": {"code": code, "message": message, "metadata": {"provider_name": "X"}}})
+    with pytest.raises(refused[sdk]) as exc:
+        if sdk == "openai":
             openai.OpenAI(api_key=CALLER, base_url=gw.url + "/v1", max_retries=0).chat.completions.create(
                 model=model, messages=[{"role": "user", "content": "Hi"}])
-    else:
-        with pytest.raises(anthropic.InternalServerError) as exc:
+        else:
             anthropic.Anthropic(api_key=CALLER, base_url=gw.url, max_retries=0).messages.create(
                 model=model, max_tokens=30, messages=[{"role": "user", "content": "Hi"}])
-    assert exc.value.status_code == 502 and "Provider returned error" in str(exc.value)
+    assert exc.value.status_code == code and message in str(exc.value)
     rec = settled(settings, proxy, exc.value.response.headers["x-prefixgate-request-id"])
-    assert rec["status"] == 502 and rec["uncached_input"] > 0 and rec["output"] == 0
-
-
-@pytest.mark.parametrize("model, sdk", [("gpt-5.4", "openai"), ("claude-via-gpt", "anthropic")])
-def test_a_rate_limit_in_a_200_body_is_a_rate_limit_to_the_caller(stack, model, sdk):
-    """OpenRouter's error `code` is the HTTP status it stands for (its errors page: 429, you are being rate limited):
-    the caller's SDK raises its rate-limit error, which it retries, not a 502."""
-    gw, settings, proxy = stack
-    ANSWERS.append({"error": {"code": 429, "message": "Rate limit exceeded", "metadata": {"provider_name": "X"}}})
-    if sdk == "openai":
-        with pytest.raises(openai.RateLimitError) as exc:
-            openai.OpenAI(api_key=CALLER, base_url=gw.url + "/v1", max_retries=0).chat.completions.create(
-                model=model, messages=[{"role": "user", "content": "Hi"}])
-    else:
-        with pytest.raises(anthropic.RateLimitError) as exc:
-            anthropic.Anthropic(api_key=CALLER, base_url=gw.url, max_retries=0).messages.create(
-                model=model, max_tokens=30, messages=[{"role": "user", "content": "Hi"}])
-    assert "Rate limit exceeded" in str(exc.value)
-    assert settled(settings, proxy, exc.value.response.headers["x-prefixgate-request-id"])["status"] == 429
+    assert rec["status"] == code and rec["uncached_input"] > 0 and rec["output"] == 0
 
 
 def test_an_answer_the_response_cache_cannot_read_is_passed_on_and_never_stored(stack):
