@@ -1,7 +1,8 @@
 """A model request may build only on an explicit cache its own tenant created (`cachedContent`): another tenant's,
 or one the gateway never saw created, is a 404, as Gemini answers a name it does not know; so is every other
-provider-side id it names (containers, files, stored items: `provider_ids`). (A chained request's stored answer,
-`previous_response_id` and the like, is `Proxy.check_chain`'s.)"""
+provider-side id it names (containers, files, stored items: `provider_ids`); nor may it hand the choice of its
+model to Vertex's model router. (A chained request's stored answer, `previous_response_id` and the like, is
+`Proxy.check_chain`'s.)"""
 
 from __future__ import annotations
 
@@ -25,8 +26,19 @@ def cache_id(name: object) -> str:
 async def check_named(owners: StoredIds, caller: Caller, conv: Conversation) -> None:
     owner = principal(caller.key)
     if owner is not None:
+        _routed_here(conv.params)
         await _own_cache(owners, owner, conv.params)
         await check_owned(owners, owner, named_ids(conv), caller.key.provider_ids)  # type: ignore[union-attr]
+
+
+def _routed_here(params: dict) -> None:
+    """Vertex's model router (`generationConfig.routingConfig`: `autoMode` lets Vertex pick the model, `manualMode`
+    names one) answers with a model the URL does not name: a key whose route allows Flash would get Pro, held and
+    priced as Flash. A keyed caller's model is its route's."""
+    config = params.get("generationConfig", params.get("generation_config"))
+    if isinstance(config, dict) and config.get("routingConfig", config.get("routing_config")) is not None:
+        raise RequestError("generationConfig.routingConfig: this gateway sends a request to the model its route "
+                           "chooses; name the model in the URL instead of routing it", field="generationConfig.routingConfig")
 
 
 async def _own_cache(owners: StoredIds, owner: str, fields: dict) -> None:

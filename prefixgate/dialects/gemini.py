@@ -2,7 +2,8 @@
 
 Prefix order is system instruction, tools, contents. Caching is implicit, or explicit through a
 `cachedContent` resource that then must hold the system instruction, tools and tool config.
-The REST API accepts camelCase and snake_case field names; we keep whichever the caller sent.
+The REST API accepts camelCase and snake_case field names; we keep whichever the caller sent (one field in both
+is refused: proto_json).
 `promptTokenCount` includes `cachedContentTokenCount`.
 """
 
@@ -33,6 +34,7 @@ from prefixgate.dialects.neutral import (
     refuse,
 )
 from prefixgate.dialects.output_limit import within_gemini_limit
+from prefixgate.dialects.proto_json import one_spelling
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, optional
 from prefixgate.dialects.wire import Parse, WireFormat
@@ -61,6 +63,7 @@ def counted_request(body: bytes | str | dict) -> dict:
     """The generateContent body a Gemini API countTokens body counts: its `generateContentRequest` where it sends
     one (the way to count a system instruction and tools: ai.google.dev/api/tokens), else its own `contents`."""
     data = load_body(body)
+    one_spelling(data, body if not isinstance(body, dict) else None)
     wrapped = data.get("generateContentRequest", data.get("generate_content_request"))
     if wrapped is None:
         return data
@@ -70,6 +73,8 @@ def counted_request(body: bytes | str | dict) -> dict:
 def parse_request(body: bytes | str | dict, model: str | None = None) -> Conversation:
     """A generateContent body; the model comes from the URL path (`models/{model}:generateContent`)."""
     data = load_body(body)
+    if not isinstance(body, dict):      # a dict is a body the gateway built itself (a countTokens body's, checked)
+        one_spelling(data, body)
     if "contents" not in data:
         raise RequestError("contents: field required", field="contents")
     contents = expect(data["contents"], list, "contents")

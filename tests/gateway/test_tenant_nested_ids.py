@@ -4,7 +4,11 @@ and, since Gemini 3, media parts of its own (`parts`: `inlineData`, `fileData`; 
 `FunctionResponsePart`), which the model reads as it reads a top-level part; Vertex grounding (`tools[].retrieval`)
 reads what the gateway's Google project holds (RAG corpora, Vertex AI Search data stores and engines, and the Secret
 Manager secret or the service account an external search API is called with), which no tenant created through the
-gateway."""
+gateway. And Google's bodies as the gateway reads them and as Google runs them: proto3 JSON takes a field by its
+lowerCamelCase or its proto name, so a body spelling one field both ways had the gateway check (or cap) one value
+while Google may run the other; it is refused, as protobuf's own JSON parser refuses it (`should not have multiple
+"file_data" fields`). Vertex's model router (`generationConfig.routingConfig`, google-genai's `routing_config`)
+answers with a model the URL does not name, so a keyed caller may not use it: its route chooses its model."""
 
 from __future__ import annotations
 
@@ -114,3 +118,50 @@ def test_vertex_never_writes_generated_media_into_the_gateways_buckets(stack):
         assert answer.status_code == 404, answer.text
         error = answer.json()["error"]
         assert error["status"] == "NOT_FOUND" and "gs://gw-project-media/acme/" in error["message"], error
+
+
+VERTEX = "/v1/projects/caller-project/locations/us-east5/publishers/google/models/gemini-3.8-flash"
+
+
+def _refused(answer: httpx.Response, field: str) -> None:
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["status"] == "INVALID_ARGUMENT" and field in error["message"], error
+
+
+def test_a_part_naming_a_file_in_both_spellings_is_refused(stack):
+    gw = stack
+    acme = gemini(gw, ACME_1)     # held while used: the SDK closes its HTTP client when a Client is collected
+    made = acme.files.upload(file=io.BytesIO(REPORT), config={"mime_type": "text/plain", "display_name": "q3"})
+    # The gateway checked `fileData` (a public URL, anyone's) and sent the part; Google's parser could keep `file_data`,
+    # acme's file read with the gateway's key for beta.
+    part = {"fileData": {"fileUri": "https://www.example.com/brochure.txt", "mimeType": "text/plain"},
+            "file_data": {"file_uri": made.uri, "mime_type": "text/plain"}}
+    body = {"contents": [{"role": "user", "parts": [{"text": "Summarise this."}, part]}]}
+    answer = httpx.post(f"{gw}/v1beta/models/{MODEL}:generateContent", headers={"x-goog-api-key": BETA}, json=body,
+                        timeout=30)
+    _refused(answer, "contents.0.parts.1.fileData")
+    assert "north 4.1M" not in answer.text
+    # A JSON Schema's properties are the caller's names: `user_id` beside `userId` is two fields of its own.
+    tools = [{"functionDeclarations": [{"name": "lookup", "description": "Find a user.", "parameters": {
+        "type": "OBJECT", "properties": {"user_id": {"type": "STRING"}, "userId": {"type": "STRING"}}}}]}]
+    plain = {"contents": [{"role": "user", "parts": [{"text": "Who is user 7?"}]}], "tools": tools}
+    sent = httpx.post(f"{gw}/v1beta/models/{MODEL}:generateContent", headers={"x-goog-api-key": BETA}, json=plain,
+                      timeout=30)
+    assert sent.status_code == 200, sent.text
+
+
+@pytest.mark.parametrize("config", [
+    {"generationConfig": {"routingConfig": {"manualMode": {"modelName": "gemini-3.8-pro"}}}},
+    {"generationConfig": {"routingConfig": {"autoMode": {"modelRoutingPreference": "PRIORITIZE_QUALITY"}}}},
+    # google-genai sends its routing_config as the caller built it: the proto's own names inside.
+    {"generation_config": {"routing_config": {"manual_mode": {"model_name": "gemini-3.8-pro"}}}},
+], ids=["manual", "auto", "proto-names"])
+def test_a_keyed_caller_cannot_hand_its_model_to_vertexs_router(stack, config):
+    # Vertex's model router answers with the model it picks or is named, not the URL's: a key whose route allows
+    # Flash would get Pro, held and priced as Flash.
+    gw = stack
+    body = {"contents": [{"role": "user", "parts": [{"text": "Prove the four colour theorem."}]}], **config}
+    answer = httpx.post(f"{gw}{VERTEX}:generateContent", headers={"authorization": f"Bearer {BETA}"}, json=body,
+                        timeout=30)
+    _refused(answer, "generationConfig.routingConfig")
