@@ -6,6 +6,7 @@ model to Vertex's model router. (A chained request's stored answer, `previous_re
 
 from __future__ import annotations
 
+from prefixgate.dialects.proto_json import one_spelling
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller
@@ -52,10 +53,11 @@ async def check_counted(owners: StoredIds, caller: Caller, raw: bytes) -> None:
     """`countTokens` (Gemini's and Vertex's) may name a cache too, at its top level or in its
     `generateContentRequest`, and the count includes the cache's tokens: another tenant's cache is a 404 there
     as well, or the count would tell whether it exists and how large it is; so is an uploaded file it names."""
+    body = load_body(raw)
+    one_spelling(body, raw)     # forwarded as it came: checked as Google reads it
     owner = principal(caller.key)
     if owner is None:
         return
-    body = load_body(raw)
     for request in (body, body.get("generateContentRequest"), body.get("generate_content_request")):
         if isinstance(request, dict):
             await _own_cache(owners, owner, request)

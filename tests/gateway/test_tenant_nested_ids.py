@@ -138,10 +138,11 @@ def test_a_part_naming_a_file_in_both_spellings_is_refused(stack):
     part = {"fileData": {"fileUri": "https://www.example.com/brochure.txt", "mimeType": "text/plain"},
             "file_data": {"file_uri": made.uri, "mime_type": "text/plain"}}
     body = {"contents": [{"role": "user", "parts": [{"text": "Summarise this."}, part]}]}
-    answer = httpx.post(f"{gw}/v1beta/models/{MODEL}:generateContent", headers={"x-goog-api-key": BETA}, json=body,
-                        timeout=30)
-    _refused(answer, "contents.0.parts.1.fileData")
-    assert "north 4.1M" not in answer.text
+    for action in ("generateContent", "countTokens"):   # a count forwarded as it came would tell the file's size
+        answer = httpx.post(f"{gw}/v1beta/models/{MODEL}:{action}", headers={"x-goog-api-key": BETA}, json=body,
+                            timeout=30)
+        _refused(answer, "contents.0.parts.1.fileData")
+        assert "north 4.1M" not in answer.text
     # A JSON Schema's properties are the caller's names: `user_id` beside `userId` is two fields of its own.
     tools = [{"functionDeclarations": [{"name": "lookup", "description": "Find a user.", "parameters": {
         "type": "OBJECT", "properties": {"user_id": {"type": "STRING"}, "userId": {"type": "STRING"}}}}]}]
