@@ -20,6 +20,7 @@ from prefixgate.errors import RequestError
 _FREE_FORM = frozenset({"args", "response", "properties", "parametersJsonSchema", "responseJsonSchema", "labels",
                         "example", "default", "defs", "$defs", "partialArgs", "structValue", "metadata"})
 _PROTO_KEY_END = re.compile(rb'_[A-Za-z0-9_]*"\s*:')
+_ESCAPED_KEY = re.compile(rb'\\u[0-9A-Fa-f]{4}[A-Za-z0-9_]*"\s*:')     # a field name's last escape, to its end
 
 
 def camel(name: str) -> str:
@@ -41,7 +42,10 @@ def one_spelling(body: Any, raw: bytes | str | None = None) -> None:
 
 
 def _maybe_twice(raw: bytes) -> bool:
-    """Whether `raw` writes a key with an underscore and, anywhere, that key's camelCase as a string."""
+    """Whether `raw` writes a key with an underscore and, anywhere, that key's camelCase as a string; or a key with a
+    `\\u` escape (`"file\\u005fdata"` is `file_data` to every JSON parser, Google's too), which only a walk reads."""
+    if _ESCAPED_KEY.search(raw):
+        return True
     keys = set()
     for found in _PROTO_KEY_END.finditer(raw):     # the tail of a key from its first underscore: quick to find
         tail = found.start()

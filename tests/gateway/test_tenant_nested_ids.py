@@ -13,6 +13,7 @@ answers with a model the URL does not name, so a keyed caller may not use it: it
 from __future__ import annotations
 
 import io
+import json
 
 import httpx
 import pytest
@@ -135,19 +136,24 @@ def test_a_part_naming_a_file_in_both_spellings_is_refused(stack):
     made = acme.files.upload(file=io.BytesIO(REPORT), config={"mime_type": "text/plain", "display_name": "q3"})
     # The gateway checked `fileData` (a public URL, anyone's) and sent the part; Google's parser could keep `file_data`,
     # acme's file read with the gateway's key for beta.
-    part = {"fileData": {"fileUri": "https://www.example.com/brochure.txt", "mimeType": "text/plain"},
-            "file_data": {"file_uri": made.uri, "mime_type": "text/plain"}}
-    body = {"contents": [{"role": "user", "parts": [{"text": "Summarise this."}, part]}]}
+    public = {"fileUri": "https://www.example.com/brochure.txt", "mimeType": "text/plain"}
+    part = {"fileData": public, "file_data": {"file_uri": made.uri, "mime_type": "text/plain"}}
+    plain = json.dumps({"contents": [{"role": "user", "parts": [{"text": "Summarise this."}, part]}]})
+    # The proto's name written with a JSON escape (`file_data` to every JSON parser), beside camelCase fields alone.
+    escaped = json.dumps({"contents": [{"role": "user", "parts": [{"text": "Summarise this."}, {
+        "fileData": public, "file_data": {"fileUri": made.uri, "mimeType": "text/plain"}}]}]}).replace(
+        '"file_data"', '"file\\u005fdata"')
     for action in ("generateContent", "countTokens"):   # a count forwarded as it came would tell the file's size
-        answer = httpx.post(f"{gw}/v1beta/models/{MODEL}:{action}", headers={"x-goog-api-key": BETA}, json=body,
-                            timeout=30)
-        _refused(answer, "contents.0.parts.1.fileData")
-        assert "north 4.1M" not in answer.text
+        for body in (plain, escaped):
+            answer = httpx.post(f"{gw}/v1beta/models/{MODEL}:{action}", timeout=30, content=body,
+                                headers={"x-goog-api-key": BETA, "content-type": "application/json"})
+            _refused(answer, "contents.0.parts.1.fileData")
+            assert "north 4.1M" not in answer.text
     # A JSON Schema's properties are the caller's names: `user_id` beside `userId` is two fields of its own.
     tools = [{"functionDeclarations": [{"name": "lookup", "description": "Find a user.", "parameters": {
         "type": "OBJECT", "properties": {"user_id": {"type": "STRING"}, "userId": {"type": "STRING"}}}}]}]
-    plain = {"contents": [{"role": "user", "parts": [{"text": "Who is user 7?"}]}], "tools": tools}
-    sent = httpx.post(f"{gw}/v1beta/models/{MODEL}:generateContent", headers={"x-goog-api-key": BETA}, json=plain,
+    asked = {"contents": [{"role": "user", "parts": [{"text": "Who is user 7?"}]}], "tools": tools}
+    sent = httpx.post(f"{gw}/v1beta/models/{MODEL}:generateContent", headers={"x-goog-api-key": BETA}, json=asked,
                       timeout=30)
     assert sent.status_code == 200, sent.text
 
