@@ -5,14 +5,15 @@ caches only through a route of its own that ends at the provider; a cache belong
 created it (`ownership`), and any other caller is answered as if it did not exist (404), listed caches are
 filtered to the caller's own; a lifetime (`ttl`, `expireTime`) past `max_cache_ttl_s` is refused, since the
 operator pays its storage by the hour; a create or a lifetime extension is written to the ledger, priced (the
-cached tokens at the input rate on create, storage for the hours bought), and a create holds its worst case against
-the key's budget until then, as a model request's admission does.
+cached tokens at the input rate on create, storage for the hours bought), and a create or an extension holds its worst
+case against the key's budget until then, as a model request's admission does.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from decimal import Decimal
 
 from starlette.background import BackgroundTask
@@ -29,8 +30,9 @@ from prefixgate.gateway.auth import Caller
 from prefixgate.gateway.named_state import CACHE as KIND
 from prefixgate.gateway.named_state import cache_id
 from prefixgate.gateway.ownership import principal
-from prefixgate.gateway.provider_ids import body_ids, check_owned
+from prefixgate.gateway.provider_ids import FILE, body_ids, check_owned
 from prefixgate.gateway.proxy import Prepared, Proxy
+from prefixgate.gateway.unseen_prompt import file_tokens
 from prefixgate.gateway.upstream import UpstreamResponse
 from prefixgate.ir import Conversation
 from prefixgate.policies import Upstream
@@ -99,14 +101,23 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
         route = proxy.router.decide(model_of(body.get("model")), caller.key, dialect).route  # the key's routes name its models
         if caller.key is not None and owner is not None:
             # A cache of a file would hand the file to whoever builds on the cache.
-            await check_owned(proxy.stored_ids, owner, body_ids(body), caller.key.provider_ids)
-            held = await proxy.limits.admit(caller.key, _worst(proxy, upstream, dialect, body, raw, seconds, route))
+            named = list(body_ids(body))
+            await check_owned(proxy.stored_ids, owner, named, caller.key.provider_ids)
+            tokens = prompt_estimate(raw).uncached_input
+            tokens += sum([await file_tokens(proxy, owner, n.ident) or 0 for n in named if n.kind == FILE])
+            lifetime = DEFAULT_TTL_S if seconds is None else seconds
+            held = await proxy.limits.admit(caller.key, _worst(proxy, upstream, dialect, route, body, tokens, lifetime))
     elif method == "PATCH":
         before = await forward("GET", b"")      # storage is paid up to the old expiry; the PATCH buys the rest
         if 200 <= before.status < 300:
             stored = load_body(before.body)
-            proxy.router.decide(model_of(stored.get("model")), caller.key, dialect)   # refused before, not after
+            route = proxy.router.decide(model_of(stored.get("model")), caller.key, dialect).route   # refused before, not after
             paid_until = max(now, parse_rfc3339(stored.get("expireTime"), "expireTime"))
+            tokens = (stored.get("usageMetadata") or {}).get("totalTokenCount")
+            if caller.key is not None and seconds is not None and isinstance(tokens, int):
+                # Its rate limit was counted by admit_state: this holds the hours it buys, as a create holds its own.
+                held = await proxy.limits.admit(replace(caller.key, rate_limit=None), _worst(
+                    proxy, upstream, dialect, route, stored, tokens, now + seconds - paid_until, written=False))
     try:
         return await _sent(request, proxy, caller, dialect, upstream, name, raw, forward, seconds, paid_until, held)
     except BaseException:
@@ -141,19 +152,19 @@ async def _sent(request: Request, proxy: Proxy, caller: Caller, dialect: str, up
     return Response(resp.body, resp.status, media_type="application/json")
 
 
-def _worst(proxy: Proxy, upstream: Upstream, dialect: str, body: dict, raw: bytes, seconds: float | None,
-           route: Route) -> Decimal:
-    """What a create may cost at most, held against the key's budget until it is booked: its tokens (by the body's
-    size) written at the input rate and stored for the lifetime it asks (the provider's default hour when it names
-    none). Concurrent creates each passed a budget not yet spent, and each bought up to a day of storage."""
+def _worst(proxy: Proxy, upstream: Upstream, dialect: str, route: Route, body: dict, tokens: int, seconds: float,
+           written: bool = True) -> Decimal:
+    """What a create (or, not `written`, an extension) may cost at most, held against the key's budget until it is
+    booked: the cache's `tokens` written at the input rate, and stored for the `seconds` bought. Concurrent creates
+    and extensions each passed a budget not yet spent, and each bought up to a day of storage."""
     model = model_of(body.get("model"))
-    usage = Usage(cache_writes={"explicit": prompt_estimate(raw).uncached_input})
+    cached = Usage(cache_writes={"explicit": tokens})
     rows = upstream.price_rows or upstream.planner_provider(wire_format(dialect))
-    price = proxy.accounts.price(rows, upstream, model, usage, route.price)
+    price = proxy.accounts.price(rows, upstream, model, cached, route.price)
     if price is None:
         return Decimal(0)
-    hours = Decimal(str(DEFAULT_TTL_S if seconds is None else max(seconds, 0.0))) / 3600
-    return price_usage(usage, price, usage.cache_writes["explicit"] * hours).total
+    hours = Decimal(str(max(seconds, 0.0))) / 3600
+    return price_usage(cached if written else Usage(), price, tokens * hours).total
 
 
 def routed(proxy: Proxy, model: str, caller: Caller, dialect: str, kind: str) -> Upstream | None:

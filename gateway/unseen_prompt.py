@@ -52,9 +52,16 @@ async def unseen_prompt(proxy: Proxy, call: Call) -> Usage:
         if named.kind == CONVERSATION:
             call.notes.append(unseen(f"conversation {named.ident}'s items"))
         elif named.kind == FILE:
-            size = await proxy.file_quota.size_of(owner, gemini_name(named.ident))
-            if size is None:
+            tokens = await file_tokens(proxy, owner, named.ident)
+            if tokens is None:
                 call.notes.append(unseen(f"file {named.ident}"))
-            found += Usage(uncached_input=-(-(size or 0) // BYTES_PER_TOKEN))
+            found += Usage(uncached_input=tokens or 0)
     return found
+
+
+async def file_tokens(proxy: Proxy, owner: str | None, ident: str) -> int | None:
+    """The prompt tokens `owner`'s file `ident` counts as (its bytes / 4); None: not one uploaded through the
+    gateway."""
+    size = await proxy.file_quota.size_of(owner, gemini_name(ident))
+    return None if size is None else -(-size // BYTES_PER_TOKEN)
 

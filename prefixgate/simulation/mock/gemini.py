@@ -122,7 +122,9 @@ def _add_version_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
         await ctx.fault_for(request, "gemini", body.get("model"))
         if "name" in body:
             raise RequestError("name: is output only and cannot be set on create", field="name")
-        return ctx.simulator.create_cached_content(body, now=ctx.clock(), tenant=tenant).resource()
+        # A file the contents name is cached, and counted, as its content (Google's guide caches an upload).
+        return ctx.simulator.create_cached_content(ctx.files.inlined(GEMINI, tenant, body), now=ctx.clock(),
+                                                   tenant=tenant).resource()
 
     @app.get(prefix + "/cachedContents")
     async def list_caches(request: Request) -> dict:
@@ -141,6 +143,7 @@ def _add_version_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
     async def update_cache(cache_id: str, request: Request) -> dict:
         tenant = authenticate(request)
         body = await json_body(request)
+        await ctx.fault_for(request, "gemini", None)
         name = f"cachedContents/{cache_id}"
         return ctx.simulator.update_cached_content(name, body, now=ctx.clock(), tenant=tenant).resource()
 
