@@ -311,15 +311,17 @@ class Proxy:
         requests the first target serves within the budget; held at the first target's, N concurrent requests
         failing over each spent more than they held. Less: the planner's marks ask for a cheaper write (5 minutes,
         or none past the last mark). An uncapped request's output is bounded to its hold instead (`_bounded`); a
-        route's `max_request_usd` is its hold whatever the target."""
+        route's `max_request_usd` is its hold whatever the target. One that sets no output limit and was not bounded
+        (admission priced it at a free model) holds the model's whole limit: it may run to that here."""
         key = call.caller.key
         if key is None or key.budget is None or not call.held.counter or call.uncapped \
                 or call.route.max_request_usd is not None:
             return
         if call.mode == "off" and call.priced_at == (prep.upstream.name, prep.model):
             return      # admission priced this very body there (its marks are read once)
-        price, _ = self._priced(call, prep.upstream, prep.model, call.estimate)
-        cost = held_cost(call.estimate, price, self._as_sent(call, prep.upstream, prep.model, prep.plan.conversation))
+        price, limit = self._priced(call, prep.upstream, prep.model, call.estimate)
+        usage = call.estimate if requested_output(call.conv.params) is not None else replace(call.estimate, output=limit)
+        cost = held_cost(usage, price, self._as_sent(call, prep.upstream, prep.model, prep.plan.conversation))
         call.held = await self.limits.rehold(key, call.held, cost)
 
     def _as_sent(self, call: Call, upstream: Upstream, model: str, planned: Conversation | None = None

@@ -27,14 +27,21 @@ from tests.gateway.support_gateway import policy_stack
 CHEAP, DEAR = "gpt-5.4-mini", "gpt-5.5"
 MAX_TOKENS = 1000
 SECRET = "pg-failover-pair-0001"
+OPEN_ENDED = "pg-failover-open-ended-0001"
 BUDGET = 0.03       # two requests' gpt-5.4-mini holds; one gpt-5.5 hold takes all of it
 POLICY = {
     # The cheap target is down (nothing listens on port 9): every request fails over to the dear one.
     "upstreams": {"openai-down": {"kind": "openai", "url": "http://127.0.0.1:9", "api_key_env": "OPENAI_API_KEY"}},
     "routes": [{"name": "fallback", "models": ["fallback"], "retry": {"attempts": 1},
-                "targets": [{"upstream": "openai-down", "model": CHEAP}, {"upstream": "openai", "model": DEAR}]}],
+                "targets": [{"upstream": "openai-down", "model": CHEAP}, {"upstream": "openai", "model": DEAR}]},
+               # A house model the price table lacks, declared free (a self-hosted one), then gpt-5.5.
+               {"name": "house-first", "models": ["house-first"], "retry": {"attempts": 1},
+                "price": {"input": 0, "output": 0},
+                "targets": [{"upstream": "openai-down", "model": "house-7b"}, {"upstream": "openai", "model": DEAR}]}],
     "keys": [{"name": "pair", "key_sha256": hash_key(SECRET), "budget": {"usd": BUDGET, "period": "total"},
-              "routes": ["fallback"]}],
+              "routes": ["fallback"]},
+             {"name": "open-ended", "key_sha256": hash_key(OPEN_ENDED), "budget": {"usd": 0.5, "period": "total"},
+              "routes": ["house-first"]}],
 }
 
 
@@ -44,28 +51,34 @@ def stack(tmp_path_factory):
         yield parts
 
 
-def ask(url: str):
-    caller = openai.OpenAI(api_key=SECRET, base_url=url + "/v1", max_retries=0)
+def ask(url: str, secret: str = SECRET, model: str = "fallback", **limit):
+    caller = openai.OpenAI(api_key=secret, base_url=url + "/v1", max_retries=0)
     try:
-        return caller.chat.completions.create(model="fallback", max_completion_tokens=MAX_TOKENS,
+        return caller.chat.completions.create(model=model, **limit or {"max_completion_tokens": MAX_TOKENS},
                                               messages=[{"role": "user", "content": "Which dock first?"}])
     except openai.APIError as e:
         return e
 
 
-def test_concurrent_failovers_to_a_dearer_model_hold_its_cost(stack):
-    up, gw, _ = stack
+def at_once(up, n: int, *args, **limit) -> list:
+    """`n` concurrent `ask(*args, **limit)`, each sent upstream kept running (3 s) while the others are decided."""
     up.reset()
-    up.delay_s = 3.0        # the dear target's answer keeps its request running while the other is decided
+    up.delay_s = 3.0
     try:
         answers: list = []
-        pair = [threading.Thread(target=lambda: answers.append(ask(gw.url))) for _ in range(2)]
-        for t in pair:
+        callers = [threading.Thread(target=lambda: answers.append(ask(*args, **limit))) for _ in range(n)]
+        for t in callers:
             t.start()
-        for t in pair:
+        for t in callers:
             t.join(60)
     finally:
         up.delay_s = 0.0
+    return answers
+
+
+def test_concurrent_failovers_to_a_dearer_model_hold_its_cost(stack):
+    up, gw, _ = stack
+    answers = at_once(up, 2, gw.url)
     # Held at gpt-5.4-mini's price, both fitted and both went to gpt-5.5: $0.060 of a $0.03 budget.
     assert [r.body["model"] for r in up.received] == [DEAR], answers
     [refused] = [a for a in answers if isinstance(a, openai.APIError)]
@@ -73,6 +86,16 @@ def test_concurrent_failovers_to_a_dearer_model_hold_its_cost(stack):
     assert isinstance(refused, openai.RateLimitError | openai.InternalServerError), refused
     if isinstance(refused, openai.InternalServerError):
         assert refused.status_code == 502 and "openai-down" in refused.message
+
+
+def test_a_failover_from_a_free_model_holds_the_whole_answer_it_may_get(stack):
+    """A request with no output limit that admission priced at a free model (no answer's length to bound there)
+    fails over to gpt-5.5, where it may run to the model's own output limit: held at 4,096 output tokens ($0.12), 3
+    concurrent ones fitted $0.50 and all went, each free to spend up to $3.84 (128,000 tokens at $30/MTok)."""
+    up, gw, _ = stack
+    answers = at_once(up, 3, gw.url, OPEN_ENDED, "house-first", max_completion_tokens=openai.NOT_GIVEN)
+    assert [r.body["model"] for r in up.received] == [DEAR], answers
+    assert sum(isinstance(a, openai.APIError) for a in answers) == 2, answers
 
 
 NOW = 1_000 * 60 + 1.0
