@@ -24,6 +24,7 @@ from prefixgate.cache_planner import Target, plan
 from prefixgate.compact_json import compact_bytes
 from prefixgate.cost import price_usage
 from prefixgate.dialects import wire_format
+from prefixgate.dialects.proto_json import one_spelling
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller
@@ -94,6 +95,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     if name and not await proxy.stored_ids.allows(KIND, name, owner):
         raise not_found(f"cachedContents/{name}")
     body = load_body(raw) if method in ("POST", "PATCH") else {}
+    one_spelling(body, raw)     # its lifetime capped, its files checked and its cost held as Google reads it
     cap = proxy.settings.max_cache_ttl_s
     seconds = _capped(body, cap, now)
     paid_until, held = now, Reservation()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 
 import httpx
 import pytest
@@ -156,6 +157,17 @@ def test_a_part_naming_a_file_in_both_spellings_is_refused(stack):
     sent = httpx.post(f"{gw}/v1beta/models/{MODEL}:generateContent", headers={"x-goog-api-key": BETA}, json=asked,
                       timeout=30)
     assert sent.status_code == 200, sent.text
+
+
+def test_a_cache_lifetime_in_both_spellings_is_refused(stack):
+    # max_cache_ttl_s (a day by default) capped `expireTime`, an hour away; Google could keep `expire_time`, a month
+    # of storage the operator pays by the hour.
+    gw = stack
+    hour, month = (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + s)) for s in (3600, 30 * 86400))
+    body = {"model": f"models/{MODEL}", "expireTime": hour, "expire_time": month,
+            "contents": [{"role": "user", "parts": [{"text": "The contract. " * 2000}]}]}
+    answer = httpx.post(f"{gw}/v1beta/cachedContents", headers={"x-goog-api-key": BETA}, json=body, timeout=30)
+    _refused(answer, "expireTime")
 
 
 @pytest.mark.parametrize("config", [
