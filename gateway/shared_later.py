@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from prefixgate.gateway.shared_first import started
-from prefixgate.redis_outage import RetryWindow
+from prefixgate.redis_outage import PROBE_TIMEOUT_S, RetryWindow
 
 MAX_MISSED = 100_000
 
@@ -64,13 +64,14 @@ class SharedLater:
         return True
 
     async def drain(self) -> None:
-        """Wait for the writes under way, then try those Redis missed once more after its window (once: it may
-        never answer; a window another client began may still hold the writes a closing replica made last)."""
+        """Wait for the writes under way, then try those Redis missed once more after its window and the probe's
+        ping (once: it may never answer; a window another client began may still hold the writes a closing replica
+        made last)."""
         if self._writes:
             await asyncio.gather(*self._writes)
         await self._window.stop()
         if self._missed or self._unset:
-            await asyncio.sleep(max(self._window.outage.until - time.monotonic(), 0.0) + 0.05)
+            await self._window.rested(max(self._window.outage.until - time.monotonic(), 0.0) + PROBE_TIMEOUT_S + 0.1)
             await self._resent()
 
     async def _write(self, key: str, fields: dict[str, str], expires: float) -> None:

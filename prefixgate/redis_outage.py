@@ -6,24 +6,29 @@ timeout. Were each to keep its own retry window, a frozen Redis would cost a req
 touches (CI saw a 1.0 s request: counters, then the planner), and windows started at different moments would make
 consecutive requests wait in turn (0.5 s, then 0.5 s again): against docs/reliability.md's "at most one request per
 second a 0.5 s timeout". So every client of one Redis server consults one `Outage`: the first call to fail starts a
-window in which no client calls Redis, and the first call after it is the next probe.
+window in which no client calls Redis.
 
 `RetryWindow` is one client's view of it: its own failure count and its `down`/`up` lines, logged once an outage. A
 client calls Redis through it: `ask` (None while it rests or fails), `call` (raising, for a client that tells a miss
 from an outage), `ask_now` (redis-py's synchronous client, on a thread of its own) or `ask_quick` (a synchronous
 client the event loop calls: the planner's store on a request's way).
 
-A synchronous call on the event loop holds every request on the replica while it waits, not one: with the 0.5 s
-timeout, a frozen Redis stopped the whole replica for half a second once a window. So a quick client times out after
-`QUICK_TIMEOUT_S`, and once any client of the server has failed (or a quick call timed out) it leaves Redis alone
-until a call answers, not only while the window rests: a thread pings Redis, at once and after each window, while
-quick clients ask (`Outage.probe`), so a frozen Redis blocks the loop once an outage at most, for that shorter timeout.
+Nor does a client try Redis again at the window's end: every request in flight then would wait its timeout (8
+concurrent callers, Redis frozen 6 s: 32 requests of 0.4 s or more). For a server `url` names, a failure leaves Redis
+`down` until a call answers, and a thread pings it after each window while clients ask (`Outage.probe`); the clients
+answer from the replica until the ping answers, so a frozen Redis costs a request a timeout only if it was in flight
+when Redis froze, whatever the concurrency. Without a `url` (no server to ping) the first call after the window tries.
+
+A synchronous call on the event loop holds every request on the replica while it waits, not one. So a quick client
+times out after `QUICK_TIMEOUT_S`, and a quick call that timed out (no verdict on the server: a loaded runner's Redis
+can be that slow) leaves Redis to the probe for the quick clients only (`doubted`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -43,45 +48,56 @@ class Resting(Exception):
 
 
 class Outage:
-    """Until when every client of one Redis leaves it alone (monotonic seconds), and whether the event loop's quick
-    clients do (`doubted`: a call failed and none has answered since; only for a server `url` names, which a probe
-    can ping)."""
+    """Until when every client of one Redis leaves it alone (monotonic seconds); for a server `url` names, whether
+    they all wait for the probe's ping (`down`: a call failed and none has answered since), or the event loop's quick
+    clients do (`doubted`: down, or a quick call timed out)."""
 
     def __init__(self, url: str = "") -> None:
         self.until = 0.0
         self.url = url
+        self.down = False
         self.doubted = False
-        self._asked = False     # a quick client found Redis in doubt since the probe's last ping
+        self.retry_s = 1.0      # the probe's window after a ping that failed: the last failed client's
+        self._asked = False     # a client found Redis down (a quick one: in doubt) since the probe's last ping
         self._probe: threading.Thread | None = None
         self._lock = threading.Lock()   # failures come from the event loop and from writer threads
 
     def resting(self) -> bool:
+        if self.down:
+            self.probe()
+            return True
         return time.monotonic() < self.until
 
     def failed(self, retry_s: float) -> None:
+        """A client's call failed: every client rests `retry_s`, and (a server `url` names) until the probe answers."""
+        self._rest(retry_s)
+        if self.url:
+            self.probe()
+
+    def _rest(self, retry_s: float) -> None:
         # Never shortened: a client retrying sooner (retry_s 0) does not end the window another started.
         with self._lock:
             self.until = max(self.until, time.monotonic() + retry_s)
-            self.doubted = bool(self.url)
+            self.retry_s = retry_s or self.retry_s
+            self.down = self.doubted = bool(self.url)
 
     def answered(self) -> None:
-        self.doubted = False
+        self.down = self.doubted = False
 
-    def doubt(self, window: RetryWindow) -> None:
+    def doubt(self) -> None:
         self.doubted = True
-        self.probe(window)
+        self.probe()
 
-    def probe(self, window: RetryWindow) -> None:
-        """A quick client found Redis in doubt: ping it after the window, on a thread (one at a time), until it
-        answers or a window passes in which no quick client asked (the next one to ask starts it again)."""
+    def probe(self) -> None:
+        """A client found Redis down or in doubt: ping it after the window, on a thread (one at a time), until it
+        answers or a window passes in which no client asked (the next one to ask starts it again)."""
         with self._lock:
             self._asked = True
             if self._probe is None:
-                self._probe = threading.Thread(target=self._probing, args=(window,), name="prefixgate-redis-probe",
-                                               daemon=True)
+                self._probe = threading.Thread(target=self._probing, name="prefixgate-redis-probe", daemon=True)
                 self._probe.start()
 
-    def _probing(self, window: RetryWindow) -> None:
+    def _probing(self) -> None:
         import redis
 
         client = redis.Redis.from_url(self.url, socket_timeout=PROBE_TIMEOUT_S, socket_connect_timeout=PROBE_TIMEOUT_S)
@@ -97,9 +113,14 @@ class Outage:
                 try:
                     client.ping()
                 except ERRORS:
-                    self.failed(window.retry_s)     # still down: every client rests another window
+                    self._rest(self.retry_s)    # still down: every client rests another window
                 else:
-                    window.answered()               # clears the doubt; `up` logged by the client that logged `down`
+                    self.answered()             # each client logs `up` once a call of its own answers
+        except Exception:
+            # Not an outage but a bug: the clients try Redis at a window's end themselves, rather than wait on a probe
+            # that cannot answer (or start one that fails on every call).
+            logging.getLogger(__name__).exception("redis probe failed; clients call redis after each window")
+            self.answered()
         finally:
             client.close()
             with self._lock:
@@ -147,8 +168,9 @@ class RetryWindow:
         return self.outage.resting()
 
     def failed(self, e: BaseException | None = None, rest: bool = True) -> None:
-        """A call failed. `rest` false: a quick call's short timeout, which is no verdict on the server; the quick
-        clients leave it alone until the probe's ping (with every client's timeout) says whether it is down."""
+        """A call failed: every client leaves Redis alone for the window and then until the probe's ping answers.
+        `rest` false: a quick call's short timeout, which is no verdict on the server; only the quick clients leave
+        it alone until the ping (with every client's timeout) says whether it is down."""
         self.failures += 1
         if isinstance(e, ResponseError):
             # Redis answered, refusing this command (a script's error, a command an older Redis lacks): the
@@ -157,10 +179,10 @@ class RetryWindow:
                 self._refused = True
                 self.log.warning("redis refused a command (%s: %s); this client goes on without it", type(e).__name__, e)
             return
-        if rest or not self.outage.url:     # no server to probe: the window decides, as for every other client
+        if rest or not self.outage.url:     # no server to probe: the window decides
             self.outage.failed(self.retry_s)
         else:
-            self.outage.doubt(self)
+            self.outage.doubt()
         if e is not None and not self._down:     # without `e`: a call that neither logs nor reports answers
             self._down = True
             self.outages += 1
@@ -190,11 +212,12 @@ class RetryWindow:
             return await call()
 
     def ask_quick(self, call: Callable[[], T]) -> T | None:
-        """`ask_now` for a synchronous client the event loop calls (timing out after `QUICK_TIMEOUT_S`): Redis left
-        alone from any client's failure until a call answers (`Outage.probe` pings it meanwhile)."""
-        if self.outage.doubted or self.resting():
-            if self.outage.doubted:
-                self.outage.probe(self)
+        """`ask_now` for a synchronous client the event loop calls (timing out after `QUICK_TIMEOUT_S`): Redis also
+        left alone after a quick call of its own timed out, until a call answers (`Outage.probe` pings it)."""
+        if self.outage.doubted:
+            self.outage.probe()
+            return None
+        if self.resting():
             return None
         try:
             with self._asking(rest=False):
@@ -234,13 +257,25 @@ class RetryWindow:
             self._retrying.cancel()
             await asyncio.gather(self._retrying, return_exceptions=True)
 
+    async def rested(self, patience_s: float = math.inf) -> None:
+        """Back once Redis may be called again, a moment from now at the soonest: its window over and, after a
+        failure, the probe's ping answered (polled: the probe is a thread); or once `patience_s` has passed."""
+        give_up = time.monotonic() + patience_s
+        while True:
+            await asyncio.sleep(min(max(self.outage.until - time.monotonic(), 0.0) + 0.05,
+                                    max(give_up - time.monotonic(), 0.0)))
+            if not self.resting() or time.monotonic() >= give_up:
+                return
+
     async def _retry(self, done: Callable[[], Awaitable[bool]]) -> None:
         while True:
             self._again = False
             flushed = await done()
             if flushed and not self._again:
                 return
-            wait = self.outage.until - time.monotonic()
-            # Unflushed with Redis not resting: it answered, refusing a command; try again a window later, not in a
-            # spin of 50 ms retries of a command it will refuse again.
-            await asyncio.sleep(max(wait, 0.0) + 0.05 if flushed or wait > 0 else self.retry_s)
+            if flushed or self.resting():
+                await self.rested()
+            else:
+                # Unflushed with Redis not resting: it answered, refusing a command; try again a window later, not in
+                # a spin of 50 ms retries of a command it will refuse again.
+                await asyncio.sleep(self.retry_s)

@@ -36,6 +36,7 @@ def test_a_long_redis_outage_keeps_the_backlog_of_live_windows_only(monkeypatch)
     now = [1000.0]
     monkeypatch.setattr(state, "time", SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(redis_outage, "time", SimpleNamespace(monotonic=lambda: now[0]))   # its retry window's clock
+    monkeypatch.setattr(redis_outage.Outage, "probe", lambda self: None)    # its pings would fail all along
 
     async def run() -> RedisCounters:
         counters = RedisCounters("redis://127.0.0.1:1/0")     # nothing listens there: down all along
@@ -54,16 +55,18 @@ def test_a_long_redis_outage_keeps_the_backlog_of_live_windows_only(monkeypatch)
 
 
 def test_a_long_redis_outage_keeps_the_adds_in_doubt_of_live_windows_only(monkeypatch) -> None:
-    """Each time Redis is tried again and fails, the add that tried is in doubt: over an outage of days, one per
-    try, kept for ever unless those of ended windows go."""
+    """Each time Redis is tried again and fails, the add that tried is in doubt: over an outage of days (a Redis
+    whose ping answers and whose adds do not), one per try, kept for ever unless those of ended windows go."""
     now = [1000.0]
     monkeypatch.setattr(state, "time", SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(redis_outage, "time", SimpleNamespace(monotonic=lambda: now[0]))   # its retry window's clock
+    monkeypatch.setattr(redis_outage.Outage, "probe", lambda self: None)    # the test pings, as the probe would
 
     async def run() -> RedisCounters:
         counters = RedisCounters("redis://127.0.0.1:1/0")
         for minute in range(3 * PURGE_AFTER):
-            now[0] += 60                                        # past RETRY_S: each add tries Redis again
+            now[0] += 60                                        # past RETRY_S, and the probe's ping answered:
+            counters.window.outage.answered()                   # each add tries Redis again
             await counters.add(f"rpm:0:{minute}", 1, 120)
         await counters.close()
         return counters

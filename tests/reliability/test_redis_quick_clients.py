@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 
 from prefixgate.cache_planner.stability import RedisStore as PlannerStore
 from prefixgate.cache_planner.stability import RouteState
@@ -35,11 +36,12 @@ def test_after_another_client_failed_the_planner_leaves_a_frozen_redis_alone_pas
         try:
             await counters.add("spend:team:all", 5, 0)             # waits its timeout (off the loop): a window starts
             assert counters.window.failures == 1
-            wait_until(lambda: not planner.window.resting(), 10, "the window ending")
+            outage = planner.window.outage
+            wait_until(lambda: time.monotonic() > outage.until, 10, "the window ending")
             # The window is over, Redis still frozen: a request's planning on the loop would block the replica.
             for _ in range(3):
                 assert planner.load("chat") is None
-                wait_until(lambda: not planner.window.resting(), 10, "the probe's window ending")
+                wait_until(lambda: time.monotonic() > outage.until, 10, "the probe's window ending")
             assert planner.failures == 0
         finally:
             proc.send_signal(signal.SIGCONT)
@@ -59,7 +61,7 @@ def test_the_planner_that_finds_redis_frozen_itself_calls_it_once_an_outage(stop
     try:
         assert planner.load("chat") is None and planner.failures == 1      # its quick timeout: the probe pings
         for _ in range(3):
-            wait_until(lambda: not planner.window.resting(), 10, "the window ending")
+            wait_until(lambda: time.monotonic() > planner.window.outage.until, 10, "the window ending")
             assert planner.load("chat") is None
         assert planner.failures == 1
     finally:
