@@ -311,8 +311,9 @@ class Proxy:
         requests the first target serves within the budget; held at the first target's, N concurrent requests
         failing over each spent more than they held. Less: the planner's marks ask for a cheaper write (5 minutes,
         or none past the last mark). An uncapped request's output is bounded to its hold instead (`_bounded`); a
-        route's `max_request_usd` is its hold whatever the target. One that sets no output limit and was not bounded
-        (admission priced it at a free model) holds the model's whole limit: it may run to that here."""
+        route's `max_request_usd` is its hold whatever the target. One that sets no output limit and is still unbounded
+        (`bound_at` priced it at a free model, and a replica of another kind charges) holds the model's whole limit:
+        it may run to that here."""
         key = call.caller.key
         if key is None or key.budget is None or not call.held.counter or call.uncapped \
                 or call.route.max_request_usd is not None:
@@ -323,6 +324,29 @@ class Proxy:
         usage = call.estimate if requested_output(call.conv.params) is not None else replace(call.estimate, output=limit)
         cost = held_cost(usage, price, self._as_sent(call, prep.upstream, prep.model, prep.plan.conversation))
         call.held = await self.limits.rehold(key, call.held, cost)
+
+    async def bound_at(self, call: Call, ref: TargetRef) -> None:
+        """Hold a request that sets no output limit, admitted at a free model (no answer's length to pay for there),
+        as admission holds it at a paid one before `ref`'s target charges for output: its worst case there, or what
+        the budget has left (at least a minimal answer's worth, else a 429 and the target is skipped), and prepare()
+        sends it with the output limit that pays for (`_bounded`). Repriced at the target's whole limit instead
+        (`cover`), one such request was granted while the budget had any room and could overshoot it by its whole
+        answer (128,000 tokens at gpt-5.5's $30/MTok: $3.84 against $0.50)."""
+        key = call.caller.key
+        if key is None or key.budget is None or not call.held.counter or call.uncapped \
+                or call.route.max_request_usd is not None or requested_output(call.conv.params) is not None:
+            return
+        first, model = self.policy.upstreams[ref.upstreams[0]], ref.model or call.conv.model or ""
+        call.uncapped = True        # priced as admission prices an uncapped request (`_priced`)
+        try:
+            price, limit = self._priced(call, first, model, call.estimate)
+            worst, least = uncapped_costs(call.estimate, price, limit, self._as_sent(call, first, model))
+            if least is not None:
+                call.held = await self.limits.rehold(key, call.held, worst, least)
+        except BaseException:
+            call.uncapped = False
+            raise
+        call.uncapped = least is not None
 
     def _as_sent(self, call: Call, upstream: Upstream, model: str, planned: Conversation | None = None
                  ) -> Conversation | None:
@@ -384,6 +408,7 @@ class Proxy:
         retry = call.route.retry
         for ref in homeward(await self.sticky.order(self, call), call.home):
             try:
+                await self.bound_at(call, ref)
                 prep = await off_loop.work(len(call.raw), self.settings.off_loop_bytes, self.prepare, call, ref,
                                            parts=off_loop.planned)
                 await self.cover(call, prep)

@@ -156,28 +156,34 @@ class Limits:
             raise
         return held
 
-    async def rehold(self, key: CallerKey, held: Reservation, usd: Decimal) -> Reservation:
+    async def rehold(self, key: CallerKey, held: Reservation, usd: Decimal, least_usd: Decimal | None = None
+                     ) -> Reservation:
         """`held` repriced at `usd`, once the request's target and body as sent are known: a reservation replacing it.
         Less is never refused (the planner's marks ask for a cheaper write than admission assumed). More (a fallback
         target dearer than the one admission priced) is granted as `admit` grants, where what the key spent and its
         other requests hold leave any room (so it overshoots by at most this one request, while the requests after
-        it see the whole hold), else refused with `admit`'s 429, `held` left as it was."""
+        it see the whole hold; with `least_usd`: as much of `usd` as they leave, at least that), else refused with
+        `admit`'s 429, `held` left as it was."""
         nano = nanodollars(usd)
         if key.budget is None or not held.counter or nano == held.nano:
             return held
         now = self.clock()
-        budget = UNBOUNDED_NANO
+        budget, least = UNBOUNDED_NANO, 0
         if nano > held.nano:
             spent = await self.store.get(held.counter)
             budget = nanodollars(key.budget.usd)
             free = budget - math.ceil(spent)
-            if free - self.reserved.get(held.counter, 0) + held.nano <= 0:
-                raise _spent(key, now) if free <= 0 else _held(key)
+            room = free - self.reserved.get(held.counter, 0) + held.nano
+            if least_usd is not None:
+                least = max(1, nanodollars(least_usd))
+                nano = min(nano, room)
+            if room <= 0 or nano < least:
+                raise _spent(key, now) if free <= 0 or free < least else _held(key)
         moved = Reservation(held.counter, nano, uuid.uuid4().hex)
         self._hold(moved)       # nothing awaits from the check to here, as in `admit`
         self.release(held, in_store=False)
         try:
-            granted = await self.store.reserve(held.counter, moved.hold, nano, budget, HOLD_S,
+            granted = await self.store.reserve(held.counter, moved.hold, nano, budget, HOLD_S, least,
                                                replaces=(held.hold, held.nano))
         except BaseException:   # cancelled, the store's replacing `held` or not: `moved` goes, `held` is settled
             self.release(moved)
@@ -187,6 +193,10 @@ class Limits:
             self.release(moved, in_store=False)
             self._hold(held)
             raise _spent(key, now) if granted == SPENT else _held(key)
+        if granted < moved.nano:        # an up-to hold, cut to what they left
+            self.release(moved, in_store=False)
+            moved = replace(moved, nano=granted)
+            self._hold(moved)
         return moved
 
     async def hold(self, key: CallerKey, usd: Decimal) -> Reservation:

@@ -28,6 +28,7 @@ CHEAP, DEAR = "gpt-5.4-mini", "gpt-5.5"
 MAX_TOKENS = 1000
 SECRET = "pg-failover-pair-0001"
 OPEN_ENDED = "pg-failover-open-ended-0001"
+DEAR_OUTPUT = Decimal(30)    # gpt-5.5, USD per million output tokens
 BUDGET = 0.03       # two requests' gpt-5.4-mini holds; one gpt-5.5 hold takes all of it
 POLICY = {
     # The cheap target is down (nothing listens on port 9): every request fails over to the dear one.
@@ -88,13 +89,20 @@ def test_concurrent_failovers_to_a_dearer_model_hold_its_cost(stack):
         assert refused.status_code == 502 and "openai-down" in refused.message
 
 
-def test_a_failover_from_a_free_model_holds_the_whole_answer_it_may_get(stack):
+def test_a_failover_from_a_free_model_is_bounded_by_what_the_budget_has_left(stack):
     """A request with no output limit that admission priced at a free model (no answer's length to bound there)
-    fails over to gpt-5.5, where it may run to the model's own output limit: held at 4,096 output tokens ($0.12), 3
-    concurrent ones fitted $0.50 and all went, each free to spend up to $3.84 (128,000 tokens at $30/MTok)."""
+    fails over to gpt-5.5, where it may run to the model's own output limit. Held at 4,096 output tokens ($0.12), 3
+    concurrent ones fitted $0.50 and all went, each free to spend up to $3.84 (128,000 tokens at $30/MTok); held
+    at that whole limit and sent unbounded, one went, free to spend $3.84 of $0.50. Now it holds what the budget has
+    left, as admission holds one at a paid model, and goes with the output limit that pays for; the others find no
+    room for a minimal answer and are skipped there."""
     up, gw, _ = stack
     answers = at_once(up, 3, gw.url, OPEN_ENDED, "house-first", max_completion_tokens=openai.NOT_GIVEN)
-    assert [r.body["model"] for r in up.received] == [DEAR], answers
+    [sent] = up.received
+    assert sent.body["model"] == DEAR, answers
+    # $0.50 less a prompt of a few dozen tokens at $5/MTok, at gpt-5.5's $30/MTok output (OpenAI's price).
+    most = int(Decimal("0.50") / DEAR_OUTPUT * 10**6)
+    assert most - 100 < sent.body["max_completion_tokens"] <= most, sent.body
     assert sum(isinstance(a, openai.APIError) for a in answers) == 2, answers
 
 
@@ -166,4 +174,22 @@ def test_a_cheaper_hold_is_never_refused_and_frees_the_difference(redis_url):
         holds = await held_in_redis("spend:planned:all")
         assert f"{cheaper.hold}:5000000".encode() in holds and len(holds) == 2
         await there.admit(key, Decimal("0.01"))      # $0.015 of $0.03 held: room again on every replica
+    on_two_replicas(redis_url, check)
+
+
+def test_an_up_to_hold_grows_to_what_every_replica_leaves_and_no_further(redis_url):
+    """A request with no output limit failing over to a paid model holds its worst case there, or what the budget
+    has left: here $0.03 less the other replica's $0.01 hold (its own $0.005 counted once, as replaced), and then
+    at least a minimal answer's worth, else refused with the old hold kept."""
+    async def check(here: Limits, there: Limits, held_in_redis) -> None:
+        key = key_of("open")
+        held = await here.admit(key, Decimal("0.005"))
+        await there.admit(key, Decimal("0.01"))      # another replica's request, unseen here
+        grown = await here.rehold(key, held, Decimal("3.84"), Decimal("0.001"))
+        assert (grown.nano, here.reserved) == (20_000_000, {"spend:open:all": 20_000_000})
+        holds = await held_in_redis("spend:open:all")
+        assert f"{grown.hold}:20000000".encode() in holds and len(holds) == 2
+        with pytest.raises(RequestError) as e:      # nothing left for the least it needs
+            await here.rehold(key, grown, Decimal("3.84"), Decimal("0.021"))
+        assert e.value.status == 429 and here.reserved == {"spend:open:all": 20_000_000}
     on_two_replicas(redis_url, check)
