@@ -285,22 +285,31 @@ class Limits:
                 await self.store.renew(counter, holds, HOLD_S)
 
     async def settle(self, key: CallerKey, held: Reservation, tokens: int, cost_usd: Decimal) -> None:
-        """Replace the reservation with what the request cost (in the window it ends in). The cost reaches the store
-        even where the caller is cancelled meanwhile (a hang-up, a shutdown): the ledger has it, so the shared budget
-        must too. Its add runs as a task of its own, the reservation released once it is made (never a moment with
-        neither), and `aclose` waits for it."""
+        """Replace the reservation with what the request cost (in the window it ends in), and count its tokens against
+        the key's tokens-per-minute. Both reach the store even where the caller is cancelled meanwhile (a hang-up, a
+        shutdown): the ledger has the cost, so the shared budget must too, and a rate limit missing the tokens would
+        let the key spend them again. They are added by a task of their own, the reservation released once the cost
+        is in (never a moment with neither), and `aclose` waits for it."""
         now = self.clock()
-        if key.budget is not None and cost_usd:
-            counter, ttl, _ = spend_counter(key, now)
-            spend = asyncio.get_running_loop().create_task(
-                self.store.add(counter, nanodollars(cost_usd), ttl, once=held.hold or uuid.uuid4().hex))
-            self._settling.add(spend)
-            spend.add_done_callback(self._settling.discard)
-            spend.add_done_callback(lambda _: self.release(held))
-            await asyncio.shield(spend)
-        else:
+        spends = key.budget is not None and bool(cost_usd)
+        counts = key.rate_limit is not None and bool(key.rate_limit.tokens_per_minute) and bool(tokens)
+        if not spends and not counts:
             self.release(held)
-        if key.rate_limit is not None and key.rate_limit.tokens_per_minute and tokens:
+            return
+        adding = asyncio.get_running_loop().create_task(self._settle(key, held, tokens if counts else 0,
+                                                                     cost_usd if spends else Decimal(0), now))
+        self._settling.add(adding)
+        adding.add_done_callback(self._settling.discard)
+        await asyncio.shield(adding)
+
+    async def _settle(self, key: CallerKey, held: Reservation, tokens: int, cost_usd: Decimal, now: float) -> None:
+        try:
+            if cost_usd:
+                counter, ttl, _ = spend_counter(key, now)
+                await self.store.add(counter, nanodollars(cost_usd), ttl, once=held.hold or uuid.uuid4().hex)
+        finally:
+            self.release(held)
+        if tokens:
             wid, ttl, _, _ = _window(RATE_WINDOW_S, now)
             await self.store.add(f"tpm:{key.name}:{wid}", tokens, ttl)
 

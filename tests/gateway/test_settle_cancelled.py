@@ -11,7 +11,7 @@ import pytest
 
 from prefixgate.gateway.state import MemoryCounters
 from prefixgate.policies.limits import Limits
-from prefixgate.policies.schema import Budget, CallerKey
+from prefixgate.policies.schema import Budget, CallerKey, RateLimit
 
 KEY = CallerKey("team", "0" * 64, budget=Budget(usd=1.0, period="total"))
 NOW = 1_000 * 60 + 1.0
@@ -44,11 +44,11 @@ async def until(ready, what: str) -> None:
     raise AssertionError(f"{what} did not happen")
 
 
-async def _cancelled_mid_settle() -> tuple[Limits, SlowSpend]:
+async def _cancelled_mid_settle(key: CallerKey = KEY) -> tuple[Limits, SlowSpend]:
     store = SlowSpend()
     limits = Limits(store, clock=lambda: NOW)
-    held = await limits.admit(KEY, Decimal("0.50"))
-    settling = asyncio.create_task(limits.settle(KEY, held, tokens=100, cost_usd=COST))
+    held = await limits.admit(key, Decimal("0.50"))
+    settling = asyncio.create_task(limits.settle(key, held, tokens=100, cost_usd=COST))
     await store.adding.wait()
     settling.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -78,4 +78,20 @@ def test_a_shutdown_waits_for_a_cancelled_settle_to_reach_the_store():
         await closing
         assert await store.get(COUNTER) == COST_NANO
         assert not limits.reserved
+    asyncio.run(run())
+
+
+def test_a_settle_cancelled_during_its_add_still_counts_the_tokens_per_minute():
+    """The answer's 100 tokens count against the key's tokens-per-minute as its cost counts against its budget: a
+    cancel skipped the count, so a key hanging up on its answers could take more tokens a minute than its limit."""
+    rated = CallerKey("team", "0" * 64, budget=Budget(usd=1.0, period="total"),
+                      rate_limit=RateLimit(tokens_per_minute=1000))
+    tokens = f"tpm:team:{int(NOW // 60)}"    # the minute NOW falls in
+
+    async def run() -> None:
+        limits, store = await _cancelled_mid_settle(rated)
+        store.gate.set()
+        await limits.aclose()       # waits for what the cancelled settle still adds
+        assert await store.get(tokens) == 100
+        assert await store.get(COUNTER) == COST_NANO
     asyncio.run(run())
