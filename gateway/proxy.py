@@ -93,7 +93,7 @@ from prefixgate.policies import (
 )
 from prefixgate.policies.limits import NANO, Reservation, spend_counter
 from prefixgate.policies.router import caller_checkpoints_for, priority_for
-from prefixgate.policies.schema import ENGINE_PRIORITY, PERIODS
+from prefixgate.policies.schema import ENGINE_PRIORITY, PERIODS, CallerKey
 from prefixgate.policies.service_tiers import apply_tier, takes_tiers
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.rules import Catalog, load_catalog
@@ -187,6 +187,16 @@ def homeward(targets: tuple[TargetRef, ...], home: str | None) -> tuple[TargetRe
     holding = tuple(ref for ref in targets if home in ref.upstreams)
     return holding or targets
 
+
+
+def _repriced(call: Call) -> CallerKey | None:
+    """The key whose hold `Proxy.cover` and `Proxy.bound_at` reprice before a target: one with a budget and a hold,
+    unless the hold is already the request's bound (an uncapped request's) or the route's `max_request_usd`."""
+    key = call.caller.key
+    if key is None or key.budget is None or not call.held.counter or call.uncapped \
+            or call.route.max_request_usd is not None:
+        return None
+    return key
 
 class Proxy:
     def __init__(self, settings: Settings, policy: Policy, *, local: LocalTarget | None = None,
@@ -314,9 +324,8 @@ class Proxy:
         route's `max_request_usd` is its hold whatever the target. One that sets no output limit and is still unbounded
         (`bound_at` priced it at a free model, and a replica of another kind charges) holds the model's whole limit:
         it may run to that here."""
-        key = call.caller.key
-        if key is None or key.budget is None or not call.held.counter or call.uncapped \
-                or call.route.max_request_usd is not None:
+        key = _repriced(call)
+        if key is None:
             return
         if call.mode == "off" and call.priced_at == (prep.upstream.name, prep.model):
             return      # admission priced this very body there (its marks are read once)
@@ -332,9 +341,8 @@ class Proxy:
         sends it with the output limit that pays for (`_bounded`). Repriced at the target's whole limit instead
         (`cover`), one such request was granted while the budget had any room and could overshoot it by its whole
         answer (128,000 tokens at gpt-5.5's $30/MTok: $3.84 against $0.50)."""
-        key = call.caller.key
-        if key is None or key.budget is None or not call.held.counter or call.uncapped \
-                or call.route.max_request_usd is not None or requested_output(call.conv.params) is not None:
+        key = _repriced(call)
+        if key is None or requested_output(call.conv.params) is not None:
             return
         first, model = self.policy.upstreams[ref.upstreams[0]], ref.model or call.conv.model or ""
         call.uncapped = True        # priced as admission prices an uncapped request (`_priced`)
