@@ -63,7 +63,8 @@ async def until_disconnect(request: Request | Inbound, work: Awaitable[Response]
     `work` runs in this task and one watcher task waits for the disconnect: one task per request, not two
     plus an asyncio.wait (the watcher cancels this task rather than racing it)."""
     current = asyncio.current_task()
-    assert current is not None
+    if current is None:
+        raise RuntimeError("until_disconnect must run in a task: its watcher cancels that task on a disconnect")
     gone = False
 
     async def hung_up() -> None:

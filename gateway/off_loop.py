@@ -101,7 +101,8 @@ class LetGoAfter(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         inner = self.inner
-        assert inner is not None, "a response is sent once"
+        if inner is None:
+            raise RuntimeError("a LetGoAfter response is sent once: what it held is already let go")
         self.inner = None
         try:
             await inner(scope, receive, send)

@@ -325,7 +325,8 @@ class ResponseCache:
         """The stored answer in the caller's format, whole or streamed, with its ledger row: $0 spent, the
         entry's cost avoided."""
         entry = found.entry
-        assert entry is not None
+        if entry is None:
+            raise RuntimeError(f"replay needs a hit's stored entry; lookup said {found.state!r} with none")
         model = call.conv.model or entry.model
         rec = self._hit_record(call, entry)
         accounts.keep(call, rec)

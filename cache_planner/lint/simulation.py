@@ -65,7 +65,9 @@ def _trace_turns(requests: list[Request], catalog: Catalog) -> list[Turn]:
     out: list[Turn] = []
     for req in requests:
         record, conv = req.record, req.conv
-        assert record is not None and conv is not None
+        if record is None or conv is None:
+            raise RuntimeError(f"{req.label}: simulate_turns takes traced requests the provider accepts "
+                               "(a trace record and a parsed conversation)")
         try:
             result = sim.respond(req.provider, req.body, now=record.t, tenant=record.tenant, model=req.model_name,
                                  output_tokens=record.output_tokens)

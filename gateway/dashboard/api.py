@@ -67,7 +67,8 @@ class Window:
     def __init__(self, request: Request, span: str, until: float | None) -> None:
         self.tenant = reader_tenant(request)
         m = _SPAN.match(span)
-        assert m is not None  # the Query pattern already checked it
+        if m is None:
+            raise HTTPException(422, f"range must be a count and a unit (s, m, h or d): 15m, 1h, 7d; got {span!r}")
         seconds = int(m.group(1)) * _UNIT_S[m.group(2)]
         if not 0 < seconds <= MAX_SPAN_S:
             raise HTTPException(422, f"range must be between 1s and {MAX_SPAN_S // 86400}d, got {span!r}")

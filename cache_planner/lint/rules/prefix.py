@@ -10,6 +10,7 @@ from prefixgate.cache_planner.detectors import Span, units, volatile_spans
 from prefixgate.cache_planner.lint.inputs import Location, Request, Template
 from prefixgate.cache_planner.lint.rules.base import Context
 from prefixgate.cache_planner.rewrite import SYSTEM_ROLES
+from prefixgate.ir import Conversation
 from prefixgate.providers.rules import ModelRules
 
 
@@ -23,10 +24,16 @@ class Piece:
     tokens: int
 
 
+def parsed(req: Request) -> Conversation:
+    """The request's prompt; a rule reads it only once it has seen the provider accepts the request."""
+    if req.conv is None:
+        raise RuntimeError(f"{req.label}: a rule read the prompt of a request the provider rejects ({req.error})")
+    return req.conv
+
+
 def request_pieces(req: Request) -> list[Piece]:
     """Pieces of the request's leading tools, schemas and system prompt: the part every request repeats."""
-    conv = req.conv
-    assert conv is not None
+    conv = parsed(req)
     enc = tokens.encoding_for(req.provider, req.model_name)
     out: list[Piece] = []
     index = 0
@@ -102,14 +109,13 @@ def pieces_for(subject: Request | Template, ctx: Context) -> tuple[list[Piece], 
 
 def checkpoints_of(req: Request) -> list[tuple[int, str]]:
     """(block index, ttl) of every checkpoint the caller placed, in prefix order."""
-    assert req.conv is not None
-    return [(i, b.checkpoint.ttl) for i, b in enumerate(req.conv.blocks()) if b.checkpoint is not None]
+    return [(i, b.checkpoint.ttl) for i, b in enumerate(parsed(req).blocks()) if b.checkpoint is not None]
 
 
 def cumulative_tokens(req: Request) -> list[int]:
     enc = tokens.encoding_for(req.provider, req.model_name)
     out, total = [], 0
-    for block in req.conv.blocks():  # type: ignore[union-attr]
+    for block in parsed(req).blocks():
         total += tokens.block_tokens(block, enc)
         out.append(total)
     return out
