@@ -49,38 +49,32 @@ def writable(sent: Conversation, fresh: int, dearest: str | None = None) -> tupl
     cover where its provider writes only at marks, and the TTLs of the marks that may write them: all with a
     top-level automatic marker (it moves to the prompt's end), none without a mark, else all but the blocks past the
     last mark (one on a block, or one nested inside it: a tool result's own text blocks may carry one). The marks
-    before the last are read for their TTLs until `dearest` (the dearest write's TTL) is among them."""
+    are read for their TTLs from the last back, until `dearest` (the dearest write's TTL) is among them."""
     wire = wire_format(sent.dialect)
     automatic = wire.automatic_ttl(sent)
     ttls: set[str] = set() if automatic is None else {automatic}
-    tail: int | None = 0 if automatic is None else None     # the bytes past the last mark, until it is found
+    marked = automatic is not None      # a mark is behind us: the blocks from here back may be written
+    tail = 0                            # the bytes past the last mark
     mark = f'"{wire.mark_field}"'.encode()
     for block in reversed(sent.blocks()):
-        if tail is None:        # the automatic marker's prompt: every mark's TTL, no sizes
+        if marked:
+            if dearest in ttls:
+                break
             ttls.update(_marks_of(wire, block))
             continue
         native = compact_bytes(block.native)
-        nested = wire.marks_within(block.native) if mark in native else []
-        if block.checkpoint is not None or nested:
-            ttls.update(_marks_of(wire, block))
-            return max(0, fresh - tail // BYTES_PER_TOKEN), ttls | _earlier_ttls(wire, sent, block, dearest)
-        tail += len(native)
-    return (0 if tail is not None else fresh), ttls
+        marks = _marks_of(wire, block) if block.checkpoint is not None or mark in native else []
+        if marks:
+            ttls.update(marks)
+            marked = True
+        else:
+            tail += len(native)
+    return (max(0, fresh - tail // BYTES_PER_TOKEN) if marked else 0), ttls
 
 
 def _marks_of(wire: WireFormat, block: Block) -> list[str]:
     """The TTLs of a block's marks: its checkpoint's and those nested inside it."""
     return [*wire.marks_within(block.native), *([block.checkpoint.ttl] if block.checkpoint is not None else [])]
-
-
-def _earlier_ttls(wire: WireFormat, sent: Conversation, last: Block, dearest: str | None) -> set[str]:
-    """The TTLs of the marks before `sent`'s block `last` (enough once `dearest` is among them)."""
-    ttls: set[str] = set()
-    for block in sent.blocks():
-        if block is last or dearest in ttls:
-            return ttls
-        ttls.update(_marks_of(wire, block))
-    return ttls
 
 
 def _prompt_cost(prompt: Usage, price: Price, sent: Conversation | None) -> Decimal:
