@@ -56,7 +56,7 @@ class RowCopier:
     def push(self, final: bool = False) -> int:
         """Copy what SQLite holds beyond the cursor; returns the rows copied. Never raises."""
         now = time.monotonic()
-        if now < self._retry_at and not final:
+        if not final and (now < self._retry_at or self.resting()):
             return 0
         copied = 0
         try:
@@ -96,6 +96,11 @@ class RowCopier:
     @staticmethod
     def decode(rows: list[tuple]) -> list[dict]:
         return [decode_row(dict(zip(COLUMNS, row, strict=True))) for row in rows]
+
+    def resting(self) -> bool:
+        """The store is left alone for now (another client of it found it down): the rows wait, a final copy
+        (the replica stopping) tries all the same."""
+        return False
 
     def _stored_position(self) -> int:
         """The cursor as the store has it (a ledger new to the store: see the subclass)."""

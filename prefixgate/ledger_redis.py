@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from typing import TypeVar
 
 import redis
 
 from prefixgate.ledger import STREAM, TOTALS
-from prefixgate.ledger_copy import RowCopier
+from prefixgate.ledger_copy import RowCopier, log
 from prefixgate.ledger_rollup import picodollars
+from prefixgate.redis_outage import RetryWindow, outage_of
+
+T = TypeVar("T")
 
 CURSOR = "prefixgate:ledger:synced:"
 IDS = "prefixgate:ledger:ids"
@@ -101,10 +106,26 @@ class RedisSync(RowCopier):
         self._cursor_key = CURSOR + self.ledger_id
         self._redis = redis.Redis.from_url(redis_url, socket_timeout=1.0, socket_connect_timeout=1.0)
         self._copy = self._redis.register_script(COPY)
+        # The server's one outage: a copy that fails rests every client of it, and no copy is tried while it rests
+        # (RowCopier logs the outage and its end: the window logs nothing of its own).
+        self._window = RetryWindow(log, "", "", outage=outage_of(redis_url))
+
+    def resting(self) -> bool:
+        return self._window.resting()
+
+    def _asked(self, call: Callable[[], T]) -> T:
+        """`call`'s answer; a failure (raised) rests every client of the server, an answer ends its outage."""
+        try:
+            answer = call()
+        except self.errors as e:
+            self._window.failed(e)
+            raise
+        self._window.answered()
+        return answer
 
     def _stored_position(self) -> int:
         # A ledger new to Redis starts from the rows written since Redis was first configured for it.
-        stored = self._redis.get(self._cursor_key)
+        stored = self._asked(lambda: self._redis.get(self._cursor_key))
         return int(stored) if stored is not None else self._start
 
     def _apply(self, expected: int, new: int, rows: list[tuple]) -> int:
@@ -116,11 +137,13 @@ class RedisSync(RowCopier):
             cost = divmod(picodollars(r["cost_usd"]), PICO) if priced else ("", "")
             args += [r["id"] if isinstance(r["id"], str) else "", repr(ts), r["cache_read"] or 0, inputs,
                      *cost, *divmod(picodollars(r["savings_usd"] or "0"), PICO), json.dumps(r)]
-        return int(self._copy(keys=[self._cursor_key, STREAM, TOTALS, IDS], args=args))
+        return int(self._asked(lambda: self._copy(keys=[self._cursor_key, STREAM, TOTALS, IDS], args=args)))
 
     def prune(self, records_before: float, rollups_before: float) -> None:
-        # The ids of records past the ledger's retention, as Postgres deletes those records.
-        self._redis.zremrangebyscore(IDS, "-inf", f"({records_before!r}")
+        # The ids of records past the ledger's retention, as Postgres deletes those records (while Redis rests:
+        # at the next prune).
+        if not self.resting():
+            self._asked(lambda: self._redis.zremrangebyscore(IDS, "-inf", f"({records_before!r}"))
 
     def close(self) -> None:
         self._redis.close()
