@@ -27,23 +27,25 @@ from prefixgate.dialects import wire_format
 from prefixgate.dialects.proto_json import one_spelling
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
-from prefixgate.gateway.auth import Caller
+from prefixgate.gateway.auth import Caller, upstream_credential
+from prefixgate.gateway.cache_create_doubt import DEFAULT_TTL_S, Asked, in_doubt, resolve
 from prefixgate.gateway.named_state import CACHE as KIND
 from prefixgate.gateway.named_state import cache_id
 from prefixgate.gateway.ownership import principal
 from prefixgate.gateway.provider_ids import FILE, body_ids, check_owned
-from prefixgate.gateway.proxy import Prepared, Proxy
+from prefixgate.gateway.proxy import Call, Prepared, Proxy
 from prefixgate.gateway.unseen_prompt import file_tokens
-from prefixgate.gateway.upstream import UpstreamResponse
+from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
 from prefixgate.ir import Conversation
+from prefixgate.ledger import LedgerRecord
 from prefixgate.policies import Upstream
 from prefixgate.policies.limits import Reservation
 from prefixgate.policies.schema import Route
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.usage import Usage, prompt_estimate
 
-Forward = Callable[[str, bytes], Awaitable[UpstreamResponse]]
-DEFAULT_TTL_S = 3600.0      # a create naming no lifetime lives an hour (Gemini's and Vertex's default)
+Forward = Callable[[str, bytes, float], Awaitable[UpstreamResponse]]
+LOOKUP_S = 60.0     # the timeout of a call other than a create (which takes its route's)
 
 
 def not_found(name: str) -> RequestError:
@@ -87,7 +89,7 @@ def _capped(body: dict, cap_s: float, now: float) -> float | None:
 async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, name: str,
                  raw: bytes, forward: Forward) -> Response:
     """One cachedContents call (`name`: the cache id, "" for the collection), within the caller's scope;
-    `forward(method, body)` sends it on to the cache's path upstream."""
+    `forward(method, body, timeout_s)` sends it on to the cache's path upstream."""
     owner, now, method = principal(caller.key), time.time(), request.method
     if method == "PATCH":   # refused over budget before the cache's name is looked up or anything is sent
         await proxy.admit_state(caller, raw, dialect)
@@ -98,19 +100,19 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     one_spelling(body, raw)     # its lifetime capped, its files checked and its cost held as Google reads it
     cap = proxy.settings.max_cache_ttl_s
     seconds = _capped(body, cap, now)
-    paid_until, held = now, Reservation()
+    paid_until, held, timeout_s, tokens = now, Reservation(), LOOKUP_S, prompt_estimate(raw).uncached_input
     if method == "POST":
         route = proxy.router.decide(model_of(body.get("model")), caller.key, dialect).route  # the key's routes name its models
+        timeout_s = route.retry.timeout_s
         if caller.key is not None and owner is not None:
             # A cache of a file would hand the file to whoever builds on the cache.
             named = list(body_ids(body))
             await check_owned(proxy.stored_ids, owner, named, caller.key.provider_ids)
-            tokens = prompt_estimate(raw).uncached_input
             tokens += sum([await file_tokens(proxy, owner, n.ident) or 0 for n in named if n.kind == FILE])
             lifetime = DEFAULT_TTL_S if seconds is None else seconds
             held = await proxy.limits.admit(caller.key, _worst(proxy, upstream, dialect, route, body, tokens, lifetime))
     elif method == "PATCH":
-        before = await forward("GET", b"")      # storage is paid up to the old expiry; the PATCH buys the rest
+        before = await forward("GET", b"", LOOKUP_S)      # storage is paid up to the old expiry; the PATCH buys the rest
         if 200 <= before.status < 300:
             stored = load_body(before.body)
             route = proxy.router.decide(model_of(stored.get("model")), caller.key, dialect).route   # refused before, not after
@@ -121,18 +123,59 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
                 held = await proxy.limits.admit(replace(caller.key, rate_limit=None), _worst(
                     proxy, upstream, dialect, route, stored, tokens, now + seconds - paid_until, written=False))
     try:
-        return await _sent(request, proxy, caller, dialect, upstream, name, raw, forward, seconds, paid_until, held)
+        return await _sent(request, proxy, caller, dialect, upstream, name, raw, forward, seconds, paid_until, held,
+                           timeout_s)
+    except UpstreamFailure as f:
+        if method != "POST" or not in_doubt(f):
+            proxy.limits.release(held)
+            raise
+        asked = Asked(model_of(body.get("model")), str(body.get("displayName", body.get("display_name")) or ""),
+                      None if seconds is None or "ttl" not in body else seconds,
+                      None if seconds is None or "ttl" in body else now + seconds, now, time.time())
+        _in_doubt(request, proxy, caller, dialect, upstream, asked, tokens, held)
+        raise
     except BaseException:
         proxy.limits.release(held)      # booked, it is settled instead (a second release is a no-op)
         raise
 
 
+def _in_doubt(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, asked: Asked,
+              tokens: int, held: Reservation) -> None:
+    """A create that got no answer: the cache it `asked` for searched for in the background (cache_create_doubt),
+    then owned and booked, or booked at its worst case (`tokens` for the lifetime asked) while in doubt."""
+    owner, headers, wire = principal(caller.key), dict(request.headers), wire_format(dialect)
+
+    async def owned(name: str) -> bool:
+        return await proxy.stored_ids.owner(KIND, cache_id(name)) is not None
+
+    async def book(found: dict | None, why: str) -> None:
+        started = time.perf_counter()
+        if found is not None:
+            _own(proxy, owner, upstream, found, asked.ttl_s)
+            created = parse_rfc3339(found["createTime"], "createTime")
+            await proxy.accounts.finish(*_booked(proxy, caller, dialect, upstream, found, True, created, started, headers,
+                                                 held, ["cachedContents.create: its answer never came; found among the "
+                                                        "upstream's caches by what it asked"]))
+            return
+        lifetime = (DEFAULT_TTL_S if asked.ttl_s is None and asked.expire is None else
+                    asked.ttl_s if asked.expire is None else asked.expire - asked.sent)
+        worst = {"model": asked.model, "usageMetadata": {"totalTokenCount": tokens}}
+        await proxy.accounts.finish(*_booked(
+            proxy, caller, dialect, upstream, worst, True, asked.sent, started, headers, held,
+            [f"cachedContents.create: in doubt: its answer never came and the cache was not told apart ({why}); booked "
+             "at its worst case (its tokens by its body and files, written and stored for the lifetime asked)"],
+            hours=Decimal(str(max(lifetime, 0.0))) / 3600))
+
+    proxy.caches.searching(resolve(proxy.caches, upstream, wire, upstream_credential(upstream, caller, dialect), asked,
+                                   owned, book, lambda: proxy.limits.release(held)))
+
+
 async def _sent(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, name: str, raw: bytes,
-                forward: Forward, seconds: float | None, paid_until: float, held: Reservation) -> Response:
+                forward: Forward, seconds: float | None, paid_until: float, held: Reservation, timeout_s: float) -> Response:
     """The call sent on, and what it answered booked: a create's or extension's cost replaces what it held."""
-    owner, method, cap = principal(caller.key), request.method, proxy.settings.max_cache_ttl_s
+    owner, method = principal(caller.key), request.method
     started = time.perf_counter()
-    resp = await forward(method, raw)
+    resp = await forward(method, raw, timeout_s)
     if not 200 <= resp.status < 300:
         proxy.limits.release(held)
         return Response(resp.body, resp.status, media_type="application/json")
@@ -144,14 +187,21 @@ async def _sent(request: Request, proxy: Proxy, caller: Caller, dialect: str, up
     if method == "DELETE":
         await proxy.stored_ids.forget(KIND, name)
     elif method in ("POST", "PATCH"):
-        # Its home: a follow-up naming the cache by id alone must reach the upstream (project, location) holding it.
-        # And what a request naming it carries (gateway/unseen_prompt.py).
-        tokens = (data.get("usageMetadata") or {}).get("totalTokenCount")
-        proxy.stored_ids.record(KIND, cache_id(data.get("name", "")), owner, max(seconds or 0.0, cap), home=upstream.name,
-                                tokens=tokens if isinstance(tokens, int) else None)
+        _own(proxy, owner, upstream, data, seconds)
         created = parse_rfc3339(data["createTime"], "createTime") if method == "POST" and data.get("createTime") else paid_until
-        return _recorded(proxy, request, caller, dialect, upstream, data, method == "POST", created, started, resp, held)
+        call, rec = _booked(proxy, caller, dialect, upstream, data, method == "POST", created, started,
+                            dict(request.headers), held)
+        return Response(resp.body, resp.status, media_type="application/json",
+                        background=BackgroundTask(proxy.accounts.finish, call, rec))
     return Response(resp.body, resp.status, media_type="application/json")
+
+
+def _own(proxy: Proxy, owner: str | None, upstream: Upstream, data: dict, seconds: float | None) -> None:
+    """The cache `data` describes is `owner`'s, at home on `upstream` (a follow-up naming it by id alone must reach
+    the project and location holding it), with the tokens a request naming it carries (gateway/unseen_prompt.py)."""
+    tokens = (data.get("usageMetadata") or {}).get("totalTokenCount")
+    proxy.stored_ids.record(KIND, cache_id(data.get("name", "")), owner, max(seconds or 0.0, proxy.settings.max_cache_ttl_s),
+                            home=upstream.name, tokens=tokens if isinstance(tokens, int) else None)
 
 
 def _worst(proxy: Proxy, upstream: Upstream, dialect: str, route: Route, body: dict, tokens: int, seconds: float,
@@ -193,31 +243,29 @@ def model_of(name: object) -> str:
     return str(name or "").rpartition("models/")[2]
 
 
-def _recorded(proxy: Proxy, request: Request, caller: Caller, dialect: str, upstream: Upstream, data: dict,
-              create: bool, paid_from: float, started: float, resp: UpstreamResponse, held: Reservation) -> Response:
-    """The answer, with the call in the ledger: a create bills the cached tokens at the input rate, and each call
-    the storage it buys (tokens x hours from `paid_from` to the new expiry); spent against the key's budget."""
+def _booked(proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, data: dict, create: bool, paid_from: float,
+            started: float, headers: dict[str, str], held: Reservation, notes: list[str] | None = None,
+            hours: Decimal | None = None) -> tuple[Call, LedgerRecord]:
+    """The call in the ledger (`Accounting.finish` then settles `held` at its cost): a create bills the cached tokens
+    at the input rate, and each call the storage it buys (tokens x `hours`, else from `paid_from` to the expiry in
+    `data`); spent against the key's budget."""
     wire = wire_format(dialect)
     model = model_of(data.get("model"))
-    call = proxy.start(dialect, Conversation(dialect, model, []), caller, dict(request.headers), started)
-    call.held = held        # settled at what the record books (Accounting.finish)
+    call = proxy.start(dialect, Conversation(dialect, model, []), caller, headers, started)
+    call.held = held
     planner = upstream.planner_provider(wire)
     the_plan = plan(call.conv, Target(planner, model), mode="off")
-    the_plan.explanation[:] = [f"cachedContents.{'create' if create else 'patch'}: {data.get('name', '')}"]
+    the_plan.explanation[:] = [f"cachedContents.{'create' if create else 'patch'}: {data.get('name', '')}", *(notes or [])]
     tokens = int((data.get("usageMetadata") or {}).get("totalTokenCount") or 0)
     # The cache exists upstream by now: an answer without a readable expiry must not turn into the caller's
     # error. Its storage is then unpriced, and the explanation says so.
     try:
-        hours = Decimal(str(max(0.0, parse_rfc3339(data.get("expireTime"), "expireTime") - paid_from))) / 3600
+        if hours is None:
+            hours = Decimal(str(max(0.0, parse_rfc3339(data.get("expireTime"), "expireTime") - paid_from))) / 3600
     except RequestError:
         hours = Decimal(0)
-        notes = ["cachedContents: the upstream's answer has no readable expireTime; storage not priced"]
-    else:
-        notes = []
-    the_plan.explanation.extend(notes)
+        the_plan.explanation.append("cachedContents: the upstream's answer has no readable expireTime; storage not priced")
     prep = Prepared(upstream, wire, model, the_plan, b"", None, False, planner,
                     extra_usage=Usage(cache_writes={"explicit": tokens}) if create else None,
                     storage_token_hours=tokens * hours)
-    rec = proxy.accounts.record(call, prep, None, 200, ttft_s=None, upstream_s=time.perf_counter() - started)
-    return Response(resp.body, resp.status, media_type="application/json",
-                    background=BackgroundTask(proxy.accounts.finish, call, rec))
+    return call, proxy.accounts.record(call, prep, None, 200, ttft_s=None, upstream_s=time.perf_counter() - started)

@@ -71,9 +71,9 @@ async def _cached_contents(request: Request, version: str, name: str) -> Respons
         raise RequestError(f"unknown path {request.url.path}", status=404, kind="not_found")
     path = f"/{version}/cachedContents" + (f"/{path_model(name, field='name')}" if name else "")
 
-    async def forward(method: str, body: bytes) -> UpstreamResponse:
+    async def forward(method: str, body: bytes, timeout_s: float) -> UpstreamResponse:
         key = upstream_credential(upstream, caller, WIRE.name)
         return await proxy.upstream.forward(upstream, WIRE, method, path, query if method == request.method else "",
-                                            body, key)
+                                            body, key, timeout_s)
 
     return await cache_scope.scoped(request, proxy, caller, WIRE.name, upstream, name, raw, forward)

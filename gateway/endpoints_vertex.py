@@ -88,10 +88,10 @@ async def _cached_contents(request: Request, name: str = "") -> Response:
     query = allowed_query(request.query_params.multi_items(), CACHED_CONTENTS_QUERY)
     path = resource_rest(request.url.path) or ""
 
-    async def forward(method: str, body: bytes) -> UpstreamResponse:
+    async def forward(method: str, body: bytes, timeout_s: float) -> UpstreamResponse:
         key = upstream_credential(upstream, caller, vertex_gemini.NAME)
         return await proxy.upstream.forward(upstream, vertex_gemini.WIRE, method, path,
-                                            query if method == request.method else "", body, key)
+                                            query if method == request.method else "", body, key, timeout_s)
 
     return await cache_scope.scoped(request, proxy, caller, vertex_gemini.NAME, upstream, name, sent, forward)
 

@@ -42,8 +42,8 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
@@ -102,10 +102,10 @@ class Entry:
 
 @dataclass
 class Search:
-    """One search of an upstream's caches for a displayName: the cache, if found, or why part of the list went
-    unread ("" once read to its end)."""
+    """One search of an upstream's caches: the ones wanted (the first alone, unless every one was asked for), or why
+    part of the list went unread ("" once read to its end)."""
 
-    found: dict | None = None
+    found: list[dict] = field(default_factory=list)
     unread: str = ""
     capped: bool = False    # unread for the list's length (a later search would stop there too), not a failure
 
@@ -132,6 +132,7 @@ class ExplicitCaches:
         self.entries: dict[str, Entry] = {}
         self._task: asyncio.Task | None = None
         self._finding: set[asyncio.Task] = set()
+        self.claimed: set[str] = set()     # caches found for a caller's create in doubt (cache_create_doubt)
         self._redis = None
         if proxy.settings.redis_url:
             import redis.asyncio as aioredis
@@ -183,7 +184,11 @@ class ExplicitCaches:
     def in_doubt(self, call: Call, prep: Prepared, tag: str) -> None:
         """The creation of the cache named `tag` got no readable answer: it may exist (and bill) all the same.
         Searched for in the background; found, it is booked and deleted."""
-        task = asyncio.get_running_loop().create_task(self._find(call, prep, tag))
+        self.searching(self._find(call, prep, tag))
+
+    def searching(self, search: Coroutine) -> None:
+        """`search` (for a creation in doubt) run in the background, cancelled when the gateway stops."""
+        task = asyncio.get_running_loop().create_task(search)
         self._finding.add(task)
         task.add_done_callback(self._finding.discard)
 
@@ -207,20 +212,20 @@ class ExplicitCaches:
         try:
             for attempt in range(1, FIND_TRIES + 1):
                 await asyncio.sleep(self.tick_s * attempt)
-                search = await self._search(prep, tag)
-                if search.found is not None or search.capped:
+                search = await self.search(prep.upstream, prep.wire, prep.key, lambda c: c.get("displayName") == tag)
+                if search.found or search.capped:
                     break
         except asyncio.CancelledError:      # the gateway stops mid-search: unresolved, and its hold goes with it
             await self._book_worst(call, prep, tag, "was still searched for when the gateway stopped", doubt)
             raise
-        if search.found is None:
+        if not search.found:
             if search.unread:
                 await self._unresolved(call, prep, tag, search.unread, doubt)
             else:
                 self.proxy.limits.release(doubt.held)
                 log.info("explicit caches: the creation of %s got no answer, and no such cache appeared", tag)
             return
-        found = search.found
+        found = search.found[0]
         try:
             name, tokens = found["name"], int((found.get("usageMetadata") or {}).get("totalTokenCount") or 0)
             expires = parse_rfc3339(found["expireTime"], "expireTime")
@@ -256,28 +261,29 @@ class ExplicitCaches:
                          f"whose creation got no answer; found by its displayName {tag}, "
                          + ("deleted" if deleted is not None else f"left to expire ({kept})"), doubt.held)
 
-    async def _search(self, prep: Prepared, tag: str) -> Search:
+    async def search(self, upstream: Upstream, wire: WireFormat, key: str | None, wanted: Callable[[dict], bool],
+                     every: bool = False) -> Search:
         """The upstream's caches (`cachedContents.list`, page by page, within `find_pages` and `find_s`) searched for
-        the one named `tag`."""
-        token, pages = "", 0
+        the `wanted` one (`every`: all of them, the list read to its end)."""
+        token, pages, found = "", 0, []
         try:
             async with asyncio.timeout(self.find_s):
                 while pages < self.find_pages:
                     query = urlencode({"pageSize": self.page_size, **({"pageToken": token} if token else {})})
-                    resp = await self.proxy.upstream.forward(prep.upstream, prep.wire, "GET",
-                                                             prep.wire.explicit_cache_path or "", query, b"", prep.key)
+                    resp = await self.proxy.upstream.forward(upstream, wire, "GET", wire.explicit_cache_path or "", query,
+                                                             b"", key)
                     data, pages = json.loads(resp.body or b"{}"), pages + 1
-                    for cache in data.get("cachedContents") or []:
-                        if isinstance(cache, dict) and cache.get("displayName") == tag:
-                            return Search(found=cache)
+                    found += [c for c in data.get("cachedContents") or [] if isinstance(c, dict) and wanted(c)]
+                    if found and not every:
+                        return Search(found=found[:1])
                     token = data.get("nextPageToken") or ""
                     if not token:
-                        return Search()
+                        return Search(found=found)
         except TimeoutError:
             return Search(unread=f"the list was not read to its end in {self.find_s:g} s ({pages} pages)", capped=True)
         except (UpstreamFailure, ValueError, AttributeError) as e:
             why = getattr(e, "message", None) or f"unreadable answer ({type(e).__name__})"
-            log.warning("explicit caches: listing %s's caches failed: %s", prep.upstream.name, why)
+            log.warning("explicit caches: listing %s's caches failed: %s", upstream.name, why)
             return Search(unread=f"the list could not be read: {why}")
         return Search(unread=f"the list goes on past {pages} pages of {self.page_size}", capped=True)
 

@@ -66,7 +66,7 @@ class UpstreamFailure(Exception):
     def __init__(self, upstream: str, status: int | None, message: str, *, timed_out: bool = False,
                  connect_failed: bool = False, retry_after: float | None = None, param: str | None = None,
                  answered: bool = False, code: str | None = None, details: dict | list | None = None,
-                 rpc_status: str | None = None) -> None:
+                 rpc_status: str | None = None, lost: bool = False) -> None:
         super().__init__(message)
         self.upstream, self.status, self.message = upstream, status, message
         self.timed_out, self.connect_failed, self.retry_after = timed_out, connect_failed, retry_after
@@ -77,6 +77,8 @@ class UpstreamFailure(Exception):
         self.rpc_status = rpc_status    # Google's status name (FAILED_PRECONDITION)
         # The upstream answered 2xx before it broke: it did the work (and billed it), so it is never sent again.
         self.answered = answered
+        # The connection broke once the request was on its way and before an answer: the upstream may have acted.
+        self.lost = lost
         # It refused the gateway's own credentials (not a caller's passed through): the operator's to fix.
         self.own_credentials = False
 
@@ -286,7 +288,7 @@ class UpstreamClient:
         except ReadTimeout:
             raise UpstreamFailure(name, None, "no answer in time", timed_out=True) from None
         except Broken as e:
-            raise UpstreamFailure(name, 502, f"upstream {name!r}: connection failed ({e})") from None
+            raise UpstreamFailure(name, 502, f"upstream {name!r}: connection failed ({e})", lost=True) from None
         headers_out = _passed(resp.headers)
 
         def clean(text: str) -> str:

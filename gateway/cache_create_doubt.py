@@ -1,0 +1,119 @@
+"""A caller's own `cachedContents.create` that got no answer: Google may have made the cache all the same.
+
+The create went out and no answer came (the upstream did not answer in time, or the connection broke before its
+answer was read): the cache may exist in the gateway's project, billed for its writing and its storage, owned by
+no tenant (invisible to the caller who made it, unlisted, never deleted). It is searched for in the upstream's
+caches (`ExplicitCaches.search`, a few times: Google may finish it after the gateway gave up), then:
+
+- found, it is the caller's (its list, get and delete work for them alone) and booked as the create would have
+  been, its hold settled at that cost;
+- not there once the list was read to its end each time, its hold is released (Google made nothing);
+- unresolved (the list unreadable, too long, or several caches that could be it), it is booked at the worst case
+  the create held, on a row that says it is in doubt: a tenant charged for a cache that may not exist is better
+  than one whose budget an unseen cache overspent.
+
+A caller hanging up mid-create does not reach here: the call is not cancelled (cache_scope answers no disconnect),
+so its answer is booked and owned as any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from prefixgate.errors import RequestError
+from prefixgate.gateway.explicit_caches import FIND_TRIES
+from prefixgate.gateway.upstream import UpstreamFailure
+from prefixgate.providers.cached_contents import parse_rfc3339
+
+if TYPE_CHECKING:
+    from prefixgate.dialects.wire import WireFormat
+    from prefixgate.gateway.explicit_caches import ExplicitCaches
+    from prefixgate.policies.schema import Upstream
+
+log = logging.getLogger("prefixgate.gateway")
+DEFAULT_TTL_S = 3600.0      # a create naming no lifetime lives an hour (Gemini's and Vertex's default)
+CLOCK_SKEW_S = 30.0         # Google's createTime against this host's clock
+LATE_S = 60.0               # how long after the gateway gave up Google may still make it
+TTL_SLACK_S = 60.0          # expireTime - createTime against the ttl asked (made while the clock ran)
+
+
+def in_doubt(failure: UpstreamFailure) -> bool:
+    """Whether the upstream may have acted on a request that failed this way: it went out and no answer said what
+    became of it (a refusal did; a connection never made sent nothing)."""
+    return failure.answered or failure.lost or (failure.status is None and not failure.connect_failed)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a create asked for, as the cache Google made of it shows it again.
+
+    Matched, not tagged: the planner's own creates carry a displayName of the gateway's (`ExplicitCaches.named`),
+    but a caller's displayName is the caller's field (Google shows it back in get and list, and no update changes
+    it), so a tag would be a visible change to what they made. A match by what the create asked (model, displayName,
+    lifetime, a createTime from its sending on) is taken only when exactly one cache no one owns fits, and only once
+    that cache is older than one search's wait (`settle_s`): a create still in flight elsewhere (another tenant's,
+    on this replica or another) has had its answer, and its owner recorded, by then. Two that fit is a doubt, booked
+    at the worst case, never a guess."""
+
+    model: str
+    display_name: str
+    ttl_s: float | None         # asked as a duration (or nothing: Google's default hour)
+    expire: float | None        # asked as an expiry
+    sent: float
+    failed: float
+
+    def fits(self, cache: dict) -> bool:
+        try:
+            created = parse_rfc3339(cache.get("createTime"), "createTime")
+            expires = parse_rfc3339(cache.get("expireTime"), "expireTime")
+        except RequestError:
+            return False
+        if str(cache.get("model") or "").rpartition("models/")[2] != self.model:
+            return False
+        if (cache.get("displayName") or "") != self.display_name:
+            return False
+        if not self.sent - CLOCK_SKEW_S <= created <= self.failed + LATE_S:
+            return False
+        if self.expire is not None:
+            return abs(expires - self.expire) <= 1.0
+        return abs(expires - created - (self.ttl_s or DEFAULT_TTL_S)) <= TTL_SLACK_S
+
+
+Book = Callable[[dict | None, str], Awaitable[None]]
+
+
+async def resolve(caches: ExplicitCaches, upstream: Upstream, wire: WireFormat, key: str | None, asked: Asked,
+                  owned: Callable[[str], Awaitable[bool]], book: Book, release: Callable[[], None]) -> None:
+    """Search for the cache `asked` may have made: `book(cache, "")` once found, `book(None, why)` if unresolved
+    (also when the gateway stops mid-search), `release()` if there is none."""
+    why, found = "", None
+    try:
+        for attempt in range(1, FIND_TRIES + 1):
+            await asyncio.sleep(caches.tick_s * attempt)
+            search = await caches.search(upstream, wire, key, asked.fits, every=True)
+            free = [c for c in search.found if not await owned(str(c.get("name", "")))]
+            free = [c for c in free if c.get("name") not in caches.claimed]     # after the last await: no race
+            young = [c for c in free if parse_rfc3339(c["createTime"], "createTime") > caches.clock() - caches.tick_s]
+            if len(free) == 1 and not young:
+                found = free[0]
+                caches.claimed.add(found["name"])
+                break
+            why = search.unread or (f"{len(free)} caches no one owns fit what it asked" if len(free) > 1 else
+                                    "a cache that fits is too new to tell from another's create" if young else "")
+            if search.capped or (free and not young):
+                break       # a longer list or a second look would not settle it
+    except asyncio.CancelledError:
+        await book(None, "the gateway stopped while it was searched for")
+        raise
+    if found is not None:
+        await book(found, "")
+    elif why:
+        log.warning("cached contents: a create of %s in doubt is unresolved: %s", asked.model, why)
+        await book(None, why)
+    else:
+        log.info("cached contents: a create of %s got no answer, and no such cache appeared", asked.model)
+        release()

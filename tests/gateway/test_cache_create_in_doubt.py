@@ -1,0 +1,138 @@
+"""A caller's own explicit-cache create (`cachedContents.create`) whose answer never came: Google may have made the
+cache all the same (here, after the gateway gave up), and bills its writing and its storage. It used to be left
+there, owned by no tenant (the caller who made it could not get, list or delete it), booked nowhere, its hold
+released. The gateway now finds it among the project's caches, makes it the caller's, and books it as the create.
+Driven with google-genai against mock-providers."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from decimal import Decimal
+
+import httpx
+import pytest
+from google import genai
+from google.genai import errors, types
+
+from prefixgate.gateway.app import create_app
+from prefixgate.ledger import read_records
+from prefixgate.policies import Policy, builtin_upstreams
+from prefixgate.policies.limits import nanodollars, spend_counter
+from prefixgate.simulation.mock.faults import FaultPlan
+from prefixgate.simulation.mock.server import MockContext
+from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.support_gateway import settings_for
+from tests.support_services import ServerThread, wait_until
+
+GATEWAY_KEY = "AIzaGatewayKey000000000000000"
+ACME, RIVAL = "pg-acme-caller-key-77c1e0d2b9", "pg-rival-caller-key-0d2b977c1e"
+MODEL = "gemini-3.5-flash"
+CONTRACT = "".join(f"Clause {i}: the warranty covers parts and labour for two years from delivery. " for i in range(400))
+# gemini-3.5-flash: $1.50 per MTok written (its input rate), $1.00 per MTok-hour stored (provider-caching.md).
+INPUT, STORAGE_PER_HOUR = Decimal("1.50"), Decimal("1.00")
+
+
+@contextmanager
+def stack(monkeypatch, tmp_path, faults: list[dict], timeout_s: float = 0.5):
+    """The gateway (a create waits `timeout_s` for its answer: the route's timeout) before mock-providers with
+    `faults`."""
+    monkeypatch.setenv("GEMINI_API_KEY", GATEWAY_KEY)
+    monkeypatch.setenv("KEY_ACME", ACME)
+    monkeypatch.setenv("KEY_RIVAL", RIVAL)
+    with ServerThread(mock_app(MockContext(faults=FaultPlan.from_config({"faults": faults})))) as mock:
+        settings = settings_for(mock.url, tmp_path)
+        policy = Policy.from_dict({
+            "routes": [{"name": "gemini", "models": ["gemini-*"], "retry": {"attempts": 1, "timeout_s": timeout_s},
+                        "targets": [{"upstream": "gemini"}]}],
+            "keys": [{"name": "acme", "key_env": "KEY_ACME", "tenant": "acme", "budget": {"usd": 5, "period": "total"}},
+                     {"name": "rival", "key_env": "KEY_RIVAL", "tenant": "rival"}],
+        }, builtin_upstreams(settings))
+        app = create_app(settings, policy=policy)
+        with ServerThread(app) as gw:
+            app.state.proxy.caches.tick_s = 0.4
+            upstream = genai.Client(api_key=GATEWAY_KEY, http_options=types.HttpOptions(base_url=mock.url,
+                                                                                        api_version="v1beta"))
+            yield gw.url, app.state.proxy, upstream, settings.ledger_path
+
+
+def client(url: str, key: str) -> genai.Client:
+    return genai.Client(api_key=key, http_options=types.HttpOptions(base_url=url, api_version="v1beta"))
+
+
+def create(url: str) -> None:
+    acme = client(url, ACME)
+    with pytest.raises(errors.APIError) as timed_out:
+        acme.caches.create(model=MODEL, config=types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s"))
+    assert timed_out.value.code == 504, timed_out.value
+
+
+def booked(ledger: str) -> dict:
+    wait_until(lambda: any(r["key"] == "acme" for r in read_records(ledger)), 15, "the create's record")
+    [row] = [r for r in read_records(ledger) if r["key"] == "acme"]
+    return row
+
+
+def spent(proxy) -> int:
+    counter, _, _ = spend_counter(proxy.policy.keys[0], time.time())
+    wait_until(lambda: counter not in proxy.limits.reserved, 5, "the hold settled")
+    return proxy.limits.store._values[counter][0]      # one replica's own counters
+
+
+def test_a_create_that_timed_out_is_found_owned_and_booked(monkeypatch, tmp_path):
+    # The create takes 1.5 s, the route waits 0.5 s: the caller is told 504, and the mock makes the cache after.
+    slow = [{"fault": "latency=1.5", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
+    with stack(monkeypatch, tmp_path, slow) as (url, proxy, upstream, ledger):
+        create(url)
+        row = booked(ledger)
+        [made] = list(upstream.caches.list())      # the one Google made, as the gateway's project lists it
+        acme, rival = client(url, ACME), client(url, RIVAL)
+        # The caller's own: listed, read and deleted by it; another tenant is told it does not exist.
+        assert [c.name for c in acme.caches.list()] == [made.name]
+        assert acme.caches.get(name=made.name).usage_metadata.total_token_count == made.usage_metadata.total_token_count
+        for call in (lambda: rival.caches.get(name=made.name), lambda: rival.caches.delete(name=made.name)):
+            with pytest.raises(errors.ClientError) as hidden:
+                call()
+            assert hidden.value.code == 404
+        assert list(rival.caches.list()) == []
+        charged = spent(proxy)
+        acme.caches.delete(name=made.name)
+        assert list(upstream.caches.list()) == []
+    # Booked as the create: its tokens written at the input rate, and stored from its createTime to its expiry.
+    tokens = made.usage_metadata.total_token_count
+    assert row["cache_writes"]["explicit"] == tokens > 4000
+    hours = Decimal(str(made.expire_time.timestamp() - made.create_time.timestamp())) / 3600
+    assert Decimal(row["cost_usd"]) == pytest.approx(tokens * (INPUT + STORAGE_PER_HOUR * hours) / 10**6, rel=Decimal("1e-6"))
+    assert charged == nanodollars(Decimal(row["cost_usd"]))
+    assert "answer never came" in " ".join(row["explanation"])
+
+
+def test_a_create_in_doubt_that_cannot_be_told_apart_is_booked_at_its_worst_case(monkeypatch, tmp_path):
+    # Every list fails: the cache Google made cannot be found, so what the create held is booked, and says why.
+    faults = [{"fault": "latency=1.5", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1},
+              {"fault": "status=500", "provider": "gemini", "path": "/v1beta/cachedContents"}]
+    with stack(monkeypatch, tmp_path, faults) as (url, proxy, upstream, ledger):
+        create(url)
+        row = booked(ledger)
+        charged = spent(proxy)
+    assert "in doubt" in " ".join(row["explanation"])
+    # Its worst case: the body's tokens (a 4-byte estimate) written and stored for the hour asked, at least the
+    # cache's own tokens at those rates.
+    worst = Decimal(row["cost_usd"])
+    assert worst >= row["cache_writes"]["explicit"] * (INPUT + STORAGE_PER_HOUR) / 10**6 > 0
+    assert charged == nanodollars(worst)
+
+
+def test_a_caller_hanging_up_mid_create_still_gets_its_cache(monkeypatch, tmp_path):
+    # The gateway waits for the answer it was sent for; the caller hangs up before it comes. The create is not
+    # cancelled: its answer is booked and owned as any other, and the caller finds its cache in its list.
+    slow = [{"fault": "latency=1.5", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
+    with stack(monkeypatch, tmp_path, slow, timeout_s=30) as (url, proxy, upstream, ledger):
+        body = {"model": f"models/{MODEL}", "ttl": "3600s", "contents": [{"role": "user", "parts": [{"text": CONTRACT}]}]}
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{url}/v1beta/cachedContents", headers={"x-goog-api-key": ACME}, json=body, timeout=0.3)
+        row = booked(ledger)
+        [made] = list(upstream.caches.list())
+        acme = client(url, ACME)
+        assert [c.name for c in acme.caches.list()] == [made.name]
+    assert row["cache_writes"]["explicit"] == made.usage_metadata.total_token_count
