@@ -38,7 +38,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import time
 import uuid
 from collections import OrderedDict
@@ -78,7 +77,8 @@ from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.ir import Conversation
 from prefixgate.ledger import LedgerRecord
 from prefixgate.policies.limits import nanodollars
-from prefixgate.policies.schema import PERIODS, CallerKey, Route, Upstream
+from prefixgate.policies.periods import window
+from prefixgate.policies.schema import CallerKey, Route, Upstream
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.usage import Usage
 
@@ -749,13 +749,10 @@ class KeepAlive:
     def _caps(self, session: Session) -> list[Cap]:
         """The route's and the key's keep-alive caps, in the windows of now (wall time, as budgets and the ledger)."""
         policy = session.route.keepalive
-        period = PERIODS[policy.period]
-        start = int(time.time() // period) * period if period else 0
-        window = str(start // period) if period else "all"
-        route, key = session.route.name, session.group[1]
-        until = start + period if period else math.inf
-        return [Cap(f"keepalive:{route}:{window}", policy.route_usd, period * 2, "route cap", route, None, start, until),
-                Cap(f"keepalive:{route}:{key}:{window}", policy.key_usd, period * 2, "key cap", route, key, start, until)]
+        current = window(policy.period, time.time(), policy.timezone)
+        route, key, since = session.route.name, session.group[1], int(current.start)
+        return [Cap(f"keepalive:{route}:{current.id}", policy.route_usd, current.ttl, "route cap", route, None, since, current.end),
+                Cap(f"keepalive:{route}:{key}:{current.id}", policy.key_usd, current.ttl, "key cap", route, key, since, current.end)]
 
     async def _reserve(self, caps: list[Cap], expected: Decimal) -> str:
         """Add the refresh's expected cost to each cap's counter before sending it, and name the first cap that

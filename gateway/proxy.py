@@ -93,7 +93,7 @@ from prefixgate.policies import (
 )
 from prefixgate.policies.limits import NANO, Reservation, spend_counter
 from prefixgate.policies.router import caller_checkpoints_for, priority_for
-from prefixgate.policies.schema import ENGINE_PRIORITY, PERIODS, CallerKey
+from prefixgate.policies.schema import ENGINE_PRIORITY, CallerKey
 from prefixgate.policies.service_tiers import apply_tier, takes_tiers
 from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.providers.rules import Catalog, load_catalog
@@ -391,9 +391,8 @@ class Proxy:
             return
         for key in self.policy.keys:
             if key.budget is not None:
-                _, _, start = spend_counter(key, time.time())
-                period = PERIODS[key.budget.period]
-                pico = self.ledger.key_spend_pico(key.name, start, 60 if 0 < period < 3600 else 3600)
+                _, _, start = spend_counter(key, self.limits.clock())
+                pico = self.ledger.key_spend_pico(key.name, start)
                 await self.limits.restore(key, -(-pico // 1000))
 
     async def handle(self, call: Call) -> Response:

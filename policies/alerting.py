@@ -10,6 +10,7 @@ gateway's own budget (`budget`). Validated at the edge like the rest of the poli
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -77,7 +78,7 @@ def destination_url(url: Any, path: str) -> str:
     return url
 
 
-def parse_alerting(data: dict, periods: dict[str, int]) -> Alerting:
+def parse_alerting(data: dict, periods: Collection[str]) -> Alerting:
     """The policy's `alert_webhooks`, `alerts` and `budget` keys (ValueError naming the key at fault)."""
     hooks = data.get("alert_webhooks") or []
     if not isinstance(hooks, list):
@@ -119,7 +120,7 @@ def _settings(spec: Any) -> AlertSettings:
     return out
 
 
-def parse_budget(spec: Any, path: str, periods: dict[str, int]) -> GatewayBudget | None:
+def parse_budget(spec: Any, path: str, periods: Collection[str]) -> GatewayBudget | None:
     if spec is None:
         return None
     if not isinstance(spec, dict) or set(spec) - {"usd", "warn_at", "period"}:

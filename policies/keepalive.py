@@ -16,6 +16,7 @@ both caps are required. Refreshes are billed to the session's key like its reque
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,12 +28,13 @@ class KeepAlivePolicy:
     key_usd: float = 0.0
     period: str = "day"
     upgrade: bool = True
+    timezone: str = "UTC"       # the policy's: whose calendar the caps' day or month is
 
 
 OFF = KeepAlivePolicy()
 
 
-def parse_keepalive(spec: Any, path: str, periods: dict[str, int]) -> KeepAlivePolicy:
+def parse_keepalive(spec: Any, path: str, periods: Collection[str]) -> KeepAlivePolicy:
     """`spec` as written under a route's `keepalive` (absent: off); a ValueError names what is wrong."""
     if spec is None or spec is False or spec == "off":
         return OFF

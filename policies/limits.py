@@ -30,14 +30,16 @@ from decimal import Decimal
 from typing import Protocol
 
 from prefixgate.errors import RequestError
-from prefixgate.policies.schema import PERIODS, CallerKey
+from prefixgate.policies.periods import Window, window
+from prefixgate.policies.schema import CallerKey
 
 NANO = Decimal(10) ** 9
 # How long a reservation holds a key's budget for every replica unless its replica renews it (a third of this apart):
 # short enough that one a dead replica left behind soon frees the budget.
 HOLD_S = 900
 UNBOUNDED_NANO = 2**53     # a budget `Limits.hold` passes the store: exact in Redis's Lua numbers, never reached
-RATE_WINDOW_S = 60      # requests and tokens per minute count in windows this long
+RATE_WINDOW_S = 60      # requests and tokens per minute count in minute windows; a budget window ending sooner
+                        # than this is waited out like one
 
 
 # `CounterStore.reserve` refused: the budget is spent (until its window resets), or held by running requests (until
@@ -81,19 +83,16 @@ def nanodollars(usd: Decimal | float | str) -> int:
     return math.ceil(Decimal(str(usd)) * NANO)
 
 
-def _window(period_s: int, now: float) -> tuple[str, int, float, float]:
-    """(window id, ttl, seconds left, start) of the fixed window `now` falls in; period 0 never resets."""
-    if period_s == 0:
-        return "all", 0, 0.0, 0.0
-    index = int(now // period_s)
-    return str(index), period_s * 2, (index + 1) * period_s - now, float(index * period_s)
+def budget_window(key: CallerKey, now: float) -> Window:
+    """The window of the key's budget that `now` falls in (a day or month on the key's calendar)."""
+    assert key.budget is not None
+    return window(key.budget.period, now, key.budget.timezone)
 
 
 def spend_counter(key: CallerKey, now: float) -> tuple[str, int, float]:
     """(counter, ttl, window start) of the key's budget window at `now`."""
-    assert key.budget is not None
-    wid, ttl, _, start = _window(PERIODS[key.budget.period], now)
-    return f"spend:{key.name}:{wid}", ttl, start
+    current = budget_window(key, now)
+    return f"spend:{key.name}:{current.id}", current.ttl, current.start
 
 
 @dataclass(frozen=True)
@@ -227,7 +226,8 @@ class Limits:
         limit = key.rate_limit
         if limit is None:
             return
-        wid, ttl, left, _ = _window(RATE_WINDOW_S, now)
+        minute = window("minute", now)
+        wid, ttl, left = minute.id, minute.ttl, minute.left(now)
         if limit.tokens_per_minute:
             used = await self.store.get(f"tpm:{key.name}:{wid}")
             if used >= limit.tokens_per_minute:
@@ -310,8 +310,8 @@ class Limits:
         finally:
             self.release(held)
         if tokens:
-            wid, ttl, _, _ = _window(RATE_WINDOW_S, now)
-            await self.store.add(f"tpm:{key.name}:{wid}", tokens, ttl)
+            minute = window("minute", now)
+            await self.store.add(f"tpm:{key.name}:{minute.id}", tokens, minute.ttl)
 
     async def restore(self, key: CallerKey, spent_nano: int) -> None:
         """Start the key's current budget window at `spent_nano` (what the ledger says it spent)."""
@@ -322,7 +322,7 @@ class Limits:
 
 def _spent(key: CallerKey, now: float) -> RequestError:
     assert key.budget is not None
-    _, _, left, _ = _window(PERIODS[key.budget.period], now)
+    left = budget_window(key, now).left(now)
     # A window that resets within a minute (a per-minute budget, a day's last seconds) is waited out like a rate
     # limit; a longer one refuses until it resets, and SDKs are told not to retry (they would sleep out its days).
     kind = "rate_limit" if 0 < left <= RATE_WINDOW_S else "quota"

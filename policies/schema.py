@@ -32,6 +32,7 @@ from prefixgate.policies.alerting import Alerting, parse_alerting
 from prefixgate.policies.balance import Balance, check_balance
 from prefixgate.policies.keepalive import OFF, KeepAlivePolicy, parse_keepalive
 from prefixgate.policies.kinds import KINDS, Kind, UpstreamKind
+from prefixgate.policies.periods import PERIODS, zone_error
 from prefixgate.policies.service_tiers import parse_service_tiers
 from prefixgate.providers.compatible import PROFILES, Profile, profile_planner
 
@@ -39,7 +40,6 @@ OnRetired = Literal["warn", "replace", "refuse"]
 ON_RETIRED: tuple[OnRetired, ...] = ("warn", "replace", "refuse")
 
 
-PERIODS = {"minute": 60, "hour": 3600, "day": 86400, "month": 30 * 86400, "total": 0}
 RETRY_ON = ("429", "5xx", "timeout", "connect")
 
 
@@ -254,6 +254,7 @@ class Budget:
     usd: float
     period: str = "month"
     warn_at: float | None = None    # the soft budget, as a share of usd: an alert, never a refusal
+    timezone: str = "UTC"           # whose calendar a day or month is (the policy's `timezone` unless the key's own)
 
 
 @dataclass(frozen=True)
@@ -296,20 +297,24 @@ class Policy:
     keys: tuple[CallerKey, ...] = ()
     # Pushed alerts: destinations, rules' thresholds and the gateway's own budget (policies/alerting.py).
     alerting: Alerting = field(default_factory=Alerting)
+    # The calendar days and months are counted on (an IANA zone): the gateway budget's, keep-alive caps', and each
+    # key budget's that names none of its own.
+    timezone: str = "UTC"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], builtins: dict[str, Upstream]) -> Policy:
-        _only(_mapping(data, ""), "", {"upstreams", "routes", "keys", "alert_webhooks", "alerts", "budget"})
+        _only(_mapping(data, ""), "", {"upstreams", "routes", "keys", "alert_webhooks", "alerts", "budget", "timezone"})
+        zone = _zone(data.get("timezone", "UTC"), "timezone")
         upstreams = dict(builtins)
         for name, spec in _mapping(data.get("upstreams") or {}, "upstreams").items():
             upstreams[name] = _upstream(name, spec, f"upstreams.{name}", builtins)
-        routes = tuple(_route(r, f"routes.{i}", upstreams) for i, r in enumerate(_list(data.get("routes") or [], "routes")))
+        routes = tuple(_route(r, f"routes.{i}", upstreams, zone) for i, r in enumerate(_list(data.get("routes") or [], "routes")))
         if not routes:
             raise PolicyError("routes: at least one route is required")
         names = [r.name for r in routes]
         if len(set(names)) != len(names):
             raise PolicyError(f"routes: route names must be unique, got {names}")
-        keys = tuple(_key(k, f"keys.{i}", set(names)) for i, k in enumerate(_list(data.get("keys") or [], "keys")))
+        keys = tuple(_key(k, f"keys.{i}", set(names), zone) for i, k in enumerate(_list(data.get("keys") or [], "keys")))
         # Budgets and rate limits count per key name: two keys of one name would share (and double) one counter.
         key_names = [k.name for k in keys]
         twice = sorted({n for n in key_names if key_names.count(n) > 1})
@@ -319,7 +324,7 @@ class Policy:
             alerting = parse_alerting(data, PERIODS)
         except ValueError as e:
             raise PolicyError(str(e)) from None
-        return cls(upstreams, routes, keys, alerting)
+        return cls(upstreams, routes, keys, alerting, zone)
 
 
 def _upstream(name: str, spec: Any, path: str, builtins: dict[str, Upstream]) -> Upstream:
@@ -419,7 +424,7 @@ def _vertex_place(spec: dict, path: str) -> tuple[str, str]:
     return place["project"], place["location"]
 
 
-def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
+def _route(spec: Any, path: str, upstreams: dict[str, Upstream], zone: str = "UTC") -> Route:
     spec = _mapping(spec, path)
     _only(spec, path, {"name", "models", "targets", "planner", "retry", "ledger_bodies", "caller_checkpoints", "formats",
                        "volatile", "never_move", "response_cache", "diagnostics", "diagnostics_per_minute",
@@ -473,7 +478,7 @@ def _route(spec: Any, path: str, upstreams: dict[str, Upstream]) -> Route:
         raise PolicyError(f"{path}.on_retired: must be one of {', '.join(ON_RETIRED)}, got {on_retired!r}")
     hosted = {n: upstreams[n].kind for t in targets for n in t.upstreams if not upstreams[n].self_hosted}
     try:
-        keepalive = parse_keepalive(spec.get("keepalive"), f"{path}.keepalive", PERIODS)
+        keepalive = replace(parse_keepalive(spec.get("keepalive"), f"{path}.keepalive", PERIODS), timezone=zone)
         tiers = parse_service_tiers(spec.get("service_tiers"), f"{path}.service_tiers", hosted)
     except ValueError as e:
         raise PolicyError(str(e)) from None
@@ -576,7 +581,7 @@ def _retry(spec: Any, path: str) -> RetryPolicy:
     return RetryPolicy(attempts, values["backoff_s"], values["max_backoff_s"], values["timeout_s"], on)
 
 
-def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
+def _key(spec: Any, path: str, routes: set[str], zone: str = "UTC") -> CallerKey:
     spec = _mapping(spec, path)
     _no_plain_secret(spec, path, ("key", "api_key", "secret"), "key_env (a variable holding the key) or key_sha256")
     _only(spec, path, {"name", "key_env", "key_sha256", "tenant", "planner", "routes", "budget", "rate_limit",
@@ -608,14 +613,15 @@ def _key(spec: Any, path: str, routes: set[str]) -> CallerKey:
     budget = None
     if spec.get("budget") is not None:
         b = _mapping(spec["budget"], f"{path}.budget")
-        _only(b, f"{path}.budget", {"usd", "period", "warn_at"})
+        _only(b, f"{path}.budget", {"usd", "period", "warn_at", "timezone"})
         period = b.get("period", "month")
         if not _named(period, PERIODS):
             raise PolicyError(f"{path}.budget.period: must be one of {', '.join(PERIODS)}, got {period!r}")
         warn_at = b.get("warn_at")
         if warn_at is not None and not 0 < _number(warn_at, f"{path}.budget.warn_at") < 1:
             raise PolicyError(f"{path}.budget.warn_at: a share of usd between 0 and 1 (0.8: warn at 80%), got {warn_at!r}")
-        budget = Budget(_number(b.get("usd"), f"{path}.budget.usd"), period, warn_at)
+        budget = Budget(_number(b.get("usd"), f"{path}.budget.usd"), period, warn_at,
+                        _zone(b.get("timezone", zone), f"{path}.budget.timezone"))
     limit = None
     if spec.get("rate_limit") is not None:
         r = _mapping(spec["rate_limit"], f"{path}.rate_limit")
@@ -674,6 +680,13 @@ def _number(value: Any, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         raise PolicyError(f"{path}: expected a non-negative number, got {value!r}")
     return float(value)
+
+
+def _zone(value: Any, path: str) -> str:
+    why = zone_error(value)
+    if why:
+        raise PolicyError(f"{path}: {why}")
+    return value
 
 
 def _named(value: Any, names: Collection[str]) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sqlite3
 import threading
 import time
@@ -247,14 +248,19 @@ class Ledger:
             self._db.execute(self._insert, row)
             self.written += 1
 
-    def key_spend_pico(self, key: str, since: float, resolution: int) -> int:
-        """What key `key` spent from `since` (a multiple of `resolution`, 60 or 3600), in picodollars: its
+    def key_spend_pico(self, key: str, since: float) -> int:
+        """What key `key` spent from `since` (a whole minute: a budget window's start), in picodollars: its
         rollups (kept far longer than raw records) plus the records not yet rolled up. What the gateway's
-        budgets start from after a restart without Redis."""
+        budgets start from after a restart without Redis. Hourly rollups from the first whole hour on, minute ones
+        before it: a window starting off the hour (a day in Asia/Kolkata starts at 18:30 UTC) is counted from its
+        start exactly (minute rollups are kept as long as records, `ledger_retention_days`)."""
+        hour = math.ceil(since / 3600) * 3600
         with self._lock:
             mark = rollup.cursor(self._db)
-            rolled = self._db.execute("SELECT coalesce(sum(spend_pico), 0) FROM rollups WHERE res = ? AND dim = 'key' "
-                                      "AND name = ? AND bucket >= ?", (resolution, key, since)).fetchone()[0]
+            rolled = self._db.execute(
+                "SELECT coalesce(sum(spend_pico), 0) FROM rollups WHERE dim = 'key' AND name = ? AND "
+                "((res = 3600 AND bucket >= ?) OR (res = 60 AND bucket >= ? AND bucket < ?))",
+                (key, hour, since, hour)).fetchone()[0]
             fresh = self._db.execute("SELECT cost_usd FROM requests WHERE rowid > ? AND key = ? AND ts >= ?",
                                      (mark, key, since)).fetchall()
         return int(rolled) + sum(rollup.picodollars(cost) for (cost,) in fresh)

@@ -288,7 +288,7 @@ class Requests(BaseModel):
 
 class ForecastRow(BaseModel):
     name: str
-    period: str = Field(description="the budget period: minute, hour, day, month (30 days) or total")
+    period: str = Field(description="the budget period: minute, hour, day, month (calendar day and month, in the budget's time zone) or total")
     period_start: float
     period_end: float | None
     spent_usd: str = Field(description="spend so far in the period")

@@ -1,0 +1,187 @@
+"""Budget and keep-alive periods on the calendar: a `month` is the calendar month and a `day` the calendar day, from
+midnight in the policy's (or the key's) IANA time zone. The expected instants are the calendar's, typed with their
+UTC offsets: US DST began on 2026-03-08 (second Sunday of March) and ended on 2026-11-01; India is UTC+05:30 all
+year. The limiter, keep-alive's caps, the restore from the ledger and the dashboard's forecast all count in them."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from decimal import Decimal
+from types import SimpleNamespace
+
+import pytest
+
+from prefixgate.config import Settings
+from prefixgate.errors import RequestError
+from prefixgate.gateway.dashboard.forecast import period_window
+from prefixgate.gateway.keepalive import KeepAlive
+from prefixgate.gateway.proxy import Proxy
+from prefixgate.gateway.state import MemoryCounters
+from prefixgate.ledger import Ledger, LedgerRecord
+from prefixgate.policies import Limits, Policy, builtin_upstreams
+from prefixgate.policies.keepalive import KeepAlivePolicy
+from prefixgate.policies.periods import window
+from prefixgate.policies.schema import Budget, CallerKey, PolicyError
+
+
+def at(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def test_a_month_is_the_calendar_month_in_utc() -> None:
+    month = window("month", at("2026-11-15T12:00:00+00:00"))
+    assert (month.start, month.end) == (at("2026-11-01T00:00:00+00:00"), at("2026-12-01T00:00:00+00:00"))
+    assert month.left(at("2026-11-15T00:00:00+00:00")) == 16 * 86400     # the 429's Retry-After on the 15th
+    assert month.ttl >= 30 * 86400                                       # a counter outlives the 30-day month
+    feb = window("month", at("2027-02-10T00:00:00+00:00"))
+    assert feb.end - feb.start == 28 * 86400
+
+
+def test_a_day_when_dst_starts_in_los_angeles_is_23_hours() -> None:
+    day = window("day", at("2026-03-08T12:00:00-07:00"), "America/Los_Angeles")
+    assert (day.start, day.end) == (at("2026-03-08T00:00:00-08:00"), at("2026-03-09T00:00:00-07:00"))
+    assert day.end - day.start == 23 * 3600
+    back = window("day", at("2026-11-01T12:00:00-08:00"), "America/Los_Angeles")
+    assert back.end - back.start == 25 * 3600
+    # November in Los Angeles starts in daylight time and ends in standard time.
+    month = window("month", at("2026-11-20T12:00:00-08:00"), "America/Los_Angeles")
+    assert (month.start, month.end) == (at("2026-11-01T07:00:00+00:00"), at("2026-12-01T08:00:00+00:00"))
+
+
+def test_a_day_in_kolkata_starts_at_18_30_utc() -> None:
+    day = window("day", at("2026-11-28T20:00:00+00:00"), "Asia/Kolkata")
+    assert (day.start, day.end) == (at("2026-11-28T18:30:00+00:00"), at("2026-11-29T18:30:00+00:00"))
+    before = window("day", at("2026-11-28T18:29:59+00:00"), "Asia/Kolkata")
+    assert before.end == day.start and before.id != day.id
+
+
+def test_minute_and_hour_windows_and_utc_days_keep_their_counters() -> None:
+    now = at("2026-11-28T21:07:30+00:00")
+    assert window("minute", now).id == str(int(now // 60)) and window("hour", now).id == str(int(now // 3600))
+    assert window("day", now).id == str(int(now // 86400))     # the fixed UTC day's counter: none reset at upgrade
+    assert window("total", now).left(now) == 0 and window("total", now).ttl == 0
+
+
+def key(period: str = "month", zone: str = "UTC") -> CallerKey:
+    return CallerKey("team", "0" * 64, budget=Budget(usd=1.0, period=period, timezone=zone))
+
+
+def test_a_budget_spent_on_november_30_is_fresh_on_december_1() -> None:
+    clock = [at("2026-11-30T23:50:00+00:00")]
+
+    async def run() -> tuple[RequestError, float]:
+        limits = Limits(MemoryCounters(), clock=lambda: clock[0])
+        held = await limits.admit(key(), Decimal("0.5"))
+        await limits.settle(key(), held, 0, Decimal("1.0"))          # the whole dollar spent
+        with pytest.raises(RequestError) as refused:
+            await limits.admit(key(), Decimal("0.01"))
+        clock[0] = at("2026-12-01T00:00:00+00:00")
+        fresh = await limits.admit(key(), Decimal("0.01"))          # a 30-day window would run to 2026-12-03
+        await limits.aclose()
+        return refused.value, fresh.nano
+
+    refused, fresh = asyncio.run(run())
+    assert refused.status == 429 and refused.kind == "quota" and refused.retry_after == 600
+    assert fresh == 10_000_000
+
+
+def test_a_day_budget_resets_at_the_keys_own_midnight() -> None:
+    clock = [at("2026-11-28T23:30:00-08:00")]
+
+    async def run() -> tuple[float | None, int]:
+        limits = Limits(MemoryCounters(), clock=lambda: clock[0])
+        la = key("day", "America/Los_Angeles")
+        await limits.settle(la, await limits.admit(la, Decimal("0.5")), 0, Decimal("1.0"))
+        with pytest.raises(RequestError) as refused:
+            await limits.admit(la, Decimal("0.01"))
+        clock[0] = at("2026-11-29T00:00:00-08:00")        # 08:00 UTC: the UTC day had begun 8 hours before
+        fresh = await limits.admit(la, Decimal("0.01"))
+        await limits.aclose()
+        return refused.value.retry_after, fresh.nano
+
+    assert asyncio.run(run()) == (1800, 10_000_000)
+
+
+def record(ident: str, iso: str, usd: str, who: str = "team") -> LedgerRecord:
+    return LedgerRecord(id=ident, ts=at(iso), key=who, route="chat", cost_usd=usd)
+
+
+def rolled_up_ledger(path: str, records: list[LedgerRecord]) -> Ledger:
+    """A ledger holding `records`, all rolled up (closing rolls up the rest), opened again."""
+    ledger = Ledger(path)
+    for rec in records:
+        ledger.append(rec)
+    ledger.close()
+    return Ledger(path)
+
+
+def test_a_restart_without_redis_counts_only_this_calendar_months_spend(tmp_path) -> None:
+    ledger = rolled_up_ledger(str(tmp_path / "ledger.sqlite"), [
+        record("october", "2026-10-31T23:00:00+00:00", "0.40"),     # last month
+        record("second", "2026-11-02T09:00:00+00:00", "0.25"),      # this month, before the 30-day window's 3rd
+        record("tenth", "2026-11-10T09:00:00+00:00", "0.50")])
+    ledger.append(record("fresh", "2026-11-14T09:00:00+00:00", "0.125"))    # not rolled up yet
+    limits = Limits(MemoryCounters(), clock=lambda: at("2026-11-15T12:00:00+00:00"))
+    policy = SimpleNamespace(keys=(key(),))
+    try:
+        asyncio.run(Proxy.restore_budgets(SimpleNamespace(settings=Settings(), policy=policy, ledger=ledger,
+                                                          limits=limits)))  # type: ignore[arg-type]
+        assert asyncio.run(limits.store.get("spend:team:2026-11")) == 875_000_000     # $0.25 + $0.50 + $0.125
+    finally:
+        ledger.close()
+
+
+def test_the_restore_counts_a_kolkata_day_from_18_30_utc(tmp_path) -> None:
+    ledger = rolled_up_ledger(str(tmp_path / "ledger.sqlite"), [
+        record("yesterday", "2026-11-28T18:10:00+00:00", "0.40"),   # 23:40 in Kolkata, the 28th
+        record("today", "2026-11-28T18:45:00+00:00", "0.25"),       # 00:15 in Kolkata, the 29th: same UTC hour
+        record("later", "2026-11-28T21:00:00+00:00", "0.50")])
+    try:
+        since = window("day", at("2026-11-28T22:00:00+00:00"), "Asia/Kolkata").start
+        assert ledger.key_spend_pico("team", since) == 750_000_000_000
+    finally:
+        ledger.close()
+
+
+def test_keepalive_caps_count_in_the_policys_calendar(monkeypatch) -> None:
+    monkeypatch.setattr("prefixgate.gateway.keepalive.time.time", lambda: at("2026-11-15T12:00:00+00:00"))
+    policy = KeepAlivePolicy(on=True, route_usd=1.0, key_usd=0.5, period="month", timezone="America/Los_Angeles")
+    session = SimpleNamespace(route=SimpleNamespace(name="chat", keepalive=policy), group=("tenant:t", "team", "chat"))
+    caps = KeepAlive._caps(SimpleNamespace(), session)  # type: ignore[arg-type]
+    assert [c.counter for c in caps] == ["keepalive:chat:2026-11", "keepalive:chat:team:2026-11"]
+    assert (caps[0].since, caps[0].until) == (at("2026-11-01T00:00:00-07:00"), at("2026-12-01T00:00:00-08:00"))
+
+
+def test_the_dashboards_forecast_uses_the_same_windows() -> None:
+    now = at("2026-11-15T12:00:00+00:00")
+    assert period_window("month", now) == (at("2026-11-01T00:00:00+00:00"), at("2026-12-01T00:00:00+00:00"))
+    assert period_window("day", now, "Asia/Kolkata") == (at("2026-11-15T00:00:00+05:30"), at("2026-11-16T00:00:00+05:30"))
+
+
+def policy(doc: dict) -> Policy:
+    return Policy.from_dict({"routes": [{"name": "chat", "models": ["gpt-*"], "targets": [{"upstream": "openai"}],
+                                         "keepalive": {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}}],
+                             "keys": [{"name": "team", "key_sha256": "ab" * 32, "budget": {"usd": 5, "period": "day"}},
+                                      {"name": "blr", "key_sha256": "cd" * 32,
+                                       "budget": {"usd": 5, "period": "day", "timezone": "Asia/Kolkata"}}],
+                             **doc}, builtin_upstreams(Settings()))
+
+
+def test_the_policys_timezone_is_every_calendars_unless_a_key_names_its_own() -> None:
+    utc = policy({})
+    assert utc.timezone == "UTC" and [k.budget.timezone for k in utc.keys] == ["UTC", "Asia/Kolkata"]  # type: ignore[union-attr]
+    la = policy({"timezone": "America/Los_Angeles"})
+    assert [k.budget.timezone for k in la.keys] == ["America/Los_Angeles", "Asia/Kolkata"]  # type: ignore[union-attr]
+    assert la.routes[0].keepalive.timezone == "America/Los_Angeles"
+
+
+@pytest.mark.parametrize(("doc", "path"), [({"timezone": "Mars/Olympus_Mons"}, "timezone:"),
+                                           ({"timezone": 5}, "timezone:"),
+                                           ({"keys": [{"name": "t", "key_sha256": "ab" * 32,
+                                                       "budget": {"usd": 1, "timezone": "PST8PDT/Nowhere"}}]},
+                                            "keys.0.budget.timezone:")])
+def test_a_zone_zoneinfo_does_not_know_is_refused_at_load_naming_its_key(doc: dict, path: str) -> None:
+    with pytest.raises(PolicyError) as refused:
+        policy(doc)
+    assert str(refused.value).startswith(path) and "time zone" in str(refused.value)
