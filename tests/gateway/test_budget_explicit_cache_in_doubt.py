@@ -27,6 +27,7 @@ from prefixgate.simulation.mock.server import tenant_of
 from tests.gateway.support_vertex import GEMINI, LOCATION
 from tests.gateway.test_explicit_cache_in_doubt_vertex import CACHES, CALLER, SCOPE, Stack, vertex_stack
 from tests.gateway.test_gateway_explicit_cache import SYSTEM
+from tests.support_calendar import midday_zone
 from tests.support_services import wait_until
 
 pytestmark = pytest.mark.slow
@@ -131,7 +132,7 @@ def test_a_cache_still_searched_for_when_the_gateway_stops_is_booked_at_its_wors
 def test_a_hold_for_spending_in_doubt_is_placed_without_room_and_seen_by_every_replica(redis_url):
     # A running request holds the whole $1 budget when a cache in doubt may have cost $0.50: held all the same. The
     # request then costs $0.20, and another replica's request that needs $0.40 finds $0.30 left, not $0.80.
-    key = CallerKey(f"team-{uuid.uuid4().hex}", "0" * 64, budget=Budget(usd=1.0, period="day"))
+    key = CallerKey(f"team-{uuid.uuid4().hex}", "0" * 64, budget=Budget(usd=1.0, period="day", timezone=midday_zone()))
 
     async def run() -> tuple[int, str]:
         a, b = Limits(RedisCounters(redis_url)), Limits(RedisCounters(redis_url))

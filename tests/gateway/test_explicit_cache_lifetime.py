@@ -23,6 +23,7 @@ from prefixgate.simulation.mock.server import MockContext, tenant_of
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import settings_for
 from tests.gateway.test_gateway_explicit_cache import SYSTEM, long_gap_history
+from tests.support_calendar import midday_zone
 from tests.support_services import ServerThread, wait_until
 
 MODEL = "gemini-3.5-flash"
@@ -57,6 +58,7 @@ def stack(tmp_path, monkeypatch):
         policy = Policy.from_dict({
             "routes": [{"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]}],
             "keys": [{"name": "acme", "key_env": "KEY_ACME", "tenant": "acme", "budget": {"usd": 100, "period": "day"}}],
+            "timezone": midday_zone(),      # the day's counter spent below is the one the gateway reads after
         }, builtin_upstreams(settings))
         app = create_app(settings, policy=policy, planner_state=state)
         with ServerThread(app) as gw:

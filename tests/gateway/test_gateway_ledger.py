@@ -108,6 +108,7 @@ def test_budget_exhaustion_is_a_429_in_the_callers_dialect(tmp_path, monkeypatch
     import anthropic
 
     from tests.gateway.support_gateway import running_gateway, running_upstream
+    from tests.support_calendar import midday_zone
     from tests.support_services import wait_until
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-budget-0001")
@@ -116,7 +117,8 @@ def test_budget_exhaustion_is_a_429_in_the_callers_dialect(tmp_path, monkeypatch
         settings = settings_for(up.url, tmp_path, **extra)
         policy = policy_for(settings, {
             "routes": [{"name": "claude", "models": ["claude-*"], "targets": [{"upstream": "anthropic"}]}],
-            "keys": [{"name": "small", "key_sha256": hash_key("k-small"), "budget": {"usd": 0.001, "period": "month"}}]})
+            "keys": [{"name": "small", "key_sha256": hash_key("k-small"), "budget": {"usd": 0.001, "period": "month"}}],
+            "timezone": midday_zone()})      # no month starts again between the spend and the refusal
         with running_gateway(settings, policy=policy) as gw:
             client = anthropic.Anthropic(api_key="k-small", base_url=gw.url, max_retries=0)
             client.messages.create(model="claude-opus-5", max_tokens=5, messages=[{"role": "user", "content": "x"}])

@@ -24,11 +24,12 @@ from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.policies.keepalive import KeepAlivePolicy
 from prefixgate.providers.rules import load_catalog
 from prefixgate.usage import Usage
+from tests.support_calendar import midday_zone
 
 # Sonnet 5.5's cache read is $0.10/MTok: a refresh reading 7,900 tokens costs $0.00079; the key's cap of $0.001 a
 # day has room for one and not two.
 REFRESH = Decimal("7900") * Decimal("0.10") / 1_000_000
-POLICY = KeepAlivePolicy(on=True, route_usd=1.0, key_usd=0.001, period="day")
+POLICY = KeepAlivePolicy(on=True, route_usd=1.0, key_usd=0.001, period="day", timezone=midday_zone())
 
 
 def replica(redis_url: str) -> KeepAlive:

@@ -40,6 +40,7 @@ from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as create_mock
 from prefixgate.simulation.simulator import Simulator
 from tests.gateway.dashboard.test_dashboard_browser import assert_reads_as, browser  # noqa: F401 (a fixture)
+from tests.support_calendar import midday_zone
 from tests.support_services import ServerThread, wait_until
 from tests.support_stack import running_stack
 
@@ -72,6 +73,7 @@ def policy(tmp: Path) -> Path:
                    # Room for one refresh of a returning session's prefix (~7,900 tokens read: ~$0.0008) and not two.
                    route("capped", {"mode": "on", "route_usd": 1, "key_usd": 0.001, "period": "day", "upgrade": False})],
         "keys": [{"name": name, "key_env": f"KA_KEY_{name.upper()}", "tenant": name, "routes": [name]} for name in KEYS],
+        "timezone": midday_zone(),      # caps and budgets count per day: one hours from its end, however late the run
     }
     doc["routes"] += [route("budgeted", on), route("static", on), route("slow", "off"),
                       route("lobby", {"mode": "on", "route_usd": 5, "key_usd": 1, "period": "day"}),
@@ -592,7 +594,8 @@ def test_a_restart_forgives_no_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         capped = Policy.from_dict({
             "routes": [{"name": "capped", "models": ["capped-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
                         "keepalive": {"mode": "on", "route_usd": 1, "key_usd": 0.001, "period": "day", "upgrade": False}}],
-            "keys": [{"name": "capped", "key_env": "KA_KEY_CAPPED", "tenant": "capped"}]}, builtin_upstreams(settings))
+            "keys": [{"name": "capped", "key_env": "KA_KEY_CAPPED", "tenant": "capped"}], "timezone": midday_zone()},
+            builtin_upstreams(settings))
         for life in (1, 2):
             with ServerThread(create_app(settings, policy=capped)) as gw:
                 stack = Stack(gw.url, mock.url, clock, ledger)
@@ -663,7 +666,8 @@ def keepalive_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_ur
             policy = Policy.from_dict({
                 "routes": [{"name": route, "models": [f"{route}-sonnet"], "targets": [{"upstream": "anthropic", "model": MODEL}],
                             "keepalive": keepalive}],
-                "keys": [{"name": route, "key_env": f"KA_KEY_{route.upper()}", "tenant": route}]}, builtin_upstreams(settings))
+                "keys": [{"name": route, "key_env": f"KA_KEY_{route.upper()}", "tenant": route}],
+                "timezone": midday_zone()}, builtin_upstreams(settings))
             return create_app(settings, policy=policy), ledger
 
         (app_a, ledger_a), (app_b, ledger_b) = replica("a"), replica("b")
