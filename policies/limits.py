@@ -30,7 +30,7 @@ from decimal import Decimal
 from typing import Protocol
 
 from prefixgate.errors import RequestError
-from prefixgate.policies.periods import Window, window
+from prefixgate.policies.periods import Window, resets, window
 from prefixgate.policies.schema import CallerKey
 
 NANO = Decimal(10) ** 9
@@ -322,12 +322,13 @@ class Limits:
 
 def _spent(key: CallerKey, now: float) -> RequestError:
     assert key.budget is not None
-    left = budget_window(key, now).left(now)
+    current = budget_window(key, now)
+    left = current.left(now)
     # A window that resets within a minute (a per-minute budget, a day's last seconds) is waited out like a rate
     # limit; a longer one refuses until it resets, and SDKs are told not to retry (they would sleep out its days).
     kind = "rate_limit" if 0 < left <= RATE_WINDOW_S else "quota"
-    return RequestError(f"key {key.name!r} has spent its budget of ${key.budget.usd:g} per {key.budget.period}",
-                        status=429, kind=kind, retry_after=left or None)
+    return RequestError(f"key {key.name!r} has spent its budget of ${key.budget.usd:g} per {key.budget.period}; "
+                        f"{resets(current, key.budget.timezone)}", status=429, kind=kind, retry_after=left or None)
 
 
 def _held(key: CallerKey) -> RequestError:

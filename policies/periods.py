@@ -34,6 +34,13 @@ class Window:
         return 0.0 if math.isinf(self.end) else self.end - now
 
 
+def resets(current: Window, zone: str = "UTC") -> str:
+    """When `current` ends, on its own calendar, for a refusal's message."""
+    if math.isinf(current.end):
+        return "it never resets (period total)"
+    return f"it resets at {datetime.fromtimestamp(current.end, ZoneInfo(zone)):%Y-%m-%d %H:%M} {zone}"
+
+
 def zone_error(name: object) -> str:
     """Why `name` is not an IANA time zone ("" where it is one)."""
     if not isinstance(name, str) or not name:

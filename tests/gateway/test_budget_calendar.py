@@ -83,13 +83,14 @@ def test_a_budget_spent_on_november_30_is_fresh_on_december_1() -> None:
 
     refused, fresh = asyncio.run(run())
     assert refused.status == 429 and refused.kind == "quota" and refused.retry_after == 600
+    assert refused.message.endswith("per month; it resets at 2026-12-01 00:00 UTC")
     assert fresh == 10_000_000
 
 
 def test_a_day_budget_resets_at_the_keys_own_midnight() -> None:
     clock = [at("2026-11-28T23:30:00-08:00")]
 
-    async def run() -> tuple[float | None, int]:
+    async def run() -> tuple[RequestError, int]:
         limits = Limits(MemoryCounters(), clock=lambda: clock[0])
         la = key("day", "America/Los_Angeles")
         await limits.settle(la, await limits.admit(la, Decimal("0.5")), 0, Decimal("1.0"))
@@ -98,9 +99,11 @@ def test_a_day_budget_resets_at_the_keys_own_midnight() -> None:
         clock[0] = at("2026-11-29T00:00:00-08:00")        # 08:00 UTC: the UTC day had begun 8 hours before
         fresh = await limits.admit(la, Decimal("0.01"))
         await limits.aclose()
-        return refused.value.retry_after, fresh.nano
+        return refused.value, fresh.nano
 
-    assert asyncio.run(run()) == (1800, 10_000_000)
+    refused, fresh = asyncio.run(run())
+    assert (refused.retry_after, fresh) == (1800, 10_000_000)
+    assert refused.message.endswith("it resets at 2026-11-29 00:00 America/Los_Angeles")
 
 
 def record(ident: str, iso: str, usd: str, who: str = "team") -> LedgerRecord:
