@@ -81,6 +81,19 @@ class Body:
         """The byte offset where this body's own parsing of its array began (what it did not reuse)."""
         return self.ends[self.reused - 1] if self.reused else self.start
 
+    def parsed_here(self) -> tuple[list[tuple[int, int]], list[Any]]:
+        """The byte ranges of `raw` this body parsed itself, not taking an earlier body's values, and the values
+        parsed from them: its new elements, then the fields after the array unless they are the earlier body's
+        (`owner_tail`), and the fields before it (with the array's own name) when parsed here."""
+        spans = [(self.new_from, self.after if self.owner_tail is not None else len(self.raw))]
+        values: list[Any] = [self.data[self.array][self.reused:]]
+        if self.owner_tail is None:
+            values.append(dict(self.tail))
+        if self.head_parsed:
+            spans.append((0, self.start))
+            values.append({**dict(self.before), self.array: None})
+        return spans, values
+
     def span(self, count: int) -> bytes:
         """The raw bytes of the first `count` elements, with the separators between them."""
         return self.raw[self.start:self.ends[count - 1]] if count else b""

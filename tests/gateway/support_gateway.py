@@ -47,6 +47,18 @@ class Received:
     raw: bytes = b""
 
 
+class Counted:
+    """An ASGI app that counts the HTTP requests reaching it."""
+
+    def __init__(self, app) -> None:
+        self.app, self.paths = app, []
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            self.paths.append(scope["path"])
+        await self.app(scope, receive, send)
+
+
 @dataclass
 class FakeUpstream:
     """Answers like Anthropic, OpenAI and Gemini. Queue faults ("429", "429-wait" (Retry-After: 2), "500", "529", "timeout", "drop", "error"

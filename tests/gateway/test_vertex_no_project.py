@@ -25,7 +25,7 @@ from prefixgate.dialects.vertex import resource_root as vertex_root
 from prefixgate.gateway.app import create_app
 from prefixgate.policies import PolicyError, load_policy
 from prefixgate.policies.load import builtin_upstreams
-from tests.gateway.support_gateway import settings_for
+from tests.gateway.support_gateway import Counted, settings_for
 from tests.gateway.support_vertex import (
     CLAUDE,
     GEMINI,
@@ -40,18 +40,6 @@ from tests.support_services import ServerThread
 # google/genai/_api_client.py), the anthropic and openai SDKs' 408, 409, 429 and >= 500 unless x-should-retry.
 GENAI_RETRIED = {408, 429, 500, 502, 503, 504}
 NOWHERE = "http://127.0.0.1:9"     # every provider's URL: nothing may leave the gateway here
-
-
-class Counted:
-    """An ASGI app that counts the HTTP requests reaching it."""
-
-    def __init__(self, app) -> None:
-        self.app, self.paths = app, []
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "http":
-            self.paths.append(scope["path"])
-        await self.app(scope, receive, send)
 
 
 @pytest.fixture
