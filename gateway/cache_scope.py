@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from decimal import Decimal
 
 from starlette.background import BackgroundTask
@@ -110,7 +109,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
             await check_owned(proxy.stored_ids, owner, named, caller.key.provider_ids)
             tokens += sum([await file_tokens(proxy, owner, n.ident) or 0 for n in named if n.kind == FILE])
             lifetime = DEFAULT_TTL_S if seconds is None else seconds
-            held = await proxy.limits.admit(caller.key, _worst(proxy, upstream, dialect, route, body, tokens, lifetime))
+            held = await proxy.hold_for(caller.key, _worst(proxy, upstream, dialect, route, body, tokens, lifetime))
     elif method == "PATCH":
         before = await forward("GET", b"", LOOKUP_S)      # storage is paid up to the old expiry; the PATCH buys the rest
         if 200 <= before.status < 300:
@@ -120,8 +119,8 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
             tokens = (stored.get("usageMetadata") or {}).get("totalTokenCount")
             if caller.key is not None and seconds is not None and isinstance(tokens, int):
                 # Its rate limit was counted by admit_state: this holds the hours it buys, as a create holds its own.
-                held = await proxy.limits.admit(replace(caller.key, rate_limit=None), _worst(
-                    proxy, upstream, dialect, route, stored, tokens, now + seconds - paid_until, written=False))
+                held = await proxy.hold_for(caller.key, _worst(
+                    proxy, upstream, dialect, route, stored, tokens, now + seconds - paid_until, written=False), counted=True)
     try:
         return await _sent(request, proxy, caller, dialect, upstream, name, raw, forward, seconds, paid_until, held,
                            timeout_s)

@@ -388,7 +388,7 @@ class ExplicitCaches:
         if entry.caller is not None and entry.price is not None:
             estimate = entry.tokens * entry.price.storage_per_hour / MTOK * Decimal(str(self.ttl_s)) / 3600
             try:    # the key that created the cache pays its extension, within its budget
-                held = await self.proxy.limits.admit(entry.caller, estimate)
+                held = await self.proxy.hold_for(entry.caller, estimate)
             except RequestError as e:
                 log.info("explicit caches: %s left to expire: %s", entry.name, e.message)
                 del self.entries[entry.name]

@@ -301,7 +301,16 @@ class Proxy:
             named = None
         if isinstance(named, str) and named:
             self.router.decide(named.rsplit("/", 1)[-1], caller.key, dialect)
-        await self.limits.admit(caller.key)
+        await self.hold_for(caller.key, Decimal(0))
+
+    async def hold_for(self, key: CallerKey | None, usd: Decimal, counted: bool = False) -> Reservation:
+        """Admission for a call that is not a model's but may cost `usd` (an explicit cache's create, the storage an
+        extension buys), held against the key's budget until it is booked, by admission's rules (`Limits.admit`: its
+        budget, its rate and tokens per minute, refusals as 429s the caller's format words); `counted`: the call
+        was counted against its rate already (`admit_state`), and is not counted twice."""
+        if key is None:
+            return Reservation()
+        return await self.limits.admit(replace(key, rate_limit=None) if counted else key, usd)
 
     def estimated_cost(self, call: Call, ref: TargetRef, usage: Usage) -> Decimal:
         """The route's declared cap, else `usage` held at the target model's price (`held_cost`: the prompt at its
