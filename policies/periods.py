@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 PERIODS = ("minute", "hour", "day", "month", "total")
 FIXED_S = {"minute": 60, "hour": 3600}
@@ -38,7 +38,7 @@ def resets(current: Window, zone: str = "UTC") -> str:
     """When `current` ends, on its own calendar, for a refusal's message."""
     if math.isinf(current.end):
         return "it never resets (period total)"
-    return f"it resets at {datetime.fromtimestamp(current.end, ZoneInfo(zone)):%Y-%m-%d %H:%M} {zone}"
+    return f"it resets at {datetime.fromtimestamp(current.end, _tz(zone)):%Y-%m-%d %H:%M} {zone}"
 
 
 def zone_error(name: object) -> str:
@@ -46,8 +46,10 @@ def zone_error(name: object) -> str:
     if not isinstance(name, str) or not name:
         return f"an IANA time zone name such as UTC or America/Los_Angeles, got {name!r}"
     try:
-        ZoneInfo(name)
+        _tz(name)
     except (ZoneInfoNotFoundError, ValueError):
+        if not available_timezones():
+            return f"time zone {name!r} needs the IANA time zone database, which this machine lacks: pip install tzdata"
         return f"unknown time zone {name!r}: an IANA name such as UTC, Europe/Berlin or America/Los_Angeles"
     return ""
 
@@ -60,7 +62,7 @@ def window(period: str, now: float, zone: str = "UTC") -> Window:
         length = FIXED_S[period]
         index = int(now // length)
         return Window(str(index), float(index * length), float((index + 1) * length))
-    tz = ZoneInfo(zone)
+    tz = _tz(zone)
     today = datetime.fromtimestamp(now, tz).date()
     if period == "day":
         # The local date counted from 1970-01-01: in UTC the same ids the fixed 86,400 s days had.
@@ -72,6 +74,11 @@ def window(period: str, now: float, zone: str = "UTC") -> Window:
     raise ValueError(f"unknown period {period!r}: one of {', '.join(PERIODS)}")
 
 
-def _midnight(day: date, tz: ZoneInfo) -> float:
+def _tz(zone: str) -> tzinfo:
+    # UTC, the default, needs no time zone database (a slim container image may have none).
+    return UTC if zone == "UTC" else ZoneInfo(zone)
+
+
+def _midnight(day: date, tz: tzinfo) -> float:
     # A midnight that a DST jump skips (America/Santiago) maps, with fold 0, to the jump itself: the day's first moment.
     return datetime(day.year, day.month, day.day, tzinfo=tz).timestamp()

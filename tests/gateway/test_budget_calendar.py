@@ -9,6 +9,7 @@ import asyncio
 from datetime import datetime
 from decimal import Decimal
 from types import SimpleNamespace
+from zoneinfo import ZoneInfoNotFoundError
 
 import pytest
 
@@ -21,7 +22,7 @@ from prefixgate.gateway.state import MemoryCounters
 from prefixgate.ledger import Ledger, LedgerRecord
 from prefixgate.policies import Limits, Policy, builtin_upstreams
 from prefixgate.policies.keepalive import KeepAlivePolicy
-from prefixgate.policies.periods import window
+from prefixgate.policies.periods import window, zone_error
 from prefixgate.policies.schema import Budget, CallerKey, PolicyError
 
 
@@ -188,3 +189,13 @@ def test_a_zone_zoneinfo_does_not_know_is_refused_at_load_naming_its_key(doc: di
     with pytest.raises(PolicyError) as refused:
         policy(doc)
     assert str(refused.value).startswith(path) and "time zone" in str(refused.value)
+
+
+def test_utc_needs_no_time_zone_database_and_another_zone_says_what_is_missing(monkeypatch) -> None:
+    def no_database(name: str) -> None:
+        raise ZoneInfoNotFoundError(f"No time zone found with key {name}")
+
+    monkeypatch.setattr("prefixgate.policies.periods.ZoneInfo", no_database)      # a slim image without tzdata
+    monkeypatch.setattr("prefixgate.policies.periods.available_timezones", set)
+    assert window("month", at("2026-11-15T12:00:00+00:00")).start == at("2026-11-01T00:00:00+00:00")
+    assert zone_error("UTC") == "" and "pip install tzdata" in zone_error("Asia/Kolkata")
