@@ -6,7 +6,7 @@ model to Vertex's model router. (A chained request's stored answer, `previous_re
 
 from __future__ import annotations
 
-from prefixgate.dialects.proto_json import one_spelling
+from prefixgate.dialects.proto_json import field, one_spelling
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller
@@ -36,15 +36,15 @@ def _routed_here(params: dict) -> None:
     """Vertex's model router (`generationConfig.routingConfig`: `autoMode` lets Vertex pick the model, `manualMode`
     names one) answers with a model the URL does not name: a key whose route allows Flash would get Pro, held and
     priced as Flash. A keyed caller's model is its route's."""
-    config = params.get("generationConfig", params.get("generation_config"))
-    if isinstance(config, dict) and config.get("routingConfig", config.get("routing_config")) is not None:
+    config = field(params, "generationConfig")
+    if isinstance(config, dict) and field(config, "routingConfig") is not None:
         raise RequestError("generationConfig.routingConfig: this gateway sends a request to the model its route "
                            "chooses; name the model in the URL instead of routing it", field="generationConfig.routingConfig")
 
 
 async def _own_cache(owners: StoredIds, owner: str, fields: dict) -> None:
     """The cache `fields` name (either spelling), if any, is `owner`'s; else the 404 Gemini answers an unknown one."""
-    cache = fields.get("cachedContent") or fields.get("cached_content")
+    cache = field(fields, "cachedContent")
     if cache and not await owners.allows(CACHE, cache_id(cache), owner):
         raise RequestError(f"CachedContent not found: {cache}", field="cachedContent", status=404, kind="not_found")
 
@@ -58,7 +58,7 @@ async def check_counted(owners: StoredIds, caller: Caller, raw: bytes) -> None:
     owner = principal(caller.key)
     if owner is None:
         return
-    for request in (body, body.get("generateContentRequest"), body.get("generate_content_request")):
+    for request in (body, field(body, "generateContentRequest")):
         if isinstance(request, dict):
             await _own_cache(owners, owner, request)
             await check_owned(owners, owner, body_ids(request), caller.key.provider_ids)  # type: ignore[union-attr]

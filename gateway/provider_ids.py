@@ -14,12 +14,11 @@ an open gateway has one party and checks nothing.
 
 from __future__ import annotations
 
-import functools
 import json
-import re
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any, NamedTuple
 
+from prefixgate.dialects.proto_json import field, snake
 from prefixgate.errors import RequestError
 from prefixgate.gateway.stored_ids import StoredIds
 from prefixgate.ir import Conversation
@@ -86,8 +85,8 @@ def _top_level(params: dict) -> Iterator[Named]:
         for skill in _list(container.get("skills")):
             if isinstance(skill, dict) and skill.get("type") == "custom" and isinstance(skill.get("skill_id"), str):
                 yield Named(SKILL, skill["skill_id"], "container.skills")
-    output = _field(params, "outputConfig")         # Vertex: generated media written there by the project's agent
-    prefix = _field(output, "outputUriPrefix") if isinstance(output, dict) else None
+    output = field(params, "outputConfig")         # Vertex: generated media written there by the project's agent
+    prefix = field(output, "outputUriPrefix") if isinstance(output, dict) else None
     if isinstance(prefix, str):
         yield Named(STORAGE, prefix, "outputConfig.outputUriPrefix")
     prompt = params.get("prompt")                    # Responses: a stored prompt's variables may be files
@@ -143,11 +142,11 @@ def _shape(node: dict) -> Iterator[Named]:
             yield Named(FILE, mask, "tools.input_image_mask.file_id")
     elif kind in _MEDIA and isinstance(node.get("uri"), str) and _names_stored_file(node["uri"]):
         yield Named(STORAGE if node["uri"].startswith("gs://") else FILE, node["uri"], "uri")
-    for ident in _strings(node.get("fileSearchStoreNames", node.get("file_search_store_names"))):
+    for ident in _strings(field(node, "fileSearchStoreNames")):
         yield Named(SEARCH_STORE, ident, "file_search_store_names")     # Gemini's and Interactions' File Search
-    data = node.get("fileData", node.get("file_data"))     # a Gemini part
+    data = field(node, "fileData")     # a Gemini part
     if isinstance(data, dict):
-        uri = data.get("fileUri", data.get("file_uri"))
+        uri = field(data, "fileUri")
         if isinstance(uri, str) and _names_stored_file(uri):
             yield Named(STORAGE if uri.startswith("gs://") else FILE, uri, "fileData.fileUri")
     s3 = node.get("s3Location")                      # Bedrock Converse: read with the gateway's own role
@@ -161,40 +160,27 @@ def _grounding(node: dict) -> Iterator[Named]:
     a RAG resource's corpus, a Vertex AI Search data store or engine, an external API's key secret or service account."""
     if _GROUNDING.isdisjoint(node):     # every object of every body comes here: most name none of these
         return
-    corpus = _field(node, "ragCorpus")
-    for ident in [corpus] if isinstance(corpus, str) else _strings(_field(node, "ragCorpora")):
+    corpus = field(node, "ragCorpus")
+    for ident in [corpus] if isinstance(corpus, str) else _strings(field(node, "ragCorpora")):
         yield Named(RAG_CORPUS, ident, "retrieval.vertexRagStore")
-    search = _field(node, "vertexAiSearch")
+    search = field(node, "vertexAiSearch")
     for ident in (search.get("datastore"), search.get("engine")) if isinstance(search, dict) else ():
         if isinstance(ident, str):
             yield Named(DATA_STORE, ident, "retrieval.vertexAiSearch")
-    store = _field(node, "dataStore")     # a data store spec's
+    store = field(node, "dataStore")     # a data store spec's
     if isinstance(store, str):
         yield Named(DATA_STORE, store, "retrieval.vertexAiSearch.dataStoreSpecs")
-    secret = _field(node, "apiKeySecret")
+    secret = field(node, "apiKeySecret")
     if isinstance(secret, str):
         yield Named(SECRET, secret, "retrieval.externalApi.apiKeySecret")
-    account = _field(node, "googleServiceAccountConfig")
-    acting = _field(account, "serviceAccount") if isinstance(account, dict) else None
+    account = field(node, "googleServiceAccountConfig")
+    acting = field(account, "serviceAccount") if isinstance(account, dict) else None
     if isinstance(acting, str):
         yield Named(SERVICE_ACCOUNT, acting, "retrieval.externalApi.authConfig")
 
 
-def _field(node: dict, name: str) -> Any:
-    """`node`'s field `name` in either spelling Google's REST takes (proto3 JSON: lowerCamelCase or the proto's own)."""
-    found = node.get(name)
-    return found if found is not None else node.get(_snake(name))
-
-
-@functools.cache
-def _snake(name: str) -> str:
-    """A lowerCamelCase field's proto name: `ragCorpus` -> `rag_corpus`. Cached: run for each object of a body,
-    the regex took 80 ms of a 600-message agent body's walk."""
-    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
-
-
 _GROUNDING = frozenset(f for name in ("ragCorpus", "ragCorpora", "vertexAiSearch", "dataStore", "apiKeySecret",
-                                      "googleServiceAccountConfig") for f in (name, _snake(name)))
+                                      "googleServiceAccountConfig") for f in (name, snake(name)))
 
 
 def _strings(value: Any) -> list[str]:

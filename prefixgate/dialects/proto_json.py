@@ -10,6 +10,7 @@ FieldNameDuplicateDifferentCasing cases), so no client that Google's API accepts
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -24,8 +25,24 @@ _ESCAPED_KEY = re.compile(rb'\\u[0-9A-Fa-f]{4}[A-Za-z0-9_]*"\s*:')     # a field
 
 
 def camel(name: str) -> str:
-    """A proto field name in proto3 JSON's lowerCamelCase: `cached_content` -> `cachedContent`."""
+    """A proto field name in proto3 JSON's lowerCamelCase: `cached_content` -> `cachedContent`. Not cached: it is
+    asked of the caller's own keys."""
     return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), name)
+
+
+@functools.cache
+def snake(name: str) -> str:
+    """A lowerCamelCase field's proto name: `ragCorpus` -> `rag_corpus`, `camel`'s reverse. Cached, for the field
+    names the gateway reads (`field`): run for each object of a body, the regex took 80 ms of a 600-message agent
+    body's walk."""
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+def field(node: dict, name: str) -> Any:
+    """`node`'s field `name` (lowerCamelCase) in either spelling proto3 JSON takes, None where neither is set. A
+    Google body naming both is refused before it is read (`one_spelling`)."""
+    found = node.get(name)
+    return found if found is not None else node.get(snake(name))
 
 
 def one_spelling(body: Any, raw: bytes | str | None = None) -> None:
