@@ -105,7 +105,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("openai_compatible", "openai", takes_profile=True),
     Kind("local", "openai", in_process=True),
 )}
-assert set(KINDS) == set(get_args(UpstreamKind)), "UpstreamKind and KINDS name the same kinds"
+if set(KINDS) != set(get_args(UpstreamKind)):
+    raise RuntimeError(f"UpstreamKind and KINDS must name the same kinds: {sorted(set(KINDS) ^ set(get_args(UpstreamKind)))}")
 
 # A ledger record's provider (an upstream's kind, or a compatible provider's name) -> the catalogue provider whose
 # rows describe its models; a name absent here (vertex, deepseek, ...) is its own.
