@@ -55,6 +55,9 @@ LAUNCH = """
 import os
 import sys
 root = sys.argv.pop(1)
+# `-c` puts the working directory first on sys.path: from this checkout's root, `import prefixgate` would find this
+# tree's core there before the mapping below could send it to the other checkout (only its components moved).
+sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
 finder = next(m for n, m in sys.modules.items() if n.startswith("__editable___prefixgate"))
 here = finder.MAPPING["prefixgate"].rsplit("/", 1)[0]
 moved = {k: root + v[len(here):] for k, v in finder.MAPPING.items()}
