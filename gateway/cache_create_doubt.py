@@ -53,18 +53,30 @@ class Asked:
 
     Matched, not tagged: the planner's own creates carry a displayName of the gateway's (`ExplicitCaches.named`),
     but a caller's displayName is the caller's field (Google shows it back in get and list, and no update changes
-    it), so a tag would be a visible change to what they made. A match by what the create asked (model, displayName,
-    lifetime, a createTime from its sending on) is taken only when exactly one cache no one owns fits, and only once
-    that cache is older than one search's wait (`settle_s`): a create still in flight elsewhere (another tenant's,
-    on this replica or another) has had its answer, and its owner recorded, by then. Two that fit is a doubt, booked
-    at the worst case, never a guess."""
+    it), so a tag would be a visible change to what they made. A cache shows neither its contents nor who asked for
+    it, so a match must never be a guess between tenants: a cache is taken only when, at the last search (Google may
+    make the caller's after another that fits), exactly one cache no one owns fits, older than one search's wait (a
+    create answered meanwhile has its owner recorded by then), and no other create of the same `signature` is in
+    flight or was in doubt at the same time on this replica (`ExplicitCaches.creating`, `doubts`: of two in doubt at
+    once, with one of them made, either could take it). Anything else is a doubt, booked at the worst case. Left open: two replicas each with a
+    create of the same signature in doubt at once, only one of them made."""
 
+    upstream: str
     model: str
     display_name: str
     ttl_s: float | None         # asked as a duration (or nothing: Google's default hour)
     expire: float | None        # asked as an expiry
     sent: float
-    failed: float
+    failed: float = 0.0
+
+    @property
+    def signature(self) -> tuple:
+        return self.upstream, self.model, self.display_name, self.ttl_s, self.expire
+
+    def overlaps(self, other: Asked) -> bool:
+        """Whether a cache `other` made could fit this create too (the same signature, windows that meet)."""
+        return (other.signature == self.signature and other.sent - CLOCK_SKEW_S <= self.failed + LATE_S
+                and self.sent - CLOCK_SKEW_S <= other.failed + LATE_S)
 
     def fits(self, cache: dict) -> bool:
         try:
@@ -90,22 +102,8 @@ async def resolve(caches: ExplicitCaches, upstream: Upstream, wire: WireFormat, 
                   owned: Callable[[str], Awaitable[bool]], book: Book, release: Callable[[], None]) -> None:
     """Search for the cache `asked` may have made: `book(cache, "")` once found, `book(None, why)` if unresolved
     (also when the gateway stops mid-search), `release()` if there is none."""
-    why, found = "", None
     try:
-        for attempt in range(1, FIND_TRIES + 1):
-            await asyncio.sleep(caches.tick_s * attempt)
-            search = await caches.search(upstream, wire, key, asked.fits, every=True)
-            free = [c for c in search.found if not await owned(str(c.get("name", "")))]
-            free = [c for c in free if c.get("name") not in caches.claimed]     # after the last await: no race
-            young = [c for c in free if parse_rfc3339(c["createTime"], "createTime") > caches.clock() - caches.tick_s]
-            if len(free) == 1 and not young:
-                found = free[0]
-                caches.claimed.add(found["name"])
-                break
-            why = search.unread or (f"{len(free)} caches no one owns fit what it asked" if len(free) > 1 else
-                                    "a cache that fits is too new to tell from another's create" if young else "")
-            if search.capped or (free and not young):
-                break       # a longer list or a second look would not settle it
+        found, why = await _search(caches, upstream, wire, key, asked, owned)
     except asyncio.CancelledError:
         await book(None, "the gateway stopped while it was searched for")
         raise
@@ -117,3 +115,26 @@ async def resolve(caches: ExplicitCaches, upstream: Upstream, wire: WireFormat, 
     else:
         log.info("cached contents: a create of %s got no answer, and no such cache appeared", asked.model)
         release()
+
+
+async def _search(caches: ExplicitCaches, upstream: Upstream, wire: WireFormat, key: str | None, asked: Asked,
+                  owned: Callable[[str], Awaitable[bool]]) -> tuple[dict | None, str]:
+    """The cache `asked` made (claimed), or None and why it is in doubt ("": none was made)."""
+    for attempt in range(1, FIND_TRIES + 1):
+        await asyncio.sleep(caches.tick_s * attempt)
+        search = await caches.search(upstream, wire, key, asked.fits, every=True)
+        if search.capped:
+            break       # a longer list would stop there again
+    if search.unread:
+        return None, search.unread
+    free = [c for c in search.found if not await owned(str(c.get("name", "")))]
+    free = [c for c in free if c.get("name") not in caches.claimed]     # after the last await: no race
+    if free and (caches.creating[asked.signature] or any(asked.overlaps(a) for a in caches.doubts if a is not asked)):
+        return None, "another create of the same model, displayName and lifetime is in flight or in doubt here"
+    if any(parse_rfc3339(c["createTime"], "createTime") > caches.clock() - caches.tick_s for c in free):
+        return None, "a cache that fits is too new to tell from another's create"
+    if len(free) > 1:
+        return None, f"{len(free)} caches no one owns fit what it asked"
+    if free:
+        caches.claimed.add(free[0]["name"])
+    return (free[0] if free else None), ""

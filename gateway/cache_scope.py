@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from decimal import Decimal
 
 from starlette.background import BackgroundTask
@@ -121,6 +122,11 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
                 # Its rate limit was counted by admit_state: this holds the hours it buys, as a create holds its own.
                 held = await proxy.hold_for(caller.key, _worst(
                     proxy, upstream, dialect, route, stored, tokens, now + seconds - paid_until, written=False), counted=True)
+    asked = Asked(upstream.name, model_of(body.get("model")), str(body.get("displayName", body.get("display_name")) or ""),
+                  None if seconds is None or "ttl" not in body else seconds,
+                  None if seconds is None or "ttl" in body else now + seconds, now)
+    if method == "POST":
+        proxy.caches.creating[asked.signature] += 1
     try:
         return await _sent(request, proxy, caller, dialect, upstream, name, raw, forward, seconds, paid_until, held,
                            timeout_s)
@@ -128,14 +134,14 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
         if method != "POST" or not in_doubt(f):
             proxy.limits.release(held)
             raise
-        asked = Asked(model_of(body.get("model")), str(body.get("displayName", body.get("display_name")) or ""),
-                      None if seconds is None or "ttl" not in body else seconds,
-                      None if seconds is None or "ttl" in body else now + seconds, now, time.time())
-        _in_doubt(request, proxy, caller, dialect, upstream, asked, tokens, held)
+        _in_doubt(request, proxy, caller, dialect, upstream, replace(asked, failed=time.time()), tokens, held)
         raise
     except BaseException:
         proxy.limits.release(held)      # booked, it is settled instead (a second release is a no-op)
         raise
+    finally:
+        if method == "POST":
+            proxy.caches.done_creating(asked.signature)
 
 
 def _in_doubt(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, asked: Asked,
@@ -165,6 +171,7 @@ def _in_doubt(request: Request, proxy: Proxy, caller: Caller, dialect: str, upst
              "at its worst case (its tokens by its body and files, written and stored for the lifetime asked)"],
             hours=Decimal(str(max(lifetime, 0.0))) / 3600))
 
+    proxy.caches.doubted(asked)
     proxy.caches.searching(resolve(proxy.caches, upstream, wire, upstream_credential(upstream, caller, dialect), asked,
                                    owned, book, lambda: proxy.limits.release(held)))
 

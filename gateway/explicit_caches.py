@@ -42,6 +42,7 @@ import json
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -62,6 +63,7 @@ from prefixgate.usage import Usage, prompt_estimate
 if TYPE_CHECKING:
     from prefixgate.cost import Price
     from prefixgate.dialects.wire import WireFormat
+    from prefixgate.gateway.cache_create_doubt import Asked
     from prefixgate.gateway.proxy import Call, Prepared, Proxy
     from prefixgate.policies.schema import CallerKey, Upstream
 
@@ -132,7 +134,11 @@ class ExplicitCaches:
         self.entries: dict[str, Entry] = {}
         self._task: asyncio.Task | None = None
         self._finding: set[asyncio.Task] = set()
-        self.claimed: set[str] = set()     # caches found for a caller's create in doubt (cache_create_doubt)
+        # A caller's creates (cache_create_doubt): in flight here, by what they asked; in doubt (the last hour's);
+        # the caches found for them.
+        self.creating: Counter[tuple] = Counter()
+        self.doubts: list[Asked] = []
+        self.claimed: set[str] = set()
         self._redis = None
         if proxy.settings.redis_url:
             import redis.asyncio as aioredis
@@ -185,6 +191,14 @@ class ExplicitCaches:
         """The creation of the cache named `tag` got no readable answer: it may exist (and bill) all the same.
         Searched for in the background; found, it is booked and deleted."""
         self.searching(self._find(call, prep, tag))
+
+    def done_creating(self, signature: tuple) -> None:
+        self.creating[signature] -= 1
+        if self.creating[signature] <= 0:
+            del self.creating[signature]
+
+    def doubted(self, asked: Asked) -> None:
+        self.doubts = [a for a in self.doubts if a.failed > self.clock() - 3600] + [asked]
 
     def searching(self, search: Coroutine) -> None:
         """`search` (for a creation in doubt) run in the background, cancelled when the gateway stops."""

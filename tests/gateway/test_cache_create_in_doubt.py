@@ -6,6 +6,7 @@ Driven with google-genai against mock-providers."""
 
 from __future__ import annotations
 
+import threading
 import time
 from contextlib import contextmanager
 from decimal import Decimal
@@ -136,3 +137,40 @@ def test_a_caller_hanging_up_mid_create_still_gets_its_cache(monkeypatch, tmp_pa
         acme = client(url, ACME)
         assert [c.name for c in acme.caches.list()] == [made.name]
     assert row["cache_writes"]["explicit"] == made.usage_metadata.total_token_count
+
+
+def test_two_caches_that_fit_are_a_doubt_not_a_guess(monkeypatch, tmp_path):
+    # A cache made at Google directly (no tenant's), of the same model and lifetime, while the caller's create is in
+    # doubt: either could be the caller's. Neither is handed to it; what the create held is booked, as in doubt.
+    slow = [{"fault": "latency=1.5", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
+    with stack(monkeypatch, tmp_path, slow) as (url, proxy, upstream, ledger):
+        create(url)
+        upstream.caches.create(model=MODEL, config=types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s"))
+        row = booked(ledger)
+        charged = spent(proxy)
+        acme = client(url, ACME)
+        assert list(acme.caches.list()) == []
+        assert len(list(upstream.caches.list())) == 2
+    assert "in doubt" in " ".join(row["explanation"]) and "2 caches" in " ".join(row["explanation"])
+    assert charged == nanodollars(Decimal(row["cost_usd"])) > 0
+
+
+def test_two_tenants_creates_in_doubt_at_once_never_take_each_others_cache(monkeypatch, tmp_path):
+    # Both creates time out; Google makes the second (the rival's) and not the first (acme's). The one cache fits
+    # what both asked: handed to acme it would give acme the rival's contents. Neither gets it; both are in doubt.
+    faults = [{"fault": "latency=1.5;status=500", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1},
+              {"fault": "latency=1.5", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
+    with stack(monkeypatch, tmp_path, faults) as (url, proxy, upstream, ledger):
+        acme, rival = client(url, ACME), client(url, RIVAL)
+        config = types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s")
+        first = threading.Thread(target=lambda: pytest.raises(errors.APIError, acme.caches.create, model=MODEL,
+                                                              config=config))
+        first.start()
+        time.sleep(0.2)     # acme's create reaches the mock first
+        with pytest.raises(errors.APIError):
+            rival.caches.create(model=MODEL, config=config)
+        first.join()
+        wait_until(lambda: len(read_records(ledger)) == 2, 15, "both creates' records")
+        assert len(list(upstream.caches.list())) == 1
+        assert list(acme.caches.list()) == [] and list(rival.caches.list()) == []
+    assert all("in doubt" in " ".join(r["explanation"]) for r in read_records(ledger))
