@@ -112,16 +112,22 @@ class ResentBodies:
         self._lock = threading.Lock()
         self.hits = self.misses = 0     # this format's own (the memo counts every format's)
 
-    def load(self, raw: bytes, array: str, decoder: json.JSONDecoder) -> Body | None:
+    def load(self, raw: bytes, array: str, decoder: json.JSONDecoder, vet: Callable[[Body], None] | None = None
+             ) -> Body | None:
         """`raw` parsed as `decoder` parses it, with `array`'s element spans; None when it cannot be done
         here (a small body, not one UTF-8 JSON object, invalid JSON, duplicate keys...): the caller then
-        parses it the usual way, which also says what is wrong with it."""
+        parses it the usual way, which also says what is wrong with it. `vet` checks what the body parsed itself
+        (`Body.parsed_here`) and raises to refuse it, before it is remembered: big bodies are parsed on several
+        threads (gateway/off_loop.py), and one resending a body still being checked would take its values as
+        checked."""
         if len(raw) < MIN_BYTES or raw[:1] != b"{" or not MEMO.on:
             return None
         try:
             body, earlier = self._read(raw, array, decoder, SCOPE.get())
         except (ValueError, StopIteration, IndexError, RecursionError, _NotHere):
             return None         # json.JSONDecodeError is a ValueError
+        if vet is not None:
+            vet(body)
         body.owner = self
         nbytes = _weigh_new(body)
         with self._lock:
@@ -181,11 +187,6 @@ class ResentBodies:
                 bodies.remove(body)
             if not bodies:
                 index.pop(key, None)
-
-    def discard(self, body: Body) -> None:
-        """Forget `body` (one its request refused): a later body must not take its values as checked."""
-        with self._lock:
-            self._forget(body)
 
     def clear(self) -> None:
         with self._lock:

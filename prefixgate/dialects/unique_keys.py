@@ -24,10 +24,10 @@ from prefixgate.errors import RequestError
 
 
 def check(raw: bytes, spans: list[tuple[int, int]], values: list[Any], decoder: json.JSONDecoder) -> None:
-    """Raise a 400 naming the first key written twice in one object of `raw`, whose byte ranges `spans` parsed as
-    `values` (with no `\\u003a` escape in them), each span holding exactly its values' pairs."""
+    """Raise a 400 naming the first key written twice in one object of `raw` (UTF-8), whose byte ranges `spans`
+    parsed as `values` (with no `\\u003a` escape in them), each span holding exactly its values' pairs."""
     try:
-        kept = _colons(orjson.dumps(values)) if json.detect_encoding(raw) == "utf-8" else -1
+        kept = _colons(orjson.dumps(values))
     except TypeError:       # what orjson cannot write (an integer past 64 bits): seen pair by pair
         kept = -1
     if kept != sum(_colons(raw[start:end]) for start, end in spans):

@@ -40,7 +40,7 @@ def load_body(body: bytes | str | dict) -> dict:
         if _SURROGATE_ESCAPE_TEXT.search(body):
             _no_lone_surrogate(value)
         unique_keys.exact(body, _DECODER)
-    elif _odd_escapes(body):
+    elif _odd_escapes(body) or json.detect_encoding(body) != "utf-8":     # the scans read UTF-8 bytes only
         _no_lone_surrogate(value)
         unique_keys.exact(body, _DECODER)
     else:
@@ -51,21 +51,21 @@ def load_body(body: bytes | str | dict) -> dict:
 def load_resent(body: bytes | str | dict, array: str, bodies: ResentBodies) -> tuple[dict, Body | None]:
     """`load_body`, parsing only what `body` does not repeat of a recent body (`dialects.resent`), with
     where `array`'s elements sit in its bytes; the same value, errors and checks as `load_body`."""
-    found = bodies.load(body, array, _DECODER) if isinstance(body, bytes) else None
+    found = bodies.load(body, array, _DECODER, _checked) if isinstance(body, bytes) else None
     if found is None:
         return load_body(body), None
-    # The reused parts passed these checks in the body they came from (a body that fails one is forgotten).
-    spans, values = found.parsed_here()
-    try:
-        if any(_odd_escapes(found.raw, start, end) for start, end in spans):
-            _no_lone_surrogate(found.data)
-            unique_keys.exact(found.raw, _DECODER)
-        else:
-            unique_keys.check(found.raw, spans, values, _DECODER)
-    except RequestError:
-        bodies.discard(found)
-        raise
     return found.data, found
+
+
+def _checked(found: Body) -> None:
+    """`load_body`'s checks of a resent body, where it was parsed: the reused parts passed them in the body they came
+    from (a body that fails one is never remembered)."""
+    spans, values = found.parsed_here()
+    if any(_odd_escapes(found.raw, start, end) for start, end in spans):
+        _no_lone_surrogate(found.data)
+        unique_keys.exact(found.raw, _DECODER)
+    else:
+        unique_keys.check(found.raw, spans, values, _DECODER)
 
 
 def _odd_escapes(raw: bytes, start: int = 0, end: int | None = None) -> bool:

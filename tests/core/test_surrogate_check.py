@@ -29,6 +29,20 @@ def test_a_lone_half_is_refused(text: bytes) -> None:
         load_body(body(text))
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32", "utf-8-sig"])
+@pytest.mark.parametrize("text", [r"\ud83e", "raw"])
+def test_a_lone_half_is_refused_in_every_encoding_json_reads(encoding: str, text: str) -> None:
+    # RFC 8259 allows UTF-8 only, but the gateway reads the UTF-16 and UTF-32 JSON detects (json.detect_encoding):
+    # a half escaped, or a raw one (surrogatepass decodes it), is as lone there.
+    if text == "raw":
+        raw = body(b"\x00").decode().replace("\x00", "\ud83e").encode(encoding, "surrogatepass")
+    else:
+        raw = body(text.encode()).decode().encode(encoding)
+    with pytest.raises(RequestError, match="lone UTF-16 surrogate"):
+        load_body(raw)
+    load_body(body(rb"a robot \ud83e\udd16").decode().encode(encoding))      # a whole pair passes
+
+
 def _session(where: str, half: bytes) -> list[bytes]:
     """Two bodies of one session (the second resends the first's messages and adds one), 30 KB each so they
     take the resent-body path, with `half` (an escape) in the first message or in the system prompt after

@@ -6,9 +6,11 @@ body it resends (`dialects.resent`); the same key in two objects, a colon in a s
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
+from prefixgate.dialects import unique_keys
 from prefixgate.dialects.resent import ResentBodies
 from prefixgate.dialects.validate import load_body, load_resent
 from prefixgate.errors import RequestError
@@ -93,3 +95,40 @@ def test_a_resent_body_takes_up_messages_checked_before() -> None:
     nxt = _body(history + [json.dumps({"role": "user", "content": "k: v, \\u003a"})])
     data, found = load_resent(nxt, "messages", bodies)
     assert found is not None and found.reused == 30 and data == json.loads(nxt)
+
+
+def test_a_body_refused_is_never_resent_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big bodies are parsed on worker threads (gateway/off_loop.py): a body resending one still being checked must
+    not take up its messages as checked. The first body's check (the whole one: it escapes a colon) is held until the
+    second body has been read; the first repeats a key in a message, which the second resends."""
+    bodies = ResentBodies()
+    history = _history()
+    smuggled = history + ['{"role": "user", "content": "\\u003a files/theirs", "content": "files/mine"}']
+    checking, read = threading.Event(), threading.Event()
+    whole = unique_keys.exact
+
+    def held(raw: bytes | str, decoder: json.JSONDecoder) -> None:
+        if not checking.is_set():
+            checking.set()
+            read.wait(10)
+        whole(raw, decoder)
+
+    monkeypatch.setattr(unique_keys, "exact", held)
+    refused: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            load_resent(_body(smuggled), "messages", bodies)
+        except RequestError as e:
+            refused.append(e)
+
+    worker = threading.Thread(target=first)
+    worker.start()
+    assert checking.wait(10)
+    try:
+        with pytest.raises(RequestError, match="twice") as second:
+            load_resent(_body(smuggled + [json.dumps({"role": "user", "content": "Next."})]), "messages", bodies)
+    finally:
+        read.set()
+        worker.join(10)
+    assert second.value.field == "messages.30.content" and len(refused) == 1

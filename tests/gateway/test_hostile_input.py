@@ -75,6 +75,16 @@ def test_raw_surrogate_bytes_on_gemini_are_a_400(gw):
     assert r.json()["error"]["status"] == "INVALID_ARGUMENT"
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_lone_surrogate_in_a_utf16_body_is_a_400(gw, fmt):
+    # JSON's reader takes UTF-16 (json.detect_encoding), where the surrogate scans of UTF-8 bytes see nothing.
+    path, template = FORMATS[fmt]
+    body = template.replace('"hi"', '"a \\ud800 b"').replace("{schema}", deep_schema(1)).replace("{value}", "7")
+    r = httpx.post(gw.url + path, content=body.encode("utf-16"), headers=HEADERS)
+    assert r.status_code == 400, (r.status_code, r.text[:300])
+    assert "surrogate" in str(r.json()["error"])
+
+
 @pytest.mark.parametrize("path", ["/v1beta/cachedContents", "/v1/projects/p/locations/us-east5/cachedContents"])
 def test_deep_cached_contents_bodies_are_a_400(gw, path):
     body = '{"model":"models/gemini-3.5-flash","contents":' + deep_value(100000) + "}"
