@@ -15,6 +15,7 @@ import httpx
 import pytest
 from google import genai
 from google.genai import errors, types
+from google.oauth2.credentials import Credentials
 
 from prefixgate.gateway.app import create_app
 from prefixgate.ledger import read_records
@@ -24,6 +25,8 @@ from prefixgate.simulation.mock.faults import FaultPlan
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import settings_for
+from tests.gateway.support_vertex import GEMINI, LOCATION
+from tests.gateway.test_explicit_cache_in_doubt_vertex import CALLER, vertex_stack
 from tests.support_services import ServerThread, wait_until
 
 GATEWAY_KEY = "AIzaGatewayKey000000000000000"
@@ -174,3 +177,18 @@ def test_two_tenants_creates_in_doubt_at_once_never_take_each_others_cache(monke
         assert len(list(upstream.caches.list())) == 1
         assert list(acme.caches.list()) == [] and list(rival.caches.list()) == []
     assert all("in doubt" in " ".join(r["explanation"]) for r in read_records(ledger))
+
+
+def test_a_vertex_create_that_timed_out_is_found_in_its_location_and_owned(monkeypatch, tmp_path):
+    # Vertex lists a project's caches per location, under full resource names; the create named the caller's project.
+    with vertex_stack(monkeypatch, tmp_path, "1.5") as (gateway, vertex):
+        acme = genai.Client(vertexai=True, project="acme-project", location=LOCATION, credentials=Credentials(CALLER),
+                            http_options=types.HttpOptions(base_url=gateway))
+        with pytest.raises(errors.APIError) as timed_out:
+            acme.caches.create(model=GEMINI, config=types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s"))
+        assert timed_out.value.code == 504
+        row = booked(vertex.ledger)
+        [made] = vertex.billed()
+        [mine] = list(acme.caches.list())
+    assert mine.name.rsplit("/", 1)[-1] == made["name"].rsplit("/", 1)[-1]
+    assert row["cache_writes"]["explicit"] == made["tokens"] > 4000 and row["target"] == "vertex"
