@@ -34,7 +34,7 @@ from prefixgate.dialects.neutral import (
     refuse,
 )
 from prefixgate.dialects.output_limit import within_gemini_limit
-from prefixgate.dialects.proto_json import one_spelling
+from prefixgate.dialects.proto_json import camel, field, one_spelling
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, optional
 from prefixgate.dialects.wire import Parse, WireFormat
@@ -305,7 +305,7 @@ def read_chat(body: dict) -> Chat:
             expect(d, dict, "tools.functionDeclarations[]")
             chat.tools.append(Tool(d.get("name", ""), d.get("description", ""),
                                    d.get("parameters") or d.get("parametersJsonSchema") or Tool("").schema))
-    gen = {_camel(k): v for k, v in _object(body, "generationConfig").items()}
+    gen = {camel(k): v for k, v in _object(body, "generationConfig").items()}
     chat.max_tokens = _typed(gen, "maxOutputTokens", int) or None
     chat.temperature, chat.top_p = _typed(gen, "temperature", (int, float)), _typed(gen, "topP", (int, float))
     chat.stop = [expect(s, str, "generationConfig.stopSequences[]") for s in _typed(gen, "stopSequences", list) or ()]
@@ -319,7 +319,7 @@ def read_chat(body: dict) -> Chat:
 def _tool_choice(config: dict, tools: list[Tool]) -> str | None:
     """`toolConfig.functionCallingConfig` as the neutral tool choice: AUTO, NONE (no calls), ANY (some call), ANY of
     one function (that one). ANY of some but not all functions has no equivalent elsewhere: refused, not widened."""
-    calling = {_camel(k): v for k, v in _object(config, "functionCallingConfig", "toolConfig.").items()}
+    calling = {camel(k): v for k, v in _object(config, "functionCallingConfig", "toolConfig.").items()}
     mode = _typed(calling, "mode", str, "toolConfig.functionCallingConfig.") or "MODE_UNSPECIFIED"
     if mode in ("AUTO", "MODE_UNSPECIFIED"):
         return None if mode == "MODE_UNSPECIFIED" else "auto"
@@ -339,22 +339,13 @@ def _tool_choice(config: dict, tools: list[Tool]) -> str | None:
 def _object(body: dict, key: str, within: str = "") -> dict:
     """The object under `key` (or its snake_case spelling) of a translated request, {} where absent: anything
     else is the caller's 400 naming the field, not a crash reading it."""
-    found = body.get(key) or body.get(_snake(key)) or {}
+    found = field(body, key) or {}
     return expect(found, dict, within + key)
 
 
 def _typed(fields: dict, key: str, kind: type | tuple[type, ...], within: str = "generationConfig.") -> Any:
     """`fields[key]` (camelCase keys) if it has the JSON type `kind`, None where absent or null; else a 400."""
     return optional(fields, key, kind, within + key)
-
-
-def _snake(key: str) -> str:
-    return re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), key)
-
-
-def _camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(w.title() for w in rest)
 
 
 # generationConfig fields that change what the caller gets back: refused, as OpenAI's response_format, n and logprobs.

@@ -22,12 +22,14 @@ _FREE_FORM = frozenset({"args", "response", "properties", "parametersJsonSchema"
                         "example", "default", "defs", "$defs", "partialArgs", "structValue", "metadata"})
 _PROTO_KEY_END = re.compile(rb'_[A-Za-z0-9_]*"\s*:')
 _ESCAPED_KEY = re.compile(rb'\\u[0-9A-Fa-f]{4}[A-Za-z0-9_]*"\s*:')     # a field name's last escape, to its end
+_UNDERSCORES = re.compile(r"_+(.?)", re.DOTALL)
 
 
 def camel(name: str) -> str:
-    """A proto field name in proto3 JSON's lowerCamelCase: `cached_content` -> `cachedContent`. Not cached: it is
-    asked of the caller's own keys."""
-    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), name)
+    """A proto field name in proto3 JSON's lowerCamelCase, by protobuf's own rule (`ToJsonName`: an underscore is
+    dropped and the character after it upper-cased): `cached_content` -> `cachedContent`, `a_1b` -> `a1b`. Not
+    cached: it is asked of the caller's own keys."""
+    return _UNDERSCORES.sub(lambda m: m.group(1).upper(), name)
 
 
 @functools.cache
