@@ -395,8 +395,11 @@ class Proxy:
 
     async def restore_budgets(self) -> None:
         """Without Redis the counters start empty: each budgeted key starts from what the ledger says it spent
-        in its current window (`period: total` included), so a restart forgives nothing."""
+        in its current window (`period: total` included), so a restart forgives nothing. With Redis a month budget
+        takes in what its 30-day window counted before the upgrade to calendar months (`Limits.carry_thirty_days`)."""
         if self.settings.redis_url:
+            for key in self.policy.keys:
+                await self.limits.carry_thirty_days(key)
             return
         for key in self.policy.keys:
             if key.budget is not None:

@@ -38,6 +38,7 @@ NANO = Decimal(10) ** 9
 # short enough that one a dead replica left behind soon frees the budget.
 HOLD_S = 900
 UNBOUNDED_NANO = 2**53     # a budget `Limits.hold` passes the store: exact in Redis's Lua numbers, never reached
+THIRTY_DAYS_S = 30 * 86400     # what a budget's "month" was before calendar months (`Limits.carry_thirty_days`)
 RATE_WINDOW_S = 60      # requests and tokens per minute count in minute windows; a budget window ending sooner
                         # than this is waited out like one
 
@@ -318,6 +319,21 @@ class Limits:
         if key.budget is not None and spent_nano:
             counter, ttl, _ = spend_counter(key, self.clock())
             await self.store.add(counter, spent_nano, ttl)
+
+    async def carry_thirty_days(self, key: CallerKey) -> None:
+        """Add to the key's calendar month what its counter for the 30-day "month" (before fcf06ea: a window of 30
+        days from the epoch, named by its index) holds, where that window began within this calendar month: else a
+        shared store's month budgets start again at the upgrade. Once per calendar month, whichever replica starts
+        first: the others (and its later starts) count themselves past it on a counter of their own."""
+        if key.budget is None or key.budget.period != "month":
+            return
+        now = self.clock()
+        month, index = budget_window(key, now), int(now // THIRTY_DAYS_S)
+        if index * THIRTY_DAYS_S < month.start or await self.store.add(f"carried:{key.name}:{month.id}", 1, month.ttl) > 1:
+            return
+        spent = await self.store.get(f"spend:{key.name}:{index}")
+        if spent:
+            await self.store.add(f"spend:{key.name}:{month.id}", spent, month.ttl)
 
 
 def _spent(key: CallerKey, now: float) -> RequestError:

@@ -18,7 +18,7 @@ from prefixgate.errors import RequestError
 from prefixgate.gateway.dashboard.forecast import period_window
 from prefixgate.gateway.keepalive import KeepAlive
 from prefixgate.gateway.proxy import Proxy
-from prefixgate.gateway.state import MemoryCounters
+from prefixgate.gateway.state import MemoryCounters, RedisCounters
 from prefixgate.ledger import Ledger, LedgerRecord
 from prefixgate.policies import Limits, Policy, builtin_upstreams
 from prefixgate.policies.keepalive import KeepAlivePolicy
@@ -199,3 +199,26 @@ def test_utc_needs_no_time_zone_database_and_another_zone_says_what_is_missing(m
     monkeypatch.setattr("prefixgate.policies.periods.available_timezones", set)
     assert window("month", at("2026-11-15T12:00:00+00:00")).start == at("2026-11-01T00:00:00+00:00")
     assert zone_error("UTC") == "" and "pip install tzdata" in zone_error("Asia/Kolkata")
+
+
+def test_a_shared_store_takes_the_thirty_day_months_spend_into_the_calendar_month_once(redis_url) -> None:
+    # Before calendar months a "month" was 30 days from the epoch, named by its index: 2026-11-15 fell in the
+    # one that began on 2026-11-03 (within November), 2026-12-02 still in it (begun before December).
+    month_key = key()
+    index = int(at("2026-11-15T12:00:00+00:00") // (30 * 86400))
+
+    async def run() -> tuple[float, float]:
+        seed = RedisCounters(redis_url)
+        await seed.add(f"spend:team:{index}", 300_000_000, 86400)      # what the key spent before the upgrade
+        replicas = [Limits(RedisCounters(redis_url), clock=lambda: at("2026-11-15T12:00:00+00:00")) for _ in range(3)]
+        for limits in replicas:                                        # three replicas start, one restarts
+            await limits.carry_thirty_days(month_key)
+        await replicas[0].carry_thirty_days(month_key)
+        december = Limits(seed, clock=lambda: at("2026-12-02T12:00:00+00:00"))
+        await december.carry_thirty_days(month_key)
+        november, after = await seed.get("spend:team:2026-11"), await seed.get("spend:team:2026-12")
+        for store in [seed] + [r.store for r in replicas]:
+            await store.close()
+        return november, after
+
+    assert asyncio.run(run()) == (300_000_000, 0)
