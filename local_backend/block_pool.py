@@ -62,7 +62,8 @@ class BlockPool:
     NULL_BLOCK = 0  # never handed out: padding in gathered block tables points at it
 
     def __init__(self, num_blocks: int) -> None:
-        assert num_blocks >= 2
+        if num_blocks < 2:
+            raise ValueError(f"a block pool needs 2 blocks at least (block 0 is padding), not {num_blocks}")
         self.blocks = [Block(i) for i in range(num_blocks)]
         # Free blocks, evicted from the head. Blocks that still carry a hash sit in LRU order behind plain
         # free ones, so a cached prefix survives until the pool genuinely needs its memory.
@@ -99,7 +100,8 @@ class BlockPool:
             block.ref_count += 1
 
     def allocate(self, n: int) -> list[Block]:
-        assert n <= len(self.free), (n, len(self.free))
+        if n > len(self.free):
+            raise RuntimeError(f"{n} blocks asked of a pool with {len(self.free)} free: callers check num_free first")
         out = []
         for _ in range(n):
             block = self.blocks[self.free.popitem(last=False)[0]]
@@ -115,7 +117,8 @@ class BlockPool:
     def release(self, blocks: Iterable[Block]) -> None:
         """Drop one reference from each block; a block nobody holds keeps its hash until reallocated."""
         for block in blocks:
-            assert block.ref_count > 0, block
+            if block.ref_count <= 0:
+                raise RuntimeError(f"block {block.block_id} released more often than it was held")
             block.ref_count -= 1
             if block.ref_count == 0:
                 self.free[block.block_id] = None

@@ -81,7 +81,8 @@ class DraftPolicy:
     def record(self, seq: Sequence, num_drafted: int, num_accepted: int) -> None:
         """A verification of `seq`'s drafts: the first `num_accepted` of `num_drafted` were kept."""
         history = seq.draft_history
-        assert history is not None and 0 <= num_accepted <= num_drafted
+        if history is None or not 0 <= num_accepted <= num_drafted:
+            raise RuntimeError(f"{seq.request_id}: {num_accepted} of {num_drafted} drafts accepted, history {history!r}")
         history.hits += num_accepted
         history.misses += num_accepted < num_drafted
         if num_accepted:

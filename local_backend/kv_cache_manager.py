@@ -46,7 +46,8 @@ class KVCacheManager:
         Returns False, changing nothing, when the pool is short.
         """
         cached = cached or []
-        assert not cached or not seq.block_table
+        if cached and seq.block_table:
+            raise RuntimeError(f"{seq.request_id}: a cached prefix is given on admission only, to a sequence holding no blocks")
         num_computed = seq.num_computed_tokens + len(cached) * self.block_size
         num_new_blocks = cdiv(num_computed + num_new_tokens, self.block_size) - len(seq.block_table) - len(cached)
         # A cached block nobody holds sits in the free list: reviving it costs a free slot too.

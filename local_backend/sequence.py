@@ -24,7 +24,8 @@ class Sequence:
     def __init__(self, request_id: str, prompt_token_ids: list[int], sampling_params: SamplingParams,
                  *, prompt: str | None = None, cache_salt: str | None = None, max_tokens: int,
                  priority: int = 0) -> None:
-        assert prompt_token_ids
+        if not prompt_token_ids:
+            raise ValueError(f"{request_id}: a sequence needs one prompt token at least")
         self.request_id = request_id
         self.prompt = prompt
         self.prompt_token_ids = list(prompt_token_ids)
