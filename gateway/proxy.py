@@ -331,8 +331,7 @@ class Proxy:
         failing over each spent more than they held. Less: the planner's marks ask for a cheaper write (5 minutes,
         or none past the last mark). An uncapped request's output is bounded to its hold instead (`_bounded`); a
         route's `max_request_usd` is its hold whatever the target. One that sets no output limit and is still unbounded
-        (`bound_at` priced it at a free model, and a replica of another kind charges) holds the model's whole limit:
-        it may run to that here."""
+        (free at every replica `bound_at` priced) holds the model's whole limit: it may run to that here."""
         key = _repriced(call)
         if key is None:
             return
@@ -345,25 +344,39 @@ class Proxy:
 
     async def bound_at(self, call: Call, ref: TargetRef) -> None:
         """Hold a request that sets no output limit, admitted at a free model (no answer's length to pay for there),
-        as admission holds it at a paid one before `ref`'s target charges for output: its worst case there, or what
-        the budget has left (at least a minimal answer's worth, else a 429 and the target is skipped), and prepare()
-        sends it with the output limit that pays for (`_bounded`). Repriced at the target's whole limit instead
-        (`cover`), one such request was granted while the budget had any room and could overshoot it by its whole
-        answer (128,000 tokens at gpt-5.5's $30/MTok: $3.84 against $0.50)."""
+        as admission holds it at a paid one before `ref`'s target (the dearest of its replicas) charges for output:
+        its worst case there, or what the budget has left (at least a minimal answer's worth, else a 429 and the
+        target is skipped), and prepare() sends it with the output limit that pays for (`_bounded`). Repriced at the
+        target's whole limit instead (`cover`), one such request was granted while the budget had any room and could
+        overshoot it by its whole answer (128,000 tokens at gpt-5.5's $30/MTok: $3.84 against $0.50)."""
         key = _repriced(call)
         if key is None or requested_output(call.conv.params) is not None:
             return
-        first, model = self.policy.upstreams[ref.upstreams[0]], ref.model or call.conv.model or ""
+        model = ref.model or call.conv.model or ""
         call.uncapped = True        # priced as admission prices an uncapped request (`_priced`)
         try:
-            price, limit = self._priced(call, first, model, call.estimate)
-            worst, least = uncapped_costs(call.estimate, price, limit, self._as_sent(call, first, model))
-            if least is not None:
-                call.held = await self.limits.rehold(key, call.held, worst, least)
+            # prepare() picks the replica (by prompt and load): held at the dearest that charges for output. A free
+            # first replica alone would leave a paid one sent unbounded on the model's whole limit (`cover`).
+            costs = [cost for name in ref.upstreams if (cost := self._uncapped_at(call, name, model, name == ref.upstreams[0]))]
+            if costs:
+                call.held = await self.limits.rehold(key, call.held, *max(costs))
         except BaseException:
             call.uncapped = False
             raise
-        call.uncapped = least is not None
+        call.uncapped = bool(costs)
+
+    def _uncapped_at(self, call: Call, name: str, model: str, first: bool) -> tuple[Decimal, Decimal] | None:
+        """An uncapped request's worst case and least hold at upstream `name` (`uncapped_costs`); None where its
+        answer is free, or (a replica past the first) it has no price: `cover` refuses it if prepare() picks it."""
+        upstream = self.policy.upstreams[name]
+        try:
+            price, limit = self._priced(call, upstream, model, call.estimate)
+        except RequestError:
+            if first:
+                raise
+            return None
+        worst, least = uncapped_costs(call.estimate, price, limit, self._as_sent(call, upstream, model))
+        return None if least is None else (worst, least)
 
     def _as_sent(self, call: Call, upstream: Upstream, model: str, planned: Conversation | None = None
                  ) -> Conversation | None:
