@@ -11,6 +11,7 @@ case against the key's budget until then, as a model request's admission does.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -28,7 +29,7 @@ from prefixgate.dialects.proto_json import one_spelling
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
-from prefixgate.gateway.cache_create_doubt import DEFAULT_TTL_S, Asked, in_doubt, resolve
+from prefixgate.gateway.cache_create_doubt import DEFAULT_TTL_S, Asked, resolve
 from prefixgate.gateway.named_state import CACHE as KIND
 from prefixgate.gateway.named_state import cache_id
 from prefixgate.gateway.ownership import principal
@@ -91,15 +92,17 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     """One cachedContents call (`name`: the cache id, "" for the collection), within the caller's scope;
     `forward(method, body, timeout_s)` sends it on to the cache's path upstream."""
     owner, now, method = principal(caller.key), time.time(), request.method
-    if method == "PATCH":   # refused over budget before the cache's name is looked up or anything is sent
-        await proxy.admit_state(caller, raw, dialect)
-    reaches(proxy, caller, upstream.kind)
-    if name and not await proxy.stored_ids.allows(KIND, name, owner):
-        raise not_found(f"cachedContents/{name}")
     body = load_body(raw) if method in ("POST", "PATCH") else {}
     one_spelling(body, raw)     # its lifetime capped, its files checked and its cost held as Google reads it
     cap = proxy.settings.max_cache_ttl_s
     seconds = _capped(body, cap, now)
+    # Refused over budget before the cache's name is looked up or anything is sent; a body refused above is not
+    # counted toward the key's rate, as a model request's is not.
+    if method == "PATCH":
+        await proxy.admit_state(caller, raw, dialect)
+    reaches(proxy, caller, upstream.kind)
+    if name and not await proxy.stored_ids.allows(KIND, name, owner):
+        raise not_found(f"cachedContents/{name}")
     paid_until, held, timeout_s, tokens = now, Reservation(), LOOKUP_S, prompt_estimate(raw).uncached_input
     if method == "POST":
         route = proxy.router.decide(model_of(body.get("model")), caller.key, dialect).route  # the key's routes name its models
@@ -114,7 +117,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     elif method == "PATCH":
         before = await forward("GET", b"", LOOKUP_S)      # storage is paid up to the old expiry; the PATCH buys the rest
         if 200 <= before.status < 300:
-            stored = load_body(before.body)
+            stored = _answer(upstream, before)
             route = proxy.router.decide(model_of(stored.get("model")), caller.key, dialect).route   # refused before, not after
             paid_until = max(now, parse_rfc3339(stored.get("expireTime"), "expireTime"))
             tokens = (stored.get("usageMetadata") or {}).get("totalTokenCount")
@@ -131,7 +134,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
         return await _sent(request, proxy, caller, dialect, upstream, name, raw, forward, seconds, paid_until, held,
                            timeout_s)
     except UpstreamFailure as f:
-        if method != "POST" or not in_doubt(f):
+        if method != "POST" or not f.in_doubt:
             proxy.limits.release(held)
             raise
         _in_doubt(request, proxy, caller, dialect, upstream, replace(asked, failed=time.time()), tokens, held)
@@ -185,7 +188,7 @@ async def _sent(request: Request, proxy: Proxy, caller: Caller, dialect: str, up
     if not 200 <= resp.status < 300:
         proxy.limits.release(held)
         return Response(resp.body, resp.status, media_type="application/json")
-    data = load_body(resp.body or b"{}")
+    data = _answer(upstream, resp)
     if method == "GET" and not name:
         data["cachedContents"] = await proxy.stored_ids.only_own(KIND, data.get("cachedContents") or [],
                                                              lambda c: cache_id(c.get("name", "")), owner)
@@ -200,6 +203,19 @@ async def _sent(request: Request, proxy: Proxy, caller: Caller, dialect: str, up
         return Response(resp.body, resp.status, media_type="application/json",
                         background=BackgroundTask(proxy.accounts.finish, call, rec))
     return Response(resp.body, resp.status, media_type="application/json")
+
+
+def _answer(upstream: Upstream, resp: UpstreamResponse) -> dict:
+    """Google's answer, read as an upstream's: one that is not a JSON object is a 502 (the upstream's fault, which
+    `load_body` would word as the caller's bad request body); answered 2xx, so a create's cache may exist."""
+    try:
+        data = json.loads(resp.body or b"{}")
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        raise UpstreamFailure(upstream.name, 502, f"upstream {upstream.name!r} answered {resp.status} with a body that "
+                              "is not a JSON object", answered=True)
+    return data
 
 
 def _own(proxy: Proxy, owner: str | None, upstream: Upstream, data: dict, seconds: float | None) -> None:
