@@ -5,12 +5,13 @@ body it resends (`dialects.resent`); the same key in two objects, a colon in a s
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 
 import pytest
 
-from prefixgate.dialects import unique_keys
+from prefixgate.dialects import bedrock, unique_keys
 from prefixgate.dialects.resent import ResentBodies
 from prefixgate.dialects.validate import load_body, load_resent
 from prefixgate.errors import RequestError
@@ -132,3 +133,13 @@ def test_a_body_refused_is_never_resent_unchecked(monkeypatch: pytest.MonkeyPatc
         read.set()
         worker.join(10)
     assert second.value.field == "messages.30.content" and len(refused) == 1
+
+
+def test_a_bedrock_count_of_invoke_model_is_held_to_it_in_its_base64_body() -> None:
+    # CountTokens carries InvokeModel's body base64-encoded (botocore's bedrock-runtime model), and to Bedrock the
+    # gateway forwards the caller's bytes as they came: a body of its own.
+    inner = b'{"max_tokens": 9, "messages": [{"role": "user", "content": "a", "content": "b"}]}'
+    raw = json.dumps({"input": {"invokeModel": {"body": base64.b64encode(inner).decode()}}}).encode()
+    with pytest.raises(RequestError, match="twice") as refused:
+        bedrock.counted_request(raw)
+    assert refused.value.field == "input.invokeModel.body.messages.0.content"

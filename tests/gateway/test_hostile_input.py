@@ -4,6 +4,8 @@ deep cachedContents bodies, in every format that takes them."""
 
 from __future__ import annotations
 
+import base64
+
 import httpx
 import pytest
 
@@ -83,6 +85,14 @@ def test_a_lone_surrogate_in_a_utf16_body_is_a_400(gw, fmt):
     r = httpx.post(gw.url + path, content=body.encode("utf-16"), headers=HEADERS)
     assert r.status_code == 400, (r.status_code, r.text[:300])
     assert "surrogate" in str(r.json()["error"])
+
+
+def test_a_lone_surrogate_in_a_bedrock_count_of_invoke_model_is_a_400(gw):
+    # CountTokens carries the InvokeModel body base64-encoded (botocore's model): a body of its own, as hostile.
+    inner = b'{"anthropic_version":"bedrock-2023-05-31","max_tokens":9,"messages":[{"role":"user","content":"a \\ud800"}]}'
+    body = {"input": {"invokeModel": {"body": base64.b64encode(inner).decode()}}}
+    r = httpx.post(gw.url + "/model/us.anthropic.claude-sonnet-5-5/count-tokens", json=body, headers=HEADERS)
+    assert r.status_code == 400 and "surrogate" in r.text, (r.status_code, r.text[:300])
 
 
 @pytest.mark.parametrize("path", ["/v1beta/cachedContents", "/v1/projects/p/locations/us-east5/cachedContents"])
