@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 
 from prefixgate.errors import RequestError
 from prefixgate.gateway.explicit_caches import FIND_TRIES
-from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.providers.cached_contents import parse_rfc3339
 
 if TYPE_CHECKING:
@@ -39,12 +38,6 @@ DEFAULT_TTL_S = 3600.0      # a create naming no lifetime lives an hour (Gemini'
 CLOCK_SKEW_S = 30.0         # Google's createTime against this host's clock
 LATE_S = 60.0               # how long after the gateway gave up Google may still make it
 TTL_SLACK_S = 60.0          # expireTime - createTime against the ttl asked (made while the clock ran)
-
-
-def in_doubt(failure: UpstreamFailure) -> bool:
-    """Whether the upstream may have acted on a request that failed this way: it went out and no answer said what
-    became of it (a refusal did; a connection never made sent nothing)."""
-    return failure.answered or failure.lost or (failure.status is None and not failure.connect_failed)
 
 
 @dataclass(frozen=True)

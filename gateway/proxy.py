@@ -672,7 +672,7 @@ class Proxy:
         except (UpstreamFailure, RequestError, ValueError, KeyError, TypeError) as e:
             reason = e.message if isinstance(e, UpstreamFailure | RequestError) else f"unexpected answer ({type(e).__name__})"
             call.notes.append(f"cache: explicit cache not created: {reason}")
-            if not isinstance(e, UpstreamFailure) or e.status is None and not e.connect_failed:
+            if not isinstance(e, UpstreamFailure) or e.in_doubt:
                 self.caches.in_doubt(call, prep, tag)       # no answer, or an unreadable one: it may exist
             return prep
         prep.plan.adopt_cached_content(name, expires)

@@ -83,6 +83,12 @@ class UpstreamFailure(Exception):
         self.own_credentials = False
 
     @property
+    def in_doubt(self) -> bool:
+        """Whether the upstream may have acted on the request all the same (made what it asked for, billed it): it
+        went out and no answer says what became of it. A refusal did say; a connection never made sent nothing."""
+        return self.answered or self.lost or (self.status is None and not self.connect_failed)
+
+    @property
     def out_of_quota(self) -> bool:
         """The upstream's account is out of quota: sending it again fails the same way."""
         return self.status == 429 and self.code in QUOTA_CODES

@@ -64,11 +64,11 @@ def client(url: str, key: str) -> genai.Client:
     return genai.Client(api_key=key, http_options=types.HttpOptions(base_url=url, api_version="v1beta"))
 
 
-def create(url: str) -> None:
+def create(url: str, status: int = 504) -> None:
     acme = client(url, ACME)
-    with pytest.raises(errors.APIError) as timed_out:
+    with pytest.raises(errors.APIError) as lost:
         acme.caches.create(model=MODEL, config=types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s"))
-    assert timed_out.value.code == 504, timed_out.value
+    assert lost.value.code == status, lost.value
 
 
 def booked(ledger: str) -> dict:
@@ -83,11 +83,14 @@ def spent(proxy) -> int:
     return proxy.limits.store._values[counter][0]      # one replica's own counters
 
 
-def test_a_create_that_timed_out_is_found_owned_and_booked(monkeypatch, tmp_path):
-    # The create takes 1.5 s, the route waits 0.5 s: the caller is told 504, and the mock makes the cache after.
-    slow = [{"fault": "latency=1.5", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
-    with stack(monkeypatch, tmp_path, slow) as (url, proxy, upstream, ledger):
-        create(url)
+@pytest.mark.parametrize(("fault", "status"), [
+    ("latency=1.5", 504),   # the create takes 1.5 s, the route waits 0.5 s: the mock makes the cache after
+    ("cut_answer=1", 502),  # made, and its answer cut off halfway: the gateway cannot read what it was
+])
+def test_a_create_whose_answer_was_lost_is_found_owned_and_booked(monkeypatch, tmp_path, fault, status):
+    lost = [{"fault": fault, "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
+    with stack(monkeypatch, tmp_path, lost) as (url, proxy, upstream, ledger):
+        create(url, status)
         row = booked(ledger)
         [made] = list(upstream.caches.list())      # the one Google made, as the gateway's project lists it
         acme, rival = client(url, ACME), client(url, RIVAL)

@@ -5,6 +5,7 @@ upstream for its whole TTL. Driven with google-genai against mock-providers."""
 
 from __future__ import annotations
 
+import pytest
 from google import genai
 from google.genai import types
 
@@ -23,11 +24,14 @@ GATEWAY_KEY = "AIzaGatewayKey000000000000000"
 CALLER_KEY = "pg-acme-caller-key-77c1e0d2b9"
 
 
-def test_a_cache_whose_creation_timed_out_is_found_billed_and_deleted(tmp_path, monkeypatch):
+@pytest.mark.parametrize("fault", [
+    "latency=1.5",      # the creation takes 1.5 s, the route waits 0.5 s: the gateway gives up, the mock creates it after
+    "cut_answer=1",     # created, and its answer cut off halfway: the gateway read no name, yet it was made
+])
+def test_a_cache_whose_creation_got_no_answer_is_found_billed_and_deleted(tmp_path, monkeypatch, fault):
     monkeypatch.setenv("GEMINI_API_KEY", GATEWAY_KEY)
     monkeypatch.setenv("KEY_ACME", CALLER_KEY)
-    # The creation takes 1.5 s, the route waits 0.5 s: the gateway gives up, and the mock creates the cache after.
-    faults = FaultPlan.from_config({"faults": [{"fault": "latency=1.5", "provider": "gemini",
+    faults = FaultPlan.from_config({"faults": [{"fault": fault, "provider": "gemini",
                                                 "path": "/v1beta/cachedContents", "times": 1}]})
     state = PlannerState()
     long_gap_history(state, "tenant:acme/warranty")

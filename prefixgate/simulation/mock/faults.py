@@ -7,7 +7,8 @@ error after `stream_error_after` events, 2 unless told: stream_errors.py), `even
 `answer_words=3000` (a long-winded model: Chat Completions and Messages answers run that many words, unless the
 request's output limit cuts them first, as a real answer without one may run to the model's own limit),
 `google=location` (one of Google's errors with its own status or details, worded as the Gemini API or Vertex AI
-words it; on Vertex paths `location` and `free_tier`, the Gemini API's alone, are refused: google_faults.py).
+words it; on Vertex paths `location` and `free_tier`, the Gemini API's alone, are refused: google_faults.py),
+`cut_answer=1` (a cachedContents create is made, its answer's head sent and its body cut off: `cut_off`).
 A request asks for one with the `x-mock-fault` header; a faults file (YAML or TOML) adds standing rules:
 
     faults:
@@ -21,12 +22,16 @@ A request asks for one with the `x-mock-fault` header; a faults file (YAML or TO
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import tomllib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from starlette.responses import StreamingResponse
 
 from prefixgate.errors import RequestError
 from prefixgate.providers.rules import PROVIDERS
@@ -58,6 +63,7 @@ class Fault:
     answer_words: int | None = None
     stream_error: int | None = None
     stream_error_after: int = 2
+    cut_answer: bool = False
 
     # The model the request it falls on asked for (Google's quota error names it): not part of what the fault is.
     model: str | None = field(default=None, compare=False)
@@ -119,6 +125,8 @@ def parse_fault(spec: str) -> Fault:
             values["event_delay_s"] = _number(raw, key)
         elif key == "answer_words":
             values["answer_words"] = int(_number(raw, key))
+        elif key == "cut_answer":
+            values["cut_answer"] = bool(_number(raw, key))
         elif key == "served_tier":
             values["served_tier"] = raw
         elif key == "google":
@@ -128,7 +136,7 @@ def parse_fault(spec: str) -> Fault:
         else:
             raise FaultError(f"{HEADER}: unknown key {key!r} "
                              "(latency, status, retry_after, drop_stream_after, stream_error, stream_error_after, event_delay, "
-                             "served_tier, google, answer_words)")
+                             "served_tier, google, answer_words, cut_answer)")
     if not values:
         raise FaultError(f"{HEADER}: empty fault spec")
     return Fault(**values)
@@ -234,3 +242,15 @@ class FaultPlan:
             rules.append(FaultRule(fault, raw.get("provider"), raw.get("path"), raw.get("model"),
                                    raw.get("every", 1), raw.get("times")))
         return cls(rules)
+
+
+def cut_off(answer: dict) -> StreamingResponse:
+    """`answer` begun with a 200 and its length, then the connection closed halfway: what was asked was done, and
+    the client cannot read what it was."""
+    raw = json.dumps(answer).encode()
+
+    async def half() -> AsyncIterator[bytes]:
+        yield raw[: len(raw) // 2]
+        raise ConnectionResetError("mock-providers: cut_answer")
+
+    return StreamingResponse(half(), media_type="application/json", headers={"content-length": str(len(raw))})

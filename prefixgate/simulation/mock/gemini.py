@@ -14,6 +14,7 @@ from prefixgate.providers.files import GEMINI
 from prefixgate.providers.pricing import UnknownModel, resolve_model
 from prefixgate.providers.rules import ModelRules
 from prefixgate.simulation.mock import agent, agent_wire, gemini_params, retired
+from prefixgate.simulation.mock.faults import cut_off
 from prefixgate.simulation.mock.gemini_generation_params import check_config_types, proto_field
 from prefixgate.simulation.mock.gemini_part_params import check_file_data
 from prefixgate.simulation.mock.gemini_signature_params import signature_for, signs
@@ -119,12 +120,13 @@ def _add_version_routes(app: FastAPI, ctx: MockContext, prefix: str) -> None:
     async def create_cache(request: Request) -> dict:
         tenant = authenticate(request)
         body = await json_body(request)
-        await ctx.fault_for(request, "gemini", body.get("model"))
+        fault = await ctx.fault_for(request, "gemini", body.get("model"))
         if "name" in body:
             raise RequestError("name: is output only and cannot be set on create", field="name")
         # A file the contents name is cached, and counted, as its content (Google's guide caches an upload).
-        return ctx.simulator.create_cached_content(ctx.files.inlined(GEMINI, tenant, body), now=ctx.clock(),
+        made = ctx.simulator.create_cached_content(ctx.files.inlined(GEMINI, tenant, body), now=ctx.clock(),
                                                    tenant=tenant).resource()
+        return cut_off(made) if fault is not None and fault.cut_answer else made
 
     @app.get(prefix + "/cachedContents")
     async def list_caches(request: Request) -> dict:
