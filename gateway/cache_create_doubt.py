@@ -1,16 +1,16 @@
 """A caller's own `cachedContents.create` that got no answer: Google may have made the cache all the same.
 
-The create went out and no answer came (the upstream did not answer in time, or the connection broke before its
-answer was read): the cache may exist in the gateway's project, billed for its writing and its storage, owned by
+The create went out and no answer came (`UpstreamFailure.in_doubt`: the upstream did not answer in time, or the
+connection broke before its answer was read): the cache may exist in the gateway's project, billed for its writing and its storage, owned by
 no tenant (invisible to the caller who made it, unlisted, never deleted). It is searched for in the upstream's
 caches (`ExplicitCaches.search`, a few times: Google may finish it after the gateway gave up), then:
 
 - found, it is the caller's (its list, get and delete work for them alone) and booked as the create would have
   been, its hold settled at that cost;
-- not there once the list was read to its end each time, its hold is released (Google made nothing);
-- unresolved (the list unreadable, too long, or several caches that could be it), it is booked at the worst case
-  the create held, on a row that says it is in doubt: a tenant charged for a cache that may not exist is better
-  than one whose budget an unseen cache overspent.
+- not there when the list is last read to its end, its hold is released (Google made nothing);
+- unresolved (the list unreadable or too long, several caches that could be it, or another create that could have
+  made it: `Asked`), it is booked at the worst case the create held, on a row that says it is in doubt: a tenant
+  charged for a cache that may not exist is better than one whose budget an unseen cache overspent.
 
 A caller hanging up mid-create does not reach here: the call is not cancelled (cache_scope answers no disconnect),
 so its answer is booked and owned as any other.
