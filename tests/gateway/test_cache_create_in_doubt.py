@@ -195,3 +195,15 @@ def test_a_vertex_create_that_timed_out_is_found_in_its_location_and_owned(monke
         [mine] = list(acme.caches.list())
     assert mine.name.rsplit("/", 1)[-1] == made["name"].rsplit("/", 1)[-1]
     assert row["cache_writes"]["explicit"] == made["tokens"] > 4000 and row["target"] == "vertex"
+
+
+def test_a_create_still_searched_for_when_the_gateway_stops_is_booked_at_its_worst_case(monkeypatch, tmp_path):
+    # The gateway stops while its search waits: the hold would go with it and nothing would book the cache later.
+    slow = [{"fault": "latency=1.5", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
+    with stack(monkeypatch, tmp_path, slow) as (url, proxy, upstream, ledger):
+        counter, _, _ = spend_counter(proxy.policy.keys[0], time.time())
+        create(url)
+        held = proxy.limits.reserved[counter]
+    [row] = [r for r in read_records(ledger) if r["key"] == "acme"]
+    assert "in doubt" in " ".join(row["explanation"]) and "gateway stopped" in " ".join(row["explanation"])
+    assert nanodollars(Decimal(row["cost_usd"])) == held > 0
