@@ -99,7 +99,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     # Refused over budget before the cache's name is looked up or anything is sent; a body refused above is not
     # counted toward the key's rate, as a model request's is not.
     if method == "PATCH":
-        await proxy.admit_state(caller, raw, dialect)
+        await proxy.admit_state(caller, body, dialect)
     reaches(proxy, caller, upstream.kind)
     if name and not await proxy.stored_ids.allows(KIND, name, owner):
         raise not_found(f"cachedContents/{name}")

@@ -290,15 +290,13 @@ class Proxy:
                 call.priced_at = (ref.upstreams[0], ref.model or call.conv.model or "")
         call.held = await self.limits.admit(key, estimate, least)
 
-    async def admit_state(self, caller: Caller, raw: bytes, dialect: str) -> None:
+    async def admit_state(self, caller: Caller, body: dict, dialect: str) -> None:
         """Admission for a call that creates or extends billed provider state (an explicit cache, its TTL): the
-        key's route for the model the body names, its rate limits, and a budget not already spent."""
+        key's route for the model its `body` names (read and checked: a body refused is not counted), its rate limits,
+        and a budget not already spent."""
         if caller.key is None:
             return
-        try:
-            named = json.loads(raw or b"{}").get("model")
-        except (ValueError, AttributeError):
-            named = None
+        named = body.get("model")
         if isinstance(named, str) and named:
             self.router.decide(named.rsplit("/", 1)[-1], caller.key, dialect)
         await self.hold_for(caller.key, Decimal(0))
