@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -49,10 +50,12 @@ class Asked:
     it), so a tag would be a visible change to what they made. A cache shows neither its contents nor who asked for
     it, so a match must never be a guess between tenants: a cache is taken only when, at the last search (Google may
     make the caller's after another that fits), exactly one cache no one owns fits, older than one search's wait (a
-    create answered meanwhile has its owner recorded by then), and no other create of the same `signature` is in
-    flight or was in doubt at the same time on this replica (`ExplicitCaches.creating`, `doubts`: of two in doubt at
-    once, with one of them made, either could take it). Anything else is a doubt, booked at the worst case. Left open: two replicas each with a
-    create of the same signature in doubt at once, only one of them made."""
+    create answered meanwhile has its owner recorded by then), and no `rival` (another create a cache could fit as
+    well) is in flight or was in doubt at the same time on this replica (`ExplicitCaches.creating`, `doubts`: of two
+    in doubt at once, with one of them made, either could take it). A rival's lifetime need not be spelt alike: no
+    ttl is Google's default hour, "3600s" and "3630s" fit one cache, and an expireTime may fit a ttl. Anything else is
+    a doubt, booked at the worst case. Left open: two replicas each with such a create in doubt at once, only one of
+    them made."""
 
     upstream: str
     model: str
@@ -62,14 +65,19 @@ class Asked:
     sent: float
     failed: float = 0.0
 
-    @property
-    def signature(self) -> tuple:
-        return self.upstream, self.model, self.display_name, self.ttl_s, self.expire
-
-    def overlaps(self, other: Asked) -> bool:
-        """Whether a cache `other` made could fit this create too (the same signature, windows that meet)."""
-        return (other.signature == self.signature and other.sent - CLOCK_SKEW_S <= self.failed + LATE_S
-                and self.sent - CLOCK_SKEW_S <= other.failed + LATE_S)
+    def rival(self, other: Asked, in_flight: bool = False) -> bool:
+        """Whether one cache could fit both this create and `other` (still `in_flight`: its window not closed yet):
+        the same upstream, model and displayName, lifetimes one cache's could match, windows that meet."""
+        if (other.upstream, other.model, other.display_name) != (self.upstream, self.model, self.display_name):
+            return False
+        if self.expire is not None and other.expire is not None:
+            if abs(self.expire - other.expire) > 2.0:   # each fits an expiry within 1 s of its own
+                return False
+        elif self.expire is None and other.expire is None:
+            if abs((self.ttl_s or DEFAULT_TTL_S) - (other.ttl_s or DEFAULT_TTL_S)) > 2 * TTL_SLACK_S:
+                return False        # (an expiry against a duration: one cache may fit both)
+        ends = math.inf if in_flight else other.failed + LATE_S
+        return other.sent - CLOCK_SKEW_S <= self.failed + LATE_S and self.sent - CLOCK_SKEW_S <= ends
 
     def fits(self, cache: dict) -> bool:
         try:
@@ -122,12 +130,13 @@ async def _search(caches: ExplicitCaches, upstream: Upstream, wire: WireFormat, 
         return None, search.unread
     free = [c for c in search.found if not await owned(str(c.get("name", "")))]
     free = [c for c in free if c.get("name") not in caches.claimed]     # after the last await: no race
-    if free and (caches.creating[asked.signature] or any(asked.overlaps(a) for a in caches.doubts if a is not asked)):
-        return None, "another create of the same model, displayName and lifetime is in flight or in doubt here"
+    if free and (any(asked.rival(a, in_flight=True) for a in caches.creating)
+                 or any(asked.rival(a) for a in caches.doubts if a is not asked)):
+        return None, "another create whose cache could fit what this one asked is in flight or in doubt here"
     if any(parse_rfc3339(c["createTime"], "createTime") > caches.clock() - caches.tick_s for c in free):
         return None, "a cache that fits is too new to tell from another's create"
     if len(free) > 1:
         return None, f"{len(free)} caches no one owns fit what it asked"
     if free:
-        caches.claimed.add(free[0]["name"])
+        caches.claim(free[0]["name"])
     return (free[0] if free else None), ""

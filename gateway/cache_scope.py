@@ -129,7 +129,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
                   None if seconds is None or "ttl" not in body else seconds,
                   None if seconds is None or "ttl" in body else now + seconds, now)
     if method == "POST":
-        proxy.caches.creating[asked.signature] += 1
+        proxy.caches.creating.append(asked)
     try:
         return await _sent(request, proxy, caller, dialect, upstream, name, raw, forward, seconds, paid_until, held,
                            timeout_s)
@@ -144,7 +144,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
         raise
     finally:
         if method == "POST":
-            proxy.caches.done_creating(asked.signature)
+            proxy.caches.done_creating(asked)
 
 
 def _in_doubt(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, asked: Asked,

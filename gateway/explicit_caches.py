@@ -42,7 +42,6 @@ import json
 import logging
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -81,6 +80,7 @@ FIND_TRIES = 4          # searches for a creation in doubt, `tick_s` x 1, 2, 3, 
 PAGE_SIZE = 1000        # the most cachedContents.list gives a page (more is taken as 1000)
 FIND_PAGES = 10         # one search reads at most this many pages...
 FIND_S = 30.0           # ...for at most this long
+KEPT_S = 3600.0         # a caller's create in doubt, or the cache found for it, kept in mind this long
 
 
 @dataclass
@@ -134,11 +134,11 @@ class ExplicitCaches:
         self.entries: dict[str, Entry] = {}
         self._task: asyncio.Task | None = None
         self._finding: set[asyncio.Task] = set()
-        # A caller's creates (cache_create_doubt): in flight here, by what they asked; in doubt (the last hour's);
-        # the caches found for them.
-        self.creating: Counter[tuple] = Counter()
+        # A caller's creates (cache_create_doubt), by what they asked: in flight here; in doubt (the last hour's);
+        # the caches found for them (the last hour's: owned by then, `StoredIds` answers for them).
+        self.creating: list[Asked] = []
         self.doubts: list[Asked] = []
-        self.claimed: set[str] = set()
+        self.claimed: dict[str, float] = {}
         self._redis = None
         if proxy.settings.redis_url:
             import redis.asyncio as aioredis
@@ -192,13 +192,15 @@ class ExplicitCaches:
         Searched for in the background; found, it is booked and deleted."""
         self.searching(self._find(call, prep, tag))
 
-    def done_creating(self, signature: tuple) -> None:
-        self.creating[signature] -= 1
-        if self.creating[signature] <= 0:
-            del self.creating[signature]
+    def done_creating(self, asked: Asked) -> None:
+        self.creating = [a for a in self.creating if a is not asked]
 
     def doubted(self, asked: Asked) -> None:
-        self.doubts = [a for a in self.doubts if a.failed > self.clock() - 3600] + [asked]
+        self.doubts = [a for a in self.doubts if a.failed > self.clock() - KEPT_S] + [asked]
+
+    def claim(self, name: str) -> None:
+        now = self.clock()
+        self.claimed = {n: at for n, at in self.claimed.items() if at > now - KEPT_S} | {name: now}
 
     def searching(self, search: Coroutine) -> None:
         """`search` (for a creation in doubt) run in the background, cancelled when the gateway stops."""

@@ -18,6 +18,7 @@ from google.genai import errors, types
 from google.oauth2.credentials import Credentials
 
 from prefixgate.gateway.app import create_app
+from prefixgate.gateway.explicit_caches import ExplicitCaches
 from prefixgate.ledger import read_records
 from prefixgate.policies import Policy, builtin_upstreams
 from prefixgate.policies.limits import nanodollars, spend_counter
@@ -207,3 +208,36 @@ def test_a_create_still_searched_for_when_the_gateway_stops_is_booked_at_its_wor
     [row] = [r for r in read_records(ledger) if r["key"] == "acme"]
     assert "in doubt" in " ".join(row["explanation"]) and "gateway stopped" in " ".join(row["explanation"])
     assert nanodollars(Decimal(row["cost_usd"])) == held > 0
+
+
+@pytest.mark.parametrize("asked", [{}, {"ttl": "3630s"}])
+def test_a_rival_create_spelling_the_same_lifetime_otherwise_is_no_less_a_rival(monkeypatch, tmp_path, asked):
+    # acme names no lifetime (Google's default hour), or 30 s more; the rival asks "3600s". Google makes the
+    # rival's cache alone, and it fits what both asked: handed to acme, acme would read the rival's contents.
+    faults = [{"fault": "latency=1.5;status=500", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1},
+              {"fault": "latency=1.5", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
+    with stack(monkeypatch, tmp_path, faults) as (url, proxy, upstream, ledger):
+        acme, rival = client(url, ACME), client(url, RIVAL)
+        first = threading.Thread(target=lambda: pytest.raises(
+            errors.APIError, acme.caches.create, model=MODEL,
+            config=types.CreateCachedContentConfig(contents=[CONTRACT], **asked)))
+        first.start()
+        time.sleep(0.2)     # acme's create reaches the mock first
+        with pytest.raises(errors.APIError):
+            rival.caches.create(model=MODEL, config=types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s"))
+        first.join()
+        wait_until(lambda: len(read_records(ledger)) == 2, 15, "both creates' records")
+        assert len(list(upstream.caches.list())) == 1
+        assert list(acme.caches.list()) == [] and list(rival.caches.list()) == []
+    assert all("in doubt" in " ".join(r["explanation"]) for r in read_records(ledger))
+
+
+def test_the_caches_found_are_forgotten_once_owned():
+    # One name per cache found for a create in doubt: kept an hour (owned by then), not for the replica's life.
+    caches = ExplicitCaches.__new__(ExplicitCaches)
+    now = [1_000_000.0]
+    caches.clock, caches.claimed = lambda: now[0], {}
+    for i in range(3):
+        caches.claim(f"cachedContents/{i}")
+        now[0] += 1800
+    assert list(caches.claimed) == ["cachedContents/1", "cachedContents/2"]
