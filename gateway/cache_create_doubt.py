@@ -19,26 +19,32 @@ so its answer is booked and owned as any other.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import math
+import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from prefixgate.errors import RequestError
-from prefixgate.gateway.explicit_caches import FIND_TRIES
 from prefixgate.providers.cached_contents import parse_rfc3339
 
 if TYPE_CHECKING:
     from prefixgate.dialects.wire import WireFormat
     from prefixgate.gateway.explicit_caches import ExplicitCaches
     from prefixgate.policies.schema import Upstream
+    from prefixgate.redis_outage import RetryWindow
 
 log = logging.getLogger("prefixgate.gateway")
 DEFAULT_TTL_S = 3600.0      # a create naming no lifetime lives an hour (Gemini's and Vertex's default)
 CLOCK_SKEW_S = 30.0         # Google's createTime against this host's clock
 LATE_S = 60.0               # how long after the gateway gave up Google may still make it
 TTL_SLACK_S = 60.0          # expireTime - createTime against the ttl asked (made while the clock ran)
+FIND_TRIES = 4              # searches for a creation in doubt, `tick_s` x 1, 2, 3, 4 after it
+KEPT_S = 3600.0             # a caller's create in doubt, or the cache found for it, kept in mind this long
+SHARED = "prefixgate:cache-creates:"
 
 
 @dataclass(frozen=True)
@@ -54,8 +60,7 @@ class Asked:
     well) is in flight or was in doubt at the same time on this replica (`ExplicitCaches.creating`, `doubts`: of two
     in doubt at once, with one of them made, either could take it). A rival's lifetime need not be spelt alike: no
     ttl is Google's default hour, "3600s" and "3630s" fit one cache, and an expireTime may fit a ttl. Anything else is
-    a doubt, booked at the worst case. Left open: two replicas each with such a create in doubt at once, only one of
-    them made."""
+    a doubt, booked at the worst case. With Redis, another replica's creates are rivals as this one's (`Rivals`)."""
 
     upstream: str
     model: str
@@ -64,6 +69,7 @@ class Asked:
     expire: float | None        # asked as an expiry
     sent: float
     failed: float = 0.0
+    id: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False)
 
     def rival(self, other: Asked, in_flight: bool = False) -> bool:
         """Whether one cache could fit both this create and `other` (still `in_flight`: its window not closed yet):
@@ -129,14 +135,95 @@ async def _search(caches: ExplicitCaches, upstream: Upstream, wire: WireFormat, 
     if search.unread:
         return None, search.unread
     free = [c for c in search.found if not await owned(str(c.get("name", "")))]
-    free = [c for c in free if c.get("name") not in caches.claimed]     # after the last await: no race
-    if free and (any(asked.rival(a, in_flight=True) for a in caches.creating)
-                 or any(asked.rival(a) for a in caches.doubts if a is not asked)):
-        return None, "another create whose cache could fit what this one asked is in flight or in doubt here"
+    rivalled = await caches.rivals.of(asked) if free else ""
+    free = [c for c in free if c.get("name") not in caches.rivals.claimed]      # after the last await: no race
+    if free and rivalled:
+        return None, rivalled
     if any(parse_rfc3339(c["createTime"], "createTime") > caches.clock() - caches.tick_s for c in free):
         return None, "a cache that fits is too new to tell from another's create"
     if len(free) > 1:
         return None, f"{len(free)} caches no one owns fit what it asked"
     if free:
-        caches.claim(free[0]["name"])
+        caches.rivals.claim(free[0]["name"])
     return (free[0] if free else None), ""
+
+
+class Rivals:
+    """A caller's creates (`Asked`) in flight and in doubt (the last `KEPT_S`), which a cache found for another could
+    be the cache of; and the caches found (`claimed`: kept as long, owned by then). With Redis, every replica's: one
+    hash per upstream, model and displayName, a field per create (one Redis missed while it did not answer goes
+    unseen by the other replicas; one a stopped replica left in flight is a rival for `KEPT_S`)."""
+
+    def __init__(self, clock: Callable[[], float], redis: Any = None, window: RetryWindow | None = None) -> None:
+        self.clock, self._redis, self._window = clock, redis, window
+        self.creating: list[Asked] = []
+        self.doubts: list[Asked] = []
+        self.claimed: dict[str, float] = {}
+        self._sharing: set[asyncio.Task] = set()
+
+    def began(self, asked: Asked) -> None:
+        self.creating.append(asked)
+        self._share(asked, asked.sent, None)
+
+    def doubted(self, asked: Asked) -> None:
+        self.doubts = [a for a in self.doubts if a.failed > self.clock() - KEPT_S] + [asked]
+        self._share(asked, asked.sent, asked.failed)
+
+    def ended(self, asked: Asked) -> None:
+        """`asked` is answered (its cache owned, or refused) or `doubted`: no longer in flight."""
+        self.creating = [a for a in self.creating if a is not asked]
+        if not any(a.id == asked.id for a in self.doubts):
+            self._share(asked, None, None)
+
+    def claim(self, name: str) -> None:
+        now = self.clock()
+        self.claimed = {n: at for n, at in self.claimed.items() if at > now - KEPT_S} | {name: now}
+
+    async def of(self, asked: Asked) -> str:
+        """Why a cache that fits `asked` could be another create's ("" when none could)."""
+        shared = await self._shared(asked)
+        if shared is None:
+            return "the other replicas' creates could not be read"
+        flying = [*self.creating, *(a for a in shared if not a.failed)]
+        if any(asked.rival(a, in_flight=True) for a in flying if a.sent > self.clock() - KEPT_S) or any(
+                asked.rival(a) for a in [*self.doubts, *shared] if a.failed and a.id != asked.id):
+            return "another create whose cache could fit what this one asked is in flight or in doubt"
+        return ""
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*self._sharing, return_exceptions=True)
+
+    @staticmethod
+    def _key(asked: Asked) -> str:
+        named = json.dumps([asked.upstream, asked.model, asked.display_name]).encode()
+        return SHARED + hashlib.sha256(named).hexdigest()
+
+    def _share(self, asked: Asked, sent: float | None, failed: float | None) -> None:
+        """`asked` in flight (`sent`), in doubt (and `failed`), or gone (None), for every replica to read."""
+        if self._redis is None or self._window is None:
+            return
+        key, redis = self._key(asked), self._redis
+
+        async def write() -> object:
+            if sent is None:
+                return await redis.hdel(key, asked.id)
+            value = json.dumps([sent, failed, asked.ttl_s, asked.expire])
+            return await redis.pipeline(transaction=False).hset(key, asked.id, value).expire(key, int(KEPT_S * 2)).execute()
+
+        task = asyncio.get_running_loop().create_task(self._window.ask(write))
+        self._sharing.add(task)
+        task.add_done_callback(self._sharing.discard)
+
+    async def _shared(self, asked: Asked) -> list[Asked] | None:
+        """The creates every replica shared that `asked` could be told from (None: Redis did not answer)."""
+        if self._redis is None or self._window is None:
+            return []
+        found = await self._window.ask(lambda: self._redis.hgetall(self._key(asked)))
+        if found is None:
+            return None
+        creates = []
+        for ident, value in found.items():
+            sent, failed, ttl_s, expire = json.loads(value)
+            creates.append(Asked(asked.upstream, asked.model, asked.display_name, ttl_s, expire, sent, failed or 0.0,
+                                 ident.decode()))
+        return [a for a in creates if a.id != asked.id]

@@ -129,7 +129,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
                   None if seconds is None or "ttl" not in body else seconds,
                   None if seconds is None or "ttl" in body else now + seconds, now)
     if method == "POST":
-        proxy.caches.creating.append(asked)
+        proxy.caches.rivals.began(asked)
     try:
         return await _sent(request, proxy, caller, dialect, upstream, name, raw, forward, seconds, paid_until, held,
                            timeout_s)
@@ -144,7 +144,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
         raise
     finally:
         if method == "POST":
-            proxy.caches.done_creating(asked)
+            proxy.caches.rivals.ended(asked)
 
 
 def _in_doubt(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, asked: Asked,
@@ -174,7 +174,7 @@ def _in_doubt(request: Request, proxy: Proxy, caller: Caller, dialect: str, upst
              "at its worst case (its tokens by its body and files, written and stored for the lifetime asked)"],
             hours=Decimal(str(max(lifetime, 0.0))) / 3600))
 
-    proxy.caches.doubted(asked)
+    proxy.caches.rivals.doubted(asked)
     proxy.caches.searching(resolve(proxy.caches, upstream, wire, upstream_credential(upstream, caller, dialect), asked,
                                    owned, book, lambda: proxy.limits.release(held)))
 

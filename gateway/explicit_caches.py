@@ -52,6 +52,7 @@ from prefixgate.cache_planner.lifetime import GapBook, keepalive
 from prefixgate.compact_json import compact_bytes
 from prefixgate.cost import MTOK, Cost, ledger_fields, price_usage
 from prefixgate.errors import RequestError
+from prefixgate.gateway.cache_create_doubt import FIND_TRIES, Rivals
 from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.ledger import LedgerRecord
 from prefixgate.policies.limits import Reservation
@@ -62,7 +63,6 @@ from prefixgate.usage import Usage, prompt_estimate
 if TYPE_CHECKING:
     from prefixgate.cost import Price
     from prefixgate.dialects.wire import WireFormat
-    from prefixgate.gateway.cache_create_doubt import Asked
     from prefixgate.gateway.proxy import Call, Prepared, Proxy
     from prefixgate.policies.schema import CallerKey, Upstream
 
@@ -76,11 +76,9 @@ MARGIN_S = 120.0
 MIN_IDLE_S = 300.0
 MAX_TRACKED = 10_000
 DISPLAY_PREFIX = "prefixgate-"
-FIND_TRIES = 4          # searches for a creation in doubt, `tick_s` x 1, 2, 3, 4 after it
 PAGE_SIZE = 1000        # the most cachedContents.list gives a page (more is taken as 1000)
 FIND_PAGES = 10         # one search reads at most this many pages...
 FIND_S = 30.0           # ...for at most this long
-KEPT_S = 3600.0         # a caller's create in doubt, or the cache found for it, kept in mind this long
 
 
 @dataclass
@@ -134,11 +132,6 @@ class ExplicitCaches:
         self.entries: dict[str, Entry] = {}
         self._task: asyncio.Task | None = None
         self._finding: set[asyncio.Task] = set()
-        # A caller's creates (cache_create_doubt), by what they asked: in flight here; in doubt (the last hour's);
-        # the caches found for them (the last hour's: owned by then, `StoredIds` answers for them).
-        self.creating: list[Asked] = []
-        self.doubts: list[Asked] = []
-        self.claimed: dict[str, float] = {}
         self._redis = None
         if proxy.settings.redis_url:
             import redis.asyncio as aioredis
@@ -147,12 +140,15 @@ class ExplicitCaches:
             self._window = RetryWindow(log, "explicit caches: redis unreachable (%s); a use on another replica goes "
                                        "unseen until it answers", "explicit caches: redis answers again",
                                        outage=outage_of(proxy.settings.redis_url))
+        # A caller's creates (cache_create_doubt), by what they asked, in flight and in doubt on every replica.
+        self.rivals = Rivals(clock, self._redis, self._window if self._redis is not None else None)
 
     async def aclose(self) -> None:
         for task in [self._task, *self._finding]:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        await self.rivals.aclose()
         if self._redis is not None:
             await self._redis.aclose()
 
@@ -191,16 +187,6 @@ class ExplicitCaches:
         """The creation of the cache named `tag` got no readable answer: it may exist (and bill) all the same.
         Searched for in the background; found, it is booked and deleted."""
         self.searching(self._find(call, prep, tag))
-
-    def done_creating(self, asked: Asked) -> None:
-        self.creating = [a for a in self.creating if a is not asked]
-
-    def doubted(self, asked: Asked) -> None:
-        self.doubts = [a for a in self.doubts if a.failed > self.clock() - KEPT_S] + [asked]
-
-    def claim(self, name: str) -> None:
-        now = self.clock()
-        self.claimed = {n: at for n, at in self.claimed.items() if at > now - KEPT_S} | {name: now}
 
     def searching(self, search: Coroutine) -> None:
         """`search` (for a creation in doubt) run in the background, cancelled when the gateway stops."""

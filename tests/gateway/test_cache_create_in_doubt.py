@@ -18,7 +18,7 @@ from google.genai import errors, types
 from google.oauth2.credentials import Credentials
 
 from prefixgate.gateway.app import create_app
-from prefixgate.gateway.explicit_caches import ExplicitCaches
+from prefixgate.gateway.cache_create_doubt import Rivals
 from prefixgate.ledger import read_records
 from prefixgate.policies import Policy, builtin_upstreams
 from prefixgate.policies.limits import nanodollars, spend_counter
@@ -46,19 +46,25 @@ def stack(monkeypatch, tmp_path, faults: list[dict], timeout_s: float = 0.5):
     monkeypatch.setenv("KEY_ACME", ACME)
     monkeypatch.setenv("KEY_RIVAL", RIVAL)
     with ServerThread(mock_app(MockContext(faults=FaultPlan.from_config({"faults": faults})))) as mock:
-        settings = settings_for(mock.url, tmp_path)
-        policy = Policy.from_dict({
-            "routes": [{"name": "gemini", "models": ["gemini-*"], "retry": {"attempts": 1, "timeout_s": timeout_s},
-                        "targets": [{"upstream": "gemini"}]}],
-            "keys": [{"name": "acme", "key_env": "KEY_ACME", "tenant": "acme", "budget": {"usd": 5, "period": "total"}},
-                     {"name": "rival", "key_env": "KEY_RIVAL", "tenant": "rival"}],
-        }, builtin_upstreams(settings))
-        app = create_app(settings, policy=policy)
+        app, ledger = replica(mock.url, tmp_path, timeout_s)
         with ServerThread(app) as gw:
             app.state.proxy.caches.tick_s = 0.4
             upstream = genai.Client(api_key=GATEWAY_KEY, http_options=types.HttpOptions(base_url=mock.url,
                                                                                         api_version="v1beta"))
-            yield gw.url, app.state.proxy, upstream, settings.ledger_path
+            yield gw.url, app.state.proxy, upstream, ledger
+
+
+def replica(mock_url: str, where, timeout_s: float = 0.5, **settings):
+    """One gateway (its app, searching every 0.4 s once started, and its ledger) before mock-providers at `mock_url`,
+    its files under `where`."""
+    settings = settings_for(mock_url, where, **settings)
+    policy = Policy.from_dict({
+        "routes": [{"name": "gemini", "models": ["gemini-*"], "retry": {"attempts": 1, "timeout_s": timeout_s},
+                    "targets": [{"upstream": "gemini"}]}],
+        "keys": [{"name": "acme", "key_env": "KEY_ACME", "tenant": "acme", "budget": {"usd": 5, "period": "total"}},
+                 {"name": "rival", "key_env": "KEY_RIVAL", "tenant": "rival"}],
+    }, builtin_upstreams(settings))
+    return create_app(settings, policy=policy), settings.ledger_path
 
 
 def client(url: str, key: str) -> genai.Client:
@@ -70,6 +76,22 @@ def create(url: str, status: int = 504) -> None:
     with pytest.raises(errors.APIError) as lost:
         acme.caches.create(model=MODEL, config=types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s"))
     assert lost.value.code == status, lost.value
+
+
+# Two creates both time out; Google makes the second (the rival's) and not the first (acme's).
+SECOND_MADE = [{"fault": "latency=1.5;status=500", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1},
+               {"fault": "latency=1.5", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
+
+
+def both_time_out(acme: genai.Client, rival: genai.Client, **asked: str) -> None:
+    """acme's create (with the lifetime `asked`) and then, while it waits, the rival's of the same contents for an hour."""
+    first = threading.Thread(target=lambda: pytest.raises(errors.APIError, acme.caches.create, model=MODEL,
+                                                          config=types.CreateCachedContentConfig(contents=[CONTRACT], **asked)))
+    first.start()
+    time.sleep(0.2)     # acme's create reaches the mock first
+    with pytest.raises(errors.APIError):
+        rival.caches.create(model=MODEL, config=types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s"))
+    first.join()
 
 
 def booked(ledger: str) -> dict:
@@ -165,18 +187,9 @@ def test_two_caches_that_fit_are_a_doubt_not_a_guess(monkeypatch, tmp_path):
 def test_two_tenants_creates_in_doubt_at_once_never_take_each_others_cache(monkeypatch, tmp_path):
     # Both creates time out; Google makes the second (the rival's) and not the first (acme's). The one cache fits
     # what both asked: handed to acme it would give acme the rival's contents. Neither gets it; both are in doubt.
-    faults = [{"fault": "latency=1.5;status=500", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1},
-              {"fault": "latency=1.5", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
-    with stack(monkeypatch, tmp_path, faults) as (url, proxy, upstream, ledger):
+    with stack(monkeypatch, tmp_path, SECOND_MADE) as (url, proxy, upstream, ledger):
         acme, rival = client(url, ACME), client(url, RIVAL)
-        config = types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s")
-        first = threading.Thread(target=lambda: pytest.raises(errors.APIError, acme.caches.create, model=MODEL,
-                                                              config=config))
-        first.start()
-        time.sleep(0.2)     # acme's create reaches the mock first
-        with pytest.raises(errors.APIError):
-            rival.caches.create(model=MODEL, config=config)
-        first.join()
+        both_time_out(acme, rival, ttl="3600s")
         wait_until(lambda: len(read_records(ledger)) == 2, 15, "both creates' records")
         assert len(list(upstream.caches.list())) == 1
         assert list(acme.caches.list()) == [] and list(rival.caches.list()) == []
@@ -214,18 +227,9 @@ def test_a_create_still_searched_for_when_the_gateway_stops_is_booked_at_its_wor
 def test_a_rival_create_spelling_the_same_lifetime_otherwise_is_no_less_a_rival(monkeypatch, tmp_path, asked):
     # acme names no lifetime (Google's default hour), or 30 s more; the rival asks "3600s". Google makes the
     # rival's cache alone, and it fits what both asked: handed to acme, acme would read the rival's contents.
-    faults = [{"fault": "latency=1.5;status=500", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1},
-              {"fault": "latency=1.5", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
-    with stack(monkeypatch, tmp_path, faults) as (url, proxy, upstream, ledger):
+    with stack(monkeypatch, tmp_path, SECOND_MADE) as (url, proxy, upstream, ledger):
         acme, rival = client(url, ACME), client(url, RIVAL)
-        first = threading.Thread(target=lambda: pytest.raises(
-            errors.APIError, acme.caches.create, model=MODEL,
-            config=types.CreateCachedContentConfig(contents=[CONTRACT], **asked)))
-        first.start()
-        time.sleep(0.2)     # acme's create reaches the mock first
-        with pytest.raises(errors.APIError):
-            rival.caches.create(model=MODEL, config=types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s"))
-        first.join()
+        both_time_out(acme, rival, **asked)
         wait_until(lambda: len(read_records(ledger)) == 2, 15, "both creates' records")
         assert len(list(upstream.caches.list())) == 1
         assert list(acme.caches.list()) == [] and list(rival.caches.list()) == []
@@ -234,10 +238,28 @@ def test_a_rival_create_spelling_the_same_lifetime_otherwise_is_no_less_a_rival(
 
 def test_the_caches_found_are_forgotten_once_owned():
     # One name per cache found for a create in doubt: kept an hour (owned by then), not for the replica's life.
-    caches = ExplicitCaches.__new__(ExplicitCaches)
     now = [1_000_000.0]
-    caches.clock, caches.claimed = lambda: now[0], {}
+    rivals = Rivals(lambda: now[0])
     for i in range(3):
-        caches.claim(f"cachedContents/{i}")
+        rivals.claim(f"cachedContents/{i}")
         now[0] += 1800
-    assert list(caches.claimed) == ["cachedContents/1", "cachedContents/2"]
+    assert list(rivals.claimed) == ["cachedContents/1", "cachedContents/2"]
+
+
+def test_two_replicas_creates_in_doubt_at_once_never_take_each_others_cache(monkeypatch, tmp_path, redis_url):
+    # As two tenants' on one replica: acme's through one replica, the rival's through another, both time out, and
+    # Google makes the rival's alone. acme's replica would have found one cache no one owned, and no rival of its own.
+    monkeypatch.setenv("GEMINI_API_KEY", GATEWAY_KEY)
+    monkeypatch.setenv("KEY_ACME", ACME)
+    monkeypatch.setenv("KEY_RIVAL", RIVAL)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with ServerThread(mock_app(MockContext(faults=FaultPlan.from_config({"faults": SECOND_MADE})))) as mock:
+        (one, ledger_a), (other, ledger_b) = (replica(mock.url, tmp_path / n, redis_url=redis_url) for n in "ab")
+        with ServerThread(one) as a, ServerThread(other) as b:
+            one.state.proxy.caches.tick_s = other.state.proxy.caches.tick_s = 0.4
+            acme, rival = client(a.url, ACME), client(b.url, RIVAL)
+            both_time_out(acme, rival, ttl="3600s")
+            wait_until(lambda: len(read_records(ledger_a)) + len(read_records(ledger_b)) == 2, 15, "both records")
+            assert list(acme.caches.list()) == [] and list(rival.caches.list()) == []
+    assert all("in doubt" in " ".join(r["explanation"]) for r in [*read_records(ledger_a), *read_records(ledger_b)])
