@@ -11,6 +11,7 @@ case against the key's budget until then, as a model request's admission does.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -29,7 +30,7 @@ from prefixgate.dialects.proto_json import one_spelling
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
-from prefixgate.gateway.cache_create_doubt import DEFAULT_TTL_S, Asked, resolve
+from prefixgate.gateway.cache_create_doubt import DEFAULT_TTL_S, FIND_TRIES, Asked, resolve
 from prefixgate.gateway.named_state import CACHE as KIND
 from prefixgate.gateway.named_state import cache_id
 from prefixgate.gateway.ownership import principal
@@ -104,6 +105,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     if name and not await proxy.stored_ids.allows(KIND, name, owner):
         raise not_found(f"cachedContents/{name}")
     paid_until, held, timeout_s, tokens = now, Reservation(), LOOKUP_S, prompt_estimate(raw).uncached_input
+    stored: dict = {}
     if method == "POST":
         route = proxy.router.decide(model_of(body.get("model")), caller.key, dialect).route  # the key's routes name its models
         timeout_s = route.retry.timeout_s
@@ -134,10 +136,13 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
         return await _sent(request, proxy, caller, dialect, upstream, name, raw, forward, seconds, paid_until, held,
                            timeout_s)
     except UpstreamFailure as f:
-        if method != "POST" or not f.in_doubt:
+        if method == "POST" and f.in_doubt:
+            _in_doubt(request, proxy, caller, dialect, upstream, replace(asked, failed=time.time()), tokens, held)
+        elif method == "PATCH" and f.in_doubt and stored and seconds is not None:
+            proxy.caches.searching(_extended(request, proxy, caller, dialect, upstream, forward, stored, paid_until,
+                                             now + seconds, held))
+        else:
             proxy.limits.release(held)
-            raise
-        _in_doubt(request, proxy, caller, dialect, upstream, replace(asked, failed=time.time()), tokens, held)
         raise
     except BaseException:
         proxy.limits.release(held)      # booked, it is settled instead (a second release is a no-op)
@@ -177,6 +182,51 @@ def _in_doubt(request: Request, proxy: Proxy, caller: Caller, dialect: str, upst
     proxy.caches.rivals.doubted(asked)
     proxy.caches.searching(resolve(proxy.caches, upstream, wire, upstream_credential(upstream, caller, dialect), asked,
                                    owned, book, lambda: proxy.limits.release(held)))
+
+
+async def _extended(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, forward: Forward,
+                    stored: dict, paid_until: float, asked_until: float, held: Reservation) -> None:
+    """A PATCH that got no answer: Google may have extended the cache all the same, and bills the storage it bought
+    (from `paid_until`, the expiry `stored` had). Read again a moment later: extended, booked as its answer would have
+    been; not (or gone), released; not known (unreadable, or the gateway stopping), booked at what it asked."""
+    started, headers = time.perf_counter(), dict(request.headers)
+
+    async def book(found: dict | None, note: str) -> None:
+        if found:
+            _own(proxy, principal(caller.key), upstream, found, asked_until - time.time())     # kept as long as it lives
+        hours = None if found else Decimal(str(max(asked_until - paid_until, 0.0))) / 3600
+        await proxy.accounts.finish(*_booked(proxy, caller, dialect, upstream, found or stored, False, paid_until, started,
+                                             headers, held, [f"cachedContents.patch: its answer never came; {note}"], hours))
+
+    found, expires = None, None
+    try:
+        for attempt in range(1, FIND_TRIES + 1):       # Google may extend it after the gateway gave up
+            await asyncio.sleep(proxy.caches.tick_s * attempt)
+            found, expires = await _read_again(upstream, forward)
+            if found == {} or (expires is not None and expires > paid_until + 1.0):
+                break
+    except asyncio.CancelledError:
+        await book(None, "in doubt, the gateway stopped before it was read again: booked at the hours it asked")
+        raise
+    if found and expires is not None and expires > paid_until + 1.0:
+        await book(found, "read again, it was extended")
+    elif expires is None:
+        await book(None, "in doubt, it could not be read again: booked at the hours it asked")
+    else:
+        proxy.limits.release(held)      # not extended, or gone: it bills no more
+
+
+async def _read_again(upstream: Upstream, forward: Forward) -> tuple[dict | None, float | None]:
+    """The cache as Google holds it and its expiry; ({}, 0.0) once gone (Gemini's 403, Vertex's 404); (None, None) when
+    it cannot be read."""
+    try:
+        after = await forward("GET", b"", LOOKUP_S)
+        if after.status in (403, 404):
+            return {}, 0.0
+        found = _answer(upstream, after) if 200 <= after.status < 300 else None
+        return (found, parse_rfc3339(found.get("expireTime"), "expireTime")) if found is not None else (None, None)
+    except (UpstreamFailure, RequestError):
+        return None, None
 
 
 async def _sent(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, name: str, raw: bytes,
