@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Protocol
 
-from prefixgate.errors import RequestError
+from prefixgate.errors import RateLimited, RequestError
 from prefixgate.policies.periods import Window, resets, window
 from prefixgate.policies.schema import CallerKey
 
@@ -233,12 +233,14 @@ class Limits:
             used = await self.store.get(f"tpm:{key.name}:{wid}")
             if used >= limit.tokens_per_minute:
                 raise RequestError(f"key {key.name!r} is over its {limit.tokens_per_minute} tokens per minute",
-                                   status=429, kind="rate_limit", retry_after=left)
+                                   status=429, kind="rate_limit", retry_after=left,
+                                   limited=RateLimited("tokens", limit.tokens_per_minute, left))
         if limit.requests_per_minute:
             count = await self.store.add(f"rpm:{key.name}:{wid}", 1, ttl)
             if count > limit.requests_per_minute:
                 raise RequestError(f"key {key.name!r} is over its {limit.requests_per_minute} requests per minute",
-                                   status=429, kind="rate_limit", retry_after=left)
+                                   status=429, kind="rate_limit", retry_after=left,
+                                   limited=RateLimited("requests", limit.requests_per_minute, left))
 
     def release(self, held: Reservation, in_store: bool = True) -> None:
         """Give back what admission reserved (`in_store` False: here only). Idempotent (a request's safety net may

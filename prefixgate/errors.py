@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass(frozen=True)
+class RateLimited:
+    """The per-minute limit a 429 ran into: what it counts (`requests` or `tokens`, OpenAI's error type for it),
+    its size and the seconds until its window resets."""
+
+    unit: str
+    limit: int
+    reset_s: float
 
 
 class RequestError(Exception):
@@ -22,6 +34,7 @@ class RequestError(Exception):
         code: str | None = None,
         details: dict[str, Any] | list[Any] | None = None,
         rpc_status: str | None = None,
+        limited: RateLimited | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -35,6 +48,7 @@ class RequestError(Exception):
         # caller of the format it came in.
         self.details = details
         self.rpc_status = rpc_status    # Google's status name (FAILED_PRECONDITION), for a Gemini caller
+        self.limited = limited          # the gateway's own rate limit this refusal ran into
 
     def __repr__(self) -> str:
         return f"RequestError({self.message!r}, field={self.field!r}, status={self.status})"
@@ -96,4 +110,19 @@ def error_body(err: RequestError, dialect: str) -> dict[str, Any]:
         shown = {"code": code, "message": err.message, "status": err.rpc_status or g_status}
         return {"error": {**shown, "details": err.details} if isinstance(err.details, list) else shown}
     code = err.code or ("insufficient_quota" if err.kind == "quota" else None)    # OpenAI's code is its type there
+    if err.kind == "rate_limit":
+        # OpenAI's rate-limit 429: code rate_limit_exceeded, type the unit of the limit reached (requests, tokens)
+        # where the gateway's own per-minute limit says it.
+        oa_type = err.limited.unit if err.limited else oa_type
+        code = err.code or "rate_limit_exceeded"
     return {"error": {"message": err.message, "type": oa_type, "param": err.field, "code": code}}
+
+
+def openai_limit_headers(err: RequestError) -> dict[str, str]:
+    """The x-ratelimit-* headers OpenAI sends with a rate-limit 429, for the gateway's own limit `err` ran into:
+    the limit, nothing remaining, and the reset as a duration (`1s`, `6m0s`)."""
+    if err.limited is None:
+        return {}
+    unit, reset = err.limited.unit, math.ceil(err.limited.reset_s)
+    return {f"x-ratelimit-limit-{unit}": str(err.limited.limit), f"x-ratelimit-remaining-{unit}": "0",
+            f"x-ratelimit-reset-{unit}": f"{reset // 60}m{reset % 60}s" if reset >= 60 else f"{reset}s"}

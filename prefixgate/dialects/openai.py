@@ -40,7 +40,7 @@ from prefixgate.dialects.resent import ResentBodies, element_segments, field_seg
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_body, load_resent, optional, require
 from prefixgate.dialects.wire import Parse, WireFormat
-from prefixgate.errors import RequestError, error_body
+from prefixgate.errors import RequestError, error_body, openai_limit_headers
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment
 from prefixgate.providers.compatible import writes_cache_control
 from prefixgate.segment_memo import SegmentMemo
@@ -405,6 +405,11 @@ def error_event(err: RequestError) -> bytes:
     return encode_sse(error_body(err, NAME))
 
 
+def error_reply(err: RequestError) -> tuple[int, dict, dict[str, str]]:
+    """OpenAI's error answer: its body and, for a rate limit of the gateway's own, the x-ratelimit-* headers."""
+    return err.status, error_body(err, NAME), openai_limit_headers(err)
+
+
 def new_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex[:24]
 
@@ -672,6 +677,7 @@ class OpenAIChat(WireFormat):
     read_chat, write_chat, read_reply, write_reply, read_deltas = (
         staticmethod(read_chat), staticmethod(write_chat), staticmethod(read_reply), staticmethod(write_reply),
         staticmethod(read_deltas))
+    error_reply = staticmethod(error_reply)
     writer = ChunkWriter
 
     def parser_for(self, path: str) -> Parse | None:

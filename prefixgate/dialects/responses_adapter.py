@@ -28,7 +28,7 @@ from prefixgate.dialects.neutral import (
     put,
     refuse,
 )
-from prefixgate.dialects.openai import BREAKPOINT, write_ttl
+from prefixgate.dialects.openai import BREAKPOINT, error_reply, write_ttl
 from prefixgate.dialects.responses import (
     MIN_OUTPUT_TOKENS,
     NAME,
@@ -372,6 +372,7 @@ class OpenAIResponses(WireFormat):
     read_chat, write_chat, read_reply, write_reply, read_deltas = (
         staticmethod(read_chat), staticmethod(write_chat), staticmethod(read_reply), staticmethod(write_reply),
         staticmethod(read_deltas))
+    error_reply = staticmethod(error_reply)     # Chat Completions' error body and headers
     writer = ResponsesStreamWriter
 
     def tag_prompt(self, payload: dict, tag: str) -> None:

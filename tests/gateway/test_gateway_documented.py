@@ -77,7 +77,7 @@ def test_tokens_per_minute_limit_refuses_the_next_request_in_the_callers_dialect
 
             def refused() -> bool:
                 r = chat(gw.url, "Be brief.", "And now?", key="k-small")
-                return (r.status_code == 429 and r.json()["error"]["type"] == "rate_limit_error"
+                return (r.status_code == 429 and r.json()["error"]["type"] == "tokens"
                         and "tokens per minute" in r.json()["error"]["message"] and "retry-after" in r.headers)
             wait_until(refused, 30, "the tokens-per-minute limit enforced")
             assert len(up.received) == 1

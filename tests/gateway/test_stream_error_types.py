@@ -136,7 +136,7 @@ def test_claudes_rate_limit_mid_stream_reaches_an_openai_caller_as_a_rate_limit(
     with pytest.raises(openai.APIError) as exc:
         for _ in stream:
             pass
-    assert exc.value.type == "rate_limit_error"
+    assert exc.value.type == "rate_limit_error" and exc.value.code == "rate_limit_exceeded"     # OpenAI's rate-limit code
     assert record(settings, stream.response.headers["x-prefixgate-request-id"])["status"] == 429
 
 
