@@ -20,6 +20,7 @@ import yaml
 
 from prefixgate.ledger import read_records
 from prefixgate.policies.schema import hash_key
+from tests.support_calendar import midday_zone
 from tests.support_services import http_ok, start_on_free_port
 
 pytestmark = pytest.mark.slow
@@ -29,6 +30,9 @@ BUDGETS = {"crowd": {"usd": 0.006, "period": "total"}, "hangup": {"usd": 0.00001
            "hangup-whole": {"usd": 0.00001, "period": "total"},
            "stream": {"usd": 0.00001, "period": "day"}, "legacy": {"usd": 0.00001, "period": "total"},
            "restart-total": {"usd": 0.00001, "period": "total"}, "restart-day": {"usd": 0.00001, "period": "day"}}
+# The day budgets' calendar: a zone where it is midday, so no day starts again while the tests run (a restart's
+# spend is the day's, whenever the suite runs).
+ZONE = midday_zone()
 
 
 def auth(name: str) -> dict[str, str]:
@@ -74,7 +78,8 @@ def gateway(tmp: Path, mock: str):
              "targets": [{"upstream": "openai"}], "price": {"input": 1.5, "output": 2.0}},
             {"name": "openai", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]}],
         "keys": [{"name": name, "key_sha256": hash_key(auth(name)["authorization"][7:]), "budget": budget}
-                 for name, budget in BUDGETS.items()]}))
+                 for name, budget in BUDGETS.items()],
+        "timezone": ZONE}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFIXGATE_")}
     env.update(OPENAI_API_KEY="sk-budget-provider-0002", PREFIXGATE_OPENAI_BASE_URL=mock,
                PREFIXGATE_POLICY_FILE=str(policy), PREFIXGATE_LEDGER_PATH=str(tmp / "ledger.sqlite"))
