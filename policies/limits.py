@@ -31,7 +31,7 @@ from typing import Protocol
 
 from prefixgate.errors import RateLimited, RequestError
 from prefixgate.policies.periods import Window, resets, window
-from prefixgate.policies.schema import CallerKey
+from prefixgate.policies.schema import Budget, CallerKey
 
 NANO = Decimal(10) ** 9
 # How long a reservation holds a key's budget for every replica unless its replica renews it (a third of this apart):
@@ -86,8 +86,15 @@ def nanodollars(usd: Decimal | float | str) -> int:
 
 def budget_window(key: CallerKey, now: float) -> Window:
     """The window of the key's budget that `now` falls in (a day or month on the key's calendar)."""
-    assert key.budget is not None
-    return window(key.budget.period, now, key.budget.timezone)
+    budget = _budget(key)
+    return window(budget.period, now, budget.timezone)
+
+
+def _budget(key: CallerKey) -> Budget:
+    """The key's budget; only a budgeted key's spend is counted, so a key without one here is a caller's bug."""
+    if key.budget is None:
+        raise RuntimeError(f"key {key.name!r} has no budget to count against")
+    return key.budget
 
 
 def spend_counter(key: CallerKey, now: float) -> tuple[str, int, float]:
@@ -339,21 +346,21 @@ class Limits:
 
 
 def _spent(key: CallerKey, now: float) -> RequestError:
-    assert key.budget is not None
+    budget = _budget(key)
     current = budget_window(key, now)
     left = current.left(now)
     # A window that resets within a minute (a per-minute budget, a day's last seconds) is waited out like a rate
     # limit; a longer one refuses until it resets, and SDKs are told not to retry (they would sleep out its days).
     kind = "rate_limit" if 0 < left <= RATE_WINDOW_S else "quota"
-    return RequestError(f"key {key.name!r} has spent its budget of ${key.budget.usd:g} per {key.budget.period}; "
-                        f"{resets(current, key.budget.timezone)}", status=429, kind=kind, retry_after=left or None)
+    return RequestError(f"key {key.name!r} has spent its budget of ${budget.usd:g} per {budget.period}; "
+                        f"{resets(current, budget.timezone)}", status=429, kind=kind, retry_after=left or None)
 
 
 def _held(key: CallerKey) -> RequestError:
     # Not the spent-budget refusal, which SDKs are told never to retry: the key has budget left, held for the worst
     # case of requests still running (an uncapped answer holds the model's whole output limit), and it comes back as
     # they settle at what they cost. A rate limit's retryable 429 says that.
-    assert key.budget is not None
-    return RequestError(f"key {key.name!r} has budget left of its ${key.budget.usd:g} per {key.budget.period}, but "
+    budget = _budget(key)
+    return RequestError(f"key {key.name!r} has budget left of its ${budget.usd:g} per {budget.period}, but "
                         "its running requests hold it (each may cost up to its output limit); retry when they end, "
                         "or set an output limit to hold less", status=429, kind="rate_limit", retry_after=HELD_RETRY_S)
