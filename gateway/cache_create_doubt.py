@@ -8,8 +8,8 @@ caches (`ExplicitCaches.search`, a few times: Google may finish it after the gat
 - found, it is the caller's (its list, get and delete work for them alone) and booked as the create would have
   been, its hold settled at that cost;
 - not there when the list is last read to its end, its hold is released (Google made nothing);
-- unresolved (the list unreadable or too long, several caches that could be it, or another create that could have
-  made it: `Asked`), it is booked at the worst case the create held, on a row that says it is in doubt: a tenant
+- unresolved (the list unreadable or too long, several caches that could be it, another create that could have
+  made it: `Asked`, or the search failing in a way no one foresaw), it is booked at the worst case the create held, on a row that says it is in doubt: a tenant
   charged for a cache that may not exist is better than one whose budget an unseen cache overspent.
 
 A caller hanging up mid-create does not reach here: the call is not cancelled (cache_scope answers no disconnect),
@@ -108,12 +108,16 @@ Book = Callable[[dict | None, str], Awaitable[None]]
 async def resolve(caches: ExplicitCaches, upstream: Upstream, wire: WireFormat, key: str | None, asked: Asked,
                   owned: Callable[[str], Awaitable[bool]], book: Book, release: Callable[[], None]) -> None:
     """Search for the cache `asked` may have made: `book(cache, "")` once found, `book(None, why)` if unresolved
-    (also when the gateway stops mid-search), `release()` if there is none."""
+    (also when the gateway stops mid-search, or the search fails unforeseen), `release()` if there is none."""
     try:
         found, why = await _search(caches, upstream, wire, key, asked, owned)
     except asyncio.CancelledError:
         await book(None, "the gateway stopped while it was searched for")
         raise
+    except Exception as e:      # a bug or an answer no one foresaw must not leave the hold unbooked
+        log.exception("cached contents: the search for a create of %s in doubt (upstream %s, displayName %r, sent at "
+                      "%.3f, create %s) failed", asked.model, asked.upstream, asked.display_name, asked.sent, asked.id)
+        found, why = None, f"its search failed ({type(e).__name__})"
     if found is not None:
         await book(found, "")
     elif why:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -47,6 +48,7 @@ from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.usage import Usage, prompt_estimate
 
 Forward = Callable[[str, bytes, float], Awaitable[UpstreamResponse]]
+log = logging.getLogger("prefixgate.gateway")
 LOOKUP_S = 60.0     # the timeout of a call other than a create (which takes its route's)
 
 
@@ -208,6 +210,10 @@ async def _extended(request: Request, proxy: Proxy, caller: Caller, dialect: str
     except asyncio.CancelledError:
         await book(None, "in doubt, the gateway stopped before it was read again: booked at the hours it asked")
         raise
+    except Exception as e:      # a bug or an answer no one foresaw must not leave the hold unbooked
+        log.exception("cached contents: reading %s again after its extension got no answer failed", stored.get("name"))
+        await book(None, f"in doubt, reading it again failed ({type(e).__name__}): booked at the hours it asked")
+        return
     if found and expires is not None and expires > paid_until + 1.0:
         await book(found, "read again, it was extended")
     elif expires is None:
