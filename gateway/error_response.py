@@ -14,8 +14,13 @@ from prefixgate.gateway.upstream import UpstreamFailure
 
 def error_response(err: RequestError, dialect: str, headers: dict[str, str] | None = None,
                    background: object = None) -> Response:
-    status, body, own = wire_format(dialect).error_reply(err)
-    headers = {**own, **(headers or {})}
+    wire = wire_format(dialect)
+    status, body, own = wire.error_reply(err)
+    # An upstream's refusal passed on: its own headers (retry-after-ms, x-ratelimit-*, anthropic-ratelimit-*) to a
+    # caller of its provider's format, whose SDK reads them by those names; any other caller gets retry-after alone,
+    # which every caller gets as the gateway read it (whole seconds, a value that is no wait left out).
+    passed = err.refused.headers if err.refused and err.refused.provider == wire.planner_provider else {}
+    headers = {**{k: v for k, v in passed.items() if k != "retry-after"}, **own, **(headers or {})}
     if err.retry_after is not None:
         headers["retry-after"] = retry_after_header(err.retry_after)
     if err.kind in ("quota", "not_configured"):

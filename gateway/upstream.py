@@ -26,7 +26,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlencode
 
@@ -37,7 +37,7 @@ from yarl import URL
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects.google_error import caller_details, google_error, path_project, without_account
 from prefixgate.dialects.wire import WireFormat
-from prefixgate.errors import KIND_BY_STATUS, RequestError
+from prefixgate.errors import KIND_BY_STATUS, Refused, RequestError
 from prefixgate.gateway.http1 import BodyStream, Broken, ConnectFailed, Http1Pool, Http1Response, ReadTimeout
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.policies.schema import Upstream
@@ -81,6 +81,7 @@ class UpstreamFailure(Exception):
         self.lost = lost
         # It refused the gateway's own credentials (not a caller's passed through): the operator's to fix.
         self.own_credentials = False
+        self.refused: Refused | None = None     # its refusal as sent (type, rate-limit headers): `_credited` sets it
 
     @property
     def in_doubt(self) -> bool:
@@ -113,7 +114,7 @@ class UpstreamFailure(Exception):
         # would set this 404 apart from the gateway's own for an id the caller may not see.
         return RequestError(self.message, status=status, kind=kind,
                             retry_after=self.retry_after, field=self.param, code=self.code, details=self.details,
-                            rpc_status=self.rpc_status)
+                            rpc_status=self.rpc_status, refused=self.refused if status == self.status else None)
 
 
 def reported_error(upstream: str, wire: WireFormat, event: dict, message: str) -> RequestError:
@@ -266,6 +267,8 @@ class UpstreamClient:
             # (auth.upstream_credential).
             own = signing or (key == upstream.api_key() if key is not None else upstream.self_hosted)
             f.own_credentials = f.status == 401 and own
+            if f.refused is not None:
+                f.refused = replace(f.refused, provider=wire.planner_provider)
             raise
 
     async def _signed(self, name: str, wire: WireFormat, method: str, url: str, body: bytes | BodyStream | None,
@@ -307,11 +310,13 @@ class UpstreamClient:
             message, google = clean(_error_message(raw, resp.status)), google_error(raw)
             log.info("upstream %r answered %d: %s", name, resp.status, message,
                      extra={"fields": {"upstream": name, "status": resp.status}})
-            raise UpstreamFailure(name, resp.status, without_account(message, clean) if google else message,
-                                  retry_after=_retry_after(headers_out, raw), param=_error_field(raw, "param"),
-                                  code=_error_field(raw, "code") or aws_error_type(resp.headers),
-                                  details=caller_details(google, clean) if google else _error_details(raw),
-                                  rpc_status=google["status"] if google else None)
+            failure = UpstreamFailure(name, resp.status, without_account(message, clean) if google else message,
+                                      retry_after=_retry_after(headers_out, raw), param=_error_field(raw, "param"),
+                                      code=_error_field(raw, "code") or aws_error_type(resp.headers),
+                                      details=caller_details(google, clean) if google else _error_details(raw),
+                                      rpc_status=google["status"] if google else None)
+            failure.refused = Refused("", _error_field(raw, "type"), headers_out)
+            raise failure
 
         async def close() -> None:
             resp.close()   # drops the connection: an upstream mid-stream must see the hang-up

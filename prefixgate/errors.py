@@ -17,6 +17,16 @@ class RateLimited:
     reset_s: float
 
 
+@dataclass(frozen=True)
+class Refused:
+    """An upstream's own refusal, as its provider sent it: written back only to a caller of that provider's format
+    (its SDK reads the error's `type` and the rate-limit headers by the provider's names)."""
+
+    provider: str                   # whose format (the upstream format's `planner_provider`)
+    type: str | None                # its error's `type` (OpenAI's `requests` or `tokens` on a 429)
+    headers: dict[str, str]         # its headers worth passing on (retry-after-ms, x-ratelimit-*, ...)
+
+
 class RequestError(Exception):
     """A request the caller must fix (or an upstream failure to report), with the field at fault.
 
@@ -35,6 +45,7 @@ class RequestError(Exception):
         details: dict[str, Any] | list[Any] | None = None,
         rpc_status: str | None = None,
         limited: RateLimited | None = None,
+        refused: Refused | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -49,6 +60,7 @@ class RequestError(Exception):
         self.details = details
         self.rpc_status = rpc_status    # Google's status name (FAILED_PRECONDITION), for a Gemini caller
         self.limited = limited          # the gateway's own rate limit this refusal ran into
+        self.refused = refused          # the upstream's refusal this passes on
 
     def __repr__(self) -> str:
         return f"RequestError({self.message!r}, field={self.field!r}, status={self.status})"
@@ -112,8 +124,9 @@ def error_body(err: RequestError, dialect: str) -> dict[str, Any]:
     code = err.code or ("insufficient_quota" if err.kind == "quota" else None)    # OpenAI's code is its type there
     if err.kind == "rate_limit":
         # OpenAI's rate-limit 429: code rate_limit_exceeded, type the unit of the limit reached (requests, tokens)
-        # where the gateway's own per-minute limit says it.
-        oa_type = err.limited.unit if err.limited else oa_type
+        # where the gateway's own per-minute limit says it, or OpenAI's own refusal does (passed on as sent).
+        refused = err.refused.type if err.refused and err.refused.provider == "openai" else None
+        oa_type = err.limited.unit if err.limited else refused or oa_type
         code = err.code or "rate_limit_exceeded"
     return {"error": {"message": err.message, "type": oa_type, "param": err.field, "code": code}}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from email.utils import formatdate
 
+import anthropic
 import openai
 import pytest
 from starlette.responses import JSONResponse
@@ -29,10 +30,12 @@ async def refuse(request) -> JSONResponse:
     return JSONResponse({"error": RATE_LIMITED}, 429, headers=asks)
 
 
+ONCE = {"routes": [{"name": "once", "models": ["gpt-5.4"], "retry": {"attempts": 1}, "targets": [{"upstream": "openai"}]}]}
+
+
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    with chat_stub_stack(tmp_path_factory.mktemp("retry-after"), refuse, {"routes": [
-            {"name": "once", "models": ["gpt-5.4"], "retry": {"attempts": 1}, "targets": [{"upstream": "openai"}]}]}) as (gw, _, _):
+    with chat_stub_stack(tmp_path_factory.mktemp("retry-after"), refuse, ONCE) as (gw, _, _):
         yield gw
 
 
@@ -78,3 +81,42 @@ def test_an_upstream_redirect_is_a_bad_gateway_not_the_callers_mistake(gateway):
             model="gpt-5.4", messages=[{"role": "user", "content": "Hi"}])
     assert exc.value.status_code == 502 and exc.value.type == "server_error"
     assert "location" not in exc.value.response.headers
+
+
+# OpenAI's 429 as its rate-limit guide shows it: type the limit reached, code rate_limit_exceeded, and the headers
+# its SDK and agents back off by.
+OPENAI_LIMITS = {"retry-after-ms": "1500", "x-ratelimit-limit-tokens": "30000", "x-ratelimit-remaining-tokens": "0",
+                 "x-ratelimit-reset-tokens": "1.5s", "x-ratelimit-limit-requests": "500",
+                 "x-ratelimit-remaining-requests": "499", "x-ratelimit-reset-requests": "120ms"}
+TOKENS_LIMITED = {"message": "Rate limit reached for gpt-5.4 on tokens per min (TPM): Limit 30000, Used 30000, "
+                  "Requested 120.", "type": "tokens", "param": None, "code": "rate_limit_exceeded"}
+
+
+async def limited(request) -> JSONResponse:
+    return JSONResponse({"error": TOKENS_LIMITED}, 429, headers=OPENAI_LIMITS)
+
+
+@pytest.fixture(scope="module")
+def limiting(tmp_path_factory):
+    with chat_stub_stack(tmp_path_factory.mktemp("limits"), limited, ONCE) as (gw, _, _):
+        yield gw
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openais_429_reaches_an_openai_caller_as_openai_sent_it(limiting, stream):
+    with pytest.raises(openai.RateLimitError) as exc:
+        openai.OpenAI(api_key="caller", base_url=limiting.url + "/v1", max_retries=0).chat.completions.create(
+            model="gpt-5.4", messages=[{"role": "user", "content": "Hi"}], stream=stream)
+    err = exc.value
+    assert err.type == "tokens" and err.code == "rate_limit_exceeded" and "tokens per min" in err.message
+    assert {k: err.response.headers.get(k) for k in OPENAI_LIMITS} == OPENAI_LIMITS
+    assert err.response.headers["retry-after"] == "2"      # 1.5 s in the whole seconds Retry-After takes
+
+
+def test_openais_429_reaches_a_claude_caller_with_retry_after_alone(limiting):
+    with pytest.raises(anthropic.RateLimitError) as exc:
+        anthropic.Anthropic(api_key="caller", base_url=limiting.url, max_retries=0).messages.create(
+            model="gpt-5.4", max_tokens=50, messages=[{"role": "user", "content": "Hi"}])
+    headers = exc.value.response.headers
+    assert exc.value.body["error"]["type"] == "rate_limit_error" and headers["retry-after"] == "2"
+    assert not [k for k in headers if k.startswith("x-ratelimit-") or k == "retry-after-ms"]
