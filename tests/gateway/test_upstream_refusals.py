@@ -10,9 +10,13 @@ from email.utils import formatdate
 import anthropic
 import openai
 import pytest
+from starlette.applications import Starlette
 from starlette.responses import JSONResponse
+from starlette.routing import Route
 
-from tests.gateway.support_gateway import chat_stub_stack
+from prefixgate.gateway.app import create_app
+from tests.gateway.support_gateway import chat_stub_stack, policy_for, settings_for
+from tests.support_services import ServerThread
 
 ASKS: list[dict[str, str]] = []
 RATE_LIMITED = {"message": "Rate limit reached", "type": "rate_limit_error"}
@@ -120,3 +124,28 @@ def test_openais_429_reaches_a_claude_caller_with_retry_after_alone(limiting):
     headers = exc.value.response.headers
     assert exc.value.body["error"]["type"] == "rate_limit_error" and headers["retry-after"] == "2"
     assert not [k for k in headers if k.startswith("x-ratelimit-") or k == "retry-after-ms"]
+
+
+# Anthropic's 429 as its rate-limits page shows it: rate_limit_error, retry-after, and anthropic-ratelimit-* headers.
+ANTHROPIC_LIMITS = {"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "0",
+                    "anthropic-ratelimit-requests-reset": "2026-11-28T23:59:00Z", "retry-after": "7"}
+
+
+async def claude_limited(request) -> JSONResponse:
+    return JSONResponse({"type": "error", "error": {"type": "rate_limit_error", "message": "Number of requests has "
+                         "exceeded your rate limit"}}, 429, headers=ANTHROPIC_LIMITS)
+
+
+def test_anthropics_429_reaches_a_claude_caller_with_its_rate_limit_headers(tmp_path):
+    with ServerThread(Starlette(routes=[Route("/v1/messages", claude_limited, methods=["POST"])])) as up:
+        settings = settings_for(up.url, tmp_path)
+        once = {"routes": [{"name": "once", "models": ["claude-*"], "retry": {"attempts": 1},
+                            "targets": [{"upstream": "anthropic"}]}]}
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-000111")
+            with ServerThread(create_app(settings, policy=policy_for(settings, once))) as gw:
+                with pytest.raises(anthropic.RateLimitError) as exc:
+                    anthropic.Anthropic(api_key="caller", base_url=gw.url, max_retries=0).messages.create(
+                        model="claude-sonnet-5-5", max_tokens=50, messages=[{"role": "user", "content": "Hi"}])
+    assert {k: exc.value.response.headers.get(k) for k in ANTHROPIC_LIMITS} == ANTHROPIC_LIMITS
+    assert exc.value.body["error"]["type"] == "rate_limit_error"
