@@ -118,8 +118,9 @@ def test_an_unreachable_redis_is_a_bypass_not_an_error(tmp_path):
 def test_a_redis_outage_is_one_log_line_not_one_a_request(tmp_path, caplog):
     """Every client of one Redis rests together after a failure (prefixgate/redis_outage.py): requests met while it
     rests are bypasses counted in the errors metric, not a warning each (an outage at 1,000 requests a second was
-    1,000 lines a second). A warning comes with each call the cache made and Redis failed (here the first request's,
-    no other client calling Redis before it): the outage is never silent."""
+    1,000 lines a second). A warning comes with each call the cache made and Redis failed, and the outage is never
+    silent: the first failure is the cache's (the first request's) or that of another client resting it first (the
+    ledger's copy to Redis, on its own tick since 0931063; the tenant salts at start), which warns in its stead."""
     with refusing_port() as port, cache_stack(tmp_path, policy(gpt=ON), redis_url=f"redis://127.0.0.1:{port}/0") \
             as (up, gw, _):
         client = oa(gw)
@@ -129,7 +130,10 @@ def test_a_redis_outage_is_one_log_line_not_one_a_request(tmp_path, caplog):
         assert states == ["bypass"] * 6 and len(up.posts) == 6
     # Records, not messages: an earlier test here leaves caplog's handler on the gateway's logger too (each twice).
     warned = len({id(r) for r in caplog.records if "response cache: store unreachable" in r.getMessage()})
-    assert warned == store._window.failures >= 1
+    assert warned == store._window.failures
+    others = [m for r in caplog.records if r.levelno >= logging.WARNING and "redis" in (m := r.getMessage().lower())
+              and "response cache" not in m]
+    assert warned == 1 or (warned == 0 and others)
 
 
 def test_an_entry_is_served_only_as_the_routes_policy_now_allows(tmp_path, redis_url):
