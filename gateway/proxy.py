@@ -188,7 +188,6 @@ def homeward(targets: tuple[TargetRef, ...], home: str | None) -> tuple[TargetRe
     return holding or targets
 
 
-
 def _repriced(call: Call) -> CallerKey | None:
     """The key whose hold `Proxy.cover` and `Proxy.bound_at` reprice before a target: one with a budget and a hold,
     unless the hold is already the request's bound (an uncapped request's) or the route's `max_request_usd`."""
@@ -197,6 +196,7 @@ def _repriced(call: Call) -> CallerKey | None:
             or call.route.max_request_usd is not None:
         return None
     return key
+
 
 class Proxy:
     def __init__(self, settings: Settings, policy: Policy, *, local: LocalTarget | None = None,
