@@ -26,7 +26,7 @@ import math
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from prefixgate.errors import RequestError
 from prefixgate.providers.cached_contents import parse_rfc3339
@@ -56,7 +56,7 @@ class Asked:
     it), so a tag would be a visible change to what they made. A cache shows neither its contents nor who asked for
     it, so a match must never be a guess between tenants: a cache is taken only when, at the last search (Google may
     make the caller's after another that fits), exactly one cache no one owns fits, older than one search's wait (a
-    create answered meanwhile has its owner recorded by then), and no `rival` (another create a cache could fit as
+    create answered meanwhile is booked by then: its owner recorded, or on an open gateway its home), and no `rival` (another create a cache could fit as
     well) is in flight or was in doubt at the same time on this replica (`ExplicitCaches.creating`, `doubts`: of two
     in doubt at once, with one of them made, either could take it). A rival's lifetime need not be spelt alike: no
     ttl is Google's default hour, "3600s" and "3630s" fit one cache, and an expireTime may fit a ttl. Anything else is
@@ -103,21 +103,36 @@ class Asked:
 
 
 Book = Callable[[dict | None, str], Awaitable[None]]
+T = TypeVar("T")
+
+
+async def unless_lost(read: Awaitable[T], book: Book, stopped: str, failed: str, *logged: object) -> T | None:
+    """What `read` (a background search for a call in doubt, or its reading again) found; None once it is booked in
+    doubt instead: `book(None, stopped)` when the gateway stops meanwhile (then cancelled on), `book(None, failed)`
+    (its `{}` the error's type) when it fails in a way no one foresaw, logged with `logged` (a message and its
+    arguments): a bug or an answer of the wrong shape must not leave the hold unbooked."""
+    try:
+        return await read
+    except asyncio.CancelledError:
+        await book(None, stopped)
+        raise
+    except Exception as e:
+        log.exception(*logged)
+        await book(None, failed.format(type(e).__name__))
+        return None
 
 
 async def resolve(caches: ExplicitCaches, upstream: Upstream, wire: WireFormat, key: str | None, asked: Asked,
                   owned: Callable[[str], Awaitable[bool]], book: Book, release: Callable[[], None]) -> None:
     """Search for the cache `asked` may have made: `book(cache, "")` once found, `book(None, why)` if unresolved
     (also when the gateway stops mid-search, or the search fails unforeseen), `release()` if there is none."""
-    try:
-        found, why = await _search(caches, upstream, wire, key, asked, owned)
-    except asyncio.CancelledError:
-        await book(None, "the gateway stopped while it was searched for")
-        raise
-    except Exception as e:      # a bug or an answer no one foresaw must not leave the hold unbooked
-        log.exception("cached contents: the search for a create of %s in doubt (upstream %s, displayName %r, sent at "
-                      "%.3f, create %s) failed", asked.model, asked.upstream, asked.display_name, asked.sent, asked.id)
-        found, why = None, f"its search failed ({type(e).__name__})"
+    searched = await unless_lost(
+        _search(caches, upstream, wire, key, asked, owned), book, "the gateway stopped while it was searched for",
+        "its search failed ({})", "cached contents: the search for a create of %s in doubt (upstream %s, displayName "
+        "%r, sent at %.3f, create %s) failed", asked.model, asked.upstream, asked.display_name, asked.sent, asked.id)
+    if searched is None:
+        return
+    found, why = searched
     if found is not None:
         await book(found, "")
     elif why:

@@ -31,7 +31,7 @@ from prefixgate.dialects.proto_json import one_spelling
 from prefixgate.dialects.validate import load_body
 from prefixgate.errors import RequestError
 from prefixgate.gateway.auth import Caller, upstream_credential
-from prefixgate.gateway.cache_create_doubt import DEFAULT_TTL_S, FIND_TRIES, Asked, resolve
+from prefixgate.gateway.cache_create_doubt import DEFAULT_TTL_S, FIND_TRIES, Asked, resolve, unless_lost
 from prefixgate.gateway.named_state import CACHE as KIND
 from prefixgate.gateway.named_state import cache_id
 from prefixgate.gateway.ownership import principal
@@ -124,8 +124,8 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
             stored = _answer(upstream, before)
             route = proxy.router.decide(model_of(stored.get("model")), caller.key, dialect).route   # refused before, not after
             paid_until = max(now, parse_rfc3339(stored.get("expireTime"), "expireTime"))
-            tokens = (stored.get("usageMetadata") or {}).get("totalTokenCount")
-            if caller.key is not None and seconds is not None and isinstance(tokens, int):
+            tokens = _tokens(stored)
+            if caller.key is not None and seconds is not None and tokens is not None:
                 # Its rate limit was counted by admit_state: this holds the hours it buys, as a create holds its own.
                 held = await proxy.hold_for(caller.key, _worst(
                     proxy, upstream, dialect, route, stored, tokens, now + seconds - paid_until, written=False), counted=True)
@@ -161,25 +161,28 @@ def _in_doubt(request: Request, proxy: Proxy, caller: Caller, dialect: str, upst
     owner, headers, wire = principal(caller.key), dict(request.headers), wire_format(dialect)
 
     async def owned(name: str) -> bool:
-        return await proxy.stored_ids.owner(KIND, cache_id(name)) is not None
+        """Booked already, as an answered create's: its owner, or on an open gateway (no owners) its home, recorded."""
+        ident = cache_id(name)
+        return await proxy.stored_ids.owner(KIND, ident) is not None or await proxy.stored_ids.find_home(KIND, ident) is not None
 
     async def book(found: dict | None, why: str) -> None:
-        started = time.perf_counter()
+        started, booked = time.perf_counter(), None
         if found is not None:
             _own(proxy, owner, upstream, found, asked.ttl_s)
             created = parse_rfc3339(found["createTime"], "createTime")
-            await proxy.accounts.finish(*_booked(proxy, caller, dialect, upstream, found, True, created, started, headers,
-                                                 held, ["cachedContents.create: its answer never came; found among the "
-                                                        "upstream's caches by what it asked"]))
-            return
-        lifetime = (DEFAULT_TTL_S if asked.ttl_s is None and asked.expire is None else
-                    asked.ttl_s if asked.expire is None else asked.expire - asked.sent)
-        worst = {"model": asked.model, "usageMetadata": {"totalTokenCount": tokens}}
-        await proxy.accounts.finish(*_booked(
-            proxy, caller, dialect, upstream, worst, True, asked.sent, started, headers, held,
-            [f"cachedContents.create: in doubt: its answer never came and the cache was not told apart ({why}); booked "
-             "at its worst case (its tokens by its body and files, written and stored for the lifetime asked)"],
-            hours=Decimal(str(max(lifetime, 0.0))) / 3600))
+            booked, why = _booking(found, lambda: _booked(
+                proxy, caller, dialect, upstream, found, True, created, started, headers, held,
+                ["cachedContents.create: its answer never came; found among the upstream's caches by what it asked"]))
+        if booked is None:
+            lifetime = (DEFAULT_TTL_S if asked.ttl_s is None and asked.expire is None else
+                        asked.ttl_s if asked.expire is None else asked.expire - asked.sent)
+            worst = {"model": asked.model, "usageMetadata": {"totalTokenCount": tokens}}
+            booked = _booked(
+                proxy, caller, dialect, upstream, worst, True, asked.sent, started, headers, held,
+                [f"cachedContents.create: in doubt: its answer never came and the cache was not told apart ({why}); "
+                 "booked at its worst case (its tokens by its body and files, written and stored for the lifetime asked)"],
+                hours=Decimal(str(max(lifetime, 0.0))) / 3600)
+        await proxy.accounts.finish(*booked)
 
     proxy.caches.rivals.doubted(asked)
     proxy.caches.searching(resolve(proxy.caches, upstream, wire, upstream_credential(upstream, caller, dialect), asked,
@@ -194,32 +197,51 @@ async def _extended(request: Request, proxy: Proxy, caller: Caller, dialect: str
     started, headers = time.perf_counter(), dict(request.headers)
 
     async def book(found: dict | None, note: str) -> None:
+        booked = None
         if found:
             _own(proxy, principal(caller.key), upstream, found, asked_until - time.time())     # kept as long as it lives
-        hours = None if found else Decimal(str(max(asked_until - paid_until, 0.0))) / 3600
-        await proxy.accounts.finish(*_booked(proxy, caller, dialect, upstream, found or stored, False, paid_until, started,
-                                             headers, held, [f"cachedContents.patch: its answer never came; {note}"], hours))
+            booked, why = _booking(found, lambda: _booked(proxy, caller, dialect, upstream, found, False, paid_until,
+                                                          started, headers, held, [f"cachedContents.patch: its answer never came; {note}"]))
+            note = note if booked else f"in doubt, {why}: booked at the hours it asked"
+        if booked is None:
+            booked = _booked(proxy, caller, dialect, upstream, stored, False, paid_until, started, headers, held,
+                             [f"cachedContents.patch: its answer never came; {note}"],
+                             Decimal(str(max(asked_until - paid_until, 0.0))) / 3600)
+        await proxy.accounts.finish(*booked)
 
-    found, expires = None, None
-    try:
+    async def read() -> tuple[dict | None, float | None]:
+        found, expires = None, None
         for attempt in range(1, FIND_TRIES + 1):       # Google may extend it after the gateway gave up
             await asyncio.sleep(proxy.caches.tick_s * attempt)
             found, expires = await _read_again(upstream, forward)
             if found == {} or (expires is not None and expires > paid_until + 1.0):
                 break
-    except asyncio.CancelledError:
-        await book(None, "in doubt, the gateway stopped before it was read again: booked at the hours it asked")
-        raise
-    except Exception as e:      # a bug or an answer no one foresaw must not leave the hold unbooked
-        log.exception("cached contents: reading %s again after its extension got no answer failed", stored.get("name"))
-        await book(None, f"in doubt, reading it again failed ({type(e).__name__}): booked at the hours it asked")
+        return found, expires
+
+    read_again = await unless_lost(
+        read(), book, "in doubt, the gateway stopped before it was read again: booked at the hours it asked",
+        "in doubt, reading it again failed ({}): booked at the hours it asked",
+        "cached contents: reading %s again after its extension got no answer failed", stored.get("name"))
+    if read_again is None:
         return
+    found, expires = read_again
     if found and expires is not None and expires > paid_until + 1.0:
         await book(found, "read again, it was extended")
     elif expires is None:
         await book(None, "in doubt, it could not be read again: booked at the hours it asked")
     else:
         proxy.limits.release(held)      # not extended, or gone: it bills no more
+
+
+def _booking(found: dict, booked: Callable[[], tuple[Call, LedgerRecord]]) -> tuple[tuple[Call, LedgerRecord] | None, str]:
+    """`booked()`: the record of the cache `found` for a call in doubt; None and why where Google's answer cannot be
+    booked (a shape no one foresaw: `usageMetadata` not an object, a count not a number), to be booked in doubt
+    instead. Once: `_booked` writes its record last, so nothing was written when it raised."""
+    try:
+        return booked(), ""
+    except Exception as e:
+        log.exception("cached contents: %s was found, but its answer could not be booked", found.get("name"))
+        return None, f"it was found as {found.get('name')}, but its answer could not be booked ({type(e).__name__})"
 
 
 async def _read_again(upstream: Upstream, forward: Forward) -> tuple[dict | None, float | None]:
@@ -277,9 +299,15 @@ def _answer(upstream: Upstream, resp: UpstreamResponse) -> dict:
 def _own(proxy: Proxy, owner: str | None, upstream: Upstream, data: dict, seconds: float | None) -> None:
     """The cache `data` describes is `owner`'s, at home on `upstream` (a follow-up naming it by id alone must reach
     the project and location holding it), with the tokens a request naming it carries (gateway/unseen_prompt.py)."""
-    tokens = (data.get("usageMetadata") or {}).get("totalTokenCount")
     proxy.stored_ids.record(KIND, cache_id(data.get("name", "")), owner, max(seconds or 0.0, proxy.settings.max_cache_ttl_s),
-                            home=upstream.name, tokens=tokens if isinstance(tokens, int) else None)
+                            home=upstream.name, tokens=_tokens(data))
+
+
+def _tokens(data: dict) -> int | None:
+    """The cache's tokens as Google's answer `data` reports them (`usageMetadata.totalTokenCount`); None: unreadable."""
+    usage = data.get("usageMetadata")
+    tokens = usage.get("totalTokenCount") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) else None
 
 
 def _worst(proxy: Proxy, upstream: Upstream, dialect: str, route: Route, body: dict, tokens: int, seconds: float,

@@ -263,3 +263,29 @@ def test_two_replicas_creates_in_doubt_at_once_never_take_each_others_cache(monk
             wait_until(lambda: len(read_records(ledger_a)) + len(read_records(ledger_b)) == 2, 15, "both records")
             assert list(acme.caches.list()) == [] and list(rival.caches.list()) == []
     assert all("in doubt" in " ".join(r["explanation"]) for r in [*read_records(ledger_a), *read_records(ledger_b)])
+
+
+def test_on_an_open_gateway_a_create_in_doubt_never_books_another_callers_answered_cache(monkeypatch, tmp_path):
+    # One caller's create times out and Google makes nothing; another's, of the same model, displayName and hour, sent
+    # meanwhile, is answered and booked. An open gateway records no owners: the answered cache looked like no one's,
+    # fitted what the first asked, and its search booked it a second time.
+    monkeypatch.setenv("GEMINI_API_KEY", GATEWAY_KEY)
+    first_lost = [{"fault": "latency=1.5;status=500", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
+    with ServerThread(mock_app(MockContext(faults=FaultPlan.from_config({"faults": first_lost})))) as mock:
+        settings = settings_for(mock.url, tmp_path)
+        policy = Policy.from_dict({"routes": [{"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}],
+                                               "retry": {"attempts": 1, "timeout_s": 0.5}}]}, builtin_upstreams(settings))
+        app = create_app(settings, policy=policy)
+        with ServerThread(app) as gw:
+            caches = app.state.proxy.caches
+            caches.tick_s = 0.4
+            one, other = client(gw.url, "caller-one"), client(gw.url, "caller-two")
+            lost = threading.Thread(target=lambda: pytest.raises(errors.APIError, one.caches.create, model=MODEL,
+                                                                 config=types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s")))
+            lost.start()
+            time.sleep(0.2)     # the first create reaches the mock first
+            other.caches.create(model=MODEL, config=types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s"))
+            lost.join()
+            wait_until(lambda: not caches._finding, 15, "the lost create's search")
+    [answered] = read_records(settings.ledger_path)
+    assert "answer never came" not in " ".join(answered["explanation"]), answered["explanation"]

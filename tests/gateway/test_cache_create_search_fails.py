@@ -4,6 +4,8 @@ cost. It used to kill the search task: no row, and the hold renewed until the ga
 
 from __future__ import annotations
 
+import json
+import time
 from decimal import Decimal
 
 import pytest
@@ -12,7 +14,7 @@ from starlette.responses import JSONResponse
 
 from prefixgate.gateway import cache_scope
 from prefixgate.ledger import read_records
-from prefixgate.policies.limits import nanodollars
+from prefixgate.policies.limits import nanodollars, spend_counter
 from prefixgate.simulation.mock.faults import FaultPlan
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
@@ -40,6 +42,49 @@ def list_answers_garbage(app):
             return await JSONResponse({"cachedContents": 5})(scope, receive, send)
         return await app(scope, receive, send)
     return wrapped
+
+
+def list_answers_usage(app, usage: object):
+    """mock-providers, but its cachedContents list shows each cache's `usageMetadata` as `usage`."""
+    async def wrapped(scope, receive, send):
+        if not (scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/v1beta/cachedContents"):
+            return await app(scope, receive, send)
+        sent: list[dict] = []
+
+        async def keep(message):
+            sent.append(message)
+        await app(scope, receive, keep)
+        listed = json.loads(b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body"))
+        for cache in listed.get("cachedContents") or []:
+            cache["usageMetadata"] = usage
+        return await JSONResponse(listed)(scope, receive, send)
+    return wrapped
+
+
+@pytest.mark.parametrize("usage", ["4.2k tokens", {"totalTokenCount": "4.2k"}])
+def test_a_cache_found_whose_answer_cannot_be_booked_is_booked_in_doubt_once(monkeypatch, tmp_path, usage):
+    # The create times out and Google makes the cache; the search finds it, but the list shows its usageMetadata in a
+    # shape no one foresaw. Its booking raised: no row, the hold renewed until the gateway stopped, the budget never
+    # charged. Now it is booked at the worst case the create held, on one row that says it is in doubt.
+    monkeypatch.setenv("GEMINI_API_KEY", GATEWAY_KEY)
+    monkeypatch.setenv("KEY_ACME", ACME)
+    monkeypatch.setenv("KEY_RIVAL", RIVAL)
+    slow = [{"fault": "latency=1.5", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
+    faults = FaultPlan.from_config({"faults": slow})
+    with ServerThread(list_answers_usage(mock_app(MockContext(faults=faults)), usage)) as mock:
+        app, ledger = replica(mock.url, tmp_path)
+        with ServerThread(app) as gw:
+            proxy = app.state.proxy
+            proxy.caches.tick_s = 0.4
+            counter, _, _ = spend_counter(proxy.policy.keys[0], time.time())
+            create(gw.url)
+            held = proxy.limits.reserved[counter]
+            row = booked(ledger)
+            charged = spent(proxy)
+            wait_until(lambda: not proxy.caches._finding, 15, "the search's end")
+    [only] = read_records(ledger)
+    assert only == row and "in doubt" in " ".join(row["explanation"]) and "could not be booked" in " ".join(row["explanation"])
+    assert charged == nanodollars(Decimal(row["cost_usd"])) == held > 0
 
 
 def test_a_create_whose_search_fails_unforeseen_is_booked_in_doubt(monkeypatch, tmp_path):
