@@ -71,8 +71,14 @@ def reaches(proxy: Proxy, caller: Caller, upstream_kind: str) -> None:
 
 
 def lifetime_s(body: dict, now: float) -> float | None:
-    """Seconds the body asks the cache to live (`ttl` or `expireTime`); None when it names neither."""
+    """Seconds the body asks the cache to live (`ttl` or `expireTime`); None when it names neither. Both is a 400, as
+    Google's JSON parser refuses two fields of one oneof (`expiration`): the gateway would cap and price the one it
+    read, and an upstream reading the other would keep the cache as long as that one says."""
     ttl = body.get("ttl")
+    spelt = next((name for name in ("expireTime", "expire_time") if body.get(name) is not None), None)
+    if ttl is not None and spelt is not None:
+        raise RequestError(f"Invalid JSON payload received. oneof field 'expiration' is already set by 'ttl'. Cannot set "
+                           f"'{spelt}': a cache's ttl and {spelt} are one oneof, set one of them", field=spelt)
     if ttl is not None:
         try:
             return float(str(ttl).removesuffix("s"))

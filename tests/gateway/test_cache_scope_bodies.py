@@ -20,6 +20,7 @@ from prefixgate.policies import hash_key
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
+from tests.gateway.support_vertex import gateway_over_mock_vertex
 from tests.support_services import ServerThread
 
 FLASH = "gemini-3.5-flash"
@@ -51,6 +52,7 @@ def gateway(tmp_path, monkeypatch) -> Iterator[str]:
     b'{"ttl": ',                                                        # not JSON
     b'{"expireTime": "2030-01-01T00:00:00Z", "expire_time": "2030-01-02T00:00:00Z"}',    # both spellings
     b'{"ttl": "315360000s"}',                                           # ten years: past max_cache_ttl_s
+    b'{"ttl": "60s", "expireTime": "2030-01-01T00:00:00Z"}',            # two fields of one oneof
 ])
 def test_a_patch_refused_for_its_body_does_not_count_toward_the_rate_limit(gateway: str, bad: bytes) -> None:
     created = httpx.post(f"{gateway}/v1beta/cachedContents", json=CACHE, headers=HEADERS)
@@ -79,3 +81,28 @@ def test_an_answer_that_is_not_a_json_object_is_a_502(tmp_path, monkeypatch, ans
         with running_gateway(settings, policy=_policy(settings)) as gw:
             listed = httpx.get(f"{gw.url}/v1beta/cachedContents", headers=HEADERS)
     assert listed.status_code == 502 and listed.json()["error"]["status"] != "INVALID_ARGUMENT", listed.text
+
+
+VERTEX_CACHES = "/v1/projects/caller-project/locations/us-east5/cachedContents"
+
+
+@pytest.mark.parametrize("vertex", [False, True])
+def test_a_create_setting_ttl_and_expire_time_is_refused_before_admission(tmp_path, monkeypatch, vertex: bool) -> None:
+    # ttl and expireTime are one protobuf oneof (`expiration`), which Google's JSON parser refuses to see set twice.
+    # The gateway read ttl first and sent the body on: each such create counted toward the key's requests per minute.
+    monkeypatch.setenv("GEMINI_API_KEY", "AIzaSecretGeminiKey000000000000555")
+    upstream = "vertex" if vertex else "gemini"
+    routes = {"routes": [{"name": "flash", "models": ["gemini-*"], "targets": [{"upstream": upstream}]}],
+              "keys": [{"name": "acme", "key_sha256": hash_key(KEY), "tenant": "acme",
+                        "rate_limit": {"requests_per_minute": RPM}}]}
+    model = f"projects/caller-project/locations/us-east5/publishers/google/models/{FLASH}" if vertex else CACHE["model"]
+    url, headers = (VERTEX_CACHES, {"authorization": f"Bearer {KEY}"}) if vertex else ("/v1beta/cachedContents", HEADERS)
+    both = {**CACHE, "model": model, "expireTime": "2030-01-01T00:00:00Z"}
+    with gateway_over_mock_vertex(monkeypatch, tmp_path, lambda _: routes) as gw:
+        for _ in range(RPM):
+            refused = httpx.post(gw + url, json=both, headers=headers)
+            error = refused.json()["error"]
+            assert refused.status_code == 400 and error["status"] == "INVALID_ARGUMENT", refused.text
+            assert "'ttl'" in error["message"] and "'expireTime'" in error["message"], error
+        made = httpx.post(gw + url, json={**CACHE, "model": model}, headers=headers)
+    assert made.status_code == 200, made.text
