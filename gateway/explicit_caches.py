@@ -43,7 +43,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
@@ -389,8 +389,9 @@ class ExplicitCaches:
         held = Reservation()
         if entry.caller is not None and entry.price is not None:
             estimate = entry.tokens * entry.price.storage_per_hour / MTOK * Decimal(str(self.ttl_s)) / 3600
-            try:    # the key that created the cache pays its extension, within its budget
-                held = await self.proxy.hold_for(entry.caller, estimate)
+            try:    # the key that created the cache pays its extension, within its budget; no request it sent, it
+                # takes nothing of its rate limits (nor is refused by them: the cache its requests read would go)
+                held = await self.proxy.limits.admit(replace(entry.caller, rate_limit=None), estimate)
             except RequestError as e:
                 log.info("explicit caches: %s left to expire: %s", entry.name, e.message)
                 del self.entries[entry.name]
