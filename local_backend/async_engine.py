@@ -13,7 +13,7 @@ from typing import Any
 
 from prefixgate.errors import RequestError
 from prefixgate.local_backend.config import EngineConfig
-from prefixgate.local_backend.engine import IterationStats, LLMEngine, Prompt
+from prefixgate.local_backend.engine import IterationStats, LLMEngine, Prompt, queue_full
 from prefixgate.local_backend.outputs import RequestOutput
 from prefixgate.local_backend.sampling_params import SamplingParams
 from prefixgate.local_backend.sequence import Sequence
@@ -106,8 +106,7 @@ class AsyncEngine:
                                         priority=priority)
         with self._lock:
             if len(self.engine.scheduler.waiting) + self._pending_adds >= self.engine.config.max_waiting:
-                raise RequestError("the engine's waiting queue is full; retry shortly", status=429,
-                                   kind="rate_limit", retry_after=1.0)
+                raise queue_full()
             self._pending_adds += 1
         stream = RequestStream(self, seq, asyncio.get_running_loop())
         self._send("add", stream)

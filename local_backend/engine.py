@@ -9,7 +9,7 @@ from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefixgate.errors import RequestError
+from prefixgate.errors import RateLimited, RequestError
 from prefixgate.local_backend.config import EngineConfig
 from prefixgate.local_backend.detokenizer import Detokenizer
 from prefixgate.local_backend.draft_policy import DraftPolicy
@@ -24,6 +24,14 @@ from prefixgate.local_backend.scheduler import ScheduledBatch, Scheduler
 from prefixgate.local_backend.sequence import Sequence
 
 Prompt = str | list[int] | dict[str, Any]
+
+
+def queue_full() -> RequestError:
+    """The 429 for a request finding the waiting queue full: a rate limit, retried after a second. Its OpenAI type is
+    `requests` (OpenAI's type for a limit on how many requests it takes; the queue holds `max_waiting` of them), not
+    `server_error`'s 503: the engine is not failing, and a caller waiting a second gets in."""
+    return RequestError("the engine's waiting queue is full; retry shortly", status=429, kind="rate_limit",
+                        retry_after=1.0, limited=RateLimited("requests"))
 
 
 @dataclass
@@ -95,8 +103,7 @@ class LLMEngine:
         if seq.request_id in self.requests:
             raise RequestError(f"request id {seq.request_id!r} is already in use", field="request_id")
         if len(self.scheduler.waiting) >= self.config.max_waiting:
-            raise RequestError("the engine's waiting queue is full; retry shortly", status=429,
-                               kind="rate_limit", retry_after=1.0)
+            raise queue_full()
         self.requests[seq.request_id] = seq
         self._detokenizers[seq.request_id] = Detokenizer(self.tokenizer, seq.prompt_token_ids,
                                                          seq.sampling_params)

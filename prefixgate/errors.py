@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 
 @dataclass(frozen=True)
 class RateLimited:
-    """The per-minute limit a 429 ran into: what it counts (`requests` or `tokens`, OpenAI's error type for it),
-    its size and the seconds until its window resets."""
+    """The gateway's own limit a 429 ran into: what it counts (`requests` or `tokens`, OpenAI's error type for it),
+    its size, the seconds until its window resets and when that is (epoch seconds). A limit with no size a caller
+    could track (a budget held by running requests, the local engine's waiting queue) names its unit alone: no
+    rate-limit headers are written for it."""
 
     unit: str
-    limit: int
-    reset_s: float
+    limit: int | None = None
+    reset_s: float = 0.0
+    resets_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -124,18 +128,49 @@ def error_body(err: RequestError, dialect: str) -> dict[str, Any]:
     code = err.code or ("insufficient_quota" if err.kind == "quota" else None)    # OpenAI's code is its type there
     if err.kind == "rate_limit":
         # OpenAI's rate-limit 429: code rate_limit_exceeded, type the unit of the limit reached (requests, tokens)
-        # where the gateway's own per-minute limit says it, or OpenAI's own refusal does (passed on as sent).
+        # where the gateway's own limit says it (a budget held by running requests, the local engine's full queue
+        # too: policies/limits.py and local_backend say why theirs), or OpenAI's own refusal does (passed on as sent).
         refused = err.refused.type if err.refused and err.refused.provider == "openai" else None
         oa_type = err.limited.unit if err.limited else refused or oa_type
         code = err.code or "rate_limit_exceeded"
     return {"error": {"message": err.message, "type": oa_type, "param": err.field, "code": code}}
 
 
+def go_duration(seconds: float) -> str:
+    """A duration as OpenAI's x-ratelimit-reset-* headers write it, Go's `time.Duration` format: `120ms`, `1.5s`,
+    `6m0s`, `1h0m0s`."""
+    ms = round(seconds * 1000)
+    if ms < 1000:
+        return f"{ms}ms" if ms else "0s"
+    hours, rest = divmod(ms, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    secs = f"{rest / 1000:.3f}".rstrip("0").rstrip(".")
+    return (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "") + f"{secs}s"
+
+
+def rfc3339(epoch_s: float) -> str:
+    """A moment as Anthropic's anthropic-ratelimit-*-reset headers write it (RFC 3339, UTC, whole seconds)."""
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def openai_limit_headers(err: RequestError) -> dict[str, str]:
     """The x-ratelimit-* headers OpenAI sends with a rate-limit 429, for the gateway's own limit `err` ran into:
     the limit, nothing remaining, and the reset as a duration (`1s`, `6m0s`)."""
-    if err.limited is None:
+    if err.limited is None or err.limited.limit is None:
         return {}
-    unit, reset = err.limited.unit, math.ceil(err.limited.reset_s)
+    unit = err.limited.unit
     return {f"x-ratelimit-limit-{unit}": str(err.limited.limit), f"x-ratelimit-remaining-{unit}": "0",
-            f"x-ratelimit-reset-{unit}": f"{reset // 60}m{reset % 60}s" if reset >= 60 else f"{reset}s"}
+            f"x-ratelimit-reset-{unit}": go_duration(math.ceil(err.limited.reset_s))}
+
+
+def anthropic_limit_headers(err: RequestError) -> dict[str, str]:
+    """The anthropic-ratelimit-* headers Anthropic sends with a 429 (docs.claude.com/en/api/rate-limits, "Response
+    headers"), for the gateway's own limit `err` ran into: its limit, nothing remaining, and when it is replenished
+    (RFC 3339). A key's tokens per minute counts input and output together: Anthropic's `tokens` family (the most
+    restrictive limit in effect), not its input-tokens or output-tokens ones, which would name limits the key has not."""
+    limited = err.limited
+    if limited is None or limited.limit is None or limited.resets_at is None:
+        return {}
+    family = f"anthropic-ratelimit-{limited.unit}"
+    return {f"{family}-limit": str(limited.limit), f"{family}-remaining": "0",
+            f"{family}-reset": rfc3339(math.ceil(limited.resets_at))}

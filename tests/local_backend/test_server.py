@@ -187,7 +187,8 @@ def test_full_queue_answers_429_with_retry_after(tiny) -> None:
         wait_until(lambda: engine._pending_adds == 1, 30, "second request queued")  # "second" is queued behind the held step: 2 of 2
         r = httpx.post(base + "/v1/completions", json={"model": MODEL, "prompt": "one too many"})
         assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
-        assert r.json()["error"]["code"] == "rate_limit_exceeded"     # OpenAI's rate-limit code
+        # OpenAI's rate-limit 429 (its error codes guide): code rate_limit_exceeded, type the limit reached (requests)
+        assert (r.json()["error"]["code"], r.json()["error"]["type"]) == ("rate_limit_exceeded", "requests")
         gate.set()
         for t in (first, second):
             t.join(60)

@@ -1,7 +1,8 @@
 """Fault injection for the mock providers: latency, error statuses with retry-after, dropped streams.
 
 A fault is written `key=value` pairs joined by `;` (or `,`), e.g. `latency=0.5`, `status=429;retry_after=2`,
-`status=529`, `drop_stream_after=3`, `stream_error=529` (a stream begun with a 200 that reports that status's
+`status=529` (a 429 is its provider's own, naming `limit=requests` or `limit=tokens`: rate_limits.py),
+`drop_stream_after=3`, `stream_error=529` (a stream begun with a 200 that reports that status's
 error after `stream_error_after` events, 2 unless told: stream_errors.py), `event_delay=0.05` (a slow stream: seconds between events),
 `served_tier=default` (no capacity at the service tier asked for: the answer says the one that served it),
 `answer_words=3000` (a long-winded model: Chat Completions and Messages answers run that many words, unless the
@@ -36,6 +37,7 @@ from starlette.responses import StreamingResponse
 from prefixgate.errors import RequestError
 from prefixgate.providers.rules import PROVIDERS
 from prefixgate.simulation.mock.google_faults import GEMINI_API_ONLY, REASONS, google_fault
+from prefixgate.simulation.mock.rate_limits import LIMITS, rate_limited
 from prefixgate.yaml_file import YamlFileError, read_mapping
 
 HEADER = "x-mock-fault"
@@ -64,20 +66,24 @@ class Fault:
     stream_error: int | None = None
     stream_error_after: int = 2
     cut_answer: bool = False
+    limit: str = "requests"     # which of the account's limits a 429 ran into (rate_limits.LIMITS)
 
     # The model the request it falls on asked for (Google's quota error names it): not part of what the fault is.
     model: str | None = field(default=None, compare=False)
 
-    def error(self, provider: str | None = None, path: str = "") -> RequestError | None:
-        """The error `provider` (a FAULT_PROVIDERS name) answers this fault with at `path`, if it is an error fault."""
+    def error(self, provider: str | None = None, path: str = "", now: float = 0.0) -> RequestError | None:
+        """The error `provider` (a FAULT_PROVIDERS name) answers this fault with at `path` at `now` (epoch seconds),
+        if it is an error fault."""
+        project = (path.partition("/projects/")[2].partition("/")[0] or "-") if provider == "vertex" else None
         if self.google is not None:
-            if provider != "vertex":
+            if project is None:
                 return google_fault(self.google, self.retry_after, self.model)
             _vertex_only(self.google)
-            project = path.partition("/projects/")[2].partition("/")[0]
-            return google_fault(self.google, self.retry_after, self.model, vertex_project=project or "-")
+            return google_fault(self.google, self.retry_after, self.model, vertex_project=project)
         if self.status is None:
             return None
+        if self.status == 429 and provider is not None:
+            return rate_limited(provider, self.limit, self.retry_after, self.model, now, vertex_project=project)
         return _injected(self.status, self.retry_after)
 
     def stream_failure(self) -> RequestError | None:
@@ -129,6 +135,10 @@ def parse_fault(spec: str) -> Fault:
             values["cut_answer"] = bool(_number(raw, key))
         elif key == "served_tier":
             values["served_tier"] = raw
+        elif key == "limit":
+            if raw not in LIMITS:
+                raise FaultError(f"{HEADER}: limit must be one of {', '.join(LIMITS)}, got {raw!r}")
+            values["limit"] = raw
         elif key == "google":
             if raw not in REASONS:
                 raise FaultError(f"{HEADER}: google must be one of {', '.join(REASONS)}, got {raw!r}")
@@ -136,7 +146,7 @@ def parse_fault(spec: str) -> Fault:
         else:
             raise FaultError(f"{HEADER}: unknown key {key!r} "
                              "(latency, status, retry_after, drop_stream_after, stream_error, stream_error_after, event_delay, "
-                             "served_tier, google, answer_words, cut_answer)")
+                             "served_tier, google, answer_words, cut_answer, limit)")
     if not values:
         raise FaultError(f"{HEADER}: empty fault spec")
     return Fault(**values)

@@ -84,7 +84,7 @@ class MockContext:
         try:
             fault = self.faults.for_request(provider, request.url.path, model if isinstance(model, str) else None,
                                             request.headers.get(HEADER))
-            err = None if fault is None else fault.error(provider, request.url.path)
+            err = None if fault is None else fault.error(provider, request.url.path, self.clock())
         except FaultError as e:
             raise RequestError(str(e), field=HEADER) from None
         if fault is None:
@@ -194,7 +194,8 @@ def error_response(err: RequestError, dialect: str) -> JSONResponse:
         return JSONResponse(body, status_code=status, headers=headers)
     if dialect == "interactions":
         return JSONResponse(interactions.error_json(err), status_code=err.status)
-    headers = {}
+    # A provider's own refusal (a 429: rate_limits.py) carries the headers it sends with it.
+    headers = dict(err.refused.headers) if err.refused and err.refused.provider == dialect else {}
     if err.retry_after is not None:
         headers["retry-after"] = f"{err.retry_after:g}"
     if dialect == "anthropic":
