@@ -35,7 +35,7 @@ from prefixgate.gateway.cache_create_doubt import DEFAULT_TTL_S, FIND_TRIES, Ask
 from prefixgate.gateway.named_state import CACHE as KIND
 from prefixgate.gateway.named_state import cache_id
 from prefixgate.gateway.ownership import principal
-from prefixgate.gateway.provider_ids import FILE, body_ids, check_owned
+from prefixgate.gateway.provider_ids import FILE, STORAGE, Named, body_ids, check_owned
 from prefixgate.gateway.proxy import Call, Prepared, Proxy
 from prefixgate.gateway.unseen_prompt import file_tokens
 from prefixgate.gateway.upstream import UpstreamFailure, UpstreamResponse
@@ -121,7 +121,7 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
             # A cache of a file would hand the file to whoever builds on the cache.
             named = list(body_ids(body))
             await check_owned(proxy.stored_ids, owner, named, caller.key.provider_ids)
-            tokens += sum([await file_tokens(proxy, owner, n.ident) or 0 for n in named if n.kind == FILE])
+            tokens = await _held_tokens(proxy, owner, tokens, named)
             lifetime = DEFAULT_TTL_S if seconds is None else seconds
             held = await proxy.hold_for(caller.key, _worst(proxy, upstream, dialect, route, body, tokens, lifetime))
     elif method == "PATCH":
@@ -158,6 +158,15 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     finally:
         if method == "POST":
             proxy.caches.rivals.ended(asked)
+
+
+async def _held_tokens(proxy: Proxy, owner: str, tokens: int, named: list[Named]) -> int:
+    """The most tokens a create whose body counts `tokens` and names the objects `named` may cache: its files uploaded
+    through the gateway by their bytes; an object it never saw uploaded (a gs:// object, a file the operator granted
+    the key), which Google bills by what it holds, as all a Gemini model reads less the rest."""
+    sizes = [await file_tokens(proxy, owner, n.ident) if n.kind == FILE else None for n in named if n.kind in (FILE, STORAGE)]
+    tokens += sum(size for size in sizes if size is not None)
+    return max(tokens, proxy.catalog.gemini.input_token_limit) if None in sizes else tokens
 
 
 def _in_doubt(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, asked: Asked,

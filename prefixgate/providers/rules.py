@@ -75,6 +75,7 @@ class GeminiRules:
     implicit_ttl_s: int
     writes_unmarked: bool
     default_explicit_ttl_s: int
+    input_token_limit: int      # the most a request (and so a cache) of a current Gemini model holds
     image_tokens: int
     source: str
 

@@ -17,6 +17,8 @@ from tests.support_services import wait_until
 from tests.support_stack import policy_env, running_stack, slowed
 
 GEMINI, VERTEX = "pg-cache-holds-gemini-0123", "pg-cache-holds-vertex-0123"
+OBJECTS = "pg-cache-holds-objects-0123"
+AGREEMENT = "gs://acme-contracts/2026/master-agreement.pdf"     # granted to the key: Google reads it, the gateway cannot
 MODEL = "gemini-3.5-flash"
 POLICY = {
     "routes": [{"name": "gemini", "models": [MODEL], "targets": [{"upstream": "gemini"}]},
@@ -24,7 +26,9 @@ POLICY = {
     "keys": [{"name": "gemini-small", "key_sha256": hash_key(GEMINI), "tenant": "beta",
               "budget": {"usd": 0.5, "period": "total"}},
              {"name": "vertex-small", "key_sha256": hash_key(VERTEX), "tenant": "gamma",
-              "budget": {"usd": 0.5, "period": "total"}}],
+              "budget": {"usd": 0.5, "period": "total"}},
+             {"name": "vertex-objects", "key_sha256": hash_key(OBJECTS), "tenant": "delta",
+              "budget": {"usd": 1, "period": "total"}, "provider_ids": [AGREEMENT]}],
 }
 CONTRACT = "".join(f"Clause {i}: the warranty covers parts and labour for two years from delivery. " for i in range(1500))
 
@@ -69,3 +73,19 @@ def test_concurrent_cache_creates_cannot_pass_a_small_budget(stack, key, path, m
     # Booked: the budget is spent now, and a later create is the refusal of a spent budget.
     again = httpx.post(gw + path, headers=headers, json=body, timeout=30)
     assert again.status_code == 429, again.text
+
+
+def test_concurrent_creates_naming_a_storage_object_cannot_pass_a_small_budget(stack):
+    gw, ledger = stack
+    model = "projects/caller-project/locations/us-east5/publishers/google/models/gemini-3.8-flash"
+    parts = [{"text": CONTRACT[:20000]}, {"fileData": {"fileUri": AGREEMENT, "mimeType": "application/pdf"}}]
+    body = {"model": model, "ttl": "3600s", "contents": [{"role": "user", "parts": parts}]}
+    answers = asyncio.run(_burst(gw + "/v1/projects/caller-project/locations/us-east5/cachedContents",
+                                 {"authorization": f"Bearer {OBJECTS}"}, body, 3))
+    # Google bills the object's tokens, which the gateway cannot count: up to all that Gemini 3.8 Flash reads, 1,048,576
+    # tokens written and stored for the hour (over $2), held against the $1 budget until the answer says what it
+    # held. The first is admitted, the others refused for what it holds. Held at the body's ~5,000 tokens ($0.02 each),
+    # all three were, each free to cache an object of any size.
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses.count(200) == 1 and statuses.count(429) == 2, [a.text[:200] for a in answers]
+    _spent(ledger, "vertex-objects", 1)     # booked at its answer's usageMetadata, the hold settled
