@@ -35,8 +35,9 @@ from prefixgate.dialects.neutral import (
 )
 from prefixgate.dialects.output_limit import within_gemini_limit
 from prefixgate.dialects.proto_json import camel, field, one_spelling
+from prefixgate.dialects.resent import ResentBodies, element_segments, field_segment
 from prefixgate.dialects.sse import encode_sse
-from prefixgate.dialects.validate import expect, load_body, optional
+from prefixgate.dialects.validate import expect, load_body, load_resent, optional
 from prefixgate.dialects.wire import Parse, WireFormat
 from prefixgate.errors import RequestError, error_body
 from prefixgate.ir import Block, BlockKind, Conversation, Segment
@@ -47,6 +48,7 @@ NAME = "gemini"
 SYSTEM_KEYS = ("systemInstruction", "system_instruction")
 PREFIX_FIELDS = {"contents", "tools", *SYSTEM_KEYS}
 ROLES = ("user", "model", "function")
+BODIES = ResentBodies()     # Gemini API and Vertex bodies (one format): a chat resends its whole history each turn
 _KINDS: dict[str, BlockKind] = {
     "text": "text", "inlineData": "image", "inline_data": "image", "fileData": "file", "file_data": "file",
     "functionCall": "tool_call", "function_call": "tool_call",
@@ -72,7 +74,7 @@ def counted_request(body: bytes | str | dict) -> dict:
 
 def parse_request(body: bytes | str | dict, model: str | None = None) -> Conversation:
     """A generateContent body; the model comes from the URL path (`models/{model}:generateContent`)."""
-    data = load_body(body)
+    data, resent = load_resent(body, "contents", BODIES)
     if not isinstance(body, dict):      # a dict is a body the gateway built itself (a countTokens body's, checked)
         one_spelling(data, body)
     if "contents" not in data:
@@ -83,15 +85,22 @@ def parse_request(body: bytes | str | dict, model: str | None = None) -> Convers
     segments: list[Segment] = []
     for key in SYSTEM_KEYS:
         if key in data:
-            segments.append(_content_segment(data[key], key, default_role="system"))
+            value = data[key]
+            segments.append(field_segment(resent, key, value, lambda key=key, value=value: _content_segment(
+                value, key, default_role="system")))
     if "tools" in data:
-        tools = expect(data["tools"], list, "tools")
-        blocks = [Block("tool_def", expect(t, dict, f"tools.{i}"), text=compact(t)) for i, t in enumerate(tools)]
-        segments.append(Segment("tools", blocks, form="list"))
-    for i, content in enumerate(contents):
-        segments.append(_content_segment(content, f"contents.{i}", default_role="user"))
+        tools = data["tools"]
+        segments.append(field_segment(resent, "tools", tools, lambda: _tools_segment(tools)))
+    segments += element_segments(resent, len(contents), lambda i: _content_segment(
+        contents[i], f"contents.{i}", default_role="user"))
     params, order = split_body(data, PREFIX_FIELDS)
-    return Conversation(NAME, model, segments, params=params, field_order=order)
+    return Conversation(NAME, model, segments, params=params, field_order=order, source=resent)
+
+
+def _tools_segment(tools: Any) -> Segment:
+    blocks = [Block("tool_def", expect(t, dict, f"tools.{i}"), text=compact(t))
+              for i, t in enumerate(expect(tools, list, "tools"))]
+    return Segment("tools", blocks, form="list")
 
 
 def _content_segment(content: Any, field: str, default_role: str) -> Segment:

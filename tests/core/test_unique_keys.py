@@ -143,3 +143,19 @@ def test_a_bedrock_count_of_invoke_model_is_held_to_it_in_its_base64_body() -> N
     with pytest.raises(RequestError, match="twice") as refused:
         bedrock.counted_request(raw)
     assert refused.value.field == "input.invokeModel.body.messages.0.content"
+
+
+def test_a_body_given_as_text_is_held_to_the_checks_of_its_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text takes the colon count of its UTF-8 bytes, not a second parse, and a lone surrogate in it (a code point,
+    not an escape) is refused as in bytes."""
+    parsed_again: list[object] = []
+    whole = unique_keys.exact
+    monkeypatch.setattr(unique_keys, "exact", lambda raw, decoder: parsed_again.append(raw) or whole(raw, decoder))
+    text = json.dumps({"model": "gpt-5.4", "messages": [{"role": "user", "content": "k: v, \u00e9 \U0001f600"}]},
+                      ensure_ascii=False)
+    assert load_body(text) == json.loads(text) and parsed_again == []
+    with pytest.raises(RequestError, match="twice") as refused:
+        load_body('{"model": "gpt-5.4", "messages": [{"role": "user", "content": "a", "content": "b"}]}')
+    assert refused.value.field == "messages.0.content"
+    with pytest.raises(RequestError, match="lone UTF-16 surrogate"):
+        load_body('{"model": "gpt-5.4", "user": "\ud800"}')
