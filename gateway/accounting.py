@@ -205,11 +205,12 @@ class Accounting:
     def stored(self, call: Call, prep: Prepared, response_id: str | None, *, begun: bool = False) -> None:
         """A response the upstream stored: it lives there (a follow-up goes back), and it is the caller's tenant's.
         Recorded with the request's record (`keep`), in one write with the prompt a request continuing it carries;
-        one whose stream has only `begun` also at once, since it may be asked for (GET) while it runs."""
+        one whose stream has only `begun` is known at once (`StoredIds.begin`), since it may be asked for (GET, a
+        follow-up naming it) while it runs."""
         if response_id and response_id != call.stored_id:
             call.stored_id = response_id
             if begun:
-                self._record_stored(call, prep, None)
+                self.stored_ids.begin(prep.wire.stored_kind, response_id, principal(call.caller.key), prep.upstream.name)
 
     def _record_stored(self, call: Call, prep: Prepared, tokens: int | None) -> None:
         self.stored_ids.record(prep.wire.stored_kind, call.stored_id, principal(call.caller.key),

@@ -48,6 +48,7 @@ class StoredIds:
         self.limit = limit
         self._clock = clock
         self._homes: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._begun: OrderedDict[tuple[str, str], str] = OrderedDict()    # owners `begin` knows, not yet in the file
         self._lock = threading.Lock()
         self._db = sqlite3.connect(sqlite_path, timeout=10, check_same_thread=False, isolation_level=None, uri=True)
         # As the ledger's appends: a commit is a write to the WAL, not an fsync (it survives the process, not a power cut).
@@ -88,10 +89,28 @@ class StoredIds:
             self._recorded += 1
             if self._recorded % PRUNE_EVERY == 1:       # expired rows refuse anyway; pruning only bounds the file
                 self._db.execute("DELETE FROM stored_ids WHERE expires < ?", (self._clock(),))
+            self._begun.pop((kind, ident), None)
+        self._share(kind, ident, ttl_s, ((OWNER, owner), (HOME, home), (TOKENS, tokens)))
+
+    def begin(self, kind: str, ident: object, owner: str | None, home: str, ttl_s: float = DEFAULT_TTL_S) -> None:
+        """(kind, ident), which `owner` is having made on upstream `home` (a stream's first event names it), is known
+        at once: in this replica's memory, and in Redis a moment later, for a follow-up that names it before it is done;
+        its row is written once, by `record` when it is done, with its tokens. A replica that dies meanwhile loses it
+        from its file: the id is then nobody's there (refused, never leaked), as an id recorded nowhere."""
+        if not isinstance(ident, str) or not ident:
+            return
+        self._keep(kind, ident, home)
+        if owner is not None:
+            with self._lock:
+                self._begun[(kind, ident)] = owner
+                while len(self._begun) > self.limit:
+                    self._begun.popitem(last=False)
+        self._share(kind, ident, ttl_s, ((OWNER, owner), (HOME, home)))
+
+    def _share(self, kind: str, ident: str, ttl_s: float, fields: tuple[tuple[str, object], ...]) -> None:
         if self._redis is not None:
-            fields = {name: str(value) for name, value in ((OWNER, owner), (HOME, home), (TOKENS, tokens))
-                      if value is not None}
-            self._shared.set(self._key(kind, ident), fields, ttl_s)
+            self._shared.set(self._key(kind, ident), {name: str(value) for name, value in fields if value is not None},
+                             ttl_s)
 
     async def tokens(self, kind: str, ident: str) -> int | None:
         """The tokens `record` kept for (kind, ident), this replica's or another's; None: never recorded."""
@@ -152,6 +171,7 @@ class StoredIds:
         """(kind, ident) is deleted: nobody's from now on (where it lived is still known)."""
         with self._lock:
             self._db.execute("UPDATE stored_ids SET owner = NULL WHERE kind = ? AND id = ?", (kind, ident))
+            self._begun.pop((kind, ident), None)
         if self._redis is not None:
             # An older replica's name for the owner too: read as a fallback, it would own the id again.
             await self._shared.unset(self._key(kind, ident), OWNER, legacy.owner_key(kind, ident))
@@ -191,6 +211,8 @@ class StoredIds:
             # SQL text: the column is one of this module's field names; values are bound.
             row = self._db.execute(f"SELECT {field} FROM stored_ids WHERE kind = ? AND id = ? AND expires >= ?",  # nosec B608
                                    (kind, ident, self._clock())).fetchone()
+            if field == OWNER and (row is None or row[0] is None):
+                return self._begun.get((kind, ident))
         return row[0] if row else None
 
     def _keep(self, kind: str, ident: str, home: str) -> None:

@@ -1,6 +1,7 @@
 """A stored answer's record (its owner, its home, the prompt a request continuing it carries) is one write: one row
-upsert in the gateway's file and one Redis write, not one for the owner and another for the tokens. Real openai and
-google-genai clients, a real redis-server, mock-providers; the writes are counted by a trigger on the file's
+upsert in the gateway's file and one Redis write, not one for the owner and another for the tokens; a stream's id is
+known as soon as its first event names it (in memory and Redis), and its row is written once, when it ends. Real
+openai and google-genai clients, a real redis-server, mock-providers; the writes are counted by a trigger on the file's
 `stored_ids` table, the tokens are the provider's own usage as the client reads it."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from google.genai import types
 
 from prefixgate.gateway.stored_ids import StoredIds
 from prefixgate.policies.schema import hash_key
+from prefixgate.simulation.mock.faults import FaultPlan, FaultRule, parse_fault
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
 from tests.gateway.support_gateway import policy_for, running_gateway, settings_for
@@ -25,20 +27,25 @@ from tests.support_services import ServerThread, wait_until
 
 KEY = "gw-one-write-key-0001"
 GPT, FLASH = "gpt-5.4-mini", "gemini-3.5-flash"
+SLOW = "gpt-5.4"        # its stream's events come 20 s apart: a follow-up lands while it runs
+OTHER = "gw-one-write-key-0002"
 MANUAL = "The shipping manual, clause by clause. " * 600
 
 
 @pytest.fixture
-def gateway(tmp_path, redis_url, monkeypatch) -> Iterator[tuple[str, Path]]:
-    """(gateway URL, its ledger file), one keyed tenant, with Redis; the file counts each write of `stored_ids`."""
+def gateway(request, tmp_path, redis_url, monkeypatch) -> Iterator[tuple[str, Path]]:
+    """(gateway URL, its ledger file), two keyed tenants, with Redis (unless the test's parameter says without); the
+    file counts each write of `stored_ids`."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-one-write-openai-0001")
     monkeypatch.setenv("GEMINI_API_KEY", "AIzaOneWriteGemini000000000000000000")
     policy = {"routes": [{"name": "gpt", "models": ["gpt-*"], "targets": [{"upstream": "openai"}]},
                          {"name": "flash", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}]}],
-              "keys": [{"name": "acme-app", "key_sha256": hash_key(KEY), "tenant": "acme"}]}
+              "keys": [{"name": "acme-app", "key_sha256": hash_key(KEY), "tenant": "acme"},
+                       {"name": "globex-app", "key_sha256": hash_key(OTHER), "tenant": "globex"}]}
     ledger = tmp_path / "ledger.sqlite"
-    with ServerThread(mock_app(MockContext())) as mock:
-        settings = settings_for(mock.url, tmp_path, redis_url=redis_url)
+    slow = FaultPlan([FaultRule(parse_fault("event_delay=20"), model=SLOW)])
+    with ServerThread(mock_app(MockContext(faults=slow))) as mock:
+        settings = settings_for(mock.url, tmp_path, redis_url=redis_url if getattr(request, "param", True) else "")
         with running_gateway(settings, policy=policy_for(settings, policy)) as gw:
             with closing(sqlite3.connect(ledger)) as db:
                 db.executescript("""
@@ -65,8 +72,8 @@ def _settled(redis_url: str, kind: str, ident: str, tokens: int) -> None:
     wait_until(lambda: _shared(redis_url, kind, ident).get("tokens") == str(tokens), 10, f"{ident}'s tokens in Redis")
 
 
-def _client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(api_key=KEY, base_url=url + "/v1", max_retries=0)
+def _client(url: str, key: str = KEY) -> openai.OpenAI:
+    return openai.OpenAI(api_key=key, base_url=url + "/v1", max_retries=0)
 
 
 def test_a_stored_response_is_recorded_in_one_write_with_its_tokens(gateway, redis_url):
@@ -79,15 +86,39 @@ def test_a_stored_response_is_recorded_in_one_write_with_its_tokens(gateway, red
     assert (shared["owner"], shared["home"]) == ("tenant:acme", "openai")
 
 
-def test_a_streamed_one_is_recorded_as_it_begins_and_once_more_with_its_tokens(gateway, redis_url):
+def test_a_streamed_one_is_recorded_in_one_write_with_its_tokens(gateway, redis_url):
     url, ledger = gateway
     with _client(url).responses.stream(model=GPT, input="Name a prime number.") as stream:
         for _ in stream:
             pass
         answer = stream.get_final_response()
     _settled(redis_url, "response", answer.id, answer.usage.input_tokens + answer.usage.output_tokens)
-    assert _writes(ledger, answer.id) == 2      # response.created, then the record: response.completed adds none
+    assert _writes(ledger, answer.id) == 1      # response.created and response.completed add none
     assert _client(url).responses.retrieve(answer.id).id == answer.id
+
+
+@pytest.mark.parametrize("gateway", [True, False], indirect=True, ids=["redis", "alone"])
+def test_a_stream_is_its_callers_from_its_first_event(gateway, redis_url, request):
+    """The caller reads `response.created` and at once, on another connection, asks for the response and continues it
+    (`previous_response_id`) while the stream runs: both are its own, before its row is written, with Redis or
+    without; another tenant's key is refused it. Then it hangs up: the record is the one write."""
+    url, ledger = gateway
+    shared = request.node.callspec.params["gateway"]
+    with _client(url).responses.create(model=SLOW, input="Name a prime number.", stream=True) as stream:
+        created = next(iter(stream))
+        assert created.type == "response.created"
+        ident = created.response.id
+        other = _client(url)            # its own connection
+        assert other.responses.retrieve(ident).id == ident
+        follow_up = other.responses.create(model=GPT, input="And the next one?", previous_response_id=ident)
+        assert follow_up.previous_response_id == ident
+        with pytest.raises(openai.NotFoundError):
+            _client(url, OTHER).responses.retrieve(ident)
+        if shared:
+            wait_until(lambda: _shared(redis_url, "response", ident).get("owner") == "tenant:acme", 10,
+                       "the owner shared when the stream began")
+        assert _writes(ledger, ident) == 0      # known from the first event, its row not yet written
+    wait_until(lambda: _writes(ledger, ident) == 1, 10, "the hung-up stream's record")
 
 
 def test_an_explicit_cache_is_recorded_in_one_write_with_its_tokens(gateway, redis_url):
