@@ -76,6 +76,7 @@ from prefixgate.gateway.keepalive_shared import RECENT, Elsewhere, Kept, Seen, S
 from prefixgate.gateway.upstream import UpstreamFailure
 from prefixgate.ir import Conversation
 from prefixgate.ledger import LedgerRecord
+from prefixgate.ledger_rollup import KEEPALIVE_PAIR, keepalive_pair
 from prefixgate.policies.limits import nanodollars
 from prefixgate.policies.periods import window
 from prefixgate.policies.schema import CallerKey, Route, Upstream
@@ -781,14 +782,16 @@ class KeepAlive:
 
     async def _restore(self, cap: Cap) -> None:
         """Without Redis the counters start empty: a window's first look starts it from what the ledger says
-        refreshes spent in it, so a restart forgives no cap (as budgets)."""
+        refreshes spent in it (its rollups, as budgets': a month outlasts the raw records), so a restart forgives no
+        cap."""
         if self.proxy.settings.redis_url or cap.counter in self._restored:
             return
         # A counter is looked at only while its window lasts: those of windows that have ended are forgotten.
         now = time.time()
         self._restored = {c: until for c, until in self._restored.items() if until > now}
         self._restored[cap.counter] = cap.until
-        pico = await asyncio.to_thread(self.proxy.ledger.spend_pico, cap.since, route=cap.route, key=cap.key, kind=KIND)
+        dim, name = ("route", cap.route) if cap.key is None else (KEEPALIVE_PAIR, keepalive_pair(cap.route, cap.key))
+        pico = await asyncio.to_thread(self.proxy.ledger.spend_pico, cap.since, dim, name, "keepalive_bought_pico")
         if pico:
             await self.proxy.counters.add(cap.counter, -(-pico // 1000), cap.ttl)
 

@@ -30,7 +30,7 @@ from prefixgate import ledger_rollup as rollup
 from prefixgate import ledger_tenant_backfill as tenant_backfill
 from prefixgate.config import Settings
 from prefixgate.ledger_bounds import storable
-from prefixgate.ledger_migrate import add_missing_sums, add_record_columns
+from prefixgate.ledger_migrate import add_keepalive_pairs, add_missing_sums, add_record_columns
 from prefixgate.usage import Usage
 
 if TYPE_CHECKING:
@@ -43,6 +43,12 @@ TOTALS = "prefixgate:totals"
 PRUNE_BATCH = 2000
 WAL_LIMIT_BYTES = 64 << 20
 DAY_S = 86400
+# The longest window a budget or keep-alive cap restarts from the rollups (`Ledger.spend_pico`) other than "total": a
+# calendar month of 31 days and the hour DST gives back. The minute rollups of the dimensions they read (RESTORED) are
+# kept that long whatever `ledger_retention_days` says: a month in Asia/Kolkata starts at 18:30 UTC, and its first
+# half hour is in no hour rollup of its own.
+MONTH_S = 31 * DAY_S + 3600
+RESTORED = ("key", "route", rollup.KEEPALIVE_PAIR)
 
 
 @dataclass
@@ -215,6 +221,7 @@ class Ledger:
         self._db.execute("CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts)")
         rollup.create(self._db)
         add_missing_sums(self._db, COLUMNS, decode_row)
+        add_keepalive_pairs(self._db, COLUMNS, decode_row)
         marks = ", ".join("?" for _ in COLUMNS)
         # A record id written twice (an SDK export repeated) keeps its first row: replacing it would give
         # it a new rowid and roll it up twice.
@@ -248,33 +255,34 @@ class Ledger:
             self._db.execute(self._insert, row)
             self.written += 1
 
-    def key_spend_pico(self, key: str, since: float) -> int:
-        """What key `key` spent from `since` (a whole minute: a budget window's start), in picodollars: its
-        rollups (kept far longer than raw records) plus the records not yet rolled up. What the gateway's
-        budgets start from after a restart without Redis. Hourly rollups from the first whole hour on, minute ones
-        before it: a window starting off the hour (a day in Asia/Kolkata starts at 18:30 UTC) is counted from its
-        start exactly (minute rollups are kept as long as records, `ledger_retention_days`)."""
+    def spend_pico(self, since: float, dim: str, name: str, column: str = "spend_pico") -> int:
+        """What the records of rollup dimension `dim` valued `name` (a key, a route, a keep-alive pair) added to the
+        rollup sum `column` from `since` (a whole minute: a window's start), in picodollars: the hour rollups (kept
+        far longer than raw records) from the first whole hour on, the minute ones before it (a window starting off
+        the hour: a day in Asia/Kolkata starts at 18:30 UTC; kept at least MONTH_S), and the records not yet rolled
+        up. Where budgets (`key`) and keep-alive's caps (`route`, `keepalive_pair`: `keepalive_bought_pico`) start
+        after a restart without Redis."""
+        if dim not in RESTORED or column not in rollup.SUMS:
+            raise ValueError(f"no restore from rollup dimension {dim!r} and sum {column!r}")
         hour = math.ceil(since / 3600) * 3600
         with self._lock:
             mark = rollup.cursor(self._db)
+            # SQL text: the column is one of the rollups' own (checked above); values are bound.
             rolled = self._db.execute(
-                "SELECT coalesce(sum(spend_pico), 0) FROM rollups WHERE dim = 'key' AND name = ? AND "
+                f"SELECT coalesce(sum({column}), 0) FROM rollups WHERE dim = ? AND name = ? AND "  # nosec B608
                 "((res = 3600 AND bucket >= ?) OR (res = 60 AND bucket >= ? AND bucket < ?))",
-                (key, hour, since, hour)).fetchone()[0]
-            fresh = self._db.execute("SELECT cost_usd FROM requests WHERE rowid > ? AND key = ? AND ts >= ?",
-                                     (mark, key, since)).fetchall()
-        return int(rolled) + sum(rollup.picodollars(cost) for (cost,) in fresh)
+                (dim, name, hour, since, hour)).fetchone()[0]
+            # SQL text: the columns are the ledger's constants; values are bound.
+            fresh = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM requests WHERE rowid > ? AND ts >= ?",  # nosec B608
+                                     (mark, since)).fetchall()
+        # The records beyond the cursor summed as the rollups will sum them: the same rows, whatever the dimension.
+        sums = rollup.aggregate(decode_row(dict(zip(COLUMNS, row, strict=True))) for row in fresh)
+        index = rollup.SUMS.index(column)
+        return int(rolled) + sum(agg.sums[index] for (res, _, d, n), agg in sums.items() if res == 60 and (d, n) == (dim, name))
 
-    def spend_pico(self, since: float, *, route: str, key: str | None = None, kind: str = "") -> int:
-        """What the records of `kind` on `route` (of `key`, else every key's) cost from `since`, in picodollars,
-        from the raw records (kept `ledger_retention_days`): where keep-alive's caps start after a restart."""
-        query = "SELECT cost_usd FROM requests WHERE ts >= ? AND kind = ? AND route = ?"
-        args: tuple = (since, kind, route)
-        if key is not None:
-            query, args = query + " AND key = ?", (*args, key)
-        with self._lock:
-            rows = self._db.execute(query, args).fetchall()
-        return sum(rollup.picodollars(cost) for (cost,) in rows)
+    def key_spend_pico(self, key: str, since: float) -> int:
+        """What key `key` spent from `since`: `spend_pico` of its rollups (gone once gateway/proxy.py calls that)."""
+        return self.spend_pico(since, "key", key)
 
     def close(self) -> None:
         """Stop the background thread after a last roll-up, checkpoint and Redis copy."""
@@ -336,9 +344,13 @@ class Ledger:
             deleted += n
             if n < PRUNE_BATCH:
                 break
+        # The minutes budgets and keep-alive's caps restart from (`spend_pico`) are kept a month whatever the retention.
+        restored = ", ".join("?" for _ in RESTORED)
+        # SQL text: placeholders only; values are bound.
+        db.execute(f"DELETE FROM rollups WHERE res = 60 AND bucket < ? AND (bucket < ? OR dim NOT IN ({restored}))",  # nosec B608
+                   (now - self.retention.records_s, now - max(self.retention.records_s, MONTH_S), *RESTORED))
+        db.execute("DELETE FROM rollup_hist WHERE res = 60 AND bucket < ?", (now - self.retention.records_s,))
         for table in ("rollups", "rollup_hist"):
-            # SQL text: table names are this module's constants; values are bound.
-            db.execute(f"DELETE FROM {table} WHERE res = ? AND bucket < ?", (60, now - self.retention.records_s))  # nosec B608
             # SQL text: table names are this module's constants; values are bound.
             db.execute(f"DELETE FROM {table} WHERE bucket < ?", (now - self.retention.rollups_s,))  # nosec B608
         db.execute("PRAGMA incremental_vacuum")

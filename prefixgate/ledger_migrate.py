@@ -6,17 +6,29 @@ rolled up, in the same transaction, so a reader sees either the old table or the
 records not yet rolled up get every sum the usual way. Hour rollups whose records retention has already
 deleted (older than `ledger_retention_days`) keep 0 in the new columns: their records are gone. SQLite
 and Postgres (`ledger_postgres`) run the same fill with their own SQL. Rollups older than tenant rows also
-have their records marked for those rows in the same transaction (ledger_tenant_backfill).
+have their records marked for those rows in the same transaction (ledger_tenant_backfill). Keep-alive refreshes an
+older version rolled up get their (route, key) rows (ledger_rollup.KEEPALIVE_PAIR) once, from the records still kept
+(`add_keepalive_pairs`): keep-alive's per-key caps restart from them.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 from prefixgate import ledger_tenant_backfill as tenant_backfill
-from prefixgate.ledger_rollup import BATCH, SUM_TYPE, SUMS, aggregate, cursor
+from prefixgate.ledger_rollup import (
+    BATCH,
+    KEEPALIVE_PAIR,
+    SUM_TYPE,
+    SUMS,
+    UPSERT_ROLLUP,
+    aggregate,
+    cursor,
+    upsert_rows,
+)
 
 log = logging.getLogger("prefixgate.ledger")
 
@@ -60,24 +72,62 @@ def add_missing_sums(db: sqlite3.Connection, columns: list[str], decode: Callabl
     missing = missing_sums(row[1] for row in db.execute("PRAGMA table_info(rollups)"))
     if not missing:
         return []
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    filled = 0
+    with _immediate(db):
         for statement in add_columns("rollups", missing):
             db.execute(statement)
-        last, upto, filled = 0, cursor(db), 0
-        while True:
-            # SQL text: table and column names are the ledger's constants; values are bound.
-            rows = db.execute(f"SELECT rowid, {', '.join(columns)} FROM requests WHERE rowid > ? AND rowid <= ? "  # nosec B608
-                              f"ORDER BY rowid LIMIT {BATCH}", (last, upto)).fetchall()
-            if not rows:
-                break
-            records = [decode(dict(zip(columns, row[1:], strict=True))) for row in rows]
+        for records in _rolled_up(db, columns, decode):
             db.executemany(fill("rollups", missing), fill_rows(records, missing))
-            last, filled = rows[-1][0], filled + len(rows)
-        tenant_backfill.mark(db, missing, upto)
-        db.execute("COMMIT")
+            filled += len(records)
+        tenant_backfill.mark(db, missing, cursor(db))
+    log.info("ledger rollups gained %s, filled in from %d kept record(s)", ", ".join(missing), filled)
+    return missing
+
+
+PAIRS_BUILT = "keepalive_pairs"     # ledger_meta: every rolled-up refresh is in its KEEPALIVE_PAIR rows
+
+
+def add_keepalive_pairs(db: sqlite3.Connection, columns: list[str], decode: Callable[[dict], dict]) -> int:
+    """Add the keep-alive refreshes rolled up before KEEPALIVE_PAIR rows existed to theirs, once per ledger, in one
+    transaction with its mark (`db` in autocommit mode). Returns the records added."""
+    built = "SELECT 1 FROM ledger_meta WHERE key = ?"
+    if db.execute(built, (PAIRS_BUILT,)).fetchone():
+        return 0
+    added = 0
+    with _immediate(db):
+        if db.execute(built, (PAIRS_BUILT,)).fetchone():     # another process opening this ledger built them meanwhile
+            return 0
+        for records in _rolled_up(db, columns, decode, "AND kind = 'keepalive'"):
+            pairs = {key: agg for key, agg in aggregate(records).items() if key[2] == KEEPALIVE_PAIR}
+            db.executemany(UPSERT_ROLLUP, upsert_rows(pairs)[0])
+            added += len(records)
+        db.execute("INSERT INTO ledger_meta VALUES (?, ?)", (PAIRS_BUILT, str(cursor(db))))
+    if added:
+        log.info("ledger: keep-alive's (route, key) rollups built for %d refresh(es) kept from before them", added)
+    return added
+
+
+@contextmanager
+def _immediate(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction (`db` in autocommit mode): committed, or rolled back on any exception."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
     except BaseException:
         db.execute("ROLLBACK")
         raise
-    log.info("ledger rollups gained %s, filled in from %d kept record(s)", ", ".join(missing), filled)
-    return missing
+    db.execute("COMMIT")
+
+
+def _rolled_up(db: sqlite3.Connection, columns: list[str], decode: Callable[[dict], dict], where: str = ""
+               ) -> Iterator[list[dict]]:
+    """The records already rolled up (and `where`, a constant condition), decoded, a batch at a time."""
+    last, upto = 0, cursor(db)
+    while True:
+        # SQL text: table and column names are the ledger's constants, `where` this module's; values are bound.
+        rows = db.execute(f"SELECT rowid, {', '.join(columns)} FROM requests WHERE rowid > ? AND rowid <= ? {where} "  # nosec B608
+                          f"ORDER BY rowid LIMIT {BATCH}", (last, upto)).fetchall()
+        if not rows:
+            return
+        yield [decode(dict(zip(columns, row[1:], strict=True))) for row in rows]
+        last = rows[-1][0]

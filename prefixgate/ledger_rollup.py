@@ -4,7 +4,8 @@ A rollup row sums the records of one bucket (a minute or an hour) that share one
 (`dim` route, model, key, target, provider or tenant, and `name` its value; `dim` "" sums every
 record): requests, errors, tokens by class, and money in integer picodollars (so sums are exact and
 equal a scan of the raw records). A record of a tenant also lands in that tenant's own rows, the same
-dimensions scoped to it (`scoped`): what a tenant's dashboard reader is shown, never a sum over others.
+dimensions scoped to it (`scoped`): what a tenant's dashboard reader is shown, never a sum over others. A keep-alive
+refresh also lands in the row of its (route, key) pair (`KEEPALIVE_PAIR`): what keep-alive's per-key caps restart from.
 Where a provider reports its own cost (OpenRouter's `usage.cost`), the rollups also keep it beside the
 price table's for the same requests, and count those that differ by over 1%, the requests priced from the
 provider's report alone (no price row), and those left unpriced.
@@ -71,6 +72,9 @@ _KEY_SQL = "res INTEGER, bucket INTEGER, dim TEXT, name TEXT"
 _PK = "res, dim, bucket, name"
 # Between a dimension and the tenant its rows are scoped to; no dimension's name holds it.
 TENANT_SEP = "\x1f"
+# Keep-alive's caps are per route and per key on a route (gateway/keepalive.py): a refresh's rows by route, and by this
+# dimension of keep-alive rows alone, named `keepalive_pair(route, key)`. Not a dashboard grouping (DIMENSIONS).
+KEEPALIVE_PAIR = "keepalive_pair"
 
 
 def statements(prefix: str = "") -> tuple[list[str], str, str]:
@@ -117,6 +121,11 @@ def scoped(tenant: str, dim: str = "") -> str:
     return f"{dim}{TENANT_SEP}{tenant}"
 
 
+def keepalive_pair(route: str, key: str) -> str:
+    """The `name` of the KEEPALIVE_PAIR rows of `key`'s refreshes on `route`."""
+    return f"{route}{TENANT_SEP}{key}"
+
+
 def unscoped(dim: str) -> str:
     """The dimension a row's `dim` is of, whatever tenant it is scoped to."""
     return dim.split(TENANT_SEP, 1)[0]
@@ -132,7 +141,7 @@ class Aggregate:
 
     @classmethod
     def of(cls, adds: list[tuple[tuple[int, ...], int | None, int | None]]) -> Aggregate:
-        """The row summing records' `contribution`s (each column summed once: a record lands in up to 28 rows)."""
+        """The row summing records' `contribution`s (each column summed once: a record lands in up to 30 rows)."""
         return cls([sum(column) for column in zip(*(a[0] for a in adds), strict=True)],
                    Counter(a[1] for a in adds if a[1] is not None), Counter(a[2] for a in adds if a[2] is not None))
 
@@ -182,8 +191,8 @@ def _keepalive(rec: dict, cost: int) -> tuple[int, int, int]:
 def aggregate(records: Iterable[dict], by_tenant: bool = True, tenants_only: bool = False) -> dict[tuple, Aggregate]:
     """Decoded records (the ledger's JSON fields) summed per (resolution, bucket start, dimension, value):
     each record lands in its minute and its hour, once for all records (dimension "") and once per
-    dimension; with `by_tenant`, a tenant's record once more in each of its tenant's scoped rows (with
-    `tenants_only`, in those alone: ledger_tenant_backfill)."""
+    dimension (a keep-alive refresh once more, in its KEEPALIVE_PAIR row); with `by_tenant`, a tenant's record once
+    more in each of its tenant's scoped rows (with `tenants_only`, in those alone: ledger_tenant_backfill)."""
     rows: defaultdict[tuple, list] = defaultdict(list)
     for rec in records:
         if tenants_only and not rec.get("tenant"):
@@ -193,6 +202,8 @@ def aggregate(records: Iterable[dict], by_tenant: bool = True, tenants_only: boo
         if by_tenant and rec.get("tenant"):
             mine = [(scoped(rec["tenant"], dim), name) for dim, name in keys]
             keys = mine if tenants_only else keys + mine
+        if rec.get("kind") == "keepalive" and not tenants_only:
+            keys.append((KEEPALIVE_PAIR, keepalive_pair(rec["route"] or "", rec["key"] or "")))
         for res in RESOLUTIONS:
             bucket = int(rec["ts"] // res) * res
             for dim, name in keys:

@@ -129,9 +129,14 @@ def test_retention_prunes_in_the_background_and_bounds_the_file(tmp_path):
     assert 1400 <= len(read_records(path)) <= 1600
     assert max(sizes[5:]) <= 1.3 * sizes[3], sizes
     db = sqlite3.connect(path)
-    oldest_minute, oldest_hour = (db.execute(f"SELECT min(bucket) FROM rollups WHERE res = {r}").fetchone()[0] for r in (60, 3600))
+    # The minutes of keys and routes (what budgets and keep-alive's caps restart from) are kept a month, as long as the
+    # hours here; the rest as long as records.
+    oldest_minute, oldest_hour = (db.execute(f"SELECT min(bucket) FROM rollups WHERE res = {r} AND dim NOT IN ('key', 'route')"
+                                             ).fetchone()[0] for r in (60, 3600))
+    kept_minute = db.execute("SELECT min(bucket) FROM rollups WHERE res = 60 AND dim = 'key'").fetchone()[0]
     db.close()
     assert oldest_minute >= clock[0] - 3600 - 60
+    assert clock[0] - 4 * 3600 - 60 <= kept_minute < clock[0] - 3 * 3600
     assert clock[0] - 4 * 3600 - 3600 <= oldest_hour < clock[0] - 3 * 3600
 
 

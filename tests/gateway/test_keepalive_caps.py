@@ -92,11 +92,11 @@ def test_without_redis_each_window_is_started_from_the_ledger_once(monkeypatch: 
     another period looking at its own windows in between must not make a day's counter start again (the ledger's
     spend counted twice), and windows that have ended are forgotten (a gateway up for months keeps no list of
     every key's every hour)."""
-    asked: list[tuple[int, str | None]] = []
+    asked: list[tuple[int, str]] = []
 
     class Ledger:
-        def spend_pico(self, since: int, route: str, key: str | None, kind: str) -> int:
-            asked.append((since, key))
+        def spend_pico(self, since: int, dim: str, name: str, column: str) -> int:
+            asked.append((since, dim))
             return int(REFRESH * 10**12)     # one refresh bought in this window before the restart
 
     proxy = SimpleNamespace(metrics=Metrics(), settings=SimpleNamespace(redis_url=""), counters=MemoryCounters(),
@@ -119,7 +119,7 @@ def test_without_redis_each_window_is_started_from_the_ledger_once(monkeypatch: 
         return verdicts
 
     assert asyncio.run(run()) == ["", "", "key cap"]
-    assert len([a for a in asked if a[1] == "k"]) == 2       # the daily key's window and the hourly key's, once each
+    assert len([a for a in asked if a[1] == "keepalive_pair"]) == 2   # the daily key's window and the hourly key's, once each
     now[0] += 86400                       # the next day: every counter above belongs to a window that has ended
     asyncio.run(keepalive._reserve(keepalive._caps(on("hourly", hourly)), Decimal(0)))
     assert len(keepalive._restored) == 2                     # this hour's route and key counters only
