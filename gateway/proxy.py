@@ -280,13 +280,16 @@ class Proxy:
             ref = ref or call.route.targets[0]
             call.uncapped = (bounds_output and call.route.max_request_usd is None
                              and requested_output(call.conv.params) is None)
+            first, model = self.policy.upstreams[ref.upstreams[0]], ref.model or call.conv.model or ""
+            # Its marks as it goes to `first` (a translation of a big body: off the event loop, as prepare's).
+            sent = None if call.route.max_request_usd is not None else await off_loop.work(
+                len(call.raw), self.settings.off_loop_bytes, self._as_sent, call, first, model)
             if call.uncapped:
-                first, model = self.policy.upstreams[ref.upstreams[0]], ref.model or call.conv.model or ""
                 price, limit = self._priced(call, first, model, call.estimate)
-                estimate, least = uncapped_costs(call.estimate, price, limit, self._as_sent(call, first, model))
+                estimate, least = uncapped_costs(call.estimate, price, limit, sent)
                 call.uncapped = least is not None       # a free answer needs no bound
             else:
-                estimate = self.estimated_cost(call, ref, call.estimate)
+                estimate = self.estimated_cost(call, ref, call.estimate, sent)
                 call.priced_at = (ref.upstreams[0], ref.model or call.conv.model or "")
         call.held = await self.limits.admit(key, estimate, least)
 
@@ -310,14 +313,14 @@ class Proxy:
             return Reservation()
         return await self.limits.admit(replace(key, rate_limit=None) if counted else key, usd)
 
-    def estimated_cost(self, call: Call, ref: TargetRef, usage: Usage) -> Decimal:
+    def estimated_cost(self, call: Call, ref: TargetRef, usage: Usage, sent: Conversation | None) -> Decimal:
         """The route's declared cap, else `usage` held at the target model's price (`held_cost`: the prompt at its
-        dearest rate; the route's declared price for a model the table lacks); a model with neither cannot be
-        budgeted and is refused."""
+        dearest rate, `sent` the body as it goes there; the route's declared price for a model the table lacks); a
+        model with neither cannot be budgeted and is refused."""
         if call.route.max_request_usd is not None:
             return Decimal(str(call.route.max_request_usd))
         first, model = self.policy.upstreams[ref.upstreams[0]], ref.model or call.conv.model or ""
-        return held_cost(usage, self._priced(call, first, model, usage)[0], self._as_sent(call, first, model))
+        return held_cost(usage, self._priced(call, first, model, usage)[0], sent)
 
     async def cover(self, call: Call, prep: Prepared) -> None:
         """Reprice the key's hold at what the request may cost at `prep`'s target, on its body as planned for it.
@@ -379,16 +382,22 @@ class Proxy:
     def _as_sent(self, call: Call, upstream: Upstream, model: str, planned: Conversation | None = None
                  ) -> Conversation | None:
         """The body whose marks alone may write the prompt to `upstream`'s cache (`held_cost`'s `sent`): `planned`
-        (the body as planned for it), else, at admission, the caller's own where the route plans nothing and it
-        goes in its own format or one that carries the same body (Claude's on Bedrock and Vertex), marks as
-        written; None where the provider writes unmarked prompts, or before the planner (or a translation: a cache
-        key becomes Claude's automatic marker) has placed its marks."""
+        (the body as planned for it), else, at admission, where the route plans nothing, the caller's own as it goes
+        upstream: in its own format, one that carries the same body (Claude's on Bedrock and Vertex), or translated
+        (a Chat Completions body marks nothing unless its `prompt_cache_key` becomes Claude's automatic marker);
+        None where the provider writes unmarked prompts, before the planner has placed its marks, or where the
+        body cannot be translated (prepare() skips that target)."""
         wire = wire_format(upstream.dialect_for(call.dialect, model))
         if self.catalog.writes_unmarked(upstream.planner_provider(wire, model)):
             return None
         if planned is not None or call.mode != "off":
             return planned
-        return call.conv if wire is call.wire else wire.adopt(call.conv, call.headers)
+        if wire is call.wire:
+            return call.conv
+        try:
+            return self._convert(call, wire, model)[0]
+        except RequestError:
+            return None
 
     def _priced(self, call: Call, upstream: Upstream, model: str, usage: Usage) -> tuple[Price, int]:
         """The price of `usage` of `model` at `upstream`, and how many output tokens the model answers with at most

@@ -14,6 +14,7 @@ from decimal import Decimal
 from functools import partial
 from types import SimpleNamespace
 
+from prefixgate.config import Settings
 from prefixgate.cost import Price
 from prefixgate.dialects import anthropic, converse
 from prefixgate.gateway import estimate
@@ -134,7 +135,7 @@ def test_an_uncapped_requests_admission_reads_its_marks_once(monkeypatch):
     async def admit(key: object, usd: Decimal, least: Decimal | None = None) -> None:
         admitted.append((usd, least))
 
-    gateway = SimpleNamespace(policy=SimpleNamespace(upstreams={"bedrock": object()}),
+    gateway = SimpleNamespace(policy=SimpleNamespace(upstreams={"bedrock": object()}), settings=Settings(),
                               limits=SimpleNamespace(admit=admit), _priced=lambda *a: (SONNET, 64_000),
                               _as_sent=lambda *a: conv)
     gateway.estimated_cost = partial(Proxy.estimated_cost, gateway)
