@@ -424,7 +424,7 @@ class Proxy:
         for key in self.policy.keys:
             if key.budget is not None:
                 _, _, start = spend_counter(key, self.limits.clock())
-                pico = self.ledger.key_spend_pico(key.name, start)
+                pico = self.ledger.spend_pico(start, "key", key.name)
                 await self.limits.restore(key, -(-pico // 1000))
 
     async def handle(self, call: Call) -> Response:

@@ -280,10 +280,6 @@ class Ledger:
         index = rollup.SUMS.index(column)
         return int(rolled) + sum(agg.sums[index] for (res, _, d, n), agg in sums.items() if res == 60 and (d, n) == (dim, name))
 
-    def key_spend_pico(self, key: str, since: float) -> int:
-        """What key `key` spent from `since`: `spend_pico` of its rollups (gone once gateway/proxy.py calls that)."""
-        return self.spend_pico(since, "key", key)
-
     def close(self) -> None:
         """Stop the background thread after a last roll-up, checkpoint and Redis copy."""
         self._stop.set()

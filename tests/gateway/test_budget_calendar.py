@@ -143,7 +143,7 @@ def test_the_restore_counts_a_kolkata_day_from_18_30_utc(tmp_path) -> None:
         record("later", "2026-11-28T21:00:00+00:00", "0.50")])
     try:
         since = window("day", at("2026-11-28T22:00:00+00:00"), "Asia/Kolkata").start
-        assert ledger.key_spend_pico("team", since) == 750_000_000_000
+        assert ledger.spend_pico(since, "key", "team") == 750_000_000_000
     finally:
         ledger.close()
 
@@ -222,3 +222,24 @@ def test_a_shared_store_takes_the_thirty_day_months_spend_into_the_calendar_mont
         return november, after
 
     assert asyncio.run(run()) == (300_000_000, 0)
+
+
+def test_a_key_moved_to_another_zone_goes_on_with_the_counter_of_the_same_date() -> None:
+    # docs/gateway.md: a counter is named by its window's local date. Pacific/Kiritimati is UTC+14 all year: its 29th
+    # began at 10:00 UTC on the 28th.
+    clock = [at("2026-11-28T20:00:00+00:00")]
+
+    async def run() -> tuple[RequestError, int]:
+        limits = Limits(MemoryCounters(), clock=lambda: clock[0])
+        kiritimati, utc = key("day", "Pacific/Kiritimati"), key("day", "UTC")
+        await limits.settle(kiritimati, await limits.admit(kiritimati, Decimal("0.5")), 0, Decimal("1.0"))
+        clock[0] = at("2026-11-29T05:00:00+00:00")       # the policy now says UTC
+        with pytest.raises(RequestError) as refused:
+            await limits.admit(utc, Decimal("0.01"))
+        clock[0] = at("2026-11-30T00:00:00+00:00")
+        fresh = await limits.admit(utc, Decimal("0.01"))
+        await limits.aclose()
+        return refused.value, fresh.nano
+
+    refused, fresh = asyncio.run(run())
+    assert (refused.kind, refused.retry_after, fresh) == ("quota", 19 * 3600, 10_000_000)
