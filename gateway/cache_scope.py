@@ -48,6 +48,7 @@ from prefixgate.providers.cached_contents import parse_rfc3339
 from prefixgate.usage import Usage, prompt_estimate
 
 Forward = Callable[[str, bytes, float], Awaitable[UpstreamResponse]]
+Worst = tuple[dict, float]      # a call's cache as held (its model, its tokens) and the seconds of storage it buys
 log = logging.getLogger("prefixgate.gateway")
 LOOKUP_S = 60.0     # the timeout of a call other than a create (which takes its route's)
 
@@ -138,14 +139,18 @@ async def scoped(request: Request, proxy: Proxy, caller: Caller, dialect: str, u
     asked = Asked(upstream.name, model_of(body.get("model")), str(body.get("displayName", body.get("display_name")) or ""),
                   None if seconds is None or "ttl" not in body else seconds,
                   None if seconds is None or "ttl" in body else now + seconds, now)
+    # What it held, booked where its answer cannot be: the cache's tokens as held, stored for the seconds it buys.
+    worst = (({"model": body.get("model"), "usageMetadata": {"totalTokenCount": tokens}},
+              DEFAULT_TTL_S if seconds is None else seconds) if method == "POST" else
+             (stored, 0.0 if seconds is None else now + seconds - paid_until))
     if method == "POST":
         proxy.caches.rivals.began(asked)
     try:
         return await _sent(request, proxy, caller, dialect, upstream, name, raw, forward, seconds, paid_until, held,
-                           timeout_s)
+                           timeout_s, worst)
     except UpstreamFailure as f:
         if method == "POST" and f.in_doubt:
-            _in_doubt(request, proxy, caller, dialect, upstream, replace(asked, failed=time.time()), tokens, held)
+            _in_doubt(request, proxy, caller, dialect, upstream, replace(asked, failed=time.time()), worst, held)
         elif method == "PATCH" and f.in_doubt and stored and seconds is not None:
             proxy.caches.searching(_extended(request, proxy, caller, dialect, upstream, forward, stored, paid_until,
                                              now + seconds, held))
@@ -170,9 +175,9 @@ async def _held_tokens(proxy: Proxy, owner: str, tokens: int, named: list[Named]
 
 
 def _in_doubt(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, asked: Asked,
-              tokens: int, held: Reservation) -> None:
+              worst: Worst, held: Reservation) -> None:
     """A create that got no answer: the cache it `asked` for searched for in the background (cache_create_doubt),
-    then owned and booked, or booked at its worst case (`tokens` for the lifetime asked) while in doubt."""
+    then owned and booked, or booked at its `worst` case while in doubt."""
     owner, headers, wire = principal(caller.key), dict(request.headers), wire_format(dialect)
 
     async def owned(name: str) -> bool:
@@ -189,14 +194,10 @@ def _in_doubt(request: Request, proxy: Proxy, caller: Caller, dialect: str, upst
                 proxy, caller, dialect, upstream, found, True, created, started, headers, held,
                 ["cachedContents.create: its answer never came; found among the upstream's caches by what it asked"]))
         if booked is None:
-            lifetime = (DEFAULT_TTL_S if asked.ttl_s is None and asked.expire is None else
-                        asked.ttl_s if asked.expire is None else asked.expire - asked.sent)
-            worst = {"model": asked.model, "usageMetadata": {"totalTokenCount": tokens}}
-            booked = _booked(
-                proxy, caller, dialect, upstream, worst, True, asked.sent, started, headers, held,
-                [f"cachedContents.create: in doubt: its answer never came and the cache was not told apart ({why}); "
-                 "booked at its worst case (its tokens by its body and files, written and stored for the lifetime asked)"],
-                hours=Decimal(str(max(lifetime, 0.0))) / 3600)
+            booked = _at_worst(proxy, caller, dialect, upstream, worst, True, started, headers, held,
+                               f"cachedContents.create: in doubt: its answer never came and the cache was not told apart "
+                               f"({why}); booked at its worst case (its tokens by its body and files, written and stored "
+                               "for the lifetime asked)")
         await proxy.accounts.finish(*booked)
 
     proxy.caches.rivals.doubted(asked)
@@ -219,9 +220,8 @@ async def _extended(request: Request, proxy: Proxy, caller: Caller, dialect: str
                                                           started, headers, held, [f"cachedContents.patch: its answer never came; {note}"]))
             note = note if booked else f"in doubt, {why}: booked at the hours it asked"
         if booked is None:
-            booked = _booked(proxy, caller, dialect, upstream, stored, False, paid_until, started, headers, held,
-                             [f"cachedContents.patch: its answer never came; {note}"],
-                             Decimal(str(max(asked_until - paid_until, 0.0))) / 3600)
+            booked = _at_worst(proxy, caller, dialect, upstream, (stored, asked_until - paid_until), False, started,
+                               headers, held, f"cachedContents.patch: its answer never came; {note}")
         await proxy.accounts.finish(*booked)
 
     async def read() -> tuple[dict | None, float | None]:
@@ -255,8 +255,17 @@ def _booking(found: dict, booked: Callable[[], tuple[Call, LedgerRecord]]) -> tu
     try:
         return booked(), ""
     except Exception as e:
-        log.exception("cached contents: %s was found, but its answer could not be booked", found.get("name"))
-        return None, f"it was found as {found.get('name')}, but its answer could not be booked ({type(e).__name__})"
+        log.exception("cached contents: %s could not be booked from its answer", found.get("name"))
+        return None, f"{found.get('name')} could not be booked from its answer ({type(e).__name__})"
+
+
+def _at_worst(proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, worst: Worst, create: bool,
+              started: float, headers: dict[str, str], held: Reservation, note: str) -> tuple[Call, LedgerRecord]:
+    """The call's record at what it held (`worst`: the cache as held, and the seconds of storage it buys), on a row
+    whose `note` says why."""
+    cache, seconds = worst
+    return _booked(proxy, caller, dialect, upstream, cache, create, 0.0, started, headers, held, [note],
+                   Decimal(str(max(seconds, 0.0))) / 3600)
 
 
 async def _read_again(upstream: Upstream, forward: Forward) -> tuple[dict | None, float | None]:
@@ -273,8 +282,10 @@ async def _read_again(upstream: Upstream, forward: Forward) -> tuple[dict | None
 
 
 async def _sent(request: Request, proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, name: str, raw: bytes,
-                forward: Forward, seconds: float | None, paid_until: float, held: Reservation, timeout_s: float) -> Response:
-    """The call sent on, and what it answered booked: a create's or extension's cost replaces what it held."""
+                forward: Forward, seconds: float | None, paid_until: float, held: Reservation, timeout_s: float,
+                worst: Worst) -> Response:
+    """The call sent on, and what it answered booked: a create's or extension's cost replaces what it held. Answered
+    in a shape that cannot be booked, the cache exists all the same: the caller gets it, and it is booked at `worst`."""
     owner, method = principal(caller.key), request.method
     started = time.perf_counter()
     resp = await forward(method, raw, timeout_s)
@@ -290,9 +301,13 @@ async def _sent(request: Request, proxy: Proxy, caller: Caller, dialect: str, up
         await proxy.stored_ids.forget(KIND, name)
     elif method in ("POST", "PATCH"):
         _own(proxy, owner, upstream, data, seconds)
-        created = parse_rfc3339(data["createTime"], "createTime") if method == "POST" and data.get("createTime") else paid_until
-        call, rec = _booked(proxy, caller, dialect, upstream, data, method == "POST", created, started,
-                            dict(request.headers), held)
+        create, headers = method == "POST", dict(request.headers)
+        booked, why = _booking(data, lambda: _booked(
+            proxy, caller, dialect, upstream, data, create,
+            parse_rfc3339(data["createTime"], "createTime") if create and data.get("createTime") else paid_until,
+            started, headers, held))
+        call, rec = booked or _at_worst(proxy, caller, dialect, upstream, worst, create, started, headers, held,
+                                        f"cachedContents.{method.lower()}: answered, but {why}; booked at what it held")
         return Response(resp.body, resp.status, media_type="application/json",
                         background=BackgroundTask(proxy.accounts.finish, call, rec))
     return Response(resp.body, resp.status, media_type="application/json")

@@ -4,7 +4,6 @@ cost. It used to kill the search task: no row, and the hold renewed until the ga
 
 from __future__ import annotations
 
-import json
 import time
 from decimal import Decimal
 
@@ -18,6 +17,7 @@ from prefixgate.policies.limits import nanodollars, spend_counter
 from prefixgate.simulation.mock.faults import FaultPlan
 from prefixgate.simulation.mock.server import MockContext
 from prefixgate.simulation.mock.server import create_app as mock_app
+from tests.gateway.test_cache_answer_unbookable import rewritten
 from tests.gateway.test_cache_create_in_doubt import (
     ACME,
     CONTRACT,
@@ -46,19 +46,8 @@ def list_answers_garbage(app):
 
 def list_answers_usage(app, usage: object):
     """mock-providers, but its cachedContents list shows each cache's `usageMetadata` as `usage`."""
-    async def wrapped(scope, receive, send):
-        if not (scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/v1beta/cachedContents"):
-            return await app(scope, receive, send)
-        sent: list[dict] = []
-
-        async def keep(message):
-            sent.append(message)
-        await app(scope, receive, keep)
-        listed = json.loads(b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body"))
-        for cache in listed.get("cachedContents") or []:
-            cache["usageMetadata"] = usage
-        return await JSONResponse(listed)(scope, receive, send)
-    return wrapped
+    return rewritten(app, "GET", "/v1beta/cachedContents", lambda listed: [
+        cache.update(usageMetadata=usage) for cache in listed.get("cachedContents") or []])
 
 
 @pytest.mark.parametrize("usage", ["4.2k tokens", {"totalTokenCount": "4.2k"}])
