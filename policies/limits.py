@@ -241,13 +241,13 @@ class Limits:
             if used >= limit.tokens_per_minute:
                 raise RequestError(f"key {key.name!r} is over its {limit.tokens_per_minute} tokens per minute",
                                    status=429, kind="rate_limit", retry_after=left,
-                                   limited=RateLimited("tokens", limit.tokens_per_minute, left))
+                                   limited=RateLimited("tokens", limit.tokens_per_minute, left, now + left))
         if limit.requests_per_minute:
             count = await self.store.add(f"rpm:{key.name}:{wid}", 1, ttl)
             if count > limit.requests_per_minute:
                 raise RequestError(f"key {key.name!r} is over its {limit.requests_per_minute} requests per minute",
                                    status=429, kind="rate_limit", retry_after=left,
-                                   limited=RateLimited("requests", limit.requests_per_minute, left))
+                                   limited=RateLimited("requests", limit.requests_per_minute, left, now + left))
 
     def release(self, held: Reservation, in_store: bool = True) -> None:
         """Give back what admission reserved (`in_store` False: here only). Idempotent (a request's safety net may
@@ -350,17 +350,23 @@ def _spent(key: CallerKey, now: float) -> RequestError:
     current = budget_window(key, now)
     left = current.left(now)
     # A window that resets within a minute (a per-minute budget, a day's last seconds) is waited out like a rate
-    # limit; a longer one refuses until it resets, and SDKs are told not to retry (they would sleep out its days).
-    kind = "rate_limit" if 0 < left <= RATE_WINDOW_S else "quota"
+    # limit (of OpenAI type `tokens`, as a held budget's below); a longer one refuses until it resets, and SDKs are
+    # told not to retry (they would sleep out its days).
+    waited = 0 < left <= RATE_WINDOW_S
     return RequestError(f"key {key.name!r} has spent its budget of ${budget.usd:g} per {budget.period}; "
-                        f"{resets(current, budget.timezone)}", status=429, kind=kind, retry_after=left or None)
+                        f"{resets(current, budget.timezone)}", status=429, kind="rate_limit" if waited else "quota",
+                        retry_after=left or None, limited=RateLimited("tokens") if waited else None)
 
 
 def _held(key: CallerKey) -> RequestError:
     # Not the spent-budget refusal, which SDKs are told never to retry: the key has budget left, held for the worst
     # case of requests still running (an uncapped answer holds the model's whole output limit), and it comes back as
-    # they settle at what they cost. A rate limit's retryable 429 says that.
+    # they settle at what they cost. A rate limit's retryable 429 says that. To an OpenAI caller its type is `tokens`,
+    # not `insufficient_quota` (OpenAI's spent credit or monthly spend, which callers give up on, and the gateway's
+    # spent budget): OpenAI's rate-limit guide counts a request's max_tokens against its tokens per minute when it is
+    # admitted, and a lower max_tokens is its advice, as it is here. No x-ratelimit-* headers: no token count to give.
     budget = _budget(key)
     return RequestError(f"key {key.name!r} has budget left of its ${budget.usd:g} per {budget.period}, but "
                         "its running requests hold it (each may cost up to its output limit); retry when they end, "
-                        "or set an output limit to hold less", status=429, kind="rate_limit", retry_after=HELD_RETRY_S)
+                        "or set an output limit to hold less", status=429, kind="rate_limit", retry_after=HELD_RETRY_S,
+                        limited=RateLimited("tokens"))

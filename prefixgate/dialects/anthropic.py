@@ -36,7 +36,7 @@ from prefixgate.dialects.sampling import put_sampling
 from prefixgate.dialects.sse import encode_sse
 from prefixgate.dialects.validate import expect, load_resent, optional, require
 from prefixgate.dialects.wire import Parse, WireFormat
-from prefixgate.errors import RequestError, error_body
+from prefixgate.errors import RequestError, anthropic_limit_headers, error_body
 from prefixgate.ir import Block, BlockKind, Checkpoint, Conversation, Segment, without_markers
 from prefixgate.segment_memo import SegmentMemo
 from prefixgate.usage import Usage, checked_usage
@@ -681,6 +681,10 @@ class AnthropicMessages(WireFormat):
         staticmethod(read_chat), staticmethod(write_chat), staticmethod(read_reply), staticmethod(write_reply),
         staticmethod(read_deltas))
     writer = EventWriter
+
+    def error_reply(self, err: RequestError) -> tuple[int, dict, dict[str, str]]:
+        """Anthropic's error answer: its body and, for a rate limit of the gateway's own, anthropic-ratelimit-*."""
+        return err.status, self.error_body(err), anthropic_limit_headers(err)
 
     def tag_prompt(self, payload: dict, tag: str) -> None:
         if not tagging.first_tool(payload, tag):

@@ -118,8 +118,8 @@ def test_twenty_concurrent_requests_against_a_budget_that_fits_one_admit_at_most
     refusal = next(a for a in answers if a.status_code == 429).json()["error"]
     # Nothing is spent while the admitted ones run: the others are refused for what those hold, a rate limit's 429
     # that SDKs retry (after Retry-After), not OpenAI's out-of-quota refusal, which they never retry and which is
-    # for a budget spent (test_budget_refusals_final.py).
-    assert refusal["type"] == "rate_limit_error" and "$0.006 per total" in refusal["message"] and "hold" in refusal["message"]
+    # for a budget spent (test_budget_refusals_final.py); its type is OpenAI's `tokens` (policies/limits.py's _held).
+    assert refusal["type"] == "tokens" and "$0.006 per total" in refusal["message"] and "hold" in refusal["message"]
 
 
 def test_hanging_up_mid_stream_spends_the_budget(stack):
