@@ -52,9 +52,12 @@ async def read_body(request: Request | Inbound, limit: int, idle_s: float = 15.0
 
 
 async def authenticated_body(proxy: Proxy, request: Request | Inbound) -> tuple[bytes, Caller]:
-    """The request body (within the size limit) and who sent it."""
+    """The request body (within the size limit) and who sent it; this request's task parses bodies as its party's
+    (`resent.SCOPE`: a body memo each party sees alone, a token count's too)."""
     raw = await read_body(request, proxy.settings.max_body_bytes, proxy.settings.client_timeout_s)
-    return raw, authenticate(request.headers, request.query_params, proxy.keys)
+    caller = authenticate(request.headers, request.query_params, proxy.keys)
+    resent.SCOPE.set(principal(caller.key) or "")
+    return raw, caller
 
 
 async def until_disconnect(request: Request | Inbound, work: Awaitable[Response]) -> Response:
@@ -99,7 +102,6 @@ async def serve(proxy: Proxy, request: Request | Inbound, dialect: str, parse: C
     span = proxy.tracing.request_span(dialect, request.scope["path"], request.headers) if proxy.tracing else None
     try:
         raw, caller = await authenticated_body(proxy, request)
-        resent.SCOPE.set(principal(caller.key) or "")     # this request's task: its body memo is its party's
         conv = await off_loop.work(len(raw), proxy.settings.off_loop_bytes, within_limits, parse, raw,
                                    proxy.body_limits)
         await check_named(proxy.stored_ids, caller, conv)
