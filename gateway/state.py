@@ -43,6 +43,7 @@ class MemoryCounters:
     def __init__(self) -> None:
         self._values: dict[str, tuple[float, float]] = {}
         self._purge = _Purge()
+        self._marks: set[str] = set()      # carries made (`carry`)
 
     async def add(self, key: str, amount: float, ttl_s: int, once: str = "") -> float:
         now = time.monotonic()
@@ -67,6 +68,12 @@ class MemoryCounters:
 
     async def renew(self, counter: str, holds: list[tuple[str, int]], hold_s: int) -> None:
         return None
+
+    async def carry(self, mark: str, source: str, target: str, ttl_s: int) -> None:
+        if mark not in self._marks:
+            self._marks.add(mark)
+            if spent := await self.get(source):
+                await self.add(target, spent, ttl_s)
 
     async def close(self) -> None:
         return None
@@ -118,6 +125,17 @@ if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) then
 end
 return {redis.call('GET', KEYS[1]) or '0', redis.call('PTTL', KEYS[1])}
 """
+# KEYS: a carry's mark, the counter carried from, the counter carried into. ARGV: the latter's ttl (0: none). Adds the
+# first to the second unless the mark is there; the mark is written in the same step, and never expires.
+CARRY = """
+if redis.call('SET', KEYS[1], '1', 'NX') then
+  local spent = redis.call('GET', KEYS[2])
+  if spent then
+    redis.call('INCRBYFLOAT', KEYS[3], spent)
+    if tonumber(ARGV[1]) > 0 then redis.call('EXPIRE', KEYS[3], ARGV[1], 'NX') end
+  end
+end
+"""
 # How long an add made `once` is remembered: longer than a replica takes to resend it after Redis answers again.
 ONCE_S = 600
 
@@ -146,6 +164,7 @@ class RedisCounters:
         self._reserve = self._redis.register_script(RESERVE)
         self._renew = self._redis.register_script(RENEW)
         self._add_once = self._redis.register_script(ADD_ONCE)
+        self._carry = self._redis.register_script(CARRY)
         # key -> (value Redis last gave, when it expires there: inf never), what an outage counts on from.
         self.seen: dict[str, tuple[float, float]] = {}
         self._purge_seen = _Purge()
@@ -237,6 +256,15 @@ class RedisCounters:
                 self.window.answered()
             except _ERRORS as e:
                 self.window.failed(e)       # they expire on their own, as a dead replica's would
+
+    async def carry(self, mark: str, source: str, target: str, ttl_s: int) -> None:
+        """Made or not in one step (a timeout leaves Redis with both or neither): while Redis is down, not made."""
+        if await self._available():
+            try:
+                await self._carry(keys=[self.PREFIX + mark, self.PREFIX + source, self.PREFIX + target], args=[ttl_s])
+                self.window.answered()
+            except _ERRORS as e:
+                self.window.failed(e)
 
     def _saw(self, key: str, value: float, ttl_ms: int) -> float:
         """What Redis answered for `key` (an add's or a get's: Redis answers)."""

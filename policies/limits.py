@@ -78,6 +78,11 @@ class CounterStore(Protocol):
         (released, or expired) stays gone."""
         ...
 
+    async def carry(self, mark: str, source: str, target: str, ttl_s: int) -> None:
+        """Add what counter `source` holds to `target` (created with `ttl_s`) unless `mark` says it was carried: the
+        mark is written with the add, in one step, and kept, so the carry is made once however many replicas ask."""
+        ...
+
 
 def nanodollars(usd: Decimal | float | str) -> int:
     """Dollars as whole nanodollars, rounded up (a budget never rounds a cost away)."""
@@ -332,17 +337,17 @@ class Limits:
     async def carry_thirty_days(self, key: CallerKey) -> None:
         """Add to the key's calendar month what its counter for the 30-day "month" (before fcf06ea: a window of 30
         days from the epoch, named by its index) holds, where that window began within this calendar month: else a
-        shared store's month budgets start again at the upgrade. Once per calendar month, whichever replica starts
-        first: the others (and its later starts) count themselves past it on a counter of their own."""
+        shared store's month budgets start again at the upgrade. Once per key, whichever replica starts first: its
+        mark is written with the add (`CounterStore.carry`), so later starts cost one round trip that writes nothing.
+        This (and its marks) can go once no fleet upgrades from a version before fcf06ea: 30 days after an upgrade
+        the window it carries from has ended, and no replica writes such counters any more."""
         if key.budget is None or key.budget.period != "month":
             return
         now = self.clock()
         month, index = budget_window(key, now), int(now // THIRTY_DAYS_S)
-        if index * THIRTY_DAYS_S < month.start or await self.store.add(f"carried:{key.name}:{month.id}", 1, month.ttl) > 1:
-            return
-        spent = await self.store.get(f"spend:{key.name}:{index}")
-        if spent:
-            await self.store.add(f"spend:{key.name}:{month.id}", spent, month.ttl)
+        if index * THIRTY_DAYS_S >= month.start:    # one begun before the month also holds the month before's spend
+            await self.store.carry(f"carried:{key.name}", f"spend:{key.name}:{index}", f"spend:{key.name}:{month.id}",
+                                   month.ttl)
 
 
 def _spent(key: CallerKey, now: float) -> RequestError:

@@ -224,6 +224,49 @@ def test_a_shared_store_takes_the_thirty_day_months_spend_into_the_calendar_mont
     assert asyncio.run(run()) == (300_000_000, 0)
 
 
+class Counted:
+    """A counter store that counts the calls made to it."""
+
+    def __init__(self, store: RedisCounters) -> None:
+        self.store, self.calls = store, 0
+
+    def __getattr__(self, name: str):  # noqa: ANN204 -- the store's own methods, counted
+        method = getattr(self.store, name)
+
+        async def counted(*args: object, **kwargs: object) -> object:
+            self.calls += 1
+            return await method(*args, **kwargs)
+
+        return counted
+
+
+def test_the_thirty_day_carry_is_made_once_per_key_and_later_starts_add_nothing(redis_url) -> None:
+    # 30-day windows (from the epoch) began on 2026-11-03, 2026-12-03 and 2027-01-02: each within its calendar month.
+    month_key = key()
+    first = at("2026-11-15T12:00:00+00:00")
+    later = [at("2026-11-20T12:00:00+00:00"), at("2026-12-05T12:00:00+00:00"), at("2027-01-10T12:00:00+00:00")]
+
+    async def run() -> tuple[list[int], float, list[bytes]]:
+        store = Counted(RedisCounters(redis_url))
+        await store.store.add(f"spend:team:{int(first // (30 * 86400))}", 300_000_000, 86400)
+        await Limits(store, clock=lambda: first).carry_thirty_days(month_key)  # type: ignore[arg-type]
+        calls = []
+        for now in later:
+            store.calls = 0
+            await Limits(store, clock=lambda now=now: now).carry_thirty_days(month_key)  # type: ignore[arg-type]
+            calls.append(store.calls)
+        kept = sorted(await store.store._redis.keys(RedisCounters.PREFIX + "*"))
+        november = await store.get("spend:team:2026-11")
+        await store.close()
+        return calls, november, kept
+
+    calls, november, kept = asyncio.run(run())
+    assert calls == [1, 1, 1] and november == 300_000_000
+    # The key's spend, the earlier version's counter and the carry's one mark: no counter or mark for later months.
+    assert [k.decode().removeprefix(RedisCounters.PREFIX) for k in kept] == [
+        "carried:team", "spend:team:2026-11", f"spend:team:{int(first // (30 * 86400))}"]
+
+
 def test_a_key_moved_to_another_zone_goes_on_with_the_counter_of_the_same_date() -> None:
     # docs/gateway.md: a counter is named by its window's local date. Pacific/Kiritimati is UTC+14 all year: its 29th
     # began at 10:00 UTC on the 28th.
