@@ -271,7 +271,8 @@ def test_on_an_open_gateway_a_create_in_doubt_never_books_another_callers_answer
     # fitted what the first asked, and its search booked it a second time.
     monkeypatch.setenv("GEMINI_API_KEY", GATEWAY_KEY)
     first_lost = [{"fault": "latency=1.5;status=500", "provider": "gemini", "path": "/v1beta/cachedContents", "times": 1}]
-    with ServerThread(mock_app(MockContext(faults=FaultPlan.from_config({"faults": first_lost})))) as mock:
+    faults = FaultPlan.from_config({"faults": first_lost})
+    with ServerThread(mock_app(MockContext(faults=faults))) as mock:
         settings = settings_for(mock.url, tmp_path)
         policy = Policy.from_dict({"routes": [{"name": "gemini", "models": ["gemini-*"], "targets": [{"upstream": "gemini"}],
                                                "retry": {"attempts": 1, "timeout_s": 0.5}}]}, builtin_upstreams(settings))
@@ -283,7 +284,7 @@ def test_on_an_open_gateway_a_create_in_doubt_never_books_another_callers_answer
             lost = threading.Thread(target=lambda: pytest.raises(errors.APIError, one.caches.create, model=MODEL,
                                                                  config=types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s")))
             lost.start()
-            time.sleep(0.2)     # the first create reaches the mock first
+            wait_until(lambda: faults.rules[0]._fired, 10, "the first create at the mock, which loses its answer")
             other.caches.create(model=MODEL, config=types.CreateCachedContentConfig(contents=[CONTRACT], ttl="3600s"))
             lost.join()
             wait_until(lambda: not caches._finding, 15, "the lost create's search")
