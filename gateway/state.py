@@ -69,7 +69,8 @@ class MemoryCounters:
     async def renew(self, counter: str, holds: list[tuple[str, int]], hold_s: int) -> None:
         return None
 
-    async def carry(self, mark: str, source: str, target: str, ttl_s: int) -> None:
+    async def carry(self, mark: str, source: str, target: str, ttl_s: int, made: str = "") -> None:
+        # `made` is never here: a store in memory starts empty, with no earlier version's marks.
         if mark not in self._marks:
             self._marks.add(mark)
             if spent := await self.get(source):
@@ -125,10 +126,11 @@ if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) then
 end
 return {redis.call('GET', KEYS[1]) or '0', redis.call('PTTL', KEYS[1])}
 """
-# KEYS: a carry's mark, the counter carried from, the counter carried into. ARGV: the latter's ttl (0: none). Adds the
-# first to the second unless the mark is there; the mark is written in the same step, and never expires.
+# KEYS: a carry's mark, the counter carried from, the counter carried into, a mark an earlier version wrote for the
+# same carry. ARGV: the third's ttl (0: none). Adds the second to the third unless either mark is there; the mark is
+# written in the same step, and never expires.
 CARRY = """
-if redis.call('SET', KEYS[1], '1', 'NX') then
+if redis.call('EXISTS', KEYS[4]) == 0 and redis.call('SET', KEYS[1], '1', 'NX') then
   local spent = redis.call('GET', KEYS[2])
   if spent then
     redis.call('INCRBYFLOAT', KEYS[3], spent)
@@ -257,11 +259,12 @@ class RedisCounters:
             except _ERRORS as e:
                 self.window.failed(e)       # they expire on their own, as a dead replica's would
 
-    async def carry(self, mark: str, source: str, target: str, ttl_s: int) -> None:
+    async def carry(self, mark: str, source: str, target: str, ttl_s: int, made: str = "") -> None:
         """Made or not in one step (a timeout leaves Redis with both or neither): while Redis is down, not made."""
         if await self._available():
             try:
-                await self._carry(keys=[self.PREFIX + mark, self.PREFIX + source, self.PREFIX + target], args=[ttl_s])
+                keys = [self.PREFIX + k for k in (mark, source, target, made or mark + ":none")]
+                await self._carry(keys=keys, args=[ttl_s])
                 self.window.answered()
             except _ERRORS as e:
                 self.window.failed(e)

@@ -78,9 +78,10 @@ class CounterStore(Protocol):
         (released, or expired) stays gone."""
         ...
 
-    async def carry(self, mark: str, source: str, target: str, ttl_s: int) -> None:
-        """Add what counter `source` holds to `target` (created with `ttl_s`) unless `mark` says it was carried: the
-        mark is written with the add, in one step, and kept, so the carry is made once however many replicas ask."""
+    async def carry(self, mark: str, source: str, target: str, ttl_s: int, made: str = "") -> None:
+        """Add what counter `source` holds to `target` (created with `ttl_s`) unless `mark` (or `made`, a mark an
+        earlier version wrote for the same carry) says it was carried: the mark is written with the add, in one step,
+        and kept, so the carry is made once however many replicas ask."""
         ...
 
 
@@ -346,8 +347,9 @@ class Limits:
         now = self.clock()
         month, index = budget_window(key, now), int(now // THIRTY_DAYS_S)
         if index * THIRTY_DAYS_S >= month.start:    # one begun before the month also holds the month before's spend
+            # 6cf7fce marked its carry once per calendar month: a fleet upgrading from it has made November's.
             await self.store.carry(f"carried:{key.name}", f"spend:{key.name}:{index}", f"spend:{key.name}:{month.id}",
-                                   month.ttl)
+                                   month.ttl, made=f"carried:{key.name}:{month.id}")
 
 
 def _spent(key: CallerKey, now: float) -> RequestError:

@@ -267,6 +267,26 @@ def test_the_thirty_day_carry_is_made_once_per_key_and_later_starts_add_nothing(
         "carried:team", "spend:team:2026-11", f"spend:team:{int(first // (30 * 86400))}"]
 
 
+def test_a_fleet_that_carried_with_the_per_month_mark_does_not_carry_again(redis_url) -> None:
+    # 6cf7fce marked its carry carried:<key>:<month>: a fleet upgrading from it within November has made the carry,
+    # and the 30-day counter still holds what it carried (nothing has written it since).
+    month_key = key()
+    now = at("2026-11-29T12:00:00+00:00")
+    index = int(now // (30 * 86400))
+
+    async def run() -> float:
+        store = RedisCounters(redis_url)
+        await store.add(f"spend:team:{index}", 300_000_000, 86400)
+        await store.add("carried:team:2026-11", 1, 86400)
+        await store.add("spend:team:2026-11", 300_000_000 + 50_000_000, 86400)   # the carry and spend since
+        await Limits(store, clock=lambda: now).carry_thirty_days(month_key)
+        november = await store.get("spend:team:2026-11")
+        await store.close()
+        return november
+
+    assert asyncio.run(run()) == 350_000_000
+
+
 def test_a_key_moved_to_another_zone_goes_on_with_the_counter_of_the_same_date() -> None:
     # docs/gateway.md: a counter is named by its window's local date. Pacific/Kiritimati is UTC+14 all year: its 29th
     # began at 10:00 UTC on the 28th.
