@@ -262,9 +262,11 @@ def _booking(found: dict, booked: Callable[[], tuple[Call, LedgerRecord]]) -> tu
 def _at_worst(proxy: Proxy, caller: Caller, dialect: str, upstream: Upstream, worst: Worst, create: bool,
               started: float, headers: dict[str, str], held: Reservation, note: str) -> tuple[Call, LedgerRecord]:
     """The call's record at what it held (`worst`: the cache as held, and the seconds of storage it buys), on a row
-    whose `note` says why."""
+    whose `note` says why: a cache whose tokens were unreadable held none, and books none."""
     cache, seconds = worst
-    return _booked(proxy, caller, dialect, upstream, cache, create, 0.0, started, headers, held, [note],
+    counted = {"name": cache.get("name", ""), "model": cache.get("model"),
+               "usageMetadata": {"totalTokenCount": _tokens(cache) or 0}}
+    return _booked(proxy, caller, dialect, upstream, counted, create, 0.0, started, headers, held, [note],
                    Decimal(str(max(seconds, 0.0))) / 3600)
 
 

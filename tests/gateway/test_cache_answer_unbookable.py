@@ -86,3 +86,29 @@ def test_an_answered_call_whose_usage_cannot_be_read_is_answered_and_booked_at_w
     assert "could not be booked" in " ".join(row["explanation"]), row["explanation"]
     assert nanodollars(Decimal(row["cost_usd"])) == held[-1] > 0
     assert charged == sum(nanodollars(Decimal(r["cost_usd"])) for r in read_records(ledger))
+
+
+def test_an_extension_of_a_cache_whose_tokens_cannot_be_read_at_all_is_answered_and_booked(monkeypatch, tmp_path):
+    # Google shows the cache's usageMetadata unreadably in its GET too: the extension held nothing (its tokens unknown),
+    # and its answer cannot be booked either. The caller still gets Google's answer, and the row says why it is empty.
+    monkeypatch.setenv("GEMINI_API_KEY", GATEWAY_KEY)
+    monkeypatch.setenv("KEY_ACME", ACME)
+    monkeypatch.setenv("KEY_RIVAL", RIVAL)
+
+    def unreadable(answer: dict) -> None:
+        answer.update(usageMetadata="4.2k tokens")
+    mock = rewritten(rewritten(mock_app(MockContext()), "PATCH", "/v1beta/cachedContents/", unreadable),
+                     "GET", "/v1beta/cachedContents/", unreadable)
+    with ServerThread(mock) as upstream:
+        app, ledger = replica(upstream.url, tmp_path, timeout_s=10)
+        with ServerThread(app) as gw:
+            created = httpx.post(f"{gw.url}/v1beta/cachedContents", headers=ACME_HEADERS, timeout=30, json={
+                "model": f"models/{MODEL}", "ttl": "3600s", "contents": [{"role": "user", "parts": [{"text": CONTRACT}]}]})
+            name = created.json()["name"]
+            wait_until(lambda: len(read_records(ledger)) == 1, 15, "the create's record")
+            patched = httpx.patch(f"{gw.url}/v1beta/{name}", params={"updateMask": "ttl"}, headers=ACME_HEADERS,
+                                  json={"ttl": "7200s"}, timeout=30)
+            assert patched.status_code == 200, patched.text
+            wait_until(lambda: len(read_records(ledger)) == 2, 15, "the extension's record")
+    row = max(read_records(ledger), key=lambda r: r["ts"])
+    assert "could not be booked" in " ".join(row["explanation"]), row["explanation"]
