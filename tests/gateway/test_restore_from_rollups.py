@@ -35,8 +35,9 @@ def refresh(ident: str, iso: str, usd: str, key: str = "team", route: str = "cha
 
 def pruned_ledger(path: str, records: list[LedgerRecord], gone: set[str]) -> Ledger:
     """A ledger holding `records`, rolled up (closing rolls up the rest) and opened again on New Year's Eve, once its
-    pruning (30 days' records, the default) has deleted the records `gone`."""
-    ledger = Ledger(path)
+    pruning (30 days' records, the default) has deleted the records `gone`. Its retention counts from the test's
+    instants, never the machine's (which would prune these records, then their rollups, in a later year)."""
+    ledger = Ledger(path, clock=lambda: at(NEW_YEARS_EVE) - 86400)
     for rec in records:
         ledger.append(rec)
     ledger.close()
@@ -78,7 +79,7 @@ def test_a_month_cap_restored_on_its_31st_day_counts_the_refreshes_of_its_first(
 
 def test_refreshes_rolled_up_before_keepalive_pairs_existed_are_counted_in_the_key_cap(tmp_path, monkeypatch) -> None:
     path = str(tmp_path / "ledger.sqlite")
-    ledger = Ledger(path)
+    ledger = Ledger(path, clock=lambda: at(NEW_YEARS_EVE))
     ledger.append(refresh("early", "2026-12-20T12:00:00+00:00", "0.25"))
     ledger.close()
     db = sqlite3.connect(path)      # as an older version left it: rolled up, and no (route, key) rows
@@ -86,7 +87,7 @@ def test_refreshes_rolled_up_before_keepalive_pairs_existed_are_counted_in_the_k
         db.execute("DELETE FROM rollups WHERE dim = 'keepalive_pair'")
         db.execute("DELETE FROM ledger_meta WHERE key = 'keepalive_pairs'")
     db.close()
-    ledger = Ledger(path)
+    ledger = Ledger(path, clock=lambda: at(NEW_YEARS_EVE))
     ledger.append(refresh("late", "2026-12-30T12:00:00+00:00", "0.125"))       # beyond the cursor: the records
     try:
         assert restored_caps(ledger, monkeypatch) == [375_000_000, 375_000_000]
