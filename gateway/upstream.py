@@ -37,7 +37,7 @@ from yarl import URL
 from prefixgate.compact_json import compact_bytes
 from prefixgate.dialects.google_error import caller_details, google_error, path_project, without_account
 from prefixgate.dialects.wire import WireFormat
-from prefixgate.errors import KIND_BY_STATUS, Refused, RequestError
+from prefixgate.errors import KIND_BY_STATUS, Refused, RequestError, limit_reached
 from prefixgate.gateway.http1 import BodyStream, Broken, ConnectFailed, Http1Pool, Http1Response, ReadTimeout
 from prefixgate.gateway.local import LocalTarget
 from prefixgate.policies.schema import Upstream
@@ -121,7 +121,10 @@ def reported_error(upstream: str, wire: WireFormat, event: dict, message: str) -
     """An error `upstream` reported after its 200 (an event mid-stream, a 200 body), as the caller gets it: as the
     refusal with the status its type stands for would (Anthropic's overloaded_error a 529, a rate limit a 429), so
     the caller's SDK or agent retries what it would retry."""
-    return UpstreamFailure(upstream, wire.stream_error_status(event) or 502, message).request_error()
+    failure = UpstreamFailure(upstream, wire.stream_error_status(event) or 502, message)
+    said = event["error"] if isinstance(event.get("error"), dict) else event
+    failure.refused = Refused(wire.planner_provider, None, {}, limit_reached(said.get("type"), {}, said.get("details")))
+    return failure.request_error()
 
 
 @dataclass
@@ -315,7 +318,9 @@ class UpstreamClient:
                                       code=_error_field(raw, "code") or aws_error_type(resp.headers),
                                       details=caller_details(google, clean) if google else _error_details(raw),
                                       rpc_status=google["status"] if google else None)
-            failure.refused = Refused("", _error_field(raw, "type"), headers_out)
+            sent_type = _error_field(raw, "type")
+            failure.refused = Refused("", sent_type, headers_out,
+                                      limit_reached(sent_type, headers_out, google and google.get("details")))
             raise failure
 
         async def close() -> None:

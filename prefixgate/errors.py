@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -29,6 +31,7 @@ class Refused:
     provider: str                   # whose format (the upstream format's `planner_provider`)
     type: str | None                # its error's `type` (OpenAI's `requests` or `tokens` on a 429)
     headers: dict[str, str]         # its headers worth passing on (retry-after-ms, x-ratelimit-*, ...)
+    unit: str | None = None         # the limit a 429 says it reached, in OpenAI's terms (limit_reached)
 
 
 class RequestError(Exception):
@@ -128,12 +131,54 @@ def error_body(err: RequestError, dialect: str) -> dict[str, Any]:
     code = err.code or ("insufficient_quota" if err.kind == "quota" else None)    # OpenAI's code is its type there
     if err.kind == "rate_limit":
         # OpenAI's rate-limit 429: code rate_limit_exceeded, type the unit of the limit reached (requests, tokens)
-        # where the gateway's own limit says it (a budget held by running requests, the local engine's full queue
-        # too: policies/limits.py and local_backend say why theirs), or OpenAI's own refusal does (passed on as sent).
-        refused = err.refused.type if err.refused and err.refused.provider == "openai" else None
-        oa_type = err.limited.unit if err.limited else refused or oa_type
-        code = err.code or "rate_limit_exceeded"
+        oa_type = _limit_type(err)
+        own = err.refused is None or err.refused.provider == "openai"
+        code = (err.code if own else None) or "rate_limit_exceeded"     # Bedrock's ThrottlingException is no OpenAI code
     return {"error": {"message": err.message, "type": oa_type, "param": err.field, "code": code}}
+
+
+def _limit_type(err: RequestError) -> str:
+    """The OpenAI type of a rate limit's 429: the unit of the gateway's own limit (a budget held by running requests
+    and the local engine's full queue too: policies/limits.py and local_backend say why theirs), OpenAI's own
+    refusal's type as sent, another's unit as its refusal names it (limit_reached), else `tokens`, as
+    rate_limit_error is no OpenAI type. A limit not named is mostly on a request's size (Anthropic's input and output
+    tokens a minute, Bedrock's tokens per minute, Vertex's shared capacity), and tokens' advice, wait or ask for
+    less, serves a requests limit too, where requests' (only wait) fails a tokens one."""
+    refused = err.refused
+    if err.limited is not None:
+        return err.limited.unit
+    if refused is None:
+        return "tokens"
+    return (refused.type if refused.provider == "openai" else None) or refused.unit or "tokens"
+
+
+def limit_reached(type_: object, headers: Mapping[str, str], details: object) -> str | None:
+    """Which limit an upstream's 429 says it reached, as OpenAI's error type names it (`requests` or `tokens`), or
+    None where it says none (Vertex AI's and Bedrock's, Claude's error event mid-stream). It is said by OpenAI's `type`, a
+    limit's headers with nothing remaining (Anthropic's anthropic-ratelimit-{requests,tokens,input-tokens,
+    output-tokens}-remaining, OpenAI's x-ratelimit-remaining-{requests,tokens}), or the quota metric of a Google
+    QuotaFailure violation in `details` (generate_content_free_tier_requests, ..._input_token_count, and their quota
+    ids: GenerateRequestsPerMinutePerProjectPerModel-FreeTier...). A tokens limit wins where both are spent: waiting
+    out the requests one alone would not do."""
+    if type_ in ("requests", "tokens"):
+        return type_
+    spent = [m.group(1) or m.group(2) for name, value in headers.items() if value.strip() == "0"
+             and (m := _REMAINING.fullmatch(name.lower()))]
+    for violation in _violations(details):
+        quota = f"{violation.get('quotaMetric', '')} {violation.get('quotaId', '')}".lower()
+        spent += ["tokens"] if "token" in quota else ["requests"] if "request" in quota else []
+    return "tokens" if any("tokens" in unit for unit in spent) else "requests" if spent else None
+
+
+_REMAINING = re.compile(r"anthropic-ratelimit-(requests|tokens|input-tokens|output-tokens)-remaining"
+                        r"|x-ratelimit-remaining-(requests|tokens)")
+
+
+def _violations(details: object) -> list[dict]:
+    """The violations of the google.rpc.QuotaFailure messages among Google's error `details`."""
+    return [v for d in (details if isinstance(details, list) else ()) if isinstance(d, dict)
+            and str(d.get("@type", "")).endswith("google.rpc.QuotaFailure")
+            for v in (d.get("violations") if isinstance(d.get("violations"), list) else ()) if isinstance(v, dict)]
 
 
 def go_duration(seconds: float) -> str:

@@ -129,6 +129,9 @@ def test_claudes_overload_reaches_a_gemini_caller_as_googles_503_unavailable(sta
 
 
 def test_claudes_rate_limit_mid_stream_reaches_an_openai_caller_as_a_rate_limit(stack):
+    """OpenAI's rate-limit 429 (its error-codes guide): type the limit reached, code rate_limit_exceeded. Claude's
+    error event names no limit (no headers mid-stream): `tokens` (errors.error_body says why), not rate_limit_error,
+    which is no OpenAI type."""
     gw, ctx, settings = stack
     fails(ctx, "anthropic", "stream_error=429")
     stream = openai.OpenAI(api_key="caller", base_url=gw.url + "/v1", max_retries=0).chat.completions.create(
@@ -136,7 +139,7 @@ def test_claudes_rate_limit_mid_stream_reaches_an_openai_caller_as_a_rate_limit(
     with pytest.raises(openai.APIError) as exc:
         for _ in stream:
             pass
-    assert exc.value.type == "rate_limit_error" and exc.value.code == "rate_limit_exceeded"     # OpenAI's rate-limit code
+    assert exc.value.type == "tokens" and exc.value.code == "rate_limit_exceeded"
     assert record(settings, stream.response.headers["x-prefixgate-request-id"])["status"] == 429
 
 

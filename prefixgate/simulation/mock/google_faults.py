@@ -12,7 +12,10 @@ and Vertex AI answer them: what the fault `google=<reason>` injects on the mock'
 - `quota`: 429 RESOURCE_EXHAUSTED "You exceeded your current quota...", naming the quota metric, its limit and the
   model asked for, with QuotaFailure (the violation's quotaMetric, quotaId, quotaDimensions: location and that
   model, quotaValue), Help and RetryInfo (`retryDelay`, the fault's retry_after or Google's usual 17s;
-  ai.google.dev/gemini-api/docs/rate-limits). A model named by its resource name (`models/m`, Vertex's
+  ai.google.dev/gemini-api/docs/rate-limits). The violation is the free tier's requests per minute
+  (generate_content_free_tier_requests, limit 10), or with `limit=tokens` its input tokens per minute
+  (generate_content_free_tier_input_token_count, GenerateContentInputTokensPerModelPerMinute-FreeTier, limit
+  250000), as Gemini API users quote them. A model named by its resource name (`models/m`, Vertex's
   `projects/.../models/m`) is named by its id, as Google's quota dimensions do; a request naming none, no model.
   Vertex AI words its 429 otherwise, with no details and no delay: "Resource exhausted. Please try again later.
   Please refer to .../error-code-429 for more details." (verbatim in continuedev/continue#8967,
@@ -33,7 +36,10 @@ GEMINI_API_ONLY = {"location": "a caller's country the Gemini API does not serve
 PROJECT = "123456789012"
 _TYPE = "type.googleapis.com/google.rpc."
 _RATE_LIMITS = "https://ai.google.dev/gemini-api/docs/rate-limits"
-_FREE_TIER_METRIC = "generativelanguage.googleapis.com/generate_content_free_tier_requests"
+_METRIC = "generativelanguage.googleapis.com/generate_content_free_tier_"
+# A quota fault's limit (rate_limits.LIMITS) -> the free tier's quota for it: metric, quotaId, its size a minute
+_FREE_TIER = {"requests": (_METRIC + "requests", "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", 10),
+              "tokens": (_METRIC + "input_token_count", "GenerateContentInputTokensPerModelPerMinute-FreeTier", 250_000)}
 _VERTEX_RESOURCE_EXHAUSTED = ("Resource exhausted. Please try again later. Please refer to "
                               "https://cloud.google.com/vertex-ai/generative-ai/docs/error-code-429 for more details.")
 _GEMINI_API = ("generativelanguage.googleapis.com", "Generative Language API")
@@ -41,9 +47,10 @@ _VERTEX_API = ("aiplatform.googleapis.com", "Vertex AI API")
 
 
 def google_fault(reason: str, retry_after: float | None, model: str | None = None, *,
-                 vertex_project: str | None = None) -> RequestError:
+                 vertex_project: str | None = None, limit: str = "requests") -> RequestError:
     """The error Google answers with for `reason` (one of REASONS) to a request for `model`; `vertex_project`: the
-    request went to Vertex AI, for that project, and Vertex words `service_disabled` and `quota` its own way."""
+    request went to Vertex AI, for that project, and Vertex words `service_disabled` and `quota` its own way; `limit`:
+    the quota a `quota` refusal ran into (`requests` or `tokens` a minute)."""
     if reason == "location":
         return RequestError("User location is not supported for the API use.", rpc_status="FAILED_PRECONDITION")
     if reason == "free_tier":
@@ -55,15 +62,16 @@ def google_fault(reason: str, retry_after: float | None, model: str | None = Non
         return RequestError(_VERTEX_RESOURCE_EXHAUSTED, status=429, kind="rate_limit")
     delay = 17 if retry_after is None else retry_after
     model_id = model.rsplit("/", 1)[-1] if model else None
+    metric, quota_id, size = _FREE_TIER[limit]
     message = ("You exceeded your current quota, please check your plan and billing details. For more information on "
                f"this error, head to: {_RATE_LIMITS}. To monitor your current usage, head to: "
-               f"https://ai.dev/usage?tab=rate-limit. \n* Quota exceeded for metric: {_FREE_TIER_METRIC}, limit: 10"
+               f"https://ai.dev/usage?tab=rate-limit. \n* Quota exceeded for metric: {metric}, limit: {size}"
                + (f", model: {model_id}" if model_id else "") + f"\nPlease retry in {delay:g}s.")
     return RequestError(message, status=429, kind="rate_limit", details=[
         {"@type": _TYPE + "QuotaFailure", "violations": [{
-            "quotaMetric": _FREE_TIER_METRIC, "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+            "quotaMetric": metric, "quotaId": quota_id,
             "quotaDimensions": {"location": "global", **({"model": model_id} if model_id else {})},
-            "quotaValue": "10"}]},
+            "quotaValue": str(size)}]},
         {"@type": _TYPE + "Help", "links": [{"description": "Learn more about Gemini API quotas", "url": _RATE_LIMITS}]},
         {"@type": _TYPE + "RetryInfo", "retryDelay": f"{delay:g}s"}])
 

@@ -10,7 +10,8 @@ told). Callers' SDKs and back-off code read these by name, so each follows its p
 - Anthropic (docs.claude.com/en/api/rate-limits, "Response headers"; /en/api/errors): `rate_limit_error` with
   `retry-after` (whole seconds) and anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,
   remaining,reset}, each reset an RFC 3339 time; `tokens` is the most restrictive of input and output in effect.
-- Gemini API: google_faults' `quota` (RESOURCE_EXHAUSTED with QuotaFailure, Help and RetryInfo's retryDelay); Vertex
+- Gemini API: google_faults' `quota` (RESOURCE_EXHAUSTED with QuotaFailure, Help and RetryInfo's retryDelay; the
+  violation's quota metric the limit reached, requests or input tokens per minute); Vertex
   AI, either publisher: its own words and no details (google_faults.py cites both).
 - Bedrock (docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModel.html, Errors): a 429
   ThrottlingException, no Retry-After (botocore backs off by itself), worded as botocore users report it.
@@ -40,7 +41,7 @@ def rate_limited(provider: str, limit: str, retry_after: float | None, model: st
     `model` at `now` that ran into its `limit` (one of LIMITS)."""
     wait = DEFAULT_WAIT_S if retry_after is None else retry_after
     if provider in ("gemini", "vertex"):
-        return google_fault("quota", retry_after, model, vertex_project=vertex_project)
+        return google_fault("quota", retry_after, model, vertex_project=vertex_project, limit=limit)
     if provider == "bedrock":
         return RequestError(_BEDROCK, status=429, kind="rate_limit")
     if provider == "anthropic":

@@ -95,15 +95,24 @@ def test_anthropics_429_carries_its_rate_limit_headers(mock, fault, exhausted):
         assert headers[f"anthropic-ratelimit-{family}-reset"] == ("2027-01-15T08:00:07Z" if hit else "2027-01-15T08:00:00Z")
 
 
-def test_the_gemini_apis_429_carries_quota_failure_and_retry_info(mock):
+# The free tier's quotas a minute, as Gemini API users quote their 429s (metric, quotaId, limit)
+@pytest.mark.parametrize(("limit", "metric", "quota_id", "size"), [
+    ("requests", "generate_content_free_tier_requests", "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "10"),
+    ("tokens", "generate_content_free_tier_input_token_count", "GenerateContentInputTokensPerModelPerMinute-FreeTier",
+     "250000")])
+def test_the_gemini_apis_429_carries_quota_failure_and_retry_info(mock, limit, metric, quota_id, size):
     client = genai.Client(api_key=f"AIza-{uuid.uuid4().hex}", http_options=types.HttpOptions(
-        base_url=mock, headers={"x-mock-fault": "status=429;retry_after=3"}))
+        base_url=mock, headers={"x-mock-fault": f"status=429;retry_after=3;limit={limit}"}))
     with pytest.raises(genai_errors.ClientError) as err:
         client.models.generate_content(model="gemini-3.5-flash", contents="Hi")
     assert (err.value.code, err.value.status) == (429, "RESOURCE_EXHAUSTED")
     kinds = {d["@type"]: d for d in err.value.details["error"]["details"]}
     assert kinds[RPC + "RetryInfo"]["retryDelay"] == "3s"
-    assert kinds[RPC + "QuotaFailure"]["violations"][0]["quotaDimensions"]["model"] == "gemini-3.5-flash"
+    violation = kinds[RPC + "QuotaFailure"]["violations"][0]
+    assert violation["quotaDimensions"]["model"] == "gemini-3.5-flash"
+    assert (violation["quotaMetric"], violation["quotaId"], violation["quotaValue"]) == (
+        f"generativelanguage.googleapis.com/{metric}", quota_id, size)
+    assert f"metric: generativelanguage.googleapis.com/{metric}, limit: {size}, model: gemini-3.5-flash" in err.value.message
 
 
 @pytest.mark.usefixtures("aws_env")
