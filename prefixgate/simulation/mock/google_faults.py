@@ -15,8 +15,9 @@ and Vertex AI answer them: what the fault `google=<reason>` injects on the mock'
   ai.google.dev/gemini-api/docs/rate-limits). The violation is the free tier's requests per minute
   (generate_content_free_tier_requests, limit 10), or with `limit=tokens` its input tokens per minute
   (generate_content_free_tier_input_token_count, GenerateContentInputTokensPerModelPerMinute-FreeTier, limit
-  250000), as Gemini API users quote them. A model named by its resource name (`models/m`, Vertex's
-  `projects/.../models/m`) is named by its id, as Google's quota dimensions do; a request naming none, no model.
+  250000), as Gemini API users quote them (that body whole, with QuotaFailure, Help and RetryInfo:
+  google-gemini/gemini-cli-action#36, glidea/one-balance#22). A model named by its resource name (`models/m`,
+  Vertex's `projects/.../models/m`) is named by its id, as Google's quota dimensions do; a request naming none, no model.
   Vertex AI words its 429 otherwise, with no details and no delay: "Resource exhausted. Please try again later.
   Please refer to .../error-code-429 for more details." (verbatim in continuedev/continue#8967,
   google-gemini/gemini-cli#14811).
