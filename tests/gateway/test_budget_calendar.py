@@ -112,12 +112,14 @@ def record(ident: str, iso: str, usd: str, who: str = "team") -> LedgerRecord:
 
 
 def rolled_up_ledger(path: str, records: list[LedgerRecord]) -> Ledger:
-    """A ledger holding `records`, all rolled up (closing rolls up the rest), opened again."""
-    ledger = Ledger(path)
+    """A ledger holding `records`, all rolled up (closing rolls up the rest), opened again. Its retention counts from
+    the newest record, never the machine's clock (which would prune them, then their rollups, in a later year)."""
+    newest = max(rec.ts for rec in records)
+    ledger = Ledger(path, clock=lambda: newest)
     for rec in records:
         ledger.append(rec)
     ledger.close()
-    return Ledger(path)
+    return Ledger(path, clock=lambda: newest)
 
 
 def test_a_restart_without_redis_counts_only_this_calendar_months_spend(tmp_path) -> None:
