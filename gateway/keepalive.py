@@ -595,8 +595,8 @@ class KeepAlive:
             # was not spent.
             try:
                 held = await self.proxy.limits.admit(key, expected) if key is not None else None
-            except RequestError:
-                return self._stop(session, "budget")
+            except RequestError as e:
+                return self._stop(session, _refused_by(e))
             try:
                 resp = await self.proxy.upstream.send(session.upstream, session.wire, session.model, body, False,
                                                       session.headers, session.credential, TIMEOUT_S)
@@ -911,6 +911,13 @@ def static_where(party: str, route: str, credential: str | None, key: str) -> tu
     """Where a static prefix's session is (`KeepAlive.statics`, and hashed, in Redis): the provider keeps one entry per
     credential, named here by a hash of it."""
     return party, route, hashlib.sha256(credential.encode()).hexdigest()[:16] if credential else "", key
+
+
+def _refused_by(refusal: RequestError) -> str:
+    """The stop reason of a refresh its key's admission refused: the key's rate limit (a limit with a size: requests
+    or tokens per minute), else its budget (spent, or held by its running requests)."""
+    limited = refusal.limited
+    return "rate limit" if limited is not None and limited.limit is not None else "budget"
 
 
 def _sent_for(session: Session) -> Usage:
